@@ -1,0 +1,51 @@
+use std::path::PathBuf;
+
+/// Everything that can go wrong in Quarry, classified so every surface (CLI exit codes,
+/// HTTP status codes, MCP `isError`) can map it without string matching.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The caller asked for something malformed (HTTP 400).
+    #[error("{0}")]
+    InvalidInput(String),
+    /// A named thing does not exist (HTTP 404). The message is complete and user-facing.
+    #[error("{0}")]
+    NotFound(String),
+    /// A name is already taken (HTTP 409).
+    #[error("{0}")]
+    Conflict(String),
+    /// A capability is not ready, e.g. no vector index yet (HTTP 503).
+    #[error("{0}")]
+    Unavailable(String),
+    /// A file or directory could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The metadata store failed.
+    #[error("storage error: {0}")]
+    Storage(String),
+    /// The keyword index failed.
+    #[error("index error: {0}")]
+    Index(String),
+}
+
+impl Error {
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Error::Io {
+            path: path.into(),
+            source,
+        }
+    }
+
+    pub fn invalid(msg: impl Into<String>) -> Self {
+        Error::InvalidInput(msg.into())
+    }
+
+    pub fn not_found(msg: impl Into<String>) -> Self {
+        Error::NotFound(msg.into())
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,309 @@
+//! Text analysis shared by indexing and querying, so both sides see the same terms.
+//!
+//! - Latin/other alphabetic runs: lower-cased, English-stemmed parts; a run joined by
+//!   `-`, `.`, `_`, `+` or `/` between alphanumerics (`gpt-4o`, `v1.2.3`, `foo_bar`) is also
+//!   emitted whole, unstemmed, so identifiers and versions can be found exactly.
+//! - Han runs: jieba word segmentation in search mode (dictionary words inside longer
+//!   words are emitted too, at the position of the word that contains them).
+//! - Kana runs: overlapping character bigrams (no dictionary is needed for recall).
+//! - Hangul runs: whole space-delimited words.
+
+use std::sync::OnceLock;
+
+use jieba_rs::Jieba;
+use rust_stemmers::{Algorithm, Stemmer};
+
+/// Tokens longer than this (in bytes) are dropped: they are hashes, base64, minified code.
+const MAX_TOKEN_BYTES: usize = 64;
+
+/// What role a token plays, which decides how queries use it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenKind {
+    /// A word in sequence; phrases are built from these.
+    Primary,
+    /// A whole joined identifier (`gpt-4o`), at the position of its first part.
+    Compound,
+    /// A dictionary word inside a longer CJK word, at the position of that word.
+    Sub,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Token {
+    pub text: String,
+    /// Byte range in the analysed text.
+    pub from: usize,
+    pub to: usize,
+    pub position: usize,
+    pub kind: TokenKind,
+}
+
+fn jieba() -> &'static Jieba {
+    // Loading the dictionary costs ~100 ms: only texts that contain Han characters pay it.
+    static JIEBA: OnceLock<Jieba> = OnceLock::new();
+    JIEBA.get_or_init(Jieba::new)
+}
+
+fn stemmer() -> &'static Stemmer {
+    static STEMMER: OnceLock<Stemmer> = OnceLock::new();
+    STEMMER.get_or_init(|| Stemmer::create(Algorithm::English))
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Class {
+    Word,
+    Han,
+    Kana,
+    Hangul,
+    Joiner,
+    Other,
+}
+
+fn classify(c: char) -> Class {
+    match c as u32 {
+        0x4E00..=0x9FFF | 0x3400..=0x4DBF | 0x20000..=0x2A6DF | 0xF900..=0xFAFF | 0x3005 => {
+            Class::Han
+        }
+        0x3040..=0x309F | 0x30A0..=0x30FF | 0x31F0..=0x31FF | 0xFF66..=0xFF9D => Class::Kana,
+        0xAC00..=0xD7AF | 0x1100..=0x11FF | 0x3130..=0x318F => Class::Hangul,
+        _ if c.is_alphanumeric() => Class::Word,
+        _ if matches!(c, '-' | '.' | '_' | '+' | '/') => Class::Joiner,
+        _ => Class::Other,
+    }
+}
+
+/// Splits `text` into index/query tokens, calling `emit` for each in position order.
+pub fn analyze(text: &str, mut emit: impl FnMut(Token)) {
+    let mut position = 0usize;
+    let chars: Vec<(usize, char)> = text.char_indices().collect();
+    let mut i = 0;
+    while i < chars.len() {
+        let (start, c) = chars[i];
+        let class = classify(c);
+        match class {
+            Class::Word => {
+                // A run of word chars, possibly joined by single joiners between word chars.
+                let mut j = i + 1;
+                let mut parts = vec![(start, 0usize)];
+                loop {
+                    while j < chars.len() && classify(chars[j].1) == Class::Word {
+                        j += 1;
+                    }
+                    let end = byte_at(&chars, j, text.len());
+                    if let Some(last) = parts.last_mut() {
+                        last.1 = end;
+                    }
+                    let joined = j + 1 < chars.len()
+                        && classify(chars[j].1) == Class::Joiner
+                        && classify(chars[j + 1].1) == Class::Word;
+                    if !joined {
+                        break;
+                    }
+                    parts.push((chars[j + 1].0, 0));
+                    j += 1;
+                }
+                let run_end = byte_at(&chars, j, text.len());
+                if parts.len() > 1 {
+                    push(&mut emit, text[start..run_end].to_lowercase(), start, run_end, position, TokenKind::Compound);
+                }
+                for (from, to) in parts {
+                    let lower = text[from..to].to_lowercase();
+                    let stemmed = stemmer().stem(&lower).into_owned();
+                    if push(&mut emit, stemmed, from, to, position, TokenKind::Primary) {
+                        position += 1;
+                    }
+                }
+                i = j;
+            }
+            Class::Han => {
+                let j = run_end(&chars, i, Class::Han);
+                let end = byte_at(&chars, j, text.len());
+                position = segment_han(&text[start..end], start, position, &mut emit);
+                i = j;
+            }
+            Class::Kana => {
+                let j = run_end(&chars, i, Class::Kana);
+                if j - i == 1 {
+                    let end = byte_at(&chars, j, text.len());
+                    if push(&mut emit, text[start..end].to_owned(), start, end, position, TokenKind::Primary) {
+                        position += 1;
+                    }
+                } else {
+                    for k in i..j - 1 {
+                        let from = chars[k].0;
+                        let to = byte_at(&chars, k + 2, text.len());
+                        if push(&mut emit, text[from..to].to_owned(), from, to, position, TokenKind::Primary) {
+                            position += 1;
+                        }
+                    }
+                }
+                i = j;
+            }
+            Class::Hangul => {
+                let j = run_end(&chars, i, Class::Hangul);
+                let end = byte_at(&chars, j, text.len());
+                if push(&mut emit, text[start..end].to_owned(), start, end, position, TokenKind::Primary) {
+                    position += 1;
+                }
+                i = j;
+            }
+            Class::Joiner | Class::Other => i += 1,
+        }
+    }
+}
+
+fn run_end(chars: &[(usize, char)], i: usize, class: Class) -> usize {
+    let mut j = i + 1;
+    while j < chars.len() && classify(chars[j].1) == class {
+        j += 1;
+    }
+    j
+}
+
+fn byte_at(chars: &[(usize, char)], idx: usize, len: usize) -> usize {
+    chars.get(idx).map_or(len, |c| c.0)
+}
+
+fn push(
+    emit: &mut impl FnMut(Token),
+    text: String,
+    from: usize,
+    to: usize,
+    position: usize,
+    kind: TokenKind,
+) -> bool {
+    if text.is_empty() || text.len() > MAX_TOKEN_BYTES {
+        return false;
+    }
+    emit(Token {
+        text,
+        from,
+        to,
+        position,
+        kind,
+    });
+    true
+}
+
+/// Segments one Han run; returns the next free position.
+fn segment_han(run: &str, base: usize, mut position: usize, emit: &mut impl FnMut(Token)) -> usize {
+    let mut tokens = jieba().cut_for_search(run, true);
+    // Search mode lists a word's dictionary sub-words before the word. Order by start, longest
+    // first, so every word precedes the sub-words it contains.
+    tokens.sort_by(|a, b| {
+        a.byte_start
+            .cmp(&b.byte_start)
+            .then(b.byte_end.cmp(&a.byte_end))
+    });
+    let mut primary_end = 0usize;
+    let mut primary_pos = position;
+    for t in tokens {
+        let word = t.word.trim();
+        if word.is_empty() {
+            continue;
+        }
+        let (from, to) = (base + t.byte_start, base + t.byte_end);
+        if t.byte_start >= primary_end {
+            primary_end = t.byte_end;
+            primary_pos = position;
+            if push(emit, word.to_lowercase(), from, to, position, TokenKind::Primary) {
+                position += 1;
+            }
+        } else {
+            push(emit, word.to_lowercase(), from, to, primary_pos, TokenKind::Sub);
+        }
+    }
+    position
+}
+
+/// Convenience: all tokens of `text`.
+pub fn tokens(text: &str) -> Vec<Token> {
+    let mut out = Vec::new();
+    analyze(text, |t| out.push(t));
+    out
+}
+
+/// The tantivy side of [`analyze`], registered as the `quarry` tokenizer.
+#[derive(Clone, Default)]
+pub struct QuarryTokenizer;
+
+pub struct QuarryTokenStream {
+    tokens: Vec<tantivy::tokenizer::Token>,
+    next: usize,
+}
+
+impl tantivy::tokenizer::Tokenizer for QuarryTokenizer {
+    type TokenStream<'a> = QuarryTokenStream;
+
+    fn token_stream<'a>(&'a mut self, text: &'a str) -> QuarryTokenStream {
+        let mut tokens = Vec::new();
+        analyze(text, |t| {
+            tokens.push(tantivy::tokenizer::Token {
+                offset_from: t.from,
+                offset_to: t.to,
+                position: t.position,
+                text: t.text,
+                position_length: 1,
+            })
+        });
+        QuarryTokenStream { tokens, next: 0 }
+    }
+}
+
+impl tantivy::tokenizer::TokenStream for QuarryTokenStream {
+    fn advance(&mut self) -> bool {
+        self.next += 1;
+        self.next <= self.tokens.len()
+    }
+
+    fn token(&self) -> &tantivy::tokenizer::Token {
+        &self.tokens[self.next - 1]
+    }
+
+    fn token_mut(&mut self) -> &mut tantivy::tokenizer::Token {
+        &mut self.tokens[self.next - 1]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn texts(s: &str) -> Vec<(String, TokenKind)> {
+        tokens(s).into_iter().map(|t| (t.text, t.kind)).collect()
+    }
+
+    #[test]
+    fn identifiers_are_kept_whole_and_split() {
+        let t = texts("Use gpt-4o with v1.2.3.");
+        let words: Vec<&str> = t.iter().map(|(w, _)| w.as_str()).collect();
+        assert_eq!(words, ["use", "gpt-4o", "gpt", "4o", "with", "v1.2.3", "v1", "2", "3"]);
+        assert_eq!(t[1].1, TokenKind::Compound);
+    }
+
+    #[test]
+    fn english_is_stemmed() {
+        let words: Vec<String> = tokens("Extracting archives").into_iter().map(|t| t.text).collect();
+        assert_eq!(words, ["extract", "archiv"]);
+    }
+
+    #[test]
+    fn chinese_is_segmented_with_latin_mixed_in() {
+        let toks = tokens("用git撤销上一次提交");
+        let prim: Vec<&str> = toks
+            .iter()
+            .filter(|t| t.kind == TokenKind::Primary)
+            .map(|t| t.text.as_str())
+            .collect();
+        assert!(prim.contains(&"git"), "{prim:?}");
+        assert!(prim.contains(&"撤销"), "{prim:?}");
+        assert!(prim.contains(&"提交"), "{prim:?}");
+        // Positions never decrease.
+        assert!(toks.windows(2).all(|w| w[0].position <= w[1].position));
+    }
+
+    #[test]
+    fn kana_bigrams() {
+        let words: Vec<String> = tokens("カタカナ").into_iter().map(|t| t.text).collect();
+        assert_eq!(words, ["カタ", "タカ", "カナ"]);
+    }
+}

@@ -1,0 +1,337 @@
+//! Quarry's keyword index: BM25 over tantivy with field weights title > path > body.
+//!
+//! The index is derived data: it stores no text, only postings and a fast `id` column that
+//! points back at the store's document id. [`FtsIndex::apply`] deletes each id before
+//! re-adding it, so replaying work after a crash never duplicates a document. A tantivy
+//! commit is atomic, so readers in other processes see either the old or the new index,
+//! never half of one.
+
+pub mod analyzer;
+pub mod query;
+
+use std::path::Path;
+
+use quarry_core::{Error, Result};
+use quarry_store::IndexWork;
+use tantivy::collector::TopDocs;
+use tantivy::query::{BooleanQuery, BoostQuery, Occur as TOccur, PhraseQuery, Query, TermQuery};
+use tantivy::schema::{
+    FAST, Field, INDEXED, IndexRecordOption, STORED, Schema, TextFieldIndexing, TextOptions,
+};
+use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term, doc};
+
+pub use analyzer::QuarryTokenizer;
+pub use query::{Occur, ParsedQuery};
+
+use analyzer::TokenKind;
+
+const TOKENIZER: &str = "quarry";
+
+/// Per-field weights: a word in the title counts more than in the path, more than in the body.
+pub const TITLE_BOOST: f32 = 3.0;
+pub const PATH_BOOST: f32 = 1.5;
+pub const BODY_BOOST: f32 = 1.0;
+
+#[derive(Clone, Copy)]
+struct Fields {
+    id: Field,
+    collection: Field,
+    title: Field,
+    path: Field,
+    body: Field,
+}
+
+fn schema() -> (Schema, Fields) {
+    let mut b = Schema::builder();
+    let text = TextOptions::default().set_indexing_options(
+        TextFieldIndexing::default()
+            .set_tokenizer(TOKENIZER)
+            .set_index_option(IndexRecordOption::WithFreqsAndPositions),
+    );
+    let fields = Fields {
+        id: b.add_u64_field("id", INDEXED | FAST | STORED),
+        collection: b.add_u64_field("collection", INDEXED | FAST),
+        title: b.add_text_field("title", text.clone()),
+        path: b.add_text_field("path", text.clone()),
+        body: b.add_text_field("body", text),
+    };
+    (b.build(), fields)
+}
+
+fn idx_err(e: tantivy::TantivyError) -> Error {
+    Error::Index(e.to_string())
+}
+
+/// A keyword index in one directory.
+pub struct FtsIndex {
+    index: Index,
+    fields: Fields,
+    reader: IndexReader,
+}
+
+/// A raw BM25 hit: the store's document id and its score.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FtsHit {
+    pub id: i64,
+    pub score: f32,
+}
+
+impl FtsIndex {
+    /// Opens the index in `dir`, creating it when absent. Creation must happen under the
+    /// engine's writer lock.
+    pub fn open_or_create(dir: &Path) -> Result<Self> {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        let (schema, fields) = schema();
+        let index = if dir.join("meta.json").exists() {
+            Index::open_in_dir(dir).map_err(idx_err)?
+        } else {
+            Index::create_in_dir(dir, schema).map_err(idx_err)?
+        };
+        Self::with_index(index, fields)
+    }
+
+    /// Opens an existing index; `Ok(None)` when there is none yet.
+    pub fn open(dir: &Path) -> Result<Option<Self>> {
+        if !dir.join("meta.json").exists() {
+            return Ok(None);
+        }
+        let index = Index::open_in_dir(dir).map_err(idx_err)?;
+        Self::with_index(index, schema().1).map(Some)
+    }
+
+    fn with_index(index: Index, fields: Fields) -> Result<Self> {
+        index
+            .tokenizers()
+            .register(TOKENIZER, analyzer::QuarryTokenizer);
+        let reader = index
+            .reader_builder()
+            .reload_policy(ReloadPolicy::Manual)
+            .try_into()
+            .map_err(idx_err)?;
+        Ok(FtsIndex {
+            index,
+            fields,
+            reader,
+        })
+    }
+
+    /// Picks up commits made since this handle was opened (by this or another process).
+    pub fn reload(&self) -> Result<()> {
+        self.reader.reload().map_err(idx_err)
+    }
+
+    /// Number of documents visible to searches.
+    pub fn num_docs(&self) -> u64 {
+        self.reader.searcher().num_docs()
+    }
+
+    /// Starts a writer. Only one may exist per index across all processes.
+    pub fn writer(&self) -> Result<FtsWriter> {
+        let threads = std::thread::available_parallelism()
+            .map(|n| n.get().min(4))
+            .unwrap_or(1);
+        let writer = self
+            .index
+            .writer_with_num_threads(threads, 48_000_000 * threads)
+            .map_err(idx_err)?;
+        Ok(FtsWriter {
+            writer,
+            fields: self.fields,
+        })
+    }
+
+    /// Runs `query`, optionally restricted to collection ids, returning the best `limit` hits.
+    pub fn search(
+        &self,
+        query: &ParsedQuery,
+        collections: Option<&[i64]>,
+        limit: usize,
+    ) -> Result<Vec<FtsHit>> {
+        if query.is_empty() || limit == 0 {
+            return Ok(Vec::new());
+        }
+        let Some(content) = self.build_query(query) else {
+            return Ok(Vec::new());
+        };
+        let mut top: Vec<(TOccur, Box<dyn Query>)> = vec![(TOccur::Must, content)];
+        if let Some(ids) = collections {
+            let filter: Vec<(TOccur, Box<dyn Query>)> = ids
+                .iter()
+                .map(|&id| {
+                    let t = Term::from_field_u64(self.fields.collection, id as u64);
+                    (
+                        TOccur::Should,
+                        Box::new(TermQuery::new(t, IndexRecordOption::Basic)) as Box<dyn Query>,
+                    )
+                })
+                .collect();
+            // Boost 0: the filter restricts without changing BM25 scores.
+            top.push((
+                TOccur::Must,
+                Box::new(BoostQuery::new(Box::new(BooleanQuery::new(filter)), 0.0)),
+            ));
+        }
+        let searcher = self.reader.searcher();
+        let docs = searcher
+            .search(
+                &BooleanQuery::new(top),
+                &TopDocs::with_limit(limit).order_by_score(),
+            )
+            .map_err(idx_err)?;
+        let mut hits = Vec::with_capacity(docs.len());
+        let mut columns: Vec<Option<tantivy::columnar::Column<u64>>> =
+            vec![None; searcher.segment_readers().len()];
+        for (score, addr) in docs {
+            let slot = &mut columns[addr.segment_ord as usize];
+            if slot.is_none() {
+                *slot = Some(
+                    searcher
+                        .segment_reader(addr.segment_ord)
+                        .fast_fields()
+                        .u64("id")
+                        .map_err(idx_err)?,
+                );
+            }
+            if let Some(id) = slot.as_ref().and_then(|c| c.first(addr.doc_id)) {
+                hits.push(FtsHit {
+                    id: id as i64,
+                    score,
+                });
+            }
+        }
+        Ok(hits)
+    }
+
+    fn build_query(&self, query: &ParsedQuery) -> Option<Box<dyn Query>> {
+        let f = self.fields;
+        let weighted = [
+            (f.title, TITLE_BOOST),
+            (f.path, PATH_BOOST),
+            (f.body, BODY_BOOST),
+        ];
+        // One token across all weighted fields.
+        let term_any_field = |text: &str| -> Box<dyn Query> {
+            let parts = weighted
+                .iter()
+                .map(|&(field, boost)| {
+                    let q = TermQuery::new(
+                        Term::from_field_text(field, text),
+                        IndexRecordOption::WithFreqs,
+                    );
+                    (
+                        TOccur::Should,
+                        Box::new(BoostQuery::new(Box::new(q), boost)) as Box<dyn Query>,
+                    )
+                })
+                .collect();
+            Box::new(BooleanQuery::new(parts))
+        };
+        let phrase_any_field = |toks: &[(usize, String)]| -> Box<dyn Query> {
+            let parts = weighted
+                .iter()
+                .map(|&(field, boost)| {
+                    let terms = toks
+                        .iter()
+                        .map(|(off, t)| (*off, Term::from_field_text(field, t)))
+                        .collect();
+                    (
+                        TOccur::Should,
+                        Box::new(BoostQuery::new(
+                            Box::new(PhraseQuery::new_with_offset(terms)),
+                            boost,
+                        )) as Box<dyn Query>,
+                    )
+                })
+                .collect();
+            Box::new(BooleanQuery::new(parts))
+        };
+
+        let mut clauses: Vec<(TOccur, Box<dyn Query>)> = Vec::new();
+        for c in &query.clauses {
+            let primaries: Vec<(usize, String)> = {
+                let base = c.tokens.first().map_or(0, |t| t.position);
+                c.tokens
+                    .iter()
+                    .filter(|t| t.kind == TokenKind::Primary)
+                    .map(|t| (t.position - base, t.text.clone()))
+                    .collect()
+            };
+            let q: Box<dyn Query> = if c.phrase && primaries.len() > 1 {
+                phrase_any_field(&primaries)
+            } else if c.occur == Occur::Should {
+                // Every token is an independent OR term; compounds and sub-words add
+                // their own (high-IDF) evidence.
+                for t in &c.tokens {
+                    clauses.push((TOccur::Should, term_any_field(&t.text)));
+                }
+                continue;
+            } else {
+                // Required or excluded word: all its primary tokens; a compound, when
+                // present, may stand in for its parts (`gpt-4o` or `gpt 4o`).
+                let all_parts: Vec<(TOccur, Box<dyn Query>)> = primaries
+                    .iter()
+                    .map(|(_, t)| (TOccur::Must, term_any_field(t)))
+                    .collect();
+                let parts_q: Box<dyn Query> = Box::new(BooleanQuery::new(all_parts));
+                match c.tokens.iter().find(|t| t.kind == TokenKind::Compound) {
+                    Some(comp) => Box::new(BooleanQuery::new(vec![
+                        (TOccur::Should, term_any_field(&comp.text)),
+                        (TOccur::Should, parts_q),
+                    ])),
+                    None => parts_q,
+                }
+            };
+            let occur = match c.occur {
+                Occur::Should => TOccur::Should,
+                Occur::Must => TOccur::Must,
+                Occur::MustNot => TOccur::MustNot,
+            };
+            clauses.push((occur, q));
+        }
+        if clauses.iter().all(|(o, _)| *o == TOccur::MustNot) {
+            return None;
+        }
+        Some(Box::new(BooleanQuery::new(clauses)))
+    }
+}
+
+/// Applies store work to the index; nothing is visible until [`FtsWriter::commit`].
+pub struct FtsWriter {
+    writer: IndexWriter,
+    fields: Fields,
+}
+
+impl FtsWriter {
+    pub fn apply(&mut self, work: &IndexWork) -> Result<()> {
+        let f = self.fields;
+        for id in &work.deletes {
+            self.writer
+                .delete_term(Term::from_field_u64(f.id, *id as u64));
+        }
+        for d in &work.upserts {
+            self.writer
+                .delete_term(Term::from_field_u64(f.id, d.id as u64));
+            let doc: TantivyDocument = doc!(
+                f.id => d.id as u64,
+                f.collection => d.collection_id as u64,
+                f.title => d.title.as_str(),
+                // The path relative to its collection: renaming a collection needs no re-index.
+                f.path => d.path.as_str(),
+                f.body => d.body.as_str(),
+            );
+            self.writer.add_document(doc).map_err(idx_err)?;
+        }
+        Ok(())
+    }
+
+    /// Makes everything applied so far durable and visible, atomically.
+    pub fn commit(&mut self) -> Result<()> {
+        self.writer.commit().map_err(idx_err)?;
+        Ok(())
+    }
+
+    /// Waits for background segment merges so the index is compact when the process exits.
+    pub fn finish(self) -> Result<()> {
+        self.writer.wait_merging_threads().map_err(idx_err)
+    }
+}

@@ -1,0 +1,176 @@
+//! The keyword query language.
+//!
+//! Words are optional (OR) and ranked by BM25, so a natural-language question returns the
+//! documents sharing the most informative words. `"a phrase"` must appear as written,
+//! `+word` is required, `-word` excluded. Stop words are dropped from optional words
+//! unless nothing else is left.
+
+use crate::analyzer::{Token, TokenKind, tokens};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Occur {
+    Should,
+    Must,
+    MustNot,
+}
+
+/// One clause of a parsed query.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Clause {
+    pub occur: Occur,
+    /// True when written in quotes: all primary tokens in order.
+    pub phrase: bool,
+    /// The analysed tokens of the clause.
+    pub tokens: Vec<Token>,
+    /// The text as the user wrote it (for snippets).
+    pub surface: String,
+}
+
+/// A parsed keyword query.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ParsedQuery {
+    pub clauses: Vec<Clause>,
+}
+
+const STOP_WORDS: &[&str] = &[
+    // English (stemmed forms, since the analyzer stems before comparing).
+    "a", "an", "and", "are", "as", "at", "be", "by", "can", "do", "doe", "for", "from", "how",
+    "i", "in", "is", "it", "me", "my", "of", "on", "or", "that", "the", "this", "to", "was",
+    "what", "when", "where", "which", "who", "whi", "why", "will", "with", "you", "your",
+    // Chinese function words and question words.
+    "的", "了", "是", "在", "和", "与", "吗", "呢", "吧", "啊", "我", "你", "如何", "怎么",
+    "怎样", "怎么样", "什么", "哪些", "一个", "可以", "能", "把", "被",
+];
+
+fn is_stop(t: &Token) -> bool {
+    STOP_WORDS.contains(&t.text.as_str())
+}
+
+impl ParsedQuery {
+    /// Parses `input`. Never fails: unbalanced quotes close at the end of the input.
+    pub fn parse(input: &str) -> ParsedQuery {
+        let mut clauses = Vec::new();
+        let mut rest = input.trim();
+        while !rest.is_empty() {
+            let (occur, after_sign) = match rest.as_bytes()[0] {
+                b'+' if rest.len() > 1 && !rest.as_bytes()[1].is_ascii_whitespace() => {
+                    (Occur::Must, &rest[1..])
+                }
+                b'-' if rest.len() > 1 && !matches!(rest.as_bytes()[1], b'-' | b' ' | b'\t') => {
+                    (Occur::MustNot, &rest[1..])
+                }
+                _ => (Occur::Should, rest),
+            };
+            let (surface, phrase, next) = if let Some(body) = after_sign.strip_prefix('"') {
+                match body.find('"') {
+                    Some(end) => (&body[..end], true, &body[end + 1..]),
+                    None => (body, true, ""),
+                }
+            } else {
+                let end = after_sign
+                    .find(char::is_whitespace)
+                    .unwrap_or(after_sign.len());
+                (&after_sign[..end], false, &after_sign[end..])
+            };
+            let toks = tokens(surface);
+            if !toks.is_empty() {
+                clauses.push(Clause {
+                    occur,
+                    phrase,
+                    tokens: toks,
+                    surface: surface.to_owned(),
+                });
+            }
+            rest = next.trim_start();
+        }
+        let mut q = ParsedQuery { clauses };
+        q.drop_stop_words();
+        q
+    }
+
+    fn drop_stop_words(&mut self) {
+        let informative = self.clauses.iter().any(|c| {
+            c.occur != Occur::MustNot && (c.phrase || c.tokens.iter().any(|t| !is_stop(t)))
+        });
+        if !informative {
+            return;
+        }
+        for c in &mut self.clauses {
+            if c.occur == Occur::Should && !c.phrase {
+                c.tokens.retain(|t| !is_stop(t));
+            }
+        }
+        self.clauses.retain(|c| !c.tokens.is_empty());
+    }
+
+    /// True when nothing could match positively (empty, or only exclusions).
+    pub fn is_empty(&self) -> bool {
+        !self.clauses.iter().any(|c| c.occur != Occur::MustNot)
+    }
+
+    /// Lower-cased terms to locate in text for snippets: stems and CJK words of every
+    /// clause that is not excluded, longest first.
+    pub fn highlight_terms(&self) -> Vec<String> {
+        let mut terms: Vec<String> = self
+            .clauses
+            .iter()
+            .filter(|c| c.occur != Occur::MustNot)
+            .flat_map(|c| c.tokens.iter())
+            .filter(|t| t.kind != TokenKind::Sub || t.text.chars().count() >= 2)
+            .map(|t| t.text.clone())
+            .filter(|t| t.chars().count() >= 2 || !t.is_ascii())
+            .collect();
+        terms.sort_by(|a, b| b.len().cmp(&a.len()).then(a.cmp(b)));
+        terms.dedup();
+        terms
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shape(q: &str) -> Vec<(Occur, bool, Vec<String>)> {
+        ParsedQuery::parse(q)
+            .clauses
+            .into_iter()
+            .map(|c| (c.occur, c.phrase, c.tokens.into_iter().map(|t| t.text).collect()))
+            .collect()
+    }
+
+    #[test]
+    fn syntax() {
+        assert_eq!(
+            shape(r#"+tar "extract files" -zip archive"#),
+            vec![
+                (Occur::Must, false, vec!["tar".to_string()]),
+                (Occur::Should, true, vec!["extract".into(), "file".into()]),
+                (Occur::MustNot, false, vec!["zip".into()]),
+                (Occur::Should, false, vec!["archiv".into()]),
+            ]
+        );
+    }
+
+    #[test]
+    fn flags_and_hyphens_are_words_not_operators() {
+        let s = shape("git rebase --interactive gpt-4o");
+        assert_eq!(s.len(), 4);
+        assert!(s.iter().all(|c| c.0 == Occur::Should));
+    }
+
+    #[test]
+    fn stop_words_dropped_unless_all_stop() {
+        assert_eq!(shape("how do I extract the archive").len(), 2);
+        assert_eq!(shape("the who").len(), 2);
+        assert!(ParsedQuery::parse("  ").is_empty());
+        assert!(ParsedQuery::parse("-foo").is_empty());
+    }
+
+    #[test]
+    fn unbalanced_quote_is_a_phrase_to_the_end() {
+        assert_eq!(
+            shape(r#""open file"#),
+            vec![(Occur::Should, true, vec!["open".to_string(), "file".into()])]
+        );
+    }
+}

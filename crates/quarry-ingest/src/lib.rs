@@ -1,0 +1,348 @@
+//! Ingestion: turns folders on disk into candidate documents.
+//!
+//! [`scan`] walks a collection root honouring `.gitignore`/`.ignore` files and the
+//! collection's glob mask and returns cheap metadata (size, mtime) so the engine can skip
+//! unchanged files without reading them. [`load`] reads one file, refuses binary and
+//! non-UTF-8 content with a reason, and extracts the title and content hash.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::UNIX_EPOCH;
+
+use globset::{GlobBuilder, GlobMatcher};
+use quarry_core::{Error, Result};
+use sha2::{Digest, Sha256};
+
+/// Files larger than this are skipped with a warning unless configured otherwise.
+pub const DEFAULT_MAX_FILE_BYTES: u64 = 64 * 1024 * 1024;
+
+/// A file found by [`scan`]; nothing has been read yet.
+#[derive(Debug, Clone)]
+pub struct FileEntry {
+    /// Path relative to the collection root, `/`-separated.
+    pub rel_path: String,
+    pub abs_path: PathBuf,
+    pub size: u64,
+    /// Modification time in nanoseconds since the epoch (0 when unavailable).
+    pub mtime_ns: i64,
+}
+
+/// Result of walking a collection root.
+#[derive(Debug, Default)]
+pub struct ScanResult {
+    pub files: Vec<FileEntry>,
+    /// Entries that could not be examined: (path, reason).
+    pub problems: Vec<(String, String)>,
+}
+
+/// Compiles a collection mask. `*` stays within one directory; `**/` spans any depth.
+pub fn compile_mask(mask: &str) -> Result<GlobMatcher> {
+    let mask = mask.trim();
+    if mask.is_empty() {
+        return Err(Error::invalid("glob mask is empty"));
+    }
+    if mask.starts_with('/') || mask.split('/').any(|s| s == "..") {
+        return Err(Error::invalid(format!(
+            "glob mask {mask:?} must be relative to the collection folder and must not contain '..'"
+        )));
+    }
+    GlobBuilder::new(mask)
+        .literal_separator(true)
+        .build()
+        .map(|g| g.compile_matcher())
+        .map_err(|e| Error::invalid(format!("invalid glob mask {mask:?}: {e}")))
+}
+
+/// Walks `root` and returns the files matching `mask`, sorted by relative path.
+///
+/// Hidden entries, `node_modules`, and anything excluded by `.gitignore`, `.ignore` or
+/// `.git/info/exclude` are skipped, whether or not the folder is a git repository.
+pub fn scan(root: &Path, mask: &GlobMatcher) -> Result<ScanResult> {
+    let meta = fs::metadata(root).map_err(|e| Error::io(root, e))?;
+    if !meta.is_dir() {
+        return Err(Error::invalid(format!(
+            "{} is not a directory",
+            root.display()
+        )));
+    }
+    // Fail early on an unreadable root: the walker would otherwise report "no files".
+    fs::read_dir(root).map_err(|e| Error::io(root, e))?;
+
+    let mut out = ScanResult::default();
+    let walker = ignore::WalkBuilder::new(root)
+        .hidden(true)
+        .git_ignore(true)
+        .git_exclude(true)
+        .git_global(false)
+        .require_git(false)
+        .ignore(true)
+        .parents(true)
+        .follow_links(false)
+        .filter_entry(|e| e.file_name() != "node_modules")
+        .build();
+    for entry in walker {
+        let entry = match entry {
+            Ok(e) => e,
+            Err(e) => {
+                out.problems.push((String::new(), e.to_string()));
+                continue;
+            }
+        };
+        if !entry.file_type().is_some_and(|t| t.is_file()) {
+            continue;
+        }
+        let Ok(rel) = entry.path().strip_prefix(root) else {
+            continue;
+        };
+        let Some(rel_path) = rel_to_slash(rel) else {
+            out.problems.push((
+                entry.path().display().to_string(),
+                "file name is not valid UTF-8".into(),
+            ));
+            continue;
+        };
+        if !mask.is_match(&rel_path) {
+            continue;
+        }
+        match entry.metadata() {
+            Ok(m) => out.files.push(FileEntry {
+                rel_path,
+                abs_path: entry.path().to_path_buf(),
+                size: m.len(),
+                mtime_ns: m
+                    .modified()
+                    .ok()
+                    .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+                    .map(|d| d.as_nanos() as i64)
+                    .unwrap_or(0),
+            }),
+            Err(e) => out.problems.push((rel_path, e.to_string())),
+        }
+    }
+    out.files.sort_by(|a, b| a.rel_path.cmp(&b.rel_path));
+    Ok(out)
+}
+
+fn rel_to_slash(rel: &Path) -> Option<String> {
+    let parts: Option<Vec<&str>> = rel.components().map(|c| c.as_os_str().to_str()).collect();
+    parts.map(|p| p.join("/"))
+}
+
+/// A file read and checked for indexing.
+#[derive(Debug, Clone)]
+pub struct LoadedFile {
+    /// Markdown text with a leading BOM removed and CRLF normalised to LF.
+    pub text: String,
+    /// Hex SHA-256 of the raw bytes.
+    pub hash: String,
+    pub title: String,
+}
+
+/// Why a file was not indexed. The message is shown to the user as-is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Skip(pub String);
+
+/// Reads and validates one file.
+pub fn load(entry: &FileEntry, max_bytes: u64) -> Result<LoadedFile, Skip> {
+    if entry.size > max_bytes {
+        return Err(Skip(format!(
+            "file is {} bytes, over the {max_bytes}-byte limit (QUARRY_MAX_FILE_BYTES)",
+            entry.size
+        )));
+    }
+    let bytes = fs::read(&entry.abs_path).map_err(|e| Skip(format!("cannot read: {e}")))?;
+    decode(&bytes, &entry.rel_path)
+}
+
+/// Validates raw bytes as a Markdown/text document and extracts its title.
+pub fn decode(bytes: &[u8], rel_path: &str) -> Result<LoadedFile, Skip> {
+    let probe = &bytes[..bytes.len().min(8192)];
+    if probe.contains(&0) {
+        return Err(Skip("binary file (contains NUL bytes)".into()));
+    }
+    let hash = hex(&Sha256::digest(bytes));
+    let body = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+    let text = match std::str::from_utf8(body) {
+        Ok(t) => t,
+        Err(e) => {
+            return Err(Skip(format!(
+                "not valid UTF-8 (invalid byte at offset {})",
+                e.valid_up_to()
+            )));
+        }
+    };
+    let text = if text.contains('\r') {
+        text.replace("\r\n", "\n")
+    } else {
+        text.to_owned()
+    };
+    let title = extract_title(&text, rel_path);
+    Ok(LoadedFile { text, hash, title })
+}
+
+/// Hex SHA-256 of `bytes`.
+pub fn content_hash(bytes: &[u8]) -> String {
+    hex(&Sha256::digest(bytes))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        s.push(DIGITS[(b >> 4) as usize] as char);
+        s.push(DIGITS[(b & 0xf) as usize] as char);
+    }
+    s
+}
+
+/// Title: front-matter `title:`, else the first `# ` heading (outside code fences), else
+/// the first heading of any level, else the file name without extension.
+pub fn extract_title(text: &str, rel_path: &str) -> String {
+    let mut lines = text.lines().peekable();
+    if lines.peek().is_some_and(|l| l.trim() == "---") {
+        lines.next();
+        for line in lines.by_ref() {
+            if line.trim() == "---" {
+                break;
+            }
+            if let Some(v) = line.strip_prefix("title:") {
+                let v = v.trim().trim_matches(|c| c == '"' || c == '\'').trim();
+                if !v.is_empty() {
+                    return v.to_owned();
+                }
+            }
+        }
+    }
+    let mut in_fence = false;
+    let mut first_any: Option<String> = None;
+    for line in lines {
+        let t = line.trim_start();
+        if t.starts_with("```") || t.starts_with("~~~") {
+            in_fence = !in_fence;
+            continue;
+        }
+        if in_fence || !t.starts_with('#') {
+            continue;
+        }
+        let level = t.chars().take_while(|&c| c == '#').count();
+        let rest = &t[level..];
+        if level > 6 || !(rest.is_empty() || rest.starts_with(' ')) {
+            continue;
+        }
+        let heading = rest.trim().trim_end_matches('#').trim();
+        if heading.is_empty() {
+            continue;
+        }
+        if level == 1 {
+            return heading.to_owned();
+        }
+        first_any.get_or_insert_with(|| heading.to_owned());
+    }
+    first_any.unwrap_or_else(|| file_stem(rel_path))
+}
+
+fn file_stem(rel_path: &str) -> String {
+    let name = rel_path.rsplit('/').next().unwrap_or(rel_path);
+    match name.rfind('.') {
+        Some(i) if i > 0 => name[..i].to_owned(),
+        _ => name.to_owned(),
+    }
+}
+
+/// Runs `git pull --ff-only` in `root` when it is inside a git work tree.
+/// Returns `Ok(None)` when it is not a repository.
+pub fn git_pull(root: &Path) -> Result<Option<String>> {
+    let inside = Command::new("git")
+        .arg("-C")
+        .arg(root)
+        .args(["rev-parse", "--is-inside-work-tree"])
+        .output();
+    match inside {
+        Ok(o) if o.status.success() => {}
+        Ok(_) => return Ok(None),
+        Err(e) => return Err(Error::io("git", e)),
+    }
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(root)
+        .args(["pull", "--ff-only"])
+        .output()
+        .map_err(|e| Error::io("git", e))?;
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    if out.status.success() {
+        Ok(Some(text.trim().to_owned()))
+    } else {
+        Err(Error::invalid(format!(
+            "git pull in {} failed: {}",
+            root.display(),
+            text.trim()
+        )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn titles() {
+        assert_eq!(extract_title("# Hello\ntext", "a/b.md"), "Hello");
+        assert_eq!(extract_title("intro\n## Sub\n# Main", "b.md"), "Main");
+        assert_eq!(extract_title("intro\n## Sub\n", "b.md"), "Sub");
+        assert_eq!(extract_title("```\n# not\n```\nplain", "dir/x.y.md"), "x.y");
+        assert_eq!(
+            extract_title("---\ntitle: \"Front\"\n---\n# H", "a.md"),
+            "Front"
+        );
+        assert_eq!(extract_title("#hashtag only", "n.md"), "n");
+    }
+
+    #[test]
+    fn decode_rejects_binary_and_bad_utf8() {
+        assert!(decode(b"abc\0def", "x").unwrap_err().0.contains("binary"));
+        let err = decode(b"ok \xff\xfe", "x").unwrap_err();
+        assert!(err.0.contains("UTF-8") && err.0.contains("offset 3"), "{err:?}");
+        let ok = decode(b"\xEF\xBB\xBF# T\r\nline\r\n", "x").unwrap();
+        assert_eq!(ok.text, "# T\nline\n");
+        assert_eq!(ok.title, "T");
+    }
+
+    #[test]
+    fn masks() {
+        let m = compile_mask("**/*.md").unwrap();
+        assert!(m.is_match("a.md") && m.is_match("x/y/a.md") && !m.is_match("a.txt"));
+        let m = compile_mask("*.md").unwrap();
+        assert!(m.is_match("a.md") && !m.is_match("x/a.md"));
+        assert!(compile_mask("../*.md").is_err());
+        assert!(compile_mask("/etc/*").is_err());
+        assert!(compile_mask("a[").is_err());
+    }
+
+    #[test]
+    fn scan_honours_gitignore_and_hidden() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        fs::create_dir_all(root.join("sub")).unwrap();
+        fs::create_dir_all(root.join(".hidden")).unwrap();
+        fs::create_dir_all(root.join("node_modules/pkg")).unwrap();
+        fs::write(root.join(".gitignore"), "ignored.md\n").unwrap();
+        for p in [
+            "a.md",
+            "sub/b.md",
+            "ignored.md",
+            ".hidden/c.md",
+            "node_modules/pkg/d.md",
+            "e.txt",
+        ] {
+            fs::write(root.join(p), "# x").unwrap();
+        }
+        let res = scan(root, &compile_mask("**/*.md").unwrap()).unwrap();
+        let names: Vec<_> = res.files.iter().map(|f| f.rel_path.as_str()).collect();
+        assert_eq!(names, ["a.md", "sub/b.md"]);
+    }
+}

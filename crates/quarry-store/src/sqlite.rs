@@ -1,0 +1,721 @@
+//! The embedded [`Store`]: one SQLite database in WAL mode.
+//!
+//! WAL lets any number of reader processes run while one process writes, so a search never
+//! sees "database is locked"; writers wait on `busy_timeout` (the engine also serialises
+//! writers with a lock file). `synchronous = FULL` makes every acknowledged commit durable.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use quarry_core::{Collection, CollectionKind, Context, Document, Error, Result, docid_for_hash};
+use rusqlite::{Connection, OptionalExtension, Transaction, params};
+
+use crate::{DocChange, DocSummary, FileState, IndexDoc, IndexWork, Store};
+
+const SCHEMA_VERSION: i64 = 1;
+
+const SCHEMA: &str = r#"
+CREATE TABLE IF NOT EXISTS spaces (
+    id TEXT PRIMARY KEY,
+    created_at INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS collections (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    space TEXT NOT NULL REFERENCES spaces(id),
+    name TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    path TEXT NOT NULL,
+    pattern TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    last_updated INTEGER,
+    UNIQUE (space, name)
+);
+-- AUTOINCREMENT: ids are never reused, so a stale tombstone can never delete a newer
+-- document from a derived index.
+CREATE TABLE IF NOT EXISTS documents (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    collection_id INTEGER NOT NULL REFERENCES collections(id),
+    path TEXT NOT NULL,
+    title TEXT NOT NULL,
+    hash TEXT NOT NULL,
+    docid TEXT NOT NULL UNIQUE,
+    size INTEGER NOT NULL,
+    mtime_ns INTEGER NOT NULL,
+    body TEXT NOT NULL,
+    body_bytes INTEGER NOT NULL,
+    fts_dirty INTEGER NOT NULL DEFAULT 1,
+    indexed_at INTEGER NOT NULL,
+    UNIQUE (collection_id, path)
+);
+CREATE INDEX IF NOT EXISTS documents_fts_dirty ON documents(fts_dirty) WHERE fts_dirty = 1;
+CREATE INDEX IF NOT EXISTS documents_hash ON documents(hash);
+-- Documents removed from the store but maybe still present in a derived index.
+CREATE TABLE IF NOT EXISTS fts_tombstones (
+    doc_id INTEGER PRIMARY KEY
+);
+CREATE TABLE IF NOT EXISTS contexts (
+    space TEXT NOT NULL REFERENCES spaces(id),
+    path TEXT NOT NULL,
+    text TEXT NOT NULL,
+    PRIMARY KEY (space, path)
+);
+"#;
+
+/// SQLite-backed [`Store`].
+pub struct SqliteStore {
+    conn: Mutex<Connection>,
+}
+
+fn db_err(e: rusqlite::Error) -> Error {
+    Error::Storage(e.to_string())
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the database at `path` and brings its schema up to date.
+    pub fn open(path: &Path) -> Result<Self> {
+        let conn = Connection::open(path).map_err(|e| {
+            Error::Storage(format!("cannot open database {}: {e}", path.display()))
+        })?;
+        conn.busy_timeout(Duration::from_secs(30)).map_err(db_err)?;
+        conn.execute_batch(
+            "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;",
+        )
+        .map_err(db_err)?;
+        let version: i64 = conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .map_err(db_err)?;
+        if version > SCHEMA_VERSION {
+            return Err(Error::Storage(format!(
+                "database {} has schema version {version}, newer than this quarry ({SCHEMA_VERSION}); upgrade quarry",
+                path.display()
+            )));
+        }
+        if version < SCHEMA_VERSION {
+            conn.execute_batch(&format!(
+                "BEGIN IMMEDIATE; {SCHEMA} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
+            ))
+            .map_err(db_err)?;
+        }
+        Ok(SqliteStore {
+            conn: Mutex::new(conn),
+        })
+    }
+
+    fn conn(&self) -> MutexGuard<'_, Connection> {
+        // A panic while holding the lock leaves SQLite consistent (transactions roll back),
+        // so a poisoned mutex is safe to keep using.
+        self.conn.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write<T>(&self, f: impl FnOnce(&Transaction<'_>) -> Result<T>) -> Result<T> {
+        let mut conn = self.conn();
+        let tx = conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(db_err)?;
+        let out = f(&tx)?;
+        tx.commit().map_err(db_err)?;
+        Ok(out)
+    }
+}
+
+fn ensure_space(tx: &Transaction<'_>, space: &str) -> Result<()> {
+    tx.execute(
+        "INSERT OR IGNORE INTO spaces (id, created_at) VALUES (?1, ?2)",
+        params![space, quarry_core::now_millis()],
+    )
+    .map_err(db_err)?;
+    Ok(())
+}
+
+const COLLECTION_COLUMNS: &str = "c.id, c.space, c.name, c.kind, c.path, c.pattern, c.last_updated, \
+     (SELECT COUNT(*) FROM documents d WHERE d.collection_id = c.id)";
+
+fn collection_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Collection> {
+    let kind: String = r.get(3)?;
+    Ok(Collection {
+        id: r.get(0)?,
+        space: r.get(1)?,
+        name: r.get(2)?,
+        kind: CollectionKind::parse(&kind).unwrap_or(CollectionKind::Folder),
+        path: r.get(4)?,
+        pattern: r.get(5)?,
+        last_updated_ms: r.get(6)?,
+        documents: r.get::<_, i64>(7)? as u64,
+    })
+}
+
+const DOCUMENT_COLUMNS: &str = "d.id, c.name, d.path, d.title, d.hash, d.docid, d.body";
+
+fn document_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Document> {
+    Ok(Document {
+        id: r.get(0)?,
+        collection: r.get(1)?,
+        path: r.get(2)?,
+        title: r.get(3)?,
+        hash: r.get(4)?,
+        docid: r.get(5)?,
+        body: r.get(6)?,
+    })
+}
+
+/// The shortest docid (≥ 6 hex) for `hash` not taken by another document.
+fn free_docid(tx: &Transaction<'_>, hash: &str, own_id: Option<i64>) -> Result<String> {
+    let mut stmt = tx
+        .prepare_cached("SELECT id FROM documents WHERE docid = ?1")
+        .map_err(db_err)?;
+    for len in 6..=hash.len() {
+        let candidate = docid_for_hash(hash, len);
+        let holder: Option<i64> = stmt
+            .query_row([&candidate], |r| r.get(0))
+            .optional()
+            .map_err(db_err)?;
+        match holder {
+            None => return Ok(candidate),
+            Some(id) if Some(id) == own_id => return Ok(candidate),
+            Some(_) => continue,
+        }
+    }
+    Err(Error::Storage(format!("no free docid for hash {hash}")))
+}
+
+impl Store for SqliteStore {
+    fn create_collection(
+        &self,
+        space: &str,
+        name: &str,
+        kind: CollectionKind,
+        path: &str,
+        pattern: &str,
+    ) -> Result<Collection> {
+        self.write(|tx| {
+            ensure_space(tx, space)?;
+            let taken: bool = tx
+                .query_row(
+                    "SELECT EXISTS(SELECT 1 FROM collections WHERE space = ?1 AND name = ?2)",
+                    params![space, name],
+                    |r| r.get(0),
+                )
+                .map_err(db_err)?;
+            if taken {
+                return Err(Error::Conflict(format!(
+                    "collection '{name}' already exists"
+                )));
+            }
+            tx.execute(
+                "INSERT INTO collections (space, name, kind, path, pattern, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![space, name, kind.as_str(), path, pattern, quarry_core::now_millis()],
+            )
+            .map_err(db_err)?;
+            Ok(Collection {
+                id: tx.last_insert_rowid(),
+                space: space.to_owned(),
+                name: name.to_owned(),
+                kind,
+                path: path.to_owned(),
+                pattern: pattern.to_owned(),
+                documents: 0,
+                last_updated_ms: None,
+            })
+        })
+    }
+
+    fn collections(&self, space: &str) -> Result<Vec<Collection>> {
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare_cached(&format!(
+                "SELECT {COLLECTION_COLUMNS} FROM collections c WHERE c.space = ?1 ORDER BY c.name"
+            ))
+            .map_err(db_err)?;
+        let rows = stmt
+            .query_map([space], collection_from_row)
+            .map_err(db_err)?;
+        rows.collect::<rusqlite::Result<Vec<_>>>().map_err(db_err)
+    }
+
+    fn collection(&self, space: &str, name: &str) -> Result<Option<Collection>> {
+        let conn = self.conn();
+        conn.query_row(
+            &format!(
+                "SELECT {COLLECTION_COLUMNS} FROM collections c WHERE c.space = ?1 AND c.name = ?2"
+            ),
+            params![space, name],
+            collection_from_row,
+        )
+        .optional()
+        .map_err(db_err)
+    }
+
+    fn rename_collection(&self, space: &str, old: &str, new: &str) -> Result<()> {
+        self.write(|tx| {
+            let taken: bool = tx
+                .query_row(
+                    "SELECT EXISTS(SELECT 1 FROM collections WHERE space = ?1 AND name = ?2)",
+                    params![space, new],
+                    |r| r.get(0),
+                )
+                .map_err(db_err)?;
+            if taken {
+                return Err(Error::Conflict(format!("collection '{new}' already exists")));
+            }
+            let n = tx
+                .execute(
+                    "UPDATE collections SET name = ?3 WHERE space = ?1 AND name = ?2",
+                    params![space, old, new],
+                )
+                .map_err(db_err)?;
+            if n == 0 {
+                return Err(Error::NotFound(format!("collection '{old}' not found")));
+            }
+            // Contexts are keyed by display path, which starts with the collection name.
+            tx.execute(
+                "UPDATE contexts SET path = ?3 || substr(path, length(?2) + 1) \
+                 WHERE space = ?1 AND (path = ?2 OR path LIKE ?4 ESCAPE '\\')",
+                params![space, old, new, format!("{}/%", like_escape(old))],
+            )
+            .map_err(db_err)?;
+            Ok(())
+        })
+    }
+
+    fn remove_collection(&self, space: &str, name: &str) -> Result<u64> {
+        self.write(|tx| {
+            let id: Option<i64> = tx
+                .query_row(
+                    "SELECT id FROM collections WHERE space = ?1 AND name = ?2",
+                    params![space, name],
+                    |r| r.get(0),
+                )
+                .optional()
+                .map_err(db_err)?;
+            let Some(id) = id else {
+                return Err(Error::NotFound(format!("collection '{name}' not found")));
+            };
+            tx.execute(
+                "INSERT OR IGNORE INTO fts_tombstones (doc_id) SELECT id FROM documents WHERE collection_id = ?1",
+                [id],
+            )
+            .map_err(db_err)?;
+            let n = tx
+                .execute("DELETE FROM documents WHERE collection_id = ?1", [id])
+                .map_err(db_err)?;
+            tx.execute("DELETE FROM collections WHERE id = ?1", [id])
+                .map_err(db_err)?;
+            tx.execute(
+                "DELETE FROM contexts WHERE space = ?1 AND (path = ?2 OR path LIKE ?3 ESCAPE '\\')",
+                params![space, name, format!("{}/%", like_escape(name))],
+            )
+            .map_err(db_err)?;
+            Ok(n as u64)
+        })
+    }
+
+    fn mark_collection_scanned(&self, collection_id: i64, at_ms: i64) -> Result<()> {
+        self.write(|tx| {
+            tx.execute(
+                "UPDATE collections SET last_updated = ?2 WHERE id = ?1",
+                params![collection_id, at_ms],
+            )
+            .map_err(db_err)?;
+            Ok(())
+        })
+    }
+
+    fn file_states(&self, collection_id: i64) -> Result<HashMap<String, FileState>> {
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT path, id, size, mtime_ns, hash FROM documents WHERE collection_id = ?1",
+            )
+            .map_err(db_err)?;
+        let rows = stmt
+            .query_map([collection_id], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    FileState {
+                        id: r.get(1)?,
+                        size: r.get::<_, i64>(2)? as u64,
+                        mtime_ns: r.get(3)?,
+                        hash: r.get(4)?,
+                    },
+                ))
+            })
+            .map_err(db_err)?;
+        rows.collect::<rusqlite::Result<HashMap<_, _>>>()
+            .map_err(db_err)
+    }
+
+    fn apply_changes(&self, collection_id: i64, changes: &[DocChange]) -> Result<()> {
+        if changes.is_empty() {
+            return Ok(());
+        }
+        self.write(|tx| {
+            let now = quarry_core::now_millis();
+            for change in changes {
+                match change {
+                    DocChange::Upsert {
+                        path,
+                        title,
+                        hash,
+                        size,
+                        mtime_ns,
+                        body,
+                    } => {
+                        let existing: Option<(i64, String)> = tx
+                            .prepare_cached(
+                                "SELECT id, hash FROM documents WHERE collection_id = ?1 AND path = ?2",
+                            )
+                            .and_then(|mut s| {
+                                s.query_row(params![collection_id, path], |r| {
+                                    Ok((r.get(0)?, r.get(1)?))
+                                })
+                                .optional()
+                            })
+                            .map_err(db_err)?;
+                        match existing {
+                            Some((id, old_hash)) => {
+                                let docid = if &old_hash == hash {
+                                    None
+                                } else {
+                                    Some(free_docid(tx, hash, Some(id))?)
+                                };
+                                tx.prepare_cached(
+                                    "UPDATE documents SET title = ?2, hash = ?3, docid = COALESCE(?4, docid), size = ?5, \
+                                     mtime_ns = ?6, body = ?7, body_bytes = ?8, fts_dirty = 1, indexed_at = ?9 WHERE id = ?1",
+                                )
+                                .and_then(|mut s| {
+                                    s.execute(params![
+                                        id,
+                                        title,
+                                        hash,
+                                        docid,
+                                        *size as i64,
+                                        mtime_ns,
+                                        body,
+                                        body.len() as i64,
+                                        now
+                                    ])
+                                })
+                                .map_err(db_err)?;
+                            }
+                            None => {
+                                let docid = free_docid(tx, hash, None)?;
+                                tx.prepare_cached(
+                                    "INSERT INTO documents (collection_id, path, title, hash, docid, size, mtime_ns, body, body_bytes, fts_dirty, indexed_at) \
+                                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 1, ?10)",
+                                )
+                                .and_then(|mut s| {
+                                    s.execute(params![
+                                        collection_id,
+                                        path,
+                                        title,
+                                        hash,
+                                        docid,
+                                        *size as i64,
+                                        mtime_ns,
+                                        body,
+                                        body.len() as i64,
+                                        now
+                                    ])
+                                })
+                                .map_err(db_err)?;
+                            }
+                        }
+                    }
+                    DocChange::Touch { id, size, mtime_ns } => {
+                        tx.prepare_cached("UPDATE documents SET size = ?2, mtime_ns = ?3 WHERE id = ?1")
+                            .and_then(|mut s| s.execute(params![id, *size as i64, mtime_ns]))
+                            .map_err(db_err)?;
+                    }
+                    DocChange::Remove { id } => {
+                        tx.prepare_cached("INSERT OR IGNORE INTO fts_tombstones (doc_id) VALUES (?1)")
+                            .and_then(|mut s| s.execute([id]))
+                            .map_err(db_err)?;
+                        tx.prepare_cached("DELETE FROM documents WHERE id = ?1")
+                            .and_then(|mut s| s.execute([id]))
+                            .map_err(db_err)?;
+                    }
+                }
+            }
+            Ok(())
+        })
+    }
+
+    fn pending_index_work(&self, limit: usize) -> Result<IndexWork> {
+        let conn = self.conn();
+        let mut work = IndexWork::default();
+        let mut stmt = conn
+            .prepare_cached("SELECT doc_id FROM fts_tombstones LIMIT ?1")
+            .map_err(db_err)?;
+        work.deletes = stmt
+            .query_map([limit as i64], |r| r.get(0))
+            .map_err(db_err)?
+            .collect::<rusqlite::Result<Vec<i64>>>()
+            .map_err(db_err)?;
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT id, collection_id, path, title, body FROM documents WHERE fts_dirty = 1 ORDER BY id LIMIT ?1",
+            )
+            .map_err(db_err)?;
+        work.upserts = stmt
+            .query_map([limit as i64], |r| {
+                Ok(IndexDoc {
+                    id: r.get(0)?,
+                    collection_id: r.get(1)?,
+                    path: r.get(2)?,
+                    title: r.get(3)?,
+                    body: r.get(4)?,
+                })
+            })
+            .map_err(db_err)?
+            .collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(db_err)?;
+        Ok(work)
+    }
+
+    fn index_work_done(&self, work: &IndexWork) -> Result<()> {
+        self.write(|tx| {
+            let mut del = tx
+                .prepare_cached("DELETE FROM fts_tombstones WHERE doc_id = ?1")
+                .map_err(db_err)?;
+            for id in &work.deletes {
+                del.execute([id]).map_err(db_err)?;
+            }
+            // Safe without re-checking the rows: writers are serialised (the engine's lock
+            // file), so nothing changed these documents since `pending_index_work` read them.
+            let mut clear = tx
+                .prepare_cached("UPDATE documents SET fts_dirty = 0 WHERE id = ?1")
+                .map_err(db_err)?;
+            for d in &work.upserts {
+                clear.execute([d.id]).map_err(db_err)?;
+            }
+            Ok(())
+        })
+    }
+
+    fn documents_by_ids(&self, ids: &[i64]) -> Result<Vec<Document>> {
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare_cached(&format!(
+                "SELECT {DOCUMENT_COLUMNS} FROM documents d JOIN collections c ON c.id = d.collection_id WHERE d.id = ?1"
+            ))
+            .map_err(db_err)?;
+        let mut out = Vec::with_capacity(ids.len());
+        for id in ids {
+            if let Some(doc) = stmt
+                .query_row([id], document_from_row)
+                .optional()
+                .map_err(db_err)?
+            {
+                out.push(doc);
+            }
+        }
+        Ok(out)
+    }
+
+    fn document_by_path(
+        &self,
+        space: &str,
+        collection: &str,
+        path: &str,
+    ) -> Result<Option<Document>> {
+        let conn = self.conn();
+        conn.query_row(
+            &format!(
+                "SELECT {DOCUMENT_COLUMNS} FROM documents d JOIN collections c ON c.id = d.collection_id \
+                 WHERE c.space = ?1 AND c.name = ?2 AND d.path = ?3"
+            ),
+            params![space, collection, path],
+            document_from_row,
+        )
+        .optional()
+        .map_err(db_err)
+    }
+
+    fn document_by_docid(&self, space: &str, docid: &str) -> Result<Option<Document>> {
+        let conn = self.conn();
+        conn.query_row(
+            &format!(
+                "SELECT {DOCUMENT_COLUMNS} FROM documents d JOIN collections c ON c.id = d.collection_id \
+                 WHERE c.space = ?1 AND d.docid = ?2"
+            ),
+            params![space, docid],
+            document_from_row,
+        )
+        .optional()
+        .map_err(db_err)
+    }
+
+    fn document_summaries(&self, space: &str) -> Result<Vec<DocSummary>> {
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT d.id, c.name, d.path, d.title, d.docid, d.body_bytes FROM documents d \
+                 JOIN collections c ON c.id = d.collection_id WHERE c.space = ?1 ORDER BY c.name, d.path",
+            )
+            .map_err(db_err)?;
+        let rows = stmt
+            .query_map([space], |r| {
+                Ok(DocSummary {
+                    id: r.get(0)?,
+                    collection: r.get(1)?,
+                    path: r.get(2)?,
+                    title: r.get(3)?,
+                    docid: r.get(4)?,
+                    body_bytes: r.get::<_, i64>(5)? as u64,
+                })
+            })
+            .map_err(db_err)?;
+        rows.collect::<rusqlite::Result<Vec<_>>>().map_err(db_err)
+    }
+
+    fn document_count(&self, space: &str) -> Result<u64> {
+        let conn = self.conn();
+        conn.query_row(
+            "SELECT COUNT(*) FROM documents d JOIN collections c ON c.id = d.collection_id WHERE c.space = ?1",
+            [space],
+            |r| r.get::<_, i64>(0),
+        )
+        .map(|n| n as u64)
+        .map_err(db_err)
+    }
+
+    fn set_context(&self, space: &str, path: &str, text: &str) -> Result<()> {
+        self.write(|tx| {
+            ensure_space(tx, space)?;
+            tx.execute(
+                "INSERT INTO contexts (space, path, text) VALUES (?1, ?2, ?3) \
+                 ON CONFLICT (space, path) DO UPDATE SET text = excluded.text",
+                params![space, path, text],
+            )
+            .map_err(db_err)?;
+            Ok(())
+        })
+    }
+
+    fn contexts(&self, space: &str) -> Result<Vec<Context>> {
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare_cached("SELECT path, text FROM contexts WHERE space = ?1 ORDER BY path")
+            .map_err(db_err)?;
+        let rows = stmt
+            .query_map([space], |r| {
+                Ok(Context {
+                    path: r.get(0)?,
+                    text: r.get(1)?,
+                })
+            })
+            .map_err(db_err)?;
+        rows.collect::<rusqlite::Result<Vec<_>>>().map_err(db_err)
+    }
+
+    fn remove_context(&self, space: &str, path: &str) -> Result<bool> {
+        self.write(|tx| {
+            let n = tx
+                .execute(
+                    "DELETE FROM contexts WHERE space = ?1 AND path = ?2",
+                    params![space, path],
+                )
+                .map_err(db_err)?;
+            Ok(n > 0)
+        })
+    }
+}
+
+fn like_escape(s: &str) -> String {
+    s.replace('\\', "\\\\")
+        .replace('%', "\\%")
+        .replace('_', "\\_")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn upsert(path: &str, hash: &str) -> DocChange {
+        DocChange::Upsert {
+            path: path.into(),
+            title: path.into(),
+            hash: hash.into(),
+            size: 1,
+            mtime_ns: 1,
+            body: "body".into(),
+        }
+    }
+
+    #[test]
+    fn docid_collisions_get_longer_ids() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&dir.path().join("q.db")).unwrap();
+        let c = store
+            .create_collection("default", "c", CollectionKind::Folder, "/x", "**/*.md")
+            .unwrap();
+        store
+            .apply_changes(
+                c.id,
+                &[
+                    upsert("a.md", "abcdef111111"),
+                    upsert("b.md", "abcdef222222"),
+                    upsert("c.md", "abcdef111111"),
+                ],
+            )
+            .unwrap();
+        let ids: Vec<String> = store
+            .document_summaries("default")
+            .unwrap()
+            .into_iter()
+            .map(|d| d.docid)
+            .collect();
+        assert_eq!(ids, ["#abcdef", "#abcdef2", "#abcdef1"]);
+    }
+
+    #[test]
+    fn removals_leave_tombstones_until_done() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&dir.path().join("q.db")).unwrap();
+        let c = store
+            .create_collection("default", "c", CollectionKind::Folder, "/x", "**/*.md")
+            .unwrap();
+        store
+            .apply_changes(c.id, &[upsert("a.md", "aaaaaaaa")])
+            .unwrap();
+        let work = store.pending_index_work(10).unwrap();
+        assert_eq!(work.upserts.len(), 1);
+        store.index_work_done(&work).unwrap();
+        assert!(store.pending_index_work(10).unwrap().is_empty());
+        let id = work.upserts[0].id;
+        store
+            .apply_changes(c.id, &[DocChange::Remove { id }])
+            .unwrap();
+        let work = store.pending_index_work(10).unwrap();
+        assert_eq!(work.deletes, [id]);
+        store.index_work_done(&work).unwrap();
+        assert!(store.pending_index_work(10).unwrap().is_empty());
+    }
+
+    #[test]
+    fn rename_moves_contexts_and_refuses_clash() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&dir.path().join("q.db")).unwrap();
+        for n in ["a", "b"] {
+            store
+                .create_collection("default", n, CollectionKind::Folder, "/x", "**/*.md")
+                .unwrap();
+        }
+        store.set_context("default", "a/notes", "n").unwrap();
+        store.set_context("default", "ab/x", "other").unwrap();
+        assert!(matches!(
+            store.rename_collection("default", "a", "b"),
+            Err(Error::Conflict(_))
+        ));
+        store.rename_collection("default", "a", "z").unwrap();
+        let paths: Vec<String> = store
+            .contexts("default")
+            .unwrap()
+            .into_iter()
+            .map(|c| c.path)
+            .collect();
+        assert_eq!(paths, ["ab/x", "z/notes"]);
+    }
+}
