@@ -1,1 +1,452 @@
-fn main() {}
+//! `quarry`: the command line. Parses arguments, calls `quarry-engine`, prints results —
+//! readable by default, JSON with `--json`. No engine logic lives here.
+
+mod eval;
+mod progress;
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context as _, Result};
+use clap::{Args, Parser, Subcommand};
+use quarry_core::format_search_summary;
+use quarry_engine::{
+    Engine, EngineOptions, GetRequest, MultiGetItem, MultiGetRequest, SearchRequest, UpdateOptions,
+    UpdateReport,
+};
+use serde_json::json;
+
+use crate::progress::CliProgress;
+
+#[derive(Parser)]
+#[command(
+    name = "quarry",
+    version,
+    about = "A private knowledge base for AI agents: index markdown folders, search them (BM25, CJK-aware), fetch documents.",
+    long_about = None,
+    after_help = "Data lives in $QUARRY_HOME (default: $XDG_DATA_HOME/quarry or ~/.local/share/quarry)."
+)]
+struct Cli {
+    /// Use a named index inside $QUARRY_HOME (default: "index").
+    #[arg(long, global = true, value_name = "NAME")]
+    index: Option<String>,
+    /// Print machine-readable JSON instead of text.
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Manage folder collections.
+    #[command(subcommand)]
+    Collection(CollectionCmd),
+    /// Describe what lives under a path; shown with results and documents.
+    #[command(subcommand)]
+    Context(ContextCmd),
+    /// Index all collections (or those named): add new, update changed, drop deleted files.
+    Index {
+        /// Only these collections.
+        collections: Vec<String>,
+    },
+    /// Re-scan collections, optionally running `git pull` in each first.
+    Update {
+        /// Run `git pull --ff-only` in each collection folder that is a git repository.
+        #[arg(long)]
+        pull: bool,
+        /// Only these collections.
+        collections: Vec<String>,
+    },
+    /// Keyword (BM25) search. Words are OR-ed and ranked; "quoted phrase", +required, -excluded.
+    Search(SearchArgs),
+    /// Show one document: path, #docid, or path:LINE.
+    Get {
+        file: String,
+        /// First line to show (1-based); `file:LINE` takes precedence.
+        #[arg(long = "from", value_name = "LINE")]
+        from: Option<usize>,
+        /// Show at most this many lines.
+        #[arg(short = 'l', long = "lines", value_name = "N")]
+        lines: Option<usize>,
+        /// Prefix each line with its number.
+        #[arg(long)]
+        line_numbers: bool,
+    },
+    /// Show several documents by glob (`notes/2025-*.md`) or comma list.
+    MultiGet {
+        pattern: String,
+        /// Skip documents larger than this many bytes.
+        #[arg(long, default_value_t = quarry_engine::MultiGetRequest::new("").max_bytes)]
+        max_bytes: u64,
+        /// Show at most this many lines per document.
+        #[arg(short = 'l', long = "max-lines", value_name = "N")]
+        max_lines: Option<usize>,
+        #[arg(long)]
+        line_numbers: bool,
+    },
+    /// Index health: documents, embeddings, collections.
+    Status,
+    /// Score retrieval against a judged query set (Hit@3, MRR@10, nDCG@10, Recall@10).
+    Eval(eval::EvalArgs),
+}
+
+#[derive(Subcommand)]
+enum CollectionCmd {
+    /// Add a folder and index it.
+    Add {
+        path: PathBuf,
+        /// Collection name (default: the folder's name).
+        #[arg(long)]
+        name: Option<String>,
+        /// Glob of files to index, relative to the folder.
+        #[arg(long, default_value = quarry_core::DEFAULT_MASK)]
+        mask: String,
+        /// Add the collection even when no file matches the mask yet.
+        #[arg(long)]
+        allow_empty: bool,
+    },
+    /// List collections.
+    #[command(alias = "ls")]
+    List,
+    /// Remove a collection and its index entries (files on disk are untouched).
+    #[command(alias = "rm")]
+    Remove { name: String },
+    /// Rename a collection.
+    #[command(alias = "mv")]
+    Rename { old: String, new: String },
+}
+
+#[derive(Subcommand)]
+enum ContextCmd {
+    /// `context add [PATH] TEXT`: PATH is '/', collection/dir, qmd://…, or a folder (default: .).
+    Add {
+        #[arg(num_args = 1..=2, value_names = ["PATH", "TEXT"], required = true)]
+        args: Vec<String>,
+    },
+    /// List contexts.
+    #[command(alias = "ls")]
+    List,
+    /// Remove the context of a path.
+    #[command(alias = "remove")]
+    Rm { path: String },
+}
+
+#[derive(Args)]
+struct SearchArgs {
+    /// The query (several words may be given unquoted).
+    #[arg(required = true, num_args = 1..)]
+    query: Vec<String>,
+    /// Number of results.
+    #[arg(short = 'n', long = "limit", default_value_t = 10)]
+    limit: usize,
+    /// Drop results scoring below this (0–1).
+    #[arg(long, default_value_t = 0.0)]
+    min_score: f64,
+    /// Only this collection.
+    #[arg(short = 'c', long)]
+    collection: Option<String>,
+    /// Print `docid,score,file,context` lines only.
+    #[arg(long)]
+    files: bool,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            // Broken pipe (`quarry search … | head`) is not an error worth reporting.
+            if e.chain().any(|c| {
+                c.downcast_ref::<std::io::Error>()
+                    .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            }) {
+                return ExitCode::SUCCESS;
+            }
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn open(cli: &Cli) -> Result<Engine> {
+    let opts = EngineOptions::from_env(cli.index.as_deref())?;
+    let dir = opts.data_dir();
+    Engine::open(opts).with_context(|| format!("cannot open the index at {}", dir.display()))
+}
+
+fn print_json(v: &impl serde::Serialize) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    serde_json::to_writer_pretty(&mut out, v)?;
+    writeln!(out)?;
+    Ok(())
+}
+
+fn run(cli: Cli) -> Result<()> {
+    let engine = open(&cli)?;
+    let progress = CliProgress::new();
+    let mut out = std::io::stdout().lock();
+    match &cli.command {
+        Command::Collection(cmd) => match cmd {
+            CollectionCmd::Add {
+                path,
+                name,
+                mask,
+                allow_empty,
+            } => {
+                let (c, report) = engine.add_collection(
+                    path,
+                    name.as_deref(),
+                    Some(mask),
+                    *allow_empty,
+                    &progress,
+                )?;
+                if cli.json {
+                    print_json(&json!({
+                        "status": "added", "name": c.name, "path": c.path, "pattern": c.pattern,
+                        "documents": c.documents, "report": report,
+                    }))?;
+                } else {
+                    writeln!(
+                        out,
+                        "Added collection '{}' with {} documents ({})",
+                        c.name, c.documents, c.path
+                    )?;
+                    if !report.skipped.is_empty() {
+                        writeln!(out, "  {} files skipped (see warnings above)", report.skipped.len())?;
+                    }
+                }
+            }
+            CollectionCmd::List => {
+                let cs = engine.collections()?;
+                if cli.json {
+                    print_json(&json!({ "collections": cs }))?;
+                } else {
+                    writeln!(out, "Collections: {}", cs.len())?;
+                    for c in cs {
+                        writeln!(
+                            out,
+                            "- {} ({} docs) {} [{}]",
+                            c.name, c.documents, c.path, c.pattern
+                        )?;
+                    }
+                }
+            }
+            CollectionCmd::Remove { name } => {
+                let n = engine.remove_collection(name, &progress)?;
+                if cli.json {
+                    print_json(&json!({"status": "removed", "name": name, "documents": n}))?;
+                } else {
+                    writeln!(out, "Removed collection '{name}' ({n} documents)")?;
+                }
+            }
+            CollectionCmd::Rename { old, new } => {
+                engine.rename_collection(old, new, &progress)?;
+                if cli.json {
+                    print_json(&json!({"status": "renamed", "old_name": old, "new_name": new}))?;
+                } else {
+                    writeln!(out, "Renamed '{old}' to '{new}'")?;
+                }
+            }
+        },
+        Command::Context(cmd) => match cmd {
+            ContextCmd::Add { args } => {
+                let (target, text) = match args.as_slice() {
+                    [text] => (".", text.as_str()),
+                    [path, text] => (path.as_str(), text.as_str()),
+                    _ => anyhow::bail!("usage: quarry context add [PATH] TEXT"),
+                };
+                let c = engine.add_context(target, text)?;
+                if cli.json {
+                    print_json(&json!({"status": "added", "path": c.path, "text": c.text}))?;
+                } else {
+                    writeln!(out, "Added context for {}", c.path)?;
+                }
+            }
+            ContextCmd::List => {
+                let cs = engine.contexts()?;
+                if cli.json {
+                    print_json(&json!({ "contexts": cs }))?;
+                } else if cs.is_empty() {
+                    writeln!(out, "No contexts. Add one with: quarry context add PATH \"description\"")?;
+                } else {
+                    for c in cs {
+                        writeln!(out, "{}: {}", c.path, c.text)?;
+                    }
+                }
+            }
+            ContextCmd::Rm { path } => {
+                let key = engine.remove_context(path)?;
+                if cli.json {
+                    print_json(&json!({"status": "removed", "path": key}))?;
+                } else {
+                    writeln!(out, "Removed context for {key}")?;
+                }
+            }
+        },
+        Command::Index { collections } => {
+            let report = engine.update(
+                &UpdateOptions {
+                    pull: false,
+                    collections: collections.clone(),
+                },
+                &progress,
+            )?;
+            print_update(&mut out, cli.json, &report, "Indexed")?;
+        }
+        Command::Update { pull, collections } => {
+            let report = engine.update(
+                &UpdateOptions {
+                    pull: *pull,
+                    collections: collections.clone(),
+                },
+                &progress,
+            )?;
+            print_update(&mut out, cli.json, &report, "Updated")?;
+        }
+        Command::Search(args) => {
+            let query = args.query.join(" ");
+            let hits = engine.search(&SearchRequest {
+                query: query.clone(),
+                limit: args.limit,
+                min_score: args.min_score,
+                collection: args.collection.clone(),
+            })?;
+            if cli.json {
+                print_json(&hits)?;
+            } else if args.files {
+                for h in &hits {
+                    writeln!(
+                        out,
+                        "{},{},{},{}",
+                        h.docid,
+                        h.score,
+                        h.file,
+                        h.context.as_deref().unwrap_or("")
+                    )?;
+                }
+            } else if hits.is_empty() {
+                writeln!(out, "{}", format_search_summary(&hits, &query))?;
+            } else {
+                for h in &hits {
+                    writeln!(
+                        out,
+                        "{} {}% {} - {}",
+                        h.docid,
+                        (h.score * 100.0).round(),
+                        h.file,
+                        h.title
+                    )?;
+                    if let Some(c) = &h.context {
+                        writeln!(out, "  Context: {c}")?;
+                    }
+                    for line in h.snippet.lines() {
+                        writeln!(out, "  {line}")?;
+                    }
+                    writeln!(out)?;
+                }
+            }
+        }
+        Command::Get {
+            file,
+            from,
+            lines,
+            line_numbers,
+        } => {
+            let view = engine.get(&GetRequest {
+                file: file.clone(),
+                from_line: *from,
+                max_lines: *lines,
+                line_numbers: *line_numbers,
+            })?;
+            if cli.json {
+                print_json(&view)?;
+            } else {
+                writeln!(out, "{}", view.text)?;
+            }
+        }
+        Command::MultiGet {
+            pattern,
+            max_bytes,
+            max_lines,
+            line_numbers,
+        } => {
+            let res = engine.multi_get(&MultiGetRequest {
+                pattern: pattern.clone(),
+                max_lines: *max_lines,
+                max_bytes: *max_bytes,
+                line_numbers: *line_numbers,
+            })?;
+            if cli.json {
+                print_json(&res)?;
+            } else {
+                for e in &res.errors {
+                    eprintln!("warning: {e}");
+                }
+                for item in &res.items {
+                    match item {
+                        MultiGetItem::Document(d) => {
+                            writeln!(out, "=== {} ({}) ===\n{}\n", d.name, d.docid, d.text)?
+                        }
+                        MultiGetItem::Skipped { text, .. } => writeln!(out, "{text}\n")?,
+                    }
+                }
+            }
+        }
+        Command::Status => {
+            let s = engine.status()?;
+            if cli.json {
+                print_json(&s)?;
+            } else {
+                writeln!(out, "{}", s.summary())?;
+                writeln!(out, "  Data: {}", engine.data_dir().display())?;
+                for c in &s.collections {
+                    writeln!(
+                        out,
+                        "  {}: {} [{}], last updated {}",
+                        c.name,
+                        c.path,
+                        c.pattern,
+                        c.last_updated.as_deref().unwrap_or("never")
+                    )?;
+                }
+            }
+        }
+        Command::Eval(args) => eval::run(&engine, args, cli.json, &mut out)?,
+    }
+    Ok(())
+}
+
+fn print_update(
+    out: &mut impl Write,
+    json: bool,
+    report: &UpdateReport,
+    verb: &str,
+) -> Result<()> {
+    if json {
+        return print_json(report);
+    }
+    for c in &report.collections {
+        write!(
+            out,
+            "{}: {} added, {} updated, {} removed, {} unchanged",
+            c.name, c.added, c.updated, c.removed, c.unchanged
+        )?;
+        if !c.skipped.is_empty() {
+            write!(out, ", {} skipped", c.skipped.len())?;
+        }
+        writeln!(out)?;
+        if let Some(p) = &c.pulled {
+            writeln!(out, "  git pull: {p}")?;
+        }
+    }
+    let n = report.collections.len();
+    writeln!(
+        out,
+        "{verb} {n} collection{}: {} documents",
+        if n == 1 { "" } else { "s" },
+        report.total_documents
+    )?;
+    Ok(())
+}

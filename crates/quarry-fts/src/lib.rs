@@ -1,4 +1,5 @@
-//! Quarry's keyword index: BM25 over tantivy with field weights title > path > body.
+//! Quarry's keyword index: BM25 over tantivy with field weights title > path > body
+//! (see [`TITLE_WEIGHT`]).
 //!
 //! The index is derived data: it stores no text, only postings and a fast `id` column that
 //! points back at the store's document id. [`FtsIndex::apply`] deletes each id before
@@ -27,18 +28,20 @@ use analyzer::TokenKind;
 
 const TOKENIZER: &str = "quarry";
 
-/// Per-field weights: a word in the title counts more than in the path, more than in the body.
-pub const TITLE_BOOST: f32 = 3.0;
-pub const PATH_BOOST: f32 = 1.5;
-pub const BODY_BOOST: f32 = 1.0;
+/// Field weights, BM25F-style: the title is indexed this many times, the path that many,
+/// the body once, all into one field. Term frequencies then combine *before* BM25's
+/// saturation, so a word in a one-word title helps without drowning the body evidence (summing
+/// separate per-field BM25 scores over-rewards short fields: a page titled "now" would top
+/// every question containing "now"). One field also keeps OR queries a flat disjunction,
+/// which tantivy answers with block-max WAND.
+pub const TITLE_WEIGHT: usize = 3;
+pub const PATH_WEIGHT: usize = 2;
 
 #[derive(Clone, Copy)]
 struct Fields {
     id: Field,
     collection: Field,
-    title: Field,
-    path: Field,
-    body: Field,
+    text: Field,
 }
 
 fn schema() -> (Schema, Fields) {
@@ -51,9 +54,7 @@ fn schema() -> (Schema, Fields) {
     let fields = Fields {
         id: b.add_u64_field("id", INDEXED | FAST | STORED),
         collection: b.add_u64_field("collection", INDEXED | FAST),
-        title: b.add_text_field("title", text.clone()),
-        path: b.add_text_field("path", text.clone()),
-        body: b.add_text_field("body", text),
+        text: b.add_text_field("text", text),
     };
     (b.build(), fields)
 }
@@ -203,79 +204,49 @@ impl FtsIndex {
     }
 
     fn build_query(&self, query: &ParsedQuery) -> Option<Box<dyn Query>> {
-        let f = self.fields;
-        let weighted = [
-            (f.title, TITLE_BOOST),
-            (f.path, PATH_BOOST),
-            (f.body, BODY_BOOST),
-        ];
-        // One token across all weighted fields.
-        let term_any_field = |text: &str| -> Box<dyn Query> {
-            let parts = weighted
-                .iter()
-                .map(|&(field, boost)| {
-                    let q = TermQuery::new(
-                        Term::from_field_text(field, text),
-                        IndexRecordOption::WithFreqs,
-                    );
-                    (
-                        TOccur::Should,
-                        Box::new(BoostQuery::new(Box::new(q), boost)) as Box<dyn Query>,
-                    )
-                })
-                .collect();
-            Box::new(BooleanQuery::new(parts))
+        let field = self.fields.text;
+        let term = |text: &str| -> Box<dyn Query> {
+            Box::new(TermQuery::new(
+                Term::from_field_text(field, text),
+                IndexRecordOption::WithFreqs,
+            ))
         };
-        let phrase_any_field = |toks: &[(usize, String)]| -> Box<dyn Query> {
-            let parts = weighted
-                .iter()
-                .map(|&(field, boost)| {
-                    let terms = toks
-                        .iter()
-                        .map(|(off, t)| (*off, Term::from_field_text(field, t)))
-                        .collect();
-                    (
-                        TOccur::Should,
-                        Box::new(BoostQuery::new(
-                            Box::new(PhraseQuery::new_with_offset(terms)),
-                            boost,
-                        )) as Box<dyn Query>,
-                    )
-                })
-                .collect();
-            Box::new(BooleanQuery::new(parts))
-        };
-
         let mut clauses: Vec<(TOccur, Box<dyn Query>)> = Vec::new();
         for c in &query.clauses {
-            let primaries: Vec<(usize, String)> = {
-                let base = c.tokens.first().map_or(0, |t| t.position);
-                c.tokens
-                    .iter()
-                    .filter(|t| t.kind == TokenKind::Primary)
-                    .map(|t| (t.position - base, t.text.clone()))
-                    .collect()
-            };
+            let base = c.tokens.first().map_or(0, |t| t.position);
+            let primaries: Vec<(usize, Term)> = c
+                .tokens
+                .iter()
+                .filter(|t| t.kind == TokenKind::Primary)
+                .map(|t| (t.position - base, Term::from_field_text(field, &t.text)))
+                .collect();
             let q: Box<dyn Query> = if c.phrase && primaries.len() > 1 {
-                phrase_any_field(&primaries)
+                Box::new(PhraseQuery::new_with_offset(primaries))
             } else if c.occur == Occur::Should {
                 // Every token is an independent OR term; compounds and sub-words add
                 // their own (high-IDF) evidence.
                 for t in &c.tokens {
-                    clauses.push((TOccur::Should, term_any_field(&t.text)));
+                    clauses.push((TOccur::Should, term(&t.text)));
                 }
                 continue;
             } else {
                 // Required or excluded word: all its primary tokens; a compound, when
                 // present, may stand in for its parts (`gpt-4o` or `gpt 4o`).
-                let all_parts: Vec<(TOccur, Box<dyn Query>)> = primaries
-                    .iter()
-                    .map(|(_, t)| (TOccur::Must, term_any_field(t)))
-                    .collect();
-                let parts_q: Box<dyn Query> = Box::new(BooleanQuery::new(all_parts));
+                let parts_q: Box<dyn Query> = Box::new(BooleanQuery::new(
+                    primaries
+                        .into_iter()
+                        .map(|(_, t)| {
+                            (
+                                TOccur::Must,
+                                Box::new(TermQuery::new(t, IndexRecordOption::WithFreqs))
+                                    as Box<dyn Query>,
+                            )
+                        })
+                        .collect(),
+                ));
                 match c.tokens.iter().find(|t| t.kind == TokenKind::Compound) {
                     Some(comp) => Box::new(BooleanQuery::new(vec![
-                        (TOccur::Should, term_any_field(&comp.text)),
+                        (TOccur::Should, term(&comp.text)),
                         (TOccur::Should, parts_q),
                     ])),
                     None => parts_q,
@@ -311,14 +282,18 @@ impl FtsWriter {
         for d in &work.upserts {
             self.writer
                 .delete_term(Term::from_field_u64(f.id, d.id as u64));
-            let doc: TantivyDocument = doc!(
+            let mut doc: TantivyDocument = doc!(
                 f.id => d.id as u64,
                 f.collection => d.collection_id as u64,
-                f.title => d.title.as_str(),
-                // The path relative to its collection: renaming a collection needs no re-index.
-                f.path => d.path.as_str(),
-                f.body => d.body.as_str(),
             );
+            for _ in 0..TITLE_WEIGHT {
+                doc.add_text(f.text, &d.title);
+            }
+            // The path relative to its collection: renaming a collection needs no re-index.
+            for _ in 0..PATH_WEIGHT {
+                doc.add_text(f.text, &d.path);
+            }
+            doc.add_text(f.text, &d.body);
             self.writer.add_document(doc).map_err(idx_err)?;
         }
         Ok(())

@@ -1,0 +1,201 @@
+//! Collections and contexts.
+
+use std::path::{Path, PathBuf};
+
+use quarry_core::{Collection, CollectionKind, Context, Error, Result};
+
+use crate::indexing::CollectionReport;
+use crate::{Engine, Progress};
+
+/// Collection names become the first segment of display paths and `qmd://` URIs.
+pub(crate) fn validate_collection_name(name: &str) -> Result<()> {
+    let ok = !name.is_empty()
+        && name.chars().count() <= 64
+        && !name.starts_with(['.', '-'])
+        && name
+            .chars()
+            .all(|c| c.is_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::invalid(format!(
+            "invalid collection name {name:?}: use letters, digits, '-', '_' or '.', not starting with '.' or '-' (64 characters at most)"
+        )))
+    }
+}
+
+impl Engine {
+    /// Adds a folder collection and indexes it. `name` defaults to the folder's name.
+    ///
+    /// A folder where the mask matches no file is refused (nothing is added) unless
+    /// `allow_empty`: it is almost always a wrong path or mask.
+    pub fn add_collection(
+        &self,
+        path: &Path,
+        name: Option<&str>,
+        mask: Option<&str>,
+        allow_empty: bool,
+        progress: &dyn Progress,
+    ) -> Result<(Collection, CollectionReport)> {
+        let root = canonical_dir(path)?;
+        let name = match name {
+            Some(n) => n.trim().to_owned(),
+            None => root
+                .file_name()
+                .and_then(|n| n.to_str())
+                .map(str::to_owned)
+                .ok_or_else(|| {
+                    Error::invalid(format!(
+                        "cannot derive a collection name from {}: pass --name",
+                        root.display()
+                    ))
+                })?,
+        };
+        validate_collection_name(&name)?;
+        let mask = mask.unwrap_or(quarry_core::DEFAULT_MASK).trim().to_owned();
+        quarry_ingest::compile_mask(&mask)?;
+        let root_str = root.to_str().ok_or_else(|| {
+            Error::invalid(format!("folder path {} is not valid UTF-8", root.display()))
+        })?;
+        let guard = self.lock_writes(progress)?;
+        let collection = self.store().create_collection(
+            self.space(),
+            &name,
+            CollectionKind::Folder,
+            root_str,
+            &mask,
+        )?;
+        let outcome = self
+            .index_collection(&guard, &collection, progress)
+            .and_then(|report| {
+                if report.scanned == 0 && !allow_empty {
+                    Err(Error::invalid(format!(
+                        "no files match '{mask}' under {root_str}; nothing was added (check the path and --mask, or allow an empty collection)"
+                    )))
+                } else {
+                    Ok(report)
+                }
+            });
+        let report = match outcome {
+            Ok(r) => r,
+            Err(e) => {
+                // Leave no half-added collection behind.
+                self.store().remove_collection(self.space(), &name)?;
+                self.flush_index(&guard)?;
+                return Err(e);
+            }
+        };
+        let collection = self
+            .store()
+            .collection(self.space(), &name)?
+            .unwrap_or(collection);
+        Ok((collection, report))
+    }
+
+    pub fn collections(&self) -> Result<Vec<Collection>> {
+        self.store().collections(self.space())
+    }
+
+    pub fn collection(&self, name: &str) -> Result<Collection> {
+        self.store()
+            .collection(self.space(), name)?
+            .ok_or_else(|| Error::not_found(format!("collection '{name}' not found")))
+    }
+
+    /// Removes a collection and everything indexed from it; returns the documents removed.
+    pub fn remove_collection(&self, name: &str, progress: &dyn Progress) -> Result<u64> {
+        let guard = self.lock_writes(progress)?;
+        let n = self.store().remove_collection(self.space(), name)?;
+        self.flush_index(&guard)?;
+        Ok(n)
+    }
+
+    pub fn rename_collection(&self, old: &str, new: &str, progress: &dyn Progress) -> Result<()> {
+        validate_collection_name(new)?;
+        let _guard = self.lock_writes(progress)?;
+        self.store().rename_collection(self.space(), old, new)
+    }
+
+    /// Attaches `text` to a path prefix. `target` may be `/` (everything), a display path
+    /// (`collection/dir`), a `qmd://` URI, or a folder/file on disk inside a collection.
+    pub fn add_context(&self, target: &str, text: &str) -> Result<Context> {
+        let text = text.trim();
+        if text.is_empty() {
+            return Err(Error::invalid("context text must not be empty"));
+        }
+        let path = self.context_key(target)?;
+        self.store().set_context(self.space(), &path, text)?;
+        Ok(Context {
+            path,
+            text: text.to_owned(),
+        })
+    }
+
+    pub fn contexts(&self) -> Result<Vec<Context>> {
+        self.store().contexts(self.space())
+    }
+
+    pub fn remove_context(&self, target: &str) -> Result<String> {
+        let key = self.context_key(target)?;
+        if self.store().remove_context(self.space(), &key)? {
+            Ok(key)
+        } else {
+            Err(Error::not_found(format!("no context for '{key}'")))
+        }
+    }
+
+    /// Normalises what a user calls a path into the display-path prefix contexts are keyed by.
+    fn context_key(&self, target: &str) -> Result<String> {
+        let target = target.trim();
+        if target == "/" {
+            return Ok("/".to_owned());
+        }
+        if target.is_empty() {
+            return Err(Error::invalid("context path must not be empty"));
+        }
+        let collections = self.collections()?;
+        // A folder or file on disk inside a collection root.
+        if let Ok(abs) = std::fs::canonicalize(target) {
+            for c in &collections {
+                if let Ok(rel) = abs.strip_prefix(&c.path) {
+                    let rel = rel.to_string_lossy().replace('\\', "/");
+                    return Ok(if rel.is_empty() {
+                        c.name.clone()
+                    } else {
+                        format!("{}/{rel}", c.name)
+                    });
+                }
+            }
+        }
+        let display = match target.strip_prefix("qmd://") {
+            Some(rest) => quarry_core::decode_uri_path(rest)?,
+            None => target.to_owned(),
+        };
+        let display = display.trim_matches('/');
+        if display.split('/').any(|s| s == ".." || s == ".") {
+            return Err(Error::invalid(format!(
+                "context path {target:?} must not contain '.' or '..' segments"
+            )));
+        }
+        let first = display.split('/').next().unwrap_or_default();
+        if collections.iter().any(|c| c.name == first) {
+            Ok(display.to_owned())
+        } else {
+            Err(Error::not_found(format!(
+                "'{target}' is not inside any collection (use '/', a collection name such as 'notes/meetings', or a folder inside a collection)"
+            )))
+        }
+    }
+}
+
+fn canonical_dir(path: &Path) -> Result<PathBuf> {
+    let root = std::fs::canonicalize(path).map_err(|e| Error::io(path, e))?;
+    if !root.is_dir() {
+        return Err(Error::invalid(format!(
+            "{} is not a directory",
+            path.display()
+        )));
+    }
+    std::fs::read_dir(&root).map_err(|e| Error::io(&root, e))?;
+    Ok(root)
+}

@@ -1,0 +1,383 @@
+//! Retrieval by path, docid or glob (seed `get`, `multi_get`, `qmd://` resources).
+//!
+//! Documents are served from the store, never from disk, so no path a caller passes can
+//! read a file outside the indexed collections.
+
+use globset::GlobBuilder;
+use quarry_core::{
+    Document, Error, Result, add_line_numbers, context_for, decode_uri_path, encode_uri_path,
+    levenshtein,
+};
+use quarry_store::DocSummary;
+use serde::Serialize;
+
+use crate::Engine;
+
+/// Default `max_bytes` of `multi_get` (10 KB).
+pub const DEFAULT_MAX_BYTES: u64 = 10_240;
+
+#[derive(Debug, Clone, Default)]
+pub struct GetRequest {
+    /// Display path, suffix of one, `#docid`, `qmd://` URI; `:N` suffix sets the first line.
+    pub file: String,
+    pub from_line: Option<usize>,
+    pub max_lines: Option<usize>,
+    pub line_numbers: bool,
+}
+
+/// A document (or a line range of it) ready to show.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DocumentView {
+    /// `qmd://` + the display path, each segment percent-encoded.
+    pub uri: String,
+    /// Display path.
+    pub name: String,
+    pub title: String,
+    pub docid: String,
+    #[serde(rename = "mimeType")]
+    pub mime_type: &'static str,
+    /// The text, prefixed by `<!-- Context: … -->` when a context applies.
+    pub text: String,
+    pub context: Option<String>,
+    /// First line shown (1-based) and how many lines the document has.
+    pub from_line: usize,
+    pub total_lines: usize,
+}
+
+#[derive(Debug, Clone)]
+pub struct MultiGetRequest {
+    /// Glob over display paths, or a comma-separated list of files.
+    pub pattern: String,
+    pub max_lines: Option<usize>,
+    pub max_bytes: u64,
+    pub line_numbers: bool,
+}
+
+impl MultiGetRequest {
+    pub fn new(pattern: impl Into<String>) -> Self {
+        MultiGetRequest {
+            pattern: pattern.into(),
+            max_lines: None,
+            max_bytes: DEFAULT_MAX_BYTES,
+            line_numbers: false,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum MultiGetItem {
+    Document(DocumentView),
+    /// Over `max_bytes`: not read; `text` is the seed's `[SKIPPED: …]` notice.
+    Skipped { file: String, bytes: u64, text: String },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MultiGetResult {
+    pub items: Vec<MultiGetItem>,
+    /// Names from a comma list that matched nothing.
+    pub errors: Vec<String>,
+}
+
+impl Engine {
+    /// One document, whole or a line range.
+    pub fn get(&self, req: &GetRequest) -> Result<DocumentView> {
+        let (name, line_from_name) = split_line_suffix(&req.file);
+        let doc = match self.resolve(name) {
+            Ok(d) => d,
+            // `notes.md:12` could also be a real file name containing a colon.
+            Err(e) if line_from_name.is_some() => match self.resolve(&req.file) {
+                Ok(d) => return self.view(&d, req.from_line, req.max_lines, req.line_numbers),
+                Err(_) => return Err(e),
+            },
+            Err(e) => return Err(e),
+        };
+        self.view(
+            &doc,
+            line_from_name.or(req.from_line),
+            req.max_lines,
+            req.line_numbers,
+        )
+    }
+
+    /// Several documents by glob or comma list; large files are skipped with a notice.
+    pub fn multi_get(&self, req: &MultiGetRequest) -> Result<MultiGetResult> {
+        let pattern = req.pattern.trim();
+        if pattern.is_empty() {
+            return Err(Error::invalid("pattern must not be empty"));
+        }
+        let all = self.store().document_summaries(self.space())?;
+        let mut errors = Vec::new();
+        let selected: Vec<DocSummary> = if pattern.contains(',') {
+            let mut out = Vec::new();
+            for name in pattern.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+                match self.resolve_in(name, &all) {
+                    Ok(s) => out.push(s),
+                    Err(_) => errors.push(format!("File not found: {name}")),
+                }
+            }
+            out
+        } else if pattern.contains(['*', '?', '[', '{']) {
+            check_relative(pattern)?;
+            let glob = GlobBuilder::new(pattern)
+                .literal_separator(true)
+                .build()
+                .map_err(|e| Error::invalid(format!("invalid glob pattern {pattern:?}: {e}")))?
+                .compile_matcher();
+            all.iter()
+                .filter(|d| glob.is_match(d.display_path()))
+                .cloned()
+                .collect()
+        } else {
+            vec![self.resolve_in(pattern, &all)?]
+        };
+        if selected.is_empty() {
+            return Err(Error::not_found(format!("No files matched pattern: {pattern}")));
+        }
+        let mut items = Vec::with_capacity(selected.len());
+        for s in selected {
+            let file = s.display_path();
+            if s.body_bytes > req.max_bytes {
+                let kb = (s.body_bytes as f64 / 1024.0).round() as u64;
+                items.push(MultiGetItem::Skipped {
+                    text: format!(
+                        "[SKIPPED: {file} - File too large ({kb}KB). Use 'quarry get' with file=\"{file}\" to retrieve.]"
+                    ),
+                    file,
+                    bytes: s.body_bytes,
+                });
+                continue;
+            }
+            let Some(doc) = self.store().documents_by_ids(&[s.id])?.into_iter().next() else {
+                errors.push(format!("File not found: {file}"));
+                continue;
+            };
+            let mut view = self.view(&doc, None, req.max_lines, req.line_numbers)?;
+            if let Some(max) = req.max_lines
+                && view.total_lines > max
+            {
+                view.text
+                    .push_str(&format!("\n\n[... truncated {} more lines]", view.total_lines - max));
+            }
+            items.push(MultiGetItem::Document(view));
+        }
+        Ok(MultiGetResult { items, errors })
+    }
+
+    /// Resolves a `qmd://` resource URI (seed: exact match, then suffix match; line numbers on).
+    pub fn read_resource(&self, uri: &str) -> Result<DocumentView> {
+        let rest = uri
+            .strip_prefix("qmd://")
+            .ok_or_else(|| Error::invalid(format!("not a qmd:// URI: {uri}")))?;
+        let path = decode_uri_path(rest)?;
+        let doc = self.resolve(&path)?;
+        self.view(&doc, None, None, true)
+    }
+
+    fn view(
+        &self,
+        doc: &Document,
+        from_line: Option<usize>,
+        max_lines: Option<usize>,
+        line_numbers: bool,
+    ) -> Result<DocumentView> {
+        let name = doc.display_path();
+        let lines: Vec<&str> = doc.body.split('\n').collect();
+        // A trailing newline does not start another line.
+        let total = if doc.body.ends_with('\n') {
+            lines.len() - 1
+        } else {
+            lines.len()
+        };
+        let from = from_line.unwrap_or(1);
+        if from == 0 {
+            return Err(Error::invalid("line numbers start at 1"));
+        }
+        if from > total.max(1) {
+            return Err(Error::invalid(format!(
+                "line {from} is past the end of {name} ({total} lines)"
+            )));
+        }
+        let end = match max_lines {
+            Some(0) => return Err(Error::invalid("max lines must be at least 1")),
+            Some(n) => (from - 1 + n).min(total.max(from)),
+            None => total.max(from),
+        };
+        let slice = lines[from - 1..end.min(lines.len())].join("\n");
+        let body = if line_numbers {
+            add_line_numbers(&slice, from)
+        } else {
+            slice
+        };
+        let contexts = self.contexts()?;
+        let context = context_for(&contexts, &name).map(|c| c.text.clone());
+        let text = match &context {
+            Some(c) => format!("<!-- Context: {c} -->\n\n{body}"),
+            None => body,
+        };
+        Ok(DocumentView {
+            uri: format!("qmd://{}", encode_uri_path(&name)),
+            name,
+            title: doc.title.clone(),
+            docid: doc.docid.clone(),
+            mime_type: "text/markdown",
+            text,
+            context,
+            from_line: from,
+            total_lines: total,
+        })
+    }
+
+    /// Finds one document by docid, display path, absolute path inside a collection, or
+    /// unique suffix; otherwise a not-found error with the three closest paths.
+    pub(crate) fn resolve(&self, name: &str) -> Result<Document> {
+        let name = name.trim();
+        if name.is_empty() {
+            return Err(Error::invalid("file must not be empty"));
+        }
+        if let Some(hex) = name.strip_prefix('#') {
+            return self
+                .store()
+                .document_by_docid(self.space(), &format!("#{}", hex.to_ascii_lowercase()))?
+                .ok_or_else(|| Error::not_found(format!("Document not found: {name}")));
+        }
+        let all = self.store().document_summaries(self.space())?;
+        let s = self.resolve_in(name, &all)?;
+        self.store()
+            .documents_by_ids(&[s.id])?
+            .into_iter()
+            .next()
+            .ok_or_else(|| Error::not_found(format!("Document not found: {name}")))
+    }
+
+    fn resolve_in(&self, name: &str, all: &[DocSummary]) -> Result<DocSummary> {
+        if let Some(hex) = name.strip_prefix('#') {
+            let want = format!("#{}", hex.to_ascii_lowercase());
+            return all
+                .iter()
+                .find(|d| d.docid == want)
+                .cloned()
+                .ok_or_else(|| Error::not_found(format!("Document not found: {name}")));
+        }
+        let name = name.strip_prefix("qmd://").unwrap_or(name);
+        let display = if name.starts_with('/') {
+            self.absolute_to_display(name)?
+        } else {
+            check_relative(name)?;
+            name.trim_start_matches("./").to_owned()
+        };
+        if let Some(d) = all.iter().find(|d| d.display_path() == display) {
+            return Ok(d.clone());
+        }
+        let suffix = format!("/{display}");
+        let matches: Vec<&DocSummary> = all
+            .iter()
+            .filter(|d| d.display_path().ends_with(&suffix))
+            .collect();
+        match matches.as_slice() {
+            [one] => Ok((*one).clone()),
+            [] => Err(Error::not_found(not_found_message(name, all))),
+            many => Err(Error::invalid(format!(
+                "'{name}' matches {} documents; use one of:\n{}",
+                many.len(),
+                many.iter()
+                    .take(10)
+                    .map(|d| format!("  - {}", d.display_path()))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            ))),
+        }
+    }
+
+    /// Maps an absolute filesystem path inside a collection root to its display path.
+    fn absolute_to_display(&self, abs: &str) -> Result<String> {
+        check_no_dots(abs)?;
+        for c in self.collections()? {
+            if let Some(rel) = abs.strip_prefix(c.path.as_str())
+                && let Some(rel) = rel.strip_prefix('/')
+            {
+                return Ok(format!("{}/{rel}", c.name));
+            }
+        }
+        Err(Error::not_found(format!(
+            "Document not found: {abs} is outside every collection"
+        )))
+    }
+}
+
+fn check_no_dots(path: &str) -> Result<()> {
+    if path.split('/').any(|s| s == "..") {
+        return Err(Error::invalid(format!(
+            "path {path:?} must not contain '..': documents are addressed by collection/relative/path"
+        )));
+    }
+    Ok(())
+}
+
+fn check_relative(path: &str) -> Result<()> {
+    check_no_dots(path)?;
+    if path.starts_with('/') || path.contains('\\') || path.contains('\0') {
+        return Err(Error::invalid(format!(
+            "path {path:?} must be a collection/relative/path"
+        )));
+    }
+    Ok(())
+}
+
+/// `name:120` → (`name`, Some(120)).
+fn split_line_suffix(file: &str) -> (&str, Option<usize>) {
+    if let Some((name, n)) = file.rsplit_once(':')
+        && !name.is_empty()
+        && !n.is_empty()
+        && n.bytes().all(|b| b.is_ascii_digit())
+        && let Ok(line) = n.parse()
+    {
+        return (name, Some(line));
+    }
+    (file, None)
+}
+
+fn not_found_message(name: &str, all: &[DocSummary]) -> String {
+    let mut scored: Vec<(usize, String)> = all
+        .iter()
+        .map(|d| {
+            let p = d.display_path();
+            let file_name = d.path.rsplit('/').next().unwrap_or(&d.path);
+            let query_name = name.rsplit('/').next().unwrap_or(name);
+            let dist = levenshtein(name, &p)
+                .min(levenshtein(name, &d.path))
+                .min(levenshtein(query_name, file_name) + 1);
+            (dist, p)
+        })
+        .collect();
+    scored.sort();
+    let mut msg = format!("Document not found: {name}");
+    if !scored.is_empty() {
+        msg.push_str("\n\nDid you mean one of these?");
+        for (_, p) in scored.into_iter().take(3) {
+            msg.push_str(&format!("\n  - {p}"));
+        }
+    }
+    msg
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn line_suffix() {
+        assert_eq!(split_line_suffix("a/b.md:120"), ("a/b.md", Some(120)));
+        assert_eq!(split_line_suffix("a/b.md"), ("a/b.md", None));
+        assert_eq!(split_line_suffix("a:b.md"), ("a:b.md", None));
+        assert_eq!(split_line_suffix(":12"), (":12", None));
+    }
+
+    #[test]
+    fn traversal_is_refused() {
+        assert!(check_relative("../../etc/passwd").is_err());
+        assert!(check_relative("notes/../../x").is_err());
+        assert!(check_relative("/etc/passwd").is_err());
+        assert!(check_relative("notes/a.md").is_ok());
+    }
+}

@@ -1,0 +1,201 @@
+//! Keyword search (seed `search`).
+
+use quarry_core::{Error, Result, SearchHit, context_for, round_score};
+use quarry_fts::ParsedQuery;
+
+use crate::Engine;
+
+/// Scale of the BM25 → 0–1 mapping: a raw score of this size maps to 0.5.
+const BM25_HALF_SCORE: f64 = 10.0;
+/// Characters of document text in a snippet.
+pub const SNIPPET_CHARS: usize = 300;
+/// Largest `limit` accepted.
+pub const MAX_LIMIT: usize = 1000;
+
+/// A keyword search, with the seed's defaults.
+#[derive(Debug, Clone)]
+pub struct SearchRequest {
+    pub query: String,
+    pub limit: usize,
+    pub min_score: f64,
+    pub collection: Option<String>,
+}
+
+impl SearchRequest {
+    pub fn new(query: impl Into<String>) -> Self {
+        SearchRequest {
+            query: query.into(),
+            limit: 10,
+            min_score: 0.0,
+            collection: None,
+        }
+    }
+
+    fn validate(&self) -> Result<()> {
+        if self.query.trim().is_empty() {
+            return Err(Error::invalid("query must not be empty"));
+        }
+        if self.limit == 0 || self.limit > MAX_LIMIT {
+            return Err(Error::invalid(format!(
+                "limit must be between 1 and {MAX_LIMIT}, got {}",
+                self.limit
+            )));
+        }
+        if !(0.0..=1.0).contains(&self.min_score) || self.min_score.is_nan() {
+            return Err(Error::invalid(format!(
+                "min score must be between 0 and 1, got {}",
+                self.min_score
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Maps an unbounded BM25 score into 0–1, monotonically: `s / (s + 10)`.
+/// Unlike dividing by the best score, this keeps a weak best match weak, so `min_score`
+/// means the same thing for every query.
+pub fn score_from_bm25(raw: f32) -> f64 {
+    let s = f64::from(raw.max(0.0));
+    s / (s + BM25_HALF_SCORE)
+}
+
+impl Engine {
+    /// BM25 search with OR semantics; hits carry snippet, context and a 0–1 score.
+    pub fn search(&self, req: &SearchRequest) -> Result<Vec<SearchHit>> {
+        req.validate()?;
+        let filter = match &req.collection {
+            Some(name) => Some(vec![self.collection(name)?.id]),
+            None => None,
+        };
+        let Some(fts) = self.fts()? else {
+            return Ok(Vec::new());
+        };
+        let parsed = ParsedQuery::parse(&req.query);
+        let raw = fts.search(&parsed, filter.as_deref(), req.limit)?;
+        let ids: Vec<i64> = raw.iter().map(|h| h.id).collect();
+        let docs = self.store().documents_by_ids(&ids)?;
+        let contexts = self.contexts()?;
+        let terms = parsed.highlight_terms();
+        let mut hits = Vec::with_capacity(docs.len());
+        for h in &raw {
+            // The keyword index may briefly list a document another process just removed.
+            let Some(doc) = docs.iter().find(|d| d.id == h.id) else {
+                continue;
+            };
+            let score = round_score(score_from_bm25(h.score));
+            if score < req.min_score {
+                continue;
+            }
+            let file = doc.display_path();
+            hits.push(SearchHit {
+                docid: doc.docid.clone(),
+                context: context_for(&contexts, &file).map(|c| c.text.clone()),
+                file,
+                title: doc.title.clone(),
+                score,
+                snippet: snippet(&doc.body, &terms, SNIPPET_CHARS),
+            });
+        }
+        Ok(hits)
+    }
+}
+
+/// About `max_chars` characters of `body` starting at the line that matches most `terms`,
+/// each line prefixed with its 1-based number (`N: `). Long lines are cut around the match.
+pub fn snippet(body: &str, terms: &[String], max_chars: usize) -> String {
+    let mut best: Option<(usize, usize, usize)> = None; // (score, line index, byte offset of match)
+    for (i, line) in body.split('\n').enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let lower = line.to_lowercase();
+        let mut score = 0;
+        let mut first_at = usize::MAX;
+        for t in terms {
+            if let Some(at) = lower.find(t.as_str()) {
+                score += 1;
+                first_at = first_at.min(at);
+            }
+        }
+        if best.is_none_or(|b| score > b.0) {
+            // Byte offsets in the lower-cased line can differ from the original for a few
+            // scripts; clamp to a char boundary of the original.
+            best = Some((score, i, if score == 0 { 0 } else { first_at }));
+            if score == terms.len() && score > 0 {
+                break;
+            }
+        }
+    }
+    let Some((_, start_line, match_at)) = best else {
+        return String::new();
+    };
+    let mut out = String::new();
+    let mut budget = max_chars;
+    for (n, line) in body.split('\n').enumerate().skip(start_line) {
+        if budget == 0 {
+            break;
+        }
+        let text = if n == start_line {
+            window(line, match_at, budget)
+        } else {
+            head(line, budget)
+        };
+        budget = budget.saturating_sub(text.chars().count().max(1));
+        if !out.is_empty() {
+            out.push('\n');
+        }
+        out.push_str(&format!("{}: {text}", n + 1));
+    }
+    out
+}
+
+/// At most `max` chars of `line`, starting a little before byte `at`.
+fn window(line: &str, at: usize, max: usize) -> String {
+    if line.chars().count() <= max {
+        return line.to_owned();
+    }
+    let mut start = at.min(line.len()).saturating_sub(max / 4);
+    while !line.is_char_boundary(start) {
+        start -= 1;
+    }
+    let s: String = line[start..].chars().take(max).collect();
+    if start > 0 { format!("…{s}") } else { s }
+}
+
+fn head(line: &str, max: usize) -> String {
+    line.chars().take(max).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn snippet_starts_at_best_line_with_numbers() {
+        let body = "# Title\n\nintro text\n\n- extract a tar archive\n`tar xf file.tar`\n";
+        let s = snippet(body, &["tar".into(), "extract".into()], 300);
+        assert!(s.starts_with("5: - extract a tar archive\n6: `tar xf file.tar`"), "{s}");
+    }
+
+    #[test]
+    fn snippet_is_bounded_and_cuts_long_lines_near_the_match() {
+        let long = format!("{}needle{}", "x".repeat(1000), "y".repeat(1000));
+        let s = snippet(&long, &["needle".into()], 300);
+        assert!(s.contains("needle"));
+        assert!(s.chars().count() <= 310, "{}", s.chars().count());
+        assert!(s.starts_with("1: …"));
+    }
+
+    #[test]
+    fn snippet_without_match_shows_the_start() {
+        assert_eq!(snippet("\nfirst\nsecond", &["zzz".into()], 300), "2: first\n3: second");
+    }
+
+    #[test]
+    fn bm25_mapping_is_monotonic_and_bounded() {
+        assert_eq!(score_from_bm25(0.0), 0.0);
+        assert!((score_from_bm25(10.0) - 0.5).abs() < 1e-9);
+        assert!(score_from_bm25(1e6) < 1.0);
+        assert!(score_from_bm25(5.0) < score_from_bm25(6.0));
+    }
+}
