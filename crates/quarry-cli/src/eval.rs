@@ -144,7 +144,11 @@ fn score(ranked: &[String], j: &Judgement) -> Scores {
     let found = rel.iter().filter(|&&r| r).count();
     Scores {
         queries: 1,
-        hit_at_3: if first.is_some_and(|p| p < 3) { 1.0 } else { 0.0 },
+        hit_at_3: if first.is_some_and(|p| p < 3) {
+            1.0
+        } else {
+            0.0
+        },
         mrr_at_10: first.map_or(0.0, |p| 1.0 / (p + 1) as f64),
         ndcg_at_10: if ideal > 0.0 { dcg / ideal } else { 0.0 },
         recall_at_10: found.min(j.ideal_count()) as f64 / j.ideal_count().max(1) as f64,
@@ -176,8 +180,10 @@ pub fn run(engine: &Engine, args: &EvalArgs, json: bool, out: &mut impl Write) -
         by_group.entry(q.group.clone()).or_default().add(&s);
         total.add(&s);
     }
-    let groups: BTreeMap<String, Scores> =
-        by_group.iter().map(|(k, v)| (k.clone(), v.mean())).collect();
+    let groups: BTreeMap<String, Scores> = by_group
+        .iter()
+        .map(|(k, v)| (k.clone(), v.mean()))
+        .collect();
     if json {
         let v = serde_json::json!({
             "mode": "search",
@@ -196,7 +202,10 @@ pub fn run(engine: &Engine, args: &EvalArgs, json: bool, out: &mut impl Write) -
         "{:<12} {:>7} {:>7} {:>8} {:>8} {:>10}",
         "group", "queries", "Hit@3", "MRR@10", "nDCG@10", "Recall@10"
     )?;
-    for (name, s) in groups.iter().chain(std::iter::once((&"overall".to_string(), &total.mean()))) {
+    for (name, s) in groups
+        .iter()
+        .chain(std::iter::once((&"overall".to_string(), &total.mean())))
+    {
         writeln!(
             out,
             "{:<12} {:>7} {:>7.3} {:>8.3} {:>8.3} {:>10.3}",
@@ -222,7 +231,10 @@ mod tests {
         let ideal = 1.0 + 1.0 / 3f64.log2();
         assert!((s.ndcg_at_10 - dcg / ideal).abs() < 1e-12);
         let prefix = Judgement::NamePrefix("api-design".into());
-        assert_eq!(score(&["docs/api-design-principles.md".into()], &prefix).mrr_at_10, 1.0);
+        assert_eq!(
+            score(&["docs/api-design-principles.md".into()], &prefix).mrr_at_10,
+            1.0
+        );
         assert_eq!(score(&[], &prefix).hit_at_3, 0.0);
     }
 }

@@ -214,7 +214,11 @@ fn run(cli: Cli) -> Result<()> {
                         c.name, c.documents, c.path
                     )?;
                     if !report.skipped.is_empty() {
-                        writeln!(out, "  {} files skipped (see warnings above)", report.skipped.len())?;
+                        writeln!(
+                            out,
+                            "  {} files skipped (see warnings above)",
+                            report.skipped.len()
+                        )?;
                     }
                 }
             }
@@ -269,7 +273,10 @@ fn run(cli: Cli) -> Result<()> {
                 if cli.json {
                     print_json(&json!({ "contexts": cs }))?;
                 } else if cs.is_empty() {
-                    writeln!(out, "No contexts. Add one with: quarry context add PATH \"description\"")?;
+                    writeln!(
+                        out,
+                        "No contexts. Add one with: quarry context add PATH \"description\""
+                    )?;
                 } else {
                     for c in cs {
                         writeln!(out, "{}: {}", c.path, c.text)?;
@@ -418,12 +425,7 @@ fn run(cli: Cli) -> Result<()> {
     Ok(())
 }
 
-fn print_update(
-    out: &mut impl Write,
-    json: bool,
-    report: &UpdateReport,
-    verb: &str,
-) -> Result<()> {
+fn print_update(out: &mut impl Write, json: bool, report: &UpdateReport, verb: &str) -> Result<()> {
     if json {
         return print_json(report);
     }

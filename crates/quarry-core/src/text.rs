@@ -85,7 +85,9 @@ pub fn decode_uri_path(s: &str) -> Result<String, crate::Error> {
                 .get(i + 1..i + 3)
                 .and_then(|h| std::str::from_utf8(h).ok())
                 .and_then(|h| u8::from_str_radix(h, 16).ok())
-                .ok_or_else(|| crate::Error::invalid(format!("invalid percent-encoding in {s:?}")))?;
+                .ok_or_else(|| {
+                    crate::Error::invalid(format!("invalid percent-encoding in {s:?}"))
+                })?;
             out.push(hex);
             i += 3;
         } else {
@@ -132,7 +134,10 @@ mod tests {
             encode_uri_path("docs/File with spaces.md"),
             "docs/File%20with%20spaces.md"
         );
-        assert_eq!(encode_uri_path("笔记/a+b.md"), "%E7%AC%94%E8%AE%B0/a%2Bb.md");
+        assert_eq!(
+            encode_uri_path("笔记/a+b.md"),
+            "%E7%AC%94%E8%AE%B0/a%2Bb.md"
+        );
         assert_eq!(
             decode_uri_path("notes%2F2025%2F%20meeting.md").unwrap(),
             "notes/2025/ meeting.md"
@@ -155,7 +160,10 @@ mod tests {
             format_search_summary(&[hit], "q"),
             "Found 1 result for \"q\":\n\n#abc123 85% notes/a.md - A"
         );
-        assert_eq!(format_search_summary(&[], "q"), "No results found for \"q\"");
+        assert_eq!(
+            format_search_summary(&[], "q"),
+            "No results found for \"q\""
+        );
     }
 
     #[test]

@@ -44,7 +44,10 @@ mod tests {
     #[test]
     fn formats_known_instants() {
         assert_eq!(iso8601_millis(0), "1970-01-01T00:00:00.000Z");
-        assert_eq!(iso8601_millis(1_750_250_096_789), "2025-06-18T12:34:56.789Z");
+        assert_eq!(
+            iso8601_millis(1_750_250_096_789),
+            "2025-06-18T12:34:56.789Z"
+        );
         assert_eq!(iso8601_millis(951_782_400_000), "2000-02-29T00:00:00.000Z");
     }
 }

@@ -69,7 +69,11 @@ impl MultiGetRequest {
 pub enum MultiGetItem {
     Document(DocumentView),
     /// Over `max_bytes`: not read; `text` is the seed's `[SKIPPED: …]` notice.
-    Skipped { file: String, bytes: u64, text: String },
+    Skipped {
+        file: String,
+        bytes: u64,
+        text: String,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -132,7 +136,9 @@ impl Engine {
             vec![self.resolve_in(pattern, &all)?]
         };
         if selected.is_empty() {
-            return Err(Error::not_found(format!("No files matched pattern: {pattern}")));
+            return Err(Error::not_found(format!(
+                "No files matched pattern: {pattern}"
+            )));
         }
         let mut items = Vec::with_capacity(selected.len());
         for s in selected {
@@ -156,8 +162,10 @@ impl Engine {
             if let Some(max) = req.max_lines
                 && view.total_lines > max
             {
-                view.text
-                    .push_str(&format!("\n\n[... truncated {} more lines]", view.total_lines - max));
+                view.text.push_str(&format!(
+                    "\n\n[... truncated {} more lines]",
+                    view.total_lines - max
+                ));
             }
             items.push(MultiGetItem::Document(view));
         }

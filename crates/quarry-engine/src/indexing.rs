@@ -116,9 +116,9 @@ impl Engine {
         for chunk in scan.files.chunks(64) {
             let (unchanged, changed): (Vec<&FileEntry>, Vec<&FileEntry>) =
                 chunk.iter().partition(|entry| {
-                    known.get(&entry.rel_path).is_some_and(|s| {
-                        s.size == entry.size && s.mtime_ns == entry.mtime_ns
-                    })
+                    known
+                        .get(&entry.rel_path)
+                        .is_some_and(|s| s.size == entry.size && s.mtime_ns == entry.mtime_ns)
                 });
             report.unchanged += unchanged.len() as u64;
             for (entry, loaded) in changed
@@ -256,7 +256,8 @@ fn load_parallel(files: &[&FileEntry], max_bytes: u64) -> Vec<Result<LoadedFile,
         let handles: Vec<_> = files
             .chunks(per)
             .map(|part| {
-                let h = s.spawn(move || part.iter().map(|f| load(f, max_bytes)).collect::<Vec<_>>());
+                let h =
+                    s.spawn(move || part.iter().map(|f| load(f, max_bytes)).collect::<Vec<_>>());
                 (part.len(), h)
             })
             .collect();
@@ -264,7 +265,9 @@ fn load_parallel(files: &[&FileEntry], max_bytes: u64) -> Vec<Result<LoadedFile,
             .into_iter()
             .flat_map(|(n, h)| {
                 h.join().unwrap_or_else(|_| {
-                    (0..n).map(|_| Err(Skip("reader thread panicked".into()))).collect()
+                    (0..n)
+                        .map(|_| Err(Skip("reader thread panicked".into())))
+                        .collect()
                 })
             })
             .collect()

@@ -52,7 +52,9 @@ impl EngineOptions {
         };
         let max_file_bytes = match std::env::var("QUARRY_MAX_FILE_BYTES") {
             Ok(v) => v.trim().parse().map_err(|_| {
-                Error::invalid(format!("QUARRY_MAX_FILE_BYTES={v:?} is not a number of bytes"))
+                Error::invalid(format!(
+                    "QUARRY_MAX_FILE_BYTES={v:?} is not a number of bytes"
+                ))
             })?,
             Err(_) => quarry_ingest::DEFAULT_MAX_FILE_BYTES,
         };
@@ -193,7 +195,9 @@ impl Engine {
         match file.try_lock() {
             Ok(()) => {}
             Err(std::fs::TryLockError::WouldBlock) => {
-                progress.waiting("another quarry process is writing to this index; waiting for it to finish");
+                progress.waiting(
+                    "another quarry process is writing to this index; waiting for it to finish",
+                );
                 file.lock().map_err(|e| Error::io(&path, e))?;
             }
             Err(std::fs::TryLockError::Error(e)) => return Err(Error::io(&path, e)),

@@ -174,7 +174,10 @@ mod tests {
     fn snippet_starts_at_best_line_with_numbers() {
         let body = "# Title\n\nintro text\n\n- extract a tar archive\n`tar xf file.tar`\n";
         let s = snippet(body, &["tar".into(), "extract".into()], 300);
-        assert!(s.starts_with("5: - extract a tar archive\n6: `tar xf file.tar`"), "{s}");
+        assert!(
+            s.starts_with("5: - extract a tar archive\n6: `tar xf file.tar`"),
+            "{s}"
+        );
     }
 
     #[test]
@@ -188,7 +191,10 @@ mod tests {
 
     #[test]
     fn snippet_without_match_shows_the_start() {
-        assert_eq!(snippet("\nfirst\nsecond", &["zzz".into()], 300), "2: first\n3: second");
+        assert_eq!(
+            snippet("\nfirst\nsecond", &["zzz".into()], 300),
+            "2: first\n3: second"
+        );
     }
 
     #[test]

@@ -103,7 +103,14 @@ pub fn analyze(text: &str, mut emit: impl FnMut(Token)) {
                 }
                 let run_end = byte_at(&chars, j, text.len());
                 if parts.len() > 1 {
-                    push(&mut emit, text[start..run_end].to_lowercase(), start, run_end, position, TokenKind::Compound);
+                    push(
+                        &mut emit,
+                        text[start..run_end].to_lowercase(),
+                        start,
+                        run_end,
+                        position,
+                        TokenKind::Compound,
+                    );
                 }
                 for (from, to) in parts {
                     let lower = text[from..to].to_lowercase();
@@ -124,14 +131,28 @@ pub fn analyze(text: &str, mut emit: impl FnMut(Token)) {
                 let j = run_end(&chars, i, Class::Kana);
                 if j - i == 1 {
                     let end = byte_at(&chars, j, text.len());
-                    if push(&mut emit, text[start..end].to_owned(), start, end, position, TokenKind::Primary) {
+                    if push(
+                        &mut emit,
+                        text[start..end].to_owned(),
+                        start,
+                        end,
+                        position,
+                        TokenKind::Primary,
+                    ) {
                         position += 1;
                     }
                 } else {
                     for k in i..j - 1 {
                         let from = chars[k].0;
                         let to = byte_at(&chars, k + 2, text.len());
-                        if push(&mut emit, text[from..to].to_owned(), from, to, position, TokenKind::Primary) {
+                        if push(
+                            &mut emit,
+                            text[from..to].to_owned(),
+                            from,
+                            to,
+                            position,
+                            TokenKind::Primary,
+                        ) {
                             position += 1;
                         }
                     }
@@ -141,7 +162,14 @@ pub fn analyze(text: &str, mut emit: impl FnMut(Token)) {
             Class::Hangul => {
                 let j = run_end(&chars, i, Class::Hangul);
                 let end = byte_at(&chars, j, text.len());
-                if push(&mut emit, text[start..end].to_owned(), start, end, position, TokenKind::Primary) {
+                if push(
+                    &mut emit,
+                    text[start..end].to_owned(),
+                    start,
+                    end,
+                    position,
+                    TokenKind::Primary,
+                ) {
                     position += 1;
                 }
                 i = j;
@@ -205,11 +233,25 @@ fn segment_han(run: &str, base: usize, mut position: usize, emit: &mut impl FnMu
         if t.byte_start >= primary_end {
             primary_end = t.byte_end;
             primary_pos = position;
-            if push(emit, word.to_lowercase(), from, to, position, TokenKind::Primary) {
+            if push(
+                emit,
+                word.to_lowercase(),
+                from,
+                to,
+                position,
+                TokenKind::Primary,
+            ) {
                 position += 1;
             }
         } else {
-            push(emit, word.to_lowercase(), from, to, primary_pos, TokenKind::Sub);
+            push(
+                emit,
+                word.to_lowercase(),
+                from,
+                to,
+                primary_pos,
+                TokenKind::Sub,
+            );
         }
     }
     position
@@ -276,13 +318,21 @@ mod tests {
     fn identifiers_are_kept_whole_and_split() {
         let t = texts("Use gpt-4o with v1.2.3.");
         let words: Vec<&str> = t.iter().map(|(w, _)| w.as_str()).collect();
-        assert_eq!(words, ["use", "gpt-4o", "gpt", "4o", "with", "v1.2.3", "v1", "2", "3"]);
+        assert_eq!(
+            words,
+            [
+                "use", "gpt-4o", "gpt", "4o", "with", "v1.2.3", "v1", "2", "3"
+            ]
+        );
         assert_eq!(t[1].1, TokenKind::Compound);
     }
 
     #[test]
     fn english_is_stemmed() {
-        let words: Vec<String> = tokens("Extracting archives").into_iter().map(|t| t.text).collect();
+        let words: Vec<String> = tokens("Extracting archives")
+            .into_iter()
+            .map(|t| t.text)
+            .collect();
         assert_eq!(words, ["extract", "archiv"]);
     }
 

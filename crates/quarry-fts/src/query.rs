@@ -36,12 +36,64 @@ pub struct ParsedQuery {
 /// other lists drop (`who`, `which`, `at`, `time`, `more`) are names of things people look for.
 const STOP_WORDS: &[&str] = &[
     // English (stemmed forms, since the analyzer stems before comparing).
-    "a", "an", "and", "are", "be", "by", "can", "could", "do", "doe", "did", "for", "from", "how",
-    "i", "in", "is", "it", "me", "my", "of", "on", "or", "pleas", "should", "that", "the", "this",
-    "to", "want", "what", "would", "you", "your",
+    "a",
+    "an",
+    "and",
+    "are",
+    "be",
+    "by",
+    "can",
+    "could",
+    "do",
+    "doe",
+    "did",
+    "for",
+    "from",
+    "how",
+    "i",
+    "in",
+    "is",
+    "it",
+    "me",
+    "my",
+    "of",
+    "on",
+    "or",
+    "pleas",
+    "should",
+    "that",
+    "the",
+    "this",
+    "to",
+    "want",
+    "what",
+    "would",
+    "you",
+    "your",
     // Chinese function words and question words.
-    "的", "了", "是", "在", "和", "与", "吗", "呢", "吧", "啊", "我", "你", "如何", "怎么",
-    "怎样", "怎么样", "什么", "哪些", "一个", "可以", "能", "把", "被",
+    "的",
+    "了",
+    "是",
+    "在",
+    "和",
+    "与",
+    "吗",
+    "呢",
+    "吧",
+    "啊",
+    "我",
+    "你",
+    "如何",
+    "怎么",
+    "怎样",
+    "怎么样",
+    "什么",
+    "哪些",
+    "一个",
+    "可以",
+    "能",
+    "把",
+    "被",
 ];
 
 /// Stop words, and single Latin letters (the `s` of `user's`, the `m` of `I'm`).
@@ -137,7 +189,13 @@ mod tests {
         ParsedQuery::parse(q)
             .clauses
             .into_iter()
-            .map(|c| (c.occur, c.phrase, c.tokens.into_iter().map(|t| t.text).collect()))
+            .map(|c| {
+                (
+                    c.occur,
+                    c.phrase,
+                    c.tokens.into_iter().map(|t| t.text).collect(),
+                )
+            })
             .collect()
     }
 

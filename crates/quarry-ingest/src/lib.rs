@@ -306,7 +306,10 @@ mod tests {
     fn decode_rejects_binary_and_bad_utf8() {
         assert!(decode(b"abc\0def", "x").unwrap_err().0.contains("binary"));
         let err = decode(b"ok \xff\xfe", "x").unwrap_err();
-        assert!(err.0.contains("UTF-8") && err.0.contains("offset 3"), "{err:?}");
+        assert!(
+            err.0.contains("UTF-8") && err.0.contains("offset 3"),
+            "{err:?}"
+        );
         let ok = decode(b"\xEF\xBB\xBF# T\r\nline\r\n", "x").unwrap();
         assert_eq!(ok.text, "# T\nline\n");
         assert_eq!(ok.title, "T");

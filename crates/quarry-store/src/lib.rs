@@ -110,8 +110,12 @@ pub trait Store: Send + Sync {
     fn pending_index_work(&self, limit: usize) -> Result<IndexWork>;
     fn index_work_done(&self, work: &IndexWork) -> Result<()>;
     fn documents_by_ids(&self, ids: &[i64]) -> Result<Vec<Document>>;
-    fn document_by_path(&self, space: &str, collection: &str, path: &str)
-    -> Result<Option<Document>>;
+    fn document_by_path(
+        &self,
+        space: &str,
+        collection: &str,
+        path: &str,
+    ) -> Result<Option<Document>>;
     fn document_by_docid(&self, space: &str, docid: &str) -> Result<Option<Document>>;
     fn document_summaries(&self, space: &str) -> Result<Vec<DocSummary>>;
     fn document_count(&self, space: &str) -> Result<u64>;

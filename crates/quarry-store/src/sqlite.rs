@@ -75,9 +75,8 @@ fn db_err(e: rusqlite::Error) -> Error {
 impl SqliteStore {
     /// Opens (creating if needed) the database at `path` and brings its schema up to date.
     pub fn open(path: &Path) -> Result<Self> {
-        let conn = Connection::open(path).map_err(|e| {
-            Error::Storage(format!("cannot open database {}: {e}", path.display()))
-        })?;
+        let conn = Connection::open(path)
+            .map_err(|e| Error::Storage(format!("cannot open database {}: {e}", path.display())))?;
         conn.busy_timeout(Duration::from_secs(30)).map_err(db_err)?;
         conn.execute_batch(
             "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;",
@@ -257,7 +256,9 @@ impl Store for SqliteStore {
                 )
                 .map_err(db_err)?;
             if taken {
-                return Err(Error::Conflict(format!("collection '{new}' already exists")));
+                return Err(Error::Conflict(format!(
+                    "collection '{new}' already exists"
+                )));
             }
             let n = tx
                 .execute(
