@@ -427,28 +427,36 @@ fn run(cli: Cli) -> Result<()> {
 
 fn print_update(out: &mut impl Write, json: bool, report: &UpdateReport, verb: &str) -> Result<()> {
     if json {
-        return print_json(report);
-    }
-    for c in &report.collections {
-        write!(
+        print_json(report)?;
+    } else {
+        for c in &report.collections {
+            write!(
+                out,
+                "{}: {} added, {} updated, {} removed, {} unchanged",
+                c.name, c.added, c.updated, c.removed, c.unchanged
+            )?;
+            if !c.skipped.is_empty() {
+                write!(out, ", {} skipped", c.skipped.len())?;
+            }
+            writeln!(out)?;
+            if let Some(p) = &c.pulled {
+                writeln!(out, "  git pull: {p}")?;
+            }
+            if let Some(e) = &c.error {
+                writeln!(out, "  error: {e}")?;
+            }
+        }
+        let n = report.collections.len();
+        writeln!(
             out,
-            "{}: {} added, {} updated, {} removed, {} unchanged",
-            c.name, c.added, c.updated, c.removed, c.unchanged
+            "{verb} {n} collection{}: {} documents",
+            if n == 1 { "" } else { "s" },
+            report.total_documents
         )?;
-        if !c.skipped.is_empty() {
-            write!(out, ", {} skipped", c.skipped.len())?;
-        }
-        writeln!(out)?;
-        if let Some(p) = &c.pulled {
-            writeln!(out, "  git pull: {p}")?;
-        }
     }
-    let n = report.collections.len();
-    writeln!(
-        out,
-        "{verb} {n} collection{}: {} documents",
-        if n == 1 { "" } else { "s" },
-        report.total_documents
-    )?;
+    let failed: Vec<&str> = report.failures().map(|c| c.name.as_str()).collect();
+    if !failed.is_empty() {
+        anyhow::bail!("could not update: {}", failed.join(", "));
+    }
     Ok(())
 }

@@ -65,10 +65,14 @@ impl Engine {
             root_str,
             &mask,
         )?;
+        let mut session = crate::indexing::IndexSession::new(self, &guard);
         let outcome = self
-            .index_collection(&guard, &collection, progress)
+            .index_collection(&mut session, &collection, progress)
+            .and_then(|r| session.finish().map(|()| r))
             .and_then(|report| {
-                if report.scanned == 0 && !allow_empty {
+                if let Some(e) = &report.error {
+                    Err(Error::invalid(format!("{}: {e}", root.display())))
+                } else if report.scanned == 0 && !allow_empty {
                     Err(Error::invalid(format!(
                         "no files match '{mask}' under {root_str}; nothing was added (check the path and --mask, or allow an empty collection)"
                     )))

@@ -10,17 +10,20 @@ use std::path::Path;
 
 use quarry_core::{Collection, CollectionKind, Error, Result};
 use quarry_ingest::{FileEntry, LoadedFile, Skip, load};
-use quarry_store::DocChange;
+use std::sync::Arc;
+
+use quarry_fts::{FtsIndex, FtsWriter};
+use quarry_store::{DocChange, IndexWork};
 use serde::Serialize;
 
 use crate::{Engine, Progress, WriteGuard};
 
-/// Store changes per transaction.
-const CHANGE_BATCH: usize = 256;
+/// Store changes per transaction (each commit is fsync'd).
+const CHANGE_BATCH: usize = 1024;
 /// Store bytes per transaction, so huge files do not pile up in memory.
 const CHANGE_BATCH_BYTES: usize = 32 << 20;
-/// Documents per keyword-index commit.
-const INDEX_BATCH: usize = 4096;
+/// Documents per keyword-index commit: bounds the work a kill can make us redo.
+const INDEX_BATCH: usize = 16_384;
 
 #[derive(Debug, Clone, Default)]
 pub struct UpdateOptions {
@@ -44,6 +47,9 @@ pub struct CollectionReport {
     /// Output of `git pull`, when requested and the folder is a repository.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pulled: Option<String>,
+    /// Why this collection could not be (fully) updated; its documents were left as they were.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
     pub documents: u64,
 }
 
@@ -59,6 +65,13 @@ pub struct UpdateReport {
     pub total_documents: u64,
 }
 
+impl UpdateReport {
+    /// Collections that could not be (fully) updated.
+    pub fn failures(&self) -> impl Iterator<Item = &CollectionReport> {
+        self.collections.iter().filter(|c| c.error.is_some())
+    }
+}
+
 impl Engine {
     /// Re-scans folder collections (all, or those named) and brings the indexes up to date.
     pub fn update(&self, opts: &UpdateOptions, progress: &dyn Progress) -> Result<UpdateReport> {
@@ -69,7 +82,8 @@ impl Engine {
             }
         }
         let guard = self.lock_writes(progress)?;
-        self.flush_index(&guard)?;
+        let mut session = IndexSession::new(self, &guard);
+        session.recover()?;
         let mut report = UpdateReport::default();
         for c in all {
             if c.kind != CollectionKind::Folder
@@ -78,31 +92,51 @@ impl Engine {
                 continue;
             }
             let pulled = if opts.pull {
-                quarry_ingest::git_pull(Path::new(&c.path))?
+                quarry_ingest::git_pull(Path::new(&c.path))
             } else {
-                None
+                Ok(None)
             };
-            let mut r = self.index_collection(&guard, &c, progress)?;
-            r.pulled = pulled;
+            let mut r = self.index_collection(&mut session, &c, progress)?;
+            match pulled {
+                Ok(p) => r.pulled = p,
+                Err(e) => {
+                    progress.warn(&format!("{}: {e}", c.name));
+                    r.error.get_or_insert(e.to_string());
+                }
+            }
             report.collections.push(r);
         }
+        session.finish()?;
         report.total_documents = self.store().document_count(self.space())?;
         Ok(report)
     }
 
     pub(crate) fn index_collection(
         &self,
-        guard: &WriteGuard,
+        session: &mut IndexSession<'_>,
         c: &Collection,
         progress: &dyn Progress,
     ) -> Result<CollectionReport> {
         let mask = quarry_ingest::compile_mask(&c.pattern)?;
-        let scan = quarry_ingest::scan(Path::new(&c.path), &mask)?;
         let mut report = CollectionReport {
             name: c.name.clone(),
-            scanned: scan.files.len() as u64,
+            documents: c.documents,
             ..Default::default()
         };
+        // A folder that vanished (unmounted disk, moved repo) must not wipe its documents:
+        // report it and leave the collection as it was.
+        let scan = match quarry_ingest::scan(Path::new(&c.path), &mask) {
+            Ok(scan) => scan,
+            Err(e) => {
+                progress.warn(&format!(
+                    "{}: cannot scan: {e}; documents left unchanged",
+                    c.name
+                ));
+                report.error = Some(format!("cannot scan: {e}"));
+                return Ok(report);
+            }
+        };
+        report.scanned = scan.files.len() as u64;
         for (path, reason) in scan.problems {
             progress.warn(&format!("{}: {path}: {reason}", c.name));
             report.skipped.push(SkippedFile { path, reason });
@@ -112,7 +146,6 @@ impl Engine {
 
         progress.begin(&format!("Indexing {}", c.name), scan.files.len() as u64);
         let mut batch = Batch::default();
-        let mut pending_index = 0usize;
         for chunk in scan.files.chunks(64) {
             let (unchanged, changed): (Vec<&FileEntry>, Vec<&FileEntry>) =
                 chunk.iter().partition(|entry| {
@@ -142,7 +175,6 @@ impl Engine {
                             } else {
                                 report.added += 1;
                             }
-                            pending_index += 1;
                             batch.push(DocChange::Upsert {
                                 path: entry.rel_path.clone(),
                                 title: file.title,
@@ -169,12 +201,7 @@ impl Engine {
             }
             progress.advance(chunk.len() as u64);
             if batch.full() {
-                self.store().apply_changes(c.id, &batch.take())?;
-            }
-            if pending_index >= INDEX_BATCH {
-                self.store().apply_changes(c.id, &batch.take())?;
-                self.flush_index(guard)?;
-                pending_index = 0;
+                session.apply(self.store().apply_changes(c.id, batch.take())?)?;
             }
         }
         for (path, state) in &known {
@@ -182,12 +209,12 @@ impl Engine {
                 report.removed += 1;
                 batch.push(DocChange::Remove { id: state.id });
                 if batch.full() {
-                    self.store().apply_changes(c.id, &batch.take())?;
+                    session.apply(self.store().apply_changes(c.id, batch.take())?)?;
                 }
             }
         }
-        self.store().apply_changes(c.id, &batch.take())?;
-        self.flush_index(guard)?;
+        session.apply(self.store().apply_changes(c.id, batch.take())?)?;
+        session.commit()?;
         self.store()
             .mark_collection_scanned(c.id, quarry_core::now_millis())?;
         progress.end();
@@ -200,20 +227,86 @@ impl Engine {
 
     /// Brings the keyword index up to date with the store (also recovers after a crash).
     pub(crate) fn flush_index(&self, guard: &WriteGuard) -> Result<()> {
-        let mut work = self.store().pending_index_work(INDEX_BATCH)?;
+        let mut session = IndexSession::new(self, guard);
+        session.recover()?;
+        session.finish()
+    }
+}
+
+/// Keeps one keyword-index writer open while store batches stream in, so tokenising
+/// overlaps reading files; commits every [`INDEX_BATCH`] documents and at the end, and only
+/// then clears the store's dirty flags.
+pub(crate) struct IndexSession<'a> {
+    engine: &'a Engine,
+    guard: &'a WriteGuard,
+    writer: Option<(Arc<FtsIndex>, FtsWriter)>,
+    /// Applied to the writer but not yet committed (bodies dropped).
+    uncommitted: IndexWork,
+}
+
+impl<'a> IndexSession<'a> {
+    pub(crate) fn new(engine: &'a Engine, guard: &'a WriteGuard) -> Self {
+        IndexSession {
+            engine,
+            guard,
+            writer: None,
+            uncommitted: IndexWork::default(),
+        }
+    }
+
+    /// Finishes work a previous, interrupted writer left in the store.
+    pub(crate) fn recover(&mut self) -> Result<()> {
+        loop {
+            let work = self.engine.store().pending_index_work(INDEX_BATCH)?;
+            if work.is_empty() {
+                return Ok(());
+            }
+            self.apply(work)?;
+            self.commit()?;
+        }
+    }
+
+    pub(crate) fn apply(&mut self, mut work: IndexWork) -> Result<()> {
         if work.is_empty() {
             return Ok(());
         }
-        let fts = self.fts_for_write(guard)?;
-        let mut writer = fts.writer()?;
-        while !work.is_empty() {
-            writer.apply(&work)?;
-            writer.commit()?;
-            self.store().index_work_done(&work)?;
-            work = self.store().pending_index_work(INDEX_BATCH)?;
+        if self.writer.is_none() {
+            let fts = self.engine.fts_for_write(self.guard)?;
+            let writer = fts.writer()?;
+            self.writer = Some((fts, writer));
         }
-        writer.finish()?;
-        fts.reload()?;
+        if let Some((_, writer)) = self.writer.as_mut() {
+            writer.apply(&work)?;
+        }
+        for d in &mut work.upserts {
+            d.body = String::new();
+        }
+        self.uncommitted.upserts.append(&mut work.upserts);
+        self.uncommitted.deletes.append(&mut work.deletes);
+        if self.uncommitted.upserts.len() + self.uncommitted.deletes.len() >= INDEX_BATCH {
+            self.commit()?;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn commit(&mut self) -> Result<()> {
+        if self.uncommitted.is_empty() {
+            return Ok(());
+        }
+        if let Some((_, writer)) = self.writer.as_mut() {
+            writer.commit()?;
+        }
+        self.engine.store().index_work_done(&self.uncommitted)?;
+        self.uncommitted = IndexWork::default();
+        Ok(())
+    }
+
+    pub(crate) fn finish(mut self) -> Result<()> {
+        self.commit()?;
+        if let Some((fts, writer)) = self.writer.take() {
+            writer.finish()?;
+            fts.reload()?;
+        }
         Ok(())
     }
 }

@@ -1,7 +1,6 @@
 //! Keyword search (seed `search`).
 
 use quarry_core::{Error, Result, SearchHit, context_for, round_score};
-use quarry_fts::ParsedQuery;
 
 use crate::Engine;
 
@@ -70,7 +69,7 @@ impl Engine {
         let Some(fts) = self.fts()? else {
             return Ok(Vec::new());
         };
-        let parsed = ParsedQuery::parse(&req.query);
+        let parsed = fts.parse_query(&req.query);
         let raw = fts.search(&parsed, filter.as_deref(), req.limit)?;
         let ids: Vec<i64> = raw.iter().map(|h| h.id).collect();
         let docs = self.store().documents_by_ids(&ids)?;

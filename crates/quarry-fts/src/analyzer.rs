@@ -71,8 +71,23 @@ fn classify(c: char) -> Class {
     }
 }
 
+/// How Han runs are segmented.
+#[derive(Clone, Copy)]
+pub enum HanSegmenter<'a> {
+    /// jieba with its dictionary (indexing, and phrases whose positions must match the index).
+    Jieba,
+    /// Words of the run that exist in this lexicon (the index's own terms), longest first.
+    /// Used for queries: no dictionary load, and every term produced can actually match.
+    Lexicon(&'a dyn Fn(&str) -> bool),
+}
+
 /// Splits `text` into index/query tokens, calling `emit` for each in position order.
-pub fn analyze(text: &str, mut emit: impl FnMut(Token)) {
+pub fn analyze(text: &str, emit: impl FnMut(Token)) {
+    analyze_with(text, HanSegmenter::Jieba, emit)
+}
+
+/// [`analyze`] with a chosen Han segmenter.
+pub fn analyze_with(text: &str, han: HanSegmenter<'_>, mut emit: impl FnMut(Token)) {
     let mut position = 0usize;
     let chars: Vec<(usize, char)> = text.char_indices().collect();
     let mut i = 0;
@@ -124,7 +139,12 @@ pub fn analyze(text: &str, mut emit: impl FnMut(Token)) {
             Class::Han => {
                 let j = run_end(&chars, i, Class::Han);
                 let end = byte_at(&chars, j, text.len());
-                position = segment_han(&text[start..end], start, position, &mut emit);
+                let run = &text[start..end];
+                let spans = match han {
+                    HanSegmenter::Jieba => jieba_spans(run),
+                    HanSegmenter::Lexicon(has) => lexicon_spans(run, has),
+                };
+                position = emit_han(run, spans, start, position, &mut emit);
                 i = j;
             }
             Class::Kana => {
@@ -212,32 +232,70 @@ fn push(
     true
 }
 
-/// Segments one Han run; returns the next free position.
-fn segment_han(run: &str, base: usize, mut position: usize, emit: &mut impl FnMut(Token)) -> usize {
-    let mut tokens = jieba().cut_for_search(run, true);
-    // Search mode lists a word's dictionary sub-words before the word. Order by start, longest
-    // first, so every word precedes the sub-words it contains.
-    tokens.sort_by(|a, b| {
-        a.byte_start
-            .cmp(&b.byte_start)
-            .then(b.byte_end.cmp(&a.byte_end))
-    });
+/// Byte spans of jieba's search-mode words in `run`.
+fn jieba_spans(run: &str) -> Vec<(usize, usize)> {
+    jieba()
+        .cut_for_search(run, true)
+        .into_iter()
+        .filter(|t| !t.word.trim().is_empty())
+        .map(|t| (t.byte_start, t.byte_end))
+        .collect()
+}
+
+/// Longest words of up to this many characters are looked up in a lexicon.
+const LEXICON_MAX_CHARS: usize = 6;
+
+/// Byte spans of every substring of 2–6 characters found in the lexicon, plus single
+/// characters not covered by any of them.
+fn lexicon_spans(run: &str, has: &dyn Fn(&str) -> bool) -> Vec<(usize, usize)> {
+    let bounds: Vec<usize> = run
+        .char_indices()
+        .map(|(i, _)| i)
+        .chain(std::iter::once(run.len()))
+        .collect();
+    let n = bounds.len() - 1;
+    let mut spans = Vec::new();
+    let mut covered = vec![false; n];
+    for i in 0..n {
+        for len in (2..=LEXICON_MAX_CHARS.min(n - i)).rev() {
+            if has(&run[bounds[i]..bounds[i + len]]) {
+                spans.push((bounds[i], bounds[i + len]));
+                covered[i..i + len].iter_mut().for_each(|c| *c = true);
+            }
+        }
+    }
+    for i in 0..n {
+        if !covered[i] && has(&run[bounds[i]..bounds[i + 1]]) {
+            spans.push((bounds[i], bounds[i + 1]));
+        }
+    }
+    spans
+}
+
+/// Emits Han word spans: a span not inside the previous primary word is primary (next
+/// position); one inside it is a sub-word at the primary's position. Returns the next position.
+fn emit_han(
+    run: &str,
+    mut spans: Vec<(usize, usize)>,
+    base: usize,
+    mut position: usize,
+    emit: &mut impl FnMut(Token),
+) -> usize {
+    // Order by start, longest first, so every word precedes the sub-words it contains.
+    spans.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+    spans.dedup();
     let mut primary_end = 0usize;
     let mut primary_pos = position;
-    for t in tokens {
-        let word = t.word.trim();
-        if word.is_empty() {
-            continue;
-        }
-        let (from, to) = (base + t.byte_start, base + t.byte_end);
-        if t.byte_start >= primary_end {
-            primary_end = t.byte_end;
+    for (from, to) in spans {
+        let word = run[from..to].to_lowercase();
+        if from >= primary_end {
+            primary_end = to;
             primary_pos = position;
             if push(
                 emit,
-                word.to_lowercase(),
-                from,
-                to,
+                word,
+                base + from,
+                base + to,
                 position,
                 TokenKind::Primary,
             ) {
@@ -246,9 +304,9 @@ fn segment_han(run: &str, base: usize, mut position: usize, emit: &mut impl FnMu
         } else {
             push(
                 emit,
-                word.to_lowercase(),
-                from,
-                to,
+                word,
+                base + from,
+                base + to,
                 primary_pos,
                 TokenKind::Sub,
             );
@@ -349,6 +407,22 @@ mod tests {
         assert!(prim.contains(&"提交"), "{prim:?}");
         // Positions never decrease.
         assert!(toks.windows(2).all(|w| w[0].position <= w[1].position));
+    }
+
+    #[test]
+    fn lexicon_segmentation_needs_no_dictionary() {
+        let lexicon = ["查看", "磁盘", "剩余", "空间", "剩余空间", "看"];
+        let has = |w: &str| lexicon.contains(&w);
+        let mut got = Vec::new();
+        analyze_with(
+            "如何查看磁盘剩余空间",
+            HanSegmenter::Lexicon(&has),
+            |t| got.push((t.text, t.kind)),
+        );
+        let words: Vec<&str> = got.iter().map(|(w, _)| w.as_str()).collect();
+        assert_eq!(words, ["查看", "磁盘", "剩余空间", "剩余", "空间"]);
+        assert_eq!(got[2].1, TokenKind::Primary);
+        assert_eq!(got[3].1, TokenKind::Sub);
     }
 
     #[test]

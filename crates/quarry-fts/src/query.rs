@@ -5,7 +5,7 @@
 //! `+word` is required, `-word` excluded. Stop words are dropped from optional words
 //! unless nothing else is left.
 
-use crate::analyzer::{Token, TokenKind, tokens};
+use crate::analyzer::{HanSegmenter, Token, TokenKind, analyze_with, tokens};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Occur {
@@ -102,8 +102,15 @@ fn is_stop(t: &Token) -> bool {
 }
 
 impl ParsedQuery {
-    /// Parses `input`. Never fails: unbalanced quotes close at the end of the input.
+    /// Parses `input` with jieba for Han text. Never fails: unbalanced quotes close at the
+    /// end of the input.
     pub fn parse(input: &str) -> ParsedQuery {
+        Self::parse_with(input, HanSegmenter::Jieba)
+    }
+
+    /// Parses `input`, segmenting Han text outside phrases with `han`. Phrases always use
+    /// jieba so their word positions match the index.
+    pub fn parse_with(input: &str, han: HanSegmenter<'_>) -> ParsedQuery {
         let mut clauses = Vec::new();
         let mut rest = input.trim();
         while !rest.is_empty() {
@@ -127,7 +134,13 @@ impl ParsedQuery {
                     .unwrap_or(after_sign.len());
                 (&after_sign[..end], false, &after_sign[end..])
             };
-            let toks = tokens(surface);
+            let toks = if phrase {
+                tokens(surface)
+            } else {
+                let mut v = Vec::new();
+                analyze_with(surface, han, |t| v.push(t));
+                v
+            };
             if !toks.is_empty() {
                 clauses.push(Clause {
                     occur,

@@ -106,8 +106,12 @@ pub trait Store: Send + Sync {
 
     // Documents.
     fn file_states(&self, collection_id: i64) -> Result<HashMap<String, FileState>>;
-    fn apply_changes(&self, collection_id: i64, changes: &[DocChange]) -> Result<()>;
+    /// Applies a batch atomically and returns the derived-index work it created (the
+    /// documents are marked dirty until [`Store::index_work_done`]).
+    fn apply_changes(&self, collection_id: i64, changes: Vec<DocChange>) -> Result<IndexWork>;
+    /// Up to `limit` documents still dirty and tombstones still pending (crash recovery).
     fn pending_index_work(&self, limit: usize) -> Result<IndexWork>;
+    /// The derived index has durably absorbed `work`: clear its flags and tombstones.
     fn index_work_done(&self, work: &IndexWork) -> Result<()>;
     fn documents_by_ids(&self, ids: &[i64]) -> Result<Vec<Document>>;
     fn document_by_path(

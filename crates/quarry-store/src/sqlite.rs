@@ -347,9 +347,10 @@ impl Store for SqliteStore {
             .map_err(db_err)
     }
 
-    fn apply_changes(&self, collection_id: i64, changes: &[DocChange]) -> Result<()> {
+    fn apply_changes(&self, collection_id: i64, changes: Vec<DocChange>) -> Result<IndexWork> {
+        let mut work = IndexWork::default();
         if changes.is_empty() {
-            return Ok(());
+            return Ok(work);
         }
         self.write(|tx| {
             let now = quarry_core::now_millis();
@@ -374,12 +375,12 @@ impl Store for SqliteStore {
                                 .optional()
                             })
                             .map_err(db_err)?;
-                        match existing {
+                        let id = match existing {
                             Some((id, old_hash)) => {
-                                let docid = if &old_hash == hash {
+                                let docid = if old_hash == hash {
                                     None
                                 } else {
-                                    Some(free_docid(tx, hash, Some(id))?)
+                                    Some(free_docid(tx, &hash, Some(id))?)
                                 };
                                 tx.prepare_cached(
                                     "UPDATE documents SET title = ?2, hash = ?3, docid = COALESCE(?4, docid), size = ?5, \
@@ -391,7 +392,7 @@ impl Store for SqliteStore {
                                         title,
                                         hash,
                                         docid,
-                                        *size as i64,
+                                        size as i64,
                                         mtime_ns,
                                         body,
                                         body.len() as i64,
@@ -399,9 +400,10 @@ impl Store for SqliteStore {
                                     ])
                                 })
                                 .map_err(db_err)?;
+                                id
                             }
                             None => {
-                                let docid = free_docid(tx, hash, None)?;
+                                let docid = free_docid(tx, &hash, None)?;
                                 tx.prepare_cached(
                                     "INSERT INTO documents (collection_id, path, title, hash, docid, size, mtime_ns, body, body_bytes, fts_dirty, indexed_at) \
                                      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 1, ?10)",
@@ -413,7 +415,7 @@ impl Store for SqliteStore {
                                         title,
                                         hash,
                                         docid,
-                                        *size as i64,
+                                        size as i64,
                                         mtime_ns,
                                         body,
                                         body.len() as i64,
@@ -421,12 +423,20 @@ impl Store for SqliteStore {
                                     ])
                                 })
                                 .map_err(db_err)?;
+                                tx.last_insert_rowid()
                             }
-                        }
+                        };
+                        work.upserts.push(IndexDoc {
+                            id,
+                            collection_id,
+                            path,
+                            title,
+                            body,
+                        });
                     }
                     DocChange::Touch { id, size, mtime_ns } => {
                         tx.prepare_cached("UPDATE documents SET size = ?2, mtime_ns = ?3 WHERE id = ?1")
-                            .and_then(|mut s| s.execute(params![id, *size as i64, mtime_ns]))
+                            .and_then(|mut s| s.execute(params![id, size as i64, mtime_ns]))
                             .map_err(db_err)?;
                     }
                     DocChange::Remove { id } => {
@@ -436,10 +446,11 @@ impl Store for SqliteStore {
                         tx.prepare_cached("DELETE FROM documents WHERE id = ?1")
                             .and_then(|mut s| s.execute([id]))
                             .map_err(db_err)?;
+                        work.deletes.push(id);
                     }
                 }
             }
-            Ok(())
+            Ok(work)
         })
     }
 
@@ -655,7 +666,7 @@ mod tests {
         store
             .apply_changes(
                 c.id,
-                &[
+                vec![
                     upsert("a.md", "abcdef111111"),
                     upsert("b.md", "abcdef222222"),
                     upsert("c.md", "abcdef111111"),
@@ -679,7 +690,7 @@ mod tests {
             .create_collection("default", "c", CollectionKind::Folder, "/x", "**/*.md")
             .unwrap();
         store
-            .apply_changes(c.id, &[upsert("a.md", "aaaaaaaa")])
+            .apply_changes(c.id, vec![upsert("a.md", "aaaaaaaa")])
             .unwrap();
         let work = store.pending_index_work(10).unwrap();
         assert_eq!(work.upserts.len(), 1);
@@ -687,7 +698,7 @@ mod tests {
         assert!(store.pending_index_work(10).unwrap().is_empty());
         let id = work.upserts[0].id;
         store
-            .apply_changes(c.id, &[DocChange::Remove { id }])
+            .apply_changes(c.id, vec![DocChange::Remove { id }])
             .unwrap();
         let work = store.pending_index_work(10).unwrap();
         assert_eq!(work.deletes, [id]);
