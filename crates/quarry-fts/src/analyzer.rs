@@ -151,30 +151,11 @@ pub fn analyze_with(text: &str, han: HanSegmenter<'_>, mut emit: impl FnMut(Toke
                 let j = run_end(&chars, i, Class::Kana);
                 if j - i == 1 {
                     let end = byte_at(&chars, j, text.len());
-                    if push(
-                        &mut emit,
-                        text[start..end].to_owned(),
-                        start,
-                        end,
-                        position,
-                        TokenKind::Primary,
-                    ) {
-                        position += 1;
-                    }
+                    push_primary(&mut emit, &text[start..end], start, end, &mut position);
                 } else {
                     for k in i..j - 1 {
-                        let from = chars[k].0;
-                        let to = byte_at(&chars, k + 2, text.len());
-                        if push(
-                            &mut emit,
-                            text[from..to].to_owned(),
-                            from,
-                            to,
-                            position,
-                            TokenKind::Primary,
-                        ) {
-                            position += 1;
-                        }
+                        let (from, to) = (chars[k].0, byte_at(&chars, k + 2, text.len()));
+                        push_primary(&mut emit, &text[from..to], from, to, &mut position);
                     }
                 }
                 i = j;
@@ -182,16 +163,7 @@ pub fn analyze_with(text: &str, han: HanSegmenter<'_>, mut emit: impl FnMut(Toke
             Class::Hangul => {
                 let j = run_end(&chars, i, Class::Hangul);
                 let end = byte_at(&chars, j, text.len());
-                if push(
-                    &mut emit,
-                    text[start..end].to_owned(),
-                    start,
-                    end,
-                    position,
-                    TokenKind::Primary,
-                ) {
-                    position += 1;
-                }
+                push_primary(&mut emit, &text[start..end], start, end, &mut position);
                 i = j;
             }
             Class::Joiner | Class::Other => i += 1,
@@ -209,6 +181,26 @@ fn run_end(chars: &[(usize, char)], i: usize, class: Class) -> usize {
 
 fn byte_at(chars: &[(usize, char)], idx: usize, len: usize) -> usize {
     chars.get(idx).map_or(len, |c| c.0)
+}
+
+/// Emits a primary token and advances the position when it was kept.
+fn push_primary(
+    emit: &mut impl FnMut(Token),
+    text: &str,
+    from: usize,
+    to: usize,
+    position: &mut usize,
+) {
+    if push(
+        emit,
+        text.to_lowercase(),
+        from,
+        to,
+        *position,
+        TokenKind::Primary,
+    ) {
+        *position += 1;
+    }
 }
 
 fn push(

@@ -375,41 +375,24 @@ impl Store for SqliteStore {
                                 .optional()
                             })
                             .map_err(db_err)?;
-                        let id = match existing {
-                            Some((id, old_hash)) => {
-                                let docid = if old_hash == hash {
-                                    None
-                                } else {
-                                    Some(free_docid(tx, &hash, Some(id))?)
-                                };
-                                tx.prepare_cached(
-                                    "UPDATE documents SET title = ?2, hash = ?3, docid = COALESCE(?4, docid), size = ?5, \
-                                     mtime_ns = ?6, body = ?7, body_bytes = ?8, fts_dirty = 1, indexed_at = ?9 WHERE id = ?1",
-                                )
-                                .and_then(|mut s| {
-                                    s.execute(params![
-                                        id,
-                                        title,
-                                        hash,
-                                        docid,
-                                        size as i64,
-                                        mtime_ns,
-                                        body,
-                                        body.len() as i64,
-                                        now
-                                    ])
-                                })
-                                .map_err(db_err)?;
-                                id
-                            }
-                            None => {
-                                let docid = free_docid(tx, &hash, None)?;
-                                tx.prepare_cached(
-                                    "INSERT INTO documents (collection_id, path, title, hash, docid, size, mtime_ns, body, body_bytes, fts_dirty, indexed_at) \
-                                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 1, ?10)",
-                                )
-                                .and_then(|mut s| {
-                                    s.execute(params![
+                        // Same content keeps its docid; new content gets the shortest free one.
+                        let docid = match &existing {
+                            Some((_, old_hash)) if *old_hash == hash => None,
+                            Some((id, _)) => Some(free_docid(tx, &hash, Some(*id))?),
+                            None => Some(free_docid(tx, &hash, None)?),
+                        };
+                        let id: i64 = tx
+                            .prepare_cached(
+                                "INSERT INTO documents (collection_id, path, title, hash, docid, size, mtime_ns, body, body_bytes, fts_dirty, indexed_at) \
+                                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 1, ?10) \
+                                 ON CONFLICT (collection_id, path) DO UPDATE SET title = excluded.title, hash = excluded.hash, \
+                                 docid = COALESCE(?5, documents.docid), size = excluded.size, mtime_ns = excluded.mtime_ns, \
+                                 body = excluded.body, body_bytes = excluded.body_bytes, fts_dirty = 1, indexed_at = excluded.indexed_at \
+                                 RETURNING id",
+                            )
+                            .and_then(|mut s| {
+                                s.query_row(
+                                    params![
                                         collection_id,
                                         path,
                                         title,
@@ -420,12 +403,11 @@ impl Store for SqliteStore {
                                         body,
                                         body.len() as i64,
                                         now
-                                    ])
-                                })
-                                .map_err(db_err)?;
-                                tx.last_insert_rowid()
-                            }
-                        };
+                                    ],
+                                    |r| r.get(0),
+                                )
+                            })
+                            .map_err(db_err)?;
                         work.upserts.push(IndexDoc {
                             id,
                             collection_id,
