@@ -32,7 +32,7 @@ impl Progress for CliProgress {
         }
         let bar = ProgressBar::new(total);
         let style = ProgressStyle::with_template(
-            "{msg} [{bar:30}] {pos}/{len} files ({per_sec}, ETA {eta})",
+            "{msg} [{bar:30}] {human_pos}/{human_len} files, ETA {eta}",
         )
         .map(|s| s.progress_chars("=> "))
         .unwrap_or_else(|_| ProgressStyle::default_bar());
