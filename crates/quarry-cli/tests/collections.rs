@@ -451,7 +451,6 @@ fn list_on_a_fresh_home_is_empty() {
 }
 
 #[test]
-#[ignore = "BUG: I/O errors print their cause twice (`x: No such file or directory (os error 2): No such file or directory (os error 2)`)"]
 fn io_error_message_names_the_cause_once() {
     let q = Quarry::new();
     let err = q.err(&["collection", "add", "does-not-exist"]);

@@ -235,7 +235,6 @@ fn context_header_and_json_view() {
 }
 
 #[test]
-#[ignore = "BUG: `get` strips `qmd://` but does not percent-decode, so the uri that `get --json` returns cannot be fetched back when the path has spaces or non-ASCII"]
 fn get_accepts_the_uri_it_returns() {
     let q = Quarry::new();
     let root = q.corpus("src", &[("my notes/File with spaces.md", "# Spaced\n")]);

@@ -7,6 +7,7 @@ use std::collections::HashSet;
 use std::io::Write;
 use std::path::Path;
 use std::process::Command;
+use std::time::{Duration, SystemTime};
 
 use common::{Quarry, is_docid, rewrite, s, touch, write_file, write_files};
 use serde_json::Value;
@@ -506,4 +507,41 @@ fn names_with_colons_and_empty_files() {
     let v = q.json(&["get", "c/empty.md"]);
     assert_eq!(v["text"], "");
     assert_eq!(v["title"], "empty");
+}
+
+#[test]
+fn same_size_rewrite_within_the_same_clock_tick_is_detected() {
+    // No mtime bump: the rewrite may land in the same filesystem timestamp tick as the scan
+    // that indexed the first version ("racily clean" in git's terms).
+    let q = Quarry::new();
+    let root = q.corpus("c", &[("a.md", "# A\n\nword1 aaaa\n")]);
+    q.add(&root, "c");
+    std::fs::write(root.join("a.md"), "# A\n\nword1 cccc\n").unwrap();
+    q.ok(&["update"]);
+    assert_eq!(q.search_files(&["cccc"]), ["c/a.md"]);
+    assert!(q.search_files(&["aaaa"]).is_empty());
+}
+
+#[test]
+fn same_size_rewrite_that_restores_the_old_mtime_is_detected() {
+    // What `cp -p` or `tar x` do: new bytes, old mtime. The inode change time still moves.
+    let q = Quarry::new();
+    let root = q.corpus("c", &[("a.md", "# A\n\nword1 aaaa\n")]);
+    let path = root.join("a.md");
+    let old = SystemTime::now() - Duration::from_secs(3600);
+    let set_mtime = |t: SystemTime| {
+        std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_modified(t)
+            .unwrap()
+    };
+    set_mtime(old);
+    q.add(&root, "c");
+    std::fs::write(&path, "# A\n\nword1 dddd\n").unwrap();
+    set_mtime(old);
+    q.ok(&["update"]);
+    assert_eq!(q.search_files(&["dddd"]), ["c/a.md"]);
+    assert!(q.search_files(&["aaaa"]).is_empty());
 }

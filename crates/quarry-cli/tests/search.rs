@@ -511,7 +511,6 @@ fn bad_contexts_are_refused() {
 }
 
 #[test]
-#[ignore = "BUG: `context add coll/dir` is taken as a folder relative to the working directory first, so with two collections over one folder it lands on the other collection"]
 fn context_display_path_names_its_collection() {
     // Two collections over the same folder with different masks (a common QMD setup).
     let q = Quarry::new();
@@ -541,7 +540,6 @@ fn context_display_path_names_its_collection() {
 }
 
 #[test]
-#[ignore = "BUG: snippets number a line past the end of the document (the empty string after the final newline), which `get FILE:N` then refuses"]
 fn snippet_line_numbers_exist_in_the_document() {
     let q = Quarry::new();
     let root = q.corpus("c", &[("a.md", "# Tar guide\n\nextract with tar\n")]);

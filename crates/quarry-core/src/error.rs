@@ -16,12 +16,12 @@ pub enum Error {
     /// A capability is not ready, e.g. no vector index yet (HTTP 503).
     #[error("{0}")]
     Unavailable(String),
-    /// A file or directory could not be read or written.
-    #[error("{path}: {source}")]
+    /// A file or directory could not be read or written. The cause is part of the message
+    /// (not a `source()`), so error chains do not print it twice.
+    #[error("{path}: {error}")]
     Io {
         path: PathBuf,
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// The metadata store failed.
     #[error("storage error: {0}")]
@@ -32,10 +32,10 @@ pub enum Error {
 }
 
 impl Error {
-    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+    pub fn io(path: impl Into<PathBuf>, error: std::io::Error) -> Self {
         Error::Io {
             path: path.into(),
-            source,
+            error,
         }
     }
 

@@ -12,7 +12,7 @@ mod time;
 pub use error::{Error, Result};
 pub use text::{
     add_line_numbers, decode_uri_path, docid_for_hash, encode_uri_path, format_search_summary,
-    levenshtein, round_score,
+    levenshtein, lines, round_score,
 };
 pub use time::{iso8601_millis, now_millis};
 

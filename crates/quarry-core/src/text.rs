@@ -20,6 +20,12 @@ pub fn add_line_numbers(text: &str, start_line: usize) -> String {
     out
 }
 
+/// The lines of a text as editors number them: a final newline ends the last line rather
+/// than starting an empty one.
+pub fn lines(text: &str) -> std::str::Split<'_, char> {
+    text.strip_suffix('\n').unwrap_or(text).split('\n')
+}
+
 /// Rounds a score to 2 decimals, as every surface reports it.
 pub fn round_score(score: f64) -> f64 {
     (score * 100.0).round() / 100.0
@@ -164,6 +170,13 @@ mod tests {
             format_search_summary(&[], "q"),
             "No results found for \"q\""
         );
+    }
+
+    #[test]
+    fn lines_ignore_the_final_newline() {
+        assert_eq!(lines("a\nb\n").collect::<Vec<_>>(), ["a", "b"]);
+        assert_eq!(lines("a\n\n").collect::<Vec<_>>(), ["a", ""]);
+        assert_eq!(lines("a").count(), 1);
     }
 
     #[test]

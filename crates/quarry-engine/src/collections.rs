@@ -158,37 +158,39 @@ impl Engine {
             return Err(Error::invalid("context path must not be empty"));
         }
         let collections = self.collections()?;
-        // A folder or file on disk inside a collection root.
-        if let Ok(abs) = std::fs::canonicalize(target) {
-            for c in &collections {
-                if let Ok(rel) = abs.strip_prefix(&c.path) {
-                    let rel = rel.to_string_lossy().replace('\\', "/");
-                    return Ok(if rel.is_empty() {
-                        c.name.clone()
-                    } else {
-                        format!("{}/{rel}", c.name)
-                    });
-                }
-            }
-        }
         let display = match target.strip_prefix("qmd://") {
-            Some(rest) => quarry_core::decode_uri_path(rest)?,
-            None => target.to_owned(),
+            Some(rest) => Some(quarry_core::decode_uri_path(rest)?),
+            None => None,
         };
-        let display = display.trim_matches('/');
-        if display.split('/').any(|s| s == ".." || s == ".") {
-            return Err(Error::invalid(format!(
-                "context path {target:?} must not contain '.' or '..' segments"
-            )));
-        }
+        let display = display.as_deref().unwrap_or(target).trim_matches('/');
+        // An explicit `collection/dir` wins over a same-named folder on disk.
         let first = display.split('/').next().unwrap_or_default();
         if collections.iter().any(|c| c.name == first) {
-            Ok(display.to_owned())
-        } else {
-            Err(Error::not_found(format!(
-                "'{target}' is not inside any collection (use '/', a collection name such as 'notes/meetings', or a folder inside a collection)"
-            )))
+            if display.split('/').any(|s| s == ".." || s == ".") {
+                return Err(Error::invalid(format!(
+                    "context path {target:?} must not contain '.' or '..' segments"
+                )));
+            }
+            return Ok(display.to_owned());
         }
+        // A folder or file on disk inside a collection root (the deepest root wins).
+        if let Ok(abs) = std::fs::canonicalize(target) {
+            let best = collections
+                .iter()
+                .filter_map(|c| abs.strip_prefix(&c.path).ok().map(|rel| (c, rel)))
+                .max_by_key(|(c, _)| c.path.len());
+            if let Some((c, rel)) = best {
+                let rel = rel.to_string_lossy().replace('\\', "/");
+                return Ok(if rel.is_empty() {
+                    c.name.clone()
+                } else {
+                    format!("{}/{rel}", c.name)
+                });
+            }
+        }
+        Err(Error::not_found(format!(
+            "'{target}' is not inside any collection (use '/', a collection name such as 'notes/meetings', or a folder inside a collection)"
+        )))
     }
 }
 

@@ -174,11 +174,10 @@ impl Engine {
 
     /// Resolves a `qmd://` resource URI (seed: exact match, then suffix match; line numbers on).
     pub fn read_resource(&self, uri: &str) -> Result<DocumentView> {
-        let rest = uri
-            .strip_prefix("qmd://")
-            .ok_or_else(|| Error::invalid(format!("not a qmd:// URI: {uri}")))?;
-        let path = decode_uri_path(rest)?;
-        let doc = self.resolve(&path)?;
+        if !uri.starts_with("qmd://") {
+            return Err(Error::invalid(format!("not a qmd:// URI: {uri}")));
+        }
+        let doc = self.resolve(uri)?;
         self.view(&doc, None, None, true)
     }
 
@@ -190,13 +189,8 @@ impl Engine {
         line_numbers: bool,
     ) -> Result<DocumentView> {
         let name = doc.display_path();
-        let lines: Vec<&str> = doc.body.split('\n').collect();
-        // A trailing newline does not start another line.
-        let total = if doc.body.ends_with('\n') {
-            lines.len() - 1
-        } else {
-            lines.len()
-        };
+        let lines: Vec<&str> = quarry_core::lines(&doc.body).collect();
+        let total = lines.len();
         let from = from_line.unwrap_or(1);
         if from == 0 {
             return Err(Error::invalid("line numbers start at 1"));
@@ -267,7 +261,15 @@ impl Engine {
                 .cloned()
                 .ok_or_else(|| Error::not_found(format!("Document not found: {name}")));
         }
-        let name = name.strip_prefix("qmd://").unwrap_or(name);
+        // A `qmd://` URI is percent-encoded per segment (see `DocumentView::uri`).
+        let decoded;
+        let name = match name.strip_prefix("qmd://") {
+            Some(rest) => {
+                decoded = decode_uri_path(rest)?;
+                decoded.as_str()
+            }
+            None => name,
+        };
         let display = if name.starts_with('/') {
             self.absolute_to_display(name)?
         } else {

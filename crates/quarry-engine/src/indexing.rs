@@ -1,6 +1,6 @@
 //! Incremental indexing of folder collections (`index`, `update`).
 //!
-//! Unchanged files (same size and mtime) are not read; files whose bytes hash the same are
+//! Unchanged files (same size and stat fingerprint) are not read; files whose bytes hash the same are
 //! only re-stamped; changed files are re-indexed; vanished files removed. Changes reach the
 //! store in batches, each its own transaction, and the keyword index follows the store
 //! (see `quarry_store`): a kill at any point leaves a state the next run completes.
@@ -142,6 +142,11 @@ impl Engine {
             report.skipped.push(SkippedFile { path, reason });
         }
         let known = self.store().file_states(c.id)?;
+        // "Racily clean" files (git's term): modified so close to this scan that a later
+        // same-size edit could keep the same stat data. Their stamp is stored as 0 so the
+        // next scan reads and hashes them again.
+        let racy_after = quarry_core::now_millis().saturating_sub(2_000) * 1_000_000;
+        let stamp_of = |e: &FileEntry| if e.mtime_ns >= racy_after { 0 } else { e.stamp };
         let seen: HashSet<&str> = scan.files.iter().map(|f| f.rel_path.as_str()).collect();
 
         progress.begin(&format!("Indexing {}", c.name), scan.files.len() as u64);
@@ -149,9 +154,9 @@ impl Engine {
         for chunk in scan.files.chunks(64) {
             let (unchanged, changed): (Vec<&FileEntry>, Vec<&FileEntry>) =
                 chunk.iter().partition(|entry| {
-                    known
-                        .get(&entry.rel_path)
-                        .is_some_and(|s| s.size == entry.size && s.mtime_ns == entry.mtime_ns)
+                    known.get(&entry.rel_path).is_some_and(|s| {
+                        s.stamp != 0 && s.size == entry.size && s.stamp == entry.stamp
+                    })
                 });
             report.unchanged += unchanged.len() as u64;
             for (entry, loaded) in changed
@@ -166,7 +171,7 @@ impl Engine {
                             batch.push(DocChange::Touch {
                                 id: s.id,
                                 size: entry.size,
-                                mtime_ns: entry.mtime_ns,
+                                stamp: stamp_of(entry),
                             });
                         }
                         _ => {
@@ -180,7 +185,7 @@ impl Engine {
                                 title: file.title,
                                 hash: file.hash,
                                 size: entry.size,
-                                mtime_ns: entry.mtime_ns,
+                                stamp: stamp_of(entry),
                                 body: file.text,
                             });
                         }

@@ -103,7 +103,7 @@ impl Engine {
 /// each line prefixed with its 1-based number (`N: `). Long lines are cut around the match.
 pub fn snippet(body: &str, terms: &[String], max_chars: usize) -> String {
     let mut best: Option<(usize, usize, usize)> = None; // (score, line index, byte offset of match)
-    for (i, line) in body.split('\n').enumerate() {
+    for (i, line) in quarry_core::lines(body).enumerate() {
         if line.trim().is_empty() {
             continue;
         }
@@ -130,7 +130,7 @@ pub fn snippet(body: &str, terms: &[String], max_chars: usize) -> String {
     };
     let mut out = String::new();
     let mut budget = max_chars;
-    for (n, line) in body.split('\n').enumerate().skip(start_line) {
+    for (n, line) in quarry_core::lines(body).enumerate().skip(start_line) {
         if budget == 0 {
             break;
         }
@@ -186,6 +186,14 @@ mod tests {
         assert!(s.contains("needle"));
         assert!(s.chars().count() <= 310, "{}", s.chars().count());
         assert!(s.starts_with("1: …"));
+    }
+
+    #[test]
+    fn snippet_has_no_line_past_the_end() {
+        assert_eq!(
+            snippet("# T\n\nextract\n", &["extract".into()], 300),
+            "3: extract"
+        );
     }
 
     #[test]

@@ -26,6 +26,10 @@ pub struct FileEntry {
     pub size: u64,
     /// Modification time in nanoseconds since the epoch (0 when unavailable).
     pub mtime_ns: i64,
+    /// Fingerprint of the file's stat data (mtime, ctime, inode), like git's index: equal
+    /// stamps and sizes mean "unchanged" without reading. ctime catches `cp -p`/`tar x`,
+    /// which restore an old mtime.
+    pub stamp: i64,
 }
 
 /// Result of walking a collection root.
@@ -106,22 +110,41 @@ pub fn scan(root: &Path, mask: &GlobMatcher) -> Result<ScanResult> {
             continue;
         }
         match entry.metadata() {
-            Ok(m) => out.files.push(FileEntry {
-                rel_path,
-                abs_path: entry.path().to_path_buf(),
-                size: m.len(),
-                mtime_ns: m
+            Ok(m) => {
+                let mtime_ns = m
                     .modified()
                     .ok()
                     .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
                     .map(|d| d.as_nanos() as i64)
-                    .unwrap_or(0),
-            }),
+                    .unwrap_or(0);
+                out.files.push(FileEntry {
+                    rel_path,
+                    abs_path: entry.path().to_path_buf(),
+                    size: m.len(),
+                    mtime_ns,
+                    stamp: stat_stamp(&m, mtime_ns),
+                });
+            }
             Err(e) => out.problems.push((rel_path, e.to_string())),
         }
     }
     out.files.sort_by(|a, b| a.rel_path.cmp(&b.rel_path));
     Ok(out)
+}
+
+#[cfg(unix)]
+fn stat_stamp(m: &fs::Metadata, mtime_ns: i64) -> i64 {
+    use std::os::unix::fs::MetadataExt;
+    let ctime_ns = m
+        .ctime()
+        .wrapping_mul(1_000_000_000)
+        .wrapping_add(m.ctime_nsec());
+    mtime_ns ^ ctime_ns.rotate_left(21) ^ (m.ino() as i64).rotate_left(42)
+}
+
+#[cfg(not(unix))]
+fn stat_stamp(_m: &fs::Metadata, mtime_ns: i64) -> i64 {
+    mtime_ns
 }
 
 fn rel_to_slash(rel: &Path) -> Option<String> {

@@ -20,7 +20,8 @@ use quarry_core::{Collection, CollectionKind, Context, Document, Result};
 pub struct FileState {
     pub id: i64,
     pub size: u64,
-    pub mtime_ns: i64,
+    /// Stat fingerprint from the scan that indexed it (0: unknown, always re-read).
+    pub stamp: i64,
     pub hash: String,
 }
 
@@ -33,11 +34,11 @@ pub enum DocChange {
         title: String,
         hash: String,
         size: u64,
-        mtime_ns: i64,
+        stamp: i64,
         body: String,
     },
-    /// Same content, new size/mtime (e.g. `touch`): no re-indexing needed.
-    Touch { id: i64, size: u64, mtime_ns: i64 },
+    /// Same content, new stat data (e.g. `touch`): no re-indexing needed.
+    Touch { id: i64, size: u64, stamp: i64 },
     /// The file is gone.
     Remove { id: i64 },
 }

@@ -42,7 +42,7 @@ CREATE TABLE IF NOT EXISTS documents (
     hash TEXT NOT NULL,
     docid TEXT NOT NULL UNIQUE,
     size INTEGER NOT NULL,
-    mtime_ns INTEGER NOT NULL,
+    stamp INTEGER NOT NULL,
     body TEXT NOT NULL,
     body_bytes INTEGER NOT NULL,
     fts_dirty INTEGER NOT NULL DEFAULT 1,
@@ -327,7 +327,7 @@ impl Store for SqliteStore {
         let conn = self.conn();
         let mut stmt = conn
             .prepare_cached(
-                "SELECT path, id, size, mtime_ns, hash FROM documents WHERE collection_id = ?1",
+                "SELECT path, id, size, stamp, hash FROM documents WHERE collection_id = ?1",
             )
             .map_err(db_err)?;
         let rows = stmt
@@ -337,7 +337,7 @@ impl Store for SqliteStore {
                     FileState {
                         id: r.get(1)?,
                         size: r.get::<_, i64>(2)? as u64,
-                        mtime_ns: r.get(3)?,
+                        stamp: r.get(3)?,
                         hash: r.get(4)?,
                     },
                 ))
@@ -361,7 +361,7 @@ impl Store for SqliteStore {
                         title,
                         hash,
                         size,
-                        mtime_ns,
+                        stamp,
                         body,
                     } => {
                         let existing: Option<(i64, String)> = tx
@@ -383,10 +383,10 @@ impl Store for SqliteStore {
                         };
                         let id: i64 = tx
                             .prepare_cached(
-                                "INSERT INTO documents (collection_id, path, title, hash, docid, size, mtime_ns, body, body_bytes, fts_dirty, indexed_at) \
+                                "INSERT INTO documents (collection_id, path, title, hash, docid, size, stamp, body, body_bytes, fts_dirty, indexed_at) \
                                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 1, ?10) \
                                  ON CONFLICT (collection_id, path) DO UPDATE SET title = excluded.title, hash = excluded.hash, \
-                                 docid = COALESCE(?5, documents.docid), size = excluded.size, mtime_ns = excluded.mtime_ns, \
+                                 docid = COALESCE(?5, documents.docid), size = excluded.size, stamp = excluded.stamp, \
                                  body = excluded.body, body_bytes = excluded.body_bytes, fts_dirty = 1, indexed_at = excluded.indexed_at \
                                  RETURNING id",
                             )
@@ -399,7 +399,7 @@ impl Store for SqliteStore {
                                         hash,
                                         docid,
                                         size as i64,
-                                        mtime_ns,
+                                        stamp,
                                         body,
                                         body.len() as i64,
                                         now
@@ -416,9 +416,9 @@ impl Store for SqliteStore {
                             body,
                         });
                     }
-                    DocChange::Touch { id, size, mtime_ns } => {
-                        tx.prepare_cached("UPDATE documents SET size = ?2, mtime_ns = ?3 WHERE id = ?1")
-                            .and_then(|mut s| s.execute(params![id, size as i64, mtime_ns]))
+                    DocChange::Touch { id, size, stamp } => {
+                        tx.prepare_cached("UPDATE documents SET size = ?2, stamp = ?3 WHERE id = ?1")
+                            .and_then(|mut s| s.execute(params![id, size as i64, stamp]))
                             .map_err(db_err)?;
                     }
                     DocChange::Remove { id } => {
@@ -633,7 +633,7 @@ mod tests {
             title: path.into(),
             hash: hash.into(),
             size: 1,
-            mtime_ns: 1,
+            stamp: 1,
             body: "body".into(),
         }
     }
