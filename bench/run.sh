@@ -6,8 +6,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/quarry-target}"
-CORPUS="${QUARRY_BENCH_CORPUS:-../shared/corpora/tldr}"
-OUT=bench/results
+CORPUS=$(realpath "${QUARRY_BENCH_CORPUS:-../shared/corpora/tldr}")
+OUT="$PWD/bench/results"
 mkdir -p "$OUT"
 
 echo "== build (release)"
