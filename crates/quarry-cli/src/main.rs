@@ -86,8 +86,17 @@ enum Command {
         #[arg(long)]
         line_numbers: bool,
     },
+    /// Semantic (vector) search; needs `quarry embed` to have run.
+    Vsearch(SearchArgs),
+    /// Hybrid search (keyword + vectors, fused and re-ranked); keyword-only until `embed` ran.
+    Query(SearchArgs),
     /// Index health: documents, embeddings, collections.
     Status,
+    /// Run the MCP server over stdio (for Claude Code, Cursor, Claude Desktop, …).
+    Mcp,
+    /// Run the servers: MCP over Streamable HTTP at /mcp plus the REST API (`http`, default),
+    /// MCP over stdio (`mcp`), or both in one process sharing one engine.
+    Serve(ServeArgs),
     /// Score retrieval against a judged query set (Hit@3, MRR@10, nDCG@10, Recall@10).
     Eval(eval::EvalArgs),
 }
@@ -131,6 +140,50 @@ enum ContextCmd {
     /// Remove the context of a path.
     #[command(alias = "remove")]
     Rm { path: String },
+}
+
+#[derive(Args)]
+struct ServeArgs {
+    /// Which transports to serve.
+    #[arg(long, value_enum, default_value_t = Transport::Http)]
+    transport: Transport,
+    /// HTTP port.
+    #[arg(long, default_value_t = quarry_server::DEFAULT_PORT)]
+    port: u16,
+    /// Address to bind. Anything but loopback exposes your documents to the network.
+    #[arg(long, default_value = "127.0.0.1")]
+    bind: std::net::IpAddr,
+    /// Accept this Host header too (besides loopback names and the bind address).
+    #[arg(long = "allowed-host", value_name = "HOST")]
+    allowed_hosts: Vec<String>,
+    /// Accept requests carrying this Origin (besides loopback origins).
+    #[arg(long = "allowed-origin", value_name = "ORIGIN")]
+    allowed_origins: Vec<String>,
+    /// Largest request body in bytes (larger ones get 413).
+    #[arg(long, default_value_t = 4 << 20)]
+    max_body_bytes: usize,
+    /// Longest a REST request may run, in seconds.
+    #[arg(long, default_value_t = 300)]
+    request_timeout: u64,
+    /// Allow binding a non-loopback address although access tokens are not enforced yet.
+    #[arg(long)]
+    allow_unauthenticated_remote: bool,
+    /// Log format on stderr.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Transport {
+    Mcp,
+    Http,
+    Both,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Args)]
@@ -312,14 +365,30 @@ fn run(cli: Cli) -> Result<()> {
             )?;
             print_update(&mut out, cli.json, &report, "Updated")?;
         }
-        Command::Search(args) => {
+        Command::Search(args) | Command::Vsearch(args) | Command::Query(args) => {
             let query = args.query.join(" ");
-            let hits = engine.search(&SearchRequest {
+            let mut req = SearchRequest {
                 query: query.clone(),
                 limit: args.limit,
                 min_score: args.min_score,
                 collection: args.collection.clone(),
-            })?;
+            };
+            let hits = match &cli.command {
+                Command::Vsearch(_) => {
+                    if args.min_score == 0.0 {
+                        req.min_score = 0.3;
+                    }
+                    engine.vsearch(&req)?
+                }
+                Command::Query(_) => {
+                    let res = engine.query(&req)?;
+                    if !cli.json {
+                        eprintln!("stages: {}", res.stages.join(", "));
+                    }
+                    res.results
+                }
+                _ => engine.search(&req)?,
+            };
             if cli.json {
                 print_json(&hits)?;
             } else if args.files {
@@ -421,8 +490,88 @@ fn run(cli: Cli) -> Result<()> {
             }
         }
         Command::Eval(args) => eval::run(&engine, args, cli.json, &mut out)?,
+        Command::Mcp => {
+            drop(out);
+            serve(engine, Transport::Mcp, None)?
+        }
+        Command::Serve(args) => {
+            drop(out);
+            serve(engine, args.transport, Some(args))?
+        }
     }
     Ok(())
+}
+
+/// Runs the servers on a tokio runtime. Logs go to stderr only: in stdio mode stdout carries
+/// the MCP protocol.
+fn serve(engine: Engine, transport: Transport, args: Option<&ServeArgs>) -> Result<()> {
+    let json_logs = args.is_some_and(|a| a.log_format == LogFormat::Json);
+    let filter = tracing_subscriber::EnvFilter::try_from_env("QUARRY_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(false);
+    if json_logs {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+    let opts = match args {
+        Some(a) => {
+            if !a.bind.is_loopback() && !a.allow_unauthenticated_remote {
+                anyhow::bail!(
+                    "refusing to bind {}: access tokens are not enforced yet, so anyone who can reach it could read every indexed document. Bind 127.0.0.1 (default), or pass --allow-unauthenticated-remote if the network is trusted",
+                    a.bind
+                );
+            }
+            quarry_server::HttpOptions {
+                bind: a.bind,
+                port: a.port,
+                allowed_hosts: a.allowed_hosts.clone(),
+                allowed_origins: a.allowed_origins.clone(),
+                max_body_bytes: a.max_body_bytes,
+                request_timeout: std::time::Duration::from_secs(a.request_timeout),
+            }
+        }
+        None => quarry_server::HttpOptions::default(),
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(async move {
+        let state = quarry_server::AppState::new(engine);
+        let shutdown = quarry_server::shutdown_on_signals();
+        let http = |state, shutdown| {
+            quarry_server::serve_http(state, opts, shutdown, |addr| {
+                tracing::info!(%addr, "serving MCP at http://{addr}/mcp and the REST API");
+            })
+        };
+        match transport {
+            Transport::Mcp => quarry_server::serve_stdio(state, shutdown).await?,
+            Transport::Http => http(state, shutdown).await?,
+            Transport::Both => {
+                // The stdio client going away ends the process, HTTP included.
+                let stdio_done = shutdown.clone();
+                let stdio = tokio::spawn(quarry_server::serve_stdio(
+                    state.clone(),
+                    shutdown.child_token(),
+                ));
+                let server = http(state, shutdown);
+                let stdio_watch = async move {
+                    let r = stdio.await;
+                    stdio_done.cancel();
+                    r
+                };
+                let (served, stdio_result) = tokio::join!(server, stdio_watch);
+                served?;
+                stdio_result.map_err(|e| std::io::Error::other(e.to_string()))??;
+            }
+        }
+        tracing::info!("server stopped");
+        Ok::<(), anyhow::Error>(())
+    })
 }
 
 fn print_update(out: &mut impl Write, json: bool, report: &UpdateReport, verb: &str) -> Result<()> {

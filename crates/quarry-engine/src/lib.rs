@@ -21,7 +21,7 @@ use quarry_store::{SqliteStore, Store};
 
 pub use documents::{DocumentView, GetRequest, MultiGetItem, MultiGetRequest, MultiGetResult};
 pub use indexing::{CollectionReport, UpdateOptions, UpdateReport};
-pub use search::{SearchRequest, score_from_bm25, snippet};
+pub use search::{NO_VECTOR_INDEX, QueryResponse, SearchRequest, score_from_bm25, snippet};
 
 /// Where the data lives and how to behave.
 #[derive(Debug, Clone)]

@@ -58,7 +58,37 @@ pub fn score_from_bm25(raw: f32) -> f64 {
     s / (s + BM25_HALF_SCORE)
 }
 
+/// Message of every surface when semantic search is asked for before `embed` ran.
+pub const NO_VECTOR_INDEX: &str =
+    "Vector index not found. Run 'quarry embed' first to create embeddings.";
+
+/// Result of the hybrid `query` pipeline, with the stages that actually ran.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct QueryResponse {
+    pub results: Vec<SearchHit>,
+    /// e.g. `["keyword"]` when no vector index exists (the seed's degradation).
+    pub stages: Vec<&'static str>,
+}
+
 impl Engine {
+    /// Semantic search (seed `vsearch`, default min score 0.3). Needs a vector index.
+    pub fn vsearch(&self, req: &SearchRequest) -> Result<Vec<SearchHit>> {
+        req.validate()?;
+        if let Some(name) = &req.collection {
+            self.collection(name)?;
+        }
+        Err(Error::Unavailable(NO_VECTOR_INDEX.to_owned()))
+    }
+
+    /// Hybrid search (seed `query`). Without a vector index it degrades to keyword search,
+    /// never an error, and reports which stages ran.
+    pub fn query(&self, req: &SearchRequest) -> Result<QueryResponse> {
+        Ok(QueryResponse {
+            results: self.search(req)?,
+            stages: vec!["keyword"],
+        })
+    }
+
     /// BM25 search with OR semantics; hits carry snippet, context and a 0–1 score.
     pub fn search(&self, req: &SearchRequest) -> Result<Vec<SearchHit>> {
         req.validate()?;
@@ -69,6 +99,8 @@ impl Engine {
         let Some(fts) = self.fts()? else {
             return Ok(Vec::new());
         };
+        // Long-lived processes (servers) must see commits made by other processes.
+        fts.reload()?;
         let parsed = fts.parse_query(&req.query);
         let raw = fts.search(&parsed, filter.as_deref(), req.limit)?;
         let ids: Vec<i64> = raw.iter().map(|h| h.id).collect();

@@ -1,0 +1,366 @@
+//! Quarry's servers, a shell around `quarry-engine`: MCP over stdio and Streamable HTTP, the
+//! QMD REST API, `/metrics` and `/health` — one HTTP listener, one engine, one model load.
+//!
+//! Layers on the HTTP side, outermost first: metrics → shutdown gate (503 while draining) →
+//! Host/Origin check (DNS-rebinding defence, 403) → routes. REST routes add a body limit
+//! (413 in the seed's error shape) and a request timeout; the MCP endpoint has rmcp's own body
+//! limit and long-lived SSE streams.
+
+pub mod mcp;
+pub mod rest;
+pub mod telemetry;
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use quarry_core::Error;
+use quarry_engine::Engine;
+use rmcp::ServiceExt;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use tokio_util::sync::CancellationToken;
+
+pub use mcp::QuarryMcp;
+pub use rest::ApiError;
+
+/// Default HTTP port (seed 001).
+pub const DEFAULT_PORT: u16 = 18765;
+
+/// What every request handler shares.
+pub struct AppState {
+    pub engine: Arc<Engine>,
+    /// Serialises writes made through this server (collections, index, update, contexts).
+    write_queue: tokio::sync::Mutex<()>,
+    shutting_down: AtomicBool,
+}
+
+impl AppState {
+    pub fn new(engine: Engine) -> Arc<Self> {
+        Arc::new(AppState {
+            engine: Arc::new(engine),
+            write_queue: tokio::sync::Mutex::new(()),
+            shutting_down: AtomicBool::new(false),
+        })
+    }
+
+    /// Runs a write on a blocking thread, one at a time, in arrival order.
+    pub async fn write<T: Send + 'static>(
+        &self,
+        f: impl FnOnce() -> Result<T, Error> + Send + 'static,
+    ) -> Result<T, ApiError> {
+        let _turn = self.write_queue.lock().await;
+        tokio::task::spawn_blocking(f)
+            .await
+            .map_err(|e| {
+                ApiError::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    format!("write failed: {e}"),
+                )
+            })?
+            .map_err(ApiError::from)
+    }
+
+    pub fn is_shutting_down(&self) -> bool {
+        self.shutting_down.load(Ordering::SeqCst)
+    }
+}
+
+/// HTTP listener settings.
+#[derive(Debug, Clone)]
+pub struct HttpOptions {
+    pub bind: IpAddr,
+    pub port: u16,
+    /// Extra `Host` names accepted besides loopback names and the bind address.
+    pub allowed_hosts: Vec<String>,
+    /// Extra `Origin`s accepted besides loopback origins (e.g. `https://app.example`).
+    pub allowed_origins: Vec<String>,
+    pub max_body_bytes: usize,
+    /// Longest a REST request may run (the MCP endpoint's streams are exempt).
+    pub request_timeout: Duration,
+}
+
+impl Default for HttpOptions {
+    fn default() -> Self {
+        HttpOptions {
+            bind: IpAddr::from([127, 0, 0, 1]),
+            port: DEFAULT_PORT,
+            allowed_hosts: Vec::new(),
+            allowed_origins: Vec::new(),
+            max_body_bytes: 4 << 20,
+            request_timeout: Duration::from_secs(300),
+        }
+    }
+}
+
+/// The Host/Origin policy derived from [`HttpOptions`].
+#[derive(Clone)]
+struct Guard {
+    hosts: Vec<String>,
+    origins: Vec<String>,
+}
+
+impl Guard {
+    fn new(opts: &HttpOptions) -> Self {
+        let mut hosts: Vec<String> = ["localhost", "127.0.0.1", "::1"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        if !opts.bind.is_unspecified() {
+            hosts.push(opts.bind.to_string());
+        }
+        hosts.extend(opts.allowed_hosts.iter().map(|h| h.to_ascii_lowercase()));
+        Guard {
+            hosts,
+            origins: opts
+                .allowed_origins
+                .iter()
+                .map(|o| o.trim_end_matches('/').to_ascii_lowercase())
+                .collect(),
+        }
+    }
+
+    fn host_allowed(&self, host: &str) -> bool {
+        let host = strip_port(host).to_ascii_lowercase();
+        self.hosts.iter().any(|h| *h == host)
+    }
+
+    fn origin_allowed(&self, origin: &str) -> bool {
+        let origin = origin.trim_end_matches('/').to_ascii_lowercase();
+        if self.origins.contains(&origin) {
+            return true;
+        }
+        // Browsers on the same machine: http(s)://<loopback name>[:port].
+        match origin
+            .strip_prefix("http://")
+            .or_else(|| origin.strip_prefix("https://"))
+        {
+            Some(rest) if !rest.contains('/') => {
+                let host = strip_port(rest);
+                ["localhost", "127.0.0.1", "::1"].contains(&host)
+            }
+            _ => false,
+        }
+    }
+}
+
+/// `host:port`, `[v6]:port`, `[v6]` → host.
+fn strip_port(host: &str) -> &str {
+    if let Some(rest) = host.strip_prefix('[') {
+        return rest.split(']').next().unwrap_or(rest);
+    }
+    match host.rsplit_once(':') {
+        Some((h, port)) if port.bytes().all(|b| b.is_ascii_digit()) && !h.contains(':') => h,
+        _ => host,
+    }
+}
+
+fn error_response(status: StatusCode, detail: impl Into<String>) -> Response {
+    ApiError::new(status, detail).into_response()
+}
+
+async fn check_host_and_origin(
+    State(guard): State<Arc<Guard>>,
+    headers: HeaderMap,
+    req: Request,
+    next: Next,
+) -> Response {
+    let host = headers
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .map(str::to_owned)
+        .or_else(|| req.uri().authority().map(|a| a.to_string()));
+    match host {
+        None => return error_response(StatusCode::BAD_REQUEST, "missing Host header"),
+        Some(h) if !guard.host_allowed(&h) => {
+            return error_response(
+                StatusCode::FORBIDDEN,
+                format!(
+                    "Host '{h}' is not allowed (DNS rebinding protection); start the server with --allowed-host to accept it"
+                ),
+            );
+        }
+        _ => {}
+    }
+    if let Some(origin) = headers.get(header::ORIGIN) {
+        let origin = origin.to_str().unwrap_or("<invalid>");
+        if !guard.origin_allowed(origin) {
+            return error_response(
+                StatusCode::FORBIDDEN,
+                format!(
+                    "Origin '{origin}' is not allowed; start the server with --allowed-origin to accept it"
+                ),
+            );
+        }
+    }
+    next.run(req).await
+}
+
+async fn refuse_while_draining(
+    State(state): State<Arc<AppState>>,
+    req: Request,
+    next: Next,
+) -> Response {
+    if state.is_shutting_down() {
+        let mut r = error_response(StatusCode::SERVICE_UNAVAILABLE, "server is shutting down");
+        r.headers_mut().insert(
+            header::CONNECTION,
+            header::HeaderValue::from_static("close"),
+        );
+        return r;
+    }
+    next.run(req).await
+}
+
+async fn metrics_text() -> Response {
+    match telemetry::handle() {
+        Some(h) => (
+            [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+            h.render(),
+        )
+            .into_response(),
+        None => error_response(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "metrics recorder could not be installed",
+        ),
+    }
+}
+
+/// The whole HTTP application: `/mcp`, the REST API, `/metrics`.
+pub fn app(state: Arc<AppState>, opts: &HttpOptions, shutdown: &CancellationToken) -> Router {
+    let _ = telemetry::handle();
+    let mcp_state = state.clone();
+    let mcp = StreamableHttpService::new(
+        move || Ok(QuarryMcp::new(mcp_state.clone())),
+        Arc::new(LocalSessionManager::default()),
+        StreamableHttpServerConfig::default()
+            // Host/Origin are checked once, for every route, by `check_host_and_origin`.
+            .disable_allowed_hosts()
+            .with_max_request_body_bytes(opts.max_body_bytes)
+            .with_cancellation_token(shutdown.child_token()),
+    );
+    let rest = rest::router()
+        .layer(axum::extract::DefaultBodyLimit::max(opts.max_body_bytes))
+        .layer(tower_http::timeout::TimeoutLayer::with_status_code(
+            StatusCode::REQUEST_TIMEOUT,
+            opts.request_timeout,
+        ));
+    Router::new()
+        .nest_service("/mcp", mcp)
+        .merge(rest)
+        .route("/metrics", get(metrics_text))
+        .fallback(|req: Request| async move {
+            error_response(
+                StatusCode::NOT_FOUND,
+                format!("Not found: {} {}", req.method(), req.uri().path()),
+            )
+        })
+        .method_not_allowed_fallback(|req: Request| async move {
+            error_response(
+                StatusCode::METHOD_NOT_ALLOWED,
+                format!(
+                    "Method {} is not allowed on {}",
+                    req.method(),
+                    req.uri().path()
+                ),
+            )
+        })
+        .with_state(state.clone())
+        .layer(middleware::from_fn_with_state(
+            Arc::new(Guard::new(opts)),
+            check_host_and_origin,
+        ))
+        .layer(middleware::from_fn_with_state(state, refuse_while_draining))
+        .layer(middleware::from_fn(telemetry::track_http))
+}
+
+/// Serves HTTP until `shutdown` is cancelled, then stops accepting, answers requests that
+/// arrive on open connections with 503, and finishes the ones in flight.
+pub async fn serve_http(
+    state: Arc<AppState>,
+    opts: HttpOptions,
+    shutdown: CancellationToken,
+    on_ready: impl FnOnce(SocketAddr),
+) -> std::io::Result<()> {
+    let listener = tokio::net::TcpListener::bind((opts.bind, opts.port)).await?;
+    let addr = listener.local_addr()?;
+    let app = app(state.clone(), &opts, &shutdown);
+    on_ready(addr);
+    let drain = state.clone();
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async move {
+            shutdown.cancelled().await;
+            drain.shutting_down.store(true, Ordering::SeqCst);
+        })
+        .await
+}
+
+/// Serves MCP over stdin/stdout until the client closes stdin or `shutdown` is cancelled.
+pub async fn serve_stdio(state: Arc<AppState>, shutdown: CancellationToken) -> std::io::Result<()> {
+    let service = QuarryMcp::new(state)
+        .serve_with_ct(rmcp::transport::stdio(), shutdown)
+        .await
+        .map_err(|e| std::io::Error::other(format!("MCP stdio session failed to start: {e}")))?;
+    service.waiting().await.map_err(|e| {
+        std::io::Error::other(format!("MCP stdio session ended with an error: {e}"))
+    })?;
+    Ok(())
+}
+
+/// A token cancelled on SIGINT or SIGTERM.
+pub fn shutdown_on_signals() -> CancellationToken {
+    let token = CancellationToken::new();
+    let t = token.clone();
+    tokio::spawn(async move {
+        let ctrl_c = tokio::signal::ctrl_c();
+        #[cfg(unix)]
+        {
+            let mut term =
+                match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                    Ok(s) => s,
+                    Err(_) => {
+                        let _ = ctrl_c.await;
+                        t.cancel();
+                        return;
+                    }
+                };
+            tokio::select! {
+                _ = ctrl_c => {}
+                _ = term.recv() => {}
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = ctrl_c.await;
+        }
+        t.cancel();
+    });
+    token
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_guard() {
+        let g = Guard::new(&HttpOptions::default());
+        assert!(g.host_allowed("localhost:18765"));
+        assert!(g.host_allowed("127.0.0.1"));
+        assert!(g.host_allowed("[::1]:80"));
+        assert!(!g.host_allowed("evil.example:18765"));
+        assert!(!g.host_allowed("127.0.0.1.evil.example"));
+        assert!(g.origin_allowed("http://localhost:3000"));
+        assert!(g.origin_allowed("https://127.0.0.1"));
+        assert!(!g.origin_allowed("http://evil.example"));
+        assert!(!g.origin_allowed("http://localhost.evil.example"));
+        assert!(!g.origin_allowed("null"));
+    }
+}

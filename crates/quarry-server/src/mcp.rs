@@ -1,0 +1,574 @@
+//! The MCP server: seed 001's six tools, the `qmd://{+path}` resource template and the
+//! `query` prompt, over any rmcp transport. Protocol eras (2025-06-18, 2025-11-25 with
+//! sessions, 2026-07-28 stateless with `server/discover`) are negotiated by rmcp.
+//!
+//! Tool arguments are checked here, field by field, so a wrong type gets a message naming
+//! the field (`isError: true`), as the seed specifies; an unknown tool is a protocol error.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use quarry_core::{Error, SearchHit, StatusReport, format_search_summary};
+use quarry_engine::{DocumentView, GetRequest, MultiGetItem, MultiGetRequest, SearchRequest};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, GetPromptRequestParams,
+    GetPromptResponse, GetPromptResult, Implementation, JsonObject, ListPromptsResult,
+    ListResourceTemplatesResult, ListToolsResult, MetaObject, PaginatedRequestParams, Prompt,
+    PromptMessage, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
+    ResourceContents, ResourceTemplate, Role, ServerCapabilities, ServerConfig, Tool,
+    ToolAnnotations, object,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
+use serde_json::{Value, json};
+
+use crate::AppState;
+
+/// The MCP face of one engine. Cheap to clone: the HTTP transport builds one per session
+/// (or per request in stateless mode).
+#[derive(Clone)]
+pub struct QuarryMcp {
+    state: Arc<AppState>,
+}
+
+impl QuarryMcp {
+    pub fn new(state: Arc<AppState>) -> Self {
+        QuarryMcp { state }
+    }
+}
+
+const TOOL_NAMES: [&str; 6] = ["search", "vsearch", "query", "get", "multi_get", "status"];
+
+fn search_input(min_score_default: f64, what: &str) -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "query": {"type": "string", "description": what},
+            "limit": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 10, "description": "Maximum number of results"},
+            "minScore": {"type": "number", "minimum": 0, "maximum": 1, "default": min_score_default, "description": "Minimum relevance score 0-1"},
+            "collection": {"type": "string", "description": "Only search this collection"}
+        },
+        "required": ["query"]
+    })
+}
+
+fn search_output() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "results": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "docid": {"type": "string", "description": "Short document id (#abc123)"},
+                        "file": {"type": "string", "description": "Display path collection/relative/path"},
+                        "title": {"type": "string"},
+                        "score": {"type": "number", "minimum": 0, "maximum": 1},
+                        "context": {"type": ["string", "null"]},
+                        "snippet": {"type": "string", "description": "Excerpt with N: line numbers"}
+                    },
+                    "required": ["docid", "file", "title", "score", "context", "snippet"]
+                }
+            }
+        },
+        "required": ["results"]
+    })
+}
+
+fn status_output() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "totalDocuments": {"type": "integer"},
+            "needsEmbedding": {"type": "integer"},
+            "hasVectorIndex": {"type": "boolean"},
+            "collections": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "name": {"type": "string"},
+                        "path": {"type": "string"},
+                        "pattern": {"type": "string"},
+                        "documents": {"type": "integer"},
+                        "lastUpdated": {"type": ["string", "null"], "description": "ISO 8601"}
+                    },
+                    "required": ["name", "path", "pattern", "documents", "lastUpdated"]
+                }
+            }
+        },
+        "required": ["totalDocuments", "needsEmbedding", "hasVectorIndex", "collections"]
+    })
+}
+
+fn read_only(title: &str) -> ToolAnnotations {
+    ToolAnnotations::with_title(title)
+        .read_only(true)
+        .destructive(false)
+        .idempotent(true)
+        .open_world(false)
+}
+
+fn tool(name: &str, title: &str, description: &str, input: Value, output: Option<Value>) -> Tool {
+    let mut t = Tool::new(name.to_owned(), description.to_owned(), object(input))
+        .with_title(title)
+        .with_annotations(read_only(title));
+    if let Some(o) = output {
+        t = t.with_raw_output_schema(Arc::new(object(o)));
+    }
+    t
+}
+
+/// The six tools of seed 001, with its parameter names and defaults.
+pub fn tools() -> Vec<Tool> {
+    vec![
+        tool(
+            "search",
+            "Keyword search",
+            "Fast keyword search with BM25 full-text ranking. Words are OR-ed and ranked, \"quoted phrases\" must match, +word is required, -word excluded. Best for specific terms, names, identifiers.",
+            search_input(0.0, "Search query"),
+            Some(search_output()),
+        ),
+        tool(
+            "vsearch",
+            "Semantic search",
+            "Semantic similarity search over vector embeddings. Best for conceptual questions without exact keywords. Needs 'quarry embed' to have run.",
+            search_input(0.3, "Natural-language query"),
+            Some(search_output()),
+        ),
+        tool(
+            "query",
+            "Hybrid search",
+            "Highest-quality search: keyword plus semantic retrieval fused and re-ranked. Falls back to keyword search when no vector index exists.",
+            search_input(0.0, "Natural-language query"),
+            Some(search_output()),
+        ),
+        tool(
+            "get",
+            "Get document",
+            "Retrieve one document by path (collection/relative/path.md), #docid, or path:LINE, optionally a line range.",
+            json!({
+                "type": "object",
+                "properties": {
+                    "file": {"type": "string", "description": "File path, #docid, or path.md:LINE"},
+                    "fromLine": {"type": "integer", "minimum": 1, "description": "First line (1-indexed)"},
+                    "maxLines": {"type": "integer", "minimum": 1, "description": "Maximum number of lines"},
+                    "lineNumbers": {"type": "boolean", "default": false, "description": "Prefix lines with N: "}
+                },
+                "required": ["file"]
+            }),
+            None,
+        ),
+        tool(
+            "multi_get",
+            "Get several documents",
+            "Retrieve several documents by glob (journals/2025-05*.md) or comma-separated list. Files over maxBytes are skipped with a notice; use get for them.",
+            json!({
+                "type": "object",
+                "properties": {
+                    "pattern": {"type": "string", "description": "Glob over display paths, or a comma-separated list"},
+                    "maxLines": {"type": "integer", "minimum": 1, "description": "Maximum lines per file"},
+                    "maxBytes": {"type": "integer", "minimum": 1, "default": 10240, "description": "Skip files larger than this many bytes"},
+                    "lineNumbers": {"type": "boolean", "default": false, "description": "Prefix lines with N: "}
+                },
+                "required": ["pattern"]
+            }),
+            None,
+        ),
+        tool(
+            "status",
+            "Index status",
+            "Show the index: documents, embedding state, collections and when each was last updated.",
+            json!({"type": "object", "properties": {}}),
+            Some(status_output()),
+        ),
+    ]
+}
+
+/// A tool-level failure shown to the model (`isError: true`).
+fn tool_error(msg: impl Into<String>) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(msg.into())])
+}
+
+/// Reads typed arguments with messages that name the offending field.
+struct Args<'a>(&'a JsonObject);
+
+impl Args<'_> {
+    fn string(&self, key: &str) -> Result<Option<String>, String> {
+        match self.0.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.clone())),
+            Some(other) => Err(format!("`{key}` must be a string, got {}", kind(other))),
+        }
+    }
+
+    fn required_string(&self, key: &str) -> Result<String, String> {
+        self.string(key)?
+            .ok_or_else(|| format!("missing required argument `{key}`"))
+    }
+
+    fn uint(&self, key: &str) -> Result<Option<u64>, String> {
+        match self.0.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Number(n)) => match n.as_u64() {
+                Some(v) if v >= 1 => Ok(Some(v)),
+                _ => match n.as_f64() {
+                    Some(f) if f.fract() == 0.0 && f >= 1.0 && f <= u64::MAX as f64 => {
+                        Ok(Some(f as u64))
+                    }
+                    _ => Err(format!("`{key}` must be a positive integer, got {n}")),
+                },
+            },
+            Some(other) => Err(format!(
+                "`{key}` must be a positive integer, got {}",
+                kind(other)
+            )),
+        }
+    }
+
+    fn number(&self, key: &str) -> Result<Option<f64>, String> {
+        match self.0.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Number(n)) => Ok(n.as_f64()),
+            Some(other) => Err(format!("`{key}` must be a number, got {}", kind(other))),
+        }
+    }
+
+    fn bool(&self, key: &str) -> Result<Option<bool>, String> {
+        match self.0.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Bool(b)) => Ok(Some(*b)),
+            Some(other) => Err(format!("`{key}` must be a boolean, got {}", kind(other))),
+        }
+    }
+}
+
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+fn search_request(args: &Args<'_>, default_min: f64) -> Result<SearchRequest, String> {
+    Ok(SearchRequest {
+        query: args.required_string("query")?,
+        limit: args.uint("limit")?.unwrap_or(10).min(usize::MAX as u64) as usize,
+        min_score: args.number("minScore")?.unwrap_or(default_min),
+        collection: args.string("collection")?,
+    })
+}
+
+fn hits_result(hits: &[SearchHit], query: &str) -> CallToolResult {
+    let mut r =
+        CallToolResult::success(vec![ContentBlock::text(format_search_summary(hits, query))]);
+    r.structured_content = Some(json!({ "results": hits }));
+    r
+}
+
+/// An embedded `text/markdown` resource; name and title travel in `_meta` because MCP's
+/// resource contents have no fields for them.
+fn resource_block(view: &DocumentView) -> ContentBlock {
+    let mut meta = MetaObject::default();
+    meta.insert("name".into(), json!(view.name));
+    meta.insert("title".into(), json!(view.title));
+    meta.insert("docid".into(), json!(view.docid));
+    ContentBlock::resource(
+        ResourceContents::text(view.text.clone(), view.uri.clone())
+            .with_mime_type("text/markdown")
+            .with_meta(meta),
+    )
+}
+
+fn status_result(s: &StatusReport) -> CallToolResult {
+    let mut r = CallToolResult::success(vec![ContentBlock::text(s.summary())]);
+    r.structured_content = Some(json!({
+        "totalDocuments": s.total_documents,
+        "needsEmbedding": s.needs_embedding,
+        "hasVectorIndex": s.has_vector_index,
+        "collections": s.collections.iter().map(|c| json!({
+            "name": c.name, "path": c.path, "pattern": c.pattern,
+            "documents": c.documents, "lastUpdated": c.last_updated,
+        })).collect::<Vec<_>>(),
+    }));
+    r
+}
+
+impl QuarryMcp {
+    /// Runs one tool on a blocking thread. `Err` is a protocol error (unknown tool).
+    async fn run_tool(&self, name: &str, args: JsonObject) -> Result<CallToolResult, McpError> {
+        if !TOOL_NAMES.contains(&name) {
+            return Err(McpError::invalid_params(
+                format!("Unknown tool: {name}"),
+                Some(json!({ "tool": name, "available": TOOL_NAMES })),
+            ));
+        }
+        let engine = self.state.engine.clone();
+        let name_owned = name.to_owned();
+        let joined = tokio::task::spawn_blocking(move || {
+            let args = Args(&args);
+            let out = match name_owned.as_str() {
+                "search" | "vsearch" | "query" => {
+                    let default_min = if name_owned == "vsearch" { 0.3 } else { 0.0 };
+                    let req = match search_request(&args, default_min) {
+                        Ok(r) => r,
+                        Err(m) => return tool_error(m),
+                    };
+                    let hits = match name_owned.as_str() {
+                        "search" => engine.search(&req),
+                        "vsearch" => engine.vsearch(&req),
+                        _ => engine.query(&req).map(|r| r.results),
+                    };
+                    hits.map(|h| hits_result(&h, &req.query))
+                }
+                "get" => {
+                    let req = (|| -> Result<GetRequest, String> {
+                        Ok(GetRequest {
+                            file: args.required_string("file")?,
+                            from_line: args.uint("fromLine")?.map(|v| v as usize),
+                            max_lines: args.uint("maxLines")?.map(|v| v as usize),
+                            line_numbers: args.bool("lineNumbers")?.unwrap_or(false),
+                        })
+                    })();
+                    match req {
+                        Ok(req) => engine
+                            .get(&req)
+                            .map(|v| CallToolResult::success(vec![resource_block(&v)])),
+                        Err(m) => return tool_error(m),
+                    }
+                }
+                "multi_get" => {
+                    let req = (|| -> Result<MultiGetRequest, String> {
+                        Ok(MultiGetRequest {
+                            pattern: args.required_string("pattern")?,
+                            max_lines: args.uint("maxLines")?.map(|v| v as usize),
+                            max_bytes: args.uint("maxBytes")?.unwrap_or(10_240),
+                            line_numbers: args.bool("lineNumbers")?.unwrap_or(false),
+                        })
+                    })();
+                    match req {
+                        Ok(req) => engine.multi_get(&req).map(|res| {
+                            let mut content = Vec::new();
+                            // Errors and skip notices lead, as the seed lays them out.
+                            if !res.errors.is_empty() {
+                                content.push(ContentBlock::text(format!(
+                                    "Errors:\n{}",
+                                    res.errors.join("\n")
+                                )));
+                            }
+                            for item in &res.items {
+                                content.push(match item {
+                                    MultiGetItem::Document(v) => resource_block(v),
+                                    MultiGetItem::Skipped { text, .. } => {
+                                        ContentBlock::text(text.clone())
+                                    }
+                                });
+                            }
+                            CallToolResult::success(content)
+                        }),
+                        Err(m) => return tool_error(m),
+                    }
+                }
+                _ => engine.status().map(|s| status_result(&s)),
+            };
+            out.unwrap_or_else(|e: Error| tool_error(e.to_string()))
+        })
+        .await;
+        joined.map_err(|e| McpError::internal_error(format!("tool {name} failed: {e}"), None))
+    }
+}
+
+const PROMPT_GUIDE: &str = r#"# Quarry - Quick Markdown Search
+
+Quarry is your on-device search engine for markdown knowledge bases. Use it to find information across your notes, documents, and meeting transcripts.
+
+## Available Tools
+
+### 1. search (Fast keyword search)
+Best for: Finding documents with specific keywords or phrases.
+- Uses BM25 full-text search
+- Fast, no LLM required
+- Good for exact matches
+- Use `collection` parameter to filter to a specific collection
+
+### 2. vsearch (Semantic search)
+Best for: Finding conceptually related content even without exact keyword matches.
+- Uses vector embeddings
+- Understands meaning and context
+- Good for "how do I..." or conceptual queries
+- Use `collection` parameter to filter to a specific collection
+
+### 3. query (Hybrid search - highest quality)
+Best for: Important searches where you want the best results.
+- Combines keyword + semantic search
+- Expands your query with variations
+- Re-ranks results with LLM
+- Slower but most accurate
+- Use `collection` parameter to filter to a specific collection
+
+### 4. get (Retrieve document)
+Best for: Getting the full content of a single document you found.
+- Use the file path from search results
+- Supports line ranges: `file.md:100` or fromLine/maxLines parameters
+- Suggests similar files if not found
+
+### 5. multi_get (Retrieve multiple documents)
+Best for: Getting content from multiple files at once.
+- Use glob patterns: `journals/2025-05*.md`
+- Or comma-separated: `file1.md, file2.md`
+- Skips files over maxBytes (default 10KB) - use get for large files
+
+### 6. status (Index info)
+Shows collection info, document counts, and embedding status.
+
+## Resources
+
+You can also access documents directly via the `qmd://` URI scheme:
+- Documents are not listed: discover them with the search tools
+- Read a document: `resources/read` with uri `qmd://path/to/file.md`
+
+## Search Strategy
+
+1. **Start with search** for quick keyword lookups
+2. **Use vsearch** when keywords aren't working or for conceptual queries
+3. **Use query** for important searches or when you need high confidence
+4. **Use get** to retrieve a single full document
+5. **Use multi_get** to batch retrieve multiple related files
+
+## Tips
+
+- Use `minScore: 0.5` to filter low-relevance results
+- Use `collection: "notes"` to search only in a specific collection
+- Check the "Context" field - it describes what kind of content the file contains
+- File paths are relative to their collection (e.g., `pages/meeting.md`)
+- For glob patterns, match on display_path (e.g., `journals/2025-*.md`)
+"#;
+
+impl ServerHandler for QuarryMcp {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_resources()
+                .enable_prompts()
+                .build(),
+        )
+        .with_server_info(
+            Implementation::new("quarry", env!("CARGO_PKG_VERSION")).with_title("Quarry"),
+        )
+        .with_instructions(
+            "Quarry searches the user's markdown knowledge base. Start with `search` (keyword) or `query` (best quality), then `get` a document by the path or #docid from the results.",
+        )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        Ok(ListToolsResult::with_all_items(tools()))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        tools().into_iter().find(|t| t.name == name)
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let started = Instant::now();
+        let name = request.name.to_string();
+        let result = self
+            .run_tool(&name, request.arguments.unwrap_or_default())
+            .await;
+        let outcome = match &result {
+            Ok(r) if r.is_error == Some(true) => "tool_error",
+            Ok(_) => "ok",
+            Err(_) => "protocol_error",
+        };
+        crate::telemetry::record_tool_call(&name, outcome, started.elapsed());
+        result.map(Into::into)
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, McpError> {
+        Ok(ListResourceTemplatesResult::with_all_items(vec![
+            ResourceTemplate::new("qmd://{+path}", "document")
+                .with_title("Quarry Document")
+                .with_description(
+                    "A markdown document from your Quarry knowledge base. Use search tools to discover documents.",
+                )
+                .with_mime_type("text/markdown"),
+        ]))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        let engine = self.state.engine.clone();
+        let uri = request.uri.clone();
+        let view = tokio::task::spawn_blocking(move || engine.read_resource(&uri))
+            .await
+            .map_err(|e| McpError::internal_error(format!("read failed: {e}"), None))?;
+        match view {
+            Ok(v) => Ok(ReadResourceResult::new(vec![
+                ResourceContents::text(v.text, request.uri).with_mime_type("text/markdown"),
+            ])
+            .into()),
+            Err(Error::NotFound(msg)) => Err(McpError::resource_not_found(
+                msg,
+                Some(json!({ "uri": request.uri })),
+            )),
+            Err(e @ Error::InvalidInput(_)) => Err(McpError::invalid_params(
+                e.to_string(),
+                Some(json!({ "uri": request.uri })),
+            )),
+            Err(e) => Err(McpError::internal_error(e.to_string(), None)),
+        }
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, McpError> {
+        Ok(ListPromptsResult::with_all_items(vec![
+            Prompt::new(
+                "query",
+                Some("How to use Quarry to search the knowledge base effectively"),
+                None,
+            )
+            .with_title("Quarry search guide"),
+        ]))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, McpError> {
+        if request.name != "query" {
+            return Err(McpError::invalid_params(
+                format!("Unknown prompt: {}", request.name),
+                Some(json!({ "available": ["query"] })),
+            ));
+        }
+        Ok(
+            GetPromptResult::new(vec![PromptMessage::new_text(Role::User, PROMPT_GUIDE)])
+                .with_description("How to use Quarry to search the knowledge base effectively")
+                .into(),
+        )
+    }
+}

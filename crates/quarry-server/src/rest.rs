@@ -1,0 +1,452 @@
+//! The QMD REST API (seed 001, endpoints 1–19): snake_case bodies, `{"detail",
+//! "status_code"}` errors. Reads run concurrently on blocking threads; writes go through one
+//! queue ([`AppState::write`]) so concurrent requests never interleave index changes.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{FromRequest, Path, Request, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{delete, get, post};
+use quarry_core::{Error, format_search_summary};
+use quarry_engine::{GetRequest, MultiGetItem, MultiGetRequest, SearchRequest, UpdateOptions};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::AppState;
+
+/// An error in the seed's shape.
+#[derive(Debug)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub detail: String,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, detail: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            detail: detail.into(),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = json!({ "detail": self.detail, "status_code": self.status.as_u16() });
+        (self.status, axum::Json(body)).into_response()
+    }
+}
+
+impl From<Error> for ApiError {
+    fn from(e: Error) -> Self {
+        let status = match &e {
+            Error::InvalidInput(_) => StatusCode::BAD_REQUEST,
+            Error::NotFound(_) => StatusCode::NOT_FOUND,
+            Error::Conflict(_) => StatusCode::CONFLICT,
+            Error::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Error::Io { .. } => StatusCode::BAD_REQUEST,
+            Error::Storage(_) | Error::Index(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        ApiError::new(status, e.to_string())
+    }
+}
+
+type ApiResult = Result<axum::Json<Value>, ApiError>;
+
+/// `Json<T>` whose rejections (bad JSON, wrong types, missing fields, too large) answer in
+/// the seed's error shape with a message that says what is wrong.
+pub struct Body<T>(pub T);
+
+impl<S: Send + Sync, T: serde::de::DeserializeOwned> FromRequest<S> for Body<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        match axum::Json::<T>::from_request(req, state).await {
+            Ok(axum::Json(v)) => Ok(Body(v)),
+            Err(rejection) => Err(rejection_error(rejection)),
+        }
+    }
+}
+
+fn rejection_error(r: JsonRejection) -> ApiError {
+    let status = match r.status() {
+        StatusCode::PAYLOAD_TOO_LARGE => StatusCode::PAYLOAD_TOO_LARGE,
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        _ => StatusCode::BAD_REQUEST,
+    };
+    ApiError::new(status, r.body_text())
+}
+
+/// Runs engine work off the async threads.
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, Error> + Send + 'static,
+) -> Result<T, ApiError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| {
+            ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("worker failed: {e}"),
+            )
+        })?
+        .map_err(ApiError::from)
+}
+
+pub fn router() -> Router<Arc<AppState>> {
+    Router::new()
+        .route("/search", post(search))
+        .route("/vsearch", post(vsearch))
+        .route("/query", post(query))
+        .route("/get", post(get_document))
+        .route("/multi_get", post(multi_get))
+        .route("/status", get(status))
+        .route("/embed", post(embed))
+        .route("/collections", get(list_collections))
+        .route("/collections/add", post(add_collection))
+        .route(
+            "/collections/{name}",
+            get(get_collection)
+                .delete(remove_collection)
+                .put(rename_collection),
+        )
+        .route("/index", post(index))
+        .route("/update", post(update))
+        .route("/contexts", get(list_contexts))
+        .route("/contexts/add", post(add_context))
+        .route("/contexts/{*path}", delete(remove_context))
+        .route("/health", get(health))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SearchBody {
+    query: String,
+    limit: Option<usize>,
+    min_score: Option<f64>,
+    collection: Option<String>,
+}
+
+impl SearchBody {
+    fn into_request(self, default_min: f64) -> SearchRequest {
+        SearchRequest {
+            query: self.query,
+            limit: self.limit.unwrap_or(10),
+            min_score: self.min_score.unwrap_or(default_min),
+            collection: self.collection,
+        }
+    }
+}
+
+fn hits_body(hits: &[quarry_core::SearchHit], query: &str) -> Value {
+    json!({ "results": hits, "content": format_search_summary(hits, query) })
+}
+
+async fn search(State(st): State<Arc<AppState>>, Body(b): Body<SearchBody>) -> ApiResult {
+    let req = b.into_request(0.0);
+    let engine = st.engine.clone();
+    let q = req.query.clone();
+    let hits = blocking(move || engine.search(&req)).await?;
+    Ok(axum::Json(hits_body(&hits, &q)))
+}
+
+async fn vsearch(State(st): State<Arc<AppState>>, Body(b): Body<SearchBody>) -> ApiResult {
+    let req = b.into_request(0.3);
+    let engine = st.engine.clone();
+    let q = req.query.clone();
+    let hits = blocking(move || engine.vsearch(&req)).await?;
+    Ok(axum::Json(hits_body(&hits, &q)))
+}
+
+async fn query(State(st): State<Arc<AppState>>, Body(b): Body<SearchBody>) -> ApiResult {
+    let req = b.into_request(0.0);
+    let engine = st.engine.clone();
+    let q = req.query.clone();
+    let res = blocking(move || engine.query(&req)).await?;
+    let mut body = hits_body(&res.results, &q);
+    body["stages"] = json!(res.stages);
+    Ok(axum::Json(body))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GetBody {
+    file: String,
+    from_line: Option<usize>,
+    max_lines: Option<usize>,
+    #[serde(default)]
+    line_numbers: bool,
+}
+
+fn document_json(v: &quarry_engine::DocumentView) -> Value {
+    json!({ "uri": v.uri, "name": v.name, "title": v.title, "mimeType": v.mime_type, "text": v.text })
+}
+
+async fn get_document(State(st): State<Arc<AppState>>, Body(b): Body<GetBody>) -> ApiResult {
+    let engine = st.engine.clone();
+    let view = blocking(move || {
+        engine.get(&GetRequest {
+            file: b.file,
+            from_line: b.from_line,
+            max_lines: b.max_lines,
+            line_numbers: b.line_numbers,
+        })
+    })
+    .await?;
+    Ok(axum::Json(
+        json!({ "document": document_json(&view), "content": null }),
+    ))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MultiGetBody {
+    pattern: String,
+    max_lines: Option<usize>,
+    max_bytes: Option<u64>,
+    #[serde(default)]
+    line_numbers: bool,
+}
+
+async fn multi_get(State(st): State<Arc<AppState>>, Body(b): Body<MultiGetBody>) -> ApiResult {
+    let engine = st.engine.clone();
+    let res = blocking(move || {
+        engine.multi_get(&MultiGetRequest {
+            pattern: b.pattern,
+            max_lines: b.max_lines,
+            max_bytes: b
+                .max_bytes
+                .unwrap_or(quarry_engine::MultiGetRequest::new("").max_bytes),
+            line_numbers: b.line_numbers,
+        })
+    })
+    .await?;
+    let results: Vec<Value> = res
+        .items
+        .iter()
+        .map(|item| match item {
+            MultiGetItem::Document(v) => document_json(v),
+            MultiGetItem::Skipped { text, .. } => json!({ "type": "text", "text": text }),
+        })
+        .collect();
+    Ok(axum::Json(
+        json!({ "results": results, "errors": res.errors, "content": null }),
+    ))
+}
+
+async fn status(State(st): State<Arc<AppState>>) -> ApiResult {
+    let engine = st.engine.clone();
+    let s = blocking(move || engine.status()).await?;
+    Ok(axum::Json(json!({
+        "total_documents": s.total_documents,
+        "needs_embedding": s.needs_embedding,
+        "has_vector_index": s.has_vector_index,
+        "collections": s.collections,
+        "content": s.summary(),
+    })))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EmbedBody {
+    texts: Vec<String>,
+}
+
+/// Most texts `/embed` accepts in one request (seed).
+const MAX_EMBED_TEXTS: usize = 1000;
+
+async fn embed(State(_st): State<Arc<AppState>>, Body(b): Body<EmbedBody>) -> ApiResult {
+    if b.texts.is_empty() {
+        return Err(ApiError::new(StatusCode::BAD_REQUEST, "Empty texts list"));
+    }
+    if b.texts.len() > MAX_EMBED_TEXTS {
+        return Err(ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("Too many texts ({} > {MAX_EMBED_TEXTS})", b.texts.len()),
+        ));
+    }
+    // No embedding model is configured in this build yet (the semantic layer adds one).
+    Err(ApiError::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "Model not loaded",
+    ))
+}
+
+async fn list_collections(State(st): State<Arc<AppState>>) -> ApiResult {
+    let engine = st.engine.clone();
+    let cs = blocking(move || engine.collections()).await?;
+    let mut content = format!("Collections: {}", cs.len());
+    for c in &cs {
+        content.push_str(&format!("\n- {} ({} docs)", c.name, c.documents));
+    }
+    let list: Vec<Value> = cs
+        .iter()
+        .map(|c| json!({ "name": c.name, "path": c.path, "pattern": c.pattern, "documents": c.documents }))
+        .collect();
+    Ok(axum::Json(
+        json!({ "collections": list, "content": content }),
+    ))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AddCollectionBody {
+    name: String,
+    path: String,
+    glob_pattern: Option<String>,
+}
+
+async fn add_collection(
+    State(st): State<Arc<AppState>>,
+    Body(b): Body<AddCollectionBody>,
+) -> ApiResult {
+    let engine = st.engine.clone();
+    let (c, _report) = st
+        .write(move || {
+            engine.add_collection(
+                &PathBuf::from(&b.path),
+                Some(&b.name),
+                b.glob_pattern.as_deref(),
+                false,
+                &quarry_engine::NoProgress,
+            )
+        })
+        .await?;
+    Ok(axum::Json(json!({
+        "status": "added", "name": c.name, "path": c.path, "documents": c.documents,
+        "content": format!("Added collection '{}' with {} documents", c.name, c.documents),
+    })))
+}
+
+async fn get_collection(State(st): State<Arc<AppState>>, Path(name): Path<String>) -> ApiResult {
+    let engine = st.engine.clone();
+    let c = blocking(move || engine.collection(&name)).await?;
+    Ok(axum::Json(json!({
+        "name": c.name, "path": c.path, "pattern": c.pattern, "documents": c.documents,
+        "last_indexed": c.last_updated_ms.map(quarry_core::iso8601_millis),
+    })))
+}
+
+async fn remove_collection(State(st): State<Arc<AppState>>, Path(name): Path<String>) -> ApiResult {
+    let engine = st.engine.clone();
+    let n = name.clone();
+    st.write(move || engine.remove_collection(&n, &quarry_engine::NoProgress))
+        .await?;
+    Ok(axum::Json(json!({
+        "status": "removed", "name": name, "content": format!("Removed collection '{name}'"),
+    })))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RenameBody {
+    new_name: String,
+}
+
+async fn rename_collection(
+    State(st): State<Arc<AppState>>,
+    Path(name): Path<String>,
+    Body(b): Body<RenameBody>,
+) -> ApiResult {
+    let engine = st.engine.clone();
+    let (old, new) = (name.clone(), b.new_name.clone());
+    st.write(move || engine.rename_collection(&old, &new, &quarry_engine::NoProgress))
+        .await?;
+    Ok(axum::Json(json!({
+        "status": "renamed", "old_name": name, "new_name": b.new_name,
+        "content": format!("Renamed '{name}' to '{}'", b.new_name),
+    })))
+}
+
+async fn index(State(st): State<Arc<AppState>>) -> ApiResult {
+    let engine = st.engine.clone();
+    let r = st
+        .write(move || engine.update(&UpdateOptions::default(), &quarry_engine::NoProgress))
+        .await?;
+    let n = r.collections.len();
+    Ok(axum::Json(json!({
+        "status": "indexed", "collections": n, "total_documents": r.total_documents,
+        "report": r,
+        "content": format!("Indexed {n} collection{}: {} documents", if n == 1 { "" } else { "s" }, r.total_documents),
+    })))
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct UpdateBody {
+    #[serde(default)]
+    pull: bool,
+}
+
+async fn update(State(st): State<Arc<AppState>>, body: axum::body::Bytes) -> ApiResult {
+    // The seed allows an empty body here ("pull" defaults to false).
+    let pull = if body.iter().all(u8::is_ascii_whitespace) {
+        false
+    } else {
+        serde_json::from_slice::<UpdateBody>(&body)
+            .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, format!("invalid JSON body: {e}")))?
+            .pull
+    };
+    let engine = st.engine.clone();
+    let r = st
+        .write(move || {
+            engine.update(
+                &UpdateOptions {
+                    pull,
+                    collections: Vec::new(),
+                },
+                &quarry_engine::NoProgress,
+            )
+        })
+        .await?;
+    let n = r.collections.len();
+    Ok(axum::Json(json!({
+        "status": "updated", "collections": n, "report": r,
+        "content": format!("Updated {n} collection{}", if n == 1 { "" } else { "s" }),
+    })))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ContextBody {
+    path: String,
+    text: String,
+}
+
+async fn add_context(State(st): State<Arc<AppState>>, Body(b): Body<ContextBody>) -> ApiResult {
+    let engine = st.engine.clone();
+    let c = st
+        .write(move || engine.add_context(&b.path, &b.text))
+        .await?;
+    Ok(axum::Json(json!({
+        "status": "added", "path": c.path, "content": format!("Added context for {}", c.path),
+    })))
+}
+
+async fn list_contexts(State(st): State<Arc<AppState>>) -> ApiResult {
+    let engine = st.engine.clone();
+    let cs = blocking(move || engine.contexts()).await?;
+    Ok(axum::Json(json!({ "contexts": cs })))
+}
+
+async fn remove_context(State(st): State<Arc<AppState>>, Path(path): Path<String>) -> ApiResult {
+    let engine = st.engine.clone();
+    let key = st.write(move || engine.remove_context(&path)).await?;
+    Ok(axum::Json(json!({ "status": "removed", "path": key })))
+}
+
+async fn health(State(st): State<Arc<AppState>>) -> Response {
+    // Healthy = the index answers. No embedding model is loaded in this build yet.
+    let engine = st.engine.clone();
+    match blocking(move || engine.status()).await {
+        Ok(_) => axum::Json(json!({ "status": "healthy", "model_loaded": false })).into_response(),
+        Err(e) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            axum::Json(json!({ "status": "unhealthy", "model_loaded": false, "detail": e.detail })),
+        )
+            .into_response(),
+    }
+}

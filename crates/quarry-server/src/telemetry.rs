@@ -1,0 +1,69 @@
+//! Prometheus metrics: HTTP requests by route and status with latency histograms, and MCP
+//! tool calls by tool and outcome. One process-wide recorder, rendered at `/metrics`.
+
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use axum::extract::{MatchedPath, Request};
+use axum::middleware::Next;
+use axum::response::Response;
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+
+const LATENCY_BUCKETS: &[f64] = &[
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+    5.0, 10.0, 30.0,
+];
+
+/// Installs the recorder once per process (later calls reuse it).
+pub fn handle() -> Option<PrometheusHandle> {
+    static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
+    HANDLE
+        .get_or_init(|| {
+            PrometheusBuilder::new()
+                .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), LATENCY_BUCKETS)
+                .ok()?
+                .install_recorder()
+                .ok()
+        })
+        .clone()
+}
+
+pub fn record_tool_call(tool: &str, outcome: &'static str, elapsed: Duration) {
+    let labels = [("tool", tool.to_owned()), ("outcome", outcome.to_owned())];
+    metrics::counter!("quarry_mcp_tool_calls_total", &labels).increment(1);
+    metrics::histogram!("quarry_mcp_tool_call_duration_seconds", "tool" => tool.to_owned())
+        .record(elapsed.as_secs_f64());
+}
+
+/// Middleware: counts every HTTP request and times it, labelled by route template (never
+/// the raw path, which would let clients create unbounded label values).
+pub async fn track_http(req: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let method = req.method().to_string();
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|p| p.as_str().to_owned())
+        .unwrap_or_else(|| {
+            if req.uri().path().starts_with("/mcp") {
+                "/mcp".to_owned()
+            } else {
+                "unmatched".to_owned()
+            }
+        });
+    let response = next.run(req).await;
+    let elapsed = started.elapsed();
+    tracing::info!(
+        target: "quarry::http",
+        method = %method,
+        route = %route,
+        status = response.status().as_u16(),
+        elapsed_ms = elapsed.as_secs_f64() * 1000.0,
+        "request"
+    );
+    let status = response.status().as_u16().to_string();
+    metrics::counter!("quarry_http_requests_total", "method" => method.clone(), "route" => route.clone(), "status" => status).increment(1);
+    metrics::histogram!("quarry_http_request_duration_seconds", "method" => method, "route" => route)
+        .record(elapsed.as_secs_f64());
+    response
+}
