@@ -41,4 +41,11 @@ export QUARRY_HOME="$EVAL_HOME"
     echo "# qmd-eval/$set.jsonl"; "$QUARRY" eval "$(dirname "$CORPUS")/qmd-eval/$set.jsonl" -c qmd-eval
   done
 } | tee "$OUT/eval.txt"
+
+echo "== MCP round trip: stdio and HTTP, concurrency 1 and 32, vs QMD's MCP HTTP server"
+QMD_DIRECT=""
+[ -z "${SKIP_QMD:-}" ] && QMD_DIRECT="$(dirname "$QMD")/qmd-direct"
+env QUARRY_BIN="$QUARRY" ${QMD_DIRECT:+"QMD_BIN=$QMD_DIRECT"} QUARRY_BENCH_CORPUS="$CORPUS/pages" \
+  QUARRY_BENCH_OUT="$OUT/mcp-roundtrip.json" \
+  cargo bench -p quarry-server --bench mcp_roundtrip --quiet >/dev/null
 echo "reports in $OUT/"

@@ -1,0 +1,336 @@
+"""Shared fixtures for Quarry's interop tests: the real `quarry` binary driven by third-party
+clients (the official MCP Python SDK, MCP Inspector, the MCP conformance suite, plain HTTP).
+
+Set up the tools once with `eval "$(bash scripts/install-test-tools)"`, build the binary with
+`CARGO_TARGET_DIR=~/.cache/quarry-target cargo build -p quarry-cli`, then run
+`pytest tests/interop`.
+
+Fixtures (used by every test module here, including test_rest.py):
+
+- ``quarry_bin`` (session): path of the binary (``$QUARRY_BIN``, default
+  ``${CARGO_TARGET_DIR:-~/.cache/quarry-target}/debug/quarry``); fails clearly when missing.
+- ``corpus`` (session): a small Markdown folder (nested dirs, a name with spaces, Chinese,
+  a >15 KB file, ``journals/2025-05-0{1,2}.md``).
+- ``quarry_home`` (function): a fresh ``QUARRY_HOME`` with the corpus as collection ``notes``
+  and the context ``notes/journals`` = "daily journal"; ``.home``, ``.env``, ``.run(*args)``.
+- ``server`` (function): ``quarry serve --port <free>`` on that home, ready (``GET /health``
+  answered); ``.base``, ``.port``, ``.proc``, ``.env``, ``.home``. Teardown sends SIGTERM,
+  waits (kills after 10 s) and asserts the server printed nothing on stdout and exited 0.
+- ``server_factory`` (function): ``start(*extra_args, home=None)`` for servers with other
+  flags (``--max-body-bytes 2000``, ``--allowed-origin …``); all are stopped at teardown.
+- ``shared_home`` / ``shared_server`` (session): the same, built once, for read-only tests
+  (MCP tools never write); they must not be modified.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+COLLECTION = "notes"
+JOURNAL_CONTEXT = "daily journal"
+
+# ---------------------------------------------------------------------------------------------
+# The corpus. Paths are relative to the collection root; tests refer to them through these
+# constants so the expected display paths (`notes/<path>`) stay in one place.
+
+README = "README.md"
+PLAN = "projects/alpha/plan.md"
+MEETING = "projects/meeting notes.md"  # a space in the name
+CHINESE = "zh/机器学习笔记.md"
+LARGE = "reference/large-manual.md"  # > 15 KB, over multi_get's default maxBytes
+JOURNAL_1 = "journals/2025-05-01.md"
+JOURNAL_2 = "journals/2025-05-02.md"
+JOURNAL_OLD = "journals/2025-04-30.md"  # outside the 2025-05* glob
+
+CORPUS: dict[str, str] = {
+    README: (
+        "# Team Handbook\n"
+        "\n"
+        "Welcome to the handbook. It links the projects, the journals and the reference manual.\n"
+    ),
+    PLAN: (
+        "# Alpha Launch Plan\n"
+        "\n"
+        "## Goals\n"
+        "\n"
+        "Ship the alpha release of the zanzibar ingestion service by June.\n"
+        "\n"
+        "## Risks\n"
+        "\n"
+        "Key rotation: rotate the api keys every 90 days.\n"
+        "The zanzibar cluster needs a second region.\n"
+    ),
+    MEETING: (
+        "# Weekly Sync Meeting\n"
+        "\n"
+        "Attendees: Ana, Bo, Chen.\n"
+        "\n"
+        "Decision: postpone the kumquat migration to next quarter.\n"
+    ),
+    CHINESE: (
+        "# 机器学习笔记\n"
+        "\n"
+        "深度学习是机器学习的一个分支。\n"
+        "神经网络由多层神经元组成。\n"
+    ),
+    JOURNAL_1: (
+        "# Journal 2025-05-01\n"
+        "\n"
+        "Morning: reviewed the alpha launch plan.\n"
+        "Afternoon: paired on the kumquat importer.\n"
+        "Evening: read about gradient descent.\n"
+    ),
+    JOURNAL_2: (
+        "# Journal 2025-05-02\n"
+        "\n"
+        "Fixed the flaky ingestion test.\n"
+        "Wrote the retrospective notes.\n"
+    ),
+    JOURNAL_OLD: (
+        "# Journal 2025-04-30\n"
+        "\n"
+        "Planning day before May.\n"
+    ),
+    LARGE: "# Large Operations Manual\n\n"
+    + "".join(
+        f"Section {i}: the operations manual explains step {i} of the xylophone procedure in detail.\n"
+        for i in range(1, 301)
+    ),
+}
+
+# A suffix that exists in the corpus, `/etc/passwd`'s first line, to check nothing leaks.
+PASSWD_MARKER = "root:"
+
+
+def display(rel: str) -> str:
+    """Display path of a corpus file: `notes/<relative path>`."""
+    return f"{COLLECTION}/{rel}"
+
+
+# ---------------------------------------------------------------------------------------------
+# The binary.
+
+
+def _default_bin() -> Path:
+    target = os.environ.get("CARGO_TARGET_DIR") or os.path.expanduser("~/.cache/quarry-target")
+    return Path(target) / "debug" / "quarry"
+
+
+@pytest.fixture(scope="session")
+def quarry_bin() -> Path:
+    path = Path(os.environ.get("QUARRY_BIN") or _default_bin())
+    if not (path.is_file() and os.access(path, os.X_OK)):
+        pytest.fail(
+            f"quarry binary not found at {path}: build it with "
+            "`CARGO_TARGET_DIR=~/.cache/quarry-target cargo build -p quarry-cli` "
+            "or point QUARRY_BIN at it",
+            pytrace=False,
+        )
+    return path
+
+
+@pytest.fixture(scope="session")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("corpus")
+    for rel, text in CORPUS.items():
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text, encoding="utf-8")
+    assert (root / LARGE).stat().st_size > 15 * 1024
+    return root
+
+
+# ---------------------------------------------------------------------------------------------
+# QUARRY_HOME.
+
+
+@dataclass
+class QuarryHome:
+    bin: Path
+    home: Path
+    env: dict[str, str]
+    corpus: Path
+
+    def run(self, *args: str, timeout: float = 60, input: str | None = None) -> subprocess.CompletedProcess:
+        """Runs `quarry ARGS…` with this home; returns the CompletedProcess (text mode)."""
+        return subprocess.run(
+            [str(self.bin), *map(str, args)],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            input=input,
+            stdin=None if input is not None else subprocess.DEVNULL,
+        )
+
+    def __getitem__(self, key: str):  # dict-style access too: home["env"]
+        return getattr(self, key)
+
+
+def make_home(quarry_bin: Path, corpus: Path, home: Path) -> QuarryHome:
+    home.mkdir(parents=True, exist_ok=True)
+    env = os.environ.copy()
+    env["QUARRY_HOME"] = str(home)
+    h = QuarryHome(bin=quarry_bin, home=home, env=env, corpus=corpus)
+    for args in (
+        ("collection", "add", str(corpus), "--name", COLLECTION),
+        ("context", "add", f"{COLLECTION}/journals", JOURNAL_CONTEXT),
+    ):
+        r = h.run(*args)
+        assert r.returncode == 0, f"quarry {' '.join(args)} failed ({r.returncode}):\n{r.stdout}\n{r.stderr}"
+    return h
+
+
+@pytest.fixture
+def quarry_home(quarry_bin: Path, corpus: Path, tmp_path: Path) -> QuarryHome:
+    return make_home(quarry_bin, corpus, tmp_path / "quarry-home")
+
+
+@pytest.fixture(scope="session")
+def shared_home(quarry_bin: Path, corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> QuarryHome:
+    return make_home(quarry_bin, corpus, tmp_path_factory.mktemp("shared") / "quarry-home")
+
+
+# ---------------------------------------------------------------------------------------------
+# `quarry serve`.
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class QuarryServer:
+    base: str
+    port: int
+    proc: subprocess.Popen
+    env: dict[str, str]
+    home: Path
+    stdout_path: Path
+    stderr_path: Path
+    args: list[str] = field(default_factory=list)
+
+    @property
+    def mcp_url(self) -> str:
+        return f"{self.base}/mcp"
+
+    def url(self, path: str) -> str:
+        return f"{self.base}{path}"
+
+    def stdout(self) -> str:
+        return self.stdout_path.read_text(encoding="utf-8", errors="replace")
+
+    def stderr(self) -> str:
+        return self.stderr_path.read_text(encoding="utf-8", errors="replace")
+
+    def stop(self) -> None:
+        """SIGTERM, wait up to 10 s (then SIGKILL); asserts a clean exit and an empty stdout."""
+        killed = False
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                killed = True
+        out = self.stdout()
+        assert not killed, f"quarry serve did not stop within 10 s of SIGTERM\nstderr:\n{self.stderr()[-4000:]}"
+        assert out == "", f"quarry serve printed on stdout (must stay empty):\n{out[:2000]}"
+        assert self.proc.returncode == 0, (
+            f"quarry serve exited with {self.proc.returncode} after SIGTERM\nstderr:\n{self.stderr()[-4000:]}"
+        )
+
+    def __getitem__(self, key: str):
+        return getattr(self, key)
+
+
+def _health_ok(base: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{base}/health", timeout=2) as r:
+            return r.status == 200
+    except (urllib.error.URLError, ConnectionError, OSError):
+        return False
+
+
+def start_server(home: QuarryHome, *extra_args: str, logdir: Path | None = None) -> QuarryServer:
+    """Starts `quarry serve --port <free port> EXTRA…` and waits until /health answers."""
+    logdir = Path(logdir or tempfile.mkdtemp(prefix="quarry-serve-"))
+    logdir.mkdir(parents=True, exist_ok=True)
+    last_err = ""
+    for attempt in range(3):  # a free port can be taken between probe and bind: retry
+        port = free_port()
+        out_path = logdir / f"serve-{port}.stdout"
+        err_path = logdir / f"serve-{port}.stderr"
+        args = [str(home.bin), "serve", "--port", str(port), *extra_args]
+        with open(out_path, "wb") as out, open(err_path, "wb") as err:
+            proc = subprocess.Popen(args, env=home.env, stdin=subprocess.DEVNULL, stdout=out, stderr=err)
+        srv = QuarryServer(
+            base=f"http://127.0.0.1:{port}",
+            port=port,
+            proc=proc,
+            env=home.env,
+            home=home.home,
+            stdout_path=out_path,
+            stderr_path=err_path,
+            args=args,
+        )
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                break
+            if _health_ok(srv.base):
+                return srv
+            time.sleep(0.05)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+            pytest.fail(f"quarry serve did not answer GET /health within 20 s\nstderr:\n{srv.stderr()[-4000:]}")
+        last_err = srv.stderr()
+        if "in use" not in last_err.lower():
+            break
+    pytest.fail(f"quarry serve exited early ({proc.returncode}): {' '.join(args)}\nstderr:\n{last_err[-4000:]}")
+
+
+@pytest.fixture
+def server_factory(quarry_home: QuarryHome, tmp_path: Path):
+    started: list[QuarryServer] = []
+
+    def start(*extra_args: str, home: QuarryHome | None = None) -> QuarryServer:
+        srv = start_server(home or quarry_home, *extra_args, logdir=tmp_path / "serve-logs")
+        started.append(srv)
+        return srv
+
+    yield start
+    errors = []
+    for srv in started:
+        try:
+            srv.stop()
+        except AssertionError as e:  # stop every server, then report
+            errors.append(str(e))
+    assert not errors, "\n\n".join(errors)
+
+
+@pytest.fixture
+def server(server_factory) -> QuarryServer:
+    return server_factory()
+
+
+@pytest.fixture(scope="session")
+def shared_server(shared_home: QuarryHome, tmp_path_factory: pytest.TempPathFactory):
+    srv = start_server(shared_home, logdir=tmp_path_factory.mktemp("shared-serve-logs"))
+    yield srv
+    srv.stop()
