@@ -1,0 +1,388 @@
+"""The QMD REST API (seed 001, endpoints 1-19) and HTTP hygiene, through the real server on a
+loopback port with a plain HTTP client: bodies, the `{"detail", "status_code"}` error shape and
+codes, Host/Origin checks, body limits, metrics, concurrent writes and graceful shutdown."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import re
+import signal
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from conftest import CHINESE, JOURNAL_1, JOURNAL_2, LARGE, MEETING, PASSWD_MARKER, PLAN, display
+
+TLDR_PAGES = Path(__file__).resolve().parents[3] / "shared" / "corpora" / "tldr" / "pages"
+
+
+def request(base: str, method: str, path: str, body=None, headers: dict | None = None, raw: bytes | None = None):
+    """One HTTP request; returns (status, parsed JSON or text, headers)."""
+    host, port = base.removeprefix("http://").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=60)
+    hdrs = {"Content-Type": "application/json"}
+    hdrs.update(headers or {})
+    data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
+    conn.request(method, path, body=data, headers=hdrs)
+    resp = conn.getresponse()
+    text = resp.read().decode("utf-8", errors="replace")
+    conn.close()
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        parsed = text
+    return resp.status, parsed, dict(resp.getheaders())
+
+
+def post(base, path, body=None, **kw):
+    return request(base, "POST", path, body, **kw)
+
+
+def get(base, path, **kw):
+    return request(base, "GET", path, **kw)
+
+
+def assert_error(status, body, code, *fragments):
+    assert status == code, (status, body)
+    assert isinstance(body, dict) and set(body) == {"detail", "status_code"}, body
+    assert body["status_code"] == code
+    for f in fragments:
+        assert f in body["detail"], (f, body["detail"])
+
+
+# --- 1-3 search, vsearch, query -----------------------------------------------------------
+
+
+def test_search_results_and_summary(shared_server):
+    status, body, _ = post(shared_server.base, "/search", {"query": "zanzibar ingestion", "limit": 5})
+    assert status == 200, body
+    assert body["results"], body
+    top = body["results"][0]
+    assert set(top) == {"docid", "file", "title", "score", "context", "snippet"}
+    assert top["file"] == display(PLAN)
+    assert top["title"] == "Alpha Launch Plan"
+    assert re.fullmatch(r"#[0-9a-f]{6,}", top["docid"])
+    assert 0 < top["score"] <= 1 and round(top["score"], 2) == top["score"]
+    assert all(re.match(r"^\d+: ", line) for line in top["snippet"].split("\n"))
+    n = len(body["results"])
+    head = f'Found {n} result{"" if n == 1 else "s"} for "zanzibar ingestion":\n\n'
+    assert body["content"].startswith(head), body["content"]
+    pct = round(top["score"] * 100)
+    assert f'{top["docid"]} {pct}% {top["file"]} - {top["title"]}' in body["content"]
+
+
+def test_search_filters_and_context(shared_server):
+    base = shared_server.base
+    _, body, _ = post(base, "/search", {"query": "journal", "collection": "notes", "limit": 10})
+    journals = [r for r in body["results"] if r["file"].startswith("notes/journals/")]
+    assert journals and all(r["context"] == "daily journal" for r in journals)
+    _, body, _ = post(base, "/search", {"query": "journal", "min_score": 0.99})
+    assert all(r["score"] >= 0.99 for r in body["results"])
+    _, body, _ = post(base, "/search", {"query": "深度学习"})
+    assert body["results"][0]["file"] == display(CHINESE)
+    status, body, _ = post(base, "/search", {"query": "qqqzzzxxx"})
+    assert status == 200 and body == {"results": [], "content": 'No results found for "qqqzzzxxx"'}
+
+
+@pytest.mark.parametrize(
+    "payload, code, fragment",
+    [
+        ({"query": ""}, 400, "query must not be empty"),
+        ({"query": "x", "limit": 0}, 400, "limit"),
+        ({"query": "x", "limit": "ten"}, 400, "limit"),
+        ({"query": "x", "min_score": 3}, 400, "min score"),
+        ({"query": "x", "collection": "nope"}, 404, "collection 'nope' not found"),
+        ({"limit": 3}, 400, "query"),
+        ({"query": "x", "minScore": 0.5}, 400, "minScore"),  # camelCase is the MCP spelling
+    ],
+)
+def test_search_bad_input(shared_server, payload, code, fragment):
+    status, body, _ = post(shared_server.base, "/search", payload)
+    assert_error(status, body, code, fragment)
+
+
+def test_malformed_json_and_wrong_content_type(shared_server):
+    status, body, _ = post(shared_server.base, "/search", raw=b'{"query": ')
+    assert_error(status, body, 400, "JSON")
+    status, body, _ = post(shared_server.base, "/search", raw=b'{"query":"x"}', headers={"Content-Type": "text/plain"})
+    assert_error(status, body, 415)
+
+
+def test_vsearch_without_vectors_is_503(shared_server):
+    status, body, _ = post(shared_server.base, "/vsearch", {"query": "meaning"})
+    assert_error(status, body, 503)
+    assert body["detail"] == "Vector index not found. Run 'quarry embed' first to create embeddings."
+
+
+def test_query_degrades_to_keyword(shared_server):
+    status, body, _ = post(shared_server.base, "/query", {"query": "kumquat migration"})
+    assert status == 200, body
+    assert body["stages"] == ["keyword"]
+    assert body["results"][0]["file"] == display(MEETING)
+
+
+# --- 4-6 get, multi_get, status -------------------------------------------------------------
+
+
+def test_get_document(shared_server):
+    status, body, _ = post(shared_server.base, "/get", {"file": display(MEETING), "line_numbers": True})
+    assert status == 200, body
+    doc = body["document"]
+    assert body["content"] is None
+    assert doc["uri"] == "qmd://notes/projects/meeting%20notes.md"
+    assert doc["name"] == display(MEETING)
+    assert doc["title"] == "Weekly Sync Meeting"
+    assert doc["mimeType"] == "text/markdown"
+    assert doc["text"].startswith("1: # Weekly Sync Meeting\n2: ")
+    status, body, _ = post(shared_server.base, "/get", {"file": display(JOURNAL_1) + ":3", "max_lines": 1})
+    assert body["document"]["text"] == "<!-- Context: daily journal -->\n\nMorning: reviewed the alpha launch plan."
+
+
+def test_get_not_found_suggests(shared_server):
+    status, body, _ = post(shared_server.base, "/get", {"file": "notes/projects/alpha/plam.md"})
+    assert_error(status, body, 404, "Document not found: notes/projects/alpha/plam.md", "Did you mean one of these?")
+    suggestions = [l for l in body["detail"].split("\n") if l.startswith("  - ")]
+    assert len(suggestions) == 3 and suggestions[0] == f"  - {display(PLAN)}"
+
+
+@pytest.mark.parametrize("file", ["../../etc/passwd", "/etc/passwd", "notes/../../etc/passwd", "qmd://..%2F..%2Fetc%2Fpasswd"])
+def test_get_traversal_is_refused(shared_server, file):
+    status, body, _ = post(shared_server.base, "/get", {"file": file})
+    assert status in (400, 404), body
+    assert PASSWD_MARKER not in json.dumps(body)
+
+
+def test_multi_get(shared_server):
+    base = shared_server.base
+    status, body, _ = post(base, "/multi_get", {"pattern": "notes/journals/2025-05*.md"})
+    assert status == 200, body
+    assert [r["name"] for r in body["results"]] == [display(JOURNAL_1), display(JOURNAL_2)]
+    assert body["content"] is None
+    _, body, _ = post(base, "/multi_get", {"pattern": f"{display(LARGE)}, {display(PLAN)}, notes/missing.md"})
+    skipped = body["results"][0]
+    assert skipped["type"] == "text"
+    assert re.fullmatch(
+        rf"\[SKIPPED: {re.escape(display(LARGE))} - File too large \(\d+KB\)\. Use 'quarry get' with file=\"{re.escape(display(LARGE))}\" to retrieve\.\]",
+        skipped["text"],
+    ), skipped
+    assert body["results"][1]["name"] == display(PLAN)
+    assert body["errors"] == ["File not found: notes/missing.md"]
+    _, body, _ = post(base, "/multi_get", {"pattern": display(PLAN), "max_lines": 2})
+    assert body["results"][0]["text"].endswith("\n\n[... truncated 8 more lines]")
+    status, body, _ = post(base, "/multi_get", {"pattern": "notes/nothing-*.md"})
+    assert_error(status, body, 404, "No files matched pattern")
+    status, body, _ = post(base, "/multi_get", {"pattern": "../*"})
+    assert_error(status, body, 400, "..")
+
+
+def test_status(shared_server):
+    status, body, _ = get(shared_server.base, "/status")
+    assert status == 200
+    assert body["total_documents"] == 8 and body["needs_embedding"] == 8
+    assert body["has_vector_index"] is False
+    (c,) = body["collections"]
+    assert c["name"] == "notes" and c["pattern"] == "**/*.md" and c["documents"] == 8
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", c["last_updated"])
+    assert body["content"].startswith("Quarry Index Status:\n  Total documents: 8\n  Needs embedding: 8\n  Vector index: no\n  Collections: 1\n")
+
+
+def test_embed_limits(shared_server):
+    base = shared_server.base
+    assert_error(*post(base, "/embed", {"texts": []})[:2], 400, "Empty texts list")
+    status, body, _ = post(base, "/embed", {"texts": ["x"] * 1001})
+    assert_error(status, body, 413)
+    assert body["detail"] == "Too many texts (1001 > 1000)"
+    status, body, _ = post(base, "/embed", {"texts": ["hello"]})
+    assert_error(status, body, 503)
+    assert body["detail"] == "Model not loaded"
+
+
+def test_health(shared_server):
+    status, body, _ = get(shared_server.base, "/health")
+    assert (status, body) == (200, {"status": "healthy", "model_loaded": False})
+
+
+# --- 9-18 collections, index, update, contexts (writes) ------------------------------------
+
+
+def test_collection_lifecycle(server, tmp_path):
+    base = server.base
+    folder = tmp_path / "extra"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "a.md").write_text("# Apricot\n\napricot orchard\n")
+    (folder / "sub" / "b.md").write_text("# Banana\n\nbanana boat\n")
+
+    status, body, _ = post(base, "/collections/add", {"name": "extra", "path": str(folder)})
+    assert status == 200, body
+    assert body == {
+        "status": "added",
+        "name": "extra",
+        "path": str(folder.resolve()),
+        "documents": 2,
+        "content": "Added collection 'extra' with 2 documents",
+    }
+    assert_error(*post(base, "/collections/add", {"name": "extra", "path": str(folder)})[:2], 409, "already exists")
+    assert_error(*post(base, "/collections/add", {"name": "x", "path": str(tmp_path / "missing")})[:2], 400, "missing")
+    assert_error(*post(base, "/collections/add", {"name": "bad/name", "path": str(folder)})[:2], 400, "invalid collection name")
+
+    _, body, _ = get(base, "/collections")
+    assert [c["name"] for c in body["collections"]] == ["extra", "notes"]
+    assert body["content"] == "Collections: 2\n- extra (2 docs)\n- notes (8 docs)"
+    _, body, _ = get(base, "/collections/extra")
+    assert body["documents"] == 2 and body["pattern"] == "**/*.md"
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", body["last_indexed"])
+    assert_error(*get(base, "/collections/nope")[:2], 404, "collection 'nope' not found")
+
+    status, body, _ = request(base, "PUT", "/collections/extra", {"new_name": "fruit"})
+    assert body == {"status": "renamed", "old_name": "extra", "new_name": "fruit", "content": "Renamed 'extra' to 'fruit'"}
+    _, body, _ = post(base, "/search", {"query": "apricot"})
+    assert body["results"][0]["file"] == "fruit/a.md"
+    assert_error(*request(base, "PUT", "/collections/fruit", {"new_name": "notes"})[:2], 409)
+    assert_error(*request(base, "PUT", "/collections/fruit", {})[:2], 400, "new_name")
+
+    (folder / "c.md").write_text("# Cherry\n\ncherry pie\n")
+    status, body, _ = post(base, "/index")
+    assert status == 200 and body["status"] == "indexed" and body["collections"] == 2
+    assert body["content"] == "Indexed 2 collections: 11 documents"
+    status, body, _ = post(base, "/update", raw=b"")
+    assert (status, body["status"], body["content"]) == (200, "updated", "Updated 2 collections")
+    status, body, _ = post(base, "/update", {"pull": False})
+    assert status == 200
+    assert_error(*post(base, "/update", {"pull": "yes"})[:2], 400)
+
+    status, body, _ = request(base, "DELETE", "/collections/fruit")
+    assert body == {"status": "removed", "name": "fruit", "content": "Removed collection 'fruit'"}
+    _, body, _ = post(base, "/search", {"query": "apricot cherry"})
+    assert body["results"] == []
+    assert_error(*request(base, "DELETE", "/collections/fruit")[:2], 404)
+
+
+def test_contexts(server):
+    base = server.base
+    status, body, _ = post(base, "/contexts/add", {"path": "notes/projects", "text": "project docs"})
+    assert body == {"status": "added", "path": "notes/projects", "content": "Added context for notes/projects"}
+    _, body, _ = get(base, "/contexts")
+    assert body == {"contexts": [
+        {"path": "notes/journals", "text": "daily journal"},
+        {"path": "notes/projects", "text": "project docs"},
+    ]}
+    _, body, _ = post(base, "/search", {"query": "kumquat migration"})
+    assert body["results"][0]["context"] == "project docs"
+    status, body, _ = request(base, "DELETE", "/contexts/notes/projects")
+    assert body == {"status": "removed", "path": "notes/projects"}
+    assert_error(*request(base, "DELETE", "/contexts/notes/projects")[:2], 404, "no context")
+    assert_error(*post(base, "/contexts/add", {"path": "elsewhere/x", "text": "t"})[:2], 404, "not inside any collection")
+    assert_error(*post(base, "/contexts/add", {"path": "notes", "text": "  "})[:2], 400, "must not be empty")
+
+
+def test_concurrent_writes_are_serialised(server, tmp_path):
+    base = server.base
+    folders = []
+    for i in range(6):
+        f = tmp_path / f"c{i}"
+        f.mkdir()
+        (f / "doc.md").write_text(f"# Doc {i}\n\nword{i} shared\n")
+        folders.append(f)
+
+    def work(i):
+        s1, b1, _ = post(base, "/collections/add", {"name": f"c{i}", "path": str(folders[i])})
+        s2, b2, _ = post(base, "/update")
+        s3, b3, _ = post(base, "/contexts/add", {"path": f"c{i}", "text": f"ctx {i}"})
+        return (s1, s2, s3), (b1, b2, b3)
+
+    with ThreadPoolExecutor(6) as pool:
+        results = list(pool.map(work, range(6)))
+    for statuses, bodies in results:
+        assert statuses == (200, 200, 200), bodies
+    _, body, _ = get(base, "/status")
+    assert body["total_documents"] == 8 + 6
+    _, body, _ = post(base, "/search", {"query": "shared", "limit": 50})
+    files = [r["file"] for r in body["results"]]
+    assert sorted(files) == sorted(f"c{i}/doc.md" for i in range(6))
+    _, body, _ = get(base, "/contexts")
+    assert len(body["contexts"]) == 1 + 6
+
+
+# --- HTTP hygiene ------------------------------------------------------------------------------
+
+
+def test_unknown_route_and_method(shared_server):
+    assert_error(*get(shared_server.base, "/nope")[:2], 404, "Not found: GET /nope")
+    assert_error(*request(shared_server.base, "DELETE", "/search")[:2], 405, "DELETE")
+
+
+def test_dns_rebinding_host_is_refused(shared_server):
+    status, body, _ = get(shared_server.base, "/status", headers={"Host": "attacker.example:18765"})
+    assert_error(status, body, 403, "attacker.example")
+    status, body, _ = post(shared_server.base, "/mcp", {"jsonrpc": "2.0", "id": 1, "method": "ping"},
+                           headers={"Host": "attacker.example", "Accept": "application/json, text/event-stream"})
+    assert status == 403
+    status, _, _ = get(shared_server.base, "/status", headers={"Host": f"localhost:{shared_server.port}"})
+    assert status == 200
+
+
+def test_foreign_origin_is_refused(shared_server):
+    status, body, _ = post(shared_server.base, "/search", {"query": "x"}, headers={"Origin": "https://evil.example"})
+    assert_error(status, body, 403, "evil.example")
+    status, _, _ = post(shared_server.base, "/search", {"query": "x"}, headers={"Origin": f"http://localhost:{shared_server.port}"})
+    assert status == 200
+
+
+def test_allowed_origin_flag(server_factory):
+    srv = server_factory("--allowed-origin", "https://app.example")
+    status, _, _ = post(srv.base, "/search", {"query": "x"}, headers={"Origin": "https://app.example"})
+    assert status == 200
+    status, _, _ = post(srv.base, "/search", {"query": "x"}, headers={"Origin": "https://other.example"})
+    assert status == 403
+
+
+def test_oversized_body_is_413(server_factory):
+    srv = server_factory("--max-body-bytes", "2000")
+    status, body, _ = post(srv.base, "/search", {"query": "x" * 5000})
+    assert_error(status, body, 413)
+    status, _, _ = post(srv.base, "/search", {"query": "alpha"})
+    assert status == 200
+
+
+def test_metrics(shared_server):
+    post(shared_server.base, "/search", {"query": "alpha"})
+    get(shared_server.base, "/nope")
+    status, text, headers = get(shared_server.base, "/metrics")
+    assert status == 200 and headers["content-type"].startswith("text/plain")
+    assert re.search(r'quarry_http_requests_total\{method="POST",route="/search",status="200"\} \d+', text), text[:2000]
+    assert 'route="unmatched"' in text
+    assert "quarry_http_request_duration_seconds_bucket" in text
+
+
+def test_non_loopback_bind_needs_explicit_consent(quarry_home):
+    r = quarry_home.run("serve", "--bind", "0.0.0.0", "--port", "0")
+    assert r.returncode == 1
+    assert "refusing to bind 0.0.0.0" in r.stderr and r.stdout == ""
+
+
+# --- graceful shutdown ----------------------------------------------------------------------
+
+
+@pytest.mark.skipif(not TLDR_PAGES.is_dir(), reason="needs ../shared/corpora/tldr")
+def test_shutdown_finishes_in_flight_work_and_refuses_new(server_factory):
+    srv = server_factory()
+    result = {}
+
+    def long_write():
+        result["resp"] = post(srv.base, "/collections/add", {"name": "tldr", "path": str(TLDR_PAGES)})
+
+    t = threading.Thread(target=long_write)
+    t.start()
+    time.sleep(0.15)  # the add (several thousand files) is now in flight
+    srv.proc.send_signal(signal.SIGTERM)
+    t.join(timeout=60)
+    status, body, _ = result["resp"]
+    assert status == 200, body
+    assert body["status"] == "added" and body["documents"] > 7000
+    assert srv.proc.wait(timeout=20) == 0
+    with pytest.raises(OSError):
+        get(srv.base, "/health")
