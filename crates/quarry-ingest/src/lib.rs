@@ -5,6 +5,8 @@
 //! unchanged files without reading them. [`load`] reads one file, refuses binary and
 //! non-UTF-8 content with a reason, and extracts the title and content hash.
 
+pub mod chunk;
+
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
