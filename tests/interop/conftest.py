@@ -55,9 +55,7 @@ JOURNAL_OLD = "journals/2025-04-30.md"  # outside the 2025-05* glob
 
 CORPUS: dict[str, str] = {
     README: (
-        "# Team Handbook\n"
-        "\n"
-        "Welcome to the handbook. It links the projects, the journals and the reference manual.\n"
+        "# Team Handbook\n\nWelcome to the handbook. It links the projects, the journals and the reference manual.\n"
     ),
     PLAN: (
         "# Alpha Launch Plan\n"
@@ -78,12 +76,7 @@ CORPUS: dict[str, str] = {
         "\n"
         "Decision: postpone the kumquat migration to next quarter.\n"
     ),
-    CHINESE: (
-        "# 机器学习笔记\n"
-        "\n"
-        "深度学习是机器学习的一个分支。\n"
-        "神经网络由多层神经元组成。\n"
-    ),
+    CHINESE: ("# 机器学习笔记\n\n深度学习是机器学习的一个分支。\n神经网络由多层神经元组成。\n"),
     JOURNAL_1: (
         "# Journal 2025-05-01\n"
         "\n"
@@ -91,17 +84,8 @@ CORPUS: dict[str, str] = {
         "Afternoon: paired on the kumquat importer.\n"
         "Evening: read about gradient descent.\n"
     ),
-    JOURNAL_2: (
-        "# Journal 2025-05-02\n"
-        "\n"
-        "Fixed the flaky ingestion test.\n"
-        "Wrote the retrospective notes.\n"
-    ),
-    JOURNAL_OLD: (
-        "# Journal 2025-04-30\n"
-        "\n"
-        "Planning day before May.\n"
-    ),
+    JOURNAL_2: ("# Journal 2025-05-02\n\nFixed the flaky ingestion test.\nWrote the retrospective notes.\n"),
+    JOURNAL_OLD: ("# Journal 2025-04-30\n\nPlanning day before May.\n"),
     LARGE: "# Large Operations Manual\n\n"
     + "".join(
         f"Section {i}: the operations manual explains step {i} of the xylophone procedure in detail.\n"
@@ -271,7 +255,7 @@ def start_server(home: QuarryHome, *extra_args: str, logdir: Path | None = None)
     logdir = Path(logdir or tempfile.mkdtemp(prefix="quarry-serve-"))
     logdir.mkdir(parents=True, exist_ok=True)
     last_err = ""
-    for attempt in range(3):  # a free port can be taken between probe and bind: retry
+    for _attempt in range(3):  # a free port can be taken between probe and bind: retry
         port = free_port()
         out_path = logdir / f"serve-{port}.stdout"
         err_path = logdir / f"serve-{port}.stderr"

@@ -53,7 +53,10 @@ _FIXTURE_RESOURCE = r"not a qmd:// URI: test://"
 # Scenario -> (reason, regex every failing check's message must match; None: not asserted).
 EXCLUDED: dict[str, tuple[str, str | None]] = {
     "logging-set-level": ("Quarry has no logging capability (deprecated in 2026-07-28)", r"-32601.*logging/setLevel"),
-    "tools-call-with-logging": ("needs logging/setLevel and fixture tool test_tool_with_logging", r"-32601.*logging/setLevel"),
+    "tools-call-with-logging": (
+        "needs logging/setLevel and fixture tool test_tool_with_logging",
+        r"-32601.*logging/setLevel",
+    ),
     "completion-complete": (
         "Quarry declares no `completions` capability; rmcp answers completion/complete with an empty "
         "list, which the scenario happens to accept",
@@ -72,7 +75,10 @@ EXCLUDED: dict[str, tuple[str, str | None]] = {
     "elicitation-sep1330-enums": ("elicitation", _FIXTURE_TOOL),
     "json-schema-2020-12": ("fixture tool json_schema_2020_12_tool (pending suite)", _FIXTURE_TOOL),
     "resources-read-text": ("fixture resource test://static-text; Quarry serves only qmd://", _FIXTURE_RESOURCE),
-    "resources-read-binary": ("fixture resource test://static-binary; Quarry has no binary resources", _FIXTURE_RESOURCE),
+    "resources-read-binary": (
+        "fixture resource test://static-binary; Quarry has no binary resources",
+        _FIXTURE_RESOURCE,
+    ),
     "resources-templates-read": ("fixture template test://template/{id}/data", _FIXTURE_RESOURCE),
     "resources-subscribe": ("no resource subscriptions", r"-32601.*resources/subscribe"),
     "resources-unsubscribe": ("no resource subscriptions", r"-32601.*resources/(un)?subscribe"),
@@ -134,7 +140,11 @@ def failures(checks: list[dict]) -> list[dict]:
 
 def describe(checks: list[dict]) -> str:
     return json.dumps(
-        [{k: c.get(k) for k in ("id", "status", "errorMessage", "details")} for c in checks if c.get("status") != "INFO"],
+        [
+            {k: c.get(k) for k in ("id", "status", "errorMessage", "details")}
+            for c in checks
+            if c.get("status") != "INFO"
+        ],
         indent=1,
     )[:4000]
 

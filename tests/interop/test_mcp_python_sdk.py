@@ -235,7 +235,7 @@ def check_summary(result, query: str) -> list[dict]:
     assert text.startswith(head), text
     lines = text[len(head) :].split("\n")
     assert len(lines) == n, text
-    for line, hit in zip(lines, hits):
+    for line, hit in zip(lines, hits, strict=True):
         m = RESULT_LINE.match(line)
         assert m, line
         assert line == f"{hit['docid']} {round(hit['score'] * 100)}% {hit['file']} - {hit['title']}"
@@ -424,12 +424,6 @@ async def test_multi_get_max_lines_and_line_numbers(mcp):
         assert got[qmd_uri(rel)] == CONTEXT_COMMENT + expected
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: multi_get treats any pattern containing ',' as a comma list, so brace "
-    "alternation globs ('notes/journals/2025-05-0{1,2}.md') never match although the glob branch "
-    "accepts '{'; QMD only takes the comma-list path when the pattern has no '*', '?' or '{'",
-)
 async def test_multi_get_brace_glob(mcp):
     r = await ok(mcp, "multi_get", {"pattern": "notes/journals/2025-05-0{1,2}.md"})
     assert sorted(res["uri"] for res in resources(r)) == [qmd_uri(JOURNAL_1), qmd_uri(JOURNAL_2)]
@@ -620,7 +614,12 @@ async def test_path_traversal_in_comma_list_is_reported_not_served(mcp):
 
 @pytest.mark.parametrize(
     "uri",
-    ["qmd://..%2F..%2Fetc%2Fpasswd", "qmd://../../etc/passwd", "qmd:///etc/passwd", "qmd://notes/..%2F..%2F..%2Fetc%2Fpasswd"],
+    [
+        "qmd://..%2F..%2Fetc%2Fpasswd",
+        "qmd://../../etc/passwd",
+        "qmd:///etc/passwd",
+        "qmd://notes/..%2F..%2F..%2Fetc%2Fpasswd",
+    ],
 )
 async def test_path_traversal_in_resources_is_refused(mcp, uri):
     with pytest.raises(MCPError) as e:
@@ -633,11 +632,6 @@ async def test_path_traversal_in_resources_is_refused(mcp, uri):
 # Session end (HTTP, legacy era: sessions exist)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG (interop): DELETE /mcp answers 202 Accepted; the official Python SDK treats only "
-    "200/204 as success and logs 'Session termination failed: 202' on every session close",
-)
 async def test_session_close_is_clean_for_python_sdk(shared_server, caplog):
     caplog.set_level("WARNING")
     async with Client(shared_server.mcp_url, mode="legacy") as c:

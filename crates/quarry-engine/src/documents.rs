@@ -112,16 +112,8 @@ impl Engine {
         }
         let all = self.store().document_summaries(self.space())?;
         let mut errors = Vec::new();
-        let selected: Vec<DocSummary> = if pattern.contains(',') {
-            let mut out = Vec::new();
-            for name in pattern.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-                match self.resolve_in(name, &all) {
-                    Ok(s) => out.push(s),
-                    Err(_) => errors.push(format!("File not found: {name}")),
-                }
-            }
-            out
-        } else if pattern.contains(['*', '?', '[', '{']) {
+        // A glob wins over a comma list, so `2025-05-0{1,2}.md` is a glob (as in QMD).
+        let selected: Vec<DocSummary> = if pattern.contains(['*', '?', '[', '{']) {
             check_relative(pattern)?;
             let glob = GlobBuilder::new(pattern)
                 .literal_separator(true)
@@ -132,6 +124,15 @@ impl Engine {
                 .filter(|d| glob.is_match(d.display_path()))
                 .cloned()
                 .collect()
+        } else if pattern.contains(',') {
+            let mut out = Vec::new();
+            for name in pattern.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+                match self.resolve_in(name, &all) {
+                    Ok(s) => out.push(s),
+                    Err(_) => errors.push(format!("File not found: {name}")),
+                }
+            }
+            out
         } else {
             vec![self.resolve_in(pattern, &all)?]
         };

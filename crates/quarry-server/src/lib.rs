@@ -6,6 +6,7 @@
 //! (413 in the seed's error shape) and a request timeout; the MCP endpoint has rmcp's own body
 //! limit and long-lived SSE streams.
 
+pub mod jsonrpc;
 pub mod mcp;
 pub mod rest;
 pub mod telemetry;
@@ -252,8 +253,14 @@ pub fn app(state: Arc<AppState>, opts: &HttpOptions, shutdown: &CancellationToke
             StatusCode::REQUEST_TIMEOUT,
             opts.request_timeout,
         ));
-    Router::new()
+    let mcp = Router::new()
         .nest_service("/mcp", mcp)
+        .layer(middleware::from_fn_with_state(
+            opts.max_body_bytes,
+            jsonrpc::http_guard,
+        ));
+    Router::new()
+        .merge(mcp)
         .merge(rest)
         .route("/metrics", get(metrics_text))
         .fallback(|req: Request| async move {
@@ -304,14 +311,21 @@ pub async fn serve_http(
 
 /// Serves MCP over stdin/stdout until the client closes stdin or `shutdown` is cancelled.
 pub async fn serve_stdio(state: Arc<AppState>, shutdown: CancellationToken) -> std::io::Result<()> {
-    let service = QuarryMcp::new(state)
-        .serve_with_ct(rmcp::transport::stdio(), shutdown)
+    let (reader, writer, output) = jsonrpc::stdio_pipes(tokio::io::stdin(), tokio::io::stdout());
+    let served = match QuarryMcp::new(state)
+        .serve_with_ct((reader, writer), shutdown)
         .await
-        .map_err(|e| std::io::Error::other(format!("MCP stdio session failed to start: {e}")))?;
-    service.waiting().await.map_err(|e| {
-        std::io::Error::other(format!("MCP stdio session ended with an error: {e}"))
-    })?;
-    Ok(())
+    {
+        Ok(service) => service.waiting().await.map(drop).map_err(|e| {
+            std::io::Error::other(format!("MCP stdio session ended with an error: {e}"))
+        }),
+        Err(e) => Err(std::io::Error::other(format!(
+            "MCP stdio session failed to start: {e}"
+        ))),
+    };
+    // Everything rmcp wrote (and every parse-error reply) reaches stdout before we return.
+    let _ = output.await;
+    served
 }
 
 /// A token cancelled on SIGINT or SIGTERM.
