@@ -8,6 +8,7 @@
 
 mod collections;
 mod documents;
+pub mod fusion;
 mod indexing;
 mod search;
 

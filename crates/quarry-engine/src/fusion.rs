@@ -1,0 +1,153 @@
+//! Rank fusion for hybrid `query` (seed 001, QMD's pipeline).
+//!
+//! 1. [`rrf`]: Reciprocal Rank Fusion of several ranked lists (keyword and vector results for
+//!    the original query and for each expansion). A document at 0-based rank `r` in a list of
+//!    weight `w` earns `w / (k + r + 1)` with `k = 60`; lists of the original query weigh 2,
+//!    expansions 1. A document ranked first in any list gets a bonus of 0.05, one ranked second
+//!    or third 0.02, so strong single-list evidence is not averaged away.
+//! 2. [`blend`]: after a reranker scored the top candidates (0–1), each candidate's final score
+//!    mixes its RRF position score `1 / position` with the rerank score, trusting RRF more at
+//!    the top: positions 1–3 → 75 % RRF / 25 % rerank, 4–10 → 60 / 40, 11+ → 40 / 60.
+
+use std::collections::HashMap;
+
+/// RRF's rank constant.
+pub const RRF_K: f64 = 60.0;
+/// Weight of lists produced by the original query.
+pub const ORIGINAL_WEIGHT: f64 = 2.0;
+/// Weight of lists produced by an expansion of the query.
+pub const EXPANSION_WEIGHT: f64 = 1.0;
+
+/// One ranked list of ids, best first, and how much it counts.
+#[derive(Debug, Clone)]
+pub struct RankedList {
+    pub ids: Vec<i64>,
+    pub weight: f64,
+}
+
+fn top_rank_bonus(best_rank: usize) -> f64 {
+    match best_rank {
+        0 => 0.05,
+        1 | 2 => 0.02,
+        _ => 0.0,
+    }
+}
+
+/// Fuses ranked lists; returns (id, score) best first. Ties keep first-seen order.
+pub fn rrf(lists: &[RankedList]) -> Vec<(i64, f64)> {
+    let mut scores: HashMap<i64, (f64, usize, usize)> = HashMap::new(); // score, best rank, first seen
+    let mut seen = 0usize;
+    for list in lists {
+        for (rank, id) in list.ids.iter().enumerate() {
+            let entry = scores.entry(*id).or_insert_with(|| {
+                seen += 1;
+                (0.0, usize::MAX, seen)
+            });
+            entry.0 += list.weight / (RRF_K + rank as f64 + 1.0);
+            entry.1 = entry.1.min(rank);
+        }
+    }
+    let mut out: Vec<(i64, f64, usize)> = scores
+        .into_iter()
+        .map(|(id, (s, best, order))| (id, s + top_rank_bonus(best), order))
+        .collect();
+    out.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.2.cmp(&b.2)));
+    out.into_iter().map(|(id, s, _)| (id, s)).collect()
+}
+
+/// Share of the RRF position score in the blend at 1-based `position`.
+pub fn rrf_share(position: usize) -> f64 {
+    match position {
+        0..=3 => 0.75,
+        4..=10 => 0.60,
+        _ => 0.40,
+    }
+}
+
+/// Blends fused order with rerank scores (0–1). Candidates without a rerank score keep their
+/// position score alone (weighted as if the reranker gave 0). Returns (id, score) best first.
+pub fn blend(fused: &[(i64, f64)], rerank: &HashMap<i64, f64>) -> Vec<(i64, f64)> {
+    let mut out: Vec<(i64, f64, usize)> = fused
+        .iter()
+        .enumerate()
+        .map(|(i, (id, _))| {
+            let position = i + 1;
+            let share = rrf_share(position);
+            let r = rerank.get(id).copied().unwrap_or(0.0).clamp(0.0, 1.0);
+            (*id, share * (1.0 / position as f64) + (1.0 - share) * r, i)
+        })
+        .collect();
+    out.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.2.cmp(&b.2)));
+    out.into_iter().map(|(id, s, _)| (id, s)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn close(a: f64, b: f64) -> bool {
+        (a - b).abs() < 1e-12
+    }
+
+    #[test]
+    fn rrf_arithmetic_on_constructed_lists() {
+        let lists = vec![
+            RankedList {
+                ids: vec![1, 2, 3],
+                weight: ORIGINAL_WEIGHT,
+            },
+            RankedList {
+                ids: vec![3, 4],
+                weight: ORIGINAL_WEIGHT,
+            },
+            RankedList {
+                ids: vec![4, 1],
+                weight: EXPANSION_WEIGHT,
+            },
+        ];
+        let fused: HashMap<i64, f64> = rrf(&lists).into_iter().collect();
+        // id 1: 2/61 + 1/62, best rank 0 → +0.05
+        assert!(close(fused[&1], 2.0 / 61.0 + 1.0 / 62.0 + 0.05));
+        // id 2: 2/62, best rank 1 → +0.02
+        assert!(close(fused[&2], 2.0 / 62.0 + 0.02));
+        // id 3: 2/63 + 2/61, best rank 0 → +0.05
+        assert!(close(fused[&3], 2.0 / 63.0 + 2.0 / 61.0 + 0.05));
+        // id 4: 2/62 + 1/61, best rank 0 → +0.05
+        assert!(close(fused[&4], 2.0 / 62.0 + 1.0 / 61.0 + 0.05));
+        let order: Vec<i64> = rrf(&lists).into_iter().map(|(id, _)| id).collect();
+        assert_eq!(order, [3, 1, 4, 2]);
+    }
+
+    #[test]
+    fn original_query_lists_outweigh_expansions() {
+        let lists = vec![
+            RankedList {
+                ids: vec![10],
+                weight: ORIGINAL_WEIGHT,
+            },
+            RankedList {
+                ids: vec![20],
+                weight: EXPANSION_WEIGHT,
+            },
+        ];
+        let order: Vec<i64> = rrf(&lists).into_iter().map(|(id, _)| id).collect();
+        assert_eq!(order, [10, 20]);
+    }
+
+    #[test]
+    fn blend_is_position_aware() {
+        let fused: Vec<(i64, f64)> = (1..=12).map(|id| (id, 1.0 / id as f64)).collect();
+        let mut rerank = HashMap::new();
+        rerank.insert(12, 1.0); // the reranker loves the last candidate
+        rerank.insert(1, 0.0);
+        let out: HashMap<i64, f64> = blend(&fused, &rerank).into_iter().collect();
+        assert!(close(out[&1], 0.75 * 1.0));
+        assert!(close(out[&4], 0.60 * 0.25));
+        assert!(close(out[&12], 0.40 * (1.0 / 12.0) + 0.60 * 1.0));
+        let order: Vec<i64> = blend(&fused, &rerank).into_iter().map(|(id, _)| id).collect();
+        assert_eq!(&order[..2], &[1, 12]);
+        assert_eq!(rrf_share(3), 0.75);
+        assert_eq!(rrf_share(10), 0.60);
+        assert_eq!(rrf_share(11), 0.40);
+    }
+}
