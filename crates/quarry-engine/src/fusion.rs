@@ -144,7 +144,10 @@ mod tests {
         assert!(close(out[&1], 0.75 * 1.0));
         assert!(close(out[&4], 0.60 * 0.25));
         assert!(close(out[&12], 0.40 * (1.0 / 12.0) + 0.60 * 1.0));
-        let order: Vec<i64> = blend(&fused, &rerank).into_iter().map(|(id, _)| id).collect();
+        let order: Vec<i64> = blend(&fused, &rerank)
+            .into_iter()
+            .map(|(id, _)| id)
+            .collect();
         assert_eq!(&order[..2], &[1, 12]);
         assert_eq!(rrf_share(3), 0.75);
         assert_eq!(rrf_share(10), 0.60);

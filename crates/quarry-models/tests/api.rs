@@ -1,0 +1,430 @@
+//! Remote embedders and rerankers against a loopback HTTP server with canned responses.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+
+use quarry_models::{
+    ApiReranker, ApiRerankerOptions, Embedder, ModelError, OllamaEmbedder, OllamaOptions,
+    OpenAiEmbedder, OpenAiOptions, Prefixes, RerankApiFlavor, Reranker,
+};
+use serde_json::{json, Value};
+
+const KEY_VAR: &str = "QUARRY_MODELS_TEST_API_KEY";
+const KEY: &str = "sk-test-SUPERSECRET-0123456789";
+
+/// Tests in this file touch the process environment: run them one at a time.
+static ENV_LOCK: Mutex<()> = Mutex::new(());
+
+fn setup() -> MutexGuard<'static, ()> {
+    let guard = ENV_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    std::env::set_var(KEY_VAR, KEY);
+    guard
+}
+
+#[derive(Debug, Clone)]
+struct Recorded {
+    method: String,
+    path: String,
+    headers: HashMap<String, String>,
+    body: Value,
+}
+
+struct Server {
+    base: String,
+    requests: Arc<Mutex<Vec<Recorded>>>,
+    handle: Option<JoinHandle<()>>,
+}
+
+impl Server {
+    /// Serves `responses` (status, body) in order, one per connection, then stops.
+    fn start(responses: Vec<(u16, String)>) -> Server {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let rec = requests.clone();
+        let handle = std::thread::spawn(move || {
+            for (status, body) in responses {
+                let Ok((stream, _)) = listener.accept() else {
+                    return;
+                };
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut line = String::new();
+                reader.read_line(&mut line).unwrap();
+                let mut parts = line.split_whitespace();
+                let method = parts.next().unwrap_or("").to_string();
+                let path = parts.next().unwrap_or("").to_string();
+                let mut headers = HashMap::new();
+                loop {
+                    let mut h = String::new();
+                    reader.read_line(&mut h).unwrap();
+                    let h = h.trim_end();
+                    if h.is_empty() {
+                        break;
+                    }
+                    if let Some((k, v)) = h.split_once(':') {
+                        headers.insert(k.trim().to_ascii_lowercase(), v.trim().to_string());
+                    }
+                }
+                let mut raw = Vec::new();
+                if let Some(len) = headers.get("content-length") {
+                    raw.resize(len.parse().unwrap(), 0);
+                    reader.read_exact(&mut raw).unwrap();
+                } else if headers
+                    .get("transfer-encoding")
+                    .is_some_and(|t| t.contains("chunked"))
+                {
+                    loop {
+                        let mut size = String::new();
+                        reader.read_line(&mut size).unwrap();
+                        let n = usize::from_str_radix(size.trim(), 16).unwrap();
+                        let mut chunk = vec![0; n + 2];
+                        reader.read_exact(&mut chunk).unwrap();
+                        if n == 0 {
+                            break;
+                        }
+                        raw.extend_from_slice(&chunk[..n]);
+                    }
+                }
+                let parsed = serde_json::from_slice(&raw).unwrap_or(Value::Null);
+                rec.lock().unwrap().push(Recorded {
+                    method,
+                    path,
+                    headers,
+                    body: parsed,
+                });
+                let reason = if status == 200 { "OK" } else { "Error" };
+                let mut stream = stream;
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\n\
+                     Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = stream.flush();
+            }
+        });
+        Server {
+            base,
+            requests,
+            handle: Some(handle),
+        }
+    }
+
+    fn requests(&mut self) -> Vec<Recorded> {
+        if let Some(h) = self.handle.take() {
+            h.join().unwrap();
+        }
+        self.requests.lock().unwrap().clone()
+    }
+}
+
+fn openai_response(vectors: &[Vec<f32>], reversed: bool) -> String {
+    let mut data: Vec<Value> = vectors
+        .iter()
+        .enumerate()
+        .map(|(i, v)| json!({"object": "embedding", "index": i, "embedding": v}))
+        .collect();
+    if reversed {
+        data.reverse();
+    }
+    json!({"object": "list", "data": data, "model": "text-embedding-3-small-2024",
+           "usage": {"prompt_tokens": 5, "total_tokens": 5}})
+    .to_string()
+}
+
+fn assert_no_key(e: &ModelError) {
+    let display = e.to_string();
+    let debug = format!("{e:?}");
+    assert!(
+        !display.contains(KEY) && !debug.contains(KEY),
+        "key leaked: {display} / {debug}"
+    );
+    assert!(!display.contains("SUPERSECRET"), "key leaked: {display}");
+}
+
+#[test]
+fn openai_embeddings_request_and_response() {
+    let _g = setup();
+    let mut server = Server::start(vec![
+        (
+            200,
+            openai_response(&[vec![1.0, 0.0, 0.0], vec![0.0, 1.0, 0.5]], true),
+        ),
+        (200, openai_response(&[vec![0.5, 0.5, 0.5]], false)),
+        (200, openai_response(&[vec![0.25, 0.0, 1.0]], false)),
+    ]);
+    let mut opts = OpenAiOptions::new(format!("{}/", server.base), "text-embedding-3-small");
+    opts.api_key_env = Some(KEY_VAR.into());
+    opts.batch_size = 2;
+    opts.prefixes = Prefixes::new("q: ", "p: ");
+    let e = OpenAiEmbedder::new(opts).unwrap();
+    assert!(!format!("{e:?}").contains(KEY), "Debug leaks the key");
+    assert_eq!(
+        e.identity().dimensions,
+        0,
+        "unknown before the first response"
+    );
+
+    let v = e.embed_passages(&["alpha", "beta", "gamma"]).unwrap();
+    assert_eq!(
+        v,
+        vec![
+            vec![1.0, 0.0, 0.0],
+            vec![0.0, 1.0, 0.5],
+            vec![0.5, 0.5, 0.5]
+        ]
+    );
+    assert_eq!(e.identity().dimensions, 3);
+    assert_eq!(e.identity().name, "text-embedding-3-small");
+    assert_eq!(e.identity().revision, "text-embedding-3-small-2024");
+    let q = e.embed_queries(&["delta"]).unwrap();
+    assert_eq!(q, vec![vec![0.25, 0.0, 1.0]]);
+
+    let reqs = server.requests();
+    assert_eq!(
+        reqs.len(),
+        3,
+        "batch_size 2 → two requests for three passages, one for the query"
+    );
+    for r in &reqs {
+        assert_eq!(r.method, "POST");
+        assert_eq!(r.path, "/v1/embeddings");
+        assert_eq!(r.headers["authorization"], format!("Bearer {KEY}"));
+        assert!(r.headers["content-type"].starts_with("application/json"));
+        assert_eq!(r.body["model"], "text-embedding-3-small");
+    }
+    assert_eq!(reqs[0].body["input"], json!(["p: alpha", "p: beta"]));
+    assert_eq!(reqs[1].body["input"], json!(["p: gamma"]));
+    assert_eq!(reqs[2].body["input"], json!(["q: delta"]));
+}
+
+#[test]
+fn openai_base_url_with_v1_and_dimensions() {
+    let _g = setup();
+    let mut server = Server::start(vec![(200, openai_response(&[vec![0.1, 0.2]], false))]);
+    let mut opts = OpenAiOptions::new(format!("{}/proxy/v1", server.base), "m");
+    opts.dimensions = Some(2);
+    let e = OpenAiEmbedder::new(opts).unwrap();
+    assert_eq!(e.identity().dimensions, 2);
+    e.embed_queries(&["x"]).unwrap();
+    let reqs = server.requests();
+    assert_eq!(reqs[0].path, "/proxy/v1/embeddings");
+    assert_eq!(reqs[0].body["dimensions"], 2);
+    assert!(
+        !reqs[0].headers.contains_key("authorization"),
+        "no key configured"
+    );
+}
+
+#[test]
+fn openai_errors_are_clear_and_never_contain_the_key() {
+    let _g = setup();
+    let cases: Vec<((u16, String), &[&str])> = vec![
+        (
+            (401, format!(r#"{{"error":{{"message":"Incorrect API key provided: {KEY}"}}}}"#)),
+            &["401", "unauthorized", "Incorrect API key", "[REDACTED]"],
+        ),
+        ((500, "upstream exploded".to_string()), &["500", "server error", "upstream exploded"]),
+        ((200, "{not json".to_string()), &["not valid JSON"]),
+        ((200, openai_response(&[vec![1.0]], false)), &["sent 2 inputs but received 1 vectors"]),
+        ((200, r#"{"data": [{"index": 0, "embedding": [1, "x"]}, {"index": 1, "embedding": [1, 2]}]}"#.to_string()), &["non-number"]),
+        ((200, r#"{"object": "list"}"#.to_string()), &["no `data` array"]),
+    ];
+    for (resp, needles) in cases {
+        let server = Server::start(vec![resp]);
+        let mut opts = OpenAiOptions::new(server.base.clone(), "m");
+        opts.api_key_env = Some(KEY_VAR.into());
+        let e = OpenAiEmbedder::new(opts).unwrap();
+        let err = e.embed_passages(&["a", "b"]).unwrap_err();
+        assert_no_key(&err);
+        let msg = err.to_string();
+        for n in needles {
+            assert!(msg.contains(n), "{msg:?} should contain {n:?}");
+        }
+        eprintln!("ok: {msg}");
+    }
+}
+
+#[test]
+fn missing_key_and_unreachable_server() {
+    let _g = setup();
+    let mut opts = OpenAiOptions::new("http://127.0.0.1:9", "m");
+    opts.api_key_env = Some("QUARRY_MODELS_TEST_UNSET_VAR".into());
+    let err = OpenAiEmbedder::new(opts).unwrap_err();
+    assert!(matches!(err, ModelError::MissingApiKey { .. }));
+    assert!(err.to_string().contains("QUARRY_MODELS_TEST_UNSET_VAR"));
+
+    // A port nobody listens on.
+    let port = {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let mut opts = OpenAiOptions::new(format!("http://127.0.0.1:{port}"), "m");
+    opts.api_key_env = Some(KEY_VAR.into());
+    let err = OpenAiEmbedder::new(opts)
+        .unwrap()
+        .embed_queries(&["a"])
+        .unwrap_err();
+    assert!(matches!(err, ModelError::Network { .. }), "{err:?}");
+    assert_no_key(&err);
+    eprintln!("ok: {err}");
+}
+
+#[test]
+fn ollama_embed() {
+    let _g = setup();
+    let mut server = Server::start(vec![
+        (200, json!({"model": "nomic-embed-text", "embeddings": [[0.1, 0.2, 0.3, 0.4], [0.5, 0.6, 0.7, 0.8]]}).to_string()),
+        (200, json!({"model": "nomic-embed-text", "embeddings": [[0.1, 0.2]]}).to_string()),
+        (500, json!({"error": "model \"nomic\" not found"}).to_string()),
+    ]);
+    let mut opts = OllamaOptions::new("nomic-embed-text");
+    opts.base_url = server.base.clone();
+    opts.prefixes = Prefixes::new("search_query: ", "search_document: ");
+    let e = OllamaEmbedder::new(opts).unwrap();
+    let v = e.embed_passages(&["one", "two"]).unwrap();
+    assert_eq!(v.len(), 2);
+    assert_eq!(v[1], vec![0.5, 0.6, 0.7, 0.8]);
+    assert_eq!(e.identity().dimensions, 4);
+    // Dimension change between calls is an error.
+    let err = e.embed_queries(&["three"]).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("expected 4-dimensional vectors, got 2"),
+        "{err}"
+    );
+    let err = e.embed_queries(&["four"]).unwrap_err();
+    assert!(
+        err.to_string().contains("500") && err.to_string().contains("not found"),
+        "{err}"
+    );
+    let reqs = server.requests();
+    assert_eq!(reqs[0].path, "/api/embed");
+    assert_eq!(reqs[0].method, "POST");
+    assert_eq!(
+        reqs[0].body,
+        json!({"model": "nomic-embed-text", "input": ["search_document: one", "search_document: two"]})
+    );
+    assert_eq!(reqs[1].body["input"], json!(["search_query: three"]));
+}
+
+#[test]
+fn jina_cohere_rerank() {
+    let _g = setup();
+    let mut server = Server::start(vec![(
+        200,
+        json!({"model": "jina-reranker-v2", "results": [
+            {"index": 2, "relevance_score": 0.9, "document": {"text": "c"}},
+            {"index": 0, "relevance_score": 0.25},
+        ], "usage": {"total_tokens": 10}})
+        .to_string(),
+    )]);
+    let mut opts =
+        ApiRerankerOptions::new(format!("{}/v1/rerank", server.base), "jina-reranker-v2");
+    opts.api_key_env = Some(KEY_VAR.into());
+    let r = ApiReranker::new(opts).unwrap();
+    let s = r.score("what is c?", &["a", "b", "c"]).unwrap();
+    assert_eq!(s, vec![0.25, 0.0, 0.9], "omitted passages score 0");
+    assert_eq!(r.identity().name, "jina-reranker-v2");
+    let reqs = server.requests();
+    assert_eq!(reqs[0].path, "/v1/rerank");
+    assert_eq!(reqs[0].headers["authorization"], format!("Bearer {KEY}"));
+    assert_eq!(
+        reqs[0].body,
+        json!({"model": "jina-reranker-v2", "query": "what is c?", "documents": ["a", "b", "c"], "top_n": 3})
+    );
+}
+
+#[test]
+fn dashscope_rerank() {
+    let _g = setup();
+    let body = json!({"output": {"results": [
+        {"index": 1, "relevance_score": 0.7},
+        {"index": 0, "relevance_score": 0.1},
+    ]}, "usage": {"total_tokens": 7}, "request_id": "x"})
+    .to_string();
+    let mut server = Server::start(vec![(200, body.clone()), (200, body)]);
+    let url = format!(
+        "{}/api/v1/services/rerank/text-rerank/text-rerank",
+        server.base
+    );
+    let mut opts = ApiRerankerOptions::new(url.clone(), "gte-rerank-v2");
+    opts.flavor = RerankApiFlavor::DashScope;
+    let r = ApiReranker::new(opts).unwrap();
+    assert_eq!(r.score("q", &["a", "b"]).unwrap(), vec![0.1, 0.7]);
+    // A Standard-shaped request still understands DashScope's response shape.
+    let mut opts = ApiRerankerOptions::new(url, "gte-rerank-v2");
+    opts.flavor = RerankApiFlavor::Standard;
+    let r = ApiReranker::new(opts).unwrap();
+    assert_eq!(r.score("q", &["a", "b"]).unwrap(), vec![0.1, 0.7]);
+    let reqs = server.requests();
+    assert_eq!(
+        reqs[0].body,
+        json!({"model": "gte-rerank-v2", "input": {"query": "q", "documents": ["a", "b"]},
+               "parameters": {"top_n": 2, "return_documents": false}})
+    );
+    assert_eq!(reqs[1].body["query"], "q");
+}
+
+#[test]
+fn rerank_errors() {
+    let _g = setup();
+    let cases: Vec<((u16, String), &str)> = vec![
+        ((401, format!("bad key {KEY}")), "401"),
+        ((200, "[oops".into()), "not valid JSON"),
+        (
+            (
+                200,
+                json!({"results": [{"index": 5, "relevance_score": 0.5}]}).to_string(),
+            ),
+            "only 2 documents",
+        ),
+        ((200, json!({"data": []}).to_string()), "no `results` array"),
+        (
+            (200, json!({"results": [{"index": 0}]}).to_string()),
+            "relevance_score",
+        ),
+    ];
+    for (resp, needle) in cases {
+        let server = Server::start(vec![resp]);
+        let mut opts = ApiRerankerOptions::new(format!("{}/rerank", server.base), "m");
+        opts.api_key_env = Some(KEY_VAR.into());
+        let err = ApiReranker::new(opts)
+            .unwrap()
+            .score("q", &["a", "b"])
+            .unwrap_err();
+        assert_no_key(&err);
+        assert!(
+            err.to_string().contains(needle),
+            "{err} should contain {needle:?}"
+        );
+        eprintln!("ok: {err}");
+    }
+}
+
+#[test]
+fn rerank_logits_mode_and_batches() {
+    let _g = setup();
+    let mut server = Server::start(vec![
+        (
+            200,
+            json!([{"index": 0, "score": 0.0}, {"index": 1, "score": 2.0}]).to_string(),
+        ),
+        (200, json!([{"index": 0, "score": -2.0}]).to_string()),
+    ]);
+    let mut opts = ApiRerankerOptions::new(format!("{}/rerank", server.base), "bge-reranker");
+    opts.scores_are_logits = true;
+    opts.batch_size = 2;
+    let r = ApiReranker::new(opts).unwrap();
+    let s = r.score("q", &["a", "b", "c"]).unwrap();
+    assert!((s[0] - 0.5).abs() < 1e-6);
+    assert!((s[1] - 0.880797).abs() < 1e-5);
+    assert!((s[2] - 0.119203).abs() < 1e-5);
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 2);
+    assert_eq!(reqs[1].body["documents"], json!(["c"]));
+    assert_eq!(reqs[1].body["top_n"], 1);
+}

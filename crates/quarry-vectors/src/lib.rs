@@ -1,0 +1,172 @@
+//! # quarry-vectors
+//!
+//! The persisted approximate-nearest-neighbour (ANN) index over Quarry's chunk embeddings,
+//! plus an exact brute-force path used for small collections and as the recall oracle.
+//!
+//! * [`VectorIndex`] wraps a [`usearch`] HNSW index (C++, compiled by the `usearch` crate's
+//!   build script through `cxx`; no network access needed at build time).
+//! * [`exact_search`] is a brute-force dot-product top-k over any iterator of vectors.
+//!
+//! ## Similarity
+//!
+//! The only metric is [`Metric::Cosine`]. Callers L2-normalise their embeddings, so with
+//! [`Quantization::F32`] the index uses usearch's inner-product metric (`distance = 1 − a·b`).
+//! With [`Quantization::I8`] the index uses usearch's cosine metric on the `i8` codes: usearch's
+//! `i8` inner product is an unnormalised integer dot product, which would return
+//! similarities like `-16000`; the cosine kernel gives the same ranking on a `[-1, 1]` scale.
+//! Every search returns `(key, similarity)` with `similarity = 1 − distance` (the cosine of
+//! the angle, higher is better), ordered best first, ties broken by ascending key.
+//!
+//! ## Persistence
+//!
+//! [`VectorIndex::save`] writes the usearch serialisation to `<path>.tmp`, appends a 48-byte
+//! trailer (length, CRC-32, dimensions, quantization, count), fsyncs, and renames it over
+//! `<path>`: readers see either the old or the new file, never a half-written one.
+//! [`VectorIndex::open`] verifies the trailer and the checksum *before* handing the file to
+//! usearch, because usearch trusts the sizes it reads from a file. A file built for other
+//! dimensions gives [`VectorError::IndexDimensionMismatch`] (the embedding model changed:
+//! rebuild); a truncated or damaged file gives [`VectorError::Corrupt`]. Both report
+//! [`VectorError::needs_rebuild`].
+//!
+//! ## Thread safety
+//!
+//! [`VectorIndex`] is `Send + Sync`; share it behind an `Arc`. usearch's dense index supports
+//! concurrent `add`, `remove` and `search`, but with two caveats this wrapper takes care of:
+//!
+//! 1. usearch keeps a fixed pool of per-thread search contexts and *fails* (rather than
+//!    waits) when more threads than that call in at once. The wrapper sizes the pool to the
+//!    machine's parallelism (at least 4) and gates entry with a semaphore, so excess callers
+//!    wait for a free context instead of erroring.
+//! 2. Growing the capacity (`reserve`) must not run concurrently with anything else. The
+//!    wrapper holds a read lock for `add`/`search`/`remove` and takes the write lock only
+//!    for the rare doubling of capacity.
+//!
+//! Adds and removes of the *same* key are serialised (striped key locks), so two threads
+//! replacing the same key cannot leave duplicates behind. While a key is being replaced, a
+//! concurrent search may briefly miss it. [`VectorIndex::save`] blocks adds and removes for
+//! its duration but not searches.
+//!
+//! ## Example
+//!
+//! ```
+//! use quarry_vectors::{VectorIndex, VectorIndexOptions, exact_search};
+//!
+//! let index = VectorIndex::create(VectorIndexOptions::new(3))?;
+//! index.add(1, &[1.0, 0.0, 0.0])?;
+//! index.add(2, &[0.0, 1.0, 0.0])?;
+//! let hits = index.search(&[0.9, 0.1, 0.0], 1, None)?;
+//! assert_eq!(hits[0].0, 1);
+//!
+//! // Only keys of one collection:
+//! let hits = index.search(&[0.9, 0.1, 0.0], 1, Some(&|key| key == 2))?;
+//! assert_eq!(hits[0].0, 2);
+//!
+//! // Exact search over vectors held elsewhere (small collections, recall checks):
+//! let vectors: Vec<(u64, Vec<f32>)> = vec![(1, vec![1.0, 0.0, 0.0]), (2, vec![0.0, 1.0, 0.0])];
+//! let exact = exact_search(vectors.iter().map(|(k, v)| (*k, v.as_slice())), &[0.9, 0.1, 0.0], 1, None);
+//! assert_eq!(exact[0].0, 1);
+//! # Ok::<(), quarry_vectors::VectorError>(())
+//! ```
+
+#![warn(missing_docs)]
+
+mod error;
+mod exact;
+mod format;
+mod index;
+
+pub use error::{Result, VectorError};
+pub use exact::{dot, exact_search};
+pub use index::VectorIndex;
+
+/// Similarity metric of an index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Metric {
+    /// Cosine similarity. Callers pass L2-normalised vectors; the F32 index computes it as
+    /// an inner product.
+    #[default]
+    Cosine,
+}
+
+/// How vectors are stored inside the index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Quantization {
+    /// 32-bit floats: 4 bytes per dimension, exact distances.
+    #[default]
+    F32,
+    /// 8-bit integers scaled to `[-127, 127]` per vector: 1 byte per dimension, ~4× less
+    /// vector memory, slightly lower recall and approximate similarities.
+    I8,
+}
+
+/// Construction parameters of a [`VectorIndex`].
+///
+/// `connectivity`, `expansion_add` and `quantization` shape the saved graph; `expansion_search`
+/// only affects queries and can differ between `create` and `open`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct VectorIndexOptions {
+    /// Length of every vector (e.g. 384 for all-MiniLM-L6-v2). Must be > 0.
+    pub dimensions: usize,
+    /// Similarity metric.
+    pub metric: Metric,
+    /// HNSW `M`: graph edges per node (the base layer keeps `2·M`). Default 16.
+    pub connectivity: usize,
+    /// HNSW `efConstruction`: candidate list size while inserting. Default 128.
+    pub expansion_add: usize,
+    /// HNSW `ef`: candidate list size while searching (at least `k` is used). Default 64.
+    pub expansion_search: usize,
+    /// Storage type of vectors. Default [`Quantization::F32`].
+    pub quantization: Quantization,
+}
+
+impl VectorIndexOptions {
+    /// Default HNSW `M`.
+    pub const DEFAULT_CONNECTIVITY: usize = 16;
+    /// Default `efConstruction`.
+    pub const DEFAULT_EXPANSION_ADD: usize = 128;
+    /// Default `ef` at query time.
+    pub const DEFAULT_EXPANSION_SEARCH: usize = 64;
+
+    /// Options with the given dimensions and every other field at its default.
+    pub fn new(dimensions: usize) -> Self {
+        VectorIndexOptions {
+            dimensions,
+            ..Self::default()
+        }
+    }
+
+    pub(crate) fn validate(&self) -> Result<()> {
+        let bad = |what: &str| Err(VectorError::InvalidOptions(what.to_string()));
+        if self.dimensions == 0 {
+            return bad("dimensions must be greater than zero");
+        }
+        if self.dimensions > u32::MAX as usize {
+            return bad("dimensions must fit in 32 bits");
+        }
+        if self.connectivity < 2 {
+            return bad("connectivity (HNSW M) must be at least 2");
+        }
+        if self.expansion_add == 0 {
+            return bad("expansion_add must be greater than zero");
+        }
+        if self.expansion_search == 0 {
+            return bad("expansion_search must be greater than zero");
+        }
+        Ok(())
+    }
+}
+
+impl Default for VectorIndexOptions {
+    /// Defaults with `dimensions: 0`, which [`VectorIndex::create`] rejects: set the
+    /// dimensions (or use [`VectorIndexOptions::new`]).
+    fn default() -> Self {
+        VectorIndexOptions {
+            dimensions: 0,
+            metric: Metric::Cosine,
+            connectivity: Self::DEFAULT_CONNECTIVITY,
+            expansion_add: Self::DEFAULT_EXPANSION_ADD,
+            expansion_search: Self::DEFAULT_EXPANSION_SEARCH,
+            quantization: Quantization::F32,
+        }
+    }
+}
