@@ -344,34 +344,48 @@ impl OpenAiEmbedder {
             .check(&url, &vectors, resp.get("model").and_then(|m| m.as_str()))?;
         Ok(vectors)
     }
+}
 
-    fn embed_with_prefix(&self, prefix: &str, texts: &[&str]) -> Result<Vec<Vec<f32>>, ModelError> {
-        let inputs: Vec<String> = texts.iter().map(|t| format!("{prefix}{t}")).collect();
-        let mut out = Vec::with_capacity(texts.len());
-        for chunk in inputs.chunks(self.opts.batch_size) {
-            out.extend(self.embed_batch(chunk)?);
+/// The `Embedder` face shared by the HTTP embedders: prefix the texts, send them in batches of
+/// `opts.batch_size` through the type's `embed_batch`, check the model identity there.
+macro_rules! remote_embedder {
+    ($name:ident) => {
+        impl $name {
+            fn embed_with_prefix(
+                &self,
+                prefix: &str,
+                texts: &[&str],
+            ) -> Result<Vec<Vec<f32>>, ModelError> {
+                let inputs: Vec<String> = texts.iter().map(|t| format!("{prefix}{t}")).collect();
+                let mut out = Vec::with_capacity(texts.len());
+                for chunk in inputs.chunks(self.opts.batch_size) {
+                    out.extend(self.embed_batch(chunk)?);
+                }
+                Ok(out)
+            }
         }
-        Ok(out)
-    }
+
+        impl Embedder for $name {
+            fn identity(&self) -> &ModelIdentity {
+                self.identity.get()
+            }
+            fn embed_queries(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, ModelError> {
+                self.embed_with_prefix(&self.opts.prefixes.query, texts)
+            }
+            fn embed_passages(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, ModelError> {
+                self.embed_with_prefix(&self.opts.prefixes.passage, texts)
+            }
+            fn max_tokens(&self) -> usize {
+                self.opts.max_tokens
+            }
+            fn count_tokens(&self, text: &str) -> Result<usize, ModelError> {
+                Ok(estimate_tokens(&self.opts.prefixes.passage) + estimate_tokens(text))
+            }
+        }
+    };
 }
 
-impl Embedder for OpenAiEmbedder {
-    fn identity(&self) -> &ModelIdentity {
-        self.identity.get()
-    }
-    fn embed_queries(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, ModelError> {
-        self.embed_with_prefix(&self.opts.prefixes.query, texts)
-    }
-    fn embed_passages(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, ModelError> {
-        self.embed_with_prefix(&self.opts.prefixes.passage, texts)
-    }
-    fn max_tokens(&self) -> usize {
-        self.opts.max_tokens
-    }
-    fn count_tokens(&self, text: &str) -> Result<usize, ModelError> {
-        Ok(estimate_tokens(&self.opts.prefixes.passage) + estimate_tokens(text))
-    }
-}
+remote_embedder!(OpenAiEmbedder);
 
 // ---------------------------------------------------------------------------------------------
 // Ollama
@@ -473,34 +487,9 @@ impl OllamaEmbedder {
         self.identity.check(&url, &vectors, None)?;
         Ok(vectors)
     }
-
-    fn embed_with_prefix(&self, prefix: &str, texts: &[&str]) -> Result<Vec<Vec<f32>>, ModelError> {
-        let inputs: Vec<String> = texts.iter().map(|t| format!("{prefix}{t}")).collect();
-        let mut out = Vec::with_capacity(texts.len());
-        for chunk in inputs.chunks(self.opts.batch_size) {
-            out.extend(self.embed_batch(chunk)?);
-        }
-        Ok(out)
-    }
 }
 
-impl Embedder for OllamaEmbedder {
-    fn identity(&self) -> &ModelIdentity {
-        self.identity.get()
-    }
-    fn embed_queries(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, ModelError> {
-        self.embed_with_prefix(&self.opts.prefixes.query, texts)
-    }
-    fn embed_passages(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, ModelError> {
-        self.embed_with_prefix(&self.opts.prefixes.passage, texts)
-    }
-    fn max_tokens(&self) -> usize {
-        self.opts.max_tokens
-    }
-    fn count_tokens(&self, text: &str) -> Result<usize, ModelError> {
-        Ok(estimate_tokens(&self.opts.prefixes.passage) + estimate_tokens(text))
-    }
-}
+remote_embedder!(OllamaEmbedder);
 
 // ---------------------------------------------------------------------------------------------
 // /rerank APIs

@@ -145,30 +145,46 @@ fn hits_body(hits: &[quarry_core::SearchHit], query: &str) -> Value {
     json!({ "results": hits, "content": format_search_summary(hits, query) })
 }
 
-async fn search(State(st): State<Arc<AppState>>, Body(b): Body<SearchBody>) -> ApiResult {
-    let req = b.into_request(0.0);
+/// Which of the three search endpoints runs.
+#[derive(Clone, Copy)]
+enum SearchKind {
+    Keyword,
+    Vector,
+    Hybrid,
+}
+
+async fn run_search(st: Arc<AppState>, b: SearchBody, kind: SearchKind) -> ApiResult {
+    // Seed defaults: min_score 0.3 for vsearch, 0 otherwise.
+    let req = b.into_request(if matches!(kind, SearchKind::Vector) {
+        0.3
+    } else {
+        0.0
+    });
     let engine = st.engine.clone();
     let q = req.query.clone();
-    let hits = blocking(move || engine.search(&req)).await?;
-    Ok(axum::Json(hits_body(&hits, &q)))
+    let (hits, stages) = blocking(move || match kind {
+        SearchKind::Keyword => engine.search(&req).map(|h| (h, None)),
+        SearchKind::Vector => engine.vsearch(&req).map(|h| (h, None)),
+        SearchKind::Hybrid => engine.query(&req).map(|r| (r.results, Some(r.stages))),
+    })
+    .await?;
+    let mut body = hits_body(&hits, &q);
+    if let Some(stages) = stages {
+        body["stages"] = json!(stages);
+    }
+    Ok(axum::Json(body))
+}
+
+async fn search(State(st): State<Arc<AppState>>, Body(b): Body<SearchBody>) -> ApiResult {
+    run_search(st, b, SearchKind::Keyword).await
 }
 
 async fn vsearch(State(st): State<Arc<AppState>>, Body(b): Body<SearchBody>) -> ApiResult {
-    let req = b.into_request(0.3);
-    let engine = st.engine.clone();
-    let q = req.query.clone();
-    let hits = blocking(move || engine.vsearch(&req)).await?;
-    Ok(axum::Json(hits_body(&hits, &q)))
+    run_search(st, b, SearchKind::Vector).await
 }
 
 async fn query(State(st): State<Arc<AppState>>, Body(b): Body<SearchBody>) -> ApiResult {
-    let req = b.into_request(0.0);
-    let engine = st.engine.clone();
-    let q = req.query.clone();
-    let res = blocking(move || engine.query(&req)).await?;
-    let mut body = hits_body(&res.results, &q);
-    body["stages"] = json!(res.stages);
-    Ok(axum::Json(body))
+    run_search(st, b, SearchKind::Hybrid).await
 }
 
 #[derive(Deserialize)]
