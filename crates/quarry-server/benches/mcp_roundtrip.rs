@@ -218,32 +218,14 @@ async fn bench_quarry(bin: &Path, home: &Path, calls: usize) -> Result<Value, Bo
 
     // HTTP: `quarry serve`; 32 concurrent callers on 32 sessions.
     let port = free_port()?;
-    let mut server = tokio::process::Command::new(bin)
+    let mut serve = tokio::process::Command::new(bin);
+    serve
         .args(["serve", "--port", &port.to_string()])
         .env("QUARRY_HOME", home)
-        .env("QUARRY_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()?;
-    wait_for_http(port, "/health").await?;
-    let pid = server.id().unwrap_or(0);
-    let idle_rss = rss_kib(pid, "VmRSS:");
-    let url = format!("http://127.0.0.1:{port}/mcp");
-    let clients = http_peers(&url, 32).await?;
-    let peers: Vec<_> = clients.iter().map(|c| c.peer().clone()).collect();
-    let http = measure(&peers, "search", search_args, calls).await?;
-    let loaded_rss = rss_kib(pid, "VmRSS:");
-    let peak_rss = rss_kib(pid, "VmHWM:");
-    for c in clients {
-        c.cancel().await?;
-    }
-    server.kill().await?;
-    Ok(json!({
-        "stdio": stdio,
-        "http": http,
-        "server_rss_kib": { "idle": idle_rss, "after_load": loaded_rss, "peak": peak_rss },
-    }))
+        .env("QUARRY_LOG", "warn");
+    let (http, rss) =
+        bench_http_server(serve, port, "/health", "search", search_args, calls).await?;
+    Ok(json!({ "stdio": stdio, "http": http, "server_rss_kib": rss }))
 }
 
 async fn bench_qmd(qmd: &Path, corpus: &Path, calls: usize) -> Result<Value, BoxError> {
@@ -269,33 +251,52 @@ async fn bench_qmd(qmd: &Path, corpus: &Path, calls: usize) -> Result<Value, Box
         return Err("qmd collection add failed".into());
     }
     let port = free_port()?;
-    let mut server = tokio::process::Command::new(qmd)
+    let mut serve = tokio::process::Command::new(qmd);
+    serve
         .args(["mcp", "--http", "--port", &port.to_string()])
         .envs(envs.iter().map(|(k, v)| (k, v)))
         .env_remove("QMD_CONFIG_DIR")
         .env_remove("INDEX_PATH")
-        .current_dir(home.path())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()?;
-    wait_for_http(port, "/mcp").await?;
-    let pid = server.id().unwrap_or(0);
-    let idle_rss = rss_kib(pid, "VmRSS:");
-    let url = format!("http://127.0.0.1:{port}/mcp");
-    let clients = http_peers(&url, 32).await?;
-    let peers: Vec<_> = clients.iter().map(|c| c.peer().clone()).collect();
+        .current_dir(home.path());
     // QMD merged its search tools into `query`; a `lex` sub-query is its BM25 path.
     let lex = |q: &str| {
         args(json!({ "searches": [{ "type": "lex", "query": q }], "limit": 10, "rerank": false }))
     };
-    let http = measure(&peers, "query", lex, calls).await?;
-    let peak_rss = rss_kib(pid, "VmHWM:");
+    let (http, rss) = bench_http_server(serve, port, "/mcp", "query", lex, calls).await?;
+    Ok(json!({ "http": http, "server_rss_kib": rss }))
+}
+
+/// Starts an MCP HTTP server, waits for `ready_path`, measures `tool` over 32 sessions
+/// (see [`measure`]), and returns the figures with the server's RSS idle, after load and peak.
+async fn bench_http_server(
+    mut command: tokio::process::Command,
+    port: u16,
+    ready_path: &str,
+    tool: &str,
+    make_args: impl Fn(&str) -> JsonObject + Send + Sync + Clone + 'static,
+    calls: usize,
+) -> Result<(Value, Value), BoxError> {
+    let mut server = command
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()?;
+    wait_for_http(port, ready_path).await?;
+    let pid = server.id().unwrap_or(0);
+    let idle_rss = rss_kib(pid, "VmRSS:");
+    let clients = http_peers(&format!("http://127.0.0.1:{port}/mcp"), 32).await?;
+    let peers: Vec<_> = clients.iter().map(|c| c.peer().clone()).collect();
+    let figures = measure(&peers, tool, make_args, calls).await?;
+    let rss = json!({
+        "idle": idle_rss,
+        "after_load": rss_kib(pid, "VmRSS:"),
+        "peak": rss_kib(pid, "VmHWM:"),
+    });
     for c in clients {
         c.cancel().await?;
     }
     server.kill().await?;
-    Ok(json!({ "http": http, "server_rss_kib": { "idle": idle_rss, "peak": peak_rss } }))
+    Ok((figures, rss))
 }
 
 async fn run() -> Result<(), BoxError> {
