@@ -3,6 +3,9 @@
 //! Query files are JSON Lines. Each line has `query` and either `relevant` (paths relative to
 //! the collection root) or `expected_doc` (a file-name prefix, QMD's eval format). Optional
 //! `kind` or `difficulty` groups the report.
+//!
+//! Each mode (`search`, `vsearch`, `query`) retrieves the top 100 per query; the report gives
+//! Hit@3, MRR@10, nDCG@10 (binary relevance), Recall@10 and Recall@100 per group and overall.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -20,7 +23,33 @@ pub struct EvalArgs {
     /// Collection the judgements refer to (paths are relative to its root).
     #[arg(short = 'c', long)]
     collection: String,
+    /// Retrieval to score: one mode, or `all` (modes that cannot run, e.g. vsearch before
+    /// `embed`, are reported as skipped).
+    #[arg(long, value_enum, default_value_t = Mode::All)]
+    mode: Mode,
 }
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Mode {
+    Search,
+    Vsearch,
+    Query,
+    All,
+}
+
+impl Mode {
+    fn name(self) -> &'static str {
+        match self {
+            Mode::Search => "search",
+            Mode::Vsearch => "vsearch",
+            Mode::Query => "query",
+            Mode::All => "all",
+        }
+    }
+}
+
+/// Results retrieved per query (for Recall@100).
+const DEPTH: usize = 100;
 
 enum Judgement {
     Paths(Vec<String>),
@@ -105,6 +134,7 @@ struct Scores {
     mrr_at_10: f64,
     ndcg_at_10: f64,
     recall_at_10: f64,
+    recall_at_100: f64,
 }
 
 impl Scores {
@@ -114,6 +144,7 @@ impl Scores {
         self.mrr_at_10 += other.mrr_at_10;
         self.ndcg_at_10 += other.ndcg_at_10;
         self.recall_at_10 += other.recall_at_10;
+        self.recall_at_100 += other.recall_at_100;
     }
 
     fn mean(&self) -> Scores {
@@ -124,6 +155,7 @@ impl Scores {
             mrr_at_10: self.mrr_at_10 / n,
             ndcg_at_10: self.ndcg_at_10 / n,
             recall_at_10: self.recall_at_10 / n,
+            recall_at_100: self.recall_at_100 / n,
         }
     }
 }
@@ -142,6 +174,12 @@ fn score(ranked: &[String], j: &Judgement) -> Scores {
         .map(|i| 1.0 / ((i + 2) as f64).log2())
         .sum();
     let found = rel.iter().filter(|&&r| r).count();
+    let found_100 = ranked
+        .iter()
+        .take(DEPTH)
+        .filter(|p| j.is_relevant(p))
+        .count();
+    let recall = |n: usize| n.min(j.ideal_count()) as f64 / j.ideal_count().max(1) as f64;
     Scores {
         queries: 1,
         hit_at_3: if first.is_some_and(|p| p < 3) {
@@ -151,24 +189,40 @@ fn score(ranked: &[String], j: &Judgement) -> Scores {
         },
         mrr_at_10: first.map_or(0.0, |p| 1.0 / (p + 1) as f64),
         ndcg_at_10: if ideal > 0.0 { dcg / ideal } else { 0.0 },
-        recall_at_10: found.min(j.ideal_count()) as f64 / j.ideal_count().max(1) as f64,
+        recall_at_10: recall(found),
+        recall_at_100: recall(found_100),
     }
 }
 
-pub fn run(engine: &Engine, args: &EvalArgs, json: bool, out: &mut impl Write) -> Result<()> {
-    let queries = load(&args.queries)?;
-    engine.collection(&args.collection)?;
-    let prefix = format!("{}/", args.collection);
+/// Scores of one mode: per group, overall, and the queries that missed the top 3.
+struct ModeReport {
+    groups: BTreeMap<String, Scores>,
+    overall: Scores,
+    misses: Vec<(String, Option<String>)>,
+}
+
+fn run_mode(
+    engine: &Engine,
+    mode: Mode,
+    queries: &[Query],
+    collection: &str,
+) -> Result<ModeReport> {
+    let prefix = format!("{collection}/");
     let mut by_group: BTreeMap<String, Scores> = BTreeMap::new();
     let mut total = Scores::default();
     let mut misses = Vec::new();
-    for q in &queries {
-        let hits = engine.search(&SearchRequest {
+    for q in queries {
+        let req = SearchRequest {
             query: q.text.clone(),
-            limit: 10,
+            limit: DEPTH,
             min_score: 0.0,
-            collection: Some(args.collection.clone()),
-        })?;
+            collection: Some(collection.to_owned()),
+        };
+        let hits = match mode {
+            Mode::Vsearch => engine.vsearch(&req)?,
+            Mode::Query => engine.query(&req)?.results,
+            _ => engine.search(&req)?,
+        };
         let ranked: Vec<String> = hits
             .iter()
             .map(|h| h.file.strip_prefix(&prefix).unwrap_or(&h.file).to_owned())
@@ -180,39 +234,110 @@ pub fn run(engine: &Engine, args: &EvalArgs, json: bool, out: &mut impl Write) -
         by_group.entry(q.group.clone()).or_default().add(&s);
         total.add(&s);
     }
-    let groups: BTreeMap<String, Scores> = by_group
-        .iter()
-        .map(|(k, v)| (k.clone(), v.mean()))
-        .collect();
+    Ok(ModeReport {
+        groups: by_group
+            .iter()
+            .map(|(k, v)| (k.clone(), v.mean()))
+            .collect(),
+        overall: total.mean(),
+        misses,
+    })
+}
+
+pub fn run(engine: &Engine, args: &EvalArgs, json: bool, out: &mut impl Write) -> Result<()> {
+    let queries = load(&args.queries)?;
+    engine.collection(&args.collection)?;
+    let modes: Vec<Mode> = match args.mode {
+        Mode::All => vec![Mode::Search, Mode::Vsearch, Mode::Query],
+        m => vec![m],
+    };
+    let mut reports = Vec::new();
+    for mode in modes {
+        match run_mode(engine, mode, &queries, &args.collection) {
+            Ok(r) => reports.push((mode, Ok(r))),
+            // With `all`, a mode that cannot run here is reported, not fatal.
+            Err(e) if args.mode == Mode::All && is_unavailable(&e) => {
+                reports.push((mode, Err(format!("{e:#}"))))
+            }
+            Err(e) => return Err(e),
+        }
+    }
     if json {
+        let modes: serde_json::Map<String, serde_json::Value> = reports
+            .iter()
+            .map(|(mode, r)| {
+                let v = match r {
+                    Ok(r) => serde_json::json!({
+                        "overall": r.overall,
+                        "groups": r.groups,
+                        "misses_at_3": r.misses.iter().map(|(q, top)| serde_json::json!({"query": q, "top": top})).collect::<Vec<_>>(),
+                    }),
+                    Err(e) => serde_json::json!({ "skipped": e }),
+                };
+                (mode.name().to_owned(), v)
+            })
+            .collect();
         let v = serde_json::json!({
-            "mode": "search",
             "collection": args.collection,
-            "overall": total.mean(),
-            "groups": groups,
-            "misses_at_3": misses.iter().map(|(q, top)| serde_json::json!({"query": q, "top": top})).collect::<Vec<_>>(),
+            "queries": queries.len(),
+            "modes": modes,
         });
         serde_json::to_writer_pretty(&mut *out, &v)?;
         writeln!(out)?;
         return Ok(());
     }
-    writeln!(out, "mode: search   collection: {}", args.collection)?;
     writeln!(
         out,
-        "{:<12} {:>7} {:>7} {:>8} {:>8} {:>10}",
-        "group", "queries", "Hit@3", "MRR@10", "nDCG@10", "Recall@10"
+        "collection: {}   queries: {}",
+        args.collection,
+        queries.len()
     )?;
-    for (name, s) in groups
-        .iter()
-        .chain(std::iter::once((&"overall".to_string(), &total.mean())))
-    {
-        writeln!(
-            out,
-            "{:<12} {:>7} {:>7.3} {:>8.3} {:>8.3} {:>10.3}",
-            name, s.queries, s.hit_at_3, s.mrr_at_10, s.ndcg_at_10, s.recall_at_10
-        )?;
+    writeln!(
+        out,
+        "{:<8} {:<12} {:>7} {:>7} {:>8} {:>8} {:>10} {:>11}",
+        "mode", "group", "queries", "Hit@3", "MRR@10", "nDCG@10", "Recall@10", "Recall@100"
+    )?;
+    for (mode, r) in &reports {
+        match r {
+            Ok(r) => {
+                let overall = ("overall".to_string(), r.overall);
+                let rows = if r.groups.len() > 1 {
+                    r.groups
+                        .iter()
+                        .map(|(k, v)| (k.clone(), *v))
+                        .chain(std::iter::once(overall))
+                        .collect::<Vec<_>>()
+                } else {
+                    vec![overall]
+                };
+                for (name, s) in rows {
+                    writeln!(
+                        out,
+                        "{:<8} {:<12} {:>7} {:>7.3} {:>8.3} {:>8.3} {:>10.3} {:>11.3}",
+                        mode.name(),
+                        name,
+                        s.queries,
+                        s.hit_at_3,
+                        s.mrr_at_10,
+                        s.ndcg_at_10,
+                        s.recall_at_10,
+                        s.recall_at_100
+                    )?;
+                }
+            }
+            Err(e) => writeln!(out, "{:<8} skipped: {e}", mode.name())?,
+        }
     }
     Ok(())
+}
+
+fn is_unavailable(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        matches!(
+            c.downcast_ref::<quarry_core::Error>(),
+            Some(quarry_core::Error::Unavailable(_))
+        )
+    })
 }
 
 #[cfg(test)]

@@ -12,8 +12,8 @@ use anyhow::{Context as _, Result};
 use clap::{Args, Parser, Subcommand};
 use quarry_core::format_search_summary;
 use quarry_engine::{
-    Engine, EngineOptions, GetRequest, MultiGetItem, MultiGetRequest, SearchRequest, UpdateOptions,
-    UpdateReport,
+    EmbedOptions, Engine, EngineOptions, GetRequest, ModelConfig, ModelSpec, MultiGetItem,
+    MultiGetRequest, SearchRequest, UpdateOptions, UpdateReport,
 };
 use serde_json::json;
 
@@ -34,6 +34,37 @@ struct Cli {
     /// Print machine-readable JSON instead of text.
     #[arg(long, global = true)]
     json: bool,
+    /// Embedding model: a model directory, a Hugging Face id (`org/name[@rev]`, fetched and
+    /// cached when online), `openai:MODEL` or `ollama:MODEL`. Default: the model the index
+    /// was embedded with, else intfloat/multilingual-e5-small.
+    #[arg(
+        long,
+        global = true,
+        env = "QUARRY_EMBED_MODEL",
+        value_name = "SPEC",
+        hide_env_values = true
+    )]
+    embed_model: Option<String>,
+    /// Reranker for `query`: a cross-encoder directory or Hugging Face id, or
+    /// `jina:MODEL` / `cohere:MODEL` / `dashscope:MODEL` with QUARRY_RERANK_URL. Default: none.
+    #[arg(
+        long,
+        global = true,
+        env = "QUARRY_RERANK_MODEL",
+        value_name = "SPEC",
+        hide_env_values = true
+    )]
+    rerank_model: Option<String>,
+    /// Query expansion for `query`: `openai:MODEL` (any OpenAI-compatible chat API, see
+    /// QUARRY_OPENAI_BASE_URL). Default: none.
+    #[arg(
+        long,
+        global = true,
+        env = "QUARRY_EXPAND_MODEL",
+        value_name = "SPEC",
+        hide_env_values = true
+    )]
+    expand_model: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -86,6 +117,16 @@ enum Command {
         #[arg(long)]
         line_numbers: bool,
     },
+    /// Chunk documents and embed the chunks that changed (resumable; a progress bar on a
+    /// terminal). Builds the vector index `vsearch` and `query` use.
+    Embed {
+        /// Only this collection.
+        #[arg(short = 'c', long)]
+        collection: Option<String>,
+        /// Re-chunk and re-embed everything in scope, even unchanged text.
+        #[arg(short = 'f', long)]
+        force: bool,
+    },
     /// Semantic (vector) search; needs `quarry embed` to have run.
     Vsearch(SearchArgs),
     /// Hybrid search (keyword + vectors, fused and re-ranked); keyword-only until `embed` ran.
@@ -97,7 +138,8 @@ enum Command {
     /// Run the servers: MCP over Streamable HTTP at /mcp plus the REST API (`http`, default),
     /// MCP over stdio (`mcp`), or both in one process sharing one engine.
     Serve(ServeArgs),
-    /// Score retrieval against a judged query set (Hit@3, MRR@10, nDCG@10, Recall@10).
+    /// Score search, vsearch and query against a judged query set (Hit@3, MRR@10, nDCG@10,
+    /// Recall@10, Recall@100).
     Eval(eval::EvalArgs),
 }
 
@@ -194,9 +236,9 @@ struct SearchArgs {
     /// Number of results.
     #[arg(short = 'n', long = "limit", default_value_t = 10)]
     limit: usize,
-    /// Drop results scoring below this (0–1).
-    #[arg(long, default_value_t = 0.0)]
-    min_score: f64,
+    /// Drop results scoring below this (0–1; default 0, vsearch 0.3).
+    #[arg(long)]
+    min_score: Option<f64>,
     /// Only this collection.
     #[arg(short = 'c', long)]
     collection: Option<String>,
@@ -226,7 +268,23 @@ fn main() -> ExitCode {
 fn open(cli: &Cli) -> Result<Engine> {
     let opts = EngineOptions::from_env(cli.index.as_deref())?;
     let dir = opts.data_dir();
-    Engine::open(opts).with_context(|| format!("cannot open the index at {}", dir.display()))
+    let spec = |flag: &str, v: &Option<String>| -> Result<Option<ModelSpec>> {
+        match v.as_deref().map(str::trim) {
+            None | Some("") => Ok(None),
+            Some(s) => ModelSpec::parse(s)
+                .map(Some)
+                .with_context(|| format!("invalid --{flag} {s:?}")),
+        }
+    };
+    let models = ModelConfig {
+        embed: spec("embed-model", &cli.embed_model)?,
+        rerank: spec("rerank-model", &cli.rerank_model)?,
+        expand: spec("expand-model", &cli.expand_model)?,
+        env: None,
+    };
+    Ok(Engine::open(opts)
+        .with_context(|| format!("cannot open the index at {}", dir.display()))?
+        .with_models(models))
 }
 
 fn print_json(v: &impl serde::Serialize) -> Result<()> {
@@ -365,25 +423,64 @@ fn run(cli: Cli) -> Result<()> {
             )?;
             print_update(&mut out, cli.json, &report, "Updated")?;
         }
+        Command::Embed { collection, force } => {
+            let report = engine.embed(
+                &EmbedOptions {
+                    collection: collection.clone(),
+                    force: *force,
+                },
+                &progress,
+            )?;
+            if cli.json {
+                print_json(&report)?;
+            } else {
+                if report.model_changed {
+                    writeln!(
+                        out,
+                        "Embedding model changed: the vector index was rebuilt for {}",
+                        report.model
+                    )?;
+                }
+                writeln!(
+                    out,
+                    "Embedded {} chunks from {} re-chunked documents with {} ({} dims); vector index: {} added, {} removed, {} chunks in total ({:.1}s)",
+                    report.chunks_embedded,
+                    report.documents_chunked,
+                    report.model,
+                    report.dimensions,
+                    report.vectors_indexed,
+                    report.vectors_removed,
+                    report.total_chunks,
+                    report.seconds
+                )?;
+            }
+        }
         Command::Search(args) | Command::Vsearch(args) | Command::Query(args) => {
             let query = args.query.join(" ");
             let mut req = SearchRequest {
                 query: query.clone(),
                 limit: args.limit,
-                min_score: args.min_score,
+                min_score: args.min_score.unwrap_or(0.0),
                 collection: args.collection.clone(),
             };
             let hits = match &cli.command {
                 Command::Vsearch(_) => {
-                    if args.min_score == 0.0 {
+                    if args.min_score.is_none() {
                         req.min_score = 0.3;
                     }
                     engine.vsearch(&req)?
                 }
                 Command::Query(_) => {
                     let res = engine.query(&req)?;
-                    if !cli.json {
-                        eprintln!("stages: {}", res.stages.join(", "));
+                    if cli.json {
+                        // The stages that ran travel with the results (issue: `--json` says
+                        // which stages ran).
+                        print_json(&res)?;
+                        return Ok(());
+                    }
+                    eprintln!("stages: {}", res.stages.join(", "));
+                    for w in &res.warnings {
+                        eprintln!("warning: {w}");
                     }
                     res.results
                 }
@@ -542,6 +639,13 @@ fn serve(engine: Engine, transport: Transport, args: Option<&ServeArgs>) -> Resu
         .context("cannot start the async runtime")?;
     runtime.block_on(async move {
         let state = quarry_server::AppState::new(engine);
+        // Models load in the background; /health reports model_loaded once they are in.
+        let preload = state.engine.clone();
+        tokio::task::spawn_blocking(move || match preload.preload_models() {
+            Ok(names) if !names.is_empty() => tracing::info!(models = ?names, "models loaded"),
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "models not loaded; vector search will say why"),
+        });
         let shutdown = quarry_server::shutdown_on_signals();
         let http = |state, shutdown| {
             quarry_server::serve_http(state, opts, shutdown, |addr| {

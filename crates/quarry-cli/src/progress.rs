@@ -30,12 +30,24 @@ impl Progress for CliProgress {
         if !self.tty {
             return;
         }
-        let bar = ProgressBar::new(total);
-        let style = ProgressStyle::with_template(
-            "{msg} [{bar:30}] {human_pos}/{human_len} files, ETA {eta}",
-        )
-        .map(|s| s.progress_chars("=> "))
-        .unwrap_or_else(|_| ProgressStyle::default_bar());
+        // Unknown totals get a spinner with a count; known ones a bar with rate and ETA.
+        let (bar, template) = if total == 0 {
+            (
+                ProgressBar::new_spinner(),
+                "{spinner} {msg} {human_pos} {elapsed}",
+            )
+        } else {
+            (
+                ProgressBar::new(total),
+                "{msg} [{bar:30}] {human_pos}/{human_len} ({per_sec}), ETA {eta}",
+            )
+        };
+        let style = ProgressStyle::with_template(template)
+            .map(|s| s.progress_chars("=> "))
+            .unwrap_or_else(|_| ProgressStyle::default_bar());
+        if total == 0 {
+            bar.enable_steady_tick(std::time::Duration::from_millis(120));
+        }
         bar.set_style(style);
         bar.set_message(label.to_owned());
         *self.bar() = Some(bar);

@@ -25,10 +25,15 @@ pub struct RankedList {
     pub weight: f64,
 }
 
+/// Bonus of a document ranked first in some list.
+pub const TOP_RANK_BONUS: f64 = 0.05;
+/// Bonus of a document ranked second or third (and nowhere first).
+pub const NEAR_TOP_BONUS: f64 = 0.02;
+
 fn top_rank_bonus(best_rank: usize) -> f64 {
     match best_rank {
-        0 => 0.05,
-        1 | 2 => 0.02,
+        0 => TOP_RANK_BONUS,
+        1 | 2 => NEAR_TOP_BONUS,
         _ => 0.0,
     }
 }

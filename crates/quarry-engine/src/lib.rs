@@ -4,13 +4,16 @@
 //! Layout of a data directory (`$QUARRY_HOME/<index>/`):
 //! - `quarry.db` — SQLite store (system of record)
 //! - `fts/` — tantivy keyword index (derived, rebuilt from the store)
+//! - `vectors.usearch` — HNSW index over chunk embeddings (derived, rebuilt from the store)
 //! - `write.lock` — held by whichever process is writing; readers never take it.
 
 mod collections;
 mod documents;
 pub mod fusion;
+mod hybrid;
 mod indexing;
 mod search;
+mod semantic;
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -21,8 +24,14 @@ use quarry_fts::FtsIndex;
 use quarry_store::{SqliteStore, Store};
 
 pub use documents::{DocumentView, GetRequest, MultiGetItem, MultiGetRequest, MultiGetResult};
+pub use hybrid::{LIST_DEPTH, RERANK_CANDIDATES};
 pub use indexing::{CollectionReport, UpdateOptions, UpdateReport};
+pub use quarry_models::{ModelEnv, ModelSpec};
 pub use search::{NO_VECTOR_INDEX, QueryResponse, SearchRequest, score_from_bm25, snippet};
+pub use semantic::{
+    ANN_EXPANSION, CHUNK_OVERLAP_PERCENT, CHUNK_TOKENS, DEFAULT_EMBED_MODEL, EXACT_SEARCH_MAX,
+    EmbedOptions, EmbedReport, ModelConfig, embed_input, model_key,
+};
 
 /// Where the data lives and how to behave.
 #[derive(Debug, Clone)]
@@ -94,6 +103,8 @@ pub struct Engine {
     dir: PathBuf,
     store: Arc<dyn Store>,
     fts: RwLock<Option<Arc<FtsIndex>>>,
+    models: semantic::Models,
+    ann: semantic::AnnSlot,
 }
 
 /// Exclusive right to write, across processes; released on drop.
@@ -129,7 +140,15 @@ impl Engine {
             dir,
             store: Arc::new(store),
             fts: RwLock::new(None),
+            models: semantic::Models::default(),
+            ann: semantic::AnnSlot::default(),
         })
+    }
+
+    /// Sets the models this engine uses (they load on first use).
+    pub fn with_models(mut self, config: ModelConfig) -> Engine {
+        self.models = semantic::Models::new(config);
+        self
     }
 
     pub fn options(&self) -> &EngineOptions {
@@ -210,11 +229,12 @@ impl Engine {
     pub fn status(&self) -> Result<StatusReport> {
         let collections = self.store.collections(self.space())?;
         let total: u64 = collections.iter().map(|c| c.documents).sum();
+        let model = self.vector_model()?;
+        let embedding = self.store.embedding_state(self.space(), model.as_deref())?;
         Ok(StatusReport {
             total_documents: total,
-            // No vector index exists yet, so every document still needs embedding.
-            needs_embedding: total,
-            has_vector_index: false,
+            needs_embedding: embedding.documents_pending,
+            has_vector_index: model.is_some(),
             collections: collections
                 .into_iter()
                 .map(|c| quarry_core::CollectionStatus {

@@ -30,7 +30,7 @@ impl SearchRequest {
         }
     }
 
-    fn validate(&self) -> Result<()> {
+    pub(crate) fn validate(&self) -> Result<()> {
         if self.query.trim().is_empty() {
             return Err(Error::invalid("query must not be empty"));
         }
@@ -66,26 +66,69 @@ pub const NO_VECTOR_INDEX: &str =
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct QueryResponse {
     pub results: Vec<SearchHit>,
-    /// e.g. `["keyword"]` when no vector index exists (the seed's degradation).
+    /// Stages that ran, in order: `expansion`, `keyword`, `vector`, `rerank`. Without a
+    /// vector index this is `["keyword"]` (the seed's degradation).
     pub stages: Vec<&'static str>,
+    /// Why a configured stage did not run (model unreachable, index built by another model…).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 impl Engine {
-    /// Semantic search (seed `vsearch`, default min score 0.3). Needs a vector index.
+    /// Semantic search (seed `vsearch`, default min score 0.3): documents ranked by the
+    /// cosine similarity of their best chunk to the query. Needs `embed` to have run.
     pub fn vsearch(&self, req: &SearchRequest) -> Result<Vec<SearchHit>> {
         req.validate()?;
-        if let Some(name) = &req.collection {
-            self.collection(name)?;
+        let collection_id = match &req.collection {
+            Some(name) => Some(self.collection(name)?.id),
+            None => None,
+        };
+        let query_vec = self
+            .embed_queries_for_search(&[req.query.as_str()])?
+            .pop()
+            .ok_or_else(|| Error::Unavailable("embedding model returned no vector".into()))?;
+        let found = self.vector_search(&query_vec, req.limit, collection_id)?;
+        let ids: Vec<i64> = found.iter().map(|h| h.document_id).collect();
+        let docs = self.store().documents_by_ids(&ids)?;
+        let contexts = self.contexts()?;
+        let terms = self.highlight_terms(&req.query)?;
+        let mut hits = Vec::with_capacity(found.len());
+        for h in &found {
+            let Some(doc) = docs.iter().find(|d| d.id == h.document_id) else {
+                continue;
+            };
+            let score = round_score(f64::from(h.similarity).clamp(0.0, 1.0));
+            if score < req.min_score {
+                continue;
+            }
+            let file = doc.display_path();
+            hits.push(SearchHit {
+                docid: doc.docid.clone(),
+                context: context_for(&contexts, &file).map(|c| c.text.clone()),
+                file,
+                title: doc.title.clone(),
+                score,
+                snippet: snippet_in(
+                    &doc.body,
+                    &terms,
+                    SNIPPET_CHARS,
+                    Some((h.chunk.line_start, h.chunk.line_end)),
+                ),
+            });
         }
-        Err(Error::Unavailable(NO_VECTOR_INDEX.to_owned()))
+        Ok(hits)
     }
 
-    /// Hybrid search (seed `query`). Without a vector index it degrades to keyword search,
-    /// never an error, and reports which stages ran.
-    pub fn query(&self, req: &SearchRequest) -> Result<QueryResponse> {
-        Ok(QueryResponse {
-            results: self.search(req)?,
-            stages: vec!["keyword"],
+    /// Lower-cased query terms for choosing snippet lines (the keyword analyzer's view when
+    /// a keyword index exists, else whitespace words).
+    pub(crate) fn highlight_terms(&self, query: &str) -> Result<Vec<String>> {
+        Ok(match self.fts()? {
+            Some(fts) => fts.parse_query(query).highlight_terms(),
+            None => query
+                .split_whitespace()
+                .map(str::to_lowercase)
+                .filter(|w| w.chars().count() > 1)
+                .collect(),
         })
     }
 
@@ -134,9 +177,24 @@ impl Engine {
 /// About `max_chars` characters of `body` starting at the line that matches most `terms`,
 /// each line prefixed with its 1-based number (`N: `). Long lines are cut around the match.
 pub fn snippet(body: &str, terms: &[String], max_chars: usize) -> String {
+    snippet_in(body, terms, max_chars, None)
+}
+
+/// [`snippet`] restricted to a 1-based inclusive line range (a chunk's lines).
+pub fn snippet_in(
+    body: &str,
+    terms: &[String],
+    max_chars: usize,
+    lines: Option<(usize, usize)>,
+) -> String {
+    let (first, last) = lines.unwrap_or((1, usize::MAX));
+    let in_range = |i: usize| i + 1 >= first && i < last;
     let mut best: Option<(usize, usize, usize)> = None; // (score, line index, byte offset of match)
     for (i, line) in quarry_core::lines(body).enumerate() {
-        if line.trim().is_empty() {
+        if i + 1 > last {
+            break;
+        }
+        if !in_range(i) || line.trim().is_empty() {
             continue;
         }
         let lower = line.to_lowercase();
@@ -163,7 +221,7 @@ pub fn snippet(body: &str, terms: &[String], max_chars: usize) -> String {
     let mut out = String::new();
     let mut budget = max_chars;
     for (n, line) in quarry_core::lines(body).enumerate().skip(start_line) {
-        if budget == 0 {
+        if budget == 0 || !in_range(n) {
             break;
         }
         let text = if n == start_line {

@@ -40,6 +40,8 @@ pub struct AppState {
     pub engine: Arc<Engine>,
     /// Serialises writes made through this server (collections, index, update, contexts).
     write_queue: tokio::sync::Mutex<()>,
+    /// Serialises `/embed` requests through the one model instance.
+    pub(crate) model_queue: tokio::sync::Mutex<()>,
     shutting_down: AtomicBool,
 }
 
@@ -48,6 +50,7 @@ impl AppState {
         Arc::new(AppState {
             engine: Arc::new(engine),
             write_queue: tokio::sync::Mutex::new(()),
+            model_queue: tokio::sync::Mutex::new(()),
             shutting_down: AtomicBool::new(false),
         })
     }

@@ -165,12 +165,17 @@ async fn run_search(st: Arc<AppState>, b: SearchBody, kind: SearchKind) -> ApiRe
     let (hits, stages) = blocking(move || match kind {
         SearchKind::Keyword => engine.search(&req).map(|h| (h, None)),
         SearchKind::Vector => engine.vsearch(&req).map(|h| (h, None)),
-        SearchKind::Hybrid => engine.query(&req).map(|r| (r.results, Some(r.stages))),
+        SearchKind::Hybrid => engine
+            .query(&req)
+            .map(|r| (r.results, Some((r.stages, r.warnings)))),
     })
     .await?;
     let mut body = hits_body(&hits, &q);
-    if let Some(stages) = stages {
+    if let Some((stages, warnings)) = stages {
         body["stages"] = json!(stages);
+        if !warnings.is_empty() {
+            body["warnings"] = json!(warnings);
+        }
     }
     Ok(axum::Json(body))
 }
@@ -274,7 +279,7 @@ struct EmbedBody {
 /// Most texts `/embed` accepts in one request (seed).
 const MAX_EMBED_TEXTS: usize = 1000;
 
-async fn embed(State(_st): State<Arc<AppState>>, Body(b): Body<EmbedBody>) -> ApiResult {
+async fn embed(State(st): State<Arc<AppState>>, Body(b): Body<EmbedBody>) -> ApiResult {
     if b.texts.is_empty() {
         return Err(ApiError::new(StatusCode::BAD_REQUEST, "Empty texts list"));
     }
@@ -284,11 +289,27 @@ async fn embed(State(_st): State<Arc<AppState>>, Body(b): Body<EmbedBody>) -> Ap
             format!("Too many texts ({} > {MAX_EMBED_TEXTS})", b.texts.len()),
         ));
     }
-    // No embedding model is configured in this build yet (the semantic layer adds one).
-    Err(ApiError::new(
-        StatusCode::SERVICE_UNAVAILABLE,
-        "Model not loaded",
-    ))
+    // One request at a time through the model (seed: serial queue, one model instance).
+    let _turn = st.model_queue.lock().await;
+    let engine = st.engine.clone();
+    let texts = b.texts;
+    let result = blocking(move || {
+        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        engine.embed_texts(&refs)
+    })
+    .await;
+    match result {
+        Ok(embeddings) => Ok(axum::Json(json!({ "embeddings": embeddings }))),
+        Err(e) if e.status == StatusCode::SERVICE_UNAVAILABLE => {
+            // The seed's exact detail; the reason goes to the log.
+            tracing::warn!(reason = %e.detail, "/embed: embedding model unavailable");
+            Err(ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "Model not loaded",
+            ))
+        }
+        Err(e) => Err(e),
+    }
 }
 
 async fn list_collections(State(st): State<Arc<AppState>>) -> ApiResult {
@@ -455,13 +476,16 @@ async fn remove_context(State(st): State<Arc<AppState>>, Path(path): Path<String
 }
 
 async fn health(State(st): State<Arc<AppState>>) -> Response {
-    // Healthy = the index answers. No embedding model is loaded in this build yet.
+    // Healthy = the index answers; model_loaded = the embedding model is in memory.
     let engine = st.engine.clone();
+    let loaded = engine.model_loaded();
     match blocking(move || engine.status()).await {
-        Ok(_) => axum::Json(json!({ "status": "healthy", "model_loaded": false })).into_response(),
+        Ok(_) => axum::Json(json!({ "status": "healthy", "model_loaded": loaded })).into_response(),
         Err(e) => (
             StatusCode::SERVICE_UNAVAILABLE,
-            axum::Json(json!({ "status": "unhealthy", "model_loaded": false, "detail": e.detail })),
+            axum::Json(
+                json!({ "status": "unhealthy", "model_loaded": loaded, "detail": e.detail }),
+            ),
         )
             .into_response(),
     }

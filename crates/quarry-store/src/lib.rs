@@ -1,4 +1,5 @@
-//! Quarry's system of record: collections, documents, contexts — behind the [`Store`] trait.
+//! Quarry's system of record: collections, documents, contexts, chunks and embeddings — behind
+//! the [`Store`] trait.
 //!
 //! The embedded backend is [`SqliteStore`] (one file, WAL mode). A PostgreSQL backend will
 //! implement the same trait. Derived indexes (BM25, vectors) are rebuilt from what the store
@@ -83,6 +84,62 @@ impl DocSummary {
     }
 }
 
+/// A document whose chunks are missing or were cut from older content.
+#[derive(Debug, Clone)]
+pub struct ChunkSource {
+    pub id: i64,
+    pub hash: String,
+    pub title: String,
+    pub body: String,
+}
+
+/// One chunk to store: a span of its document and the hash of the exact text embedded for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewChunk {
+    pub byte_start: usize,
+    pub byte_end: usize,
+    pub line_start: usize,
+    pub line_end: usize,
+    pub hash: String,
+}
+
+/// The chunks cut from one version (`doc_hash`) of a document.
+#[derive(Debug, Clone)]
+pub struct DocChunks {
+    pub document_id: i64,
+    pub doc_hash: String,
+    pub chunks: Vec<NewChunk>,
+}
+
+/// A chunk text that has no embedding for some model yet: the document title and the chunk's
+/// span of the body, from which the caller rebuilds the exact text it hashed.
+#[derive(Debug, Clone)]
+pub struct EmbedJob {
+    pub hash: String,
+    pub title: String,
+    pub text: String,
+}
+
+/// Where a chunk lies, for mapping a vector hit back to a document and its lines.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChunkRef {
+    pub id: i64,
+    pub document_id: i64,
+    pub byte_start: usize,
+    pub byte_end: usize,
+    pub line_start: usize,
+    pub line_end: usize,
+}
+
+/// How far embedding has got in a space, for one model.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EmbeddingState {
+    /// Documents whose chunks are missing, outdated, or not all embedded and indexed.
+    pub documents_pending: u64,
+    /// Chunks in the space.
+    pub chunks: u64,
+}
+
 /// Storage of Quarry's metadata and documents for one data directory.
 ///
 /// Every method is scoped to a space; names are unique within a space. Implementations
@@ -124,6 +181,68 @@ pub trait Store: Send + Sync {
     fn document_by_docid(&self, space: &str, docid: &str) -> Result<Option<Document>>;
     fn document_summaries(&self, space: &str) -> Result<Vec<DocSummary>>;
     fn document_count(&self, space: &str) -> Result<u64>;
+
+    // Chunks, embeddings and the ANN protocol (semantic layer).
+    /// Up to `limit` documents of the space (or of one collection) whose chunks are missing
+    /// or were cut from other content.
+    fn documents_to_chunk(
+        &self,
+        space: &str,
+        collection_id: Option<i64>,
+        limit: usize,
+    ) -> Result<Vec<ChunkSource>>;
+    /// Replaces each document's chunks (old ones get ANN tombstones), unless the document
+    /// changed since it was read (its hash is no longer `doc_hash`).
+    fn replace_chunks(&self, docs: &[DocChunks]) -> Result<()>;
+    /// Forgets every document's chunking of the space (or one collection) so the next embed
+    /// cuts them again (chunking options or `--force`).
+    fn reset_chunks(&self, space: &str, collection_id: Option<i64>) -> Result<()>;
+    /// Distinct chunk texts of the space (or one collection) with no embedding for `model`.
+    fn embed_jobs(
+        &self,
+        space: &str,
+        collection_id: Option<i64>,
+        model: &str,
+    ) -> Result<Vec<EmbedJob>>;
+    /// Stores vectors for chunk hashes under `model` (replacing any).
+    fn put_embeddings(&self, model: &str, vectors: &[(String, Vec<f32>)]) -> Result<()>;
+    /// Deletes `model`'s embeddings of the space's (or one collection's) chunks (`--force`).
+    fn delete_embeddings(
+        &self,
+        space: &str,
+        collection_id: Option<i64>,
+        model: &str,
+    ) -> Result<u64>;
+    /// Chunk ids removed from the store that the ANN index may still hold.
+    fn ann_tombstones(&self) -> Result<Vec<i64>>;
+    /// Up to `limit` chunks with id > `after` that the ANN index lacks and that have a
+    /// `model` vector, in id order.
+    fn ann_dirty_chunks(
+        &self,
+        model: &str,
+        after: i64,
+        limit: usize,
+    ) -> Result<Vec<(i64, Vec<f32>)>>;
+    /// The ANN index has durably absorbed these removals and additions.
+    fn ann_done(&self, removed: &[i64], added: &[i64]) -> Result<()>;
+    /// The ANN index is gone or belongs to another model: every chunk must be added again.
+    fn ann_reset(&self) -> Result<()>;
+    /// Chunk locations by id (missing ids are skipped).
+    fn chunk_refs(&self, ids: &[i64]) -> Result<Vec<ChunkRef>>;
+    /// Chunk locations of some documents, in document then position order.
+    fn chunks_of_documents(&self, document_ids: &[i64]) -> Result<Vec<ChunkRef>>;
+    /// Ids of the chunks in one collection (collection-filtered vector search).
+    fn chunk_ids_in_collection(&self, collection_id: i64) -> Result<Vec<i64>>;
+    /// Embedding progress of the space for `model` (`None`: nothing embedded yet).
+    fn embedding_state(&self, space: &str, model: Option<&str>) -> Result<EmbeddingState>;
+
+    // Small key/value settings of the data directory (active model, chunking).
+    fn meta(&self, key: &str) -> Result<Option<String>>;
+    fn set_meta(&self, key: &str, value: &str) -> Result<()>;
+
+    // Query-expansion cache.
+    fn cached_expansion(&self, model: &str, query: &str) -> Result<Option<Vec<String>>>;
+    fn cache_expansion(&self, model: &str, query: &str, variants: &[String]) -> Result<()>;
 
     // Contexts.
     fn set_context(&self, space: &str, path: &str, text: &str) -> Result<()>;

@@ -12,9 +12,12 @@ use std::time::Duration;
 use quarry_core::{Collection, CollectionKind, Context, Document, Error, Result, docid_for_hash};
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
 
-use crate::{DocChange, DocSummary, FileState, IndexDoc, IndexWork, Store};
+use crate::{
+    ChunkRef, ChunkSource, DocChange, DocChunks, DocSummary, EmbedJob, EmbeddingState, FileState,
+    IndexDoc, IndexWork, Store,
+};
 
-const SCHEMA_VERSION: i64 = 1;
+const SCHEMA_VERSION: i64 = 2;
 
 const SCHEMA: &str = r#"
 CREATE TABLE IF NOT EXISTS spaces (
@@ -63,6 +66,49 @@ CREATE TABLE IF NOT EXISTS contexts (
 );
 "#;
 
+/// Version 2: the semantic layer. Chunks are derived from a document's body (`chunked_hash`
+/// says which content they were cut from); embeddings are keyed by (model, chunk hash) so
+/// unchanged text is never re-embedded and two models' vectors never mix; the ANN index over
+/// chunk ids follows the same dirty-flag / tombstone protocol as the keyword index.
+const SCHEMA_V2: &str = r#"
+ALTER TABLE documents ADD COLUMN chunked_hash TEXT;
+CREATE TABLE IF NOT EXISTS chunks (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    document_id INTEGER NOT NULL,
+    seq INTEGER NOT NULL,
+    byte_start INTEGER NOT NULL,
+    byte_end INTEGER NOT NULL,
+    line_start INTEGER NOT NULL,
+    line_end INTEGER NOT NULL,
+    hash TEXT NOT NULL,
+    ann_dirty INTEGER NOT NULL DEFAULT 1
+);
+CREATE INDEX IF NOT EXISTS chunks_document ON chunks(document_id);
+CREATE INDEX IF NOT EXISTS chunks_hash ON chunks(hash);
+CREATE INDEX IF NOT EXISTS chunks_ann_dirty ON chunks(ann_dirty) WHERE ann_dirty = 1;
+-- Chunks removed from the store but maybe still present in the ANN index.
+CREATE TABLE IF NOT EXISTS ann_tombstones (
+    chunk_id INTEGER PRIMARY KEY
+);
+CREATE TABLE IF NOT EXISTS embeddings (
+    model TEXT NOT NULL,
+    hash TEXT NOT NULL,
+    vector BLOB NOT NULL,
+    PRIMARY KEY (model, hash)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS meta (
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS expansions (
+    model TEXT NOT NULL,
+    query TEXT NOT NULL,
+    variants TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    PRIMARY KEY (model, query)
+);
+"#;
+
 /// SQLite-backed [`Store`].
 pub struct SqliteStore {
     conn: Mutex<Connection>,
@@ -92,10 +138,9 @@ impl SqliteStore {
             )));
         }
         if version < SCHEMA_VERSION {
-            conn.execute_batch(&format!(
-                "BEGIN IMMEDIATE; {SCHEMA} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
-            ))
-            .map_err(db_err)?;
+            migrate(&conn).map_err(|e| {
+                Error::Storage(format!("cannot upgrade database {}: {e}", path.display()))
+            })?;
         }
         Ok(SqliteStore {
             conn: Mutex::new(conn),
@@ -117,6 +162,42 @@ impl SqliteStore {
         tx.commit().map_err(db_err)?;
         Ok(out)
     }
+}
+
+/// Brings the schema to [`SCHEMA_VERSION`] in one immediate transaction. The version is read
+/// again inside it: two processes opening an old database at once must not both migrate.
+fn migrate(conn: &Connection) -> rusqlite::Result<()> {
+    conn.execute_batch("BEGIN IMMEDIATE")?;
+    let step = || -> rusqlite::Result<()> {
+        let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+        if version < 1 {
+            conn.execute_batch(SCHEMA)?;
+        }
+        if version < 2 {
+            conn.execute_batch(SCHEMA_V2)?;
+        }
+        conn.execute_batch(&format!("PRAGMA user_version = {SCHEMA_VERSION}"))
+    };
+    match step() {
+        Ok(()) => conn.execute_batch("COMMIT"),
+        Err(e) => {
+            let _ = conn.execute_batch("ROLLBACK");
+            Err(e)
+        }
+    }
+}
+
+/// Deletes a document's chunks, leaving ANN tombstones for them.
+fn drop_chunks_of(tx: &Transaction<'_>, document_id: i64) -> Result<()> {
+    tx.prepare_cached(
+        "INSERT OR IGNORE INTO ann_tombstones (chunk_id) SELECT id FROM chunks WHERE document_id = ?1",
+    )
+    .and_then(|mut s| s.execute([document_id]))
+    .map_err(db_err)?;
+    tx.prepare_cached("DELETE FROM chunks WHERE document_id = ?1")
+        .and_then(|mut s| s.execute([document_id]))
+        .map_err(db_err)?;
+    Ok(())
 }
 
 fn ensure_space(tx: &Transaction<'_>, space: &str) -> Result<()> {
@@ -298,6 +379,17 @@ impl Store for SqliteStore {
                 [id],
             )
             .map_err(db_err)?;
+            tx.execute(
+                "INSERT OR IGNORE INTO ann_tombstones (chunk_id) SELECT id FROM chunks \
+                 WHERE document_id IN (SELECT id FROM documents WHERE collection_id = ?1)",
+                [id],
+            )
+            .map_err(db_err)?;
+            tx.execute(
+                "DELETE FROM chunks WHERE document_id IN (SELECT id FROM documents WHERE collection_id = ?1)",
+                [id],
+            )
+            .map_err(db_err)?;
             let n = tx
                 .execute("DELETE FROM documents WHERE collection_id = ?1", [id])
                 .map_err(db_err)?;
@@ -375,6 +467,13 @@ impl Store for SqliteStore {
                                 .optional()
                             })
                             .map_err(db_err)?;
+                        // New content makes the old chunks wrong: drop them (and from the ANN
+                        // index, via tombstones) in the same transaction.
+                        if let Some((id, old_hash)) = &existing
+                            && *old_hash != hash
+                        {
+                            drop_chunks_of(tx, *id)?;
+                        }
                         // Same content keeps its docid; new content gets the shortest free one.
                         let docid = match &existing {
                             Some((_, old_hash)) if *old_hash == hash => None,
@@ -425,6 +524,7 @@ impl Store for SqliteStore {
                         tx.prepare_cached("INSERT OR IGNORE INTO fts_tombstones (doc_id) VALUES (?1)")
                             .and_then(|mut s| s.execute([id]))
                             .map_err(db_err)?;
+                        drop_chunks_of(tx, id)?;
                         tx.prepare_cached("DELETE FROM documents WHERE id = ?1")
                             .and_then(|mut s| s.execute([id]))
                             .map_err(db_err)?;
@@ -575,6 +675,346 @@ impl Store for SqliteStore {
         .map_err(db_err)
     }
 
+    fn documents_to_chunk(
+        &self,
+        space: &str,
+        collection_id: Option<i64>,
+        limit: usize,
+    ) -> Result<Vec<ChunkSource>> {
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT d.id, d.hash, d.title, d.body FROM documents d JOIN collections c ON c.id = d.collection_id \
+                 WHERE c.space = ?1 AND (?2 IS NULL OR d.collection_id = ?2) \
+                 AND (d.chunked_hash IS NULL OR d.chunked_hash != d.hash) ORDER BY d.id LIMIT ?3",
+            )
+            .map_err(db_err)?;
+        let rows = stmt
+            .query_map(params![space, collection_id, limit as i64], |r| {
+                Ok(ChunkSource {
+                    id: r.get(0)?,
+                    hash: r.get(1)?,
+                    title: r.get(2)?,
+                    body: r.get(3)?,
+                })
+            })
+            .map_err(db_err)?;
+        rows.collect::<rusqlite::Result<Vec<_>>>().map_err(db_err)
+    }
+
+    fn replace_chunks(&self, docs: &[DocChunks]) -> Result<()> {
+        self.write(|tx| {
+            let mut current = tx
+                .prepare_cached("SELECT hash FROM documents WHERE id = ?1")
+                .map_err(db_err)?;
+            let mut insert = tx
+                .prepare_cached(
+                    "INSERT INTO chunks (document_id, seq, byte_start, byte_end, line_start, line_end, hash, ann_dirty) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 1)",
+                )
+                .map_err(db_err)?;
+            let mut mark = tx
+                .prepare_cached("UPDATE documents SET chunked_hash = ?2 WHERE id = ?1")
+                .map_err(db_err)?;
+            for doc in docs {
+                let hash: Option<String> = current
+                    .query_row([doc.document_id], |r| r.get(0))
+                    .optional()
+                    .map_err(db_err)?;
+                if hash.as_deref() != Some(doc.doc_hash.as_str()) {
+                    continue; // removed or changed since it was chunked
+                }
+                drop_chunks_of(tx, doc.document_id)?;
+                for (seq, c) in doc.chunks.iter().enumerate() {
+                    insert
+                        .execute(params![
+                            doc.document_id,
+                            seq as i64,
+                            c.byte_start as i64,
+                            c.byte_end as i64,
+                            c.line_start as i64,
+                            c.line_end as i64,
+                            c.hash
+                        ])
+                        .map_err(db_err)?;
+                }
+                mark.execute(params![doc.document_id, doc.doc_hash])
+                    .map_err(db_err)?;
+            }
+            Ok(())
+        })
+    }
+
+    fn reset_chunks(&self, space: &str, collection_id: Option<i64>) -> Result<()> {
+        self.write(|tx| {
+            tx.execute(
+                "UPDATE documents SET chunked_hash = NULL WHERE collection_id IN \
+                 (SELECT id FROM collections WHERE space = ?1 AND (?2 IS NULL OR id = ?2))",
+                params![space, collection_id],
+            )
+            .map_err(db_err)?;
+            Ok(())
+        })
+    }
+
+    fn embed_jobs(
+        &self,
+        space: &str,
+        collection_id: Option<i64>,
+        model: &str,
+    ) -> Result<Vec<EmbedJob>> {
+        let conn = self.conn();
+        // Offsets are byte offsets on char boundaries; substr on a BLOB counts bytes.
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT k.hash, d.title, \
+                 CAST(substr(CAST(d.body AS BLOB), k.byte_start + 1, k.byte_end - k.byte_start) AS TEXT) \
+                 FROM chunks k JOIN documents d ON d.id = k.document_id JOIN collections c ON c.id = d.collection_id \
+                 WHERE c.space = ?1 AND (?2 IS NULL OR d.collection_id = ?2) \
+                 AND NOT EXISTS (SELECT 1 FROM embeddings e WHERE e.model = ?3 AND e.hash = k.hash) \
+                 GROUP BY k.hash",
+            )
+            .map_err(db_err)?;
+        let rows = stmt
+            .query_map(params![space, collection_id, model], |r| {
+                Ok(EmbedJob {
+                    hash: r.get(0)?,
+                    title: r.get(1)?,
+                    text: r.get(2)?,
+                })
+            })
+            .map_err(db_err)?;
+        rows.collect::<rusqlite::Result<Vec<_>>>().map_err(db_err)
+    }
+
+    fn put_embeddings(&self, model: &str, vectors: &[(String, Vec<f32>)]) -> Result<()> {
+        self.write(|tx| {
+            let mut put = tx
+                .prepare_cached(
+                    "INSERT OR REPLACE INTO embeddings (model, hash, vector) VALUES (?1, ?2, ?3)",
+                )
+                .map_err(db_err)?;
+            for (hash, v) in vectors {
+                put.execute(params![model, hash, vector_to_blob(v)])
+                    .map_err(db_err)?;
+            }
+            Ok(())
+        })
+    }
+
+    fn delete_embeddings(
+        &self,
+        space: &str,
+        collection_id: Option<i64>,
+        model: &str,
+    ) -> Result<u64> {
+        self.write(|tx| {
+            let scope = "SELECT k.id FROM chunks k JOIN documents d ON d.id = k.document_id \
+                 JOIN collections c ON c.id = d.collection_id WHERE c.space = ?1 AND (?2 IS NULL OR d.collection_id = ?2)";
+            let n = tx
+                .execute(
+                    &format!(
+                        "DELETE FROM embeddings WHERE model = ?3 AND hash IN (SELECT hash FROM chunks WHERE id IN ({scope}))"
+                    ),
+                    params![space, collection_id, model],
+                )
+                .map_err(db_err)?;
+            tx.execute(
+                &format!("UPDATE chunks SET ann_dirty = 1 WHERE id IN ({scope})"),
+                params![space, collection_id],
+            )
+            .map_err(db_err)?;
+            Ok(n as u64)
+        })
+    }
+
+    fn ann_tombstones(&self) -> Result<Vec<i64>> {
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare_cached("SELECT chunk_id FROM ann_tombstones")
+            .map_err(db_err)?;
+        stmt.query_map([], |r| r.get(0))
+            .map_err(db_err)?
+            .collect::<rusqlite::Result<Vec<i64>>>()
+            .map_err(db_err)
+    }
+
+    fn ann_dirty_chunks(
+        &self,
+        model: &str,
+        after: i64,
+        limit: usize,
+    ) -> Result<Vec<(i64, Vec<f32>)>> {
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT k.id, e.vector FROM chunks k JOIN embeddings e ON e.model = ?1 AND e.hash = k.hash \
+                 WHERE k.ann_dirty = 1 AND k.id > ?2 ORDER BY k.id LIMIT ?3",
+            )
+            .map_err(db_err)?;
+        stmt.query_map(params![model, after, limit as i64], |r| {
+            Ok((r.get::<_, i64>(0)?, r.get::<_, Vec<u8>>(1)?))
+        })
+        .map_err(db_err)?
+        .map(|row| {
+            let (id, blob) = row.map_err(db_err)?;
+            Ok((id, blob_to_vector(&blob)?))
+        })
+        .collect()
+    }
+
+    fn ann_done(&self, removed: &[i64], added: &[i64]) -> Result<()> {
+        self.write(|tx| {
+            let mut del = tx
+                .prepare_cached("DELETE FROM ann_tombstones WHERE chunk_id = ?1")
+                .map_err(db_err)?;
+            for id in removed {
+                del.execute([id]).map_err(db_err)?;
+            }
+            let mut clear = tx
+                .prepare_cached("UPDATE chunks SET ann_dirty = 0 WHERE id = ?1")
+                .map_err(db_err)?;
+            for id in added {
+                clear.execute([id]).map_err(db_err)?;
+            }
+            Ok(())
+        })
+    }
+
+    fn ann_reset(&self) -> Result<()> {
+        self.write(|tx| {
+            tx.execute_batch(
+                "UPDATE chunks SET ann_dirty = 1 WHERE ann_dirty = 0; DELETE FROM ann_tombstones;",
+            )
+            .map_err(db_err)
+        })
+    }
+
+    fn chunk_refs(&self, ids: &[i64]) -> Result<Vec<ChunkRef>> {
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare_cached(&format!("SELECT {CHUNK_COLUMNS} FROM chunks WHERE id = ?1"))
+            .map_err(db_err)?;
+        let mut out = Vec::with_capacity(ids.len());
+        for id in ids {
+            if let Some(c) = stmt
+                .query_row([id], chunk_from_row)
+                .optional()
+                .map_err(db_err)?
+            {
+                out.push(c);
+            }
+        }
+        Ok(out)
+    }
+
+    fn chunks_of_documents(&self, document_ids: &[i64]) -> Result<Vec<ChunkRef>> {
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare_cached(&format!(
+                "SELECT {CHUNK_COLUMNS} FROM chunks WHERE document_id = ?1 ORDER BY seq"
+            ))
+            .map_err(db_err)?;
+        let mut out = Vec::new();
+        for id in document_ids {
+            let rows = stmt.query_map([id], chunk_from_row).map_err(db_err)?;
+            for r in rows {
+                out.push(r.map_err(db_err)?);
+            }
+        }
+        Ok(out)
+    }
+
+    fn chunk_ids_in_collection(&self, collection_id: i64) -> Result<Vec<i64>> {
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT k.id FROM chunks k JOIN documents d ON d.id = k.document_id WHERE d.collection_id = ?1",
+            )
+            .map_err(db_err)?;
+        stmt.query_map([collection_id], |r| r.get(0))
+            .map_err(db_err)?
+            .collect::<rusqlite::Result<Vec<i64>>>()
+            .map_err(db_err)
+    }
+
+    fn embedding_state(&self, space: &str, model: Option<&str>) -> Result<EmbeddingState> {
+        let conn = self.conn();
+        let pending: i64 = conn
+            .prepare_cached(
+                "SELECT COUNT(*) FROM documents d JOIN collections c ON c.id = d.collection_id \
+                 WHERE c.space = ?1 AND (d.chunked_hash IS NULL OR d.chunked_hash != d.hash \
+                 OR EXISTS (SELECT 1 FROM chunks k WHERE k.document_id = d.id AND (k.ann_dirty = 1 \
+                 OR NOT EXISTS (SELECT 1 FROM embeddings e WHERE e.model = ?2 AND e.hash = k.hash))))",
+            )
+            .and_then(|mut s| s.query_row(params![space, model.unwrap_or("")], |r| r.get(0)))
+            .map_err(db_err)?;
+        let chunks: i64 = conn
+            .prepare_cached(
+                "SELECT COUNT(*) FROM chunks k JOIN documents d ON d.id = k.document_id \
+                 JOIN collections c ON c.id = d.collection_id WHERE c.space = ?1",
+            )
+            .and_then(|mut s| s.query_row([space], |r| r.get(0)))
+            .map_err(db_err)?;
+        Ok(EmbeddingState {
+            documents_pending: pending as u64,
+            chunks: chunks as u64,
+        })
+    }
+
+    fn meta(&self, key: &str) -> Result<Option<String>> {
+        let conn = self.conn();
+        conn.query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
+            .optional()
+            .map_err(db_err)
+    }
+
+    fn set_meta(&self, key: &str, value: &str) -> Result<()> {
+        self.write(|tx| {
+            tx.execute(
+                "INSERT INTO meta (key, value) VALUES (?1, ?2) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                params![key, value],
+            )
+            .map_err(db_err)?;
+            Ok(())
+        })
+    }
+
+    fn cached_expansion(&self, model: &str, query: &str) -> Result<Option<Vec<String>>> {
+        let conn = self.conn();
+        let v: Option<String> = conn
+            .query_row(
+                "SELECT variants FROM expansions WHERE model = ?1 AND query = ?2",
+                params![model, query],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(db_err)?;
+        Ok(v.map(|s| {
+            s.lines()
+                .filter(|l| !l.is_empty())
+                .map(str::to_owned)
+                .collect()
+        }))
+    }
+
+    fn cache_expansion(&self, model: &str, query: &str, variants: &[String]) -> Result<()> {
+        // Variants are single lines (the expander splits on newlines), so newline-joined is exact.
+        let joined = variants
+            .iter()
+            .map(|v| v.replace(['\n', '\r'], " "))
+            .collect::<Vec<_>>()
+            .join("\n");
+        self.write(|tx| {
+            tx.execute(
+                "INSERT OR REPLACE INTO expansions (model, query, variants, created_at) VALUES (?1, ?2, ?3, ?4)",
+                params![model, query, joined, quarry_core::now_millis()],
+            )
+            .map_err(db_err)?;
+            Ok(())
+        })
+    }
+
     fn set_context(&self, space: &str, path: &str, text: &str) -> Result<()> {
         self.write(|tx| {
             ensure_space(tx, space)?;
@@ -615,6 +1055,36 @@ impl Store for SqliteStore {
             Ok(n > 0)
         })
     }
+}
+
+const CHUNK_COLUMNS: &str = "id, document_id, byte_start, byte_end, line_start, line_end";
+
+fn chunk_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ChunkRef> {
+    Ok(ChunkRef {
+        id: r.get(0)?,
+        document_id: r.get(1)?,
+        byte_start: r.get::<_, i64>(2)? as usize,
+        byte_end: r.get::<_, i64>(3)? as usize,
+        line_start: r.get::<_, i64>(4)? as usize,
+        line_end: r.get::<_, i64>(5)? as usize,
+    })
+}
+
+/// Vectors are stored as little-endian `f32`s.
+fn vector_to_blob(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+fn blob_to_vector(b: &[u8]) -> Result<Vec<f32>> {
+    if b.len() % 4 != 0 {
+        return Err(Error::Storage(format!(
+            "stored vector has {} bytes, not a whole number of f32s",
+            b.len()
+        )));
+    }
+    Ok(b.chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect())
 }
 
 fn like_escape(s: &str) -> String {

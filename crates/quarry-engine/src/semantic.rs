@@ -1,0 +1,714 @@
+//! The semantic layer: models, chunking, `embed`, the ANN index and vector retrieval.
+//!
+//! Data flow of `embed` (each step resumable, the store leading as for the keyword index):
+//! 1. **Chunk** documents whose chunks are missing or were cut from older content
+//!    (`documents.chunked_hash`). Chunks are sized in the embedding model's tokens.
+//! 2. **Embed** every distinct chunk text that has no vector for the active model
+//!    (`embeddings` is keyed by model and chunk hash: unchanged text is never embedded
+//!    twice, and a model switch never mixes two vector spaces). Longest texts first, in
+//!    batches, each batch committed: a kill loses at most one batch.
+//! 3. **Index** the chunks the ANN file lacks (`chunks.ann_dirty`) and drop removed ones
+//!    (`ann_tombstones`), save the file atomically, then clear the flags.
+//!
+//! The ANN file belongs to one model (`meta.ann.model`); when the model changes the file is
+//! deleted and every chunk is indexed again from that model's vectors.
+
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Instant, SystemTime};
+
+use quarry_core::{Error, Result};
+use quarry_ingest::chunk::{ChunkOptions, chunk_markdown};
+use quarry_models::{
+    Embedder, HubProgress, ModelEnv, ModelError, ModelIdentity, ModelSpec, QueryExpander, Reranker,
+};
+use quarry_store::{ChunkRef, DocChunks, NewChunk};
+use quarry_vectors::{VectorIndex, VectorIndexOptions};
+use serde::Serialize;
+
+use crate::{Engine, Progress, WriteGuard};
+
+/// The embedding model used when none is configured and none was used before.
+pub const DEFAULT_EMBED_MODEL: &str = "intfloat/multilingual-e5-small";
+/// Chunk size in tokens (QMD: ~900), capped by the model's input length.
+pub const CHUNK_TOKENS: usize = 900;
+/// Overlap between consecutive chunks, in percent of the chunk size (QMD: 15 %).
+pub const CHUNK_OVERLAP_PERCENT: usize = 15;
+/// Collections with at most this many chunks are searched exactly (faster and perfect
+/// recall when a filter would reject most of the graph).
+pub const EXACT_SEARCH_MAX: usize = 4096;
+/// HNSW search effort for engine queries: recall@10 ≥ 0.97 on embedding data at 100k.
+pub const ANN_EXPANSION: usize = 128;
+
+const VECTORS_FILE: &str = "vectors.usearch";
+const META_ANN_MODEL: &str = "ann.model";
+const META_ANN_DIMS: &str = "ann.dims";
+const META_EMBED_SPEC: &str = "embed.spec";
+const META_EMBED_NAME: &str = "embed.name";
+const META_CHUNKING: &str = "chunking";
+/// Chunk texts per store commit while embedding: bounds what a kill can lose.
+const EMBED_COMMIT: usize = 64;
+/// Documents chunked per store transaction.
+const CHUNK_BATCH: usize = 256;
+/// Chunk vectors read from the store per ANN round.
+const ANN_ROUND: usize = 20_000;
+
+/// Which models the engine uses. Unset fields mean: embeddings from the model the index
+/// was built with (else [`DEFAULT_EMBED_MODEL`]); no reranker; no query expansion.
+#[derive(Default)]
+pub struct ModelConfig {
+    pub embed: Option<ModelSpec>,
+    pub rerank: Option<ModelSpec>,
+    pub expand: Option<ModelSpec>,
+    /// Endpoints, keys and the Hub cache; `None` reads the environment when first needed.
+    pub env: Option<ModelEnv>,
+}
+
+impl ModelConfig {
+    /// From `QUARRY_EMBED_MODEL`, `QUARRY_RERANK_MODEL`, `QUARRY_EXPAND_MODEL` (empty = unset).
+    pub fn from_env() -> Result<ModelConfig> {
+        let spec = |var: &str| -> Result<Option<ModelSpec>> {
+            match std::env::var(var) {
+                Ok(v) if !v.trim().is_empty() => ModelSpec::parse(v.trim())
+                    .map(Some)
+                    .map_err(|e| Error::invalid(format!("{var}: {e}"))),
+                _ => Ok(None),
+            }
+        };
+        Ok(ModelConfig {
+            embed: spec("QUARRY_EMBED_MODEL")?,
+            rerank: spec("QUARRY_RERANK_MODEL")?,
+            expand: spec("QUARRY_EXPAND_MODEL")?,
+            env: None,
+        })
+    }
+}
+
+/// Models loaded once per process, on first use.
+#[derive(Default)]
+pub(crate) struct Models {
+    config: ModelConfig,
+    env: Mutex<Option<Arc<ModelEnv>>>,
+    embedder: Mutex<Option<(String, Arc<dyn Embedder>)>>,
+    reranker: Mutex<Option<Arc<dyn Reranker>>>,
+    expander: Mutex<Option<Arc<dyn QueryExpander>>>,
+}
+
+impl Models {
+    pub(crate) fn new(config: ModelConfig) -> Models {
+        Models {
+            config,
+            ..Models::default()
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Model problems are the environment's, not the caller's: a missing model, an unreachable
+/// endpoint, a refused key.
+pub(crate) fn model_err(e: ModelError) -> Error {
+    Error::Unavailable(e.to_string())
+}
+
+/// `name@revision#dimensions`: two vectors are comparable only if this matches.
+pub fn model_key(id: &ModelIdentity) -> String {
+    format!("{}@{}#{}", id.name, id.revision, id.dimensions)
+}
+
+/// The text embedded for a chunk: the document title gives short chunks their topic,
+/// unless the chunk already opens with it.
+pub fn embed_input(title: &str, chunk: &str) -> String {
+    let first = chunk.trim_start().lines().next().unwrap_or("");
+    let first = first.trim_start_matches('#').trim();
+    if title.is_empty() || first.contains(title.trim()) {
+        chunk.to_owned()
+    } else {
+        format!("{title}\n\n{chunk}")
+    }
+}
+
+/// Options of [`Engine::embed`].
+#[derive(Debug, Clone, Default)]
+pub struct EmbedOptions {
+    /// Only this collection (all when `None`).
+    pub collection: Option<String>,
+    /// Re-chunk and re-embed everything in scope, even what is up to date.
+    pub force: bool,
+}
+
+/// What [`Engine::embed`] did.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct EmbedReport {
+    pub model: String,
+    pub dimensions: usize,
+    /// The previous vectors came from another model and were set aside.
+    pub model_changed: bool,
+    pub documents_chunked: u64,
+    pub chunks_embedded: u64,
+    pub vectors_indexed: u64,
+    pub vectors_removed: u64,
+    pub total_chunks: u64,
+    pub seconds: f64,
+}
+
+/// A document found by vector search: its best chunk and that chunk's similarity.
+#[derive(Debug, Clone)]
+pub(crate) struct VectorDocHit {
+    pub document_id: i64,
+    pub similarity: f32,
+    pub chunk: ChunkRef,
+}
+
+struct LoadedAnn {
+    index: Arc<VectorIndex>,
+    stamp: (u64, Option<SystemTime>),
+}
+
+#[derive(Default)]
+pub(crate) struct AnnSlot(Mutex<Option<LoadedAnn>>);
+
+/// Reports Hub downloads through a [`Progress`], one phase per file.
+fn hub_progress(progress: &dyn Progress) -> impl Fn(&HubProgress) + '_ {
+    let current = RefCell::new((String::new(), 0u64));
+    move |p: &HubProgress| {
+        let mut cur = current.borrow_mut();
+        if cur.0 != p.file {
+            if !cur.0.is_empty() {
+                progress.end();
+            }
+            progress.begin(&format!("Downloading {}", p.file), p.total.unwrap_or(0));
+            *cur = (p.file.clone(), 0);
+        }
+        progress.advance(p.downloaded.saturating_sub(cur.1));
+        cur.1 = p.downloaded;
+    }
+}
+
+impl Engine {
+    fn vectors_path(&self) -> PathBuf {
+        self.data_dir().join(VECTORS_FILE)
+    }
+
+    fn model_env(&self) -> Arc<ModelEnv> {
+        let mut env = lock(&self.models.env);
+        if let Some(e) = env.as_ref() {
+            return e.clone();
+        }
+        let e = Arc::new(match &self.models.config.env {
+            Some(e) => e.clone(),
+            None => ModelEnv::from_env(),
+        });
+        *env = Some(e.clone());
+        e
+    }
+
+    /// The embedding model spec in force: configured, else the one the index was built
+    /// with, else the default.
+    pub fn embed_spec(&self) -> Result<ModelSpec> {
+        if let Some(s) = &self.models.config.embed {
+            return Ok(s.clone());
+        }
+        match self.store().meta(META_EMBED_SPEC)? {
+            Some(s) => ModelSpec::parse(&s).map_err(|e| {
+                Error::Storage(format!("recorded embedding model {s:?} is invalid: {e}"))
+            }),
+            None => ModelSpec::parse(DEFAULT_EMBED_MODEL).map_err(model_err),
+        }
+    }
+
+    /// The embedding model, loaded on first use and kept for the life of the engine.
+    pub fn embedder(&self, progress: &dyn Progress) -> Result<Arc<dyn Embedder>> {
+        let spec = self.embed_spec()?;
+        let key = spec.to_string();
+        let mut slot = lock(&self.models.embedder);
+        if let Some((k, e)) = slot.as_ref()
+            && *k == key
+        {
+            return Ok(e.clone());
+        }
+        let env = self.model_env();
+        let loaded: Arc<dyn Embedder> = Arc::from(
+            quarry_models::open_embedder(&spec, &env, &hub_progress(progress))
+                .map_err(model_err)?,
+        );
+        *slot = Some((key, loaded.clone()));
+        Ok(loaded)
+    }
+
+    /// Loads the models a server will need, so the first request does not wait: the
+    /// embedding model if one is configured or the index was embedded (never the default
+    /// alone, which may need a download), the reranker and expander if configured.
+    /// Returns what was loaded.
+    pub fn preload_models(&self) -> Result<Vec<String>> {
+        let mut loaded = Vec::new();
+        if self.models.config.embed.is_some() || self.store().meta(META_EMBED_SPEC)?.is_some() {
+            loaded.push(self.embedder(&crate::NoProgress)?.identity().name.clone());
+        }
+        if let Some(r) = self.reranker(&crate::NoProgress)? {
+            loaded.push(r.identity().name.clone());
+        }
+        if let Some(x) = self.expander()? {
+            loaded.push(x.identity().name.clone());
+        }
+        Ok(loaded)
+    }
+
+    /// Whether an embedding model is loaded in this process (REST `/health`).
+    pub fn model_loaded(&self) -> bool {
+        lock(&self.models.embedder).is_some()
+    }
+
+    /// The configured reranker, loaded on first use; `None` when none is configured.
+    pub fn reranker(&self, progress: &dyn Progress) -> Result<Option<Arc<dyn Reranker>>> {
+        let Some(spec) = &self.models.config.rerank else {
+            return Ok(None);
+        };
+        let mut slot = lock(&self.models.reranker);
+        if let Some(r) = slot.as_ref() {
+            return Ok(Some(r.clone()));
+        }
+        let env = self.model_env();
+        let loaded: Arc<dyn Reranker> = Arc::from(
+            quarry_models::open_reranker(spec, &env, &hub_progress(progress)).map_err(model_err)?,
+        );
+        *slot = Some(loaded.clone());
+        Ok(Some(loaded))
+    }
+
+    /// The configured query expander; `None` when none is configured.
+    pub fn expander(&self) -> Result<Option<Arc<dyn QueryExpander>>> {
+        let Some(spec) = &self.models.config.expand else {
+            return Ok(None);
+        };
+        let mut slot = lock(&self.models.expander);
+        if let Some(x) = slot.as_ref() {
+            return Ok(Some(x.clone()));
+        }
+        let env = self.model_env();
+        let loaded: Arc<dyn QueryExpander> =
+            Arc::from(quarry_models::open_expander(spec, &env).map_err(model_err)?);
+        *slot = Some(loaded.clone());
+        Ok(Some(loaded))
+    }
+
+    /// Embeds texts as passages with the active model (REST `/embed`).
+    pub fn embed_texts(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
+        let model = self.embedder(&crate::NoProgress)?;
+        model.embed_passages(texts).map_err(model_err)
+    }
+
+    /// The identity key of `model`, asking a remote model once for its dimensions if needed.
+    fn identity_key(model: &dyn Embedder) -> Result<String> {
+        if model.identity().dimensions == 0 {
+            model
+                .embed_queries(&["dimension probe"])
+                .map_err(model_err)?;
+        }
+        let id = model.identity();
+        if id.dimensions == 0 {
+            return Err(Error::Unavailable(format!(
+                "embedding model {} did not report its dimensions",
+                id.name
+            )));
+        }
+        Ok(model_key(id))
+    }
+
+    /// Chunks, embeds and indexes what changed since the last run (see the module docs).
+    pub fn embed(&self, opts: &EmbedOptions, progress: &dyn Progress) -> Result<EmbedReport> {
+        let started = Instant::now();
+        let guard = self.lock_writes(progress)?;
+        let collection_id = match &opts.collection {
+            Some(name) => Some(self.collection(name)?.id),
+            None => None,
+        };
+        let spec = self.embed_spec()?;
+        let model = self.embedder(progress)?;
+        let key = Self::identity_key(model.as_ref())?;
+        let dims = model.identity().dimensions;
+        let store = self.store();
+        let mut report = EmbedReport {
+            model: model.identity().name.clone(),
+            dimensions: dims,
+            ..EmbedReport::default()
+        };
+
+        // A different model: its vectors live beside the old ones (switching back is free),
+        // but the ANN file holds one vector space, so it is rebuilt from scratch.
+        let previous = store.meta(META_ANN_MODEL)?;
+        if previous.as_deref() != Some(key.as_str()) {
+            report.model_changed = previous.is_some();
+            self.drop_ann_file(&guard)?;
+            store.ann_reset()?;
+            store.set_meta(META_ANN_DIMS, &dims.to_string())?;
+            store.set_meta(META_ANN_MODEL, &key)?;
+        }
+        store.set_meta(META_EMBED_SPEC, &spec.to_string())?;
+        store.set_meta(META_EMBED_NAME, &model.identity().name)?;
+
+        // Chunk sizes are in this model's tokens: another tokenizer means other chunks.
+        let max_tokens = CHUNK_TOKENS.min(model.max_tokens()).max(16);
+        let chunk_opts = ChunkOptions {
+            max_size: max_tokens,
+            overlap: max_tokens * CHUNK_OVERLAP_PERCENT / 100,
+        };
+        let chunking = format!(
+            "tokens:{}:{}:{}@{}",
+            chunk_opts.max_size,
+            chunk_opts.overlap,
+            model.identity().name,
+            model.identity().revision
+        );
+        if store.meta(META_CHUNKING)?.as_deref() != Some(chunking.as_str()) {
+            store.reset_chunks(self.space(), None)?;
+            store.set_meta(META_CHUNKING, &chunking)?;
+        }
+        if opts.force {
+            store.reset_chunks(self.space(), collection_id)?;
+            store.delete_embeddings(self.space(), collection_id, &key)?;
+        }
+
+        report.documents_chunked =
+            self.chunk_pending(collection_id, chunk_opts, model.as_ref(), progress)?;
+        report.chunks_embedded =
+            self.embed_pending(collection_id, &key, model.as_ref(), progress)?;
+        let (added, removed) = self.index_pending(&guard, &key, dims, progress)?;
+        report.vectors_indexed = added;
+        report.vectors_removed = removed;
+        report.total_chunks = store.embedding_state(self.space(), Some(&key))?.chunks;
+        report.seconds = started.elapsed().as_secs_f64();
+        Ok(report)
+    }
+
+    fn chunk_pending(
+        &self,
+        collection_id: Option<i64>,
+        opts: ChunkOptions,
+        model: &dyn Embedder,
+        progress: &dyn Progress,
+    ) -> Result<u64> {
+        let store = self.store();
+        // Token counts of a failing tokenizer fall back to a generous character estimate.
+        let tokens = |t: &str| {
+            model
+                .count_tokens(t)
+                .unwrap_or_else(|_| t.chars().count().div_ceil(2))
+        };
+        let mut done = 0u64;
+        let mut begun = false;
+        loop {
+            let docs = store.documents_to_chunk(self.space(), collection_id, CHUNK_BATCH)?;
+            if docs.is_empty() {
+                break;
+            }
+            if !begun {
+                progress.begin("Chunking", 0);
+                begun = true;
+            }
+            let mut batch = Vec::with_capacity(docs.len());
+            for doc in &docs {
+                // The title is embedded with each chunk; leave room for it.
+                let title_tokens = if doc.title.is_empty() {
+                    0
+                } else {
+                    tokens(&doc.title)
+                };
+                let max = opts
+                    .max_size
+                    .saturating_sub(title_tokens)
+                    .max(opts.max_size / 2);
+                let per_doc = ChunkOptions {
+                    max_size: max,
+                    overlap: opts.overlap.min(max / 4),
+                };
+                let chunks = chunk_markdown(&doc.body, per_doc, &tokens)
+                    .into_iter()
+                    .map(|c| NewChunk {
+                        hash: quarry_ingest::content_hash(
+                            embed_input(&doc.title, c.text(&doc.body)).as_bytes(),
+                        ),
+                        byte_start: c.start,
+                        byte_end: c.end,
+                        line_start: c.line_start,
+                        line_end: c.line_end,
+                    })
+                    .collect();
+                batch.push(DocChunks {
+                    document_id: doc.id,
+                    doc_hash: doc.hash.clone(),
+                    chunks,
+                });
+            }
+            store.replace_chunks(&batch)?;
+            done += docs.len() as u64;
+            progress.advance(docs.len() as u64);
+        }
+        if begun {
+            progress.end();
+        }
+        Ok(done)
+    }
+
+    fn embed_pending(
+        &self,
+        collection_id: Option<i64>,
+        key: &str,
+        model: &dyn Embedder,
+        progress: &dyn Progress,
+    ) -> Result<u64> {
+        let store = self.store();
+        let mut jobs = store.embed_jobs(self.space(), collection_id, key)?;
+        if jobs.is_empty() {
+            return Ok(0);
+        }
+        let inputs: Vec<(String, String)> = jobs
+            .drain(..)
+            .map(|j| (embed_input(&j.title, &j.text), j.hash))
+            .collect();
+        // Longest first: similar lengths share a batch (little padding), the slowest work
+        // comes first so the ETA only improves, and memory peaks at the start.
+        let mut order: Vec<usize> = (0..inputs.len()).collect();
+        order.sort_by_key(|&i| std::cmp::Reverse(inputs[i].0.len()));
+        progress.begin("Embedding", inputs.len() as u64);
+        let mut done = 0u64;
+        for batch in order.chunks(EMBED_COMMIT) {
+            let texts: Vec<&str> = batch.iter().map(|&i| inputs[i].0.as_str()).collect();
+            let vectors = model.embed_passages(&texts).map_err(model_err)?;
+            if vectors.len() != texts.len() {
+                return Err(Error::Unavailable(format!(
+                    "embedding model returned {} vectors for {} texts",
+                    vectors.len(),
+                    texts.len()
+                )));
+            }
+            let rows: Vec<(String, Vec<f32>)> = batch
+                .iter()
+                .zip(vectors)
+                .map(|(&i, v)| (inputs[i].1.clone(), v))
+                .collect();
+            store.put_embeddings(key, &rows)?;
+            done += rows.len() as u64;
+            progress.advance(rows.len() as u64);
+        }
+        progress.end();
+        Ok(done)
+    }
+
+    fn drop_ann_file(&self, _guard: &WriteGuard) -> Result<()> {
+        let path = self.vectors_path();
+        match std::fs::remove_file(&path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::io(&path, e)),
+        }
+        *lock(&self.ann.0) = None;
+        Ok(())
+    }
+
+    /// Brings the ANN file up to date with the store; returns (added, removed).
+    fn index_pending(
+        &self,
+        guard: &WriteGuard,
+        key: &str,
+        dims: usize,
+        progress: &dyn Progress,
+    ) -> Result<(u64, u64)> {
+        let store = self.store();
+        let path = self.vectors_path();
+        let index = match VectorIndex::open(&path, Self::ann_options(dims)) {
+            Ok(i) => i,
+            Err(e) => {
+                // Missing, damaged or of other dimensions: start over from the store.
+                if !e.is_not_found() {
+                    progress.warn(&format!("rebuilding the vector index: {e}"));
+                }
+                self.drop_ann_file(guard)?;
+                store.ann_reset()?;
+                VectorIndex::create(Self::ann_options(dims))
+                    .map_err(|e| Error::Index(e.to_string()))?
+            }
+        };
+        let removed = store.ann_tombstones()?;
+        for id in &removed {
+            index
+                .remove(*id as u64)
+                .map_err(|e| Error::Index(e.to_string()))?;
+        }
+        let mut added = Vec::new();
+        let mut after = 0i64;
+        let mut begun = false;
+        loop {
+            let round = store.ann_dirty_chunks(key, after, ANN_ROUND)?;
+            let Some(last) = round.last() else { break };
+            after = last.0;
+            if !begun {
+                progress.begin("Indexing vectors", 0);
+                begun = true;
+            }
+            for (id, v) in &round {
+                index
+                    .add(*id as u64, v)
+                    .map_err(|e| Error::Index(format!("chunk {id}: {e}")))?;
+                added.push(*id);
+            }
+            progress.advance(round.len() as u64);
+        }
+        if begun {
+            progress.end();
+        }
+        if added.is_empty() && removed.is_empty() && path.exists() {
+            return Ok((0, 0));
+        }
+        index.save(&path).map_err(|e| Error::Index(e.to_string()))?;
+        store.ann_done(&removed, &added)?;
+        *lock(&self.ann.0) = None;
+        Ok((added.len() as u64, removed.len() as u64))
+    }
+
+    fn ann_options(dims: usize) -> VectorIndexOptions {
+        VectorIndexOptions {
+            expansion_search: ANN_EXPANSION,
+            ..VectorIndexOptions::new(dims)
+        }
+    }
+
+    /// The model key of the vector index, if `embed` has built one.
+    pub(crate) fn vector_model(&self) -> Result<Option<String>> {
+        if !self.vectors_path().exists() {
+            return Ok(None);
+        }
+        self.store().meta(META_ANN_MODEL)
+    }
+
+    /// The ANN index for reading, reopened when another process saved a new file.
+    fn ann(&self) -> Result<Option<Arc<VectorIndex>>> {
+        let path = self.vectors_path();
+        let meta = match std::fs::metadata(&path) {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(Error::io(&path, e)),
+        };
+        let stamp = (meta.len(), meta.modified().ok());
+        let mut slot = lock(&self.ann.0);
+        if let Some(a) = slot.as_ref()
+            && a.stamp == stamp
+        {
+            return Ok(Some(a.index.clone()));
+        }
+        let dims: usize = self
+            .store()
+            .meta(META_ANN_DIMS)?
+            .and_then(|d| d.parse().ok())
+            .unwrap_or(0);
+        let index = VectorIndex::open(&path, Self::ann_options(dims)).map_err(|e| {
+            if e.needs_rebuild() {
+                Error::Unavailable(format!(
+                    "the vector index needs rebuilding ({e}); run 'quarry embed'"
+                ))
+            } else {
+                Error::Index(e.to_string())
+            }
+        })?;
+        let index = Arc::new(index);
+        *slot = Some(LoadedAnn {
+            index: index.clone(),
+            stamp,
+        });
+        Ok(Some(index))
+    }
+
+    /// Checks that vector search can run and embeds the queries with the index's model.
+    /// `Err(Unavailable)` says why not (no index yet, or another model configured).
+    pub(crate) fn embed_queries_for_search(&self, queries: &[&str]) -> Result<Vec<Vec<f32>>> {
+        let Some(indexed) = self.vector_model()? else {
+            return Err(Error::Unavailable(crate::NO_VECTOR_INDEX.to_owned()));
+        };
+        let model = self.embedder(&crate::NoProgress)?;
+        let vectors = model.embed_queries(queries).map_err(model_err)?;
+        let key = model_key(model.identity());
+        if key != indexed {
+            return Err(Error::Unavailable(format!(
+                "the vector index was built with {indexed}, but the embedding model is now {key}; \
+                 run 'quarry embed' to re-embed with it"
+            )));
+        }
+        Ok(vectors)
+    }
+
+    /// Documents nearest to `query_vec`, best chunk per document, best first.
+    pub(crate) fn vector_search(
+        &self,
+        query_vec: &[f32],
+        docs: usize,
+        collection_id: Option<i64>,
+    ) -> Result<Vec<VectorDocHit>> {
+        let Some(index) = self.ann()? else {
+            return Err(Error::Unavailable(crate::NO_VECTOR_INDEX.to_owned()));
+        };
+        let idx_err = |e: quarry_vectors::VectorError| Error::Index(e.to_string());
+        // Several chunks of one document may rank high; ask for more chunks than documents.
+        let want = (docs * 4).max(40);
+        let raw: Vec<(u64, f32)> = match collection_id {
+            None => index.search(query_vec, want, None).map_err(idx_err)?,
+            Some(cid) => {
+                let ids: HashSet<u64> = self
+                    .store()
+                    .chunk_ids_in_collection(cid)?
+                    .into_iter()
+                    .map(|i| i as u64)
+                    .collect();
+                if ids.len() <= EXACT_SEARCH_MAX {
+                    let mut vectors = Vec::with_capacity(ids.len());
+                    for id in &ids {
+                        if let Some(v) = index.get(*id).map_err(idx_err)? {
+                            vectors.push((*id, v));
+                        }
+                    }
+                    quarry_vectors::exact_search(
+                        vectors.iter().map(|(k, v)| (*k, v.as_slice())),
+                        query_vec,
+                        want,
+                        None,
+                    )
+                } else {
+                    let keep = |k: u64| ids.contains(&k);
+                    index
+                        .search(query_vec, want, Some(&keep))
+                        .map_err(idx_err)?
+                }
+            }
+        };
+        let chunk_ids: Vec<i64> = raw.iter().map(|(k, _)| *k as i64).collect();
+        let refs: HashMap<i64, ChunkRef> = self
+            .store()
+            .chunk_refs(&chunk_ids)?
+            .into_iter()
+            .map(|c| (c.id, c))
+            .collect();
+        let mut seen = HashSet::new();
+        let mut out = Vec::new();
+        for (key, sim) in raw {
+            // A chunk removed after the index was saved is skipped.
+            let Some(chunk) = refs.get(&(key as i64)) else {
+                continue;
+            };
+            if !seen.insert(chunk.document_id) {
+                continue;
+            }
+            out.push(VectorDocHit {
+                document_id: chunk.document_id,
+                similarity: sim,
+                chunk: chunk.clone(),
+            });
+            if out.len() == docs {
+                break;
+            }
+        }
+        Ok(out)
+    }
+}
