@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod fake_models;
+
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -67,6 +69,16 @@ impl Quarry {
             .env("QUARRY_HOME", self.home())
             .env_remove("QUARRY_MAX_FILE_BYTES")
             .env_remove("XDG_DATA_HOME")
+            // Models only from what a test configures; never the network.
+            .env_remove("QUARRY_EMBED_MODEL")
+            .env_remove("QUARRY_RERANK_MODEL")
+            .env_remove("QUARRY_EXPAND_MODEL")
+            .env_remove("QUARRY_OPENAI_BASE_URL")
+            .env_remove("OPENAI_BASE_URL")
+            .env_remove("QUARRY_RERANK_URL")
+            .env_remove("HF_ENDPOINT")
+            .env("HF_HUB_OFFLINE", "1")
+            .env("QUARRY_MODELS_DIR", self.home().join("models"))
             .stdin(Stdio::null());
         for (k, v) in &self.envs {
             c.env(k, v);
