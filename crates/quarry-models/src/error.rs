@@ -72,9 +72,32 @@ pub enum ModelError {
         body: String,
     },
 
+    /// A model could not be downloaded from the Hugging Face Hub (offline mode, network
+    /// failure, refused or missing). `reason` says which; the message says how to supply the
+    /// model by hand.
+    #[error("cannot fetch {repo} from {endpoint} ({reason}). Download the model on a machine \
+with access and pass its directory (config.json, tokenizer.json, model.safetensors) as the \
+model, e.g. QUARRY_EMBED_MODEL=/path/to/{}, or copy those files into {}",
+        repo_basename(repo), dir.display())]
+    HubFetch {
+        /// The Hub model id, `org/name`.
+        repo: String,
+        /// The Hub endpoint, e.g. `https://huggingface.co`.
+        endpoint: String,
+        /// The cache directory the model would have been stored in.
+        dir: PathBuf,
+        /// What went wrong and, where it helps, what to do (set `HF_TOKEN`, check the id).
+        reason: String,
+    },
+
     /// The server answered 2xx but the body is not what the API promises.
     #[error("unexpected response from {url}: {reason}")]
     InvalidResponse { url: String, reason: String },
+}
+
+/// `all-MiniLM-L6-v2` for `sentence-transformers/all-MiniLM-L6-v2`.
+fn repo_basename(repo: &str) -> &str {
+    repo.rsplit('/').next().unwrap_or(repo)
 }
 
 fn status_hint(status: u16) -> &'static str {

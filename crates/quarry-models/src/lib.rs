@@ -1,6 +1,6 @@
-//! # quarry-models — embedding and reranking models for Quarry
+//! # quarry-models — embedding, reranking and query-expansion models for Quarry
 //!
-//! Two traits, five implementations:
+//! Three traits, six implementations:
 //!
 //! | trait | implementation | what it runs |
 //! |---|---|---|
@@ -9,6 +9,11 @@
 //! | [`Embedder`] | [`OllamaEmbedder`] | Ollama's `POST /api/embed` |
 //! | [`Reranker`] | [`LocalReranker`] | a cross-encoder (`BertForSequenceClassification`, `XLMRobertaForSequenceClassification`) from a Hugging Face-layout directory |
 //! | [`Reranker`] | [`ApiReranker`] | a Jina / Cohere / DashScope-shaped `/rerank` API |
+//! | [`QueryExpander`] | [`OpenAiChatExpander`] | alternative phrasings of a query from an OpenAI-compatible `POST /v1/chat/completions` |
+//!
+//! Surfaces name a model with one spec string ([`ModelSpec`]) and load it with
+//! [`open_embedder`], [`open_reranker`] or [`open_expander`]; Hub models are downloaded into a
+//! local cache by [`fetch_model`].
 //!
 //! Every model reports a [`ModelIdentity`] (name, dimensions, revision) so that an index can
 //! tell when its vectors were produced by a different model and must be rebuilt.
@@ -16,8 +21,8 @@
 //! ## Local models
 //!
 //! A model directory must contain `config.json`, `tokenizer.json` and `model.safetensors`
-//! (`pytorch_model.bin` is accepted as a fallback). This crate never downloads anything:
-//! fetching from the Hugging Face Hub is the caller's job (and needs network access).
+//! (`pytorch_model.bin` is accepted as a fallback). [`LocalEmbedder::load`] never downloads;
+//! [`fetch_model`] (below) fills such a directory from the Hugging Face Hub.
 //!
 //! * The architecture is chosen from `config.json`'s `model_type`: `bert`, or `xlm-roberta`
 //!   (also `roberta`, `camembert`), whose positions start at `pad_token_id + 1`. Weight names
@@ -52,6 +57,34 @@
 //!   defaulting to the number of physical cores. [`LocalOptions::threads`] additionally runs
 //!   the forward pass inside a private rayon pool of that size.
 //!
+//! ## Hugging Face Hub
+//!
+//! [`fetch_model`] downloads `config.json`, `tokenizer.json`, the weights and the
+//! sentence-transformers metadata of `org/name` at a revision into
+//! `cache_dir/org--name/revision/` ([`HubOptions::from_env`]: `$QUARRY_MODELS_DIR`, else
+//! `$XDG_CACHE_HOME/quarry/models`, else `~/.cache/quarry/models`; endpoint `$HF_ENDPOINT`;
+//! token `$HF_TOKEN`). A directory that already has the required files is used without any
+//! request, so a model fetched once works offline; files are written as `.part` and renamed,
+//! so an interrupted download is never mistaken for a complete one. In offline mode
+//! (`HF_HUB_OFFLINE` / `QUARRY_OFFLINE`), or when the Hub cannot be reached, the error
+//! ([`ModelError::HubFetch`]) says how to download the model elsewhere and pass its directory.
+//!
+//! ## Model specs
+//!
+//! [`ModelSpec::parse`] reads `./dir`, `/dir`, `~/dir` (a local directory), `org/name[@rev]` or
+//! `hf:name[@rev]` (Hub), `openai:MODEL`, `ollama:MODEL`, and `jina:` / `cohere:` /
+//! `dashscope:` / `rerank:MODEL` (a `/rerank` API at `$QUARRY_RERANK_URL`). Endpoints and key
+//! variables come from [`ModelEnv::from_env`] (`QUARRY_OPENAI_BASE_URL`, `OPENAI_API_KEY`,
+//! `OLLAMA_HOST`, …). A Hub model is named by its id in [`ModelIdentity::name`]
+//! ([`LocalOptions::name`]).
+//!
+//! ## Query expansion
+//!
+//! [`OpenAiChatExpander`] asks a chat model (temperature 0) for 3–5 alternative search queries
+//! in the query's language and cleans the reply: list markers, quotes and commentary lines are
+//! removed, the original query and case-insensitive duplicates are dropped, and at most
+//! [`ChatOptions::max_variants`] (default 4) are kept.
+//!
 //! ## Remote models
 //!
 //! The API key is read from an environment variable whose *name* is given in the options;
@@ -70,11 +103,16 @@
 //! ```
 
 mod error;
+mod expand;
 mod fused;
+mod hub;
 mod local;
 mod remote;
+mod spec;
 
 pub use error::{ModelError, REQUIRED_FILES_HINT};
+pub use expand::{ChatOptions, OpenAiChatExpander, QueryExpander};
+pub use hub::{fetch_model, HubOptions, HubProgress};
 pub use local::{
     Engine, LocalEmbedder, LocalOptions, LocalReranker, Pooling, Prefixes, RerankerOptions,
 };
@@ -82,6 +120,7 @@ pub use remote::{
     ApiReranker, ApiRerankerOptions, OllamaEmbedder, OllamaOptions, OpenAiEmbedder, OpenAiOptions,
     RerankApiFlavor,
 };
+pub use spec::{open_embedder, open_expander, open_reranker, ModelEnv, ModelSpec};
 
 /// What produced a vector or a score. Store it next to an index: when any field changes the
 /// stored vectors are not comparable with new ones.

@@ -81,11 +81,17 @@ pub struct LocalOptions {
     pub max_tokens: Option<usize>,
     /// Encoder implementation (default [`Engine::Fused`]).
     pub engine: Engine,
+    /// The name reported in [`ModelIdentity::name`] and used (with the directory name) to
+    /// recognise the model family for prefixes and normalisation. `None`: derived from the
+    /// directory path. Set it when the directory name says nothing about the model, e.g. the
+    /// `main` revision directory of a Hub download (see [`crate::fetch_model`]).
+    pub name: Option<String>,
 }
 
 impl Default for LocalOptions {
     fn default() -> Self {
         LocalOptions {
+            name: None,
             threads: None,
             batch_size: 32,
             pooling: None,
@@ -108,11 +114,14 @@ pub struct RerankerOptions {
     pub max_tokens: Option<usize>,
     /// Encoder implementation (default [`Engine::Fused`]).
     pub engine: Engine,
+    /// As [`LocalOptions::name`].
+    pub name: Option<String>,
 }
 
 impl Default for RerankerOptions {
     fn default() -> Self {
         RerankerOptions {
+            name: None,
             threads: None,
             batch_size: 16,
             max_tokens: None,
@@ -947,7 +956,7 @@ impl LocalEmbedder {
     /// Loads `dir` (config.json, tokenizer.json, model.safetensors + optional
     /// sentence-transformers metadata). Hashes the weights file for [`ModelIdentity::revision`].
     pub fn load(dir: &Path, opts: LocalOptions) -> Result<Self, ModelError> {
-        let loaded = load_dir(
+        let mut loaded = load_dir(
             dir,
             opts.engine,
             opts.threads,
@@ -955,6 +964,14 @@ impl LocalEmbedder {
             opts.max_tokens,
             sentence_max_seq_length,
         )?;
+        if let Some(name) = opts
+            .name
+            .as_deref()
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+        {
+            loaded.identity_name = name.to_string();
+        }
         let (meta_pooling, meta_normalize, has_modules) = sentence_transformers_meta(dir)?;
         let names = [
             loaded.identity_name.as_str(),
@@ -1160,6 +1177,14 @@ impl LocalReranker {
             opts.max_tokens,
             |_| Ok(None),
         )?;
+        if let Some(name) = opts
+            .name
+            .as_deref()
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+        {
+            loaded.identity_name = name.to_string();
+        }
         let wpath = loaded.core.weights_path.clone();
         let cfg_path = dir.join("config.json");
         let shapes = &loaded.tensor_shapes;

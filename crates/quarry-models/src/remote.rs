@@ -18,7 +18,7 @@ const ERROR_BODY_CHARS: usize = 300;
 
 /// An API key that never prints.
 #[derive(Clone)]
-struct Secret(String);
+pub(crate) struct Secret(String);
 
 impl std::fmt::Debug for Secret {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -26,7 +26,8 @@ impl std::fmt::Debug for Secret {
     }
 }
 
-fn read_key(var: Option<&str>) -> Result<Option<Secret>, ModelError> {
+/// Reads the key from the variable named `var`; a named but unset or empty variable is an error.
+pub(crate) fn read_key(var: Option<&str>) -> Result<Option<Secret>, ModelError> {
     let Some(var) = var.filter(|v| !v.is_empty()) else {
         return Ok(None);
     };
@@ -38,7 +39,26 @@ fn read_key(var: Option<&str>) -> Result<Option<Secret>, ModelError> {
     }
 }
 
-struct Http {
+/// Reads the key from the variable named `var` when it is set; unset or empty means "no key"
+/// (for services where a key is optional, such as public Hub models).
+pub(crate) fn read_optional_key(var: &str) -> Option<Secret> {
+    match std::env::var(var) {
+        Ok(v) if !var.is_empty() && !v.trim().is_empty() => Some(Secret(v.trim().to_string())),
+        _ => None,
+    }
+}
+
+/// The start of an error body, trimmed to [`ERROR_BODY_CHARS`] characters.
+pub(crate) fn excerpt(text: &str) -> String {
+    let mut snippet: String = text.chars().take(ERROR_BODY_CHARS).collect();
+    if text.chars().count() > ERROR_BODY_CHARS {
+        snippet.push('…');
+    }
+    snippet.trim().to_string()
+}
+
+/// A ureq agent plus the API key it sends as `Authorization: Bearer`.
+pub(crate) struct Http {
     agent: ureq::Agent,
     key: Option<Secret>,
 }
@@ -50,7 +70,8 @@ impl std::fmt::Debug for Http {
 }
 
 impl Http {
-    fn new(key: Option<Secret>, timeout: Duration) -> Self {
+    /// For JSON APIs: the whole request must finish within `timeout`.
+    pub(crate) fn new(key: Option<Secret>, timeout: Duration) -> Self {
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .timeout_global(Some(timeout))
@@ -60,15 +81,53 @@ impl Http {
         Http { agent, key }
     }
 
+    /// For large downloads: no limit on the whole transfer (a multi-GB file may take a long
+    /// time), but connecting, waiting for the response head and every read are bounded so a
+    /// stalled server cannot hang the caller forever.
+    pub(crate) fn new_download(key: Option<Secret>, stall: Duration) -> Self {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_connect(Some(stall))
+            .timeout_recv_response(Some(stall))
+            .timeout_per_read(Some(stall))
+            // The Hub redirects file downloads to a CDN with a signed URL: the token must not
+            // go there, but may follow a redirect within the same host (a renamed repository).
+            .redirect_auth_headers(ureq::config::RedirectAuthHeaders::SameHost)
+            .user_agent(concat!("quarry-models/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .into();
+        Http { agent, key }
+    }
+
+    /// Whether an API key will be sent.
+    pub(crate) fn has_key(&self) -> bool {
+        self.key.is_some()
+    }
+
     /// Removes the API key from any text that may reach a log or an error message.
-    fn scrub(&self, text: &str) -> String {
+    pub(crate) fn scrub(&self, text: &str) -> String {
         match &self.key {
             Some(Secret(k)) if !k.is_empty() => text.replace(k.as_str(), "[REDACTED]"),
             _ => text.to_string(),
         }
     }
 
-    fn post_json(&self, url: &str, body: &Value) -> Result<Value, ModelError> {
+    /// `GET url` with the key as a bearer token; redirects are followed (ureq never forwards
+    /// the `Authorization` header to another host). Any HTTP status is returned as a response;
+    /// only transport failures are errors.
+    pub(crate) fn get(&self, url: &str) -> Result<ureq::http::Response<ureq::Body>, ModelError> {
+        let mut req = self.agent.get(url);
+        if let Some(Secret(k)) = &self.key {
+            req = req.header("Authorization", format!("Bearer {k}"));
+        }
+        req.call().map_err(|e| ModelError::Network {
+            url: self.scrub(url),
+            reason: self.scrub(&e.to_string()),
+        })
+    }
+
+    /// `POST url` with a JSON body; a non-2xx status or a non-JSON body is an error.
+    pub(crate) fn post_json(&self, url: &str, body: &Value) -> Result<Value, ModelError> {
         let mut req = self.agent.post(url).header("Accept", "application/json");
         if let Some(Secret(k)) = &self.key {
             req = req.header("Authorization", format!("Bearer {k}"));
@@ -89,14 +148,11 @@ impl Http {
                 reason: format!("reading the response body: {}", self.scrub(&e.to_string())),
             })?;
         if !(200..300).contains(&status) {
-            let mut snippet: String = text.chars().take(ERROR_BODY_CHARS).collect();
-            if text.chars().count() > ERROR_BODY_CHARS {
-                snippet.push('…');
-            }
             return Err(ModelError::HttpStatus {
                 url: safe_url,
                 status,
-                body: self.scrub(snippet.trim()),
+                // Scrub before cutting: a key split by the cut would escape the scrubber.
+                body: excerpt(&self.scrub(&text)),
             });
         }
         serde_json::from_str(&text).map_err(|e| ModelError::InvalidResponse {
@@ -120,7 +176,7 @@ fn estimate_tokens(text: &str) -> usize {
     other + ascii.div_ceil(4)
 }
 
-fn invalid(url: &str, reason: impl Into<String>) -> ModelError {
+pub(crate) fn invalid(url: &str, reason: impl Into<String>) -> ModelError {
     ModelError::InvalidResponse {
         url: url.to_string(),
         reason: reason.into(),
@@ -253,13 +309,19 @@ pub struct OpenAiEmbedder {
 }
 
 fn openai_url(base: &str) -> String {
+    openai_endpoint(base, "embeddings")
+}
+
+/// `{base}/{endpoint}` for an OpenAI-compatible API: `/v1` is inserted unless `base` already
+/// ends in `/v1`, and a `base` that already ends in `/{endpoint}` is used as is.
+pub(crate) fn openai_endpoint(base: &str, endpoint: &str) -> String {
     let base = base.trim().trim_end_matches('/');
-    if base.ends_with("/embeddings") {
+    if base.ends_with(&format!("/{endpoint}")) {
         base.to_string()
     } else if base.ends_with("/v1") {
-        format!("{base}/embeddings")
+        format!("{base}/{endpoint}")
     } else {
-        format!("{base}/v1/embeddings")
+        format!("{base}/v1/{endpoint}")
     }
 }
 

@@ -1,4 +1,5 @@
-//! Remote embedders and rerankers against a loopback HTTP server with canned responses.
+//! Remote embedders, rerankers and query expanders against a loopback HTTP server with canned
+//! responses.
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -7,8 +8,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
 use quarry_models::{
-    ApiReranker, ApiRerankerOptions, Embedder, ModelError, OllamaEmbedder, OllamaOptions,
-    OpenAiEmbedder, OpenAiOptions, Prefixes, RerankApiFlavor, Reranker,
+    open_embedder, open_expander, open_reranker, ApiReranker, ApiRerankerOptions, ChatOptions,
+    Embedder, HubOptions, HubProgress, ModelEnv, ModelError, ModelIdentity, ModelSpec,
+    OllamaEmbedder, OllamaOptions, OpenAiChatExpander, OpenAiEmbedder, OpenAiOptions, Prefixes,
+    QueryExpander, RerankApiFlavor, Reranker,
 };
 use serde_json::{json, Value};
 
@@ -427,4 +430,246 @@ fn rerank_logits_mode_and_batches() {
     assert_eq!(reqs.len(), 2);
     assert_eq!(reqs[1].body["documents"], json!(["c"]));
     assert_eq!(reqs[1].body["top_n"], 1);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Query expansion (OpenAI-compatible chat completions)
+// ---------------------------------------------------------------------------------------------
+
+fn chat_response(content: &str) -> String {
+    json!({"id": "chatcmpl-1", "object": "chat.completion", "model": "gpt-4o-mini-2024",
+           "choices": [{"index": 0, "finish_reason": "stop",
+                        "message": {"role": "assistant", "content": content}}],
+           "usage": {"prompt_tokens": 30, "completion_tokens": 20, "total_tokens": 50}})
+    .to_string()
+}
+
+#[test]
+fn chat_expansion_parses_variants() {
+    let _g = setup();
+    let reply = "1. untar a file\n2) Extract TAR archive\n- how to  extract TAR\n\
+                 * \"tar xvf\"\n• untar a file\n\n   \n";
+    let mut server = Server::start(vec![
+        (200, chat_response(reply)),
+        (200, chat_response("a\nb\nc\nd\ne\nf")),
+    ]);
+    let mut opts = ChatOptions::new(format!("{}/v1/", server.base), "gpt-4o-mini");
+    opts.api_key_env = Some(KEY_VAR.into());
+    let x = OpenAiChatExpander::new(opts).unwrap();
+    assert!(!format!("{x:?}").contains(KEY), "Debug leaks the key");
+    assert_eq!(
+        x.identity(),
+        &ModelIdentity {
+            name: "gpt-4o-mini".into(),
+            dimensions: 0,
+            revision: "gpt-4o-mini".into()
+        }
+    );
+    let v = x.expand("  How to extract tar ").unwrap();
+    assert_eq!(
+        v,
+        vec!["untar a file", "Extract TAR archive", "tar xvf"],
+        "markers and quotes stripped, the original and duplicates dropped"
+    );
+    let v = x.expand("letters").unwrap();
+    assert_eq!(v, vec!["a", "b", "c", "d"], "capped at max_variants (4)");
+    assert!(
+        x.expand("   ").unwrap().is_empty(),
+        "no request for a blank query"
+    );
+
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 2);
+    let r = &reqs[0];
+    assert_eq!(r.method, "POST");
+    assert_eq!(r.path, "/v1/chat/completions");
+    assert_eq!(r.headers["authorization"], format!("Bearer {KEY}"));
+    assert_eq!(r.body["model"], "gpt-4o-mini");
+    assert_eq!(r.body["temperature"], 0);
+    let messages = r.body["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), 2);
+    assert_eq!(messages[0]["role"], "system");
+    let system = messages[0]["content"].as_str().unwrap();
+    assert!(system.contains("one per line") && system.contains("same language"));
+    assert_eq!(
+        messages[1],
+        json!({"role": "user", "content": "How to extract tar"})
+    );
+}
+
+#[test]
+fn chat_expansion_urls_and_caps() {
+    let _g = setup();
+    let mut server = Server::start(vec![
+        (200, chat_response("x\ny\nz")),
+        (200, chat_response("x\ny\nz")),
+        (
+            200,
+            json!({"choices": [{"message": {"content": [
+            {"type": "text", "text": "part one"}, {"type": "text", "text": "part two"}]}}]})
+            .to_string(),
+        ),
+    ]);
+    let mut opts = ChatOptions::new(server.base.clone(), "llama3");
+    opts.max_variants = 2;
+    let x = OpenAiChatExpander::new(opts).unwrap();
+    assert_eq!(x.url(), format!("{}/v1/chat/completions", server.base));
+    assert_eq!(x.expand("q").unwrap(), vec!["x", "y"]);
+    let x = OpenAiChatExpander::new(ChatOptions::new(
+        format!("{}/proxy/v1", server.base),
+        "llama3",
+    ))
+    .unwrap();
+    assert_eq!(x.expand("q").unwrap(), vec!["x", "y", "z"]);
+    assert_eq!(x.expand("q").unwrap(), vec!["part one", "part two"]);
+    let mut opts = ChatOptions::new(server.base.clone(), "llama3");
+    opts.max_variants = 0;
+    assert!(OpenAiChatExpander::new(opts)
+        .unwrap()
+        .expand("q")
+        .unwrap()
+        .is_empty());
+    let reqs = server.requests();
+    assert_eq!(reqs[0].path, "/v1/chat/completions");
+    assert!(!reqs[0].headers.contains_key("authorization"));
+    assert_eq!(reqs[1].path, "/proxy/v1/chat/completions");
+    assert_eq!(reqs.len(), 3, "max_variants 0 sends nothing");
+}
+
+#[test]
+fn chat_expansion_errors_are_clear_and_never_contain_the_key() {
+    let _g = setup();
+    let cases: Vec<((u16, String), &[&str])> = vec![
+        (
+            (500, format!("upstream exploded, key was {KEY}")),
+            &["500", "server error", "upstream exploded", "[REDACTED]"],
+        ),
+        (
+            (
+                401,
+                format!(r#"{{"error":{{"message":"Incorrect API key provided: {KEY}"}}}}"#),
+            ),
+            &["401", "unauthorized", "Incorrect API key"],
+        ),
+        ((200, "{not json".to_string()), &["not valid JSON"]),
+        (
+            (200, json!({"choices": []}).to_string()),
+            &["choices[0].message.content"],
+        ),
+        (
+            (
+                200,
+                json!({"choices": [{"message": {"content": null}}]}).to_string(),
+            ),
+            &["choices[0].message.content"],
+        ),
+    ];
+    for (resp, needles) in cases {
+        let server = Server::start(vec![resp]);
+        let mut opts = ChatOptions::new(server.base.clone(), "m");
+        opts.api_key_env = Some(KEY_VAR.into());
+        let err = OpenAiChatExpander::new(opts)
+            .unwrap()
+            .expand("q")
+            .unwrap_err();
+        assert_no_key(&err);
+        let msg = err.to_string();
+        for n in needles {
+            assert!(msg.contains(n), "{msg:?} should contain {n:?}");
+        }
+        eprintln!("ok: {msg}");
+    }
+    let mut opts = ChatOptions::new("http://127.0.0.1:9", "m");
+    opts.api_key_env = Some("QUARRY_MODELS_TEST_UNSET_VAR".into());
+    let err = OpenAiChatExpander::new(opts).unwrap_err();
+    assert!(matches!(err, ModelError::MissingApiKey { .. }), "{err:?}");
+    let err = OpenAiChatExpander::new(ChatOptions::new("http://127.0.0.1:9", " ")).unwrap_err();
+    assert!(err.to_string().contains("model name is empty"), "{err}");
+}
+
+/// `open_expander` / `open_embedder` wire `openai:` and `ollama:` specs to the endpoints and key
+/// variable of the `ModelEnv`.
+#[test]
+fn specs_open_remote_models() {
+    let _g = setup();
+    let mut server = Server::start(vec![
+        (200, chat_response("alpha\nbeta")),
+        (200, openai_response(&[vec![0.5, 0.5]], false)),
+        (200, chat_response("gamma")),
+        (
+            200,
+            json!({"model": "nomic-embed-text", "embeddings": [[0.1, 0.2, 0.3]]}).to_string(),
+        ),
+    ]);
+    let env = ModelEnv {
+        openai_base_url: format!("{}/v1", server.base),
+        openai_key_env: KEY_VAR.into(),
+        ollama_host: server.base.clone(),
+        rerank_url: None,
+        rerank_key_env: "QUARRY_MODELS_TEST_UNSET_VAR".into(),
+        hub: HubOptions::from_env(),
+    };
+    let no_progress = |_: &HubProgress| {};
+    let chat = ModelSpec::parse("openai:gpt-4o-mini").unwrap();
+    let x = open_expander(&chat, &env).unwrap();
+    assert_eq!(x.expand("q").unwrap(), vec!["alpha", "beta"]);
+    let emb = ModelSpec::parse("openai:text-embedding-3-small").unwrap();
+    let e = open_embedder(&emb, &env, &no_progress).unwrap();
+    assert_eq!(e.embed_queries(&["q"]).unwrap(), vec![vec![0.5, 0.5]]);
+    let x = open_expander(&ModelSpec::parse("ollama:qwen3").unwrap(), &env).unwrap();
+    assert_eq!(x.expand("q").unwrap(), vec!["gamma"]);
+    let e = open_embedder(
+        &ModelSpec::parse("ollama:nomic-embed-text").unwrap(),
+        &env,
+        &no_progress,
+    )
+    .unwrap();
+    assert_eq!(e.embed_passages(&["p"]).unwrap().len(), 1);
+    let reqs = server.requests();
+    assert_eq!(reqs[0].path, "/v1/chat/completions");
+    assert_eq!(reqs[0].headers["authorization"], format!("Bearer {KEY}"));
+    assert_eq!(reqs[1].path, "/v1/embeddings");
+    assert_eq!(reqs[1].headers["authorization"], format!("Bearer {KEY}"));
+    assert_eq!(reqs[2].path, "/v1/chat/completions");
+    assert!(!reqs[2].headers.contains_key("authorization"));
+    assert_eq!(reqs[2].body["model"], "qwen3");
+    assert_eq!(reqs[3].path, "/api/embed");
+
+    // A rerank API spec goes to QUARRY_RERANK_URL; without it the error names the variable.
+    let spec = ModelSpec::parse("jina:jina-reranker-v2-base-multilingual").unwrap();
+    let err = err_of(open_reranker(&spec, &env, &no_progress));
+    assert!(err.to_string().contains("QUARRY_RERANK_URL"), "{err}");
+    let mut server = Server::start(vec![(
+        200,
+        json!({"results": [{"index": 0, "relevance_score": 0.75}]}).to_string(),
+    )]);
+    let env = ModelEnv {
+        rerank_url: Some(format!("{}/v1/rerank", server.base)),
+        rerank_key_env: KEY_VAR.into(),
+        ..env
+    };
+    let r = open_reranker(&spec, &env, &no_progress).unwrap();
+    assert_eq!(r.score("q", &["a"]).unwrap(), vec![0.75]);
+    let reqs = server.requests();
+    assert_eq!(reqs[0].path, "/v1/rerank");
+    assert_eq!(reqs[0].headers["authorization"], format!("Bearer {KEY}"));
+    assert_eq!(reqs[0].body["model"], "jina-reranker-v2-base-multilingual");
+
+    // The hosted OpenAI API without its key variable: a named error, not an HTTP 401.
+    let env = ModelEnv {
+        openai_base_url: "https://api.openai.com/v1".into(),
+        openai_key_env: "QUARRY_MODELS_TEST_UNSET_VAR".into(),
+        ..env
+    };
+    let err = err_of(open_embedder(&emb, &env, &no_progress));
+    assert!(matches!(err, ModelError::MissingApiKey { .. }), "{err:?}");
+    assert!(err.to_string().contains("QUARRY_MODELS_TEST_UNSET_VAR"));
+}
+
+/// The error of a result whose success type (a boxed model) has no `Debug`.
+fn err_of<T>(r: Result<T, ModelError>) -> ModelError {
+    match r {
+        Ok(_) => panic!("expected an error"),
+        Err(e) => e,
+    }
 }

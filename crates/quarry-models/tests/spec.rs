@@ -1,0 +1,341 @@
+//! Model spec strings: parsing, printing, every error, the environment, and which spec opens
+//! which kind of model.
+
+mod common;
+
+use std::path::PathBuf;
+use std::sync::{Mutex, MutexGuard};
+
+use common::{scratch_dir, write_tiny_model, TinyKind};
+use quarry_models::{
+    open_embedder, open_expander, open_reranker, Embedder, HubProgress, ModelEnv, ModelError,
+    ModelSpec, RerankApiFlavor,
+};
+
+/// Tests here change the process environment: one at a time.
+static ENV_LOCK: Mutex<()> = Mutex::new(());
+
+fn env_lock() -> MutexGuard<'static, ()> {
+    ENV_LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn hub(repo: &str, revision: &str) -> ModelSpec {
+    ModelSpec::Hub {
+        repo: repo.into(),
+        revision: revision.into(),
+    }
+}
+
+fn no_progress(_: &HubProgress) {}
+
+/// The error of a result whose success type (a boxed model) has no `Debug`.
+fn err_of<T>(r: Result<T, ModelError>) -> ModelError {
+    match r {
+        Ok(_) => panic!("expected an error"),
+        Err(e) => e,
+    }
+}
+
+#[test]
+fn parse_and_round_trip() {
+    let _g = env_lock();
+    let dir = scratch_dir("spec-dir");
+    let cases: Vec<(String, ModelSpec, &str)> = vec![
+        (
+            "openai:text-embedding-3-small".into(),
+            ModelSpec::OpenAi("text-embedding-3-small".into()),
+            "openai:text-embedding-3-small",
+        ),
+        (
+            " ollama:nomic-embed-text:latest ".into(),
+            ModelSpec::Ollama("nomic-embed-text:latest".into()),
+            "ollama:nomic-embed-text:latest",
+        ),
+        (
+            "jina:jina-reranker-v2-base-multilingual".into(),
+            ModelSpec::RerankApi {
+                flavor: RerankApiFlavor::Standard,
+                model: "jina-reranker-v2-base-multilingual".into(),
+            },
+            "jina:jina-reranker-v2-base-multilingual",
+        ),
+        (
+            "cohere:rerank-v3.5".into(),
+            ModelSpec::RerankApi {
+                flavor: RerankApiFlavor::Standard,
+                model: "rerank-v3.5".into(),
+            },
+            "jina:rerank-v3.5",
+        ),
+        (
+            "dashscope:gte-rerank-v2".into(),
+            ModelSpec::RerankApi {
+                flavor: RerankApiFlavor::DashScope,
+                model: "gte-rerank-v2".into(),
+            },
+            "dashscope:gte-rerank-v2",
+        ),
+        (
+            "rerank:bge-reranker-v2-m3".into(),
+            ModelSpec::RerankApi {
+                flavor: RerankApiFlavor::Auto,
+                model: "bge-reranker-v2-m3".into(),
+            },
+            "rerank:bge-reranker-v2-m3",
+        ),
+        (
+            "sentence-transformers/all-MiniLM-L6-v2".into(),
+            hub("sentence-transformers/all-MiniLM-L6-v2", "main"),
+            "hf:sentence-transformers/all-MiniLM-L6-v2",
+        ),
+        (
+            "BAAI/bge-m3@5617a9f61b028005a4858fdac845db406aefb181".into(),
+            hub("BAAI/bge-m3", "5617a9f61b028005a4858fdac845db406aefb181"),
+            "hf:BAAI/bge-m3@5617a9f61b028005a4858fdac845db406aefb181",
+        ),
+        (
+            "hf:bert-base-uncased".into(),
+            hub("bert-base-uncased", "main"),
+            "hf:bert-base-uncased",
+        ),
+        (
+            "HF:intfloat/multilingual-e5-small@v1.0".into(),
+            hub("intfloat/multilingual-e5-small", "v1.0"),
+            "hf:intfloat/multilingual-e5-small@v1.0",
+        ),
+        (
+            dir.display().to_string(),
+            ModelSpec::Dir(dir.clone()),
+            // Printed as given.
+            "",
+        ),
+        // Cargo runs tests in the package directory: `tests` and `./src` exist.
+        (
+            "./tests".into(),
+            ModelSpec::Dir(PathBuf::from("./tests")),
+            "./tests",
+        ),
+        ("src".into(), ModelSpec::Dir(PathBuf::from("src")), "src"),
+    ];
+    for (text, expected, printed) in cases {
+        let spec = ModelSpec::parse(&text).unwrap_or_else(|e| panic!("{text}: {e}"));
+        assert_eq!(spec, expected, "{text}");
+        let shown = spec.to_string();
+        if !printed.is_empty() {
+            assert_eq!(shown, printed, "{text}");
+        }
+        assert_eq!(
+            ModelSpec::parse(&shown).unwrap(),
+            spec,
+            "round trip of {shown}"
+        );
+    }
+
+    // `~` is the home directory.
+    let home = scratch_dir("spec-home");
+    std::fs::create_dir_all(home.join("models/e5")).unwrap();
+    let old = std::env::var_os("HOME");
+    std::env::set_var("HOME", &home);
+    let parsed = (ModelSpec::parse("~/models/e5"), ModelSpec::parse("~"));
+    match old {
+        Some(h) => std::env::set_var("HOME", h),
+        None => std::env::remove_var("HOME"),
+    }
+    assert_eq!(parsed.0.unwrap(), ModelSpec::Dir(home.join("models/e5")));
+    assert_eq!(parsed.1.unwrap(), ModelSpec::Dir(home.clone()));
+}
+
+#[test]
+fn parse_errors_say_what_is_wrong() {
+    let _g = env_lock();
+    let file = scratch_dir("spec-file").join("model.safetensors");
+    std::fs::write(&file, b"x").unwrap();
+    let file = file.display().to_string();
+    let cases: Vec<(&str, &[&str])> = vec![
+        ("", &["empty", "ORG/NAME", "openai:MODEL"]),
+        ("   ", &["empty"]),
+        (
+            "openai:",
+            &["names no model", "openai:text-embedding-3-small"],
+        ),
+        ("ollama: ", &["names no model", "ollama:nomic-embed-text"]),
+        ("jina:", &["names no model"]),
+        ("cohere:", &["names no model"]),
+        ("dashscope:", &["names no model"]),
+        (
+            "hf:",
+            &[
+                "names no model",
+                "hf:sentence-transformers/all-MiniLM-L6-v2",
+            ],
+        ),
+        (
+            "/no/such/quarry/model",
+            &["/no/such/quarry/model", "does not exist"],
+        ),
+        ("./no-such-quarry-model", &["does not exist", "config.json"]),
+        ("../no-such-quarry-model", &["does not exist"]),
+        ("~/no-such-quarry-model-dir", &["does not exist"]),
+        (&file, &["not a directory"]),
+        (
+            "all-MiniLM-L6-v2",
+            &["hf:all-MiniLM-L6-v2", "./all-MiniLM-L6-v2"],
+        ),
+        ("a/b/c", &["invalid Hugging Face model id"]),
+        ("org/na me", &["invalid Hugging Face model id"]),
+        ("org/..x", &["invalid Hugging Face model id"]),
+        ("org/name@", &["invalid Hugging Face revision"]),
+        ("org/name@refs/pr/1", &["invalid Hugging Face"]),
+        ("hf:org/name@..", &["invalid Hugging Face revision"]),
+        ("hf:../etc", &["invalid Hugging Face model id"]),
+    ];
+    for (text, needles) in cases {
+        let err = match ModelSpec::parse(text) {
+            Ok(spec) => panic!("{text:?} parsed as {spec:?}"),
+            Err(e) => e,
+        };
+        let msg = err.to_string();
+        for n in needles {
+            assert!(msg.contains(n), "{text:?}: {msg:?} should contain {n:?}");
+        }
+        eprintln!("ok: {text:?}: {msg}");
+    }
+}
+
+#[test]
+fn model_env_from_the_environment() {
+    let _g = env_lock();
+    let vars = [
+        "QUARRY_OPENAI_BASE_URL",
+        "OPENAI_BASE_URL",
+        "QUARRY_OPENAI_API_KEY",
+        "OLLAMA_HOST",
+        "QUARRY_RERANK_URL",
+        "HF_ENDPOINT",
+        "HF_HUB_OFFLINE",
+        "QUARRY_OFFLINE",
+        "QUARRY_MODELS_DIR",
+        "XDG_CACHE_HOME",
+    ];
+    let saved: Vec<_> = vars.iter().map(|v| (*v, std::env::var_os(v))).collect();
+    for v in vars {
+        std::env::remove_var(v);
+    }
+
+    let env = ModelEnv::from_env();
+    assert_eq!(env.openai_base_url, "https://api.openai.com/v1");
+    assert_eq!(env.openai_key_env, "OPENAI_API_KEY");
+    assert_eq!(env.ollama_host, "http://127.0.0.1:11434");
+    assert_eq!(env.rerank_url, None);
+    assert_eq!(env.rerank_key_env, "QUARRY_RERANK_API_KEY");
+    assert_eq!(env.hub.endpoint, "https://huggingface.co");
+    assert_eq!(env.hub.token_env, "HF_TOKEN");
+    assert!(!env.hub.offline);
+    if let Some(home) = std::env::var_os("HOME").filter(|h| !h.is_empty()) {
+        assert_eq!(
+            env.hub.cache_dir,
+            PathBuf::from(home).join(".cache/quarry/models")
+        );
+    }
+
+    std::env::set_var("OPENAI_BASE_URL", "http://localhost:8080/v1");
+    std::env::set_var("OLLAMA_HOST", "0.0.0.0");
+    std::env::set_var("HF_ENDPOINT", "https://hf-mirror.com/");
+    std::env::set_var("HF_HUB_OFFLINE", "1");
+    std::env::set_var("XDG_CACHE_HOME", "/tmp/xdg-cache");
+    let env = ModelEnv::from_env();
+    assert_eq!(env.openai_base_url, "http://localhost:8080/v1");
+    assert_eq!(env.ollama_host, "http://0.0.0.0:11434");
+    assert_eq!(env.hub.endpoint, "https://hf-mirror.com");
+    assert!(env.hub.offline);
+    assert_eq!(
+        env.hub.cache_dir,
+        PathBuf::from("/tmp/xdg-cache/quarry/models")
+    );
+
+    std::env::set_var("QUARRY_OPENAI_BASE_URL", "http://127.0.0.1:9000/v1");
+    std::env::set_var("QUARRY_OPENAI_API_KEY", "sk-x");
+    std::env::set_var("OLLAMA_HOST", "gpu-box:11500");
+    std::env::set_var("QUARRY_RERANK_URL", "http://127.0.0.1:7997/rerank");
+    std::env::set_var("HF_HUB_OFFLINE", "0");
+    std::env::set_var("QUARRY_OFFLINE", "true");
+    std::env::set_var("QUARRY_MODELS_DIR", "/srv/models");
+    let env = ModelEnv::from_env();
+    assert_eq!(env.openai_base_url, "http://127.0.0.1:9000/v1");
+    assert_eq!(env.openai_key_env, "QUARRY_OPENAI_API_KEY");
+    assert_eq!(env.ollama_host, "http://gpu-box:11500");
+    assert_eq!(
+        env.rerank_url.as_deref(),
+        Some("http://127.0.0.1:7997/rerank")
+    );
+    assert!(env.hub.offline);
+    assert_eq!(env.hub.cache_dir, PathBuf::from("/srv/models"));
+
+    for (v, old) in saved {
+        match old {
+            Some(x) => std::env::set_var(v, x),
+            None => std::env::remove_var(v),
+        }
+    }
+}
+
+#[test]
+fn each_spec_opens_only_what_it_is() {
+    let _g = env_lock();
+    let mut env = ModelEnv::from_env();
+    env.openai_base_url = "http://127.0.0.1:9/v1".into();
+    env.openai_key_env = "QUARRY_MODELS_TEST_UNSET_VAR".into();
+    env.rerank_url = None;
+    let rerank = ModelSpec::parse("cohere:rerank-v3.5").unwrap();
+    let openai = ModelSpec::parse("openai:text-embedding-3-small").unwrap();
+    let ollama = ModelSpec::parse("ollama:nomic-embed-text").unwrap();
+
+    let err = err_of(open_embedder(&rerank, &env, &no_progress));
+    assert!(
+        err.to_string()
+            .contains("jina:rerank-v3.5 is a reranker, not an embedding model"),
+        "{err}"
+    );
+    let err = err_of(open_reranker(&rerank, &env, &no_progress));
+    assert!(err.to_string().contains("QUARRY_RERANK_URL"), "{err}");
+    for spec in [&openai, &ollama] {
+        let err = err_of(open_reranker(spec, &env, &no_progress));
+        assert!(err.to_string().contains("cannot rerank"), "{err}");
+    }
+    let dir = write_tiny_model("spec-tiny", TinyKind::BertEncoder, 3);
+    let local = ModelSpec::Dir(dir.clone());
+    for spec in [&rerank, &local, &ModelSpec::parse("org/name").unwrap()] {
+        let err = match open_expander(spec, &env) {
+            Ok(_) => panic!("{spec} opened as an expander"),
+            Err(e) => e,
+        };
+        assert!(err.to_string().contains("cannot expand queries"), "{err}");
+    }
+
+    // A local directory is an embedder; it is not a cross-encoder (no classifier).
+    let e = open_embedder(&local, &env, &no_progress).unwrap();
+    assert_eq!(
+        e.identity().name,
+        "quarry-models-spec-tiny-".to_string() + &std::process::id().to_string()
+    );
+    let err = err_of(open_reranker(&local, &env, &no_progress));
+    assert!(
+        matches!(err, ModelError::UnsupportedModel { .. }),
+        "{err:?}"
+    );
+
+    // Remote models are opened without any request (the port is closed).
+    open_embedder(&openai, &env, &no_progress).unwrap();
+    open_embedder(&ollama, &env, &no_progress).unwrap();
+    open_expander(&openai, &env).unwrap();
+
+    // A Hub model in offline mode with an empty cache: the fetch error, naming the model.
+    env.hub.offline = true;
+    env.hub.cache_dir = scratch_dir("spec-empty-cache");
+    let err = match open_embedder(&ModelSpec::parse("org/name").unwrap(), &env, &no_progress) {
+        Ok(_) => panic!("fetched offline"),
+        Err(e) => e,
+    };
+    assert!(matches!(err, ModelError::HubFetch { .. }), "{err:?}");
+    assert!(err.to_string().contains("cannot fetch org/name"), "{err}");
+}
