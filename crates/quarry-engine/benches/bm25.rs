@@ -10,17 +10,13 @@
 //!
 //! Reports are figures, not pass/fail: targets are compared in the closing notes.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use common::{env_or, eval_queries, percentile};
 use quarry_engine::{Engine, EngineOptions, NoProgress, SearchRequest};
-
-fn env_or<T: std::str::FromStr>(key: &str, default: T) -> T {
-    std::env::var(key)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 fn dir_size(p: &Path) -> u64 {
     let Ok(rd) = std::fs::read_dir(p) else {
@@ -33,14 +29,6 @@ fn dir_size(p: &Path) -> u64 {
             Err(_) => 0,
         })
         .sum()
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i].as_secs_f64() * 1000.0
 }
 
 fn queries(repo: &Path) -> Vec<String> {
@@ -70,17 +58,7 @@ fn queries(repo: &Path) -> Vec<String> {
     .iter()
     .map(|s| s.to_string())
     .collect();
-    for f in ["eval/tldr-en.jsonl", "eval/tldr-zh.jsonl"] {
-        if let Ok(text) = std::fs::read_to_string(repo.join(f)) {
-            for line in text.lines() {
-                if let Ok(v) = serde_json::from_str::<serde_json::Value>(line)
-                    && let Some(q) = v.get("query").and_then(|q| q.as_str())
-                {
-                    qs.push(q.to_owned());
-                }
-            }
-        }
-    }
+    qs.extend(eval_queries(repo, &["eval/tldr-en.jsonl", "eval/tldr-zh.jsonl"]));
     qs
 }
 
