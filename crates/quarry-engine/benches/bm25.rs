@@ -13,7 +13,7 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use common::{env_or, eval_queries, percentile};
 use quarry_engine::{Engine, EngineOptions, NoProgress, SearchRequest};
@@ -58,7 +58,10 @@ fn queries(repo: &Path) -> Vec<String> {
     .iter()
     .map(|s| s.to_string())
     .collect();
-    qs.extend(eval_queries(repo, &["eval/tldr-en.jsonl", "eval/tldr-zh.jsonl"]));
+    qs.extend(eval_queries(
+        repo,
+        &["eval/tldr-en.jsonl", "eval/tldr-zh.jsonl"],
+    ));
     qs
 }
 

@@ -62,7 +62,8 @@ fn timed(
         }
     }
     lat.sort();
-    Ok((lat, results as f64 / lat.len().max(1) as f64))
+    let mean = results as f64 / lat.len().max(1) as f64;
+    Ok((lat, mean))
 }
 
 fn summary(lat: &[Duration]) -> serde_json::Value {
@@ -125,7 +126,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let copies = target.div_ceil(chunks_per_copy.max(1));
     let t = Instant::now();
     for n in collections_now..copies {
-        engine.add_collection(&corpus, Some(&format!("c{n}")), Some("**/*.md"), false, &NoProgress)?;
+        engine.add_collection(
+            &corpus,
+            Some(&format!("c{n}")),
+            Some("**/*.md"),
+            false,
+            &NoProgress,
+        )?;
     }
     let grown = engine.embed(&EmbedOptions::default(), &NoProgress)?;
     let grow_secs = t.elapsed().as_secs_f64();
@@ -135,13 +142,20 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
 
     // 3. Warm latency: English eval questions plus short keyword queries.
-    let mut qs: Vec<String> = ["tar", "git rebase", "kill process", "disk usage", "list files"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+    let mut qs: Vec<String> = [
+        "tar",
+        "git rebase",
+        "kill process",
+        "disk usage",
+        "list files",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
     qs.extend(eval_queries(&repo, &["eval/tldr-en.jsonl"]));
     let req = |q: &str| SearchRequest::new(q);
-    let (query_lat, query_results) = timed(&qs, rounds, |q| Ok(engine.query(&req(q))?.results.len()))?;
+    let (query_lat, query_results) =
+        timed(&qs, rounds, |q| Ok(engine.query(&req(q))?.results.len()))?;
     let (vsearch_lat, _) = timed(&qs, rounds, |q| {
         let mut r = req(q);
         r.min_score = 0.3;

@@ -1076,7 +1076,7 @@ fn vector_to_blob(v: &[f32]) -> Vec<u8> {
 }
 
 fn blob_to_vector(b: &[u8]) -> Result<Vec<f32>> {
-    if b.len() % 4 != 0 {
+    if !b.len().is_multiple_of(4) {
         return Err(Error::Storage(format!(
             "stored vector has {} bytes, not a whole number of f32s",
             b.len()
