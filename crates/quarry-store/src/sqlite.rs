@@ -1182,4 +1182,138 @@ mod tests {
             .collect();
         assert_eq!(paths, ["ab/x", "z/notes"]);
     }
+
+    fn chunk(start: usize, end: usize, hash: &str) -> crate::NewChunk {
+        crate::NewChunk {
+            byte_start: start,
+            byte_end: end,
+            line_start: 1,
+            line_end: 1,
+            hash: hash.into(),
+        }
+    }
+
+    #[test]
+    fn version_1_databases_are_upgraded_in_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("q.db");
+        {
+            let conn = Connection::open(&path).unwrap();
+            conn.execute_batch(SCHEMA).unwrap();
+            conn.execute_batch(
+                "PRAGMA user_version = 1; \
+                 INSERT INTO spaces VALUES ('default', 0); \
+                 INSERT INTO collections (space, name, kind, path, pattern, created_at) VALUES ('default', 'c', 'folder', '/x', '*.md', 0); \
+                 INSERT INTO documents (collection_id, path, title, hash, docid, size, stamp, body, body_bytes, fts_dirty, indexed_at) \
+                 VALUES (1, 'a.md', 'A', 'aaaaaaaa', '#aaaaaa', 4, 1, 'body', 4, 0, 0);",
+            )
+            .unwrap();
+        }
+        let store = SqliteStore::open(&path).unwrap();
+        let version: i64 = store
+            .conn()
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(version, SCHEMA_VERSION);
+        let todo = store.documents_to_chunk("default", None, 10).unwrap();
+        assert_eq!(todo.len(), 1);
+        assert_eq!(todo[0].body, "body");
+        // Opening again does not migrate twice.
+        drop(store);
+        SqliteStore::open(&path).unwrap();
+    }
+
+    #[test]
+    fn chunks_embeddings_and_ann_flags_follow_the_documents() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&dir.path().join("q.db")).unwrap();
+        let c = store
+            .create_collection("default", "c", CollectionKind::Folder, "/x", "**/*.md")
+            .unwrap();
+        let work = store
+            .apply_changes(c.id, vec![upsert("a.md", "h1111111")])
+            .unwrap();
+        let doc = work.upserts[0].id;
+        // Chunks cut from content that has since changed are refused.
+        store
+            .replace_chunks(&[DocChunks {
+                document_id: doc,
+                doc_hash: "stale".into(),
+                chunks: vec![chunk(0, 4, "x")],
+            }])
+            .unwrap();
+        assert_eq!(store.embedding_state("default", None).unwrap().chunks, 0);
+        store
+            .replace_chunks(&[DocChunks {
+                document_id: doc,
+                doc_hash: "h1111111".into(),
+                chunks: vec![chunk(0, 2, "k1"), chunk(2, 4, "k1"), chunk(0, 4, "k2")],
+            }])
+            .unwrap();
+        assert!(
+            store
+                .documents_to_chunk("default", None, 10)
+                .unwrap()
+                .is_empty()
+        );
+        // Distinct texts only, sliced by byte range.
+        let jobs = store.embed_jobs("default", None, "m").unwrap();
+        assert_eq!(jobs.len(), 2);
+        assert!(jobs.iter().any(|j| j.hash == "k2" && j.text == "body"));
+        store
+            .put_embeddings("m", &[("k1".into(), vec![1.0, 0.0])])
+            .unwrap();
+        assert_eq!(store.embed_jobs("default", None, "m").unwrap().len(), 1);
+        assert_eq!(store.embed_jobs("default", None, "other").unwrap().len(), 2);
+        let dirty = store.ann_dirty_chunks("m", 0, 10).unwrap();
+        assert_eq!(dirty.len(), 2, "both chunks with text k1 have a vector");
+        assert_eq!(dirty[0].1, vec![1.0, 0.0]);
+        let ids: Vec<i64> = dirty.iter().map(|d| d.0).collect();
+        store.ann_done(&[], &ids).unwrap();
+        assert!(store.ann_dirty_chunks("m", 0, 10).unwrap().is_empty());
+        assert_eq!(
+            store
+                .embedding_state("default", Some("m"))
+                .unwrap()
+                .documents_pending,
+            1,
+            "chunk k2 has no vector yet"
+        );
+        // New content: the old chunks go, leaving tombstones for the ANN index.
+        store
+            .apply_changes(c.id, vec![upsert("a.md", "h2222222")])
+            .unwrap();
+        let mut tomb = store.ann_tombstones().unwrap();
+        tomb.sort();
+        let mut all = ids.clone();
+        all.push(ids[1] + 1);
+        all.sort();
+        assert_eq!(tomb, all);
+        assert_eq!(
+            store.documents_to_chunk("default", None, 10).unwrap().len(),
+            1
+        );
+        store.ann_done(&tomb, &[]).unwrap();
+        assert!(store.ann_tombstones().unwrap().is_empty());
+        // A model switch re-flags every chunk; vectors of other models stay stored.
+        store
+            .replace_chunks(&[DocChunks {
+                document_id: doc,
+                doc_hash: "h2222222".into(),
+                chunks: vec![chunk(0, 4, "k1")],
+            }])
+            .unwrap();
+        let fresh: Vec<i64> = store
+            .ann_dirty_chunks("m", 0, 10)
+            .unwrap()
+            .iter()
+            .map(|d| d.0)
+            .collect();
+        store.ann_done(&[], &fresh).unwrap();
+        store.ann_reset().unwrap();
+        assert_eq!(store.ann_dirty_chunks("m", 0, 10).unwrap().len(), 1);
+        // Removing the collection drops its chunks with tombstones.
+        store.remove_collection("default", "c").unwrap();
+        assert_eq!(store.ann_tombstones().unwrap(), fresh);
+    }
 }
