@@ -20,6 +20,12 @@ Fixtures (used by every test module here, including test_rest.py):
   flags (``--max-body-bytes 2000``, ``--allowed-origin …``); all are stopped at teardown.
 - ``shared_home`` / ``shared_server`` (session): the same, built once, for read-only tests
   (MCP tools never write); they must not be modified.
+- ``fake_models`` (function): a loopback fake of the model APIs (fake_models.py); pass
+  ``fake_models.env()`` to ``make_home(..., env=…)`` or ``home.with_env(**…)``.
+
+Every home's environment is isolated (``isolated_env``): model settings of the outer
+environment are dropped and the Hugging Face Hub is offline with an empty model cache, so no
+test fetches the default embedding model and ``/embed`` without a configured model is 503.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from fake_models import FakeModels
 
 COLLECTION = "notes"
 JOURNAL_CONTEXT = "daily journal"
@@ -158,15 +165,50 @@ class QuarryHome:
             stdin=None if input is not None else subprocess.DEVNULL,
         )
 
+    def with_env(self, **env: str | None) -> "QuarryHome":
+        """The same home with variables set (or removed, for None): e.g. a server with a reranker."""
+        new = dict(self.env)
+        for k, v in env.items():
+            if v is None:
+                new.pop(k, None)
+            else:
+                new[k] = v
+        return QuarryHome(bin=self.bin, home=self.home, env=new, corpus=self.corpus)
+
     def __getitem__(self, key: str):  # dict-style access too: home["env"]
         return getattr(self, key)
 
 
-def make_home(quarry_bin: Path, corpus: Path, home: Path) -> QuarryHome:
-    home.mkdir(parents=True, exist_ok=True)
-    env = os.environ.copy()
+# Model settings from the outer environment that would change what a test's `quarry` uses.
+_MODEL_VARS = (
+    "QUARRY_EMBED_MODEL",
+    "QUARRY_RERANK_MODEL",
+    "QUARRY_EXPAND_MODEL",
+    "QUARRY_OPENAI_BASE_URL",
+    "QUARRY_OPENAI_API_KEY",
+    "QUARRY_RERANK_URL",
+    "OPENAI_BASE_URL",
+    "OPENAI_API_KEY",
+)
+
+
+def isolated_env(home: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment for a `quarry` on `home`: no model settings from outside, the Hugging
+    Face Hub offline with an empty model cache (so the default model is never fetched), then
+    `extra` (e.g. a fake model server's settings, see fake_models.py)."""
+    env = {k: v for k, v in os.environ.items() if k not in _MODEL_VARS}
     env["QUARRY_HOME"] = str(home)
-    h = QuarryHome(bin=quarry_bin, home=home, env=env, corpus=corpus)
+    env["HF_HUB_OFFLINE"] = "1"
+    env["QUARRY_MODELS_DIR"] = str(home.parent / f"{home.name}-models")
+    env.update(extra or {})
+    return env
+
+
+def make_home(quarry_bin: Path, corpus: Path, home: Path, env: dict[str, str] | None = None) -> QuarryHome:
+    """A QUARRY_HOME with `corpus` as collection `notes` and the journal context; `env` adds
+    variables to :func:`isolated_env` (model settings)."""
+    home.mkdir(parents=True, exist_ok=True)
+    h = QuarryHome(bin=quarry_bin, home=home, env=isolated_env(home, env), corpus=corpus)
     for args in (
         ("collection", "add", str(corpus), "--name", COLLECTION),
         ("context", "add", f"{COLLECTION}/journals", JOURNAL_CONTEXT),
@@ -318,3 +360,14 @@ def shared_server(shared_home: QuarryHome, tmp_path_factory: pytest.TempPathFact
     srv = start_server(shared_home, logdir=tmp_path_factory.mktemp("shared-serve-logs"))
     yield srv
     srv.stop()
+
+
+# ---------------------------------------------------------------------------------------------
+# Model APIs.
+
+
+@pytest.fixture
+def fake_models():
+    fake = FakeModels.start()
+    yield fake
+    fake.stop()

@@ -300,8 +300,9 @@ async fn embed(State(st): State<Arc<AppState>>, Body(b): Body<EmbedBody>) -> Api
     .await;
     match result {
         Ok(embeddings) => Ok(axum::Json(json!({ "embeddings": embeddings }))),
-        Err(e) if e.status == StatusCode::SERVICE_UNAVAILABLE => {
-            // The seed's exact detail; the reason goes to the log.
+        // A model that could not be loaded gets the seed's exact detail (the reason goes to
+        // the log); a loaded model whose backend fails says what failed.
+        Err(e) if e.status == StatusCode::SERVICE_UNAVAILABLE && !st.engine.model_loaded() => {
             tracing::warn!(reason = %e.detail, "/embed: embedding model unavailable");
             Err(ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
