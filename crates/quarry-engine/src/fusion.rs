@@ -18,17 +18,36 @@ pub const ORIGINAL_WEIGHT: f64 = 2.0;
 /// Weight of lists produced by an expansion of the query.
 pub const EXPANSION_WEIGHT: f64 = 1.0;
 
+/// Bonus of a document ranked first in some list.
+pub const TOP_RANK_BONUS: f64 = 0.05;
+/// Bonus of a document ranked second or third (and nowhere first).
+pub const NEAR_TOP_BONUS: f64 = 0.02;
+
 /// One ranked list of ids, best first, and how much it counts.
 #[derive(Debug, Clone)]
 pub struct RankedList {
     pub ids: Vec<i64>,
     pub weight: f64,
+    /// The list's own scores, parallel to `ids` (may be empty). Used only to break exact
+    /// RRF ties, which are common with two lists: A first in one and second in the other
+    /// ties with B second and first.
+    pub scores: Vec<f64>,
 }
 
-/// Bonus of a document ranked first in some list.
-pub const TOP_RANK_BONUS: f64 = 0.05;
-/// Bonus of a document ranked second or third (and nowhere first).
-pub const NEAR_TOP_BONUS: f64 = 0.02;
+impl RankedList {
+    pub fn new(ids: Vec<i64>, weight: f64) -> Self {
+        RankedList {
+            ids,
+            weight,
+            scores: Vec::new(),
+        }
+    }
+
+    pub fn with_scores(mut self, scores: Vec<f64>) -> Self {
+        self.scores = scores;
+        self
+    }
+}
 
 fn top_rank_bonus(best_rank: usize) -> f64 {
     match best_rank {
@@ -38,26 +57,40 @@ fn top_rank_bonus(best_rank: usize) -> f64 {
     }
 }
 
-/// Fuses ranked lists; returns (id, score) best first. Ties keep first-seen order.
+/// Fuses ranked lists; returns (id, score) best first.
+///
+/// Exact ties (to 1e-9) go to the document that stood closer to the winner of the lists it
+/// appeared in (sum of weight × score / list's best score), then to the first seen.
 pub fn rrf(lists: &[RankedList]) -> Vec<(i64, f64)> {
-    let mut scores: HashMap<i64, (f64, usize, usize)> = HashMap::new(); // score, best rank, first seen
+    // score, best rank, closeness, first seen
+    let mut acc: HashMap<i64, (f64, usize, f64, usize)> = HashMap::new();
     let mut seen = 0usize;
     for list in lists {
+        let top = list.scores.first().copied().filter(|t| *t > 0.0);
         for (rank, id) in list.ids.iter().enumerate() {
-            let entry = scores.entry(*id).or_insert_with(|| {
+            let entry = acc.entry(*id).or_insert_with(|| {
                 seen += 1;
-                (0.0, usize::MAX, seen)
+                (0.0, usize::MAX, 0.0, seen)
             });
             entry.0 += list.weight / (RRF_K + rank as f64 + 1.0);
             entry.1 = entry.1.min(rank);
+            if let (Some(top), Some(s)) = (top, list.scores.get(rank)) {
+                entry.2 += list.weight * (s / top);
+            }
         }
     }
-    let mut out: Vec<(i64, f64, usize)> = scores
+    let mut out: Vec<(i64, f64, f64, usize)> = acc
         .into_iter()
-        .map(|(id, (s, best, order))| (id, s + top_rank_bonus(best), order))
+        .map(|(id, (s, best, close, order))| (id, s + top_rank_bonus(best), close, order))
         .collect();
-    out.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.2.cmp(&b.2)));
-    out.into_iter().map(|(id, s, _)| (id, s)).collect()
+    let bucket = |s: f64| (s * 1e9).round() as i64;
+    out.sort_by(|a, b| {
+        bucket(b.1)
+            .cmp(&bucket(a.1))
+            .then(b.2.total_cmp(&a.2))
+            .then(a.3.cmp(&b.3))
+    });
+    out.into_iter().map(|(id, s, _, _)| (id, s)).collect()
 }
 
 /// Share of the RRF position score in the blend at 1-based `position`.
@@ -97,18 +130,9 @@ mod tests {
     #[test]
     fn rrf_arithmetic_on_constructed_lists() {
         let lists = vec![
-            RankedList {
-                ids: vec![1, 2, 3],
-                weight: ORIGINAL_WEIGHT,
-            },
-            RankedList {
-                ids: vec![3, 4],
-                weight: ORIGINAL_WEIGHT,
-            },
-            RankedList {
-                ids: vec![4, 1],
-                weight: EXPANSION_WEIGHT,
-            },
+            RankedList::new(vec![1, 2, 3], ORIGINAL_WEIGHT),
+            RankedList::new(vec![3, 4], ORIGINAL_WEIGHT),
+            RankedList::new(vec![4, 1], EXPANSION_WEIGHT),
         ];
         let fused: HashMap<i64, f64> = rrf(&lists).into_iter().collect();
         // id 1: 2/61 + 1/62, best rank 0 → +0.05
@@ -126,14 +150,8 @@ mod tests {
     #[test]
     fn original_query_lists_outweigh_expansions() {
         let lists = vec![
-            RankedList {
-                ids: vec![10],
-                weight: ORIGINAL_WEIGHT,
-            },
-            RankedList {
-                ids: vec![20],
-                weight: EXPANSION_WEIGHT,
-            },
+            RankedList::new(vec![10], ORIGINAL_WEIGHT),
+            RankedList::new(vec![20], EXPANSION_WEIGHT),
         ];
         let order: Vec<i64> = rrf(&lists).into_iter().map(|(id, _)| id).collect();
         assert_eq!(order, [10, 20]);
@@ -157,5 +175,22 @@ mod tests {
         assert_eq!(rrf_share(3), 0.75);
         assert_eq!(rrf_share(10), 0.60);
         assert_eq!(rrf_share(11), 0.40);
+    }
+
+    #[test]
+    fn exact_ties_go_to_the_document_closer_to_each_list_winner() {
+        // Doc 1 leads the keyword list by far, doc 2 barely leads the vector list: their RRF
+        // scores tie exactly; doc 2 was nearly first in the keyword list too, so it wins.
+        let keyword = RankedList::new(vec![1, 2], ORIGINAL_WEIGHT).with_scores(vec![10.0, 9.5]);
+        let vector = RankedList::new(vec![2, 1], ORIGINAL_WEIGHT).with_scores(vec![0.80, 0.40]);
+        let fused = rrf(&[keyword.clone(), vector.clone()]);
+        assert_eq!(fused[0].0, 2);
+        assert!(close(fused[0].1, fused[1].1));
+        // Without scores the first seen wins.
+        let fused = rrf(&[
+            RankedList::new(vec![1, 2], 2.0),
+            RankedList::new(vec![2, 1], 2.0),
+        ]);
+        assert_eq!(fused[0].0, 1);
     }
 }

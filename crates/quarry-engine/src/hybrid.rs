@@ -69,10 +69,10 @@ impl Engine {
             for (i, q) in queries.iter().enumerate() {
                 let parsed = fts.parse_query(q);
                 let hits = fts.search(&parsed, filter.as_deref(), LIST_DEPTH)?;
-                lists.push(RankedList {
-                    ids: hits.iter().map(|h| h.id).collect(),
-                    weight: weight(i),
-                });
+                lists.push(
+                    RankedList::new(hits.iter().map(|h| h.id).collect(), weight(i))
+                        .with_scores(hits.iter().map(|h| f64::from(h.score)).collect()),
+                );
             }
         }
         stages.push("keyword");
@@ -90,10 +90,10 @@ impl Engine {
                             c.similarity = h.similarity;
                         }
                     }
-                    lists.push(RankedList {
-                        ids: hits.iter().map(|h| h.document_id).collect(),
-                        weight: weight(i),
-                    });
+                    lists.push(
+                        RankedList::new(hits.iter().map(|h| h.document_id).collect(), weight(i))
+                            .with_scores(hits.iter().map(|h| f64::from(h.similarity)).collect()),
+                    );
                 }
                 stages.push("vector");
             }
