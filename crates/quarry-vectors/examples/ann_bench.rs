@@ -4,11 +4,16 @@
 //!
 //! ```text
 //! cargo run --release --example ann_bench -- [--n 100000] [--queries 500] [--threads 2]
-//!     [--data latent|isotropic] [--i8] [--ef 64,128,256]
+//!     [--data latent|isotropic] [--i8] [--m 16] [--ef-add 128] [--ef 64,128,256]
+//!     [--no-filter] [--no-save]
 //! ```
 //!
 //! `--data latent` (default) draws embedding-like vectors (24 latent factors + 10% noise);
 //! `--data isotropic` draws uniformly random unit vectors, a worst case for graph indexes.
+//! `--m` / `--ef-add` set the graph's connectivity and `efConstruction`; every `--ef` value
+//! is measured on the same graph with `SearchEffort::Graph(ef)`, followed by the index's
+//! brute-force scan (`SearchEffort::Auto(n)`, which always scans an unfiltered query) for
+//! comparison.
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -16,7 +21,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{LatentModel, random_unit_matrix, recall};
-use quarry_vectors::{Quantization, VectorIndex, VectorIndexOptions, exact_search};
+use quarry_vectors::{Quantization, SearchEffort, VectorIndex, VectorIndexOptions, exact_search};
 
 const DIMS: usize = 384;
 
@@ -52,7 +57,11 @@ struct Args {
     threads: usize,
     isotropic: bool,
     i8: bool,
+    m: usize,
+    ef_add: usize,
     efs: Vec<usize>,
+    filtered: bool,
+    save: bool,
 }
 
 fn parse_args() -> Args {
@@ -62,7 +71,11 @@ fn parse_args() -> Args {
         threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
         isotropic: false,
         i8: false,
+        m: VectorIndexOptions::DEFAULT_CONNECTIVITY,
+        ef_add: VectorIndexOptions::DEFAULT_EXPANSION_ADD,
         efs: vec![VectorIndexOptions::DEFAULT_EXPANSION_SEARCH],
+        filtered: true,
+        save: true,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -73,6 +86,10 @@ fn parse_args() -> Args {
             "--threads" => args.threads = value().parse().unwrap_or(args.threads).max(1),
             "--data" => args.isotropic = value() == "isotropic",
             "--i8" => args.i8 = true,
+            "--m" => args.m = value().parse().unwrap_or(args.m),
+            "--ef-add" => args.ef_add = value().parse().unwrap_or(args.ef_add),
+            "--no-filter" => args.filtered = false,
+            "--no-save" => args.save = false,
             "--ef" => {
                 args.efs = value().split(',').filter_map(|s| s.parse().ok()).collect();
             }
@@ -116,6 +133,8 @@ fn main() -> Result<(), quarry_vectors::VectorError> {
         } else {
             Quantization::F32
         },
+        connectivity: args.m,
+        expansion_add: args.ef_add,
         ..VectorIndexOptions::new(DIMS)
     };
     println!(
@@ -158,22 +177,26 @@ fn main() -> Result<(), quarry_vectors::VectorError> {
         mib(status_kib("VmHWM:"))
     );
 
-    let path = std::env::temp_dir().join(format!("ann_bench_{}.qv", std::process::id()));
-    let t = Instant::now();
-    index.save(&path)?;
-    let save = t.elapsed();
-    let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
-    let t = Instant::now();
-    let reopened = VectorIndex::open(&path, options.clone())?;
-    println!(
-        "persistence: save {save:.2?}, open (verify + load) {:.2?}, file {:.1} MiB",
-        t.elapsed(),
-        size as f64 / (1024.0 * 1024.0)
-    );
-    drop(reopened);
+    if args.save {
+        let path = std::env::temp_dir().join(format!("ann_bench_{}.qv", std::process::id()));
+        let t = Instant::now();
+        index.save(&path)?;
+        let save = t.elapsed();
+        let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+        let t = Instant::now();
+        let reopened = VectorIndex::open(&path, options.clone())?;
+        println!(
+            "persistence: save {save:.2?}, open (verify + load) {:.2?}, file {:.1} MiB",
+            t.elapsed(),
+            size as f64 / (1024.0 * 1024.0)
+        );
+        drop(reopened);
+        let _ = std::fs::remove_file(&path);
+    }
 
     let keep = |key: u64| key % 10 == 3;
-    let filters: [(&str, Filter); 2] = [("unfiltered", None), ("filtered 10%", Some(&keep))];
+    let all_filters: [(&str, Filter); 2] = [("unfiltered", None), ("filtered 10%", Some(&keep))];
+    let filters = &all_filters[..if args.filtered { 2 } else { 1 }];
     let t = Instant::now();
     let truths: Vec<Vec<Vec<(u64, f32)>>> = filters
         .iter()
@@ -193,33 +216,44 @@ fn main() -> Result<(), quarry_vectors::VectorError> {
                 .collect()
         })
         .collect();
-    let exact_per_query = t.elapsed() / (2 * args.queries.max(1)) as u32;
+    let exact_per_query = t.elapsed() / (filters.len() * args.queries.max(1)) as u32;
     println!("exact_search (oracle): {exact_per_query:.2?} per query over {n} vectors");
 
+    let report = |label: &str, mut latencies: Vec<Duration>, total_recall: f64| {
+        let mean = latencies.iter().sum::<Duration>() / latencies.len().max(1) as u32;
+        latencies.sort_unstable();
+        println!(
+            "{label} k={K}: mean {mean:>8.3?}  p50 {:>8.3?}  p99 {:>8.3?}  recall@{K} {:.4}",
+            percentile(&latencies, 0.50),
+            percentile(&latencies, 0.99),
+            total_recall / args.queries.max(1) as f64
+        );
+    };
     for &ef in &args.efs {
-        let opts = VectorIndexOptions {
-            expansion_search: ef,
-            ..options.clone()
-        };
-        let index = VectorIndex::open(&path, opts)?;
         for ((label, filter), truth) in filters.iter().zip(&truths) {
             let mut latencies = Vec::with_capacity(args.queries);
             let mut total_recall = 0.0;
             for (q, truth) in queries.chunks_exact(DIMS).zip(truth) {
                 let t = Instant::now();
-                let found = index.search(q, K, *filter)?;
+                let found = index.search_with(q, K, *filter, SearchEffort::Graph(ef))?;
                 latencies.push(t.elapsed());
                 total_recall += recall(&found, truth);
             }
-            latencies.sort_unstable();
-            println!(
-                "search ef={ef:<4} {label:<13} k={K}: p50 {:>8.3?}  p99 {:>8.3?}  recall@{K} {:.4}",
-                percentile(&latencies, 0.50),
-                percentile(&latencies, 0.99),
-                total_recall / args.queries.max(1) as f64
+            report(
+                &format!("search ef={ef:<5} {label:<13}"),
+                latencies,
+                total_recall,
             );
         }
     }
-    let _ = std::fs::remove_file(&path);
+    let mut latencies = Vec::with_capacity(args.queries);
+    let mut total_recall = 0.0;
+    for (q, truth) in queries.chunks_exact(DIMS).zip(&truths[0]) {
+        let t = Instant::now();
+        let found = index.search_with(q, K, None, SearchEffort::Auto(n))?;
+        latencies.push(t.elapsed());
+        total_recall += recall(&found, truth);
+    }
+    report("scan (Auto)      unfiltered   ", latencies, total_recall);
     Ok(())
 }

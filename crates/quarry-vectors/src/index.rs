@@ -14,7 +14,7 @@ use usearch::{Index, IndexOptions, MetricKind, ScalarKind};
 use crate::error::{Result, VectorError};
 use crate::exact::sort_best_first;
 use crate::format::{self, TRAILER_LEN, Trailer};
-use crate::{Metric, Quantization, VectorIndexOptions};
+use crate::{Metric, Quantization, SearchEffort, VectorIndexOptions};
 
 /// Capacity reserved by `create` (and the floor after `open`); grows ×2 from there.
 const INITIAL_CAPACITY: usize = 1024;
@@ -22,13 +22,24 @@ const INITIAL_CAPACITY: usize = 1024;
 const KEY_STRIPES: usize = 64;
 /// usearch's message when a node cannot be placed (capacity exhausted).
 const CAPACITY_MESSAGE: &str = "Reserve capacity";
+/// usearch's marker for a removed slot (`default_free_value<u64>()`).
+const FREE_KEY: u64 = u64::MAX;
+/// The `expansion_search` usearch itself is configured with.
+///
+/// usearch searches the base layer with `ef = max(configured expansion_search, wanted)`
+/// (`index_gt::search`). Keeping the configured value at 1 and asking for
+/// `wanted = max(k, ef)` results (then keeping the best `k`) lets every query choose its own
+/// `ef` without touching shared state: `Index::change_expansion_search` is an unsynchronised
+/// write to the index's config that every concurrent search would observe.
+const USEARCH_EXPANSION_SEARCH: usize = 1;
 
 /// Persisted HNSW index over `u64` keys and `f32` vectors. See the crate docs for the
 /// similarity convention, the file format and the thread-safety guarantees.
 ///
 /// `VectorIndex` is `Send + Sync`: every method takes `&self`, so share it with `Arc`.
 pub struct VectorIndex {
-    /// The usearch index. Read lock: add / remove / search / save. Write lock: reserve.
+    /// The usearch index. Read lock: add / remove / search / save. Write lock: reserve, and
+    /// the first add into an empty index.
     index: RwLock<Index>,
     /// Taken shared by add/remove and exclusively by `save`, so a snapshot is consistent
     /// without blocking searches.
@@ -39,6 +50,8 @@ pub struct VectorIndex {
     key_locks: Vec<Mutex<()>>,
     /// Bounds concurrent calls into usearch to the number of thread contexts it has.
     contexts: Semaphore,
+    /// Lets exact scans run only while no add/remove is in flight.
+    scan_gate: ScanGate,
     threads: usize,
     options: VectorIndexOptions,
 }
@@ -96,6 +109,77 @@ impl Drop for Permit<'_> {
     }
 }
 
+/// Keeps usearch's brute-force scan apart from inserts and removals.
+///
+/// usearch's exact search walks every slot up to its node counter, which an insert bumps
+/// *before* the node is written, and it reads keys that a removal rewrites in place; the
+/// graph search only reaches nodes through published links and has neither problem. So a
+/// scan runs only while no add or remove is in flight, and mutators wait for running scans
+/// (bounded: one pass over the vectors). Scans never wait: [`ScanGate::try_scan`] fails
+/// while a mutator is active *or waiting*, and the search uses the graph instead, so
+/// neither side can starve the other.
+struct ScanGate {
+    state: Mutex<GateState>,
+    scans_done: Condvar,
+}
+
+#[derive(Default)]
+struct GateState {
+    /// Adds/removes running or waiting to run.
+    mutators: usize,
+    /// Scans running.
+    scans: usize,
+}
+
+struct MutatorPass<'a>(&'a ScanGate);
+struct ScanPass<'a>(&'a ScanGate);
+
+impl ScanGate {
+    fn new() -> Self {
+        ScanGate {
+            state: Mutex::new(GateState::default()),
+            scans_done: Condvar::new(),
+        }
+    }
+
+    fn mutate(&self) -> MutatorPass<'_> {
+        let mut state = lock(&self.state);
+        state.mutators += 1;
+        while state.scans > 0 {
+            state = self
+                .scans_done
+                .wait(state)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+        MutatorPass(self)
+    }
+
+    fn try_scan(&self) -> Option<ScanPass<'_>> {
+        let mut state = lock(&self.state);
+        if state.mutators > 0 {
+            return None;
+        }
+        state.scans += 1;
+        Some(ScanPass(self))
+    }
+}
+
+impl Drop for MutatorPass<'_> {
+    fn drop(&mut self) {
+        lock(&self.0.state).mutators -= 1;
+    }
+}
+
+impl Drop for ScanPass<'_> {
+    fn drop(&mut self) {
+        let mut state = lock(&self.0.state);
+        state.scans -= 1;
+        if state.scans == 0 {
+            self.0.scans_done.notify_all();
+        }
+    }
+}
+
 /// Locks a mutex, ignoring poisoning: the guarded data is `()` or a plain counter, which a
 /// panic cannot leave inconsistent.
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -123,7 +207,7 @@ fn usearch_options(options: &VectorIndexOptions) -> IndexOptions {
         quantization,
         connectivity: options.connectivity,
         expansion_add: options.expansion_add,
-        expansion_search: options.expansion_search,
+        expansion_search: USEARCH_EXPANSION_SEARCH,
         multi: false,
     }
 }
@@ -137,6 +221,26 @@ fn tmp_path(path: &Path) -> PathBuf {
     let mut name = OsString::from(path.as_os_str());
     name.push(".tmp");
     PathBuf::from(name)
+}
+
+/// Converts usearch matches (`distance = 1 − similarity`) to the crate's convention and
+/// keeps the best `k`: similarity descending, ties by ascending key.
+///
+/// Drops [`FREE_KEY`]: usearch writes it into the slot of a removed vector and reads result
+/// keys back from the slots only after the traversal, so a graph search racing a `remove`
+/// can report the removed vector under that key. usearch never returns it otherwise (its
+/// searches skip slots holding it), and since searches ask for `ef ≥ k` results there are
+/// usually spares to fill the gap.
+fn best_k(keys: &[u64], distances: &[f32], k: usize) -> Vec<(u64, f32)> {
+    let mut out: Vec<(u64, f32)> = keys
+        .iter()
+        .zip(distances)
+        .filter(|&(&key, _)| key != FREE_KEY)
+        .map(|(&key, &distance)| (key, 1.0 - distance))
+        .collect();
+    sort_best_first(&mut out);
+    out.truncate(k);
+    out
 }
 
 fn check_vector(expected: usize, vector: &[f32]) -> Result<()> {
@@ -168,6 +272,7 @@ impl VectorIndex {
             save_lock: Mutex::new(()),
             key_locks: (0..KEY_STRIPES).map(|_| Mutex::new(())).collect(),
             contexts: Semaphore::new(threads),
+            scan_gate: ScanGate::new(),
             threads,
             options,
         })
@@ -256,7 +361,7 @@ impl VectorIndex {
                 .load(path_utf8)
                 .map_err(|e| VectorError::backend("load", format!("{path_utf8}: {}", e.what())))?;
             index.change_expansion_add(this.options.expansion_add);
-            index.change_expansion_search(this.options.expansion_search);
+            index.change_expansion_search(USEARCH_EXPANSION_SEARCH);
             let capacity = index.capacity().max(INITIAL_CAPACITY);
             index
                 .reserve_capacity_and_threads(capacity, this.threads)
@@ -390,6 +495,7 @@ impl VectorIndex {
             .mutations
             .read()
             .unwrap_or_else(PoisonError::into_inner);
+        let _no_scan = self.scan_gate.mutate();
 
         // Replacing: remove first (usearch rejects duplicate keys in a unique index).
         {
@@ -405,8 +511,20 @@ impl VectorIndex {
         loop {
             self.ensure_capacity(1)?;
             let index = self.read_index();
-            let _context = self.contexts.acquire();
-            match index.add(key, vector) {
+            let result = if index.size() == 0 {
+                // usearch's first insertion into an empty graph bumps the node count
+                // before it writes the node, and a search starting in between walks an
+                // entry point without a vector (a null dereference). Insert into an empty
+                // index exclusively; every later node is only reachable once written.
+                drop(index);
+                let index = self.write_index();
+                let _context = self.contexts.acquire();
+                index.add(key, vector)
+            } else {
+                let _context = self.contexts.acquire();
+                index.add(key, vector)
+            };
+            match result {
                 Ok(()) => return Ok(()),
                 // Another thread filled the last slot between our check and our add.
                 Err(e) if e.what().contains(CAPACITY_MESSAGE) && attempts < 8 => attempts += 1,
@@ -424,6 +542,7 @@ impl VectorIndex {
             .mutations
             .read()
             .unwrap_or_else(PoisonError::into_inner);
+        let _no_scan = self.scan_gate.mutate();
         let removed = self
             .read_index()
             .remove(key)
@@ -446,7 +565,8 @@ impl VectorIndex {
         Ok((found > 0).then_some(out))
     }
 
-    /// Approximate top-`k` search.
+    /// Top-`k` search with the index's default effort,
+    /// `SearchEffort::Auto(options.expansion_search)`; see [`VectorIndex::search_with`].
     ///
     /// Returns up to `k` `(key, similarity)` pairs, best first (ties by ascending key);
     /// `similarity = 1 − distance` is the cosine similarity for normalised vectors.
@@ -464,23 +584,75 @@ impl VectorIndex {
         k: usize,
         filter: Option<&dyn Fn(u64) -> bool>,
     ) -> Result<Vec<(u64, f32)>> {
+        self.search_with(
+            query,
+            k,
+            filter,
+            SearchEffort::Auto(self.options.expansion_search),
+        )
+    }
+
+    /// Top-`k` search with a per-query effort (see [`SearchEffort`]).
+    ///
+    /// Same results contract and filter semantics as [`VectorIndex::search`]. The effort
+    /// only affects this call: concurrent searches keep their own, and nothing is changed
+    /// in the index (usearch's `change_expansion_search` would be an unsynchronised write
+    /// seen by every concurrent search, so it is never called here).
+    ///
+    /// * [`SearchEffort::Graph`]`(ef)`: HNSW search of the base layer with
+    ///   `ef = max(ef, k)`, clamped to the number of live vectors. Time grows roughly
+    ///   linearly with `ef`, recall towards 1.
+    /// * [`SearchEffort::Auto`]`(ef)`: the same, except that an unfiltered search whose
+    ///   `max(ef, k) · 2M` reaches the number of live vectors (`M` = the graph's
+    ///   connectivity) scans every vector instead. The graph search evaluates up to `2M`
+    ///   neighbours of each of its `ef` expanded candidates, so from that point on its worst
+    ///   case computes as many distances as the scan, plus the graph walk. On isotropic
+    ///   data the worst case is the real case and the scan is as fast or faster; on
+    ///   clustered data near the threshold the graph visits fewer nodes and the scan can
+    ///   cost up to ~2× as much (fractions of a millisecond at that size), for exact
+    ///   results. This covers small indexes (≤ 2,048 vectors at the defaults) and large
+    ///   `ef` on hard data (see the crate docs). The scan is skipped, and the graph used,
+    ///   while an add or remove is in flight (usearch's scan cannot run alongside them).
+    pub fn search_with(
+        &self,
+        query: &[f32],
+        k: usize,
+        filter: Option<&dyn Fn(u64) -> bool>,
+        effort: SearchEffort,
+    ) -> Result<Vec<(u64, f32)>> {
         check_vector(self.options.dimensions, query)?;
         if k == 0 {
             return Ok(Vec::new());
         }
+        let (expansion, may_scan) = match effort {
+            SearchEffort::Auto(ef) => (ef, filter.is_none()),
+            SearchEffort::Graph(ef) => (ef, false),
+        };
         let panic_payload: RefCell<Option<Box<dyn Any + Send>>> = RefCell::new(None);
         let matches = {
             let index = self.read_index();
+            let live = index.size();
             // More results than live vectors cannot exist; clamping also keeps an absurd `k`
-            // from reaching usearch's result allocation.
-            let k = k.min(index.size());
+            // (or `ef`) from reaching usearch's result allocation.
+            let k = k.min(live);
             if k == 0 {
                 return Ok(Vec::new());
             }
+            let ef = expansion.max(k).min(live);
+            let base_degree = index.connectivity().saturating_mul(2);
+            let scan_pays = may_scan && ef.saturating_mul(base_degree) >= live;
+            let scan = if scan_pays {
+                self.scan_gate.try_scan()
+            } else {
+                None
+            };
             let _context = self.contexts.acquire();
-            match filter {
-                None => index.search(query, k),
-                Some(keep) => {
+            let result = match (scan, filter) {
+                (Some(_scan), _) => index.exact_search(query, k),
+                // usearch explores `max(configured ef, wanted)` candidates (see
+                // `USEARCH_EXPANSION_SEARCH`): asking for `ef` results gives this query its `ef`.
+                (None, None) => index.search(query, ef),
+                (None, Some(keep)) => {
                     let guarded = |key: u64| -> bool {
                         if panic_payload.borrow().is_some() {
                             return false;
@@ -493,22 +665,16 @@ impl VectorIndex {
                             }
                         }
                     };
-                    index.filtered_search(query, k, guarded)
+                    index.filtered_search(query, ef, guarded)
                 }
-            }
+            };
+            result.map(|matches| (matches, k))
         };
         if let Some(payload) = panic_payload.into_inner() {
             resume_unwind(payload);
         }
-        let matches = matches.map_err(|e| VectorError::backend("search", e))?;
-        let mut out: Vec<(u64, f32)> = matches
-            .keys
-            .iter()
-            .zip(&matches.distances)
-            .map(|(&key, &distance)| (key, 1.0 - distance))
-            .collect();
-        sort_best_first(&mut out);
-        Ok(out)
+        let (matches, k) = matches.map_err(|e| VectorError::backend("search", e))?;
+        Ok(best_k(&matches.keys, &matches.distances, k))
     }
 
     /// Makes room for `extra` more vectors, doubling the capacity as needed.

@@ -5,7 +5,7 @@ mod common;
 use std::sync::Arc;
 
 use common::{XorShift, random_unit};
-use quarry_vectors::{VectorError, VectorIndex, VectorIndexOptions};
+use quarry_vectors::{SearchEffort, VectorError, VectorIndex, VectorIndexOptions, exact_search};
 
 const DIMS: usize = 48;
 
@@ -156,6 +156,80 @@ fn concurrent_add_search_remove() {
     assert!(index.contains(1_000_000));
     let hits = index.search(&[0.1; DIMS], 10_000, None).expect("search");
     assert_eq!(hits.iter().filter(|(k, _)| *k == 1_000_000).count(), 1);
+}
+
+/// `SearchEffort::Auto` scans (usearch's brute force) whenever no add/remove is in flight,
+/// and searches the graph otherwise; the scan must never observe a half-inserted node or a
+/// key being removed, and no search may report a removed slot (usearch's free key).
+#[test]
+fn scans_interleave_with_adds_and_removes() {
+    let index = VectorIndex::create(VectorIndexOptions::new(DIMS)).expect("create");
+    let mut rng = XorShift::new(21);
+    for key in 0..500u64 {
+        index.add(key, &random_unit(&mut rng, DIMS)).expect("add");
+    }
+    let scan = SearchEffort::Auto(usize::MAX);
+    std::thread::scope(|s| {
+        for t in 0..2u64 {
+            let index = &index;
+            s.spawn(move || {
+                let mut rng = XorShift::new(30 + 2 * t);
+                for i in 0..1_500u64 {
+                    let key = 10_000 * (t + 1) + i;
+                    index.add(key, &random_unit(&mut rng, DIMS)).expect("add");
+                    if i % 3 == 0 {
+                        assert!(index.remove(key).expect("remove"));
+                    }
+                    // Replace one of the initial keys now and then.
+                    if i % 4 == 0 {
+                        index
+                            .add(i % 500, &random_unit(&mut rng, DIMS))
+                            .expect("replace");
+                    }
+                    // Let searchers in between mutations.
+                    if i % 16 == 0 {
+                        std::thread::yield_now();
+                    }
+                }
+            });
+        }
+        for t in 0..4u64 {
+            let index = &index;
+            s.spawn(move || {
+                let mut rng = XorShift::new(40 + 2 * t);
+                for _ in 0..600 {
+                    let hits = index
+                        .search_with(&random_unit(&mut rng, DIMS), 10, None, scan)
+                        .expect("search");
+                    // A graph search racing inserts can come back short (see the crate
+                    // docs); a scan cannot, as it never overlaps them.
+                    assert!(!hits.is_empty() && hits.len() <= 10);
+                    for (key, sim) in &hits {
+                        let known = *key < 500 || (*key >= 10_000 && *key < 30_000);
+                        assert!(known, "unknown key {key} in {hits:?}");
+                        assert!(sim.is_finite() && sim.abs() <= 1.001, "similarity {sim}");
+                    }
+                }
+            });
+        }
+    });
+    // Quiescent: the scan is exact (rank by rank; comparing similarities rather than keys
+    // keeps near-ties between usearch's SIMD kernel and `dot` from mattering).
+    let live: Vec<(u64, Vec<f32>)> = (0..500u64)
+        .chain(10_000..11_500)
+        .chain(20_000..21_500)
+        .filter_map(|key| index.get(key).expect("get").map(|v| (key, v)))
+        .collect();
+    assert_eq!(live.len(), index.len());
+    for _ in 0..20 {
+        let q = random_unit(&mut rng, DIMS);
+        let found = index.search_with(&q, 10, None, scan).expect("search");
+        let truth = exact_search(live.iter().map(|(k, v)| (*k, v.as_slice())), &q, 10, None);
+        assert_eq!(found.len(), truth.len());
+        for (f, t) in found.iter().zip(&truth) {
+            assert!((f.1 - t.1).abs() < 1e-5, "{found:?} vs {truth:?}");
+        }
+    }
 }
 
 #[test]
