@@ -11,6 +11,7 @@ use std::process::ExitCode;
 use anyhow::{Context as _, Result};
 use clap::{Args, Parser, Subcommand};
 use quarry_core::format_search_summary;
+use quarry_engine::fusion::Fusion;
 use quarry_engine::{
     EmbedOptions, Engine, EngineOptions, GetRequest, ModelConfig, ModelSpec, MultiGetItem,
     MultiGetRequest, SearchRequest, UpdateOptions, UpdateReport,
@@ -282,9 +283,15 @@ fn open(cli: &Cli) -> Result<Engine> {
         expand: spec("expand-model", &cli.expand_model)?,
         env: None,
     };
+    let fusion = match std::env::var("QUARRY_FUSION") {
+        Ok(v) if !v.trim().is_empty() => Fusion::parse(&v)
+            .with_context(|| format!("QUARRY_FUSION={v:?}: use 'relative' (default) or 'rrf'"))?,
+        _ => Fusion::default(),
+    };
     Ok(Engine::open(opts)
         .with_context(|| format!("cannot open the index at {}", dir.display()))?
-        .with_models(models))
+        .with_models(models)
+        .with_fusion(fusion))
 }
 
 fn print_json(v: &impl serde::Serialize) -> Result<()> {

@@ -358,6 +358,27 @@ fn query_reranks_the_top_candidates_and_blends_by_position() {
 }
 
 #[test]
+fn both_fusion_modes_rank_the_clear_winner_first() {
+    let fake = FakeModels::start();
+    let q = setup(&fake, "fake-a");
+    q.ok(&["embed"]);
+    for mode in ["relative", "rrf"] {
+        let (out, _) = q.ok_env(
+            &["query", "roast pumpkin soup", "--json"],
+            &[("QUARRY_FUSION", mode)],
+        );
+        let res: Value = serde_json::from_str(&out).expect("json");
+        assert_eq!(stages(&res), ["keyword", "vector"], "{mode}: {res}");
+        assert_eq!(
+            files(&res["results"])[0],
+            "kb/soup/pumpkin.md",
+            "{mode}: {res}"
+        );
+        assert_eq!(res["results"][0]["score"], 1.0, "{mode}");
+    }
+}
+
+#[test]
 fn query_expansion_adds_variants_and_is_cached() {
     let fake = FakeModels::start();
     let mut q = setup(&fake, "fake-a");
@@ -442,6 +463,13 @@ fn embed_bad_inputs_get_clear_errors_and_lose_nothing() {
         stderr(&out).contains("/no/such/model/dir"),
         "{}",
         stderr(&out)
+    );
+
+    let args = ["query", "pumpkin"];
+    let err = q.err_env(&args, &[("QUARRY_FUSION", "bogus")]);
+    assert!(
+        err.contains("QUARRY_FUSION") && err.contains("rrf"),
+        "{err}"
     );
 
     // The default model needs the Hub; offline, the error says how to supply a directory.

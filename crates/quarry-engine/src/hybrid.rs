@@ -9,7 +9,7 @@ use quarry_core::{Error, Result, SearchHit, context_for, round_score};
 use quarry_models::QueryExpander;
 use quarry_store::ChunkRef;
 
-use crate::fusion::{self, RankedList};
+use crate::fusion::{self, Fusion, RankedList};
 use crate::search::{SNIPPET_CHARS, snippet_in};
 use crate::semantic::model_err;
 use crate::{Engine, NO_VECTOR_INDEX, NoProgress, QueryResponse, SearchRequest};
@@ -62,26 +62,29 @@ impl Engine {
             }
         };
 
-        let mut lists = Vec::new();
+        // Per query: keyword hits, then vector hits (when vectors exist).
+        let mut keyword: Vec<Vec<(i64, f64)>> = vec![Vec::new(); queries.len()];
         if let Some(fts) = self.fts()? {
             fts.reload()?;
             let filter = collection_id.map(|c| vec![c]);
             for (i, q) in queries.iter().enumerate() {
                 let parsed = fts.parse_query(q);
-                let hits = fts.search(&parsed, filter.as_deref(), LIST_DEPTH)?;
-                lists.push(
-                    RankedList::new(hits.iter().map(|h| h.id).collect(), weight(i))
-                        .with_scores(hits.iter().map(|h| f64::from(h.score)).collect()),
-                );
+                keyword[i] = fts
+                    .search(&parsed, filter.as_deref(), LIST_DEPTH)?
+                    .iter()
+                    .map(|h| (h.id, f64::from(h.score)))
+                    .collect();
             }
         }
         stages.push("keyword");
 
         let mut candidates: HashMap<i64, Candidate> = HashMap::new();
+        let mut vector: Option<Vec<Vec<(i64, f64)>>> = None;
         let refs: Vec<&str> = queries.iter().map(String::as_str).collect();
         match self.embed_queries_for_search(&refs) {
             Ok(vectors) => {
-                for (i, v) in vectors.iter().enumerate() {
+                let mut per_query = Vec::with_capacity(vectors.len());
+                for v in &vectors {
                     let hits = self.vector_search(v, LIST_DEPTH, collection_id)?;
                     for h in &hits {
                         let c = candidates.entry(h.document_id).or_default();
@@ -90,11 +93,13 @@ impl Engine {
                             c.similarity = h.similarity;
                         }
                     }
-                    lists.push(
-                        RankedList::new(hits.iter().map(|h| h.document_id).collect(), weight(i))
-                            .with_scores(hits.iter().map(|h| f64::from(h.similarity)).collect()),
+                    per_query.push(
+                        hits.iter()
+                            .map(|h| (h.document_id, f64::from(h.similarity)))
+                            .collect(),
                     );
                 }
+                vector = Some(per_query);
                 stages.push("vector");
             }
             // No vectors yet is the expected degradation; anything else is worth saying.
@@ -106,6 +111,26 @@ impl Engine {
             Err(e) => return Err(e),
         }
 
+        let as_list = |hits: &[(i64, f64)], w: f64| {
+            RankedList::new(hits.iter().map(|h| h.0).collect(), w)
+                .with_scores(hits.iter().map(|h| h.1).collect())
+        };
+        let mut lists = Vec::new();
+        for (i, kw) in keyword.iter().enumerate() {
+            let vec_hits = vector.as_ref().map(|v| v[i].as_slice());
+            match (self.fusion, vec_hits) {
+                (Fusion::Relative, Some(v)) => lists.push(as_list(
+                    &fusion::relative_score_fusion(kw, v, fusion::VECTOR_SHARE),
+                    weight(i),
+                )),
+                (_, v) => {
+                    lists.push(as_list(kw, weight(i)));
+                    if let Some(v) = v {
+                        lists.push(as_list(v, weight(i)));
+                    }
+                }
+            }
+        }
         let fused = fusion::rrf(&lists);
         let top: Vec<i64> = fused
             .iter()

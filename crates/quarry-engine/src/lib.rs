@@ -105,6 +105,7 @@ pub struct Engine {
     fts: RwLock<Option<Arc<FtsIndex>>>,
     models: semantic::Models,
     ann: semantic::AnnSlot,
+    fusion: fusion::Fusion,
 }
 
 /// Exclusive right to write, across processes; released on drop.
@@ -142,7 +143,14 @@ impl Engine {
             fts: RwLock::new(None),
             models: semantic::Models::default(),
             ann: semantic::AnnSlot::default(),
+            fusion: fusion::Fusion::default(),
         })
+    }
+
+    /// How `query` combines keyword and vector results (default [`fusion::Fusion::Relative`]).
+    pub fn with_fusion(mut self, fusion: fusion::Fusion) -> Engine {
+        self.fusion = fusion;
+        self
     }
 
     /// Sets the models this engine uses (they load on first use).
