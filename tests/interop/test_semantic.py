@@ -425,9 +425,10 @@ def test_rerank_stage(rerank_server, sem_server, fake):
     assert 1 <= len(docs) <= 30 and all(isinstance(d, str) and d for d in docs), docs
     assert len(docs) == len(plain["results"]), "every fused candidate is reranked"
     # The fused first place keeps most of its weight; the pages the reranker prefers
-    # (those with "kumquat") move up to 2nd and 3rd.
+    # (those with "kumquat") move up to 2nd and 3rd. (Which page fuses first depends on the
+    # fake's 64-dimension hashed vectors, whose collisions can outweigh the keyword match.)
     got = files(body["results"])
-    assert got[0] == files(plain["results"])[0] == display(PLAN), (got, plain)
+    assert got[0] == files(plain["results"])[0], (got, plain)
     assert set(got[1:3]) == {display(MEETING), display(JOURNAL_1)}, got
     assert set(files(plain["results"])[1:3]) != set(got[1:3]), plain
 
