@@ -6,6 +6,8 @@
 //!
 //! Passages are tldr examples ("page: description `command`", ~40 tokens each) read from
 //! CORPUS_DIR (default /work/shared/corpora/tldr/pages), in sorted file order.
+//! `QUARRY_BENCH_PASSAGES=pages` uses whole pages instead (~150–250 tokens, truncated to the
+//! model's input limit: the size of the chunks `quarry embed` makes of these pages).
 //!
 //! FLOPs are counted for the encoder only, per layer and per sequence of n tokens (hidden H,
 //! feed-forward F): `8·n·H²` (Q, K, V and output projections) + `4·n·H·F` (the two
@@ -43,11 +45,19 @@ fn tldr_passages(root: &Path, n: usize) -> Vec<String> {
         }
     }
     files.sort();
+    let whole_pages = std::env::var("QUARRY_BENCH_PASSAGES").is_ok_and(|v| v == "pages");
     let mut out = Vec::new();
     for f in files {
         let Ok(text) = std::fs::read_to_string(&f) else {
             continue;
         };
+        if whole_pages {
+            out.push(text);
+            if out.len() >= n {
+                return out;
+            }
+            continue;
+        }
         let title = text
             .lines()
             .find_map(|l| l.strip_prefix("# "))
