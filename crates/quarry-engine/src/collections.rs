@@ -100,6 +100,11 @@ impl Engine {
         self.store().collections(self.space())
     }
 
+    /// The id of an optional collection filter (`NotFound` for an unknown name).
+    pub(crate) fn collection_id(&self, name: Option<&str>) -> Result<Option<i64>> {
+        name.map(|n| self.collection(n).map(|c| c.id)).transpose()
+    }
+
     pub fn collection(&self, name: &str) -> Result<Collection> {
         self.store()
             .collection(self.space(), name)?

@@ -5,12 +5,12 @@
 
 use std::collections::HashMap;
 
-use quarry_core::{Error, Result, SearchHit, context_for, round_score};
+use quarry_core::{Error, Result, round_score};
 use quarry_models::QueryExpander;
 use quarry_store::ChunkRef;
 
 use crate::fusion::{self, Fusion, RankedList};
-use crate::search::{SNIPPET_CHARS, snippet_in};
+use crate::search::search_hit;
 use crate::semantic::model_err;
 use crate::{Engine, NO_VECTOR_INDEX, NoProgress, QueryResponse, SearchRequest};
 
@@ -34,10 +34,7 @@ impl Engine {
     /// reranker to fused order, and reports the stages that ran.
     pub fn query(&self, req: &SearchRequest) -> Result<QueryResponse> {
         req.validate()?;
-        let collection_id = match &req.collection {
-            Some(name) => Some(self.collection(name)?.id),
-            None => None,
-        };
+        let collection_id = self.collection_id(req.collection.as_deref())?;
         let mut stages: Vec<&'static str> = Vec::new();
         let mut warnings = Vec::new();
 
@@ -187,15 +184,7 @@ impl Engine {
                 .get(&id)
                 .and_then(|c| c.chunk.as_ref())
                 .map(|c| (c.line_start, c.line_end));
-            let file = doc.display_path();
-            results.push(SearchHit {
-                docid: doc.docid.clone(),
-                context: context_for(&contexts, &file).map(|c| c.text.clone()),
-                file,
-                title: doc.title.clone(),
-                score,
-                snippet: snippet_in(&doc.body, &terms, SNIPPET_CHARS, lines),
-            });
+            results.push(search_hit(doc, &contexts, score, &terms, lines));
         }
         Ok(QueryResponse {
             results,

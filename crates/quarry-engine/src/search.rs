@@ -1,6 +1,6 @@
 //! Keyword search (seed `search`).
 
-use quarry_core::{Error, Result, SearchHit, context_for, round_score};
+use quarry_core::{Context, Document, Error, Result, SearchHit, context_for, round_score};
 
 use crate::Engine;
 
@@ -79,10 +79,7 @@ impl Engine {
     /// cosine similarity of their best chunk to the query. Needs `embed` to have run.
     pub fn vsearch(&self, req: &SearchRequest) -> Result<Vec<SearchHit>> {
         req.validate()?;
-        let collection_id = match &req.collection {
-            Some(name) => Some(self.collection(name)?.id),
-            None => None,
-        };
+        let collection_id = self.collection_id(req.collection.as_deref())?;
         let query_vec = self
             .embed_queries_for_search(&[req.query.as_str()])?
             .pop()
@@ -101,20 +98,8 @@ impl Engine {
             if score < req.min_score {
                 continue;
             }
-            let file = doc.display_path();
-            hits.push(SearchHit {
-                docid: doc.docid.clone(),
-                context: context_for(&contexts, &file).map(|c| c.text.clone()),
-                file,
-                title: doc.title.clone(),
-                score,
-                snippet: snippet_in(
-                    &doc.body,
-                    &terms,
-                    SNIPPET_CHARS,
-                    Some((h.chunk.line_start, h.chunk.line_end)),
-                ),
-            });
+            let lines = Some((h.chunk.line_start, h.chunk.line_end));
+            hits.push(search_hit(doc, &contexts, score, &terms, lines));
         }
         Ok(hits)
     }
@@ -135,10 +120,9 @@ impl Engine {
     /// BM25 search with OR semantics; hits carry snippet, context and a 0–1 score.
     pub fn search(&self, req: &SearchRequest) -> Result<Vec<SearchHit>> {
         req.validate()?;
-        let filter = match &req.collection {
-            Some(name) => Some(vec![self.collection(name)?.id]),
-            None => None,
-        };
+        let filter = self
+            .collection_id(req.collection.as_deref())?
+            .map(|c| vec![c]);
         let Some(fts) = self.fts()? else {
             return Ok(Vec::new());
         };
@@ -160,17 +144,29 @@ impl Engine {
             if score < req.min_score {
                 continue;
             }
-            let file = doc.display_path();
-            hits.push(SearchHit {
-                docid: doc.docid.clone(),
-                context: context_for(&contexts, &file).map(|c| c.text.clone()),
-                file,
-                title: doc.title.clone(),
-                score,
-                snippet: snippet(&doc.body, &terms, SNIPPET_CHARS),
-            });
+            hits.push(search_hit(doc, &contexts, score, &terms, None));
         }
         Ok(hits)
+    }
+}
+
+/// A result of any search mode: identity, context and a snippet from `lines` (a chunk's
+/// 1-based line range) or the whole body.
+pub(crate) fn search_hit(
+    doc: &Document,
+    contexts: &[Context],
+    score: f64,
+    terms: &[String],
+    lines: Option<(usize, usize)>,
+) -> SearchHit {
+    let file = doc.display_path();
+    SearchHit {
+        docid: doc.docid.clone(),
+        context: context_for(contexts, &file).map(|c| c.text.clone()),
+        file,
+        title: doc.title.clone(),
+        score,
+        snippet: snippet_in(&doc.body, terms, SNIPPET_CHARS, lines),
     }
 }
 

@@ -16,7 +16,7 @@
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Instant, SystemTime};
 
 use quarry_core::{Error, Result};
@@ -90,7 +90,7 @@ impl ModelConfig {
 #[derive(Default)]
 pub(crate) struct Models {
     config: ModelConfig,
-    env: Mutex<Option<Arc<ModelEnv>>>,
+    env: OnceLock<Arc<ModelEnv>>,
     embedder: Mutex<Option<(String, Arc<dyn Embedder>)>>,
     reranker: Mutex<Option<Arc<dyn Reranker>>>,
     expander: Mutex<Option<Arc<dyn QueryExpander>>>,
@@ -195,16 +195,15 @@ impl Engine {
     }
 
     fn model_env(&self) -> Arc<ModelEnv> {
-        let mut env = lock(&self.models.env);
-        if let Some(e) = env.as_ref() {
-            return e.clone();
-        }
-        let e = Arc::new(match &self.models.config.env {
-            Some(e) => e.clone(),
-            None => ModelEnv::from_env(),
-        });
-        *env = Some(e.clone());
-        e
+        self.models
+            .env
+            .get_or_init(|| {
+                Arc::new(match &self.models.config.env {
+                    Some(e) => e.clone(),
+                    None => ModelEnv::from_env(),
+                })
+            })
+            .clone()
     }
 
     /// The embedding model spec in force: configured, else the one the index was built
@@ -323,10 +322,7 @@ impl Engine {
     pub fn embed(&self, opts: &EmbedOptions, progress: &dyn Progress) -> Result<EmbedReport> {
         let started = Instant::now();
         let guard = self.lock_writes(progress)?;
-        let collection_id = match &opts.collection {
-            Some(name) => Some(self.collection(name)?.id),
-            None => None,
-        };
+        let collection_id = self.collection_id(opts.collection.as_deref())?;
         let spec = self.embed_spec()?;
         let model = self.embedder(progress)?;
         let key = Self::identity_key(model.as_ref())?;
