@@ -659,6 +659,7 @@ fn load_dir(
     threads: Option<usize>,
     batch_size: usize,
     max_tokens_override: Option<usize>,
+    name_override: Option<&str>,
     default_max_tokens: impl FnOnce(&Path) -> Result<Option<usize>, ModelError>,
 ) -> Result<Loaded, ModelError> {
     if !dir.is_dir() {
@@ -767,7 +768,10 @@ fn load_dir(
     };
 
     let revision = file_revision(&weights_path)?;
-    let identity_name = model_name(dir, &cfg);
+    let identity_name = match name_override.map(str::trim).filter(|n| !n.is_empty()) {
+        Some(name) => name.to_string(),
+        None => model_name(dir, &cfg),
+    };
     let pad_id = cfg.pad_id(family) as u32;
     Ok(Loaded {
         core: Core {
@@ -956,22 +960,15 @@ impl LocalEmbedder {
     /// Loads `dir` (config.json, tokenizer.json, model.safetensors + optional
     /// sentence-transformers metadata). Hashes the weights file for [`ModelIdentity::revision`].
     pub fn load(dir: &Path, opts: LocalOptions) -> Result<Self, ModelError> {
-        let mut loaded = load_dir(
+        let loaded = load_dir(
             dir,
             opts.engine,
             opts.threads,
             opts.batch_size,
             opts.max_tokens,
+            opts.name.as_deref(),
             sentence_max_seq_length,
         )?;
-        if let Some(name) = opts
-            .name
-            .as_deref()
-            .map(str::trim)
-            .filter(|n| !n.is_empty())
-        {
-            loaded.identity_name = name.to_string();
-        }
         let (meta_pooling, meta_normalize, has_modules) = sentence_transformers_meta(dir)?;
         let names = [
             loaded.identity_name.as_str(),
@@ -1175,16 +1172,9 @@ impl LocalReranker {
             opts.threads,
             opts.batch_size,
             opts.max_tokens,
+            opts.name.as_deref(),
             |_| Ok(None),
         )?;
-        if let Some(name) = opts
-            .name
-            .as_deref()
-            .map(str::trim)
-            .filter(|n| !n.is_empty())
-        {
-            loaded.identity_name = name.to_string();
-        }
         let wpath = loaded.core.weights_path.clone();
         let cfg_path = dir.join("config.json");
         let shapes = &loaded.tensor_shapes;
