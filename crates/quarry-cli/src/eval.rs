@@ -27,6 +27,10 @@ pub struct EvalArgs {
     /// `embed`, are reported as skipped).
     #[arg(long, value_enum, default_value_t = Mode::All)]
     mode: Mode,
+    /// Also write every hybrid candidate's keyword and vector evidence with its judgement
+    /// to this JSONL file (input of `eval/fit_calibration.py`).
+    #[arg(long, value_name = "FILE")]
+    features: Option<PathBuf>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -194,11 +198,25 @@ fn score(ranked: &[String], j: &Judgement) -> Scores {
     }
 }
 
-/// Scores of one mode: per group, overall, and the queries that missed the top 3.
+/// Score bands of the calibration table (seed 000: < 0.5 tangential, 0.5–0.8 related,
+/// > 0.8 directly relevant; the lowest band split once more).
+const BANDS: [(f64, f64); 4] = [(0.0, 0.2), (0.2, 0.5), (0.5, 0.8), (0.8, 1.01)];
+
+/// Top-10 hits per score band and how many of them are judged relevant.
+#[derive(Default, Serialize, Clone, Copy)]
+struct Band {
+    from: f64,
+    hits: usize,
+    relevant: usize,
+}
+
+/// Scores of one mode: per group, overall, the queries that missed the top 3, and the
+/// calibration table.
 struct ModeReport {
     groups: BTreeMap<String, Scores>,
     overall: Scores,
     misses: Vec<(String, Option<String>)>,
+    bands: [Band; 4],
 }
 
 fn run_mode(
@@ -211,6 +229,10 @@ fn run_mode(
     let mut by_group: BTreeMap<String, Scores> = BTreeMap::new();
     let mut total = Scores::default();
     let mut misses = Vec::new();
+    let mut bands = BANDS.map(|(from, _)| Band {
+        from,
+        ..Band::default()
+    });
     for q in queries {
         let req = SearchRequest {
             query: q.text.clone(),
@@ -227,6 +249,12 @@ fn run_mode(
             .iter()
             .map(|h| h.file.strip_prefix(&prefix).unwrap_or(&h.file).to_owned())
             .collect();
+        for (h, path) in hits.iter().zip(&ranked).take(10) {
+            if let Some(b) = BANDS.iter().position(|(lo, hi)| h.score >= *lo && h.score < *hi) {
+                bands[b].hits += 1;
+                bands[b].relevant += usize::from(q.judgement.is_relevant(path));
+            }
+        }
         let s = score(&ranked, &q.judgement);
         if s.hit_at_3 == 0.0 {
             misses.push((q.text.clone(), ranked.first().cloned()));
@@ -241,7 +269,41 @@ fn run_mode(
             .collect(),
         overall: total.mean(),
         misses,
+        bands,
     })
+}
+
+/// Writes every hybrid candidate's evidence and judgement, one JSON object per line.
+fn write_features(
+    engine: &Engine,
+    queries: &[Query],
+    collection: &str,
+    path: &PathBuf,
+) -> Result<()> {
+    let prefix = format!("{collection}/");
+    let mut out = std::io::BufWriter::new(
+        std::fs::File::create(path)
+            .with_context(|| format!("cannot write features to {}", path.display()))?,
+    );
+    for q in queries {
+        let mut req = SearchRequest::new(q.text.clone());
+        req.collection = Some(collection.to_owned());
+        for c in engine.query_evidence(&req)? {
+            let rel = c.file.strip_prefix(&prefix).unwrap_or(&c.file);
+            let row = serde_json::json!({
+                "query": q.text,
+                "group": q.group,
+                "file": rel,
+                "relevant": q.judgement.is_relevant(rel),
+                "keyword": c.keyword,
+                "vector": c.vector,
+            });
+            serde_json::to_writer(&mut out, &row)?;
+            writeln!(out)?;
+        }
+    }
+    out.flush()?;
+    Ok(())
 }
 
 pub fn run(engine: &Engine, args: &EvalArgs, json: bool, out: &mut impl Write) -> Result<()> {
@@ -251,6 +313,9 @@ pub fn run(engine: &Engine, args: &EvalArgs, json: bool, out: &mut impl Write) -
         Mode::All => vec![Mode::Search, Mode::Vsearch, Mode::Query],
         m => vec![m],
     };
+    if let Some(path) = &args.features {
+        write_features(engine, &queries, &args.collection, path)?;
+    }
     let mut reports = Vec::new();
     for mode in modes {
         match run_mode(engine, mode, &queries, &args.collection) {
@@ -271,6 +336,7 @@ pub fn run(engine: &Engine, args: &EvalArgs, json: bool, out: &mut impl Write) -
                         "overall": r.overall,
                         "groups": r.groups,
                         "misses_at_3": r.misses.iter().map(|(q, top)| serde_json::json!({"query": q, "top": top})).collect::<Vec<_>>(),
+                        "calibration": r.bands,
                     }),
                     Err(e) => serde_json::json!({ "skipped": e }),
                 };
@@ -326,6 +392,28 @@ pub fn run(engine: &Engine, args: &EvalArgs, json: bool, out: &mut impl Write) -
                 }
             }
             Err(e) => writeln!(out, "{:<8} skipped: {e}", mode.name())?,
+        }
+    }
+    writeln!(
+        out,
+        "calibration: top-10 hits per score band, share judged relevant (hits)"
+    )?;
+    for (mode, r) in &reports {
+        if let Ok(r) = r {
+            let cells: Vec<String> = r
+                .bands
+                .iter()
+                .zip(BANDS)
+                .map(|(b, (lo, hi))| {
+                    let share = if b.hits == 0 {
+                        "   -".to_string()
+                    } else {
+                        format!("{:.2}", b.relevant as f64 / b.hits as f64)
+                    };
+                    format!("[{lo:.1},{:.1}) {share} ({:>4})", hi.min(1.0), b.hits)
+                })
+                .collect();
+            writeln!(out, "{:<8} {}", mode.name(), cells.join("   "))?;
         }
     }
     Ok(())

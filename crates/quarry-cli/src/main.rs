@@ -285,7 +285,7 @@ fn open(cli: &Cli) -> Result<Engine> {
     };
     let fusion = match std::env::var("QUARRY_FUSION") {
         Ok(v) if !v.trim().is_empty() => Fusion::parse(&v)
-            .with_context(|| format!("QUARRY_FUSION={v:?}: use 'relative' (default) or 'rrf'"))?,
+            .with_context(|| format!("QUARRY_FUSION={v:?}: use 'calibrated' (default) or 'rrf'"))?,
         _ => Fusion::default(),
     };
     Ok(Engine::open(opts)

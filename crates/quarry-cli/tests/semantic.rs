@@ -362,7 +362,7 @@ fn both_fusion_modes_rank_the_clear_winner_first() {
     let fake = FakeModels::start();
     let q = setup(&fake, "fake-a");
     q.ok(&["embed"]);
-    for mode in ["relative", "rrf"] {
+    for mode in ["calibrated", "rrf"] {
         let (out, _) = q.ok_env(
             &["query", "roast pumpkin soup", "--json"],
             &[("QUARRY_FUSION", mode)],

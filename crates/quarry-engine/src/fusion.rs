@@ -1,19 +1,18 @@
 //! Rank fusion for hybrid `query` (seed 001, QMD's pipeline).
 //!
-//! 0. [`relative_score_fusion`] (default, [`Fusion::Relative`]): for *one* query, keyword and
-//!    vector scores are comparable after min-max normalisation, so they are combined by score
-//!    (vector share 0.75, Weaviate's default), giving one hybrid list per query. Plain RRF of
-//!    the two lists ([`Fusion::Rrf`], QMD's behaviour) averages ranks and lets the weaker
-//!    retriever drag the stronger one down: on the English tldr set with all-MiniLM-L6-v2 it
-//!    scored nDCG@10 0.714 against vector-only 0.746 (relative fusion: 0.757).
-//! 1. [`rrf`]: Reciprocal Rank Fusion of several ranked lists (keyword and vector results for
-//!    the original query and for each expansion). A document at 0-based rank `r` in a list of
-//!    weight `w` earns `w / (k + r + 1)` with `k = 60`; lists of the original query weigh 2,
-//!    expansions 1. A document ranked first in any list gets a bonus of 0.05, one ranked second
-//!    or third 0.02, so strong single-list evidence is not averaged away.
+//! The default fusion ([`Fusion::Calibrated`]) ranks by calibrated probability
+//! (`calibration.rs`, applied in `hybrid.rs`). This module keeps the rank arithmetic:
+//!
+//! 1. [`rrf`]: Reciprocal Rank Fusion of several ranked lists (`QUARRY_FUSION=rrf`, QMD's
+//!    behaviour: keyword and vector results for the original query and each expansion). A
+//!    document at 0-based rank `r` in a list of weight `w` earns `w / (k + r + 1)` with
+//!    `k = 60`; lists of the original query weigh 2, expansions 1. A document ranked first in
+//!    any list gets a bonus of 0.05, one ranked second or third 0.02. On the English tldr set
+//!    with all-MiniLM-L6-v2 plain RRF scored nDCG@10 0.714 against vector-only 0.746: averaging
+//!    ranks lets the weaker retriever drag the stronger one down.
 //! 2. [`blend`]: after a reranker scored the top candidates (0–1), each candidate's final score
-//!    mixes its RRF position score `1 / position` with the rerank score, trusting RRF more at
-//!    the top: positions 1–3 → 75 % RRF / 25 % rerank, 4–10 → 60 / 40, 11+ → 40 / 60.
+//!    mixes its fused score (0–1) with the rerank score, trusting fusion more at the top:
+//!    positions 1–3 → 75 % fusion / 25 % rerank, 4–10 → 60 / 40, 11+ → 40 / 60 (seed 001).
 
 use std::collections::HashMap;
 
@@ -24,62 +23,26 @@ pub const ORIGINAL_WEIGHT: f64 = 2.0;
 /// Weight of lists produced by an expansion of the query.
 pub const EXPANSION_WEIGHT: f64 = 1.0;
 
-/// How keyword and vector results of one query are combined before RRF.
+/// How keyword and vector results are combined.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Fusion {
-    /// One hybrid list per query by normalised score ([`relative_score_fusion`]), then RRF
-    /// across the query and its expansions.
+    /// Rank by the calibrated probability of relevance given both retrievers' evidence
+    /// (`calibration.rs`); scores keep their meaning.
     #[default]
-    Relative,
+    Calibrated,
     /// Every keyword and vector list straight into RRF (QMD).
     Rrf,
 }
 
 impl Fusion {
-    /// `relative` or `rrf`.
+    /// `calibrated` or `rrf`.
     pub fn parse(s: &str) -> Option<Fusion> {
         match s.trim().to_ascii_lowercase().as_str() {
-            "relative" => Some(Fusion::Relative),
+            "calibrated" => Some(Fusion::Calibrated),
             "rrf" => Some(Fusion::Rrf),
             _ => None,
         }
     }
-}
-
-/// Share of the vector score in [`relative_score_fusion`].
-pub const VECTOR_SHARE: f64 = 0.75;
-
-/// Min-max normalises each list's scores to 0–1 (a one-element or flat list gets 1) and sums
-/// them with weights `1 − vector_share` and `vector_share`; a document missing from a list
-/// gets 0 there (below that list's weakest hit). Returns (id, score) best first; ties keep
-/// keyword order, then vector order.
-pub fn relative_score_fusion(
-    keyword: &[(i64, f64)],
-    vector: &[(i64, f64)],
-    vector_share: f64,
-) -> Vec<(i64, f64)> {
-    fn normalised(list: &[(i64, f64)]) -> impl Iterator<Item = (i64, f64)> + '_ {
-        let hi = list.iter().map(|x| x.1).fold(f64::NEG_INFINITY, f64::max);
-        let lo = list.iter().map(|x| x.1).fold(f64::INFINITY, f64::min);
-        list.iter().map(move |(id, s)| {
-            let n = if hi > lo { (s - lo) / (hi - lo) } else { 1.0 };
-            (*id, n)
-        })
-    }
-    let mut acc: HashMap<i64, (f64, usize)> = HashMap::new();
-    let mut order = 0usize;
-    for (list, w) in [(keyword, 1.0 - vector_share), (vector, vector_share)] {
-        for (id, n) in normalised(list) {
-            let e = acc.entry(id).or_insert_with(|| {
-                order += 1;
-                (0.0, order)
-            });
-            e.0 += w * n;
-        }
-    }
-    let mut out: Vec<(i64, f64, usize)> = acc.into_iter().map(|(id, (s, o))| (id, s, o)).collect();
-    out.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.2.cmp(&b.2)));
-    out.into_iter().map(|(id, s, _)| (id, s)).collect()
 }
 
 /// Bonus of a document ranked first in some list.
@@ -166,17 +129,17 @@ pub fn rrf_share(position: usize) -> f64 {
     }
 }
 
-/// Blends fused order with rerank scores (0–1). Candidates without a rerank score keep their
-/// position score alone (weighted as if the reranker gave 0). Returns (id, score) best first.
+/// Blends fused scores (0–1, best first) with rerank scores (0–1). Candidates without a
+/// rerank score keep their fused share alone (weighted as if the reranker gave 0). Returns
+/// (id, score) best first.
 pub fn blend(fused: &[(i64, f64)], rerank: &HashMap<i64, f64>) -> Vec<(i64, f64)> {
     let mut out: Vec<(i64, f64, usize)> = fused
         .iter()
         .enumerate()
-        .map(|(i, (id, _))| {
-            let position = i + 1;
-            let share = rrf_share(position);
+        .map(|(i, (id, f))| {
+            let share = rrf_share(i + 1);
             let r = rerank.get(id).copied().unwrap_or(0.0).clamp(0.0, 1.0);
-            (*id, share * (1.0 / position as f64) + (1.0 - share) * r, i)
+            (*id, share * f.clamp(0.0, 1.0) + (1.0 - share) * r, i)
         })
         .collect();
     out.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.2.cmp(&b.2)));
@@ -239,6 +202,9 @@ mod tests {
         assert_eq!(rrf_share(3), 0.75);
         assert_eq!(rrf_share(10), 0.60);
         assert_eq!(rrf_share(11), 0.40);
+        assert_eq!(Fusion::parse("RRF"), Some(Fusion::Rrf));
+        assert_eq!(Fusion::parse("calibrated"), Some(Fusion::Calibrated));
+        assert_eq!(Fusion::parse("x"), None);
     }
 
     #[test]
@@ -256,24 +222,5 @@ mod tests {
             RankedList::new(vec![2, 1], 2.0),
         ]);
         assert_eq!(fused[0].0, 1);
-    }
-
-    #[test]
-    fn relative_fusion_normalises_each_list_and_weights_vectors() {
-        // Keyword: 1 strong, 2 weak. Vector: 2 strong, 3 middling, 1 weakest.
-        let kw = [(1, 20.0), (2, 4.0)];
-        let vec = [(2, 0.9), (3, 0.7), (1, 0.5)];
-        let fused = relative_score_fusion(&kw, &vec, VECTOR_SHARE);
-        // 1: 0.25·1 + 0.75·0 = 0.25; 2: 0.25·0 + 0.75·1 = 0.75; 3: 0.75·0.5 = 0.375.
-        let ids: Vec<i64> = fused.iter().map(|x| x.0).collect();
-        assert_eq!(ids, [2, 3, 1]);
-        assert!(close(fused[0].1, 0.75) && close(fused[1].1, 0.375) && close(fused[2].1, 0.25));
-        // One list alone keeps its order; a flat list normalises to 1.
-        let only = relative_score_fusion(&kw, &[], VECTOR_SHARE);
-        assert_eq!(only[0], (1, 0.25));
-        let flat = relative_score_fusion(&[(7, 3.0)], &[(7, 0.4)], VECTOR_SHARE);
-        assert!(close(flat[0].1, 1.0));
-        assert_eq!(Fusion::parse("RRF"), Some(Fusion::Rrf));
-        assert_eq!(Fusion::parse("x"), None);
     }
 }

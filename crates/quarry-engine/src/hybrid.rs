@@ -8,25 +8,128 @@ use std::collections::HashMap;
 use quarry_core::{Error, Result, round_score};
 use quarry_models::QueryExpander;
 use quarry_store::ChunkRef;
+use serde::Serialize;
 
+use crate::calibration::{self, EVIDENCE_DEPTH, KeywordEvidence, VectorEvidence};
 use crate::fusion::{self, Fusion, RankedList};
 use crate::search::search_hit;
 use crate::semantic::model_err;
 use crate::{Engine, NO_VECTOR_INDEX, NoProgress, QueryResponse, SearchRequest};
 
 /// Candidates each retrieval list contributes to fusion.
-pub const LIST_DEPTH: usize = 40;
+pub const LIST_DEPTH: usize = EVIDENCE_DEPTH;
+
+/// One candidate of a hybrid query with the evidence of each retriever that found it.
+#[derive(Debug, Clone, Serialize)]
+pub struct CandidateEvidence {
+    #[serde(skip)]
+    pub document_id: i64,
+    /// Display path (`collection/path`).
+    pub file: String,
+    pub keyword: Option<KeywordEvidence>,
+    pub vector: Option<VectorEvidence>,
+}
 /// How many fused candidates the reranker scores (seed: top 30).
 pub const RERANK_CANDIDATES: usize = 30;
 /// Longest passage handed to the reranker, in characters.
 const RERANK_PASSAGE_CHARS: usize = 2000;
 
-/// What the pipeline knows about one candidate document.
-#[derive(Default)]
+/// Best-matching chunk of a document from vector search (for the snippet and the rerank
+/// passage).
+#[derive(Clone)]
 struct Candidate {
-    /// Best-matching chunk from vector search (for the snippet and the rerank passage).
-    chunk: Option<ChunkRef>,
+    chunk: ChunkRef,
     similarity: f32,
+}
+
+/// Both retrievers' evidence for the query and each of its expansions (index 0 is the
+/// query as written).
+pub(crate) struct Evidence {
+    pub keyword: Vec<Vec<(i64, KeywordEvidence)>>,
+    /// `None` when no vector stage ran.
+    pub vector: Option<Vec<Vec<(i64, VectorEvidence)>>>,
+    chunks: HashMap<i64, Candidate>,
+}
+
+/// Weight of an expansion's evidence relative to the query as written.
+pub const EXPANSION_DISCOUNT: f64 = 0.9;
+
+/// One document's calibrated hybrid probability for one query's lists: both retrievers'
+/// probabilities combined, or the keyword probability alone when no vector stage ran.
+fn per_query_probabilities(
+    keyword: &[(i64, KeywordEvidence)],
+    vector: Option<&[(i64, VectorEvidence)]>,
+) -> Vec<(i64, f64)> {
+    let mut order: Vec<i64> = Vec::new();
+    let mut probs: HashMap<i64, (f64, f64)> = HashMap::new();
+    for (id, e) in keyword {
+        order.push(*id);
+        probs.entry(*id).or_default().0 = calibration::keyword_probability(e);
+    }
+    for (id, e) in vector.unwrap_or(&[]) {
+        if !probs.contains_key(id) {
+            order.push(*id);
+        }
+        probs.entry(*id).or_default().1 = calibration::vector_probability(e);
+    }
+    order
+        .into_iter()
+        .map(|id| {
+            let (k, v) = probs.get(&id).copied().unwrap_or_default();
+            let p = if vector.is_some() {
+                calibration::hybrid_probability(k, v)
+            } else {
+                k
+            };
+            (id, p)
+        })
+        .collect()
+}
+
+/// Default fusion: each document's calibrated probability under the query as written, or
+/// under an expansion (discounted), whichever is higher; best first, ties in first-seen
+/// order (keyword list, then vector list).
+fn calibrated_fusion(evidence: &Evidence) -> Vec<(i64, f64)> {
+    let mut best: HashMap<i64, (f64, usize)> = HashMap::new();
+    let mut seen = 0usize;
+    for (i, kw) in evidence.keyword.iter().enumerate() {
+        let vec = evidence.vector.as_ref().map(|v| v[i].as_slice());
+        let w = if i == 0 { 1.0 } else { EXPANSION_DISCOUNT };
+        for (id, p) in per_query_probabilities(kw, vec) {
+            let e = best.entry(id).or_insert_with(|| {
+                seen += 1;
+                (0.0, seen)
+            });
+            e.0 = e.0.max(w * p);
+        }
+    }
+    let mut out: Vec<(i64, f64, usize)> = best.into_iter().map(|(id, (p, o))| (id, p, o)).collect();
+    out.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.2.cmp(&b.2)));
+    out.into_iter().map(|(id, p, _)| (id, p)).collect()
+}
+
+/// QMD's fusion (`QUARRY_FUSION=rrf`): every keyword and vector list into RRF; the score is
+/// the fused score relative to the best possible (first in every list). Not calibrated.
+fn rrf_fusion(evidence: &Evidence, weight: &dyn Fn(usize) -> f64) -> Vec<(i64, f64)> {
+    let mut lists = Vec::new();
+    for (i, kw) in evidence.keyword.iter().enumerate() {
+        lists.push(
+            RankedList::new(kw.iter().map(|h| h.0).collect(), weight(i))
+                .with_scores(kw.iter().map(|h| f64::from(h.1.bm25)).collect()),
+        );
+        if let Some(v) = evidence.vector.as_ref().map(|v| &v[i]) {
+            lists.push(
+                RankedList::new(v.iter().map(|h| h.0).collect(), weight(i))
+                    .with_scores(v.iter().map(|h| f64::from(h.1.similarity)).collect()),
+            );
+        }
+    }
+    let best: f64 = lists.iter().map(|l| l.weight).sum::<f64>() / (fusion::RRF_K + 1.0)
+        + fusion::TOP_RANK_BONUS;
+    fusion::rrf(&lists)
+        .into_iter()
+        .map(|(id, s)| (id, s / best))
+        .collect()
 }
 
 impl Engine {
@@ -59,76 +162,12 @@ impl Engine {
             }
         };
 
-        // Per query: keyword hits, then vector hits (when vectors exist).
-        let mut keyword: Vec<Vec<(i64, f64)>> = vec![Vec::new(); queries.len()];
-        if let Some(fts) = self.fts()? {
-            fts.reload()?;
-            let filter = collection_id.map(|c| vec![c]);
-            for (i, q) in queries.iter().enumerate() {
-                let parsed = fts.parse_query(q);
-                keyword[i] = fts
-                    .search(&parsed, filter.as_deref(), LIST_DEPTH)?
-                    .iter()
-                    .map(|h| (h.id, f64::from(h.score)))
-                    .collect();
-            }
-        }
-        stages.push("keyword");
-
-        let mut candidates: HashMap<i64, Candidate> = HashMap::new();
-        let mut vector: Option<Vec<Vec<(i64, f64)>>> = None;
-        let refs: Vec<&str> = queries.iter().map(String::as_str).collect();
-        match self.embed_queries_for_search(&refs) {
-            Ok(vectors) => {
-                let mut per_query = Vec::with_capacity(vectors.len());
-                for v in &vectors {
-                    let hits = self.vector_search(v, LIST_DEPTH, collection_id)?;
-                    for h in &hits {
-                        let c = candidates.entry(h.document_id).or_default();
-                        if c.chunk.is_none() || h.similarity > c.similarity {
-                            c.chunk = Some(h.chunk.clone());
-                            c.similarity = h.similarity;
-                        }
-                    }
-                    per_query.push(
-                        hits.iter()
-                            .map(|h| (h.document_id, f64::from(h.similarity)))
-                            .collect(),
-                    );
-                }
-                vector = Some(per_query);
-                stages.push("vector");
-            }
-            // No vectors yet is the expected degradation; anything else is worth saying.
-            Err(Error::Unavailable(m)) => {
-                if m != NO_VECTOR_INDEX {
-                    warnings.push(format!("vector search skipped: {m}"));
-                }
-            }
-            Err(e) => return Err(e),
-        }
-
-        let as_list = |hits: &[(i64, f64)], w: f64| {
-            RankedList::new(hits.iter().map(|h| h.0).collect(), w)
-                .with_scores(hits.iter().map(|h| h.1).collect())
+        let evidence = self.gather_evidence(&queries, collection_id, &mut stages, &mut warnings)?;
+        let fused = match self.fusion {
+            Fusion::Calibrated => calibrated_fusion(&evidence),
+            Fusion::Rrf => rrf_fusion(&evidence, &weight),
         };
-        let mut lists = Vec::new();
-        for (i, kw) in keyword.iter().enumerate() {
-            let vec_hits = vector.as_ref().map(|v| v[i].as_slice());
-            match (self.fusion, vec_hits) {
-                (Fusion::Relative, Some(v)) => lists.push(as_list(
-                    &fusion::relative_score_fusion(kw, v, fusion::VECTOR_SHARE),
-                    weight(i),
-                )),
-                (_, v) => {
-                    lists.push(as_list(kw, weight(i)));
-                    if let Some(v) = v {
-                        lists.push(as_list(v, weight(i)));
-                    }
-                }
-            }
-        }
-        let fused = fusion::rrf(&lists);
+        let candidates = evidence.chunks;
         let top: Vec<i64> = fused
             .iter()
             .take(RERANK_CANDIDATES.max(req.limit))
@@ -159,13 +198,7 @@ impl Engine {
             Ok(None) => {}
             Err(e) => warnings.push(format!("rerank skipped: {e}")),
         }
-        // Without a reranker the score is the fused score relative to the best possible
-        // (first in every list): 0–1, and comparable between queries.
-        let ranked = ranked.unwrap_or_else(|| {
-            let best: f64 = lists.iter().map(|l| l.weight).sum::<f64>() / (fusion::RRF_K + 1.0)
-                + fusion::TOP_RANK_BONUS;
-            fused.iter().map(|(id, s)| (*id, s / best)).collect()
-        });
+        let ranked = ranked.unwrap_or(fused);
 
         let contexts = self.contexts()?;
         let mut results = Vec::new();
@@ -182,8 +215,7 @@ impl Engine {
             };
             let lines = candidates
                 .get(&id)
-                .and_then(|c| c.chunk.as_ref())
-                .map(|c| (c.line_start, c.line_end));
+                .map(|c| (c.chunk.line_start, c.chunk.line_end));
             results.push(search_hit(doc, &contexts, score, &terms, lines));
         }
         Ok(QueryResponse {
@@ -191,6 +223,123 @@ impl Engine {
             stages,
             warnings,
         })
+    }
+
+    /// Keyword evidence for every query, then vector evidence when vectors exist (the
+    /// stages that ran are pushed to `stages`; a vector stage that could not run, to
+    /// `warnings`).
+    fn gather_evidence(
+        &self,
+        queries: &[String],
+        collection_id: Option<i64>,
+        stages: &mut Vec<&'static str>,
+        warnings: &mut Vec<String>,
+    ) -> Result<Evidence> {
+        let mut keyword = vec![Vec::new(); queries.len()];
+        if let Some(fts) = self.fts()? {
+            fts.reload()?;
+            let filter = collection_id.map(|c| vec![c]);
+            for (i, q) in queries.iter().enumerate() {
+                let parsed = fts.parse_query(q);
+                let hits = fts.search(&parsed, filter.as_deref(), EVIDENCE_DEPTH)?;
+                let scores: Vec<f32> = hits.iter().map(|h| h.score).collect();
+                let ev = calibration::keyword_evidence(&scores, fts.max_score(&parsed));
+                keyword[i] = hits.iter().map(|h| h.id).zip(ev).collect();
+            }
+        }
+        stages.push("keyword");
+
+        let mut chunks: HashMap<i64, Candidate> = HashMap::new();
+        let mut vector = None;
+        let refs: Vec<&str> = queries.iter().map(String::as_str).collect();
+        match self.embed_queries_for_search(&refs) {
+            Ok(vectors) => {
+                let mut per_query = Vec::with_capacity(vectors.len());
+                for v in &vectors {
+                    let hits = self.vector_search(v, EVIDENCE_DEPTH, collection_id)?;
+                    for h in &hits {
+                        let better = chunks
+                            .get(&h.document_id)
+                            .is_none_or(|c| h.similarity > c.similarity);
+                        if better {
+                            chunks.insert(
+                                h.document_id,
+                                Candidate {
+                                    chunk: h.chunk.clone(),
+                                    similarity: h.similarity,
+                                },
+                            );
+                        }
+                    }
+                    let sims: Vec<f32> = hits.iter().map(|h| h.similarity).collect();
+                    let ev = calibration::vector_evidence(&sims);
+                    per_query.push(hits.iter().map(|h| h.document_id).zip(ev).collect());
+                }
+                vector = Some(per_query);
+                stages.push("vector");
+            }
+            // No vectors yet is the expected degradation; anything else is worth saying.
+            Err(Error::Unavailable(m)) => {
+                if m != NO_VECTOR_INDEX {
+                    warnings.push(format!("vector search skipped: {m}"));
+                }
+            }
+            Err(e) => return Err(e),
+        }
+        Ok(Evidence {
+            keyword,
+            vector,
+            chunks,
+        })
+    }
+
+    /// The evidence behind one hybrid query as written (no expansion, no reranker): every
+    /// candidate of either retriever with its features, for fitting and checking the
+    /// calibration (`quarry eval --features`).
+    pub fn query_evidence(&self, req: &SearchRequest) -> Result<Vec<CandidateEvidence>> {
+        req.validate()?;
+        let collection_id = self.collection_id(req.collection.as_deref())?;
+        let evidence = self.gather_evidence(
+            std::slice::from_ref(&req.query),
+            collection_id,
+            &mut Vec::new(),
+            &mut Vec::new(),
+        )?;
+        let mut out: Vec<CandidateEvidence> = Vec::new();
+        let mut at: HashMap<i64, usize> = HashMap::new();
+        for (id, e) in &evidence.keyword[0] {
+            at.insert(*id, out.len());
+            out.push(CandidateEvidence {
+                document_id: *id,
+                file: String::new(),
+                keyword: Some(*e),
+                vector: None,
+            });
+        }
+        for (id, e) in evidence.vector.iter().flat_map(|v| v[0].iter()) {
+            match at.get(id) {
+                Some(&i) => out[i].vector = Some(*e),
+                None => {
+                    at.insert(*id, out.len());
+                    out.push(CandidateEvidence {
+                        document_id: *id,
+                        file: String::new(),
+                        keyword: None,
+                        vector: Some(*e),
+                    });
+                }
+            }
+        }
+        let ids: Vec<i64> = out.iter().map(|c| c.document_id).collect();
+        let docs = self.store().documents_by_ids(&ids)?;
+        out.retain_mut(|c| match docs.iter().find(|d| d.id == c.document_id) {
+            Some(d) => {
+                c.file = d.display_path();
+                true
+            }
+            None => false,
+        });
+        Ok(out)
     }
 
     /// Query variants from the expander, cached in the store per (model, query).
@@ -219,7 +368,7 @@ impl Engine {
         let need_chunks: Vec<i64> = pool
             .iter()
             .copied()
-            .filter(|id| candidates.get(id).and_then(|c| c.chunk.as_ref()).is_none())
+            .filter(|id| !candidates.contains_key(id))
             .collect();
         let mut chunks_by_doc: HashMap<i64, Vec<ChunkRef>> = HashMap::new();
         for c in self.store().chunks_of_documents(&need_chunks)? {
@@ -233,8 +382,8 @@ impl Engine {
             };
             let body = doc.body.as_str();
             let span = |c: &ChunkRef| body.get(c.byte_start..c.byte_end).unwrap_or("");
-            let text = match candidates.get(id).and_then(|c| c.chunk.as_ref()) {
-                Some(c) => span(c),
+            let text = match candidates.get(id) {
+                Some(c) => span(&c.chunk),
                 None => chunks_by_doc
                     .get(id)
                     .and_then(|cs| {

@@ -238,6 +238,9 @@ impl Engine {
     }
 }
 
+/// Store meta key: the analyzer version the keyword index was built with.
+const META_FTS_ANALYZER: &str = "fts.analyzer";
+
 /// Keeps one keyword-index writer open while store batches stream in, so tokenising
 /// overlaps reading files; commits every [`INDEX_BATCH`] documents and at the end, and only
 /// then clears the store's dirty flags.
@@ -261,6 +264,12 @@ impl<'a> IndexSession<'a> {
 
     /// Finishes work a previous, interrupted writer left in the store.
     pub(crate) fn recover(&mut self) -> Result<()> {
+        // An index written by another analyzer version is rebuilt from the store.
+        let version = quarry_fts::analyzer::ANALYZER_VERSION.to_string();
+        let store = self.engine.store();
+        if store.meta(META_FTS_ANALYZER)?.as_deref() != Some(version.as_str()) {
+            store.reindex_all(META_FTS_ANALYZER, &version)?;
+        }
         loop {
             let work = self.engine.store().pending_index_work(INDEX_BATCH)?;
             if work.is_empty() {

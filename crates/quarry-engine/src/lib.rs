@@ -7,6 +7,7 @@
 //! - `vectors.usearch` — HNSW index over chunk embeddings (derived, rebuilt from the store)
 //! - `write.lock` — held by whichever process is writing; readers never take it.
 
+pub mod calibration;
 mod collections;
 mod documents;
 pub mod fusion;
@@ -24,10 +25,10 @@ use quarry_fts::FtsIndex;
 use quarry_store::{SqliteStore, Store};
 
 pub use documents::{DocumentView, GetRequest, MultiGetItem, MultiGetRequest, MultiGetResult};
-pub use hybrid::{LIST_DEPTH, RERANK_CANDIDATES};
+pub use hybrid::{CandidateEvidence, EXPANSION_DISCOUNT, LIST_DEPTH, RERANK_CANDIDATES};
 pub use indexing::{CollectionReport, UpdateOptions, UpdateReport};
 pub use quarry_models::{ModelEnv, ModelSpec};
-pub use search::{NO_VECTOR_INDEX, QueryResponse, SearchRequest, score_from_bm25, snippet};
+pub use search::{NO_VECTOR_INDEX, QueryResponse, SearchRequest, snippet};
 pub use semantic::{
     ANN_EXPANSION, CHUNK_OVERLAP_PERCENT, CHUNK_TOKENS, DEFAULT_EMBED_MODEL, EXACT_SEARCH_MAX,
     EmbedOptions, EmbedReport, ModelConfig, embed_input, model_key,
@@ -147,7 +148,7 @@ impl Engine {
         })
     }
 
-    /// How `query` combines keyword and vector results (default [`fusion::Fusion::Relative`]).
+    /// How `query` combines keyword and vector results (default [`fusion::Fusion::Calibrated`]).
     pub fn with_fusion(mut self, fusion: fusion::Fusion) -> Engine {
         self.fusion = fusion;
         self

@@ -3,9 +3,8 @@
 use quarry_core::{Context, Document, Error, Result, SearchHit, context_for, round_score};
 
 use crate::Engine;
+use crate::calibration::{self, EVIDENCE_DEPTH};
 
-/// Scale of the BM25 → 0–1 mapping: a raw score of this size maps to 0.5.
-const BM25_HALF_SCORE: f64 = 10.0;
 /// Characters of document text in a snippet.
 pub const SNIPPET_CHARS: usize = 300;
 /// Largest `limit` accepted.
@@ -50,14 +49,6 @@ impl SearchRequest {
     }
 }
 
-/// Maps an unbounded BM25 score into 0–1, monotonically: `s / (s + 10)`.
-/// Unlike dividing by the best score, this keeps a weak best match weak, so `min_score`
-/// means the same thing for every query.
-pub fn score_from_bm25(raw: f32) -> f64 {
-    let s = f64::from(raw.max(0.0));
-    s / (s + BM25_HALF_SCORE)
-}
-
 /// Message of every surface when semantic search is asked for before `embed` ran.
 pub const NO_VECTOR_INDEX: &str =
     "Vector index not found. Run 'quarry embed' first to create embeddings.";
@@ -76,7 +67,8 @@ pub struct QueryResponse {
 
 impl Engine {
     /// Semantic search (seed `vsearch`, default min score 0.3): documents ranked by the
-    /// cosine similarity of their best chunk to the query. Needs `embed` to have run.
+    /// cosine similarity of their best chunk to the query, scored by the calibrated
+    /// probability of relevance. Needs `embed` to have run.
     pub fn vsearch(&self, req: &SearchRequest) -> Result<Vec<SearchHit>> {
         req.validate()?;
         let collection_id = self.collection_id(req.collection.as_deref())?;
@@ -84,17 +76,22 @@ impl Engine {
             .embed_queries_for_search(&[req.query.as_str()])?
             .pop()
             .ok_or_else(|| Error::Unavailable("embedding model returned no vector".into()))?;
-        let found = self.vector_search(&query_vec, req.limit, collection_id)?;
+        // The calibration's evidence is computed over a fixed depth, whatever the limit.
+        let mut found =
+            self.vector_search(&query_vec, req.limit.max(EVIDENCE_DEPTH), collection_id)?;
+        let sims: Vec<f32> = found.iter().map(|h| h.similarity).collect();
+        let evidence = calibration::vector_evidence(&sims);
+        found.truncate(req.limit);
         let ids: Vec<i64> = found.iter().map(|h| h.document_id).collect();
         let docs = self.store().documents_by_ids(&ids)?;
         let contexts = self.contexts()?;
         let terms = self.highlight_terms(&req.query)?;
         let mut hits = Vec::with_capacity(found.len());
-        for h in &found {
+        for (h, e) in found.iter().zip(&evidence) {
             let Some(doc) = docs.iter().find(|d| d.id == h.document_id) else {
                 continue;
             };
-            let score = round_score(f64::from(h.similarity).clamp(0.0, 1.0));
+            let score = round_score(calibration::vector_probability(e));
             if score < req.min_score {
                 continue;
             }
@@ -117,7 +114,7 @@ impl Engine {
         })
     }
 
-    /// BM25 search with OR semantics; hits carry snippet, context and a 0–1 score.
+    /// BM25 search with OR semantics; hits carry snippet, context and a calibrated 0–1 score.
     pub fn search(&self, req: &SearchRequest) -> Result<Vec<SearchHit>> {
         req.validate()?;
         let filter = self
@@ -130,17 +127,19 @@ impl Engine {
         fts.reload()?;
         let parsed = fts.parse_query(&req.query);
         let raw = fts.search(&parsed, filter.as_deref(), req.limit)?;
+        let scores: Vec<f32> = raw.iter().map(|h| h.score).collect();
+        let evidence = calibration::keyword_evidence(&scores, fts.max_score(&parsed));
         let ids: Vec<i64> = raw.iter().map(|h| h.id).collect();
         let docs = self.store().documents_by_ids(&ids)?;
         let contexts = self.contexts()?;
         let terms = parsed.highlight_terms();
         let mut hits = Vec::with_capacity(docs.len());
-        for h in &raw {
+        for (h, e) in raw.iter().zip(&evidence) {
             // The keyword index may briefly list a document another process just removed.
             let Some(doc) = docs.iter().find(|d| d.id == h.id) else {
                 continue;
             };
-            let score = round_score(score_from_bm25(h.score));
+            let score = round_score(calibration::keyword_probability(e));
             if score < req.min_score {
                 continue;
             }
@@ -290,11 +289,4 @@ mod tests {
         );
     }
 
-    #[test]
-    fn bm25_mapping_is_monotonic_and_bounded() {
-        assert_eq!(score_from_bm25(0.0), 0.0);
-        assert!((score_from_bm25(10.0) - 0.5).abs() < 1e-9);
-        assert!(score_from_bm25(1e6) < 1.0);
-        assert!(score_from_bm25(5.0) < score_from_bm25(6.0));
-    }
 }

@@ -7,6 +7,13 @@
 //!   words are emitted too, at the position of the word that contains them).
 //! - Kana runs: overlapping character bigrams (no dictionary is needed for recall).
 //! - Hangul runs: whole space-delimited words.
+//! - Command-line flags: a word that starts a token with `-` or `--` (`-p`, `--force`,
+//!   `-xzf`) is also emitted whole, case kept, as a compound, so `lsof -p` and `--force` find
+//!   the page that documents that flag.
+
+/// Bumped whenever the terms produced for a text change: indexes built by an older analyzer
+/// are rebuilt from the store by the next writer.
+pub const ANALYZER_VERSION: u32 = 2;
 
 use std::sync::OnceLock;
 
@@ -117,6 +124,16 @@ pub fn analyze_with(text: &str, han: HanSegmenter<'_>, mut emit: impl FnMut(Toke
                     j += 1;
                 }
                 let run_end = byte_at(&chars, j, text.len());
+                if let Some(flag_start) = flag_prefix(&chars, i) {
+                    push(
+                        &mut emit,
+                        text[flag_start..run_end].to_owned(),
+                        flag_start,
+                        run_end,
+                        position,
+                        TokenKind::Compound,
+                    );
+                }
                 if parts.len() > 1 {
                     push(
                         &mut emit,
@@ -169,6 +186,21 @@ pub fn analyze_with(text: &str, han: HanSegmenter<'_>, mut emit: impl FnMut(Toke
             Class::Joiner | Class::Other => i += 1,
         }
     }
+}
+
+/// Byte offset of the `-` or `--` that makes the word starting at char `i` a command-line
+/// flag: the dashes must follow the start of the text, whitespace or an opening bracket,
+/// quote, `|`, `=` or `,` (tldr writes `{{[-p|--pid]}}`), so `git-rebase` is no flag.
+fn flag_prefix(chars: &[(usize, char)], i: usize) -> Option<usize> {
+    let dashes = chars[..i].iter().rev().take_while(|c| c.1 == '-').count();
+    if !(1..=2).contains(&dashes) {
+        return None;
+    }
+    let first = i - dashes;
+    let boundary = first == 0
+        || matches!(chars[first - 1].1, c if c.is_whitespace()
+            || matches!(c, '[' | '(' | '{' | '|' | '`' | '"' | '\'' | '=' | ','));
+    boundary.then(|| chars[first].0)
 }
 
 fn run_end(chars: &[(usize, char)], i: usize, class: Class) -> usize {
@@ -375,6 +407,23 @@ mod tests {
             ]
         );
         assert_eq!(t[1].1, TokenKind::Compound);
+    }
+
+    #[test]
+    fn flags_are_kept_whole_with_their_dashes() {
+        let words = |s: &str| -> Vec<String> { tokens(s).into_iter().map(|t| t.text).collect() };
+        assert_eq!(words("lsof -p pid"), ["lsof", "-p", "p", "pid"]);
+        assert_eq!(
+            words("`git push {{[-f|--force]}}`"),
+            ["git", "push", "-f", "f", "--force", "forc"]
+        );
+        assert_eq!(words("tar -xzf"), ["tar", "-xzf", "xzf"]);
+        assert_eq!(words("ls -LA"), ["ls", "-LA", "la"]);
+        // A hyphenated word, a minus sign inside a word or three dashes make no flag.
+        assert_eq!(words("git-rebase"), ["git-rebase", "git", "rebas"]);
+        assert_eq!(words("a---b"), ["a", "b"]);
+        let flag = tokens("--force").into_iter().next().map(|t| (t.kind, t.from));
+        assert_eq!(flag, Some((TokenKind::Compound, 0)));
     }
 
     #[test]

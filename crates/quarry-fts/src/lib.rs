@@ -36,6 +36,8 @@ const TOKENIZER: &str = "quarry";
 /// which tantivy answers with block-max WAND.
 pub const TITLE_WEIGHT: usize = 3;
 pub const PATH_WEIGHT: usize = 2;
+/// tantivy's BM25 `k1`.
+const BM25_K1: f32 = 1.2;
 
 #[derive(Clone, Copy)]
 struct Fields {
@@ -220,6 +222,30 @@ impl FtsIndex {
             }
         }
         Ok(hits)
+    }
+
+    /// The BM25 score a document would get if it matched every positive term of `query`
+    /// with saturated frequency: `Σ idf(t) · (k1 + 1)` over the terms the query scores.
+    /// A hit's score divided by this is its *coverage* (0–1): how much of the query's
+    /// information it matched, comparable across queries of any length (calibration input).
+    pub fn max_score(&self, query: &ParsedQuery) -> f32 {
+        let searcher = self.reader.searcher();
+        let n = searcher.num_docs() as f32;
+        let field = self.fields.text;
+        let idf = |text: &str| -> f32 {
+            let df = searcher
+                .doc_freq(&Term::from_field_text(field, text))
+                .unwrap_or(0) as f32;
+            (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
+        };
+        let mut total = 0.0;
+        for c in query.clauses.iter().filter(|c| c.occur != Occur::MustNot) {
+            let scored = c.tokens.iter().filter(|t| {
+                (c.occur == Occur::Should && !c.phrase) || t.kind == TokenKind::Primary
+            });
+            total += scored.map(|t| idf(&t.text)).sum::<f32>();
+        }
+        total * (1.0 + BM25_K1)
     }
 
     fn build_query(&self, query: &ParsedQuery) -> Option<Box<dyn Query>> {

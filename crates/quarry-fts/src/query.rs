@@ -2,8 +2,10 @@
 //!
 //! Words are optional (OR) and ranked by BM25, so a natural-language question returns the
 //! documents sharing the most informative words. `"a phrase"` must appear as written,
-//! `+word` is required, `-word` excluded. Stop words are dropped from optional words
-//! unless nothing else is left.
+//! `+word` is required; `NOT word` and `-"word or phrase"` exclude. A bare `-word` is *not* an
+//! exclusion: agents paste command lines (`lsof -p pid`, `tar -xzf`), so `-p` and `--force`
+//! search as the literal flags. Stop words are dropped from optional words unless nothing
+//! else is left.
 
 use crate::analyzer::{HanSegmenter, Token, TokenKind, analyze_with, tokens};
 
@@ -96,6 +98,13 @@ const STOP_WORDS: &[&str] = &[
     "被",
 ];
 
+/// `NOT word` (upper case, followed by a word): the rest after `NOT `, else `None`.
+fn strip_not(s: &str) -> Option<&str> {
+    let after = s.strip_prefix("NOT")?;
+    let trimmed = after.trim_start();
+    (after.len() > trimmed.len() && !trimmed.is_empty()).then_some(trimmed)
+}
+
 /// Stop words, and single Latin letters (the `s` of `user's`, the `m` of `I'm`).
 fn is_stop(t: &Token) -> bool {
     STOP_WORDS.contains(&t.text.as_str()) || (t.text.len() == 1 && t.text.is_ascii())
@@ -118,10 +127,12 @@ impl ParsedQuery {
                 b'+' if rest.len() > 1 && !rest.as_bytes()[1].is_ascii_whitespace() => {
                     (Occur::Must, &rest[1..])
                 }
-                b'-' if rest.len() > 1 && !matches!(rest.as_bytes()[1], b'-' | b' ' | b'\t') => {
-                    (Occur::MustNot, &rest[1..])
-                }
-                _ => (Occur::Should, rest),
+                // `-"…"` excludes; `-word` is a flag (see the module docs).
+                b'-' if rest[1..].starts_with('"') => (Occur::MustNot, &rest[1..]),
+                _ => match strip_not(rest) {
+                    Some(after) => (Occur::MustNot, after),
+                    None => (Occur::Should, rest),
+                },
             };
             let (surface, phrase, next) = if let Some(body) = after_sign.strip_prefix('"') {
                 match body.find('"') {
@@ -215,14 +226,17 @@ mod tests {
     #[test]
     fn syntax() {
         assert_eq!(
-            shape(r#"+tar "extract files" -zip archive"#),
+            shape(r#"+tar "extract files" NOT zip -"rar file" archive"#),
             vec![
                 (Occur::Must, false, vec!["tar".to_string()]),
                 (Occur::Should, true, vec!["extract".into(), "file".into()]),
                 (Occur::MustNot, false, vec!["zip".into()]),
+                (Occur::MustNot, true, vec!["rar".into(), "file".into()]),
                 (Occur::Should, false, vec!["archiv".into()]),
             ]
         );
+        // `NOT` alone, lower-case `not` and `NOTHING` are words.
+        assert!(shape("not NOTHING NOT").iter().all(|c| c.0 == Occur::Should));
     }
 
     #[test]
@@ -230,6 +244,12 @@ mod tests {
         let s = shape("git rebase --interactive gpt-4o");
         assert_eq!(s.len(), 4);
         assert!(s.iter().all(|c| c.0 == Occur::Should));
+        // Pasted command lines: every flag is a literal to look for, never an exclusion.
+        for q in ["lsof -p pid", "tar -xzf", "git log -p", "ls -la", "rm -rf --no-preserve-root"] {
+            assert!(shape(q).iter().all(|c| c.0 == Occur::Should), "{q}");
+        }
+        let flag = shape("lsof -p");
+        assert_eq!(flag[1].2, ["-p".to_string()]);
     }
 
     #[test]

@@ -171,6 +171,10 @@ pub trait Store: Send + Sync {
     fn pending_index_work(&self, limit: usize) -> Result<IndexWork>;
     /// The derived index has durably absorbed `work`: clear its flags and tombstones.
     fn index_work_done(&self, work: &IndexWork) -> Result<()>;
+    /// Marks every document of every space for keyword re-indexing and records
+    /// `meta[key] = value` in the same transaction (the analyzer changed: the index is
+    /// rebuilt from the store by the next writer).
+    fn reindex_all(&self, key: &str, value: &str) -> Result<()>;
     fn documents_by_ids(&self, ids: &[i64]) -> Result<Vec<Document>>;
     fn document_by_path(
         &self,

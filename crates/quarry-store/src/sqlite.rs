@@ -588,6 +588,19 @@ impl Store for SqliteStore {
         })
     }
 
+    fn reindex_all(&self, key: &str, value: &str) -> Result<()> {
+        self.write(|tx| {
+            tx.execute("UPDATE documents SET fts_dirty = 1", [])
+                .map_err(db_err)?;
+            tx.execute(
+                "INSERT INTO meta (key, value) VALUES (?1, ?2) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                params![key, value],
+            )
+            .map_err(db_err)?;
+            Ok(())
+        })
+    }
+
     fn documents_by_ids(&self, ids: &[i64]) -> Result<Vec<Document>> {
         let conn = self.conn();
         let mut stmt = conn

@@ -1,0 +1,154 @@
+//! Calibrated scores: every mode's score is an estimate of the probability that the hit is
+//! relevant, so seed 000's bands (> 0.8 directly relevant, 0.5–0.8 related, < 0.5
+//! tangential) and its default `min_score` 0.5 mean the same for `search`, `vsearch` and
+//! `query`.
+//!
+//! Each retriever describes a hit by features that do not depend on the query's length or
+//! the embedding model's similarity scale ([`KeywordEvidence`], [`VectorEvidence`]); a
+//! logistic model maps them to a probability. `query` combines the two probabilities with a
+//! third logistic model, and ranks by the result: a query on which keyword evidence is
+//! strong (high coverage, a clear winner) follows the keyword list, one on which it is weak
+//! follows the vectors, whichever retriever is stronger on the collection.
+//!
+//! The coefficients were fitted by `eval/fit_calibration.py` on judged queries
+//! (`eval/*.jsonl`, the fitting half) from features that `quarry eval --features` dumps,
+//! and checked on held-out sets; `eval/README.md` has the procedure and the tables.
+
+use serde::Serialize;
+
+/// How many hits of each retriever the features are computed over (and `query` fuses).
+pub const EVIDENCE_DEPTH: usize = 40;
+
+/// Keyword evidence about one hit.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct KeywordEvidence {
+    /// Raw BM25 score.
+    pub bm25: f32,
+    /// BM25 divided by the query's saturated maximum (`FtsIndex::max_score`): the share of
+    /// the query's information this document matched.
+    pub coverage: f64,
+    /// BM25 relative to the best hit of the query.
+    pub relative: f64,
+    /// 0-based rank in the keyword list.
+    pub rank: usize,
+}
+
+/// Vector evidence about one hit (its best chunk).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct VectorEvidence {
+    /// Cosine similarity of the best chunk.
+    pub similarity: f32,
+    /// Standard scores within the query's top [`EVIDENCE_DEPTH`] documents: this hit's, and
+    /// the best hit's minus this one's. Both are free of the model's similarity scale.
+    pub z: f64,
+    pub gap: f64,
+    /// 0-based rank in the vector list.
+    pub rank: usize,
+}
+
+fn sigmoid(x: f64) -> f64 {
+    1.0 / (1.0 + (-x).exp())
+}
+
+// Fitted coefficients (eval/fit_calibration.py; see eval/README.md).
+const KW: [f64; 4] = [-3.0, 6.0, 1.5, -0.6];
+const VEC: [f64; 4] = [-2.0, 0.8, -0.8, -0.4];
+const HYB: [f64; 4] = [-3.0, 4.0, 4.0, 2.0];
+
+/// Probability that a keyword hit is relevant.
+pub fn keyword_probability(e: &KeywordEvidence) -> f64 {
+    sigmoid(
+        KW[0] + KW[1] * e.coverage + KW[2] * e.relative + KW[3] * ((e.rank + 1) as f64).ln(),
+    )
+}
+
+/// Probability that a vector hit is relevant.
+pub fn vector_probability(e: &VectorEvidence) -> f64 {
+    sigmoid(VEC[0] + VEC[1] * e.z + VEC[2] * e.gap + VEC[3] * ((e.rank + 1) as f64).ln())
+}
+
+/// Probability that a document is relevant given both retrievers' probabilities (0 where
+/// the document is absent from that retriever's top [`EVIDENCE_DEPTH`]).
+pub fn hybrid_probability(keyword: f64, vector: f64) -> f64 {
+    sigmoid(HYB[0] + HYB[1] * keyword + HYB[2] * vector + HYB[3] * keyword * vector)
+}
+
+/// Keyword evidence for a list of raw BM25 scores (best first) given the query's saturated
+/// maximum.
+pub fn keyword_evidence(scores: &[f32], max_score: f32) -> Vec<KeywordEvidence> {
+    let top = scores.first().copied().unwrap_or(0.0).max(f32::MIN_POSITIVE);
+    let max = max_score.max(f32::MIN_POSITIVE);
+    scores
+        .iter()
+        .enumerate()
+        .map(|(rank, &s)| KeywordEvidence {
+            bm25: s,
+            coverage: f64::from(s / max).clamp(0.0, 1.0),
+            relative: f64::from(s / top).clamp(0.0, 1.0),
+            rank,
+        })
+        .collect()
+}
+
+/// Vector evidence for a list of similarities (best first).
+pub fn vector_evidence(similarities: &[f32]) -> Vec<VectorEvidence> {
+    let n = similarities.len().max(1) as f64;
+    let mean = similarities.iter().map(|&s| f64::from(s)).sum::<f64>() / n;
+    let var = similarities
+        .iter()
+        .map(|&s| (f64::from(s) - mean).powi(2))
+        .sum::<f64>()
+        / n;
+    // A floor keeps a flat list (every similarity equal) from producing huge z-scores.
+    let sd = var.sqrt().max(0.01);
+    let top = similarities.first().map_or(0.0, |&s| f64::from(s));
+    similarities
+        .iter()
+        .enumerate()
+        .map(|(rank, &s)| VectorEvidence {
+            similarity: s,
+            z: (f64::from(s) - mean) / sd,
+            gap: (top - f64::from(s)) / sd,
+            rank,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn probabilities_are_monotonic_in_their_evidence() {
+        let e = |coverage, relative, rank| KeywordEvidence {
+            bm25: 1.0,
+            coverage,
+            relative,
+            rank,
+        };
+        assert!(keyword_probability(&e(0.6, 1.0, 0)) > keyword_probability(&e(0.3, 1.0, 0)));
+        assert!(keyword_probability(&e(0.6, 1.0, 0)) > keyword_probability(&e(0.6, 0.5, 4)));
+        let v = vector_evidence(&[0.9, 0.5, 0.45, 0.4, 0.4]);
+        let p: Vec<f64> = v.iter().map(vector_probability).collect();
+        assert!(p.windows(2).all(|w| w[0] >= w[1]), "{p:?}");
+        assert!(hybrid_probability(0.9, 0.9) > hybrid_probability(0.9, 0.0));
+        assert!(hybrid_probability(0.9, 0.0) > hybrid_probability(0.1, 0.0));
+        for (k, v) in [(0.0, 0.0), (1.0, 1.0), (0.3, 0.8)] {
+            let h = hybrid_probability(k, v);
+            assert!((0.0..=1.0).contains(&h));
+        }
+    }
+
+    #[test]
+    fn evidence_is_scale_free() {
+        // The same list shape at two similarity scales (two models) gives the same evidence.
+        let a = vector_evidence(&[0.62, 0.40, 0.38, 0.30]);
+        let b = vector_evidence(&[0.931, 0.920, 0.919, 0.915]);
+        assert!((a[0].z - 1.62).abs() < 0.05, "{a:?}");
+        assert!(b[0].z > 1.0 && b[3].gap > a[3].gap * 0.5);
+        let k = keyword_evidence(&[12.0, 6.0], 24.0);
+        assert_eq!((k[0].coverage, k[1].relative), (0.5, 0.5));
+        assert!(keyword_evidence(&[], 0.0).is_empty());
+        assert_eq!(vector_evidence(&[0.5])[0].z, 0.0);
+    }
+}

@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""Retrieval regression guard: runs `quarry eval` on the judged sets and fails when a metric
+drops below its recorded baseline (eval/baseline.json) by more than noise.
+
+    python3 eval/guard.py --quarry target/debug/quarry [--modes search] [--record]
+
+Each set is indexed in a fresh QUARRY_HOME (or reused from --home). `--modes` picks the
+modes to check (CI checks `search`, which needs no embedding model; `bench/run.sh` checks
+all three with the models of bench/README.md). `--record` rewrites the baseline for the
+modes run instead of checking. Noise: one query changing its outcome, i.e. a drop larger
+than 1/queries (at least 0.005) fails.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+TLDR = HERE.parent.parent / "shared/corpora/tldr"
+QMD = HERE.parent.parent / "shared/corpora/qmd-eval"
+
+# set file → (index name, collection, root, mask, embedding model env var)
+SETS = {
+    "tldr-en": (HERE / "tldr-en.jsonl", "en", TLDR, "pages/**/*.md", "QUARRY_TEST_MINILM"),
+    "tldr-en-desc": (HERE / "tldr-en-desc.jsonl", "en", TLDR, "pages/**/*.md", "QUARRY_TEST_MINILM"),
+    "tldr-zh": (HERE / "tldr-zh.jsonl", "zh", TLDR, "pages.zh/**/*.md", "QUARRY_TEST_E5"),
+    "tldr-zh-desc": (HERE / "tldr-zh-desc.jsonl", "zh", TLDR, "pages.zh/**/*.md", "QUARRY_TEST_E5"),
+    "zh-hard": (HERE / "zh-hard.jsonl", "zh", TLDR, "pages.zh/**/*.md", "QUARRY_TEST_E5"),
+    "qmd-queries": (QMD / "queries.jsonl", "qmd", QMD / "docs", "**/*.md", "QUARRY_TEST_MINILM"),
+    "qmd-deep-research": (QMD / "deep-research.jsonl", "qmd", QMD / "docs", "**/*.md", "QUARRY_TEST_MINILM"),
+}
+METRICS = ["hit_at_3", "mrr_at_10", "ndcg_at_10", "recall_at_10"]
+
+
+def run(cmd, env):
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"failed: {' '.join(map(str, cmd))}\n{r.stderr}")
+    return r.stdout
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quarry", required=True)
+    ap.add_argument("--modes", default="search")
+    ap.add_argument("--sets", default=",".join(SETS))
+    ap.add_argument("--home", help="data directory to keep indexes in (default: a temp dir)")
+    ap.add_argument("--record", action="store_true")
+    a = ap.parse_args()
+    modes = a.modes.split(",")
+    baseline_path = HERE / "baseline.json"
+    baseline = json.loads(baseline_path.read_text()) if baseline_path.exists() else {}
+    home = a.home or tempfile.mkdtemp(prefix="quarry-guard-")
+    env = dict(os.environ, QUARRY_HOME=home)
+    failures = []
+    checked = 0
+    for name in a.sets.split(","):
+        qfile, index, root, mask, model_var = SETS[name]
+        if not qfile.exists() or not root.exists():
+            sys.exit(f"{name}: {qfile} or {root} is missing")
+        listed = run([a.quarry, "--index", index, "collection", "list", "--json"], env)
+        if '"name": "eval"' not in listed:
+            run([a.quarry, "--index", index, "collection", "add", str(root), "--name", "eval", "--mask", mask], env)
+        menv = dict(env)
+        if model_var in os.environ:
+            menv["QUARRY_EMBED_MODEL"] = os.environ[model_var]
+        if any(m != "search" for m in modes):
+            run([a.quarry, "--index", index, "embed"], menv)
+        for mode in modes:
+            out = json.loads(run([a.quarry, "--index", index, "eval", str(qfile), "-c", "eval", "--mode", mode, "--json"], menv))
+            got = out["modes"][mode]["overall"]
+            n = out["queries"]
+            line = "  ".join(f"{m} {got[m]:.3f}" for m in METRICS)
+            if a.record:
+                baseline.setdefault(name, {})[mode] = {m: round(got[m], 4) for m in METRICS}
+                print(f"recorded {name:<18} {mode:<8} {line}")
+                continue
+            want = baseline.get(name, {}).get(mode)
+            if want is None:
+                print(f"no baseline {name} {mode}: {line}")
+                continue
+            noise = max(1.0 / n, 0.005)
+            for m in METRICS:
+                checked += 1
+                if got[m] < want[m] - noise:
+                    failures.append(f"{name} {mode} {m}: {got[m]:.3f} < baseline {want[m]:.3f} (noise {noise:.3f})")
+            print(f"{name:<18} {mode:<8} {line}")
+    if a.record:
+        baseline_path.write_text(json.dumps(baseline, indent=1, sort_keys=True) + "\n")
+        return
+    for f in failures:
+        print(f"REGRESSION {f}")
+    print(f"eval guard: {checked - len(failures)} passed, {len(failures)} failed")
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()
