@@ -10,9 +10,9 @@ a query) with its keyword and vector evidence and whether it is judged relevant.
 Fits three L2-regularised logistic models (Newton's method, numpy only):
   keyword  p = σ(k0 + k1·coverage + k2·relative + k3·ln(1+rank))      on keyword rows
   vector   p = σ(v0 + v1·z + v2·gap + v3·ln(1+rank))                  on vector rows
-  hybrid   p = σ(h0 + h1·pk + h2·pv + h3·pk·pv)                       on every row
-(pk, pv: the first two models' probabilities, 0 where the retriever did not return the
-document), prints the Rust constants, and a calibration table per model on the fitting
+  hybrid   p = σ(h0 + h1·logit(pk) + h2·logit(pv) + h3·[kw found] + h4·[vec found])
+(pk, pv: the first two models' probabilities; a retriever that did not return the document
+contributes only its "absent" intercept), prints the Rust constants, and a calibration table per model on the fitting
 and on the held-out dumps: score band → share of hits judged relevant. Each fitting set
 weighs the same whatever its size, so a large synthetic set cannot drown the hand-judged
 ones. Judgements are incomplete (1–3 relevant pages per query), so measured precision is a
@@ -47,8 +47,14 @@ def vec_x(e):
     return [1.0, e["z"], e["gap"], math.log(1 + e["rank"])]
 
 
+def logit(p):
+    p = min(max(p, 1e-6), 1 - 1e-6)
+    return math.log(p / (1 - p))
+
+
 def hyb_x(pk, pv):
-    return [1.0, pk, pv, pk * pv]
+    """Each retriever's logit where it found the document, and whether it did (0 = absent)."""
+    return [1.0, logit(pk) if pk > 0 else 0.0, logit(pv) if pv > 0 else 0.0, float(pk > 0), float(pv > 0)]
 
 
 def sigmoid(x):
@@ -106,6 +112,14 @@ def report(title, rows, K, V, H):
         for i, (p, l) in enumerate(cands):
             probs.append(p); labels.append(l); ranks.append(i)
     table("query", probs, labels, ranks)
+    hit3 = ndcg = 0.0
+    for key, cands in by_q.items():
+        n_rel = len({r["file"] for r in rows if (r["set"], r["query"]) == key and r["relevant"]}) or 1
+        flags = [l for _, l in cands[:10]]
+        hit3 += any(flags[:3])
+        dcg = sum(1 / math.log2(i + 2) for i, f in enumerate(flags) if f)
+        ndcg += dcg / sum(1 / math.log2(i + 2) for i in range(min(n_rel, 10)))
+    print(f"  query ranking over {len(by_q)} queries: Hit@3 {hit3 / len(by_q):.3f}  nDCG@10 {ndcg / len(by_q):.3f} (judged relevant pages outside both top-40 lists count as missing)")
 
 
 def main():
@@ -130,7 +144,7 @@ def main():
     fmt = lambda b: "[" + ", ".join(f"{x:.4}" for x in b) + "]"
     print(f"const KW: [f64; 4] = {fmt(K)};")
     print(f"const VEC: [f64; 4] = {fmt(V)};")
-    print(f"const HYB: [f64; 4] = {fmt(H)};")
+    print(f"const HYB: [f64; 5] = {fmt(H)};")
     report("calibration on the fitting sets (top-10 hits: band → share relevant (hits))", rows, K, V, H)
     for p in a.check:
         report(f"held out: {p}", load([p]), K, V, H)

@@ -16,6 +16,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -50,6 +51,7 @@ def main():
     ap.add_argument("--home", help="data directory to keep indexes in (default: a temp dir)")
     ap.add_argument("--record", action="store_true")
     a = ap.parse_args()
+    started = time.monotonic()
     modes = a.modes.split(",")
     baseline_path = HERE / "baseline.json"
     baseline = json.loads(baseline_path.read_text()) if baseline_path.exists() else {}
@@ -93,7 +95,7 @@ def main():
         return
     for f in failures:
         print(f"REGRESSION {f}")
-    print(f"eval guard: {checked - len(failures)} passed, {len(failures)} failed")
+    print(f"eval guard: {checked - len(failures)} passed, {len(failures)} failed in {time.monotonic() - started:.1f}s")
     sys.exit(1 if failures else 0)
 
 

@@ -234,25 +234,84 @@ fn phrase_required_and_excluded_terms() {
         ["docs/cooking/bread.md"]
     );
     assert!(q.search_files(&["\"brown quick fox\""]).is_empty());
-    // Excluded.
-    assert_eq!(q.search_files(&["fox -bread"]), ["docs/animals/fox.md"]);
-    assert!(q.search_files(&["fox -dog"]).is_empty());
+    // Excluded: `NOT word` and `-"word"` (a bare `-word` is a flag, see below).
+    assert_eq!(q.search_files(&["fox NOT bread"]), ["docs/animals/fox.md"]);
+    assert_eq!(q.search_files(&["fox -\"bread\""]), ["docs/animals/fox.md"]);
+    assert!(q.search_files(&["fox NOT dog"]).is_empty());
     // Required.
     assert_eq!(q.search_files(&["archive +zip"]), ["docs/zip.md"]);
     assert_eq!(q.search_files(&["archive +gzip"]), ["docs/archives/tar.md"]);
     let with_archive = q.search_files(&["archive"]);
     assert!(with_archive.contains(&"docs/zip.md".to_owned()));
     assert!(
-        !q.search_files(&["archive -zip"])
+        !q.search_files(&["archive NOT zip"])
             .contains(&"docs/zip.md".to_owned())
     );
     // Phrase combined with exclusion.
     assert_eq!(q.search_files(&["\"lazy dog\""]), ["docs/cooking/bread.md"]);
-    assert!(q.search_files(&["\"lazy dog\" -bread"]).is_empty());
+    assert!(q.search_files(&["\"lazy dog\" NOT bread"]).is_empty());
     assert_eq!(
-        q.search_files(&["\"is brown\" -bread"]),
+        q.search_files(&["\"is brown\" -\"bread\""]),
         ["docs/animals/fox.md"]
     );
+}
+
+/// Pages that document command-line flags, as tldr writes them.
+fn flag_pages() -> Quarry {
+    let q = Quarry::new();
+    let root = q.corpus(
+        "pages",
+        &[
+            (
+                "lsof.md",
+                "# lsof\n\n> List open files.\n\n- List files opened by the process with a PID:\n\n`lsof {{[-p|--pid]}} {{pid}}`\n",
+            ),
+            (
+                "ps.md",
+                "# ps\n\n> Information about running processes.\n\n- List processes with their pid and user:\n\n`ps aux`\n",
+            ),
+            (
+                "git-push.md",
+                "# git push\n\n> Push commits to a remote.\n\n- Force-push, overwriting the remote:\n\n`git push --force`\n",
+            ),
+            (
+                "git-pull.md",
+                "# git pull\n\n> Fetch and merge from a remote.\n\n- Pull and force a rebase:\n\n`git pull --rebase`\n",
+            ),
+        ],
+    );
+    q.add(&root, "pages");
+    q
+}
+
+#[test]
+fn pasted_flags_search_as_literals() {
+    let q = flag_pages();
+    // `-p` used to mean "exclude documents containing p", which excluded the lsof page.
+    assert_eq!(q.search_files(&["lsof -p pid"])[0], "pages/lsof.md");
+    // (A leading space keeps clap from reading a query that starts with a dash as an option.)
+    assert_eq!(q.search_files(&[" -p"]), ["pages/lsof.md"]);
+    // `--force` finds the page that documents the flag, not the one that says "force".
+    assert_eq!(q.search_files(&[" --force"]), ["pages/git-push.md"]);
+    assert_eq!(q.search_files(&["git --force"])[0], "pages/git-push.md");
+    // Exclusion still works, with a syntax no flag collides with.
+    assert_eq!(q.search_files(&["git NOT --force"]), ["pages/git-pull.md"]);
+    assert_eq!(q.search_files(&["pid -\"lsof\""]), ["pages/ps.md"]);
+}
+
+#[test]
+fn scores_are_calibrated_probabilities() {
+    let q = flag_pages();
+    // A query the page answers fully scores as relevant; a one-word brush does not.
+    let strong = q.search(&["lsof list open files pid"]);
+    assert_eq!(strong[0]["file"], "pages/lsof.md");
+    let top = strong[0]["score"].as_f64().unwrap();
+    assert!(top >= 0.5, "{strong:?}");
+    let weak = q.search(&["remote overwriting fetch list processes files"]);
+    assert!(weak.iter().all(|h| h["score"].as_f64().unwrap() < top), "{weak:?}");
+    // `--min-score 0.5` (the seeds' threshold) keeps the strong hit only.
+    let kept = q.search_files(&["lsof list open files pid", "--min-score", "0.5"]);
+    assert_eq!(kept, ["pages/lsof.md"]);
 }
 
 fn cjk() -> Quarry {

@@ -50,27 +50,36 @@ fn sigmoid(x: f64) -> f64 {
     1.0 / (1.0 + (-x).exp())
 }
 
-// Fitted coefficients (eval/fit_calibration.py; see eval/README.md).
-const KW: [f64; 4] = [-3.0, 6.0, 1.5, -0.6];
-const VEC: [f64; 4] = [-2.0, 0.8, -0.8, -0.4];
-const HYB: [f64; 4] = [-3.0, 4.0, 4.0, 2.0];
+// Fitted coefficients (eval/fit_calibration.py on tldr-zh, tldr-zh-desc and tldr-en-desc;
+// see eval/README.md for the held-out tables).
+const KW: [f64; 4] = [-1.855, 0.9258, 1.84, -1.794];
+const VEC: [f64; 4] = [-1.794, 0.8618, -0.8885, -0.5279];
+const HYB: [f64; 5] = [-3.461, 0.5771, 0.704, 1.749, 2.296];
+
+fn keyword_logit(e: &KeywordEvidence) -> f64 {
+    KW[0] + KW[1] * e.coverage + KW[2] * e.relative + KW[3] * ((e.rank + 1) as f64).ln()
+}
+
+fn vector_logit(e: &VectorEvidence) -> f64 {
+    VEC[0] + VEC[1] * e.z + VEC[2] * e.gap + VEC[3] * ((e.rank + 1) as f64).ln()
+}
 
 /// Probability that a keyword hit is relevant.
 pub fn keyword_probability(e: &KeywordEvidence) -> f64 {
-    sigmoid(
-        KW[0] + KW[1] * e.coverage + KW[2] * e.relative + KW[3] * ((e.rank + 1) as f64).ln(),
-    )
+    sigmoid(keyword_logit(e))
 }
 
 /// Probability that a vector hit is relevant.
 pub fn vector_probability(e: &VectorEvidence) -> f64 {
-    sigmoid(VEC[0] + VEC[1] * e.z + VEC[2] * e.gap + VEC[3] * ((e.rank + 1) as f64).ln())
+    sigmoid(vector_logit(e))
 }
 
-/// Probability that a document is relevant given both retrievers' probabilities (0 where
-/// the document is absent from that retriever's top [`EVIDENCE_DEPTH`]).
-pub fn hybrid_probability(keyword: f64, vector: f64) -> f64 {
-    sigmoid(HYB[0] + HYB[1] * keyword + HYB[2] * vector + HYB[3] * keyword * vector)
+/// Probability that a document is relevant given what each retriever said about it (`None`
+/// where the document is not in that retriever's top [`EVIDENCE_DEPTH`]).
+pub fn hybrid_probability(keyword: Option<&KeywordEvidence>, vector: Option<&VectorEvidence>) -> f64 {
+    let (lk, fk) = keyword.map_or((0.0, 0.0), |e| (keyword_logit(e), 1.0));
+    let (lv, fv) = vector.map_or((0.0, 0.0), |e| (vector_logit(e), 1.0));
+    sigmoid(HYB[0] + HYB[1] * lk + HYB[2] * lv + HYB[3] * fk + HYB[4] * fv)
 }
 
 /// Keyword evidence for a list of raw BM25 scores (best first) given the query's saturated
@@ -131,12 +140,12 @@ mod tests {
         let v = vector_evidence(&[0.9, 0.5, 0.45, 0.4, 0.4]);
         let p: Vec<f64> = v.iter().map(vector_probability).collect();
         assert!(p.windows(2).all(|w| w[0] >= w[1]), "{p:?}");
-        assert!(hybrid_probability(0.9, 0.9) > hybrid_probability(0.9, 0.0));
-        assert!(hybrid_probability(0.9, 0.0) > hybrid_probability(0.1, 0.0));
-        for (k, v) in [(0.0, 0.0), (1.0, 1.0), (0.3, 0.8)] {
-            let h = hybrid_probability(k, v);
-            assert!((0.0..=1.0).contains(&h));
-        }
+        let k = keyword_evidence(&[20.0, 5.0], 25.0);
+        let best = hybrid_probability(Some(&k[0]), Some(&v[0]));
+        assert!(best > hybrid_probability(Some(&k[0]), None));
+        assert!(hybrid_probability(Some(&k[0]), None) > hybrid_probability(Some(&k[1]), None));
+        assert!(hybrid_probability(None, Some(&v[0])) > hybrid_probability(None, Some(&v[4])));
+        assert!((0.0..=1.0).contains(&best) && hybrid_probability(None, None) < 0.05);
     }
 
     #[test]

@@ -54,34 +54,36 @@ pub(crate) struct Evidence {
 /// Weight of an expansion's evidence relative to the query as written.
 pub const EXPANSION_DISCOUNT: f64 = 0.9;
 
-/// One document's calibrated hybrid probability for one query's lists: both retrievers'
-/// probabilities combined, or the keyword probability alone when no vector stage ran.
+/// Each document's calibrated probability for one query's lists: both retrievers' evidence
+/// combined, or the keyword probability alone when no vector stage ran. First-seen order.
 fn per_query_probabilities(
     keyword: &[(i64, KeywordEvidence)],
     vector: Option<&[(i64, VectorEvidence)]>,
 ) -> Vec<(i64, f64)> {
+    let Some(vector) = vector else {
+        return keyword
+            .iter()
+            .map(|(id, e)| (*id, calibration::keyword_probability(e)))
+            .collect();
+    };
     let mut order: Vec<i64> = Vec::new();
-    let mut probs: HashMap<i64, (f64, f64)> = HashMap::new();
+    let mut found: HashMap<i64, (Option<&KeywordEvidence>, Option<&VectorEvidence>)> =
+        HashMap::new();
     for (id, e) in keyword {
         order.push(*id);
-        probs.entry(*id).or_default().0 = calibration::keyword_probability(e);
+        found.entry(*id).or_default().0 = Some(e);
     }
-    for (id, e) in vector.unwrap_or(&[]) {
-        if !probs.contains_key(id) {
+    for (id, e) in vector {
+        if !found.contains_key(id) {
             order.push(*id);
         }
-        probs.entry(*id).or_default().1 = calibration::vector_probability(e);
+        found.entry(*id).or_default().1 = Some(e);
     }
     order
         .into_iter()
         .map(|id| {
-            let (k, v) = probs.get(&id).copied().unwrap_or_default();
-            let p = if vector.is_some() {
-                calibration::hybrid_probability(k, v)
-            } else {
-                k
-            };
-            (id, p)
+            let (k, v) = found.get(&id).copied().unwrap_or_default();
+            (id, calibration::hybrid_probability(k, v))
         })
         .collect()
 }
