@@ -250,7 +250,10 @@ fn run_mode(
             .map(|h| h.file.strip_prefix(&prefix).unwrap_or(&h.file).to_owned())
             .collect();
         for (h, path) in hits.iter().zip(&ranked).take(10) {
-            if let Some(b) = BANDS.iter().position(|(lo, hi)| h.score >= *lo && h.score < *hi) {
+            if let Some(b) = BANDS
+                .iter()
+                .position(|(lo, hi)| h.score >= *lo && h.score < *hi)
+            {
                 bands[b].hits += 1;
                 bands[b].relevant += usize::from(q.judgement.is_relevant(path));
             }

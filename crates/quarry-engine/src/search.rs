@@ -288,5 +288,4 @@ mod tests {
             "2: first\n3: second"
         );
     }
-
 }

@@ -422,7 +422,10 @@ mod tests {
         // A hyphenated word, a minus sign inside a word or three dashes make no flag.
         assert_eq!(words("git-rebase"), ["git-rebase", "git", "rebas"]);
         assert_eq!(words("a---b"), ["a", "b"]);
-        let flag = tokens("--force").into_iter().next().map(|t| (t.kind, t.from));
+        let flag = tokens("--force")
+            .into_iter()
+            .next()
+            .map(|t| (t.kind, t.from));
         assert_eq!(flag, Some((TokenKind::Compound, 0)));
     }
 

@@ -236,7 +236,11 @@ mod tests {
             ]
         );
         // `NOT` alone, lower-case `not` and `NOTHING` are words.
-        assert!(shape("not NOTHING NOT").iter().all(|c| c.0 == Occur::Should));
+        assert!(
+            shape("not NOTHING NOT")
+                .iter()
+                .all(|c| c.0 == Occur::Should)
+        );
     }
 
     #[test]
@@ -245,7 +249,13 @@ mod tests {
         assert_eq!(s.len(), 4);
         assert!(s.iter().all(|c| c.0 == Occur::Should));
         // Pasted command lines: every flag is a literal to look for, never an exclusion.
-        for q in ["lsof -p pid", "tar -xzf", "git log -p", "ls -la", "rm -rf --no-preserve-root"] {
+        for q in [
+            "lsof -p pid",
+            "tar -xzf",
+            "git log -p",
+            "ls -la",
+            "rm -rf --no-preserve-root",
+        ] {
             assert!(shape(q).iter().all(|c| c.0 == Occur::Should), "{q}");
         }
         let flag = shape("lsof -p");
