@@ -136,6 +136,33 @@ def test_stateless_tools_call_2026(shared_server):
     assert result["structuredContent"]["results"][0]["file"] == "notes/projects/alpha/plan.md"
 
 
+def assert_seed_resource(res: dict, name: str, title: str) -> None:
+    """Seed 001's embedded document: uri, name, title, mimeType, text on the resource itself."""
+    assert {"uri", "name", "title", "mimeType", "text"} <= set(res), res
+    assert res["name"] == name and res["title"] == title, res
+    assert res["mimeType"] == "text/markdown"
+    assert res["_meta"]["name"] == name and res["_meta"]["title"] == title
+
+
+def test_get_and_multi_get_resources_carry_name_and_title_2026(shared_server):
+    body, headers = modern("tools/call", {"name": "get", "arguments": {"file": "notes/projects/alpha/plan.md"}})
+    status, rh, text = request(shared_server, body, headers)
+    assert status == 200, text
+    [msg] = messages(rh, text)
+    [block] = msg["result"]["content"]
+    assert block["type"] == "resource"
+    assert_seed_resource(block["resource"], "notes/projects/alpha/plan.md", "Alpha Launch Plan")
+    assert block["resource"]["uri"] == "qmd://notes/projects/alpha/plan.md"
+    assert msg["result"]["resultType"] == "complete"
+    body, headers = modern("tools/call", {"name": "multi_get", "arguments": {"pattern": "journals/2025-05*.md"}})
+    status, rh, text = request(shared_server, body, headers)
+    [msg] = messages(rh, text)
+    got = [c["resource"] for c in msg["result"]["content"]]
+    assert [r["name"] for r in got] == ["notes/journals/2025-05-01.md", "notes/journals/2025-05-02.md"]
+    for r in got:
+        assert_seed_resource(r, r["name"], "Journal " + r["name"][-13:-3])
+
+
 def test_2026_request_without_routing_headers_is_rejected(shared_server):
     body, headers = modern("tools/call", {"name": "status", "arguments": {}})
     del headers["Mcp-Method"], headers["Mcp-Name"]
@@ -328,6 +355,28 @@ def test_stdio_handshake_and_unknown_method(shared_home):
     assert by_id[1]["result"]["protocolVersion"] == "2025-06-18"
     assert by_id[2]["error"]["code"] == -32601
     assert by_id[3]["result"]["structuredContent"]["totalDocuments"] > 0
+
+
+def test_stdio_get_resource_carries_name_and_title(shared_home):
+    call = {"name": "get", "arguments": {"file": "notes/projects/meeting notes.md"}}
+    out, _ = stdio_exchange(
+        shared_home,
+        [INIT_LINE, INITIALIZED_LINE, json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call})],
+    )
+    by_id = {m.get("id"): m for m in out}
+    result = by_id[2]["result"]
+    assert "resultType" not in result  # legacy era: rmcp's own handling still applies
+    [block] = result["content"]
+    assert_seed_resource(block["resource"], "notes/projects/meeting notes.md", "Weekly Sync Meeting")
+    assert block["resource"]["uri"] == "qmd://notes/projects/meeting%20notes.md"
+    # Errors are unchanged.
+    call = {"name": "get", "arguments": {"file": 3}}
+    out, _ = stdio_exchange(
+        shared_home,
+        [INIT_LINE, INITIALIZED_LINE, json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call})],
+    )
+    result = {m.get("id"): m for m in out}[2]["result"]
+    assert result["isError"] is True and "`file` must be a string" in result["content"][0]["text"]
 
 
 def test_stdio_survives_garbage(shared_home):

@@ -9,7 +9,9 @@ import json
 import re
 import signal
 import threading
+import sqlite3
 import time
+import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -97,12 +99,59 @@ def test_search_filters_and_context(shared_server):
         ({"query": "x", "min_score": 3}, 400, "min score"),
         ({"query": "x", "collection": "nope"}, 404, "collection 'nope' not found"),
         ({"limit": 3}, 400, "query"),
-        ({"query": "x", "minScore": 0.5}, 400, "minScore"),  # camelCase is the MCP spelling
+        ({"query": "x", "limt": 3}, 400, "unknown field `limt`"),
+        ({"query": "x", "limit": 5.5}, 400, "limit"),
+        ({"query": "x", "limit": -1}, 400, "limit"),
+        ({"query": "x", "limit": True}, 400, "limit"),
+        ({"query": "x", "minScore": 0.5, "min_score": 0.5}, 400, "min_score"),
     ],
 )
 def test_search_bad_input(shared_server, payload, code, fragment):
     status, body, _ = post(shared_server.base, "/search", payload)
     assert_error(status, body, code, fragment)
+
+
+def test_camel_case_spellings_and_whole_floats(shared_server):
+    """MCP clients reuse their argument names (camelCase) and JavaScript numbers (5.0)."""
+    base = shared_server.base
+    _, snake, _ = post(base, "/search", {"query": "journal", "min_score": 0.001, "limit": 1})
+    status, camel, _ = post(base, "/search", {"query": "journal", "minScore": 0.001, "limit": 1.0})
+    assert status == 200, camel
+    assert camel == snake and len(camel["results"]) == 1
+    status, camel, _ = post(base, "/search", {"query": "journal", "minScore": 0.99})
+    assert (status, camel["results"]) == (200, [])  # minScore is applied, not ignored
+    _, snake, _ = post(base, "/get", {"file": display(JOURNAL_1), "from_line": 3, "max_lines": 2, "line_numbers": True})
+    status, camel, _ = post(base, "/get", {"file": display(JOURNAL_1), "fromLine": 3.0, "maxLines": 2, "lineNumbers": True})
+    assert status == 200, camel
+    assert camel == snake
+    assert camel["document"]["text"].endswith("3: Morning: reviewed the alpha launch plan.\n4: Afternoon: paired on the kumquat importer.")
+    pattern = f"{display(LARGE)},{display(PLAN)}"
+    _, snake, _ = post(base, "/multi_get", {"pattern": pattern, "max_bytes": 100000, "max_lines": 1, "line_numbers": True})
+    status, camel, _ = post(base, "/multi_get", {"pattern": pattern, "maxBytes": 1e5, "maxLines": 1, "lineNumbers": True})
+    assert status == 200, camel
+    assert camel == snake and [r["name"] for r in camel["results"]] == [display(LARGE), display(PLAN)]
+
+
+@pytest.mark.parametrize(
+    "path, payload, fragments",
+    [
+        ("/get", {"file": "x", "fromLine": 2, "from_line": 2}, ["duplicate field", "from_line"]),
+        # The message names the field as the client spelled it.
+        ("/get", {"file": "x", "maxLines": 1.5}, ["maxLines", "whole number", "1.5"]),
+        ("/get", {"file": "x", "from_line": -3}, ["from_line", "negative"]),
+        ("/get", {"file": "x", "from_line": "3"}, ["from_line", "string"]),
+        ("/get", {"file": "x", "lineNumbers": "yes"}, ["lineNumbers", "boolean"]),
+        ("/get", {"file": "x", "lines": 3}, ["unknown field `lines`"]),
+        ("/multi_get", {"pattern": "x", "maxBytes": -1}, ["maxBytes", "negative"]),
+        ("/multi_get", {"pattern": "x", "max_bytes": 10.25}, ["max_bytes", "10.25"]),
+        ("/multi_get", {"pattern": "x", "max_lines": 2, "maxLines": 2}, ["duplicate field", "max_lines"]),
+        ("/multi_get", {"pattern": "x", "maxbytes": 10}, ["unknown field `maxbytes`"]),
+        ("/query", {"query": "x", "limit": 1e30}, ["limit"]),
+    ],
+)
+def test_bad_spellings_and_numbers(shared_server, path, payload, fragments):
+    status, body, _ = post(shared_server.base, path, payload)
+    assert_error(status, body, 400, *fragments)
 
 
 def test_malformed_json_and_wrong_content_type(shared_server):
@@ -177,6 +226,18 @@ def test_multi_get(shared_server):
     assert_error(status, body, 404, "No files matched pattern")
     status, body, _ = post(base, "/multi_get", {"pattern": "../*"})
     assert_error(status, body, 400, "..")
+
+
+def test_multi_get_glob_relative_to_the_collection(shared_server):
+    """Seed 001's own example pattern names a folder inside a collection."""
+    base = shared_server.base
+    status, body, _ = post(base, "/multi_get", {"pattern": "journals/2025-05*.md"})
+    assert status == 200, body
+    assert [r["name"] for r in body["results"]] == [display(JOURNAL_1), display(JOURNAL_2)]
+    _, full, _ = post(base, "/multi_get", {"pattern": "notes/journals/2025-05*.md"})
+    assert full == body
+    assert_error(*post(base, "/multi_get", {"pattern": "journals/2030-*.md"})[:2], 404, "No files matched pattern")
+    assert_error(*post(base, "/multi_get", {"pattern": "/journals/*.md"})[:2], 400, "collection/relative/path")
 
 
 def test_status(shared_server):
@@ -261,6 +322,61 @@ def test_collection_lifecycle(server, tmp_path):
     assert_error(*request(base, "DELETE", "/collections/fruit")[:2], 404)
 
 
+def test_empty_folder_needs_allow_empty(server, tmp_path):
+    base = server.base
+    empty = tmp_path / "inbox"
+    empty.mkdir()
+    status, body, _ = post(base, "/collections/add", {"name": "inbox", "path": str(empty)})
+    assert_error(status, body, 400, "no files match")
+    assert_error(*get(base, "/collections/inbox")[:2], 404)
+    assert_error(*post(base, "/collections/add", {"name": "inbox", "path": str(empty), "allow_empty": "yes"})[:2], 400, "allow_empty")
+    status, body, _ = post(base, "/collections/add", {"name": "inbox", "path": str(empty), "allow_empty": True})
+    assert status == 200, body
+    assert body["documents"] == 0 and body["content"] == "Added collection 'inbox' with 0 documents"
+    (empty / "first.md").write_text("# First\n\nfirst note\n")
+    post(base, "/update")
+    _, body, _ = get(base, "/collections/inbox")
+    assert body["documents"] == 1
+    # The camelCase spelling too.
+    other = tmp_path / "other"
+    other.mkdir()
+    status, body, _ = post(base, "/collections/add", {"name": "other", "path": str(other), "allowEmpty": True})
+    assert status == 200, body
+
+
+def rename_in_db(home, old: str, new: str) -> None:
+    """Renames a collection behind the engine's back, like an index made before a name was reserved."""
+    db = sqlite3.connect(home / "index" / "quarry.db")
+    try:
+        with db:
+            assert db.execute("UPDATE collections SET name = ? WHERE name = ?", (new, old)).rowcount == 1
+    finally:
+        db.close()
+
+
+def test_reserved_collection_name(server, tmp_path):
+    base = server.base
+    folder = tmp_path / "stuff"
+    folder.mkdir()
+    (folder / "a.md").write_text("# Apricot\n\napricot orchard\n")
+    status, body, _ = post(base, "/collections/add", {"name": "add", "path": str(folder)})
+    assert_error(status, body, 400, 'invalid collection name "add"', "reserved")
+    _, body, _ = get(base, "/collections")
+    assert [c["name"] for c in body["collections"]] == ["notes"]
+    post(base, "/collections/add", {"name": "stuff", "path": str(folder)})
+    assert_error(*request(base, "PUT", "/collections/stuff", {"new_name": "add"})[:2], 400, "reserved")
+    # One made before the rule stays reachable at its own URL.
+    rename_in_db(server.home, "stuff", "add")
+    status, body, _ = get(base, "/collections/add")
+    assert status == 200 and body["name"] == "add" and body["documents"] == 1, body
+    status, body, _ = request(base, "PUT", "/collections/add", {"newName": "fruit"})
+    assert body["status"] == "renamed" and body["old_name"] == "add", body
+    rename_in_db(server.home, "fruit", "add")
+    status, body, _ = request(base, "DELETE", "/collections/add")
+    assert body == {"status": "removed", "name": "add", "content": "Removed collection 'add'"}
+    assert_error(*get(base, "/collections/add")[:2], 404, "collection 'add' not found")
+
+
 def test_contexts(server):
     base = server.base
     status, body, _ = post(base, "/contexts/add", {"path": "notes/projects", "text": "project docs"})
@@ -277,6 +393,50 @@ def test_contexts(server):
     assert_error(*request(base, "DELETE", "/contexts/notes/projects")[:2], 404, "no context")
     assert_error(*post(base, "/contexts/add", {"path": "elsewhere/x", "text": "t"})[:2], 404, "not inside any collection")
     assert_error(*post(base, "/contexts/add", {"path": "notes", "text": "  "})[:2], 400, "must not be empty")
+
+
+def test_contexts_with_absolute_paths(server, corpus, tmp_path):
+    """`/` (the global context) and folders on disk are absolute: their leading slash must
+    survive the URL, percent-encoded or doubled, and the engine must read them as folders on
+    disk even when their first segment (`tmp`, `home`) is also a collection's name."""
+    base = server.base
+    folder = str((corpus / "projects").resolve())
+    first = folder.strip("/").split("/")[0]
+    decoy = tmp_path / "decoy"
+    decoy.mkdir()
+    status, body, _ = post(base, "/collections/add", {"name": first, "path": str(decoy), "allow_empty": True})
+    assert status == 200, body
+    quoted = urllib.parse.quote(folder, safe="")
+    assert quoted.startswith("%2F")
+    for delete_path in (f"/contexts/{quoted}", f"/contexts/{folder}", f"/contexts/{folder}/"):
+        status, body, _ = post(base, "/contexts/add", {"path": folder, "text": "project docs"})
+        assert (status, body["path"]) == (200, "notes/projects"), body
+        status, body, _ = request(base, "DELETE", delete_path)
+        assert (status, body) == (200, {"status": "removed", "path": "notes/projects"}), (delete_path, body)
+    for delete_path in ("/contexts/%2F", "/contexts//"):
+        status, body, _ = post(base, "/contexts/add", {"path": "/", "text": "everything"})
+        assert (status, body["path"]) == (200, "/"), body
+        status, body, _ = request(base, "DELETE", delete_path)
+        assert (status, body) == (200, {"status": "removed", "path": "/"}), (delete_path, body)
+    _, body, _ = get(base, "/contexts")
+    assert body == {"contexts": [{"path": "notes/journals", "text": "daily journal"}]}
+    # Nothing to delete, or a folder outside every collection: 404 naming it.
+    assert_error(*request(base, "DELETE", "/contexts/%2F")[:2], 404, "no context for '/'")
+    assert_error(*request(base, "DELETE", f"/contexts/{quoted}")[:2], 404, "no context for 'notes/projects'")
+    assert_error(*request(base, "DELETE", "/contexts/%2Fnonexistent%2Fdir")[:2], 404, "/nonexistent/dir")
+    # A context outlives its folder: removing it by the absolute path still works.
+    gone = corpus.parent / f"{corpus.name}-gone-{tmp_path.name}"
+    gone_folder = gone / "sub"
+    gone_folder.mkdir(parents=True)
+    (gone_folder / "g.md").write_text("# Gone\n\ngone\n")
+    assert post(base, "/collections/add", {"name": "gone", "path": str(gone)})[0] == 200
+    status, body, _ = post(base, "/contexts/add", {"path": str(gone_folder.resolve()), "text": "soon gone"})
+    assert (status, body["path"]) == (200, "gone/sub"), body
+    (gone_folder / "g.md").unlink()
+    gone_folder.rmdir()
+    assert_error(*post(base, "/contexts/add", {"path": str(gone_folder), "text": "t"})[:2], 404, "not inside any collection")
+    status, body, _ = request(base, "DELETE", "/contexts/" + urllib.parse.quote(str(gone_folder.resolve()), safe=""))
+    assert (status, body) == (200, {"status": "removed", "path": "gone/sub"}), body
 
 
 def test_concurrent_writes_are_serialised(server, tmp_path):

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context as _, Result};
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use quarry_core::format_search_summary;
 use quarry_engine::fusion::Fusion;
 use quarry_engine::{
@@ -138,6 +138,8 @@ enum Command {
     Mcp,
     /// Run the servers: MCP over Streamable HTTP at /mcp plus the REST API (`http`, default),
     /// MCP over stdio (`mcp`), or both in one process sharing one engine.
+    /// `server` is accepted too (QMD's spelling: `qmd server --transport both`).
+    #[command(visible_alias = "server")]
     Serve(ServeArgs),
     /// Score search, vsearch and query against a judged query set (Hit@3, MRR@10, nDCG@10,
     /// Recall@10, Recall@100).
@@ -248,8 +250,27 @@ struct SearchArgs {
     files: bool,
 }
 
+/// The name usage and help text show: `qmd` when the binary runs under that name (a
+/// symlink or copy installed as a QMD drop-in, e.g. for `claude mcp add qmd -- qmd mcp`),
+/// else `quarry`. Either name runs the same commands.
+fn invoked_name() -> &'static str {
+    let argv0 = std::env::args_os().next().map(PathBuf::from);
+    let stem = argv0.as_deref().and_then(|p| p.file_stem());
+    if stem.is_some_and(|s| s.eq_ignore_ascii_case("qmd")) {
+        "qmd"
+    } else {
+        "quarry"
+    }
+}
+
+fn parse_cli() -> Cli {
+    let name = invoked_name();
+    let matches = Cli::command().name(name).bin_name(name).get_matches();
+    Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = parse_cli();
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -409,6 +409,64 @@ fn multi_get_glob_and_comma_list() {
 }
 
 #[test]
+fn multi_get_glob_relative_to_a_collection() {
+    // The seed's own example, `journals/2025-05*.md`, names a folder inside a collection.
+    let q = Quarry::new();
+    let root = q.corpus(
+        "logseq",
+        &[
+            ("journals/2025-05-01.md", "# May first\n\nmay\n"),
+            ("journals/2025-05-02.md", "# May second\n\nmay\n"),
+            ("journals/2025-06-01.md", "# June\n\njune\n"),
+            ("pages/2025-05-03.md", "# Not a journal\n\npage\n"),
+        ],
+    );
+    q.add(&root, "logseq");
+    let names = |v: &Value| -> Vec<String> {
+        v["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let want = ["logseq/journals/2025-05-01.md", "logseq/journals/2025-05-02.md"];
+    assert_eq!(names(&q.json(&["multi-get", "journals/2025-05*.md"])), want);
+    // The display-path form still works, and both forms agree.
+    assert_eq!(
+        names(&q.json(&["multi-get", "logseq/journals/2025-05*.md"])),
+        want
+    );
+    // `*` still does not cross folders: `2025-05*.md` matches no top-level file here.
+    let err = q.err(&["multi-get", "2025-05*.md"]);
+    assert!(err.contains("No files matched pattern: 2025-05*.md"), "{err}");
+    // A relative glob matches in every collection that has such a path.
+    let other = q.corpus(
+        "work",
+        &[("journals/2025-05-09.md", "# Work journal\n\nwork\n")],
+    );
+    q.add(&other, "work");
+    assert_eq!(
+        names(&q.json(&["multi-get", "journals/2025-05*.md"])),
+        [
+            "logseq/journals/2025-05-01.md",
+            "logseq/journals/2025-05-02.md",
+            "work/journals/2025-05-09.md"
+        ]
+    );
+    // Bad relative globs are still refused.
+    for (pattern, expect) in [
+        ("journals/../*.md", "must not contain '..'"),
+        ("/journals/*.md", "must be a collection/relative/path"),
+        ("journals/[", "invalid glob pattern"),
+        ("journals/2030-*.md", "No files matched pattern"),
+    ] {
+        let err = q.err(&["multi-get", pattern]);
+        assert!(err.contains(expect), "{pattern:?}: {err}");
+    }
+}
+
+#[test]
 fn multi_get_skips_large_files_with_the_seed_notice() {
     let (q, root) = notes();
     let big = format!("# Big\n{}", "x".repeat(15 * 1024 - "# Big\n".len()));

@@ -7,8 +7,19 @@ use quarry_core::{Collection, CollectionKind, Context, Error, Result};
 use crate::indexing::CollectionReport;
 use crate::{Engine, Progress};
 
+/// Names a new collection may not take because a REST route owns that path segment
+/// (`POST /collections/add` would shadow `GET/PUT/DELETE /collections/{name}`).
+/// Collections that already carry such a name keep working.
+pub const RESERVED_COLLECTION_NAMES: &[&str] = &["add"];
+
 /// Collection names become the first segment of display paths and `qmd://` URIs.
+/// Checked for new names only (add, rename target), never for lookups.
 pub(crate) fn validate_collection_name(name: &str) -> Result<()> {
+    if RESERVED_COLLECTION_NAMES.contains(&name) {
+        return Err(Error::invalid(format!(
+            "invalid collection name {name:?}: it is reserved (the REST API uses /collections/{name} as a route); choose another name"
+        )));
+    }
     let ok = !name.is_empty()
         && name.chars().count() <= 64
         && !name.starts_with(['.', '-'])
@@ -132,7 +143,7 @@ impl Engine {
         if text.is_empty() {
             return Err(Error::invalid("context text must not be empty"));
         }
-        let path = self.context_key(target)?;
+        let path = self.context_key(target, false)?;
         self.store().set_context(self.space(), &path, text)?;
         Ok(Context {
             path,
@@ -145,7 +156,8 @@ impl Engine {
     }
 
     pub fn remove_context(&self, target: &str) -> Result<String> {
-        let key = self.context_key(target)?;
+        // A context can outlive its folder on disk: match an absolute path as written too.
+        let key = self.context_key(target, true)?;
         if self.store().remove_context(self.space(), &key)? {
             Ok(key)
         } else {
@@ -154,7 +166,8 @@ impl Engine {
     }
 
     /// Normalises what a user calls a path into the display-path prefix contexts are keyed by.
-    fn context_key(&self, target: &str) -> Result<String> {
+    /// `gone_ok`: an absolute path that no longer exists on disk is matched as written.
+    fn context_key(&self, target: &str, gone_ok: bool) -> Result<String> {
         let target = target.trim();
         if target == "/" {
             return Ok("/".to_owned());
@@ -163,6 +176,12 @@ impl Engine {
             return Err(Error::invalid("context path must not be empty"));
         }
         let collections = self.collections()?;
+        // An absolute path names a folder or file on disk (only `/` alone is the global
+        // context), even when its first segment is also a collection's name.
+        let absolute = target.starts_with('/');
+        if absolute && let Some(key) = disk_context_key(target, &collections, gone_ok) {
+            return Ok(key);
+        }
         let display = match target.strip_prefix("qmd://") {
             Some(rest) => Some(quarry_core::decode_uri_path(rest)?),
             None => None,
@@ -178,25 +197,35 @@ impl Engine {
             }
             return Ok(display.to_owned());
         }
-        // A folder or file on disk inside a collection root (the deepest root wins).
-        if let Ok(abs) = std::fs::canonicalize(target) {
-            let best = collections
-                .iter()
-                .filter_map(|c| abs.strip_prefix(&c.path).ok().map(|rel| (c, rel)))
-                .max_by_key(|(c, _)| c.path.len());
-            if let Some((c, rel)) = best {
-                let rel = rel.to_string_lossy().replace('\\', "/");
-                return Ok(if rel.is_empty() {
-                    c.name.clone()
-                } else {
-                    format!("{}/{rel}", c.name)
-                });
-            }
+        if !absolute && let Some(key) = disk_context_key(target, &collections, gone_ok) {
+            return Ok(key);
         }
         Err(Error::not_found(format!(
             "'{target}' is not inside any collection (use '/', a collection name such as 'notes/meetings', or a folder inside a collection)"
         )))
     }
+}
+
+/// The context key of a folder or file on disk inside a collection root (the deepest root
+/// wins). The path is resolved on disk when it exists; with `gone_ok`, an absolute one that
+/// no longer does (a deleted folder whose context is being removed) is matched as written.
+fn disk_context_key(target: &str, collections: &[Collection], gone_ok: bool) -> Option<String> {
+    let abs = std::fs::canonicalize(target).ok().or_else(|| {
+        let p = Path::new(target);
+        let lexical =
+            gone_ok && p.is_absolute() && !target.split('/').any(|s| s == ".." || s == ".");
+        lexical.then(|| p.to_path_buf())
+    })?;
+    let (c, rel) = collections
+        .iter()
+        .filter_map(|c| abs.strip_prefix(&c.path).ok().map(|rel| (c, rel)))
+        .max_by_key(|(c, _)| c.path.len())?;
+    let rel = rel.to_string_lossy().replace('\\', "/");
+    Some(if rel.is_empty() {
+        c.name.clone()
+    } else {
+        format!("{}/{rel}", c.name)
+    })
 }
 
 fn canonical_dir(path: &Path) -> Result<PathBuf> {

@@ -46,7 +46,7 @@ pub struct DocumentView {
 
 #[derive(Debug, Clone)]
 pub struct MultiGetRequest {
-    /// Glob over display paths, or a comma-separated list of files.
+    /// Glob over collection-relative or display paths, or a comma-separated list of files.
     pub pattern: String,
     pub max_lines: Option<usize>,
     pub max_bytes: u64,
@@ -120,8 +120,10 @@ impl Engine {
                 .build()
                 .map_err(|e| Error::invalid(format!("invalid glob pattern {pattern:?}: {e}")))?
                 .compile_matcher();
+            // `journals/2025-05*.md` (the seed's example) is relative to a collection;
+            // `notes/journals/*.md` names the collection too. Either form matches.
             all.iter()
-                .filter(|d| glob.is_match(d.display_path()))
+                .filter(|d| glob.is_match(&d.path) || glob.is_match(d.display_path()))
                 .cloned()
                 .collect()
         } else if pattern.contains(',') {

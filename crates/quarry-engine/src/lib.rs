@@ -24,6 +24,7 @@ use quarry_core::{Error, Result, StatusReport};
 use quarry_fts::FtsIndex;
 use quarry_store::{SqliteStore, Store};
 
+pub use collections::RESERVED_COLLECTION_NAMES;
 pub use documents::{DocumentView, GetRequest, MultiGetItem, MultiGetRequest, MultiGetResult};
 pub use hybrid::{CandidateEvidence, EXPANSION_DISCOUNT, LIST_DEPTH, RERANK_CANDIDATES};
 pub use indexing::{CollectionReport, UpdateOptions, UpdateReport};

@@ -1,14 +1,19 @@
-//! JSON-RPC framing guards in front of rmcp: input that is not JSON gets a JSON-RPC
+//! JSON-RPC framing guards around rmcp: input that is not JSON gets a JSON-RPC
 //! `-32700 Parse error` (id `null`) instead of being dropped (stdio) or answered with a
 //! plain-text 415 (HTTP), so a client never waits forever on a malformed message.
+//!
+//! Output passes [`rewrite_message`] on its way out (stdio lines, HTTP JSON bodies and SSE
+//! `data:` lines), which adds the seed fields rmcp's types cannot carry
+//! ([`crate::mcp::lift_resource_names`]).
 
 use std::io;
 
-use axum::body::Body;
+use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use futures_util::StreamExt;
 use serde::de::IgnoredAny;
 use serde_json::json;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
@@ -51,12 +56,14 @@ pub async fn http_guard(State(limit): State<usize>, req: Request, next: Next) ->
         if let Err(e) = serde_json::from_slice::<IgnoredAny>(&bytes) {
             return (StatusCode::BAD_REQUEST, axum::Json(parse_error(&e))).into_response();
         }
-        return next
+        let response = next
             .run(Request::from_parts(parts, Body::from(bytes)))
             .await;
+        return rewrite_response(response).await;
     }
     let delete = req.method() == Method::DELETE;
-    let mut response = next.run(req).await;
+    // A GET stream can replay responses too (resumption with Last-Event-ID).
+    let mut response = rewrite_response(next.run(req).await).await;
     if delete && response.status() == StatusCode::ACCEPTED {
         *response.status_mut() = StatusCode::OK;
         response
@@ -64,6 +71,115 @@ pub async fn http_guard(State(limit): State<usize>, req: Request, next: Next) ->
             .insert(header::CONTENT_LENGTH, HeaderValue::from_static("0"));
     }
     response
+}
+
+/// The same message with the seed's extra fields, or `None` when it needs none (most do not,
+/// and those are passed on byte for byte).
+pub fn rewrite_message(json: &[u8]) -> Option<Vec<u8>> {
+    // Cheap filter: only tool results with embedded resources change.
+    let text = std::str::from_utf8(json).ok()?;
+    if !text.contains(r#""resource""#) {
+        return None;
+    }
+    let mut msg: serde_json::Value = serde_json::from_str(text).ok()?;
+    if !crate::mcp::lift_resource_names(&mut msg) {
+        return None;
+    }
+    serde_json::to_vec(&msg).ok()
+}
+
+/// One line of output (stdio message or SSE line), rewritten if it carries a message that
+/// needs it; the line ending is kept.
+fn rewrite_line(line: &[u8]) -> Option<Vec<u8>> {
+    let body_end = line.len() - line.iter().rev().take_while(|b| matches!(b, b'\n' | b'\r')).count();
+    let (body, ending) = line.split_at(body_end);
+    let (prefix, json) = match body.strip_prefix(b"data:") {
+        Some(rest) => {
+            let rest = rest.strip_prefix(b" ").unwrap_or(rest);
+            (&body[..body.len() - rest.len()], rest)
+        }
+        None => (&body[..0], body),
+    };
+    let new = rewrite_message(json)?;
+    Some([prefix, &new, ending].concat())
+}
+
+/// Rewrites what an HTTP response from rmcp carries: a JSON body whole, an SSE stream line by
+/// line as lines complete (so events are never held back); anything else untouched.
+async fn rewrite_response(response: Response) -> Response {
+    let content_type = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    if content_type.starts_with("application/json") {
+        let (mut parts, body) = response.into_parts();
+        let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
+            return (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                axum::Json(error_value(-32603, "response body failed".to_owned())),
+            )
+                .into_response();
+        };
+        let bytes = match rewrite_message(&bytes) {
+            Some(new) => {
+                parts.headers.remove(header::CONTENT_LENGTH);
+                Bytes::from(new)
+            }
+            None => bytes,
+        };
+        Response::from_parts(parts, Body::from(bytes))
+    } else if content_type.starts_with("text/event-stream") {
+        let (mut parts, body) = response.into_parts();
+        parts.headers.remove(header::CONTENT_LENGTH);
+        Response::from_parts(parts, rewrite_sse(body))
+    } else {
+        response
+    }
+}
+
+/// An SSE body whose complete lines pass [`rewrite_line`]; a partial line waits for its end.
+fn rewrite_sse(body: Body) -> Body {
+    let stream = futures_util::stream::unfold(
+        (body.into_data_stream(), Vec::new(), false),
+        |(mut inner, mut pending, done): (_, Vec<u8>, bool)| async move {
+            if done {
+                return None;
+            }
+            loop {
+                match inner.next().await {
+                    Some(Ok(chunk)) => {
+                        pending.extend_from_slice(&chunk);
+                        let Some(last_nl) = pending.iter().rposition(|&b| b == b'\n') else {
+                            continue;
+                        };
+                        let rest = pending.split_off(last_nl + 1);
+                        let out = rewrite_lines(&pending);
+                        return Some((Ok(Bytes::from(out)), (inner, rest, false)));
+                    }
+                    Some(Err(e)) => return Some((Err(e), (inner, pending, true))),
+                    None if pending.is_empty() => return None,
+                    None => {
+                        let out = rewrite_lines(&pending);
+                        return Some((Ok(Bytes::from(out)), (inner, Vec::new(), true)));
+                    }
+                }
+            }
+        },
+    );
+    Body::from_stream(stream)
+}
+
+fn rewrite_lines(text: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(text.len());
+    for line in text.split_inclusive(|&b| b == b'\n') {
+        match rewrite_line(line) {
+            Some(new) => out.extend_from_slice(&new),
+            None => out.extend_from_slice(line),
+        }
+    }
+    out
 }
 
 /// Newline-delimited JSON between the real stdio and rmcp: valid lines pass through, a line
@@ -127,7 +243,8 @@ pub fn stdio_pipes(
                     match n {
                         Ok(0) | Err(_) => break,
                         Ok(_) => {
-                            if write_line(&mut out, &buf).await.is_err() {
+                            let line = rewrite_line(&buf);
+                            if write_line(&mut out, line.as_deref().unwrap_or(&buf)).await.is_err() {
                                 break;
                             }
                             buf.clear();
@@ -155,4 +272,42 @@ pub fn stdio_pipes(
 async fn write_line(out: &mut (impl AsyncWrite + Unpin), line: &[u8]) -> io::Result<()> {
     out.write_all(line).await?;
     out.flush().await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const RESULT: &str = r#"{"jsonrpc":"2.0","id":2,"result":{"content":[{"type":"resource","resource":{"uri":"qmd://n/a.md","mimeType":"text/markdown","text":"x","_meta":{"name":"n/a.md","title":"A"}}}]}}"#;
+
+    #[test]
+    fn lines_keep_their_framing() {
+        let stdio = format!("{RESULT}\n");
+        let new = String::from_utf8(rewrite_line(stdio.as_bytes()).unwrap()).unwrap();
+        assert!(new.ends_with("}\n") && !new.ends_with("\n\n"), "{new}");
+        let v: serde_json::Value = serde_json::from_str(new.trim_end()).unwrap();
+        assert_eq!(v["result"]["content"][0]["resource"]["name"], "n/a.md");
+        assert_eq!(v["result"]["content"][0]["resource"]["title"], "A");
+        let sse = format!("data: {RESULT}\r\n");
+        let new = String::from_utf8(rewrite_line(sse.as_bytes()).unwrap()).unwrap();
+        assert!(new.starts_with("data: {") && new.ends_with("}\r\n"), "{new}");
+        // Lines that need nothing are not touched.
+        for line in ["data: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n", "id: 0/3\n", "\n", ": keep-alive\n", "data:\n", "data: {not json \"resource\"\n"] {
+            assert_eq!(rewrite_line(line.as_bytes()), None, "{line:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn sse_bodies_are_rewritten_across_chunk_boundaries() {
+        let event = format!("id: 7\ndata: {RESULT}\n\n: ping\n\n");
+        let (a, b) = event.as_bytes().split_at(30);
+        let chunks: Vec<Result<Bytes, std::io::Error>> =
+            vec![Ok(Bytes::copy_from_slice(a)), Ok(Bytes::copy_from_slice(b))];
+        let body = rewrite_sse(Body::from_stream(futures_util::stream::iter(chunks)));
+        let out = axum::body::to_bytes(body, usize::MAX).await.unwrap();
+        let out = String::from_utf8(out.to_vec()).unwrap();
+        assert!(out.starts_with("id: 7\ndata: {"), "{out}");
+        assert!(out.ends_with("}\n\n: ping\n\n"), "{out}");
+        assert!(out.contains(r#""name":"n/a.md""#), "{out}");
+    }
 }

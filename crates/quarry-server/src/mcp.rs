@@ -271,8 +271,9 @@ fn hits_result(hits: &[SearchHit], query: &str) -> CallToolResult {
     r
 }
 
-/// An embedded `text/markdown` resource; name and title travel in `_meta` because MCP's
-/// resource contents have no fields for them.
+/// An embedded `text/markdown` resource. rmcp's resource contents have no `name`/`title`
+/// fields, so they travel in `_meta` here and [`lift_resource_names`] copies them onto the
+/// resource object on the wire (seed shape: `uri`, `name`, `title`, `mimeType`, `text`).
 fn resource_block(view: &DocumentView) -> ContentBlock {
     let mut meta = MetaObject::default();
     meta.insert("name".into(), json!(view.name));
@@ -570,5 +571,87 @@ impl ServerHandler for QuarryMcp {
                 .with_description("How to use Quarry to search the knowledge base effectively")
                 .into(),
         )
+    }
+}
+
+
+/// Seed 001 puts `name` and `title` on each embedded document resource of `get` and
+/// `multi_get`; rmcp's `ResourceContents` has no such fields, so [`resource_block`] puts them
+/// in the resource's `_meta` and this copies them onto the resource itself (they stay in
+/// `_meta` too). It runs on each outgoing JSON-RPC message (see `jsonrpc::rewrite_message`),
+/// after rmcp has serialised it. Returns whether anything changed.
+pub(crate) fn lift_resource_names(msg: &mut Value) -> bool {
+    if let Some(batch) = msg.as_array_mut() {
+        return batch
+            .iter_mut()
+            .fold(false, |changed, m| lift_resource_names(m) | changed);
+    }
+    let Some(content) = msg
+        .get_mut("result")
+        .and_then(|r| r.get_mut("content"))
+        .and_then(Value::as_array_mut)
+    else {
+        return false;
+    };
+    let mut changed = false;
+    for item in content {
+        if item.get("type").and_then(Value::as_str) != Some("resource") {
+            continue;
+        }
+        let Some(res) = item.get_mut("resource").and_then(Value::as_object_mut) else {
+            continue;
+        };
+        let Some(meta) = res.get("_meta").and_then(Value::as_object).cloned() else {
+            continue;
+        };
+        for key in ["name", "title"] {
+            if let Some(v) = meta.get(key)
+                && !res.contains_key(key)
+            {
+                res.insert(key.to_owned(), v.clone());
+                changed = true;
+            }
+        }
+    }
+    changed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lifts_name_and_title_onto_embedded_resources() {
+        let view = DocumentView {
+            uri: "qmd://notes/a%20b.md".into(),
+            name: "notes/a b.md".into(),
+            title: "A B".into(),
+            docid: "#abc123".into(),
+            mime_type: "text/markdown",
+            text: "hello".into(),
+            context: None,
+            from_line: 1,
+            total_lines: 1,
+        };
+        let result = CallToolResult::success(vec![
+            ContentBlock::text("Errors:\nFile not found: x.md"),
+            resource_block(&view),
+        ]);
+        let mut msg = json!({"jsonrpc": "2.0", "id": 7, "result": result});
+        assert!(lift_resource_names(&mut msg));
+        let res = &msg["result"]["content"][1]["resource"];
+        assert_eq!(res["uri"], "qmd://notes/a%20b.md");
+        assert_eq!(res["name"], "notes/a b.md");
+        assert_eq!(res["title"], "A B");
+        assert_eq!(res["mimeType"], "text/markdown");
+        assert_eq!(res["text"], "hello");
+        assert_eq!(res["_meta"]["docid"], "#abc123");
+        assert_eq!(msg["result"]["content"][0], json!({"type": "text", "text": "Errors:\nFile not found: x.md"}));
+        // Idempotent; other messages are left alone.
+        assert!(!lift_resource_names(&mut msg));
+        let mut other = json!({"jsonrpc": "2.0", "id": 1, "result": {"tools": []}});
+        assert!(!lift_resource_names(&mut other));
+        let mut err = json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -1, "message": "x"}});
+        assert!(!lift_resource_names(&mut err));
     }
 }

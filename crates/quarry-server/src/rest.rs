@@ -1,6 +1,11 @@
 //! The QMD REST API (seed 001, endpoints 1–19): snake_case bodies, `{"detail",
 //! "status_code"}` errors. Reads run concurrently on blocking threads; writes go through one
 //! queue ([`AppState::write`]) so concurrent requests never interleave index changes.
+//!
+//! Bodies are strict about keys (an unknown key is a 400 naming it) but lenient about
+//! spelling and number form: every multi-word field also answers to its camelCase (MCP)
+//! spelling (`minScore`, `maxLines`, …; both spellings at once is a 400), and counts accept
+//! a whole-valued float (`5.0`) but not `5.5` or a negative number.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -13,7 +18,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
 use quarry_core::{Error, format_search_summary};
 use quarry_engine::{GetRequest, MultiGetItem, MultiGetRequest, SearchRequest, UpdateOptions};
-use serde::Deserialize;
+use serde::{Deserialize, Deserializer};
 use serde_json::{Value, json};
 
 use crate::AppState;
@@ -106,7 +111,17 @@ pub fn router() -> Router<Arc<AppState>> {
         .route("/status", get(status))
         .route("/embed", post(embed))
         .route("/collections", get(list_collections))
-        .route("/collections/add", post(add_collection))
+        // `add` is a reserved collection name (the engine refuses it for new collections);
+        // one created before that rule is still reachable here by its name.
+        .route(
+            "/collections/add",
+            post(add_collection)
+                .get(|st: State<Arc<AppState>>| get_collection(st, Path("add".to_owned())))
+                .delete(|st: State<Arc<AppState>>| remove_collection(st, Path("add".to_owned())))
+                .put(|st: State<Arc<AppState>>, b: Body<RenameBody>| {
+                    rename_collection(st, Path("add".to_owned()), b)
+                }),
+        )
         .route(
             "/collections/{name}",
             get(get_collection)
@@ -125,9 +140,45 @@ pub fn router() -> Router<Arc<AppState>> {
 #[serde(deny_unknown_fields)]
 struct SearchBody {
     query: String,
+    #[serde(default, deserialize_with = "count")]
     limit: Option<usize>,
+    #[serde(alias = "minScore")]
     min_score: Option<f64>,
     collection: Option<String>,
+}
+
+/// An optional count: a non-negative whole number, also written as a float (`5.0`, as
+/// JavaScript clients send it). `5.5`, `-1` and non-numbers are refused; the extractor
+/// prefixes the message with the field's name.
+fn count<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: TryFrom<u64>,
+{
+    use serde::de::Error as _;
+    let Some(v) = Option::<Value>::deserialize(d)? else {
+        return Ok(None);
+    };
+    let n = match &v {
+        Value::Number(n) => n,
+        Value::Bool(_) => return Err(D::Error::custom(format!("expected a whole number, got a boolean ({v})"))),
+        Value::String(_) => return Err(D::Error::custom(format!("expected a whole number, got a string ({v})"))),
+        _ => return Err(D::Error::custom(format!("expected a whole number, got {v}"))),
+    };
+    let too_large = || D::Error::custom(format!("{n} is too large"));
+    if let Some(u) = n.as_u64() {
+        return T::try_from(u).map(Some).map_err(|_| too_large());
+    }
+    let f = n.as_f64().unwrap_or(f64::NAN);
+    if f < 0.0 {
+        Err(D::Error::custom(format!("must not be negative, got {n}")))
+    } else if f.fract() != 0.0 {
+        Err(D::Error::custom(format!("expected a whole number, got {n}")))
+    } else if f >= u64::MAX as f64 {
+        Err(too_large())
+    } else {
+        T::try_from(f as u64).map(Some).map_err(|_| too_large())
+    }
 }
 
 impl SearchBody {
@@ -196,9 +247,11 @@ async fn query(State(st): State<Arc<AppState>>, Body(b): Body<SearchBody>) -> Ap
 #[serde(deny_unknown_fields)]
 struct GetBody {
     file: String,
+    #[serde(default, alias = "fromLine", deserialize_with = "count")]
     from_line: Option<usize>,
+    #[serde(default, alias = "maxLines", deserialize_with = "count")]
     max_lines: Option<usize>,
-    #[serde(default)]
+    #[serde(default, alias = "lineNumbers")]
     line_numbers: bool,
 }
 
@@ -226,9 +279,11 @@ async fn get_document(State(st): State<Arc<AppState>>, Body(b): Body<GetBody>) -
 #[serde(deny_unknown_fields)]
 struct MultiGetBody {
     pattern: String,
+    #[serde(default, alias = "maxLines", deserialize_with = "count")]
     max_lines: Option<usize>,
+    #[serde(default, alias = "maxBytes", deserialize_with = "count")]
     max_bytes: Option<u64>,
-    #[serde(default)]
+    #[serde(default, alias = "lineNumbers")]
     line_numbers: bool,
 }
 
@@ -334,7 +389,11 @@ async fn list_collections(State(st): State<Arc<AppState>>) -> ApiResult {
 struct AddCollectionBody {
     name: String,
     path: String,
+    #[serde(alias = "globPattern")]
     glob_pattern: Option<String>,
+    /// Add the collection even when no file matches yet (the CLI's `--allow-empty`).
+    #[serde(default, alias = "allowEmpty")]
+    allow_empty: bool,
 }
 
 async fn add_collection(
@@ -348,7 +407,7 @@ async fn add_collection(
                 &PathBuf::from(&b.path),
                 Some(&b.name),
                 b.glob_pattern.as_deref(),
-                false,
+                b.allow_empty,
                 &quarry_engine::NoProgress,
             )
         })
@@ -381,6 +440,7 @@ async fn remove_collection(State(st): State<Arc<AppState>>, Path(name): Path<Str
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RenameBody {
+    #[serde(alias = "newName")]
     new_name: String,
 }
 

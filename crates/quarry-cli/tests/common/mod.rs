@@ -63,7 +63,12 @@ impl Quarry {
 
     /// A `quarry` command with this installation's environment; nothing is run yet.
     pub fn cmd(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(BIN);
+        self.cmd_as(Path::new(BIN), args)
+    }
+
+    /// Like [`Quarry::cmd`], running `program` (e.g. a symlink to the binary named `qmd`).
+    pub fn cmd_as(&self, program: &Path, args: &[&str]) -> Command {
+        let mut c = Command::new(program);
         c.args(args)
             .current_dir(self.work())
             .env("QUARRY_HOME", self.home())
