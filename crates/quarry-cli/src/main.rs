@@ -138,7 +138,7 @@ enum Command {
     Mcp,
     /// Run the servers: MCP over Streamable HTTP at /mcp plus the REST API (`http`, default),
     /// MCP over stdio (`mcp`), or both in one process sharing one engine.
-    /// `server` is accepted too (QMD's spelling: `qmd server --transport both`).
+    // `server` is accepted too (QMD's spelling: `qmd server --transport both`).
     #[command(visible_alias = "server")]
     Serve(ServeArgs),
     /// Score search, vsearch and query against a judged query set (Hit@3, MRR@10, nDCG@10,

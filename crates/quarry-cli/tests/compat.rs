@@ -43,7 +43,7 @@ fn the_binary_answers_to_the_name_qmd() {
     let help = stdout(&out);
     assert!(help.contains("Usage: qmd "), "{help}");
     assert!(!help.contains("Usage: quarry"), "{help}");
-    assert!(help.contains("[aliases: server]"), "{help}");
+    assert!(help.contains("[alias: server]"), "{help}");
     let help = q.ok(&["--help"]);
     assert!(help.contains("Usage: quarry "), "{help}");
 
@@ -60,14 +60,22 @@ fn the_binary_answers_to_the_name_qmd() {
 
     // Bad input: usage errors (exit 2) name the binary as called.
     for (args, expect) in [
-        (&["server", "--transport", "carrier-pigeon"][..], "carrier-pigeon"),
+        (
+            &["server", "--transport", "carrier-pigeon"][..],
+            "carrier-pigeon",
+        ),
         (&["serverr"][..], "unrecognized subcommand 'serverr'"),
     ] {
         let out = q.cmd_as(&qmd, args).output().expect("run qmd");
         assert_eq!(out.status.code(), Some(2), "{args:?}");
         let err = stderr(&out);
         assert!(err.contains(expect), "{args:?}: {err}");
-        assert!(err.contains("Usage: qmd"), "{args:?}: {err}");
+        // clap shows usage for an unknown subcommand, only a `--help` hint for a bad value.
+        assert!(
+            err.contains("Usage: qmd") || !expect.starts_with("unrecognized"),
+            "{args:?}: {err}"
+        );
+        assert!(!err.contains("quarry"), "{args:?}: {err}");
         assert!(stdout(&out).is_empty());
     }
     let out = q.run(&["server", "--port", "not-a-port"]);
@@ -95,8 +103,8 @@ fn qmd_mcp_over_stdio_works() {
         "protocolVersion": "2025-06-18", "capabilities": {},
         "clientInfo": {"name": "compat-test", "version": "1"}}});
     writeln!(stdin, "{init}").expect("write");
-    let reply: Value = serde_json::from_str(&lines.next().expect("a reply").expect("read"))
-        .expect("JSON reply");
+    let reply: Value =
+        serde_json::from_str(&lines.next().expect("a reply").expect("read")).expect("JSON reply");
     assert_eq!(reply["id"], 1);
     assert_eq!(reply["result"]["protocolVersion"], "2025-06-18");
     writeln!(
@@ -108,8 +116,8 @@ fn qmd_mcp_over_stdio_works() {
     let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
         "params": {"name": "status", "arguments": {}}});
     writeln!(stdin, "{call}").expect("write");
-    let reply: Value = serde_json::from_str(&lines.next().expect("a reply").expect("read"))
-        .expect("JSON reply");
+    let reply: Value =
+        serde_json::from_str(&lines.next().expect("a reply").expect("read")).expect("JSON reply");
     assert_eq!(reply["id"], 2);
     assert_eq!(reply["result"]["structuredContent"]["totalDocuments"], 1);
     drop(stdin);
@@ -149,7 +157,10 @@ fn reserved_collection_names_are_refused_for_new_collections() {
     q.json(&["collection", "add", s(&root), "--name", "add-ons"]);
     let err = q.err(&["collection", "rename", "add-ons", "add"]);
     assert!(err.contains("reserved"), "{err}");
-    assert_eq!(q.json(&["collection", "list"])["collections"][0]["name"], "add-ons");
+    assert_eq!(
+        q.json(&["collection", "list"])["collections"][0]["name"],
+        "add-ons"
+    );
 }
 
 #[test]
@@ -159,7 +170,10 @@ fn an_existing_collection_named_add_stays_usable() {
     q.add(&root, "legacy");
     rename_in_db(&q, "legacy", "add");
 
-    assert_eq!(q.json(&["collection", "list"])["collections"][0]["name"], "add");
+    assert_eq!(
+        q.json(&["collection", "list"])["collections"][0]["name"],
+        "add"
+    );
     assert_eq!(q.search_files(&["apple", "-c", "add"]), ["add/a.md"]);
     assert_eq!(q.json(&["get", "add/a.md"])["title"], "Apple");
     let v = q.json(&["multi-get", "add/*.md"]);
@@ -188,10 +202,24 @@ fn absolute_context_paths_are_folders_on_disk() {
     let abs = s(&sub);
     // A collection named like the absolute path's first segment (`tmp`, `home`) must not
     // capture it: `/tmp/…/notes/sub` is a folder on disk, not `tmp/…`.
-    let first = abs.trim_start_matches('/').split('/').next().unwrap_or_default();
+    let first = abs
+        .trim_start_matches('/')
+        .split('/')
+        .next()
+        .unwrap_or_default();
     let decoy = q.dir("decoy");
-    q.json(&["collection", "add", s(&decoy), "--name", first, "--allow-empty"]);
-    assert_eq!(q.json(&["context", "add", abs, "fruit"])["path"], "notes/sub");
+    q.json(&[
+        "collection",
+        "add",
+        s(&decoy),
+        "--name",
+        first,
+        "--allow-empty",
+    ]);
+    assert_eq!(
+        q.json(&["context", "add", abs, "fruit"])["path"],
+        "notes/sub"
+    );
     assert_eq!(q.json(&["get", "notes/sub/a.md"])["context"], "fruit");
     assert_eq!(q.json(&["context", "rm", abs])["path"], "notes/sub");
     // The global context is `/` alone.
@@ -212,7 +240,10 @@ fn absolute_context_paths_are_folders_on_disk() {
     assert_eq!(q.json(&["context", "rm", "notes/sub"])["path"], "notes/sub");
     q.ok(&["context", "add", "notes", "kept"]);
     let before = q.state();
-    for bad in [format!("{}/../notes", s(&sub)), format!("{}/../x", s(&root))] {
+    for bad in [
+        format!("{}/../notes", s(&sub)),
+        format!("{}/../x", s(&root)),
+    ] {
         let err = q.err(&["context", "rm", &bad]);
         assert!(
             err.contains("not inside any collection") || err.contains("'..'"),

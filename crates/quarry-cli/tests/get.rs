@@ -430,7 +430,10 @@ fn multi_get_glob_relative_to_a_collection() {
             .map(|i| i["name"].as_str().unwrap().to_owned())
             .collect()
     };
-    let want = ["logseq/journals/2025-05-01.md", "logseq/journals/2025-05-02.md"];
+    let want = [
+        "logseq/journals/2025-05-01.md",
+        "logseq/journals/2025-05-02.md",
+    ];
     assert_eq!(names(&q.json(&["multi-get", "journals/2025-05*.md"])), want);
     // The display-path form still works, and both forms agree.
     assert_eq!(
@@ -439,7 +442,10 @@ fn multi_get_glob_relative_to_a_collection() {
     );
     // `*` still does not cross folders: `2025-05*.md` matches no top-level file here.
     let err = q.err(&["multi-get", "2025-05*.md"]);
-    assert!(err.contains("No files matched pattern: 2025-05*.md"), "{err}");
+    assert!(
+        err.contains("No files matched pattern: 2025-05*.md"),
+        "{err}"
+    );
     // A relative glob matches in every collection that has such a path.
     let other = q.corpus(
         "work",

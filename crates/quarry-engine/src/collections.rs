@@ -178,9 +178,9 @@ impl Engine {
         let collections = self.collections()?;
         // An absolute path names a folder or file on disk (only `/` alone is the global
         // context), even when its first segment is also a collection's name.
-        let absolute = target.starts_with('/');
-        if absolute && let Some(key) = disk_context_key(target, &collections, gone_ok) {
-            return Ok(key);
+        if target.starts_with('/') {
+            return disk_context_key(target, &collections, gone_ok)
+                .ok_or_else(|| not_inside_any_collection(target));
         }
         let display = match target.strip_prefix("qmd://") {
             Some(rest) => Some(quarry_core::decode_uri_path(rest)?),
@@ -197,13 +197,15 @@ impl Engine {
             }
             return Ok(display.to_owned());
         }
-        if !absolute && let Some(key) = disk_context_key(target, &collections, gone_ok) {
-            return Ok(key);
-        }
-        Err(Error::not_found(format!(
-            "'{target}' is not inside any collection (use '/', a collection name such as 'notes/meetings', or a folder inside a collection)"
-        )))
+        disk_context_key(target, &collections, gone_ok)
+            .ok_or_else(|| not_inside_any_collection(target))
     }
+}
+
+fn not_inside_any_collection(target: &str) -> Error {
+    Error::not_found(format!(
+        "'{target}' is not inside any collection (use '/', a collection name such as 'notes/meetings', or a folder inside a collection)"
+    ))
 }
 
 /// The context key of a folder or file on disk inside a collection root (the deepest root

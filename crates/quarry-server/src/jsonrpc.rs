@@ -91,7 +91,12 @@ pub fn rewrite_message(json: &[u8]) -> Option<Vec<u8>> {
 /// One line of output (stdio message or SSE line), rewritten if it carries a message that
 /// needs it; the line ending is kept.
 fn rewrite_line(line: &[u8]) -> Option<Vec<u8>> {
-    let body_end = line.len() - line.iter().rev().take_while(|b| matches!(b, b'\n' | b'\r')).count();
+    let body_end = line.len()
+        - line
+            .iter()
+            .rev()
+            .take_while(|b| matches!(b, b'\n' | b'\r'))
+            .count();
     let (body, ending) = line.split_at(body_end);
     let (prefix, json) = match body.strip_prefix(b"data:") {
         Some(rest) => {
@@ -290,9 +295,19 @@ mod tests {
         assert_eq!(v["result"]["content"][0]["resource"]["title"], "A");
         let sse = format!("data: {RESULT}\r\n");
         let new = String::from_utf8(rewrite_line(sse.as_bytes()).unwrap()).unwrap();
-        assert!(new.starts_with("data: {") && new.ends_with("}\r\n"), "{new}");
+        assert!(
+            new.starts_with("data: {") && new.ends_with("}\r\n"),
+            "{new}"
+        );
         // Lines that need nothing are not touched.
-        for line in ["data: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n", "id: 0/3\n", "\n", ": keep-alive\n", "data:\n", "data: {not json \"resource\"\n"] {
+        for line in [
+            "data: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n",
+            "id: 0/3\n",
+            "\n",
+            ": keep-alive\n",
+            "data:\n",
+            "data: {not json \"resource\"\n",
+        ] {
             assert_eq!(rewrite_line(line.as_bytes()), None, "{line:?}");
         }
     }

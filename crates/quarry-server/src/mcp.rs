@@ -574,7 +574,6 @@ impl ServerHandler for QuarryMcp {
     }
 }
 
-
 /// Seed 001 puts `name` and `title` on each embedded document resource of `get` and
 /// `multi_get`; rmcp's `ResourceContents` has no such fields, so [`resource_block`] puts them
 /// in the resource's `_meta` and this copies them onto the resource itself (they stay in
@@ -646,7 +645,10 @@ mod tests {
         assert_eq!(res["mimeType"], "text/markdown");
         assert_eq!(res["text"], "hello");
         assert_eq!(res["_meta"]["docid"], "#abc123");
-        assert_eq!(msg["result"]["content"][0], json!({"type": "text", "text": "Errors:\nFile not found: x.md"}));
+        assert_eq!(
+            msg["result"]["content"][0],
+            json!({"type": "text", "text": "Errors:\nFile not found: x.md"})
+        );
         // Idempotent; other messages are left alone.
         assert!(!lift_resource_names(&mut msg));
         let mut other = json!({"jsonrpc": "2.0", "id": 1, "result": {"tools": []}});

@@ -161,9 +161,21 @@ where
     };
     let n = match &v {
         Value::Number(n) => n,
-        Value::Bool(_) => return Err(D::Error::custom(format!("expected a whole number, got a boolean ({v})"))),
-        Value::String(_) => return Err(D::Error::custom(format!("expected a whole number, got a string ({v})"))),
-        _ => return Err(D::Error::custom(format!("expected a whole number, got {v}"))),
+        Value::Bool(_) => {
+            return Err(D::Error::custom(format!(
+                "expected a whole number, got a boolean ({v})"
+            )));
+        }
+        Value::String(_) => {
+            return Err(D::Error::custom(format!(
+                "expected a whole number, got a string ({v})"
+            )));
+        }
+        _ => {
+            return Err(D::Error::custom(format!(
+                "expected a whole number, got {v}"
+            )));
+        }
     };
     let too_large = || D::Error::custom(format!("{n} is too large"));
     if let Some(u) = n.as_u64() {
@@ -173,7 +185,9 @@ where
     if f < 0.0 {
         Err(D::Error::custom(format!("must not be negative, got {n}")))
     } else if f.fract() != 0.0 {
-        Err(D::Error::custom(format!("expected a whole number, got {n}")))
+        Err(D::Error::custom(format!(
+            "expected a whole number, got {n}"
+        )))
     } else if f >= u64::MAX as f64 {
         Err(too_large())
     } else {
