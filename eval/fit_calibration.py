@@ -8,11 +8,13 @@ a query) with its keyword and vector evidence and whether it is judged relevant.
     python3 eval/fit_calibration.py --fit a.jsonl b.jsonl --check c.jsonl d.jsonl
 
 Fits three L2-regularised logistic models (Newton's method, numpy only):
-  keyword  p = σ(k0 + k1·coverage + k2·relative + k3·ln(1+rank))      on keyword rows
-  vector   p = σ(v0 + v1·z + v2·gap + v3·ln(1+rank))                  on vector rows
-  hybrid   p = σ(h0 + h1·logit(pk) + h2·logit(pv) + h3·[kw found] + h4·[vec found])
-(pk, pv: the first two models' probabilities; a retriever that did not return the document
-contributes only its "absent" intercept), prints the Rust constants, and a calibration table per model on the fitting
+  keyword  p = σ(k0 + k1·coverage + k2·relative + k3·ln(1+rank) + k4·margin)   keyword rows
+  vector   p = σ(v0 + v1·z + v2·gap + v3·ln(1+rank) + v4·margin)             vector rows
+  hybrid   p = σ(h0 + h1·lk + h2·lv + h3·[kw found] + h4·[vec found]
+                 + h5·10/(10+kw rank) + h6·10/(10+vec rank))                 every row
+(lk, lv: the first two models' logits, 0 where that retriever did not return the document,
+whose rank then counts as 60; margin: the lead over the next hit of the same list, in the
+list's own units — relative BM25, or z), prints the Rust constants, and a calibration table per model on the fitting
 and on the held-out dumps: score band → share of hits judged relevant. Each fitting set
 weighs the same whatever its size, so a large synthetic set cannot drown the hand-judged
 ones. Judgements are incomplete (1–3 relevant pages per query), so measured precision is a
@@ -36,25 +38,44 @@ def load(paths):
                 r["set"] = p
                 r["w"] = 1.0 / max(n_q, 1)
                 rows.append(r)
+    add_margins(rows)
     return rows
 
 
+def add_margins(rows):
+    """Each hit's lead over the next hit of its list (as calibration.rs computes it)."""
+    by_q = defaultdict(list)
+    for r in rows:
+        by_q[(r["set"], r["query"])].append(r)
+    for c in by_q.values():
+        kws = sorted((r for r in c if r["keyword"]), key=lambda r: r["keyword"]["rank"])
+        for i, r in enumerate(kws):
+            nxt = kws[i + 1]["keyword"]["relative"] if i + 1 < len(kws) else 0.0
+            r["keyword"]["margin"] = r["keyword"]["relative"] - nxt
+        vs = sorted((r for r in c if r["vector"]), key=lambda r: r["vector"]["rank"])
+        for i, r in enumerate(vs):
+            nxt = vs[i + 1]["vector"]["z"] if i + 1 < len(vs) else r["vector"]["z"] - 1.0
+            r["vector"]["margin"] = r["vector"]["z"] - nxt
+
+
 def kw_x(e):
-    return [1.0, e["coverage"], e["relative"], math.log(1 + e["rank"])]
+    return [1.0, e["coverage"], e["relative"], math.log(1 + e["rank"]), e["margin"]]
 
 
 def vec_x(e):
-    return [1.0, e["z"], e["gap"], math.log(1 + e["rank"])]
+    return [1.0, e["z"], e["gap"], math.log(1 + e["rank"]), e["margin"]]
 
 
-def logit(p):
-    p = min(max(p, 1e-6), 1 - 1e-6)
-    return math.log(p / (1 - p))
+ABSENT_RANK = 60
 
 
-def hyb_x(pk, pv):
-    """Each retriever's logit where it found the document, and whether it did (0 = absent)."""
-    return [1.0, logit(pk) if pk > 0 else 0.0, logit(pv) if pv > 0 else 0.0, float(pk > 0), float(pv > 0)]
+def hyb_x(r, K, V):
+    """Both logits where found, found flags, and a rank term per retriever."""
+    lk = float(np.dot(K, kw_x(r["keyword"]))) if r["keyword"] else 0.0
+    lv = float(np.dot(V, vec_x(r["vector"]))) if r["vector"] else 0.0
+    rk = r["keyword"]["rank"] if r["keyword"] else ABSENT_RANK
+    rv = r["vector"]["rank"] if r["vector"] else ABSENT_RANK
+    return [1.0, lk, lv, float(r["keyword"] is not None), float(r["vector"] is not None), 10 / (10 + rk), 10 / (10 + rv)]
 
 
 def sigmoid(x):
@@ -94,17 +115,25 @@ def report(title, rows, K, V, H):
     has_vec = defaultdict(bool)
     for r in rows:
         has_vec[r["set"]] |= r["vector"] is not None
-    kw = [r for r in rows if r["keyword"]]
-    table("search", [float(sigmoid(np.dot(K, kw_x(r["keyword"])))) for r in kw], [r["relevant"] for r in kw], [r["keyword"]["rank"] for r in kw])
-    vec = [r for r in rows if r["vector"]]
-    if vec:
-        table("vsearch", [float(sigmoid(np.dot(V, vec_x(r["vector"])))) for r in vec], [r["relevant"] for r in vec], [r["vector"]["rank"] for r in vec])
+    for mode, side, coef, x in [("search", "keyword", K, kw_x), ("vsearch", "vector", V, vec_x)]:
+        # As calibration.rs's list_probabilities: each capped by the hit above it.
+        lists = defaultdict(list)
+        for r in rows:
+            if r[side]:
+                lists[(r["set"], r["query"])].append(r)
+        probs, labels, ranks = [], [], []
+        for hits in lists.values():
+            cap = 1.0
+            for r in sorted(hits, key=lambda r: r[side]["rank"]):
+                cap = min(cap, float(sigmoid(np.dot(coef, x(r[side])))))
+                probs.append(cap); labels.append(r["relevant"]); ranks.append(r[side]["rank"])
+        if probs:
+            table(mode, probs, labels, ranks)
     # Hybrid: rank each query's candidates by the fused probability, as `query` does.
     by_q = defaultdict(list)
     for r in rows:
         pk = float(sigmoid(np.dot(K, kw_x(r["keyword"])))) if r["keyword"] else 0.0
-        pv = float(sigmoid(np.dot(V, vec_x(r["vector"])))) if r["vector"] else 0.0
-        p = float(sigmoid(np.dot(H, hyb_x(pk, pv)))) if has_vec[r["set"]] else pk
+        p = float(sigmoid(np.dot(H, hyb_x(r, K, V)))) if has_vec[r["set"]] else pk
         by_q[(r["set"], r["query"])].append((p, r["relevant"]))
     probs, labels, ranks = [], [], []
     for cands in by_q.values():
@@ -112,14 +141,22 @@ def report(title, rows, K, V, H):
         for i, (p, l) in enumerate(cands):
             probs.append(p); labels.append(l); ranks.append(i)
     table("query", probs, labels, ranks)
+    # Judged pages per query: the dump's `judged` count, else those found among candidates.
+    judged = defaultdict(set)
+    counts = {}
+    for r in rows:
+        if r["relevant"]:
+            judged[(r["set"], r["query"])].add(r["file"])
+        if "judged" in r:
+            counts[(r["set"], r["query"])] = r["judged"]
     hit3 = ndcg = 0.0
     for key, cands in by_q.items():
-        n_rel = len({r["file"] for r in rows if (r["set"], r["query"]) == key and r["relevant"]}) or 1
+        n_rel = counts.get(key) or max(len(judged[key]), 1)
         flags = [l for _, l in cands[:10]]
         hit3 += any(flags[:3])
         dcg = sum(1 / math.log2(i + 2) for i, f in enumerate(flags) if f)
         ndcg += dcg / sum(1 / math.log2(i + 2) for i in range(min(n_rel, 10)))
-    print(f"  query ranking over {len(by_q)} queries: Hit@3 {hit3 / len(by_q):.3f}  nDCG@10 {ndcg / len(by_q):.3f} (judged relevant pages outside both top-40 lists count as missing)")
+    print(f"  query ranking over {len(by_q)} queries: Hit@3 {hit3 / len(by_q):.3f}  nDCG@10 {ndcg / len(by_q):.3f} ")
 
 
 def main():
@@ -132,19 +169,13 @@ def main():
     K = fit([kw_x(r["keyword"]) for r in kw], [r["relevant"] for r in kw], [r["w"] for r in kw])
     vec = [r for r in rows if r["vector"]]
     V = fit([vec_x(r["vector"]) for r in vec], [r["relevant"] for r in vec], [r["w"] for r in vec])
-    hy = [r for r in rows]
-    X = []
-    for r in hy:
-        pk = float(sigmoid(np.dot(K, kw_x(r["keyword"])))) if r["keyword"] else 0.0
-        pv = float(sigmoid(np.dot(V, vec_x(r["vector"])))) if r["vector"] else 0.0
-        X.append(hyb_x(pk, pv))
     vec_sets = {r["set"] for r in rows if r["vector"]}
-    sel = [i for i, r in enumerate(hy) if r["set"] in vec_sets]
-    H = fit([X[i] for i in sel], [hy[i]["relevant"] for i in sel], [hy[i]["w"] for i in sel])
+    hy = [r for r in rows if r["set"] in vec_sets]
+    H = fit([hyb_x(r, K, V) for r in hy], [r["relevant"] for r in hy], [r["w"] for r in hy])
     fmt = lambda b: "[" + ", ".join(f"{x:.4}" for x in b) + "]"
-    print(f"const KW: [f64; 4] = {fmt(K)};")
-    print(f"const VEC: [f64; 4] = {fmt(V)};")
-    print(f"const HYB: [f64; 5] = {fmt(H)};")
+    print(f"const KW: [f64; 5] = {fmt(K)};")
+    print(f"const VEC: [f64; 5] = {fmt(V)};")
+    print(f"const HYB: [f64; 7] = {fmt(H)};")
     report("calibration on the fitting sets (top-10 hits: band → share relevant (hits))", rows, K, V, H)
     for p in a.check:
         report(f"held out: {p}", load([p]), K, V, H)

@@ -185,9 +185,10 @@ def test_vsearch_finds_the_page(sem_server):
     assert set(top) == {"docid", "file", "title", "score", "context", "snippet"}
     assert top["title"] == "Alpha Launch Plan"
     assert 0.3 < top["score"] <= 1, top
-    # The score is the cosine of the query and the page's (single) chunk.
-    expected = cosine(fake_embedding(MODEL, query), fake_embedding(MODEL, CORPUS[PLAN]))
-    assert abs(top["score"] - expected) <= 0.011, (top["score"], expected)
+    # Ranked by the cosine of the query and each page's best chunk; the score is the
+    # calibrated probability of relevance (never rising down the list).
+    qv = fake_embedding(MODEL, query)
+    assert cosine(qv, fake_embedding(MODEL, CORPUS[PLAN])) > 0.3
     check_snippet(top, CORPUS[PLAN])
     assert "9: Key rotation: rotate the api keys every 90 days." in top["snippet"].split("\n"), top["snippet"]
     # Default min_score 0.3 (seed): nothing weaker comes back, and 0 lets weaker pages through.
@@ -220,7 +221,7 @@ def test_vsearch_snippet_comes_from_the_matched_chunk(sem_home, sem_server):
     status, body, _ = post(sem_server.base, "/vsearch", {"query": query, "min_score": 0, "collection": "notes"})
     assert status == 200, body
     [hit] = [h for h in body["results"] if h["file"] == display(LARGE)]
-    assert abs(hit["score"] - best) <= 0.011, (hit["score"], best)
+    assert 0 < hit["score"] <= 1, hit
     check_snippet(hit, CORPUS[LARGE], best_lines)
     first = int(hit["snippet"].split(":", 1)[0])
     assert first == best_lines.start, (hit["snippet"], best_lines)
@@ -424,13 +425,15 @@ def test_rerank_stage(rerank_server, sem_server, fake):
     docs = rr.body["documents"]
     assert 1 <= len(docs) <= 30 and all(isinstance(d, str) and d for d in docs), docs
     assert len(docs) == len(plain["results"]), "every fused candidate is reranked"
-    # The fused first place keeps most of its weight; the pages the reranker prefers
-    # (those with "kumquat") move up to 2nd and 3rd. (Which page fuses first depends on the
-    # fake's 64-dimension hashed vectors, whose collisions can outweigh the keyword match.)
+    # The pages the reranker prefers (those with "kumquat") move into the top 3; the fused
+    # first place stays there (75 % of a top-3 score is its fused probability). (Which page
+    # fuses first depends on the fake's 64-dimension hashed vectors.)
     got = files(body["results"])
-    assert got[0] == files(plain["results"])[0], (got, plain)
-    assert set(got[1:3]) == {display(MEETING), display(JOURNAL_1)}, got
-    assert set(files(plain["results"])[1:3]) != set(got[1:3]), plain
+    assert {display(MEETING), display(JOURNAL_1)} <= set(got[:3]), got
+    assert files(plain["results"])[0] in got[:3], (got, plain)
+    assert got != files(plain["results"]), "the reranker changed the order"
+    scores = [h["score"] for h in body["results"]]
+    assert scores == sorted(scores, reverse=True), scores
 
 
 def test_failing_reranker_is_skipped_with_a_warning(rerank_server, fake):

@@ -298,6 +298,7 @@ fn write_features(
                 "group": q.group,
                 "file": rel,
                 "relevant": q.judgement.is_relevant(rel),
+                "judged": q.judgement.ideal_count(),
                 "keyword": c.keyword,
                 "vector": c.vector,
             });

@@ -397,6 +397,37 @@ fn query_expansion_adds_variants_and_is_cached() {
     let again = q.json(&["query", "zucchini"]);
     assert_eq!(again["results"], res["results"]);
     assert_eq!(fake.state().chat_requests, 1, "expansions are cached");
+
+    // vsearch expands too (seed 001): the variant "courgette gratin" brings up the gratin
+    // page, which shares no word with "zucchini"; without the expansion model it stays down.
+    let top2 = |hits: &Value| -> Vec<String> { files(hits).into_iter().take(2).collect() };
+    let expanded = q.json(&["vsearch", "zucchini", "--min-score", "0"]);
+    assert!(
+        top2(&expanded).contains(&"kb/gratin.md".to_owned()),
+        "{expanded}"
+    );
+    let scores: Vec<f64> = expanded
+        .as_array()
+        .expect("array")
+        .iter()
+        .map(|h| h["score"].as_f64().expect("score"))
+        .collect();
+    assert!(scores.windows(2).all(|w| w[0] >= w[1]), "{scores:?}");
+    assert_eq!(
+        fake.state().chat_requests,
+        1,
+        "vsearch reuses the cached expansion"
+    );
+    let out = q
+        .cmd(&["vsearch", "zucchini", "--min-score", "0", "--json"])
+        .env_remove("QUARRY_EXPAND_MODEL")
+        .output()
+        .expect("run");
+    let plain: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert!(
+        !top2(&plain).contains(&"kb/gratin.md".to_owned()),
+        "{plain}"
+    );
 }
 
 #[test]

@@ -31,6 +31,9 @@ pub struct KeywordEvidence {
     pub relative: f64,
     /// 0-based rank in the keyword list.
     pub rank: usize,
+    /// Lead over the next hit, in `relative` units (the last hit's is its `relative`): a
+    /// clear winner is likelier right than the first of several near-ties.
+    pub margin: f64,
 }
 
 /// Vector evidence about one hit (its best chunk).
@@ -44,6 +47,8 @@ pub struct VectorEvidence {
     pub gap: f64,
     /// 0-based rank in the vector list.
     pub rank: usize,
+    /// Lead over the next hit, in standard scores (the last hit's is 1).
+    pub margin: f64,
 }
 
 fn sigmoid(x: f64) -> f64 {
@@ -52,16 +57,23 @@ fn sigmoid(x: f64) -> f64 {
 
 // Fitted coefficients (eval/fit_calibration.py on tldr-zh, tldr-zh-desc and tldr-en-desc;
 // see eval/README.md for the held-out tables).
-const KW: [f64; 4] = [-1.855, 0.9258, 1.84, -1.794];
-const VEC: [f64; 4] = [-1.794, 0.8618, -0.8885, -0.5279];
-const HYB: [f64; 5] = [-3.461, 0.5771, 0.704, 1.749, 2.296];
+const KW: [f64; 5] = [-2.045, 0.8306, 1.766, -1.682, 1.393];
+const VEC: [f64; 5] = [-1.753, 0.823, -0.8882, -0.5417, 0.07561];
+const HYB: [f64; 7] = [-4.419, 0.4848, 0.5762, 1.315, 1.673, 0.9081, 1.328];
+
+/// The rank a retriever is taken to have given a document it did not return.
+const ABSENT_RANK: usize = 60;
 
 fn keyword_logit(e: &KeywordEvidence) -> f64 {
-    KW[0] + KW[1] * e.coverage + KW[2] * e.relative + KW[3] * ((e.rank + 1) as f64).ln()
+    KW[0]
+        + KW[1] * e.coverage
+        + KW[2] * e.relative
+        + KW[3] * ((e.rank + 1) as f64).ln()
+        + KW[4] * e.margin
 }
 
 fn vector_logit(e: &VectorEvidence) -> f64 {
-    VEC[0] + VEC[1] * e.z + VEC[2] * e.gap + VEC[3] * ((e.rank + 1) as f64).ln()
+    VEC[0] + VEC[1] * e.z + VEC[2] * e.gap + VEC[3] * ((e.rank + 1) as f64).ln() + VEC[4] * e.margin
 }
 
 /// Probability that a keyword hit is relevant.
@@ -82,7 +94,33 @@ pub fn hybrid_probability(
 ) -> f64 {
     let (lk, fk) = keyword.map_or((0.0, 0.0), |e| (keyword_logit(e), 1.0));
     let (lv, fv) = vector.map_or((0.0, 0.0), |e| (vector_logit(e), 1.0));
-    sigmoid(HYB[0] + HYB[1] * lk + HYB[2] * lv + HYB[3] * fk + HYB[4] * fv)
+    // Rank terms let a list's own order count beyond its calibrated probability.
+    let rank_term = |r: usize| 10.0 / (10.0 + r as f64);
+    let rk = keyword.map_or(ABSENT_RANK, |e| e.rank);
+    let rv = vector.map_or(ABSENT_RANK, |e| e.rank);
+    sigmoid(
+        HYB[0]
+            + HYB[1] * lk
+            + HYB[2] * lv
+            + HYB[3] * fk
+            + HYB[4] * fv
+            + HYB[5] * rank_term(rk)
+            + HYB[6] * rank_term(rv),
+    )
+}
+
+/// Probabilities for one retriever's list, best first, made non-increasing down the list
+/// (each is capped by the one above it). The `margin` feature can otherwise score the
+/// second of two tied hits above the first; a list must never show scores out of order.
+pub fn list_probabilities<E>(evidence: &[E], probability: impl Fn(&E) -> f64) -> Vec<f64> {
+    let mut cap = 1.0f64;
+    evidence
+        .iter()
+        .map(|e| {
+            cap = cap.min(probability(e));
+            cap
+        })
+        .collect()
 }
 
 /// Keyword evidence for a list of raw BM25 scores (best first) given the query's saturated
@@ -94,14 +132,16 @@ pub fn keyword_evidence(scores: &[f32], max_score: f32) -> Vec<KeywordEvidence> 
         .unwrap_or(0.0)
         .max(f32::MIN_POSITIVE);
     let max = max_score.max(f32::MIN_POSITIVE);
+    let relative = |s: f32| f64::from(s / top).clamp(0.0, 1.0);
     scores
         .iter()
         .enumerate()
         .map(|(rank, &s)| KeywordEvidence {
             bm25: s,
             coverage: f64::from(s / max).clamp(0.0, 1.0),
-            relative: f64::from(s / top).clamp(0.0, 1.0),
+            relative: relative(s),
             rank,
+            margin: relative(s) - scores.get(rank + 1).map_or(0.0, |&n| relative(n)),
         })
         .collect()
 }
@@ -118,14 +158,16 @@ pub fn vector_evidence(similarities: &[f32]) -> Vec<VectorEvidence> {
     // A floor keeps a flat list (every similarity equal) from producing huge z-scores.
     let sd = var.sqrt().max(0.01);
     let top = similarities.first().map_or(0.0, |&s| f64::from(s));
+    let z = |s: f32| (f64::from(s) - mean) / sd;
     similarities
         .iter()
         .enumerate()
         .map(|(rank, &s)| VectorEvidence {
             similarity: s,
-            z: (f64::from(s) - mean) / sd,
+            z: z(s),
             gap: (top - f64::from(s)) / sd,
             rank,
+            margin: similarities.get(rank + 1).map_or(1.0, |&n| z(s) - z(n)),
         })
         .collect()
 }
@@ -141,12 +183,20 @@ mod tests {
             coverage,
             relative,
             rank,
+            margin: 0.1,
         };
         assert!(keyword_probability(&e(0.6, 1.0, 0)) > keyword_probability(&e(0.3, 1.0, 0)));
         assert!(keyword_probability(&e(0.6, 1.0, 0)) > keyword_probability(&e(0.6, 0.5, 4)));
         let v = vector_evidence(&[0.9, 0.5, 0.45, 0.4, 0.4]);
         let p: Vec<f64> = v.iter().map(vector_probability).collect();
         assert!(p.windows(2).all(|w| w[0] >= w[1]), "{p:?}");
+        // Two tied hits above a much weaker one: the margin alone would put the second of
+        // the tie above the first; list probabilities never go up.
+        let tied = keyword_evidence(&[10.0, 10.0, 0.5], 20.0);
+        let raw: Vec<f64> = tied.iter().map(keyword_probability).collect();
+        let listed = list_probabilities(&tied, keyword_probability);
+        assert!(raw[1] > raw[0], "{raw:?}");
+        assert!(listed.windows(2).all(|w| w[0] >= w[1]) && listed[1] == listed[0]);
         let k = keyword_evidence(&[20.0, 5.0], 25.0);
         let best = hybrid_probability(Some(&k[0]), Some(&v[0]));
         assert!(best > hybrid_probability(Some(&k[0]), None));
@@ -169,6 +219,8 @@ mod tests {
         assert!(a[0].z > 1.5 && a[3].gap > 2.5, "{a:?}");
         let k = keyword_evidence(&[12.0, 6.0], 24.0);
         assert_eq!((k[0].coverage, k[1].relative), (0.5, 0.5));
+        assert_eq!((k[0].margin, k[1].margin), (0.5, 0.5));
+        assert!((a[0].margin - (a[0].z - a[1].z)).abs() < 1e-12 && a[3].margin == 1.0);
         assert!(keyword_evidence(&[], 0.0).is_empty());
         assert_eq!(vector_evidence(&[0.5])[0].z, 0.0);
     }

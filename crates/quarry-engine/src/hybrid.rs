@@ -143,18 +143,9 @@ impl Engine {
         let mut stages: Vec<&'static str> = Vec::new();
         let mut warnings = Vec::new();
 
-        let mut queries = vec![req.query.clone()];
-        match self.expander() {
-            Ok(Some(x)) => match self.expand_cached(x.as_ref(), &req.query) {
-                Ok(variants) if !variants.is_empty() => {
-                    stages.push("expansion");
-                    queries.extend(variants);
-                }
-                Ok(_) => {}
-                Err(e) => warnings.push(format!("query expansion skipped: {e}")),
-            },
-            Ok(None) => {}
-            Err(e) => warnings.push(format!("query expansion skipped: {e}")),
+        let queries = self.query_variants(&req.query, &mut warnings);
+        if queries.len() > 1 {
+            stages.push("expansion");
         }
         let weight = |i: usize| {
             if i == 0 {
@@ -342,6 +333,21 @@ impl Engine {
             None => false,
         });
         Ok(out)
+    }
+
+    /// The query as written, then its expansions when an expander is configured (a failing
+    /// expander is skipped with a warning: expansion is never worth failing a search over).
+    pub(crate) fn query_variants(&self, query: &str, warnings: &mut Vec<String>) -> Vec<String> {
+        let mut queries = vec![query.to_owned()];
+        let expanded = self.expander().and_then(|x| match x {
+            Some(x) => self.expand_cached(x.as_ref(), query),
+            None => Ok(Vec::new()),
+        });
+        match expanded {
+            Ok(variants) => queries.extend(variants),
+            Err(e) => warnings.push(format!("query expansion skipped: {e}")),
+        }
+        queries
     }
 
     /// Query variants from the expander, cached in the store per (model, query).

@@ -72,26 +72,52 @@ impl Engine {
     pub fn vsearch(&self, req: &SearchRequest) -> Result<Vec<SearchHit>> {
         req.validate()?;
         let collection_id = self.collection_id(req.collection.as_deref())?;
-        let query_vec = self
-            .embed_queries_for_search(&[req.query.as_str()])?
-            .pop()
-            .ok_or_else(|| Error::Unavailable("embedding model returned no vector".into()))?;
-        // The calibration's evidence is computed over a fixed depth, whatever the limit.
-        let mut found =
-            self.vector_search(&query_vec, req.limit.max(EVIDENCE_DEPTH), collection_id)?;
-        let sims: Vec<f32> = found.iter().map(|h| h.similarity).collect();
-        let evidence = calibration::vector_evidence(&sims);
-        found.truncate(req.limit);
+        // Expansions are searched too (seed 001); a document keeps its best probability,
+        // an expansion's discounted as in `query`. vsearch has no warnings channel, so a
+        // failing expander just leaves the query as written.
+        let queries = self.query_variants(&req.query, &mut Vec::new());
+        let refs: Vec<&str> = queries.iter().map(String::as_str).collect();
+        let vectors = self.embed_queries_for_search(&refs)?;
+        if vectors.is_empty() {
+            return Err(Error::Unavailable(
+                "embedding model returned no vector".into(),
+            ));
+        }
+        let mut best: Vec<(crate::semantic::VectorDocHit, f64)> = Vec::new();
+        for (i, v) in vectors.iter().enumerate() {
+            // The calibration's evidence is computed over a fixed depth, whatever the limit.
+            let hits = self.vector_search(v, req.limit.max(EVIDENCE_DEPTH), collection_id)?;
+            let sims: Vec<f32> = hits.iter().map(|h| h.similarity).collect();
+            let weight = if i == 0 {
+                1.0
+            } else {
+                crate::EXPANSION_DISCOUNT
+            };
+            let evidence = calibration::vector_evidence(&sims);
+            let probabilities =
+                calibration::list_probabilities(&evidence, calibration::vector_probability);
+            for (h, p) in hits.into_iter().zip(probabilities) {
+                let p = weight * p;
+                match best.iter_mut().find(|b| b.0.document_id == h.document_id) {
+                    Some(b) if b.1 >= p => {}
+                    Some(b) => *b = (h, p),
+                    None => best.push((h, p)),
+                }
+            }
+        }
+        best.sort_by(|a, b| b.1.total_cmp(&a.1));
+        best.truncate(req.limit);
+        let (found, probabilities): (Vec<_>, Vec<f64>) = best.into_iter().unzip();
         let ids: Vec<i64> = found.iter().map(|h| h.document_id).collect();
         let docs = self.store().documents_by_ids(&ids)?;
         let contexts = self.contexts()?;
         let terms = self.highlight_terms(&req.query)?;
         let mut hits = Vec::with_capacity(found.len());
-        for (h, e) in found.iter().zip(&evidence) {
+        for (h, p) in found.iter().zip(probabilities) {
             let Some(doc) = docs.iter().find(|d| d.id == h.document_id) else {
                 continue;
             };
-            let score = round_score(calibration::vector_probability(e));
+            let score = round_score(p);
             if score < req.min_score {
                 continue;
             }
@@ -126,20 +152,24 @@ impl Engine {
         // Long-lived processes (servers) must see commits made by other processes.
         fts.reload()?;
         let parsed = fts.parse_query(&req.query);
-        let raw = fts.search(&parsed, filter.as_deref(), req.limit)?;
+        // The calibration's evidence is computed over a fixed depth, whatever the limit.
+        let mut raw = fts.search(&parsed, filter.as_deref(), req.limit.max(EVIDENCE_DEPTH))?;
         let scores: Vec<f32> = raw.iter().map(|h| h.score).collect();
         let evidence = calibration::keyword_evidence(&scores, fts.max_score(&parsed));
+        let probabilities =
+            calibration::list_probabilities(&evidence, calibration::keyword_probability);
+        raw.truncate(req.limit);
         let ids: Vec<i64> = raw.iter().map(|h| h.id).collect();
         let docs = self.store().documents_by_ids(&ids)?;
         let contexts = self.contexts()?;
         let terms = parsed.highlight_terms();
         let mut hits = Vec::with_capacity(docs.len());
-        for (h, e) in raw.iter().zip(&evidence) {
+        for (h, p) in raw.iter().zip(probabilities) {
             // The keyword index may briefly list a document another process just removed.
             let Some(doc) = docs.iter().find(|d| d.id == h.id) else {
                 continue;
             };
-            let score = round_score(calibration::keyword_probability(e));
+            let score = round_score(p);
             if score < req.min_score {
                 continue;
             }

@@ -268,7 +268,11 @@ mod tests {
         assert_eq!(shape("the a").len(), 2);
         assert_eq!(shape("the who").len(), 1);
         assert!(ParsedQuery::parse("  ").is_empty());
-        assert!(ParsedQuery::parse("-foo").is_empty());
+        assert!(ParsedQuery::parse("NOT foo").is_empty());
+        assert!(
+            !ParsedQuery::parse("-foo").is_empty(),
+            "a flag, not an exclusion"
+        );
     }
 
     #[test]
