@@ -146,11 +146,13 @@ pub fn keyword_evidence(scores: &[f32], max_score: f32) -> Vec<KeywordEvidence> 
         .collect()
 }
 
-/// Vector evidence for a list of similarities (best first).
+/// Vector evidence for a list of similarities (best first). The list's statistics come from
+/// its first [`EVIDENCE_DEPTH`] entries, as when the models were fitted, however long it is.
 pub fn vector_evidence(similarities: &[f32]) -> Vec<VectorEvidence> {
-    let n = similarities.len().max(1) as f64;
-    let mean = similarities.iter().map(|&s| f64::from(s)).sum::<f64>() / n;
-    let var = similarities
+    let head = &similarities[..similarities.len().min(EVIDENCE_DEPTH)];
+    let n = head.len().max(1) as f64;
+    let mean = head.iter().map(|&s| f64::from(s)).sum::<f64>() / n;
+    let var = head
         .iter()
         .map(|&s| (f64::from(s) - mean).powi(2))
         .sum::<f64>()
@@ -223,5 +225,8 @@ mod tests {
         assert!((a[0].margin - (a[0].z - a[1].z)).abs() < 1e-12 && a[3].margin == 1.0);
         assert!(keyword_evidence(&[], 0.0).is_empty());
         assert_eq!(vector_evidence(&[0.5])[0].z, 0.0);
+        // Hits past the fitted depth do not change the evidence of those before it.
+        let long: Vec<f32> = (0..100).map(|i| 0.9 - i as f32 * 0.005).collect();
+        assert_eq!(vector_evidence(&long)[..39], vector_evidence(&long[..40])[..39]);
     }
 }
