@@ -109,6 +109,24 @@ pub fn hybrid_probability(
     )
 }
 
+/// `a`, `b` of the per-query vector share `σ(a + b·(lv − lk))` (`hybrid.rs`), chosen on the
+/// five judged sets with vectors to maximise the smallest margin of hybrid over the better
+/// single mode (`eval/README.md`).
+const SHARE: [f64; 2] = [-0.5, 0.5];
+/// The top logit of a retriever that returned nothing.
+const ABSENT_LOGIT: f64 = -8.0;
+
+/// The vector share of a query's hybrid ranking, from the logits of each list's best hit:
+/// even when both are equally sure, keyword evidence weighs a little more (σ(−0.5) ≈ 0.38).
+pub fn adaptive_vector_share<'a>(
+    keyword: impl Iterator<Item = &'a KeywordEvidence>,
+    vector: impl Iterator<Item = &'a VectorEvidence>,
+) -> f64 {
+    let lk = keyword.map(keyword_logit).fold(ABSENT_LOGIT, f64::max);
+    let lv = vector.map(vector_logit).fold(ABSENT_LOGIT, f64::max);
+    sigmoid(SHARE[0] + SHARE[1] * (lv - lk))
+}
+
 /// Probabilities for one retriever's list, best first, made non-increasing down the list
 /// (each is capped by the one above it). The `margin` feature can otherwise score the
 /// second of two tied hits above the first; a list must never show scores out of order.
@@ -227,6 +245,9 @@ mod tests {
         assert_eq!(vector_evidence(&[0.5])[0].z, 0.0);
         // Hits past the fitted depth do not change the evidence of those before it.
         let long: Vec<f32> = (0..100).map(|i| 0.9 - i as f32 * 0.005).collect();
-        assert_eq!(vector_evidence(&long)[..39], vector_evidence(&long[..40])[..39]);
+        assert_eq!(
+            vector_evidence(&long)[..39],
+            vector_evidence(&long[..40])[..39]
+        );
     }
 }

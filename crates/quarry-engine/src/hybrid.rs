@@ -54,50 +54,96 @@ pub(crate) struct Evidence {
 /// Weight of an expansion's evidence relative to the query as written.
 pub const EXPANSION_DISCOUNT: f64 = 0.9;
 
-/// Each document's calibrated probability for one query's lists: both retrievers' evidence
-/// combined, or the keyword probability alone when no vector stage ran. First-seen order.
-fn per_query_probabilities(
+/// One query's hybrid ranking, best first, with each document's calibrated probability.
+///
+/// Order: each list's scores min-max normalised (BM25, cosine) and mixed with a vector share
+/// that follows the two retrievers' confidence *on this query*: σ(a + b·(lv − lk)), where lk
+/// and lv are the logits of each list's best hit ([`calibration::adaptive_vector_share`]). A
+/// query whose keyword evidence is decisive follows the keyword list; one where only the
+/// vectors are sure follows them. Score: [`calibration::hybrid_probability`], capped by the
+/// score above so the list never shows scores out of order. Without vectors: keyword alone.
+fn per_query_ranking(
     keyword: &[(i64, KeywordEvidence)],
     vector: Option<&[(i64, VectorEvidence)]>,
 ) -> Vec<(i64, f64)> {
     let Some(vector) = vector else {
+        let evidence: Vec<KeywordEvidence> = keyword.iter().map(|(_, e)| *e).collect();
+        let probabilities =
+            calibration::list_probabilities(&evidence, calibration::keyword_probability);
         return keyword
             .iter()
-            .map(|(id, e)| (*id, calibration::keyword_probability(e)))
+            .map(|(id, _)| *id)
+            .zip(probabilities)
             .collect();
     };
+    let share = calibration::adaptive_vector_share(
+        keyword.iter().map(|(_, e)| e),
+        vector.iter().map(|(_, e)| e),
+    );
+    let kw_norm = min_max(
+        &keyword
+            .iter()
+            .map(|(_, e)| f64::from(e.bm25))
+            .collect::<Vec<_>>(),
+    );
+    let vec_norm = min_max(
+        &vector
+            .iter()
+            .map(|(_, e)| f64::from(e.similarity))
+            .collect::<Vec<_>>(),
+    );
+    // (keyword evidence, vector evidence, fused score), in first-seen order.
     let mut order: Vec<i64> = Vec::new();
-    let mut found: HashMap<i64, (Option<&KeywordEvidence>, Option<&VectorEvidence>)> =
+    let mut found: HashMap<i64, (Option<&KeywordEvidence>, Option<&VectorEvidence>, f64)> =
         HashMap::new();
-    for (id, e) in keyword {
+    for ((id, e), n) in keyword.iter().zip(&kw_norm) {
         order.push(*id);
-        found.entry(*id).or_default().0 = Some(e);
+        let entry = found.entry(*id).or_insert((None, None, 0.0));
+        entry.0 = Some(e);
+        entry.2 += (1.0 - share) * n;
     }
-    for (id, e) in vector {
+    for ((id, e), n) in vector.iter().zip(&vec_norm) {
         if !found.contains_key(id) {
             order.push(*id);
         }
-        found.entry(*id).or_default().1 = Some(e);
+        let entry = found.entry(*id).or_insert((None, None, 0.0));
+        entry.1 = Some(e);
+        entry.2 += share * n;
     }
+    let fused = |id: &i64| found.get(id).map_or(0.0, |f| f.2);
+    // Stable: exact ties keep first-seen order (keyword list first).
+    order.sort_by(|a, b| fused(b).total_cmp(&fused(a)));
+    let mut cap = 1.0f64;
     order
         .into_iter()
         .map(|id| {
-            let (k, v) = found.get(&id).copied().unwrap_or_default();
-            (id, calibration::hybrid_probability(k, v))
+            let (k, v, _) = found.get(&id).copied().unwrap_or((None, None, 0.0));
+            cap = cap.min(calibration::hybrid_probability(k, v));
+            (id, cap)
         })
         .collect()
 }
 
-/// Default fusion: each document's calibrated probability under the query as written, or
-/// under an expansion (discounted), whichever is higher; best first, ties in first-seen
-/// order (keyword list, then vector list).
+/// Min-max normalisation to 0–1 (a flat or one-element list normalises to 1).
+fn min_max(scores: &[f64]) -> Vec<f64> {
+    let hi = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let lo = scores.iter().copied().fold(f64::INFINITY, f64::min);
+    scores
+        .iter()
+        .map(|s| if hi > lo { (s - lo) / (hi - lo) } else { 1.0 })
+        .collect()
+}
+
+/// Default fusion: each query's ranking ([`per_query_ranking`]); a document keeps its best
+/// score over the query as written and its expansions (an expansion's discounted), ties in
+/// first-seen order, so the query as written decides among equals.
 fn calibrated_fusion(evidence: &Evidence) -> Vec<(i64, f64)> {
     let mut best: HashMap<i64, (f64, usize)> = HashMap::new();
     let mut seen = 0usize;
     for (i, kw) in evidence.keyword.iter().enumerate() {
         let vec = evidence.vector.as_ref().map(|v| v[i].as_slice());
         let w = if i == 0 { 1.0 } else { EXPANSION_DISCOUNT };
-        for (id, p) in per_query_probabilities(kw, vec) {
+        for (id, p) in per_query_ranking(kw, vec) {
             let e = best.entry(id).or_insert_with(|| {
                 seen += 1;
                 (0.0, seen)
@@ -424,5 +470,48 @@ impl Engine {
             .zip(scores)
             .map(|(id, s)| (id, f64::from(s)))
             .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ids(ranking: &[(i64, f64)]) -> Vec<i64> {
+        ranking.iter().map(|(id, _)| *id).collect()
+    }
+
+    #[test]
+    fn the_confident_retriever_leads_and_scores_never_rise() {
+        // Keyword: doc 1 covers the whole query, far ahead. Vectors: a flat list led by 2.
+        let kw: Vec<(i64, KeywordEvidence)> = [1, 3]
+            .into_iter()
+            .zip(calibration::keyword_evidence(&[30.0, 6.0], 32.0))
+            .collect();
+        let flat = [0.80, 0.79, 0.79, 0.78, 0.78, 0.77];
+        let vec: Vec<(i64, VectorEvidence)> = [2, 4, 5, 6, 7, 1]
+            .into_iter()
+            .zip(calibration::vector_evidence(&flat))
+            .collect();
+        let r = per_query_ranking(&kw, Some(&vec));
+        assert_eq!(r[0].0, 1, "{r:?}");
+        assert!(r.windows(2).all(|w| w[0].1 >= w[1].1), "{r:?}");
+        // Keyword: a weak, flat match. Vectors: doc 2 stands far above the rest. (Min-max
+        // normalisation gives the keyword leader 1 as well: the share decides.)
+        let kw: Vec<(i64, KeywordEvidence)> = [3, 4, 5]
+            .into_iter()
+            .zip(calibration::keyword_evidence(&[2.0, 2.0, 2.0], 40.0))
+            .collect();
+        let mut sharp = vec![0.90f32];
+        sharp.extend([0.30f32; 9]);
+        let vec: Vec<(i64, VectorEvidence)> =
+            (2..12).zip(calibration::vector_evidence(&sharp)).collect();
+        let r = per_query_ranking(&kw, Some(&vec));
+        assert_eq!(r[0].0, 2, "{r:?}");
+        assert!(r.windows(2).all(|w| w[0].1 >= w[1].1), "{r:?}");
+        // Without vectors the keyword order and its probabilities stand.
+        let alone = per_query_ranking(&kw, None);
+        assert_eq!(ids(&alone), [3, 4, 5]);
+        assert!(alone.windows(2).all(|w| w[0].1 >= w[1].1));
     }
 }
