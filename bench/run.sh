@@ -51,8 +51,12 @@ QUARRY_EMBED_MODEL="$MINILM" "$QUARRY" --index en embed
 QUARRY_EMBED_MODEL="$E5" "$QUARRY" --index zh embed
 QUARRY_EMBED_MODEL="$MINILM" "$QUARRY" --index qmd embed
 {
-  echo "# eval/tldr-en.jsonl (all-MiniLM-L6-v2)"; QUARRY_EMBED_MODEL="$MINILM" "$QUARRY" --index en eval eval/tldr-en.jsonl -c tldr
-  echo "# eval/tldr-zh.jsonl (multilingual-e5-small)"; QUARRY_EMBED_MODEL="$E5" "$QUARRY" --index zh eval eval/tldr-zh.jsonl -c tldr
+  for set in tldr-en tldr-en-desc; do
+    echo "# eval/$set.jsonl (all-MiniLM-L6-v2)"; QUARRY_EMBED_MODEL="$MINILM" "$QUARRY" --index en eval "eval/$set.jsonl" -c tldr
+  done
+  for set in tldr-zh tldr-zh-desc zh-hard; do
+    echo "# eval/$set.jsonl (multilingual-e5-small)"; QUARRY_EMBED_MODEL="$E5" "$QUARRY" --index zh eval "eval/$set.jsonl" -c tldr
+  done
   for set in queries deep-research; do
     echo "# qmd-eval/$set.jsonl (all-MiniLM-L6-v2)"
     QUARRY_EMBED_MODEL="$MINILM" "$QUARRY" --index qmd eval "$(dirname "$CORPUS")/qmd-eval/$set.jsonl" -c qmd-eval

@@ -67,6 +67,8 @@ def vec_x(e):
 
 
 ABSENT_RANK = 60
+# calibration.rs SHARE: the per-query vector share σ(a + b·(lv − lk)) of the hybrid ranking.
+SHARE = (-0.5, 0.5)
 
 
 def hyb_x(r, K, V):
@@ -129,15 +131,31 @@ def report(title, rows, K, V, H):
                 probs.append(cap); labels.append(r["relevant"]); ranks.append(r[side]["rank"])
         if probs:
             table(mode, probs, labels, ranks)
-    # Hybrid: rank each query's candidates by the fused probability, as `query` does.
-    by_q = defaultdict(list)
+    # Hybrid, as `query` ranks (hybrid.rs): min-max normalised lists mixed with the per-query
+    # vector share σ(SHARE0 + SHARE1·(lv − lk)); scores are the hybrid probability capped by
+    # the one above.
+    groups = defaultdict(list)
     for r in rows:
-        pk = float(sigmoid(np.dot(K, kw_x(r["keyword"])))) if r["keyword"] else 0.0
-        p = float(sigmoid(np.dot(H, hyb_x(r, K, V)))) if has_vec[r["set"]] else pk
-        by_q[(r["set"], r["query"])].append((p, r["relevant"]))
+        groups[(r["set"], r["query"])].append(r)
+    by_q = {}
+    for key, c in groups.items():
+        def norm(side, field):
+            vals = [r[side][field] for r in c if r[side]]
+            hi, lo = (max(vals), min(vals)) if vals else (0, 0)
+            return {id(r): ((r[side][field] - lo) / (hi - lo) if hi > lo else 1.0) for r in c if r[side]}
+        kn, vn = norm("keyword", "bm25"), norm("vector", "similarity")
+        lk = max((float(np.dot(K, kw_x(r["keyword"]))) for r in c if r["keyword"]), default=-8.0)
+        lv = max((float(np.dot(V, vec_x(r["vector"]))) for r in c if r["vector"]), default=-8.0)
+        share = float(sigmoid(SHARE[0] + SHARE[1] * (lv - lk))) if has_vec[key[0]] else 0.0
+        order = sorted(c, key=lambda r: -((1 - share) * kn.get(id(r), 0.0) + share * vn.get(id(r), 0.0)))
+        cap, cands = 1.0, []
+        for r in order:
+            pk = float(sigmoid(np.dot(K, kw_x(r["keyword"])))) if r["keyword"] else 0.0
+            cap = min(cap, float(sigmoid(np.dot(H, hyb_x(r, K, V)))) if has_vec[key[0]] else pk)
+            cands.append((cap, r["relevant"]))
+        by_q[key] = cands
     probs, labels, ranks = [], [], []
     for cands in by_q.values():
-        cands.sort(key=lambda x: -x[0])
         for i, (p, l) in enumerate(cands):
             probs.append(p); labels.append(l); ranks.append(i)
     table("query", probs, labels, ranks)
