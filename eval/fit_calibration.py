@@ -67,8 +67,9 @@ def vec_x(e):
 
 
 ABSENT_RANK = 60
-# calibration.rs SHARE: the per-query vector share σ(a + b·(lv − lk)) of the hybrid ranking.
-SHARE = (-0.5, 0.5)
+# calibration.rs SHARE: the per-query vector share σ(a + b·(lv − lk) + c·margin + d·coverage)
+# of the hybrid ranking (margin, coverage: the keyword leader's).
+SHARE = (1.5, 0.5, -2.0, -4.0)
 
 
 def hyb_x(r, K, V):
@@ -132,8 +133,7 @@ def report(title, rows, K, V, H):
         if probs:
             table(mode, probs, labels, ranks)
     # Hybrid, as `query` ranks (hybrid.rs): min-max normalised lists mixed with the per-query
-    # vector share σ(SHARE0 + SHARE1·(lv − lk)); scores are the hybrid probability capped by
-    # the one above.
+    # vector share (SHARE); scores are the hybrid probability capped by the one above.
     groups = defaultdict(list)
     for r in rows:
         groups[(r["set"], r["query"])].append(r)
@@ -146,7 +146,10 @@ def report(title, rows, K, V, H):
         kn, vn = norm("keyword", "bm25"), norm("vector", "similarity")
         lk = max((float(np.dot(K, kw_x(r["keyword"]))) for r in c if r["keyword"]), default=-8.0)
         lv = max((float(np.dot(V, vec_x(r["vector"]))) for r in c if r["vector"]), default=-8.0)
-        share = float(sigmoid(SHARE[0] + SHARE[1] * (lv - lk))) if has_vec[key[0]] else 0.0
+        top = next((r["keyword"] for r in c if r["keyword"] and r["keyword"]["rank"] == 0), None)
+        margin, coverage = (top["margin"], top["coverage"]) if top else (0.0, 0.0)
+        x = SHARE[0] + SHARE[1] * (lv - lk) + SHARE[2] * margin + SHARE[3] * coverage
+        share = float(sigmoid(x)) if has_vec[key[0]] else 0.0
         order = sorted(c, key=lambda r: -((1 - share) * kn.get(id(r), 0.0) + share * vn.get(id(r), 0.0)))
         cap, cands = 1.0, []
         for r in order:

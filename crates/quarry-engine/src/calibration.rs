@@ -109,22 +109,27 @@ pub fn hybrid_probability(
     )
 }
 
-/// `a`, `b` of the per-query vector share `σ(a + b·(lv − lk))` (`hybrid.rs`), chosen on the
-/// five judged sets with vectors to maximise the smallest margin of hybrid over the better
-/// single mode (`eval/README.md`).
-const SHARE: [f64; 2] = [-0.5, 0.5];
+/// Coefficients of the per-query vector share `σ(a + b·(lv − lk) + c·margin + d·coverage)`
+/// (`hybrid.rs`): lk, lv are the logits of each list's best hit, margin and coverage those of
+/// the keyword leader. Chosen on the five judged sets with vectors to maximise the smallest
+/// margin of hybrid over the better single mode (`eval/README.md`).
+const SHARE: [f64; 4] = [1.5, 0.5, -2.0, -4.0];
 /// The top logit of a retriever that returned nothing.
 const ABSENT_LOGIT: f64 = -8.0;
 
-/// The vector share of a query's hybrid ranking, from the logits of each list's best hit:
-/// even when both are equally sure, keyword evidence weighs a little more (σ(−0.5) ≈ 0.38).
-pub fn adaptive_vector_share<'a>(
-    keyword: impl Iterator<Item = &'a KeywordEvidence>,
-    vector: impl Iterator<Item = &'a VectorEvidence>,
-) -> f64 {
-    let lk = keyword.map(keyword_logit).fold(ABSENT_LOGIT, f64::max);
-    let lv = vector.map(vector_logit).fold(ABSENT_LOGIT, f64::max);
-    sigmoid(SHARE[0] + SHARE[1] * (lv - lk))
+/// The vector share of a query's hybrid ranking. Vectors lead unless the keyword leader
+/// covers much of the query and stands clear of the next hit, or the keyword list is the
+/// surer of the two.
+pub fn adaptive_vector_share(keyword: &[KeywordEvidence], vector: &[VectorEvidence]) -> f64 {
+    let lk = keyword
+        .iter()
+        .map(keyword_logit)
+        .fold(ABSENT_LOGIT, f64::max);
+    let lv = vector.iter().map(vector_logit).fold(ABSENT_LOGIT, f64::max);
+    let (margin, coverage) = keyword
+        .first()
+        .map_or((0.0, 0.0), |e| (e.margin, e.coverage));
+    sigmoid(SHARE[0] + SHARE[1] * (lv - lk) + SHARE[2] * margin + SHARE[3] * coverage)
 }
 
 /// Probabilities for one retriever's list, best first, made non-increasing down the list

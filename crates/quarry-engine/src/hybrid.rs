@@ -57,10 +57,9 @@ pub const EXPANSION_DISCOUNT: f64 = 0.9;
 /// One query's hybrid ranking, best first, with each document's calibrated probability.
 ///
 /// Order: each list's scores min-max normalised (BM25, cosine) and mixed with a vector share
-/// that follows the two retrievers' confidence *on this query*: σ(a + b·(lv − lk)), where lk
-/// and lv are the logits of each list's best hit ([`calibration::adaptive_vector_share`]). A
-/// query whose keyword evidence is decisive follows the keyword list; one where only the
-/// vectors are sure follows them. Score: [`calibration::hybrid_probability`], capped by the
+/// that follows the two retrievers' confidence *on this query*
+/// ([`calibration::adaptive_vector_share`]): a query whose keyword leader covers it and stands
+/// clear follows the keyword list; otherwise the vectors lead. Score: [`calibration::hybrid_probability`], capped by the
 /// score above so the list never shows scores out of order. Without vectors: keyword alone.
 fn per_query_ranking(
     keyword: &[(i64, KeywordEvidence)],
@@ -76,10 +75,9 @@ fn per_query_ranking(
             .zip(probabilities)
             .collect();
     };
-    let share = calibration::adaptive_vector_share(
-        keyword.iter().map(|(_, e)| e),
-        vector.iter().map(|(_, e)| e),
-    );
+    let kw_evidence: Vec<KeywordEvidence> = keyword.iter().map(|(_, e)| *e).collect();
+    let vec_evidence: Vec<VectorEvidence> = vector.iter().map(|(_, e)| *e).collect();
+    let share = calibration::adaptive_vector_share(&kw_evidence, &vec_evidence);
     let kw_norm = min_max(
         &keyword
             .iter()
