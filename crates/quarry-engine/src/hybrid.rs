@@ -78,48 +78,53 @@ fn per_query_ranking(
     let kw_evidence: Vec<KeywordEvidence> = keyword.iter().map(|(_, e)| *e).collect();
     let vec_evidence: Vec<VectorEvidence> = vector.iter().map(|(_, e)| *e).collect();
     let share = calibration::adaptive_vector_share(&kw_evidence, &vec_evidence);
-    let kw_norm = min_max(
-        &keyword
-            .iter()
-            .map(|(_, e)| f64::from(e.bm25))
-            .collect::<Vec<_>>(),
+    let normalised = |ids: Vec<i64>, scores: Vec<f64>| -> HashMap<i64, f64> {
+        ids.into_iter().zip(min_max(&scores)).collect()
+    };
+    let kw_norm = normalised(
+        keyword.iter().map(|(id, _)| *id).collect(),
+        keyword.iter().map(|(_, e)| f64::from(e.bm25)).collect(),
     );
-    let vec_norm = min_max(
-        &vector
+    let vec_norm = normalised(
+        vector.iter().map(|(id, _)| *id).collect(),
+        vector
             .iter()
             .map(|(_, e)| f64::from(e.similarity))
-            .collect::<Vec<_>>(),
+            .collect(),
     );
-    // (keyword evidence, vector evidence, fused score), in first-seen order.
-    let mut order: Vec<i64> = Vec::new();
-    let mut found: HashMap<i64, (Option<&KeywordEvidence>, Option<&VectorEvidence>, f64)> =
-        HashMap::new();
-    for ((id, e), n) in keyword.iter().zip(&kw_norm) {
-        order.push(*id);
-        let entry = found.entry(*id).or_insert((None, None, 0.0));
-        entry.0 = Some(e);
-        entry.2 += (1.0 - share) * n;
-    }
-    for ((id, e), n) in vector.iter().zip(&vec_norm) {
-        if !found.contains_key(id) {
-            order.push(*id);
-        }
-        let entry = found.entry(*id).or_insert((None, None, 0.0));
-        entry.1 = Some(e);
-        entry.2 += share * n;
-    }
-    let fused = |id: &i64| found.get(id).map_or(0.0, |f| f.2);
+    let fused = |id: &i64| {
+        (1.0 - share) * kw_norm.get(id).copied().unwrap_or(0.0)
+            + share * vec_norm.get(id).copied().unwrap_or(0.0)
+    };
+    let mut candidates = union(keyword, vector);
     // Stable: exact ties keep first-seen order (keyword list first).
-    order.sort_by(|a, b| fused(b).total_cmp(&fused(a)));
+    candidates.sort_by(|a, b| fused(&b.0).total_cmp(&fused(&a.0)));
     let mut cap = 1.0f64;
-    order
+    candidates
         .into_iter()
-        .map(|id| {
-            let (k, v, _) = found.get(&id).copied().unwrap_or((None, None, 0.0));
+        .map(|(id, k, v)| {
             cap = cap.min(calibration::hybrid_probability(k, v));
             (id, cap)
         })
         .collect()
+}
+
+/// Every document of either list once, in first-seen order (keyword list first), with what
+/// each retriever said about it.
+fn union<'a>(
+    keyword: &'a [(i64, KeywordEvidence)],
+    vector: &'a [(i64, VectorEvidence)],
+) -> Vec<(i64, Option<&'a KeywordEvidence>, Option<&'a VectorEvidence>)> {
+    let mut out: Vec<(i64, Option<&KeywordEvidence>, Option<&VectorEvidence>)> =
+        keyword.iter().map(|(id, e)| (*id, Some(e), None)).collect();
+    let at: HashMap<i64, usize> = out.iter().enumerate().map(|(i, c)| (c.0, i)).collect();
+    for (id, e) in vector {
+        match at.get(id) {
+            Some(&i) => out[i].2 = Some(e),
+            None => out.push((*id, None, Some(e))),
+        }
+    }
+    out
 }
 
 /// Min-max normalisation to 0–1 (a flat or one-element list normalises to 1).
@@ -132,26 +137,48 @@ fn min_max(scores: &[f64]) -> Vec<f64> {
         .collect()
 }
 
-/// Default fusion: each query's ranking ([`per_query_ranking`]); a document keeps its best
-/// score over the query as written and its expansions (an expansion's discounted), ties in
-/// first-seen order, so the query as written decides among equals.
+/// Default fusion: each query's ranking ([`per_query_ranking`]) merged by
+/// [`best_over_variants`].
 fn calibrated_fusion(evidence: &Evidence) -> Vec<(i64, f64)> {
-    let mut best: HashMap<i64, (f64, usize)> = HashMap::new();
-    let mut seen = 0usize;
-    for (i, kw) in evidence.keyword.iter().enumerate() {
+    let rankings = evidence.keyword.iter().enumerate().map(|(i, kw)| {
         let vec = evidence.vector.as_ref().map(|v| v[i].as_slice());
+        per_query_ranking(kw, vec)
+            .into_iter()
+            .map(|(id, p)| (id, p, ()))
+            .collect()
+    });
+    best_over_variants(rankings)
+        .into_iter()
+        .map(|(id, p, ())| (id, p))
+        .collect()
+}
+
+/// Merges the scored lists of the query as written (first) and its expansions: a document
+/// keeps its best score, an expansion's × [`EXPANSION_DISCOUNT`], with the payload of the
+/// list that gave it; best first, ties in first-seen order, so the query as written decides
+/// among equals. `query` and `vsearch` both rank their variants this way.
+pub(crate) fn best_over_variants<T>(
+    lists: impl IntoIterator<Item = Vec<(i64, f64, T)>>,
+) -> Vec<(i64, f64, T)> {
+    let mut best: Vec<(i64, f64, T)> = Vec::new();
+    let mut at: HashMap<i64, usize> = HashMap::new();
+    for (i, list) in lists.into_iter().enumerate() {
         let w = if i == 0 { 1.0 } else { EXPANSION_DISCOUNT };
-        for (id, p) in per_query_ranking(kw, vec) {
-            let e = best.entry(id).or_insert_with(|| {
-                seen += 1;
-                (0.0, seen)
-            });
-            e.0 = e.0.max(w * p);
+        for (id, p, payload) in list {
+            let p = w * p;
+            match at.get(&id) {
+                Some(&j) if best[j].1 >= p => {}
+                Some(&j) => best[j] = (id, p, payload),
+                None => {
+                    at.insert(id, best.len());
+                    best.push((id, p, payload));
+                }
+            }
         }
     }
-    let mut out: Vec<(i64, f64, usize)> = best.into_iter().map(|(id, (p, o))| (id, p, o)).collect();
-    out.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.2.cmp(&b.2)));
-    out.into_iter().map(|(id, p, _)| (id, p)).collect()
+    // Stable: ties keep first-seen order.
+    best.sort_by(|a, b| b.1.total_cmp(&a.1));
+    best
 }
 
 /// QMD's fusion (`QUARRY_FUSION=rrf`): every keyword and vector list into RRF; the score is
@@ -342,31 +369,19 @@ impl Engine {
             &mut Vec::new(),
             &mut Vec::new(),
         )?;
-        let mut out: Vec<CandidateEvidence> = Vec::new();
-        let mut at: HashMap<i64, usize> = HashMap::new();
-        for (id, e) in &evidence.keyword[0] {
-            at.insert(*id, out.len());
-            out.push(CandidateEvidence {
-                document_id: *id,
+        let vector = evidence
+            .vector
+            .as_ref()
+            .map_or(&[][..], |v| v[0].as_slice());
+        let mut out: Vec<CandidateEvidence> = union(&evidence.keyword[0], vector)
+            .into_iter()
+            .map(|(document_id, keyword, vector)| CandidateEvidence {
+                document_id,
                 file: String::new(),
-                keyword: Some(*e),
-                vector: None,
-            });
-        }
-        for (id, e) in evidence.vector.iter().flat_map(|v| v[0].iter()) {
-            match at.get(id) {
-                Some(&i) => out[i].vector = Some(*e),
-                None => {
-                    at.insert(*id, out.len());
-                    out.push(CandidateEvidence {
-                        document_id: *id,
-                        file: String::new(),
-                        keyword: None,
-                        vector: Some(*e),
-                    });
-                }
-            }
-        }
+                keyword: keyword.copied(),
+                vector: vector.copied(),
+            })
+            .collect();
         let ids: Vec<i64> = out.iter().map(|c| c.document_id).collect();
         let docs = self.store().documents_by_ids(&ids)?;
         out.retain_mut(|c| match docs.iter().find(|d| d.id == c.document_id) {

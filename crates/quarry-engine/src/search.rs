@@ -83,31 +83,25 @@ impl Engine {
                 "embedding model returned no vector".into(),
             ));
         }
-        let mut best: Vec<(crate::semantic::VectorDocHit, f64)> = Vec::new();
-        for (i, v) in vectors.iter().enumerate() {
+        let mut lists = Vec::with_capacity(vectors.len());
+        for v in &vectors {
             // The calibration's evidence is computed over a fixed depth, whatever the limit.
             let hits = self.vector_search(v, req.limit.max(EVIDENCE_DEPTH), collection_id)?;
             let sims: Vec<f32> = hits.iter().map(|h| h.similarity).collect();
-            let weight = if i == 0 {
-                1.0
-            } else {
-                crate::EXPANSION_DISCOUNT
-            };
             let evidence = calibration::vector_evidence(&sims);
             let probabilities =
                 calibration::list_probabilities(&evidence, calibration::vector_probability);
-            for (h, p) in hits.into_iter().zip(probabilities) {
-                let p = weight * p;
-                match best.iter_mut().find(|b| b.0.document_id == h.document_id) {
-                    Some(b) if b.1 >= p => {}
-                    Some(b) => *b = (h, p),
-                    None => best.push((h, p)),
-                }
-            }
+            lists.push(
+                hits.into_iter()
+                    .zip(probabilities)
+                    .map(|(h, p)| (h.document_id, p, h))
+                    .collect(),
+            );
         }
-        best.sort_by(|a, b| b.1.total_cmp(&a.1));
+        let mut best = crate::hybrid::best_over_variants(lists);
         best.truncate(req.limit);
-        let (found, probabilities): (Vec<_>, Vec<f64>) = best.into_iter().unzip();
+        let (probabilities, found): (Vec<f64>, Vec<_>) =
+            best.into_iter().map(|(_, p, h)| (p, h)).unzip();
         let ids: Vec<i64> = found.iter().map(|h| h.document_id).collect();
         let docs = self.store().documents_by_ids(&ids)?;
         let contexts = self.contexts()?;

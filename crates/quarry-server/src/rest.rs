@@ -159,23 +159,15 @@ where
     let Some(v) = Option::<Value>::deserialize(d)? else {
         return Ok(None);
     };
-    let n = match &v {
-        Value::Number(n) => n,
-        Value::Bool(_) => {
-            return Err(D::Error::custom(format!(
-                "expected a whole number, got a boolean ({v})"
-            )));
-        }
-        Value::String(_) => {
-            return Err(D::Error::custom(format!(
-                "expected a whole number, got a string ({v})"
-            )));
-        }
-        _ => {
-            return Err(D::Error::custom(format!(
-                "expected a whole number, got {v}"
-            )));
-        }
+    let Value::Number(n) = &v else {
+        let got = match &v {
+            Value::Bool(_) => format!("a boolean ({v})"),
+            Value::String(_) => format!("a string ({v})"),
+            _ => v.to_string(),
+        };
+        return Err(D::Error::custom(format!(
+            "expected a whole number, got {got}"
+        )));
     };
     let too_large = || D::Error::custom(format!("{n} is too large"));
     if let Some(u) = n.as_u64() {
