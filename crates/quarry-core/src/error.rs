@@ -13,6 +13,12 @@ pub enum Error {
     /// A name is already taken (HTTP 409).
     #[error("{0}")]
     Conflict(String),
+    /// The input is larger than a limit allows (HTTP 413).
+    #[error("{0}")]
+    TooLarge(String),
+    /// The input's type is not one Quarry handles (HTTP 415).
+    #[error("{0}")]
+    Unsupported(String),
     /// A capability is not ready, e.g. no vector index yet (HTTP 503).
     #[error("{0}")]
     Unavailable(String),

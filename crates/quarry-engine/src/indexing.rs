@@ -8,6 +8,7 @@
 use std::collections::HashSet;
 use std::path::Path;
 
+use quarry_convert::{ConvertOptions, Format};
 use quarry_core::{Collection, CollectionKind, Error, Result};
 use quarry_ingest::{FileEntry, LoadedFile, Skip, load};
 use std::sync::Arc;
@@ -159,10 +160,11 @@ impl Engine {
                     })
                 });
             report.unchanged += unchanged.len() as u64;
-            for (entry, loaded) in changed
-                .iter()
-                .zip(load_parallel(&changed, self.opts.max_file_bytes))
-            {
+            for (entry, loaded) in changed.iter().zip(load_parallel(
+                &changed,
+                self.opts.max_file_bytes,
+                &self.ingest_options().convert,
+            )) {
                 let state = known.get(&entry.rel_path);
                 match loaded {
                     Ok(file) => match state {
@@ -187,6 +189,7 @@ impl Engine {
                                 size: entry.size,
                                 stamp: stamp_of(entry),
                                 body: file.text,
+                                pages: file.pages,
                             });
                         }
                     },
@@ -349,22 +352,73 @@ impl Batch {
     }
 }
 
+/// Reads one file: Markdown and text as they are; PDF, Office, spreadsheet, CSV, HTML and
+/// JSON files through `quarry-convert` (so a QMD-style folder of PDFs works without
+/// uploading). The content hash is always of the file's bytes.
+fn load_document(
+    entry: &FileEntry,
+    max_bytes: u64,
+    convert: &ConvertOptions,
+) -> Result<LoadedFile, Skip> {
+    let format = Format::from_file_name(&entry.rel_path);
+    if matches!(format, None | Some(Format::Md | Format::Txt)) {
+        return load(entry, max_bytes);
+    }
+    if entry.size > max_bytes {
+        return Err(Skip(format!(
+            "file is {} bytes, over the {max_bytes}-byte limit (QUARRY_MAX_FILE_BYTES)",
+            entry.size
+        )));
+    }
+    let bytes = std::fs::read(&entry.abs_path).map_err(|e| Skip(format!("cannot read: {e}")))?;
+    let converted = quarry_convert::convert(&entry.rel_path, &bytes, convert)
+        .map_err(|e| Skip(e.to_string()))?;
+    let title = converted
+        .title
+        .filter(|t| !t.trim().is_empty())
+        .unwrap_or_else(|| quarry_ingest::extract_title(&converted.markdown, &entry.rel_path));
+    Ok(LoadedFile {
+        hash: quarry_ingest::content_hash(&bytes),
+        title,
+        pages: converted
+            .pages
+            .iter()
+            .map(|p| quarry_core::PageSpan {
+                page: p.page,
+                byte_start: p.byte_start,
+                byte_end: p.byte_end,
+            })
+            .collect(),
+        text: converted.markdown,
+    })
+}
+
 /// Reads files on all cores, in order. Reading and hashing dominate indexing time.
-fn load_parallel(files: &[&FileEntry], max_bytes: u64) -> Vec<Result<LoadedFile, Skip>> {
+fn load_parallel(
+    files: &[&FileEntry],
+    max_bytes: u64,
+    convert: &ConvertOptions,
+) -> Vec<Result<LoadedFile, Skip>> {
     let threads = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1)
         .min(files.len().max(1));
     if threads <= 1 {
-        return files.iter().map(|f| load(f, max_bytes)).collect();
+        return files
+            .iter()
+            .map(|f| load_document(f, max_bytes, convert))
+            .collect();
     }
     let per = files.len().div_ceil(threads);
     std::thread::scope(|s| {
         let handles: Vec<_> = files
             .chunks(per)
             .map(|part| {
-                let h =
-                    s.spawn(move || part.iter().map(|f| load(f, max_bytes)).collect::<Vec<_>>());
+                let h = s.spawn(move || {
+                    part.iter()
+                        .map(|f| load_document(f, max_bytes, convert))
+                        .collect::<Vec<_>>()
+                });
                 (part.len(), h)
             })
             .collect();

@@ -13,12 +13,13 @@ mod documents;
 pub mod fusion;
 mod hybrid;
 mod indexing;
+mod knowledge;
 mod search;
 mod semantic;
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, OnceLock, RwLock};
 
 use quarry_core::{Error, Result, StatusReport};
 use quarry_fts::FtsIndex;
@@ -28,7 +29,12 @@ pub use collections::RESERVED_COLLECTION_NAMES;
 pub use documents::{DocumentView, GetRequest, MultiGetItem, MultiGetRequest, MultiGetResult};
 pub use hybrid::{CandidateEvidence, EXPANSION_DISCOUNT, LIST_DEPTH, RERANK_CANDIDATES};
 pub use indexing::{CollectionReport, UpdateOptions, UpdateReport};
+pub use knowledge::{
+    ChunkView, CreateKnowledgeBase, IngestOptions, JobOutcome, MAX_ATTEMPTS, MAX_CHUNK_CHARS,
+    Upload, UploadOutcome, clean_file_name, parse_ocr,
+};
 pub use quarry_models::{ModelEnv, ModelSpec};
+pub use quarry_store::{FileFilter, FileStatus, Job, JobKind, KbFile, KnowledgeBase, QueueCounts};
 pub use search::{NO_VECTOR_INDEX, QueryResponse, SearchRequest, snippet};
 pub use semantic::{
     ANN_EXPANSION, CHUNK_OVERLAP_PERCENT, CHUNK_TOKENS, DEFAULT_EMBED_MODEL, EXACT_SEARCH_MAX,
@@ -108,6 +114,8 @@ pub struct Engine {
     models: semantic::Models,
     ann: semantic::AnnSlot,
     fusion: fusion::Fusion,
+    blobs: OnceLock<Arc<dyn quarry_blobs::BlobStore>>,
+    ingest: knowledge::IngestOptions,
 }
 
 /// Exclusive right to write, across processes; released on drop.
@@ -146,7 +154,15 @@ impl Engine {
             models: semantic::Models::default(),
             ann: semantic::AnnSlot::default(),
             fusion: fusion::Fusion::default(),
+            blobs: OnceLock::new(),
+            ingest: knowledge::IngestOptions::default(),
         })
+    }
+
+    /// How uploads are converted and retried.
+    pub fn with_ingest(mut self, ingest: knowledge::IngestOptions) -> Engine {
+        self.ingest = ingest;
+        self
     }
 
     /// How `query` combines keyword and vector results (default [`fusion::Fusion::Calibrated`]).

@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Instant, SystemTime};
 
 use quarry_core::{Error, Result};
-use quarry_ingest::chunk::{ChunkOptions, chunk_markdown};
+use quarry_ingest::chunk::{CharSizer, ChunkOptions, chunk_markdown};
 use quarry_models::{
     Embedder, HubProgress, ModelEnv, ModelError, ModelIdentity, ModelSpec, QueryExpander, Reranker,
 };
@@ -320,9 +320,39 @@ impl Engine {
 
     /// Chunks, embeds and indexes what changed since the last run (see the module docs).
     pub fn embed(&self, opts: &EmbedOptions, progress: &dyn Progress) -> Result<EmbedReport> {
+        let collection_id = self.collection_id(opts.collection.as_deref())?;
+        self.embed_scope(collection_id, opts.force, progress)
+    }
+
+    /// Whether uploads are embedded as they arrive: an embedding model is configured or the
+    /// index already has vectors (the default model alone never triggers a download).
+    pub fn embedding_enabled(&self) -> Result<bool> {
+        Ok(self.models.config.embed.is_some() || self.store().meta(META_EMBED_SPEC)?.is_some())
+    }
+
+    /// Brings the ANN file up to date with removals (after deletes), if there is one.
+    pub(crate) fn flush_vectors(&self, guard: &WriteGuard, progress: &dyn Progress) -> Result<()> {
+        let (Some(key), Some(dims)) = (self.vector_model()?, self.store().meta(META_ANN_DIMS)?)
+        else {
+            return Ok(());
+        };
+        let dims: usize = dims
+            .parse()
+            .map_err(|_| Error::Storage(format!("invalid vector dimensions {dims:?}")))?;
+        self.index_pending(guard, &key, dims, progress)?;
+        Ok(())
+    }
+
+    /// [`Engine::embed`] over one collection (by id: a knowledge base may be renamed while
+    /// its uploads are processed) or everything.
+    pub(crate) fn embed_scope(
+        &self,
+        collection_id: Option<i64>,
+        force: bool,
+        progress: &dyn Progress,
+    ) -> Result<EmbedReport> {
         let started = Instant::now();
         let guard = self.lock_writes(progress)?;
-        let collection_id = self.collection_id(opts.collection.as_deref())?;
         let spec = self.embed_spec()?;
         let model = self.embedder(progress)?;
         let key = Self::identity_key(model.as_ref())?;
@@ -364,7 +394,7 @@ impl Engine {
             store.reset_chunks(self.space(), None)?;
             store.set_meta(META_CHUNKING, &chunking)?;
         }
-        if opts.force {
+        if force {
             store.reset_chunks(self.space(), collection_id)?;
             store.delete_embeddings(self.space(), collection_id, &key)?;
         }
@@ -408,26 +438,41 @@ impl Engine {
             }
             let mut batch = Vec::with_capacity(docs.len());
             for doc in &docs {
-                // The title is embedded with each chunk; leave room for it.
-                let title_tokens = if doc.title.is_empty() {
-                    0
-                } else {
-                    tokens(&doc.title)
+                let cut = match doc.chunk_chars {
+                    // A knowledge base that set its own size cuts in characters (seed 003).
+                    Some((size, overlap)) => chunk_markdown(
+                        &doc.body,
+                        ChunkOptions {
+                            max_size: size,
+                            overlap: overlap.min(size / 2),
+                        },
+                        &CharSizer,
+                    ),
+                    None => {
+                        // The title is embedded with each chunk; leave room for it.
+                        let title_tokens = if doc.title.is_empty() {
+                            0
+                        } else {
+                            tokens(&doc.title)
+                        };
+                        let max = opts
+                            .max_size
+                            .saturating_sub(title_tokens)
+                            .max(opts.max_size / 2);
+                        let per_doc = ChunkOptions {
+                            max_size: max,
+                            overlap: opts.overlap.min(max / 4),
+                        };
+                        chunk_markdown(&doc.body, per_doc, &tokens)
+                    }
                 };
-                let max = opts
-                    .max_size
-                    .saturating_sub(title_tokens)
-                    .max(opts.max_size / 2);
-                let per_doc = ChunkOptions {
-                    max_size: max,
-                    overlap: opts.overlap.min(max / 4),
-                };
-                let chunks = chunk_markdown(&doc.body, per_doc, &tokens)
+                let chunks = cut
                     .into_iter()
                     .map(|c| NewChunk {
                         hash: quarry_ingest::content_hash(
                             embed_input(&doc.title, c.text(&doc.body)).as_bytes(),
                         ),
+                        page: quarry_core::page_at(&doc.pages, c.start),
                         byte_start: c.start,
                         byte_end: c.end,
                         line_start: c.line_start,

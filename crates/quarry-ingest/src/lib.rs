@@ -162,6 +162,8 @@ pub struct LoadedFile {
     /// Hex SHA-256 of the raw bytes.
     pub hash: String,
     pub title: String,
+    /// Page map when the text was converted from a paged source (PDF, slides).
+    pub pages: Vec<quarry_core::PageSpan>,
 }
 
 /// Why a file was not indexed. The message is shown to the user as-is.
@@ -203,7 +205,12 @@ pub fn decode(bytes: &[u8], rel_path: &str) -> Result<LoadedFile, Skip> {
         text.to_owned()
     };
     let title = extract_title(&text, rel_path);
-    Ok(LoadedFile { text, hash, title })
+    Ok(LoadedFile {
+        text,
+        hash,
+        title,
+        pages: Vec::new(),
+    })
 }
 
 /// Hex SHA-256 of `bytes`.

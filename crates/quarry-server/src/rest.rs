@@ -53,6 +53,8 @@ impl From<Error> for ApiError {
             Error::NotFound(_) => StatusCode::NOT_FOUND,
             Error::Conflict(_) => StatusCode::CONFLICT,
             Error::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Error::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            Error::Unsupported(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Error::Io { .. } => StatusCode::BAD_REQUEST,
             Error::Storage(_) | Error::Index(_) => StatusCode::INTERNAL_SERVER_ERROR,
         };

@@ -8,13 +8,18 @@
 //! committed too. A process killed at any moment therefore leaves work that the next run
 //! finds with [`Store::pending_index_work`] and finishes — nothing is lost or indexed twice.
 
+mod knowledge;
 mod sqlite;
 
+pub use knowledge::{
+    AddedFile, ConvertedFile, FileFilter, FileStatus, Job, JobKind, JobQueue, KbFile,
+    KnowledgeBase, KnowledgeStore, NewKbFile, QueueCounts, StatusCounts,
+};
 pub use sqlite::SqliteStore;
 
 use std::collections::HashMap;
 
-use quarry_core::{Collection, CollectionKind, Context, Document, Result};
+use quarry_core::{Collection, CollectionKind, Context, Document, PageSpan, Result};
 
 /// What the store knows about a file from the last scan; enough to skip unchanged files.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,6 +42,8 @@ pub enum DocChange {
         size: u64,
         stamp: i64,
         body: String,
+        /// Page map of a paged source (empty otherwise).
+        pages: Vec<PageSpan>,
     },
     /// Same content, new stat data (e.g. `touch`): no re-indexing needed.
     Touch { id: i64, size: u64, stamp: i64 },
@@ -91,6 +98,11 @@ pub struct ChunkSource {
     pub hash: String,
     pub title: String,
     pub body: String,
+    /// Page map of a paged source (empty otherwise): chunks record their first page.
+    pub pages: Vec<PageSpan>,
+    /// The collection's own chunk size and overlap in characters (a knowledge base that set
+    /// them at creation); `None`: the model's token-based default.
+    pub chunk_chars: Option<(usize, usize)>,
 }
 
 /// One chunk to store: a span of its document and the hash of the exact text embedded for it.
@@ -101,6 +113,8 @@ pub struct NewChunk {
     pub line_start: usize,
     pub line_end: usize,
     pub hash: String,
+    /// First page the chunk lies on (paged sources).
+    pub page: Option<u32>,
 }
 
 /// The chunks cut from one version (`doc_hash`) of a document.
@@ -129,6 +143,7 @@ pub struct ChunkRef {
     pub byte_end: usize,
     pub line_start: usize,
     pub line_end: usize,
+    pub page: Option<u32>,
 }
 
 /// How far embedding has got in a space, for one model.
@@ -145,7 +160,7 @@ pub struct EmbeddingState {
 /// Every method is scoped to a space; names are unique within a space. Implementations
 /// must be safe to share between threads and must tolerate other processes reading while
 /// one writes.
-pub trait Store: Send + Sync {
+pub trait Store: KnowledgeStore + JobQueue + Send + Sync {
     // Collections.
     fn create_collection(
         &self,

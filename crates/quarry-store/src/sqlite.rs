@@ -17,7 +17,7 @@ use crate::{
     IndexDoc, IndexWork, Store,
 };
 
-const SCHEMA_VERSION: i64 = 2;
+const SCHEMA_VERSION: i64 = 3;
 
 const SCHEMA: &str = r#"
 CREATE TABLE IF NOT EXISTS spaces (
@@ -109,6 +109,72 @@ CREATE TABLE IF NOT EXISTS expansions (
 );
 "#;
 
+/// Version 3: knowledge bases. Uploaded originals and extracted images are blobs (by
+/// SHA-256; the bytes live in the blob store, rows here say who references them); each
+/// upload is a `kb_files` row whose searchable form is an ordinary document; `jobs` is the
+/// ingestion queue, claimed with leases. Chunks and documents of paged sources keep pages.
+const SCHEMA_V3: &str = r#"
+ALTER TABLE collections ADD COLUMN uid TEXT;
+ALTER TABLE collections ADD COLUMN description TEXT NOT NULL DEFAULT '';
+ALTER TABLE collections ADD COLUMN chunk_size INTEGER;
+ALTER TABLE collections ADD COLUMN chunk_overlap INTEGER;
+ALTER TABLE collections ADD COLUMN updated_at INTEGER;
+CREATE UNIQUE INDEX IF NOT EXISTS collections_uid ON collections(uid);
+ALTER TABLE documents ADD COLUMN pages TEXT NOT NULL DEFAULT '';
+ALTER TABLE chunks ADD COLUMN page INTEGER;
+CREATE TABLE IF NOT EXISTS blobs (
+    hash TEXT PRIMARY KEY,
+    size INTEGER NOT NULL,
+    mime TEXT NOT NULL,
+    created_at INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS kb_files (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    uid TEXT NOT NULL UNIQUE,
+    collection_id INTEGER NOT NULL REFERENCES collections(id),
+    name TEXT NOT NULL,
+    original_name TEXT NOT NULL,
+    blob TEXT NOT NULL,
+    format TEXT NOT NULL,
+    mime TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    status TEXT NOT NULL,
+    error TEXT,
+    pages INTEGER,
+    pages_without_text TEXT,
+    warnings TEXT NOT NULL DEFAULT '',
+    document_id INTEGER,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL,
+    UNIQUE (collection_id, name),
+    UNIQUE (collection_id, blob)
+);
+CREATE INDEX IF NOT EXISTS kb_files_blob ON kb_files(blob);
+CREATE TABLE IF NOT EXISTS file_images (
+    file_id INTEGER NOT NULL,
+    hash TEXT NOT NULL,
+    PRIMARY KEY (file_id, hash)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS file_images_hash ON file_images(hash);
+CREATE TABLE IF NOT EXISTS jobs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    kind TEXT NOT NULL,
+    file_id INTEGER UNIQUE,
+    status TEXT NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    not_before INTEGER NOT NULL,
+    lease_owner TEXT,
+    lease_until INTEGER,
+    error TEXT,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS jobs_runnable ON jobs(status, not_before);
+"#;
+
+mod knowledge;
+
 /// SQLite-backed [`Store`].
 pub struct SqliteStore {
     conn: Mutex<Connection>,
@@ -147,13 +213,13 @@ impl SqliteStore {
         })
     }
 
-    fn conn(&self) -> MutexGuard<'_, Connection> {
+    pub(crate) fn conn(&self) -> MutexGuard<'_, Connection> {
         // A panic while holding the lock leaves SQLite consistent (transactions roll back),
         // so a poisoned mutex is safe to keep using.
         self.conn.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn write<T>(&self, f: impl FnOnce(&Transaction<'_>) -> Result<T>) -> Result<T> {
+    pub(crate) fn write<T>(&self, f: impl FnOnce(&Transaction<'_>) -> Result<T>) -> Result<T> {
         let mut conn = self.conn();
         let tx = conn
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
@@ -175,6 +241,9 @@ fn migrate(conn: &Connection) -> rusqlite::Result<()> {
         }
         if version < 2 {
             conn.execute_batch(SCHEMA_V2)?;
+        }
+        if version < 3 {
+            conn.execute_batch(SCHEMA_V3)?;
         }
         conn.execute_batch(&format!("PRAGMA user_version = {SCHEMA_VERSION}"))
     };
@@ -237,6 +306,92 @@ fn document_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Document> {
         hash: r.get(4)?,
         docid: r.get(5)?,
         body: r.get(6)?,
+    })
+}
+
+/// A new or changed document's fields ([`DocChange::Upsert`]).
+pub(crate) struct UpsertDoc<'a> {
+    pub path: String,
+    pub title: String,
+    pub hash: String,
+    pub size: u64,
+    pub stamp: i64,
+    pub body: String,
+    pub pages: &'a [quarry_core::PageSpan],
+}
+
+/// Inserts or replaces a document (by collection and path), marked for keyword indexing.
+pub(crate) fn upsert_document(
+    tx: &Transaction<'_>,
+    collection_id: i64,
+    doc: UpsertDoc<'_>,
+    now: i64,
+) -> Result<IndexDoc> {
+    let UpsertDoc {
+        path,
+        title,
+        hash,
+        size,
+        stamp,
+        body,
+        pages,
+    } = doc;
+    let pages = quarry_core::encode_pages(pages);
+    let existing: Option<(i64, String)> = tx
+        .prepare_cached("SELECT id, hash FROM documents WHERE collection_id = ?1 AND path = ?2")
+        .and_then(|mut s| {
+            s.query_row(params![collection_id, path], |r| Ok((r.get(0)?, r.get(1)?)))
+                .optional()
+        })
+        .map_err(db_err)?;
+    // New content makes the old chunks wrong: drop them (and from the ANN
+    // index, via tombstones) in the same transaction.
+    if let Some((id, old_hash)) = &existing
+        && *old_hash != hash
+    {
+        drop_chunks_of(tx, *id)?;
+    }
+    // Same content keeps its docid; new content gets the shortest free one.
+    let docid = match &existing {
+        Some((_, old_hash)) if *old_hash == hash => None,
+        Some((id, _)) => Some(free_docid(tx, &hash, Some(*id))?),
+        None => Some(free_docid(tx, &hash, None)?),
+    };
+    let id: i64 = tx
+        .prepare_cached(
+            "INSERT INTO documents (collection_id, path, title, hash, docid, size, stamp, body, body_bytes, fts_dirty, indexed_at, pages) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 1, ?10, ?11) \
+             ON CONFLICT (collection_id, path) DO UPDATE SET title = excluded.title, hash = excluded.hash, \
+             docid = COALESCE(?5, documents.docid), size = excluded.size, stamp = excluded.stamp, \
+             body = excluded.body, body_bytes = excluded.body_bytes, fts_dirty = 1, indexed_at = excluded.indexed_at, \
+             pages = excluded.pages \
+             RETURNING id",
+        )
+        .and_then(|mut s| {
+            s.query_row(
+                params![
+                    collection_id,
+                    path,
+                    title,
+                    hash,
+                    docid,
+                    size as i64,
+                    stamp,
+                    body,
+                    body.len() as i64,
+                    now,
+                    pages
+                ],
+                |r| r.get(0),
+            )
+        })
+        .map_err(db_err)?;
+    Ok(IndexDoc {
+        id,
+        collection_id,
+        path,
+        title,
+        body,
     })
 }
 
@@ -393,6 +548,13 @@ impl Store for SqliteStore {
             let n = tx
                 .execute("DELETE FROM documents WHERE collection_id = ?1", [id])
                 .map_err(db_err)?;
+            // A knowledge base's uploads go with it; their blobs and derived-index entries
+            // are cleaned by a cleanup job (committed with this transaction, so a restart
+            // resumes it).
+            let files = knowledge::delete_files_of_collection(tx, id)?;
+            if files > 0 || n > 0 {
+                knowledge::enqueue_cleanup_tx(tx)?;
+            }
             tx.execute("DELETE FROM collections WHERE id = ?1", [id])
                 .map_err(db_err)?;
             tx.execute(
@@ -455,75 +617,36 @@ impl Store for SqliteStore {
                         size,
                         stamp,
                         body,
+                        pages,
                     } => {
-                        let existing: Option<(i64, String)> = tx
-                            .prepare_cached(
-                                "SELECT id, hash FROM documents WHERE collection_id = ?1 AND path = ?2",
-                            )
-                            .and_then(|mut s| {
-                                s.query_row(params![collection_id, path], |r| {
-                                    Ok((r.get(0)?, r.get(1)?))
-                                })
-                                .optional()
-                            })
-                            .map_err(db_err)?;
-                        // New content makes the old chunks wrong: drop them (and from the ANN
-                        // index, via tombstones) in the same transaction.
-                        if let Some((id, old_hash)) = &existing
-                            && *old_hash != hash
-                        {
-                            drop_chunks_of(tx, *id)?;
-                        }
-                        // Same content keeps its docid; new content gets the shortest free one.
-                        let docid = match &existing {
-                            Some((_, old_hash)) if *old_hash == hash => None,
-                            Some((id, _)) => Some(free_docid(tx, &hash, Some(*id))?),
-                            None => Some(free_docid(tx, &hash, None)?),
-                        };
-                        let id: i64 = tx
-                            .prepare_cached(
-                                "INSERT INTO documents (collection_id, path, title, hash, docid, size, stamp, body, body_bytes, fts_dirty, indexed_at) \
-                                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 1, ?10) \
-                                 ON CONFLICT (collection_id, path) DO UPDATE SET title = excluded.title, hash = excluded.hash, \
-                                 docid = COALESCE(?5, documents.docid), size = excluded.size, stamp = excluded.stamp, \
-                                 body = excluded.body, body_bytes = excluded.body_bytes, fts_dirty = 1, indexed_at = excluded.indexed_at \
-                                 RETURNING id",
-                            )
-                            .and_then(|mut s| {
-                                s.query_row(
-                                    params![
-                                        collection_id,
-                                        path,
-                                        title,
-                                        hash,
-                                        docid,
-                                        size as i64,
-                                        stamp,
-                                        body,
-                                        body.len() as i64,
-                                        now
-                                    ],
-                                    |r| r.get(0),
-                                )
-                            })
-                            .map_err(db_err)?;
-                        work.upserts.push(IndexDoc {
-                            id,
+                        work.upserts.push(upsert_document(
+                            tx,
                             collection_id,
-                            path,
-                            title,
-                            body,
-                        });
+                            UpsertDoc {
+                                path,
+                                title,
+                                hash,
+                                size,
+                                stamp,
+                                body,
+                                pages: &pages,
+                            },
+                            now,
+                        )?);
                     }
                     DocChange::Touch { id, size, stamp } => {
-                        tx.prepare_cached("UPDATE documents SET size = ?2, stamp = ?3 WHERE id = ?1")
-                            .and_then(|mut s| s.execute(params![id, size as i64, stamp]))
-                            .map_err(db_err)?;
+                        tx.prepare_cached(
+                            "UPDATE documents SET size = ?2, stamp = ?3 WHERE id = ?1",
+                        )
+                        .and_then(|mut s| s.execute(params![id, size as i64, stamp]))
+                        .map_err(db_err)?;
                     }
                     DocChange::Remove { id } => {
-                        tx.prepare_cached("INSERT OR IGNORE INTO fts_tombstones (doc_id) VALUES (?1)")
-                            .and_then(|mut s| s.execute([id]))
-                            .map_err(db_err)?;
+                        tx.prepare_cached(
+                            "INSERT OR IGNORE INTO fts_tombstones (doc_id) VALUES (?1)",
+                        )
+                        .and_then(|mut s| s.execute([id]))
+                        .map_err(db_err)?;
                         drop_chunks_of(tx, id)?;
                         tx.prepare_cached("DELETE FROM documents WHERE id = ?1")
                             .and_then(|mut s| s.execute([id]))
@@ -697,18 +820,24 @@ impl Store for SqliteStore {
         let conn = self.conn();
         let mut stmt = conn
             .prepare_cached(
-                "SELECT d.id, d.hash, d.title, d.body FROM documents d JOIN collections c ON c.id = d.collection_id \
+                "SELECT d.id, d.hash, d.title, d.body, d.pages, c.chunk_size, c.chunk_overlap \
+                 FROM documents d JOIN collections c ON c.id = d.collection_id \
                  WHERE c.space = ?1 AND (?2 IS NULL OR d.collection_id = ?2) \
                  AND (d.chunked_hash IS NULL OR d.chunked_hash != d.hash) ORDER BY d.id LIMIT ?3",
             )
             .map_err(db_err)?;
         let rows = stmt
             .query_map(params![space, collection_id, limit as i64], |r| {
+                let size: Option<i64> = r.get(5)?;
+                let overlap: Option<i64> = r.get(6)?;
                 Ok(ChunkSource {
                     id: r.get(0)?,
                     hash: r.get(1)?,
                     title: r.get(2)?,
                     body: r.get(3)?,
+                    pages: quarry_core::decode_pages(&r.get::<_, String>(4)?),
+                    chunk_chars: size
+                        .map(|s| (s.max(1) as usize, overlap.unwrap_or(0).max(0) as usize)),
                 })
             })
             .map_err(db_err)?;
@@ -722,8 +851,8 @@ impl Store for SqliteStore {
                 .map_err(db_err)?;
             let mut insert = tx
                 .prepare_cached(
-                    "INSERT INTO chunks (document_id, seq, byte_start, byte_end, line_start, line_end, hash, ann_dirty) \
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 1)",
+                    "INSERT INTO chunks (document_id, seq, byte_start, byte_end, line_start, line_end, hash, ann_dirty, page) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 1, ?8)",
                 )
                 .map_err(db_err)?;
             let mut mark = tx
@@ -747,7 +876,8 @@ impl Store for SqliteStore {
                             c.byte_end as i64,
                             c.line_start as i64,
                             c.line_end as i64,
-                            c.hash
+                            c.hash,
+                            c.page
                         ])
                         .map_err(db_err)?;
                 }
@@ -1070,7 +1200,7 @@ impl Store for SqliteStore {
     }
 }
 
-const CHUNK_COLUMNS: &str = "id, document_id, byte_start, byte_end, line_start, line_end";
+const CHUNK_COLUMNS: &str = "id, document_id, byte_start, byte_end, line_start, line_end, page";
 
 fn chunk_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ChunkRef> {
     Ok(ChunkRef {
@@ -1080,6 +1210,7 @@ fn chunk_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ChunkRef> {
         byte_end: r.get::<_, i64>(3)? as usize,
         line_start: r.get::<_, i64>(4)? as usize,
         line_end: r.get::<_, i64>(5)? as usize,
+        page: r.get(6)?,
     })
 }
 
@@ -1118,6 +1249,7 @@ mod tests {
             size: 1,
             stamp: 1,
             body: "body".into(),
+            pages: Vec::new(),
         }
     }
 
@@ -1198,6 +1330,7 @@ mod tests {
 
     fn chunk(start: usize, end: usize, hash: &str) -> crate::NewChunk {
         crate::NewChunk {
+            page: None,
             byte_start: start,
             byte_end: end,
             line_start: 1,

@@ -1,0 +1,374 @@
+//! Content-addressed blob storage: originals of uploaded documents and the images extracted
+//! from them, named by the SHA-256 of their bytes, so the same bytes are stored once.
+//!
+//! [`BlobStore`] is the seam SPEC §3 asks for: [`FsBlobStore`] keeps blobs in the data
+//! directory (`blobs/ab/cdef…`); an S3-compatible bucket can implement the same trait for
+//! several nodes. The store (`quarry-store`) records which blobs are referenced; this crate
+//! only holds bytes.
+//!
+//! Uploads are staged: [`BlobStore::stage`] streams bytes into a temporary file while
+//! hashing and counting them (refusing more than a limit without buffering the body), then
+//! [`Staged::commit`] moves the file to its content address. Deleting garbage and committing
+//! new references must not interleave (a blob judged orphaned could be referenced again
+//! just before its bytes go): writers of references hold [`BlobStore::lock_shared`] from
+//! `commit` until their store transaction is durable; the collector holds
+//! [`BlobStore::lock_exclusive`] while it decides and deletes.
+
+use std::fs::{self, File};
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use quarry_core::{Error, Result};
+use sha2::{Digest, Sha256};
+
+/// A held blob lock; released on drop.
+pub struct BlobLock {
+    _file: File,
+}
+
+/// Storage of immutable byte strings by SHA-256.
+pub trait BlobStore: Send + Sync {
+    /// Starts an upload: bytes written to the returned [`Staged`] are hashed and counted.
+    fn stage(&self) -> Result<Staged>;
+    /// Makes staged bytes durable at their address and returns it. Take
+    /// [`BlobStore::lock_shared`] first and hold it until the reference is committed.
+    fn commit(&self, staged: Staged) -> Result<String>;
+    /// Stores bytes already in memory (extracted images); returns their SHA-256.
+    fn put(&self, bytes: &[u8]) -> Result<String>;
+    /// Size of a stored blob, `None` when absent.
+    fn size(&self, sha256: &str) -> Result<Option<u64>>;
+    /// Reads `len` bytes from `offset` (fewer at the end).
+    fn read_range(&self, sha256: &str, offset: u64, len: usize) -> Result<Vec<u8>>;
+    /// Reads a whole blob.
+    fn read(&self, sha256: &str) -> Result<Vec<u8>>;
+    /// Deletes a blob (absent is fine).
+    fn delete(&self, sha256: &str) -> Result<()>;
+    /// Every stored blob with its modification time (sweeps for bytes no row names).
+    fn list(&self) -> Result<Vec<(String, SystemTime)>>;
+    /// Held by writers of blob references (see the crate docs).
+    fn lock_shared(&self) -> Result<BlobLock>;
+    /// Held by the garbage collector.
+    fn lock_exclusive(&self) -> Result<BlobLock>;
+}
+
+/// Blobs in a directory: `<root>/<first two hex>/<remaining hex>`; staging in `<root>/tmp`.
+pub struct FsBlobStore {
+    root: PathBuf,
+}
+
+/// Bytes being uploaded. Dropped without [`Staged::commit`], the temporary file goes.
+pub struct Staged {
+    file: Option<File>,
+    tmp: PathBuf,
+    root: PathBuf,
+    hasher: Sha256,
+    len: u64,
+    limit: u64,
+}
+
+/// Hex SHA-256 of some bytes.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex(&Sha256::digest(bytes))
+}
+
+fn hex(digest: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(digest.len() * 2);
+    for b in digest {
+        s.push(DIGITS[(b >> 4) as usize] as char);
+        s.push(DIGITS[(b & 15) as usize] as char);
+    }
+    s
+}
+
+/// Whether `s` is a lower-case hex SHA-256 (anything else never reaches the file system).
+pub fn is_sha256(s: &str) -> bool {
+    s.len() == 64
+        && s.bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+fn blob_path(root: &Path, sha256: &str) -> Result<PathBuf> {
+    if !is_sha256(sha256) {
+        return Err(Error::invalid(format!("{sha256:?} is not a SHA-256")));
+    }
+    Ok(root.join(&sha256[..2]).join(&sha256[2..]))
+}
+
+/// Temporary-file names unique within the process and across processes.
+fn tmp_name() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!(
+        "{}-{}-{}.part",
+        std::process::id(),
+        nanos,
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+impl FsBlobStore {
+    pub fn open(root: &Path) -> Result<FsBlobStore> {
+        fs::create_dir_all(root.join("tmp")).map_err(|e| Error::io(root, e))?;
+        Ok(FsBlobStore {
+            root: root.to_owned(),
+        })
+    }
+
+    fn lock_file(&self) -> Result<File> {
+        let path = self.root.join("gc.lock");
+        File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(|e| Error::io(&path, e))
+    }
+
+    /// Moves a finished temporary file to its address (or drops it when the bytes are
+    /// already there), fsyncing so an acknowledged upload survives a crash.
+    fn install(&self, tmp: &Path, sha256: &str) -> Result<()> {
+        let dest = blob_path(&self.root, sha256)?;
+        if dest.exists() {
+            let _ = fs::remove_file(tmp);
+            // Refresh the time so a sweep never takes a just-uploaded blob for an old orphan.
+            let _ = File::options()
+                .write(true)
+                .open(&dest)
+                .and_then(|f| f.set_modified(SystemTime::now()));
+            return Ok(());
+        }
+        if let Some(dir) = dest.parent() {
+            fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        }
+        fs::rename(tmp, &dest).map_err(|e| Error::io(&dest, e))?;
+        if let Some(dir) = dest.parent()
+            && let Ok(d) = File::open(dir)
+        {
+            let _ = d.sync_all();
+        }
+        Ok(())
+    }
+}
+
+impl Staged {
+    /// Refuse more than `limit` bytes ([`Staged::write_all`] then fails with
+    /// [`Error::TooLarge`]).
+    pub fn with_limit(mut self, limit: u64) -> Staged {
+        self.limit = limit;
+        self
+    }
+
+    /// Appends bytes; fails once the total exceeds the limit (nothing is kept).
+    pub fn write_all(&mut self, bytes: &[u8]) -> Result<()> {
+        self.len += bytes.len() as u64;
+        if self.len > self.limit {
+            return Err(Error::TooLarge(format!(
+                "exceeds {} MB",
+                self.limit / (1024 * 1024)
+            )));
+        }
+        self.hasher.update(bytes);
+        let file = self
+            .file
+            .as_mut()
+            .ok_or_else(|| Error::Storage("staged upload already committed".into()))?;
+        file.write_all(bytes).map_err(|e| Error::io(&self.tmp, e))
+    }
+
+    /// Bytes written so far.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// SHA-256 of what was written (the address [`Staged::commit`] will use).
+    pub fn sha256(&self) -> String {
+        hex(&self.hasher.clone().finalize())
+    }
+
+    /// Flushes the temporary file and hands it over: (its path, the bytes' SHA-256). The
+    /// caller now owns the file (moves or deletes it).
+    pub fn finish(mut self) -> Result<(PathBuf, String)> {
+        let sha = self.sha256();
+        if let Some(file) = self.file.take() {
+            file.sync_all().map_err(|e| Error::io(&self.tmp, e))?;
+        }
+        Ok((std::mem::take(&mut self.tmp), sha))
+    }
+
+    /// The root this upload belongs to.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+}
+
+impl Drop for Staged {
+    fn drop(&mut self) {
+        if self.file.take().is_some() {
+            let _ = fs::remove_file(&self.tmp);
+        }
+    }
+}
+
+impl BlobStore for FsBlobStore {
+    fn stage(&self) -> Result<Staged> {
+        let tmp = self.root.join("tmp").join(tmp_name());
+        let file = File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
+        Ok(Staged {
+            file: Some(file),
+            tmp,
+            root: self.root.clone(),
+            hasher: Sha256::new(),
+            len: 0,
+            limit: u64::MAX,
+        })
+    }
+
+    fn commit(&self, staged: Staged) -> Result<String> {
+        let (tmp, sha) = staged.finish()?;
+        let installed = self.install(&tmp, &sha);
+        if installed.is_err() {
+            let _ = fs::remove_file(&tmp);
+        }
+        installed.map(|()| sha)
+    }
+
+    fn put(&self, bytes: &[u8]) -> Result<String> {
+        let sha = sha256_hex(bytes);
+        if blob_path(&self.root, &sha)?.exists() {
+            return Ok(sha);
+        }
+        let mut staged = self.stage()?;
+        staged.write_all(bytes)?;
+        self.commit(staged)
+    }
+
+    fn size(&self, sha256: &str) -> Result<Option<u64>> {
+        let path = blob_path(&self.root, sha256)?;
+        match fs::metadata(&path) {
+            Ok(m) => Ok(Some(m.len())),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(Error::io(&path, e)),
+        }
+    }
+
+    fn read_range(&self, sha256: &str, offset: u64, len: usize) -> Result<Vec<u8>> {
+        let path = blob_path(&self.root, sha256)?;
+        let mut f = File::open(&path).map_err(|e| Error::io(&path, e))?;
+        f.seek(SeekFrom::Start(offset))
+            .map_err(|e| Error::io(&path, e))?;
+        let mut buf = Vec::with_capacity(len.min(1 << 20));
+        f.take(len as u64)
+            .read_to_end(&mut buf)
+            .map_err(|e| Error::io(&path, e))?;
+        Ok(buf)
+    }
+
+    fn read(&self, sha256: &str) -> Result<Vec<u8>> {
+        let path = blob_path(&self.root, sha256)?;
+        fs::read(&path).map_err(|e| Error::io(&path, e))
+    }
+
+    fn delete(&self, sha256: &str) -> Result<()> {
+        let path = blob_path(&self.root, sha256)?;
+        match fs::remove_file(&path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(Error::io(&path, e)),
+        }
+    }
+
+    fn list(&self) -> Result<Vec<(String, SystemTime)>> {
+        let mut out = Vec::new();
+        let entries = fs::read_dir(&self.root).map_err(|e| Error::io(&self.root, e))?;
+        for dir in entries.flatten() {
+            let prefix = dir.file_name().to_string_lossy().into_owned();
+            if prefix.len() != 2 || !dir.path().is_dir() {
+                continue;
+            }
+            let Ok(files) = fs::read_dir(dir.path()) else {
+                continue;
+            };
+            for f in files.flatten() {
+                let sha = format!("{prefix}{}", f.file_name().to_string_lossy());
+                if !is_sha256(&sha) {
+                    continue;
+                }
+                let modified = f
+                    .metadata()
+                    .and_then(|m| m.modified())
+                    .unwrap_or(SystemTime::UNIX_EPOCH);
+                out.push((sha, modified));
+            }
+        }
+        Ok(out)
+    }
+
+    fn lock_shared(&self) -> Result<BlobLock> {
+        let file = self.lock_file()?;
+        file.lock_shared()
+            .map_err(|e| Error::io(self.root.join("gc.lock"), e))?;
+        Ok(BlobLock { _file: file })
+    }
+
+    fn lock_exclusive(&self) -> Result<BlobLock> {
+        let file = self.lock_file()?;
+        file.lock()
+            .map_err(|e| Error::io(self.root.join("gc.lock"), e))?;
+        Ok(BlobLock { _file: file })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn same_bytes_are_stored_once_and_read_back_by_range() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = FsBlobStore::open(dir.path()).unwrap();
+        let a = store.put(b"hello world").unwrap();
+        let b = store.put(b"hello world").unwrap();
+        assert_eq!(a, b);
+        assert_eq!(a, sha256_hex(b"hello world"));
+        assert_eq!(store.list().unwrap().len(), 1);
+        assert_eq!(store.size(&a).unwrap(), Some(11));
+        assert_eq!(store.read_range(&a, 6, 100).unwrap(), b"world");
+        store.delete(&a).unwrap();
+        assert_eq!(store.size(&a).unwrap(), None);
+        store.delete(&a).unwrap();
+    }
+
+    #[test]
+    fn staging_hashes_streams_and_refuses_past_the_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = FsBlobStore::open(dir.path()).unwrap();
+        let mut s = store.stage().unwrap().with_limit(8);
+        s.write_all(b"abcd").unwrap();
+        s.write_all(b"efgh").unwrap();
+        assert_eq!(s.sha256(), sha256_hex(b"abcdefgh"));
+        let err = s.write_all(b"i").unwrap_err();
+        assert!(err.to_string().contains("exceeds"), "{err}");
+        drop(s);
+        // Nothing left behind: neither a blob nor the temporary file.
+        assert!(store.list().unwrap().is_empty());
+        assert_eq!(fs::read_dir(dir.path().join("tmp")).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn names_that_are_not_hashes_never_touch_the_file_system() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = FsBlobStore::open(dir.path()).unwrap();
+        assert!(store.read("../../etc/passwd").is_err());
+        assert!(store.size("ABCDEF").is_err());
+        assert!(!is_sha256(&"g".repeat(64)));
+    }
+}

@@ -1,0 +1,394 @@
+//! HTML → Markdown: `htmd` for the conversion, after pruning the DOM ourselves.
+//!
+//! `htmd` converts faithfully but converts *everything*; a knowledge base wants the readable
+//! content. So the page is parsed once (html5ever, via htmd), scripts, styles, navigation,
+//! sidebars, banners and footers are cut out of the tree (by tag, ARIA role and common
+//! class/id names), the content root is `<main>`/`[role=main]`/a lone `<article>` when there
+//! is one, and `<pre>` blocks become fenced code with the language taken from
+//! `language-x`/`lang-x`/`highlight-x` classes. Inline `data:` images are dropped (their alt
+//! text kept) so a pasted screenshot does not become megabytes of base64.
+
+use std::rc::Rc;
+
+use htmd::element_handler::{HandlerResult, Handlers};
+use htmd::{Element, HtmlToMarkdown};
+use markup5ever_rcdom::{Handle, NodeData};
+
+use crate::util;
+use crate::{ConvertError, ConvertOptions, Converted, Converter, Format};
+
+pub(crate) struct HtmlConverter;
+
+impl Converter for HtmlConverter {
+    fn format(&self) -> Format {
+        Format::Html
+    }
+
+    fn convert(&self, bytes: &[u8], _opts: &ConvertOptions) -> Result<Converted, ConvertError> {
+        if util::looks_binary(bytes) {
+            return Err(ConvertError::NotText(match util::sniff(bytes) {
+                Some(kind) => format!("looks like {kind}, not HTML"),
+                None => "binary data".to_owned(),
+            }));
+        }
+        let (html, warning) = decode_html(bytes);
+        let converter = HtmlToMarkdown::builder()
+            .skip_tags(vec![
+                "script", "style", "noscript", "template", "nav", "aside", "svg", "iframe",
+                "button", "select", "object", "embed", "canvas", "head",
+            ])
+            .add_handler(vec!["pre"], pre_handler)
+            .add_handler(vec!["img"], img_handler)
+            .build();
+        let dom = converter
+            .html_to_tree(&html)
+            .map_err(|e| ConvertError::Corrupt {
+                format: Format::Html,
+                detail: e.to_string(),
+            })?;
+        let title = find_title(&dom);
+        let root = content_root(&dom).unwrap_or_else(|| dom.clone());
+        let is_body = !matches!(tag(&root).as_deref(), Some("main") | Some("article"));
+        prune(&root, is_body, 0);
+        let md = converter.tree_to_markdown(&root);
+        let md = util::tidy(&compact_tables(&md));
+        let title = title.or_else(|| first_h1(&md));
+        Ok(Converted {
+            markdown: md,
+            title,
+            warnings: warning.into_iter().collect(),
+            ..Default::default()
+        })
+    }
+}
+
+/// UTF-8 when valid; otherwise the declared charset (`<meta charset>`, `http-equiv`), else
+/// Windows-1252.
+fn decode_html(bytes: &[u8]) -> (String, Option<String>) {
+    let body = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+    if let Ok(s) = std::str::from_utf8(body) {
+        return (s.to_owned(), None);
+    }
+    if bytes.starts_with(b"\xFF\xFE") || bytes.starts_with(b"\xFE\xFF") {
+        return (util::decode_text(bytes).0, None);
+    }
+    let head = String::from_utf8_lossy(&bytes[..bytes.len().min(4096)]).to_ascii_lowercase();
+    let declared = head.find("charset=").and_then(|i| {
+        let rest = head[i + 8..].trim_start_matches(['"', '\'', ' ']);
+        let end = rest
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '-' || c == '_'))
+            .unwrap_or(rest.len());
+        encoding_rs::Encoding::for_label(&rest.as_bytes()[..end])
+    });
+    let enc = declared.unwrap_or(encoding_rs::WINDOWS_1252);
+    let (text, _, _) = enc.decode(bytes);
+    (
+        text.into_owned(),
+        Some(format!("not UTF-8; decoded as {}", enc.name())),
+    )
+}
+
+/// htmd pads table columns to equal width; with long cells that doubles the output. Rows
+/// are re-emitted with single spaces and `---` separators.
+fn compact_tables(md: &str) -> String {
+    let mut out = String::with_capacity(md.len());
+    let mut in_fence = false;
+    for line in md.lines() {
+        if line.trim_start().starts_with("```") {
+            in_fence = !in_fence;
+        }
+        let t = line.trim();
+        if !in_fence && t.len() > 1 && t.starts_with('|') && t.ends_with('|') {
+            let cells: Vec<&str> = split_row(t);
+            let is_sep = cells.iter().all(|c| {
+                let c = c.trim();
+                !c.is_empty() && c.chars().all(|ch| matches!(ch, '-' | ':'))
+            });
+            out.push('|');
+            for c in cells {
+                out.push(' ');
+                out.push_str(if is_sep { "---" } else { c.trim() });
+                out.push_str(" |");
+            }
+        } else {
+            out.push_str(line);
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// Cells of a `| a | b |` row, honouring `\|` escapes.
+fn split_row(row: &str) -> Vec<&str> {
+    let inner = &row[1..row.len() - 1];
+    let mut cells = Vec::new();
+    let mut start = 0;
+    let bytes = inner.as_bytes();
+    for i in 0..bytes.len() {
+        if bytes[i] == b'|' && (i == 0 || bytes[i - 1] != b'\\') {
+            cells.push(&inner[start..i]);
+            start = i + 1;
+        }
+    }
+    cells.push(&inner[start..]);
+    cells
+}
+
+fn tag(node: &Handle) -> Option<String> {
+    match &node.data {
+        NodeData::Element { name, .. } => Some(name.local.to_string()),
+        _ => None,
+    }
+}
+
+fn attr_of(node: &Handle, key: &str) -> Option<String> {
+    match &node.data {
+        NodeData::Element { attrs, .. } => attrs
+            .borrow()
+            .iter()
+            .find(|a| &*a.name.local == key)
+            .map(|a| a.value.to_string()),
+        _ => None,
+    }
+}
+
+/// All text below `node`, `<br>` as newlines.
+fn raw_text(node: &Handle, out: &mut String) {
+    match &node.data {
+        NodeData::Text { contents } => out.push_str(&contents.borrow()),
+        NodeData::Element { name, .. } if &*name.local == "br" => out.push('\n'),
+        _ => {
+            for child in node.children.borrow().iter() {
+                raw_text(child, out);
+            }
+        }
+    }
+}
+
+fn find_first(node: &Handle, pred: &dyn Fn(&Handle) -> bool, depth: usize) -> Option<Handle> {
+    if pred(node) {
+        return Some(node.clone());
+    }
+    if depth > 200 {
+        return None;
+    }
+    for child in node.children.borrow().iter() {
+        if let Some(found) = find_first(child, pred, depth + 1) {
+            return Some(found);
+        }
+    }
+    None
+}
+
+fn count(node: &Handle, pred: &dyn Fn(&Handle) -> bool, depth: usize) -> usize {
+    let me = usize::from(pred(node));
+    if depth > 200 {
+        return me;
+    }
+    me + node
+        .children
+        .borrow()
+        .iter()
+        .map(|c| count(c, pred, depth + 1))
+        .sum::<usize>()
+}
+
+fn find_title(dom: &Handle) -> Option<String> {
+    let t = find_first(dom, &|n| tag(n).as_deref() == Some("title"), 0)?;
+    let mut s = String::new();
+    raw_text(&t, &mut s);
+    let s = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    (!s.is_empty()).then_some(s)
+}
+
+fn first_h1(md: &str) -> Option<String> {
+    md.lines()
+        .find_map(|l| l.strip_prefix("# "))
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+}
+
+/// `<main>`, `[role=main]`, or the only `<article>`.
+fn content_root(dom: &Handle) -> Option<Handle> {
+    let main = find_first(
+        dom,
+        &|n| tag(n).as_deref() == Some("main") || attr_of(n, "role").as_deref() == Some("main"),
+        0,
+    );
+    if let Some(main) = main {
+        // A `main` with almost nothing in it is a layout artefact, not the content.
+        let mut text = String::new();
+        raw_text(&main, &mut text);
+        if text.trim().len() > 200 {
+            return Some(main);
+        }
+    }
+    let is_article = |n: &Handle| tag(n).as_deref() == Some("article");
+    if count(dom, &is_article, 0) == 1 {
+        return find_first(dom, &is_article, 0);
+    }
+    None
+}
+
+const BOILERPLATE_ROLES: [&str; 5] = [
+    "navigation",
+    "banner",
+    "contentinfo",
+    "complementary",
+    "search",
+];
+const BOILERPLATE_TOKENS: [&str; 19] = [
+    "nav",
+    "navbar",
+    "navigation",
+    "menu",
+    "sidebar",
+    "sphinxsidebar",
+    "breadcrumb",
+    "breadcrumbs",
+    "footer",
+    "site-footer",
+    "site-header",
+    "cookie",
+    "cookie-banner",
+    "skip-link",
+    "toc",
+    "related",
+    "navheader",
+    "navfooter",
+    "headerlink",
+];
+
+fn is_boilerplate(node: &Handle, drop_header_footer: bool) -> bool {
+    let Some(t) = tag(node) else {
+        return matches!(node.data, NodeData::Comment { .. });
+    };
+    if drop_header_footer && (t == "header" || t == "footer") {
+        // A header holding the page's only h1 is content.
+        let has_h1 = find_first(node, &|n| tag(n).as_deref() == Some("h1"), 0).is_some();
+        return !has_h1;
+    }
+    if t == "body" || t == "html" || t == "main" || t == "article" {
+        return false;
+    }
+    if attr_of(node, "hidden").is_some() || attr_of(node, "aria-hidden").as_deref() == Some("true")
+    {
+        return true;
+    }
+    if attr_of(node, "role").is_some_and(|r| BOILERPLATE_ROLES.contains(&r.as_str())) {
+        return true;
+    }
+    let tokens = format!(
+        "{} {}",
+        attr_of(node, "class").unwrap_or_default(),
+        attr_of(node, "id").unwrap_or_default()
+    )
+    .to_ascii_lowercase();
+    tokens
+        .split_whitespace()
+        .any(|tok| BOILERPLATE_TOKENS.contains(&tok))
+}
+
+fn prune(node: &Handle, drop_header_footer: bool, depth: usize) {
+    if depth > 400 {
+        return;
+    }
+    node.children
+        .borrow_mut()
+        .retain(|c| !is_boilerplate(c, drop_header_footer));
+    let children: Vec<Handle> = node.children.borrow().iter().cloned().collect();
+    for c in &children {
+        prune(c, drop_header_footer, depth + 1);
+    }
+}
+
+/// The code language from `language-x`, `lang-x`, `highlight-x`, `brush: x` classes on the
+/// block, its `<code>` child or a few ancestors (Sphinx puts it on a wrapper `div`).
+fn code_language(node: &Handle) -> Option<String> {
+    let from_class = |n: &Handle| -> Option<String> {
+        let class = attr_of(n, "class")?;
+        if let Some(i) = class.find("brush:") {
+            let lang = class[i + 6..].trim().split([' ', ';']).next()?.to_owned();
+            return (!lang.is_empty()).then_some(lang);
+        }
+        class.split_whitespace().find_map(|c| {
+            let lang = c
+                .strip_prefix("language-")
+                .or_else(|| c.strip_prefix("lang-"))
+                .or_else(|| c.strip_prefix("highlight-"))?;
+            let lang = lang.trim();
+            (!lang.is_empty() && lang != "default" && lang != "none" && lang != "text")
+                .then(|| lang.to_owned())
+        })
+    };
+    if let Some(l) = from_class(node) {
+        return Some(l);
+    }
+    for child in node.children.borrow().iter() {
+        if tag(child).as_deref() == Some("code")
+            && let Some(l) = from_class(child)
+        {
+            return Some(l);
+        }
+    }
+    let mut cur = parent(node);
+    for _ in 0..3 {
+        let Some(p) = cur else { break };
+        if let Some(l) = from_class(&p) {
+            return Some(l);
+        }
+        cur = parent(&p);
+    }
+    None
+}
+
+fn parent(node: &Handle) -> Option<Handle> {
+    let weak = node.parent.take();
+    let strong = weak.as_ref().and_then(|w| w.upgrade());
+    node.parent.set(weak);
+    strong
+}
+
+fn pre_handler(_handlers: &dyn Handlers, element: Element) -> Option<HandlerResult> {
+    let node: &Rc<markup5ever_rcdom::Node> = element.node;
+    let mut text = String::new();
+    raw_text(node, &mut text);
+    let text = text.trim_matches('\n').trim_end();
+    if text.trim().is_empty() {
+        return Some(HandlerResult::from(String::new()));
+    }
+    let lang = code_language(node).unwrap_or_default();
+    let mut longest = 0;
+    let mut run = 0;
+    for c in text.chars() {
+        if c == '`' {
+            run += 1;
+            longest = longest.max(run);
+        } else {
+            run = 0;
+        }
+    }
+    let fence = "`".repeat((longest + 1).max(3));
+    Some(HandlerResult::from(format!(
+        "\n\n{fence}{lang}\n{text}\n{fence}\n\n"
+    )))
+}
+
+fn img_handler(handlers: &dyn Handlers, element: Element) -> Option<HandlerResult> {
+    let src = element
+        .attrs
+        .iter()
+        .find(|a| &*a.name.local == "src")
+        .map(|a| a.value.to_string())
+        .unwrap_or_default();
+    if src.is_empty() || src.starts_with("data:") {
+        let alt = element
+            .attrs
+            .iter()
+            .find(|a| &*a.name.local == "alt")
+            .map(|a| a.value.trim().to_string())
+            .unwrap_or_default();
+        return Some(HandlerResult::from(alt));
+    }
+    handlers.fallback(element)
+}

@@ -1,0 +1,457 @@
+//! Document conversion: a file's bytes → Markdown, a page map and extracted images.
+//!
+//! One [`Converter`] per format; [`convert`] detects the format (name and magic bytes must
+//! agree) and dispatches. Nothing here knows about stores, HTTP or terminals: the caller
+//! stores images (their URLs are built from [`ConvertOptions::image_url_prefix`] and the
+//! image's SHA-256) and maps chunks to pages with [`Converted::page_at`].
+//!
+//! Every converter honours [`Limits`]: input size, pages, decompressed bytes (zip bombs),
+//! rows per sheet or CSV, output size and wall time, so one hostile file cannot exhaust memory
+//! or stall a worker. Failures are [`ConvertError`]s whose `Display` is a reason a person
+//! understands ("encrypted PDF", "not a DOCX file", "no text layer on pages 3–9").
+
+use std::time::{Duration, Instant};
+
+mod delimited;
+mod docx;
+mod html;
+mod ocr;
+mod pdf;
+mod pptx;
+mod sheet;
+mod text;
+mod util;
+mod xml;
+mod zipc;
+
+/// Formats Quarry converts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Format {
+    Pdf,
+    Docx,
+    Xlsx,
+    Xls,
+    Ods,
+    Pptx,
+    Csv,
+    Tsv,
+    Html,
+    Txt,
+    Md,
+    Json,
+}
+
+impl Format {
+    pub const ALL: [Format; 12] = [
+        Format::Pdf,
+        Format::Docx,
+        Format::Xlsx,
+        Format::Xls,
+        Format::Ods,
+        Format::Pptx,
+        Format::Csv,
+        Format::Tsv,
+        Format::Html,
+        Format::Txt,
+        Format::Md,
+        Format::Json,
+    ];
+
+    /// Lower-case name, also the usual extension (`pdf`, `docx`, `md`, …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Format::Pdf => "pdf",
+            Format::Docx => "docx",
+            Format::Xlsx => "xlsx",
+            Format::Xls => "xls",
+            Format::Ods => "ods",
+            Format::Pptx => "pptx",
+            Format::Csv => "csv",
+            Format::Tsv => "tsv",
+            Format::Html => "html",
+            Format::Txt => "txt",
+            Format::Md => "md",
+            Format::Json => "json",
+        }
+    }
+
+    /// The format a file name's extension claims (case-insensitive), if Quarry converts it.
+    pub fn from_file_name(name: &str) -> Option<Format> {
+        let ext = name.rsplit_once('.')?.1.to_ascii_lowercase();
+        Some(match ext.as_str() {
+            "pdf" => Format::Pdf,
+            "docx" => Format::Docx,
+            "xlsx" | "xlsm" => Format::Xlsx,
+            "xls" => Format::Xls,
+            "ods" => Format::Ods,
+            "pptx" => Format::Pptx,
+            "csv" => Format::Csv,
+            "tsv" | "tab" => Format::Tsv,
+            "html" | "htm" | "xhtml" => Format::Html,
+            "txt" | "text" | "log" => Format::Txt,
+            "md" | "markdown" | "mdx" => Format::Md,
+            "json" => Format::Json,
+            _ => return None,
+        })
+    }
+
+    /// MIME type served for originals of this format.
+    pub fn mime(self) -> &'static str {
+        match self {
+            Format::Pdf => "application/pdf",
+            Format::Docx => {
+                "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
+            }
+            Format::Xlsx => "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+            Format::Xls => "application/vnd.ms-excel",
+            Format::Ods => "application/vnd.oasis.opendocument.spreadsheet",
+            Format::Pptx => {
+                "application/vnd.openxmlformats-officedocument.presentationml.presentation"
+            }
+            Format::Csv => "text/csv; charset=utf-8",
+            Format::Tsv => "text/tab-separated-values; charset=utf-8",
+            Format::Html => "text/html; charset=utf-8",
+            Format::Txt => "text/plain; charset=utf-8",
+            Format::Md => "text/markdown; charset=utf-8",
+            Format::Json => "application/json",
+        }
+    }
+
+    /// Whether pages (PDF pages, slides) number the converted text.
+    pub fn is_paged(self) -> bool {
+        matches!(self, Format::Pdf | Format::Pptx)
+    }
+}
+
+/// Bounds on one conversion. Defaults suit a shared server.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Input size ("exceeds 100 MB").
+    pub max_bytes: u64,
+    /// PDF pages / slides converted.
+    pub max_pages: u32,
+    /// Total bytes inflated from a zip container (DOCX, XLSX, PPTX, ODS): zip bombs.
+    pub max_decompressed_bytes: u64,
+    /// Rows kept per sheet or CSV file; the rest is summarised in one line.
+    pub max_rows: usize,
+    /// Markdown produced.
+    pub max_output_bytes: usize,
+    /// Wall time of one conversion.
+    pub timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_bytes: 100 * 1024 * 1024,
+            max_pages: 2_000,
+            max_decompressed_bytes: 512 * 1024 * 1024,
+            max_rows: 10_000,
+            max_output_bytes: 64 * 1024 * 1024,
+            timeout: Duration::from_secs(300),
+        }
+    }
+}
+
+/// Whether pages without a text layer are OCR'd.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Ocr {
+    /// Use `tesseract` when it is installed.
+    #[default]
+    Auto,
+    Off,
+}
+
+#[derive(Debug, Clone)]
+pub struct ConvertOptions {
+    pub limits: Limits,
+    pub ocr: Ocr,
+    /// Prefix of extracted images' URLs in the Markdown; the image's file name
+    /// ([`Image::file_name`]) is appended.
+    pub image_url_prefix: String,
+}
+
+impl Default for ConvertOptions {
+    fn default() -> Self {
+        ConvertOptions {
+            limits: Limits::default(),
+            ocr: Ocr::Auto,
+            image_url_prefix: "/api/v1/files/images/".to_owned(),
+        }
+    }
+}
+
+/// One page of a paged source: its number (from 1) and its byte range in the Markdown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PageSpan {
+    pub page: u32,
+    pub byte_start: usize,
+    pub byte_end: usize,
+}
+
+/// An image extracted from a document, referenced from the Markdown as
+/// `![alt](<image_url_prefix><file_name>)`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Image {
+    /// Hex SHA-256 of `bytes`.
+    pub sha256: String,
+    /// `<sha256>.<ext>`.
+    pub file_name: String,
+    pub mime: String,
+    pub bytes: Vec<u8>,
+}
+
+/// The result of a conversion.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Converted {
+    pub markdown: String,
+    /// The document's own title (PDF metadata, DOCX core properties, first heading, HTML
+    /// `<title>`), when it has one.
+    pub title: Option<String>,
+    /// Page map for paged sources, in order, covering the Markdown; empty otherwise.
+    pub pages: Vec<PageSpan>,
+    pub images: Vec<Image>,
+    /// Pages (from 1) that had no text layer and were not OCR'd.
+    pub pages_without_text: Vec<u32>,
+    /// Pages that were OCR'd.
+    pub pages_ocred: Vec<u32>,
+    /// Things a person should know that did not stop the conversion ("sheet 'Data' cut at
+    /// 10,000 rows").
+    pub warnings: Vec<String>,
+}
+
+impl Converted {
+    /// The page containing byte `offset` of the Markdown (paged sources only).
+    pub fn page_at(&self, offset: usize) -> Option<u32> {
+        page_at(&self.pages, offset)
+    }
+}
+
+/// The page containing byte `offset`, given a page map in order.
+pub fn page_at(pages: &[PageSpan], offset: usize) -> Option<u32> {
+    if pages.is_empty() {
+        return None;
+    }
+    let i = pages.partition_point(|p| p.byte_end <= offset);
+    pages.get(i.min(pages.len() - 1)).map(|p| p.page)
+}
+
+/// Why a file could not be converted. `Display` is the reason shown to people.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConvertError {
+    #[error("unsupported file type {0:?}")]
+    Unsupported(String),
+    #[error("not a {} file{}", .expected.as_str().to_uppercase(), .detail.as_ref().map(|d| format!(" ({d})")).unwrap_or_default())]
+    WrongFormat {
+        expected: Format,
+        detail: Option<String>,
+    },
+    #[error("encrypted {}", .0.as_str().to_uppercase())]
+    Encrypted(Format),
+    #[error("corrupt {}: {detail}", .format.as_str().to_uppercase())]
+    Corrupt { format: Format, detail: String },
+    #[error("empty file")]
+    Empty,
+    #[error("exceeds {} MB", .limit / (1024 * 1024))]
+    TooLarge { limit: u64 },
+    #[error("has {pages} pages, more than the limit of {limit}")]
+    TooManyPages { pages: u32, limit: u32 },
+    #[error("decompresses to more than {} MB (zip bomb?)", .limit / (1024 * 1024))]
+    DecompressionBomb { limit: u64 },
+    #[error("no text layer on {}", describe_pages(.pages))]
+    NoText { pages: Vec<u32> },
+    #[error("conversion took longer than {} s", .0.as_secs())]
+    Timeout(Duration),
+    #[error("not valid text: {0}")]
+    NotText(String),
+}
+
+/// "page 3", "pages 3–9", "pages 1, 3–9".
+pub fn describe_pages(pages: &[u32]) -> String {
+    let mut ranges: Vec<(u32, u32)> = Vec::new();
+    for &p in pages {
+        match ranges.last_mut() {
+            Some((_, end)) if *end + 1 == p => *end = p,
+            _ => ranges.push((p, p)),
+        }
+    }
+    let parts: Vec<String> = ranges
+        .iter()
+        .map(|&(a, b)| {
+            if a == b {
+                a.to_string()
+            } else {
+                format!("{a}–{b}")
+            }
+        })
+        .collect();
+    let word = if pages.len() == 1 { "page" } else { "pages" };
+    format!("{word} {}", parts.join(", "))
+}
+
+/// One format's converter.
+pub trait Converter: Send + Sync {
+    fn format(&self) -> Format;
+    fn convert(&self, bytes: &[u8], opts: &ConvertOptions) -> Result<Converted, ConvertError>;
+}
+
+/// The converter for `format`.
+///
+/// Converters called directly honour every limit but the wall-time one cooperatively (they
+/// check the deadline between pages and rows); [`convert`] also enforces it from outside.
+pub fn converter(format: Format) -> Box<dyn Converter> {
+    match format {
+        Format::Pdf => Box::new(pdf::PdfConverter),
+        Format::Docx => Box::new(docx::DocxConverter),
+        Format::Xlsx | Format::Xls | Format::Ods => Box::new(sheet::SheetConverter(format)),
+        Format::Pptx => Box::new(pptx::PptxConverter),
+        Format::Csv | Format::Tsv => Box::new(delimited::DelimitedConverter(format)),
+        Format::Html => Box::new(html::HtmlConverter),
+        Format::Txt | Format::Md | Format::Json => Box::new(text::PlainText(format)),
+    }
+}
+
+/// Converts a file: the format comes from `file_name`'s extension and must match the bytes.
+pub fn convert(
+    file_name: &str,
+    bytes: &[u8],
+    opts: &ConvertOptions,
+) -> Result<Converted, ConvertError> {
+    let format = Format::from_file_name(file_name).ok_or_else(|| {
+        ConvertError::Unsupported(
+            file_name
+                .rsplit_once('.')
+                .map_or_else(|| file_name.to_owned(), |(_, e)| format!(".{e}")),
+        )
+    })?;
+    if bytes.len() as u64 > opts.limits.max_bytes {
+        return Err(ConvertError::TooLarge {
+            limit: opts.limits.max_bytes,
+        });
+    }
+    if bytes.is_empty() {
+        return Err(ConvertError::Empty);
+    }
+    let mut converted = run_with_timeout(format, bytes, opts)?;
+    util::enforce_output_limit(&mut converted, opts.limits.max_output_bytes);
+    Ok(converted)
+}
+
+/// Runs the converter on its own thread (a large stack: hostile PDFs nest deeply) and waits
+/// at most `limits.timeout`. On timeout the thread is abandoned: it keeps running until the
+/// converter's own cooperative deadline checks (between pages, rows, parts) make it give up,
+/// and its result is dropped. Panics in third-party parsers are caught and reported as a
+/// corrupt file.
+fn run_with_timeout(
+    format: Format,
+    bytes: &[u8],
+    opts: &ConvertOptions,
+) -> Result<Converted, ConvertError> {
+    let timeout = opts.limits.timeout;
+    let owned = bytes.to_vec();
+    let opts_owned = opts.clone();
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    let spawned = std::thread::Builder::new()
+        .name(format!("quarry-convert-{}", format.as_str()))
+        .stack_size(64 * 1024 * 1024)
+        .spawn(move || {
+            let result = catch_panic(format, || converter(format).convert(&owned, &opts_owned));
+            let _ = tx.send(result);
+        });
+    if spawned.is_err() {
+        // No thread to spare: convert inline, relying on the cooperative deadline checks.
+        return catch_panic(format, || converter(format).convert(bytes, opts));
+    }
+    match rx.recv_timeout(timeout) {
+        Ok(result) => result,
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Err(ConvertError::Timeout(timeout)),
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => Err(ConvertError::Corrupt {
+            format,
+            detail: "the converter stopped unexpectedly".to_owned(),
+        }),
+    }
+}
+
+/// Runs `f`, turning a panic into [`ConvertError::Corrupt`].
+pub(crate) fn catch_panic(
+    format: Format,
+    f: impl FnOnce() -> Result<Converted, ConvertError>,
+) -> Result<Converted, ConvertError> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|panic| {
+        let msg = panic
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "parser failure".to_owned());
+        Err(ConvertError::Corrupt {
+            format,
+            detail: format!("the file could not be parsed ({msg})"),
+        })
+    })
+}
+
+/// A cooperative wall-time budget, checked between pages, slides, rows and parts.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Deadline {
+    at: Option<Instant>,
+    timeout: Duration,
+}
+
+impl Deadline {
+    pub(crate) fn new(limits: &Limits) -> Deadline {
+        Deadline {
+            at: Instant::now().checked_add(limits.timeout),
+            timeout: limits.timeout,
+        }
+    }
+
+    pub(crate) fn check(&self) -> Result<(), ConvertError> {
+        match self.at {
+            Some(at) if Instant::now() >= at => Err(ConvertError::Timeout(self.timeout)),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Hex SHA-256.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(bytes);
+    let mut s = String::with_capacity(64);
+    for b in digest {
+        s.push_str(&format!("{b:02x}"));
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn page_ranges_read_like_a_person_writes_them() {
+        assert_eq!(describe_pages(&[3]), "page 3");
+        assert_eq!(describe_pages(&[3, 4, 5, 6, 7, 8, 9]), "pages 3–9");
+        assert_eq!(describe_pages(&[1, 3, 4]), "pages 1, 3–4");
+    }
+
+    #[test]
+    fn page_at_maps_offsets_to_pages() {
+        let pages = [
+            PageSpan {
+                page: 1,
+                byte_start: 0,
+                byte_end: 10,
+            },
+            PageSpan {
+                page: 2,
+                byte_start: 10,
+                byte_end: 20,
+            },
+        ];
+        assert_eq!(page_at(&pages, 0), Some(1));
+        assert_eq!(page_at(&pages, 10), Some(2));
+        assert_eq!(page_at(&pages, 99), Some(2));
+        assert_eq!(page_at(&[], 0), None);
+    }
+}

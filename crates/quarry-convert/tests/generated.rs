@@ -1,0 +1,453 @@
+//! Conversions of files the tests write themselves: one well-formed file per format, and the
+//! bad inputs every converter must refuse with the right reason.
+
+mod common;
+
+use std::time::Duration;
+
+use quarry_convert::{ConvertError, ConvertOptions, Format, Ocr, convert, converter};
+
+fn opts() -> ConvertOptions {
+    ConvertOptions {
+        ocr: Ocr::Off,
+        image_url_prefix: "/img/".to_owned(),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn pdf_pages_headings_and_table() {
+    let pdf = common::report_pdf();
+    let c = convert("report.pdf", &pdf, &opts()).expect("converts");
+    let md = &c.markdown;
+    println!("{md}");
+    assert_eq!(c.title.as_deref(), Some("Annual Survey 2024"));
+    assert_eq!(c.pages.len(), 4, "one span per page");
+    assert_eq!(c.pages_without_text, vec![4]);
+    // Spans are ordered, contiguous and cover the Markdown.
+    assert_eq!(c.pages[0].byte_start, 0);
+    for w in c.pages.windows(2) {
+        assert_eq!(w[0].byte_end, w[1].byte_start);
+    }
+    assert_eq!(c.pages.last().map(|p| p.byte_end), Some(md.len()));
+    let page_of = |needle: &str| md.find(needle).and_then(|at| c.page_at(at));
+    assert_eq!(page_of("Annual Survey Results"), Some(1));
+    assert_eq!(page_of("Responses by region"), Some(2));
+    assert_eq!(page_of("Closing remarks"), Some(3));
+    // The paragraph's three visual lines are one paragraph.
+    assert!(
+        md.contains("the response rate was higher"),
+        "reflowed: {md}"
+    );
+    // Heading kept apart from the body text.
+    let heading_line = md
+        .lines()
+        .find(|l| l.contains("Annual Survey Results"))
+        .unwrap_or_default();
+    assert!(
+        !heading_line.contains("survey reached"),
+        "heading merged with body: {heading_line}"
+    );
+    // Table cells survive, in row order.
+    for cell in ["Households", "North", "1200", "845", "West", "1101"] {
+        assert!(md.contains(cell), "table cell {cell} missing");
+    }
+    let north = md.find("North").unwrap_or(0);
+    let south = md.find("South").unwrap_or(0);
+    assert!(north < south);
+}
+
+#[test]
+fn pdf_without_any_text_is_no_text() {
+    let pdf = common::pdf(
+        &[
+            "0 g 10 10 100 100 re f".to_owned(),
+            "0 g 20 20 50 50 re f".to_owned(),
+        ],
+        "x",
+    );
+    let err = convert("scan.pdf", &pdf, &opts()).unwrap_err();
+    assert_eq!(err, ConvertError::NoText { pages: vec![1, 2] });
+    assert_eq!(err.to_string(), "no text layer on pages 1–2");
+}
+
+#[test]
+fn pdf_page_limit_is_checked_first() {
+    let pages: Vec<String> = (0..5)
+        .map(|i| common::text_at(72.0, 700.0, 12.0, &format!("page {i}")))
+        .collect();
+    let pdf = common::pdf(&pages, "many");
+    let mut o = opts();
+    o.limits.max_pages = 3;
+    let err = convert("many.pdf", &pdf, &o).unwrap_err();
+    assert_eq!(err, ConvertError::TooManyPages { pages: 5, limit: 3 });
+}
+
+#[test]
+fn pdf_truncated_or_garbage_is_refused() {
+    let pdf = common::report_pdf();
+    let truncated = &pdf[..pdf.len() / 3];
+    match convert("cut.pdf", truncated, &opts()) {
+        Err(
+            ConvertError::Corrupt { .. }
+            | ConvertError::WrongFormat { .. }
+            | ConvertError::NoText { .. },
+        ) => {}
+        // A lenient parser may recover the first page from a truncated file.
+        Ok(c) => assert!(c.markdown.contains("Annual Survey")),
+        Err(e) => panic!("unexpected error {e:?}"),
+    }
+    let err = convert("junk.pdf", b"this is not a pdf at all", &opts()).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ConvertError::WrongFormat {
+                expected: Format::Pdf,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(err.to_string().starts_with("not a PDF file"));
+    let err = convert("header-only.pdf", b"%PDF-1.7\n%%EOF", &opts()).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ConvertError::Corrupt { .. } | ConvertError::WrongFormat { .. }
+        ),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn docx_headings_lists_table_image_footnote() {
+    let c = convert("report.docx", &common::docx(), &opts()).expect("converts");
+    let md = &c.markdown;
+    println!("{md}");
+    assert_eq!(c.title.as_deref(), Some("Report Q3"));
+    assert!(md.contains("# Quarterly Report\n"));
+    assert!(md.contains("## Highlights\n"));
+    assert!(
+        md.contains("# Custom styled chapter"),
+        "heading through basedOn"
+    );
+    assert!(md.contains("Revenue grew **twelve percent** & costs fell.[^1]"));
+    assert!(md.contains("[^1]: Audited figures."));
+    assert!(md.contains("- First bullet\n   - Nested bullet\n- Second bullet"));
+    assert!(md.contains("1. Step one\n2. Step two"));
+    assert!(md.contains("| Region | Sales | Notes |\n| --- | --- | --- |\n| North | 1,200 | a\\|b |\n| 南方 | 3,400 | 中文单元格 |"));
+    assert!(md.contains("中文段落：数据库与搜索引擎。"));
+    assert_eq!(c.images.len(), 1);
+    let img = &c.images[0];
+    assert_eq!(img.mime, "image/png");
+    assert_eq!(img.file_name, format!("{}.png", img.sha256));
+    assert_eq!(img.bytes, common::PNG);
+    assert!(md.contains(&format!("![Company logo](/img/{})", img.file_name)));
+    // The image sits between the table and the last paragraph.
+    let at_img = md.find("![Company logo]").unwrap_or(0);
+    assert!(md.find("中文单元格").unwrap_or(usize::MAX) < at_img);
+    assert!(at_img < md.find("中文段落").unwrap_or(0));
+    assert!(c.pages.is_empty());
+}
+
+#[test]
+fn xlsx_two_sheets_with_displayed_values() {
+    let c = convert("book.xlsx", &common::xlsx(), &opts()).expect("converts");
+    let md = &c.markdown;
+    println!("{md}");
+    assert!(md.contains("## Sales\n"));
+    assert!(md.contains("## 中文\n"));
+    assert!(md.contains("| Product | Units | Price | Shipped |"));
+    assert!(
+        md.contains("| Widget \\| large | 1200 | 0.3 | 2024-01-15 |"),
+        "{md}"
+    );
+    assert!(md.contains("| Gadget | 7 | 19.99 | 2024-02-15 |"));
+    assert!(md.contains("| 北京 | 21540000 |"));
+    assert!(md.find("## Sales").unwrap_or(0) < md.find("## 中文").unwrap_or(0));
+}
+
+#[test]
+fn xlsx_rows_are_capped() {
+    let mut o = opts();
+    o.limits.max_rows = 1;
+    let c = convert("book.xlsx", &common::xlsx(), &o).expect("converts");
+    assert!(c.markdown.contains("Widget"));
+    assert!(!c.markdown.contains("Gadget"));
+    assert!(c.markdown.contains("1 more rows omitted"));
+    assert!(
+        c.warnings
+            .iter()
+            .any(|w| w.contains("Sales") && w.contains("cut at 1 rows"))
+    );
+}
+
+#[test]
+fn pptx_slides_in_order_with_notes_table_and_pages() {
+    let c = convert("deck.pptx", &common::pptx(), &opts()).expect("converts");
+    let md = &c.markdown;
+    println!("{md}");
+    assert_eq!(c.pages.len(), 2);
+    assert!(md.starts_with("## Slide 1: Project Kickoff\n"));
+    assert!(md.contains("- Goals & scope\n- Timeline: 中文时间表"));
+    assert!(md.contains("### Notes:\n\nRemember to introduce the team."));
+    assert!(md.contains("## Slide 2: Schedule"));
+    assert!(md.contains("| Milestone | Date |\n| --- | --- |\n| Beta | 2024-06-01 |"));
+    assert!(md.contains("Free text box"));
+    assert_eq!(c.images.len(), 1);
+    assert!(md.contains(&format!("![Roadmap chart](/img/{})", c.images[0].file_name)));
+    let at = |s: &str| md.find(s).and_then(|i| c.page_at(i));
+    assert_eq!(at("Remember to introduce"), Some(1));
+    assert_eq!(at("Milestone"), Some(2));
+    assert_eq!(c.title.as_deref(), Some("Project Kickoff"));
+    let mut o = opts();
+    o.limits.max_pages = 1;
+    assert_eq!(
+        convert("deck.pptx", &common::pptx(), &o).unwrap_err(),
+        ConvertError::TooManyPages { pages: 2, limit: 1 }
+    );
+}
+
+#[test]
+fn csv_quotes_newlines_ragged_rows_and_latin1() {
+    let csv = "name,comment,amount\r\n\"Smith, J.\",\"line one\nline two\",\"1,000\"\r\nLee,short\r\n\"Quote \"\"q\"\"\",x|y,3,extra\r\n";
+    let c = convert("data.csv", csv.as_bytes(), &opts()).expect("converts");
+    let md = &c.markdown;
+    println!("{md}");
+    assert!(md.starts_with("| name | comment | amount |  |\n| --- | --- | --- | --- |\n"));
+    assert!(md.contains("| Smith, J. | line one<br>line two | 1,000 |  |"));
+    assert!(md.contains("| Lee | short |  |  |"));
+    assert!(md.contains("| Quote \"q\" | x\\|y | 3 | extra |"));
+
+    let latin1 = b"caf\xe9,na\xefve\n1,2\n";
+    let c = convert("l.csv", latin1, &opts()).expect("latin-1");
+    assert!(c.markdown.contains("| café | naïve |"));
+    assert!(c.warnings.iter().any(|w| w.contains("Windows-1252")));
+
+    let tsv = "a\tb\n1\t\"x, y\"\n";
+    let c = convert("t.tsv", tsv.as_bytes(), &opts()).expect("tsv");
+    assert!(c.markdown.contains("| 1 | x, y |"));
+
+    let mut o = opts();
+    o.limits.max_rows = 2;
+    let many: String = std::iter::once("n\n".to_owned())
+        .chain((0..10).map(|i| format!("{i}\n")))
+        .collect();
+    let c = convert("many.csv", many.as_bytes(), &o).expect("rows");
+    assert!(c.markdown.contains("| 1 |") && !c.markdown.contains("| 2 |"));
+    assert!(c.markdown.contains("8 more rows omitted"));
+}
+
+#[test]
+fn html_keeps_content_drops_boilerplate() {
+    let html = r#"<!doctype html><html><head><title>Install Guide</title><style>body{}</style>
+<script>var tracking = 1;</script></head><body>
+<header><a href="/">Home</a> <a href="/about">About us</a></header>
+<nav><ul><li>Menu item</li></ul></nav>
+<main><h1>Installing</h1><p>Run the <a href="https://example.com/x">installer</a> first.</p>
+<ul><li>Step A</li><li>Step B</li></ul>
+<pre><code class="language-rust">fn main() {
+    println!("hi");
+}</code></pre>
+<div class="highlight-python"><div class="highlight"><pre>print("x")</pre></div></div>
+<table><tr><th>Key</th><th>Value</th></tr><tr><td>a</td><td>1</td></tr></table>
+<p>中文内容保持不变。</p></main>
+<aside>Related posts</aside><footer>Copyright 2024</footer></body></html>"#;
+    let c = convert("page.html", html.as_bytes(), &opts()).expect("converts");
+    let md = &c.markdown;
+    println!("{md}");
+    assert_eq!(c.title.as_deref(), Some("Install Guide"));
+    assert!(md.contains("# Installing"));
+    assert!(md.contains("[installer](https://example.com/x)"));
+    assert!(md.contains("Step A") && md.contains("Step B"));
+    assert!(md.contains("```rust\nfn main() {\n    println!(\"hi\");\n}\n```"));
+    assert!(md.contains("```python\nprint(\"x\")\n```"));
+    assert!(md.contains("| Key | Value |"));
+    assert!(md.contains("中文内容保持不变。"));
+    for junk in [
+        "tracking",
+        "Menu item",
+        "About us",
+        "Related posts",
+        "Copyright",
+        "body{}",
+    ] {
+        assert!(!md.contains(junk), "boilerplate {junk} kept");
+    }
+    // A declared legacy charset.
+    let gbk =
+        b"<html><head><meta charset=\"gbk\"></head><body><p>\xd6\xd0\xce\xc4</p></body></html>";
+    let c = convert("gbk.html", gbk, &opts()).expect("gbk");
+    assert!(c.markdown.contains("中文"), "{}", c.markdown);
+}
+
+#[test]
+fn text_markdown_json() {
+    let c = convert("notes.txt", "\u{feff}hello 世界".as_bytes(), &opts()).expect("txt");
+    assert_eq!(c.markdown, "hello 世界");
+    let c = convert("old.txt", b"na\xefve", &opts()).expect("latin-1 txt");
+    assert_eq!(c.markdown, "naïve");
+    let c = convert(
+        "readme.md",
+        "intro\n\n```\n# not a title\n```\n# Real Title\n".as_bytes(),
+        &opts(),
+    )
+    .expect("md");
+    assert_eq!(c.title.as_deref(), Some("Real Title"));
+    let err = convert("bad.md", b"ab\xff", &opts()).unwrap_err();
+    assert!(matches!(err, ConvertError::NotText(_)));
+    let c = convert("d.json", r#"{"a":[1,2],"b":"中"}"#.as_bytes(), &opts()).expect("json");
+    assert!(c.markdown.starts_with("```json\n{\n  \"a\": ["));
+    assert!(c.markdown.contains("\"b\": \"中\""));
+    let err = convert("d.json", b"{\"a\": 1,\n \"b\": }", &opts()).unwrap_err();
+    assert!(err.to_string().contains("line 2, column"), "{err}");
+}
+
+#[test]
+fn bad_inputs_get_clear_reasons() {
+    let o = opts();
+    assert_eq!(
+        convert("empty.docx", b"", &o).unwrap_err(),
+        ConvertError::Empty
+    );
+    assert_eq!(
+        convert("empty.docx", b"", &o).unwrap_err().to_string(),
+        "empty file"
+    );
+    assert!(matches!(
+        convert("x.exe", b"MZ", &o).unwrap_err(),
+        ConvertError::Unsupported(_)
+    ));
+
+    // A PDF renamed .docx.
+    let err = convert("renamed.docx", &common::report_pdf(), &o).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ConvertError::WrongFormat {
+                expected: Format::Docx,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(err.to_string().starts_with("not a DOCX file"), "{err}");
+    // A zip without word/document.xml.
+    let zip = common::zip_of(&[("hello.txt", b"hi")]);
+    let err = convert("nodoc.docx", &zip, &o).unwrap_err();
+    assert_eq!(err.to_string(), "not a DOCX file (no word/document.xml)");
+    // An XLSX given as PPTX and vice versa.
+    assert!(matches!(
+        convert("x.pptx", &common::xlsx(), &o).unwrap_err(),
+        ConvertError::WrongFormat {
+            expected: Format::Pptx,
+            ..
+        }
+    ));
+    assert!(matches!(
+        convert("x.xlsx", &common::docx(), &o).unwrap_err(),
+        ConvertError::WrongFormat {
+            expected: Format::Xlsx,
+            ..
+        }
+    ));
+    // Truncated zip containers.
+    let docx = common::docx();
+    let err = convert("cut.docx", &docx[..docx.len() / 2], &o).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ConvertError::Corrupt {
+                format: Format::Docx,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    let xlsx = common::xlsx();
+    let err = convert("cut.xlsx", &xlsx[..xlsx.len() - 30], &o).unwrap_err();
+    assert!(matches!(err, ConvertError::Corrupt { .. }), "{err:?}");
+    // Encrypted OOXML: an OLE file with an EncryptionInfo stream.
+    let mut ole = b"\xD0\xCF\x11\xE0\xA1\xB1\x1A\xE1".to_vec();
+    ole.extend(vec![0u8; 200]);
+    ole.extend("EncryptionInfo".encode_utf16().flat_map(u16::to_le_bytes));
+    assert_eq!(
+        convert("secret.docx", &ole, &o).unwrap_err(),
+        ConvertError::Encrypted(Format::Docx)
+    );
+    assert_eq!(
+        convert("secret.xlsx", &ole, &o).unwrap_err().to_string(),
+        "encrypted XLSX"
+    );
+    // Binary data named as text.
+    assert!(matches!(
+        convert("x.csv", b"\x00\x01\x02PK", &o).unwrap_err(),
+        ConvertError::NotText(_)
+    ));
+}
+
+#[test]
+fn zip_bomb_is_refused() {
+    let bomb = common::docx_bomb(4 << 20);
+    assert!(bomb.len() < 100_000, "compresses well: {}", bomb.len());
+    let mut o = opts();
+    o.limits.max_decompressed_bytes = 1 << 20;
+    let err = convert("bomb.docx", &bomb, &o).unwrap_err();
+    assert_eq!(err, ConvertError::DecompressionBomb { limit: 1 << 20 });
+    assert_eq!(
+        err.to_string(),
+        "decompresses to more than 1 MB (zip bomb?)"
+    );
+    // Within the default limit it converts.
+    assert!(convert("big.docx", &bomb, &opts()).is_ok());
+}
+
+#[test]
+fn zip_bomb_with_lying_headers_never_inflates_past_the_limit() {
+    let mut bomb = common::docx_bomb(4 << 20);
+    common::lie_about_size(&mut bomb, "word/document.xml", 1000);
+    let mut o = opts();
+    o.limits.max_decompressed_bytes = 1 << 20;
+    let result = convert("liar.docx", &bomb, &o);
+    println!("{:?}", result.as_ref().map(|c| c.markdown.len()));
+    match result {
+        Err(ConvertError::DecompressionBomb { .. } | ConvertError::Corrupt { .. }) => {}
+        Ok(c) => assert!(c.markdown.len() < 1 << 20, "inflated past the limit"),
+        Err(e) => panic!("unexpected {e:?}"),
+    }
+}
+
+#[test]
+fn oversized_input_is_refused() {
+    let mut o = opts();
+    o.limits.max_bytes = 1024 * 1024;
+    let big = vec![b'a'; 2 * 1024 * 1024];
+    let err = convert("big.txt", &big, &o).unwrap_err();
+    assert_eq!(err, ConvertError::TooLarge { limit: 1024 * 1024 });
+    assert_eq!(err.to_string(), "exceeds 1 MB");
+}
+
+#[test]
+fn output_limit_and_timeout() {
+    let mut o = opts();
+    o.limits.max_output_bytes = 1000;
+    let text = "word ".repeat(10_000);
+    let c = convert("long.txt", text.as_bytes(), &o).expect("converts");
+    assert!(c.markdown.len() <= 1000);
+    assert!(c.warnings.iter().any(|w| w.contains("output cut")));
+
+    let mut o = opts();
+    o.limits.timeout = Duration::from_nanos(1);
+    let pages: Vec<String> = (0..200)
+        .map(|i| common::text_at(72.0, 700.0, 12.0, &format!("page {i}")))
+        .collect();
+    let err = convert("slow.pdf", &common::pdf(&pages, "t"), &o).unwrap_err();
+    assert!(matches!(err, ConvertError::Timeout(_)), "{err:?}");
+}
+
+#[test]
+fn every_format_has_a_converter() {
+    for f in Format::ALL {
+        assert_eq!(converter(f).format(), f);
+    }
+}

@@ -1,0 +1,751 @@
+//! Knowledge bases: uploads, their processing, and what readers see of them.
+//!
+//! An upload is staged into the blob store while it arrives (hashed and counted, never held
+//! in memory), then committed with its `kb_files` row and an ingest job in one store
+//! transaction, and the call returns: the document is `pending`. Workers (`quarry-queue`)
+//! claim jobs through the store and run [`Engine::run_job`]: convert (outside any lock, on
+//! the worker's thread) → store the Markdown as the file's document and update the keyword
+//! index under the write lock (`indexing`; searchable from here on) → chunk and embed when
+//! the index has an embedding model (`embedding`) → `ready`. A failure that would happen
+//! again (an encrypted PDF) fails the document at once with the converter's reason; one that
+//! may pass (I/O, an embedding API) is retried with backoff, then fails.
+//!
+//! Deletes take effect for readers in one store transaction (the document row goes, so
+//! search skips its index entries); a cleanup job, committed in that transaction, removes
+//! the derived-index entries and blobs nothing references any more.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use quarry_blobs::{BlobStore, FsBlobStore, Staged};
+use quarry_convert::{ConvertOptions, Format, Ocr};
+use quarry_core::{Error, Result};
+use quarry_ingest::chunk::{CharSizer, ChunkOptions, chunk_markdown};
+use quarry_store::{
+    AddedFile, ConvertedFile, FileFilter, FileStatus, Job, JobKind, KbFile, KnowledgeBase,
+    NewKbFile, QueueCounts,
+};
+use serde::Serialize;
+
+use crate::{Engine, Progress};
+
+/// Largest chunk size a knowledge base may set, in characters.
+pub const MAX_CHUNK_CHARS: u32 = 20_000;
+/// Attempts of a job whose failure may be transient before the document fails.
+pub const MAX_ATTEMPTS: u32 = 3;
+/// Blob files no row names are deleted once older than this (a crash between writing the
+/// bytes and committing the row leaves such files).
+const SWEEP_AGE: Duration = Duration::from_secs(3600);
+
+/// How uploads are converted and retried.
+#[derive(Debug, Clone)]
+pub struct IngestOptions {
+    pub convert: ConvertOptions,
+    pub max_attempts: u32,
+    /// Delay before the first retry; doubled for each later one.
+    pub retry_base: Duration,
+}
+
+impl Default for IngestOptions {
+    fn default() -> Self {
+        IngestOptions {
+            convert: ConvertOptions::default(),
+            max_attempts: MAX_ATTEMPTS,
+            retry_base: Duration::from_secs(5),
+        }
+    }
+}
+
+impl IngestOptions {
+    /// Defaults, overridden by `QUARRY_MAX_UPLOAD_MB`, `QUARRY_MAX_PAGES`,
+    /// `QUARRY_CONVERT_TIMEOUT_SECS` and `QUARRY_OCR` (`auto`|`off`).
+    pub fn from_env() -> Result<IngestOptions> {
+        let mut o = IngestOptions::default();
+        let num = |var: &str| -> Result<Option<u64>> {
+            match std::env::var(var) {
+                Ok(v) if !v.trim().is_empty() => v
+                    .trim()
+                    .parse::<u64>()
+                    .map(Some)
+                    .map_err(|_| Error::invalid(format!("{var}={v:?} is not a whole number"))),
+                _ => Ok(None),
+            }
+        };
+        if let Some(mb) = num("QUARRY_MAX_UPLOAD_MB")? {
+            o.convert.limits.max_bytes = mb.max(1) * 1024 * 1024;
+        }
+        if let Some(p) = num("QUARRY_MAX_PAGES")? {
+            o.convert.limits.max_pages = u32::try_from(p).unwrap_or(u32::MAX).max(1);
+        }
+        if let Some(s) = num("QUARRY_CONVERT_TIMEOUT_SECS")? {
+            o.convert.limits.timeout = Duration::from_secs(s.max(1));
+        }
+        if let Ok(v) = std::env::var("QUARRY_OCR") {
+            o.convert.ocr = parse_ocr(&v)?;
+        }
+        Ok(o)
+    }
+}
+
+/// `auto` or `off`.
+pub fn parse_ocr(v: &str) -> Result<Ocr> {
+    match v.trim() {
+        "" | "auto" => Ok(Ocr::Auto),
+        "off" => Ok(Ocr::Off),
+        other => Err(Error::invalid(format!(
+            "invalid OCR mode {other:?}: use auto or off"
+        ))),
+    }
+}
+
+/// What to create.
+#[derive(Debug, Clone, Default)]
+pub struct CreateKnowledgeBase {
+    pub name: String,
+    pub description: String,
+    /// Chunk size and overlap in characters (the seed's 1000/200); unset: the embedding
+    /// model's token-based default.
+    pub chunk_size: Option<u32>,
+    pub chunk_overlap: Option<u32>,
+}
+
+/// One file arriving: its name as the client gave it and its staged bytes.
+pub struct Upload {
+    pub file_name: String,
+    pub staged: Staged,
+}
+
+/// What became of one uploaded file.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "result", rename_all = "snake_case")]
+pub enum UploadOutcome {
+    /// Stored and queued (`pending`).
+    Added { document: KbFile },
+    /// The same bytes are already in this knowledge base: that document, no second one.
+    Duplicate { document: KbFile },
+    /// Not stored.
+    Rejected {
+        file_name: String,
+        reason: String,
+        /// `unsupported` (HTTP 415) or `too_large` (413).
+        kind: &'static str,
+    },
+}
+
+/// A chunk as the chunk viewer shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ChunkView {
+    pub index: usize,
+    pub page: Option<u32>,
+    pub line_start: usize,
+    pub line_end: usize,
+    pub byte_start: usize,
+    pub byte_end: usize,
+    pub content: String,
+}
+
+/// What [`Engine::run_job`] did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum JobOutcome {
+    Done,
+    /// Back in the queue after a failure that may pass.
+    Retry {
+        error: String,
+        after_ms: i64,
+    },
+    /// Failed for good.
+    Failed {
+        error: String,
+    },
+    /// Another worker took the job over (our lease ran out); nothing was recorded.
+    Lost,
+}
+
+/// A processing failure: `retry` when running again may succeed.
+struct JobError {
+    message: String,
+    retry: bool,
+}
+
+impl JobError {
+    fn permanent(message: impl Into<String>) -> JobError {
+        JobError {
+            message: message.into(),
+            retry: false,
+        }
+    }
+
+    fn transient(message: impl Into<String>) -> JobError {
+        JobError {
+            message: message.into(),
+            retry: true,
+        }
+    }
+}
+
+impl From<Error> for JobError {
+    fn from(e: Error) -> JobError {
+        JobError::transient(e.to_string())
+    }
+}
+
+/// The last path component of a client-supplied name, without control characters, at most
+/// 200 bytes (extension kept): the name shown in `kb/name`.
+pub fn clean_file_name(name: &str) -> String {
+    let base = name.rsplit(['/', '\\']).next().unwrap_or(name);
+    let cleaned: String = base.chars().filter(|c| !c.is_control()).collect();
+    let cleaned = cleaned.trim().trim_start_matches('.').trim();
+    if cleaned.is_empty() {
+        return "unnamed".to_owned();
+    }
+    if cleaned.len() <= 200 {
+        return cleaned.to_owned();
+    }
+    let (stem, ext) = match cleaned.rsplit_once('.') {
+        Some((s, e)) if e.len() <= 16 => (s, format!(".{e}")),
+        _ => (cleaned, String::new()),
+    };
+    let mut cut = 200 - ext.len();
+    while !stem.is_char_boundary(cut.min(stem.len())) {
+        cut -= 1;
+    }
+    format!("{}{ext}", &stem[..cut.min(stem.len())])
+}
+
+impl Engine {
+    /// The blob store of this data directory (created on first use).
+    pub fn blobs(&self) -> Result<Arc<dyn BlobStore>> {
+        if let Some(b) = self.blobs.get() {
+            return Ok(b.clone());
+        }
+        let store: Arc<dyn BlobStore> =
+            Arc::new(FsBlobStore::open(&self.data_dir().join("blobs"))?);
+        Ok(self.blobs.get_or_init(|| store).clone())
+    }
+
+    pub fn ingest_options(&self) -> &IngestOptions {
+        &self.ingest
+    }
+
+    pub fn create_knowledge_base(&self, req: &CreateKnowledgeBase) -> Result<KnowledgeBase> {
+        crate::collections::validate_collection_name(&req.name)?;
+        if req.description.chars().count() > 2000 {
+            return Err(Error::invalid("description is longer than 2000 characters"));
+        }
+        let chunking = match (req.chunk_size, req.chunk_overlap) {
+            (None, None) => None,
+            (None, Some(_)) => {
+                return Err(Error::invalid(
+                    "chunk_overlap needs chunk_size (both in characters)",
+                ));
+            }
+            (Some(size), overlap) => {
+                let overlap = overlap.unwrap_or(size / 5);
+                if !(100..=MAX_CHUNK_CHARS).contains(&size) {
+                    return Err(Error::invalid(format!(
+                        "chunk_size must be between 100 and {MAX_CHUNK_CHARS} characters (got {size})"
+                    )));
+                }
+                if overlap >= size / 2 {
+                    return Err(Error::invalid(format!(
+                        "chunk_overlap must be less than half of chunk_size (got {overlap} for {size})"
+                    )));
+                }
+                Some((size, overlap))
+            }
+        };
+        self.store()
+            .create_knowledge_base(self.space(), &req.name, &req.description, chunking)
+    }
+
+    pub fn knowledge_bases(&self) -> Result<Vec<KnowledgeBase>> {
+        self.store().knowledge_bases(self.space())
+    }
+
+    /// By id or name.
+    pub fn knowledge_base(&self, key: &str) -> Result<KnowledgeBase> {
+        self.store()
+            .knowledge_base(self.space(), key)?
+            .ok_or_else(|| Error::not_found(format!("knowledge base '{key}' not found")))
+    }
+
+    pub fn update_knowledge_base(
+        &self,
+        key: &str,
+        name: Option<&str>,
+        description: Option<&str>,
+    ) -> Result<KnowledgeBase> {
+        if let Some(n) = name {
+            crate::collections::validate_collection_name(n)?;
+        }
+        if description.is_some_and(|d| d.chars().count() > 2000) {
+            return Err(Error::invalid("description is longer than 2000 characters"));
+        }
+        self.store()
+            .update_knowledge_base(self.space(), key, name, description)
+    }
+
+    /// Deletes a knowledge base: gone for readers when this returns; its index entries and
+    /// blobs are removed by a cleanup job. Returns how many documents went.
+    pub fn delete_knowledge_base(&self, key: &str) -> Result<u64> {
+        let kb = self.knowledge_base(key)?;
+        let files = kb.document_count;
+        self.store().remove_collection(self.space(), &kb.name)?;
+        Ok(files)
+    }
+
+    /// Starts receiving one file, refused past the upload size limit.
+    pub fn stage_upload(&self) -> Result<Staged> {
+        Ok(self
+            .blobs()?
+            .stage()?
+            .with_limit(self.ingest.convert.limits.max_bytes))
+    }
+
+    /// Adds staged files to a knowledge base and queues them; returns at once.
+    pub fn add_uploads(&self, kb_key: &str, uploads: Vec<Upload>) -> Result<Vec<UploadOutcome>> {
+        let kb = self.knowledge_base(kb_key)?;
+        let blobs = self.blobs()?;
+        let mut outcomes: Vec<Option<UploadOutcome>> = Vec::with_capacity(uploads.len());
+        let mut new_files = Vec::new();
+        let mut slots = Vec::new();
+        let _refs = blobs.lock_shared()?;
+        for up in uploads {
+            let name = clean_file_name(&up.file_name);
+            let Some(format) = Format::from_file_name(&name) else {
+                outcomes.push(Some(UploadOutcome::Rejected {
+                    reason: unsupported_reason(&name),
+                    file_name: name,
+                    kind: "unsupported",
+                }));
+                continue;
+            };
+            let size = up.staged.len();
+            let sha256 = blobs.commit(up.staged)?;
+            slots.push(outcomes.len());
+            outcomes.push(None);
+            new_files.push(NewKbFile {
+                original_name: name,
+                sha256,
+                format: format.as_str().to_owned(),
+                mime: format.mime().to_owned(),
+                size,
+            });
+        }
+        let added = self.store().add_files(kb.collection_id, &new_files)?;
+        for (slot, a) in slots.into_iter().zip(added) {
+            outcomes[slot] = Some(match a {
+                AddedFile::Added { file } => UploadOutcome::Added { document: file },
+                AddedFile::Duplicate { file } => UploadOutcome::Duplicate { document: file },
+            });
+        }
+        Ok(outcomes.into_iter().flatten().collect())
+    }
+
+    /// Stages a file from disk (CLI uploads); a file over the limit is rejected, not read.
+    pub fn upload_from_path(
+        &self,
+        path: &Path,
+    ) -> Result<std::result::Result<Upload, UploadOutcome>> {
+        use std::io::Read;
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| path.display().to_string());
+        let limit = self.ingest.convert.limits.max_bytes;
+        let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
+        if meta.len() > limit {
+            return Ok(Err(UploadOutcome::Rejected {
+                file_name: clean_file_name(&name),
+                reason: format!("exceeds {} MB", limit / (1024 * 1024)),
+                kind: "too_large",
+            }));
+        }
+        let mut file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+        let mut staged = self.stage_upload()?;
+        let mut buf = vec![0u8; 256 * 1024];
+        loop {
+            let n = file.read(&mut buf).map_err(|e| Error::io(path, e))?;
+            if n == 0 {
+                break;
+            }
+            match staged.write_all(&buf[..n]) {
+                Ok(()) => {}
+                Err(Error::TooLarge(reason)) => {
+                    return Ok(Err(UploadOutcome::Rejected {
+                        file_name: clean_file_name(&name),
+                        reason,
+                        kind: "too_large",
+                    }));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(Ok(Upload {
+            file_name: name,
+            staged,
+        }))
+    }
+
+    pub fn kb_documents(&self, kb_key: &str, filter: &FileFilter) -> Result<Vec<KbFile>> {
+        let kb = self.knowledge_base(kb_key)?;
+        self.store().kb_files(kb.collection_id, filter)
+    }
+
+    /// A document of a knowledge base, by id or file name.
+    pub fn kb_document(&self, kb_key: &str, doc_key: &str) -> Result<KbFile> {
+        let kb = self.knowledge_base(kb_key)?;
+        self.store()
+            .kb_file(kb.collection_id, doc_key)?
+            .ok_or_else(|| {
+                Error::not_found(format!(
+                    "document '{doc_key}' not found in knowledge base '{kb_key}'"
+                ))
+            })
+    }
+
+    /// A document by its internal row id, in any space (workers and the CLI's progress).
+    pub fn kb_document_by_row(&self, row_id: i64) -> Result<Option<KbFile>> {
+        self.store().kb_file_by_row(row_id)
+    }
+
+    /// Deletes a document: gone for readers when this returns.
+    pub fn delete_kb_document(&self, kb_key: &str, doc_key: &str) -> Result<KbFile> {
+        let file = self.kb_document(kb_key, doc_key)?;
+        self.store()
+            .delete_kb_file(file.collection_id, file.row_id)?;
+        Ok(file)
+    }
+
+    /// Queues a failed document again.
+    pub fn retry_kb_document(&self, kb_key: &str, doc_key: &str) -> Result<KbFile> {
+        let file = self.kb_document(kb_key, doc_key)?;
+        self.store().retry_kb_file(file.collection_id, file.row_id)
+    }
+
+    /// The converted Markdown of a document (once it reached `indexing`).
+    pub fn kb_document_markdown(&self, kb_key: &str, doc_key: &str) -> Result<(KbFile, String)> {
+        let file = self.kb_document(kb_key, doc_key)?;
+        let doc = self.converted_document(&file)?;
+        Ok((file, doc.body))
+    }
+
+    fn converted_document(&self, file: &KbFile) -> Result<quarry_core::Document> {
+        let not_yet = || {
+            Error::Unavailable(match file.status {
+                FileStatus::Failed => format!(
+                    "document '{}' failed: {}",
+                    file.file_name,
+                    file.error.as_deref().unwrap_or("unknown reason")
+                ),
+                s => format!(
+                    "document '{}' is not converted yet (status: {})",
+                    file.file_name,
+                    s.as_str()
+                ),
+            })
+        };
+        let id = file.document_id.ok_or_else(not_yet)?;
+        self.store()
+            .documents_by_ids(&[id])?
+            .into_iter()
+            .next()
+            .ok_or_else(not_yet)
+    }
+
+    /// A document's chunks, ordered by page, then position. Before embedding has cut and
+    /// stored them, they are cut here with the knowledge base's settings (else the seed's
+    /// 1000/200 characters), so the viewer shows what citations will point at.
+    pub fn kb_document_chunks(&self, kb_key: &str, doc_key: &str) -> Result<Vec<ChunkView>> {
+        let kb = self.knowledge_base(kb_key)?;
+        let file = self.kb_document(&kb.id, doc_key)?;
+        let doc = self.converted_document(&file)?;
+        let stored = self.store().chunks_of_documents(&[doc.id])?;
+        let body = &doc.body;
+        let text = |s: usize, e: usize| body.get(s..e).unwrap_or_default().to_owned();
+        let mut views: Vec<ChunkView> = if stored.is_empty() {
+            let pages = self.store().document_pages(doc.id)?;
+            let opts = match (kb.chunk_size, kb.chunk_overlap) {
+                (Some(size), overlap) => ChunkOptions {
+                    max_size: size as usize,
+                    overlap: overlap.unwrap_or(0) as usize,
+                },
+                _ => ChunkOptions::RAG_CHARS,
+            };
+            chunk_markdown(body, opts, &CharSizer)
+                .into_iter()
+                .enumerate()
+                .map(|(index, c)| ChunkView {
+                    index,
+                    page: quarry_core::page_at(&pages, c.start),
+                    line_start: c.line_start,
+                    line_end: c.line_end,
+                    byte_start: c.start,
+                    byte_end: c.end,
+                    content: text(c.start, c.end),
+                })
+                .collect()
+        } else {
+            stored
+                .into_iter()
+                .enumerate()
+                .map(|(index, c)| ChunkView {
+                    index,
+                    page: c.page,
+                    line_start: c.line_start,
+                    line_end: c.line_end,
+                    byte_start: c.byte_start,
+                    byte_end: c.byte_end,
+                    content: text(c.byte_start, c.byte_end),
+                })
+                .collect()
+        };
+        views.sort_by_key(|v| (v.page.unwrap_or(0), v.index));
+        Ok(views)
+    }
+
+    /// Size and MIME type of a blob this space may read (an original or an extracted image
+    /// of one of its documents); anything else is "not found", whether or not it exists.
+    pub fn readable_blob(&self, sha256: &str) -> Result<(u64, String)> {
+        let missing = || Error::not_found("file not found");
+        if !quarry_blobs::is_sha256(sha256) {
+            return Err(missing());
+        }
+        self.store()
+            .blob_visible(self.space(), sha256)?
+            .ok_or_else(missing)
+    }
+
+    /// Bytes of a blob (check [`Engine::readable_blob`] first).
+    pub fn read_blob(&self, sha256: &str, offset: u64, len: usize) -> Result<Vec<u8>> {
+        self.blobs()?.read_range(sha256, offset, len)
+    }
+
+    pub fn queue_counts(&self) -> Result<QueueCounts> {
+        self.store().queue_counts()
+    }
+
+    /// Claims the next runnable job for `owner` for `lease`.
+    pub fn claim_job(&self, owner: &str, lease: Duration) -> Result<Option<Job>> {
+        self.store()
+            .claim_job(owner, quarry_core::now_millis(), lease.as_millis() as i64)
+    }
+
+    /// Extends `owner`'s lease on a job; `false` when it lost the job.
+    pub fn renew_job(&self, job: &Job, owner: &str, lease: Duration) -> Result<bool> {
+        self.store().renew_job(
+            job.id,
+            owner,
+            quarry_core::now_millis() + lease.as_millis() as i64,
+        )
+    }
+
+    /// Runs a claimed job and records its outcome in the store.
+    pub fn run_job(&self, job: &Job, owner: &str, progress: &dyn Progress) -> Result<JobOutcome> {
+        let result = match job.kind {
+            JobKind::Ingest => match job.file_id {
+                Some(id) => self.ingest_file(id, progress),
+                None => Err(JobError::permanent("ingest job without a document")),
+            },
+            JobKind::Cleanup => self.cleanup(progress).map_err(JobError::from),
+        };
+        let store = self.store();
+        match result {
+            Ok(()) => {
+                store.complete_job(job.id, owner)?;
+                Ok(JobOutcome::Done)
+            }
+            Err(e) if e.retry && job.attempts + 1 < self.ingest.max_attempts => {
+                let delay =
+                    self.ingest.retry_base.as_millis() as i64 * (1i64 << job.attempts.min(10));
+                if let Some(file) = job.file_id {
+                    store.set_file_status(
+                        file,
+                        FileStatus::Pending,
+                        Some(&format!("{} (will retry)", e.message)),
+                    )?;
+                }
+                store.fail_job(
+                    job.id,
+                    owner,
+                    &e.message,
+                    Some(quarry_core::now_millis() + delay),
+                )?;
+                Ok(JobOutcome::Retry {
+                    error: e.message,
+                    after_ms: delay,
+                })
+            }
+            Err(e) => {
+                if let Some(file) = job.file_id {
+                    store.set_file_status(file, FileStatus::Failed, Some(&e.message))?;
+                }
+                store.fail_job(job.id, owner, &e.message, None)?;
+                Ok(JobOutcome::Failed { error: e.message })
+            }
+        }
+    }
+
+    fn ingest_file(&self, file_id: i64, progress: &dyn Progress) -> Result<(), JobError> {
+        let store = self.store();
+        let Some(file) = store.kb_file_by_row(file_id)? else {
+            return Ok(()); // deleted while queued
+        };
+        store.set_file_status(file_id, FileStatus::Converting, None)?;
+        let blobs = self.blobs()?;
+        let bytes = match blobs.read(&file.sha256) {
+            Ok(b) => b,
+            Err(Error::Io { error, .. }) if error.kind() == std::io::ErrorKind::NotFound => {
+                return Err(JobError::permanent(
+                    "the original is missing from the blob store",
+                ));
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let converted = quarry_convert::convert(&file.file_name, &bytes, &self.ingest.convert)
+            .map_err(|e| JobError::permanent(e.to_string()))?;
+        drop(bytes);
+
+        let title = converted
+            .title
+            .clone()
+            .filter(|t| !t.trim().is_empty())
+            .unwrap_or_else(|| {
+                file.file_name
+                    .rsplit_once('.')
+                    .map_or(file.file_name.as_str(), |(s, _)| s)
+                    .to_owned()
+            });
+        let pages: Vec<quarry_core::PageSpan> = converted
+            .pages
+            .iter()
+            .map(|p| quarry_core::PageSpan {
+                page: p.page,
+                byte_start: p.byte_start,
+                byte_end: p.byte_end,
+            })
+            .collect();
+        let page_count = converted.pages.iter().map(|p| p.page).max();
+        let pages_without_text = (!converted.pages_without_text.is_empty())
+            .then(|| quarry_convert::describe_pages(&converted.pages_without_text));
+        let mut warnings = converted.warnings.clone();
+        if !converted.pages_ocred.is_empty() {
+            warnings.push(format!(
+                "text of {} recognised by OCR",
+                quarry_convert::describe_pages(&converted.pages_ocred)
+            ));
+        }
+
+        // Images and the document's row are committed under the blob lock (no collector
+        // between storing bytes and referencing them) and the write lock (the keyword index
+        // follows the store in order).
+        let refs = blobs.lock_shared()?;
+        let mut images = Vec::with_capacity(converted.images.len());
+        for img in &converted.images {
+            let sha = blobs.put(&img.bytes)?;
+            images.push((sha, img.bytes.len() as u64, img.mime.clone()));
+        }
+        let guard = self.lock_writes(progress)?;
+        let work = store.file_converted(
+            file_id,
+            ConvertedFile {
+                title,
+                markdown: converted.markdown,
+                pages,
+                page_count,
+                pages_without_text,
+                warnings,
+                images,
+            },
+        )?;
+        drop(refs);
+        if work.is_none() {
+            return Ok(()); // deleted while converting
+        }
+        self.flush_index(&guard)?;
+        drop(guard);
+
+        if self.embedding_enabled()? {
+            store.set_file_status(file_id, FileStatus::Embedding, None)?;
+            self.embed_scope(Some(file.collection_id), false, progress)
+                .map_err(|e| JobError::transient(format!("embedding failed: {e}")))?;
+        }
+        store.set_file_status(file_id, FileStatus::Ready, None)?;
+        Ok(())
+    }
+
+    /// Finishes derived-index removals and deletes blobs nothing references.
+    fn cleanup(&self, progress: &dyn Progress) -> Result<()> {
+        let guard = self.lock_writes(progress)?;
+        self.flush_index(&guard)?;
+        self.flush_vectors(&guard, progress)?;
+        drop(guard);
+        self.collect_blobs()?;
+        Ok(())
+    }
+
+    /// Deletes blobs no row references (and stray files no row names, older than an hour);
+    /// returns how many went.
+    pub fn collect_blobs(&self) -> Result<u64> {
+        let blobs = self.blobs()?;
+        let store = self.store();
+        let _gc = blobs.lock_exclusive()?;
+        let mut removed = 0u64;
+        loop {
+            let orphans = store.orphan_blobs(512)?;
+            if orphans.is_empty() {
+                break;
+            }
+            for h in &orphans {
+                blobs.delete(h)?;
+            }
+            store.forget_blobs(&orphans)?;
+            removed += orphans.len() as u64;
+        }
+        let now = SystemTime::now();
+        for (sha, modified) in blobs.list()? {
+            let old = now.duration_since(modified).unwrap_or_default() > SWEEP_AGE;
+            if old && !store.blob_known(&sha)? {
+                blobs.delete(&sha)?;
+                removed += 1;
+            }
+        }
+        Ok(removed)
+    }
+}
+
+fn unsupported_reason(name: &str) -> String {
+    let supported: Vec<&str> = Format::ALL.iter().map(|f| f.as_str()).collect();
+    match name.rsplit_once('.') {
+        Some((_, ext)) => format!(
+            "unsupported file type '.{ext}' (supported: {})",
+            supported.join(", ")
+        ),
+        None => format!(
+            "file name has no extension, so its type is unknown (supported: {})",
+            supported.join(", ")
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn client_file_names_are_reduced_to_a_safe_last_component() {
+        assert_eq!(clean_file_name("../../etc/passwd"), "passwd");
+        assert_eq!(clean_file_name("C:\\Users\\me\\报告.pdf"), "报告.pdf");
+        assert_eq!(clean_file_name("a\u{0}b\n.md"), "ab.md");
+        assert_eq!(clean_file_name("  "), "unnamed");
+        assert_eq!(clean_file_name(".."), "unnamed");
+        let long = format!("{}.pdf", "长".repeat(300));
+        let cleaned = clean_file_name(&long);
+        assert!(
+            cleaned.len() <= 200 && cleaned.ends_with(".pdf"),
+            "{cleaned}"
+        );
+    }
+}

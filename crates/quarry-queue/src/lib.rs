@@ -1,0 +1,284 @@
+//! The ingestion queue's workers.
+//!
+//! Jobs live in the store (`quarry-store`'s `jobs` table); this crate only runs them. A
+//! worker claims the oldest runnable job with a lease, renews the lease from a heartbeat
+//! thread while [`Engine::run_job`] works, and claims the next. Because claims go through
+//! the store, any number of workers — threads here, a CLI beside a server, later several
+//! nodes — share one queue without running a job twice, and a job whose worker died (a
+//! killed server) is claimed again once its lease runs out.
+//!
+//! [`Workers`] is the long-lived pool a server keeps; [`drain`] is what the CLI runs when
+//! it uploads: a pool that stops once the documents it waits for are `ready` or `failed`.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use quarry_core::{Error, Result};
+use quarry_engine::{Engine, FileStatus, Job, JobOutcome, KbFile, NoProgress, Progress};
+
+/// How workers behave.
+#[derive(Debug, Clone)]
+pub struct WorkerOptions {
+    /// Jobs run at once (threads).
+    pub concurrency: usize,
+    /// How long a claim lasts without renewal; a dead worker's job is retaken after it.
+    pub lease: Duration,
+    /// How often an idle worker looks for work it was not woken for (jobs enqueued by
+    /// another process, retries falling due).
+    pub idle_poll: Duration,
+}
+
+impl Default for WorkerOptions {
+    fn default() -> Self {
+        WorkerOptions {
+            concurrency: 2,
+            lease: Duration::from_secs(60),
+            idle_poll: Duration::from_secs(1),
+        }
+    }
+}
+
+impl WorkerOptions {
+    /// Defaults, overridden by `QUARRY_INGEST_WORKERS` and `QUARRY_JOB_LEASE_SECS`.
+    pub fn from_env() -> Result<WorkerOptions> {
+        let mut o = WorkerOptions::default();
+        let num = |var: &str| -> Result<Option<u64>> {
+            match std::env::var(var) {
+                Ok(v) if !v.trim().is_empty() => v
+                    .trim()
+                    .parse::<u64>()
+                    .map(Some)
+                    .map_err(|_| Error::invalid(format!("{var}={v:?} is not a whole number"))),
+                _ => Ok(None),
+            }
+        };
+        if let Some(n) = num("QUARRY_INGEST_WORKERS")? {
+            if n == 0 || n > 64 {
+                return Err(Error::invalid(format!(
+                    "QUARRY_INGEST_WORKERS={n}: use 1 to 64"
+                )));
+            }
+            o.concurrency = n as usize;
+        }
+        if let Some(s) = num("QUARRY_JOB_LEASE_SECS")? {
+            o.lease = Duration::from_secs(s.max(2));
+        }
+        Ok(o)
+    }
+}
+
+/// A unique name for one worker: host, process, start time, index.
+fn owner_name(index: usize) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "local".into());
+    format!("{host}:{}:{nanos:x}:{index}", std::process::id())
+}
+
+struct Shared {
+    engine: Arc<Engine>,
+    opts: WorkerOptions,
+    stop: AtomicBool,
+    /// Bumped by [`Workers::wake`]; idle workers wait on it.
+    signal: Mutex<u64>,
+    cond: Condvar,
+}
+
+impl Shared {
+    fn wait(&self, timeout: Duration) {
+        let guard = self.signal.lock().unwrap_or_else(|p| p.into_inner());
+        let seen = *guard;
+        let _ = self
+            .cond
+            .wait_timeout_while(guard, timeout, |s| {
+                *s == seen && !self.stop.load(Ordering::Relaxed)
+            })
+            .unwrap_or_else(|p| p.into_inner());
+    }
+
+    fn notify(&self) {
+        let mut s = self.signal.lock().unwrap_or_else(|p| p.into_inner());
+        *s = s.wrapping_add(1);
+        self.cond.notify_all();
+    }
+}
+
+/// A pool of worker threads.
+pub struct Workers {
+    shared: Arc<Shared>,
+    handles: Vec<JoinHandle<()>>,
+}
+
+impl Workers {
+    /// Starts `opts.concurrency` workers over `engine`'s queue.
+    pub fn start(engine: Arc<Engine>, opts: WorkerOptions) -> Result<Workers> {
+        let shared = Arc::new(Shared {
+            engine,
+            opts,
+            stop: AtomicBool::new(false),
+            signal: Mutex::new(0),
+            cond: Condvar::new(),
+        });
+        let mut handles = Vec::new();
+        for i in 0..shared.opts.concurrency.max(1) {
+            let s = shared.clone();
+            let owner = owner_name(i);
+            let h = std::thread::Builder::new()
+                .name(format!("quarry-ingest-{i}"))
+                .spawn(move || worker_loop(&s, &owner))
+                .map_err(|e| Error::Storage(format!("cannot start an ingest worker: {e}")))?;
+            handles.push(h);
+        }
+        Ok(Workers { shared, handles })
+    }
+
+    /// New work was enqueued: idle workers look now rather than at their next poll.
+    pub fn wake(&self) {
+        self.shared.notify();
+    }
+
+    /// Asks workers to stop after their current job and waits up to `grace` for them. A
+    /// job still running after that keeps its lease until it lapses; another worker (after
+    /// a restart) takes it over.
+    pub fn shutdown(mut self, grace: Duration) {
+        self.shared.stop.store(true, Ordering::Relaxed);
+        self.shared.notify();
+        let deadline = Instant::now() + grace;
+        for h in self.handles.drain(..) {
+            while !h.is_finished() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            if h.is_finished() {
+                let _ = h.join();
+            }
+        }
+    }
+}
+
+impl Drop for Workers {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::Relaxed);
+        self.shared.notify();
+    }
+}
+
+fn worker_loop(shared: &Shared, owner: &str) {
+    let mut failures = 0u32;
+    while !shared.stop.load(Ordering::Relaxed) {
+        match run_one(&shared.engine, owner, &shared.opts, &NoProgress) {
+            Ok(Some(_)) => failures = 0,
+            Ok(None) => shared.wait(shared.opts.idle_poll),
+            Err(e) => {
+                // The store itself failed (disk full, database locked for long): back off.
+                failures = failures.saturating_add(1);
+                tracing::warn!(error = %e, "ingest worker: cannot claim or record a job");
+                shared.wait(Duration::from_millis(250 << failures.min(6)));
+            }
+        }
+    }
+}
+
+/// Claims and runs one job, renewing its lease meanwhile. `None`: nothing to do.
+pub fn run_one(
+    engine: &Engine,
+    owner: &str,
+    opts: &WorkerOptions,
+    progress: &dyn Progress,
+) -> Result<Option<(Job, JobOutcome)>> {
+    let Some(job) = engine.claim_job(owner, opts.lease)? else {
+        return Ok(None);
+    };
+    let done = (Mutex::new(false), Condvar::new());
+    let outcome = std::thread::scope(|s| {
+        s.spawn(|| {
+            let every = opts.lease / 3;
+            let mut finished = done.0.lock().unwrap_or_else(|p| p.into_inner());
+            loop {
+                let (g, timeout) = done
+                    .1
+                    .wait_timeout_while(finished, every, |f| !*f)
+                    .unwrap_or_else(|p| p.into_inner());
+                finished = g;
+                if *finished || !timeout.timed_out() {
+                    break;
+                }
+                match engine.renew_job(&job, owner, opts.lease) {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        tracing::warn!(job = job.id, "ingest job lease lost");
+                        break;
+                    }
+                    Err(e) => tracing::warn!(job = job.id, error = %e, "cannot renew lease"),
+                }
+            }
+        });
+        let outcome = engine.run_job(&job, owner, progress);
+        *done.0.lock().unwrap_or_else(|p| p.into_inner()) = true;
+        done.1.notify_all();
+        outcome
+    })?;
+    match &outcome {
+        JobOutcome::Done => tracing::debug!(job = job.id, kind = ?job.kind, "job done"),
+        JobOutcome::Retry { error, after_ms } => {
+            tracing::warn!(job = job.id, %error, after_ms, "job failed; will retry")
+        }
+        JobOutcome::Failed { error } => tracing::warn!(job = job.id, %error, "job failed"),
+        JobOutcome::Lost => {}
+    }
+    Ok(Some((job, outcome)))
+}
+
+/// Runs workers in this process until every document in `waiting` (by row) is `ready` or
+/// `failed` (or deleted), reporting each as it finishes. Documents another process (a
+/// server) processes count as well: claims are shared through the store.
+pub fn drain(
+    engine: &Arc<Engine>,
+    waiting: &[KbFile],
+    opts: WorkerOptions,
+    progress: &dyn Progress,
+) -> Result<Vec<KbFile>> {
+    let workers = Workers::start(engine.clone(), opts)?;
+    progress.begin("Processing", waiting.len() as u64);
+    let mut pending: Vec<KbFile> = waiting.to_vec();
+    let mut finished = Vec::with_capacity(waiting.len());
+    let result = loop {
+        let mut still = Vec::with_capacity(pending.len());
+        let mut failed = None;
+        for f in pending.drain(..) {
+            match engine.kb_document_by_row(f.row_id) {
+                Err(e) => {
+                    failed = Some(e);
+                    break;
+                }
+                // Deleted meanwhile: nothing more to wait for.
+                Ok(None) => progress.advance(1),
+                Ok(Some(n)) if !n.status.is_active() => {
+                    if n.status == FileStatus::Failed {
+                        progress.warn(&format!(
+                            "{}: failed: {}",
+                            n.display_path(),
+                            n.error.as_deref().unwrap_or("unknown reason")
+                        ));
+                    }
+                    progress.advance(1);
+                    finished.push(n);
+                }
+                Ok(Some(n)) => still.push(n),
+            }
+        }
+        if let Some(e) = failed {
+            break Err(e);
+        }
+        pending = still;
+        if pending.is_empty() {
+            break Ok(finished);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    progress.end();
+    workers.shutdown(Duration::from_secs(600));
+    result
+}

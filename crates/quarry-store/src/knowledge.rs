@@ -1,0 +1,301 @@
+//! Knowledge bases (SPEC §1): collections whose documents are uploaded, kept as originals in
+//! the blob store, converted and indexed by the ingestion queue.
+//!
+//! A knowledge base is a collection of kind `knowledge_base` plus a public id, a description
+//! and optional chunk settings. Each upload is a [`KbFile`]: the original (a blob, by
+//! SHA-256), its processing status and, once converted, the searchable document it became.
+//! Work is a [`Job`] in the store's queue, claimed with a lease so that several workers — in
+//! one process, several processes, later several nodes — never run the same job twice, and a
+//! job whose worker died is taken again when its lease runs out.
+
+use quarry_core::{PageSpan, Result};
+use serde::Serialize;
+
+use crate::IndexWork;
+
+/// Processing stage of an uploaded file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FileStatus {
+    Pending,
+    Converting,
+    Indexing,
+    Embedding,
+    Ready,
+    Failed,
+}
+
+impl FileStatus {
+    pub const ALL: [FileStatus; 6] = [
+        FileStatus::Pending,
+        FileStatus::Converting,
+        FileStatus::Indexing,
+        FileStatus::Embedding,
+        FileStatus::Ready,
+        FileStatus::Failed,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FileStatus::Pending => "pending",
+            FileStatus::Converting => "converting",
+            FileStatus::Indexing => "indexing",
+            FileStatus::Embedding => "embedding",
+            FileStatus::Ready => "ready",
+            FileStatus::Failed => "failed",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<FileStatus> {
+        FileStatus::ALL.into_iter().find(|f| f.as_str() == s)
+    }
+
+    /// Still moving through the queue.
+    pub fn is_active(self) -> bool {
+        !matches!(self, FileStatus::Ready | FileStatus::Failed)
+    }
+}
+
+/// Documents of a knowledge base per status.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct StatusCounts {
+    pub pending: u64,
+    pub processing: u64,
+    pub ready: u64,
+    pub failed: u64,
+}
+
+/// A knowledge base.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct KnowledgeBase {
+    /// Collection id (internal).
+    #[serde(skip)]
+    pub collection_id: i64,
+    /// Public id (UUID).
+    pub id: String,
+    pub name: String,
+    pub description: String,
+    /// Chunk size and overlap in characters, when the knowledge base set its own.
+    pub chunk_size: Option<u32>,
+    pub chunk_overlap: Option<u32>,
+    pub created_at: i64,
+    pub updated_at: i64,
+    /// Uploaded files (every status).
+    pub document_count: u64,
+    pub status_counts: StatusCounts,
+    /// Bytes of the originals.
+    pub total_bytes: u64,
+}
+
+/// One uploaded file.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct KbFile {
+    #[serde(skip)]
+    pub row_id: i64,
+    /// Public id (UUID).
+    pub id: String,
+    #[serde(skip)]
+    pub collection_id: i64,
+    /// The knowledge base's name.
+    pub knowledge_base: String,
+    /// Name in the knowledge base, unique there (`report.pdf`, `report (2).pdf`).
+    pub file_name: String,
+    /// Name as uploaded.
+    pub original_name: String,
+    /// SHA-256 of the original.
+    pub sha256: String,
+    pub format: String,
+    pub mime: String,
+    pub size: u64,
+    pub status: FileStatus,
+    /// Why it failed (`status = failed`), in words a person understands.
+    pub error: Option<String>,
+    /// Pages (PDF) or slides (PPTX) of the original.
+    pub pages: Option<u32>,
+    /// Pages that had no text layer and were not OCR'd, e.g. "pages 3–9".
+    pub pages_without_text: Option<String>,
+    /// Notes from conversion that did not stop it.
+    pub warnings: Vec<String>,
+    /// docid of the searchable document, once indexed.
+    pub docid: Option<String>,
+    /// Chunks cut from it (0 until embedded).
+    pub chunk_count: u64,
+    pub attempts: u32,
+    pub created_at: i64,
+    pub updated_at: i64,
+    #[serde(skip)]
+    pub document_id: Option<i64>,
+}
+
+impl KbFile {
+    /// `kb-name/file-name`.
+    pub fn display_path(&self) -> String {
+        quarry_core::display_path(&self.knowledge_base, &self.file_name)
+    }
+}
+
+/// A file to add to a knowledge base; its original is already in the blob store.
+#[derive(Debug, Clone)]
+pub struct NewKbFile {
+    pub original_name: String,
+    pub sha256: String,
+    pub format: String,
+    pub mime: String,
+    pub size: u64,
+}
+
+/// What [`KnowledgeStore::add_files`] did with one file.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "result", rename_all = "snake_case")]
+pub enum AddedFile {
+    Added {
+        file: KbFile,
+    },
+    /// The same bytes are already in this knowledge base: no second document.
+    Duplicate {
+        file: KbFile,
+    },
+}
+
+impl AddedFile {
+    pub fn file(&self) -> &KbFile {
+        match self {
+            AddedFile::Added { file } | AddedFile::Duplicate { file } => file,
+        }
+    }
+}
+
+/// Filters of [`KnowledgeStore::kb_files`].
+#[derive(Debug, Clone, Default)]
+pub struct FileFilter {
+    pub status: Option<FileStatus>,
+    /// Case-insensitive substring of the file name.
+    pub name: Option<String>,
+}
+
+/// The converted form of a file, ready to become its searchable document.
+#[derive(Debug, Clone)]
+pub struct ConvertedFile {
+    pub title: String,
+    pub markdown: String,
+    pub pages: Vec<PageSpan>,
+    pub page_count: Option<u32>,
+    pub pages_without_text: Option<String>,
+    pub warnings: Vec<String>,
+    /// Extracted images (already in the blob store): (sha256, size, mime).
+    pub images: Vec<(String, u64, String)>,
+}
+
+/// What a job does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobKind {
+    /// Convert → index → embed one uploaded file.
+    Ingest,
+    /// Finish derived-index removals and delete blobs nothing references (after deletes).
+    Cleanup,
+}
+
+impl JobKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobKind::Ingest => "ingest",
+            JobKind::Cleanup => "cleanup",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<JobKind> {
+        match s {
+            "ingest" => Some(JobKind::Ingest),
+            "cleanup" => Some(JobKind::Cleanup),
+            _ => None,
+        }
+    }
+}
+
+/// A claimed job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Job {
+    pub id: i64,
+    pub kind: JobKind,
+    pub file_id: Option<i64>,
+    /// Attempts before this one.
+    pub attempts: u32,
+}
+
+/// Jobs per state, for progress and `/health`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct QueueCounts {
+    pub enqueued: u64,
+    pub processing: u64,
+    pub failed: u64,
+}
+
+/// Knowledge bases, their files and the blob references (see the module docs).
+pub trait KnowledgeStore {
+    /// Creates a knowledge base (a collection of kind `knowledge_base`).
+    fn create_knowledge_base(
+        &self,
+        space: &str,
+        name: &str,
+        description: &str,
+        chunking: Option<(u32, u32)>,
+    ) -> Result<KnowledgeBase>;
+    fn knowledge_bases(&self, space: &str) -> Result<Vec<KnowledgeBase>>;
+    /// By public id or by name.
+    fn knowledge_base(&self, space: &str, key: &str) -> Result<Option<KnowledgeBase>>;
+    fn update_knowledge_base(
+        &self,
+        space: &str,
+        key: &str,
+        name: Option<&str>,
+        description: Option<&str>,
+    ) -> Result<KnowledgeBase>;
+
+    /// Adds files (their originals already stored) in one transaction, each with an ingest
+    /// job; the same bytes twice in one knowledge base give the existing file back.
+    fn add_files(&self, collection_id: i64, files: &[NewKbFile]) -> Result<Vec<AddedFile>>;
+    fn kb_files(&self, collection_id: i64, filter: &FileFilter) -> Result<Vec<KbFile>>;
+    /// By public id or file name.
+    fn kb_file(&self, collection_id: i64, key: &str) -> Result<Option<KbFile>>;
+    fn kb_file_by_row(&self, row_id: i64) -> Result<Option<KbFile>>;
+    /// Deletes a file and its document at once (readers stop seeing it); derived indexes
+    /// and blobs are cleaned by a cleanup job enqueued in the same transaction.
+    fn delete_kb_file(&self, collection_id: i64, row_id: i64) -> Result<()>;
+    /// Puts a failed file back in the queue (attempts reset).
+    fn retry_kb_file(&self, collection_id: i64, row_id: i64) -> Result<KbFile>;
+    /// Records a file's stage (and the reason when failing). No-op for a deleted file.
+    fn set_file_status(&self, row_id: i64, status: FileStatus, error: Option<&str>) -> Result<()>;
+    /// Stores the converted document (new or replacing the file's previous one) and moves
+    /// the file to `indexing`; returns the keyword-index work, or `None` when the file was
+    /// deleted meanwhile.
+    fn file_converted(&self, row_id: i64, converted: ConvertedFile) -> Result<Option<IndexWork>>;
+
+    /// A document's page map (empty for unpaged sources).
+    fn document_pages(&self, document_id: i64) -> Result<Vec<PageSpan>>;
+
+    /// Whether a blob is referenced (as an original or an extracted image) by a file of
+    /// this space: what `/api/v1/files` may serve to it.
+    fn blob_visible(&self, space: &str, sha256: &str) -> Result<Option<(u64, String)>>;
+    /// Up to `limit` stored blobs nothing references any more.
+    fn orphan_blobs(&self, limit: usize) -> Result<Vec<String>>;
+    /// Whether any blob row names this hash (directory sweeps keep those).
+    fn blob_known(&self, sha256: &str) -> Result<bool>;
+    /// The blob store deleted these: forget them (unless referenced again meanwhile).
+    fn forget_blobs(&self, hashes: &[String]) -> Result<()>;
+}
+
+/// The persisted job queue.
+pub trait JobQueue {
+    /// Claims the oldest runnable job (enqueued and due, or processing with an expired
+    /// lease) for `owner` until `now + lease_ms`.
+    fn claim_job(&self, owner: &str, now: i64, lease_ms: i64) -> Result<Option<Job>>;
+    /// Extends a lease; `false` when the job is no longer this owner's (lost or deleted).
+    fn renew_job(&self, id: i64, owner: &str, until: i64) -> Result<bool>;
+    /// The job succeeded: it leaves the queue.
+    fn complete_job(&self, id: i64, owner: &str) -> Result<()>;
+    /// The job failed: back in the queue at `retry_at`, or failed for good when `None`.
+    fn fail_job(&self, id: i64, owner: &str, error: &str, retry_at: Option<i64>) -> Result<()>;
+    fn enqueue_cleanup(&self) -> Result<()>;
+    fn queue_counts(&self) -> Result<QueueCounts>;
+}
