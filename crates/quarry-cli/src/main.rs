@@ -2,6 +2,7 @@
 //! readable by default, JSON with `--json`. No engine logic lives here.
 
 mod eval;
+mod kb;
 mod progress;
 
 use std::io::Write;
@@ -13,8 +14,8 @@ use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use quarry_core::format_search_summary;
 use quarry_engine::fusion::Fusion;
 use quarry_engine::{
-    EmbedOptions, Engine, EngineOptions, GetRequest, ModelConfig, ModelSpec, MultiGetItem,
-    MultiGetRequest, SearchRequest, UpdateOptions, UpdateReport,
+    EmbedOptions, Engine, EngineOptions, GetRequest, IngestOptions, ModelConfig, ModelSpec,
+    MultiGetItem, MultiGetRequest, SearchRequest, UpdateOptions, UpdateReport, parse_ocr,
 };
 use serde_json::json;
 
@@ -66,6 +67,10 @@ struct Cli {
         hide_env_values = true
     )]
     expand_model: Option<String>,
+    /// OCR for pages without a text layer (scans) during uploads and indexing: `auto` uses
+    /// `tesseract` when it is installed; `off` reports such pages instead.
+    #[arg(long, global = true, env = "QUARRY_OCR", value_name = "auto|off")]
+    ocr: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -75,6 +80,9 @@ enum Command {
     /// Manage folder collections.
     #[command(subcommand)]
     Collection(CollectionCmd),
+    /// Knowledge bases: upload PDFs, Office files, spreadsheets, CSV, HTML, Markdown.
+    #[command(subcommand)]
+    Kb(kb::KbCmd),
     /// Describe what lives under a path; shown with results and documents.
     #[command(subcommand)]
     Context(ContextCmd),
@@ -309,13 +317,18 @@ fn open(cli: &Cli) -> Result<Engine> {
             .with_context(|| format!("QUARRY_FUSION={v:?}: use 'calibrated' (default) or 'rrf'"))?,
         _ => Fusion::default(),
     };
+    let mut ingest = IngestOptions::from_env()?;
+    if let Some(ocr) = &cli.ocr {
+        ingest.convert.ocr = parse_ocr(ocr)?;
+    }
     Ok(Engine::open(opts)
         .with_context(|| format!("cannot open the index at {}", dir.display()))?
         .with_models(models)
-        .with_fusion(fusion))
+        .with_fusion(fusion)
+        .with_ingest(ingest))
 }
 
-fn print_json(v: &impl serde::Serialize) -> Result<()> {
+pub(crate) fn print_json(v: &impl serde::Serialize) -> Result<()> {
     let mut out = std::io::stdout().lock();
     serde_json::to_writer_pretty(&mut out, v)?;
     writeln!(out)?;
@@ -324,6 +337,9 @@ fn print_json(v: &impl serde::Serialize) -> Result<()> {
 
 fn run(cli: Cli) -> Result<()> {
     let engine = open(&cli)?;
+    if let Command::Kb(cmd) = &cli.command {
+        return kb::run(engine, cmd, cli.json);
+    }
     let progress = CliProgress::new();
     let mut out = std::io::stdout().lock();
     match &cli.command {
@@ -619,6 +635,8 @@ fn run(cli: Cli) -> Result<()> {
             drop(out);
             serve(engine, Transport::Mcp, None)?
         }
+        // Handled before the engine is shared (above).
+        Command::Kb(_) => {}
         Command::Serve(args) => {
             drop(out);
             serve(engine, args.transport, Some(args))?
@@ -674,7 +692,11 @@ fn serve(engine: Engine, transport: Transport, args: Option<&ServeArgs>) -> Resu
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, "models not loaded; vector search will say why"),
         });
+        if transport != Transport::Mcp {
+            state.start_workers(quarry_queue::WorkerOptions::from_env()?)?;
+        }
         let shutdown = quarry_server::shutdown_on_signals();
+        let workers_state = state.clone();
         let http = |state, shutdown| {
             quarry_server::serve_http(state, opts, shutdown, |addr| {
                 tracing::info!(%addr, "serving MCP at http://{addr}/mcp and the REST API");
@@ -701,6 +723,11 @@ fn serve(engine: Engine, transport: Transport, args: Option<&ServeArgs>) -> Resu
                 stdio_result.map_err(|e| std::io::Error::other(e.to_string()))??;
             }
         }
+        tokio::task::spawn_blocking(move || {
+            workers_state.stop_workers(std::time::Duration::from_secs(10))
+        })
+        .await
+        .ok();
         tracing::info!("server stopped");
         Ok::<(), anyhow::Error>(())
     })

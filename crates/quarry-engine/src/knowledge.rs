@@ -191,6 +191,11 @@ impl From<Error> for JobError {
     }
 }
 
+/// Whether a file name has an extension Quarry converts (`report.pdf`, `notes.md`, …).
+pub fn is_supported_file(name: &str) -> bool {
+    Format::from_file_name(name).is_some()
+}
+
 /// The last path component of a client-supplied name, without control characters, at most
 /// 200 bytes (extension kept): the name shown in `kb/name`.
 pub fn clean_file_name(name: &str) -> String {

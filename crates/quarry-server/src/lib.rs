@@ -7,6 +7,7 @@
 //! limit and long-lived SSE streams.
 
 pub mod jsonrpc;
+pub mod knowledge_api;
 pub mod mcp;
 pub mod rest;
 pub mod telemetry;
@@ -43,6 +44,8 @@ pub struct AppState {
     /// Serialises `/embed` requests through the one model instance.
     pub(crate) model_queue: tokio::sync::Mutex<()>,
     shutting_down: AtomicBool,
+    /// Ingestion workers, when this server runs them.
+    workers: std::sync::Mutex<Option<quarry_queue::Workers>>,
 }
 
 impl AppState {
@@ -52,7 +55,41 @@ impl AppState {
             write_queue: tokio::sync::Mutex::new(()),
             model_queue: tokio::sync::Mutex::new(()),
             shutting_down: AtomicBool::new(false),
+            workers: std::sync::Mutex::new(None),
         })
+    }
+
+    /// Starts ingestion workers over the engine's queue (uploads, retries, cleanups; also
+    /// what a CLI enqueued).
+    pub fn start_workers(&self, opts: quarry_queue::WorkerOptions) -> Result<(), Error> {
+        let workers = quarry_queue::Workers::start(self.engine.clone(), opts)?;
+        *self.workers.lock().unwrap_or_else(|p| p.into_inner()) = Some(workers);
+        Ok(())
+    }
+
+    /// New work was queued: idle workers look now.
+    pub fn wake_workers(&self) {
+        if let Some(w) = self
+            .workers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+        {
+            w.wake();
+        }
+    }
+
+    /// Stops the workers, waiting up to `grace` for jobs in progress (the rest keep their
+    /// lease until it lapses and are taken over after a restart).
+    pub fn stop_workers(&self, grace: Duration) {
+        let workers = self
+            .workers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(w) = workers {
+            w.shutdown(grace);
+        }
     }
 
     /// Runs a write on a blocking thread, one at a time, in arrival order.
@@ -262,9 +299,15 @@ pub fn app(state: Arc<AppState>, opts: &HttpOptions, shutdown: &CancellationToke
             opts.max_body_bytes,
             jsonrpc::http_guard,
         ));
+    let knowledge =
+        knowledge_api::router().layer(tower_http::timeout::TimeoutLayer::with_status_code(
+            StatusCode::REQUEST_TIMEOUT,
+            opts.request_timeout,
+        ));
     Router::new()
         .merge(mcp)
         .merge(rest)
+        .merge(knowledge)
         .route("/metrics", get(metrics_text))
         .fallback(|req: Request| async move {
             error_response(

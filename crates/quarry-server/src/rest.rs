@@ -89,7 +89,7 @@ fn rejection_error(r: JsonRejection) -> ApiError {
 }
 
 /// Runs engine work off the async threads.
-async fn blocking<T: Send + 'static>(
+pub(crate) async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, Error> + Send + 'static,
 ) -> Result<T, ApiError> {
     tokio::task::spawn_blocking(f)

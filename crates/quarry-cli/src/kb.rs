@@ -1,0 +1,385 @@
+//! `quarry kb …`: knowledge bases from the command line. Uploads are queued in the store
+//! and processed right here (a progress bar on a terminal) unless `--no-wait`; a running
+//! server shares the queue, so either may process what the other enqueued.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{Result, bail};
+use clap::Subcommand;
+use quarry_engine::{
+    CreateKnowledgeBase, Engine, FileFilter, FileStatus, KbFile, Progress, Upload, UploadOutcome,
+};
+use serde_json::json;
+
+use crate::print_json;
+use crate::progress::CliProgress;
+
+#[derive(Subcommand)]
+pub enum KbCmd {
+    /// Create a knowledge base (documents are uploaded into it).
+    Create {
+        name: String,
+        #[arg(long, default_value = "")]
+        description: String,
+        /// Chunk size in characters (the RAG seed uses 1000); default: the embedding
+        /// model's token-based chunks.
+        #[arg(long, value_name = "CHARS")]
+        chunk_size: Option<u32>,
+        /// Chunk overlap in characters (default: a fifth of --chunk-size).
+        #[arg(long, value_name = "CHARS", requires = "chunk_size")]
+        chunk_overlap: Option<u32>,
+    },
+    /// List knowledge bases with their document counts.
+    #[command(alias = "ls")]
+    List,
+    /// Delete a knowledge base, its documents and their originals.
+    #[command(alias = "remove")]
+    Rm { name: String },
+    /// Upload files (globs and folders too) and process them.
+    Upload {
+        name: String,
+        #[arg(required = true, value_name = "FILE")]
+        files: Vec<PathBuf>,
+        /// Only queue the files; a running `quarry serve` (or a later upload) processes them.
+        #[arg(long)]
+        no_wait: bool,
+    },
+    /// List a knowledge base's documents with their status.
+    Docs {
+        name: String,
+        /// Only documents in this state.
+        #[arg(long, value_parser = parse_status)]
+        status: Option<FileStatus>,
+        /// Only file names containing this text.
+        #[arg(long = "name", value_name = "TEXT")]
+        name_filter: Option<String>,
+    },
+    /// Process a failed document again.
+    Retry {
+        name: String,
+        /// Document id or file name.
+        doc: String,
+        #[arg(long)]
+        no_wait: bool,
+    },
+    /// Delete one document.
+    #[command(name = "rm-doc")]
+    RmDoc { name: String, doc: String },
+}
+
+fn parse_status(s: &str) -> Result<FileStatus, String> {
+    FileStatus::parse(s).ok_or_else(|| {
+        format!(
+            "unknown status {s:?}: use pending, converting, indexing, embedding, ready or failed"
+        )
+    })
+}
+
+const GLOB_CHARS: &[char] = &['*', '?', '[', '{'];
+
+/// Files named on the command line: files as given, folders recursed (supported
+/// extensions only, `.gitignore` honoured), and quoted globs expanded.
+fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    for p in paths {
+        let s = p.to_string_lossy();
+        if p.is_dir() {
+            let mask = quarry_ingest::compile_mask("**/*")?;
+            let scan = quarry_ingest::scan(p, &mask)?;
+            out.extend(
+                scan.files
+                    .into_iter()
+                    .filter(|f| quarry_engine::is_supported_file(&f.rel_path))
+                    .map(|f| f.abs_path),
+            );
+        } else if !p.exists() && s.contains(GLOB_CHARS) {
+            // Split at the first component holding a glob character: root + mask.
+            let mut root = PathBuf::new();
+            let mut mask = Vec::new();
+            for c in p.components() {
+                let part = c.as_os_str().to_string_lossy();
+                if mask.is_empty() && !part.contains(GLOB_CHARS) {
+                    root.push(c);
+                } else {
+                    mask.push(part.into_owned());
+                }
+            }
+            let root = if root.as_os_str().is_empty() {
+                PathBuf::from(".")
+            } else {
+                root
+            };
+            let matcher = quarry_ingest::compile_mask(&mask.join("/"))?;
+            let found = quarry_ingest::scan(&root, &matcher)?.files;
+            if found.is_empty() {
+                bail!("no file matches {s}");
+            }
+            out.extend(found.into_iter().map(|f| f.abs_path));
+        } else if p.is_file() {
+            out.push(p.clone());
+        } else {
+            bail!("{}: no such file or directory", p.display());
+        }
+    }
+    Ok(out)
+}
+
+pub fn run(engine: Engine, cmd: &KbCmd, json_out: bool) -> Result<()> {
+    let engine = Arc::new(engine);
+    let progress = CliProgress::new();
+    let mut out = std::io::stdout().lock();
+    match cmd {
+        KbCmd::Create {
+            name,
+            description,
+            chunk_size,
+            chunk_overlap,
+        } => {
+            let kb = engine.create_knowledge_base(&CreateKnowledgeBase {
+                name: name.clone(),
+                description: description.clone(),
+                chunk_size: *chunk_size,
+                chunk_overlap: *chunk_overlap,
+            })?;
+            if json_out {
+                print_json(&kb)?;
+            } else {
+                writeln!(out, "Created knowledge base '{}' ({})", kb.name, kb.id)?;
+            }
+        }
+        KbCmd::List => {
+            let kbs = engine.knowledge_bases()?;
+            if json_out {
+                print_json(&json!({ "knowledge_bases": kbs }))?;
+            } else if kbs.is_empty() {
+                writeln!(
+                    out,
+                    "No knowledge bases. Create one with: quarry kb create NAME"
+                )?;
+            } else {
+                for kb in kbs {
+                    let c = kb.status_counts;
+                    writeln!(
+                        out,
+                        "- {} ({} documents: {} ready, {} processing, {} pending, {} failed) {}",
+                        kb.name,
+                        kb.document_count,
+                        c.ready,
+                        c.processing,
+                        c.pending,
+                        c.failed,
+                        kb.description
+                    )?;
+                }
+            }
+        }
+        KbCmd::Rm { name } => {
+            let kb = engine.knowledge_base(name)?;
+            let n = engine.delete_knowledge_base(&kb.id)?;
+            if json_out {
+                print_json(&json!({"status": "removed", "name": kb.name, "documents": n}))?;
+            } else {
+                writeln!(out, "Removed knowledge base '{}' ({n} documents)", kb.name)?;
+            }
+        }
+        KbCmd::Upload {
+            name,
+            files,
+            no_wait,
+        } => {
+            let kb = engine.knowledge_base(name)?;
+            let paths = expand(files)?;
+            if paths.is_empty() {
+                bail!("no supported files to upload");
+            }
+            let mut uploads = Vec::new();
+            let mut rejected = Vec::new();
+            for p in &paths {
+                match engine.upload_from_path(p)? {
+                    Ok(u) => uploads.push(u),
+                    Err(r) => rejected.push(r),
+                }
+            }
+            let outcomes = queue(&engine, &kb.id, uploads)?;
+            let mut queued = Vec::new();
+            let mut duplicates = Vec::new();
+            for o in outcomes {
+                match o {
+                    UploadOutcome::Added { document } => queued.push(document),
+                    UploadOutcome::Duplicate { document } => duplicates.push(document),
+                    r @ UploadOutcome::Rejected { .. } => rejected.push(r),
+                }
+            }
+            for r in &rejected {
+                if let UploadOutcome::Rejected {
+                    file_name, reason, ..
+                } = r
+                {
+                    progress.warn(&format!("{file_name}: not uploaded: {reason}"));
+                }
+            }
+            for d in &duplicates {
+                progress.warn(&format!(
+                    "{}: already in '{}' as {} (same content); not added again",
+                    d.original_name,
+                    kb.name,
+                    d.display_path()
+                ));
+            }
+            let finished = if *no_wait || queued.is_empty() {
+                queued.clone()
+            } else {
+                quarry_queue::drain(
+                    &engine,
+                    &queued,
+                    quarry_queue::WorkerOptions::from_env()?,
+                    &progress,
+                )?
+            };
+            report_upload(
+                &mut out,
+                json_out,
+                &finished,
+                &duplicates,
+                &rejected,
+                *no_wait,
+            )?;
+            let failed = finished
+                .iter()
+                .filter(|d| d.status == FileStatus::Failed)
+                .count();
+            if failed + rejected.len() > 0 {
+                bail!(
+                    "{} of {} files were not ingested",
+                    failed + rejected.len(),
+                    paths.len()
+                );
+            }
+        }
+        KbCmd::Docs {
+            name,
+            status,
+            name_filter,
+        } => {
+            let docs = engine.kb_documents(
+                name,
+                &FileFilter {
+                    status: *status,
+                    name: name_filter.clone(),
+                },
+            )?;
+            if json_out {
+                print_json(&json!({ "documents": docs }))?;
+            } else {
+                for d in &docs {
+                    print_doc(&mut out, d)?;
+                }
+                writeln!(out, "{} documents", docs.len())?;
+            }
+        }
+        KbCmd::Retry { name, doc, no_wait } => {
+            let d = engine.retry_kb_document(name, doc)?;
+            let finished = if *no_wait {
+                vec![d]
+            } else {
+                quarry_queue::drain(
+                    &engine,
+                    &[d],
+                    quarry_queue::WorkerOptions::from_env()?,
+                    &progress,
+                )?
+            };
+            if json_out {
+                print_json(&json!({ "documents": finished }))?;
+            } else {
+                for d in &finished {
+                    print_doc(&mut out, d)?;
+                }
+            }
+            if finished.iter().any(|d| d.status == FileStatus::Failed) {
+                bail!("the document failed again");
+            }
+        }
+        KbCmd::RmDoc { name, doc } => {
+            let d = engine.delete_kb_document(name, doc)?;
+            if json_out {
+                print_json(&json!({"status": "removed", "document": d}))?;
+            } else {
+                writeln!(out, "Removed {}", d.display_path())?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn queue(engine: &Engine, kb: &str, uploads: Vec<Upload>) -> Result<Vec<UploadOutcome>> {
+    Ok(engine.add_uploads(kb, uploads)?)
+}
+
+fn print_doc(out: &mut impl Write, d: &KbFile) -> Result<()> {
+    let pages = d.pages.map(|p| format!(", {p} pages")).unwrap_or_default();
+    let docid = d.docid.as_deref().unwrap_or("-");
+    write!(
+        out,
+        "{:<10} {} {docid} ({}, {} bytes{pages})",
+        d.status.as_str(),
+        d.display_path(),
+        d.format,
+        d.size
+    )?;
+    if let Some(e) = &d.error {
+        write!(out, ": {e}")?;
+    }
+    if let Some(p) = &d.pages_without_text {
+        write!(out, " [no text layer on {p}]")?;
+    }
+    writeln!(out)?;
+    Ok(())
+}
+
+fn report_upload(
+    out: &mut impl Write,
+    json_out: bool,
+    finished: &[KbFile],
+    duplicates: &[KbFile],
+    rejected: &[UploadOutcome],
+    no_wait: bool,
+) -> Result<()> {
+    if json_out {
+        return print_json(&json!({
+            "documents": finished,
+            "duplicates": duplicates,
+            "rejected": rejected,
+        }));
+    }
+    for d in finished {
+        print_doc(out, d)?;
+    }
+    let ready = finished
+        .iter()
+        .filter(|d| d.status == FileStatus::Ready)
+        .count();
+    let failed = finished
+        .iter()
+        .filter(|d| d.status == FileStatus::Failed)
+        .count();
+    if no_wait {
+        writeln!(
+            out,
+            "Queued {} documents ({} duplicates, {} rejected); `quarry serve` or the next upload processes them",
+            finished.len(),
+            duplicates.len(),
+            rejected.len()
+        )?;
+    } else {
+        writeln!(
+            out,
+            "{ready} ready, {failed} failed, {} duplicates, {} rejected",
+            duplicates.len(),
+            rejected.len()
+        )?;
+    }
+    Ok(())
+}
