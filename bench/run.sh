@@ -80,4 +80,8 @@ QMD_DIRECT=""
 env QUARRY_BIN="$QUARRY" ${QMD_DIRECT:+"QMD_BIN=$QMD_DIRECT"} QUARRY_BENCH_CORPUS="$CORPUS/pages" \
   QUARRY_BENCH_OUT="$OUT/mcp-roundtrip.json" \
   cargo bench -p quarry-server --bench mcp_roundtrip --quiet >/dev/null
+echo "== ingestion: conversion vs markitdown (PyPI), content check, kb upload throughput, upload to searchable"
+cargo build --release -p quarry-convert --example convert --quiet
+python3 bench/ingest/run.py --convert "$CARGO_TARGET_DIR/release/examples/convert" --quarry "$QUARRY" \
+  --embed-model "$MINILM" --out "$OUT/ingest.json" >/dev/null
 echo "reports in $OUT/"

@@ -84,6 +84,8 @@ pub struct Document {
     /// `#` + at least 6 hex characters of `hash`, unique within the index.
     pub docid: String,
     pub body: String,
+    /// Page map of a paged source (PDF, slides); empty otherwise.
+    pub pages: Vec<PageSpan>,
 }
 
 impl Document {
@@ -135,6 +137,9 @@ pub struct SearchHit {
     pub context: Option<String>,
     /// About 300 characters around the best match, each line prefixed `N: `.
     pub snippet: String,
+    /// Page the snippet is on, for paged sources (PDF pages, slides).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub page: Option<u32>,
 }
 
 /// Per-collection line of [`StatusReport`].

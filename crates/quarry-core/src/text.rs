@@ -161,6 +161,7 @@ mod tests {
             score: 0.854,
             context: None,
             snippet: String::new(),
+            page: None,
         };
         assert_eq!(
             format_search_summary(&[hit], "q"),

@@ -183,14 +183,33 @@ pub(crate) fn search_hit(
     lines: Option<(usize, usize)>,
 ) -> SearchHit {
     let file = doc.display_path();
+    let snippet = snippet_in(&doc.body, terms, SNIPPET_CHARS, lines);
     SearchHit {
         docid: doc.docid.clone(),
         context: context_for(contexts, &file).map(|c| c.text.clone()),
         file,
         title: doc.title.clone(),
         score,
-        snippet: snippet_in(&doc.body, terms, SNIPPET_CHARS, lines),
+        page: snippet_page(doc, &snippet),
+        snippet,
     }
+}
+
+/// The page a snippet starts on (its first `N: ` line), for paged sources.
+fn snippet_page(doc: &Document, snippet: &str) -> Option<u32> {
+    if doc.pages.is_empty() {
+        return None;
+    }
+    let line: usize = snippet.split_once(": ")?.0.parse().ok()?;
+    let offset = if line <= 1 {
+        0
+    } else {
+        doc.body
+            .match_indices('\n')
+            .nth(line - 2)
+            .map_or(doc.body.len(), |(i, _)| i + 1)
+    };
+    quarry_core::page_at(&doc.pages, offset)
 }
 
 /// About `max_chars` characters of `body` starting at the line that matches most `terms`,

@@ -66,7 +66,8 @@ fn search_output() -> Value {
                         "title": {"type": "string"},
                         "score": {"type": "number", "minimum": 0, "maximum": 1},
                         "context": {"type": ["string", "null"]},
-                        "snippet": {"type": "string", "description": "Excerpt with N: line numbers"}
+                        "snippet": {"type": "string", "description": "Excerpt with N: line numbers"},
+                        "page": {"type": "integer", "description": "Page of a paged source (PDF page, slide) the excerpt is on; absent otherwise"}
                     },
                     "required": ["docid", "file", "title", "score", "context", "snippet"]
                 }

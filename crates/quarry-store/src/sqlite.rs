@@ -295,7 +295,7 @@ fn collection_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Collection> {
     })
 }
 
-const DOCUMENT_COLUMNS: &str = "d.id, c.name, d.path, d.title, d.hash, d.docid, d.body";
+const DOCUMENT_COLUMNS: &str = "d.id, c.name, d.path, d.title, d.hash, d.docid, d.body, d.pages";
 
 fn document_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Document> {
     Ok(Document {
@@ -306,6 +306,7 @@ fn document_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Document> {
         hash: r.get(4)?,
         docid: r.get(5)?,
         body: r.get(6)?,
+        pages: quarry_core::decode_pages(&r.get::<_, String>(7)?),
     })
 }
 

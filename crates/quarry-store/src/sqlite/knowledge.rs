@@ -722,3 +722,99 @@ impl JobQueue for SqliteStore {
         .map_err(db_err)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Store;
+
+    fn store() -> (tempfile::TempDir, SqliteStore) {
+        let dir = tempfile::tempdir().unwrap();
+        let s = SqliteStore::open(&dir.path().join("q.db")).unwrap();
+        (dir, s)
+    }
+
+    fn file(name: &str, sha: &str) -> NewKbFile {
+        NewKbFile {
+            original_name: name.into(),
+            sha256: sha.into(),
+            format: "md".into(),
+            mime: "text/markdown".into(),
+            size: 3,
+        }
+    }
+
+    #[test]
+    fn same_bytes_make_no_second_file_and_same_names_get_distinct_ones() {
+        let (_d, s) = store();
+        let kb = s.create_knowledge_base("default", "kb", "", None).unwrap();
+        let out = s
+            .add_files(
+                kb.collection_id,
+                &[
+                    file("a.md", "h1"),
+                    file("a.md", "h2"),
+                    file("copy.md", "h1"),
+                ],
+            )
+            .unwrap();
+        assert!(matches!(&out[0], AddedFile::Added { file } if file.file_name == "a.md"));
+        assert!(matches!(&out[1], AddedFile::Added { file } if file.file_name == "a (2).md"));
+        assert!(
+            matches!(&out[2], AddedFile::Duplicate { file } if file.file_name == "a.md"),
+            "{out:?}"
+        );
+        let kb = s.knowledge_base("default", "kb").unwrap().unwrap();
+        assert_eq!(kb.document_count, 2);
+        assert_eq!(kb.status_counts.pending, 2);
+    }
+
+    #[test]
+    fn a_claimed_job_is_nobody_elses_until_its_lease_lapses() {
+        let (_d, s) = store();
+        let kb = s.create_knowledge_base("default", "kb", "", None).unwrap();
+        s.add_files(kb.collection_id, &[file("a.md", "h1")])
+            .unwrap();
+        let t = quarry_core::now_millis() + 10;
+        let job = s.claim_job("A", t, 500).unwrap().unwrap();
+        assert_eq!(job.kind, JobKind::Ingest);
+        assert_eq!(s.claim_job("B", t + 200, 500).unwrap(), None);
+        assert!(s.renew_job(job.id, "A", t + 1_000).unwrap());
+        assert!(!s.renew_job(job.id, "B", t + 1_000).unwrap());
+        assert_eq!(s.claim_job("B", t + 900, 500).unwrap(), None);
+        // A died: after its lease, B takes the job over, and A can no longer record anything.
+        let taken = s.claim_job("B", t + 1_001, 500).unwrap().unwrap();
+        assert_eq!(taken.id, job.id);
+        s.complete_job(job.id, "A").unwrap();
+        assert_eq!(s.queue_counts().unwrap().processing, 1);
+        // A retry goes back to the queue, due later, with the attempt counted.
+        s.fail_job(job.id, "B", "flaky", Some(t + 5_000)).unwrap();
+        assert_eq!(s.claim_job("C", t + 4_999, 500).unwrap(), None);
+        let again = s.claim_job("C", t + 5_000, 500).unwrap().unwrap();
+        assert_eq!(again.attempts, 1);
+        s.complete_job(again.id, "C").unwrap();
+        assert_eq!(s.queue_counts().unwrap(), QueueCounts::default());
+    }
+
+    #[test]
+    fn deleting_a_file_removes_its_job_and_queues_a_cleanup() {
+        let (_d, s) = store();
+        let kb = s.create_knowledge_base("default", "kb", "", None).unwrap();
+        let out = s
+            .add_files(kb.collection_id, &[file("a.md", "h1")])
+            .unwrap();
+        let f = out[0].file().clone();
+        s.delete_kb_file(kb.collection_id, f.row_id).unwrap();
+        let job = s.claim_job("A", i64::MAX / 2, 500).unwrap().unwrap();
+        assert_eq!(job.kind, JobKind::Cleanup);
+        assert_eq!(s.orphan_blobs(10).unwrap(), vec!["h1".to_owned()]);
+        s.forget_blobs(&["h1".to_owned()]).unwrap();
+        assert!(!s.blob_known("h1").unwrap());
+        // Deleting the knowledge base takes its files with it.
+        s.add_files(kb.collection_id, &[file("b.md", "h2")])
+            .unwrap();
+        s.remove_collection("default", "kb").unwrap();
+        assert_eq!(s.orphan_blobs(10).unwrap(), vec!["h2".to_owned()]);
+        assert!(s.knowledge_bases("default").unwrap().is_empty());
+    }
+}
