@@ -488,6 +488,7 @@ def kb_run(quarry, label, files, env_extra, timeout=3600):
     res = {
         "files": n, "mb": round(mb(nbytes), 3), "process": meta, "load_before": la,
         "status": by_status, "docs_listed": len(docs),
+        "chunks_embedded": sum(int(d.get("chunk_count") or 0) for d in docs),
         "docs_per_min": per_min(n, secs), "mb_per_min": per_min(mb(nbytes), secs),
         "ready_docs_per_min": per_min(ready, secs),
         "not_ready": failures,
@@ -641,8 +642,8 @@ class Server:
                 r["final_status"] = status
             if searchable is not None and ready is not None:
                 break
-            if ready is not None and status == "failed":
-                break
+            if ready is not None and (status == "failed" or time.perf_counter() - t0 > ready + 10):
+                break  # finished but the word is not found (10 s grace): not searchable
             time.sleep(poll)
         r["searchable_s"] = round(searchable, 4) if searchable is not None else None
         r["ready_s"] = round(ready, 4) if ready is not None else None
@@ -833,9 +834,10 @@ def text_report(rep):
                     rows.append([f, r["files"], r["mb"], r["process"]["wall_s"], r["docs_per_min"],
                                  r["mb_per_min"], r["ready_docs_per_min"],
                                  " ".join(f"{k}={v}" for k, v in sorted(r["status"].items())),
+                                 r["difficult_files"],
                                  r["process"]["peak_rss_mib"], r["process"]["rc"]])
                 o.append(table(["format", "files", "MB", "wall s", "docs/min", "MB/min",
-                                "ready/min", "status", "peak RSS MiB", "exit"], rows))
+                                "ready/min", "status", "difficult", "peak RSS MiB", "exit"], rows))
                 for f, r in per.items():
                     for x in r.get("not_ready", []):
                         o.append(f"  {f}: {x['file']}: {x['status']}: {x['error']}")

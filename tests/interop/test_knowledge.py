@@ -437,7 +437,60 @@ def test_cli_upload_and_folder_collections(kb_home, tmp_path):
     r = kb_home.run("get", "mixed/en-naacl06-shinyama.pdf", "-l", "5")
     assert r.returncode == 0 and r.stdout.strip(), r.stderr
 
+    assert blob_files(kb_home)
     r = kb_home.run("kb", "rm", "papers")
     assert r.returncode == 0 and "5 documents" in r.stdout
+    # The originals went with it, without a server.
+    assert not blob_files(kb_home)
     r = kb_home.run("kb", "docs", "papers")
     assert r.returncode == 1 and "not found" in r.stderr
+
+
+def test_uploads_are_chunked_with_pages_embedded_and_cleaned(kb_home, fake_models, tmp_path):
+    """With an embedding model configured, uploads are chunked with the knowledge base's own
+    sizes (characters), chunks keep their page, vector search cites it, and a delete takes the
+    vectors with it. An embedding API that is down leaves the document keyword-searchable and
+    ends it failed with the reason after the retries."""
+    docs = need_docs()
+    home = kb_home.with_env(**fake_models.env(), QUARRY_INGEST_RETRY_SECS="0")
+    srv = start_server(home, logdir=tmp_path / "logs")
+    try:
+        kb = create_kb(srv, "papers", chunk_size=1000, chunk_overlap=200)
+        pdf = (docs / "pdf" / "en-naacl06-shinyama.pdf").read_bytes()
+        r = upload(srv, kb["id"], [("shinyama.pdf", pdf), ("notes.md", b"# Notes\n\nThe quokka is a small marsupial.\n")])
+        ids = [o["document"]["id"] for o in r.json()["data"]]
+        final = wait_terminal(srv, kb["id"], ids)
+        paper = final[ids[0]]
+        assert paper["status"] == "ready" and paper["chunk_count"] > 5, paper
+        chunks = api(srv, "GET", f"/api/v1/knowledge-bases/{kb['id']}/documents/{paper['id']}/chunks").json()["data"]
+        assert len(chunks) == paper["chunk_count"]
+        assert {c["page"] for c in chunks} == set(range(1, paper["pages"] + 1)), [c["page"] for c in chunks]
+        assert max(len(c["content"]) for c in chunks) < 2500
+        r = api(srv, "POST", "/vsearch", json={"query": "paraphrase acquisition from comparable news articles", "collection": "papers"})
+        hits = r.json()["results"]
+        assert hits and hits[0]["file"] == "papers/shinyama.pdf" and hits[0]["page"] >= 1, hits
+        # Delete: no vector of the document is found any more, and the vector index has
+        # absorbed the removal once the cleanup ran.
+        assert api(srv, "DELETE", f"/api/v1/knowledge-bases/{kb['id']}/documents/{paper['id']}").status_code == 200
+        r = api(srv, "POST", "/vsearch", json={"query": "paraphrase acquisition from comparable news articles", "collection": "papers"})
+        assert all(h["file"] != "papers/shinyama.pdf" for h in r.json()["results"])
+        db = home.home / "index" / "quarry.db"
+
+        def cleaned() -> bool:
+            with sqlite3.connect(db) as c:
+                return c.execute("SELECT COUNT(*) FROM ann_tombstones").fetchone()[0] == 0 and not c.execute(
+                    "SELECT 1 FROM jobs"
+                ).fetchall()
+
+        wait_until(cleaned, "the cleanup job to flush the vector removals")
+
+        # The embedding API goes away: the next upload is searchable by keyword at once, and
+        # fails with the embedding error after its retries.
+        fake_models.stop()
+        r = upload(srv, kb["id"], [("later.md", b"# Later\n\nThe wombat digs burrows.\n")])
+        doc_id = r.json()["data"][0]["document"]["id"]
+        wait_until(lambda: search(srv, "wombat burrows", "papers") != [], "keyword search to find the new document")
+        d = wait_terminal(srv, kb["id"], [doc_id], timeout=120)[doc_id]
+        assert d["status"] == "failed" and "embedding failed" in d["error"] and d["attempts"] == 3, d
+    finally:
+        srv.stop()

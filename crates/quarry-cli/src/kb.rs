@@ -178,6 +178,9 @@ pub fn run(engine: Engine, cmd: &KbCmd, json_out: bool) -> Result<()> {
         KbCmd::Rm { name } => {
             let kb = engine.knowledge_base(name)?;
             let n = engine.delete_knowledge_base(&kb.id)?;
+            // Readers already no longer see it; take its index entries and originals now
+            // rather than leaving them to the next server or upload.
+            engine.cleanup(&progress)?;
             if json_out {
                 print_json(&json!({"status": "removed", "name": kb.name, "documents": n}))?;
             } else {
@@ -304,6 +307,7 @@ pub fn run(engine: Engine, cmd: &KbCmd, json_out: bool) -> Result<()> {
         }
         KbCmd::RmDoc { name, doc } => {
             let d = engine.delete_kb_document(name, doc)?;
+            engine.cleanup(&progress)?;
             if json_out {
                 print_json(&json!({"status": "removed", "document": d}))?;
             } else {

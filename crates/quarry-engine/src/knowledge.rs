@@ -59,7 +59,8 @@ impl Default for IngestOptions {
 
 impl IngestOptions {
     /// Defaults, overridden by `QUARRY_MAX_UPLOAD_MB`, `QUARRY_MAX_PAGES`,
-    /// `QUARRY_CONVERT_TIMEOUT_SECS` and `QUARRY_OCR` (`auto`|`off`).
+    /// `QUARRY_CONVERT_TIMEOUT_SECS`, `QUARRY_INGEST_RETRY_SECS` (first retry delay) and
+    /// `QUARRY_OCR` (`auto`|`off`).
     pub fn from_env() -> Result<IngestOptions> {
         let mut o = IngestOptions::default();
         let num = |var: &str| -> Result<Option<u64>> {
@@ -80,6 +81,9 @@ impl IngestOptions {
         }
         if let Some(s) = num("QUARRY_CONVERT_TIMEOUT_SECS")? {
             o.convert.limits.timeout = Duration::from_secs(s.max(1));
+        }
+        if let Some(s) = num("QUARRY_INGEST_RETRY_SECS")? {
+            o.retry_base = Duration::from_secs(s);
         }
         if let Ok(v) = std::env::var("QUARRY_OCR") {
             o.convert.ocr = parse_ocr(&v)?;
@@ -681,8 +685,9 @@ impl Engine {
         Ok(())
     }
 
-    /// Finishes derived-index removals and deletes blobs nothing references.
-    fn cleanup(&self, progress: &dyn Progress) -> Result<()> {
+    /// Finishes derived-index removals and deletes blobs nothing references (what the
+    /// cleanup job does; the CLI calls it right after a delete, no server being needed).
+    pub fn cleanup(&self, progress: &dyn Progress) -> Result<()> {
         let guard = self.lock_writes(progress)?;
         self.flush_index(&guard)?;
         self.flush_vectors(&guard, progress)?;

@@ -338,32 +338,37 @@ pub(crate) fn upsert_document(
         pages,
     } = doc;
     let pages = quarry_core::encode_pages(pages);
-    let existing: Option<(i64, String)> = tx
-        .prepare_cached("SELECT id, hash FROM documents WHERE collection_id = ?1 AND path = ?2")
+    let existing: Option<(i64, String, String)> = tx
+        .prepare_cached(
+            "SELECT id, hash, docid FROM documents WHERE collection_id = ?1 AND path = ?2",
+        )
         .and_then(|mut s| {
-            s.query_row(params![collection_id, path], |r| Ok((r.get(0)?, r.get(1)?)))
-                .optional()
+            s.query_row(params![collection_id, path], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            })
+            .optional()
         })
         .map_err(db_err)?;
     // New content makes the old chunks wrong: drop them (and from the ANN
     // index, via tombstones) in the same transaction.
-    if let Some((id, old_hash)) = &existing
+    if let Some((id, old_hash, _)) = &existing
         && *old_hash != hash
     {
         drop_chunks_of(tx, *id)?;
     }
-    // Same content keeps its docid; new content gets the shortest free one.
+    // Same content keeps its docid (a re-converted upload); new content gets the shortest
+    // free one.
     let docid = match &existing {
-        Some((_, old_hash)) if *old_hash == hash => None,
-        Some((id, _)) => Some(free_docid(tx, &hash, Some(*id))?),
-        None => Some(free_docid(tx, &hash, None)?),
+        Some((_, old_hash, docid)) if *old_hash == hash => docid.clone(),
+        Some((id, _, _)) => free_docid(tx, &hash, Some(*id))?,
+        None => free_docid(tx, &hash, None)?,
     };
     let id: i64 = tx
         .prepare_cached(
             "INSERT INTO documents (collection_id, path, title, hash, docid, size, stamp, body, body_bytes, fts_dirty, indexed_at, pages) \
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 1, ?10, ?11) \
              ON CONFLICT (collection_id, path) DO UPDATE SET title = excluded.title, hash = excluded.hash, \
-             docid = COALESCE(?5, documents.docid), size = excluded.size, stamp = excluded.stamp, \
+             docid = excluded.docid, size = excluded.size, stamp = excluded.stamp, \
              body = excluded.body, body_bytes = excluded.body_bytes, fts_dirty = 1, indexed_at = excluded.indexed_at, \
              pages = excluded.pages \
              RETURNING id",

@@ -817,4 +817,29 @@ mod tests {
         assert_eq!(s.orphan_blobs(10).unwrap(), vec!["h2".to_owned()]);
         assert!(s.knowledge_bases("default").unwrap().is_empty());
     }
+
+    #[test]
+    fn converting_a_file_again_keeps_its_document_and_docid() {
+        let (_d, s) = store();
+        let kb = s.create_knowledge_base("default", "kb", "", None).unwrap();
+        let out = s
+            .add_files(kb.collection_id, &[file("a.md", "abcdef0123")])
+            .unwrap();
+        let row = out[0].file().row_id;
+        let converted = || ConvertedFile {
+            title: "A".into(),
+            markdown: "# A\n\nbody".into(),
+            pages: Vec::new(),
+            page_count: None,
+            pages_without_text: None,
+            warnings: Vec::new(),
+            images: Vec::new(),
+        };
+        let first = s.file_converted(row, converted()).unwrap().unwrap();
+        let again = s.file_converted(row, converted()).unwrap().unwrap();
+        assert_eq!(first.upserts[0].id, again.upserts[0].id);
+        let f = s.kb_file_by_row(row).unwrap().unwrap();
+        assert_eq!(f.docid.as_deref(), Some("#abcdef"));
+        assert_eq!(f.status, FileStatus::Indexing);
+    }
 }
