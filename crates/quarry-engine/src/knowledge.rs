@@ -561,14 +561,21 @@ impl Engine {
             JobKind::Cleanup => self.cleanup(progress).map_err(JobError::from),
         };
         let store = self.store();
+        // The queue records an outcome only for the job's current owner; a worker whose
+        // lease lapsed (and whose job another took over) leaves everything as it is.
         match result {
-            Ok(()) => {
-                store.complete_job(job.id, owner)?;
-                Ok(JobOutcome::Done)
-            }
+            Ok(()) => Ok(if store.complete_job(job.id, owner)? {
+                JobOutcome::Done
+            } else {
+                JobOutcome::Lost
+            }),
             Err(e) if e.retry && job.attempts + 1 < self.ingest.max_attempts => {
                 let delay =
                     self.ingest.retry_base.as_millis() as i64 * (1i64 << job.attempts.min(10));
+                let at = quarry_core::now_millis() + delay;
+                if !store.fail_job(job.id, owner, &e.message, Some(at))? {
+                    return Ok(JobOutcome::Lost);
+                }
                 if let Some(file) = job.file_id {
                     store.set_file_status(
                         file,
@@ -576,22 +583,18 @@ impl Engine {
                         Some(&format!("{} (will retry)", e.message)),
                     )?;
                 }
-                store.fail_job(
-                    job.id,
-                    owner,
-                    &e.message,
-                    Some(quarry_core::now_millis() + delay),
-                )?;
                 Ok(JobOutcome::Retry {
                     error: e.message,
                     after_ms: delay,
                 })
             }
             Err(e) => {
+                if !store.fail_job(job.id, owner, &e.message, None)? {
+                    return Ok(JobOutcome::Lost);
+                }
                 if let Some(file) = job.file_id {
                     store.set_file_status(file, FileStatus::Failed, Some(&e.message))?;
                 }
-                store.fail_job(job.id, owner, &e.message, None)?;
                 Ok(JobOutcome::Failed { error: e.message })
             }
         }

@@ -226,7 +226,10 @@ pub fn run_one(
             tracing::warn!(job = job.id, %error, after_ms, "job failed; will retry")
         }
         JobOutcome::Failed { error } => tracing::warn!(job = job.id, %error, "job failed"),
-        JobOutcome::Lost => {}
+        JobOutcome::Lost => tracing::warn!(
+            job = job.id,
+            "job lease lapsed; another worker took it over"
+        ),
     }
     Ok(Some((job, outcome)))
 }

@@ -476,8 +476,17 @@ async fn serve_blob(
     put(&mut base, header::CACHE_CONTROL, "private, max-age=3600");
     put(&mut base, header::CONTENT_TYPE, &mime);
     put(&mut base, header::X_CONTENT_TYPE_OPTIONS, "nosniff");
-    if mime.starts_with("text/html") {
-        // An uploaded page must not run script on Quarry's origin.
+    if [
+        "text/html",
+        "application/xhtml",
+        "image/svg",
+        "text/xml",
+        "application/xml",
+    ]
+    .iter()
+    .any(|m| mime.starts_with(m))
+    {
+        // An uploaded page or SVG image must not run script on Quarry's origin.
         put(&mut base, header::CONTENT_SECURITY_POLICY, "sandbox");
     }
     if let Some(name) = &file_name {

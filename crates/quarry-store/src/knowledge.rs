@@ -292,10 +292,12 @@ pub trait JobQueue {
     fn claim_job(&self, owner: &str, now: i64, lease_ms: i64) -> Result<Option<Job>>;
     /// Extends a lease; `false` when the job is no longer this owner's (lost or deleted).
     fn renew_job(&self, id: i64, owner: &str, until: i64) -> Result<bool>;
-    /// The job succeeded: it leaves the queue.
-    fn complete_job(&self, id: i64, owner: &str) -> Result<()>;
+    /// The job succeeded: it leaves the queue. `false`: `owner` no longer held it (its
+    /// lease lapsed and another worker took it, or it was deleted); nothing changed.
+    fn complete_job(&self, id: i64, owner: &str) -> Result<bool>;
     /// The job failed: back in the queue at `retry_at`, or failed for good when `None`.
-    fn fail_job(&self, id: i64, owner: &str, error: &str, retry_at: Option<i64>) -> Result<()>;
+    /// `false` as for [`JobQueue::complete_job`].
+    fn fail_job(&self, id: i64, owner: &str, error: &str, retry_at: Option<i64>) -> Result<bool>;
     fn enqueue_cleanup(&self) -> Result<()>;
     fn queue_counts(&self) -> Result<QueueCounts>;
 }

@@ -662,18 +662,19 @@ impl JobQueue for SqliteStore {
         })
     }
 
-    fn complete_job(&self, id: i64, owner: &str) -> Result<()> {
+    fn complete_job(&self, id: i64, owner: &str) -> Result<bool> {
         self.write(|tx| {
-            tx.execute(
-                "DELETE FROM jobs WHERE id = ?1 AND lease_owner = ?2",
-                params![id, owner],
-            )
-            .map_err(db_err)?;
-            Ok(())
+            let n = tx
+                .execute(
+                    "DELETE FROM jobs WHERE id = ?1 AND lease_owner = ?2",
+                    params![id, owner],
+                )
+                .map_err(db_err)?;
+            Ok(n > 0)
         })
     }
 
-    fn fail_job(&self, id: i64, owner: &str, error: &str, retry_at: Option<i64>) -> Result<()> {
+    fn fail_job(&self, id: i64, owner: &str, error: &str, retry_at: Option<i64>) -> Result<bool> {
         self.write(|tx| {
             let now = quarry_core::now_millis();
             let n = match retry_at {
@@ -697,7 +698,7 @@ impl JobQueue for SqliteStore {
                 )
                 .map_err(db_err)?;
             }
-            Ok(())
+            Ok(n > 0)
         })
     }
 
@@ -785,14 +786,14 @@ mod tests {
         // A died: after its lease, B takes the job over, and A can no longer record anything.
         let taken = s.claim_job("B", t + 1_001, 500).unwrap().unwrap();
         assert_eq!(taken.id, job.id);
-        s.complete_job(job.id, "A").unwrap();
+        assert!(!s.complete_job(job.id, "A").unwrap());
         assert_eq!(s.queue_counts().unwrap().processing, 1);
         // A retry goes back to the queue, due later, with the attempt counted.
-        s.fail_job(job.id, "B", "flaky", Some(t + 5_000)).unwrap();
+        assert!(s.fail_job(job.id, "B", "flaky", Some(t + 5_000)).unwrap());
         assert_eq!(s.claim_job("C", t + 4_999, 500).unwrap(), None);
         let again = s.claim_job("C", t + 5_000, 500).unwrap().unwrap();
         assert_eq!(again.attempts, 1);
-        s.complete_job(again.id, "C").unwrap();
+        assert!(s.complete_job(again.id, "C").unwrap());
         assert_eq!(s.queue_counts().unwrap(), QueueCounts::default());
     }
 
