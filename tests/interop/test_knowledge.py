@@ -25,6 +25,22 @@ DOCS = Path(os.environ["QUARRY_TEST_DOCS"]) if os.environ.get("QUARRY_TEST_DOCS"
 TERMINAL = {"ready", "failed"}
 
 
+def zip_bomb_docx(inflated: int) -> bytes:
+    """A DOCX-shaped zip whose document.xml inflates to `inflated` bytes of zeros (about
+    1/1000 of that on the wire)."""
+    import io
+    import zipfile
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("[Content_Types].xml", '<?xml version="1.0"?><Types/>')
+        with z.open("word/document.xml", "w", force_zip64=True) as f:
+            block = b"\0" * (1 << 20)
+            for _ in range(inflated >> 20):
+                f.write(block)
+    return buf.getvalue()
+
+
 def need_docs() -> Path:
     if DOCS is None or not DOCS.is_dir():
         pytest.skip("skipped: QUARRY_TEST_DOCS not set (scripts/test fetches the real documents)")
@@ -201,6 +217,8 @@ def test_real_documents_end_to_end(kb_server, kb_home):
         "renamed-pdf.docx": ((docs / "pdf" / "es-campaign-donors-table.pdf").read_bytes(), "not a DOCX file"),
         "empty.md": (b"", "empty file"),
         "truncated.pdf": (pdf_bytes[: len(pdf_bytes) // 3], "PDF"),
+        # Past the 512 MB decompression limit.
+        "bomb.docx": (zip_bomb_docx(600 << 20), "zip bomb"),
     }
     files = [(n, p.read_bytes()) for n, p in good.items()] + [(n, b) for n, (b, _) in bad.items()]
     r = upload(kb_server, kb["id"], files)
@@ -438,8 +456,22 @@ def test_cli_upload_and_folder_collections(kb_home, tmp_path):
     assert r.returncode == 0 and r.stdout.strip(), r.stderr
 
     assert blob_files(kb_home)
+    # `--no-wait` only queues; a server started later processes what the CLI enqueued.
+    extra = tmp_path / "later.md"
+    extra.write_text("# Later\n\nThe numbat eats termites.\n")
+    r = kb_home.run("--json", "kb", "upload", "papers", str(extra), "--no-wait")
+    assert r.returncode == 0 and json.loads(r.stdout)["documents"][0]["status"] == "pending", r.stdout
+    srv = start_server(kb_home, logdir=tmp_path / "logs")
+    try:
+        kb_id = api(srv, "GET", "/api/v1/knowledge-bases/papers").json()["data"]["id"]
+        doc_id = json.loads(r.stdout)["documents"][0]["id"]
+        assert wait_terminal(srv, kb_id, [doc_id])[doc_id]["status"] == "ready"
+        assert search(srv, "numbat termites", "papers")
+    finally:
+        srv.stop()
+
     r = kb_home.run("kb", "rm", "papers")
-    assert r.returncode == 0 and "5 documents" in r.stdout
+    assert r.returncode == 0 and "6 documents" in r.stdout
     # The originals went with it, without a server.
     assert not blob_files(kb_home)
     r = kb_home.run("kb", "docs", "papers")

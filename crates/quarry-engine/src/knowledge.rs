@@ -63,16 +63,7 @@ impl IngestOptions {
     /// `QUARRY_OCR` (`auto`|`off`).
     pub fn from_env() -> Result<IngestOptions> {
         let mut o = IngestOptions::default();
-        let num = |var: &str| -> Result<Option<u64>> {
-            match std::env::var(var) {
-                Ok(v) if !v.trim().is_empty() => v
-                    .trim()
-                    .parse::<u64>()
-                    .map(Some)
-                    .map_err(|_| Error::invalid(format!("{var}={v:?} is not a whole number"))),
-                _ => Ok(None),
-            }
-        };
+        let num = env_u64;
         if let Some(mb) = num("QUARRY_MAX_UPLOAD_MB")? {
             o.convert.limits.max_bytes = mb.max(1) * 1024 * 1024;
         }
@@ -89,6 +80,19 @@ impl IngestOptions {
             o.convert.ocr = parse_ocr(&v)?;
         }
         Ok(o)
+    }
+}
+
+/// A whole number from the environment (`None` when unset or empty; an error naming the
+/// variable when it is not a number).
+pub fn env_u64(var: &str) -> Result<Option<u64>> {
+    match std::env::var(var) {
+        Ok(v) if !v.trim().is_empty() => v
+            .trim()
+            .parse::<u64>()
+            .map(Some)
+            .map_err(|_| Error::invalid(format!("{var}={v:?} is not a whole number"))),
+        _ => Ok(None),
     }
 }
 

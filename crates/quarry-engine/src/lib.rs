@@ -31,7 +31,7 @@ pub use hybrid::{CandidateEvidence, EXPANSION_DISCOUNT, LIST_DEPTH, RERANK_CANDI
 pub use indexing::{CollectionReport, UpdateOptions, UpdateReport};
 pub use knowledge::{
     ChunkView, CreateKnowledgeBase, IngestOptions, JobOutcome, MAX_ATTEMPTS, MAX_CHUNK_CHARS,
-    Upload, UploadOutcome, clean_file_name, is_supported_file, parse_ocr,
+    Upload, UploadOutcome, clean_file_name, env_u64, is_supported_file, parse_ocr,
 };
 pub use quarry_models::{ModelEnv, ModelSpec};
 pub use quarry_store::{FileFilter, FileStatus, Job, JobKind, KbFile, KnowledgeBase, QueueCounts};

@@ -44,16 +44,7 @@ impl WorkerOptions {
     /// Defaults, overridden by `QUARRY_INGEST_WORKERS` and `QUARRY_JOB_LEASE_SECS`.
     pub fn from_env() -> Result<WorkerOptions> {
         let mut o = WorkerOptions::default();
-        let num = |var: &str| -> Result<Option<u64>> {
-            match std::env::var(var) {
-                Ok(v) if !v.trim().is_empty() => v
-                    .trim()
-                    .parse::<u64>()
-                    .map(Some)
-                    .map_err(|_| Error::invalid(format!("{var}={v:?} is not a whole number"))),
-                _ => Ok(None),
-            }
-        };
+        let num = quarry_engine::env_u64;
         if let Some(n) = num("QUARRY_INGEST_WORKERS")? {
             if n == 0 || n > 64 {
                 return Err(Error::invalid(format!(
