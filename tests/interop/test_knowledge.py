@@ -341,7 +341,10 @@ def wait_until(cond, what: str, timeout: float = 30) -> None:
 
 def test_restart_after_sigkill_loses_and_duplicates_nothing(kb_home, tmp_path):
     """SIGKILL the server while it processes a 100-document batch; after a restart every
-    document ends ready or failed, exactly once, and no blob is orphaned."""
+    document ends ready or failed, exactly once, and no blob is orphaned. Leases here last
+    10 minutes, longer than the test may wait: the restarted server must see that the killed
+    process is gone and take its jobs over at once."""
+    kb_home = kb_home.with_env(QUARRY_JOB_LEASE_SECS="600")
     srv = start_server(kb_home, logdir=tmp_path / "logs1")
     kb = create_kb(srv, "batch")
     files = []

@@ -540,6 +540,17 @@ impl Engine {
         self.store().queue_counts()
     }
 
+    /// Owners holding leases on running jobs.
+    pub fn job_lease_owners(&self) -> Result<Vec<String>> {
+        self.store().lease_owners()
+    }
+
+    /// Ends the leases of owners known to be dead, so their jobs are taken over now rather
+    /// than when the leases lapse.
+    pub fn expire_job_leases(&self, owners: &[String]) -> Result<u64> {
+        self.store().expire_leases(owners)
+    }
+
     /// Claims the next runnable job for `owner` for `lease`.
     pub fn claim_job(&self, owner: &str, lease: Duration) -> Result<Option<Job>> {
         self.store()

@@ -60,13 +60,44 @@ impl WorkerOptions {
     }
 }
 
-/// A unique name for one worker: host, process, start time, index.
+/// This machine's name, as lease owners record it.
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty() && !h.contains(':'))
+        .or_else(|| std::env::var("HOSTNAME").ok().filter(|h| !h.contains(':')))
+        .unwrap_or_else(|| "local".into())
+}
+
+/// A unique name for one worker: `host:pid:start:index`.
 fn owner_name(index: usize) -> String {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
-    let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "local".into());
-    format!("{host}:{}:{nanos:x}:{index}", std::process::id())
+    format!("{}:{}:{nanos:x}:{index}", host_name(), std::process::id())
+}
+
+/// Lease owners on this machine whose process is gone (a killed server or CLI): their
+/// jobs need not wait for the leases to lapse. Owners on other machines are left to their
+/// leases. (Process liveness is read from `/proc`; elsewhere nothing is released early.)
+fn dead_local_owners(owners: Vec<String>) -> Vec<String> {
+    let host = host_name();
+    let me = std::process::id().to_string();
+    owners
+        .into_iter()
+        .filter(|o| {
+            let mut parts = o.split(':');
+            let (Some(h), Some(pid)) = (parts.next(), parts.next()) else {
+                return false;
+            };
+            h == host
+                && pid != me
+                && pid.bytes().all(|b| b.is_ascii_digit())
+                && std::path::Path::new("/proc/self").exists()
+                && !std::path::Path::new("/proc").join(pid).exists()
+        })
+        .collect()
 }
 
 struct Shared {
@@ -106,6 +137,11 @@ pub struct Workers {
 impl Workers {
     /// Starts `opts.concurrency` workers over `engine`'s queue.
     pub fn start(engine: Arc<Engine>, opts: WorkerOptions) -> Result<Workers> {
+        let dead = dead_local_owners(engine.job_lease_owners()?);
+        if !dead.is_empty() {
+            let n = engine.expire_job_leases(&dead)?;
+            tracing::info!(jobs = n, "resuming jobs of a process that died");
+        }
         let shared = Arc::new(Shared {
             engine,
             opts,
@@ -275,4 +311,25 @@ pub fn drain(
     progress.end();
     workers.shutdown(Duration::from_secs(600));
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_dead_processes_on_this_machine_lose_their_leases() {
+        let host = host_name();
+        let me = std::process::id();
+        let owners = vec![
+            format!("{host}:{me}:1:0"),        // this process: alive
+            format!("{host}:4000000000:1:0"),  // no such pid: dead
+            "elsewhere:4000000000:1:0".into(), // another machine: its lease decides
+            "garbage".into(),
+        ];
+        assert_eq!(
+            dead_local_owners(owners),
+            vec![format!("{host}:4000000000:1:0")]
+        );
+    }
 }

@@ -298,6 +298,10 @@ pub trait JobQueue {
     /// The job failed: back in the queue at `retry_at`, or failed for good when `None`.
     /// `false` as for [`JobQueue::complete_job`].
     fn fail_job(&self, id: i64, owner: &str, error: &str, retry_at: Option<i64>) -> Result<bool>;
+    /// Owners holding leases on jobs being processed.
+    fn lease_owners(&self) -> Result<Vec<String>>;
+    /// Ends these owners' leases now (they are known dead): their jobs are claimable.
+    fn expire_leases(&self, owners: &[String]) -> Result<u64>;
     fn enqueue_cleanup(&self) -> Result<()>;
     fn queue_counts(&self) -> Result<QueueCounts>;
 }

@@ -702,6 +702,33 @@ impl JobQueue for SqliteStore {
         })
     }
 
+    fn lease_owners(&self) -> Result<Vec<String>> {
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT DISTINCT lease_owner FROM jobs WHERE status = 'processing' AND lease_owner IS NOT NULL",
+            )
+            .map_err(db_err)?;
+        let rows = stmt.query_map([], |r| r.get(0)).map_err(db_err)?;
+        rows.collect::<rusqlite::Result<Vec<String>>>()
+            .map_err(db_err)
+    }
+
+    fn expire_leases(&self, owners: &[String]) -> Result<u64> {
+        self.write(|tx| {
+            let mut n = 0;
+            for o in owners {
+                n += tx
+                    .execute(
+                        "UPDATE jobs SET lease_until = 0 WHERE status = 'processing' AND lease_owner = ?1",
+                        [o],
+                    )
+                    .map_err(db_err)?;
+            }
+            Ok(n as u64)
+        })
+    }
+
     fn enqueue_cleanup(&self) -> Result<()> {
         self.write(enqueue_cleanup_tx)
     }
