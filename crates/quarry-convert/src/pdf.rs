@@ -343,14 +343,22 @@ fn ocr_page(
 ///
 /// pdf_oxide's default (XY-cut) reading order is right for multi-column pages, but on real
 /// single-column layouts it can drop or displace spans (inline monospace words, text under a
-/// link annotation). So both orders are produced and the top-to-bottom one wins unless the
-/// page is laid out in columns — or whenever it kept visibly more text.
+/// link annotation). So a single-column page is read top to bottom, once; only a page laid
+/// out in columns is read both ways, the XY-cut order winning unless the other kept visibly
+/// more text. (Reading every page both ways cost a third more time on the Chinese manual for
+/// the same text.)
 fn page_markdown(
     doc: &PdfDocument,
     index: usize,
     xy_cut: &ConversionOptions,
     top_down: &ConversionOptions,
 ) -> pdf_oxide::Result<String> {
+    if !is_multi_column(doc, index) {
+        return match doc.to_markdown(index, top_down) {
+            Ok(td) => Ok(td),
+            Err(_) => doc.to_markdown(index, xy_cut),
+        };
+    }
     let xy = doc.to_markdown(index, xy_cut)?;
     let Ok(td) = doc.to_markdown(index, top_down) else {
         return Ok(xy);
@@ -359,10 +367,7 @@ fn page_markdown(
     if td_chars > xy_chars + xy_chars / 200 + 2 {
         return Ok(td);
     }
-    if xy_chars > td_chars + td_chars / 200 + 2 || is_multi_column(doc, index) {
-        return Ok(xy);
-    }
-    Ok(td)
+    Ok(xy)
 }
 
 /// Letters and digits outside link targets.
