@@ -500,7 +500,7 @@ def kb_run(quarry, label, files, env_extra, timeout=3600):
     return res
 
 
-def kb_throughput(quarry, files, embed_modes):
+def kb_throughput(quarry, files, embed_modes, checkpoint=lambda r: None, embed_mixed=False):
     out = {"method": "one fresh QUARRY_HOME and knowledge base per format (and one for the "
                      "whole mixed corpus); wall time of the `quarry kb upload KB FILE... --json` "
                      "process, which converts, indexes (and embeds) every file before it exits: "
@@ -509,13 +509,32 @@ def kb_throughput(quarry, files, embed_modes):
            "modes": {}}
     for mode, env_extra in embed_modes:
         per = {}
+        out["modes"][mode] = per
         for f in FORMATS:
             fs = [p for p in files if fmt_of(p) == f]
             log(f"kb upload [{mode}] {f}: {len(fs)} files")
             per[f] = kb_run(quarry, f"{mode}-{f}", fs, env_extra)
-        log(f"kb upload [{mode}] mixed: {len(files)} files")
-        per["all (one mixed upload)"] = kb_run(quarry, f"{mode}-all", files, env_extra)
-        out["modes"][mode] = per
+            checkpoint(out)
+        if not env_extra or embed_mixed:
+            log(f"kb upload [{mode}] mixed: {len(files)} files")
+            per["all (one mixed upload)"] = kb_run(quarry, f"{mode}-all", files, env_extra)
+        else:  # the per-format runs add up to the corpus; a mixed run would double the time
+            runs = [per[f] for f in FORMATS if "process" in per[f]]
+            secs = sum(r["process"]["wall_s"] for r in runs)
+            n = sum(r["files"] for r in runs)
+            m_ = sum(r["mb"] for r in runs)
+            per["all (sum of the per-format runs)"] = {
+                "files": n, "mb": round(m_, 3), "process": {
+                    "wall_s": round(secs, 3), "rc": "-",
+                    "peak_rss_mib": max(r["process"]["peak_rss_mib"] or 0 for r in runs)},
+                "status": {k: sum(r["status"].get(k, 0) for r in runs)
+                           for k in {k for r in runs for k in r["status"]}},
+                "docs_per_min": per_min(n, secs), "mb_per_min": per_min(m_, secs),
+                "ready_docs_per_min": per_min(sum(r["status"].get("ready", 0) for r in runs), secs),
+                "chunks_embedded": sum(r.get("chunks_embedded", 0) for r in runs),
+                "difficult_files": sum(r["difficult_files"] for r in runs), "not_ready": [],
+            }
+        checkpoint(out)
     return out
 
 
@@ -662,7 +681,7 @@ def small_probes(tldr, n):
     return pick_even(out, 3 * n)
 
 
-def rest_latency(quarry, tldr, docs_zh_pdf, n_small, n_big, embed_modes):
+def rest_latency(quarry, tldr, docs_zh_pdf, n_small, n_big, embed_modes, n_big_embed=1):
     out = {"method": "`quarry serve --transport http` on loopback in a fresh QUARRY_HOME; "
                      "time from sending the multipart POST to the first `POST /search` "
                      "(keyword, restricted to the knowledge base) that returns a hit for a word "
@@ -690,7 +709,7 @@ def rest_latency(quarry, tldr, docs_zh_pdf, n_small, n_big, embed_modes):
         finally:
             srv.close()
         big = []
-        for i in range(n_big):
+        for i in range(n_big if not env_extra else min(n_big, n_big_embed)):
             srv = Server(quarry, env_extra)
             try:
                 kb_id = srv.create_kb("latency")
@@ -727,7 +746,7 @@ def text_report(rep):
     o.append(f"# Quarry ingestion benchmark ({m['date']})")
     o.append(f"machine: {m['cpus']} CPUs, load {m['load_start']} at start, {m['load_end']} at end")
     o.append(f"quarry convert example: {m['convert_bin']} ({m['convert_profile']} profile)")
-    o.append(f"quarry: {m['quarry_bin']} ({m.get('quarry_version')})")
+    o.append(f"quarry: {m['quarry_bin']} ({m.get('quarry_version')}, {m.get('quarry_profile')} profile)")
     o.append(f"markitdown: {m.get('markitdown_versions')}")
     o.append(f"docling: {m['docling']}")
     o.append("")
@@ -824,6 +843,8 @@ def text_report(rep):
             o.append(f"not available: {kb['reason']}")
         else:
             o.append(kb["method"])
+            if kb.get("note"):
+                o.append("NOTE: " + kb["note"])
             for mode, per in kb["modes"].items():
                 o.append(f"### embeddings: {mode}")
                 rows = []
@@ -870,6 +891,17 @@ def text_report(rep):
     return "\n".join(o) + "\n"
 
 
+def save(rep, out):
+    """Writes the report (also after each finished step, so an interrupted run keeps what it
+    measured)."""
+    rep["meta"]["load_end"] = loadavg()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(rep, indent=1, ensure_ascii=False) + "\n")
+    txt = text_report(rep)
+    out.with_suffix(".txt").write_text(txt)
+    return txt
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--convert", required=True, type=Path, help="quarry-convert example binary")
@@ -888,6 +920,12 @@ def main():
     ap.add_argument("--repeat", type=int, default=1,
                     help="conversion runs per tool; each file's fastest time is kept")
     ap.add_argument("--rest-small", type=int, default=10)
+    ap.add_argument("--rest-big-embed", type=int, default=1,
+                    help="big-PDF REST uploads with embeddings (each embeds the whole PDF)")
+    ap.add_argument("--embed-mixed", action="store_true",
+                    help="with embeddings, also one mixed upload (default: sum of the formats)")
+    ap.add_argument("--kb-rss-embed", action="store_true",
+                    help="peak RSS of kb upload of the largest PDF with embeddings too")
     ap.add_argument("--rest-big", type=int, default=3)
     ap.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "ingest.json")
     ap.add_argument("--merge", action="store_true",
@@ -903,6 +941,7 @@ def main():
     rep = {}
     if a.merge and a.out.exists():
         rep = json.loads(a.out.read_text())
+    old_meta = rep.get("meta", {})
     conv = a.convert.resolve()
     rep["meta"] = {
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "cpus": os.cpu_count(),
@@ -918,6 +957,11 @@ def main():
         rep["meta"]["quarry_version"] = r.stdout.strip()
         rep["meta"]["quarry_profile"] = "release" if "/release/" in str(a.quarry) else \
             "dev (deps opt-level 2)" if "/debug/" in str(a.quarry) else "?"
+    for k, v in old_meta.items():  # --merge: keep what the earlier parts recorded
+        rep["meta"].setdefault(k, v)
+        if k in ("markitdown_versions", "convert_bin", "convert_profile", "load_start") and \
+                not parts & {"convert", "content"}:
+            rep["meta"][f"{k}"] = v
     rep["corpus"] = corpus_summary(files)
     rep["corpus"]["sources"] = {
         "documents": str(a.docs), "tldr": str(a.tldr),
@@ -934,6 +978,8 @@ def main():
             shutil.rmtree(outdir)
         rep["conversion"] = conversion(files, conv, md_py, outdir, md_py is not None, a.repeat)
         rep["largest_pdf_rss"] = largest_pdf_rss(files, conv, md_py, md_py is not None)
+    if "convert" in parts:
+        save(rep, a.out)
     if "content" in parts:
         dirs = {"quarry": outdir / "quarry", "markitdown": outdir / "markitdown"}
         rep["content_check"] = content_check({k: v for k, v in dirs.items() if v.exists()})
@@ -956,9 +1002,16 @@ def main():
               "reason": f"`{a.quarry} kb --help` failed: {why}. Re-run later with "
                         f"--parts kb,kb-rss,rest --merge"}
         if "kb" in parts:
-            rep["kb_throughput"] = kb_throughput(a.quarry, files, modes) if ok else na
+            def ck(r):
+                rep["kb_throughput"] = r
+                save(rep, a.out)
+            rep["kb_throughput"] = kb_throughput(a.quarry, files, modes, ck, a.embed_mixed) \
+                if ok else na
+            save(rep, a.out)
         if "kb-rss" in parts:
-            rep["kb_largest_pdf_rss"] = kb_rss(a.quarry, files, modes) if ok else na
+            rep["kb_largest_pdf_rss"] = kb_rss(a.quarry, files, modes if a.kb_rss_embed
+                                               else modes[:1]) if ok else na
+            save(rep, a.out)
         if "rest" in parts:
             if not ok:
                 rep["rest_latency"] = na
@@ -966,15 +1019,10 @@ def main():
                 zh = next(p for p in files if p.name == "zh-debian-reference.zh-cn.pdf")
                 try:
                     rep["rest_latency"] = rest_latency(a.quarry, a.tldr, zh, a.rest_small,
-                                                       a.rest_big, modes)
+                                                       a.rest_big, modes, a.rest_big_embed)
                 except RuntimeError as e:
                     rep["rest_latency"] = {"available": False, "reason": str(e)}
-    rep["meta"]["load_end"] = loadavg()
-    a.out.parent.mkdir(parents=True, exist_ok=True)
-    a.out.write_text(json.dumps(rep, indent=1, ensure_ascii=False) + "\n")
-    txt = text_report(rep)
-    a.out.with_suffix(".txt").write_text(txt)
-    print(txt)
+    print(save(rep, a.out))
 
 
 GNU_TIME = None
