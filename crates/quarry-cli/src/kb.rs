@@ -9,7 +9,7 @@ use std::sync::Arc;
 use anyhow::{Result, bail};
 use clap::Subcommand;
 use quarry_engine::{
-    CreateKnowledgeBase, Engine, FileFilter, FileStatus, KbFile, Progress, Upload, UploadOutcome,
+    CreateKnowledgeBase, Engine, FileFilter, FileStatus, KbFile, Progress, UploadOutcome,
 };
 use serde_json::json;
 
@@ -205,7 +205,7 @@ pub fn run(engine: Engine, cmd: &KbCmd, json_out: bool) -> Result<()> {
                     Err(r) => rejected.push(r),
                 }
             }
-            let outcomes = queue(&engine, &kb.id, uploads)?;
+            let outcomes = engine.add_uploads(&kb.id, uploads)?;
             let mut queued = Vec::new();
             let mut duplicates = Vec::new();
             for o in outcomes {
@@ -316,10 +316,6 @@ pub fn run(engine: Engine, cmd: &KbCmd, json_out: bool) -> Result<()> {
         }
     }
     Ok(())
-}
-
-fn queue(engine: &Engine, kb: &str, uploads: Vec<Upload>) -> Result<Vec<UploadOutcome>> {
-    Ok(engine.add_uploads(kb, uploads)?)
 }
 
 fn print_doc(out: &mut impl Write, d: &KbFile) -> Result<()> {
