@@ -19,7 +19,7 @@ use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use quarry_core::{Error, Result};
+use quarry_core::{Error, Result, hex_lower, sha256_hex};
 use sha2::{Digest, Sha256};
 
 /// A held blob lock; released on drop.
@@ -65,21 +65,6 @@ pub struct Staged {
     hasher: Sha256,
     len: u64,
     limit: u64,
-}
-
-/// Hex SHA-256 of some bytes.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    hex(&Sha256::digest(bytes))
-}
-
-fn hex(digest: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut s = String::with_capacity(digest.len() * 2);
-    for b in digest {
-        s.push(DIGITS[(b >> 4) as usize] as char);
-        s.push(DIGITS[(b & 15) as usize] as char);
-    }
-    s
 }
 
 /// Whether `s` is a lower-case hex SHA-256 (anything else never reaches the file system).
@@ -191,7 +176,7 @@ impl Staged {
 
     /// SHA-256 of what was written (the address [`Staged::commit`] will use).
     pub fn sha256(&self) -> String {
-        hex(&self.hasher.clone().finalize())
+        hex_lower(&self.hasher.clone().finalize())
     }
 
     /// Flushes the temporary file and hands it over: (its path, the bytes' SHA-256). The

@@ -176,8 +176,8 @@ pub fn run(engine: Engine, cmd: &KbCmd, json_out: bool) -> Result<()> {
             }
         }
         KbCmd::Rm { name } => {
-            let kb = engine.knowledge_base(name)?;
-            let n = engine.delete_knowledge_base(&kb.id)?;
+            let kb = engine.delete_knowledge_base(name)?;
+            let n = kb.document_count;
             // Readers already no longer see it; take its index entries and originals now
             // rather than leaving them to the next server or upload.
             engine.cleanup(&progress)?;

@@ -12,6 +12,9 @@
 
 use std::time::{Duration, Instant};
 
+/// The page map is the domain's (`quarry-core`): documents store exactly what conversion made.
+pub use quarry_core::{PageSpan, page_at};
+
 mod delimited;
 mod docx;
 mod html;
@@ -181,14 +184,6 @@ impl Default for ConvertOptions {
     }
 }
 
-/// One page of a paged source: its number (from 1) and its byte range in the Markdown.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PageSpan {
-    pub page: u32,
-    pub byte_start: usize,
-    pub byte_end: usize,
-}
-
 /// An image extracted from a document, referenced from the Markdown as
 /// `![alt](<image_url_prefix><file_name>)`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -225,15 +220,6 @@ impl Converted {
     pub fn page_at(&self, offset: usize) -> Option<u32> {
         page_at(&self.pages, offset)
     }
-}
-
-/// The page containing byte `offset`, given a page map in order.
-pub fn page_at(pages: &[PageSpan], offset: usize) -> Option<u32> {
-    if pages.is_empty() {
-        return None;
-    }
-    let i = pages.partition_point(|p| p.byte_end <= offset);
-    pages.get(i.min(pages.len() - 1)).map(|p| p.page)
 }
 
 /// Why a file could not be converted. `Display` is the reason shown to people.
@@ -413,17 +399,6 @@ impl Deadline {
     }
 }
 
-/// Hex SHA-256.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    use sha2::{Digest, Sha256};
-    let digest = Sha256::digest(bytes);
-    let mut s = String::with_capacity(64);
-    for b in digest {
-        s.push_str(&format!("{b:02x}"));
-    }
-    s
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -433,25 +408,5 @@ mod tests {
         assert_eq!(describe_pages(&[3]), "page 3");
         assert_eq!(describe_pages(&[3, 4, 5, 6, 7, 8, 9]), "pages 3–9");
         assert_eq!(describe_pages(&[1, 3, 4]), "pages 1, 3–4");
-    }
-
-    #[test]
-    fn page_at_maps_offsets_to_pages() {
-        let pages = [
-            PageSpan {
-                page: 1,
-                byte_start: 0,
-                byte_end: 10,
-            },
-            PageSpan {
-                page: 2,
-                byte_start: 10,
-                byte_end: 20,
-            },
-        ];
-        assert_eq!(page_at(&pages, 0), Some(1));
-        assert_eq!(page_at(&pages, 10), Some(2));
-        assert_eq!(page_at(&pages, 99), Some(2));
-        assert_eq!(page_at(&[], 0), None);
     }
 }

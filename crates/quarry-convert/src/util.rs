@@ -1,7 +1,8 @@
 //! Helpers shared by the converters: Markdown tables and escaping, text decoding, images,
 //! and the output-size limit.
 
-use crate::{Converted, Image, sha256_hex};
+use crate::{Converted, Image};
+use quarry_core::sha256_hex;
 
 /// Escapes a table cell: pipes, line breaks (→ `<br>`), surrounding whitespace.
 pub(crate) fn escape_cell(cell: &str) -> String {

@@ -12,7 +12,7 @@ mod time;
 pub use error::{Error, Result};
 pub use text::{
     add_line_numbers, decode_uri_path, docid_for_hash, encode_uri_path, format_search_summary,
-    levenshtein, lines, round_score,
+    hex_lower, levenshtein, lines, round_score, sha256_hex,
 };
 pub use time::{iso8601_millis, now_millis};
 

@@ -193,3 +193,31 @@ mod tests {
         assert_eq!(docid_for_hash("abcdef0123", 8), "#abcdef01");
     }
 }
+
+/// Lower-case hex of some bytes (a digest).
+pub fn hex_lower(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        s.push(DIGITS[(b >> 4) as usize] as char);
+        s.push(DIGITS[(b & 0xf) as usize] as char);
+    }
+    s
+}
+
+/// Hex SHA-256 of `bytes`: content hashes, docids, blob addresses all derive from it.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    hex_lower(&Sha256::digest(bytes))
+}
+
+#[cfg(test)]
+mod hash_tests {
+    #[test]
+    fn sha256_hex_is_the_standard_lowercase_digest() {
+        assert_eq!(
+            super::sha256_hex(b"abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+    }
+}

@@ -380,15 +380,7 @@ fn load_document(
     Ok(LoadedFile {
         hash: quarry_ingest::content_hash(&bytes),
         title,
-        pages: converted
-            .pages
-            .iter()
-            .map(|p| quarry_core::PageSpan {
-                page: p.page,
-                byte_start: p.byte_start,
-                byte_end: p.byte_end,
-            })
-            .collect(),
+        pages: converted.pages,
         text: converted.markdown,
     })
 }

@@ -301,12 +301,12 @@ impl Engine {
     }
 
     /// Deletes a knowledge base: gone for readers when this returns; its index entries and
-    /// blobs are removed by a cleanup job. Returns how many documents went.
-    pub fn delete_knowledge_base(&self, key: &str) -> Result<u64> {
+    /// blobs are removed by a cleanup job. Returns it as it was (`document_count`: how many
+    /// documents went).
+    pub fn delete_knowledge_base(&self, key: &str) -> Result<KnowledgeBase> {
         let kb = self.knowledge_base(key)?;
-        let files = kb.document_count;
         self.store().remove_collection(self.space(), &kb.name)?;
-        Ok(files)
+        Ok(kb)
     }
 
     /// Starts receiving one file, refused past the upload size limit.
@@ -409,7 +409,11 @@ impl Engine {
 
     /// A document of a knowledge base, by id or file name.
     pub fn kb_document(&self, kb_key: &str, doc_key: &str) -> Result<KbFile> {
-        let kb = self.knowledge_base(kb_key)?;
+        self.document_in(&self.knowledge_base(kb_key)?, kb_key, doc_key)
+    }
+
+    /// A document of a knowledge base already looked up (`kb_key` as the caller named it).
+    fn document_in(&self, kb: &KnowledgeBase, kb_key: &str, doc_key: &str) -> Result<KbFile> {
         self.store()
             .kb_file(kb.collection_id, doc_key)?
             .ok_or_else(|| {
@@ -473,7 +477,7 @@ impl Engine {
     /// 1000/200 characters), so the viewer shows what citations will point at.
     pub fn kb_document_chunks(&self, kb_key: &str, doc_key: &str) -> Result<Vec<ChunkView>> {
         let kb = self.knowledge_base(kb_key)?;
-        let file = self.kb_document(&kb.id, doc_key)?;
+        let file = self.document_in(&kb, kb_key, doc_key)?;
         let doc = self.converted_document(&file)?;
         let stored = self.store().chunks_of_documents(&[doc.id])?;
         let body = &doc.body;
@@ -645,15 +649,6 @@ impl Engine {
                     .map_or(file.file_name.as_str(), |(s, _)| s)
                     .to_owned()
             });
-        let pages: Vec<quarry_core::PageSpan> = converted
-            .pages
-            .iter()
-            .map(|p| quarry_core::PageSpan {
-                page: p.page,
-                byte_start: p.byte_start,
-                byte_end: p.byte_end,
-            })
-            .collect();
         let page_count = converted.pages.iter().map(|p| p.page).max();
         let pages_without_text = (!converted.pages_without_text.is_empty())
             .then(|| quarry_convert::describe_pages(&converted.pages_without_text));
@@ -680,7 +675,7 @@ impl Engine {
             ConvertedFile {
                 title,
                 markdown: converted.markdown,
-                pages,
+                pages: converted.pages,
                 page_count,
                 pages_without_text,
                 warnings,

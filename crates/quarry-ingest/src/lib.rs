@@ -14,7 +14,6 @@ use std::time::UNIX_EPOCH;
 
 use globset::{GlobBuilder, GlobMatcher};
 use quarry_core::{Error, Result};
-use sha2::{Digest, Sha256};
 
 /// Files larger than this are skipped with a warning unless configured otherwise.
 pub const DEFAULT_MAX_FILE_BYTES: u64 = 64 * 1024 * 1024;
@@ -188,7 +187,7 @@ pub fn decode(bytes: &[u8], rel_path: &str) -> Result<LoadedFile, Skip> {
     if probe.contains(&0) {
         return Err(Skip("binary file (contains NUL bytes)".into()));
     }
-    let hash = hex(&Sha256::digest(bytes));
+    let hash = content_hash(bytes);
     let body = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
     let text = match std::str::from_utf8(body) {
         Ok(t) => t,
@@ -215,17 +214,7 @@ pub fn decode(bytes: &[u8], rel_path: &str) -> Result<LoadedFile, Skip> {
 
 /// Hex SHA-256 of `bytes`.
 pub fn content_hash(bytes: &[u8]) -> String {
-    hex(&Sha256::digest(bytes))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        s.push(DIGITS[(b >> 4) as usize] as char);
-        s.push(DIGITS[(b & 0xf) as usize] as char);
-    }
-    s
+    quarry_core::sha256_hex(bytes)
 }
 
 /// Title: front-matter `title:`, else the first `# ` heading (outside code fences), else

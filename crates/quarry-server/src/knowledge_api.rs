@@ -177,15 +177,10 @@ async fn delete_kb(
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     let engine = st.engine.clone();
-    let (kb, n) = blocking(move || {
-        let kb = engine.knowledge_base(&id)?;
-        let n = engine.delete_knowledge_base(&kb.id)?;
-        Ok((kb, n))
-    })
-    .await?;
+    let kb = blocking(move || engine.delete_knowledge_base(&id)).await?;
     st.wake_workers();
     Ok(ok(
-        json!({ "id": kb.id, "name": kb.name, "documents": n, "deleted": true }),
+        json!({ "id": kb.id, "name": kb.name, "documents": kb.document_count, "deleted": true }),
     ))
 }
 

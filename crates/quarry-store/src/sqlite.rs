@@ -269,6 +269,45 @@ fn drop_chunks_of(tx: &Transaction<'_>, document_id: i64) -> Result<()> {
     Ok(())
 }
 
+/// Refuses a collection name already taken in the space (every kind shares the namespace).
+fn ensure_name_free(tx: &Transaction<'_>, space: &str, name: &str) -> Result<()> {
+    let taken: bool = tx
+        .query_row(
+            "SELECT EXISTS(SELECT 1 FROM collections WHERE space = ?1 AND name = ?2)",
+            params![space, name],
+            |r| r.get(0),
+        )
+        .map_err(db_err)?;
+    if taken {
+        return Err(Error::Conflict(format!(
+            "collection '{name}' already exists"
+        )));
+    }
+    Ok(())
+}
+
+/// Renames a collection of any kind, carrying its contexts along.
+fn rename_collection_tx(tx: &Transaction<'_>, space: &str, old: &str, new: &str) -> Result<()> {
+    ensure_name_free(tx, space, new)?;
+    let n = tx
+        .execute(
+            "UPDATE collections SET name = ?3 WHERE space = ?1 AND name = ?2",
+            params![space, old, new],
+        )
+        .map_err(db_err)?;
+    if n == 0 {
+        return Err(Error::NotFound(format!("collection '{old}' not found")));
+    }
+    // Contexts are keyed by display path, which starts with the collection name.
+    tx.execute(
+        "UPDATE contexts SET path = ?3 || substr(path, length(?2) + 1) \
+         WHERE space = ?1 AND (path = ?2 OR path LIKE ?4 ESCAPE '\\')",
+        params![space, old, new, format!("{}/%", like_escape(old))],
+    )
+    .map_err(db_err)?;
+    Ok(())
+}
+
 fn ensure_space(tx: &Transaction<'_>, space: &str) -> Result<()> {
     tx.execute(
         "INSERT OR IGNORE INTO spaces (id, created_at) VALUES (?1, ?2)",
@@ -432,18 +471,7 @@ impl Store for SqliteStore {
     ) -> Result<Collection> {
         self.write(|tx| {
             ensure_space(tx, space)?;
-            let taken: bool = tx
-                .query_row(
-                    "SELECT EXISTS(SELECT 1 FROM collections WHERE space = ?1 AND name = ?2)",
-                    params![space, name],
-                    |r| r.get(0),
-                )
-                .map_err(db_err)?;
-            if taken {
-                return Err(Error::Conflict(format!(
-                    "collection '{name}' already exists"
-                )));
-            }
+            ensure_name_free(tx, space, name)?;
             tx.execute(
                 "INSERT INTO collections (space, name, kind, path, pattern, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
                 params![space, name, kind.as_str(), path, pattern, quarry_core::now_millis()],
@@ -489,37 +517,7 @@ impl Store for SqliteStore {
     }
 
     fn rename_collection(&self, space: &str, old: &str, new: &str) -> Result<()> {
-        self.write(|tx| {
-            let taken: bool = tx
-                .query_row(
-                    "SELECT EXISTS(SELECT 1 FROM collections WHERE space = ?1 AND name = ?2)",
-                    params![space, new],
-                    |r| r.get(0),
-                )
-                .map_err(db_err)?;
-            if taken {
-                return Err(Error::Conflict(format!(
-                    "collection '{new}' already exists"
-                )));
-            }
-            let n = tx
-                .execute(
-                    "UPDATE collections SET name = ?3 WHERE space = ?1 AND name = ?2",
-                    params![space, old, new],
-                )
-                .map_err(db_err)?;
-            if n == 0 {
-                return Err(Error::NotFound(format!("collection '{old}' not found")));
-            }
-            // Contexts are keyed by display path, which starts with the collection name.
-            tx.execute(
-                "UPDATE contexts SET path = ?3 || substr(path, length(?2) + 1) \
-                 WHERE space = ?1 AND (path = ?2 OR path LIKE ?4 ESCAPE '\\')",
-                params![space, old, new, format!("{}/%", like_escape(old))],
-            )
-            .map_err(db_err)?;
-            Ok(())
-        })
+        self.write(|tx| rename_collection_tx(tx, space, old, new))
     }
 
     fn remove_collection(&self, space: &str, name: &str) -> Result<u64> {

@@ -1,10 +1,11 @@
 //! [`KnowledgeStore`] and [`JobQueue`] on SQLite.
 
 use quarry_core::{Error, Result};
-use rusqlite::{OptionalExtension, Transaction, params};
+use rusqlite::{Connection, OptionalExtension, Transaction, params};
 
 use super::{
-    SqliteStore, UpsertDoc, db_err, drop_chunks_of, ensure_space, like_escape, upsert_document,
+    SqliteStore, UpsertDoc, db_err, drop_chunks_of, ensure_name_free, ensure_space,
+    rename_collection_tx, upsert_document,
 };
 use crate::{
     AddedFile, ConvertedFile, FileFilter, FileStatus, IndexWork, Job, JobKind, JobQueue, KbFile,
@@ -86,17 +87,9 @@ fn uuid() -> String {
     uuid::Uuid::new_v4().to_string()
 }
 
-fn name_taken(tx: &Transaction<'_>, space: &str, name: &str) -> Result<bool> {
-    tx.query_row(
-        "SELECT EXISTS(SELECT 1 FROM collections WHERE space = ?1 AND name = ?2)",
-        params![space, name],
-        |r| r.get(0),
-    )
-    .map_err(db_err)
-}
-
-fn kb_in_tx(tx: &Transaction<'_>, space: &str, key: &str) -> Result<Option<KnowledgeBase>> {
-    tx.query_row(
+/// A knowledge base by public id or name (inside a write transaction or on the connection).
+fn kb_by_key(conn: &Connection, space: &str, key: &str) -> Result<Option<KnowledgeBase>> {
+    conn.query_row(
         &format!(
             "SELECT {KB_COLUMNS} FROM collections c WHERE c.space = ?1 AND c.kind = 'knowledge_base' \
              AND (c.uid = ?2 OR c.name = ?2) ORDER BY (c.uid = ?2) DESC LIMIT 1"
@@ -108,8 +101,8 @@ fn kb_in_tx(tx: &Transaction<'_>, space: &str, key: &str) -> Result<Option<Knowl
     .map_err(db_err)
 }
 
-fn file_in_tx(tx: &Transaction<'_>, row_id: i64) -> Result<Option<KbFile>> {
-    tx.query_row(
+fn file_by_row(conn: &Connection, row_id: i64) -> Result<Option<KbFile>> {
+    conn.query_row(
         &format!("SELECT {FILE_COLUMNS} FROM {FILE_FROM} WHERE f.id = ?1"),
         [row_id],
         file_from_row,
@@ -229,9 +222,7 @@ impl KnowledgeStore for SqliteStore {
     ) -> Result<KnowledgeBase> {
         self.write(|tx| {
             ensure_space(tx, space)?;
-            if name_taken(tx, space, name)? {
-                return Err(Error::Conflict(format!("collection '{name}' already exists")));
-            }
+            ensure_name_free(tx, space, name)?;
             let now = quarry_core::now_millis();
             tx.execute(
                 "INSERT INTO collections (space, name, kind, path, pattern, created_at, uid, description, \
@@ -248,7 +239,7 @@ impl KnowledgeStore for SqliteStore {
                 ],
             )
             .map_err(db_err)?;
-            kb_in_tx(tx, space, name)?
+            kb_by_key(tx, space, name)?
                 .ok_or_else(|| Error::Storage("knowledge base vanished after insert".into()))
         })
     }
@@ -265,17 +256,7 @@ impl KnowledgeStore for SqliteStore {
     }
 
     fn knowledge_base(&self, space: &str, key: &str) -> Result<Option<KnowledgeBase>> {
-        let conn = self.conn();
-        conn.query_row(
-            &format!(
-                "SELECT {KB_COLUMNS} FROM collections c WHERE c.space = ?1 AND c.kind = 'knowledge_base' \
-                 AND (c.uid = ?2 OR c.name = ?2) ORDER BY (c.uid = ?2) DESC LIMIT 1"
-            ),
-            params![space, key],
-            kb_from_row,
-        )
-        .optional()
-        .map_err(db_err)
+        kb_by_key(&self.conn(), space, key)
     }
 
     fn update_knowledge_base(
@@ -286,28 +267,12 @@ impl KnowledgeStore for SqliteStore {
         description: Option<&str>,
     ) -> Result<KnowledgeBase> {
         self.write(|tx| {
-            let Some(kb) = kb_in_tx(tx, space, key)? else {
+            let Some(kb) = kb_by_key(tx, space, key)? else {
                 return Err(Error::NotFound(format!("knowledge base '{key}' not found")));
             };
             let now = quarry_core::now_millis();
             if let Some(new) = name.filter(|n| *n != kb.name) {
-                if name_taken(tx, space, new)? {
-                    return Err(Error::Conflict(format!(
-                        "collection '{new}' already exists"
-                    )));
-                }
-                tx.execute(
-                    "UPDATE collections SET name = ?2 WHERE id = ?1",
-                    params![kb.collection_id, new],
-                )
-                .map_err(db_err)?;
-                // Contexts are keyed by display path, which starts with the name.
-                tx.execute(
-                    "UPDATE contexts SET path = ?3 || substr(path, length(?2) + 1) \
-                     WHERE space = ?1 AND (path = ?2 OR path LIKE ?4 ESCAPE '\\')",
-                    params![space, kb.name, new, format!("{}/%", like_escape(&kb.name))],
-                )
-                .map_err(db_err)?;
+                rename_collection_tx(tx, space, &kb.name, new)?;
             }
             if let Some(d) = description {
                 tx.execute(
@@ -321,7 +286,7 @@ impl KnowledgeStore for SqliteStore {
                 params![kb.collection_id, now],
             )
             .map_err(db_err)?;
-            kb_in_tx(tx, space, &kb.id)?
+            kb_by_key(tx, space, &kb.id)?
                 .ok_or_else(|| Error::Storage("knowledge base vanished after update".into()))
         })
     }
@@ -340,7 +305,7 @@ impl KnowledgeStore for SqliteStore {
                     .optional()
                     .map_err(db_err)?;
                 if let Some(id) = existing {
-                    let file = file_in_tx(tx, id)?
+                    let file = file_by_row(tx, id)?
                         .ok_or_else(|| Error::Storage("file vanished".into()))?;
                     out.push(AddedFile::Duplicate { file });
                     continue;
@@ -371,7 +336,7 @@ impl KnowledgeStore for SqliteStore {
                 )
                 .map_err(db_err)?;
                 let file =
-                    file_in_tx(tx, id)?.ok_or_else(|| Error::Storage("file vanished".into()))?;
+                    file_by_row(tx, id)?.ok_or_else(|| Error::Storage("file vanished".into()))?;
                 out.push(AddedFile::Added { file });
             }
             tx.execute(
@@ -420,14 +385,7 @@ impl KnowledgeStore for SqliteStore {
     }
 
     fn kb_file_by_row(&self, row_id: i64) -> Result<Option<KbFile>> {
-        let conn = self.conn();
-        conn.query_row(
-            &format!("SELECT {FILE_COLUMNS} FROM {FILE_FROM} WHERE f.id = ?1"),
-            [row_id],
-            file_from_row,
-        )
-        .optional()
-        .map_err(db_err)
+        file_by_row(&self.conn(), row_id)
     }
 
     fn delete_kb_file(&self, collection_id: i64, row_id: i64) -> Result<()> {
@@ -449,7 +407,7 @@ impl KnowledgeStore for SqliteStore {
 
     fn retry_kb_file(&self, collection_id: i64, row_id: i64) -> Result<KbFile> {
         self.write(|tx| {
-            let file = file_in_tx(tx, row_id)?
+            let file = file_by_row(tx, row_id)?
                 .filter(|f| f.collection_id == collection_id)
                 .ok_or_else(|| Error::NotFound("document not found".into()))?;
             if file.status != FileStatus::Failed {
@@ -473,7 +431,7 @@ impl KnowledgeStore for SqliteStore {
                 params![row_id, now],
             )
             .map_err(db_err)?;
-            file_in_tx(tx, row_id)?.ok_or_else(|| Error::Storage("file vanished".into()))
+            file_by_row(tx, row_id)?.ok_or_else(|| Error::Storage("file vanished".into()))
         })
     }
 
@@ -490,7 +448,7 @@ impl KnowledgeStore for SqliteStore {
 
     fn file_converted(&self, row_id: i64, converted: ConvertedFile) -> Result<Option<IndexWork>> {
         self.write(|tx| {
-            let Some(file) = file_in_tx(tx, row_id)? else {
+            let Some(file) = file_by_row(tx, row_id)? else {
                 return Ok(None);
             };
             let now = quarry_core::now_millis();
