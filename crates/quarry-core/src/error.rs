@@ -10,6 +10,10 @@ pub enum Error {
     /// A named thing does not exist (HTTP 404). The message is complete and user-facing.
     #[error("{0}")]
     NotFound(String),
+    /// The caller may see the object but not do this to it, e.g. a read-only token writing
+    /// (HTTP 403). Never used for objects the caller cannot see: those are `NotFound`.
+    #[error("{0}")]
+    Forbidden(String),
     /// A name is already taken (HTTP 409).
     #[error("{0}")]
     Conflict(String),

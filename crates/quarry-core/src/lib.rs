@@ -6,10 +6,12 @@
 //! `qmd://` URI encoding, ISO 8601 timestamps, the search summary text).
 
 mod error;
+mod scope;
 mod text;
 mod time;
 
 pub use error::{Error, Result};
+pub use scope::{Access, Scope};
 pub use text::{
     add_line_numbers, decode_uri_path, docid_for_hash, encode_uri_path, format_search_summary,
     hex_lower, levenshtein, lines, round_score, sha256_hex,

@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use quarry_core::{Collection, CollectionKind, Context, Error, Result};
+use quarry_core::{Access, Collection, CollectionKind, Context, Error, Result};
 
 use crate::indexing::CollectionReport;
 use crate::{Engine, Progress};
@@ -48,6 +48,12 @@ impl Engine {
         allow_empty: bool,
         progress: &dyn Progress,
     ) -> Result<(Collection, CollectionReport)> {
+        if !self.scope().machine_owner {
+            return Err(Error::Forbidden(
+                "folder collections index the server's own disk; add them with 'quarry collection add' on the server".into(),
+            ));
+        }
+        self.require(Access::Admin, "adding a collection")?;
         let root = canonical_dir(path)?;
         let name = match name {
             Some(n) => n.trim().to_owned(),
@@ -107,8 +113,11 @@ impl Engine {
         Ok((collection, report))
     }
 
+    /// The collections of the space this handle may use.
     pub fn collections(&self) -> Result<Vec<Collection>> {
-        self.store().collections(self.space())
+        let mut all = self.store().collections(self.space())?;
+        all.retain(|c| self.scope().allows(c.id));
+        Ok(all)
     }
 
     /// The id of an optional collection filter (`NotFound` for an unknown name).
@@ -116,14 +125,40 @@ impl Engine {
         name.map(|n| self.collection(n).map(|c| c.id)).transpose()
     }
 
+    /// The collection ids a search must be limited to, inside the indexes: the named one,
+    /// or every collection this handle may use — `None` (no filter) only when that is every
+    /// collection in the index.
+    pub(crate) fn search_filter(&self, name: Option<&str>) -> Result<Option<Vec<i64>>> {
+        if let Some(id) = self.collection_id(name)? {
+            return Ok(Some(vec![id]));
+        }
+        if self.scope().collections.is_none() && !self.store().collections_outside(self.space())? {
+            return Ok(None);
+        }
+        Ok(Some(self.collections()?.iter().map(|c| c.id).collect()))
+    }
+
+    /// Names of the collections this handle may use, when it may not use all of its space's.
+    pub(crate) fn allowed_names(&self) -> Result<Option<std::collections::HashSet<String>>> {
+        if self.scope().collections.is_none() {
+            return Ok(None);
+        }
+        Ok(Some(self.collections()?.into_iter().map(|c| c.name).collect()))
+    }
+
+    /// One collection of the space by name; one this handle may not use is not found,
+    /// exactly like a missing one.
     pub fn collection(&self, name: &str) -> Result<Collection> {
         self.store()
             .collection(self.space(), name)?
+            .filter(|c| self.scope().allows(c.id))
             .ok_or_else(|| Error::not_found(format!("collection '{name}' not found")))
     }
 
     /// Removes a collection and everything indexed from it; returns the documents removed.
     pub fn remove_collection(&self, name: &str, progress: &dyn Progress) -> Result<u64> {
+        self.collection(name)?;
+        self.require(Access::Admin, "removing a collection")?;
         let guard = self.lock_writes(progress)?;
         let n = self.store().remove_collection(self.space(), name)?;
         self.flush_index(&guard)?;
@@ -131,6 +166,8 @@ impl Engine {
     }
 
     pub fn rename_collection(&self, old: &str, new: &str, progress: &dyn Progress) -> Result<()> {
+        self.collection(old)?;
+        self.require(Access::Admin, "renaming a collection")?;
         validate_collection_name(new)?;
         let _guard = self.lock_writes(progress)?;
         self.store().rename_collection(self.space(), old, new)
@@ -139,6 +176,7 @@ impl Engine {
     /// Attaches `text` to a path prefix. `target` may be `/` (everything), a display path
     /// (`collection/dir`), a `qmd://` URI, or a folder/file on disk inside a collection.
     pub fn add_context(&self, target: &str, text: &str) -> Result<Context> {
+        self.require(Access::Admin, "adding a context")?;
         let text = text.trim();
         if text.is_empty() {
             return Err(Error::invalid("context text must not be empty"));
@@ -156,6 +194,7 @@ impl Engine {
     }
 
     pub fn remove_context(&self, target: &str) -> Result<String> {
+        self.require(Access::Admin, "removing a context")?;
         // A context can outlive its folder on disk: match an absolute path as written too.
         let key = self.context_key(target, true)?;
         if self.store().remove_context(self.space(), &key)? {

@@ -110,7 +110,7 @@ impl Engine {
         if pattern.is_empty() {
             return Err(Error::invalid("pattern must not be empty"));
         }
-        let all = self.store().document_summaries(self.space())?;
+        let all = self.visible_summaries()?;
         let mut errors = Vec::new();
         // A glob wins over a comma list, so `2025-05-0{1,2}.md` is a glob (as in QMD).
         let selected: Vec<DocSummary> = if pattern.contains(['*', '?', '[', '{']) {
@@ -241,12 +241,14 @@ impl Engine {
             return Err(Error::invalid("file must not be empty"));
         }
         if let Some(hex) = name.strip_prefix('#') {
+            let allowed = self.allowed_names()?;
             return self
                 .store()
                 .document_by_docid(self.space(), &format!("#{}", hex.to_ascii_lowercase()))?
+                .filter(|d| allowed.as_ref().is_none_or(|a| a.contains(&d.collection)))
                 .ok_or_else(|| Error::not_found(format!("Document not found: {name}")));
         }
-        let all = self.store().document_summaries(self.space())?;
+        let all = self.visible_summaries()?;
         let s = self.resolve_in(name, &all)?;
         self.store()
             .documents_by_ids(&[s.id])?
@@ -300,6 +302,15 @@ impl Engine {
                     .join("\n")
             ))),
         }
+    }
+
+    /// Summaries of the documents this handle may read.
+    fn visible_summaries(&self) -> Result<Vec<DocSummary>> {
+        let mut all = self.store().document_summaries(self.space())?;
+        if let Some(allowed) = self.allowed_names()? {
+            all.retain(|d| allowed.contains(&d.collection));
+        }
+        Ok(all)
     }
 
     /// Maps an absolute filesystem path inside a collection root to its display path.

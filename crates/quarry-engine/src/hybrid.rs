@@ -210,7 +210,7 @@ impl Engine {
     /// reranker to fused order, and reports the stages that ran.
     pub fn query(&self, req: &SearchRequest) -> Result<QueryResponse> {
         req.validate()?;
-        let collection_id = self.collection_id(req.collection.as_deref())?;
+        let filter = self.search_filter(req.collection.as_deref())?;
         let mut stages: Vec<&'static str> = Vec::new();
         let mut warnings = Vec::new();
 
@@ -226,7 +226,7 @@ impl Engine {
             }
         };
 
-        let evidence = self.gather_evidence(&queries, collection_id, &mut stages, &mut warnings)?;
+        let evidence = self.gather_evidence(&queries, filter.as_deref(), &mut stages, &mut warnings)?;
         let fused = match self.fusion {
             Fusion::Calibrated => calibrated_fusion(&evidence),
             Fusion::Rrf => rrf_fusion(&evidence, &weight),
@@ -295,17 +295,16 @@ impl Engine {
     fn gather_evidence(
         &self,
         queries: &[String],
-        collection_id: Option<i64>,
+        filter: Option<&[i64]>,
         stages: &mut Vec<&'static str>,
         warnings: &mut Vec<String>,
     ) -> Result<Evidence> {
         let mut keyword = vec![Vec::new(); queries.len()];
         if let Some(fts) = self.fts()? {
             fts.reload()?;
-            let filter = collection_id.map(|c| vec![c]);
             for (i, q) in queries.iter().enumerate() {
                 let parsed = fts.parse_query(q);
-                let hits = fts.search(&parsed, filter.as_deref(), EVIDENCE_DEPTH)?;
+                let hits = fts.search(&parsed, filter, EVIDENCE_DEPTH)?;
                 let scores: Vec<f32> = hits.iter().map(|h| h.score).collect();
                 let ev = calibration::keyword_evidence(&scores, fts.max_score(&parsed));
                 keyword[i] = hits.iter().map(|h| h.id).zip(ev).collect();
@@ -320,7 +319,7 @@ impl Engine {
             Ok(vectors) => {
                 let mut per_query = Vec::with_capacity(vectors.len());
                 for v in &vectors {
-                    let hits = self.vector_search(v, EVIDENCE_DEPTH, collection_id)?;
+                    let hits = self.vector_search(v, EVIDENCE_DEPTH, filter)?;
                     for h in &hits {
                         let better = chunks
                             .get(&h.document_id)
@@ -362,10 +361,10 @@ impl Engine {
     /// calibration (`quarry eval --features`).
     pub fn query_evidence(&self, req: &SearchRequest) -> Result<Vec<CandidateEvidence>> {
         req.validate()?;
-        let collection_id = self.collection_id(req.collection.as_deref())?;
+        let filter = self.search_filter(req.collection.as_deref())?;
         let evidence = self.gather_evidence(
             std::slice::from_ref(&req.query),
-            collection_id,
+            filter.as_deref(),
             &mut Vec::new(),
             &mut Vec::new(),
         )?;

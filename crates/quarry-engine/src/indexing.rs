@@ -76,7 +76,8 @@ impl UpdateReport {
 impl Engine {
     /// Re-scans folder collections (all, or those named) and brings the indexes up to date.
     pub fn update(&self, opts: &UpdateOptions, progress: &dyn Progress) -> Result<UpdateReport> {
-        let all = self.store().collections(self.space())?;
+        self.require(quarry_core::Access::Admin, "updating collections")?;
+        let all = self.collections()?;
         for name in &opts.collections {
             if !all.iter().any(|c| &c.name == name) {
                 return Err(Error::not_found(format!("collection '{name}' not found")));

@@ -20,7 +20,7 @@ use std::time::{Duration, SystemTime};
 
 use quarry_blobs::{BlobStore, FsBlobStore, Staged};
 use quarry_convert::{ConvertOptions, Format, Ocr};
-use quarry_core::{Error, Result};
+use quarry_core::{Access, Error, Result};
 use quarry_ingest::chunk::{CharSizer, ChunkOptions, chunk_markdown};
 use quarry_store::{
     AddedFile, ConvertedFile, FileFilter, FileStatus, Job, JobKind, KbFile, KnowledgeBase,
@@ -243,6 +243,7 @@ impl Engine {
     }
 
     pub fn create_knowledge_base(&self, req: &CreateKnowledgeBase) -> Result<KnowledgeBase> {
+        self.require(Access::Admin, "creating a knowledge base")?;
         crate::collections::validate_collection_name(&req.name)?;
         if req.description.chars().count() > 2000 {
             return Err(Error::invalid("description is longer than 2000 characters"));
@@ -273,15 +274,41 @@ impl Engine {
             .create_knowledge_base(self.space(), &req.name, &req.description, chunking)
     }
 
+    /// The knowledge bases this handle may use.
     pub fn knowledge_bases(&self) -> Result<Vec<KnowledgeBase>> {
-        self.store().knowledge_bases(self.space())
+        let mut all = self.store().knowledge_bases(self.space())?;
+        all.retain(|kb| self.scope().allows(kb.collection_id));
+        Ok(all)
     }
 
-    /// By id or name.
+    /// By id or name; one this handle may not use is not found, like a missing one.
     pub fn knowledge_base(&self, key: &str) -> Result<KnowledgeBase> {
         self.store()
             .knowledge_base(self.space(), key)?
+            .filter(|kb| self.scope().allows(kb.collection_id))
             .ok_or_else(|| Error::not_found(format!("knowledge base '{key}' not found")))
+    }
+
+    /// The knowledge base named `name`, created when missing and the handle may write to its
+    /// whole space (agents' notes go to a knowledge base named by their resource, seed 004).
+    pub fn knowledge_base_for_writing(&self, name: &str) -> Result<KnowledgeBase> {
+        match self.knowledge_base(name) {
+            Err(Error::NotFound(m)) => {
+                if self.scope().collections.is_some() || !self.scope().can(Access::Write) {
+                    return Err(Error::NotFound(m));
+                }
+                crate::collections::validate_collection_name(name)?;
+                match self
+                    .store()
+                    .create_knowledge_base(self.space(), name, "", None)
+                {
+                    // Another request created it first.
+                    Err(Error::Conflict(_)) => self.knowledge_base(name),
+                    other => other,
+                }
+            }
+            other => other,
+        }
     }
 
     pub fn update_knowledge_base(
@@ -290,6 +317,8 @@ impl Engine {
         name: Option<&str>,
         description: Option<&str>,
     ) -> Result<KnowledgeBase> {
+        self.knowledge_base(key)?;
+        self.require(Access::Admin, "changing a knowledge base")?;
         if let Some(n) = name {
             crate::collections::validate_collection_name(n)?;
         }
@@ -305,6 +334,7 @@ impl Engine {
     /// documents went).
     pub fn delete_knowledge_base(&self, key: &str) -> Result<KnowledgeBase> {
         let kb = self.knowledge_base(key)?;
+        self.require(Access::Admin, "deleting a knowledge base")?;
         self.store().remove_collection(self.space(), &kb.name)?;
         Ok(kb)
     }
@@ -320,6 +350,7 @@ impl Engine {
     /// Adds staged files to a knowledge base and queues them; returns at once.
     pub fn add_uploads(&self, kb_key: &str, uploads: Vec<Upload>) -> Result<Vec<UploadOutcome>> {
         let kb = self.knowledge_base(kb_key)?;
+        self.require(Access::Write, "uploading documents")?;
         let blobs = self.blobs()?;
         let mut outcomes: Vec<Option<UploadOutcome>> = Vec::with_capacity(uploads.len());
         let mut new_files = Vec::new();
@@ -431,6 +462,7 @@ impl Engine {
     /// Deletes a document: gone for readers when this returns.
     pub fn delete_kb_document(&self, kb_key: &str, doc_key: &str) -> Result<KbFile> {
         let file = self.kb_document(kb_key, doc_key)?;
+        self.require(Access::Write, "deleting a document")?;
         self.store()
             .delete_kb_file(file.collection_id, file.row_id)?;
         Ok(file)
@@ -439,6 +471,7 @@ impl Engine {
     /// Queues a failed document again.
     pub fn retry_kb_document(&self, kb_key: &str, doc_key: &str) -> Result<KbFile> {
         let file = self.kb_document(kb_key, doc_key)?;
+        self.require(Access::Write, "retrying a document")?;
         self.store().retry_kb_file(file.collection_id, file.row_id)
     }
 
@@ -531,7 +564,7 @@ impl Engine {
             return Err(missing());
         }
         self.store()
-            .blob_visible(self.space(), sha256)?
+            .blob_visible(self.space(), self.scope().collections.as_deref(), sha256)?
             .ok_or_else(missing)
     }
 
@@ -540,8 +573,13 @@ impl Engine {
         self.blobs()?.read_range(sha256, offset, len)
     }
 
+    /// Jobs of the documents this handle may read (all jobs for the machine's owner).
     pub fn queue_counts(&self) -> Result<QueueCounts> {
-        self.store().queue_counts()
+        if self.scope().machine_owner && self.scope().collections.is_none() {
+            return self.store().queue_counts(None);
+        }
+        let ids: Vec<i64> = self.collections()?.iter().map(|c| c.id).collect();
+        self.store().queue_counts(Some(&ids))
     }
 
     /// Owners holding leases on running jobs.
@@ -691,7 +729,12 @@ impl Engine {
 
         if self.embedding_enabled()? {
             store.set_file_status(file_id, FileStatus::Embedding, None)?;
-            self.embed_scope(Some(file.collection_id), false, progress)
+            // Embedding works space by space: run it as the owner of the file's space.
+            let space = store
+                .collection_space(file.collection_id)?
+                .unwrap_or_else(|| self.space().to_owned());
+            self.scoped(quarry_core::Scope::owner(space))
+                .embed_scope(Some(file.collection_id), false, progress)
                 .map_err(|e| JobError::transient(format!("embedding failed: {e}")))?;
         }
         store.set_file_status(file_id, FileStatus::Ready, None)?;

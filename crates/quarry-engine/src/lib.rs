@@ -21,7 +21,7 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock, RwLock};
 
-use quarry_core::{Error, Result, StatusReport};
+use quarry_core::{Access, Error, Result, Scope, StatusReport};
 use quarry_fts::FtsIndex;
 use quarry_store::{SqliteStore, Store};
 
@@ -105,8 +105,8 @@ pub trait Progress: Sync {
 pub struct NoProgress;
 impl Progress for NoProgress {}
 
-/// The engine for one index of one space.
-pub struct Engine {
+/// What every handle on one index shares: the store, the indexes, the loaded models.
+pub struct EngineShared {
     opts: EngineOptions,
     dir: PathBuf,
     store: Arc<dyn Store>,
@@ -116,6 +116,23 @@ pub struct Engine {
     fusion: fusion::Fusion,
     blobs: OnceLock<Arc<dyn quarry_blobs::BlobStore>>,
     ingest: knowledge::IngestOptions,
+}
+
+/// The engine for one index, as one caller sees it: every call is limited to the handle's
+/// [`Scope`] (its space, the collections it may use, what it may do). [`Engine::open`]
+/// gives the machine owner's handle on the default space; [`Engine::scoped`] makes a
+/// caller's handle, sharing models and indexes, in O(1).
+#[derive(Clone)]
+pub struct Engine {
+    shared: Arc<EngineShared>,
+    scope: Scope,
+}
+
+impl std::ops::Deref for Engine {
+    type Target = EngineShared;
+    fn deref(&self) -> &EngineShared {
+        &self.shared
+    }
 }
 
 /// Exclusive right to write, across processes; released on drop.
@@ -146,35 +163,78 @@ impl Engine {
         let dir = opts.data_dir();
         std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
         let store = SqliteStore::open(&dir.join("quarry.db"))?;
+        let scope = Scope::owner(opts.space.clone());
         Ok(Engine {
-            opts,
-            dir,
-            store: Arc::new(store),
-            fts: RwLock::new(None),
-            models: semantic::Models::default(),
-            ann: semantic::AnnSlot::default(),
-            fusion: fusion::Fusion::default(),
-            blobs: OnceLock::new(),
-            ingest: knowledge::IngestOptions::default(),
+            shared: Arc::new(EngineShared {
+                opts,
+                dir,
+                store: Arc::new(store),
+                fts: RwLock::new(None),
+                models: semantic::Models::default(),
+                ann: semantic::AnnSlot::default(),
+                fusion: fusion::Fusion::default(),
+                blobs: OnceLock::new(),
+                ingest: knowledge::IngestOptions::default(),
+            }),
+            scope,
         })
     }
 
-    /// How uploads are converted and retried.
-    pub fn with_ingest(mut self, ingest: knowledge::IngestOptions) -> Engine {
-        self.ingest = ingest;
+    /// Changes shared settings while this is the only handle (the `with_*` builders run
+    /// right after [`Engine::open`]); later calls, with other handles alive, are ignored.
+    fn configure(mut self, f: impl FnOnce(&mut EngineShared)) -> Engine {
+        match Arc::get_mut(&mut self.shared) {
+            Some(shared) => f(shared),
+            None => debug_assert!(false, "engine configured after it was shared"),
+        }
         self
+    }
+
+    /// How uploads are converted and retried.
+    pub fn with_ingest(self, ingest: knowledge::IngestOptions) -> Engine {
+        self.configure(|s| s.ingest = ingest)
     }
 
     /// How `query` combines keyword and vector results (default [`fusion::Fusion::Calibrated`]).
-    pub fn with_fusion(mut self, fusion: fusion::Fusion) -> Engine {
-        self.fusion = fusion;
-        self
+    pub fn with_fusion(self, fusion: fusion::Fusion) -> Engine {
+        self.configure(|s| s.fusion = fusion)
     }
 
     /// Sets the models this engine uses (they load on first use).
-    pub fn with_models(mut self, config: ModelConfig) -> Engine {
-        self.models = semantic::Models::new(config);
-        self
+    pub fn with_models(self, config: ModelConfig) -> Engine {
+        self.configure(|s| s.models = semantic::Models::new(config))
+    }
+
+    /// A handle limited to `scope`, sharing this engine's store, indexes and models.
+    pub fn scoped(&self, scope: Scope) -> Engine {
+        Engine {
+            shared: self.shared.clone(),
+            scope,
+        }
+    }
+
+    /// What this handle may reach.
+    pub fn scope(&self) -> &Scope {
+        &self.scope
+    }
+
+    /// The store, for services beside the engine that keep their records in it (principals
+    /// and tokens, `quarry-access`).
+    pub fn store_handle(&self) -> Arc<dyn Store> {
+        self.store.clone()
+    }
+
+    /// `Forbidden` unless the handle may do `access`; `what` names the action.
+    pub(crate) fn require(&self, access: Access, what: &str) -> Result<()> {
+        if self.scope.can(access) {
+            Ok(())
+        } else {
+            Err(Error::Forbidden(format!(
+                "{what} needs {} access; this caller has {} access",
+                access.as_str(),
+                self.scope.access.as_str()
+            )))
+        }
     }
 
     pub fn options(&self) -> &EngineOptions {
@@ -186,7 +246,7 @@ impl Engine {
     }
 
     pub fn space(&self) -> &str {
-        &self.opts.space
+        &self.scope.space
     }
 
     pub(crate) fn store(&self) -> &dyn Store {
@@ -253,10 +313,14 @@ impl Engine {
 
     /// Index health (seed `status`).
     pub fn status(&self) -> Result<StatusReport> {
-        let collections = self.store.collections(self.space())?;
+        let collections = self.collections()?;
         let total: u64 = collections.iter().map(|c| c.documents).sum();
         let model = self.vector_model()?;
-        let embedding = self.store.embedding_state(self.space(), model.as_deref())?;
+        let embedding = self.store.embedding_state(
+            self.space(),
+            self.scope.collections.as_deref(),
+            model.as_deref(),
+        )?;
         Ok(StatusReport {
             total_documents: total,
             needs_embedding: embedding.documents_pending,

@@ -71,7 +71,7 @@ impl Engine {
     /// probability of relevance. Needs `embed` to have run.
     pub fn vsearch(&self, req: &SearchRequest) -> Result<Vec<SearchHit>> {
         req.validate()?;
-        let collection_id = self.collection_id(req.collection.as_deref())?;
+        let filter = self.search_filter(req.collection.as_deref())?;
         // Expansions are searched too (seed 001); a document keeps its best probability,
         // an expansion's discounted as in `query`. vsearch has no warnings channel, so a
         // failing expander just leaves the query as written.
@@ -86,7 +86,7 @@ impl Engine {
         let mut lists = Vec::with_capacity(vectors.len());
         for v in &vectors {
             // The calibration's evidence is computed over a fixed depth, whatever the limit.
-            let hits = self.vector_search(v, req.limit.max(EVIDENCE_DEPTH), collection_id)?;
+            let hits = self.vector_search(v, req.limit.max(EVIDENCE_DEPTH), filter.as_deref())?;
             let sims: Vec<f32> = hits.iter().map(|h| h.similarity).collect();
             let evidence = calibration::vector_evidence(&sims);
             let probabilities =
@@ -137,9 +137,7 @@ impl Engine {
     /// BM25 search with OR semantics; hits carry snippet, context and a calibrated 0–1 score.
     pub fn search(&self, req: &SearchRequest) -> Result<Vec<SearchHit>> {
         req.validate()?;
-        let filter = self
-            .collection_id(req.collection.as_deref())?
-            .map(|c| vec![c]);
+        let filter = self.search_filter(req.collection.as_deref())?;
         let Some(fts) = self.fts()? else {
             return Ok(Vec::new());
         };

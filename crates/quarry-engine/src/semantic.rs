@@ -320,6 +320,7 @@ impl Engine {
 
     /// Chunks, embeds and indexes what changed since the last run (see the module docs).
     pub fn embed(&self, opts: &EmbedOptions, progress: &dyn Progress) -> Result<EmbedReport> {
+        self.require(quarry_core::Access::Admin, "embedding")?;
         let collection_id = self.collection_id(opts.collection.as_deref())?;
         self.embed_scope(collection_id, opts.force, progress)
     }
@@ -406,7 +407,9 @@ impl Engine {
         let (added, removed) = self.index_pending(&guard, &key, dims, progress)?;
         report.vectors_indexed = added;
         report.vectors_removed = removed;
-        report.total_chunks = store.embedding_state(self.space(), Some(&key))?.chunks;
+        report.total_chunks = store
+            .embedding_state(self.space(), self.scope().collections.as_deref(), Some(&key))?
+            .chunks;
         report.seconds = started.elapsed().as_secs_f64();
         Ok(report)
     }
@@ -686,7 +689,7 @@ impl Engine {
         &self,
         query_vec: &[f32],
         docs: usize,
-        collection_id: Option<i64>,
+        collections: Option<&[i64]>,
     ) -> Result<Vec<VectorDocHit>> {
         let Some(index) = self.ann()? else {
             return Err(Error::Unavailable(crate::NO_VECTOR_INDEX.to_owned()));
@@ -694,15 +697,18 @@ impl Engine {
         let idx_err = |e: quarry_vectors::VectorError| Error::Index(e.to_string());
         // Several chunks of one document may rank high; ask for more chunks than documents.
         let want = (docs * 4).max(40);
-        let raw: Vec<(u64, f32)> = match collection_id {
+        let raw: Vec<(u64, f32)> = match collections {
             None => index.search(query_vec, want, None).map_err(idx_err)?,
-            Some(cid) => {
-                let ids: HashSet<u64> = self
-                    .store()
-                    .chunk_ids_in_collection(cid)?
-                    .into_iter()
-                    .map(|i| i as u64)
-                    .collect();
+            Some(cids) => {
+                let mut ids: HashSet<u64> = HashSet::new();
+                for cid in cids {
+                    ids.extend(
+                        self.store()
+                            .chunk_ids_in_collection(*cid)?
+                            .into_iter()
+                            .map(|i| i as u64),
+                    );
+                }
                 if ids.len() <= EXACT_SEARCH_MAX {
                     let mut vectors = Vec::with_capacity(ids.len());
                     for id in &ids {

@@ -51,6 +51,7 @@ impl From<Error> for ApiError {
         let status = match &e {
             Error::InvalidInput(_) => StatusCode::BAD_REQUEST,
             Error::NotFound(_) => StatusCode::NOT_FOUND,
+            Error::Forbidden(_) => StatusCode::FORBIDDEN,
             Error::Conflict(_) => StatusCode::CONFLICT,
             Error::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             Error::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,

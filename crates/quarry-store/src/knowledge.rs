@@ -276,7 +276,14 @@ pub trait KnowledgeStore {
 
     /// Whether a blob is referenced (as an original or an extracted image) by a file of
     /// this space: what `/api/v1/files` may serve to it.
-    fn blob_visible(&self, space: &str, sha256: &str) -> Result<Option<(u64, String)>>;
+    /// Size and type of a blob that a document of `space` (of `collections` when given)
+    /// references as its original or an extracted image; `None` otherwise.
+    fn blob_visible(
+        &self,
+        space: &str,
+        collections: Option<&[i64]>,
+        sha256: &str,
+    ) -> Result<Option<(u64, String)>>;
     /// Up to `limit` stored blobs nothing references any more.
     fn orphan_blobs(&self, limit: usize) -> Result<Vec<String>>;
     /// Whether any blob row names this hash (directory sweeps keep those).
@@ -303,5 +310,6 @@ pub trait JobQueue {
     /// Ends these owners' leases now (they are known dead): their jobs are claimable.
     fn expire_leases(&self, owners: &[String]) -> Result<u64>;
     fn enqueue_cleanup(&self) -> Result<()>;
-    fn queue_counts(&self) -> Result<QueueCounts>;
+    /// Job counts: all jobs, or those of files in `collections`.
+    fn queue_counts(&self, collections: Option<&[i64]>) -> Result<QueueCounts>;
 }

@@ -8,6 +8,7 @@
 //! committed too. A process killed at any moment therefore leaves work that the next run
 //! finds with [`Store::pending_index_work`] and finishes — nothing is lost or indexed twice.
 
+mod access;
 mod knowledge;
 mod sqlite;
 
@@ -15,6 +16,7 @@ pub use knowledge::{
     AddedFile, ConvertedFile, FileFilter, FileStatus, Job, JobKind, JobQueue, KbFile,
     KnowledgeBase, KnowledgeStore, NewKbFile, QueueCounts, StatusCounts,
 };
+pub use access::{AccessStore, Membership, NewToken, Role, Space, TokenGrant, TokenRecord, User};
 pub use sqlite::SqliteStore;
 
 use std::collections::HashMap;
@@ -160,7 +162,7 @@ pub struct EmbeddingState {
 /// Every method is scoped to a space; names are unique within a space. Implementations
 /// must be safe to share between threads and must tolerate other processes reading while
 /// one writes.
-pub trait Store: KnowledgeStore + JobQueue + Send + Sync {
+pub trait Store: KnowledgeStore + JobQueue + AccessStore + Send + Sync {
     // Collections.
     fn create_collection(
         &self,
@@ -253,7 +255,18 @@ pub trait Store: KnowledgeStore + JobQueue + Send + Sync {
     /// Ids of the chunks in one collection (collection-filtered vector search).
     fn chunk_ids_in_collection(&self, collection_id: i64) -> Result<Vec<i64>>;
     /// Embedding progress of the space for `model` (`None`: nothing embedded yet).
-    fn embedding_state(&self, space: &str, model: Option<&str>) -> Result<EmbeddingState>;
+    /// Limited to `collections` when given.
+    fn embedding_state(
+        &self,
+        space: &str,
+        collections: Option<&[i64]>,
+        model: Option<&str>,
+    ) -> Result<EmbeddingState>;
+    /// Whether any space other than `space` has a collection (then a search of `space`
+    /// must filter by collection inside the indexes).
+    fn collections_outside(&self, space: &str) -> Result<bool>;
+    /// The space a collection belongs to.
+    fn collection_space(&self, collection_id: i64) -> Result<Option<String>>;
 
     // Small key/value settings of the data directory (active model, chunking).
     fn meta(&self, key: &str) -> Result<Option<String>>;

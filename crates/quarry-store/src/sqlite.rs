@@ -17,7 +17,7 @@ use crate::{
     IndexDoc, IndexWork, Store,
 };
 
-const SCHEMA_VERSION: i64 = 3;
+const SCHEMA_VERSION: i64 = 4;
 
 const SCHEMA: &str = r#"
 CREATE TABLE IF NOT EXISTS spaces (
@@ -173,6 +173,62 @@ CREATE TABLE IF NOT EXISTS jobs (
 CREATE INDEX IF NOT EXISTS jobs_runnable ON jobs(status, not_before);
 "#;
 
+/// Version 4: principals. Spaces get a UUID beside their unique name; users, memberships
+/// with roles, and access tokens (only a SHA-256 of the secret is kept). Every collection
+/// gets a UUID, so a token's allow-list survives renames.
+const SCHEMA_V4: &str = r#"
+ALTER TABLE spaces ADD COLUMN uid TEXT;
+ALTER TABLE spaces ADD COLUMN description TEXT NOT NULL DEFAULT '';
+CREATE UNIQUE INDEX IF NOT EXISTS spaces_uid ON spaces(uid);
+CREATE TABLE IF NOT EXISTS users (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    uid TEXT NOT NULL UNIQUE,
+    name TEXT NOT NULL UNIQUE,
+    created_at INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS memberships (
+    user_id INTEGER NOT NULL REFERENCES users(id),
+    space TEXT NOT NULL REFERENCES spaces(id),
+    role TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    PRIMARY KEY (user_id, space)
+);
+CREATE TABLE IF NOT EXISTS access_tokens (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    uid TEXT NOT NULL UNIQUE,
+    user_id INTEGER NOT NULL REFERENCES users(id),
+    hash TEXT NOT NULL UNIQUE,
+    prefix TEXT NOT NULL,
+    label TEXT NOT NULL,
+    spaces TEXT NOT NULL,
+    collections TEXT,
+    read_only INTEGER NOT NULL,
+    created_at INTEGER NOT NULL,
+    expires_at INTEGER,
+    last_used_at INTEGER,
+    revoked_at INTEGER
+);
+CREATE INDEX IF NOT EXISTS access_tokens_user ON access_tokens(user_id);
+"#;
+
+/// Gives every space and collection without one a UUID (rows from before version 4).
+fn assign_uids(conn: &Connection) -> rusqlite::Result<()> {
+    for table in ["spaces", "collections"] {
+        let keys: Vec<String> = conn
+            .prepare(&format!("SELECT CAST(id AS TEXT) FROM {table} WHERE uid IS NULL"))?
+            .query_map([], |r| r.get(0))?
+            .collect::<rusqlite::Result<_>>()?;
+        for key in keys {
+            conn.execute(
+                &format!("UPDATE {table} SET uid = ?2 WHERE CAST(id AS TEXT) = ?1"),
+                params![key, uuid::Uuid::new_v4().to_string()],
+            )?;
+        }
+    }
+    Ok(())
+}
+
+mod access;
 mod knowledge;
 
 /// SQLite-backed [`Store`].
@@ -245,6 +301,10 @@ fn migrate(conn: &Connection) -> rusqlite::Result<()> {
         if version < 3 {
             conn.execute_batch(SCHEMA_V3)?;
         }
+        if version < 4 {
+            conn.execute_batch(SCHEMA_V4)?;
+            assign_uids(conn)?;
+        }
         conn.execute_batch(&format!("PRAGMA user_version = {SCHEMA_VERSION}"))
     };
     match step() {
@@ -310,8 +370,8 @@ fn rename_collection_tx(tx: &Transaction<'_>, space: &str, old: &str, new: &str)
 
 fn ensure_space(tx: &Transaction<'_>, space: &str) -> Result<()> {
     tx.execute(
-        "INSERT OR IGNORE INTO spaces (id, created_at) VALUES (?1, ?2)",
-        params![space, quarry_core::now_millis()],
+        "INSERT OR IGNORE INTO spaces (id, uid, created_at) VALUES (?1, ?2, ?3)",
+        params![space, uuid::Uuid::new_v4().to_string(), quarry_core::now_millis()],
     )
     .map_err(db_err)?;
     Ok(())
@@ -399,8 +459,8 @@ pub(crate) fn upsert_document(
     // free one.
     let docid = match &existing {
         Some((_, old_hash, docid)) if *old_hash == hash => docid.clone(),
-        Some((id, _, _)) => free_docid(tx, &hash, Some(*id))?,
-        None => free_docid(tx, &hash, None)?,
+        Some((id, _, _)) => free_docid(tx, &docid_basis(tx, collection_id, &hash)?, Some(*id))?,
+        None => free_docid(tx, &docid_basis(tx, collection_id, &hash)?, None)?,
     };
     let id: i64 = tx
         .prepare_cached(
@@ -440,6 +500,24 @@ pub(crate) fn upsert_document(
     })
 }
 
+/// What a document's docid is cut from. In the default space it is the content hash (QMD's
+/// docid); in any other space it is a hash of the space's UUID and the content hash, so a
+/// docid — and whether it had to grow past 6 characters — says nothing about what another
+/// space holds.
+fn docid_basis(tx: &Transaction<'_>, collection_id: i64, hash: &str) -> Result<String> {
+    let (space, uid): (String, Option<String>) = tx
+        .prepare_cached(
+            "SELECT s.id, s.uid FROM collections c JOIN spaces s ON s.id = c.space WHERE c.id = ?1",
+        )
+        .and_then(|mut st| st.query_row([collection_id], |r| Ok((r.get(0)?, r.get(1)?))))
+        .map_err(db_err)?;
+    Ok(if space == quarry_core::DEFAULT_SPACE {
+        hash.to_owned()
+    } else {
+        quarry_core::sha256_hex(format!("{}:{hash}", uid.unwrap_or(space)).as_bytes())
+    })
+}
+
 /// The shortest docid (≥ 6 hex) for `hash` not taken by another document.
 fn free_docid(tx: &Transaction<'_>, hash: &str, own_id: Option<i64>) -> Result<String> {
     let mut stmt = tx
@@ -473,8 +551,8 @@ impl Store for SqliteStore {
             ensure_space(tx, space)?;
             ensure_name_free(tx, space, name)?;
             tx.execute(
-                "INSERT INTO collections (space, name, kind, path, pattern, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                params![space, name, kind.as_str(), path, pattern, quarry_core::now_millis()],
+                "INSERT INTO collections (space, name, kind, path, pattern, created_at, uid) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                params![space, name, kind.as_str(), path, pattern, quarry_core::now_millis(), uuid::Uuid::new_v4().to_string()],
             )
             .map_err(db_err)?;
             Ok(Collection {
@@ -1085,28 +1163,52 @@ impl Store for SqliteStore {
             .map_err(db_err)
     }
 
-    fn embedding_state(&self, space: &str, model: Option<&str>) -> Result<EmbeddingState> {
+    fn embedding_state(
+        &self,
+        space: &str,
+        collections: Option<&[i64]>,
+        model: Option<&str>,
+    ) -> Result<EmbeddingState> {
         let conn = self.conn();
+        let allowed = collections.map(knowledge::id_list);
         let pending: i64 = conn
             .prepare_cached(
                 "SELECT COUNT(*) FROM documents d JOIN collections c ON c.id = d.collection_id \
-                 WHERE c.space = ?1 AND (d.chunked_hash IS NULL OR d.chunked_hash != d.hash \
+                 WHERE c.space = ?1 AND (?3 IS NULL OR c.id IN (SELECT value FROM json_each(?3))) \
+                 AND (d.chunked_hash IS NULL OR d.chunked_hash != d.hash \
                  OR EXISTS (SELECT 1 FROM chunks k WHERE k.document_id = d.id AND (k.ann_dirty = 1 \
                  OR NOT EXISTS (SELECT 1 FROM embeddings e WHERE e.model = ?2 AND e.hash = k.hash))))",
             )
-            .and_then(|mut s| s.query_row(params![space, model.unwrap_or("")], |r| r.get(0)))
+            .and_then(|mut s| {
+                s.query_row(params![space, model.unwrap_or(""), allowed], |r| r.get(0))
+            })
             .map_err(db_err)?;
         let chunks: i64 = conn
             .prepare_cached(
                 "SELECT COUNT(*) FROM chunks k JOIN documents d ON d.id = k.document_id \
-                 JOIN collections c ON c.id = d.collection_id WHERE c.space = ?1",
+                 JOIN collections c ON c.id = d.collection_id WHERE c.space = ?1 \
+                 AND (?2 IS NULL OR c.id IN (SELECT value FROM json_each(?2)))",
             )
-            .and_then(|mut s| s.query_row([space], |r| r.get(0)))
+            .and_then(|mut s| s.query_row(params![space, allowed], |r| r.get(0)))
             .map_err(db_err)?;
         Ok(EmbeddingState {
             documents_pending: pending as u64,
             chunks: chunks as u64,
         })
+    }
+
+    fn collection_space(&self, collection_id: i64) -> Result<Option<String>> {
+        let conn = self.conn();
+        conn.prepare_cached("SELECT space FROM collections WHERE id = ?1")
+            .and_then(|mut s| s.query_row([collection_id], |r| r.get(0)).optional())
+            .map_err(db_err)
+    }
+
+    fn collections_outside(&self, space: &str) -> Result<bool> {
+        let conn = self.conn();
+        conn.prepare_cached("SELECT EXISTS(SELECT 1 FROM collections WHERE space != ?1)")
+            .and_then(|mut s| s.query_row([space], |r| r.get(0)))
+            .map_err(db_err)
     }
 
     fn meta(&self, key: &str) -> Result<Option<String>> {
@@ -1392,7 +1494,7 @@ mod tests {
                 chunks: vec![chunk(0, 4, "x")],
             }])
             .unwrap();
-        assert_eq!(store.embedding_state("default", None).unwrap().chunks, 0);
+        assert_eq!(store.embedding_state("default", None, None).unwrap().chunks, 0);
         store
             .replace_chunks(&[DocChunks {
                 document_id: doc,
@@ -1423,7 +1525,7 @@ mod tests {
         assert!(store.ann_dirty_chunks("m", 0, 10).unwrap().is_empty());
         assert_eq!(
             store
-                .embedding_state("default", Some("m"))
+                .embedding_state("default", None, Some("m"))
                 .unwrap()
                 .documents_pending,
             1,

@@ -511,15 +511,23 @@ impl KnowledgeStore for SqliteStore {
             .unwrap_or_default())
     }
 
-    fn blob_visible(&self, space: &str, sha256: &str) -> Result<Option<(u64, String)>> {
+    fn blob_visible(
+        &self,
+        space: &str,
+        collections: Option<&[i64]>,
+        sha256: &str,
+    ) -> Result<Option<(u64, String)>> {
         let conn = self.conn();
+        let allowed = collections.map(id_list);
         conn.query_row(
             "SELECT b.size, b.mime FROM blobs b WHERE b.hash = ?2 AND ( \
                EXISTS (SELECT 1 FROM kb_files f JOIN collections c ON c.id = f.collection_id \
-                       WHERE f.blob = b.hash AND c.space = ?1) \
+                       WHERE f.blob = b.hash AND c.space = ?1 \
+                       AND (?3 IS NULL OR c.id IN (SELECT value FROM json_each(?3)))) \
                OR EXISTS (SELECT 1 FROM file_images i JOIN kb_files f ON f.id = i.file_id \
-                          JOIN collections c ON c.id = f.collection_id WHERE i.hash = b.hash AND c.space = ?1))",
-            params![space, sha256],
+                          JOIN collections c ON c.id = f.collection_id WHERE i.hash = b.hash AND c.space = ?1 \
+                          AND (?3 IS NULL OR c.id IN (SELECT value FROM json_each(?3)))))",
+            params![space, sha256, allowed],
             |r| Ok((r.get::<_, i64>(0)?.max(0) as u64, r.get(1)?)),
         )
         .optional()
@@ -691,12 +699,14 @@ impl JobQueue for SqliteStore {
         self.write(enqueue_cleanup_tx)
     }
 
-    fn queue_counts(&self) -> Result<QueueCounts> {
+    fn queue_counts(&self, collections: Option<&[i64]>) -> Result<QueueCounts> {
         let conn = self.conn();
+        let allowed = collections.map(id_list);
         conn.query_row(
-            "SELECT COALESCE(SUM(status = 'enqueued'), 0), COALESCE(SUM(status = 'processing'), 0), \
-             COALESCE(SUM(status = 'failed'), 0) FROM jobs",
-            [],
+            "SELECT COALESCE(SUM(j.status = 'enqueued'), 0), COALESCE(SUM(j.status = 'processing'), 0), \
+             COALESCE(SUM(j.status = 'failed'), 0) FROM jobs j LEFT JOIN kb_files f ON f.id = j.file_id \
+             WHERE ?1 IS NULL OR f.collection_id IN (SELECT value FROM json_each(?1))",
+            [allowed],
             |r| {
                 Ok(QueueCounts {
                     enqueued: r.get::<_, i64>(0)?.max(0) as u64,
@@ -707,6 +717,12 @@ impl JobQueue for SqliteStore {
         )
         .map_err(db_err)
     }
+}
+
+/// `[1,2,3]`, for `json_each` in a query.
+pub(crate) fn id_list(ids: &[i64]) -> String {
+    let parts: Vec<String> = ids.iter().map(i64::to_string).collect();
+    format!("[{}]", parts.join(","))
 }
 
 #[cfg(test)]
@@ -772,14 +788,14 @@ mod tests {
         let taken = s.claim_job("B", t + 1_001, 500).unwrap().unwrap();
         assert_eq!(taken.id, job.id);
         assert!(!s.complete_job(job.id, "A").unwrap());
-        assert_eq!(s.queue_counts().unwrap().processing, 1);
+        assert_eq!(s.queue_counts(None).unwrap().processing, 1);
         // A retry goes back to the queue, due later, with the attempt counted.
         assert!(s.fail_job(job.id, "B", "flaky", Some(t + 5_000)).unwrap());
         assert_eq!(s.claim_job("C", t + 4_999, 500).unwrap(), None);
         let again = s.claim_job("C", t + 5_000, 500).unwrap().unwrap();
         assert_eq!(again.attempts, 1);
         assert!(s.complete_job(again.id, "C").unwrap());
-        assert_eq!(s.queue_counts().unwrap(), QueueCounts::default());
+        assert_eq!(s.queue_counts(None).unwrap(), QueueCounts::default());
     }
 
     #[test]

@@ -1,0 +1,531 @@
+//! Who is calling, and what may it reach (SPEC §1 "Principal / access token").
+//!
+//! [`Directory`] keeps users, spaces, memberships and access tokens in the store and turns a
+//! presented token into a [`Principal`]: its user and the [`Scope`] the engine applies to
+//! every call. Tokens are `qk_` + 64 hex digits (256 random bits; the prefix lets secret
+//! scanners find leaked ones), shown once and stored only as a SHA-256 — a token has too
+//! much entropy for a slow hash to add anything, and a fast one keeps a check at a few
+//! microseconds. Nothing here is cached: a revoked token, a removed membership or an expired
+//! token fails on the very next request.
+
+use std::fmt;
+use std::sync::Arc;
+
+use quarry_core::{Access, Error, Result, Scope};
+use quarry_store::{NewToken, Store};
+use serde::Serialize;
+
+pub use quarry_store::{Membership, Role, Space, TokenRecord, User};
+
+/// Every token starts with this.
+pub const TOKEN_PREFIX: &str = "qk_";
+/// Hex digits after the prefix (32 random bytes).
+const TOKEN_HEX: usize = 64;
+/// Characters of a token kept for display (`qk_` and 6 hex digits).
+const DISPLAY_PREFIX: usize = TOKEN_PREFIX.len() + 6;
+/// `last_used_at` is written at most this often per token (a write per request would cost
+/// more than the check itself).
+const TOUCH_EVERY_MS: i64 = 60_000;
+/// Longest token label.
+const MAX_LABEL_CHARS: usize = 200;
+
+/// Why a request could not be authenticated. The code is the seed's `data.error_code`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AuthFailure {
+    /// No token where one is required.
+    Missing,
+    /// Not a token, or no such token.
+    Invalid,
+    Expired,
+    Revoked,
+    /// The space is not one this token may use — or does not exist (the two are not told
+    /// apart).
+    SpaceForbidden,
+    /// The token may use several spaces and the request named none.
+    SpaceRequired,
+}
+
+impl AuthFailure {
+    pub fn code(&self) -> &'static str {
+        match self {
+            AuthFailure::Missing => "AUTH_REQUIRED",
+            AuthFailure::Invalid => "AUTH_FAILED",
+            AuthFailure::Expired => "TOKEN_EXPIRED",
+            AuthFailure::Revoked => "TOKEN_REVOKED",
+            AuthFailure::SpaceForbidden => "SPACE_FORBIDDEN",
+            AuthFailure::SpaceRequired => "SPACE_REQUIRED",
+        }
+    }
+
+    /// HTTP status: 401 for the token itself, 403 for the space.
+    pub fn status(&self) -> u16 {
+        match self {
+            AuthFailure::SpaceForbidden => 403,
+            AuthFailure::SpaceRequired => 400,
+            _ => 401,
+        }
+    }
+}
+
+impl fmt::Display for AuthFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            AuthFailure::Missing => {
+                "missing access token: pass Authorization: Bearer <token> or ?token=<token>"
+            }
+            AuthFailure::Invalid => "invalid access token",
+            AuthFailure::Expired => "access token expired",
+            AuthFailure::Revoked => "access token has been revoked",
+            AuthFailure::SpaceForbidden => "space not found or not accessible with this token",
+            AuthFailure::SpaceRequired => {
+                "this token may use several spaces: name one with X-Space-ID or ?space_id="
+            }
+        })
+    }
+}
+
+/// The user behind a request.
+#[derive(Debug, Clone, Serialize)]
+pub struct Caller {
+    pub user_id: String,
+    pub user: String,
+    /// The token used (its UUID).
+    pub token_id: String,
+    pub read_only: bool,
+}
+
+/// A resolved caller: who (none for the machine's owner) and what it may reach.
+#[derive(Debug, Clone)]
+pub struct Principal {
+    pub caller: Option<Caller>,
+    pub scope: Scope,
+    /// The space's UUID.
+    pub space_id: String,
+}
+
+impl Principal {
+    /// The machine's owner (CLI, stdio, a loopback server without `--auth`) in `space`.
+    pub fn owner(space: &Space) -> Principal {
+        Principal {
+            caller: None,
+            scope: Scope::owner(space.name.clone()),
+            space_id: space.id.clone(),
+        }
+    }
+}
+
+/// A token as created: the secret (shown once, never stored) and its record.
+#[derive(Debug, Clone, Serialize)]
+pub struct IssuedToken {
+    pub token: String,
+    #[serde(flatten)]
+    pub record: TokenRecord,
+}
+
+/// What a new token may do.
+#[derive(Debug, Clone, Default)]
+pub struct TokenRequest {
+    /// User name or UUID.
+    pub user: String,
+    pub label: String,
+    /// Space names or UUIDs; empty: every space the user is a member of now.
+    pub spaces: Vec<String>,
+    /// Knowledge bases / collections (names or UUIDs) in those spaces; `None`: all.
+    pub collections: Option<Vec<String>>,
+    pub read_only: bool,
+    /// Milliseconds since the epoch.
+    pub expires_at: Option<i64>,
+}
+
+/// A space a user belongs to, as `GET /api/v1/user/spaces` lists it.
+#[derive(Debug, Clone, Serialize)]
+pub struct SpaceAccess {
+    pub id: String,
+    pub name: String,
+    pub description: String,
+    pub role: Role,
+}
+
+/// Users, spaces, memberships and tokens over the store.
+#[derive(Clone)]
+pub struct Directory {
+    store: Arc<dyn Store>,
+}
+
+fn bad(msg: impl Into<String>) -> Error {
+    Error::invalid(msg)
+}
+
+/// Names of users and spaces: `[a-z0-9][a-z0-9._-]*`, at most 64, and not shaped like a
+/// UUID (a name and a UUID are accepted in the same places, so they must not collide).
+pub fn validate_name(kind: &str, name: &str) -> Result<()> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && name.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '-' | '_' | '.'));
+    if !ok {
+        return Err(bad(format!(
+            "invalid {kind} name {name:?}: use lowercase letters, digits, '-', '_' or '.', starting with a letter or digit (64 at most)"
+        )));
+    }
+    if looks_like_uuid(name) {
+        return Err(bad(format!(
+            "invalid {kind} name {name:?}: it looks like a UUID, which would be ambiguous"
+        )));
+    }
+    Ok(())
+}
+
+fn looks_like_uuid(s: &str) -> bool {
+    s.len() == 36
+        && s.char_indices().all(|(i, c)| {
+            if matches!(i, 8 | 13 | 18 | 23) {
+                c == '-'
+            } else {
+                c.is_ascii_hexdigit()
+            }
+        })
+}
+
+/// A new random token secret.
+fn new_secret() -> Result<String> {
+    let mut bytes = [0u8; TOKEN_HEX / 2];
+    getrandom::fill(&mut bytes)
+        .map_err(|e| Error::Storage(format!("no secure random numbers available: {e}")))?;
+    Ok(format!("{TOKEN_PREFIX}{}", quarry_core::hex_lower(&bytes)))
+}
+
+/// Whether `s` has a token's shape (checked before any lookup).
+pub fn is_token_shaped(s: &str) -> bool {
+    s.strip_prefix(TOKEN_PREFIX).is_some_and(|hex| {
+        hex.len() == TOKEN_HEX && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+    })
+}
+
+/// What is stored for a secret.
+pub fn token_hash(secret: &str) -> String {
+    quarry_core::sha256_hex(secret.as_bytes())
+}
+
+impl Directory {
+    pub fn new(store: Arc<dyn Store>) -> Directory {
+        Directory { store }
+    }
+
+    // Spaces.
+
+    pub fn create_space(&self, name: &str, description: &str) -> Result<Space> {
+        validate_name("space", name)?;
+        self.store.create_space(name, description.trim())
+    }
+
+    pub fn spaces(&self) -> Result<Vec<Space>> {
+        self.store.spaces()
+    }
+
+    /// A space by name or UUID.
+    pub fn space(&self, key: &str) -> Result<Space> {
+        self.store
+            .space(key.trim())?
+            .ok_or_else(|| Error::not_found(format!("space '{key}' not found")))
+    }
+
+    /// The local default space (created on first use).
+    pub fn default_space(&self) -> Result<Space> {
+        if let Some(s) = self.store.space(quarry_core::DEFAULT_SPACE)? {
+            return Ok(s);
+        }
+        match self.store.create_space(quarry_core::DEFAULT_SPACE, "") {
+            Err(Error::Conflict(_)) => self.space(quarry_core::DEFAULT_SPACE),
+            other => other,
+        }
+    }
+
+    /// Forgets a space whose collections are gone (the caller removes them through the
+    /// engine first).
+    pub fn delete_space(&self, name: &str) -> Result<()> {
+        if name == quarry_core::DEFAULT_SPACE {
+            return Err(bad("the default space cannot be removed"));
+        }
+        self.store.delete_space(name)
+    }
+
+    // Users and memberships.
+
+    pub fn create_user(&self, name: &str) -> Result<User> {
+        validate_name("user", name)?;
+        self.store.create_user(name)
+    }
+
+    pub fn users(&self) -> Result<Vec<User>> {
+        self.store.users()
+    }
+
+    fn user_row(&self, key: &str) -> Result<(i64, User)> {
+        self.store
+            .user(key.trim())?
+            .ok_or_else(|| Error::not_found(format!("user '{key}' not found")))
+    }
+
+    pub fn user(&self, key: &str) -> Result<User> {
+        Ok(self.user_row(key)?.1)
+    }
+
+    pub fn delete_user(&self, key: &str) -> Result<User> {
+        let (row, user) = self.user_row(key)?;
+        self.store.delete_user(row)?;
+        Ok(user)
+    }
+
+    pub fn grant(&self, user: &str, space: &str, role: Role) -> Result<Membership> {
+        let (row, user) = self.user_row(user)?;
+        let space = self.space(space)?;
+        self.store.grant(row, &space.name, role)?;
+        Ok(Membership {
+            user: user.name,
+            space: space.name,
+            space_id: space.id,
+            role,
+        })
+    }
+
+    pub fn revoke_membership(&self, user: &str, space: &str) -> Result<()> {
+        let (row, user) = self.user_row(user)?;
+        let space = self.space(space)?;
+        if self.store.revoke_membership(row, &space.name)? {
+            Ok(())
+        } else {
+            Err(Error::not_found(format!(
+                "user '{}' is not a member of space '{}'",
+                user.name, space.name
+            )))
+        }
+    }
+
+    /// Memberships, of one user (name or UUID) or of everyone.
+    pub fn memberships(&self, user: Option<&str>) -> Result<Vec<Membership>> {
+        let row = user.map(|u| self.user_row(u).map(|(r, _)| r)).transpose()?;
+        self.store.memberships(row)
+    }
+
+    /// The spaces a user belongs to, with the role in each.
+    pub fn user_spaces(&self, user: &str) -> Result<Vec<SpaceAccess>> {
+        let memberships = self.memberships(Some(user))?;
+        let spaces = self.store.spaces()?;
+        Ok(memberships
+            .into_iter()
+            .filter_map(|m| {
+                let s = spaces.iter().find(|s| s.name == m.space)?;
+                Some(SpaceAccess {
+                    id: s.id.clone(),
+                    name: s.name.clone(),
+                    description: s.description.clone(),
+                    role: m.role,
+                })
+            })
+            .collect())
+    }
+
+    // Tokens.
+
+    /// Creates a token; the secret is in the result and nowhere else.
+    pub fn create_token(&self, req: &TokenRequest) -> Result<IssuedToken> {
+        let (row, user) = self.user_row(&req.user)?;
+        let label = req.label.trim();
+        if label.chars().count() > MAX_LABEL_CHARS {
+            return Err(bad(format!(
+                "label is longer than {MAX_LABEL_CHARS} characters"
+            )));
+        }
+        if label.chars().any(char::is_control) {
+            return Err(bad("label must not contain control characters"));
+        }
+        if let Some(at) = req.expires_at
+            && at <= quarry_core::now_millis()
+        {
+            return Err(bad("expiry must be in the future"));
+        }
+        let memberships = self.store.memberships(Some(row))?;
+        let mut spaces = Vec::new();
+        if req.spaces.is_empty() {
+            spaces.extend(memberships.iter().map(|m| (m.space.clone(), m.space_id.clone())));
+        } else {
+            for key in &req.spaces {
+                let m = memberships
+                    .iter()
+                    .find(|m| m.space == *key || m.space_id == *key)
+                    .ok_or_else(|| {
+                        Error::not_found(format!(
+                            "user '{}' is not a member of space '{key}'",
+                            user.name
+                        ))
+                    })?;
+                if !spaces.iter().any(|(_, id)| *id == m.space_id) {
+                    spaces.push((m.space.clone(), m.space_id.clone()));
+                }
+            }
+        }
+        if spaces.is_empty() {
+            return Err(bad(format!(
+                "user '{}' is not a member of any space; grant one first (quarry space grant)",
+                user.name
+            )));
+        }
+        let collections = match &req.collections {
+            None => None,
+            Some(keys) => {
+                let mut uids = Vec::new();
+                for key in keys {
+                    let mut found = None;
+                    for (name, _) in &spaces {
+                        if let Some((_, uid)) = self
+                            .store
+                            .collection_ids(name, std::slice::from_ref(key))?
+                            .into_iter()
+                            .next()
+                        {
+                            found = Some(uid);
+                            break;
+                        }
+                    }
+                    let uid = found.ok_or_else(|| {
+                        Error::not_found(format!(
+                            "knowledge base '{key}' not found in the token's spaces"
+                        ))
+                    })?;
+                    if !uids.contains(&uid) {
+                        uids.push(uid);
+                    }
+                }
+                Some(uids)
+            }
+        };
+        let token = new_secret()?;
+        let record = self.store.insert_token(&NewToken {
+            user_row: row,
+            hash: token_hash(&token),
+            prefix: token[..DISPLAY_PREFIX].to_owned(),
+            label: label.to_owned(),
+            spaces: spaces.into_iter().map(|(_, id)| id).collect(),
+            collections,
+            read_only: req.read_only,
+            expires_at: req.expires_at,
+        })?;
+        Ok(IssuedToken { token, record })
+    }
+
+    /// Tokens, of one user (name or UUID) or of everyone.
+    pub fn tokens(&self, user: Option<&str>) -> Result<Vec<TokenRecord>> {
+        let row = user.map(|u| self.user_row(u).map(|(r, _)| r)).transpose()?;
+        self.store.tokens(row)
+    }
+
+    /// Revokes a token by UUID or display prefix (of `user` when given).
+    pub fn revoke_token(&self, key: &str, user: Option<&str>) -> Result<()> {
+        let row = user.map(|u| self.user_row(u).map(|(r, _)| r)).transpose()?;
+        if self
+            .store
+            .revoke_token(key.trim(), row, quarry_core::now_millis())?
+        {
+            Ok(())
+        } else {
+            Err(Error::not_found(format!("token '{key}' not found")))
+        }
+    }
+
+    /// Resolves a presented token (and the space the request names, by name or UUID) into
+    /// a principal. Errors other than [`AuthFailure`] are the store's.
+    pub fn authenticate(
+        &self,
+        secret: &str,
+        space: Option<&str>,
+    ) -> Result<std::result::Result<Principal, AuthFailure>> {
+        if !is_token_shaped(secret) {
+            return Ok(Err(AuthFailure::Invalid));
+        }
+        let Some(grant) = self.store.token_by_hash(&token_hash(secret))? else {
+            return Ok(Err(AuthFailure::Invalid));
+        };
+        let token = &grant.token;
+        let now = quarry_core::now_millis();
+        if token.revoked_at.is_some() {
+            return Ok(Err(AuthFailure::Revoked));
+        }
+        if token.expires_at.is_some_and(|at| at <= now) {
+            return Ok(Err(AuthFailure::Expired));
+        }
+        // Usable: the token's spaces where the user is (still) a member.
+        let usable: Vec<&Membership> = grant
+            .memberships
+            .iter()
+            .filter(|m| token.spaces.contains(&m.space_id))
+            .collect();
+        let chosen = match space.map(str::trim).filter(|s| !s.is_empty()) {
+            Some(key) => usable
+                .iter()
+                .find(|m| m.space == key || m.space_id == key)
+                .copied(),
+            None => match usable.as_slice() {
+                [one] => Some(*one),
+                [] => None,
+                _ => return Ok(Err(AuthFailure::SpaceRequired)),
+            },
+        };
+        let Some(m) = chosen else {
+            return Ok(Err(AuthFailure::SpaceForbidden));
+        };
+        let collections = match &token.collections {
+            None => None,
+            Some(uids) => Some(
+                self.store
+                    .collection_ids(&m.space, uids)?
+                    .into_iter()
+                    .map(|(id, _)| id)
+                    .collect::<Vec<i64>>()
+                    .into(),
+            ),
+        };
+        let mut access = m.role.access();
+        if token.read_only {
+            access = access.min(Access::Read);
+        }
+        if token.last_used_at.is_none_or(|t| now - t >= TOUCH_EVERY_MS) {
+            self.store.touch_token(&token.id, now)?;
+        }
+        Ok(Ok(Principal {
+            caller: Some(Caller {
+                user_id: token.user_id.clone(),
+                user: token.user.clone(),
+                token_id: token.id.clone(),
+                read_only: token.read_only,
+            }),
+            scope: Scope {
+                space: m.space.clone(),
+                collections,
+                access,
+                machine_owner: false,
+            },
+            space_id: m.space_id.clone(),
+        }))
+    }
+
+    /// The principal narrowed to the knowledge bases named by `keys` (names or UUIDs, a
+    /// URL's `?kb=`): never wider than before; names it cannot see simply match nothing.
+    pub fn narrow(&self, principal: &Principal, keys: &[String]) -> Result<Principal> {
+        let ids: Vec<i64> = self
+            .store
+            .collection_ids(&principal.scope.space, keys)?
+            .into_iter()
+            .map(|(id, _)| id)
+            .collect();
+        Ok(Principal {
+            scope: principal.scope.narrowed(&ids),
+            ..principal.clone()
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

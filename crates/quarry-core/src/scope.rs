@@ -1,0 +1,100 @@
+//! What one caller may touch: a space, optionally an allow-list of its collections, and a
+//! level of access. Surfaces resolve it once per request (from a token, or the machine's
+//! owner in local mode) and hand it to the engine, which applies it on every call.
+
+use std::sync::Arc;
+
+use serde::Serialize;
+
+/// Levels of access, ordered: each includes the ones before it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Access {
+    /// Search, list and read.
+    Read,
+    /// Also add, change and delete documents and notes (uploads, `create_knowledge`).
+    Write,
+    /// Also create, change and delete knowledge bases, collections and contexts; index and
+    /// embed.
+    Admin,
+}
+
+impl Access {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Access::Read => "read",
+            Access::Write => "write",
+            Access::Admin => "admin",
+        }
+    }
+}
+
+/// A caller's reach inside one space.
+#[derive(Debug, Clone)]
+pub struct Scope {
+    /// The space's key (its unique name; `default` in local mode).
+    pub space: String,
+    /// Collection ids the caller may use; `None` means every collection of the space.
+    pub collections: Option<Arc<[i64]>>,
+    pub access: Access,
+    /// The machine's owner (CLI, stdio, a loopback server without `--auth`): may also point
+    /// collections at folders on the server's disk.
+    pub machine_owner: bool,
+}
+
+impl Scope {
+    /// Everything in `space`, as the machine's owner.
+    pub fn owner(space: impl Into<String>) -> Scope {
+        Scope {
+            space: space.into(),
+            collections: None,
+            access: Access::Admin,
+            machine_owner: true,
+        }
+    }
+
+    /// Whether the caller may use collection `id` (of its space).
+    pub fn allows(&self, collection_id: i64) -> bool {
+        self.collections
+            .as_ref()
+            .is_none_or(|ids| ids.contains(&collection_id))
+    }
+
+    pub fn can(&self, access: Access) -> bool {
+        self.access >= access
+    }
+
+    /// The same scope narrowed to `ids` (kept only where already allowed): a URL's `?kb=`
+    /// can narrow a token's reach, never widen it.
+    pub fn narrowed(&self, ids: &[i64]) -> Scope {
+        let kept: Vec<i64> = ids.iter().copied().filter(|id| self.allows(*id)).collect();
+        Scope {
+            collections: Some(kept.into()),
+            ..self.clone()
+        }
+    }
+
+    /// The same scope with at most `access`.
+    pub fn capped(&self, access: Access) -> Scope {
+        Scope {
+            access: self.access.min(access),
+            ..self.clone()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn narrowing_never_widens() {
+        let s = Scope::owner("a").narrowed(&[1, 2]);
+        assert!(s.allows(1) && s.allows(2) && !s.allows(3));
+        let t = s.narrowed(&[2, 3]);
+        assert!(t.allows(2) && !t.allows(3) && !t.allows(1));
+        let r = t.capped(Access::Read);
+        assert!(r.can(Access::Read) && !r.can(Access::Write));
+        assert!(!r.capped(Access::Admin).can(Access::Write));
+    }
+}
