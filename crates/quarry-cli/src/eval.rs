@@ -239,6 +239,8 @@ fn run_mode(
             limit: DEPTH,
             min_score: 0.0,
             collection: Some(collection.to_owned()),
+            rerank: true,
+            excerpt_chars: quarry_engine::SNIPPET_CHARS,
         };
         let hits = match mode {
             Mode::Vsearch => engine.vsearch(&req)?,

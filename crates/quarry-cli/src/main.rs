@@ -1,6 +1,7 @@
 //! `quarry`: the command line. Parses arguments, calls `quarry-engine`, prints results —
 //! readable by default, JSON with `--json`. No engine logic lives here.
 
+mod access;
 mod eval;
 mod kb;
 mod progress;
@@ -71,6 +72,9 @@ struct Cli {
     /// `tesseract` when it is installed; `off` reports such pages instead.
     #[arg(long, global = true, env = "QUARRY_OCR", value_name = "auto|off")]
     ocr: Option<String>,
+    /// Work in this space (name or UUID) instead of `default`; the CLI acts as its owner.
+    #[arg(long, global = true, env = "QUARRY_SPACE", value_name = "SPACE")]
+    space: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -83,6 +87,15 @@ enum Command {
     /// Knowledge bases: upload PDFs, Office files, spreadsheets, CSV, HTML, Markdown.
     #[command(subcommand)]
     Kb(kb::KbCmd),
+    /// Users of a shared server (who tokens belong to).
+    #[command(subcommand)]
+    User(access::UserCmd),
+    /// Spaces (tenants) and who may use them, with which role.
+    #[command(subcommand)]
+    Space(access::SpaceCmd),
+    /// Access tokens for a shared server: create (shown once), list, revoke.
+    #[command(subcommand)]
+    Token(access::TokenCmd),
     /// Describe what lives under a path; shown with results and documents.
     #[command(subcommand)]
     Context(ContextCmd),
@@ -218,7 +231,12 @@ struct ServeArgs {
     /// Longest a REST request may run, in seconds.
     #[arg(long, default_value_t = 300)]
     request_timeout: u64,
-    /// Allow binding a non-loopback address although access tokens are not enforced yet.
+    /// `token`: every route but /health needs an access token (`quarry token create`).
+    /// Default: `token` when --bind is not a loopback address, else `none` (local use).
+    #[arg(long, value_enum)]
+    auth: Option<AuthArg>,
+    /// With --auth none, allow a non-loopback --bind anyway (anyone who can reach the port
+    /// reads and writes everything).
     #[arg(long)]
     allow_unauthenticated_remote: bool,
     /// Log format on stderr.
@@ -231,6 +249,12 @@ enum Transport {
     Mcp,
     Http,
     Both,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum AuthArg {
+    None,
+    Token,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -321,11 +345,20 @@ fn open(cli: &Cli) -> Result<Engine> {
     if let Some(ocr) = &cli.ocr {
         ingest.convert.ocr = parse_ocr(ocr)?;
     }
-    Ok(Engine::open(opts)
+    let engine = Engine::open(opts)
         .with_context(|| format!("cannot open the index at {}", dir.display()))?
         .with_models(models)
         .with_fusion(fusion)
-        .with_ingest(ingest))
+        .with_ingest(ingest);
+    match cli.space.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
+        None => Ok(engine),
+        Some(key) => {
+            let space = quarry_access::Directory::new(engine.store_handle())
+                .space(key)
+                .with_context(|| format!("--space {key:?}: create it with 'quarry space create'"))?;
+            Ok(engine.scoped(quarry_core::Scope::owner(space.name)))
+        }
+    }
 }
 
 pub(crate) fn print_json(v: &impl serde::Serialize) -> Result<()> {
@@ -337,6 +370,12 @@ pub(crate) fn print_json(v: &impl serde::Serialize) -> Result<()> {
 
 fn run(cli: Cli) -> Result<()> {
     let engine = open(&cli)?;
+    match &cli.command {
+        Command::User(cmd) => return access::user(&engine, cmd, cli.json),
+        Command::Space(cmd) => return access::space(&engine, cmd, cli.json),
+        Command::Token(cmd) => return access::token(&engine, cmd, cli.json),
+        _ => {}
+    }
     if let Command::Kb(cmd) = &cli.command {
         return kb::run(engine, cmd, cli.json);
     }
@@ -506,6 +545,8 @@ fn run(cli: Cli) -> Result<()> {
                 limit: args.limit,
                 min_score: args.min_score.unwrap_or(0.0),
                 collection: args.collection.clone(),
+                rerank: true,
+                excerpt_chars: quarry_engine::SNIPPET_CHARS,
             };
             let hits = match &cli.command {
                 Command::Vsearch(_) => {
@@ -636,7 +677,7 @@ fn run(cli: Cli) -> Result<()> {
             serve(engine, Transport::Mcp, None)?
         }
         // Handled before the engine is shared (above).
-        Command::Kb(_) => {}
+        Command::Kb(_) | Command::User(_) | Command::Space(_) | Command::Token(_) => {}
         Command::Serve(args) => {
             drop(out);
             serve(engine, args.transport, Some(args))?
@@ -660,11 +701,22 @@ fn serve(engine: Engine, transport: Transport, args: Option<&ServeArgs>) -> Resu
     } else {
         builder.init();
     }
+    let auth = match args {
+        Some(a) => match a.auth {
+            Some(AuthArg::Token) => quarry_server::auth::AuthMode::Token,
+            None if !a.bind.is_loopback() => quarry_server::auth::AuthMode::Token,
+            Some(AuthArg::None) | None => quarry_server::auth::AuthMode::Open,
+        },
+        None => quarry_server::auth::AuthMode::Open,
+    };
     let opts = match args {
         Some(a) => {
-            if !a.bind.is_loopback() && !a.allow_unauthenticated_remote {
+            if !a.bind.is_loopback()
+                && auth == quarry_server::auth::AuthMode::Open
+                && !a.allow_unauthenticated_remote
+            {
                 anyhow::bail!(
-                    "refusing to bind {}: access tokens are not enforced yet, so anyone who can reach it could read every indexed document. Bind 127.0.0.1 (default), or pass --allow-unauthenticated-remote if the network is trusted",
+                    "refusing to bind {} with --auth none: anyone who can reach it could read and change every document. Drop --auth none (a non-loopback bind requires access tokens), or pass --allow-unauthenticated-remote if the network is trusted",
                     a.bind
                 );
             }
@@ -684,9 +736,9 @@ fn serve(engine: Engine, transport: Transport, args: Option<&ServeArgs>) -> Resu
         .build()
         .context("cannot start the async runtime")?;
     runtime.block_on(async move {
-        let state = quarry_server::AppState::new(engine);
+        let state = quarry_server::AppState::with_auth(engine, auth);
         // Models load in the background; /health reports model_loaded once they are in.
-        let preload = state.engine.clone();
+        let preload = state.root_engine().clone();
         tokio::task::spawn_blocking(move || match preload.preload_models() {
             Ok(names) if !names.is_empty() => tracing::info!(models = ?names, "models loaded"),
             Ok(_) => {}
@@ -699,7 +751,7 @@ fn serve(engine: Engine, transport: Transport, args: Option<&ServeArgs>) -> Resu
         let workers_state = state.clone();
         let http = |state, shutdown| {
             quarry_server::serve_http(state, opts, shutdown, |addr| {
-                tracing::info!(%addr, "serving MCP at http://{addr}/mcp and the REST API");
+                tracing::info!(%addr, auth = ?auth, "serving MCP at http://{addr}/mcp and the REST API");
             })
         };
         match transport {

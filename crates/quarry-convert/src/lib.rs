@@ -15,8 +15,11 @@ use std::time::{Duration, Instant};
 /// The page map is the domain's (`quarry-core`): documents store exactly what conversion made.
 pub use quarry_core::{PageSpan, page_at};
 
+pub use editorjs::editorjs_to_markdown;
+
 mod delimited;
 mod docx;
+mod editorjs;
 mod html;
 mod ocr;
 mod pdf;

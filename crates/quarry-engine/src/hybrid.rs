@@ -231,6 +231,12 @@ impl Engine {
             Fusion::Calibrated => calibrated_fusion(&evidence),
             Fusion::Rrf => rrf_fusion(&evidence, &weight),
         };
+        let keyword_ids: std::collections::HashSet<i64> = evidence
+            .keyword
+            .iter()
+            .flat_map(|list| list.iter().map(|(id, _)| *id))
+            .collect();
+        let mut match_types = Vec::new();
         let candidates = evidence.chunks;
         let top: Vec<i64> = fused
             .iter()
@@ -241,7 +247,12 @@ impl Engine {
         let terms = self.highlight_terms(&req.query)?;
 
         let mut ranked: Option<Vec<(i64, f64)>> = None;
-        match self.reranker(&NoProgress) {
+        let reranker = if req.rerank {
+            self.reranker(&NoProgress)
+        } else {
+            Ok(None)
+        };
+        match reranker {
             Ok(Some(reranker)) => {
                 let pool: Vec<i64> = top.iter().take(RERANK_CANDIDATES).copied().collect();
                 match self.rerank_scores(
@@ -280,12 +291,20 @@ impl Engine {
             let lines = candidates
                 .get(&id)
                 .map(|c| (c.chunk.line_start, c.chunk.line_end));
-            results.push(search_hit(doc, &contexts, score, &terms, lines));
+            results.push(search_hit(doc, &contexts, score, &terms, lines, req.excerpt_chars));
+            let by_keyword = keyword_ids.contains(&id);
+            let by_vector = candidates.contains_key(&id);
+            match_types.push(match (by_keyword, by_vector) {
+                (true, true) => "hybrid",
+                (false, true) => "vector",
+                _ => "keyword",
+            });
         }
         Ok(QueryResponse {
             results,
             stages,
             warnings,
+            match_types,
         })
     }
 

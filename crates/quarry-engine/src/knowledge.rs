@@ -172,8 +172,8 @@ pub enum JobOutcome {
 }
 
 /// A processing failure: `retry` when running again may succeed.
-struct JobError {
-    message: String,
+pub(crate) struct JobError {
+    pub(crate) message: String,
     retry: bool,
 }
 
@@ -376,6 +376,7 @@ impl Engine {
                 format: format.as_str().to_owned(),
                 mime: format.mime().to_owned(),
                 size,
+                note: None,
             });
         }
         let added = self.store().add_files(kb.collection_id, &new_files)?;
@@ -482,7 +483,7 @@ impl Engine {
         Ok((file, doc.body))
     }
 
-    fn converted_document(&self, file: &KbFile) -> Result<quarry_core::Document> {
+    pub(crate) fn converted_document(&self, file: &KbFile) -> Result<quarry_core::Document> {
         let not_yet = || {
             Error::Unavailable(match file.status {
                 FileStatus::Failed => format!(
@@ -658,9 +659,34 @@ impl Engine {
     }
 
     fn ingest_file(&self, file_id: i64, progress: &dyn Progress) -> Result<(), JobError> {
+        let Some(file) = self.convert_and_index(file_id, progress)? else {
+            return Ok(()); // deleted while queued or converting
+        };
+        let store = self.store();
+        if self.embedding_enabled()? {
+            store.set_file_status(file_id, FileStatus::Embedding, None)?;
+            // Embedding works space by space: run it as the owner of the file's space.
+            let space = store
+                .collection_space(file.collection_id)?
+                .unwrap_or_else(|| self.space().to_owned());
+            self.scoped(quarry_core::Scope::owner(space))
+                .embed_scope(Some(file.collection_id), false, progress)
+                .map_err(|e| JobError::transient(format!("embedding failed: {e}")))?;
+        }
+        store.set_file_status(file_id, FileStatus::Ready, None)?;
+        Ok(())
+    }
+
+    /// Converts a file and stores and keyword-indexes its Markdown: searchable by keyword
+    /// when this returns. `None` when the file was deleted meanwhile.
+    pub(crate) fn convert_and_index(
+        &self,
+        file_id: i64,
+        progress: &dyn Progress,
+    ) -> Result<Option<KbFile>, JobError> {
         let store = self.store();
         let Some(file) = store.kb_file_by_row(file_id)? else {
-            return Ok(()); // deleted while queued
+            return Ok(None);
         };
         store.set_file_status(file_id, FileStatus::Converting, None)?;
         let blobs = self.blobs()?;
@@ -677,9 +703,11 @@ impl Engine {
             .map_err(|e| JobError::permanent(e.to_string()))?;
         drop(bytes);
 
-        let title = converted
-            .title
-            .clone()
+        let title = file
+            .note
+            .as_ref()
+            .and_then(|n| n.title.clone())
+            .or_else(|| converted.title.clone())
             .filter(|t| !t.trim().is_empty())
             .unwrap_or_else(|| {
                 file.file_name
@@ -722,23 +750,11 @@ impl Engine {
         )?;
         drop(refs);
         if work.is_none() {
-            return Ok(()); // deleted while converting
+            return Ok(None);
         }
         self.flush_index(&guard)?;
         drop(guard);
-
-        if self.embedding_enabled()? {
-            store.set_file_status(file_id, FileStatus::Embedding, None)?;
-            // Embedding works space by space: run it as the owner of the file's space.
-            let space = store
-                .collection_space(file.collection_id)?
-                .unwrap_or_else(|| self.space().to_owned());
-            self.scoped(quarry_core::Scope::owner(space))
-                .embed_scope(Some(file.collection_id), false, progress)
-                .map_err(|e| JobError::transient(format!("embedding failed: {e}")))?;
-        }
-        store.set_file_status(file_id, FileStatus::Ready, None)?;
-        Ok(())
+        Ok(Some(file))
     }
 
     /// Finishes derived-index removals and deletes blobs nothing references (what the

@@ -14,6 +14,8 @@ pub mod fusion;
 mod hybrid;
 mod indexing;
 mod knowledge;
+mod knowledge_search;
+mod notes;
 mod search;
 mod semantic;
 
@@ -33,9 +35,17 @@ pub use knowledge::{
     ChunkView, CreateKnowledgeBase, IngestOptions, JobOutcome, MAX_ATTEMPTS, MAX_CHUNK_CHARS,
     Upload, UploadOutcome, clean_file_name, env_u64, is_supported_file, parse_ocr,
 };
+pub use knowledge_search::{
+    KnowledgeHit, KnowledgeSearch, KnowledgeSearchResult, MAX_QUERY_CHARS, MAX_TOP_K, SearchMode,
+};
+pub use notes::{MAX_NOTE_BYTES, NOTE_KINDS, NewNote, NoteChange, NoteFormat, NoteView};
 pub use quarry_models::{ModelEnv, ModelSpec};
-pub use quarry_store::{FileFilter, FileStatus, Job, JobKind, KbFile, KnowledgeBase, QueueCounts};
-pub use search::{NO_VECTOR_INDEX, QueryResponse, SearchRequest, snippet};
+pub use quarry_store::{
+    FileFilter, FileStatus, Job, JobKind, KbFile, KnowledgeBase, NoteMeta, QueueCounts,
+};
+pub use search::{
+    MAX_EXCERPT_CHARS, NO_VECTOR_INDEX, QueryResponse, SNIPPET_CHARS, SearchRequest, snippet,
+};
 pub use semantic::{
     ANN_EXPANSION, CHUNK_OVERLAP_PERCENT, CHUNK_TOKENS, DEFAULT_EMBED_MODEL, EXACT_SEARCH_MAX,
     EmbedOptions, EmbedReport, ModelConfig, embed_input, model_key,

@@ -7,6 +7,8 @@ use crate::calibration::{self, EVIDENCE_DEPTH};
 
 /// Characters of document text in a snippet.
 pub const SNIPPET_CHARS: usize = 300;
+/// Longest snippet a request may ask for.
+pub const MAX_EXCERPT_CHARS: usize = 4000;
 /// Largest `limit` accepted.
 pub const MAX_LIMIT: usize = 1000;
 
@@ -17,6 +19,10 @@ pub struct SearchRequest {
     pub limit: usize,
     pub min_score: f64,
     pub collection: Option<String>,
+    /// Whether `query` reranks its candidates (when a reranker is configured).
+    pub rerank: bool,
+    /// Characters of document text in each hit's snippet.
+    pub excerpt_chars: usize,
 }
 
 impl SearchRequest {
@@ -26,6 +32,8 @@ impl SearchRequest {
             limit: 10,
             min_score: 0.0,
             collection: None,
+            rerank: true,
+            excerpt_chars: SNIPPET_CHARS,
         }
     }
 
@@ -37,6 +45,11 @@ impl SearchRequest {
             return Err(Error::invalid(format!(
                 "limit must be between 1 and {MAX_LIMIT}, got {}",
                 self.limit
+            )));
+        }
+        if !(1..=MAX_EXCERPT_CHARS).contains(&self.excerpt_chars) {
+            return Err(Error::invalid(format!(
+                "excerpt length must be between 1 and {MAX_EXCERPT_CHARS} characters"
             )));
         }
         if !(0.0..=1.0).contains(&self.min_score) || self.min_score.is_nan() {
@@ -63,6 +76,9 @@ pub struct QueryResponse {
     /// Why a configured stage did not run (model unreachable, index built by another model…).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// For each result: found by `keyword`, `vector`, or both (`hybrid`).
+    #[serde(skip)]
+    pub match_types: Vec<&'static str>,
 }
 
 impl Engine {
@@ -116,7 +132,7 @@ impl Engine {
                 continue;
             }
             let lines = Some((h.chunk.line_start, h.chunk.line_end));
-            hits.push(search_hit(doc, &contexts, score, &terms, lines));
+            hits.push(search_hit(doc, &contexts, score, &terms, lines, req.excerpt_chars));
         }
         Ok(hits)
     }
@@ -165,7 +181,7 @@ impl Engine {
             if score < req.min_score {
                 continue;
             }
-            hits.push(search_hit(doc, &contexts, score, &terms, None));
+            hits.push(search_hit(doc, &contexts, score, &terms, None, req.excerpt_chars));
         }
         Ok(hits)
     }
@@ -179,9 +195,10 @@ pub(crate) fn search_hit(
     score: f64,
     terms: &[String],
     lines: Option<(usize, usize)>,
+    excerpt_chars: usize,
 ) -> SearchHit {
     let file = doc.display_path();
-    let snippet = snippet_in(&doc.body, terms, SNIPPET_CHARS, lines);
+    let snippet = snippet_in(&doc.body, terms, excerpt_chars, lines);
     SearchHit {
         docid: doc.docid.clone(),
         context: context_for(contexts, &file).map(|c| c.text.clone()),

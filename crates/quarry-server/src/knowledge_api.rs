@@ -21,6 +21,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::rest::{Body, blocking};
+use crate::auth::Caller;
 use crate::{ApiError, AppState};
 
 /// Largest upload request (all files together); each file is also bounded by the
@@ -109,17 +110,17 @@ struct DocsQuery {
     name: Option<String>,
 }
 
-async fn list_kbs(State(st): State<Arc<AppState>>) -> Result<Response, ApiError> {
-    let engine = st.engine.clone();
+async fn list_kbs(caller: Caller) -> Result<Response, ApiError> {
+    let engine = caller.engine.clone();
     let kbs = blocking(move || engine.knowledge_bases()).await?;
     Ok(ok_list(&kbs))
 }
 
 async fn create_kb(
-    State(st): State<Arc<AppState>>,
+    caller: Caller,
     Body(b): Body<CreateKbBody>,
 ) -> Result<Response, ApiError> {
-    let engine = st.engine.clone();
+    let engine = caller.engine.clone();
     let kb = blocking(move || {
         engine.create_knowledge_base(&CreateKnowledgeBase {
             name: b.name,
@@ -133,10 +134,10 @@ async fn create_kb(
 }
 
 async fn get_kb(
-    State(st): State<Arc<AppState>>,
+    caller: Caller,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    let engine = st.engine.clone();
+    let engine = caller.engine.clone();
     let (kb, docs) = blocking(move || {
         let kb = engine.knowledge_base(&id)?;
         let docs = engine.kb_documents(&kb.id, &FileFilter::default())?;
@@ -154,7 +155,7 @@ async fn get_kb(
 }
 
 async fn update_kb(
-    State(st): State<Arc<AppState>>,
+    caller: Caller,
     Path(id): Path<String>,
     Body(b): Body<UpdateKbBody>,
 ) -> Result<Response, ApiError> {
@@ -164,7 +165,7 @@ async fn update_kb(
             "nothing to update: give name and/or description",
         ));
     }
-    let engine = st.engine.clone();
+    let engine = caller.engine.clone();
     let kb = blocking(move || {
         engine.update_knowledge_base(&id, b.name.as_deref(), b.description.as_deref())
     })
@@ -174,9 +175,10 @@ async fn update_kb(
 
 async fn delete_kb(
     State(st): State<Arc<AppState>>,
+    caller: Caller,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    let engine = st.engine.clone();
+    let engine = caller.engine.clone();
     let kb = blocking(move || engine.delete_knowledge_base(&id)).await?;
     st.wake_workers();
     Ok(ok(
@@ -203,12 +205,12 @@ fn parse_filter(q: DocsQuery) -> Result<FileFilter, ApiError> {
 }
 
 async fn list_docs(
-    State(st): State<Arc<AppState>>,
+    caller: Caller,
     Path(id): Path<String>,
     Query(q): Query<DocsQuery>,
 ) -> Result<Response, ApiError> {
     let filter = parse_filter(q)?;
-    let engine = st.engine.clone();
+    let engine = caller.engine.clone();
     let docs = blocking(move || engine.kb_documents(&id, &filter)).await?;
     Ok(ok_list(&docs))
 }
@@ -218,6 +220,7 @@ async fn list_docs(
 /// is drained and reported, not stored.
 async fn upload_docs(
     State(st): State<Arc<AppState>>,
+    caller: Caller,
     Path(id): Path<String>,
     multipart: Result<Multipart, axum::extract::multipart::MultipartRejection>,
 ) -> Result<Response, ApiError> {
@@ -231,7 +234,7 @@ async fn upload_docs(
         )
     })?;
     // The knowledge base must exist before anything is written.
-    let engine = st.engine.clone();
+    let engine = caller.engine.clone();
     let kb_id = id.clone();
     let kb = blocking(move || engine.knowledge_base(&kb_id)).await?;
 
@@ -252,7 +255,7 @@ async fn upload_docs(
                 format!("at most {MAX_FILES_PER_UPLOAD} files per upload request"),
             ));
         }
-        let engine = st.engine.clone();
+        let engine = caller.engine.clone();
         let mut staged = blocking(move || engine.stage_upload()).await?;
         let mut field = field;
         let mut too_large = None;
@@ -286,7 +289,7 @@ async fn upload_docs(
             "no file in the upload: send multipart/form-data with one or more 'files' parts",
         ));
     }
-    let engine = st.engine.clone();
+    let engine = caller.engine.clone();
     let kb_key = kb.id.clone();
     let mut outcomes = blocking(move || engine.add_uploads(&kb_key, uploads)).await?;
     outcomes.extend(rejected);
@@ -337,19 +340,20 @@ fn multipart_error(e: axum::extract::multipart::MultipartError) -> ApiError {
 }
 
 async fn get_doc(
-    State(st): State<Arc<AppState>>,
+    caller: Caller,
     Path((id, doc)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
-    let engine = st.engine.clone();
+    let engine = caller.engine.clone();
     let d = blocking(move || engine.kb_document(&id, &doc)).await?;
     Ok(ok(d))
 }
 
 async fn delete_doc(
     State(st): State<Arc<AppState>>,
+    caller: Caller,
     Path((id, doc)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
-    let engine = st.engine.clone();
+    let engine = caller.engine.clone();
     let d = blocking(move || engine.delete_kb_document(&id, &doc)).await?;
     st.wake_workers();
     Ok(ok(
@@ -359,19 +363,20 @@ async fn delete_doc(
 
 async fn retry_doc(
     State(st): State<Arc<AppState>>,
+    caller: Caller,
     Path((id, doc)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
-    let engine = st.engine.clone();
+    let engine = caller.engine.clone();
     let d = blocking(move || engine.retry_kb_document(&id, &doc)).await?;
     st.wake_workers();
     Ok(with_status(StatusCode::ACCEPTED, ok(d)))
 }
 
 async fn markdown_doc(
-    State(st): State<Arc<AppState>>,
+    caller: Caller,
     Path((id, doc)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
-    let engine = st.engine.clone();
+    let engine = caller.engine.clone();
     let (d, markdown) = blocking(move || engine.kb_document_markdown(&id, &doc)).await?;
     Ok(ok(json!({
         "id": d.id,
@@ -383,29 +388,29 @@ async fn markdown_doc(
 }
 
 async fn chunks_doc(
-    State(st): State<Arc<AppState>>,
+    caller: Caller,
     Path((id, doc)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
-    let engine = st.engine.clone();
+    let engine = caller.engine.clone();
     let chunks = blocking(move || engine.kb_document_chunks(&id, &doc)).await?;
     Ok(ok_list(&chunks))
 }
 
 async fn preview_doc(
-    State(st): State<Arc<AppState>>,
+    caller: Caller,
     Path((id, doc)): Path<(String, String)>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let engine = st.engine.clone();
+    let engine = caller.engine.clone();
     let d = blocking(move || engine.kb_document(&id, &doc)).await?;
-    serve_blob(st, d.sha256, d.size, d.mime, Some(d.file_name), &headers).await
+    serve_blob(caller.engine.clone(), d.sha256, d.size, d.mime, Some(d.file_name), &headers).await
 }
 
 /// `/api/v1/files/{bucket}/{path}`: `images/<sha256>.<ext>` (images extracted from
 /// documents) or `originals/<sha256>`; only blobs a document of the caller's space
 /// references, anything else 404.
 async fn file(
-    State(st): State<Arc<AppState>>,
+    caller: Caller,
     Path((bucket, path)): Path<(String, String)>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
@@ -414,12 +419,12 @@ async fn file(
         return Err(not_found());
     }
     let sha = path.split('.').next().unwrap_or_default().to_owned();
-    let engine = st.engine.clone();
+    let engine = caller.engine.clone();
     let key = sha.clone();
     let (size, mime) = blocking(move || engine.readable_blob(&key))
         .await
         .map_err(|_| not_found())?;
-    serve_blob(st, sha, size, mime, None, &headers).await
+    serve_blob(caller.engine.clone(), sha, size, mime, None, &headers).await
 }
 
 /// One byte range of a `Range: bytes=…` header (a single range; others are served whole).
@@ -452,7 +457,7 @@ fn parse_range(h: &str, size: u64) -> Option<Result<(u64, u64), ()>> {
 /// Streams a blob with `Content-Type`, a strong `ETag` (its SHA-256), `Accept-Ranges` and
 /// single-range `Range` support; `If-None-Match` answers 304.
 async fn serve_blob(
-    st: Arc<AppState>,
+    engine: quarry_engine::Engine,
     sha: String,
     size: u64,
     mime: String,
@@ -530,7 +535,6 @@ async fn serve_blob(
     }
     put(&mut base, header::CONTENT_LENGTH, &len.to_string());
     // Read in bounded pieces on blocking threads: a 100 MB original never sits in memory.
-    let engine = st.engine.clone();
     let stream = futures_util::stream::unfold(
         (engine, sha, start, len),
         |(engine, sha, offset, left)| async move {
@@ -564,8 +568,8 @@ async fn serve_blob(
     Ok((status, base, HttpBody::from_stream(stream)).into_response())
 }
 
-async fn queue(State(st): State<Arc<AppState>>) -> Result<Response, ApiError> {
-    let engine = st.engine.clone();
+async fn queue(caller: Caller) -> Result<Response, ApiError> {
+    let engine = caller.engine.clone();
     let counts = blocking(move || engine.queue_counts()).await?;
     Ok(ok(counts))
 }

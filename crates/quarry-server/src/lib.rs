@@ -6,10 +6,14 @@
 //! (413 in the seed's error shape) and a request timeout; the MCP endpoint has rmcp's own body
 //! limit and long-lived SSE streams.
 
+pub mod auth;
 pub mod jsonrpc;
 pub mod knowledge_api;
+pub mod knowledge_tools;
 pub mod mcp;
+pub mod quka;
 pub mod rest;
+pub mod teams_api;
 pub mod telemetry;
 
 use std::net::{IpAddr, SocketAddr};
@@ -38,7 +42,11 @@ pub const DEFAULT_PORT: u16 = 18765;
 
 /// What every request handler shares.
 pub struct AppState {
-    pub engine: Arc<Engine>,
+    /// The machine owner's handle: startup, workers, and the base every caller's scoped
+    /// handle is made from. Request handlers use [`auth::Caller::engine`] instead.
+    root: Arc<Engine>,
+    directory: quarry_access::Directory,
+    auth: auth::AuthMode,
     /// Serialises writes made through this server (collections, index, update, contexts).
     write_queue: tokio::sync::Mutex<()>,
     /// Serialises `/embed` requests through the one model instance.
@@ -49,9 +57,16 @@ pub struct AppState {
 }
 
 impl AppState {
+    /// A server in open mode (no token needed on loopback); see [`AppState::with_auth`].
     pub fn new(engine: Engine) -> Arc<Self> {
+        Self::with_auth(engine, auth::AuthMode::Open)
+    }
+
+    pub fn with_auth(engine: Engine, auth: auth::AuthMode) -> Arc<Self> {
         Arc::new(AppState {
-            engine: Arc::new(engine),
+            directory: quarry_access::Directory::new(engine.store_handle()),
+            root: Arc::new(engine),
+            auth,
             write_queue: tokio::sync::Mutex::new(()),
             model_queue: tokio::sync::Mutex::new(()),
             shutting_down: AtomicBool::new(false),
@@ -62,7 +77,7 @@ impl AppState {
     /// Starts ingestion workers over the engine's queue (uploads, retries, cleanups; also
     /// what a CLI enqueued).
     pub fn start_workers(&self, opts: quarry_queue::WorkerOptions) -> Result<(), Error> {
-        let workers = quarry_queue::Workers::start(self.engine.clone(), opts)?;
+        let workers = quarry_queue::Workers::start(self.root.clone(), opts)?;
         *self.workers.lock().unwrap_or_else(|p| p.into_inner()) = Some(workers);
         Ok(())
     }
@@ -107,6 +122,19 @@ impl AppState {
                 )
             })?
             .map_err(ApiError::from)
+    }
+
+    /// The machine owner's engine (see the field's note).
+    pub fn root_engine(&self) -> &Arc<Engine> {
+        &self.root
+    }
+
+    pub fn directory(&self) -> &quarry_access::Directory {
+        &self.directory
+    }
+
+    pub fn auth_mode(&self) -> auth::AuthMode {
+        self.auth
     }
 
     pub fn is_shutting_down(&self) -> bool {
@@ -260,7 +288,15 @@ async fn refuse_while_draining(
     next.run(req).await
 }
 
-async fn metrics_text() -> Response {
+/// Prometheus text. Counters are process-wide, so with `--auth` only a caller with admin
+/// access to its space may read them.
+async fn metrics_text(caller: auth::Caller) -> Response {
+    if !caller.engine.scope().can(quarry_core::Access::Admin) {
+        return error_response(
+            StatusCode::FORBIDDEN,
+            "metrics need a token with the admin or owner role",
+        );
+    }
     match telemetry::handle() {
         Some(h) => (
             [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
@@ -274,9 +310,16 @@ async fn metrics_text() -> Response {
     }
 }
 
-/// The whole HTTP application: `/mcp`, the REST API, `/metrics`.
+/// The whole HTTP application: `/mcp`, `/api/v1/mcp`, the REST APIs, `/metrics`.
+///
+/// Every route but `/health` passes [`auth::authenticate`] (with its surface's error
+/// shape), which puts the request's [`auth::Caller`] on it; handlers take their engine
+/// from that caller.
 pub fn app(state: Arc<AppState>, opts: &HttpOptions, shutdown: &CancellationToken) -> Router {
     let _ = telemetry::handle();
+    let authenticated = |surface: auth::Surface| {
+        middleware::from_fn_with_state((state.clone(), surface), auth::authenticate)
+    };
     let mcp_state = state.clone();
     let mcp = StreamableHttpService::new(
         move || Ok(QuarryMcp::new(mcp_state.clone())),
@@ -287,28 +330,61 @@ pub fn app(state: Arc<AppState>, opts: &HttpOptions, shutdown: &CancellationToke
             .with_max_request_body_bytes(opts.max_body_bytes)
             .with_cancellation_token(shutdown.child_token()),
     );
-    let rest = rest::router()
-        .layer(axum::extract::DefaultBodyLimit::max(opts.max_body_bytes))
-        .layer(tower_http::timeout::TimeoutLayer::with_status_code(
+    let quka_state = state.clone();
+    let quka = StreamableHttpService::new(
+        move || Ok(quka::QukaMcp::new(quka_state.clone())),
+        Arc::new(LocalSessionManager::default()),
+        StreamableHttpServerConfig::default()
+            .disable_allowed_hosts()
+            .with_legacy_session_mode(false)
+            .with_json_response(true)
+            .with_max_request_body_bytes(opts.max_body_bytes)
+            .with_cancellation_token(shutdown.child_token()),
+    );
+    let timeout = || {
+        tower_http::timeout::TimeoutLayer::with_status_code(
             StatusCode::REQUEST_TIMEOUT,
             opts.request_timeout,
-        ));
+        )
+    };
+    let rest = rest::router()
+        .merge(teams_api::router())
+        .layer(axum::extract::DefaultBodyLimit::max(opts.max_body_bytes))
+        .layer(timeout())
+        .route_layer(authenticated(auth::Surface::Rest));
+    let dify = teams_api::dify_router()
+        .layer(axum::extract::DefaultBodyLimit::max(opts.max_body_bytes))
+        .layer(timeout())
+        .route_layer(authenticated(auth::Surface::Dify));
     let mcp = Router::new()
         .nest_service("/mcp", mcp)
+        .layer(authenticated(auth::Surface::JsonRpc))
         .layer(middleware::from_fn_with_state(
             opts.max_body_bytes,
             jsonrpc::http_guard,
         ));
-    let knowledge =
-        knowledge_api::router().layer(tower_http::timeout::TimeoutLayer::with_status_code(
-            StatusCode::REQUEST_TIMEOUT,
-            opts.request_timeout,
+    let quka = Router::new()
+        .nest_service("/api/v1/mcp", quka)
+        .layer(authenticated(auth::Surface::JsonRpc))
+        .layer(middleware::from_fn(quka::accept_json))
+        .layer(middleware::from_fn_with_state(
+            opts.max_body_bytes,
+            jsonrpc::http_guard,
         ));
+    let knowledge = knowledge_api::router()
+        .layer(timeout())
+        .route_layer(authenticated(auth::Surface::Rest));
+    let metrics = Router::new()
+        .route("/metrics", get(metrics_text))
+        .route_layer(authenticated(auth::Surface::Rest));
     Router::new()
         .merge(mcp)
+        .merge(quka)
         .merge(rest)
+        .merge(dify)
         .merge(knowledge)
-        .route("/metrics", get(metrics_text))
+        .merge(metrics)
+        .merge(rest::public_router())
         .fallback(|req: Request| async move {
             error_response(
                 StatusCode::NOT_FOUND,
@@ -358,7 +434,8 @@ pub async fn serve_http(
 /// Serves MCP over stdin/stdout until the client closes stdin or `shutdown` is cancelled.
 pub async fn serve_stdio(state: Arc<AppState>, shutdown: CancellationToken) -> std::io::Result<()> {
     let (reader, writer, output) = jsonrpc::stdio_pipes(tokio::io::stdin(), tokio::io::stdout());
-    let served = match QuarryMcp::new(state)
+    let mcp = QuarryMcp::local(state).map_err(|e| std::io::Error::other(e.to_string()))?;
+    let served = match mcp
         .serve_with_ct((reader, writer), shutdown)
         .await
     {

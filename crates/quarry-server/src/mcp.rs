@@ -23,20 +23,67 @@ use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 
 use crate::AppState;
+use crate::auth::Caller;
+use crate::knowledge_tools;
 
 /// The MCP face of one engine. Cheap to clone: the HTTP transport builds one per session
 /// (or per request in stateless mode).
 #[derive(Clone)]
 pub struct QuarryMcp {
     state: Arc<AppState>,
+    /// The caller of every request (stdio: the machine's owner); `None` over HTTP, where
+    /// each request carries its own, resolved by the auth middleware.
+    fixed: Option<Caller>,
 }
 
 impl QuarryMcp {
+    /// For HTTP: each request's caller comes from its credentials.
     pub fn new(state: Arc<AppState>) -> Self {
-        QuarryMcp { state }
+        QuarryMcp { state, fixed: None }
+    }
+
+    /// For stdio: every request is the machine's owner's.
+    pub fn local(state: Arc<AppState>) -> Result<Self, Error> {
+        let caller = Caller::owner(&state)?;
+        Ok(QuarryMcp {
+            state,
+            fixed: Some(caller),
+        })
+    }
+
+    fn caller(&self, context: &RequestContext<RoleServer>) -> Result<Caller, McpError> {
+        request_caller(self.fixed.as_ref(), context)
     }
 }
 
+/// The caller of one MCP request: fixed (stdio), or the one the HTTP auth middleware put on
+/// the request. Neither is an error, never a default: a request nobody vouched for reads
+/// nothing.
+pub(crate) fn request_caller(
+    fixed: Option<&Caller>,
+    context: &RequestContext<RoleServer>,
+) -> Result<Caller, McpError> {
+    if let Some(c) = fixed {
+        return Ok(c.clone());
+    }
+    context
+        .extensions
+        .get::<axum::http::request::Parts>()
+        .and_then(|p| p.extensions.get::<Caller>())
+        .cloned()
+        .ok_or_else(|| McpError::internal_error("request has no authenticated caller", None))
+}
+
+/// Every tool the caller may use on `/mcp` and stdio: QMD's six, `knowledge_search`, and the
+/// knowledge capture tools (write tools only for callers that may write).
+pub fn tools_for(caller: &Caller) -> Vec<Tool> {
+    let mut all = tools();
+    all.push(knowledge_tools::knowledge_search_tool());
+    all.extend(knowledge_tools::capture_tools_for(caller));
+    all
+}
+
+/// QMD's six (seed 001).
 const TOOL_NAMES: [&str; 6] = ["search", "vsearch", "query", "get", "multi_get", "status"];
 
 fn search_input(min_score_default: f64, what: &str) -> Value {
@@ -103,7 +150,7 @@ fn status_output() -> Value {
     })
 }
 
-fn read_only(title: &str) -> ToolAnnotations {
+pub(crate) fn read_only(title: &str) -> ToolAnnotations {
     ToolAnnotations::with_title(title)
         .read_only(true)
         .destructive(false)
@@ -188,15 +235,15 @@ pub fn tools() -> Vec<Tool> {
 }
 
 /// A tool-level failure shown to the model (`isError: true`).
-fn tool_error(msg: impl Into<String>) -> CallToolResult {
+pub(crate) fn tool_error(msg: impl Into<String>) -> CallToolResult {
     CallToolResult::error(vec![ContentBlock::text(msg.into())])
 }
 
 /// Reads typed arguments with messages that name the offending field.
-struct Args<'a>(&'a JsonObject);
+pub(crate) struct Args<'a>(pub(crate) &'a JsonObject);
 
 impl Args<'_> {
-    fn string(&self, key: &str) -> Result<Option<String>, String> {
+    pub(crate) fn string(&self, key: &str) -> Result<Option<String>, String> {
         match self.0.get(key) {
             None | Some(Value::Null) => Ok(None),
             Some(Value::String(s)) => Ok(Some(s.clone())),
@@ -204,12 +251,12 @@ impl Args<'_> {
         }
     }
 
-    fn required_string(&self, key: &str) -> Result<String, String> {
+    pub(crate) fn required_string(&self, key: &str) -> Result<String, String> {
         self.string(key)?
             .ok_or_else(|| format!("missing required argument `{key}`"))
     }
 
-    fn uint(&self, key: &str) -> Result<Option<u64>, String> {
+    pub(crate) fn uint(&self, key: &str) -> Result<Option<u64>, String> {
         match self.0.get(key) {
             None | Some(Value::Null) => Ok(None),
             Some(Value::Number(n)) => match n.as_u64() {
@@ -228,7 +275,7 @@ impl Args<'_> {
         }
     }
 
-    fn number(&self, key: &str) -> Result<Option<f64>, String> {
+    pub(crate) fn number(&self, key: &str) -> Result<Option<f64>, String> {
         match self.0.get(key) {
             None | Some(Value::Null) => Ok(None),
             Some(Value::Number(n)) => Ok(n.as_f64()),
@@ -236,7 +283,44 @@ impl Args<'_> {
         }
     }
 
-    fn bool(&self, key: &str) -> Result<Option<bool>, String> {
+    /// A whole number ≥ 0.
+    pub(crate) fn index(&self, key: &str) -> Result<Option<u64>, String> {
+        match self.0.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Number(n)) => match n.as_u64() {
+                Some(v) => Ok(Some(v)),
+                None => Err(format!("`{key}` must be a whole number ≥ 0, got {n}")),
+            },
+            Some(other) => Err(format!(
+                "`{key}` must be a whole number ≥ 0, got {}",
+                kind(other)
+            )),
+        }
+    }
+
+    /// An array of strings.
+    pub(crate) fn strings(&self, key: &str) -> Result<Option<Vec<String>>, String> {
+        match self.0.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|v| match v {
+                    Value::String(s) => Ok(s.clone()),
+                    other => Err(format!(
+                        "`{key}` must be an array of strings, found {}",
+                        kind(other)
+                    )),
+                })
+                .collect::<Result<Vec<_>, _>>()
+                .map(Some),
+            Some(other) => Err(format!(
+                "`{key}` must be an array of strings, got {}",
+                kind(other)
+            )),
+        }
+    }
+
+    pub(crate) fn bool(&self, key: &str) -> Result<Option<bool>, String> {
         match self.0.get(key) {
             None | Some(Value::Null) => Ok(None),
             Some(Value::Bool(b)) => Ok(Some(*b)),
@@ -262,6 +346,8 @@ fn search_request(args: &Args<'_>, default_min: f64) -> Result<SearchRequest, St
         limit: args.uint("limit")?.unwrap_or(10).min(usize::MAX as u64) as usize,
         min_score: args.number("minScore")?.unwrap_or(default_min),
         collection: args.string("collection")?,
+        rerank: true,
+        excerpt_chars: quarry_engine::SNIPPET_CHARS,
     })
 }
 
@@ -303,14 +389,26 @@ fn status_result(s: &StatusReport) -> CallToolResult {
 
 impl QuarryMcp {
     /// Runs one tool on a blocking thread. `Err` is a protocol error (unknown tool).
-    async fn run_tool(&self, name: &str, args: JsonObject) -> Result<CallToolResult, McpError> {
+    async fn run_tool(
+        &self,
+        caller: &Caller,
+        name: &str,
+        args: JsonObject,
+    ) -> Result<CallToolResult, McpError> {
+        if knowledge_tools::handles(name) {
+            return Ok(knowledge_tools::call(&self.state, caller, name, args).await);
+        }
         if !TOOL_NAMES.contains(&name) {
+            let available: Vec<String> = tools_for(caller)
+                .into_iter()
+                .map(|t| t.name.to_string())
+                .collect();
             return Err(McpError::invalid_params(
                 format!("Unknown tool: {name}"),
-                Some(json!({ "tool": name, "available": TOOL_NAMES })),
+                Some(json!({ "tool": name, "available": available })),
             ));
         }
-        let engine = self.state.engine.clone();
+        let engine = caller.engine.clone();
         let name_owned = name.to_owned();
         let joined = tokio::task::spawn_blocking(move || {
             let args = Args(&args);
@@ -471,24 +569,29 @@ impl ServerHandler for QuarryMcp {
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        Ok(ListToolsResult::with_all_items(tools()))
+        let caller = self.caller(&context)?;
+        Ok(ListToolsResult::with_all_items(tools_for(&caller)))
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        tools().into_iter().find(|t| t.name == name)
+        let mut all = tools();
+        all.push(knowledge_tools::knowledge_search_tool());
+        all.extend(knowledge_tools::capture_tools());
+        all.into_iter().find(|t| t.name == name)
     }
 
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let started = Instant::now();
         let name = request.name.to_string();
+        let caller = self.caller(&context)?;
         let result = self
-            .run_tool(&name, request.arguments.unwrap_or_default())
+            .run_tool(&caller, &name, request.arguments.unwrap_or_default())
             .await;
         let outcome = match &result {
             Ok(r) if r.is_error == Some(true) => "tool_error",
@@ -517,9 +620,9 @@ impl ServerHandler for QuarryMcp {
     async fn read_resource(
         &self,
         request: ReadResourceRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
-        let engine = self.state.engine.clone();
+        let engine = self.caller(&context)?.engine;
         let uri = request.uri.clone();
         let view = tokio::task::spawn_blocking(move || engine.read_resource(&uri))
             .await

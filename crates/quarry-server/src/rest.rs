@@ -22,6 +22,7 @@ use serde::{Deserialize, Deserializer};
 use serde_json::{Value, json};
 
 use crate::AppState;
+use crate::auth::Caller;
 
 /// An error in the seed's shape.
 #[derive(Debug)]
@@ -119,10 +120,12 @@ pub fn router() -> Router<Arc<AppState>> {
         .route(
             "/collections/add",
             post(add_collection)
-                .get(|st: State<Arc<AppState>>| get_collection(st, Path("add".to_owned())))
-                .delete(|st: State<Arc<AppState>>| remove_collection(st, Path("add".to_owned())))
-                .put(|st: State<Arc<AppState>>, b: Body<RenameBody>| {
-                    rename_collection(st, Path("add".to_owned()), b)
+                .get(|c: Caller| get_collection(c, Path("add".to_owned())))
+                .delete(|st: State<Arc<AppState>>, c: Caller| {
+                    remove_collection(st, c, Path("add".to_owned()))
+                })
+                .put(|st: State<Arc<AppState>>, c: Caller, b: Body<RenameBody>| {
+                    rename_collection(st, c, Path("add".to_owned()), b)
                 }),
         )
         .route(
@@ -136,7 +139,11 @@ pub fn router() -> Router<Arc<AppState>> {
         .route("/contexts", get(list_contexts))
         .route("/contexts/add", post(add_context))
         .route("/contexts/{*path}", delete(remove_context))
-        .route("/health", get(health))
+}
+
+/// Routes that need no credentials.
+pub fn public_router() -> Router<Arc<AppState>> {
+    Router::new().route("/health", get(health))
 }
 
 #[derive(Deserialize)]
@@ -197,7 +204,9 @@ impl SearchBody {
             limit: self.limit.unwrap_or(10),
             min_score: self.min_score.unwrap_or(default_min),
             collection: self.collection,
-        }
+        rerank: true,
+        excerpt_chars: quarry_engine::SNIPPET_CHARS,
+    }
     }
 }
 
@@ -213,14 +222,14 @@ enum SearchKind {
     Hybrid,
 }
 
-async fn run_search(st: Arc<AppState>, b: SearchBody, kind: SearchKind) -> ApiResult {
+async fn run_search(caller: Caller, b: SearchBody, kind: SearchKind) -> ApiResult {
     // Seed defaults: min_score 0.3 for vsearch, 0 otherwise.
     let req = b.into_request(if matches!(kind, SearchKind::Vector) {
         0.3
     } else {
         0.0
     });
-    let engine = st.engine.clone();
+    let engine = caller.engine.clone();
     let q = req.query.clone();
     let (hits, stages) = blocking(move || match kind {
         SearchKind::Keyword => engine.search(&req).map(|h| (h, None)),
@@ -240,16 +249,16 @@ async fn run_search(st: Arc<AppState>, b: SearchBody, kind: SearchKind) -> ApiRe
     Ok(axum::Json(body))
 }
 
-async fn search(State(st): State<Arc<AppState>>, Body(b): Body<SearchBody>) -> ApiResult {
-    run_search(st, b, SearchKind::Keyword).await
+async fn search(caller: Caller, Body(b): Body<SearchBody>) -> ApiResult {
+    run_search(caller, b, SearchKind::Keyword).await
 }
 
-async fn vsearch(State(st): State<Arc<AppState>>, Body(b): Body<SearchBody>) -> ApiResult {
-    run_search(st, b, SearchKind::Vector).await
+async fn vsearch(caller: Caller, Body(b): Body<SearchBody>) -> ApiResult {
+    run_search(caller, b, SearchKind::Vector).await
 }
 
-async fn query(State(st): State<Arc<AppState>>, Body(b): Body<SearchBody>) -> ApiResult {
-    run_search(st, b, SearchKind::Hybrid).await
+async fn query(caller: Caller, Body(b): Body<SearchBody>) -> ApiResult {
+    run_search(caller, b, SearchKind::Hybrid).await
 }
 
 #[derive(Deserialize)]
@@ -268,8 +277,8 @@ fn document_json(v: &quarry_engine::DocumentView) -> Value {
     json!({ "uri": v.uri, "name": v.name, "title": v.title, "mimeType": v.mime_type, "text": v.text })
 }
 
-async fn get_document(State(st): State<Arc<AppState>>, Body(b): Body<GetBody>) -> ApiResult {
-    let engine = st.engine.clone();
+async fn get_document(caller: Caller, Body(b): Body<GetBody>) -> ApiResult {
+    let engine = caller.engine.clone();
     let view = blocking(move || {
         engine.get(&GetRequest {
             file: b.file,
@@ -296,8 +305,8 @@ struct MultiGetBody {
     line_numbers: bool,
 }
 
-async fn multi_get(State(st): State<Arc<AppState>>, Body(b): Body<MultiGetBody>) -> ApiResult {
-    let engine = st.engine.clone();
+async fn multi_get(caller: Caller, Body(b): Body<MultiGetBody>) -> ApiResult {
+    let engine = caller.engine.clone();
     let res = blocking(move || {
         engine.multi_get(&MultiGetRequest {
             pattern: b.pattern,
@@ -322,8 +331,8 @@ async fn multi_get(State(st): State<Arc<AppState>>, Body(b): Body<MultiGetBody>)
     ))
 }
 
-async fn status(State(st): State<Arc<AppState>>) -> ApiResult {
-    let engine = st.engine.clone();
+async fn status(caller: Caller) -> ApiResult {
+    let engine = caller.engine.clone();
     let s = blocking(move || engine.status()).await?;
     Ok(axum::Json(json!({
         "total_documents": s.total_documents,
@@ -343,7 +352,7 @@ struct EmbedBody {
 /// Most texts `/embed` accepts in one request (seed).
 const MAX_EMBED_TEXTS: usize = 1000;
 
-async fn embed(State(st): State<Arc<AppState>>, Body(b): Body<EmbedBody>) -> ApiResult {
+async fn embed(State(st): State<Arc<AppState>>, caller: Caller, Body(b): Body<EmbedBody>) -> ApiResult {
     if b.texts.is_empty() {
         return Err(ApiError::new(StatusCode::BAD_REQUEST, "Empty texts list"));
     }
@@ -355,7 +364,7 @@ async fn embed(State(st): State<Arc<AppState>>, Body(b): Body<EmbedBody>) -> Api
     }
     // One request at a time through the model (seed: serial queue, one model instance).
     let _turn = st.model_queue.lock().await;
-    let engine = st.engine.clone();
+    let engine = caller.engine.clone();
     let texts = b.texts;
     let result = blocking(move || {
         let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
@@ -366,7 +375,7 @@ async fn embed(State(st): State<Arc<AppState>>, Body(b): Body<EmbedBody>) -> Api
         Ok(embeddings) => Ok(axum::Json(json!({ "embeddings": embeddings }))),
         // A model that could not be loaded gets the seed's exact detail (the reason goes to
         // the log); a loaded model whose backend fails says what failed.
-        Err(e) if e.status == StatusCode::SERVICE_UNAVAILABLE && !st.engine.model_loaded() => {
+        Err(e) if e.status == StatusCode::SERVICE_UNAVAILABLE && !st.root_engine().model_loaded() => {
             tracing::warn!(reason = %e.detail, "/embed: embedding model unavailable");
             Err(ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
@@ -377,8 +386,8 @@ async fn embed(State(st): State<Arc<AppState>>, Body(b): Body<EmbedBody>) -> Api
     }
 }
 
-async fn list_collections(State(st): State<Arc<AppState>>) -> ApiResult {
-    let engine = st.engine.clone();
+async fn list_collections(caller: Caller) -> ApiResult {
+    let engine = caller.engine.clone();
     let cs = blocking(move || engine.collections()).await?;
     let mut content = format!("Collections: {}", cs.len());
     for c in &cs {
@@ -407,9 +416,10 @@ struct AddCollectionBody {
 
 async fn add_collection(
     State(st): State<Arc<AppState>>,
+    caller: Caller,
     Body(b): Body<AddCollectionBody>,
 ) -> ApiResult {
-    let engine = st.engine.clone();
+    let engine = caller.engine.clone();
     let (c, _report) = st
         .write(move || {
             engine.add_collection(
@@ -427,8 +437,8 @@ async fn add_collection(
     })))
 }
 
-async fn get_collection(State(st): State<Arc<AppState>>, Path(name): Path<String>) -> ApiResult {
-    let engine = st.engine.clone();
+async fn get_collection(caller: Caller, Path(name): Path<String>) -> ApiResult {
+    let engine = caller.engine.clone();
     let c = blocking(move || engine.collection(&name)).await?;
     Ok(axum::Json(json!({
         "name": c.name, "path": c.path, "pattern": c.pattern, "documents": c.documents,
@@ -436,8 +446,8 @@ async fn get_collection(State(st): State<Arc<AppState>>, Path(name): Path<String
     })))
 }
 
-async fn remove_collection(State(st): State<Arc<AppState>>, Path(name): Path<String>) -> ApiResult {
-    let engine = st.engine.clone();
+async fn remove_collection(State(st): State<Arc<AppState>>, caller: Caller, Path(name): Path<String>) -> ApiResult {
+    let engine = caller.engine.clone();
     let n = name.clone();
     st.write(move || engine.remove_collection(&n, &quarry_engine::NoProgress))
         .await?;
@@ -454,11 +464,11 @@ struct RenameBody {
 }
 
 async fn rename_collection(
-    State(st): State<Arc<AppState>>,
+    State(st): State<Arc<AppState>>, caller: Caller,
     Path(name): Path<String>,
     Body(b): Body<RenameBody>,
 ) -> ApiResult {
-    let engine = st.engine.clone();
+    let engine = caller.engine.clone();
     let (old, new) = (name.clone(), b.new_name.clone());
     st.write(move || engine.rename_collection(&old, &new, &quarry_engine::NoProgress))
         .await?;
@@ -468,8 +478,9 @@ async fn rename_collection(
     })))
 }
 
-async fn index(State(st): State<Arc<AppState>>) -> ApiResult {
-    let engine = st.engine.clone();
+async fn index(State(st): State<Arc<AppState>>,
+    caller: Caller) -> ApiResult {
+    let engine = caller.engine.clone();
     let r = st
         .write(move || engine.update(&UpdateOptions::default(), &quarry_engine::NoProgress))
         .await?;
@@ -488,7 +499,8 @@ struct UpdateBody {
     pull: bool,
 }
 
-async fn update(State(st): State<Arc<AppState>>, body: axum::body::Bytes) -> ApiResult {
+async fn update(State(st): State<Arc<AppState>>,
+    caller: Caller, body: axum::body::Bytes) -> ApiResult {
     // The seed allows an empty body here ("pull" defaults to false).
     let pull = if body.iter().all(u8::is_ascii_whitespace) {
         false
@@ -497,7 +509,7 @@ async fn update(State(st): State<Arc<AppState>>, body: axum::body::Bytes) -> Api
             .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, format!("invalid JSON body: {e}")))?
             .pull
     };
-    let engine = st.engine.clone();
+    let engine = caller.engine.clone();
     let r = st
         .write(move || {
             engine.update(
@@ -523,8 +535,9 @@ struct ContextBody {
     text: String,
 }
 
-async fn add_context(State(st): State<Arc<AppState>>, Body(b): Body<ContextBody>) -> ApiResult {
-    let engine = st.engine.clone();
+async fn add_context(State(st): State<Arc<AppState>>,
+    caller: Caller, Body(b): Body<ContextBody>) -> ApiResult {
+    let engine = caller.engine.clone();
     let c = st
         .write(move || engine.add_context(&b.path, &b.text))
         .await?;
@@ -533,21 +546,21 @@ async fn add_context(State(st): State<Arc<AppState>>, Body(b): Body<ContextBody>
     })))
 }
 
-async fn list_contexts(State(st): State<Arc<AppState>>) -> ApiResult {
-    let engine = st.engine.clone();
+async fn list_contexts(caller: Caller) -> ApiResult {
+    let engine = caller.engine.clone();
     let cs = blocking(move || engine.contexts()).await?;
     Ok(axum::Json(json!({ "contexts": cs })))
 }
 
-async fn remove_context(State(st): State<Arc<AppState>>, Path(path): Path<String>) -> ApiResult {
-    let engine = st.engine.clone();
+async fn remove_context(State(st): State<Arc<AppState>>, caller: Caller, Path(path): Path<String>) -> ApiResult {
+    let engine = caller.engine.clone();
     let key = st.write(move || engine.remove_context(&path)).await?;
     Ok(axum::Json(json!({ "status": "removed", "path": key })))
 }
 
 async fn health(State(st): State<Arc<AppState>>) -> Response {
     // Healthy = the index answers; model_loaded = the embedding model is in memory.
-    let engine = st.engine.clone();
+    let engine = st.root_engine().clone();
     let loaded = engine.model_loaded();
     match blocking(move || engine.status()).await {
         Ok(_) => axum::Json(json!({ "status": "healthy", "model_loaded": loaded })).into_response(),

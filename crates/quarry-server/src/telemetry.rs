@@ -28,6 +28,11 @@ pub fn handle() -> Option<PrometheusHandle> {
         .clone()
 }
 
+/// An authentication failure, by reason (`AUTH_FAILED`, `TOKEN_EXPIRED`, …).
+pub fn record_auth_failure(reason: &'static str) {
+    metrics::counter!("quarry_auth_failures_total", "reason" => reason).increment(1);
+}
+
 pub fn record_tool_call(tool: &str, outcome: &'static str, elapsed: Duration) {
     let labels = [("tool", tool.to_owned()), ("outcome", outcome.to_owned())];
     metrics::counter!("quarry_mcp_tool_calls_total", &labels).increment(1);

@@ -125,6 +125,19 @@ pub struct KbFile {
     pub updated_at: i64,
     #[serde(skip)]
     pub document_id: Option<i64>,
+    /// Set for notes created by agents (`create_knowledge`), absent for uploads.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<NoteMeta>,
+}
+
+/// What an agent said about a note it created (seed 004).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct NoteMeta {
+    /// The title given, if any (otherwise the document's first heading or line).
+    pub title: Option<String>,
+    pub tags: Vec<String>,
+    /// `text`, `image`, `video` or `url`.
+    pub kind: String,
 }
 
 impl KbFile {
@@ -135,13 +148,14 @@ impl KbFile {
 }
 
 /// A file to add to a knowledge base; its original is already in the blob store.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct NewKbFile {
     pub original_name: String,
     pub sha256: String,
     pub format: String,
     pub mime: String,
     pub size: u64,
+    pub note: Option<NoteMeta>,
 }
 
 /// What [`KnowledgeStore::add_files`] did with one file.
@@ -263,6 +277,16 @@ pub trait KnowledgeStore {
     /// and blobs are cleaned by a cleanup job enqueued in the same transaction.
     fn delete_kb_file(&self, collection_id: i64, row_id: i64) -> Result<()>;
     /// Puts a failed file back in the queue (attempts reset).
+    /// Changes a note: new content (a blob already stored: hash, size) queues it again;
+    /// `title`/`tags` replace what was there when given.
+    fn update_note(
+        &self,
+        collection_id: i64,
+        row_id: i64,
+        content: Option<(&str, u64)>,
+        title: Option<Option<&str>>,
+        tags: Option<&[String]>,
+    ) -> Result<KbFile>;
     fn retry_kb_file(&self, collection_id: i64, row_id: i64) -> Result<KbFile>;
     /// Records a file's stage (and the reason when failing). No-op for a deleted file.
     fn set_file_status(&self, row_id: i64, status: FileStatus, error: Option<&str>) -> Result<()>;

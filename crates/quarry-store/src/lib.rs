@@ -14,7 +14,7 @@ mod sqlite;
 
 pub use knowledge::{
     AddedFile, ConvertedFile, FileFilter, FileStatus, Job, JobKind, JobQueue, KbFile,
-    KnowledgeBase, KnowledgeStore, NewKbFile, QueueCounts, StatusCounts,
+    KnowledgeBase, KnowledgeStore, NewKbFile, NoteMeta, QueueCounts, StatusCounts,
 };
 pub use access::{AccessStore, Membership, NewToken, Role, Space, TokenGrant, TokenRecord, User};
 pub use sqlite::SqliteStore;

@@ -9,7 +9,7 @@ use super::{
 };
 use crate::{
     AddedFile, ConvertedFile, FileFilter, FileStatus, IndexWork, Job, JobKind, JobQueue, KbFile,
-    KnowledgeBase, KnowledgeStore, NewKbFile, QueueCounts, StatusCounts,
+    KnowledgeBase, KnowledgeStore, NewKbFile, NoteMeta, QueueCounts, StatusCounts,
 };
 
 const KB_COLUMNS: &str = "c.id, c.uid, c.name, c.description, c.chunk_size, c.chunk_overlap, \
@@ -46,7 +46,7 @@ fn kb_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<KnowledgeBase> {
 const FILE_COLUMNS: &str = "f.id, f.uid, f.collection_id, c.name, f.name, f.original_name, f.blob, \
      f.format, f.mime, f.size, f.status, f.error, f.pages, f.pages_without_text, f.warnings, d.docid, \
      (SELECT COUNT(*) FROM chunks k WHERE k.document_id = f.document_id), f.attempts, f.created_at, \
-     f.updated_at, f.document_id";
+     f.updated_at, f.document_id, f.note_kind, f.note_title, f.note_tags";
 
 const FILE_FROM: &str = "kb_files f JOIN collections c ON c.id = f.collection_id \
      LEFT JOIN documents d ON d.id = f.document_id";
@@ -80,6 +80,19 @@ fn file_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<KbFile> {
         created_at: r.get(18)?,
         updated_at: r.get(19)?,
         document_id: r.get(20)?,
+        note: match r.get::<_, Option<String>>(21)? {
+            None => None,
+            Some(kind) => Some(NoteMeta {
+                kind,
+                title: r.get(22)?,
+                tags: r
+                    .get::<_, String>(23)?
+                    .split('\n')
+                    .filter(|t| !t.is_empty())
+                    .map(str::to_owned)
+                    .collect(),
+            }),
+        },
     })
 }
 
@@ -314,7 +327,8 @@ impl KnowledgeStore for SqliteStore {
                 let name = free_file_name(tx, collection_id, &f.original_name)?;
                 tx.execute(
                     "INSERT INTO kb_files (uid, collection_id, name, original_name, blob, format, mime, size, \
-                     status, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'pending', ?9, ?9)",
+                     status, created_at, updated_at, note_kind, note_title, note_tags) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'pending', ?9, ?9, ?10, ?11, ?12)",
                     params![
                         uuid(),
                         collection_id,
@@ -324,7 +338,10 @@ impl KnowledgeStore for SqliteStore {
                         f.format,
                         f.mime,
                         f.size as i64,
-                        now
+                        now,
+                        f.note.as_ref().map(|n| n.kind.as_str()),
+                        f.note.as_ref().and_then(|n| n.title.as_deref()),
+                        f.note.as_ref().map(|n| n.tags.join("\n")).unwrap_or_default(),
                     ],
                 )
                 .map_err(db_err)?;
@@ -402,6 +419,61 @@ impl KnowledgeStore for SqliteStore {
             }
             delete_file_tx(tx, row_id)?;
             enqueue_cleanup_tx(tx)
+        })
+    }
+
+    fn update_note(
+        &self,
+        collection_id: i64,
+        row_id: i64,
+        content: Option<(&str, u64)>,
+        title: Option<Option<&str>>,
+        tags: Option<&[String]>,
+    ) -> Result<KbFile> {
+        self.write(|tx| {
+            let file = file_by_row(tx, row_id)?
+                .filter(|f| f.collection_id == collection_id && f.note.is_some())
+                .ok_or_else(|| Error::NotFound("knowledge not found".into()))?;
+            let now = quarry_core::now_millis();
+            if let Some(t) = title {
+                tx.execute(
+                    "UPDATE kb_files SET note_title = ?2, updated_at = ?3 WHERE id = ?1",
+                    params![row_id, t, now],
+                )
+                .map_err(db_err)?;
+            }
+            if let Some(tags) = tags {
+                tx.execute(
+                    "UPDATE kb_files SET note_tags = ?2, updated_at = ?3 WHERE id = ?1",
+                    params![row_id, tags.join("\n"), now],
+                )
+                .map_err(db_err)?;
+            }
+            // New content, or a new title (the document's title), is converted again.
+            if content.is_some() || title.is_some() {
+                if let Some((sha, size)) = content {
+                    remember_blob(tx, sha, size, &file.mime, now)?;
+                    tx.execute(
+                        "UPDATE kb_files SET blob = ?2, size = ?3 WHERE id = ?1",
+                        params![row_id, sha, size as i64],
+                    )
+                    .map_err(db_err)?;
+                }
+                tx.execute(
+                    "UPDATE kb_files SET status = 'pending', error = NULL, attempts = 0, updated_at = ?2 WHERE id = ?1",
+                    params![row_id, now],
+                )
+                .map_err(db_err)?;
+                tx.execute(
+                    "INSERT INTO jobs (kind, file_id, status, not_before, created_at, updated_at) \
+                     VALUES ('ingest', ?1, 'enqueued', ?2, ?2, ?2) \
+                     ON CONFLICT (file_id) DO UPDATE SET status = 'enqueued', attempts = 0, not_before = ?2, \
+                     lease_owner = NULL, lease_until = NULL, error = NULL, updated_at = ?2",
+                    params![row_id, now],
+                )
+                .map_err(db_err)?;
+            }
+            file_by_row(tx, row_id)?.ok_or_else(|| Error::Storage("file vanished".into()))
         })
     }
 
@@ -743,6 +815,7 @@ mod tests {
             format: "md".into(),
             mime: "text/markdown".into(),
             size: 3,
+            note: None,
         }
     }
 

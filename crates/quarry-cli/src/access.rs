@@ -1,0 +1,370 @@
+//! `quarry user|space|token …`: the CLI owns the data directory, so it is the administrator
+//! of principals (a server only lets a token holder manage its own tokens).
+
+use std::io::Write;
+
+use anyhow::{Context, Result, bail};
+use clap::Subcommand;
+use quarry_access::{Directory, Role, TokenRecord, TokenRequest};
+use quarry_core::Scope;
+use quarry_engine::{Engine, NoProgress};
+use serde_json::json;
+
+use crate::print_json;
+
+#[derive(Subcommand)]
+pub enum UserCmd {
+    /// Add a user (lowercase letters, digits, '-', '_', '.').
+    Add { name: String },
+    /// List users and the spaces they belong to.
+    #[command(alias = "ls")]
+    List,
+    /// Remove a user, its memberships and its tokens.
+    #[command(alias = "remove")]
+    Rm { name: String },
+}
+
+#[derive(Subcommand)]
+pub enum SpaceCmd {
+    /// Create a space (a tenant with its own knowledge bases); prints its UUID.
+    Create {
+        name: String,
+        #[arg(long, default_value = "")]
+        description: String,
+    },
+    /// List spaces with their UUIDs and members.
+    #[command(alias = "ls")]
+    List,
+    /// Remove a space and everything in it (knowledge bases, documents, memberships).
+    #[command(alias = "remove")]
+    Rm {
+        name: String,
+        /// Required: removing a space deletes its documents.
+        #[arg(long)]
+        yes: bool,
+    },
+    /// Give a user a role in a space: owner, admin, editor or viewer.
+    Grant {
+        space: String,
+        user: String,
+        #[arg(long, default_value = "viewer")]
+        role: String,
+    },
+    /// Take a user out of a space.
+    Revoke { space: String, user: String },
+}
+
+#[derive(Subcommand)]
+pub enum TokenCmd {
+    /// Create an access token; the token is printed once and stored only as a hash.
+    Create {
+        /// Whose token it is.
+        #[arg(long)]
+        user: String,
+        /// What it is for, e.g. "MCP - Claude Code".
+        #[arg(long, default_value = "")]
+        label: String,
+        /// Spaces it may use (name or UUID; repeat or comma-separate). Default: all the
+        /// user's spaces.
+        #[arg(long = "space", value_delimiter = ',')]
+        spaces: Vec<String>,
+        /// Only these knowledge bases (name or id; repeat or comma-separate).
+        #[arg(long = "kb", value_delimiter = ',')]
+        kbs: Vec<String>,
+        /// Read only: search and read, never write.
+        #[arg(long)]
+        read_only: bool,
+        /// Expiry: `30d`, `12h`, `90m`, or a date `2027-01-31` (UTC). Default: never.
+        #[arg(long)]
+        expires: Option<String>,
+    },
+    /// List tokens (never the secrets).
+    #[command(alias = "ls")]
+    List {
+        /// Only this user's.
+        #[arg(long)]
+        user: Option<String>,
+    },
+    /// Revoke a token by id or prefix; open MCP sessions lose access on their next request.
+    Revoke { id: String },
+}
+
+/// `30d`, `12h`, `90m` → now + that; `YYYY-MM-DD` → that day, 00:00 UTC. Milliseconds.
+fn parse_expiry(s: &str) -> Result<i64> {
+    let s = s.trim();
+    let unit = |c: char| -> Option<i64> {
+        match c {
+            'd' => Some(86_400_000),
+            'h' => Some(3_600_000),
+            'm' => Some(60_000),
+            _ => None,
+        }
+    };
+    if let Some(last) = s.chars().last()
+        && let Some(ms) = unit(last)
+        && let Ok(n) = s[..s.len() - 1].parse::<i64>()
+        && n > 0
+    {
+        return Ok(quarry_core::now_millis() + n.saturating_mul(ms));
+    }
+    let parts: Vec<&str> = s.split('-').collect();
+    if let [y, m, d] = parts.as_slice()
+        && let (Ok(y), Ok(m), Ok(d)) = (y.parse::<i64>(), m.parse::<i64>(), d.parse::<i64>())
+        && (1..=12).contains(&m)
+        && (1..=31).contains(&d)
+    {
+        return Ok(days_from_civil(y, m, d) * 86_400_000);
+    }
+    bail!("invalid --expires {s:?}: use 30d, 12h, 90m or a date like 2027-01-31")
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+fn when(ms: Option<i64>) -> String {
+    ms.map_or_else(|| "-".to_owned(), quarry_core::iso8601_millis)
+}
+
+fn token_line(t: &TokenRecord) -> String {
+    let state = if t.revoked_at.is_some() {
+        "revoked".to_owned()
+    } else if t
+        .expires_at
+        .is_some_and(|at| at <= quarry_core::now_millis())
+    {
+        "expired".to_owned()
+    } else {
+        "active".to_owned()
+    };
+    format!(
+        "{}  {}…  {:<10} {:<8} {}{}  label={:?}  expires={}  last_used={}",
+        t.id,
+        t.prefix,
+        t.user,
+        state,
+        if t.read_only { "read-only" } else { "read-write" },
+        t.collections
+            .as_ref()
+            .map(|c| format!(" kb={}", c.len()))
+            .unwrap_or_default(),
+        t.label,
+        when(t.expires_at),
+        when(t.last_used_at),
+    )
+}
+
+pub fn user(engine: &Engine, cmd: &UserCmd, json_out: bool) -> Result<()> {
+    let dir = Directory::new(engine.store_handle());
+    let mut out = std::io::stdout().lock();
+    match cmd {
+        UserCmd::Add { name } => {
+            let u = dir.create_user(name)?;
+            if json_out {
+                return print_json(&u);
+            }
+            writeln!(out, "Added user '{}' ({})", u.name, u.id)?;
+        }
+        UserCmd::List => {
+            let users = dir.users()?;
+            let members = dir.memberships(None)?;
+            if json_out {
+                let list: Vec<_> = users
+                    .iter()
+                    .map(|u| {
+                        let spaces: Vec<_> = members
+                            .iter()
+                            .filter(|m| m.user == u.name)
+                            .map(|m| json!({"space": m.space, "space_id": m.space_id, "role": m.role}))
+                            .collect();
+                        json!({"id": u.id, "name": u.name, "created_at": u.created_at, "spaces": spaces})
+                    })
+                    .collect();
+                return print_json(&list);
+            }
+            if users.is_empty() {
+                writeln!(out, "No users. Add one with: quarry user add NAME")?;
+            }
+            for u in &users {
+                let spaces: Vec<String> = members
+                    .iter()
+                    .filter(|m| m.user == u.name)
+                    .map(|m| format!("{}:{}", m.space, m.role.as_str()))
+                    .collect();
+                writeln!(out, "{}  {}  {}", u.name, u.id, spaces.join(" "))?;
+            }
+        }
+        UserCmd::Rm { name } => {
+            let u = dir.delete_user(name)?;
+            if json_out {
+                return print_json(&json!({"removed": u}));
+            }
+            writeln!(out, "Removed user '{}' and its tokens", u.name)?;
+        }
+    }
+    Ok(())
+}
+
+pub fn space(engine: &Engine, cmd: &SpaceCmd, json_out: bool) -> Result<()> {
+    let dir = Directory::new(engine.store_handle());
+    let mut out = std::io::stdout().lock();
+    match cmd {
+        SpaceCmd::Create { name, description } => {
+            let s = dir.create_space(name, description)?;
+            if json_out {
+                return print_json(&s);
+            }
+            writeln!(out, "Created space '{}' ({})", s.name, s.id)?;
+        }
+        SpaceCmd::List => {
+            dir.default_space()?;
+            let spaces = dir.spaces()?;
+            let members = dir.memberships(None)?;
+            if json_out {
+                let list: Vec<_> = spaces
+                    .iter()
+                    .map(|s| {
+                        let m: Vec<_> = members
+                            .iter()
+                            .filter(|m| m.space == s.name)
+                            .map(|m| json!({"user": m.user, "role": m.role}))
+                            .collect();
+                        json!({"id": s.id, "name": s.name, "description": s.description, "created_at": s.created_at, "members": m})
+                    })
+                    .collect();
+                return print_json(&list);
+            }
+            for s in &spaces {
+                let m: Vec<String> = members
+                    .iter()
+                    .filter(|m| m.space == s.name)
+                    .map(|m| format!("{}:{}", m.user, m.role.as_str()))
+                    .collect();
+                writeln!(out, "{}  {}  {}", s.name, s.id, m.join(" "))?;
+            }
+        }
+        SpaceCmd::Rm { name, yes } => {
+            let s = dir.space(name)?;
+            if !yes {
+                bail!(
+                    "removing space '{}' deletes all its knowledge bases and documents; run again with --yes",
+                    s.name
+                );
+            }
+            if s.name == quarry_core::DEFAULT_SPACE {
+                bail!("the default space cannot be removed");
+            }
+            let inside = engine.scoped(Scope::owner(s.name.clone()));
+            for c in inside.collections()? {
+                inside.remove_collection(&c.name, &NoProgress)?;
+            }
+            inside.cleanup(&NoProgress)?;
+            dir.delete_space(&s.name)?;
+            if json_out {
+                return print_json(&json!({"removed": s}));
+            }
+            writeln!(out, "Removed space '{}'", s.name)?;
+        }
+        SpaceCmd::Grant { space, user, role } => {
+            let role = Role::parse(role).with_context(|| {
+                format!("invalid --role {role:?}: use owner, admin, editor or viewer")
+            })?;
+            let m = dir.grant(user, space, role)?;
+            if json_out {
+                return print_json(&m);
+            }
+            writeln!(
+                out,
+                "'{}' is now {} of space '{}'",
+                m.user,
+                m.role.as_str(),
+                m.space
+            )?;
+        }
+        SpaceCmd::Revoke { space, user } => {
+            dir.revoke_membership(user, space)?;
+            if json_out {
+                return print_json(&json!({"revoked": true}));
+            }
+            writeln!(out, "'{user}' is no longer a member of space '{space}'")?;
+        }
+    }
+    Ok(())
+}
+
+pub fn token(engine: &Engine, cmd: &TokenCmd, json_out: bool) -> Result<()> {
+    let dir = Directory::new(engine.store_handle());
+    let mut out = std::io::stdout().lock();
+    match cmd {
+        TokenCmd::Create {
+            user,
+            label,
+            spaces,
+            kbs,
+            read_only,
+            expires,
+        } => {
+            let expires_at = expires.as_deref().map(parse_expiry).transpose()?;
+            let issued = dir.create_token(&TokenRequest {
+                user: user.clone(),
+                label: label.clone(),
+                spaces: spaces.clone(),
+                collections: (!kbs.is_empty()).then(|| kbs.clone()),
+                read_only: *read_only,
+                expires_at,
+            })?;
+            if json_out {
+                return print_json(&issued);
+            }
+            writeln!(out, "{}", issued.token)?;
+            eprintln!(
+                "Token {} for '{}' created. It is shown only this once: store it now.",
+                issued.record.id, issued.record.user
+            );
+        }
+        TokenCmd::List { user } => {
+            let tokens = dir.tokens(user.as_deref())?;
+            if json_out {
+                return print_json(&tokens);
+            }
+            if tokens.is_empty() {
+                writeln!(out, "No tokens.")?;
+            }
+            for t in &tokens {
+                writeln!(out, "{}", token_line(t))?;
+            }
+        }
+        TokenCmd::Revoke { id } => {
+            dir.revoke_token(id, None)?;
+            if json_out {
+                return print_json(&json!({"revoked": id}));
+            }
+            writeln!(out, "Revoked token {id}")?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn expiry_forms() {
+        let now = quarry_core::now_millis();
+        let d = parse_expiry("30d").unwrap();
+        assert!((d - now - 30 * 86_400_000).abs() < 5_000);
+        assert_eq!(parse_expiry("1970-01-02").unwrap(), 86_400_000);
+        assert_eq!(parse_expiry("2000-03-01").unwrap(), 951_868_800_000);
+        for bad in ["", "0d", "-3d", "30x", "2027-13-01", "tomorrow"] {
+            assert!(parse_expiry(bad).is_err(), "{bad}");
+        }
+    }
+}

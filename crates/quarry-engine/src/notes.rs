@@ -1,0 +1,333 @@
+//! Notes that agents create (seed 004's `create_knowledge` and its siblings): Markdown (or
+//! EditorJS blocks) stored as a `.md` document of a knowledge base, keyword-searchable when
+//! the call returns; embedding runs later on the ingestion queue like any upload.
+
+use quarry_core::{Access, Error, Result};
+use quarry_store::{AddedFile, FileFilter, FileStatus, KbFile, NewKbFile, NoteMeta};
+use serde::Serialize;
+
+use crate::{Engine, NoProgress};
+
+/// Largest note, in bytes of Markdown.
+pub const MAX_NOTE_BYTES: usize = 1 << 20;
+/// Most tags on a note, and longest tag.
+const MAX_TAGS: usize = 32;
+const MAX_TAG_CHARS: usize = 64;
+const MAX_TITLE_CHARS: usize = 300;
+pub const NOTE_KINDS: [&str; 4] = ["text", "image", "video", "url"];
+
+/// How a note's content is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NoteFormat {
+    Markdown,
+    /// EditorJS JSON.
+    Blocks,
+}
+
+impl NoteFormat {
+    pub fn parse(s: &str) -> Result<NoteFormat> {
+        match s {
+            "markdown" => Ok(NoteFormat::Markdown),
+            "blocks" => Ok(NoteFormat::Blocks),
+            other => Err(Error::invalid(format!(
+                "content_type must be 'markdown' or 'blocks', got {other:?}"
+            ))),
+        }
+    }
+}
+
+/// A note to create.
+#[derive(Debug, Clone)]
+pub struct NewNote {
+    pub content: String,
+    pub format: NoteFormat,
+    pub kind: String,
+    pub title: Option<String>,
+    pub tags: Vec<String>,
+}
+
+/// Changes to a note; `None` leaves a field as it is.
+#[derive(Debug, Clone, Default)]
+pub struct NoteChange {
+    pub content: Option<(String, NoteFormat)>,
+    pub title: Option<String>,
+    pub tags: Option<Vec<String>>,
+}
+
+/// A note (or any knowledge-base document) with its Markdown.
+#[derive(Debug, Clone, Serialize)]
+pub struct NoteView {
+    #[serde(flatten)]
+    pub file: KbFile,
+    pub title: String,
+    pub content: String,
+}
+
+fn check_title(title: &Option<String>) -> Result<Option<String>> {
+    let t = title.as_deref().map(str::trim).filter(|t| !t.is_empty());
+    if let Some(t) = t {
+        if t.chars().count() > MAX_TITLE_CHARS {
+            return Err(Error::invalid(format!(
+                "title is longer than {MAX_TITLE_CHARS} characters"
+            )));
+        }
+        if t.chars().any(char::is_control) {
+            return Err(Error::invalid("title must not contain control characters"));
+        }
+    }
+    Ok(t.map(str::to_owned))
+}
+
+fn check_tags(tags: &[String]) -> Result<Vec<String>> {
+    if tags.len() > MAX_TAGS {
+        return Err(Error::invalid(format!("at most {MAX_TAGS} tags")));
+    }
+    let mut out: Vec<String> = Vec::new();
+    for t in tags {
+        let t = t.trim();
+        if t.is_empty() {
+            continue;
+        }
+        if t.chars().count() > MAX_TAG_CHARS || t.chars().any(char::is_control) {
+            return Err(Error::invalid(format!(
+                "tag {t:?} is longer than {MAX_TAG_CHARS} characters or has control characters"
+            )));
+        }
+        if !out.iter().any(|o| o == t) {
+            out.push(t.to_owned());
+        }
+    }
+    Ok(out)
+}
+
+/// The Markdown of `content`.
+fn to_markdown(content: &str, format: NoteFormat) -> Result<String> {
+    let md = match format {
+        NoteFormat::Markdown => content.to_owned(),
+        NoteFormat::Blocks => quarry_convert::editorjs_to_markdown(content).map_err(Error::InvalidInput)?,
+    };
+    if md.trim().is_empty() {
+        return Err(Error::invalid("content must not be empty"));
+    }
+    if md.len() > MAX_NOTE_BYTES {
+        return Err(Error::TooLarge(format!(
+            "content is {} bytes; notes may have at most {MAX_NOTE_BYTES} bytes (upload larger documents to a knowledge base)",
+            md.len()
+        )));
+    }
+    Ok(md)
+}
+
+/// A file name for a note: its title (or first words), made safe, `.md`.
+fn note_file_name(title: Option<&str>, markdown: &str) -> String {
+    let basis = title.unwrap_or_else(|| {
+        markdown
+            .lines()
+            .map(|l| l.trim_start_matches('#').trim())
+            .find(|l| !l.is_empty())
+            .unwrap_or("note")
+    });
+    let mut name: String = basis
+        .chars()
+        .map(|c| if c.is_alphanumeric() || c == '-' || c == '_' || c == ' ' { c } else { '-' })
+        .take(60)
+        .collect();
+    name = name.trim().trim_matches('-').to_owned();
+    if name.is_empty() {
+        name = "note".into();
+    }
+    format!("{name}.md")
+}
+
+impl Engine {
+    /// Creates a note in the knowledge base `kb` (created when missing and the caller may
+    /// write to its space). Returns the note and whether the same content was already there
+    /// (then nothing new is created).
+    pub fn create_note(&self, kb: &str, note: NewNote) -> Result<(KbFile, bool)> {
+        self.require(Access::Write, "creating knowledge")?;
+        if !NOTE_KINDS.contains(&note.kind.as_str()) {
+            return Err(Error::invalid(format!(
+                "kind must be one of text, image, video, url; got {:?}",
+                note.kind
+            )));
+        }
+        let title = check_title(&note.title)?;
+        let tags = check_tags(&note.tags)?;
+        let markdown = to_markdown(&note.content, note.format)?;
+        let kb = self.knowledge_base_for_writing(kb)?;
+        let blobs = self.blobs()?;
+        let _refs = blobs.lock_shared()?;
+        let sha256 = blobs.put(markdown.as_bytes())?;
+        let added = self.store().add_files(
+            kb.collection_id,
+            &[NewKbFile {
+                original_name: note_file_name(title.as_deref(), &markdown),
+                sha256,
+                format: "md".into(),
+                mime: "text/markdown".into(),
+                size: markdown.len() as u64,
+                note: Some(NoteMeta {
+                    title,
+                    tags,
+                    kind: note.kind,
+                }),
+            }],
+        )?;
+        drop(_refs);
+        let (file, duplicate) = match added.into_iter().next() {
+            Some(AddedFile::Added { file }) => (file, false),
+            Some(AddedFile::Duplicate { file }) => return Ok((file, true)),
+            None => return Err(Error::Storage("note was not added".into())),
+        };
+        self.index_note_now(&file)?;
+        Ok((file, duplicate))
+    }
+
+    /// Stores and keyword-indexes a note's Markdown at once; the queued job embeds it.
+    fn index_note_now(&self, file: &KbFile) -> Result<()> {
+        match self.convert_and_index(file.row_id, &NoProgress) {
+            Ok(_) => Ok(()),
+            Err(e) => {
+                self.store()
+                    .set_file_status(file.row_id, FileStatus::Failed, Some(&e.message))?;
+                Err(Error::invalid(e.message))
+            }
+        }
+    }
+
+    /// A knowledge-base document by id, looked for in `kb` first, then in every knowledge
+    /// base the caller may read.
+    pub fn find_knowledge(&self, kb: Option<&str>, id: &str) -> Result<KbFile> {
+        if let Some(kb) = kb
+            && let Ok(f) = self.kb_document(kb, id)
+        {
+            return Ok(f);
+        }
+        for base in self.knowledge_bases()? {
+            if let Some(f) = self.store().kb_file(base.collection_id, id)?
+                && f.id == id
+            {
+                return Ok(f);
+            }
+        }
+        Err(Error::not_found(format!("knowledge '{id}' not found")))
+    }
+
+    /// A knowledge-base document with its Markdown (the converted text, or a note's own
+    /// Markdown while it waits for the queue).
+    pub fn knowledge_view(&self, file: KbFile) -> Result<NoteView> {
+        let content = match self.converted_document(&file) {
+            Ok(doc) => {
+                return Ok(NoteView {
+                    title: doc.title.clone(),
+                    content: doc.body,
+                    file,
+                });
+            }
+            Err(e) if file.note.is_some() => {
+                let bytes = self.blobs()?.read(&file.sha256).map_err(|_| e)?;
+                String::from_utf8_lossy(&bytes).into_owned()
+            }
+            Err(e) => return Err(e),
+        };
+        let title = file
+            .note
+            .as_ref()
+            .and_then(|n| n.title.clone())
+            .unwrap_or_else(|| file.file_name.trim_end_matches(".md").to_owned());
+        Ok(NoteView {
+            title,
+            content,
+            file,
+        })
+    }
+
+    /// Documents of `kb` (all it holds, uploads and notes), newest first, paged.
+    pub fn list_knowledge(&self, kb: &str, offset: usize, limit: usize) -> Result<(Vec<KbFile>, usize)> {
+        let mut all = match self.knowledge_base(kb) {
+            Ok(base) => self.store().kb_files(base.collection_id, &FileFilter::default())?,
+            Err(Error::NotFound(_)) => Vec::new(),
+            Err(e) => return Err(e),
+        };
+        all.reverse();
+        let total = all.len();
+        Ok((all.into_iter().skip(offset).take(limit).collect(), total))
+    }
+
+    /// Changes a note's content, title or tags; changed content is keyword-searchable when
+    /// this returns and re-embedded by the queue.
+    pub fn update_note(&self, file: &KbFile, change: NoteChange) -> Result<KbFile> {
+        self.require(Access::Write, "updating knowledge")?;
+        if file.note.is_none() {
+            return Err(Error::invalid(
+                "only notes created by agents can be updated; upload a new version of a document instead",
+            ));
+        }
+        let title = match &change.title {
+            Some(t) => Some(check_title(&Some(t.clone()))?),
+            None => None,
+        };
+        let tags = change.tags.as_deref().map(check_tags).transpose()?;
+        let content = match &change.content {
+            Some((c, f)) => Some(to_markdown(c, *f)?),
+            None => None,
+        };
+        if content.is_none() && title.is_none() && tags.is_none() {
+            return Err(Error::invalid(
+                "nothing to update: give content, title or tags",
+            ));
+        }
+        let blobs = self.blobs()?;
+        let refs = blobs.lock_shared()?;
+        let stored = match &content {
+            Some(md) => Some((blobs.put(md.as_bytes())?, md.len() as u64)),
+            None => None,
+        };
+        let updated = self.store().update_note(
+            file.collection_id,
+            file.row_id,
+            stored.as_ref().map(|(sha, n)| (sha.as_str(), *n)),
+            title.as_ref().map(|t| t.as_deref()),
+            tags.as_deref(),
+        )?;
+        drop(refs);
+        if content.is_some() || title.is_some() {
+            self.index_note_now(&updated)?;
+        }
+        Ok(updated)
+    }
+
+    /// Deletes a knowledge-base document (note or upload).
+    pub fn delete_knowledge(&self, file: &KbFile) -> Result<KbFile> {
+        self.delete_kb_document(&file.knowledge_base, &file.id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_names_come_from_titles_or_first_lines() {
+        assert_eq!(note_file_name(Some("MCP 集成会议记录"), ""), "MCP 集成会议记录.md");
+        assert_eq!(note_file_name(None, "# 会议记录\n\ntext"), "会议记录.md");
+        assert_eq!(note_file_name(None, "../../etc/passwd"), "etc-passwd.md");
+        assert_eq!(note_file_name(Some("///"), "x"), "note.md");
+    }
+
+    #[test]
+    fn tags_and_titles_are_checked() {
+        assert_eq!(
+            check_tags(&["a".into(), " a ".into(), "".into(), "b".into()]).unwrap(),
+            vec!["a", "b"]
+        );
+        assert!(check_tags(&["x\ny".into()]).is_err());
+        assert!(check_title(&Some("t\u{7}".into())).is_err());
+        assert_eq!(check_title(&Some("  ".into())).unwrap(), None);
+        assert!(to_markdown("  ", NoteFormat::Markdown).is_err());
+        assert!(matches!(
+            to_markdown(&"x".repeat(MAX_NOTE_BYTES + 1), NoteFormat::Markdown),
+            Err(Error::TooLarge(_))
+        ));
+    }
+}

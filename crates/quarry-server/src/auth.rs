@@ -1,0 +1,298 @@
+//! Who is calling: one middleware per surface resolves the request's credentials into a
+//! [`Caller`] — a principal and an engine handle limited to its scope — before any handler
+//! runs. Handlers get the engine only from their `Caller`, so none can forget a check.
+//!
+//! Credentials, in seed 004's order (URL parameters first): `?token=` then
+//! `Authorization: Bearer`; the space from `?space_id=` (or `?space=`) then `X-Space-ID`; the
+//! resource from `?resource=` then `X-Resource` (default `knowledge`); `?kb=a,b` narrows the
+//! knowledge bases. There is deliberately no server-side fallback (seed 004 read
+//! `QUKA_ACCESS_TOKEN` from the server's environment when a request had none): a server
+//! would then authenticate every anonymous caller as whoever owns that variable.
+
+use std::sync::Arc;
+
+use axum::extract::{FromRequestParts, Request, State};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use quarry_access::{AuthFailure, Principal};
+use quarry_engine::Engine;
+use serde_json::json;
+
+use crate::AppState;
+
+/// Whether requests must carry a token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuthMode {
+    /// Loopback without `--auth`: a request without a token is the machine's owner (a token,
+    /// when presented, is still checked and applied).
+    Open,
+    /// Every request but `/health` needs a valid token.
+    Token,
+}
+
+/// How a surface words an authentication failure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Surface {
+    /// `{"detail", "status_code", "error_code"}` (QMD REST and `/api/v1`).
+    Rest,
+    /// A JSON-RPC error envelope, code -32000, `data.error_code` (MCP endpoints, seed 004).
+    JsonRpc,
+    /// Dify's External Knowledge API: `{"error_code": 1002, "error_msg"}`.
+    Dify,
+}
+
+/// The resolved caller of one request.
+#[derive(Clone)]
+pub struct Caller {
+    pub principal: Principal,
+    /// The engine, limited to the principal's scope.
+    pub engine: Engine,
+    /// The knowledge base agents' notes go to (`X-Resource`, default `knowledge`).
+    pub resource: String,
+}
+
+impl Caller {
+    /// The machine's owner (stdio, open local mode).
+    pub fn owner(state: &AppState) -> Result<Caller, quarry_core::Error> {
+        let space = state.directory().default_space()?;
+        let principal = Principal::owner(&space);
+        Ok(Caller {
+            engine: state.root_engine().scoped(principal.scope.clone()),
+            principal,
+            resource: DEFAULT_RESOURCE.to_owned(),
+        })
+    }
+}
+
+/// Where notes go when a request names no resource (seed 004).
+pub const DEFAULT_RESOURCE: &str = "knowledge";
+
+impl<S: Send + Sync> FromRequestParts<S> for Caller {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        // Fail closed: a route mounted without the middleware serves nothing.
+        parts.extensions.get::<Caller>().cloned().ok_or_else(|| {
+            crate::rest::ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "no caller was resolved for this route",
+            )
+            .into_response()
+        })
+    }
+}
+
+/// What a request presented.
+#[derive(Default)]
+struct Credentials {
+    token: Option<String>,
+    space: Option<String>,
+    resource: Option<String>,
+    kb: Option<Vec<String>>,
+}
+
+fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+}
+
+fn credentials(req: &Request) -> Credentials {
+    let mut c = Credentials::default();
+    if let Some(q) = req.uri().query() {
+        for (k, v) in form_urlencoded::parse(q.as_bytes()) {
+            let v = v.trim().to_owned();
+            if v.is_empty() {
+                continue;
+            }
+            match k.as_ref() {
+                "token" => c.token = Some(v),
+                "space_id" | "space" => c.space = Some(v),
+                "resource" => c.resource = Some(v),
+                "kb" => {
+                    c.kb.get_or_insert_with(Vec::new).extend(
+                        v.split(',')
+                            .map(str::trim)
+                            .filter(|s| !s.is_empty())
+                            .map(str::to_owned),
+                    );
+                }
+                _ => {}
+            }
+        }
+    }
+    let headers = req.headers();
+    if c.token.is_none() {
+        c.token = header_str(headers, header::AUTHORIZATION.as_str()).and_then(|h| {
+            let (scheme, rest) = h.split_once(' ')?;
+            scheme
+                .eq_ignore_ascii_case("bearer")
+                .then(|| rest.trim().to_owned())
+        });
+    }
+    if c.space.is_none() {
+        c.space = header_str(headers, "x-space-id").map(str::to_owned);
+    }
+    if c.resource.is_none() {
+        c.resource = header_str(headers, "x-resource").map(str::to_owned);
+    }
+    c
+}
+
+/// Why a request is refused: an authentication failure, or a store error while checking.
+enum Refusal {
+    Auth(AuthFailure),
+    Internal(String),
+}
+
+fn resolve(state: &AppState, c: &Credentials) -> Result<Caller, Refusal> {
+    let directory = state.directory();
+    let internal = |e: quarry_core::Error| Refusal::Internal(e.to_string());
+    let principal = match (&c.token, state.auth_mode()) {
+        (Some(token), _) => directory
+            .authenticate(token, c.space.as_deref())
+            .map_err(internal)?
+            .map_err(Refusal::Auth)?,
+        (None, AuthMode::Token) => return Err(Refusal::Auth(AuthFailure::Missing)),
+        (None, AuthMode::Open) => {
+            let space = match &c.space {
+                Some(key) => match directory.space(key) {
+                    Ok(s) => s,
+                    Err(quarry_core::Error::NotFound(_)) => {
+                        return Err(Refusal::Auth(AuthFailure::SpaceForbidden));
+                    }
+                    Err(e) => return Err(internal(e)),
+                },
+                None => directory.default_space().map_err(internal)?,
+            };
+            Principal::owner(&space)
+        }
+    };
+    let principal = match &c.kb {
+        Some(keys) => directory.narrow(&principal, keys).map_err(internal)?,
+        None => principal,
+    };
+    Ok(Caller {
+        engine: state.root_engine().scoped(principal.scope.clone()),
+        principal,
+        resource: c
+            .resource
+            .clone()
+            .unwrap_or_else(|| DEFAULT_RESOURCE.to_owned()),
+    })
+}
+
+/// The refusal in the surface's words. The token is never part of it.
+fn refusal_response(surface: Surface, refusal: Refusal) -> Response {
+    let (status, code, message) = match &refusal {
+        Refusal::Auth(f) => (
+            StatusCode::from_u16(f.status()).unwrap_or(StatusCode::UNAUTHORIZED),
+            f.code(),
+            f.to_string(),
+        ),
+        Refusal::Internal(m) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "INTERNAL",
+            format!("cannot check credentials: {m}"),
+        ),
+    };
+    let body = match surface {
+        Surface::Rest => json!({"detail": message, "status_code": status.as_u16(), "error_code": code}),
+        Surface::JsonRpc => json!({
+            "jsonrpc": "2.0",
+            "error": {"code": -32000, "message": message, "data": {"error_code": code}},
+            "id": null
+        }),
+        // Dify: 1001 malformed Authorization header, 1002 authorization failed.
+        Surface::Dify => json!({
+            "error_code": if matches!(refusal, Refusal::Auth(AuthFailure::Missing)) { 1001 } else { 1002 },
+            "error_msg": message
+        }),
+    };
+    let status = match (surface, &refusal) {
+        (Surface::Dify, Refusal::Auth(_)) => StatusCode::FORBIDDEN,
+        _ => status,
+    };
+    let mut response = (status, axum::Json(body)).into_response();
+    if status == StatusCode::UNAUTHORIZED {
+        response.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            HeaderValue::from_static("Bearer realm=\"quarry\""),
+        );
+    }
+    response
+}
+
+/// Middleware: resolves the caller or answers the refusal in `surface`'s words.
+pub async fn authenticate(
+    State((state, surface)): State<(Arc<AppState>, Surface)>,
+    mut req: Request,
+    next: Next,
+) -> Response {
+    let creds = credentials(&req);
+    // A point lookup in the store: cheap, but it may wait behind a write, so the runtime
+    // is told this thread blocks.
+    let resolved = match tokio::runtime::Handle::current().runtime_flavor() {
+        tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(|| resolve(&state, &creds))
+        }
+        _ => resolve(&state, &creds),
+    };
+    match resolved {
+        Ok(caller) => {
+            req.extensions_mut().insert(caller);
+            next.run(req).await
+        }
+        Err(refusal) => {
+            if let Refusal::Auth(f) = &refusal {
+                crate::telemetry::record_auth_failure(f.code());
+            }
+            refusal_response(surface, refusal)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(uri: &str, headers: &[(&str, &str)]) -> Request {
+        let mut b = axum::http::Request::builder().uri(uri);
+        for (k, v) in headers {
+            b = b.header(*k, *v);
+        }
+        b.body(axum::body::Body::empty()).unwrap()
+    }
+
+    #[test]
+    fn url_parameters_come_first() {
+        let r = request(
+            "/api/v1/mcp?token=qk_url&space_id=s1&resource=notes&kb=a,b&kb=c",
+            &[
+                ("authorization", "Bearer qk_header"),
+                ("x-space-id", "s2"),
+                ("x-resource", "other"),
+            ],
+        );
+        let c = credentials(&r);
+        assert_eq!(c.token.as_deref(), Some("qk_url"));
+        assert_eq!(c.space.as_deref(), Some("s1"));
+        assert_eq!(c.resource.as_deref(), Some("notes"));
+        assert_eq!(c.kb.unwrap(), vec!["a", "b", "c"]);
+        let r = request(
+            "/mcp",
+            &[("authorization", "bearer  qk_h "), ("x-space-id", "s2")],
+        );
+        let c = credentials(&r);
+        assert_eq!(c.token.as_deref(), Some("qk_h"));
+        assert_eq!(c.space.as_deref(), Some("s2"));
+        assert!(c.resource.is_none() && c.kb.is_none());
+        // Other schemes are not tokens.
+        let c = credentials(&request("/", &[("authorization", "Basic eDp5")]));
+        assert!(c.token.is_none());
+    }
+}

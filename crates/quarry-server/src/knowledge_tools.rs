@@ -1,0 +1,512 @@
+//! The knowledge tools beyond QMD's six: `knowledge_search` (seed 000) and the knowledge
+//! capture tools of seed 004 (`create_knowledge`, `get_knowledge`, `query_knowledge` — alias
+//! `search_knowledges` —, `list_knowledge`, `update_knowledge`, `delete_knowledge`).
+//!
+//! Which knowledge bases they reach and whose credentials apply come only from the
+//! connection's [`Caller`] (token scope, `?kb=`, `X-Resource`), never from arguments.
+
+use std::sync::Arc;
+
+use quarry_core::{Access, Error};
+use quarry_engine::{
+    KbFile, KnowledgeSearch, KnowledgeSearchResult, NewNote, NoteChange, NoteFormat, NoteView,
+    SearchMode,
+};
+use rmcp::model::{CallToolResult, ContentBlock, Tool, ToolAnnotations, object};
+use serde_json::{Value, json};
+
+use crate::AppState;
+use crate::auth::Caller;
+use crate::mcp::{Args, read_only, tool_error};
+
+pub const KNOWLEDGE_SEARCH: &str = "knowledge_search";
+const CREATE: &str = "create_knowledge";
+const GET: &str = "get_knowledge";
+const QUERY: &str = "query_knowledge";
+/// QukaAI's own name for `query_knowledge`, accepted on calls (not listed).
+const QUERY_ALIAS: &str = "search_knowledges";
+const LIST: &str = "list_knowledge";
+const UPDATE: &str = "update_knowledge";
+const DELETE: &str = "delete_knowledge";
+
+/// Tools that change data (hidden from read-only callers).
+const WRITE_TOOLS: [&str; 3] = [CREATE, UPDATE, DELETE];
+
+/// Whether `name` is one of this module's tools (aliases included).
+pub fn handles(name: &str) -> bool {
+    matches!(
+        name,
+        KNOWLEDGE_SEARCH | CREATE | GET | QUERY | QUERY_ALIAS | LIST | UPDATE | DELETE
+    )
+}
+
+/// Seed 000's description, with the tool's Quarry name.
+const KNOWLEDGE_SEARCH_DESCRIPTION: &str = r#"Search knowledge bases for relevant information using hybrid search (vector + keyword).
+
+This tool queries WeKnora knowledge bases to find documents and chunks matching your query.
+It supports both semantic understanding and keyword matching for comprehensive results.
+
+**When to use:**
+- Answer questions requiring specific knowledge from documents
+- Find relevant context for complex topics
+- Verify facts against stored knowledge
+
+**Query strategies:**
+- Use specific keywords for precise matches
+- Use natural language for semantic search
+- Combine both for best results
+
+**Response interpretation:**
+- High relevance (score > 0.8): Directly relevant content
+- Medium relevance (0.5-0.8): Related but may need verification
+- Low relevance (< 0.5): Tangentially related
+
+If results are insufficient, consider:
+1. Rephrasing with different keywords
+2. Breaking complex queries into simpler parts
+3. Using more specific terminology from the domain"#;
+
+fn with_annotations(mut t: Tool, a: ToolAnnotations) -> Tool {
+    t.annotations = Some(a);
+    t
+}
+
+fn writes(title: &str, destructive: bool) -> ToolAnnotations {
+    ToolAnnotations::with_title(title)
+        .read_only(false)
+        .destructive(destructive)
+        .idempotent(false)
+        .open_world(false)
+}
+
+fn make(name: &str, description: &str, input: Value, output: Option<Value>) -> Tool {
+    let mut t = Tool::new(name.to_owned(), description.to_owned(), object(input));
+    if let Some(o) = output {
+        t = t.with_raw_output_schema(Arc::new(object(o)));
+    }
+    t
+}
+
+pub fn knowledge_search_tool() -> Tool {
+    with_annotations(
+        make(
+            KNOWLEDGE_SEARCH,
+            KNOWLEDGE_SEARCH_DESCRIPTION,
+            json!({
+                "type": "object",
+                "properties": {
+                    "query": {"type": "string", "minLength": 1, "maxLength": 2000,
+                        "description": "Search query. Can be natural language question or keywords. For best results, include domain-specific terms."},
+                    "search_mode": {"type": "string", "enum": ["hybrid", "vector", "keyword"], "default": "hybrid",
+                        "description": "Search mode: \"hybrid\" (recommended) combines vector and keyword search, \"vector\" for semantic similarity, \"keyword\" for exact matches."},
+                    "top_k": {"type": "integer", "minimum": 1, "maximum": 50, "default": 10,
+                        "description": "Maximum number of results to return (1-50). Use smaller values for focused queries, larger for exploratory searches."},
+                    "min_score": {"type": "number", "minimum": 0, "maximum": 1, "default": 0.5,
+                        "description": "Minimum relevance score threshold (0-1). Higher values return more relevant but fewer results."},
+                    "rerank": {"type": "boolean", "default": true,
+                        "description": "Whether to apply reranking for improved relevance ordering. Recommended for important queries."}
+                },
+                "required": ["query"]
+            }),
+            Some(json!({
+                "type": "object",
+                "properties": {
+                    "results": {"type": "array", "items": {"type": "object", "properties": {
+                        "id": {"type": "string"}, "content": {"type": "string"},
+                        "score": {"type": "number"}, "knowledge_id": {"type": "string"},
+                        "knowledge_title": {"type": "string"}, "knowledge_filename": {"type": "string"},
+                        "match_type": {"type": "string", "enum": ["hybrid", "vector", "keyword"]},
+                        "page": {"type": "integer"}, "docid": {"type": "string"},
+                        "knowledge_base": {"type": "string"}, "file": {"type": "string"}
+                    }, "required": ["id", "content", "score", "knowledge_id", "knowledge_title", "knowledge_filename", "match_type", "docid"]}},
+                    "total_count": {"type": "integer"},
+                    "search_mode": {"type": "string"}
+                },
+                "required": ["results", "total_count", "search_mode"]
+            })),
+        ),
+        read_only("Knowledge search"),
+    )
+}
+
+/// Seed 004 §3.1's `create_knowledge`, and its siblings (§9.1).
+pub fn capture_tools() -> Vec<Tool> {
+    let id = json!({"type": "string", "description": "The knowledge entry's id (from create_knowledge, list_knowledge or query_knowledge)"});
+    let status_output = json!({
+        "type": "object",
+        "properties": {"id": {"type": "string"}, "status": {"type": "string"}, "message": {"type": "string"}},
+        "required": ["id", "status", "message"]
+    });
+    vec![
+        with_annotations(
+            make(
+                CREATE,
+                "Create a new knowledge entry in QukaAI system. The knowledge will be processed asynchronously (summarization and embedding) in the background.",
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "content": {"type": "string", "description": "The content of the knowledge (markdown or plain text)"},
+                        "content_type": {"type": "string", "enum": ["markdown", "blocks"], "default": "markdown",
+                            "description": "Content format type. Default is markdown, use 'blocks' for EditorJS format."},
+                        "kind": {"type": "string", "enum": ["text", "image", "video", "url"], "default": "text", "description": "Type of knowledge"},
+                        "title": {"type": "string", "description": "Optional title for the knowledge (will be auto-generated if not provided)"},
+                        "tags": {"type": "array", "items": {"type": "string"}, "description": "Optional tags for categorization"}
+                    },
+                    "required": ["content"]
+                }),
+                Some(status_output.clone()),
+            ),
+            writes("Create knowledge", false),
+        ),
+        with_annotations(
+            make(
+                GET,
+                "Get one knowledge entry: its title, tags, processing status and full Markdown content.",
+                json!({"type": "object", "properties": {"id": id}, "required": ["id"]}),
+                None,
+            ),
+            read_only("Get knowledge"),
+        ),
+        with_annotations(
+            make(
+                QUERY,
+                "Search the knowledge entries this connection may read (keyword and semantic). Returns ids to pass to get_knowledge.",
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "query": {"type": "string", "minLength": 1, "maxLength": 2000, "description": "What to look for"},
+                        "limit": {"type": "integer", "minimum": 1, "maximum": 50, "default": 10, "description": "Maximum number of results"}
+                    },
+                    "required": ["query"]
+                }),
+                None,
+            ),
+            read_only("Query knowledge"),
+        ),
+        with_annotations(
+            make(
+                LIST,
+                "List the knowledge entries of this connection's resource, newest first.",
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "limit": {"type": "integer", "minimum": 1, "maximum": 100, "default": 20},
+                        "offset": {"type": "integer", "minimum": 0, "default": 0}
+                    }
+                }),
+                None,
+            ),
+            read_only("List knowledge"),
+        ),
+        with_annotations(
+            make(
+                UPDATE,
+                "Update a knowledge entry created by an agent: new content (re-processed in the background), title or tags.",
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "id": id,
+                        "content": {"type": "string", "description": "New content (markdown, or EditorJS JSON with content_type 'blocks')"},
+                        "content_type": {"type": "string", "enum": ["markdown", "blocks"], "default": "markdown"},
+                        "title": {"type": "string"},
+                        "tags": {"type": "array", "items": {"type": "string"}}
+                    },
+                    "required": ["id"]
+                }),
+                Some(status_output),
+            ),
+            writes("Update knowledge", false),
+        ),
+        with_annotations(
+            make(
+                DELETE,
+                "Delete a knowledge entry.",
+                json!({"type": "object", "properties": {"id": id}, "required": ["id"]}),
+                None,
+            ),
+            writes("Delete knowledge", true),
+        ),
+    ]
+}
+
+/// The capture tools `caller` may use (no write tools for read-only callers).
+pub fn capture_tools_for(caller: &Caller) -> Vec<Tool> {
+    let write = caller.engine.scope().can(Access::Write);
+    capture_tools()
+        .into_iter()
+        .filter(|t| write || !WRITE_TOOLS.contains(&t.name.as_ref()))
+        .collect()
+}
+
+/// The seed's result text for `knowledge_search`, plus `structuredContent`.
+pub fn knowledge_search_result(
+    query: &str,
+    requested: SearchMode,
+    found: &KnowledgeSearchResult,
+) -> CallToolResult {
+    let results = &found.results;
+    let mut content = vec![ContentBlock::text(format!(
+        "## Search Results\n\n**Query:** {query}\n**Total Found:** {}\n**Returned:** {}\n**Search Mode:** {}\n\n",
+        if found.total_count > 0 { found.total_count } else { results.len() },
+        results.len(),
+        requested.as_str()
+    ))];
+    if !results.is_empty() {
+        let mut text = String::from("### Matched Documents\n\n");
+        for (i, r) in results.iter().enumerate() {
+            let title = if r.knowledge_title.is_empty() { "Untitled" } else { &r.knowledge_title };
+            let file = if r.knowledge_filename.is_empty() { "Unknown" } else { &r.knowledge_filename };
+            let excerpt: String = r.content.chars().take(500).collect();
+            let more = if r.content.chars().count() > 500 { "..." } else { "" };
+            text.push_str(&format!(
+                "#### [{}] {title}\n- **Score:** {:.1}%\n- **Source:** {file}\n- **Match Type:** {}\n\n> {excerpt}{more}\n\n",
+                i + 1,
+                r.score * 100.0,
+                r.match_type
+            ));
+        }
+        content.push(ContentBlock::text(text));
+    }
+    if results.len() < 3 {
+        let mut s = String::from("\n### Suggestions for Better Results\n\n");
+        if results.is_empty() {
+            s.push_str("- Try different keywords or rephrase your query\n");
+            s.push_str("- Use more general terms if query is too specific\n");
+            s.push_str("- Check if the topic exists in the knowledge bases\n");
+        } else {
+            s.push_str("- Consider lowering min_score to get more results\n");
+            s.push_str("- Try breaking the query into smaller parts\n");
+            s.push_str("- Use \"keyword\" mode if looking for exact terms\n");
+        }
+        content.push(ContentBlock::text(s));
+    }
+    let mut r = CallToolResult::success(content);
+    r.structured_content = serde_json::to_value(found).ok();
+    r
+}
+
+/// HTTP status of an engine error, for the seed's `Search failed: <status> - <error>`.
+fn status_of(e: &Error) -> u16 {
+    match e {
+        Error::InvalidInput(_) => 400,
+        Error::NotFound(_) => 404,
+        Error::Forbidden(_) => 403,
+        Error::Conflict(_) => 409,
+        Error::TooLarge(_) => 413,
+        Error::Unsupported(_) => 415,
+        Error::Unavailable(_) => 503,
+        Error::Io { .. } | Error::Storage(_) | Error::Index(_) => 500,
+    }
+}
+
+fn parse_search(args: &Args<'_>) -> Result<(KnowledgeSearch, SearchMode), String> {
+    let mut req = KnowledgeSearch::new(args.required_string("query")?);
+    if let Some(m) = args.string("search_mode")? {
+        req.mode = SearchMode::parse(&m).map_err(|e| e.to_string())?;
+    }
+    if let Some(k) = args.uint("top_k")? {
+        req.top_k = k.min(usize::MAX as u64) as usize;
+    }
+    if let Some(m) = args.number("min_score")? {
+        req.min_score = m;
+    }
+    if let Some(r) = args.bool("rerank")? {
+        req.rerank = r;
+    }
+    let mode = req.mode;
+    Ok((req, mode))
+}
+
+fn note_json(file: &KbFile) -> Value {
+    let note = file.note.as_ref();
+    json!({
+        "id": file.id,
+        "knowledge_base": file.knowledge_base,
+        "file_name": file.file_name,
+        "title": note.and_then(|n| n.title.clone()),
+        "kind": note.map_or("document", |n| n.kind.as_str()),
+        "tags": note.map(|n| n.tags.clone()).unwrap_or_default(),
+        "status": file.status.as_str(),
+        "error": file.error,
+        "docid": file.docid,
+        "created_at": file.created_at,
+        "updated_at": file.updated_at,
+    })
+}
+
+fn view_json(v: &NoteView) -> Value {
+    let mut j = note_json(&v.file);
+    j["title"] = json!(v.title);
+    j["content"] = json!(v.content);
+    j
+}
+
+fn with_structured(text: String, structured: Value) -> CallToolResult {
+    let mut r = CallToolResult::success(vec![ContentBlock::text(text)]);
+    r.structured_content = Some(structured);
+    r
+}
+
+fn content_change(args: &Args<'_>) -> Result<Option<(String, NoteFormat)>, String> {
+    let format = match args.string("content_type")? {
+        Some(f) => NoteFormat::parse(&f).map_err(|e| e.to_string())?,
+        None => NoteFormat::Markdown,
+    };
+    Ok(args.string("content")?.map(|c| (c, format)))
+}
+
+/// Runs one of this module's tools on a blocking thread. Failures are tool errors
+/// (`isError`), worded for the model.
+pub async fn call(state: &Arc<AppState>, caller: &Caller, name: &str, args: rmcp::model::JsonObject) -> CallToolResult {
+    let engine = caller.engine.clone();
+    let resource = caller.resource.clone();
+    let name = name.to_owned();
+    let joined = tokio::task::spawn_blocking(move || run(&engine, &resource, &name, &Args(&args))).await;
+    let result = match joined {
+        Ok(r) => r,
+        Err(e) => tool_error(format!("Search error: {e}")),
+    };
+    if result.is_error != Some(true) {
+        state.wake_workers();
+    }
+    result
+}
+
+fn run(engine: &quarry_engine::Engine, resource: &str, name: &str, args: &Args<'_>) -> CallToolResult {
+    match name {
+        KNOWLEDGE_SEARCH => {
+            let (req, mode) = match parse_search(args) {
+                Ok(r) => r,
+                Err(m) => return tool_error(format!("Search failed: 400 - {m}")),
+            };
+            match engine.knowledge_search(&req) {
+                Ok(found) => knowledge_search_result(&req.query, mode, &found),
+                Err(e) => tool_error(format!("Search failed: {} - {e}", status_of(&e))),
+            }
+        }
+        _ => match capture(engine, resource, name, args) {
+            Ok(r) => r,
+            Err(m) => tool_error(m),
+        },
+    }
+}
+
+fn capture(
+    engine: &quarry_engine::Engine,
+    resource: &str,
+    name: &str,
+    args: &Args<'_>,
+) -> Result<CallToolResult, String> {
+    let fail = |e: Error| e.to_string();
+    match name {
+        CREATE => {
+            let format = match args.string("content_type")? {
+                Some(f) => NoteFormat::parse(&f).map_err(fail)?,
+                None => NoteFormat::Markdown,
+            };
+            let note = NewNote {
+                content: args.required_string("content")?,
+                format,
+                kind: args.string("kind")?.unwrap_or_else(|| "text".into()),
+                title: args.string("title")?,
+                tags: args.strings("tags")?.unwrap_or_default(),
+            };
+            let (file, duplicate) = engine.create_note(resource, note).map_err(fail)?;
+            let (status, message) = if duplicate {
+                (
+                    file.status.as_str(),
+                    "Identical knowledge already exists; returning its id",
+                )
+            } else {
+                (
+                    "processing",
+                    "Knowledge created successfully, processing in background",
+                )
+            };
+            Ok(with_structured(
+                format!("Knowledge created: {}", file.id),
+                json!({"id": file.id, "status": status, "message": message}),
+            ))
+        }
+        GET => {
+            let id = args.required_string("id")?;
+            let file = engine.find_knowledge(Some(resource), &id).map_err(fail)?;
+            let view = engine.knowledge_view(file).map_err(fail)?;
+            Ok(with_structured(
+                format!("# {}\n\n{}", view.title, view.content),
+                view_json(&view),
+            ))
+        }
+        QUERY | QUERY_ALIAS => {
+            let mut req = KnowledgeSearch::new(args.required_string("query")?);
+            req.top_k = args.uint("limit")?.unwrap_or(10).min(50) as usize;
+            req.min_score = 0.0;
+            let found = engine.knowledge_search(&req).map_err(fail)?;
+            let mut text = format!(
+                "Found {} knowledge entr{} for \"{}\"",
+                found.results.len(),
+                if found.results.len() == 1 { "y" } else { "ies" },
+                req.query
+            );
+            for r in &found.results {
+                let excerpt: String = r.content.chars().take(200).collect();
+                text.push_str(&format!(
+                    "\n\n- [{}] {} ({:.0}%, {})\n  {}",
+                    r.knowledge_id,
+                    r.knowledge_title,
+                    r.score * 100.0,
+                    r.file,
+                    excerpt.replace('\n', " ")
+                ));
+            }
+            Ok(with_structured(text, json!({"results": found.results, "total_count": found.total_count})))
+        }
+        LIST => {
+            let limit = args.uint("limit")?.unwrap_or(20).min(100) as usize;
+            let offset = args.index("offset")?.unwrap_or(0).min(usize::MAX as u64) as usize;
+            let (items, total) = engine.list_knowledge(resource, offset, limit).map_err(fail)?;
+            let mut text = format!(
+                "{total} knowledge entr{} in '{resource}' (showing {} from {offset})",
+                if total == 1 { "y" } else { "ies" },
+                items.len()
+            );
+            for f in &items {
+                let title = f
+                    .note
+                    .as_ref()
+                    .and_then(|n| n.title.clone())
+                    .unwrap_or_else(|| f.file_name.clone());
+                text.push_str(&format!("\n- [{}] {title} ({})", f.id, f.status.as_str()));
+            }
+            let items: Vec<Value> = items.iter().map(note_json).collect();
+            Ok(with_structured(
+                text,
+                json!({"items": items, "total": total, "offset": offset, "limit": limit}),
+            ))
+        }
+        UPDATE => {
+            let id = args.required_string("id")?;
+            let change = NoteChange {
+                content: content_change(args)?,
+                title: args.string("title")?,
+                tags: args.strings("tags")?,
+            };
+            let file = engine.find_knowledge(Some(resource), &id).map_err(fail)?;
+            let file = engine.update_note(&file, change).map_err(fail)?;
+            Ok(with_structured(
+                format!("Knowledge updated: {}", file.id),
+                json!({"id": file.id, "status": "processing", "message": "Knowledge updated, processing in background"}),
+            ))
+        }
+        DELETE => {
+            let id = args.required_string("id")?;
+            let file = engine.find_knowledge(Some(resource), &id).map_err(fail)?;
+            let file = engine.delete_knowledge(&file).map_err(fail)?;
+            Ok(with_structured(
+                format!("Knowledge deleted: {}", file.id),
+                json!({"id": file.id, "deleted": true}),
+            ))
+        }
+        other => Err(format!("Unknown tool: {other}")),
+    }
+}

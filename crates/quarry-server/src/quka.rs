@@ -1,0 +1,128 @@
+//! `POST /api/v1/mcp`: QukaAI's knowledge-capture endpoint (seed 004) — Streamable HTTP,
+//! stateless, JSON responses, authenticated per request like every other route. Its tools are
+//! the knowledge capture tools only (SPEC §2.2).
+//!
+//! The seed's curl examples send no `Accept` header and call `tools/call` without a session;
+//! [`accept_json`] lets them in, and the stateless transport needs no `initialize` first.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::extract::Request;
+use axum::http::{HeaderValue, Method, header};
+use axum::middleware::Next;
+use axum::response::Response;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
+use serde_json::json;
+
+use crate::AppState;
+use crate::knowledge_tools::{self, KNOWLEDGE_SEARCH};
+use crate::mcp::request_caller;
+
+/// The QukaAI-compatible MCP server; one per request (stateless).
+#[derive(Clone)]
+pub struct QukaMcp {
+    state: Arc<AppState>,
+}
+
+impl QukaMcp {
+    pub fn new(state: Arc<AppState>) -> Self {
+        QukaMcp { state }
+    }
+}
+
+impl ServerHandler for QukaMcp {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(
+                Implementation::new("quarry-knowledge", env!("CARGO_PKG_VERSION"))
+                    .with_title("Quarry knowledge capture"),
+            )
+            .with_instructions(
+                "Save what you learn with create_knowledge (Markdown); find it again with query_knowledge and get_knowledge. Notes go to the knowledge base named by X-Resource (default 'knowledge') in the space of your token.",
+            )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        let caller = request_caller(None, &context)?;
+        Ok(ListToolsResult::with_all_items(
+            knowledge_tools::capture_tools_for(&caller),
+        ))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        knowledge_tools::capture_tools()
+            .into_iter()
+            .find(|t| t.name == name)
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let started = Instant::now();
+        let name = request.name.to_string();
+        let caller = request_caller(None, &context)?;
+        let listed = knowledge_tools::capture_tools_for(&caller);
+        let known = name != KNOWLEDGE_SEARCH && knowledge_tools::handles(&name);
+        if !known || (!listed.iter().any(|t| t.name == name) && name != "search_knowledges") {
+            crate::telemetry::record_tool_call(&name, "protocol_error", started.elapsed());
+            let available: Vec<String> = listed.iter().map(|t| t.name.to_string()).collect();
+            return Err(McpError::invalid_params(
+                format!("Unknown tool: {name}"),
+                Some(json!({ "tool": name, "available": available })),
+            ));
+        }
+        let result = knowledge_tools::call(
+            &self.state,
+            &caller,
+            &name,
+            request.arguments.unwrap_or_default(),
+        )
+        .await;
+        let outcome = if result.is_error == Some(true) {
+            "tool_error"
+        } else {
+            "ok"
+        };
+        crate::telemetry::record_tool_call(&name, outcome, started.elapsed());
+        Ok(result.into())
+    }
+}
+
+/// Middleware: a POST whose `Accept` does not name both JSON and SSE (curl sends `*/*`, the
+/// seed's examples none) is treated as accepting both; responses are JSON either way.
+pub async fn accept_json(mut req: Request, next: Next) -> Response {
+    if req.method() == Method::POST {
+        let accepts = req
+            .headers()
+            .get_all(header::ACCEPT)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .collect::<Vec<_>>()
+            .join(",");
+        if !(accepts.contains("application/json") && accepts.contains("text/event-stream")) {
+            req.headers_mut().insert(
+                header::ACCEPT,
+                HeaderValue::from_static("application/json, text/event-stream"),
+            );
+        }
+        if !req.headers().contains_key(header::CONTENT_TYPE) {
+            req.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            );
+        }
+    }
+    next.run(req).await
+}
