@@ -19,6 +19,10 @@ import pytest
 from conftest import CHINESE, CORPUS, JOURNAL_1, JOURNAL_CONTEXT, MEETING, PLAN, display
 
 TOOL_NAMES = {"search", "vsearch", "query", "get", "multi_get", "status"}
+# SPEC §2.2: the built-in knowledge package lists QMD's six, knowledge_search and the
+# knowledge capture tools (seed 004).
+READ_TOOLS = TOOL_NAMES | {"knowledge_search", "get_knowledge", "query_knowledge", "list_knowledge"}
+ALL_TOOLS = READ_TOOLS | {"create_knowledge", "update_knowledge", "delete_knowledge"}
 PREFIX = Path(os.environ.get("QUARRY_NODE_PREFIX") or os.path.expanduser("~/.cache/quarry-node"))
 CLI = Path(
     os.environ.get("QUARRY_INSPECTOR_CLI")
@@ -100,7 +104,7 @@ def test_launcher_cli_mode(inspector):
         timeout=60,
     )
     assert r.returncode == 0, r.stderr[-3000:]
-    assert {t["name"] for t in json.loads(r.stdout)["result"]["tools"]} == TOOL_NAMES
+    assert {t["name"] for t in json.loads(r.stdout)["result"]["tools"]} == ALL_TOOLS
 
 
 def test_initialize_over_stdio(inspector):
@@ -112,12 +116,12 @@ def test_initialize_over_stdio(inspector):
 
 def test_tools_list(inspector, target):
     tools = inspector.result(target, "--method", "tools/list")["tools"]
-    assert {t["name"] for t in tools} == TOOL_NAMES and len(tools) == 6
+    assert {t["name"] for t in tools} == ALL_TOOLS and len(tools) == len(ALL_TOOLS)
     by_name = {t["name"]: t for t in tools}
     assert set(by_name["search"]["inputSchema"]["properties"]) == {"query", "limit", "minScore", "collection"}
     assert by_name["vsearch"]["inputSchema"]["properties"]["minScore"]["default"] == 0.3
     assert by_name["multi_get"]["inputSchema"]["properties"]["maxBytes"]["default"] == 10240
-    assert all(t["annotations"]["readOnlyHint"] is True for t in tools)
+    assert all(t["annotations"]["readOnlyHint"] is (t["name"] in READ_TOOLS) for t in tools)
 
 
 def test_tool_schemas_pass_strict_portability_check(inspector):

@@ -46,6 +46,10 @@ MODERN = "2026-07-28"
 LEGACY = "2025-11-25"  # what the SDK offers in the initialize handshake
 
 TOOL_NAMES = {"search", "vsearch", "query", "get", "multi_get", "status"}
+# SPEC §2.2: the built-in knowledge package lists QMD's six, knowledge_search and the
+# knowledge capture tools (seed 004); the machine's owner may write, so all are listed.
+READ_TOOLS = TOOL_NAMES | {"knowledge_search", "get_knowledge", "query_knowledge", "list_knowledge"}
+ALL_TOOLS = READ_TOOLS | {"create_knowledge", "update_knowledge", "delete_knowledge"}
 VECTOR_INDEX_MISSING = "Vector index not found. Run 'quarry embed' first to create embeddings."
 CONTEXT_COMMENT = f"<!-- Context: {JOURNAL_CONTEXT} -->\n\n"
 RESULT_LINE = re.compile(r"^(#[0-9a-f]{6,}) (\d{1,3})% (.+) - (.+)$")
@@ -168,10 +172,10 @@ async def test_discover_result_over_modern_era(shared_home, shared_server, tmp_p
 # tools/list
 
 
-async def test_lists_exactly_the_six_tools(mcp):
+async def test_lists_the_six_qmd_tools_and_the_knowledge_tools(mcp):
     tools = (await mcp.list_tools()).tools
-    assert sorted(t.name for t in tools) == sorted(TOOL_NAMES)
-    assert len(tools) == 6
+    assert sorted(t.name for t in tools) == sorted(ALL_TOOLS)
+    assert len(tools) == len(ALL_TOOLS)
 
 
 async def test_tool_schemas_names_and_defaults(mcp):
@@ -196,8 +200,8 @@ async def test_tool_schemas_names_and_defaults(mcp):
     assert not tools["status"]["inputSchema"].get("properties")
     for name, t in tools.items():
         assert t["description"], name
-        assert t["annotations"]["readOnlyHint"] is True, name
-        assert t["annotations"].get("destructiveHint") is not True, name
+        assert t["annotations"]["readOnlyHint"] is (name in READ_TOOLS), name
+        assert t["annotations"].get("destructiveHint") is (name == "delete_knowledge"), name
         jsonschema.Draft202012Validator.check_schema(t["inputSchema"])
 
 

@@ -350,7 +350,11 @@ impl Directory {
         let memberships = self.store.memberships(Some(row))?;
         let mut spaces = Vec::new();
         if req.spaces.is_empty() {
-            spaces.extend(memberships.iter().map(|m| (m.space.clone(), m.space_id.clone())));
+            spaces.extend(
+                memberships
+                    .iter()
+                    .map(|m| (m.space.clone(), m.space_id.clone())),
+            );
         } else {
             for key in &req.spaces {
                 let m = memberships
@@ -442,6 +446,26 @@ impl Directory {
         secret: &str,
         space: Option<&str>,
     ) -> Result<std::result::Result<Principal, AuthFailure>> {
+        self.resolve(secret, space, false)
+    }
+
+    /// As [`Directory::authenticate`], but a token with several spaces and none named
+    /// resolves to the first of them: for requests about the token itself (its spaces, its
+    /// user's tokens), which read no space's data.
+    pub fn authenticate_any_space(
+        &self,
+        secret: &str,
+        space: Option<&str>,
+    ) -> Result<std::result::Result<Principal, AuthFailure>> {
+        self.resolve(secret, space, true)
+    }
+
+    fn resolve(
+        &self,
+        secret: &str,
+        space: Option<&str>,
+        first_space: bool,
+    ) -> Result<std::result::Result<Principal, AuthFailure>> {
         if !is_token_shaped(secret) {
             return Ok(Err(AuthFailure::Invalid));
         }
@@ -470,6 +494,7 @@ impl Directory {
             None => match usable.as_slice() {
                 [one] => Some(*one),
                 [] => None,
+                [first, ..] if first_space => Some(*first),
                 _ => return Ok(Err(AuthFailure::SpaceRequired)),
             },
         };

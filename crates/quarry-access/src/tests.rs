@@ -33,7 +33,12 @@ fn tokens_are_random_prefixed_and_stored_only_as_hashes() {
     assert_ne!(a.token, b.token);
     assert!(a.token.starts_with(&a.record.prefix));
     // Only the hash finds it; nothing listed carries the secret.
-    assert!(store.token_by_hash(&token_hash(&a.token)).unwrap().is_some());
+    assert!(
+        store
+            .token_by_hash(&token_hash(&a.token))
+            .unwrap()
+            .is_some()
+    );
     let listed = format!("{:?}", d.tokens(Some("ann")).unwrap());
     assert!(!listed.contains(&a.token[DISPLAY_PREFIX..]));
 }
@@ -54,7 +59,9 @@ fn authenticate_resolves_space_role_and_read_only() {
     assert!(d.authenticate(&t.token, Some(&team.id)).unwrap().is_ok());
     // A space it may not use and one that does not exist fail alike.
     assert_eq!(
-        d.authenticate(&t.token, Some("other")).unwrap().unwrap_err(),
+        d.authenticate(&t.token, Some("other"))
+            .unwrap()
+            .unwrap_err(),
         AuthFailure::SpaceForbidden
     );
     assert_eq!(
@@ -105,7 +112,13 @@ fn revocation_expiry_and_lost_membership_take_effect_at_once() {
         AuthFailure::Expired
     );
     // Wrong shapes and unknown tokens are one failure.
-    for bad in ["", "qk_", "Bearer x", &t.token[..20], &format!("{}0", &t.token)] {
+    for bad in [
+        "",
+        "qk_",
+        "Bearer x",
+        &t.token[..20],
+        &format!("{}0", &t.token),
+    ] {
         assert_eq!(
             d.authenticate(bad, None).unwrap().unwrap_err(),
             AuthFailure::Invalid

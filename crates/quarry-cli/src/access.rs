@@ -64,9 +64,9 @@ pub enum TokenCmd {
         /// What it is for, e.g. "MCP - Claude Code".
         #[arg(long, default_value = "")]
         label: String,
-        /// Spaces it may use (name or UUID; repeat or comma-separate). Default: all the
-        /// user's spaces.
-        #[arg(long = "space", value_delimiter = ',')]
+        /// Spaces it may use (name or UUID, comma-separated). Default: the global --space
+        /// when given, else all the user's spaces.
+        #[arg(long = "spaces", value_delimiter = ',')]
         spaces: Vec<String>,
         /// Only these knowledge bases (name or id; repeat or comma-separate).
         #[arg(long = "kb", value_delimiter = ',')]
@@ -150,7 +150,11 @@ fn token_line(t: &TokenRecord) -> String {
         t.prefix,
         t.user,
         state,
-        if t.read_only { "read-only" } else { "read-write" },
+        if t.read_only {
+            "read-only"
+        } else {
+            "read-write"
+        },
         t.collections
             .as_ref()
             .map(|c| format!(" kb={}", c.len()))
@@ -299,7 +303,7 @@ pub fn space(engine: &Engine, cmd: &SpaceCmd, json_out: bool) -> Result<()> {
     Ok(())
 }
 
-pub fn token(engine: &Engine, cmd: &TokenCmd, json_out: bool) -> Result<()> {
+pub fn token(engine: &Engine, cmd: &TokenCmd, json_out: bool, space: Option<&str>) -> Result<()> {
     let dir = Directory::new(engine.store_handle());
     let mut out = std::io::stdout().lock();
     match cmd {
@@ -315,7 +319,11 @@ pub fn token(engine: &Engine, cmd: &TokenCmd, json_out: bool) -> Result<()> {
             let issued = dir.create_token(&TokenRequest {
                 user: user.clone(),
                 label: label.clone(),
-                spaces: spaces.clone(),
+                spaces: if spaces.is_empty() {
+                    space.map(|s| vec![s.to_owned()]).unwrap_or_default()
+                } else {
+                    spaces.clone()
+                },
                 collections: (!kbs.is_empty()).then(|| kbs.clone()),
                 read_only: *read_only,
                 expires_at,

@@ -231,7 +231,7 @@ struct ServeArgs {
     /// Longest a REST request may run, in seconds.
     #[arg(long, default_value_t = 300)]
     request_timeout: u64,
-    /// `token`: every route but /health needs an access token (`quarry token create`).
+    /// `token`: every route but /health needs an access token (see the `token` command).
     /// Default: `token` when --bind is not a loopback address, else `none` (local use).
     #[arg(long, value_enum)]
     auth: Option<AuthArg>,
@@ -350,12 +350,19 @@ fn open(cli: &Cli) -> Result<Engine> {
         .with_models(models)
         .with_fusion(fusion)
         .with_ingest(ingest);
-    match cli.space.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
+    match cli
+        .space
+        .as_deref()
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+    {
         None => Ok(engine),
         Some(key) => {
             let space = quarry_access::Directory::new(engine.store_handle())
                 .space(key)
-                .with_context(|| format!("--space {key:?}: create it with 'quarry space create'"))?;
+                .with_context(|| {
+                    format!("--space {key:?}: create it with 'quarry space create'")
+                })?;
             Ok(engine.scoped(quarry_core::Scope::owner(space.name)))
         }
     }
@@ -373,7 +380,7 @@ fn run(cli: Cli) -> Result<()> {
     match &cli.command {
         Command::User(cmd) => return access::user(&engine, cmd, cli.json),
         Command::Space(cmd) => return access::space(&engine, cmd, cli.json),
-        Command::Token(cmd) => return access::token(&engine, cmd, cli.json),
+        Command::Token(cmd) => return access::token(&engine, cmd, cli.json, cli.space.as_deref()),
         _ => {}
     }
     if let Command::Kb(cmd) = &cli.command {

@@ -175,7 +175,9 @@ impl StatusReport {
             self.collections.len()
         );
         for c in &self.collections {
-            out.push_str(&format!("\n    - {} ({} docs)", c.path, c.documents));
+            // A knowledge base has no folder: show its name.
+            let place = if c.path.is_empty() { &c.name } else { &c.path };
+            out.push_str(&format!("\n    - {place} ({} docs)", c.documents));
         }
         out
     }

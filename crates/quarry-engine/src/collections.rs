@@ -143,7 +143,9 @@ impl Engine {
         if self.scope().collections.is_none() {
             return Ok(None);
         }
-        Ok(Some(self.collections()?.into_iter().map(|c| c.name).collect()))
+        Ok(Some(
+            self.collections()?.into_iter().map(|c| c.name).collect(),
+        ))
     }
 
     /// One collection of the space by name; one this handle may not use is not found,

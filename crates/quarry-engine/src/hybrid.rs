@@ -226,7 +226,8 @@ impl Engine {
             }
         };
 
-        let evidence = self.gather_evidence(&queries, filter.as_deref(), &mut stages, &mut warnings)?;
+        let evidence =
+            self.gather_evidence(&queries, filter.as_deref(), &mut stages, &mut warnings)?;
         let fused = match self.fusion {
             Fusion::Calibrated => calibrated_fusion(&evidence),
             Fusion::Rrf => rrf_fusion(&evidence, &weight),
@@ -291,7 +292,14 @@ impl Engine {
             let lines = candidates
                 .get(&id)
                 .map(|c| (c.chunk.line_start, c.chunk.line_end));
-            results.push(search_hit(doc, &contexts, score, &terms, lines, req.excerpt_chars));
+            results.push(search_hit(
+                doc,
+                &contexts,
+                score,
+                &terms,
+                lines,
+                req.excerpt_chars,
+            ));
             let by_keyword = keyword_ids.contains(&id);
             let by_vector = candidates.contains_key(&id);
             match_types.push(match (by_keyword, by_vector) {

@@ -172,28 +172,32 @@ impl Engine {
             rerank: req.rerank,
             excerpt_chars: CONTENT_CHARS,
         };
-        let (hits, types, ran, warnings): (Vec<SearchHit>, Vec<&'static str>, SearchMode, Vec<String>) =
-            match req.mode {
-                SearchMode::Keyword => {
-                    let hits = engine.search(&search)?;
-                    let n = hits.len();
-                    (hits, vec!["keyword"; n], SearchMode::Keyword, Vec::new())
-                }
-                SearchMode::Vector => {
-                    let hits = engine.vsearch(&search)?;
-                    let n = hits.len();
-                    (hits, vec!["vector"; n], SearchMode::Vector, Vec::new())
-                }
-                SearchMode::Hybrid => {
-                    let r = engine.query(&search)?;
-                    let ran = if r.stages.contains(&"vector") {
-                        SearchMode::Hybrid
-                    } else {
-                        SearchMode::Keyword
-                    };
-                    (r.results, r.match_types, ran, r.warnings)
-                }
-            };
+        let (hits, types, ran, warnings): (
+            Vec<SearchHit>,
+            Vec<&'static str>,
+            SearchMode,
+            Vec<String>,
+        ) = match req.mode {
+            SearchMode::Keyword => {
+                let hits = engine.search(&search)?;
+                let n = hits.len();
+                (hits, vec!["keyword"; n], SearchMode::Keyword, Vec::new())
+            }
+            SearchMode::Vector => {
+                let hits = engine.vsearch(&search)?;
+                let n = hits.len();
+                (hits, vec!["vector"; n], SearchMode::Vector, Vec::new())
+            }
+            SearchMode::Hybrid => {
+                let r = engine.query(&search)?;
+                let ran = if r.stages.contains(&"vector") {
+                    SearchMode::Hybrid
+                } else {
+                    SearchMode::Keyword
+                };
+                (r.results, r.match_types, ran, r.warnings)
+            }
+        };
         let total_count = hits.len();
         let collections = engine.collections()?;
         let mut results = Vec::with_capacity(req.top_k.min(hits.len()));

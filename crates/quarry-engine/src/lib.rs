@@ -16,6 +16,8 @@ mod indexing;
 mod knowledge;
 mod knowledge_search;
 mod notes;
+#[cfg(test)]
+mod scope_tests;
 mod search;
 mod semantic;
 

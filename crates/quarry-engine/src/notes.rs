@@ -104,7 +104,9 @@ fn check_tags(tags: &[String]) -> Result<Vec<String>> {
 fn to_markdown(content: &str, format: NoteFormat) -> Result<String> {
     let md = match format {
         NoteFormat::Markdown => content.to_owned(),
-        NoteFormat::Blocks => quarry_convert::editorjs_to_markdown(content).map_err(Error::InvalidInput)?,
+        NoteFormat::Blocks => {
+            quarry_convert::editorjs_to_markdown(content).map_err(Error::InvalidInput)?
+        }
     };
     if md.trim().is_empty() {
         return Err(Error::invalid("content must not be empty"));
@@ -129,7 +131,13 @@ fn note_file_name(title: Option<&str>, markdown: &str) -> String {
     });
     let mut name: String = basis
         .chars()
-        .map(|c| if c.is_alphanumeric() || c == '-' || c == '_' || c == ' ' { c } else { '-' })
+        .map(|c| {
+            if c.is_alphanumeric() || c == '-' || c == '_' || c == ' ' {
+                c
+            } else {
+                '-'
+            }
+        })
         .take(60)
         .collect();
     name = name.trim().trim_matches('-').to_owned();
@@ -243,9 +251,16 @@ impl Engine {
     }
 
     /// Documents of `kb` (all it holds, uploads and notes), newest first, paged.
-    pub fn list_knowledge(&self, kb: &str, offset: usize, limit: usize) -> Result<(Vec<KbFile>, usize)> {
+    pub fn list_knowledge(
+        &self,
+        kb: &str,
+        offset: usize,
+        limit: usize,
+    ) -> Result<(Vec<KbFile>, usize)> {
         let mut all = match self.knowledge_base(kb) {
-            Ok(base) => self.store().kb_files(base.collection_id, &FileFilter::default())?,
+            Ok(base) => self
+                .store()
+                .kb_files(base.collection_id, &FileFilter::default())?,
             Err(Error::NotFound(_)) => Vec::new(),
             Err(e) => return Err(e),
         };
@@ -309,7 +324,10 @@ mod tests {
 
     #[test]
     fn file_names_come_from_titles_or_first_lines() {
-        assert_eq!(note_file_name(Some("MCP 集成会议记录"), ""), "MCP 集成会议记录.md");
+        assert_eq!(
+            note_file_name(Some("MCP 集成会议记录"), ""),
+            "MCP 集成会议记录.md"
+        );
         assert_eq!(note_file_name(None, "# 会议记录\n\ntext"), "会议记录.md");
         assert_eq!(note_file_name(None, "../../etc/passwd"), "etc-passwd.md");
         assert_eq!(note_file_name(Some("///"), "x"), "note.md");

@@ -132,7 +132,14 @@ impl Engine {
                 continue;
             }
             let lines = Some((h.chunk.line_start, h.chunk.line_end));
-            hits.push(search_hit(doc, &contexts, score, &terms, lines, req.excerpt_chars));
+            hits.push(search_hit(
+                doc,
+                &contexts,
+                score,
+                &terms,
+                lines,
+                req.excerpt_chars,
+            ));
         }
         Ok(hits)
     }
@@ -181,7 +188,14 @@ impl Engine {
             if score < req.min_score {
                 continue;
             }
-            hits.push(search_hit(doc, &contexts, score, &terms, None, req.excerpt_chars));
+            hits.push(search_hit(
+                doc,
+                &contexts,
+                score,
+                &terms,
+                None,
+                req.excerpt_chars,
+            ));
         }
         Ok(hits)
     }

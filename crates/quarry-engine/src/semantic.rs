@@ -408,7 +408,11 @@ impl Engine {
         report.vectors_indexed = added;
         report.vectors_removed = removed;
         report.total_chunks = store
-            .embedding_state(self.space(), self.scope().collections.as_deref(), Some(&key))?
+            .embedding_state(
+                self.space(),
+                self.scope().collections.as_deref(),
+                Some(&key),
+            )?
             .chunks;
         report.seconds = started.elapsed().as_secs_f64();
         Ok(report)

@@ -32,9 +32,12 @@ pub enum AuthMode {
     Token,
 }
 
-/// How a surface words an authentication failure.
+/// How a surface words an authentication failure, and whether its routes read a space.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Surface {
+    /// REST routes about the token itself (its spaces, its user's tokens): a token with
+    /// several spaces needs to name none.
+    Account,
     /// `{"detail", "status_code", "error_code"}` (QMD REST and `/api/v1`).
     Rest,
     /// A JSON-RPC error envelope, code -32000, `data.error_code` (MCP endpoints, seed 004).
@@ -149,14 +152,17 @@ enum Refusal {
     Internal(String),
 }
 
-fn resolve(state: &AppState, c: &Credentials) -> Result<Caller, Refusal> {
+fn resolve(state: &AppState, surface: Surface, c: &Credentials) -> Result<Caller, Refusal> {
     let directory = state.directory();
     let internal = |e: quarry_core::Error| Refusal::Internal(e.to_string());
     let principal = match (&c.token, state.auth_mode()) {
-        (Some(token), _) => directory
-            .authenticate(token, c.space.as_deref())
-            .map_err(internal)?
-            .map_err(Refusal::Auth)?,
+        (Some(token), _) => if surface == Surface::Account {
+            directory.authenticate_any_space(token, c.space.as_deref())
+        } else {
+            directory.authenticate(token, c.space.as_deref())
+        }
+        .map_err(internal)?
+        .map_err(Refusal::Auth)?,
         (None, AuthMode::Token) => return Err(Refusal::Auth(AuthFailure::Missing)),
         (None, AuthMode::Open) => {
             let space = match &c.space {
@@ -201,7 +207,9 @@ fn refusal_response(surface: Surface, refusal: Refusal) -> Response {
         ),
     };
     let body = match surface {
-        Surface::Rest => json!({"detail": message, "status_code": status.as_u16(), "error_code": code}),
+        Surface::Rest | Surface::Account => {
+            json!({"detail": message, "status_code": status.as_u16(), "error_code": code})
+        }
         Surface::JsonRpc => json!({
             "jsonrpc": "2.0",
             "error": {"code": -32000, "message": message, "data": {"error_code": code}},
@@ -238,9 +246,9 @@ pub async fn authenticate(
     // is told this thread blocks.
     let resolved = match tokio::runtime::Handle::current().runtime_flavor() {
         tokio::runtime::RuntimeFlavor::MultiThread => {
-            tokio::task::block_in_place(|| resolve(&state, &creds))
+            tokio::task::block_in_place(|| resolve(&state, surface, &creds))
         }
-        _ => resolve(&state, &creds),
+        _ => resolve(&state, surface, &creds),
     };
     match resolved {
         Ok(caller) => {

@@ -20,8 +20,8 @@ use quarry_engine::{CreateKnowledgeBase, FileFilter, FileStatus, Upload, UploadO
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::rest::{Body, blocking};
 use crate::auth::Caller;
+use crate::rest::{Body, blocking};
 use crate::{ApiError, AppState};
 
 /// Largest upload request (all files together); each file is also bounded by the
@@ -116,10 +116,7 @@ async fn list_kbs(caller: Caller) -> Result<Response, ApiError> {
     Ok(ok_list(&kbs))
 }
 
-async fn create_kb(
-    caller: Caller,
-    Body(b): Body<CreateKbBody>,
-) -> Result<Response, ApiError> {
+async fn create_kb(caller: Caller, Body(b): Body<CreateKbBody>) -> Result<Response, ApiError> {
     let engine = caller.engine.clone();
     let kb = blocking(move || {
         engine.create_knowledge_base(&CreateKnowledgeBase {
@@ -133,10 +130,7 @@ async fn create_kb(
     Ok(with_status(StatusCode::CREATED, ok(kb)))
 }
 
-async fn get_kb(
-    caller: Caller,
-    Path(id): Path<String>,
-) -> Result<Response, ApiError> {
+async fn get_kb(caller: Caller, Path(id): Path<String>) -> Result<Response, ApiError> {
     let engine = caller.engine.clone();
     let (kb, docs) = blocking(move || {
         let kb = engine.knowledge_base(&id)?;
@@ -403,7 +397,15 @@ async fn preview_doc(
 ) -> Result<Response, ApiError> {
     let engine = caller.engine.clone();
     let d = blocking(move || engine.kb_document(&id, &doc)).await?;
-    serve_blob(caller.engine.clone(), d.sha256, d.size, d.mime, Some(d.file_name), &headers).await
+    serve_blob(
+        caller.engine.clone(),
+        d.sha256,
+        d.size,
+        d.mime,
+        Some(d.file_name),
+        &headers,
+    )
+    .await
 }
 
 /// `/api/v1/files/{bucket}/{path}`: `images/<sha256>.<ext>` (images extracted from

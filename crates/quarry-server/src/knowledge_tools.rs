@@ -247,17 +247,33 @@ pub fn knowledge_search_result(
     let results = &found.results;
     let mut content = vec![ContentBlock::text(format!(
         "## Search Results\n\n**Query:** {query}\n**Total Found:** {}\n**Returned:** {}\n**Search Mode:** {}\n\n",
-        if found.total_count > 0 { found.total_count } else { results.len() },
+        if found.total_count > 0 {
+            found.total_count
+        } else {
+            results.len()
+        },
         results.len(),
         requested.as_str()
     ))];
     if !results.is_empty() {
         let mut text = String::from("### Matched Documents\n\n");
         for (i, r) in results.iter().enumerate() {
-            let title = if r.knowledge_title.is_empty() { "Untitled" } else { &r.knowledge_title };
-            let file = if r.knowledge_filename.is_empty() { "Unknown" } else { &r.knowledge_filename };
+            let title = if r.knowledge_title.is_empty() {
+                "Untitled"
+            } else {
+                &r.knowledge_title
+            };
+            let file = if r.knowledge_filename.is_empty() {
+                "Unknown"
+            } else {
+                &r.knowledge_filename
+            };
             let excerpt: String = r.content.chars().take(500).collect();
-            let more = if r.content.chars().count() > 500 { "..." } else { "" };
+            let more = if r.content.chars().count() > 500 {
+                "..."
+            } else {
+                ""
+            };
             text.push_str(&format!(
                 "#### [{}] {title}\n- **Score:** {:.1}%\n- **Source:** {file}\n- **Match Type:** {}\n\n> {excerpt}{more}\n\n",
                 i + 1,
@@ -357,11 +373,17 @@ fn content_change(args: &Args<'_>) -> Result<Option<(String, NoteFormat)>, Strin
 
 /// Runs one of this module's tools on a blocking thread. Failures are tool errors
 /// (`isError`), worded for the model.
-pub async fn call(state: &Arc<AppState>, caller: &Caller, name: &str, args: rmcp::model::JsonObject) -> CallToolResult {
+pub async fn call(
+    state: &Arc<AppState>,
+    caller: &Caller,
+    name: &str,
+    args: rmcp::model::JsonObject,
+) -> CallToolResult {
     let engine = caller.engine.clone();
     let resource = caller.resource.clone();
     let name = name.to_owned();
-    let joined = tokio::task::spawn_blocking(move || run(&engine, &resource, &name, &Args(&args))).await;
+    let joined =
+        tokio::task::spawn_blocking(move || run(&engine, &resource, &name, &Args(&args))).await;
     let result = match joined {
         Ok(r) => r,
         Err(e) => tool_error(format!("Search error: {e}")),
@@ -372,7 +394,12 @@ pub async fn call(state: &Arc<AppState>, caller: &Caller, name: &str, args: rmcp
     result
 }
 
-fn run(engine: &quarry_engine::Engine, resource: &str, name: &str, args: &Args<'_>) -> CallToolResult {
+fn run(
+    engine: &quarry_engine::Engine,
+    resource: &str,
+    name: &str,
+    args: &Args<'_>,
+) -> CallToolResult {
     match name {
         KNOWLEDGE_SEARCH => {
             let (req, mode) = match parse_search(args) {
@@ -459,12 +486,17 @@ fn capture(
                     excerpt.replace('\n', " ")
                 ));
             }
-            Ok(with_structured(text, json!({"results": found.results, "total_count": found.total_count})))
+            Ok(with_structured(
+                text,
+                json!({"results": found.results, "total_count": found.total_count}),
+            ))
         }
         LIST => {
             let limit = args.uint("limit")?.unwrap_or(20).min(100) as usize;
             let offset = args.index("offset")?.unwrap_or(0).min(usize::MAX as u64) as usize;
-            let (items, total) = engine.list_knowledge(resource, offset, limit).map_err(fail)?;
+            let (items, total) = engine
+                .list_knowledge(resource, offset, limit)
+                .map_err(fail)?;
             let mut text = format!(
                 "{total} knowledge entr{} in '{resource}' (showing {} from {offset})",
                 if total == 1 { "y" } else { "ies" },

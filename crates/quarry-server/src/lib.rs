@@ -352,6 +352,9 @@ pub fn app(state: Arc<AppState>, opts: &HttpOptions, shutdown: &CancellationToke
         .layer(axum::extract::DefaultBodyLimit::max(opts.max_body_bytes))
         .layer(timeout())
         .route_layer(authenticated(auth::Surface::Rest));
+    let account = teams_api::account_router()
+        .layer(timeout())
+        .route_layer(authenticated(auth::Surface::Account));
     let dify = teams_api::dify_router()
         .layer(axum::extract::DefaultBodyLimit::max(opts.max_body_bytes))
         .layer(timeout())
@@ -381,6 +384,7 @@ pub fn app(state: Arc<AppState>, opts: &HttpOptions, shutdown: &CancellationToke
         .merge(mcp)
         .merge(quka)
         .merge(rest)
+        .merge(account)
         .merge(dify)
         .merge(knowledge)
         .merge(metrics)
@@ -435,10 +439,7 @@ pub async fn serve_http(
 pub async fn serve_stdio(state: Arc<AppState>, shutdown: CancellationToken) -> std::io::Result<()> {
     let (reader, writer, output) = jsonrpc::stdio_pipes(tokio::io::stdin(), tokio::io::stdout());
     let mcp = QuarryMcp::local(state).map_err(|e| std::io::Error::other(e.to_string()))?;
-    let served = match mcp
-        .serve_with_ct((reader, writer), shutdown)
-        .await
-    {
+    let served = match mcp.serve_with_ct((reader, writer), shutdown).await {
         Ok(service) => service.waiting().await.map(drop).map_err(|e| {
             std::io::Error::other(format!("MCP stdio session ended with an error: {e}"))
         }),

@@ -204,9 +204,9 @@ impl SearchBody {
             limit: self.limit.unwrap_or(10),
             min_score: self.min_score.unwrap_or(default_min),
             collection: self.collection,
-        rerank: true,
-        excerpt_chars: quarry_engine::SNIPPET_CHARS,
-    }
+            rerank: true,
+            excerpt_chars: quarry_engine::SNIPPET_CHARS,
+        }
     }
 }
 
@@ -352,7 +352,11 @@ struct EmbedBody {
 /// Most texts `/embed` accepts in one request (seed).
 const MAX_EMBED_TEXTS: usize = 1000;
 
-async fn embed(State(st): State<Arc<AppState>>, caller: Caller, Body(b): Body<EmbedBody>) -> ApiResult {
+async fn embed(
+    State(st): State<Arc<AppState>>,
+    caller: Caller,
+    Body(b): Body<EmbedBody>,
+) -> ApiResult {
     if b.texts.is_empty() {
         return Err(ApiError::new(StatusCode::BAD_REQUEST, "Empty texts list"));
     }
@@ -375,7 +379,9 @@ async fn embed(State(st): State<Arc<AppState>>, caller: Caller, Body(b): Body<Em
         Ok(embeddings) => Ok(axum::Json(json!({ "embeddings": embeddings }))),
         // A model that could not be loaded gets the seed's exact detail (the reason goes to
         // the log); a loaded model whose backend fails says what failed.
-        Err(e) if e.status == StatusCode::SERVICE_UNAVAILABLE && !st.root_engine().model_loaded() => {
+        Err(e)
+            if e.status == StatusCode::SERVICE_UNAVAILABLE && !st.root_engine().model_loaded() =>
+        {
             tracing::warn!(reason = %e.detail, "/embed: embedding model unavailable");
             Err(ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
@@ -446,7 +452,11 @@ async fn get_collection(caller: Caller, Path(name): Path<String>) -> ApiResult {
     })))
 }
 
-async fn remove_collection(State(st): State<Arc<AppState>>, caller: Caller, Path(name): Path<String>) -> ApiResult {
+async fn remove_collection(
+    State(st): State<Arc<AppState>>,
+    caller: Caller,
+    Path(name): Path<String>,
+) -> ApiResult {
     let engine = caller.engine.clone();
     let n = name.clone();
     st.write(move || engine.remove_collection(&n, &quarry_engine::NoProgress))
@@ -464,7 +474,8 @@ struct RenameBody {
 }
 
 async fn rename_collection(
-    State(st): State<Arc<AppState>>, caller: Caller,
+    State(st): State<Arc<AppState>>,
+    caller: Caller,
     Path(name): Path<String>,
     Body(b): Body<RenameBody>,
 ) -> ApiResult {
@@ -478,8 +489,7 @@ async fn rename_collection(
     })))
 }
 
-async fn index(State(st): State<Arc<AppState>>,
-    caller: Caller) -> ApiResult {
+async fn index(State(st): State<Arc<AppState>>, caller: Caller) -> ApiResult {
     let engine = caller.engine.clone();
     let r = st
         .write(move || engine.update(&UpdateOptions::default(), &quarry_engine::NoProgress))
@@ -499,8 +509,11 @@ struct UpdateBody {
     pull: bool,
 }
 
-async fn update(State(st): State<Arc<AppState>>,
-    caller: Caller, body: axum::body::Bytes) -> ApiResult {
+async fn update(
+    State(st): State<Arc<AppState>>,
+    caller: Caller,
+    body: axum::body::Bytes,
+) -> ApiResult {
     // The seed allows an empty body here ("pull" defaults to false).
     let pull = if body.iter().all(u8::is_ascii_whitespace) {
         false
@@ -535,8 +548,11 @@ struct ContextBody {
     text: String,
 }
 
-async fn add_context(State(st): State<Arc<AppState>>,
-    caller: Caller, Body(b): Body<ContextBody>) -> ApiResult {
+async fn add_context(
+    State(st): State<Arc<AppState>>,
+    caller: Caller,
+    Body(b): Body<ContextBody>,
+) -> ApiResult {
     let engine = caller.engine.clone();
     let c = st
         .write(move || engine.add_context(&b.path, &b.text))
@@ -552,7 +568,11 @@ async fn list_contexts(caller: Caller) -> ApiResult {
     Ok(axum::Json(json!({ "contexts": cs })))
 }
 
-async fn remove_context(State(st): State<Arc<AppState>>, caller: Caller, Path(path): Path<String>) -> ApiResult {
+async fn remove_context(
+    State(st): State<Arc<AppState>>,
+    caller: Caller,
+    Path(path): Path<String>,
+) -> ApiResult {
     let engine = caller.engine.clone();
     let key = st.write(move || engine.remove_context(&path)).await?;
     Ok(axum::Json(json!({ "status": "removed", "path": key })))

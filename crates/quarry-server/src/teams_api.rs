@@ -21,13 +21,20 @@ use crate::auth::Caller;
 use crate::rest::{Body, blocking};
 use crate::{ApiError, AppState};
 
-/// Routes that answer in the REST error shape.
+/// Routes about the caller's own account (no space needs naming to list them).
+pub fn account_router() -> Router<Arc<AppState>> {
+    Router::new()
+        .route("/api/v1/tokens", get(list_tokens))
+        .route("/api/v1/tokens/{id}", delete(revoke_token))
+        .route("/api/v1/user/spaces", get(user_spaces))
+}
+
+/// Routes that answer in the REST error shape and act in one space (a new token is made
+/// for the space of the request).
 pub fn router() -> Router<Arc<AppState>> {
     Router::new()
-        .route("/api/v1/tokens", get(list_tokens).post(create_token))
-        .route("/api/v1/tokens/{id}", delete(revoke_token))
+        .route("/api/v1/tokens", post(create_token))
         .route("/api/v1/user/access-token", post(create_access_token))
-        .route("/api/v1/user/spaces", get(user_spaces))
         .route("/api/v1/knowledge-search", post(knowledge_search))
 }
 
@@ -73,9 +80,7 @@ fn expiry(b: &NewTokenBody) -> Result<Option<i64>, ApiError> {
             StatusCode::BAD_REQUEST,
             "expires_in_days must be at least 1",
         )),
-        (None, Some(d)) => Ok(Some(
-            quarry_core::now_millis() + i64::from(d) * 86_400_000,
-        )),
+        (None, Some(d)) => Ok(Some(quarry_core::now_millis() + i64::from(d) * 86_400_000)),
         (None, None) => Ok(None),
     }
 }
@@ -157,14 +162,18 @@ async fn create_access_token(
     let b = if body.iter().all(u8::is_ascii_whitespace) {
         NewTokenBody::default()
     } else {
-        serde_json::from_slice(&body)
-            .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, format!("invalid JSON body: {e}")))?
+        serde_json::from_slice(&body).map_err(|e| {
+            ApiError::new(StatusCode::BAD_REQUEST, format!("invalid JSON body: {e}"))
+        })?
     };
     issue(st, caller, b).await
 }
 
 /// The caller's own tokens (every token for the machine's owner); never the secrets.
-async fn list_tokens(State(st): State<Arc<AppState>>, caller: Caller) -> Result<Response, ApiError> {
+async fn list_tokens(
+    State(st): State<Arc<AppState>>,
+    caller: Caller,
+) -> Result<Response, ApiError> {
     let directory = st.directory().clone();
     let user = caller.principal.caller.map(|c| c.user);
     let tokens = blocking(move || directory.tokens(user.as_deref())).await?;
@@ -183,7 +192,10 @@ async fn revoke_token(
 }
 
 /// Seed 004 §6.2: the spaces this caller may use, with its role in each.
-async fn user_spaces(State(st): State<Arc<AppState>>, caller: Caller) -> Result<Response, ApiError> {
+async fn user_spaces(
+    State(st): State<Arc<AppState>>,
+    caller: Caller,
+) -> Result<Response, ApiError> {
     let directory = st.directory().clone();
     let principal = caller.principal.clone();
     let spaces = blocking(move || -> Result<Vec<Value>, Error> {
@@ -310,7 +322,13 @@ struct RetrievalBody {
 async fn retrieval(caller: Caller, body: axum::body::Bytes) -> Response {
     let b: RetrievalBody = match serde_json::from_slice(&body) {
         Ok(b) => b,
-        Err(e) => return dify_error(StatusCode::BAD_REQUEST, 400, format!("invalid request body: {e}")),
+        Err(e) => {
+            return dify_error(
+                StatusCode::BAD_REQUEST,
+                400,
+                format!("invalid request body: {e}"),
+            );
+        }
     };
     let setting = b.retrieval_setting.unwrap_or(RetrievalSetting {
         top_k: None,

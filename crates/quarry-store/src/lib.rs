@@ -12,11 +12,11 @@ mod access;
 mod knowledge;
 mod sqlite;
 
+pub use access::{AccessStore, Membership, NewToken, Role, Space, TokenGrant, TokenRecord, User};
 pub use knowledge::{
     AddedFile, ConvertedFile, FileFilter, FileStatus, Job, JobKind, JobQueue, KbFile,
     KnowledgeBase, KnowledgeStore, NewKbFile, NoteMeta, QueueCounts, StatusCounts,
 };
-pub use access::{AccessStore, Membership, NewToken, Role, Space, TokenGrant, TokenRecord, User};
 pub use sqlite::SqliteStore;
 
 use std::collections::HashMap;

@@ -218,7 +218,9 @@ ALTER TABLE kb_files ADD COLUMN note_tags TEXT NOT NULL DEFAULT '';
 fn assign_uids(conn: &Connection) -> rusqlite::Result<()> {
     for table in ["spaces", "collections"] {
         let keys: Vec<String> = conn
-            .prepare(&format!("SELECT CAST(id AS TEXT) FROM {table} WHERE uid IS NULL"))?
+            .prepare(&format!(
+                "SELECT CAST(id AS TEXT) FROM {table} WHERE uid IS NULL"
+            ))?
             .query_map([], |r| r.get(0))?
             .collect::<rusqlite::Result<_>>()?;
         for key in keys {
@@ -374,7 +376,11 @@ fn rename_collection_tx(tx: &Transaction<'_>, space: &str, old: &str, new: &str)
 fn ensure_space(tx: &Transaction<'_>, space: &str) -> Result<()> {
     tx.execute(
         "INSERT OR IGNORE INTO spaces (id, uid, created_at) VALUES (?1, ?2, ?3)",
-        params![space, uuid::Uuid::new_v4().to_string(), quarry_core::now_millis()],
+        params![
+            space,
+            uuid::Uuid::new_v4().to_string(),
+            quarry_core::now_millis()
+        ],
     )
     .map_err(db_err)?;
     Ok(())
@@ -1497,7 +1503,10 @@ mod tests {
                 chunks: vec![chunk(0, 4, "x")],
             }])
             .unwrap();
-        assert_eq!(store.embedding_state("default", None, None).unwrap().chunks, 0);
+        assert_eq!(
+            store.embedding_state("default", None, None).unwrap().chunks,
+            0
+        );
         store
             .replace_chunks(&[DocChunks {
                 document_id: doc,

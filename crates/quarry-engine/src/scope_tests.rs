@@ -1,0 +1,178 @@
+//! Scopes applied by the engine: spaces never see each other, allow-lists and `?kb=`
+//! narrowing hold inside the indexes (not after a top-k cut), access levels are checked, and
+//! docids of one space say nothing about another's content.
+
+use quarry_core::{Access, Error, Scope};
+
+use crate::{Engine, EngineOptions, GetRequest, NewNote, NoteFormat, SearchRequest};
+
+fn engine(dir: &std::path::Path) -> Engine {
+    Engine::open(EngineOptions {
+        home: dir.to_path_buf(),
+        index: "index".into(),
+        space: quarry_core::DEFAULT_SPACE.into(),
+        max_file_bytes: 1 << 20,
+    })
+    .unwrap()
+}
+
+fn note(text: &str) -> NewNote {
+    NewNote {
+        content: text.to_owned(),
+        format: NoteFormat::Markdown,
+        kind: "text".into(),
+        title: None,
+        tags: Vec::new(),
+    }
+}
+
+fn docid_of(e: &Engine, kb: &str, id: &str) -> String {
+    e.kb_document(kb, id).unwrap().docid.unwrap()
+}
+
+#[test]
+fn spaces_filter_inside_the_search_and_look_missing_to_each_other() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = engine(dir.path());
+    let a = root.scoped(Scope::owner("alpha"));
+    let b = root.scoped(Scope::owner("beta"));
+    // Beta has many documents that match "harbor" better than alpha's single one: a filter
+    // applied after a top-k cut would leave alpha with nothing.
+    for i in 0..30 {
+        b.create_note(
+            "kb",
+            note(&format!("# harbor {i}\n\nharbor harbor harbor beta {i}")),
+        )
+        .unwrap();
+    }
+    let (alpha_doc, _) = a
+        .create_note("kb", note("# Notes\n\nthe harbor opens at dawn, alphaonly"))
+        .unwrap();
+    let mut req = SearchRequest::new("harbor");
+    req.limit = 1;
+    let hits = a.search(&req).unwrap();
+    assert_eq!(hits.len(), 1);
+    assert!(hits[0].snippet.contains("alphaonly"), "{:?}", hits[0]);
+    let hits = a.query(&SearchRequest::new("harbor")).unwrap().results;
+    assert_eq!(hits.len(), 1, "{hits:?}");
+    assert!(a.search(&SearchRequest::new("beta")).unwrap().is_empty());
+    assert_eq!(b.search(&SearchRequest::new("alphaonly")).unwrap().len(), 0);
+
+    // A docid from the other space is "not found", worded like a made-up one.
+    let foreign = docid_of(&a, "kb", &alpha_doc.id);
+    let missing = |e: &Engine, file: &str| match e.get(&GetRequest {
+        file: file.into(),
+        from_line: None,
+        max_lines: None,
+        line_numbers: false,
+    }) {
+        Err(Error::NotFound(m)) => m,
+        other => panic!("expected not found, got {other:?}"),
+    };
+    assert_eq!(
+        missing(&b, &foreign).replace(&foreign, "#X"),
+        missing(&b, "#abcdef").replace("#abcdef", "#X")
+    );
+    assert!(
+        a.get(&GetRequest {
+            file: foreign.clone(),
+            from_line: None,
+            max_lines: None,
+            line_numbers: false,
+        })
+        .is_ok()
+    );
+    // Knowledge bases, documents by id, and status counts are per space.
+    assert!(matches!(
+        b.kb_document("kb", &alpha_doc.id),
+        Err(Error::NotFound(_))
+    ));
+    assert_eq!(a.status().unwrap().total_documents, 1);
+    assert_eq!(b.status().unwrap().total_documents, 30);
+}
+
+#[test]
+fn docids_do_not_reveal_other_spaces_content() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = engine(dir.path());
+    let text = "# Same\n\nidentical content in two spaces";
+    let (x, _) = root
+        .scoped(Scope::owner("one"))
+        .create_note("kb", note(text))
+        .unwrap();
+    let (y, _) = root
+        .scoped(Scope::owner("two"))
+        .create_note("kb", note(text))
+        .unwrap();
+    let dx = docid_of(&root.scoped(Scope::owner("one")), "kb", &x.id);
+    let dy = docid_of(&root.scoped(Scope::owner("two")), "kb", &y.id);
+    assert_ne!(dx, dy);
+    // Neither had to grow because of the other.
+    assert_eq!(dx.len(), 7, "{dx}");
+    assert_eq!(dy.len(), 7, "{dy}");
+}
+
+#[test]
+fn allow_lists_narrow_inside_a_space_and_access_levels_hold() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = engine(dir.path());
+    let owner = root.scoped(Scope::owner("team"));
+    owner
+        .create_note("public", note("# P\n\nlighthouse public"))
+        .unwrap();
+    owner
+        .create_note("secret", note("# S\n\nlighthouse secret"))
+        .unwrap();
+    let public = owner.knowledge_base("public").unwrap();
+    let narrowed = owner.scoped(owner.scope().narrowed(&[public.collection_id]));
+    let hits = narrowed.search(&SearchRequest::new("lighthouse")).unwrap();
+    assert_eq!(hits.len(), 1);
+    assert!(hits[0].file.starts_with("public/"));
+    assert_eq!(narrowed.knowledge_bases().unwrap().len(), 1);
+    assert!(matches!(
+        narrowed.knowledge_base("secret"),
+        Err(Error::NotFound(_))
+    ));
+    // Narrowing to something outside the scope yields nothing, never more.
+    let none = narrowed.scoped(narrowed.scope().narrowed(&[]));
+    assert!(
+        none.search(&SearchRequest::new("lighthouse"))
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(none.status().unwrap().total_documents, 0);
+    // An allow-listed writer cannot create a knowledge base by writing to a new resource.
+    assert!(matches!(
+        narrowed.create_note("elsewhere", note("x")),
+        Err(Error::NotFound(_))
+    ));
+
+    let reader = owner.scoped(owner.scope().capped(Access::Read));
+    assert!(matches!(
+        reader.create_note("public", note("# new")),
+        Err(Error::Forbidden(_))
+    ));
+    let doc = reader.list_knowledge("public", 0, 10).unwrap().0.remove(0);
+    assert!(matches!(
+        reader.delete_knowledge(&doc),
+        Err(Error::Forbidden(_))
+    ));
+    assert!(matches!(
+        reader.delete_knowledge_base("public"),
+        Err(Error::Forbidden(_))
+    ));
+    let writer = owner.scoped(owner.scope().capped(Access::Write));
+    assert!(matches!(
+        writer.delete_knowledge_base("public"),
+        Err(Error::Forbidden(_))
+    ));
+    writer.delete_knowledge(&doc).unwrap();
+    // Folder collections read the server's disk: only the machine's owner adds them.
+    let mut member = owner.scope().clone();
+    member.machine_owner = false;
+    let e = owner
+        .scoped(member)
+        .add_collection(dir.path(), Some("disk"), None, true, &crate::NoProgress)
+        .unwrap_err();
+    assert!(matches!(e, Error::Forbidden(_)), "{e}");
+}
