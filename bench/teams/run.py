@@ -943,6 +943,8 @@ def text_report(rep):
          f"build, modified {m['quarry_mtime']}"]
     if m["binary_kind"] != "release":
         o.append("NOTE: figures from a DEBUG build: not representative of release speed.")
+    if m.get("note"):
+        o.append(f"NOTE: {m['note']}")
     o.append(f"corpus: tldr pages ({m['tldr']}), {m['corpus_spaces']}")
     o.append("")
     v = rep.get("vector")
@@ -1067,6 +1069,7 @@ def main():
     ap.add_argument("--qmd-runs", type=int, default=3)
     ap.add_argument("--workdir", type=Path, default=WORK)
     ap.add_argument("--keep", action="store_true", help="keep the homes and corpus")
+    ap.add_argument("--note", help="a line for the report header (e.g. why a debug build)")
     ap.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "teams.json")
     a = ap.parse_args()
     parts = [p for p in a.parts.split(",") if p]
@@ -1082,7 +1085,7 @@ def main():
         "quarry_version": cli(quarry, a.workdir, "--version").stdout.strip(),
         "quarry_mtime": time.strftime("%Y-%m-%d %H:%M:%S UTC",
                                       time.gmtime(quarry.stat().st_mtime)),
-        "tldr": str(a.tldr), "parts": parts, "argv": sys.argv,
+        "tldr": str(a.tldr), "parts": parts, "argv": sys.argv, "note": a.note,
     }}
     t0 = time.perf_counter()
     corpus = a.workdir / "corpus"

@@ -181,6 +181,17 @@ class FakeModels:
         if path == "/v1/chat/completions":
             if self.fail_chat:
                 return 500, {"error": {"message": "chat backend down"}}
+            messages = req.get("messages") or []
+            system = next((m.get("content", "") for m in messages if m.get("role") == "system"), "")
+            user = next((m.get("content", "") for m in messages if m.get("role") == "user"), "")
+            if "You file notes" in system:  # note annotation: title, tags, summary as JSON
+                first = words(user)[:3]
+                content = json.dumps({
+                    "title": "Filed: " + " ".join(first),
+                    "tags": ["Fake", "notes"],
+                    "summary": f"A note of {len(words(user))} words.",
+                })
+                return 200, {"choices": [{"index": 0, "message": {"role": "assistant", "content": content}}]}
             content = "\n".join(f"{i}. {v}" for i, v in enumerate(self.variants, 1))
             return 200, {"choices": [{"index": 0, "message": {"role": "assistant", "content": content}}]}
         if path == "/rerank":

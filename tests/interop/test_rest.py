@@ -518,10 +518,11 @@ def test_metrics(shared_server):
     assert "quarry_http_request_duration_seconds_bucket" in text
 
 
-def test_non_loopback_bind_needs_explicit_consent(quarry_home):
-    r = quarry_home.run("serve", "--bind", "0.0.0.0", "--port", "0")
+def test_non_loopback_bind_without_tokens_needs_explicit_consent(quarry_home):
+    # A non-loopback bind turns token auth on (test_teams.py); turning it off there is refused.
+    r = quarry_home.run("serve", "--bind", "0.0.0.0", "--port", "0", "--auth", "none")
     assert r.returncode == 1
-    assert "refusing to bind 0.0.0.0" in r.stderr and r.stdout == ""
+    assert "refusing to bind 0.0.0.0 with --auth none" in r.stderr and r.stdout == ""
 
 
 # --- graceful shutdown ----------------------------------------------------------------------

@@ -1303,6 +1303,57 @@ def test_server_auth_modes(team):
         srv.stop()
 
 
+def test_notes_are_titled_tagged_and_summarised_in_the_background(quarry_bin, corpus, tmp_path, fake_models):
+    """With a chat model configured (QUARRY_SUMMARY_MODEL), the queue asks it for a title, tags
+    and a summary of each note; the agent's own title and tags win; a failing model leaves the
+    note searchable with a warning."""
+    home = make_home(quarry_bin, corpus, tmp_path / "home",
+                     {**fake_models.env(embed=None), "QUARRY_SUMMARY_MODEL": "openai:fake-chat"})
+    srv = start_server(home, logdir=tmp_path / "logs")
+    try:
+        def create(args: dict) -> str:
+            r = capture(srv, None, "tools/call", {"name": "create_knowledge", "arguments": args})
+            assert r.status_code == 200, r.text
+            return r.json()["result"]["structuredContent"]["id"]
+
+        def note(id_: str) -> dict:
+            r = capture(srv, None, "tools/call", {"name": "get_knowledge", "arguments": {"id": id_}})
+            return r.json()["result"]["structuredContent"]
+
+        def settled(id_: str) -> dict:
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                n = note(id_)
+                if n["status"] in ("ready", "failed"):
+                    return n
+                time.sleep(0.1)
+            pytest.fail(f"note {id_} never settled: {note(id_)}")
+
+        plain = create({"content": "Pelican migration schedule for the harbour crew"})
+        given = create({"content": "Otter census results", "title": "Otters", "tags": ["census"]})
+        n = settled(plain)
+        assert n["status"] == "ready", n
+        assert n["title"] == "Filed: pelican migration schedule", n
+        assert n["tags"] == ["fake", "notes"] and n["summary"] == "A note of 7 words.", n
+        # The model's title is the document's title: the keyword index has it.
+        hits = rest_search(srv, None, "Filed")
+        assert any(h["title"] == "Filed: pelican migration schedule" for h in hits), hits
+        n = settled(given)
+        assert n["title"] == "Otters" and n["tags"] == ["census"] and n["summary"] == "A note of 3 words.", n
+        chats = fake_models.since(0, "/v1/chat/completions")
+        assert len(chats) == 2 and "Pelican migration" in json.dumps(chats[0].body, ensure_ascii=False)
+
+        with fake_models.failing("chat"):
+            down = create({"content": "Heron sightings near the pier"})
+            n = settled(down)
+        assert n["status"] == "ready" and n["summary"] is None, n
+        r = http(srv, "GET", f"/api/v1/knowledge-bases/knowledge/documents/{down}")
+        assert any("no summary" in w for w in r.json()["data"]["warnings"]), r.text
+        assert rest_search(srv, None, "heron"), "the note stays searchable"
+    finally:
+        srv.stop()
+
+
 # ---------------------------------------------------------------------------------------------
 # Secrets (runs last: checks every token the module made).
 

@@ -68,6 +68,16 @@ struct Cli {
         hide_env_values = true
     )]
     expand_model: Option<String>,
+    /// Titles, tags and a one-line summary for notes agents create (`create_knowledge`),
+    /// written in the background: `openai:MODEL` or `ollama:MODEL`. Default: none.
+    #[arg(
+        long,
+        global = true,
+        env = "QUARRY_SUMMARY_MODEL",
+        value_name = "SPEC",
+        hide_env_values = true
+    )]
+    summary_model: Option<String>,
     /// OCR for pages without a text layer (scans) during uploads and indexing: `auto` uses
     /// `tesseract` when it is installed; `off` reports such pages instead.
     #[arg(long, global = true, env = "QUARRY_OCR", value_name = "auto|off")]
@@ -334,6 +344,7 @@ fn open(cli: &Cli) -> Result<Engine> {
         embed: spec("embed-model", &cli.embed_model)?,
         rerank: spec("rerank-model", &cli.rerank_model)?,
         expand: spec("expand-model", &cli.expand_model)?,
+        annotate: spec("summary-model", &cli.summary_model)?,
         env: None,
     };
     let fusion = match std::env::var("QUARRY_FUSION") {

@@ -659,10 +659,17 @@ impl Engine {
     }
 
     fn ingest_file(&self, file_id: i64, progress: &dyn Progress) -> Result<(), JobError> {
-        let Some(file) = self.convert_and_index(file_id, progress)? else {
+        let Some(mut file) = self.convert_and_index(file_id, progress)? else {
             return Ok(()); // deleted while queued or converting
         };
         let store = self.store();
+        if file.note.is_some() && self.annotate_note(&file)? {
+            // A new title is the document's title too: index it again (cheap for a note).
+            match self.convert_and_index(file_id, progress)? {
+                Some(f) => file = f,
+                None => return Ok(()),
+            }
+        }
         if self.embedding_enabled()? {
             store.set_file_status(file_id, FileStatus::Embedding, None)?;
             // Embedding works space by space: run it as the owner of the file's space.
@@ -675,6 +682,37 @@ impl Engine {
         }
         store.set_file_status(file_id, FileStatus::Ready, None)?;
         Ok(())
+    }
+
+    /// Asks the configured chat model for a note's title, tags and summary and records them
+    /// (title and tags only where the agent gave none). Best effort: a failing model leaves
+    /// the note as it is, with a warning. Returns whether the title changed.
+    fn annotate_note(&self, file: &KbFile) -> Result<bool, JobError> {
+        let Some(annotator) = self.annotator().ok().flatten() else {
+            return Ok(false);
+        };
+        let Some(note) = &file.note else {
+            return Ok(false);
+        };
+        if note.summary.is_some() && note.title.is_some() && !note.tags.is_empty() {
+            return Ok(false);
+        }
+        let markdown = self.converted_document(file)?.body;
+        match annotator.annotate(&markdown) {
+            Ok(a) => {
+                let title = a.title.as_deref().filter(|_| note.title.is_none());
+                self.store()
+                    .annotate_note(file.row_id, title, &a.tags, a.summary.as_deref())?;
+                Ok(title.is_some())
+            }
+            Err(e) => {
+                self.store().add_file_warning(
+                    file.row_id,
+                    &format!("no summary: {}", crate::semantic::model_err(e)),
+                )?;
+                Ok(false)
+            }
+        }
     }
 
     /// Converts a file and stores and keyword-indexes its Markdown: searchable by keyword

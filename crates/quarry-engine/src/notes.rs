@@ -178,6 +178,7 @@ impl Engine {
                     title,
                     tags,
                     kind: note.kind,
+                    summary: None,
                 }),
             }],
         )?;

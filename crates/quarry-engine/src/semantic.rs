@@ -62,12 +62,15 @@ pub struct ModelConfig {
     pub embed: Option<ModelSpec>,
     pub rerank: Option<ModelSpec>,
     pub expand: Option<ModelSpec>,
+    /// Chat model that titles, tags and summarises agents' notes in the background.
+    pub annotate: Option<ModelSpec>,
     /// Endpoints, keys and the Hub cache; `None` reads the environment when first needed.
     pub env: Option<ModelEnv>,
 }
 
 impl ModelConfig {
-    /// From `QUARRY_EMBED_MODEL`, `QUARRY_RERANK_MODEL`, `QUARRY_EXPAND_MODEL` (empty = unset).
+    /// From `QUARRY_EMBED_MODEL`, `QUARRY_RERANK_MODEL`, `QUARRY_EXPAND_MODEL`,
+    /// `QUARRY_SUMMARY_MODEL` (empty = unset).
     pub fn from_env() -> Result<ModelConfig> {
         let spec = |var: &str| -> Result<Option<ModelSpec>> {
             match std::env::var(var) {
@@ -81,6 +84,7 @@ impl ModelConfig {
             embed: spec("QUARRY_EMBED_MODEL")?,
             rerank: spec("QUARRY_RERANK_MODEL")?,
             expand: spec("QUARRY_EXPAND_MODEL")?,
+            annotate: spec("QUARRY_SUMMARY_MODEL")?,
             env: None,
         })
     }
@@ -94,6 +98,7 @@ pub(crate) struct Models {
     embedder: Mutex<Option<(String, Arc<dyn Embedder>)>>,
     reranker: Mutex<Option<Arc<dyn Reranker>>>,
     expander: Mutex<Option<Arc<dyn QueryExpander>>>,
+    annotator: Mutex<Option<Arc<dyn quarry_models::NoteAnnotator>>>,
 }
 
 impl Models {
@@ -291,6 +296,22 @@ impl Engine {
         let env = self.model_env();
         let loaded: Arc<dyn QueryExpander> =
             Arc::from(quarry_models::open_expander(spec, &env).map_err(model_err)?);
+        *slot = Some(loaded.clone());
+        Ok(Some(loaded))
+    }
+
+    /// The configured note annotator; `None` when none is configured.
+    pub fn annotator(&self) -> Result<Option<Arc<dyn quarry_models::NoteAnnotator>>> {
+        let Some(spec) = &self.models.config.annotate else {
+            return Ok(None);
+        };
+        let mut slot = lock(&self.models.annotator);
+        if let Some(x) = slot.as_ref() {
+            return Ok(Some(x.clone()));
+        }
+        let env = self.model_env();
+        let loaded: Arc<dyn quarry_models::NoteAnnotator> =
+            Arc::from(quarry_models::open_annotator(spec, &env).map_err(model_err)?);
         *slot = Some(loaded.clone());
         Ok(Some(loaded))
     }

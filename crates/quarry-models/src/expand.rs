@@ -108,6 +108,26 @@ impl OpenAiChatExpander {
     pub fn url(&self) -> &str {
         &self.url
     }
+
+    /// One chat completion at temperature 0: the assistant's text for `system` + `user`.
+    pub(crate) fn complete(&self, system: &str, user: &str) -> Result<String, ModelError> {
+        let body = json!({
+            "model": self.identity.name,
+            "messages": [
+                {"role": "system", "content": system},
+                {"role": "user", "content": user},
+            ],
+            "temperature": 0,
+        });
+        let resp = self.http.post_json(&self.url, &body)?;
+        let url = self.http.scrub(&self.url);
+        message_text(&resp).ok_or_else(|| {
+            invalid(
+                &url,
+                "no text in choices[0].message.content (expected an OpenAI chat completion)",
+            )
+        })
+    }
 }
 
 impl QueryExpander for OpenAiChatExpander {
@@ -120,22 +140,7 @@ impl QueryExpander for OpenAiChatExpander {
         if query.is_empty() || self.opts.max_variants == 0 {
             return Ok(Vec::new());
         }
-        let body = json!({
-            "model": self.identity.name,
-            "messages": [
-                {"role": "system", "content": SYSTEM_PROMPT},
-                {"role": "user", "content": query},
-            ],
-            "temperature": 0,
-        });
-        let resp = self.http.post_json(&self.url, &body)?;
-        let url = self.http.scrub(&self.url);
-        let content = message_text(&resp).ok_or_else(|| {
-            invalid(
-                &url,
-                "no text in choices[0].message.content (expected an OpenAI chat completion)",
-            )
-        })?;
+        let content = self.complete(SYSTEM_PROMPT, query)?;
         Ok(parse_variants(&content, query, self.opts.max_variants))
     }
 }

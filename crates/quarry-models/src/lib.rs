@@ -102,6 +102,7 @@
 //! # Ok(()) }
 //! ```
 
+mod annotate;
 mod error;
 mod expand;
 mod fused;
@@ -110,6 +111,7 @@ mod local;
 mod remote;
 mod spec;
 
+pub use annotate::{NoteAnnotation, NoteAnnotator};
 pub use error::{ModelError, REQUIRED_FILES_HINT};
 pub use expand::{ChatOptions, OpenAiChatExpander, QueryExpander};
 pub use hub::{fetch_model, HubOptions, HubProgress};
@@ -120,7 +122,7 @@ pub use remote::{
     ApiReranker, ApiRerankerOptions, OllamaEmbedder, OllamaOptions, OpenAiEmbedder, OpenAiOptions,
     RerankApiFlavor,
 };
-pub use spec::{open_embedder, open_expander, open_reranker, ModelEnv, ModelSpec};
+pub use spec::{open_annotator, open_embedder, open_expander, open_reranker, ModelEnv, ModelSpec};
 
 /// What produced a vector or a score. Store it next to an index: when any field changes the
 /// stored vectors are not comparable with new ones.

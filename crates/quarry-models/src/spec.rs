@@ -7,8 +7,9 @@ use std::path::{Path, PathBuf};
 use crate::hub::{env_nonempty, expand_tilde, fetch_model, validate_repo_id, validate_revision};
 use crate::{
     ApiReranker, ApiRerankerOptions, ChatOptions, Embedder, HubOptions, HubProgress, LocalEmbedder,
-    LocalOptions, LocalReranker, ModelError, OllamaEmbedder, OllamaOptions, OpenAiChatExpander,
-    OpenAiEmbedder, OpenAiOptions, QueryExpander, RerankApiFlavor, Reranker, RerankerOptions,
+    LocalOptions, LocalReranker, ModelError, NoteAnnotator, OllamaEmbedder, OllamaOptions,
+    OpenAiChatExpander, OpenAiEmbedder, OpenAiOptions, QueryExpander, RerankApiFlavor, Reranker,
+    RerankerOptions,
 };
 
 const DEFAULT_OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
@@ -350,21 +351,36 @@ pub fn open_expander(
     spec: &ModelSpec,
     env: &ModelEnv,
 ) -> Result<Box<dyn QueryExpander>, ModelError> {
+    Ok(Box::new(open_chat(spec, env, "expand queries")?))
+}
+
+/// Opens a note annotator (title, tags, summary of agents' notes): the same chat models as
+/// [`open_expander`].
+pub fn open_annotator(
+    spec: &ModelSpec,
+    env: &ModelEnv,
+) -> Result<Box<dyn NoteAnnotator>, ModelError> {
+    Ok(Box::new(open_chat(spec, env, "annotate notes")?))
+}
+
+/// A chat model for `purpose` (named in the error when `spec` is not one).
+fn open_chat(
+    spec: &ModelSpec,
+    env: &ModelEnv,
+    purpose: &str,
+) -> Result<OpenAiChatExpander, ModelError> {
     match spec {
         ModelSpec::OpenAi(model) => {
             let mut opts = ChatOptions::new(env.openai_base_url.clone(), model.clone());
             opts.api_key_env = key_env(&env.openai_key_env, &env.openai_base_url);
-            Ok(Box::new(OpenAiChatExpander::new(opts)?))
+            OpenAiChatExpander::new(opts)
         }
         ModelSpec::Ollama(model) => {
             let base = format!("{}/v1", env.ollama_host.trim_end_matches('/'));
-            Ok(Box::new(OpenAiChatExpander::new(ChatOptions::new(
-                base,
-                model.clone(),
-            ))?))
+            OpenAiChatExpander::new(ChatOptions::new(base, model.clone()))
         }
         _ => Err(ModelError::InvalidInput(format!(
-            "{spec} cannot expand queries: query expansion needs a chat model, openai:MODEL (an \
+            "{spec} cannot {purpose}: that needs a chat model, openai:MODEL (an \
              OpenAI-compatible chat API) or ollama:MODEL"
         ))),
     }

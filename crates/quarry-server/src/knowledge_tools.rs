@@ -342,6 +342,7 @@ fn note_json(file: &KbFile) -> Value {
         "title": note.and_then(|n| n.title.clone()),
         "kind": note.map_or("document", |n| n.kind.as_str()),
         "tags": note.map(|n| n.tags.clone()).unwrap_or_default(),
+        "summary": note.and_then(|n| n.summary.clone()),
         "status": file.status.as_str(),
         "error": file.error,
         "docid": file.docid,

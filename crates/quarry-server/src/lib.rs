@@ -427,6 +427,11 @@ pub async fn serve_http(
     let app = app(state.clone(), &opts, &shutdown);
     on_ready(addr);
     let drain = state.clone();
+    // Streamed replies (SSE) go out in several writes: without TCP_NODELAY, Nagle's
+    // algorithm holds the second one back until the client's delayed ACK (~40 ms per call).
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     axum::serve(listener, app)
         .with_graceful_shutdown(async move {
             shutdown.cancelled().await;

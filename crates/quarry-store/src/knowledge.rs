@@ -138,6 +138,8 @@ pub struct NoteMeta {
     pub tags: Vec<String>,
     /// `text`, `image`, `video` or `url`.
     pub kind: String,
+    /// Written in the background by a chat model, when one is configured.
+    pub summary: Option<String>,
 }
 
 impl KbFile {
@@ -287,6 +289,17 @@ pub trait KnowledgeStore {
         title: Option<Option<&str>>,
         tags: Option<&[String]>,
     ) -> Result<KbFile>;
+    /// Adds a warning to a file's list (something that did not stop processing).
+    fn add_file_warning(&self, row_id: i64, warning: &str) -> Result<()>;
+    /// Records what a chat model said about a note (title and tags only where the agent gave
+    /// none); queues nothing.
+    fn annotate_note(
+        &self,
+        row_id: i64,
+        title: Option<&str>,
+        tags: &[String],
+        summary: Option<&str>,
+    ) -> Result<()>;
     fn retry_kb_file(&self, collection_id: i64, row_id: i64) -> Result<KbFile>;
     /// Records a file's stage (and the reason when failing). No-op for a deleted file.
     fn set_file_status(&self, row_id: i64, status: FileStatus, error: Option<&str>) -> Result<()>;

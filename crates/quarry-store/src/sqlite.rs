@@ -212,6 +212,7 @@ CREATE INDEX IF NOT EXISTS access_tokens_user ON access_tokens(user_id);
 ALTER TABLE kb_files ADD COLUMN note_kind TEXT;
 ALTER TABLE kb_files ADD COLUMN note_title TEXT;
 ALTER TABLE kb_files ADD COLUMN note_tags TEXT NOT NULL DEFAULT '';
+ALTER TABLE kb_files ADD COLUMN note_summary TEXT;
 "#;
 
 /// Gives every space and collection without one a UUID (rows from before version 4).

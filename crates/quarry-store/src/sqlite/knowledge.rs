@@ -46,7 +46,7 @@ fn kb_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<KnowledgeBase> {
 const FILE_COLUMNS: &str = "f.id, f.uid, f.collection_id, c.name, f.name, f.original_name, f.blob, \
      f.format, f.mime, f.size, f.status, f.error, f.pages, f.pages_without_text, f.warnings, d.docid, \
      (SELECT COUNT(*) FROM chunks k WHERE k.document_id = f.document_id), f.attempts, f.created_at, \
-     f.updated_at, f.document_id, f.note_kind, f.note_title, f.note_tags";
+     f.updated_at, f.document_id, f.note_kind, f.note_title, f.note_tags, f.note_summary";
 
 const FILE_FROM: &str = "kb_files f JOIN collections c ON c.id = f.collection_id \
      LEFT JOIN documents d ON d.id = f.document_id";
@@ -91,6 +91,7 @@ fn file_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<KbFile> {
                     .filter(|t| !t.is_empty())
                     .map(str::to_owned)
                     .collect(),
+                summary: r.get(24)?,
             }),
         },
     })
@@ -474,6 +475,38 @@ impl KnowledgeStore for SqliteStore {
                 .map_err(db_err)?;
             }
             file_by_row(tx, row_id)?.ok_or_else(|| Error::Storage("file vanished".into()))
+        })
+    }
+
+    fn add_file_warning(&self, row_id: i64, warning: &str) -> Result<()> {
+        let warning = warning.replace('\n', " ");
+        self.write(|tx| {
+            tx.execute(
+                "UPDATE kb_files SET warnings = CASE WHEN warnings = '' THEN ?2 \
+                 ELSE warnings || char(10) || ?2 END WHERE id = ?1",
+                params![row_id, warning],
+            )
+            .map_err(db_err)?;
+            Ok(())
+        })
+    }
+
+    fn annotate_note(
+        &self,
+        row_id: i64,
+        title: Option<&str>,
+        tags: &[String],
+        summary: Option<&str>,
+    ) -> Result<()> {
+        self.write(|tx| {
+            tx.execute(
+                "UPDATE kb_files SET note_title = COALESCE(note_title, ?2), \
+                 note_tags = CASE WHEN note_tags = '' THEN ?3 ELSE note_tags END, \
+                 note_summary = COALESCE(?4, note_summary) WHERE id = ?1 AND note_kind IS NOT NULL",
+                params![row_id, title, tags.join("\n"), summary],
+            )
+            .map_err(db_err)?;
+            Ok(())
         })
     }
 
