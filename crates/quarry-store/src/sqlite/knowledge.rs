@@ -97,6 +97,24 @@ fn file_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<KbFile> {
     })
 }
 
+/// Sets a file back to `pending` and (re)queues its ingest job from scratch.
+fn requeue_file(tx: &Transaction<'_>, row_id: i64, now: i64) -> Result<()> {
+    tx.execute(
+        "UPDATE kb_files SET status = 'pending', error = NULL, attempts = 0, updated_at = ?2 WHERE id = ?1",
+        params![row_id, now],
+    )
+    .map_err(db_err)?;
+    tx.execute(
+        "INSERT INTO jobs (kind, file_id, status, not_before, created_at, updated_at) \
+         VALUES ('ingest', ?1, 'enqueued', ?2, ?2, ?2) \
+         ON CONFLICT (file_id) DO UPDATE SET status = 'enqueued', attempts = 0, not_before = ?2, \
+         lease_owner = NULL, lease_until = NULL, error = NULL, updated_at = ?2",
+        params![row_id, now],
+    )
+    .map_err(db_err)?;
+    Ok(())
+}
+
 fn uuid() -> String {
     uuid::Uuid::new_v4().to_string()
 }
@@ -460,19 +478,7 @@ impl KnowledgeStore for SqliteStore {
                     )
                     .map_err(db_err)?;
                 }
-                tx.execute(
-                    "UPDATE kb_files SET status = 'pending', error = NULL, attempts = 0, updated_at = ?2 WHERE id = ?1",
-                    params![row_id, now],
-                )
-                .map_err(db_err)?;
-                tx.execute(
-                    "INSERT INTO jobs (kind, file_id, status, not_before, created_at, updated_at) \
-                     VALUES ('ingest', ?1, 'enqueued', ?2, ?2, ?2) \
-                     ON CONFLICT (file_id) DO UPDATE SET status = 'enqueued', attempts = 0, not_before = ?2, \
-                     lease_owner = NULL, lease_until = NULL, error = NULL, updated_at = ?2",
-                    params![row_id, now],
-                )
-                .map_err(db_err)?;
+                requeue_file(tx, row_id, now)?;
             }
             file_by_row(tx, row_id)?.ok_or_else(|| Error::Storage("file vanished".into()))
         })
@@ -523,19 +529,7 @@ impl KnowledgeStore for SqliteStore {
                 )));
             }
             let now = quarry_core::now_millis();
-            tx.execute(
-                "UPDATE kb_files SET status = 'pending', error = NULL, attempts = 0, updated_at = ?2 WHERE id = ?1",
-                params![row_id, now],
-            )
-            .map_err(db_err)?;
-            tx.execute(
-                "INSERT INTO jobs (kind, file_id, status, not_before, created_at, updated_at) \
-                 VALUES ('ingest', ?1, 'enqueued', ?2, ?2, ?2) \
-                 ON CONFLICT (file_id) DO UPDATE SET status = 'enqueued', attempts = 0, not_before = ?2, \
-                 lease_owner = NULL, lease_until = NULL, error = NULL, updated_at = ?2",
-                params![row_id, now],
-            )
-            .map_err(db_err)?;
+            requeue_file(tx, row_id, now)?;
             file_by_row(tx, row_id)?.ok_or_else(|| Error::Storage("file vanished".into()))
         })
     }
