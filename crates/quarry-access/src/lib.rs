@@ -92,6 +92,8 @@ pub struct Caller {
     /// The token used (its UUID).
     pub token_id: String,
     pub read_only: bool,
+    /// UUIDs of the spaces the token names (the user may since have left some).
+    pub spaces: Vec<String>,
 }
 
 /// A resolved caller: who (none for the machine's owner) and what it may reach.
@@ -525,6 +527,7 @@ impl Directory {
                 user: token.user.clone(),
                 token_id: token.id.clone(),
                 read_only: token.read_only,
+                spaces: token.spaces.clone(),
             }),
             scope: Scope {
                 space: m.space.clone(),

@@ -57,15 +57,19 @@ pub struct Caller {
 }
 
 impl Caller {
-    /// The machine's owner (stdio, open local mode).
-    pub fn owner(state: &AppState) -> Result<Caller, quarry_core::Error> {
-        let space = state.directory().default_space()?;
-        let principal = Principal::owner(&space);
-        Ok(Caller {
+    /// `principal` with an engine limited to its scope.
+    fn new(state: &AppState, principal: Principal, resource: Option<String>) -> Caller {
+        Caller {
             engine: state.root_engine().scoped(principal.scope.clone()),
             principal,
-            resource: DEFAULT_RESOURCE.to_owned(),
-        })
+            resource: resource.unwrap_or_else(|| DEFAULT_RESOURCE.to_owned()),
+        }
+    }
+
+    /// The machine's owner (stdio, open local mode).
+    pub fn owner(state: &AppState) -> Result<Caller, quarry_core::Error> {
+        let space = state.default_space()?;
+        Ok(Caller::new(state, Principal::owner(&space), None))
     }
 }
 
@@ -173,7 +177,7 @@ fn resolve(state: &AppState, surface: Surface, c: &Credentials) -> Result<Caller
                     }
                     Err(e) => return Err(internal(e)),
                 },
-                None => directory.default_space().map_err(internal)?,
+                None => state.default_space().map_err(internal)?,
             };
             Principal::owner(&space)
         }
@@ -182,14 +186,7 @@ fn resolve(state: &AppState, surface: Surface, c: &Credentials) -> Result<Caller
         Some(keys) => directory.narrow(&principal, keys).map_err(internal)?,
         None => principal,
     };
-    Ok(Caller {
-        engine: state.root_engine().scoped(principal.scope.clone()),
-        principal,
-        resource: c
-            .resource
-            .clone()
-            .unwrap_or_else(|| DEFAULT_RESOURCE.to_owned()),
-    })
+    Ok(Caller::new(state, principal, c.resource.clone()))
 }
 
 /// The refusal in the surface's words. The token is never part of it.

@@ -71,7 +71,8 @@ pub fn router() -> Router<Arc<AppState>> {
         .route("/api/v1/openapi.json", get(openapi))
 }
 
-fn ok(data: impl serde::Serialize) -> Response {
+/// `{"success": true, "data": …}`, the `/api/v1` success envelope.
+pub(crate) fn ok(data: impl serde::Serialize) -> Response {
     axum::Json(json!({ "success": true, "data": data })).into_response()
 }
 

@@ -301,20 +301,6 @@ pub fn knowledge_search_result(
     r
 }
 
-/// HTTP status of an engine error, for the seed's `Search failed: <status> - <error>`.
-fn status_of(e: &Error) -> u16 {
-    match e {
-        Error::InvalidInput(_) => 400,
-        Error::NotFound(_) => 404,
-        Error::Forbidden(_) => 403,
-        Error::Conflict(_) => 409,
-        Error::TooLarge(_) => 413,
-        Error::Unsupported(_) => 415,
-        Error::Unavailable(_) => 503,
-        Error::Io { .. } | Error::Storage(_) | Error::Index(_) => 500,
-    }
-}
-
 fn parse_search(args: &Args<'_>) -> Result<(KnowledgeSearch, SearchMode), String> {
     let mut req = KnowledgeSearch::new(args.required_string("query")?);
     if let Some(m) = args.string("search_mode")? {
@@ -409,7 +395,10 @@ fn run(
             };
             match engine.knowledge_search(&req) {
                 Ok(found) => knowledge_search_result(&req.query, mode, &found),
-                Err(e) => tool_error(format!("Search failed: {} - {e}", status_of(&e))),
+                Err(e) => tool_error(format!(
+                    "Search failed: {} - {e}",
+                    crate::rest::http_status(&e).as_u16()
+                )),
             }
         }
         _ => match capture(engine, resource, name, args) {

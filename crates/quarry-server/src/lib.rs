@@ -46,6 +46,9 @@ pub struct AppState {
     /// handle is made from. Request handlers use [`auth::Caller::engine`] instead.
     root: Arc<Engine>,
     directory: quarry_access::Directory,
+    /// The default space, looked up on first use (it is never removed), so an open-mode
+    /// request does not query the store for it.
+    default_space: std::sync::OnceLock<quarry_access::Space>,
     auth: auth::AuthMode,
     /// Serialises writes made through this server (collections, index, update, contexts).
     write_queue: tokio::sync::Mutex<()>,
@@ -66,6 +69,7 @@ impl AppState {
         Arc::new(AppState {
             directory: quarry_access::Directory::new(engine.store_handle()),
             root: Arc::new(engine),
+            default_space: std::sync::OnceLock::new(),
             auth,
             write_queue: tokio::sync::Mutex::new(()),
             model_queue: tokio::sync::Mutex::new(()),
@@ -131,6 +135,15 @@ impl AppState {
 
     pub fn directory(&self) -> &quarry_access::Directory {
         &self.directory
+    }
+
+    /// The local default space (created on first use).
+    pub fn default_space(&self) -> Result<quarry_access::Space, Error> {
+        if let Some(s) = self.default_space.get() {
+            return Ok(s.clone());
+        }
+        let space = self.directory.default_space()?;
+        Ok(self.default_space.get_or_init(|| space).clone())
     }
 
     pub fn auth_mode(&self) -> auth::AuthMode {

@@ -47,20 +47,25 @@ impl IntoResponse for ApiError {
     }
 }
 
+/// The HTTP status of an engine error (REST replies, and the seed's `Search failed: <status>`
+/// text of `knowledge_search`).
+pub(crate) fn http_status(e: &Error) -> StatusCode {
+    match e {
+        Error::InvalidInput(_) => StatusCode::BAD_REQUEST,
+        Error::NotFound(_) => StatusCode::NOT_FOUND,
+        Error::Forbidden(_) => StatusCode::FORBIDDEN,
+        Error::Conflict(_) => StatusCode::CONFLICT,
+        Error::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+        Error::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+        Error::Unsupported(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        Error::Io { .. } => StatusCode::BAD_REQUEST,
+        Error::Storage(_) | Error::Index(_) => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
 impl From<Error> for ApiError {
     fn from(e: Error) -> Self {
-        let status = match &e {
-            Error::InvalidInput(_) => StatusCode::BAD_REQUEST,
-            Error::NotFound(_) => StatusCode::NOT_FOUND,
-            Error::Forbidden(_) => StatusCode::FORBIDDEN,
-            Error::Conflict(_) => StatusCode::CONFLICT,
-            Error::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
-            Error::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
-            Error::Unsupported(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            Error::Io { .. } => StatusCode::BAD_REQUEST,
-            Error::Storage(_) | Error::Index(_) => StatusCode::INTERNAL_SERVER_ERROR,
-        };
-        ApiError::new(status, e.to_string())
+        ApiError::new(http_status(&e), e.to_string())
     }
 }
 

@@ -18,6 +18,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::auth::Caller;
+use crate::knowledge_api::ok;
 use crate::rest::{Body, blocking};
 use crate::{ApiError, AppState};
 
@@ -41,10 +42,6 @@ pub fn router() -> Router<Arc<AppState>> {
 /// Dify's External Knowledge API (its own error shape).
 pub fn dify_router() -> Router<Arc<AppState>> {
     Router::new().route("/retrieval", post(retrieval))
-}
-
-fn ok(data: impl serde::Serialize) -> Response {
-    axum::Json(json!({ "success": true, "data": data })).into_response()
 }
 
 /// New tokens: at most what the caller has (its space, its knowledge bases, read-only when
@@ -108,26 +105,20 @@ async fn issue(st: Arc<AppState>, caller: Caller, b: NewTokenBody) -> Result<Res
     let engine = caller.engine.clone();
     let wanted = b.knowledge_bases.clone();
     let collections = blocking(move || -> Result<Option<Vec<String>>, Error> {
-        let visible = engine.collections()?;
         match wanted {
-            Some(keys) => {
-                let mut out = Vec::new();
-                for key in keys {
-                    let kb = engine.knowledge_base(&key)?;
-                    out.push(kb.id);
-                }
-                Ok(Some(out))
-            }
-            None if engine.scope().collections.is_some() => {
-                let kbs = engine.knowledge_bases()?;
-                Ok(Some(
-                    visible
-                        .iter()
-                        .filter_map(|c| kbs.iter().find(|k| k.collection_id == c.id))
-                        .map(|k| k.id.clone())
-                        .collect(),
-                ))
-            }
+            Some(keys) => keys
+                .iter()
+                .map(|key| engine.knowledge_base(key).map(|kb| kb.id))
+                .collect::<Result<Vec<_>, _>>()
+                .map(Some),
+            // An allow-listed caller's knowledge bases are exactly the ones it can see.
+            None if engine.scope().collections.is_some() => Ok(Some(
+                engine
+                    .knowledge_bases()?
+                    .into_iter()
+                    .map(|kb| kb.id)
+                    .collect(),
+            )),
             None => Ok(None),
         }
     })
@@ -201,16 +192,10 @@ async fn user_spaces(
     let spaces = blocking(move || -> Result<Vec<Value>, Error> {
         match &principal.caller {
             Some(c) => {
-                let tokens = directory.tokens(Some(&c.user))?;
-                let token_spaces = tokens
-                    .iter()
-                    .find(|t| t.id == c.token_id)
-                    .map(|t| t.spaces.clone())
-                    .unwrap_or_default();
                 Ok(directory
                     .user_spaces(&c.user)?
                     .into_iter()
-                    .filter(|s| token_spaces.contains(&s.id))
+                    .filter(|s| c.spaces.contains(&s.id))
                     .map(|s| json!({"space_id": s.id, "id": s.id, "name": s.name, "description": s.description, "role": s.role}))
                     .collect())
             }
