@@ -249,6 +249,19 @@ struct ServeArgs {
     /// reads and writes everything).
     #[arg(long)]
     allow_unauthenticated_remote: bool,
+    /// Most tools one MCP endpoint (`/api/mcp`, `/mcp?tools=…`) may expose; a wider
+    /// selection is refused with an error naming the cap.
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u16).range(1..=1000))]
+    max_tools: u16,
+    /// Addresses users' HTTP MCP servers and custom tools may reach besides public ones
+    /// (comma-separated CIDRs, e.g. `10.1.0.0/16,127.0.0.1/32`). Loopback, private,
+    /// link-local and metadata addresses are refused otherwise.
+    #[arg(long, value_name = "CIDRS")]
+    allow_net: Option<String>,
+    /// Let users (not only the machine's owner) register stdio MCP servers — commands run
+    /// on this machine with this process's rights. Only for a team that trusts every user.
+    #[arg(long)]
+    hub_allow_commands: bool,
     /// Log format on stderr.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
@@ -749,6 +762,15 @@ fn serve(engine: Engine, transport: Transport, args: Option<&ServeArgs>) -> Resu
         }
         None => quarry_server::HttpOptions::default(),
     };
+    let mut hub_opts = quarry_hub::HubOptions::default();
+    if let Some(a) = args {
+        hub_opts.max_tools = usize::from(a.max_tools);
+        hub_opts.users_may_run_commands = a.hub_allow_commands;
+        if let Some(list) = &a.allow_net {
+            hub_opts.net = quarry_hub::NetPolicy::parse_allow_list(list)
+                .map_err(|e| anyhow::anyhow!("--allow-net: {e}"))?;
+        }
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -765,6 +787,7 @@ fn serve(engine: Engine, transport: Transport, args: Option<&ServeArgs>) -> Resu
         if transport != Transport::Mcp {
             state.start_workers(quarry_queue::WorkerOptions::from_env()?)?;
         }
+        state.start_hub(hub_opts)?;
         let shutdown = quarry_server::shutdown_on_signals();
         let workers_state = state.clone();
         let http = |state, shutdown| {
@@ -793,6 +816,8 @@ fn serve(engine: Engine, transport: Transport, args: Option<&ServeArgs>) -> Resu
                 stdio_result.map_err(|e| std::io::Error::other(e.to_string()))??;
             }
         }
+        // Upstream children are killed with their process groups.
+        workers_state.hub().shutdown();
         tokio::task::spawn_blocking(move || {
             workers_state.stop_workers(std::time::Duration::from_secs(10))
         })

@@ -93,6 +93,12 @@ impl FtsIndex {
         Self::with_index(index, fields)
     }
 
+    /// A fresh index held in memory (small derived indexes, such as the tool catalog's).
+    pub fn in_memory() -> Result<Self> {
+        let (schema, fields) = schema();
+        Self::with_index(Index::create_in_ram(schema), fields)
+    }
+
     /// Opens an existing index; `Ok(None)` when there is none yet.
     pub fn open(dir: &Path) -> Result<Option<Self>> {
         if !dir.join("meta.json").exists() {

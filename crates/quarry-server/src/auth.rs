@@ -66,6 +66,18 @@ impl Caller {
         }
     }
 
+    /// Who this caller is to the hub: its user (or the machine's owner), read-only or not.
+    pub fn hub_caller(&self) -> quarry_hub::HubCaller {
+        match &self.principal.caller {
+            Some(c) => quarry_hub::HubCaller {
+                owner: c.user_id.clone(),
+                machine_owner: false,
+                read_only: c.read_only,
+            },
+            None => quarry_hub::HubCaller::machine(),
+        }
+    }
+
     /// The machine's owner (stdio, open local mode).
     pub fn owner(state: &AppState) -> Result<Caller, quarry_core::Error> {
         let space = state.default_space()?;

@@ -7,6 +7,7 @@
 //! limit and long-lived SSE streams.
 
 pub mod auth;
+pub mod hub_api;
 pub mod jsonrpc;
 pub mod knowledge_api;
 pub mod knowledge_tools;
@@ -57,6 +58,8 @@ pub struct AppState {
     shutting_down: AtomicBool,
     /// Ingestion workers, when this server runs them.
     workers: std::sync::Mutex<Option<quarry_queue::Workers>>,
+    /// The tool hub (upstream connections, catalogs), made on first use.
+    hub: std::sync::OnceLock<Arc<quarry_hub::Hub>>,
 }
 
 impl AppState {
@@ -75,11 +78,38 @@ impl AppState {
             model_queue: tokio::sync::Mutex::new(()),
             shutting_down: AtomicBool::new(false),
             workers: std::sync::Mutex::new(None),
+            hub: std::sync::OnceLock::new(),
         })
     }
 
     /// Starts ingestion workers over the engine's queue (uploads, retries, cleanups; also
     /// what a CLI enqueued).
+    /// Sets the hub's options and connects the registered upstreams (needs a Tokio
+    /// runtime). Without this, the hub has default options and connects upstreams only as
+    /// they are registered.
+    pub fn start_hub(&self, opts: quarry_hub::HubOptions) -> Result<(), Error> {
+        let hub = quarry_hub::Hub::new(
+            self.root.store_handle(),
+            vec![mcp::knowledge_package()],
+            opts,
+        );
+        if self.hub.set(hub).is_err() {
+            return Err(Error::Conflict("the hub is already running".into()));
+        }
+        self.hub().start()
+    }
+
+    /// The tool hub.
+    pub fn hub(&self) -> &Arc<quarry_hub::Hub> {
+        self.hub.get_or_init(|| {
+            quarry_hub::Hub::new(
+                self.root.store_handle(),
+                vec![mcp::knowledge_package()],
+                quarry_hub::HubOptions::default(),
+            )
+        })
+    }
+
     pub fn start_workers(&self, opts: quarry_queue::WorkerOptions) -> Result<(), Error> {
         let workers = quarry_queue::Workers::start(self.root.clone(), opts)?;
         *self.workers.lock().unwrap_or_else(|p| p.into_inner()) = Some(workers);
@@ -343,6 +373,15 @@ pub fn app(state: Arc<AppState>, opts: &HttpOptions, shutdown: &CancellationToke
             .with_max_request_body_bytes(opts.max_body_bytes)
             .with_cancellation_token(shutdown.child_token()),
     );
+    let gateway_state = state.clone();
+    let gateway = StreamableHttpService::new(
+        move || Ok(QuarryMcp::gateway(gateway_state.clone())),
+        Arc::new(LocalSessionManager::default()),
+        StreamableHttpServerConfig::default()
+            .disable_allowed_hosts()
+            .with_max_request_body_bytes(opts.max_body_bytes)
+            .with_cancellation_token(shutdown.child_token()),
+    );
     let quka_state = state.clone();
     let quka = StreamableHttpService::new(
         move || Ok(quka::QukaMcp::new(quka_state.clone())),
@@ -362,6 +401,7 @@ pub fn app(state: Arc<AppState>, opts: &HttpOptions, shutdown: &CancellationToke
     };
     let rest = rest::router()
         .merge(teams_api::router())
+        .merge(hub_api::router())
         .layer(axum::extract::DefaultBodyLimit::max(opts.max_body_bytes))
         .layer(timeout())
         .route_layer(authenticated(auth::Surface::Rest));
@@ -374,6 +414,7 @@ pub fn app(state: Arc<AppState>, opts: &HttpOptions, shutdown: &CancellationToke
         .route_layer(authenticated(auth::Surface::Dify));
     let mcp = Router::new()
         .nest_service("/mcp", mcp)
+        .nest_service("/api/mcp", gateway)
         .layer(authenticated(auth::Surface::JsonRpc))
         .layer(middleware::from_fn_with_state(
             opts.max_body_bytes,

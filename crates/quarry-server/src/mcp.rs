@@ -25,6 +25,8 @@ use serde_json::{Value, json};
 use crate::AppState;
 use crate::auth::Caller;
 use crate::knowledge_tools;
+use quarry_hub::view::{CALL_TOOL, SEARCH_TOOLS};
+use quarry_hub::{BuiltinPackage, CatalogTool, DefaultView, KNOWLEDGE_PACKAGE, ProgressSink, Selection, View, ViewError};
 
 /// The MCP face of one engine. Cheap to clone: the HTTP transport builds one per session
 /// (or per request in stateless mode).
@@ -34,12 +36,28 @@ pub struct QuarryMcp {
     /// The caller of every request (stdio: the machine's owner); `None` over HTTP, where
     /// each request carries its own, resolved by the auth middleware.
     fixed: Option<Caller>,
+    /// What the endpoint lists when its URL selects nothing.
+    default_view: DefaultView,
 }
 
 impl QuarryMcp {
-    /// For HTTP: each request's caller comes from its credentials.
+    /// `/mcp`: each request's caller comes from its credentials; without a selection it
+    /// lists the knowledge tools under their own names (seed 001's contract).
     pub fn new(state: Arc<AppState>) -> Self {
-        QuarryMcp { state, fixed: None }
+        QuarryMcp {
+            state,
+            fixed: None,
+            default_view: DefaultView::BarePackage(KNOWLEDGE_PACKAGE.into()),
+        }
+    }
+
+    /// `/api/mcp`, the hub gateway (seed 002): without a selection, every tool of the caller.
+    pub fn gateway(state: Arc<AppState>) -> Self {
+        QuarryMcp {
+            state,
+            fixed: None,
+            default_view: DefaultView::Everything,
+        }
     }
 
     /// For stdio: every request is the machine's owner's.
@@ -48,11 +66,84 @@ impl QuarryMcp {
         Ok(QuarryMcp {
             state,
             fixed: Some(caller),
+            default_view: DefaultView::BarePackage(KNOWLEDGE_PACKAGE.into()),
         })
     }
 
     fn caller(&self, context: &RequestContext<RoleServer>) -> Result<Caller, McpError> {
         request_caller(self.fixed.as_ref(), context)
+    }
+
+    /// The view of this request: its URL's selection over the caller's catalog.
+    fn view(&self, caller: &Caller, context: &RequestContext<RoleServer>) -> Result<View, McpError> {
+        let query = context
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|p| p.uri.query());
+        let selection = Selection::from_query(query).map_err(|m| McpError::invalid_params(m, None))?;
+        let hub = self.state.hub();
+        let hub_caller = caller.hub_caller();
+        let catalog = hub
+            .catalog(&hub_caller.owner)
+            .map_err(|e| McpError::internal_error(e.to_string(), None))?;
+        let usable: std::collections::HashSet<String> =
+            tools_for(caller).into_iter().map(|t| t.name.to_string()).collect();
+        let cap = hub.options().max_tools;
+        View::compute(
+            catalog,
+            &selection,
+            &self.default_view,
+            &|t| t.package != KNOWLEDGE_PACKAGE || usable.contains(&t.name),
+            cap,
+        )
+        .map_err(|e| {
+            let data = match &e {
+                ViewError::TooMany { count, cap } => json!({ "cap": cap, "count": count }),
+                _ => json!({}),
+            };
+            McpError::invalid_params(e.to_string(), Some(data))
+        })
+    }
+
+    /// Runs a catalogued tool: built-in ones here, the others through the hub (with
+    /// progress and cancellation passed on).
+    async fn dispatch(
+        &self,
+        caller: &Caller,
+        tool: &CatalogTool,
+        args: JsonObject,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        if tool.package == KNOWLEDGE_PACKAGE {
+            return self.run_tool(caller, &tool.name, args).await;
+        }
+        let progress: Option<ProgressSink> = context.meta.get_progress_token().map(|token| {
+            let peer = context.peer.clone();
+            let sink: ProgressSink = Arc::new(move |p: rmcp::model::ProgressNotificationParam| {
+                let peer = peer.clone();
+                let mut p = p;
+                p.progress_token = token.clone();
+                tokio::spawn(async move {
+                    let _ = peer.notify_progress(p).await;
+                });
+            });
+            sink
+        });
+        match self
+            .state
+            .hub()
+            .call(
+                &caller.hub_caller(),
+                tool,
+                Some(args),
+                progress,
+                context.ct.clone(),
+            )
+            .await
+        {
+            Ok(r) => Ok(r),
+            Err(e) => Ok(tool_error(format!("{}: {e}", tool.wire_name))),
+        }
     }
 }
 
@@ -81,6 +172,22 @@ pub fn tools_for(caller: &Caller) -> Vec<Tool> {
     all.push(knowledge_tools::knowledge_search_tool());
     all.extend(knowledge_tools::capture_tools_for(caller));
     all
+}
+
+/// Quarry's own tools as a catalog package: QMD's six, `knowledge_search` and the capture
+/// tools (a view hides the write tools from callers that may not write).
+pub fn knowledge_package() -> BuiltinPackage {
+    let mut all = tools();
+    all.push(knowledge_tools::knowledge_search_tool());
+    all.extend(knowledge_tools::capture_tools());
+    BuiltinPackage {
+        id: KNOWLEDGE_PACKAGE.into(),
+        name: "Quarry knowledge".into(),
+        description: "Search, read and capture knowledge in this Quarry's collections and knowledge bases".into(),
+        category: "knowledge".into(),
+        tags: vec!["search".into(), "rag".into(), "knowledge-base".into(), "notes".into()],
+        tools: all,
+    }
 }
 
 /// QMD's six (seed 001).
@@ -549,6 +656,105 @@ You can also access documents directly via the `qmd://` URI scheme:
 - For glob patterns, match on display_path (e.g., `journals/2025-*.md`)
 "#;
 
+impl QuarryMcp {
+    /// `tools/call` inside a view: a tool the view does not list is unknown, whatever its
+    /// name (bare, wire or catalog).
+    async fn call_in_view(
+        &self,
+        caller: &Caller,
+        view: &View,
+        name: &str,
+        args: JsonObject,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        if view.is_search_mode() && name == SEARCH_TOOLS {
+            return Ok(search_tools_result(view, &args));
+        }
+        if view.is_search_mode() && name == CALL_TOOL {
+            let a = Args(&args);
+            let target = match a.required_string("name") {
+                Ok(t) => t,
+                Err(m) => return Ok(tool_error(m)),
+            };
+            let inner = match args.get("arguments") {
+                None | Some(Value::Null) => JsonObject::new(),
+                Some(Value::Object(o)) => o.clone(),
+                Some(_) => return Ok(tool_error("arguments: expected an object")),
+            };
+            return match view.resolve_in_scope(&target) {
+                Some(tool) => {
+                    let tool = tool.clone();
+                    self.dispatch(caller, &tool, inner, context).await
+                }
+                None => Ok(tool_error(format!(
+                    "Unknown tool: {target} (search_tools lists the tools this endpoint reaches)"
+                ))),
+            };
+        }
+        match view.resolve(name) {
+            Some(tool) => {
+                let tool = tool.clone();
+                self.dispatch(caller, &tool, args, context).await
+            }
+            None => {
+                let available: Vec<String> = view.list().into_iter().map(|t| t.name.to_string()).collect();
+                Err(McpError::invalid_params(
+                    format!("Unknown tool: {name}"),
+                    Some(json!({ "tool": name, "available": available })),
+                ))
+            }
+        }
+    }
+}
+
+/// `search_tools`: names and full schemas of the best tools of the scope.
+fn search_tools_result(view: &View, args: &JsonObject) -> CallToolResult {
+    let a = Args(args);
+    let query = match a.required_string("query") {
+        Ok(q) => q,
+        Err(m) => return tool_error(m),
+    };
+    let limit = match a.uint("limit") {
+        Ok(l) => l.unwrap_or(5) as usize,
+        Err(m) => return tool_error(m),
+    };
+    if limit == 0 || limit > quarry_hub::view::SEARCH_LIMIT_MAX {
+        return tool_error(format!(
+            "limit: must be 1-{}",
+            quarry_hub::view::SEARCH_LIMIT_MAX
+        ));
+    }
+    let category = match a.string("category") {
+        Ok(c) => c,
+        Err(m) => return tool_error(m),
+    };
+    match view.search(&query, category.as_deref(), limit) {
+        Ok(found) => {
+            let tools: Vec<Value> = found
+                .iter()
+                .map(|t| {
+                    json!({
+                        "name": t.wire_name,
+                        "catalog_name": t.full_name,
+                        "description": t.description(),
+                        "category": t.category,
+                        "inputSchema": &*t.tool.input_schema,
+                    })
+                })
+                .collect();
+            let text = if tools.is_empty() {
+                format!("No tools match \"{query}\".")
+            } else {
+                serde_json::to_string_pretty(&tools).unwrap_or_default()
+            };
+            let mut r = CallToolResult::success(vec![ContentBlock::text(text)]);
+            r.structured_content = Some(json!({ "tools": tools }));
+            r
+        }
+        Err(e) => tool_error(format!("search failed: {e}")),
+    }
+}
+
 impl ServerHandler for QuarryMcp {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(
@@ -572,7 +778,8 @@ impl ServerHandler for QuarryMcp {
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         let caller = self.caller(&context)?;
-        Ok(ListToolsResult::with_all_items(tools_for(&caller)))
+        let view = self.view(&caller, &context)?;
+        Ok(ListToolsResult::with_all_items(view.list()))
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
@@ -590,9 +797,9 @@ impl ServerHandler for QuarryMcp {
         let started = Instant::now();
         let name = request.name.to_string();
         let caller = self.caller(&context)?;
-        let result = self
-            .run_tool(&caller, &name, request.arguments.unwrap_or_default())
-            .await;
+        let view = self.view(&caller, &context)?;
+        let args = request.arguments.unwrap_or_default();
+        let result = self.call_in_view(&caller, &view, &name, args, &context).await;
         let outcome = match &result {
             Ok(r) if r.is_error == Some(true) => "tool_error",
             Ok(_) => "ok",

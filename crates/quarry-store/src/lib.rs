@@ -9,10 +9,12 @@
 //! finds with [`Store::pending_index_work`] and finishes — nothing is lost or indexed twice.
 
 mod access;
+mod hub;
 mod knowledge;
 mod sqlite;
 
 pub use access::{AccessStore, Membership, NewToken, Role, Space, TokenGrant, TokenRecord, User};
+pub use hub::{CustomToolRow, HubStore, PackageRow, ToolRow, UpstreamRow};
 pub use knowledge::{
     AddedFile, ConvertedFile, FileFilter, FileStatus, Job, JobKind, JobQueue, KbFile,
     KnowledgeBase, KnowledgeStore, NewKbFile, NoteMeta, QueueCounts, StatusCounts,
@@ -162,7 +164,7 @@ pub struct EmbeddingState {
 /// Every method is scoped to a space; names are unique within a space. Implementations
 /// must be safe to share between threads and must tolerate other processes reading while
 /// one writes.
-pub trait Store: KnowledgeStore + JobQueue + AccessStore + Send + Sync {
+pub trait Store: KnowledgeStore + JobQueue + AccessStore + HubStore + Send + Sync {
     // Collections.
     fn create_collection(
         &self,

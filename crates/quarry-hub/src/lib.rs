@@ -1,0 +1,724 @@
+//! The tool hub (SPEC §1 "Tool, package, catalog", "View"; §2.4): upstream MCP servers
+//! reached through rmcp's client, the catalog of every tool in packages, views that expose
+//! exactly what an endpoint's URL selects, custom HTTP tools behind an SSRF guard.
+//!
+//! Everything an owner registers lives in the store ([`quarry_store::HubStore`]); the hub
+//! holds only what cannot be stored — live connections — and caches derived from the store
+//! (one [`Catalog`] per owner, rebuilt when the owner's generation changes, so several nodes
+//! over one database agree). No per-request state is kept here: a view is computed from a
+//! request by [`View::compute`].
+
+pub mod catalog;
+pub mod custom;
+pub mod names;
+pub mod search;
+pub mod sse;
+pub mod ssrf;
+pub mod upstream;
+pub mod view;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Once};
+use std::time::Duration;
+
+use quarry_core::{Error, Result, now_millis};
+use quarry_store::{PackageRow, Store, UpstreamRow};
+use rmcp::model::{CallToolResult, JsonObject, Tool};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+pub use catalog::{BuiltinPackage, Catalog, CatalogTool, KNOWLEDGE_PACKAGE, Package, PackageKind};
+pub use names::Selection;
+pub use ssrf::NetPolicy;
+pub use upstream::{CallError, Health, ProgressSink, TransportKind};
+pub use view::{DefaultView, View, ViewError};
+
+use catalog::{Manifest, package_rows};
+use upstream::{Connection, ConnectSpec, UpstreamOptions, UpstreamSecrets};
+
+/// The owner key of the machine's owner (CLI, stdio, a loopback server without `--auth`);
+/// users are keyed by their UUID.
+pub const MACHINE_OWNER: &str = "local";
+/// Default cap on the tools of one endpoint (Cursor stops at 40).
+pub const DEFAULT_MAX_TOOLS: usize = 32;
+
+/// rustls needs one process-wide crypto provider; `ring` is the one already in the tree.
+pub(crate) fn install_crypto_provider() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}
+
+/// Hub settings, fixed at start.
+#[derive(Debug, Clone)]
+pub struct HubOptions {
+    /// Most tools one endpoint may expose.
+    pub max_tools: usize,
+    /// Longest wire name.
+    pub wire_name_max: usize,
+    /// Where users' HTTP upstreams and custom tools may connect.
+    pub net: NetPolicy,
+    /// Whether users (not only the machine's owner) may register stdio upstreams, which
+    /// run commands on the server.
+    pub users_may_run_commands: bool,
+}
+
+impl Default for HubOptions {
+    fn default() -> Self {
+        HubOptions {
+            max_tools: DEFAULT_MAX_TOOLS,
+            wire_name_max: names::DEFAULT_WIRE_NAME_MAX,
+            net: NetPolicy::default(),
+            users_may_run_commands: false,
+        }
+    }
+}
+
+/// Who is asking, for the hub: an owner key and whether it is the machine's owner.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HubCaller {
+    pub owner: String,
+    pub machine_owner: bool,
+    pub read_only: bool,
+}
+
+impl HubCaller {
+    pub fn machine() -> HubCaller {
+        HubCaller {
+            owner: MACHINE_OWNER.into(),
+            machine_owner: true,
+            read_only: false,
+        }
+    }
+
+    fn require_write(&self) -> Result<()> {
+        if self.read_only {
+            return Err(Error::Forbidden(
+                "this access token is read-only: it cannot change tools or MCP servers".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A request to register an upstream (`POST /api/v1/mcp/servers`, `quarry hub add`).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RegisterUpstream {
+    pub name: String,
+    /// `stdio`, `http` or `sse` (seed 003's `transport_type`).
+    pub transport_type: String,
+    /// The command line (stdio) or URL.
+    pub config: String,
+    #[serde(default)]
+    pub args: Vec<String>,
+    #[serde(default)]
+    pub cwd: Option<String>,
+    #[serde(default)]
+    pub env: std::collections::BTreeMap<String, String>,
+    #[serde(default)]
+    pub headers: std::collections::BTreeMap<String, String>,
+    #[serde(default)]
+    pub enabled: Option<bool>,
+    #[serde(default)]
+    pub package: Option<String>,
+    #[serde(default)]
+    pub category: Option<String>,
+    #[serde(default)]
+    pub tags: Option<Vec<String>>,
+    #[serde(default)]
+    pub description: Option<String>,
+    /// Seed 002's `manifest.json`, describing the package and its tools.
+    #[serde(default)]
+    pub manifest: Option<Value>,
+    #[serde(default)]
+    pub call_timeout_secs: Option<u64>,
+    #[serde(default)]
+    pub connect_timeout_secs: Option<u64>,
+    #[serde(default)]
+    pub max_concurrency: Option<usize>,
+}
+
+/// An upstream as listed: seed 003's `MCPServer` fields, Quarry's options (secret values
+/// never included) and the connection's health.
+#[derive(Debug, Clone, Serialize)]
+pub struct UpstreamInfo {
+    pub id: String,
+    pub name: String,
+    pub package: String,
+    pub transport_type: String,
+    /// The command line, or the URL with credentials masked.
+    pub config: String,
+    pub args: Vec<String>,
+    pub cwd: Option<String>,
+    /// Names of the environment variables set for the child (values are never shown).
+    pub env: Vec<String>,
+    /// Names of the headers sent (values are never shown).
+    pub headers: Vec<String>,
+    pub enabled: bool,
+    pub call_timeout_secs: u64,
+    pub connect_timeout_secs: u64,
+    pub max_concurrency: usize,
+    pub category: String,
+    pub tags: Vec<String>,
+    pub description: String,
+    pub source: String,
+    #[serde(flatten)]
+    pub health: Health,
+    pub tool_count: usize,
+    /// The discovered tools as the upstream described them (seed 003's `tools_cache`).
+    pub tools_cache: Vec<Value>,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+/// Masks a URL's password and the values of query parameters that look like credentials.
+pub fn mask_url(raw: &str) -> String {
+    let Ok(mut url) = url::Url::parse(raw) else {
+        return raw.to_owned();
+    };
+    if url.password().is_some() {
+        let _ = url.set_password(Some("****"));
+    }
+    let secretish = |k: &str| {
+        let k = k.to_ascii_lowercase();
+        ["key", "token", "secret", "auth", "password", "sig", "credential"]
+            .iter()
+            .any(|s| k.contains(s))
+    };
+    if url.query().is_some() {
+        let pairs: Vec<(String, String)> = url
+            .query_pairs()
+            .map(|(k, v)| {
+                let v = if secretish(&k) { "****".to_owned() } else { v.into_owned() };
+                (k.into_owned(), v)
+            })
+            .collect();
+        url.query_pairs_mut().clear().extend_pairs(pairs);
+    }
+    url.to_string()
+}
+
+fn iso(ms: i64) -> String {
+    quarry_core::iso8601_millis(ms)
+}
+
+/// The hub: one per server process.
+pub struct Hub {
+    store: Arc<dyn Store>,
+    builtin: Vec<BuiltinPackage>,
+    opts: HubOptions,
+    /// Live connections by upstream id (infrastructure, like a connection pool: what a
+    /// caller may reach is decided by the store and the view, never by this map).
+    connections: Mutex<HashMap<String, Arc<Connection>>>,
+    /// Catalog snapshots by owner, each tagged with the generation it was built from.
+    catalogs: Mutex<HashMap<String, Arc<Catalog>>>,
+}
+
+impl Hub {
+    pub fn new(store: Arc<dyn Store>, builtin: Vec<BuiltinPackage>, opts: HubOptions) -> Arc<Hub> {
+        Arc::new(Hub {
+            store,
+            builtin,
+            opts,
+            connections: Mutex::new(HashMap::new()),
+            catalogs: Mutex::new(HashMap::new()),
+        })
+    }
+
+    pub fn options(&self) -> &HubOptions {
+        &self.opts
+    }
+
+    /// Connects every enabled upstream of every owner (in the background).
+    pub fn start(self: &Arc<Self>) -> Result<()> {
+        for row in self.store.upstreams(None)? {
+            if row.enabled {
+                self.connect(&row)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Stops every connection (children are killed).
+    pub fn shutdown(&self) {
+        let conns: Vec<Arc<Connection>> = self
+            .connections
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain()
+            .map(|(_, c)| c)
+            .collect();
+        for c in conns {
+            c.stop();
+        }
+    }
+
+    fn connection(&self, id: &str) -> Option<Arc<Connection>> {
+        self.connections
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(id)
+            .cloned()
+    }
+
+    fn connect(self: &Arc<Self>, row: &UpstreamRow) -> Result<Arc<Connection>> {
+        let options: UpstreamOptions = serde_json::from_str(&row.options)
+            .map_err(|e| Error::Storage(format!("upstream '{}' options: {e}", row.name)))?;
+        let secrets: UpstreamSecrets = serde_json::from_str(&row.secrets)
+            .map_err(|e| Error::Storage(format!("upstream '{}' secrets: {e}", row.name)))?;
+        let transport = TransportKind::parse(&row.transport)
+            .ok_or_else(|| Error::Storage(format!("upstream '{}': bad transport", row.name)))?;
+        let spec = ConnectSpec {
+            name: row.name.clone(),
+            transport,
+            config: row.config.clone(),
+            options,
+            secrets,
+            net: (row.owner != MACHINE_OWNER).then(|| self.opts.net.clone()),
+        };
+        let hub = Arc::downgrade(self);
+        let owner = row.owner.clone();
+        let package = row.package.clone();
+        let on_discovered: upstream::OnDiscovered = Arc::new(move |tools: &[Tool]| {
+            if let Some(hub) = hub.upgrade()
+                && let Err(e) = hub.write_discovered(&owner, &package, tools)
+            {
+                tracing::warn!(package = %package, "cannot store discovered tools: {e}");
+            }
+        });
+        let conn = Connection::start(spec, on_discovered);
+        if let Some(old) = self
+            .connections
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(row.id.clone(), conn.clone())
+        {
+            old.stop();
+        }
+        Ok(conn)
+    }
+
+    fn disconnect(&self, id: &str) {
+        if let Some(c) = self
+            .connections
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(id)
+        {
+            c.stop();
+        }
+    }
+
+    fn package_row(&self, owner: &str, id: &str) -> Result<Option<PackageRow>> {
+        Ok(self.store.packages(owner)?.into_iter().find(|p| p.id == id))
+    }
+
+    fn write_discovered(&self, owner: &str, package: &str, tools: &[Tool]) -> Result<()> {
+        let Some(mut pkg) = self.package_row(owner, package)? else {
+            return Ok(()); // deleted meanwhile
+        };
+        let manifest = pkg
+            .manifest
+            .as_deref()
+            .and_then(|m| serde_json::from_str::<Value>(m).ok())
+            .and_then(|v| Manifest::parse(&v).ok());
+        let now = now_millis();
+        let rows = package_rows(owner, &pkg, manifest.as_ref(), Some(tools), now);
+        pkg.updated_at = now;
+        self.store.replace_package(&pkg, &rows)
+    }
+
+    /// The owner's catalog (built-in packages first), rebuilt only when it changed.
+    pub fn catalog(&self, owner: &str) -> Result<Arc<Catalog>> {
+        let generation = self.store.hub_generation(owner)?;
+        if let Some(c) = self
+            .catalogs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(owner)
+            .filter(|c| c.generation == generation)
+        {
+            return Ok(c.clone());
+        }
+        let catalog = Arc::new(Catalog::build(
+            generation,
+            &self.builtin,
+            self.store.packages(owner)?,
+            self.store.catalog_tools(owner)?,
+            &self.store.disabled_tools(owner)?,
+            self.opts.wire_name_max,
+        ));
+        self.catalogs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(owner.to_owned(), catalog.clone());
+        Ok(catalog)
+    }
+
+    /// Registers an upstream, connects it, and waits (up to its connect timeout) for the
+    /// first discovery, so the answer already lists its tools or says why it has none.
+    pub async fn register(
+        self: &Arc<Self>,
+        caller: &HubCaller,
+        req: RegisterUpstream,
+    ) -> Result<UpstreamInfo> {
+        caller.require_write()?;
+        let name = req.name.trim().to_owned();
+        if name.is_empty() || name.chars().count() > 100 {
+            return Err(Error::InvalidInput(
+                "name must be 1-100 characters".into(),
+            ));
+        }
+        let transport = TransportKind::parse(&req.transport_type).ok_or_else(|| {
+            Error::InvalidInput(format!(
+                "unknown transport_type '{}': use stdio, http or sse",
+                req.transport_type
+            ))
+        })?;
+        let config = req.config.trim().to_owned();
+        match transport {
+            TransportKind::Stdio => {
+                if !caller.machine_owner && !self.opts.users_may_run_commands {
+                    return Err(Error::Forbidden(
+                        "stdio MCP servers run commands on the server: only its owner may register them (start the server with --hub-allow-commands to let users)".into(),
+                    ));
+                }
+                upstream::command_of(&config, &UpstreamOptions {
+                    args: req.args.clone(),
+                    ..Default::default()
+                })
+                .map_err(|e| Error::InvalidInput(format!("config: {e}")))?;
+                if !req.headers.is_empty() {
+                    return Err(Error::InvalidInput(
+                        "headers apply to http and sse servers, not stdio".into(),
+                    ));
+                }
+            }
+            TransportKind::Http | TransportKind::Sse => {
+                let url = url::Url::parse(&config)
+                    .map_err(|e| Error::InvalidInput(format!("config must be a URL: {e}")))?;
+                if !matches!(url.scheme(), "http" | "https") {
+                    return Err(Error::InvalidInput(
+                        "config must be an http:// or https:// URL".into(),
+                    ));
+                }
+                if !caller.machine_owner {
+                    ssrf::check_url(&self.opts.net, &url)
+                        .map_err(|e| Error::InvalidInput(e.to_string()))?;
+                }
+                if !req.env.is_empty() || !req.args.is_empty() {
+                    return Err(Error::InvalidInput(
+                        "env and args apply to stdio servers only".into(),
+                    ));
+                }
+            }
+        }
+        for k in req.env.keys() {
+            if k.is_empty() || k.contains('=') || k.contains('\0') {
+                return Err(Error::InvalidInput(format!("invalid environment variable name '{k}'")));
+            }
+        }
+        for (k, v) in &req.headers {
+            if http::HeaderName::from_bytes(k.as_bytes()).is_err()
+                || http::HeaderValue::from_str(v).is_err()
+            {
+                return Err(Error::InvalidInput(format!("invalid header '{k}'")));
+            }
+        }
+        let manifest = match &req.manifest {
+            Some(v) => Some(Manifest::parse(v)?),
+            None => None,
+        };
+        let package_id = catalog::package_id(
+            req.package
+                .as_deref()
+                .or(manifest.as_ref().and_then(|m| m.id.as_deref())),
+            &name,
+        )?;
+        if self.builtin.iter().any(|b| b.id == package_id) {
+            return Err(Error::Conflict(format!(
+                "package '{package_id}' is built in; choose another name or package"
+            )));
+        }
+        let call_timeout = req.call_timeout_secs.unwrap_or(60);
+        let connect_timeout = req.connect_timeout_secs.unwrap_or(30);
+        let concurrency = req.max_concurrency.unwrap_or(16);
+        if !(1..=3600).contains(&call_timeout)
+            || !(1..=600).contains(&connect_timeout)
+            || !(1..=256).contains(&concurrency)
+        {
+            return Err(Error::InvalidInput(
+                "call_timeout_secs must be 1-3600, connect_timeout_secs 1-600, max_concurrency 1-256".into(),
+            ));
+        }
+        let options = UpstreamOptions {
+            args: req.args.clone(),
+            cwd: req.cwd.clone(),
+            env_keys: req.env.keys().cloned().collect(),
+            header_names: req.headers.keys().cloned().collect(),
+            call_timeout_secs: call_timeout,
+            connect_timeout_secs: connect_timeout,
+            max_concurrency: concurrency,
+        };
+        let secrets = UpstreamSecrets {
+            env: req.env.clone(),
+            headers: req.headers.clone(),
+        };
+        let now = now_millis();
+        let id = uuid_v4();
+        let row = UpstreamRow {
+            id: id.clone(),
+            owner: caller.owner.clone(),
+            name: name.clone(),
+            package: package_id.clone(),
+            transport: transport.as_str().into(),
+            config,
+            options: serde_json::to_string(&options).map_err(|e| Error::Storage(e.to_string()))?,
+            secrets: serde_json::to_string(&secrets).map_err(|e| Error::Storage(e.to_string()))?,
+            enabled: req.enabled.unwrap_or(true),
+            created_at: now,
+            updated_at: now,
+        };
+        let tags: Vec<String> = req
+            .tags
+            .clone()
+            .or_else(|| manifest.as_ref().map(|m| m.tags.clone()))
+            .unwrap_or_default()
+            .into_iter()
+            .map(|t| t.trim().replace('\n', " "))
+            .filter(|t| !t.is_empty())
+            .collect();
+        let package = PackageRow {
+            owner: caller.owner.clone(),
+            id: package_id,
+            name: manifest
+                .as_ref()
+                .and_then(|m| m.name.clone())
+                .unwrap_or_else(|| name.clone()),
+            description: req
+                .description
+                .clone()
+                .or_else(|| manifest.as_ref().and_then(|m| m.description.clone()))
+                .unwrap_or_default(),
+            category: req
+                .category
+                .clone()
+                .or_else(|| manifest.as_ref().and_then(|m| m.category.clone()))
+                .unwrap_or_else(|| "uncategorized".into()),
+            tags,
+            kind: "upstream".into(),
+            upstream_id: Some(id.clone()),
+            source: if manifest.is_some() { "manifest" } else { "legacy" }.into(),
+            schema_version: manifest
+                .as_ref()
+                .and_then(|m| m.manifest_schema_version.clone())
+                .unwrap_or_else(|| if manifest.is_some() { "v2" } else { "legacy" }.into()),
+            manifest: req.manifest.as_ref().map(Value::to_string),
+            updated_at: now,
+        };
+        let manifest_rows = package_rows(&caller.owner, &package, manifest.as_ref(), None, now);
+        self.store.insert_upstream(&row, &package)?;
+        if !manifest_rows.is_empty() {
+            self.store.replace_package(&package, &manifest_rows)?;
+        }
+        if row.enabled {
+            let conn = self.connect(&row)?;
+            conn.wait_discovered(Duration::from_secs(connect_timeout + 5))
+                .await;
+        }
+        self.upstream(caller, &id)
+    }
+
+    fn row(&self, caller: &HubCaller, id: &str) -> Result<UpstreamRow> {
+        self.store
+            .upstream(&caller.owner, id)?
+            .ok_or_else(|| Error::NotFound(format!("MCP server '{id}' not found")))
+    }
+
+    fn info(&self, row: &UpstreamRow, catalog: &Catalog) -> UpstreamInfo {
+        let options: UpstreamOptions = serde_json::from_str(&row.options).unwrap_or_default();
+        let health = if row.enabled {
+            self.connection(&row.id)
+                .map(|c| c.health())
+                .unwrap_or_else(|| Health {
+                    status: "connecting",
+                    last_error: None,
+                    protocol_version: None,
+                    server_name: None,
+                    server_version: None,
+                    restarts: 0,
+                    stderr_tail: Vec::new(),
+                })
+        } else {
+            Health {
+                status: "disabled",
+                last_error: None,
+                protocol_version: None,
+                server_name: None,
+                server_version: None,
+                restarts: 0,
+                stderr_tail: Vec::new(),
+            }
+        };
+        let pkg = catalog.package(&row.package);
+        let tools: Vec<Value> = catalog.tools_of(&row.package).map(|t| t.raw.clone()).collect();
+        UpstreamInfo {
+            id: row.id.clone(),
+            name: row.name.clone(),
+            package: row.package.clone(),
+            transport_type: row.transport.clone(),
+            config: if row.transport == "stdio" {
+                row.config.clone()
+            } else {
+                mask_url(&row.config)
+            },
+            args: options.args,
+            cwd: options.cwd,
+            env: options.env_keys,
+            headers: options.header_names,
+            enabled: row.enabled,
+            call_timeout_secs: options.call_timeout_secs,
+            connect_timeout_secs: options.connect_timeout_secs,
+            max_concurrency: options.max_concurrency,
+            category: pkg.map(|p| p.category.clone()).unwrap_or_default(),
+            tags: pkg.map(|p| p.tags.clone()).unwrap_or_default(),
+            description: pkg.map(|p| p.description.clone()).unwrap_or_default(),
+            source: pkg.map(|p| p.source.clone()).unwrap_or_default(),
+            health,
+            tool_count: tools.len(),
+            tools_cache: tools,
+            created_at: iso(row.created_at),
+            updated_at: iso(row.updated_at),
+        }
+    }
+
+    pub fn upstreams(&self, caller: &HubCaller) -> Result<Vec<UpstreamInfo>> {
+        let catalog = self.catalog(&caller.owner)?;
+        Ok(self
+            .store
+            .upstreams(Some(&caller.owner))?
+            .iter()
+            .map(|r| self.info(r, &catalog))
+            .collect())
+    }
+
+    pub fn upstream(&self, caller: &HubCaller, id: &str) -> Result<UpstreamInfo> {
+        let row = self.row(caller, id)?;
+        let catalog = self.catalog(&caller.owner)?;
+        Ok(self.info(&row, &catalog))
+    }
+
+    /// The upstream's catalogued tools.
+    pub fn upstream_tools(&self, caller: &HubCaller, id: &str) -> Result<Vec<CatalogTool>> {
+        let row = self.row(caller, id)?;
+        let catalog = self.catalog(&caller.owner)?;
+        Ok(catalog.tools_of(&row.package).cloned().collect())
+    }
+
+    pub fn delete_upstream(&self, caller: &HubCaller, id: &str) -> Result<()> {
+        caller.require_write()?;
+        let row = self.row(caller, id)?;
+        self.disconnect(&row.id);
+        self.store.delete_upstream(&caller.owner, id)?;
+        Ok(())
+    }
+
+    /// Enables or disables an upstream (`None` flips it).
+    pub async fn set_enabled(
+        self: &Arc<Self>,
+        caller: &HubCaller,
+        id: &str,
+        enabled: Option<bool>,
+    ) -> Result<UpstreamInfo> {
+        caller.require_write()?;
+        let mut row = self.row(caller, id)?;
+        let enabled = enabled.unwrap_or(!row.enabled);
+        if enabled != row.enabled {
+            row.enabled = enabled;
+            row.updated_at = now_millis();
+            self.store.update_upstream(&row)?;
+            if enabled {
+                let conn = self.connect(&row)?;
+                let options: UpstreamOptions = serde_json::from_str(&row.options).unwrap_or_default();
+                conn.wait_discovered(Duration::from_secs(options.connect_timeout_secs + 5))
+                    .await;
+            } else {
+                self.disconnect(&row.id);
+            }
+        }
+        self.upstream(caller, id)
+    }
+
+    /// Rediscovers an upstream's tools now (reconnecting at once if it is down).
+    pub async fn refresh(self: &Arc<Self>, caller: &HubCaller, id: &str) -> Result<UpstreamInfo> {
+        let row = self.row(caller, id)?;
+        if !row.enabled {
+            return Err(Error::Conflict(format!(
+                "MCP server '{}' is disabled; enable it first",
+                row.name
+            )));
+        }
+        let options: UpstreamOptions = serde_json::from_str(&row.options).unwrap_or_default();
+        let conn = match self.connection(&row.id) {
+            Some(c) => c,
+            None => self.connect(&row)?,
+        };
+        conn.refresh(Duration::from_secs(options.connect_timeout_secs + 5))
+            .await;
+        self.upstream(caller, id)
+    }
+
+    /// Switches one catalogued tool on or off for its owner (seed 003's toggles).
+    pub fn set_tool_enabled(&self, caller: &HubCaller, full_name: &str, enabled: bool) -> Result<CatalogTool> {
+        caller.require_write()?;
+        let catalog = self.catalog(&caller.owner)?;
+        let tool = catalog
+            .by_full_name(full_name)
+            .or_else(|| catalog.by_wire_name(full_name))
+            .ok_or_else(|| Error::NotFound(format!("tool '{full_name}' not found")))?
+            .clone();
+        self.store
+            .set_tool_disabled(&caller.owner, &tool.full_name, !enabled)?;
+        Ok(CatalogTool { enabled, ..tool })
+    }
+
+    /// Calls a catalogued tool of an upstream or custom package. Built-in tools are the
+    /// server's to run.
+    pub async fn call(
+        &self,
+        caller: &HubCaller,
+        tool: &CatalogTool,
+        arguments: Option<JsonObject>,
+        progress: Option<ProgressSink>,
+        cancel: CancellationToken,
+    ) -> std::result::Result<CallToolResult, CallError> {
+        let catalog = self
+            .catalog(&caller.owner)
+            .map_err(|e| CallError::Unavailable(e.to_string()))?;
+        let pkg = catalog
+            .package(&tool.package)
+            .ok_or_else(|| CallError::Unavailable(format!("package '{}' is gone", tool.package)))?;
+        match pkg.kind {
+            PackageKind::Upstream => {
+                let id = pkg.upstream_id.clone().unwrap_or_default();
+                let conn = self.connection(&id).ok_or_else(|| {
+                    CallError::Unavailable(format!("MCP server of package '{}' is disabled", pkg.id))
+                })?;
+                conn.call(&tool.name, arguments, progress, cancel).await
+            }
+            PackageKind::Custom => Err(CallError::Unavailable(
+                "custom tools are not callable yet".into(),
+            )),
+            PackageKind::Builtin => Err(CallError::Unavailable(
+                "built-in tools run in the server".into(),
+            )),
+        }
+    }
+}
+
+fn uuid_v4() -> String {
+    uuid::Uuid::new_v4().to_string()
+}

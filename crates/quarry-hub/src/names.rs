@@ -1,0 +1,229 @@
+//! Names: package ids, catalog names (`package.tool`) and wire names (`package__tool`).
+//!
+//! A wire name must be accepted by every major LLM API and client: `^[a-zA-Z0-9_-]+$`, and
+//! short enough that a client's own prefix (Claude Code's `mcp__server__`) keeps the whole
+//! under 64 characters. A name that does not fit is cut and given a hash of its catalog name,
+//! so it depends on nothing but that name: adding packages never renames a tool, and the
+//! catalog maps a wire name back to its tool.
+
+use sha2::{Digest, Sha256};
+
+/// Separates package and tool in wire names.
+pub const WIRE_SEPARATOR: &str = "__";
+/// Default longest wire name.
+pub const DEFAULT_WIRE_NAME_MAX: usize = 48;
+/// Longest package id.
+pub const PACKAGE_ID_MAX: usize = 40;
+
+/// Checks a package id: lowercase ASCII letters, digits, `-` and `_`, starting with a letter
+/// or digit, no `__` (the wire separator), at most 40 characters.
+pub fn check_package_id(id: &str) -> Result<(), String> {
+    let ok = !id.is_empty()
+        && id.len() <= PACKAGE_ID_MAX
+        && id
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')
+        && id.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
+        && !id.contains(WIRE_SEPARATOR);
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "invalid package id '{id}': use 1-{PACKAGE_ID_MAX} lowercase letters, digits, '-' or '_', starting with a letter or digit, without '__'"
+        ))
+    }
+}
+
+/// A package id derived from a display name (`My Git Server` → `my-git-server`).
+pub fn package_id_from(name: &str) -> String {
+    let mut out = String::new();
+    for c in name.trim().chars() {
+        let c = c.to_ascii_lowercase();
+        if c.is_ascii_alphanumeric() {
+            out.push(c);
+        } else if !out.ends_with('-') && !out.is_empty() {
+            out.push('-');
+        }
+    }
+    while out.ends_with('-') {
+        out.pop();
+    }
+    out.truncate(PACKAGE_ID_MAX);
+    while out.ends_with('-') {
+        out.pop();
+    }
+    if out.is_empty() {
+        // A name with no ASCII letters (e.g. Chinese): a stable id from its hash.
+        out = format!("pkg-{}", &hex_hash(name)[..8]);
+    }
+    out
+}
+
+/// `package.tool`.
+pub fn catalog_name(package: &str, tool: &str) -> String {
+    format!("{package}.{tool}")
+}
+
+/// Splits a catalog name at its first `.` (package ids hold none; tool names may).
+pub fn split_catalog_name(name: &str) -> Option<(&str, &str)> {
+    name.split_once('.')
+        .filter(|(p, t)| !p.is_empty() && !t.is_empty())
+}
+
+fn hex_hash(s: &str) -> String {
+    let digest = Sha256::digest(s.as_bytes());
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn wire_char_ok(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '_' || c == '-'
+}
+
+/// The wire name of `package.tool`: `package__tool` when that is valid and at most `max`
+/// characters; otherwise the valid characters, cut, plus `_` and 8 hex digits of the
+/// catalog name's SHA-256.
+pub fn wire_name(package: &str, tool: &str, max: usize) -> String {
+    let plain = format!("{package}{WIRE_SEPARATOR}{tool}");
+    if plain.len() <= max && plain.chars().all(wire_char_ok) {
+        return plain;
+    }
+    let hash = &hex_hash(&catalog_name(package, tool))[..8];
+    let cleaned: String = plain
+        .chars()
+        .map(|c| if wire_char_ok(c) { c } else { '_' })
+        .collect();
+    let keep = max.saturating_sub(hash.len() + 1).max(1);
+    let cut: String = cleaned.chars().take(keep).collect();
+    format!("{cut}_{hash}")
+}
+
+/// A client's selection, from the endpoint URL (seed 002): `?tools=pkg.tool,…`,
+/// `?servers=pkg,…`, `?pin=pkg.tool,…`, `?mode=search`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Selection {
+    pub tools: Option<Vec<String>>,
+    pub servers: Option<Vec<String>>,
+    pub pin: Vec<String>,
+    pub search_mode: bool,
+}
+
+impl Selection {
+    /// Parses the query string's selection parameters; a parameter given twice is joined.
+    pub fn from_query(query: Option<&str>) -> Result<Selection, String> {
+        let mut sel = Selection::default();
+        let Some(q) = query else {
+            return Ok(sel);
+        };
+        for (key, value) in form_pairs(q) {
+            let list = || -> Vec<String> {
+                value
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|s| !s.is_empty())
+                    .map(str::to_owned)
+                    .collect()
+            };
+            match key.as_str() {
+                "tools" => sel.tools.get_or_insert_with(Vec::new).extend(list()),
+                "servers" => sel.servers.get_or_insert_with(Vec::new).extend(list()),
+                "pin" => sel.pin.extend(list()),
+                "mode" => match value.as_str() {
+                    "search" => sel.search_mode = true,
+                    "" | "list" => sel.search_mode = false,
+                    other => {
+                        return Err(format!(
+                            "unknown mode '{other}': use mode=search or leave it out"
+                        ));
+                    }
+                },
+                _ => {}
+            }
+        }
+        Ok(sel)
+    }
+
+    /// Whether the URL chose anything (otherwise the endpoint's default view applies).
+    pub fn is_empty(&self) -> bool {
+        self.tools.is_none() && self.servers.is_none() && self.pin.is_empty() && !self.search_mode
+    }
+}
+
+/// `application/x-www-form-urlencoded` pairs, percent-decoded.
+fn form_pairs(q: &str) -> Vec<(String, String)> {
+    q.split('&')
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let (k, v) = p.split_once('=').unwrap_or((p, ""));
+            (decode(k), decode(v))
+        })
+        .collect()
+}
+
+fn decode(s: &str) -> String {
+    let s = s.replace('+', " ");
+    percent_encoding::percent_decode_str(&s)
+        .decode_utf8_lossy()
+        .into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wire_names_are_plain_when_they_fit() {
+        assert_eq!(wire_name("everything", "echo", 48), "everything__echo");
+    }
+
+    #[test]
+    fn wire_names_are_valid_short_and_stable_otherwise() {
+        let long = wire_name("filesystem", "read_multiple_files_with_a_very_long_name", 48);
+        assert!(long.len() <= 48, "{long}");
+        assert!(long.chars().all(wire_char_ok));
+        assert_eq!(
+            long,
+            wire_name("filesystem", "read_multiple_files_with_a_very_long_name", 48)
+        );
+        let dotted = wire_name("git", "repo.status", 48);
+        assert!(dotted.starts_with("git__repo_status_"), "{dotted}");
+        // Two names that clean to the same text still differ.
+        assert_ne!(wire_name("git", "repo.status", 48), wire_name("git", "repo/status", 48));
+    }
+
+    #[test]
+    fn package_ids() {
+        assert_eq!(package_id_from("My Git Server"), "my-git-server");
+        assert_eq!(package_id_from("  everything!! "), "everything");
+        assert!(package_id_from("文件工具").starts_with("pkg-"));
+        assert!(check_package_id("my-git_server2").is_ok());
+        assert!(check_package_id("a__b").is_err());
+        assert!(check_package_id("Upper").is_err());
+        assert!(check_package_id("").is_err());
+        assert!(check_package_id("-x").is_err());
+    }
+
+    #[test]
+    fn selections_parse() {
+        let s = Selection::from_query(Some(
+            "tools=everything.echo,%20time.get_current_time&servers=git&pin=a.b&mode=search&token=x",
+        ))
+        .unwrap();
+        assert_eq!(
+            s.tools.as_deref(),
+            Some(&["everything.echo".to_owned(), "time.get_current_time".to_owned()][..])
+        );
+        assert_eq!(s.servers.as_deref(), Some(&["git".to_owned()][..]));
+        assert_eq!(s.pin, vec!["a.b".to_owned()]);
+        assert!(s.search_mode);
+        assert!(Selection::from_query(Some("mode=bogus")).is_err());
+        assert!(Selection::from_query(None).unwrap().is_empty());
+        assert!(Selection::from_query(Some("token=x&kb=a")).unwrap().is_empty());
+    }
+
+    #[test]
+    fn catalog_names_split_at_the_first_dot() {
+        assert_eq!(split_catalog_name("git.repo.status"), Some(("git", "repo.status")));
+        assert_eq!(split_catalog_name("nodot"), None);
+        assert_eq!(split_catalog_name(".x"), None);
+    }
+}

@@ -1,0 +1,81 @@
+//! Catalog search: the same analyzer and BM25 engine as documents (`quarry-fts`, so Chinese
+//! and Japanese descriptions are segmented the same way), over an in-memory index built from
+//! one catalog snapshot. Packages stand where collections do for documents, so a search
+//! limited to an endpoint's packages filters *inside* the index, before the top-k cut.
+
+use std::collections::HashMap;
+
+use quarry_core::Result;
+use quarry_fts::FtsIndex;
+use quarry_store::{IndexDoc, IndexWork};
+
+use crate::catalog::CatalogTool;
+
+pub struct CatalogIndex {
+    fts: FtsIndex,
+    /// Package id → the "collection" id its tools are indexed under.
+    packages: HashMap<String, i64>,
+}
+
+impl CatalogIndex {
+    /// Indexes `tools`; a hit's id is the tool's position in that slice.
+    pub fn build(tools: &[CatalogTool]) -> Result<CatalogIndex> {
+        let fts = FtsIndex::in_memory()?;
+        let mut packages: HashMap<String, i64> = HashMap::new();
+        let mut work = IndexWork::default();
+        for (i, t) in tools.iter().enumerate() {
+            let next = packages.len() as i64 + 1;
+            let collection_id = *packages.entry(t.package.clone()).or_insert(next);
+            let title = match &t.tool.title {
+                Some(title) => format!("{} {title}", t.name),
+                None => t.name.clone(),
+            };
+            work.upserts.push(IndexDoc {
+                id: i as i64,
+                collection_id,
+                path: t.full_name.clone(),
+                title,
+                body: format!(
+                    "{}\n{}\n{}\n{}",
+                    t.description(),
+                    t.tool
+                        .description
+                        .as_deref()
+                        .filter(|d| *d != t.description())
+                        .unwrap_or(""),
+                    t.category,
+                    t.tags.join(" ")
+                ),
+            });
+        }
+        let mut writer = fts.writer()?;
+        writer.apply(&work)?;
+        writer.commit()?;
+        fts.reload()?;
+        Ok(CatalogIndex { fts, packages })
+    }
+
+    /// The best `limit` tools for `query` (positions and BM25 scores), limited to
+    /// `packages` when given.
+    pub fn search(
+        &self,
+        query: &str,
+        packages: Option<&[&str]>,
+        limit: usize,
+    ) -> Result<Vec<(usize, f32)>> {
+        let parsed = self.fts.parse_query(query);
+        let ids: Option<Vec<i64>> = packages.map(|ps| {
+            ps.iter()
+                .filter_map(|p| self.packages.get(*p).copied())
+                .collect()
+        });
+        if ids.as_ref().is_some_and(Vec::is_empty) {
+            return Ok(Vec::new());
+        }
+        let hits = self.fts.search(&parsed, ids.as_deref(), limit)?;
+        Ok(hits
+            .into_iter()
+            .map(|h| (h.id as usize, h.score))
+            .collect())
+    }
+}

@@ -1,0 +1,812 @@
+//! The outbound address guard (SSRF): which addresses Quarry's own HTTP requests may reach.
+//!
+//! Custom HTTP tools send requests to URLs that a model helped to build, so every request
+//! goes through this guard. The rule: a request may reach only *public* addresses, unless an
+//! operator allow-lists a range (`--allow-net 10.0.0.0/8,127.0.0.1/32`). Refused unless
+//! allow-listed: loopback, unspecified, private (RFC 1918, unique-local), link-local (incl.
+//! the cloud metadata address 169.254.169.254), multicast, broadcast, shared/CGNAT
+//! (100.64/10), "this network" (0/8), IETF protocol assignments (192.0.0/24, 2001::/23),
+//! documentation and benchmarking ranges, reserved (240/4), site-local, discard-only, and IPv6
+//! outside the global unicast 2000::/3. IPv6 forms that embed an IPv4 address (mapped
+//! `::ffff:a.b.c.d`, SIIT `::ffff:0:a.b.c.d`, compatible `::a.b.c.d`, NAT64 `64:ff9b::/96`,
+//! 6to4 `2002::/16`) are judged by the IPv4 address they embed. Cloud metadata host names
+//! (`metadata.google.internal`, …) are refused by name.
+//!
+//! Where the check happens:
+//! - IP literals in a URL: [`check_url`] before anything is sent (reqwest does not call the
+//!   resolver for literals). The `url` crate's WHATWG parser has already turned decimal
+//!   (`http://2130706433/`), octal (`0177.0.0.1`), hex (`0x7f.1`) and short (`127.1`) hosts
+//!   into the address they mean, so those are judged as that address.
+//! - DNS names: *after* resolution, inside the client's resolver ([`GuardedResolver`]): it
+//!   drops refused addresses and fails when none remain, so the connection can only go to an
+//!   address that was checked (no window between check and connect, no DNS rebinding).
+//! - Redirects: every hop's URL goes through [`check_url`] (scheme, literal address, metadata
+//!   names) in the client's redirect policy, at most [`MAX_REDIRECTS`] hops; names on a hop go
+//!   through the resolver like any other.
+//! - Proxies are off (`no_proxy`): a proxy would make the connection on our behalf, unchecked.
+
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use url::{Host, Url};
+
+/// The most redirects a guarded client follows.
+pub const MAX_REDIRECTS: usize = 5;
+
+/// Host names of cloud metadata services, refused by name (lower case, no trailing dot).
+const METADATA_HOST_NAMES: &[&str] = &[
+    "metadata.google.internal",
+    "metadata.goog",
+    "metadata",
+    "instance-data",
+    "instance-data.ec2.internal",
+];
+
+/// An address range: an address and a prefix length (`10.0.0.0/8`, `::1/128`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Cidr {
+    addr: IpAddr,
+    prefix: u8,
+}
+
+impl Cidr {
+    /// A range; refuses prefixes longer than the address and addresses with host bits set.
+    pub fn new(addr: IpAddr, prefix: u8) -> Result<Cidr, String> {
+        let max = if addr.is_ipv4() { 32 } else { 128 };
+        if prefix > max {
+            return Err(format!("prefix length {prefix} is larger than {max}"));
+        }
+        let cidr = Cidr { addr, prefix };
+        let network = cidr.network();
+        if network != addr {
+            return Err(format!("{addr}/{prefix} has host bits set; did you mean {network}/{prefix}?"));
+        }
+        Ok(cidr)
+    }
+
+    /// A single address (`/32` or `/128`).
+    pub fn host(addr: IpAddr) -> Cidr {
+        Cidr { addr, prefix: if addr.is_ipv4() { 32 } else { 128 } }
+    }
+
+    pub fn addr(&self) -> IpAddr {
+        self.addr
+    }
+
+    pub fn prefix_len(&self) -> u8 {
+        self.prefix
+    }
+
+    fn network(&self) -> IpAddr {
+        match self.addr {
+            IpAddr::V4(a) => IpAddr::V4(Ipv4Addr::from(u32::from(a) & mask32(self.prefix))),
+            IpAddr::V6(a) => IpAddr::V6(Ipv6Addr::from(u128::from(a) & mask128(self.prefix))),
+        }
+    }
+
+    /// Whether `ip` lies in this range (an IPv4 range never contains an IPv6 address, and
+    /// the other way round; [`NetPolicy::check_ip`] handles embedded IPv4 forms).
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        match (self.addr, ip) {
+            (IpAddr::V4(net), IpAddr::V4(ip)) => {
+                let m = mask32(self.prefix);
+                u32::from(net) & m == u32::from(ip) & m
+            }
+            (IpAddr::V6(net), IpAddr::V6(ip)) => {
+                let m = mask128(self.prefix);
+                u128::from(net) & m == u128::from(ip) & m
+            }
+            _ => false,
+        }
+    }
+}
+
+fn mask32(prefix: u8) -> u32 {
+    if prefix == 0 { 0 } else { u32::MAX << (32 - u32::from(prefix)) }
+}
+
+fn mask128(prefix: u8) -> u128 {
+    if prefix == 0 { 0 } else { u128::MAX << (128 - u32::from(prefix)) }
+}
+
+impl fmt::Display for Cidr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.addr, self.prefix)
+    }
+}
+
+impl FromStr for Cidr {
+    type Err = String;
+
+    /// `a.b.c.d/n`, `a.b.c.d`, `x::y/n`, `x::y` or `[x::y]`.
+    fn from_str(s: &str) -> Result<Cidr, String> {
+        let s = s.trim();
+        let (addr, prefix) = match s.split_once('/') {
+            Some((a, p)) => (a.trim(), Some(p.trim())),
+            None => (s, None),
+        };
+        let addr = addr.strip_prefix('[').and_then(|a| a.strip_suffix(']')).unwrap_or(addr);
+        let addr: IpAddr = addr
+            .parse()
+            .map_err(|_| format!("{addr:?} is not an IP address"))?;
+        match prefix {
+            None => Ok(Cidr::host(addr)),
+            Some(p) => {
+                let prefix: u8 = p
+                    .parse()
+                    .map_err(|_| format!("{p:?} is not a prefix length"))?;
+                Cidr::new(addr, prefix)
+            }
+        }
+    }
+}
+
+/// Which outbound addresses are allowed: public addresses always, non-public ones only when
+/// they fall in an allow-listed range. `NetPolicy::default()` allows no non-public address.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NetPolicy {
+    allow: Vec<Cidr>,
+}
+
+impl NetPolicy {
+    /// A policy allowing these ranges besides public addresses.
+    pub fn with_allowed(allow: Vec<Cidr>) -> NetPolicy {
+        NetPolicy { allow }
+    }
+
+    /// Parses a comma-separated list of ranges or single addresses, e.g.
+    /// `127.0.0.1/32,10.0.0.0/8,::1`. Blank entries are skipped; an empty list is the default.
+    pub fn parse_allow_list(list: &str) -> Result<NetPolicy, String> {
+        let mut allow = Vec::new();
+        for entry in list.split(',') {
+            let entry = entry.trim();
+            if entry.is_empty() {
+                continue;
+            }
+            let cidr = entry
+                .parse::<Cidr>()
+                .map_err(|e| format!("invalid --allow-net entry {entry:?}: {e}"))?;
+            if !allow.contains(&cidr) {
+                allow.push(cidr);
+            }
+        }
+        Ok(NetPolicy { allow })
+    }
+
+    /// The allow-listed ranges.
+    pub fn allowed(&self) -> &[Cidr] {
+        &self.allow
+    }
+
+    fn allows(&self, ip: IpAddr) -> bool {
+        self.allow.iter().any(|c| c.contains(ip))
+    }
+
+    /// Whether a connection to `ip` is allowed.
+    pub fn check_ip(&self, ip: IpAddr) -> Result<(), Refused> {
+        let (embedded, class) = classify(ip);
+        let Some(class) = class else { return Ok(()) };
+        if self.allows(ip) || embedded.is_some_and(|v4| self.allows(IpAddr::V4(v4))) {
+            return Ok(());
+        }
+        Err(Refused::Address { ip, embedded, class })
+    }
+
+    /// Refuses cloud metadata host names (by name; their addresses are refused anyway).
+    pub fn check_host_name(&self, host: &str) -> Result<(), Refused> {
+        let name = host.trim_end_matches('.').to_ascii_lowercase();
+        if METADATA_HOST_NAMES.contains(&name.as_str()) {
+            return Err(Refused::HostName { host: host.to_owned() });
+        }
+        Ok(())
+    }
+}
+
+/// What kind of non-public address an address is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum AddrClass {
+    Unspecified,
+    ThisNetwork,
+    Loopback,
+    Private,
+    SharedCgnat,
+    LinkLocal,
+    CloudMetadata,
+    ProtocolAssignments,
+    Documentation,
+    Benchmarking,
+    Multicast,
+    Broadcast,
+    Reserved,
+    UniqueLocal,
+    SiteLocal,
+    Discard,
+    SpecialPurpose,
+}
+
+impl fmt::Display for AddrClass {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            AddrClass::Unspecified => "the unspecified address",
+            AddrClass::ThisNetwork => "a \"this network\" address (0.0.0.0/8)",
+            AddrClass::Loopback => "a loopback address",
+            AddrClass::Private => "a private address",
+            AddrClass::SharedCgnat => "a shared (CGNAT) address",
+            AddrClass::LinkLocal => "a link-local address",
+            AddrClass::CloudMetadata => "the cloud metadata address (link-local)",
+            AddrClass::ProtocolAssignments => "an IETF protocol assignment address",
+            AddrClass::Documentation => "a documentation address",
+            AddrClass::Benchmarking => "a benchmarking address",
+            AddrClass::Multicast => "a multicast address",
+            AddrClass::Broadcast => "the broadcast address",
+            AddrClass::Reserved => "a reserved address",
+            AddrClass::UniqueLocal => "a unique-local (private) address",
+            AddrClass::SiteLocal => "a site-local address",
+            AddrClass::Discard => "a discard-only address",
+            AddrClass::SpecialPurpose => "a special-purpose address",
+        })
+    }
+}
+
+/// The IPv4 address an IPv6 address embeds, for the forms judged by it.
+fn embedded_v4(ip: Ipv6Addr) -> Option<Ipv4Addr> {
+    let s = ip.segments();
+    let v4 = |hi: u16, lo: u16| Some(Ipv4Addr::from((u32::from(hi) << 16) | u32::from(lo)));
+    match s {
+        // ::ffff:a.b.c.d (IPv4-mapped)
+        [0, 0, 0, 0, 0, 0xffff, hi, lo] => v4(hi, lo),
+        // ::ffff:0:a.b.c.d (SIIT, IPv4-translated)
+        [0, 0, 0, 0, 0xffff, 0, hi, lo] => v4(hi, lo),
+        // ::a.b.c.d (IPv4-compatible, deprecated); :: and ::1 are judged as themselves.
+        [0, 0, 0, 0, 0, 0, hi, lo] if hi != 0 || lo > 1 => v4(hi, lo),
+        // 64:ff9b::/96 (NAT64 well-known prefix)
+        [0x64, 0xff9b, 0, 0, 0, 0, hi, lo] => v4(hi, lo),
+        // 2002:AABB:CCDD::/48 (6to4)
+        [0x2002, hi, lo, ..] => v4(hi, lo),
+        _ => None,
+    }
+}
+
+fn classify_v4(ip: Ipv4Addr) -> Option<AddrClass> {
+    let o = ip.octets();
+    Some(match o {
+        [0, 0, 0, 0] => AddrClass::Unspecified,
+        [0, ..] => AddrClass::ThisNetwork,
+        [10, ..] => AddrClass::Private,
+        [100, b, ..] if b & 0xc0 == 64 => AddrClass::SharedCgnat,
+        [127, ..] => AddrClass::Loopback,
+        [169, 254, 169, 254] => AddrClass::CloudMetadata,
+        [169, 254, ..] => AddrClass::LinkLocal,
+        [172, b, ..] if b & 0xf0 == 16 => AddrClass::Private,
+        [192, 0, 0, _] => AddrClass::ProtocolAssignments,
+        [192, 0, 2, _] => AddrClass::Documentation,
+        [192, 88, 99, _] => AddrClass::SpecialPurpose, // deprecated 6to4 relay anycast
+        [192, 168, ..] => AddrClass::Private,
+        [198, b, ..] if b & 0xfe == 18 => AddrClass::Benchmarking,
+        [198, 51, 100, _] => AddrClass::Documentation,
+        [203, 0, 113, _] => AddrClass::Documentation,
+        [224..=239, ..] => AddrClass::Multicast,
+        [255, 255, 255, 255] => AddrClass::Broadcast,
+        [240..=255, ..] => AddrClass::Reserved,
+        _ => return None,
+    })
+}
+
+fn classify_v6(ip: Ipv6Addr) -> Option<AddrClass> {
+    let s = ip.segments();
+    Some(match s {
+        [0, 0, 0, 0, 0, 0, 0, 0] => AddrClass::Unspecified,
+        [0, 0, 0, 0, 0, 0, 0, 1] => AddrClass::Loopback,
+        [0x100, 0, 0, 0, ..] => AddrClass::Discard,
+        [0x64, 0xff9b, 1, ..] => AddrClass::SpecialPurpose, // local-use NAT64 (RFC 8215)
+        [0x2001, 2, 0, ..] => AddrClass::Benchmarking,
+        [0x2001, b, ..] if b < 0x200 => AddrClass::ProtocolAssignments, // 2001::/23, Teredo incl.
+        [0x2001, 0xdb8, ..] => AddrClass::Documentation,
+        [a, ..] if a & 0xfff0 == 0x3ff0 => AddrClass::Documentation, // 3fff::/20
+        [a, ..] if a & 0xff00 == 0xff00 => AddrClass::Multicast,
+        [a, ..] if a & 0xffc0 == 0xfe80 => AddrClass::LinkLocal,
+        [a, ..] if a & 0xffc0 == 0xfec0 => AddrClass::SiteLocal,
+        [a, ..] if a & 0xfe00 == 0xfc00 => AddrClass::UniqueLocal,
+        [a, ..] if a & 0xe000 != 0x2000 => AddrClass::Reserved, // outside global unicast 2000::/3
+        _ => return None,
+    })
+}
+
+/// The embedded IPv4 address an address is judged by (if any) and its non-public class
+/// (`None`: public).
+fn classify(ip: IpAddr) -> (Option<Ipv4Addr>, Option<AddrClass>) {
+    match ip {
+        IpAddr::V4(v4) => (None, classify_v4(v4)),
+        IpAddr::V6(v6) => match embedded_v4(v6) {
+            Some(v4) => (Some(v4), classify_v4(v4)),
+            None => (None, classify_v6(v6)),
+        },
+    }
+}
+
+/// Why the guard refused a destination. `Display` gives the text for humans, starting with
+/// `refused: `.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Refused {
+    /// A non-public address that is not allow-listed.
+    Address { ip: IpAddr, embedded: Option<Ipv4Addr>, class: AddrClass },
+    /// A cloud metadata host name.
+    HostName { host: String },
+    /// A scheme other than http and https.
+    Scheme { scheme: String },
+    /// A URL without a host.
+    NoHost,
+    /// A DNS name all of whose addresses are refused.
+    NoAllowedAddress { host: String, refused: Vec<Refused> },
+    /// More redirects than [`MAX_REDIRECTS`].
+    TooManyRedirects { max: usize },
+}
+
+impl Refused {
+    /// The range to allow-list to let this through, when one would.
+    pub fn allow_hint(&self) -> Option<String> {
+        match self {
+            Refused::Address { ip, embedded, .. } => {
+                Some(match embedded {
+                    Some(v4) => format!("{v4}/32"),
+                    None => Cidr::host(*ip).to_string(),
+                })
+            }
+            _ => None,
+        }
+    }
+
+    fn describe(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Refused::Address { ip, embedded: Some(v4), class } => {
+                write!(f, "{ip} embeds the IPv4 address {v4}, which is {class}")
+            }
+            Refused::Address { ip, embedded: None, class } => write!(f, "{ip} is {class}"),
+            Refused::HostName { host } => write!(f, "{host} is a cloud metadata host name"),
+            Refused::Scheme { scheme } => {
+                write!(f, "scheme {scheme:?} is not allowed (only http and https)")
+            }
+            Refused::NoHost => f.write_str("the URL has no host"),
+            Refused::NoAllowedAddress { host, refused } => {
+                write!(f, "{host} resolves only to refused addresses: ")?;
+                for (i, r) in refused.iter().take(4).enumerate() {
+                    if i > 0 {
+                        f.write_str("; ")?;
+                    }
+                    r.describe(f)?;
+                }
+                if refused.len() > 4 {
+                    write!(f, "; and {} more", refused.len() - 4)?;
+                }
+                Ok(())
+            }
+            Refused::TooManyRedirects { max } => write!(f, "more than {max} redirects"),
+        }
+    }
+}
+
+impl fmt::Display for Refused {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("refused: ")?;
+        self.describe(f)?;
+        match self {
+            Refused::NoAllowedAddress { refused, .. } => {
+                let mut hints: Vec<String> = refused.iter().filter_map(Refused::allow_hint).collect();
+                hints.dedup();
+                if !hints.is_empty() {
+                    write!(f, " (allow one with --allow-net {})", hints.join(","))?;
+                }
+                Ok(())
+            }
+            _ => match self.allow_hint() {
+                Some(hint) => write!(f, " (allow it with --allow-net {hint})"),
+                None => Ok(()),
+            },
+        }
+    }
+}
+
+impl std::error::Error for Refused {}
+
+/// Checks a URL before a request is sent: the scheme (http, https), metadata host names, and
+/// literal IP hosts (decimal, octal, hex and short IPv4 forms arrive here already normalised
+/// by the `url` parser). DNS names pass here; their addresses are checked after resolution by
+/// [`GuardedResolver`].
+pub fn check_url(policy: &NetPolicy, url: &Url) -> Result<(), Refused> {
+    match url.scheme() {
+        "http" | "https" => {}
+        other => return Err(Refused::Scheme { scheme: other.to_owned() }),
+    }
+    match url.host() {
+        None => Err(Refused::NoHost),
+        Some(Host::Domain(name)) => {
+            policy.check_host_name(name)?;
+            // Defence in depth: a name that is really an address literal.
+            if let Ok(ip) = name.parse::<IpAddr>() {
+                policy.check_ip(ip)?;
+            }
+            Ok(())
+        }
+        Some(Host::Ipv4(ip)) => policy.check_ip(IpAddr::V4(ip)),
+        Some(Host::Ipv6(ip)) => policy.check_ip(IpAddr::V6(ip)),
+    }
+}
+
+/// Finds a [`Refused`] in an error's source chain (a reqwest error wraps the resolver's or the
+/// redirect policy's refusal a few levels down).
+pub fn refusal_in<'a>(err: &'a (dyn std::error::Error + 'static)) -> Option<&'a Refused> {
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(e) = cur {
+        if let Some(r) = e.downcast_ref::<Refused>() {
+            return Some(r);
+        }
+        cur = e.source();
+    }
+    None
+}
+
+/// A DNS resolver for reqwest that resolves with the system resolver and keeps only the
+/// addresses the policy allows; it fails when none remain, so a connection can only be made
+/// to a checked address.
+#[derive(Debug, Clone)]
+pub struct GuardedResolver {
+    policy: Arc<NetPolicy>,
+}
+
+impl GuardedResolver {
+    pub fn new(policy: Arc<NetPolicy>) -> GuardedResolver {
+        GuardedResolver { policy }
+    }
+}
+
+impl reqwest::dns::Resolve for GuardedResolver {
+    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
+        let policy = self.policy.clone();
+        let host = name.as_str().to_owned();
+        Box::pin(async move {
+            policy.check_host_name(&host)?;
+            let resolved: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
+            let mut allowed: Vec<SocketAddr> = Vec::new();
+            let mut refused: Vec<Refused> = Vec::new();
+            for addr in resolved {
+                match policy.check_ip(addr.ip()) {
+                    Ok(()) => {
+                        if !allowed.contains(&addr) {
+                            allowed.push(addr);
+                        }
+                    }
+                    Err(r) => {
+                        if !refused.contains(&r) {
+                            refused.push(r);
+                        }
+                    }
+                }
+            }
+            if allowed.is_empty() {
+                if refused.is_empty() {
+                    return Err(format!("{host}: the name resolved to no address").into());
+                }
+                tracing::debug!(%host, "outbound guard: every resolved address refused");
+                return Err(Box::new(Refused::NoAllowedAddress { host, refused }) as _);
+            }
+            if !refused.is_empty() {
+                tracing::debug!(%host, dropped = refused.len(), "outbound guard: dropped refused addresses");
+            }
+            let addrs: reqwest::dns::Addrs = Box::new(allowed.into_iter());
+            Ok(addrs)
+        })
+    }
+}
+
+/// The redirect policy: every hop is checked with [`check_url`], at most [`MAX_REDIRECTS`]
+/// hops. With `same_origin_only`, a redirect to another origin is not followed: the 3xx
+/// response comes back as the response.
+fn redirect_policy(policy: Arc<NetPolicy>, same_origin_only: bool) -> reqwest::redirect::Policy {
+    reqwest::redirect::Policy::custom(move |attempt| {
+        // `previous` holds the original URL and every hop so far.
+        if attempt.previous().len() > MAX_REDIRECTS {
+            return attempt.error(Refused::TooManyRedirects { max: MAX_REDIRECTS });
+        }
+        if let Err(refused) = check_url(&policy, attempt.url()) {
+            return attempt.error(refused);
+        }
+        if same_origin_only
+            && let Some(first) = attempt.previous().first()
+            && first.origin() != attempt.url().origin()
+        {
+            return attempt.stop();
+        }
+        attempt.follow()
+    })
+}
+
+/// Makes sure rustls has a process-wide crypto provider (ring), which reqwest's
+/// `rustls-no-provider` build needs before a client is built. Keeps one already installed.
+pub fn ensure_crypto_provider() {
+    if rustls::crypto::CryptoProvider::get_default().is_none() {
+        // Losing a race with another installer is fine: a provider is installed either way.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    }
+}
+
+/// A reqwest client whose every connection goes through the guard: the [`GuardedResolver`],
+/// the checking redirect policy, no proxy, no `Referer`, and `timeout` for the whole request
+/// (body included). IP-literal URLs bypass the resolver: check them with [`check_url`] before
+/// sending.
+pub fn guarded_client(policy: &NetPolicy, timeout: Duration) -> Result<reqwest::Client, reqwest::Error> {
+    guarded_client_with(policy, timeout, false)
+}
+
+/// [`guarded_client`], with `same_origin_redirects`: follow only redirects that stay on the
+/// first URL's origin (used when the request carries secret headers that must not travel to
+/// another host).
+pub fn guarded_client_with(
+    policy: &NetPolicy,
+    timeout: Duration,
+    same_origin_redirects: bool,
+) -> Result<reqwest::Client, reqwest::Error> {
+    ensure_crypto_provider();
+    let policy = Arc::new(policy.clone());
+    reqwest::Client::builder()
+        .no_proxy()
+        .dns_resolver(GuardedResolver::new(policy.clone()))
+        .redirect(redirect_policy(policy, same_origin_redirects))
+        .referer(false)
+        .timeout(timeout)
+        .connect_timeout(timeout.min(Duration::from_secs(10)))
+        .user_agent(concat!("quarry/", env!("CARGO_PKG_VERSION")))
+        .build()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn refuses_non_public_addresses() {
+        let p = NetPolicy::default();
+        let cases = [
+            ("127.0.0.1", AddrClass::Loopback),
+            ("127.255.0.9", AddrClass::Loopback),
+            ("::1", AddrClass::Loopback),
+            ("0.0.0.0", AddrClass::Unspecified),
+            ("::", AddrClass::Unspecified),
+            ("0.1.2.3", AddrClass::ThisNetwork),
+            ("10.0.0.1", AddrClass::Private),
+            ("172.16.0.1", AddrClass::Private),
+            ("172.31.255.255", AddrClass::Private),
+            ("192.168.1.1", AddrClass::Private),
+            ("fc00::1", AddrClass::UniqueLocal),
+            ("fd00:ec2::254", AddrClass::UniqueLocal),
+            ("169.254.169.254", AddrClass::CloudMetadata),
+            ("169.254.1.1", AddrClass::LinkLocal),
+            ("fe80::1", AddrClass::LinkLocal),
+            ("fec0::1", AddrClass::SiteLocal),
+            ("224.0.0.1", AddrClass::Multicast),
+            ("239.255.255.250", AddrClass::Multicast),
+            ("ff02::1", AddrClass::Multicast),
+            ("255.255.255.255", AddrClass::Broadcast),
+            ("100.64.0.1", AddrClass::SharedCgnat),
+            ("100.127.255.254", AddrClass::SharedCgnat),
+            ("192.0.0.8", AddrClass::ProtocolAssignments),
+            ("192.0.2.1", AddrClass::Documentation),
+            ("198.18.0.1", AddrClass::Benchmarking),
+            ("198.19.255.1", AddrClass::Benchmarking),
+            ("198.51.100.7", AddrClass::Documentation),
+            ("203.0.113.9", AddrClass::Documentation),
+            ("2001:db8::1", AddrClass::Documentation),
+            ("240.0.0.1", AddrClass::Reserved),
+            ("100::1", AddrClass::Discard),
+            ("2001::1", AddrClass::ProtocolAssignments),
+            ("4000::1", AddrClass::Reserved),
+        ];
+        for (addr, class) in cases {
+            match p.check_ip(ip(addr)) {
+                Err(Refused::Address { class: c, .. }) => assert_eq!(c, class, "{addr}"),
+                other => panic!("{addr}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn allows_public_addresses() {
+        let p = NetPolicy::default();
+        for addr in [
+            "8.8.8.8",
+            "1.1.1.1",
+            "100.63.255.255",
+            "100.128.0.1",
+            "172.15.0.1",
+            "172.32.0.1",
+            "192.169.0.1",
+            "198.20.0.1",
+            "223.255.255.255",
+            "2606:4700:4700::1111",
+            "2a00:1450:4001::1",
+            "::ffff:8.8.8.8",
+            "64:ff9b::808:808",
+        ] {
+            assert_eq!(p.check_ip(ip(addr)), Ok(()), "{addr}");
+        }
+    }
+
+    #[test]
+    fn embedded_ipv4_forms_are_judged_by_the_ipv4_address() {
+        let p = NetPolicy::default();
+        for (addr, v4) in [
+            ("::ffff:127.0.0.1", "127.0.0.1"),
+            ("::ffff:7f00:1", "127.0.0.1"),
+            ("::ffff:0:a00:1", "10.0.0.1"),
+            ("::127.0.0.1", "127.0.0.1"),
+            ("::169.254.169.254", "169.254.169.254"),
+            ("64:ff9b::7f00:1", "127.0.0.1"),
+            ("64:ff9b::a9fe:a9fe", "169.254.169.254"),
+            ("2002:c0a8:101::1", "192.168.1.1"),
+        ] {
+            match p.check_ip(ip(addr)) {
+                Err(r @ Refused::Address { embedded: Some(e), .. }) => {
+                    assert_eq!(IpAddr::V4(e), ip(v4), "{addr}");
+                    assert!(r.to_string().contains(&format!("--allow-net {v4}/32")), "{r}");
+                }
+                other => panic!("{addr}: {other:?}"),
+            }
+        }
+        // The allow list applies to the embedded address too.
+        let p = NetPolicy::parse_allow_list("127.0.0.1/32").unwrap();
+        assert_eq!(p.check_ip(ip("::ffff:127.0.0.1")), Ok(()));
+    }
+
+    #[test]
+    fn error_text_is_clear() {
+        let r = NetPolicy::default().check_ip(ip("127.0.0.1")).unwrap_err();
+        assert_eq!(
+            r.to_string(),
+            "refused: 127.0.0.1 is a loopback address (allow it with --allow-net 127.0.0.1/32)"
+        );
+        let r = NetPolicy::default().check_ip(ip("::1")).unwrap_err();
+        assert_eq!(r.to_string(), "refused: ::1 is a loopback address (allow it with --allow-net ::1/128)");
+        let r = NetPolicy::default().check_ip(ip("::ffff:10.1.2.3")).unwrap_err();
+        assert_eq!(
+            r.to_string(),
+            "refused: ::ffff:10.1.2.3 embeds the IPv4 address 10.1.2.3, which is a private address \
+             (allow it with --allow-net 10.1.2.3/32)"
+        );
+        let r = Refused::NoAllowedAddress {
+            host: "localhost".into(),
+            refused: vec![
+                NetPolicy::default().check_ip(ip("127.0.0.1")).unwrap_err(),
+                NetPolicy::default().check_ip(ip("::1")).unwrap_err(),
+            ],
+        };
+        assert_eq!(
+            r.to_string(),
+            "refused: localhost resolves only to refused addresses: 127.0.0.1 is a loopback address; \
+             ::1 is a loopback address (allow one with --allow-net 127.0.0.1/32,::1/128)"
+        );
+    }
+
+    #[test]
+    fn allow_list_parses_and_applies() {
+        let p = NetPolicy::parse_allow_list(" 127.0.0.1/32, 10.0.0.0/8 ,::1,[fd00::]/8,").unwrap();
+        assert_eq!(p.allowed().len(), 4);
+        assert_eq!(p.allowed()[2].to_string(), "::1/128");
+        assert_eq!(p.check_ip(ip("127.0.0.1")), Ok(()));
+        assert!(p.check_ip(ip("127.0.0.2")).is_err());
+        assert_eq!(p.check_ip(ip("10.200.3.4")), Ok(()));
+        assert_eq!(p.check_ip(ip("::1")), Ok(()));
+        assert_eq!(p.check_ip(ip("fd12::1")), Ok(()));
+        assert!(p.check_ip(ip("192.168.0.1")).is_err());
+        assert_eq!(NetPolicy::parse_allow_list("").unwrap(), NetPolicy::default());
+        assert_eq!(
+            NetPolicy::parse_allow_list("0.0.0.0/0").unwrap().check_ip(ip("169.254.169.254")),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn allow_list_errors_are_clear() {
+        let e = NetPolicy::parse_allow_list("10.0.0.0/33").unwrap_err();
+        assert_eq!(e, "invalid --allow-net entry \"10.0.0.0/33\": prefix length 33 is larger than 32");
+        let e = NetPolicy::parse_allow_list("127.0.0.1/32,localhost").unwrap_err();
+        assert_eq!(e, "invalid --allow-net entry \"localhost\": \"localhost\" is not an IP address");
+        let e = NetPolicy::parse_allow_list("10.0.0.1/8").unwrap_err();
+        assert!(e.contains("host bits set; did you mean 10.0.0.0/8?"), "{e}");
+        let e = NetPolicy::parse_allow_list("10.0.0.0/x").unwrap_err();
+        assert!(e.contains("\"x\" is not a prefix length"), "{e}");
+        assert!(NetPolicy::parse_allow_list("::1/129").is_err());
+    }
+
+    #[test]
+    fn cidr_edges() {
+        let all: Cidr = "0.0.0.0/0".parse().unwrap();
+        assert!(all.contains(ip("255.1.2.3")));
+        assert!(!all.contains(ip("::1")));
+        let six: Cidr = "::/0".parse().unwrap();
+        assert!(six.contains(ip("2001:db8::1")));
+        let net: Cidr = "172.16.0.0/12".parse().unwrap();
+        assert!(net.contains(ip("172.31.0.1")));
+        assert!(!net.contains(ip("172.32.0.1")));
+    }
+
+    fn url_refusal(s: &str) -> Option<Refused> {
+        check_url(&NetPolicy::default(), &Url::parse(s).unwrap()).err()
+    }
+
+    #[test]
+    fn url_host_forms_are_normalised_by_the_parser() {
+        for s in [
+            "http://2130706433/",
+            "http://0177.0.0.1/",
+            "http://0x7f.0.0.1/",
+            "http://0x7f.1/",
+            "http://127.1/",
+            "http://0x7f000001/",
+            "http://017700000001/",
+            "HTTP://127.0.0.1:8080/x",
+        ] {
+            let url = Url::parse(s).unwrap();
+            assert_eq!(url.host(), Some(Host::Ipv4(Ipv4Addr::LOCALHOST)), "{s}");
+            match url_refusal(s) {
+                Some(r @ Refused::Address { class: AddrClass::Loopback, .. }) => {
+                    assert!(r.to_string().starts_with("refused: 127.0.0.1 is a loopback address"), "{r}")
+                }
+                other => panic!("{s}: {other:?}"),
+            }
+        }
+        assert!(matches!(url_refusal("http://[::1]/"), Some(Refused::Address { .. })));
+        assert!(matches!(url_refusal("http://[::ffff:127.0.0.1]/"), Some(Refused::Address { .. })));
+        assert!(matches!(url_refusal("http://[0:0:0:0:0:ffff:7f00:1]:80/"), Some(Refused::Address { .. })));
+        assert!(matches!(url_refusal("http://169.254.169.254/latest/meta-data/"), Some(Refused::Address { .. })));
+        assert_eq!(url_refusal("https://example.com/"), None);
+        assert_eq!(url_refusal("http://93.184.215.14/"), None);
+    }
+
+    #[test]
+    fn url_schemes_and_metadata_names() {
+        assert_eq!(url_refusal("file:///etc/passwd"), Some(Refused::Scheme { scheme: "file".into() }));
+        assert!(matches!(url_refusal("gopher://example.com/"), Some(Refused::Scheme { .. })));
+        assert!(matches!(url_refusal("ftp://example.com/"), Some(Refused::Scheme { .. })));
+        for s in [
+            "http://metadata.google.internal/computeMetadata/v1/",
+            "http://METADATA.google.internal./",
+            "http://metadata/",
+        ] {
+            let r = url_refusal(s).unwrap();
+            assert!(matches!(r, Refused::HostName { .. }), "{s}");
+            assert!(r.to_string().contains("is a cloud metadata host name"), "{r}");
+        }
+    }
+
+    #[tokio::test]
+    async fn resolver_drops_refused_addresses() {
+        use reqwest::dns::Resolve;
+        let strict = GuardedResolver::new(Arc::new(NetPolicy::default()));
+        let err = match strict.resolve("localhost".parse().unwrap()).await {
+            Ok(_) => panic!("localhost must be refused"),
+            Err(e) => e,
+        };
+        let refused = refusal_in(err.as_ref()).expect("a refusal");
+        assert!(matches!(refused, Refused::NoAllowedAddress { .. }), "{refused}");
+        assert!(refused.to_string().contains("localhost resolves only to refused addresses"), "{refused}");
+
+        let open = GuardedResolver::new(Arc::new(NetPolicy::parse_allow_list("127.0.0.0/8,::1").unwrap()));
+        let addrs: Vec<SocketAddr> = match open.resolve("localhost".parse().unwrap()).await {
+            Ok(a) => a.collect(),
+            Err(e) => panic!("{e}"),
+        };
+        assert!(!addrs.is_empty());
+        assert!(addrs.iter().all(|a| a.ip().is_loopback()));
+
+        let meta = strict.resolve("metadata.google.internal".parse().unwrap()).await;
+        assert!(matches!(meta.err().as_deref().and_then(|e| refusal_in(e)), Some(Refused::HostName { .. })));
+    }
+}

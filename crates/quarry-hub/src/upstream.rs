@@ -1,0 +1,719 @@
+//! Connections to upstream MCP servers, through rmcp's client.
+//!
+//! One [`Connection`] per registered upstream: a supervisor task connects (stdio child,
+//! Streamable HTTP, or legacy HTTP+SSE), negotiates (`server/discover` for 2026-07-28,
+//! `initialize` for older servers), discovers the tools, and reconnects with backoff when the
+//! connection ends (a crashed child is restarted). Calls share that one connection, at most
+//! `max_concurrency` at a time, each with its own timeout; nothing one upstream does can
+//! delay another, since every upstream has its own task, connection and permits, and listing
+//! never touches a connection (lists are served from the catalog).
+
+use std::collections::{BTreeMap, HashMap};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, CancelledNotificationParam, ClientCapabilities,
+    ClientRequest, Implementation, InitializeRequestParams, ProgressNotificationParam,
+    ProgressToken, ProtocolVersion, ServerResult, Tool,
+};
+use rmcp::service::{
+    ClientLifecycleMode, ClientServiceExt, NotificationContext, Peer, PeerRequestOptions,
+    RunningService, ServiceError,
+};
+use rmcp::{ClientHandler, RoleClient};
+use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::sync::{Notify, Semaphore, watch};
+use tokio_util::sync::CancellationToken;
+
+use crate::sse::{SseClientConfig, SseClientTransport};
+use crate::ssrf::NetPolicy;
+
+/// How Quarry reaches an upstream (seed 003's `transport_type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TransportKind {
+    Stdio,
+    Http,
+    Sse,
+}
+
+impl TransportKind {
+    pub fn parse(s: &str) -> Option<TransportKind> {
+        match s.to_ascii_lowercase().as_str() {
+            "stdio" => Some(TransportKind::Stdio),
+            "http" | "streamable-http" | "streamable_http" => Some(TransportKind::Http),
+            "sse" => Some(TransportKind::Sse),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TransportKind::Stdio => "stdio",
+            TransportKind::Http => "http",
+            TransportKind::Sse => "sse",
+        }
+    }
+}
+
+/// An upstream's options, as stored (no secret values).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct UpstreamOptions {
+    /// Arguments after the command (stdio); when empty, `config` is split like a shell would.
+    pub args: Vec<String>,
+    /// Working directory of the child (stdio).
+    pub cwd: Option<String>,
+    /// Names of the environment variables given to the child (values are secrets).
+    pub env_keys: Vec<String>,
+    /// Names of the headers sent to an HTTP upstream (values are secrets).
+    pub header_names: Vec<String>,
+    pub call_timeout_secs: u64,
+    pub connect_timeout_secs: u64,
+    pub max_concurrency: usize,
+}
+
+impl Default for UpstreamOptions {
+    fn default() -> Self {
+        UpstreamOptions {
+            args: Vec::new(),
+            cwd: None,
+            env_keys: Vec::new(),
+            header_names: Vec::new(),
+            call_timeout_secs: 60,
+            connect_timeout_secs: 30,
+            max_concurrency: 16,
+        }
+    }
+}
+
+/// Environment and header values: stored apart from everything that is listed.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct UpstreamSecrets {
+    pub env: BTreeMap<String, String>,
+    pub headers: BTreeMap<String, String>,
+}
+
+/// What a supervisor needs to (re)connect.
+#[derive(Debug, Clone)]
+pub struct ConnectSpec {
+    pub name: String,
+    pub transport: TransportKind,
+    pub config: String,
+    pub options: UpstreamOptions,
+    pub secrets: UpstreamSecrets,
+    /// Outbound address policy for HTTP/SSE upstreams; `None` for the machine's owner.
+    pub net: Option<NetPolicy>,
+}
+
+/// Variables a child gets from Quarry's own environment: what programs need to start
+/// (finding `node`, a home for caches, the locale), never anything that could hold a key.
+const CHILD_ENV_PASSTHROUGH: [&str; 8] = [
+    "PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "USER",
+];
+
+/// Splits a command line the way a POSIX shell would for simple cases: whitespace
+/// separates words, single and double quotes group, a backslash escapes the next character
+/// (outside single quotes). No expansion of any kind.
+pub fn split_command_line(line: &str) -> Result<Vec<String>, String> {
+    let mut words = Vec::new();
+    let mut cur = String::new();
+    let mut in_word = false;
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\'' => {
+                in_word = true;
+                loop {
+                    match chars.next() {
+                        Some('\'') => break,
+                        Some(x) => cur.push(x),
+                        None => return Err("unterminated single quote in command".into()),
+                    }
+                }
+            }
+            '"' => {
+                in_word = true;
+                loop {
+                    match chars.next() {
+                        Some('"') => break,
+                        Some('\\') => match chars.next() {
+                            Some(x) => cur.push(x),
+                            None => return Err("command ends with a backslash".into()),
+                        },
+                        Some(x) => cur.push(x),
+                        None => return Err("unterminated double quote in command".into()),
+                    }
+                }
+            }
+            '\\' => match chars.next() {
+                Some(x) => {
+                    in_word = true;
+                    cur.push(x);
+                }
+                None => return Err("command ends with a backslash".into()),
+            },
+            c if c.is_whitespace() => {
+                if in_word {
+                    words.push(std::mem::take(&mut cur));
+                    in_word = false;
+                }
+            }
+            c => {
+                in_word = true;
+                cur.push(c);
+            }
+        }
+    }
+    if in_word {
+        words.push(cur);
+    }
+    Ok(words)
+}
+
+/// The program and arguments of a stdio upstream.
+pub fn command_of(config: &str, options: &UpstreamOptions) -> Result<(String, Vec<String>), String> {
+    let mut words = if options.args.is_empty() {
+        split_command_line(config)?
+    } else {
+        vec![config.trim().to_owned()]
+    };
+    if words.is_empty() || words[0].is_empty() {
+        return Err("the command is empty".into());
+    }
+    let program = words.remove(0);
+    words.extend(options.args.iter().cloned());
+    Ok((program, words))
+}
+
+/// Where a connection stands, for listings and health.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Health {
+    /// `connecting`, `ready`, `error` or `disabled`.
+    pub status: &'static str,
+    pub last_error: Option<String>,
+    /// The protocol version negotiated with the upstream.
+    pub protocol_version: Option<String>,
+    pub server_name: Option<String>,
+    pub server_version: Option<String>,
+    /// Times the connection was re-established after ending.
+    pub restarts: u64,
+    /// Last lines the child wrote to stderr (stdio).
+    pub stderr_tail: Vec<String>,
+}
+
+impl Health {
+    fn new(status: &'static str) -> Health {
+        Health {
+            status,
+            last_error: None,
+            protocol_version: None,
+            server_name: None,
+            server_version: None,
+            restarts: 0,
+            stderr_tail: Vec::new(),
+        }
+    }
+}
+
+/// Lines of a child's stderr kept for [`Health::stderr_tail`].
+const STDERR_TAIL: usize = 20;
+/// First and longest wait before reconnecting.
+const BACKOFF_MIN: Duration = Duration::from_millis(500);
+const BACKOFF_MAX: Duration = Duration::from_secs(60);
+
+/// Progress of one forwarded call, delivered to whoever called through the hub.
+pub type ProgressSink = Arc<dyn Fn(ProgressNotificationParam) + Send + Sync>;
+
+/// The client side of one connection: fixed capabilities, progress routing, list changes.
+#[derive(Clone)]
+struct HubClient {
+    /// rmcp gives every request its own progress token; the hub maps it back to the
+    /// downstream caller's.
+    progress: Arc<Mutex<HashMap<ProgressToken, ProgressSink>>>,
+    tools_changed: Arc<Notify>,
+}
+
+/// The capabilities Quarry declares to every upstream (the catalog is discovered under
+/// these, so a tool list never depends on who connected first): none — no sampling, roots
+/// or elicitation, which a gateway cannot route back to a human.
+pub fn client_info() -> InitializeRequestParams {
+    InitializeRequestParams::new(
+        ClientCapabilities::default(),
+        Implementation::new("quarry-hub", env!("CARGO_PKG_VERSION")),
+    )
+}
+
+impl ClientHandler for HubClient {
+    fn get_info(&self) -> InitializeRequestParams {
+        client_info()
+    }
+
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        let sink = self
+            .progress
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&params.progress_token)
+            .cloned();
+        if let Some(sink) = sink {
+            sink(params);
+        }
+    }
+
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.tools_changed.notify_one();
+    }
+}
+
+/// What discovery found, handed to the hub to write into the catalog.
+pub type OnDiscovered = Arc<dyn Fn(&[Tool]) + Send + Sync>;
+
+/// Why a call through the hub failed (the tool's own errors are results, not these).
+#[derive(Debug, Clone, PartialEq)]
+pub enum CallError {
+    /// Not connected (or disabled); the text says why.
+    Unavailable(String),
+    Timeout(Duration),
+    Cancelled,
+    /// The upstream answered with a JSON-RPC error.
+    Upstream { code: i32, message: String },
+    Transport(String),
+}
+
+impl std::fmt::Display for CallError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CallError::Unavailable(why) => write!(f, "upstream unavailable: {why}"),
+            CallError::Timeout(d) => write!(f, "upstream did not answer within {} s", d.as_secs_f32()),
+            CallError::Cancelled => f.write_str("call cancelled"),
+            CallError::Upstream { code, message } => write!(f, "upstream error {code}: {message}"),
+            CallError::Transport(e) => write!(f, "upstream connection failed: {e}"),
+        }
+    }
+}
+
+/// One upstream's live connection and its supervisor.
+pub struct Connection {
+    name: String,
+    peer: watch::Sender<Option<Peer<RoleClient>>>,
+    health: Mutex<Health>,
+    permits: Semaphore,
+    call_timeout: Duration,
+    client: HubClient,
+    /// Asks the supervisor to rediscover now (or reconnect now, if it is waiting).
+    refresh: Notify,
+    /// Bumped after every discovery attempt (success or failure).
+    discovered: watch::Sender<u64>,
+    stop: CancellationToken,
+}
+
+impl Connection {
+    /// Starts a supervisor for `spec`. `on_discovered` runs after each successful discovery.
+    pub fn start(spec: ConnectSpec, on_discovered: OnDiscovered) -> Arc<Connection> {
+        let conn = Arc::new(Connection {
+            name: spec.name.clone(),
+            peer: watch::channel(None).0,
+            health: Mutex::new(Health::new("connecting")),
+            permits: Semaphore::new(spec.options.max_concurrency.max(1)),
+            call_timeout: Duration::from_secs(spec.options.call_timeout_secs.max(1)),
+            client: HubClient {
+                progress: Arc::default(),
+                tools_changed: Arc::new(Notify::new()),
+            },
+            refresh: Notify::new(),
+            discovered: watch::channel(0).0,
+            stop: CancellationToken::new(),
+        });
+        tokio::spawn(supervise(conn.clone(), spec, on_discovered));
+        conn
+    }
+
+    /// Stops the supervisor and closes the connection (the child is killed).
+    pub fn stop(&self) {
+        self.stop.cancel();
+    }
+
+    pub fn health(&self) -> Health {
+        self.health.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn set_health(&self, f: impl FnOnce(&mut Health)) {
+        f(&mut self.health.lock().unwrap_or_else(|p| p.into_inner()));
+    }
+
+    /// Rediscovers the tools now and waits (up to `wait`) for that attempt to finish.
+    pub async fn refresh(&self, wait: Duration) {
+        let mut rx = self.discovered.subscribe();
+        rx.mark_unchanged();
+        self.refresh.notify_one();
+        let _ = tokio::time::timeout(wait, rx.changed()).await;
+    }
+
+    /// Waits (up to `wait`) until the first discovery attempt has finished.
+    pub async fn wait_discovered(&self, wait: Duration) {
+        let mut rx = self.discovered.subscribe();
+        let _ = tokio::time::timeout(wait, rx.wait_for(|n| *n > 0)).await;
+    }
+
+    /// Calls `name` on the upstream. Progress notifications go to `progress`; cancelling
+    /// `cancel` cancels the upstream request too.
+    pub async fn call(
+        &self,
+        name: &str,
+        arguments: Option<rmcp::model::JsonObject>,
+        progress: Option<ProgressSink>,
+        cancel: CancellationToken,
+    ) -> Result<CallToolResult, CallError> {
+        let peer = self.peer.borrow().clone();
+        let Some(peer) = peer else {
+            let h = self.health();
+            return Err(CallError::Unavailable(
+                h.last_error
+                    .unwrap_or_else(|| format!("'{}' is {}", self.name, h.status)),
+            ));
+        };
+        let _permit = tokio::select! {
+            p = self.permits.acquire() => p.map_err(|_| CallError::Unavailable("closed".into()))?,
+            _ = cancel.cancelled() => return Err(CallError::Cancelled),
+            _ = tokio::time::sleep(self.call_timeout) => return Err(CallError::Timeout(self.call_timeout)),
+        };
+        let mut params = CallToolRequestParams::new(name.to_owned());
+        if let Some(args) = arguments {
+            params = params.with_arguments(args);
+        }
+        let request = ClientRequest::CallToolRequest(rmcp::model::Request::new(params));
+        let handle = peer
+            .send_request_with_option(request, PeerRequestOptions::no_options())
+            .await
+            .map_err(service_error)?;
+        let token = handle.progress_token.clone();
+        let id = handle.id.clone();
+        if let Some(sink) = progress {
+            self.client
+                .progress
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(token.clone(), sink);
+        }
+        let outcome = tokio::select! {
+            r = handle.await_response() => match r {
+                Ok(ServerResult::CallToolResult(result)) => Ok(result),
+                Ok(other) => Err(CallError::Transport(format!("unexpected answer to tools/call: {other:?}"))),
+                Err(e) => Err(service_error(e)),
+            },
+            _ = cancel.cancelled() => Err(CallError::Cancelled),
+            _ = tokio::time::sleep(self.call_timeout) => Err(CallError::Timeout(self.call_timeout)),
+        };
+        self.client
+            .progress
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&token);
+        if matches!(outcome, Err(CallError::Cancelled | CallError::Timeout(_))) {
+            // Tell the upstream to stop working on it.
+            let reason = match &outcome {
+                Err(CallError::Timeout(_)) => "timed out in quarry-hub",
+                _ => "cancelled by the client",
+            };
+            let _ = peer
+                .notify_cancelled(CancelledNotificationParam::new(
+                    Some(id),
+                    Some(reason.to_owned()),
+                ))
+                .await;
+        }
+        outcome
+    }
+}
+
+fn service_error(e: ServiceError) -> CallError {
+    match e {
+        ServiceError::McpError(data) => CallError::Upstream {
+            code: data.code.0,
+            message: data.message.to_string(),
+        },
+        ServiceError::Timeout { timeout } => CallError::Timeout(timeout),
+        ServiceError::Cancelled { .. } => CallError::Cancelled,
+        other => CallError::Transport(other.to_string()),
+    }
+}
+
+type Running = RunningService<RoleClient, HubClient>;
+
+/// Connects once: spawns the child or opens the HTTP connection, and negotiates.
+async fn connect(
+    spec: &ConnectSpec,
+    client: HubClient,
+    conn: &Arc<Connection>,
+) -> Result<Running, String> {
+    let lifecycle = ClientLifecycleMode::Auto {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        legacy_version: None,
+    };
+    let timeout = Duration::from_secs(spec.options.connect_timeout_secs.max(1));
+    let fut = async {
+        match spec.transport {
+            TransportKind::Stdio => {
+                let (program, args) = command_of(&spec.config, &spec.options)?;
+                let mut cmd = tokio::process::Command::new(&program);
+                cmd.args(&args).env_clear();
+                for key in CHILD_ENV_PASSTHROUGH {
+                    if let Some(v) = std::env::var_os(key) {
+                        cmd.env(key, v);
+                    }
+                }
+                cmd.envs(&spec.secrets.env);
+                if let Some(dir) = &spec.options.cwd {
+                    cmd.current_dir(dir);
+                }
+                let mut wrapped = process_wrap::tokio::CommandWrap::from(cmd);
+                // Its own process group, so `npx`-style launchers' grandchildren die with it.
+                wrapped.wrap(process_wrap::tokio::ProcessGroup::leader());
+                let (transport, stderr) = rmcp::transport::TokioChildProcess::builder(wrapped)
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .map_err(|e| format!("cannot start '{program}': {e}"))?;
+                if let Some(stderr) = stderr {
+                    let conn = conn.clone();
+                    tokio::spawn(async move {
+                        let mut lines = BufReader::new(stderr).lines();
+                        while let Ok(Some(line)) = lines.next_line().await {
+                            tracing::info!(upstream = %conn.name, "stderr: {line}");
+                            conn.set_health(|h| {
+                                if h.stderr_tail.len() == STDERR_TAIL {
+                                    h.stderr_tail.remove(0);
+                                }
+                                h.stderr_tail.push(line);
+                            });
+                        }
+                    });
+                }
+                client
+                    .serve_with_lifecycle(transport, lifecycle)
+                    .await
+                    .map_err(|e| format!("MCP handshake failed: {e}"))
+            }
+            TransportKind::Http => {
+                let http = http_client(spec)?;
+                let mut headers = HashMap::new();
+                for (k, v) in &spec.secrets.headers {
+                    let name = http::HeaderName::from_bytes(k.as_bytes())
+                        .map_err(|_| format!("invalid header name '{k}'"))?;
+                    let value = http::HeaderValue::from_str(v)
+                        .map_err(|_| format!("invalid value for header '{k}'"))?;
+                    headers.insert(name, value);
+                }
+                let config =
+                    rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
+                        spec.config.as_str(),
+                    )
+                    .custom_headers(headers);
+                let transport =
+                    rmcp::transport::StreamableHttpClientTransport::with_client(http, config);
+                client
+                    .serve_with_lifecycle(transport, lifecycle)
+                    .await
+                    .map_err(|e| format!("MCP handshake failed: {e}"))
+            }
+            TransportKind::Sse => {
+                let http = http_client(spec)?;
+                let mut headers = http::HeaderMap::new();
+                for (k, v) in &spec.secrets.headers {
+                    let name = http::HeaderName::from_bytes(k.as_bytes())
+                        .map_err(|_| format!("invalid header name '{k}'"))?;
+                    let value = http::HeaderValue::from_str(v)
+                        .map_err(|_| format!("invalid value for header '{k}'"))?;
+                    headers.insert(name, value);
+                }
+                let transport = SseClientTransport::connect(
+                    http,
+                    SseClientConfig {
+                        url: spec.config.clone(),
+                        headers,
+                        connect_timeout: timeout,
+                    },
+                )
+                .await
+                .map_err(|e| e.to_string())?;
+                // The legacy transport predates `server/discover`.
+                client
+                    .serve_with_lifecycle(transport, ClientLifecycleMode::Initialize)
+                    .await
+                    .map_err(|e| format!("MCP handshake failed: {e}"))
+            }
+        }
+    };
+    match tokio::time::timeout(timeout, fut).await {
+        Ok(r) => r,
+        Err(_) => Err(format!(
+            "no MCP handshake within {} s",
+            timeout.as_secs()
+        )),
+    }
+}
+
+fn http_client(spec: &ConnectSpec) -> Result<reqwest::Client, String> {
+    crate::install_crypto_provider();
+    let url = url::Url::parse(&spec.config).map_err(|e| format!("invalid URL: {e}"))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err("the URL must start with http:// or https://".into());
+    }
+    match &spec.net {
+        Some(policy) => {
+            crate::ssrf::check_url(policy, &url).map_err(|e| e.to_string())?;
+            crate::ssrf::guarded_client(policy, Duration::from_secs(3600)).map_err(|e| e.to_string())
+        }
+        None => reqwest::Client::builder()
+            .no_proxy()
+            .build()
+            .map_err(|e| e.to_string()),
+    }
+}
+
+/// Lists every tool, following pagination.
+async fn discover(peer: &Peer<RoleClient>, timeout: Duration) -> Result<Vec<Tool>, String> {
+    match tokio::time::timeout(timeout, peer.list_all_tools()).await {
+        Ok(Ok(tools)) => Ok(tools),
+        Ok(Err(e)) => Err(format!("tools/list failed: {e}")),
+        Err(_) => Err(format!("tools/list took longer than {} s", timeout.as_secs())),
+    }
+}
+
+async fn supervise(conn: Arc<Connection>, spec: ConnectSpec, on_discovered: OnDiscovered) {
+    let mut backoff = BACKOFF_MIN;
+    let mut attempts: u64 = 0;
+    let discover_timeout = Duration::from_secs(spec.options.connect_timeout_secs.max(1));
+    loop {
+        if conn.stop.is_cancelled() {
+            break;
+        }
+        conn.set_health(|h| h.status = "connecting");
+        let connected = tokio::select! {
+            r = connect(&spec, conn.client.clone(), &conn) => r,
+            _ = conn.stop.cancelled() => break,
+        };
+        match connected {
+            Ok(running) => {
+                attempts += 1;
+                let peer = running.peer().clone();
+                let info = peer.peer_info();
+                conn.set_health(|h| {
+                    h.protocol_version = info.as_ref().map(|i| i.protocol_version.to_string());
+                    h.server_name = info
+                        .as_ref()
+                        .and_then(|i| i.server_info.as_ref())
+                        .map(|s| s.name.clone());
+                    h.server_version = info
+                        .as_ref()
+                        .and_then(|i| i.server_info.as_ref())
+                        .map(|s| s.version.clone());
+                    if attempts > 1 {
+                        h.restarts += 1;
+                    }
+                });
+                let first = discover(&peer, discover_timeout).await;
+                record_discovery(&conn, first, &on_discovered);
+                conn.peer.send_replace(Some(peer.clone()));
+                backoff = BACKOFF_MIN;
+                let ct = running.cancellation_token();
+                let waiting = running.waiting();
+                tokio::pin!(waiting);
+                loop {
+                    tokio::select! {
+                        _ = &mut waiting => {
+                            conn.set_health(|h| {
+                                h.status = "error";
+                                h.last_error = Some("the connection closed".into());
+                            });
+                            break;
+                        }
+                        _ = conn.stop.cancelled() => {
+                            ct.cancel();
+                            let _ = tokio::time::timeout(Duration::from_secs(5), &mut waiting).await;
+                            conn.peer.send_replace(None);
+                            return;
+                        }
+                        _ = conn.refresh.notified() => {
+                            let r = discover(&peer, discover_timeout).await;
+                            record_discovery(&conn, r, &on_discovered);
+                        }
+                        _ = conn.client.tools_changed.notified() => {
+                            let r = discover(&peer, discover_timeout).await;
+                            record_discovery(&conn, r, &on_discovered);
+                        }
+                    }
+                }
+                conn.peer.send_replace(None);
+            }
+            Err(e) => {
+                tracing::warn!(upstream = %conn.name, "cannot connect: {e}");
+                conn.set_health(|h| {
+                    h.status = "error";
+                    h.last_error = Some(e);
+                });
+                conn.discovered.send_modify(|n| *n += 1);
+            }
+        }
+        // Wait before reconnecting; a refresh asks to try again now.
+        tokio::select! {
+            _ = tokio::time::sleep(backoff) => {}
+            _ = conn.refresh.notified() => {}
+            _ = conn.stop.cancelled() => break,
+        }
+        backoff = (backoff * 2).min(BACKOFF_MAX);
+    }
+    conn.peer.send_replace(None);
+}
+
+fn record_discovery(conn: &Connection, result: Result<Vec<Tool>, String>, on: &OnDiscovered) {
+    match result {
+        Ok(tools) => {
+            on(&tools);
+            conn.set_health(|h| {
+                h.status = "ready";
+                h.last_error = None;
+            });
+        }
+        Err(e) => {
+            tracing::warn!(upstream = %conn.name, "{e}");
+            conn.set_health(|h| {
+                h.status = "ready";
+                h.last_error = Some(e);
+            });
+        }
+    }
+    conn.discovered.send_modify(|n| *n += 1);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn command_lines_split_like_a_shell() {
+        assert_eq!(
+            split_command_line(r#"npx -y "@scope/pkg name" 'a b' c\ d"#).unwrap(),
+            vec!["npx", "-y", "@scope/pkg name", "a b", "c d"]
+        );
+        assert!(split_command_line("a 'b").is_err());
+        assert_eq!(split_command_line("  ").unwrap(), Vec::<String>::new());
+        let opts = UpstreamOptions {
+            args: vec!["--x".into()],
+            ..Default::default()
+        };
+        assert_eq!(
+            command_of("/usr/bin/my server", &opts).unwrap(),
+            ("/usr/bin/my server".to_owned(), vec!["--x".to_owned()])
+        );
+        assert!(command_of("", &UpstreamOptions::default()).is_err());
+    }
+}

@@ -1,0 +1,334 @@
+//! Views: what one MCP endpoint exposes (SPEC §1 "View"): the caller's catalog × the URL's
+//! selection (`?tools=`, `?servers=`, `?pin=`, `?mode=search`) × the owner's toggles, capped.
+//!
+//! A view is computed from the request alone (URL + credentials), never from session
+//! state, so a stateless 2026-07-28 client, a 2025-11-25 session and another replica all
+//! see the same tools. `tools/call` resolves names only inside the view: a hidden tool is
+//! exactly as unknown as a tool that does not exist.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use rmcp::model::Tool;
+use serde_json::{Value, json};
+
+use crate::catalog::{Catalog, CatalogTool};
+use crate::names::{Selection, split_catalog_name};
+
+/// The meta-tools of search mode.
+pub const SEARCH_TOOLS: &str = "search_tools";
+pub const CALL_TOOL: &str = "call_tool";
+/// Most results `search_tools` returns.
+pub const SEARCH_LIMIT_MAX: usize = 10;
+
+/// What an endpoint shows when the URL selects nothing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DefaultView {
+    /// One package under its tools' own names (`/mcp`: the knowledge tools, as QMD lists them).
+    BarePackage(String),
+    /// Every enabled tool of the caller (`/api/mcp`, seed 002's full session).
+    Everything,
+}
+
+/// Why a selection cannot become a view (HTTP 400; the text is for the person who wrote
+/// the URL).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ViewError {
+    UnknownTool(String),
+    UnknownPackage(String),
+    TooMany { count: usize, cap: usize },
+    Invalid(String),
+}
+
+impl std::fmt::Display for ViewError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ViewError::UnknownTool(t) => write!(
+                f,
+                "unknown tool '{t}' in ?tools= (use package.tool names from /api/catalog)"
+            ),
+            ViewError::UnknownPackage(p) => write!(
+                f,
+                "unknown package '{p}' in ?servers= (see /api/catalog for package ids)"
+            ),
+            ViewError::TooMany { count, cap } => write!(
+                f,
+                "this selection exposes {count} tools, more than this server's cap of {cap} tools per endpoint; choose fewer with ?tools=package.tool,… or ?servers=package,…, or use ?mode=search"
+            ),
+            ViewError::Invalid(m) => f.write_str(m),
+        }
+    }
+}
+
+/// One endpoint's tools.
+pub struct View {
+    catalog: Arc<Catalog>,
+    /// Listed tools (catalog positions), in order.
+    listed: Vec<usize>,
+    /// Everything `call_tool` may reach in search mode (equals `listed` otherwise).
+    scope: Vec<usize>,
+    /// Tools keep their own names (the default view of `/mcp`).
+    bare: bool,
+    search_mode: bool,
+}
+
+impl View {
+    /// Computes the view for `selection`. `allowed` says which tools this caller may use at
+    /// all (e.g. a read-only token loses the knowledge write tools).
+    pub fn compute(
+        catalog: Arc<Catalog>,
+        selection: &Selection,
+        default: &DefaultView,
+        allowed: &dyn Fn(&CatalogTool) -> bool,
+        cap: usize,
+    ) -> Result<View, ViewError> {
+        let usable = |t: &CatalogTool| t.enabled && !t.requires_task && allowed(t);
+        let mut chosen: BTreeSet<usize> = BTreeSet::new();
+        let mut bare = false;
+        if selection.tools.is_none() && selection.servers.is_none() {
+            match default {
+                DefaultView::BarePackage(p) => {
+                    bare = !selection.search_mode && selection.pin.is_empty();
+                    for (i, t) in catalog.tools.iter().enumerate() {
+                        if &t.package == p && usable(t) {
+                            chosen.insert(i);
+                        }
+                    }
+                }
+                DefaultView::Everything => {
+                    for (i, t) in catalog.tools.iter().enumerate() {
+                        if usable(t) {
+                            chosen.insert(i);
+                        }
+                    }
+                }
+            }
+        }
+        for name in selection.tools.iter().flatten() {
+            let i = position(&catalog, name).ok_or_else(|| ViewError::UnknownTool(name.clone()))?;
+            // A tool the caller may not use is as unknown as a missing one.
+            if !allowed(&catalog.tools[i]) {
+                return Err(ViewError::UnknownTool(name.clone()));
+            }
+            if usable(&catalog.tools[i]) {
+                chosen.insert(i);
+            }
+        }
+        for p in selection.servers.iter().flatten() {
+            if catalog.package(p).is_none() {
+                return Err(ViewError::UnknownPackage(p.clone()));
+            }
+            for (i, t) in catalog.tools.iter().enumerate() {
+                if &t.package == p && usable(t) {
+                    chosen.insert(i);
+                }
+            }
+        }
+        let scope: Vec<usize> = chosen.into_iter().collect();
+        let mut pinned = Vec::new();
+        for name in &selection.pin {
+            let i = position(&catalog, name).ok_or_else(|| ViewError::UnknownTool(name.clone()))?;
+            if !scope.contains(&i) {
+                return Err(ViewError::Invalid(format!(
+                    "pinned tool '{name}' is not in this endpoint's selection"
+                )));
+            }
+            if !pinned.contains(&i) {
+                pinned.push(i);
+            }
+        }
+        let listed = if selection.search_mode {
+            pinned.sort_unstable();
+            pinned
+        } else {
+            scope.clone()
+        };
+        let count = listed.len() + if selection.search_mode { 2 } else { 0 };
+        if count > cap {
+            return Err(ViewError::TooMany { count, cap });
+        }
+        Ok(View {
+            catalog,
+            listed,
+            scope,
+            bare,
+            search_mode: selection.search_mode,
+        })
+    }
+
+    pub fn catalog(&self) -> &Arc<Catalog> {
+        &self.catalog
+    }
+
+    pub fn is_search_mode(&self) -> bool {
+        self.search_mode
+    }
+
+    /// Tool definitions for `tools/list`, in a fixed order.
+    pub fn list(&self) -> Vec<Tool> {
+        let mut out: Vec<Tool> = self
+            .listed
+            .iter()
+            .map(|&i| self.catalog.tools[i].exposed(self.bare))
+            .collect();
+        if self.search_mode {
+            out.insert(0, self.search_tools_tool());
+            out.insert(1, self.call_tool_tool());
+        }
+        out
+    }
+
+    /// The tool `name` refers to, if the view lists it (by its exposed name, its wire name
+    /// or its catalog name). Meta-tools are not catalog tools and resolve to `None`.
+    pub fn resolve(&self, name: &str) -> Option<&CatalogTool> {
+        self.find_in(&self.listed, name)
+    }
+
+    /// A tool `call_tool` may reach in search mode (anything in the scope).
+    pub fn resolve_in_scope(&self, name: &str) -> Option<&CatalogTool> {
+        self.find_in(&self.scope, name)
+    }
+
+    fn find_in(&self, set: &[usize], name: &str) -> Option<&CatalogTool> {
+        let i = if self.bare {
+            set.iter()
+                .copied()
+                .find(|&i| self.catalog.tools[i].name == name)
+        } else {
+            None
+        }
+        .or_else(|| position(&self.catalog, name).filter(|i| set.contains(i)))?;
+        Some(&self.catalog.tools[i])
+    }
+
+    /// `search_tools`: the best tools of the scope for `query`, with full schemas.
+    pub fn search(
+        &self,
+        query: &str,
+        category: Option<&str>,
+        limit: usize,
+    ) -> quarry_core::Result<Vec<&CatalogTool>> {
+        let limit = limit.clamp(1, SEARCH_LIMIT_MAX);
+        let packages: BTreeSet<&str> = self
+            .scope
+            .iter()
+            .map(|&i| self.catalog.tools[i].package.as_str())
+            .collect();
+        let packages: Vec<&str> = packages.into_iter().collect();
+        let index = self.catalog.index()?;
+        // Tool-level selections are narrower than packages: over-fetch, then keep the scope.
+        let hits = index.search(query, Some(&packages), self.scope.len().max(limit))?;
+        Ok(hits
+            .into_iter()
+            .filter(|(i, _)| self.scope.contains(i))
+            .map(|(i, _)| &self.catalog.tools[i])
+            .filter(|t| category.is_none_or(|c| t.category == c))
+            .take(limit)
+            .collect())
+    }
+
+    /// Categories and packages of the scope, for the meta-tools' descriptions (agents skip
+    /// a meta-tool whose description says nothing about what it reaches).
+    fn scope_summary(&self) -> String {
+        let mut packages: Vec<(&str, &str, usize)> = Vec::new();
+        for &i in &self.scope {
+            let t = &self.catalog.tools[i];
+            match packages.iter_mut().find(|(p, _, _)| *p == t.package) {
+                Some(e) => e.2 += 1,
+                None => packages.push((&t.package, &t.category, 1)),
+            }
+        }
+        let mut categories: Vec<&str> = packages.iter().map(|p| p.1).filter(|c| !c.is_empty()).collect();
+        categories.sort_unstable();
+        categories.dedup();
+        let list: Vec<String> = packages
+            .iter()
+            .map(|(p, _, n)| {
+                let desc = self
+                    .catalog
+                    .package(p)
+                    .map(|pk| pk.description.as_str())
+                    .filter(|d| !d.is_empty())
+                    .map(|d| format!(": {}", d.chars().take(80).collect::<String>()))
+                    .unwrap_or_default();
+                format!("{p} ({n} tools){desc}")
+            })
+            .collect();
+        format!(
+            "{} tools in packages {}{}",
+            self.scope.len(),
+            list.join("; "),
+            if categories.is_empty() {
+                String::new()
+            } else {
+                format!(" (categories: {})", categories.join(", "))
+            }
+        )
+    }
+
+    fn search_tools_tool(&self) -> Tool {
+        let mut t = Tool::default();
+        t.name = SEARCH_TOOLS.into();
+        t.title = Some("Search tools".into());
+        t.description = Some(
+            format!(
+                "Find the right tool for a task among {}. Returns tool names with their full input schemas; call one with call_tool.",
+                self.scope_summary()
+            )
+            .into(),
+        );
+        t.input_schema = Arc::new(object(json!({
+            "type": "object",
+            "properties": {
+                "query": {"type": "string", "description": "What you want to do, in a few words"},
+                "limit": {"type": "integer", "minimum": 1, "maximum": SEARCH_LIMIT_MAX, "default": 5},
+                "category": {"type": "string", "description": "Only tools of this category"}
+            },
+            "required": ["query"]
+        })));
+        t
+    }
+
+    fn call_tool_tool(&self) -> Tool {
+        let mut t = Tool::default();
+        t.name = CALL_TOOL.into();
+        t.title = Some("Call a tool".into());
+        t.description = Some(
+            format!(
+                "Call a tool found with search_tools, by its name, with arguments matching its input schema. Reaches {}.",
+                self.scope_summary()
+            )
+            .into(),
+        );
+        t.input_schema = Arc::new(object(json!({
+            "type": "object",
+            "properties": {
+                "name": {"type": "string", "description": "The tool's name as search_tools returned it"},
+                "arguments": {"type": "object", "description": "The tool's arguments"}
+            },
+            "required": ["name"]
+        })));
+        t
+    }
+}
+
+fn object(v: Value) -> serde_json::Map<String, Value> {
+    match v {
+        Value::Object(m) => m,
+        _ => serde_json::Map::new(),
+    }
+}
+
+/// A catalog tool by catalog name or wire name.
+fn position(catalog: &Catalog, name: &str) -> Option<usize> {
+    let t = if split_catalog_name(name).is_some() {
+        catalog.by_full_name(name)
+    } else {
+        None
+    }
+    .or_else(|| catalog.by_wire_name(name))?;
+    catalog
+        .tools
+        .iter()
+        .position(|x| std::ptr::eq(x, t))
+}

@@ -1,0 +1,474 @@
+//! The hub over REST: MCP servers (seed 003 §5.2: `/api/v1/mcp/servers` list, register,
+//! delete, toggle, refresh, tools; `/api/v1/mcp/tools`), tools (§5.3: `/api/v1/tools`,
+//! built-in tools with per-user toggles) and the catalog (seed 002: `/api/catalog…`, with
+//! the endpoint URL of each selection). Every call acts on the caller's own hub: one
+//! user's servers, tools and toggles are invisible to another.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, patch, post};
+use quarry_core::Error;
+use quarry_hub::{Catalog, CatalogTool, KNOWLEDGE_PACKAGE, PackageKind, RegisterUpstream};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::auth::Caller;
+use crate::knowledge_api::ok;
+use crate::rest::{Body, blocking};
+use crate::{ApiError, AppState};
+
+pub fn router() -> Router<Arc<AppState>> {
+    Router::new()
+        .route("/api/v1/mcp/servers", get(list_servers).post(register_server))
+        .route("/api/v1/mcp/servers/{id}", get(get_server).delete(delete_server))
+        .route("/api/v1/mcp/servers/{id}/toggle", patch(toggle_server))
+        .route("/api/v1/mcp/servers/{id}/refresh", post(refresh_server))
+        .route("/api/v1/mcp/servers/{id}/tools", get(server_tools))
+        .route("/api/v1/mcp/tools", get(all_mcp_tools))
+        .route("/api/v1/tools", get(all_tools))
+        .route("/api/v1/tools/builtin", get(builtin_tools))
+        .route("/api/v1/tools/builtin/{name}/toggle", patch(toggle_builtin))
+        .route("/api/v1/hub/tools/{name}/toggle", patch(toggle_tool))
+        .route("/api/catalog", get(catalog_categories))
+        .route("/api/catalog/search", get(catalog_search))
+        .route("/api/catalog/{key}", get(catalog_category))
+        .route("/api/catalog/{key}/tools", get(catalog_package_tools))
+}
+
+fn list<T: serde::Serialize>(items: &[T]) -> Response {
+    axum::Json(json!({ "success": true, "data": items, "total": items.len() })).into_response()
+}
+
+async fn list_servers(State(state): State<Arc<AppState>>, caller: Caller) -> Result<Response, ApiError> {
+    let hub = state.hub().clone();
+    let who = caller.hub_caller();
+    let servers = blocking(move || hub.upstreams(&who)).await?;
+    Ok(list(&servers))
+}
+
+async fn register_server(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    Body(req): Body<RegisterUpstream>,
+) -> Result<Response, ApiError> {
+    let info = state.hub().register(&caller.hub_caller(), req).await?;
+    Ok((StatusCode::CREATED, ok(info)).into_response())
+}
+
+async fn get_server(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    let hub = state.hub().clone();
+    let who = caller.hub_caller();
+    Ok(ok(blocking(move || hub.upstream(&who, &id)).await?))
+}
+
+async fn delete_server(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    let hub = state.hub().clone();
+    let who = caller.hub_caller();
+    let id2 = id.clone();
+    blocking(move || hub.delete_upstream(&who, &id2)).await?;
+    Ok(ok(json!({ "id": id, "deleted": true })))
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct ToggleBody {
+    #[serde(default)]
+    enabled: Option<bool>,
+}
+
+/// An optional JSON body: none (or empty) means "flip".
+fn toggle_body(bytes: &[u8]) -> Result<ToggleBody, ApiError> {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Ok(ToggleBody::default());
+    }
+    serde_json::from_slice(bytes).map_err(|e| {
+        ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            format!("invalid body: {e} (send {{\"enabled\": true|false}} or nothing)"),
+        )
+    })
+}
+
+async fn toggle_server(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    Path(id): Path<String>,
+    body: axum::body::Bytes,
+) -> Result<Response, ApiError> {
+    let b = toggle_body(&body)?;
+    let info = state
+        .hub()
+        .set_enabled(&caller.hub_caller(), &id, b.enabled)
+        .await?;
+    Ok(ok(info))
+}
+
+async fn refresh_server(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    Ok(ok(state.hub().refresh(&caller.hub_caller(), &id).await?))
+}
+
+/// One tool as the tool APIs list it.
+fn tool_json(t: &CatalogTool, catalog: &Catalog) -> Value {
+    let pkg = catalog.package(&t.package);
+    let source = match pkg.map(|p| p.kind) {
+        Some(PackageKind::Builtin) => "builtin".to_owned(),
+        Some(PackageKind::Upstream) => format!(
+            "mcp:{}",
+            pkg.and_then(|p| p.upstream_id.clone()).unwrap_or_default()
+        ),
+        Some(PackageKind::Custom) => "custom".to_owned(),
+        None => String::new(),
+    };
+    let mut v = json!({
+        "name": t.wire_name,
+        "tool": t.name,
+        "full_name": t.full_name,
+        "package": t.package,
+        "description": t.description(),
+        "inputSchema": &*t.tool.input_schema,
+        "category": t.category,
+        "tags": t.tags,
+        "source": source,
+        "catalog_source": t.source,
+        "schema_version": t.schema_version,
+        "enabled": t.enabled,
+        "requires_task": t.requires_task,
+    });
+    if let Some(title) = &t.tool.title {
+        v["title"] = json!(title);
+    }
+    if let Some(o) = &t.tool.output_schema {
+        v["outputSchema"] = json!(&**o);
+    }
+    if let Some(a) = &t.tool.annotations {
+        v["annotations"] = json!(a);
+    }
+    v
+}
+
+async fn server_tools(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    let hub = state.hub().clone();
+    let who = caller.hub_caller();
+    let (tools, catalog) = blocking(move || {
+        let tools = hub.upstream_tools(&who, &id)?;
+        Ok((tools, hub.catalog(&who.owner)?))
+    })
+    .await?;
+    let items: Vec<Value> = tools.iter().map(|t| tool_json(t, &catalog)).collect();
+    Ok(list(&items))
+}
+
+async fn catalog_of(state: &Arc<AppState>, caller: &Caller) -> Result<Arc<Catalog>, ApiError> {
+    let hub = state.hub().clone();
+    let owner = caller.hub_caller().owner;
+    blocking(move || hub.catalog(&owner)).await
+}
+
+/// Tools of the given kinds, knowledge tools only those the caller may use.
+fn tools_of_kinds(caller: &Caller, catalog: &Catalog, kinds: &[PackageKind]) -> Vec<Value> {
+    let usable: std::collections::HashSet<String> = crate::mcp::tools_for(caller)
+        .into_iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    catalog
+        .tools
+        .iter()
+        .filter(|t| {
+            catalog
+                .package(&t.package)
+                .is_some_and(|p| kinds.contains(&p.kind))
+                && (t.package != KNOWLEDGE_PACKAGE || usable.contains(&t.name))
+        })
+        .map(|t| tool_json(t, catalog))
+        .collect()
+}
+
+async fn all_mcp_tools(State(state): State<Arc<AppState>>, caller: Caller) -> Result<Response, ApiError> {
+    let catalog = catalog_of(&state, &caller).await?;
+    Ok(list(&tools_of_kinds(
+        &caller,
+        &catalog,
+        &[PackageKind::Builtin, PackageKind::Upstream],
+    )))
+}
+
+async fn all_tools(State(state): State<Arc<AppState>>, caller: Caller) -> Result<Response, ApiError> {
+    let catalog = catalog_of(&state, &caller).await?;
+    Ok(list(&tools_of_kinds(
+        &caller,
+        &catalog,
+        &[PackageKind::Builtin, PackageKind::Custom],
+    )))
+}
+
+async fn builtin_tools(State(state): State<Arc<AppState>>, caller: Caller) -> Result<Response, ApiError> {
+    let catalog = catalog_of(&state, &caller).await?;
+    Ok(list(&tools_of_kinds(&caller, &catalog, &[PackageKind::Builtin])))
+}
+
+async fn set_enabled(
+    state: &Arc<AppState>,
+    caller: &Caller,
+    name: String,
+    body: &[u8],
+    builtin_only: bool,
+) -> Result<Response, ApiError> {
+    let b = toggle_body(body)?;
+    let hub = state.hub().clone();
+    let who = caller.hub_caller();
+    let (tool, catalog) = blocking(move || {
+        let catalog = hub.catalog(&who.owner)?;
+        let found = if builtin_only {
+            catalog
+                .tools
+                .iter()
+                .find(|t| {
+                    catalog.package(&t.package).is_some_and(|p| p.kind == PackageKind::Builtin)
+                        && (t.name == name || t.full_name == name || t.wire_name == name)
+                })
+                .cloned()
+        } else {
+            catalog
+                .by_full_name(&name)
+                .or_else(|| catalog.by_wire_name(&name))
+                .cloned()
+        };
+        let tool = found.ok_or_else(|| Error::NotFound(format!("tool '{name}' not found")))?;
+        let enabled = b.enabled.unwrap_or(!tool.enabled);
+        let tool = hub.set_tool_enabled(&who, &tool.full_name, enabled)?;
+        Ok((tool, hub.catalog(&who.owner)?))
+    })
+    .await?;
+    Ok(ok(tool_json(&tool, &catalog)))
+}
+
+async fn toggle_builtin(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    Path(name): Path<String>,
+    body: axum::body::Bytes,
+) -> Result<Response, ApiError> {
+    set_enabled(&state, &caller, name, &body, true).await
+}
+
+async fn toggle_tool(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    Path(name): Path<String>,
+    body: axum::body::Bytes,
+) -> Result<Response, ApiError> {
+    set_enabled(&state, &caller, name, &body, false).await
+}
+
+// --- Catalog (seed 002) ------------------------------------------------------------------
+
+/// `scheme://host` of this request, for ready-to-paste endpoint URLs.
+fn base_url(headers: &HeaderMap) -> String {
+    let host = headers
+        .get(axum::http::header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or("127.0.0.1:18765");
+    let scheme = headers
+        .get("x-forwarded-proto")
+        .and_then(|h| h.to_str().ok())
+        .filter(|p| *p == "https" || *p == "http")
+        .unwrap_or("http");
+    format!("{scheme}://{host}")
+}
+
+fn encode(s: &str) -> String {
+    form_urlencoded::byte_serialize(s.as_bytes()).collect()
+}
+
+/// Usable catalog tools (switched on, callable without tasks, allowed to this caller).
+fn usable<'a>(caller: &Caller, catalog: &'a Catalog) -> Vec<&'a CatalogTool> {
+    let allowed: std::collections::HashSet<String> = crate::mcp::tools_for(caller)
+        .into_iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    catalog
+        .tools
+        .iter()
+        .filter(|t| t.enabled && !t.requires_task)
+        .filter(|t| t.package != KNOWLEDGE_PACKAGE || allowed.contains(&t.name))
+        .collect()
+}
+
+async fn catalog_categories(State(state): State<Arc<AppState>>, caller: Caller) -> Result<Response, ApiError> {
+    let catalog = catalog_of(&state, &caller).await?;
+    let tools = usable(&caller, &catalog);
+    let mut cats: std::collections::BTreeMap<&str, (std::collections::BTreeSet<&str>, usize)> =
+        Default::default();
+    for p in &catalog.packages {
+        cats.entry(p.category.as_str()).or_default().0.insert(&p.id);
+    }
+    for t in &tools {
+        if let Some(p) = catalog.package(&t.package) {
+            cats.entry(p.category.as_str()).or_default().1 += 1;
+        }
+    }
+    let categories: Vec<Value> = cats
+        .iter()
+        .map(|(id, (pkgs, n))| {
+            json!({ "id": id, "name": id, "packageCount": pkgs.len(), "toolCount": n })
+        })
+        .collect();
+    Ok(axum::Json(json!({ "categories": categories })).into_response())
+}
+
+async fn catalog_category(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    headers: HeaderMap,
+    Path(category): Path<String>,
+) -> Result<Response, ApiError> {
+    let catalog = catalog_of(&state, &caller).await?;
+    let tools = usable(&caller, &catalog);
+    let base = base_url(&headers);
+    let packages: Vec<Value> = catalog
+        .packages
+        .iter()
+        .filter(|p| p.category == category)
+        .map(|p| {
+            let n = tools.iter().filter(|t| t.package == p.id).count();
+            json!({
+                "id": p.id, "name": p.name, "description": p.description,
+                "toolCount": n, "tags": p.tags, "kind": p.kind, "source": p.source,
+                "endpoint": format!("{base}/api/mcp?servers={}", encode(&p.id)),
+            })
+        })
+        .collect();
+    if packages.is_empty() {
+        return Err(ApiError::from(Error::NotFound(format!(
+            "category '{category}' not found"
+        ))));
+    }
+    Ok(axum::Json(json!({ "packages": packages })).into_response())
+}
+
+fn catalog_tool_json(t: &CatalogTool, catalog: &Catalog, base: &str) -> Value {
+    let pkg = catalog.package(&t.package);
+    json!({
+        "name": t.full_name,
+        "wireName": t.wire_name,
+        "description": t.description(),
+        "inputSchema": &*t.tool.input_schema,
+        "category": t.category,
+        "tags": t.tags,
+        "serverId": t.package,
+        "serverName": pkg.map(|p| p.name.as_str()).unwrap_or(""),
+        "source": t.source,
+        "schemaVersion": t.schema_version,
+        "endpoint": format!("{base}/api/mcp?tools={}", encode(&t.full_name)),
+    })
+}
+
+async fn catalog_package_tools(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    headers: HeaderMap,
+    Path(package): Path<String>,
+) -> Result<Response, ApiError> {
+    let catalog = catalog_of(&state, &caller).await?;
+    if catalog.package(&package).is_none() {
+        return Err(ApiError::from(Error::NotFound(format!(
+            "package '{package}' not found"
+        ))));
+    }
+    let base = base_url(&headers);
+    let tools: Vec<Value> = usable(&caller, &catalog)
+        .into_iter()
+        .filter(|t| t.package == package)
+        .map(|t| catalog_tool_json(t, &catalog, &base))
+        .collect();
+    Ok(axum::Json(json!({
+        "tools": tools,
+        "endpoint": format!("{base}/api/mcp?servers={}", encode(&package)),
+    }))
+    .into_response())
+}
+
+#[derive(Deserialize)]
+struct SearchParams {
+    #[serde(default)]
+    q: String,
+    #[serde(default)]
+    category: Option<String>,
+    #[serde(default)]
+    limit: Option<String>,
+}
+
+async fn catalog_search(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    headers: HeaderMap,
+    Query(params): Query<SearchParams>,
+) -> Result<Response, ApiError> {
+    let limit = match params.limit.as_deref() {
+        None | Some("") => 20,
+        Some(l) => match l.parse::<usize>() {
+            Ok(n) if (1..=100).contains(&n) => n,
+            _ => {
+                return Err(ApiError::new(
+                    StatusCode::BAD_REQUEST,
+                    format!("limit must be an integer from 1 to 100, got '{l}'"),
+                ));
+            }
+        },
+    };
+    let q = params.q.trim().to_owned();
+    if q.is_empty() {
+        return Err(ApiError::new(StatusCode::BAD_REQUEST, "q is required"));
+    }
+    let catalog = catalog_of(&state, &caller).await?;
+    let allowed: std::collections::HashSet<usize> = {
+        let u = usable(&caller, &catalog);
+        catalog
+            .tools
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| u.iter().any(|x| std::ptr::eq(*x, *t)))
+            .map(|(i, _)| i)
+            .collect()
+    };
+    let c2 = catalog.clone();
+    let hits = blocking(move || {
+        let index = c2.index()?;
+        index.search(&q, None, c2.tools.len().max(1))
+    })
+    .await?;
+    let base = base_url(&headers);
+    let matched: Vec<&CatalogTool> = hits
+        .into_iter()
+        .filter(|(i, _)| allowed.contains(i))
+        .map(|(i, _)| &catalog.tools[i])
+        .filter(|t| params.category.as_deref().is_none_or(|c| t.category == c))
+        .collect();
+    let total = matched.len();
+    let tools: Vec<Value> = matched
+        .into_iter()
+        .take(limit)
+        .map(|t| catalog_tool_json(t, &catalog, &base))
+        .collect();
+    Ok(axum::Json(json!({ "tools": tools, "total": total })).into_response())
+}

@@ -1,0 +1,127 @@
+//! What the tool hub keeps: upstream MCP servers, the packages and tools of the catalog,
+//! per-owner tool toggles and custom HTTP tools. Every row belongs to one *owner* (a user's
+//! UUID, or the machine's owner), so one user's hub is invisible to another by construction.
+//!
+//! The store does not interpret the JSON columns (`options`, `secrets`, schemas, raw tool
+//! JSON); `quarry-hub` owns their shape. Secrets are kept in their own column so no listing
+//! query ever selects them by accident.
+
+use quarry_core::Result;
+
+/// A registered upstream MCP server (seed 003's `MCPServer`, plus Quarry's own options).
+#[derive(Debug, Clone, PartialEq)]
+pub struct UpstreamRow {
+    /// UUID.
+    pub id: String,
+    pub owner: String,
+    /// Display name (seed: `name`).
+    pub name: String,
+    /// The package its tools belong to (unique per owner).
+    pub package: String,
+    /// `stdio`, `http` or `sse`.
+    pub transport: String,
+    /// The command line (stdio) or URL (http, sse).
+    pub config: String,
+    /// JSON: arguments, environment variable names, header names, timeouts, concurrency.
+    pub options: String,
+    /// JSON: environment and header values. Read only to connect.
+    pub secrets: String,
+    pub enabled: bool,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+/// A package of the catalog: the tools of one upstream, one custom-tool group, or an
+/// installed manifest.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PackageRow {
+    pub owner: String,
+    /// `^[a-z0-9][a-z0-9_-]*$`, unique per owner.
+    pub id: String,
+    pub name: String,
+    pub description: String,
+    pub category: String,
+    pub tags: Vec<String>,
+    /// `upstream` or `custom`.
+    pub kind: String,
+    pub upstream_id: Option<String>,
+    /// `manifest`, `summary` or `legacy` (seed 002), `server.json`.
+    pub source: String,
+    /// `manifestSchemaVersion` of the manifest, `legacy` for discovered tools.
+    pub schema_version: String,
+    /// The manifest or `server.json` as installed (JSON), if any.
+    pub manifest: Option<String>,
+    pub updated_at: i64,
+}
+
+/// One tool of the catalog (seed 002's `tool_catalog` row).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolRow {
+    pub owner: String,
+    pub package: String,
+    pub tool: String,
+    /// `package.tool`.
+    pub full_name: String,
+    pub description: String,
+    /// JSON.
+    pub input_schema: String,
+    /// JSON: the tool exactly as the upstream (or manifest) described it.
+    pub raw: String,
+    pub category: String,
+    pub tags: Vec<String>,
+    pub source: String,
+    pub schema_version: String,
+    /// The tool needs task support Quarry does not speak yet: catalogued, not offered.
+    pub requires_task: bool,
+    pub updated_at: i64,
+}
+
+/// A custom HTTP tool (seed 003's `CustomTool`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CustomToolRow {
+    /// UUID.
+    pub id: String,
+    pub owner: String,
+    pub name: String,
+    /// JSON: the tool's specification without header values.
+    pub spec: String,
+    /// JSON: header values.
+    pub secrets: String,
+    pub enabled: bool,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+/// The hub's tables behind one trait, like everything the store keeps.
+pub trait HubStore: Send + Sync {
+    /// Registers an upstream and its (empty) package in one transaction; `Conflict` when the
+    /// owner already has that name or package.
+    fn insert_upstream(&self, upstream: &UpstreamRow, package: &PackageRow) -> Result<()>;
+    /// Replaces an upstream's mutable fields (name, options, secrets, enabled).
+    fn update_upstream(&self, upstream: &UpstreamRow) -> Result<()>;
+    /// The owner's upstreams, or every owner's when `None` (the hub connects them at start).
+    fn upstreams(&self, owner: Option<&str>) -> Result<Vec<UpstreamRow>>;
+    fn upstream(&self, owner: &str, id: &str) -> Result<Option<UpstreamRow>>;
+    /// Removes an upstream with its package and tools; false when the owner has none such.
+    fn delete_upstream(&self, owner: &str, id: &str) -> Result<bool>;
+
+    /// Inserts or replaces a package and all its tools at once.
+    fn replace_package(&self, package: &PackageRow, tools: &[ToolRow]) -> Result<()>;
+    fn packages(&self, owner: &str) -> Result<Vec<PackageRow>>;
+    fn catalog_tools(&self, owner: &str) -> Result<Vec<ToolRow>>;
+    /// Removes a package that belongs to no upstream; false when there is none such.
+    fn delete_package(&self, owner: &str, id: &str) -> Result<bool>;
+
+    /// A number that changes whenever the owner's catalog, toggles or custom tools change
+    /// (caches of derived data compare it; every node reads the same one).
+    fn hub_generation(&self, owner: &str) -> Result<i64>;
+
+    /// Catalog names (`package.tool`) the owner switched off.
+    fn disabled_tools(&self, owner: &str) -> Result<Vec<String>>;
+    fn set_tool_disabled(&self, owner: &str, full_name: &str, disabled: bool) -> Result<()>;
+
+    fn insert_custom_tool(&self, tool: &CustomToolRow) -> Result<()>;
+    fn update_custom_tool(&self, tool: &CustomToolRow) -> Result<()>;
+    fn custom_tools(&self, owner: &str) -> Result<Vec<CustomToolRow>>;
+    fn delete_custom_tool(&self, owner: &str, id: &str) -> Result<bool>;
+}
