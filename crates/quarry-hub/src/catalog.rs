@@ -232,6 +232,14 @@ impl Catalog {
         self.packages.iter().find(|p| p.id == id)
     }
 
+    /// The position of a tool by catalog or wire name.
+    pub fn position(&self, name: &str) -> Option<usize> {
+        self.by_full
+            .get(name)
+            .or_else(|| self.by_wire.get(name))
+            .copied()
+    }
+
     /// A tool by catalog name (`pkg.tool`).
     pub fn by_full_name(&self, name: &str) -> Option<&CatalogTool> {
         self.by_full.get(name).map(|&i| &self.tools[i])
@@ -249,7 +257,11 @@ impl Catalog {
     /// The BM25 index over this catalog, built on first use.
     pub fn index(&self) -> Result<Arc<CatalogIndex>> {
         self.index
-            .get_or_init(|| CatalogIndex::build(&self.tools).map(Arc::new).map_err(|e| e.to_string()))
+            .get_or_init(|| {
+                CatalogIndex::build(&self.tools)
+                    .map(Arc::new)
+                    .map_err(|e| e.to_string())
+            })
             .clone()
             .map_err(Error::Index)
     }
@@ -361,13 +373,23 @@ pub fn package_rows(
             .iter()
             .find(|t| t.name == name)
             .map(|t| (t, "manifest"))
-            .or_else(|| m.tools_summary.iter().find(|t| t.name == name).map(|t| (t, "summary")))
+            .or_else(|| {
+                m.tools_summary
+                    .iter()
+                    .find(|t| t.name == name)
+                    .map(|t| (t, "summary"))
+            })
     };
     let version = manifest
         .and_then(|m| m.manifest_schema_version.clone())
         .unwrap_or_else(|| "v2".into());
     let mut rows = Vec::new();
-    let row = |tool: &str, description: String, schema: &Value, raw: Value, source: &str, requires_task: bool| ToolRow {
+    let row = |tool: &str,
+               description: String,
+               schema: &Value,
+               raw: Value,
+               source: &str,
+               requires_task: bool| ToolRow {
         owner: owner.to_owned(),
         package: package.id.clone(),
         tool: tool.to_owned(),
@@ -378,7 +400,11 @@ pub fn package_rows(
         category: package.category.clone(),
         tags: package.tags.clone(),
         source: source.to_owned(),
-        schema_version: if source == "legacy" { "legacy".into() } else { version.clone() },
+        schema_version: if source == "legacy" {
+            "legacy".into()
+        } else {
+            version.clone()
+        },
         requires_task,
         updated_at: now,
     };
@@ -406,7 +432,14 @@ pub fn package_rows(
                     ),
                     None => (t.description.as_deref().unwrap_or("").to_owned(), "legacy"),
                 };
-                rows.push(row(&t.name, description, &schema, raw, source, requires_task));
+                rows.push(row(
+                    &t.name,
+                    description,
+                    &schema,
+                    raw,
+                    source,
+                    requires_task,
+                ));
             }
         }
         None => {
@@ -479,7 +512,11 @@ pub fn parse_server_json(v: &Value) -> Result<LaunchSpec> {
         .and_then(Value::as_str)
         .unwrap_or("")
         .to_owned();
-    if let Some(remote) = v.get("remotes").and_then(Value::as_array).and_then(|r| r.first()) {
+    if let Some(remote) = v
+        .get("remotes")
+        .and_then(Value::as_array)
+        .and_then(|r| r.first())
+    {
         let kind = remote.get("type").and_then(Value::as_str).unwrap_or("");
         let transport = match kind {
             "streamable-http" => TransportKind::Http,
@@ -547,7 +584,10 @@ pub fn parse_server_json(v: &Value) -> Result<LaunchSpec> {
                     .filter_map(|e| {
                         let n = e.get("name").and_then(Value::as_str)?;
                         let d = e.get("default").and_then(Value::as_str).map(str::to_owned);
-                        let required = e.get("isRequired").and_then(Value::as_bool).unwrap_or(false);
+                        let required = e
+                            .get("isRequired")
+                            .and_then(Value::as_bool)
+                            .unwrap_or(false);
                         Some((n.to_owned(), d, required))
                     })
                     .collect()
@@ -632,9 +672,15 @@ mod tests {
         c.description = Some("discovered".into());
         let after = package_rows("o", &pkg(), Some(&m), Some(&[a, c]), 2);
         assert_eq!(after.len(), 2);
-        assert_eq!((after[0].tool.as_str(), after[0].source.as_str()), ("a", "manifest"));
+        assert_eq!(
+            (after[0].tool.as_str(), after[0].source.as_str()),
+            ("a", "manifest")
+        );
         assert_eq!(after[0].description, "from manifest");
-        assert_eq!((after[1].tool.as_str(), after[1].source.as_str()), ("c", "legacy"));
+        assert_eq!(
+            (after[1].tool.as_str(), after[1].source.as_str()),
+            ("c", "legacy")
+        );
         assert_eq!(after[1].schema_version, "legacy");
         assert_eq!(after[1].full_name, "excel-tools.c");
     }
@@ -657,7 +703,14 @@ mod tests {
         }))
         .unwrap();
         assert_eq!(npm.config, "npx");
-        assert_eq!(npm.args, vec!["-y", "@modelcontextprotocol/server-everything@2026.1.14", "stdio"]);
+        assert_eq!(
+            npm.args,
+            vec![
+                "-y",
+                "@modelcontextprotocol/server-everything@2026.1.14",
+                "stdio"
+            ]
+        );
         assert_eq!(npm.env, vec![("API_KEY".to_owned(), None, true)]);
         assert!(parse_server_json(&json!({"name": "x"})).is_err());
         assert!(parse_server_json(&json!({"packages": []})).is_err());

@@ -13,7 +13,7 @@ use rmcp::model::Tool;
 use serde_json::{Value, json};
 
 use crate::catalog::{Catalog, CatalogTool};
-use crate::names::{Selection, split_catalog_name};
+use crate::names::Selection;
 
 /// The meta-tools of search mode.
 pub const SEARCH_TOOLS: &str = "search_tools";
@@ -197,7 +197,7 @@ impl View {
         } else {
             None
         }
-        .or_else(|| position(&self.catalog, name).filter(|i| set.contains(i)))?;
+        .or_else(|| position(&self.catalog, name).filter(|i| set.binary_search(i).is_ok()))?;
         Some(&self.catalog.tools[i])
     }
 
@@ -220,7 +220,7 @@ impl View {
         let hits = index.search(query, Some(&packages), self.scope.len().max(limit))?;
         Ok(hits
             .into_iter()
-            .filter(|(i, _)| self.scope.contains(i))
+            .filter(|(i, _)| self.scope.binary_search(i).is_ok())
             .map(|(i, _)| &self.catalog.tools[i])
             .filter(|t| category.is_none_or(|c| t.category == c))
             .take(limit)
@@ -238,7 +238,11 @@ impl View {
                 None => packages.push((&t.package, &t.category, 1)),
             }
         }
-        let mut categories: Vec<&str> = packages.iter().map(|p| p.1).filter(|c| !c.is_empty()).collect();
+        let mut categories: Vec<&str> = packages
+            .iter()
+            .map(|p| p.1)
+            .filter(|c| !c.is_empty())
+            .collect();
         categories.sort_unstable();
         categories.dedup();
         let list: Vec<String> = packages
@@ -319,16 +323,7 @@ fn object(v: Value) -> serde_json::Map<String, Value> {
     }
 }
 
-/// A catalog tool by catalog name or wire name.
+/// A catalog tool's position by catalog name or wire name.
 fn position(catalog: &Catalog, name: &str) -> Option<usize> {
-    let t = if split_catalog_name(name).is_some() {
-        catalog.by_full_name(name)
-    } else {
-        None
-    }
-    .or_else(|| catalog.by_wire_name(name))?;
-    catalog
-        .tools
-        .iter()
-        .position(|x| std::ptr::eq(x, t))
+    catalog.position(name)
 }
