@@ -427,3 +427,38 @@ async def test_execution_field_passes_through(hub):
     async with mcp(hub["srv"].url("/api/mcp?servers=everything")) as c:
         h = {t.name.removeprefix("everything__"): t.execution for t in (await c.list_tools()).tools}
     assert d == h
+
+
+def test_cli_registers_and_a_running_server_serves_it(quarry_bin: Path, corpus: Path, tmp_path: Path):
+    home = make_home(quarry_bin, corpus, tmp_path / "home")
+    srv = start_server(home, logdir=tmp_path / "logs")
+    try:
+        out = home.run("hub", "add", "clock", "--stdio", venv_bin("mcp-server-time"), "--category", "utilities",
+                       "--tag", "time", "--json")
+        assert out.returncode == 0, out.stderr
+        info = json.loads(out.stdout)
+        assert info["status"] == "ready" and info["tool_count"] == 2
+        listed = json.loads(home.run("hub", "list", "--json").stdout)
+        assert [s["name"] for s in listed] == ["clock"] and listed[0]["status"] == "idle"
+        found = json.loads(home.run("hub", "search", "convert between timezones", "--json").stdout)
+        assert found[0]["name"] == "clock.convert_time"
+
+        async def call():
+            async with mcp(srv.url("/api/mcp?tools=clock.get_current_time")) as c:
+                return await c.call_tool("clock__get_current_time", {"timezone": "Asia/Tokyo"})
+        r = anyio_run(call)
+        assert not r.is_error and r.structured_content["timezone"] == "Asia/Tokyo"
+        bad = home.run("hub", "add", "nothing", "--stdio", "/nonexistent/server")
+        assert bad.returncode == 1 and "not reachable" in bad.stderr and "No such file" in bad.stderr
+        none = home.run("hub", "add", "x")
+        assert none.returncode != 0 and "--stdio" in none.stderr
+        assert home.run("hub", "disable", "clock").returncode == 0
+
+        async def listed_tools():
+            async with mcp(srv.url("/api/mcp")) as c:
+                return [t.name for t in (await c.list_tools()).tools]
+        assert not any(n.startswith("clock__") for n in anyio_run(listed_tools))
+        assert home.run("hub", "rm", "clock").returncode == 0
+        assert home.run("hub", "rm", "clock").returncode != 0
+    finally:
+        srv.stop()

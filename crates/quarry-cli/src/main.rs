@@ -3,6 +3,7 @@
 
 mod access;
 mod eval;
+mod hub;
 mod kb;
 mod progress;
 
@@ -106,6 +107,9 @@ enum Command {
     /// Access tokens for a shared server: create (shown once), list, revoke.
     #[command(subcommand)]
     Token(access::TokenCmd),
+    /// The tool hub: register MCP servers, browse and search the tool catalog.
+    #[command(subcommand)]
+    Hub(hub::HubCmd),
     /// Describe what lives under a path; shown with results and documents.
     #[command(subcommand)]
     Context(ContextCmd),
@@ -410,6 +414,9 @@ fn run(cli: Cli) -> Result<()> {
     if let Command::Kb(cmd) = &cli.command {
         return kb::run(engine, cmd, cli.json);
     }
+    if let Command::Hub(cmd) = &cli.command {
+        return hub::run(engine, cmd, cli.json);
+    }
     let progress = CliProgress::new();
     let mut out = std::io::stdout().lock();
     match &cli.command {
@@ -708,7 +715,11 @@ fn run(cli: Cli) -> Result<()> {
             serve(engine, Transport::Mcp, None)?
         }
         // Handled before the engine is shared (above).
-        Command::Kb(_) | Command::User(_) | Command::Space(_) | Command::Token(_) => {}
+        Command::Kb(_)
+        | Command::User(_)
+        | Command::Space(_)
+        | Command::Token(_)
+        | Command::Hub(_) => {}
         Command::Serve(args) => {
             drop(out);
             serve(engine, args.transport, Some(args))?

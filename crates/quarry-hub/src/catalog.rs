@@ -73,6 +73,8 @@ pub struct CatalogTool {
     pub requires_task: bool,
     /// Not switched off by its owner.
     pub enabled: bool,
+    /// Its upstream is enabled (tools of a disabled server stay catalogued, unoffered).
+    pub available: bool,
 }
 
 impl CatalogTool {
@@ -120,8 +122,20 @@ impl Catalog {
         packages: Vec<PackageRow>,
         tools: Vec<ToolRow>,
         disabled: &[String],
+        disabled_upstreams: &[String],
         wire_max: usize,
     ) -> Catalog {
+        let offline: std::collections::HashSet<&str> = packages
+            .iter()
+            .filter(|p| {
+                p.upstream_id
+                    .as_deref()
+                    .is_some_and(|u| disabled_upstreams.iter().any(|d| d == u))
+            })
+            .map(|p| p.id.as_str())
+            .collect();
+        let offline: std::collections::HashSet<String> =
+            offline.into_iter().map(str::to_owned).collect();
         let disabled: std::collections::HashSet<&str> =
             disabled.iter().map(String::as_str).collect();
         let mut out_pkgs = Vec::new();
@@ -155,6 +169,7 @@ impl Catalog {
                     source: "builtin".into(),
                     schema_version: "builtin".into(),
                     requires_task: false,
+                    available: true,
                 });
             }
         }
@@ -170,6 +185,7 @@ impl Catalog {
             };
             *counts.entry(row.package.clone()).or_default() += 1;
             out_tools.push(CatalogTool {
+                available: !offline.contains(&row.package),
                 wire_name: wire_name(&row.package, &row.tool, wire_max),
                 enabled: !disabled.contains(row.full_name.as_str()),
                 package: row.package,

@@ -35,7 +35,7 @@ pub use upstream::{CallError, Health, ProgressSink, TransportKind};
 pub use view::{DefaultView, View, ViewError};
 
 use catalog::{Manifest, package_rows};
-use upstream::{Connection, ConnectSpec, UpstreamOptions, UpstreamSecrets};
+use upstream::{ConnectSpec, Connection, UpstreamOptions, UpstreamSecrets};
 
 /// The owner key of the machine's owner (CLI, stdio, a loopback server without `--auth`);
 /// users are keyed by their UUID.
@@ -107,11 +107,18 @@ impl HubCaller {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RegisterUpstream {
+    #[serde(default)]
     pub name: String,
     /// `stdio`, `http` or `sse` (seed 003's `transport_type`).
+    #[serde(default)]
     pub transport_type: String,
     /// The command line (stdio) or URL.
+    #[serde(default)]
     pub config: String,
+    /// The MCP Registry's `server.json` (schema 2025-12-11): a launch spec that stands in for
+    /// `name`, `transport_type`, `config` and `args` when they are not given.
+    #[serde(default)]
+    pub server_json: Option<Value>,
     #[serde(default)]
     pub args: Vec<String>,
     #[serde(default)]
@@ -184,15 +191,27 @@ pub fn mask_url(raw: &str) -> String {
     }
     let secretish = |k: &str| {
         let k = k.to_ascii_lowercase();
-        ["key", "token", "secret", "auth", "password", "sig", "credential"]
-            .iter()
-            .any(|s| k.contains(s))
+        [
+            "key",
+            "token",
+            "secret",
+            "auth",
+            "password",
+            "sig",
+            "credential",
+        ]
+        .iter()
+        .any(|s| k.contains(s))
     };
     if url.query().is_some() {
         let pairs: Vec<(String, String)> = url
             .query_pairs()
             .map(|(k, v)| {
-                let v = if secretish(&k) { "****".to_owned() } else { v.into_owned() };
+                let v = if secretish(&k) {
+                    "****".to_owned()
+                } else {
+                    v.into_owned()
+                };
                 (k.into_owned(), v)
             })
             .collect();
@@ -301,6 +320,27 @@ impl Hub {
         Ok(conn)
     }
 
+    /// Connects an enabled upstream this process has no connection for yet.
+    async fn connect_registered(
+        self: &Arc<Self>,
+        owner: &str,
+        id: &str,
+    ) -> std::result::Result<Arc<Connection>, CallError> {
+        let row = self
+            .store
+            .upstream(owner, id)
+            .map_err(|e| CallError::Unavailable(e.to_string()))?
+            .filter(|r| r.enabled)
+            .ok_or_else(|| CallError::Unavailable("the MCP server is disabled".into()))?;
+        let conn = self
+            .connect(&row)
+            .map_err(|e| CallError::Unavailable(e.to_string()))?;
+        let options: UpstreamOptions = serde_json::from_str(&row.options).unwrap_or_default();
+        conn.wait_discovered(Duration::from_secs(options.connect_timeout_secs + 5))
+            .await;
+        Ok(conn)
+    }
+
     fn disconnect(&self, id: &str) {
         if let Some(c) = self
             .connections
@@ -349,6 +389,13 @@ impl Hub {
             self.store.packages(owner)?,
             self.store.catalog_tools(owner)?,
             &self.store.disabled_tools(owner)?,
+            &self
+                .store
+                .upstreams(Some(owner))?
+                .into_iter()
+                .filter(|u| !u.enabled)
+                .map(|u| u.id)
+                .collect::<Vec<_>>(),
             self.opts.wire_name_max,
         ));
         self.catalogs
@@ -366,11 +413,13 @@ impl Hub {
         req: RegisterUpstream,
     ) -> Result<UpstreamInfo> {
         caller.require_write()?;
+        let mut req = req;
+        if let Some(sj) = req.server_json.take() {
+            apply_server_json(&mut req, &sj)?;
+        }
         let name = req.name.trim().to_owned();
         if name.is_empty() || name.chars().count() > 100 {
-            return Err(Error::InvalidInput(
-                "name must be 1-100 characters".into(),
-            ));
+            return Err(Error::InvalidInput("name must be 1-100 characters".into()));
         }
         let transport = TransportKind::parse(&req.transport_type).ok_or_else(|| {
             Error::InvalidInput(format!(
@@ -386,10 +435,13 @@ impl Hub {
                         "stdio MCP servers run commands on the server: only its owner may register them (start the server with --hub-allow-commands to let users)".into(),
                     ));
                 }
-                upstream::command_of(&config, &UpstreamOptions {
-                    args: req.args.clone(),
-                    ..Default::default()
-                })
+                upstream::command_of(
+                    &config,
+                    &UpstreamOptions {
+                        args: req.args.clone(),
+                        ..Default::default()
+                    },
+                )
                 .map_err(|e| Error::InvalidInput(format!("config: {e}")))?;
                 if !req.headers.is_empty() {
                     return Err(Error::InvalidInput(
@@ -418,7 +470,9 @@ impl Hub {
         }
         for k in req.env.keys() {
             if k.is_empty() || k.contains('=') || k.contains('\0') {
-                return Err(Error::InvalidInput(format!("invalid environment variable name '{k}'")));
+                return Err(Error::InvalidInput(format!(
+                    "invalid environment variable name '{k}'"
+                )));
             }
         }
         for (k, v) in &req.headers {
@@ -511,7 +565,12 @@ impl Hub {
             tags,
             kind: "upstream".into(),
             upstream_id: Some(id.clone()),
-            source: if manifest.is_some() { "manifest" } else { "legacy" }.into(),
+            source: if manifest.is_some() {
+                "manifest"
+            } else {
+                "legacy"
+            }
+            .into(),
             schema_version: manifest
                 .as_ref()
                 .and_then(|m| m.manifest_schema_version.clone())
@@ -532,6 +591,18 @@ impl Hub {
         self.upstream(caller, &id)
     }
 
+    /// An upstream by id, name or package id.
+    pub fn find_upstream(&self, caller: &HubCaller, key: &str) -> Result<UpstreamInfo> {
+        let rows = self.store.upstreams(Some(&caller.owner))?;
+        let row = rows
+            .iter()
+            .find(|r| r.id == key)
+            .or_else(|| rows.iter().find(|r| r.name == key || r.package == key))
+            .ok_or_else(|| Error::NotFound(format!("MCP server '{key}' not found")))?;
+        let catalog = self.catalog(&caller.owner)?;
+        Ok(self.info(row, &catalog))
+    }
+
     fn row(&self, caller: &HubCaller, id: &str) -> Result<UpstreamRow> {
         self.store
             .upstream(&caller.owner, id)?
@@ -543,8 +614,9 @@ impl Hub {
         let health = if row.enabled {
             self.connection(&row.id)
                 .map(|c| c.health())
+                // Registered by another process and not used here yet.
                 .unwrap_or_else(|| Health {
-                    status: "connecting",
+                    status: "idle",
                     last_error: None,
                     protocol_version: None,
                     server_name: None,
@@ -564,7 +636,10 @@ impl Hub {
             }
         };
         let pkg = catalog.package(&row.package);
-        let tools: Vec<Value> = catalog.tools_of(&row.package).map(|t| t.raw.clone()).collect();
+        let tools: Vec<Value> = catalog
+            .tools_of(&row.package)
+            .map(|t| t.raw.clone())
+            .collect();
         UpstreamInfo {
             id: row.id.clone(),
             name: row.name.clone(),
@@ -642,7 +717,8 @@ impl Hub {
             self.store.update_upstream(&row)?;
             if enabled {
                 let conn = self.connect(&row)?;
-                let options: UpstreamOptions = serde_json::from_str(&row.options).unwrap_or_default();
+                let options: UpstreamOptions =
+                    serde_json::from_str(&row.options).unwrap_or_default();
                 conn.wait_discovered(Duration::from_secs(options.connect_timeout_secs + 5))
                     .await;
             } else {
@@ -672,7 +748,12 @@ impl Hub {
     }
 
     /// Switches one catalogued tool on or off for its owner (seed 003's toggles).
-    pub fn set_tool_enabled(&self, caller: &HubCaller, full_name: &str, enabled: bool) -> Result<CatalogTool> {
+    pub fn set_tool_enabled(
+        &self,
+        caller: &HubCaller,
+        full_name: &str,
+        enabled: bool,
+    ) -> Result<CatalogTool> {
         caller.require_write()?;
         let catalog = self.catalog(&caller.owner)?;
         let tool = catalog
@@ -688,7 +769,7 @@ impl Hub {
     /// Calls a catalogued tool of an upstream or custom package. Built-in tools are the
     /// server's to run.
     pub async fn call(
-        &self,
+        self: &Arc<Self>,
         caller: &HubCaller,
         tool: &CatalogTool,
         arguments: Option<JsonObject>,
@@ -704,9 +785,11 @@ impl Hub {
         match pkg.kind {
             PackageKind::Upstream => {
                 let id = pkg.upstream_id.clone().unwrap_or_default();
-                let conn = self.connection(&id).ok_or_else(|| {
-                    CallError::Unavailable(format!("MCP server of package '{}' is disabled", pkg.id))
-                })?;
+                let conn = match self.connection(&id) {
+                    Some(c) => c,
+                    // Registered by another process (the CLI, another node): connect here.
+                    None => self.connect_registered(&caller.owner, &id).await?,
+                };
                 conn.call(&tool.name, arguments, progress, cancel).await
             }
             PackageKind::Custom => Err(CallError::Unavailable(
@@ -717,6 +800,52 @@ impl Hub {
             )),
         }
     }
+}
+
+/// Fills a registration from a `server.json` launch spec (explicit fields win). Required
+/// environment variables without a value or default are refused by name.
+fn apply_server_json(req: &mut RegisterUpstream, v: &Value) -> Result<()> {
+    let spec = catalog::parse_server_json(v)?;
+    if req.name.trim().is_empty() {
+        req.name = spec
+            .name
+            .rsplit('/')
+            .next()
+            .unwrap_or(&spec.name)
+            .to_owned();
+    }
+    if req.description.is_none() && !spec.description.is_empty() {
+        req.description = Some(spec.description.clone());
+    }
+    if req.transport_type.trim().is_empty() {
+        req.transport_type = spec.transport.as_str().into();
+    }
+    if req.config.trim().is_empty() {
+        req.config = spec.config.clone();
+        if req.args.is_empty() {
+            req.args = spec.args.clone();
+        }
+    }
+    let mut missing = Vec::new();
+    for (name, default, required) in &spec.env {
+        if req.env.contains_key(name) {
+            continue;
+        }
+        match default {
+            Some(d) => {
+                req.env.insert(name.clone(), d.clone());
+            }
+            None if *required => missing.push(name.clone()),
+            None => {}
+        }
+    }
+    if !missing.is_empty() {
+        return Err(Error::InvalidInput(format!(
+            "server.json requires environment variables {}: pass them in env",
+            missing.join(", ")
+        )));
+    }
+    Ok(())
 }
 
 fn uuid_v4() -> String {

@@ -82,7 +82,7 @@ impl View {
         allowed: &dyn Fn(&CatalogTool) -> bool,
         cap: usize,
     ) -> Result<View, ViewError> {
-        let usable = |t: &CatalogTool| t.enabled && !t.requires_task && allowed(t);
+        let usable = |t: &CatalogTool| t.enabled && t.available && !t.requires_task && allowed(t);
         let mut chosen: BTreeSet<usize> = BTreeSet::new();
         let mut bare = false;
         if selection.tools.is_none() && selection.servers.is_none() {

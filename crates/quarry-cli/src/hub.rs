@@ -1,0 +1,374 @@
+//! `quarry hub …`: the machine's owner registers upstream MCP servers and inspects the
+//! catalog (its own, or a user's with `--user`). A running server picks up what is
+//! registered here on the next request that needs it (the catalog is in the store).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{Context, Result, bail};
+use clap::Subcommand;
+use quarry_engine::Engine;
+use quarry_hub::{Hub, HubCaller, HubOptions, RegisterUpstream, UpstreamInfo};
+use serde_json::{Value, json};
+
+use crate::print_json;
+
+#[derive(Subcommand)]
+pub enum HubCmd {
+    /// Register an MCP server (discovers its tools now).
+    Add {
+        name: String,
+        /// A stdio server: the command line to run.
+        #[arg(long, conflicts_with_all = ["http", "sse"])]
+        stdio: Option<String>,
+        /// A Streamable HTTP server's URL.
+        #[arg(long, conflicts_with_all = ["stdio", "sse"])]
+        http: Option<String>,
+        /// A legacy HTTP+SSE server's URL.
+        #[arg(long, conflicts_with_all = ["stdio", "http"])]
+        sse: Option<String>,
+        /// Environment variable for a stdio server (repeatable).
+        #[arg(long = "env", value_name = "KEY=VALUE")]
+        env: Vec<String>,
+        /// Header for an HTTP/SSE server (repeatable), e.g. "Authorization=Bearer …".
+        #[arg(long = "header", value_name = "NAME=VALUE")]
+        headers: Vec<String>,
+        /// Package id (default: from the name).
+        #[arg(long)]
+        package: Option<String>,
+        #[arg(long)]
+        category: Option<String>,
+        #[arg(long = "tag")]
+        tags: Vec<String>,
+        #[arg(long)]
+        description: Option<String>,
+        /// Seed 002's manifest.json describing the package and its tools.
+        #[arg(long)]
+        manifest: Option<PathBuf>,
+        /// Seconds a call may take.
+        #[arg(long)]
+        call_timeout: Option<u64>,
+        /// Register for this user instead of the machine's owner.
+        #[arg(long)]
+        user: Option<String>,
+    },
+    /// Register an MCP server from the MCP Registry's server.json.
+    Import {
+        server_json: PathBuf,
+        #[arg(long = "env", value_name = "KEY=VALUE")]
+        env: Vec<String>,
+        #[arg(long)]
+        category: Option<String>,
+        #[arg(long)]
+        user: Option<String>,
+    },
+    /// List registered MCP servers with their health.
+    #[command(alias = "ls")]
+    List {
+        #[arg(long)]
+        user: Option<String>,
+    },
+    /// Remove an MCP server (by name, package or id).
+    #[command(alias = "remove")]
+    Rm {
+        server: String,
+        #[arg(long)]
+        user: Option<String>,
+    },
+    /// Rediscover a server's tools now.
+    Refresh {
+        server: String,
+        #[arg(long)]
+        user: Option<String>,
+    },
+    /// Enable a server.
+    Enable {
+        server: String,
+        #[arg(long)]
+        user: Option<String>,
+    },
+    /// Disable a server (its tools stay catalogued, unoffered).
+    Disable {
+        server: String,
+        #[arg(long)]
+        user: Option<String>,
+    },
+    /// Catalogued tools, of one server or all.
+    Tools {
+        server: Option<String>,
+        #[arg(long)]
+        user: Option<String>,
+    },
+    /// Search the catalog (BM25).
+    Search {
+        query: String,
+        #[arg(short = 'n', long, default_value_t = 10)]
+        limit: usize,
+        #[arg(long)]
+        user: Option<String>,
+    },
+}
+
+fn pairs(items: &[String], what: &str) -> Result<BTreeMap<String, String>> {
+    items
+        .iter()
+        .map(|s| {
+            s.split_once('=')
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .with_context(|| format!("--{what} '{s}': expected NAME=VALUE"))
+        })
+        .collect()
+}
+
+fn caller(engine: &Engine, user: Option<&str>) -> Result<HubCaller> {
+    match user {
+        None => Ok(HubCaller::machine()),
+        Some(u) => {
+            let dir = quarry_access::Directory::new(engine.store_handle());
+            let found = dir
+                .users()?
+                .into_iter()
+                .find(|x| x.name == u || x.id == u)
+                .with_context(|| format!("no user '{u}' (see `quarry user list`)"))?;
+            // The CLI acts for the machine's owner: it may register commands for users.
+            Ok(HubCaller {
+                owner: found.id,
+                machine_owner: true,
+                read_only: false,
+            })
+        }
+    }
+}
+
+fn user_of(cmd: &HubCmd) -> Option<&str> {
+    match cmd {
+        HubCmd::Add { user, .. }
+        | HubCmd::Import { user, .. }
+        | HubCmd::List { user }
+        | HubCmd::Rm { user, .. }
+        | HubCmd::Refresh { user, .. }
+        | HubCmd::Enable { user, .. }
+        | HubCmd::Disable { user, .. }
+        | HubCmd::Tools { user, .. }
+        | HubCmd::Search { user, .. } => user.as_deref(),
+    }
+}
+
+fn print_server(s: &UpstreamInfo, json_out: bool) -> Result<()> {
+    if json_out {
+        return print_json(s);
+    }
+    println!(
+        "{}  {}  {} {}  {} tools  {}{}",
+        s.package,
+        s.health.status,
+        s.transport_type,
+        s.config,
+        s.tool_count,
+        s.id,
+        s.health
+            .last_error
+            .as_deref()
+            .map(|e| format!("\n  last error: {e}"))
+            .unwrap_or_default()
+    );
+    Ok(())
+}
+
+pub fn run(engine: Engine, cmd: &HubCmd, json_out: bool) -> Result<()> {
+    let who = caller(&engine, user_of(cmd))?;
+    let hub = Hub::new(
+        engine.store_handle(),
+        vec![quarry_server::mcp::knowledge_package()],
+        HubOptions::default(),
+    );
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let out = runtime.block_on(run_async(&hub, &who, cmd, json_out));
+    hub.shutdown();
+    // Give killed children a moment to be reaped.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(2));
+    out
+}
+
+async fn run_async(hub: &Arc<Hub>, who: &HubCaller, cmd: &HubCmd, json_out: bool) -> Result<()> {
+    match cmd {
+        HubCmd::Add {
+            name,
+            stdio,
+            http,
+            sse,
+            env,
+            headers,
+            package,
+            category,
+            tags,
+            description,
+            manifest,
+            call_timeout,
+            ..
+        } => {
+            let (transport, config) = match (stdio, http, sse) {
+                (Some(c), None, None) => ("stdio", c.clone()),
+                (None, Some(u), None) => ("http", u.clone()),
+                (None, None, Some(u)) => ("sse", u.clone()),
+                _ => bail!("give one of --stdio COMMAND, --http URL or --sse URL"),
+            };
+            let manifest = match manifest {
+                Some(p) => Some(
+                    serde_json::from_slice::<Value>(
+                        &std::fs::read(p)
+                            .with_context(|| format!("cannot read {}", p.display()))?,
+                    )
+                    .with_context(|| format!("{} is not JSON", p.display()))?,
+                ),
+                None => None,
+            };
+            let req = RegisterUpstream {
+                name: name.clone(),
+                transport_type: transport.into(),
+                config,
+                env: pairs(env, "env")?,
+                headers: pairs(headers, "header")?,
+                package: package.clone(),
+                category: category.clone(),
+                tags: (!tags.is_empty()).then(|| tags.clone()),
+                description: description.clone(),
+                manifest,
+                call_timeout_secs: *call_timeout,
+                ..Default::default()
+            };
+            let info = hub.register(who, req).await?;
+            print_server(&info, json_out)?;
+            if info.health.status == "error" {
+                bail!(
+                    "registered, but it is not reachable: {}",
+                    info.health.last_error.unwrap_or_default()
+                );
+            }
+        }
+        HubCmd::Import {
+            server_json,
+            env,
+            category,
+            ..
+        } => {
+            let v: Value = serde_json::from_slice(
+                &std::fs::read(server_json)
+                    .with_context(|| format!("cannot read {}", server_json.display()))?,
+            )
+            .with_context(|| format!("{} is not JSON", server_json.display()))?;
+            let req = RegisterUpstream {
+                server_json: Some(v),
+                env: pairs(env, "env")?,
+                category: category.clone(),
+                ..Default::default()
+            };
+            let info = hub.register(who, req).await?;
+            print_server(&info, json_out)?;
+        }
+        HubCmd::List { .. } => {
+            let list = hub.upstreams(who)?;
+            if json_out {
+                return print_json(&list);
+            }
+            if list.is_empty() {
+                println!("No MCP servers. Add one: quarry hub add NAME --stdio 'COMMAND'");
+            }
+            for s in &list {
+                print_server(s, false)?;
+            }
+        }
+        HubCmd::Rm { server, .. } => {
+            let s = hub.find_upstream(who, server)?;
+            hub.delete_upstream(who, &s.id)?;
+            if json_out {
+                print_json(&json!({ "id": s.id, "deleted": true }))?;
+            } else {
+                println!("Removed {} ({})", s.name, s.id);
+            }
+        }
+        HubCmd::Refresh { server, .. } => {
+            let s = hub.find_upstream(who, server)?;
+            print_server(&hub.refresh(who, &s.id).await?, json_out)?;
+        }
+        HubCmd::Enable { server, .. } | HubCmd::Disable { server, .. } => {
+            let s = hub.find_upstream(who, server)?;
+            let on = matches!(cmd, HubCmd::Enable { .. });
+            print_server(&hub.set_enabled(who, &s.id, Some(on)).await?, json_out)?;
+        }
+        HubCmd::Tools { server, .. } => {
+            let catalog = hub.catalog(&who.owner)?;
+            let package = match server {
+                Some(s) => Some(hub.find_upstream(who, s).map(|s| s.package).or_else(|e| {
+                    if catalog.package(s).is_some() {
+                        Ok(s.clone())
+                    } else {
+                        Err(e)
+                    }
+                })?),
+                None => None,
+            };
+            let tools: Vec<Value> = catalog
+                .tools
+                .iter()
+                .filter(|t| package.as_deref().is_none_or(|p| t.package == p))
+                .map(|t| {
+                    json!({
+                        "name": t.full_name, "wire_name": t.wire_name,
+                        "description": t.description(), "enabled": t.enabled,
+                        "available": t.available, "source": t.source,
+                    })
+                })
+                .collect();
+            if json_out {
+                return print_json(&tools);
+            }
+            for t in &tools {
+                println!(
+                    "{:<40} {}",
+                    t["name"].as_str().unwrap_or_default(),
+                    t["description"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .lines()
+                        .next()
+                        .unwrap_or_default()
+                );
+            }
+        }
+        HubCmd::Search { query, limit, .. } => {
+            let catalog = hub.catalog(&who.owner)?;
+            let hits = catalog.index()?.search(query, None, (*limit).max(1))?;
+            let found: Vec<Value> = hits
+                .iter()
+                .map(|(i, score)| {
+                    let t = &catalog.tools[*i];
+                    json!({ "name": t.full_name, "score": score, "description": t.description() })
+                })
+                .collect();
+            if json_out {
+                return print_json(&found);
+            }
+            if found.is_empty() {
+                println!("No tools match \"{query}\".");
+            }
+            for t in &found {
+                println!(
+                    "{:<40} {}",
+                    t["name"].as_str().unwrap_or_default(),
+                    t["description"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .lines()
+                        .next()
+                        .unwrap_or_default()
+                );
+            }
+        }
+    }
+    Ok(())
+}
