@@ -19,6 +19,21 @@ use crate::search::CatalogIndex;
 
 /// Largest accepted `inputSchema` of one tool, serialised (seed 002's size guard).
 pub const MAX_SCHEMA_BYTES: usize = 64 * 1024;
+/// Where a view puts fields of an upstream's tool that rmcp's `Tool` has no place for (such
+/// as `execution`); the server moves them back to the top level of each listed tool.
+pub const EXTRA_META_KEY: &str = "io.quarry.hub/extra";
+/// Fields of a tool definition rmcp's `Tool` keeps.
+const TOOL_FIELDS: [&str; 8] = [
+    "name",
+    "title",
+    "description",
+    "inputSchema",
+    "outputSchema",
+    "annotations",
+    "icons",
+    "_meta",
+];
+
 /// The built-in package of Quarry's own knowledge tools.
 pub const KNOWLEDGE_PACKAGE: &str = "knowledge";
 
@@ -83,11 +98,25 @@ impl CatalogTool {
         &self.catalog_description
     }
 
-    /// The tool as a view shows it: its wire name, everything else as the source sent it.
+    /// The tool as a view shows it: its wire name, everything else as the source sent it
+    /// (fields rmcp has no model for ride in `_meta` under [`EXTRA_META_KEY`]).
     pub fn exposed(&self, bare: bool) -> Tool {
         let mut t = self.tool.clone();
         if !bare {
             t.name = self.wire_name.clone().into();
+        }
+        if let Some(raw) = self.raw.as_object() {
+            let extra: serde_json::Map<String, Value> = raw
+                .iter()
+                .filter(|(k, _)| !TOOL_FIELDS.contains(&k.as_str()))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            if !extra.is_empty() {
+                let mut meta = t.meta.take().unwrap_or_default();
+                meta.0
+                    .insert(EXTRA_META_KEY.to_owned(), Value::Object(extra));
+                t.meta = Some(meta);
+            }
         }
         t
     }
@@ -380,7 +409,7 @@ pub fn package_rows(
     owner: &str,
     package: &PackageRow,
     manifest: Option<&Manifest>,
-    discovered: Option<&[Tool]>,
+    discovered: Option<(&[Tool], &HashMap<String, Value>)>,
     now: i64,
 ) -> Vec<ToolRow> {
     let described = |name: &str| -> Option<(&ManifestTool, &'static str)> {
@@ -425,9 +454,13 @@ pub fn package_rows(
         updated_at: now,
     };
     match discovered {
-        Some(tools) => {
+        Some((tools, wire)) => {
             for t in tools {
-                let raw = serde_json::to_value(t).unwrap_or(Value::Null);
+                // The upstream's own JSON when the wire was seen, else what rmcp kept.
+                let raw = wire
+                    .get(t.name.as_ref())
+                    .cloned()
+                    .unwrap_or_else(|| serde_json::to_value(t).unwrap_or(Value::Null));
                 let schema = Value::Object((*t.input_schema).clone());
                 if let Err(e) = check_schema(&t.name, &schema) {
                     tracing::warn!(package = %package.id, "skipping tool: {e}");
@@ -686,7 +719,7 @@ mod tests {
         let mut c = Tool::default();
         c.name = "c".into();
         c.description = Some("discovered".into());
-        let after = package_rows("o", &pkg(), Some(&m), Some(&[a, c]), 2);
+        let after = package_rows("o", &pkg(), Some(&m), Some((&[a, c], &HashMap::new())), 2);
         assert_eq!(after.len(), 2);
         assert_eq!(
             (after[0].tool.as_str(), after[0].source.as_str()),

@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use quarry_core::{Error, Result, now_millis};
 use quarry_store::{PackageRow, Store, UpstreamRow};
-use rmcp::model::{CallToolResult, JsonObject, Tool};
+use rmcp::model::{CallToolResult, JsonObject};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -301,13 +301,14 @@ impl Hub {
         let hub = Arc::downgrade(self);
         let owner = row.owner.clone();
         let package = row.package.clone();
-        let on_discovered: upstream::OnDiscovered = Arc::new(move |tools: &[Tool]| {
-            if let Some(hub) = hub.upgrade()
-                && let Err(e) = hub.write_discovered(&owner, &package, tools)
-            {
-                tracing::warn!(package = %package, "cannot store discovered tools: {e}");
-            }
-        });
+        let on_discovered: upstream::OnDiscovered =
+            Arc::new(move |found: &upstream::Discovered| {
+                if let Some(hub) = hub.upgrade()
+                    && let Err(e) = hub.write_discovered(&owner, &package, found)
+                {
+                    tracing::warn!(package = %package, "cannot store discovered tools: {e}");
+                }
+            });
         let conn = Connection::start(spec, on_discovered);
         if let Some(old) = self
             .connections
@@ -356,7 +357,12 @@ impl Hub {
         Ok(self.store.packages(owner)?.into_iter().find(|p| p.id == id))
     }
 
-    fn write_discovered(&self, owner: &str, package: &str, tools: &[Tool]) -> Result<()> {
+    fn write_discovered(
+        &self,
+        owner: &str,
+        package: &str,
+        found: &upstream::Discovered,
+    ) -> Result<()> {
         let Some(mut pkg) = self.package_row(owner, package)? else {
             return Ok(()); // deleted meanwhile
         };
@@ -366,7 +372,13 @@ impl Hub {
             .and_then(|m| serde_json::from_str::<Value>(m).ok())
             .and_then(|v| Manifest::parse(&v).ok());
         let now = now_millis();
-        let rows = package_rows(owner, &pkg, manifest.as_ref(), Some(tools), now);
+        let rows = package_rows(
+            owner,
+            &pkg,
+            manifest.as_ref(),
+            Some((&found.tools, &found.raw)),
+            now,
+        );
         pkg.updated_at = now;
         self.store.replace_package(&pkg, &rows)
     }

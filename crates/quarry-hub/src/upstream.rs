@@ -176,7 +176,10 @@ pub fn split_command_line(line: &str) -> Result<Vec<String>, String> {
 }
 
 /// The program and arguments of a stdio upstream.
-pub fn command_of(config: &str, options: &UpstreamOptions) -> Result<(String, Vec<String>), String> {
+pub fn command_of(
+    config: &str,
+    options: &UpstreamOptions,
+) -> Result<(String, Vec<String>), String> {
     let mut words = if options.args.is_empty() {
         split_command_line(config)?
     } else {
@@ -275,7 +278,7 @@ impl ClientHandler for HubClient {
 }
 
 /// What discovery found, handed to the hub to write into the catalog.
-pub type OnDiscovered = Arc<dyn Fn(&[Tool]) + Send + Sync>;
+pub type OnDiscovered = Arc<dyn Fn(&Discovered) + Send + Sync>;
 
 /// Why a call through the hub failed (the tool's own errors are results, not these).
 #[derive(Debug, Clone, PartialEq)]
@@ -285,7 +288,10 @@ pub enum CallError {
     Timeout(Duration),
     Cancelled,
     /// The upstream answered with a JSON-RPC error.
-    Upstream { code: i32, message: String },
+    Upstream {
+        code: i32,
+        message: String,
+    },
     Transport(String),
 }
 
@@ -293,7 +299,9 @@ impl std::fmt::Display for CallError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             CallError::Unavailable(why) => write!(f, "upstream unavailable: {why}"),
-            CallError::Timeout(d) => write!(f, "upstream did not answer within {} s", d.as_secs_f32()),
+            CallError::Timeout(d) => {
+                write!(f, "upstream did not answer within {} s", d.as_secs_f32())
+            }
             CallError::Cancelled => f.write_str("call cancelled"),
             CallError::Upstream { code, message } => write!(f, "upstream error {code}: {message}"),
             CallError::Transport(e) => write!(f, "upstream connection failed: {e}"),
@@ -314,6 +322,8 @@ pub struct Connection {
     /// Bumped after every discovery attempt (success or failure).
     discovered: watch::Sender<u64>,
     stop: CancellationToken,
+    /// `tools` arrays of `tools/list` answers seen on a stdio wire since discovery began.
+    raw_tools: Arc<Mutex<Vec<serde_json::Value>>>,
 }
 
 impl Connection {
@@ -332,6 +342,7 @@ impl Connection {
             refresh: Notify::new(),
             discovered: watch::channel(0).0,
             stop: CancellationToken::new(),
+            raw_tools: Arc::default(),
         });
         tokio::spawn(supervise(conn.clone(), spec, on_discovered));
         conn
@@ -343,7 +354,10 @@ impl Connection {
     }
 
     pub fn health(&self) -> Health {
-        self.health.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.health
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     fn set_health(&self, f: impl FnOnce(&mut Health)) {
@@ -449,12 +463,15 @@ fn service_error(e: ServiceError) -> CallError {
 
 type Running = RunningService<RoleClient, HubClient>;
 
+/// A stdio upstream's process (its group is killed when this drops).
+type Child = Box<dyn process_wrap::tokio::ChildWrapper>;
+
 /// Connects once: spawns the child or opens the HTTP connection, and negotiates.
 async fn connect(
     spec: &ConnectSpec,
     client: HubClient,
     conn: &Arc<Connection>,
-) -> Result<Running, String> {
+) -> Result<(Running, Option<Child>), String> {
     let lifecycle = ClientLifecycleMode::Auto {
         preferred_versions: vec![ProtocolVersion::V_2026_07_28],
         legacy_version: None,
@@ -475,14 +492,22 @@ async fn connect(
                 if let Some(dir) = &spec.options.cwd {
                     cmd.current_dir(dir);
                 }
+                cmd.stdin(Stdio::piped())
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped());
                 let mut wrapped = process_wrap::tokio::CommandWrap::from(cmd);
                 // Its own process group, so `npx`-style launchers' grandchildren die with it.
-                wrapped.wrap(process_wrap::tokio::ProcessGroup::leader());
-                let (transport, stderr) = rmcp::transport::TokioChildProcess::builder(wrapped)
-                    .stderr(Stdio::piped())
+                wrapped
+                    .wrap(process_wrap::tokio::ProcessGroup::leader())
+                    .wrap(process_wrap::tokio::KillOnDrop);
+                let mut child = wrapped
                     .spawn()
                     .map_err(|e| format!("cannot start '{program}': {e}"))?;
-                if let Some(stderr) = stderr {
+                let (Some(stdout), Some(stdin)) = (child.stdout().take(), child.stdin().take())
+                else {
+                    return Err("the child's stdio could not be opened".into());
+                };
+                if let Some(stderr) = child.stderr().take() {
                     let conn = conn.clone();
                     tokio::spawn(async move {
                         let mut lines = BufReader::new(stderr).lines();
@@ -497,9 +522,11 @@ async fn connect(
                         }
                     });
                 }
+                let reader = TeeReader::new(stdout, conn.raw_tools.clone());
                 client
-                    .serve_with_lifecycle(transport, lifecycle)
+                    .serve_with_lifecycle((reader, stdin), lifecycle)
                     .await
+                    .map(|running| (running, Some(child)))
                     .map_err(|e| format!("MCP handshake failed: {e}"))
             }
             TransportKind::Http => {
@@ -522,6 +549,7 @@ async fn connect(
                 client
                     .serve_with_lifecycle(transport, lifecycle)
                     .await
+                    .map(|running| (running, None))
                     .map_err(|e| format!("MCP handshake failed: {e}"))
             }
             TransportKind::Sse => {
@@ -548,16 +576,14 @@ async fn connect(
                 client
                     .serve_with_lifecycle(transport, ClientLifecycleMode::Initialize)
                     .await
+                    .map(|running| (running, None))
                     .map_err(|e| format!("MCP handshake failed: {e}"))
             }
         }
     };
     match tokio::time::timeout(timeout, fut).await {
         Ok(r) => r,
-        Err(_) => Err(format!(
-            "no MCP handshake within {} s",
-            timeout.as_secs()
-        )),
+        Err(_) => Err(format!("no MCP handshake within {} s", timeout.as_secs())),
     }
 }
 
@@ -570,7 +596,8 @@ fn http_client(spec: &ConnectSpec) -> Result<reqwest::Client, String> {
     match &spec.net {
         Some(policy) => {
             crate::ssrf::check_url(policy, &url).map_err(|e| e.to_string())?;
-            crate::ssrf::guarded_client(policy, Duration::from_secs(3600)).map_err(|e| e.to_string())
+            crate::ssrf::guarded_client(policy, Duration::from_secs(3600))
+                .map_err(|e| e.to_string())
         }
         None => reqwest::Client::builder()
             .no_proxy()
@@ -579,12 +606,38 @@ fn http_client(spec: &ConnectSpec) -> Result<reqwest::Client, String> {
     }
 }
 
+/// What discovery found: typed tools and, where the wire was seen (stdio), each tool's JSON
+/// exactly as the upstream sent it (rmcp's types drop fields they do not know).
+pub struct Discovered {
+    pub tools: Vec<Tool>,
+    pub raw: HashMap<String, serde_json::Value>,
+}
+
 /// Lists every tool, following pagination.
-async fn discover(peer: &Peer<RoleClient>, timeout: Duration) -> Result<Vec<Tool>, String> {
+async fn discover(
+    conn: &Connection,
+    peer: &Peer<RoleClient>,
+    timeout: Duration,
+) -> Result<Discovered, String> {
+    conn.raw_tools
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clear();
     match tokio::time::timeout(timeout, peer.list_all_tools()).await {
-        Ok(Ok(tools)) => Ok(tools),
+        Ok(Ok(tools)) => {
+            let pages =
+                std::mem::take(&mut *conn.raw_tools.lock().unwrap_or_else(|p| p.into_inner()));
+            let raw = pages
+                .into_iter()
+                .filter_map(|t| Some((t.get("name")?.as_str()?.to_owned(), t)))
+                .collect();
+            Ok(Discovered { tools, raw })
+        }
         Ok(Err(e)) => Err(format!("tools/list failed: {e}")),
-        Err(_) => Err(format!("tools/list took longer than {} s", timeout.as_secs())),
+        Err(_) => Err(format!(
+            "tools/list took longer than {} s",
+            timeout.as_secs()
+        )),
     }
 }
 
@@ -602,7 +655,9 @@ async fn supervise(conn: Arc<Connection>, spec: ConnectSpec, on_discovered: OnDi
             _ = conn.stop.cancelled() => break,
         };
         match connected {
-            Ok(running) => {
+            Ok((running, child)) => {
+                // Lives as long as this connection; dropping it kills the process group.
+                let _child = child;
                 attempts += 1;
                 let peer = running.peer().clone();
                 let info = peer.peer_info();
@@ -620,7 +675,7 @@ async fn supervise(conn: Arc<Connection>, spec: ConnectSpec, on_discovered: OnDi
                         h.restarts += 1;
                     }
                 });
-                let first = discover(&peer, discover_timeout).await;
+                let first = discover(&conn, &peer, discover_timeout).await;
                 record_discovery(&conn, first, &on_discovered);
                 conn.peer.send_replace(Some(peer.clone()));
                 backoff = BACKOFF_MIN;
@@ -643,11 +698,11 @@ async fn supervise(conn: Arc<Connection>, spec: ConnectSpec, on_discovered: OnDi
                             return;
                         }
                         _ = conn.refresh.notified() => {
-                            let r = discover(&peer, discover_timeout).await;
+                            let r = discover(&conn, &peer, discover_timeout).await;
                             record_discovery(&conn, r, &on_discovered);
                         }
                         _ = conn.client.tools_changed.notified() => {
-                            let r = discover(&peer, discover_timeout).await;
+                            let r = discover(&conn, &peer, discover_timeout).await;
                             record_discovery(&conn, r, &on_discovered);
                         }
                     }
@@ -674,10 +729,10 @@ async fn supervise(conn: Arc<Connection>, spec: ConnectSpec, on_discovered: OnDi
     conn.peer.send_replace(None);
 }
 
-fn record_discovery(conn: &Connection, result: Result<Vec<Tool>, String>, on: &OnDiscovered) {
+fn record_discovery(conn: &Connection, result: Result<Discovered, String>, on: &OnDiscovered) {
     match result {
-        Ok(tools) => {
-            on(&tools);
+        Ok(found) => {
+            on(&found);
             conn.set_health(|h| {
                 h.status = "ready";
                 h.last_error = None;
@@ -694,9 +749,116 @@ fn record_discovery(conn: &Connection, result: Result<Vec<Tool>, String>, on: &O
     conn.discovered.send_modify(|n| *n += 1);
 }
 
+/// Longest line the tee inspects (a `tools/list` answer larger than this is not captured).
+const TEE_LINE_MAX: usize = 16 << 20;
+
+/// Passes a child's stdout through unchanged while picking out the tools of `tools/list`
+/// answers as raw JSON.
+struct TeeReader<R> {
+    inner: R,
+    line: Vec<u8>,
+    overflow: bool,
+    capture: Arc<Mutex<Vec<serde_json::Value>>>,
+}
+
+impl<R> TeeReader<R> {
+    fn new(inner: R, capture: Arc<Mutex<Vec<serde_json::Value>>>) -> Self {
+        TeeReader {
+            inner,
+            line: Vec::new(),
+            overflow: false,
+            capture,
+        }
+    }
+
+    fn scan(&mut self, bytes: &[u8]) {
+        let mut rest = bytes;
+        while !rest.is_empty() {
+            match rest.iter().position(|&b| b == b'\n') {
+                Some(i) => {
+                    if !self.overflow {
+                        self.line.extend_from_slice(&rest[..i]);
+                        self.inspect();
+                    }
+                    self.line.clear();
+                    self.overflow = false;
+                    rest = &rest[i + 1..];
+                }
+                None => {
+                    if !self.overflow {
+                        self.line.extend_from_slice(rest);
+                        if self.line.len() > TEE_LINE_MAX {
+                            self.overflow = true;
+                            self.line = Vec::new();
+                        }
+                    }
+                    rest = &[];
+                }
+            }
+        }
+    }
+
+    fn inspect(&mut self) {
+        const NEEDLE: &[u8] = b"\"tools\"";
+        if !self.line.windows(NEEDLE.len()).any(|w| w == NEEDLE) {
+            return;
+        }
+        let Ok(msg) = serde_json::from_slice::<serde_json::Value>(&self.line) else {
+            return;
+        };
+        if let Some(tools) = msg.pointer("/result/tools").and_then(|t| t.as_array()) {
+            self.capture
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .extend(tools.iter().cloned());
+        }
+    }
+}
+
+impl<R: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for TeeReader<R> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = std::pin::Pin::new(&mut self.inner).poll_read(cx, buf);
+        if let std::task::Poll::Ready(Ok(())) = &polled {
+            let fresh = buf.filled()[before..].to_vec();
+            self.scan(&fresh);
+        }
+        polled
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn the_tee_captures_raw_tools_across_reads() {
+        use tokio::io::AsyncReadExt;
+        let wire = concat!(
+            r#"{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"a","inputSchema":{},"execution":{"taskSupport":"required"}}]}}"#,
+            "\n",
+            r#"{"jsonrpc":"2.0","method":"notifications/message","params":{"tools":1}}"#,
+            "\n"
+        );
+        let capture = Arc::new(Mutex::new(Vec::new()));
+        let (mut w, r) = tokio::io::duplex(7);
+        let mut tee = TeeReader::new(r, capture.clone());
+        let writer = tokio::spawn(async move {
+            use tokio::io::AsyncWriteExt;
+            w.write_all(wire.as_bytes()).await.unwrap();
+        });
+        let mut out = String::new();
+        tee.read_to_string(&mut out).await.unwrap();
+        writer.await.unwrap();
+        assert_eq!(out, wire);
+        let got = capture.lock().unwrap().clone();
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0]["execution"]["taskSupport"], "required");
+    }
 
     #[test]
     fn command_lines_split_like_a_shell() {

@@ -23,8 +23,14 @@ use crate::{ApiError, AppState};
 
 pub fn router() -> Router<Arc<AppState>> {
     Router::new()
-        .route("/api/v1/mcp/servers", get(list_servers).post(register_server))
-        .route("/api/v1/mcp/servers/{id}", get(get_server).delete(delete_server))
+        .route(
+            "/api/v1/mcp/servers",
+            get(list_servers).post(register_server),
+        )
+        .route(
+            "/api/v1/mcp/servers/{id}",
+            get(get_server).delete(delete_server),
+        )
         .route("/api/v1/mcp/servers/{id}/toggle", patch(toggle_server))
         .route("/api/v1/mcp/servers/{id}/refresh", post(refresh_server))
         .route("/api/v1/mcp/servers/{id}/tools", get(server_tools))
@@ -43,7 +49,10 @@ fn list<T: serde::Serialize>(items: &[T]) -> Response {
     axum::Json(json!({ "success": true, "data": items, "total": items.len() })).into_response()
 }
 
-async fn list_servers(State(state): State<Arc<AppState>>, caller: Caller) -> Result<Response, ApiError> {
+async fn list_servers(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+) -> Result<Response, ApiError> {
     let hub = state.hub().clone();
     let who = caller.hub_caller();
     let servers = blocking(move || hub.upstreams(&who)).await?;
@@ -203,7 +212,10 @@ fn tools_of_kinds(caller: &Caller, catalog: &Catalog, kinds: &[PackageKind]) -> 
         .collect()
 }
 
-async fn all_mcp_tools(State(state): State<Arc<AppState>>, caller: Caller) -> Result<Response, ApiError> {
+async fn all_mcp_tools(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+) -> Result<Response, ApiError> {
     let catalog = catalog_of(&state, &caller).await?;
     Ok(list(&tools_of_kinds(
         &caller,
@@ -212,7 +224,10 @@ async fn all_mcp_tools(State(state): State<Arc<AppState>>, caller: Caller) -> Re
     )))
 }
 
-async fn all_tools(State(state): State<Arc<AppState>>, caller: Caller) -> Result<Response, ApiError> {
+async fn all_tools(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+) -> Result<Response, ApiError> {
     let catalog = catalog_of(&state, &caller).await?;
     Ok(list(&tools_of_kinds(
         &caller,
@@ -221,9 +236,16 @@ async fn all_tools(State(state): State<Arc<AppState>>, caller: Caller) -> Result
     )))
 }
 
-async fn builtin_tools(State(state): State<Arc<AppState>>, caller: Caller) -> Result<Response, ApiError> {
+async fn builtin_tools(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+) -> Result<Response, ApiError> {
     let catalog = catalog_of(&state, &caller).await?;
-    Ok(list(&tools_of_kinds(&caller, &catalog, &[PackageKind::Builtin])))
+    Ok(list(&tools_of_kinds(
+        &caller,
+        &catalog,
+        &[PackageKind::Builtin],
+    )))
 }
 
 async fn set_enabled(
@@ -243,7 +265,9 @@ async fn set_enabled(
                 .tools
                 .iter()
                 .find(|t| {
-                    catalog.package(&t.package).is_some_and(|p| p.kind == PackageKind::Builtin)
+                    catalog
+                        .package(&t.package)
+                        .is_some_and(|p| p.kind == PackageKind::Builtin)
                         && (t.name == name || t.full_name == name || t.wire_name == name)
                 })
                 .cloned()
@@ -314,7 +338,10 @@ fn usable<'a>(caller: &Caller, catalog: &'a Catalog) -> Vec<&'a CatalogTool> {
         .collect()
 }
 
-async fn catalog_categories(State(state): State<Arc<AppState>>, caller: Caller) -> Result<Response, ApiError> {
+async fn catalog_categories(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+) -> Result<Response, ApiError> {
     let catalog = catalog_of(&state, &caller).await?;
     let tools = usable(&caller, &catalog);
     let mut cats: std::collections::BTreeMap<&str, (std::collections::BTreeSet<&str>, usize)> =

@@ -76,16 +76,69 @@ pub async fn http_guard(State(limit): State<usize>, req: Request, next: Next) ->
 /// The same message with the seed's extra fields, or `None` when it needs none (most do not,
 /// and those are passed on byte for byte).
 pub fn rewrite_message(json: &[u8]) -> Option<Vec<u8>> {
-    // Cheap filter: only tool results with embedded resources change.
+    // Cheap filters: only tool results with embedded resources, and tool lists carrying
+    // upstream fields rmcp has no model for, change.
     let text = std::str::from_utf8(json).ok()?;
-    if !text.contains(r#""resource""#) {
+    let resources = text.contains(r#""resource""#);
+    let extras = text.contains(quarry_hub::catalog::EXTRA_META_KEY);
+    if !resources && !extras {
         return None;
     }
     let mut msg: serde_json::Value = serde_json::from_str(text).ok()?;
-    if !crate::mcp::lift_resource_names(&mut msg) {
+    let mut changed = false;
+    if resources {
+        changed |= crate::mcp::lift_resource_names(&mut msg);
+    }
+    if extras {
+        changed |= lift_tool_extras(&mut msg);
+    }
+    if !changed {
         return None;
     }
     serde_json::to_vec(&msg).ok()
+}
+
+/// Puts the upstream fields a view parked in each listed tool's `_meta` (see
+/// `quarry_hub::catalog::EXTRA_META_KEY`) back at the top level of the tool, where the
+/// upstream had them. Returns whether anything changed.
+fn lift_tool_extras(msg: &mut serde_json::Value) -> bool {
+    if let Some(batch) = msg.as_array_mut() {
+        return batch
+            .iter_mut()
+            .fold(false, |changed, m| lift_tool_extras(m) | changed);
+    }
+    let Some(tools) = msg
+        .get_mut("result")
+        .and_then(|r| r.get_mut("tools"))
+        .and_then(serde_json::Value::as_array_mut)
+    else {
+        return false;
+    };
+    let mut changed = false;
+    for tool in tools {
+        let Some(obj) = tool.as_object_mut() else {
+            continue;
+        };
+        let Some(meta) = obj
+            .get_mut("_meta")
+            .and_then(serde_json::Value::as_object_mut)
+        else {
+            continue;
+        };
+        let Some(serde_json::Value::Object(extra)) =
+            meta.remove(quarry_hub::catalog::EXTRA_META_KEY)
+        else {
+            continue;
+        };
+        if meta.is_empty() {
+            obj.remove("_meta");
+        }
+        for (k, v) in extra {
+            obj.entry(k).or_insert(v);
+        }
+        changed = true;
+    }
+    changed
 }
 
 /// One line of output (stdio message or SSE line), rewritten if it carries a message that

@@ -26,7 +26,10 @@ use crate::AppState;
 use crate::auth::Caller;
 use crate::knowledge_tools;
 use quarry_hub::view::{CALL_TOOL, SEARCH_TOOLS};
-use quarry_hub::{BuiltinPackage, CatalogTool, DefaultView, KNOWLEDGE_PACKAGE, ProgressSink, Selection, View, ViewError};
+use quarry_hub::{
+    BuiltinPackage, CatalogTool, DefaultView, KNOWLEDGE_PACKAGE, ProgressSink, Selection, View,
+    ViewError,
+};
 
 /// The MCP face of one engine. Cheap to clone: the HTTP transport builds one per session
 /// (or per request in stateless mode).
@@ -75,19 +78,26 @@ impl QuarryMcp {
     }
 
     /// The view of this request: its URL's selection over the caller's catalog.
-    fn view(&self, caller: &Caller, context: &RequestContext<RoleServer>) -> Result<View, McpError> {
+    fn view(
+        &self,
+        caller: &Caller,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<View, McpError> {
         let query = context
             .extensions
             .get::<axum::http::request::Parts>()
             .and_then(|p| p.uri.query());
-        let selection = Selection::from_query(query).map_err(|m| McpError::invalid_params(m, None))?;
+        let selection =
+            Selection::from_query(query).map_err(|m| McpError::invalid_params(m, None))?;
         let hub = self.state.hub();
         let hub_caller = caller.hub_caller();
         let catalog = hub
             .catalog(&hub_caller.owner)
             .map_err(|e| McpError::internal_error(e.to_string(), None))?;
-        let usable: std::collections::HashSet<String> =
-            tools_for(caller).into_iter().map(|t| t.name.to_string()).collect();
+        let usable: std::collections::HashSet<String> = tools_for(caller)
+            .into_iter()
+            .map(|t| t.name.to_string())
+            .collect();
         let cap = hub.options().max_tools;
         View::compute(
             catalog,
@@ -183,9 +193,16 @@ pub fn knowledge_package() -> BuiltinPackage {
     BuiltinPackage {
         id: KNOWLEDGE_PACKAGE.into(),
         name: "Quarry knowledge".into(),
-        description: "Search, read and capture knowledge in this Quarry's collections and knowledge bases".into(),
+        description:
+            "Search, read and capture knowledge in this Quarry's collections and knowledge bases"
+                .into(),
         category: "knowledge".into(),
-        tags: vec!["search".into(), "rag".into(), "knowledge-base".into(), "notes".into()],
+        tags: vec![
+            "search".into(),
+            "rag".into(),
+            "knowledge-base".into(),
+            "notes".into(),
+        ],
         tools: all,
     }
 }
@@ -697,7 +714,11 @@ impl QuarryMcp {
                 self.dispatch(caller, &tool, args, context).await
             }
             None => {
-                let available: Vec<String> = view.list().into_iter().map(|t| t.name.to_string()).collect();
+                let available: Vec<String> = view
+                    .list()
+                    .into_iter()
+                    .map(|t| t.name.to_string())
+                    .collect();
                 Err(McpError::invalid_params(
                     format!("Unknown tool: {name}"),
                     Some(json!({ "tool": name, "available": available })),
@@ -799,7 +820,9 @@ impl ServerHandler for QuarryMcp {
         let caller = self.caller(&context)?;
         let view = self.view(&caller, &context)?;
         let args = request.arguments.unwrap_or_default();
-        let result = self.call_in_view(&caller, &view, &name, args, &context).await;
+        let result = self
+            .call_in_view(&caller, &view, &name, args, &context)
+            .await;
         let outcome = match &result {
             Ok(r) if r.is_error == Some(true) => "tool_error",
             Ok(_) => "ok",
