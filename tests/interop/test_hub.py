@@ -470,3 +470,25 @@ def test_cli_registers_and_a_running_server_serves_it(quarry_bin: Path, corpus: 
         assert home.run("hub", "rm", "clock").returncode != 0
     finally:
         srv.stop()
+
+
+@pytest.mark.anyio
+async def test_list_changed_refreshes_the_catalog_and_views(hub):
+    srv = hub["srv"]
+    hid = hub["hanging"]["id"]
+    async with mcp(srv.url("/api/mcp?servers=hanging")) as c:
+        before = [t.name for t in (await c.list_tools()).tools]
+        assert "hanging__grown" not in before
+        r = await c.call_tool("hanging__grow", {})
+        assert not r.is_error, r
+        deadline = time.monotonic() + 15
+        while True:
+            tools = requests.get(srv.url(f"/api/v1/mcp/servers/{hid}/tools"), timeout=30).json()["data"]
+            if any(t["tool"] == "grown" for t in tools):
+                break
+            assert time.monotonic() < deadline, [t["tool"] for t in tools]
+            time.sleep(0.1)
+        after = [t.name for t in (await c.list_tools()).tools]
+        assert "hanging__grown" in after
+        r = await c.call_tool("hanging__grown", {})
+        assert not r.is_error and r.content[0].text == "grown"

@@ -679,6 +679,34 @@ async fn supervise(conn: Arc<Connection>, spec: ConnectSpec, on_discovered: OnDi
                 record_discovery(&conn, first, &on_discovered);
                 conn.peer.send_replace(Some(peer.clone()));
                 backoff = BACKOFF_MIN;
+                // 2026-07-28 servers send list changes only on a subscription.
+                let listen = info.as_ref().is_some_and(|i| {
+                    i.protocol_version >= ProtocolVersion::V_2026_07_28
+                        && i.capabilities
+                            .tools
+                            .as_ref()
+                            .is_some_and(|t| t.list_changed == Some(true))
+                });
+                let listener = listen.then(|| {
+                    let peer = peer.clone();
+                    let changed = conn.client.tools_changed.clone();
+                    tokio::spawn(async move {
+                        let filter = rmcp::model::SubscriptionFilter::builder()
+                            .tools_list_changed()
+                            .build();
+                        let Ok(mut sub) = peer.listen(filter).await else {
+                            return;
+                        };
+                        while let Ok(Some(n)) = sub.next().await {
+                            if matches!(
+                                n,
+                                rmcp::model::ServerNotification::ToolListChangedNotification(_)
+                            ) {
+                                changed.notify_one();
+                            }
+                        }
+                    })
+                });
                 let ct = running.cancellation_token();
                 let waiting = running.waiting();
                 tokio::pin!(waiting);
@@ -692,6 +720,9 @@ async fn supervise(conn: Arc<Connection>, spec: ConnectSpec, on_discovered: OnDi
                             break;
                         }
                         _ = conn.stop.cancelled() => {
+                            if let Some(l) = &listener {
+                                l.abort();
+                            }
                             ct.cancel();
                             let _ = tokio::time::timeout(Duration::from_secs(5), &mut waiting).await;
                             conn.peer.send_replace(None);
@@ -706,6 +737,9 @@ async fn supervise(conn: Arc<Connection>, spec: ConnectSpec, on_discovered: OnDi
                             record_discovery(&conn, r, &on_discovered);
                         }
                     }
+                }
+                if let Some(l) = listener {
+                    l.abort();
                 }
                 conn.peer.send_replace(None);
             }

@@ -1,10 +1,11 @@
 """A small stdio MCP server (official Python SDK) for the hub tests: `hang` never answers,
-`quick` answers at once, `pid` returns the process id (so a test can kill it mid-call)."""
+`quick` answers at once, `pid` returns the process id (so a test can kill it mid-call),
+`grow` adds a tool and announces it with `notifications/tools/list_changed`."""
 
 import os
 
 import anyio
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 
 app = MCPServer("hanging")
 
@@ -26,6 +27,19 @@ def quick(text: str) -> str:
 def pid() -> int:
     """This process's id."""
     return os.getpid()
+
+
+def grown() -> str:
+    """A tool that exists once `grow` ran."""
+    return "grown"
+
+
+@app.tool()
+async def grow(ctx: Context) -> str:
+    """Adds the tool `grown` and tells the client its tool list changed."""
+    app.add_tool(grown)
+    await ctx.notify_tools_changed()
+    return "added grown"
 
 
 if __name__ == "__main__":
