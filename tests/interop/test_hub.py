@@ -492,3 +492,100 @@ async def test_list_changed_refreshes_the_catalog_and_views(hub):
         assert "hanging__grown" in after
         r = await c.call_tool("hanging__grown", {})
         assert not r.is_error and r.content[0].text == "grown"
+
+
+def _wait_port(port: int, proc, what: str, timeout: float = 20) -> None:
+    import socket
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"{what} exited early ({proc.returncode})")
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    pytest.fail(f"{what} did not listen on {port} within {timeout} s")
+
+
+@pytest.fixture(scope="module")
+def http_upstreams(tmp_path_factory: pytest.TempPathFactory):
+    """server-everything over Streamable HTTP and over legacy SSE, and a Python SDK server
+    (2026-07-28) over Streamable HTTP behind a bearer token."""
+    import subprocess
+
+    from conftest import free_port
+
+    logs = tmp_path_factory.mktemp("upstream-logs")
+    procs = []
+    ports = {}
+
+    def spawn(key: str, args: list[str], env: dict | None = None):
+        port = free_port()
+        full_env = {**os.environ, **(env or {}), "PORT": str(port)}
+        out = open(logs / f"{key}.log", "wb")
+        p = subprocess.Popen([a.replace("{port}", str(port)) for a in args], env=full_env,
+                             stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        procs.append(p)
+        _wait_port(port, p, key)
+        ports[key] = port
+
+    try:
+        spawn("everything-http", [node(), str(everything_js()), "streamableHttp"])
+        spawn("everything-sse", [node(), str(everything_js()), "sse"])
+        spawn("python-http", [sys.executable, str(HERE / "upstreams" / "http_server.py"), "{port}", "s3cret-upstream-token"])
+        yield ports
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+
+
+def test_streamable_http_upstream_with_secret_headers(hub, http_upstreams):
+    srv = hub["srv"]
+    url = f"http://127.0.0.1:{http_upstreams['python-http']}/mcp"
+    denied = register(srv, {"name": "py-denied", "transport_type": "http", "config": url, "connect_timeout_secs": 10})
+    assert denied["status"] == "error" and "401" in (denied["last_error"] or ""), denied
+    requests.delete(srv.url(f"/api/v1/mcp/servers/{denied['id']}"), timeout=30)
+    ok = register(srv, {"name": "py-http", "transport_type": "http", "config": url,
+                        "headers": {"Authorization": "Bearer s3cret-upstream-token"}})
+    try:
+        assert ok["status"] == "ready" and ok["protocol_version"] == "2026-07-28", ok
+        assert ok["headers"] == ["Authorization"]
+        listing = requests.get(srv.url("/api/v1/mcp/servers"), timeout=30).text
+        assert "s3cret-upstream-token" not in listing
+
+        async def call():
+            async with mcp(srv.url("/api/mcp?servers=py-http")) as c:
+                names = [t.name for t in (await c.list_tools()).tools]
+                shout = await c.call_tool("py-http__shout", {"text": "quiet"})
+                added = await c.call_tool("py-http__add", {"a": 2, "b": 3})
+                return names, shout, added
+        names, shout, added = anyio_run(call)
+        assert names == ["py-http__add", "py-http__shout"]
+        assert shout.content[0].text == "QUIET"
+        assert not added.is_error and json.loads(added.content[0].text) == {"sum": 5}
+    finally:
+        requests.delete(srv.url(f"/api/v1/mcp/servers/{ok['id']}"), timeout=30)
+
+
+@pytest.mark.parametrize("transport,path,key", [("http", "/mcp", "everything-http"), ("sse", "/sse", "everything-sse")])
+def test_everything_over_http_and_legacy_sse(hub, http_upstreams, transport, path, key):
+    srv = hub["srv"]
+    name = f"ev-{transport}"
+    info = register(srv, {"name": name, "transport_type": transport,
+                          "config": f"http://127.0.0.1:{http_upstreams[key]}{path}"})
+    try:
+        assert info["status"] == "ready", info
+        assert {"echo", "get-sum"} <= {t["name"] for t in info["tools_cache"]}
+
+        async def call():
+            async with mcp(srv.url(f"/api/mcp?tools={name}.echo,{name}.get-sum")) as c:
+                e = await c.call_tool(f"{name}__echo", {"message": f"over {transport}"})
+                s = await c.call_tool(f"{name}__get-sum", {"a": 20, "b": 22})
+                return e, s
+        e, s = anyio_run(call)
+        assert f"over {transport}" in e.content[0].text
+        assert "42" in s.content[0].text
+    finally:
+        requests.delete(srv.url(f"/api/v1/mcp/servers/{info['id']}"), timeout=30)
