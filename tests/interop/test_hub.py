@@ -589,3 +589,32 @@ def test_everything_over_http_and_legacy_sse(hub, http_upstreams, transport, pat
         assert "42" in s.content[0].text
     finally:
         requests.delete(srv.url(f"/api/v1/mcp/servers/{info['id']}"), timeout=30)
+
+
+@pytest.mark.anyio
+async def test_own_names_for_an_endpoint_in_front_of_one_server(hub):
+    async with mcp(hub["srv"].url("/api/mcp?servers=time&names=tool")) as c:
+        assert [t.name for t in (await c.list_tools()).tools] == ["convert_time", "get_current_time"]
+        r = await c.call_tool("get_current_time", {"timezone": "UTC"})
+        assert not r.is_error
+        r = await c.call_tool("time__convert_time", {"source_timezone": "UTC", "time": "12:00", "target_timezone": "Asia/Tokyo"})
+        assert not r.is_error
+    # In search mode only pinned tools are listed (the meta-tools keep their names).
+    async with mcp(hub["srv"].url("/api/mcp?servers=everything,knowledge&names=tool&mode=search")) as c:
+        tools = (await c.list_tools()).tools
+        assert [t.name for t in tools] == ["search_tools", "call_tool"]
+    async with mcp(hub["srv"].url("/api/mcp?tools=everything.echo,knowledge.search,knowledge.query&names=tool")) as c:
+        assert sorted(t.name for t in (await c.list_tools()).tools) == ["echo", "query", "search"]
+    async with mcp(hub["srv"].url("/api/mcp?servers=time&names=bogus")) as c:
+        with pytest.raises(MCPError) as e:
+            await c.list_tools()
+        assert "names=tool" in str(e.value)
+    # Two packages with a tool of the same name cannot share one namespace.
+    twin = register(hub["srv"], {"name": "time2", "transport_type": "stdio", "config": venv_bin("mcp-server-time")})
+    try:
+        async with mcp(hub["srv"].url("/api/mcp?servers=time,time2&names=tool")) as c:
+            with pytest.raises(MCPError) as e:
+                await c.list_tools()
+            assert "more than one selected tool is called 'convert_time'" in str(e.value)
+    finally:
+        requests.delete(hub["srv"].url(f"/api/v1/mcp/servers/{twin['id']}"), timeout=30)

@@ -76,7 +76,11 @@ const CLIENT_HEADERS: &[&str] = &[
 
 /// Characters kept as they are in a URL value: RFC 3986 unreserved. Everything else is
 /// percent-encoded, which is safe in a path segment, a query and a fragment.
-const URL_VALUE: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'.').remove(b'_').remove(b'~');
+const URL_VALUE: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
 
 /// A custom HTTP tool (the seed's `CustomTool`).
 #[derive(Clone, PartialEq, Serialize, Deserialize)]
@@ -119,8 +123,11 @@ fn default_method() -> String {
 /// Header values are secrets: `Debug` shows header names only.
 impl fmt::Debug for CustomToolSpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let headers: BTreeMap<&str, &str> =
-            self.http_headers.keys().map(|k| (k.as_str(), "<redacted>")).collect();
+        let headers: BTreeMap<&str, &str> = self
+            .http_headers
+            .keys()
+            .map(|k| (k.as_str(), "<redacted>"))
+            .collect();
         f.debug_struct("CustomToolSpec")
             .field("name", &self.name)
             .field("description", &self.description)
@@ -143,7 +150,8 @@ impl CustomToolSpec {
 
     /// The response body cap in bytes.
     pub fn response_cap(&self) -> u64 {
-        self.max_response_bytes.unwrap_or(DEFAULT_MAX_RESPONSE_BYTES)
+        self.max_response_bytes
+            .unwrap_or(DEFAULT_MAX_RESPONSE_BYTES)
     }
 }
 
@@ -186,7 +194,10 @@ impl fmt::Display for CustomToolError {
             CustomToolError::InvalidArguments(m) => write!(f, "invalid arguments: {m}"),
             CustomToolError::Refused(r) => write!(f, "{r}"),
             CustomToolError::Timeout { secs } => {
-                write!(f, "the request timed out after {secs} s without a complete response")
+                write!(
+                    f,
+                    "the request timed out after {secs} s without a complete response"
+                )
             }
             CustomToolError::Connect(m) => write!(f, "connection failed: {m}"),
             CustomToolError::Http(m) => write!(f, "request failed: {m}"),
@@ -210,7 +221,10 @@ impl std::error::Error for CustomToolError {
 enum Piece<'a> {
     Lit(&'a str),
     /// A placeholder: its name and the byte offset of its `{{` in the template.
-    Var { key: &'a str, at: usize },
+    Var {
+        key: &'a str,
+        at: usize,
+    },
 }
 
 fn is_key_byte(b: u8) -> bool {
@@ -229,7 +243,9 @@ fn parse_template(t: &str) -> Result<Vec<Piece<'_>>, String> {
         }
         let inner_start = open + 2;
         let Some(close_rel) = t[inner_start..].find("}}") else {
-            return Err(format!("unclosed placeholder at byte {open} (\"{{{{\" opens a placeholder)"));
+            return Err(format!(
+                "unclosed placeholder at byte {open} (\"{{{{\" opens a placeholder)"
+            ));
         };
         let inner = &t[inner_start..inner_start + close_rel];
         let key = inner.trim();
@@ -271,7 +287,8 @@ fn args_object(args: &Value) -> Result<&Map<String, Value>, String> {
 }
 
 fn lookup<'a>(args: &'a Map<String, Value>, key: &str) -> Result<&'a Value, String> {
-    args.get(key).ok_or_else(|| format!("missing value for {{{{{key}}}}}"))
+    args.get(key)
+        .ok_or_else(|| format!("missing value for {{{{{key}}}}}"))
 }
 
 /// A value as URL text: strings as they are, anything else as JSON text.
@@ -286,7 +303,13 @@ fn scalar_text(v: &Value) -> String {
 /// A backslash ends it too: WHATWG parsers read it as `/` in http(s) URLs.
 fn authority_span(t: &str) -> Option<(usize, usize)> {
     let start = t.find("://")? + 3;
-    Some((start, start + t[start..].find(['/', '?', '#', '\\']).unwrap_or(t.len() - start)))
+    Some((
+        start,
+        start
+            + t[start..]
+                .find(['/', '?', '#', '\\'])
+                .unwrap_or(t.len() - start),
+    ))
 }
 
 /// Renders a URL template: each `{{key}}` becomes the percent-encoded value (see the module
@@ -379,7 +402,11 @@ pub fn render_body(template: &str, args: &Value) -> Result<String, String> {
     let args = args_object(args)?;
     render_body_with(template, |key, in_string| {
         let value = lookup(args, key)?;
-        Ok(if in_string { string_content(value) } else { value.to_string() })
+        Ok(if in_string {
+            string_content(value)
+        } else {
+            value.to_string()
+        })
     })
 }
 
@@ -389,9 +416,13 @@ pub fn render_body(template: &str, args: &Value) -> Result<String, String> {
 fn parse_method(m: &str) -> Result<reqwest::Method, String> {
     let upper = m.trim().to_ascii_uppercase();
     if !METHODS.contains(&upper.as_str()) {
-        return Err(format!("http_method {m:?} is not one of {}", METHODS.join(", ")));
+        return Err(format!(
+            "http_method {m:?} is not one of {}",
+            METHODS.join(", ")
+        ));
     }
-    reqwest::Method::from_bytes(upper.as_bytes()).map_err(|_| format!("http_method {m:?} is invalid"))
+    reqwest::Method::from_bytes(upper.as_bytes())
+        .map_err(|_| format!("http_method {m:?} is invalid"))
 }
 
 fn build_headers(headers: &BTreeMap<String, String>) -> Result<HeaderMap, String> {
@@ -400,11 +431,14 @@ fn build_headers(headers: &BTreeMap<String, String>) -> Result<HeaderMap, String
         let header = HeaderName::from_bytes(name.as_bytes())
             .map_err(|_| format!("http_headers: {name:?} is not a valid HTTP header name"))?;
         if CLIENT_HEADERS.contains(&header.as_str()) {
-            return Err(format!("http_headers: {name:?} is set by the HTTP client and cannot be configured"));
+            return Err(format!(
+                "http_headers: {name:?} is set by the HTTP client and cannot be configured"
+            ));
         }
         // Never echo the value: it is likely a secret.
-        let mut value = HeaderValue::from_str(value)
-            .map_err(|_| format!("http_headers: the value of {name:?} is not a valid HTTP header value"))?;
+        let mut value = HeaderValue::from_str(value).map_err(|_| {
+            format!("http_headers: the value of {name:?} is not a valid HTTP header value")
+        })?;
         value.set_sensitive(true);
         map.append(header, value);
     }
@@ -419,7 +453,9 @@ fn body_is_json(headers: &BTreeMap<String, String>) -> bool {
         .is_none_or(|(_, v)| v.to_ascii_lowercase().contains("json"))
 }
 
-const TYPE_NAMES: &[&str] = &["null", "boolean", "object", "array", "number", "integer", "string"];
+const TYPE_NAMES: &[&str] = &[
+    "null", "boolean", "object", "array", "number", "integer", "string",
+];
 
 /// Checks that a schema uses the supported keywords correctly (recursively).
 fn check_schema(schema: &Value, path: &str) -> Result<(), String> {
@@ -432,7 +468,11 @@ fn check_schema(schema: &Value, path: &str) -> Result<(), String> {
         let names: Vec<&Value> = match t {
             Value::Array(a) if !a.is_empty() => a.iter().collect(),
             Value::String(_) => vec![t],
-            _ => return Err(format!("{path}.type: must be a type name or a non-empty array of them")),
+            _ => {
+                return Err(format!(
+                    "{path}.type: must be a type name or a non-empty array of them"
+                ));
+            }
         };
         for n in names {
             match n.as_str() {
@@ -442,7 +482,9 @@ fn check_schema(schema: &Value, path: &str) -> Result<(), String> {
         }
     }
     if let Some(p) = obj.get("properties") {
-        let p = p.as_object().ok_or_else(|| format!("{path}.properties: must be an object"))?;
+        let p = p
+            .as_object()
+            .ok_or_else(|| format!("{path}.properties: must be an object"))?;
         for (k, s) in p {
             check_schema(s, &format!("{path}.properties.{k}"))?;
         }
@@ -450,7 +492,9 @@ fn check_schema(schema: &Value, path: &str) -> Result<(), String> {
     if let Some(r) = obj.get("required")
         && !r.as_array().is_some_and(|a| a.iter().all(Value::is_string))
     {
-        return Err(format!("{path}.required: must be an array of property names"));
+        return Err(format!(
+            "{path}.required: must be an array of property names"
+        ));
     }
     if let Some(a) = obj.get("additionalProperties") {
         check_schema(a, &format!("{path}.additionalProperties"))?;
@@ -475,7 +519,10 @@ fn check_schema(schema: &Value, path: &str) -> Result<(), String> {
         }
     }
     for kw in ["exclusiveMinimum", "exclusiveMaximum"] {
-        if obj.get(kw).is_some_and(|v| !v.is_number() && !v.is_boolean()) {
+        if obj
+            .get(kw)
+            .is_some_and(|v| !v.is_number() && !v.is_boolean())
+        {
             return Err(format!("{path}.{kw}: must be a number"));
         }
     }
@@ -485,8 +532,11 @@ fn check_schema(schema: &Value, path: &str) -> Result<(), String> {
         }
     }
     if let Some(p) = obj.get("pattern") {
-        let p = p.as_str().ok_or_else(|| format!("{path}.pattern: must be a string"))?;
-        regex::Regex::new(p).map_err(|e| format!("{path}.pattern: invalid regular expression: {e}"))?;
+        let p = p
+            .as_str()
+            .ok_or_else(|| format!("{path}.pattern: must be a string"))?;
+        regex::Regex::new(p)
+            .map_err(|e| format!("{path}.pattern: invalid regular expression: {e}"))?;
     }
     Ok(())
 }
@@ -505,15 +555,16 @@ pub fn validate_spec(spec: &CustomToolSpec) -> Result<(), String> {
     }
     let method = parse_method(&spec.http_method)?;
 
-    let params = spec
-        .parameters
-        .as_object()
-        .ok_or("parameters must be a JSON Schema object ({\"type\": \"object\", \"properties\": {…}})")?;
+    let params = spec.parameters.as_object().ok_or(
+        "parameters must be a JSON Schema object ({\"type\": \"object\", \"properties\": {…}})",
+    )?;
     match params.get("type") {
         None => {}
         Some(Value::String(t)) if t == "object" => {}
         Some(other) => {
-            return Err(format!("parameters must describe an object (\"type\": \"object\"), got \"type\": {other}"));
+            return Err(format!(
+                "parameters must describe an object (\"type\": \"object\"), got \"type\": {other}"
+            ));
         }
     }
     check_schema(&spec.parameters, "parameters")?;
@@ -523,7 +574,10 @@ pub fn validate_spec(spec: &CustomToolSpec) -> Result<(), String> {
     // URL
     let lower = spec.http_url.trim_start().to_ascii_lowercase();
     if !(lower.starts_with("http://") || lower.starts_with("https://")) {
-        return Err(format!("http_url {:?} must start with http:// or https://", spec.http_url));
+        return Err(format!(
+            "http_url {:?} must start with http:// or https://",
+            spec.http_url
+        ));
     }
     let url_keys = placeholders(&spec.http_url).map_err(|e| format!("http_url: {e}"))?;
     let mut dummy = Map::new();
@@ -535,7 +589,8 @@ pub fn validate_spec(spec: &CustomToolSpec) -> Result<(), String> {
         }
         dummy.insert(key.clone(), Value::String("x".into()));
     }
-    let rendered = render_url(&spec.http_url, &Value::Object(dummy)).map_err(|e| format!("http_url: {e}"))?;
+    let rendered =
+        render_url(&spec.http_url, &Value::Object(dummy)).map_err(|e| format!("http_url: {e}"))?;
     let url = Url::parse(&rendered).map_err(|e| format!("http_url: not a valid URL: {e}"))?;
     if url.host().is_none() {
         return Err("http_url: the URL has no host".into());
@@ -544,7 +599,10 @@ pub fn validate_spec(spec: &CustomToolSpec) -> Result<(), String> {
     // Body
     if let Some(template) = &spec.http_body_template {
         if method == reqwest::Method::GET {
-            return Err("http_body_template needs POST, PUT, PATCH or DELETE (a GET request has no body)".into());
+            return Err(
+                "http_body_template needs POST, PUT, PATCH or DELETE (a GET request has no body)"
+                    .into(),
+            );
         }
         for key in placeholders(template).map_err(|e| format!("http_body_template: {e}"))? {
             if !is_declared(&key) {
@@ -555,7 +613,11 @@ pub fn validate_spec(spec: &CustomToolSpec) -> Result<(), String> {
         }
         if body_is_json(&spec.http_headers) {
             let filled = render_body_with(template, |_, in_string| {
-                Ok(if in_string { "x".to_owned() } else { "null".to_owned() })
+                Ok(if in_string {
+                    "x".to_owned()
+                } else {
+                    "null".to_owned()
+                })
             })?;
             if let Err(e) = serde_json::from_str::<Value>(&filled) {
                 return Err(format!(
@@ -571,7 +633,9 @@ pub fn validate_spec(spec: &CustomToolSpec) -> Result<(), String> {
     if let Some(t) = spec.timeout_secs
         && !(1..=MAX_TIMEOUT_SECS).contains(&t)
     {
-        return Err(format!("timeout_secs must be between 1 and {MAX_TIMEOUT_SECS}, got {t}"));
+        return Err(format!(
+            "timeout_secs must be between 1 and {MAX_TIMEOUT_SECS}, got {t}"
+        ));
     }
     if let Some(m) = spec.max_response_bytes
         && !(1..=MAX_RESPONSE_BYTES_LIMIT).contains(&m)
@@ -598,7 +662,10 @@ fn type_name(v: &Value) -> &'static str {
 }
 
 fn is_integer(n: &serde_json::Number) -> bool {
-    n.is_i64() || n.is_u64() || n.as_f64().is_some_and(|f| f.is_finite() && f.fract() == 0.0)
+    n.is_i64()
+        || n.is_u64()
+        || n.as_f64()
+            .is_some_and(|f| f.is_finite() && f.fract() == 0.0)
 }
 
 fn type_matches(name: &str, v: &Value) -> bool {
@@ -617,30 +684,48 @@ fn type_matches(name: &str, v: &Value) -> bool {
 /// JSON equality with numbers compared by value (`1` equals `1.0`).
 fn json_eq(a: &Value, b: &Value) -> bool {
     match (a, b) {
-        (Value::Number(x), Value::Number(y)) => match (x.as_i64(), y.as_i64(), x.as_u64(), y.as_u64()) {
-            (Some(x), Some(y), ..) => x == y,
-            (_, _, Some(x), Some(y)) => x == y,
-            _ => x.as_f64() == y.as_f64(),
-        },
-        (Value::Array(x), Value::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(a, b)| json_eq(a, b)),
+        (Value::Number(x), Value::Number(y)) => {
+            match (x.as_i64(), y.as_i64(), x.as_u64(), y.as_u64()) {
+                (Some(x), Some(y), ..) => x == y,
+                (_, _, Some(x), Some(y)) => x == y,
+                _ => x.as_f64() == y.as_f64(),
+            }
+        }
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(a, b)| json_eq(a, b))
+        }
         (Value::Object(x), Value::Object(y)) => {
-            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| json_eq(v, w)))
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, v)| y.get(k).is_some_and(|w| json_eq(v, w)))
         }
         _ => a == b,
     }
 }
 
 fn at(path: &str, message: String) -> String {
-    if path.is_empty() { message } else { format!("{path}: {message}") }
+    if path.is_empty() {
+        message
+    } else {
+        format!("{path}: {message}")
+    }
 }
 
 fn child(path: &str, key: &str) -> String {
-    if path.is_empty() { key.to_owned() } else { format!("{path}.{key}") }
+    if path.is_empty() {
+        key.to_owned()
+    } else {
+        format!("{path}.{key}")
+    }
 }
 
 fn short_json(v: &Value) -> String {
     let s = v.to_string();
-    if s.chars().count() > 200 { format!("{}…", s.chars().take(200).collect::<String>()) } else { s }
+    if s.chars().count() > 200 {
+        format!("{}…", s.chars().take(200).collect::<String>())
+    } else {
+        s
+    }
 }
 
 fn validate_node(schema: &Value, v: &Value, path: &str, errors: &mut Vec<String>) {
@@ -664,7 +749,10 @@ fn validate_node(schema: &Value, v: &Value, path: &str, errors: &mut Vec<String>
             _ => Vec::new(),
         };
         if !names.is_empty() && !names.iter().any(|n| type_matches(n, v)) {
-            errors.push(at(path, format!("expected {}, got {}", names.join(" or "), type_name(v))));
+            errors.push(at(
+                path,
+                format!("expected {}, got {}", names.join(" or "), type_name(v)),
+            ));
             return; // further keywords would only repeat the problem
         }
     }
@@ -672,12 +760,18 @@ fn validate_node(schema: &Value, v: &Value, path: &str, errors: &mut Vec<String>
         && !options.iter().any(|o| json_eq(o, v))
     {
         let list: Vec<String> = options.iter().map(short_json).collect();
-        errors.push(at(path, format!("must be one of {}, got {}", list.join(", "), short_json(v))));
+        errors.push(at(
+            path,
+            format!("must be one of {}, got {}", list.join(", "), short_json(v)),
+        ));
     }
     if let Some(c) = obj.get("const")
         && !json_eq(c, v)
     {
-        errors.push(at(path, format!("must be {}, got {}", short_json(c), short_json(v))));
+        errors.push(at(
+            path,
+            format!("must be {}, got {}", short_json(c), short_json(v)),
+        ));
     }
 
     match v {
@@ -686,18 +780,27 @@ fn validate_node(schema: &Value, v: &Value, path: &str, errors: &mut Vec<String>
             if let Some(min) = obj.get("minLength").and_then(Value::as_u64)
                 && n < min
             {
-                errors.push(at(path, format!("must be at least {min} characters long, got {n}")));
+                errors.push(at(
+                    path,
+                    format!("must be at least {min} characters long, got {n}"),
+                ));
             }
             if let Some(max) = obj.get("maxLength").and_then(Value::as_u64)
                 && n > max
             {
-                errors.push(at(path, format!("must be at most {max} characters long, got {n}")));
+                errors.push(at(
+                    path,
+                    format!("must be at most {max} characters long, got {n}"),
+                ));
             }
             if let Some(p) = obj.get("pattern").and_then(Value::as_str) {
                 match regex::Regex::new(p) {
                     Ok(re) if re.is_match(s) => {}
                     Ok(_) => errors.push(at(path, format!("must match the pattern {p:?}"))),
-                    Err(_) => errors.push(at(path, format!("the schema's pattern {p:?} is not a valid regular expression"))),
+                    Err(_) => errors.push(at(
+                        path,
+                        format!("the schema's pattern {p:?} is not a valid regular expression"),
+                    )),
                 }
             }
         }
@@ -709,30 +812,48 @@ fn validate_node(schema: &Value, v: &Value, path: &str, errors: &mut Vec<String>
                 // Draft 4: "exclusiveMinimum": true turns minimum exclusive.
                 if flag("exclusiveMinimum") {
                     if x <= min {
-                        errors.push(at(path, format!("must be greater than {}, got {n}", obj["minimum"])));
+                        errors.push(at(
+                            path,
+                            format!("must be greater than {}, got {n}", obj["minimum"]),
+                        ));
                     }
                 } else if x < min {
-                    errors.push(at(path, format!("must be at least {}, got {n}", obj["minimum"])));
+                    errors.push(at(
+                        path,
+                        format!("must be at least {}, got {n}", obj["minimum"]),
+                    ));
                 }
             }
             if let Some(max) = num("maximum") {
                 if flag("exclusiveMaximum") {
                     if x >= max {
-                        errors.push(at(path, format!("must be less than {}, got {n}", obj["maximum"])));
+                        errors.push(at(
+                            path,
+                            format!("must be less than {}, got {n}", obj["maximum"]),
+                        ));
                     }
                 } else if x > max {
-                    errors.push(at(path, format!("must be at most {}, got {n}", obj["maximum"])));
+                    errors.push(at(
+                        path,
+                        format!("must be at most {}, got {n}", obj["maximum"]),
+                    ));
                 }
             }
             if let Some(min) = num("exclusiveMinimum")
                 && x <= min
             {
-                errors.push(at(path, format!("must be greater than {}, got {n}", obj["exclusiveMinimum"])));
+                errors.push(at(
+                    path,
+                    format!("must be greater than {}, got {n}", obj["exclusiveMinimum"]),
+                ));
             }
             if let Some(max) = num("exclusiveMaximum")
                 && x >= max
             {
-                errors.push(at(path, format!("must be less than {}, got {n}", obj["exclusiveMaximum"])));
+                errors.push(at(
+                    path,
+                    format!("must be less than {}, got {n}", obj["exclusiveMaximum"]),
+                ));
             }
         }
         Value::Array(items) => {
@@ -775,8 +896,12 @@ fn validate_node(schema: &Value, v: &Value, path: &str, errors: &mut Vec<String>
                 match props.and_then(|p| p.get(k)) {
                     Some(s) => validate_node(s, val, &child(path, k), errors),
                     None => match additional {
-                        Some(Value::Bool(false)) => errors.push(at(path, format!("unknown property {k:?}"))),
-                        Some(s @ Value::Object(_)) => validate_node(s, val, &child(path, k), errors),
+                        Some(Value::Bool(false)) => {
+                            errors.push(at(path, format!("unknown property {k:?}")))
+                        }
+                        Some(s @ Value::Object(_)) => {
+                            validate_node(s, val, &child(path, k), errors)
+                        }
                         _ => {}
                     },
                 }
@@ -797,15 +922,24 @@ fn validate_node(schema: &Value, v: &Value, path: &str, errors: &mut Vec<String>
 pub fn validate_args(schema: &Value, args: &Value) -> Result<(), String> {
     let mut errors = Vec::new();
     validate_node(schema, args, "", &mut errors);
-    if errors.is_empty() { Ok(()) } else { Err(errors.join("; ")) }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(errors.join("; "))
+    }
 }
 
 /// The arguments with top-level `default`s from the schema filled in (`null` counts as `{}`).
 fn with_defaults(schema: &Value, args: &Value) -> Value {
-    let mut args = if args.is_null() { Value::Object(Map::new()) } else { args.clone() };
-    if let (Some(obj), Some(props)) =
-        (args.as_object_mut(), schema.get("properties").and_then(Value::as_object))
-    {
+    let mut args = if args.is_null() {
+        Value::Object(Map::new())
+    } else {
+        args.clone()
+    };
+    if let (Some(obj), Some(props)) = (
+        args.as_object_mut(),
+        schema.get("properties").and_then(Value::as_object),
+    ) {
         for (k, s) in props {
             if !obj.contains_key(k)
                 && let Some(d) = s.get("default")
@@ -889,7 +1023,10 @@ struct RawResponse {
     truncated: bool,
 }
 
-async fn send_and_read(request: reqwest::RequestBuilder, cap: u64) -> Result<RawResponse, reqwest::Error> {
+async fn send_and_read(
+    request: reqwest::RequestBuilder,
+    cap: u64,
+) -> Result<RawResponse, reqwest::Error> {
     let mut response = request.send().await?;
     let status = response.status().as_u16();
     let content_type = response
@@ -909,7 +1046,12 @@ async fn send_and_read(request: reqwest::RequestBuilder, cap: u64) -> Result<Raw
         }
         body.extend_from_slice(&chunk);
     }
-    Ok(RawResponse { status, content_type, body, truncated })
+    Ok(RawResponse {
+        status,
+        content_type,
+        body,
+        truncated,
+    })
 }
 
 /// Runs a custom tool: validates the spec and the arguments (schema `default`s filled in
@@ -927,8 +1069,9 @@ pub async fn execute(
     validate_args(&spec.parameters, &args).map_err(CustomToolError::InvalidArguments)?;
 
     let url_text = render_url(&spec.http_url, &args).map_err(CustomToolError::InvalidArguments)?;
-    let url = Url::parse(&url_text)
-        .map_err(|e| CustomToolError::InvalidArguments(format!("the rendered URL is invalid: {e}")))?;
+    let url = Url::parse(&url_text).map_err(|e| {
+        CustomToolError::InvalidArguments(format!("the rendered URL is invalid: {e}"))
+    })?;
     ssrf::check_url(policy, &url).map_err(CustomToolError::Refused)?;
 
     let body = match &spec.http_body_template {
@@ -955,7 +1098,12 @@ pub async fn execute(
     let secs = timeout.as_secs();
     let target = redacted(&url);
     let client = ssrf::guarded_client_with(policy, timeout, !spec.http_headers.is_empty())
-        .map_err(|e| CustomToolError::Http(format!("could not build the HTTP client: {}", error_chain(&e))))?;
+        .map_err(|e| {
+            CustomToolError::Http(format!(
+                "could not build the HTTP client: {}",
+                error_chain(&e)
+            ))
+        })?;
     let mut request = client.request(method.clone(), url).headers(headers);
     if let Some(body) = body {
         request = request.body(body);
@@ -979,7 +1127,12 @@ pub async fn execute(
         }
     };
 
-    let RawResponse { status, content_type, mut body, truncated } = raw;
+    let RawResponse {
+        status,
+        content_type,
+        mut body,
+        truncated,
+    } = raw;
     if truncated {
         trim_partial_utf8(&mut body);
     }
@@ -989,10 +1142,19 @@ pub async fn execute(
     };
     if truncated {
         text.push_str(TRUNCATION_MARKER);
-        text.push_str(&format!(" the response was longer than {} bytes]", spec.response_cap()));
+        text.push_str(&format!(
+            " the response was longer than {} bytes]",
+            spec.response_cap()
+        ));
     }
     tracing::debug!(tool = %spec.name, %target, status, truncated, elapsed_ms, "custom tool: response");
-    Ok(CustomResponse { status, content_type, body: text, truncated, elapsed_ms })
+    Ok(CustomResponse {
+        status,
+        content_type,
+        body: text,
+        truncated,
+        elapsed_ms,
+    })
 }
 
 #[cfg(test)]
@@ -1026,8 +1188,10 @@ mod tests {
         let mut s = spec("https://api.example.com/v1/{{city}}?n={{count}}");
         assert_eq!(validate_spec(&s), Ok(()));
         s.http_method = "post".into();
-        s.http_body_template = Some(r#"{"city": "{{city}}", "n": {{count}}, "x": [{{ count }}]}"#.into());
-        s.http_headers.insert("X-Api-Key".into(), "secret-value".into());
+        s.http_body_template =
+            Some(r#"{"city": "{{city}}", "n": {{count}}, "x": [{{ count }}]}"#.into());
+        s.http_headers
+            .insert("X-Api-Key".into(), "secret-value".into());
         s.timeout_secs = Some(300);
         s.max_response_bytes = Some(10 << 20);
         assert_eq!(validate_spec(&s), Ok(()));
@@ -1045,27 +1209,68 @@ mod tests {
         check(&|s| s.name = "".into(), "must be 1 to 64");
         check(&|s| s.name = "a b".into(), "must be 1 to 64");
         check(&|s| s.name = "x".repeat(65), "must be 1 to 64");
-        check(&|s| s.http_method = "TRACE".into(), "is not one of GET, POST, PUT, PATCH, DELETE");
-        check(&|s| s.http_url = "ftp://x/{{city}}".into(), "must start with http:// or https://");
-        check(&|s| s.http_url = "https://api.example.com/{{town}}".into(), "{{town}} is not a declared parameter");
-        check(&|s| s.http_url = "https://{{city}}.example.com/".into(), "scheme or host");
-        check(&|s| s.http_url = "https://api.example.com:{{count}}/".into(), "scheme or host");
-        check(&|s| s.http_url = "https://api.example.com/{{city".into(), "unclosed placeholder");
-        check(&|s| s.http_url = "https://api.example.com/{{a b}}".into(), "invalid placeholder");
-        check(&|s| s.http_url = "https:///{{city}}".into(), "the URL template has no host");
-        check(&|s| s.http_url = "https://\\{{city}}/".into(), "the URL template has no host");
-        check(&|s| s.parameters = json!("nope"), "parameters must be a JSON Schema object");
-        check(&|s| s.parameters = json!({"type": "string"}), "must describe an object");
-        check(&|s| s.parameters = json!({"type": "object", "properties": {"city": {"type": "text"}}}), "unknown type");
+        check(
+            &|s| s.http_method = "TRACE".into(),
+            "is not one of GET, POST, PUT, PATCH, DELETE",
+        );
+        check(
+            &|s| s.http_url = "ftp://x/{{city}}".into(),
+            "must start with http:// or https://",
+        );
+        check(
+            &|s| s.http_url = "https://api.example.com/{{town}}".into(),
+            "{{town}} is not a declared parameter",
+        );
+        check(
+            &|s| s.http_url = "https://{{city}}.example.com/".into(),
+            "scheme or host",
+        );
+        check(
+            &|s| s.http_url = "https://api.example.com:{{count}}/".into(),
+            "scheme or host",
+        );
+        check(
+            &|s| s.http_url = "https://api.example.com/{{city".into(),
+            "unclosed placeholder",
+        );
+        check(
+            &|s| s.http_url = "https://api.example.com/{{a b}}".into(),
+            "invalid placeholder",
+        );
+        check(
+            &|s| s.http_url = "https:///{{city}}".into(),
+            "the URL template has no host",
+        );
+        check(
+            &|s| s.http_url = "https://\\{{city}}/".into(),
+            "the URL template has no host",
+        );
+        check(
+            &|s| s.parameters = json!("nope"),
+            "parameters must be a JSON Schema object",
+        );
+        check(
+            &|s| s.parameters = json!({"type": "string"}),
+            "must describe an object",
+        );
+        check(
+            &|s| s.parameters = json!({"type": "object", "properties": {"city": {"type": "text"}}}),
+            "unknown type",
+        );
         check(
             &|s| s.parameters = json!({"type": "object", "properties": {"city": {"pattern": "("}}}),
             "parameters.properties.city.pattern: invalid regular expression",
         );
         check(
-            &|s| s.parameters = json!({"type": "object", "properties": {"city": {"minLength": -1}}}),
+            &|s| {
+                s.parameters = json!({"type": "object", "properties": {"city": {"minLength": -1}}})
+            },
             "must be a non-negative integer",
         );
-        check(&|s| s.http_body_template = Some("{}".into()), "a GET request has no body");
+        check(
+            &|s| s.http_body_template = Some("{}".into()),
+            "a GET request has no body",
+        );
         check(
             &|s| {
                 s.http_method = "POST".into();
@@ -1080,16 +1285,37 @@ mod tests {
             },
             "not valid JSON once placeholders are filled in",
         );
-        check(&|s| s.http_headers = BTreeMap::from([("Bad Header".into(), "v".into())]), "not a valid HTTP header name");
         check(
-            &|s| s.http_headers = BTreeMap::from([("X-Key".into(), "secret-value\r\nX-Evil: 1".into())]),
+            &|s| s.http_headers = BTreeMap::from([("Bad Header".into(), "v".into())]),
+            "not a valid HTTP header name",
+        );
+        check(
+            &|s| {
+                s.http_headers =
+                    BTreeMap::from([("X-Key".into(), "secret-value\r\nX-Evil: 1".into())])
+            },
             "the value of \"X-Key\" is not a valid HTTP header value",
         );
-        check(&|s| s.http_headers = BTreeMap::from([("Host".into(), "x".into())]), "set by the HTTP client");
-        check(&|s| s.timeout_secs = Some(301), "timeout_secs must be between 1 and 300");
-        check(&|s| s.timeout_secs = Some(0), "timeout_secs must be between 1 and 300");
-        check(&|s| s.max_response_bytes = Some((10 << 20) + 1), "max_response_bytes must be between");
-        check(&|s| s.http_url = "https://api.example.com/a/../{{city}}".into(), "segment");
+        check(
+            &|s| s.http_headers = BTreeMap::from([("Host".into(), "x".into())]),
+            "set by the HTTP client",
+        );
+        check(
+            &|s| s.timeout_secs = Some(301),
+            "timeout_secs must be between 1 and 300",
+        );
+        check(
+            &|s| s.timeout_secs = Some(0),
+            "timeout_secs must be between 1 and 300",
+        );
+        check(
+            &|s| s.max_response_bytes = Some((10 << 20) + 1),
+            "max_response_bytes must be between",
+        );
+        check(
+            &|s| s.http_url = "https://api.example.com/a/../{{city}}".into(),
+            "segment",
+        );
     }
 
     #[test]
@@ -1098,7 +1324,8 @@ mod tests {
         s.http_method = "POST".into();
         s.http_body_template = Some("city={{city}}".into());
         assert!(validate_spec(&s).is_err());
-        s.http_headers.insert("Content-Type".into(), "text/plain".into());
+        s.http_headers
+            .insert("Content-Type".into(), "text/plain".into());
         assert_eq!(validate_spec(&s), Ok(()));
     }
 
@@ -1114,16 +1341,29 @@ mod tests {
         assert_eq!(s.parameters, json!({"type": "object", "properties": {}}));
         assert_eq!(validate_spec(&s), Ok(()));
         let debug = format!("{s:?}");
-        assert!(debug.contains("Authorization") && !debug.contains("secret-value"), "{debug}");
+        assert!(
+            debug.contains("Authorization") && !debug.contains("secret-value"),
+            "{debug}"
+        );
         let back = serde_json::to_value(&s).unwrap();
         assert_eq!(back["http_headers"]["Authorization"], "Bearer secret-value");
-        assert!(serde_json::from_value::<CustomToolSpec>(json!({"name": "t", "http_url": "x", "url": "y"})).is_err());
+        assert!(
+            serde_json::from_value::<CustomToolSpec>(
+                json!({"name": "t", "http_url": "x", "url": "y"})
+            )
+            .is_err()
+        );
     }
 
     #[test]
     fn url_values_stay_inside_their_segment() {
-        let args = json!({"q": "a b/c?d=1&e#f%", "n": 5, "flag": true, "none": null, "dots": "v1.2_~-"});
-        let url = render_url("https://h.example/s/{{q}}?q={{q}}&n={{n}}&f={{flag}}&x={{none}}&d={{dots}}", &args).unwrap();
+        let args =
+            json!({"q": "a b/c?d=1&e#f%", "n": 5, "flag": true, "none": null, "dots": "v1.2_~-"});
+        let url = render_url(
+            "https://h.example/s/{{q}}?q={{q}}&n={{n}}&f={{flag}}&x={{none}}&d={{dots}}",
+            &args,
+        )
+        .unwrap();
         assert_eq!(
             url,
             "https://h.example/s/a%20b%2Fc%3Fd%3D1%26e%23f%25?q=a%20b%2Fc%3Fd%3D1%26e%23f%25&n=5&f=true&x=null&d=v1.2_~-"
@@ -1134,12 +1374,18 @@ mod tests {
         assert_eq!(pairs[0], ("q".into(), "a b/c?d=1&e#f%".into()));
         assert_eq!(pairs.len(), 5);
         // Non-ASCII is UTF-8 percent-encoded.
-        assert_eq!(render_url("http://h/{{q}}", &json!({"q": "é"})).unwrap(), "http://h/%C3%A9");
+        assert_eq!(
+            render_url("http://h/{{q}}", &json!({"q": "é"})).unwrap(),
+            "http://h/%C3%A9"
+        );
     }
 
     #[test]
     fn url_rendering_errors() {
-        assert_eq!(render_url("http://h/{{q}}", &json!({})).unwrap_err(), "missing value for {{q}}");
+        assert_eq!(
+            render_url("http://h/{{q}}", &json!({})).unwrap_err(),
+            "missing value for {{q}}"
+        );
         for bad in ["..", ".", "%2e%2E"] {
             let e = render_url("http://h/api/{{id}}/x", &json!({"id": bad})).unwrap_err();
             assert!(e.contains("segment"), "{bad}: {e}");
@@ -1147,9 +1393,20 @@ mod tests {
         // ".." in a query is harmless.
         assert!(render_url("http://h/api?x={{id}}", &json!({"id": ".."})).is_ok());
         // "../" has its slash encoded, so the segment is "..%2F": no dot segment.
-        assert_eq!(render_url("http://h/a/{{id}}", &json!({"id": "../b"})).unwrap(), "http://h/a/..%2Fb");
-        assert!(render_url("http://{{h}}/", &json!({"h": "x"})).unwrap_err().contains("scheme or host"));
-        assert!(render_url("http://h/", &json!([1])).unwrap_err().contains("must be a JSON object"));
+        assert_eq!(
+            render_url("http://h/a/{{id}}", &json!({"id": "../b"})).unwrap(),
+            "http://h/a/..%2Fb"
+        );
+        assert!(
+            render_url("http://{{h}}/", &json!({"h": "x"}))
+                .unwrap_err()
+                .contains("scheme or host")
+        );
+        assert!(
+            render_url("http://h/", &json!([1]))
+                .unwrap_err()
+                .contains("must be a JSON object")
+        );
     }
 
     #[test]
@@ -1177,7 +1434,10 @@ mod tests {
         assert_eq!(body, r#"{"a": "x\"7\"", "b": 7}"#);
         // Braces before a placeholder stay literal.
         assert_eq!(render_body("[{{{n}}}]", &json!({"n": 1})).unwrap(), "[{1}]");
-        assert_eq!(render_body("{{n}}", &json!({})).unwrap_err(), "missing value for {{n}}");
+        assert_eq!(
+            render_body("{{n}}", &json!({})).unwrap_err(),
+            "missing value for {{n}}"
+        );
     }
 
     #[test]
@@ -1210,22 +1470,70 @@ mod tests {
         assert_eq!(validate_args(&schema, &ok), Ok(()));
 
         let err = |v: Value| validate_args(&schema, &v).unwrap_err();
-        assert_eq!(err(json!({"query": 5, "city": "Oslo"})), "query: expected string, got number");
-        assert_eq!(err(json!({"query": "abc"})), "missing required property \"city\"");
-        assert_eq!(err(json!({"query": "a", "city": "Oslo"})), "query: must be at least 2 characters long, got 1");
-        assert_eq!(err(json!({"query": "abcdef", "city": "Oslo"})), "query: must be at most 5 characters long, got 6");
-        assert_eq!(err(json!({"query": "ABC", "city": "Oslo"})), "query: must match the pattern \"^[a-z]+$\"");
-        assert_eq!(err(json!({"query": "abc", "city": "Rome"})), "city: must be one of \"Paris\", \"Oslo\", got \"Rome\"");
-        assert_eq!(err(json!({"query": "abc", "city": "Oslo", "n": 1.5})), "n: expected integer, got number");
-        assert_eq!(err(json!({"query": "abc", "city": "Oslo", "n": 0})), "n: must be at least 1, got 0");
-        assert_eq!(err(json!({"query": "abc", "city": "Oslo", "n": 11})), "n: must be at most 10, got 11");
-        assert_eq!(validate_args(&schema, &json!({"query": "abc", "city": "Oslo", "n": 2.0})), Ok(()));
-        assert_eq!(err(json!({"query": "abc", "city": "Oslo", "ratio": 1})), "ratio: must be less than 1, got 1");
-        assert_eq!(err(json!({"query": "abc", "city": "Oslo", "ratio": 0})), "ratio: must be greater than 0, got 0");
-        assert_eq!(err(json!({"query": "abc", "city": "Oslo", "opt": 1})), "opt: expected string or null, got number");
-        assert_eq!(err(json!({"query": "abc", "city": "Oslo", "kind": "y"})), "kind: must be \"x\", got \"y\"");
-        assert_eq!(err(json!({"query": "abc", "city": "Oslo", "tags": []})), "tags: must have at least 1 items, got 0");
-        assert_eq!(err(json!({"query": "abc", "city": "Oslo", "tags": ["a", "b", "c"]})), "tags: must have at most 2 items, got 3");
+        assert_eq!(
+            err(json!({"query": 5, "city": "Oslo"})),
+            "query: expected string, got number"
+        );
+        assert_eq!(
+            err(json!({"query": "abc"})),
+            "missing required property \"city\""
+        );
+        assert_eq!(
+            err(json!({"query": "a", "city": "Oslo"})),
+            "query: must be at least 2 characters long, got 1"
+        );
+        assert_eq!(
+            err(json!({"query": "abcdef", "city": "Oslo"})),
+            "query: must be at most 5 characters long, got 6"
+        );
+        assert_eq!(
+            err(json!({"query": "ABC", "city": "Oslo"})),
+            "query: must match the pattern \"^[a-z]+$\""
+        );
+        assert_eq!(
+            err(json!({"query": "abc", "city": "Rome"})),
+            "city: must be one of \"Paris\", \"Oslo\", got \"Rome\""
+        );
+        assert_eq!(
+            err(json!({"query": "abc", "city": "Oslo", "n": 1.5})),
+            "n: expected integer, got number"
+        );
+        assert_eq!(
+            err(json!({"query": "abc", "city": "Oslo", "n": 0})),
+            "n: must be at least 1, got 0"
+        );
+        assert_eq!(
+            err(json!({"query": "abc", "city": "Oslo", "n": 11})),
+            "n: must be at most 10, got 11"
+        );
+        assert_eq!(
+            validate_args(&schema, &json!({"query": "abc", "city": "Oslo", "n": 2.0})),
+            Ok(())
+        );
+        assert_eq!(
+            err(json!({"query": "abc", "city": "Oslo", "ratio": 1})),
+            "ratio: must be less than 1, got 1"
+        );
+        assert_eq!(
+            err(json!({"query": "abc", "city": "Oslo", "ratio": 0})),
+            "ratio: must be greater than 0, got 0"
+        );
+        assert_eq!(
+            err(json!({"query": "abc", "city": "Oslo", "opt": 1})),
+            "opt: expected string or null, got number"
+        );
+        assert_eq!(
+            err(json!({"query": "abc", "city": "Oslo", "kind": "y"})),
+            "kind: must be \"x\", got \"y\""
+        );
+        assert_eq!(
+            err(json!({"query": "abc", "city": "Oslo", "tags": []})),
+            "tags: must have at least 1 items, got 0"
+        );
+        assert_eq!(
+            err(json!({"query": "abc", "city": "Oslo", "tags": ["a", "b", "c"]})),
+            "tags: must have at most 2 items, got 3"
+        );
         assert_eq!(
             err(json!({"query": "abc", "city": "Oslo", "tags": ["a", "long"]})),
             "tags[1]: must be at most 3 characters long, got 4"
@@ -1238,19 +1546,37 @@ mod tests {
             err(json!({"query": "abc", "city": "Oslo", "filters": {"city": 1}})),
             "filters.city: expected string, got number"
         );
-        assert_eq!(err(json!({"query": "abc", "city": "Oslo", "extra": {"a": "x"}})), "extra.a: expected integer, got string");
-        assert_eq!(err(json!({"query": "abc", "city": "Oslo", "zzz": 1})), "unknown property \"zzz\"");
+        assert_eq!(
+            err(json!({"query": "abc", "city": "Oslo", "extra": {"a": "x"}})),
+            "extra.a: expected integer, got string"
+        );
+        assert_eq!(
+            err(json!({"query": "abc", "city": "Oslo", "zzz": 1})),
+            "unknown property \"zzz\""
+        );
         assert_eq!(err(json!([1])), "expected object, got array");
         // Several problems are all reported.
-        assert_eq!(err(json!({"query": 1})), "missing required property \"city\"; query: expected string, got number");
+        assert_eq!(
+            err(json!({"query": 1})),
+            "missing required property \"city\"; query: expected string, got number"
+        );
     }
 
     #[test]
     fn argument_validation_edge_cases() {
         assert_eq!(validate_args(&json!(true), &json!(1)), Ok(()));
-        assert_eq!(validate_args(&json!(false), &json!(1)).unwrap_err(), "no value is allowed here");
-        assert_eq!(validate_args(&json!({"enum": [1, "a"]}), &json!(1.0)), Ok(()));
-        assert_eq!(validate_args(&json!({"type": "integer"}), &json!(-3)), Ok(()));
+        assert_eq!(
+            validate_args(&json!(false), &json!(1)).unwrap_err(),
+            "no value is allowed here"
+        );
+        assert_eq!(
+            validate_args(&json!({"enum": [1, "a"]}), &json!(1.0)),
+            Ok(())
+        );
+        assert_eq!(
+            validate_args(&json!({"type": "integer"}), &json!(-3)),
+            Ok(())
+        );
         assert_eq!(validate_args(&json!({"type": "number"}), &json!(3)), Ok(()));
         assert_eq!(
             validate_args(&json!({"minimum": 5, "exclusiveMinimum": true}), &json!(5)).unwrap_err(),
@@ -1259,14 +1585,21 @@ mod tests {
         // Tuple items.
         let tuple = json!({"items": [{"type": "string"}, {"type": "integer"}]});
         assert_eq!(validate_args(&tuple, &json!(["a", 1, "extra"])), Ok(()));
-        assert_eq!(validate_args(&tuple, &json!([1, 1])).unwrap_err(), "[0]: expected string, got number");
+        assert_eq!(
+            validate_args(&tuple, &json!([1, 1])).unwrap_err(),
+            "[0]: expected string, got number"
+        );
         // minLength counts characters, not bytes.
-        assert_eq!(validate_args(&json!({"maxLength": 2}), &json!("éé")), Ok(()));
+        assert_eq!(
+            validate_args(&json!({"maxLength": 2}), &json!("éé")),
+            Ok(())
+        );
     }
 
     #[test]
     fn defaults_fill_missing_arguments() {
-        let schema = json!({"type": "object", "properties": {"n": {"type": "integer", "default": 10}}});
+        let schema =
+            json!({"type": "object", "properties": {"n": {"type": "integer", "default": 10}}});
         assert_eq!(with_defaults(&schema, &Value::Null), json!({"n": 10}));
         assert_eq!(with_defaults(&schema, &json!({"n": 3})), json!({"n": 3}));
     }

@@ -18,7 +18,7 @@ pub mod upstream;
 pub mod view;
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, Once};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use quarry_core::{Error, Result, now_millis};
@@ -42,14 +42,6 @@ use upstream::{ConnectSpec, Connection, UpstreamOptions, UpstreamSecrets};
 pub const MACHINE_OWNER: &str = "local";
 /// Default cap on the tools of one endpoint (Cursor stops at 40).
 pub const DEFAULT_MAX_TOOLS: usize = 32;
-
-/// rustls needs one process-wide crypto provider; `ring` is the one already in the tree.
-pub(crate) fn install_crypto_provider() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    });
-}
 
 /// Hub settings, fixed at start.
 #[derive(Debug, Clone)]

@@ -75,7 +75,7 @@ fn hex_hash(s: &str) -> String {
     digest.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-fn wire_char_ok(c: char) -> bool {
+pub(crate) fn wire_char_ok(c: char) -> bool {
     c.is_ascii_alphanumeric() || c == '_' || c == '-'
 }
 
@@ -105,6 +105,9 @@ pub struct Selection {
     pub servers: Option<Vec<String>>,
     pub pin: Vec<String>,
     pub search_mode: bool,
+    /// `?names=tool`: list tools under their own names (no `package__` prefix) — for an
+    /// endpoint in front of one server; refused when two selected tools share a name.
+    pub own_names: bool,
 }
 
 impl Selection {
@@ -127,6 +130,15 @@ impl Selection {
                 "tools" => sel.tools.get_or_insert_with(Vec::new).extend(list()),
                 "servers" => sel.servers.get_or_insert_with(Vec::new).extend(list()),
                 "pin" => sel.pin.extend(list()),
+                "names" => match value.as_str() {
+                    "tool" => sel.own_names = true,
+                    "" | "package" => sel.own_names = false,
+                    other => {
+                        return Err(format!(
+                            "unknown names '{other}': use names=tool (the tools' own names) or names=package (package__tool, the default)"
+                        ));
+                    }
+                },
                 "mode" => match value.as_str() {
                     "search" => sel.search_mode = true,
                     "" | "list" => sel.search_mode = false,
@@ -144,7 +156,11 @@ impl Selection {
 
     /// Whether the URL chose anything (otherwise the endpoint's default view applies).
     pub fn is_empty(&self) -> bool {
-        self.tools.is_none() && self.servers.is_none() && self.pin.is_empty() && !self.search_mode
+        self.tools.is_none()
+            && self.servers.is_none()
+            && self.pin.is_empty()
+            && !self.search_mode
+            && !self.own_names
     }
 }
 
@@ -177,17 +193,28 @@ mod tests {
 
     #[test]
     fn wire_names_are_valid_short_and_stable_otherwise() {
-        let long = wire_name("filesystem", "read_multiple_files_with_a_very_long_name", 48);
+        let long = wire_name(
+            "filesystem",
+            "read_multiple_files_with_a_very_long_name",
+            48,
+        );
         assert!(long.len() <= 48, "{long}");
         assert!(long.chars().all(wire_char_ok));
         assert_eq!(
             long,
-            wire_name("filesystem", "read_multiple_files_with_a_very_long_name", 48)
+            wire_name(
+                "filesystem",
+                "read_multiple_files_with_a_very_long_name",
+                48
+            )
         );
         let dotted = wire_name("git", "repo.status", 48);
         assert!(dotted.starts_with("git__repo_status_"), "{dotted}");
         // Two names that clean to the same text still differ.
-        assert_ne!(wire_name("git", "repo.status", 48), wire_name("git", "repo/status", 48));
+        assert_ne!(
+            wire_name("git", "repo.status", 48),
+            wire_name("git", "repo/status", 48)
+        );
     }
 
     #[test]
@@ -210,19 +237,31 @@ mod tests {
         .unwrap();
         assert_eq!(
             s.tools.as_deref(),
-            Some(&["everything.echo".to_owned(), "time.get_current_time".to_owned()][..])
+            Some(
+                &[
+                    "everything.echo".to_owned(),
+                    "time.get_current_time".to_owned()
+                ][..]
+            )
         );
         assert_eq!(s.servers.as_deref(), Some(&["git".to_owned()][..]));
         assert_eq!(s.pin, vec!["a.b".to_owned()]);
         assert!(s.search_mode);
         assert!(Selection::from_query(Some("mode=bogus")).is_err());
         assert!(Selection::from_query(None).unwrap().is_empty());
-        assert!(Selection::from_query(Some("token=x&kb=a")).unwrap().is_empty());
+        assert!(
+            Selection::from_query(Some("token=x&kb=a"))
+                .unwrap()
+                .is_empty()
+        );
     }
 
     #[test]
     fn catalog_names_split_at_the_first_dot() {
-        assert_eq!(split_catalog_name("git.repo.status"), Some(("git", "repo.status")));
+        assert_eq!(
+            split_catalog_name("git.repo.status"),
+            Some(("git", "repo.status"))
+        );
         assert_eq!(split_catalog_name("nodot"), None);
         assert_eq!(split_catalog_name(".x"), None);
     }

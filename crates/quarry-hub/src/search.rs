@@ -73,9 +73,6 @@ impl CatalogIndex {
             return Ok(Vec::new());
         }
         let hits = self.fts.search(&parsed, ids.as_deref(), limit)?;
-        Ok(hits
-            .into_iter()
-            .map(|h| (h.id as usize, h.score))
-            .collect())
+        Ok(hits.into_iter().map(|h| (h.id as usize, h.score)).collect())
     }
 }

@@ -271,22 +271,23 @@ impl SseClientTransport {
         let sse_url = parse_http_url(&url)?;
 
         let mut get_headers = headers.clone();
-        get_headers.insert(header::ACCEPT, HeaderValue::from_static("text/event-stream"));
+        get_headers.insert(
+            header::ACCEPT,
+            HeaderValue::from_static("text/event-stream"),
+        );
         let mut post_headers = headers;
         post_headers.insert(
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
         );
 
-        let (events, endpoint) = tokio::time::timeout(
-            connect_timeout,
-            open_stream(&client, &sse_url, get_headers),
-        )
-        .await
-        .map_err(|_| SseTransportError::ConnectTimeout {
-            url: redact(&sse_url),
-            timeout: connect_timeout,
-        })??;
+        let (events, endpoint) =
+            tokio::time::timeout(connect_timeout, open_stream(&client, &sse_url, get_headers))
+                .await
+                .map_err(|_| SseTransportError::ConnectTimeout {
+                    url: redact(&sse_url),
+                    timeout: connect_timeout,
+                })??;
         tracing::debug!(sse = %redact(&sse_url), endpoint = %redact(&endpoint), "SSE session open");
 
         let (tx, inbox) = mpsc::channel(INBOX_CAPACITY);
@@ -622,15 +623,15 @@ impl EventReader {
             if let Some(event) = self.pending.pop_front() {
                 return Ok(Some(event));
             }
-            let chunk = self
-                .response
-                .chunk()
-                .await
-                .map_err(|source| SseTransportError::Request {
-                    method: "GET",
-                    url: self.url.clone(),
-                    source: source.without_url(),
-                })?;
+            let chunk =
+                self.response
+                    .chunk()
+                    .await
+                    .map_err(|source| SseTransportError::Request {
+                        method: "GET",
+                        url: self.url.clone(),
+                        source: source.without_url(),
+                    })?;
             match chunk {
                 Some(chunk) => self.parser.feed(&chunk, &mut self.pending)?,
                 // An unterminated last event is dropped, as the SSE spec says.
@@ -841,7 +842,10 @@ mod tests {
         let err = parser
             .feed(b"data: 01234\ndata: 56789\ndata: abcde\n", &mut out)
             .unwrap_err();
-        assert!(matches!(err, SseTransportError::EventTooLarge { limit: 16 }));
+        assert!(matches!(
+            err,
+            SseTransportError::EventTooLarge { limit: 16 }
+        ));
         // One line that never ends.
         let mut parser = SseParser::new(16);
         parser.feed(b"data: 0123", &mut out).unwrap();

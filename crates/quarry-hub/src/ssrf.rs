@@ -62,14 +62,19 @@ impl Cidr {
         let cidr = Cidr { addr, prefix };
         let network = cidr.network();
         if network != addr {
-            return Err(format!("{addr}/{prefix} has host bits set; did you mean {network}/{prefix}?"));
+            return Err(format!(
+                "{addr}/{prefix} has host bits set; did you mean {network}/{prefix}?"
+            ));
         }
         Ok(cidr)
     }
 
     /// A single address (`/32` or `/128`).
     pub fn host(addr: IpAddr) -> Cidr {
-        Cidr { addr, prefix: if addr.is_ipv4() { 32 } else { 128 } }
+        Cidr {
+            addr,
+            prefix: if addr.is_ipv4() { 32 } else { 128 },
+        }
     }
 
     pub fn addr(&self) -> IpAddr {
@@ -105,11 +110,19 @@ impl Cidr {
 }
 
 fn mask32(prefix: u8) -> u32 {
-    if prefix == 0 { 0 } else { u32::MAX << (32 - u32::from(prefix)) }
+    if prefix == 0 {
+        0
+    } else {
+        u32::MAX << (32 - u32::from(prefix))
+    }
 }
 
 fn mask128(prefix: u8) -> u128 {
-    if prefix == 0 { 0 } else { u128::MAX << (128 - u32::from(prefix)) }
+    if prefix == 0 {
+        0
+    } else {
+        u128::MAX << (128 - u32::from(prefix))
+    }
 }
 
 impl fmt::Display for Cidr {
@@ -128,7 +141,10 @@ impl FromStr for Cidr {
             Some((a, p)) => (a.trim(), Some(p.trim())),
             None => (s, None),
         };
-        let addr = addr.strip_prefix('[').and_then(|a| a.strip_suffix(']')).unwrap_or(addr);
+        let addr = addr
+            .strip_prefix('[')
+            .and_then(|a| a.strip_suffix(']'))
+            .unwrap_or(addr);
         let addr: IpAddr = addr
             .parse()
             .map_err(|_| format!("{addr:?} is not an IP address"))?;
@@ -192,14 +208,20 @@ impl NetPolicy {
         if self.allows(ip) || embedded.is_some_and(|v4| self.allows(IpAddr::V4(v4))) {
             return Ok(());
         }
-        Err(Refused::Address { ip, embedded, class })
+        Err(Refused::Address {
+            ip,
+            embedded,
+            class,
+        })
     }
 
     /// Refuses cloud metadata host names (by name; their addresses are refused anyway).
     pub fn check_host_name(&self, host: &str) -> Result<(), Refused> {
         let name = host.trim_end_matches('.').to_ascii_lowercase();
         if METADATA_HOST_NAMES.contains(&name.as_str()) {
-            return Err(Refused::HostName { host: host.to_owned() });
+            return Err(Refused::HostName {
+                host: host.to_owned(),
+            });
         }
         Ok(())
     }
@@ -334,7 +356,11 @@ fn classify(ip: IpAddr) -> (Option<Ipv4Addr>, Option<AddrClass>) {
 #[non_exhaustive]
 pub enum Refused {
     /// A non-public address that is not allow-listed.
-    Address { ip: IpAddr, embedded: Option<Ipv4Addr>, class: AddrClass },
+    Address {
+        ip: IpAddr,
+        embedded: Option<Ipv4Addr>,
+        class: AddrClass,
+    },
     /// A cloud metadata host name.
     HostName { host: String },
     /// A scheme other than http and https.
@@ -351,22 +377,28 @@ impl Refused {
     /// The range to allow-list to let this through, when one would.
     pub fn allow_hint(&self) -> Option<String> {
         match self {
-            Refused::Address { ip, embedded, .. } => {
-                Some(match embedded {
-                    Some(v4) => format!("{v4}/32"),
-                    None => Cidr::host(*ip).to_string(),
-                })
-            }
+            Refused::Address { ip, embedded, .. } => Some(match embedded {
+                Some(v4) => format!("{v4}/32"),
+                None => Cidr::host(*ip).to_string(),
+            }),
             _ => None,
         }
     }
 
     fn describe(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Refused::Address { ip, embedded: Some(v4), class } => {
+            Refused::Address {
+                ip,
+                embedded: Some(v4),
+                class,
+            } => {
                 write!(f, "{ip} embeds the IPv4 address {v4}, which is {class}")
             }
-            Refused::Address { ip, embedded: None, class } => write!(f, "{ip} is {class}"),
+            Refused::Address {
+                ip,
+                embedded: None,
+                class,
+            } => write!(f, "{ip} is {class}"),
             Refused::HostName { host } => write!(f, "{host} is a cloud metadata host name"),
             Refused::Scheme { scheme } => {
                 write!(f, "scheme {scheme:?} is not allowed (only http and https)")
@@ -396,7 +428,8 @@ impl fmt::Display for Refused {
         self.describe(f)?;
         match self {
             Refused::NoAllowedAddress { refused, .. } => {
-                let mut hints: Vec<String> = refused.iter().filter_map(Refused::allow_hint).collect();
+                let mut hints: Vec<String> =
+                    refused.iter().filter_map(Refused::allow_hint).collect();
                 hints.dedup();
                 if !hints.is_empty() {
                     write!(f, " (allow one with --allow-net {})", hints.join(","))?;
@@ -420,7 +453,11 @@ impl std::error::Error for Refused {}
 pub fn check_url(policy: &NetPolicy, url: &Url) -> Result<(), Refused> {
     match url.scheme() {
         "http" | "https" => {}
-        other => return Err(Refused::Scheme { scheme: other.to_owned() }),
+        other => {
+            return Err(Refused::Scheme {
+                scheme: other.to_owned(),
+            });
+        }
     }
     match url.host() {
         None => Err(Refused::NoHost),
@@ -470,7 +507,8 @@ impl reqwest::dns::Resolve for GuardedResolver {
         let host = name.as_str().to_owned();
         Box::pin(async move {
             policy.check_host_name(&host)?;
-            let resolved: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
+            let resolved: Vec<SocketAddr> =
+                tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
             let mut allowed: Vec<SocketAddr> = Vec::new();
             let mut refused: Vec<Refused> = Vec::new();
             for addr in resolved {
@@ -538,7 +576,10 @@ pub fn ensure_crypto_provider() {
 /// the checking redirect policy, no proxy, no `Referer`, and `timeout` for the whole request
 /// (body included). IP-literal URLs bypass the resolver: check them with [`check_url`] before
 /// sending.
-pub fn guarded_client(policy: &NetPolicy, timeout: Duration) -> Result<reqwest::Client, reqwest::Error> {
+pub fn guarded_client(
+    policy: &NetPolicy,
+    timeout: Duration,
+) -> Result<reqwest::Client, reqwest::Error> {
     guarded_client_with(policy, timeout, false)
 }
 
@@ -653,9 +694,16 @@ mod tests {
             ("2002:c0a8:101::1", "192.168.1.1"),
         ] {
             match p.check_ip(ip(addr)) {
-                Err(r @ Refused::Address { embedded: Some(e), .. }) => {
+                Err(
+                    r @ Refused::Address {
+                        embedded: Some(e), ..
+                    },
+                ) => {
                     assert_eq!(IpAddr::V4(e), ip(v4), "{addr}");
-                    assert!(r.to_string().contains(&format!("--allow-net {v4}/32")), "{r}");
+                    assert!(
+                        r.to_string().contains(&format!("--allow-net {v4}/32")),
+                        "{r}"
+                    );
                 }
                 other => panic!("{addr}: {other:?}"),
             }
@@ -673,8 +721,13 @@ mod tests {
             "refused: 127.0.0.1 is a loopback address (allow it with --allow-net 127.0.0.1/32)"
         );
         let r = NetPolicy::default().check_ip(ip("::1")).unwrap_err();
-        assert_eq!(r.to_string(), "refused: ::1 is a loopback address (allow it with --allow-net ::1/128)");
-        let r = NetPolicy::default().check_ip(ip("::ffff:10.1.2.3")).unwrap_err();
+        assert_eq!(
+            r.to_string(),
+            "refused: ::1 is a loopback address (allow it with --allow-net ::1/128)"
+        );
+        let r = NetPolicy::default()
+            .check_ip(ip("::ffff:10.1.2.3"))
+            .unwrap_err();
         assert_eq!(
             r.to_string(),
             "refused: ::ffff:10.1.2.3 embeds the IPv4 address 10.1.2.3, which is a private address \
@@ -705,9 +758,14 @@ mod tests {
         assert_eq!(p.check_ip(ip("::1")), Ok(()));
         assert_eq!(p.check_ip(ip("fd12::1")), Ok(()));
         assert!(p.check_ip(ip("192.168.0.1")).is_err());
-        assert_eq!(NetPolicy::parse_allow_list("").unwrap(), NetPolicy::default());
         assert_eq!(
-            NetPolicy::parse_allow_list("0.0.0.0/0").unwrap().check_ip(ip("169.254.169.254")),
+            NetPolicy::parse_allow_list("").unwrap(),
+            NetPolicy::default()
+        );
+        assert_eq!(
+            NetPolicy::parse_allow_list("0.0.0.0/0")
+                .unwrap()
+                .check_ip(ip("169.254.169.254")),
             Ok(())
         );
     }
@@ -715,9 +773,15 @@ mod tests {
     #[test]
     fn allow_list_errors_are_clear() {
         let e = NetPolicy::parse_allow_list("10.0.0.0/33").unwrap_err();
-        assert_eq!(e, "invalid --allow-net entry \"10.0.0.0/33\": prefix length 33 is larger than 32");
+        assert_eq!(
+            e,
+            "invalid --allow-net entry \"10.0.0.0/33\": prefix length 33 is larger than 32"
+        );
         let e = NetPolicy::parse_allow_list("127.0.0.1/32,localhost").unwrap_err();
-        assert_eq!(e, "invalid --allow-net entry \"localhost\": \"localhost\" is not an IP address");
+        assert_eq!(
+            e,
+            "invalid --allow-net entry \"localhost\": \"localhost\" is not an IP address"
+        );
         let e = NetPolicy::parse_allow_list("10.0.0.1/8").unwrap_err();
         assert!(e.contains("host bits set; did you mean 10.0.0.0/8?"), "{e}");
         let e = NetPolicy::parse_allow_list("10.0.0.0/x").unwrap_err();
@@ -756,25 +820,57 @@ mod tests {
             let url = Url::parse(s).unwrap();
             assert_eq!(url.host(), Some(Host::Ipv4(Ipv4Addr::LOCALHOST)), "{s}");
             match url_refusal(s) {
-                Some(r @ Refused::Address { class: AddrClass::Loopback, .. }) => {
-                    assert!(r.to_string().starts_with("refused: 127.0.0.1 is a loopback address"), "{r}")
+                Some(
+                    r @ Refused::Address {
+                        class: AddrClass::Loopback,
+                        ..
+                    },
+                ) => {
+                    assert!(
+                        r.to_string()
+                            .starts_with("refused: 127.0.0.1 is a loopback address"),
+                        "{r}"
+                    )
                 }
                 other => panic!("{s}: {other:?}"),
             }
         }
-        assert!(matches!(url_refusal("http://[::1]/"), Some(Refused::Address { .. })));
-        assert!(matches!(url_refusal("http://[::ffff:127.0.0.1]/"), Some(Refused::Address { .. })));
-        assert!(matches!(url_refusal("http://[0:0:0:0:0:ffff:7f00:1]:80/"), Some(Refused::Address { .. })));
-        assert!(matches!(url_refusal("http://169.254.169.254/latest/meta-data/"), Some(Refused::Address { .. })));
+        assert!(matches!(
+            url_refusal("http://[::1]/"),
+            Some(Refused::Address { .. })
+        ));
+        assert!(matches!(
+            url_refusal("http://[::ffff:127.0.0.1]/"),
+            Some(Refused::Address { .. })
+        ));
+        assert!(matches!(
+            url_refusal("http://[0:0:0:0:0:ffff:7f00:1]:80/"),
+            Some(Refused::Address { .. })
+        ));
+        assert!(matches!(
+            url_refusal("http://169.254.169.254/latest/meta-data/"),
+            Some(Refused::Address { .. })
+        ));
         assert_eq!(url_refusal("https://example.com/"), None);
         assert_eq!(url_refusal("http://93.184.215.14/"), None);
     }
 
     #[test]
     fn url_schemes_and_metadata_names() {
-        assert_eq!(url_refusal("file:///etc/passwd"), Some(Refused::Scheme { scheme: "file".into() }));
-        assert!(matches!(url_refusal("gopher://example.com/"), Some(Refused::Scheme { .. })));
-        assert!(matches!(url_refusal("ftp://example.com/"), Some(Refused::Scheme { .. })));
+        assert_eq!(
+            url_refusal("file:///etc/passwd"),
+            Some(Refused::Scheme {
+                scheme: "file".into()
+            })
+        );
+        assert!(matches!(
+            url_refusal("gopher://example.com/"),
+            Some(Refused::Scheme { .. })
+        ));
+        assert!(matches!(
+            url_refusal("ftp://example.com/"),
+            Some(Refused::Scheme { .. })
+        ));
         for s in [
             "http://metadata.google.internal/computeMetadata/v1/",
             "http://METADATA.google.internal./",
@@ -782,7 +878,10 @@ mod tests {
         ] {
             let r = url_refusal(s).unwrap();
             assert!(matches!(r, Refused::HostName { .. }), "{s}");
-            assert!(r.to_string().contains("is a cloud metadata host name"), "{r}");
+            assert!(
+                r.to_string().contains("is a cloud metadata host name"),
+                "{r}"
+            );
         }
     }
 
@@ -795,10 +894,20 @@ mod tests {
             Err(e) => e,
         };
         let refused = refusal_in(err.as_ref()).expect("a refusal");
-        assert!(matches!(refused, Refused::NoAllowedAddress { .. }), "{refused}");
-        assert!(refused.to_string().contains("localhost resolves only to refused addresses"), "{refused}");
+        assert!(
+            matches!(refused, Refused::NoAllowedAddress { .. }),
+            "{refused}"
+        );
+        assert!(
+            refused
+                .to_string()
+                .contains("localhost resolves only to refused addresses"),
+            "{refused}"
+        );
 
-        let open = GuardedResolver::new(Arc::new(NetPolicy::parse_allow_list("127.0.0.0/8,::1").unwrap()));
+        let open = GuardedResolver::new(Arc::new(
+            NetPolicy::parse_allow_list("127.0.0.0/8,::1").unwrap(),
+        ));
         let addrs: Vec<SocketAddr> = match open.resolve("localhost".parse().unwrap()).await {
             Ok(a) => a.collect(),
             Err(e) => panic!("{e}"),
@@ -806,7 +915,12 @@ mod tests {
         assert!(!addrs.is_empty());
         assert!(addrs.iter().all(|a| a.ip().is_loopback()));
 
-        let meta = strict.resolve("metadata.google.internal".parse().unwrap()).await;
-        assert!(matches!(meta.err().as_deref().and_then(|e| refusal_in(e)), Some(Refused::HostName { .. })));
+        let meta = strict
+            .resolve("metadata.google.internal".parse().unwrap())
+            .await;
+        assert!(matches!(
+            meta.err().as_deref().and_then(|e| refusal_in(e)),
+            Some(Refused::HostName { .. })
+        ));
     }
 }

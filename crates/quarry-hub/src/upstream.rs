@@ -588,7 +588,7 @@ async fn connect(
 }
 
 fn http_client(spec: &ConnectSpec) -> Result<reqwest::Client, String> {
-    crate::install_crypto_provider();
+    crate::ssrf::ensure_crypto_provider();
     let url = url::Url::parse(&spec.config).map_err(|e| format!("invalid URL: {e}"))?;
     if !matches!(url.scheme(), "http" | "https") {
         return Err("the URL must start with http:// or https://".into());

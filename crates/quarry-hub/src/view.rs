@@ -143,6 +143,29 @@ impl View {
         } else {
             scope.clone()
         };
+        if selection.own_names {
+            let mut seen = std::collections::HashSet::new();
+            for &i in &listed {
+                let name = catalog.tools[i].name.as_str();
+                if name.is_empty()
+                    || name.len() > 64
+                    || !name.chars().all(crate::names::wire_char_ok)
+                {
+                    return Err(ViewError::Invalid(format!(
+                        "names=tool: '{}' is not a name every client accepts; leave names=tool out",
+                        catalog.tools[i].full_name
+                    )));
+                }
+                if (selection.search_mode && (name == SEARCH_TOOLS || name == CALL_TOOL))
+                    || !seen.insert(name)
+                {
+                    return Err(ViewError::Invalid(format!(
+                        "names=tool: more than one selected tool is called '{name}'; leave names=tool out"
+                    )));
+                }
+            }
+            bare = true;
+        }
         let count = listed.len() + if selection.search_mode { 2 } else { 0 };
         if count > cap {
             return Err(ViewError::TooMany { count, cap });

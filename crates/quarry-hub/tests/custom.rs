@@ -54,7 +54,10 @@ impl Reply {
     }
 
     fn status(status: u16, body: &str) -> Reply {
-        Reply { status, ..Reply::ok("text/plain", body) }
+        Reply {
+            status,
+            ..Reply::ok("text/plain", body)
+        }
     }
 
     fn redirect(location: &str) -> Reply {
@@ -67,7 +70,10 @@ impl Reply {
     }
 
     fn hang() -> Reply {
-        Reply { hang: true, ..Reply::status(200, "") }
+        Reply {
+            hang: true,
+            ..Reply::status(200, "")
+        }
     }
 }
 
@@ -81,7 +87,10 @@ struct Server {
 }
 
 impl Server {
-    async fn start(bind: &str, handler: impl Fn(&Recorded) -> Reply + Send + Sync + 'static) -> Server {
+    async fn start(
+        bind: &str,
+        handler: impl Fn(&Recorded) -> Reply + Send + Sync + 'static,
+    ) -> Server {
         let listener = TcpListener::bind(bind).await.expect("bind the test server");
         let addr = listener.local_addr().unwrap();
         let connections = Arc::new(AtomicUsize::new(0));
@@ -92,7 +101,9 @@ impl Server {
             let requests = requests.clone();
             tokio::spawn(async move {
                 loop {
-                    let Ok((stream, _)) = listener.accept().await else { return };
+                    let Ok((stream, _)) = listener.accept().await else {
+                        return;
+                    };
                     connections.fetch_add(1, Ordering::SeqCst);
                     let requests = requests.clone();
                     let handler = handler.clone();
@@ -102,7 +113,12 @@ impl Server {
                 }
             })
         };
-        Server { addr, connections, requests, task }
+        Server {
+            addr,
+            connections,
+            requests,
+            task,
+        }
     }
 
     fn url(&self, path: &str) -> String {
@@ -128,7 +144,11 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     haystack.windows(needle.len()).position(|w| w == needle)
 }
 
-async fn serve_one(mut stream: TcpStream, requests: &Mutex<Vec<Recorded>>, handler: &Handler) -> std::io::Result<()> {
+async fn serve_one(
+    mut stream: TcpStream,
+    requests: &Mutex<Vec<Recorded>>,
+    handler: &Handler,
+) -> std::io::Result<()> {
     let mut buf = Vec::new();
     let mut tmp = [0u8; 8192];
     let head_end = loop {
@@ -164,14 +184,23 @@ async fn serve_one(mut stream: TcpStream, requests: &Mutex<Vec<Recorded>>, handl
         body.extend_from_slice(&tmp[..n]);
     }
     body.truncate(len);
-    let recorded = Recorded { method, target, headers, body };
+    let recorded = Recorded {
+        method,
+        target,
+        headers,
+        body,
+    };
     requests.lock().unwrap().push(recorded.clone());
     let reply = handler(&recorded);
     if reply.hang {
         tokio::time::sleep(Duration::from_secs(120)).await;
         return Ok(());
     }
-    let mut out = format!("HTTP/1.1 {} Status\r\nContent-Length: {}\r\nConnection: close\r\n", reply.status, reply.body.len());
+    let mut out = format!(
+        "HTTP/1.1 {} Status\r\nContent-Length: {}\r\nConnection: close\r\n",
+        reply.status,
+        reply.body.len()
+    );
     for (k, v) in &reply.headers {
         out.push_str(&format!("{k}: {v}\r\n"));
     }
@@ -213,28 +242,49 @@ async fn refused(spec: &CustomToolSpec, args: &Value, policy: &NetPolicy) -> (Re
 
 #[tokio::test]
 async fn non_public_destinations_are_refused_before_anything_is_sent() {
-    let server = Server::start("127.0.0.1:0", |_| Reply::ok("text/plain", "must not be reached")).await;
+    let server = Server::start("127.0.0.1:0", |_| {
+        Reply::ok("text/plain", "must not be reached")
+    })
+    .await;
     let port = server.addr.port();
     // A server on ::1 too, where the machine has IPv6 loopback.
     let server6 = match TcpListener::bind("[::1]:0").await {
         Ok(l) => {
             drop(l);
-            Some(Server::start("[::1]:0", |_| Reply::ok("text/plain", "must not be reached")).await)
+            Some(
+                Server::start("[::1]:0", |_| {
+                    Reply::ok("text/plain", "must not be reached")
+                })
+                .await,
+            )
         }
         Err(_) => None,
     };
     let port6 = server6.as_ref().map_or(port, |s| s.addr.port());
-    let loopback = "refused: 127.0.0.1 is a loopback address (allow it with --allow-net 127.0.0.1/32)";
+    let loopback =
+        "refused: 127.0.0.1 is a loopback address (allow it with --allow-net 127.0.0.1/32)";
     let cases: Vec<(String, &str)> = vec![
         (format!("http://127.0.0.1:{port}/x?q={{{{q}}}}"), loopback),
-        ("http://10.0.0.1/x".into(), "refused: 10.0.0.1 is a private address (allow it with --allow-net 10.0.0.1/32)"),
-        ("http://172.16.0.1/x".into(), "refused: 172.16.0.1 is a private address"),
-        ("http://192.168.1.1/x".into(), "refused: 192.168.1.1 is a private address"),
+        (
+            "http://10.0.0.1/x".into(),
+            "refused: 10.0.0.1 is a private address (allow it with --allow-net 10.0.0.1/32)",
+        ),
+        (
+            "http://172.16.0.1/x".into(),
+            "refused: 172.16.0.1 is a private address",
+        ),
+        (
+            "http://192.168.1.1/x".into(),
+            "refused: 192.168.1.1 is a private address",
+        ),
         (
             "http://169.254.169.254/latest/meta-data/".into(),
             "refused: 169.254.169.254 is the cloud metadata address (link-local)",
         ),
-        (format!("http://[::1]:{port6}/x"), "refused: ::1 is a loopback address (allow it with --allow-net ::1/128)"),
+        (
+            format!("http://[::1]:{port6}/x"),
+            "refused: ::1 is a loopback address (allow it with --allow-net ::1/128)",
+        ),
         (
             format!("http://[::ffff:127.0.0.1]:{port}/x"),
             "refused: ::ffff:127.0.0.1 embeds the IPv4 address 127.0.0.1, which is a loopback address \
@@ -254,9 +304,16 @@ async fn non_public_destinations_are_refused_before_anything_is_sent() {
         let started = Instant::now();
         let (_, text) = refused(&spec(&url), &json!({"q": "x"}), &NetPolicy::default()).await;
         assert_eq!(text, expected, "{url}");
-        assert!(started.elapsed() < Duration::from_secs(2), "{url}: a refusal is immediate");
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "{url}: a refusal is immediate"
+        );
     }
-    assert_eq!(server.connections(), 0, "the loopback server must see no connection");
+    assert_eq!(
+        server.connections(),
+        0,
+        "the loopback server must see no connection"
+    );
     if let Some(s6) = &server6 {
         assert_eq!(s6.connections(), 0);
     }
@@ -264,12 +321,16 @@ async fn non_public_destinations_are_refused_before_anything_is_sent() {
 
 #[tokio::test]
 async fn a_name_resolving_to_loopback_is_refused_after_resolution() {
-    let server = Server::start("127.0.0.1:0", |_| Reply::ok("text/plain", "must not be reached")).await;
+    let server = Server::start("127.0.0.1:0", |_| {
+        Reply::ok("text/plain", "must not be reached")
+    })
+    .await;
     let url = format!("http://localhost:{}/x", server.addr.port());
     let (r, text) = refused(&spec(&url), &json!({}), &NetPolicy::default()).await;
     assert!(matches!(r, Refused::NoAllowedAddress { .. }), "{r:?}");
     assert!(
-        text.starts_with("refused: localhost resolves only to refused addresses: ") && text.contains("is a loopback address"),
+        text.starts_with("refused: localhost resolves only to refused addresses: ")
+            && text.contains("is a loopback address"),
         "{text}"
     );
     assert!(text.contains("--allow-net"), "{text}");
@@ -278,7 +339,9 @@ async fn a_name_resolving_to_loopback_is_refused_after_resolution() {
     // Allow-listed, the same name goes through (the resolver keeps the allowed addresses).
     let ok = Server::start("127.0.0.1:0", |_| Reply::ok("text/plain", "hello")).await;
     let url = format!("http://localhost:{}/x", ok.addr.port());
-    let resp = execute(&spec(&url), &json!({}), &allow("127.0.0.1/32,::1")).await.unwrap();
+    let resp = execute(&spec(&url), &json!({}), &allow("127.0.0.1/32,::1"))
+        .await
+        .unwrap();
     assert_eq!((resp.status, resp.body.as_str()), (200, "hello"));
 }
 
@@ -301,15 +364,29 @@ async fn a_redirect_to_loopback_is_refused_and_not_followed() {
     let policy = allow("127.0.0.2/32");
 
     let (_, text) = refused(&spec(&first.url("/literal")), &json!({}), &policy).await;
-    assert_eq!(text, "refused: 127.0.0.1 is a loopback address (allow it with --allow-net 127.0.0.1/32)");
+    assert_eq!(
+        text,
+        "refused: 127.0.0.1 is a loopback address (allow it with --allow-net 127.0.0.1/32)"
+    );
     let (r, _) = refused(&spec(&first.url("/name")), &json!({}), &policy).await;
     assert!(matches!(r, Refused::NoAllowedAddress { .. }), "{r:?}");
     let (_, text) = refused(&spec(&first.url("/decimal")), &json!({}), &policy).await;
-    assert!(text.starts_with("refused: 127.0.0.1 is a loopback address"), "{text}");
+    assert!(
+        text.starts_with("refused: 127.0.0.1 is a loopback address"),
+        "{text}"
+    );
     let (_, text) = refused(&spec(&first.url("/metadata")), &json!({}), &policy).await;
-    assert!(text.starts_with("refused: 169.254.169.254 is the cloud metadata address"), "{text}");
+    assert!(
+        text.starts_with("refused: 169.254.169.254 is the cloud metadata address"),
+        "{text}"
+    );
     let (r, _) = refused(&spec(&first.url("/file")), &json!({}), &policy).await;
-    assert_eq!(r, Refused::Scheme { scheme: "file".into() });
+    assert_eq!(
+        r,
+        Refused::Scheme {
+            scheme: "file".into()
+        }
+    );
 
     assert_eq!(first.requests().len(), 5, "each first hop was allowed");
     assert_eq!(target.connections(), 0, "no redirect target was contacted");
@@ -329,14 +406,25 @@ async fn redirects_are_limited_and_same_origin_ones_followed() {
     })
     .await;
     let policy = allow("127.0.0.2/32");
-    let resp = execute(&spec(&server.url("/start")), &json!({}), &policy).await.unwrap();
+    let resp = execute(&spec(&server.url("/start")), &json!({}), &policy)
+        .await
+        .unwrap();
     assert_eq!((resp.status, resp.body.as_str()), (200, "at /end"));
 
     let (r, text) = refused(&spec(&server.url("/loop/0")), &json!({}), &policy).await;
-    assert_eq!(r, Refused::TooManyRedirects { max: ssrf::MAX_REDIRECTS });
+    assert_eq!(
+        r,
+        Refused::TooManyRedirects {
+            max: ssrf::MAX_REDIRECTS
+        }
+    );
     assert_eq!(text, "refused: more than 5 redirects");
     // The first request plus five followed hops.
-    let loops = server.requests().iter().filter(|r| r.target.starts_with("/loop/")).count();
+    let loops = server
+        .requests()
+        .iter()
+        .filter(|r| r.target.starts_with("/loop/"))
+        .count();
     assert_eq!(loops, 1 + ssrf::MAX_REDIRECTS);
 }
 
@@ -349,14 +437,21 @@ async fn secret_headers_do_not_follow_a_cross_origin_redirect() {
 
     // With headers: the 302 comes back as the response; the other origin is not contacted.
     let mut with_headers = spec(&first.url("/go"));
-    with_headers.http_headers.insert("X-Api-Key".into(), "k-123-secret".into());
+    with_headers
+        .http_headers
+        .insert("X-Api-Key".into(), "k-123-secret".into());
     let resp = execute(&with_headers, &json!({}), &policy).await.unwrap();
     assert_eq!(resp.status, 302);
     assert_eq!(other.connections(), 0);
-    assert_eq!(first.requests()[0].header("x-api-key"), Some("k-123-secret"));
+    assert_eq!(
+        first.requests()[0].header("x-api-key"),
+        Some("k-123-secret")
+    );
 
     // Without headers the redirect is followed.
-    let resp = execute(&spec(&first.url("/go")), &json!({}), &policy).await.unwrap();
+    let resp = execute(&spec(&first.url("/go")), &json!({}), &policy)
+        .await
+        .unwrap();
     assert_eq!((resp.status, resp.body.as_str()), (200, "other origin"));
     assert_eq!(other.requests().len(), 1);
     assert_eq!(other.requests()[0].header("x-api-key"), None);
@@ -368,7 +463,10 @@ async fn get_with_a_url_template_keeps_values_inside_their_segment() {
         Reply::ok("application/json", json!({"seen": r.target}).to_string())
     })
     .await;
-    let mut s = spec(&format!("{}/search/{{{{q}}}}/items?lang={{{{lang}}}}&n={{{{n}}}}", server.url("")));
+    let mut s = spec(&format!(
+        "{}/search/{{{{q}}}}/items?lang={{{{lang}}}}&n={{{{n}}}}",
+        server.url("")
+    ));
     s.parameters = json!({
         "type": "object",
         "properties": {
@@ -378,11 +476,17 @@ async fn get_with_a_url_template_keeps_values_inside_their_segment() {
         },
         "required": ["q", "lang"],
     });
-    s.http_headers.insert("Authorization".into(), "Bearer tok-secret".into());
-    s.http_headers.insert("X-Client".into(), "quarry test".into());
-    let resp = execute(&s, &json!({"q": "a b/../c?x=1&y=2#frag", "lang": "en"}), &allow("127.0.0.1/32"))
-        .await
-        .unwrap();
+    s.http_headers
+        .insert("Authorization".into(), "Bearer tok-secret".into());
+    s.http_headers
+        .insert("X-Client".into(), "quarry test".into());
+    let resp = execute(
+        &s,
+        &json!({"q": "a b/../c?x=1&y=2#frag", "lang": "en"}),
+        &allow("127.0.0.1/32"),
+    )
+    .await
+    .unwrap();
     assert_eq!(resp.status, 200);
     assert_eq!(resp.content_type.as_deref(), Some("application/json"));
     assert!(!resp.truncated);
@@ -399,7 +503,10 @@ async fn get_with_a_url_template_keeps_values_inside_their_segment() {
 
 #[tokio::test]
 async fn post_with_a_json_body_template_escapes_values() {
-    let server = Server::start("127.0.0.1:0", |r| Reply::status(201, &String::from_utf8_lossy(&r.body))).await;
+    let server = Server::start("127.0.0.1:0", |r| {
+        Reply::status(201, &String::from_utf8_lossy(&r.body))
+    })
+    .await;
     let mut s = spec(&server.url("/v1/notes"));
     s.http_method = "POST".into();
     s.parameters = json!({
@@ -411,27 +518,49 @@ async fn post_with_a_json_body_template_escapes_values() {
         },
         "required": ["query", "count", "tags"],
     });
-    s.http_body_template = Some(r#"{"q": "{{query}}", "n": {{count}}, "tags": {{tags}}, "label": "n={{count}}"}"#.into());
-    s.http_headers.insert("X-Api-Key".into(), "abc-secret".into());
+    s.http_body_template = Some(
+        r#"{"q": "{{query}}", "n": {{count}}, "tags": {{tags}}, "label": "n={{count}}"}"#.into(),
+    );
+    s.http_headers
+        .insert("X-Api-Key".into(), "abc-secret".into());
     let query = "he said \"hi\"\nthen left\t\\ </script> {{count}}";
-    let resp = execute(&s, &json!({"query": query, "count": 3, "tags": ["a\"b", "c"]}), &allow("127.0.0.1/32"))
-        .await
-        .unwrap();
-    assert_eq!(resp.status, 201, "a non-2xx... or any status comes back as a response");
+    let resp = execute(
+        &s,
+        &json!({"query": query, "count": 3, "tags": ["a\"b", "c"]}),
+        &allow("127.0.0.1/32"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        resp.status, 201,
+        "a non-2xx... or any status comes back as a response"
+    );
     let req = &server.requests()[0];
     assert_eq!(req.method, "POST");
     assert_eq!(req.header("content-type"), Some("application/json"));
     assert_eq!(req.header("x-api-key"), Some("abc-secret"));
     let body: Value = serde_json::from_slice(&req.body).expect("the body is valid JSON");
-    assert_eq!(body, json!({"q": query, "n": 3, "tags": ["a\"b", "c"], "label": "n=3"}));
+    assert_eq!(
+        body,
+        json!({"q": query, "n": 3, "tags": ["a\"b", "c"], "label": "n=3"})
+    );
     assert_eq!(resp.body, String::from_utf8_lossy(&req.body));
 }
 
 #[tokio::test]
 async fn non_2xx_statuses_are_responses() {
     let server = Server::start("127.0.0.1:0", |_| Reply::status(404, "not here")).await;
-    let resp = execute(&spec(&server.url("/missing")), &json!({}), &allow("127.0.0.1")).await.unwrap();
-    assert_eq!((resp.status, resp.body.as_str(), resp.truncated), (404, "not here", false));
+    let resp = execute(
+        &spec(&server.url("/missing")),
+        &json!({}),
+        &allow("127.0.0.1"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        (resp.status, resp.body.as_str(), resp.truncated),
+        (404, "not here", false)
+    );
     assert_eq!(resp.content_type.as_deref(), Some("text/plain"));
 }
 
@@ -446,7 +575,10 @@ async fn large_responses_are_truncated_at_the_cap() {
     assert!(resp.truncated);
     let (data, marker) = resp.body.split_at(1000);
     assert_eq!(data, "a".repeat(1000));
-    assert_eq!(marker, format!("{TRUNCATION_MARKER} the response was longer than 1000 bytes]"));
+    assert_eq!(
+        marker,
+        format!("{TRUNCATION_MARKER} the response was longer than 1000 bytes]")
+    );
 
     // Exactly at the cap: complete, not truncated.
     s.max_response_bytes = Some(200_000);
@@ -456,12 +588,19 @@ async fn large_responses_are_truncated_at_the_cap() {
 
     // A cut inside a multi-byte character drops the partial character.
     let euros = "€".repeat(100); // 3 bytes each
-    let server = Server::start("127.0.0.1:0", move |_| Reply::ok("text/plain; charset=utf-8", euros.clone())).await;
+    let server = Server::start("127.0.0.1:0", move |_| {
+        Reply::ok("text/plain; charset=utf-8", euros.clone())
+    })
+    .await;
     let mut s = spec(&server.url("/euros"));
     s.max_response_bytes = Some(10);
     let resp = execute(&s, &json!({}), &policy).await.unwrap();
     assert!(resp.truncated);
-    assert!(resp.body.starts_with(&format!("€€€{TRUNCATION_MARKER}")), "{}", resp.body);
+    assert!(
+        resp.body.starts_with(&format!("€€€{TRUNCATION_MARKER}")),
+        "{}",
+        resp.body
+    );
 }
 
 #[tokio::test]
@@ -469,20 +608,32 @@ async fn a_server_that_never_answers_times_out() {
     let server = Server::start("127.0.0.1:0", |_| Reply::hang()).await;
     let mut s = spec(&server.url("/slow"));
     s.timeout_secs = Some(1);
-    s.http_headers.insert("X-Api-Key".into(), "never-shown-secret".into());
+    s.http_headers
+        .insert("X-Api-Key".into(), "never-shown-secret".into());
     let started = Instant::now();
-    let err = execute(&s, &json!({}), &allow("127.0.0.1/32")).await.unwrap_err();
+    let err = execute(&s, &json!({}), &allow("127.0.0.1/32"))
+        .await
+        .unwrap_err();
     let elapsed = started.elapsed();
     assert_eq!(err, CustomToolError::Timeout { secs: 1 });
-    assert_eq!(err.to_string(), "the request timed out after 1 s without a complete response");
-    assert!(elapsed >= Duration::from_millis(900) && elapsed < Duration::from_secs(5), "{elapsed:?}");
+    assert_eq!(
+        err.to_string(),
+        "the request timed out after 1 s without a complete response"
+    );
+    assert!(
+        elapsed >= Duration::from_millis(900) && elapsed < Duration::from_secs(5),
+        "{elapsed:?}"
+    );
     assert_eq!(server.requests().len(), 1);
     assert!(!format!("{err} {err:?}").contains("never-shown-secret"));
 }
 
 #[tokio::test]
 async fn invalid_arguments_fail_before_any_request() {
-    let server = Server::start("127.0.0.1:0", |_| Reply::ok("text/plain", "must not be reached")).await;
+    let server = Server::start("127.0.0.1:0", |_| {
+        Reply::ok("text/plain", "must not be reached")
+    })
+    .await;
     let mut s = spec(&format!("{}/city/{{{{city}}}}", server.url("")));
     s.parameters = json!({
         "type": "object",
@@ -493,32 +644,61 @@ async fn invalid_arguments_fail_before_any_request() {
         "required": ["city"],
         "additionalProperties": false,
     });
-    s.http_headers.insert("X-Api-Key".into(), "never-shown-secret".into());
+    s.http_headers
+        .insert("X-Api-Key".into(), "never-shown-secret".into());
     let policy = allow("127.0.0.1/32");
     let cases = [
-        (json!({}), "invalid arguments: missing required property \"city\""),
-        (json!({"city": 5}), "invalid arguments: city: expected string, got number"),
-        (json!({"city": "Oslo", "days": 9}), "invalid arguments: days: must be at most 7, got 9"),
-        (json!({"city": "Oslo", "days": 1.5}), "invalid arguments: days: expected integer, got number"),
-        (json!({"city": "Oslo", "hours": 1}), "invalid arguments: unknown property \"hours\""),
-        (json!("Oslo"), "invalid arguments: expected object, got string"),
-        (json!({"city": ".."}), "invalid arguments: the URL path would contain a \"..\" segment, which would change the path"),
+        (
+            json!({}),
+            "invalid arguments: missing required property \"city\"",
+        ),
+        (
+            json!({"city": 5}),
+            "invalid arguments: city: expected string, got number",
+        ),
+        (
+            json!({"city": "Oslo", "days": 9}),
+            "invalid arguments: days: must be at most 7, got 9",
+        ),
+        (
+            json!({"city": "Oslo", "days": 1.5}),
+            "invalid arguments: days: expected integer, got number",
+        ),
+        (
+            json!({"city": "Oslo", "hours": 1}),
+            "invalid arguments: unknown property \"hours\"",
+        ),
+        (
+            json!("Oslo"),
+            "invalid arguments: expected object, got string",
+        ),
+        (
+            json!({"city": ".."}),
+            "invalid arguments: the URL path would contain a \"..\" segment, which would change the path",
+        ),
     ];
     for (args, expected) in cases {
         let err = execute(&s, &args, &policy).await.unwrap_err();
-        assert!(matches!(err, CustomToolError::InvalidArguments(_)), "{err:?}");
+        assert!(
+            matches!(err, CustomToolError::InvalidArguments(_)),
+            "{err:?}"
+        );
         assert_eq!(err.to_string(), expected);
         assert!(!format!("{err:?}").contains("never-shown-secret"));
     }
     // An invalid spec is refused too, before anything is sent.
     let mut bad = s.clone();
     bad.http_method = "TRACE".into();
-    let err = execute(&bad, &json!({"city": "Oslo"}), &policy).await.unwrap_err();
+    let err = execute(&bad, &json!({"city": "Oslo"}), &policy)
+        .await
+        .unwrap_err();
     assert!(matches!(err, CustomToolError::InvalidSpec(_)), "{err:?}");
     assert_eq!(server.connections(), 0);
 
     // The same spec with good arguments reaches the server.
-    let resp = execute(&s, &json!({"city": "Oslo", "days": 2}), &policy).await.unwrap();
+    let resp = execute(&s, &json!({"city": "Oslo", "days": 2}), &policy)
+        .await
+        .unwrap();
     assert_eq!(resp.status, 200);
     assert_eq!(server.requests()[0].target, "/city/Oslo");
 }
@@ -531,12 +711,21 @@ async fn connection_failures_are_clear_and_keep_secrets() {
         l.local_addr().unwrap().port()
     };
     let mut s = spec(&format!("http://127.0.0.1:{port}/x?token={{{{q}}}}"));
-    s.http_headers.insert("Authorization".into(), "Bearer never-shown-secret".into());
-    let err = execute(&s, &json!({"q": "query-secret"}), &allow("127.0.0.1/32")).await.unwrap_err();
+    s.http_headers
+        .insert("Authorization".into(), "Bearer never-shown-secret".into());
+    let err = execute(&s, &json!({"q": "query-secret"}), &allow("127.0.0.1/32"))
+        .await
+        .unwrap_err();
     assert!(matches!(err, CustomToolError::Connect(_)), "{err:?}");
     let text = err.to_string();
-    assert!(text.starts_with(&format!("connection failed: http://127.0.0.1:{port}/x")), "{text}");
-    assert!(!text.contains("never-shown-secret") && !text.contains("query-secret"), "{text}");
+    assert!(
+        text.starts_with(&format!("connection failed: http://127.0.0.1:{port}/x")),
+        "{text}"
+    );
+    assert!(
+        !text.contains("never-shown-secret") && !text.contains("query-secret"),
+        "{text}"
+    );
 }
 
 #[tokio::test]
@@ -547,12 +736,21 @@ async fn guarded_client_checks_names_and_redirects_on_its_own() {
     let client = ssrf::guarded_client(&allow("127.0.0.2/32"), Duration::from_secs(5)).unwrap();
 
     let err = client.get(first.url("/")).send().await.unwrap_err();
-    assert!(matches!(ssrf::refusal_in(&err), Some(Refused::Address { .. })), "{err:?}");
+    assert!(
+        matches!(ssrf::refusal_in(&err), Some(Refused::Address { .. })),
+        "{err:?}"
+    );
     let err = client
         .get(format!("http://localhost:{}/", target.addr.port()))
         .send()
         .await
         .unwrap_err();
-    assert!(matches!(ssrf::refusal_in(&err), Some(Refused::NoAllowedAddress { .. })), "{err:?}");
+    assert!(
+        matches!(
+            ssrf::refusal_in(&err),
+            Some(Refused::NoAllowedAddress { .. })
+        ),
+        "{err:?}"
+    );
     assert_eq!(target.connections(), 0);
 }

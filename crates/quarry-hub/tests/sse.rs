@@ -48,6 +48,12 @@ fn config(url: String, timeout: Duration) -> SseClientConfig {
     }
 }
 
+/// reqwest is built without a default rustls crypto provider: install the crate's first.
+fn http_client() -> reqwest::Client {
+    quarry_hub::ssrf::ensure_crypto_provider();
+    reqwest::Client::new()
+}
+
 /// A port nothing listens on (bound, then released).
 fn free_port() -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
@@ -69,7 +75,8 @@ impl EverythingServer {
         let prefix = std::env::var_os("QUARRY_MCP_SERVERS")
             .map(PathBuf::from)
             .unwrap_or_else(|| panic!("QUARRY_MCP_SERVERS is not set: {INSTALL_HINT}"));
-        let entry = prefix.join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+        let entry =
+            prefix.join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
         assert!(
             entry.is_file(),
             "{} does not exist: {INSTALL_HINT}",
@@ -151,7 +158,7 @@ async fn everything_server_over_legacy_sse() {
         HeaderValue::from_static("Bearer quarry-test"),
     );
     let transport = SseClientTransport::connect(
-        reqwest::Client::new(),
+        http_client(),
         SseClientConfig {
             url: server.url(),
             headers,
@@ -187,7 +194,8 @@ async fn everything_server_over_legacy_sse() {
 
     let echoed = client
         .call_tool(
-            CallToolRequestParams::new("echo").with_arguments(args(json!({"message": "héllo, quarry"}))),
+            CallToolRequestParams::new("echo")
+                .with_arguments(args(json!({"message": "héllo, quarry"}))),
         )
         .await
         .expect("call echo");
@@ -196,9 +204,15 @@ async fn everything_server_over_legacy_sse() {
 
     // Several requests in flight at once: posts run while the stream is read.
     let (a, b, c) = tokio::join!(
-        client.call_tool(CallToolRequestParams::new("get-sum").with_arguments(args(json!({"a": 2, "b": 3})))),
-        client.call_tool(CallToolRequestParams::new("echo").with_arguments(args(json!({"message": "one"})))),
-        client.call_tool(CallToolRequestParams::new("echo").with_arguments(args(json!({"message": "two"})))),
+        client.call_tool(
+            CallToolRequestParams::new("get-sum").with_arguments(args(json!({"a": 2, "b": 3})))
+        ),
+        client.call_tool(
+            CallToolRequestParams::new("echo").with_arguments(args(json!({"message": "one"})))
+        ),
+        client.call_tool(
+            CallToolRequestParams::new("echo").with_arguments(args(json!({"message": "two"})))
+        ),
     );
     assert_eq!(text_of(&a.expect("get-sum")), "The sum of 2 and 3 is 5.");
     assert_eq!(text_of(&b.expect("echo one")), "Echo: one");
@@ -254,9 +268,10 @@ impl Canned {
     /// An SSE response carrying `body`, then left open or closed.
     fn sse(body: impl Into<Vec<u8>>, hold_open: bool) -> Self {
         Self {
-            head: "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\n\
+            head:
+                "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\n\
                    connection: close\r\n\r\n"
-                .to_owned(),
+                    .to_owned(),
             body: body.into(),
             hold_open,
         }
@@ -373,26 +388,32 @@ fn is_ping(message: &rmcp::service::RxJsonRpcMessage<rmcp::RoleClient>, id: u32)
 #[tokio::test]
 async fn nothing_listening_is_a_request_error() {
     let url = format!("http://127.0.0.1:{}/sse", free_port());
-    let err = SseClientTransport::connect(reqwest::Client::new(), config(url, Duration::from_secs(5)))
+    let err = SseClientTransport::connect(http_client(), config(url, Duration::from_secs(5)))
         .await
         .expect_err("nothing listens there");
     assert!(
         matches!(err, SseTransportError::Request { method: "GET", .. }),
         "{err:?}"
     );
-    assert!(err.to_string().starts_with("GET http://127.0.0.1:"), "{err}");
+    assert!(
+        err.to_string().starts_with("GET http://127.0.0.1:"),
+        "{err}"
+    );
 }
 
 #[tokio::test]
 async fn invalid_urls_are_refused() {
     for url in ["not a url", "ftp://127.0.0.1/sse", "/sse"] {
         let err = SseClientTransport::connect(
-            reqwest::Client::new(),
+            http_client(),
             config(url.to_owned(), Duration::from_secs(1)),
         )
         .await
         .expect_err(url);
-        assert!(matches!(err, SseTransportError::InvalidUrl { .. }), "{url}: {err:?}");
+        assert!(
+            matches!(err, SseTransportError::InvalidUrl { .. }),
+            "{url}: {err:?}"
+        );
     }
 }
 
@@ -401,7 +422,7 @@ async fn a_silent_stream_times_out_waiting_for_the_endpoint() {
     let server = FakeServer::start(|_| Canned::sse(": hello\n\n", true)).await;
     let started = Instant::now();
     let err = SseClientTransport::connect(
-        reqwest::Client::new(),
+        http_client(),
         config(server.url(), Duration::from_millis(500)),
     )
     .await
@@ -413,7 +434,10 @@ async fn a_silent_stream_times_out_waiting_for_the_endpoint() {
     assert!(started.elapsed() < Duration::from_secs(5));
     assert_eq!(
         err.to_string(),
-        format!("no `endpoint` event from http://127.0.0.1:{}/sse within 0.5s", server.port)
+        format!(
+            "no `endpoint` event from http://127.0.0.1:{}/sse within 0.5s",
+            server.port
+        )
     );
 }
 
@@ -427,7 +451,7 @@ async fn an_endpoint_on_another_origin_is_refused() {
         let body = format!("event: endpoint\ndata: {endpoint}\n\n");
         let server = FakeServer::start(move |_| Canned::sse(body.clone(), true)).await;
         let err = SseClientTransport::connect(
-            reqwest::Client::new(),
+            http_client(),
             config(server.url(), Duration::from_secs(5)),
         )
         .await
@@ -445,17 +469,26 @@ async fn an_endpoint_on_another_origin_is_refused() {
 #[tokio::test]
 async fn http_errors_on_the_stream_carry_status_and_body() {
     let server = FakeServer::start(|_| {
-        Canned::status(401, "Unauthorized", "application/json", "{\"error\":  \"missing\n token\"}")
+        Canned::status(
+            401,
+            "Unauthorized",
+            "application/json",
+            "{\"error\":  \"missing\n token\"}",
+        )
     })
     .await;
-    let err = SseClientTransport::connect(
-        reqwest::Client::new(),
-        config(server.url(), Duration::from_secs(5)),
-    )
-    .await
-    .expect_err("401");
+    let err =
+        SseClientTransport::connect(http_client(), config(server.url(), Duration::from_secs(5)))
+            .await
+            .expect_err("401");
     assert!(
-        matches!(err, SseTransportError::Status { status: StatusCode::UNAUTHORIZED, .. }),
+        matches!(
+            err,
+            SseTransportError::Status {
+                status: StatusCode::UNAUTHORIZED,
+                ..
+            }
+        ),
         "{err:?}"
     );
     assert_eq!(
@@ -467,12 +500,10 @@ async fn http_errors_on_the_stream_carry_status_and_body() {
     );
 
     let server = FakeServer::start(|_| Canned::status(200, "OK", "application/json", "{}")).await;
-    let err = SseClientTransport::connect(
-        reqwest::Client::new(),
-        config(server.url(), Duration::from_secs(5)),
-    )
-    .await
-    .expect_err("not an event stream");
+    let err =
+        SseClientTransport::connect(http_client(), config(server.url(), Duration::from_secs(5)))
+            .await
+            .expect_err("not an event stream");
     assert!(
         matches!(err, SseTransportError::NotEventStream { .. }),
         "{err:?}"
@@ -482,12 +513,10 @@ async fn http_errors_on_the_stream_carry_status_and_body() {
 #[tokio::test]
 async fn a_stream_closed_before_the_endpoint_fails_the_connect() {
     let server = FakeServer::start(|_| Canned::sse(format!("data: {}\n\n", ping(1)), false)).await;
-    let err = SseClientTransport::connect(
-        reqwest::Client::new(),
-        config(server.url(), Duration::from_secs(5)),
-    )
-    .await
-    .expect_err("the stream ends first");
+    let err =
+        SseClientTransport::connect(http_client(), config(server.url(), Duration::from_secs(5)))
+            .await
+            .expect_err("the stream ends first");
     assert!(
         matches!(err, SseTransportError::ClosedBeforeEndpoint { .. }),
         "{err:?}"
@@ -522,9 +551,12 @@ async fn messages_flow_bad_json_is_skipped_and_the_end_of_stream_closes() {
     .await;
 
     let mut headers = HeaderMap::new();
-    headers.insert(header::AUTHORIZATION, HeaderValue::from_static("Bearer s3cret"));
+    headers.insert(
+        header::AUTHORIZATION,
+        HeaderValue::from_static("Bearer s3cret"),
+    );
     let mut transport = SseClientTransport::connect(
-        reqwest::Client::new(),
+        http_client(),
         SseClientConfig {
             url: format!("{}?token=hidden", server.url()),
             headers,
@@ -561,8 +593,16 @@ async fn messages_flow_bad_json_is_skipped_and_the_end_of_stream_closes() {
 
     let get = &server.received()[0];
     assert_eq!(get.target, "/sse?token=hidden");
-    assert!(get.head.contains("accept: text/event-stream\r\n"), "{}", get.head);
-    assert!(get.head.contains("authorization: bearer s3cret\r\n"), "{}", get.head);
+    assert!(
+        get.head.contains("accept: text/event-stream\r\n"),
+        "{}",
+        get.head
+    );
+    assert!(
+        get.head.contains("authorization: bearer s3cret\r\n"),
+        "{}",
+        get.head
+    );
 }
 
 #[tokio::test]
@@ -572,13 +612,21 @@ async fn posts_carry_json_and_headers_and_report_http_errors() {
         _ if String::from_utf8_lossy(&request.body).contains("\"id\":7") => {
             Canned::status(202, "Accepted", "text/plain", "Accepted")
         }
-        _ => Canned::status(500, "Internal Server Error", "text/plain", "boom: no such session"),
+        _ => Canned::status(
+            500,
+            "Internal Server Error",
+            "text/plain",
+            "boom: no such session",
+        ),
     })
     .await;
     let mut headers = HeaderMap::new();
-    headers.insert(header::AUTHORIZATION, HeaderValue::from_static("Bearer s3cret"));
+    headers.insert(
+        header::AUTHORIZATION,
+        HeaderValue::from_static("Bearer s3cret"),
+    );
     let mut transport = SseClientTransport::connect(
-        reqwest::Client::new(),
+        http_client(),
         SseClientConfig {
             url: server.url(),
             headers,
@@ -600,7 +648,14 @@ async fn posts_carry_json_and_headers_and_report_http_errors() {
     );
     let err = transport.send(refused).await.expect_err("500 is an error");
     assert!(
-        matches!(err, SseTransportError::Status { method: "POST", status: StatusCode::INTERNAL_SERVER_ERROR, .. }),
+        matches!(
+            err,
+            SseTransportError::Status {
+                method: "POST",
+                status: StatusCode::INTERNAL_SERVER_ERROR,
+                ..
+            }
+        ),
         "{err:?}"
     );
     assert_eq!(
@@ -619,8 +674,16 @@ async fn posts_carry_json_and_headers_and_report_http_errors() {
     assert_eq!(posts.len(), 2);
     let post = &posts[0];
     assert_eq!(post.target, "/message?sessionid=xyz"); // the head is lowercased
-    assert!(post.head.contains("content-type: application/json\r\n"), "{}", post.head);
-    assert!(post.head.contains("authorization: bearer s3cret\r\n"), "{}", post.head);
+    assert!(
+        post.head.contains("content-type: application/json\r\n"),
+        "{}",
+        post.head
+    );
+    assert!(
+        post.head.contains("authorization: bearer s3cret\r\n"),
+        "{}",
+        post.head
+    );
     let body: serde_json::Value = serde_json::from_slice(&post.body).expect("a JSON body");
     assert_eq!(body["jsonrpc"], "2.0");
     assert_eq!(body["id"], 7);
@@ -646,13 +709,14 @@ async fn an_oversized_event_ends_the_stream() {
     body.extend_from_slice(format!("\n\ndata: {}\n\n", ping(2)).as_bytes());
     let body = Arc::new(body);
     let server = FakeServer::start(move |_| Canned::sse(body.as_slice(), true)).await;
-    let mut transport = SseClientTransport::connect(
-        reqwest::Client::new(),
-        config(server.url(), Duration::from_secs(5)),
-    )
-    .await
-    .expect("connect");
-    let first = transport.receive().await.expect("the message before the big one");
+    let mut transport =
+        SseClientTransport::connect(http_client(), config(server.url(), Duration::from_secs(5)))
+            .await
+            .expect("connect");
+    let first = transport
+        .receive()
+        .await
+        .expect("the message before the big one");
     assert!(is_ping(&first, 1));
     // The oversized event ends the session even though the server holds the
     // connection open and has more to say.
@@ -668,14 +732,17 @@ async fn an_oversized_event_before_the_endpoint_fails_the_connect() {
     body.resize(body.len() + MAX_EVENT_BYTES + 1, b'x');
     let body = Arc::new(body);
     let server = FakeServer::start(move |_| Canned::sse(body.as_slice(), true)).await;
-    let err = SseClientTransport::connect(
-        reqwest::Client::new(),
-        config(server.url(), Duration::from_secs(20)),
-    )
-    .await
-    .expect_err("too large");
+    let err =
+        SseClientTransport::connect(http_client(), config(server.url(), Duration::from_secs(20)))
+            .await
+            .expect_err("too large");
     assert!(
-        matches!(err, SseTransportError::EventTooLarge { limit: MAX_EVENT_BYTES }),
+        matches!(
+            err,
+            SseTransportError::EventTooLarge {
+                limit: MAX_EVENT_BYTES
+            }
+        ),
         "{err:?}"
     );
 }
