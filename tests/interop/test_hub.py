@@ -618,3 +618,42 @@ async def test_own_names_for_an_endpoint_in_front_of_one_server(hub):
             assert "more than one selected tool is called 'convert_time'" in str(e.value)
     finally:
         requests.delete(hub["srv"].url(f"/api/v1/mcp/servers/{twin['id']}"), timeout=30)
+
+
+@pytest.mark.anyio
+async def test_resources_and_prompts_of_selected_servers_pass_through(hub):
+    params = StdioServerParameters(command=node(), args=[str(everything_js()), "stdio"])
+    async with Client(stdio_client(params)) as direct:
+        d_res = (await direct.list_resources()).resources
+        d_tpl = (await direct.list_resource_templates()).resource_templates
+        d_prompts = (await direct.list_prompts()).prompts
+        first = d_res[0]
+        d_read = await direct.read_resource(first.uri)
+        simple = next(p for p in d_prompts if not p.arguments)
+        d_prompt = await direct.get_prompt(simple.name, {})
+    assert d_res and d_prompts
+    async with mcp(hub["srv"].url("/api/mcp?servers=everything")) as c:
+        h_res = (await c.list_resources()).resources
+        assert [r.model_dump() for r in h_res] == [r.model_dump() for r in d_res]
+        h_tpl = (await c.list_resource_templates()).resource_templates
+        assert [t.model_dump() for t in h_tpl] == [t.model_dump() for t in d_tpl]
+        h_read = await c.read_resource(first.uri)
+        assert h_read.model_dump()["contents"] == d_read.model_dump()["contents"]
+        h_prompts = (await c.list_prompts()).prompts
+        assert sorted(p.name for p in h_prompts) == sorted(f"everything__{p.name}" for p in d_prompts)
+        h_prompt = await c.get_prompt(f"everything__{simple.name}", {})
+        assert h_prompt.model_dump()["messages"] == d_prompt.model_dump()["messages"]
+        with pytest.raises(MCPError):
+            await c.get_prompt("query", {})  # Quarry's own prompt is not in this view
+        with pytest.raises(MCPError):
+            await c.read_resource("qmd://anything/x.md")
+    # A tool-level selection offers tools only.
+    async with mcp(hub["srv"].url("/api/mcp?tools=everything.echo")) as c:
+        assert (await c.list_resources()).resources == []
+        assert (await c.list_prompts()).prompts == []
+        with pytest.raises(MCPError):
+            await c.read_resource(first.uri)
+    # /mcp keeps Quarry's own template and prompt.
+    async with mcp(hub["srv"].url("/mcp")) as c:
+        assert [t.uri_template for t in (await c.list_resource_templates()).resource_templates] == ["qmd://{+path}"]
+        assert [p.name for p in (await c.list_prompts()).prompts] == ["query"]

@@ -62,6 +62,9 @@ pub struct Package {
     pub source: String,
     pub schema_version: String,
     pub tool_count: usize,
+    /// The upstream's resources, templates and prompts (empty for other packages).
+    #[serde(skip)]
+    pub surface: crate::upstream::Surface,
 }
 
 /// One tool of a catalog.
@@ -181,6 +184,7 @@ impl Catalog {
                 source: "builtin".into(),
                 schema_version: "builtin".into(),
                 tool_count: b.tools.len(),
+                surface: Default::default(),
             });
             for t in &b.tools {
                 let full = catalog_name(&b.id, &t.name);
@@ -235,6 +239,11 @@ impl Catalog {
                 continue;
             }
             out_pkgs.push(Package {
+                surface: p
+                    .surface
+                    .as_deref()
+                    .and_then(|s| serde_json::from_str(s).ok())
+                    .unwrap_or_default(),
                 tool_count: counts.get(&p.id).copied().unwrap_or(0),
                 kind: if p.kind == "custom" {
                     PackageKind::Custom
@@ -682,6 +691,7 @@ mod tests {
             schema_version: "v2".into(),
             manifest: None,
             updated_at: 0,
+            surface: None,
         }
     }
 

@@ -372,6 +372,7 @@ impl Hub {
             now,
         );
         pkg.updated_at = now;
+        pkg.surface = serde_json::to_string(&found.surface).ok();
         self.store.replace_package(&pkg, &rows)
     }
 
@@ -581,6 +582,7 @@ impl Hub {
                 .unwrap_or_else(|| if manifest.is_some() { "v2" } else { "legacy" }.into()),
             manifest: req.manifest.as_ref().map(Value::to_string),
             updated_at: now,
+            surface: None,
         };
         let manifest_rows = package_rows(&caller.owner, &package, manifest.as_ref(), None, now);
         self.store.insert_upstream(&row, &package)?;
@@ -768,6 +770,57 @@ impl Hub {
         self.store
             .set_tool_disabled(&caller.owner, &tool.full_name, !enabled)?;
         Ok(CatalogTool { enabled, ..tool })
+    }
+
+    /// The live connection of an upstream package (connecting it if another process
+    /// registered it).
+    async fn package_connection(
+        self: &Arc<Self>,
+        caller: &HubCaller,
+        package: &str,
+    ) -> std::result::Result<Arc<Connection>, CallError> {
+        let catalog = self
+            .catalog(&caller.owner)
+            .map_err(|e| CallError::Unavailable(e.to_string()))?;
+        let id = catalog
+            .package(package)
+            .and_then(|p| p.upstream_id.clone())
+            .ok_or_else(|| {
+                CallError::Unavailable(format!("package '{package}' is not an MCP server"))
+            })?;
+        match self.connection(&id) {
+            Some(c) => Ok(c),
+            None => self.connect_registered(&caller.owner, &id).await,
+        }
+    }
+
+    /// Reads a resource of an upstream package.
+    pub async fn read_resource(
+        self: &Arc<Self>,
+        caller: &HubCaller,
+        package: &str,
+        uri: &str,
+        cancel: CancellationToken,
+    ) -> std::result::Result<rmcp::model::ReadResourceResult, CallError> {
+        self.package_connection(caller, package)
+            .await?
+            .read_resource(uri, cancel)
+            .await
+    }
+
+    /// Gets a prompt of an upstream package.
+    pub async fn get_prompt(
+        self: &Arc<Self>,
+        caller: &HubCaller,
+        package: &str,
+        name: &str,
+        arguments: Option<JsonObject>,
+        cancel: CancellationToken,
+    ) -> std::result::Result<rmcp::model::GetPromptResult, CallError> {
+        self.package_connection(caller, package)
+            .await?
+            .get_prompt(name, arguments, cancel)
+            .await
     }
 
     /// Calls a catalogued tool of an upstream or custom package. Built-in tools are the

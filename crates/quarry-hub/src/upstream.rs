@@ -449,6 +449,60 @@ impl Connection {
     }
 }
 
+impl Connection {
+    fn ready_peer(&self) -> Result<Peer<RoleClient>, CallError> {
+        let peer = self.peer.borrow().clone();
+        peer.ok_or_else(|| {
+            let h = self.health();
+            CallError::Unavailable(
+                h.last_error
+                    .unwrap_or_else(|| format!("'{}' is {}", self.name, h.status)),
+            )
+        })
+    }
+
+    /// Reads a resource of the upstream.
+    pub async fn read_resource(
+        &self,
+        uri: &str,
+        cancel: CancellationToken,
+    ) -> Result<rmcp::model::ReadResourceResult, CallError> {
+        let peer = self.ready_peer()?;
+        let _permit = self
+            .permits
+            .acquire()
+            .await
+            .map_err(|_| CallError::Unavailable("closed".into()))?;
+        tokio::select! {
+            r = peer.read_resource(rmcp::model::ReadResourceRequestParams::new(uri)) => r.map_err(service_error),
+            _ = cancel.cancelled() => Err(CallError::Cancelled),
+            _ = tokio::time::sleep(self.call_timeout) => Err(CallError::Timeout(self.call_timeout)),
+        }
+    }
+
+    /// Gets a prompt of the upstream.
+    pub async fn get_prompt(
+        &self,
+        name: &str,
+        arguments: Option<rmcp::model::JsonObject>,
+        cancel: CancellationToken,
+    ) -> Result<rmcp::model::GetPromptResult, CallError> {
+        let peer = self.ready_peer()?;
+        let _permit = self
+            .permits
+            .acquire()
+            .await
+            .map_err(|_| CallError::Unavailable("closed".into()))?;
+        let mut params = rmcp::model::GetPromptRequestParams::new(name);
+        params.arguments = arguments;
+        tokio::select! {
+            r = peer.get_prompt(params) => r.map_err(service_error),
+            _ = cancel.cancelled() => Err(CallError::Cancelled),
+            _ = tokio::time::sleep(self.call_timeout) => Err(CallError::Timeout(self.call_timeout)),
+        }
+    }
+}
+
 fn service_error(e: ServiceError) -> CallError {
     match e {
         ServiceError::McpError(data) => CallError::Upstream {
@@ -611,6 +665,17 @@ fn http_client(spec: &ConnectSpec) -> Result<reqwest::Client, String> {
 pub struct Discovered {
     pub tools: Vec<Tool>,
     pub raw: HashMap<String, serde_json::Value>,
+    /// Resources, resource templates and prompts, when the upstream offers them.
+    pub surface: Surface,
+}
+
+/// What an upstream offers besides tools.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Surface {
+    pub resources: Vec<rmcp::model::Resource>,
+    pub resource_templates: Vec<rmcp::model::ResourceTemplate>,
+    pub prompts: Vec<rmcp::model::Prompt>,
 }
 
 /// Lists every tool, following pagination.
@@ -631,7 +696,29 @@ async fn discover(
                 .into_iter()
                 .filter_map(|t| Some((t.get("name")?.as_str()?.to_owned(), t)))
                 .collect();
-            Ok(Discovered { tools, raw })
+            let caps = peer.peer_info().map(|i| i.capabilities.clone());
+            let mut surface = Surface::default();
+            // What else the upstream offers; a failure here leaves that part empty.
+            if caps.as_ref().is_some_and(|c| c.resources.is_some()) {
+                if let Ok(Ok(r)) = tokio::time::timeout(timeout, peer.list_all_resources()).await {
+                    surface.resources = r;
+                }
+                if let Ok(Ok(t)) =
+                    tokio::time::timeout(timeout, peer.list_all_resource_templates()).await
+                {
+                    surface.resource_templates = t;
+                }
+            }
+            if caps.as_ref().is_some_and(|c| c.prompts.is_some())
+                && let Ok(Ok(p)) = tokio::time::timeout(timeout, peer.list_all_prompts()).await
+            {
+                surface.prompts = p;
+            }
+            Ok(Discovered {
+                tools,
+                raw,
+                surface,
+            })
         }
         Ok(Err(e)) => Err(format!("tools/list failed: {e}")),
         Err(_) => Err(format!(

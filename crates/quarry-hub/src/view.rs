@@ -70,6 +70,9 @@ pub struct View {
     /// Tools keep their own names (the default view of `/mcp`).
     bare: bool,
     search_mode: bool,
+    /// Packages whose resources and prompts the endpoint offers: those chosen whole
+    /// (`?servers=`, or all for `/api/mcp` without a selection).
+    whole_packages: Vec<String>,
 }
 
 impl View {
@@ -170,12 +173,31 @@ impl View {
         if count > cap {
             return Err(ViewError::TooMany { count, cap });
         }
+        let mut whole_packages: Vec<String> = match (&selection.tools, &selection.servers, default)
+        {
+            (None, None, DefaultView::Everything) => {
+                catalog.packages.iter().map(|p| p.id.clone()).collect()
+            }
+            (None, None, DefaultView::BarePackage(p)) => vec![p.clone()],
+            _ => selection.servers.clone().unwrap_or_default(),
+        };
+        // A disabled server offers nothing.
+        whole_packages.retain(|p| {
+            catalog
+                .tools
+                .iter()
+                .filter(|t| &t.package == p)
+                .all(|t| t.available)
+        });
+        whole_packages.sort();
+        whole_packages.dedup();
         Ok(View {
             catalog,
             listed,
             scope,
             bare,
             search_mode: selection.search_mode,
+            whole_packages,
         })
     }
 
@@ -185,6 +207,76 @@ impl View {
 
     pub fn is_search_mode(&self) -> bool {
         self.search_mode
+    }
+
+    /// Whether the endpoint offers `package` whole (its resources and prompts).
+    pub fn offers_package(&self, package: &str) -> bool {
+        self.whole_packages.iter().any(|p| p == package)
+    }
+
+    fn surfaces(&self) -> impl Iterator<Item = &crate::catalog::Package> {
+        self.whole_packages
+            .iter()
+            .filter_map(|p| self.catalog.package(p))
+    }
+
+    /// The offered packages' resources (their URIs are the upstreams' own).
+    pub fn resources(&self) -> Vec<rmcp::model::Resource> {
+        self.surfaces()
+            .flat_map(|p| p.surface.resources.iter().cloned())
+            .collect()
+    }
+
+    pub fn resource_templates(&self) -> Vec<rmcp::model::ResourceTemplate> {
+        self.surfaces()
+            .flat_map(|p| p.surface.resource_templates.iter().cloned())
+            .collect()
+    }
+
+    /// The offered packages' prompts under `package__prompt` (their own names with
+    /// `?names=tool`).
+    pub fn prompts(&self) -> Vec<rmcp::model::Prompt> {
+        self.surfaces()
+            .flat_map(|p| {
+                p.surface.prompts.iter().map(move |pr| {
+                    let mut pr = pr.clone();
+                    if !self.bare {
+                        pr.name = crate::names::wire_name(&p.id, &pr.name, usize::MAX);
+                    }
+                    pr
+                })
+            })
+            .collect()
+    }
+
+    /// The package and upstream name of an offered prompt.
+    pub fn resolve_prompt(&self, name: &str) -> Option<(String, String)> {
+        self.surfaces().find_map(|p| {
+            p.surface.prompts.iter().find_map(|pr| {
+                let exposed = if self.bare {
+                    pr.name.clone()
+                } else {
+                    crate::names::wire_name(&p.id, &pr.name, usize::MAX)
+                };
+                (exposed == name).then(|| (p.id.clone(), pr.name.clone()))
+            })
+        })
+    }
+
+    /// The offered package a resource URI belongs to: one listing it, else one with a
+    /// template whose fixed prefix it starts with.
+    pub fn resource_package(&self, uri: &str) -> Option<String> {
+        self.surfaces()
+            .find(|p| p.surface.resources.iter().any(|r| r.uri == uri))
+            .or_else(|| {
+                self.surfaces().find(|p| {
+                    p.surface.resource_templates.iter().any(|t| {
+                        let prefix = t.uri_template.split('{').next().unwrap_or("");
+                        !prefix.is_empty() && uri.starts_with(prefix)
+                    })
+                })
+            })
+            .map(|p| p.id.clone())
     }
 
     /// Tool definitions for `tools/list`, in a fixed order.

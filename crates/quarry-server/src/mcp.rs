@@ -13,10 +13,10 @@ use quarry_engine::{DocumentView, GetRequest, MultiGetItem, MultiGetRequest, Sea
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, GetPromptRequestParams,
     GetPromptResponse, GetPromptResult, Implementation, JsonObject, ListPromptsResult,
-    ListResourceTemplatesResult, ListToolsResult, MetaObject, PaginatedRequestParams, Prompt,
-    PromptMessage, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
-    ResourceContents, ResourceTemplate, Role, ServerCapabilities, ServerConfig, Tool,
-    ToolAnnotations, object,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, MetaObject,
+    PaginatedRequestParams, Prompt, PromptMessage, ReadResourceRequestParams, ReadResourceResponse,
+    ReadResourceResult, ResourceContents, ResourceTemplate, Role, ServerCapabilities, ServerConfig,
+    Tool, ToolAnnotations, object,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
@@ -832,19 +832,37 @@ impl ServerHandler for QuarryMcp {
         result.map(Into::into)
     }
 
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        // Quarry's own documents are found by search, not listed; upstreams' resources are.
+        let caller = self.caller(&context)?;
+        let view = self.view(&caller, &context)?;
+        Ok(ListResourcesResult::with_all_items(view.resources()))
+    }
+
     async fn list_resource_templates(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, McpError> {
-        Ok(ListResourceTemplatesResult::with_all_items(vec![
-            ResourceTemplate::new("qmd://{+path}", "document")
-                .with_title("Quarry Document")
-                .with_description(
-                    "A markdown document from your Quarry knowledge base. Use search tools to discover documents.",
-                )
-                .with_mime_type("text/markdown"),
-        ]))
+        let caller = self.caller(&context)?;
+        let view = self.view(&caller, &context)?;
+        let mut templates = Vec::new();
+        if view.offers_package(KNOWLEDGE_PACKAGE) {
+            templates.push(
+                ResourceTemplate::new("qmd://{+path}", "document")
+                    .with_title("Quarry Document")
+                    .with_description(
+                        "A markdown document from your Quarry knowledge base. Use search tools to discover documents.",
+                    )
+                    .with_mime_type("text/markdown"),
+            );
+        }
+        templates.extend(view.resource_templates());
+        Ok(ListResourceTemplatesResult::with_all_items(templates))
     }
 
     async fn read_resource(
@@ -852,12 +870,44 @@ impl ServerHandler for QuarryMcp {
         request: ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
-        let engine = self.caller(&context)?.engine;
+        let caller = self.caller(&context)?;
+        let view = self.view(&caller, &context)?;
+        // An upstream's resource, or Quarry's own (which explains a URI it cannot read).
+        let upstream = match view.resource_package(&request.uri) {
+            Some(p) if !request.uri.starts_with("qmd://") => Some(p),
+            _ if view.offers_package(KNOWLEDGE_PACKAGE) => None,
+            _ => {
+                return Err(McpError::resource_not_found(
+                    format!("Resource not found: {}", request.uri),
+                    Some(json!({ "uri": request.uri })),
+                ));
+            }
+        };
+        if let Some(package) = upstream {
+            return match self
+                .state
+                .hub()
+                .read_resource(
+                    &caller.hub_caller(),
+                    &package,
+                    &request.uri,
+                    context.ct.clone(),
+                )
+                .await
+            {
+                Ok(r) => Ok(r.into()),
+                Err(quarry_hub::CallError::Upstream { code, message }) => {
+                    Err(McpError::new(rmcp::model::ErrorCode(code), message, None))
+                }
+                Err(e) => Err(McpError::internal_error(e.to_string(), None)),
+            };
+        }
+        let engine = caller.engine;
         let uri = request.uri.clone();
-        let view = tokio::task::spawn_blocking(move || engine.read_resource(&uri))
+        let doc = tokio::task::spawn_blocking(move || engine.read_resource(&uri))
             .await
             .map_err(|e| McpError::internal_error(format!("read failed: {e}"), None))?;
-        match view {
+        match doc {
             Ok(v) => Ok(ReadResourceResult::new(vec![
                 ResourceContents::text(v.text, request.uri).with_mime_type("text/markdown"),
             ])
@@ -877,34 +927,73 @@ impl ServerHandler for QuarryMcp {
     async fn list_prompts(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, McpError> {
-        Ok(ListPromptsResult::with_all_items(vec![
-            Prompt::new(
-                "query",
-                Some("How to use Quarry to search the knowledge base effectively"),
-                None,
-            )
-            .with_title("Quarry search guide"),
-        ]))
+        let caller = self.caller(&context)?;
+        let view = self.view(&caller, &context)?;
+        let mut prompts = Vec::new();
+        if view.offers_package(KNOWLEDGE_PACKAGE) {
+            prompts.push(
+                Prompt::new(
+                    "query",
+                    Some("How to use Quarry to search the knowledge base effectively"),
+                    None,
+                )
+                .with_title("Quarry search guide"),
+            );
+        }
+        prompts.extend(view.prompts());
+        Ok(ListPromptsResult::with_all_items(prompts))
     }
 
     async fn get_prompt(
         &self,
         request: GetPromptRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, McpError> {
-        if request.name != "query" {
+        let caller = self.caller(&context)?;
+        let view = self.view(&caller, &context)?;
+        if request.name == "query" && view.offers_package(KNOWLEDGE_PACKAGE) {
+            return Ok(GetPromptResult::new(vec![PromptMessage::new_text(
+                Role::User,
+                PROMPT_GUIDE,
+            )])
+            .with_description("How to use Quarry to search the knowledge base effectively")
+            .into());
+        }
+        let Some((package, name)) = view.resolve_prompt(&request.name) else {
+            let available: Vec<String> = view
+                .prompts()
+                .into_iter()
+                .map(|p| p.name)
+                .chain(
+                    view.offers_package(KNOWLEDGE_PACKAGE)
+                        .then(|| "query".to_owned()),
+                )
+                .collect();
             return Err(McpError::invalid_params(
                 format!("Unknown prompt: {}", request.name),
-                Some(json!({ "available": ["query"] })),
+                Some(json!({ "available": available })),
             ));
+        };
+        match self
+            .state
+            .hub()
+            .get_prompt(
+                &caller.hub_caller(),
+                &package,
+                &name,
+                request.arguments,
+                context.ct.clone(),
+            )
+            .await
+        {
+            Ok(r) => Ok(r.into()),
+            Err(quarry_hub::CallError::Upstream { code, message }) => {
+                Err(McpError::new(rmcp::model::ErrorCode(code), message, None))
+            }
+            Err(e) => Err(McpError::internal_error(e.to_string(), None)),
         }
-        Ok(
-            GetPromptResult::new(vec![PromptMessage::new_text(Role::User, PROMPT_GUIDE)])
-                .with_description("How to use Quarry to search the knowledge base effectively")
-                .into(),
-        )
     }
 }
 

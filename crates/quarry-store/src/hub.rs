@@ -51,6 +51,8 @@ pub struct PackageRow {
     pub schema_version: String,
     /// The manifest or `server.json` as installed (JSON), if any.
     pub manifest: Option<String>,
+    /// JSON: the upstream's resources, resource templates and prompts, as discovered.
+    pub surface: Option<String>,
     pub updated_at: i64,
 }
 

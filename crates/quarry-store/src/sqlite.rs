@@ -244,6 +244,7 @@ CREATE TABLE IF NOT EXISTS hub_packages (
     schema_version TEXT NOT NULL,
     manifest TEXT,
     updated_at INTEGER NOT NULL,
+    surface TEXT,
     PRIMARY KEY (owner, id)
 );
 -- Seed 002's tool_catalog: UNIQUE(package, tool) and UNIQUE(full_name), per owner.

@@ -26,7 +26,7 @@ fn upstream_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<UpstreamRow> {
 }
 
 const PACKAGE_COLUMNS: &str = "owner, id, name, description, category, tags, kind, upstream_id, \
-     source, schema_version, manifest, updated_at";
+     source, schema_version, manifest, updated_at, surface";
 
 /// Tags are kept one per line (a tag never holds a newline: the hub trims them).
 fn join_tags(tags: &[String]) -> String {
@@ -54,6 +54,7 @@ fn package_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<PackageRow> {
         schema_version: r.get(9)?,
         manifest: r.get(10)?,
         updated_at: r.get(11)?,
+        surface: r.get(12)?,
     })
 }
 
@@ -117,12 +118,13 @@ fn upsert_package(tx: &Transaction<'_>, p: &PackageRow) -> rusqlite::Result<usiz
     tx.execute(
         &format!(
             "INSERT INTO hub_packages ({PACKAGE_COLUMNS}) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13) \
              ON CONFLICT (owner, id) DO UPDATE SET name = excluded.name, \
              description = excluded.description, category = excluded.category, \
              tags = excluded.tags, kind = excluded.kind, upstream_id = excluded.upstream_id, \
              source = excluded.source, schema_version = excluded.schema_version, \
-             manifest = excluded.manifest, updated_at = excluded.updated_at"
+             manifest = excluded.manifest, updated_at = excluded.updated_at, \
+             surface = excluded.surface"
         ),
         params![
             p.owner,
@@ -136,7 +138,8 @@ fn upsert_package(tx: &Transaction<'_>, p: &PackageRow) -> rusqlite::Result<usiz
             p.source,
             p.schema_version,
             p.manifest,
-            p.updated_at
+            p.updated_at,
+            p.surface
         ],
     )
 }
