@@ -657,3 +657,55 @@ async def test_resources_and_prompts_of_selected_servers_pass_through(hub):
     async with mcp(hub["srv"].url("/mcp")) as c:
         assert [t.uri_template for t in (await c.list_resource_templates()).resource_templates] == ["qmd://{+path}"]
         assert [p.name for p in (await c.list_prompts()).prompts] == ["query"]
+
+
+@pytest.mark.anyio
+async def test_cancellation_reaches_the_upstream(hub, tmp_path: Path):
+    import anyio
+
+    mark = tmp_path / "cancelled"
+    info = register(hub["srv"], {"name": "hang2", "transport_type": "stdio", "config": f"{sys.executable} {HANGING}",
+                                 "env": {"HANG_CANCEL_MARK": str(mark)}})
+    try:
+        async with mcp(hub["srv"].url("/api/mcp?servers=hang2")) as c:
+            with anyio.move_on_after(1.0):
+                await c.call_tool("hang2__hang", {})
+            deadline = time.monotonic() + 10
+            while not mark.exists():
+                assert time.monotonic() < deadline, "the upstream never saw the cancellation"
+                await anyio.sleep(0.05)
+            assert mark.read_text() == "cancelled"
+            r = await c.call_tool("hang2__quick", {"text": "still here"})
+            assert r.content[0].text == "quick: still here"
+    finally:
+        requests.delete(hub["srv"].url(f"/api/v1/mcp/servers/{info['id']}"), timeout=30)
+
+
+def test_server_json_launch_spec(hub, http_upstreams, tmp_path: Path):
+    srv = hub["srv"]
+    url = f"http://127.0.0.1:{http_upstreams['everything-http']}/mcp"
+    server_json = {
+        "$schema": "https://static.modelcontextprotocol.io/schemas/2025-12-11/server.schema.json",
+        "name": "io.github.example/everything-remote", "description": "Everything, remote",
+        "version": "1.0.0", "remotes": [{"type": "streamable-http", "url": url}],
+    }
+    info = register(srv, {"server_json": server_json, "category": "testing"})
+    try:
+        assert info["name"] == "everything-remote" and info["transport_type"] == "http"
+        assert info["status"] == "ready" and info["description"] == "Everything, remote"
+    finally:
+        requests.delete(srv.url(f"/api/v1/mcp/servers/{info['id']}"), timeout=30)
+    # A package that needs a variable nobody gave is refused by name.
+    needs_env = {"name": "io.example/x", "packages": [{"registryType": "npm", "identifier": "@example/x",
+                 "version": "1.0.0", "transport": {"type": "stdio"},
+                 "environmentVariables": [{"name": "EXAMPLE_API_KEY", "isRequired": True, "isSecret": True}]}]}
+    r = register(srv, {"server_json": needs_env}, status=400)
+    assert "EXAMPLE_API_KEY" in r["detail"]
+    # The CLI imports the same file.
+    path = tmp_path / "server.json"
+    path.write_text(json.dumps(server_json))
+    out = hub["home"].run("hub", "import", str(path), "--json")
+    assert out.returncode == 0, out.stderr
+    imported = json.loads(out.stdout)
+    assert imported["status"] == "ready" and imported["tool_count"] > 5
+    requests.delete(srv.url(f"/api/v1/mcp/servers/{imported['id']}"), timeout=30)

@@ -12,8 +12,16 @@ app = MCPServer("hanging")
 
 @app.tool()
 async def hang(seconds: float = 3600) -> str:
-    """Sleeps (practically forever by default)."""
-    await anyio.sleep(seconds)
+    """Sleeps (practically forever by default). When cancelled, writes "cancelled" to the
+    file named by $HANG_CANCEL_MARK (so a test can see the cancellation arrive)."""
+    try:
+        await anyio.sleep(seconds)
+    except anyio.get_cancelled_exc_class():
+        mark = os.environ.get("HANG_CANCEL_MARK")
+        if mark:
+            with open(mark, "w") as f:
+                f.write("cancelled")
+        raise
     return "woke up"
 
 
