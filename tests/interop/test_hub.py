@@ -709,3 +709,122 @@ def test_server_json_launch_spec(hub, http_upstreams, tmp_path: Path):
     imported = json.loads(out.stdout)
     assert imported["status"] == "ready" and imported["tool_count"] > 5
     requests.delete(srv.url(f"/api/v1/mcp/servers/{imported['id']}"), timeout=30)
+
+
+@pytest.fixture(scope="module")
+def echo_http():
+    """A loopback HTTP server that answers JSON describing each request it got."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    seen: list[dict] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def _answer(self):
+            length = int(self.headers.get("Content-Length") or 0)
+            body = self.rfile.read(length).decode() if length else ""
+            entry = {"method": self.command, "path": self.path, "body": body,
+                     "api_key": self.headers.get("X-Api-Key")}
+            seen.append(entry)
+            status = 418 if "teapot" in self.path else 200
+            data = json.dumps(entry).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        do_GET = do_POST = _answer
+
+        def log_message(self, *args):
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    t = threading.Thread(target=httpd.serve_forever, daemon=True)
+    t.start()
+    yield {"port": httpd.server_address[1], "seen": seen}
+    httpd.shutdown()
+
+
+def test_custom_http_tools(hub, echo_http):
+    srv = hub["srv"]
+    port = echo_http["port"]
+    spec = {
+        "name": "weather", "description": "Current weather for a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"},
+                                                        "units": {"type": "string", "enum": ["metric", "imperial"], "default": "metric"}},
+                       "required": ["city"]},
+        "http_url": f"http://127.0.0.1:{port}/weather/{{{{city}}}}?units={{{{units}}}}",
+        "http_method": "GET", "http_headers": {"X-Api-Key": "sekrit-key"},
+    }
+    r = requests.post(srv.url("/api/v1/tools"), json=spec, timeout=30)
+    assert r.status_code == 201, r.text
+    tool = r.json()["data"]
+    assert tool["http_headers"] == ["X-Api-Key"] and tool["full_name"] == "custom.weather"
+    listing = requests.get(srv.url("/api/v1/tools"), timeout=30)
+    assert "sekrit-key" not in listing.text
+    assert any(t.get("id") == tool["id"] for t in listing.json()["data"])
+    try:
+        t = requests.post(srv.url(f"/api/v1/tools/{tool['id']}/test"),
+                          json={"arguments": {"city": "São Paulo/../admin?x=1"}}, timeout=30)
+        assert t.status_code == 200, t.text
+        got = json.loads(t.json()["data"]["body"])
+        assert got["path"] == "/weather/S%C3%A3o%20Paulo%2F..%2Fadmin%3Fx%3D1?units=metric", got
+        assert got["api_key"] == "sekrit-key"
+        bad = requests.post(srv.url(f"/api/v1/tools/{tool['id']}/test"), json={"arguments": {"units": "kelvin"}}, timeout=30)
+        assert bad.status_code == 400 and "city" in bad.json()["detail"], bad.text
+        assert requests.post(srv.url("/api/v1/tools"), json={**spec, "http_url": "ftp://x/{{city}}"}, timeout=30).status_code == 400
+        assert requests.post(srv.url("/api/v1/tools"), json=spec, timeout=30).status_code == 409
+        assert requests.post(srv.url("/api/v1/tools/nope/test"), json={}, timeout=30).status_code == 404
+
+        async def via_mcp():
+            async with mcp(srv.url("/api/mcp?tools=custom.weather")) as c:
+                listed = (await c.list_tools()).tools
+                ok = await c.call_tool("custom__weather", {"city": "Oslo"})
+                missing = await c.call_tool("custom__weather", {})
+                return listed, ok, missing
+        listed, ok, missing = anyio_run(via_mcp)
+        assert [x.name for x in listed] == ["custom__weather"] and listed[0].input_schema["required"] == ["city"]
+        assert not ok.is_error and ok.structured_content["path"] == "/weather/Oslo?units=metric"
+        assert missing.is_error and "city" in missing.content[0].text
+        # Update (headers kept unless given), toggle, delete.
+        up = requests.patch(srv.url(f"/api/v1/tools/{tool['id']}"), json={"http_method": "POST",
+                            "http_body_template": '{"city": "{{city}}"}'}, timeout=30)
+        assert up.status_code == 200 and up.json()["data"]["http_headers"] == ["X-Api-Key"], up.text
+        t = requests.post(srv.url(f"/api/v1/tools/{tool['id']}/test"), json={"arguments": {"city": 'Quote " and\nnewline'}}, timeout=30)
+        got = json.loads(t.json()["data"]["body"])
+        assert got["method"] == "POST" and json.loads(got["body"]) == {"city": 'Quote " and\nnewline'}
+        off = requests.patch(srv.url(f"/api/v1/tools/{tool['id']}/toggle"), timeout=30).json()["data"]
+        assert off["enabled"] is False
+
+        async def hidden():
+            async with mcp(srv.url("/api/mcp?tools=custom.weather")) as c:
+                return [x.name for x in (await c.list_tools()).tools]
+        assert anyio_run(hidden) == []
+    finally:
+        assert requests.delete(srv.url(f"/api/v1/tools/{tool['id']}"), timeout=30).status_code == 200
+    assert requests.get(srv.url(f"/api/v1/tools/{tool['id']}"), timeout=30).status_code == 404
+
+
+def test_users_custom_tools_cannot_reach_private_addresses(quarry_bin: Path, corpus: Path, tmp_path: Path, echo_http):
+    home = make_home(quarry_bin, corpus, tmp_path / "home")
+    assert home.run("user", "add", "dana").returncode == 0
+    assert home.run("space", "grant", "default", "dana", "--role", "editor").returncode == 0
+    token = json.loads(home.run("token", "create", "--user", "dana", "--json").stdout)["token"]
+    h = {"Authorization": f"Bearer {token}"}
+    before = len(echo_http["seen"])
+    srv = start_server(home, "--auth", "token", logdir=tmp_path / "logs")
+    try:
+        for url in [f"http://127.0.0.1:{echo_http['port']}/x", f"http://localhost:{echo_http['port']}/x",
+                    "http://169.254.169.254/latest/meta-data/", "http://[::ffff:127.0.0.1]/x", "http://2130706433/x",
+                    "http://10.0.0.1/x"]:
+            r = requests.post(srv.url("/api/v1/tools"), headers=h, timeout=30,
+                              json={"name": "probe", "http_url": url})
+            assert r.status_code == 201, r.text
+            tid = r.json()["data"]["id"]
+            t = requests.post(srv.url(f"/api/v1/tools/{tid}/test"), headers=h, json={}, timeout=30)
+            assert t.status_code == 400 and "refused" in t.json()["detail"], (url, t.text)
+            requests.delete(srv.url(f"/api/v1/tools/{tid}"), headers=h, timeout=30)
+        assert len(echo_http["seen"]) == before, "a refused request reached the server"
+    finally:
+        srv.stop()

@@ -173,6 +173,31 @@ pub struct UpstreamInfo {
     pub updated_at: String,
 }
 
+/// The package every owner's custom HTTP tools belong to.
+pub const CUSTOM_PACKAGE: &str = "custom";
+
+/// A custom HTTP tool as listed: its specification with header *names* only.
+#[derive(Debug, Clone, Serialize)]
+pub struct CustomToolInfo {
+    pub id: String,
+    pub name: String,
+    /// `custom.<name>`.
+    pub full_name: String,
+    pub description: String,
+    pub parameters: Value,
+    pub http_url: String,
+    pub http_method: String,
+    /// Names of the headers sent (values are never shown).
+    pub http_headers: Vec<String>,
+    pub http_body_template: Option<String>,
+    pub timeout_secs: Option<u64>,
+    pub max_response_bytes: Option<u64>,
+    pub enabled: bool,
+    pub tool_type: &'static str,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
 /// Masks a URL's password and the values of query parameters that look like credentials.
 pub fn mask_url(raw: &str) -> String {
     let Ok(mut url) = url::Url::parse(raw) else {
@@ -497,7 +522,7 @@ impl Hub {
                 .or(manifest.as_ref().and_then(|m| m.id.as_deref())),
             &name,
         )?;
-        if self.builtin.iter().any(|b| b.id == package_id) {
+        if self.builtin.iter().any(|b| b.id == package_id) || package_id == CUSTOM_PACKAGE {
             return Err(Error::Conflict(format!(
                 "package '{package_id}' is built in; choose another name or package"
             )));
@@ -772,6 +797,206 @@ impl Hub {
         Ok(CatalogTool { enabled, ..tool })
     }
 
+    /// Where a caller's outbound requests (custom tools) may go: anywhere for the machine's
+    /// owner (who runs the server), the configured policy for users.
+    fn net_policy(&self, caller: &HubCaller) -> NetPolicy {
+        if caller.machine_owner && caller.owner == MACHINE_OWNER {
+            NetPolicy::parse_allow_list("0.0.0.0/0,::/0").unwrap_or_else(|_| self.opts.net.clone())
+        } else {
+            self.opts.net.clone()
+        }
+    }
+
+    /// Rewrites the owner's `custom` package from its enabled custom tools.
+    fn write_custom_package(&self, owner: &str) -> Result<()> {
+        let now = now_millis();
+        let rows = self.store.custom_tools(owner)?;
+        let package = PackageRow {
+            owner: owner.to_owned(),
+            id: CUSTOM_PACKAGE.into(),
+            name: "Custom HTTP tools".into(),
+            description: "HTTP endpoints registered as tools".into(),
+            category: "custom".into(),
+            tags: vec!["http".into(), "webhook".into()],
+            kind: "custom".into(),
+            upstream_id: None,
+            source: "custom".into(),
+            schema_version: "custom".into(),
+            manifest: None,
+            updated_at: now,
+            surface: None,
+        };
+        let mut tools = Vec::new();
+        // Every custom tool is catalogued; a disabled one is switched off like any tool.
+        for row in &rows {
+            let info = custom_info(row)?;
+            let raw = serde_json::json!({
+                "name": info.name,
+                "description": info.description,
+                "inputSchema": info.parameters,
+                "annotations": {"openWorldHint": true},
+            });
+            tools.push(quarry_store::ToolRow {
+                owner: owner.to_owned(),
+                package: CUSTOM_PACKAGE.into(),
+                tool: info.name.clone(),
+                full_name: info.full_name.clone(),
+                description: info.description.clone(),
+                input_schema: info.parameters.to_string(),
+                raw: raw.to_string(),
+                category: "custom".into(),
+                tags: package.tags.clone(),
+                source: "custom".into(),
+                schema_version: "custom".into(),
+                requires_task: false,
+                updated_at: now,
+            });
+        }
+        if rows.is_empty() {
+            self.store.delete_package(owner, CUSTOM_PACKAGE)?;
+            return Ok(());
+        }
+        self.store.replace_package(&package, &tools)
+    }
+
+    /// The caller's custom HTTP tools.
+    pub fn custom_tools(&self, caller: &HubCaller) -> Result<Vec<CustomToolInfo>> {
+        self.store
+            .custom_tools(&caller.owner)?
+            .iter()
+            .map(custom_info)
+            .collect()
+    }
+
+    fn custom_row(&self, caller: &HubCaller, id: &str) -> Result<quarry_store::CustomToolRow> {
+        self.store
+            .custom_tools(&caller.owner)?
+            .into_iter()
+            .find(|r| r.id == id || r.name == id)
+            .ok_or_else(|| Error::NotFound(format!("custom tool '{id}' not found")))
+    }
+
+    pub fn custom_tool(&self, caller: &HubCaller, id: &str) -> Result<CustomToolInfo> {
+        custom_info(&self.custom_row(caller, id)?)
+    }
+
+    /// Creates a custom HTTP tool (seed 003's `CustomTool`); header values are kept apart.
+    pub fn create_custom_tool(
+        &self,
+        caller: &HubCaller,
+        spec: custom::CustomToolSpec,
+        enabled: bool,
+    ) -> Result<CustomToolInfo> {
+        caller.require_write()?;
+        custom::validate_spec(&spec).map_err(Error::InvalidInput)?;
+        let now = now_millis();
+        let (spec, headers) = split_headers(spec);
+        let row = quarry_store::CustomToolRow {
+            id: uuid_v4(),
+            owner: caller.owner.clone(),
+            name: spec.name.clone(),
+            spec: serde_json::to_string(&spec).map_err(|e| Error::Storage(e.to_string()))?,
+            secrets: serde_json::to_string(&headers).map_err(|e| Error::Storage(e.to_string()))?,
+            enabled,
+            created_at: now,
+            updated_at: now,
+        };
+        self.store.insert_custom_tool(&row)?;
+        self.store.set_tool_disabled(
+            &caller.owner,
+            &names::catalog_name(CUSTOM_PACKAGE, &row.name),
+            !enabled,
+        )?;
+        self.write_custom_package(&caller.owner)?;
+        custom_info(&row)
+    }
+
+    /// Changes a custom tool: `patch` holds the fields to replace (any of the spec's, and
+    /// `enabled`). Header values not given are kept.
+    pub fn update_custom_tool(
+        &self,
+        caller: &HubCaller,
+        id: &str,
+        patch: serde_json::Map<String, Value>,
+    ) -> Result<CustomToolInfo> {
+        caller.require_write()?;
+        let mut row = self.custom_row(caller, id)?;
+        let mut spec_json: serde_json::Map<String, Value> =
+            serde_json::from_str(&row.spec).map_err(|e| Error::Storage(e.to_string()))?;
+        let mut headers: std::collections::BTreeMap<String, String> =
+            serde_json::from_str(&row.secrets).unwrap_or_default();
+        for (k, v) in patch {
+            match k.as_str() {
+                "enabled" => {
+                    row.enabled = v.as_bool().ok_or_else(|| {
+                        Error::InvalidInput("enabled: expected true or false".into())
+                    })?
+                }
+                "http_headers" => {
+                    headers = serde_json::from_value(v).map_err(|e| {
+                        Error::InvalidInput(format!(
+                            "http_headers: expected an object of strings ({e})"
+                        ))
+                    })?
+                }
+                _ => {
+                    spec_json.insert(k, v);
+                }
+            }
+        }
+        spec_json.insert(
+            "http_headers".into(),
+            serde_json::to_value(&headers).unwrap_or_default(),
+        );
+        let spec: custom::CustomToolSpec = serde_json::from_value(Value::Object(spec_json))
+            .map_err(|e| Error::InvalidInput(format!("invalid custom tool: {e}")))?;
+        custom::validate_spec(&spec).map_err(Error::InvalidInput)?;
+        let (spec, headers) = split_headers(spec);
+        row.name = spec.name.clone();
+        row.spec = serde_json::to_string(&spec).map_err(|e| Error::Storage(e.to_string()))?;
+        row.secrets = serde_json::to_string(&headers).map_err(|e| Error::Storage(e.to_string()))?;
+        row.updated_at = now_millis();
+        let old_name = names::catalog_name(CUSTOM_PACKAGE, &self.custom_row(caller, id)?.name);
+        self.store.update_custom_tool(&row)?;
+        self.store
+            .set_tool_disabled(&caller.owner, &old_name, false)?;
+        self.store.set_tool_disabled(
+            &caller.owner,
+            &names::catalog_name(CUSTOM_PACKAGE, &row.name),
+            !row.enabled,
+        )?;
+        self.write_custom_package(&caller.owner)?;
+        custom_info(&row)
+    }
+
+    pub fn delete_custom_tool(&self, caller: &HubCaller, id: &str) -> Result<()> {
+        caller.require_write()?;
+        let row = self.custom_row(caller, id)?;
+        self.store.delete_custom_tool(&caller.owner, &row.id)?;
+        self.store.set_tool_disabled(
+            &caller.owner,
+            &names::catalog_name(CUSTOM_PACKAGE, &row.name),
+            false,
+        )?;
+        self.write_custom_package(&caller.owner)
+    }
+
+    /// Runs a custom tool with `arguments` (the "test" button, and `tools/call`).
+    pub async fn run_custom_tool(
+        &self,
+        caller: &HubCaller,
+        id: &str,
+        arguments: &Value,
+    ) -> std::result::Result<custom::CustomResponse, custom::CustomToolError> {
+        let row = self
+            .custom_row(caller, id)
+            .map_err(|e| custom::CustomToolError::InvalidSpec(e.to_string()))?;
+        let mut spec: custom::CustomToolSpec = serde_json::from_str(&row.spec)
+            .map_err(|e| custom::CustomToolError::InvalidSpec(e.to_string()))?;
+        spec.http_headers = serde_json::from_str(&row.secrets).unwrap_or_default();
+        custom::execute(&spec, arguments, &self.net_policy(caller)).await
+    }
+
     /// The live connection of an upstream package (connecting it if another process
     /// registered it).
     async fn package_connection(
@@ -849,14 +1074,44 @@ impl Hub {
                 };
                 conn.call(&tool.name, arguments, progress, cancel).await
             }
-            PackageKind::Custom => Err(CallError::Unavailable(
-                "custom tools are not callable yet".into(),
-            )),
+            PackageKind::Custom => {
+                let args = Value::Object(arguments.unwrap_or_default());
+                let run = self.run_custom_tool(caller, &tool.name, &args);
+                let outcome = tokio::select! {
+                    r = run => r,
+                    _ = cancel.cancelled() => return Err(CallError::Cancelled),
+                };
+                Ok(custom_result(outcome))
+            }
             PackageKind::Builtin => Err(CallError::Unavailable(
                 "built-in tools run in the server".into(),
             )),
         }
     }
+}
+
+fn custom_info(row: &quarry_store::CustomToolRow) -> Result<CustomToolInfo> {
+    let spec: custom::CustomToolSpec = serde_json::from_str(&row.spec)
+        .map_err(|e| Error::Storage(format!("custom tool '{}': {e}", row.name)))?;
+    let headers: std::collections::BTreeMap<String, String> =
+        serde_json::from_str(&row.secrets).unwrap_or_default();
+    Ok(CustomToolInfo {
+        id: row.id.clone(),
+        full_name: names::catalog_name(CUSTOM_PACKAGE, &spec.name),
+        name: spec.name,
+        description: spec.description,
+        parameters: spec.parameters,
+        http_url: spec.http_url,
+        http_method: spec.http_method.to_ascii_uppercase(),
+        http_headers: headers.into_keys().collect(),
+        http_body_template: spec.http_body_template,
+        timeout_secs: spec.timeout_secs,
+        max_response_bytes: spec.max_response_bytes,
+        enabled: row.enabled,
+        tool_type: "http",
+        created_at: iso(row.created_at),
+        updated_at: iso(row.updated_at),
+    })
 }
 
 /// Fills a registration from a `server.json` launch spec (explicit fields win). Required
@@ -903,6 +1158,46 @@ fn apply_server_json(req: &mut RegisterUpstream, v: &Value) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+/// Header values go to the secrets column; the spec keeps none.
+fn split_headers(
+    mut spec: custom::CustomToolSpec,
+) -> (
+    custom::CustomToolSpec,
+    std::collections::BTreeMap<String, String>,
+) {
+    let headers = std::mem::take(&mut spec.http_headers);
+    (spec, headers)
+}
+
+/// A custom tool's HTTP response as a tool result: the body as text (and as
+/// `structuredContent` when it is a JSON object); an HTTP error status or a failure is
+/// `isError` with the reason.
+fn custom_result(
+    outcome: std::result::Result<custom::CustomResponse, custom::CustomToolError>,
+) -> CallToolResult {
+    use rmcp::model::ContentBlock;
+    match outcome {
+        Ok(r) => {
+            let mut result = if (200..300).contains(&r.status) {
+                CallToolResult::success(vec![ContentBlock::text(r.body.clone())])
+            } else {
+                CallToolResult::error(vec![ContentBlock::text(format!(
+                    "HTTP {}: {}",
+                    r.status, r.body
+                ))])
+            };
+            if (200..300).contains(&r.status)
+                && !r.truncated
+                && let Ok(v @ Value::Object(_)) = serde_json::from_str::<Value>(&r.body)
+            {
+                result.structured_content = Some(v);
+            }
+            result
+        }
+        Err(e) => CallToolResult::error(vec![ContentBlock::text(e.to_string())]),
+    }
 }
 
 fn uuid_v4() -> String {

@@ -35,9 +35,15 @@ pub fn router() -> Router<Arc<AppState>> {
         .route("/api/v1/mcp/servers/{id}/refresh", post(refresh_server))
         .route("/api/v1/mcp/servers/{id}/tools", get(server_tools))
         .route("/api/v1/mcp/tools", get(all_mcp_tools))
-        .route("/api/v1/tools", get(all_tools))
+        .route("/api/v1/tools", get(all_tools).post(create_custom))
         .route("/api/v1/tools/builtin", get(builtin_tools))
         .route("/api/v1/tools/builtin/{name}/toggle", patch(toggle_builtin))
+        .route(
+            "/api/v1/tools/{id}",
+            get(get_custom).patch(update_custom).delete(delete_custom),
+        )
+        .route("/api/v1/tools/{id}/toggle", patch(toggle_custom))
+        .route("/api/v1/tools/{id}/test", post(test_custom))
         .route("/api/v1/hub/tools/{name}/toggle", patch(toggle_tool))
         .route("/api/catalog", get(catalog_categories))
         .route("/api/catalog/search", get(catalog_search))
@@ -224,18 +230,165 @@ async fn all_mcp_tools(
     )))
 }
 
+/// Built-in tools and the caller's custom tools (seed 003 §5.3), custom ones with their
+/// specification (header names only) whether enabled or not.
 async fn all_tools(
     State(state): State<Arc<AppState>>,
     caller: Caller,
 ) -> Result<Response, ApiError> {
     let catalog = catalog_of(&state, &caller).await?;
-    Ok(list(&tools_of_kinds(
-        &caller,
-        &catalog,
-        &[PackageKind::Builtin, PackageKind::Custom],
-    )))
+    let mut items = tools_of_kinds(&caller, &catalog, &[PackageKind::Builtin]);
+    let hub = state.hub().clone();
+    let who = caller.hub_caller();
+    let custom = blocking(move || hub.custom_tools(&who)).await?;
+    for c in custom {
+        let mut v = serde_json::to_value(&c).unwrap_or_default();
+        v["source"] = json!(format!("custom:{}", c.id));
+        items.push(v);
+    }
+    Ok(list(&items))
 }
 
+async fn create_custom(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    Body(mut body): Body<serde_json::Map<String, Value>>,
+) -> Result<Response, ApiError> {
+    let enabled = match body.remove("enabled") {
+        None => true,
+        Some(Value::Bool(b)) => b,
+        Some(_) => {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "enabled: expected true or false",
+            ));
+        }
+    };
+    // Seed 003 names the kind; HTTP is the only one.
+    match body.remove("tool_type") {
+        None => {}
+        Some(Value::String(t)) if t == "http" => {}
+        Some(other) => {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                format!("tool_type: only \"http\" is supported, got {other}"),
+            ));
+        }
+    }
+    let spec: quarry_hub::custom::CustomToolSpec = serde_json::from_value(Value::Object(body))
+        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, format!("invalid custom tool: {e}")))?;
+    let hub = state.hub().clone();
+    let who = caller.hub_caller();
+    let info = blocking(move || hub.create_custom_tool(&who, spec, enabled)).await?;
+    Ok((StatusCode::CREATED, ok(info)).into_response())
+}
+
+async fn get_custom(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    let hub = state.hub().clone();
+    let who = caller.hub_caller();
+    Ok(ok(blocking(move || hub.custom_tool(&who, &id)).await?))
+}
+
+async fn update_custom(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    Path(id): Path<String>,
+    Body(patch): Body<serde_json::Map<String, Value>>,
+) -> Result<Response, ApiError> {
+    let hub = state.hub().clone();
+    let who = caller.hub_caller();
+    Ok(ok(blocking(move || {
+        hub.update_custom_tool(&who, &id, patch)
+    })
+    .await?))
+}
+
+async fn delete_custom(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    let hub = state.hub().clone();
+    let who = caller.hub_caller();
+    let id2 = id.clone();
+    blocking(move || hub.delete_custom_tool(&who, &id2)).await?;
+    Ok(ok(json!({ "id": id, "deleted": true })))
+}
+
+async fn toggle_custom(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    Path(id): Path<String>,
+    body: axum::body::Bytes,
+) -> Result<Response, ApiError> {
+    let b = toggle_body(&body)?;
+    let hub = state.hub().clone();
+    let who = caller.hub_caller();
+    let info = blocking(move || {
+        let current = hub.custom_tool(&who, &id)?;
+        let mut patch = serde_json::Map::new();
+        patch.insert(
+            "enabled".into(),
+            json!(b.enabled.unwrap_or(!current.enabled)),
+        );
+        hub.update_custom_tool(&who, &current.id, patch)
+    })
+    .await?;
+    Ok(ok(info))
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct TestBody {
+    #[serde(default)]
+    arguments: Option<Value>,
+}
+
+/// Runs a custom tool once and shows the raw response (seed 003's "test").
+async fn test_custom(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    Path(id): Path<String>,
+    body: axum::body::Bytes,
+) -> Result<Response, ApiError> {
+    let b: TestBody = if body.iter().all(u8::is_ascii_whitespace) {
+        TestBody::default()
+    } else {
+        serde_json::from_slice(&body).map_err(|e| {
+            ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                format!("invalid body: {e} (send {{\"arguments\": {{…}}}})"),
+            )
+        })?
+    };
+    let who = caller.hub_caller();
+    // A missing tool is a 404 like every other route's.
+    {
+        let hub = state.hub().clone();
+        let who = who.clone();
+        let id = id.clone();
+        blocking(move || hub.custom_tool(&who, &id)).await?;
+    }
+    let args = b.arguments.unwrap_or_else(|| json!({}));
+    match state.hub().run_custom_tool(&who, &id, &args).await {
+        Ok(r) => Ok(ok(r)),
+        Err(e) => {
+            use quarry_hub::custom::CustomToolError as E;
+            let status = match &e {
+                E::InvalidSpec(_) | E::InvalidArguments(_) | E::Refused(_) => {
+                    StatusCode::BAD_REQUEST
+                }
+                E::Timeout { .. } => StatusCode::GATEWAY_TIMEOUT,
+                _ => StatusCode::BAD_GATEWAY,
+            };
+            Err(ApiError::new(status, e.to_string()))
+        }
+    }
+}
 async fn builtin_tools(
     State(state): State<Arc<AppState>>,
     caller: Caller,
