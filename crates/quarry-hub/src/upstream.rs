@@ -647,16 +647,22 @@ fn http_client(spec: &ConnectSpec) -> Result<reqwest::Client, String> {
     if !matches!(url.scheme(), "http" | "https") {
         return Err("the URL must start with http:// or https://".into());
     }
+    // No total timeout (SSE and Streamable HTTP streams live as long as the connection;
+    // calls have their own), and no redirects: an MCP endpoint has no reason to move, and
+    // following one would carry the configured headers elsewhere.
+    let builder = reqwest::Client::builder()
+        .no_proxy()
+        .redirect(reqwest::redirect::Policy::none())
+        .connect_timeout(Duration::from_secs(10));
     match &spec.net {
         Some(policy) => {
             crate::ssrf::check_url(policy, &url).map_err(|e| e.to_string())?;
-            crate::ssrf::guarded_client(policy, Duration::from_secs(3600))
+            builder
+                .dns_resolver(crate::ssrf::GuardedResolver::new(Arc::new(policy.clone())))
+                .build()
                 .map_err(|e| e.to_string())
         }
-        None => reqwest::Client::builder()
-            .no_proxy()
-            .build()
-            .map_err(|e| e.to_string()),
+        None => builder.build().map_err(|e| e.to_string()),
     }
 }
 
