@@ -329,7 +329,7 @@ async def test_killed_upstream_is_restarted(hub):
         r = await c.call_tool("hanging__quick", {"text": "after the crash"})
         # The call may hit the dead connection or the restarted one; either way, clearly.
         if r.is_error:
-            assert "hanging__quick" in r.content[0].text
+            assert "hanging.quick" in r.content[0].text
         deadline = time.monotonic() + 20
         while True:
             info = requests.get(srv.url(f"/api/v1/mcp/servers/{hub['hanging']['id']}"), timeout=30).json()["data"]
@@ -828,3 +828,48 @@ def test_users_custom_tools_cannot_reach_private_addresses(quarry_bin: Path, cor
         assert len(echo_http["seen"]) == before, "a refused request reached the server"
     finally:
         srv.stop()
+
+
+def test_more_real_upstreams_memory_filesystem_git(hub, tmp_path: Path):
+    import subprocess
+
+    srv = hub["srv"]
+    mods = _servers_prefix() / "node_modules" / "@modelcontextprotocol"
+    files = tmp_path / "files"
+    files.mkdir()
+    (files / "hello.txt").write_text("hello from the filesystem server")
+    repo = tmp_path / "repo"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    (repo / "a.txt").write_text("a")
+    registered = []
+    try:
+        memory = register(srv, {"name": "memory", "transport_type": "stdio",
+                                "config": f"{node()} {mods / 'server-memory' / 'dist' / 'index.js'}",
+                                "env": {"MEMORY_FILE_PATH": str(tmp_path / 'memory.jsonl')}})
+        registered.append(memory)
+        fs = register(srv, {"name": "filesystem", "transport_type": "stdio",
+                            "config": f"{node()} {mods / 'server-filesystem' / 'dist' / 'index.js'}",
+                            "args": [str(files)]})
+        registered.append(fs)
+        git = register(srv, {"name": "git", "transport_type": "stdio", "config": venv_bin("mcp-server-git"),
+                             "args": ["--repository", str(repo)]})
+        registered.append(git)
+        for info in registered:
+            assert info["status"] == "ready" and info["tool_count"] > 0, info
+        assert git["protocol_version"] == "2026-07-28"
+
+        async def run():
+            async with mcp(srv.url("/api/mcp?tools=memory.create_entities,memory.read_graph,filesystem.read_text_file,git.git_status")) as c:
+                r1 = await c.call_tool("memory__create_entities", {"entities": [
+                    {"name": "Quarry", "entityType": "project", "observations": ["a hub"]}]})
+                r2 = await c.call_tool("memory__read_graph", {})
+                r3 = await c.call_tool("filesystem__read_text_file", {"path": str(files / "hello.txt")})
+                r4 = await c.call_tool("git__git_status", {"repo_path": str(repo)})
+                return r1, r2, r3, r4
+        r1, r2, r3, r4 = anyio_run(run)
+        assert not r1.is_error and "Quarry" in json.dumps(r2.model_dump())
+        assert not r3.is_error and "hello from the filesystem server" in r3.content[0].text
+        assert not r4.is_error and "a.txt" in r4.content[0].text
+    finally:
+        for info in registered:
+            requests.delete(srv.url(f"/api/v1/mcp/servers/{info['id']}"), timeout=30)

@@ -63,7 +63,8 @@ impl TransportKind {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct UpstreamOptions {
-    /// Arguments after the command (stdio); when empty, `config` is split like a shell would.
+    /// Arguments appended, unsplit, after the command line (stdio) — for values with spaces
+    /// or quotes.
     pub args: Vec<String>,
     /// Working directory of the child (stdio).
     pub cwd: Option<String>,
@@ -175,16 +176,13 @@ pub fn split_command_line(line: &str) -> Result<Vec<String>, String> {
     Ok(words)
 }
 
-/// The program and arguments of a stdio upstream.
+/// The program and arguments of a stdio upstream: the command line split like a shell
+/// would, then `args` as given.
 pub fn command_of(
     config: &str,
     options: &UpstreamOptions,
 ) -> Result<(String, Vec<String>), String> {
-    let mut words = if options.args.is_empty() {
-        split_command_line(config)?
-    } else {
-        vec![config.trim().to_owned()]
-    };
+    let mut words = split_command_line(config)?;
     if words.is_empty() || words[0].is_empty() {
         return Err("the command is empty".into());
     }
@@ -292,6 +290,9 @@ pub enum CallError {
         code: i32,
         message: String,
     },
+    /// The upstream asked for client input (sampling, elicitation), which a gateway has no
+    /// person to route to.
+    InputRequired,
     Transport(String),
 }
 
@@ -304,6 +305,9 @@ impl std::fmt::Display for CallError {
             }
             CallError::Cancelled => f.write_str("call cancelled"),
             CallError::Upstream { code, message } => write!(f, "upstream error {code}: {message}"),
+            CallError::InputRequired => f.write_str(
+                "the upstream asked for client input (sampling or elicitation), which the hub does not relay",
+            ),
             CallError::Transport(e) => write!(f, "upstream connection failed: {e}"),
         }
     }
@@ -421,7 +425,8 @@ impl Connection {
         let outcome = tokio::select! {
             r = handle.await_response() => match r {
                 Ok(ServerResult::CallToolResult(result)) => Ok(result),
-                Ok(other) => Err(CallError::Transport(format!("unexpected answer to tools/call: {other:?}"))),
+                Ok(ServerResult::InputRequiredResult(_)) => Err(CallError::InputRequired),
+                Ok(_) => Err(CallError::Transport("the upstream answered tools/call with another kind of result".into())),
                 Err(e) => Err(service_error(e)),
             },
             _ = cancel.cancelled() => Err(CallError::Cancelled),
@@ -1000,8 +1005,11 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(
-            command_of("/usr/bin/my server", &opts).unwrap(),
-            ("/usr/bin/my server".to_owned(), vec!["--x".to_owned()])
+            command_of("'/usr/bin/my server' -v", &opts).unwrap(),
+            (
+                "/usr/bin/my server".to_owned(),
+                vec!["-v".to_owned(), "--x".to_owned()]
+            )
         );
         assert!(command_of("", &UpstreamOptions::default()).is_err());
     }

@@ -152,7 +152,7 @@ impl QuarryMcp {
             .await
         {
             Ok(r) => Ok(r),
-            Err(e) => Ok(tool_error(format!("{}: {e}", tool.wire_name))),
+            Err(e) => Ok(tool_error(format!("{}: {e}", tool.full_name))),
         }
     }
 }
@@ -788,9 +788,14 @@ impl ServerHandler for QuarryMcp {
         .with_server_info(
             Implementation::new("quarry", env!("CARGO_PKG_VERSION")).with_title("Quarry"),
         )
-        .with_instructions(
-            "Quarry searches the user's markdown knowledge base. Start with `search` (keyword) or `query` (best quality), then `get` a document by the path or #docid from the results.",
-        )
+        .with_instructions(match self.default_view {
+            DefaultView::Everything => {
+                "Quarry tool hub: the tools listed are the ones this endpoint's URL selected (?tools=, ?servers=); with search_tools/call_tool, search first, then call what fits."
+            }
+            DefaultView::BarePackage(_) => {
+                "Quarry searches the user's markdown knowledge base. Start with `search` (keyword) or `query` (best quality), then `get` a document by the path or #docid from the results."
+            }
+        })
     }
 
     async fn list_tools(

@@ -469,3 +469,152 @@ impl HubStore for SqliteStore {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store() -> (tempfile::TempDir, SqliteStore) {
+        let dir = tempfile::tempdir().unwrap();
+        let s = SqliteStore::open(&dir.path().join("index.sqlite")).unwrap();
+        (dir, s)
+    }
+
+    fn upstream(owner: &str, id: &str, name: &str) -> (UpstreamRow, PackageRow) {
+        (
+            UpstreamRow {
+                id: id.into(),
+                owner: owner.into(),
+                name: name.into(),
+                package: name.into(),
+                transport: "stdio".into(),
+                config: "true".into(),
+                options: "{}".into(),
+                secrets: r#"{"env":{"K":"secret"}}"#.into(),
+                enabled: true,
+                created_at: 1,
+                updated_at: 1,
+            },
+            PackageRow {
+                owner: owner.into(),
+                id: name.into(),
+                name: name.into(),
+                description: String::new(),
+                category: "c".into(),
+                tags: vec!["a".into(), "b c".into()],
+                kind: "upstream".into(),
+                upstream_id: Some(id.into()),
+                source: "legacy".into(),
+                schema_version: "legacy".into(),
+                manifest: None,
+                updated_at: 1,
+                surface: None,
+            },
+        )
+    }
+
+    fn tool(owner: &str, package: &str, name: &str) -> ToolRow {
+        ToolRow {
+            owner: owner.into(),
+            package: package.into(),
+            tool: name.into(),
+            full_name: format!("{package}.{name}"),
+            description: "d".into(),
+            input_schema: "{}".into(),
+            raw: "{}".into(),
+            category: "c".into(),
+            tags: vec![],
+            source: "legacy".into(),
+            schema_version: "legacy".into(),
+            requires_task: false,
+            updated_at: 1,
+        }
+    }
+
+    #[test]
+    fn owners_are_apart_and_every_change_bumps_the_generation() {
+        let (_d, s) = store();
+        let (u, p) = upstream("alice", "u1", "time");
+        s.insert_upstream(&u, &p).unwrap();
+        let g1 = s.hub_generation("alice").unwrap();
+        assert!(g1 > 0);
+        assert_eq!(s.hub_generation("bob").unwrap(), 0);
+        // Bob may use the same name; Alice may not twice.
+        let (ub, pb) = upstream("bob", "u2", "time");
+        s.insert_upstream(&ub, &pb).unwrap();
+        let (u3, p3) = upstream("alice", "u3", "time");
+        assert!(matches!(
+            s.insert_upstream(&u3, &p3),
+            Err(Error::Conflict(_))
+        ));
+        s.replace_package(
+            &p,
+            &[
+                tool("alice", "time", "now"),
+                tool("alice", "time", "convert"),
+            ],
+        )
+        .unwrap();
+        assert!(s.hub_generation("alice").unwrap() > g1);
+        assert_eq!(s.catalog_tools("alice").unwrap().len(), 2);
+        assert!(s.catalog_tools("bob").unwrap().is_empty());
+        assert!(s.upstream("bob", "u1").unwrap().is_none());
+        assert_eq!(s.packages("alice").unwrap()[0].tags, vec!["a", "b c"]);
+        // A tool twice in one package is refused, and nothing changes.
+        let dup = s.replace_package(
+            &p,
+            &[tool("alice", "time", "x"), tool("alice", "time", "x")],
+        );
+        assert!(matches!(dup, Err(Error::Conflict(_))));
+        assert_eq!(s.catalog_tools("alice").unwrap().len(), 2);
+        // Deleting the upstream takes its package and tools along.
+        assert!(!s.delete_upstream("bob", "u1").unwrap());
+        assert!(s.delete_upstream("alice", "u1").unwrap());
+        assert!(s.packages("alice").unwrap().is_empty());
+        assert!(s.catalog_tools("alice").unwrap().is_empty());
+        assert_eq!(s.upstreams(None).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn toggles_and_custom_tools() {
+        let (_d, s) = store();
+        s.set_tool_disabled("alice", "time.now", true).unwrap();
+        s.set_tool_disabled("alice", "time.now", true).unwrap();
+        assert_eq!(s.disabled_tools("alice").unwrap(), vec!["time.now"]);
+        assert!(s.disabled_tools("bob").unwrap().is_empty());
+        s.set_tool_disabled("alice", "time.now", false).unwrap();
+        assert!(s.disabled_tools("alice").unwrap().is_empty());
+        let row = CustomToolRow {
+            id: "c1".into(),
+            owner: "alice".into(),
+            name: "weather".into(),
+            spec: "{}".into(),
+            secrets: "{}".into(),
+            enabled: true,
+            created_at: 1,
+            updated_at: 1,
+        };
+        s.insert_custom_tool(&row).unwrap();
+        assert!(matches!(
+            s.insert_custom_tool(&CustomToolRow {
+                id: "c2".into(),
+                ..row.clone()
+            }),
+            Err(Error::Conflict(_))
+        ));
+        let mut changed = row.clone();
+        changed.enabled = false;
+        s.update_custom_tool(&changed).unwrap();
+        assert!(!s.custom_tools("alice").unwrap()[0].enabled);
+        let stranger = CustomToolRow {
+            owner: "bob".into(),
+            ..changed.clone()
+        };
+        assert!(matches!(
+            s.update_custom_tool(&stranger),
+            Err(Error::NotFound(_))
+        ));
+        assert!(!s.delete_custom_tool("bob", "c1").unwrap());
+        assert!(s.delete_custom_tool("alice", "c1").unwrap());
+    }
+}
