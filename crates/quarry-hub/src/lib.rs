@@ -646,25 +646,9 @@ impl Hub {
             self.connection(&row.id)
                 .map(|c| c.health())
                 // Registered by another process and not used here yet.
-                .unwrap_or_else(|| Health {
-                    status: "idle",
-                    last_error: None,
-                    protocol_version: None,
-                    server_name: None,
-                    server_version: None,
-                    restarts: 0,
-                    stderr_tail: Vec::new(),
-                })
+                .unwrap_or_else(|| Health::new("idle"))
         } else {
-            Health {
-                status: "disabled",
-                last_error: None,
-                protocol_version: None,
-                server_name: None,
-                server_version: None,
-                restarts: 0,
-                stderr_tail: Vec::new(),
-            }
+            Health::new("disabled")
         };
         let pkg = catalog.package(&row.package);
         let tools: Vec<Value> = catalog

@@ -208,7 +208,9 @@ pub struct Health {
 }
 
 impl Health {
-    fn new(status: &'static str) -> Health {
+    /// A connection in `status` with nothing else known yet (`idle`: registered by another
+    /// process and not used here; `disabled`).
+    pub fn new(status: &'static str) -> Health {
         Health {
             status,
             last_error: None,

@@ -728,6 +728,17 @@ impl QuarryMcp {
     }
 }
 
+/// An upstream's failure to read a resource or get a prompt: its own JSON-RPC error when it
+/// sent one, else an internal error saying why.
+fn upstream_error(e: quarry_hub::CallError) -> McpError {
+    match e {
+        quarry_hub::CallError::Upstream { code, message } => {
+            McpError::new(rmcp::model::ErrorCode(code), message, None)
+        }
+        other => McpError::internal_error(other.to_string(), None),
+    }
+}
+
 /// `search_tools`: names and full schemas of the best tools of the scope.
 fn search_tools_result(view: &View, args: &JsonObject) -> CallToolResult {
     let a = Args(args);
@@ -901,10 +912,7 @@ impl ServerHandler for QuarryMcp {
                 .await
             {
                 Ok(r) => Ok(r.into()),
-                Err(quarry_hub::CallError::Upstream { code, message }) => {
-                    Err(McpError::new(rmcp::model::ErrorCode(code), message, None))
-                }
-                Err(e) => Err(McpError::internal_error(e.to_string(), None)),
+                Err(e) => Err(upstream_error(e)),
             };
         }
         let engine = caller.engine;
@@ -994,10 +1002,7 @@ impl ServerHandler for QuarryMcp {
             .await
         {
             Ok(r) => Ok(r.into()),
-            Err(quarry_hub::CallError::Upstream { code, message }) => {
-                Err(McpError::new(rmcp::model::ErrorCode(code), message, None))
-            }
-            Err(e) => Err(McpError::internal_error(e.to_string(), None)),
+            Err(e) => Err(upstream_error(e)),
         }
     }
 }

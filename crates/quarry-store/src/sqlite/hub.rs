@@ -103,6 +103,15 @@ fn is_unique_violation(e: &rusqlite::Error) -> bool {
     )
 }
 
+/// A unique-constraint violation as `Conflict` with `message`, anything else as a storage error.
+fn conflict_or_db(e: rusqlite::Error, message: impl FnOnce() -> String) -> Error {
+    if is_unique_violation(&e) {
+        Error::Conflict(message())
+    } else {
+        db_err(e)
+    }
+}
+
 /// Every change to an owner's hub bumps its generation, in the same transaction.
 fn bump(tx: &Transaction<'_>, owner: &str) -> Result<()> {
     tx.execute(
@@ -181,11 +190,9 @@ impl HubStore for SqliteStore {
                 ],
             )
             .map_err(|e| {
-                if is_unique_violation(&e) {
-                    Error::Conflict(format!("an MCP server named '{}' already exists", u.name))
-                } else {
-                    db_err(e)
-                }
+                conflict_or_db(e, || {
+                    format!("an MCP server named '{}' already exists", u.name)
+                })
             })?;
             upsert_package(tx, package).map_err(db_err)?;
             bump(tx, &u.owner)
@@ -209,11 +216,9 @@ impl HubStore for SqliteStore {
                     ],
                 )
                 .map_err(|e| {
-                    if is_unique_violation(&e) {
-                        Error::Conflict(format!("an MCP server named '{}' already exists", u.name))
-                    } else {
-                        db_err(e)
-                    }
+                    conflict_or_db(e, || {
+                        format!("an MCP server named '{}' already exists", u.name)
+                    })
                 })?;
             if n == 0 {
                 return Err(Error::NotFound(format!("MCP server '{}' not found", u.id)));
@@ -294,14 +299,12 @@ impl HubStore for SqliteStore {
                         t.updated_at
                     ])
                     .map_err(|e| {
-                        if is_unique_violation(&e) {
-                            Error::Conflict(format!(
+                        conflict_or_db(e, || {
+                            format!(
                                 "tool '{}' is listed twice in package '{}'",
                                 t.tool, package.id
-                            ))
-                        } else {
-                            db_err(e)
-                        }
+                            )
+                        })
                     })?;
             }
             bump(tx, &package.owner)
@@ -402,11 +405,9 @@ impl HubStore for SqliteStore {
                 ],
             )
             .map_err(|e| {
-                if is_unique_violation(&e) {
-                    Error::Conflict(format!("a custom tool named '{}' already exists", t.name))
-                } else {
-                    db_err(e)
-                }
+                conflict_or_db(e, || {
+                    format!("a custom tool named '{}' already exists", t.name)
+                })
             })?;
             bump(tx, &t.owner)
         })
@@ -429,11 +430,9 @@ impl HubStore for SqliteStore {
                     ],
                 )
                 .map_err(|e| {
-                    if is_unique_violation(&e) {
-                        Error::Conflict(format!("a custom tool named '{}' already exists", t.name))
-                    } else {
-                        db_err(e)
-                    }
+                    conflict_or_db(e, || {
+                        format!("a custom tool named '{}' already exists", t.name)
+                    })
                 })?;
             if n == 0 {
                 return Err(Error::NotFound(format!("custom tool '{}' not found", t.id)));
