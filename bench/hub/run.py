@@ -20,6 +20,9 @@ Parts (all by default):
           after registering 1, 5 and 10 upstreams (bench/hub/tiny_server.py); mcp-proxy and
           FastMCP with 1, 5 and 10 servers
 
+With `perf` on PATH (and no --no-perf), the call part also records Quarry with DWARF call
+graphs during extra c=1 echo calls and reports which of its functions the per-call CPU goes to.
+
 The client: one implementation for every HTTP target, the standard library's http.client over
 one keep-alive connection per client (TCP_NODELAY), one `initialize` + `notifications/
 initialized` handshake (protocol 2025-11-25, `Mcp-Session-Id` when the server gives one), then
@@ -122,6 +125,23 @@ def cpu_s(pid):
         return 0.0
     f = raw[raw.rindex(")") + 2:].split()
     return (int(f[11]) + int(f[12])) / CLK
+
+
+def ctx_switches(pid):
+    """Voluntary + involuntary context switches of all threads of a process."""
+    n = 0
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return 0
+    for t in tasks:
+        try:
+            for ln in (t / "status").read_text().splitlines():
+                if ln.startswith(("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")):
+                    n += int(ln.split()[1])
+        except OSError:
+            pass
+    return n
 
 
 def descendants(pid):
@@ -381,6 +401,9 @@ class Target:
         u = sum(cpu_s(x) for x in self.upstream_pids())
         return p, u
 
+    def switches(self):
+        return ctx_switches(self.proxy_pid) if self.proxy_pid else 0
+
 
 def run_cell(target, conc, n_calls, warm, seq0):
     """n_calls tools/call echo over `conc` clients at once (each n_calls // conc calls) after
@@ -416,15 +439,18 @@ def run_cell(target, conc, n_calls, warm, seq0):
         t.start()
     barrier.wait()
     p0, u0 = target.cpu()
+    s0 = target.switches()
     c0, t0 = time.process_time(), time.perf_counter()
     barrier.wait()
     wall = time.perf_counter() - t0
     c1 = time.process_time()
     p1, u1 = target.cpu()
+    s1 = target.switches()
     for t in ths:
         t.join()
     return {"lat": [x for l in lat for x in l], "errors": [e for l in errs for e in l],
-            "wall": wall, "proxy_cpu": p1 - p0, "upstream_cpu": u1 - u0, "client_cpu": c1 - c0}
+            "wall": wall, "proxy_cpu": p1 - p0, "upstream_cpu": u1 - u0, "client_cpu": c1 - c0,
+            "proxy_switches": s1 - s0}
 
 
 def merge_cells(cells):
@@ -437,7 +463,9 @@ def merge_cells(cells):
             "errors": len(errors), "error_samples": errors[:3],
             "proxy_cpu_us_per_call": us("proxy_cpu"),
             "upstream_cpu_us_per_call": us("upstream_cpu"),
-            "client_cpu_us_per_call": us("client_cpu")}
+            "client_cpu_us_per_call": us("client_cpu"),
+            "proxy_ctx_switches_per_call": round(sum(c["proxy_switches"] for c in cells) / n, 1)
+            if n else None}
 
 
 # ---------------------------------------------------------------------------------------
@@ -661,6 +689,10 @@ def part_call(a, env, peers, q):
                         for p in ("p50", "p99"):
                             v[ck][f"added_{p}_ms{suffix}"] = round(
                                 v[ck]["ms"][p] - base[ck]["ms"][p], 3)
+        if not a.no_perf:
+            log("  profiling Quarry (perf)")
+            out["quarry_profile"] = part_profile(a, q, next(t for t in targets
+                                                            if t.key == "quarry"))
         out["upstream_processes"] = {
             "quarry": len(q_up()),
             **({"mcp-proxy": len(descendants(mp.pid))} if "mcp-proxy" in peers else {}),
@@ -689,6 +721,84 @@ def part_call(a, env, peers, q):
             sc.stop()
         for p in procs:
             p.close()
+
+
+def perf_report(data, children, limit="0.2"):
+    """(percent, symbol) rows of `perf report` (--no-inline: inline resolution through
+    addr2line takes minutes on a debug binary)."""
+    argv = ["perf", "report", "-i", str(data), "--no-inline", "--sort",
+            "symbol" if children else "dso,symbol", "-g", "none", "--percent-limit", limit,
+            "--children" if children else "--no-children"]
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+    rows = []
+    for ln in p.stdout.splitlines():
+        if ln.startswith("#") or "%" not in ln:
+            continue
+        parts = ln.split()
+        try:
+            pct = float(parts[0].rstrip("%"))
+        except ValueError:
+            continue
+        rest = " ".join(parts[2:] if children else parts[1:])
+        while rest.endswith(" -"):
+            rest = rest[:-2]
+        rows.append((pct, rest))
+    return rows
+
+
+def crate_of(sym):
+    s = sym.lstrip("<&*").replace("dyn ", "").replace("mut ", "")
+    head = s.split("::", 1)[0] if "::" in s else s
+    if head in ("core", "alloc", "std"):
+        return "std/core/alloc (generic code)"
+    return head if head.replace("_", "").isalnum() else "other"
+
+
+def part_profile(a, q, target):
+    """perf record (DWARF call graphs) of the Quarry process during a c=1 echo cell: which
+    of Quarry's own functions the hub's per-call CPU goes to."""
+    if not shutil.which("perf"):
+        return {"skipped": "perf not found"}
+    data = WORK / "perf.data"
+    rec = subprocess.Popen(["perf", "record", "-F", "999", "--call-graph", "dwarf,16384",
+                            "-p", str(q.pid), "-o", str(data)],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    time.sleep(1.0)
+    cell = merge_cells([run_cell(target, 1, a.perf_calls, 10, 5 * 10 ** 6)])
+    rec.send_signal(signal.SIGINT)
+    try:
+        _, err = rec.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        rec.kill()
+        return {"skipped": "perf record did not stop"}
+    if not data.exists() or data.stat().st_size == 0:  # perf exits non-zero on SIGINT
+        return {"skipped": f"perf record failed: {err.decode()[-300:]}"}
+    inclusive = perf_report(data, True)
+    keep = lambda sym: (("quarry_" in sym or "rusqlite" in sym
+                         or sym.startswith("<tracing_subscriber::fmt::Subscriber"))
+                        and "{{closure}}" not in sym.split("::")[-1][:12] or
+                        sym.endswith("QuarryMcp::view"))
+    funcs, seen = [], set()
+    for pct, sym in inclusive:
+        sym = sym.replace("[.] ", "")
+        if keep(sym) and sym not in seen:
+            seen.add(sym)
+            funcs.append({"pct": pct, "symbol": sym[:150]})
+    by_crate = {}
+    selfrows = perf_report(data, False, limit="0")
+    top_self = [{"pct": pct, "symbol": " ".join(sym.split())[:110]} for pct, sym in selfrows[:10]]
+    for pct, sym in selfrows:
+        dso, _, name = sym.partition(" ")
+        key = "kernel" if "[k]" in name else (
+            crate_of(name.replace("[.] ", "")) if dso == q.p.argv[0].rsplit("/", 1)[-1]
+            else dso)
+        by_crate[key] = round(by_crate.get(key, 0) + pct, 2)
+    return {"method": f"perf record -F 999 --call-graph dwarf on the Quarry process during "
+                      f"{a.perf_calls} tools/call echo at c=1 (not part of the timed cells); "
+                      "percent of Quarry's samples, inclusive of callees (functions) or self "
+                      "(crates).",
+            "cell": cell, "functions": funcs[:30], "top_self": top_self,
+            "self_by_crate": dict(sorted(by_crate.items(), key=lambda kv: -kv[1])[:12])}
 
 
 def part_list(a, env, peers, q):
@@ -828,14 +938,17 @@ def part_memory(a, env, peers, quarry):
                 n += 1
                 q.register(f"t{n}", "stdio", tiny(n)[0], tiny(n)[1:])
             c = McpClient(q.port, "/api/mcp")
+            t = time.perf_counter()
             res, err, _, _ = c.request("tools/list", {})
+            list_s = time.perf_counter() - t
             c.close()
             time.sleep(0.5)
             kids = [x for x in descendants(q.pid)]
             rows.append({"upstreams": s, "rss_kb": rss_kb(q.pid),
                          "children": len(kids),
                          "children_rss_kb": sum(rss_kb(x) or 0 for x in kids),
-                         "tools_listed": len((res or {}).get("tools", [])), "error": err})
+                         "tools_listed": len((res or {}).get("tools", [])), "error": err,
+                         "list_ms": round(list_s * 1000, 1)})
         out["quarry"] = {"rows": rows, **per_upstream(rows)}
     finally:
         q.close()
@@ -854,17 +967,19 @@ def part_memory(a, env, peers, quarry):
                 p = start_fastmcp(peers[name], f"fastmcp-mem{s}", None, config=cfg)
                 paths = ["/mcp"]
             try:
-                listed = 0
+                listed, list_s = 0, 0.0
                 for path in paths:
                     c = McpClient(p.port, path)
+                    t = time.perf_counter()
                     res, err, _, _ = c.request("tools/list", {})
+                    list_s += time.perf_counter() - t
                     c.close()
                     listed += len((res or {}).get("tools", []))
                 time.sleep(0.5)
                 kids = descendants(p.pid)
                 rows.append({"upstreams": s, "rss_kb": rss_kb(p.pid), "children": len(kids),
                              "children_rss_kb": sum(rss_kb(x) or 0 for x in kids),
-                             "tools_listed": listed})
+                             "tools_listed": listed, "list_ms": round(list_s * 1000, 1)})
             finally:
                 p.close()
         out[name] = {"rows": rows, **per_upstream(rows)}
@@ -877,7 +992,8 @@ def per_upstream(rows):
     r = {}
     a, z = rows[0], rows[-1]
     if z["upstreams"] > a["upstreams"] and a["rss_kb"] and z["rss_kb"]:
-        r["kb_per_upstream"] = round((z["rss_kb"] - a["rss_kb"]) / (z["upstreams"] - a["upstreams"]))
+        r["kb_per_upstream"] = round((z["rss_kb"] - a["rss_kb"]) /
+                                     (z["upstreams"] - a["upstreams"]))
     one = [x for x in rows if x["upstreams"] == 1]
     if one and z["upstreams"] > 1 and one[0] is not a:
         r["kb_per_upstream_after_first"] = round((z["rss_kb"] - one[0]["rss_kb"]) /
@@ -931,15 +1047,19 @@ def text_report(rep):
                              x.get("added_p50_ms", "-"), x.get("added_p99_ms", "-"),
                              x.get("added_p50_ms_over_stdio", "-"),
                              x.get("added_p99_ms_over_stdio", "-"),
-                             x["calls_per_s"], x["errors"], x["proxy_cpu_us_per_call"],
-                             x["upstream_cpu_us_per_call"], x["client_cpu_us_per_call"]])
+                             x["calls_per_s"], x["errors"],
+                             x["proxy_cpu_us_per_call"] if k not in ("direct", "stdio") else "-",
+                             x["upstream_cpu_us_per_call"], x["client_cpu_us_per_call"],
+                             x.get("proxy_ctx_switches_per_call")
+                             if k not in ("direct", "stdio") else "-"])
             o.append(f"concurrency {ck[1:]}:")
             o.append(table(["target", "n", "p50", "p90", "p99", "+p50", "+p99", "+p50 pipe",
                             "+p99 pipe", "calls/s", "err", "proxy cpu us", "upstream cpu us",
-                            "client cpu us"], rows))
+                            "client cpu us", "proxy ctxsw"], rows))
         o.append("+p50/+p99: added over the direct HTTP baseline; +p50/+p99 pipe: added over "
                  "the bare stdio pipe (what the HTTP hop and the proxy cost, for proxies of "
-                 "a stdio upstream). cpu: microseconds of CPU per call.")
+                 "a stdio upstream). cpu: microseconds of CPU per call; proxy ctxsw: context "
+                 "switches of all the proxy's threads per call.")
         o.append("targets: " + "; ".join(f"{k} = {v['label']} (tool {v['tool']})"
                                          for k, v in c["targets"].items()))
         r = c.get("quarry_registration", {})
@@ -948,6 +1068,21 @@ def text_report(rep):
                 f"{k} {v['seconds']} s, {v['tool_count']} tools, max_concurrency "
                 f"{v['max_concurrency']}" for k, v in r.items()))
         o.append(f"upstream processes after the part: {c.get('upstream_processes')}")
+        pr = c.get("quarry_profile")
+        if pr and pr.get("skipped"):
+            o.append(f"Quarry profile skipped: {pr['skipped']}")
+        elif pr:
+            o.append("")
+            o.append("### Where Quarry's time goes (tools/call echo, c=1)")
+            o.append(pr["method"] + f" Cell: p50 {pr['cell']['ms']['p50']} ms, hub CPU "
+                     f"{pr['cell']['proxy_cpu_us_per_call']} us/call.")
+            o.append("self time by crate (approximate: inlined code counts for its caller): "
+                     + ", ".join(f"{k} {v}%"
+                                                  for k, v in pr["self_by_crate"].items()))
+            o.append("top self: " + "; ".join(f"{x['pct']}% {x['symbol']}"
+                                              for x in pr.get("top_self", [])[:8]))
+            o.append(table(["incl %", "function"],
+                           [[f["pct"], f["symbol"]] for f in pr["functions"][:20]]))
         for k, v in c["targets"].items():
             for ck in ("c1", "c32"):
                 if v.get(ck, {}).get("errors"):
@@ -1003,6 +1138,16 @@ def text_report(rep):
         o.append(table(["server", "0"] + [str(n) for n in mem["steps"]] +
                        ["KB/upstream", "KB/upstream after 1st",
                         f"children RSS at {mem['steps'][-1]}", "children"], rows))
+        o.append("tools/list (ms, first list after the step; the sum over endpoints for "
+                 "mcp-proxy's per-server URLs): " + "; ".join(
+                     f"{name} " + ", ".join(f"{r['upstreams']}: {r.get('list_ms')}"
+                                            for r in mem[name]["rows"])
+                     for name in ("quarry", "mcp-proxy", "fastmcp") if mem.get(name)))
+        if mem.get("fastmcp") and not any(r["children"] for r in mem["fastmcp"]["rows"]
+                                          if r["upstreams"] > 1):
+            o.append("fastmcp keeps no upstream running with a multi-server config: it "
+                     "starts every stdio server afresh for each request (see list ms), so "
+                     "its RSS is not comparable past one server.")
         o.append("")
     if rep.get("skipped"):
         o.append("skipped: " + "; ".join(f"{k}: {v}" for k, v in rep["skipped"].items()))
@@ -1073,6 +1218,9 @@ def main():
     ap.add_argument("--no-fastmcp", action="store_true")
     ap.add_argument("--no-stdio-floor", action="store_true",
                     help="leave out the bare stdio pipe reference")
+    ap.add_argument("--no-perf", action="store_true",
+                    help="skip the perf profile of Quarry during echo calls")
+    ap.add_argument("--perf-calls", type=int, default=1500)
     ap.add_argument("--note", help="a line for the report header")
     ap.add_argument("--keep", action="store_true", help="keep the work directory (homes, logs)")
     ap.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "hub.json")
