@@ -201,10 +201,6 @@ async fn catalog_of(state: &Arc<AppState>, caller: &Caller) -> Result<Arc<Catalo
 
 /// Tools of the given kinds, knowledge tools only those the caller may use.
 fn tools_of_kinds(caller: &Caller, catalog: &Catalog, kinds: &[PackageKind]) -> Vec<Value> {
-    let usable: std::collections::HashSet<String> = crate::mcp::tools_for(caller)
-        .into_iter()
-        .map(|t| t.name.to_string())
-        .collect();
     catalog
         .tools
         .iter()
@@ -212,7 +208,8 @@ fn tools_of_kinds(caller: &Caller, catalog: &Catalog, kinds: &[PackageKind]) -> 
             catalog
                 .package(&t.package)
                 .is_some_and(|p| kinds.contains(&p.kind))
-                && (t.package != KNOWLEDGE_PACKAGE || usable.contains(&t.name))
+                && (t.package != KNOWLEDGE_PACKAGE
+                    || crate::knowledge_tools::usable_by(caller, &t.name))
         })
         .map(|t| tool_json(t, catalog))
         .collect()
@@ -477,18 +474,21 @@ fn encode(s: &str) -> String {
     form_urlencoded::byte_serialize(s.as_bytes()).collect()
 }
 
-/// Usable catalog tools (switched on, callable without tasks, allowed to this caller).
+/// Usable catalog tools (switched on, of an enabled server, callable without tasks, allowed
+/// to this caller): what an endpoint URL from the catalog would expose.
 fn usable<'a>(caller: &Caller, catalog: &'a Catalog) -> Vec<&'a CatalogTool> {
-    let allowed: std::collections::HashSet<String> = crate::mcp::tools_for(caller)
-        .into_iter()
-        .map(|t| t.name.to_string())
-        .collect();
     catalog
         .tools
         .iter()
-        .filter(|t| t.enabled && !t.requires_task)
-        .filter(|t| t.package != KNOWLEDGE_PACKAGE || allowed.contains(&t.name))
+        .filter(|t| is_usable(caller, t))
         .collect()
+}
+
+fn is_usable(caller: &Caller, t: &CatalogTool) -> bool {
+    t.enabled
+        && t.available
+        && !t.requires_task
+        && (t.package != KNOWLEDGE_PACKAGE || crate::knowledge_tools::usable_by(caller, &t.name))
 }
 
 async fn catalog_categories(
@@ -621,16 +621,13 @@ async fn catalog_search(
         return Err(ApiError::new(StatusCode::BAD_REQUEST, "q is required"));
     }
     let catalog = catalog_of(&state, &caller).await?;
-    let allowed: std::collections::HashSet<usize> = {
-        let u = usable(&caller, &catalog);
-        catalog
-            .tools
-            .iter()
-            .enumerate()
-            .filter(|(_, t)| u.iter().any(|x| std::ptr::eq(*x, *t)))
-            .map(|(i, _)| i)
-            .collect()
-    };
+    let allowed: std::collections::HashSet<usize> = catalog
+        .tools
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| is_usable(&caller, t))
+        .map(|(i, _)| i)
+        .collect();
     let c2 = catalog.clone();
     let hits = blocking(move || {
         let index = c2.index()?;

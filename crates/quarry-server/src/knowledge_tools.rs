@@ -230,6 +230,12 @@ pub fn capture_tools() -> Vec<Tool> {
 }
 
 /// The capture tools `caller` may use (no write tools for read-only callers).
+/// Whether `caller` may use the knowledge tool `name` (read-only callers lose the write
+/// tools) — without building any tool definition.
+pub fn usable_by(caller: &Caller, name: &str) -> bool {
+    !WRITE_TOOLS.contains(&name) || caller.engine.scope().can(Access::Write)
+}
+
 pub fn capture_tools_for(caller: &Caller) -> Vec<Tool> {
     let write = caller.engine.scope().can(Access::Write);
     capture_tools()

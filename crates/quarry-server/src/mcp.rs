@@ -94,16 +94,12 @@ impl QuarryMcp {
         let catalog = hub
             .catalog(&hub_caller.owner)
             .map_err(|e| McpError::internal_error(e.to_string(), None))?;
-        let usable: std::collections::HashSet<String> = tools_for(caller)
-            .into_iter()
-            .map(|t| t.name.to_string())
-            .collect();
         let cap = hub.options().max_tools;
         View::compute(
             catalog,
             &selection,
             &self.default_view,
-            &|t| t.package != KNOWLEDGE_PACKAGE || usable.contains(&t.name),
+            &|t| t.package != KNOWLEDGE_PACKAGE || knowledge_tools::usable_by(caller, &t.name),
             cap,
         )
         .map_err(|e| {

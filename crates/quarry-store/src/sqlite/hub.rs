@@ -351,15 +351,15 @@ impl HubStore for SqliteStore {
     }
 
     fn hub_generation(&self, owner: &str) -> Result<i64> {
+        // Read on every MCP request (catalog freshness): keep the statement prepared.
         let conn = self.conn();
-        conn.query_row(
-            "SELECT generation FROM hub_generations WHERE owner = ?1",
-            [owner],
-            |r| r.get(0),
-        )
-        .optional()
-        .map(|g| g.unwrap_or(0))
-        .map_err(db_err)
+        let mut stmt = conn
+            .prepare_cached("SELECT generation FROM hub_generations WHERE owner = ?1")
+            .map_err(db_err)?;
+        stmt.query_row([owner], |r| r.get(0))
+            .optional()
+            .map(|g| g.unwrap_or(0))
+            .map_err(db_err)
     }
 
     fn disabled_tools(&self, owner: &str) -> Result<Vec<String>> {
