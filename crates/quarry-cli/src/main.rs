@@ -798,7 +798,11 @@ fn serve(engine: Engine, transport: Transport, args: Option<&ServeArgs>) -> Resu
         if transport != Transport::Mcp {
             state.start_workers(quarry_queue::WorkerOptions::from_env()?)?;
         }
-        state.start_hub(hub_opts)?;
+        // A stdio session (`quarry mcp`, started per agent session) lists the knowledge
+        // tools; it connects upstreams only if a call needs one, never all of them at start.
+        if transport != Transport::Mcp {
+            state.start_hub(hub_opts)?;
+        }
         let shutdown = quarry_server::shutdown_on_signals();
         let workers_state = state.clone();
         let http = |state, shutdown| {
