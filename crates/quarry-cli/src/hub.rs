@@ -157,6 +157,22 @@ fn user_of(cmd: &HubCmd) -> Option<&str> {
     }
 }
 
+/// One line per tool: its catalog name and the first line of its description.
+fn print_tool_lines(tools: &[Value]) {
+    for t in tools {
+        println!(
+            "{:<40} {}",
+            t["name"].as_str().unwrap_or_default(),
+            t["description"]
+                .as_str()
+                .unwrap_or_default()
+                .lines()
+                .next()
+                .unwrap_or_default()
+        );
+    }
+}
+
 fn print_server(s: &UpstreamInfo, json_out: bool) -> Result<()> {
     if json_out {
         return print_json(s);
@@ -329,18 +345,7 @@ async fn run_async(hub: &Arc<Hub>, who: &HubCaller, cmd: &HubCmd, json_out: bool
             if json_out {
                 return print_json(&tools);
             }
-            for t in &tools {
-                println!(
-                    "{:<40} {}",
-                    t["name"].as_str().unwrap_or_default(),
-                    t["description"]
-                        .as_str()
-                        .unwrap_or_default()
-                        .lines()
-                        .next()
-                        .unwrap_or_default()
-                );
-            }
+            print_tool_lines(&tools);
         }
         HubCmd::Search { query, limit, .. } => {
             let catalog = hub.catalog(&who.owner)?;
@@ -358,18 +363,7 @@ async fn run_async(hub: &Arc<Hub>, who: &HubCaller, cmd: &HubCmd, json_out: bool
             if found.is_empty() {
                 println!("No tools match \"{query}\".");
             }
-            for t in &found {
-                println!(
-                    "{:<40} {}",
-                    t["name"].as_str().unwrap_or_default(),
-                    t["description"]
-                        .as_str()
-                        .unwrap_or_default()
-                        .lines()
-                        .next()
-                        .unwrap_or_default()
-                );
-            }
+            print_tool_lines(&found);
         }
     }
     Ok(())

@@ -393,14 +393,7 @@ impl Connection {
         progress: Option<ProgressSink>,
         cancel: CancellationToken,
     ) -> Result<CallToolResult, CallError> {
-        let peer = self.peer.borrow().clone();
-        let Some(peer) = peer else {
-            let h = self.health();
-            return Err(CallError::Unavailable(
-                h.last_error
-                    .unwrap_or_else(|| format!("'{}' is {}", self.name, h.status)),
-            ));
-        };
+        let peer = self.ready_peer()?;
         let _permit = tokio::select! {
             p = self.permits.acquire() => p.map_err(|_| CallError::Unavailable("closed".into()))?,
             _ = cancel.cancelled() => return Err(CallError::Cancelled),
@@ -468,6 +461,25 @@ impl Connection {
         })
     }
 
+    /// Runs one request on the shared connection: within the concurrency limit, the call
+    /// timeout, and the caller's cancellation.
+    async fn bounded<T>(
+        &self,
+        request: impl std::future::Future<Output = Result<T, ServiceError>>,
+        cancel: CancellationToken,
+    ) -> Result<T, CallError> {
+        let _permit = self
+            .permits
+            .acquire()
+            .await
+            .map_err(|_| CallError::Unavailable("closed".into()))?;
+        tokio::select! {
+            r = request => r.map_err(service_error),
+            _ = cancel.cancelled() => Err(CallError::Cancelled),
+            _ = tokio::time::sleep(self.call_timeout) => Err(CallError::Timeout(self.call_timeout)),
+        }
+    }
+
     /// Reads a resource of the upstream.
     pub async fn read_resource(
         &self,
@@ -475,16 +487,11 @@ impl Connection {
         cancel: CancellationToken,
     ) -> Result<rmcp::model::ReadResourceResult, CallError> {
         let peer = self.ready_peer()?;
-        let _permit = self
-            .permits
-            .acquire()
-            .await
-            .map_err(|_| CallError::Unavailable("closed".into()))?;
-        tokio::select! {
-            r = peer.read_resource(rmcp::model::ReadResourceRequestParams::new(uri)) => r.map_err(service_error),
-            _ = cancel.cancelled() => Err(CallError::Cancelled),
-            _ = tokio::time::sleep(self.call_timeout) => Err(CallError::Timeout(self.call_timeout)),
-        }
+        self.bounded(
+            peer.read_resource(rmcp::model::ReadResourceRequestParams::new(uri)),
+            cancel,
+        )
+        .await
     }
 
     /// Gets a prompt of the upstream.
@@ -495,18 +502,9 @@ impl Connection {
         cancel: CancellationToken,
     ) -> Result<rmcp::model::GetPromptResult, CallError> {
         let peer = self.ready_peer()?;
-        let _permit = self
-            .permits
-            .acquire()
-            .await
-            .map_err(|_| CallError::Unavailable("closed".into()))?;
         let mut params = rmcp::model::GetPromptRequestParams::new(name);
         params.arguments = arguments;
-        tokio::select! {
-            r = peer.get_prompt(params) => r.map_err(service_error),
-            _ = cancel.cancelled() => Err(CallError::Cancelled),
-            _ = tokio::time::sleep(self.call_timeout) => Err(CallError::Timeout(self.call_timeout)),
-        }
+        self.bounded(peer.get_prompt(params), cancel).await
     }
 }
 
