@@ -190,6 +190,13 @@ _MODEL_VARS = (
     "QUARRY_RERANK_URL",
     "OPENAI_BASE_URL",
     "OPENAI_API_KEY",
+    # chat (docs/chat.md): a test names its provider itself
+    "QUARRY_CHAT_MODEL",
+    "QUARRY_CHAT_BASE_URL",
+    "QUARRY_CHAT_API_KEY",
+    "DEEPSEEK_API_KEY",
+    "DASHSCOPE_API_KEY",
+    "OLLAMA_HOST",
 )
 
 

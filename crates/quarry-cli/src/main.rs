@@ -266,6 +266,11 @@ struct ServeArgs {
     /// on this machine with this process's rights. Only for a team that trusts every user.
     #[arg(long)]
     hub_allow_commands: bool,
+    /// The LLM behind `POST /api/v1/chat`: openai:MODEL, deepseek:MODEL, qwen:MODEL or
+    /// ollama:MODEL (vLLM and llama.cpp servers: openai:MODEL with QUARRY_CHAT_BASE_URL).
+    /// The key comes from QUARRY_CHAT_API_KEY or the provider's variable; see docs/chat.md.
+    #[arg(long, env = "QUARRY_CHAT_MODEL", value_name = "SPEC")]
+    chat_model: Option<String>,
     /// Log format on stderr.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
@@ -782,6 +787,19 @@ fn serve(engine: Engine, transport: Transport, args: Option<&ServeArgs>) -> Resu
                 .map_err(|e| anyhow::anyhow!("--allow-net: {e}"))?;
         }
     }
+    let env = |k: &str| std::env::var(k).ok();
+    let chat_provider = match args.and_then(|a| a.chat_model.as_deref()) {
+        Some(spec) => Some(
+            quarry_chat::ProviderConfig::parse(spec, &env)
+                .map_err(|e| anyhow::anyhow!("--chat-model: {e}"))?,
+        ),
+        None => None,
+    };
+    let chat_settings =
+        quarry_chat::ChatSettings::from_env(&env).map_err(|e| anyhow::anyhow!(e))?;
+    if transport != Transport::Mcp {
+        hub_opts.web = quarry_hub::WebSearchOptions::from_env().map_err(|e| anyhow::anyhow!(e))?;
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -802,6 +820,10 @@ fn serve(engine: Engine, transport: Transport, args: Option<&ServeArgs>) -> Resu
         // tools; it connects upstreams only if a call needs one, never all of them at start.
         if transport != Transport::Mcp {
             state.start_hub(hub_opts)?;
+            if let Some(p) = &chat_provider {
+                tracing::info!(model = %p.label(), "chat model configured");
+            }
+            state.start_chat(chat_provider, chat_settings)?;
         }
         let shutdown = quarry_server::shutdown_on_signals();
         let workers_state = state.clone();

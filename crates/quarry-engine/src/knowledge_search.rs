@@ -56,6 +56,9 @@ pub struct KnowledgeSearch {
     /// Knowledge bases (names or ids) to search, within what the caller may read; `None`:
     /// all of them.
     pub knowledge_bases: Option<Vec<String>>,
+    /// How many candidates retrieval gathers before the `top_k` cut (seed 003's
+    /// `RAG_ANN_TOP_K`); `None`: deep enough to count matches for `total_count`.
+    pub depth: Option<usize>,
 }
 
 impl KnowledgeSearch {
@@ -67,6 +70,7 @@ impl KnowledgeSearch {
             min_score: 0.5,
             rerank: true,
             knowledge_bases: None,
+            depth: None,
         }
     }
 
@@ -166,7 +170,7 @@ impl Engine {
         };
         let search = SearchRequest {
             query: req.query.clone(),
-            limit: COUNT_DEPTH.max(req.top_k),
+            limit: req.depth.unwrap_or(COUNT_DEPTH).max(req.top_k),
             min_score: req.min_score,
             collection: None,
             rerank: req.rerank,

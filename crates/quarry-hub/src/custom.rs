@@ -955,7 +955,7 @@ fn with_defaults(schema: &Value, args: &Value) -> Value {
 // Execution
 
 /// The URL without user info, query or fragment: what errors and logs may show.
-fn redacted(url: &Url) -> String {
+pub(crate) fn redacted(url: &Url) -> String {
     let host = url.host_str().unwrap_or("");
     match url.port() {
         Some(p) => format!("{}://{host}:{p}{}", url.scheme(), url.path()),
@@ -964,7 +964,7 @@ fn redacted(url: &Url) -> String {
 }
 
 /// An error and its sources, `: `-joined, repeated texts dropped.
-fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
+pub(crate) fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
     let mut parts: Vec<String> = Vec::new();
     let mut cur = Some(err);
     while let Some(e) = cur {
@@ -994,7 +994,7 @@ fn map_error(err: reqwest::Error, secs: u64, target: &str) -> CustomToolError {
 }
 
 /// Drops an incomplete UTF-8 sequence at the end (left by cutting at the cap).
-fn trim_partial_utf8(bytes: &mut Vec<u8>) {
+pub(crate) fn trim_partial_utf8(bytes: &mut Vec<u8>) {
     let len = bytes.len();
     for back in 1..=len.min(4) {
         let i = len - back;
@@ -1016,14 +1016,16 @@ fn trim_partial_utf8(bytes: &mut Vec<u8>) {
     }
 }
 
-struct RawResponse {
-    status: u16,
-    content_type: Option<String>,
-    body: Vec<u8>,
-    truncated: bool,
+/// A response whose body was read up to a cap ([`send_and_read`]).
+pub(crate) struct RawResponse {
+    pub(crate) status: u16,
+    pub(crate) content_type: Option<String>,
+    pub(crate) body: Vec<u8>,
+    pub(crate) truncated: bool,
 }
 
-async fn send_and_read(
+/// Sends `request` and reads at most `cap` bytes of the body (`truncated` when there was more).
+pub(crate) async fn send_and_read(
     request: reqwest::RequestBuilder,
     cap: u64,
 ) -> Result<RawResponse, reqwest::Error> {

@@ -16,6 +16,7 @@ pub mod sse;
 pub mod ssrf;
 pub mod upstream;
 pub mod view;
+pub mod web;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -33,6 +34,7 @@ pub use names::Selection;
 pub use ssrf::NetPolicy;
 pub use upstream::{CallError, Health, ProgressSink, TransportKind};
 pub use view::{DefaultView, View, ViewError};
+pub use web::{WEB_PACKAGE, WebBackend, WebSearchOptions};
 
 use catalog::{Manifest, package_rows};
 use upstream::{ConnectSpec, Connection, UpstreamOptions, UpstreamSecrets};
@@ -55,6 +57,9 @@ pub struct HubOptions {
     /// Whether users (not only the machine's owner) may register stdio upstreams, which
     /// run commands on the server.
     pub users_may_run_commands: bool,
+    /// The built-in `web` package (`web.web_search`) and its backend; `None` leaves it out.
+    /// The server sets it from [`WebSearchOptions::from_env`].
+    pub web: Option<WebSearchOptions>,
 }
 
 impl Default for HubOptions {
@@ -64,6 +69,7 @@ impl Default for HubOptions {
             wire_name_max: names::DEFAULT_WIRE_NAME_MAX,
             net: NetPolicy::default(),
             users_may_run_commands: false,
+            web: None,
         }
     }
 }
@@ -251,16 +257,26 @@ pub struct Hub {
     connections: Mutex<HashMap<String, Arc<Connection>>>,
     /// Catalog snapshots by owner, each tagged with the generation it was built from.
     catalogs: Mutex<HashMap<String, Arc<Catalog>>>,
+    /// The `web` package's tool, when [`HubOptions::web`] is set.
+    web: Option<web::WebSearch>,
 }
 
 impl Hub {
+    /// A hub over `store` with the server's `builtin` packages; with [`HubOptions::web`] set,
+    /// the built-in `web` package is added (unless `builtin` already has one).
     pub fn new(store: Arc<dyn Store>, builtin: Vec<BuiltinPackage>, opts: HubOptions) -> Arc<Hub> {
+        let mut builtin = builtin;
+        let web = opts.web.clone().map(web::WebSearch::new);
+        if web.is_some() && !builtin.iter().any(|b| b.id == WEB_PACKAGE) {
+            builtin.push(web::web_package());
+        }
         Arc::new(Hub {
             store,
             builtin,
             opts,
             connections: Mutex::new(HashMap::new()),
             catalogs: Mutex::new(HashMap::new()),
+            web,
         })
     }
 
@@ -1032,8 +1048,8 @@ impl Hub {
             .await
     }
 
-    /// Calls a catalogued tool of an upstream or custom package. Built-in tools are the
-    /// server's to run.
+    /// Calls a catalogued tool of an upstream or custom package, or of the built-in `web`
+    /// package (when [`HubOptions::web`] is set). Other built-in tools are the server's to run.
     pub async fn call(
         self: &Arc<Self>,
         caller: &HubCaller,
@@ -1067,9 +1083,25 @@ impl Hub {
                 };
                 Ok(custom_result(outcome))
             }
-            PackageKind::Builtin => Err(CallError::Unavailable(
-                "built-in tools run in the server".into(),
-            )),
+            PackageKind::Builtin => match &self.web {
+                Some(web) if pkg.id == WEB_PACKAGE => {
+                    if tool.name != web::WEB_SEARCH_TOOL {
+                        return Err(CallError::Unavailable(format!(
+                            "the web package has no tool '{}'",
+                            tool.name
+                        )));
+                    }
+                    let args = arguments.unwrap_or_default();
+                    let result = web.search(&args, cancel.clone()).await;
+                    if cancel.is_cancelled() {
+                        return Err(CallError::Cancelled);
+                    }
+                    Ok(result)
+                }
+                _ => Err(CallError::Unavailable(
+                    "built-in tools run in the server".into(),
+                )),
+            },
         }
     }
 }

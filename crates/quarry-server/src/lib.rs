@@ -7,6 +7,7 @@
 //! limit and long-lived SSE streams.
 
 pub mod auth;
+pub mod chat_api;
 pub mod hub_api;
 pub mod jsonrpc;
 pub mod knowledge_api;
@@ -60,6 +61,10 @@ pub struct AppState {
     workers: std::sync::Mutex<Option<quarry_queue::Workers>>,
     /// The tool hub (upstream connections, catalogs), made on first use.
     hub: std::sync::OnceLock<Arc<quarry_hub::Hub>>,
+    /// Chat (provider client, settings), made on first use without a model.
+    chat: std::sync::OnceLock<Arc<quarry_chat::ChatService>>,
+    /// Cancelled at shutdown: chats in progress stop (and store what they have).
+    runs: CancellationToken,
 }
 
 impl AppState {
@@ -79,6 +84,8 @@ impl AppState {
             shutting_down: AtomicBool::new(false),
             workers: std::sync::Mutex::new(None),
             hub: std::sync::OnceLock::new(),
+            chat: std::sync::OnceLock::new(),
+            runs: CancellationToken::new(),
         })
     }
 
@@ -108,6 +115,46 @@ impl AppState {
                 quarry_hub::HubOptions::default(),
             )
         })
+    }
+
+    /// Configures chat: the provider (none: chat answers 503 saying how to set one) and
+    /// the retrieval and tool-loop settings. Call it after [`AppState::start_hub`].
+    pub fn start_chat(
+        &self,
+        provider: Option<quarry_chat::ProviderConfig>,
+        settings: quarry_chat::ChatSettings,
+    ) -> Result<(), Error> {
+        let provider = provider
+            .map(quarry_chat::Provider::new)
+            .transpose()
+            .map_err(Error::InvalidInput)?;
+        let service = quarry_chat::ChatService::new(
+            provider,
+            settings,
+            self.root.store_handle(),
+            self.hub().clone(),
+        );
+        if self.chat.set(Arc::new(service)).is_err() {
+            return Err(Error::Conflict("chat is already configured".into()));
+        }
+        Ok(())
+    }
+
+    /// Chat.
+    pub fn chat(&self) -> &Arc<quarry_chat::ChatService> {
+        self.chat.get_or_init(|| {
+            Arc::new(quarry_chat::ChatService::new(
+                None,
+                quarry_chat::ChatSettings::default(),
+                self.root.store_handle(),
+                self.hub().clone(),
+            ))
+        })
+    }
+
+    /// A token cancelled when the server shuts down (long-running requests end with it).
+    pub fn shutdown_token(&self) -> &CancellationToken {
+        &self.runs
     }
 
     pub fn start_workers(&self, opts: quarry_queue::WorkerOptions) -> Result<(), Error> {
@@ -428,6 +475,11 @@ pub fn app(state: Arc<AppState>, opts: &HttpOptions, shutdown: &CancellationToke
             opts.max_body_bytes,
             jsonrpc::http_guard,
         ));
+    // No request timeout: a chat streams for as long as its model and tools take, each
+    // bounded on its own (provider silence, tool timeout, rounds).
+    let chat = chat_api::router()
+        .layer(axum::extract::DefaultBodyLimit::max(opts.max_body_bytes))
+        .route_layer(authenticated(auth::Surface::Rest));
     let knowledge = knowledge_api::router()
         .layer(timeout())
         .route_layer(authenticated(auth::Surface::Rest));
@@ -441,6 +493,7 @@ pub fn app(state: Arc<AppState>, opts: &HttpOptions, shutdown: &CancellationToke
         .merge(account)
         .merge(dify)
         .merge(knowledge)
+        .merge(chat)
         .merge(metrics)
         .merge(rest::public_router())
         .fallback(|req: Request| async move {
@@ -490,6 +543,7 @@ pub async fn serve_http(
         .with_graceful_shutdown(async move {
             shutdown.cancelled().await;
             drain.shutting_down.store(true, Ordering::SeqCst);
+            drain.runs.cancel();
         })
         .await
 }

@@ -9,11 +9,13 @@
 //! finds with [`Store::pending_index_work`] and finishes — nothing is lost or indexed twice.
 
 mod access;
+mod chat;
 mod hub;
 mod knowledge;
 mod sqlite;
 
 pub use access::{AccessStore, Membership, NewToken, Role, Space, TokenGrant, TokenRecord, User};
+pub use chat::{ChatMessageRow, ChatStore, ConversationRow, ConversationSummary};
 pub use hub::{CustomToolRow, HubStore, PackageRow, ToolRow, UpstreamRow};
 pub use knowledge::{
     AddedFile, ConvertedFile, FileFilter, FileStatus, Job, JobKind, JobQueue, KbFile,
@@ -164,7 +166,9 @@ pub struct EmbeddingState {
 /// Every method is scoped to a space; names are unique within a space. Implementations
 /// must be safe to share between threads and must tolerate other processes reading while
 /// one writes.
-pub trait Store: KnowledgeStore + JobQueue + AccessStore + HubStore + Send + Sync {
+pub trait Store:
+    KnowledgeStore + JobQueue + AccessStore + HubStore + ChatStore + Send + Sync
+{
     // Collections.
     fn create_collection(
         &self,

@@ -17,7 +17,7 @@ use crate::{
     IndexDoc, IndexWork, Store,
 };
 
-const SCHEMA_VERSION: i64 = 5;
+const SCHEMA_VERSION: i64 = 6;
 
 const SCHEMA: &str = r#"
 CREATE TABLE IF NOT EXISTS spaces (
@@ -288,6 +288,36 @@ CREATE TABLE IF NOT EXISTS hub_generations (
 );
 "#;
 
+/// Version 6: chat. Conversations belong to an owner (a user's UUID or `local`) and are
+/// listed by last activity; messages belong to a conversation (and go with it), numbered by
+/// `seq` within it. The JSON columns are opaque here: `quarry-chat` owns their shape.
+const SCHEMA_V6: &str = r#"
+CREATE TABLE IF NOT EXISTS chat_conversations (
+    id TEXT PRIMARY KEY,
+    owner TEXT NOT NULL,
+    title TEXT NOT NULL,
+    kb_ids TEXT NOT NULL,
+    model TEXT,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS chat_conversations_owner
+    ON chat_conversations(owner, updated_at DESC);
+CREATE TABLE IF NOT EXISTS chat_messages (
+    id TEXT PRIMARY KEY,
+    conversation_id TEXT NOT NULL REFERENCES chat_conversations(id) ON DELETE CASCADE,
+    seq INTEGER NOT NULL,
+    role TEXT NOT NULL,
+    content TEXT NOT NULL,
+    sources TEXT NOT NULL,
+    tool_calls TEXT NOT NULL,
+    status TEXT NOT NULL,
+    usage TEXT,
+    created_at INTEGER NOT NULL,
+    UNIQUE (conversation_id, seq)
+);
+"#;
+
 /// Gives every space and collection without one a UUID (rows from before version 4).
 fn assign_uids(conn: &Connection) -> rusqlite::Result<()> {
     for table in ["spaces", "collections"] {
@@ -308,6 +338,7 @@ fn assign_uids(conn: &Connection) -> rusqlite::Result<()> {
 }
 
 mod access;
+mod chat;
 mod hub;
 mod knowledge;
 
@@ -318,6 +349,24 @@ pub struct SqliteStore {
 
 fn db_err(e: rusqlite::Error) -> Error {
     Error::Storage(e.to_string())
+}
+
+fn is_unique_violation(e: &rusqlite::Error) -> bool {
+    matches!(
+        e,
+        rusqlite::Error::SqliteFailure(f, _)
+            if f.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE
+                || f.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY
+    )
+}
+
+/// A unique-constraint violation as `Conflict` with `message`, anything else as a storage error.
+fn conflict_or_db(e: rusqlite::Error, message: impl FnOnce() -> String) -> Error {
+    if is_unique_violation(&e) {
+        Error::Conflict(message())
+    } else {
+        db_err(e)
+    }
 }
 
 impl SqliteStore {
@@ -387,6 +436,9 @@ fn migrate(conn: &Connection) -> rusqlite::Result<()> {
         }
         if version < 5 {
             conn.execute_batch(SCHEMA_V5)?;
+        }
+        if version < 6 {
+            conn.execute_batch(SCHEMA_V6)?;
         }
         conn.execute_batch(&format!("PRAGMA user_version = {SCHEMA_VERSION}"))
     };

@@ -3,7 +3,7 @@
 use quarry_core::{Error, Result};
 use rusqlite::{OptionalExtension, Transaction, params};
 
-use super::{SqliteStore, db_err};
+use super::{SqliteStore, conflict_or_db, db_err};
 use crate::hub::{CustomToolRow, HubStore, PackageRow, ToolRow, UpstreamRow};
 
 const UPSTREAM_COLUMNS: &str = "id, owner, name, package, transport, config, options, secrets, \
@@ -92,24 +92,6 @@ fn custom_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<CustomToolRow> {
         created_at: r.get(6)?,
         updated_at: r.get(7)?,
     })
-}
-
-fn is_unique_violation(e: &rusqlite::Error) -> bool {
-    matches!(
-        e,
-        rusqlite::Error::SqliteFailure(f, _)
-            if f.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE
-                || f.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY
-    )
-}
-
-/// A unique-constraint violation as `Conflict` with `message`, anything else as a storage error.
-fn conflict_or_db(e: rusqlite::Error, message: impl FnOnce() -> String) -> Error {
-    if is_unique_violation(&e) {
-        Error::Conflict(message())
-    } else {
-        db_err(e)
-    }
 }
 
 /// Every change to an owner's hub bumps its generation, in the same transaction.

@@ -1,0 +1,158 @@
+//! What a chat reports while it runs (seed 003's SSE events), and their wire form.
+
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use crate::provider::Usage;
+
+/// One retrieved passage, numbered for citation (`rag_source` entries).
+#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq)]
+pub struct Source {
+    /// The citation number the model was told to use (`[index]`).
+    pub index: usize,
+    pub content: String,
+    pub score: f64,
+    /// The file name.
+    pub source: String,
+    /// PDF page or slide; `None` for unpaged sources.
+    pub page: Option<u32>,
+    pub docid: String,
+    /// The knowledge-base document's id (its docid outside knowledge bases).
+    pub document_id: String,
+    pub knowledge_base: String,
+    /// Display path `knowledge-base/relative/path`.
+    pub file: String,
+}
+
+/// A tool call and, once it ran, its outcome (stored with the assistant message).
+#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq)]
+pub struct ToolCallRecord {
+    pub id: String,
+    /// The tool's own name (`web_search`).
+    pub name: String,
+    /// Its catalog name (`web.web_search`); empty when the model named no offered tool.
+    pub tool: String,
+    pub arguments: Value,
+    /// `calling`, `success` or `error`.
+    pub status: String,
+    pub result: Option<String>,
+    pub round: usize,
+    pub duration_ms: Option<u64>,
+}
+
+/// The end of a chat that reached an answer.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Done {
+    pub conversation_id: String,
+    pub message_id: String,
+    pub finish_reason: String,
+    /// Completions asked of the model.
+    pub rounds: usize,
+    /// Completions that called tools.
+    pub tool_rounds: usize,
+    pub usage: Usage,
+    /// The query retrieval ran (the rewritten question on a follow-up), if any.
+    pub retrieval_query: Option<String>,
+    pub timings: Timings,
+}
+
+/// Where the time went, in milliseconds: retrieval (with the follow-up rewrite), waiting
+/// for the model, running tools, and the whole run. What remains is Quarry's own overhead.
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
+pub struct Timings {
+    pub retrieval_ms: u64,
+    pub model_ms: u64,
+    pub tools_ms: u64,
+    pub total_ms: u64,
+}
+
+/// A failure after the stream began.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ChatFailure {
+    pub message: String,
+    /// `provider_error`, `provider_unavailable` or `internal`.
+    pub code: &'static str,
+    /// The provider's HTTP status, for `provider_error`.
+    pub status: Option<u16>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum ChatEvent {
+    Conversation {
+        id: String,
+        message_id: String,
+        title: String,
+    },
+    RagSource(Vec<Source>),
+    Delta(String),
+    ToolCall(ToolCallRecord),
+    ToolResult(ToolCallRecord),
+    Done(Done),
+    Error(ChatFailure),
+}
+
+impl ChatEvent {
+    /// The event's `type` (and SSE `event:` name).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ChatEvent::Conversation { .. } => "conversation",
+            ChatEvent::RagSource(_) => "rag_source",
+            ChatEvent::Delta(_) => "delta",
+            ChatEvent::ToolCall(_) => "tool_call",
+            ChatEvent::ToolResult(_) => "tool_result",
+            ChatEvent::Done(_) => "done",
+            ChatEvent::Error(_) => "error",
+        }
+    }
+
+    /// The event's `data`.
+    pub fn payload(&self) -> Value {
+        match self {
+            ChatEvent::Conversation {
+                id,
+                message_id,
+                title,
+            } => json!({"id": id, "message_id": message_id, "title": title}),
+            ChatEvent::RagSource(sources) => json!(sources),
+            ChatEvent::Delta(text) => json!({"content": text}),
+            ChatEvent::ToolCall(c) => json!({
+                "id": c.id, "name": c.name, "arguments": c.arguments,
+                "status": "calling", "tool": c.tool, "round": c.round,
+            }),
+            ChatEvent::ToolResult(c) => json!({
+                "id": c.id, "name": c.name, "status": c.status,
+                "result": c.result.as_deref().unwrap_or(""), "tool": c.tool,
+                "round": c.round, "duration_ms": c.duration_ms.unwrap_or(0),
+            }),
+            ChatEvent::Done(d) => json!(d),
+            ChatEvent::Error(e) => json!(e),
+        }
+    }
+
+    /// The event as Server-Sent Events text: `event:` for clients that listen by name,
+    /// `data:` with `{"type", "data"}` for clients that dispatch on `type` (seed 003).
+    pub fn to_sse(&self) -> String {
+        let body = json!({"type": self.kind(), "data": self.payload()});
+        // serde_json escapes newlines inside strings, so the JSON is one line.
+        format!("event: {}\ndata: {body}\n\n", self.kind())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sse_framing() {
+        let e = ChatEvent::Delta("line one\nline two".into());
+        let s = e.to_sse();
+        assert_eq!(s.lines().count(), 2);
+        assert!(s.starts_with("event: delta\ndata: {"));
+        assert!(s.ends_with("}\n\n"));
+        let v: Value =
+            serde_json::from_str(s.lines().nth(1).unwrap().strip_prefix("data: ").unwrap())
+                .unwrap();
+        assert_eq!(v["type"], "delta");
+        assert_eq!(v["data"]["content"], "line one\nline two");
+    }
+}

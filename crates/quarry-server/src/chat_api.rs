@@ -1,0 +1,236 @@
+//! Chat over REST (seed 003 §5.1–5.3): `POST /api/v1/chat` streamed as Server-Sent Events
+//! (or one JSON answer with `"stream": false`), and the caller's conversations. The work is
+//! `quarry-chat`'s; this module checks the request before anything is streamed, turns events
+//! into SSE, and cancels the run when the client goes away.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use quarry_chat::{ChatContext, ChatEvent, ChatRequest, ChatService, Outcome};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::auth::Caller;
+use crate::knowledge_api::ok;
+use crate::rest::{Body, blocking};
+use crate::{ApiError, AppState};
+
+/// A comment line sent while nothing else is, so proxies keep the stream open.
+const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+pub fn router() -> Router<Arc<AppState>> {
+    Router::new()
+        .route("/api/v1/chat", post(chat))
+        .route("/api/v1/conversations", get(list_conversations))
+        .route(
+            "/api/v1/conversations/{id}",
+            get(get_conversation)
+                .patch(rename_conversation)
+                .delete(delete_conversation),
+        )
+}
+
+fn context(state: &AppState, caller: &Caller) -> ChatContext {
+    let _ = state;
+    ChatContext {
+        engine: caller.engine.clone(),
+        hub: caller.hub_caller(),
+    }
+}
+
+/// Cancels the run when dropped: the response body (or the handler's future) going away
+/// means the client left.
+struct CancelOnDrop(CancellationToken);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.0.cancel();
+    }
+}
+
+async fn chat(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    Body(req): Body<ChatRequest>,
+) -> Result<Response, ApiError> {
+    let service = state.chat().clone();
+    let ctx = context(&state, &caller);
+    let streaming = req.streaming();
+    let prepared = {
+        let service = service.clone();
+        let ctx = ctx.clone();
+        blocking(move || service.prepare(&ctx, req)).await?
+    };
+    let cancel = state.shutdown_token().child_token();
+    if !streaming {
+        let guard = CancelOnDrop(cancel.clone());
+        let answer = collect(&service, &ctx, prepared, cancel).await;
+        drop(guard);
+        return Ok(answer);
+    }
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<ChatEvent>();
+    let run_cancel = cancel.clone();
+    tokio::spawn(async move {
+        let emit = move |e: ChatEvent| {
+            let _ = tx.send(e);
+        };
+        service.run(&ctx, prepared, &emit, run_cancel).await;
+    });
+    let guard = CancelOnDrop(cancel);
+    let stream = futures_util::stream::unfold((rx, guard), |(mut rx, guard)| async move {
+        let next = tokio::time::timeout(KEEP_ALIVE, rx.recv()).await;
+        let bytes = match next {
+            Ok(Some(event)) => Bytes::from(event.to_sse()),
+            Ok(None) => return None,
+            Err(_) => Bytes::from_static(b": keep-alive\n\n"),
+        };
+        Some((Ok::<_, Infallible>(bytes), (rx, guard)))
+    });
+    Ok((
+        [
+            (header::CONTENT_TYPE, "text/event-stream; charset=utf-8"),
+            (header::CACHE_CONTROL, "no-cache"),
+            // nginx buffers responses unless told not to.
+            (header::HeaderName::from_static("x-accel-buffering"), "no"),
+        ],
+        axum::body::Body::from_stream(stream),
+    )
+        .into_response())
+}
+
+/// Runs a chat to its end and answers one JSON object (`"stream": false`).
+async fn collect(
+    service: &Arc<ChatService>,
+    ctx: &ChatContext,
+    prepared: quarry_chat::Prepared,
+    cancel: CancellationToken,
+) -> Response {
+    let events = std::sync::Mutex::new(Vec::new());
+    let emit = |e: ChatEvent| {
+        events.lock().unwrap_or_else(|p| p.into_inner()).push(e);
+    };
+    let outcome = service.run(ctx, prepared, &emit, cancel).await;
+    let events = events.into_inner().unwrap_or_else(|p| p.into_inner());
+    let mut content = String::new();
+    let mut sources = Value::Array(Vec::new());
+    let mut calls: Vec<Value> = Vec::new();
+    let mut conversation = Value::Null;
+    for e in &events {
+        match e {
+            ChatEvent::Conversation { id, message_id, .. } => {
+                conversation = json!({"id": id, "message_id": message_id});
+            }
+            ChatEvent::RagSource(_) => sources = e.payload(),
+            ChatEvent::Delta(t) => content.push_str(t),
+            ChatEvent::ToolResult(c) => calls.push(json!(c)),
+            _ => {}
+        }
+    }
+    match outcome {
+        Outcome::Answered(done) => {
+            let mut v = json!({
+                "content": content,
+                "sources": sources,
+                "tool_calls": calls,
+            });
+            if let (Value::Object(out), Value::Object(d)) = (&mut v, json!(done)) {
+                out.extend(d);
+            }
+            axum::Json(v).into_response()
+        }
+        Outcome::Failed(f) => {
+            let status = if f.code == "provider_unavailable" {
+                StatusCode::SERVICE_UNAVAILABLE
+            } else if f.code == "provider_error" {
+                StatusCode::BAD_GATEWAY
+            } else {
+                StatusCode::INTERNAL_SERVER_ERROR
+            };
+            (
+                status,
+                axum::Json(json!({
+                    "detail": f.message,
+                    "status_code": status.as_u16(),
+                    "code": f.code,
+                    "provider_status": f.status,
+                    "conversation_id": conversation.get("id"),
+                })),
+            )
+                .into_response()
+        }
+        // The client is gone; nobody reads this.
+        Outcome::Cancelled => StatusCode::NO_CONTENT.into_response(),
+    }
+}
+
+#[derive(Deserialize)]
+struct ListParams {
+    limit: Option<usize>,
+}
+
+async fn list_conversations(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    Query(p): Query<ListParams>,
+) -> Result<Response, ApiError> {
+    let limit = p.limit.unwrap_or(100);
+    if !(1..=1000).contains(&limit) {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!("limit must be 1 to 1000, got {limit}"),
+        ));
+    }
+    let service = state.chat().clone();
+    let owner = caller.hub_caller().owner;
+    let items = blocking(move || service.conversations(&owner, limit)).await?;
+    Ok(axum::Json(json!({"success": true, "data": items, "total": items.len()})).into_response())
+}
+
+async fn get_conversation(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    let service = state.chat().clone();
+    let owner = caller.hub_caller().owner;
+    let v = blocking(move || service.conversation(&owner, &id)).await?;
+    Ok(ok(v))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RenameBody {
+    title: String,
+}
+
+async fn rename_conversation(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    Path(id): Path<String>,
+    Body(b): Body<RenameBody>,
+) -> Result<Response, ApiError> {
+    let service = state.chat().clone();
+    let owner = caller.hub_caller().owner;
+    let v = blocking(move || service.rename_conversation(&owner, &id, &b.title)).await?;
+    Ok(ok(v))
+}
+
+async fn delete_conversation(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    let service = state.chat().clone();
+    let owner = caller.hub_caller().owner;
+    let deleted = id.clone();
+    blocking(move || service.delete_conversation(&owner, &id)).await?;
+    Ok(ok(json!({"id": deleted, "deleted": true})))
+}

@@ -1,0 +1,516 @@
+//! [`ChatStore`] on SQLite.
+//!
+//! Messages carry no owner of their own: every statement that touches them joins (or
+//! sub-selects) through `chat_conversations` on the owner, so a message id or conversation
+//! id learned from elsewhere never opens another owner's rows.
+
+use quarry_core::{Error, Result};
+use rusqlite::{OptionalExtension, params};
+
+use super::{SqliteStore, conflict_or_db, db_err};
+use crate::chat::{ChatMessageRow, ChatStore, ConversationRow, ConversationSummary};
+
+const CONVERSATION_COLUMNS: &str =
+    "c.id, c.owner, c.title, c.kb_ids, c.model, c.created_at, c.updated_at";
+
+fn conversation_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ConversationRow> {
+    Ok(ConversationRow {
+        id: r.get(0)?,
+        owner: r.get(1)?,
+        title: r.get(2)?,
+        kb_ids: r.get(3)?,
+        model: r.get(4)?,
+        created_at: r.get(5)?,
+        updated_at: r.get(6)?,
+    })
+}
+
+const MESSAGE_COLUMNS: &str = "m.id, m.conversation_id, m.seq, m.role, m.content, m.sources, \
+     m.tool_calls, m.status, m.usage, m.created_at";
+
+fn message_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ChatMessageRow> {
+    Ok(ChatMessageRow {
+        id: r.get(0)?,
+        conversation_id: r.get(1)?,
+        seq: r.get(2)?,
+        role: r.get(3)?,
+        content: r.get(4)?,
+        sources: r.get(5)?,
+        tool_calls: r.get(6)?,
+        status: r.get(7)?,
+        usage: r.get(8)?,
+        created_at: r.get(9)?,
+    })
+}
+
+impl ChatStore for SqliteStore {
+    fn insert_conversation(&self, c: &ConversationRow) -> Result<()> {
+        self.write(|tx| {
+            tx.execute(
+                "INSERT INTO chat_conversations \
+                 (id, owner, title, kb_ids, model, created_at, updated_at) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                params![
+                    c.id,
+                    c.owner,
+                    c.title,
+                    c.kb_ids,
+                    c.model,
+                    c.created_at,
+                    c.updated_at
+                ],
+            )
+            .map_err(|e| conflict_or_db(e, || format!("conversation '{}' already exists", c.id)))?;
+            Ok(())
+        })
+    }
+
+    fn conversations(&self, owner: &str, limit: usize) -> Result<Vec<ConversationSummary>> {
+        // SQLite's LIMIT is an i64; anything larger means "all of them".
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare_cached(&format!(
+                "SELECT {CONVERSATION_COLUMNS}, \
+                 (SELECT COUNT(*) FROM chat_messages m WHERE m.conversation_id = c.id) \
+                 FROM chat_conversations c WHERE c.owner = ?1 \
+                 ORDER BY c.updated_at DESC, c.created_at DESC, c.id LIMIT ?2"
+            ))
+            .map_err(db_err)?;
+        stmt.query_map(params![owner, limit], |r| {
+            Ok(ConversationSummary {
+                conversation: conversation_from_row(r)?,
+                message_count: r.get(7)?,
+            })
+        })
+        .and_then(|rows| rows.collect())
+        .map_err(db_err)
+    }
+
+    fn conversation(&self, owner: &str, id: &str) -> Result<Option<ConversationRow>> {
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare_cached(&format!(
+                "SELECT {CONVERSATION_COLUMNS} FROM chat_conversations c \
+                 WHERE c.owner = ?1 AND c.id = ?2"
+            ))
+            .map_err(db_err)?;
+        stmt.query_row(params![owner, id], conversation_from_row)
+            .optional()
+            .map_err(db_err)
+    }
+
+    fn update_conversation(&self, c: &ConversationRow) -> Result<bool> {
+        self.write(|tx| {
+            let n = tx
+                .execute(
+                    "UPDATE chat_conversations SET title = ?3, kb_ids = ?4, model = ?5 \
+                     WHERE owner = ?1 AND id = ?2",
+                    params![c.owner, c.id, c.title, c.kb_ids, c.model],
+                )
+                .map_err(db_err)?;
+            Ok(n > 0)
+        })
+    }
+
+    fn delete_conversation(&self, owner: &str, id: &str) -> Result<bool> {
+        self.write(|tx| {
+            // Messages go with it (ON DELETE CASCADE; `open` turns foreign keys on).
+            let n = tx
+                .execute(
+                    "DELETE FROM chat_conversations WHERE owner = ?1 AND id = ?2",
+                    params![owner, id],
+                )
+                .map_err(db_err)?;
+            Ok(n > 0)
+        })
+    }
+
+    fn append_message(&self, owner: &str, m: &ChatMessageRow) -> Result<i64> {
+        // One immediate transaction: the write lock is taken before the max is read, so two
+        // appends to one conversation (two tabs, two nodes) can never pick the same seq.
+        self.write(|tx| {
+            let n = tx
+                .execute(
+                    "UPDATE chat_conversations SET updated_at = ?3 WHERE owner = ?1 AND id = ?2",
+                    params![owner, m.conversation_id, m.created_at],
+                )
+                .map_err(db_err)?;
+            if n == 0 {
+                // The same words whether the id is unknown or another owner's.
+                return Err(Error::NotFound(format!(
+                    "conversation '{}' not found",
+                    m.conversation_id
+                )));
+            }
+            let seq: i64 = tx
+                .query_row(
+                    "SELECT COALESCE(MAX(seq), 0) + 1 FROM chat_messages \
+                     WHERE conversation_id = ?1",
+                    [&m.conversation_id],
+                    |r| r.get(0),
+                )
+                .map_err(db_err)?;
+            tx.execute(
+                "INSERT INTO chat_messages (id, conversation_id, seq, role, content, sources, \
+                 tool_calls, status, usage, created_at) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                params![
+                    m.id,
+                    m.conversation_id,
+                    seq,
+                    m.role,
+                    m.content,
+                    m.sources,
+                    m.tool_calls,
+                    m.status,
+                    m.usage,
+                    m.created_at
+                ],
+            )
+            .map_err(|e| conflict_or_db(e, || format!("message '{}' already exists", m.id)))?;
+            Ok(seq)
+        })
+    }
+
+    fn update_message(&self, owner: &str, m: &ChatMessageRow) -> Result<bool> {
+        self.write(|tx| {
+            let n = tx
+                .execute(
+                    "UPDATE chat_messages SET content = ?4, sources = ?5, tool_calls = ?6, \
+                     status = ?7, usage = ?8 \
+                     WHERE id = ?2 AND conversation_id = ?3 AND conversation_id IN \
+                     (SELECT id FROM chat_conversations WHERE owner = ?1)",
+                    params![
+                        owner,
+                        m.id,
+                        m.conversation_id,
+                        m.content,
+                        m.sources,
+                        m.tool_calls,
+                        m.status,
+                        m.usage
+                    ],
+                )
+                .map_err(db_err)?;
+            Ok(n > 0)
+        })
+    }
+
+    fn messages(&self, owner: &str, conversation_id: &str) -> Result<Vec<ChatMessageRow>> {
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare_cached(&format!(
+                "SELECT {MESSAGE_COLUMNS} FROM chat_messages m \
+                 JOIN chat_conversations c ON c.id = m.conversation_id \
+                 WHERE c.owner = ?1 AND m.conversation_id = ?2 ORDER BY m.seq"
+            ))
+            .map_err(db_err)?;
+        stmt.query_map(params![owner, conversation_id], message_from_row)
+            .and_then(|rows| rows.collect())
+            .map_err(db_err)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rusqlite::Connection;
+
+    use crate::sqlite::{SCHEMA, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4, SCHEMA_V5, SCHEMA_VERSION};
+
+    fn store() -> (tempfile::TempDir, SqliteStore) {
+        let dir = tempfile::tempdir().unwrap();
+        let s = SqliteStore::open(&dir.path().join("index.sqlite")).unwrap();
+        (dir, s)
+    }
+
+    fn conversation(owner: &str, id: &str, at: i64) -> ConversationRow {
+        ConversationRow {
+            id: id.into(),
+            owner: owner.into(),
+            title: format!("about {id}"),
+            kb_ids: r#"["kb1"]"#.into(),
+            model: None,
+            created_at: at,
+            updated_at: at,
+        }
+    }
+
+    fn message(conversation_id: &str, id: &str, role: &str, at: i64) -> ChatMessageRow {
+        ChatMessageRow {
+            id: id.into(),
+            conversation_id: conversation_id.into(),
+            seq: 0,
+            role: role.into(),
+            content: format!("text of {id}"),
+            sources: "[]".into(),
+            tool_calls: "[]".into(),
+            status: "complete".into(),
+            usage: None,
+            created_at: at,
+        }
+    }
+
+    #[test]
+    fn round_trip() {
+        let (_d, s) = store();
+        let mut c = conversation("alice", "c1", 10);
+        c.model = Some("llama".into());
+        s.insert_conversation(&c).unwrap();
+        assert_eq!(s.conversation("alice", "c1").unwrap(), Some(c.clone()));
+
+        let mut m = message("c1", "m1", "user", 20);
+        m.usage = Some(r#"{"prompt":3}"#.into());
+        m.sources = r##"[{"doc":"#abc"}]"##.into();
+        assert_eq!(s.append_message("alice", &m).unwrap(), 1);
+        assert_eq!(
+            s.messages("alice", "c1").unwrap(),
+            vec![ChatMessageRow { seq: 1, ..m }]
+        );
+
+        let changed = ConversationRow {
+            title: "renamed".into(),
+            kb_ids: "[]".into(),
+            model: None,
+            ..c.clone()
+        };
+        assert!(s.update_conversation(&changed).unwrap());
+        let got = s.conversation("alice", "c1").unwrap().unwrap();
+        assert_eq!(got.title, "renamed");
+        assert_eq!(got.kb_ids, "[]");
+        assert_eq!(got.model, None);
+        // The append moved updated_at; the rename did not.
+        assert_eq!(got.updated_at, 20);
+        assert_eq!(got.created_at, 10);
+    }
+
+    #[test]
+    fn conversations_are_listed_by_last_activity_with_counts() {
+        let (_d, s) = store();
+        for (id, at) in [("old", 1), ("mid", 2), ("new", 3)] {
+            s.insert_conversation(&conversation("alice", id, at))
+                .unwrap();
+        }
+        let ids = |list: Vec<ConversationSummary>| -> Vec<String> {
+            list.into_iter().map(|c| c.conversation.id).collect()
+        };
+        assert_eq!(
+            ids(s.conversations("alice", 10).unwrap()),
+            ["new", "mid", "old"]
+        );
+        // A message brings the oldest to the top.
+        s.append_message("alice", &message("old", "m1", "user", 100))
+            .unwrap();
+        s.append_message("alice", &message("old", "m2", "assistant", 101))
+            .unwrap();
+        let list = s.conversations("alice", 10).unwrap();
+        assert_eq!(list[0].conversation.id, "old");
+        assert_eq!(list[0].conversation.updated_at, 101);
+        assert_eq!(list[0].message_count, 2);
+        assert_eq!(list[1].message_count, 0);
+        assert_eq!(ids(s.conversations("alice", 2).unwrap()), ["old", "new"]);
+        assert!(s.conversations("alice", 0).unwrap().is_empty());
+        assert_eq!(s.conversations("alice", usize::MAX).unwrap().len(), 3);
+    }
+
+    #[test]
+    fn seq_counts_up_per_conversation_and_updates_keep_it() {
+        let (_d, s) = store();
+        s.insert_conversation(&conversation("alice", "a", 1))
+            .unwrap();
+        s.insert_conversation(&conversation("alice", "b", 1))
+            .unwrap();
+        let mut given = message("a", "m1", "user", 2);
+        given.seq = 99; // ignored
+        assert_eq!(s.append_message("alice", &given).unwrap(), 1);
+        assert_eq!(
+            s.append_message("alice", &message("a", "m2", "assistant", 3))
+                .unwrap(),
+            2
+        );
+        assert_eq!(
+            s.append_message("alice", &message("b", "m3", "user", 4))
+                .unwrap(),
+            1
+        );
+        assert_eq!(
+            s.append_message("alice", &message("a", "m4", "user", 5))
+                .unwrap(),
+            3
+        );
+        let seqs: Vec<(String, i64)> = s
+            .messages("alice", "a")
+            .unwrap()
+            .into_iter()
+            .map(|m| (m.id, m.seq))
+            .collect();
+        assert_eq!(seqs, [("m1".into(), 1), ("m2".into(), 2), ("m4".into(), 3)]);
+
+        // The answer is written as interrupted first, then finished in place.
+        let mut answer = message("a", "m5", "assistant", 6);
+        answer.status = "interrupted".into();
+        answer.content = String::new();
+        let seq = s.append_message("alice", &answer).unwrap();
+        let finished = ChatMessageRow {
+            content: "done".into(),
+            sources: r#"[{"n":1}]"#.into(),
+            tool_calls: r#"[{"tool":"x"}]"#.into(),
+            status: "complete".into(),
+            usage: Some("{}".into()),
+            seq: 0,
+            role: "ignored".into(),
+            ..answer.clone()
+        };
+        assert!(s.update_message("alice", &finished).unwrap());
+        let last = s.messages("alice", "a").unwrap().pop().unwrap();
+        assert_eq!(
+            last,
+            ChatMessageRow {
+                seq,
+                role: "assistant".into(),
+                ..finished.clone()
+            }
+        );
+        // A message is addressed within its conversation.
+        let elsewhere = ChatMessageRow {
+            conversation_id: "b".into(),
+            ..finished
+        };
+        assert!(!s.update_message("alice", &elsewhere).unwrap());
+    }
+
+    #[test]
+    fn deleting_a_conversation_takes_its_messages() {
+        let (_d, s) = store();
+        s.insert_conversation(&conversation("alice", "a", 1))
+            .unwrap();
+        s.insert_conversation(&conversation("alice", "b", 1))
+            .unwrap();
+        s.append_message("alice", &message("a", "m1", "user", 2))
+            .unwrap();
+        s.append_message("alice", &message("b", "m2", "user", 2))
+            .unwrap();
+        assert!(s.delete_conversation("alice", "a").unwrap());
+        assert!(!s.delete_conversation("alice", "a").unwrap());
+        let left: i64 = s
+            .conn()
+            .query_row("SELECT COUNT(*) FROM chat_messages", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(left, 1);
+        assert_eq!(s.messages("alice", "b").unwrap().len(), 1);
+        // The message id is free again.
+        s.insert_conversation(&conversation("alice", "a", 3))
+            .unwrap();
+        assert_eq!(
+            s.append_message("alice", &message("a", "m1", "user", 4))
+                .unwrap(),
+            1
+        );
+    }
+
+    #[test]
+    fn another_owner_sees_and_changes_nothing() {
+        let (_d, s) = store();
+        let c = conversation("alice", "c1", 1);
+        s.insert_conversation(&c).unwrap();
+        let m = message("c1", "m1", "user", 2);
+        s.append_message("alice", &m).unwrap();
+
+        assert_eq!(s.conversation("bob", "c1").unwrap(), None);
+        assert!(s.conversations("bob", 10).unwrap().is_empty());
+        assert!(s.messages("bob", "c1").unwrap().is_empty());
+        let hijack = ConversationRow {
+            owner: "bob".into(),
+            title: "mine now".into(),
+            ..c.clone()
+        };
+        assert!(!s.update_conversation(&hijack).unwrap());
+        let edit = ChatMessageRow {
+            content: "forged".into(),
+            ..m.clone()
+        };
+        assert!(!s.update_message("bob", &edit).unwrap());
+        assert!(!s.delete_conversation("bob", "c1").unwrap());
+        // Appending to someone else's conversation reads like appending to none at all.
+        let theirs = s
+            .append_message("bob", &message("c1", "m2", "user", 3))
+            .unwrap_err();
+        let nobodys = s
+            .append_message("bob", &message("nope", "m3", "user", 3))
+            .unwrap_err();
+        assert!(matches!(theirs, Error::NotFound(_)));
+        assert_eq!(theirs.to_string(), "conversation 'c1' not found");
+        assert_eq!(nobodys.to_string(), "conversation 'nope' not found");
+
+        // Alice's rows are untouched.
+        let got = s.conversation("alice", "c1").unwrap().unwrap();
+        assert_eq!(got, ConversationRow { updated_at: 2, ..c });
+        assert_eq!(
+            s.messages("alice", "c1").unwrap(),
+            vec![ChatMessageRow { seq: 1, ..m }]
+        );
+        assert_eq!(s.conversations("alice", 10).unwrap()[0].message_count, 1);
+    }
+
+    #[test]
+    fn duplicate_ids_conflict() {
+        let (_d, s) = store();
+        s.insert_conversation(&conversation("alice", "c1", 1))
+            .unwrap();
+        assert!(matches!(
+            s.insert_conversation(&conversation("bob", "c1", 1)),
+            Err(Error::Conflict(_))
+        ));
+        s.append_message("alice", &message("c1", "m1", "user", 2))
+            .unwrap();
+        assert!(matches!(
+            s.append_message("alice", &message("c1", "m1", "user", 3)),
+            Err(Error::Conflict(_))
+        ));
+        // The refused append changed nothing, updated_at included.
+        assert_eq!(s.messages("alice", "c1").unwrap().len(), 1);
+        assert_eq!(
+            s.conversation("alice", "c1").unwrap().unwrap().updated_at,
+            2
+        );
+    }
+
+    #[test]
+    fn version_5_databases_gain_chat() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("q.db");
+        {
+            let conn = Connection::open(&path).unwrap();
+            for step in [SCHEMA, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4, SCHEMA_V5] {
+                conn.execute_batch(step).unwrap();
+            }
+            conn.execute_batch(
+                "PRAGMA user_version = 5; \
+                 INSERT INTO hub_generations (owner, generation) VALUES ('alice', 7);",
+            )
+            .unwrap();
+        }
+        let s = SqliteStore::open(&path).unwrap();
+        let version: i64 = s
+            .conn()
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(version, SCHEMA_VERSION);
+        assert_eq!(SCHEMA_VERSION, 6);
+        s.insert_conversation(&conversation("alice", "c1", 1))
+            .unwrap();
+        assert_eq!(
+            s.append_message("alice", &message("c1", "m1", "user", 2))
+                .unwrap(),
+            1
+        );
+        // Earlier tables keep their rows.
+        use crate::HubStore;
+        assert_eq!(s.hub_generation("alice").unwrap(), 7);
+        // Opening again does not migrate twice.
+        drop(s);
+        let s = SqliteStore::open(&path).unwrap();
+        assert_eq!(s.messages("alice", "c1").unwrap().len(), 1);
+    }
+}
