@@ -715,9 +715,20 @@ def test_follow_up_is_rewritten_from_the_history(world: World, kb: dict):
     third = chat(srv, {"messages": user("Which sources?"), "conversation_id": cid}, rag=True)
     assert third.done["retrieval_query"] == rewrite3, third.done
     check_prompt_has_passages(fake.streamed()[0], third.events[1].data)
+
+    # The rewrite fails: the question is used as it is.
+    fake.reset()
+    q4 = "What about metaclusters of comparable articles?"
+    fake.script_complete([{"status": 500}, {"status": 500}])
+    fake.script([{"text": "They group basic clusters [1]."}])
+    fourth = chat(srv, {"messages": user(q4), "conversation_id": cid}, rag=True)
+    assert fake.completions(), "the follow-up was not sent for rewriting"
+    assert fourth.done["retrieval_query"] == q4, fourth.done
+    assert fourth.text == "They group basic clusters [1]."
+
     msgs = conversation(srv, cid)["messages"]
-    assert [m["role"] for m in msgs] == ["user", "assistant"] * 3, msgs
-    assert [m["content"] for m in msgs[1::2]] == [a1, a2, "Several newspapers [1]."]
+    assert [m["role"] for m in msgs] == ["user", "assistant"] * 4, msgs
+    assert [m["content"] for m in msgs[1::2]] == [a1, a2, "Several newspapers [1].", "They group basic clusters [1]."]
     assert all(m["status"] == "complete" for m in msgs), msgs
 
 
@@ -755,6 +766,8 @@ def test_two_round_tool_loop_with_mcp_and_http_tools(world: World):
     # What the model saw: each round's calls and results in the next request.
     r1, r2, r3 = fake.streamed()
     assert r1.offers_tools() and r2.offers_tools(), "tools stay offered within the cap"
+    said = [m for m in r2.messages if m.get("role") == "assistant"]
+    assert said and said[-1].get("content") == "Let me check. ", "text before the calls goes back with them"
     fed_back(r2, [("call_echo_1", "everything__echo", {"message": "hello from round one"}, echo_res["result"])])
     lookup_name = FakeLLM.resolve_tool("lookup", r2.body)
     assert lookup_name == "custom__lookup", r2.tool_names

@@ -146,7 +146,7 @@ mod tests {
     fn sse_framing() {
         let e = ChatEvent::Delta("line one\nline two".into());
         let s = e.to_sse();
-        assert_eq!(s.lines().count(), 2);
+        assert_eq!(s.lines().filter(|l| !l.is_empty()).count(), 2);
         assert!(s.starts_with("event: delta\ndata: {"));
         assert!(s.ends_with("}\n\n"));
         let v: Value =

@@ -786,7 +786,7 @@ impl ChatService {
         req.min_score = self.settings.rag_min_score;
         req.knowledge_bases = Some(knowledge_bases.to_vec());
         let engine = ctx.engine.clone();
-        let found = tokio::task::spawn_blocking(move || engine.knowledge_search(&req))
+        let found = tokio::task::spawn_blocking(move || engine.knowledge_passages(&req))
             .await
             .map_err(|e| Error::Storage(format!("retrieval stopped: {e}")))??;
         Ok(found

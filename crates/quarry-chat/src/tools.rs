@@ -14,6 +14,8 @@ use tokio_util::sync::CancellationToken;
 const DESCRIPTION_CHARS: usize = 1024;
 /// Longest tool result given to the model (the rest is cut with a note).
 pub const RESULT_CHARS: usize = 16_000;
+/// How long a timed-out call may take to pass its cancellation on.
+const CANCEL_GRACE: Duration = Duration::from_secs(5);
 
 /// What one call produced, as the model will read it.
 #[derive(Debug, Clone)]
@@ -79,10 +81,14 @@ impl ToolSet {
         // Its own token: a timeout cancels this call (and the upstream's work) only.
         let call_cancel = cancel.child_token();
         let run = hub.call(caller, tool, Some(arguments), None, call_cancel.clone());
+        tokio::pin!(run);
         let result = tokio::select! {
-            r = run => r,
+            r = &mut run => r,
             _ = tokio::time::sleep(timeout) => {
                 call_cancel.cancel();
+                // The call itself tells the upstream (`notifications/cancelled`): let it
+                // finish doing so rather than dropping it mid-way.
+                let _ = tokio::time::timeout(CANCEL_GRACE, &mut run).await;
                 Err(CallError::Timeout(timeout))
             }
         };

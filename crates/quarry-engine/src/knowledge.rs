@@ -23,8 +23,8 @@ use quarry_convert::{ConvertOptions, Format, Ocr};
 use quarry_core::{Access, Error, Result};
 use quarry_ingest::chunk::{CharSizer, ChunkOptions, chunk_markdown};
 use quarry_store::{
-    AddedFile, ConvertedFile, FileFilter, FileStatus, Job, JobKind, KbFile, KnowledgeBase,
-    NewKbFile, QueueCounts,
+    AddedFile, ChunkRef, ConvertedFile, FileFilter, FileStatus, Job, JobKind, KbFile,
+    KnowledgeBase, NewKbFile, QueueCounts,
 };
 use serde::Serialize;
 
@@ -513,48 +513,60 @@ impl Engine {
         let kb = self.knowledge_base(kb_key)?;
         let file = self.document_in(&kb, kb_key, doc_key)?;
         let doc = self.converted_document(&file)?;
-        let stored = self.store().chunks_of_documents(&[doc.id])?;
         let body = &doc.body;
-        let text = |s: usize, e: usize| body.get(s..e).unwrap_or_default().to_owned();
-        let mut views: Vec<ChunkView> = if stored.is_empty() {
-            let pages = self.store().document_pages(doc.id)?;
-            let opts = match (kb.chunk_size, kb.chunk_overlap) {
-                (Some(size), overlap) => ChunkOptions {
-                    max_size: size as usize,
-                    overlap: overlap.unwrap_or(0) as usize,
-                },
-                _ => ChunkOptions::RAG_CHARS,
-            };
-            chunk_markdown(body, opts, &CharSizer)
-                .into_iter()
-                .enumerate()
-                .map(|(index, c)| ChunkView {
-                    index,
-                    page: quarry_core::page_at(&pages, c.start),
-                    line_start: c.line_start,
-                    line_end: c.line_end,
-                    byte_start: c.start,
-                    byte_end: c.end,
-                    content: text(c.start, c.end),
-                })
-                .collect()
-        } else {
-            stored
-                .into_iter()
-                .enumerate()
-                .map(|(index, c)| ChunkView {
-                    index,
-                    page: c.page,
-                    line_start: c.line_start,
-                    line_end: c.line_end,
-                    byte_start: c.byte_start,
-                    byte_end: c.byte_end,
-                    content: text(c.byte_start, c.byte_end),
-                })
-                .collect()
-        };
+        let mut views: Vec<ChunkView> = self
+            .chunks_or_cut(&doc, Some(&kb))?
+            .into_iter()
+            .enumerate()
+            .map(|(index, c)| ChunkView {
+                index,
+                page: c.page,
+                line_start: c.line_start,
+                line_end: c.line_end,
+                byte_start: c.byte_start,
+                byte_end: c.byte_end,
+                content: body
+                    .get(c.byte_start..c.byte_end)
+                    .unwrap_or_default()
+                    .to_owned(),
+            })
+            .collect();
         views.sort_by_key(|v| (v.page.unwrap_or(0), v.index));
         Ok(views)
+    }
+
+    /// A document's chunks in body order: the stored ones (cut when it was embedded), else
+    /// cut now with its knowledge base's settings (else the seed's 1000/200 characters) —
+    /// what citations point at either way. Chunks cut here have id 0.
+    pub(crate) fn chunks_or_cut(
+        &self,
+        doc: &quarry_core::Document,
+        kb: Option<&KnowledgeBase>,
+    ) -> Result<Vec<ChunkRef>> {
+        let stored = self.store().chunks_of_documents(&[doc.id])?;
+        if !stored.is_empty() {
+            return Ok(stored);
+        }
+        let pages = self.store().document_pages(doc.id)?;
+        let opts = match kb.map(|k| (k.chunk_size, k.chunk_overlap)) {
+            Some((Some(size), overlap)) => ChunkOptions {
+                max_size: size as usize,
+                overlap: overlap.unwrap_or(0) as usize,
+            },
+            _ => ChunkOptions::RAG_CHARS,
+        };
+        Ok(chunk_markdown(&doc.body, opts, &CharSizer)
+            .into_iter()
+            .map(|c| ChunkRef {
+                id: 0,
+                document_id: doc.id,
+                page: quarry_core::page_at(&pages, c.start),
+                byte_start: c.start,
+                byte_end: c.end,
+                line_start: c.line_start,
+                line_end: c.line_end,
+            })
+            .collect())
     }
 
     /// Size and MIME type of a blob this space may read (an original or an extracted image

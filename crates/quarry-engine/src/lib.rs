@@ -16,6 +16,7 @@ mod indexing;
 mod knowledge;
 mod knowledge_search;
 mod notes;
+mod passages;
 #[cfg(test)]
 mod scope_tests;
 mod search;
