@@ -1300,3 +1300,11 @@ def test_no_chat_model_configured(quarry_bin: Path, corpus: Path, tmp_path: Path
     finally:
         srv.stop()
     assert fake.snapshot() == []
+
+
+def test_openapi_documents_chat(world: World):
+    spec = requests.get(world.srv.url("/api/v1/openapi.json"), timeout=10).json()
+    for path in ("/api/v1/chat", "/api/v1/conversations", "/api/v1/conversations/{id}"):
+        assert path in spec["paths"], path
+    assert "text/event-stream" in spec["paths"]["/api/v1/chat"]["post"]["responses"]["200"]["content"]
+    assert "kb_ids" in spec["components"]["schemas"]["ChatRequest"]["properties"]

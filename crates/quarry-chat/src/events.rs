@@ -58,12 +58,12 @@ pub struct Done {
 
 /// Where the time went, in milliseconds: retrieval (with the follow-up rewrite), waiting
 /// for the model, running tools, and the whole run. What remains is Quarry's own overhead.
-#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq)]
 pub struct Timings {
-    pub retrieval_ms: u64,
-    pub model_ms: u64,
-    pub tools_ms: u64,
-    pub total_ms: u64,
+    pub retrieval_ms: f64,
+    pub model_ms: f64,
+    pub tools_ms: f64,
+    pub total_ms: f64,
 }
 
 /// A failure after the stream began.

@@ -205,9 +205,9 @@ pub enum Outcome {
     Cancelled,
 }
 
-/// Milliseconds since `t`.
-fn ms(t: Instant) -> u64 {
-    t.elapsed().as_millis() as u64
+/// Milliseconds since `t`, to the microsecond.
+fn ms(t: Instant) -> f64 {
+    t.elapsed().as_micros() as f64 / 1000.0
 }
 
 /// A message's text: a string, or OpenAI's content parts (`[{type: text, text}]`).
@@ -645,8 +645,8 @@ impl ChatService {
             retrieval_query = Some(query);
         }
         let retrieval_ms = ms(retrieval_started);
-        let mut model_ms = 0u64;
-        let mut tools_ms = 0u64;
+        let mut model_ms = 0f64;
+        let mut tools_ms = 0f64;
         let leading_system = p
             .messages
             .iter()

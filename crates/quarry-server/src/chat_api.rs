@@ -38,8 +38,7 @@ pub fn router() -> Router<Arc<AppState>> {
         )
 }
 
-fn context(state: &AppState, caller: &Caller) -> ChatContext {
-    let _ = state;
+fn context(caller: &Caller) -> ChatContext {
     ChatContext {
         engine: caller.engine.clone(),
         hub: caller.hub_caller(),
@@ -62,7 +61,7 @@ async fn chat(
     Body(req): Body<ChatRequest>,
 ) -> Result<Response, ApiError> {
     let service = state.chat().clone();
-    let ctx = context(&state, &caller);
+    let ctx = context(&caller);
     let streaming = req.streaming();
     let prepared = {
         let service = service.clone();
@@ -71,8 +70,18 @@ async fn chat(
     };
     let cancel = state.shutdown_token().child_token();
     if !streaming {
+        // The run is its own task, so a client that leaves cancels it (through the guard)
+        // rather than dropping it half-way: tool calls pass the cancellation upstream and the
+        // answer is stored as interrupted.
         let guard = CancelOnDrop(cancel.clone());
-        let answer = collect(&service, &ctx, prepared, cancel).await;
+        let answer = tokio::spawn(async move { collect(&service, &ctx, prepared, cancel).await })
+            .await
+            .map_err(|e| {
+                ApiError::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    format!("the chat stopped: {e}"),
+                )
+            })?;
         drop(guard);
         return Ok(answer);
     }
