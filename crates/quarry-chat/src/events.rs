@@ -37,7 +37,8 @@ pub struct ToolCallRecord {
     pub status: String,
     pub result: Option<String>,
     pub round: usize,
-    pub duration_ms: Option<u64>,
+    /// Milliseconds, to the microsecond.
+    pub duration_ms: Option<f64>,
 }
 
 /// The end of a chat that reached an answer.
@@ -122,7 +123,7 @@ impl ChatEvent {
             ChatEvent::ToolResult(c) => json!({
                 "id": c.id, "name": c.name, "status": c.status,
                 "result": c.result.as_deref().unwrap_or(""), "tool": c.tool,
-                "round": c.round, "duration_ms": c.duration_ms.unwrap_or(0),
+                "round": c.round, "duration_ms": c.duration_ms.unwrap_or(0.0),
             }),
             ChatEvent::Done(d) => json!(d),
             ChatEvent::Error(e) => json!(e),

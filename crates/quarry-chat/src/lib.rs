@@ -48,7 +48,9 @@ pub struct ChatSettings {
     pub rag_ann_top_k: usize,
     /// Rerank candidates (`RAG_USE_RERANK`).
     pub rag_use_rerank: bool,
-    /// Passages below this score are dropped (`RAG_MIN_SCORE`).
+    /// Passages below this score are dropped (`RAG_MIN_SCORE`; the seed has no threshold:
+    /// the top `RAG_TOP_K` always go to the model, which is told to say when they do not
+    /// answer the question).
     pub rag_min_score: f64,
     /// Rounds of tool calls before the model must answer (`QUARRY_CHAT_MAX_TOOL_ROUNDS`).
     pub max_tool_rounds: usize,
@@ -62,7 +64,7 @@ impl Default for ChatSettings {
             rag_top_k: 5,
             rag_ann_top_k: 20,
             rag_use_rerank: true,
-            rag_min_score: 0.3,
+            rag_min_score: 0.0,
             max_tool_rounds: 5,
             tool_timeout: Duration::from_secs(60),
         }
@@ -873,7 +875,7 @@ impl ChatService {
             let record = &mut run.calls[first + i];
             record.status = if outcome.ok { "success" } else { "error" }.into();
             record.result = Some(outcome.text.clone());
-            record.duration_ms = Some(outcome.duration.as_millis() as u64);
+            record.duration_ms = Some(outcome.duration.as_micros() as f64 / 1000.0);
             if !cancel.is_cancelled() {
                 emit(ChatEvent::ToolResult(record.clone()));
             }

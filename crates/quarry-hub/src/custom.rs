@@ -1058,7 +1058,7 @@ pub(crate) async fn send_and_read(
 
 /// Runs a custom tool: validates the spec and the arguments (schema `default`s filled in
 /// first), renders the URL and body, checks the URL with the guard, and sends the request
-/// through [`ssrf::guarded_client_with`] (DNS answers and redirect hops checked too). Nothing is
+/// through [`ssrf::shared_guarded_client`] (DNS answers and redirect hops checked too). Nothing is
 /// sent when validation, rendering or the guard fails. Any HTTP status is a response; the body
 /// is truncated at the spec's cap (see the module docs).
 pub async fn execute(
@@ -1099,14 +1099,17 @@ pub async fn execute(
     let timeout = spec.timeout();
     let secs = timeout.as_secs();
     let target = redacted(&url);
-    let client = ssrf::guarded_client_with(policy, timeout, !spec.http_headers.is_empty())
-        .map_err(|e| {
+    let client =
+        ssrf::shared_guarded_client(policy, !spec.http_headers.is_empty()).map_err(|e| {
             CustomToolError::Http(format!(
                 "could not build the HTTP client: {}",
                 error_chain(&e)
             ))
         })?;
-    let mut request = client.request(method.clone(), url).headers(headers);
+    let mut request = client
+        .request(method.clone(), url)
+        .headers(headers)
+        .timeout(timeout);
     if let Some(body) = body {
         request = request.body(body);
     }

@@ -604,6 +604,36 @@ pub fn guarded_client_with(
         .build()
 }
 
+/// The longest a shared client lets one request take; each request sets its own timeout.
+const SHARED_CLIENT_TIMEOUT: Duration = Duration::from_secs(600);
+/// Shared clients kept (one per policy and redirect rule; a server has a handful).
+const SHARED_CLIENTS: usize = 16;
+
+/// A [`guarded_client_with`] shared by every call with the same policy and redirect rule, so
+/// calls reuse connections and the TLS roots are loaded once (building a client reads the
+/// system's certificates, milliseconds per call). Set the request's own timeout with
+/// `RequestBuilder::timeout`.
+pub fn shared_guarded_client(
+    policy: &NetPolicy,
+    same_origin_redirects: bool,
+) -> Result<reqwest::Client, reqwest::Error> {
+    type Entry = (NetPolicy, bool, reqwest::Client);
+    static CLIENTS: std::sync::Mutex<Vec<Entry>> = std::sync::Mutex::new(Vec::new());
+    let mut clients = CLIENTS.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((_, _, c)) = clients
+        .iter()
+        .find(|(p, s, _)| p == policy && *s == same_origin_redirects)
+    {
+        return Ok(c.clone());
+    }
+    let client = guarded_client_with(policy, SHARED_CLIENT_TIMEOUT, same_origin_redirects)?;
+    if clients.len() >= SHARED_CLIENTS {
+        clients.remove(0);
+    }
+    clients.push((policy.clone(), same_origin_redirects, client.clone()));
+    Ok(client)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
