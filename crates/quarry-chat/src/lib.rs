@@ -397,7 +397,7 @@ impl ChatService {
             .unwrap_or_default();
         let knowledge_bases = match &req.kb_ids {
             Some(k) => k.clone(),
-            None => stored_kbs.clone(),
+            None => stored_kbs,
         };
         if knowledge_bases.len() > 50 {
             return Err(Error::invalid("at most 50 knowledge bases per chat"));
@@ -420,23 +420,19 @@ impl ChatService {
             .map(|(role, content)| json!({"role": role, "content": content}))
             .collect();
         messages.push(json!({"role": "user", "content": question}));
-        // Store the turn.
+        // Store the turn: the conversation, the new messages and the assistant's message
+        // (`interrupted` until the run finishes it), in one commit.
         let now = quarry_core::now_millis();
-        let (conversation_id, title) = match existing {
+        let (conversation, new) = match existing {
             Some(mut c) => {
-                if req.kb_ids.is_some() && knowledge_bases != stored_kbs
-                    || req.model.is_some() && req.model != c.model
-                {
-                    c.kb_ids = json!(knowledge_bases).to_string();
-                    if req.model.is_some() {
-                        c.model = req.model.clone();
-                    }
-                    self.store.update_conversation(&c)?;
+                c.kb_ids = json!(knowledge_bases).to_string();
+                if req.model.is_some() {
+                    c.model = req.model.clone();
                 }
-                (c.id, c.title)
+                (c, false)
             }
-            None => {
-                let c = ConversationRow {
+            None => (
+                ConversationRow {
                     id: uuid::Uuid::new_v4().to_string(),
                     owner: owner.to_owned(),
                     title: title_of(&question),
@@ -444,44 +440,32 @@ impl ChatService {
                     model: req.model.clone(),
                     created_at: now,
                     updated_at: now,
-                };
-                self.store.insert_conversation(&c)?;
-                (c.id, c.title)
-            }
-        };
-        for (role, content) in &incoming {
-            self.store.append_message(
-                owner,
-                &ChatMessageRow {
-                    id: uuid::Uuid::new_v4().to_string(),
-                    conversation_id: conversation_id.clone(),
-                    seq: 0,
-                    role: role.clone(),
-                    content: content.clone(),
-                    sources: "[]".into(),
-                    tool_calls: "[]".into(),
-                    status: "complete".into(),
-                    usage: None,
-                    created_at: now,
                 },
-            )?;
-        }
+                true,
+            ),
+        };
+        let message = |id: String, role: &str, content: &str, status: &str| ChatMessageRow {
+            id,
+            conversation_id: conversation.id.clone(),
+            seq: 0,
+            role: role.to_owned(),
+            content: content.to_owned(),
+            sources: "[]".into(),
+            tool_calls: "[]".into(),
+            status: status.to_owned(),
+            usage: None,
+            created_at: now,
+        };
         let message_id = uuid::Uuid::new_v4().to_string();
-        self.store.append_message(
-            owner,
-            &ChatMessageRow {
-                id: message_id.clone(),
-                conversation_id: conversation_id.clone(),
-                seq: 0,
-                role: "assistant".into(),
-                content: String::new(),
-                sources: "[]".into(),
-                tool_calls: "[]".into(),
-                status: "interrupted".into(),
-                usage: None,
-                created_at: quarry_core::now_millis(),
-            },
-        )?;
+        let mut rows: Vec<ChatMessageRow> = incoming
+            .iter()
+            .map(|(role, content)| {
+                message(uuid::Uuid::new_v4().to_string(), role, content, "complete")
+            })
+            .collect();
+        rows.push(message(message_id.clone(), "assistant", "", "interrupted"));
+        self.store.store_turn(&conversation, new, &rows)?;
+        let (conversation_id, title) = (conversation.id, conversation.title);
         Ok(Prepared {
             conversation_id,
             message_id,

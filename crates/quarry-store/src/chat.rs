@@ -75,6 +75,16 @@ pub trait ChatStore: Send + Sync {
     /// `NotFound` ("conversation '<id>' not found") when the owner has no such conversation,
     /// whether it exists for another owner or not; `Conflict` when the message id exists.
     fn append_message(&self, owner: &str, m: &ChatMessageRow) -> Result<i64>;
+    /// Stores one chat turn in one transaction (one commit, so one disk flush before the
+    /// answer starts): the conversation inserted when `new`, else its title, kb_ids and model
+    /// updated (`NotFound` when `conversation.owner` has no such conversation), then
+    /// `messages` appended in order as [`ChatStore::append_message`] would. All or nothing.
+    fn store_turn(
+        &self,
+        conversation: &ConversationRow,
+        new: bool,
+        messages: &[ChatMessageRow],
+    ) -> Result<()>;
     /// Replaces content, sources, tool_calls, status and usage of a stored message (the
     /// assistant's answer is written once at the start as `interrupted` and finished later,
     /// so a crash mid-answer leaves an honest record); false when the owner has no such

@@ -5,7 +5,7 @@
 //! id learned from elsewhere never opens another owner's rows.
 
 use quarry_core::{Error, Result};
-use rusqlite::{OptionalExtension, params};
+use rusqlite::{OptionalExtension, Transaction, params};
 
 use super::{SqliteStore, conflict_or_db, db_err};
 use crate::chat::{ChatMessageRow, ChatStore, ConversationRow, ConversationSummary};
@@ -45,24 +45,7 @@ fn message_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ChatMessageRow> {
 
 impl ChatStore for SqliteStore {
     fn insert_conversation(&self, c: &ConversationRow) -> Result<()> {
-        self.write(|tx| {
-            tx.execute(
-                "INSERT INTO chat_conversations \
-                 (id, owner, title, kb_ids, model, created_at, updated_at) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                params![
-                    c.id,
-                    c.owner,
-                    c.title,
-                    c.kb_ids,
-                    c.model,
-                    c.created_at,
-                    c.updated_at
-                ],
-            )
-            .map_err(|e| conflict_or_db(e, || format!("conversation '{}' already exists", c.id)))?;
-            Ok(())
-        })
+        self.write(|tx| insert_conversation(tx, c))
     }
 
     fn conversations(&self, owner: &str, limit: usize) -> Result<Vec<ConversationSummary>> {
@@ -101,16 +84,7 @@ impl ChatStore for SqliteStore {
     }
 
     fn update_conversation(&self, c: &ConversationRow) -> Result<bool> {
-        self.write(|tx| {
-            let n = tx
-                .execute(
-                    "UPDATE chat_conversations SET title = ?3, kb_ids = ?4, model = ?5 \
-                     WHERE owner = ?1 AND id = ?2",
-                    params![c.owner, c.id, c.title, c.kb_ids, c.model],
-                )
-                .map_err(db_err)?;
-            Ok(n > 0)
-        })
+        self.write(|tx| update_conversation(tx, c))
     }
 
     fn delete_conversation(&self, owner: &str, id: &str) -> Result<bool> {
@@ -127,49 +101,28 @@ impl ChatStore for SqliteStore {
     }
 
     fn append_message(&self, owner: &str, m: &ChatMessageRow) -> Result<i64> {
-        // One immediate transaction: the write lock is taken before the max is read, so two
-        // appends to one conversation (two tabs, two nodes) can never pick the same seq.
+        self.write(|tx| append_message(tx, owner, m))
+    }
+
+    fn store_turn(
+        &self,
+        conversation: &ConversationRow,
+        new: bool,
+        messages: &[ChatMessageRow],
+    ) -> Result<()> {
         self.write(|tx| {
-            let n = tx
-                .execute(
-                    "UPDATE chat_conversations SET updated_at = ?3 WHERE owner = ?1 AND id = ?2",
-                    params![owner, m.conversation_id, m.created_at],
-                )
-                .map_err(db_err)?;
-            if n == 0 {
-                // The same words whether the id is unknown or another owner's.
+            if new {
+                insert_conversation(tx, conversation)?;
+            } else if !update_conversation(tx, conversation)? {
                 return Err(Error::NotFound(format!(
                     "conversation '{}' not found",
-                    m.conversation_id
+                    conversation.id
                 )));
             }
-            let seq: i64 = tx
-                .query_row(
-                    "SELECT COALESCE(MAX(seq), 0) + 1 FROM chat_messages \
-                     WHERE conversation_id = ?1",
-                    [&m.conversation_id],
-                    |r| r.get(0),
-                )
-                .map_err(db_err)?;
-            tx.execute(
-                "INSERT INTO chat_messages (id, conversation_id, seq, role, content, sources, \
-                 tool_calls, status, usage, created_at) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-                params![
-                    m.id,
-                    m.conversation_id,
-                    seq,
-                    m.role,
-                    m.content,
-                    m.sources,
-                    m.tool_calls,
-                    m.status,
-                    m.usage,
-                    m.created_at
-                ],
-            )
-            .map_err(|e| conflict_or_db(e, || format!("message '{}' already exists", m.id)))?;
-            Ok(seq)
+            for m in messages {
+                append_message(tx, &conversation.owner, m)?;
+            }
+            Ok(())
         })
     }
 
@@ -212,6 +165,80 @@ impl ChatStore for SqliteStore {
     }
 }
 
+fn insert_conversation(tx: &Transaction<'_>, c: &ConversationRow) -> Result<()> {
+    tx.execute(
+        "INSERT INTO chat_conversations \
+         (id, owner, title, kb_ids, model, created_at, updated_at) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        params![
+            c.id,
+            c.owner,
+            c.title,
+            c.kb_ids,
+            c.model,
+            c.created_at,
+            c.updated_at
+        ],
+    )
+    .map_err(|e| conflict_or_db(e, || format!("conversation '{}' already exists", c.id)))?;
+    Ok(())
+}
+
+fn update_conversation(tx: &Transaction<'_>, c: &ConversationRow) -> Result<bool> {
+    let n = tx
+        .execute(
+            "UPDATE chat_conversations SET title = ?3, kb_ids = ?4, model = ?5 \
+             WHERE owner = ?1 AND id = ?2",
+            params![c.owner, c.id, c.title, c.kb_ids, c.model],
+        )
+        .map_err(db_err)?;
+    Ok(n > 0)
+}
+
+/// Inside a write transaction, which holds the write lock before the max is read: two
+/// appends to one conversation (two tabs, two nodes) can never pick the same seq.
+fn append_message(tx: &Transaction<'_>, owner: &str, m: &ChatMessageRow) -> Result<i64> {
+    let n = tx
+        .execute(
+            "UPDATE chat_conversations SET updated_at = ?3 WHERE owner = ?1 AND id = ?2",
+            params![owner, m.conversation_id, m.created_at],
+        )
+        .map_err(db_err)?;
+    if n == 0 {
+        // The same words whether the id is unknown or another owner's.
+        return Err(Error::NotFound(format!(
+            "conversation '{}' not found",
+            m.conversation_id
+        )));
+    }
+    let seq: i64 = tx
+        .query_row(
+            "SELECT COALESCE(MAX(seq), 0) + 1 FROM chat_messages WHERE conversation_id = ?1",
+            [&m.conversation_id],
+            |r| r.get(0),
+        )
+        .map_err(db_err)?;
+    tx.execute(
+        "INSERT INTO chat_messages (id, conversation_id, seq, role, content, sources, \
+         tool_calls, status, usage, created_at) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+        params![
+            m.id,
+            m.conversation_id,
+            seq,
+            m.role,
+            m.content,
+            m.sources,
+            m.tool_calls,
+            m.status,
+            m.usage,
+            m.created_at
+        ],
+    )
+    .map_err(|e| conflict_or_db(e, || format!("message '{}' already exists", m.id)))?;
+    Ok(seq)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -250,6 +277,61 @@ mod tests {
             usage: None,
             created_at: at,
         }
+    }
+
+    #[test]
+    fn a_turn_is_stored_whole_or_not_at_all() {
+        let (_d, s) = store();
+        let c = conversation("alice", "c1", 10);
+        let turn = [
+            message("c1", "u1", "user", 11),
+            message("c1", "a1", "assistant", 12),
+        ];
+        s.store_turn(&c, true, &turn).unwrap();
+        let seqs: Vec<i64> = s
+            .messages("alice", "c1")
+            .unwrap()
+            .iter()
+            .map(|m| m.seq)
+            .collect();
+        assert_eq!(seqs, vec![1, 2]);
+        assert_eq!(
+            s.conversation("alice", "c1").unwrap().unwrap().updated_at,
+            12
+        );
+        // A later turn updates the conversation and appends after the stored messages.
+        let mut later = c.clone();
+        later.kb_ids = r#"["kb2"]"#.into();
+        s.store_turn(&later, false, &[message("c1", "u2", "user", 20)])
+            .unwrap();
+        let stored = s.conversation("alice", "c1").unwrap().unwrap();
+        assert_eq!(
+            (stored.kb_ids.as_str(), stored.updated_at),
+            (r#"["kb2"]"#, 20)
+        );
+        assert_eq!(s.messages("alice", "c1").unwrap().last().unwrap().seq, 3);
+        // A duplicate message id rolls the whole turn back, conversation included.
+        let c2 = conversation("alice", "c2", 30);
+        let bad = [
+            message("c2", "u3", "user", 31),
+            message("c2", "u1", "user", 32),
+        ];
+        assert!(matches!(
+            s.store_turn(&c2, true, &bad),
+            Err(Error::Conflict(_))
+        ));
+        assert_eq!(s.conversation("alice", "c2").unwrap(), None);
+        // Another owner's conversation is not found, and nothing is appended to it.
+        let mut theirs = c.clone();
+        theirs.owner = "bob".into();
+        let e = s
+            .store_turn(&theirs, false, &[message("c1", "b1", "user", 40)])
+            .unwrap_err();
+        assert!(
+            matches!(&e, Error::NotFound(m) if m == "conversation 'c1' not found"),
+            "{e:?}"
+        );
+        assert_eq!(s.messages("alice", "c1").unwrap().len(), 3);
     }
 
     #[test]
