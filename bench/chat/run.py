@@ -1000,7 +1000,7 @@ def text_report(rep):
             for k, c in rd["cells"].items():
                 if c["duration_ms"].get("n"):
                     o.append(f"quarry {k}: tool_result.duration_ms p50 "
-                             f"{c['duration_ms']['p50']} (whole ms), client-side tool_call -> "
+                             f"{c['duration_ms']['p50']}, client-side tool_call -> "
                              f"tool_result p50 {c['client_tool_gap_ms']['p50']} ms, p95 "
                              f"{c['client_tool_gap_ms']['p95']}; tool errors {c['tool_errors']}"
                              + (f" {c['error_samples']}" if c["error_samples"] else ""))
@@ -1122,7 +1122,7 @@ def main():
                 f"openai:{MODEL}`; {WARMUP} untimed warm-up chats, then {a.requests} chats "
                 f"({rep['rag']['questions']}), each a new conversation, kb_ids [\"tldr\"], "
                 f"use_tools false; the fake answers with text in 3 pieces. RAG settings at "
-                f"their defaults (RAG_TOP_K 5, RAG_ANN_TOP_K 20, RAG_MIN_SCORE 0.3, no "
+                f"their defaults (RAG_TOP_K 5, RAG_ANN_TOP_K 20, RAG_MIN_SCORE 0, no "
                 f"reranker). keyword = all pages; keyword-sample and hybrid = the same "
                 f"{g(rep, 'rag', 'sample', 'pages')}-page sample before and after `quarry "
                 f"embed` (all-MiniLM-L6-v2): the embedding run is too long for the whole "
