@@ -1036,6 +1036,10 @@ def test_finish_reason_length_and_model_override(world: World):
         assert c.done["usage"]["total_tokens"] > 0, c.done
     msgs = conversation(srv, c.conversation["id"])["messages"]
     assert msgs[-1]["content"] == "This answer was cut sho"
+    # The conversation keeps its model on the next turn.
+    fake.script([{"text": "Go on."}])
+    chat(srv, {"messages": user("Continue."), "conversation_id": c.conversation["id"], "use_tools": False})
+    assert fake.streamed()[-1].body["model"] == "fake-chat-long"
 
 
 def test_tool_calls_that_end_with_stop_are_executed(world: World):

@@ -465,6 +465,7 @@ impl ChatService {
             .collect();
         rows.push(message(message_id.clone(), "assistant", "", "interrupted"));
         self.store.store_turn(&conversation, new, &rows)?;
+        let model = conversation.model.clone();
         let (conversation_id, title) = (conversation.id, conversation.title);
         Ok(Prepared {
             conversation_id,
@@ -475,7 +476,8 @@ impl ChatService {
             earlier,
             knowledge_bases,
             tools,
-            model: req.model,
+            // A conversation keeps the model it was given until a turn names another.
+            model,
             temperature: req.temperature,
             max_tool_rounds,
         })
