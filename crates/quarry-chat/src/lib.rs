@@ -184,13 +184,6 @@ pub struct Prepared {
     max_tool_rounds: usize,
 }
 
-impl Prepared {
-    /// The definitions of the tools the model will be offered.
-    pub fn tool_definitions(&self) -> &[Value] {
-        self.tools.definitions()
-    }
-}
-
 /// Chat for one server: the provider client and settings. Shared by every request.
 pub struct ChatService {
     provider: Option<Provider>,
@@ -280,15 +273,6 @@ impl ChatService {
             store,
             hub,
         }
-    }
-
-    pub fn settings(&self) -> &ChatSettings {
-        &self.settings
-    }
-
-    /// `provider:model` of the configured chat model, if any.
-    pub fn model_label(&self) -> Option<String> {
-        self.provider.as_ref().map(|p| p.config().label())
     }
 
     fn provider(&self) -> Result<&Provider> {
