@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use quarry_core::{Error, Result};
-use quarry_engine::{Engine, KnowledgeSearch, SearchMode};
+use quarry_engine::{Engine, KnowledgeSearch, MAX_QUERY_CHARS, SearchMode};
 use quarry_hub::{DefaultView, Hub, HubCaller, KNOWLEDGE_PACKAGE, Selection, View, ViewError};
 use quarry_store::{ChatMessageRow, ConversationRow, Store};
 use serde::Deserialize;
@@ -36,8 +36,6 @@ const MAX_REQUEST_CHARS: usize = 400_000;
 const MAX_REQUEST_MESSAGES: usize = 200;
 /// Longest conversation title.
 const TITLE_CHARS: usize = 60;
-/// Longest rewritten query accepted.
-const MAX_QUERY_CHARS: usize = 2000;
 
 /// Retrieval and tool-loop settings (seed 003's `RAG_*`, Quarry's `QUARRY_CHAT_*`).
 #[derive(Debug, Clone, PartialEq)]
@@ -171,11 +169,10 @@ pub struct Prepared {
     pub conversation_id: String,
     pub message_id: String,
     pub title: String,
-    /// OpenAI messages: the stored history and the new turn.
-    messages: Vec<Value>,
     /// The latest user question.
     question: String,
-    /// Earlier turns, for the follow-up rewrite (empty on a first question).
+    /// Earlier turns (stored history, then the request's own) as (role, text); empty on a
+    /// first question.
     earlier: Vec<(String, String)>,
     knowledge_bases: Vec<String>,
     tools: ToolSet,
@@ -200,9 +197,14 @@ pub enum Outcome {
     Cancelled,
 }
 
+/// `d` in milliseconds, to the microsecond.
+fn millis(d: Duration) -> f64 {
+    d.as_micros() as f64 / 1000.0
+}
+
 /// Milliseconds since `t`, to the microsecond.
 fn ms(t: Instant) -> f64 {
-    t.elapsed().as_micros() as f64 / 1000.0
+    millis(t.elapsed())
 }
 
 /// A message's text: a string, or OpenAI's content parts (`[{type: text, text}]`).
@@ -228,6 +230,11 @@ fn message_text(v: &Value, i: usize) -> Result<String> {
             "messages[{i}].content must be a string"
         ))),
     }
+}
+
+/// The same words whether the conversation is missing or another owner's.
+fn no_conversation(id: &str) -> Error {
+    Error::not_found(format!("conversation '{id}' not found"))
 }
 
 fn title_of(question: &str) -> String {
@@ -371,7 +378,7 @@ impl ChatService {
             Some(id) => Some(
                 self.store
                     .conversation(owner, id)?
-                    .ok_or_else(|| Error::not_found(format!("conversation '{id}' not found")))?,
+                    .ok_or_else(|| no_conversation(id))?,
             ),
             None => None,
         };
@@ -386,7 +393,8 @@ impl ChatService {
         if knowledge_bases.len() > 50 {
             return Err(Error::invalid("at most 50 knowledge bases per chat"));
         }
-        self.check_knowledge_bases(ctx, &knowledge_bases)?;
+        // Checked now, so a bad one is a 404 before anything streams.
+        ctx.engine.knowledge_base_ids(&knowledge_bases)?;
         let tools = self.tools(ctx, &req, max_tool_rounds)?;
         // History.
         let mut earlier: Vec<(String, String)> = Vec::new();
@@ -399,11 +407,6 @@ impl ChatService {
             }
         }
         earlier.extend(incoming[..incoming.len() - 1].iter().cloned());
-        let mut messages: Vec<Value> = earlier
-            .iter()
-            .map(|(role, content)| json!({"role": role, "content": content}))
-            .collect();
-        messages.push(json!({"role": "user", "content": question}));
         // Store the turn: the conversation, the new messages and the assistant's message
         // (`interrupted` until the run finishes it), in one commit.
         let now = quarry_core::now_millis();
@@ -455,7 +458,6 @@ impl ChatService {
             conversation_id,
             message_id,
             title,
-            messages,
             question,
             earlier,
             knowledge_bases,
@@ -465,25 +467,6 @@ impl ChatService {
             temperature: req.temperature,
             max_tool_rounds,
         })
-    }
-
-    /// Every named knowledge base must be one the caller can read (the same "not found"
-    /// for one that exists elsewhere as for a missing one).
-    fn check_knowledge_bases(&self, ctx: &ChatContext, keys: &[String]) -> Result<()> {
-        if keys.is_empty() {
-            return Ok(());
-        }
-        let visible = ctx.engine.collections()?;
-        for key in keys {
-            let found =
-                visible.iter().any(|c| c.name == *key) || ctx.engine.knowledge_base(key).is_ok();
-            if !found {
-                return Err(Error::not_found(format!(
-                    "knowledge base '{key}' not found"
-                )));
-            }
-        }
-        Ok(())
     }
 
     fn tools(&self, ctx: &ChatContext, req: &ChatRequest, rounds: usize) -> Result<ToolSet> {
@@ -598,7 +581,6 @@ impl ChatService {
             match self.retrieve(ctx, &p.knowledge_bases, &query).await {
                 Ok(sources) => {
                     emit(ChatEvent::RagSource(sources.clone()));
-                    // System messages the client sent stay first; the sources follow them.
                     messages.push(if sources.is_empty() {
                         prompt::no_sources_message()
                     } else {
@@ -619,39 +601,34 @@ impl ChatService {
         let retrieval_ms = ms(retrieval_started);
         let mut model_ms = 0f64;
         let mut tools_ms = 0f64;
-        let leading_system = p
-            .messages
-            .iter()
-            .take_while(|m| m["role"] == "system")
-            .count();
-        let mut convo: Vec<Value> = p.messages[..leading_system].to_vec();
+        // System messages the client sent stay first; the sources follow them.
+        let turn = |(role, content): &(String, String)| json!({"role": role, "content": content});
+        let leading_system = p.earlier.iter().take_while(|(r, _)| r == "system").count();
+        let mut convo: Vec<Value> = p.earlier[..leading_system].iter().map(turn).collect();
         convo.extend(messages);
-        convo.extend(p.messages[leading_system..].iter().cloned());
+        convo.extend(p.earlier[leading_system..].iter().map(turn));
+        convo.push(json!({"role": "user", "content": p.question}));
 
         let mut rounds = 0usize;
         let mut tool_rounds = 0usize;
         loop {
             rounds += 1;
             let offer_tools = !p.tools.is_empty() && tool_rounds < p.max_tool_rounds;
-            let mut request = provider::CompletionRequest {
-                messages: convo.clone(),
-                tools: Vec::new(),
-                tool_choice: None,
-                model: p.model.clone(),
+            if !p.tools.is_empty() && !offer_tools {
+                // The cap: the tools stay described (the conversation refers to them) but
+                // the model may not call them now. This is the last round.
+                convo.push(json!({
+                    "role": "system",
+                    "content": format!("You have used the {} rounds of tool calls this chat allows. Answer now from what you have; do not call tools.", p.max_tool_rounds)
+                }));
+            }
+            let request = provider::CompletionRequest {
+                messages: &convo,
+                tools: p.tools.definitions(),
+                tool_choice: (!offer_tools).then_some("none"),
+                model: p.model.as_deref(),
                 temperature: p.temperature,
             };
-            if !p.tools.is_empty() {
-                request.tools = p.tools.definitions().to_vec();
-                if !offer_tools {
-                    // The cap: the tools stay described (the conversation refers to them)
-                    // but the model may not call them now.
-                    request.tool_choice = Some("none");
-                    request.messages.push(json!({
-                        "role": "system",
-                        "content": format!("You have used the {} rounds of tool calls this chat allows. Answer now from what you have; do not call tools.", p.max_tool_rounds)
-                    }));
-                }
-            }
             let mut on_text = |t: &str| {
                 run.content.push_str(t);
                 emit(ChatEvent::Delta(t.to_owned()));
@@ -724,17 +701,17 @@ impl ChatService {
         if !p.earlier.iter().any(|(role, _)| role == "user") {
             return p.question.clone();
         }
+        let messages = prompt::rewrite_messages(&p.earlier, &p.question);
         let req = provider::CompletionRequest {
-            messages: prompt::rewrite_messages(&p.earlier, &p.question),
-            model: p.model.clone(),
+            messages: &messages,
+            model: p.model.as_deref(),
             temperature: Some(0.0),
             ..Default::default()
         };
         match provider.complete(&req, cancel).await {
-            Ok(raw) => match prompt::clean_rewrite(&raw, MAX_QUERY_CHARS) {
-                Some(q) => q,
-                None => p.question.clone(),
-            },
+            Ok(raw) => {
+                prompt::clean_rewrite(&raw, MAX_QUERY_CHARS).unwrap_or_else(|| p.question.clone())
+            }
             Err(e) => {
                 if e != ProviderError::Cancelled {
                     tracing::warn!(error = %e, "follow-up rewrite failed; retrieving with the question as asked");
@@ -845,7 +822,7 @@ impl ChatService {
             let record = &mut run.calls[first + i];
             record.status = if outcome.ok { "success" } else { "error" }.into();
             record.result = Some(outcome.text.clone());
-            record.duration_ms = Some(outcome.duration.as_micros() as f64 / 1000.0);
+            record.duration_ms = Some(millis(outcome.duration));
             if !cancel.is_cancelled() {
                 emit(ChatEvent::ToolResult(record.clone()));
             }
@@ -873,7 +850,7 @@ impl ChatService {
         let c = self
             .store
             .conversation(owner, id)?
-            .ok_or_else(|| Error::not_found(format!("conversation '{id}' not found")))?;
+            .ok_or_else(|| no_conversation(id))?;
         let messages: Vec<Value> = self
             .store
             .messages(owner, id)?
@@ -905,10 +882,10 @@ impl ChatService {
         let mut c = self
             .store
             .conversation(owner, id)?
-            .ok_or_else(|| Error::not_found(format!("conversation '{id}' not found")))?;
+            .ok_or_else(|| no_conversation(id))?;
         c.title = title.to_owned();
         if !self.store.update_conversation(&c)? {
-            return Err(Error::not_found(format!("conversation '{id}' not found")));
+            return Err(no_conversation(id));
         }
         Ok(conversation_json(&c))
     }
@@ -917,7 +894,7 @@ impl ChatService {
         if self.store.delete_conversation(owner, id)? {
             Ok(())
         } else {
-            Err(Error::not_found(format!("conversation '{id}' not found")))
+            Err(no_conversation(id))
         }
     }
 }

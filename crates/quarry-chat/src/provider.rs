@@ -243,17 +243,34 @@ impl fmt::Display for ProviderError {
 
 impl std::error::Error for ProviderError {}
 
-/// A request: OpenAI-shaped messages and tool definitions.
-#[derive(Debug, Clone, Default)]
-pub struct CompletionRequest {
-    pub messages: Vec<Value>,
+/// A request: OpenAI-shaped messages and tool definitions, borrowed (a tool loop sends the
+/// same growing conversation every round).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CompletionRequest<'a> {
+    pub messages: &'a [Value],
     /// `{"type":"function","function":{…}}` entries; empty: none offered.
-    pub tools: Vec<Value>,
+    pub tools: &'a [Value],
     /// `auto` when unset and tools are offered; `none` keeps them described but uncallable.
     pub tool_choice: Option<&'static str>,
     /// Another model at the same provider.
-    pub model: Option<String>,
+    pub model: Option<&'a str>,
     pub temperature: Option<f64>,
+}
+
+/// The body of `POST /chat/completions`.
+#[derive(Serialize)]
+struct RequestBody<'a> {
+    model: &'a str,
+    messages: &'a [Value],
+    stream: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream_options: Option<Value>,
+    #[serde(skip_serializing_if = "<[Value]>::is_empty")]
+    tools: &'a [Value],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f64>,
 }
 
 /// A chat provider: one HTTP client, reused.
@@ -278,36 +295,36 @@ impl Provider {
         &self.config
     }
 
-    fn body(&self, req: &CompletionRequest, stream: bool) -> Value {
-        let mut body = json!({
-            "model": req.model.as_deref().unwrap_or(&self.config.model),
-            "messages": req.messages,
-            "stream": stream,
-        });
-        if stream {
-            body["stream_options"] = json!({"include_usage": true});
-        }
-        if !req.tools.is_empty() {
-            body["tools"] = Value::Array(req.tools.clone());
-            body["tool_choice"] = json!(req.tool_choice.unwrap_or("auto"));
-        }
-        if let Some(t) = req.temperature {
-            body["temperature"] = json!(t);
-        }
-        body
+    /// The request serialized once (retries resend the same bytes).
+    fn body(&self, req: &CompletionRequest<'_>, stream: bool) -> Result<Vec<u8>, ProviderError> {
+        let body = RequestBody {
+            model: req.model.unwrap_or(&self.config.model),
+            messages: req.messages,
+            stream,
+            stream_options: stream.then(|| json!({"include_usage": true})),
+            tools: req.tools,
+            tool_choice: (!req.tools.is_empty()).then(|| req.tool_choice.unwrap_or("auto")),
+            temperature: req.temperature,
+        };
+        serde_json::to_vec(&body)
+            .map_err(|e| ProviderError::Protocol(format!("cannot encode the request: {e}")))
     }
 
     /// Sends `body`, retrying 429 / 5xx / connection failures with backoff; returns the
     /// first successful response (headers read, body not yet).
     async fn send(
         &self,
-        body: &Value,
+        body: &[u8],
         cancel: &CancellationToken,
     ) -> Result<reqwest::Response, ProviderError> {
         let url = format!("{}/chat/completions", self.config.base_url);
         let mut attempt = 0u32;
         loop {
-            let mut request = self.client.post(&url).json(body);
+            let mut request = self
+                .client
+                .post(&url)
+                .header(reqwest::header::CONTENT_TYPE, "application/json")
+                .body(body.to_vec());
             if let Some(key) = &self.config.api_key {
                 let mut value = reqwest::header::HeaderValue::from_str(&format!("Bearer {key}"))
                     .map_err(|_| {
@@ -358,11 +375,11 @@ impl Provider {
     /// arrives; tool calls are returned whole.
     pub async fn stream(
         &self,
-        req: &CompletionRequest,
+        req: &CompletionRequest<'_>,
         on_text: &mut (dyn FnMut(&str) + Send),
         cancel: &CancellationToken,
     ) -> Result<Completion, ProviderError> {
-        let body = self.body(req, true);
+        let body = self.body(req, true)?;
         let resp = self.send(&body, cancel).await?;
         let is_json = resp
             .headers()
@@ -422,10 +439,10 @@ impl Provider {
     /// One non-streamed completion without tools; its text.
     pub async fn complete(
         &self,
-        req: &CompletionRequest,
+        req: &CompletionRequest<'_>,
         cancel: &CancellationToken,
     ) -> Result<String, ProviderError> {
-        let body = self.body(req, false);
+        let body = self.body(req, false)?;
         let resp = self.send(&body, cancel).await?;
         let v = read_json(resp, cancel).await?;
         Ok(parse_completion(&v)?.content)

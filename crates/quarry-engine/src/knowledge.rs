@@ -536,8 +536,7 @@ impl Engine {
     }
 
     /// A document's chunks in body order: the stored ones (cut when it was embedded), else
-    /// cut now with its knowledge base's settings (else the seed's 1000/200 characters) —
-    /// what citations point at either way. Chunks cut here have id 0.
+    /// [`Engine::cut_chunks`] — what citations point at either way.
     pub(crate) fn chunks_or_cut(
         &self,
         doc: &quarry_core::Document,
@@ -547,6 +546,17 @@ impl Engine {
         if !stored.is_empty() {
             return Ok(stored);
         }
+        self.cut_chunks(doc, kb)
+    }
+
+    /// A document's chunks as embedding will cut them, cut now with its knowledge base's
+    /// settings (else the seed's 1000/200 characters), for a document not embedded yet.
+    /// Chunks cut here have id 0.
+    pub(crate) fn cut_chunks(
+        &self,
+        doc: &quarry_core::Document,
+        kb: Option<&KnowledgeBase>,
+    ) -> Result<Vec<ChunkRef>> {
         let pages = self.store().document_pages(doc.id)?;
         let opts = match kb.map(|k| (k.chunk_size, k.chunk_overlap)) {
             Some((Some(size), overlap)) => ChunkOptions {

@@ -146,27 +146,32 @@ fn plain_text(snippet: &str) -> (String, Option<usize>) {
 }
 
 impl Engine {
+    /// The collection ids of knowledge bases (or collections) named by name or id, among
+    /// those this handle may read; one it cannot see is "not found", like a missing one.
+    pub fn knowledge_base_ids(&self, keys: &[String]) -> Result<Vec<i64>> {
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        let visible = self.collections()?;
+        keys.iter()
+            .map(|key| {
+                visible
+                    .iter()
+                    .find(|c| c.name == *key)
+                    .map(|c| c.id)
+                    .or_else(|| self.knowledge_base(key).ok().map(|kb| kb.collection_id))
+                    .ok_or_else(|| Error::not_found(format!("knowledge base '{key}' not found")))
+            })
+            .collect()
+    }
+
     /// Searches the knowledge bases this handle may read (narrowed to `knowledge_bases` when
     /// given; one the caller cannot see is "not found", like a missing one).
     pub fn knowledge_search(&self, req: &KnowledgeSearch) -> Result<KnowledgeSearchResult> {
         req.validate()?;
         let engine = match &req.knowledge_bases {
             None => self.clone(),
-            Some(keys) => {
-                let visible = self.collections()?;
-                let mut ids = Vec::with_capacity(keys.len());
-                for key in keys {
-                    let found = visible.iter().find(|c| c.name == *key).map(|c| c.id);
-                    let found = match found {
-                        Some(id) => Some(id),
-                        None => self.knowledge_base(key).ok().map(|kb| kb.collection_id),
-                    };
-                    ids.push(found.ok_or_else(|| {
-                        Error::not_found(format!("knowledge base '{key}' not found"))
-                    })?);
-                }
-                self.scoped(self.scope().narrowed(&ids))
-            }
+            Some(keys) => self.scoped(self.scope().narrowed(&self.knowledge_base_ids(keys)?)),
         };
         let search = SearchRequest {
             query: req.query.clone(),

@@ -65,11 +65,22 @@ impl Engine {
                     .document_by_path(self.space(), collection, path)?,
             );
         }
+        // Stored chunks in one read; documents not embedded yet are cut now, each knowledge
+        // base's settings looked up once.
+        let ids: Vec<i64> = docs.iter().flatten().map(|d| d.id).collect();
         let mut chunks_by_doc: HashMap<i64, Vec<quarry_store::ChunkRef>> = HashMap::new();
+        for c in self.store().chunks_of_documents(&ids)? {
+            chunks_by_doc.entry(c.document_id).or_default().push(c);
+        }
+        let mut kbs: HashMap<&str, Option<quarry_store::KnowledgeBase>> = HashMap::new();
         for (hit, doc) in hits.iter().zip(&docs) {
-            if let Some(doc) = doc {
-                let kb = self.knowledge_base(&hit.knowledge_base).ok();
-                chunks_by_doc.insert(doc.id, self.chunks_or_cut(doc, kb.as_ref())?);
+            if let Some(doc) = doc
+                && !chunks_by_doc.contains_key(&doc.id)
+            {
+                let kb = kbs
+                    .entry(hit.knowledge_base.as_str())
+                    .or_insert_with(|| self.knowledge_base(&hit.knowledge_base).ok());
+                chunks_by_doc.insert(doc.id, self.cut_chunks(doc, kb.as_ref())?);
             }
         }
         let terms = self.highlight_terms(&req.query)?;
