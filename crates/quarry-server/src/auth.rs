@@ -107,6 +107,8 @@ impl<S: Send + Sync> FromRequestParts<S> for Caller {
 #[derive(Default)]
 struct Credentials {
     token: Option<String>,
+    /// The token came from the web UI's session cookie (state changes then need CSRF).
+    from_cookie: bool,
     space: Option<String>,
     resource: Option<String>,
     kb: Option<Vec<String>>,
@@ -152,6 +154,12 @@ fn credentials(req: &Request) -> Credentials {
                 .eq_ignore_ascii_case("bearer")
                 .then(|| rest.trim().to_owned())
         });
+    }
+    if c.token.is_none()
+        && let Some(t) = crate::ui::cookie(headers, crate::ui::SESSION_COOKIE)
+    {
+        c.token = Some(t.to_owned());
+        c.from_cookie = true;
     }
     if c.space.is_none() {
         c.space = header_str(headers, "x-space-id").map(str::to_owned);
@@ -244,6 +252,22 @@ fn refusal_response(surface: Surface, refusal: Refusal) -> Response {
     response
 }
 
+/// A state change from a browser that the browser authenticated on its own: by the session
+/// cookie, or (open mode, no token) a request another site's page made (`Sec-Fetch-Site`
+/// other than `same-origin`). Non-browser clients send neither and are not affected.
+fn needs_csrf(req: &Request, c: &Credentials) -> bool {
+    if !crate::ui::is_unsafe(req.method()) {
+        return false;
+    }
+    if c.from_cookie {
+        return true;
+    }
+    c.token.is_none()
+        && header_str(req.headers(), "sec-fetch-site").is_some_and(|v| {
+            !v.eq_ignore_ascii_case("same-origin") && !v.eq_ignore_ascii_case("none")
+        })
+}
+
 /// Middleware: resolves the caller or answers the refusal in `surface`'s words.
 pub async fn authenticate(
     State((state, surface)): State<(Arc<AppState>, Surface)>,
@@ -251,6 +275,10 @@ pub async fn authenticate(
     next: Next,
 ) -> Response {
     let creds = credentials(&req);
+    if needs_csrf(&req, &creds) && !crate::ui::csrf_ok(req.headers()) {
+        crate::telemetry::record_auth_failure("CSRF_FAILED");
+        return crate::ui::csrf_refusal();
+    }
     // A point lookup in the store: cheap, but it may wait behind a write, so the runtime
     // is told this thread blocks.
     let resolved = match tokio::runtime::Handle::current().runtime_flavor() {

@@ -15,8 +15,10 @@ pub mod knowledge_tools;
 pub mod mcp;
 pub mod quka;
 pub mod rest;
+pub mod spaces_api;
 pub mod teams_api;
 pub mod telemetry;
+pub mod ui;
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -65,6 +67,8 @@ pub struct AppState {
     chat: std::sync::OnceLock<Arc<quarry_chat::ChatService>>,
     /// Cancelled at shutdown: chats in progress stop (and store what they have).
     runs: CancellationToken,
+    /// The web UI's files (embedded, or `QUARRY_UI_DIR` during UI development).
+    ui_assets: quarry_ui::Assets,
 }
 
 impl AppState {
@@ -86,6 +90,7 @@ impl AppState {
             hub: std::sync::OnceLock::new(),
             chat: std::sync::OnceLock::new(),
             runs: CancellationToken::new(),
+            ui_assets: quarry_ui::Assets::from_env(),
         })
     }
 
@@ -221,6 +226,11 @@ impl AppState {
         }
         let space = self.directory.default_space()?;
         Ok(self.default_space.get_or_init(|| space).clone())
+    }
+
+    /// The web UI's files.
+    pub fn ui_assets(&self) -> &quarry_ui::Assets {
+        &self.ui_assets
     }
 
     pub fn auth_mode(&self) -> auth::AuthMode {
@@ -453,6 +463,8 @@ pub fn app(state: Arc<AppState>, opts: &HttpOptions, shutdown: &CancellationToke
         .layer(timeout())
         .route_layer(authenticated(auth::Surface::Rest));
     let account = teams_api::account_router()
+        .merge(spaces_api::router())
+        .merge(ui::router())
         .layer(timeout())
         .route_layer(authenticated(auth::Surface::Account));
     let dify = teams_api::dify_router()
@@ -496,6 +508,11 @@ pub fn app(state: Arc<AppState>, opts: &HttpOptions, shutdown: &CancellationToke
         .merge(chat)
         .merge(metrics)
         .merge(rest::public_router())
+        .merge(
+            ui::public_router()
+                .layer(axum::extract::DefaultBodyLimit::max(64 * 1024))
+                .layer(timeout()),
+        )
         .fallback(|req: Request| async move {
             error_response(
                 StatusCode::NOT_FOUND,

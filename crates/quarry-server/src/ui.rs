@@ -1,0 +1,371 @@
+//! The web UI's routes: the shell at `/`, its assets at `/assets/*` (from `quarry-ui`), and
+//! the cookie session: `GET /ui/session`, `POST /ui/login`, `POST /ui/logout`.
+//!
+//! The UI is a client of the same REST API as everyone else. Its session is the access token
+//! itself, kept in an HttpOnly, Secure, SameSite=Strict cookie (`quarry_session`) that
+//! [`crate::auth`] reads when a request carries no other credential. State-changing requests
+//! authenticated by that cookie must echo the `quarry_csrf` cookie in `X-Quarry-CSRF`
+//! (double submit; checked in `auth`), and so must `/ui/login` and `/ui/logout`.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use quarry_access::AuthFailure;
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::auth::{self, Caller};
+use crate::knowledge_api::ok;
+use crate::rest::{Body, blocking};
+use crate::{ApiError, AppState};
+
+/// The session cookie: the access token (HttpOnly, Secure, SameSite=Strict).
+pub const SESSION_COOKIE: &str = "quarry_session";
+/// The CSRF cookie: random, readable by the page, echoed in [`CSRF_HEADER`].
+pub const CSRF_COOKIE: &str = "quarry_csrf";
+pub const CSRF_HEADER: &str = "x-quarry-csrf";
+
+/// Longest a session cookie lives when the token itself does not expire sooner.
+const SESSION_MAX_AGE_SECS: i64 = 30 * 24 * 3600;
+
+/// Everything the UI loads comes from this origin; nothing inline, nothing evaluated.
+/// `frame-src 'self'` lets the preview drawer show an original PDF from the API.
+const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; \
+font-src 'self'; connect-src 'self'; frame-src 'self'; object-src 'none'; base-uri 'none'; \
+form-action 'self'; frame-ancestors 'none'";
+
+/// Routes needing no caller: the shell, assets, login and logout.
+pub fn public_router() -> Router<Arc<AppState>> {
+    Router::new()
+        .route("/", get(shell))
+        .route("/index.html", get(shell))
+        .route("/assets/{*path}", get(asset))
+        .route("/ui/login", post(login))
+        .route("/ui/logout", post(logout))
+}
+
+/// Routes with a caller (mounted under the Account surface: no space needs naming).
+pub fn router() -> Router<Arc<AppState>> {
+    Router::new().route("/ui/session", get(session))
+}
+
+fn security_headers(headers: &mut HeaderMap) {
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(CSP),
+    );
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    headers.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("same-origin"),
+    );
+}
+
+/// `GET /`: the HTML shell, with a CSRF cookie when the browser has none yet.
+async fn shell(State(st): State<Arc<AppState>>, headers: HeaderMap) -> Response {
+    let mut response = serve_asset(&st, "index.html", &headers);
+    if cookie(&headers, CSRF_COOKIE).is_none_or(|v| v.len() < 32)
+        && let Ok(v) = HeaderValue::from_str(&format!(
+            "{CSRF_COOKIE}={}; Path=/; SameSite=Strict; Secure",
+            random_hex(),
+        ))
+    {
+        response.headers_mut().append(header::SET_COOKIE, v);
+    }
+    response
+}
+
+async fn asset(
+    State(st): State<Arc<AppState>>,
+    Path(path): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    serve_asset(&st, &path, &headers)
+}
+
+fn serve_asset(st: &AppState, path: &str, headers: &HeaderMap) -> Response {
+    let Some(asset) = st.ui_assets().get(path) else {
+        return ApiError::new(StatusCode::NOT_FOUND, format!("Not found: /assets/{path}"))
+            .into_response();
+    };
+    let mut response = if headers
+        .get(header::IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.split(',').any(|t| t.trim() == asset.etag))
+    {
+        StatusCode::NOT_MODIFIED.into_response()
+    } else {
+        let gzip_ok = headers
+            .get_all(header::ACCEPT_ENCODING)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .any(|e| {
+                let mut parts = e.split(';');
+                parts.next().is_some_and(|n| n.trim() == "gzip")
+                    && !parts.any(|p| p.trim().replace(' ', "") == "q=0")
+            });
+        match asset.gzip().filter(|_| gzip_ok) {
+            Some(z) => {
+                let mut r = z.to_vec().into_response();
+                r.headers_mut()
+                    .insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+                r
+            }
+            None => asset.body.clone().into_owned().into_response(),
+        }
+    };
+    let h = response.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static(asset.content_type),
+    );
+    if let Ok(etag) = HeaderValue::from_str(&asset.etag) {
+        h.insert(header::ETAG, etag);
+    }
+    // Paths are not versioned: browsers revalidate (a 304 costs one round trip).
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    h.insert(header::VARY, HeaderValue::from_static("Accept-Encoding"));
+    security_headers(h);
+    response
+}
+
+/// `GET /ui/session`: who the page is acting as.
+async fn session(State(st): State<Arc<AppState>>, caller: Caller) -> Result<Response, ApiError> {
+    let directory = st.directory().clone();
+    let principal = caller.principal.clone();
+    let spaces = blocking(move || crate::teams_api::visible_spaces(&directory, &principal)).await?;
+    let p = &caller.principal;
+    let space = spaces
+        .iter()
+        .find(|s| s["id"] == p.space_id.as_str())
+        .cloned();
+    Ok(ok(json!({
+        "mode": match st.auth_mode() {
+            auth::AuthMode::Open => "open",
+            auth::AuthMode::Token => "token",
+        },
+        "user": p.caller.as_ref().map(|c| json!({"id": c.user_id, "name": c.user})),
+        "token_id": p.caller.as_ref().map(|c| c.token_id.clone()),
+        "read_only": p.caller.as_ref().is_some_and(|c| c.read_only),
+        "machine_owner": p.scope.machine_owner,
+        "access": p.scope.access,
+        "space": space.unwrap_or_else(|| json!({"id": p.space_id, "name": p.scope.space})),
+        "spaces": spaces,
+    })))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LoginBody {
+    token: String,
+}
+
+/// `POST /ui/login {token}`: checks the token and sets the session cookie.
+async fn login(
+    State(st): State<Arc<AppState>>,
+    headers: HeaderMap,
+    Body(b): Body<LoginBody>,
+) -> Result<Response, Response> {
+    if !secure_for(&headers) {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "the web UI signs in only over HTTPS or on localhost: its session cookie is Secure, so a browser on plain HTTP would drop it. Put a TLS proxy in front of Quarry (it must send X-Forwarded-Proto: https)",
+        )
+        .into_response());
+    }
+    if !csrf_ok(&headers) {
+        return Err(csrf_refusal());
+    }
+    let token = b.token.trim().to_owned();
+    let directory = st.directory().clone();
+    let secret = token.clone();
+    let principal = blocking(move || directory.authenticate_any_space(&secret, None))
+        .await
+        .map_err(IntoResponse::into_response)?
+        .map_err(|f: AuthFailure| {
+            crate::telemetry::record_auth_failure(f.code());
+            let status = StatusCode::from_u16(f.status()).unwrap_or(StatusCode::UNAUTHORIZED);
+            (
+                status,
+                axum::Json(json!({"detail": f.to_string(), "status_code": status.as_u16(), "error_code": f.code()})),
+            )
+                .into_response()
+        })?;
+    let Some(who) = principal.caller else {
+        return Err(ApiError::new(StatusCode::UNAUTHORIZED, "not a user's token").into_response());
+    };
+    let directory = st.directory().clone();
+    let token_id = who.token_id.clone();
+    let expires_at = blocking(move || {
+        Ok(directory
+            .tokens(None)?
+            .into_iter()
+            .find(|t| t.id == token_id)
+            .and_then(|t| t.expires_at))
+    })
+    .await
+    .map_err(IntoResponse::into_response)?;
+    let max_age = match expires_at {
+        Some(ms) => ((ms - quarry_core::now_millis()) / 1000).clamp(1, SESSION_MAX_AGE_SECS),
+        None => SESSION_MAX_AGE_SECS,
+    };
+    let cookie = format!(
+        "{SESSION_COOKIE}={token}; Path=/; HttpOnly; Secure; SameSite=Strict; Max-Age={max_age}"
+    );
+    let mut response = ok(json!({"user": {"id": who.user_id, "name": who.user}}));
+    if let Ok(v) = HeaderValue::from_str(&cookie) {
+        response.headers_mut().append(header::SET_COOKIE, v);
+    }
+    response
+        .headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    Ok(response)
+}
+
+/// `POST /ui/logout`: forgets the session cookie (the token itself stays valid).
+async fn logout(headers: HeaderMap) -> Result<Response, Response> {
+    if !csrf_ok(&headers) {
+        return Err(csrf_refusal());
+    }
+    let mut response = ok(json!({"signed_out": true}));
+    response.headers_mut().append(
+        header::SET_COOKIE,
+        HeaderValue::from_static(
+            "quarry_session=; Path=/; HttpOnly; Secure; SameSite=Strict; Max-Age=0",
+        ),
+    );
+    Ok(response)
+}
+
+/// Whether the browser will keep a Secure cookie from this request: loopback (browsers
+/// treat it as a secure context) or HTTPS through a proxy that says so.
+fn secure_for(headers: &HeaderMap) -> bool {
+    let forwarded_https = headers
+        .get("x-forwarded-proto")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.eq_ignore_ascii_case("https"));
+    let host = headers
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .map(crate::strip_port)
+        .unwrap_or("");
+    forwarded_https || ["localhost", "127.0.0.1", "::1"].contains(&host)
+}
+
+/// The value of cookie `name` in the request's `Cookie` headers.
+pub(crate) fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v.trim())
+        .filter(|v| !v.is_empty())
+}
+
+/// Double submit: the `X-Quarry-CSRF` header equals the `quarry_csrf` cookie (compared in
+/// constant time). A page on another origin can send the cookie but cannot read it.
+pub(crate) fn csrf_ok(headers: &HeaderMap) -> bool {
+    let (Some(c), Some(h)) = (
+        cookie(headers, CSRF_COOKIE),
+        headers.get(CSRF_HEADER).and_then(|v| v.to_str().ok()),
+    ) else {
+        return false;
+    };
+    c.len() >= 32
+        && c.len() == h.len()
+        && c.bytes()
+            .zip(h.bytes())
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            == 0
+}
+
+pub(crate) fn csrf_refusal() -> Response {
+    (
+        StatusCode::FORBIDDEN,
+        axum::Json(json!({
+            "detail": "missing or wrong X-Quarry-CSRF header: a browser request signed in with the session cookie must echo the quarry_csrf cookie (reload the page to get one)",
+            "status_code": 403,
+            "error_code": "CSRF_FAILED",
+        })),
+    )
+        .into_response()
+}
+
+/// Methods that change state and so need the CSRF check when a cookie authenticates them.
+pub(crate) fn is_unsafe(method: &Method) -> bool {
+    !matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS)
+}
+
+fn random_hex() -> String {
+    let mut bytes = [0u8; 32];
+    // getrandom failing leaves zeros, which `csrf_ok` still accepts only when echoed, and
+    // the OS RNG does not fail on any platform Quarry runs on.
+    let _ = getrandom::fill(&mut bytes);
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.append(
+                axum::http::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                HeaderValue::from_str(v).unwrap(),
+            );
+        }
+        h
+    }
+
+    #[test]
+    fn cookies_are_parsed_across_headers() {
+        let h = headers(&[("cookie", "a=1; quarry_csrf=abc"), ("cookie", "b=2")]);
+        assert_eq!(cookie(&h, "quarry_csrf"), Some("abc"));
+        assert_eq!(cookie(&h, "b"), Some("2"));
+        assert_eq!(cookie(&h, "quarry"), None);
+    }
+
+    #[test]
+    fn csrf_needs_the_cookie_echoed() {
+        let v = "0123456789abcdef0123456789abcdef";
+        let c = format!("quarry_csrf={v}");
+        assert!(csrf_ok(&headers(&[("cookie", &c), ("x-quarry-csrf", v)])));
+        assert!(!csrf_ok(&headers(&[("cookie", &c)])));
+        assert!(!csrf_ok(&headers(&[("x-quarry-csrf", v)])));
+        let other = "0123456789abcdef0123456789abcdee";
+        assert!(!csrf_ok(&headers(&[
+            ("cookie", &c),
+            ("x-quarry-csrf", other)
+        ])));
+        // Too short to be ours.
+        assert!(!csrf_ok(&headers(&[
+            ("cookie", "quarry_csrf=x"),
+            ("x-quarry-csrf", "x")
+        ])));
+    }
+
+    #[test]
+    fn cookies_are_secure_on_loopback_and_behind_tls() {
+        assert!(secure_for(&headers(&[("host", "127.0.0.1:18765")])));
+        assert!(secure_for(&headers(&[("host", "localhost")])));
+        assert!(secure_for(&headers(&[
+            ("host", "kb.example"),
+            ("x-forwarded-proto", "https")
+        ])));
+        assert!(!secure_for(&headers(&[("host", "kb.example")])));
+    }
+}
