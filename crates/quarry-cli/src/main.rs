@@ -829,7 +829,7 @@ fn serve(engine: Engine, transport: Transport, args: Option<&ServeArgs>) -> Resu
         let workers_state = state.clone();
         let http = |state, shutdown| {
             quarry_server::serve_http(state, opts, shutdown, |addr| {
-                tracing::info!(%addr, auth = ?auth, "serving MCP at http://{addr}/mcp and the REST API");
+                tracing::info!(%addr, auth = ?auth, "serving the web UI at http://{addr}/, MCP at http://{addr}/mcp and the REST API");
             })
         };
         match transport {

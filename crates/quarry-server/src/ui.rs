@@ -44,6 +44,7 @@ pub fn public_router() -> Router<Arc<AppState>> {
         .route("/", get(shell))
         .route("/index.html", get(shell))
         .route("/assets/{*path}", get(asset))
+        .route("/ui/config", get(config))
         .route("/ui/login", post(login))
         .route("/ui/logout", post(logout))
 }
@@ -138,6 +139,19 @@ fn serve_asset(st: &AppState, path: &str, headers: &HeaderMap) -> Response {
     response
 }
 
+/// `GET /ui/config`: what the login screen needs before anyone is signed in: whether this
+/// server also works without a token (local mode), so a stale session can be left.
+async fn config(State(st): State<Arc<AppState>>) -> Response {
+    ok(json!({"mode": mode_name(st.auth_mode())}))
+}
+
+fn mode_name(mode: auth::AuthMode) -> &'static str {
+    match mode {
+        auth::AuthMode::Open => "open",
+        auth::AuthMode::Token => "token",
+    }
+}
+
 /// `GET /ui/session`: who the page is acting as.
 async fn session(State(st): State<Arc<AppState>>, caller: Caller) -> Result<Response, ApiError> {
     let directory = st.directory().clone();
@@ -149,10 +163,7 @@ async fn session(State(st): State<Arc<AppState>>, caller: Caller) -> Result<Resp
         .find(|s| s["id"] == p.space_id.as_str())
         .cloned();
     Ok(ok(json!({
-        "mode": match st.auth_mode() {
-            auth::AuthMode::Open => "open",
-            auth::AuthMode::Token => "token",
-        },
+        "mode": mode_name(st.auth_mode()),
         "user": p.caller.as_ref().map(|c| json!({"id": c.user_id, "name": c.user})),
         "token_id": p.caller.as_ref().map(|c| c.token_id.clone()),
         "read_only": p.caller.as_ref().is_some_and(|c| c.read_only),

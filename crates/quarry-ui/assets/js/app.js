@@ -607,6 +607,27 @@ function showLogin(message) {
   });
   replace(main, form);
   input.focus();
+  // Local mode works without a token: offer to leave a stale session instead.
+  api("GET", "/ui/config")
+    .then((cfg) => {
+      if (cfg.mode !== "open" || !form.isConnected) return;
+      form.append(
+        h(
+          "button",
+          {
+            id: "login-local",
+            class: "btn btn-link",
+            type: "button",
+            onclick: async () => {
+              await api("POST", "/ui/logout");
+              await start();
+            },
+          },
+          t("login.local"),
+        ),
+      );
+    })
+    .catch(() => {});
 }
 
 async function logout() {
