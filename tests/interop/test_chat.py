@@ -1301,9 +1301,19 @@ def test_no_chat_model_configured(quarry_bin: Path, corpus: Path, tmp_path: Path
             body = assert_error(r, 503)
             assert "--chat-model" in body["detail"] or "QUARRY_CHAT_MODEL" in body["detail"], body
         assert conversations(srv)["total"] == 0
+        cfg = requests.get(srv.url("/api/v1/chat/config"), timeout=10).json()["data"]
+        assert cfg["configured"] is False and cfg["model"] is None, cfg
     finally:
         srv.stop()
     assert fake.snapshot() == []
+
+
+def test_chat_config_names_the_model_but_no_secret(world: World):
+    r = requests.get(world.srv.url("/api/v1/chat/config"), timeout=10)
+    assert r.status_code == 200, r.text
+    cfg = r.json()["data"]
+    assert cfg == {"configured": True, "model": f"openai:{MODEL}", "max_tool_rounds": 5, "rag_top_k": TOP_K}, cfg
+    assert API_KEY not in r.text and world.fake.url not in r.text
 
 
 def test_openapi_documents_chat(world: World):

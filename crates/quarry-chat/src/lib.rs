@@ -282,6 +282,17 @@ impl ChatService {
         }
     }
 
+    /// What a client may know before chatting: whether a model is configured, which one
+    /// (`provider:model`, never its URL or key), and the limits that apply.
+    pub fn config(&self) -> Value {
+        json!({
+            "configured": self.provider.is_some(),
+            "model": self.provider.as_ref().map(|p| p.config().label()),
+            "max_tool_rounds": self.settings.max_tool_rounds,
+            "rag_top_k": self.settings.rag_top_k,
+        })
+    }
+
     fn provider(&self) -> Result<&Provider> {
         self.provider.as_ref().ok_or_else(|| {
             Error::Unavailable(

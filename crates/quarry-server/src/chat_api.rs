@@ -29,6 +29,7 @@ const KEEP_ALIVE: Duration = Duration::from_secs(15);
 pub fn router() -> Router<Arc<AppState>> {
     Router::new()
         .route("/api/v1/chat", post(chat))
+        .route("/api/v1/chat/config", get(chat_config))
         .route("/api/v1/conversations", get(list_conversations))
         .route(
             "/api/v1/conversations/{id}",
@@ -183,6 +184,11 @@ async fn collect(
 #[derive(Deserialize)]
 struct ListParams {
     limit: Option<usize>,
+}
+
+/// `GET /api/v1/chat/config`: whether chat is configured, with which model and limits.
+async fn chat_config(State(state): State<Arc<AppState>>, _caller: Caller) -> Response {
+    ok(state.chat().config())
 }
 
 async fn list_conversations(

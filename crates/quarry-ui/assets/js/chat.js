@@ -163,6 +163,7 @@ class ChatPage {
       replace(this.listBox, errorBlock(convs.reason, () => this.refreshList(true)));
     }
     this.renderKbPicker();
+    this.probe();
     if (convId) await this.open(convId, { push: false });
     else this.newChat({ push: false, focus: false });
     this.root.dataset.ready = "true";
@@ -179,13 +180,13 @@ class ChatPage {
         onclick: () => this.toggleSidebar(),
       },
       ico("list"),
-      t("chat.conversations"),
+      h("span", { class: "chat-btn-label" }, t("chat.conversations")),
     );
     const newBtn = h(
       "button",
       { class: "btn btn-primary", type: "button", "data-testid": "new-chat", onclick: () => this.newChat({ push: true, focus: true }) },
       icon("plus"),
-      t("chat.new"),
+      h("span", { class: "chat-btn-label" }, t("chat.new")),
     );
     this.notice = h("div", { class: "chat-notice", hidden: true, "data-testid": "chat-notice" });
     this.listBox = h("div", { class: "chat-conv-box" }, h("p", { class: "muted chat-pad" }, t("common.loading")));
@@ -215,6 +216,13 @@ class ChatPage {
       this.composer,
     );
     this.layout = h("div", { class: "chat-layout" }, this.sidebar, this.mainCol);
+    this.sidebar.addEventListener("keydown", (e) => {
+      if (e.key === "Escape" && this.layout.classList.contains("sidebar-open")) {
+        e.preventDefault();
+        this.toggleSidebar(false);
+        this.sidebarToggle.focus();
+      }
+    });
     replace(this.root, pageHeader(t("chat.title"), this.sidebarToggle, newBtn), this.notice, this.layout);
     // The layout fills the window below the header; the thread scrolls inside it.
     const fit = () => this.fit();
@@ -245,6 +253,16 @@ class ChatPage {
     if (open) {
       const first = this.sidebar.querySelector("a, button");
       if (first) first.focus();
+    }
+  }
+
+  /** Is a chat model configured? (`GET /api/v1/chat/config`; nothing is sent to a model.) */
+  async probe() {
+    try {
+      const cfg = await api("GET", "/api/v1/chat/config", { signal: this.signal });
+      if (!cfg.configured && !this.signal.aborted) this.showNoModel(t("chat.no_model_server"));
+    } catch (e) {
+      if (isNoModel(e) && !this.signal.aborted) this.showNoModel(e.message);
     }
   }
 
@@ -490,6 +508,8 @@ class ChatPage {
     this.options.model = conv.model || "";
     if (this.modelInput) this.modelInput.value = this.options.model;
     this.syncOptionsBadge();
+    // A stored conversation is not news: keep the live region quiet while it is drawn.
+    this.thread.setAttribute("aria-live", "off");
     replace(this.thread);
     const msgs = conv.messages || [];
     if (!msgs.length) this.thread.append(this.welcome());
@@ -503,6 +523,7 @@ class ChatPage {
       } else if (m.role === "system") this.thread.append(systemMessage(m.content));
     }
     this.scrollToEnd(true);
+    setTimeout(() => this.thread.setAttribute("aria-live", "polite"), 50);
   }
 
   showConvMeta(conv) {
@@ -544,13 +565,13 @@ class ChatPage {
     this.chips = h("ul", { class: "chat-chips", "aria-label": t("chat.selected_kbs"), hidden: true });
     this.kbPop = popover({
       id: "chat-kb-pop",
-      button: [ico("book"), h("span", {}, t("chat.kbs")), h("span", { class: "chat-count", hidden: true })],
-      label: t("chat.kbs"),
+      button: [ico("book"), h("span", { class: "chat-btn-label" }, t("chat.kbs")), h("span", { class: "chat-count", "aria-hidden": "true", hidden: true }), h("span", { class: "sr-only chat-count-sr" })],
+      label: null,
       testid: "kb-picker",
     });
     this.optPop = popover({
       id: "chat-opt-pop",
-      button: [ico("sliders"), h("span", {}, t("chat.options")), h("span", { class: "chat-count", hidden: true })],
+      button: [ico("sliders"), h("span", { class: "chat-btn-label" }, t("chat.options")), h("span", { class: "chat-count", "aria-hidden": "true", hidden: true }), h("span", { class: "sr-only chat-count-sr" })],
       label: t("chat.options"),
       testid: "chat-options",
     });
@@ -618,7 +639,7 @@ class ChatPage {
         { class: "chat-check", for: id },
         box,
         h("span", { class: "chat-check-name" }, kb.name),
-        h("span", { class: "muted chat-check-count" }, t("chat.kb_docs", { n: fmtNumber(kb.document_count) })),
+        h("span", { class: "muted chat-check-count" }, t(kb.document_count === 1 ? "chat.kb_doc_one" : "chat.kb_docs", { n: fmtNumber(kb.document_count) })),
       );
     });
     replace(
@@ -638,7 +659,7 @@ class ChatPage {
     const count = this.kbPop.button.querySelector(".chat-count");
     count.textContent = String(ids.length);
     count.hidden = !ids.length;
-    this.kbPop.button.setAttribute("aria-label", ids.length ? t("chat.kbs_chosen", { n: ids.length }) : t("chat.kbs"));
+    this.kbPop.button.querySelector(".chat-count-sr").textContent = ids.length ? t("chat.n_chosen", { n: ids.length }) : "";
     const chips = ids.map((id) => {
       const kb = this.kbById(id);
       const name = kb ? kb.name : id;
@@ -735,7 +756,7 @@ class ChatPage {
     const count = this.optPop.button.querySelector(".chat-count");
     count.textContent = String(n);
     count.hidden = !n;
-    this.optPop.button.setAttribute("aria-label", n ? t("chat.options_changed", { n }) : t("chat.options"));
+    this.optPop.button.querySelector(".chat-count-sr").textContent = n ? t("chat.n_changed", { n }) : "";
   }
 
   setStreaming(on) {
@@ -918,7 +939,8 @@ function popover({ id, button, label, testid }) {
     { class: "btn btn-small chat-pop-btn", type: "button", "aria-expanded": "false", "aria-controls": id, "data-testid": testid },
     button,
   );
-  const panel = h("div", { class: "chat-pop card", id, role: "group", "aria-label": label, hidden: true });
+  // A panel holding a fieldset is already a group; others get one named like their button.
+  const panel = h("div", { class: "chat-pop card", id, role: label ? "group" : null, "aria-label": label, hidden: true });
   const wrap = h("div", { class: "chat-pop-wrap" }, btn, panel);
   const pop = {
     wrap,
@@ -958,7 +980,7 @@ function userMessage(text) {
     "article",
     { class: "msg msg-user", "data-testid": "user-message", "aria-label": t("chat.you_said") },
     h("div", { class: "msg-who sr-only" }, t("chat.you")),
-    h("div", { class: "msg-bubble" }, text),
+    h("div", { class: "msg-bubble", "data-testid": "user-text" }, text),
   );
 }
 
@@ -1001,7 +1023,7 @@ class AnswerView {
       "article",
       { class: "msg msg-assistant", "data-testid": "assistant-message", "aria-label": t("chat.assistant_said") },
       h("div", { class: "msg-avatar", "aria-hidden": "true" }, ico("spark")),
-      h("div", { class: "msg-content" }, h("div", { class: "msg-who sr-only" }, t("chat.assistant")), this.sourceBox, this.tools, this.body, this.errorBox, this.foot),
+      h("div", { class: "msg-content" }, h("div", { class: "msg-who sr-only" }, t("chat.assistant")), this.tools, this.body, this.sourceBox, this.errorBox, this.foot),
     );
   }
 
@@ -1131,7 +1153,7 @@ class AnswerView {
     const u = d.usage;
     if (u && (u.prompt_tokens || u.completion_tokens)) meta.push(t("chat.tokens", { prompt: fmtNumber(u.prompt_tokens), completion: fmtNumber(u.completion_tokens) }));
     if (d.timings && typeof d.timings.total_ms === "number") meta.push(fmtMs(d.timings.total_ms));
-    if (d.tool_rounds) meta.push(t("chat.tool_rounds", { n: d.tool_rounds }));
+    if (d.tool_rounds) meta.push(t(d.tool_rounds === 1 ? "chat.tool_round_one" : "chat.tool_rounds", { n: d.tool_rounds }));
     this.footer(parts, meta, d);
     await this.finalize();
     this.el.dataset.state = "complete";
@@ -1204,7 +1226,7 @@ class AnswerView {
     let content = null;
     if (renderMarkdown) {
       try {
-        const out = await renderMarkdown(text);
+        const out = await renderMarkdown(text, { headingOffset: 2 });
         if (out instanceof Node) content = out;
       } catch (e) {
         console.warn("markdown rendering failed", e);
