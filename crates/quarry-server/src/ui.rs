@@ -171,6 +171,8 @@ async fn session(State(st): State<Arc<AppState>>, caller: Caller) -> Result<Resp
         "access": p.scope.access,
         "space": space.unwrap_or_else(|| json!({"id": p.space_id, "name": p.scope.space})),
         "spaces": spaces,
+        // The most tools one hub endpoint lists (`--max-tools`): the bundle builder's cap.
+        "max_tools": st.hub().options().max_tools,
     })))
 }
 

@@ -10,7 +10,6 @@
 // Also exports the small helpers hub.js shares (JSON tree, schema view, plurals, switches).
 
 import {
-  app,
   t,
   h,
   icon,
@@ -89,8 +88,8 @@ export function jsonTree(value, { openDepth = 3 } = {}) {
       const entries = Array.isArray(v) ? v.map((x, i) => [i, x]) : Object.entries(v);
       if (!entries.length) return h("div", { class: "jt-leaf" }, keyEl(key), Array.isArray(v) ? "[]" : "{}");
       const meta = Array.isArray(v)
-        ? t("tools.json.items", { n: entries.length })
-        : t("tools.json.keys", { n: entries.length });
+        ? plural("tools.json.items", entries.length)
+        : plural("tools.json.keys", entries.length);
       return h(
         "details",
         { class: "jt-node", open: depth < openDepth },
@@ -130,6 +129,13 @@ export function schemaView(schema, { label } = {}) {
   return details;
 }
 
+/** Closes a dialog when the page it belongs to goes away (navigation aborts `signal`). */
+function closeOnLeave(d, signal) {
+  const close = () => d.close();
+  signal.addEventListener("abort", close, { once: true });
+  d.dialog.addEventListener("close", () => signal.removeEventListener("abort", close), { once: true });
+}
+
 /** A field: label + control (+ hint), `.field` column. */
 function field(labelText, control, { hint, required } = {}) {
   const id = control.id || uid("f");
@@ -140,7 +146,7 @@ function field(labelText, control, { hint, required } = {}) {
   return h(
     "div",
     { class: "field" },
-    h("label", { for: id }, labelText, required ? h("span", { class: "req", "aria-hidden": "true" }, " *") : null),
+    h("label", { for: id }, labelText, required ? h("span", { class: "tl-req", "aria-hidden": "true" }, " *") : null),
     control,
     hintEl,
   );
@@ -195,7 +201,7 @@ export async function render({ root, query, signal, session }) {
 // MCP servers
 
 const STATUS = {
-  ready: { cls: "badge-ok", key: "tools.status.ready" },
+  ready: { cls: "tl-badge-ok", key: "tools.status.ready" },
   connecting: { cls: "badge-info", key: "tools.status.connecting" },
   error: { cls: "badge-danger", key: "tools.status.error" },
   disabled: { cls: "", key: "tools.status.disabled" },
@@ -681,7 +687,8 @@ function kvEditor({ legend, keyLabel, valueLabel, addLabel, removeLabel, hint, k
 function registerDialog(ctx, state) {
   const formId = uid("reg");
   const d = openDialog({ title: t("tools.register.title"), wide: true });
-  const name = h("input", { type: "text", name: "name", autocomplete: "off", maxlength: "100", placeholder: "everything" });
+  closeOnLeave(d, ctx.signal);
+  const name = h("input", { type: "text", name: "name", autocomplete: "off", maxlength: "100", placeholder: t("tools.ph.server_name") });
   const transportName = uid("transport");
   const radios = Object.keys(TRANSPORTS).map((value) => {
     const id = uid("tr");
@@ -698,8 +705,8 @@ function registerDialog(ctx, state) {
     h("legend", {}, t("tools.register.transport")),
     h("div", { class: "seg-items" }, radios),
   );
-  const command = h("input", { type: "text", name: "command", autocomplete: "off", spellcheck: "false", placeholder: "npx -y @modelcontextprotocol/server-everything" });
-  const args = h("textarea", { name: "args", rows: "3", spellcheck: "false", class: "mono" });
+  const command = h("input", { type: "text", name: "command", autocomplete: "off", spellcheck: "false", placeholder: t("tools.ph.command") });
+  const args = h("textarea", { name: "args", rows: "3", spellcheck: "false", class: "tl-mono" });
   const cwd = h("input", { type: "text", name: "cwd", autocomplete: "off", spellcheck: "false" });
   const env = kvEditor({
     legend: t("tools.register.env"),
@@ -708,9 +715,9 @@ function registerDialog(ctx, state) {
     removeLabel: "tools.kv.env_remove",
     addLabel: t("tools.kv.env_add"),
     hint: t("tools.register.env_hint"),
-    keyPlaceholder: "API_KEY",
+    keyPlaceholder: t("tools.ph.env_key"),
   });
-  const url = h("input", { type: "url", name: "url", autocomplete: "off", spellcheck: "false", placeholder: "https://example.com/mcp" });
+  const url = h("input", { type: "url", name: "url", autocomplete: "off", spellcheck: "false", placeholder: t("tools.ph.server_url") });
   const headers = kvEditor({
     legend: t("tools.register.headers"),
     keyLabel: "tools.kv.header_key",
@@ -718,9 +725,9 @@ function registerDialog(ctx, state) {
     removeLabel: "tools.kv.header_remove",
     addLabel: t("tools.kv.header_add"),
     hint: t("tools.register.headers_hint"),
-    keyPlaceholder: "Authorization",
+    keyPlaceholder: t("tools.ph.header_key"),
   });
-  const category = h("input", { type: "text", name: "category", autocomplete: "off", placeholder: "uncategorized" });
+  const category = h("input", { type: "text", name: "category", autocomplete: "off", placeholder: t("tools.ph.category") });
   const pkg = h("input", { type: "text", name: "package", autocomplete: "off", spellcheck: "false" });
   const description = h("textarea", { name: "description", rows: "2" });
   const tags = h("input", { type: "text", name: "tags", autocomplete: "off" });
@@ -1150,7 +1157,7 @@ function rowsToSchema(rows) {
 /** The parameters editor: rows (name, type, required, description) or raw JSON. */
 function paramsEditor(initialSchema) {
   const rowsBox = h("div", { class: "pe-rows" });
-  const raw = h("textarea", { class: "mono pe-raw", rows: "10", spellcheck: "false", id: uid("pe-raw") });
+  const raw = h("textarea", { class: "tl-mono pe-raw", rows: "10", spellcheck: "false", id: uid("pe-raw") });
   const note = h("p", { class: "hint", role: "status" });
   const rowsView = h("div", { class: "pe-view" });
   const rawView = h("div", { class: "pe-view", hidden: true }, h("label", { for: raw.id }, t("tools.params.raw_label")), raw);
@@ -1167,7 +1174,7 @@ function paramsEditor(initialSchema) {
     );
     const req = h("input", { type: "checkbox", class: "pe-required", checked: r.required });
     const desc = h("input", { type: "text", value: r.description, class: "pe-desc", autocomplete: "off" });
-    const opts = h("input", { type: "text", value: r.options, class: "pe-options", autocomplete: "off", placeholder: "a, b, c" });
+    const opts = h("input", { type: "text", value: r.options, class: "pe-options", autocomplete: "off", placeholder: t("tools.ph.options") });
     const optsWrap = h("div", { class: "pe-cell pe-options-cell", hidden: r.type !== "enum" }, h("label", {}, t("tools.params.options")), opts);
     type.addEventListener("change", () => (optsWrap.hidden = type.value !== "enum"));
     const row = h(
@@ -1318,7 +1325,8 @@ function customDialog(ctx, tool, reload) {
     title: editing ? t("tools.custom.edit_title", { name: tool.name }) : t("tools.custom.create_title"),
     wide: true,
   });
-  const name = h("input", { type: "text", value: tool?.name || "", autocomplete: "off", spellcheck: "false", maxlength: "64", placeholder: "weather" });
+  closeOnLeave(d, ctx.signal);
+  const name = h("input", { type: "text", value: tool?.name || "", autocomplete: "off", spellcheck: "false", maxlength: "64", placeholder: t("tools.ph.tool_name") });
   const description = h("textarea", { rows: "2" });
   description.value = tool?.description || "";
   const method = h(
@@ -1326,8 +1334,8 @@ function customDialog(ctx, tool, reload) {
     {},
     METHODS.map((m) => h("option", { value: m, selected: (tool?.http_method || "GET").toUpperCase() === m }, m)),
   );
-  const url = h("input", { type: "text", value: tool?.http_url || "", autocomplete: "off", spellcheck: "false", placeholder: "https://api.example.com/weather?city={{city}}" });
-  const bodyTpl = h("textarea", { class: "mono", rows: "4", spellcheck: "false", placeholder: '{"city": "{{city}}"}' });
+  const url = h("input", { type: "text", value: tool?.http_url || "", autocomplete: "off", spellcheck: "false", placeholder: t("tools.ph.tool_url") });
+  const bodyTpl = h("textarea", { class: "tl-mono", rows: "4", spellcheck: "false", placeholder: t("tools.ph.body") });
   bodyTpl.value = tool?.http_body_template || "";
   const bodyField = field(t("tools.custom.body"), bodyTpl, { hint: t("tools.custom.body_hint") });
   const timeout = h("input", { type: "number", min: "1", max: "300", step: "1", placeholder: "30", value: tool?.timeout_secs ?? "" });
@@ -1339,7 +1347,7 @@ function customDialog(ctx, tool, reload) {
     removeLabel: "tools.kv.header_remove",
     addLabel: t("tools.kv.header_add"),
     hint: editing ? t("tools.custom.headers_replace_hint") : t("tools.custom.headers_hint"),
-    keyPlaceholder: "Authorization",
+    keyPlaceholder: t("tools.ph.header_key"),
   });
   // Header values are never shown: editing keeps them unless the user replaces them all.
   const replaceHeaders = h("input", { type: "checkbox", id: uid("ct-rh") });
@@ -1478,7 +1486,7 @@ export function schemaForm(schema) {
         return h(
           "div",
           { class: "field" },
-          h("label", { class: "switch", for: id }, control, key, req ? h("span", { class: "req", "aria-hidden": "true" }, " *") : null),
+          h("label", { class: "switch", for: id }, control, key, req ? h("span", { class: "tl-req", "aria-hidden": "true" }, " *") : null),
           desc ? h("span", { class: "hint" }, desc) : null,
         );
       }
@@ -1514,7 +1522,7 @@ export function schemaForm(schema) {
         get = () => (control.value === "" ? undefined : control.value);
         break;
       default:
-        control = h("textarea", { class: "mono", rows: "3", "data-arg": key, spellcheck: "false", placeholder: "{}" });
+        control = h("textarea", { class: "tl-mono", rows: "3", "data-arg": key, spellcheck: "false", placeholder: t("tools.ph.json") });
         if (def !== undefined) control.value = JSON.stringify(def, null, 2);
         get = () => {
           if (!control.value.trim()) return undefined;
@@ -1553,6 +1561,7 @@ export function schemaForm(schema) {
 function testDialog(tool, ctx) {
   const formId = uid("test");
   const d = openDialog({ title: t("tools.test.title", { name: tool.name }), wide: true });
+  closeOnLeave(d, ctx.signal);
   const sf = schemaForm(tool.parameters);
   const error = h("p", { class: "form-error", role: "alert" });
   const result = h("div", { class: "tl-test-result", "aria-live": "polite", "data-testid": "test-result" });
@@ -1600,13 +1609,14 @@ function testDialog(tool, ctx) {
         h(
           "p",
           { class: "row" },
-          h("span", { class: `badge ${ok ? "badge-ok" : "badge-danger"}`, "data-testid": "test-status" }, t("tools.test.status", { status: r.status })),
+          h("span", { class: `badge ${ok ? "tl-badge-ok" : "badge-danger"}`, "data-testid": "test-status" }, t("tools.test.status", { status: r.status })),
           r.content_type ? h("code", { class: "tl-small" }, r.content_type) : null,
           h("span", { class: "muted tl-small" }, t("tools.test.elapsed", { ms: fmtNumber(r.elapsed_ms) })),
           r.truncated ? h("span", { class: "badge badge-warn" }, t("tools.test.truncated")) : null,
         ),
         h("pre", { class: "tl-test-body", "data-testid": "test-body", tabindex: "0", "aria-label": t("tools.test.body") }, pretty || t("tools.test.empty_body")),
       );
+      result.scrollIntoView({ block: "nearest" });
       announce(t("tools.test.done", { status: r.status }));
     } catch (err) {
       if (isAbort(err)) return;
