@@ -22,6 +22,8 @@ Fixtures (used by every test module here, including test_rest.py):
   (MCP tools never write); they must not be modified.
 - ``fake_models`` (function): a loopback fake of the model APIs (fake_models.py); pass
   ``fake_models.env()`` to ``make_home(..., env=…)`` or ``home.with_env(**…)``.
+- The web UI's browser fixtures (``ui_server``, ``browser``, ``ui_page``, ``axe_check``,
+  ``shot``…) live in ui_support.py, imported at the end of this file.
 
 Every home's environment is isolated (``isolated_env``): model settings of the outer
 environment are dropped and the Hugging Face Hub is offline with an empty model cache, so no
@@ -421,3 +423,9 @@ def wait_port(port: int, proc: subprocess.Popen, what: str, timeout: float = 30,
                 return
         time.sleep(0.05)
     pytest.fail(f"{what} did not listen on {port} within {timeout} s:\n{tail()}")
+
+
+# --- The web UI's browser fixtures (ui_support.py: ui_server, browser, ui_page, axe_check, shot) ---
+# Imported at the end (ui_support imports the helpers above) rather than named in
+# `pytest_plugins`, which pytest refuses in a conftest below the rootdir (`pytest tests`).
+from ui_support import *  # noqa: E402,F401,F403

@@ -17,6 +17,9 @@ use serde::Serialize;
 
 pub use quarry_store::{Membership, Role, Space, TokenRecord, User};
 
+mod manage;
+pub use manage::{Actor, Member, SpaceView, UserSpace, UserView, parse_role};
+
 /// Every token starts with this.
 pub const TOKEN_PREFIX: &str = "qk_";
 /// Hex digits after the prefix (32 random bytes).
@@ -285,11 +288,18 @@ impl Directory {
         let (row, user) = self.user_row(user)?;
         let space = self.space(space)?;
         self.store.grant(row, &space.name, role)?;
+        let joined_at = self
+            .store
+            .memberships(Some(row))?
+            .into_iter()
+            .find(|m| m.space_id == space.id)
+            .map_or_else(quarry_core::now_millis, |m| m.joined_at);
         Ok(Membership {
             user: user.name,
             space: space.name,
             space_id: space.id,
             role,
+            joined_at,
         })
     }
 

@@ -201,3 +201,264 @@ fn names_are_checked_and_spaces_with_several_need_a_choice() {
         AuthFailure::Revoked
     );
 }
+
+fn user_actor(d: &Directory, user: &str, spaces: &[&str], read_only: bool) -> Actor {
+    let token_spaces = spaces.iter().map(|s| d.space(s).unwrap().id).collect();
+    Actor::User {
+        name: user.into(),
+        token_spaces,
+        read_only,
+    }
+}
+
+/// A space `team` with owner `olga`, admin `adam`, editor `eve`, viewer `vic`; `other`
+/// where only `ozzy` is (owner); user `newbie` in no space.
+fn managed() -> (tempfile::TempDir, Directory) {
+    let (dir, d, _store) = directory();
+    d.create_space("team", "the team").unwrap();
+    d.create_space("other", "").unwrap();
+    for (user, space, role) in [
+        ("olga", "team", Role::Owner),
+        ("adam", "team", Role::Admin),
+        ("eve", "team", Role::Editor),
+        ("vic", "team", Role::Viewer),
+        ("ozzy", "other", Role::Owner),
+    ] {
+        d.create_user(user).unwrap();
+        d.grant(user, space, role).unwrap();
+    }
+    d.create_user("newbie").unwrap();
+    (dir, d)
+}
+
+#[test]
+fn visibility_is_membership_and_token_and_the_rest_is_not_found() {
+    let (_dir, d) = managed();
+    let all = d.visible_spaces(&Actor::MachineOwner).unwrap();
+    let names: Vec<_> = all
+        .iter()
+        .map(|s| (s.name.as_str(), s.role, s.members))
+        .collect();
+    assert_eq!(names, [("other", Role::Owner, 1), ("team", Role::Owner, 4)]);
+    let eve = user_actor(&d, "eve", &["team"], false);
+    let seen = d.visible_spaces(&eve).unwrap();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(
+        (seen[0].name.as_str(), seen[0].role),
+        ("team", Role::Editor)
+    );
+    // A member whose token does not name the space does not see it, and a token naming a
+    // space the user left does not show it either.
+    d.grant("eve", "other", Role::Viewer).unwrap();
+    assert_eq!(d.visible_spaces(&eve).unwrap().len(), 1);
+    let both = user_actor(&d, "eve", &["team", "other"], false);
+    assert_eq!(d.visible_spaces(&both).unwrap().len(), 2);
+    d.revoke_membership("eve", "other").unwrap();
+    assert_eq!(d.visible_spaces(&both).unwrap().len(), 1);
+    // Someone else's space and a missing one: the same error.
+    let other = d.space("other").unwrap();
+    for key in ["other", other.id.as_str(), "nope"] {
+        let e = d.members_as(&eve, key).unwrap_err();
+        assert!(matches!(e, Error::NotFound(_)), "{e}");
+        assert_eq!(e.to_string(), format!("space '{key}' not found"));
+        let e = d.check_delete_space(&eve, key).unwrap_err();
+        assert!(matches!(e, Error::NotFound(_)), "{e}");
+        let e = d.set_member_as(&eve, key, "vic", Role::Viewer).unwrap_err();
+        assert!(matches!(e, Error::NotFound(_)), "{e}");
+    }
+    // Any member lists the members, with when they joined.
+    let vic = user_actor(&d, "vic", &["team"], true);
+    let (_, members) = d.members_as(&vic, "team").unwrap();
+    assert_eq!(members.len(), 4);
+    assert!(members.iter().all(|m| m.joined_at > 0));
+}
+
+#[test]
+fn member_management_follows_roles() {
+    let (_dir, d) = managed();
+    let forbidden = |r: Result<Member>| matches!(r, Err(Error::Forbidden(_)));
+    let olga = user_actor(&d, "olga", &["team"], false);
+    let adam = user_actor(&d, "adam", &["team"], false);
+    let eve = user_actor(&d, "eve", &["team"], false);
+    let olga_ro = user_actor(&d, "olga", &["team"], true);
+    // Editors and viewers manage nobody; read-only tokens change nothing.
+    assert!(forbidden(d.set_member_as(
+        &eve,
+        "team",
+        "newbie",
+        Role::Viewer
+    )));
+    assert!(forbidden(d.set_member_as(
+        &olga_ro,
+        "team",
+        "newbie",
+        Role::Viewer
+    )));
+    assert!(matches!(
+        d.remove_member_as(&olga_ro, "team", "vic"),
+        Err(Error::Forbidden(_))
+    ));
+    // An admin adds, changes and removes non-owners...
+    let m = d
+        .set_member_as(&adam, "team", "newbie", Role::Editor)
+        .unwrap();
+    assert_eq!((m.user.as_str(), m.role), ("newbie", Role::Editor));
+    let joined = m.joined_at;
+    let m = d
+        .set_member_as(&adam, "team", "newbie", Role::Viewer)
+        .unwrap();
+    assert_eq!(
+        (m.role, m.joined_at),
+        (Role::Viewer, joined),
+        "a role change keeps the date"
+    );
+    d.remove_member_as(&adam, "team", "newbie").unwrap();
+    assert!(matches!(
+        d.remove_member_as(&adam, "team", "newbie"),
+        Err(Error::NotFound(_))
+    ));
+    // ...but never touches the owner role.
+    assert!(forbidden(d.set_member_as(
+        &adam,
+        "team",
+        "newbie",
+        Role::Owner
+    )));
+    assert!(forbidden(d.set_member_as(
+        &adam,
+        "team",
+        "olga",
+        Role::Admin
+    )));
+    assert!(matches!(
+        d.remove_member_as(&adam, "team", "olga"),
+        Err(Error::Forbidden(_))
+    ));
+    // Unknown users are named.
+    let e = d
+        .set_member_as(&adam, "team", "ghost", Role::Viewer)
+        .unwrap_err();
+    assert_eq!(e.to_string(), "user 'ghost' not found");
+    // The last owner stays.
+    for r in [Role::Admin, Role::Viewer] {
+        assert!(matches!(
+            d.set_member_as(&olga, "team", "olga", r),
+            Err(Error::Conflict(_))
+        ));
+    }
+    assert!(matches!(
+        d.remove_member_as(&olga, "team", "olga"),
+        Err(Error::Conflict(_))
+    ));
+    assert!(matches!(
+        d.remove_member_as(&Actor::MachineOwner, "team", "olga"),
+        Err(Error::Conflict(_))
+    ));
+    // With a second owner, either may step down.
+    d.set_member_as(&olga, "team", "adam", Role::Owner).unwrap();
+    d.set_member_as(&olga, "team", "olga", Role::Admin).unwrap();
+    let (_, members) = d.members_as(&Actor::MachineOwner, "team").unwrap();
+    let owners: Vec<_> = members
+        .iter()
+        .filter(|m| m.role == Role::Owner)
+        .map(|m| m.user.as_str())
+        .collect();
+    assert_eq!(owners, ["adam"]);
+    assert_eq!(
+        parse_role("Boss").unwrap_err().to_string(),
+        "invalid role \"Boss\": use one of owner, admin, editor, viewer"
+    );
+}
+
+#[test]
+fn spaces_are_created_and_deleted_by_the_right_callers() {
+    let (_dir, d) = managed();
+    let eve = user_actor(&d, "eve", &["team"], false);
+    let eve_ro = user_actor(&d, "eve", &["team"], true);
+    assert!(matches!(
+        d.create_space_as(&eve_ro, "lab", ""),
+        Err(Error::Forbidden(_))
+    ));
+    let lab = d.create_space_as(&eve, "lab", "  a lab  ").unwrap();
+    assert_eq!(lab.description, "a lab");
+    // The creator owns it, but its token does not name it.
+    let roles: Vec<_> = d
+        .user_spaces("eve")
+        .unwrap()
+        .into_iter()
+        .map(|s| (s.name, s.role))
+        .collect();
+    assert!(
+        roles.contains(&("lab".to_owned(), Role::Owner)),
+        "{roles:?}"
+    );
+    assert!(
+        d.visible_spaces(&eve)
+            .unwrap()
+            .iter()
+            .all(|s| s.name != "lab")
+    );
+    assert!(matches!(
+        d.create_space_as(&eve, "lab", ""),
+        Err(Error::Conflict(_))
+    ));
+    assert!(matches!(
+        d.create_space_as(&eve, "Bad Name", ""),
+        Err(Error::InvalidInput(_))
+    ));
+    assert!(matches!(
+        d.create_space_as(&eve, "x", &"d".repeat(1001)),
+        Err(Error::InvalidInput(_))
+    ));
+    // The machine's owner creates ownerless spaces.
+    let m = d.create_space_as(&Actor::MachineOwner, "bare", "").unwrap();
+    assert_eq!(
+        d.members_as(&Actor::MachineOwner, &m.id).unwrap().1.len(),
+        0
+    );
+    // Deleting: owners (through a token naming the space) and the machine's owner.
+    let adam = user_actor(&d, "adam", &["team"], false);
+    assert!(matches!(
+        d.check_delete_space(&adam, "team"),
+        Err(Error::Forbidden(_))
+    ));
+    let olga = user_actor(&d, "olga", &["team"], false);
+    assert_eq!(d.check_delete_space(&olga, "team").unwrap().name, "team");
+    let olga_ro = user_actor(&d, "olga", &["team"], true);
+    assert!(matches!(
+        d.check_delete_space(&olga_ro, "team"),
+        Err(Error::Forbidden(_))
+    ));
+    let eve_lab = user_actor(&d, "eve", &["lab"], false);
+    assert_eq!(d.check_delete_space(&eve_lab, "lab").unwrap().name, "lab");
+    assert!(d.check_delete_space(&Actor::MachineOwner, "bare").is_ok());
+    d.default_space().unwrap();
+    assert!(matches!(
+        d.check_delete_space(&Actor::MachineOwner, "default"),
+        Err(Error::InvalidInput(_))
+    ));
+}
+
+#[test]
+fn users_are_for_the_machine_owner() {
+    let (_dir, d) = managed();
+    let olga = user_actor(&d, "olga", &["team"], false);
+    assert!(matches!(d.users_as(&olga), Err(Error::Forbidden(_))));
+    assert!(matches!(
+        d.create_user_as(&olga, "x"),
+        Err(Error::Forbidden(_))
+    ));
+    d.create_user_as(&Actor::MachineOwner, "zed").unwrap();
+    let users = d.users_as(&Actor::MachineOwner).unwrap();
+    assert_eq!(users.len(), 7);
+    let olga = users.iter().find(|u| u.name == "olga").unwrap();
+    assert_eq!(olga.spaces.len(), 1);
+    assert_eq!(
+        (olga.spaces[0].space.as_str(), olga.spaces[0].role),
+        ("team", Role::Owner)
+    );
+    assert!(matches!(
+        d.create_user_as(&Actor::MachineOwner, "zed"),
+        Err(Error::Conflict(_))
+    ));
+}

@@ -67,6 +67,8 @@ pub struct Membership {
     pub space: String,
     pub space_id: String,
     pub role: Role,
+    /// When the user joined the space (milliseconds since the epoch); a role change keeps it.
+    pub joined_at: i64,
 }
 
 /// An access token as stored: never the secret, only its hash and a short display prefix.

@@ -54,10 +54,11 @@ fn membership_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Membership> {
         space: r.get(1)?,
         space_id: r.get::<_, Option<String>>(2)?.unwrap_or_default(),
         role: Role::parse(&role).unwrap_or(Role::Viewer),
+        joined_at: r.get(4)?,
     })
 }
 
-const MEMBERSHIP_SELECT: &str = "SELECT u.name, s.id, s.uid, m.role FROM memberships m \
+const MEMBERSHIP_SELECT: &str = "SELECT u.name, s.id, s.uid, m.role, m.created_at FROM memberships m \
      JOIN users u ON u.id = m.user_id JOIN spaces s ON s.id = m.space";
 
 impl AccessStore for SqliteStore {

@@ -815,7 +815,14 @@ async function boot() {
   try {
     await loadStrings("core");
     const skip = document.querySelector(".skip");
-    if (skip) skip.textContent = t("chrome.skip");
+    if (skip) {
+      skip.textContent = t("chrome.skip");
+      // The hash is the router's: move focus without navigating.
+      skip.addEventListener("click", (e) => {
+        e.preventDefault();
+        document.getElementById("main").focus();
+      });
+    }
     await start();
   } catch (e) {
     console.warn(e);
