@@ -113,8 +113,9 @@ impl Assets {
                 })
             }
             Source::Dir(dir) => {
-                let file = dir.join(path);
-                if !file.is_file() {
+                // A symlink out of the directory is not an asset either.
+                let file = dir.join(path).canonicalize().ok()?;
+                if !file.is_file() || !file.starts_with(dir.canonicalize().ok()?) {
                     return None;
                 }
                 let body = std::fs::read(&file).ok()?;
@@ -227,6 +228,8 @@ mod tests {
         std::fs::write(dir.join("assets/js/a.js"), "x").unwrap();
         std::fs::write(dir.join("secret.txt"), "s").unwrap();
         std::fs::write(dir.join("assets/.hidden"), "h").unwrap();
+        #[cfg(unix)]
+        std::os::unix::fs::symlink(dir.join("secret.txt"), dir.join("assets/js/link.js")).unwrap();
         let assets = Assets::from_dir(dir.join("assets"));
         assert!(assets.get("js/a.js").is_some());
         for bad in [
@@ -247,6 +250,8 @@ mod tests {
             );
         }
         assert!(assets.get("missing.js").is_none());
+        #[cfg(unix)]
+        assert!(assets.get("js/link.js").is_none(), "a symlink out of the assets is refused");
         let _ = std::fs::remove_dir_all(dir);
     }
 

@@ -124,7 +124,7 @@ function list(lines, start, parent, off) {
     while (i < lines.length && !lines[i].trim()) {
       const next = lines.slice(i).find((x) => x.trim());
       const nm = next && ITEM.exec(next);
-      if (!nm || nm[1].length !== indent) break;
+      if (!nm || nm[1].length !== indent || /\d/.test(nm[2]) !== ordered) break;
       loose = true;
       i++;
     }
@@ -168,7 +168,8 @@ function table(lines, start, parent) {
   const tbody = el("tbody");
   let i = start + 2;
   for (; i < lines.length && lines[i].trim() && lines[i].includes("|"); i++) tbody.append(row(splitRow(lines[i]), "td"));
-  const wrap = el("div", { class: "md-table" }, el("table", {}, el("thead", {}, row(head, "th")), tbody));
+  // Focusable: a wide table scrolls sideways, and keyboard users must reach it.
+  const wrap = el("div", { class: "md-table", tabindex: "0" }, el("table", {}, el("thead", {}, row(head, "th")), tbody));
   parent.append(wrap);
   return i;
 }
@@ -177,7 +178,8 @@ function table(lines, start, parent) {
 export function safeHref(href) {
   const h = String(href || "").trim();
   if (/^https?:\/\//i.test(h)) return h;
-  if (/^[a-z][a-z0-9+.-]*:/i.test(h) || h.startsWith("//")) return null;
+  // Another scheme (javascript:, data:…), or protocol-relative (`//host`, `/\host`).
+  if (/^[a-z][a-z0-9+.-]*:/i.test(h) || /^[/\\]{2}/.test(h)) return null;
   return h || null;
 }
 
@@ -195,11 +197,11 @@ const INLINE = [
   [" ", / {2,}\n/y, () => el("br")],
   ["<", /<br\s*\/?>/iy, () => el("br")],
   ["`", /(`+)([^`]|[^`][\s\S]*?[^`])\1(?!`)/y, (m) => el("code", {}, m[2].replace(/\n/g, " ").replace(/^ (.*) $/, "$1"))],
-  ["!", /!\[([^\]]*)\]\(\s*<?([^\s)>]*)>?(?:\s+"([^"]*)")?\s*\)/y, (m) => {
+  ["!", /!\[([^\]]*)\]\(\s*<?((?:[^\s()<>]|\([^\s()<>]*\))*)>?(?:\s+"([^"]*)")?\s*\)/y, (m) => {
     const src = safeImage(m[2]);
     return src ? el("img", { src, alt: m[1], title: m[3], loading: "lazy" }) : document.createTextNode(m[1] ? `[${m[1]}]` : "");
   }],
-  ["[", /\[((?:\\.|[^\]\\])*)\]\(\s*<?([^\s)>]*)>?(?:\s+"([^"]*)")?\s*\)/y, (m) => {
+  ["[", /\[((?:\\.|[^\]\\])*)\]\(\s*<?((?:[^\s()<>]|\([^\s()<>]*\))*)>?(?:\s+"([^"]*)")?\s*\)/y, (m) => {
     const href = safeHref(m[2]);
     if (!href) return inline(el("span"), m[1]);
     const external = /^https?:/i.test(href);

@@ -1,0 +1,930 @@
+// The Access page (#/access): spaces, their members, the caller's access tokens, and (for
+// the machine's owner) users. A client of /api/v1/spaces, /api/v1/users and /api/v1/tokens
+// (docs/access-api.md); the server decides what is allowed, this page only hides what it
+// would refuse and says why. A new token's secret is shown once, in a dialog, and kept
+// nowhere else (not in localStorage, not in the page after the dialog closes).
+
+import {
+  app,
+  t,
+  h,
+  icon,
+  replace,
+  announce,
+  toast,
+  api,
+  openDialog,
+  confirmDialog,
+  copyButton,
+  tabs,
+  fmtDate,
+  pageHeader,
+  emptyState,
+  errorBlock,
+  navigate,
+} from "./app.js";
+
+const ROLES = ["owner", "admin", "editor", "viewer"];
+const RANK = { viewer: 0, editor: 1, admin: 2, owner: 3 };
+const EXPIRY_DAYS = ["7", "30", "90"];
+
+/** What the page knows; reloaded piecemeal after changes. */
+function newState(session) {
+  return {
+    session,
+    machineOwner: session.machine_owner === true || !session.user,
+    readOnly: !!session.read_only,
+    spaces: [],
+    users: [],
+    member: { space: null },
+  };
+}
+
+function roleLabel(role) {
+  return ROLES.includes(role) ? t(`access.role.${role}`) : role;
+}
+
+function roleBadge(role) {
+  const kind = role === "owner" ? "badge-info" : role === "admin" ? "access-badge-ok" : "";
+  return h("span", { class: `badge ${kind}`, dataset: { role } }, roleLabel(role));
+}
+
+function section(title, ...children) {
+  return h("section", { class: "access-section" }, h("h2", {}, title), children);
+}
+
+function hint(text, extra) {
+  return h("p", { class: "hint access-hint", ...extra }, text);
+}
+
+/** A form field: label + control (+ hint), ids wired. */
+function field(id, label, control, help) {
+  control.id = id;
+  const helpEl = help ? h("span", { class: "hint", id: `${id}-hint` }, help) : null;
+  if (helpEl) control.setAttribute("aria-describedby", helpEl.id);
+  return h("div", { class: "field" }, h("label", { for: id }, label), control, helpEl);
+}
+
+function spaceName(state, id) {
+  const s = state.spaces.find((x) => x.id === id);
+  return s ? s.name : id.slice(0, 8);
+}
+
+/** Reads the server's error for a form's error line. */
+function showError(el, err) {
+  el.textContent = err?.message || String(err);
+  announce(el.textContent, { assertive: true });
+}
+
+export async function render({ root, query, signal, session }) {
+  const state = newState(session);
+  const loadSpaces = async () => {
+    state.spaces = await api("GET", "/api/v1/spaces", { signal });
+  };
+  const loadUsers = async () => {
+    state.users = state.machineOwner ? await api("GET", "/api/v1/users", { signal }) : [];
+  };
+
+  replace(root, h("p", { class: "loading" }, t("common.loading")));
+  try {
+    await Promise.all([loadSpaces(), loadUsers()]);
+  } catch (e) {
+    if (signal.aborted) return;
+    replace(root, pageHeader(t("access.title")), errorBlock(e, () => navigate(location.hash)));
+    root.dataset.ready = "true";
+    return;
+  }
+  if (signal.aborted) return;
+
+  const visible = state.spaces.map((s) => s.id);
+  state.member.space = visible.includes(query.get("space"))
+    ? query.get("space")
+    : visible.includes(app.space)
+      ? app.space
+      : visible[0] || null;
+
+  const who = state.machineOwner
+    ? t("access.who_owner")
+    : t("access.who_user", { user: session.user?.name || "" });
+  const intro = h(
+    "div",
+    { class: "access-intro" },
+    h("p", { class: "muted" }, who),
+    state.readOnly ? h("p", {}, h("span", { class: "badge badge-warn" }, t("access.read_only_token")), " ", t("access.read_only_help")) : null,
+  );
+
+  const items = [
+    { id: "spaces", label: t("access.tab.spaces"), render: (p) => spacesPanel(p, state, ctl) },
+    { id: "members", label: t("access.tab.members"), render: (p) => membersPanel(p, state, ctl) },
+    { id: "tokens", label: t("access.tab.tokens"), render: (p) => tokensPanel(p, state, ctl) },
+  ];
+  if (state.machineOwner) items.push({ id: "users", label: t("access.tab.users"), render: (p) => usersPanel(p, state, ctl) });
+
+  // Re-rendering a panel: it renders again the next time it is shown (or now if shown).
+  const panels = {};
+  const ctl = {
+    signal,
+    loadSpaces,
+    loadUsers,
+    rerender(id) {
+      const p = panels[id];
+      if (!p) return;
+      const item = items.find((i) => i.id === id);
+      if (p.hidden) delete p.dataset.rendered;
+      else item.render(p);
+    },
+    show(id) {
+      view.select(id, true);
+    },
+    /** The session changed (a space created or deleted): refresh it, keep the chrome in step. */
+    async refreshSession() {
+      if (app.space && !state.spaces.some((s) => s.id === app.space) && state.machineOwner) {
+        app.space = null;
+        localStorage.removeItem("quarry.space");
+      }
+      try {
+        app.session = await api("GET", "/ui/session");
+        if (!app.space && app.session.space) app.space = app.session.space.id;
+      } catch {
+        /* the page still works; the top bar catches up on the next navigation */
+      }
+    },
+  };
+  const wrapped = items.map((i) => ({
+    ...i,
+    render: (p) => {
+      panels[i.id] = p;
+      return i.render(p);
+    },
+  }));
+  const view = tabs(wrapped, {
+    label: t("access.title"),
+    onChange: (id) => {
+      const q = new URLSearchParams({ tab: id });
+      history.replaceState(null, "", `#/access?${q}`);
+    },
+  });
+  replace(root, pageHeader(t("access.title")), intro, view.el);
+  const wanted = query.get("tab");
+  if (wanted && items.some((i) => i.id === wanted)) view.select(wanted);
+  root.dataset.ready = "true";
+}
+
+// ---------------------------------------------------------------------------------------
+// Spaces
+
+function spacesPanel(panel, state, ctl) {
+  const canCreate = !state.readOnly;
+  const createBtn = canCreate
+    ? h("button", { class: "btn btn-primary", type: "button", onclick: () => createSpaceDialog(state, ctl) }, icon("plus"), t("access.space.new"))
+    : null;
+  const rows = state.spaces.map((s) => {
+    const canDelete = !state.readOnly && !s.is_default && s.role === "owner";
+    return h(
+      "tr",
+      { dataset: { space: s.name } },
+      h(
+        "td",
+        {},
+        h("span", { class: "access-name" }, s.name),
+        s.is_default ? [" ", h("span", { class: "badge" }, t("access.space.default"))] : null,
+        s.description ? h("div", { class: "muted access-desc" }, s.description) : null,
+      ),
+      h("td", {}, roleBadge(s.role)),
+      h("td", { class: "num" }, String(s.members)),
+      h("td", { class: "access-date" }, fmtDate(s.created_at)),
+      h(
+        "td",
+        { class: "access-actions" },
+        h(
+          "button",
+          {
+            class: "btn btn-small",
+            type: "button",
+            "aria-label": t("access.space.members_of", { space: s.name }),
+            onclick: () => {
+              state.member.space = s.id;
+              ctl.rerender("members");
+              ctl.show("members");
+            },
+          },
+          t("access.tab.members"),
+        ),
+        canDelete
+          ? h(
+              "button",
+              {
+                class: "btn btn-small btn-danger",
+                type: "button",
+                "aria-label": t("access.space.delete_named", { space: s.name }),
+                onclick: () => deleteSpace(s, state, ctl),
+              },
+              icon("trash"),
+              t("common.delete"),
+            )
+          : null,
+      ),
+    );
+  });
+  const table = state.spaces.length
+    ? h(
+        "div",
+        { class: "table-wrap" },
+        h(
+          "table",
+          { "data-testid": "spaces-table" },
+          h("caption", { class: "sr-only" }, t("access.tab.spaces")),
+          h(
+            "thead",
+            {},
+            h(
+              "tr",
+              {},
+              h("th", { scope: "col" }, t("common.name")),
+              h("th", { scope: "col" }, t("access.your_role")),
+              h("th", { scope: "col" }, t("access.space.members")),
+              h("th", { scope: "col" }, t("common.created")),
+              h("th", { scope: "col" }, t("common.actions")),
+            ),
+          ),
+          h("tbody", {}, rows),
+        ),
+      )
+    : emptyState(t("access.space.none"), createBtn);
+  replace(
+    panel,
+    section(
+      t("access.tab.spaces"),
+      h("div", { class: "access-toolbar" }, createBtn, hint(state.machineOwner ? t("access.space.help_owner") : t("access.space.help_user"))),
+      table,
+    ),
+  );
+}
+
+function createSpaceDialog(state, ctl) {
+  const d = openDialog({ title: t("access.space.new") });
+  const name = h("input", { name: "name", required: true, autocomplete: "off", spellcheck: "false", maxlength: "64" });
+  const desc = h("input", { name: "description", autocomplete: "off", maxlength: "1000" });
+  const error = h("p", { class: "form-error", role: "alert" });
+  const submit = h("button", { class: "btn btn-primary", type: "submit" }, t("common.create"));
+  const form = h(
+    "form",
+    { class: "access-form", novalidate: true },
+    field("space-name", t("common.name"), name, t("access.name_rule")),
+    field("space-desc", t("common.description"), desc),
+    state.machineOwner ? null : hint(t("access.space.token_note")),
+    error,
+  );
+  form.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    error.textContent = "";
+    if (!name.value.trim()) {
+      showError(error, { message: t("access.name_required") });
+      name.focus();
+      return;
+    }
+    submit.disabled = true;
+    try {
+      const s = await api("POST", "/api/v1/spaces", { body: { name: name.value.trim(), description: desc.value.trim() } });
+      d.close();
+      toast(t("access.space.created", { space: s.name }), "success");
+      announce(t("access.space.created", { space: s.name }));
+      if (s.note) toast(t("access.space.token_note"), "info");
+      await ctl.loadSpaces();
+      await ctl.refreshSession();
+      ctl.rerender("spaces");
+      ctl.rerender("members");
+      ctl.rerender("tokens");
+    } catch (err) {
+      showError(error, err);
+      submit.disabled = false;
+      name.focus();
+    }
+  });
+  d.body.append(form);
+  d.footer.append(
+    h("button", { class: "btn", type: "button", onclick: () => d.close() }, t("common.cancel")),
+    submit,
+  );
+  form.id = "space-create-form";
+  submit.setAttribute("form", form.id);
+  name.focus();
+}
+
+async function deleteSpace(s, state, ctl) {
+  const ok = await confirmDialog(t("access.space.delete_confirm", { space: s.name }), {
+    danger: true,
+    confirmLabel: t("access.space.delete"),
+  });
+  if (!ok) return;
+  try {
+    await api("DELETE", `/api/v1/spaces/${encodeURIComponent(s.id)}`, { query: { force: "true" } });
+    toast(t("access.space.deleted", { space: s.name }), "success");
+    announce(t("access.space.deleted", { space: s.name }));
+    if (app.space === s.id) {
+      app.space = null;
+      localStorage.removeItem("quarry.space");
+    }
+    await ctl.loadSpaces();
+    if (state.member.space === s.id) state.member.space = state.spaces[0]?.id || null;
+    await ctl.refreshSession();
+    if (state.machineOwner) await ctl.loadUsers();
+    ctl.rerender("spaces");
+    ctl.rerender("members");
+    ctl.rerender("tokens");
+    ctl.rerender("users");
+  } catch (err) {
+    toast(err.message, "error");
+    announce(err.message, { assertive: true });
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Members
+
+function membersPanel(panel, state, ctl) {
+  if (!state.spaces.length) {
+    replace(panel, section(t("access.tab.members"), emptyState(t("access.space.none"))));
+    return;
+  }
+  const select = h(
+    "select",
+    {
+      onchange: () => {
+        state.member.space = select.value;
+        membersPanel(panel, state, ctl);
+        panel.querySelector("#members-space")?.focus();
+      },
+    },
+    state.spaces.map((s) => h("option", { value: s.id, selected: s.id === state.member.space }, s.name)),
+  );
+  const space = state.spaces.find((s) => s.id === state.member.space) || state.spaces[0];
+  state.member.space = space.id;
+  const myRole = space.role;
+  const canManage = !state.readOnly && RANK[myRole] >= RANK.admin;
+  const canOwner = !state.readOnly && myRole === "owner";
+  const body = h("div", { class: "access-members", "aria-live": "polite", "aria-busy": "true" }, h("p", { class: "loading" }, t("common.loading")));
+  const why = state.readOnly
+    ? t("access.members.read_only")
+    : !canManage
+      ? t("access.members.need_admin", { role: roleLabel(myRole) })
+      : !canOwner
+        ? t("access.members.admin_note")
+        : null;
+  replace(
+    panel,
+    section(
+      t("access.tab.members"),
+      h("div", { class: "access-toolbar" }, field("members-space", t("access.members.space"), select)),
+      why ? hint(why, { "data-testid": "members-why" }) : null,
+      canManage ? addMemberForm(space, state, canOwner, () => loadMembers()) : null,
+      body,
+    ),
+  );
+
+  async function loadMembers() {
+    body.setAttribute("aria-busy", "true");
+    let list;
+    try {
+      list = await api("GET", `/api/v1/spaces/${encodeURIComponent(space.id)}/members`, { signal: ctl.signal });
+    } catch (e) {
+      if (ctl.signal.aborted) return;
+      replace(body, errorBlock(e, loadMembers));
+      body.removeAttribute("aria-busy");
+      return;
+    }
+    space.members = list.length;
+    replace(body, membersTable(list, space, state, canManage, canOwner, loadMembers));
+    body.removeAttribute("aria-busy");
+  }
+  loadMembers();
+}
+
+function addMemberForm(space, state, canOwner, reload) {
+  const user = h("input", { name: "user", required: true, autocomplete: "off", spellcheck: "false" });
+  let datalist = null;
+  if (state.users.length) {
+    datalist = h("datalist", { id: "access-user-names" }, state.users.map((u) => h("option", { value: u.name })));
+    user.setAttribute("list", datalist.id);
+  }
+  const role = h(
+    "select",
+    { name: "role" },
+    ROLES.filter((r) => canOwner || r !== "owner")
+      .slice()
+      .reverse()
+      .map((r) => h("option", { value: r, selected: r === "viewer" }, roleLabel(r))),
+  );
+  const error = h("p", { class: "form-error", role: "alert" });
+  const submit = h("button", { class: "btn btn-primary", type: "submit" }, icon("plus"), t("access.members.add"));
+  const form = h(
+    "form",
+    { class: "card access-add", "aria-label": t("access.members.add_to", { space: space.name }) },
+    h(
+      "div",
+      { class: "access-add-row" },
+      field("member-user", t("access.members.user"), user),
+      field("member-role", t("access.members.role"), role),
+      h("div", { class: "access-add-submit" }, submit),
+    ),
+    datalist,
+    error,
+  );
+  form.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    error.textContent = "";
+    const name = user.value.trim();
+    if (!name) {
+      showError(error, { message: t("access.members.user_required") });
+      user.focus();
+      return;
+    }
+    submit.disabled = true;
+    try {
+      await api("PUT", `/api/v1/spaces/${encodeURIComponent(space.id)}/members/${encodeURIComponent(name)}`, {
+        body: { role: role.value },
+      });
+      toast(t("access.members.added", { user: name, role: roleLabel(role.value) }), "success");
+      announce(t("access.members.added", { user: name, role: roleLabel(role.value) }));
+      user.value = "";
+      await reload();
+    } catch (err) {
+      showError(error, err);
+    } finally {
+      submit.disabled = false;
+    }
+  });
+  return form;
+}
+
+function membersTable(list, space, state, canManage, canOwner, reload) {
+  if (!list.length) return emptyState(t("access.members.none"));
+  const rows = list.map((m) => {
+    const editable = canManage && (m.role !== "owner" || canOwner);
+    let roleCell;
+    if (editable) {
+      const sel = h(
+        "select",
+        {
+          "aria-label": t("access.members.role_of", { user: m.user }),
+          dataset: { testid: "member-role" },
+        },
+        ROLES.filter((r) => canOwner || r !== "owner")
+          .slice()
+          .reverse()
+          .map((r) => h("option", { value: r, selected: r === m.role }, roleLabel(r))),
+      );
+      sel.addEventListener("change", async () => {
+        sel.disabled = true;
+        try {
+          await api("PUT", `/api/v1/spaces/${encodeURIComponent(space.id)}/members/${encodeURIComponent(m.user)}`, {
+            body: { role: sel.value },
+          });
+          m.role = sel.value;
+          toast(t("access.members.changed", { user: m.user, role: roleLabel(sel.value) }), "success");
+          announce(t("access.members.changed", { user: m.user, role: roleLabel(sel.value) }));
+          await reload();
+        } catch (err) {
+          sel.value = m.role;
+          sel.disabled = false;
+          toast(err.message, "error");
+          announce(err.message, { assertive: true });
+        }
+      });
+      roleCell = sel;
+    } else {
+      roleCell = roleBadge(m.role);
+    }
+    return h(
+      "tr",
+      { dataset: { member: m.user } },
+      h("td", { class: "access-name" }, m.user),
+      h("td", {}, roleCell),
+      h("td", { class: "access-date" }, fmtDate(m.joined_at)),
+      h(
+        "td",
+        { class: "access-actions" },
+        editable
+          ? h(
+              "button",
+              {
+                class: "btn btn-small btn-danger",
+                type: "button",
+                "aria-label": t("access.members.remove_named", { user: m.user }),
+                onclick: async () => {
+                  const ok = await confirmDialog(t("access.members.remove_confirm", { user: m.user, space: space.name }), {
+                    danger: true,
+                    confirmLabel: t("access.members.remove"),
+                  });
+                  if (!ok) return;
+                  try {
+                    await api("DELETE", `/api/v1/spaces/${encodeURIComponent(space.id)}/members/${encodeURIComponent(m.user)}`);
+                    toast(t("access.members.removed", { user: m.user }), "success");
+                    announce(t("access.members.removed", { user: m.user }));
+                    await reload();
+                  } catch (err) {
+                    toast(err.message, "error");
+                    announce(err.message, { assertive: true });
+                  }
+                },
+              },
+              t("access.members.remove"),
+            )
+          : null,
+      ),
+    );
+  });
+  return h(
+    "div",
+    { class: "table-wrap" },
+    h(
+      "table",
+      { "data-testid": "members-table" },
+      h("caption", { class: "sr-only" }, t("access.members.caption", { space: space.name })),
+      h(
+        "thead",
+        {},
+        h(
+          "tr",
+          {},
+          h("th", { scope: "col" }, t("access.members.user")),
+          h("th", { scope: "col" }, t("access.members.role")),
+          h("th", { scope: "col" }, t("access.members.joined")),
+          h("th", { scope: "col" }, t("common.actions")),
+        ),
+      ),
+      h("tbody", {}, rows),
+    ),
+  );
+}
+
+// ---------------------------------------------------------------------------------------
+// Tokens
+
+function tokenStatus(tok) {
+  if (tok.revoked_at) return { key: "revoked", cls: "badge-danger" };
+  if (tok.expires_at && tok.expires_at <= Date.now()) return { key: "expired", cls: "badge-warn" };
+  return { key: "active", cls: "access-badge-ok" };
+}
+
+function tokensPanel(panel, state, ctl) {
+  const body = h("div", { "aria-busy": "true" }, h("p", { class: "loading" }, t("common.loading")));
+  const newBtn = state.readOnly
+    ? null
+    : h("button", { class: "btn btn-primary", type: "button", onclick: () => createTokenDialog(state, reload) }, icon("plus"), t("access.token.new"));
+  replace(
+    panel,
+    section(
+      t("access.tab.tokens"),
+      h(
+        "div",
+        { class: "access-toolbar" },
+        newBtn,
+        hint(state.readOnly ? t("access.token.read_only_caller") : state.machineOwner ? t("access.token.help_owner") : t("access.token.help_user")),
+      ),
+      body,
+    ),
+  );
+
+  async function reload() {
+    body.setAttribute("aria-busy", "true");
+    let list;
+    try {
+      list = await api("GET", "/api/v1/tokens", { signal: ctl.signal });
+    } catch (e) {
+      if (ctl.signal.aborted) return;
+      replace(body, errorBlock(e, reload));
+      body.removeAttribute("aria-busy");
+      return;
+    }
+    // Newest first.
+    list.sort((a, b) => b.created_at - a.created_at);
+    replace(body, tokensTable(list, state, reload));
+    body.removeAttribute("aria-busy");
+  }
+  reload();
+}
+
+function tokensTable(list, state, reload) {
+  if (!list.length) return emptyState(t("access.token.none"));
+  const mine = state.session.token_id;
+  const rows = list.map((tok) => {
+    const st = tokenStatus(tok);
+    return h(
+      "tr",
+      { dataset: { token: tok.id, status: st.key } },
+      h(
+        "td",
+        {},
+        h("span", { class: "access-name" }, tok.label || t("access.token.no_label")),
+        tok.id === mine ? [" ", h("span", { class: "badge badge-info" }, t("access.token.this_session"))] : null,
+      ),
+      h("td", {}, h("code", { class: "access-prefix" }, `${tok.prefix}…`)),
+      state.machineOwner ? h("td", {}, tok.user) : null,
+      h("td", {}, tok.spaces.map((id) => h("span", { class: "badge access-space-badge" }, spaceName(state, id)))),
+      h(
+        "td",
+        {},
+        h("span", { class: `badge ${tok.read_only ? "badge-warn" : ""}` }, tok.read_only ? t("access.token.read_only") : t("access.token.read_write")),
+        tok.collections ? h("div", { class: "muted" }, t("access.token.kbs", { n: tok.collections.length })) : null,
+      ),
+      h("td", { class: "access-date" }, fmtDate(tok.created_at)),
+      h("td", { class: "access-date", dataset: { testid: "token-expires" } }, tok.expires_at ? fmtDate(tok.expires_at) : t("access.token.never")),
+      h("td", { class: "access-date", dataset: { testid: "token-last-used" } }, tok.last_used_at ? fmtDate(tok.last_used_at) : t("access.token.unused")),
+      h("td", {}, h("span", { class: `badge ${st.cls}` }, t(`access.token.status.${st.key}`)), tok.revoked_at ? h("div", { class: "muted" }, fmtDate(tok.revoked_at)) : null),
+      h(
+        "td",
+        { class: "access-actions" },
+        st.key === "revoked" || state.readOnly
+          ? null
+          : h(
+              "button",
+              {
+                class: "btn btn-small btn-danger",
+                type: "button",
+                "aria-label": t("access.token.revoke_named", { label: tok.label || tok.prefix }),
+                onclick: async () => {
+                  const msg =
+                    tok.id === mine
+                      ? t("access.token.revoke_self_confirm")
+                      : t("access.token.revoke_confirm", { label: tok.label || tok.prefix });
+                  const ok = await confirmDialog(msg, { danger: true, confirmLabel: t("access.token.revoke") });
+                  if (!ok) return;
+                  try {
+                    await api("DELETE", `/api/v1/tokens/${encodeURIComponent(tok.id)}`);
+                    toast(t("access.token.revoked"), "success");
+                    announce(t("access.token.revoked"));
+                    await reload();
+                  } catch (err) {
+                    toast(err.message, "error");
+                    announce(err.message, { assertive: true });
+                  }
+                },
+              },
+              t("access.token.revoke"),
+            ),
+      ),
+    );
+  });
+  return h(
+    "div",
+    { class: "table-wrap" },
+    h(
+      "table",
+      { "data-testid": "tokens-table" },
+      h("caption", { class: "sr-only" }, t("access.tab.tokens")),
+      h(
+        "thead",
+        {},
+        h(
+          "tr",
+          {},
+          h("th", { scope: "col" }, t("access.token.label")),
+          h("th", { scope: "col" }, t("access.token.prefix")),
+          state.machineOwner ? h("th", { scope: "col" }, t("access.members.user")) : null,
+          h("th", { scope: "col" }, t("access.token.spaces")),
+          h("th", { scope: "col" }, t("access.token.access")),
+          h("th", { scope: "col" }, t("common.created")),
+          h("th", { scope: "col" }, t("access.token.expires")),
+          h("th", { scope: "col" }, t("access.token.last_used")),
+          h("th", { scope: "col" }, t("common.status")),
+          h("th", { scope: "col" }, t("common.actions")),
+        ),
+      ),
+      h("tbody", {}, rows),
+    ),
+  );
+}
+
+/** The end of day `yyyy-mm-dd` in local time, in milliseconds. */
+function endOfDay(value) {
+  const [y, m, d] = value.split("-").map(Number);
+  return new Date(y, m - 1, d, 23, 59, 59).getTime();
+}
+
+function createTokenDialog(state, reload) {
+  const d = openDialog({ title: t("access.token.new") });
+  const error = h("p", { class: "form-error", role: "alert" });
+  const label = h("input", { name: "label", autocomplete: "off", maxlength: "200", placeholder: t("access.token.label_placeholder") });
+  const expiry = h(
+    "select",
+    { name: "expiry" },
+    h("option", { value: "never" }, t("access.token.never")),
+    EXPIRY_DAYS.map((n) => h("option", { value: n, selected: n === "30" }, t("access.token.days", { n }))),
+    h("option", { value: "date" }, t("access.token.on_date")),
+  );
+  const tomorrow = new Date(Date.now() + 86_400_000);
+  const iso = (dt) => `${dt.getFullYear()}-${String(dt.getMonth() + 1).padStart(2, "0")}-${String(dt.getDate()).padStart(2, "0")}`;
+  const date = h("input", { type: "date", name: "expires_on", min: iso(tomorrow), value: iso(new Date(Date.now() + 30 * 86_400_000)) });
+  const dateField = field("token-date", t("access.token.date"), date);
+  dateField.hidden = true;
+  expiry.addEventListener("change", () => {
+    dateField.hidden = expiry.value !== "date";
+  });
+  const readOnly = h("input", { type: "checkbox", name: "read_only", id: "token-ro" });
+  const roHint = h("span", { class: "hint", id: "token-ro-hint" });
+  readOnly.setAttribute("aria-describedby", roHint.id);
+
+  // Whose token, and for which space (a token made over the API names one space).
+  let userSel = null;
+  const spaceSel = h("select", { name: "space" });
+  const spaceField = field("token-space", t("access.token.space"), spaceSel, t("access.token.space_help"));
+  const spacesFor = () => {
+    if (!state.machineOwner) return state.spaces.map((s) => ({ id: s.id, name: s.name, role: s.role }));
+    const u = state.users.find((x) => x.name === userSel?.value);
+    return (u?.spaces || []).map((m) => ({ id: m.space_id, name: m.space, role: m.role }));
+  };
+  const syncSpaces = () => {
+    const list = spacesFor();
+    const keep = spaceSel.value || app.space;
+    replace(spaceSel, list.map((s) => h("option", { value: s.id, selected: s.id === keep }, `${s.name} (${roleLabel(s.role)})`)));
+    spaceField.hidden = list.length <= 1;
+    const chosen = list.find((s) => s.id === spaceSel.value);
+    const forced = state.readOnly || (!state.machineOwner && chosen && chosen.role === "viewer");
+    readOnly.disabled = !!forced;
+    if (forced) readOnly.checked = true;
+    roHint.textContent = forced ? t("access.token.ro_forced") : t("access.token.ro_help");
+    submit.disabled = !list.length;
+    noSpace.hidden = !!list.length;
+  };
+  const noSpace = hint(state.machineOwner ? t("access.token.user_no_space") : t("access.space.none"));
+  const submit = h("button", { class: "btn btn-primary", type: "submit" }, t("common.create"));
+  const fields = [];
+  if (state.machineOwner) {
+    if (!state.users.length) {
+      d.body.append(emptyState(t("access.token.no_users")));
+      d.footer.append(h("button", { class: "btn", type: "button", onclick: () => d.close() }, t("common.close")));
+      return;
+    }
+    userSel = h(
+      "select",
+      { name: "user", onchange: syncSpaces },
+      state.users.map((u) => h("option", { value: u.name }, u.name)),
+    );
+    fields.push(field("token-user", t("access.token.user"), userSel, t("access.token.user_help")));
+  }
+  const form = h(
+    "form",
+    { class: "access-form", id: "token-create-form", novalidate: true },
+    fields,
+    noSpace,
+    spaceField,
+    field("token-label", t("access.token.label"), label),
+    field("token-expiry", t("access.token.expiry"), expiry),
+    dateField,
+    h("div", { class: "field" }, h("label", { class: "switch", for: "token-ro" }, readOnly, t("access.token.read_only")), roHint),
+    error,
+  );
+  spaceSel.addEventListener("change", syncSpaces);
+  syncSpaces();
+  submit.setAttribute("form", form.id);
+
+  form.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    error.textContent = "";
+    const body = { label: label.value.trim(), read_only: readOnly.checked };
+    if (userSel) body.user = userSel.value;
+    if (expiry.value === "date") {
+      if (!date.value) {
+        showError(error, { message: t("access.token.date_required") });
+        date.focus();
+        return;
+      }
+      body.expires_at = endOfDay(date.value);
+    } else if (expiry.value !== "never") {
+      body.expires_in_days = Number(expiry.value);
+    }
+    const space = spaceSel.value || undefined;
+    submit.disabled = true;
+    let issued;
+    try {
+      issued = await api("POST", "/api/v1/tokens", { body, query: { space_id: space } });
+    } catch (err) {
+      showError(error, err);
+      submit.disabled = false;
+      return;
+    }
+    showSecret(d, issued);
+    reload();
+  });
+
+  d.body.append(form);
+  d.footer.append(h("button", { class: "btn", type: "button", onclick: () => d.close() }, t("common.cancel")), submit);
+  (userSel || label).focus();
+}
+
+/** Replaces the dialog's content with the new secret: shown once, copyable, then gone. */
+function showSecret(d, issued) {
+  let secret = issued.token;
+  const out = h("input", {
+    id: "token-secret",
+    class: "access-secret",
+    readonly: true,
+    value: secret,
+    spellcheck: "false",
+    autocomplete: "off",
+    "data-testid": "token-secret",
+  });
+  const done = h("button", { class: "btn btn-primary", type: "button", onclick: () => d.close() }, t("access.token.done"));
+  replace(
+    d.body,
+    h("p", { class: "access-warning", role: "alert" }, t("access.token.once")),
+    h("div", { class: "field" }, h("label", { for: out.id }, t("access.token.secret")), h("div", { class: "row access-secret-row" }, out, copyButton(() => secret, t("access.token.copy")))),
+    h(
+      "dl",
+      { class: "access-facts" },
+      h("dt", {}, t("access.token.label")),
+      h("dd", {}, issued.label || t("access.token.no_label")),
+      h("dt", {}, t("access.token.expires")),
+      h("dd", {}, issued.expires_at ? fmtDate(issued.expires_at) : t("access.token.never")),
+      h("dt", {}, t("access.token.access")),
+      h("dd", {}, issued.read_only ? t("access.token.read_only") : t("access.token.read_write")),
+    ),
+  );
+  replace(d.footer, done);
+  out.addEventListener("focus", () => out.select());
+  // When the dialog goes, so does the secret: nothing else holds it.
+  d.dialog.addEventListener("close", () => {
+    secret = "";
+    out.value = "";
+  });
+  announce(t("access.token.created_once"));
+  done.focus();
+}
+
+// ---------------------------------------------------------------------------------------
+// Users (the machine's owner only)
+
+function usersPanel(panel, state, ctl) {
+  const name = h("input", { name: "name", required: true, autocomplete: "off", spellcheck: "false", maxlength: "64" });
+  const error = h("p", { class: "form-error", role: "alert" });
+  const submit = h("button", { class: "btn btn-primary", type: "submit" }, icon("plus"), t("access.user.add"));
+  const form = h(
+    "form",
+    { class: "card access-add", "aria-label": t("access.user.add") },
+    h("div", { class: "access-add-row" }, field("user-name", t("common.name"), name, t("access.name_rule")), h("div", { class: "access-add-submit" }, submit)),
+    error,
+  );
+  form.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    error.textContent = "";
+    const v = name.value.trim();
+    if (!v) {
+      showError(error, { message: t("access.name_required") });
+      name.focus();
+      return;
+    }
+    submit.disabled = true;
+    try {
+      await api("POST", "/api/v1/users", { body: { name: v } });
+      toast(t("access.user.added", { user: v }), "success");
+      announce(t("access.user.added", { user: v }));
+      await ctl.loadUsers();
+      usersPanel(panel, state, ctl);
+      ctl.rerender("members");
+      panel.querySelector("#user-name")?.focus();
+    } catch (err) {
+      showError(error, err);
+      submit.disabled = false;
+    }
+  });
+  const rows = state.users.map((u) =>
+    h(
+      "tr",
+      { dataset: { user: u.name } },
+      h("td", { class: "access-name" }, u.name),
+      h(
+        "td",
+        {},
+        u.spaces.length
+          ? u.spaces.map((m) => h("span", { class: "badge access-space-badge" }, `${m.space} · ${roleLabel(m.role)}`))
+          : h("span", { class: "muted" }, t("access.user.no_spaces")),
+      ),
+      h("td", { class: "access-date" }, fmtDate(u.created_at)),
+    ),
+  );
+  const table = state.users.length
+    ? h(
+        "div",
+        { class: "table-wrap" },
+        h(
+          "table",
+          { "data-testid": "users-table" },
+          h("caption", { class: "sr-only" }, t("access.tab.users")),
+          h(
+            "thead",
+            {},
+            h(
+              "tr",
+              {},
+              h("th", { scope: "col" }, t("common.name")),
+              h("th", { scope: "col" }, t("access.token.spaces")),
+              h("th", { scope: "col" }, t("common.created")),
+            ),
+          ),
+          h("tbody", {}, rows),
+        ),
+      )
+    : emptyState(t("access.user.none"));
+  replace(panel, section(t("access.tab.users"), hint(t("access.user.help")), form, table));
+}
