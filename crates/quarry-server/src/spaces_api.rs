@@ -292,9 +292,8 @@ mod tests {
 
     struct World {
         _dir: tempfile::TempDir,
-        base: String,
+        addr: std::net::SocketAddr,
         state: Arc<AppState>,
-        client: reqwest::Client,
         shutdown: CancellationToken,
     }
 
@@ -331,9 +330,8 @@ mod tests {
         let addr = rx.await.unwrap();
         World {
             _dir: dir,
-            base: format!("http://{addr}"),
+            addr,
             state,
-            client: reqwest::Client::new(),
             shutdown,
         }
     }
@@ -352,6 +350,8 @@ mod tests {
                 .token
         }
 
+        /// One HTTP/1.1 request over a plain socket (`Connection: close`); the status and
+        /// the JSON body (`Null` when there is none).
         async fn call(
             &self,
             method: &str,
@@ -359,22 +359,52 @@ mod tests {
             token: Option<&str>,
             body: Option<Value>,
         ) -> (StatusCode, Value) {
-            let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
-            let mut req = self.client.request(method, format!("{}{path}", self.base));
+            let mut req =
+                format!("{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n");
             if let Some(t) = token {
-                req = req.header("authorization", format!("Bearer {t}"));
+                req.push_str(&format!("Authorization: Bearer {t}\r\n"));
             }
-            if let Some(b) = body {
-                req = req
-                    .header("content-type", "application/json")
-                    .body(b.to_string());
+            let body = body.map(|b| b.to_string()).unwrap_or_default();
+            if !body.is_empty() {
+                req.push_str("Content-Type: application/json\r\n");
             }
-            let resp = req.send().await.unwrap();
-            let status = StatusCode::from_u16(resp.status().as_u16()).unwrap();
-            let bytes = resp.bytes().await.unwrap();
+            req.push_str(&format!("Content-Length: {}\r\n\r\n{body}", body.len()));
+            let addr = self.addr;
+            let raw = tokio::task::spawn_blocking(move || {
+                use std::io::{Read, Write};
+                let mut sock = std::net::TcpStream::connect(addr).unwrap();
+                sock.write_all(req.as_bytes()).unwrap();
+                let mut out = Vec::new();
+                sock.read_to_end(&mut out).unwrap();
+                out
+            })
+            .await
+            .unwrap();
+            let text = String::from_utf8(raw).unwrap();
+            let (head, mut payload) = text.split_once("\r\n\r\n").unwrap();
+            let status: u16 = head.split(' ').nth(1).unwrap().parse().unwrap();
+            let chunked;
+            let decoded = if head
+                .to_ascii_lowercase()
+                .contains("transfer-encoding: chunked")
+            {
+                let mut out = String::new();
+                while let Some((size, rest)) = payload.split_once("\r\n") {
+                    let n = usize::from_str_radix(size.trim(), 16).unwrap();
+                    if n == 0 {
+                        break;
+                    }
+                    out.push_str(&rest[..n]);
+                    payload = &rest[n + 2..];
+                }
+                chunked = out;
+                chunked.as_str()
+            } else {
+                payload
+            };
             (
-                status,
-                serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+                StatusCode::from_u16(status).unwrap(),
+                serde_json::from_str(decoded).unwrap_or(Value::Null),
             )
         }
     }

@@ -193,25 +193,17 @@ async fn user_spaces(
     Ok(ok(json!({ "list": spaces, "total": spaces.len() })))
 }
 
-/// The spaces `principal` may use, with its role in each: a token's spaces where its user is
-/// (still) a member; every space for the machine's owner.
+/// The spaces `principal` may use, with its role in each (seed 004's fields): a token's
+/// spaces where its user is (still) a member; every space for the machine's owner.
 pub(crate) fn visible_spaces(
     directory: &quarry_access::Directory,
     principal: &quarry_access::Principal,
 ) -> Result<Vec<Value>, Error> {
-    match &principal.caller {
-        Some(c) => Ok(directory
-            .user_spaces(&c.user)?
-            .into_iter()
-            .filter(|s| c.spaces.contains(&s.id))
-            .map(|s| json!({"space_id": s.id, "id": s.id, "name": s.name, "description": s.description, "role": s.role}))
-            .collect()),
-        None => Ok(directory
-            .spaces()?
-            .into_iter()
-            .map(|s| json!({"space_id": s.id, "id": s.id, "name": s.name, "description": s.description, "role": "owner"}))
-            .collect()),
-    }
+    Ok(directory
+        .visible_spaces(&quarry_access::Actor::of(principal))?
+        .into_iter()
+        .map(|s| json!({"space_id": s.id, "id": s.id, "name": s.name, "description": s.description, "role": s.role}))
+        .collect())
 }
 
 /// Seed 000's body (`question`, `knowledge_base_ids`) and WeKnora's (`query`,

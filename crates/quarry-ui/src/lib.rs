@@ -251,7 +251,10 @@ mod tests {
         }
         assert!(assets.get("missing.js").is_none());
         #[cfg(unix)]
-        assert!(assets.get("js/link.js").is_none(), "a symlink out of the assets is refused");
+        assert!(
+            assets.get("js/link.js").is_none(),
+            "a symlink out of the assets is refused"
+        );
         let _ = std::fs::remove_dir_all(dir);
     }
 

@@ -22,6 +22,7 @@ import {
   emptyState,
   errorBlock,
   navigate,
+  refreshSession,
 } from "./app.js";
 
 const ROLES = ["owner", "admin", "editor", "viewer"];
@@ -143,8 +144,7 @@ export async function render({ root, query, signal, session }) {
         localStorage.removeItem("quarry.space");
       }
       try {
-        app.session = await api("GET", "/ui/session");
-        if (!app.space && app.session.space) app.space = app.session.space.id;
+        await refreshSession();
       } catch {
         /* the page still works; the top bar catches up on the next navigation */
       }

@@ -567,6 +567,11 @@ async function loadSession() {
   return app.session;
 }
 
+/** Reloads the session (after spaces or memberships change) and redraws the top bar. */
+export async function refreshSession() {
+  if (await loadSession()) renderChrome();
+}
+
 function showLogin(message) {
   renderChrome();
   const main = document.getElementById("main");

@@ -1,0 +1,376 @@
+//! Managing spaces, members and users as a caller (the web UI's Access page and
+//! `/api/v1/spaces`), with the rules in one place:
+//!
+//! - The machine's owner sees and manages everything. A user (through a token) sees the
+//!   spaces it is a member of *and* its token names; any other space is "not found", exactly
+//!   like a missing one.
+//! - A read-only token changes nothing.
+//! - Members are managed by a space's admins and owners; only an owner grants, changes or
+//!   removes the owner role; a space's last owner can be neither demoted nor removed.
+//! - A space is deleted by the machine's owner or one of its owners (never `default`).
+//! - Users are server-wide: only the machine's owner lists or adds them.
+//!
+//! The checks and the writes are separate statements: a server runs these one at a time
+//! (its write queue), so two requests cannot both remove "the other" owner.
+
+use quarry_core::{Error, Result};
+use serde::Serialize;
+
+use crate::{Directory, Principal, Role, Space, User};
+
+/// Who is managing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Actor {
+    /// The machine's owner (CLI, a loopback server without `--auth`): every space and user.
+    MachineOwner,
+    /// A user through one of its tokens.
+    User {
+        name: String,
+        /// UUIDs of the spaces the token names.
+        token_spaces: Vec<String>,
+        read_only: bool,
+    },
+}
+
+impl Actor {
+    pub fn of(principal: &Principal) -> Actor {
+        match &principal.caller {
+            None => Actor::MachineOwner,
+            Some(c) => Actor::User {
+                name: c.user.clone(),
+                token_spaces: c.spaces.clone(),
+                read_only: c.read_only,
+            },
+        }
+    }
+
+    /// `Forbidden` for a read-only token.
+    pub fn require_write(&self) -> Result<()> {
+        match self {
+            Actor::User {
+                read_only: true, ..
+            } => Err(Error::Forbidden(
+                "this token is read-only: it cannot change spaces, members, users or tokens".into(),
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// `Forbidden` unless this is the machine's owner; `what` names the action.
+    pub fn require_machine_owner(&self, what: &str) -> Result<()> {
+        match self {
+            Actor::MachineOwner => Ok(()),
+            Actor::User { .. } => Err(Error::Forbidden(format!(
+                "{what}: users are server-wide, so only the machine's owner may manage them (the quarry CLI, or the web UI of a loopback server started without --auth)"
+            ))),
+        }
+    }
+}
+
+/// A space as its viewer sees it.
+#[derive(Debug, Clone, Serialize)]
+pub struct SpaceView {
+    pub id: String,
+    pub name: String,
+    pub description: String,
+    pub created_at: i64,
+    /// The caller's role (`owner` for the machine's owner).
+    pub role: Role,
+    /// How many members it has.
+    pub members: usize,
+    /// `default`, which cannot be deleted.
+    pub is_default: bool,
+}
+
+/// One member of a space.
+#[derive(Debug, Clone, Serialize)]
+pub struct Member {
+    pub user: String,
+    pub role: Role,
+    /// Milliseconds since the epoch.
+    pub joined_at: i64,
+}
+
+/// A user with the spaces it belongs to (for the machine's owner).
+#[derive(Debug, Clone, Serialize)]
+pub struct UserView {
+    pub id: String,
+    pub name: String,
+    pub created_at: i64,
+    pub spaces: Vec<UserSpace>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct UserSpace {
+    pub space: String,
+    pub space_id: String,
+    pub role: Role,
+}
+
+/// The roles, highest first, for error messages.
+const ROLES: &str = "owner, admin, editor, viewer";
+
+/// A role from its name; the error lists the roles.
+pub fn parse_role(s: &str) -> Result<Role> {
+    Role::parse(s.trim())
+        .ok_or_else(|| Error::invalid(format!("invalid role {s:?}: use one of {ROLES}")))
+}
+
+/// Longest space description.
+const MAX_DESCRIPTION_CHARS: usize = 1000;
+
+fn space_not_found(key: &str) -> Error {
+    Error::not_found(format!("space '{key}' not found"))
+}
+
+impl Directory {
+    /// The spaces `actor` can see, with its role in each and their member counts.
+    pub fn visible_spaces(&self, actor: &Actor) -> Result<Vec<SpaceView>> {
+        let spaces = self.store.spaces()?;
+        let all = self.store.memberships(None)?;
+        let count = |id: &str| all.iter().filter(|m| m.space_id == id).count();
+        let view = |s: Space, role: Role| SpaceView {
+            members: count(&s.id),
+            is_default: s.name == quarry_core::DEFAULT_SPACE,
+            id: s.id,
+            name: s.name,
+            description: s.description,
+            created_at: s.created_at,
+            role,
+        };
+        Ok(match actor {
+            Actor::MachineOwner => spaces.into_iter().map(|s| view(s, Role::Owner)).collect(),
+            Actor::User {
+                name, token_spaces, ..
+            } => spaces
+                .into_iter()
+                .filter(|s| token_spaces.contains(&s.id))
+                .filter_map(|s| {
+                    let role = all
+                        .iter()
+                        .find(|m| m.space_id == s.id && m.user == *name)?
+                        .role;
+                    Some(view(s, role))
+                })
+                .collect(),
+        })
+    }
+
+    /// A space `actor` can see (by name or UUID) and its role there; any other is "not
+    /// found", like a missing one.
+    pub fn visible_space(&self, actor: &Actor, key: &str) -> Result<(Space, Role)> {
+        let space = self
+            .store
+            .space(key.trim())?
+            .ok_or_else(|| space_not_found(key))?;
+        match actor {
+            Actor::MachineOwner => Ok((space, Role::Owner)),
+            Actor::User {
+                name, token_spaces, ..
+            } => {
+                if !token_spaces.contains(&space.id) {
+                    return Err(space_not_found(key));
+                }
+                let (row, _) = self.user_row(name)?;
+                let role = self
+                    .store
+                    .memberships(Some(row))?
+                    .into_iter()
+                    .find(|m| m.space_id == space.id)
+                    .ok_or_else(|| space_not_found(key))?
+                    .role;
+                Ok((space, role))
+            }
+        }
+    }
+
+    /// Creates a space; a user who creates one becomes its owner (its token's spaces do not
+    /// change: a new token is needed to work in it).
+    pub fn create_space_as(&self, actor: &Actor, name: &str, description: &str) -> Result<Space> {
+        actor.require_write()?;
+        let description = description.trim();
+        if description.chars().count() > MAX_DESCRIPTION_CHARS {
+            return Err(Error::invalid(format!(
+                "description is longer than {MAX_DESCRIPTION_CHARS} characters"
+            )));
+        }
+        if description.chars().any(|c| c.is_control() && c != '\n') {
+            return Err(Error::invalid(
+                "description must not contain control characters",
+            ));
+        }
+        let space = self.create_space(name.trim(), description)?;
+        if let Actor::User { name: user, .. } = actor
+            && let Err(e) = self.grant(user, &space.name, Role::Owner)
+        {
+            // Leave no ownerless space behind a failed request.
+            let _ = self.store.delete_space(&space.name);
+            return Err(e);
+        }
+        Ok(space)
+    }
+
+    /// Checks that `actor` may delete the space `key` and returns it: the machine's owner
+    /// or an owner of the space, never the default space. The caller removes its knowledge
+    /// bases, then calls [`Directory::delete_space`].
+    pub fn check_delete_space(&self, actor: &Actor, key: &str) -> Result<Space> {
+        let (space, role) = self.visible_space(actor, key)?;
+        actor.require_write()?;
+        if role < Role::Owner {
+            return Err(Error::Forbidden(format!(
+                "deleting space '{}' needs the owner role; you are {}",
+                space.name,
+                role.as_str()
+            )));
+        }
+        if space.name == quarry_core::DEFAULT_SPACE {
+            return Err(Error::invalid(
+                "the default space cannot be deleted (it is where requests that name no space go)",
+            ));
+        }
+        Ok(space)
+    }
+
+    /// The members of a space `actor` can see (any role may list them).
+    pub fn members_as(&self, actor: &Actor, key: &str) -> Result<(Space, Vec<Member>)> {
+        let (space, _) = self.visible_space(actor, key)?;
+        let members = self.space_members(&space)?;
+        Ok((space, members))
+    }
+
+    fn space_members(&self, space: &Space) -> Result<Vec<Member>> {
+        Ok(self
+            .store
+            .memberships(None)?
+            .into_iter()
+            .filter(|m| m.space_id == space.id)
+            .map(|m| Member {
+                user: m.user,
+                role: m.role,
+                joined_at: m.joined_at,
+            })
+            .collect())
+    }
+
+    /// What `actor` may do to the members of `key`: the space, the actor's role there, and
+    /// the member `user` (its current role, `None` when not a member).
+    fn member_change(
+        &self,
+        actor: &Actor,
+        key: &str,
+        user: &str,
+    ) -> Result<(Space, Role, User, Option<Role>)> {
+        let (space, mine) = self.visible_space(actor, key)?;
+        actor.require_write()?;
+        if mine < Role::Admin {
+            return Err(Error::Forbidden(format!(
+                "managing the members of space '{}' needs the admin or owner role; you are {}",
+                space.name,
+                mine.as_str()
+            )));
+        }
+        let (row, user) = self.user_row(user)?;
+        let current = self
+            .store
+            .memberships(Some(row))?
+            .into_iter()
+            .find(|m| m.space_id == space.id)
+            .map(|m| m.role);
+        Ok((space, mine, user, current))
+    }
+
+    fn is_last_owner(&self, space: &Space) -> Result<bool> {
+        let owners = self
+            .space_members(space)?
+            .iter()
+            .filter(|m| m.role == Role::Owner)
+            .count();
+        Ok(owners <= 1)
+    }
+
+    /// Adds `user` to a space with `role`, or changes its role.
+    pub fn set_member_as(
+        &self,
+        actor: &Actor,
+        key: &str,
+        user: &str,
+        role: Role,
+    ) -> Result<Member> {
+        let (space, mine, user, current) = self.member_change(actor, key, user)?;
+        if (role == Role::Owner || current == Some(Role::Owner)) && mine < Role::Owner {
+            return Err(Error::Forbidden(format!(
+                "only an owner of space '{}' can grant, change or take away the owner role",
+                space.name
+            )));
+        }
+        if current == Some(Role::Owner) && role != Role::Owner && self.is_last_owner(&space)? {
+            return Err(Error::Conflict(format!(
+                "'{}' is the last owner of space '{}': make another member owner first",
+                user.name, space.name
+            )));
+        }
+        let m = self.grant(&user.id, &space.id, role)?;
+        Ok(Member {
+            user: m.user,
+            role: m.role,
+            joined_at: m.joined_at,
+        })
+    }
+
+    /// Takes `user` out of a space.
+    pub fn remove_member_as(&self, actor: &Actor, key: &str, user: &str) -> Result<()> {
+        let (space, mine, user, current) = self.member_change(actor, key, user)?;
+        let Some(current) = current else {
+            return Err(Error::not_found(format!(
+                "user '{}' is not a member of space '{}'",
+                user.name, space.name
+            )));
+        };
+        if current == Role::Owner {
+            if mine < Role::Owner {
+                return Err(Error::Forbidden(format!(
+                    "only an owner of space '{}' can remove an owner",
+                    space.name
+                )));
+            }
+            if self.is_last_owner(&space)? {
+                return Err(Error::Conflict(format!(
+                    "'{}' is the last owner of space '{}': make another member owner first",
+                    user.name, space.name
+                )));
+            }
+        }
+        self.revoke_membership(&user.id, &space.id)
+    }
+
+    /// Every user with its spaces (the machine's owner only).
+    pub fn users_as(&self, actor: &Actor) -> Result<Vec<UserView>> {
+        actor.require_machine_owner("listing users")?;
+        let members = self.store.memberships(None)?;
+        Ok(self
+            .store
+            .users()?
+            .into_iter()
+            .map(|u| UserView {
+                spaces: members
+                    .iter()
+                    .filter(|m| m.user == u.name)
+                    .map(|m| UserSpace {
+                        space: m.space.clone(),
+                        space_id: m.space_id.clone(),
+                        role: m.role,
+                    })
+                    .collect(),
+                id: u.id,
+                name: u.name,
+                created_at: u.created_at,
+            })
+            .collect())
+    }
+
+    /// Adds a user (the machine's owner only).
+    pub fn create_user_as(&self, actor: &Actor, name: &str) -> Result<User> {
+        actor.require_machine_owner("adding a user")?;
+        self.create_user(name.trim())
+    }
+}
