@@ -284,3 +284,17 @@ def test_auth_server_needs_a_token(world, tmp_path):
         assert r.status_code == 403, r.text
     finally:
         srv.stop()
+
+
+def test_openapi_documents_the_routes(world):
+    r = world.call("GET", "/api/v1/openapi.json", None, None)
+    assert r.status_code == 200, r.text
+    paths = r.json()["paths"]
+    for route, methods in (
+        ("/api/v1/spaces", {"get", "post"}),
+        ("/api/v1/spaces/{id}", {"get", "delete"}),
+        ("/api/v1/spaces/{id}/members", {"get"}),
+        ("/api/v1/spaces/{id}/members/{user}", {"put", "delete"}),
+        ("/api/v1/users", {"get", "post"}),
+    ):
+        assert route in paths and methods <= set(paths[route]), route
