@@ -76,7 +76,7 @@ pub(crate) fn ok(data: impl serde::Serialize) -> Response {
     axum::Json(json!({ "success": true, "data": data })).into_response()
 }
 
-fn ok_list<T: serde::Serialize>(items: &[T]) -> Response {
+pub(crate) fn ok_list<T: serde::Serialize>(items: &[T]) -> Response {
     axum::Json(json!({ "success": true, "data": items, "total": items.len() })).into_response()
 }
 

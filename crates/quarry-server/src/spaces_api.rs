@@ -18,7 +18,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::auth::Caller;
-use crate::knowledge_api::ok;
+use crate::knowledge_api::{ok, ok_list};
 use crate::rest::{Body, blocking};
 use crate::{ApiError, AppState};
 
@@ -35,19 +35,6 @@ pub fn router() -> Router<Arc<AppState>> {
         .route("/api/v1/users", get(list_users).post(create_user))
 }
 
-/// `{"success": true, "data": [...], "total": n}`.
-fn ok_list(items: Vec<Value>) -> Response {
-    let total = items.len();
-    axum::Json(json!({"success": true, "data": items, "total": total})).into_response()
-}
-
-fn values<T: serde::Serialize>(items: Vec<T>) -> Vec<Value> {
-    items
-        .into_iter()
-        .map(|i| serde_json::to_value(i).unwrap_or(Value::Null))
-        .collect()
-}
-
 /// `GET /api/v1/spaces`: the spaces the caller can see, with its role and member counts.
 async fn list_spaces(
     State(st): State<Arc<AppState>>,
@@ -56,7 +43,7 @@ async fn list_spaces(
     let directory = st.directory().clone();
     let actor = Actor::of(&caller.principal);
     let spaces = blocking(move || directory.visible_spaces(&actor)).await?;
-    Ok(ok_list(values(spaces)))
+    Ok(ok_list(&spaces))
 }
 
 /// `GET /api/v1/spaces/{id}` (name or UUID).
@@ -252,7 +239,7 @@ async fn list_users(State(st): State<Arc<AppState>>, caller: Caller) -> Result<R
     let directory = st.directory().clone();
     let actor = Actor::of(&caller.principal);
     let users = blocking(move || directory.users_as(&actor)).await?;
-    Ok(ok_list(values(users)))
+    Ok(ok_list(&users))
 }
 
 #[derive(Deserialize)]
