@@ -15,7 +15,7 @@ use quarry_access::{Actor, parse_role};
 use quarry_core::{Error, Scope};
 use quarry_engine::NoProgress;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::auth::Caller;
 use crate::knowledge_api::{ok, ok_list};
