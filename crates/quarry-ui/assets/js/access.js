@@ -23,6 +23,7 @@ import {
   errorBlock,
   navigate,
   refreshSession,
+  dataTable,
 } from "./app.js";
 
 const ROLES = ["owner", "admin", "editor", "viewer"];
@@ -227,29 +228,12 @@ function spacesPanel(panel, state, ctl) {
     );
   });
   const table = state.spaces.length
-    ? h(
-        "div",
-        { class: "table-wrap" },
-        h(
-          "table",
-          { "data-testid": "spaces-table" },
-          h("caption", { class: "sr-only" }, t("access.tab.spaces")),
-          h(
-            "thead",
-            {},
-            h(
-              "tr",
-              {},
-              h("th", { scope: "col" }, t("common.name")),
-              h("th", { scope: "col" }, t("access.your_role")),
-              h("th", { scope: "col" }, t("access.space.members")),
-              h("th", { scope: "col" }, t("common.created")),
-              h("th", { scope: "col" }, t("common.actions")),
-            ),
-          ),
-          h("tbody", {}, rows),
-        ),
-      )
+    ? dataTable({
+        attrs: { "data-testid": "spaces-table" },
+        caption: t("access.tab.spaces"),
+        columns: [t("common.name"), t("access.your_role"), t("access.space.members"), t("common.created"), t("common.actions")],
+        rows,
+      })
     : emptyState(t("access.space.none"), createBtn);
   replace(
     panel,
@@ -534,28 +518,12 @@ function membersTable(list, space, state, canManage, canOwner, reload) {
       ),
     );
   });
-  return h(
-    "div",
-    { class: "table-wrap" },
-    h(
-      "table",
-      { "data-testid": "members-table" },
-      h("caption", { class: "sr-only" }, t("access.members.caption", { space: space.name })),
-      h(
-        "thead",
-        {},
-        h(
-          "tr",
-          {},
-          h("th", { scope: "col" }, t("access.members.user")),
-          h("th", { scope: "col" }, t("access.members.role")),
-          h("th", { scope: "col" }, t("access.members.joined")),
-          h("th", { scope: "col" }, t("common.actions")),
-        ),
-      ),
-      h("tbody", {}, rows),
-    ),
-  );
+  return dataTable({
+    attrs: { "data-testid": "members-table" },
+    caption: t("access.members.caption", { space: space.name }),
+    columns: [t("access.members.user"), t("access.members.role"), t("access.members.joined"), t("common.actions")],
+    rows,
+  });
 }
 
 // ---------------------------------------------------------------------------------------
@@ -666,34 +634,23 @@ function tokensTable(list, state, reload) {
       ),
     );
   });
-  return h(
-    "div",
-    { class: "table-wrap" },
-    h(
-      "table",
-      { "data-testid": "tokens-table" },
-      h("caption", { class: "sr-only" }, t("access.tab.tokens")),
-      h(
-        "thead",
-        {},
-        h(
-          "tr",
-          {},
-          h("th", { scope: "col" }, t("access.token.label")),
-          h("th", { scope: "col" }, t("access.token.prefix")),
-          state.machineOwner ? h("th", { scope: "col" }, t("access.members.user")) : null,
-          h("th", { scope: "col" }, t("access.token.spaces")),
-          h("th", { scope: "col" }, t("access.token.access")),
-          h("th", { scope: "col" }, t("common.created")),
-          h("th", { scope: "col" }, t("access.token.expires")),
-          h("th", { scope: "col" }, t("access.token.last_used")),
-          h("th", { scope: "col" }, t("common.status")),
-          h("th", { scope: "col" }, t("common.actions")),
-        ),
-      ),
-      h("tbody", {}, rows),
-    ),
-  );
+  return dataTable({
+    attrs: { "data-testid": "tokens-table" },
+    caption: t("access.tab.tokens"),
+    columns: [
+      t("access.token.label"),
+      t("access.token.prefix"),
+      state.machineOwner ? t("access.members.user") : null,
+      t("access.token.spaces"),
+      t("access.token.access"),
+      t("common.created"),
+      t("access.token.expires"),
+      t("access.token.last_used"),
+      t("common.status"),
+      t("common.actions"),
+    ],
+    rows,
+  });
 }
 
 /** The end of day `yyyy-mm-dd` in local time, in milliseconds. */
@@ -904,27 +861,12 @@ function usersPanel(panel, state, ctl) {
     ),
   );
   const table = state.users.length
-    ? h(
-        "div",
-        { class: "table-wrap" },
-        h(
-          "table",
-          { "data-testid": "users-table" },
-          h("caption", { class: "sr-only" }, t("access.tab.users")),
-          h(
-            "thead",
-            {},
-            h(
-              "tr",
-              {},
-              h("th", { scope: "col" }, t("common.name")),
-              h("th", { scope: "col" }, t("access.token.spaces")),
-              h("th", { scope: "col" }, t("common.created")),
-            ),
-          ),
-          h("tbody", {}, rows),
-        ),
-      )
+    ? dataTable({
+        attrs: { "data-testid": "users-table" },
+        caption: t("access.tab.users"),
+        columns: [t("common.name"), t("access.token.spaces"), t("common.created")],
+        rows,
+      })
     : emptyState(t("access.user.none"));
   replace(panel, section(t("access.tab.users"), hint(t("access.user.help")), form, table));
 }

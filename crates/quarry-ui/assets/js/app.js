@@ -530,6 +530,24 @@ export function pageHeader(title, ...actions) {
   return h("div", { class: "page-head" }, h("h1", {}, title), h("div", { class: "page-actions" }, actions));
 }
 
+/**
+ * A table in its scrolling wrapper: `dataTable({caption, columns, rows, attrs})`. The caption
+ * names it for screen readers; `columns` are header labels (null ones are skipped).
+ */
+export function dataTable({ caption, columns, rows, attrs }) {
+  return h(
+    "div",
+    { class: "table-wrap" },
+    h(
+      "table",
+      attrs || {},
+      h("caption", { class: "sr-only" }, caption),
+      h("thead", {}, h("tr", {}, columns.filter((c) => c !== null && c !== false).map((c) => h("th", { scope: "col" }, c)))),
+      h("tbody", {}, rows),
+    ),
+  );
+}
+
 /** An empty state: a sentence and an optional action. */
 export function emptyState(message, action) {
   return h("div", { class: "empty" }, h("p", {}, message), action || null);

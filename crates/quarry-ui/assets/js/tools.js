@@ -26,6 +26,7 @@ import {
   pageHeader,
   emptyState,
   errorBlock,
+  dataTable,
 } from "./app.js";
 
 // ---------------------------------------------------------------------------------------
@@ -874,61 +875,42 @@ async function builtinTab(panel, ctx) {
       } else {
         replace(
           body,
-          h(
-            "div",
-            { class: "table-wrap" },
-            h(
-              "table",
-              { class: "tl-table" },
-              h("caption", { class: "sr-only" }, t("tools.builtin.title")),
+          dataTable({
+            attrs: { class: "tl-table" },
+            caption: t("tools.builtin.title"),
+            columns: [t("common.name"), t("common.description"), t("common.status")],
+            rows: tools.map((tool) =>
               h(
-                "thead",
-                {},
+                "tr",
+                { "data-testid": `builtin-${tool.full_name}` },
                 h(
-                  "tr",
+                  "td",
+                  { class: "tl-nowrap" },
+                  h("code", {}, tool.full_name),
+                  h("div", { class: "muted tl-small" }, t("tools.builtin.package", { name: tool.package })),
+                ),
+                h("td", {}, tool.description || "", schemaView(tool.inputSchema)),
+                h(
+                  "td",
                   {},
-                  h("th", { scope: "col" }, t("common.name")),
-                  h("th", { scope: "col" }, t("common.description")),
-                  h("th", { scope: "col" }, t("common.status")),
+                  switchInput({
+                    checked: tool.enabled,
+                    name: t("tools.tool.enabled_name", { name: tool.full_name }),
+                    text: t("common.enabled"),
+                    disabled: ctx.readOnly,
+                    testid: "builtin-enabled",
+                    onToggle: async (on) => {
+                      await api("PATCH", `/api/v1/tools/builtin/${encodeURIComponent(tool.full_name)}/toggle`, {
+                        body: { enabled: on },
+                        signal: ctx.signal,
+                      });
+                      announce(t(on ? "tools.tool.now_on" : "tools.tool.now_off", { name: tool.full_name }));
+                    },
+                  }).el,
                 ),
               ),
-              h(
-                "tbody",
-                {},
-                tools.map((tool) =>
-                  h(
-                    "tr",
-                    { "data-testid": `builtin-${tool.full_name}` },
-                    h(
-                      "td",
-                      { class: "tl-nowrap" },
-                      h("code", {}, tool.full_name),
-                      h("div", { class: "muted tl-small" }, t("tools.builtin.package", { name: tool.package })),
-                    ),
-                    h("td", {}, tool.description || "", schemaView(tool.inputSchema)),
-                    h(
-                      "td",
-                      {},
-                      switchInput({
-                        checked: tool.enabled,
-                        name: t("tools.tool.enabled_name", { name: tool.full_name }),
-                        text: t("common.enabled"),
-                        disabled: ctx.readOnly,
-                        testid: "builtin-enabled",
-                        onToggle: async (on) => {
-                          await api("PATCH", `/api/v1/tools/builtin/${encodeURIComponent(tool.full_name)}/toggle`, {
-                            body: { enabled: on },
-                            signal: ctx.signal,
-                          });
-                          announce(t(on ? "tools.tool.now_on" : "tools.tool.now_off", { name: tool.full_name }));
-                        },
-                      }).el,
-                    ),
-                  ),
-                ),
-              ),
-            ),
           ),
+          }),
         );
       }
       ctx.markReady(panel, "builtin");
@@ -968,28 +950,12 @@ async function customTab(panel, ctx) {
       } else {
         replace(
           body,
-          h(
-            "div",
-            { class: "table-wrap" },
-            h(
-              "table",
-              { class: "tl-table" },
-              h("caption", { class: "sr-only" }, t("tools.custom.title")),
-              h(
-                "thead",
-                {},
-                h(
-                  "tr",
-                  {},
-                  h("th", { scope: "col" }, t("common.name")),
-                  h("th", { scope: "col" }, t("tools.custom.request")),
-                  h("th", { scope: "col" }, t("common.status")),
-                  h("th", { scope: "col" }, t("common.actions")),
-                ),
-              ),
-              h("tbody", {}, tools.map((tool) => customRow(tool, ctx, load))),
-            ),
-          ),
+          dataTable({
+            attrs: { class: "tl-table" },
+            caption: t("tools.custom.title"),
+            columns: [t("common.name"), t("tools.custom.request"), t("common.status"), t("common.actions")],
+            rows: tools.map((tool) => customRow(tool, ctx, load)),
+          }),
         );
       }
       ctx.markReady(panel, "custom");
