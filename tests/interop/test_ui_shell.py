@@ -144,6 +144,7 @@ def test_chinese_browser_starts_in_chinese(ui_page_factory, ui_module_server, ax
     expect(nav_link(page, "工具")).to_be_visible()
     expect(page.locator("html")).to_have_attribute("lang", "zh-CN")
     expect(page.get_by_label("语言")).to_have_value("zh-CN")
+    expect(page.locator('.page[data-ready="true"]')).to_be_visible()
     axe_check(page, "shell-open-zh")
 
 
