@@ -74,6 +74,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "bench"))
+from benchkit import cpu_model, default_quarry, free_port, loadavg, percentile, save  # noqa: E402  (bench/benchkit.py)
 HERE = Path(__file__).resolve().parent
 HOME = Path.home()
 WORK = HOME / ".cache" / "quarry-bench" / "chat" / "work"
@@ -96,24 +98,6 @@ def log(*a):
     print("[chat]", *a, file=sys.stderr, flush=True)
 
 
-def loadavg():
-    try:
-        return [round(x, 2) for x in os.getloadavg()]
-    except OSError:
-        return None
-
-
-def percentile(xs, p):
-    """Linear-interpolated percentile (numpy's default), as the other benches."""
-    if not xs:
-        return None
-    s = sorted(xs)
-    k = (len(s) - 1) * p / 100.0
-    lo = int(k)
-    hi = min(lo + 1, len(s) - 1)
-    return s[lo] + (s[hi] - s[lo]) * (k - lo)
-
-
 def dist(xs, nd=3):
     """p50/p95/max/mean/min of milliseconds."""
     xs = [x for x in xs if x is not None]
@@ -122,12 +106,6 @@ def dist(xs, nd=3):
     r = lambda v: round(v, nd)
     return {"n": len(xs), "p50": r(percentile(xs, 50)), "p95": r(percentile(xs, 95)),
             "max": r(max(xs)), "mean": r(statistics.fmean(xs)), "min": r(min(xs))}
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def cpu_s(pid):
@@ -1026,34 +1004,6 @@ def text_report(rep):
     return "\n".join(o) + "\n"
 
 
-def save(rep, out):
-    rep["meta"]["load_end"] = loadavg()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(rep, indent=1, ensure_ascii=False) + "\n")
-    out.with_suffix(".txt").write_text(text_report(rep))
-
-
-def cpu_model():
-    try:
-        for ln in Path("/proc/cpuinfo").read_text().splitlines():
-            if ln.startswith("model name"):
-                return ln.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "?"
-
-
-def default_quarry():
-    env = os.environ.get("QUARRY_BIN")
-    if env:
-        return Path(env)
-    for kind in ("release", "debug"):
-        p = HOME / ".cache" / "quarry-target" / kind / "quarry"
-        if p.exists():
-            return p
-    return None
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quarry", type=Path, default=default_quarry(),
@@ -1127,7 +1077,7 @@ def main():
                 f"{g(rep, 'rag', 'sample', 'pages')}-page sample before and after `quarry "
                 f"embed` (all-MiniLM-L6-v2): the embedding run is too long for the whole "
                 f"corpus here. Load {l0} -> {loadavg()}.")
-            save(rep, a.out)
+            save(rep, a.out, text_report)
         if "rounds" in parts:
             log("part rounds")
             l0 = loadavg()
@@ -1140,7 +1090,7 @@ def main():
                 f"calling the tool once in each of {a.rounds} rounds (arguments in 3 pieces) "
                 f"then answering; none (use_tools false: one round, the answer). Load {l0} -> "
                 f"{loadavg()}.")
-            save(rep, a.out)
+            save(rep, a.out, text_report)
         if "peer" in parts:
             log("part peer")
             py, why = find_peer()
@@ -1158,14 +1108,14 @@ def main():
                     f"mcp.ClientSession.call_tool over stdio to the same server-everything "
                     f"command (mcp) or an httpx GET to the same loopback server (http). Run after "
                     f"Quarry's cells. Load {l0} -> {loadavg()}.")
-            save(rep, a.out)
+            save(rep, a.out, text_report)
     finally:
         fake.stop()
         tools_srv.shutdown()
         if not a.keep:
             shutil.rmtree(WORK, ignore_errors=True)
     rep["meta"]["total_s"] = round(time.perf_counter() - t0, 1)
-    save(rep, a.out)
+    save(rep, a.out, text_report)
     print(text_report(rep))
 
 

@@ -50,6 +50,8 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "bench"))
+from benchkit import cpu_model, default_quarry, free_port, loadavg, percentile, save  # noqa: E402  (bench/benchkit.py)
 HERE = Path(__file__).resolve().parent
 HOME = Path.home()
 WORK = HOME / ".cache" / "quarry-bench" / "hub" / "work"
@@ -64,24 +66,6 @@ def log(*a):
     print("[hub]", *a, file=sys.stderr, flush=True)
 
 
-def loadavg():
-    try:
-        return [round(x, 2) for x in os.getloadavg()]
-    except OSError:
-        return None
-
-
-def percentile(xs, p):
-    """Linear-interpolated percentile (numpy's default), as the other benches."""
-    if not xs:
-        return None
-    s = sorted(xs)
-    k = (len(s) - 1) * p / 100.0
-    lo = int(k)
-    hi = min(lo + 1, len(s) - 1)
-    return s[lo] + (s[hi] - s[lo]) * (k - lo)
-
-
 def dist(xs, scale=1000.0, nd=3):
     """p50/p90/p99/mean/min/max of seconds, scaled (ms by default)."""
     if not xs:
@@ -90,12 +74,6 @@ def dist(xs, scale=1000.0, nd=3):
     return {"n": len(xs), "p50": r(percentile(xs, 50)), "p90": r(percentile(xs, 90)),
             "p99": r(percentile(xs, 99)), "mean": r(statistics.fmean(xs)), "min": r(min(xs)),
             "max": r(max(xs))}
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 # ---------------------------------------------------------------------------------------
@@ -1155,34 +1133,6 @@ def text_report(rep):
     return "\n".join(o) + "\n"
 
 
-def save(rep, out):
-    rep["meta"]["load_end"] = loadavg()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(rep, indent=1, ensure_ascii=False) + "\n")
-    out.with_suffix(".txt").write_text(text_report(rep))
-
-
-def cpu_model():
-    try:
-        for ln in Path("/proc/cpuinfo").read_text().splitlines():
-            if ln.startswith("model name"):
-                return ln.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "?"
-
-
-def default_quarry():
-    env = os.environ.get("QUARRY_BIN")
-    if env:
-        return Path(env)
-    for kind in ("release", "debug"):
-        p = HOME / ".cache" / "quarry-target" / kind / "quarry"
-        if p.exists():
-            return p
-    return None
-
-
 def server_python(arg):
     """An interpreter with the MCP Python SDK >= 2 (mcp.server.mcpserver) for big_server.py."""
     cands = [arg] if arg else [sys.executable,
@@ -1278,28 +1228,28 @@ def main():
             if "call" in parts:
                 log("part call")
                 rep["call"] = part_call(a, env, peers, q)
-                save(rep, a.out)
+                save(rep, a.out, text_report)
             if set(parts) & {"list", "search"}:
                 log("part list")
                 rep["list"] = part_list(a, env, peers, q)
-                save(rep, a.out)
+                save(rep, a.out, text_report)
             if "search" in parts:
                 log("part search")
                 rep["search"] = part_search(a, q)
-                save(rep, a.out)
+                save(rep, a.out, text_report)
             q.close()
             q = None
         if "memory" in parts:
             log("part memory")
             rep["memory"] = part_memory(a, env, peers, quarry)
-            save(rep, a.out)
+            save(rep, a.out, text_report)
     finally:
         if q is not None:
             q.close()
         if not a.keep:
             shutil.rmtree(WORK, ignore_errors=True)
     rep["meta"]["total_s"] = round(time.perf_counter() - t0, 1)
-    save(rep, a.out)
+    save(rep, a.out, text_report)
     print(text_report(rep))
 
 

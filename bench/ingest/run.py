@@ -18,7 +18,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -30,6 +29,8 @@ import uuid
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "bench"))
+from benchkit import free_port, loadavg  # noqa: E402  (bench/benchkit.py)
 HOME = Path.home()
 WORK = HOME / ".cache" / "quarry-bench" / "ingest"
 DOC_FORMATS = ["pdf", "docx", "xlsx", "pptx", "csv", "html"]
@@ -47,13 +48,6 @@ MIME = {
 
 def log(*a):
     print("[ingest]", *a, file=sys.stderr, flush=True)
-
-
-def loadavg():
-    try:
-        return [round(x, 2) for x in os.getloadavg()]
-    except OSError:
-        return None
 
 
 def mb(n):
@@ -550,12 +544,6 @@ def kb_rss(quarry, files, embed_modes):
 # ---------------------------------------------------------------------------------------
 # (e) REST: upload -> keyword-searchable
 # ---------------------------------------------------------------------------------------
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def http(method, url, body=None, headers=None, timeout=600):

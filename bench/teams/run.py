@@ -39,6 +39,8 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "bench"))
+from benchkit import cpu_model, free_port, loadavg, percentile, save  # noqa: E402  (bench/benchkit.py)
 HOME = Path.home()
 WORK = HOME / ".cache" / "quarry-bench" / "teams"
 PROTOCOL = "2025-11-25"
@@ -47,24 +49,6 @@ SEED = 20261123
 
 def log(*a):
     print("[teams]", *a, file=sys.stderr, flush=True)
-
-
-def loadavg():
-    try:
-        return [round(x, 2) for x in os.getloadavg()]
-    except OSError:
-        return None
-
-
-def percentile(xs, p):
-    """Linear-interpolated percentile (numpy's default), as bench/qmd/compare.py."""
-    if not xs:
-        return None
-    s = sorted(xs)
-    k = (len(s) - 1) * p / 100.0
-    lo = int(k)
-    hi = min(lo + 1, len(s) - 1)
-    return s[lo] + (s[hi] - s[lo]) * (k - lo)
 
 
 def dist(xs, scale=1000.0, nd=3):
@@ -240,12 +224,6 @@ def cli(quarry, home, *args, timeout=1800, check=True):
         raise RuntimeError(f"quarry {' '.join(map(str, args))}: rc={p.returncode}: "
                            f"{(p.stderr or p.stdout)[-500:]}")
     return p
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Server:
@@ -1030,23 +1008,6 @@ def text_report(rep):
     return "\n".join(o) + "\n"
 
 
-def save(rep, out):
-    rep["meta"]["load_end"] = loadavg()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(rep, indent=1, ensure_ascii=False) + "\n")
-    out.with_suffix(".txt").write_text(text_report(rep))
-
-
-def cpu_model():
-    try:
-        for ln in Path("/proc/cpuinfo").read_text().splitlines():
-            if ln.startswith("model name"):
-                return ln.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "?"
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quarry", required=True, type=Path)
@@ -1111,27 +1072,27 @@ def main():
                 rep["vector"] = part_vector(quarry, a.workdir, model, a.vector_probes)
             else:
                 rep["vector"] = {"skipped": "no embedding model (scripts/setup-models failed)"}
-            save(rep, a.out)
+            save(rep, a.out, text_report)
         if set(parts) & {"create", "search", "auth", "qmd"}:
             t1 = time.perf_counter()
             token, index = setup_team(quarry, home, a.spaces, corpus)
             rep["setup"] = {"corpus_s": corpus_s, "index": index,
                             "setup_s": round(time.perf_counter() - t1, 2)}
-            save(rep, a.out)
+            save(rep, a.out, text_report)
             if "create" in parts:
                 log("part create")
                 rep["create"] = part_create(quarry, home, token, pages, a.creates,
                                             a.keyword_probes, counts["s0"])
-                save(rep, a.out)
+                save(rep, a.out, text_report)
             if "search" in parts:
                 log("part search")
                 rep["search"] = part_search(quarry, home, token, queries, a.spaces, counts)
-                save(rep, a.out)
+                save(rep, a.out, text_report)
             if "auth" in parts:
                 log("part auth")
                 rep["auth"] = part_auth(quarry, home, token, a.auth_requests,
                                          REPO / "bench" / "results")
-                save(rep, a.out)
+                save(rep, a.out, text_report)
             if "qmd" in parts:
                 log("part qmd")
                 step = max(1, len(queries) // a.qmd_queries)
@@ -1139,13 +1100,13 @@ def main():
                 rep["qmd"] = part_qmd(quarry, home, None if a.no_qmd else a.qmd,
                                       corpus / "s0", qs, a.qmd_runs, a.workdir,
                                       index["s0"]["wall_s"])
-                save(rep, a.out)
+                save(rep, a.out, text_report)
     finally:
         if not a.keep:
             shutil.rmtree(home, ignore_errors=True)
             shutil.rmtree(corpus, ignore_errors=True)
     rep["meta"]["total_s"] = round(time.perf_counter() - t0, 1)
-    save(rep, a.out)
+    save(rep, a.out, text_report)
     print(text_report(rep))
 
 

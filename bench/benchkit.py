@@ -1,0 +1,68 @@
+"""What every benchmark in bench/*/run.py shares: machine facts for the report header, the
+percentile the reports use, a free loopback port, where the quarry binary is, and writing the
+JSON and text reports.
+
+Each run.py puts bench/ on sys.path and imports from here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import socket
+from pathlib import Path
+
+
+def loadavg():
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
+
+
+def cpu_model():
+    try:
+        for ln in Path("/proc/cpuinfo").read_text().splitlines():
+            if ln.startswith("model name"):
+                return ln.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "?"
+
+
+def percentile(xs, p):
+    """Linear-interpolated percentile (numpy's default), as bench/qmd/compare.py."""
+    if not xs:
+        return None
+    s = sorted(xs)
+    k = (len(s) - 1) * p / 100.0
+    lo = int(k)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (k - lo)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def default_quarry():
+    """$QUARRY_BIN, else the release then the debug build in ~/.cache/quarry-target."""
+    env = os.environ.get("QUARRY_BIN")
+    if env:
+        return Path(env)
+    for kind in ("release", "debug"):
+        p = Path.home() / ".cache" / "quarry-target" / kind / "quarry"
+        if p.exists():
+            return p
+    return None
+
+
+def save(rep, out, text_report):
+    """Writes `out` (JSON) and `out` with .txt (`text_report(rep)`), noting the load at the end."""
+    rep["meta"]["load_end"] = loadavg()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(rep, indent=1, ensure_ascii=False) + "\n")
+    out.with_suffix(".txt").write_text(text_report(rep))
