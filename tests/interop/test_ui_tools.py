@@ -20,15 +20,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import socket
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 
 import pytest
 from playwright.sync_api import expect
+from conftest import everything_js, node
 from ui_support import login
 
 GREETING_SECRET = "greeting-secret-5d1c"
@@ -37,19 +36,6 @@ HEADER_SECRET = "header-secret-93ab"
 
 # ---------------------------------------------------------------------------------------------
 # Helpers
-
-
-def everything_js() -> Path:
-    prefix = os.environ.get("QUARRY_MCP_SERVERS")
-    if not prefix:
-        pytest.fail('QUARRY_MCP_SERVERS is not set: run `eval "$(bash scripts/install-test-tools)"` first')
-    p = Path(prefix) / "node_modules" / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js"
-    assert p.is_file(), f"server-everything missing at {p}: run scripts/install-test-tools"
-    return p
-
-
-def node() -> str:
-    return os.environ.get("QUARRY_TEST_NODE", "node")
 
 
 def closed_port() -> int:
