@@ -14,6 +14,26 @@ import socket
 from pathlib import Path
 
 
+# Settings of the outer environment that would change what is measured (models, chat, RAG,
+# the space, assets from disk): dropped, as tests/interop/conftest.py does.
+MODEL_VARS = ("QUARRY_EMBED_MODEL", "QUARRY_RERANK_MODEL", "QUARRY_EXPAND_MODEL",
+              "QUARRY_SUMMARY_MODEL", "QUARRY_SPACE", "QUARRY_OPENAI_BASE_URL",
+              "QUARRY_OPENAI_API_KEY", "QUARRY_RERANK_URL", "OPENAI_BASE_URL", "OPENAI_API_KEY",
+              "QUARRY_CHAT_MODEL", "QUARRY_CHAT_BASE_URL", "QUARRY_CHAT_API_KEY",
+              "DEEPSEEK_API_KEY", "DASHSCOPE_API_KEY", "OLLAMA_HOST", "RAG_TOP_K",
+              "RAG_ANN_TOP_K", "RAG_USE_RERANK", "RAG_MIN_SCORE", "QUARRY_UI_DIR")
+
+
+def isolated_env(home):
+    """The environment for a `quarry` on `home`: none of MODEL_VARS, the Hugging Face Hub
+    offline with an empty model cache, no OCR, no web search, no colour."""
+    env = {k: v for k, v in os.environ.items() if k not in MODEL_VARS}
+    env.update(QUARRY_HOME=str(home), HF_HUB_OFFLINE="1", NO_COLOR="1", QUARRY_OCR="off",
+               QUARRY_MODELS_DIR=str(Path(home).parent / f"{Path(home).name}-models"),
+               QUARRY_WEB_SEARCH="off")
+    return env
+
+
 def loadavg():
     try:
         return [round(x, 2) for x in os.getloadavg()]

@@ -75,7 +75,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "bench"))
-from benchkit import cpu_model, default_quarry, free_port, loadavg, percentile, save  # noqa: E402  (bench/benchkit.py)
+from benchkit import cpu_model, default_quarry, free_port, isolated_env, loadavg, percentile, save  # noqa: E402  (bench/benchkit.py)
 HERE = Path(__file__).resolve().parent
 HOME = Path.home()
 WORK = HOME / ".cache" / "quarry-bench" / "chat" / "work"
@@ -202,21 +202,10 @@ def start_tool_server():
 # Quarry
 # ---------------------------------------------------------------------------------------
 
-MODEL_VARS = ("QUARRY_EMBED_MODEL", "QUARRY_RERANK_MODEL", "QUARRY_EXPAND_MODEL",
-              "QUARRY_SUMMARY_MODEL", "QUARRY_SPACE", "QUARRY_OPENAI_BASE_URL",
-              "QUARRY_OPENAI_API_KEY", "QUARRY_RERANK_URL", "OPENAI_BASE_URL", "OPENAI_API_KEY",
-              "QUARRY_CHAT_MODEL", "QUARRY_CHAT_BASE_URL", "QUARRY_CHAT_API_KEY",
-              "DEEPSEEK_API_KEY", "DASHSCOPE_API_KEY", "OLLAMA_HOST", "RAG_TOP_K",
-              "RAG_ANN_TOP_K", "RAG_USE_RERANK", "RAG_MIN_SCORE")
-
-
 def quarry_env(home, fake=None, **extra):
     """As tests/interop/conftest.py: no model settings from outside, the Hugging Face Hub
     offline with an empty model cache, then the chat provider (the fake) and `extra`."""
-    env = {k: v for k, v in os.environ.items() if k not in MODEL_VARS}
-    env.update(QUARRY_HOME=str(home), HF_HUB_OFFLINE="1", NO_COLOR="1", QUARRY_OCR="off",
-               QUARRY_MODELS_DIR=str(Path(home).parent / f"{Path(home).name}-models"),
-               QUARRY_WEB_SEARCH="off")
+    env = isolated_env(home)
     if fake is not None:
         env.update(QUARRY_CHAT_BASE_URL=fake.base, QUARRY_CHAT_API_KEY=API_KEY)
     env.update({k: str(v) for k, v in extra.items()})

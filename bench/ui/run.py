@@ -72,19 +72,12 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "bench"))
-from benchkit import cpu_model, free_port, loadavg  # noqa: E402  (bench/benchkit.py)
+from benchkit import cpu_model, free_port, isolated_env, loadavg  # noqa: E402  (bench/benchkit.py)
 RESULTS = REPO / "bench" / "results"
 WORK = Path.home() / ".cache" / "quarry-bench" / "ui"
 JS_BUDGET = 50 * 1024
 VIEWPORT = {"width": 1280, "height": 860}
 MAX_FILES_PER_UPLOAD = 200  # crates/quarry-server/src/knowledge_api.rs
-
-MODEL_VARS = ("QUARRY_EMBED_MODEL", "QUARRY_RERANK_MODEL", "QUARRY_EXPAND_MODEL",
-              "QUARRY_SUMMARY_MODEL", "QUARRY_SPACE", "QUARRY_OPENAI_BASE_URL",
-              "QUARRY_OPENAI_API_KEY", "QUARRY_RERANK_URL", "OPENAI_BASE_URL", "OPENAI_API_KEY",
-              "QUARRY_CHAT_MODEL", "QUARRY_CHAT_BASE_URL", "QUARRY_CHAT_API_KEY",
-              "DEEPSEEK_API_KEY", "DASHSCOPE_API_KEY", "OLLAMA_HOST", "QUARRY_UI_DIR")
-
 
 def log(*a):
     print("[ui]", *a, file=sys.stderr, flush=True)
@@ -99,21 +92,11 @@ def median(xs):
 # Quarry
 
 
-def quarry_env(home):
-    """As tests/interop/conftest.py: no model settings from outside, the Hub offline, and the
-    embedded assets (QUARRY_UI_DIR dropped)."""
-    env = {k: v for k, v in os.environ.items() if k not in MODEL_VARS}
-    env.update(QUARRY_HOME=str(home), HF_HUB_OFFLINE="1", NO_COLOR="1", QUARRY_OCR="off",
-               QUARRY_MODELS_DIR=str(Path(home).parent / f"{Path(home).name}-models"),
-               QUARRY_WEB_SEARCH="off")
-    return env
-
-
 class Quarry:
     """`quarry serve --port P` on a fresh home, its output in a file."""
 
     def __init__(self, quarry: Path, home: Path, ui_dir: Path | None = None):
-        self.env = quarry_env(home)
+        self.env = isolated_env(home)
         if ui_dir:
             self.env["QUARRY_UI_DIR"] = str(ui_dir)
         self.port = free_port()
