@@ -97,6 +97,8 @@ pub struct Caller {
     pub read_only: bool,
     /// UUIDs of the spaces the token names (the user may since have left some).
     pub spaces: Vec<String>,
+    /// When the token expires (Unix milliseconds), if it does.
+    pub expires_at: Option<i64>,
 }
 
 /// A resolved caller: who (none for the machine's owner) and what it may reach.
@@ -538,6 +540,7 @@ impl Directory {
                 token_id: token.id.clone(),
                 read_only: token.read_only,
                 spaces: token.spaces.clone(),
+                expires_at: token.expires_at,
             }),
             scope: Scope {
                 space: m.space.clone(),

@@ -252,6 +252,13 @@ fn refusal_response(surface: Surface, refusal: Refusal) -> Response {
     response
 }
 
+/// An authentication failure in the REST error shape, counted like the middleware's (for
+/// routes that check a token themselves, such as the web UI's sign-in).
+pub(crate) fn rest_refusal(failure: AuthFailure) -> Response {
+    crate::telemetry::record_auth_failure(failure.code());
+    refusal_response(Surface::Rest, Refusal::Auth(failure))
+}
+
 /// A state change from a browser that the browser authenticated on its own: by the session
 /// cookie, or (open mode, no token) a request another site's page made (`Sec-Fetch-Site`
 /// other than `same-origin`). Non-browser clients send neither and are not affected.

@@ -278,10 +278,7 @@ struct Guard {
 
 impl Guard {
     fn new(opts: &HttpOptions) -> Self {
-        let mut hosts: Vec<String> = ["localhost", "127.0.0.1", "::1"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
+        let mut hosts: Vec<String> = LOOPBACK_NAMES.iter().map(|s| s.to_string()).collect();
         if !opts.bind.is_unspecified() {
             hosts.push(opts.bind.to_string());
         }
@@ -313,12 +310,15 @@ impl Guard {
         {
             Some(rest) if !rest.contains('/') => {
                 let host = strip_port(rest);
-                ["localhost", "127.0.0.1", "::1"].contains(&host)
+                LOOPBACK_NAMES.contains(&host)
             }
             _ => false,
         }
     }
 }
+
+/// Host names that always mean this machine (browsers treat them as secure contexts).
+const LOOPBACK_NAMES: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
 
 /// `host:port`, `[v6]:port`, `[v6]` → host.
 fn strip_port(host: &str) -> &str {

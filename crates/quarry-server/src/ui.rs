@@ -14,7 +14,6 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use quarry_access::AuthFailure;
 use serde::Deserialize;
 use serde_json::json;
 
@@ -204,30 +203,11 @@ async fn login(
     let principal = blocking(move || directory.authenticate_any_space(&secret, None))
         .await
         .map_err(IntoResponse::into_response)?
-        .map_err(|f: AuthFailure| {
-            crate::telemetry::record_auth_failure(f.code());
-            let status = StatusCode::from_u16(f.status()).unwrap_or(StatusCode::UNAUTHORIZED);
-            (
-                status,
-                axum::Json(json!({"detail": f.to_string(), "status_code": status.as_u16(), "error_code": f.code()})),
-            )
-                .into_response()
-        })?;
+        .map_err(auth::rest_refusal)?;
     let Some(who) = principal.caller else {
         return Err(ApiError::new(StatusCode::UNAUTHORIZED, "not a user's token").into_response());
     };
-    let directory = st.directory().clone();
-    let token_id = who.token_id.clone();
-    let expires_at = blocking(move || {
-        Ok(directory
-            .tokens(None)?
-            .into_iter()
-            .find(|t| t.id == token_id)
-            .and_then(|t| t.expires_at))
-    })
-    .await
-    .map_err(IntoResponse::into_response)?;
-    let max_age = match expires_at {
+    let max_age = match who.expires_at {
         Some(ms) => ((ms - quarry_core::now_millis()) / 1000).clamp(1, SESSION_MAX_AGE_SECS),
         None => SESSION_MAX_AGE_SECS,
     };
@@ -271,7 +251,7 @@ fn secure_for(headers: &HeaderMap) -> bool {
         .and_then(|v| v.to_str().ok())
         .map(crate::strip_port)
         .unwrap_or("");
-    forwarded_https || ["localhost", "127.0.0.1", "::1"].contains(&host)
+    forwarded_https || crate::LOOPBACK_NAMES.contains(&host)
 }
 
 /// The value of cookie `name` in the request's `Cookie` headers.
