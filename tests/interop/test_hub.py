@@ -40,10 +40,24 @@ def anyio_backend():
     return "asyncio"
 
 
+# The SDK's default mode ("auto") negotiates 2026-07-28 (stateless, `server/discover`);
+# "legacy" the initialize handshake (2025-11-25). The suite runs once in each: `hub` depends
+# on `sdk_mode`, and so does every other test that talks MCP.
+SDK_MODES = ["auto", "legacy"]
+_sdk_mode = {"current": SDK_MODES[0]}
+
+
+@pytest.fixture(scope="module", params=SDK_MODES)
+def sdk_mode(request) -> str:
+    _sdk_mode["current"] = request.param
+    return request.param
+
+
 @asynccontextmanager
 async def mcp(url: str, headers: dict | None = None):
     async with httpx2.AsyncClient(headers=headers or {}, timeout=60) as hc:
-        async with Client(streamable_http_client(url, http_client=hc), mode="legacy", read_timeout_seconds=60) as c:
+        async with Client(streamable_http_client(url, http_client=hc), mode=_sdk_mode["current"],
+                          read_timeout_seconds=60) as c:
             yield c
 
 
@@ -54,7 +68,7 @@ def register(srv, body: dict, headers: dict | None = None, status: int = 201) ->
 
 
 @pytest.fixture(scope="module")
-def hub(quarry_bin: Path, corpus: Path, tmp_path_factory: pytest.TempPathFactory):
+def hub(sdk_mode: str, quarry_bin: Path, corpus: Path, tmp_path_factory: pytest.TempPathFactory):
     """One loopback server (the machine's owner) with everything, time and hanging registered."""
     root = tmp_path_factory.mktemp("hub")
     home = make_home(quarry_bin, corpus, root / "home", env={"QUARRY_CANARY_SECRET": "canary-7f3a"})
@@ -68,7 +82,10 @@ def hub(quarry_bin: Path, corpus: Path, tmp_path_factory: pytest.TempPathFactory
                                    "id": "time", "name": "时间工具", "category": "utilities", "tags": ["time", "时区"],
                                    "manifestSchemaVersion": "v2",
                                    "tools": [{"name": "get_current_time", "description": "获取指定时区的当前时间",
-                                              "inputSchema": {"type": "object"}}]}})
+                                              "inputSchema": {"type": "object", "properties": {
+                                                  "timezone": {"type": "string", "description": "IANA 时区名"}},
+                                                  "required": ["timezone"]}},
+                                             {"name": "convert_time"}]}})
         hanging = register(srv, {"name": "hanging", "transport_type": "stdio",
                                  "config": f"{sys.executable} {HANGING}", "call_timeout_secs": 3,
                                  "category": "testing"})
@@ -144,7 +161,9 @@ def test_catalog_rest(hub):
     assert {t["name"] for t in tools} == {"time.get_current_time", "time.convert_time"}
     gct = next(t for t in tools if t["name"] == "time.get_current_time")
     assert gct["source"] == "manifest" and gct["inputSchema"]["type"] == "object"
-    assert "timezone" in json.dumps(gct["inputSchema"])  # the upstream's real schema
+    assert "IANA 时区名" in json.dumps(gct["inputSchema"])  # the manifest's schema
+    ct = next(t for t in tools if t["name"] == "time.convert_time")
+    assert "source_timezone" in json.dumps(ct["inputSchema"])  # none in the manifest: the upstream's
     assert requests.get(srv.url("/api/catalog/nope/tools"), timeout=30).status_code == 404
     assert requests.get(srv.url("/api/catalog/nope"), timeout=30).status_code == 404
 
@@ -349,7 +368,7 @@ def test_toggles(hub):
     assert {"knowledge__search", "time__convert_time", "everything__echo"} <= {t["name"] for t in agg}
 
 
-def test_isolation_between_users(quarry_bin: Path, corpus: Path, tmp_path: Path):
+def test_isolation_between_users(sdk_mode: str, quarry_bin: Path, corpus: Path, tmp_path: Path):
     home = make_home(quarry_bin, corpus, tmp_path / "home")
     for user in ("alice", "bob"):
         assert home.run("user", "add", user).returncode == 0
@@ -416,7 +435,7 @@ async def test_execution_field_passes_through(hub):
     assert flagged == {"simulate-research-query"}
 
 
-def test_cli_registers_and_a_running_server_serves_it(quarry_bin: Path, corpus: Path, tmp_path: Path):
+def test_cli_registers_and_a_running_server_serves_it(sdk_mode: str, quarry_bin: Path, corpus: Path, tmp_path: Path):
     home = make_home(quarry_bin, corpus, tmp_path / "home")
     srv = start_server(home, logdir=tmp_path / "logs")
     try:

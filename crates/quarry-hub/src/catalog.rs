@@ -62,6 +62,8 @@ pub struct Package {
     pub source: String,
     pub schema_version: String,
     pub tool_count: usize,
+    /// Tools its manifest declares that the upstream did not offer when last discovered.
+    pub missing_tools: Vec<String>,
     /// The upstream's resources, templates and prompts (empty for other packages).
     #[serde(skip)]
     pub surface: crate::upstream::Surface,
@@ -184,6 +186,7 @@ impl Catalog {
                 source: "builtin".into(),
                 schema_version: "builtin".into(),
                 tool_count: b.tools.len(),
+                missing_tools: Vec::new(),
                 surface: Default::default(),
             });
             for t in &b.tools {
@@ -207,6 +210,7 @@ impl Catalog {
             }
         }
         let mut counts: HashMap<String, usize> = HashMap::new();
+        let mut names: std::collections::HashSet<(String, String)> = Default::default();
         for row in tools {
             // A stored package never shadows a built-in one.
             if builtin.iter().any(|b| b.id == row.package) {
@@ -217,6 +221,7 @@ impl Catalog {
                 continue;
             };
             *counts.entry(row.package.clone()).or_default() += 1;
+            names.insert((row.package.clone(), row.tool.clone()));
             out_tools.push(CatalogTool {
                 available: !offline.contains(&row.package),
                 wire_name: wire_name(&row.package, &row.tool, wire_max),
@@ -238,7 +243,22 @@ impl Catalog {
             if builtin.iter().any(|b| b.id == p.id) {
                 continue;
             }
+            // Before the first discovery (no surface yet) the manifest's tools stand in.
+            let missing_tools = match (&p.surface, &p.manifest) {
+                (Some(_), Some(m)) => serde_json::from_str::<Value>(m)
+                    .ok()
+                    .and_then(|v| Manifest::parse(&v).ok())
+                    .map(|m| {
+                        m.tool_names()
+                            .filter(|t| !names.contains(&(p.id.clone(), (*t).to_owned())))
+                            .map(str::to_owned)
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+                _ => Vec::new(),
+            };
             out_pkgs.push(Package {
+                missing_tools,
                 surface: p
                     .surface
                     .as_deref()
@@ -312,7 +332,7 @@ impl Catalog {
     pub fn index(&self) -> Result<Arc<CatalogIndex>> {
         self.index
             .get_or_init(|| {
-                CatalogIndex::build(&self.tools)
+                CatalogIndex::build(&self.tools, &self.packages)
                     .map(Arc::new)
                     .map_err(|e| e.to_string())
             })
@@ -368,6 +388,20 @@ pub struct ManifestTool {
 }
 
 impl Manifest {
+    /// Whether the manifest lists tools (`tools` or `toolsSummary`): then it decides which
+    /// tools its package exposes.
+    pub fn declares_tools(&self) -> bool {
+        !self.tools.is_empty() || !self.tools_summary.is_empty()
+    }
+
+    /// The names of the tools it lists.
+    pub fn tool_names(&self) -> impl Iterator<Item = &str> {
+        self.tools
+            .iter()
+            .chain(&self.tools_summary)
+            .map(|t| t.name.as_str())
+    }
+
     pub fn parse(value: &Value) -> Result<Manifest> {
         let m: Manifest = serde_json::from_value(value.clone())
             .map_err(|e| Error::InvalidInput(format!("invalid manifest.json: {e}")))?;
@@ -434,6 +468,9 @@ pub fn package_rows(
                     .map(|t| (t, "summary"))
             })
     };
+    // A manifest that lists tools decides what the package exposes (seed 002's `toTools()`):
+    // an upstream tool it does not declare is left out.
+    let declares = manifest.is_some_and(Manifest::declares_tools);
     let version = manifest
         .and_then(|m| m.manifest_schema_version.clone())
         .unwrap_or_else(|| "v2".into());
@@ -465,31 +502,41 @@ pub fn package_rows(
     match discovered {
         Some((tools, wire)) => {
             for t in tools {
+                let declared = described(&t.name);
+                if declares && declared.is_none() {
+                    tracing::info!(package = %package.id, tool = %t.name, "not in the package's manifest: not exposed");
+                    continue;
+                }
                 // The upstream's own JSON when the wire was seen, else what rmcp kept.
-                let raw = wire
+                let mut raw = wire
                     .get(t.name.as_ref())
                     .cloned()
                     .unwrap_or_else(|| serde_json::to_value(t).unwrap_or(Value::Null));
-                let schema = Value::Object((*t.input_schema).clone());
+                let mut schema = Value::Object((*t.input_schema).clone());
+                // The manifest is the truth at run time (seed 002's `toTools()`): its
+                // description and input schema replace the upstream's in the definition
+                // views list; a summary has no schema, so the upstream's stays.
+                let mut description = t.description.as_deref().unwrap_or("").to_owned();
+                if let Some((m, _)) = declared {
+                    if let Some(d) = m.description.as_deref().filter(|d| !d.is_empty()) {
+                        description = d.to_owned();
+                        if let Some(obj) = raw.as_object_mut() {
+                            obj.insert("description".into(), Value::String(d.to_owned()));
+                        }
+                    }
+                    if let Some(s) = &m.input_schema {
+                        schema = s.clone();
+                        if let Some(obj) = raw.as_object_mut() {
+                            obj.insert("inputSchema".into(), s.clone());
+                        }
+                    }
+                }
                 if let Err(e) = check_schema(&t.name, &schema) {
                     tracing::warn!(package = %package.id, "skipping tool: {e}");
                     continue;
                 }
                 let requires_task = requires_task(&raw);
-                // The manifest's text is the curated one (seed 002); the upstream's stays in
-                // the tool definition that views pass on.
-                let (description, source) = match described(&t.name) {
-                    Some((m, source)) => (
-                        m.description
-                            .as_deref()
-                            .filter(|d| !d.is_empty())
-                            .or(t.description.as_deref())
-                            .unwrap_or("")
-                            .to_owned(),
-                        source,
-                    ),
-                    None => (t.description.as_deref().unwrap_or("").to_owned(), "legacy"),
-                };
+                let source = declared.map_or("legacy", |(_, source)| source);
                 rows.push(row(
                     &t.name,
                     description,
@@ -729,19 +776,43 @@ mod tests {
         let mut c = Tool::default();
         c.name = "c".into();
         c.description = Some("discovered".into());
-        let after = package_rows("o", &pkg(), Some(&m), Some((&[a, c], &HashMap::new())), 2);
-        assert_eq!(after.len(), 2);
+        let discovered = [a, c];
+        // The manifest lists tools: `c`, which it does not declare, is not exposed, and `a`
+        // carries the manifest's description and schema.
+        let after = package_rows(
+            "o",
+            &pkg(),
+            Some(&m),
+            Some((&discovered, &HashMap::new())),
+            2,
+        );
+        assert_eq!(after.len(), 1);
         assert_eq!(
             (after[0].tool.as_str(), after[0].source.as_str()),
             ("a", "manifest")
         );
         assert_eq!(after[0].description, "from manifest");
-        assert_eq!(
-            (after[1].tool.as_str(), after[1].source.as_str()),
-            ("c", "legacy")
-        );
-        assert_eq!(after[1].schema_version, "legacy");
-        assert_eq!(after[1].full_name, "excel-tools.c");
+        let raw: Value = serde_json::from_str(&after[0].raw).unwrap();
+        assert_eq!(raw["description"], "from manifest");
+        assert_eq!(raw["inputSchema"], json!({"type": "object"}));
+        // Without tools in the manifest (or without one), discovered tools are `legacy`.
+        let bare = Manifest::parse(&json!({"name": "Excel"})).unwrap();
+        for manifest in [Some(&bare), None] {
+            let after = package_rows(
+                "o",
+                &pkg(),
+                manifest,
+                Some((&discovered, &HashMap::new())),
+                2,
+            );
+            assert_eq!(after.len(), 2);
+            assert_eq!(
+                (after[1].tool.as_str(), after[1].source.as_str()),
+                ("c", "legacy")
+            );
+            assert_eq!(after[1].schema_version, "legacy");
+            assert_eq!(after[1].full_name, "excel-tools.c");
+        }
     }
 
     #[test]

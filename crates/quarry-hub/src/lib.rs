@@ -10,6 +10,7 @@
 
 pub mod catalog;
 pub mod custom;
+pub mod era;
 pub mod names;
 pub mod search;
 pub mod sse;
@@ -173,7 +174,10 @@ pub struct UpstreamInfo {
     #[serde(flatten)]
     pub health: Health,
     pub tool_count: usize,
-    /// The discovered tools as the upstream described them (seed 003's `tools_cache`).
+    /// Tools the package's manifest declares that the upstream does not offer (not exposed).
+    pub missing_tools: Vec<String>,
+    /// The discovered tools as listed (seed 003's `tools_cache`): the upstream's definitions,
+    /// with a manifest's description and input schema where it gives them.
     pub tools_cache: Vec<Value>,
     pub created_at: String,
     pub updated_at: String,
@@ -532,12 +536,27 @@ impl Hub {
             Some(v) => Some(Manifest::parse(v)?),
             None => None,
         };
-        let package_id = catalog::package_id(
-            req.package
-                .as_deref()
-                .or(manifest.as_ref().and_then(|m| m.id.as_deref())),
-            &name,
-        )?;
+        let manifest_id = manifest.as_ref().and_then(|m| m.id.as_deref());
+        if let (Some(package), Some(id)) = (req.package.as_deref(), manifest_id)
+            && package != id
+        {
+            return Err(Error::InvalidInput(format!(
+                "package '{package}' and the manifest's id '{id}' differ; give one of them, or the same id in both"
+            )));
+        }
+        let package_id = catalog::package_id(req.package.as_deref().or(manifest_id), &name)?;
+        let category = req
+            .category
+            .clone()
+            .or_else(|| manifest.as_ref().and_then(|m| m.category.clone()))
+            .map(|c| c.trim().to_owned())
+            .unwrap_or_else(|| "uncategorized".into());
+        // A category is a catalog route (`/api/catalog/{category}`): it needs a name.
+        if category.is_empty() {
+            return Err(Error::InvalidInput(
+                "category must not be empty (leave it out for 'uncategorized')".into(),
+            ));
+        }
         if self.builtin.iter().any(|b| b.id == package_id) || package_id == CUSTOM_PACKAGE {
             return Err(Error::Conflict(format!(
                 "package '{package_id}' is built in; choose another name or package"
@@ -603,11 +622,7 @@ impl Hub {
                 .clone()
                 .or_else(|| manifest.as_ref().and_then(|m| m.description.clone()))
                 .unwrap_or_default(),
-            category: req
-                .category
-                .clone()
-                .or_else(|| manifest.as_ref().and_then(|m| m.category.clone()))
-                .unwrap_or_else(|| "uncategorized".into()),
+            category,
             tags,
             kind: "upstream".into(),
             upstream_id: Some(id.clone()),
@@ -640,20 +655,21 @@ impl Hub {
 
     /// An upstream by id, name or package id.
     pub fn find_upstream(&self, caller: &HubCaller, key: &str) -> Result<UpstreamInfo> {
-        let rows = self.store.upstreams(Some(&caller.owner))?;
-        let row = rows
-            .iter()
-            .find(|r| r.id == key)
-            .or_else(|| rows.iter().find(|r| r.name == key || r.package == key))
-            .ok_or_else(|| Error::NotFound(format!("MCP server '{key}' not found")))?;
+        let row = self.row(caller, key)?;
         let catalog = self.catalog(&caller.owner)?;
-        Ok(self.info(row, &catalog))
+        Ok(self.info(&row, &catalog))
     }
 
-    fn row(&self, caller: &HubCaller, id: &str) -> Result<UpstreamRow> {
+    /// The caller's upstream by id, or by name or package id (both unique per owner).
+    fn row(&self, caller: &HubCaller, key: &str) -> Result<UpstreamRow> {
+        if let Some(row) = self.store.upstream(&caller.owner, key)? {
+            return Ok(row);
+        }
         self.store
-            .upstream(&caller.owner, id)?
-            .ok_or_else(|| Error::NotFound(format!("MCP server '{id}' not found")))
+            .upstreams(Some(&caller.owner))?
+            .into_iter()
+            .find(|r| r.name == key || r.package == key)
+            .ok_or_else(|| Error::NotFound(format!("MCP server '{key}' not found")))
     }
 
     fn info(&self, row: &UpstreamRow, catalog: &Catalog) -> UpstreamInfo {
@@ -695,6 +711,7 @@ impl Hub {
             source: pkg.map(|p| p.source.clone()).unwrap_or_default(),
             health,
             tool_count: tools.len(),
+            missing_tools: pkg.map(|p| p.missing_tools.clone()).unwrap_or_default(),
             tools_cache: tools,
             created_at: iso(row.created_at),
             updated_at: iso(row.updated_at),
@@ -728,7 +745,7 @@ impl Hub {
         caller.require_write()?;
         let row = self.row(caller, id)?;
         self.disconnect(&row.id);
-        self.store.delete_upstream(&caller.owner, id)?;
+        self.store.delete_upstream(&caller.owner, &row.id)?;
         Ok(())
     }
 

@@ -80,22 +80,39 @@ pub(crate) fn wire_char_ok(c: char) -> bool {
 }
 
 /// The wire name of `package.tool`: `package__tool` when that is valid and at most `max`
-/// characters; otherwise the valid characters, cut, plus `_` and 8 hex digits of the
-/// catalog name's SHA-256.
+/// characters; otherwise `package__tool_` plus 8 hex digits of the catalog name's SHA-256,
+/// invalid characters replaced by `_` and cut to fit — the package first (down to a few
+/// characters), since the tool's name is what a model reads to choose it.
 pub fn wire_name(package: &str, tool: &str, max: usize) -> String {
     let plain = format!("{package}{WIRE_SEPARATOR}{tool}");
     if plain.len() <= max && plain.chars().all(wire_char_ok) {
         return plain;
     }
     let hash = &hex_hash(&catalog_name(package, tool))[..8];
-    let cleaned: String = plain
-        .chars()
-        .map(|c| if wire_char_ok(c) { c } else { '_' })
-        .collect();
-    let keep = max.saturating_sub(hash.len() + 1).max(1);
-    let cut: String = cleaned.chars().take(keep).collect();
-    format!("{cut}_{hash}")
+    // Each invalid character becomes one `_`, so the cleaned names are ASCII and can be cut
+    // at any byte.
+    let clean = |s: &str| -> String {
+        s.chars()
+            .map(|c| if wire_char_ok(c) { c } else { '_' })
+            .collect()
+    };
+    let (package, tool) = (clean(package), clean(tool));
+    let room = max.saturating_sub(hash.len() + 1 + WIRE_SEPARATOR.len());
+    let package_keep = room
+        .saturating_sub(tool.len())
+        .max(WIRE_PACKAGE_MIN)
+        .min(package.len())
+        .min(room);
+    let tool_keep = room.saturating_sub(package_keep).min(tool.len());
+    format!(
+        "{}{WIRE_SEPARATOR}{}_{hash}",
+        &package[..package_keep],
+        &tool[..tool_keep]
+    )
 }
+
+/// Fewest characters of the package a shortened wire name keeps.
+const WIRE_PACKAGE_MIN: usize = 8;
 
 /// A client's selection, from the endpoint URL (seed 002): `?tools=pkg.tool,…`,
 /// `?servers=pkg,…`, `?pin=pkg.tool,…`, `?mode=search`.
@@ -152,6 +169,12 @@ impl Selection {
             }
         }
         Ok(sel)
+    }
+
+    /// Whether the URL names tools or packages (`?tools=`, `?servers=`, `?pin=`): what the
+    /// max-tools cap limits. Without, an endpoint lists its whole default view (SPEC §2.2).
+    pub fn chooses_tools(&self) -> bool {
+        self.tools.is_some() || self.servers.is_some() || !self.pin.is_empty()
     }
 
     /// Whether the URL chose anything (otherwise the endpoint's default view applies).
@@ -215,6 +238,22 @@ mod tests {
             wire_name("git", "repo.status", 48),
             wire_name("git", "repo/status", 48)
         );
+    }
+
+    #[test]
+    fn shortened_wire_names_keep_the_tool_name() {
+        let package = "a-package-id-of-exactly-forty-characters";
+        assert_eq!(package.len(), PACKAGE_ID_MAX);
+        let w = wire_name(package, "echo", 48);
+        assert!(w.len() <= 48 && w.chars().all(wire_char_ok), "{w}");
+        assert!(w.contains("__echo_"), "{w}");
+        let w = wire_name(package, "read_multiple_files_with_a_very_long_name", 48);
+        assert!(
+            w.len() <= 48 && w.starts_with("a-packag__read_multiple_files"),
+            "{w}"
+        );
+        // Tiny limits still give valid names.
+        assert!(wire_name(package, "echo", 5).chars().all(wire_char_ok));
     }
 
     #[test]

@@ -9,7 +9,7 @@ use quarry_core::Result;
 use quarry_fts::FtsIndex;
 use quarry_store::{IndexDoc, IndexWork};
 
-use crate::catalog::CatalogTool;
+use crate::catalog::{CatalogTool, Package};
 
 pub struct CatalogIndex {
     fts: FtsIndex,
@@ -18,8 +18,9 @@ pub struct CatalogIndex {
 }
 
 impl CatalogIndex {
-    /// Indexes `tools`; a hit's id is the tool's position in that slice.
-    pub fn build(tools: &[CatalogTool]) -> Result<CatalogIndex> {
+    /// Indexes `tools`, each with its package's name and description (so a package's name
+    /// finds its tools); a hit's id is the tool's position in that slice.
+    pub fn build(tools: &[CatalogTool], of_packages: &[Package]) -> Result<CatalogIndex> {
         let fts = FtsIndex::in_memory()?;
         let mut packages: HashMap<String, i64> = HashMap::new();
         let mut work = IndexWork::default();
@@ -30,13 +31,18 @@ impl CatalogIndex {
                 Some(title) => format!("{} {title}", t.name),
                 None => t.name.clone(),
             };
+            let package = of_packages
+                .iter()
+                .find(|p| p.id == t.package)
+                .map(|p| format!("{}\n{}", p.name, p.description))
+                .unwrap_or_default();
             work.upserts.push(IndexDoc {
                 id: i as i64,
                 collection_id,
                 path: t.full_name.clone(),
                 title,
                 body: format!(
-                    "{}\n{}\n{}\n{}",
+                    "{}\n{}\n{}\n{}\n{package}",
                     t.description(),
                     t.tool
                         .description

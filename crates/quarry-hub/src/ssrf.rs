@@ -474,6 +474,22 @@ pub fn check_url(policy: &NetPolicy, url: &Url) -> Result<(), Refused> {
     }
 }
 
+/// Resolves `url`'s host name as a guarded client would, so a name whose every address is
+/// refused is reported in words before anything connects (a client's transport error may
+/// carry the reason only deep in its log). IP literals are [`check_url`]'s.
+pub async fn check_resolved(policy: &NetPolicy, url: &Url) -> Result<(), String> {
+    let Some(Host::Domain(host)) = url.host() else {
+        return Ok(());
+    };
+    let name: reqwest::dns::Name = host
+        .parse()
+        .map_err(|e| format!("invalid host name '{host}': {e}"))?;
+    reqwest::dns::Resolve::resolve(&GuardedResolver::new(Arc::new(policy.clone())), name)
+        .await
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
 /// Finds a [`Refused`] in an error's source chain (a reqwest error wraps the resolver's or the
 /// redirect policy's refusal a few levels down).
 pub fn refusal_in<'a>(err: &'a (dyn std::error::Error + 'static)) -> Option<&'a Refused> {

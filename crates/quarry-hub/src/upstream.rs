@@ -516,6 +516,7 @@ fn service_error(e: ServiceError) -> CallError {
         },
         ServiceError::Timeout { timeout } => CallError::Timeout(timeout),
         ServiceError::Cancelled { .. } => CallError::Cancelled,
+        ServiceError::TransportSend(e) => CallError::Transport(causes(&*e.error)),
         other => CallError::Transport(other.to_string()),
     }
 }
@@ -586,10 +587,10 @@ async fn connect(
                     .serve_with_lifecycle((reader, stdin), lifecycle)
                     .await
                     .map(|running| (running, Some(child)))
-                    .map_err(|e| format!("MCP handshake failed: {e}"))
+                    .map_err(handshake_error)
             }
             TransportKind::Http => {
-                let http = http_client(spec)?;
+                let http = guarded_http_client(spec).await?;
                 let mut headers = HashMap::new();
                 for (k, v) in &spec.secrets.headers {
                     let name = http::HeaderName::from_bytes(k.as_bytes())
@@ -609,10 +610,10 @@ async fn connect(
                     .serve_with_lifecycle(transport, lifecycle)
                     .await
                     .map(|running| (running, None))
-                    .map_err(|e| format!("MCP handshake failed: {e}"))
+                    .map_err(handshake_error)
             }
             TransportKind::Sse => {
-                let http = http_client(spec)?;
+                let http = guarded_http_client(spec).await?;
                 let mut headers = http::HeaderMap::new();
                 for (k, v) in &spec.secrets.headers {
                     let name = http::HeaderName::from_bytes(k.as_bytes())
@@ -636,7 +637,7 @@ async fn connect(
                     .serve_with_lifecycle(transport, ClientLifecycleMode::Initialize)
                     .await
                     .map(|running| (running, None))
-                    .map_err(|e| format!("MCP handshake failed: {e}"))
+                    .map_err(handshake_error)
             }
         }
     };
@@ -644,6 +645,47 @@ async fn connect(
         Ok(r) => r,
         Err(_) => Err(format!("no MCP handshake within {} s", timeout.as_secs())),
     }
+}
+
+/// Why a handshake failed, in words: rmcp names a failed transport by its Rust type
+/// (`WorkerTransport<StreamableHttpClientWorker<…>>`), which says nothing to a person, so a
+/// transport failure is told by its chain of causes (where the real reason — a refused
+/// address, a refused connection — is).
+fn handshake_error(e: rmcp::service::ClientInitializeError) -> String {
+    match e {
+        rmcp::service::ClientInitializeError::TransportError { error, context } => {
+            format!(
+                "MCP handshake failed ({context}): {}",
+                causes(&*error.error)
+            )
+        }
+        other => format!("MCP handshake failed: {other}"),
+    }
+}
+
+/// An error and its sources, each said once (an error often repeats its source's text).
+fn causes(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut next = Some(e);
+    while let Some(err) = next {
+        let text = err.to_string();
+        if !parts.iter().any(|p| p.contains(&text)) {
+            parts.retain(|p| !text.contains(p.as_str()));
+            parts.push(text);
+        }
+        next = err.source();
+    }
+    parts.join(": ")
+}
+
+/// The HTTP client for an upstream, after its URL passed the outbound guard (the literal
+/// URL, and the addresses its name resolves to).
+async fn guarded_http_client(spec: &ConnectSpec) -> Result<reqwest::Client, String> {
+    let client = http_client(spec)?;
+    if let (Some(policy), Ok(url)) = (&spec.net, url::Url::parse(&spec.config)) {
+        crate::ssrf::check_resolved(policy, &url).await?;
+    }
+    Ok(client)
 }
 
 fn http_client(spec: &ConnectSpec) -> Result<reqwest::Client, String> {

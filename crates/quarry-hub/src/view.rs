@@ -293,18 +293,12 @@ impl View {
         out
     }
 
-    /// The tool `name` refers to, if the view lists it (by its exposed name, its wire name
-    /// or its catalog name). Meta-tools are not catalog tools and resolve to `None`.
+    /// The tool `name` refers to, if the view reaches it (by its exposed name, its wire name
+    /// or its catalog name): a listed tool, or in search mode any tool of the scope, so a
+    /// name `search_tools` returned can be called directly as well as through `call_tool`.
+    /// Meta-tools are not catalog tools and resolve to `None`.
     pub fn resolve(&self, name: &str) -> Option<&CatalogTool> {
-        self.find_in(&self.listed, name)
-    }
-
-    /// A tool `call_tool` may reach in search mode (anything in the scope).
-    pub fn resolve_in_scope(&self, name: &str) -> Option<&CatalogTool> {
-        self.find_in(&self.scope, name)
-    }
-
-    fn find_in(&self, set: &[usize], name: &str) -> Option<&CatalogTool> {
+        let set = &self.scope;
         let i = if self.bare {
             set.iter()
                 .copied()

@@ -522,9 +522,19 @@ async fn catalog_category(
     headers: HeaderMap,
     Path(category): Path<String>,
 ) -> Result<Response, ApiError> {
-    let catalog = catalog_of(&state, &caller).await?;
-    let tools = usable(&caller, &catalog);
-    let base = base_url(&headers);
+    category_packages(&state, &caller, &headers, &category).await
+}
+
+/// `GET /api/catalog/{category}`: the category's packages, or 404.
+async fn category_packages(
+    state: &Arc<AppState>,
+    caller: &Caller,
+    headers: &HeaderMap,
+    category: &str,
+) -> Result<Response, ApiError> {
+    let catalog = catalog_of(state, caller).await?;
+    let tools = usable(caller, &catalog);
+    let base = base_url(headers);
     let packages: Vec<Value> = catalog
         .packages
         .iter()
@@ -588,10 +598,13 @@ async fn catalog_package_tools(
     .into_response())
 }
 
+/// The category whose route (`/api/catalog/search`) is also the search route.
+const SEARCH_CATEGORY: &str = "search";
+
 #[derive(Deserialize)]
 struct SearchParams {
     #[serde(default)]
-    q: String,
+    q: Option<String>,
     #[serde(default)]
     category: Option<String>,
     #[serde(default)]
@@ -616,11 +629,24 @@ async fn catalog_search(
             }
         },
     };
-    let q = params.q.trim().to_owned();
+    let catalog = catalog_of(&state, &caller).await?;
+    let Some(q) = params.q.as_deref().map(str::trim) else {
+        // `/api/catalog/search` without `q` is the category `search` (seed 002's own
+        // example), when there is one.
+        if params.category.is_none()
+            && catalog
+                .packages
+                .iter()
+                .any(|p| p.category == SEARCH_CATEGORY)
+        {
+            return category_packages(&state, &caller, &headers, SEARCH_CATEGORY).await;
+        }
+        return Err(ApiError::new(StatusCode::BAD_REQUEST, "q is required"));
+    };
     if q.is_empty() {
         return Err(ApiError::new(StatusCode::BAD_REQUEST, "q is required"));
     }
-    let catalog = catalog_of(&state, &caller).await?;
+    let q = q.to_owned();
     let allowed: std::collections::HashSet<usize> = catalog
         .tools
         .iter()

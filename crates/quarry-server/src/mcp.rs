@@ -94,7 +94,12 @@ impl QuarryMcp {
         let catalog = hub
             .catalog(&hub_caller.owner)
             .map_err(|e| McpError::internal_error(e.to_string(), None))?;
-        let cap = hub.options().max_tools;
+        // The cap limits selections; the unselected view lists everything (SPEC §2.2).
+        let cap = if selection.chooses_tools() {
+            hub.options().max_tools
+        } else {
+            usize::MAX
+        };
         View::compute(
             catalog,
             &selection,
@@ -147,7 +152,8 @@ impl QuarryMcp {
             )
             .await
         {
-            Ok(r) => Ok(r),
+            // The upstream answered in its own protocol era; the client may speak another.
+            Ok(r) => Ok(quarry_hub::era::call_result(r)),
             Err(e) => Ok(tool_error(format!("{}: {e}", tool.full_name))),
         }
     }
@@ -694,7 +700,7 @@ impl QuarryMcp {
                 Some(Value::Object(o)) => o.clone(),
                 Some(_) => return Ok(tool_error("arguments: expected an object")),
             };
-            return match view.resolve_in_scope(&target) {
+            return match view.resolve(&target) {
                 Some(tool) => {
                     let tool = tool.clone();
                     self.dispatch(caller, &tool, inner, context).await
@@ -907,7 +913,9 @@ impl ServerHandler for QuarryMcp {
                 )
                 .await
             {
-                Ok(r) => Ok(r.into()),
+                Ok(r) => {
+                    Ok(quarry_hub::era::read_result(r, context.protocol_version().as_ref()).into())
+                }
                 Err(e) => Err(upstream_error(e)),
             };
         }
@@ -997,7 +1005,7 @@ impl ServerHandler for QuarryMcp {
             )
             .await
         {
-            Ok(r) => Ok(r.into()),
+            Ok(r) => Ok(quarry_hub::era::prompt_result(r).into()),
             Err(e) => Err(upstream_error(e)),
         }
     }
