@@ -94,6 +94,7 @@ impl QuarryMcp {
         let catalog = hub
             .catalog(&hub_caller.owner)
             .map_err(|e| McpError::internal_error(e.to_string(), None))?;
+        let selection = crate::hub_sse::narrowed(selection, &catalog, context)?;
         let cap = hub.options().max_tools;
         View::compute(
             catalog,
