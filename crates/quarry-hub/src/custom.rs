@@ -15,7 +15,13 @@
 //!   value cannot change the URL's structure. A rendered path with a `.` or `..` segment is
 //!   refused (URL parsers collapse them, `%2e` included). Strings are used as they are; other
 //!   values as their JSON text (`5`, `true`, `null`, `["a"]`).
-//! - **Body** ([`render_body`]): the template is JSON with placeholders. A placeholder *inside a
+//! - **Left-out parameters**: an optional parameter the call omits (and whose schema has no
+//!   `default`) drops its `&`-separated pair from the URL's query and from a form body, and
+//!   renders empty anywhere else (`null` outside strings in JSON).
+//! - **Body** ([`render_body`]): values are encoded for the `Content-Type` ([`BodyKind`]):
+//!   form-encoded for `application/x-www-form-urlencoded` (so `a&role=admin` stays one field's
+//!   value), entity-escaped for XML, as they are for other text types. A JSON body (no
+//!   `Content-Type`, or one naming JSON) is a JSON template with placeholders. A placeholder *inside a
 //!   JSON string* of the template (`{"q": "{{query}}"}`) gets the value as escaped string
 //!   content, without quotes (a non-string value: its JSON text, escaped). A placeholder *outside
 //!   strings* (`{"n": {{count}}, "tags": {{tags}}}`) gets the value as a JSON value (a string
@@ -286,9 +292,18 @@ fn args_object(args: &Value) -> Result<&Map<String, Value>, String> {
         .ok_or_else(|| format!("arguments must be a JSON object, got {}", type_name(args)))
 }
 
-fn lookup<'a>(args: &'a Map<String, Value>, key: &str) -> Result<&'a Value, String> {
-    args.get(key)
-        .ok_or_else(|| format!("missing value for {{{{{key}}}}}"))
+/// Drops the `&`-separated pairs of `section` (a query string or form body) that name a
+/// placeholder with no value: a left-out optional parameter sends no field at all, rather
+/// than an empty one the API might read as a value. (Required parameters were checked
+/// before rendering; a default was filled in.)
+fn drop_pairs_left_out(section: &str, args: &Map<String, Value>) -> String {
+    section
+        .split('&')
+        .filter(|pair| {
+            placeholders(pair).map_or(true, |keys| keys.iter().all(|k| args.contains_key(k)))
+        })
+        .collect::<Vec<_>>()
+        .join("&")
 }
 
 /// A value as URL text: strings as they are, anything else as JSON text.
@@ -317,12 +332,25 @@ fn authority_span(t: &str) -> Option<(usize, usize)> {
 /// `..` path segment.
 pub fn render_url(template: &str, args: &Value) -> Result<String, String> {
     let args = args_object(args)?;
-    let pieces = parse_template(template)?;
     let (authority_start, authority_end) =
         authority_span(template).ok_or("the URL template has no scheme (http:// or https://)")?;
     if template[authority_start..authority_end].trim().is_empty() {
         return Err("the URL template has no host".into());
     }
+    // Query pairs of left-out parameters go; the authority (and so its span) is unchanged.
+    let trimmed;
+    let template = match template[authority_end..].find('?') {
+        Some(q) => {
+            let q = authority_end + q;
+            let end = template[q..].find('#').map_or(template.len(), |f| q + f);
+            let query = drop_pairs_left_out(&template[q + 1..end], args);
+            let sep = if query.is_empty() { "" } else { "?" };
+            trimmed = format!("{}{sep}{query}{}", &template[..q], &template[end..]);
+            trimmed.as_str()
+        }
+        None => template,
+    };
+    let pieces = parse_template(template)?;
     let mut out = String::with_capacity(template.len() + 16);
     for piece in pieces {
         match piece {
@@ -334,8 +362,10 @@ pub fn render_url(template: &str, args: &Value) -> Result<String, String> {
                          appear only in the path, query and fragment"
                     ));
                 }
-                let value = lookup(args, key)?;
-                out.extend(utf8_percent_encode(&scalar_text(value), URL_VALUE));
+                // A left-out parameter outside the query renders empty.
+                if let Some(value) = args.get(key) {
+                    out.extend(utf8_percent_encode(&scalar_text(value), URL_VALUE));
+                }
             }
         }
     }
@@ -394,20 +424,102 @@ fn render_body_with(
     Ok(out)
 }
 
-/// Renders a JSON body template (see the module docs for the rule): a placeholder inside a
-/// JSON string of the template gets the value's escaped string content without quotes
-/// (`"{{q}}"` → `"say \"hi\"\n"`); one outside strings gets the value as JSON (`{{n}}` → `5`,
-/// `{{q}}` → `"text"`, `{{tags}}` → `["a","b"]`). A missing value is an error.
-pub fn render_body(template: &str, args: &Value) -> Result<String, String> {
-    let args = args_object(args)?;
-    render_body_with(template, |key, in_string| {
-        let value = lookup(args, key)?;
-        Ok(if in_string {
-            string_content(value)
+/// How a body's values are encoded, from its `Content-Type`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyKind {
+    /// No `Content-Type`, or one naming JSON: the quote rule (module docs).
+    Json,
+    /// `application/x-www-form-urlencoded`: values form-encoded (`&`, `=`, `+`, spaces and
+    /// non-ASCII cannot add or split fields); pairs of left-out parameters dropped.
+    Form,
+    /// XML: values with `& < > " '` escaped as entities.
+    Xml,
+    /// Anything else: values as text, as they are.
+    Text,
+}
+
+impl BodyKind {
+    /// The kind the spec's `Content-Type` header names.
+    pub fn of(headers: &BTreeMap<String, String>) -> BodyKind {
+        let Some((_, ct)) = headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case("content-type"))
+        else {
+            return BodyKind::Json;
+        };
+        let ct = ct.to_ascii_lowercase();
+        if ct.contains("json") {
+            BodyKind::Json
+        } else if ct.contains("x-www-form-urlencoded") {
+            BodyKind::Form
+        } else if ct.contains("xml") {
+            BodyKind::Xml
         } else {
-            value.to_string()
-        })
-    })
+            BodyKind::Text
+        }
+    }
+}
+
+fn xml_escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&apos;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Renders a body template, encoding each value for `kind` (see [`BodyKind`]). In JSON, a
+/// placeholder inside a JSON string of the template gets the value's escaped string content
+/// without quotes (`"{{q}}"` → `"say \"hi\"\n"`); one outside strings gets the value as JSON
+/// (`{{n}}` → `5`, `{{q}}` → `"text"`, `{{tags}}` → `["a","b"]`). A left-out (optional)
+/// parameter renders empty — `null` outside JSON strings — and its pair is dropped from a
+/// form body.
+pub fn render_body(template: &str, args: &Value, kind: BodyKind) -> Result<String, String> {
+    let args = args_object(args)?;
+    if kind == BodyKind::Json {
+        return render_body_with(template, |key, in_string| {
+            Ok(match (args.get(key), in_string) {
+                (Some(value), true) => string_content(value),
+                (Some(value), false) => value.to_string(),
+                (None, true) => String::new(),
+                (None, false) => "null".to_owned(),
+            })
+        });
+    }
+    let kept;
+    let template = if kind == BodyKind::Form {
+        kept = drop_pairs_left_out(template, args);
+        kept.as_str()
+    } else {
+        template
+    };
+    let mut out = String::with_capacity(template.len() + 32);
+    for piece in parse_template(template)? {
+        match piece {
+            Piece::Lit(s) => out.push_str(s),
+            Piece::Var { key, .. } => {
+                let Some(value) = args.get(key) else {
+                    continue;
+                };
+                let text = scalar_text(value);
+                match kind {
+                    BodyKind::Form => {
+                        out.extend(url::form_urlencoded::byte_serialize(text.as_bytes()));
+                    }
+                    BodyKind::Xml => out.push_str(&xml_escape(&text)),
+                    BodyKind::Json | BodyKind::Text => out.push_str(&text),
+                }
+            }
+        }
+    }
+    Ok(out)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -443,14 +555,6 @@ fn build_headers(headers: &BTreeMap<String, String>) -> Result<HeaderMap, String
         map.append(header, value);
     }
     Ok(map)
-}
-
-/// Whether the body is JSON: no Content-Type header, or one that mentions json.
-fn body_is_json(headers: &BTreeMap<String, String>) -> bool {
-    headers
-        .iter()
-        .find(|(k, _)| k.eq_ignore_ascii_case("content-type"))
-        .is_none_or(|(_, v)| v.to_ascii_lowercase().contains("json"))
 }
 
 const TYPE_NAMES: &[&str] = &[
@@ -611,7 +715,7 @@ pub fn validate_spec(spec: &CustomToolSpec) -> Result<(), String> {
                 ));
             }
         }
-        if body_is_json(&spec.http_headers) {
+        if BodyKind::of(&spec.http_headers) == BodyKind::Json {
             let filled = render_body_with(template, |_, in_string| {
                 Ok(if in_string {
                     "x".to_owned()
@@ -1078,8 +1182,10 @@ pub async fn execute(
 
     let body = match &spec.http_body_template {
         Some(template) => {
-            let body = render_body(template, &args).map_err(CustomToolError::InvalidArguments)?;
-            if body_is_json(&spec.http_headers)
+            let kind = BodyKind::of(&spec.http_headers);
+            let body =
+                render_body(template, &args, kind).map_err(CustomToolError::InvalidArguments)?;
+            if kind == BodyKind::Json
                 && let Err(e) = serde_json::from_str::<Value>(&body)
             {
                 return Err(CustomToolError::InvalidArguments(format!(
@@ -1387,9 +1493,18 @@ mod tests {
 
     #[test]
     fn url_rendering_errors() {
+        // A left-out parameter: empty in the path, its pair dropped from the query.
         assert_eq!(
-            render_url("http://h/{{q}}", &json!({})).unwrap_err(),
-            "missing value for {{q}}"
+            render_url("http://h/{{q}}", &json!({})).unwrap(),
+            "http://h/"
+        );
+        assert_eq!(
+            render_url("http://h/f?q={{q}}&days={{days}}#top", &json!({"q": "a b"})).unwrap(),
+            "http://h/f?q=a%20b#top"
+        );
+        assert_eq!(
+            render_url("http://h/f?days={{days}}", &json!({})).unwrap(),
+            "http://h/f"
         );
         for bad in ["..", "."] {
             let e = render_url("http://h/api/{{id}}/x", &json!({"id": bad})).unwrap_err();
@@ -1432,6 +1547,7 @@ mod tests {
         let body = render_body(
             r#"{"q": "{{q}}", "prefix": "x-{{n}}-{{q}}", "n": {{n}}, "tags": {{tags}}, "qs": {{q}}, "o": "{{obj}}"}"#,
             &args,
+            BodyKind::Json,
         )
         .unwrap();
         let v: Value = serde_json::from_str(&body).unwrap();
@@ -1442,14 +1558,67 @@ mod tests {
         assert_eq!(v["qs"], "he said \"hi\"\nbye \\ end");
         assert_eq!(v["o"], "{\"k\":1}");
         // A quote escaped in the template does not end the string.
-        let body = render_body(r#"{"a": "x\"{{n}}\"", "b": {{n}}}"#, &json!({"n": 7})).unwrap();
+        let body = render_body(
+            r#"{"a": "x\"{{n}}\"", "b": {{n}}}"#,
+            &json!({"n": 7}),
+            BodyKind::Json,
+        )
+        .unwrap();
         assert_eq!(body, r#"{"a": "x\"7\"", "b": 7}"#);
         // Braces before a placeholder stay literal.
-        assert_eq!(render_body("[{{{n}}}]", &json!({"n": 1})).unwrap(), "[{1}]");
         assert_eq!(
-            render_body("{{n}}", &json!({})).unwrap_err(),
-            "missing value for {{n}}"
+            render_body("[{{{n}}}]", &json!({"n": 1}), BodyKind::Json).unwrap(),
+            "[{1}]"
         );
+        assert_eq!(
+            render_body(r#"{"n": {{n}}, "s": "{{n}}"}"#, &json!({}), BodyKind::Json).unwrap(),
+            r#"{"n": null, "s": ""}"#
+        );
+    }
+
+    #[test]
+    fn body_values_are_encoded_for_the_content_type() {
+        let form = render_body(
+            "q={{q}}&role=user&days={{days}}",
+            &json!({"q": "hello world&role=admin"}),
+            BodyKind::Form,
+        )
+        .unwrap();
+        assert_eq!(form, "q=hello+world%26role%3Dadmin&role=user");
+        let fields: Vec<(String, String)> = url::form_urlencoded::parse(form.as_bytes())
+            .into_owned()
+            .collect();
+        assert_eq!(
+            fields,
+            vec![
+                ("q".to_owned(), "hello world&role=admin".to_owned()),
+                ("role".to_owned(), "user".to_owned())
+            ]
+        );
+        assert_eq!(
+            render_body(
+                "<q>{{q}}</q>",
+                &json!({"q": "</q><role>admin"}),
+                BodyKind::Xml
+            )
+            .unwrap(),
+            "<q>&lt;/q&gt;&lt;role&gt;admin</q>"
+        );
+        assert_eq!(
+            render_body("say {{q}}", &json!({"q": "a&b"}), BodyKind::Text).unwrap(),
+            "say a&b"
+        );
+        let headers = |ct: &str| BTreeMap::from([("content-type".to_owned(), ct.to_owned())]);
+        assert_eq!(
+            BodyKind::of(&headers("application/x-www-form-urlencoded; charset=utf-8")),
+            BodyKind::Form
+        );
+        assert_eq!(BodyKind::of(&BTreeMap::new()), BodyKind::Json);
+        assert_eq!(
+            BodyKind::of(&headers("application/vnd.api+json")),
+            BodyKind::Json
+        );
+        assert_eq!(BodyKind::of(&headers("text/xml")), BodyKind::Xml);
     }
 
     #[test]

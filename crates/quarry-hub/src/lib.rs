@@ -46,6 +46,12 @@ pub const MACHINE_OWNER: &str = "local";
 /// Default cap on the tools of one endpoint (Cursor stops at 40).
 pub const DEFAULT_MAX_TOOLS: usize = 32;
 
+/// How long registering or enabling an upstream waits for its first discovery before
+/// answering with the status it has (`connecting` for a slow or hanging upstream, which
+/// keeps trying in the background): long enough for a local server to start and list its
+/// tools, short of holding the request for the whole connect timeout.
+const ANSWER_GRACE: Duration = Duration::from_secs(5);
+
 /// Hub settings, fixed at start.
 #[derive(Debug, Clone)]
 pub struct HubOptions {
@@ -647,8 +653,7 @@ impl Hub {
         }
         if row.enabled {
             let conn = self.connect(&row)?;
-            conn.wait_discovered(Duration::from_secs(connect_timeout + 5))
-                .await;
+            conn.wait_discovered(ANSWER_GRACE).await;
         }
         self.upstream(caller, &id)
     }
@@ -765,10 +770,7 @@ impl Hub {
             self.store.update_upstream(&row)?;
             if enabled {
                 let conn = self.connect(&row)?;
-                let options: UpstreamOptions =
-                    serde_json::from_str(&row.options).unwrap_or_default();
-                conn.wait_discovered(Duration::from_secs(options.connect_timeout_secs + 5))
-                    .await;
+                conn.wait_discovered(ANSWER_GRACE).await;
             } else {
                 self.disconnect(&row.id);
             }

@@ -15,12 +15,16 @@ use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResult, CancelledNotificationParam, ClientCapabilities,
-    ClientRequest, Implementation, InitializeRequestParams, ProgressNotificationParam,
-    ProgressToken, ProtocolVersion, ServerResult, Tool,
+    ClientJsonRpcMessage, ClientRequest, Implementation, InitializeRequestParams,
+    ProgressNotificationParam, ProgressToken, ProtocolVersion, ServerResult, Tool,
 };
 use rmcp::service::{
     ClientLifecycleMode, ClientServiceExt, NotificationContext, Peer, PeerRequestOptions,
     RunningService, ServiceError,
+};
+use rmcp::transport::common::client_side_sse::BoxedSseResponse;
+use rmcp::transport::streamable_http_client::{
+    StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
 };
 use rmcp::{ClientHandler, RoleClient};
 use serde::{Deserialize, Serialize};
@@ -325,6 +329,15 @@ pub struct Connection {
     client: HubClient,
     /// Asks the supervisor to rediscover now (or reconnect now, if it is waiting).
     refresh: Notify,
+    /// A request failed in a way that may mean the connection or its session is gone
+    /// (transport error, timeout): the supervisor checks it with a `ping`.
+    suspect: Notify,
+    /// How long a call waits for a connection that is being (re)established.
+    connect_timeout: Duration,
+    /// Whether a failed call makes the supervisor check the connection: over HTTP and SSE,
+    /// where a session can be lost while the transport looks open. A stdio child that dies
+    /// ends its connection by itself, and one busy with a slow call should not be restarted.
+    probes: bool,
     /// Bumped after every discovery attempt (success or failure).
     discovered: watch::Sender<u64>,
     stop: CancellationToken,
@@ -346,6 +359,9 @@ impl Connection {
                 tools_changed: Arc::new(Notify::new()),
             },
             refresh: Notify::new(),
+            suspect: Notify::new(),
+            connect_timeout: Duration::from_secs(spec.options.connect_timeout_secs.max(1)),
+            probes: spec.transport != TransportKind::Stdio,
             discovered: watch::channel(0).0,
             stop: CancellationToken::new(),
             raw_tools: Arc::default(),
@@ -393,7 +409,7 @@ impl Connection {
         progress: Option<ProgressSink>,
         cancel: CancellationToken,
     ) -> Result<CallToolResult, CallError> {
-        let peer = self.ready_peer()?;
+        let peer = self.ready_peer(&cancel).await?;
         let _permit = tokio::select! {
             p = self.permits.acquire() => p.map_err(|_| CallError::Unavailable("closed".into()))?,
             _ = cancel.cancelled() => return Err(CallError::Cancelled),
@@ -404,10 +420,17 @@ impl Connection {
             params = params.with_arguments(args);
         }
         let request = ClientRequest::CallToolRequest(rmcp::model::Request::new(params));
-        let handle = peer
+        let handle = match peer
             .send_request_with_option(request, PeerRequestOptions::no_options())
             .await
-            .map_err(service_error)?;
+        {
+            Ok(handle) => handle,
+            Err(e) => {
+                let failed = Err(service_error(e));
+                self.note_failure(&failed);
+                return failed;
+            }
+        };
         let token = handle.progress_token.clone();
         let id = handle.id.clone();
         if let Some(sink) = progress {
@@ -432,6 +455,7 @@ impl Connection {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(&token);
+        self.note_failure(&outcome);
         if matches!(outcome, Err(CallError::Cancelled | CallError::Timeout(_))) {
             // Tell the upstream to stop working on it.
             let reason = match &outcome {
@@ -450,15 +474,45 @@ impl Connection {
 }
 
 impl Connection {
-    fn ready_peer(&self) -> Result<Peer<RoleClient>, CallError> {
-        let peer = self.peer.borrow().clone();
-        peer.ok_or_else(|| {
-            let h = self.health();
-            CallError::Unavailable(
-                h.last_error
-                    .unwrap_or_else(|| format!("'{}' is {}", self.name, h.status)),
+    /// The live peer. While the supervisor is (re)connecting, waits for it (up to the
+    /// connect timeout, within the call timeout), so a call made while a lost session is
+    /// being re-established succeeds instead of failing at once.
+    async fn ready_peer(&self, cancel: &CancellationToken) -> Result<Peer<RoleClient>, CallError> {
+        if let Some(peer) = self.peer.borrow().clone() {
+            return Ok(peer);
+        }
+        if self.health().status == "connecting" {
+            let mut rx = self.peer.subscribe();
+            let wait = self.connect_timeout.min(self.call_timeout);
+            let waited = tokio::select! {
+                r = tokio::time::timeout(wait, rx.wait_for(Option::is_some)) => {
+                    r.ok().and_then(|r| r.ok()).and_then(|p| p.clone())
+                }
+                _ = cancel.cancelled() => return Err(CallError::Cancelled),
+            };
+            if let Some(peer) = waited {
+                return Ok(peer);
+            }
+        }
+        let h = self.health();
+        Err(CallError::Unavailable(
+            h.last_error
+                .map(|e| format!("'{}' is {}: {e}", self.name, h.status))
+                .unwrap_or_else(|| format!("'{}' is {}", self.name, h.status)),
+        ))
+    }
+
+    /// Asks the supervisor to check the connection after a failure that may mean it is
+    /// gone (a tool's own error, or the upstream's JSON-RPC error, says nothing about it).
+    fn note_failure<T>(&self, outcome: &Result<T, CallError>) {
+        if self.probes
+            && matches!(
+                outcome,
+                Err(CallError::Transport(_) | CallError::Timeout(_))
             )
-        })
+        {
+            self.suspect.notify_one();
+        }
     }
 
     /// Runs one request on the shared connection: within the concurrency limit, the call
@@ -473,11 +527,13 @@ impl Connection {
             .acquire()
             .await
             .map_err(|_| CallError::Unavailable("closed".into()))?;
-        tokio::select! {
+        let outcome = tokio::select! {
             r = request => r.map_err(service_error),
             _ = cancel.cancelled() => Err(CallError::Cancelled),
             _ = tokio::time::sleep(self.call_timeout) => Err(CallError::Timeout(self.call_timeout)),
-        }
+        };
+        self.note_failure(&outcome);
+        outcome
     }
 
     /// Reads a resource of the upstream.
@@ -486,7 +542,7 @@ impl Connection {
         uri: &str,
         cancel: CancellationToken,
     ) -> Result<rmcp::model::ReadResourceResult, CallError> {
-        let peer = self.ready_peer()?;
+        let peer = self.ready_peer(&cancel).await?;
         self.bounded(
             peer.read_resource(rmcp::model::ReadResourceRequestParams::new(uri)),
             cancel,
@@ -501,7 +557,7 @@ impl Connection {
         arguments: Option<rmcp::model::JsonObject>,
         cancel: CancellationToken,
     ) -> Result<rmcp::model::GetPromptResult, CallError> {
-        let peer = self.ready_peer()?;
+        let peer = self.ready_peer(&cancel).await?;
         let mut params = rmcp::model::GetPromptRequestParams::new(name);
         params.arguments = arguments;
         self.bounded(peer.get_prompt(params), cancel).await
@@ -604,8 +660,10 @@ async fn connect(
                         spec.config.as_str(),
                     )
                     .custom_headers(headers);
-                let transport =
-                    rmcp::transport::StreamableHttpClientTransport::with_client(http, config);
+                let transport = rmcp::transport::StreamableHttpClientTransport::with_client(
+                    SessionClient(http),
+                    config,
+                );
                 client
                     .serve_with_lifecycle(transport, lifecycle)
                     .await
@@ -713,6 +771,131 @@ fn http_client(spec: &ConnectSpec) -> Result<reqwest::Client, String> {
     }
 }
 
+/// rmcp's reqwest client, except that a JSON-RPC error without an id, answering a request
+/// sent in a session, means the session is gone. Servers on the TypeScript SDK
+/// (server-everything among them) answer an unknown session id — after a restart — with
+/// `400` and such an error instead of `404`; rmcp would route it to no request, and the call
+/// would wait out its timeout. As `SessionExpired`, rmcp re-initialises and retries the
+/// request once.
+#[derive(Clone)]
+struct SessionClient(reqwest::Client);
+
+type PostResult = Result<StreamableHttpPostResponse, StreamableHttpError<reqwest::Error>>;
+
+fn session_lost(in_session_request: bool, result: PostResult) -> PostResult {
+    match result {
+        Ok(StreamableHttpPostResponse::Json(rmcp::model::JsonRpcMessage::Error(e), _))
+            if in_session_request && e.id.is_none() =>
+        {
+            tracing::info!(
+                "the upstream no longer knows the session: {}",
+                e.error.message
+            );
+            Err(StreamableHttpError::SessionExpired)
+        }
+        other => other,
+    }
+}
+
+impl StreamableHttpClient for SessionClient {
+    type Error = reqwest::Error;
+
+    fn post_message(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<http::HeaderName, http::HeaderValue>,
+    ) -> impl std::future::Future<Output = PostResult> + Send + '_ {
+        let in_session_request =
+            session_id.is_some() && matches!(message, ClientJsonRpcMessage::Request(_));
+        async move {
+            let result = self
+                .0
+                .post_message(uri, message, session_id, auth_header, custom_headers)
+                .await;
+            session_lost(in_session_request, result)
+        }
+    }
+
+    fn post_message_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<http::HeaderName, http::HeaderValue>,
+        max_sse_event_size: usize,
+    ) -> impl std::future::Future<Output = PostResult> + Send + '_ {
+        let in_session_request =
+            session_id.is_some() && matches!(message, ClientJsonRpcMessage::Request(_));
+        async move {
+            let result = self
+                .0
+                .post_message_with_max_sse_event_size(
+                    uri,
+                    message,
+                    session_id,
+                    auth_header,
+                    custom_headers,
+                    max_sse_event_size,
+                )
+                .await;
+            session_lost(in_session_request, result)
+        }
+    }
+
+    fn delete_session(
+        &self,
+        uri: Arc<str>,
+        session_id: Arc<str>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<http::HeaderName, http::HeaderValue>,
+    ) -> impl std::future::Future<Output = Result<(), StreamableHttpError<reqwest::Error>>> + Send + '_
+    {
+        self.0
+            .delete_session(uri, session_id, auth_header, custom_headers)
+    }
+
+    fn get_stream(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<http::HeaderName, http::HeaderValue>,
+    ) -> impl std::future::Future<
+        Output = Result<BoxedSseResponse, StreamableHttpError<reqwest::Error>>,
+    > + Send
+    + '_ {
+        self.0
+            .get_stream(uri, session_id, last_event_id, auth_header, custom_headers)
+    }
+
+    fn get_stream_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<http::HeaderName, http::HeaderValue>,
+        max_sse_event_size: usize,
+    ) -> impl std::future::Future<
+        Output = Result<BoxedSseResponse, StreamableHttpError<reqwest::Error>>,
+    > + Send
+    + '_ {
+        self.0.get_stream_with_max_sse_event_size(
+            uri,
+            session_id,
+            last_event_id,
+            auth_header,
+            custom_headers,
+            max_sse_event_size,
+        )
+    }
+}
+
 /// What discovery found: typed tools and, where the wire was seen (stdio), each tool's JSON
 /// exactly as the upstream sent it (rmcp's types drop fields they do not know).
 pub struct Discovered {
@@ -773,6 +956,18 @@ async fn discover(
                 surface,
             })
         }
+        // A server that declares no tools may refuse to list them.
+        Ok(Err(_))
+            if peer
+                .peer_info()
+                .is_some_and(|i| i.capabilities.tools.is_none()) =>
+        {
+            Ok(Discovered {
+                tools: Vec::new(),
+                raw: HashMap::new(),
+                surface: Surface::default(),
+            })
+        }
         Ok(Err(e)) => Err(format!("tools/list failed: {e}")),
         Err(_) => Err(format!(
             "tools/list took longer than {} s",
@@ -785,10 +980,12 @@ async fn supervise(conn: Arc<Connection>, spec: ConnectSpec, on_discovered: OnDi
     let mut backoff = BACKOFF_MIN;
     let mut attempts: u64 = 0;
     let discover_timeout = Duration::from_secs(spec.options.connect_timeout_secs.max(1));
+    let probe_timeout = discover_timeout.min(PROBE_TIMEOUT_MAX);
     loop {
         if conn.stop.is_cancelled() {
             break;
         }
+        // `last_error` stays: while reconnecting, it says why.
         conn.set_health(|h| h.status = "connecting");
         let connected = tokio::select! {
             r = connect(&spec, conn.client.clone(), &conn) => r,
@@ -815,8 +1012,16 @@ async fn supervise(conn: Arc<Connection>, spec: ConnectSpec, on_discovered: OnDi
                         h.restarts += 1;
                     }
                 });
+                // A connection whose tools cannot be listed is not ready: it is dropped
+                // and tried again with backoff (the catalog keeps what was found before).
                 let first = discover(&conn, &peer, discover_timeout).await;
-                record_discovery(&conn, first, &on_discovered);
+                if !record_discovery(&conn, first, &on_discovered) {
+                    running.cancellation_token().cancel();
+                    if !wait_backoff(&conn, &mut backoff).await {
+                        break;
+                    }
+                    continue;
+                }
                 conn.peer.send_replace(Some(peer.clone()));
                 backoff = BACKOFF_MIN;
                 // 2026-07-28 servers send list changes only on a subscription.
@@ -850,6 +1055,9 @@ async fn supervise(conn: Arc<Connection>, spec: ConnectSpec, on_discovered: OnDi
                 let ct = running.cancellation_token();
                 let waiting = running.waiting();
                 tokio::pin!(waiting);
+                // Whether the connection was given up for a fresh one now (lost session,
+                // failed rediscovery) rather than closed by the other side.
+                let mut lost = false;
                 loop {
                     tokio::select! {
                         _ = &mut waiting => {
@@ -868,13 +1076,28 @@ async fn supervise(conn: Arc<Connection>, spec: ConnectSpec, on_discovered: OnDi
                             conn.peer.send_replace(None);
                             return;
                         }
+                        _ = conn.suspect.notified() => {
+                            if let Err(e) = probe(&peer, probe_timeout).await {
+                                tracing::warn!(upstream = %conn.name, "connection lost: {e}");
+                                conn.set_health(|h| {
+                                    h.status = "connecting";
+                                    h.last_error = Some(format!("connection lost ({e}); reconnecting"));
+                                });
+                                lost = true;
+                                break;
+                            }
+                        }
                         _ = conn.refresh.notified() => {
                             let r = discover(&conn, &peer, discover_timeout).await;
-                            record_discovery(&conn, r, &on_discovered);
+                            if !record_discovery(&conn, r, &on_discovered) {
+                                break;
+                            }
                         }
                         _ = conn.client.tools_changed.notified() => {
                             let r = discover(&conn, &peer, discover_timeout).await;
-                            record_discovery(&conn, r, &on_discovered);
+                            if !record_discovery(&conn, r, &on_discovered) {
+                                break;
+                            }
                         }
                     }
                 }
@@ -882,6 +1105,12 @@ async fn supervise(conn: Arc<Connection>, spec: ConnectSpec, on_discovered: OnDi
                     l.abort();
                 }
                 conn.peer.send_replace(None);
+                ct.cancel();
+                if lost {
+                    // Re-initialise at once: the upstream answered before, so it most
+                    // likely restarted or dropped the session.
+                    continue;
+                }
             }
             Err(e) => {
                 tracing::warn!(upstream = %conn.name, "cannot connect: {e}");
@@ -892,35 +1121,67 @@ async fn supervise(conn: Arc<Connection>, spec: ConnectSpec, on_discovered: OnDi
                 conn.discovered.send_modify(|n| *n += 1);
             }
         }
-        // Wait before reconnecting; a refresh asks to try again now.
-        tokio::select! {
-            _ = tokio::time::sleep(backoff) => {}
-            _ = conn.refresh.notified() => {}
-            _ = conn.stop.cancelled() => break,
+        if !wait_backoff(&conn, &mut backoff).await {
+            break;
         }
-        backoff = (backoff * 2).min(BACKOFF_MAX);
     }
     conn.peer.send_replace(None);
 }
 
-fn record_discovery(conn: &Connection, result: Result<Discovered, String>, on: &OnDiscovered) {
-    match result {
+/// Longest wait for a `ping` that checks a suspect connection.
+const PROBE_TIMEOUT_MAX: Duration = Duration::from_secs(10);
+
+/// Whether the upstream still answers on this connection: a `tools/list` (every protocol
+/// era has it; `ping` is gone from 2026-07-28). Any answer counts, a JSON-RPC error included;
+/// a transport failure or silence does not.
+async fn probe(peer: &Peer<RoleClient>, timeout: Duration) -> Result<(), String> {
+    match tokio::time::timeout(timeout, peer.list_tools(None)).await {
+        Ok(Ok(_)) | Ok(Err(ServiceError::McpError(_))) => Ok(()),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err(format!("no answer within {} s", timeout.as_secs())),
+    }
+}
+
+/// Waits before reconnecting (a refresh asks to try again now), doubling the next wait.
+/// False when the connection was stopped meanwhile.
+async fn wait_backoff(conn: &Connection, backoff: &mut Duration) -> bool {
+    let go_on = tokio::select! {
+        _ = tokio::time::sleep(*backoff) => true,
+        _ = conn.refresh.notified() => true,
+        _ = conn.stop.cancelled() => false,
+    };
+    *backoff = (*backoff * 2).min(BACKOFF_MAX);
+    go_on
+}
+
+/// Publishes what discovery found; false (and the connection's status `error`) when it
+/// failed, so the supervisor reconnects and tries again instead of staying `ready` with an
+/// empty or stale catalog.
+fn record_discovery(
+    conn: &Connection,
+    result: Result<Discovered, String>,
+    on: &OnDiscovered,
+) -> bool {
+    let ok = match result {
         Ok(found) => {
             on(&found);
             conn.set_health(|h| {
                 h.status = "ready";
                 h.last_error = None;
             });
+            true
         }
         Err(e) => {
             tracing::warn!(upstream = %conn.name, "{e}");
             conn.set_health(|h| {
-                h.status = "ready";
-                h.last_error = Some(e);
+                h.status = "error";
+                h.last_error = Some(format!("{e}; retrying"));
             });
+            false
         }
-    }
+    };
     conn.discovered.send_modify(|n| *n += 1);
+    ok
 }
 
 /// Longest line the tee inspects (a `tools/list` answer larger than this is not captured).
@@ -1032,6 +1293,38 @@ mod tests {
         let got = capture.lock().unwrap().clone();
         assert_eq!(got.len(), 1);
         assert_eq!(got[0]["execution"]["taskSupport"], "required");
+    }
+
+    #[test]
+    fn an_id_less_error_to_a_session_request_means_the_session_is_gone() {
+        // What server-everything answers a request naming a session it does not know.
+        let unknown_session = || {
+            let msg: rmcp::model::ServerJsonRpcMessage = serde_json::from_value(serde_json::json!({
+                "jsonrpc": "2.0",
+                "error": {"code": -32000, "message": "Bad Request: No valid session ID provided"},
+                "id": null
+            }))
+            .unwrap();
+            Ok(StreamableHttpPostResponse::Json(msg, None))
+        };
+        assert!(matches!(
+            session_lost(true, unknown_session()),
+            Err(StreamableHttpError::SessionExpired)
+        ));
+        // Outside a session (or for a notification) it is an ordinary answer.
+        assert!(matches!(
+            session_lost(false, unknown_session()),
+            Ok(StreamableHttpPostResponse::Json(..))
+        ));
+        // An error answering the request itself (with its id) is the request's.
+        let own: rmcp::model::ServerJsonRpcMessage = serde_json::from_value(serde_json::json!({
+            "jsonrpc": "2.0", "id": 3, "error": {"code": -32602, "message": "bad params"}
+        }))
+        .unwrap();
+        assert!(matches!(
+            session_lost(true, Ok(StreamableHttpPostResponse::Json(own, None))),
+            Ok(StreamableHttpPostResponse::Json(..))
+        ));
     }
 
     #[test]

@@ -9,6 +9,7 @@
 pub mod auth;
 pub mod chat_api;
 pub mod hub_api;
+mod hub_sse;
 pub mod jsonrpc;
 pub mod knowledge_api;
 pub mod knowledge_tools;
@@ -471,9 +472,14 @@ pub fn app(state: Arc<AppState>, opts: &HttpOptions, shutdown: &CancellationToke
         .layer(axum::extract::DefaultBodyLimit::max(opts.max_body_bytes))
         .layer(timeout())
         .route_layer(authenticated(auth::Surface::Dify));
+    let legacy_sse =
+        hub_sse::LegacySse::new(state.clone(), opts.max_body_bytes, shutdown.child_token());
+    let gateway = Router::new()
+        .nest_service("/api/mcp", gateway)
+        .layer(middleware::from_fn_with_state(legacy_sse, hub_sse::route));
     let mcp = Router::new()
         .nest_service("/mcp", mcp)
-        .nest_service("/api/mcp", gateway)
+        .merge(gateway)
         .layer(authenticated(auth::Surface::JsonRpc))
         .layer(middleware::from_fn_with_state(
             opts.max_body_bytes,

@@ -94,6 +94,7 @@ impl QuarryMcp {
         let catalog = hub
             .catalog(&hub_caller.owner)
             .map_err(|e| McpError::internal_error(e.to_string(), None))?;
+        let selection = crate::hub_sse::narrowed(selection, &catalog, context)?;
         // The cap limits selections; the unselected view lists everything (SPEC §2.2).
         let cap = if selection.chooses_tools() {
             hub.options().max_tools
