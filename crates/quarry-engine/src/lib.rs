@@ -250,6 +250,19 @@ impl Engine {
         }
     }
 
+    /// Refuses callers limited to chosen knowledge bases (a token's allow-list or `?kb=`)
+    /// where an action concerns the whole space: creating or renaming a knowledge base.
+    /// Checked before the name is looked at, so the refusal says nothing about the names
+    /// the caller cannot see.
+    pub(crate) fn require_whole_space(&self, what: &str) -> Result<()> {
+        if self.scope.collections.is_some() {
+            return Err(Error::Forbidden(format!(
+                "{what} needs access to the whole space; this caller is limited to chosen knowledge bases"
+            )));
+        }
+        Ok(())
+    }
+
     pub fn options(&self) -> &EngineOptions {
         &self.opts
     }
