@@ -31,8 +31,9 @@ const DISPLAY_PREFIX: usize = TOKEN_PREFIX.len() + 6;
 const TOUCH_EVERY_MS: i64 = 60_000;
 /// Longest token label.
 const MAX_LABEL_CHARS: usize = 200;
-/// Latest expiry a token may have, counted from its creation (ten years).
-pub const MAX_TOKEN_DAYS: i64 = 3650;
+/// Latest expiry a token may have, in days from its creation: a hundred years, far enough
+/// for any real date, near enough that no arithmetic on it overflows.
+pub const MAX_TOKEN_DAYS: i64 = 36_500;
 const DAY_MS: i64 = 86_400_000;
 
 /// Why a request could not be authenticated. The code is the seed's `data.error_code`.
