@@ -566,13 +566,14 @@ async def test_outsider_mcp_isolation(team):
         r = await tool_ok(c, "knowledge_search", {"query": "gazpacho", "search_mode": "keyword", "min_score": 0})
         assert r.structured_content["total_count"] == 0
 
-    # The URL cannot widen the token: ?kb= naming an acme knowledge base gives nothing.
+    # The URL cannot widen the token: ?kb= naming an acme knowledge base is refused exactly like
+    # a knowledge base that does not exist.
     for kb in ("docs", team.kbs["docs"]):
-        async with mcp_session(mcp_url(srv, x, kb=kb)) as c:
-            r = await tool_ok(c, "knowledge_search", {"query": "zanzibar", "search_mode": "keyword", "min_score": 0})
-            assert r.structured_content["results"] == [] and r.structured_content["total_count"] == 0, kb
-            r = await tool_ok(c, "search", {"query": "zanzibar"})
-            assert r.structured_content["results"] == [], kb
+        foreign = requests.post(mcp_url(srv, x, kb=kb), json={"jsonrpc": "2.0", "id": 1, "method": "ping"}, timeout=30)
+        missing = requests.post(mcp_url(srv, x, kb="nosuchkb"), json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
+                                timeout=30)
+        assert_mcp_envelope(foreign, 404, "KB_NOT_FOUND")
+        assert foreign.text.replace(kb, "nosuchkb") == missing.text, (foreign.text, missing.text)
 
     # The note survived the outsider's delete.
     async with mcp_session(mcp_url(srv, o, resource="isolation-notes")) as c:
@@ -660,9 +661,14 @@ def test_kb_allow_list_token(team):
     listed = http(srv, "GET", "/api/v1/knowledge-bases?kb=docs", o).json()
     assert [k["name"] for k in listed["data"]] == ["docs"], listed
     assert rest_search(srv, o, "walrus", params={"kb": "docs"}) == []
-    assert rest_search(srv, a, "walrus", params={"kb": "other"}) == []
-    listed = http(srv, "GET", "/api/v1/knowledge-bases?kb=docs,other", a).json()
-    assert [k["name"] for k in listed["data"]] == ["docs"], listed
+    # Naming one it cannot reach is refused like a missing one (not an empty answer).
+    assert_same_as_missing(
+        http(srv, "POST", "/search", a, json={"query": "walrus"}, params={"kb": "other"}),
+        http(srv, "POST", "/search", a, json={"query": "walrus"}, params={"kb": "nosuchkb"}),
+        "other",
+        "nosuchkb",
+    )
+    assert_rest_error(http(srv, "GET", "/api/v1/knowledge-bases?kb=docs,other", a), 404, "KB_NOT_FOUND")
 
     # A token made by an allow-listed (or read-only) caller never has more than the caller.
     r = http(srv, "POST", "/api/v1/tokens", a, json={"label": "child"})
@@ -682,15 +688,14 @@ def test_kb_allow_list_token(team):
 async def test_kb_allow_list_mcp(team):
     srv = team.srv
     for url in (mcp_url(srv, team.tok("allow")), mcp_url(srv, team.tok("owner"), kb="docs"),
-                mcp_url(srv, team.tok("allow"), kb="other")):
+                mcp_url(srv, team.tok("allow"), kb="docs")):
         async with mcp_session(url) as c:
             r = await tool_ok(c, "knowledge_search", {"query": "walrus", "search_mode": "keyword", "min_score": 0})
             assert r.structured_content["total_count"] == 0, url
             r = await tool_ok(c, "search", {"query": "walrus"})
             assert r.structured_content["results"] == [], url
             r = await tool_ok(c, "knowledge_search", {"query": "zanzibar", "search_mode": "keyword", "min_score": 0})
-            expect = 0 if url.endswith("kb=other") else 1
-            assert r.structured_content["total_count"] == expect, (url, r.structured_content)
+            assert r.structured_content["total_count"] == 1, (url, r.structured_content)
 
     # An allow-listed token writes notes only into its knowledge bases: not the default resource
     # (which it may not create), not another knowledge base of the space.

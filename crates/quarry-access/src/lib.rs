@@ -31,6 +31,10 @@ const DISPLAY_PREFIX: usize = TOKEN_PREFIX.len() + 6;
 const TOUCH_EVERY_MS: i64 = 60_000;
 /// Longest token label.
 const MAX_LABEL_CHARS: usize = 200;
+/// Latest expiry a token may have, in days from its creation: a hundred years, far enough
+/// for any real date, near enough that no arithmetic on it overflows.
+pub const MAX_TOKEN_DAYS: i64 = 36_500;
+const DAY_MS: i64 = 86_400_000;
 
 /// Why a request could not be authenticated. The code is the seed's `data.error_code`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,6 +50,9 @@ pub enum AuthFailure {
     SpaceForbidden,
     /// The token may use several spaces and the request named none.
     SpaceRequired,
+    /// A knowledge base the URL's `?kb=` names is missing or out of reach (the two are not
+    /// told apart).
+    KnowledgeBaseNotFound(String),
 }
 
 impl AuthFailure {
@@ -57,6 +64,7 @@ impl AuthFailure {
             AuthFailure::Revoked => "TOKEN_REVOKED",
             AuthFailure::SpaceForbidden => "SPACE_FORBIDDEN",
             AuthFailure::SpaceRequired => "SPACE_REQUIRED",
+            AuthFailure::KnowledgeBaseNotFound(_) => "KB_NOT_FOUND",
         }
     }
 
@@ -65,6 +73,7 @@ impl AuthFailure {
         match self {
             AuthFailure::SpaceForbidden => 403,
             AuthFailure::SpaceRequired => 400,
+            AuthFailure::KnowledgeBaseNotFound(_) => 404,
             _ => 401,
         }
     }
@@ -72,7 +81,14 @@ impl AuthFailure {
 
 impl fmt::Display for AuthFailure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let AuthFailure::KnowledgeBaseNotFound(key) = self {
+            return write!(
+                f,
+                "knowledge base '{key}' (named by ?kb=) not found or not accessible here"
+            );
+        }
         f.write_str(match self {
+            AuthFailure::KnowledgeBaseNotFound(_) => "knowledge base not found",
             AuthFailure::Missing => {
                 "missing access token: pass Authorization: Bearer <token> or ?token=<token>"
             }
@@ -142,6 +158,10 @@ pub struct TokenRequest {
     pub read_only: bool,
     /// Milliseconds since the epoch.
     pub expires_at: Option<i64>,
+    /// The token creating this one (its UUID), when a token does: the new one reaches no
+    /// further than it (spaces, knowledge bases, read-only), expires no later (by default,
+    /// when it does), and stops working when it does.
+    pub parent: Option<String>,
 }
 
 /// A space a user belongs to, as `GET /api/v1/user/spaces` lists it.
@@ -161,6 +181,23 @@ pub struct Directory {
 
 fn bad(msg: impl Into<String>) -> Error {
     Error::invalid(msg)
+}
+
+/// Whether a token (first in `chain`, followed by the tokens that created it, nearest
+/// first) may be used at `now`: revoked or expired if any of them is, revoked if one of them
+/// is gone. Otherwise the earliest expiry of the chain — the token's effective one.
+fn chain_state(chain: &[TokenRecord], now: i64) -> std::result::Result<Option<i64>, AuthFailure> {
+    if chain.last().is_none_or(|t| t.parent_id.is_some()) {
+        return Err(AuthFailure::Revoked);
+    }
+    if chain.iter().any(|t| t.revoked_at.is_some()) {
+        return Err(AuthFailure::Revoked);
+    }
+    let expires_at = chain.iter().filter_map(|t| t.expires_at).min();
+    if expires_at.is_some_and(|at| at <= now) {
+        return Err(AuthFailure::Expired);
+    }
+    Ok(expires_at)
 }
 
 /// Names of users and spaces: `[a-z0-9][a-z0-9._-]*`, at most 64, and not shaped like a
@@ -356,11 +393,21 @@ impl Directory {
         if label.chars().any(char::is_control) {
             return Err(bad("label must not contain control characters"));
         }
-        if let Some(at) = req.expires_at
-            && at <= quarry_core::now_millis()
-        {
-            return Err(bad("expiry must be in the future"));
+        let now = quarry_core::now_millis();
+        if let Some(at) = req.expires_at {
+            if at <= now {
+                return Err(bad("expiry must be in the future"));
+            }
+            if at > now.saturating_add(MAX_TOKEN_DAYS * DAY_MS) {
+                return Err(bad(format!(
+                    "expiry is too far away: at most {MAX_TOKEN_DAYS} days from now"
+                )));
+            }
         }
+        let parent = match &req.parent {
+            Some(id) => Some(self.parent_token(id, row, now)?),
+            None => None,
+        };
         let memberships = self.store.memberships(Some(row))?;
         let mut spaces = Vec::new();
         if req.spaces.is_empty() {
@@ -420,18 +467,81 @@ impl Directory {
                 Some(uids)
             }
         };
+        let spaces: Vec<String> = spaces.into_iter().map(|(_, id)| id).collect();
+        let (mut collections, mut read_only, mut expires_at) =
+            (collections, req.read_only, req.expires_at);
+        if let Some(p) = &parent {
+            // Never further than the parent: a space, knowledge base or write access it
+            // lacks is refused rather than silently dropped, so the caller knows.
+            if let Some(s) = spaces.iter().find(|s| !p.spaces.contains(s)) {
+                return Err(Error::Forbidden(format!(
+                    "the token creating this one may not use space '{s}'"
+                )));
+            }
+            if let Some(allowed) = &p.collections {
+                match &collections {
+                    None => collections = Some(allowed.clone()),
+                    Some(wanted) => {
+                        if wanted.iter().any(|c| !allowed.contains(c)) {
+                            return Err(Error::Forbidden(
+                                "the token creating this one may not use every knowledge base named"
+                                    .into(),
+                            ));
+                        }
+                    }
+                }
+            }
+            read_only |= p.read_only;
+            match (expires_at, p.expires_at) {
+                (Some(at), Some(limit)) if at > limit => {
+                    return Err(bad(format!(
+                        "a token cannot outlive the token creating it: expiry must be at most {} ({limit} ms since the epoch)",
+                        quarry_core::iso8601_millis(limit)
+                    )));
+                }
+                (None, Some(limit)) => expires_at = Some(limit),
+                _ => {}
+            }
+        }
         let token = new_secret()?;
         let record = self.store.insert_token(&NewToken {
             user_row: row,
             hash: token_hash(&token),
             prefix: token[..DISPLAY_PREFIX].to_owned(),
             label: label.to_owned(),
-            spaces: spaces.into_iter().map(|(_, id)| id).collect(),
+            spaces,
             collections,
-            read_only: req.read_only,
-            expires_at: req.expires_at,
+            read_only,
+            expires_at,
+            parent_id: parent.map(|p| p.id),
         })?;
         Ok(IssuedToken { token, record })
+    }
+
+    /// The token `id` as a parent of a new token of `user_row`: it must be that user's and
+    /// usable now (its whole chain unrevoked and unexpired). Its `expires_at` is the
+    /// earliest of its chain's.
+    fn parent_token(&self, id: &str, user_row: i64, now: i64) -> Result<TokenRecord> {
+        let chain = self.store.token_chain(id)?;
+        let Some(first) = chain.first() else {
+            return Err(Error::Forbidden(
+                "the token creating this one no longer exists".into(),
+            ));
+        };
+        if first.user_row != user_row {
+            return Err(Error::Forbidden(
+                "a token creates tokens for its own user only".into(),
+            ));
+        }
+        match chain_state(&chain, now) {
+            Ok(expires_at) => Ok(TokenRecord {
+                expires_at,
+                ..first.clone()
+            }),
+            Err(f) => Err(Error::Forbidden(format!(
+                "the token creating this one: {f}"
+            ))),
+        }
     }
 
     /// Tokens, of one user (name or UUID) or of everyone.
@@ -488,12 +598,14 @@ impl Directory {
         };
         let token = &grant.token;
         let now = quarry_core::now_millis();
-        if token.revoked_at.is_some() {
-            return Ok(Err(AuthFailure::Revoked));
-        }
-        if token.expires_at.is_some_and(|at| at <= now) {
-            return Ok(Err(AuthFailure::Expired));
-        }
+        // The token and every token that created it, read now (nothing is cached).
+        let chain: Vec<TokenRecord> = std::iter::once(token.clone())
+            .chain(grant.ancestors.iter().cloned())
+            .collect();
+        let expires_at = match chain_state(&chain, now) {
+            Ok(at) => at,
+            Err(f) => return Ok(Err(f)),
+        };
         // Usable: the token's spaces where the user is (still) a member.
         let usable: Vec<&Membership> = grant
             .memberships
@@ -540,7 +652,7 @@ impl Directory {
                 token_id: token.id.clone(),
                 read_only: token.read_only,
                 spaces: token.spaces.clone(),
-                expires_at: token.expires_at,
+                expires_at,
             }),
             scope: Scope {
                 space: m.space.clone(),
@@ -553,18 +665,31 @@ impl Directory {
     }
 
     /// The principal narrowed to the knowledge bases named by `keys` (names or UUIDs, a
-    /// URL's `?kb=`): never wider than before; names it cannot see simply match nothing.
-    pub fn narrow(&self, principal: &Principal, keys: &[String]) -> Result<Principal> {
-        let ids: Vec<i64> = self
-            .store
-            .collection_ids(&principal.scope.space, keys)?
-            .into_iter()
-            .map(|(id, _)| id)
-            .collect();
-        Ok(Principal {
+    /// URL's `?kb=`): never wider than before. A key naming nothing the principal can see
+    /// is refused — a typo would otherwise search nothing and look like "no results" — in
+    /// the same words whether or not it exists out of reach.
+    pub fn narrow(
+        &self,
+        principal: &Principal,
+        keys: &[String],
+    ) -> Result<std::result::Result<Principal, AuthFailure>> {
+        let mut ids = Vec::with_capacity(keys.len());
+        for key in keys {
+            let found = self
+                .store
+                .collection_ids(&principal.scope.space, std::slice::from_ref(key))?
+                .into_iter()
+                .map(|(id, _)| id)
+                .find(|id| principal.scope.allows(*id));
+            match found {
+                Some(id) => ids.push(id),
+                None => return Ok(Err(AuthFailure::KnowledgeBaseNotFound(key.clone()))),
+            }
+        }
+        Ok(Ok(Principal {
             scope: principal.scope.narrowed(&ids),
             ..principal.clone()
-        })
+        }))
     }
 }
 

@@ -148,8 +148,15 @@ fn allow_lists_and_narrowing_never_widen() {
         .unwrap();
     let p = d.authenticate(&t.token, None).unwrap().unwrap();
     assert!(p.scope.allows(a.collection_id) && !p.scope.allows(b.collection_id));
-    let n = d.narrow(&p, &["b".into()]).unwrap();
-    assert!(!n.scope.allows(a.collection_id) && !n.scope.allows(b.collection_id));
+    // Narrowing to one it cannot reach, or to none at all, is refused alike.
+    for key in ["b", "nope"] {
+        assert_eq!(
+            d.narrow(&p, &[key.into()]).unwrap().unwrap_err(),
+            AuthFailure::KnowledgeBaseNotFound(key.into())
+        );
+    }
+    let n = d.narrow(&p, &["a".into()]).unwrap().unwrap();
+    assert!(n.scope.allows(a.collection_id) && !n.scope.allows(b.collection_id));
     // A knowledge base outside the user's spaces cannot be put on a token.
     d.create_space("other", "").unwrap();
     store.create_knowledge_base("other", "c", "", None).unwrap();
@@ -461,4 +468,115 @@ fn users_are_for_the_machine_owner() {
         d.create_user_as(&Actor::MachineOwner, "zed"),
         Err(Error::Conflict(_))
     ));
+}
+
+#[test]
+fn a_child_token_lives_and_reaches_no_further_than_its_parent() {
+    let (_dir, d, store) = directory();
+    d.create_space("team", "").unwrap();
+    d.create_space("other", "").unwrap();
+    d.create_user("ann").unwrap();
+    d.grant("ann", "team", Role::Editor).unwrap();
+    d.grant("ann", "other", Role::Editor).unwrap();
+    let now = quarry_core::now_millis();
+    let parent = d
+        .create_token(&TokenRequest {
+            user: "ann".into(),
+            spaces: vec!["team".into()],
+            read_only: true,
+            expires_at: Some(now + 60_000),
+            ..Default::default()
+        })
+        .unwrap();
+    let child_of = |req: TokenRequest| {
+        d.create_token(&TokenRequest {
+            user: "ann".into(),
+            parent: Some(parent.record.id.clone()),
+            ..req
+        })
+    };
+    // No expiry asked: the parent's; a later one: refused; another space: refused.
+    let child = child_of(TokenRequest {
+        spaces: vec!["team".into()],
+        ..Default::default()
+    })
+    .unwrap();
+    assert_eq!(child.record.expires_at, parent.record.expires_at);
+    assert!(child.record.read_only);
+    assert_eq!(child.record.parent_id.as_deref(), Some(&*parent.record.id));
+    let later = child_of(TokenRequest {
+        spaces: vec!["team".into()],
+        expires_at: Some(now + 120_000),
+        ..Default::default()
+    })
+    .unwrap_err();
+    assert!(matches!(later, Error::InvalidInput(_)), "{later}");
+    let wider = child_of(TokenRequest {
+        spaces: vec!["other".into()],
+        ..Default::default()
+    })
+    .unwrap_err();
+    assert!(matches!(wider, Error::Forbidden(_)), "{wider}");
+    let grandchild = d
+        .create_token(&TokenRequest {
+            user: "ann".into(),
+            spaces: vec!["team".into()],
+            parent: Some(child.record.id.clone()),
+            ..Default::default()
+        })
+        .unwrap();
+    assert!(d.authenticate(&grandchild.token, None).unwrap().is_ok());
+    // Revoking the parent revokes the whole line, and the chain is checked on each request.
+    d.revoke_token(&parent.record.id, None).unwrap();
+    for t in [&child, &grandchild] {
+        assert_eq!(
+            d.authenticate(&t.token, None).unwrap().unwrap_err(),
+            AuthFailure::Revoked
+        );
+    }
+    let listed = store.tokens(None).unwrap();
+    assert!(listed.iter().all(|t| t.revoked_at.is_some()), "{listed:?}");
+    // A revoked parent makes no children.
+    let e = child_of(TokenRequest::default()).unwrap_err();
+    assert!(matches!(e, Error::Forbidden(_)), "{e}");
+}
+
+#[test]
+fn a_child_expires_with_its_parent_and_absurd_expiries_are_refused() {
+    let (_dir, d, _store) = directory();
+    d.create_space("team", "").unwrap();
+    d.create_user("ann").unwrap();
+    d.grant("ann", "team", Role::Editor).unwrap();
+    let now = quarry_core::now_millis();
+    for at in [i64::MAX, now + (MAX_TOKEN_DAYS + 1) * DAY_MS] {
+        let e = d
+            .create_token(&TokenRequest {
+                user: "ann".into(),
+                expires_at: Some(at),
+                ..Default::default()
+            })
+            .unwrap_err();
+        assert!(e.to_string().contains("36500 days"), "{e}");
+    }
+    let parent = d
+        .create_token(&TokenRequest {
+            user: "ann".into(),
+            expires_at: Some(now + 100),
+            ..Default::default()
+        })
+        .unwrap();
+    let child = d
+        .create_token(&TokenRequest {
+            user: "ann".into(),
+            parent: Some(parent.record.id.clone()),
+            ..Default::default()
+        })
+        .unwrap();
+    let p = d.authenticate(&child.token, None).unwrap().unwrap();
+    assert_eq!(p.caller.unwrap().expires_at, parent.record.expires_at);
+    std::thread::sleep(std::time::Duration::from_millis(150));
+    assert_eq!(
+        d.authenticate(&child.token, None).unwrap().unwrap_err(),
+        AuthFailure::Expired
+    );
 }

@@ -105,7 +105,7 @@ fn parse_expiry(s: &str) -> Result<i64> {
         && let Ok(n) = s[..s.len() - 1].parse::<i64>()
         && n > 0
     {
-        return Ok(quarry_core::now_millis() + n.saturating_mul(ms));
+        return Ok(quarry_core::now_millis().saturating_add(n.saturating_mul(ms)));
     }
     let parts: Vec<&str> = s.split('-').collect();
     if let [y, m, d] = parts.as_slice()
@@ -133,7 +133,21 @@ fn when(ms: Option<i64>) -> String {
     ms.map_or_else(|| "-".to_owned(), quarry_core::iso8601_millis)
 }
 
-fn token_line(t: &TokenRecord) -> String {
+/// What a token may do with data: read-only when it says so, or when its user is a viewer
+/// in every space it names (the role caps what a token can do).
+fn token_access(t: &TokenRecord, memberships: &[quarry_access::Membership]) -> &'static str {
+    let viewer_only = memberships
+        .iter()
+        .filter(|m| m.user == t.user && t.spaces.contains(&m.space_id))
+        .all(|m| m.role == Role::Viewer);
+    if t.read_only || viewer_only {
+        "read-only"
+    } else {
+        "read-write"
+    }
+}
+
+fn token_line(t: &TokenRecord, memberships: &[quarry_access::Membership]) -> String {
     let state = if t.revoked_at.is_some() {
         "revoked".to_owned()
     } else if t
@@ -150,11 +164,7 @@ fn token_line(t: &TokenRecord) -> String {
         t.prefix,
         t.user,
         state,
-        if t.read_only {
-            "read-only"
-        } else {
-            "read-write"
-        },
+        token_access(t, memberships),
         t.collections
             .as_ref()
             .map(|c| format!(" kb={}", c.len()))
@@ -327,6 +337,7 @@ pub fn token(engine: &Engine, cmd: &TokenCmd, json_out: bool, space: Option<&str
                 collections: (!kbs.is_empty()).then(|| kbs.clone()),
                 read_only: *read_only,
                 expires_at,
+                parent: None,
             })?;
             if json_out {
                 return print_json(&issued);
@@ -345,8 +356,9 @@ pub fn token(engine: &Engine, cmd: &TokenCmd, json_out: bool, space: Option<&str
             if tokens.is_empty() {
                 writeln!(out, "No tokens.")?;
             }
+            let memberships = dir.memberships(user.as_deref())?;
             for t in &tokens {
-                writeln!(out, "{}", token_line(t))?;
+                writeln!(out, "{}", token_line(t, &memberships))?;
             }
         }
         TokenCmd::Revoke { id } => {

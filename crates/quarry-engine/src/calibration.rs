@@ -169,6 +169,22 @@ pub fn keyword_evidence(scores: &[f32], max_score: f32) -> Vec<KeywordEvidence> 
         .collect()
 }
 
+/// Evidence for a list whose first `head` entries are a ranked list of their own (see
+/// `Engine::rank_among`): theirs computed over them alone, the rest's over the whole list.
+pub fn evidence_in_parts<E>(
+    scores: &[f32],
+    head: usize,
+    evidence: impl Fn(&[f32]) -> Vec<E>,
+) -> Vec<E> {
+    let head = head.min(scores.len());
+    if head == scores.len() {
+        return evidence(scores);
+    }
+    let mut out = evidence(&scores[..head]);
+    out.extend(evidence(scores).into_iter().skip(head));
+    out
+}
+
 /// Vector evidence for a list of similarities (best first). The list's statistics come from
 /// its first [`EVIDENCE_DEPTH`] entries, as when the models were fitted, however long it is.
 pub fn vector_evidence(similarities: &[f32]) -> Vec<VectorEvidence> {

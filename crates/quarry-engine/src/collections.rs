@@ -170,6 +170,9 @@ impl Engine {
     pub fn rename_collection(&self, old: &str, new: &str, progress: &dyn Progress) -> Result<()> {
         self.collection(old)?;
         self.require(Access::Admin, "renaming a collection")?;
+        if new != old {
+            self.require_whole_space("renaming a collection")?;
+        }
         validate_collection_name(new)?;
         let _guard = self.lock_writes(progress)?;
         self.store().rename_collection(self.space(), old, new)

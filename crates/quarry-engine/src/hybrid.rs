@@ -49,6 +49,9 @@ pub(crate) struct Evidence {
     /// `None` when no vector stage ran.
     pub vector: Option<Vec<Vec<(i64, VectorEvidence)>>>,
     chunks: HashMap<i64, Candidate>,
+    /// Documents ranked only to score the others as the caller's whole view would (see
+    /// `Engine::rank_among`): fused with the rest, never returned.
+    outside: std::collections::HashSet<i64>,
 }
 
 /// Weight of an expansion's evidence relative to the query as written.
@@ -226,12 +229,18 @@ impl Engine {
             }
         };
 
-        let evidence =
-            self.gather_evidence(&queries, filter.as_deref(), &mut stages, &mut warnings)?;
-        let fused = match self.fusion {
+        let evidence = self.gather_evidence(
+            &queries,
+            req.collection.as_deref(),
+            filter.as_deref(),
+            &mut stages,
+            &mut warnings,
+        )?;
+        let mut fused = match self.fusion {
             Fusion::Calibrated => calibrated_fusion(&evidence),
             Fusion::Rrf => rrf_fusion(&evidence, &weight),
         };
+        fused.retain(|(id, _)| !evidence.outside.contains(id));
         let keyword_ids: std::collections::HashSet<i64> = evidence
             .keyword
             .iter()
@@ -322,19 +331,32 @@ impl Engine {
     fn gather_evidence(
         &self,
         queries: &[String],
+        collection: Option<&str>,
         filter: Option<&[i64]>,
         stages: &mut Vec<&'static str>,
         warnings: &mut Vec<String>,
     ) -> Result<Evidence> {
         let mut keyword = vec![Vec::new(); queries.len()];
+        let mut outside = std::collections::HashSet::new();
         if let Some(fts) = self.fts()? {
             fts.reload()?;
             for (i, q) in queries.iter().enumerate() {
                 let parsed = fts.parse_query(q);
                 let hits = fts.search(&parsed, filter, EVIDENCE_DEPTH)?;
-                let scores: Vec<f32> = hits.iter().map(|h| h.score).collect();
-                let ev = calibration::keyword_evidence(&scores, fts.max_score(&parsed));
-                keyword[i] = hits.iter().map(|h| h.id).zip(ev).collect();
+                let (ranked, head) = self.rank_among(
+                    collection,
+                    hits,
+                    |f| fts.search(&parsed, f, EVIDENCE_DEPTH),
+                    |h| h.id,
+                    |h| h.score,
+                )?;
+                let scores: Vec<f32> = ranked.iter().map(|(h, _)| h.score).collect();
+                let max = fts.max_score(&parsed);
+                let ev = calibration::evidence_in_parts(&scores, head, |s| {
+                    calibration::keyword_evidence(s, max)
+                });
+                outside.extend(ranked.iter().filter(|(_, keep)| !keep).map(|(h, _)| h.id));
+                keyword[i] = ranked.iter().map(|(h, _)| h.id).zip(ev).collect();
             }
         }
         stages.push("keyword");
@@ -347,7 +369,25 @@ impl Engine {
                 let mut per_query = Vec::with_capacity(vectors.len());
                 for v in &vectors {
                     let hits = self.vector_search(v, EVIDENCE_DEPTH, filter)?;
-                    for h in &hits {
+                    let (ranked, head) = self.rank_among(
+                        collection,
+                        hits,
+                        |f| self.vector_search(v, EVIDENCE_DEPTH, f),
+                        |h| h.document_id,
+                        |h| h.similarity,
+                    )?;
+                    let sims: Vec<f32> = ranked.iter().map(|(h, _)| h.similarity).collect();
+                    let ev =
+                        calibration::evidence_in_parts(&sims, head, calibration::vector_evidence);
+                    outside.extend(
+                        ranked
+                            .iter()
+                            .filter(|(_, keep)| !keep)
+                            .map(|(h, _)| h.document_id),
+                    );
+                    let hits: Vec<(&crate::semantic::VectorDocHit, VectorEvidence)> =
+                        ranked.iter().map(|(h, _)| h).zip(ev).collect();
+                    for (h, _) in &hits {
                         let better = chunks
                             .get(&h.document_id)
                             .is_none_or(|c| h.similarity > c.similarity);
@@ -361,9 +401,7 @@ impl Engine {
                             );
                         }
                     }
-                    let sims: Vec<f32> = hits.iter().map(|h| h.similarity).collect();
-                    let ev = calibration::vector_evidence(&sims);
-                    per_query.push(hits.iter().map(|h| h.document_id).zip(ev).collect());
+                    per_query.push(hits.into_iter().map(|(h, e)| (h.document_id, e)).collect());
                 }
                 vector = Some(per_query);
                 stages.push("vector");
@@ -380,6 +418,7 @@ impl Engine {
             keyword,
             vector,
             chunks,
+            outside,
         })
     }
 
@@ -391,6 +430,7 @@ impl Engine {
         let filter = self.search_filter(req.collection.as_deref())?;
         let evidence = self.gather_evidence(
             std::slice::from_ref(&req.query),
+            req.collection.as_deref(),
             filter.as_deref(),
             &mut Vec::new(),
             &mut Vec::new(),

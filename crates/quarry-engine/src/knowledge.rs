@@ -244,6 +244,7 @@ impl Engine {
 
     pub fn create_knowledge_base(&self, req: &CreateKnowledgeBase) -> Result<KnowledgeBase> {
         self.require(Access::Admin, "creating a knowledge base")?;
+        self.require_whole_space("creating a knowledge base")?;
         crate::collections::validate_collection_name(&req.name)?;
         if req.description.chars().count() > 2000 {
             return Err(Error::invalid("description is longer than 2000 characters"));
@@ -294,7 +295,26 @@ impl Engine {
     pub fn knowledge_base_for_writing(&self, name: &str) -> Result<KnowledgeBase> {
         match self.knowledge_base(name) {
             Err(Error::NotFound(m)) => {
-                if self.scope().collections.is_some() || !self.scope().can(Access::Write) {
+                if self.scope().collections.is_some() {
+                    // Say what it may do instead; the names listed are the visible ones, so
+                    // whether `name` exists elsewhere stays unsaid.
+                    let names: Vec<String> = self
+                        .knowledge_bases()?
+                        .into_iter()
+                        .map(|kb| format!("'{}'", kb.name))
+                        .collect();
+                    return Err(Error::Forbidden(if names.is_empty() {
+                        format!(
+                            "this caller may not write to knowledge base '{name}' and may not create knowledge bases: it is limited to chosen knowledge bases, none of which it can reach here"
+                        )
+                    } else {
+                        format!(
+                            "this caller may not write to knowledge base '{name}' and may not create knowledge bases: it is limited to {}; name one of them as the resource (X-Resource header or ?resource=)",
+                            names.join(", ")
+                        )
+                    }));
+                }
+                if !self.scope().can(Access::Write) {
                     return Err(Error::NotFound(m));
                 }
                 crate::collections::validate_collection_name(name)?;
@@ -317,9 +337,12 @@ impl Engine {
         name: Option<&str>,
         description: Option<&str>,
     ) -> Result<KnowledgeBase> {
-        self.knowledge_base(key)?;
+        let current = self.knowledge_base(key)?;
         self.require(Access::Admin, "changing a knowledge base")?;
         if let Some(n) = name {
+            if n != current.name {
+                self.require_whole_space("renaming a knowledge base")?;
+            }
             crate::collections::validate_collection_name(n)?;
         }
         if description.is_some_and(|d| d.chars().count() > 2000) {

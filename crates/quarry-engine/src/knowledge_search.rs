@@ -171,7 +171,7 @@ impl Engine {
         req.validate()?;
         let engine = match &req.knowledge_bases {
             None => self.clone(),
-            Some(keys) => self.scoped(self.scope().narrowed(&self.knowledge_base_ids(keys)?)),
+            Some(keys) => self.narrowed_for_search(&self.knowledge_base_ids(keys)?),
         };
         let search = SearchRequest {
             query: req.query.clone(),

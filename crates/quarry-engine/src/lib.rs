@@ -139,6 +139,9 @@ pub struct EngineShared {
 pub struct Engine {
     shared: Arc<EngineShared>,
     scope: Scope,
+    /// For a search narrowed to some knowledge bases by its request: the scope it was
+    /// narrowed from, which its scores are computed against (see [`Engine::rank_among`]).
+    ranking_scope: Option<Arc<Scope>>,
 }
 
 impl std::ops::Deref for Engine {
@@ -190,6 +193,7 @@ impl Engine {
                 ingest: knowledge::IngestOptions::default(),
             }),
             scope,
+            ranking_scope: None,
         })
     }
 
@@ -223,7 +227,62 @@ impl Engine {
         Engine {
             shared: self.shared.clone(),
             scope,
+            ranking_scope: None,
         }
+    }
+
+    /// This handle narrowed to the collections `ids` for one search request, scoring as
+    /// this handle would: which documents come back depends on the narrowing, their scores
+    /// do not (the calibration reads features relative to the whole ranked list).
+    pub(crate) fn narrowed_for_search(&self, ids: &[i64]) -> Engine {
+        Engine {
+            shared: self.shared.clone(),
+            scope: self.scope.narrowed(ids),
+            ranking_scope: Some(
+                self.ranking_scope
+                    .clone()
+                    .unwrap_or_else(|| Arc::new(self.scope.clone())),
+            ),
+        }
+    }
+
+    /// `filtered` (hits of a search limited to this handle's collections) placed among the
+    /// same search over the ranking scope (`search` runs it with that scope's filter), each
+    /// marked whether it is one of `filtered`, and how many come first from that search:
+    /// evidence for those, computed over them alone ([`calibration::evidence_in_parts`]), is
+    /// what the ranking scope's search computes; hits it cut off follow, in order. Without a
+    /// ranking scope (or for a search naming one collection), `filtered` as it is. The
+    /// ranking scope is the caller's own, so what it may not read never moves a score.
+    pub(crate) fn rank_among<H>(
+        &self,
+        collection: Option<&str>,
+        filtered: Vec<H>,
+        search: impl FnOnce(Option<&[i64]>) -> Result<Vec<H>>,
+        id: impl Fn(&H) -> i64,
+        score: impl Fn(&H) -> f32,
+    ) -> Result<(Vec<(H, bool)>, usize)> {
+        let Some(ranking) = self.ranking_scope.as_ref().filter(|_| collection.is_none()) else {
+            let n = filtered.len();
+            return Ok((filtered.into_iter().map(|h| (h, true)).collect(), n));
+        };
+        let reference = self.scoped((**ranking).clone()).search_filter(None)?;
+        let mut kept: std::collections::HashSet<i64> = filtered.iter().map(&id).collect();
+        let mut ranked: Vec<(H, bool)> = search(reference.as_deref())?
+            .into_iter()
+            .map(|h| {
+                let keep = kept.remove(&id(&h));
+                (h, keep)
+            })
+            .collect();
+        let reference_len = ranked.len();
+        // Hits the reference list cut off score below all of it.
+        let mut rest: Vec<H> = filtered
+            .into_iter()
+            .filter(|h| kept.contains(&id(h)))
+            .collect();
+        rest.sort_by(|a, b| score(b).total_cmp(&score(a)));
+        ranked.extend(rest.into_iter().map(|h| (h, true)));
+        Ok((ranked, reference_len))
     }
 
     /// What this handle may reach.
@@ -248,6 +307,19 @@ impl Engine {
                 self.scope.access.as_str()
             )))
         }
+    }
+
+    /// Refuses callers limited to chosen knowledge bases (a token's allow-list or `?kb=`)
+    /// where an action concerns the whole space: creating or renaming a knowledge base.
+    /// Checked before the name is looked at, so the refusal says nothing about the names
+    /// the caller cannot see.
+    pub(crate) fn require_whole_space(&self, what: &str) -> Result<()> {
+        if self.scope.collections.is_some() {
+            return Err(Error::Forbidden(format!(
+                "{what} needs access to the whole space; this caller is limited to chosen knowledge bases"
+            )));
+        }
+        Ok(())
     }
 
     pub fn options(&self) -> &EngineOptions {

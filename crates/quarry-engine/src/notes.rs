@@ -15,6 +15,10 @@ const MAX_TAGS: usize = 32;
 const MAX_TAG_CHARS: usize = 64;
 const MAX_TITLE_CHARS: usize = 300;
 pub const NOTE_KINDS: [&str; 4] = ["text", "image", "video", "url"];
+/// How long the answer to a request sent with an idempotency key is kept for its retries.
+pub const IDEMPOTENCY_KEEP_MS: i64 = 24 * 3_600_000;
+/// Longest idempotency key.
+const MAX_IDEMPOTENCY_KEY: usize = 255;
 
 /// How a note's content is written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -192,6 +196,53 @@ impl Engine {
         Ok((file, duplicate))
     }
 
+    /// Runs `work` once per idempotency `key` of `owner` (a user's UUID, or `local`) in this
+    /// space: a retry with the same key and the same `request` (a fingerprint of it) gets the
+    /// first answer back instead of doing the work again — from the store, so on any node,
+    /// for [`IDEMPOTENCY_KEEP_MS`]. The same key with another request is a conflict. A
+    /// failed attempt records nothing (a retry runs it again).
+    pub fn once(
+        &self,
+        owner: &str,
+        key: &str,
+        request: &str,
+        work: impl FnOnce() -> Result<serde_json::Value>,
+    ) -> Result<serde_json::Value> {
+        if key.is_empty()
+            || key.chars().count() > MAX_IDEMPOTENCY_KEY
+            || key.chars().any(|c| c.is_control())
+        {
+            return Err(Error::invalid(format!(
+                "idempotency key must have 1 to {MAX_IDEMPOTENCY_KEY} characters and no control characters"
+            )));
+        }
+        let scope = format!("{}\u{1f}{owner}", self.space());
+        let since = quarry_core::now_millis() - IDEMPOTENCY_KEEP_MS;
+        let reuse = |(first, answer): (String, String)| -> Result<serde_json::Value> {
+            if first != request {
+                return Err(Error::Conflict(format!(
+                    "idempotency key '{key}' was already used for a different request; use a new key for a new request"
+                )));
+            }
+            serde_json::from_str(&answer)
+                .map_err(|e| Error::Storage(format!("stored answer for key '{key}': {e}")))
+        };
+        if let Some(found) = self.store().idempotent_answer(&scope, key, since)? {
+            return reuse(found);
+        }
+        let answer = work()?;
+        // Two attempts racing with one key: the first recorded answer is everyone's.
+        let recorded = self.store().record_idempotent_answer(
+            &scope,
+            key,
+            request,
+            &answer.to_string(),
+            quarry_core::now_millis(),
+            since,
+        )?;
+        reuse(recorded)
+    }
+
     /// Stores and keyword-indexes a note's Markdown at once; the queued job embeds it.
     fn index_note_now(&self, file: &KbFile) -> Result<()> {
         match self.convert_and_index(file.row_id, &NoProgress) {
@@ -202,6 +253,24 @@ impl Engine {
                 Err(Error::invalid(e.message))
             }
         }
+    }
+
+    /// A knowledge entry of the knowledge base `kb` (a connection's resource) by id, for
+    /// changing it: an entry anywhere else, visible or not, is not found here.
+    pub fn resource_knowledge(&self, kb: &str, id: &str) -> Result<KbFile> {
+        let found = match self.knowledge_base(kb) {
+            Ok(base) => self
+                .store()
+                .kb_file(base.collection_id, id)?
+                .filter(|f| f.id == id),
+            Err(Error::NotFound(_)) => None,
+            Err(e) => return Err(e),
+        };
+        found.ok_or_else(|| {
+            Error::not_found(format!(
+                "knowledge '{id}' not found in '{kb}', this connection's resource (X-Resource): only its entries can be updated or deleted here"
+            ))
+        })
     }
 
     /// A knowledge-base document by id, looked for in `kb` first, then in every knowledge

@@ -102,15 +102,26 @@ impl Engine {
         let mut lists = Vec::with_capacity(vectors.len());
         for v in &vectors {
             // The calibration's evidence is computed over a fixed depth, whatever the limit.
-            let hits = self.vector_search(v, req.limit.max(EVIDENCE_DEPTH), filter.as_deref())?;
-            let sims: Vec<f32> = hits.iter().map(|h| h.similarity).collect();
-            let evidence = calibration::vector_evidence(&sims);
+            let depth = req.limit.max(EVIDENCE_DEPTH);
+            let hits = self.vector_search(v, depth, filter.as_deref())?;
+            let (ranked, head) = self.rank_among(
+                req.collection.as_deref(),
+                hits,
+                |f| self.vector_search(v, depth, f),
+                |h| h.document_id,
+                |h| h.similarity,
+            )?;
+            let sims: Vec<f32> = ranked.iter().map(|(h, _)| h.similarity).collect();
+            let evidence =
+                calibration::evidence_in_parts(&sims, head, calibration::vector_evidence);
             let probabilities =
                 calibration::list_probabilities(&evidence, calibration::vector_probability);
             lists.push(
-                hits.into_iter()
+                ranked
+                    .into_iter()
                     .zip(probabilities)
-                    .map(|(h, p)| (h.document_id, p, h))
+                    .filter(|((_, keep), _)| *keep)
+                    .map(|((h, _), p)| (h.document_id, p, h))
                     .collect(),
             );
         }
@@ -168,11 +179,28 @@ impl Engine {
         fts.reload()?;
         let parsed = fts.parse_query(&req.query);
         // The calibration's evidence is computed over a fixed depth, whatever the limit.
-        let mut raw = fts.search(&parsed, filter.as_deref(), req.limit.max(EVIDENCE_DEPTH))?;
-        let scores: Vec<f32> = raw.iter().map(|h| h.score).collect();
-        let evidence = calibration::keyword_evidence(&scores, fts.max_score(&parsed));
+        let depth = req.limit.max(EVIDENCE_DEPTH);
+        let raw = fts.search(&parsed, filter.as_deref(), depth)?;
+        let (ranked, head) = self.rank_among(
+            req.collection.as_deref(),
+            raw,
+            |f| fts.search(&parsed, f, depth),
+            |h| h.id,
+            |h| h.score,
+        )?;
+        let scores: Vec<f32> = ranked.iter().map(|(h, _)| h.score).collect();
+        let max = fts.max_score(&parsed);
+        let evidence = calibration::evidence_in_parts(&scores, head, |s| {
+            calibration::keyword_evidence(s, max)
+        });
         let probabilities =
             calibration::list_probabilities(&evidence, calibration::keyword_probability);
+        let (mut raw, probabilities): (Vec<_>, Vec<f64>) = ranked
+            .into_iter()
+            .zip(probabilities)
+            .filter(|((_, keep), _)| *keep)
+            .map(|((h, _), p)| (h, p))
+            .unzip();
         raw.truncate(req.limit);
         let ids: Vec<i64> = raw.iter().map(|h| h.id).collect();
         let docs = self.store().documents_by_ids(&ids)?;

@@ -722,8 +722,29 @@ impl Engine {
         let idx_err = |e: quarry_vectors::VectorError| Error::Index(e.to_string());
         // Several chunks of one document may rank high; ask for more chunks than documents.
         let want = (docs * 4).max(40);
+        // Every path scores its candidates the same way (exactly, on the stored vectors):
+        // the graph's own distances (on quantised vectors) differ slightly, and the
+        // calibration's z-scores would turn that into a score that depends on whether a
+        // search named its knowledge bases.
+        let exact = |keys: &mut dyn Iterator<Item = u64>| -> Result<Vec<(u64, f32)>> {
+            let mut vectors = Vec::new();
+            for key in keys {
+                if let Some(v) = index.get(key).map_err(idx_err)? {
+                    vectors.push((key, v));
+                }
+            }
+            Ok(quarry_vectors::exact_search(
+                vectors.iter().map(|(k, v)| (*k, v.as_slice())),
+                query_vec,
+                want,
+                None,
+            ))
+        };
         let raw: Vec<(u64, f32)> = match collections {
-            None => index.search(query_vec, want, None).map_err(idx_err)?,
+            None => {
+                let found = index.search(query_vec, want, None).map_err(idx_err)?;
+                exact(&mut found.into_iter().map(|(k, _)| k))?
+            }
             Some(cids) => {
                 let mut ids: HashSet<u64> = HashSet::new();
                 for cid in cids {
@@ -735,23 +756,13 @@ impl Engine {
                     );
                 }
                 if ids.len() <= EXACT_SEARCH_MAX {
-                    let mut vectors = Vec::with_capacity(ids.len());
-                    for id in &ids {
-                        if let Some(v) = index.get(*id).map_err(idx_err)? {
-                            vectors.push((*id, v));
-                        }
-                    }
-                    quarry_vectors::exact_search(
-                        vectors.iter().map(|(k, v)| (*k, v.as_slice())),
-                        query_vec,
-                        want,
-                        None,
-                    )
+                    exact(&mut ids.iter().copied())?
                 } else {
                     let keep = |k: u64| ids.contains(&k);
-                    index
+                    let found = index
                         .search(query_vec, want, Some(&keep))
-                        .map_err(idx_err)?
+                        .map_err(idx_err)?;
+                    exact(&mut found.into_iter().map(|(k, _)| k))?
                 }
             }
         };

@@ -54,6 +54,9 @@ pub struct Caller {
     pub engine: Engine,
     /// The knowledge base agents' notes go to (`X-Resource`, default `knowledge`).
     pub resource: String,
+    /// The request's `Idempotency-Key` header: a retried `create_knowledge` gets the first
+    /// answer again.
+    pub idempotency_key: Option<String>,
 }
 
 impl Caller {
@@ -63,7 +66,16 @@ impl Caller {
             engine: state.root_engine().scoped(principal.scope.clone()),
             principal,
             resource: resource.unwrap_or_else(|| DEFAULT_RESOURCE.to_owned()),
+            idempotency_key: None,
         }
+    }
+
+    /// Who keys idempotent requests: the user, or `local` for the machine's owner.
+    pub fn idempotency_owner(&self) -> &str {
+        self.principal
+            .caller
+            .as_ref()
+            .map_or("local", |c| c.user_id.as_str())
     }
 
     /// Who this caller is to the hub: its user (or the machine's owner), read-only or not.
@@ -112,6 +124,7 @@ struct Credentials {
     space: Option<String>,
     resource: Option<String>,
     kb: Option<Vec<String>>,
+    idempotency_key: Option<String>,
 }
 
 fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
@@ -155,6 +168,10 @@ fn credentials(req: &Request) -> Credentials {
                 .then(|| rest.trim().to_owned())
         });
     }
+    // WeKnora's clients send the token as `X-API-Key`.
+    if c.token.is_none() {
+        c.token = header_str(headers, "x-api-key").map(str::to_owned);
+    }
     if c.token.is_none()
         && let Some(t) = crate::ui::cookie(headers, crate::ui::SESSION_COOKIE)
     {
@@ -167,6 +184,7 @@ fn credentials(req: &Request) -> Credentials {
     if c.resource.is_none() {
         c.resource = header_str(headers, "x-resource").map(str::to_owned);
     }
+    c.idempotency_key = header_str(headers, "idempotency-key").map(str::to_owned);
     c
 }
 
@@ -203,10 +221,15 @@ fn resolve(state: &AppState, surface: Surface, c: &Credentials) -> Result<Caller
         }
     };
     let principal = match &c.kb {
-        Some(keys) => directory.narrow(&principal, keys).map_err(internal)?,
+        Some(keys) => directory
+            .narrow(&principal, keys)
+            .map_err(internal)?
+            .map_err(Refusal::Auth)?,
         None => principal,
     };
-    Ok(Caller::new(state, principal, c.resource.clone()))
+    let mut caller = Caller::new(state, principal, c.resource.clone());
+    caller.idempotency_key = c.idempotency_key.clone();
+    Ok(caller)
 }
 
 /// The refusal in the surface's words. The token is never part of it.

@@ -28,6 +28,8 @@ const QUERY_ALIAS: &str = "search_knowledges";
 const LIST: &str = "list_knowledge";
 const UPDATE: &str = "update_knowledge";
 const DELETE: &str = "delete_knowledge";
+/// `create_knowledge`'s optional argument naming an idempotency key.
+const IDEMPOTENCY_KEY: &str = "idempotency_key";
 
 /// Tools that change data (hidden from read-only callers).
 const WRITE_TOOLS: [&str; 3] = [CREATE, UPDATE, DELETE];
@@ -40,10 +42,10 @@ pub fn handles(name: &str) -> bool {
     )
 }
 
-/// Seed 000's description, with the tool's Quarry name.
+/// Seed 000's description, with the tool's Quarry name and no other product's.
 const KNOWLEDGE_SEARCH_DESCRIPTION: &str = r#"Search knowledge bases for relevant information using hybrid search (vector + keyword).
 
-This tool queries WeKnora knowledge bases to find documents and chunks matching your query.
+This tool queries the knowledge bases this connection may read to find documents and chunks matching your query.
 It supports both semantic understanding and keyword matching for comprehensive results.
 
 **When to use:**
@@ -141,7 +143,7 @@ pub fn capture_tools() -> Vec<Tool> {
         with_annotations(
             make(
                 CREATE,
-                "Create a new knowledge entry in QukaAI system. The knowledge will be processed asynchronously (summarization and embedding) in the background.",
+                "Create a new knowledge entry. The knowledge will be processed asynchronously (summarization and embedding) in the background. Content already stored is not stored twice: the answer names the existing entry. To retry a call safely, send the same idempotency_key (or Idempotency-Key header): the retry gets the first answer instead of creating again.",
                 json!({
                     "type": "object",
                     "properties": {
@@ -150,7 +152,9 @@ pub fn capture_tools() -> Vec<Tool> {
                             "description": "Content format type. Default is markdown, use 'blocks' for EditorJS format."},
                         "kind": {"type": "string", "enum": ["text", "image", "video", "url"], "default": "text", "description": "Type of knowledge"},
                         "title": {"type": "string", "description": "Optional title for the knowledge (will be auto-generated if not provided)"},
-                        "tags": {"type": "array", "items": {"type": "string"}, "description": "Optional tags for categorization"}
+                        "tags": {"type": "array", "items": {"type": "string"}, "description": "Optional tags for categorization"},
+                        "idempotency_key": {"type": "string", "minLength": 1, "maxLength": 255,
+                            "description": "Optional: a unique string per entry you create (e.g. a UUID). Retrying with the same key returns the first answer (for 24 hours) instead of creating the entry again."}
                     },
                     "required": ["content"]
                 }),
@@ -350,6 +354,22 @@ fn view_json(v: &NoteView) -> Value {
     j
 }
 
+/// A knowledge entry as Markdown under its title, unless the content already opens with
+/// that title as a heading (a note's own `# Title`), which would then show twice.
+fn titled(title: &str, content: &str) -> String {
+    let opens_with_title = content
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .and_then(|l| l.trim_start().strip_prefix('#'))
+        .map(|h| h.trim_start_matches('#').trim())
+        .is_some_and(|h| h == title.trim());
+    if opens_with_title {
+        content.to_owned()
+    } else {
+        format!("# {title}\n\n{content}")
+    }
+}
+
 fn with_structured(text: String, structured: Value) -> CallToolResult {
     let mut r = CallToolResult::success(vec![ContentBlock::text(text)]);
     r.structured_content = Some(structured);
@@ -372,11 +392,14 @@ pub async fn call(
     name: &str,
     args: rmcp::model::JsonObject,
 ) -> CallToolResult {
-    let engine = caller.engine.clone();
-    let resource = caller.resource.clone();
+    let conn = Connection {
+        engine: caller.engine.clone(),
+        resource: caller.resource.clone(),
+        owner: caller.idempotency_owner().to_owned(),
+        idempotency_key: caller.idempotency_key.clone(),
+    };
     let name = name.to_owned();
-    let joined =
-        tokio::task::spawn_blocking(move || run(&engine, &resource, &name, &Args(&args))).await;
+    let joined = tokio::task::spawn_blocking(move || run(&conn, &name, &Args(&args))).await;
     let result = match joined {
         Ok(r) => r,
         Err(e) => tool_error(format!("Search error: {e}")),
@@ -387,12 +410,18 @@ pub async fn call(
     result
 }
 
-fn run(
-    engine: &quarry_engine::Engine,
-    resource: &str,
-    name: &str,
-    args: &Args<'_>,
-) -> CallToolResult {
+/// What a tool call may use of its connection.
+struct Connection {
+    engine: quarry_engine::Engine,
+    resource: String,
+    /// Who keys idempotent calls (a user's UUID, or `local`).
+    owner: String,
+    /// The request's `Idempotency-Key` header.
+    idempotency_key: Option<String>,
+}
+
+fn run(conn: &Connection, name: &str, args: &Args<'_>) -> CallToolResult {
+    let engine = &conn.engine;
     match name {
         KNOWLEDGE_SEARCH => {
             let (req, mode) = match parse_search(args) {
@@ -407,11 +436,120 @@ fn run(
                 )),
             }
         }
-        _ => match capture(engine, resource, name, args) {
+        CREATE => match create_once(conn, args) {
+            Ok(r) => r,
+            Err(m) => tool_error(m),
+        },
+        _ => match capture(engine, &conn.resource, name, args) {
             Ok(r) => r,
             Err(m) => tool_error(m),
         },
     }
+}
+
+/// `create_knowledge`, once per idempotency key (the argument, or the request's header).
+fn create_once(conn: &Connection, args: &Args<'_>) -> Result<CallToolResult, String> {
+    let key = match (args.string(IDEMPOTENCY_KEY)?, &conn.idempotency_key) {
+        (Some(a), Some(h)) if a != *h => {
+            return Err(format!(
+                "the `{IDEMPOTENCY_KEY}` argument and the Idempotency-Key header differ; send one key"
+            ));
+        }
+        (Some(key), _) => Some(key),
+        (None, header) => header.clone(),
+    };
+    let Some(key) = key else {
+        return create(&conn.engine, &conn.resource, args);
+    };
+    // What makes a retry the same request: the resource and every argument but the key.
+    let sorted: std::collections::BTreeMap<&String, &Value> = args
+        .0
+        .iter()
+        .filter(|(k, _)| k.as_str() != IDEMPOTENCY_KEY)
+        .collect();
+    let fingerprint = quarry_core::sha256_hex(
+        format!("{CREATE}\n{}\n{}", conn.resource, json!(sorted)).as_bytes(),
+    );
+    let mut failure = None;
+    let answer = conn.engine.once(&conn.owner, &key, &fingerprint, || {
+        match create(&conn.engine, &conn.resource, args) {
+            Ok(r) => Ok(json!({
+                "text": first_text(&r),
+                "structured": r.structured_content,
+            })),
+            Err(m) => {
+                // Not recorded: a retry runs again.
+                failure = Some(m);
+                Err(Error::invalid("create_knowledge failed"))
+            }
+        }
+    });
+    match answer {
+        Ok(a) => Ok(with_structured(
+            a["text"].as_str().unwrap_or_default().to_owned(),
+            a["structured"].clone(),
+        )),
+        Err(e) => Err(failure.unwrap_or_else(|| e.to_string())),
+    }
+}
+
+fn first_text(r: &CallToolResult) -> String {
+    r.content
+        .iter()
+        .find_map(|c| c.as_text().map(|t| t.text.clone()))
+        .unwrap_or_default()
+}
+
+/// `create_knowledge` itself.
+fn create(
+    engine: &quarry_engine::Engine,
+    resource: &str,
+    args: &Args<'_>,
+) -> Result<CallToolResult, String> {
+    let fail = |e: Error| e.to_string();
+    let format = match args.string("content_type")? {
+        Some(f) => NoteFormat::parse(&f).map_err(fail)?,
+        None => NoteFormat::Markdown,
+    };
+    let title = args.string("title")?;
+    let tags = args.strings("tags")?.unwrap_or_default();
+    let note = NewNote {
+        content: args.required_string("content")?,
+        format,
+        kind: args.string("kind")?.unwrap_or_else(|| "text".into()),
+        title: title.clone(),
+        tags: tags.clone(),
+    };
+    let (file, duplicate) = engine.create_note(resource, note).map_err(fail)?;
+    if !duplicate {
+        return Ok(with_structured(
+            format!("Knowledge created: {}", file.id),
+            json!({"id": file.id, "status": "processing", "message": "Knowledge created successfully, processing in background"}),
+        ));
+    }
+    // Nothing new was stored: say so, and what became of the title and tags given.
+    let existing = file
+        .note
+        .as_ref()
+        .and_then(|n| n.title.clone())
+        .unwrap_or_else(|| file.file_name.clone());
+    let given = title.as_deref().is_some_and(|t| !t.trim().is_empty())
+        || tags.iter().any(|t| !t.trim().is_empty());
+    let mut message = format!(
+        "Knowledge already exists with the same content: {} ('{existing}' in '{}'); nothing new was created.",
+        file.id, file.knowledge_base
+    );
+    if given {
+        message.push_str(if file.note.is_some() {
+            " The title and tags given were not applied; change them with update_knowledge."
+        } else {
+            " The title and tags given were not applied: the existing entry is an uploaded document, whose title and tags cannot be changed."
+        });
+    }
+    Ok(with_structured(
+        message.clone(),
+        json!({"id": file.id, "status": file.status.as_str(), "message": message}),
+    ))
 }
 
 fn capture(
@@ -422,41 +560,12 @@ fn capture(
 ) -> Result<CallToolResult, String> {
     let fail = |e: Error| e.to_string();
     match name {
-        CREATE => {
-            let format = match args.string("content_type")? {
-                Some(f) => NoteFormat::parse(&f).map_err(fail)?,
-                None => NoteFormat::Markdown,
-            };
-            let note = NewNote {
-                content: args.required_string("content")?,
-                format,
-                kind: args.string("kind")?.unwrap_or_else(|| "text".into()),
-                title: args.string("title")?,
-                tags: args.strings("tags")?.unwrap_or_default(),
-            };
-            let (file, duplicate) = engine.create_note(resource, note).map_err(fail)?;
-            let (status, message) = if duplicate {
-                (
-                    file.status.as_str(),
-                    "Identical knowledge already exists; returning its id",
-                )
-            } else {
-                (
-                    "processing",
-                    "Knowledge created successfully, processing in background",
-                )
-            };
-            Ok(with_structured(
-                format!("Knowledge created: {}", file.id),
-                json!({"id": file.id, "status": status, "message": message}),
-            ))
-        }
         GET => {
             let id = args.required_string("id")?;
             let file = engine.find_knowledge(Some(resource), &id).map_err(fail)?;
             let view = engine.knowledge_view(file).map_err(fail)?;
             Ok(with_structured(
-                format!("# {}\n\n{}", view.title, view.content),
+                titled(&view.title, &view.content),
                 view_json(&view),
             ))
         }
@@ -519,7 +628,7 @@ fn capture(
                 title: args.string("title")?,
                 tags: args.strings("tags")?,
             };
-            let file = engine.find_knowledge(Some(resource), &id).map_err(fail)?;
+            let file = engine.resource_knowledge(resource, &id).map_err(fail)?;
             let file = engine.update_note(&file, change).map_err(fail)?;
             Ok(with_structured(
                 format!("Knowledge updated: {}", file.id),
@@ -528,7 +637,7 @@ fn capture(
         }
         DELETE => {
             let id = args.required_string("id")?;
-            let file = engine.find_knowledge(Some(resource), &id).map_err(fail)?;
+            let file = engine.resource_knowledge(resource, &id).map_err(fail)?;
             let file = engine.delete_knowledge(&file).map_err(fail)?;
             Ok(with_structured(
                 format!("Knowledge deleted: {}", file.id),

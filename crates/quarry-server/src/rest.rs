@@ -165,7 +165,7 @@ struct SearchBody {
 /// An optional count: a non-negative whole number, also written as a float (`5.0`, as
 /// JavaScript clients send it). `5.5`, `-1` and non-numbers are refused; the extractor
 /// prefixes the message with the field's name.
-fn count<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+pub(crate) fn count<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
 where
     D: Deserializer<'de>,
     T: TryFrom<u64>,

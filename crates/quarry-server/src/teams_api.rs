@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 
 use crate::auth::Caller;
 use crate::knowledge_api::ok;
-use crate::rest::{Body, blocking};
+use crate::rest::{Body, blocking, count};
 use crate::{ApiError, AppState};
 
 /// Routes about the caller's own account (no space needs naming to list them).
@@ -62,7 +62,7 @@ struct NewTokenBody {
     #[serde(default)]
     expires_at: Option<i64>,
     #[serde(default)]
-    expires_in_days: Option<u32>,
+    expires_in_days: Option<i64>,
 }
 
 fn expiry(b: &NewTokenBody) -> Result<Option<i64>, ApiError> {
@@ -73,11 +73,14 @@ fn expiry(b: &NewTokenBody) -> Result<Option<i64>, ApiError> {
         )),
         (Some(at), None) if at < 100_000_000_000 => Ok(Some(at.saturating_mul(1000))),
         (Some(at), None) => Ok(Some(at)),
-        (None, Some(0)) => Err(ApiError::new(
+        (None, Some(d)) if !(1..=quarry_access::MAX_TOKEN_DAYS).contains(&d) => Err(ApiError::new(
             StatusCode::BAD_REQUEST,
-            "expires_in_days must be at least 1",
+            format!(
+                "expires_in_days must be between 1 and {}",
+                quarry_access::MAX_TOKEN_DAYS
+            ),
         )),
-        (None, Some(d)) => Ok(Some(quarry_core::now_millis() + i64::from(d) * 86_400_000)),
+        (None, Some(d)) => Ok(Some(quarry_core::now_millis() + d * 86_400_000)),
         (None, None) => Ok(None),
     }
 }
@@ -131,6 +134,8 @@ async fn issue(st: Arc<AppState>, caller: Caller, b: NewTokenBody) -> Result<Res
         collections,
         read_only: b.read_only || !scope.can(Access::Write),
         expires_at,
+        // A token's tokens live and reach no further than it (checked in quarry-access).
+        parent: caller.principal.caller.as_ref().map(|c| c.token_id.clone()),
     };
     let issued = blocking(move || directory.create_token(&req)).await?;
     Ok((StatusCode::CREATED, ok(issued)).into_response())
@@ -221,7 +226,7 @@ struct SearchBody {
     knowledge_base_ids: Option<Vec<String>>,
     #[serde(default)]
     search_mode: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "count")]
     top_k: Option<usize>,
     #[serde(default)]
     min_score: Option<f64>,
@@ -279,7 +284,7 @@ fn dify_error(status: StatusCode, code: u32, msg: impl Into<String>) -> Response
 
 #[derive(Deserialize)]
 struct RetrievalSetting {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "count")]
     top_k: Option<usize>,
     #[serde(default)]
     score_threshold: Option<f64>,

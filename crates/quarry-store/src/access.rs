@@ -92,6 +92,9 @@ pub struct TokenRecord {
     pub expires_at: Option<i64>,
     pub last_used_at: Option<i64>,
     pub revoked_at: Option<i64>,
+    /// The token that created this one (its UUID), if a token did: this one lives only as
+    /// long as that one.
+    pub parent_id: Option<String>,
 }
 
 /// What [`AccessStore::insert_token`] records.
@@ -105,6 +108,8 @@ pub struct NewToken {
     pub collections: Option<Vec<String>>,
     pub read_only: bool,
     pub expires_at: Option<i64>,
+    /// The creating token's UUID.
+    pub parent_id: Option<String>,
 }
 
 /// A token found by its hash, with its owner's memberships (one round trip per request).
@@ -112,6 +117,8 @@ pub struct NewToken {
 pub struct TokenGrant {
     pub token: TokenRecord,
     pub memberships: Vec<Membership>,
+    /// The tokens that created it, nearest first (see [`AccessStore::token_chain`]).
+    pub ancestors: Vec<TokenRecord>,
 }
 
 /// Principals behind one trait, like everything the store keeps.
@@ -141,7 +148,11 @@ pub trait AccessStore: Send + Sync {
     fn insert_token(&self, new: &NewToken) -> Result<TokenRecord>;
     fn tokens(&self, user_row: Option<i64>) -> Result<Vec<TokenRecord>>;
     fn token_by_hash(&self, hash: &str) -> Result<Option<TokenGrant>>;
-    /// Revokes a token by UUID (or display prefix), of `user_row` when given; false when none matched.
+    /// The token `id` (UUID) and the tokens that created it, nearest first; empty when `id`
+    /// names none. A chain whose last record still has a `parent_id` lost an ancestor.
+    fn token_chain(&self, id: &str) -> Result<Vec<TokenRecord>>;
+    /// Revokes a token by UUID (or display prefix), of `user_row` when given, and every token
+    /// it created (transitively); false when none matched.
     fn revoke_token(&self, key: &str, user_row: Option<i64>, at: i64) -> Result<bool>;
     fn touch_token(&self, id: &str, at: i64) -> Result<()>;
 

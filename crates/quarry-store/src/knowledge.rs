@@ -327,6 +327,25 @@ pub trait KnowledgeStore {
     fn blob_known(&self, sha256: &str) -> Result<bool>;
     /// The blob store deleted these: forget them (unless referenced again meanwhile).
     fn forget_blobs(&self, hashes: &[String]) -> Result<()>;
+    /// The answer recorded for idempotency key `key` of `scope` (who sent it, where), with
+    /// the fingerprint of the request it answered; keys older than `since` are gone.
+    fn idempotent_answer(
+        &self,
+        scope: &str,
+        key: &str,
+        since: i64,
+    ) -> Result<Option<(String, String)>>;
+    /// Records the answer to a keyed request (the first one recorded wins) and forgets keys
+    /// recorded before `since`. Returns the answer now recorded for the key.
+    fn record_idempotent_answer(
+        &self,
+        scope: &str,
+        key: &str,
+        request: &str,
+        response: &str,
+        now: i64,
+        since: i64,
+    ) -> Result<(String, String)>;
 }
 
 /// The persisted job queue.

@@ -17,7 +17,7 @@ use crate::{
     IndexDoc, IndexWork, Store,
 };
 
-const SCHEMA_VERSION: i64 = 6;
+const SCHEMA_VERSION: i64 = 7;
 
 const SCHEMA: &str = r#"
 CREATE TABLE IF NOT EXISTS spaces (
@@ -318,6 +318,23 @@ CREATE TABLE IF NOT EXISTS chat_messages (
 );
 "#;
 
+/// Version 7: a token created by another token names it (`parent`) and lives only as long
+/// as it; the first answer of a request sent with an idempotency key, kept for a day so a
+/// retry gets that answer again (on any node).
+const SCHEMA_V7: &str = r#"
+ALTER TABLE access_tokens ADD COLUMN parent TEXT;
+CREATE INDEX IF NOT EXISTS access_tokens_parent ON access_tokens(parent);
+CREATE TABLE IF NOT EXISTS idempotency_keys (
+    scope TEXT NOT NULL,
+    key TEXT NOT NULL,
+    request TEXT NOT NULL,
+    response TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    PRIMARY KEY (scope, key)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS idempotency_keys_created ON idempotency_keys(created_at);
+"#;
+
 /// Gives every space and collection without one a UUID (rows from before version 4).
 fn assign_uids(conn: &Connection) -> rusqlite::Result<()> {
     for table in ["spaces", "collections"] {
@@ -439,6 +456,9 @@ fn migrate(conn: &Connection) -> rusqlite::Result<()> {
         }
         if version < 6 {
             conn.execute_batch(SCHEMA_V6)?;
+        }
+        if version < 7 {
+            conn.execute_batch(SCHEMA_V7)?;
         }
         conn.execute_batch(&format!("PRAGMA user_version = {SCHEMA_VERSION}"))
     };

@@ -20,7 +20,11 @@ fn space_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Space> {
 const SPACE_COLUMNS: &str = "s.id, s.uid, s.description, s.created_at";
 
 const TOKEN_COLUMNS: &str = "t.uid, t.user_id, u.name, t.label, t.prefix, t.spaces, t.collections, \
-     t.read_only, t.created_at, t.expires_at, t.last_used_at, t.revoked_at, u.uid";
+     t.read_only, t.created_at, t.expires_at, t.last_used_at, t.revoked_at, u.uid, t.parent";
+
+/// Longest chain of tokens creating tokens that is followed (a guard: chains cannot loop,
+/// since a parent exists before its child).
+const MAX_TOKEN_CHAIN: i64 = 64;
 
 fn split_list(s: &str) -> Vec<String> {
     s.split(',')
@@ -44,6 +48,7 @@ fn token_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<TokenRecord> {
         expires_at: r.get(9)?,
         last_used_at: r.get(10)?,
         revoked_at: r.get(11)?,
+        parent_id: r.get(13)?,
     })
 }
 
@@ -279,7 +284,8 @@ impl AccessStore for SqliteStore {
         self.write(|tx| {
             tx.execute(
                 "INSERT INTO access_tokens (uid, user_id, hash, prefix, label, spaces, collections, \
-                 read_only, created_at, expires_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                 read_only, created_at, expires_at, parent) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
                 params![
                     uid,
                     new.user_row,
@@ -291,6 +297,7 @@ impl AccessStore for SqliteStore {
                     new.read_only as i64,
                     quarry_core::now_millis(),
                     new.expires_at,
+                    new.parent_id,
                 ],
             )
             .map_err(db_err)?;
@@ -338,7 +345,39 @@ impl AccessStore for SqliteStore {
             .map_err(db_err)?
             .collect::<rusqlite::Result<_>>()
             .map_err(db_err)?;
-        Ok(Some(TokenGrant { token, memberships }))
+        drop(stmt);
+        drop(conn);
+        let ancestors = match &token.parent_id {
+            Some(parent) => self.token_chain(parent)?,
+            None => Vec::new(),
+        };
+        Ok(Some(TokenGrant {
+            token,
+            memberships,
+            ancestors,
+        }))
+    }
+
+    fn token_chain(&self, id: &str) -> Result<Vec<TokenRecord>> {
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare_cached(&format!(
+                "WITH RECURSIVE chain(tid, depth) AS ( \
+                   SELECT id, 0 FROM access_tokens WHERE uid = ?1 \
+                   UNION ALL \
+                   SELECT p.id, chain.depth + 1 FROM chain \
+                   JOIN access_tokens c ON c.id = chain.tid \
+                   JOIN access_tokens p ON p.uid = c.parent \
+                   WHERE chain.depth < ?2) \
+                 SELECT {TOKEN_COLUMNS} FROM chain \
+                 JOIN access_tokens t ON t.id = chain.tid JOIN users u ON u.id = t.user_id \
+                 ORDER BY chain.depth"
+            ))
+            .map_err(db_err)?;
+        let rows = stmt
+            .query_map(params![id, MAX_TOKEN_CHAIN], token_from_row)
+            .map_err(db_err)?;
+        rows.collect::<rusqlite::Result<_>>().map_err(db_err)
     }
 
     fn revoke_token(&self, key: &str, user_row: Option<i64>, at: i64) -> Result<bool> {
@@ -350,6 +389,20 @@ impl AccessStore for SqliteStore {
                     params![key, user_row, at],
                 )
                 .map_err(db_err)?;
+            // What it created goes with it (authentication checks the chain as well; this
+            // keeps listings true).
+            tx.execute(
+                "WITH RECURSIVE below(uid, depth) AS ( \
+                   SELECT uid, 0 FROM access_tokens \
+                   WHERE (uid = ?1 OR prefix = ?1) AND (?2 IS NULL OR user_id = ?2) \
+                   UNION ALL \
+                   SELECT t.uid, below.depth + 1 FROM access_tokens t \
+                   JOIN below ON t.parent = below.uid WHERE below.depth < ?4) \
+                 UPDATE access_tokens SET revoked_at = COALESCE(revoked_at, ?3) \
+                 WHERE uid IN (SELECT uid FROM below)",
+                params![key, user_row, at, MAX_TOKEN_CHAIN],
+            )
+            .map_err(db_err)?;
             Ok(n > 0)
         })
     }

@@ -673,6 +673,53 @@ impl KnowledgeStore for SqliteStore {
             Ok(())
         })
     }
+
+    fn idempotent_answer(
+        &self,
+        scope: &str,
+        key: &str,
+        since: i64,
+    ) -> Result<Option<(String, String)>> {
+        self.conn()
+            .prepare_cached(
+                "SELECT request, response FROM idempotency_keys \
+                 WHERE scope = ?1 AND key = ?2 AND created_at >= ?3",
+            )
+            .map_err(db_err)?
+            .query_row(params![scope, key, since], |r| Ok((r.get(0)?, r.get(1)?)))
+            .optional()
+            .map_err(db_err)
+    }
+
+    fn record_idempotent_answer(
+        &self,
+        scope: &str,
+        key: &str,
+        request: &str,
+        response: &str,
+        now: i64,
+        since: i64,
+    ) -> Result<(String, String)> {
+        self.write(|tx| {
+            tx.execute(
+                "DELETE FROM idempotency_keys WHERE created_at < ?1",
+                [since],
+            )
+            .map_err(db_err)?;
+            tx.execute(
+                "INSERT OR IGNORE INTO idempotency_keys (scope, key, request, response, created_at) \
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![scope, key, request, response, now],
+            )
+            .map_err(db_err)?;
+            tx.query_row(
+                "SELECT request, response FROM idempotency_keys WHERE scope = ?1 AND key = ?2",
+                params![scope, key],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .map_err(db_err)
+        })
+    }
 }
 
 impl JobQueue for SqliteStore {
