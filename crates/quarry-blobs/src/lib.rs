@@ -13,11 +13,16 @@
 //! just before its bytes go): writers of references hold [`BlobStore::lock_shared`] from
 //! `commit` until their store transaction is durable; the collector holds
 //! [`BlobStore::lock_exclusive`] while it decides and deletes.
+//!
+//! A staging file is locked (`flock`) by the process writing it until it is at its address,
+//! so the files of a process that died mid-upload are the unlocked ones:
+//! [`BlobStore::sweep_staging`] removes those (when the store opens, and with every blob
+//! collection) while another process — a CLI beside a server — may be staging right now.
 
 use std::fs::{self, File};
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use quarry_core::{Error, Result, hex_lower, sha256_hex};
 use sha2::{Digest, Sha256};
@@ -50,7 +55,18 @@ pub trait BlobStore: Send + Sync {
     fn lock_shared(&self) -> Result<BlobLock>;
     /// Held by the garbage collector.
     fn lock_exclusive(&self) -> Result<BlobLock>;
+    /// Removes staging files no live upload is writing (left by a process that died
+    /// mid-upload); returns how many went.
+    fn sweep_staging(&self) -> Result<u64>;
 }
+
+/// A staging file younger than this is left alone even when unlocked: it may have been
+/// created an instant ago by a writer about to lock it.
+const STAGING_GRACE: Duration = Duration::from_secs(5);
+
+/// Where file locks are not supported, an unlocked staging file is taken for a leftover
+/// only when nothing wrote to it for this long.
+const STAGING_GRACE_UNLOCKABLE: Duration = Duration::from_secs(24 * 3600);
 
 /// Blobs in a directory: `<root>/<first two hex>/<remaining hex>`; staging in `<root>/tmp`.
 pub struct FsBlobStore {
@@ -97,11 +113,32 @@ fn tmp_name() -> String {
 }
 
 impl FsBlobStore {
+    /// Opens (creating) the directory and removes what a crashed upload left in staging.
     pub fn open(root: &Path) -> Result<FsBlobStore> {
         fs::create_dir_all(root.join("tmp")).map_err(|e| Error::io(root, e))?;
-        Ok(FsBlobStore {
+        let store = FsBlobStore {
             root: root.to_owned(),
-        })
+        };
+        store.sweep_staging()?;
+        Ok(store)
+    }
+
+    /// Whether a staging file is a leftover: nobody holds its lock, and it is past the grace.
+    fn is_abandoned(path: &Path, now: SystemTime) -> bool {
+        let Ok(file) = File::options().write(true).open(path) else {
+            return false;
+        };
+        let age = file
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|m| now.duration_since(m).ok())
+            .unwrap_or_default();
+        match file.try_lock() {
+            Ok(()) => age > STAGING_GRACE,
+            Err(fs::TryLockError::WouldBlock) => false,
+            Err(fs::TryLockError::Error(_)) => age > STAGING_GRACE_UNLOCKABLE,
+        }
     }
 
     fn lock_file(&self) -> Result<File> {
@@ -179,16 +216,6 @@ impl Staged {
         hex_lower(&self.hasher.clone().finalize())
     }
 
-    /// Flushes the temporary file and hands it over: (its path, the bytes' SHA-256). The
-    /// caller now owns the file (moves or deletes it).
-    pub fn finish(mut self) -> Result<(PathBuf, String)> {
-        let sha = self.sha256();
-        if let Some(file) = self.file.take() {
-            file.sync_all().map_err(|e| Error::io(&self.tmp, e))?;
-        }
-        Ok((std::mem::take(&mut self.tmp), sha))
-    }
-
     /// The root this upload belongs to.
     pub fn root(&self) -> &Path {
         &self.root
@@ -207,6 +234,9 @@ impl BlobStore for FsBlobStore {
     fn stage(&self) -> Result<Staged> {
         let tmp = self.root.join("tmp").join(tmp_name());
         let file = File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
+        // Held until the file is at its address or gone (see `sweep_staging`); where locks
+        // are unsupported the sweep goes by age instead.
+        let _ = file.try_lock();
         Ok(Staged {
             file: Some(file),
             tmp,
@@ -217,12 +247,23 @@ impl BlobStore for FsBlobStore {
         })
     }
 
-    fn commit(&self, staged: Staged) -> Result<String> {
-        let (tmp, sha) = staged.finish()?;
-        let installed = self.install(&tmp, &sha);
+    fn commit(&self, mut staged: Staged) -> Result<String> {
+        let sha = staged.sha256();
+        let file = staged
+            .file
+            .take()
+            .ok_or_else(|| Error::Storage("staged upload already committed".into()))?;
+        let tmp = std::mem::take(&mut staged.tmp);
+        // The file stays open, so locked, until it is at its address: a sweep in another
+        // process never takes it for a leftover.
+        let installed = file
+            .sync_all()
+            .map_err(|e| Error::io(&tmp, e))
+            .and_then(|()| self.install(&tmp, &sha));
         if installed.is_err() {
             let _ = fs::remove_file(&tmp);
         }
+        drop(file);
         installed.map(|()| sha)
     }
 
@@ -310,6 +351,22 @@ impl BlobStore for FsBlobStore {
             .map_err(|e| Error::io(self.root.join("gc.lock"), e))?;
         Ok(BlobLock { _file: file })
     }
+
+    fn sweep_staging(&self) -> Result<u64> {
+        let dir = self.root.join("tmp");
+        let entries = fs::read_dir(&dir).map_err(|e| Error::io(&dir, e))?;
+        let now = SystemTime::now();
+        let mut removed = 0;
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let staging = path.extension().is_some_and(|e| e == "part")
+                && entry.file_type().is_ok_and(|t| t.is_file());
+            if staging && Self::is_abandoned(&path, now) && fs::remove_file(&path).is_ok() {
+                removed += 1;
+            }
+        }
+        Ok(removed)
+    }
 }
 
 #[cfg(test)]
@@ -346,6 +403,42 @@ mod tests {
         // Nothing left behind: neither a blob nor the temporary file.
         assert!(store.list().unwrap().is_empty());
         assert_eq!(fs::read_dir(dir.path().join("tmp")).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn the_sweep_removes_only_staging_files_nobody_writes() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = FsBlobStore::open(dir.path()).unwrap();
+        let old = SystemTime::now() - Duration::from_secs(60);
+        let age = |p: &Path| {
+            File::options()
+                .write(true)
+                .open(p)
+                .unwrap()
+                .set_modified(old)
+                .unwrap()
+        };
+        // Left by a dead process: unlocked and old.
+        let dead = dir.path().join("tmp").join("1-2-3.part");
+        fs::write(&dead, b"half an upload").unwrap();
+        age(&dead);
+        // Written now by a live upload, just as old.
+        let mut live = store.stage().unwrap();
+        live.write_all(b"streaming").unwrap();
+        let live_path = live.tmp.clone();
+        age(&live_path);
+        // Unlocked but just created (its writer may be about to lock it).
+        let young = dir.path().join("tmp").join("4-5-6.part");
+        fs::write(&young, b"").unwrap();
+
+        assert_eq!(store.sweep_staging().unwrap(), 1);
+        assert!(!dead.exists() && live_path.exists() && young.exists());
+        let sha = store.commit(live).unwrap();
+        assert_eq!(store.read(&sha).unwrap(), b"streaming");
+        // Opening the store sweeps too.
+        age(&young);
+        FsBlobStore::open(dir.path()).unwrap();
+        assert!(!young.exists());
     }
 
     #[test]

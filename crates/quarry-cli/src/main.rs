@@ -245,6 +245,16 @@ struct ServeArgs {
     /// Longest a REST request may run, in seconds.
     #[arg(long, default_value_t = 300)]
     request_timeout: u64,
+    /// Seconds a client may take to send a request's headers; also how long an idle
+    /// connection stays open between requests.
+    #[arg(long, env = "QUARRY_HTTP_HEADER_TIMEOUT", default_value_t = 30,
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    header_timeout: u64,
+    /// Most HTTP connections open at once; more are answered 503 and closed. Keep it
+    /// below the process's open-file limit (`ulimit -n`).
+    #[arg(long, env = "QUARRY_HTTP_MAX_CONNECTIONS", default_value_t = 512,
+          value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    max_connections: u64,
     /// `token`: every route but /health needs an access token (see the `token` command).
     /// Default: `token` when --bind is not a loopback address, else `none` (local use).
     #[arg(long, value_enum)]
@@ -774,6 +784,8 @@ fn serve(engine: Engine, transport: Transport, args: Option<&ServeArgs>) -> Resu
                 allowed_origins: a.allowed_origins.clone(),
                 max_body_bytes: a.max_body_bytes,
                 request_timeout: std::time::Duration::from_secs(a.request_timeout),
+                header_timeout: std::time::Duration::from_secs(a.header_timeout),
+                max_connections: usize::try_from(a.max_connections).unwrap_or(usize::MAX),
             }
         }
         None => quarry_server::HttpOptions::default(),

@@ -281,6 +281,8 @@ impl Engine {
             check_relative(name)?;
             name.trim_start_matches("./").to_owned()
         };
+        // Names are stored in NFC (`quarry_ingest::nfc`): so is the one asked for.
+        let display = quarry_ingest::nfc(&display);
         if let Some(d) = all.iter().find(|d| d.display_path() == display) {
             return Ok(d.clone());
         }

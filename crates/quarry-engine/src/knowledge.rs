@@ -204,13 +204,15 @@ pub fn is_supported_file(name: &str) -> bool {
     Format::from_file_name(name).is_some()
 }
 
-/// The last path component of a client-supplied name, without control characters, at most
-/// 200 bytes (extension kept): the name shown in `kb/name`.
+/// The last path component of a client-supplied name, without control characters, in NFC,
+/// at most 200 bytes (extension kept): the name shown in `kb/name`.
 pub fn clean_file_name(name: &str) -> String {
     let base = name.rsplit(['/', '\\']).next().unwrap_or(name);
     let cleaned: String = base.chars().filter(|c| !c.is_control()).collect();
-    let cleaned = cleaned.trim().trim_start_matches('.').trim();
-    if cleaned.is_empty() {
+    let cleaned = quarry_ingest::nfc(cleaned.trim());
+    let cleaned = cleaned.as_str();
+    // A name, never a path: only `.` and `..` would mean something else (`..md` is fine).
+    if cleaned.is_empty() || cleaned == "." || cleaned == ".." {
         return "unnamed".to_owned();
     }
     if cleaned.len() <= 200 {
@@ -851,13 +853,13 @@ impl Engine {
         Ok(())
     }
 
-    /// Deletes blobs no row references (and stray files no row names, older than an hour);
-    /// returns how many went.
+    /// Deletes blobs no row references (and stray files no row names, older than an hour),
+    /// and staging files of uploads that died; returns how many went.
     pub fn collect_blobs(&self) -> Result<u64> {
         let blobs = self.blobs()?;
         let store = self.store();
         let _gc = blobs.lock_exclusive()?;
-        let mut removed = 0u64;
+        let mut removed = blobs.sweep_staging()?;
         loop {
             let orphans = store.orphan_blobs(512)?;
             if orphans.is_empty() {
@@ -906,6 +908,9 @@ mod tests {
         assert_eq!(clean_file_name("a\u{0}b\n.md"), "ab.md");
         assert_eq!(clean_file_name("  "), "unnamed");
         assert_eq!(clean_file_name(".."), "unnamed");
+        assert_eq!(clean_file_name("."), "unnamed");
+        assert_eq!(clean_file_name("..md"), "..md");
+        assert_eq!(clean_file_name("cafe\u{301}.md"), "caf\u{e9}.md");
         let long = format!("{}.pdf", "长".repeat(300));
         let cleaned = clean_file_name(&long);
         assert!(

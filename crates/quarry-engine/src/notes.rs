@@ -79,7 +79,8 @@ fn check_title(title: &Option<String>) -> Result<Option<String>> {
             return Err(Error::invalid("title must not contain control characters"));
         }
     }
-    Ok(t.map(str::to_owned))
+    // NFC, like file names: the same title typed on two systems is one title.
+    Ok(t.map(quarry_ingest::nfc))
 }
 
 fn check_tags(tags: &[String]) -> Result<Vec<String>> {

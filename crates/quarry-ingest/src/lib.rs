@@ -61,8 +61,9 @@ pub fn compile_mask(mask: &str) -> Result<GlobMatcher> {
 
 /// Walks `root` and returns the files matching `mask`, sorted by relative path.
 ///
-/// Hidden entries, `node_modules`, and anything excluded by `.gitignore`, `.ignore` or
-/// `.git/info/exclude` are skipped, whether or not the folder is a git repository.
+/// Hidden entries (see [`is_hidden`]), `node_modules`, and anything excluded by `.gitignore`,
+/// `.ignore` or `.git/info/exclude` are skipped, whether or not the folder is a git
+/// repository.
 pub fn scan(root: &Path, mask: &GlobMatcher) -> Result<ScanResult> {
     let meta = fs::metadata(root).map_err(|e| Error::io(root, e))?;
     if !meta.is_dir() {
@@ -76,7 +77,7 @@ pub fn scan(root: &Path, mask: &GlobMatcher) -> Result<ScanResult> {
 
     let mut out = ScanResult::default();
     let walker = ignore::WalkBuilder::new(root)
-        .hidden(true)
+        .hidden(false)
         .git_ignore(true)
         .git_exclude(true)
         .git_global(false)
@@ -84,7 +85,11 @@ pub fn scan(root: &Path, mask: &GlobMatcher) -> Result<ScanResult> {
         .ignore(true)
         .parents(true)
         .follow_links(false)
-        .filter_entry(|e| e.file_name() != "node_modules")
+        .filter_entry(|e| {
+            let dir = e.file_type().is_some_and(|t| t.is_dir());
+            // The root itself may be a hidden folder (`~/.notes`).
+            e.depth() == 0 || (e.file_name() != "node_modules" && !is_hidden(e.file_name(), dir))
+        })
         .build();
     for entry in walker {
         let entry = match entry {
@@ -100,7 +105,7 @@ pub fn scan(root: &Path, mask: &GlobMatcher) -> Result<ScanResult> {
         let Ok(rel) = entry.path().strip_prefix(root) else {
             continue;
         };
-        let Some(rel_path) = rel_to_slash(rel) else {
+        let Some(rel_path) = rel_to_slash(rel).map(|p| nfc(&p)) else {
             out.problems.push((
                 entry.path().display().to_string(),
                 "file name is not valid UTF-8".into(),
@@ -129,8 +134,59 @@ pub fn scan(root: &Path, mask: &GlobMatcher) -> Result<ScanResult> {
             Err(e) => out.problems.push((rel_path, e.to_string())),
         }
     }
-    out.files.sort_by(|a, b| a.rel_path.cmp(&b.rel_path));
+    // Names that are one name once normalised (`café.md` written NFC and NFD): the one
+    // spelled NFC on disk is indexed, the others are reported.
+    let spelled_nfc = |f: &FileEntry| {
+        f.abs_path
+            .to_str()
+            .is_some_and(|p| p.ends_with(&f.rel_path))
+    };
+    out.files.sort_by(|a, b| {
+        a.rel_path
+            .cmp(&b.rel_path)
+            .then_with(|| spelled_nfc(b).cmp(&spelled_nfc(a)))
+    });
+    let mut kept: Vec<FileEntry> = Vec::with_capacity(out.files.len());
+    for f in std::mem::take(&mut out.files) {
+        if kept.last().is_some_and(|k| k.rel_path == f.rel_path) {
+            out.problems.push((
+                f.abs_path.display().to_string(),
+                format!(
+                    "skipped: its name is the same as {:?} once Unicode-normalised (NFC); rename one of them",
+                    f.rel_path
+                ),
+            ));
+        } else {
+            kept.push(f);
+        }
+    }
+    out.files = kept;
     Ok(out)
+}
+
+/// `name` in Unicode normalisation form C, so a name typed on one system and stored on
+/// another (macOS writes `é` decomposed) is one name.
+pub fn nfc(name: &str) -> String {
+    use unicode_normalization::{IsNormalized, UnicodeNormalization, is_nfc_quick};
+    match is_nfc_quick(name.chars()) {
+        IsNormalized::Yes => name.to_owned(),
+        _ => name.nfc().collect(),
+    }
+}
+
+/// A dot-name (`.git`, `.env`, `.draft.md`) is hidden, except a file whose name before its
+/// extension is only dots: `..md` is tldr's page for the `.` command, a name, not a path.
+fn is_hidden(name: &std::ffi::OsStr, dir: bool) -> bool {
+    let name = name.as_encoded_bytes();
+    if !name.starts_with(b".") {
+        return false;
+    }
+    if dir {
+        return true;
+    }
+    let stem_end = name.iter().rposition(|&b| b == b'.').unwrap_or(0);
+    let stem = &name[..stem_end];
+    stem.is_empty() || stem.iter().any(|&b| b != b'.')
 }
 
 #[cfg(unix)]
@@ -348,6 +404,22 @@ mod tests {
     }
 
     #[test]
+    #[cfg(unix)]
+    fn names_are_normalised_and_one_of_two_spellings_is_reported() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        fs::write(root.join("caf\u{e9}.md"), "# nfc").unwrap();
+        fs::write(root.join("cafe\u{301}.md"), "# nfd").unwrap();
+        fs::write(root.join("re\u{301}sume\u{301}.md"), "# nfd only").unwrap();
+        let res = scan(root, &compile_mask("**/*.md").unwrap()).unwrap();
+        let names: Vec<_> = res.files.iter().map(|f| f.rel_path.as_str()).collect();
+        assert_eq!(names, ["caf\u{e9}.md", "r\u{e9}sum\u{e9}.md"]);
+        assert!(res.files[0].abs_path.ends_with("caf\u{e9}.md"));
+        assert_eq!(res.problems.len(), 1, "{:?}", res.problems);
+        assert!(res.problems[0].1.contains("NFC"));
+    }
+
+    #[test]
     fn scan_honours_gitignore_and_hidden() {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
@@ -362,11 +434,15 @@ mod tests {
             ".hidden/c.md",
             "node_modules/pkg/d.md",
             "e.txt",
+            "..md",
+            "sub/..md",
+            ".draft.md",
+            ".md",
         ] {
             fs::write(root.join(p), "# x").unwrap();
         }
         let res = scan(root, &compile_mask("**/*.md").unwrap()).unwrap();
         let names: Vec<_> = res.files.iter().map(|f| f.rel_path.as_str()).collect();
-        assert_eq!(names, ["a.md", "sub/b.md"]);
+        assert_eq!(names, ["..md", "a.md", "sub/..md", "sub/b.md"]);
     }
 }

@@ -1,6 +1,9 @@
 //! JSON-RPC framing guards around rmcp: input that is not JSON gets a JSON-RPC
 //! `-32700 Parse error` (id `null`) instead of being dropped (stdio) or answered with a
-//! plain-text 415 (HTTP), so a client never waits forever on a malformed message.
+//! plain-text 415 (HTTP), so a client never waits forever on a malformed message. Over HTTP,
+//! JSON that is not one JSON-RPC 2.0 message (another `jsonrpc` version, no `method`,
+//! non-object `params`, a batch — MCP since 2025-06-18 sends one message per POST) gets
+//! `-32600 Invalid Request` with HTTP 400, echoing the message's id when it has a valid one.
 //!
 //! Output passes [`rewrite_message`] on its way out (stdio lines, HTTP JSON bodies and SSE
 //! `data:` lines), which adds the seed fields rmcp's types cannot carry
@@ -53,8 +56,14 @@ pub async fn http_guard(State(limit): State<usize>, req: Request, next: Next) ->
                     .into_response();
             }
         };
-        if let Err(e) = serde_json::from_slice::<IgnoredAny>(&bytes) {
-            return (StatusCode::BAD_REQUEST, axum::Json(parse_error(&e))).into_response();
+        let message = match serde_json::from_slice::<serde_json::Value>(&bytes) {
+            Ok(m) => m,
+            Err(e) => {
+                return (StatusCode::BAD_REQUEST, axum::Json(parse_error(&e))).into_response();
+            }
+        };
+        if let Err(refusal) = check_message(&message) {
+            return (StatusCode::BAD_REQUEST, axum::Json(refusal)).into_response();
         }
         let response = next
             .run(Request::from_parts(parts, Body::from(bytes)))
@@ -71,6 +80,55 @@ pub async fn http_guard(State(limit): State<usize>, req: Request, next: Next) ->
             .insert(header::CONTENT_LENGTH, HeaderValue::from_static("0"));
     }
     response
+}
+
+/// The `-32600 Invalid Request` reply for `message` when it is not one JSON-RPC 2.0 message
+/// rmcp can take (rmcp would answer it with a plain-text 415).
+fn check_message(message: &serde_json::Value) -> Result<(), serde_json::Value> {
+    use serde_json::Value;
+    let invalid = |id: Value, why: &str| {
+        let mut reply = error_value(-32600, format!("Invalid Request: {why}"));
+        reply["id"] = id;
+        Err(reply)
+    };
+    let obj = match message {
+        Value::Object(obj) => obj,
+        Value::Array(batch) if batch.is_empty() => {
+            return invalid(Value::Null, "an empty batch");
+        }
+        Value::Array(_) => {
+            return invalid(
+                Value::Null,
+                "JSON-RPC batches are not supported; send one message per request (MCP 2025-06-18 and later)",
+            );
+        }
+        _ => return invalid(Value::Null, "a JSON-RPC message must be a JSON object"),
+    };
+    // The id is echoed only when it is one a reply may carry.
+    let id = match obj.get("id") {
+        Some(id @ Value::String(_)) => id.clone(),
+        Some(Value::Number(n)) if n.is_i64() || n.is_u64() => Value::Number(n.clone()),
+        None => Value::Null,
+        Some(_) => return invalid(Value::Null, "\"id\" must be a string or an integer"),
+    };
+    if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return invalid(id, "\"jsonrpc\" must be \"2.0\"");
+    }
+    match obj.get("method") {
+        Some(Value::String(_)) => {}
+        Some(_) => return invalid(id, "\"method\" must be a string"),
+        None if obj.contains_key("result") || obj.contains_key("error") => {}
+        None => return invalid(id, "a request needs a \"method\""),
+    }
+    match obj.get("params") {
+        None | Some(Value::Object(_)) => {}
+        Some(_) => return invalid(id, "\"params\" must be an object"),
+    }
+    // Anything else rmcp has no model for (a response of the wrong shape …).
+    if let Err(e) = serde_json::from_value::<rmcp::model::ClientJsonRpcMessage>(message.clone()) {
+        return invalid(id, &format!("not an MCP message ({e})"));
+    }
+    Ok(())
 }
 
 /// The same message with the seed's extra fields, or `None` when it needs none (most do not,
@@ -337,6 +395,45 @@ mod tests {
     use super::*;
 
     const RESULT: &str = r#"{"jsonrpc":"2.0","id":2,"result":{"content":[{"type":"resource","resource":{"uri":"qmd://n/a.md","mimeType":"text/markdown","text":"x","_meta":{"name":"n/a.md","title":"A"}}}]}}"#;
+
+    #[test]
+    fn messages_rmcp_cannot_take_get_json_rpc_errors() {
+        let code = |text: &str| {
+            check_message(&serde_json::from_str(text).unwrap())
+                .err()
+                .map(|e| (e["error"]["code"].as_i64().unwrap(), e["id"].clone()))
+        };
+        for ok in [
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#,
+            r#"{"jsonrpc":"2.0","id":"a","method":"ping","params":{}}"#,
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+            r#"{"jsonrpc":"2.0","id":7,"result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":7,"error":{"code":-1,"message":"no"}}"#,
+        ] {
+            assert_eq!(code(ok), None, "{ok}");
+        }
+        assert_eq!(
+            code(r#"{"jsonrpc":"1.0","id":1,"method":"x"}"#),
+            Some((-32600, json!(1)))
+        );
+        assert_eq!(
+            code(r#"{"jsonrpc":"2.0","id":"b"}"#),
+            Some((-32600, json!("b")))
+        );
+        assert_eq!(
+            code(r#"{"jsonrpc":"2.0","id":true,"method":"x"}"#),
+            Some((-32600, json!(null)))
+        );
+        assert_eq!(
+            code(r#"{"jsonrpc":"2.0","id":1,"method":"x","params":"s"}"#),
+            Some((-32600, json!(1)))
+        );
+        assert_eq!(code("[]"), Some((-32600, json!(null))));
+        assert_eq!(
+            code(r#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#),
+            Some((-32600, json!(null)))
+        );
+    }
 
     #[test]
     fn lines_keep_their_framing() {

@@ -164,6 +164,8 @@ impl AppState {
     }
 
     pub fn start_workers(&self, opts: quarry_queue::WorkerOptions) -> Result<(), Error> {
+        // Opening the blob store now removes what uploads cut off by a crash left staged.
+        self.root.blobs()?;
         let workers = quarry_queue::Workers::start(self.root.clone(), opts)?;
         *self.workers.lock().unwrap_or_else(|p| p.into_inner()) = Some(workers);
         Ok(())
@@ -255,6 +257,12 @@ pub struct HttpOptions {
     pub max_body_bytes: usize,
     /// Longest a REST request may run (the MCP endpoint's streams are exempt).
     pub request_timeout: Duration,
+    /// Longest a client may take to send a request's headers, counted from when the
+    /// connection opens or its previous response ended: so also how long an idle
+    /// connection stays open.
+    pub header_timeout: Duration,
+    /// Most connections open at once; one more is answered 503 and closed at once.
+    pub max_connections: usize,
 }
 
 impl Default for HttpOptions {
@@ -266,6 +274,8 @@ impl Default for HttpOptions {
             allowed_origins: Vec::new(),
             max_body_bytes: 4 << 20,
             request_timeout: Duration::from_secs(300),
+            header_timeout: Duration::from_secs(30),
+            max_connections: 512,
         }
     }
 }
@@ -546,6 +556,12 @@ pub fn app(state: Arc<AppState>, opts: &HttpOptions, shutdown: &CancellationToke
 
 /// Serves HTTP until `shutdown` is cancelled, then stops accepting, answers requests that
 /// arrive on open connections with 503, and finishes the ones in flight.
+///
+/// Connections are bounded in time and number: a client gets `header_timeout` to send each
+/// request's headers (so a connection that sends nothing, or headers a byte at a time, is
+/// closed), and at most `max_connections` are open at once — one more is answered 503 and
+/// closed without being read, so slow or idle clients can exhaust neither the process's file
+/// descriptors nor the connections of those already served.
 pub async fn serve_http(
     state: Arc<AppState>,
     opts: HttpOptions,
@@ -556,19 +572,92 @@ pub async fn serve_http(
     let addr = listener.local_addr()?;
     let app = app(state.clone(), &opts, &shutdown);
     on_ready(addr);
-    let drain = state.clone();
-    // Streamed replies (SSE) go out in several writes: without TCP_NODELAY, Nagle's
-    // algorithm holds the second one back until the client's delayed ACK (~40 ms per call).
-    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+    let mut http1 = hyper::server::conn::http1::Builder::new();
+    http1
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(opts.header_timeout);
+    let permits = Arc::new(tokio::sync::Semaphore::new(opts.max_connections.max(1)));
+    // Each connection task holds a receiver; all dropped = every connection has ended.
+    let (open_tx, open_rx) = tokio::sync::watch::channel(());
+    let over_capacity = over_capacity_reply();
+    loop {
+        let tcp = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((tcp, _)) => tcp,
+                Err(e) => {
+                    pause_after_accept_error(&e).await;
+                    continue;
+                }
+            },
+            _ = shutdown.cancelled() => break,
+        };
+        let Ok(permit) = permits.clone().try_acquire_owned() else {
+            // A best-effort answer without reading the request: the descriptor is held
+            // for no longer than this write.
+            let _ = tcp.try_write(&over_capacity);
+            continue;
+        };
+        // Streamed replies (SSE) go out in several writes: without TCP_NODELAY, Nagle's
+        // algorithm holds the second one back until the client's delayed ACK (~40 ms).
         let _ = tcp.set_nodelay(true);
-    });
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
-            shutdown.cancelled().await;
-            drain.shutting_down.store(true, Ordering::SeqCst);
-            drain.runs.cancel();
-        })
-        .await
+        let conn = http1.serve_connection(
+            hyper_util::rt::TokioIo::new(tcp),
+            hyper_util::service::TowerToHyperService::new(app.clone()),
+        );
+        let shutdown = shutdown.clone();
+        let open = open_rx.clone();
+        tokio::spawn(async move {
+            let mut conn = std::pin::pin!(conn);
+            tokio::select! {
+                served = conn.as_mut() => {
+                    if let Err(e) = served {
+                        tracing::debug!("connection ended: {e}");
+                    }
+                }
+                _ = shutdown.cancelled() => {
+                    // Idle connections close now; one mid-request finishes its response.
+                    conn.as_mut().graceful_shutdown();
+                    let _ = conn.as_mut().await;
+                }
+            }
+            drop(permit);
+            drop(open);
+        });
+    }
+    drop(listener);
+    state.shutting_down.store(true, Ordering::SeqCst);
+    state.runs.cancel();
+    drop(open_rx);
+    open_tx.closed().await;
+    Ok(())
+}
+
+/// What a connection over `max_connections` gets before it is closed: the REST error shape.
+fn over_capacity_reply() -> Vec<u8> {
+    let body = serde_json::json!({
+        "detail": "too many connections, try again later",
+        "status_code": 503,
+    })
+    .to_string();
+    format!(
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\ncontent-length: {}\r\nretry-after: 1\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
+/// After a failed `accept`: nothing to wait for when one client gave up, a pause when the
+/// process is out of descriptors (EMFILE), so the loop does not spin while some close.
+async fn pause_after_accept_error(e: &std::io::Error) {
+    use std::io::ErrorKind;
+    if matches!(
+        e.kind(),
+        ErrorKind::ConnectionRefused | ErrorKind::ConnectionAborted | ErrorKind::ConnectionReset
+    ) {
+        return;
+    }
+    tracing::error!("accept failed: {e}");
+    tokio::time::sleep(Duration::from_millis(200)).await;
 }
 
 /// Serves MCP over stdin/stdout until the client closes stdin or `shutdown` is cancelled.

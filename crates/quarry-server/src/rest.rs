@@ -579,7 +579,19 @@ async fn remove_context(
     Path(path): Path<String>,
 ) -> ApiResult {
     let engine = caller.engine.clone();
-    let key = st.write(move || engine.remove_context(&path)).await?;
+    let key = st
+        .write(move || match engine.remove_context(&path) {
+            // `/contexts/{*path}` drops an absolute path's leading slash unless it was
+            // encoded or doubled: read it as absolute when the path as given names nothing.
+            Err(Error::NotFound(first)) if !path.starts_with('/') => engine
+                .remove_context(&format!("/{path}"))
+                .map_err(|e| match e {
+                    Error::NotFound(_) => Error::NotFound(first),
+                    other => other,
+                }),
+            removed => removed,
+        })
+        .await?;
     Ok(axum::Json(json!({ "status": "removed", "path": key })))
 }
 

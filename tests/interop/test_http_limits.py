@@ -1,0 +1,162 @@
+"""Slow and idle clients against the real listener, over raw sockets (issue 21 item 2): a
+connection that sends nothing, sends its headers a byte at a time, or idles after a response
+is closed once the header timeout passes (shortened here with QUARRY_HTTP_HEADER_TIMEOUT); past
+QUARRY_HTTP_MAX_CONNECTIONS a new connection is answered 503 and closed at once while the
+connections already open keep being served; once clients let go, `/health` answers new ones,
+the server never crashes, and its descriptors go back to where they were."""
+
+from __future__ import annotations
+
+import http.client
+import os
+import socket
+import time
+
+import pytest
+
+HEADER_TIMEOUT = 2
+MAX_CONNECTIONS = 40
+
+
+@pytest.fixture
+def limited(server_factory, quarry_home):
+    home = quarry_home.with_env(
+        QUARRY_HTTP_HEADER_TIMEOUT=str(HEADER_TIMEOUT),
+        QUARRY_HTTP_MAX_CONNECTIONS=str(MAX_CONNECTIONS),
+    )
+    return server_factory(home=home)
+
+
+def connect(srv) -> socket.socket:
+    s = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
+    return s
+
+
+def closed_after(s: socket.socket, limit: float) -> float:
+    """Seconds until the server closed `s` (reading whatever it sent first); fails after `limit`."""
+    start = time.monotonic()
+    s.settimeout(limit)
+    try:
+        while s.recv(4096):
+            pass
+    except ConnectionResetError:
+        pass
+    except TimeoutError:
+        pytest.fail(f"the server kept the connection open for {limit} s")
+    return time.monotonic() - start
+
+
+def open_fds(srv) -> int:
+    return len(os.listdir(f"/proc/{srv.proc.pid}/fd"))
+
+
+def health(srv) -> int:
+    c = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=10)
+    try:
+        c.request("GET", "/health")
+        return c.getresponse().status
+    finally:
+        c.close()
+
+
+def test_a_connection_that_sends_nothing_is_closed(limited):
+    s = connect(limited)
+    took = closed_after(s, HEADER_TIMEOUT + 8)
+    assert HEADER_TIMEOUT - 0.5 <= took, took
+    s.close()
+
+
+def test_headers_sent_slowly_are_cut_off(limited):
+    s = connect(limited)
+    s.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+    start = time.monotonic()
+    # One header line every half second: each byte arrives well within any per-read timeout.
+    try:
+        for i in range(4 * (HEADER_TIMEOUT + 8)):
+            s.sendall(f"X-Slow-{i}: a\r\n".encode())
+            time.sleep(0.25)
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+    else:
+        pytest.fail("the server still read headers after the header timeout")
+    assert time.monotonic() - start < HEADER_TIMEOUT + 8
+    s.close()
+
+
+def test_an_idle_keep_alive_connection_is_closed(limited):
+    c = http.client.HTTPConnection("127.0.0.1", limited.port, timeout=10)
+    c.request("GET", "/health")
+    r = c.getresponse()
+    assert r.status == 200 and r.getheader("connection", "").lower() != "close"
+    r.read()
+    took = closed_after(c.sock, HEADER_TIMEOUT + 8)
+    assert HEADER_TIMEOUT - 0.5 <= took, took
+    c.close()
+
+
+def test_past_the_cap_new_connections_get_503_and_open_ones_are_served(limited):
+    before = open_fds(limited)
+    # A client that was here first keeps its keep-alive connection.
+    keeper = http.client.HTTPConnection("127.0.0.1", limited.port, timeout=10)
+    keeper.request("GET", "/health")
+    assert keeper.getresponse().read() and True
+    held = [connect(limited) for _ in range(MAX_CONNECTIONS - 1)]
+    for s in held:  # each sends a partial request, so all of them count as open
+        s.sendall(b"GET /health HTTP/1.1\r\n")
+    time.sleep(0.3)
+    # More clients than the cap allows: each is refused at once, none waits.
+    for _ in range(3 * MAX_CONNECTIONS):
+        s = connect(limited)
+        start = time.monotonic()
+        s.settimeout(5)
+        data = b""
+        try:
+            while chunk := s.recv(4096):
+                data += chunk
+        except ConnectionResetError:
+            pass
+        assert time.monotonic() - start < 2
+        assert data == b"" or data.startswith(b"HTTP/1.1 503"), data[:200]
+        s.close()
+    # The client already connected is not starved.
+    keeper.request("GET", "/health")
+    assert keeper.getresponse().status == 200
+    keeper.close()
+    for s in held:
+        s.close()
+    # Released: new clients are served again, and nothing leaked.
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            if health(limited) == 200:
+                break
+        except (ConnectionError, http.client.HTTPException):
+            time.sleep(0.1)
+    assert health(limited) == 200
+    assert limited.proc.poll() is None
+    deadline = time.monotonic() + 10
+    while open_fds(limited) > before + 2 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert open_fds(limited) <= before + 2, (before, open_fds(limited))
+
+
+def test_a_flood_of_idle_connections_neither_kills_nor_exhausts_the_server(limited):
+    before = open_fds(limited)
+    flood = []
+    for _ in range(600):
+        try:
+            flood.append(connect(limited))
+        except OSError:
+            break
+    # Never more than the cap (plus the listener's own descriptors) in the server.
+    assert open_fds(limited) <= before + MAX_CONNECTIONS + 2, open_fds(limited)
+    # The clients do not let go; the header timeout frees the server anyway.
+    time.sleep(HEADER_TIMEOUT + 1.5)
+    assert health(limited) == 200
+    assert limited.proc.poll() is None
+    for s in flood:
+        s.close()
+    deadline = time.monotonic() + 10
+    while open_fds(limited) > before + 2 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert open_fds(limited) <= before + 2, (before, open_fds(limited))
