@@ -51,8 +51,8 @@ def test_builtin_tool_descriptions_render_markdown(ui_page, ui_module_server):
     assert marked, "no built-in tool description uses Markdown emphasis: nothing to check"
     open_tools(page, srv.base, "builtin")
     for tool in marked:
-        row = page.get_by_test_id(f"builtin-{tool['full_name']}")
-        desc = row.get_by_test_id("tool-description")
+        # The description's cell (the second column).
+        desc = page.get_by_test_id(f"builtin-{tool['full_name']}").locator("td").nth(1)
         expect(desc).to_be_visible()
         strong = re.findall(r"\*\*([^*\n]+)\*\*", tool["description"])
         for text in strong:
@@ -67,9 +67,8 @@ def test_catalog_tool_descriptions_render_markdown(ui_page, ui_module_server):
     page, srv = ui_page, ui_module_server
     page.goto(f"{srv.base}/#/hub?cat=knowledge&pkg=knowledge")
     expect(page.locator(".page-hub")).to_have_attribute("data-ready", "true")
-    descs = page.get_by_test_id("tool-description")
-    expect(descs.first).to_be_visible()
-    expect(page.locator("[data-testid=tool-description] strong").first).to_be_attached()
+    expect(page.get_by_role("heading", name="knowledge.search")).to_be_visible()
+    expect(page.locator(".hub-desc strong").first).to_be_attached()
     assert "**" not in page.locator("main").inner_text()
 
 
@@ -127,7 +126,7 @@ def test_chat_source_excerpts_are_clean_text(ui_page, chat_srv, fake, shot):
     conv = srv.api("GET", f"/api/v1/conversations/{page.url.rsplit('/', 1)[1]}")
     sources = conv["messages"][-1]["sources"]
     assert sources and any(("# " in s["content"] or "| ---" in s["content"]) for s in sources), sources
-    excerpts = answer.get_by_test_id("source-excerpt")
+    excerpts = answer.locator(".chat-source-excerpt")
     expect(excerpts.first).not_to_be_empty()
     texts = excerpts.all_inner_texts()
     assert len(texts) == len(sources), texts
@@ -145,11 +144,11 @@ def test_chat_source_excerpts_are_clean_text(ui_page, chat_srv, fake, shot):
 def test_the_assistant_avatar_is_the_product_mark(ui_page_factory, chat_srv, fake):
     page = ui_page_factory(locale="zh-CN", viewport={"width": 1280, "height": 860})
     answer = ask_about_fares(page, chat_srv, fake)
-    avatar = answer.get_by_test_id("assistant-avatar")
+    avatar = answer.locator(".msg-avatar")
     expect(avatar).to_be_visible()
     got = page.evaluate(
         """() => {
-          const avatar = [...document.querySelectorAll('[data-testid=assistant-avatar]')].pop();
+          const avatar = [...document.querySelectorAll('.msg-avatar')].pop();
           const svg = avatar.querySelector('svg');
           const paths = [...svg.querySelectorAll('path')].map((p) => p.getAttribute('d'));
           const brand = document.querySelector('.brand svg path').getAttribute('d');

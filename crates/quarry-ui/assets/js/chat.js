@@ -1024,7 +1024,7 @@ class AnswerView {
     this.el = h(
       "article",
       { class: "msg msg-assistant", "data-testid": "assistant-message", "aria-label": t("chat.assistant_said") },
-      h("div", { class: "msg-avatar", "aria-hidden": "true", "data-testid": "assistant-avatar" }, ico("mark", "icon-mark")),
+      h("div", { class: "msg-avatar", "aria-hidden": "true" }, ico("mark", "icon-mark")),
       h("div", { class: "msg-content" }, h("div", { class: "msg-who sr-only" }, t("chat.assistant")), this.tools, this.body, this.sourceBox, this.errorBox, this.foot),
     );
   }
@@ -1299,7 +1299,7 @@ function timingTitle(d) {
  */
 function sourceExcerpt(content) {
   if (!content || !content.trim()) return null;
-  const p = h("p", { class: "chat-source-excerpt", "data-testid": "source-excerpt" });
+  const p = h("p", { class: "chat-source-excerpt" });
   loadMarkdown().then((md) => {
     const text = md ? md.markdownText(content) : content.replace(/\s+/g, " ").trim();
     p.textContent = text.length > 360 ? `${text.slice(0, 360)}…` : text;

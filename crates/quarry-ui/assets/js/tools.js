@@ -35,7 +35,7 @@ import { renderMarkdown } from "./markdown.js";
  * upstreams write `**When to use:**` and lists); markdown.js builds DOM, never HTML.
  */
 export function toolDescription(text, cls = "") {
-  return h("div", { class: `tl-md ${cls}`.trim(), "data-testid": "tool-description" }, renderMarkdown(text, { headingOffset: 3 }));
+  return h("div", { class: `tl-md ${cls}`.trim() }, renderMarkdown(text, { headingOffset: 3 }));
 }
 
 // ---------------------------------------------------------------------------------------
