@@ -151,17 +151,8 @@ fn convert_pdf(bytes: &[u8], opts: &ConvertOptions) -> Result<Converted, Convert
             pages: pages_without_text,
         });
     }
-    if !pages_without_text.is_empty() {
-        warnings.push(format!(
-            "no text layer on {}{}",
-            crate::describe_pages(&pages_without_text),
-            if opts.ocr == Ocr::Off || !ocr::available() {
-                " (not OCR'd)"
-            } else {
-                ""
-            }
-        ));
-    }
+    // Pages without text are reported once, in `pages_without_text` (stored with the
+    // document and shown beside it); a warning saying the same would show it twice.
     // Trailing blank line of the last page is not content.
     while md.ends_with("\n\n") {
         md.pop();

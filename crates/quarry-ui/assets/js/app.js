@@ -38,6 +38,7 @@ export async function loadStrings(...namespaces) {
       const all = await r.json();
       for (const lang of LANGS) Object.assign(strings[lang], all[lang] || {});
       loadedNs.add(ns);
+      serverTemplates = null;
     }),
   );
 }
@@ -51,6 +52,72 @@ export function t(key, vars) {
   }
   if (vars) s = s.replace(/\{(\w+)\}/g, (m, k) => (k in vars ? String(vars[k]) : m));
   return s;
+}
+
+// ---------------------------------------------------------------------------------------
+// Server messages. The server speaks English (conversion reasons, warnings, validation
+// errors). i18n/server.json is the one table of the messages the page knows: each "en" entry
+// is the server's exact wording with {placeholders}, matched whole; the page's language gets
+// its translation, with nested messages translated in turn ("page 3"). Anything
+// else is shown as the server sent it.
+
+/** What a placeholder may match: numbers and page lists ("3", "3–9, 12"), a format's name
+ * ("PDF"); any other placeholder is text. */
+const NUMBER_SLOT = "(\\d[\\d,.–-]*(?:, \\d[\\d.–-]*)*)";
+const SLOT_PATTERNS = { n: NUMBER_SLOT, limit: NUMBER_SLOT, page: NUMBER_SLOT, count: NUMBER_SLOT, size: NUMBER_SLOT, list: NUMBER_SLOT, format: "([A-Z]{2,4})" };
+/** Placeholders whose value is itself a server message ("page 3"); names stay as they are. */
+const NESTED_SLOTS = new Set(["pages", "detail"]);
+let serverTemplates = null;
+
+function compileServerTemplates() {
+  const compiled = [];
+  for (const [key, en] of Object.entries(strings.en)) {
+    if (!key.startsWith("server.")) continue;
+    const slots = [];
+    let literal = 0;
+    const source = en
+      .split(/(\{\w+\})/)
+      .map((part) => {
+        const slot = /^\{(\w+)\}$/.exec(part);
+        if (!slot) {
+          literal += part.length;
+          return part.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+        }
+        slots.push(slot[1]);
+        return SLOT_PATTERNS[slot[1]] || "(.+?)";
+      })
+      .join("");
+    compiled.push({ key, slots, literal, re: new RegExp(`^${source}$`, "s") });
+  }
+  // The most specific first: "page {page} could not be read ({detail})" before "page {list}".
+  return compiled.sort((a, b) => b.literal - a.literal);
+}
+
+/** `text` from the server in the page's language when i18n/server.json knows it. */
+export function serverText(text, depth = 0) {
+  if (typeof text !== "string" || !text || app.lang === "en" || text.length > 1000 || depth > 2) return text;
+  serverTemplates ??= compileServerTemplates();
+  for (const { key, slots, re } of serverTemplates) {
+    const m = re.exec(text);
+    if (!m) continue;
+    const vars = {};
+    slots.forEach((slot, i) => (vars[slot] = NESTED_SLOTS.has(slot) ? serverText(m[i + 1], depth + 1) : m[i + 1]));
+    return t(key, vars);
+  }
+  if (depth > 0) return text;
+  // Several reasons joined ("a.xyz: …; b.xyz: …"), or one behind a file name ("a.xyz: …").
+  const parts = text.split("; ");
+  if (parts.length > 1) {
+    const translated = parts.map((p) => serverText(p));
+    return translated.some((p, i) => p !== parts[i]) ? translated.join("；") : text;
+  }
+  const cut = text.indexOf(": ");
+  if (cut > 0) {
+    const reason = text.slice(cut + 2);
+    const translated = serverText(reason, 1);
+    if (translated !== reason) return `${text.slice(0, cut)}: ${translated}`;
+  }
+  return text;
 }
 
 function pickLang() {
@@ -211,10 +278,10 @@ export function apiHeaders(extra) {
 /** The message of an error body in any of the server's shapes. */
 function errorMessage(body, status) {
   if (body && typeof body === "object") {
-    if (typeof body.detail === "string") return body.detail;
-    if (typeof body.message === "string") return body.message;
-    if (body.error && typeof body.error.message === "string") return body.error.message;
-    if (typeof body.error === "string") return body.error;
+    if (typeof body.detail === "string") return serverText(body.detail);
+    if (typeof body.message === "string") return serverText(body.message);
+    if (body.error && typeof body.error.message === "string") return serverText(body.error.message);
+    if (typeof body.error === "string") return serverText(body.error);
   }
   return `HTTP ${status}`;
 }
@@ -836,7 +903,7 @@ async function boot() {
   applyTheme(localStorage.getItem("quarry.theme"));
   matchMedia("(prefers-color-scheme: dark)").addEventListener("change", () => renderChrome());
   try {
-    await loadStrings("core");
+    await loadStrings("core", "server");
     const skip = document.querySelector(".skip");
     if (skip) {
       skip.textContent = t("chrome.skip");

@@ -44,7 +44,9 @@ const MORE_ICONS = {
   book: ["M4 5a2 2 0 0 1 2-2h13v16H6a2 2 0 0 0-2 2zM4 5v16M8 7h7"],
   warn: ["M12 3 2 20h20zM12 10v4M12 17h.01"],
   user: ["M12 4a4 4 0 1 1 0 8 4 4 0 0 1 0-8zM4 21a8 8 0 0 1 16 0"],
-  spark: ["M12 3v4M12 17v4M3 12h4M17 12h4M6 6l2.5 2.5M15.5 15.5 18 18M6 18l2.5-2.5M15.5 8.5 18 6"],
+  // The product's mark (the top bar's), filled: the assistant's avatar. Rays around a point
+  // read as a loading spinner.
+  mark: ["M3 20 9 6l4 8 3-5 5 11z"],
   chevron: ["M6 9l6 6 6-6"],
 };
 
@@ -108,12 +110,12 @@ function isNoModel(err) {
   return err && err.status === 503 && /chat.model|QUARRY_CHAT_MODEL/i.test(err.message || "");
 }
 
-// Markdown is another module; loaded once, on the first finished answer.
+// Markdown is another module (renderMarkdown, markdownText); loaded once, on the first
+// finished answer or list of sources.
 let markdownModule = null;
 function loadMarkdown() {
   if (!markdownModule) {
     markdownModule = import("./markdown.js")
-      .then((m) => m.renderMarkdown || m.default || null)
       .catch((e) => {
         console.warn("markdown renderer unavailable, showing plain text", e);
         return null;
@@ -1022,7 +1024,7 @@ class AnswerView {
     this.el = h(
       "article",
       { class: "msg msg-assistant", "data-testid": "assistant-message", "aria-label": t("chat.assistant_said") },
-      h("div", { class: "msg-avatar", "aria-hidden": "true" }, ico("spark")),
+      h("div", { class: "msg-avatar", "aria-hidden": "true" }, ico("mark", "icon-mark")),
       h("div", { class: "msg-content" }, h("div", { class: "msg-who sr-only" }, t("chat.assistant")), this.tools, this.body, this.sourceBox, this.errorBox, this.foot),
     );
   }
@@ -1064,7 +1066,7 @@ class AnswerView {
       if (s.page !== null && s.page !== undefined) q.set("page", String(s.page));
       const href = `#/kb/${encodeURIComponent(kbId || "")}${q.toString() ? `?${q}` : ""}`;
       const file = s.source || s.file || t("chat.unknown_file");
-      const excerpt = (s.content || "").replace(/\s+/g, " ").trim();
+      const excerpt = sourceExcerpt(s.content);
       return h(
         "li",
         { class: "chat-source", id: `${this.id}-src-${s.index}`, tabindex: "-1", "data-testid": "source", "data-index": String(s.index) },
@@ -1082,7 +1084,7 @@ class AnswerView {
             : null,
         ),
         kb || s.knowledge_base ? h("div", { class: "chat-source-kb muted" }, t("chat.in_kb", { name: kb ? kb.name : s.knowledge_base })) : null,
-        excerpt ? h("p", { class: "chat-source-excerpt" }, excerpt.length > 360 ? `${excerpt.slice(0, 360)}…` : excerpt) : null,
+        excerpt,
         h(
           "a",
           { class: "chat-source-link", href, "data-testid": "source-link" },
@@ -1222,7 +1224,7 @@ class AnswerView {
       return;
     }
     this.body.hidden = false;
-    const renderMarkdown = await loadMarkdown();
+    const renderMarkdown = (await loadMarkdown())?.renderMarkdown;
     let content = null;
     if (renderMarkdown) {
       try {
@@ -1289,6 +1291,20 @@ function timingTitle(d) {
     tools: fmtMs(tm.tools_ms),
     total: fmtMs(tm.total_ms),
   });
+}
+
+/**
+ * A source's passage as a short plain-text excerpt (no `#` or `| --- |` from the document's
+ * Markdown), filled in once markdown.js is loaded; null when the passage is empty.
+ */
+function sourceExcerpt(content) {
+  if (!content || !content.trim()) return null;
+  const p = h("p", { class: "chat-source-excerpt" });
+  loadMarkdown().then((md) => {
+    const text = md ? md.markdownText(content) : content.replace(/\s+/g, " ").trim();
+    p.textContent = text.length > 360 ? `${text.slice(0, 360)}…` : text;
+  });
+  return p;
 }
 
 /** Replaces `[n]` in text (outside code and links) with buttons that reveal source n. */

@@ -5,7 +5,7 @@
 // client configurations. The bundle lives in localStorage; nothing is stored on the server.
 
 import { t, h, icon, replace, announce, toast, api, apiHeaders, copyButton, tabs, fmtNumber, pageHeader, emptyState, errorBlock } from "./app.js";
-import { uid, plural, schemaView } from "./tools.js";
+import { uid, plural, schemaView, toolDescription } from "./tools.js";
 
 /** The hub's default cap on one endpoint's tools (quarry-hub DEFAULT_MAX_TOOLS; `--max-tools`). */
 const DEFAULT_CAP = 32;
@@ -397,7 +397,7 @@ export async function render({ root, query, signal, session }) {
                 ),
               )
             : null,
-          tool.description ? h("p", { class: "hub-desc" }, tool.description) : h("p", { class: "muted hub-desc" }, t("tools.tool.no_description")),
+          tool.description ? toolDescription(tool.description, "hub-desc") : h("p", { class: "muted hub-desc" }, t("tools.tool.no_description")),
           h("p", { class: "muted hub-small" }, t("tools.tool.wire", { name: tool.wireName })),
           schemaView(tool.inputSchema, { label: t("tools.schema.input_of", { name: tool.name }) }),
         ),

@@ -20,6 +20,7 @@ import {
   openDialog,
   pageHeader,
   replace,
+  serverText,
   t,
   tabs,
   toast,
@@ -556,8 +557,11 @@ async function kbPage({ root, params, query, signal, session }) {
     if (hit && hit.sig === sig) return hit.tr;
     const name = d.file_name;
     const notes = [];
-    if (d.pages_without_text) notes.push(t("kb.no_text_pages", { pages: d.pages_without_text }));
-    for (const w of d.warnings || []) notes.push(w);
+    if (d.pages_without_text) notes.push(t("kb.no_text_pages", { pages: serverText(d.pages_without_text) }));
+    // Documents converted before the converter stopped repeating pages_without_text as a
+    // warning still carry "no text layer on page 1 (not OCR'd)": shown once, above.
+    const repeated = d.pages_without_text ? `no text layer on ${d.pages_without_text}` : null;
+    for (const w of d.warnings || []) if (!repeated || !w.startsWith(repeated)) notes.push(serverText(w));
     const pages = [d.pages ? tn("kb.n_pages", { n: fmtNumber(d.pages) }) : null, d.chunk_count ? tn("kb.n_chunks", { n: fmtNumber(d.chunk_count) }) : null].filter(Boolean);
     const tr = h(
       "tr",
@@ -586,7 +590,7 @@ async function kbPage({ root, params, query, signal, session }) {
         "td",
         { class: "kb-col-status" },
         statusBadge(d.status),
-        d.status === "failed" && d.error ? h("p", { class: "kb-error", dataset: { testid: "doc-error" } }, d.error) : null,
+        d.status === "failed" && d.error ? h("p", { class: "kb-error", dataset: { testid: "doc-error" } }, serverText(d.error)) : null,
       ),
       h("td", { class: "kb-col-stage" }, ACTIVE.has(d.status) ? h("span", { class: "kb-spinner", "aria-hidden": "true" }) : null, stageText(d)),
       h("td", { class: "kb-col-pages" }, pages.length ? pages.join(" · ") : "—"),
@@ -939,7 +943,7 @@ async function kbPage({ root, params, query, signal, session }) {
           const o = Array.isArray(out) ? out[0] : out;
           if (!o) throw new ApiError(0, t("kb.up.no_answer"));
           if (o.result === "rejected") {
-            r.set("error", t("kb.up.rejected"), "danger", o.reason);
+            r.set("error", t("kb.up.rejected"), "danger", serverText(o.reason));
           } else if (o.result === "duplicate") {
             r.set("duplicate", t("kb.up.duplicate"), "warn", t("kb.up.duplicate_of", { name: o.document.file_name }));
           } else {
@@ -964,7 +968,7 @@ async function kbPage({ root, params, query, signal, session }) {
         r.doc = d;
         progress.value = 100;
         if (d.status === "ready") r.set("ready", t("kb.status.ready"), "ok", d.pages ? tn("kb.n_pages", { n: d.pages }) : "");
-        else if (d.status === "failed") r.set("failed", t("kb.status.failed"), "danger", d.error || "");
+        else if (d.status === "failed") r.set("failed", t("kb.status.failed"), "danger", serverText(d.error) || "");
         else r.set("processing", t(`kb.status.${d.status}`), "info", t("kb.up.processing"));
         clearDone.hidden = !uploads.some((u) => !u.busy());
       },
@@ -1183,7 +1187,7 @@ async function kbPage({ root, params, query, signal, session }) {
         ? h(
             "div",
             { class: "error-block kb-pv-error", role: "alert" },
-            h("p", {}, t("kb.pv.failed", { reason: doc.error || "—" })),
+            h("p", {}, t("kb.pv.failed", { reason: serverText(doc.error) || "—" })),
             canWrite
               ? h("button", { class: "btn btn-small", type: "button", onclick: () => (d.close(), retryDocs([doc])) }, icon("retry"), t("common.retry"))
               : null,
@@ -1195,7 +1199,7 @@ async function kbPage({ root, params, query, signal, session }) {
     let chunksP = null;
     // Markdown and chunks exist once the document is converted (from `indexing` on).
     const converted = !!doc.docid || ["indexing", "embedding", "ready"].includes(doc.status);
-    const notConverted = () => Promise.reject(new ApiError(503, doc.status === "failed" ? t("kb.pv.failed", { reason: doc.error || "—" }) : t("kb.pv.not_yet", { status: t(`kb.status.${doc.status}`) })));
+    const notConverted = () => Promise.reject(new ApiError(503, doc.status === "failed" ? t("kb.pv.failed", { reason: serverText(doc.error) || "—" }) : t("kb.pv.not_yet", { status: t(`kb.status.${doc.status}`) })));
     const markdown = () => (mdP ||= converted ? api("GET", `${url}/markdown`, { signal }) : notConverted());
     const chunks = () => (chunksP ||= converted ? api("GET", `${url}/chunks`, { signal }) : notConverted());
     let frame = null;

@@ -245,3 +245,37 @@ export function inline(node, text) {
   if (buf) node.append(document.createTextNode(buf));
   return node;
 }
+
+/** Whether `line` is a table's delimiter row (`| --- | :-: |`). */
+function isDelimiterRow(line) {
+  return line.includes("|") && line.includes("-") && TABLE_SEP.test(line);
+}
+
+/**
+ * `text` as one line of plain text, for excerpts (chat sources): read by the same parser, so
+ * no `#`, `**`, link syntax or table pipes are left. Table rows become their cells joined by
+ * " · ". A passage cut from a document can start inside a table, so a row or delimiter row is
+ * recognised without its header too.
+ */
+export function markdownText(text) {
+  const lines = String(text ?? "").replace(/\r\n?/g, "\n").split("\n");
+  const flat = [];
+  let inTable = false;
+  lines.forEach((line, i) => {
+    if (isDelimiterRow(line)) {
+      inTable = true;
+      return;
+    }
+    const row = line.includes("|") && (inTable || /^\s*\|/.test(line) || (i + 1 < lines.length && isDelimiterRow(lines[i + 1])));
+    inTable = row;
+    // Each row its own paragraph: rows must not run into one another.
+    if (row) flat.push(splitRow(line).filter(Boolean).join(" · "), "");
+    else flat.push(line);
+  });
+  const root = el("div");
+  root.append(renderMarkdown(flat.join("\n")));
+  // Blocks and line breaks end with a space, so their words do not run together.
+  for (const node of root.querySelectorAll("p, h1, h2, h3, h4, h5, h6, li, pre, blockquote, br")) node.after(" ");
+  for (const img of root.querySelectorAll("img")) img.replaceWith(img.alt ? ` ${img.alt} ` : " ");
+  return root.textContent.replace(/\s+/g, " ").trim();
+}

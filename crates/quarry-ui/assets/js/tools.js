@@ -28,6 +28,15 @@ import {
   errorBlock,
   dataTable,
 } from "./app.js";
+import { renderMarkdown } from "./markdown.js";
+
+/**
+ * A tool's description, rendered as the Markdown it is written in (built-in tools and many
+ * upstreams write `**When to use:**` and lists); markdown.js builds DOM, never HTML.
+ */
+export function toolDescription(text, cls = "") {
+  return h("div", { class: `tl-md ${cls}`.trim() }, renderMarkdown(text, { headingOffset: 3 }));
+}
 
 // ---------------------------------------------------------------------------------------
 // Shared helpers (also used by hub.js)
@@ -608,7 +617,7 @@ function toolItem(tool, ctx) {
         },
       }).el,
     ),
-    tool.description ? h("p", { class: "tl-desc" }, tool.description) : h("p", { class: "muted tl-desc" }, t("tools.tool.no_description")),
+    tool.description ? toolDescription(tool.description, "tl-desc") : h("p", { class: "muted tl-desc" }, t("tools.tool.no_description")),
     h("p", { class: "tl-wire muted" }, t("tools.tool.wire", { name: tool.name })),
     schemaView(tool.inputSchema, { label: t("tools.schema.input_of", { name: tool.tool || tool.name }) }),
   );
@@ -889,7 +898,7 @@ async function builtinTab(panel, ctx) {
                   h("code", {}, tool.full_name),
                   h("div", { class: "muted tl-small" }, t("tools.builtin.package", { name: tool.package })),
                 ),
-                h("td", {}, tool.description || "", schemaView(tool.inputSchema)),
+                h("td", {}, tool.description ? toolDescription(tool.description) : "", schemaView(tool.inputSchema)),
                 h(
                   "td",
                   {},
