@@ -1,7 +1,8 @@
 """Upload staging after a crash (issue 21 item 3): a server SIGKILLed in the middle of a real
 streaming HTTP upload leaves `blobs/tmp/*.part`; the next start removes it, and loses nothing
 else (a document uploaded before is still there, with its original). A staging file that a
-live process is writing — a CLI upload beside the server — is never taken for a leftover."""
+live process is writing — here a second server's upload, as a CLI beside a server would be — is
+never taken for a leftover, however old, when another process starts and sweeps."""
 
 from __future__ import annotations
 
