@@ -49,16 +49,13 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn legacy() -> Option<&'static ProtocolVersion> {
-        Some(&ProtocolVersion::V_2025_11_25)
-    }
-
     #[test]
     fn results_of_older_upstreams_get_the_result_type_2026_requires() {
         let old: CallToolResult =
             serde_json::from_value(json!({"content": [{"type": "text", "text": "hi"}]})).unwrap();
         assert_eq!(old.result_type, None);
-        let modern = Some(&ProtocolVersion::V_2026_07_28);
+        let modern_version = ProtocolVersion::V_2026_07_28;
+        let modern = Some(&modern_version);
         let v = serde_json::to_value(call_result(old)).unwrap();
         assert_eq!(v["resultType"], "complete");
         let prompt: GetPromptResult = serde_json::from_value(json!({"messages": []})).unwrap();
@@ -73,15 +70,15 @@ mod tests {
     fn a_newer_upstreams_cache_hints_are_dropped_for_older_clients() {
         let new =
             json!({"resultType": "complete", "contents": [], "ttlMs": 5, "cacheScope": "public"});
+        let (legacy, modern) = (ProtocolVersion::V_2025_11_25, ProtocolVersion::V_2026_07_28);
         let read: ReadResourceResult = serde_json::from_value(new.clone()).unwrap();
-        let v = serde_json::to_value(read_result(read, legacy())).unwrap();
+        let v = serde_json::to_value(read_result(read, Some(&legacy))).unwrap();
         assert!(
             v.get("ttlMs").is_none() && v.get("cacheScope").is_none(),
             "{v}"
         );
         let read: ReadResourceResult = serde_json::from_value(new).unwrap();
-        let v =
-            serde_json::to_value(read_result(read, Some(&ProtocolVersion::V_2026_07_28))).unwrap();
+        let v = serde_json::to_value(read_result(read, Some(&modern))).unwrap();
         assert_eq!(v["ttlMs"], 5);
         assert_eq!(v["cacheScope"], "public");
     }

@@ -244,9 +244,11 @@ mod tests {
     fn shortened_wire_names_keep_the_tool_name() {
         let package = "a-package-id-of-exactly-forty-characters";
         assert_eq!(package.len(), PACKAGE_ID_MAX);
-        let w = wire_name(package, "echo", 48);
+        // Fits whole: left alone.
+        assert_eq!(wire_name(package, "echo", 48), format!("{package}__echo"));
+        let w = wire_name(package, "get_current_time", 48);
         assert!(w.len() <= 48 && w.chars().all(wire_char_ok), "{w}");
-        assert!(w.contains("__echo_"), "{w}");
+        assert!(w.contains("__get_current_time_"), "{w}");
         let w = wire_name(package, "read_multiple_files_with_a_very_long_name", 48);
         assert!(
             w.len() <= 48 && w.starts_with("a-packag__read_multiple_files"),
