@@ -893,13 +893,17 @@ mod tests {
         // A died: after its lease, B takes the job over, and A can no longer record anything.
         let taken = s.claim_job("B", t + 1_001, 500).unwrap().unwrap();
         assert_eq!(taken.id, job.id);
+        // A's attempt ended without an outcome: it counts, so a file that kills its workers
+        // is not taken over forever.
+        assert!(!job.interrupted && taken.interrupted);
+        assert_eq!(taken.attempts, 1);
         assert!(!s.complete_job(job.id, "A").unwrap());
         assert_eq!(s.queue_counts(None).unwrap().processing, 1);
         // A retry goes back to the queue, due later, with the attempt counted.
         assert!(s.fail_job(job.id, "B", "flaky", Some(t + 5_000)).unwrap());
         assert_eq!(s.claim_job("C", t + 4_999, 500).unwrap(), None);
         let again = s.claim_job("C", t + 5_000, 500).unwrap().unwrap();
-        assert_eq!(again.attempts, 1);
+        assert_eq!((again.attempts, again.interrupted), (2, false));
         assert!(s.complete_job(again.id, "C").unwrap());
         assert_eq!(s.queue_counts(None).unwrap(), QueueCounts::default());
     }
