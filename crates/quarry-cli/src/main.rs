@@ -343,7 +343,17 @@ fn parse_cli() -> Cli {
     Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
 }
 
+/// The hidden first argument that makes this binary a converter child (see
+/// `quarry_convert::Isolation::Child`); not a command people type.
+const CONVERT_CHILD_ARG: &str = "__convert";
+
 fn main() -> ExitCode {
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|a| a == CONVERT_CHILD_ARG)
+    {
+        return quarry_convert::child_main();
+    }
     let cli = parse_cli();
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
@@ -388,6 +398,12 @@ fn open(cli: &Cli) -> Result<Engine> {
     if let Some(ocr) = &cli.ocr {
         ingest.convert.ocr = parse_ocr(ocr)?;
     }
+    // Every conversion runs in a child of this binary, so no file can abort the CLI or the
+    // server (a parser's stack overflow or allocation failure ends only the child).
+    ingest.convert.isolation = quarry_convert::Isolation::Child {
+        program: std::env::current_exe().context("cannot locate the quarry binary")?,
+        args: vec![CONVERT_CHILD_ARG.to_owned()],
+    };
     let engine = Engine::open(opts)
         .with_context(|| format!("cannot open the index at {}", dir.display()))?
         .with_models(models)

@@ -11,6 +11,13 @@ use std::borrow::Cow;
 use crate::util::{self, grid_table};
 use crate::{ConvertError, ConvertOptions, Converted, Converter, Deadline, Format};
 
+/// Columns kept per row: a Markdown table wider than this is unreadable, and each cell
+/// costs memory out of proportion to its bytes (500,000 one-byte fields made 658 MB).
+const MAX_COLUMNS: usize = 1_000;
+/// Bytes kept of one field: a table cell is not where a document's text lives, and one
+/// 60 MB quoted field otherwise costs several copies of itself while the table is built.
+const MAX_CELL_BYTES: usize = 64 * 1024;
+
 pub(crate) struct DelimitedConverter(pub Format);
 
 impl Converter for DelimitedConverter {
@@ -55,6 +62,7 @@ impl Converter for DelimitedConverter {
         let mut omitted = 0usize;
         let mut record = csv::StringRecord::new();
         let mut n = 0u64;
+        let (mut wide_rows, mut widest, mut long_cells) = (0usize, 0usize, 0usize);
         loop {
             match reader.read_record(&mut record) {
                 Ok(true) => {}
@@ -80,7 +88,35 @@ impl Converter for DelimitedConverter {
                 omitted += 1;
                 continue;
             }
-            rows.push(record.iter().map(str::to_owned).collect());
+            if record.len() > MAX_COLUMNS {
+                wide_rows += 1;
+                widest = widest.max(record.len());
+            }
+            let row = record
+                .iter()
+                .take(MAX_COLUMNS)
+                .map(|field| {
+                    if field.len() <= MAX_CELL_BYTES {
+                        return field.to_owned();
+                    }
+                    long_cells += 1;
+                    let end = util::floor_char_boundary(field, MAX_CELL_BYTES);
+                    format!("{}…", &field[..end])
+                })
+                .collect();
+            rows.push(row);
+        }
+        if wide_rows > 0 {
+            warnings.push(format!(
+                "{wide_rows} rows have more than {MAX_COLUMNS} columns (up to {widest}); \
+                 only the first {MAX_COLUMNS} were kept"
+            ));
+        }
+        if long_cells > 0 {
+            warnings.push(format!(
+                "{long_cells} fields longer than {} KB were cut",
+                MAX_CELL_BYTES / 1024
+            ));
         }
         if rows.is_empty() {
             return Err(ConvertError::Empty);

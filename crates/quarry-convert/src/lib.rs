@@ -16,11 +16,13 @@ use std::time::{Duration, Instant};
 pub use quarry_core::{PageSpan, page_at};
 
 pub use editorjs::editorjs_to_markdown;
+pub use isolate::{Isolation, child_main};
 
 mod delimited;
 mod docx;
 mod editorjs;
 mod html;
+mod isolate;
 mod ocr;
 mod pdf;
 mod pptx;
@@ -144,6 +146,9 @@ pub struct Limits {
     pub max_output_bytes: usize,
     /// Wall time of one conversion.
     pub timeout: Duration,
+    /// Address space of a conversion in a child process ([`Isolation::Child`]); 0 = no
+    /// limit. In-process conversion cannot be bounded this way.
+    pub max_memory_bytes: u64,
 }
 
 impl Default for Limits {
@@ -155,6 +160,7 @@ impl Default for Limits {
             max_rows: 10_000,
             max_output_bytes: 64 * 1024 * 1024,
             timeout: Duration::from_secs(300),
+            max_memory_bytes: 2 * 1024 * 1024 * 1024,
         }
     }
 }
@@ -175,6 +181,9 @@ pub struct ConvertOptions {
     /// Prefix of extracted images' URLs in the Markdown; the image's file name
     /// ([`Image::file_name`]) is appended.
     pub image_url_prefix: String,
+    /// Where the converter runs: a child process keeps a crashing parser from taking the
+    /// caller down.
+    pub isolation: Isolation,
 }
 
 impl Default for ConvertOptions {
@@ -183,6 +192,7 @@ impl Default for ConvertOptions {
             limits: Limits::default(),
             ocr: Ocr::Auto,
             image_url_prefix: "/api/v1/files/images/".to_owned(),
+            isolation: Isolation::InProcess,
         }
     }
 }
@@ -253,6 +263,15 @@ pub enum ConvertError {
     Timeout(Duration),
     #[error("not valid text: {0}")]
     NotText(String),
+    #[error("nests too deeply to convert (the {} parser ran out of stack)", .0.as_str().to_uppercase())]
+    TooDeep(Format),
+    #[error("needs more than {} MB of memory to convert", .limit / (1024 * 1024))]
+    OutOfMemory { limit: u64 },
+    #[error("too large when decompressed (a compressed stream inflates past the safety limit)")]
+    TooLargeDecompressed,
+    /// A reason already in words: from a child process, or a converter's own.
+    #[error("{0}")]
+    Failed(String),
 }
 
 /// "page 3", "pages 3–9", "pages 1, 3–9".
@@ -321,7 +340,13 @@ pub fn convert(
     if bytes.is_empty() {
         return Err(ConvertError::Empty);
     }
-    let mut converted = run_with_timeout(format, bytes, opts)?;
+    let mut converted = match &opts.isolation {
+        // Plain text is decoded, never parsed: nothing there can recurse or balloon.
+        Isolation::Child { program, args } if !matches!(format, Format::Txt | Format::Md) => {
+            isolate::convert_in_child(program, args, format, file_name, bytes, opts)?
+        }
+        _ => run_with_timeout(format, bytes, opts)?,
+    };
     util::enforce_output_limit(&mut converted, opts.limits.max_output_bytes);
     Ok(converted)
 }

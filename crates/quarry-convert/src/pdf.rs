@@ -88,12 +88,18 @@ fn convert_pdf(bytes: &[u8], opts: &ConvertOptions) -> Result<Converted, Convert
     let mut pages_ocred = Vec::new();
     let mut failed = Vec::new();
     let mut blank = 0usize;
+    let mut bombs = 0usize;
+    let mut page_texts: Vec<String> = Vec::with_capacity(count);
+    let mut vertical = Vec::new();
     for i in 0..count {
         deadline.check()?;
         let page = i as u32 + 1;
         let raw = catch_unwind(AssertUnwindSafe(|| {
             page_markdown(&doc, i, &xy_cut, &top_down)
         }));
+        if page_uses_vertical_writing(&doc, i) {
+            vertical.push(page);
+        }
         let text = match raw {
             Ok(Ok(t)) => clean_page(&t),
             Ok(Err(e)) => {
@@ -101,7 +107,12 @@ fn convert_pdf(bytes: &[u8], opts: &ConvertOptions) -> Result<Converted, Convert
                     return Err(ConvertError::Encrypted(Format::Pdf));
                 }
                 failed.push(page);
-                warnings.push(format!("page {page} could not be read ({e})"));
+                if is_decompression_bomb(&e.to_string()) {
+                    bombs += 1;
+                    warnings.push(format!("page {page} is too large when decompressed"));
+                } else {
+                    warnings.push(format!("page {page} could not be read ({e})"));
+                }
                 String::new()
             }
             Err(_) => {
@@ -113,6 +124,11 @@ fn convert_pdf(bytes: &[u8], opts: &ConvertOptions) -> Result<Converted, Convert
         let text = if has_words(&text) {
             text
         } else if failed.last() == Some(&page) {
+            String::new()
+        } else if content_too_large(&doc, i) {
+            failed.push(page);
+            bombs += 1;
+            warnings.push(format!("page {page} is too large when decompressed"));
             String::new()
         } else if page_is_blank(&doc, i) {
             blank += 1;
@@ -138,9 +154,16 @@ fn convert_pdf(bytes: &[u8], opts: &ConvertOptions) -> Result<Converted, Convert
             pages_without_text.push(page);
             String::new()
         };
-        util::push_page(&mut md, &mut pages, page, &text);
+        page_texts.push(text);
+    }
+    strip_running_lines(&mut page_texts);
+    for (i, text) in page_texts.iter().enumerate() {
+        util::push_page(&mut md, &mut pages, i as u32 + 1, text);
     }
     if failed.len() == count {
+        if bombs > 0 {
+            return Err(ConvertError::TooLargeDecompressed);
+        }
         return Err(corrupt(warnings.first().cloned().unwrap_or_default()));
     }
     if pages_ocred.is_empty() && pages_without_text.len() + failed.len() == count {
@@ -153,6 +176,14 @@ fn convert_pdf(bytes: &[u8], opts: &ConvertOptions) -> Result<Converted, Convert
     }
     // Pages without text are reported once, in `pages_without_text` (stored with the
     // document and shown beside it); a warning saying the same would show it twice.
+    if !vertical.is_empty() {
+        // The text extractor reads lines left to right, top to bottom; vertical columns come
+        // out as characters in the wrong order.
+        warnings.push(format!(
+            "vertical writing on {}: its text order may be wrong",
+            crate::describe_pages(&vertical)
+        ));
+    }
     // Trailing blank line of the last page is not content.
     while md.ends_with("\n\n") {
         md.pop();
@@ -201,6 +232,15 @@ fn without_xref(bytes: &[u8]) -> Option<Vec<u8>> {
     Some(fixed)
 }
 
+/// Whether the page's content streams inflate past pdf_oxide's limits (its text extractor
+/// then reports the page as empty).
+fn content_too_large(doc: &PdfDocument, index: usize) -> bool {
+    matches!(
+        catch_unwind(AssertUnwindSafe(|| doc.get_page_content_data(index))),
+        Ok(Err(e)) if is_decompression_bomb(&e.to_string())
+    )
+}
+
 /// A page with nothing on it at all: no content operators, no images (its content streams
 /// are missing or empty).
 fn page_is_blank(doc: &PdfDocument, index: usize) -> bool {
@@ -220,6 +260,9 @@ fn open_error(e: &pdf_oxide::Error) -> ConvertError {
         return ConvertError::Encrypted(Format::Pdf);
     }
     let msg = e.to_string();
+    if is_decompression_bomb(&msg) {
+        return ConvertError::TooLargeDecompressed;
+    }
     if msg.to_ascii_lowercase().contains("header") {
         return ConvertError::WrongFormat {
             expected: Format::Pdf,
@@ -229,12 +272,41 @@ fn open_error(e: &pdf_oxide::Error) -> ConvertError {
     corrupt(msg)
 }
 
+/// pdf_oxide's refusal of a stream that inflates past its limits ("Decompression bomb
+/// detected: …", "FlateDecode output reached the … safety limit").
+fn is_decompression_bomb(msg: &str) -> bool {
+    let msg = msg.to_ascii_lowercase();
+    msg.contains("decompression bomb") || msg.contains("safety limit")
+}
+
 fn is_encryption_error(e: &pdf_oxide::Error) -> bool {
     if matches!(e, pdf_oxide::Error::EncryptedPdf) {
         return true;
     }
     let msg = e.to_string().to_ascii_lowercase();
     msg.contains("password") || msg.contains("encrypted")
+}
+
+/// Whether a font of the page writes vertically (a CID font with the `Identity-V` or
+/// another `-V` CMap, as Japanese and Chinese vertical layouts use).
+fn page_uses_vertical_writing(doc: &PdfDocument, index: usize) -> bool {
+    let check = || -> Option<bool> {
+        let page = doc.get_page(index).ok()?;
+        let resources = doc.resolve_object(page.as_dict()?.get("Resources")?).ok()?;
+        let fonts = doc.resolve_object(resources.as_dict()?.get("Font")?).ok()?;
+        Some(fonts.as_dict()?.values().any(|f| {
+            doc.resolve_object(f).ok().is_some_and(|font| {
+                font.as_dict()
+                    .and_then(|d| d.get("Encoding"))
+                    .and_then(|e| e.as_name())
+                    .is_some_and(|name| name.ends_with("-V"))
+            })
+        }))
+    };
+    catch_unwind(AssertUnwindSafe(check))
+        .ok()
+        .flatten()
+        .unwrap_or(false)
 }
 
 /// At least one letter or digit.
@@ -433,6 +505,84 @@ pub(crate) fn clean_page(md: &str) -> String {
     util::tidy(&out)
 }
 
+/// Removes running headers and footers: a first or last line that recurs (digits aside, so
+/// "Debian 参考手册 72 / 223" matches "… 73 / 223") on at least half of the pages with text,
+/// when there are at least four. Such lines are layout, and left in the body they split
+/// sentences that run across pages and fill search results with the book's title.
+fn strip_running_lines(pages: &mut [String]) {
+    use std::collections::HashMap;
+    const MIN_PAGES: usize = 4;
+    let with_text = pages.iter().filter(|p| !p.trim().is_empty()).count();
+    if with_text < MIN_PAGES {
+        return;
+    }
+    let key = |line: &str| -> String {
+        let mut k = String::new();
+        let mut digits = false;
+        for c in line
+            .trim()
+            .trim_start_matches('#')
+            .replace("**", "")
+            .trim()
+            .chars()
+        {
+            if c.is_ascii_digit() {
+                if !digits {
+                    k.push('#');
+                }
+                digits = true;
+            } else {
+                digits = false;
+                if !c.is_whitespace() {
+                    k.push(c);
+                }
+            }
+        }
+        k
+    };
+    let first = |p: &str| p.lines().find(|l| !l.trim().is_empty()).map(str::to_owned);
+    let last = |p: &str| {
+        p.lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .map(str::to_owned)
+    };
+    let mut counts: [HashMap<String, usize>; 2] = [HashMap::new(), HashMap::new()];
+    for p in pages.iter() {
+        for (slot, line) in [first(p), last(p)].into_iter().enumerate() {
+            if let Some(k) = line.map(|l| key(&l)).filter(|k| !k.is_empty()) {
+                *counts[slot].entry(k).or_default() += 1;
+            }
+        }
+    }
+    let running = |slot: usize, line: &str| {
+        let k = key(line);
+        // Long lines are prose, not a running header, even when a book repeats them.
+        line.chars().count() <= 120 && counts[slot].get(&k).is_some_and(|&n| n * 2 >= with_text)
+    };
+    for p in pages.iter_mut() {
+        if p.trim().is_empty() {
+            continue;
+        }
+        let mut lines: Vec<&str> = p.lines().collect();
+        if let Some(i) = lines.iter().position(|l| !l.trim().is_empty())
+            && running(0, lines[i])
+        {
+            lines.remove(i);
+        }
+        if let Some(i) = lines.iter().rposition(|l| !l.trim().is_empty())
+            && running(1, lines[i])
+        {
+            lines.remove(i);
+        }
+        let mut kept = lines.join("\n").trim_matches('\n').to_owned();
+        if !kept.is_empty() {
+            kept.push('\n');
+        }
+        *p = kept;
+    }
+}
+
 /// `[text](url)` → `text`.
 fn strip_links(md: &str) -> String {
     let mut out = String::with_capacity(md.len());
@@ -537,6 +687,22 @@ fn split_section_heading(line: &str) -> Option<(String, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn running_headers_and_page_numbers_are_removed() {
+        let mut pages: Vec<String> = (1..=5)
+            .map(|n| format!("Debian 参考手册 {n} / 223\n\nBody of page {n}.\n\n{n}\n"))
+            .collect();
+        pages.push(String::new());
+        strip_running_lines(&mut pages);
+        assert_eq!(pages[0], "Body of page 1.\n");
+        assert_eq!(pages[4], "Body of page 5.\n");
+        // Three pages are too few to tell a running header from content.
+        let mut few: Vec<String> = (1..=3).map(|n| format!("Title\n\nBody {n}\n")).collect();
+        let before = few.clone();
+        strip_running_lines(&mut few);
+        assert_eq!(few, before);
+    }
 
     #[test]
     fn cleanup_splits_glued_headings_and_fixes_cjk() {

@@ -11,6 +11,7 @@ use std::io::Cursor;
 use calamine::{Data, Reader, Sheets};
 
 use crate::util::{escape_cell, grid_table};
+use crate::xml;
 use crate::zipc::{self, Package};
 use crate::{ConvertError, ConvertOptions, Converted, Converter, Deadline, Format};
 
@@ -75,7 +76,7 @@ impl Converter for SheetConverter {
             }
         };
         deadline.check()?;
-        convert_book(book, format, title, opts, &deadline)
+        convert_book(book, format, bytes, title, opts, &deadline)
     }
 }
 
@@ -94,6 +95,7 @@ fn map_err(format: Format, e: &dyn std::fmt::Display) -> ConvertError {
 fn convert_book(
     mut book: Sheets<Cursor<&[u8]>>,
     format: Format,
+    bytes: &[u8],
     title: Option<String>,
     opts: &ConvertOptions,
     deadline: &Deadline,
@@ -101,22 +103,53 @@ fn convert_book(
     let max_rows = opts.limits.max_rows;
     let mut md = String::new();
     let mut warnings = Vec::new();
-    let sheets: Vec<(String, bool)> = book
+    let sheets: Vec<(String, bool, bool)> = book
         .sheets_metadata()
         .iter()
-        .map(|s| (s.name.clone(), s.visible != calamine::SheetVisible::Visible))
+        .map(|s| {
+            (
+                s.name.clone(),
+                s.visible != calamine::SheetVisible::Visible,
+                matches!(
+                    s.typ,
+                    calamine::SheetType::ChartSheet | calamine::SheetType::DialogSheet
+                ),
+            )
+        })
         .collect();
-    for (name, hidden) in sheets {
+    for (name, hidden, chart) in sheets {
         deadline.check()?;
-        let range = match book.worksheet_range(&name) {
-            Ok(r) => r,
+        let all_rows: Vec<Vec<String>> = match book.worksheet_range(&name) {
+            Ok(range) => range
+                .rows()
+                .map(|row| row.iter().map(cell_text).collect())
+                .collect(),
+            // Chart and dialog sheets hold no cells: nothing is lost.
+            Err(_) if chart => continue,
             Err(e) => {
                 let msg = e.to_string();
                 if msg.contains("password") || msg.contains("Password") {
                     return Err(ConvertError::Encrypted(format));
                 }
-                // Chart sheets and dialog sheets hold no cells.
-                continue;
+                // calamine refuses a whole sheet for one cell it cannot parse (R's readxl
+                // writes numbers as `<v> 41</v>`): read the sheet's XML ourselves, and say so.
+                match (format == Format::Xlsx).then(|| raw_xlsx_sheet(bytes, &name, &opts.limits)) {
+                    Some(Ok(rows)) => {
+                        warnings.push(format!(
+                            "sheet '{name}' was read from its XML without cell formats \
+                             (dates show as serial numbers): {msg}"
+                        ));
+                        rows
+                    }
+                    Some(Err(raw)) => {
+                        warnings.push(format!("sheet '{name}' could not be read: {msg}; {raw}"));
+                        continue;
+                    }
+                    None => {
+                        warnings.push(format!("sheet '{name}' could not be read: {msg}"));
+                        continue;
+                    }
+                }
             }
         };
         md.push_str("## ");
@@ -128,8 +161,7 @@ fn convert_book(
         // Non-empty rows, formatted; columns that are empty everywhere dropped.
         let mut rows: Vec<Vec<String>> = Vec::new();
         let mut omitted = 0usize;
-        for row in range.rows() {
-            let cells: Vec<String> = row.iter().map(cell_text).collect();
+        for cells in all_rows {
             if cells.iter().all(|c| c.trim().is_empty()) {
                 continue;
             }
@@ -172,6 +204,184 @@ fn convert_book(
         warnings,
         ..Default::default()
     })
+}
+
+/// The cells of one XLSX worksheet read straight from its XML (shared strings, inline
+/// strings, numbers, booleans), rows in order with cells at their columns: the fallback
+/// when calamine refuses the sheet. Cell formats are not applied.
+fn raw_xlsx_sheet(
+    bytes: &[u8],
+    sheet: &str,
+    limits: &crate::Limits,
+) -> Result<Vec<Vec<String>>, String> {
+    use quick_xml::events::Event;
+
+    let fail = |e: ConvertError| e.to_string();
+    let mut pkg = Package::open(bytes, Format::Xlsx, limits).map_err(fail)?;
+    let workbook = pkg
+        .read_text("xl/workbook.xml")
+        .map_err(fail)?
+        .ok_or("no xl/workbook.xml")?;
+    let mut rid = None;
+    let mut reader = quick_xml::Reader::from_str(&workbook);
+    loop {
+        match reader.read_event() {
+            Ok(Event::Start(e) | Event::Empty(e))
+                if e.local_name().as_ref() == "sheet"
+                    && xml::attr(&e, "name").as_deref() == Some(sheet) =>
+            {
+                rid = xml::attr(&e, "id");
+                break;
+            }
+            Ok(Event::Eof) | Err(_) => break,
+            _ => {}
+        }
+    }
+    let rid = rid.ok_or("the sheet is not in the workbook")?;
+    let rels = pkg
+        .read_text("xl/_rels/workbook.xml.rels")
+        .map_err(fail)?
+        .ok_or("no workbook relationships")?;
+    let (path, _) = xml::relationships(&rels, "xl")
+        .remove(&rid)
+        .ok_or("the sheet's part is not named")?;
+    let strings = match pkg.read_text("xl/sharedStrings.xml").map_err(fail)? {
+        Some(x) => shared_strings(&x),
+        None => Vec::new(),
+    };
+    let sheet_xml = pkg
+        .read_text(&path)
+        .map_err(fail)?
+        .ok_or_else(|| format!("its part {path} is missing"))?;
+
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    let mut reader = quick_xml::Reader::from_str(&sheet_xml);
+    // The cell being read: its column, type, and text so far (value or inline string).
+    let mut cell: Option<(usize, String, String)> = None;
+    let mut in_text = false;
+    loop {
+        match reader.read_event() {
+            Ok(Event::Start(e)) => match e.local_name().as_ref() {
+                "row" => rows.push(Vec::new()),
+                "c" => {
+                    let col = xml::attr(&e, "r")
+                        .and_then(|r| column_index(&r))
+                        .unwrap_or_else(|| rows.last().map_or(0, Vec::len));
+                    let typ = xml::attr(&e, "t").unwrap_or_default();
+                    cell = Some((col, typ, String::new()));
+                }
+                "v" | "t" => in_text = cell.is_some(),
+                // Phonetic runs repeat the text's reading, not its content.
+                "rPh" => in_text = false,
+                _ => {}
+            },
+            Ok(Event::Text(t)) if in_text => {
+                if let Some((_, _, text)) = &mut cell {
+                    text.push_str(&t.xml10_content());
+                }
+            }
+            Ok(Event::GeneralRef(r)) if in_text => {
+                if let Some((_, _, text)) = &mut cell {
+                    text.push_str(&xml::resolve_ref(&r));
+                }
+            }
+            Ok(Event::End(e)) => match e.local_name().as_ref() {
+                "v" | "t" => in_text = false,
+                "c" => {
+                    if let (Some((col, typ, text)), Some(row)) = (cell.take(), rows.last_mut()) {
+                        let shown = raw_cell_text(&typ, &text, &strings);
+                        if col >= MAX_RAW_COLUMNS {
+                            continue;
+                        }
+                        if row.len() <= col {
+                            row.resize(col + 1, String::new());
+                        }
+                        row[col] = shown;
+                    }
+                }
+                _ => {}
+            },
+            Ok(Event::Eof) => break,
+            Err(e) => return Err(format!("its XML is damaged ({e})")),
+            _ => {}
+        }
+    }
+    Ok(rows)
+}
+
+/// Columns the raw reader places cells in (XFD, Excel's last column, is 16,384).
+const MAX_RAW_COLUMNS: usize = 16_384;
+
+/// `B7` → 1 (columns from 0).
+fn column_index(cell_ref: &str) -> Option<usize> {
+    let letters: String = cell_ref
+        .chars()
+        .take_while(char::is_ascii_alphabetic)
+        .collect();
+    if letters.is_empty() || letters.len() > 3 {
+        return None;
+    }
+    let n = letters.bytes().fold(0usize, |n, b| {
+        n * 26 + usize::from(b.to_ascii_uppercase() - b'A' + 1)
+    });
+    Some(n - 1)
+}
+
+/// A raw cell's text by its type: shared string index, boolean, or the value as written
+/// (numbers trimmed and shown like calamine's).
+fn raw_cell_text(typ: &str, text: &str, strings: &[String]) -> String {
+    match typ {
+        "s" => text
+            .trim()
+            .parse::<usize>()
+            .ok()
+            .and_then(|i| strings.get(i).cloned())
+            .unwrap_or_default(),
+        "b" => if text.trim() == "1" { "TRUE" } else { "FALSE" }.to_owned(),
+        "inlineStr" | "str" | "e" => text.to_owned(),
+        _ => match text.trim().parse::<f64>() {
+            Ok(f) => format_number(f),
+            Err(_) => text.trim().to_owned(),
+        },
+    }
+}
+
+/// `xl/sharedStrings.xml`: each `<si>`'s text runs joined (phonetic runs left out).
+fn shared_strings(x: &str) -> Vec<String> {
+    use quick_xml::events::Event;
+    let mut out = Vec::new();
+    let mut reader = quick_xml::Reader::from_str(x);
+    let (mut current, mut in_t, mut in_phonetic) = (None::<String>, false, false);
+    loop {
+        match reader.read_event() {
+            Ok(Event::Start(e)) => match e.local_name().as_ref() {
+                "si" => current = Some(String::new()),
+                "t" => in_t = !in_phonetic,
+                "rPh" => in_phonetic = true,
+                _ => {}
+            },
+            Ok(Event::Empty(e)) if e.local_name().as_ref() == "si" => out.push(String::new()),
+            Ok(Event::Text(t)) if in_t => {
+                if let Some(s) = &mut current {
+                    s.push_str(&t.xml10_content());
+                }
+            }
+            Ok(Event::GeneralRef(r)) if in_t => {
+                if let Some(s) = &mut current {
+                    s.push_str(&xml::resolve_ref(&r));
+                }
+            }
+            Ok(Event::End(e)) => match e.local_name().as_ref() {
+                "si" => out.extend(current.take()),
+                "t" => in_t = false,
+                "rPh" => in_phonetic = false,
+                _ => {}
+            },
+            Ok(Event::Eof) | Err(_) => break,
+            _ => {}
+        }
+    }
+    out
 }
 
 /// A cell as displayed.

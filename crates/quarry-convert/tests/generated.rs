@@ -451,3 +451,91 @@ fn every_format_has_a_converter() {
         assert_eq!(converter(f).format(), f);
     }
 }
+
+/// A workbook whose second sheet calamine refuses (numbers written as `<v> 41</v>`, as R's
+/// readxl did in `datasets.xlsx`) and which references a drawing part it lacks.
+fn xlsx_with_unparsable_sheet() -> Vec<u8> {
+    let workbook = r#"<?xml version="1.0" encoding="UTF-8"?><workbook xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main" xmlns:r="http://schemas.openxmlformats.org/officeDocument/2006/relationships"><sheets><sheet name="iris" sheetId="1" r:id="rId1"/><sheet name="quakes" sheetId="2" r:id="rId2"/></sheets></workbook>"#;
+    let rels = r#"<?xml version="1.0" encoding="UTF-8"?><Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships"><Relationship Id="rId1" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/worksheet" Target="worksheets/sheet1.xml"/><Relationship Id="rId2" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/worksheet" Target="worksheets/sheet2.xml"/><Relationship Id="rId3" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/sharedStrings" Target="sharedStrings.xml"/></Relationships>"#;
+    let strings = r#"<?xml version="1.0" encoding="UTF-8"?><sst xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main"><si><t>Species</t></si><si><t>setosa</t></si><si><t>lat</t></si><si><t>mag &amp; depth</t></si><si><r><t>sta</t></r><r><t>tions</t></r></si></sst>"#;
+    let sheet1 = r#"<?xml version="1.0" encoding="UTF-8"?><worksheet xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main"><sheetData><row r="1"><c r="A1" t="s"><v>0</v></c></row><row r="2"><c r="A2" t="s"><v>1</v></c></row></sheetData></worksheet>"#;
+    let sheet2 = r#"<?xml version="1.0" encoding="UTF-8"?><worksheet xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main"><sheetData><row r="1"><c r="A1" t="s"><v>2</v></c><c r="B1" t="s"><v>3</v></c><c r="D1" t="s"><v>4</v></c></row><row r="2"><c r="A2" t="n"><v>-20.42</v></c><c r="B2" t="n"><v> 41</v></c><c r="D2" t="n"><v>4.8</v></c></row></sheetData></worksheet>"#;
+    let sheet2_rels = r#"<?xml version="1.0" encoding="UTF-8"?><Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships"><Relationship Id="rId1" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/drawing" Target="../drawings/drawing2.xml"/></Relationships>"#;
+    common::zip_of(&[
+        ("[Content_Types].xml", common::CONTENT_TYPES.as_bytes()),
+        (
+            "_rels/.rels",
+            common::root_rels("xl/workbook.xml").as_bytes(),
+        ),
+        ("xl/workbook.xml", workbook.as_bytes()),
+        ("xl/_rels/workbook.xml.rels", rels.as_bytes()),
+        ("xl/sharedStrings.xml", strings.as_bytes()),
+        ("xl/worksheets/sheet1.xml", sheet1.as_bytes()),
+        ("xl/worksheets/sheet2.xml", sheet2.as_bytes()),
+        (
+            "xl/worksheets/_rels/sheet2.xml.rels",
+            sheet2_rels.as_bytes(),
+        ),
+    ])
+}
+
+#[test]
+fn xlsx_sheet_the_reader_refuses_is_read_from_its_xml_with_a_warning() {
+    let c = convert("datasets.xlsx", &xlsx_with_unparsable_sheet(), &opts()).expect("converts");
+    let md = &c.markdown;
+    assert!(md.contains("## iris") && md.contains("setosa"), "{md}");
+    assert!(md.contains("## quakes"), "the refused sheet is kept: {md}");
+    assert!(md.contains("| lat | mag & depth | stations |"), "{md}");
+    assert!(md.contains("| -20.42 | 41 | 4.8 |"), "{md}");
+    assert!(
+        c.warnings
+            .iter()
+            .any(|w| w.starts_with("sheet 'quakes' was read from its XML")),
+        "{:?}",
+        c.warnings
+    );
+}
+
+#[test]
+fn csv_columns_and_fields_are_bounded_with_warnings() {
+    let wide: String = (0..5_000).map(|i| format!("c{i},")).collect::<String>() + "\n";
+    let c = convert("wide.csv", wide.as_bytes(), &opts()).expect("converts");
+    assert!(c.markdown.contains("c999") && !c.markdown.contains("c1000"));
+    assert!(
+        c.warnings
+            .iter()
+            .any(|w| w.contains("more than 1000 columns")),
+        "{:?}",
+        c.warnings
+    );
+    let long = format!("name,notes\nalpha,\"{}\"\n", "x".repeat(200_000));
+    let c = convert("long.csv", long.as_bytes(), &opts()).expect("converts");
+    assert!(c.markdown.len() < 70_000, "{}", c.markdown.len());
+    assert!(
+        c.warnings
+            .iter()
+            .any(|w| w.contains("1 fields longer than 64 KB were cut")),
+        "{:?}",
+        c.warnings
+    );
+}
+
+#[test]
+fn pdf_running_headers_and_page_numbers_are_not_body_text() {
+    let pages: Vec<String> = (1..=5)
+        .map(|n| {
+            common::text_at(72.0, 760.0, 10.0, &format!("Field Manual {n} / 5"))
+                + &common::text_at(72.0, 600.0, 12.0, &format!("Chapter body text number {n}."))
+                + &common::text_at(300.0, 40.0, 10.0, &format!("{n}"))
+        })
+        .collect();
+    let c = convert("manual.pdf", &common::pdf(&pages, "Field Manual"), &opts()).expect("converts");
+    assert!(!c.markdown.contains("Field Manual"), "{}", c.markdown);
+    for n in 1..=5 {
+        assert!(
+            c.markdown
+                .contains(&format!("Chapter body text number {n}."))
+        );
+    }
+    assert_eq!(c.pages.len(), 5);
+}

@@ -59,7 +59,8 @@ impl Default for IngestOptions {
 
 impl IngestOptions {
     /// Defaults, overridden by `QUARRY_MAX_UPLOAD_MB`, `QUARRY_MAX_PAGES`,
-    /// `QUARRY_CONVERT_TIMEOUT_SECS`, `QUARRY_INGEST_RETRY_SECS` (first retry delay) and
+    /// `QUARRY_CONVERT_TIMEOUT_SECS`, `QUARRY_CONVERT_MEMORY_MB` (address space of a
+    /// converter child process), `QUARRY_INGEST_RETRY_SECS` (first retry delay) and
     /// `QUARRY_OCR` (`auto`|`off`).
     pub fn from_env() -> Result<IngestOptions> {
         let mut o = IngestOptions::default();
@@ -72,6 +73,9 @@ impl IngestOptions {
         }
         if let Some(s) = num("QUARRY_CONVERT_TIMEOUT_SECS")? {
             o.convert.limits.timeout = Duration::from_secs(s.max(1));
+        }
+        if let Some(mb) = num("QUARRY_CONVERT_MEMORY_MB")? {
+            o.convert.limits.max_memory_bytes = mb.saturating_mul(1024 * 1024);
         }
         if let Some(s) = num("QUARRY_INGEST_RETRY_SECS")? {
             o.retry_base = Duration::from_secs(s);
@@ -392,6 +396,16 @@ impl Engine {
                 continue;
             };
             let size = up.staged.len();
+            // Every empty file has the same content address, so an empty `.txt` would be
+            // called a duplicate of an empty `.pdf`; there is nothing to convert anyway.
+            if size == 0 {
+                outcomes.push(Some(UploadOutcome::Rejected {
+                    reason: "empty file".to_owned(),
+                    file_name: name,
+                    kind: "empty",
+                }));
+                continue;
+            }
             let sha256 = blobs.commit(up.staged)?;
             slots.push(outcomes.len());
             outcomes.push(None);
@@ -659,6 +673,15 @@ impl Engine {
     /// Runs a claimed job and records its outcome in the store.
     pub fn run_job(&self, job: &Job, owner: &str, progress: &dyn Progress) -> Result<JobOutcome> {
         let result = match job.kind {
+            // Its workers keep dying on this file (a process killed mid-conversion, out of
+            // memory…): give up rather than take down every worker that claims it.
+            JobKind::Ingest if job.interrupted && job.attempts >= self.ingest.max_attempts => {
+                Err(JobError::permanent(format!(
+                    "processing stopped unexpectedly {} times (the worker crashed or was \
+                     killed while converting this file); not retried",
+                    job.attempts
+                )))
+            }
             JobKind::Ingest => match job.file_id {
                 Some(id) => self.ingest_file(id, progress),
                 None => Err(JobError::permanent("ingest job without a document")),

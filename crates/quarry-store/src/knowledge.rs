@@ -235,8 +235,11 @@ pub struct Job {
     pub id: i64,
     pub kind: JobKind,
     pub file_id: Option<i64>,
-    /// Attempts before this one.
+    /// Attempts before this one, including those that ended without an outcome.
     pub attempts: u32,
+    /// Whether the previous attempt ended without an outcome: its lease lapsed (the worker
+    /// died or was killed) and this claim took the job over.
+    pub interrupted: bool,
 }
 
 /// Jobs per state, for progress and `/health`.

@@ -725,23 +725,28 @@ impl KnowledgeStore for SqliteStore {
 impl JobQueue for SqliteStore {
     fn claim_job(&self, owner: &str, now: i64, lease_ms: i64) -> Result<Option<Job>> {
         self.write(|tx| {
-            let row: Option<(i64, String, Option<i64>, i64)> = tx
+            let row: Option<(i64, String, Option<i64>, i64, bool)> = tx
                 .query_row(
-                    "SELECT id, kind, file_id, attempts FROM jobs \
+                    "SELECT id, kind, file_id, attempts, status = 'processing' FROM jobs \
                      WHERE (status = 'enqueued' AND not_before <= ?1) \
                         OR (status = 'processing' AND lease_until < ?1) \
                      ORDER BY (kind = 'cleanup'), id LIMIT 1",
                     [now],
-                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
                 )
                 .optional()
                 .map_err(db_err)?;
-            let Some((id, kind, file_id, attempts)) = row else {
+            let Some((id, kind, file_id, mut attempts, interrupted)) = row else {
                 return Ok(None);
             };
+            // Taking over a lapsed lease means the last attempt ended without an outcome (its
+            // worker died or was killed): it counts, so a file that kills workers is not
+            // retried forever.
+            attempts += i64::from(interrupted);
             tx.execute(
-                "UPDATE jobs SET status = 'processing', lease_owner = ?2, lease_until = ?3, updated_at = ?4 WHERE id = ?1",
-                params![id, owner, now + lease_ms, now],
+                "UPDATE jobs SET status = 'processing', lease_owner = ?2, lease_until = ?3, \
+                 updated_at = ?4, attempts = ?5 WHERE id = ?1",
+                params![id, owner, now + lease_ms, now, attempts],
             )
             .map_err(db_err)?;
             let Some(kind) = JobKind::parse(&kind) else {
@@ -758,6 +763,7 @@ impl JobQueue for SqliteStore {
                 kind,
                 file_id,
                 attempts: attempts.max(0) as u32,
+                interrupted,
             }))
         })
     }
@@ -934,13 +940,17 @@ mod tests {
         // A died: after its lease, B takes the job over, and A can no longer record anything.
         let taken = s.claim_job("B", t + 1_001, 500).unwrap().unwrap();
         assert_eq!(taken.id, job.id);
+        // A's attempt ended without an outcome: it counts, so a file that kills its workers
+        // is not taken over forever.
+        assert!(!job.interrupted && taken.interrupted);
+        assert_eq!(taken.attempts, 1);
         assert!(!s.complete_job(job.id, "A").unwrap());
         assert_eq!(s.queue_counts(None).unwrap().processing, 1);
         // A retry goes back to the queue, due later, with the attempt counted.
         assert!(s.fail_job(job.id, "B", "flaky", Some(t + 5_000)).unwrap());
         assert_eq!(s.claim_job("C", t + 4_999, 500).unwrap(), None);
         let again = s.claim_job("C", t + 5_000, 500).unwrap().unwrap();
-        assert_eq!(again.attempts, 1);
+        assert_eq!((again.attempts, again.interrupted), (2, false));
         assert!(s.complete_job(again.id, "C").unwrap());
         assert_eq!(s.queue_counts(None).unwrap(), QueueCounts::default());
     }

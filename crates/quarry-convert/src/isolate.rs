@@ -1,0 +1,471 @@
+//! Conversion in a child process, so that no file can take the caller down.
+//!
+//! Third-party parsers recurse on nesting they do not bound (a PDF array 200,000 levels
+//! deep, 200,000 nested `<div>`s) and allocate in proportion to what a file claims. A stack
+//! overflow or an allocation failure aborts the whole process — no `catch_unwind` catches
+//! it — so a server converting on a thread would die, and die again on every restart while
+//! the job waits in the queue. [`Isolation::Child`] runs the converter in a child process
+//! (the same binary, through a hidden entry point that calls [`child_main`]) under rlimits:
+//! address space ([`crate::Limits::max_memory_bytes`]), CPU seconds, no core file. The parent
+//! kills it at the wall-time limit. Whatever happens to the child becomes a
+//! [`ConvertError`] whose text says why.
+//!
+//! Wire format (private to one binary talking to itself): the request is
+//! `u64 length + file name`, the options, then the file's bytes to EOF; the answer is one tag
+//! byte (`0` = converted, `1` = error) and the fields, strings and byte strings as
+//! `u64 length + bytes`.
+
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::process::{Command, ExitCode, Stdio};
+use std::time::Duration;
+
+use crate::{ConvertError, ConvertOptions, Converted, Format, Image, Limits, Ocr, PageSpan};
+
+/// Where conversion runs.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Isolation {
+    /// On a thread of this process (with a large stack). A parser that overflows even that
+    /// stack or exhausts memory aborts the process: for library use and tests of converters.
+    #[default]
+    InProcess,
+    /// In a child process: `program args…` must call [`child_main`]. What the `quarry`
+    /// binary uses for every upload and folder file.
+    Child { program: PathBuf, args: Vec<String> },
+}
+
+/// Extra wall time the parent allows beyond the converter's own timeout, so that the child
+/// reports a cooperative timeout itself when it can.
+const KILL_GRACE: Duration = Duration::from_secs(5);
+/// Bytes of the child's stderr kept to explain how it ended.
+const STDERR_KEPT: usize = 16 * 1024;
+
+/// Converts `bytes` in a child process (see the module docs). Formats, sizes and emptiness
+/// were already checked by [`crate::convert`].
+pub(crate) fn convert_in_child(
+    program: &PathBuf,
+    args: &[String],
+    format: Format,
+    file_name: &str,
+    bytes: &[u8],
+    opts: &ConvertOptions,
+) -> Result<Converted, ConvertError> {
+    let failed = |detail: String| ConvertError::Failed(format!("the converter {detail}"));
+    let mut child = Command::new(program)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| failed(format!("could not start: {e}")))?;
+    let mut request = Vec::with_capacity(bytes.len() + file_name.len() + 128);
+    put_str(&mut request, file_name);
+    put_options(&mut request, opts);
+    request.extend_from_slice(bytes);
+    let (Some(mut stdin), Some(mut stdout), Some(mut stderr)) =
+        (child.stdin.take(), child.stdout.take(), child.stderr.take())
+    else {
+        let _ = child.kill();
+        let _ = child.wait();
+        return Err(failed("could not be connected to".to_owned()));
+    };
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::scope(|s| {
+        // The child reads its whole request before it writes anything, but a child that dies
+        // early must not block the writer: a broken pipe just ends it.
+        s.spawn(move || {
+            let _ = stdin.write_all(&request);
+        });
+        let err_reader = s.spawn(move || {
+            let mut kept = Vec::new();
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = stderr.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                kept.extend_from_slice(&buf[..n]);
+                if kept.len() > STDERR_KEPT {
+                    kept.drain(..kept.len() - STDERR_KEPT);
+                }
+            }
+            String::from_utf8_lossy(&kept).into_owned()
+        });
+        s.spawn(move || {
+            let mut out = Vec::new();
+            let read = stdout.read_to_end(&mut out).map(|_| out);
+            let _ = tx.send(read);
+        });
+        let wall = opts.limits.timeout.saturating_add(KILL_GRACE);
+        let answer = match rx.recv_timeout(wall) {
+            Ok(read) => Some(read),
+            Err(_) => {
+                // Killing it closes its pipes, which ends the reader threads.
+                let _ = child.kill();
+                None
+            }
+        };
+        let status = child.wait();
+        let stderr_text = err_reader.join().unwrap_or_default();
+        let Some(answer) = answer else {
+            return Err(ConvertError::Timeout(opts.limits.timeout));
+        };
+        let status = status.map_err(|e| failed(format!("could not be waited for: {e}")))?;
+        if status.success()
+            && let Ok(out) = answer
+        {
+            return decode_answer(&out)
+                .unwrap_or_else(|| Err(failed("answered something unreadable".to_owned())));
+        }
+        Err(explain_exit(status, &stderr_text, format, &opts.limits))
+    })
+}
+
+/// Why a child ended without an answer, from its exit status and what it printed.
+fn explain_exit(
+    status: std::process::ExitStatus,
+    stderr: &str,
+    format: Format,
+    limits: &Limits,
+) -> ConvertError {
+    if stderr.contains("has overflowed its stack") {
+        return ConvertError::TooDeep(format);
+    }
+    if stderr.contains("memory allocation of") || stderr.contains("capacity overflow") {
+        return ConvertError::OutOfMemory {
+            limit: limits.max_memory_bytes,
+        };
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::ExitStatusExt;
+        match status.signal() {
+            Some(libc::SIGXCPU) => return ConvertError::Timeout(limits.timeout),
+            // The kernel's OOM killer, or an allocation failure reported as a bare abort.
+            Some(libc::SIGKILL) => {
+                return ConvertError::OutOfMemory {
+                    limit: limits.max_memory_bytes,
+                };
+            }
+            Some(sig) => {
+                return ConvertError::Failed(format!(
+                    "the converter crashed on this file (signal {sig})"
+                ));
+            }
+            None => {}
+        }
+    }
+    ConvertError::Failed(format!("the converter stopped unexpectedly ({status})"))
+}
+
+/// The child's side: reads a request on stdin, limits itself, converts, writes the answer on
+/// stdout. The `quarry` binary calls this for its hidden `__convert` command.
+pub fn child_main() -> ExitCode {
+    die_with_parent();
+    let mut input = Vec::new();
+    if std::io::stdin().lock().read_to_end(&mut input).is_err() {
+        return ExitCode::FAILURE;
+    }
+    let Some((file_name, opts, bytes)) = decode_request(&input) else {
+        eprintln!("quarry: malformed conversion request");
+        return ExitCode::FAILURE;
+    };
+    if let Err(e) = limit_self(&opts.limits) {
+        eprintln!("quarry: cannot limit the converter: {e}");
+        return ExitCode::FAILURE;
+    }
+    let opts = ConvertOptions {
+        isolation: Isolation::InProcess,
+        ..opts
+    };
+    let result = crate::convert(&file_name, bytes, &opts);
+    let mut out = Vec::new();
+    encode_answer(&mut out, &result);
+    let mut stdout = std::io::stdout().lock();
+    if stdout
+        .write_all(&out)
+        .and_then(|()| stdout.flush())
+        .is_err()
+    {
+        return ExitCode::FAILURE;
+    }
+    // An abandoned converter thread (cooperative timeout) must not keep the process alive.
+    std::process::exit(0)
+}
+
+/// A converter whose parent died (a server killed mid-conversion) stops with it rather than
+/// burning CPU for nobody. The parent's spawning thread waits for this child, so the
+/// thread-scoped signal only fires when the parent is gone.
+#[cfg(target_os = "linux")]
+fn die_with_parent() {
+    // SAFETY: prctl(PR_SET_PDEATHSIG) only sets a flag of this process.
+    unsafe {
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn die_with_parent() {}
+
+/// Address space, CPU time and core files of this (child) process.
+#[cfg(unix)]
+fn limit_self(limits: &Limits) -> std::io::Result<()> {
+    let set = |resource, value: u64| {
+        let lim = libc::rlimit {
+            rlim_cur: value as libc::rlim_t,
+            rlim_max: value as libc::rlim_t,
+        };
+        // SAFETY: setrlimit reads the struct we pass and changes only this process's limits.
+        if unsafe { libc::setrlimit(resource, &lim) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
+    };
+    set(libc::RLIMIT_CORE, 0)?;
+    if limits.max_memory_bytes > 0 {
+        set(libc::RLIMIT_AS, limits.max_memory_bytes)?;
+    }
+    // CPU seconds can only exceed wall seconds with threads; the parent's wall-time kill
+    // is the real bound, this one catches a child orphaned by a dead parent.
+    set(
+        libc::RLIMIT_CPU,
+        limits.timeout.saturating_add(KILL_GRACE).as_secs().max(1) * 2,
+    )?;
+    Ok(())
+}
+
+#[cfg(not(unix))]
+fn limit_self(_limits: &Limits) -> std::io::Result<()> {
+    Ok(())
+}
+
+// ---- wire format ----------------------------------------------------------------------
+
+fn put_u64(out: &mut Vec<u8>, v: u64) {
+    out.extend_from_slice(&v.to_le_bytes());
+}
+
+fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
+    put_u64(out, b.len() as u64);
+    out.extend_from_slice(b);
+}
+
+fn put_str(out: &mut Vec<u8>, s: &str) {
+    put_bytes(out, s.as_bytes());
+}
+
+fn put_u32s(out: &mut Vec<u8>, v: &[u32]) {
+    put_u64(out, v.len() as u64);
+    for &x in v {
+        put_u64(out, u64::from(x));
+    }
+}
+
+fn put_options(out: &mut Vec<u8>, opts: &ConvertOptions) {
+    let l = &opts.limits;
+    put_u64(out, l.max_bytes);
+    put_u64(out, u64::from(l.max_pages));
+    put_u64(out, l.max_decompressed_bytes);
+    put_u64(out, l.max_rows as u64);
+    put_u64(out, l.max_output_bytes as u64);
+    put_u64(out, l.timeout.as_millis() as u64);
+    put_u64(out, l.max_memory_bytes);
+    put_u64(out, u64::from(opts.ocr == Ocr::Auto));
+    put_str(out, &opts.image_url_prefix);
+}
+
+/// A cursor over an answer or request; every read checks bounds (`None` = malformed).
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn u64(&mut self) -> Option<u64> {
+        let (head, rest) = self.0.split_first_chunk::<8>()?;
+        self.0 = rest;
+        Some(u64::from_le_bytes(*head))
+    }
+
+    fn usize(&mut self) -> Option<usize> {
+        usize::try_from(self.u64()?).ok()
+    }
+
+    fn bytes(&mut self) -> Option<&'a [u8]> {
+        let n = self.usize()?;
+        if n > self.0.len() {
+            return None;
+        }
+        let (b, rest) = self.0.split_at(n);
+        self.0 = rest;
+        Some(b)
+    }
+
+    fn string(&mut self) -> Option<String> {
+        String::from_utf8(self.bytes()?.to_vec()).ok()
+    }
+
+    fn u32s(&mut self) -> Option<Vec<u32>> {
+        let n = self.usize()?;
+        (0..n.min(self.0.len() / 8))
+            .map(|_| u32::try_from(self.u64()?).ok())
+            .collect::<Option<Vec<_>>>()
+            .filter(|v| v.len() == n)
+    }
+}
+
+fn decode_request(input: &[u8]) -> Option<(String, ConvertOptions, &[u8])> {
+    let mut r = Reader(input);
+    let file_name = r.string()?;
+    let limits = Limits {
+        max_bytes: r.u64()?,
+        max_pages: u32::try_from(r.u64()?).ok()?,
+        max_decompressed_bytes: r.u64()?,
+        max_rows: r.usize()?,
+        max_output_bytes: r.usize()?,
+        timeout: Duration::from_millis(r.u64()?),
+        max_memory_bytes: r.u64()?,
+    };
+    let ocr = if r.u64()? == 1 { Ocr::Auto } else { Ocr::Off };
+    let image_url_prefix = r.string()?;
+    let opts = ConvertOptions {
+        limits,
+        ocr,
+        image_url_prefix,
+        isolation: Isolation::InProcess,
+    };
+    Some((file_name, opts, r.0))
+}
+
+fn encode_answer(out: &mut Vec<u8>, result: &Result<Converted, ConvertError>) {
+    match result {
+        Ok(c) => {
+            out.push(0);
+            put_str(out, &c.markdown);
+            match &c.title {
+                Some(t) => {
+                    put_u64(out, 1);
+                    put_str(out, t);
+                }
+                None => put_u64(out, 0),
+            }
+            put_u64(out, c.pages.len() as u64);
+            for p in &c.pages {
+                put_u64(out, u64::from(p.page));
+                put_u64(out, p.byte_start as u64);
+                put_u64(out, p.byte_end as u64);
+            }
+            put_u64(out, c.images.len() as u64);
+            for img in &c.images {
+                put_str(out, &img.sha256);
+                put_str(out, &img.file_name);
+                put_str(out, &img.mime);
+                put_bytes(out, &img.bytes);
+            }
+            put_u32s(out, &c.pages_without_text);
+            put_u32s(out, &c.pages_ocred);
+            put_u64(out, c.warnings.len() as u64);
+            for w in &c.warnings {
+                put_str(out, w);
+            }
+        }
+        Err(e) => {
+            out.push(1);
+            put_str(out, &e.to_string());
+        }
+    }
+}
+
+fn decode_answer(input: &[u8]) -> Option<Result<Converted, ConvertError>> {
+    let (&tag, rest) = input.split_first()?;
+    let mut r = Reader(rest);
+    if tag == 1 {
+        return Some(Err(ConvertError::Failed(r.string()?)));
+    }
+    let markdown = r.string()?;
+    let title = match r.u64()? {
+        0 => None,
+        _ => Some(r.string()?),
+    };
+    let n = r.usize()?;
+    let mut pages = Vec::with_capacity(n.min(r.0.len() / 24));
+    for _ in 0..n {
+        pages.push(PageSpan {
+            page: u32::try_from(r.u64()?).ok()?,
+            byte_start: r.usize()?,
+            byte_end: r.usize()?,
+        });
+    }
+    let n = r.usize()?;
+    let mut images = Vec::with_capacity(n.min(r.0.len() / 32));
+    for _ in 0..n {
+        images.push(Image {
+            sha256: r.string()?,
+            file_name: r.string()?,
+            mime: r.string()?,
+            bytes: r.bytes()?.to_vec(),
+        });
+    }
+    let pages_without_text = r.u32s()?;
+    let pages_ocred = r.u32s()?;
+    let n = r.usize()?;
+    let mut warnings = Vec::with_capacity(n.min(r.0.len() / 8));
+    for _ in 0..n {
+        warnings.push(r.string()?);
+    }
+    Some(Ok(Converted {
+        markdown,
+        title,
+        pages,
+        images,
+        pages_without_text,
+        pages_ocred,
+        warnings,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answers_and_requests_survive_the_wire() {
+        let converted = Converted {
+            markdown: "# T\n\n页一".to_owned(),
+            title: Some("T".to_owned()),
+            pages: vec![PageSpan {
+                page: 1,
+                byte_start: 0,
+                byte_end: 9,
+            }],
+            images: vec![Image {
+                sha256: "ab".to_owned(),
+                file_name: "ab.png".to_owned(),
+                mime: "image/png".to_owned(),
+                bytes: vec![1, 2, 3],
+            }],
+            pages_without_text: vec![2, 3],
+            pages_ocred: vec![4],
+            warnings: vec!["w".to_owned()],
+        };
+        let mut out = Vec::new();
+        encode_answer(&mut out, &Ok(converted.clone()));
+        assert_eq!(decode_answer(&out), Some(Ok(converted)));
+        let mut out = Vec::new();
+        encode_answer(&mut out, &Err(ConvertError::Encrypted(Format::Pdf)));
+        assert_eq!(
+            decode_answer(&out).map(|r| r.map_err(|e| e.to_string())),
+            Some(Err("encrypted PDF".to_owned()))
+        );
+        // Truncated answers are refused, never read past their end.
+        for cut in 0..out.len() {
+            assert!(decode_answer(&out[..cut]).is_none_or(|r| r.is_err()));
+        }
+
+        let opts = ConvertOptions::default();
+        let mut req = Vec::new();
+        put_str(&mut req, "a.pdf");
+        put_options(&mut req, &opts);
+        req.extend_from_slice(b"%PDF");
+        let (name, back, bytes) = decode_request(&req).expect("request");
+        assert_eq!((name.as_str(), bytes), ("a.pdf", &b"%PDF"[..]));
+        assert_eq!(back.limits.max_memory_bytes, opts.limits.max_memory_bytes);
+        assert_eq!(back.limits.timeout, opts.limits.timeout);
+    }
+}
