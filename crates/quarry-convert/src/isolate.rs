@@ -37,6 +37,20 @@ pub enum Isolation {
 /// Extra wall time the parent allows beyond the converter's own timeout, so that the child
 /// reports a cooperative timeout itself when it can.
 const KILL_GRACE: Duration = Duration::from_secs(5);
+/// The environment variables a converter child keeps (locale, temp dir, OCR settings).
+const CHILD_ENV: &[&str] = &[
+    "PATH",
+    "HOME",
+    "USER",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TZ",
+    "TMPDIR",
+    "TESSDATA_PREFIX",
+    "OMP_THREAD_LIMIT",
+    "QUARRY_OCR_LANGS",
+];
 /// Bytes of the child's stderr kept to explain how it ended.
 const STDERR_KEPT: usize = 16 * 1024;
 
@@ -51,7 +65,13 @@ pub(crate) fn convert_in_child(
     opts: &ConvertOptions,
 ) -> Result<Converted, ConvertError> {
     let failed = |detail: String| ConvertError::Failed(format!("the converter {detail}"));
-    let mut child = Command::new(program)
+    let mut command = Command::new(program);
+    // The child needs no secret of this process (API keys, tokens): only what it and
+    // `tesseract` read.
+    command.env_clear().envs(
+        std::env::vars_os().filter(|(k, _)| k.to_str().is_some_and(|k| CHILD_ENV.contains(&k))),
+    );
+    let mut child = command
         .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
