@@ -215,11 +215,12 @@ def test_real_documents_end_to_end(kb_server, kb_home):
         "scanned-huckfinn-c03-29.pdf": ((docs / "pdf" / "scanned-huckfinn-c03-29.pdf").read_bytes(), "no text layer on page 1"),
         "encrypted-password-open-sesame.xlsx": ((docs / "xlsx" / "encrypted-password-open-sesame.xlsx").read_bytes(), "encrypted XLSX"),
         "renamed-pdf.docx": ((docs / "pdf" / "es-campaign-donors-table.pdf").read_bytes(), "not a DOCX file"),
-        "empty.md": (b"", "empty file"),
         "truncated.pdf": (pdf_bytes[: len(pdf_bytes) // 3], "PDF"),
         # Past the 512 MB decompression limit.
         "bomb.docx": (zip_bomb_docx(600 << 20), "zip bomb"),
     }
+    # An empty file is refused at upload (every empty file has the same content address).
+    assert_error(upload(kb_server, kb["id"], [("empty.md", b"")]), 422, "empty.md: empty file")
     files = [(n, p.read_bytes()) for n, p in good.items()] + [(n, b) for n, (b, _) in bad.items()]
     r = upload(kb_server, kb["id"], files)
     assert r.status_code == 202, r.text

@@ -304,8 +304,19 @@ async fn upload_docs(
             )
         }) {
             StatusCode::UNSUPPORTED_MEDIA_TYPE
-        } else {
+        } else if outcomes.iter().any(|o| {
+            matches!(
+                o,
+                UploadOutcome::Rejected {
+                    kind: "too_large",
+                    ..
+                }
+            )
+        }) {
             StatusCode::PAYLOAD_TOO_LARGE
+        } else {
+            // Only empty files: nothing to convert.
+            StatusCode::UNPROCESSABLE_ENTITY
         };
         let reasons: Vec<String> = outcomes
             .iter()
