@@ -141,10 +141,19 @@ fn allow_lists_narrow_inside_a_space_and_access_levels_hold() {
             .is_empty()
     );
     assert_eq!(none.status().unwrap().total_documents, 0);
-    // An allow-listed writer cannot create a knowledge base by writing to a new resource.
+    // An allow-listed writer cannot create a knowledge base by writing to a new resource;
+    // it is told which ones it may write to, and those are only the ones it can see.
+    match narrowed.create_note("elsewhere", note("x")) {
+        Err(Error::Forbidden(m)) => {
+            assert!(m.contains("'public'"), "{m}");
+            assert!(!m.contains("secret"), "{m}");
+        }
+        other => panic!("expected Forbidden, got {other:?}"),
+    }
+    // A hidden knowledge base gets the same answer as a missing one.
     assert!(matches!(
-        narrowed.create_note("elsewhere", note("x")),
-        Err(Error::NotFound(_))
+        narrowed.create_note("secret", note("x")),
+        Err(Error::Forbidden(m)) if !m.contains("exists")
     ));
 
     let reader = owner.scoped(owner.scope().capped(Access::Read));
