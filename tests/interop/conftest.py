@@ -452,6 +452,44 @@ def wait_port(port: int, proc: subprocess.Popen, what: str, timeout: float = 30,
     pytest.fail(f"{what} did not listen on {port} within {timeout} s:\n{tail()}")
 
 
+@pytest.fixture(scope="module")
+def echo_http():
+    """A loopback HTTP server answering every request with JSON describing it (method, path,
+    body, Content-Type, X-Api-Key); a path containing "teapot" gets status 418. `seen` keeps
+    every request, for custom HTTP tool tests."""
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    seen: list[dict] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def _answer(self):
+            length = int(self.headers.get("Content-Length") or 0)
+            body = self.rfile.read(length).decode() if length else ""
+            entry = {"method": self.command, "path": self.path, "body": body,
+                     "content_type": self.headers.get("Content-Type"),
+                     "api_key": self.headers.get("X-Api-Key")}
+            seen.append(entry)
+            status = 418 if "teapot" in self.path else 200
+            data = json.dumps(entry).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        do_GET = do_POST = _answer
+
+        def log_message(self, *args):
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield {"port": httpd.server_address[1], "seen": seen}
+    httpd.shutdown()
+
+
 # --- The web UI's browser fixtures (ui_support.py: ui_server, browser, ui_page, axe_check, shot) ---
 # Imported at the end (ui_support imports the helpers above) rather than named in
 # `pytest_plugins`, which pytest refuses in a conftest below the rootdir (`pytest tests`).

@@ -695,41 +695,6 @@ def test_server_json_launch_spec(hub, http_upstreams, tmp_path: Path):
     requests.delete(srv.url(f"/api/v1/mcp/servers/{imported['id']}"), timeout=30)
 
 
-@pytest.fixture(scope="module")
-def echo_http():
-    """A loopback HTTP server that answers JSON describing each request it got."""
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-    seen: list[dict] = []
-
-    class Handler(BaseHTTPRequestHandler):
-        def _answer(self):
-            length = int(self.headers.get("Content-Length") or 0)
-            body = self.rfile.read(length).decode() if length else ""
-            entry = {"method": self.command, "path": self.path, "body": body,
-                     "api_key": self.headers.get("X-Api-Key")}
-            seen.append(entry)
-            status = 418 if "teapot" in self.path else 200
-            data = json.dumps(entry).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        do_GET = do_POST = _answer
-
-        def log_message(self, *args):
-            pass
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    t = threading.Thread(target=httpd.serve_forever, daemon=True)
-    t.start()
-    yield {"port": httpd.server_address[1], "seen": seen}
-    httpd.shutdown()
-
-
 def test_custom_http_tools(hub, echo_http):
     srv = hub["srv"]
     port = echo_http["port"]

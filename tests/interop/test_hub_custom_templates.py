@@ -6,8 +6,6 @@ empty instead of failing with "missing value for {{days}}"."""
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
@@ -23,36 +21,6 @@ from mcp.client.streamable_http import streamable_http_client
 @pytest.fixture
 def anyio_backend():
     return "asyncio"
-
-
-@pytest.fixture(scope="module")
-def echo():
-    """A loopback HTTP server answering every request with what it received, as JSON."""
-    seen: list[dict] = []
-
-    class Handler(BaseHTTPRequestHandler):
-        def _answer(self):
-            length = int(self.headers.get("Content-Length") or 0)
-            body = self.rfile.read(length).decode() if length else ""
-            entry = {"method": self.command, "path": self.path, "body": body,
-                     "content_type": self.headers.get("Content-Type")}
-            seen.append(entry)
-            data = json.dumps(entry).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        do_GET = do_POST = _answer
-
-        def log_message(self, *args):
-            pass
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield {"port": httpd.server_address[1], "seen": seen}
-    httpd.shutdown()
 
 
 @pytest.fixture(scope="module")
@@ -81,10 +49,10 @@ def run_test(srv, tool: dict, arguments: dict) -> dict:
     return json.loads(r.json()["data"]["body"])
 
 
-def test_a_form_body_encodes_values_so_no_field_can_be_injected(srv, echo):
+def test_a_form_body_encodes_values_so_no_field_can_be_injected(srv, echo_http):
     tool = create(srv, {
         "name": "form_ask", "parameters": SCHEMA, "http_method": "POST",
-        "http_url": f"http://127.0.0.1:{echo['port']}/ask",
+        "http_url": f"http://127.0.0.1:{echo_http['port']}/ask",
         "http_headers": {"Content-Type": "application/x-www-form-urlencoded"},
         "http_body_template": "q={{q}}&role=user&days={{days}}",
     })
@@ -97,10 +65,10 @@ def test_a_form_body_encodes_values_so_no_field_can_be_injected(srv, echo):
     assert parse_qs(got["body"])["q"] == ["a=b+c%20 北京"], got["body"]
 
 
-def test_a_left_out_optional_parameter_drops_its_pair_or_renders_empty(srv, echo):
+def test_a_left_out_optional_parameter_drops_its_pair_or_renders_empty(srv, echo_http):
     form = create(srv, {
         "name": "form_opt", "parameters": SCHEMA, "http_method": "POST",
-        "http_url": f"http://127.0.0.1:{echo['port']}/forecast?q={{{{q}}}}&days={{{{days}}}}",
+        "http_url": f"http://127.0.0.1:{echo_http['port']}/forecast?q={{{{q}}}}&days={{{{days}}}}",
         "http_headers": {"Content-Type": "application/x-www-form-urlencoded"},
         "http_body_template": "q={{q}}&days={{days}}&role=user",
     })
@@ -109,7 +77,7 @@ def test_a_left_out_optional_parameter_drops_its_pair_or_renders_empty(srv, echo
     assert urlsplit(got["path"]).query == "q=oslo", got["path"]
     js = create(srv, {
         "name": "json_opt", "parameters": SCHEMA, "http_method": "POST",
-        "http_url": f"http://127.0.0.1:{echo['port']}/json",
+        "http_url": f"http://127.0.0.1:{echo_http['port']}/json",
         "http_body_template": '{"q": "{{q}}", "days": {{days}}, "label": "d={{days}}"}',
     })
     got = run_test(srv, js, {"q": 'say "hi"'})
@@ -119,10 +87,10 @@ def test_a_left_out_optional_parameter_drops_its_pair_or_renders_empty(srv, echo
     assert r.status_code == 400 and "q" in r.json()["detail"], r.text
 
 
-def test_the_same_encoding_applies_to_calls_over_mcp(srv, echo):
+def test_the_same_encoding_applies_to_calls_over_mcp(srv, echo_http):
     create(srv, {
         "name": "form_mcp", "parameters": SCHEMA, "http_method": "POST",
-        "http_url": f"http://127.0.0.1:{echo['port']}/mcp-form",
+        "http_url": f"http://127.0.0.1:{echo_http['port']}/mcp-form",
         "http_headers": {"Content-Type": "application/x-www-form-urlencoded"},
         "http_body_template": "q={{q}}&role=user&days={{days}}",
     })
