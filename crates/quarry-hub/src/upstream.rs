@@ -782,6 +782,11 @@ struct SessionClient(reqwest::Client);
 
 type PostResult = Result<StreamableHttpPostResponse, StreamableHttpError<reqwest::Error>>;
 
+/// Whether `message` is a request sent inside a session (what [`session_lost`] judges).
+fn sent_in_session(session_id: &Option<Arc<str>>, message: &ClientJsonRpcMessage) -> bool {
+    session_id.is_some() && matches!(message, ClientJsonRpcMessage::Request(_))
+}
+
 fn session_lost(in_session_request: bool, result: PostResult) -> PostResult {
     match result {
         Ok(StreamableHttpPostResponse::Json(rmcp::model::JsonRpcMessage::Error(e), _))
@@ -808,8 +813,7 @@ impl StreamableHttpClient for SessionClient {
         auth_header: Option<String>,
         custom_headers: HashMap<http::HeaderName, http::HeaderValue>,
     ) -> impl std::future::Future<Output = PostResult> + Send + '_ {
-        let in_session_request =
-            session_id.is_some() && matches!(message, ClientJsonRpcMessage::Request(_));
+        let in_session_request = sent_in_session(&session_id, &message);
         async move {
             let result = self
                 .0
@@ -828,8 +832,7 @@ impl StreamableHttpClient for SessionClient {
         custom_headers: HashMap<http::HeaderName, http::HeaderValue>,
         max_sse_event_size: usize,
     ) -> impl std::future::Future<Output = PostResult> + Send + '_ {
-        let in_session_request =
-            session_id.is_some() && matches!(message, ClientJsonRpcMessage::Request(_));
+        let in_session_request = sent_in_session(&session_id, &message);
         async move {
             let result = self
                 .0
