@@ -384,6 +384,7 @@ fn encode_answer(out: &mut Vec<u8>, result: &Result<Converted, ConvertError>) {
             for w in &c.warnings {
                 put_str(out, w);
             }
+            put_str(out, &quarry_core::encode_furniture(&c.furniture));
         }
         Err(e) => {
             out.push(1);
@@ -429,10 +430,12 @@ fn decode_answer(input: &[u8]) -> Option<Result<Converted, ConvertError>> {
     for _ in 0..n {
         warnings.push(r.string()?);
     }
+    let furniture = quarry_core::decode_furniture(&r.string()?);
     Some(Ok(Converted {
         markdown,
         title,
         pages,
+        furniture,
         images,
         pages_without_text,
         pages_ocred,
@@ -453,6 +456,11 @@ mod tests {
                 page: 1,
                 byte_start: 0,
                 byte_end: 9,
+            }],
+            furniture: vec![quarry_core::Furniture {
+                kind: quarry_core::FurnitureKind::RunningHeader,
+                byte_start: 0,
+                byte_end: 3,
             }],
             images: vec![Image {
                 sha256: "ab".to_owned(),

@@ -218,6 +218,9 @@ pub struct Converted {
     pub title: Option<String>,
     /// Page map for paged sources, in order, covering the Markdown; empty otherwise.
     pub pages: Vec<PageSpan>,
+    /// Tables of contents, indexes, running headers and footers, page numbers: kept in the
+    /// Markdown, kept out of the passages that compete for answers. Sorted, not overlapping.
+    pub furniture: Vec<quarry_core::Furniture>,
     pub images: Vec<Image>,
     /// Pages (from 1) that had no text layer and were not OCR'd.
     pub pages_without_text: Vec<u32>,

@@ -193,6 +193,7 @@ fn convert_pdf(bytes: &[u8], opts: &ConvertOptions) -> Result<Converted, Convert
         markdown: md,
         title,
         pages,
+        furniture: Vec::new(),
         images: Vec::new(),
         pages_without_text,
         pages_ocred,

@@ -251,6 +251,84 @@ pub fn decode_pages(s: &str) -> Vec<PageSpan> {
         .collect()
 }
 
+/// What a stretch of a document's Markdown is when it is not body text a question could be
+/// answered from: kept in the Markdown (a person reading the document sees it), kept out of
+/// the passages that compete for answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FurnitureKind {
+    /// A table of contents (or list of tables/figures).
+    Contents,
+    /// A back-of-book index.
+    Index,
+    /// A line repeated at the top of many pages ("Debian 参考手册 72 / 223").
+    RunningHeader,
+    /// A line repeated at the bottom of many pages.
+    RunningFooter,
+    /// A page number on a line of its own.
+    PageNumber,
+    /// Other repeated boilerplate (navigation, cookie banners, legal footers).
+    Boilerplate,
+}
+
+impl FurnitureKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FurnitureKind::Contents => "contents",
+            FurnitureKind::Index => "index",
+            FurnitureKind::RunningHeader => "running_header",
+            FurnitureKind::RunningFooter => "running_footer",
+            FurnitureKind::PageNumber => "page_number",
+            FurnitureKind::Boilerplate => "boilerplate",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<FurnitureKind> {
+        Some(match s {
+            "contents" => FurnitureKind::Contents,
+            "index" => FurnitureKind::Index,
+            "running_header" => FurnitureKind::RunningHeader,
+            "running_footer" => FurnitureKind::RunningFooter,
+            "page_number" => FurnitureKind::PageNumber,
+            "boilerplate" => FurnitureKind::Boilerplate,
+            _ => return None,
+        })
+    }
+}
+
+/// A byte range of a document's Markdown that is [`FurnitureKind`] furniture. A document's
+/// furniture list is sorted by `byte_start` and its ranges do not overlap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Furniture {
+    pub kind: FurnitureKind,
+    pub byte_start: usize,
+    pub byte_end: usize,
+}
+
+/// A furniture list as stored: `kind:start:end` triples joined by `,`.
+pub fn encode_furniture(spans: &[Furniture]) -> String {
+    spans
+        .iter()
+        .map(|f| format!("{}:{}:{}", f.kind.as_str(), f.byte_start, f.byte_end))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Parses [`encode_furniture`]'s output; malformed entries are dropped.
+pub fn decode_furniture(s: &str) -> Vec<Furniture> {
+    s.split(',')
+        .filter_map(|t| {
+            let mut it = t.split(':');
+            let kind = FurnitureKind::parse(it.next()?)?;
+            Some(Furniture {
+                kind,
+                byte_start: it.next()?.parse().ok()?,
+                byte_end: it.next()?.parse().ok()?,
+            })
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod page_tests {
     use super::*;
@@ -275,5 +353,24 @@ mod page_tests {
         assert_eq!(page_at(&pages, 10), Some(2));
         assert_eq!(page_at(&pages, 400), Some(2));
         assert_eq!(page_at(&[], 3), None);
+    }
+
+    #[test]
+    fn furniture_lists_round_trip() {
+        let spans = vec![
+            Furniture {
+                kind: FurnitureKind::Contents,
+                byte_start: 0,
+                byte_end: 40,
+            },
+            Furniture {
+                kind: FurnitureKind::RunningHeader,
+                byte_start: 90,
+                byte_end: 120,
+            },
+        ];
+        assert_eq!(decode_furniture(&encode_furniture(&spans)), spans);
+        assert_eq!(decode_furniture(""), vec![]);
+        assert_eq!(decode_furniture("toc:1:2,index:3:x"), vec![]);
     }
 }
