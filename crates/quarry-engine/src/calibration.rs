@@ -188,29 +188,69 @@ pub fn evidence_in_parts<E>(
 /// Vector evidence for a list of similarities (best first). The list's statistics come from
 /// its first [`EVIDENCE_DEPTH`] entries, as when the models were fitted, however long it is.
 pub fn vector_evidence(similarities: &[f32]) -> Vec<VectorEvidence> {
-    let head = &similarities[..similarities.len().min(EVIDENCE_DEPTH)];
-    let n = head.len().max(1) as f64;
-    let mean = head.iter().map(|&s| f64::from(s)).sum::<f64>() / n;
-    let var = head
-        .iter()
-        .map(|&s| (f64::from(s) - mean).powi(2))
-        .sum::<f64>()
-        / n;
-    // A floor keeps a flat list (every similarity equal) from producing huge z-scores.
-    let sd = var.sqrt().max(0.01);
-    let top = similarities.first().map_or(0.0, |&s| f64::from(s));
-    let z = |s: f32| (f64::from(s) - mean) / sd;
+    let stats = VectorStats::of(similarities);
+    let z = |s: f32| (f64::from(s) - stats.mean) / stats.sd;
     similarities
         .iter()
         .enumerate()
         .map(|(rank, &s)| VectorEvidence {
             similarity: s,
             z: z(s),
-            gap: (top - f64::from(s)) / sd,
+            gap: (stats.top - f64::from(s)) / stats.sd,
             rank,
             margin: similarities.get(rank + 1).map_or(1.0, |&n| z(s) - z(n)),
         })
         .collect()
+}
+
+/// The statistics [`vector_evidence`] computes over a list, to place a similarity that is
+/// not in the list (a keyword candidate the vector list cut off) on the same scale.
+#[derive(Debug, Clone, Copy)]
+pub struct VectorStats {
+    mean: f64,
+    sd: f64,
+    top: f64,
+    /// The list's similarities, best first (for the rank a new one would take).
+    len: usize,
+    last: f64,
+}
+
+impl VectorStats {
+    pub fn of(similarities: &[f32]) -> VectorStats {
+        let head = &similarities[..similarities.len().min(EVIDENCE_DEPTH)];
+        let n = head.len().max(1) as f64;
+        let mean = head.iter().map(|&s| f64::from(s)).sum::<f64>() / n;
+        let var = head
+            .iter()
+            .map(|&s| (f64::from(s) - mean).powi(2))
+            .sum::<f64>()
+            / n;
+        VectorStats {
+            mean,
+            // A floor keeps a flat list (every similarity equal) from producing huge z-scores.
+            sd: var.sqrt().max(0.01),
+            top: similarities.first().map_or(0.0, |&s| f64::from(s)),
+            len: similarities.len(),
+            last: similarities.last().map_or(0.0, |&s| f64::from(s)),
+        }
+    }
+
+    /// Evidence for a similarity below the list's last entry (it ranks after the list).
+    pub fn evidence(&self, similarity: f32) -> VectorEvidence {
+        let s = f64::from(similarity);
+        let z = (s - self.mean) / self.sd;
+        VectorEvidence {
+            similarity,
+            z,
+            gap: (self.top - s) / self.sd,
+            rank: if s > self.last {
+                self.len.saturating_sub(1)
+            } else {
+                self.len
+            },
+            margin: 0.0,
+        }
+    }
 }
 
 #[cfg(test)]

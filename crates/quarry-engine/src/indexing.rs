@@ -13,7 +13,7 @@ use quarry_core::{Collection, CollectionKind, Error, Result};
 use quarry_ingest::{FileEntry, LoadedFile, Skip, load};
 use std::sync::Arc;
 
-use quarry_fts::{FtsIndex, FtsWriter};
+use quarry_fts::{FtsIndex, FtsWriter, PassageDoc};
 use quarry_store::{DocChange, IndexWork};
 use serde::Serialize;
 
@@ -244,14 +244,19 @@ impl Engine {
 
 /// Store meta key: the analyzer version the keyword index was built with.
 const META_FTS_ANALYZER: &str = "fts.analyzer";
+/// Store meta key: the chunker and analyzer versions the passage index was built with.
+const META_PASSAGES: &str = "passages.version";
 
-/// Keeps one keyword-index writer open while store batches stream in, so tokenising
+/// Keeps the keyword-index writers open while store batches stream in, so tokenising
 /// overlaps reading files; commits every [`INDEX_BATCH`] documents and at the end, and only
-/// then clears the store's dirty flags.
+/// then clears the store's dirty flags. A document's chunks are cut here (they are what the
+/// passage index holds), so a document is searchable by keyword, whole and by passage, in
+/// the same commit.
 pub(crate) struct IndexSession<'a> {
     engine: &'a Engine,
     guard: &'a WriteGuard,
     writer: Option<(Arc<FtsIndex>, FtsWriter)>,
+    passages: Option<(Arc<FtsIndex>, FtsWriter)>,
     /// Applied to the writer but not yet committed (bodies dropped).
     uncommitted: IndexWork,
 }
@@ -262,6 +267,7 @@ impl<'a> IndexSession<'a> {
             engine,
             guard,
             writer: None,
+            passages: None,
             uncommitted: IndexWork::default(),
         }
     }
@@ -273,6 +279,15 @@ impl<'a> IndexSession<'a> {
         let store = self.engine.store();
         if store.meta(META_FTS_ANALYZER)?.as_deref() != Some(version.as_str()) {
             store.reindex_all(META_FTS_ANALYZER, &version)?;
+        }
+        // Passages cut by another chunker (or indexed by another analyzer) are cut and
+        // indexed again: the files go first, so a kill in between only repeats this.
+        let passages = format!("{}/{version}", crate::chunking::PASSAGES_VERSION);
+        if store.meta(META_PASSAGES)?.as_deref() != Some(passages.as_str()) {
+            self.passages = None;
+            self.engine.drop_passage_index(self.guard)?;
+            store.reset_all_chunks()?;
+            store.reindex_all(META_PASSAGES, &passages)?;
         }
         loop {
             let work = self.engine.store().pending_index_work(INDEX_BATCH)?;
@@ -296,6 +311,7 @@ impl<'a> IndexSession<'a> {
         if let Some((_, writer)) = self.writer.as_mut() {
             writer.apply(&work)?;
         }
+        self.apply_passages(&work)?;
         for d in &mut work.upserts {
             d.body = String::new();
         }
@@ -307,11 +323,57 @@ impl<'a> IndexSession<'a> {
         Ok(())
     }
 
+    /// Cuts the chunks of the upserted documents that lack current ones and replaces the
+    /// passages of every document in `work`.
+    fn apply_passages(&mut self, work: &IndexWork) -> Result<()> {
+        let store = self.engine.store();
+        let ids: Vec<i64> = work.upserts.iter().map(|d| d.id).collect();
+        let cut: Vec<_> = store
+            .chunk_sources(&ids)?
+            .iter()
+            .map(crate::chunking::cut)
+            .collect();
+        if !cut.is_empty() {
+            store.replace_chunks(&cut)?;
+        }
+        let chunks = store.chunks_of_documents(&ids)?;
+        let docs: std::collections::HashMap<i64, &quarry_store::IndexDoc> =
+            work.upserts.iter().map(|d| (d.id, d)).collect();
+        let passages: Vec<PassageDoc<'_>> = chunks
+            .iter()
+            .filter_map(|c| {
+                let d = docs.get(&c.document_id)?;
+                Some(PassageDoc {
+                    id: c.id,
+                    document_id: d.id,
+                    collection_id: d.collection_id,
+                    title: &d.title,
+                    heading: "",
+                    text: d.body.get(c.byte_start..c.byte_end)?,
+                })
+            })
+            .collect();
+        if self.passages.is_none() {
+            let index = self.engine.passages_for_write(self.guard)?;
+            let writer = index.writer()?;
+            self.passages = Some((index, writer));
+        }
+        if let Some((_, writer)) = self.passages.as_mut() {
+            let mut touched = ids;
+            touched.extend_from_slice(&work.deletes);
+            writer.apply_passages(&touched, &passages)?;
+        }
+        Ok(())
+    }
+
     pub(crate) fn commit(&mut self) -> Result<()> {
         if self.uncommitted.is_empty() {
             return Ok(());
         }
         if let Some((_, writer)) = self.writer.as_mut() {
+            writer.commit()?;
+        }
+        if let Some((_, writer)) = self.passages.as_mut() {
             writer.commit()?;
         }
         self.engine.store().index_work_done(&self.uncommitted)?;
@@ -321,9 +383,12 @@ impl<'a> IndexSession<'a> {
 
     pub(crate) fn finish(mut self) -> Result<()> {
         self.commit()?;
-        if let Some((fts, writer)) = self.writer.take() {
+        for (index, writer) in [self.writer.take(), self.passages.take()]
+            .into_iter()
+            .flatten()
+        {
             writer.finish()?;
-            fts.reload()?;
+            index.reload()?;
         }
         Ok(())
     }

@@ -1,20 +1,23 @@
 //! `knowledge_search` (seed 000; WeKnora's `/api/v1/knowledge-search`, Dify's retrieval):
 //! one request shape over the three search modes, with per-hit provenance — the knowledge
-//! base, file, page and whether keyword or vector retrieval found it.
+//! base, file, page and whether keyword or vector retrieval found it. Results are passages
+//! (`passages.rs`): `id` names a chunk, `total_count` counts passages.
 
-use quarry_core::{Error, Result, SearchHit};
+use quarry_core::{Error, Result};
 use serde::Serialize;
 
-use crate::{Engine, SearchRequest};
+use crate::Engine;
+use crate::passages::PassageEvidence;
 
 /// Longest query (seed 000).
 pub const MAX_QUERY_CHARS: usize = 2000;
 /// Largest `top_k` (seed 000).
 pub const MAX_TOP_K: usize = 50;
-/// Characters of text per result (the seed's result text shows the first 500).
-const CONTENT_CHARS: usize = 1000;
-/// How deep `total_count` looks.
-const COUNT_DEPTH: usize = 100;
+/// Characters of text per result (seed 000 shows up to 500 around the match).
+const CONTENT_CHARS: usize = 500;
+/// Characters of a passage handed to a model (chat sources, `query_knowledge`): the whole
+/// chunk at the default chunk size and beyond.
+const PASSAGE_CHARS: usize = 3000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -56,9 +59,10 @@ pub struct KnowledgeSearch {
     /// Knowledge bases (names or ids) to search, within what the caller may read; `None`:
     /// all of them.
     pub knowledge_bases: Option<Vec<String>>,
-    /// How many candidates retrieval gathers before the `top_k` cut (seed 003's
-    /// `RAG_ANN_TOP_K`); `None`: deep enough to count matches for `total_count`.
+    /// How many candidates the reranker scores (seed 003's `RAG_ANN_TOP_K`); `None`: 20.
     pub depth: Option<usize>,
+    /// Adds each result's retrieval evidence (diagnostics, calibration fitting).
+    pub explain: bool,
 }
 
 impl KnowledgeSearch {
@@ -71,6 +75,7 @@ impl KnowledgeSearch {
             rerank: true,
             knowledge_bases: None,
             depth: None,
+            explain: false,
         }
     }
 
@@ -116,21 +121,37 @@ pub struct KnowledgeHit {
     pub knowledge_base: String,
     /// Display path `collection/relative/path`.
     pub file: String,
+    /// What each retriever said (only when the request asked to `explain`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<PassageEvidence>,
+}
+
+/// Whether the results were reranked, and if not, why.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RerankOutcome {
+    Applied,
+    NotRequested,
+    /// `rerank` was asked for and no reranker is configured: retrieval order stands.
+    NotConfigured,
+    /// The reranker failed (see `warnings`): retrieval order stands.
+    Failed,
 }
 
 #[derive(Debug, Clone, Serialize)]
 pub struct KnowledgeSearchResult {
     pub results: Vec<KnowledgeHit>,
-    /// Matches at or above `min_score` (counted up to 100).
+    /// Passages at or above `min_score` (counted up to 100).
     pub total_count: usize,
     /// The mode that ran (`hybrid` degrades to `keyword` without vectors).
     pub search_mode: SearchMode,
+    pub rerank: RerankOutcome,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
 }
 
 /// A snippet's text without its `N: ` line numbers; the first line number.
-fn plain_text(snippet: &str) -> (String, Option<usize>) {
+pub(crate) fn plain_text(snippet: &str) -> (String, Option<usize>) {
     let mut first = None;
     let lines: Vec<&str> = snippet
         .lines()
@@ -166,84 +187,30 @@ impl Engine {
     }
 
     /// Searches the knowledge bases this handle may read (narrowed to `knowledge_bases` when
-    /// given; one the caller cannot see is "not found", like a missing one).
+    /// given; one the caller cannot see is "not found", like a missing one): the best
+    /// passages, each with up to 500 characters around its match.
     pub fn knowledge_search(&self, req: &KnowledgeSearch) -> Result<KnowledgeSearchResult> {
+        self.knowledge_passages_with(req, CONTENT_CHARS)
+    }
+
+    /// [`Engine::knowledge_search`] with each passage's whole text, for a model to answer
+    /// from (chat sources, `query_knowledge`).
+    pub fn knowledge_passages(&self, req: &KnowledgeSearch) -> Result<KnowledgeSearchResult> {
+        self.knowledge_passages_with(req, PASSAGE_CHARS)
+    }
+
+    fn knowledge_passages_with(
+        &self,
+        req: &KnowledgeSearch,
+        content_chars: usize,
+    ) -> Result<KnowledgeSearchResult> {
         req.validate()?;
-        let engine = match &req.knowledge_bases {
-            None => self.clone(),
-            Some(keys) => self.narrowed_for_search(&self.knowledge_base_ids(keys)?),
-        };
-        let search = SearchRequest {
-            query: req.query.clone(),
-            limit: req.depth.unwrap_or(COUNT_DEPTH).max(req.top_k),
-            min_score: req.min_score,
-            collection: None,
-            rerank: req.rerank,
-            excerpt_chars: CONTENT_CHARS,
-        };
-        let (hits, types, ran, warnings): (
-            Vec<SearchHit>,
-            Vec<&'static str>,
-            SearchMode,
-            Vec<String>,
-        ) = match req.mode {
-            SearchMode::Keyword => {
-                let hits = engine.search(&search)?;
-                let n = hits.len();
-                (hits, vec!["keyword"; n], SearchMode::Keyword, Vec::new())
-            }
-            SearchMode::Vector => {
-                let hits = engine.vsearch(&search)?;
-                let n = hits.len();
-                (hits, vec!["vector"; n], SearchMode::Vector, Vec::new())
-            }
-            SearchMode::Hybrid => {
-                let r = engine.query(&search)?;
-                let ran = if r.stages.contains(&"vector") {
-                    SearchMode::Hybrid
-                } else {
-                    SearchMode::Keyword
-                };
-                (r.results, r.match_types, ran, r.warnings)
-            }
-        };
-        let total_count = hits.len();
-        let collections = engine.collections()?;
-        let mut results = Vec::with_capacity(req.top_k.min(hits.len()));
-        for (hit, match_type) in hits.into_iter().zip(types).take(req.top_k) {
-            let (kb, rel) = hit.file.split_once('/').unwrap_or(("", hit.file.as_str()));
-            let is_kb = collections
-                .iter()
-                .any(|c| c.name == kb && c.kind == quarry_core::CollectionKind::KnowledgeBase);
-            let knowledge_id = if is_kb {
-                engine
-                    .kb_document(kb, rel)
-                    .map(|f| f.id)
-                    .unwrap_or_else(|_| hit.docid.clone())
-            } else {
-                hit.docid.clone()
-            };
-            let (content, line) = plain_text(&hit.snippet);
-            results.push(KnowledgeHit {
-                id: format!("{}:{}", hit.docid, line.unwrap_or(1)),
-                content,
-                score: hit.score,
-                knowledge_id,
-                knowledge_title: hit.title.clone(),
-                knowledge_filename: rel.rsplit('/').next().unwrap_or(rel).to_owned(),
-                match_type,
-                page: hit.page,
-                docid: hit.docid.clone(),
-                knowledge_base: kb.to_owned(),
-                file: hit.file.clone(),
-            });
+        match &req.knowledge_bases {
+            None => self.rank_passages(req, content_chars),
+            Some(keys) => self
+                .narrowed_for_search(&self.knowledge_base_ids(keys)?)
+                .rank_passages(req, content_chars),
         }
-        Ok(KnowledgeSearchResult {
-            results,
-            total_count,
-            search_mode: ran,
-            warnings,
-        })
     }
 }
 

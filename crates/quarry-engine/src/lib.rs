@@ -8,6 +8,7 @@
 //! - `write.lock` — held by whichever process is writing; readers never take it.
 
 pub mod calibration;
+mod chunking;
 mod collections;
 mod documents;
 pub mod fusion;
@@ -39,9 +40,11 @@ pub use knowledge::{
     Upload, UploadOutcome, clean_file_name, env_u64, is_supported_file, parse_ocr,
 };
 pub use knowledge_search::{
-    KnowledgeHit, KnowledgeSearch, KnowledgeSearchResult, MAX_QUERY_CHARS, MAX_TOP_K, SearchMode,
+    KnowledgeHit, KnowledgeSearch, KnowledgeSearchResult, MAX_QUERY_CHARS, MAX_TOP_K,
+    RerankOutcome, SearchMode,
 };
 pub use notes::{MAX_NOTE_BYTES, NOTE_KINDS, NewNote, NoteChange, NoteFormat, NoteView};
+pub use passages::{PER_DOCUMENT, PassageEvidence};
 pub use quarry_models::{ModelEnv, ModelSpec};
 pub use quarry_store::{
     FileFilter, FileStatus, Job, JobKind, KbFile, KnowledgeBase, NoteMeta, QueueCounts,
@@ -50,8 +53,8 @@ pub use search::{
     MAX_EXCERPT_CHARS, NO_VECTOR_INDEX, QueryResponse, SNIPPET_CHARS, SearchRequest, snippet,
 };
 pub use semantic::{
-    ANN_EXPANSION, CHUNK_OVERLAP_PERCENT, CHUNK_TOKENS, DEFAULT_EMBED_MODEL, EXACT_SEARCH_MAX,
-    EmbedOptions, EmbedReport, ModelConfig, embed_input, model_key,
+    ANN_EXPANSION, DEFAULT_EMBED_MODEL, EXACT_SEARCH_MAX, EmbedOptions, EmbedReport, ModelConfig,
+    embed_input, model_key,
 };
 
 /// Where the data lives and how to behave.
@@ -124,6 +127,8 @@ pub struct EngineShared {
     dir: PathBuf,
     store: Arc<dyn Store>,
     fts: RwLock<Option<Arc<FtsIndex>>>,
+    /// The passage index (one entry per chunk; `passages/`).
+    passages: RwLock<Option<Arc<FtsIndex>>>,
     models: semantic::Models,
     ann: semantic::AnnSlot,
     fusion: fusion::Fusion,
@@ -149,6 +154,33 @@ impl std::ops::Deref for Engine {
     fn deref(&self) -> &EngineShared {
         &self.shared
     }
+}
+
+/// A keyword index from its slot, opened on first use. Another process may be committing
+/// (and deleting merged segment files) while we open; a retry reads the new meta.json.
+fn open_for_read(
+    slot: &RwLock<Option<Arc<FtsIndex>>>,
+    open: impl Fn() -> Result<Option<FtsIndex>>,
+) -> Result<Option<Arc<FtsIndex>>> {
+    if let Some(f) = slot.read().unwrap_or_else(|p| p.into_inner()).as_ref() {
+        return Ok(Some(f.clone()));
+    }
+    let mut last = None;
+    for attempt in 0..3 {
+        match open() {
+            Ok(Some(f)) => {
+                let f = Arc::new(f);
+                *slot.write().unwrap_or_else(|p| p.into_inner()) = Some(f.clone());
+                return Ok(Some(f));
+            }
+            Ok(None) => return Ok(None),
+            Err(e) => {
+                last = Some(e);
+                std::thread::sleep(std::time::Duration::from_millis(20 * (attempt + 1)));
+            }
+        }
+    }
+    Err(last.unwrap_or_else(|| Error::Index("cannot open keyword index".into())))
 }
 
 /// Exclusive right to write, across processes; released on drop.
@@ -186,6 +218,7 @@ impl Engine {
                 dir,
                 store: Arc::new(store),
                 fts: RwLock::new(None),
+                passages: RwLock::new(None),
                 models: semantic::Models::default(),
                 ann: semantic::AnnSlot::default(),
                 fusion: fusion::Fusion::default(),
@@ -344,27 +377,7 @@ impl Engine {
 
     /// The keyword index for reading; `None` until something has been indexed.
     pub(crate) fn fts(&self) -> Result<Option<Arc<FtsIndex>>> {
-        if let Some(f) = self.fts.read().unwrap_or_else(|p| p.into_inner()).as_ref() {
-            return Ok(Some(f.clone()));
-        }
-        // Another process may be committing (and deleting merged segment files) while we
-        // open; a retry reads the new meta.json.
-        let mut last = None;
-        for attempt in 0..3 {
-            match FtsIndex::open(&self.fts_dir()) {
-                Ok(Some(f)) => {
-                    let f = Arc::new(f);
-                    *self.fts.write().unwrap_or_else(|p| p.into_inner()) = Some(f.clone());
-                    return Ok(Some(f));
-                }
-                Ok(None) => return Ok(None),
-                Err(e) => {
-                    last = Some(e);
-                    std::thread::sleep(std::time::Duration::from_millis(20 * (attempt + 1)));
-                }
-            }
-        }
-        Err(last.unwrap_or_else(|| Error::Index("cannot open keyword index".into())))
+        open_for_read(&self.fts, || FtsIndex::open(&self.fts_dir()))
     }
 
     /// The keyword index for writing (created on first use). Caller holds the write lock.
@@ -372,6 +385,45 @@ impl Engine {
         let f = Arc::new(FtsIndex::open_or_create(&self.fts_dir())?);
         *self.fts.write().unwrap_or_else(|p| p.into_inner()) = Some(f.clone());
         Ok(f)
+    }
+
+    fn passages_dir(&self) -> PathBuf {
+        self.dir.join("passages")
+    }
+
+    /// The passage index for reading; `None` until something has been indexed.
+    pub(crate) fn passage_index(&self) -> Result<Option<Arc<FtsIndex>>> {
+        open_for_read(&self.passages, || {
+            FtsIndex::open_passages(&self.passages_dir())
+        })
+    }
+
+    /// The passage index for writing (created on first use; one written with another
+    /// layout is deleted: the caller re-indexes every passage). Caller holds the write lock.
+    pub(crate) fn passages_for_write(&self, _guard: &WriteGuard) -> Result<Arc<FtsIndex>> {
+        let dir = self.passages_dir();
+        let f = match FtsIndex::open_or_create_passages(&dir) {
+            Ok(f) => f,
+            Err(Error::Index(_)) => {
+                std::fs::remove_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+                FtsIndex::open_or_create_passages(&dir)?
+            }
+            Err(e) => return Err(e),
+        };
+        let f = Arc::new(f);
+        *self.passages.write().unwrap_or_else(|p| p.into_inner()) = Some(f.clone());
+        Ok(f)
+    }
+
+    /// Forgets the passage index handle and files (its layout changed). Write lock held.
+    pub(crate) fn drop_passage_index(&self, _guard: &WriteGuard) -> Result<()> {
+        *self.passages.write().unwrap_or_else(|p| p.into_inner()) = None;
+        let dir = self.passages_dir();
+        match std::fs::remove_dir_all(&dir) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(Error::io(&dir, e)),
+        }
     }
 
     /// Takes the cross-process write lock, waiting (and saying so) if another process has it.

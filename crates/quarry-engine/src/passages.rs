@@ -1,197 +1,409 @@
-//! Passage retrieval for answers (seed 003 §5.1: candidates → rerank → top-k): where
-//! `knowledge_search` returns each document once with its best excerpt, a model answering a
-//! question needs the best *passages*, several of which may come from one long document.
+//! Passage retrieval: what every knowledge surface answers with (`knowledge_search`,
+//! the knowledge-search REST API, Dify's retrieval, `query_knowledge`, chat sources).
 //!
-//! Documents are ranked by the hybrid pipeline (keyword + vector, calibrated); their chunks
-//! are the passages, each scored by its document's score and how many of the query's terms
-//! it holds; the best `depth` passages are reranked with the configured cross-encoder (or
-//! rerank API) when asked, and the best `top_k` at or above `min_score` come back with their
-//! page.
+//! The unit is the *passage* — a stored chunk, cut when its document was keyword-indexed
+//! (`chunking.rs`), with its page — not the document: several passages of one long manual
+//! may be the best answers, and a table of contents (kept out of passages at conversion)
+//! never stands in for the section that answers.
+//!
+//! Each passage gathers the evidence of both retrievers: BM25 over the passage index
+//! (`passages/`), and the cosine similarity of its vector — for every keyword candidate
+//! that has one, not only those in the vector list's top, so both modes see the same
+//! passage the same way. A passage without a vector yet (its document was uploaded a second
+//! ago) is scored on its keyword evidence alone, exactly as keyword mode scores it: fresh
+//! content is never hidden behind embedding. Scores are calibrated probabilities
+//! (`calibration.rs`); results are ranked by them, at most [`PER_DOCUMENT`] passages per
+//! document.
 
 use std::collections::HashMap;
 
-use quarry_core::{Result, round_score};
+use quarry_core::{Error, Result, round_score};
+use quarry_store::ChunkRef;
+use serde::Serialize;
 
-use crate::knowledge_search::{KnowledgeHit, KnowledgeSearch, KnowledgeSearchResult, MAX_TOP_K};
+use crate::calibration::{self, KeywordEvidence, VectorEvidence};
+use crate::knowledge_search::{
+    KnowledgeHit, KnowledgeSearch, KnowledgeSearchResult, RerankOutcome, SearchMode,
+};
 use crate::{Engine, NoProgress};
 
-/// Characters of one passage returned.
-const PASSAGE_CHARS: usize = 3000;
-/// Passages one document may contribute before reranking.
-const PER_DOCUMENT: usize = 4;
+/// Passages each retriever contributes.
+pub const PASSAGE_DEPTH: usize = 100;
+/// At most this many passages of one document among the results: a long manual may hold
+/// the three best answers, but not crowd out every other document.
+pub const PER_DOCUMENT: usize = 3;
 /// Characters of a passage handed to the reranker.
 const RERANK_CHARS: usize = 2000;
 /// Weight of the reranker's score against the retrieval score.
 const RERANK_WEIGHT: f64 = 0.6;
+/// How many passages `total_count` looks at.
+const COUNT_DEPTH: usize = 100;
 
-/// One candidate passage.
+/// What each retriever said about one passage; `embedded` is whether it has a vector.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct PassageEvidence {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub keyword: Option<KeywordEvidence>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vector: Option<VectorEvidence>,
+    pub embedded: bool,
+}
+
 struct Candidate {
-    hit: usize,
-    text: String,
-    page: Option<u32>,
-    line: usize,
+    chunk_id: i64,
+    evidence: PassageEvidence,
     score: f64,
 }
 
 impl Engine {
-    /// The best passages for `req.query` in the knowledge bases this handle may read
-    /// (narrowed to `req.knowledge_bases`): `req.depth` candidates (default 20), reranked
-    /// when `req.rerank` and a reranker is configured, the best `req.top_k` at or above
-    /// `req.min_score`. Each result is one chunk, with its page.
-    pub fn knowledge_passages(&self, req: &KnowledgeSearch) -> Result<KnowledgeSearchResult> {
-        let depth = req.depth.unwrap_or(20).max(req.top_k);
-        // Documents first: the hybrid ranking, unfiltered (passages are cut later).
-        let mut docs_req = req.clone();
-        docs_req.top_k = depth.min(MAX_TOP_K);
-        docs_req.min_score = 0.0;
-        docs_req.rerank = false;
-        docs_req.depth = Some(depth);
-        let ranked = self.knowledge_search(&docs_req)?;
-        let mut warnings = ranked.warnings;
-        let hits = ranked.results;
-        if hits.is_empty() {
-            return Ok(KnowledgeSearchResult {
-                results: Vec::new(),
-                total_count: 0,
-                search_mode: ranked.search_mode,
-                warnings,
-            });
-        }
-        let mut docs = Vec::with_capacity(hits.len());
-        for h in &hits {
-            let (collection, path) = h.file.split_once('/').unwrap_or(("", h.file.as_str()));
-            docs.push(
-                self.store()
-                    .document_by_path(self.space(), collection, path)?,
-            );
-        }
-        // Stored chunks in one read; documents not embedded yet are cut now, each knowledge
-        // base's settings looked up once.
-        let ids: Vec<i64> = docs.iter().flatten().map(|d| d.id).collect();
-        let mut chunks_by_doc: HashMap<i64, Vec<quarry_store::ChunkRef>> = HashMap::new();
-        for c in self.store().chunks_of_documents(&ids)? {
-            chunks_by_doc.entry(c.document_id).or_default().push(c);
-        }
-        let mut kbs: HashMap<&str, Option<quarry_store::KnowledgeBase>> = HashMap::new();
-        for (hit, doc) in hits.iter().zip(&docs) {
-            if let Some(doc) = doc
-                && !chunks_by_doc.contains_key(&doc.id)
-            {
-                let kb = kbs
-                    .entry(hit.knowledge_base.as_str())
-                    .or_insert_with(|| self.knowledge_base(&hit.knowledge_base).ok());
-                chunks_by_doc.insert(doc.id, self.cut_chunks(doc, kb.as_ref())?);
-            }
-        }
-        let terms = self.highlight_terms(&req.query)?;
-        let mut candidates: Vec<Candidate> = Vec::new();
-        for (i, (hit, doc)) in hits.iter().zip(&docs).enumerate() {
-            let hit_line: usize = hit
-                .id
-                .rsplit_once(':')
-                .and_then(|(_, l)| l.parse().ok())
-                .unwrap_or(1);
-            let Some(doc) = doc else {
-                // Removed since the search: nothing to quote.
-                continue;
-            };
-            let chunks = chunks_by_doc.get(&doc.id).map(Vec::as_slice).unwrap_or(&[]);
-            if chunks.is_empty() {
-                // An empty document: the search's excerpt is all there is.
-                candidates.push(Candidate {
-                    hit: i,
-                    text: hit.content.clone(),
-                    page: hit.page,
-                    line: hit_line,
-                    score: hit.score,
-                });
-                continue;
-            }
-            let mut scored: Vec<(usize, &quarry_store::ChunkRef, String)> = chunks
-                .iter()
-                .map(|c| {
-                    let text = doc.body.get(c.byte_start..c.byte_end).unwrap_or("");
-                    let lower = text.to_lowercase();
-                    let overlap = terms.iter().filter(|t| lower.contains(t.as_str())).count();
-                    // The chunk the search's excerpt came from counts as matching.
-                    let holds_hit = (c.line_start..=c.line_end).contains(&hit_line);
-                    (overlap + usize::from(holds_hit), c, text.to_owned())
-                })
-                .collect();
-            scored.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.byte_start.cmp(&b.1.byte_start)));
-            let best = scored.first().map(|s| s.0).unwrap_or(0).max(1);
-            for (k, (overlap, c, text)) in scored.into_iter().enumerate() {
-                if k >= PER_DOCUMENT || (k > 0 && overlap == 0) {
-                    break;
+    /// The passages of the knowledge bases this handle may read (narrowed to
+    /// `req.knowledge_bases`) that best answer `req.query`, each with `content_chars` of
+    /// text around its match.
+    pub(crate) fn rank_passages(
+        &self,
+        req: &KnowledgeSearch,
+        content_chars: usize,
+    ) -> Result<KnowledgeSearchResult> {
+        let filter = self.search_filter(None)?;
+        let mut warnings = Vec::new();
+        let keyword = if req.mode == SearchMode::Vector {
+            Vec::new()
+        } else {
+            self.keyword_passages(&req.query, filter.as_deref())?
+        };
+        let mut ran = req.mode;
+        let vector = if req.mode == SearchMode::Keyword {
+            None
+        } else {
+            match self.vector_passages(&req.query, filter.as_deref(), &keyword) {
+                Ok(v) => Some(v),
+                Err(Error::Unavailable(why)) if req.mode == SearchMode::Hybrid => {
+                    // No vectors yet (or another model): keyword evidence alone, as keyword
+                    // mode would answer — said in the response, never an empty answer.
+                    if self.vector_model()?.is_some() {
+                        warnings.push(format!("vector search skipped: {why}"));
+                    }
+                    ran = SearchMode::Keyword;
+                    None
                 }
-                // The document's best passage keeps its score; weaker ones fall with it.
-                let share = overlap as f64 / best as f64;
-                candidates.push(Candidate {
-                    hit: i,
-                    text: text.trim().chars().take(PASSAGE_CHARS).collect(),
-                    page: c.page,
-                    line: c.line_start,
-                    score: hit.score * (0.7 + 0.3 * share.min(1.0)),
-                });
+                Err(e) => return Err(e),
             }
-        }
+        };
+        let mut candidates = combine(&keyword, vector.as_ref(), req.mode);
         candidates.sort_by(|a, b| b.score.total_cmp(&a.score));
-        candidates.truncate(depth);
-        if req.rerank && candidates.len() > 1 {
+        candidates.truncate(COUNT_DEPTH);
+
+        let chunk_ids: Vec<i64> = candidates.iter().map(|c| c.chunk_id).collect();
+        let chunks: HashMap<i64, ChunkRef> = self
+            .store()
+            .chunk_refs(&chunk_ids)?
+            .into_iter()
+            .map(|c| (c.id, c))
+            .collect();
+        // A passage removed since the index was read has no chunk: skipped.
+        candidates.retain(|c| chunks.contains_key(&c.chunk_id));
+        let mut doc_ids: Vec<i64> = chunks.values().map(|c| c.document_id).collect();
+        doc_ids.sort_unstable();
+        doc_ids.dedup();
+        let docs: HashMap<i64, quarry_core::Document> = self
+            .store()
+            .documents_by_ids(&doc_ids)?
+            .into_iter()
+            .map(|d| (d.id, d))
+            .collect();
+        let texts = |c: &Candidate| -> Option<(&ChunkRef, &quarry_core::Document, &str)> {
+            let chunk = chunks.get(&c.chunk_id)?;
+            let doc = docs.get(&chunk.document_id)?;
+            let text = doc.body.get(chunk.byte_start..chunk.byte_end)?;
+            Some((chunk, doc, text))
+        };
+
+        let depth = req.depth.unwrap_or(20).max(req.top_k);
+        let rerank = if !req.rerank {
+            RerankOutcome::NotRequested
+        } else {
             match self.reranker(&NoProgress) {
+                Ok(None) => RerankOutcome::NotConfigured,
+                Err(e) => {
+                    warnings.push(format!("rerank skipped: {e}"));
+                    RerankOutcome::Failed
+                }
                 Ok(Some(reranker)) => {
-                    let passages: Vec<String> = candidates
+                    let head = candidates.len().min(depth);
+                    let passages: Vec<String> = candidates[..head]
                         .iter()
-                        .map(|c| {
-                            let text: String = c.text.chars().take(RERANK_CHARS).collect();
-                            crate::semantic::embed_input(&hits[c.hit].knowledge_title, &text)
+                        .map(|c| match texts(c) {
+                            Some((_, doc, text)) => {
+                                let text: String = text.chars().take(RERANK_CHARS).collect();
+                                crate::semantic::embed_input(&doc.title, &text)
+                            }
+                            None => String::new(),
                         })
                         .collect();
                     let refs: Vec<&str> = passages.iter().map(String::as_str).collect();
                     match reranker.score(&req.query, &refs) {
-                        Ok(scores) if scores.len() == candidates.len() => {
+                        Ok(scores) if scores.len() == head => {
                             for (c, s) in candidates.iter_mut().zip(scores) {
                                 let s = f64::from(s).clamp(0.0, 1.0);
                                 c.score = (1.0 - RERANK_WEIGHT) * c.score + RERANK_WEIGHT * s;
                             }
-                            candidates.sort_by(|a, b| b.score.total_cmp(&a.score));
+                            candidates[..head].sort_by(|a, b| b.score.total_cmp(&a.score));
+                            RerankOutcome::Applied
                         }
-                        Ok(scores) => warnings.push(format!(
-                            "rerank skipped: the reranker returned {} scores for {} passages",
-                            scores.len(),
-                            candidates.len()
-                        )),
-                        Err(e) => warnings.push(format!("rerank skipped: {e}")),
+                        Ok(scores) => {
+                            warnings.push(format!(
+                                "rerank skipped: the reranker returned {} scores for {head} passages",
+                                scores.len()
+                            ));
+                            RerankOutcome::Failed
+                        }
+                        Err(e) => {
+                            warnings.push(format!("rerank skipped: {e}"));
+                            RerankOutcome::Failed
+                        }
                     }
                 }
-                Ok(None) => {}
-                Err(e) => warnings.push(format!("rerank skipped: {e}")),
             }
-        }
+        };
+
         let total_count = candidates
             .iter()
-            .filter(|c| c.score >= req.min_score)
+            .filter(|c| round_score(c.score) >= req.min_score)
             .count();
-        let results = candidates
-            .into_iter()
-            .filter(|c| c.score >= req.min_score)
-            .take(req.top_k)
-            .map(|c| {
-                let h = &hits[c.hit];
-                KnowledgeHit {
-                    id: format!("{}:{}", h.docid, c.line),
-                    content: c.text,
-                    score: round_score(c.score),
-                    page: c.page,
-                    ..h.clone()
-                }
-            })
-            .collect();
+        let terms = self.passage_terms(&req.query)?;
+        let collections = self.collections()?;
+        let mut per_doc: HashMap<i64, Vec<(usize, usize)>> = HashMap::new();
+        let mut results = Vec::with_capacity(req.top_k);
+        for c in &candidates {
+            if results.len() == req.top_k {
+                break;
+            }
+            let score = round_score(c.score);
+            if score < req.min_score {
+                break;
+            }
+            let Some((chunk, doc, text)) = texts(c) else {
+                continue;
+            };
+            let taken = per_doc.entry(doc.id).or_default();
+            // A passage mostly inside one already chosen (overlapping chunks) adds nothing.
+            let overlaps = taken.iter().any(|&(s, e)| {
+                let shared = e
+                    .min(chunk.byte_end)
+                    .saturating_sub(s.max(chunk.byte_start));
+                shared * 2 > chunk.byte_end - chunk.byte_start
+            });
+            if taken.len() >= PER_DOCUMENT || overlaps {
+                continue;
+            }
+            taken.push((chunk.byte_start, chunk.byte_end));
+            let file = doc.display_path();
+            let (kb, rel) = (doc.collection.as_str(), doc.path.as_str());
+            let is_kb = collections
+                .iter()
+                .any(|c| c.name == kb && c.kind == quarry_core::CollectionKind::KnowledgeBase);
+            let knowledge_id = if is_kb {
+                self.kb_document(kb, rel)
+                    .map(|f| f.id)
+                    .unwrap_or_else(|_| doc.docid.clone())
+            } else {
+                doc.docid.clone()
+            };
+            results.push(KnowledgeHit {
+                id: format!("{}:{}", doc.docid, chunk.line_start),
+                content: excerpt(text, &terms, content_chars),
+                score,
+                knowledge_id,
+                knowledge_title: doc.title.clone(),
+                knowledge_filename: rel.rsplit('/').next().unwrap_or(rel).to_owned(),
+                match_type: match (c.evidence.keyword.is_some(), c.evidence.vector.is_some()) {
+                    (true, true) => "hybrid",
+                    (false, true) => "vector",
+                    _ => "keyword",
+                },
+                page: chunk.page,
+                docid: doc.docid.clone(),
+                knowledge_base: kb.to_owned(),
+                file,
+                evidence: req.explain.then_some(c.evidence),
+            });
+        }
         Ok(KnowledgeSearchResult {
             results,
             total_count,
-            search_mode: ranked.search_mode,
+            search_mode: ran,
+            rerank,
             warnings,
         })
     }
+
+    /// Lower-cased query terms for choosing a passage's excerpt.
+    fn passage_terms(&self, query: &str) -> Result<Vec<String>> {
+        Ok(match self.passage_index()? {
+            Some(index) => index.parse_query(query).highlight_terms(),
+            None => self.highlight_terms(query)?,
+        })
+    }
+
+    /// Passages by BM25, with keyword evidence computed over the caller's whole view
+    /// (`Engine::rank_among`), so narrowing to some knowledge bases never moves a score.
+    fn keyword_passages(
+        &self,
+        query: &str,
+        filter: Option<&[i64]>,
+    ) -> Result<Vec<(i64, KeywordEvidence)>> {
+        let Some(index) = self.passage_index()? else {
+            return Ok(Vec::new());
+        };
+        // Long-lived processes (servers) must see commits made by other processes.
+        index.reload()?;
+        let parsed = index.parse_query(query);
+        let raw = index.search(&parsed, filter, PASSAGE_DEPTH)?;
+        let (ranked, head) = self.rank_among(
+            None,
+            raw,
+            |f| index.search(&parsed, f, PASSAGE_DEPTH),
+            |h| h.id,
+            |h| h.score,
+        )?;
+        let scores: Vec<f32> = ranked.iter().map(|(h, _)| h.score).collect();
+        let max = index.max_score(&parsed);
+        let evidence = calibration::evidence_in_parts(&scores, head, |s| {
+            calibration::keyword_evidence(s, max)
+        });
+        Ok(ranked
+            .into_iter()
+            .zip(evidence)
+            .filter(|((_, keep), _)| *keep)
+            .map(|((h, _), e)| (h.id, e))
+            .collect())
+    }
+
+    /// Passages by vector similarity, plus every keyword candidate that has a vector, each
+    /// with vector evidence relative to the vector list. `Err(Unavailable)` when vector
+    /// search cannot run.
+    fn vector_passages(
+        &self,
+        query: &str,
+        filter: Option<&[i64]>,
+        keyword: &[(i64, KeywordEvidence)],
+    ) -> Result<VectorPassages> {
+        let vectors = self.embed_queries_for_search(&[query])?;
+        let Some(q) = vectors.first() else {
+            return Err(Error::Unavailable(
+                "embedding model returned no vector".into(),
+            ));
+        };
+        let raw = self.nearest_chunks(q, PASSAGE_DEPTH, filter)?;
+        let (ranked, head) = self.rank_among(
+            None,
+            raw,
+            |f| self.nearest_chunks(q, PASSAGE_DEPTH, f),
+            |h| h.0 as i64,
+            |h| h.1,
+        )?;
+        let sims: Vec<f32> = ranked.iter().map(|(h, _)| h.1).collect();
+        let evidence = calibration::evidence_in_parts(&sims, head, calibration::vector_evidence);
+        let stats = calibration::VectorStats::of(&sims);
+        let mut listed: HashMap<i64, VectorEvidence> = HashMap::new();
+        let mut order = Vec::new();
+        for ((h, keep), e) in ranked.into_iter().zip(evidence) {
+            if keep {
+                listed.insert(h.0 as i64, e);
+                order.push(h.0 as i64);
+            }
+        }
+        // Keyword candidates the vector list cut off: their own similarity, placed in it.
+        let missing: Vec<i64> = keyword
+            .iter()
+            .map(|(id, _)| *id)
+            .filter(|id| !listed.contains_key(id))
+            .collect();
+        let mut embedded: std::collections::HashSet<i64> = listed.keys().copied().collect();
+        for (id, sim) in self.chunk_similarities(q, &missing)? {
+            embedded.insert(id);
+            listed.insert(id, stats.evidence(sim));
+        }
+        Ok(VectorPassages {
+            evidence: listed,
+            order,
+            embedded,
+        })
+    }
+}
+
+struct VectorPassages {
+    evidence: HashMap<i64, VectorEvidence>,
+    /// The vector list, best first.
+    order: Vec<i64>,
+    /// Passages that have a vector.
+    embedded: std::collections::HashSet<i64>,
+}
+
+/// Every passage either retriever found, scored for `mode`.
+fn combine(
+    keyword: &[(i64, KeywordEvidence)],
+    vector: Option<&VectorPassages>,
+    mode: SearchMode,
+) -> Vec<Candidate> {
+    let kw_probabilities = calibration::list_probabilities(
+        &keyword.iter().map(|(_, e)| *e).collect::<Vec<_>>(),
+        calibration::keyword_probability,
+    );
+    let mut out: Vec<Candidate> = Vec::new();
+    let mut at: HashMap<i64, usize> = HashMap::new();
+    for ((id, e), p) in keyword.iter().zip(kw_probabilities) {
+        at.insert(*id, out.len());
+        out.push(Candidate {
+            chunk_id: *id,
+            evidence: PassageEvidence {
+                keyword: Some(*e),
+                vector: None,
+                embedded: false,
+            },
+            score: p,
+        });
+    }
+    let Some(v) = vector else {
+        return out;
+    };
+    for id in &v.order {
+        if !at.contains_key(id) {
+            at.insert(*id, out.len());
+            out.push(Candidate {
+                chunk_id: *id,
+                evidence: PassageEvidence {
+                    keyword: None,
+                    vector: None,
+                    embedded: true,
+                },
+                score: 0.0,
+            });
+        }
+    }
+    for c in &mut out {
+        c.evidence.embedded = v.embedded.contains(&c.chunk_id);
+        c.evidence.vector = v.evidence.get(&c.chunk_id).copied();
+        c.score = match (
+            mode,
+            c.evidence.keyword.as_ref(),
+            c.evidence.vector.as_ref(),
+        ) {
+            (SearchMode::Vector, _, Some(ve)) => calibration::vector_probability(ve),
+            (SearchMode::Vector, _, None) => 0.0,
+            // Not embedded yet: its keyword evidence alone, as keyword mode scores it.
+            (_, Some(_), None) if !c.evidence.embedded => c.score,
+            (_, k, ve) => calibration::hybrid_probability(k, ve),
+        };
+    }
+    if mode == SearchMode::Vector {
+        out.retain(|c| c.evidence.vector.is_some());
+    }
+    out
+}
+
+/// At most `max_chars` of a passage around its best-matching line, without line numbers.
+fn excerpt(text: &str, terms: &[String], max_chars: usize) -> String {
+    let snippet = crate::search::snippet_in(text, terms, max_chars, None);
+    crate::knowledge_search::plain_text(&snippet).0
 }

@@ -20,11 +20,10 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Instant, SystemTime};
 
 use quarry_core::{Error, Result};
-use quarry_ingest::chunk::{CharSizer, ChunkOptions, chunk_markdown};
 use quarry_models::{
     Embedder, HubProgress, ModelEnv, ModelError, ModelIdentity, ModelSpec, QueryExpander, Reranker,
 };
-use quarry_store::{ChunkRef, DocChunks, NewChunk};
+use quarry_store::ChunkRef;
 use quarry_vectors::{VectorIndex, VectorIndexOptions};
 use serde::Serialize;
 
@@ -32,10 +31,6 @@ use crate::{Engine, Progress, WriteGuard};
 
 /// The embedding model used when none is configured and none was used before.
 pub const DEFAULT_EMBED_MODEL: &str = "intfloat/multilingual-e5-small";
-/// Chunk size in tokens (QMD: ~900), capped by the model's input length.
-pub const CHUNK_TOKENS: usize = 900;
-/// Overlap between consecutive chunks, in percent of the chunk size (QMD: 15 %).
-pub const CHUNK_OVERLAP_PERCENT: usize = 15;
 /// Collections with at most this many chunks are searched exactly (faster and perfect
 /// recall when a filter would reject most of the graph).
 pub const EXACT_SEARCH_MAX: usize = 4096;
@@ -47,11 +42,8 @@ const META_ANN_MODEL: &str = "ann.model";
 const META_ANN_DIMS: &str = "ann.dims";
 const META_EMBED_SPEC: &str = "embed.spec";
 const META_EMBED_NAME: &str = "embed.name";
-const META_CHUNKING: &str = "chunking";
 /// Chunk texts per store commit while embedding: bounds what a kill can lose.
 const EMBED_COMMIT: usize = 64;
-/// Documents chunked per store transaction.
-const CHUNK_BATCH: usize = 256;
 /// Chunk vectors read from the store per ANN round.
 const ANN_ROUND: usize = 20_000;
 
@@ -153,6 +145,7 @@ pub struct EmbedReport {
     pub dimensions: usize,
     /// The previous vectors came from another model and were set aside.
     pub model_changed: bool,
+    /// Documents whose chunks were missing vectors when this run began.
     pub documents_chunked: u64,
     pub chunks_embedded: u64,
     pub vectors_indexed: u64,
@@ -399,30 +392,16 @@ impl Engine {
         store.set_meta(META_EMBED_SPEC, &spec.to_string())?;
         store.set_meta(META_EMBED_NAME, &model.identity().name)?;
 
-        // Chunk sizes are in this model's tokens: another tokenizer means other chunks.
-        let max_tokens = CHUNK_TOKENS.min(model.max_tokens()).max(16);
-        let chunk_opts = ChunkOptions {
-            max_size: max_tokens,
-            overlap: max_tokens * CHUNK_OVERLAP_PERCENT / 100,
-        };
-        let chunking = format!(
-            "tokens:{}:{}:{}@{}",
-            chunk_opts.max_size,
-            chunk_opts.overlap,
-            model.identity().name,
-            model.identity().revision
-        );
-        if store.meta(META_CHUNKING)?.as_deref() != Some(chunking.as_str()) {
-            store.reset_chunks(self.space(), None)?;
-            store.set_meta(META_CHUNKING, &chunking)?;
-        }
         if force {
-            store.reset_chunks(self.space(), collection_id)?;
             store.delete_embeddings(self.space(), collection_id, &key)?;
         }
-
-        report.documents_chunked =
-            self.chunk_pending(collection_id, chunk_opts, model.as_ref(), progress)?;
+        // Chunks are cut when documents are keyword-indexed; finish any indexing a killed
+        // writer left, so every document has its chunks.
+        let only = collection_id.map(|c| [c]);
+        let pending =
+            store.embedding_state(self.space(), only.as_ref().map(|c| &c[..]), Some(&key))?;
+        self.flush_index(&guard)?;
+        report.documents_chunked = pending.documents_pending;
         report.chunks_embedded =
             self.embed_pending(collection_id, &key, model.as_ref(), progress)?;
         let (added, removed) = self.index_pending(&guard, &key, dims, progress)?;
@@ -437,90 +416,6 @@ impl Engine {
             .chunks;
         report.seconds = started.elapsed().as_secs_f64();
         Ok(report)
-    }
-
-    fn chunk_pending(
-        &self,
-        collection_id: Option<i64>,
-        opts: ChunkOptions,
-        model: &dyn Embedder,
-        progress: &dyn Progress,
-    ) -> Result<u64> {
-        let store = self.store();
-        // Token counts of a failing tokenizer fall back to a generous character estimate.
-        let tokens = |t: &str| {
-            model
-                .count_tokens(t)
-                .unwrap_or_else(|_| t.chars().count().div_ceil(2))
-        };
-        let mut done = 0u64;
-        let mut begun = false;
-        loop {
-            let docs = store.documents_to_chunk(self.space(), collection_id, CHUNK_BATCH)?;
-            if docs.is_empty() {
-                break;
-            }
-            if !begun {
-                progress.begin("Chunking", 0);
-                begun = true;
-            }
-            let mut batch = Vec::with_capacity(docs.len());
-            for doc in &docs {
-                let cut = match doc.chunk_chars {
-                    // A knowledge base that set its own size cuts in characters (seed 003).
-                    Some((size, overlap)) => chunk_markdown(
-                        &doc.body,
-                        ChunkOptions {
-                            max_size: size,
-                            overlap: overlap.min(size / 2),
-                        },
-                        &CharSizer,
-                    ),
-                    None => {
-                        // The title is embedded with each chunk; leave room for it.
-                        let title_tokens = if doc.title.is_empty() {
-                            0
-                        } else {
-                            tokens(&doc.title)
-                        };
-                        let max = opts
-                            .max_size
-                            .saturating_sub(title_tokens)
-                            .max(opts.max_size / 2);
-                        let per_doc = ChunkOptions {
-                            max_size: max,
-                            overlap: opts.overlap.min(max / 4),
-                        };
-                        chunk_markdown(&doc.body, per_doc, &tokens)
-                    }
-                };
-                let chunks = cut
-                    .into_iter()
-                    .map(|c| NewChunk {
-                        hash: quarry_ingest::content_hash(
-                            embed_input(&doc.title, c.text(&doc.body)).as_bytes(),
-                        ),
-                        page: quarry_core::page_at(&doc.pages, c.start),
-                        byte_start: c.start,
-                        byte_end: c.end,
-                        line_start: c.line_start,
-                        line_end: c.line_end,
-                    })
-                    .collect();
-                batch.push(DocChunks {
-                    document_id: doc.id,
-                    doc_hash: doc.hash.clone(),
-                    chunks,
-                });
-            }
-            store.replace_chunks(&batch)?;
-            done += docs.len() as u64;
-            progress.advance(docs.len() as u64);
-        }
-        if begun {
-            progress.end();
-        }
-        Ok(done)
     }
 
     fn embed_pending(
@@ -709,19 +604,18 @@ impl Engine {
         Ok(vectors)
     }
 
-    /// Documents nearest to `query_vec`, best chunk per document, best first.
-    pub(crate) fn vector_search(
+    /// The `want` chunks nearest to `query_vec` (limited to `collections`), with their exact
+    /// cosine similarity, best first.
+    pub(crate) fn nearest_chunks(
         &self,
         query_vec: &[f32],
-        docs: usize,
+        want: usize,
         collections: Option<&[i64]>,
-    ) -> Result<Vec<VectorDocHit>> {
+    ) -> Result<Vec<(u64, f32)>> {
         let Some(index) = self.ann()? else {
             return Err(Error::Unavailable(crate::NO_VECTOR_INDEX.to_owned()));
         };
         let idx_err = |e: quarry_vectors::VectorError| Error::Index(e.to_string());
-        // Several chunks of one document may rank high; ask for more chunks than documents.
-        let want = (docs * 4).max(40);
         // Every path scores its candidates the same way (exactly, on the stored vectors):
         // the graph's own distances (on quantised vectors) differ slightly, and the
         // calibration's z-scores would turn that into a score that depends on whether a
@@ -766,6 +660,48 @@ impl Engine {
                 }
             }
         };
+        Ok(raw)
+    }
+
+    /// Exact cosine similarity of `query_vec` to each of `chunk_ids` that the vector index
+    /// holds (chunks not embedded yet are absent from the answer).
+    pub(crate) fn chunk_similarities(
+        &self,
+        query_vec: &[f32],
+        chunk_ids: &[i64],
+    ) -> Result<HashMap<i64, f32>> {
+        let Some(index) = self.ann()? else {
+            return Ok(HashMap::new());
+        };
+        let mut vectors = Vec::new();
+        for &id in chunk_ids {
+            if let Some(v) = index
+                .get(id as u64)
+                .map_err(|e| Error::Index(e.to_string()))?
+            {
+                vectors.push((id as u64, v));
+            }
+        }
+        Ok(quarry_vectors::exact_search(
+            vectors.iter().map(|(k, v)| (*k, v.as_slice())),
+            query_vec,
+            vectors.len(),
+            None,
+        )
+        .into_iter()
+        .map(|(k, s)| (k as i64, s))
+        .collect())
+    }
+
+    /// Documents nearest to `query_vec`, best chunk per document, best first.
+    pub(crate) fn vector_search(
+        &self,
+        query_vec: &[f32],
+        docs: usize,
+        collections: Option<&[i64]>,
+    ) -> Result<Vec<VectorDocHit>> {
+        // Several chunks of one document may rank high; ask for more chunks than documents.
+        let raw = self.nearest_chunks(query_vec, (docs * 4).max(40), collections)?;
         let chunk_ids: Vec<i64> = raw.iter().map(|(k, _)| *k as i64).collect();
         let refs: HashMap<i64, ChunkRef> = self
             .store()

@@ -2,7 +2,9 @@
 //! (see [`TITLE_WEIGHT`]).
 //!
 //! The index is derived data: it stores no text, only postings and a fast `id` column that
-//! points back at the store's document id. [`FtsIndex::apply`] deletes each id before
+//! points back at the store's document id. A *passage* index ([`FtsIndex::open_passages`])
+//! has one entry per chunk instead (`id` is the chunk's id) and a `doc` column with its
+//! document's id, so a document's passages are replaced together. [`FtsIndex::apply`] deletes each id before
 //! re-adding it, so replaying work after a crash never duplicates a document. A tantivy
 //! commit is atomic, so readers in other processes see either the old or the new index,
 //! never half of one.
@@ -39,11 +41,44 @@ pub const PATH_WEIGHT: usize = 2;
 /// tantivy's BM25 `k1`.
 const BM25_K1: f32 = 1.2;
 
+/// Weight of a passage's heading path (and its document's title) in a passage index: the
+/// words of the section a passage sits under describe it, as a title describes a document.
+pub const HEADING_WEIGHT: usize = 2;
+
 #[derive(Clone, Copy)]
 struct Fields {
     id: Field,
     collection: Field,
     text: Field,
+    /// Passage indexes only: the document a passage belongs to.
+    doc: Option<Field>,
+}
+
+/// One passage to index.
+#[derive(Debug, Clone)]
+pub struct PassageDoc<'a> {
+    pub id: i64,
+    pub document_id: i64,
+    pub collection_id: i64,
+    pub title: &'a str,
+    pub heading: &'a str,
+    pub text: &'a str,
+}
+
+fn passage_schema() -> (Schema, Fields) {
+    let (schema, fields) = schema();
+    let mut b = Schema::builder();
+    for (_, entry) in schema.fields() {
+        b.add_field(entry.clone());
+    }
+    let doc = b.add_u64_field("doc", INDEXED | FAST);
+    (
+        b.build(),
+        Fields {
+            doc: Some(doc),
+            ..fields
+        },
+    )
 }
 
 fn schema() -> (Schema, Fields) {
@@ -57,6 +92,7 @@ fn schema() -> (Schema, Fields) {
         id: b.add_u64_field("id", INDEXED | FAST | STORED),
         collection: b.add_u64_field("collection", INDEXED | FAST),
         text: b.add_text_field("text", text),
+        doc: None,
     };
     (b.build(), fields)
 }
@@ -72,25 +108,43 @@ pub struct FtsIndex {
     reader: IndexReader,
 }
 
-/// A raw BM25 hit: the store's document id and its score.
+/// A raw BM25 hit: the store's document id (a passage index: the chunk's id) and its score.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct FtsHit {
     pub id: i64,
     pub score: f32,
 }
 
+fn open_dir(dir: &Path, schema: Schema) -> Result<Index> {
+    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    if dir.join("meta.json").exists() {
+        Index::open_in_dir(dir).map_err(idx_err)
+    } else {
+        Index::create_in_dir(dir, schema).map_err(idx_err)
+    }
+}
+
 impl FtsIndex {
     /// Opens the index in `dir`, creating it when absent. Creation must happen under the
     /// engine's writer lock.
     pub fn open_or_create(dir: &Path) -> Result<Self> {
-        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
         let (schema, fields) = schema();
-        let index = if dir.join("meta.json").exists() {
-            Index::open_in_dir(dir).map_err(idx_err)?
-        } else {
-            Index::create_in_dir(dir, schema).map_err(idx_err)?
-        };
-        Self::with_index(index, fields)
+        Self::with_index(open_dir(dir, schema)?, fields)
+    }
+
+    /// Opens the passage index in `dir`, creating it when absent (under the writer lock).
+    pub fn open_or_create_passages(dir: &Path) -> Result<Self> {
+        let (schema, fields) = passage_schema();
+        Self::with_index(open_dir(dir, schema)?, fields)
+    }
+
+    /// Opens an existing passage index; `Ok(None)` when there is none yet.
+    pub fn open_passages(dir: &Path) -> Result<Option<Self>> {
+        if !dir.join("meta.json").exists() {
+            return Ok(None);
+        }
+        let index = Index::open_in_dir(dir).map_err(idx_err)?;
+        Self::with_index(index, passage_schema().1).map(Some)
     }
 
     /// A fresh index held in memory (small derived indexes, such as the tool catalog's).
@@ -109,6 +163,18 @@ impl FtsIndex {
     }
 
     fn with_index(index: Index, fields: Fields) -> Result<Self> {
+        // An index written with another schema (a document index where passages are
+        // expected) would answer with the wrong ids: refuse it, the caller rebuilds.
+        let expected = if fields.doc.is_some() {
+            passage_schema().0
+        } else {
+            schema().0
+        };
+        if index.schema() != expected {
+            return Err(Error::Index(
+                "the keyword index was written with another schema; it must be rebuilt".into(),
+            ));
+        }
         index
             .tokenizers()
             .register(TOKENIZER, analyzer::QuarryTokenizer);
@@ -324,6 +390,33 @@ pub struct FtsWriter {
 }
 
 impl FtsWriter {
+    /// Replaces the passages of documents: every passage of `documents` is deleted, then
+    /// `passages` added (a document removed from the store is in `documents` only).
+    pub fn apply_passages(&mut self, documents: &[i64], passages: &[PassageDoc<'_>]) -> Result<()> {
+        let f = self.fields;
+        let Some(doc_field) = f.doc else {
+            return Err(Error::Index("not a passage index".into()));
+        };
+        for id in documents {
+            self.writer
+                .delete_term(Term::from_field_u64(doc_field, *id as u64));
+        }
+        for p in passages {
+            let mut doc: TantivyDocument = doc!(
+                f.id => p.id as u64,
+                f.collection => p.collection_id as u64,
+                doc_field => p.document_id as u64,
+            );
+            doc.add_text(f.text, p.title);
+            for _ in 0..HEADING_WEIGHT {
+                doc.add_text(f.text, p.heading);
+            }
+            doc.add_text(f.text, p.text);
+            self.writer.add_document(doc).map_err(idx_err)?;
+        }
+        Ok(())
+    }
+
     pub fn apply(&mut self, work: &IndexWork) -> Result<()> {
         let f = self.fields;
         for id in &work.deletes {

@@ -232,6 +232,9 @@ struct SearchBody {
     min_score: Option<f64>,
     #[serde(default)]
     rerank: Option<bool>,
+    /// Quarry's diagnostic: each result's retrieval evidence.
+    #[serde(default)]
+    explain: bool,
 }
 
 async fn knowledge_search(caller: Caller, Body(b): Body<SearchBody>) -> Result<Response, ApiError> {
@@ -257,6 +260,7 @@ async fn knowledge_search(caller: Caller, Body(b): Body<SearchBody>) -> Result<R
     req.top_k = b.top_k.unwrap_or(req.top_k);
     req.min_score = b.min_score.unwrap_or(req.min_score);
     req.rerank = b.rerank.unwrap_or(req.rerank);
+    req.explain = b.explain;
     let mut kbs: Vec<String> = b.knowledge_base_ids.unwrap_or_default();
     kbs.extend(b.knowledge_base_id);
     if !kbs.is_empty() {
@@ -269,6 +273,8 @@ async fn knowledge_search(caller: Caller, Body(b): Body<SearchBody>) -> Result<R
         "results": found.results,
         "total_count": found.total_count,
         "search_mode": found.search_mode,
+        "rerank": found.rerank,
+        "warnings": found.warnings,
     }))
     .into_response())
 }

@@ -218,6 +218,12 @@ pub trait Store:
         collection_id: Option<i64>,
         limit: usize,
     ) -> Result<Vec<ChunkSource>>;
+    /// Those of `document_ids` whose chunks are missing or were cut from other content
+    /// (chunks are cut when a document is keyword-indexed).
+    fn chunk_sources(&self, document_ids: &[i64]) -> Result<Vec<ChunkSource>>;
+    /// Forgets the chunking of every document of every space (the chunker changed): the
+    /// next index flush cuts them again.
+    fn reset_all_chunks(&self) -> Result<()>;
     /// Replaces each document's chunks (old ones get ANN tombstones), unless the document
     /// changed since it was read (its hash is no longer `doc_hash`).
     fn replace_chunks(&self, docs: &[DocChunks]) -> Result<()>;

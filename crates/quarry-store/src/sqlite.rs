@@ -1068,21 +1068,40 @@ impl Store for SqliteStore {
             )
             .map_err(db_err)?;
         let rows = stmt
-            .query_map(params![space, collection_id, limit as i64], |r| {
-                let size: Option<i64> = r.get(5)?;
-                let overlap: Option<i64> = r.get(6)?;
-                Ok(ChunkSource {
-                    id: r.get(0)?,
-                    hash: r.get(1)?,
-                    title: r.get(2)?,
-                    body: r.get(3)?,
-                    pages: quarry_core::decode_pages(&r.get::<_, String>(4)?),
-                    chunk_chars: size
-                        .map(|s| (s.max(1) as usize, overlap.unwrap_or(0).max(0) as usize)),
-                })
-            })
+            .query_map(
+                params![space, collection_id, limit as i64],
+                chunk_source_from_row,
+            )
             .map_err(db_err)?;
         rows.collect::<rusqlite::Result<Vec<_>>>().map_err(db_err)
+    }
+
+    fn chunk_sources(&self, document_ids: &[i64]) -> Result<Vec<ChunkSource>> {
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT d.id, d.hash, d.title, d.body, d.pages, c.chunk_size, c.chunk_overlap \
+                 FROM documents d JOIN collections c ON c.id = d.collection_id \
+                 WHERE d.id = ?1 AND (d.chunked_hash IS NULL OR d.chunked_hash != d.hash)",
+            )
+            .map_err(db_err)?;
+        let mut out = Vec::new();
+        for id in document_ids {
+            let row = stmt
+                .query_row([id], chunk_source_from_row)
+                .optional()
+                .map_err(db_err)?;
+            out.extend(row);
+        }
+        Ok(out)
+    }
+
+    fn reset_all_chunks(&self) -> Result<()> {
+        self.write(|tx| {
+            tx.execute("UPDATE documents SET chunked_hash = NULL", [])
+                .map_err(db_err)?;
+            Ok(())
+        })
     }
 
     fn replace_chunks(&self, docs: &[DocChunks]) -> Result<()> {
@@ -1466,6 +1485,20 @@ impl Store for SqliteStore {
 }
 
 const CHUNK_COLUMNS: &str = "id, document_id, byte_start, byte_end, line_start, line_end, page";
+
+/// A `ChunkSource` from `id, hash, title, body, pages, chunk_size, chunk_overlap`.
+fn chunk_source_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ChunkSource> {
+    let size: Option<i64> = r.get(5)?;
+    let overlap: Option<i64> = r.get(6)?;
+    Ok(ChunkSource {
+        id: r.get(0)?,
+        hash: r.get(1)?,
+        title: r.get(2)?,
+        body: r.get(3)?,
+        pages: quarry_core::decode_pages(&r.get::<_, String>(4)?),
+        chunk_chars: size.map(|s| (s.max(1) as usize, overlap.unwrap_or(0).max(0) as usize)),
+    })
+}
 
 fn chunk_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ChunkRef> {
     Ok(ChunkRef {
