@@ -9,7 +9,8 @@ Jina-shaped ``POST /rerank``, like ``crates/quarry-cli/tests/common/fake_models.
 - The chat endpoint answers ``variants`` (numbered, one per line) as the query expansion.
 - The reranker scores a document 1.0 when it contains ``rerank_word``, else 0.0.
 - Every request is recorded (:attr:`FakeModels.requests`); ``fail_embed``, ``fail_chat`` and
-  ``fail_rerank`` make the endpoint answer HTTP 500 (see :meth:`FakeModels.failing`).
+  ``fail_rerank`` make the endpoint answer HTTP 500 (see :meth:`FakeModels.failing`);
+  ``fail_embed_containing`` does so only for embedding inputs containing a text.
 
 ``FakeModels.start()`` binds 127.0.0.1:0 and serves from a daemon thread; ``stop()`` shuts it down.
 """
@@ -81,6 +82,9 @@ class FakeModels:
     url: str = ""
     requests: list[Request] = field(default_factory=list)
     fail_embed: bool = False
+    # Embedding requests with an input containing this text answer HTTP 500 (documents that
+    # cannot be embedded while queries still can).
+    fail_embed_containing: str | None = None
     fail_chat: bool = False
     fail_rerank: bool = False
     variants: list[str] = field(default_factory=list)
@@ -174,6 +178,8 @@ class FakeModels:
             model = str(req.get("model", ""))
             inputs = req.get("input")
             inputs = [inputs] if isinstance(inputs, str) else [t for t in (inputs or []) if isinstance(t, str)]
+            if self.fail_embed_containing and any(self.fail_embed_containing in t for t in inputs):
+                return 500, {"error": {"message": "embedding backend refuses this text"}}
             data = [
                 {"object": "embedding", "index": i, "embedding": fake_embedding(model, t)} for i, t in enumerate(inputs)
             ]

@@ -109,6 +109,58 @@ pub fn hybrid_probability(
     )
 }
 
+// Passages (`passages.rs`), fitted by `eval/fit_passages.py` on the fitting half of
+// `eval/long-docs.jsonl` (multilingual-e5-small vectors); eval/README.md has the held-out
+// tables. Vector evidence adds the raw similarity: on passages of long documents the list's
+// shape alone cannot tell a question the documents answer from one they do not.
+const PASSAGE_KW: [f64; 5] = [-0.9936, 7.686, -2.441, -1.808, 2.303];
+const PASSAGE_VEC: [f64; 6] = [-1.753, 0.823, -0.8882, -0.5417, 0.07561, 0.0];
+const PASSAGE_HYB: [f64; 5] = [-1.0, 1.0, 1.0, 0.0, 0.0];
+
+fn passage_keyword_logit(e: &KeywordEvidence) -> f64 {
+    PASSAGE_KW[0]
+        + PASSAGE_KW[1] * e.coverage
+        + PASSAGE_KW[2] * e.relative
+        + PASSAGE_KW[3] * ((e.rank + 1) as f64).ln()
+        + PASSAGE_KW[4] * e.margin
+}
+
+fn passage_vector_logit(e: &VectorEvidence) -> f64 {
+    PASSAGE_VEC[0]
+        + PASSAGE_VEC[1] * e.z
+        + PASSAGE_VEC[2] * e.gap
+        + PASSAGE_VEC[3] * ((e.rank + 1) as f64).ln()
+        + PASSAGE_VEC[4] * e.margin
+        + PASSAGE_VEC[5] * f64::from(e.similarity)
+}
+
+/// Probability that a passage found by keyword is relevant.
+pub fn passage_keyword_probability(e: &KeywordEvidence) -> f64 {
+    sigmoid(passage_keyword_logit(e))
+}
+
+/// Probability that a passage found by vector is relevant.
+pub fn passage_vector_probability(e: &VectorEvidence) -> f64 {
+    sigmoid(passage_vector_logit(e))
+}
+
+/// Probability that a passage that has a vector is relevant, given what each retriever
+/// said about it (`None`: that retriever did not find it).
+pub fn passage_hybrid_probability(
+    keyword: Option<&KeywordEvidence>,
+    vector: Option<&VectorEvidence>,
+) -> f64 {
+    let (lk, fk) = keyword.map_or((0.0, 0.0), |e| (passage_keyword_logit(e), 1.0));
+    let (lv, fv) = vector.map_or((0.0, 0.0), |e| (passage_vector_logit(e), 1.0));
+    sigmoid(
+        PASSAGE_HYB[0]
+            + PASSAGE_HYB[1] * lk
+            + PASSAGE_HYB[2] * lv
+            + PASSAGE_HYB[3] * fk
+            + PASSAGE_HYB[4] * fv,
+    )
+}
+
 /// Coefficients of the per-query vector share `σ(a + b·(lv − lk) + c·margin + d·coverage)`
 /// (`hybrid.rs`): lk, lv are the logits of each list's best hit, margin and coverage those of
 /// the keyword leader. Chosen on the five judged sets with vectors to maximise the smallest

@@ -348,7 +348,7 @@ fn combine(
 ) -> Vec<Candidate> {
     let kw_probabilities = calibration::list_probabilities(
         &keyword.iter().map(|(_, e)| *e).collect::<Vec<_>>(),
-        calibration::keyword_probability,
+        calibration::passage_keyword_probability,
     );
     let mut out: Vec<Candidate> = Vec::new();
     let mut at: HashMap<i64, usize> = HashMap::new();
@@ -389,11 +389,11 @@ fn combine(
             c.evidence.keyword.as_ref(),
             c.evidence.vector.as_ref(),
         ) {
-            (SearchMode::Vector, _, Some(ve)) => calibration::vector_probability(ve),
+            (SearchMode::Vector, _, Some(ve)) => calibration::passage_vector_probability(ve),
             (SearchMode::Vector, _, None) => 0.0,
             // Not embedded yet: its keyword evidence alone, as keyword mode scores it.
             (_, Some(_), None) if !c.evidence.embedded => c.score,
-            (_, k, ve) => calibration::hybrid_probability(k, ve),
+            (_, k, ve) => calibration::passage_hybrid_probability(k, ve),
         };
     }
     if mode == SearchMode::Vector {
@@ -405,5 +405,10 @@ fn combine(
 /// At most `max_chars` of a passage around its best-matching line, without line numbers.
 fn excerpt(text: &str, terms: &[String], max_chars: usize) -> String {
     let snippet = crate::search::snippet_in(text, terms, max_chars, None);
-    crate::knowledge_search::plain_text(&snippet).0
+    let plain = crate::knowledge_search::plain_text(&snippet).0;
+    // The snippet's budget leaves out the line breaks it joins with.
+    match plain.char_indices().nth(max_chars) {
+        Some((cut, _)) => plain[..cut].trim_end().to_owned(),
+        None => plain,
+    }
 }
