@@ -202,27 +202,36 @@ def index(srv, docs_dir, want_vectors, timeout):
     return time.monotonic() - started
 
 
-def run_queries(srv, qs, modes, top_k):
+def run_queries(srv, qs, modes, top_k, workers):
+    """Every question, per mode, at min_score 0 and at the default; `workers` requests at once."""
+    from concurrent.futures import ThreadPoolExecutor
     base = {p.name: p.as_posix() for p in map(Path, DOCUMENTS)}
+
+    def ask(task):
+        mode, q, min_score = task
+        body = {"query": q["query"], "knowledge_base_ids": [KB], "search_mode": mode, "top_k": top_k}
+        if min_score is not None:
+            body["min_score"] = min_score
+        code, out = srv.request("POST", "/api/v1/knowledge-search", body)
+        if code != 200:
+            raise RuntimeError(f"knowledge-search {mode} {q['query']!r}: {code} {out}")
+        results = []
+        for r in out.get("results", [])[:top_k]:
+            name = r.get("knowledge_filename") or Path(r.get("file") or "").name
+            results.append({"id": r.get("id"), "file": base.get(name, name), "page": r.get("page"),
+                            "score": r.get("score"), "match_type": r.get("match_type")})
+        return {"query": q["query"], "lang": q["lang"], "kind": q["kind"], "split": q["split"],
+                "mode": mode, "min_score": min_score, "results": results}
+
     runs = []
-    for mode in modes:
-        t0 = time.monotonic()
-        for q in qs:
-            for min_score in (0, None):
-                body = {"query": q["query"], "knowledge_base_ids": [KB], "search_mode": mode, "top_k": top_k}
-                if min_score is not None:
-                    body["min_score"] = min_score
-                code, out = srv.request("POST", "/api/v1/knowledge-search", body)
-                if code != 200:
-                    sys.exit(f"knowledge-search {mode} {q['query']!r}: {code} {out}")
-                results = []
-                for r in out.get("results", [])[:top_k]:
-                    name = r.get("knowledge_filename") or Path(r.get("file") or "").name
-                    results.append({"id": r.get("id"), "file": base.get(name, name), "page": r.get("page"),
-                                    "score": r.get("score"), "match_type": r.get("match_type")})
-                runs.append({"query": q["query"], "lang": q["lang"], "kind": q["kind"], "split": q["split"],
-                             "mode": mode, "min_score": min_score, "results": results})
-        eprint(f"{mode}: {len(qs)} questions in {time.monotonic() - t0:.1f}s")
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        for mode in modes:
+            t0 = time.monotonic()
+            try:
+                runs += pool.map(ask, [(mode, q, ms) for q in qs for ms in (0, None)])
+            except RuntimeError as e:
+                sys.exit(str(e))
+            eprint(f"{mode}: {len(qs)} questions in {time.monotonic() - t0:.1f}s")
     return runs
 
 
@@ -336,6 +345,7 @@ def main():
                     "~/.cache/quarry-models/multilingual-e5-small")
     ap.add_argument("--modes", default="keyword,vector,hybrid")
     ap.add_argument("--top-k", type=int, default=10)
+    ap.add_argument("--workers", type=int, default=4, help="requests in flight at once (default %(default)s)")
     ap.add_argument("--timeout", type=int, default=3600, help="seconds to wait for indexing/embedding")
     ap.add_argument("--json", help="write the summary and every result list here")
     ap.add_argument("--quiet", action="store_true", help="no tables on stdout (for guard.py)")
@@ -361,7 +371,7 @@ def main():
     try:
         took = index(srv, a.docs, want_vectors, a.timeout)
         eprint(f"indexed in {took:.1f}s ({home})")
-        runs = run_queries(srv, qs, modes, a.top_k)
+        runs = run_queries(srv, qs, modes, a.top_k, a.workers)
     finally:
         srv.stop()
         if tmp:
