@@ -16,6 +16,7 @@ use crate::util::{self, md_table};
 use crate::xml::{attr, part_text, relationships, resolve_ref, toggle_on};
 use crate::zipc::Package;
 use crate::{ConvertError, ConvertOptions, Converted, Converter, Deadline, Format, Image};
+use quarry_core::FurnitureKind;
 
 pub(crate) struct DocxConverter;
 
@@ -74,6 +75,9 @@ impl Converter for DocxConverter {
             alt: String::new(),
             first_heading: None,
             warnings: Vec::new(),
+            sdts: Vec::new(),
+            fields: Vec::new(),
+            instr: None,
         };
         walker.walk(&doc_xml, &deadline)?;
         let Walker {
@@ -112,8 +116,10 @@ impl Converter for DocxConverter {
         if images.len() > 1000 {
             warnings.push(format!("{} images extracted", images.len()));
         }
+        let (markdown, furniture) = util::take_marks(&util::tidy(&md));
         Ok(Converted {
-            markdown: util::tidy(&md),
+            markdown,
+            furniture,
             title,
             images,
             warnings,
@@ -162,6 +168,9 @@ fn main_part(pkg: &mut Package<'_>) -> Result<String, ConvertError> {
 #[derive(Debug, Default, Clone)]
 struct Style {
     heading: Option<u8>,
+    /// `toc 1`…`toc 9`, `TOC Heading`, `table of figures` (contents); `index 1`…, `index
+    /// heading` (index).
+    furniture: Option<FurnitureKind>,
     based_on: Option<String>,
     num: Option<(String, u32)>,
 }
@@ -205,6 +214,7 @@ fn parse_styles(xml: &str) -> HashMap<String, Style> {
             Ok(Event::End(e)) if e.local_name().as_ref() == "style" => {
                 if let Some((id, mut s, name)) = cur.take() {
                     let lname = name.unwrap_or_default().to_ascii_lowercase();
+                    s.furniture = furniture_style(&lname);
                     if let Some(n) = lname.strip_prefix("heading ") {
                         if let Ok(n) = n.trim().parse::<u8>() {
                             s.heading = Some(n.clamp(1, 6));
@@ -223,6 +233,49 @@ fn parse_styles(xml: &str) -> HashMap<String, Style> {
         }
     }
     map
+}
+
+/// What Word's built-in style names for tables of contents and indexes say.
+fn furniture_style(lname: &str) -> Option<FurnitureKind> {
+    let numbered = |prefix: &str| {
+        lname
+            .strip_prefix(prefix)
+            .is_some_and(|n| n.len() == 1 && n.as_bytes()[0].is_ascii_digit())
+    };
+    if numbered("toc ") || lname == "toc heading" || lname == "table of figures" {
+        Some(FurnitureKind::Contents)
+    } else if numbered("index ") || lname == "index heading" {
+        Some(FurnitureKind::Index)
+    } else {
+        None
+    }
+}
+
+/// The furniture kind of a style, following `basedOn`.
+fn style_furniture(styles: &HashMap<String, Style>, id: &str) -> Option<FurnitureKind> {
+    let mut cur = Some(id.to_owned());
+    for _ in 0..10 {
+        let s = cur.as_ref().and_then(|c| styles.get(c))?;
+        if s.furniture.is_some() {
+            return s.furniture;
+        }
+        cur = s.based_on.clone();
+    }
+    None
+}
+
+/// What a field instruction (`TOC \o "1-3" \h`, ` INDEX \e "…" `) makes of its result.
+fn field_furniture(instr: &str) -> Option<FurnitureKind> {
+    match instr
+        .split_whitespace()
+        .next()?
+        .to_ascii_uppercase()
+        .as_str()
+    {
+        "TOC" => Some(FurnitureKind::Contents),
+        "INDEX" => Some(FurnitureKind::Index),
+        _ => None,
+    }
 }
 
 /// Heading level and list numbering of a style, following `basedOn`.
@@ -409,6 +462,8 @@ struct Seg {
 #[derive(Debug, Default)]
 struct Para {
     style: Option<String>,
+    /// Inside a table-of-contents or index field.
+    furniture: Option<FurnitureKind>,
     outline: Option<u8>,
     num: Option<(String, u32)>,
     segs: Vec<Seg>,
@@ -445,6 +500,13 @@ struct Walker<'a, 'p> {
     alt: String,
     first_heading: Option<String>,
     warnings: Vec<String>,
+    /// Open structured-document tags: whether each is a table of contents (a `docPartObj`
+    /// whose gallery is "Table of Contents").
+    sdts: Vec<bool>,
+    /// Open complex fields (`fldChar` begin … end) and what their instruction makes them.
+    fields: Vec<Option<FurnitureKind>>,
+    /// The instruction text of the innermost field, while it is being read.
+    instr: Option<String>,
 }
 
 impl Walker<'_, '_> {
@@ -480,7 +542,13 @@ impl Walker<'_, '_> {
                         continue;
                     }
                     match name {
-                        "Fallback" | "del" | "instrText" | "delText" => self.skip = 1,
+                        "instrText" => {
+                            self.skip = 1;
+                            if self.instr.is_none() && self.fields.last() == Some(&None) {
+                                self.instr = Some(String::new());
+                            }
+                        }
+                        "Fallback" | "del" | "delText" => self.skip = 1,
                         _ => self.start(name, &e)?,
                     }
                 }
@@ -496,6 +564,13 @@ impl Walker<'_, '_> {
                     }
                     self.end(e.local_name().as_ref());
                 }
+                Event::Text(t) if self.skip == 1 && self.instr.is_some() => {
+                    if let Some(i) = self.instr.as_mut()
+                        && i.len() < 1024
+                    {
+                        i.push_str(&t.xml10_content());
+                    }
+                }
                 Event::Text(t) if self.in_text && self.skip == 0 => {
                     self.push_text(&t.xml10_content());
                 }
@@ -510,6 +585,7 @@ impl Walker<'_, '_> {
     }
 
     fn push_text(&mut self, text: &str) {
+        let text = &*util::strip_marks(text);
         let Some(p) = self.paras.last_mut() else {
             return;
         };
@@ -542,6 +618,33 @@ impl Walker<'_, '_> {
     ) -> Result<(), ConvertError> {
         match name {
             "p" => self.paras.push(Para::default()),
+            "sdt" => self.sdts.push(false),
+            "docPartGallery" => {
+                if let Some(top) = self.sdts.last_mut() {
+                    *top =
+                        attr(e, "val").is_some_and(|v| v.eq_ignore_ascii_case("Table of Contents"));
+                }
+            }
+            "fldChar" => match attr(e, "fldCharType").as_deref() {
+                Some("begin") => {
+                    self.end_instruction();
+                    self.fields.push(None);
+                }
+                Some("separate") => self.end_instruction(),
+                Some("end") => {
+                    self.end_instruction();
+                    self.note_field_furniture();
+                    self.fields.pop();
+                }
+                _ => {}
+            },
+            "fldSimple" => {
+                if let Some(kind) = attr(e, "instr").as_deref().and_then(field_furniture)
+                    && let Some(p) = self.paras.last_mut()
+                {
+                    p.furniture = Some(kind);
+                }
+            }
             "pPr" => self.in_ppr = true,
             "rPr" => self.in_rpr = true,
             "r" => {
@@ -653,9 +756,34 @@ impl Walker<'_, '_> {
         Ok(())
     }
 
+    /// The field instruction read so far decides what the innermost field is.
+    fn end_instruction(&mut self) {
+        if let Some(instr) = self.instr.take()
+            && let Some(top) = self.fields.last_mut()
+        {
+            *top = field_furniture(&instr);
+            self.note_field_furniture();
+        }
+    }
+
+    /// The current paragraph is furniture when a contents or index field is open in it.
+    fn note_field_furniture(&mut self) {
+        if let Some(kind) = self.fields.iter().rev().find_map(|f| *f)
+            && let Some(p) = self.paras.last_mut()
+        {
+            p.furniture = p.furniture.or(Some(kind));
+        }
+    }
+
     fn end(&mut self, name: &str) {
         match name {
-            "p" => self.end_paragraph(),
+            "p" => {
+                self.note_field_furniture();
+                self.end_paragraph();
+            }
+            "sdt" => {
+                self.sdts.pop();
+            }
             "pPr" => self.in_ppr = false,
             "rPr" => self.in_rpr = false,
             "t" => self.in_text = false,
@@ -777,6 +905,14 @@ impl Walker<'_, '_> {
             .map(|s| style_props(self.styles, s))
             .unwrap_or((None, None));
         let heading = p.outline.or(style_heading);
+        let furniture = p
+            .furniture
+            .or_else(|| {
+                p.style
+                    .as_deref()
+                    .and_then(|s| style_furniture(self.styles, s))
+            })
+            .or_else(|| self.sdts.contains(&true).then_some(FurnitureKind::Contents));
         let mut segs = p.segs;
         if heading.is_some() && self.tables.is_empty() {
             // Images do not belong in a heading line: they go just before it.
@@ -799,6 +935,20 @@ impl Walker<'_, '_> {
             return;
         }
         if text.is_empty() {
+            return;
+        }
+        if let Some(kind) = furniture {
+            // Kept as written, one line per entry, marked for `util::take_marks`.
+            let one_line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+            let line = match heading {
+                Some(level) => format!("{} {one_line}", "#".repeat(level as usize)),
+                None => one_line,
+            };
+            self.blocks.push(Block::Para(format!(
+                "{}{line}{}",
+                util::mark_open(kind),
+                util::MARK_CLOSE
+            )));
             return;
         }
         if let Some(level) = heading {

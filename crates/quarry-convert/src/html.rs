@@ -7,6 +7,12 @@
 //! is one, and `<pre>` blocks become fenced code with the language taken from
 //! `language-x`/`lang-x`/`highlight-x` classes. Inline `data:` images are dropped (their alt
 //! text kept) so a pasted screenshot does not become megabytes of base64.
+//!
+//! The document's own table of contents (`class="toc"` as DocBook and many generators write
+//! it, `role="doc-toc"`, a `<nav>` inside the content whose links all stay on the page) is
+//! part of the document: it is kept in the Markdown and returned as
+//! [`FurnitureKind::Contents`] furniture, so it does not compete with the sections it lists.
+//! Site chrome (menus, sidebars, page headers and footers, cookie banners) is still cut.
 
 use std::rc::Rc;
 
@@ -16,6 +22,7 @@ use markup5ever_rcdom::{Handle, NodeData};
 
 use crate::util;
 use crate::{ConvertError, ConvertOptions, Converted, Converter, Format};
+use quarry_core::FurnitureKind;
 
 pub(crate) struct HtmlConverter;
 
@@ -32,10 +39,12 @@ impl Converter for HtmlConverter {
             }));
         }
         let (html, warning) = decode_html(bytes);
+        let html = util::strip_marks(&html).into_owned();
         let converter = HtmlToMarkdown::builder()
             .skip_tags(vec![
-                "script", "style", "noscript", "template", "nav", "aside", "svg", "iframe",
-                "button", "select", "object", "embed", "canvas", "head",
+                // `nav` is cut by `prune` (unless it is the page's table of contents).
+                "script", "style", "noscript", "template", "aside", "svg", "iframe", "button",
+                "select", "object", "embed", "canvas", "head",
             ])
             .add_handler(vec!["pre"], pre_handler)
             .add_handler(vec!["img"], img_handler)
@@ -49,13 +58,14 @@ impl Converter for HtmlConverter {
         let title = find_title(&dom);
         let root = content_root(&dom).unwrap_or_else(|| dom.clone());
         let is_body = !matches!(tag(&root).as_deref(), Some("main") | Some("article"));
-        prune(&root, is_body, 0);
+        prune(&root, is_body, false, 0);
         let md = converter.tree_to_markdown(&root);
-        let md = util::tidy(&compact_tables(&md));
+        let (md, furniture) = util::take_marks(&util::tidy(&compact_tables(&md)));
         let title = title.or_else(|| first_h1(&md));
         Ok(Converted {
             markdown: md,
             title,
+            furniture,
             warnings: warning.into_iter().collect(),
             ..Default::default()
         })
@@ -271,6 +281,9 @@ fn is_boilerplate(node: &Handle, drop_header_footer: bool) -> bool {
     if t == "body" || t == "html" || t == "main" || t == "article" {
         return false;
     }
+    if t == "nav" {
+        return true;
+    }
     if attr_of(node, "hidden").is_some() || attr_of(node, "aria-hidden").as_deref() == Some("true")
     {
         return true;
@@ -289,17 +302,89 @@ fn is_boilerplate(node: &Handle, drop_header_footer: bool) -> bool {
         .any(|tok| BOILERPLATE_TOKENS.contains(&tok))
 }
 
-fn prune(node: &Handle, drop_header_footer: bool, depth: usize) {
+/// The document's own table of contents: `class`/`id` token `toc` or `table-of-contents`,
+/// `role="doc-toc"`, or a `<nav>` whose links (at least three) all point into the page.
+fn is_contents(node: &Handle) -> bool {
+    let Some(t) = tag(node) else {
+        return false;
+    };
+    if attr_of(node, "hidden").is_some() || attr_of(node, "aria-hidden").as_deref() == Some("true")
+    {
+        return false;
+    }
+    if attr_of(node, "role").as_deref() == Some("doc-toc") {
+        return true;
+    }
+    let tokens = format!(
+        "{} {}",
+        attr_of(node, "class").unwrap_or_default(),
+        attr_of(node, "id").unwrap_or_default()
+    )
+    .to_ascii_lowercase();
+    if tokens
+        .split_whitespace()
+        .any(|tok| matches!(tok, "toc" | "table-of-contents"))
+    {
+        return true;
+    }
+    if t != "nav" {
+        return false;
+    }
+    let is_link = |n: &Handle| tag(n).as_deref() == Some("a") && attr_of(n, "href").is_some();
+    let links = count(node, &is_link, 0);
+    let on_page = count(
+        node,
+        &|n| is_link(n) && attr_of(n, "href").is_some_and(|h| h.starts_with('#')),
+        0,
+    );
+    links >= 3 && on_page == links
+}
+
+/// Cuts boilerplate below `node`; a table of contents is kept between furniture marks
+/// (text nodes that `util::take_marks` turns into a range of the Markdown).
+fn prune(node: &Handle, drop_header_footer: bool, in_contents: bool, depth: usize) {
     if depth > 400 {
         return;
     }
     node.children
         .borrow_mut()
-        .retain(|c| !is_boilerplate(c, drop_header_footer));
+        .retain(|c| is_contents(c) || !is_boilerplate(c, drop_header_footer));
     let children: Vec<Handle> = node.children.borrow().iter().cloned().collect();
+    let mut marked = Vec::new();
     for c in &children {
-        prune(c, drop_header_footer, depth + 1);
+        // Nested contents lists (DocBook's `dl.toc` in `div.toc`) are inside the outer mark.
+        let contents = !in_contents && is_contents(c);
+        if contents {
+            marked.push(c.clone());
+        }
+        prune(c, drop_header_footer, in_contents || contents, depth + 1);
     }
+    if marked.is_empty() {
+        return;
+    }
+    let text_node = |s: String| {
+        let n = markup5ever_rcdom::Node::new(NodeData::Text {
+            contents: std::cell::RefCell::new(s.as_str().into()),
+        });
+        n.parent.set(Some(Rc::downgrade(node)));
+        n
+    };
+    let mut kids = node.children.borrow_mut();
+    let mut out = Vec::with_capacity(kids.len() + 2 * marked.len());
+    for c in kids.drain(..) {
+        let is_marked = marked.iter().any(|m| Rc::ptr_eq(m, &c));
+        if is_marked {
+            out.push(text_node(format!(
+                "\n{}\n",
+                util::mark_open(FurnitureKind::Contents)
+            )));
+        }
+        out.push(c);
+        if is_marked {
+            out.push(text_node(format!("\n{}\n", util::MARK_CLOSE)));
+        }
+    }
+    *kids = out;
 }
 
 /// The code language from `language-x`, `lang-x`, `highlight-x`, `brush: x` classes on the

@@ -10,12 +10,18 @@
 //! installed and allowed) or to `pages_without_text`; a file with no text at all is
 //! [`ConvertError::NoText`]. Every call into the parser runs under `catch_unwind`: one bad
 //! page costs a warning, not the document.
+//!
+//! Layout furniture stays in the Markdown and is reported as byte ranges
+//! ([`find_furniture`]): running headers and footers, page numbers, tables of contents (and
+//! lists of tables/figures) and back-of-book indexes.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::Duration;
 
 use pdf_oxide::PdfDocument;
 use pdf_oxide::converters::{ConversionOptions, ReadingOrderMode};
+
+use quarry_core::{Furniture, FurnitureKind};
 
 use crate::util;
 use crate::{ConvertError, ConvertOptions, Converted, Converter, Deadline, Format, Ocr, ocr};
@@ -101,7 +107,7 @@ fn convert_pdf(bytes: &[u8], opts: &ConvertOptions) -> Result<Converted, Convert
             vertical.push(page);
         }
         let text = match raw {
-            Ok(Ok(t)) => clean_page(&t),
+            Ok(Ok(t)) => restore_dropped_punctuation(&doc, i, clean_page(&t)),
             Ok(Err(e)) => {
                 if is_encryption_error(&e) {
                     return Err(ConvertError::Encrypted(Format::Pdf));
@@ -156,9 +162,16 @@ fn convert_pdf(bytes: &[u8], opts: &ConvertOptions) -> Result<Converted, Convert
         };
         page_texts.push(text);
     }
-    strip_running_lines(&mut page_texts);
+    let page_furniture = find_furniture(&page_texts);
+    let mut furniture = Vec::new();
     for (i, text) in page_texts.iter().enumerate() {
+        let start = md.len();
         util::push_page(&mut md, &mut pages, i as u32 + 1, text);
+        furniture.extend(page_furniture[i].iter().map(|&(from, to, kind)| Furniture {
+            kind,
+            byte_start: start + from,
+            byte_end: start + to,
+        }));
     }
     if failed.len() == count {
         if bombs > 0 {
@@ -189,11 +202,12 @@ fn convert_pdf(bytes: &[u8], opts: &ConvertOptions) -> Result<Converted, Convert
         md.pop();
     }
     util::end_pages_at(&mut pages, md.len());
+    let furniture = util::normalize_furniture(furniture, md.len());
     Ok(Converted {
         markdown: md,
         title,
         pages,
-        furniture: Vec::new(),
+        furniture,
         images: Vec::new(),
         pages_without_text,
         pages_ocred,
@@ -403,6 +417,127 @@ fn ocr_page(
     }
 }
 
+/// Brackets and quotes that pdf_oxide's Markdown converter can drop (a lone `)` or `）`
+/// span next to text in another font: "Osamu Aoki (青木修", "（版本 2.100 (2023-…").
+const DROPPABLE: &[char] = &[
+    ')', '）', '(', '（', '”', '“', '’', '‘', ']', '】', '[', '【', '」', '「', '』', '『', '》',
+    '《',
+];
+
+/// Puts back brackets and quotes that the Markdown lost but the page's plain text (pdf_oxide's
+/// own `extract_text`, which keeps them) has.
+fn restore_dropped_punctuation(doc: &PdfDocument, index: usize, md: String) -> String {
+    let Ok(Ok(plain)) = catch_unwind(AssertUnwindSafe(|| doc.extract_text(index))) else {
+        return md;
+    };
+    let count = |s: &str| s.chars().filter(|c| DROPPABLE.contains(c)).count();
+    if count(&plain) <= count(&md) {
+        return md;
+    }
+    restore_from_plain(&md, &plain)
+}
+
+/// Markdown syntax pdf_oxide or [`clean_page`] adds that the plain text lacks.
+fn is_markup(c: char) -> bool {
+    matches!(c, '*' | '#' | '|' | '`' | '_' | '>' | '-')
+}
+
+/// Aligns the Markdown with the plain text (whitespace and markup aside) and inserts a
+/// [`DROPPABLE`] character the plain text has where the Markdown skips it: only right after
+/// a character both agree on, and only when the next three characters agree too. Where the
+/// two disagree otherwise (reading order, tables), it looks ahead for the Markdown's next
+/// words to pick up the thread, and inserts nothing until it has.
+fn restore_from_plain(md: &str, plain: &str) -> String {
+    // Bullets the plain text has where the Markdown writes `- `.
+    let p: Vec<char> = plain
+        .chars()
+        .filter(|c| !c.is_whitespace() && !matches!(c, '•' | '◦' | '▪' | '●' | '‣'))
+        .collect();
+    let m: Vec<(usize, char)> = md.char_indices().collect();
+    // Content characters of the Markdown (positions in `m`).
+    let content: Vec<usize> = (0..m.len()).filter(|&k| !m[k].1.is_whitespace()).collect();
+    let mut inserts: Vec<(usize, char)> = Vec::new();
+    let mut j = 0usize;
+    let mut synced = false;
+    let mut last_end = 0usize; // byte offset after the last agreed character
+    let mut ci = 0usize;
+    while ci < content.len() && j <= p.len() {
+        let (at, c) = m[content[ci]];
+        if j < p.len() && p[j] == c {
+            j += 1;
+            ci += 1;
+            synced = true;
+            last_end = at + c.len_utf8();
+            continue;
+        }
+        if synced && j + 3 < p.len() && DROPPABLE.contains(&p[j]) && p[j + 1] == c {
+            let ahead: Vec<char> = content[ci..]
+                .iter()
+                .map(|&k| m[k].1)
+                .filter(|c| !is_markup(*c))
+                .take(3)
+                .collect();
+            if ahead.len() == 3 && ahead[..] == p[j + 1..j + 4] {
+                inserts.push((last_end, p[j]));
+                j += 1;
+                continue;
+            }
+        }
+        if is_markup(c) {
+            ci += 1;
+            continue;
+        }
+        // Lost the thread: find the Markdown's next six characters ahead in the plain text.
+        synced = false;
+        let window: Vec<char> = content[ci..]
+            .iter()
+            .map(|&k| m[k].1)
+            .filter(|c| !is_markup(*c))
+            .take(6)
+            .collect();
+        // Brackets the Markdown lost may sit inside the window: skip them in the plain text.
+        let matches_at = |k: usize| {
+            let mut q = k;
+            for &w in &window {
+                while q < p.len() && p[q] != w && DROPPABLE.contains(&p[q]) && q > k {
+                    q += 1;
+                }
+                if q >= p.len() || p[q] != w {
+                    return false;
+                }
+                q += 1;
+            }
+            true
+        };
+        let limit = p.len().min(j + 4000);
+        match (j..limit).find(|&k| matches_at(k)) {
+            Some(k) if window.len() == 6 => j = k,
+            _ => ci += 1,
+        }
+    }
+    // The page ends where the Markdown lost its last bracket ("Osamu Aoki (青木修").
+    if synced && ci == content.len() && j < p.len() && p.len() - j <= 2 {
+        inserts.extend(
+            p[j..]
+                .iter()
+                .filter(|c| DROPPABLE.contains(c))
+                .map(|&c| (last_end, c)),
+        );
+    }
+    if inserts.is_empty() {
+        return md.to_owned();
+    }
+    let mut out = String::with_capacity(md.len() + inserts.len() * 3);
+    let mut from = 0;
+    for (at, c) in inserts {
+        out.push_str(&md[from..at]);
+        out.push(c);
+        from = at;
+    }
+    out.push_str(&md[from..]);
+    out
+}
+
 /// One page's Markdown, choosing the reading order.
 ///
 /// pdf_oxide's default (XY-cut) reading order is right for multi-column pages, but on real
@@ -506,27 +641,162 @@ pub(crate) fn clean_page(md: &str) -> String {
     util::tidy(&out)
 }
 
-/// Removes running headers and footers: a first or last line that recurs (digits aside, so
-/// "Debian 参考手册 72 / 223" matches "… 73 / 223") on at least half of the pages with text,
-/// when there are at least four. Such lines are layout, and left in the body they split
-/// sentences that run across pages and fill search results with the book's title.
-fn strip_running_lines(pages: &mut [String]) {
-    use std::collections::HashMap;
-    const MIN_PAGES: usize = 4;
-    let with_text = pages.iter().filter(|p| !p.trim().is_empty()).count();
-    if with_text < MIN_PAGES {
-        return;
+/// Furniture of each page: `(start, end, kind)` byte ranges of whole lines (newline
+/// included) of that page's text, sorted and not overlapping.
+///
+/// - Running headers and footers: among the first and last three lines of a page, those
+///   that recur (digits and roman numerals aside, so "Debian 参考手册 72 / 223" matches "… 73 /
+///   223") at the same edge of at least a fifth of the pages with text (and at least three of
+///   them, four pages at least), read from the edge inward; a bare page number ("12", "iv",
+///   "Page 3 of 48", "- 7 -") is a page number. Table rows never count: a data table repeats
+///   its header on every page.
+/// - Contents: from a "Contents" / "Table of Contents" / "目录" / "List of Tables" … heading
+///   to the last entry of that page (an entry ends in a page number after dot leaders), and
+///   the following pages while entries still make up much of them.
+/// - Index: the same, from an "Index" / "索引" heading.
+///
+/// Body text is never marked on its own evidence: a worksheet full of dot leaders or a data
+/// table of figures has no contents heading before it, and lines in the middle of a page are
+/// running lines only through the edge rule.
+fn find_furniture(pages: &[String]) -> Vec<Vec<(usize, usize, FurnitureKind)>> {
+    let lines: Vec<Vec<(usize, usize)>> = pages.iter().map(|p| line_spans(p)).collect();
+    let mut out: Vec<Vec<(usize, usize, FurnitureKind)>> = vec![Vec::new(); pages.len()];
+    let running = running_lines(pages, &lines);
+    for (i, marks) in running.into_iter().enumerate() {
+        out[i].extend(marks);
     }
-    let key = |line: &str| -> String {
-        let mut k = String::new();
+    // Contents and index, page by page; a section carries on while pages are entries.
+    let mut open: Option<FurnitureKind> = None;
+    let mut last_ref = 0u32;
+    for (i, page) in pages.iter().enumerate() {
+        let taken: Vec<(usize, usize)> = out[i].iter().map(|m| (m.0, m.1)).collect();
+        let body: Vec<(usize, usize)> = lines[i]
+            .iter()
+            .copied()
+            .filter(|l| !taken.contains(l))
+            .collect();
+        if body.is_empty() {
+            continue;
+        }
+        let text = |l: &(usize, usize)| &page[l.0..l.1];
+        let heading = body
+            .iter()
+            .position(|l| section_heading(text(l)).is_some())
+            .map(|k| {
+                (
+                    k,
+                    section_heading(text(&body[k])).unwrap_or(FurnitureKind::Contents),
+                )
+            });
+        let entries: Vec<bool> = body.iter().map(|l| is_entry(text(l))).collect();
+        let (from, kind) = match (heading, open) {
+            (Some((k, kind)), _) => (k, kind),
+            // A continuation page: mostly entries, at least three, no chapter heading before
+            // the first, and page references that go on from the previous page's.
+            (None, Some(kind)) => {
+                let n = entries.iter().filter(|e| **e).count();
+                let first = entries.iter().position(|e| *e).unwrap_or(0);
+                let chapter_first = body[..first].iter().any(|l| text(l).starts_with("# "));
+                let refs_go_on = body
+                    .get(first)
+                    .and_then(|l| entry_ref(text(l)))
+                    .is_none_or(|r| r >= last_ref);
+                if n >= 3 && n * 2 >= body.len() && !chapter_first && refs_go_on {
+                    (0, kind)
+                } else {
+                    open = None;
+                    continue;
+                }
+            }
+            (None, None) => continue,
+        };
+        let after = &entries[from..];
+        let n = after.iter().filter(|e| **e).count();
+        // A heading followed by fewer than three entries is a heading, not a list.
+        if n < 3 {
+            open = None;
+            continue;
+        }
+        let last = from + after.iter().rposition(|e| *e).unwrap_or(0);
+        out[i].push((body[from].0, body[last].1, kind));
+        out[i].sort_by_key(|m| m.0);
+        // The list runs on to the next page when it fills this one to its end.
+        let tail_entries = entries[last + 1..].len() <= 2;
+        open = tail_entries.then_some(kind);
+        last_ref = entry_ref(text(&body[last])).unwrap_or(0);
+    }
+    out
+}
+
+/// Byte ranges of the non-blank lines of `page`, each with its newline.
+fn line_spans(page: &str) -> Vec<(usize, usize)> {
+    let mut spans = Vec::new();
+    let mut at = 0;
+    for line in page.split_inclusive('\n') {
+        if !line.trim().is_empty() {
+            spans.push((at, at + line.len()));
+        }
+        at += line.len();
+    }
+    spans
+}
+
+/// A line without its Markdown emphasis and heading marks.
+fn plain_line(line: &str) -> String {
+    line.trim()
+        .trim_start_matches('#')
+        .replace("**", "")
+        .replace('*', "")
+        .trim()
+        .to_owned()
+}
+
+fn is_roman(word: &str) -> bool {
+    !word.is_empty()
+        && word.len() <= 7
+        && (word.chars().all(|c| "ivxlc".contains(c)) || word.chars().all(|c| "IVXLC".contains(c)))
+}
+
+/// A line that is only a page number: "12", "iv", "- 7 -", "Page 3", "Page 3 of 48",
+/// "3 / 48", "第 3 页".
+fn is_page_number(line: &str) -> bool {
+    let t = plain_line(line);
+    let t = t.trim_matches(|c: char| c == '-' || c == '–' || c == '—' || c.is_whitespace());
+    let words: Vec<&str> = t
+        .split(|c: char| c.is_whitespace() || c == '/')
+        .filter(|w| !w.is_empty())
+        .collect();
+    let number = |w: &str| w.len() <= 5 && w.chars().all(|c| c.is_ascii_digit()) || is_roman(w);
+    match words.as_slice() {
+        [n] => {
+            number(n)
+                || t.strip_prefix('第')
+                    .and_then(|r| r.strip_suffix('页'))
+                    .is_some_and(|n| number(n.trim()))
+        }
+        [p, n] => p.eq_ignore_ascii_case("page") && number(n) || number(p) && number(n),
+        [p, n, of, m] => {
+            p.eq_ignore_ascii_case("page")
+                && number(n)
+                && of.eq_ignore_ascii_case("of")
+                && number(m)
+        }
+        [n, of, m] => number(n) && of.eq_ignore_ascii_case("of") && number(m),
+        _ => false,
+    }
+}
+
+/// What makes a running line recognisable from page to page: the line without spaces,
+/// emphasis, digits and roman numerals.
+fn running_key(line: &str) -> String {
+    let mut k = String::new();
+    for word in plain_line(line).split_whitespace() {
+        if is_roman(word) {
+            k.push('#');
+            continue;
+        }
         let mut digits = false;
-        for c in line
-            .trim()
-            .trim_start_matches('#')
-            .replace("**", "")
-            .trim()
-            .chars()
-        {
+        for c in word.chars() {
             if c.is_ascii_digit() {
                 if !digits {
                     k.push('#');
@@ -534,54 +804,190 @@ fn strip_running_lines(pages: &mut [String]) {
                 digits = true;
             } else {
                 digits = false;
-                if !c.is_whitespace() {
-                    k.push(c);
-                }
+                k.push(c);
             }
         }
-        k
+    }
+    k
+}
+
+/// Running headers, footers and page numbers of each page (see [`find_furniture`]).
+fn running_lines(
+    pages: &[String],
+    lines: &[Vec<(usize, usize)>],
+) -> Vec<Vec<(usize, usize, FurnitureKind)>> {
+    use std::collections::{HashMap, HashSet};
+    const EDGE: usize = 3;
+    let mut out = vec![Vec::new(); pages.len()];
+    let with_text = lines.iter().filter(|l| !l.is_empty()).count();
+    if with_text < 4 {
+        return out;
+    }
+    // Table rows and code fences are the document's own structure.
+    let eligible = |line: &str| {
+        let t = line.trim();
+        !t.is_empty()
+            && !t.starts_with('|')
+            && !t.starts_with("```")
+            && !t.starts_with("~~~")
+            && t.chars().count() <= 120
     };
-    let first = |p: &str| p.lines().find(|l| !l.trim().is_empty()).map(str::to_owned);
-    let last = |p: &str| {
-        p.lines()
-            .rev()
-            .find(|l| !l.trim().is_empty())
-            .map(str::to_owned)
-    };
+    // Pages on which each key appears at each edge (top 0, bottom 1), counted once a page.
     let mut counts: [HashMap<String, usize>; 2] = [HashMap::new(), HashMap::new()];
-    for p in pages.iter() {
-        for (slot, line) in [first(p), last(p)].into_iter().enumerate() {
-            if let Some(k) = line.map(|l| key(&l)).filter(|k| !k.is_empty()) {
-                *counts[slot].entry(k).or_default() += 1;
+    for (p, ls) in pages.iter().zip(lines) {
+        let top = ls.iter().take(EDGE);
+        let bottom = ls.iter().rev().take(EDGE);
+        for (edge, zone) in [top.collect::<Vec<_>>(), bottom.collect()]
+            .into_iter()
+            .enumerate()
+        {
+            let keys: HashSet<String> = zone
+                .into_iter()
+                .map(|l| &p[l.0..l.1])
+                .filter(|l| eligible(l))
+                .map(running_key)
+                .filter(|k| !k.is_empty())
+                .collect();
+            for k in keys {
+                *counts[edge].entry(k).or_default() += 1;
             }
         }
     }
-    let running = |slot: usize, line: &str| {
-        let k = key(line);
-        // Long lines are prose, not a running header, even when a book repeats them.
-        line.chars().count() <= 120 && counts[slot].get(&k).is_some_and(|&n| n * 2 >= with_text)
+    let needed = (with_text / 5).max(3);
+    let running = |edge: usize, line: &str| {
+        let k = running_key(line);
+        let n = counts[edge].get(&k).copied().unwrap_or(0);
+        // Bare page numbers at a page's edge on three pages or more: front matter numbered
+        // i, ii, iii … is a few pages of a long book.
+        if is_page_number(line) && n >= 3 {
+            return eligible(line);
+        }
+        if !k.chars().any(|c| c.is_alphanumeric()) {
+            return false;
+        }
+        // A heading recurring at a page edge is more often the document's own structure.
+        let needed = if line.trim_start().starts_with('#') {
+            needed.max(with_text / 2)
+        } else {
+            needed
+        };
+        eligible(line) && !k.is_empty() && n >= needed
     };
-    for p in pages.iter_mut() {
-        if p.trim().is_empty() {
-            continue;
+    for (i, (p, ls)) in pages.iter().zip(lines).enumerate() {
+        let mut marked = 0;
+        for l in ls.iter().take(EDGE) {
+            let line = &p[l.0..l.1];
+            if !running(0, line) {
+                break;
+            }
+            let kind = if is_page_number(line) {
+                FurnitureKind::PageNumber
+            } else {
+                FurnitureKind::RunningHeader
+            };
+            out[i].push((l.0, l.1, kind));
+            marked += 1;
         }
-        let mut lines: Vec<&str> = p.lines().collect();
-        if let Some(i) = lines.iter().position(|l| !l.trim().is_empty())
-            && running(0, lines[i])
-        {
-            lines.remove(i);
+        let mut bottom = Vec::new();
+        for l in ls.iter().skip(marked).rev().take(EDGE) {
+            let line = &p[l.0..l.1];
+            if !running(1, line) {
+                break;
+            }
+            let kind = if is_page_number(line) {
+                FurnitureKind::PageNumber
+            } else {
+                FurnitureKind::RunningFooter
+            };
+            bottom.push((l.0, l.1, kind));
         }
-        if let Some(i) = lines.iter().rposition(|l| !l.trim().is_empty())
-            && running(1, lines[i])
-        {
-            lines.remove(i);
-        }
-        let mut kept = lines.join("\n").trim_matches('\n').to_owned();
-        if !kept.is_empty() {
-            kept.push('\n');
-        }
-        *p = kept;
+        bottom.reverse();
+        out[i].extend(bottom);
     }
+    out
+}
+
+/// The kind of list a heading line opens: "Contents", "Table of Contents", "List of
+/// Tables", "目录", "目次", "表格清单" … or "Index", "索引".
+fn section_heading(line: &str) -> Option<FurnitureKind> {
+    let t = plain_line(line);
+    if t.chars().count() > 40 {
+        return None;
+    }
+    let lower = t.to_lowercase();
+    let lower = lower.trim_end_matches([':', '：']).trim();
+    match lower {
+        "contents"
+        | "table of contents"
+        | "brief contents"
+        | "contents at a glance"
+        | "list of tables"
+        | "list of figures"
+        | "list of examples"
+        | "list of illustrations"
+        | "目录"
+        | "目錄"
+        | "目次"
+        | "表格清单"
+        | "插图清单"
+        | "图片清单"
+        | "表目录"
+        | "图目录"
+        | "table des matières"
+        | "inhaltsverzeichnis"
+        | "índice"
+        | "sommaire" => Some(FurnitureKind::Contents),
+        "index" | "general index" | "subject index" | "索引" | "index des matières" => {
+            Some(FurnitureKind::Index)
+        }
+        _ => None,
+    }
+}
+
+/// The page number an entry ends with (arabic; roman front-matter numbers count as 0).
+fn entry_ref(line: &str) -> Option<u32> {
+    let t = plain_line(line);
+    let last = t
+        .rsplit(|c: char| c.is_whitespace() || c == '.' || c == ',')
+        .next()?;
+    if is_roman(last) {
+        return Some(0);
+    }
+    last.parse().ok()
+}
+
+/// A contents or index entry: a line holding a page reference after dot leaders
+/// ("1.1.3 root 账户 . . . . . 2", "Annuities ........ 13, 29"), or an index entry's
+/// "term, 12, 45–47" tail.
+fn is_entry(line: &str) -> bool {
+    let t = plain_line(line);
+    if t.starts_with('|') {
+        return false;
+    }
+    let chars: Vec<char> = t.chars().collect();
+    let mut i = 0;
+    while i < chars.len() {
+        // A leader: four or more dots (spaced or not), or ellipses, then a page number.
+        let mut j = i;
+        let mut dots = 0;
+        while j < chars.len() && matches!(chars[j], '.' | '…' | '·' | ' ') {
+            if chars[j] != ' ' {
+                dots += if chars[j] == '…' { 3 } else { 1 };
+            }
+            j += 1;
+        }
+        if dots >= 4 {
+            let digits = chars[j..]
+                .iter()
+                .take_while(|c| c.is_ascii_digit() || "ivxlc".contains(**c))
+                .count();
+            if (1..=5).contains(&digits) {
+                return true;
+            }
+        }
+        i = j.max(i + 1);
+    }
+    false
 }
 
 /// `[text](url)` → `text`.
@@ -689,20 +1095,135 @@ fn split_section_heading(line: &str) -> Option<(String, String)> {
 mod tests {
     use super::*;
 
+    /// Each marked range: on char boundaries, whole lines, and the text expected.
+    fn marked(pages: &[String]) -> Vec<(usize, FurnitureKind, String)> {
+        let found = find_furniture(pages);
+        let mut out = Vec::new();
+        for (i, marks) in found.iter().enumerate() {
+            for w in marks.windows(2) {
+                assert!(w[0].1 <= w[1].0, "overlap on page {}", i + 1);
+            }
+            for &(a, b, kind) in marks {
+                let p = &pages[i];
+                assert!(p.is_char_boundary(a) && p.is_char_boundary(b) && a < b);
+                assert!(a == 0 || p.as_bytes()[a - 1] == b'\n');
+                assert!(b == p.len() || p.as_bytes()[b - 1] == b'\n');
+                out.push((i + 1, kind, p[a..b].to_owned()));
+            }
+        }
+        out
+    }
+
+    const BODY: [&str; 6] = [
+        "Zero.",
+        "The shell prompt.",
+        "安装系统之前先备份。",
+        "Use sudo with care.",
+        "Files live in /usr.",
+        "Links point elsewhere.",
+    ];
+
     #[test]
-    fn running_headers_and_page_numbers_are_removed() {
+    fn running_headers_and_page_numbers_are_marked_not_removed() {
         let mut pages: Vec<String> = (1..=5)
-            .map(|n| format!("Debian 参考手册 {n} / 223\n\nBody of page {n}.\n\n{n}\n"))
+            .map(|n| format!("Debian 参考手册 {n} / 223\n\n{}\n\n{n}\n", BODY[n]))
             .collect();
         pages.push(String::new());
-        strip_running_lines(&mut pages);
-        assert_eq!(pages[0], "Body of page 1.\n");
-        assert_eq!(pages[4], "Body of page 5.\n");
+        let got = marked(&pages);
+        assert_eq!(got.len(), 10, "{got:?}");
+        assert_eq!(
+            got[0],
+            (
+                1,
+                FurnitureKind::RunningHeader,
+                "Debian 参考手册 1 / 223\n".to_owned()
+            )
+        );
+        assert_eq!(
+            got[1],
+            (1, FurnitureKind::PageNumber, "5\n".replace('5', "1"))
+        );
+        assert!(got.iter().all(|g| !BODY.iter().any(|b| g.2.contains(b))));
+        // Roman page numbers of front matter are page numbers too.
+        let front: Vec<String> = ["i", "ii", "iii", "iv"]
+            .iter()
+            .zip(BODY)
+            .map(|(n, body)| format!("{body}\n\n{n}\n"))
+            .collect();
+        let got = marked(&front);
+        assert_eq!(got.len(), 4, "{got:?}");
+        assert!(got.iter().all(|g| g.1 == FurnitureKind::PageNumber));
         // Three pages are too few to tell a running header from content.
-        let mut few: Vec<String> = (1..=3).map(|n| format!("Title\n\nBody {n}\n")).collect();
-        let before = few.clone();
-        strip_running_lines(&mut few);
-        assert_eq!(few, before);
+        let few: Vec<String> = (1..=3).map(|n| format!("Title\n\nBody {n}\n")).collect();
+        assert!(marked(&few).is_empty());
+        // A data table repeating its header row on every page is content.
+        let table: Vec<String> = (1..=6)
+            .map(|n| format!("| State | Arrests |\n|---|---|\n| S{n} | {n}0 |\n"))
+            .collect();
+        assert!(marked(&table).is_empty(), "{:?}", marked(&table));
+    }
+
+    #[test]
+    fn contents_and_index_sections_are_marked_and_body_lists_are_not() {
+        let toc = "Preface text.\n\n# Contents\n\n## 1 GNU/Linux\n\n1.1 控制台基础 . . . . . . . . 1\n\n1.1.1 shell 提示符 . . . . . . . 1\n\n1.1.2 GUI 下的 shell 提示符 . . . . . 2\n";
+        let toc2 = "1.1.3 root 账户 . . . . . . . 2\n\n1.2 类 Unix 文件系统 . . . . . . 6\n\n1.2.1 Unix 文件基础 . . . . . . 6\n";
+        let body = "# Chapter 1\n\nThe shell prompt comes first.\n\nStep one ........ 1\n\nStep two ........ 2\n\nStep three ........ 3\n";
+        let pages = vec![toc.to_owned(), toc2.to_owned(), body.to_owned()];
+        let got = marked(&pages);
+        assert_eq!(got.len(), 2, "{got:?}");
+        assert_eq!(got[0].1, FurnitureKind::Contents);
+        assert!(got[0].2.starts_with("# Contents\n") && got[0].2.ends_with("提示符 . . . . . 2\n"));
+        assert_eq!(got[1], (2, FurnitureKind::Contents, toc2.to_owned()));
+        // A worksheet of dot leaders with no contents heading before it is body text.
+        assert!(marked(&[body.to_owned()]).is_empty());
+        // A heading "Contents" followed by prose is not a list.
+        let prose = "## Contents\n\nThis box holds tools and a manual of 12 pages.\n";
+        assert!(marked(&[prose.to_owned()]).is_empty());
+        let index = "**Index**\n\n**A**\n\nAddress change ............31 Adjustments ........15\n\nAnnuities ............... 13, 29\n\nAmended return .............31\n";
+        let got = marked(&[index.to_owned()]);
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].1, FurnitureKind::Index);
+        assert_eq!(got[0].2, index);
+    }
+
+    #[test]
+    fn dropped_brackets_come_back_from_the_plain_text() {
+        assert_eq!(
+            restore_from_plain(
+                "## Osamu Aoki (青木修\n\nDebian 参考手册\n",
+                "Osamu Aoki (青木修)\nDebian 参考手册"
+            ),
+            "## Osamu Aoki (青木修)\n\nDebian 参考手册\n"
+        );
+        assert_eq!(
+            restore_from_plain(
+                "Debian 参考手册（版本 2.100 (2023-02-04 11:59:01 UTC) 旨在",
+                "Debian 参考手册（版本2.100）(2023-02-04 11:59:01 UTC)旨在"
+            ),
+            "Debian 参考手册（版本 2.100） (2023-02-04 11:59:01 UTC) 旨在"
+        );
+        // Text the plain text does not have, or has elsewhere, gets nothing.
+        assert_eq!(restore_from_plain("a (b c d e", "x y z"), "a (b c d e");
+        // A list whose every line lost its brackets: the thread is picked up past them.
+        assert_eq!(
+            restore_from_plain(
+                "x y z\n- 第 1.2 节基本概念\n- 第 1.3 节生存方式\n",
+                "q\n• 第 1.2 节(基本概念)\n• 第 1.3 节(生存方式)"
+            ),
+            "x y z\n- 第 1.2 节(基本概念)\n- 第 1.3 节(生存方式)\n"
+        );
+        // Bullets of the plain text are `- ` in the Markdown.
+        assert_eq!(
+            restore_from_plain(
+                "- 维基百科（https://w.org/\n- Debian 手册\n",
+                "• 维基百科（https://w.org/）\n• Debian 手册"
+            ),
+            "- 维基百科（https://w.org/）\n- Debian 手册\n"
+        );
+        assert_eq!(
+            restore_from_plain("**Total** 12 34\n", "Total 12 34"),
+            "**Total** 12 34\n"
+        );
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! and the output-size limit.
 
 use crate::{Converted, Image};
-use quarry_core::sha256_hex;
+use quarry_core::{Furniture, FurnitureKind, sha256_hex};
 
 /// Escapes a table cell: pipes, line breaks (→ `<br>`), surrounding whitespace.
 pub(crate) fn escape_cell(cell: &str) -> String {
@@ -290,6 +290,10 @@ pub(crate) fn enforce_output_limit(c: &mut Converted, max: usize) {
         cut = nl + 1;
     }
     c.markdown.truncate(cut);
+    c.furniture.retain(|f| f.byte_start < cut);
+    for f in &mut c.furniture {
+        f.byte_end = f.byte_end.min(cut);
+    }
     c.pages
         .retain(|p| p.byte_start < cut || (p.byte_start == 0 && cut == 0));
     for p in &mut c.pages {
@@ -331,9 +335,179 @@ pub(crate) fn push_page(out: &mut String, pages: &mut Vec<crate::PageSpan>, page
     });
 }
 
+/// Furniture marks while Markdown is being built (HTML, DOCX): a converter puts
+/// [`mark_open`] before the first character of a furniture block and [`MARK_CLOSE`] after its
+/// last, and [`take_marks`] removes them from the finished Markdown, returning the ranges.
+/// Unicode noncharacters, so no document text can contain them ([`strip_marks`] makes sure).
+pub(crate) const MARK_CLOSE: char = '\u{FDDF}';
+
+const MARKED_KINDS: [FurnitureKind; 3] = [
+    FurnitureKind::Contents,
+    FurnitureKind::Index,
+    FurnitureKind::Boilerplate,
+];
+
+pub(crate) fn mark_open(kind: FurnitureKind) -> char {
+    let i = MARKED_KINDS.iter().position(|k| *k == kind).unwrap_or(0);
+    char::from_u32(0xFDD0 + i as u32).unwrap_or('\u{FDD0}')
+}
+
+fn is_mark(c: char) -> bool {
+    matches!(c as u32, 0xFDD0..=0xFDD2 | 0xFDDF)
+}
+
+/// Text with the mark characters removed (input text must not forge marks).
+pub(crate) fn strip_marks(s: &str) -> std::borrow::Cow<'_, str> {
+    if s.chars().any(is_mark) {
+        std::borrow::Cow::Owned(s.chars().filter(|c| !is_mark(*c)).collect())
+    } else {
+        std::borrow::Cow::Borrowed(s)
+    }
+}
+
+/// Removes the marks from tidied Markdown. A range covers whole lines: from the start of
+/// the line holding its opening mark to the end (newline included) of the line holding its
+/// closing mark. Lines left empty by the removal go, with the blank lines around them
+/// collapsed as [`tidy`] does. Ranges come back sorted; touching ranges of one kind merge.
+pub(crate) fn take_marks(md: &str) -> (String, Vec<Furniture>) {
+    if !md.chars().any(is_mark) {
+        return (md.to_owned(), Vec::new());
+    }
+    let mut out = String::with_capacity(md.len());
+    let mut spans: Vec<Furniture> = Vec::new();
+    let mut open: Option<(FurnitureKind, Option<usize>)> = None;
+    let mut blank = false;
+    for line in md.lines() {
+        let clean: String = line.chars().filter(|c| !is_mark(*c)).collect();
+        let clean = clean.trim_end();
+        let line_start = if clean.trim().is_empty() {
+            None
+        } else {
+            if blank && !out.is_empty() {
+                out.push('\n');
+            }
+            blank = false;
+            Some(out.len())
+        };
+        for c in line.chars().filter(|c| is_mark(*c)) {
+            if c == MARK_CLOSE {
+                if let Some((kind, start)) = open.take() {
+                    // A block closed on an empty line ends after the last line written.
+                    let start = start.or(line_start).unwrap_or(out.len());
+                    let end = if line_start.is_some() {
+                        out.len() + clean.len() + 1
+                    } else {
+                        out.len()
+                    };
+                    spans.push(Furniture {
+                        kind,
+                        byte_start: start,
+                        byte_end: end,
+                    });
+                }
+            } else if open.is_none() {
+                let kind = MARKED_KINDS[(c as u32 - 0xFDD0) as usize];
+                open = Some((kind, line_start));
+            }
+        }
+        match line_start {
+            Some(_) => {
+                if let Some((_, start @ None)) = open.as_mut() {
+                    *start = Some(out.len());
+                }
+                out.push_str(clean);
+                out.push('\n');
+            }
+            None => blank = true,
+        }
+    }
+    if let Some((kind, Some(start))) = open {
+        spans.push(Furniture {
+            kind,
+            byte_start: start,
+            byte_end: out.len(),
+        });
+    }
+    if out.trim().is_empty() {
+        out.clear();
+    }
+    let len = out.len();
+    let mut spans = normalize_furniture(spans, len);
+    // Blocks of one kind separated only by blank lines are one range.
+    spans.dedup_by(|next, prev| {
+        let joined = prev.kind == next.kind
+            && out
+                .get(prev.byte_end..next.byte_start)
+                .is_some_and(|gap| gap.trim().is_empty());
+        if joined {
+            prev.byte_end = next.byte_end;
+        }
+        joined
+    });
+    (out, spans)
+}
+
+/// Sorted, clamped to `len`, empty ranges dropped, overlapping or touching ranges of one kind
+/// merged, and an overlap between kinds resolved in favour of the earlier range.
+pub(crate) fn normalize_furniture(mut spans: Vec<Furniture>, len: usize) -> Vec<Furniture> {
+    for f in &mut spans {
+        f.byte_end = f.byte_end.min(len);
+    }
+    spans.retain(|f| f.byte_start < f.byte_end);
+    spans.sort_by_key(|f| (f.byte_start, f.byte_end));
+    let mut out: Vec<Furniture> = Vec::with_capacity(spans.len());
+    for mut f in spans {
+        if let Some(last) = out.last_mut() {
+            if last.kind == f.kind && f.byte_start <= last.byte_end {
+                last.byte_end = last.byte_end.max(f.byte_end);
+                continue;
+            }
+            if f.byte_start < last.byte_end {
+                f.byte_start = last.byte_end;
+                if f.byte_start >= f.byte_end {
+                    continue;
+                }
+            }
+        }
+        out.push(f);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn marks_become_line_ranges_of_the_final_text() {
+        let o = mark_open(FurnitureKind::Contents);
+        let md = format!(
+            "# Title\n\n{o}\n\n- [One](#one)\n- [Two](#two){MARK_CLOSE}\n\n{MARK_CLOSE}\nBody text.\n"
+        );
+        let (out, spans) = take_marks(&md);
+        assert_eq!(
+            out,
+            "# Title\n\n- [One](#one)\n- [Two](#two)\n\nBody text.\n"
+        );
+        assert_eq!(spans.len(), 1);
+        let f = spans[0];
+        assert_eq!(f.kind, FurnitureKind::Contents);
+        assert_eq!(
+            &out[f.byte_start..f.byte_end],
+            "- [One](#one)\n- [Two](#two)\n"
+        );
+        // A mark-only line between blank lines leaves one blank line, as tidy would.
+        let md = format!("a\n\n{o}\n\nb{MARK_CLOSE}\n\nc\n");
+        let (out, spans) = take_marks(&md);
+        assert_eq!(out, "a\n\nb\n\nc\n");
+        assert_eq!(&out[spans[0].byte_start..spans[0].byte_end], "b\n");
+        assert_eq!(strip_marks("x\u{FDD0}y"), "xy");
+        // Paragraphs marked one by one make one range.
+        let md = format!("{o}A 1{MARK_CLOSE}\n\n{o}B 2{MARK_CLOSE}\n\nBody\n");
+        let (out, spans) = take_marks(&md);
+        assert_eq!(spans.len(), 1);
+        assert_eq!(&out[spans[0].byte_start..spans[0].byte_end], "A 1\n\nB 2\n");
+    }
 
     #[test]
     fn cells_escape_pipes_and_newlines() {

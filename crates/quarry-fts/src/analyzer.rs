@@ -7,13 +7,16 @@
 //!   words are emitted too, at the position of the word that contains them).
 //! - Kana runs: overlapping character bigrams (no dictionary is needed for recall).
 //! - Hangul runs: whole space-delimited words.
+//! - Thai, Lao, Khmer and Myanmar runs (written without spaces between words): overlapping
+//!   bigrams of character clusters (a letter with its vowel and tone marks), as for kana, so
+//!   a word inside a run is found without a dictionary.
 //! - Command-line flags: a word that starts a token with `-` or `--` (`-p`, `--force`,
 //!   `-xzf`) is also emitted whole, case kept, as a compound, so `lsof -p` and `--force` find
 //!   the page that documents that flag.
 
 /// Bumped whenever the terms produced for a text change: indexes built by an older analyzer
 /// are rebuilt from the store by the next writer.
-pub const ANALYZER_VERSION: u32 = 2;
+pub const ANALYZER_VERSION: u32 = 3;
 
 use std::sync::OnceLock;
 
@@ -61,6 +64,8 @@ enum Class {
     Han,
     Kana,
     Hangul,
+    /// Thai, Lao, Khmer, Myanmar: scripts without spaces between words.
+    Unspaced,
     Joiner,
     Other,
 }
@@ -72,6 +77,17 @@ fn classify(c: char) -> Class {
         }
         0x3040..=0x309F | 0x30A0..=0x30FF | 0x31F0..=0x31FF | 0xFF66..=0xFF9D => Class::Kana,
         0xAC00..=0xD7AF | 0x1100..=0x11FF | 0x3130..=0x318F => Class::Hangul,
+        // Letters, signs and digits of Thai, Lao, Khmer and Myanmar (not their punctuation).
+        0x0E01..=0x0E3A
+        | 0x0E40..=0x0E4E
+        | 0x0E50..=0x0E59
+        | 0x0E81..=0x0EDF
+        | 0x1780..=0x17D3
+        | 0x17D7
+        | 0x17DC..=0x17DD
+        | 0x17E0..=0x17E9
+        | 0x1000..=0x1049
+        | 0x1050..=0x109F => Class::Unspaced,
         _ if c.is_alphanumeric() => Class::Word,
         _ if matches!(c, '-' | '.' | '_' | '+' | '/') => Class::Joiner,
         _ => Class::Other,
@@ -183,9 +199,39 @@ pub fn analyze_with(text: &str, han: HanSegmenter<'_>, mut emit: impl FnMut(Toke
                 push_primary(&mut emit, &text[start..end], start, end, &mut position);
                 i = j;
             }
+            Class::Unspaced => {
+                let j = run_end(&chars, i, Class::Unspaced);
+                // Cluster starts: a mark belongs to the letter before it, so a bigram never
+                // begins or ends inside a syllable.
+                let mut starts: Vec<usize> = (i..j)
+                    .filter(|&k| k == i || !is_combining_mark(chars[k].1))
+                    .collect();
+                starts.push(j);
+                if starts.len() <= 3 {
+                    let end = byte_at(&chars, j, text.len());
+                    push_primary(&mut emit, &text[start..end], start, end, &mut position);
+                } else {
+                    for w in starts.windows(3) {
+                        let (from, to) = (chars[w[0]].0, byte_at(&chars, w[2], text.len()));
+                        push_primary(&mut emit, &text[from..to], from, to, &mut position);
+                    }
+                }
+                i = j;
+            }
             Class::Joiner | Class::Other => i += 1,
         }
     }
+}
+
+/// Vowel signs, tone marks and other combining marks of the unspaced scripts: they attach to
+/// the letter before them.
+fn is_combining_mark(c: char) -> bool {
+    matches!(c as u32,
+        0x0E31 | 0x0E34..=0x0E3A | 0x0E47..=0x0E4E
+        | 0x0EB1 | 0x0EB4..=0x0EBC | 0x0EC8..=0x0ECE
+        | 0x17B4..=0x17D3 | 0x17DD
+        | 0x102B..=0x103E | 0x1056..=0x1059 | 0x105E..=0x1060 | 0x1062..=0x1064
+        | 0x1067..=0x106D | 0x1071..=0x1074 | 0x1082..=0x108D | 0x108F | 0x109A..=0x109D)
 }
 
 /// Byte offset of the `-` or `--` that makes the word starting at char `i` a command-line
@@ -467,6 +513,33 @@ mod tests {
         assert_eq!(words, ["查看", "磁盘", "剩余空间", "剩余", "空间"]);
         assert_eq!(got[2].1, TokenKind::Primary);
         assert_eq!(got[3].1, TokenKind::Sub);
+    }
+
+    #[test]
+    fn thai_is_cut_into_cluster_bigrams_the_same_way_in_text_and_query() {
+        let words = |s: &str| -> Vec<String> { tokens(s).into_iter().map(|t| t.text).collect() };
+        // ส วั ส ดี: the vowel marks stay on their letters.
+        assert_eq!(words("สวัสดี"), ["สวั", "วัส", "สดี"]);
+        // "Hello world" in one unspaced run: the greeting's bigrams are all there, in order,
+        // so a phrase query for the greeting matches inside the sentence.
+        let sentence = tokens("สวัสดีชาวโลก");
+        let hello = tokens("สวัสดี");
+        let at = sentence
+            .iter()
+            .position(|t| t.text == hello[0].text)
+            .expect("first bigram");
+        for (k, h) in hello.iter().enumerate() {
+            assert_eq!(sentence[at + k].text, h.text);
+            assert_eq!(sentence[at + k].position, sentence[at].position + k);
+        }
+        // A single syllable is one token; Thai next to Latin splits at the script change.
+        assert_eq!(words("ดี"), ["ดี"]);
+        assert_eq!(words("Hello สวัสดี"), ["hello", "สวั", "วัส", "สดี"]);
+        // Offsets are char boundaries of the text (tantivy highlights with them).
+        let text = "ทดสอบ ภาษาไทย";
+        for t in tokens(text) {
+            assert_eq!(&text[t.from..t.to], t.text);
+        }
     }
 
     #[test]
