@@ -13,7 +13,7 @@
 use std::time::{Duration, Instant};
 
 /// The page map is the domain's (`quarry-core`): documents store exactly what conversion made.
-pub use quarry_core::{PageSpan, page_at};
+pub use quarry_core::{Furniture, FurnitureKind, PageSpan, page_at};
 
 pub use editorjs::editorjs_to_markdown;
 pub use isolate::{Isolation, child_main};

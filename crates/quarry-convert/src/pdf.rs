@@ -437,6 +437,48 @@ fn restore_dropped_punctuation(doc: &PdfDocument, index: usize, md: String) -> S
     restore_from_plain(&md, &plain)
 }
 
+/// Where a lost bracket goes between the last character both texts agree on (ending at
+/// `agreed`) and the next one (at `next`): an opening one right before the next character; a
+/// closing one right after the agreed one, unless a line break separates them and nothing
+/// is open on the earlier line (then it opens the next: "”$HOME”" in this manual).
+fn insertion_point(
+    md: &str,
+    pending: &[(usize, char)],
+    agreed: usize,
+    next: usize,
+    c: char,
+) -> usize {
+    const PAIRS: [(char, char); 9] = [
+        ('(', ')'),
+        ('（', '）'),
+        ('“', '”'),
+        ('‘', '’'),
+        ('[', ']'),
+        ('【', '】'),
+        ('「', '」'),
+        ('『', '』'),
+        ('《', '》'),
+    ];
+    // Openers (and anything unpaired) go with what follows them.
+    let Some(&(open, close)) = PAIRS.iter().find(|p| p.1 == c) else {
+        return next;
+    };
+    // A closer goes with what precedes it on the same line.
+    if !md[agreed..next].contains('\n') {
+        return agreed;
+    }
+    let start = md[..agreed].rfind('\n').map_or(0, |i| i + 1);
+    // Brackets already put back on that line count too.
+    let n = |x: char| {
+        md[start..agreed].chars().filter(|&y| y == x).count()
+            + pending
+                .iter()
+                .filter(|&&(at, y)| y == x && (start..=agreed).contains(&at))
+                .count()
+    };
+    if n(open) > n(close) { agreed } else { next }
+}
+
 /// Markdown syntax pdf_oxide or [`clean_page`] adds that the plain text lacks.
 fn is_markup(c: char) -> bool {
     matches!(c, '*' | '#' | '|' | '`' | '_' | '>' | '-')
@@ -478,7 +520,8 @@ fn restore_from_plain(md: &str, plain: &str) -> String {
                 .take(3)
                 .collect();
             if ahead.len() == 3 && ahead[..] == p[j + 1..j + 4] {
-                inserts.push((last_end, p[j]));
+                let point = insertion_point(md, &inserts, last_end, at, p[j]);
+                inserts.push((point, p[j]));
                 j += 1;
                 continue;
             }
@@ -509,13 +552,18 @@ fn restore_from_plain(md: &str, plain: &str) -> String {
             }
             true
         };
+        // Ahead first; then behind, where the plain text put a block earlier than the Markdown.
         let limit = p.len().min(j + 4000);
-        match (j..limit).find(|&k| matches_at(k)) {
+        match (j..limit)
+            .chain(j.saturating_sub(4000)..j)
+            .find(|&k| matches_at(k))
+        {
             Some(k) if window.len() == 6 => j = k,
             _ => ci += 1,
         }
     }
     // The page ends where the Markdown lost its last bracket ("Osamu Aoki (青木修").
+    // (Nothing follows, so it closes the last line whatever it is.)
     if synced && ci == content.len() && j < p.len() && p.len() - j <= 2 {
         inserts.extend(
             p[j..]
@@ -1211,6 +1259,14 @@ mod tests {
                 "q\n• 第 1.2 节(基本概念)\n• 第 1.3 节(生存方式)"
             ),
             "x y z\n- 第 1.2 节(基本概念)\n- 第 1.3 节(生存方式)\n"
+        );
+        // An opening quote lost before bold text on the next line stays with that text.
+        assert_eq!(
+            restore_from_plain(
+                "Manual 26 / 223\n\n**$HOME”** 变量的值\n",
+                "Manual 26 / 223\n”$HOME” 变量的值"
+            ),
+            "Manual 26 / 223\n\n**”$HOME”** 变量的值\n"
         );
         // Bullets of the plain text are `- ` in the Markdown.
         assert_eq!(

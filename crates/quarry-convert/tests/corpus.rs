@@ -5,7 +5,9 @@
 
 use std::path::PathBuf;
 
-use quarry_convert::{ConvertError, ConvertOptions, Converted, Format, Ocr, convert};
+use quarry_convert::{
+    ConvertError, ConvertOptions, Converted, Format, FurnitureKind, Ocr, convert,
+};
 
 fn docs() -> Option<PathBuf> {
     match std::env::var_os("QUARRY_TEST_DOCS") {
@@ -348,4 +350,130 @@ fn html_real_pages() {
     assert!(c.markdown.contains("Firefox"));
     let c = ok(&dir, "html/fhs-3.0.html");
     assert!(c.markdown.contains("/usr/local"));
+}
+
+/// Every furniture range checked (sorted, disjoint, char boundaries, whole lines) and
+/// returned with its page and text.
+fn furniture(c: &Converted) -> Vec<(FurnitureKind, Option<u32>, &str)> {
+    let md = &c.markdown;
+    for w in c.furniture.windows(2) {
+        assert!(w[0].byte_end <= w[1].byte_start, "{:?}", &w);
+    }
+    c.furniture
+        .iter()
+        .map(|f| {
+            assert!(f.byte_start < f.byte_end && f.byte_end <= md.len(), "{f:?}");
+            assert!(md.is_char_boundary(f.byte_start) && md.is_char_boundary(f.byte_end));
+            assert!(f.byte_start == 0 || md.as_bytes()[f.byte_start - 1] == b'\n');
+            (
+                f.kind,
+                c.page_at(f.byte_start),
+                &md[f.byte_start..f.byte_end],
+            )
+        })
+        .collect()
+}
+
+fn marked_bytes(f: &[(FurnitureKind, Option<u32>, &str)], kind: FurnitureKind) -> usize {
+    f.iter().filter(|m| m.0 == kind).map(|m| m.2.len()).sum()
+}
+
+fn in_furniture(c: &Converted, needle: &str) -> bool {
+    let Some(at) = c.markdown.find(needle) else {
+        return false;
+    };
+    c.furniture
+        .iter()
+        .any(|f| f.byte_start <= at && at < f.byte_end)
+}
+
+#[test]
+fn chinese_manual_brackets_survive_and_furniture_is_marked() {
+    let Some(dir) = docs() else { return };
+    let c = ok(&dir, "pdf/zh-debian-reference.zh-cn.pdf");
+    // pdftotext finds 1,674 `)` and 756 `）`; pdf_oxide's Markdown alone kept 1,365 and 644.
+    let count = |ch: char| c.markdown.chars().filter(|&x| x == ch).count();
+    assert!(count(')') >= 1500, "`)` {}", count(')'));
+    assert!(count('）') >= 680, "`）` {}", count('）'));
+    assert!(c.markdown.contains("Osamu Aoki (青木修)"));
+    assert!(c.markdown.contains("第 1.2 节(基本概念)"));
+    let f = furniture(&c);
+    // Running headers: one a page from page 23 on ("Debian 参考手册 72 / 223"), kept in the text.
+    let headers: Vec<_> = f
+        .iter()
+        .filter(|m| m.0 == FurnitureKind::RunningHeader && m.2.contains(" / 223"))
+        .collect();
+    // (On the other pages pdf_oxide glues the header to a body line: "软件包能够让 bash 进行
+    // 命令补全 18 / 223"; marking that line would mark body text.)
+    assert!(headers.len() >= 195, "{}", headers.len());
+    assert!(
+        f.iter()
+            .any(|m| m.0 == FurnitureKind::RunningHeader && m.2 == "Debian 参考手册 72 / 223\n")
+    );
+    // The contents (pages 5–17) and the list of tables (18–22), entry by entry.
+    assert!(in_furniture(&c, "1.1.1 shell 提示符 . . ."));
+    assert!(in_furniture(&c, "1.2 软件包信"));
+    let contents_pages: Vec<u32> = f
+        .iter()
+        .filter(|m| m.0 == FurnitureKind::Contents)
+        .filter_map(|m| m.1)
+        .collect();
+    assert_eq!(contents_pages, (5..=22).collect::<Vec<u32>>());
+    // Body text is never furniture.
+    for body in [
+        "作为系统管理员，粗略地了解",
+        "源目录上的反斜杠",
+        "rsync -aHAXSv",
+        "旨在作为一份 Debian 系统安装后的用户指南",
+    ] {
+        assert!(!in_furniture(&c, body), "{body} marked");
+    }
+    assert!(f.iter().all(|m| !m.2.starts_with("```")));
+}
+
+#[test]
+fn furniture_of_english_pdfs_and_html() {
+    let Some(dir) = docs() else { return };
+    // FHS: its contents (pages 4–6) are marked; the section that answers "what is /var/tmp
+    // for" is not.
+    let c = ok(&dir, "pdf/en-fhs-3.0.pdf");
+    let f = furniture(&c);
+    let contents: Vec<_> = f
+        .iter()
+        .filter(|m| m.0 == FurnitureKind::Contents)
+        .collect();
+    assert_eq!(
+        contents.iter().filter_map(|m| m.1).collect::<Vec<_>>(),
+        [4, 5, 6]
+    );
+    assert!(contents[0].2.starts_with("## Table of Contents\n"));
+    assert!(in_furniture(&c, "5.15. /var/tmp"));
+    let at = c
+        .markdown
+        .find("The /var/tmp directory is made available for programs")
+        .expect("section body");
+    assert!(
+        c.furniture
+            .iter()
+            .all(|r| at < r.byte_start || at >= r.byte_end)
+    );
+    assert!(marked_bytes(&f, FurnitureKind::PageNumber) > 0);
+    // IRS instructions: the index on the last page of the form's instructions; the tax
+    // tables (pages of figures) are not contents.
+    let c = ok(&dir, "pdf/en-irs-i1040nr-2007.pdf");
+    let f = furniture(&c);
+    let index: Vec<_> = f.iter().filter(|m| m.0 == FurnitureKind::Index).collect();
+    assert_eq!(index.len(), 1);
+    assert_eq!(index[0].1, Some(48));
+    assert!(index[0].2.starts_with("**Index**") && index[0].2.contains("Address change"));
+    assert_eq!(marked_bytes(&f, FurnitureKind::Contents), 0);
+    // A table of figures is body text.
+    let c = ok(&dir, "pdf/en-census-table324-arrests.pdf");
+    assert!(c.furniture.is_empty(), "{:?}", furniture(&c));
+    // HTML: DocBook's tables of contents are kept and marked; the body is not.
+    let c = ok(&dir, "html/fhs-3.0.html");
+    let f = furniture(&c);
+    assert!(f.iter().all(|m| m.0 == FurnitureKind::Contents));
+    assert!(in_furniture(&c, "1.1. Purpose](#purpose)"));
+    assert!(!in_furniture(&c, "This standard enables"));
 }

@@ -520,22 +520,118 @@ fn csv_columns_and_fields_are_bounded_with_warnings() {
     );
 }
 
+/// Every furniture range: sorted, not overlapping, on char boundaries, whole lines.
+fn furniture_texts(c: &quarry_convert::Converted) -> Vec<(quarry_core::FurnitureKind, &str)> {
+    let md = &c.markdown;
+    for w in c.furniture.windows(2) {
+        assert!(w[0].byte_end <= w[1].byte_start, "{:?}", c.furniture);
+    }
+    c.furniture
+        .iter()
+        .map(|f| {
+            assert!(f.byte_start < f.byte_end && f.byte_end <= md.len(), "{f:?}");
+            assert!(md.is_char_boundary(f.byte_start) && md.is_char_boundary(f.byte_end));
+            assert!(f.byte_start == 0 || md.as_bytes()[f.byte_start - 1] == b'\n');
+            (f.kind, &md[f.byte_start..f.byte_end])
+        })
+        .collect()
+}
+
 #[test]
-fn pdf_running_headers_and_page_numbers_are_not_body_text() {
+fn pdf_running_headers_and_page_numbers_are_marked_not_body_text() {
+    use quarry_core::FurnitureKind;
+    let body = [
+        "Chapter one begins here.",
+        "Second chapter text.",
+        "Third part explains.",
+        "Fourth page of prose.",
+        "Fifth and last page.",
+    ];
     let pages: Vec<String> = (1..=5)
         .map(|n| {
             common::text_at(72.0, 760.0, 10.0, &format!("Field Manual {n} / 5"))
-                + &common::text_at(72.0, 600.0, 12.0, &format!("Chapter body text number {n}."))
+                + &common::text_at(72.0, 600.0, 12.0, body[n - 1])
                 + &common::text_at(300.0, 40.0, 10.0, &format!("{n}"))
         })
         .collect();
     let c = convert("manual.pdf", &common::pdf(&pages, "Field Manual"), &opts()).expect("converts");
-    assert!(!c.markdown.contains("Field Manual"), "{}", c.markdown);
+    println!("{}", c.markdown);
+    // Kept in the Markdown (the reader sees the page as printed), marked as furniture.
+    assert!(c.markdown.contains("Field Manual 3 / 5"), "{}", c.markdown);
+    let marked = furniture_texts(&c);
     for n in 1..=5 {
+        assert!(c.markdown.contains(body[n - 1]));
         assert!(
-            c.markdown
-                .contains(&format!("Chapter body text number {n}."))
+            marked.contains(&(
+                FurnitureKind::RunningHeader,
+                &format!("Field Manual {n} / 5\n")
+            )),
+            "{marked:?}"
+        );
+        assert!(
+            marked.contains(&(FurnitureKind::PageNumber, &format!("{n}\n"))),
+            "{marked:?}"
         );
     }
+    assert!(
+        marked
+            .iter()
+            .all(|(_, t)| !body.iter().any(|b| t.contains(b)))
+    );
     assert_eq!(c.pages.len(), 5);
+}
+
+#[test]
+fn docx_table_of_contents_is_marked() {
+    use quarry_core::FurnitureKind;
+    let c = convert("policy.docx", &common::docx_with_toc(), &opts()).expect("converts");
+    println!("{}", c.markdown);
+    let marked = furniture_texts(&c);
+    assert_eq!(marked.len(), 2, "{marked:?}");
+    assert_eq!(
+        marked[0],
+        (
+            FurnitureKind::Contents,
+            "# Contents\n\nIntroduction 1\n\nScope of the policy 2\n\nLeave requests 5\n\nAppendix 9\n"
+        )
+    );
+    assert_eq!(
+        marked[1],
+        (FurnitureKind::Contents, "Figure 1 Leave workflow 6\n")
+    );
+    // The body and its headings are not furniture; the title is not "Contents".
+    assert!(
+        c.markdown
+            .contains("# Introduction\n\nEmployees request leave")
+    );
+    assert!(c.markdown.contains("Approvals take 2 working days."));
+    assert_eq!(c.title.as_deref(), Some("Introduction"));
+}
+
+#[test]
+fn html_table_of_contents_is_kept_and_marked_site_chrome_is_not_kept() {
+    use quarry_core::FurnitureKind;
+    let html = r##"<html><head><title>Guide</title></head><body>
+<nav class="site"><a href="/">Home</a> <a href="/blog">Blog</a></nav>
+<div class="book"><h1>Guide</h1>
+<div class="toc"><p><b>Table of Contents</b></p><dl class="toc"><dt><a href="#a">1. Install</a></dt>
+<dd><dl><dt><a href="#b">1.1. Requirements</a></dt></dl></dd><dt><a href="#c">2. Use</a></dt></dl></div>
+<h2 id="a">1. Install</h2><p>Run the installer.</p>
+<nav><ul><li><a href="#a">Install</a></li><li><a href="#b">Requirements</a></li><li><a href="#c">Use</a></li></ul></nav>
+<h2 id="c">2. Use</h2><p>Open the app.</p></div>
+<footer>Copyright 2024</footer></body></html>"##;
+    let c = convert("guide.html", html.as_bytes(), &opts()).expect("converts");
+    println!("{}", c.markdown);
+    let marked = furniture_texts(&c);
+    assert_eq!(marked.len(), 2, "{marked:?}");
+    assert!(marked.iter().all(|(k, _)| *k == FurnitureKind::Contents));
+    assert!(
+        marked[0].1.starts_with("**Table of Contents**"),
+        "{marked:?}"
+    );
+    assert!(marked[0].1.contains("1.1. Requirements") && marked[0].1.contains("Use](#c)"));
+    assert!(marked[1].1.contains("[Requirements](#b)"), "{marked:?}");
+    assert!(marked.iter().all(|(_, t)| !t.contains("Run the installer")));
+    // Site navigation and the page footer are still cut.
+    assert!(!c.markdown.contains("Blog") && !c.markdown.contains("Copyright"));
 }

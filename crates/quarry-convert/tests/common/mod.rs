@@ -112,6 +112,60 @@ pub fn docx() -> Vec<u8> {
     ])
 }
 
+/// A DOCX with a Word table of contents: a `w:sdt` (gallery "Table of Contents") holding the
+/// "TOC Heading" paragraph and a TOC field over `TOC1`/`TOC2` entries, then the body, then a
+/// "Table of Figures" entry outside any field, then more body.
+pub fn docx_with_toc() -> Vec<u8> {
+    let styles = format!(
+        r#"<?xml version="1.0" encoding="UTF-8"?><w:styles {W}>
+<w:style w:type="paragraph" w:styleId="Heading1"><w:name w:val="heading 1"/></w:style>
+<w:style w:type="paragraph" w:styleId="TOCHeading"><w:name w:val="TOC Heading"/><w:basedOn w:val="Heading1"/></w:style>
+<w:style w:type="paragraph" w:styleId="TOC1"><w:name w:val="toc 1"/></w:style>
+<w:style w:type="paragraph" w:styleId="TOC2"><w:name w:val="toc 2"/></w:style>
+<w:style w:type="paragraph" w:styleId="TableofFigures"><w:name w:val="table of figures"/></w:style>
+</w:styles>"#
+    );
+    let p = |style: &str, text: &str| {
+        format!(
+            r#"<w:p><w:pPr><w:pStyle w:val="{style}"/></w:pPr><w:r><w:t>{text}</w:t></w:r></w:p>"#
+        )
+    };
+    let entry = |style: &str, text: &str, page: u32| {
+        format!(
+            r#"<w:p><w:pPr><w:pStyle w:val="{style}"/></w:pPr><w:hyperlink w:anchor="_Toc1"><w:r><w:t>{text}</w:t></w:r><w:r><w:tab/></w:r><w:r><w:fldChar w:fldCharType="begin"/></w:r><w:r><w:instrText xml:space="preserve"> PAGEREF _Toc1 \h </w:instrText></w:r><w:r><w:fldChar w:fldCharType="separate"/></w:r><w:r><w:t>{page}</w:t></w:r><w:r><w:fldChar w:fldCharType="end"/></w:r></w:hyperlink></w:p>"#
+        )
+    };
+    let first = format!(
+        r#"<w:p><w:pPr><w:pStyle w:val="TOC1"/></w:pPr><w:r><w:fldChar w:fldCharType="begin"/></w:r><w:r><w:instrText xml:space="preserve"> TOC \o "1-3" \h \z \u </w:instrText></w:r><w:r><w:fldChar w:fldCharType="separate"/></w:r><w:r><w:t>Introduction</w:t></w:r><w:r><w:tab/></w:r><w:r><w:t>1</w:t></w:r></w:p>"#
+    );
+    // An entry in the field with no TOC style: the field alone makes it contents.
+    let plain = r#"<w:p><w:r><w:t>Appendix</w:t></w:r><w:r><w:tab/></w:r><w:r><w:t>9</w:t></w:r><w:r><w:fldChar w:fldCharType="end"/></w:r></w:p>"#;
+    let body = [
+        r#"<w:sdt><w:sdtPr><w:docPartObj><w:docPartGallery w:val="Table of Contents"/><w:docPartUnique/></w:docPartObj></w:sdtPr><w:sdtContent>"#.to_owned(),
+        p("TOCHeading", "Contents"),
+        first,
+        entry("TOC2", "Scope of the policy", 2),
+        entry("TOC1", "Leave requests", 5),
+        plain.to_owned(),
+        "</w:sdtContent></w:sdt>".to_owned(),
+        p("Heading1", "Introduction"),
+        p("Normal", "Employees request leave through the portal at least 5 days ahead."),
+        p("TableofFigures", "Figure 1 Leave workflow 6"),
+        p("Heading1", "Leave requests"),
+        p("Normal", "Approvals take 2 working days."),
+    ]
+    .concat();
+    let document = format!(
+        r#"<?xml version="1.0" encoding="UTF-8" standalone="yes"?><w:document {W}><w:body>{body}<w:sectPr/></w:body></w:document>"#
+    );
+    zip_of(&[
+        ("[Content_Types].xml", CONTENT_TYPES.as_bytes()),
+        ("_rels/.rels", root_rels("word/document.xml").as_bytes()),
+        ("word/document.xml", document.as_bytes()),
+        ("word/styles.xml", styles.as_bytes()),
+    ])
+}
+
 /// A DOCX whose document.xml inflates to `size` bytes.
 pub fn docx_bomb(size: usize) -> Vec<u8> {
     let mut document =
