@@ -361,6 +361,30 @@ fn japanese_kana_is_findable() {
 }
 
 #[test]
+fn thai_without_spaces_is_findable() {
+    // Thai writes words without spaces: "สวัสดีชาวโลก" is "hello" + "world" in one run.
+    let q = Quarry::new();
+    let root = q.corpus(
+        "th",
+        &[
+            (
+                "hello.md",
+                "# Multi-script\n\nThai: สวัสดีชาวโลก\n\nEnglish: Hello World\n",
+            ),
+            ("food.md", "# อาหาร\n\nร้านอาหารไทยเปิดทุกวันตั้งแต่แปดโมงเช้า\n"),
+            ("en.md", "# English\n\nNothing Thai here.\n"),
+        ],
+    );
+    q.add(&root, "th");
+    assert_eq!(q.search_files(&["สวัสดี"]), ["th/hello.md"]);
+    assert_eq!(q.search_files(&["ชาวโลก"]), ["th/hello.md"]);
+    assert_eq!(q.search_files(&["อาหารไทย"])[0], "th/food.md");
+    let hits = q.search(&["สวัสดี"]);
+    let snippet = hits[0]["snippet"].as_str().unwrap();
+    assert!(snippet.contains("สวัสดีชาวโลก"), "{snippet}");
+}
+
+#[test]
 fn hyphenated_identifiers_and_versions() {
     let q = Quarry::new();
     let root = q.corpus(
