@@ -162,6 +162,11 @@ fn convert_pdf(bytes: &[u8], opts: &ConvertOptions) -> Result<Converted, Convert
         };
         page_texts.push(text);
     }
+    if rtl_in_visual_order(&page_texts) {
+        for t in &mut page_texts {
+            *t = rtl_to_logical(t);
+        }
+    }
     let page_furniture = find_furniture(&page_texts);
     let mut furniture = Vec::new();
     for (i, text) in page_texts.iter().enumerate() {
@@ -584,6 +589,114 @@ fn restore_from_plain(md: &str, plain: &str) -> String {
     }
     out.push_str(&md[from..]);
     out
+}
+
+fn is_rtl_letter(c: char) -> bool {
+    matches!(c as u32, 0x05D0..=0x05EA | 0x0620..=0x064A | 0x066E..=0x06D3 | 0x06FA..=0x06FF
+        | 0x0750..=0x077F | 0xFB1D..=0xFB4F | 0xFB50..=0xFDFF | 0xFE70..=0xFEFC)
+}
+
+/// Whether the document's Arabic or Hebrew came out in visual order (the glyphs left to
+/// right, as some producers store them; pdf_oxide then keeps that order). Words tell: in
+/// reading order Arabic words start with the article "ال" (also "بال", "وال" …) and end in
+/// "ة" or "ى", Hebrew words end in final letters (ך ם ן ף ץ); reversed, the same words end
+/// in "لا" and start with those letters. Decided once for the document.
+fn rtl_in_visual_order(pages: &[String]) -> bool {
+    let (mut logical, mut visual) = (0usize, 0usize);
+    for page in pages {
+        for word in page.split(|c: char| !is_rtl_letter(c)) {
+            let chars: Vec<char> = word.chars().collect();
+            if chars.len() < 3 {
+                continue;
+            }
+            let (first, last) = (chars[0], chars[chars.len() - 1]);
+            let starts_article = chars[0] == 'ا' && chars[1] == 'ل'
+                || matches!(chars[0], 'ب' | 'و' | 'ف' | 'ك') && chars[1] == 'ا' && chars[2] == 'ل';
+            let n = chars.len();
+            let ends_article = chars[n - 1] == 'ا' && chars[n - 2] == 'ل'
+                || matches!(chars[n - 1], 'ب' | 'و' | 'ف' | 'ك')
+                    && chars[n - 2] == 'ا'
+                    && chars[n - 3] == 'ل';
+            let hebrew_final = |c: char| matches!(c, 'ך' | 'ם' | 'ן' | 'ף' | 'ץ');
+            logical += usize::from(starts_article)
+                + usize::from(matches!(last, 'ة' | 'ى'))
+                + usize::from(hebrew_final(last));
+            visual += usize::from(ends_article)
+                + usize::from(matches!(first, 'ة' | 'ى'))
+                + usize::from(hebrew_final(first));
+        }
+    }
+    visual > logical
+}
+
+/// Each right-to-left run of `text` (what pdf_oxide wraps in U+2067 … U+2069, or a line with
+/// no left-to-right letters) put in reading order: its characters reversed, numbers and
+/// Latin words inside it kept as they are, brackets mirrored.
+fn rtl_to_logical(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for line in text.split_inclusive('\n') {
+        let (body, nl) = match line.strip_suffix('\n') {
+            Some(b) => (b, "\n"),
+            None => (line, ""),
+        };
+        if !body.chars().any(is_rtl_letter) {
+            out.push_str(line);
+            continue;
+        }
+        if body.contains('\u{2067}') {
+            let mut rest = body;
+            while let Some(open) = rest.find('\u{2067}') {
+                out.push_str(&rest[..open + '\u{2067}'.len_utf8()]);
+                let after = &rest[open + '\u{2067}'.len_utf8()..];
+                let close = after.find('\u{2069}').unwrap_or(after.len());
+                out.push_str(&reverse_run(&after[..close]));
+                rest = &after[close..];
+            }
+            out.push_str(rest);
+        } else if !body.chars().any(|c| c.is_alphabetic() && !is_rtl_letter(c)) {
+            // A whole right-to-left line: Markdown's own prefix ("# ", "- ") stays in front.
+            let lead = body.len() - body.trim_start_matches(['#', '-', '*', '>', ' ']).len();
+            out.push_str(&body[..lead]);
+            out.push_str(&reverse_run(&body[lead..]));
+        } else {
+            out.push_str(body);
+        }
+        out.push_str(nl);
+    }
+    out
+}
+
+fn reverse_run(run: &str) -> String {
+    let mut tokens: Vec<String> = Vec::new();
+    let mut ltr = String::new();
+    for c in run.chars() {
+        if c.is_ascii_alphanumeric() || (!ltr.is_empty() && matches!(c, '.' | ',' | ':')) {
+            ltr.push(c);
+            continue;
+        }
+        if !ltr.is_empty() {
+            tokens.push(std::mem::take(&mut ltr));
+        }
+        let mirrored = match c {
+            '(' => ')',
+            ')' => '(',
+            '[' => ']',
+            ']' => '[',
+            '{' => '}',
+            '}' => '{',
+            '<' => '>',
+            '>' => '<',
+            '«' => '»',
+            '»' => '«',
+            c => c,
+        };
+        tokens.push(mirrored.to_string());
+    }
+    if !ltr.is_empty() {
+        tokens.push(ltr);
+    }
+    tokens.reverse();
+    tokens.concat()
 }
 
 /// One page's Markdown, choosing the reading order.
@@ -1232,6 +1345,24 @@ mod tests {
         assert_eq!(got.len(), 1);
         assert_eq!(got[0].1, FurnitureKind::Index);
         assert_eq!(got[0].2, index);
+    }
+
+    #[test]
+    fn arabic_in_visual_order_is_put_in_reading_order() {
+        // pdf_oxide's Markdown for multi-script-hello-world.pdf ("مرحبا بالعالم").
+        let pages = vec!["Arabic: \u{2067}ملاعلاب ابحرم\u{2069}\n".to_owned()];
+        assert!(rtl_in_visual_order(&pages));
+        assert_eq!(
+            rtl_to_logical(&pages[0]),
+            "Arabic: \u{2067}مرحبا بالعالم\u{2069}\n"
+        );
+        // Text already in reading order is left alone; numbers keep their digits' order.
+        let logical = vec!["# السلام عليكم\n\nالمكتبة في المدينة 2024\n".to_owned()];
+        assert!(!rtl_in_visual_order(&logical));
+        assert_eq!(reverse_run("4202 ةنيدملا"), "المدينة 4202");
+        assert_eq!(rtl_to_logical("- ملاعلاب (2)\n"), "- (2) بالعالم\n");
+        assert!(!rtl_in_visual_order(&["שלום עולם".to_owned()]));
+        assert!(rtl_in_visual_order(&["םלוע םולש".to_owned()]));
     }
 
     #[test]

@@ -118,11 +118,18 @@ fn english_pdfs_convert_with_pages() {
 fn multi_script_and_japanese_pdfs() {
     let Some(dir) = docs() else { return };
     let c = ok(&dir, "pdf/multi-script-hello-world.pdf");
-    for s in ["Hello World", "Привет", "สวัสดี"] {
+    // The Arabic is stored in visual order; it comes out in reading order.
+    for s in ["Hello World", "Привет", "สวัสดี", "مرحبا بالعالم"] {
         assert!(c.markdown.contains(s), "{s} missing:\n{}", c.markdown);
     }
-    // RC4 owner-password file with unembedded CJK fonts: opens without a password.
+    // RC4 owner-password file with unembedded CJK fonts: opens without a password, with a
+    // warning that its vertical text may be out of order.
     let c = ok(&dir, "pdf/ja-kampo-gazette-vertical.pdf");
+    assert!(
+        c.warnings.iter().any(|w| w.contains("vertical writing")),
+        "{:?}",
+        c.warnings
+    );
     assert!(
         c.markdown
             .chars()
