@@ -11,6 +11,12 @@
 //! [`ConvertError::NoText`]. Every call into the parser runs under `catch_unwind`: one bad
 //! page costs a warning, not the document.
 //!
+//! pdf_oxide's Markdown converter drops some lone bracket spans set in another font than
+//! their neighbours ("Osamu Aoki (青木修"); its plain-text extractor keeps them, so a page
+//! whose Markdown has fewer brackets and quotes gets them back from it
+//! ([`restore_from_plain`]). Arabic or Hebrew that a producer stored in visual order is put
+//! in reading order ([`rtl_in_visual_order`]).
+//!
 //! Layout furniture stays in the Markdown and is reported as byte ranges
 //! ([`find_furniture`]): running headers and footers, page numbers, tables of contents (and
 //! lists of tables/figures) and back-of-book indexes.
