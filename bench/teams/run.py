@@ -2,7 +2,8 @@
 """Teams benchmark: Quarry as a shared, token-authenticated server with many spaces.
 
     python3 bench/teams/run.py --quarry PATH/quarry [--parts vector,create,search,auth,qmd]
-        [--docs 10000] [--other-docs 1000] [--spaces 10] [--qmd PATH | --no-qmd]
+        [--docs 10000] [--other-docs 1000] [--spaces 10] [--pages-per-doc 1]
+        [--qmd PATH | --no-qmd]
 
 Parts (all by default, run in this order):
   vector  `create_knowledge` over `/api/v1/mcp` on a server with `--embed-model` (MiniLM) in a
@@ -125,7 +126,7 @@ def make_doc(text, rng, token, mark):
     return "\n".join(out)
 
 
-def build_corpus(tldr, dest, n_spaces, n_first, n_other):
+def build_corpus(tldr, dest, n_spaces, n_first, n_other, pages_per_doc=1):
     """dest/sK/ holds sK's documents: s0 n_first, the others n_other. Pages are drawn from a
     per-space shuffle of all tldr pages (English and Chinese), cycling when more documents
     than pages are asked for; each document has its example blocks shuffled and a last line
@@ -143,10 +144,15 @@ def build_corpus(tldr, dest, n_spaces, n_first, n_other):
         d.mkdir(parents=True)
         n = n_first if k == 0 else n_other
         for i in range(n):
-            lang, p = pages[order[i % len(order)]]
-            text = p.read_text("utf-8", "replace")
+            # A long document (--pages-per-doc > 1): several pages, one after another, the
+            # token and space word once, at the end.
+            parts = [pages[order[(i * pages_per_doc + j) % len(order)]] for j in range(pages_per_doc)]
+            lang, p = parts[0]
+            texts = [make_doc(q.read_text("utf-8", "replace"), rng, "", "").rstrip().rsplit("\n", 1)[0]
+                     for _, q in parts[1:]]
+            text = make_doc(p.read_text("utf-8", "replace"), rng, doc_token(k, i), space_mark(k))
             name = f"s{k}-{lang}-{p.parent.name}-{p.stem}-{i:05d}.md"
-            (d / name).write_text(make_doc(text, rng, doc_token(k, i), space_mark(k)), "utf-8")
+            (d / name).write_text("\n\n".join(texts + [text]), "utf-8")
         counts[f"s{k}"] = n
     return pages, counts
 
@@ -1015,6 +1021,8 @@ def main():
     ap.add_argument("--parts", default="vector,create,search,auth,qmd")
     ap.add_argument("--spaces", type=int, default=10)
     ap.add_argument("--docs", type=int, default=10000, help="documents in s0")
+    ap.add_argument("--pages-per-doc", type=int, default=1,
+                    help="tldr pages per document (10: long documents, ~10 passages each)")
     ap.add_argument("--other-docs", type=int, default=1000, help="documents in s1..")
     ap.add_argument("--creates", type=int, default=300)
     ap.add_argument("--keyword-probes", type=int, default=30)
@@ -1050,7 +1058,7 @@ def main():
     }}
     t0 = time.perf_counter()
     corpus = a.workdir / "corpus"
-    pages, counts = build_corpus(a.tldr, corpus, a.spaces, a.docs, a.other_docs)
+    pages, counts = build_corpus(a.tldr, corpus, a.spaces, a.docs, a.other_docs, a.pages_per_doc)
     corpus_s = round(time.perf_counter() - t0, 2)
     rep["meta"]["corpus_spaces"] = ", ".join(f"{k}: {v} docs" for k, v in counts.items())
     rep["meta"]["corpus_short"] = f"s0 {a.docs} docs" + (
