@@ -113,9 +113,9 @@ pub fn hybrid_probability(
 // `eval/long-docs.jsonl` (multilingual-e5-small vectors); eval/README.md has the held-out
 // tables. Vector evidence adds the raw similarity: on passages of long documents the list's
 // shape alone cannot tell a question the documents answer from one they do not.
-const PASSAGE_KW: [f64; 5] = [-0.9936, 7.686, -2.441, -1.808, 2.303];
-const PASSAGE_VEC: [f64; 6] = [-1.753, 0.823, -0.8882, -0.5417, 0.07561, 0.0];
-const PASSAGE_HYB: [f64; 5] = [-1.0, 1.0, 1.0, 0.0, 0.0];
+const PASSAGE_KW: [f64; 5] = [-0.8661, 7.861, -2.572, -1.839, 2.086];
+const PASSAGE_VEC: [f64; 6] = [-3.93, 1.487, -0.05449, -0.3946, -0.1263, 0.4661];
+const PASSAGE_HYB: [f64; 5] = [-1.659, 0.4294, 0.3907, 3.99, -1.659];
 
 fn passage_keyword_logit(e: &KeywordEvidence) -> f64 {
     PASSAGE_KW[0]
