@@ -16,7 +16,7 @@ import anyio
 import httpx2
 import pytest
 import requests
-from conftest import everything_cmd, make_home, start_server
+from conftest import everything_cmd, make_home, start_server, settled
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
@@ -50,7 +50,7 @@ async def mcp(url: str, mode: str):
 def register(srv, body: dict, status: int = 201) -> dict:
     r = requests.post(srv.url("/api/v1/mcp/servers"), json=body, timeout=120)
     assert r.status_code == status, r.text
-    return r.json()["data"] if status == 201 else r.json()
+    return settled(srv, r.json()["data"]) if status == 201 else r.json()
 
 
 @pytest.fixture(scope="module")
@@ -196,7 +196,7 @@ def test_an_upstream_the_guard_refuses_says_why(quarry_bin: Path, corpus: Path, 
                           json={"name": "local", "transport_type": "http", "config": "http://localhost:9/mcp",
                                 "connect_timeout_secs": 5})
         assert r.status_code == 201, r.text
-        info = r.json()["data"]
+        info = settled(srv, r.json()["data"], h)
         error = info["last_error"] or ""
         assert info["status"] == "error" and "resolves only to refused addresses" in error, info
         assert "WorkerTransport" not in error and "rmcp::" not in error, error
