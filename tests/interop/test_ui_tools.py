@@ -376,10 +376,13 @@ def test_custom_http_tool_editor_and_test(ui_page, ui_module_server, echo_server
 
     row = page.get_by_test_id("custom-echo_http")
     expect(row).to_contain_text("custom.echo_http")
+    expect(row).to_contain_text("Listed to agents as custom__echo_http")
     expect(row).to_contain_text("X-Key")
     assert HEADER_SECRET not in page.content()
     [tool] = [t for t in srv.api("GET", "/api/v1/tools") if str(t.get("source", "")).startswith("custom:")]
     assert tool["parameters"] == expected and tool["http_method"] == "POST" and tool["http_headers"] == ["X-Key"], tool
+    # The listing names it as MCP clients call it; its own name is `tool` (issue 21 item 12).
+    assert (tool["name"], tool["tool"], tool["package"]) == ("custom__echo_http", "echo_http", "custom"), tool
 
     # "Test": a form generated from the schema, and the endpoint's answer.
     row.get_by_role("button", name="Test echo_http").click()

@@ -902,11 +902,21 @@ impl Hub {
             .collect()
     }
 
+    /// A custom tool by id, by its name, or by the names the tool listings give it (the
+    /// catalog name `custom.NAME` and the wire name an MCP client calls it by).
     fn custom_row(&self, caller: &HubCaller, id: &str) -> Result<quarry_store::CustomToolRow> {
-        self.store
-            .custom_tools(&caller.owner)?
-            .into_iter()
-            .find(|r| r.id == id || r.name == id)
+        let rows = self.store.custom_tools(&caller.owner)?;
+        if let Some(row) = rows.iter().find(|r| r.id == id || r.name == id) {
+            return Ok(row.clone());
+        }
+        let catalog = self.catalog(&caller.owner)?;
+        let named = catalog
+            .tools
+            .iter()
+            .find(|t| t.package == CUSTOM_PACKAGE && (t.wire_name == id || t.full_name == id))
+            .map(|t| t.name.clone());
+        named
+            .and_then(|n| rows.into_iter().find(|r| r.name == n))
             .ok_or_else(|| Error::NotFound(format!("custom tool '{id}' not found")))
     }
 

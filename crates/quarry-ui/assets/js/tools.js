@@ -984,7 +984,11 @@ async function customTab(panel, ctx) {
   async function load() {
     try {
       const all = await api("GET", "/api/v1/tools", { signal: ctx.signal });
-      const tools = all.filter((x) => typeof x.source === "string" && x.source.startsWith("custom:"));
+      // The listing's `name` is the wire name (what MCP clients call); this tab edits the
+      // tool's own name, `tool`.
+      const tools = all
+        .filter((x) => typeof x.source === "string" && x.source.startsWith("custom:"))
+        .map((x) => ({ ...x, wire_name: x.name, name: x.tool || x.name }));
       if (!tools.length) {
         replace(body, emptyState(t("tools.custom.empty")));
       } else {
@@ -1014,6 +1018,7 @@ function customRow(tool, ctx, reload) {
       "td",
       {},
       h("code", {}, tool.full_name || `custom.${tool.name}`),
+      tool.wire_name ? h("div", { class: "tl-small muted" }, t("tools.tool.wire", { name: tool.wire_name })) : null,
       tool.description ? h("div", { class: "tl-small" }, tool.description) : null,
     ),
     h(
