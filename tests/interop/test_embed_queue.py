@@ -124,21 +124,25 @@ def test_a_note_behind_a_batch_is_searchable_while_the_batch_embeds(quarry_bin, 
         started = time.monotonic()
         [note] = upload(srv, kb["id"], [("kingfisher.md", NOTE.encode())])
 
-        # Keyword-searchable within seconds, whatever the batch's embedding is doing.
+        # Keyword-searchable as soon as it is converted, whatever the batch's embedding is
+        # doing: when it is found, most of the batch is still waiting for its vectors (before
+        # the embed stage, every earlier upload's job had embedded the collection first).
         found_after = None
-        while time.monotonic() - started < 8:
+        while time.monotonic() - started < 90:
             if "kingfisher.md" in keyword_files(srv, "zebrafinch"):
                 found_after = time.monotonic() - started
                 break
             time.sleep(0.2)
         now = documents(srv, kb["id"])
-        waiting = [d for d in now.values() if d["status"] not in TERMINAL]
         assert found_after is not None, (
-            f"the note was not keyword-searchable 8 s after its upload; statuses: "
+            f"the note was not keyword-searchable 90 s after its upload; statuses: "
             f"{sorted(d['status'] for d in now.values())}"
         )
-        # ...while the batch is still being embedded: the note did not just come last.
-        assert waiting, "the batch finished embedding before the check: make DELAY larger"
+        not_ready = [d for d in batch if now[d["id"]]["status"] != "ready"]
+        assert len(not_ready) >= BATCH // 2, (
+            f"the note was found after {found_after:.1f} s, when only {len(not_ready)} of the batch "
+            f"were still without vectors: it waited behind their embedding"
+        )
         assert now[note["id"]]["status"] in {"embedding", "ready"}, now[note["id"]]
 
         # An agent's note: create_knowledge → query_knowledge finds it at once.
