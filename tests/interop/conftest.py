@@ -452,6 +452,24 @@ def wait_port(port: int, proc: subprocess.Popen, what: str, timeout: float = 30,
     pytest.fail(f"{what} did not listen on {port} within {timeout} s:\n{tail()}")
 
 
+def settled(srv, row: dict, headers: dict | None = None, timeout: float = 90) -> dict:
+    """Registering an MCP server answers at once with status `connecting` (issue 21 item 7: a
+    hanging upstream must not hold the request); clients poll the server until its first
+    discovery ends. Returns the server's row once it is no longer `connecting`."""
+    import requests
+
+    deadline = time.monotonic() + timeout
+    while True:
+        r = requests.get(srv.url(f"/api/v1/mcp/servers/{row['id']}"), headers=headers or {}, timeout=30)
+        assert r.status_code == 200, r.text
+        now = r.json()["data"]
+        if now["status"] != "connecting":
+            return now
+        if time.monotonic() > deadline:
+            pytest.fail(f"MCP server {row['name']} still connecting after {timeout} s: {now}")
+        time.sleep(0.1)
+
+
 @pytest.fixture(scope="module")
 def echo_http():
     """A loopback HTTP server answering every request with JSON describing it (method, path,

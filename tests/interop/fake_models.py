@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import math
 import threading
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -87,6 +88,9 @@ class FakeModels:
     fail_embed_containing: str | None = None
     fail_chat: bool = False
     fail_rerank: bool = False
+    # Seconds an embeddings request takes per text (dimension probes excepted): a slow
+    # embedding backend, e.g. a CPU model behind a large batch.
+    embed_delay: float = 0.0
     variants: list[str] = field(default_factory=list)
     rerank_word: str = ""
     _server: ThreadingHTTPServer | None = None
@@ -226,6 +230,10 @@ class _Handler(BaseHTTPRequestHandler):
         rec = Request(path=self.path, body=body)
         with self.fake._lock:
             self.fake.requests.append(rec)
+        if self.path == "/v1/embeddings" and self.fake.embed_delay and isinstance(body, dict):
+            inputs = body.get("input")
+            inputs = [inputs] if isinstance(inputs, str) else (inputs or [])
+            time.sleep(self.fake.embed_delay * sum(1 for t in inputs if t != PROBE))
         status, resp = self.fake.answer(self.path, body)
         rec.status = status
         data = json.dumps(resp).encode()

@@ -46,7 +46,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 import requests
-from conftest import QuarryHome, QuarryServer, everything_cmd, free_port, make_home, start_server
+from conftest import QuarryHome, QuarryServer, everything_cmd, free_port, make_home, start_server, settled
 from fake_llm import FakeLLM
 
 HERE = Path(__file__).parent
@@ -400,7 +400,7 @@ def chat_env(fake: FakeLLM, **extra: str) -> dict[str, str]:
 def register(srv: QuarryServer, body: dict, token: str | None = None) -> dict:
     r = requests.post(srv.url("/api/v1/mcp/servers"), json=body, headers=auth(token), timeout=120)
     assert r.status_code == 201, r.text
-    info = r.json()["data"]
+    info = settled(srv, r.json()["data"], auth(token))
     assert info["status"] == "ready", info
     return info
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import httpx2
 import pytest
 import requests
-from conftest import everything_cmd, everything_js, make_home, mcp_servers_prefix, node, start_server, wait_port
+from conftest import everything_cmd, everything_js, make_home, mcp_servers_prefix, node, start_server, wait_port, settled
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -64,7 +64,7 @@ async def mcp(url: str, headers: dict | None = None):
 def register(srv, body: dict, headers: dict | None = None, status: int = 201) -> dict:
     r = requests.post(srv.url("/api/v1/mcp/servers"), json=body, headers=headers or {}, timeout=120)
     assert r.status_code == status, r.text
-    return r.json()["data"] if status == 201 else r.json()
+    return settled(srv, r.json()["data"], headers) if status == 201 else r.json()
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ import anyio
 import httpx2
 import pytest
 import requests
-from conftest import everything_cmd, make_home, start_server
+from conftest import everything_cmd, make_home, start_server, settled
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
@@ -50,7 +50,7 @@ async def mcp(url: str, mode: str):
 def register(srv, body: dict, status: int = 201) -> dict:
     r = requests.post(srv.url("/api/v1/mcp/servers"), json=body, timeout=120)
     assert r.status_code == status, r.text
-    return r.json()["data"] if status == 201 else r.json()
+    return settled(srv, r.json()["data"]) if status == 201 else r.json()
 
 
 @pytest.fixture(scope="module")
@@ -196,9 +196,53 @@ def test_an_upstream_the_guard_refuses_says_why(quarry_bin: Path, corpus: Path, 
                           json={"name": "local", "transport_type": "http", "config": "http://localhost:9/mcp",
                                 "connect_timeout_secs": 5})
         assert r.status_code == 201, r.text
-        info = r.json()["data"]
+        info = settled(srv, r.json()["data"], h)
         error = info["last_error"] or ""
         assert info["status"] == "error" and "resolves only to refused addresses" in error, info
         assert "WorkerTransport" not in error and "rmcp::" not in error, error
     finally:
         srv.stop()
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_tool_listing_names_tools_as_clients_call_them(cat, echo_http, mode):
+    """Issue 21 item 12: `/api/v1/tools` gave built-ins their wire name (`web__web_search`) and
+    custom tools their bare name (`weather`). Every `name` there is now the name an MCP client
+    calls, with `package` and the tool's own name (`tool`) beside it; the custom tool keeps
+    every field of seed 003's CustomTool, and its routes accept each of its names."""
+    srv = cat["srv"]
+    spec = {"name": "weather_now", "description": "Current weather for a city",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+            "http_url": f"http://127.0.0.1:{echo_http['port']}/weather/{{{{city}}}}", "http_method": "GET"}
+    r = requests.post(srv.url("/api/v1/tools"), json=spec, timeout=30)
+    if r.status_code == 409:  # the other mode's run made it
+        created = requests.get(srv.url("/api/v1/tools/weather_now"), timeout=30).json()["data"]
+    else:
+        assert r.status_code == 201, r.text
+        created = r.json()["data"]
+    listing = requests.get(srv.url("/api/v1/tools"), timeout=30).json()["data"]
+    for t in listing:
+        assert t["name"] == f"{t['package']}__{t['tool']}", t
+        assert t["full_name"] == f"{t['package']}.{t['tool']}", t
+    [custom] = [t for t in listing if str(t.get("source", "")).startswith("custom:")]
+    assert (custom["name"], custom["tool"], custom["package"]) == ("custom__weather_now", "weather_now", "custom")
+    seed_fields = {"id", "description", "tool_type", "parameters", "http_url", "http_method", "http_headers",
+                   "http_body_template", "enabled"}
+    assert seed_fields <= custom.keys(), custom.keys()
+    assert custom["id"] == created["id"] and custom["tool_type"] == "http"
+    builtins = [t for t in listing if t["source"] == "builtin" and t["enabled"]]
+    assert builtins, listing
+
+    async def run():
+        async with mcp(srv.url("/api/mcp"), mode) as c:
+            offered = {t.name for t in (await c.list_tools()).tools}
+            called = await c.call_tool(custom["name"], {"city": "Oslo"})
+        return offered, called
+    offered, called = anyio.run(run)
+    assert custom["name"] in offered and all(t["name"] in offered for t in builtins), (offered, listing)
+    assert not called.is_error and "/weather/Oslo" in called.content[0].text, called
+
+    for key in (created["id"], "weather_now", "custom.weather_now", "custom__weather_now"):
+        r = requests.get(srv.url(f"/api/v1/tools/{key}"), timeout=30)
+        assert r.status_code == 200 and r.json()["data"]["id"] == created["id"], (key, r.text)
+    assert requests.get(srv.url("/api/v1/tools/custom__nope"), timeout=30).status_code == 404

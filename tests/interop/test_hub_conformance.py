@@ -34,7 +34,7 @@ from pathlib import Path
 
 import pytest
 import requests
-from conftest import free_port, make_home, start_server, wait_port
+from conftest import free_port, make_home, start_server, wait_port, settled
 
 HERE = Path(__file__).parent
 FIXTURE = HERE / "upstreams" / "conformance_server.py"
@@ -168,7 +168,7 @@ def hub(quarry_bin: Path, corpus: Path, tmp_path_factory: pytest.TempPathFactory
             timeout=120,
         )
         assert r.status_code == 201, r.text
-        info = r.json()["data"]
+        info = settled(srv, r.json()["data"])
         assert info["status"] == "ready", info
         assert info["package"] == UPSTREAM and info["tool_count"] == 14, info
         yield {"srv": srv, "info": info, "url": srv.url(f"/api/mcp?servers={UPSTREAM}&names=tool")}

@@ -21,7 +21,7 @@ from pathlib import Path
 import httpx2
 import pytest
 import requests
-from conftest import everything_cmd, everything_js, free_port, make_home, node, start_server, wait_port
+from conftest import everything_cmd, everything_js, free_port, make_home, node, start_server, wait_port, settled
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
@@ -99,6 +99,7 @@ def eras(quarry_bin: Path, corpus: Path, tmp_path_factory: pytest.TempPathFactor
             r = requests.post(srv.url("/api/v1/mcp/servers"), json={"name": name, **body}, timeout=120)
             assert r.status_code == 201, r.text
             registered[name] = r.json()["data"]
+        registered = {name: settled(srv, row) for name, row in registered.items()}
         yield {"srv": srv, "registered": registered}
     finally:
         srv.stop()

@@ -19,7 +19,7 @@ import anyio
 import httpx2
 import pytest
 import requests
-from conftest import everything_cmd, make_home, start_server
+from conftest import everything_cmd, make_home, start_server, settled
 from mcp import Client
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
@@ -45,7 +45,7 @@ def hub(quarry_bin: Path, corpus: Path, tmp_path_factory: pytest.TempPathFactory
         r = requests.post(srv.url("/api/v1/mcp/servers"), timeout=120,
                           json={"name": "everything", "transport_type": "stdio", "config": everything_cmd()})
         assert r.status_code == 201, r.text
-        row = r.json()["data"]
+        row = settled(srv, r.json()["data"])
         assert row["status"] == "ready", row
         yield {"srv": srv, "home": home, "root": root}
     finally:

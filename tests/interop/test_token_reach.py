@@ -235,6 +235,37 @@ async def test_kb_limited_token_is_told_where_it_may_write(world):
         assert texts(r)[0].startswith("Knowledge created: ")
 
 
+@pytest.mark.anyio
+async def test_resource_bounds_writes_not_reads(world):
+    """The decision of docs/access-api.md: X-Resource says where a connection writes; reads
+    (`get_knowledge` and `query_knowledge` alike, as `knowledge_search`) reach what the
+    connection may read — narrowed by the token's knowledge bases or `?kb=`, never by the
+    resource."""
+    w = world
+    hb, secret = w.docs["handbook"], w.docs["secret"]
+
+    def ids(result) -> set[str]:
+        return {r["knowledge_id"] for r in result.structured_content["results"]}
+
+    # The default resource: the handbook is readable by both tools (and not writable, above).
+    async with Client(mcp_url(w.srv, w.tok("editor")), read_timeout_seconds=30) as c:
+        got = await tool_ok(c, "get_knowledge", {"id": hb["id"]})
+        assert "heron policy" in texts(got)[0], texts(got)
+        assert hb["id"] in ids(await tool_ok(c, "query_knowledge", {"query": "heron policy lunch"}))
+    # ?kb= narrows both tools the same way.
+    async with Client(mcp_url(w.srv, w.tok("owner"), kb="secret"), read_timeout_seconds=30) as c:
+        msg = await tool_err(c, "get_knowledge", {"id": hb["id"]})
+        assert "not found" in msg, msg
+        assert hb["id"] not in ids(await tool_ok(c, "query_knowledge", {"query": "heron policy lunch"}))
+        assert secret["id"] in ids(await tool_ok(c, "query_knowledge", {"query": "osprey acquisition"}))
+    # So does a token limited to a knowledge base, whatever resource it names.
+    async with Client(mcp_url(w.srv, w.tok("handbook_editor"), resource="handbook"), read_timeout_seconds=30) as c:
+        msg = await tool_err(c, "get_knowledge", {"id": secret["id"]})
+        assert "not found" in msg and "osprey" not in msg, msg
+        assert secret["id"] not in ids(await tool_ok(c, "query_knowledge", {"query": "osprey acquisition"}))
+        assert hb["id"] in ids(await tool_ok(c, "query_knowledge", {"query": "heron policy lunch"}))
+
+
 # ---------------------------------------------------------------------------------------------
 # Item 16: ?kb= naming nothing reachable is refused, in the same words for hidden and missing.
 

@@ -260,6 +260,8 @@ async fn run_async(hub: &Arc<Hub>, who: &HubCaller, cmd: &HubCmd, json_out: bool
                 ..Default::default()
             };
             let info = hub.register(who, req).await?;
+            // This process holds the only connection: wait a little for its tools.
+            let info = hub.settle(who, &info.id, quarry_hub::ANSWER_GRACE).await?;
             print_server(&info, json_out)?;
             if info.health.status == "error" {
                 bail!(
@@ -286,6 +288,7 @@ async fn run_async(hub: &Arc<Hub>, who: &HubCaller, cmd: &HubCmd, json_out: bool
                 ..Default::default()
             };
             let info = hub.register(who, req).await?;
+            let info = hub.settle(who, &info.id, quarry_hub::ANSWER_GRACE).await?;
             print_server(&info, json_out)?;
         }
         HubCmd::List { .. } => {

@@ -576,21 +576,78 @@ fn run(cli: Cli) -> Result<()> {
             print_update(&mut out, cli.json, &report, "Updated")?;
         }
         Command::Embed { collection, force } => {
-            let report = engine.embed(
-                &EmbedOptions {
-                    collection: collection.clone(),
-                    force: *force,
-                },
-                &progress,
-            )?;
+            let opts = EmbedOptions {
+                collection: collection.clone(),
+                force: *force,
+            };
+            // A team server's administrator embeds every space at once; `--space` or
+            // `--collection` (a name within one space) narrow it to one space.
+            let spaces: Vec<String> = engine
+                .store_handle()
+                .spaces()?
+                .into_iter()
+                .map(|s| s.name)
+                .collect();
+            let several = spaces.len() > 1;
+            let every_space = cli.space.is_none() && collection.is_none();
+            let runs: Vec<(String, quarry_engine::EmbedReport)> = if several && every_space {
+                let mut runs = Vec::new();
+                for space in spaces {
+                    let scoped = engine.scoped(quarry_core::Scope::owner(space.clone()));
+                    runs.push((space, scoped.embed(&opts, &progress)?));
+                }
+                runs
+            } else {
+                vec![(engine.space().to_owned(), engine.embed(&opts, &progress)?)]
+            };
+            let mut report = runs[0].1.clone();
+            for (_, r) in &runs[1..] {
+                report.model_changed |= r.model_changed;
+                report.documents_chunked += r.documents_chunked;
+                report.chunks_embedded += r.chunks_embedded;
+                report.vectors_indexed += r.vectors_indexed;
+                report.vectors_removed += r.vectors_removed;
+                report.total_chunks += r.total_chunks;
+                report.seconds += r.seconds;
+            }
             if cli.json {
-                print_json(&report)?;
+                let mut v = serde_json::to_value(&report)?;
+                v["spaces"] = json!(
+                    runs.iter()
+                        .map(|(space, r)| {
+                            let mut one = serde_json::to_value(r).unwrap_or_default();
+                            one["space"] = json!(space);
+                            one
+                        })
+                        .collect::<Vec<_>>()
+                );
+                print_json(&v)?;
             } else {
                 if report.model_changed {
                     writeln!(
                         out,
                         "Embedding model changed: the vector index was rebuilt for {}",
                         report.model
+                    )?;
+                }
+                if runs.len() > 1 {
+                    for (space, r) in &runs {
+                        writeln!(
+                            out,
+                            "  space {space}: {} chunks embedded from {} re-chunked documents, {} chunks",
+                            r.chunks_embedded, r.documents_chunked, r.total_chunks
+                        )?;
+                    }
+                } else if several {
+                    writeln!(
+                        out,
+                        "  space {} only{}",
+                        engine.space(),
+                        if collection.is_some() {
+                            " (one collection); other spaces were left as they are"
+                        } else {
+                            "; other spaces were left as they are"
+                        }
                     )?;
                 }
                 writeln!(

@@ -155,13 +155,30 @@ pub struct CollectionStatus {
     pub last_updated: Option<String>,
 }
 
+/// How far embedding has got in one space (a line of [`StatusReport::spaces`]).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SpaceEmbedding {
+    pub space: String,
+    pub documents: u64,
+    /// Documents whose vectors are missing or outdated.
+    pub needs_embedding: u64,
+    /// Chunks cut but not embedded yet.
+    pub chunks_needing_embedding: u64,
+}
+
 /// The index's health, the seed's `StatusResult`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct StatusReport {
     pub total_documents: u64,
     pub needs_embedding: u64,
+    /// Chunks of this space cut but not embedded yet (uploads wait for them to be `ready`).
+    pub chunks_needing_embedding: u64,
     pub has_vector_index: bool,
     pub collections: Vec<CollectionStatus>,
+    /// Every space, for the machine's owner of a server with more than one (the others'
+    /// embedding is not in the counts above).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub spaces: Vec<SpaceEmbedding>,
 }
 
 impl StatusReport {
@@ -178,6 +195,21 @@ impl StatusReport {
             // A knowledge base has no folder: show its name.
             let place = if c.path.is_empty() { &c.name } else { &c.path };
             out.push_str(&format!("\n    - {place} ({} docs)", c.documents));
+        }
+        if self.chunks_needing_embedding > 0 {
+            out.push_str(&format!(
+                "\n  Chunks waiting for embedding: {}",
+                self.chunks_needing_embedding
+            ));
+        }
+        if !self.spaces.is_empty() {
+            out.push_str("\n  Spaces (needs embedding: documents / chunks):");
+            for s in &self.spaces {
+                out.push_str(&format!(
+                    "\n    - {} ({} docs): {} / {}",
+                    s.space, s.documents, s.needs_embedding, s.chunks_needing_embedding
+                ));
+            }
         }
         out
     }

@@ -37,6 +37,9 @@ pub const MAX_ATTEMPTS: u32 = 3;
 /// Blob files no row names are deleted once older than this (a crash between writing the
 /// bytes and committing the row leaves such files).
 const SWEEP_AGE: Duration = Duration::from_secs(3600);
+/// Chunks one embed job embeds before it queues the next round: a few seconds of a small
+/// model on a CPU, so a worker running embedding is free again for uploads soon.
+const EMBED_ROUND_CHUNKS: usize = 256;
 
 /// How uploads are converted and retried.
 #[derive(Debug, Clone)]
@@ -687,6 +690,7 @@ impl Engine {
                 None => Err(JobError::permanent("ingest job without a document")),
             },
             JobKind::Cleanup => self.cleanup(progress).map_err(JobError::from),
+            JobKind::Embed => self.embed_job(job.collection_id, progress),
         };
         let store = self.store();
         // The queue records an outcome only for the job's current owner; a worker whose
@@ -723,6 +727,11 @@ impl Engine {
                 if let Some(file) = job.file_id {
                     store.set_file_status(file, FileStatus::Failed, Some(&e.message))?;
                 }
+                if let (JobKind::Embed, Some(collection)) = (job.kind, job.collection_id) {
+                    // Its documents stay keyword-searchable; `failed` with the reason says
+                    // they have no vectors (retrying one queues it again).
+                    store.embedding_failed(collection, &e.message, job.attempts + 1)?;
+                }
                 Ok(JobOutcome::Failed { error: e.message })
             }
         }
@@ -741,16 +750,39 @@ impl Engine {
             }
         }
         if self.embedding_enabled()? {
+            // Searchable by keyword now; the vectors come from the collection's embed job,
+            // which workers take only when no upload waits (issue 22 item 4), and which
+            // marks the file `ready` once its every chunk is in the vector index.
             store.set_file_status(file_id, FileStatus::Embedding, None)?;
-            // Embedding works space by space: run it as the owner of the file's space.
-            let space = store
-                .collection_space(file.collection_id)?
-                .unwrap_or_else(|| self.space().to_owned());
-            self.scoped(quarry_core::Scope::owner(space))
-                .embed_scope(Some(file.collection_id), false, progress)
-                .map_err(|e| JobError::transient(format!("embedding failed: {e}")))?;
+            store.enqueue_embed(file.collection_id)?;
+        } else {
+            store.set_file_status(file_id, FileStatus::Ready, None)?;
         }
-        store.set_file_status(file_id, FileStatus::Ready, None)?;
+        Ok(())
+    }
+
+    /// One round of a collection's background embedding (see [`Engine::embed_round`]);
+    /// queues the next round when chunks are left.
+    fn embed_job(&self, collection: Option<i64>, progress: &dyn Progress) -> Result<(), JobError> {
+        let Some(collection_id) = collection else {
+            return Err(JobError::permanent("embed job without a collection"));
+        };
+        let store = self.store();
+        // Deleted meanwhile, or embedding switched off: nothing to do.
+        let Some(space) = store.collection_space(collection_id)? else {
+            return Ok(());
+        };
+        if !self.embedding_enabled()? {
+            return Ok(());
+        }
+        // Embedding works space by space: run it as the owner of the collection's space.
+        let more = self
+            .scoped(quarry_core::Scope::owner(space))
+            .embed_round(collection_id, EMBED_ROUND_CHUNKS, progress)
+            .map_err(|e| JobError::transient(format!("embedding failed: {e}")))?;
+        if more {
+            store.enqueue_embed(collection_id)?;
+        }
         Ok(())
     }
 

@@ -458,9 +458,35 @@ impl Engine {
             self.scope.collections.as_deref(),
             model.as_deref(),
         )?;
+        // The machine's owner sees every space's backlog: a team server embeds them all.
+        let mut spaces = Vec::new();
+        if self.scope.machine_owner && self.scope.collections.is_none() {
+            let all = self.store.spaces()?;
+            if all.len() > 1 {
+                for s in all {
+                    let state = self
+                        .store
+                        .embedding_state(&s.name, None, model.as_deref())?;
+                    let documents = self
+                        .scoped(quarry_core::Scope::owner(s.name.clone()))
+                        .collections()?
+                        .iter()
+                        .map(|c| c.documents)
+                        .sum();
+                    spaces.push(quarry_core::SpaceEmbedding {
+                        space: s.name,
+                        documents,
+                        needs_embedding: state.documents_pending,
+                        chunks_needing_embedding: state.chunks_pending,
+                    });
+                }
+            }
+        }
         Ok(StatusReport {
             total_documents: total,
             needs_embedding: embedding.documents_pending,
+            chunks_needing_embedding: embedding.chunks_pending,
+            spaces,
             has_vector_index: model.is_some(),
             collections: collections
                 .into_iter()

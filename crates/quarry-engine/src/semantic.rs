@@ -368,30 +368,17 @@ impl Engine {
     ) -> Result<EmbedReport> {
         let started = Instant::now();
         let guard = self.lock_writes(progress)?;
-        let spec = self.embed_spec()?;
         let model = self.embedder(progress)?;
-        let key = Self::identity_key(model.as_ref())?;
-        let dims = model.identity().dimensions;
         let store = self.store();
+        // The setup learns a remote model's dimensions (a probe): read them after it.
+        let (key, model_changed) = self.embedding_setup(&guard, model.as_ref())?;
+        let dims = model.identity().dimensions;
         let mut report = EmbedReport {
             model: model.identity().name.clone(),
             dimensions: dims,
+            model_changed,
             ..EmbedReport::default()
         };
-
-        // A different model: its vectors live beside the old ones (switching back is free),
-        // but the ANN file holds one vector space, so it is rebuilt from scratch.
-        let previous = store.meta(META_ANN_MODEL)?;
-        if previous.as_deref() != Some(key.as_str()) {
-            report.model_changed = previous.is_some();
-            self.drop_ann_file(&guard)?;
-            store.ann_reset()?;
-            store.set_meta(META_ANN_DIMS, &dims.to_string())?;
-            store.set_meta(META_ANN_MODEL, &key)?;
-        }
-        store.set_meta(META_EMBED_SPEC, &spec.to_string())?;
-        store.set_meta(META_EMBED_NAME, &model.identity().name)?;
-
         if force {
             store.delete_embeddings(self.space(), collection_id, &key)?;
         }
@@ -402,8 +389,9 @@ impl Engine {
             store.embedding_state(self.space(), only.as_ref().map(|c| &c[..]), Some(&key))?;
         self.flush_index(&guard)?;
         report.documents_chunked = pending.documents_pending;
-        report.chunks_embedded =
-            self.embed_pending(collection_id, &key, model.as_ref(), progress)?;
+        report.chunks_embedded = self
+            .embed_pending(collection_id, &key, model.as_ref(), None, progress)?
+            .0;
         let (added, removed) = self.index_pending(&guard, &key, dims, progress)?;
         report.vectors_indexed = added;
         report.vectors_removed = removed;
@@ -418,17 +406,92 @@ impl Engine {
         Ok(report)
     }
 
+    /// One round of the background embedding of a collection (an embed job): embeds up to
+    /// `max_chunks` chunks without vectors and adds them to the vector
+    /// index, then marks the collection's files whose every chunk is indexed `ready`.
+    /// The write lock is held only for the short bookkeeping at either end, never while the
+    /// model runs, so uploads are converted and keyword-indexed meanwhile. Returns whether
+    /// chunks are left for another round.
+    pub(crate) fn embed_round(
+        &self,
+        collection_id: i64,
+        max_chunks: usize,
+        progress: &dyn Progress,
+    ) -> Result<bool> {
+        let model = self.embedder(progress)?;
+        let key = {
+            let guard = self.lock_writes(progress)?;
+            // Chunks are cut with keyword indexing: finish any a killed writer left.
+            self.flush_index(&guard)?;
+            self.embedding_setup(&guard, model.as_ref())?.0
+        };
+        let dims = model.identity().dimensions;
+        let (_, more) = self.embed_pending(
+            Some(collection_id),
+            &key,
+            model.as_ref(),
+            Some(max_chunks),
+            progress,
+        )?;
+        // Even with nothing embedded: chunks whose text another document's vector already
+        // covers still need adding to the index.
+        {
+            let guard = self.lock_writes(progress)?;
+            self.index_pending(&guard, &key, dims, progress)?;
+        }
+        self.store().mark_embedded(collection_id, &key)?;
+        Ok(more)
+    }
+
+    /// What every embedding run settles first, under the write lock: the model's key, and
+    /// (when the model changed) a fresh vector index. Returns the model key and whether the
+    /// model changed.
+    fn embedding_setup(
+        &self,
+        guard: &WriteGuard,
+        model: &dyn Embedder,
+    ) -> Result<(String, bool)> {
+        let spec = self.embed_spec()?;
+        let key = Self::identity_key(model)?;
+        let dims = model.identity().dimensions;
+        let store = self.store();
+        let mut model_changed = false;
+
+        // A different model: its vectors live beside the old ones (switching back is free),
+        // but the ANN file holds one vector space, so it is rebuilt from scratch.
+        let previous = store.meta(META_ANN_MODEL)?;
+        if previous.as_deref() != Some(key.as_str()) {
+            model_changed = previous.is_some();
+            self.drop_ann_file(guard)?;
+            store.ann_reset()?;
+            store.set_meta(META_ANN_DIMS, &dims.to_string())?;
+            store.set_meta(META_ANN_MODEL, &key)?;
+        }
+        store.set_meta(META_EMBED_SPEC, &spec.to_string())?;
+        store.set_meta(META_EMBED_NAME, &model.identity().name)?;
+
+        Ok((key, model_changed))
+    }
+
+    /// Embeds chunks that have no vector for `key` (at most `limit`); returns how many, and
+    /// whether the limit left some.
     fn embed_pending(
         &self,
         collection_id: Option<i64>,
         key: &str,
         model: &dyn Embedder,
+        limit: Option<usize>,
         progress: &dyn Progress,
-    ) -> Result<u64> {
+    ) -> Result<(u64, bool)> {
         let store = self.store();
-        let mut jobs = store.embed_jobs(self.space(), collection_id, key)?;
+        // One more than the limit says whether another round is needed.
+        let mut jobs = store.embed_jobs(self.space(), collection_id, key, limit.map(|n| n + 1))?;
+        let more = limit.is_some_and(|n| jobs.len() > n);
+        if let Some(n) = limit {
+            jobs.truncate(n);
+        }
         if jobs.is_empty() {
-            return Ok(0);
+            return Ok((0, false));
         }
         let inputs: Vec<(String, String)> = jobs
             .drain(..)
@@ -460,7 +523,7 @@ impl Engine {
             progress.advance(rows.len() as u64);
         }
         progress.end();
-        Ok(done)
+        Ok((done, more))
     }
 
     fn drop_ann_file(&self, _guard: &WriteGuard) -> Result<()> {

@@ -46,11 +46,11 @@ pub const MACHINE_OWNER: &str = "local";
 /// Default cap on the tools of one endpoint (Cursor stops at 40).
 pub const DEFAULT_MAX_TOOLS: usize = 32;
 
-/// How long registering or enabling an upstream waits for its first discovery before
-/// answering with the status it has (`connecting` for a slow or hanging upstream, which
-/// keeps trying in the background): long enough for a local server to start and list its
-/// tools, short of holding the request for the whole connect timeout.
-const ANSWER_GRACE: Duration = Duration::from_secs(5);
+/// How long enabling an upstream (and the CLI's `hub add`, whose process holds the only
+/// connection) waits for its first discovery before answering with the status it has
+/// (`connecting` for a slow or hanging upstream, which keeps trying in the background).
+/// Registration over HTTP does not wait at all: it answers `connecting` and clients poll.
+pub const ANSWER_GRACE: Duration = Duration::from_secs(5);
 
 /// Hub settings, fixed at start.
 #[derive(Debug, Clone)]
@@ -461,8 +461,10 @@ impl Hub {
         Ok(catalog)
     }
 
-    /// Registers an upstream, connects it, and waits (up to its connect timeout) for the
-    /// first discovery, so the answer already lists its tools or says why it has none.
+    /// Registers an upstream and starts connecting it in the background: the answer comes
+    /// at once, usually with status `connecting` (a hanging upstream must not hold the
+    /// request); the server list then shows `ready` with its tools, or `error` with the
+    /// reason. [`Hub::settle`] waits for the first discovery where a caller needs it.
     pub async fn register(
         self: &Arc<Self>,
         caller: &HubCaller,
@@ -652,10 +654,23 @@ impl Hub {
             self.store.replace_package(&package, &manifest_rows)?;
         }
         if row.enabled {
-            let conn = self.connect(&row)?;
-            conn.wait_discovered(ANSWER_GRACE).await;
+            self.connect(&row)?;
         }
         self.upstream(caller, &id)
+    }
+
+    /// An upstream once its first discovery finished (or after `wait`, still `connecting`).
+    pub async fn settle(
+        self: &Arc<Self>,
+        caller: &HubCaller,
+        id: &str,
+        wait: Duration,
+    ) -> Result<UpstreamInfo> {
+        let row = self.row(caller, id)?;
+        if let Some(conn) = self.connection(&row.id) {
+            conn.wait_discovered(wait).await;
+        }
+        self.upstream(caller, id)
     }
 
     /// An upstream by id, name or package id.
@@ -887,11 +902,21 @@ impl Hub {
             .collect()
     }
 
+    /// A custom tool by id, by its name, or by the names the tool listings give it (the
+    /// catalog name `custom.NAME` and the wire name an MCP client calls it by).
     fn custom_row(&self, caller: &HubCaller, id: &str) -> Result<quarry_store::CustomToolRow> {
-        self.store
-            .custom_tools(&caller.owner)?
-            .into_iter()
-            .find(|r| r.id == id || r.name == id)
+        let rows = self.store.custom_tools(&caller.owner)?;
+        if let Some(row) = rows.iter().find(|r| r.id == id || r.name == id) {
+            return Ok(row.clone());
+        }
+        let catalog = self.catalog(&caller.owner)?;
+        let named = catalog
+            .tools
+            .iter()
+            .find(|t| t.package == CUSTOM_PACKAGE && (t.wire_name == id || t.full_name == id))
+            .map(|t| t.name.clone());
+        named
+            .and_then(|n| rows.into_iter().find(|r| r.name == n))
             .ok_or_else(|| Error::NotFound(format!("custom tool '{id}' not found")))
     }
 

@@ -240,6 +240,23 @@ async fn all_tools(
     let custom = blocking(move || hub.custom_tools(&who)).await?;
     for c in custom {
         let mut v = serde_json::to_value(&c).unwrap_or_default();
+        // One meaning of `name` in this listing: what an MCP client calls the tool by (as for
+        // built-ins); the tool's own name and its package beside it.
+        let wire = catalog
+            .tools
+            .iter()
+            .find(|t| t.full_name == c.full_name)
+            .map(|t| t.wire_name.clone())
+            .unwrap_or_else(|| {
+                quarry_hub::names::wire_name(
+                    quarry_hub::CUSTOM_PACKAGE,
+                    &c.name,
+                    quarry_hub::names::DEFAULT_WIRE_NAME_MAX,
+                )
+            });
+        v["name"] = json!(wire);
+        v["tool"] = json!(c.name);
+        v["package"] = json!(quarry_hub::CUSTOM_PACKAGE);
         v["source"] = json!(format!("custom:{}", c.id));
         items.push(v);
     }

@@ -257,6 +257,7 @@ fn status_output() -> Value {
         "properties": {
             "totalDocuments": {"type": "integer"},
             "needsEmbedding": {"type": "integer"},
+            "chunksNeedingEmbedding": {"type": "integer", "description": "chunks cut but not embedded yet"},
             "hasVectorIndex": {"type": "boolean"},
             "collections": {
                 "type": "array",
@@ -505,6 +506,7 @@ fn status_result(s: &StatusReport) -> CallToolResult {
     r.structured_content = Some(json!({
         "totalDocuments": s.total_documents,
         "needsEmbedding": s.needs_embedding,
+        "chunksNeedingEmbedding": s.chunks_needing_embedding,
         "hasVectorIndex": s.has_vector_index,
         "collections": s.collections.iter().map(|c| json!({
             "name": c.name, "path": c.path, "pattern": c.pattern,

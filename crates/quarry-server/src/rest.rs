@@ -342,8 +342,10 @@ async fn status(caller: Caller) -> ApiResult {
     Ok(axum::Json(json!({
         "total_documents": s.total_documents,
         "needs_embedding": s.needs_embedding,
+        "chunks_needing_embedding": s.chunks_needing_embedding,
         "has_vector_index": s.has_vector_index,
         "collections": s.collections,
+        "spaces": s.spaces,
         "content": s.summary(),
     })))
 }

@@ -202,14 +202,18 @@ pub struct ConvertedFile {
     pub images: Vec<(String, u64, String)>,
 }
 
-/// What a job does.
+/// What a job does. Workers claim ingest jobs first, then cleanups, then embedding, so
+/// conversion and keyword indexing never wait behind another document's embedding.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum JobKind {
-    /// Convert → index → embed one uploaded file.
+    /// Convert and keyword-index one uploaded file (then queue its collection's embedding).
     Ingest,
     /// Finish derived-index removals and delete blobs nothing references (after deletes).
     Cleanup,
+    /// Embed one round of a collection's chunks that have no vectors yet (one waiting job per
+    /// collection at most; a round that leaves work queues the next).
+    Embed,
 }
 
 impl JobKind {
@@ -217,6 +221,7 @@ impl JobKind {
         match self {
             JobKind::Ingest => "ingest",
             JobKind::Cleanup => "cleanup",
+            JobKind::Embed => "embed",
         }
     }
 
@@ -224,6 +229,7 @@ impl JobKind {
         match s {
             "ingest" => Some(JobKind::Ingest),
             "cleanup" => Some(JobKind::Cleanup),
+            "embed" => Some(JobKind::Embed),
             _ => None,
         }
     }
@@ -235,6 +241,8 @@ pub struct Job {
     pub id: i64,
     pub kind: JobKind,
     pub file_id: Option<i64>,
+    /// The collection an embed job works on.
+    pub collection_id: Option<i64>,
     /// Attempts before this one, including those that ended without an outcome.
     pub attempts: u32,
     /// Whether the previous attempt ended without an outcome: its lease lapsed (the worker
@@ -304,6 +312,14 @@ pub trait KnowledgeStore {
         summary: Option<&str>,
     ) -> Result<()>;
     fn retry_kb_file(&self, collection_id: i64, row_id: i64) -> Result<KbFile>;
+    /// Moves the collection's files waiting for embedding (`embedding`) whose document is
+    /// chunked and whose every chunk has a vector for `model` in the vector index to
+    /// `ready`; returns how many.
+    fn mark_embedded(&self, collection_id: i64, model: &str) -> Result<u64>;
+    /// The collection's embedding failed for good: its files waiting for it become `failed`
+    /// with `error` after `attempts` (they stay keyword-searchable; a retry queues them
+    /// again). Returns how many.
+    fn embedding_failed(&self, collection_id: i64, error: &str, attempts: u32) -> Result<u64>;
     /// Records a file's stage (and the reason when failing). No-op for a deleted file.
     fn set_file_status(&self, row_id: i64, status: FileStatus, error: Option<&str>) -> Result<()>;
     /// Stores the converted document (new or replacing the file's previous one) and moves
@@ -353,8 +369,10 @@ pub trait KnowledgeStore {
 
 /// The persisted job queue.
 pub trait JobQueue {
-    /// Claims the oldest runnable job (enqueued and due, or processing with an expired
-    /// lease) for `owner` until `now + lease_ms`.
+    /// Claims the next runnable job (enqueued and due, or processing with an expired lease)
+    /// for `owner` until `now + lease_ms`: ingest jobs first, then cleanups, then embed jobs
+    /// (only while no other embed job runs, so with two workers or more one is always free
+    /// for uploads), oldest first within a kind.
     fn claim_job(&self, owner: &str, now: i64, lease_ms: i64) -> Result<Option<Job>>;
     /// Extends a lease; `false` when the job is no longer this owner's (lost or deleted).
     fn renew_job(&self, id: i64, owner: &str, until: i64) -> Result<bool>;
@@ -369,6 +387,9 @@ pub trait JobQueue {
     /// Ends these owners' leases now (they are known dead): their jobs are claimable.
     fn expire_leases(&self, owners: &[String]) -> Result<u64>;
     fn enqueue_cleanup(&self) -> Result<()>;
+    /// Queues an embed job for a collection unless one is already waiting (a running one
+    /// does not count: it may have read its work before the caller's document was stored).
+    fn enqueue_embed(&self, collection_id: i64) -> Result<()>;
     /// Job counts: all jobs, or those of files in `collections`.
     fn queue_counts(&self, collections: Option<&[i64]>) -> Result<QueueCounts>;
 }

@@ -159,6 +159,9 @@ pub struct EmbeddingState {
     pub documents_pending: u64,
     /// Chunks in the space.
     pub chunks: u64,
+    /// Chunks already cut that have no vector for the model yet (documents not chunked yet
+    /// are counted in `documents_pending` only).
+    pub chunks_pending: u64,
 }
 
 /// Storage of Quarry's metadata and documents for one data directory.
@@ -230,12 +233,14 @@ pub trait Store:
     /// Forgets every document's chunking of the space (or one collection) so the next embed
     /// cuts them again (chunking options or `--force`).
     fn reset_chunks(&self, space: &str, collection_id: Option<i64>) -> Result<()>;
-    /// Distinct chunk texts of the space (or one collection) with no embedding for `model`.
+    /// Distinct chunk texts of the space (or one collection) with no embedding for `model`;
+    /// at most `limit` of them when given.
     fn embed_jobs(
         &self,
         space: &str,
         collection_id: Option<i64>,
         model: &str,
+        limit: Option<usize>,
     ) -> Result<Vec<EmbedJob>>;
     /// Stores vectors for chunk hashes under `model` (replacing any).
     fn put_embeddings(&self, model: &str, vectors: &[(String, Vec<f32>)]) -> Result<()>;

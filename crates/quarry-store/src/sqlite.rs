@@ -17,7 +17,7 @@ use crate::{
     IndexDoc, IndexWork, Store,
 };
 
-const SCHEMA_VERSION: i64 = 7;
+const SCHEMA_VERSION: i64 = 9;
 
 const SCHEMA: &str = r#"
 CREATE TABLE IF NOT EXISTS spaces (
@@ -335,6 +335,13 @@ CREATE TABLE IF NOT EXISTS idempotency_keys (
 CREATE INDEX IF NOT EXISTS idempotency_keys_created ON idempotency_keys(created_at);
 "#;
 
+/// Version 9: embedding is a job of its own, per collection (issue 22 item 4), so an ingest
+/// job ends once the file is keyword-searchable. (Version 8 is another change's step.)
+const SCHEMA_V9: &str = r#"
+ALTER TABLE jobs ADD COLUMN collection_id INTEGER;
+CREATE INDEX IF NOT EXISTS jobs_kind_collection ON jobs(kind, collection_id, status);
+"#;
+
 /// Gives every space and collection without one a UUID (rows from before version 4).
 fn assign_uids(conn: &Connection) -> rusqlite::Result<()> {
     for table in ["spaces", "collections"] {
@@ -459,6 +466,9 @@ fn migrate(conn: &Connection) -> rusqlite::Result<()> {
         }
         if version < 7 {
             conn.execute_batch(SCHEMA_V7)?;
+        }
+        if version < 9 {
+            conn.execute_batch(SCHEMA_V9)?;
         }
         conn.execute_batch(&format!("PRAGMA user_version = {SCHEMA_VERSION}"))
     };
@@ -1165,6 +1175,7 @@ impl Store for SqliteStore {
         space: &str,
         collection_id: Option<i64>,
         model: &str,
+        limit: Option<usize>,
     ) -> Result<Vec<EmbedJob>> {
         let conn = self.conn();
         // Offsets are byte offsets on char boundaries; substr on a BLOB counts bytes.
@@ -1175,11 +1186,13 @@ impl Store for SqliteStore {
                  FROM chunks k JOIN documents d ON d.id = k.document_id JOIN collections c ON c.id = d.collection_id \
                  WHERE c.space = ?1 AND (?2 IS NULL OR d.collection_id = ?2) \
                  AND NOT EXISTS (SELECT 1 FROM embeddings e WHERE e.model = ?3 AND e.hash = k.hash) \
-                 GROUP BY k.hash",
+                 GROUP BY k.hash LIMIT ?4",
             )
             .map_err(db_err)?;
+        // LIMIT -1: no limit.
+        let limit = limit.map_or(-1, |n| n.min(i64::MAX as usize) as i64);
         let rows = stmt
-            .query_map(params![space, collection_id, model], |r| {
+            .query_map(params![space, collection_id, model, limit], |r| {
                 Ok(EmbedJob {
                     hash: r.get(0)?,
                     title: r.get(1)?,
@@ -1369,9 +1382,21 @@ impl Store for SqliteStore {
             )
             .and_then(|mut s| s.query_row(params![space, allowed], |r| r.get(0)))
             .map_err(db_err)?;
+        let chunks_pending: i64 = conn
+            .prepare_cached(
+                "SELECT COUNT(*) FROM chunks k JOIN documents d ON d.id = k.document_id \
+                 JOIN collections c ON c.id = d.collection_id WHERE c.space = ?1 \
+                 AND (?3 IS NULL OR c.id IN (SELECT value FROM json_each(?3))) \
+                 AND NOT EXISTS (SELECT 1 FROM embeddings e WHERE e.model = ?2 AND e.hash = k.hash)",
+            )
+            .and_then(|mut s| {
+                s.query_row(params![space, model.unwrap_or(""), allowed], |r| r.get(0))
+            })
+            .map_err(db_err)?;
         Ok(EmbeddingState {
             documents_pending: pending as u64,
             chunks: chunks as u64,
+            chunks_pending: chunks_pending as u64,
         })
     }
 
@@ -1704,14 +1729,23 @@ mod tests {
                 .is_empty()
         );
         // Distinct texts only, sliced by byte range.
-        let jobs = store.embed_jobs("default", None, "m").unwrap();
+        let jobs = store.embed_jobs("default", None, "m", None).unwrap();
         assert_eq!(jobs.len(), 2);
         assert!(jobs.iter().any(|j| j.hash == "k2" && j.text == "body"));
         store
             .put_embeddings("m", &[("k1".into(), vec![1.0, 0.0])])
             .unwrap();
-        assert_eq!(store.embed_jobs("default", None, "m").unwrap().len(), 1);
-        assert_eq!(store.embed_jobs("default", None, "other").unwrap().len(), 2);
+        assert_eq!(
+            store.embed_jobs("default", None, "m", None).unwrap().len(),
+            1
+        );
+        assert_eq!(
+            store
+                .embed_jobs("default", None, "other", None)
+                .unwrap()
+                .len(),
+            2
+        );
         let dirty = store.ann_dirty_chunks("m", 0, 10).unwrap();
         assert_eq!(dirty.len(), 2, "both chunks with text k1 have a vector");
         assert_eq!(dirty[0].1, vec![1.0, 0.0]);

@@ -534,6 +534,37 @@ impl KnowledgeStore for SqliteStore {
         })
     }
 
+    fn mark_embedded(&self, collection_id: i64, model: &str) -> Result<u64> {
+        self.write(|tx| {
+            let n = tx
+                .execute(
+                    "UPDATE kb_files SET status = 'ready', error = NULL, updated_at = ?3 \
+                     WHERE collection_id = ?1 AND status = 'embedding' AND document_id IS NOT NULL \
+                     AND EXISTS (SELECT 1 FROM documents d WHERE d.id = kb_files.document_id \
+                                 AND d.chunked_hash = d.hash) \
+                     AND NOT EXISTS (SELECT 1 FROM chunks k WHERE k.document_id = kb_files.document_id \
+                                     AND (k.ann_dirty = 1 OR NOT EXISTS (SELECT 1 FROM embeddings e \
+                                          WHERE e.model = ?2 AND e.hash = k.hash)))",
+                    params![collection_id, model, quarry_core::now_millis()],
+                )
+                .map_err(db_err)?;
+            Ok(n as u64)
+        })
+    }
+
+    fn embedding_failed(&self, collection_id: i64, error: &str, attempts: u32) -> Result<u64> {
+        self.write(|tx| {
+            let n = tx
+                .execute(
+                    "UPDATE kb_files SET status = 'failed', error = ?2, attempts = ?3, updated_at = ?4 \
+                     WHERE collection_id = ?1 AND status = 'embedding'",
+                    params![collection_id, error, attempts, quarry_core::now_millis()],
+                )
+                .map_err(db_err)?;
+            Ok(n as u64)
+        })
+    }
+
     fn set_file_status(&self, row_id: i64, status: FileStatus, error: Option<&str>) -> Result<()> {
         self.write(|tx| {
             tx.execute(
@@ -725,18 +756,33 @@ impl KnowledgeStore for SqliteStore {
 impl JobQueue for SqliteStore {
     fn claim_job(&self, owner: &str, now: i64, lease_ms: i64) -> Result<Option<Job>> {
         self.write(|tx| {
-            let row: Option<(i64, String, Option<i64>, i64, bool)> = tx
+            type Row = (i64, String, Option<i64>, i64, bool, Option<i64>);
+            // Uploads first: an embed job is taken only when no ingest job is runnable, and
+            // only while no other embed job holds a live lease, so one embedding at a time
+            // leaves the other workers to conversions.
+            let row: Option<Row> = tx
                 .query_row(
-                    "SELECT id, kind, file_id, attempts, status = 'processing' FROM jobs \
-                     WHERE (status = 'enqueued' AND not_before <= ?1) \
-                        OR (status = 'processing' AND lease_until < ?1) \
-                     ORDER BY (kind = 'cleanup'), id LIMIT 1",
+                    "SELECT id, kind, file_id, attempts, status = 'processing', collection_id FROM jobs j \
+                     WHERE ((status = 'enqueued' AND not_before <= ?1) \
+                        OR (status = 'processing' AND lease_until < ?1)) \
+                       AND (kind != 'embed' OR NOT EXISTS (SELECT 1 FROM jobs o WHERE o.kind = 'embed' \
+                            AND o.status = 'processing' AND o.lease_until >= ?1 AND o.id != j.id)) \
+                     ORDER BY CASE kind WHEN 'cleanup' THEN 1 WHEN 'embed' THEN 2 ELSE 0 END, id LIMIT 1",
                     [now],
-                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+                    |r| {
+                        Ok((
+                            r.get(0)?,
+                            r.get(1)?,
+                            r.get(2)?,
+                            r.get(3)?,
+                            r.get(4)?,
+                            r.get(5)?,
+                        ))
+                    },
                 )
                 .optional()
                 .map_err(db_err)?;
-            let Some((id, kind, file_id, mut attempts, interrupted)) = row else {
+            let Some((id, kind, file_id, mut attempts, interrupted, collection_id)) = row else {
                 return Ok(None);
             };
             // Taking over a lapsed lease means the last attempt ended without an outcome (its
@@ -762,6 +808,7 @@ impl JobQueue for SqliteStore {
                 id,
                 kind,
                 file_id,
+                collection_id,
                 attempts: attempts.max(0) as u32,
                 interrupted,
             }))
@@ -851,13 +898,27 @@ impl JobQueue for SqliteStore {
         self.write(enqueue_cleanup_tx)
     }
 
+    fn enqueue_embed(&self, collection_id: i64) -> Result<()> {
+        self.write(|tx| {
+            let now = quarry_core::now_millis();
+            tx.execute(
+                "INSERT INTO jobs (kind, collection_id, status, not_before, created_at, updated_at) \
+                 SELECT 'embed', ?1, 'enqueued', ?2, ?2, ?2 WHERE NOT EXISTS (SELECT 1 FROM jobs \
+                 WHERE kind = 'embed' AND collection_id = ?1 AND status = 'enqueued')",
+                params![collection_id, now],
+            )
+            .map_err(db_err)?;
+            Ok(())
+        })
+    }
+
     fn queue_counts(&self, collections: Option<&[i64]>) -> Result<QueueCounts> {
         let conn = self.conn();
         let allowed = collections.map(id_list);
         conn.query_row(
             "SELECT COALESCE(SUM(j.status = 'enqueued'), 0), COALESCE(SUM(j.status = 'processing'), 0), \
              COALESCE(SUM(j.status = 'failed'), 0) FROM jobs j LEFT JOIN kb_files f ON f.id = j.file_id \
-             WHERE ?1 IS NULL OR f.collection_id IN (SELECT value FROM json_each(?1))",
+             WHERE ?1 IS NULL OR COALESCE(f.collection_id, j.collection_id) IN (SELECT value FROM json_each(?1))",
             [allowed],
             |r| {
                 Ok(QueueCounts {
@@ -953,6 +1014,47 @@ mod tests {
         assert_eq!((again.attempts, again.interrupted), (2, false));
         assert!(s.complete_job(again.id, "C").unwrap());
         assert_eq!(s.queue_counts(None).unwrap(), QueueCounts::default());
+    }
+
+    #[test]
+    fn uploads_are_claimed_before_embedding_and_one_embedding_runs_at_a_time() {
+        let (_d, s) = store();
+        let kb = s.create_knowledge_base("default", "kb", "", None).unwrap();
+        let other = s
+            .create_knowledge_base("default", "other", "", None)
+            .unwrap();
+        // Thirty uploads' worth of requests make one waiting embed job per collection.
+        for _ in 0..30 {
+            s.enqueue_embed(kb.collection_id).unwrap();
+        }
+        s.enqueue_embed(other.collection_id).unwrap();
+        assert_eq!(s.queue_counts(None).unwrap().enqueued, 2);
+        assert_eq!(
+            s.queue_counts(Some(&[kb.collection_id])).unwrap().enqueued,
+            1
+        );
+        // A file uploaded after the embed jobs were queued is claimed first.
+        s.add_files(kb.collection_id, &[file("late.md", "h9")])
+            .unwrap();
+        let t = quarry_core::now_millis() + 10;
+        let first = s.claim_job("A", t, 60_000).unwrap().unwrap();
+        assert_eq!(first.kind, JobKind::Ingest);
+        let embed = s.claim_job("B", t, 60_000).unwrap().unwrap();
+        assert_eq!(
+            (embed.kind, embed.collection_id),
+            (JobKind::Embed, Some(kb.collection_id))
+        );
+        // The other collection's embedding waits for this one (a worker stays free)...
+        assert_eq!(s.claim_job("C", t, 60_000).unwrap(), None);
+        // ...while a new request for the running collection queues a job of its own.
+        s.enqueue_embed(kb.collection_id).unwrap();
+        assert_eq!(s.queue_counts(None).unwrap().enqueued, 2);
+        assert!(s.complete_job(embed.id, "B").unwrap());
+        let next = s.claim_job("C", t, 60_000).unwrap().unwrap();
+        assert_eq!(
+            (next.kind, next.collection_id),
+            (JobKind::Embed, Some(other.collection_id))
+        );
     }
 
     #[test]

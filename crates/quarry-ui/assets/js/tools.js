@@ -840,29 +840,60 @@ function registerDialog(ctx, state) {
     submit.disabled = true;
     form.setAttribute("aria-busy", "true");
     progress.textContent = t("tools.register.connecting", { name: body.name });
-    // Registration answers after the first discovery (up to the connect timeout): meanwhile
-    // the list shows the new server as connecting.
-    const poll = setInterval(() => state.reload(), 1500);
     try {
+      // Registration answers at once, usually `connecting`: the list shows the server
+      // connecting (it polls), and the outcome of its first discovery comes as a toast.
       const info = await api("POST", "/api/v1/mcp/servers", { body, signal: ctx.signal });
       d.close();
       await state.reload();
-      const msg =
-        info.status === "ready"
-          ? t("tools.register.done_ready", { name: info.name, tools: plural("tools.count", info.tool_count) })
-          : t("tools.register.done_status", { name: info.name, status: statusText(info.status) });
-      toast(msg, info.status === "ready" ? "success" : "error");
-      announce(msg);
+      if (info.status === "connecting") {
+        const msg = t("tools.register.done_connecting", { name: info.name });
+        toast(msg, "info");
+        announce(msg);
+        watchFirstDiscovery(info, ctx);
+      } else {
+        registrationOutcome(info);
+      }
     } catch (err) {
       if (isAbort(err)) return;
       error.textContent = err.message;
       progress.textContent = "";
       submit.disabled = false;
     } finally {
-      clearInterval(poll);
       form.removeAttribute("aria-busy");
     }
   });
+}
+
+/** Says how a new server's first discovery ended. */
+function registrationOutcome(info) {
+  const msg =
+    info.status === "ready"
+      ? t("tools.register.done_ready", { name: info.name, tools: plural("tools.count", info.tool_count) })
+      : t("tools.register.done_status", { name: info.name, status: statusText(info.status) });
+  toast(msg, info.status === "ready" ? "success" : "error");
+  announce(msg);
+}
+
+/** Polls a server registered as `connecting` until its first discovery ends (or its
+ *  connect timeout has long passed), then reports the outcome. */
+async function watchFirstDiscovery(info, ctx) {
+  const deadline = Date.now() + ((info.connect_timeout_secs || 30) + 15) * 1000;
+  while (!ctx.signal.aborted && Date.now() < deadline) {
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    if (ctx.signal.aborted) return;
+    let now;
+    try {
+      now = await api("GET", `/api/v1/mcp/servers/${encodeURIComponent(info.id)}`, { signal: ctx.signal });
+    } catch (err) {
+      if (isAbort(err) || (err && err.status === 404)) return; // left the page, or deleted
+      continue;
+    }
+    if (now.status !== "connecting") {
+      registrationOutcome(now);
+      return;
+    }
+  }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -953,7 +984,11 @@ async function customTab(panel, ctx) {
   async function load() {
     try {
       const all = await api("GET", "/api/v1/tools", { signal: ctx.signal });
-      const tools = all.filter((x) => typeof x.source === "string" && x.source.startsWith("custom:"));
+      // The listing's `name` is the wire name (what MCP clients call); this tab edits the
+      // tool's own name, `tool`.
+      const tools = all
+        .filter((x) => typeof x.source === "string" && x.source.startsWith("custom:"))
+        .map((x) => ({ ...x, wire_name: x.name, name: x.tool || x.name }));
       if (!tools.length) {
         replace(body, emptyState(t("tools.custom.empty")));
       } else {
@@ -983,6 +1018,7 @@ function customRow(tool, ctx, reload) {
       "td",
       {},
       h("code", {}, tool.full_name || `custom.${tool.name}`),
+      tool.wire_name ? h("div", { class: "tl-small muted" }, t("tools.tool.wire", { name: tool.wire_name })) : null,
       tool.description ? h("div", { class: "tl-small" }, tool.description) : null,
     ),
     h(

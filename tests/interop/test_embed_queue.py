@@ -1,0 +1,264 @@
+"""No waiting behind embedding (issue 22 item 4), end to end with the real binary: REST uploads,
+MCP tools over the official Python SDK, `quarry status`/`quarry embed` on the CLI.
+
+The embedding model is the loopback OpenAI-compatible fake (fake_models.py) made slow
+(`embed_delay` per text), so a 30-document batch takes many seconds to embed, as a CPU model
+does. Before the queue had an embed stage, each ingest job embedded its whole collection while
+holding its job (and the write lock), first in first out: a small note uploaded behind the batch
+was not even keyword-searchable until the batch had been embedded.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import signal
+import sqlite3
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+import requests
+from conftest import QuarryHome, isolated_env, start_server
+from fake_models import FakeModels
+from mcp import Client
+
+BATCH = 30
+# Per embedded text; the batch cuts into a few hundred chunks, so embedding it takes well over
+# the time in which the note must be searchable.
+DELAY = 0.1
+NOTE = "# Kingfisher rota\n\nThe zebrafinch desk opens at nine.\n"  # ~60 bytes
+TERMINAL = {"ready", "failed"}
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+@pytest.fixture
+def slow_models():
+    fake = FakeModels.start()
+    fake.embed_delay = DELAY
+    yield fake
+    fake.stop()
+
+
+def home_for(quarry_bin: Path, tmp_path: Path, fake: FakeModels, name: str = "home") -> QuarryHome:
+    home = tmp_path / name
+    home.mkdir()
+    # Short leases, so a killed server's jobs would be retaken soon even without the
+    # dead-process check.
+    env = isolated_env(home, {**fake.env(), "QUARRY_OCR": "off", "QUARRY_JOB_LEASE_SECS": "5"})
+    return QuarryHome(bin=quarry_bin, home=home, env=env, corpus=tmp_path)
+
+
+def batch_files() -> list[tuple[str, bytes]]:
+    """30 documents of distinct prose-like text, several chunks each."""
+    rng = random.Random(22)
+    syllables = ["ka", "lo", "mi", "ten", "ra", "su", "vo", "pel", "dri", "an", "ost", "bu", "ce", "nor"]
+    out = []
+    for i in range(BATCH):
+        paras = []
+        for p in range(24):
+            words = ["".join(rng.choice(syllables) for _ in range(rng.randint(2, 4))) for _ in range(90)]
+            paras.append(f"## Part {p}\n\n" + " ".join(words) + ".")
+        out.append((f"report-{i:02}.md", (f"# Report {i}\n\n" + "\n\n".join(paras) + "\n").encode()))
+    return out
+
+
+def api(srv, method: str, path: str, **kw) -> requests.Response:
+    return requests.request(method, srv.url(path), timeout=60, **kw)
+
+
+def create_kb(srv, name: str) -> dict:
+    r = api(srv, "POST", "/api/v1/knowledge-bases", json={"name": name})
+    assert r.status_code == 201, r.text
+    return r.json()["data"]
+
+
+def upload(srv, kb_id: str, files: list[tuple[str, bytes]]) -> list[dict]:
+    parts = [("files", (name, data, "application/octet-stream")) for name, data in files]
+    r = api(srv, "POST", f"/api/v1/knowledge-bases/{kb_id}/documents", files=parts)
+    assert r.status_code == 202, r.text
+    return [o["document"] for o in r.json()["data"]]
+
+
+def documents(srv, kb_id: str) -> dict[str, dict]:
+    r = api(srv, "GET", f"/api/v1/knowledge-bases/{kb_id}/documents")
+    assert r.status_code == 200, r.text
+    return {d["id"]: d for d in r.json()["data"]}
+
+
+def wait_terminal(srv, kb_id: str, ids: list[str], timeout: float = 240) -> dict[str, dict]:
+    deadline = time.monotonic() + timeout
+    last: dict[str, dict] = {}
+    while time.monotonic() < deadline:
+        last = documents(srv, kb_id)
+        if all(last.get(i, {}).get("status") in TERMINAL for i in ids):
+            return last
+        time.sleep(0.25)
+    pending = {last[i]["file_name"]: last[i]["status"] for i in ids if last.get(i, {}).get("status") not in TERMINAL}
+    pytest.fail(f"not processed within {timeout} s: {pending}\nserver stderr:\n{srv.stderr()[-3000:]}")
+
+
+async def tool(srv, name: str, args: dict):
+    async with Client(srv.mcp_url, read_timeout_seconds=60) as c:
+        r = await c.call_tool(name, args)
+        assert r.is_error is not True, (name, args, [x.text for x in r.content if x.type == "text"])
+        return r
+
+
+def keyword_files(srv, query: str) -> list[str]:
+    r = anyio.run(tool, srv, "knowledge_search", {"query": query, "search_mode": "keyword", "min_score": 0})
+    return [x["knowledge_filename"] for x in (r.structured_content or {}).get("results", [])]
+
+
+def test_a_note_behind_a_batch_is_searchable_while_the_batch_embeds(quarry_bin, tmp_path, slow_models):
+    home = home_for(quarry_bin, tmp_path, slow_models)
+    srv = start_server(home, logdir=tmp_path / "logs")
+    try:
+        kb = create_kb(srv, "reports")
+        batch = upload(srv, kb["id"], batch_files())
+        started = time.monotonic()
+        [note] = upload(srv, kb["id"], [("kingfisher.md", NOTE.encode())])
+
+        # Keyword-searchable as soon as it is converted, whatever the batch's embedding is
+        # doing: when it is found, most of the batch is still waiting for its vectors (before
+        # the embed stage, every earlier upload's job had embedded the collection first).
+        found_after = None
+        while time.monotonic() - started < 90:
+            if "kingfisher.md" in keyword_files(srv, "zebrafinch"):
+                found_after = time.monotonic() - started
+                break
+            time.sleep(0.2)
+        now = documents(srv, kb["id"])
+        assert found_after is not None, (
+            f"the note was not keyword-searchable 90 s after its upload; statuses: "
+            f"{sorted(d['status'] for d in now.values())}"
+        )
+        not_ready = [d for d in batch if now[d["id"]]["status"] != "ready"]
+        assert len(not_ready) >= BATCH // 2, (
+            f"the note was found after {found_after:.1f} s, when only {len(not_ready)} of the batch "
+            f"were still without vectors: it waited behind their embedding"
+        )
+        assert now[note["id"]]["status"] in {"embedding", "ready"}, now[note["id"]]
+
+        # An agent's note: create_knowledge → query_knowledge finds it at once.
+        created = anyio.run(tool, srv, "create_knowledge", {"content": "The ptarmigan roster is kept by Oona.",
+                                                            "title": "Ptarmigan roster"})
+        nid = created.structured_content["id"]
+        q = anyio.run(tool, srv, "query_knowledge", {"query": "ptarmigan roster"})
+        assert nid in [r["knowledge_id"] for r in q.structured_content["results"]], q.structured_content
+
+        # status says per space what waits, during...
+        st = api(srv, "GET", "/status").json()
+        assert st["needs_embedding"] > 0, st
+        # ...and everything ends ready, with nothing left to embed.
+        final = wait_terminal(srv, kb["id"], [d["id"] for d in batch] + [note["id"]])
+        assert {d["status"] for d in final.values()} == {"ready"}, {d["file_name"]: d["status"] for d in final.values()}
+        # (The agent's note, in its own knowledge base, gets its vectors in the next rounds.)
+        deadline = time.monotonic() + 60
+        while True:
+            st = api(srv, "GET", "/status").json()
+            if st["needs_embedding"] == 0 and st["chunks_needing_embedding"] == 0:
+                break
+            assert time.monotonic() < deadline, st
+            time.sleep(0.25)
+        # 30 uploads made one embed job per round, not one embedding run per upload: every
+        # chunk text went to the model once.
+        texts = slow_models.embedded_texts()
+        assert len(texts) == len(set(texts)), f"{len(texts) - len(set(texts))} texts embedded twice"
+        # The queue empties (a round queued after the last upload finds nothing left).
+        deadline = time.monotonic() + 30
+        while True:
+            with sqlite3.connect(home.home / "index" / "quarry.db") as c:
+                left = c.execute("SELECT kind, status, error FROM jobs").fetchall()
+            if not left:
+                break
+            assert time.monotonic() < deadline, left
+            time.sleep(0.25)
+        # Vector search sees the batch now.
+        r = anyio.run(tool, srv, "knowledge_search", {"query": "Report 7", "search_mode": "vector", "min_score": 0})
+        assert r.structured_content["results"], r.structured_content
+    finally:
+        srv.stop()
+
+
+def test_killing_the_server_mid_embedding_resumes_the_embed_job(quarry_bin, tmp_path, slow_models):
+    home = home_for(quarry_bin, tmp_path, slow_models)
+    srv = start_server(home, logdir=tmp_path / "logs1")
+    kb = create_kb(srv, "reports")
+    batch = upload(srv, kb["id"], batch_files())
+    ids = [d["id"] for d in batch]
+    # Wait until the first batch of vectors is stored and the next request is in flight.
+    deadline = time.monotonic() + 120
+    while len(slow_models.embedded_texts()) <= 64:
+        assert time.monotonic() < deadline, "embedding never started"
+        time.sleep(0.1)
+    srv.proc.send_signal(signal.SIGKILL)
+    srv.proc.wait()
+    before = len(set(slow_models.embedded_texts()))
+    db = home.home / "index" / "quarry.db"
+    with sqlite3.connect(db) as c:
+        embedding = c.execute("SELECT COUNT(*) FROM kb_files WHERE status = 'embedding'").fetchone()[0]
+        stored = c.execute("SELECT COUNT(*) FROM embeddings").fetchone()[0]
+        jobs = c.execute("SELECT kind, status FROM jobs").fetchall()
+    assert embedding > 0 and stored >= 64, (embedding, stored, jobs)
+    assert any(kind == "embed" for kind, _ in jobs), jobs
+
+    mark = slow_models.mark()
+    srv2 = start_server(home, logdir=tmp_path / "logs2")
+    try:
+        final = wait_terminal(srv2, kb["id"], ids)
+        assert {d["status"] for d in final.values()} == {"ready"}, {d["file_name"]: d["status"] for d in final.values()}
+        # Resumed: what was stored before the kill was not embedded again.
+        again = set(slow_models.embedded_texts(mark))
+        total = len(set(slow_models.embedded_texts()))
+        assert len(again) <= total - stored, (len(again), total, stored, before)
+        st = api(srv2, "GET", "/status").json()
+        assert st["needs_embedding"] == 0, st
+    finally:
+        srv2.stop()
+
+
+def test_cli_embed_and_status_cover_every_space(quarry_bin, tmp_path, fake_models):
+    """`quarry embed` on a team server's machine embeds every space (a line per space), and
+    `quarry status` shows per space what waits; `--space` narrows it and says so."""
+    home = tmp_path / "home"
+    home.mkdir()
+    q = QuarryHome(bin=quarry_bin, home=home, env=isolated_env(home, {"QUARRY_OCR": "off"}), corpus=tmp_path)
+    files = tmp_path / "files"
+    files.mkdir()
+    for space in ("default", "acme", "globex"):
+        if space != "default":
+            assert q.run("space", "create", space).returncode == 0
+        (files / f"{space}.md").write_text(f"# {space}\n\nThe {space} handbook says hello.\n", encoding="utf-8")
+        where = () if space == "default" else ("--space", space)
+        assert q.run(*where, "kb", "create", "handbook").returncode == 0
+        r = q.run(*where, "kb", "upload", "handbook", str(files / f"{space}.md"))
+        assert r.returncode == 0, r.stderr
+    st = json.loads(q.run("--json", "status").stdout)
+    spaces = {s["space"]: s for s in st["spaces"]}
+    assert set(spaces) == {"default", "acme", "globex"}, st
+    assert all(s["needs_embedding"] == 1 and s["documents"] == 1 for s in spaces.values()), st
+    text = q.run("status").stdout
+    assert "acme (1 docs): 1 /" in text and "globex (1 docs): 1 /" in text, text
+
+    qm = q.with_env(**fake_models.env())
+    one = qm.run("--space", "acme", "embed")
+    assert one.returncode == 0, one.stderr
+    assert "space acme only" in one.stdout and "other spaces were left as they are" in one.stdout, one.stdout
+    st = json.loads(qm.run("--json", "status").stdout)
+    assert {s["space"]: s["needs_embedding"] for s in st["spaces"]} == {"default": 1, "acme": 0, "globex": 1}, st
+
+    r = qm.run("--json", "embed")
+    assert r.returncode == 0, r.stderr
+    report = json.loads(r.stdout)
+    assert {s["space"] for s in report["spaces"]} == {"default", "acme", "globex"}, report
+    assert report["chunks_embedded"] == 2, report  # default's and globex's; acme's were done
+    st = json.loads(qm.run("--json", "status").stdout)
+    assert all(s["needs_embedding"] == 0 and s["chunks_needing_embedding"] == 0 for s in st["spaces"]), st
+    human = qm.run("embed").stdout
+    assert "space default:" in human and "space acme:" in human and "space globex:" in human, human
