@@ -12,8 +12,8 @@
 //! a running header or a table of contents is never glued into one passage. A code fence that
 //! runs across a page break is cut there (the page rule wins; each part stays whole on its page).
 //! A chunk of nothing but headings (a heading at the foot of a page, or one whose text does not
-//! fit beside it) is dropped, unless the document has nothing else: its headings still head the
-//! chunks after it.
+//! fit beside it) is dropped when the next chunk's heading path carries it; a slide of nothing
+//! but its title keeps its chunk.
 //!
 //! **Packing.** Blocks are packed greedily into chunks of at most `max_size` (measured by a
 //! [`Sizer`]: characters, or tokens of the embedding model). A heading closes the current chunk
@@ -33,10 +33,11 @@
 //! **Heading path.** Every chunk carries the path of headings it sits under
 //! (`3 The Root Filesystem › 3.15 /tmp : Temporary files`), from the headings before its first
 //! body text, those of earlier chunks included (headings inside furniture are ignored).
-//! Numbered headings (`3.15`, `Chapter 2`, `第 2 章`) nest by their numbers, because converters
-//! guess Markdown levels from font sizes; an unnumbered heading nests by level, under the current
-//! numbered section unless it is of level 1. A bare `Chapter 1` directly followed by a heading
-//! is one entry with it (`Chapter 1 GNU/Linux 教程`).
+//! A numbered title in bold on a line of its own (`**3.18. /tmp : Temporary files**`) counts as
+//! a heading. Numbered headings (`3.15`, `Chapter 2`, `第 2 章`) nest by their numbers, because
+//! converters guess Markdown levels from font sizes; an unnumbered heading nests by level, under
+//! the current numbered section. A bare `Chapter 1` directly followed by a heading is one entry
+//! with it (`Chapter 1 GNU/Linux 教程`).
 //!
 //! Every chunk records its byte range in the document and its 1-based line range, so a result
 //! can cite `path:line`.
@@ -207,7 +208,30 @@ fn blocks(text: &str) -> Vec<Block> {
     }
     // An unclosed fence runs to the end of the document.
     out.extend(cur);
+    // A numbered title set in bold on a line of its own is a heading (converters of PDF and
+    // DOCX often give section titles no `#`).
+    for b in &mut out {
+        if b.kind == BlockKind::Text && is_bold_title(&text[b.start..b.end]) {
+            b.kind = BlockKind::Heading;
+        }
+    }
     out
+}
+
+/// `**3.18. /tmp : Temporary files**` alone on its line: bold, numbered, with a title.
+fn is_bold_title(block: &str) -> bool {
+    let t = block.trim();
+    !t.contains('\n')
+        && t.len() > 4
+        && t.starts_with("**")
+        && t.ends_with("**")
+        && section_number(&heading_text(t).1).is_some_and(|(_, bare)| !bare)
+}
+
+/// Whether a chunk's text opens with a heading (either kind).
+fn opens_with_heading(text: &str) -> bool {
+    let first = text.trim_start().lines().next().unwrap_or("");
+    is_heading(first) || is_bold_title(first)
 }
 
 /// Where a piece of text may be cut, from best to worst.
@@ -731,9 +755,8 @@ impl Outline {
                     });
                 }
                 None => {
-                    if level <= 1 {
-                        stack.clear();
-                    }
+                    // Under the current numbered section, whatever its level: PDF converters
+                    // give "Rationale", or a title's second line, any level.
                     while stack
                         .last()
                         .is_some_and(|e| e.number.is_none() && e.level >= level)
@@ -817,14 +840,22 @@ pub fn chunk_document(
             });
         }
     }
-    // A region of headings alone (a title at the foot of a page): they head the next chunks.
-    if headings_only.len() < chunks.len() {
-        let mut k = 0;
-        chunks.retain(|_| {
-            k += 1;
-            headings_only.binary_search(&(k - 1)).is_err()
-        });
-    }
+    // Headings alone (a title at the foot of a page) whose path the next chunk carries: they
+    // head it, no need for a chunk of their own. A slide of nothing but its title keeps its.
+    let carried: Vec<bool> = (0..chunks.len())
+        .map(|k| {
+            headings_only.binary_search(&k).is_ok()
+                && !chunks[k].heading.is_empty()
+                && chunks
+                    .get(k + 1)
+                    .is_some_and(|next| next.heading.starts_with(&chunks[k].heading))
+        })
+        .collect();
+    let mut k = 0;
+    chunks.retain(|_| {
+        k += 1;
+        !carried[k - 1]
+    });
     chunks
 }
 
@@ -906,7 +937,7 @@ impl ChunkStats {
                 continue;
             }
             s.inner_boundaries += 1;
-            if b.text(text).trim_start().starts_with('#') && is_heading(b.text(text)) {
+            if opens_with_heading(b.text(text)) {
                 s.section_boundaries += 1;
             }
             if b.start < a.end {
@@ -1397,6 +1428,33 @@ mod tests {
     }
 
     #[test]
+    fn bold_numbered_titles_are_headings() {
+        let text = "**3.18. /tmp : Temporary files**\n\n#### 3.18.1 Purpose\n\ntmp text\n\n\
+                    **Note:** not a title\n\n**12**\n\nmore text\n";
+        let cs = chunk_markdown(text, opts(40, 0), &CharSizer);
+        let path_of = |body: &str| {
+            cs.iter()
+                .find(|c| c.text(text).contains(body))
+                .map(|c| c.heading.as_str())
+                .unwrap_or("?")
+        };
+        assert_eq!(
+            path_of("tmp text"),
+            "3.18. /tmp : Temporary files › 3.18.1 Purpose"
+        );
+        assert_eq!(
+            path_of("more text"),
+            "3.18. /tmp : Temporary files › 3.18.1 Purpose"
+        );
+        assert!(is_bold_title(
+            "**3.4. /bin : Essential user command binaries**\n"
+        ));
+        assert!(!is_bold_title("**Note:** not a title"));
+        assert!(!is_bold_title("**12**"));
+        assert!(!is_bold_title("**3.1 a**\nsecond line"));
+    }
+
+    #[test]
     fn chinese_chapters_and_bare_chapter_headings() {
         let text = "# Chapter 1\n\n# GNU/Linux 教程\n\n### 1.1 控制台基础\n\n正文一\n\n\
                     ## 第 2 章 Debian 软件包管理\n\n### 2.1 前提\n\n正文二\n";
@@ -1462,8 +1520,24 @@ mod tests {
                 (Some(3), "the section's text", "2 Next section")
             ]
         );
-        // A document of headings alone still has its chunk.
+        // A document of headings alone still has its chunk, and so has a title-only slide.
         assert_eq!(chunks("# Only a title\n", 100, 10), ["# Only a title\n"]);
+        let (deck, slides) = paged(&["## Slide 1: Results 2024", "## Slide 2\n\n- growth"]);
+        let cs = chunk_document(
+            &deck,
+            Layout {
+                pages: &slides,
+                furniture: &[],
+            },
+            ChunkOptions::RAG_CHARS,
+            &CharSizer,
+        );
+        let got: Vec<(Option<u32>, &str)> =
+            cs.iter().map(|c| (c.page, c.heading.as_str())).collect();
+        assert_eq!(
+            got,
+            [(Some(1), "Slide 1: Results 2024"), (Some(2), "Slide 2")]
+        );
     }
 
     #[test]
