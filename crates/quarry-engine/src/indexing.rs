@@ -191,6 +191,7 @@ impl Engine {
                                 stamp: stamp_of(entry),
                                 body: file.text,
                                 pages: file.pages,
+                                furniture: file.furniture,
                             });
                         }
                     },
@@ -382,6 +383,7 @@ fn load_document(
         hash: quarry_ingest::content_hash(&bytes),
         title,
         pages: converted.pages,
+        furniture: converted.furniture,
         text: converted.markdown,
     })
 }

@@ -21,7 +21,7 @@ use std::time::{Duration, SystemTime};
 use quarry_blobs::{BlobStore, FsBlobStore, Staged};
 use quarry_convert::{ConvertOptions, Format, Ocr};
 use quarry_core::{Access, Error, Result};
-use quarry_ingest::chunk::{CharSizer, ChunkOptions, chunk_markdown};
+use quarry_ingest::chunk::{CharSizer, ChunkOptions, Layout, chunk_document};
 use quarry_store::{
     AddedFile, ChunkRef, ConvertedFile, FileFilter, FileStatus, Job, JobKind, KbFile,
     KnowledgeBase, NewKbFile, QueueCounts,
@@ -149,7 +149,11 @@ pub enum UploadOutcome {
 #[derive(Debug, Clone, Serialize)]
 pub struct ChunkView {
     pub index: usize,
+    /// The page or slide the chunk's text is on (paged sources).
     pub page: Option<u32>,
+    /// The heading path the chunk sits under (`3 The Root Filesystem › 3.15 /tmp`), empty
+    /// before the document's first heading.
+    pub heading: String,
     pub line_start: usize,
     pub line_end: usize,
     pub byte_start: usize,
@@ -560,6 +564,7 @@ impl Engine {
             .map(|(index, c)| ChunkView {
                 index,
                 page: c.page,
+                heading: c.heading,
                 line_start: c.line_start,
                 line_end: c.line_end,
                 byte_start: c.byte_start,
@@ -596,7 +601,6 @@ impl Engine {
         doc: &quarry_core::Document,
         kb: Option<&KnowledgeBase>,
     ) -> Result<Vec<ChunkRef>> {
-        let pages = self.store().document_pages(doc.id)?;
         let opts = match kb.map(|k| (k.chunk_size, k.chunk_overlap)) {
             Some((Some(size), overlap)) => ChunkOptions {
                 max_size: size as usize,
@@ -604,16 +608,21 @@ impl Engine {
             },
             _ => ChunkOptions::RAG_CHARS,
         };
-        Ok(chunk_markdown(&doc.body, opts, &CharSizer)
+        let layout = Layout {
+            pages: &doc.pages,
+            furniture: &doc.furniture,
+        };
+        Ok(chunk_document(&doc.body, layout, opts, &CharSizer)
             .into_iter()
             .map(|c| ChunkRef {
                 id: 0,
                 document_id: doc.id,
-                page: quarry_core::page_at(&pages, c.start),
+                page: c.page,
                 byte_start: c.start,
                 byte_end: c.end,
                 line_start: c.line_start,
                 line_end: c.line_end,
+                heading: c.heading,
             })
             .collect())
     }
@@ -850,6 +859,7 @@ impl Engine {
                 title,
                 markdown: converted.markdown,
                 pages: converted.pages,
+                furniture: converted.furniture,
                 page_count,
                 pages_without_text,
                 warnings,

@@ -144,7 +144,7 @@ impl Engine {
                         .iter()
                         .map(|c| {
                             let text: String = c.text.chars().take(RERANK_CHARS).collect();
-                            crate::semantic::embed_input(&hits[c.hit].knowledge_title, &text)
+                            crate::semantic::embed_input(&hits[c.hit].knowledge_title, "", &text)
                         })
                         .collect();
                     let refs: Vec<&str> = passages.iter().map(String::as_str).collect();

@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Instant, SystemTime};
 
 use quarry_core::{Error, Result};
-use quarry_ingest::chunk::{CharSizer, ChunkOptions, chunk_markdown};
+use quarry_ingest::chunk::{CharSizer, ChunkOptions, Layout, chunk_document};
 use quarry_models::{
     Embedder, HubProgress, ModelEnv, ModelError, ModelIdentity, ModelSpec, QueryExpander, Reranker,
 };
@@ -48,6 +48,8 @@ const META_ANN_DIMS: &str = "ann.dims";
 const META_EMBED_SPEC: &str = "embed.spec";
 const META_EMBED_NAME: &str = "embed.name";
 const META_CHUNKING: &str = "chunking";
+/// Tokens kept free in each chunk for its heading path (embedded with it).
+const HEADING_TOKENS: usize = 24;
 /// Chunk texts per store commit while embedding: bounds what a kill can lose.
 const EMBED_COMMIT: usize = 64;
 /// Documents chunked per store transaction.
@@ -125,15 +127,28 @@ pub fn model_key(id: &ModelIdentity) -> String {
     format!("{}@{}#{}", id.name, id.revision, id.dimensions)
 }
 
-/// The text embedded for a chunk: the document title gives short chunks their topic,
-/// unless the chunk already opens with it.
-pub fn embed_input(title: &str, chunk: &str) -> String {
+/// The text embedded for a chunk: the document title gives short chunks their topic, unless
+/// the chunk already opens with it, and the heading path (`3 The Root Filesystem › 3.15 /tmp`)
+/// lets a section body match a question about its heading. Without a heading path the text is
+/// what it was before paths existed, so those chunks keep their vectors.
+pub fn embed_input(title: &str, heading: &str, chunk: &str) -> String {
     let first = chunk.trim_start().lines().next().unwrap_or("");
     let first = first.trim_start_matches('#').trim();
-    if title.is_empty() || first.contains(title.trim()) {
+    let heading = heading.trim();
+    let mut head = String::new();
+    if !title.trim().is_empty() && !first.contains(title.trim()) {
+        head.push_str(title);
+    }
+    if !heading.is_empty() && heading != title.trim() {
+        if !head.is_empty() {
+            head.push('\n');
+        }
+        head.push_str(heading);
+    }
+    if head.is_empty() {
         chunk.to_owned()
     } else {
-        format!("{title}\n\n{chunk}")
+        format!("{head}\n\n{chunk}")
     }
 }
 
@@ -466,10 +481,15 @@ impl Engine {
             }
             let mut batch = Vec::with_capacity(docs.len());
             for doc in &docs {
+                let layout = Layout {
+                    pages: &doc.pages,
+                    furniture: &doc.furniture,
+                };
                 let cut = match doc.chunk_chars {
                     // A knowledge base that set its own size cuts in characters (seed 003).
-                    Some((size, overlap)) => chunk_markdown(
+                    Some((size, overlap)) => chunk_document(
                         &doc.body,
+                        layout,
                         ChunkOptions {
                             max_size: size,
                             overlap: overlap.min(size / 2),
@@ -477,7 +497,8 @@ impl Engine {
                         &CharSizer,
                     ),
                     None => {
-                        // The title is embedded with each chunk; leave room for it.
+                        // The title and the heading path are embedded with each chunk; leave
+                        // room for them.
                         let title_tokens = if doc.title.is_empty() {
                             0
                         } else {
@@ -485,26 +506,27 @@ impl Engine {
                         };
                         let max = opts
                             .max_size
-                            .saturating_sub(title_tokens)
+                            .saturating_sub(title_tokens + HEADING_TOKENS)
                             .max(opts.max_size / 2);
                         let per_doc = ChunkOptions {
                             max_size: max,
                             overlap: opts.overlap.min(max / 4),
                         };
-                        chunk_markdown(&doc.body, per_doc, &tokens)
+                        chunk_document(&doc.body, layout, per_doc, &tokens)
                     }
                 };
                 let chunks = cut
                     .into_iter()
                     .map(|c| NewChunk {
                         hash: quarry_ingest::content_hash(
-                            embed_input(&doc.title, c.text(&doc.body)).as_bytes(),
+                            embed_input(&doc.title, &c.heading, c.text(&doc.body)).as_bytes(),
                         ),
-                        page: quarry_core::page_at(&doc.pages, c.start),
+                        page: c.page,
                         byte_start: c.start,
                         byte_end: c.end,
                         line_start: c.line_start,
                         line_end: c.line_end,
+                        heading: c.heading,
                     })
                     .collect();
                 batch.push(DocChunks {
@@ -537,7 +559,7 @@ impl Engine {
         }
         let inputs: Vec<(String, String)> = jobs
             .drain(..)
-            .map(|j| (embed_input(&j.title, &j.text), j.hash))
+            .map(|j| (embed_input(&j.title, &j.heading, &j.text), j.hash))
             .collect();
         // Longest first: similar lengths share a batch (little padding), the slowest work
         // comes first so the ETA only improves, and memory peaks at the start.
@@ -793,5 +815,25 @@ impl Engine {
             }
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::embed_input;
+
+    #[test]
+    fn the_embedded_text_carries_the_heading_path() {
+        // Without a path: exactly the text of before, so stored vectors stay valid.
+        assert_eq!(embed_input("FHS", "", "body"), "FHS\n\nbody");
+        assert_eq!(embed_input("FHS", "", "# FHS\n\nbody"), "# FHS\n\nbody");
+        assert_eq!(embed_input("", "", "body"), "body");
+        // With one: title, path, text.
+        assert_eq!(
+            embed_input("FHS", "3 Root › 3.18 /tmp", "The /tmp directory"),
+            "FHS\n3 Root › 3.18 /tmp\n\nThe /tmp directory"
+        );
+        assert_eq!(embed_input("", "3.18 /tmp", "text"), "3.18 /tmp\n\ntext");
+        assert_eq!(embed_input("T", "T", "text"), "T\n\ntext");
     }
 }

@@ -195,6 +195,8 @@ pub struct ConvertedFile {
     pub title: String,
     pub markdown: String,
     pub pages: Vec<PageSpan>,
+    /// Furniture the converter found (kept out of chunks).
+    pub furniture: Vec<quarry_core::Furniture>,
     pub page_count: Option<u32>,
     pub pages_without_text: Option<String>,
     pub warnings: Vec<String>,

@@ -562,6 +562,7 @@ impl KnowledgeStore for SqliteStore {
                     stamp: 0,
                     body: converted.markdown,
                     pages: &converted.pages,
+                    furniture: &converted.furniture,
                 },
                 now,
             )?;
@@ -989,6 +990,7 @@ mod tests {
             title: "A".into(),
             markdown: "# A\n\nbody".into(),
             pages: Vec::new(),
+            furniture: Vec::new(),
             page_count: None,
             pages_without_text: None,
             warnings: Vec::new(),
