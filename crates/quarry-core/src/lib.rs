@@ -88,6 +88,8 @@ pub struct Document {
     pub body: String,
     /// Page map of a paged source (PDF, slides); empty otherwise.
     pub pages: Vec<PageSpan>,
+    /// Furniture found at conversion (contents, running headers …), kept out of chunks.
+    pub furniture: Vec<Furniture>,
 }
 
 impl Document {

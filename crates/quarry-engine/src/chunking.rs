@@ -5,7 +5,7 @@
 //! embedding model never re-cuts them: an input longer than the model's window is truncated
 //! by the model, and the keyword index still holds all of its text.
 
-use quarry_ingest::chunk::{CharSizer, ChunkOptions, chunk_markdown};
+use quarry_ingest::chunk::{CharSizer, ChunkOptions, Layout, chunk_document};
 use quarry_store::{ChunkSource, DocChunks, NewChunk};
 
 use crate::semantic::embed_input;
@@ -13,7 +13,7 @@ use crate::semantic::embed_input;
 /// Bumped whenever the chunker or the passage index's layout changes: every document is then
 /// cut and passage-indexed again by the next writer (stored embeddings are kept: they are
 /// keyed by the text embedded, so unchanged chunks are not embedded again).
-pub(crate) const PASSAGES_VERSION: &str = "1";
+pub(crate) const PASSAGES_VERSION: &str = "2";
 
 /// The options a document's chunks are cut with.
 pub(crate) fn chunk_options(src: &ChunkSource) -> ChunkOptions {
@@ -26,19 +26,25 @@ pub(crate) fn chunk_options(src: &ChunkSource) -> ChunkOptions {
     }
 }
 
-/// A document's chunks, ready to store.
+/// A document's chunks, ready to store: cut inside pages, furniture left out, each with its
+/// page and heading path.
 pub(crate) fn cut(src: &ChunkSource) -> DocChunks {
-    let chunks = chunk_markdown(&src.body, chunk_options(src), &CharSizer)
+    let layout = Layout {
+        pages: &src.pages,
+        furniture: &src.furniture,
+    };
+    let chunks = chunk_document(&src.body, layout, chunk_options(src), &CharSizer)
         .into_iter()
         .map(|c| NewChunk {
             hash: quarry_ingest::content_hash(
-                embed_input(&src.title, c.text(&src.body)).as_bytes(),
+                embed_input(&src.title, &c.heading, c.text(&src.body)).as_bytes(),
             ),
-            page: quarry_core::page_at(&src.pages, c.start),
+            page: c.page,
             byte_start: c.start,
             byte_end: c.end,
             line_start: c.line_start,
             line_end: c.line_end,
+            heading: c.heading,
         })
         .collect();
     DocChunks {

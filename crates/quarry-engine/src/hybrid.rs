@@ -515,21 +515,18 @@ impl Engine {
             };
             let body = doc.body.as_str();
             let span = |c: &ChunkRef| body.get(c.byte_start..c.byte_end).unwrap_or("");
-            let text = match candidates.get(id) {
-                Some(c) => span(&c.chunk),
-                None => chunks_by_doc
-                    .get(id)
-                    .and_then(|cs| {
-                        cs.iter().max_by_key(|c| {
-                            let t = span(c).to_lowercase();
-                            terms.iter().filter(|w| t.contains(w.as_str())).count()
-                        })
+            let chunk = match candidates.get(id) {
+                Some(c) => Some(&c.chunk),
+                None => chunks_by_doc.get(id).and_then(|cs| {
+                    cs.iter().max_by_key(|c| {
+                        let t = span(c).to_lowercase();
+                        terms.iter().filter(|w| t.contains(w.as_str())).count()
                     })
-                    .map(span)
-                    .unwrap_or(body),
+                }),
             };
+            let (heading, text) = chunk.map_or(("", body), |c| (c.heading.as_str(), span(c)));
             let text: String = text.chars().take(RERANK_PASSAGE_CHARS).collect();
-            passages.push(crate::semantic::embed_input(&doc.title, &text));
+            passages.push(crate::semantic::embed_input(&doc.title, heading, &text));
             ids.push(*id);
         }
         if passages.is_empty() {

@@ -191,6 +191,7 @@ impl Engine {
                                 stamp: stamp_of(entry),
                                 body: file.text,
                                 pages: file.pages,
+                                furniture: file.furniture,
                             });
                         }
                     },
@@ -348,7 +349,7 @@ impl<'a> IndexSession<'a> {
                     document_id: d.id,
                     collection_id: d.collection_id,
                     title: &d.title,
-                    heading: "",
+                    heading: &c.heading,
                     text: d.body.get(c.byte_start..c.byte_end)?,
                 })
             })
@@ -447,6 +448,7 @@ fn load_document(
         hash: quarry_ingest::content_hash(&bytes),
         title,
         pages: converted.pages,
+        furniture: converted.furniture,
         text: converted.markdown,
     })
 }

@@ -21,10 +21,9 @@ use std::time::{Duration, SystemTime};
 use quarry_blobs::{BlobStore, FsBlobStore, Staged};
 use quarry_convert::{ConvertOptions, Format, Ocr};
 use quarry_core::{Access, Error, Result};
-use quarry_ingest::chunk::{CharSizer, ChunkOptions, chunk_markdown};
 use quarry_store::{
-    AddedFile, ChunkRef, ConvertedFile, FileFilter, FileStatus, Job, JobKind, KbFile,
-    KnowledgeBase, NewKbFile, QueueCounts,
+    AddedFile, ConvertedFile, FileFilter, FileStatus, Job, JobKind, KbFile, KnowledgeBase,
+    NewKbFile, QueueCounts,
 };
 use serde::Serialize;
 
@@ -152,7 +151,11 @@ pub enum UploadOutcome {
 #[derive(Debug, Clone, Serialize)]
 pub struct ChunkView {
     pub index: usize,
+    /// The page or slide the chunk's text is on (paged sources).
     pub page: Option<u32>,
+    /// The heading path the chunk sits under (`3 The Root Filesystem › 3.15 /tmp`), empty
+    /// before the document's first heading.
+    pub heading: String,
     pub line_start: usize,
     pub line_end: usize,
     pub byte_start: usize,
@@ -548,21 +551,22 @@ impl Engine {
             .ok_or_else(not_yet)
     }
 
-    /// A document's chunks, ordered by page, then position. Before embedding has cut and
-    /// stored them, they are cut here with the knowledge base's settings (else the seed's
-    /// 1000/200 characters), so the viewer shows what citations will point at.
+    /// A document's chunks (cut when it was keyword-indexed: what citations point at),
+    /// ordered by page, then position.
     pub fn kb_document_chunks(&self, kb_key: &str, doc_key: &str) -> Result<Vec<ChunkView>> {
         let kb = self.knowledge_base(kb_key)?;
         let file = self.document_in(&kb, kb_key, doc_key)?;
         let doc = self.converted_document(&file)?;
         let body = &doc.body;
         let mut views: Vec<ChunkView> = self
-            .chunks_or_cut(&doc, Some(&kb))?
+            .store()
+            .chunks_of_documents(&[doc.id])?
             .into_iter()
             .enumerate()
             .map(|(index, c)| ChunkView {
                 index,
                 page: c.page,
+                heading: c.heading,
                 line_start: c.line_start,
                 line_end: c.line_end,
                 byte_start: c.byte_start,
@@ -575,50 +579,6 @@ impl Engine {
             .collect();
         views.sort_by_key(|v| (v.page.unwrap_or(0), v.index));
         Ok(views)
-    }
-
-    /// A document's chunks in body order: the stored ones (cut when it was embedded), else
-    /// [`Engine::cut_chunks`] — what citations point at either way.
-    pub(crate) fn chunks_or_cut(
-        &self,
-        doc: &quarry_core::Document,
-        kb: Option<&KnowledgeBase>,
-    ) -> Result<Vec<ChunkRef>> {
-        let stored = self.store().chunks_of_documents(&[doc.id])?;
-        if !stored.is_empty() {
-            return Ok(stored);
-        }
-        self.cut_chunks(doc, kb)
-    }
-
-    /// A document's chunks as embedding will cut them, cut now with its knowledge base's
-    /// settings (else the seed's 1000/200 characters), for a document not embedded yet.
-    /// Chunks cut here have id 0.
-    pub(crate) fn cut_chunks(
-        &self,
-        doc: &quarry_core::Document,
-        kb: Option<&KnowledgeBase>,
-    ) -> Result<Vec<ChunkRef>> {
-        let pages = self.store().document_pages(doc.id)?;
-        let opts = match kb.map(|k| (k.chunk_size, k.chunk_overlap)) {
-            Some((Some(size), overlap)) => ChunkOptions {
-                max_size: size as usize,
-                overlap: overlap.unwrap_or(0) as usize,
-            },
-            _ => ChunkOptions::RAG_CHARS,
-        };
-        Ok(chunk_markdown(&doc.body, opts, &CharSizer)
-            .into_iter()
-            .map(|c| ChunkRef {
-                id: 0,
-                document_id: doc.id,
-                page: quarry_core::page_at(&pages, c.start),
-                byte_start: c.start,
-                byte_end: c.end,
-                line_start: c.line_start,
-                line_end: c.line_end,
-            })
-            .collect())
     }
 
     /// Size and MIME type of a blob this space may read (an original or an extracted image
@@ -882,6 +842,7 @@ impl Engine {
                 title,
                 markdown: converted.markdown,
                 pages: converted.pages,
+                furniture: converted.furniture,
                 page_count,
                 pages_without_text,
                 warnings,

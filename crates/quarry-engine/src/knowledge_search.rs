@@ -108,6 +108,9 @@ pub struct KnowledgeHit {
     /// The passage: `<docid>:<first line>`.
     pub id: String,
     pub content: String,
+    /// The heading path the passage sits under (`3 The Root Filesystem › 3.15 /tmp`).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub heading: String,
     pub score: f64,
     /// The document: a knowledge-base document's id, else its docid.
     pub knowledge_id: String,

@@ -133,9 +133,9 @@ impl Engine {
                     let passages: Vec<String> = candidates[..head]
                         .iter()
                         .map(|c| match texts(c) {
-                            Some((_, doc, text)) => {
+                            Some((chunk, doc, text)) => {
                                 let text: String = text.chars().take(RERANK_CHARS).collect();
-                                crate::semantic::embed_input(&doc.title, &text)
+                                crate::semantic::embed_input(&doc.title, &chunk.heading, &text)
                             }
                             None => String::new(),
                         })
@@ -211,7 +211,8 @@ impl Engine {
             };
             results.push(KnowledgeHit {
                 id: format!("{}:{}", doc.docid, chunk.line_start),
-                content: excerpt(text, &terms, content_chars),
+                content: excerpt(&chunk.heading, text, &terms, content_chars),
+                heading: chunk.heading.clone(),
                 score,
                 knowledge_id,
                 knowledge_title: doc.title.clone(),
@@ -402,10 +403,26 @@ fn combine(
     out
 }
 
-/// At most `max_chars` of a passage around its best-matching line, without line numbers.
-fn excerpt(text: &str, terms: &[String], max_chars: usize) -> String {
-    let snippet = crate::search::snippet_in(text, terms, max_chars, None);
-    let plain = crate::knowledge_search::plain_text(&snippet).0;
+/// At most `max_chars` of a passage: the heading path it sits under (unless the passage
+/// opens with that heading), then the text around its best-matching line, without line
+/// numbers.
+fn excerpt(heading: &str, text: &str, terms: &[String], max_chars: usize) -> String {
+    let last = heading.rsplit(" › ").next().unwrap_or("").trim();
+    let opens_with_it = text
+        .trim_start()
+        .lines()
+        .next()
+        .is_some_and(|l| !last.is_empty() && l.contains(last));
+    let lead = if heading.is_empty() || opens_with_it {
+        String::new()
+    } else {
+        format!("{heading}\n")
+    };
+    let budget = max_chars
+        .saturating_sub(lead.chars().count())
+        .max(max_chars / 2);
+    let snippet = crate::search::snippet_in(text, terms, budget, None);
+    let plain = lead + &crate::knowledge_search::plain_text(&snippet).0;
     // The snippet's budget leaves out the line breaks it joins with.
     match plain.char_indices().nth(max_chars) {
         Some((cut, _)) => plain[..cut].trim_end().to_owned(),

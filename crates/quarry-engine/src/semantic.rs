@@ -117,15 +117,28 @@ pub fn model_key(id: &ModelIdentity) -> String {
     format!("{}@{}#{}", id.name, id.revision, id.dimensions)
 }
 
-/// The text embedded for a chunk: the document title gives short chunks their topic,
-/// unless the chunk already opens with it.
-pub fn embed_input(title: &str, chunk: &str) -> String {
+/// The text embedded for a chunk: the document title gives short chunks their topic, unless
+/// the chunk already opens with it, and the heading path (`3 The Root Filesystem › 3.15 /tmp`)
+/// lets a section body match a question about its heading. Without a heading path the text is
+/// what it was before paths existed, so those chunks keep their vectors.
+pub fn embed_input(title: &str, heading: &str, chunk: &str) -> String {
     let first = chunk.trim_start().lines().next().unwrap_or("");
     let first = first.trim_start_matches('#').trim();
-    if title.is_empty() || first.contains(title.trim()) {
+    let heading = heading.trim();
+    let mut head = String::new();
+    if !title.trim().is_empty() && !first.contains(title.trim()) {
+        head.push_str(title);
+    }
+    if !heading.is_empty() && heading != title.trim() {
+        if !head.is_empty() {
+            head.push('\n');
+        }
+        head.push_str(heading);
+    }
+    if head.is_empty() {
         chunk.to_owned()
     } else {
-        format!("{title}\n\n{chunk}")
+        format!("{head}\n\n{chunk}")
     }
 }
 
@@ -446,11 +459,7 @@ impl Engine {
     /// What every embedding run settles first, under the write lock: the model's key, and
     /// (when the model changed) a fresh vector index. Returns the model key and whether the
     /// model changed.
-    fn embedding_setup(
-        &self,
-        guard: &WriteGuard,
-        model: &dyn Embedder,
-    ) -> Result<(String, bool)> {
+    fn embedding_setup(&self, guard: &WriteGuard, model: &dyn Embedder) -> Result<(String, bool)> {
         let spec = self.embed_spec()?;
         let key = Self::identity_key(model)?;
         let dims = model.identity().dimensions;
@@ -495,7 +504,7 @@ impl Engine {
         }
         let inputs: Vec<(String, String)> = jobs
             .drain(..)
-            .map(|j| (embed_input(&j.title, &j.text), j.hash))
+            .map(|j| (embed_input(&j.title, &j.heading, &j.text), j.hash))
             .collect();
         // Longest first: similar lengths share a batch (little padding), the slowest work
         // comes first so the ETA only improves, and memory peaks at the start.
@@ -792,5 +801,25 @@ impl Engine {
             }
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::embed_input;
+
+    #[test]
+    fn the_embedded_text_carries_the_heading_path() {
+        // Without a path: exactly the text of before, so stored vectors stay valid.
+        assert_eq!(embed_input("FHS", "", "body"), "FHS\n\nbody");
+        assert_eq!(embed_input("FHS", "", "# FHS\n\nbody"), "# FHS\n\nbody");
+        assert_eq!(embed_input("", "", "body"), "body");
+        // With one: title, path, text.
+        assert_eq!(
+            embed_input("FHS", "3 Root › 3.18 /tmp", "The /tmp directory"),
+            "FHS\n3 Root › 3.18 /tmp\n\nThe /tmp directory"
+        );
+        assert_eq!(embed_input("", "3.18 /tmp", "text"), "3.18 /tmp\n\ntext");
+        assert_eq!(embed_input("T", "T", "text"), "T\n\ntext");
     }
 }

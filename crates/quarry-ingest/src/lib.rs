@@ -219,6 +219,8 @@ pub struct LoadedFile {
     pub title: String,
     /// Page map when the text was converted from a paged source (PDF, slides).
     pub pages: Vec<quarry_core::PageSpan>,
+    /// Furniture the converter found (empty for Markdown and text files).
+    pub furniture: Vec<quarry_core::Furniture>,
 }
 
 /// Why a file was not indexed. The message is shown to the user as-is.
@@ -265,6 +267,7 @@ pub fn decode(bytes: &[u8], rel_path: &str) -> Result<LoadedFile, Skip> {
         hash,
         title,
         pages: Vec::new(),
+        furniture: Vec::new(),
     })
 }
 

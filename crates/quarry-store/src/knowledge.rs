@@ -195,6 +195,8 @@ pub struct ConvertedFile {
     pub title: String,
     pub markdown: String,
     pub pages: Vec<PageSpan>,
+    /// Furniture the converter found (kept out of chunks).
+    pub furniture: Vec<quarry_core::Furniture>,
     pub page_count: Option<u32>,
     pub pages_without_text: Option<String>,
     pub warnings: Vec<String>,
@@ -326,9 +328,6 @@ pub trait KnowledgeStore {
     /// the file to `indexing`; returns the keyword-index work, or `None` when the file was
     /// deleted meanwhile.
     fn file_converted(&self, row_id: i64, converted: ConvertedFile) -> Result<Option<IndexWork>>;
-
-    /// A document's page map (empty for unpaged sources).
-    fn document_pages(&self, document_id: i64) -> Result<Vec<PageSpan>>;
 
     /// Whether a blob is referenced (as an original or an extracted image) by a file of
     /// this space: what `/api/v1/files` may serve to it.

@@ -25,7 +25,7 @@ pub use sqlite::SqliteStore;
 
 use std::collections::HashMap;
 
-use quarry_core::{Collection, CollectionKind, Context, Document, PageSpan, Result};
+use quarry_core::{Collection, CollectionKind, Context, Document, Furniture, PageSpan, Result};
 
 /// What the store knows about a file from the last scan; enough to skip unchanged files.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,6 +50,8 @@ pub enum DocChange {
         body: String,
         /// Page map of a paged source (empty otherwise).
         pages: Vec<PageSpan>,
+        /// Furniture found at conversion (empty for Markdown and text files).
+        furniture: Vec<Furniture>,
     },
     /// Same content, new stat data (e.g. `touch`): no re-indexing needed.
     Touch { id: i64, size: u64, stamp: i64 },
@@ -104,8 +106,10 @@ pub struct ChunkSource {
     pub hash: String,
     pub title: String,
     pub body: String,
-    /// Page map of a paged source (empty otherwise): chunks record their first page.
+    /// Page map of a paged source (empty otherwise): chunks are cut at page boundaries.
     pub pages: Vec<PageSpan>,
+    /// Furniture found at conversion: no chunk holds it.
+    pub furniture: Vec<Furniture>,
     /// The collection's own chunk size and overlap in characters (a knowledge base that set
     /// them at creation); `None`: the model's token-based default.
     pub chunk_chars: Option<(usize, usize)>,
@@ -119,8 +123,10 @@ pub struct NewChunk {
     pub line_start: usize,
     pub line_end: usize,
     pub hash: String,
-    /// First page the chunk lies on (paged sources).
+    /// The page the chunk lies on (paged sources).
     pub page: Option<u32>,
+    /// The heading path the chunk sits under (`A › B`), empty if none.
+    pub heading: String,
 }
 
 /// The chunks cut from one version (`doc_hash`) of a document.
@@ -131,12 +137,14 @@ pub struct DocChunks {
     pub chunks: Vec<NewChunk>,
 }
 
-/// A chunk text that has no embedding for some model yet: the document title and the chunk's
-/// span of the body, from which the caller rebuilds the exact text it hashed.
+/// A chunk text that has no embedding for some model yet: the document title, the chunk's
+/// heading path and its span of the body, from which the caller rebuilds the exact text it
+/// hashed.
 #[derive(Debug, Clone)]
 pub struct EmbedJob {
     pub hash: String,
     pub title: String,
+    pub heading: String,
     pub text: String,
 }
 
@@ -150,6 +158,8 @@ pub struct ChunkRef {
     pub line_start: usize,
     pub line_end: usize,
     pub page: Option<u32>,
+    /// The heading path the chunk sits under, empty if none.
+    pub heading: String,
 }
 
 /// How far embedding has got in a space, for one model.
@@ -230,9 +240,6 @@ pub trait Store:
     /// Replaces each document's chunks (old ones get ANN tombstones), unless the document
     /// changed since it was read (its hash is no longer `doc_hash`).
     fn replace_chunks(&self, docs: &[DocChunks]) -> Result<()>;
-    /// Forgets every document's chunking of the space (or one collection) so the next embed
-    /// cuts them again (chunking options or `--force`).
-    fn reset_chunks(&self, space: &str, collection_id: Option<i64>) -> Result<()>;
     /// Distinct chunk texts of the space (or one collection) with no embedding for `model`;
     /// at most `limit` of them when given.
     fn embed_jobs(

@@ -335,8 +335,18 @@ CREATE TABLE IF NOT EXISTS idempotency_keys (
 CREATE INDEX IF NOT EXISTS idempotency_keys_created ON idempotency_keys(created_at);
 "#;
 
+/// Version 8: passages. A document keeps the furniture its converter found (contents, running
+/// headers …: `kind:start:end` byte ranges of the body, kept out of chunks); a chunk keeps the
+/// heading path it sits under. Chunks were cut at page boundaries from this version on, so every
+/// document is cut again (its old chunks serve until then).
+const SCHEMA_V8: &str = r#"
+ALTER TABLE documents ADD COLUMN furniture TEXT NOT NULL DEFAULT '';
+ALTER TABLE chunks ADD COLUMN heading TEXT NOT NULL DEFAULT '';
+UPDATE documents SET chunked_hash = NULL;
+"#;
+
 /// Version 9: embedding is a job of its own, per collection (issue 22 item 4), so an ingest
-/// job ends once the file is keyword-searchable. (Version 8 is another change's step.)
+/// job ends once the file is keyword-searchable.
 const SCHEMA_V9: &str = r#"
 ALTER TABLE jobs ADD COLUMN collection_id INTEGER;
 CREATE INDEX IF NOT EXISTS jobs_kind_collection ON jobs(kind, collection_id, status);
@@ -467,6 +477,9 @@ fn migrate(conn: &Connection) -> rusqlite::Result<()> {
         if version < 7 {
             conn.execute_batch(SCHEMA_V7)?;
         }
+        if version < 8 {
+            conn.execute_batch(SCHEMA_V8)?;
+        }
         if version < 9 {
             conn.execute_batch(SCHEMA_V9)?;
         }
@@ -563,7 +576,8 @@ fn collection_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Collection> {
     })
 }
 
-const DOCUMENT_COLUMNS: &str = "d.id, c.name, d.path, d.title, d.hash, d.docid, d.body, d.pages";
+const DOCUMENT_COLUMNS: &str =
+    "d.id, c.name, d.path, d.title, d.hash, d.docid, d.body, d.pages, d.furniture";
 
 fn document_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Document> {
     Ok(Document {
@@ -575,6 +589,7 @@ fn document_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Document> {
         docid: r.get(5)?,
         body: r.get(6)?,
         pages: quarry_core::decode_pages(&r.get::<_, String>(7)?),
+        furniture: quarry_core::decode_furniture(&r.get::<_, String>(8)?),
     })
 }
 
@@ -587,6 +602,7 @@ pub(crate) struct UpsertDoc<'a> {
     pub stamp: i64,
     pub body: String,
     pub pages: &'a [quarry_core::PageSpan],
+    pub furniture: &'a [quarry_core::Furniture],
 }
 
 /// Inserts or replaces a document (by collection and path), marked for keyword indexing.
@@ -604,41 +620,48 @@ pub(crate) fn upsert_document(
         stamp,
         body,
         pages,
+        furniture,
     } = doc;
     let pages = quarry_core::encode_pages(pages);
-    let existing: Option<(i64, String, String)> = tx
+    let furniture = quarry_core::encode_furniture(furniture);
+    let existing: Option<(i64, String, String, bool)> = tx
         .prepare_cached(
-            "SELECT id, hash, docid FROM documents WHERE collection_id = ?1 AND path = ?2",
+            "SELECT id, hash, docid, body = ?3 AND pages = ?4 AND furniture = ?5 \
+             FROM documents WHERE collection_id = ?1 AND path = ?2",
         )
         .and_then(|mut s| {
-            s.query_row(params![collection_id, path], |r| {
-                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            s.query_row(params![collection_id, path, body, pages, furniture], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
             })
             .optional()
         })
         .map_err(db_err)?;
     // New content makes the old chunks wrong: drop them (and from the ANN
-    // index, via tombstones) in the same transaction.
-    if let Some((id, old_hash, _)) = &existing
-        && *old_hash != hash
+    // index, via tombstones) in the same transaction. So does the same file converted again
+    // into other Markdown, pages or furniture (a newer converter): its chunks are cut again.
+    if let Some((id, old_hash, _, same_layout)) = &existing
+        && (*old_hash != hash || !same_layout)
     {
         drop_chunks_of(tx, *id)?;
+        tx.prepare_cached("UPDATE documents SET chunked_hash = NULL WHERE id = ?1")
+            .and_then(|mut s| s.execute([id]))
+            .map_err(db_err)?;
     }
     // Same content keeps its docid (a re-converted upload); new content gets the shortest
     // free one.
     let docid = match &existing {
-        Some((_, old_hash, docid)) if *old_hash == hash => docid.clone(),
-        Some((id, _, _)) => free_docid(tx, &docid_basis(tx, collection_id, &hash)?, Some(*id))?,
+        Some((_, old_hash, docid, _)) if *old_hash == hash => docid.clone(),
+        Some((id, _, _, _)) => free_docid(tx, &docid_basis(tx, collection_id, &hash)?, Some(*id))?,
         None => free_docid(tx, &docid_basis(tx, collection_id, &hash)?, None)?,
     };
     let id: i64 = tx
         .prepare_cached(
-            "INSERT INTO documents (collection_id, path, title, hash, docid, size, stamp, body, body_bytes, fts_dirty, indexed_at, pages) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 1, ?10, ?11) \
+            "INSERT INTO documents (collection_id, path, title, hash, docid, size, stamp, body, body_bytes, fts_dirty, indexed_at, pages, furniture) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 1, ?10, ?11, ?12) \
              ON CONFLICT (collection_id, path) DO UPDATE SET title = excluded.title, hash = excluded.hash, \
              docid = excluded.docid, size = excluded.size, stamp = excluded.stamp, \
              body = excluded.body, body_bytes = excluded.body_bytes, fts_dirty = 1, indexed_at = excluded.indexed_at, \
-             pages = excluded.pages \
+             pages = excluded.pages, furniture = excluded.furniture \
              RETURNING id",
         )
         .and_then(|mut s| {
@@ -654,7 +677,8 @@ pub(crate) fn upsert_document(
                     body,
                     body.len() as i64,
                     now,
-                    pages
+                    pages,
+                    furniture
                 ],
                 |r| r.get(0),
             )
@@ -869,6 +893,7 @@ impl Store for SqliteStore {
                         stamp,
                         body,
                         pages,
+                        furniture,
                     } => {
                         work.upserts.push(upsert_document(
                             tx,
@@ -881,6 +906,7 @@ impl Store for SqliteStore {
                                 stamp,
                                 body,
                                 pages: &pages,
+                                furniture: &furniture,
                             },
                             now,
                         )?);
@@ -1071,7 +1097,7 @@ impl Store for SqliteStore {
         let conn = self.conn();
         let mut stmt = conn
             .prepare_cached(
-                "SELECT d.id, d.hash, d.title, d.body, d.pages, c.chunk_size, c.chunk_overlap \
+                "SELECT d.id, d.hash, d.title, d.body, d.pages, c.chunk_size, c.chunk_overlap, d.furniture \
                  FROM documents d JOIN collections c ON c.id = d.collection_id \
                  WHERE c.space = ?1 AND (?2 IS NULL OR d.collection_id = ?2) \
                  AND (d.chunked_hash IS NULL OR d.chunked_hash != d.hash) ORDER BY d.id LIMIT ?3",
@@ -1090,7 +1116,7 @@ impl Store for SqliteStore {
         let conn = self.conn();
         let mut stmt = conn
             .prepare_cached(
-                "SELECT d.id, d.hash, d.title, d.body, d.pages, c.chunk_size, c.chunk_overlap \
+                "SELECT d.id, d.hash, d.title, d.body, d.pages, c.chunk_size, c.chunk_overlap, d.furniture \
                  FROM documents d JOIN collections c ON c.id = d.collection_id \
                  WHERE d.id = ?1 AND (d.chunked_hash IS NULL OR d.chunked_hash != d.hash)",
             )
@@ -1121,8 +1147,8 @@ impl Store for SqliteStore {
                 .map_err(db_err)?;
             let mut insert = tx
                 .prepare_cached(
-                    "INSERT INTO chunks (document_id, seq, byte_start, byte_end, line_start, line_end, hash, ann_dirty, page) \
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 1, ?8)",
+                    "INSERT INTO chunks (document_id, seq, byte_start, byte_end, line_start, line_end, hash, ann_dirty, page, heading) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 1, ?8, ?9)",
                 )
                 .map_err(db_err)?;
             let mut mark = tx
@@ -1147,25 +1173,14 @@ impl Store for SqliteStore {
                             c.line_start as i64,
                             c.line_end as i64,
                             c.hash,
-                            c.page
+                            c.page,
+                            c.heading
                         ])
                         .map_err(db_err)?;
                 }
                 mark.execute(params![doc.document_id, doc.doc_hash])
                     .map_err(db_err)?;
             }
-            Ok(())
-        })
-    }
-
-    fn reset_chunks(&self, space: &str, collection_id: Option<i64>) -> Result<()> {
-        self.write(|tx| {
-            tx.execute(
-                "UPDATE documents SET chunked_hash = NULL WHERE collection_id IN \
-                 (SELECT id FROM collections WHERE space = ?1 AND (?2 IS NULL OR id = ?2))",
-                params![space, collection_id],
-            )
-            .map_err(db_err)?;
             Ok(())
         })
     }
@@ -1181,7 +1196,7 @@ impl Store for SqliteStore {
         // Offsets are byte offsets on char boundaries; substr on a BLOB counts bytes.
         let mut stmt = conn
             .prepare_cached(
-                "SELECT k.hash, d.title, \
+                "SELECT k.hash, d.title, k.heading, \
                  CAST(substr(CAST(d.body AS BLOB), k.byte_start + 1, k.byte_end - k.byte_start) AS TEXT) \
                  FROM chunks k JOIN documents d ON d.id = k.document_id JOIN collections c ON c.id = d.collection_id \
                  WHERE c.space = ?1 AND (?2 IS NULL OR d.collection_id = ?2) \
@@ -1196,7 +1211,8 @@ impl Store for SqliteStore {
                 Ok(EmbedJob {
                     hash: r.get(0)?,
                     title: r.get(1)?,
-                    text: r.get(2)?,
+                    heading: r.get(2)?,
+                    text: r.get(3)?,
                 })
             })
             .map_err(db_err)?;
@@ -1509,9 +1525,10 @@ impl Store for SqliteStore {
     }
 }
 
-const CHUNK_COLUMNS: &str = "id, document_id, byte_start, byte_end, line_start, line_end, page";
+const CHUNK_COLUMNS: &str =
+    "id, document_id, byte_start, byte_end, line_start, line_end, page, heading";
 
-/// A `ChunkSource` from `id, hash, title, body, pages, chunk_size, chunk_overlap`.
+/// A `ChunkSource` from `id, hash, title, body, pages, chunk_size, chunk_overlap, furniture`.
 fn chunk_source_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ChunkSource> {
     let size: Option<i64> = r.get(5)?;
     let overlap: Option<i64> = r.get(6)?;
@@ -1521,6 +1538,7 @@ fn chunk_source_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ChunkSource>
         title: r.get(2)?,
         body: r.get(3)?,
         pages: quarry_core::decode_pages(&r.get::<_, String>(4)?),
+        furniture: quarry_core::decode_furniture(&r.get::<_, String>(7)?),
         chunk_chars: size.map(|s| (s.max(1) as usize, overlap.unwrap_or(0).max(0) as usize)),
     })
 }
@@ -1534,6 +1552,7 @@ fn chunk_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ChunkRef> {
         line_start: r.get::<_, i64>(4)? as usize,
         line_end: r.get::<_, i64>(5)? as usize,
         page: r.get(6)?,
+        heading: r.get(7)?,
     })
 }
 
@@ -1573,6 +1592,7 @@ mod tests {
             stamp: 1,
             body: "body".into(),
             pages: Vec::new(),
+            furniture: Vec::new(),
         }
     }
 
@@ -1654,6 +1674,7 @@ mod tests {
     fn chunk(start: usize, end: usize, hash: &str) -> crate::NewChunk {
         crate::NewChunk {
             page: None,
+            heading: String::new(),
             byte_start: start,
             byte_end: end,
             line_start: 1,
@@ -1690,6 +1711,129 @@ mod tests {
         // Opening again does not migrate twice.
         drop(store);
         SqliteStore::open(&path).unwrap();
+    }
+
+    #[test]
+    fn version_7_databases_gain_furniture_and_headings_and_are_chunked_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("q.db");
+        {
+            let conn = Connection::open(&path).unwrap();
+            for step in [
+                SCHEMA, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4, SCHEMA_V5, SCHEMA_V6, SCHEMA_V7,
+            ] {
+                conn.execute_batch(step).unwrap();
+            }
+            conn.execute_batch(
+                "PRAGMA user_version = 7; \
+                 INSERT INTO spaces (id, created_at) VALUES ('default', 0); \
+                 INSERT INTO collections (space, name, kind, path, pattern, created_at) VALUES ('default', 'c', 'folder', '/x', '*.pdf', 0); \
+                 INSERT INTO documents (collection_id, path, title, hash, docid, size, stamp, body, body_bytes, fts_dirty, indexed_at, pages, chunked_hash) \
+                 VALUES (1, 'a.pdf', 'A', 'aaaaaaaa', '#aaaaaa', 4, 1, 'body', 4, 0, 0, '1:0:4', 'aaaaaaaa'); \
+                 INSERT INTO chunks (document_id, seq, byte_start, byte_end, line_start, line_end, hash, ann_dirty, page) \
+                 VALUES (1, 0, 0, 4, 1, 1, 'k0', 0, 1);",
+            )
+            .unwrap();
+        }
+        let store = SqliteStore::open(&path).unwrap();
+        let version: i64 = store
+            .conn()
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(version, SCHEMA_VERSION);
+        // The old chunk still serves, without a heading, until the document is cut again.
+        let old = store.chunks_of_documents(&[1]).unwrap();
+        assert_eq!((old.len(), old[0].heading.as_str()), (1, ""));
+        let todo = store.documents_to_chunk("default", None, 10).unwrap();
+        assert_eq!(todo.len(), 1, "every document is cut again");
+        assert!(todo[0].furniture.is_empty());
+        store
+            .replace_chunks(&[DocChunks {
+                document_id: 1,
+                doc_hash: "aaaaaaaa".into(),
+                chunks: vec![crate::NewChunk {
+                    heading: "3 Root › 3.15 /tmp".into(),
+                    ..chunk(0, 4, "k1")
+                }],
+            }])
+            .unwrap();
+        let refs = store.chunks_of_documents(&[1]).unwrap();
+        assert_eq!(refs[0].heading, "3 Root › 3.15 /tmp");
+        assert_eq!(
+            store.chunk_refs(&[refs[0].id]).unwrap()[0].heading,
+            refs[0].heading
+        );
+        let jobs = store.embed_jobs("default", None, "m", None).unwrap();
+        assert_eq!(jobs[0].heading, "3 Root › 3.15 /tmp");
+        // Opening again does not migrate twice (nor cut everything again).
+        drop(store);
+        let store = SqliteStore::open(&path).unwrap();
+        assert!(
+            store
+                .documents_to_chunk("default", None, 10)
+                .unwrap()
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn furniture_is_kept_and_a_new_layout_of_the_same_file_is_cut_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&dir.path().join("q.db")).unwrap();
+        let c = store
+            .create_collection("default", "c", CollectionKind::Folder, "/x", "**/*.pdf")
+            .unwrap();
+        let toc = quarry_core::Furniture {
+            kind: quarry_core::FurnitureKind::Contents,
+            byte_start: 0,
+            byte_end: 2,
+        };
+        let with = |furniture: Vec<quarry_core::Furniture>| DocChange::Upsert {
+            path: "a.pdf".into(),
+            title: "A".into(),
+            hash: "h1111111".into(),
+            size: 1,
+            stamp: 1,
+            body: "body".into(),
+            pages: Vec::new(),
+            furniture,
+        };
+        let work = store.apply_changes(c.id, vec![with(vec![toc])]).unwrap();
+        let id = work.upserts[0].id;
+        assert_eq!(store.documents_by_ids(&[id]).unwrap()[0].furniture, [toc]);
+        let todo = store.documents_to_chunk("default", None, 10).unwrap();
+        assert_eq!(todo[0].furniture, [toc]);
+        let cut = || {
+            store
+                .replace_chunks(&[DocChunks {
+                    document_id: id,
+                    doc_hash: "h1111111".into(),
+                    chunks: vec![chunk(2, 4, "k1")],
+                }])
+                .unwrap()
+        };
+        cut();
+        // The same file converted the same way keeps its chunks.
+        store.apply_changes(c.id, vec![with(vec![toc])]).unwrap();
+        assert_eq!(store.chunks_of_documents(&[id]).unwrap().len(), 1);
+        assert!(
+            store
+                .documents_to_chunk("default", None, 10)
+                .unwrap()
+                .is_empty()
+        );
+        // Converted again with other furniture (a newer converter): cut again.
+        store.apply_changes(c.id, vec![with(Vec::new())]).unwrap();
+        assert!(store.chunks_of_documents(&[id]).unwrap().is_empty());
+        assert_eq!(
+            store.documents_to_chunk("default", None, 10).unwrap().len(),
+            1
+        );
+        assert!(
+            store.documents_by_ids(&[id]).unwrap()[0]
+                .furniture
+                .is_empty()
+        );
     }
 
     #[test]

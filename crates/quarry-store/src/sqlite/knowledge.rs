@@ -593,6 +593,7 @@ impl KnowledgeStore for SqliteStore {
                     stamp: 0,
                     body: converted.markdown,
                     pages: &converted.pages,
+                    furniture: &converted.furniture,
                 },
                 now,
             )?;
@@ -624,21 +625,6 @@ impl KnowledgeStore for SqliteStore {
                 deletes: Vec::new(),
             }))
         })
-    }
-
-    fn document_pages(&self, document_id: i64) -> Result<Vec<quarry_core::PageSpan>> {
-        let conn = self.conn();
-        let pages: Option<String> = conn
-            .query_row(
-                "SELECT pages FROM documents WHERE id = ?1",
-                [document_id],
-                |r| r.get(0),
-            )
-            .optional()
-            .map_err(db_err)?;
-        Ok(pages
-            .map(|p| quarry_core::decode_pages(&p))
-            .unwrap_or_default())
     }
 
     fn blob_visible(
@@ -1091,6 +1077,7 @@ mod tests {
             title: "A".into(),
             markdown: "# A\n\nbody".into(),
             pages: Vec::new(),
+            furniture: Vec::new(),
             page_count: None,
             pages_without_text: None,
             warnings: Vec::new(),
