@@ -315,34 +315,36 @@ fn split_block(text: &str, base: usize, max: usize, sizer: &dyn Sizer, out: &mut
         return;
     }
     let points = cut_points(text);
-    let mut strategies: Vec<Vec<usize>> = [Cut::Line, Cut::Sentence, Cut::Clause, Cut::Word]
-        .into_iter()
-        .map(|worst| {
-            points
+    // Each strategy's cut points, ascending; the last (any character) is made only if every
+    // other fails, as it holds one entry per character of what may be a huge block.
+    let kinds = [Cut::Line, Cut::Sentence, Cut::Clause, Cut::Word];
+    for strategy in 0..=kinds.len() {
+        let points: Vec<usize> = match kinds.get(strategy) {
+            Some(&worst) => points
                 .iter()
                 .filter(|&&(_, k)| k <= worst)
                 .map(|&(i, _)| i)
-                .collect()
-        })
-        .collect();
-    strategies.push(text.char_indices().skip(1).map(|(i, _)| i).collect());
-    for points in strategies {
+                .collect(),
+            None => text.char_indices().skip(1).map(|(i, _)| i).collect(),
+        };
         if points.is_empty() {
             continue;
         }
-        // Greedy: the furthest cut that keeps the piece within `max`.
+        // Greedy: the furthest cut that keeps the piece within `max`. Linear in the block:
+        // the search resumes where the last piece ended, and the rest of the block is only
+        // measured when it may fit.
         let mut start = 0;
         let mut pieces = Vec::new();
         let mut ok = true;
         while start < text.len() {
-            if sizer.size(&text[start..]) <= max {
+            if fits(&text[start..], max, sizer) {
                 pieces.push((start, text.len()));
                 break;
             }
-            let best = points
+            let from = points.partition_point(|&p| p <= start);
+            let best = points[from..]
                 .iter()
                 .copied()
-                .filter(|&p| p > start)
                 .take_while(|&p| sizer.size(&text[start..p]) <= max)
                 .last();
             match best {
@@ -372,6 +374,16 @@ fn split_block(text: &str, base: usize, max: usize, sizer: &dyn Sizer, out: &mut
         }
     }
     whole(out);
+}
+
+/// Whether `text` measures at most `max`, without measuring all of a long text: a prefix
+/// already over `max` settles it (sizes grow with the text).
+fn fits(text: &str, max: usize, sizer: &dyn Sizer) -> bool {
+    let probe = floor_char(text, max.saturating_mul(16).max(64));
+    if sizer.size(&text[..probe]) > max {
+        return false;
+    }
+    probe == text.len() || sizer.size(text) <= max
 }
 
 fn floor_char(text: &str, i: usize) -> usize {
