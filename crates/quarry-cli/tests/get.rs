@@ -604,7 +604,7 @@ fn status_human_and_json() {
 
     let human = q.ok(&["status"]);
     let expected_head = format!(
-        "Quarry Index Status:\n  Total documents: 3\n  Needs embedding: 3\n  Vector index: no\n  Collections: 2\n    - {} (0 docs)\n    - {} (3 docs)\n  Chunks waiting for embedding: 3\n  Data: {}\n",
+        "Quarry Index Status:\n  Total documents: 3\n  Needs embedding: 3\n  Vector index: no\n  Collections: 2\n    - {} (0 docs)\n    - {} (3 docs)\n  Data: {}\n",
         s(&empty.canonicalize().unwrap()),
         s(&root),
         s(&q.home().join("index"))

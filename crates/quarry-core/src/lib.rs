@@ -198,7 +198,9 @@ impl StatusReport {
             let place = if c.path.is_empty() { &c.name } else { &c.path };
             out.push_str(&format!("\n    - {place} ({} docs)", c.documents));
         }
-        if self.chunks_needing_embedding > 0 {
+        // Chunks are cut with keyword indexing, so they "wait" even where nothing embeds:
+        // the line is for indexes that have vectors (seed 001's text otherwise).
+        if self.chunks_needing_embedding > 0 && self.has_vector_index {
             out.push_str(&format!(
                 "\n  Chunks waiting for embedding: {}",
                 self.chunks_needing_embedding
