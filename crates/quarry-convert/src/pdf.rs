@@ -107,7 +107,13 @@ fn convert_pdf(bytes: &[u8], opts: &ConvertOptions) -> Result<Converted, Convert
         deadline.check()?;
         let page = i as u32 + 1;
         let raw = catch_unwind(AssertUnwindSafe(|| {
-            page_markdown(&doc, i, &xy_cut, &top_down)
+            let md = page_markdown(&doc, i, &xy_cut, &top_down)?;
+            // Tables that pdf_oxide's reading order takes apart (vertical writing is read
+            // in columns, never as rows).
+            if page_uses_vertical_writing(&doc, i) {
+                return Ok(md);
+            }
+            Ok(crate::pdf_grid::grid_page_markdown(&doc, i, &md).unwrap_or(md))
         }));
         if page_uses_vertical_writing(&doc, i) {
             vertical.push(page);

@@ -96,6 +96,73 @@ fn census_table_pdf_keeps_cells() {
     assert_eq!(c.pages.len(), 1);
 }
 
+/// A table's row keeps its label with its figures (one Markdown row), where pdf_oxide's
+/// reading order put the labels and the figures in different places.
+#[test]
+fn pdf_table_rows_keep_label_and_figures_together() {
+    let Some(dir) = docs() else { return };
+    let row = |md: &str, cells: &[&str]| -> bool {
+        md.lines().any(|l| {
+            let got: Vec<&str> = l
+                .trim()
+                .trim_matches('|')
+                .split('|')
+                .map(str::trim)
+                .collect();
+            got.len() >= cells.len() && got[..cells.len()] == *cells
+        })
+    };
+    let census = ok(&dir, "pdf/en-census-table324-arrests.pdf").markdown;
+    // Table 324 (figures set apart from dot-leadered labels), a label wrapped over two
+    // lines, and Table 325 below it (labels and figures in one run).
+    for cells in [
+        &[
+            "Robbery", "102.1", "25.5", "76.6", "90.0", "22.9", "67.1", "12.1", "2.5", "9.5",
+        ][..],
+        &["Total", "11,062.6", "1,540.0", "9,522.6"],
+        &["Murder and nonnegligent manslaughter", "10.0", "0.9", "9.1"],
+        &["Larceny-theft", "1,080.1", "258.1", "822.0"],
+        &["Robbery", "100,496", "43,039", "55,742", "726", "989"],
+    ] {
+        assert!(row(&census, cells), "no row {cells:?} in\n{census}");
+    }
+    // The Debian manual's table 1.13 (text cells beside prose, one description wrapped
+    // above and below its row).
+    let debian = ok(&dir, "pdf/zh-debian-reference.zh-cn.pdf").markdown;
+    for cells in [
+        &["mksh", "V:6, I:13", "1459", "是", "Korn shell 的一个版本"][..],
+        &[
+            "bash-completion",
+            "V:31, I:926",
+            "1463",
+            "N/A",
+            "bash shell 编程补全",
+        ],
+    ] {
+        assert!(row(&debian, cells), "no row {cells:?}");
+    }
+    let sash = debian
+        .lines()
+        .find(|l| l.starts_with("| sash |"))
+        .unwrap_or_default();
+    assert!(
+        sash.contains("Stand-alone shell") && sash.contains("/bin/sh"),
+        "{sash}"
+    );
+    let donors = ok(&dir, "pdf/es-campaign-donors-table.pdf").markdown;
+    assert!(row(
+        &donors,
+        &["MENA", "JUAN MARTÍN", "27.083.460", "20-27083460-5"]
+    ));
+    // A paper's columns beside a figure stay columns: its Table 1 is pdf_oxide's own.
+    let paper = ok(&dir, "pdf/en-naacl06-shinyama.pdf").markdown;
+    assert!(
+        row(&paper, &["2005-09-23", "Katrina", "New Orleans"]),
+        "{paper}"
+    );
+    assert!(paper.contains("In Unrestricted Relation Discovery, the discovery process"));
+}
+
 #[test]
 fn english_pdfs_convert_with_pages() {
     let Some(dir) = docs() else { return };
