@@ -143,6 +143,55 @@ def summary(name, rows, prob, threshold=0.5):
           f"unanswerable empty {quiet:.3f} ({len(una)}) · ≥0.8 relevant {prec:.2f} ({len(hi)})")
 
 
+def choose_band(rows, logit, empty_target=0.10, quiet_target=0.90, precision=0.80):
+    """The seeds' bands on one mode's logit: `t`, scored 0.5, separates the best result of
+    questions the documents answer from that of questions they do not (at most `empty_target`
+    of answerable questions left empty, at least `quiet_target` of unanswerable ones, or the
+    point that misses both by the least); `u`, scored 0.8, is the lowest logit above which at
+    least `precision` of the results are relevant. Between and beyond, the score follows the
+    logistic curve through the two points."""
+    by_q = defaultdict(list)
+    for r in rows:
+        x = logit(r)
+        if x is not None:
+            by_q[r["query"]].append((x, r))
+    ans = [max(x for x, _ in q) for q in by_q.values() if q[0][1]["answerable"]]
+    una = [max(x for x, _ in q) for q in by_q.values() if not q[0][1]["answerable"]]
+    # Questions with no result at all count as empty at every threshold.
+    n_ans = sum(1 for r in {r["query"]: r for r in rows}.values() if r["answerable"])
+    n_una = sum(1 for r in {r["query"]: r for r in rows}.values() if not r["answerable"])
+    cands = sorted(set(ans + una))
+    # Saying nothing beats answering with something unrelated: among the thresholds that
+    # leave at least `quiet_target` of unanswerable questions empty, those that also leave at
+    # most `empty_target` of answerable ones empty (the middle one of them), else the one that
+    # leaves the fewest empty. When no threshold is quiet enough, the quietest.
+    rated = []
+    for i in range(len(cands) - 1):
+        t = (cands[i] + cands[i + 1]) / 2
+        empty = 1 - sum(x >= t for x in ans) / max(n_ans, 1)
+        quiet = 1 - sum(x >= t for x in una) / max(n_una, 1)
+        rated.append((t, empty, quiet))
+    quiet_enough = [r for r in rated if r[2] >= quiet_target - 1e-9]
+    if not quiet_enough:
+        best_quiet = max(r[2] for r in rated)
+        quiet_enough = [r for r in rated if r[2] == best_quiet]
+    both = [r for r in quiet_enough if r[1] <= empty_target + 1e-9]
+    if both:
+        chosen = [r[0] for r in both]
+    else:
+        fewest = min(r[1] for r in quiet_enough)
+        chosen = [r[0] for r in quiet_enough if r[1] == fewest]
+    t = chosen[len(chosen) // 2]
+    scored = sorted(((x, r["relevant"]) for q in by_q.values() for x, r in q), key=lambda p: -p[0])
+    u, hits = None, 0
+    for n, (x, rel) in enumerate(scored, 1):
+        hits += rel
+        if n >= 20 and hits / n >= precision:
+            u = x
+    # Never steeper than the model itself: above `u` precision only grows.
+    return t, max(u if u is not None else t, t + math.log(4))
+
+
 def fit(a):
     rows = [json.loads(l) for l in open(a.dump, encoding="utf-8") if l.strip()]
     fitting = [r for r in rows if r["split"] == "fit"]
@@ -157,23 +206,54 @@ def fit(a):
     if vec:
         V = list(logistic([vec_x(r["evidence"]["vector"]) for r in vec],
                           [r["relevant"] for r in vec], weights(vec)))
+    # Keep the single-mode models as served (refitting only the hybrid model and the bands).
+    if a.keyword_coefs:
+        K = [float(x) for x in a.keyword_coefs.split(",")]
+    if a.vector_coefs:
+        V = [float(x) for x in a.vector_coefs.split(",")]
     H = None
     hyb = [r for r in by_mode(fitting, "hybrid") if r["evidence"].get("vector")]
     if hyb and K and V:
         H = list(logistic([hyb_x(r, K, V) for r in hyb], [r["relevant"] for r in hyb],
                           weights(hyb)))
     fmt = lambda c: "[" + ", ".join(f"{x:.4}" for x in c) + "]"
+
+    def raw_logit(mode):
+        """The fitted model's logit of a result as `mode` scores it (None: not scored)."""
+        def l(r):
+            e = r["evidence"]
+            if mode == "keyword" or (mode == "hybrid" and not e.get("vector")):
+                return sum(x * y for x, y in zip(K, kw_x(e["keyword"]))) if e.get("keyword") else None
+            if mode == "vector":
+                return sum(x * y for x, y in zip(V, vec_x(e["vector"]))) if e.get("vector") else None
+            return sum(x * y for x, y in zip(H, hyb_x(r, K, V)))
+        return l
+
+    bands = {"keyword": (0.0, math.log(4)), "vector": (0.0, math.log(4)), "hybrid": (0.0, math.log(4))}
+    if a.bands:
+        for mode in ("keyword", "vector", "hybrid"):
+            m = by_mode(fitting, mode)
+            if m and ((mode == "keyword" and K) or (mode == "vector" and V) or (mode == "hybrid" and H)):
+                bands[mode] = choose_band(m, raw_logit(mode))
+
     print("// crates/quarry-engine/src/calibration.rs, PASSAGES")
     print(f"keyword: {fmt(K) if K else '-'}\nvector: {fmt(V) if V else '-'}\nhybrid: {fmt(H) if H else '-'}")
+    print("bands (logit at 0.5, logit at 0.8): " + ", ".join(f"{m} ({t:.5}, {u:.5})" for m, (t, u) in bands.items()))
+
+    def banded(mode, logit):
+        t, u = bands[mode]
+        return sigmoid(math.log(4) * (logit - t) / (u - t))
 
     def prob_for(mode):
+        l = raw_logit(mode)
+
         def p(r):
-            e = r["evidence"]
-            if mode == "keyword" or (mode == "hybrid" and not e.get("embedded")):
-                return sigmoid(sum(x * y for x, y in zip(K, kw_x(e["keyword"])))) if e.get("keyword") else 0.0
-            if mode == "vector":
-                return sigmoid(sum(x * y for x, y in zip(V, vec_x(e["vector"])))) if e.get("vector") else 0.0
-            return sigmoid(sum(x * y for x, y in zip(H, hyb_x(r, K, V))))
+            x = l(r)
+            if x is None:
+                return 0.0
+            # A hybrid result without a vector is scored as keyword mode scores it.
+            own = "keyword" if mode == "hybrid" and not r["evidence"].get("vector") else mode
+            return banded(own, x)
         return p
 
     for mode in ("keyword", "vector", "hybrid"):
@@ -199,6 +279,10 @@ def main():
     c.add_argument("--out", required=True)
     f = sub.add_parser("fit")
     f.add_argument("dump")
+    f.add_argument("--keyword-coefs", help="keyword model to keep, comma-separated (default: refit)")
+    f.add_argument("--vector-coefs", help="vector model to keep, comma-separated (default: refit)")
+    f.add_argument("--bands", action="store_true",
+                   help="anchor each mode's scores to the seeds' bands (0.5: answered or not; 0.8: precision)")
     a = ap.parse_args()
     collect(a) if a.cmd == "collect" else fit(a)
 

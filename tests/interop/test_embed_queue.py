@@ -19,9 +19,9 @@ from pathlib import Path
 
 import anyio
 import pytest
-import requests
 from conftest import QuarryHome, isolated_env, start_server
 from fake_models import FakeModels
+from kb_support import api, create_kb, documents, upload, wait_for
 from mcp import Client
 
 BATCH = 30
@@ -29,7 +29,6 @@ BATCH = 30
 # the time in which the note must be searchable.
 DELAY = 0.1
 NOTE = "# Kingfisher rota\n\nThe zebrafinch desk opens at nine.\n"  # ~60 bytes
-TERMINAL = {"ready", "failed"}
 
 
 @pytest.fixture
@@ -66,41 +65,6 @@ def batch_files() -> list[tuple[str, bytes]]:
             paras.append(f"## Part {p}\n\n" + " ".join(words) + ".")
         out.append((f"report-{i:02}.md", (f"# Report {i}\n\n" + "\n\n".join(paras) + "\n").encode()))
     return out
-
-
-def api(srv, method: str, path: str, **kw) -> requests.Response:
-    return requests.request(method, srv.url(path), timeout=60, **kw)
-
-
-def create_kb(srv, name: str) -> dict:
-    r = api(srv, "POST", "/api/v1/knowledge-bases", json={"name": name})
-    assert r.status_code == 201, r.text
-    return r.json()["data"]
-
-
-def upload(srv, kb_id: str, files: list[tuple[str, bytes]]) -> list[dict]:
-    parts = [("files", (name, data, "application/octet-stream")) for name, data in files]
-    r = api(srv, "POST", f"/api/v1/knowledge-bases/{kb_id}/documents", files=parts)
-    assert r.status_code == 202, r.text
-    return [o["document"] for o in r.json()["data"]]
-
-
-def documents(srv, kb_id: str) -> dict[str, dict]:
-    r = api(srv, "GET", f"/api/v1/knowledge-bases/{kb_id}/documents")
-    assert r.status_code == 200, r.text
-    return {d["id"]: d for d in r.json()["data"]}
-
-
-def wait_terminal(srv, kb_id: str, ids: list[str], timeout: float = 240) -> dict[str, dict]:
-    deadline = time.monotonic() + timeout
-    last: dict[str, dict] = {}
-    while time.monotonic() < deadline:
-        last = documents(srv, kb_id)
-        if all(last.get(i, {}).get("status") in TERMINAL for i in ids):
-            return last
-        time.sleep(0.25)
-    pending = {last[i]["file_name"]: last[i]["status"] for i in ids if last.get(i, {}).get("status") not in TERMINAL}
-    pytest.fail(f"not processed within {timeout} s: {pending}\nserver stderr:\n{srv.stderr()[-3000:]}")
 
 
 async def tool(srv, name: str, args: dict):
@@ -156,7 +120,7 @@ def test_a_note_behind_a_batch_is_searchable_while_the_batch_embeds(quarry_bin, 
         st = api(srv, "GET", "/status").json()
         assert st["needs_embedding"] > 0, st
         # ...and everything ends ready, with nothing left to embed.
-        final = wait_terminal(srv, kb["id"], [d["id"] for d in batch] + [note["id"]])
+        final = wait_for(srv, kb["id"], [d["id"] for d in batch] + [note["id"]])
         assert {d["status"] for d in final.values()} == {"ready"}, {d["file_name"]: d["status"] for d in final.values()}
         # (The agent's note, in its own knowledge base, gets its vectors in the next rounds.)
         deadline = time.monotonic() + 60
@@ -211,7 +175,7 @@ def test_killing_the_server_mid_embedding_resumes_the_embed_job(quarry_bin, tmp_
     mark = slow_models.mark()
     srv2 = start_server(home, logdir=tmp_path / "logs2")
     try:
-        final = wait_terminal(srv2, kb["id"], ids)
+        final = wait_for(srv2, kb["id"], ids)
         assert {d["status"] for d in final.values()} == {"ready"}, {d["file_name"]: d["status"] for d in final.values()}
         # Resumed: what was stored before the kill was not embedded again.
         again = set(slow_models.embedded_texts(mark))

@@ -8,10 +8,8 @@ code of ``/api/v1``, and a server SIGKILLed in the middle of a 100-document batc
 from __future__ import annotations
 
 import hashlib
-import os
 import signal
 import sqlite3
-import subprocess
 import time
 from pathlib import Path
 
@@ -19,10 +17,10 @@ import pytest
 import requests
 
 from conftest import QuarryHome, isolated_env, start_server
+from kb_support import DOCS, TERMINAL, api, create_kb, need_docs, wait_for
+from kb_support import upload_response as upload
 
-DOCS = Path(os.environ["QUARRY_TEST_DOCS"]) if os.environ.get("QUARRY_TEST_DOCS") else None
 
-TERMINAL = {"ready", "failed"}
 
 
 def zip_bomb_docx(inflated: int) -> bytes:
@@ -41,12 +39,6 @@ def zip_bomb_docx(inflated: int) -> bytes:
     return buf.getvalue()
 
 
-def need_docs() -> Path:
-    if DOCS is None or not DOCS.is_dir():
-        pytest.skip("skipped: QUARRY_TEST_DOCS not set (scripts/test fetches the real documents)")
-    return DOCS
-
-
 @pytest.fixture
 def kb_home(quarry_bin: Path, tmp_path: Path) -> QuarryHome:
     home = tmp_path / "kb-home"
@@ -61,38 +53,6 @@ def kb_server(kb_home: QuarryHome, tmp_path: Path):
     srv = start_server(kb_home, logdir=tmp_path / "logs")
     yield srv
     srv.stop()
-
-
-def api(srv, method: str, path: str, **kw) -> requests.Response:
-    return requests.request(method, srv.url(path), timeout=60, **kw)
-
-
-def create_kb(srv, name: str, **extra) -> dict:
-    r = api(srv, "POST", "/api/v1/knowledge-bases", json={"name": name, **extra})
-    assert r.status_code == 201, r.text
-    body = r.json()
-    assert body["success"] is True
-    return body["data"]
-
-
-def upload(srv, kb_id: str, files: list[tuple[str, bytes]]) -> requests.Response:
-    parts = [("files", (name, data, "application/octet-stream")) for name, data in files]
-    return api(srv, "POST", f"/api/v1/knowledge-bases/{kb_id}/documents", files=parts)
-
-
-def wait_terminal(srv, kb_id: str, ids: list[str], timeout: float = 180) -> dict[str, dict]:
-    """Polls the documents until each is ready or failed; returns them by id."""
-    deadline = time.monotonic() + timeout
-    last = {}
-    while time.monotonic() < deadline:
-        r = api(srv, "GET", f"/api/v1/knowledge-bases/{kb_id}/documents")
-        assert r.status_code == 200, r.text
-        last = {d["id"]: d for d in r.json()["data"]}
-        if all(last.get(i, {}).get("status") in TERMINAL for i in ids):
-            return last
-        time.sleep(0.2)
-    pending = {i: last.get(i, {}).get("status") for i in ids if last.get(i, {}).get("status") not in TERMINAL}
-    pytest.fail(f"documents not processed within {timeout} s: {pending}\nserver stderr:\n{srv.stderr()[-3000:]}")
 
 
 def assert_error(r: requests.Response, code: int, *fragments: str) -> None:
@@ -229,7 +189,7 @@ def test_real_documents_end_to_end(kb_server, kb_home):
     # Returned at once, queued.
     assert all(o["document"]["status"] in {"pending", "converting", "indexing", "embedding", "ready"} for o in outcomes)
     by_name = {o["document"]["file_name"]: o["document"] for o in outcomes}
-    final = wait_terminal(kb_server, kb["id"], [d["id"] for d in by_name.values()])
+    final = wait_for(kb_server, kb["id"], [d["id"] for d in by_name.values()])
 
     for name in good:
         d = final[by_name[name]["id"]]
@@ -299,7 +259,7 @@ def test_real_documents_end_to_end(kb_server, kb_home):
     # a ready one is refused.
     r = api(kb_server, "POST", f"{base}/{enc['id']}/retry")
     assert r.status_code == 202 and r.json()["data"]["status"] == "pending"
-    again = wait_terminal(kb_server, kb["id"], [enc["id"]])[enc["id"]]
+    again = wait_for(kb_server, kb["id"], [enc["id"]])[enc["id"]]
     assert again["status"] == "failed" and "encrypted PDF" in again["error"]
     assert_error(api(kb_server, "POST", f"{base}/{zh['id']}/retry"), 409, "not failed")
 
@@ -384,7 +344,7 @@ def test_restart_after_sigkill_loses_and_duplicates_nothing(kb_home, tmp_path):
 
     srv2 = start_server(kb_home, logdir=tmp_path / "logs2")
     try:
-        final = wait_terminal(srv2, kb["id"], ids, timeout=300)
+        final = wait_for(srv2, kb["id"], ids, timeout=300)
         assert len(final) == 100
         statuses = [final[i]["status"] for i in ids]
         assert set(statuses) <= TERMINAL
@@ -472,7 +432,7 @@ def test_cli_upload_and_folder_collections(kb_home, tmp_path):
     try:
         kb_id = api(srv, "GET", "/api/v1/knowledge-bases/papers").json()["data"]["id"]
         doc_id = json.loads(r.stdout)["documents"][0]["id"]
-        assert wait_terminal(srv, kb_id, [doc_id])[doc_id]["status"] == "ready"
+        assert wait_for(srv, kb_id, [doc_id])[doc_id]["status"] == "ready"
         assert search(srv, "numbat termites", "papers")
     finally:
         srv.stop()
@@ -498,7 +458,7 @@ def test_uploads_are_chunked_with_pages_embedded_and_cleaned(kb_home, fake_model
         pdf = (docs / "pdf" / "en-naacl06-shinyama.pdf").read_bytes()
         r = upload(srv, kb["id"], [("shinyama.pdf", pdf), ("notes.md", b"# Notes\n\nThe quokka is a small marsupial.\n")])
         ids = [o["document"]["id"] for o in r.json()["data"]]
-        final = wait_terminal(srv, kb["id"], ids)
+        final = wait_for(srv, kb["id"], ids)
         paper = final[ids[0]]
         assert paper["status"] == "ready" and paper["chunk_count"] > 5, paper
         chunks = api(srv, "GET", f"/api/v1/knowledge-bases/{kb['id']}/documents/{paper['id']}/chunks").json()["data"]
@@ -529,7 +489,7 @@ def test_uploads_are_chunked_with_pages_embedded_and_cleaned(kb_home, fake_model
         r = upload(srv, kb["id"], [("later.md", b"# Later\n\nThe wombat digs burrows.\n")])
         doc_id = r.json()["data"][0]["document"]["id"]
         wait_until(lambda: search(srv, "wombat burrows", "papers") != [], "keyword search to find the new document")
-        d = wait_terminal(srv, kb["id"], [doc_id], timeout=120)[doc_id]
+        d = wait_for(srv, kb["id"], [doc_id], timeout=120)[doc_id]
         assert d["status"] == "failed" and "embedding failed" in d["error"] and d["attempts"] == 3, d
     finally:
         srv.stop()

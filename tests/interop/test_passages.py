@@ -11,24 +11,16 @@ mode (the newest protocol).
 """
 from __future__ import annotations
 
-import os
 import re
 import time
 from pathlib import Path
 
 import pytest
-import requests
 from conftest import QuarryHome, isolated_env, start_server
+from kb_support import api, create_kb, documents, need_docs, upload, wait_for
 from mcp import Client
 
-DOCS = Path(os.environ["QUARRY_TEST_DOCS"]) if os.environ.get("QUARRY_TEST_DOCS") else None
 ID_RE = re.compile(r"^#[0-9a-f]{6}:\d+$")
-
-
-def need_docs() -> Path:
-    if DOCS is None or not DOCS.is_dir():
-        pytest.skip("skipped: QUARRY_TEST_DOCS not set (scripts/test fetches the real documents)")
-    return DOCS
 
 
 @pytest.fixture
@@ -44,40 +36,6 @@ def home(quarry_bin: Path, tmp_path: Path) -> QuarryHome:
     return QuarryHome(bin=quarry_bin, home=h, env=env, corpus=tmp_path)
 
 
-def api(srv, method: str, path: str, **kw) -> requests.Response:
-    return requests.request(method, srv.url(path), timeout=120, **kw)
-
-
-def create_kb(srv, name: str) -> dict:
-    r = api(srv, "POST", "/api/v1/knowledge-bases", json={"name": name})
-    assert r.status_code == 201, r.text
-    return r.json()["data"]
-
-
-def upload(srv, kb_id: str, files: list[tuple[str, bytes]]) -> list[str]:
-    parts = [("files", (name, data, "application/octet-stream")) for name, data in files]
-    r = api(srv, "POST", f"/api/v1/knowledge-bases/{kb_id}/documents", files=parts)
-    assert r.status_code in (200, 201, 202), r.text
-    return [o["document"]["id"] for o in r.json()["data"]]
-
-
-def documents(srv, kb_id: str) -> dict[str, dict]:
-    r = api(srv, "GET", f"/api/v1/knowledge-bases/{kb_id}/documents")
-    assert r.status_code == 200, r.text
-    return {d["id"]: d for d in r.json()["data"]}
-
-
-def wait_for(srv, kb_id: str, ids: list[str], statuses: set[str], timeout: float = 240) -> dict[str, dict]:
-    deadline = time.monotonic() + timeout
-    while True:
-        docs = documents(srv, kb_id)
-        if all(docs.get(i, {}).get("status") in statuses for i in ids):
-            return docs
-        if time.monotonic() > deadline:
-            pytest.fail(f"not {statuses} within {timeout} s: {[docs.get(i) for i in ids]}\n{srv.stderr()[-3000:]}")
-        time.sleep(0.2)
-
-
 def knowledge_search(srv, question: str, **kw) -> dict:
     r = api(srv, "POST", "/api/v1/knowledge-search", json={"question": question, **kw})
     assert r.status_code == 200, r.text
@@ -89,10 +47,10 @@ def test_a_long_manual_answers_with_its_passage_on_its_page(home, tmp_path):
     srv = start_server(home, logdir=tmp_path / "logs")
     try:
         kb = create_kb(srv, "manuals")
-        ids = upload(srv, kb["id"], [
+        ids = [d["id"] for d in upload(srv, kb["id"], [
             ("fhs.pdf", (docs / "pdf" / "en-fhs-3.0.pdf").read_bytes()),
             ("debian.pdf", (docs / "pdf" / "zh-debian-reference.zh-cn.pdf").read_bytes()),
-        ])
+        ])]
         wait_for(srv, kb["id"], ids, {"ready"})
 
         # The section that answers (FHS page 45), not the contents page that names it.
@@ -139,7 +97,7 @@ async def test_fresh_content_is_found_by_default_while_others_have_vectors(home,
     srv = start_server(home.with_env(**fake_models.env()), logdir=tmp_path / "logs")
     try:
         kb = create_kb(srv, "knowledge")
-        first = upload(srv, kb["id"], [("garden.md", b"# Garden\n\nThe tomatoes need watering every morning in July.\n")])
+        first = [d["id"] for d in upload(srv, kb["id"], [("garden.md", b"# Garden\n\nThe tomatoes need watering every morning in July.\n")])]
         wait_for(srv, kb["id"], first, {"ready"})
         warm = knowledge_search(srv, "tomatoes watering")
         assert warm["search_mode"] == "hybrid", warm
@@ -166,7 +124,7 @@ async def test_fresh_content_is_found_by_default_while_others_have_vectors(home,
                 assert content in top["content"] and top["score"] >= 0.5 and top["match_type"] == "keyword", top
 
         # An upload: keyword-indexed (searchable) long before its embedding gives up.
-        later = upload(srv, kb["id"], [("zoo.md", b"# Zoo\n\nZoo log: the capybara pool is cleaned on Fridays.\n")])
+        later = [d["id"] for d in upload(srv, kb["id"], [("zoo.md", b"# Zoo\n\nZoo log: the capybara pool is cleaned on Fridays.\n")])]
         deadline = time.monotonic() + 60
         while True:
             found = knowledge_search(srv, "capybara pool cleaning")

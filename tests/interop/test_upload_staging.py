@@ -11,15 +11,10 @@ import socket
 import time
 from pathlib import Path
 
-import requests
-
 from conftest import QuarryHome, isolated_env, start_server
+from kb_support import api
 
 CHUNK = b"x" * (1 << 20)
-
-
-def api(srv, method: str, path: str, **kw) -> requests.Response:
-    return requests.request(method, srv.url(path), timeout=60, **kw)
 
 
 def staging(home: QuarryHome) -> list[Path]:

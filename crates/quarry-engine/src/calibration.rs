@@ -55,110 +55,150 @@ fn sigmoid(x: f64) -> f64 {
     1.0 / (1.0 + (-x).exp())
 }
 
-// Fitted coefficients (eval/fit_calibration.py on tldr-zh, tldr-zh-desc and tldr-en-desc;
-// see eval/README.md for the held-out tables).
-const KW: [f64; 5] = [-2.045, 0.8306, 1.766, -1.682, 1.393];
-const VEC: [f64; 5] = [-1.753, 0.823, -0.8882, -0.5417, 0.07561];
-const HYB: [f64; 7] = [-4.419, 0.4848, 0.5762, 1.315, 1.673, 0.9081, 1.328];
+/// A logistic model over keyword evidence:
+/// `c0 + c1·coverage + c2·relative + c3·ln(1 + rank) + c4·margin`.
+#[derive(Debug, Clone, Copy)]
+struct KeywordModel([f64; 5]);
 
-/// The rank a retriever is taken to have given a document it did not return.
+impl KeywordModel {
+    fn logit(&self, e: &KeywordEvidence) -> f64 {
+        let c = &self.0;
+        c[0] + c[1] * e.coverage
+            + c[2] * e.relative
+            + c[3] * ((e.rank + 1) as f64).ln()
+            + c[4] * e.margin
+    }
+}
+
+/// A logistic model over vector evidence:
+/// `c0 + c1·z + c2·gap + c3·ln(1 + rank) + c4·margin + c5·similarity`.
+#[derive(Debug, Clone, Copy)]
+struct VectorModel([f64; 6]);
+
+impl VectorModel {
+    fn logit(&self, e: &VectorEvidence) -> f64 {
+        let c = &self.0;
+        c[0] + c[1] * e.z
+            + c[2] * e.gap
+            + c[3] * ((e.rank + 1) as f64).ln()
+            + c[4] * e.margin
+            + c[5] * f64::from(e.similarity)
+    }
+}
+
+/// A logistic model over the two retrievers' logits (`lk`, `lv`; 0 where one did not find
+/// the hit): `c0 + c1·lk + c2·lv + c3·[keyword found] + c4·[vector found] + c5·r(rank_k) +
+/// c6·r(rank_v)`, where `r(rank) = 10 / (10 + rank)` lets a list's own order count beyond
+/// its calibrated probability.
+#[derive(Debug, Clone, Copy)]
+struct HybridModel([f64; 7]);
+
+/// Where a mode's logit meets seed 000's bands: `half` is scored 0.5 (below it a hit is
+/// tangential: the best result of a question the documents do not answer falls under it),
+/// `high` is scored 0.8 (directly relevant: at least 80 % of the hits above it answer the
+/// question). The score follows the logistic curve through the two points, so the logit's
+/// order is kept and its scale adjusted. `IDENTITY` leaves the model's probability as is.
+#[derive(Debug, Clone, Copy)]
+struct Band {
+    half: f64,
+    high: f64,
+}
+
+/// The logit of 0.8.
+const LN_4: f64 = 2.0 * std::f64::consts::LN_2;
+
+impl Band {
+    const IDENTITY: Band = Band {
+        half: 0.0,
+        high: LN_4,
+    };
+
+    fn score(&self, logit: f64) -> f64 {
+        sigmoid(LN_4 * (logit - self.half) / (self.high - self.half))
+    }
+}
+
+/// Keyword, vector and hybrid models fitted together on one kind of hit, each with its band.
+#[derive(Debug, Clone, Copy)]
+pub struct Calibration {
+    keyword: KeywordModel,
+    vector: VectorModel,
+    hybrid: HybridModel,
+    bands: [Band; 3],
+}
+
+/// Whole documents (QMD's `search`, `vsearch`, `query`), fitted by `eval/fit_calibration.py`
+/// on tldr-zh, tldr-zh-desc and tldr-en-desc; eval/README.md has the held-out tables.
+pub const DOCUMENTS: Calibration = Calibration {
+    keyword: KeywordModel([-2.045, 0.8306, 1.766, -1.682, 1.393]),
+    vector: VectorModel([-1.753, 0.823, -0.8882, -0.5417, 0.07561, 0.0]),
+    hybrid: HybridModel([-4.419, 0.4848, 0.5762, 1.315, 1.673, 0.9081, 1.328]),
+    bands: [Band::IDENTITY; 3],
+};
+
+/// Passages (`passages.rs`), fitted by `eval/fit_passages.py --bands` on the fitting half
+/// of `eval/long-docs.jsonl` (multilingual-e5-small vectors); eval/README.md has the
+/// held-out tables. Vector evidence adds the raw similarity: on passages of long documents
+/// the list's shape alone cannot tell a question the documents answer from one they do not.
+/// The bands put 0.5 where the best passage of an unanswerable question stays below it
+/// (at least 90 % of them on the fitting half) while as few answerable questions as
+/// possible are left empty, and 0.8 where at least 80 % of passages answer.
+pub const PASSAGES: Calibration = Calibration {
+    keyword: KeywordModel([-4.565, 8.934, 0.7734, -1.107, 5.028]),
+    vector: VectorModel([-5.057, 2.041, -0.03731, -0.5298, -0.1403, 1.066]),
+    hybrid: HybridModel([-1.924, 0.4397, 0.4534, 4.805, -1.924, 0.0, 0.0]),
+    bands: [
+        Band {
+            half: -0.004979,
+            high: 1.381,
+        },
+        Band {
+            half: 0.6726,
+            high: 2.059,
+        },
+        Band {
+            half: -0.43418,
+            high: 0.9521,
+        },
+    ],
+};
+
+/// The rank a retriever is taken to have given a hit it did not return.
 const ABSENT_RANK: usize = 60;
 
-fn keyword_logit(e: &KeywordEvidence) -> f64 {
-    KW[0]
-        + KW[1] * e.coverage
-        + KW[2] * e.relative
-        + KW[3] * ((e.rank + 1) as f64).ln()
-        + KW[4] * e.margin
-}
+impl Calibration {
+    /// The score of a keyword hit.
+    pub fn keyword(&self, e: &KeywordEvidence) -> f64 {
+        self.bands[0].score(self.keyword.logit(e))
+    }
 
-fn vector_logit(e: &VectorEvidence) -> f64 {
-    VEC[0] + VEC[1] * e.z + VEC[2] * e.gap + VEC[3] * ((e.rank + 1) as f64).ln() + VEC[4] * e.margin
-}
+    /// The score of a vector hit.
+    pub fn vector(&self, e: &VectorEvidence) -> f64 {
+        self.bands[1].score(self.vector.logit(e))
+    }
 
-/// Probability that a keyword hit is relevant.
-pub fn keyword_probability(e: &KeywordEvidence) -> f64 {
-    sigmoid(keyword_logit(e))
-}
-
-/// Probability that a vector hit is relevant.
-pub fn vector_probability(e: &VectorEvidence) -> f64 {
-    sigmoid(vector_logit(e))
-}
-
-/// Probability that a document is relevant given what each retriever said about it (`None`
-/// where the document is not in that retriever's top [`EVIDENCE_DEPTH`]).
-pub fn hybrid_probability(
-    keyword: Option<&KeywordEvidence>,
-    vector: Option<&VectorEvidence>,
-) -> f64 {
-    let (lk, fk) = keyword.map_or((0.0, 0.0), |e| (keyword_logit(e), 1.0));
-    let (lv, fv) = vector.map_or((0.0, 0.0), |e| (vector_logit(e), 1.0));
-    // Rank terms let a list's own order count beyond its calibrated probability.
-    let rank_term = |r: usize| 10.0 / (10.0 + r as f64);
-    let rk = keyword.map_or(ABSENT_RANK, |e| e.rank);
-    let rv = vector.map_or(ABSENT_RANK, |e| e.rank);
-    sigmoid(
-        HYB[0]
-            + HYB[1] * lk
-            + HYB[2] * lv
-            + HYB[3] * fk
-            + HYB[4] * fv
-            + HYB[5] * rank_term(rk)
-            + HYB[6] * rank_term(rv),
-    )
-}
-
-// Passages (`passages.rs`), fitted by `eval/fit_passages.py` on the fitting half of
-// `eval/long-docs.jsonl` (multilingual-e5-small vectors); eval/README.md has the held-out
-// tables. Vector evidence adds the raw similarity: on passages of long documents the list's
-// shape alone cannot tell a question the documents answer from one they do not.
-const PASSAGE_KW: [f64; 5] = [-0.8661, 7.861, -2.572, -1.839, 2.086];
-const PASSAGE_VEC: [f64; 6] = [-3.93, 1.487, -0.05449, -0.3946, -0.1263, 0.4661];
-const PASSAGE_HYB: [f64; 5] = [-1.659, 0.4294, 0.3907, 3.99, -1.659];
-
-fn passage_keyword_logit(e: &KeywordEvidence) -> f64 {
-    PASSAGE_KW[0]
-        + PASSAGE_KW[1] * e.coverage
-        + PASSAGE_KW[2] * e.relative
-        + PASSAGE_KW[3] * ((e.rank + 1) as f64).ln()
-        + PASSAGE_KW[4] * e.margin
-}
-
-fn passage_vector_logit(e: &VectorEvidence) -> f64 {
-    PASSAGE_VEC[0]
-        + PASSAGE_VEC[1] * e.z
-        + PASSAGE_VEC[2] * e.gap
-        + PASSAGE_VEC[3] * ((e.rank + 1) as f64).ln()
-        + PASSAGE_VEC[4] * e.margin
-        + PASSAGE_VEC[5] * f64::from(e.similarity)
-}
-
-/// Probability that a passage found by keyword is relevant.
-pub fn passage_keyword_probability(e: &KeywordEvidence) -> f64 {
-    sigmoid(passage_keyword_logit(e))
-}
-
-/// Probability that a passage found by vector is relevant.
-pub fn passage_vector_probability(e: &VectorEvidence) -> f64 {
-    sigmoid(passage_vector_logit(e))
-}
-
-/// Probability that a passage that has a vector is relevant, given what each retriever
-/// said about it (`None`: that retriever did not find it).
-pub fn passage_hybrid_probability(
-    keyword: Option<&KeywordEvidence>,
-    vector: Option<&VectorEvidence>,
-) -> f64 {
-    let (lk, fk) = keyword.map_or((0.0, 0.0), |e| (passage_keyword_logit(e), 1.0));
-    let (lv, fv) = vector.map_or((0.0, 0.0), |e| (passage_vector_logit(e), 1.0));
-    sigmoid(
-        PASSAGE_HYB[0]
-            + PASSAGE_HYB[1] * lk
-            + PASSAGE_HYB[2] * lv
-            + PASSAGE_HYB[3] * fk
-            + PASSAGE_HYB[4] * fv,
-    )
+    /// The score of a hit given what each retriever said about it (`None` where that
+    /// retriever did not find it).
+    pub fn hybrid(
+        &self,
+        keyword: Option<&KeywordEvidence>,
+        vector: Option<&VectorEvidence>,
+    ) -> f64 {
+        let (lk, fk) = keyword.map_or((0.0, 0.0), |e| (self.keyword.logit(e), 1.0));
+        let (lv, fv) = vector.map_or((0.0, 0.0), |e| (self.vector.logit(e), 1.0));
+        let rank_term = |r: usize| 10.0 / (10.0 + r as f64);
+        let rk = keyword.map_or(ABSENT_RANK, |e| e.rank);
+        let rv = vector.map_or(ABSENT_RANK, |e| e.rank);
+        let c = &self.hybrid.0;
+        self.bands[2].score(
+            c[0] + c[1] * lk
+                + c[2] * lv
+                + c[3] * fk
+                + c[4] * fv
+                + c[5] * rank_term(rk)
+                + c[6] * rank_term(rv),
+        )
+    }
 }
 
 /// Coefficients of the per-query vector share `σ(a + b·(lv − lk) + c·margin + d·coverage)`
@@ -175,9 +215,12 @@ const ABSENT_LOGIT: f64 = -8.0;
 pub fn adaptive_vector_share(keyword: &[KeywordEvidence], vector: &[VectorEvidence]) -> f64 {
     let lk = keyword
         .iter()
-        .map(keyword_logit)
+        .map(|e| DOCUMENTS.keyword.logit(e))
         .fold(ABSENT_LOGIT, f64::max);
-    let lv = vector.iter().map(vector_logit).fold(ABSENT_LOGIT, f64::max);
+    let lv = vector
+        .iter()
+        .map(|e| DOCUMENTS.vector.logit(e))
+        .fold(ABSENT_LOGIT, f64::max);
     let (margin, coverage) = keyword
         .first()
         .map_or((0.0, 0.0), |e| (e.margin, e.coverage));
@@ -318,24 +361,24 @@ mod tests {
             rank,
             margin: 0.1,
         };
-        assert!(keyword_probability(&e(0.6, 1.0, 0)) > keyword_probability(&e(0.3, 1.0, 0)));
-        assert!(keyword_probability(&e(0.6, 1.0, 0)) > keyword_probability(&e(0.6, 0.5, 4)));
+        assert!(DOCUMENTS.keyword(&e(0.6, 1.0, 0)) > DOCUMENTS.keyword(&e(0.3, 1.0, 0)));
+        assert!(DOCUMENTS.keyword(&e(0.6, 1.0, 0)) > DOCUMENTS.keyword(&e(0.6, 0.5, 4)));
         let v = vector_evidence(&[0.9, 0.5, 0.45, 0.4, 0.4]);
-        let p: Vec<f64> = v.iter().map(vector_probability).collect();
+        let p: Vec<f64> = v.iter().map(|e| DOCUMENTS.vector(e)).collect();
         assert!(p.windows(2).all(|w| w[0] >= w[1]), "{p:?}");
         // Two tied hits above a much weaker one: the margin alone would put the second of
         // the tie above the first; list probabilities never go up.
         let tied = keyword_evidence(&[10.0, 10.0, 0.5], 20.0);
-        let raw: Vec<f64> = tied.iter().map(keyword_probability).collect();
-        let listed = list_probabilities(&tied, keyword_probability);
+        let raw: Vec<f64> = tied.iter().map(|e| DOCUMENTS.keyword(e)).collect();
+        let listed = list_probabilities(&tied, |e| DOCUMENTS.keyword(e));
         assert!(raw[1] > raw[0], "{raw:?}");
         assert!(listed.windows(2).all(|w| w[0] >= w[1]) && listed[1] == listed[0]);
         let k = keyword_evidence(&[20.0, 5.0], 25.0);
-        let best = hybrid_probability(Some(&k[0]), Some(&v[0]));
-        assert!(best > hybrid_probability(Some(&k[0]), None));
-        assert!(hybrid_probability(Some(&k[0]), None) > hybrid_probability(Some(&k[1]), None));
-        assert!(hybrid_probability(None, Some(&v[0])) > hybrid_probability(None, Some(&v[4])));
-        assert!((0.0..=1.0).contains(&best) && hybrid_probability(None, None) < 0.05);
+        let best = DOCUMENTS.hybrid(Some(&k[0]), Some(&v[0]));
+        assert!(best > DOCUMENTS.hybrid(Some(&k[0]), None));
+        assert!(DOCUMENTS.hybrid(Some(&k[0]), None) > DOCUMENTS.hybrid(Some(&k[1]), None));
+        assert!(DOCUMENTS.hybrid(None, Some(&v[0])) > DOCUMENTS.hybrid(None, Some(&v[4])));
+        assert!((0.0..=1.0).contains(&best) && DOCUMENTS.hybrid(None, None) < 0.05);
     }
 
     #[test]

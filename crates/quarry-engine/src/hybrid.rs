@@ -62,7 +62,7 @@ pub const EXPANSION_DISCOUNT: f64 = 0.9;
 /// Order: each list's scores min-max normalised (BM25, cosine) and mixed with a vector share
 /// that follows the two retrievers' confidence *on this query*
 /// ([`calibration::adaptive_vector_share`]): a query whose keyword leader covers it and stands
-/// clear follows the keyword list; otherwise the vectors lead. Score: [`calibration::hybrid_probability`], capped by the
+/// clear follows the keyword list; otherwise the vectors lead. Score: [`calibration::Calibration::hybrid`], capped by the
 /// score above so the list never shows scores out of order. Without vectors: keyword alone.
 fn per_query_ranking(
     keyword: &[(i64, KeywordEvidence)],
@@ -71,7 +71,7 @@ fn per_query_ranking(
     let Some(vector) = vector else {
         let evidence: Vec<KeywordEvidence> = keyword.iter().map(|(_, e)| *e).collect();
         let probabilities =
-            calibration::list_probabilities(&evidence, calibration::keyword_probability);
+            calibration::list_probabilities(&evidence, |e| calibration::DOCUMENTS.keyword(e));
         return keyword
             .iter()
             .map(|(id, _)| *id)
@@ -106,7 +106,7 @@ fn per_query_ranking(
     candidates
         .into_iter()
         .map(|(id, k, v)| {
-            cap = cap.min(calibration::hybrid_probability(k, v));
+            cap = cap.min(calibration::DOCUMENTS.hybrid(k, v));
             (id, cap)
         })
         .collect()

@@ -171,7 +171,7 @@ impl Engine {
             .filter(|c| round_score(c.score) >= req.min_score)
             .count();
         let terms = self.passage_terms(&req.query)?;
-        let collections = self.collections()?;
+        let file_ids = self.store().kb_file_ids(&doc_ids)?;
         let mut per_doc: HashMap<i64, Vec<(usize, usize)>> = HashMap::new();
         let mut results = Vec::with_capacity(req.top_k);
         for c in &candidates {
@@ -199,16 +199,11 @@ impl Engine {
             taken.push((chunk.byte_start, chunk.byte_end));
             let file = doc.display_path();
             let (kb, rel) = (doc.collection.as_str(), doc.path.as_str());
-            let is_kb = collections
-                .iter()
-                .any(|c| c.name == kb && c.kind == quarry_core::CollectionKind::KnowledgeBase);
-            let knowledge_id = if is_kb {
-                self.kb_document(kb, rel)
-                    .map(|f| f.id)
-                    .unwrap_or_else(|_| doc.docid.clone())
-            } else {
-                doc.docid.clone()
-            };
+            // A knowledge base's file id; a folder collection's document is its docid.
+            let knowledge_id = file_ids
+                .get(&doc.id)
+                .cloned()
+                .unwrap_or_else(|| doc.docid.clone());
             results.push(KnowledgeHit {
                 id: format!("{}:{}", doc.docid, chunk.line_start),
                 content: excerpt(&chunk.heading, text, &terms, content_chars),
@@ -320,25 +315,22 @@ impl Engine {
             .map(|(id, _)| *id)
             .filter(|id| !listed.contains_key(id))
             .collect();
-        let mut embedded: std::collections::HashSet<i64> = listed.keys().copied().collect();
         for (id, sim) in self.chunk_similarities(q, &missing)? {
-            embedded.insert(id);
             listed.insert(id, stats.evidence(sim));
         }
         Ok(VectorPassages {
             evidence: listed,
             order,
-            embedded,
         })
     }
 }
 
 struct VectorPassages {
+    /// Every passage that has a vector among the candidates: the vector list and the keyword
+    /// candidates it cut off.
     evidence: HashMap<i64, VectorEvidence>,
     /// The vector list, best first.
     order: Vec<i64>,
-    /// Passages that have a vector.
-    embedded: std::collections::HashSet<i64>,
 }
 
 /// Every passage either retriever found, scored for `mode`.
@@ -349,7 +341,7 @@ fn combine(
 ) -> Vec<Candidate> {
     let kw_probabilities = calibration::list_probabilities(
         &keyword.iter().map(|(_, e)| *e).collect::<Vec<_>>(),
-        calibration::passage_keyword_probability,
+        |e| calibration::PASSAGES.keyword(e),
     );
     let mut out: Vec<Candidate> = Vec::new();
     let mut at: HashMap<i64, usize> = HashMap::new();
@@ -383,18 +375,18 @@ fn combine(
         }
     }
     for c in &mut out {
-        c.evidence.embedded = v.embedded.contains(&c.chunk_id);
         c.evidence.vector = v.evidence.get(&c.chunk_id).copied();
+        c.evidence.embedded = c.evidence.vector.is_some();
         c.score = match (
             mode,
             c.evidence.keyword.as_ref(),
             c.evidence.vector.as_ref(),
         ) {
-            (SearchMode::Vector, _, Some(ve)) => calibration::passage_vector_probability(ve),
+            (SearchMode::Vector, _, Some(ve)) => calibration::PASSAGES.vector(ve),
             (SearchMode::Vector, _, None) => 0.0,
             // Not embedded yet: its keyword evidence alone, as keyword mode scores it.
-            (_, Some(_), None) if !c.evidence.embedded => c.score,
-            (_, k, ve) => calibration::passage_hybrid_probability(k, ve),
+            (_, Some(_), None) => c.score,
+            (_, k, ve) => calibration::PASSAGES.hybrid(k, ve),
         };
     }
     if mode == SearchMode::Vector {

@@ -115,7 +115,7 @@ impl Engine {
             let evidence =
                 calibration::evidence_in_parts(&sims, head, calibration::vector_evidence);
             let probabilities =
-                calibration::list_probabilities(&evidence, calibration::vector_probability);
+                calibration::list_probabilities(&evidence, |e| calibration::DOCUMENTS.vector(e));
             lists.push(
                 ranked
                     .into_iter()
@@ -194,7 +194,7 @@ impl Engine {
             calibration::keyword_evidence(s, max)
         });
         let probabilities =
-            calibration::list_probabilities(&evidence, calibration::keyword_probability);
+            calibration::list_probabilities(&evidence, |e| calibration::DOCUMENTS.keyword(e));
         let (mut raw, probabilities): (Vec<_>, Vec<f64>) = ranked
             .into_iter()
             .zip(probabilities)

@@ -8,6 +8,8 @@
 //! one process, several processes, later several nodes — never run the same job twice, and a
 //! job whose worker died is taken again when its lease runs out.
 
+use std::collections::HashMap;
+
 use quarry_core::{PageSpan, Result};
 use serde::Serialize;
 
@@ -288,6 +290,9 @@ pub trait KnowledgeStore {
     /// By public id or file name.
     fn kb_file(&self, collection_id: i64, key: &str) -> Result<Option<KbFile>>;
     fn kb_file_by_row(&self, row_id: i64) -> Result<Option<KbFile>>;
+    /// The public file id of each of these documents that belongs to a knowledge base
+    /// (document id → file id); documents of folder collections are absent.
+    fn kb_file_ids(&self, document_ids: &[i64]) -> Result<HashMap<i64, String>>;
     /// Deletes a file and its document at once (readers stop seeing it); derived indexes
     /// and blobs are cleaned by a cleanup job enqueued in the same transaction.
     fn delete_kb_file(&self, collection_id: i64, row_id: i64) -> Result<()>;

@@ -223,14 +223,6 @@ pub trait Store:
     fn document_count(&self, space: &str) -> Result<u64>;
 
     // Chunks, embeddings and the ANN protocol (semantic layer).
-    /// Up to `limit` documents of the space (or of one collection) whose chunks are missing
-    /// or were cut from other content.
-    fn documents_to_chunk(
-        &self,
-        space: &str,
-        collection_id: Option<i64>,
-        limit: usize,
-    ) -> Result<Vec<ChunkSource>>;
     /// Those of `document_ids` whose chunks are missing or were cut from other content
     /// (chunks are cut when a document is keyword-indexed).
     fn chunk_sources(&self, document_ids: &[i64]) -> Result<Vec<ChunkSource>>;

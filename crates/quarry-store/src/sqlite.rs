@@ -17,7 +17,7 @@ use crate::{
     IndexDoc, IndexWork, Store,
 };
 
-const SCHEMA_VERSION: i64 = 9;
+const SCHEMA_VERSION: i64 = 10;
 
 const SCHEMA: &str = r#"
 CREATE TABLE IF NOT EXISTS spaces (
@@ -352,6 +352,11 @@ ALTER TABLE jobs ADD COLUMN collection_id INTEGER;
 CREATE INDEX IF NOT EXISTS jobs_kind_collection ON jobs(kind, collection_id, status);
 "#;
 
+// Search results name the knowledge-base file of each passage's document.
+const SCHEMA_V10: &str = r#"
+CREATE INDEX IF NOT EXISTS kb_files_document ON kb_files(document_id);
+"#;
+
 /// Gives every space and collection without one a UUID (rows from before version 4).
 fn assign_uids(conn: &Connection) -> rusqlite::Result<()> {
     for table in ["spaces", "collections"] {
@@ -482,6 +487,9 @@ fn migrate(conn: &Connection) -> rusqlite::Result<()> {
         }
         if version < 9 {
             conn.execute_batch(SCHEMA_V9)?;
+        }
+        if version < 10 {
+            conn.execute_batch(SCHEMA_V10)?;
         }
         conn.execute_batch(&format!("PRAGMA user_version = {SCHEMA_VERSION}"))
     };
@@ -1088,30 +1096,6 @@ impl Store for SqliteStore {
         .map_err(db_err)
     }
 
-    fn documents_to_chunk(
-        &self,
-        space: &str,
-        collection_id: Option<i64>,
-        limit: usize,
-    ) -> Result<Vec<ChunkSource>> {
-        let conn = self.conn();
-        let mut stmt = conn
-            .prepare_cached(
-                "SELECT d.id, d.hash, d.title, d.body, d.pages, c.chunk_size, c.chunk_overlap, d.furniture \
-                 FROM documents d JOIN collections c ON c.id = d.collection_id \
-                 WHERE c.space = ?1 AND (?2 IS NULL OR d.collection_id = ?2) \
-                 AND (d.chunked_hash IS NULL OR d.chunked_hash != d.hash) ORDER BY d.id LIMIT ?3",
-            )
-            .map_err(db_err)?;
-        let rows = stmt
-            .query_map(
-                params![space, collection_id, limit as i64],
-                chunk_source_from_row,
-            )
-            .map_err(db_err)?;
-        rows.collect::<rusqlite::Result<Vec<_>>>().map_err(db_err)
-    }
-
     fn chunk_sources(&self, document_ids: &[i64]) -> Result<Vec<ChunkSource>> {
         let conn = self.conn();
         let mut stmt = conn
@@ -1583,6 +1567,16 @@ fn like_escape(s: &str) -> String {
 mod tests {
     use super::*;
 
+    /// The default space's documents whose chunks are missing or stale.
+    fn to_chunk(store: &SqliteStore) -> Result<Vec<ChunkSource>> {
+        let ids: Vec<i64> = store
+            .document_summaries("default")?
+            .iter()
+            .map(|d| d.id)
+            .collect();
+        store.chunk_sources(&ids)
+    }
+
     fn upsert(path: &str, hash: &str) -> DocChange {
         DocChange::Upsert {
             path: path.into(),
@@ -1705,7 +1699,7 @@ mod tests {
             .query_row("PRAGMA user_version", [], |r| r.get(0))
             .unwrap();
         assert_eq!(version, SCHEMA_VERSION);
-        let todo = store.documents_to_chunk("default", None, 10).unwrap();
+        let todo = to_chunk(&store).unwrap();
         assert_eq!(todo.len(), 1);
         assert_eq!(todo[0].body, "body");
         // Opening again does not migrate twice.
@@ -1744,7 +1738,7 @@ mod tests {
         // The old chunk still serves, without a heading, until the document is cut again.
         let old = store.chunks_of_documents(&[1]).unwrap();
         assert_eq!((old.len(), old[0].heading.as_str()), (1, ""));
-        let todo = store.documents_to_chunk("default", None, 10).unwrap();
+        let todo = to_chunk(&store).unwrap();
         assert_eq!(todo.len(), 1, "every document is cut again");
         assert!(todo[0].furniture.is_empty());
         store
@@ -1768,12 +1762,7 @@ mod tests {
         // Opening again does not migrate twice (nor cut everything again).
         drop(store);
         let store = SqliteStore::open(&path).unwrap();
-        assert!(
-            store
-                .documents_to_chunk("default", None, 10)
-                .unwrap()
-                .is_empty()
-        );
+        assert!(to_chunk(&store).unwrap().is_empty());
     }
 
     #[test]
@@ -1801,7 +1790,7 @@ mod tests {
         let work = store.apply_changes(c.id, vec![with(vec![toc])]).unwrap();
         let id = work.upserts[0].id;
         assert_eq!(store.documents_by_ids(&[id]).unwrap()[0].furniture, [toc]);
-        let todo = store.documents_to_chunk("default", None, 10).unwrap();
+        let todo = to_chunk(&store).unwrap();
         assert_eq!(todo[0].furniture, [toc]);
         let cut = || {
             store
@@ -1816,19 +1805,11 @@ mod tests {
         // The same file converted the same way keeps its chunks.
         store.apply_changes(c.id, vec![with(vec![toc])]).unwrap();
         assert_eq!(store.chunks_of_documents(&[id]).unwrap().len(), 1);
-        assert!(
-            store
-                .documents_to_chunk("default", None, 10)
-                .unwrap()
-                .is_empty()
-        );
+        assert!(to_chunk(&store).unwrap().is_empty());
         // Converted again with other furniture (a newer converter): cut again.
         store.apply_changes(c.id, vec![with(Vec::new())]).unwrap();
         assert!(store.chunks_of_documents(&[id]).unwrap().is_empty());
-        assert_eq!(
-            store.documents_to_chunk("default", None, 10).unwrap().len(),
-            1
-        );
+        assert_eq!(to_chunk(&store).unwrap().len(), 1);
         assert!(
             store.documents_by_ids(&[id]).unwrap()[0]
                 .furniture
@@ -1866,12 +1847,7 @@ mod tests {
                 chunks: vec![chunk(0, 2, "k1"), chunk(2, 4, "k1"), chunk(0, 4, "k2")],
             }])
             .unwrap();
-        assert!(
-            store
-                .documents_to_chunk("default", None, 10)
-                .unwrap()
-                .is_empty()
-        );
+        assert!(to_chunk(&store).unwrap().is_empty());
         // Distinct texts only, sliced by byte range.
         let jobs = store.embed_jobs("default", None, "m", None).unwrap();
         assert_eq!(jobs.len(), 2);
@@ -1914,10 +1890,7 @@ mod tests {
         all.push(ids[1] + 1);
         all.sort();
         assert_eq!(tomb, all);
-        assert_eq!(
-            store.documents_to_chunk("default", None, 10).unwrap().len(),
-            1
-        );
+        assert_eq!(to_chunk(&store).unwrap().len(), 1);
         store.ann_done(&tomb, &[]).unwrap();
         assert!(store.ann_tombstones().unwrap().is_empty());
         // A model switch re-flags every chunk; vectors of other models stay stored.

@@ -1,5 +1,7 @@
 //! [`KnowledgeStore`] and [`JobQueue`] on SQLite.
 
+use std::collections::HashMap;
+
 use quarry_core::{Error, Result};
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
 
@@ -422,6 +424,24 @@ impl KnowledgeStore for SqliteStore {
 
     fn kb_file_by_row(&self, row_id: i64) -> Result<Option<KbFile>> {
         file_by_row(&self.conn(), row_id)
+    }
+
+    fn kb_file_ids(&self, document_ids: &[i64]) -> Result<HashMap<i64, String>> {
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare_cached("SELECT uid FROM kb_files WHERE document_id = ?1")
+            .map_err(db_err)?;
+        let mut out = HashMap::with_capacity(document_ids.len());
+        for &id in document_ids {
+            if let Some(uid) = stmt
+                .query_row([id], |r| r.get::<_, String>(0))
+                .optional()
+                .map_err(db_err)?
+            {
+                out.insert(id, uid);
+            }
+        }
+        Ok(out)
     }
 
     fn delete_kb_file(&self, collection_id: i64, row_id: i64) -> Result<()> {
