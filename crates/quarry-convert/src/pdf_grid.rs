@@ -15,6 +15,8 @@
 use pdf_oxide::PdfDocument;
 use pdf_oxide::layout::Word;
 
+use crate::pdf::is_cjk;
+
 /// Rows of cells a page needs to be read as a table.
 const MIN_ROWS: usize = 4;
 /// A gap wider than this many font sizes separates two cells of a row.
@@ -614,10 +616,6 @@ fn median(mut v: Vec<f32>) -> f32 {
     }
     v.sort_by(f32::total_cmp);
     v[v.len() / 2]
-}
-
-fn is_cjk(c: char) -> bool {
-    matches!(c as u32, 0x3000..=0x303F | 0x3040..=0x30FF | 0x3400..=0x4DBF | 0x4E00..=0x9FFF | 0xF900..=0xFAFF | 0xFF00..=0xFFEF)
 }
 
 /// Words joined with a space, except between two CJK characters.
