@@ -145,11 +145,12 @@ def summary(name, rows, prob, threshold=0.5):
 
 def choose_band(rows, logit, empty_target=0.10, quiet_target=0.90, precision=0.80):
     """The seeds' bands on one mode's logit: `t`, scored 0.5, separates the best result of
-    questions the documents answer from that of questions they do not (at most `empty_target`
-    of answerable questions left empty, at least `quiet_target` of unanswerable ones, or the
-    point that misses both by the least); `u`, scored 0.8, is the lowest logit above which at
-    least `precision` of the results are relevant. Between and beyond, the score follows the
-    logistic curve through the two points."""
+    questions the documents answer from that of questions they do not (at least
+    `quiet_target` of unanswerable questions left empty first, then as few as possible of the
+    answerable ones, at most `empty_target` where that can be had); `u`, scored 0.8, is the
+    lowest logit above which at least `precision` of the results are relevant, and at least
+    ln 4 above `t`. Between and beyond, the score follows the logistic curve through the two
+    points."""
     by_q = defaultdict(list)
     for r in rows:
         x = logit(r)

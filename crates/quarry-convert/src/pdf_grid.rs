@@ -41,9 +41,31 @@ struct Line {
     size: f32,
     mono: bool,
     cells: Vec<Cell>,
+    /// `cells` with runs of figures split, one cell per figure ([`split_figures`]).
+    parts: Vec<Cell>,
+    /// Whether the line is a table row ([`is_grid_row`]).
+    grid_row: bool,
 }
 
 impl Line {
+    fn new(top: f32, bottom: f32, size: f32, mono: bool, cells: Vec<Cell>) -> Line {
+        let parts = split_figures(&cells);
+        let grid_row = !mono && is_grid_row(&parts);
+        Line {
+            top,
+            bottom,
+            size,
+            mono,
+            cells,
+            parts,
+            grid_row,
+        }
+    }
+
+    fn has_figures(&self) -> bool {
+        self.parts.iter().any(|c| is_figure(&c.text))
+    }
+
     fn center(&self) -> f32 {
         (self.top + self.bottom) / 2.0
     }
@@ -103,8 +125,8 @@ fn rows_kept(lines: &[Line], blocks: &[(usize, usize)], converted: &str) -> bool
     let (mut rows, mut kept) = (0usize, 0usize);
     for &(start, end) in blocks {
         for line in &lines[start..end] {
-            let cells = split_figures(&line.cells);
-            if !is_grid_row(line) || cells.len() < 2 {
+            let cells = &line.parts;
+            if !line.grid_row || cells.len() < 2 {
                 continue;
             }
             let (a, b) = (key(&label(&cells[0].text)), key(&cells[1].text));
@@ -129,21 +151,16 @@ fn visual_lines(words: &[Word]) -> Vec<Line> {
         .iter()
         .filter(|w| !w.text.trim().is_empty() && w.bbox.height > 0.0)
         .collect();
+    let center = |w: &Word| w.bbox.y + w.bbox.height / 2.0;
     // Top of the page first.
-    words.sort_by(|a, b| {
-        let ca = a.bbox.y + a.bbox.height / 2.0;
-        let cb = b.bbox.y + b.bbox.height / 2.0;
-        cb.total_cmp(&ca)
-    });
+    words.sort_by(|a, b| center(b).total_cmp(&center(a)));
     let mut groups: Vec<Vec<&Word>> = Vec::new();
     for w in words {
-        let c = w.bbox.y + w.bbox.height / 2.0;
         let size = w.avg_font_size.max(1.0);
         match groups.last_mut() {
             Some(g)
                 if g.iter().any(|o| {
-                    let oc = o.bbox.y + o.bbox.height / 2.0;
-                    (oc - c).abs() < size.min(o.avg_font_size.max(1.0)) * 0.5
+                    (center(o) - center(w)).abs() < size.min(o.avg_font_size.max(1.0)) * 0.5
                 }) =>
             {
                 g.push(w)
@@ -174,13 +191,7 @@ fn visual_lines(words: &[Word]) -> Vec<Line> {
                     _ => cells.push(Cell { x0, x1, text }),
                 }
             }
-            Line {
-                top,
-                bottom,
-                size,
-                mono,
-                cells,
-            }
+            Line::new(top, bottom, size, mono, cells)
         })
         .collect()
 }
@@ -271,13 +282,10 @@ fn leader_split(text: &str) -> Option<(&str, &str)> {
     None
 }
 
-/// A row of a table: three or more cells, or a label and two or more figures, whose cells
-/// are short (prose set in columns has long ones) or mostly figures.
-fn is_grid_row(line: &Line) -> bool {
-    if line.mono {
-        return false;
-    }
-    let cells = split_figures(&line.cells);
+/// A row of a table (its cells with runs of figures split): three or more cells, or a label
+/// and two or more figures, whose cells are short (prose set in columns has long ones) or
+/// mostly figures.
+fn is_grid_row(cells: &[Cell]) -> bool {
     let figures = cells.iter().filter(|c| is_figure(&c.text)).count();
     if cells.len() < 3 {
         return false;
@@ -298,7 +306,7 @@ fn grid_blocks(lines: &[Line]) -> Vec<(usize, usize)> {
     let mut blocks = Vec::new();
     let mut i = 0;
     while i < lines.len() {
-        if !is_grid_row(&lines[i]) {
+        if !lines[i].grid_row {
             i += 1;
             continue;
         }
@@ -306,7 +314,7 @@ fn grid_blocks(lines: &[Line]) -> Vec<(usize, usize)> {
         let (mut end, mut rows, mut gap) = (i + 1, 1, 0);
         let mut j = i + 1;
         while j < lines.len() && gap <= 2 {
-            if is_grid_row(&lines[j]) {
+            if lines[j].grid_row {
                 rows += 1;
                 end = j + 1;
                 gap = 0;
@@ -333,10 +341,7 @@ fn grid_blocks(lines: &[Line]) -> Vec<(usize, usize)> {
 /// it and not starting in the label column (a description cell wrapped onto the next line).
 fn with_wrapped_tail(lines: &[Line], start: usize, mut end: usize) -> usize {
     let size = lines[start].size;
-    let left = lines[start..end]
-        .iter()
-        .flat_map(|l| l.cells.first().map(|c| c.x0))
-        .fold(f32::MAX, f32::min);
+    let left = label_column(&lines[start..end]);
     for _ in 0..2 {
         let (Some(next), Some(prev)) = (lines.get(end), lines.get(end - 1)) else {
             break;
@@ -349,6 +354,14 @@ fn with_wrapped_tail(lines: &[Line], start: usize, mut end: usize) -> usize {
         end += 1;
     }
     end
+}
+
+/// The left edge of the block's first column (where row labels start).
+fn label_column(block: &[Line]) -> f32 {
+    block
+        .iter()
+        .flat_map(|l| l.cells.first().map(|c| c.x0))
+        .fold(f32::MAX, f32::min)
 }
 
 /// The block's start moved up over a label alone on the line above its first row, when
@@ -377,8 +390,8 @@ fn with_waiting_label(lines: &[Line], start: usize, floor: usize) -> usize {
 fn regular(block: &[Line]) -> bool {
     let counts: Vec<usize> = block
         .iter()
-        .filter(|l| is_grid_row(l))
-        .map(|l| split_figures(&l.cells).len())
+        .filter(|l| l.grid_row)
+        .map(|l| l.parts.len())
         .collect();
     let mode = counts
         .iter()
@@ -393,10 +406,10 @@ fn regular(block: &[Line]) -> bool {
 fn aligned(block: &[Line]) -> bool {
     // Rows whose label leads its figures through dot leaders are table rows by that alone
     // (their figures' positions inside the run are estimates).
-    let rows: Vec<Vec<Cell>> = block
+    let rows: Vec<&[Cell]> = block
         .iter()
-        .filter(|l| is_grid_row(l) && !l.cells.iter().any(|c| leader_split(&c.text).is_some()))
-        .map(|l| split_figures(&l.cells))
+        .filter(|l| l.grid_row && !l.cells.iter().any(|c| leader_split(&c.text).is_some()))
+        .map(|l| l.parts.as_slice())
         .collect();
     if rows.is_empty() {
         return true;
@@ -404,7 +417,7 @@ fn aligned(block: &[Line]) -> bool {
     let (mut shared, mut total) = (0usize, 0usize);
     for (r, row) in rows.iter().enumerate() {
         let size = block.first().map_or(10.0, |l| l.size);
-        for c in row {
+        for c in row.iter() {
             total += 1;
             let elsewhere = rows.iter().enumerate().any(|(o, other)| {
                 o != r
@@ -492,10 +505,7 @@ fn push_text_lines(out: &mut String, lines: &[Line], body_size: f32) {
 /// left-to-right order.
 fn push_table(out: &mut String, block: &[Line]) {
     let size = block.first().map_or(10.0, |l| l.size);
-    let left = block
-        .iter()
-        .flat_map(|l| l.cells.first().map(|c| c.x0))
-        .fold(f32::MAX, f32::min);
+    let left = label_column(block);
     let starts: Vec<bool> = block
         .iter()
         .map(|l| l.cells.first().is_some_and(|c| c.x0 - left < size * 1.5))
@@ -515,7 +525,7 @@ fn push_table(out: &mut String, block: &[Line]) {
         // A label alone on its line, followed by another row's label: the first half of a
         // label wrapped over two lines ("Murder and nonnegligent" / "manslaughter . . .").
         let next_starts = (i + 1..block.len()).find(|&k| starts[k]) == Some(i + 1);
-        if block[i].cells.len() == 1 && next_starts && !has_figures(&block[i]) {
+        if block[i].cells.len() == 1 && next_starts && !block[i].has_figures() {
             label_above.push(i);
             continue;
         }
@@ -580,18 +590,12 @@ fn push_table(out: &mut String, block: &[Line]) {
     out.push('\n');
 }
 
-fn has_figures(line: &Line) -> bool {
-    split_figures(&line.cells)
-        .iter()
-        .any(|c| is_figure(&c.text))
-}
-
 /// The cells of a row's lines (top to bottom), those overlapping horizontally joined, left
 /// to right; the first without its dot leaders.
 fn row_cells<'a>(lines: impl Iterator<Item = &'a Line>) -> Vec<String> {
     let mut columns: Vec<Cell> = Vec::new();
     for line in lines {
-        for c in split_figures(&line.cells) {
+        for c in line.parts.iter().cloned() {
             match columns.iter_mut().find(|k| c.x0 < k.x1 && k.x0 < c.x1) {
                 Some(k) => {
                     k.text = join_words([k.text.as_str(), c.text.as_str()].into_iter());
@@ -652,13 +656,7 @@ mod tests {
     }
 
     fn line(y: f32, cells: Vec<Cell>) -> Line {
-        Line {
-            top: y + 8.0,
-            bottom: y,
-            size: 8.0,
-            mono: false,
-            cells,
-        }
+        Line::new(y + 8.0, y, 8.0, false, cells)
     }
 
     #[test]
