@@ -13,6 +13,12 @@
 //! The coefficients were fitted by `eval/fit_calibration.py` on judged queries
 //! (`eval/*.jsonl`, the fitting half) from features that `quarry eval --features` dumps,
 //! and checked on held-out sets; `eval/README.md` has the procedure and the tables.
+//!
+//! Passage scores (the knowledge surfaces, [`PASSAGES`]) are the same models' logits placed
+//! on the seed's bands directly (`Band`): 0.5 where the best passage of a question the
+//! documents do not answer stays below, 0.8 where at least 80 % of passages answer. Judged
+//! pages are incomplete, so a plain probability of "this is a judged page" sits too low on
+//! long documents to use the seed's threshold as it is meant.
 
 use serde::Serialize;
 
