@@ -545,7 +545,10 @@ impl ChatService {
         };
         let store = self.store.clone();
         let owner = ctx.hub.owner.clone();
-        let saved = tokio::task::spawn_blocking(move || store.update_message(&owner, &row)).await;
+        let saved = tokio::task::spawn_blocking(move || {
+            quarry_store::thread_guard::allow_blocking(|| store.update_message(&owner, &row))
+        })
+        .await;
         match saved {
             Ok(Ok(true)) => {}
             Ok(Ok(false)) => tracing::warn!(
@@ -746,9 +749,11 @@ impl ChatService {
         req.min_score = self.settings.rag_min_score;
         req.knowledge_bases = Some(knowledge_bases.to_vec());
         let engine = ctx.engine.clone();
-        let found = tokio::task::spawn_blocking(move || engine.knowledge_passages(&req))
-            .await
-            .map_err(|e| Error::Storage(format!("retrieval stopped: {e}")))??;
+        let found = tokio::task::spawn_blocking(move || {
+            quarry_store::thread_guard::allow_blocking(|| engine.knowledge_passages(&req))
+        })
+        .await
+        .map_err(|e| Error::Storage(format!("retrieval stopped: {e}")))??;
         Ok(found
             .results
             .into_iter()

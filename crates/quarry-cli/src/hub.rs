@@ -198,7 +198,7 @@ pub fn run(engine: Engine, cmd: &HubCmd, json_out: bool) -> Result<()> {
     let who = caller(&engine, user_of(cmd))?;
     let hub = Hub::new(
         engine.store_handle(),
-        vec![quarry_server::mcp::knowledge_package()],
+        vec![quarry_server::knowledge_package()],
         HubOptions::default(),
     );
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -210,6 +210,15 @@ pub fn run(engine: Engine, cmd: &HubCmd, json_out: bool) -> Result<()> {
     // Give killed children a moment to be reaped.
     runtime.shutdown_timeout(std::time::Duration::from_secs(2));
     out
+}
+
+/// An upstream once its first discovery finished (or after [`quarry_hub::ANSWER_GRACE`],
+/// still `connecting`).
+async fn settle(hub: &Arc<Hub>, who: &HubCaller, id: &str) -> Result<UpstreamInfo> {
+    if let Some(c) = hub.connecting(who, id)? {
+        c.discovered(quarry_hub::ANSWER_GRACE).await;
+    }
+    Ok(hub.upstream(who, id)?)
 }
 
 async fn run_async(hub: &Arc<Hub>, who: &HubCaller, cmd: &HubCmd, json_out: bool) -> Result<()> {
@@ -259,9 +268,9 @@ async fn run_async(hub: &Arc<Hub>, who: &HubCaller, cmd: &HubCmd, json_out: bool
                 call_timeout_secs: *call_timeout,
                 ..Default::default()
             };
-            let info = hub.register(who, req).await?;
+            let info = hub.register(who, req)?;
             // This process holds the only connection: wait a little for its tools.
-            let info = hub.settle(who, &info.id, quarry_hub::ANSWER_GRACE).await?;
+            let info = settle(hub, who, &info.id).await?;
             print_server(&info, json_out)?;
             if info.health.status == "error" {
                 bail!(
@@ -287,8 +296,8 @@ async fn run_async(hub: &Arc<Hub>, who: &HubCaller, cmd: &HubCmd, json_out: bool
                 category: category.clone(),
                 ..Default::default()
             };
-            let info = hub.register(who, req).await?;
-            let info = hub.settle(who, &info.id, quarry_hub::ANSWER_GRACE).await?;
+            let info = hub.register(who, req)?;
+            let info = settle(hub, who, &info.id).await?;
             print_server(&info, json_out)?;
         }
         HubCmd::List { .. } => {
@@ -314,12 +323,16 @@ async fn run_async(hub: &Arc<Hub>, who: &HubCaller, cmd: &HubCmd, json_out: bool
         }
         HubCmd::Refresh { server, .. } => {
             let s = hub.find_upstream(who, server)?;
-            print_server(&hub.refresh(who, &s.id).await?, json_out)?;
+            hub.refresh(who, &s.id)?.finish().await;
+            print_server(&hub.upstream(who, &s.id)?, json_out)?;
         }
         HubCmd::Enable { server, .. } | HubCmd::Disable { server, .. } => {
             let s = hub.find_upstream(who, server)?;
             let on = matches!(cmd, HubCmd::Enable { .. });
-            print_server(&hub.set_enabled(who, &s.id, Some(on)).await?, json_out)?;
+            if let Some(c) = hub.set_enabled(who, &s.id, Some(on))? {
+                c.discovered(quarry_hub::ANSWER_GRACE).await;
+            }
+            print_server(&hub.upstream(who, &s.id)?, json_out)?;
         }
         HubCmd::Tools { server, .. } => {
             let catalog = hub.catalog(&who.owner)?;

@@ -10,7 +10,7 @@ mod scope;
 mod text;
 mod time;
 
-pub use error::{Error, Result};
+pub use error::{Error, Result, error_chain};
 pub use scope::{Access, Scope};
 pub use text::{
     add_line_numbers, decode_uri_path, docid_for_hash, encode_uri_path, format_search_summary,

@@ -344,14 +344,23 @@ impl Hub {
         let hub = Arc::downgrade(self);
         let owner = row.owner.clone();
         let package = row.package.clone();
-        let on_discovered: upstream::OnDiscovered =
-            Arc::new(move |found: &upstream::Discovered| {
-                if let Some(hub) = hub.upgrade()
-                    && let Err(e) = hub.write_discovered(&owner, &package, found)
-                {
-                    tracing::warn!(package = %package, "cannot store discovered tools: {e}");
-                }
-            });
+        // Discovery finishes on the connection's async task; the store write it causes runs
+        // on the blocking pool like every other store call (discoveries of one upstream are
+        // seconds apart, so their writes do not overtake each other).
+        let on_discovered: upstream::OnDiscovered = Arc::new(
+            move |found: &upstream::Discovered| {
+                let Some(hub) = hub.upgrade() else { return };
+                let (owner, package) = (owner.clone(), package.clone());
+                let found = found.clone();
+                tokio::task::spawn_blocking(move || {
+                    quarry_store::thread_guard::allow_blocking(|| {
+                        if let Err(e) = hub.write_discovered(&owner, &package, &found) {
+                            tracing::warn!(package = %package, "cannot store discovered tools: {e}");
+                        }
+                    })
+                });
+            },
+        );
         let conn = Connection::start(spec, on_discovered);
         if let Some(old) = self
             .connections
@@ -364,12 +373,13 @@ impl Hub {
         Ok(conn)
     }
 
-    /// Connects an enabled upstream this process has no connection for yet.
-    async fn connect_registered(
+    /// Connects an enabled upstream this process has no connection for yet: the connection
+    /// and how long to wait for its first discovery before using it.
+    fn connect_registered(
         self: &Arc<Self>,
         owner: &str,
         id: &str,
-    ) -> std::result::Result<Arc<Connection>, CallError> {
+    ) -> std::result::Result<(Arc<Connection>, Duration), CallError> {
         let row = self
             .store
             .upstream(owner, id)
@@ -380,9 +390,7 @@ impl Hub {
             .connect(&row)
             .map_err(|e| CallError::Unavailable(e.to_string()))?;
         let options: UpstreamOptions = serde_json::from_str(&row.options).unwrap_or_default();
-        conn.wait_discovered(Duration::from_secs(options.connect_timeout_secs + 5))
-            .await;
-        Ok(conn)
+        Ok((conn, Duration::from_secs(options.connect_timeout_secs + 5)))
     }
 
     fn disconnect(&self, id: &str) {
@@ -464,8 +472,9 @@ impl Hub {
     /// Registers an upstream and starts connecting it in the background: the answer comes
     /// at once, usually with status `connecting` (a hanging upstream must not hold the
     /// request); the server list then shows `ready` with its tools, or `error` with the
-    /// reason. [`Hub::settle`] waits for the first discovery where a caller needs it.
-    pub async fn register(
+    /// reason. [`Hub::connecting`] gives what async code awaits for the first discovery where
+    /// a caller needs it.
+    pub fn register(
         self: &Arc<Self>,
         caller: &HubCaller,
         req: RegisterUpstream,
@@ -659,18 +668,11 @@ impl Hub {
         self.upstream(caller, &id)
     }
 
-    /// An upstream once its first discovery finished (or after `wait`, still `connecting`).
-    pub async fn settle(
-        self: &Arc<Self>,
-        caller: &HubCaller,
-        id: &str,
-        wait: Duration,
-    ) -> Result<UpstreamInfo> {
+    /// The live connection of an upstream in this process, if any: what async code awaits
+    /// ([`Connecting::discovered`]) before reading the upstream again.
+    pub fn connecting(&self, caller: &HubCaller, id: &str) -> Result<Option<Connecting>> {
         let row = self.row(caller, id)?;
-        if let Some(conn) = self.connection(&row.id) {
-            conn.wait_discovered(wait).await;
-        }
-        self.upstream(caller, id)
+        Ok(self.connection(&row.id).map(Connecting))
     }
 
     /// An upstream by id, name or package id.
@@ -769,13 +771,14 @@ impl Hub {
         Ok(())
     }
 
-    /// Enables or disables an upstream (`None` flips it).
-    pub async fn set_enabled(
+    /// Enables or disables an upstream (`None` flips it). Enabling connects it: async code
+    /// awaits the returned [`Connecting`] (for [`ANSWER_GRACE`]) before reading it again.
+    pub fn set_enabled(
         self: &Arc<Self>,
         caller: &HubCaller,
         id: &str,
         enabled: Option<bool>,
-    ) -> Result<UpstreamInfo> {
+    ) -> Result<Option<Connecting>> {
         caller.require_write()?;
         let mut row = self.row(caller, id)?;
         let enabled = enabled.unwrap_or(!row.enabled);
@@ -784,17 +787,16 @@ impl Hub {
             row.updated_at = now_millis();
             self.store.update_upstream(&row)?;
             if enabled {
-                let conn = self.connect(&row)?;
-                conn.wait_discovered(ANSWER_GRACE).await;
-            } else {
-                self.disconnect(&row.id);
+                return Ok(Some(Connecting(self.connect(&row)?)));
             }
+            self.disconnect(&row.id);
         }
-        self.upstream(caller, id)
+        Ok(None)
     }
 
-    /// Rediscovers an upstream's tools now (reconnecting at once if it is down).
-    pub async fn refresh(self: &Arc<Self>, caller: &HubCaller, id: &str) -> Result<UpstreamInfo> {
+    /// Prepares rediscovering an upstream's tools now (reconnecting at once if it is down):
+    /// async code awaits [`Refreshing::finish`], then reads the upstream again.
+    pub fn refresh(self: &Arc<Self>, caller: &HubCaller, id: &str) -> Result<Refreshing> {
         let row = self.row(caller, id)?;
         if !row.enabled {
             return Err(Error::Conflict(format!(
@@ -807,9 +809,10 @@ impl Hub {
             Some(c) => c,
             None => self.connect(&row)?,
         };
-        conn.refresh(Duration::from_secs(options.connect_timeout_secs + 5))
-            .await;
-        self.upstream(caller, id)
+        Ok(Refreshing {
+            conn,
+            wait: Duration::from_secs(options.connect_timeout_secs + 5),
+        })
     }
 
     /// Switches one catalogued tool on or off for its owner (seed 003's toggles).
@@ -1025,29 +1028,32 @@ impl Hub {
         self.write_custom_package(&caller.owner)
     }
 
-    /// Runs a custom tool with `arguments` (the "test" button, and `tools/call`).
-    pub async fn run_custom_tool(
+    /// A custom tool ready to run ([`CustomCall::run`]): its spec, and where the caller's
+    /// requests may go (the "test" button, and `tools/call`).
+    pub fn custom_call(
         &self,
         caller: &HubCaller,
         id: &str,
-        arguments: &Value,
-    ) -> std::result::Result<custom::CustomResponse, custom::CustomToolError> {
+    ) -> std::result::Result<CustomCall, custom::CustomToolError> {
         let row = self
             .custom_row(caller, id)
             .map_err(|e| custom::CustomToolError::InvalidSpec(e.to_string()))?;
         let mut spec: custom::CustomToolSpec = serde_json::from_str(&row.spec)
             .map_err(|e| custom::CustomToolError::InvalidSpec(e.to_string()))?;
         spec.http_headers = serde_json::from_str(&row.secrets).unwrap_or_default();
-        custom::execute(&spec, arguments, &self.net_policy(caller)).await
+        Ok(CustomCall {
+            spec,
+            net: self.net_policy(caller),
+        })
     }
 
-    /// The live connection of an upstream package (connecting it if another process
-    /// registered it).
-    async fn package_connection(
+    /// Where a resource or prompt request for an upstream package goes (connecting it if
+    /// another process registered it).
+    pub fn route_package(
         self: &Arc<Self>,
         caller: &HubCaller,
         package: &str,
-    ) -> std::result::Result<Arc<Connection>, CallError> {
+    ) -> std::result::Result<Route, CallError> {
         let catalog = self
             .catalog(&caller.owner)
             .map_err(|e| CallError::Unavailable(e.to_string()))?;
@@ -1057,51 +1063,34 @@ impl Hub {
             .ok_or_else(|| {
                 CallError::Unavailable(format!("package '{package}' is not an MCP server"))
             })?;
-        match self.connection(&id) {
-            Some(c) => Ok(c),
-            None => self.connect_registered(&caller.owner, &id).await,
-        }
+        self.route_upstream(&caller.owner, &id)
     }
 
-    /// Reads a resource of an upstream package.
-    pub async fn read_resource(
+    fn route_upstream(
         self: &Arc<Self>,
-        caller: &HubCaller,
-        package: &str,
-        uri: &str,
-        cancel: CancellationToken,
-    ) -> std::result::Result<rmcp::model::ReadResourceResult, CallError> {
-        self.package_connection(caller, package)
-            .await?
-            .read_resource(uri, cancel)
-            .await
+        owner: &str,
+        id: &str,
+    ) -> std::result::Result<Route, CallError> {
+        Ok(Route(match self.connection(id) {
+            Some(conn) => Target::Upstream { conn, settle: None },
+            // Registered by another process (the CLI, another node): connect here.
+            None => {
+                let (conn, wait) = self.connect_registered(owner, id)?;
+                Target::Upstream {
+                    conn,
+                    settle: Some(wait),
+                }
+            }
+        }))
     }
 
-    /// Gets a prompt of an upstream package.
-    pub async fn get_prompt(
-        self: &Arc<Self>,
-        caller: &HubCaller,
-        package: &str,
-        name: &str,
-        arguments: Option<JsonObject>,
-        cancel: CancellationToken,
-    ) -> std::result::Result<rmcp::model::GetPromptResult, CallError> {
-        self.package_connection(caller, package)
-            .await?
-            .get_prompt(name, arguments, cancel)
-            .await
-    }
-
-    /// Calls a catalogued tool of an upstream or custom package, or of the built-in `web`
-    /// package (when [`HubOptions::web`] is set). Other built-in tools are the server's to run.
-    pub async fn call(
+    /// Where a call of a catalogued tool goes: an upstream's connection, a custom tool, or
+    /// a built-in package. The registry part of [`Hub::call`]: synchronous, store-backed.
+    pub fn route_tool(
         self: &Arc<Self>,
         caller: &HubCaller,
         tool: &CatalogTool,
-        arguments: Option<JsonObject>,
-        progress: Option<ProgressSink>,
-        cancel: CancellationToken,
-    ) -> std::result::Result<CallToolResult, CallError> {
+    ) -> std::result::Result<Route, CallError> {
         let catalog = self
             .catalog(&caller.owner)
             .map_err(|e| CallError::Unavailable(e.to_string()))?;
@@ -1111,24 +1100,71 @@ impl Hub {
         match pkg.kind {
             PackageKind::Upstream => {
                 let id = pkg.upstream_id.clone().unwrap_or_default();
-                let conn = match self.connection(&id) {
-                    Some(c) => c,
-                    // Registered by another process (the CLI, another node): connect here.
-                    None => self.connect_registered(&caller.owner, &id).await?,
-                };
+                self.route_upstream(&caller.owner, &id)
+            }
+            PackageKind::Custom => Ok(Route(Target::Custom(self.custom_call(caller, &tool.name)))),
+            PackageKind::Builtin => Ok(Route(Target::Builtin {
+                package: pkg.id.clone(),
+            })),
+        }
+    }
+
+    /// Reads a resource of an upstream package ([`Hub::route_package`]).
+    pub async fn read_resource(
+        &self,
+        route: Route,
+        uri: &str,
+        cancel: CancellationToken,
+    ) -> std::result::Result<rmcp::model::ReadResourceResult, CallError> {
+        route.connection().await?.read_resource(uri, cancel).await
+    }
+
+    /// Gets a prompt of an upstream package ([`Hub::route_package`]).
+    pub async fn get_prompt(
+        &self,
+        route: Route,
+        name: &str,
+        arguments: Option<JsonObject>,
+        cancel: CancellationToken,
+    ) -> std::result::Result<rmcp::model::GetPromptResult, CallError> {
+        route
+            .connection()
+            .await?
+            .get_prompt(name, arguments, cancel)
+            .await
+    }
+
+    /// Calls a catalogued tool where [`Hub::route_tool`] sent it: an upstream or custom
+    /// package, or the built-in `web` package (when [`HubOptions::web`] is set). Other
+    /// built-in tools are the server's to run. Touches no store.
+    pub async fn call(
+        &self,
+        route: Route,
+        tool: &CatalogTool,
+        arguments: Option<JsonObject>,
+        progress: Option<ProgressSink>,
+        cancel: CancellationToken,
+    ) -> std::result::Result<CallToolResult, CallError> {
+        match route.0 {
+            Target::Upstream { conn, settle } => {
+                if let Some(wait) = settle {
+                    conn.wait_discovered(wait).await;
+                }
                 conn.call(&tool.name, arguments, progress, cancel).await
             }
-            PackageKind::Custom => {
+            Target::Custom(prepared) => {
                 let args = Value::Object(arguments.unwrap_or_default());
-                let run = self.run_custom_tool(caller, &tool.name, &args);
-                let outcome = tokio::select! {
-                    r = run => r,
-                    _ = cancel.cancelled() => return Err(CallError::Cancelled),
+                let outcome = match prepared {
+                    Ok(custom) => tokio::select! {
+                        r = custom.run(&args) => r,
+                        _ = cancel.cancelled() => return Err(CallError::Cancelled),
+                    },
+                    Err(e) => Err(e),
                 };
                 Ok(custom_result(outcome))
             }
-            PackageKind::Builtin => match &self.web {
-                Some(web) if pkg.id == WEB_PACKAGE => {
+            Target::Builtin { package } => match &self.web {
+                Some(web) if package == WEB_PACKAGE => {
                     if tool.name != web::WEB_SEARCH_TOOL {
                         return Err(CallError::Unavailable(format!(
                             "the web package has no tool '{}'",
@@ -1146,6 +1182,80 @@ impl Hub {
                     "built-in tools run in the server".into(),
                 )),
             },
+        }
+    }
+}
+
+/// An upstream connection being made: the asynchronous half of a registry change
+/// ([`Hub::set_enabled`], [`Hub::connecting`]).
+pub struct Connecting(Arc<Connection>);
+
+impl Connecting {
+    /// Waits up to `wait` for the connection's first discovery.
+    pub async fn discovered(&self, wait: Duration) {
+        self.0.wait_discovered(wait).await;
+    }
+}
+
+/// A rediscovery to run ([`Hub::refresh`]).
+pub struct Refreshing {
+    conn: Arc<Connection>,
+    wait: Duration,
+}
+
+impl Refreshing {
+    /// Rediscovers now, waiting up to the upstream's connect timeout.
+    pub async fn finish(self) {
+        self.conn.refresh(self.wait).await;
+    }
+}
+
+/// A custom tool ready to run ([`Hub::custom_call`]).
+pub struct CustomCall {
+    spec: custom::CustomToolSpec,
+    net: NetPolicy,
+}
+
+impl CustomCall {
+    /// Sends the tool's HTTP request with `arguments`.
+    pub async fn run(
+        &self,
+        arguments: &Value,
+    ) -> std::result::Result<custom::CustomResponse, custom::CustomToolError> {
+        custom::execute(&self.spec, arguments, &self.net).await
+    }
+}
+
+/// Where a call, resource read or prompt goes, resolved by the registry
+/// ([`Hub::route_tool`], [`Hub::route_package`]) so the asynchronous part touches no store.
+pub struct Route(Target);
+
+enum Target {
+    /// An upstream's connection; `settle`: first wait this long for its first discovery (a
+    /// connection this process has just made).
+    Upstream {
+        conn: Arc<Connection>,
+        settle: Option<Duration>,
+    },
+    Custom(std::result::Result<CustomCall, custom::CustomToolError>),
+    Builtin {
+        package: String,
+    },
+}
+
+impl Route {
+    /// The upstream connection (settled), or why this route has none.
+    async fn connection(self) -> std::result::Result<Arc<Connection>, CallError> {
+        match self.0 {
+            Target::Upstream { conn, settle } => {
+                if let Some(wait) = settle {
+                    conn.wait_discovered(wait).await;
+                }
+                Ok(conn)
+            }
+            Target::Custom(_) | Target::Builtin { .. } => Err(CallError::Unavailable(
+                "this package is not an MCP server".into(),
+            )),
         }
     }
 }

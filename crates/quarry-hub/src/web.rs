@@ -1735,9 +1735,10 @@ mod tests {
         assert_eq!(tool.wire_name, "web__web_search");
 
         let caller = HubCaller::machine();
+        let route = hub.route_tool(&caller, &tool).unwrap();
         let r = hub
             .call(
-                &caller,
+                route,
                 &tool,
                 Some(args(json!({"query": "rust"}))),
                 None,
@@ -1809,9 +1810,10 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(100)).await;
             trigger.cancel();
         });
+        let route = hub3.route_tool(&caller, &tool).unwrap();
         let e = hub3
             .call(
-                &caller,
+                route,
                 &tool,
                 Some(args(json!({"query": "rust"}))),
                 None,

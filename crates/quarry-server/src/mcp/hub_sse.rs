@@ -35,9 +35,9 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::QuarryMcp;
 use crate::AppState;
 use crate::auth::Caller;
-use crate::mcp::QuarryMcp;
 
 /// Where sessions post (the gateway's path; inside the nested service the URI is stripped).
 const ENDPOINT: &str = "/api/mcp";

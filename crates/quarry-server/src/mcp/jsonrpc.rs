@@ -7,7 +7,7 @@
 //!
 //! Output passes [`rewrite_message`] on its way out (stdio lines, HTTP JSON bodies and SSE
 //! `data:` lines), which adds the seed fields rmcp's types cannot carry
-//! ([`crate::mcp::lift_resource_names`]).
+//! ([`super::lift_resource_names`]).
 
 use std::io;
 
@@ -145,7 +145,7 @@ pub fn rewrite_message(json: &[u8]) -> Option<Vec<u8>> {
     let mut msg: serde_json::Value = serde_json::from_str(text).ok()?;
     let mut changed = false;
     if resources {
-        changed |= crate::mcp::lift_resource_names(&mut msg);
+        changed |= super::lift_resource_names(&mut msg);
     }
     if extras {
         changed |= lift_tool_extras(&mut msg);

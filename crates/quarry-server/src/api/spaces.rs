@@ -17,10 +17,9 @@ use quarry_engine::NoProgress;
 use serde::Deserialize;
 use serde_json::json;
 
+use crate::AppState;
 use crate::auth::Caller;
-use crate::knowledge_api::{ok, ok_list};
-use crate::rest::{Body, blocking};
-use crate::{ApiError, AppState};
+use crate::http::{ApiError, Body, ok, ok_list, run_blocking};
 
 /// Mounted under the Account surface: a token with several spaces needs to name none.
 pub fn router() -> Router<Arc<AppState>> {
@@ -42,7 +41,7 @@ async fn list_spaces(
 ) -> Result<Response, ApiError> {
     let directory = st.directory().clone();
     let actor = Actor::of(&caller.principal);
-    let spaces = blocking(move || directory.visible_spaces(&actor)).await?;
+    let spaces = run_blocking(move || directory.visible_spaces(&actor)).await?;
     Ok(ok_list(&spaces))
 }
 
@@ -54,7 +53,7 @@ async fn get_space(
 ) -> Result<Response, ApiError> {
     let directory = st.directory().clone();
     let actor = Actor::of(&caller.principal);
-    let space = blocking(move || {
+    let space = run_blocking(move || {
         let (space, _) = directory.visible_space(&actor, &id)?;
         directory
             .visible_spaces(&actor)?
@@ -178,7 +177,7 @@ async fn list_members(
 ) -> Result<Response, ApiError> {
     let directory = st.directory().clone();
     let actor = Actor::of(&caller.principal);
-    let (space, members) = blocking(move || directory.members_as(&actor, &id)).await?;
+    let (space, members) = run_blocking(move || directory.members_as(&actor, &id)).await?;
     let total = members.len();
     Ok(axum::Json(json!({
         "success": true,
@@ -238,7 +237,7 @@ async fn remove_member(
 async fn list_users(State(st): State<Arc<AppState>>, caller: Caller) -> Result<Response, ApiError> {
     let directory = st.directory().clone();
     let actor = Actor::of(&caller.principal);
-    let users = blocking(move || directory.users_as(&actor)).await?;
+    let users = run_blocking(move || directory.users_as(&actor)).await?;
     Ok(ok_list(&users))
 }
 

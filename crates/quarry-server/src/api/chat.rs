@@ -18,10 +18,9 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use crate::AppState;
 use crate::auth::Caller;
-use crate::knowledge_api::ok;
-use crate::rest::{Body, blocking};
-use crate::{ApiError, AppState};
+use crate::http::{ApiError, Body, ok, run_blocking};
 
 /// A comment line sent while nothing else is, so proxies keep the stream open.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
@@ -67,7 +66,7 @@ async fn chat(
     let prepared = {
         let service = service.clone();
         let ctx = ctx.clone();
-        blocking(move || service.prepare(&ctx, req)).await?
+        run_blocking(move || service.prepare(&ctx, req)).await?
     };
     let cancel = state.shutdown_token().child_token();
     if !streaming {
@@ -205,7 +204,7 @@ async fn list_conversations(
     }
     let service = state.chat().clone();
     let owner = caller.hub_caller().owner;
-    let items = blocking(move || service.conversations(&owner, limit)).await?;
+    let items = run_blocking(move || service.conversations(&owner, limit)).await?;
     Ok(axum::Json(json!({"success": true, "data": items, "total": items.len()})).into_response())
 }
 
@@ -216,7 +215,7 @@ async fn get_conversation(
 ) -> Result<Response, ApiError> {
     let service = state.chat().clone();
     let owner = caller.hub_caller().owner;
-    let v = blocking(move || service.conversation(&owner, &id)).await?;
+    let v = run_blocking(move || service.conversation(&owner, &id)).await?;
     Ok(ok(v))
 }
 
@@ -234,7 +233,7 @@ async fn rename_conversation(
 ) -> Result<Response, ApiError> {
     let service = state.chat().clone();
     let owner = caller.hub_caller().owner;
-    let v = blocking(move || service.rename_conversation(&owner, &id, &b.title)).await?;
+    let v = run_blocking(move || service.rename_conversation(&owner, &id, &b.title)).await?;
     Ok(ok(v))
 }
 
@@ -246,6 +245,6 @@ async fn delete_conversation(
     let service = state.chat().clone();
     let owner = caller.hub_caller().owner;
     let deleted = id.clone();
-    blocking(move || service.delete_conversation(&owner, &id)).await?;
+    run_blocking(move || service.delete_conversation(&owner, &id)).await?;
     Ok(ok(json!({"id": deleted, "deleted": true})))
 }

@@ -5,6 +5,9 @@
 //! Tool arguments are checked here, field by field, so a wrong type gets a message naming
 //! the field (`isError: true`), as the seed specifies; an unknown tool is a protocol error.
 
+pub(crate) mod hub_sse;
+pub(crate) mod jsonrpc;
+
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -16,7 +19,7 @@ use rmcp::model::{
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, MetaObject,
     PaginatedRequestParams, Prompt, PromptMessage, ReadResourceRequestParams, ReadResourceResponse,
     ReadResourceResult, ResourceContents, ResourceTemplate, Role, ServerCapabilities, ServerConfig,
-    Tool, ToolAnnotations, object,
+    Tool, object,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
@@ -24,7 +27,9 @@ use serde_json::{Value, json};
 
 use crate::AppState;
 use crate::auth::Caller;
-use crate::knowledge_tools;
+use crate::http::{run_blocking, run_blocking_raw};
+use crate::service::knowledge_tools;
+use crate::service::tool_args::{Args, read_only, request_caller, tool_error};
 use quarry_hub::view::{CALL_TOOL, SEARCH_TOOLS};
 use quarry_hub::{
     BuiltinPackage, CatalogTool, DefaultView, KNOWLEDGE_PACKAGE, ProgressSink, Selection, View,
@@ -78,7 +83,7 @@ impl QuarryMcp {
     }
 
     /// The view of this request: its URL's selection over the caller's catalog.
-    fn view(
+    async fn view(
         &self,
         caller: &Caller,
         context: &RequestContext<RoleServer>,
@@ -90,11 +95,11 @@ impl QuarryMcp {
         let selection =
             Selection::from_query(query).map_err(|m| McpError::invalid_params(m, None))?;
         let hub = self.state.hub();
-        let hub_caller = caller.hub_caller();
-        let catalog = hub
-            .catalog(&hub_caller.owner)
-            .map_err(|e| McpError::internal_error(e.to_string(), None))?;
-        let selection = crate::hub_sse::narrowed(selection, &catalog, context)?;
+        let (registry, owner) = (hub.clone(), caller.hub_caller().owner);
+        let catalog = run_blocking(move || registry.catalog(&owner))
+            .await
+            .map_err(|e| McpError::internal_error(e.detail, None))?;
+        let selection = hub_sse::narrowed(selection, &catalog, context)?;
         // The cap limits selections; the unselected view lists everything (SPEC §2.2).
         let cap = if selection.chooses_tools() {
             hub.options().max_tools
@@ -141,16 +146,16 @@ impl QuarryMcp {
             });
             sink
         });
+        let (hub, who, target) = (self.state.hub().clone(), caller.hub_caller(), tool.clone());
+        let route = match run_blocking_raw(move || hub.route_tool(&who, &target)).await {
+            Ok(Ok(route)) => route,
+            Ok(Err(e)) => return Ok(tool_error(format!("{}: {e}", tool.full_name))),
+            Err(e) => return Err(McpError::internal_error(e.detail, None)),
+        };
         match self
             .state
             .hub()
-            .call(
-                &caller.hub_caller(),
-                tool,
-                Some(args),
-                progress,
-                context.ct.clone(),
-            )
+            .call(route, tool, Some(args), progress, context.ct.clone())
             .await
         {
             // The upstream answered in its own protocol era; the client may speak another.
@@ -158,24 +163,6 @@ impl QuarryMcp {
             Err(e) => Ok(tool_error(format!("{}: {e}", tool.full_name))),
         }
     }
-}
-
-/// The caller of one MCP request: fixed (stdio), or the one the HTTP auth middleware put on
-/// the request. Neither is an error, never a default: a request nobody vouched for reads
-/// nothing.
-pub(crate) fn request_caller(
-    fixed: Option<&Caller>,
-    context: &RequestContext<RoleServer>,
-) -> Result<Caller, McpError> {
-    if let Some(c) = fixed {
-        return Ok(c.clone());
-    }
-    context
-        .extensions
-        .get::<axum::http::request::Parts>()
-        .and_then(|p| p.extensions.get::<Caller>())
-        .cloned()
-        .ok_or_else(|| McpError::internal_error("request has no authenticated caller", None))
 }
 
 /// Every tool the caller may use on `/mcp` and stdio: QMD's six, `knowledge_search`, and the
@@ -278,14 +265,6 @@ fn status_output() -> Value {
     })
 }
 
-pub(crate) fn read_only(title: &str) -> ToolAnnotations {
-    ToolAnnotations::with_title(title)
-        .read_only(true)
-        .destructive(false)
-        .idempotent(true)
-        .open_world(false)
-}
-
 fn tool(name: &str, title: &str, description: &str, input: Value, output: Option<Value>) -> Tool {
     let mut t = Tool::new(name.to_owned(), description.to_owned(), object(input))
         .with_title(title)
@@ -362,112 +341,6 @@ pub fn tools() -> Vec<Tool> {
     ]
 }
 
-/// A tool-level failure shown to the model (`isError: true`).
-pub(crate) fn tool_error(msg: impl Into<String>) -> CallToolResult {
-    CallToolResult::error(vec![ContentBlock::text(msg.into())])
-}
-
-/// Reads typed arguments with messages that name the offending field.
-pub(crate) struct Args<'a>(pub(crate) &'a JsonObject);
-
-impl Args<'_> {
-    pub(crate) fn string(&self, key: &str) -> Result<Option<String>, String> {
-        match self.0.get(key) {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::String(s)) => Ok(Some(s.clone())),
-            Some(other) => Err(format!("`{key}` must be a string, got {}", kind(other))),
-        }
-    }
-
-    pub(crate) fn required_string(&self, key: &str) -> Result<String, String> {
-        self.string(key)?
-            .ok_or_else(|| format!("missing required argument `{key}`"))
-    }
-
-    pub(crate) fn uint(&self, key: &str) -> Result<Option<u64>, String> {
-        match self.0.get(key) {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::Number(n)) => match n.as_u64() {
-                Some(v) if v >= 1 => Ok(Some(v)),
-                _ => match n.as_f64() {
-                    Some(f) if f.fract() == 0.0 && f >= 1.0 && f <= u64::MAX as f64 => {
-                        Ok(Some(f as u64))
-                    }
-                    _ => Err(format!("`{key}` must be a positive integer, got {n}")),
-                },
-            },
-            Some(other) => Err(format!(
-                "`{key}` must be a positive integer, got {}",
-                kind(other)
-            )),
-        }
-    }
-
-    pub(crate) fn number(&self, key: &str) -> Result<Option<f64>, String> {
-        match self.0.get(key) {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::Number(n)) => Ok(n.as_f64()),
-            Some(other) => Err(format!("`{key}` must be a number, got {}", kind(other))),
-        }
-    }
-
-    /// A whole number ≥ 0.
-    pub(crate) fn index(&self, key: &str) -> Result<Option<u64>, String> {
-        match self.0.get(key) {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::Number(n)) => match n.as_u64() {
-                Some(v) => Ok(Some(v)),
-                None => Err(format!("`{key}` must be a whole number ≥ 0, got {n}")),
-            },
-            Some(other) => Err(format!(
-                "`{key}` must be a whole number ≥ 0, got {}",
-                kind(other)
-            )),
-        }
-    }
-
-    /// An array of strings.
-    pub(crate) fn strings(&self, key: &str) -> Result<Option<Vec<String>>, String> {
-        match self.0.get(key) {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::Array(items)) => items
-                .iter()
-                .map(|v| match v {
-                    Value::String(s) => Ok(s.clone()),
-                    other => Err(format!(
-                        "`{key}` must be an array of strings, found {}",
-                        kind(other)
-                    )),
-                })
-                .collect::<Result<Vec<_>, _>>()
-                .map(Some),
-            Some(other) => Err(format!(
-                "`{key}` must be an array of strings, got {}",
-                kind(other)
-            )),
-        }
-    }
-
-    pub(crate) fn bool(&self, key: &str) -> Result<Option<bool>, String> {
-        match self.0.get(key) {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::Bool(b)) => Ok(Some(*b)),
-            Some(other) => Err(format!("`{key}` must be a boolean, got {}", kind(other))),
-        }
-    }
-}
-
-fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
-
 fn search_request(args: &Args<'_>, default_min: f64) -> Result<SearchRequest, String> {
     Ok(SearchRequest {
         query: args.required_string("query")?,
@@ -539,7 +412,7 @@ impl QuarryMcp {
         }
         let engine = caller.engine.clone();
         let name_owned = name.to_owned();
-        let joined = tokio::task::spawn_blocking(move || {
+        let joined = run_blocking_raw(move || {
             let args = Args(&args);
             let out = match name_owned.as_str() {
                 "search" | "vsearch" | "query" => {
@@ -820,7 +693,7 @@ impl ServerHandler for QuarryMcp {
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         let caller = self.caller(&context)?;
-        let view = self.view(&caller, &context)?;
+        let view = self.view(&caller, &context).await?;
         Ok(ListToolsResult::with_all_items(view.list()))
     }
 
@@ -839,7 +712,7 @@ impl ServerHandler for QuarryMcp {
         let started = Instant::now();
         let name = request.name.to_string();
         let caller = self.caller(&context)?;
-        let view = self.view(&caller, &context)?;
+        let view = self.view(&caller, &context).await?;
         let args = request.arguments.unwrap_or_default();
         let result = self
             .call_in_view(&caller, &view, &name, args, &context)
@@ -860,7 +733,7 @@ impl ServerHandler for QuarryMcp {
     ) -> Result<ListResourcesResult, McpError> {
         // Quarry's own documents are found by search, not listed; upstreams' resources are.
         let caller = self.caller(&context)?;
-        let view = self.view(&caller, &context)?;
+        let view = self.view(&caller, &context).await?;
         Ok(ListResourcesResult::with_all_items(view.resources()))
     }
 
@@ -870,7 +743,7 @@ impl ServerHandler for QuarryMcp {
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, McpError> {
         let caller = self.caller(&context)?;
-        let view = self.view(&caller, &context)?;
+        let view = self.view(&caller, &context).await?;
         let mut templates = Vec::new();
         if view.offers_package(KNOWLEDGE_PACKAGE) {
             templates.push(
@@ -892,7 +765,7 @@ impl ServerHandler for QuarryMcp {
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
         let caller = self.caller(&context)?;
-        let view = self.view(&caller, &context)?;
+        let view = self.view(&caller, &context).await?;
         // An upstream's resource, or Quarry's own (which explains a URI it cannot read).
         let upstream = match view.resource_package(&request.uri) {
             Some(p) if !request.uri.starts_with("qmd://") => Some(p),
@@ -905,15 +778,15 @@ impl ServerHandler for QuarryMcp {
             }
         };
         if let Some(package) = upstream {
+            let (hub, who) = (self.state.hub().clone(), caller.hub_caller());
+            let route = run_blocking_raw(move || hub.route_package(&who, &package))
+                .await
+                .map_err(|e| McpError::internal_error(e.detail, None))?
+                .map_err(upstream_error)?;
             return match self
                 .state
                 .hub()
-                .read_resource(
-                    &caller.hub_caller(),
-                    &package,
-                    &request.uri,
-                    context.ct.clone(),
-                )
+                .read_resource(route, &request.uri, context.ct.clone())
                 .await
             {
                 Ok(r) => {
@@ -924,7 +797,7 @@ impl ServerHandler for QuarryMcp {
         }
         let engine = caller.engine;
         let uri = request.uri.clone();
-        let doc = tokio::task::spawn_blocking(move || engine.read_resource(&uri))
+        let doc = run_blocking_raw(move || engine.read_resource(&uri))
             .await
             .map_err(|e| McpError::internal_error(format!("read failed: {e}"), None))?;
         match doc {
@@ -950,7 +823,7 @@ impl ServerHandler for QuarryMcp {
         context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, McpError> {
         let caller = self.caller(&context)?;
-        let view = self.view(&caller, &context)?;
+        let view = self.view(&caller, &context).await?;
         let mut prompts = Vec::new();
         if view.offers_package(KNOWLEDGE_PACKAGE) {
             prompts.push(
@@ -972,7 +845,7 @@ impl ServerHandler for QuarryMcp {
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, McpError> {
         let caller = self.caller(&context)?;
-        let view = self.view(&caller, &context)?;
+        let view = self.view(&caller, &context).await?;
         if request.name == "query" && view.offers_package(KNOWLEDGE_PACKAGE) {
             return Ok(GetPromptResult::new(vec![PromptMessage::new_text(
                 Role::User,
@@ -996,16 +869,15 @@ impl ServerHandler for QuarryMcp {
                 Some(json!({ "available": available })),
             ));
         };
+        let (hub, who) = (self.state.hub().clone(), caller.hub_caller());
+        let route = run_blocking_raw(move || hub.route_package(&who, &package))
+            .await
+            .map_err(|e| McpError::internal_error(e.detail, None))?
+            .map_err(upstream_error)?;
         match self
             .state
             .hub()
-            .get_prompt(
-                &caller.hub_caller(),
-                &package,
-                &name,
-                request.arguments,
-                context.ct.clone(),
-            )
+            .get_prompt(route, &name, request.arguments, context.ct.clone())
             .await
         {
             Ok(r) => Ok(quarry_hub::era::prompt_result(r).into()),
