@@ -98,7 +98,8 @@ def wait_terminal(srv, kb_id: str, ids: list[str], timeout: float = 180) -> dict
 def assert_error(r: requests.Response, code: int, *fragments: str) -> None:
     assert r.status_code == code, (r.status_code, r.text)
     body = r.json()
-    assert set(body) == {"detail", "status_code"} and body["status_code"] == code, body
+    assert set(body) == {"detail", "status_code", "error_code"} and body["status_code"] == code, body
+    assert isinstance(body["error_code"], str) and body["error_code"].isupper(), body
     for f in fragments:
         assert f in body["detail"], (f, body["detail"])
 

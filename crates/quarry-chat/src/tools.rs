@@ -5,7 +5,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use quarry_hub::{CallError, CatalogTool, Hub, HubCaller, View};
+use quarry_core::Principal;
+use quarry_hub::{CallError, CatalogTool, Hub, View};
 use rmcp::model::{CallToolResult, ContentBlock};
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
@@ -71,7 +72,7 @@ impl ToolSet {
     pub async fn call(
         &self,
         hub: &Arc<Hub>,
-        caller: &HubCaller,
+        caller: &Principal,
         tool: &CatalogTool,
         arguments: Map<String, Value>,
         timeout: Duration,

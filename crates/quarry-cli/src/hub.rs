@@ -8,8 +8,9 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
 use clap::Subcommand;
+use quarry_core::{Identity, Principal};
 use quarry_engine::Engine;
-use quarry_hub::{Hub, HubCaller, HubOptions, RegisterUpstream, UpstreamInfo};
+use quarry_hub::{Hub, HubOptions, RegisterUpstream, UpstreamInfo};
 use serde_json::{Value, json};
 
 use crate::print_json;
@@ -123,9 +124,13 @@ fn pairs(items: &[String], what: &str) -> Result<BTreeMap<String, String>> {
         .collect()
 }
 
-fn caller(engine: &Engine, user: Option<&str>) -> Result<HubCaller> {
+/// Who the hub commands act as: the machine's owner, or (`--user`) the machine's owner acting
+/// for a user — whose servers and tools they are, with the owner's rights (it may register
+/// commands). The hub keys by user, not by space, so no space id is needed.
+fn caller(engine: &Engine, user: Option<&str>) -> Result<Principal> {
+    let owner = Principal::owner(engine.scope().space.clone(), "");
     match user {
-        None => Ok(HubCaller::machine()),
+        None => Ok(owner),
         Some(u) => {
             let dir = quarry_access::Directory::new(engine.store_handle());
             let found = dir
@@ -133,11 +138,16 @@ fn caller(engine: &Engine, user: Option<&str>) -> Result<HubCaller> {
                 .into_iter()
                 .find(|x| x.name == u || x.id == u)
                 .with_context(|| format!("no user '{u}' (see `quarry user list`)"))?;
-            // The CLI acts for the machine's owner: it may register commands for users.
-            Ok(HubCaller {
-                owner: found.id,
-                machine_owner: true,
-                read_only: false,
+            Ok(Principal {
+                identity: Some(Identity {
+                    user_id: found.id,
+                    user: found.name,
+                    token_id: None,
+                    read_only: false,
+                    spaces: Vec::new(),
+                    expires_at: None,
+                }),
+                ..owner
             })
         }
     }
@@ -214,14 +224,14 @@ pub fn run(engine: Engine, cmd: &HubCmd, json_out: bool) -> Result<()> {
 
 /// An upstream once its first discovery finished (or after [`quarry_hub::ANSWER_GRACE`],
 /// still `connecting`).
-async fn settle(hub: &Arc<Hub>, who: &HubCaller, id: &str) -> Result<UpstreamInfo> {
+async fn settle(hub: &Arc<Hub>, who: &Principal, id: &str) -> Result<UpstreamInfo> {
     if let Some(c) = hub.connecting(who, id)? {
         c.discovered(quarry_hub::ANSWER_GRACE).await;
     }
     Ok(hub.upstream(who, id)?)
 }
 
-async fn run_async(hub: &Arc<Hub>, who: &HubCaller, cmd: &HubCmd, json_out: bool) -> Result<()> {
+async fn run_async(hub: &Arc<Hub>, who: &Principal, cmd: &HubCmd, json_out: bool) -> Result<()> {
     match cmd {
         HubCmd::Add {
             name,
@@ -335,7 +345,7 @@ async fn run_async(hub: &Arc<Hub>, who: &HubCaller, cmd: &HubCmd, json_out: bool
             print_server(&hub.upstream(who, &s.id)?, json_out)?;
         }
         HubCmd::Tools { server, .. } => {
-            let catalog = hub.catalog(&who.owner)?;
+            let catalog = hub.catalog(who.owner_key())?;
             let package = match server {
                 Some(s) => Some(hub.find_upstream(who, s).map(|s| s.package).or_else(|e| {
                     if catalog.package(s).is_some() {
@@ -364,7 +374,7 @@ async fn run_async(hub: &Arc<Hub>, who: &HubCaller, cmd: &HubCmd, json_out: bool
             print_tool_lines(&tools);
         }
         HubCmd::Search { query, limit, .. } => {
-            let catalog = hub.catalog(&who.owner)?;
+            let catalog = hub.catalog(who.owner_key())?;
             let hits = catalog.index()?.search(query, None, (*limit).max(1))?;
             let found: Vec<Value> = hits
                 .iter()

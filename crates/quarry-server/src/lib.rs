@@ -5,7 +5,6 @@
 //! Host/Origin check (DNS-rebinding defence, 403) → routes. REST routes add a body limit
 //! (413 in the seed's error shape) and a request timeout; the MCP endpoint has rmcp's own body
 //! limit and long-lived SSE streams.
-
 //!
 //! Source layout (a route module never imports another; `tests/layering.rs` checks it):
 //! - `http/`: the error contract, extractors, envelopes, the one blocking runner, the

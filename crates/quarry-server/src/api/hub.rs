@@ -56,7 +56,7 @@ async fn list_servers(
     caller: Caller,
 ) -> Result<Response, ApiError> {
     let hub = state.hub().clone();
-    let who = caller.hub_caller();
+    let who = caller.principal.clone();
     let servers = run_blocking(move || hub.upstreams(&who)).await?;
     Ok(ok_list(&servers))
 }
@@ -67,7 +67,7 @@ async fn register_server(
     Body(req): Body<RegisterUpstream>,
 ) -> Result<Response, ApiError> {
     let hub = state.hub().clone();
-    let who = caller.hub_caller();
+    let who = caller.principal.clone();
     let info = run_blocking(move || hub.register(&who, req)).await?;
     Ok((StatusCode::CREATED, ok(info)).into_response())
 }
@@ -78,7 +78,7 @@ async fn get_server(
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     let hub = state.hub().clone();
-    let who = caller.hub_caller();
+    let who = caller.principal.clone();
     Ok(ok(run_blocking(move || hub.upstream(&who, &id)).await?))
 }
 
@@ -88,7 +88,7 @@ async fn delete_server(
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     let hub = state.hub().clone();
-    let who = caller.hub_caller();
+    let who = caller.principal.clone();
     let id2 = id.clone();
     run_blocking(move || hub.delete_upstream(&who, &id2)).await?;
     Ok(ok(json!({ "id": id, "deleted": true })))
@@ -121,12 +121,12 @@ async fn toggle_server(
     body: axum::body::Bytes,
 ) -> Result<Response, ApiError> {
     let b = toggle_body(&body)?;
-    let (hub, who, key) = (state.hub().clone(), caller.hub_caller(), id.clone());
+    let (hub, who, key) = (state.hub().clone(), caller.principal.clone(), id.clone());
     let connecting = run_blocking(move || hub.set_enabled(&who, &key, b.enabled)).await?;
     if let Some(c) = connecting {
         c.discovered(quarry_hub::ANSWER_GRACE).await;
     }
-    let (hub, who) = (state.hub().clone(), caller.hub_caller());
+    let (hub, who) = (state.hub().clone(), caller.principal.clone());
     Ok(ok(run_blocking(move || hub.upstream(&who, &id)).await?))
 }
 
@@ -135,12 +135,12 @@ async fn refresh_server(
     caller: Caller,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    let (hub, who, key) = (state.hub().clone(), caller.hub_caller(), id.clone());
+    let (hub, who, key) = (state.hub().clone(), caller.principal.clone(), id.clone());
     run_blocking(move || hub.refresh(&who, &key))
         .await?
         .finish()
         .await;
-    let (hub, who) = (state.hub().clone(), caller.hub_caller());
+    let (hub, who) = (state.hub().clone(), caller.principal.clone());
     Ok(ok(run_blocking(move || hub.upstream(&who, &id)).await?))
 }
 
@@ -189,10 +189,10 @@ async fn server_tools(
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     let hub = state.hub().clone();
-    let who = caller.hub_caller();
+    let who = caller.principal.clone();
     let (tools, catalog) = run_blocking(move || {
         let tools = hub.upstream_tools(&who, &id)?;
-        Ok((tools, hub.catalog(&who.owner)?))
+        Ok((tools, hub.catalog(who.owner_key())?))
     })
     .await?;
     let items: Vec<Value> = tools.iter().map(|t| tool_json(t, &catalog)).collect();
@@ -201,7 +201,7 @@ async fn server_tools(
 
 async fn catalog_of(state: &Arc<AppState>, caller: &Caller) -> Result<Arc<Catalog>, ApiError> {
     let hub = state.hub().clone();
-    let owner = caller.hub_caller().owner;
+    let owner = caller.principal.owner_key().to_owned();
     run_blocking(move || hub.catalog(&owner)).await
 }
 
@@ -241,7 +241,7 @@ async fn all_tools(
     let catalog = catalog_of(&state, &caller).await?;
     let mut items = tools_of_kinds(&caller, &catalog, &[PackageKind::Builtin]);
     let hub = state.hub().clone();
-    let who = caller.hub_caller();
+    let who = caller.principal.clone();
     let custom = run_blocking(move || hub.custom_tools(&who)).await?;
     for c in custom {
         let mut v = serde_json::to_value(&c).unwrap_or_default();
@@ -297,7 +297,7 @@ async fn create_custom(
     let spec: quarry_hub::custom::CustomToolSpec = serde_json::from_value(Value::Object(body))
         .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, format!("invalid custom tool: {e}")))?;
     let hub = state.hub().clone();
-    let who = caller.hub_caller();
+    let who = caller.principal.clone();
     let info = run_blocking(move || hub.create_custom_tool(&who, spec, enabled)).await?;
     Ok((StatusCode::CREATED, ok(info)).into_response())
 }
@@ -308,7 +308,7 @@ async fn get_custom(
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     let hub = state.hub().clone();
-    let who = caller.hub_caller();
+    let who = caller.principal.clone();
     Ok(ok(run_blocking(move || hub.custom_tool(&who, &id)).await?))
 }
 
@@ -319,7 +319,7 @@ async fn update_custom(
     Body(patch): Body<serde_json::Map<String, Value>>,
 ) -> Result<Response, ApiError> {
     let hub = state.hub().clone();
-    let who = caller.hub_caller();
+    let who = caller.principal.clone();
     Ok(ok(run_blocking(move || {
         hub.update_custom_tool(&who, &id, patch)
     })
@@ -332,7 +332,7 @@ async fn delete_custom(
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     let hub = state.hub().clone();
-    let who = caller.hub_caller();
+    let who = caller.principal.clone();
     let id2 = id.clone();
     run_blocking(move || hub.delete_custom_tool(&who, &id2)).await?;
     Ok(ok(json!({ "id": id, "deleted": true })))
@@ -346,7 +346,7 @@ async fn toggle_custom(
 ) -> Result<Response, ApiError> {
     let b = toggle_body(&body)?;
     let hub = state.hub().clone();
-    let who = caller.hub_caller();
+    let who = caller.principal.clone();
     let info = run_blocking(move || {
         let current = hub.custom_tool(&who, &id)?;
         let mut patch = serde_json::Map::new();
@@ -384,7 +384,7 @@ async fn test_custom(
             )
         })?
     };
-    let who = caller.hub_caller();
+    let who = caller.principal.clone();
     let hub = state.hub().clone();
     // A missing tool is a 404 like every other route's.
     let prepared = run_blocking(move || {
@@ -433,9 +433,9 @@ async fn set_enabled(
 ) -> Result<Response, ApiError> {
     let b = toggle_body(body)?;
     let hub = state.hub().clone();
-    let who = caller.hub_caller();
+    let who = caller.principal.clone();
     let (tool, catalog) = run_blocking(move || {
-        let catalog = hub.catalog(&who.owner)?;
+        let catalog = hub.catalog(who.owner_key())?;
         let found = if builtin_only {
             catalog
                 .tools
@@ -456,7 +456,7 @@ async fn set_enabled(
         let tool = found.ok_or_else(|| Error::NotFound(format!("tool '{name}' not found")))?;
         let enabled = b.enabled.unwrap_or(!tool.enabled);
         let tool = hub.set_tool_enabled(&who, &tool.full_name, enabled)?;
-        Ok((tool, hub.catalog(&who.owner)?))
+        Ok((tool, hub.catalog(who.owner_key())?))
     })
     .await?;
     Ok(ok(tool_json(&tool, &catalog)))

@@ -11,7 +11,7 @@ use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, put};
-use quarry_access::{Actor, parse_role};
+use quarry_access::parse_role;
 use quarry_core::{Error, Scope};
 use quarry_engine::NoProgress;
 use serde::Deserialize;
@@ -40,7 +40,7 @@ async fn list_spaces(
     caller: Caller,
 ) -> Result<Response, ApiError> {
     let directory = st.directory().clone();
-    let actor = Actor::of(&caller.principal);
+    let actor = caller.principal.clone();
     let spaces = run_blocking(move || directory.visible_spaces(&actor)).await?;
     Ok(ok_list(&spaces))
 }
@@ -52,7 +52,7 @@ async fn get_space(
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     let directory = st.directory().clone();
-    let actor = Actor::of(&caller.principal);
+    let actor = caller.principal.clone();
     let space = run_blocking(move || {
         let (space, _) = directory.visible_space(&actor, &id)?;
         directory
@@ -81,11 +81,8 @@ async fn create_space(
     Body(b): Body<NewSpaceBody>,
 ) -> Result<Response, ApiError> {
     let directory = st.directory().clone();
-    let actor = Actor::of(&caller.principal);
-    let user = match &actor {
-        Actor::User { name, .. } => Some(name.clone()),
-        Actor::MachineOwner => None,
-    };
+    let actor = caller.principal.clone();
+    let user = actor.identity.as_ref().map(|i| i.user.clone());
     let space = st
         .write(move || directory.create_space_as(&actor, &b.name, &b.description))
         .await?;
@@ -135,7 +132,7 @@ async fn delete_space(
         }
     }
     let directory = st.directory().clone();
-    let actor = Actor::of(&caller.principal);
+    let actor = caller.principal.clone();
     let root = st.root_engine().clone();
     let (space, removed) = st
         .write(move || {
@@ -176,7 +173,7 @@ async fn list_members(
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     let directory = st.directory().clone();
-    let actor = Actor::of(&caller.principal);
+    let actor = caller.principal.clone();
     let (space, members) = run_blocking(move || directory.members_as(&actor, &id)).await?;
     let total = members.len();
     Ok(axum::Json(json!({
@@ -203,7 +200,7 @@ async fn set_member(
 ) -> Result<Response, ApiError> {
     let role = parse_role(&b.role)?;
     let directory = st.directory().clone();
-    let actor = Actor::of(&caller.principal);
+    let actor = caller.principal.clone();
     let member = st
         .write(move || {
             let m = directory.set_member_as(&actor, &id, &user, role)?;
@@ -226,7 +223,7 @@ async fn remove_member(
     Path((id, user)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
     let directory = st.directory().clone();
-    let actor = Actor::of(&caller.principal);
+    let actor = caller.principal.clone();
     let who = user.clone();
     st.write(move || directory.remove_member_as(&actor, &id, &user))
         .await?;
@@ -236,7 +233,7 @@ async fn remove_member(
 /// `GET /api/v1/users`: the machine's owner only (users are server-wide).
 async fn list_users(State(st): State<Arc<AppState>>, caller: Caller) -> Result<Response, ApiError> {
     let directory = st.directory().clone();
-    let actor = Actor::of(&caller.principal);
+    let actor = caller.principal.clone();
     let users = run_blocking(move || directory.users_as(&actor)).await?;
     Ok(ok_list(&users))
 }
@@ -254,7 +251,7 @@ async fn create_user(
     Body(b): Body<NewUserBody>,
 ) -> Result<Response, ApiError> {
     let directory = st.directory().clone();
-    let actor = Actor::of(&caller.principal);
+    let actor = caller.principal.clone();
     let user = st
         .write(move || directory.create_user_as(&actor, &b.name))
         .await?;

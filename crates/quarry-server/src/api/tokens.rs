@@ -79,7 +79,7 @@ fn expiry(b: &NewTokenBody) -> Result<Option<i64>, ApiError> {
 async fn issue(st: Arc<AppState>, caller: Caller, b: NewTokenBody) -> Result<Response, ApiError> {
     let expires_at = expiry(&b)?;
     let scope = caller.engine.scope().clone();
-    let user = match (&caller.principal.caller, &b.user) {
+    let user = match (&caller.principal.identity, &b.user) {
         (Some(c), None) => c.user.clone(),
         (Some(_), Some(_)) => {
             return Err(ApiError::new(
@@ -126,7 +126,11 @@ async fn issue(st: Arc<AppState>, caller: Caller, b: NewTokenBody) -> Result<Res
         read_only: b.read_only || !scope.can(Access::Write),
         expires_at,
         // A token's tokens live and reach no further than it (checked in quarry-access).
-        parent: caller.principal.caller.as_ref().map(|c| c.token_id.clone()),
+        parent: caller
+            .principal
+            .identity
+            .as_ref()
+            .and_then(|c| c.token_id.clone()),
     };
     let issued = run_blocking(move || directory.create_token(&req)).await?;
     Ok((StatusCode::CREATED, ok(issued)).into_response())
@@ -162,7 +166,7 @@ async fn list_tokens(
     caller: Caller,
 ) -> Result<Response, ApiError> {
     let directory = st.directory().clone();
-    let user = caller.principal.caller.map(|c| c.user);
+    let user = caller.principal.identity.map(|c| c.user);
     let tokens = run_blocking(move || directory.tokens(user.as_deref())).await?;
     Ok(ok(tokens))
 }
@@ -173,7 +177,7 @@ async fn revoke_token(
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     let directory = st.directory().clone();
-    let user = caller.principal.caller.map(|c| c.user);
+    let user = caller.principal.identity.map(|c| c.user);
     run_blocking(move || directory.revoke_token(&id, user.as_deref())).await?;
     Ok(ok(json!({"revoked": true})))
 }

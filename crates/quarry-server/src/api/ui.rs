@@ -160,9 +160,9 @@ async fn session(State(st): State<Arc<AppState>>, caller: Caller) -> Result<Resp
         .cloned();
     Ok(ok(json!({
         "mode": mode_name(st.auth_mode()),
-        "user": p.caller.as_ref().map(|c| json!({"id": c.user_id, "name": c.user})),
-        "token_id": p.caller.as_ref().map(|c| c.token_id.clone()),
-        "read_only": p.caller.as_ref().is_some_and(|c| c.read_only),
+        "user": p.identity.as_ref().map(|c| json!({"id": c.user_id, "name": c.user})),
+        "token_id": p.identity.as_ref().and_then(|c| c.token_id.clone()),
+        "read_only": p.read_only(),
         "machine_owner": p.scope.machine_owner,
         "access": p.scope.access,
         "space": space.unwrap_or_else(|| json!({"id": p.space_id, "name": p.scope.space})),
@@ -201,7 +201,7 @@ async fn login(
         .await
         .map_err(IntoResponse::into_response)?
         .map_err(auth::rest_refusal)?;
-    let Some(who) = principal.caller else {
+    let Some(who) = principal.identity else {
         return Err(ApiError::new(StatusCode::UNAUTHORIZED, "not a user's token").into_response());
     };
     let max_age = match who.expires_at {

@@ -16,7 +16,7 @@ use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use quarry_access::{AuthFailure, Principal};
+use quarry_access::{AuthFailure, Principal, owner_principal};
 use quarry_engine::Engine;
 use serde_json::json;
 
@@ -75,28 +75,13 @@ impl Caller {
 
     /// Who keys idempotent requests: the user, or `local` for the machine's owner.
     pub fn idempotency_owner(&self) -> &str {
-        self.principal
-            .caller
-            .as_ref()
-            .map_or("local", |c| c.user_id.as_str())
-    }
-
-    /// Who this caller is to the hub: its user (or the machine's owner), read-only or not.
-    pub fn hub_caller(&self) -> quarry_hub::HubCaller {
-        match &self.principal.caller {
-            Some(c) => quarry_hub::HubCaller {
-                owner: c.user_id.clone(),
-                machine_owner: false,
-                read_only: c.read_only,
-            },
-            None => quarry_hub::HubCaller::machine(),
-        }
+        self.principal.owner_key()
     }
 
     /// The machine's owner (stdio, open local mode).
     pub fn owner(state: &AppState) -> Result<Caller, quarry_core::Error> {
         let space = state.default_space()?;
-        Ok(Caller::new(state, Principal::owner(&space), None))
+        Ok(Caller::new(state, owner_principal(&space), None))
     }
 }
 
@@ -220,7 +205,7 @@ fn resolve(state: &AppState, surface: Surface, c: &Credentials) -> Result<Caller
                 },
                 None => state.default_space().map_err(internal)?,
             };
-            Principal::owner(&space)
+            owner_principal(&space)
         }
     };
     let principal = match &c.kb {

@@ -29,6 +29,11 @@ pub enum ErrorCode {
     TooLarge,
     /// The content type is not one Quarry handles.
     UnsupportedMediaType,
+    /// The request's credentials are not a user's (where a route needs one, e.g. sign-in).
+    Unauthenticated,
+    /// Something Quarry called on the caller's behalf failed or timed out: a custom tool's
+    /// HTTP endpoint, a chat provider.
+    UpstreamFailed,
     /// A capability is not ready (no model, no vector index, no chat provider).
     Unavailable,
     /// The server is shutting down and takes no new requests.
@@ -47,7 +52,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, in the order of the documented table.
-    pub const ALL: [ErrorCode; 15] = [
+    pub const ALL: [ErrorCode; 17] = [
         ErrorCode::InvalidInput,
         ErrorCode::NotFound,
         ErrorCode::RouteNotFound,
@@ -56,6 +61,8 @@ impl ErrorCode {
         ErrorCode::Conflict,
         ErrorCode::TooLarge,
         ErrorCode::UnsupportedMediaType,
+        ErrorCode::Unauthenticated,
+        ErrorCode::UpstreamFailed,
         ErrorCode::Unavailable,
         ErrorCode::ShuttingDown,
         ErrorCode::TooManyConnections,
@@ -76,6 +83,8 @@ impl ErrorCode {
             ErrorCode::Conflict => "CONFLICT",
             ErrorCode::TooLarge => "TOO_LARGE",
             ErrorCode::UnsupportedMediaType => "UNSUPPORTED_MEDIA_TYPE",
+            ErrorCode::Unauthenticated => "UNAUTHENTICATED",
+            ErrorCode::UpstreamFailed => "UPSTREAM_FAILED",
             ErrorCode::Unavailable => "UNAVAILABLE",
             ErrorCode::ShuttingDown => "SHUTTING_DOWN",
             ErrorCode::TooManyConnections => "TOO_MANY_CONNECTIONS",
@@ -96,6 +105,8 @@ impl ErrorCode {
             StatusCode::PAYLOAD_TOO_LARGE => ErrorCode::TooLarge,
             StatusCode::UNSUPPORTED_MEDIA_TYPE => ErrorCode::UnsupportedMediaType,
             StatusCode::SERVICE_UNAVAILABLE => ErrorCode::Unavailable,
+            StatusCode::UNAUTHORIZED => ErrorCode::Unauthenticated,
+            StatusCode::BAD_GATEWAY | StatusCode::GATEWAY_TIMEOUT => ErrorCode::UpstreamFailed,
             s if s.is_server_error() => ErrorCode::Internal,
             _ => ErrorCode::InvalidInput,
         }

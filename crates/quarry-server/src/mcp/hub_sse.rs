@@ -109,7 +109,11 @@ struct Opener {
 impl Opener {
     fn of(caller: &Caller) -> Opener {
         Opener {
-            token_id: caller.principal.caller.as_ref().map(|c| c.token_id.clone()),
+            token_id: caller
+                .principal
+                .identity
+                .as_ref()
+                .and_then(|c| c.token_id.clone()),
             space_id: caller.principal.space_id.clone(),
         }
     }

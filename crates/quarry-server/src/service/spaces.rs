@@ -7,10 +7,10 @@ use serde_json::{Value, json};
 /// spaces where its user is (still) a member; every space for the machine's owner.
 pub(crate) fn visible_spaces(
     directory: &quarry_access::Directory,
-    principal: &quarry_access::Principal,
+    principal: &quarry_core::Principal,
 ) -> Result<Vec<Value>, Error> {
     Ok(directory
-        .visible_spaces(&quarry_access::Actor::of(principal))?
+        .visible_spaces(principal)?
         .into_iter()
         .map(|s| json!({"space_id": s.id, "id": s.id, "name": s.name, "description": s.description, "role": s.role}))
         .collect())

@@ -16,7 +16,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 
-/// A server over a fresh index, in `mode`, with a user `ann` (member of the default space)
+/// A server over a fresh index, in `mode`, with a user `ann` (an admin of the default space)
 /// and a space `other` she is not in.
 pub struct Fixture {
     _home: tempfile::TempDir,
@@ -42,7 +42,7 @@ impl Fixture {
             .grant(
                 "ann",
                 quarry_core::DEFAULT_SPACE,
-                quarry_access::Role::Editor,
+                quarry_access::Role::Admin,
             )
             .expect("grant");
         directory.create_space("other", "").expect("space");
