@@ -77,7 +77,7 @@ RESULTS = REPO / "bench" / "results"
 WORK = Path.home() / ".cache" / "quarry-bench" / "ui"
 JS_BUDGET = 50 * 1024
 VIEWPORT = {"width": 1280, "height": 860}
-MAX_FILES_PER_UPLOAD = 200  # crates/quarry-server/src/knowledge_api.rs
+MAX_FILES_PER_UPLOAD = 200  # crates/quarry-server/src/api/knowledge.rs
 
 def log(*a):
     print("[ui]", *a, file=sys.stderr, flush=True)

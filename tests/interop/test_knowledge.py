@@ -58,7 +58,8 @@ def kb_server(kb_home: QuarryHome, tmp_path: Path):
 def assert_error(r: requests.Response, code: int, *fragments: str) -> None:
     assert r.status_code == code, (r.status_code, r.text)
     body = r.json()
-    assert set(body) == {"detail", "status_code"} and body["status_code"] == code, body
+    assert set(body) == {"detail", "status_code", "error_code"} and body["status_code"] == code, body
+    assert isinstance(body["error_code"], str) and body["error_code"].isupper(), body
     for f in fragments:
         assert f in body["detail"], (f, body["detail"])
 

@@ -50,8 +50,10 @@ def get(base, path, **kw):
 
 def assert_error(status, body, code, *fragments):
     assert status == code, (status, body)
-    assert isinstance(body, dict) and set(body) == {"detail", "status_code"}, body
+    assert isinstance(body, dict) and set(body) == {"detail", "status_code", "error_code"}, body
     assert body["status_code"] == code
+    # A stable machine code from docs/errors.md (auth refusals have their own).
+    assert isinstance(body["error_code"], str) and body["error_code"].isupper(), body
     for f in fragments:
         assert f in body["detail"], (f, body["detail"])
 

@@ -12,13 +12,14 @@ use std::fmt;
 use std::sync::Arc;
 
 use quarry_core::{Access, Error, Result, Scope};
+pub use quarry_core::{Identity, Principal};
 use quarry_store::{NewToken, Store};
 use serde::Serialize;
 
 pub use quarry_store::{Membership, Role, Space, TokenRecord, User};
 
 mod manage;
-pub use manage::{Actor, Member, SpaceView, UserSpace, UserView, parse_role};
+pub use manage::{Member, SpaceView, UserSpace, UserView, parse_role};
 
 /// Every token starts with this.
 pub const TOKEN_PREFIX: &str = "qk_";
@@ -103,38 +104,9 @@ impl fmt::Display for AuthFailure {
     }
 }
 
-/// The user behind a request.
-#[derive(Debug, Clone, Serialize)]
-pub struct Caller {
-    pub user_id: String,
-    pub user: String,
-    /// The token used (its UUID).
-    pub token_id: String,
-    pub read_only: bool,
-    /// UUIDs of the spaces the token names (the user may since have left some).
-    pub spaces: Vec<String>,
-    /// When the token expires (Unix milliseconds), if it does.
-    pub expires_at: Option<i64>,
-}
-
-/// A resolved caller: who (none for the machine's owner) and what it may reach.
-#[derive(Debug, Clone)]
-pub struct Principal {
-    pub caller: Option<Caller>,
-    pub scope: Scope,
-    /// The space's UUID.
-    pub space_id: String,
-}
-
-impl Principal {
-    /// The machine's owner (CLI, stdio, a loopback server without `--auth`) in `space`.
-    pub fn owner(space: &Space) -> Principal {
-        Principal {
-            caller: None,
-            scope: Scope::owner(space.name.clone()),
-            space_id: space.id.clone(),
-        }
-    }
+/// The machine's owner (CLI, stdio, a loopback server without `--auth`) in `space`.
+pub fn owner_principal(space: &Space) -> Principal {
+    Principal::owner(space.name.clone(), space.id.clone())
 }
 
 /// A token as created: the secret (shown once, never stored) and its record.
@@ -646,10 +618,10 @@ impl Directory {
             self.store.touch_token(&token.id, now)?;
         }
         Ok(Ok(Principal {
-            caller: Some(Caller {
+            identity: Some(Identity {
                 user_id: token.user_id.clone(),
                 user: token.user.clone(),
-                token_id: token.id.clone(),
+                token_id: Some(token.id.clone()),
                 read_only: token.read_only,
                 spaces: token.spaces.clone(),
                 expires_at,

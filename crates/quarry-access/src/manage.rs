@@ -18,9 +18,9 @@ use serde::Serialize;
 
 use crate::{Directory, Principal, Role, Space, User};
 
-/// Who is managing.
+/// Who is managing: the part of a [`Principal`] these rules read.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Actor {
+enum Actor {
     /// The machine's owner (CLI, a loopback server without `--auth`): every space and user.
     MachineOwner,
     /// A user through one of its tokens.
@@ -33,8 +33,8 @@ pub enum Actor {
 }
 
 impl Actor {
-    pub fn of(principal: &Principal) -> Actor {
-        match &principal.caller {
+    fn of(principal: &Principal) -> Actor {
+        match &principal.identity {
             None => Actor::MachineOwner,
             Some(c) => Actor::User {
                 name: c.user.clone(),
@@ -45,7 +45,7 @@ impl Actor {
     }
 
     /// `Forbidden` for a read-only token.
-    pub fn require_write(&self) -> Result<()> {
+    fn require_write(&self) -> Result<()> {
         match self {
             Actor::User {
                 read_only: true, ..
@@ -57,7 +57,7 @@ impl Actor {
     }
 
     /// `Forbidden` unless this is the machine's owner; `what` names the action.
-    pub fn require_machine_owner(&self, what: &str) -> Result<()> {
+    fn require_machine_owner(&self, what: &str) -> Result<()> {
         match self {
             Actor::MachineOwner => Ok(()),
             Actor::User { .. } => Err(Error::Forbidden(format!(
@@ -125,7 +125,8 @@ fn space_not_found(key: &str) -> Error {
 
 impl Directory {
     /// The spaces `actor` can see, with its role in each and their member counts.
-    pub fn visible_spaces(&self, actor: &Actor) -> Result<Vec<SpaceView>> {
+    pub fn visible_spaces(&self, principal: &Principal) -> Result<Vec<SpaceView>> {
+        let actor = &Actor::of(principal);
         let spaces = self.store.spaces()?;
         let all = self.store.memberships(None)?;
         let count = |id: &str| all.iter().filter(|m| m.space_id == id).count();
@@ -158,7 +159,11 @@ impl Directory {
 
     /// A space `actor` can see (by name or UUID) and its role there; any other is "not
     /// found", like a missing one.
-    pub fn visible_space(&self, actor: &Actor, key: &str) -> Result<(Space, Role)> {
+    pub fn visible_space(&self, principal: &Principal, key: &str) -> Result<(Space, Role)> {
+        self.visible_space_of(&Actor::of(principal), key)
+    }
+
+    fn visible_space_of(&self, actor: &Actor, key: &str) -> Result<(Space, Role)> {
         let space = self
             .store
             .space(key.trim())?
@@ -186,7 +191,13 @@ impl Directory {
 
     /// Creates a space; a user who creates one becomes its owner (its token's spaces do not
     /// change: a new token is needed to work in it).
-    pub fn create_space_as(&self, actor: &Actor, name: &str, description: &str) -> Result<Space> {
+    pub fn create_space_as(
+        &self,
+        principal: &Principal,
+        name: &str,
+        description: &str,
+    ) -> Result<Space> {
+        let actor = &Actor::of(principal);
         actor.require_write()?;
         let description = description.trim();
         if description.chars().count() > MAX_DESCRIPTION_CHARS {
@@ -213,8 +224,9 @@ impl Directory {
     /// Checks that `actor` may delete the space `key` and returns it: the machine's owner
     /// or an owner of the space, never the default space. The caller removes its knowledge
     /// bases, then calls [`Directory::delete_space`].
-    pub fn check_delete_space(&self, actor: &Actor, key: &str) -> Result<Space> {
-        let (space, role) = self.visible_space(actor, key)?;
+    pub fn check_delete_space(&self, principal: &Principal, key: &str) -> Result<Space> {
+        let actor = &Actor::of(principal);
+        let (space, role) = self.visible_space_of(actor, key)?;
         actor.require_write()?;
         if role < Role::Owner {
             return Err(Error::Forbidden(format!(
@@ -232,8 +244,9 @@ impl Directory {
     }
 
     /// The members of a space `actor` can see (any role may list them).
-    pub fn members_as(&self, actor: &Actor, key: &str) -> Result<(Space, Vec<Member>)> {
-        let (space, _) = self.visible_space(actor, key)?;
+    pub fn members_as(&self, principal: &Principal, key: &str) -> Result<(Space, Vec<Member>)> {
+        let actor = &Actor::of(principal);
+        let (space, _) = self.visible_space_of(actor, key)?;
         let members = self.space_members(&space)?;
         Ok((space, members))
     }
@@ -260,7 +273,7 @@ impl Directory {
         key: &str,
         user: &str,
     ) -> Result<(Space, Role, User, Option<Role>)> {
-        let (space, mine) = self.visible_space(actor, key)?;
+        let (space, mine) = self.visible_space_of(actor, key)?;
         actor.require_write()?;
         if mine < Role::Admin {
             return Err(Error::Forbidden(format!(
@@ -291,11 +304,12 @@ impl Directory {
     /// Adds `user` to a space with `role`, or changes its role.
     pub fn set_member_as(
         &self,
-        actor: &Actor,
+        principal: &Principal,
         key: &str,
         user: &str,
         role: Role,
     ) -> Result<Member> {
+        let actor = &Actor::of(principal);
         let (space, mine, user, current) = self.member_change(actor, key, user)?;
         if (role == Role::Owner || current == Some(Role::Owner)) && mine < Role::Owner {
             return Err(Error::Forbidden(format!(
@@ -318,7 +332,8 @@ impl Directory {
     }
 
     /// Takes `user` out of a space.
-    pub fn remove_member_as(&self, actor: &Actor, key: &str, user: &str) -> Result<()> {
+    pub fn remove_member_as(&self, principal: &Principal, key: &str, user: &str) -> Result<()> {
+        let actor = &Actor::of(principal);
         let (space, mine, user, current) = self.member_change(actor, key, user)?;
         let Some(current) = current else {
             return Err(Error::not_found(format!(
@@ -344,7 +359,8 @@ impl Directory {
     }
 
     /// Every user with its spaces (the machine's owner only).
-    pub fn users_as(&self, actor: &Actor) -> Result<Vec<UserView>> {
+    pub fn users_as(&self, principal: &Principal) -> Result<Vec<UserView>> {
+        let actor = &Actor::of(principal);
         actor.require_machine_owner("listing users")?;
         let members = self.store.memberships(None)?;
         Ok(self
@@ -369,7 +385,8 @@ impl Directory {
     }
 
     /// Adds a user (the machine's owner only).
-    pub fn create_user_as(&self, actor: &Actor, name: &str) -> Result<User> {
+    pub fn create_user_as(&self, principal: &Principal, name: &str) -> Result<User> {
+        let actor = &Actor::of(principal);
         actor.require_machine_owner("adding a user")?;
         self.create_user(name.trim())
     }

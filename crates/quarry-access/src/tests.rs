@@ -209,13 +209,29 @@ fn names_are_checked_and_spaces_with_several_need_a_choice() {
     );
 }
 
-fn user_actor(d: &Directory, user: &str, spaces: &[&str], read_only: bool) -> Actor {
-    let token_spaces = spaces.iter().map(|s| d.space(s).unwrap().id).collect();
-    Actor::User {
-        name: user.into(),
-        token_spaces,
-        read_only,
+/// A principal for `user` through a token naming `spaces`.
+fn user_actor(d: &Directory, user: &str, spaces: &[&str], read_only: bool) -> Principal {
+    let token_spaces: Vec<String> = spaces.iter().map(|s| d.space(s).unwrap().id).collect();
+    Principal {
+        identity: Some(quarry_core::Identity {
+            user_id: d.user(user).unwrap().id,
+            user: user.into(),
+            token_id: Some("t".into()),
+            read_only,
+            spaces: token_spaces.clone(),
+            expires_at: None,
+        }),
+        scope: quarry_core::Scope {
+            machine_owner: false,
+            ..quarry_core::Scope::owner(spaces.first().copied().unwrap_or("default"))
+        },
+        space_id: token_spaces.first().cloned().unwrap_or_default(),
     }
+}
+
+/// The machine's owner.
+fn machine() -> Principal {
+    Principal::owner("default", "")
 }
 
 /// A space `team` with owner `olga`, admin `adam`, editor `eve`, viewer `vic`; `other`
@@ -241,7 +257,7 @@ fn managed() -> (tempfile::TempDir, Directory) {
 #[test]
 fn visibility_is_membership_and_token_and_the_rest_is_not_found() {
     let (_dir, d) = managed();
-    let all = d.visible_spaces(&Actor::MachineOwner).unwrap();
+    let all = d.visible_spaces(&machine()).unwrap();
     let names: Vec<_> = all
         .iter()
         .map(|s| (s.name.as_str(), s.role, s.members))
@@ -358,13 +374,13 @@ fn member_management_follows_roles() {
         Err(Error::Conflict(_))
     ));
     assert!(matches!(
-        d.remove_member_as(&Actor::MachineOwner, "team", "olga"),
+        d.remove_member_as(&machine(), "team", "olga"),
         Err(Error::Conflict(_))
     ));
     // With a second owner, either may step down.
     d.set_member_as(&olga, "team", "adam", Role::Owner).unwrap();
     d.set_member_as(&olga, "team", "olga", Role::Admin).unwrap();
-    let (_, members) = d.members_as(&Actor::MachineOwner, "team").unwrap();
+    let (_, members) = d.members_as(&machine(), "team").unwrap();
     let owners: Vec<_> = members
         .iter()
         .filter(|m| m.role == Role::Owner)
@@ -418,11 +434,8 @@ fn spaces_are_created_and_deleted_by_the_right_callers() {
         Err(Error::InvalidInput(_))
     ));
     // The machine's owner creates ownerless spaces.
-    let m = d.create_space_as(&Actor::MachineOwner, "bare", "").unwrap();
-    assert_eq!(
-        d.members_as(&Actor::MachineOwner, &m.id).unwrap().1.len(),
-        0
-    );
+    let m = d.create_space_as(&machine(), "bare", "").unwrap();
+    assert_eq!(d.members_as(&machine(), &m.id).unwrap().1.len(), 0);
     // Deleting: owners (through a token naming the space) and the machine's owner.
     let adam = user_actor(&d, "adam", &["team"], false);
     assert!(matches!(
@@ -438,10 +451,10 @@ fn spaces_are_created_and_deleted_by_the_right_callers() {
     ));
     let eve_lab = user_actor(&d, "eve", &["lab"], false);
     assert_eq!(d.check_delete_space(&eve_lab, "lab").unwrap().name, "lab");
-    assert!(d.check_delete_space(&Actor::MachineOwner, "bare").is_ok());
+    assert!(d.check_delete_space(&machine(), "bare").is_ok());
     d.default_space().unwrap();
     assert!(matches!(
-        d.check_delete_space(&Actor::MachineOwner, "default"),
+        d.check_delete_space(&machine(), "default"),
         Err(Error::InvalidInput(_))
     ));
 }
@@ -455,8 +468,8 @@ fn users_are_for_the_machine_owner() {
         d.create_user_as(&olga, "x"),
         Err(Error::Forbidden(_))
     ));
-    d.create_user_as(&Actor::MachineOwner, "zed").unwrap();
-    let users = d.users_as(&Actor::MachineOwner).unwrap();
+    d.create_user_as(&machine(), "zed").unwrap();
+    let users = d.users_as(&machine()).unwrap();
     assert_eq!(users.len(), 7);
     let olga = users.iter().find(|u| u.name == "olga").unwrap();
     assert_eq!(olga.spaces.len(), 1);
@@ -465,7 +478,7 @@ fn users_are_for_the_machine_owner() {
         ("team", Role::Owner)
     );
     assert!(matches!(
-        d.create_user_as(&Actor::MachineOwner, "zed"),
+        d.create_user_as(&machine(), "zed"),
         Err(Error::Conflict(_))
     ));
 }
@@ -573,7 +586,7 @@ fn a_child_expires_with_its_parent_and_absurd_expiries_are_refused() {
         })
         .unwrap();
     let p = d.authenticate(&child.token, None).unwrap().unwrap();
-    assert_eq!(p.caller.unwrap().expires_at, parent.record.expires_at);
+    assert_eq!(p.identity.unwrap().expires_at, parent.record.expires_at);
     std::thread::sleep(std::time::Duration::from_millis(150));
     assert_eq!(
         d.authenticate(&child.token, None).unwrap().unwrap_err(),

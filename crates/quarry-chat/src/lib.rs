@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use quarry_core::{Error, Result};
 use quarry_engine::{Engine, KnowledgeSearch, MAX_QUERY_CHARS, SearchMode};
-use quarry_hub::{DefaultView, Hub, HubCaller, KNOWLEDGE_PACKAGE, Selection, View, ViewError};
+use quarry_hub::{DefaultView, Hub, KNOWLEDGE_PACKAGE, Selection, View, ViewError};
 use quarry_store::{ChatMessageRow, ConversationRow, Store};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -156,12 +156,12 @@ impl ChatRequest {
     }
 }
 
-/// Who is chatting: the caller's engine handle (scoped to what it may read) and its hub
-/// identity. Conversations belong to the hub owner key.
+/// Who is chatting: the caller's engine handle (scoped to what it may read) and its
+/// principal. Conversations belong to the principal's owner key.
 #[derive(Clone)]
 pub struct ChatContext {
     pub engine: Engine,
-    pub hub: HubCaller,
+    pub principal: quarry_core::Principal,
 }
 
 /// A checked request with its conversation stored, ready to run.
@@ -306,7 +306,7 @@ impl ChatService {
     /// Blocking (store and engine reads): call it off the async threads.
     pub fn prepare(&self, ctx: &ChatContext, req: ChatRequest) -> Result<Prepared> {
         self.provider()?;
-        let owner = ctx.hub.owner.as_str();
+        let owner = ctx.principal.owner_key();
         // The new turn.
         let mut incoming: Vec<(String, String)> = Vec::new();
         if let Some(m) = &req.message {
@@ -484,7 +484,7 @@ impl ChatService {
         if req.use_tools == Some(false) || rounds == 0 {
             return Ok(ToolSet::none());
         }
-        let catalog = self.hub.catalog(&ctx.hub.owner)?;
+        let catalog = self.hub.catalog(ctx.principal.owner_key())?;
         let selection = Selection {
             tools: req.tools.clone(),
             servers: req.servers.clone(),
@@ -544,8 +544,11 @@ impl ChatService {
             created_at: quarry_core::now_millis(),
         };
         let store = self.store.clone();
-        let owner = ctx.hub.owner.clone();
-        let saved = tokio::task::spawn_blocking(move || store.update_message(&owner, &row)).await;
+        let owner = ctx.principal.owner_key().to_owned();
+        let saved = tokio::task::spawn_blocking(move || {
+            quarry_store::thread_guard::allow_blocking(|| store.update_message(&owner, &row))
+        })
+        .await;
         match saved {
             Ok(Ok(true)) => {}
             Ok(Ok(false)) => tracing::warn!(
@@ -746,9 +749,11 @@ impl ChatService {
         req.min_score = self.settings.rag_min_score;
         req.knowledge_bases = Some(knowledge_bases.to_vec());
         let engine = ctx.engine.clone();
-        let found = tokio::task::spawn_blocking(move || engine.knowledge_passages(&req))
-            .await
-            .map_err(|e| Error::Storage(format!("retrieval stopped: {e}")))??;
+        let found = tokio::task::spawn_blocking(move || {
+            quarry_store::thread_guard::allow_blocking(|| engine.knowledge_passages(&req))
+        })
+        .await
+        .map_err(|e| Error::Storage(format!("retrieval stopped: {e}")))??;
         Ok(found
             .results
             .into_iter()
@@ -804,7 +809,7 @@ impl ChatService {
             emit(ChatEvent::ToolCall(record.clone()));
             run.calls.push(record);
             let hub = self.hub.clone();
-            let caller = ctx.hub.clone();
+            let caller = ctx.principal.clone();
             let timeout = self.settings.tool_timeout;
             let name = call.name.clone();
             let tool = tool.cloned();

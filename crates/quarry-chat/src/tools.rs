@@ -5,7 +5,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use quarry_hub::{CallError, CatalogTool, Hub, HubCaller, View};
+use quarry_core::Principal;
+use quarry_hub::{CallError, CatalogTool, Hub, View};
 use rmcp::model::{CallToolResult, ContentBlock};
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
@@ -71,7 +72,7 @@ impl ToolSet {
     pub async fn call(
         &self,
         hub: &Arc<Hub>,
-        caller: &HubCaller,
+        caller: &Principal,
         tool: &CatalogTool,
         arguments: Map<String, Value>,
         timeout: Duration,
@@ -80,7 +81,23 @@ impl ToolSet {
         let started = Instant::now();
         // Its own token: a timeout cancels this call (and the upstream's work) only.
         let call_cancel = cancel.child_token();
-        let run = hub.call(caller, tool, Some(arguments), None, call_cancel.clone());
+        // The registry lookup (store-backed) runs on the blocking pool; the call itself is
+        // the hub's async connection work.
+        let (registry, who, target) = (hub.clone(), caller.clone(), tool.clone());
+        let routed = tokio::task::spawn_blocking(move || {
+            quarry_store::thread_guard::allow_blocking(|| registry.route_tool(&who, &target))
+        })
+        .await;
+        let run = async {
+            match routed {
+                Ok(Ok(route)) => {
+                    hub.call(route, tool, Some(arguments), None, call_cancel.clone())
+                        .await
+                }
+                Ok(Err(e)) => Err(e),
+                Err(e) => Err(CallError::Unavailable(format!("tool lookup failed: {e}"))),
+            }
+        };
         tokio::pin!(run);
         let result = tokio::select! {
             r = &mut run => r,

@@ -8,8 +8,9 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
 use clap::Subcommand;
+use quarry_core::{Identity, Principal};
 use quarry_engine::Engine;
-use quarry_hub::{Hub, HubCaller, HubOptions, RegisterUpstream, UpstreamInfo};
+use quarry_hub::{Hub, HubOptions, RegisterUpstream, UpstreamInfo};
 use serde_json::{Value, json};
 
 use crate::print_json;
@@ -123,9 +124,13 @@ fn pairs(items: &[String], what: &str) -> Result<BTreeMap<String, String>> {
         .collect()
 }
 
-fn caller(engine: &Engine, user: Option<&str>) -> Result<HubCaller> {
+/// Who the hub commands act as: the machine's owner, or (`--user`) the machine's owner acting
+/// for a user — whose servers and tools they are, with the owner's rights (it may register
+/// commands). The hub keys by user, not by space, so no space id is needed.
+fn caller(engine: &Engine, user: Option<&str>) -> Result<Principal> {
+    let owner = Principal::owner(engine.scope().space.clone(), "");
     match user {
-        None => Ok(HubCaller::machine()),
+        None => Ok(owner),
         Some(u) => {
             let dir = quarry_access::Directory::new(engine.store_handle());
             let found = dir
@@ -133,11 +138,16 @@ fn caller(engine: &Engine, user: Option<&str>) -> Result<HubCaller> {
                 .into_iter()
                 .find(|x| x.name == u || x.id == u)
                 .with_context(|| format!("no user '{u}' (see `quarry user list`)"))?;
-            // The CLI acts for the machine's owner: it may register commands for users.
-            Ok(HubCaller {
-                owner: found.id,
-                machine_owner: true,
-                read_only: false,
+            Ok(Principal {
+                identity: Some(Identity {
+                    user_id: found.id,
+                    user: found.name,
+                    token_id: None,
+                    read_only: false,
+                    spaces: Vec::new(),
+                    expires_at: None,
+                }),
+                ..owner
             })
         }
     }
@@ -198,7 +208,7 @@ pub fn run(engine: Engine, cmd: &HubCmd, json_out: bool) -> Result<()> {
     let who = caller(&engine, user_of(cmd))?;
     let hub = Hub::new(
         engine.store_handle(),
-        vec![quarry_server::mcp::knowledge_package()],
+        vec![quarry_server::knowledge_package()],
         HubOptions::default(),
     );
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -212,7 +222,16 @@ pub fn run(engine: Engine, cmd: &HubCmd, json_out: bool) -> Result<()> {
     out
 }
 
-async fn run_async(hub: &Arc<Hub>, who: &HubCaller, cmd: &HubCmd, json_out: bool) -> Result<()> {
+/// An upstream once its first discovery finished (or after [`quarry_hub::ANSWER_GRACE`],
+/// still `connecting`).
+async fn settle(hub: &Arc<Hub>, who: &Principal, id: &str) -> Result<UpstreamInfo> {
+    if let Some(c) = hub.connecting(who, id)? {
+        c.discovered(quarry_hub::ANSWER_GRACE).await;
+    }
+    Ok(hub.upstream(who, id)?)
+}
+
+async fn run_async(hub: &Arc<Hub>, who: &Principal, cmd: &HubCmd, json_out: bool) -> Result<()> {
     match cmd {
         HubCmd::Add {
             name,
@@ -259,9 +278,9 @@ async fn run_async(hub: &Arc<Hub>, who: &HubCaller, cmd: &HubCmd, json_out: bool
                 call_timeout_secs: *call_timeout,
                 ..Default::default()
             };
-            let info = hub.register(who, req).await?;
+            let info = hub.register(who, req)?;
             // This process holds the only connection: wait a little for its tools.
-            let info = hub.settle(who, &info.id, quarry_hub::ANSWER_GRACE).await?;
+            let info = settle(hub, who, &info.id).await?;
             print_server(&info, json_out)?;
             if info.health.status == "error" {
                 bail!(
@@ -287,8 +306,8 @@ async fn run_async(hub: &Arc<Hub>, who: &HubCaller, cmd: &HubCmd, json_out: bool
                 category: category.clone(),
                 ..Default::default()
             };
-            let info = hub.register(who, req).await?;
-            let info = hub.settle(who, &info.id, quarry_hub::ANSWER_GRACE).await?;
+            let info = hub.register(who, req)?;
+            let info = settle(hub, who, &info.id).await?;
             print_server(&info, json_out)?;
         }
         HubCmd::List { .. } => {
@@ -314,15 +333,19 @@ async fn run_async(hub: &Arc<Hub>, who: &HubCaller, cmd: &HubCmd, json_out: bool
         }
         HubCmd::Refresh { server, .. } => {
             let s = hub.find_upstream(who, server)?;
-            print_server(&hub.refresh(who, &s.id).await?, json_out)?;
+            hub.refresh(who, &s.id)?.finish().await;
+            print_server(&hub.upstream(who, &s.id)?, json_out)?;
         }
         HubCmd::Enable { server, .. } | HubCmd::Disable { server, .. } => {
             let s = hub.find_upstream(who, server)?;
             let on = matches!(cmd, HubCmd::Enable { .. });
-            print_server(&hub.set_enabled(who, &s.id, Some(on)).await?, json_out)?;
+            if let Some(c) = hub.set_enabled(who, &s.id, Some(on))? {
+                c.discovered(quarry_hub::ANSWER_GRACE).await;
+            }
+            print_server(&hub.upstream(who, &s.id)?, json_out)?;
         }
         HubCmd::Tools { server, .. } => {
-            let catalog = hub.catalog(&who.owner)?;
+            let catalog = hub.catalog(who.owner_key())?;
             let package = match server {
                 Some(s) => Some(hub.find_upstream(who, s).map(|s| s.package).or_else(|e| {
                     if catalog.package(s).is_some() {
@@ -351,7 +374,7 @@ async fn run_async(hub: &Arc<Hub>, who: &HubCaller, cmd: &HubCmd, json_out: bool
             print_tool_lines(&tools);
         }
         HubCmd::Search { query, limit, .. } => {
-            let catalog = hub.catalog(&who.owner)?;
+            let catalog = hub.catalog(who.owner_key())?;
             let hits = catalog.index()?.search(query, None, (*limit).max(1))?;
             let found: Vec<Value> = hits
                 .iter()

@@ -833,16 +833,16 @@ fn serve(engine: Engine, transport: Transport, args: Option<&ServeArgs>) -> Resu
     }
     let auth = match args {
         Some(a) => match a.auth {
-            Some(AuthArg::Token) => quarry_server::auth::AuthMode::Token,
-            None if !a.bind.is_loopback() => quarry_server::auth::AuthMode::Token,
-            Some(AuthArg::None) | None => quarry_server::auth::AuthMode::Open,
+            Some(AuthArg::Token) => quarry_server::AuthMode::Token,
+            None if !a.bind.is_loopback() => quarry_server::AuthMode::Token,
+            Some(AuthArg::None) | None => quarry_server::AuthMode::Open,
         },
-        None => quarry_server::auth::AuthMode::Open,
+        None => quarry_server::AuthMode::Open,
     };
     let opts = match args {
         Some(a) => {
             if !a.bind.is_loopback()
-                && auth == quarry_server::auth::AuthMode::Open
+                && auth == quarry_server::AuthMode::Open
                 && !a.allow_unauthenticated_remote
             {
                 anyhow::bail!(

@@ -33,7 +33,8 @@ pub enum Error {
         path: PathBuf,
         error: std::io::Error,
     },
-    /// The metadata store failed.
+    /// The metadata store failed. The text carries the cause's whole chain
+    /// ([`Error::storage`]), so a 500 says what the database said.
     #[error("storage error: {0}")]
     Storage(String),
     /// The keyword index failed.
@@ -55,6 +56,70 @@ impl Error {
 
     pub fn not_found(msg: impl Into<String>) -> Self {
         Error::NotFound(msg.into())
+    }
+
+    /// A store failure that keeps its cause: `e`'s message and each `source()` below it
+    /// (skipping a source whose text its parent already shows), joined with ": ".
+    pub fn storage(e: &(dyn std::error::Error + 'static)) -> Self {
+        Error::Storage(error_chain(e))
+    }
+}
+
+/// `e` and its sources, outermost first, joined with ": "; a source whose text the message
+/// above it already contains is left out (many errors print their source themselves).
+pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let part = s.to_string();
+        if !part.is_empty() && !text.contains(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+        source = s.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("{msg}")]
+    struct Layer {
+        msg: &'static str,
+        #[source]
+        source: Option<Box<Layer>>,
+    }
+
+    #[test]
+    fn storage_errors_keep_their_cause_chain() {
+        let root = Layer {
+            msg: "disk I/O error",
+            source: None,
+        };
+        let mid = Layer {
+            msg: "cannot commit",
+            source: Some(Box::new(root)),
+        };
+        assert_eq!(
+            Error::storage(&mid).to_string(),
+            "storage error: cannot commit: disk I/O error"
+        );
+        // A message that already shows its source does not repeat it.
+        let root = Layer {
+            msg: "locked",
+            source: None,
+        };
+        let top = Layer {
+            msg: "database is locked",
+            source: Some(Box::new(root)),
+        };
+        assert_eq!(
+            Error::storage(&top).to_string(),
+            "storage error: database is locked"
+        );
     }
 }
 

@@ -6,11 +6,13 @@
 //! `qmd://` URI encoding, ISO 8601 timestamps, the search summary text).
 
 mod error;
+mod principal;
 mod scope;
 mod text;
 mod time;
 
-pub use error::{Error, Result};
+pub use error::{Error, Result, error_chain};
+pub use principal::{Identity, MACHINE_OWNER, Principal};
 pub use scope::{Access, Scope};
 pub use text::{
     add_line_numbers, decode_uri_path, docid_for_hash, encode_uri_path, format_search_summary,

@@ -23,7 +23,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use quarry_core::{Error, Result, now_millis};
+pub use quarry_core::MACHINE_OWNER;
+use quarry_core::{Error, Principal, Result, now_millis};
 use quarry_store::{PackageRow, Store, UpstreamRow};
 use rmcp::model::{CallToolResult, JsonObject};
 use serde::{Deserialize, Serialize};
@@ -40,9 +41,6 @@ pub use web::{WEB_PACKAGE, WebBackend, WebSearchOptions};
 use catalog::{Manifest, package_rows};
 use upstream::{ConnectSpec, Connection, UpstreamOptions, UpstreamSecrets};
 
-/// The owner key of the machine's owner (CLI, stdio, a loopback server without `--auth`);
-/// users are keyed by their UUID.
-pub const MACHINE_OWNER: &str = "local";
 /// Default cap on the tools of one endpoint (Cursor stops at 40).
 pub const DEFAULT_MAX_TOOLS: usize = 32;
 
@@ -81,31 +79,14 @@ impl Default for HubOptions {
     }
 }
 
-/// Who is asking, for the hub: an owner key and whether it is the machine's owner.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HubCaller {
-    pub owner: String,
-    pub machine_owner: bool,
-    pub read_only: bool,
-}
-
-impl HubCaller {
-    pub fn machine() -> HubCaller {
-        HubCaller {
-            owner: MACHINE_OWNER.into(),
-            machine_owner: true,
-            read_only: false,
-        }
+/// `Forbidden` for a read-only token.
+fn require_write(caller: &Principal) -> Result<()> {
+    if caller.read_only() {
+        return Err(Error::Forbidden(
+            "this access token is read-only: it cannot change tools or MCP servers".into(),
+        ));
     }
-
-    fn require_write(&self) -> Result<()> {
-        if self.read_only {
-            return Err(Error::Forbidden(
-                "this access token is read-only: it cannot change tools or MCP servers".into(),
-            ));
-        }
-        Ok(())
-    }
+    Ok(())
 }
 
 /// A request to register an upstream (`POST /api/v1/mcp/servers`, `quarry hub add`).
@@ -344,14 +325,23 @@ impl Hub {
         let hub = Arc::downgrade(self);
         let owner = row.owner.clone();
         let package = row.package.clone();
-        let on_discovered: upstream::OnDiscovered =
-            Arc::new(move |found: &upstream::Discovered| {
-                if let Some(hub) = hub.upgrade()
-                    && let Err(e) = hub.write_discovered(&owner, &package, found)
-                {
-                    tracing::warn!(package = %package, "cannot store discovered tools: {e}");
-                }
-            });
+        // Discovery finishes on the connection's async task; the store write it causes runs
+        // on the blocking pool like every other store call (discoveries of one upstream are
+        // seconds apart, so their writes do not overtake each other).
+        let on_discovered: upstream::OnDiscovered = Arc::new(
+            move |found: &upstream::Discovered| {
+                let Some(hub) = hub.upgrade() else { return };
+                let (owner, package) = (owner.clone(), package.clone());
+                let found = found.clone();
+                tokio::task::spawn_blocking(move || {
+                    quarry_store::thread_guard::allow_blocking(|| {
+                        if let Err(e) = hub.write_discovered(&owner, &package, &found) {
+                            tracing::warn!(package = %package, "cannot store discovered tools: {e}");
+                        }
+                    })
+                });
+            },
+        );
         let conn = Connection::start(spec, on_discovered);
         if let Some(old) = self
             .connections
@@ -364,12 +354,13 @@ impl Hub {
         Ok(conn)
     }
 
-    /// Connects an enabled upstream this process has no connection for yet.
-    async fn connect_registered(
+    /// Connects an enabled upstream this process has no connection for yet: the connection
+    /// and how long to wait for its first discovery before using it.
+    fn connect_registered(
         self: &Arc<Self>,
         owner: &str,
         id: &str,
-    ) -> std::result::Result<Arc<Connection>, CallError> {
+    ) -> std::result::Result<(Arc<Connection>, Duration), CallError> {
         let row = self
             .store
             .upstream(owner, id)
@@ -380,9 +371,7 @@ impl Hub {
             .connect(&row)
             .map_err(|e| CallError::Unavailable(e.to_string()))?;
         let options: UpstreamOptions = serde_json::from_str(&row.options).unwrap_or_default();
-        conn.wait_discovered(Duration::from_secs(options.connect_timeout_secs + 5))
-            .await;
-        Ok(conn)
+        Ok((conn, Duration::from_secs(options.connect_timeout_secs + 5)))
     }
 
     fn disconnect(&self, id: &str) {
@@ -464,13 +453,14 @@ impl Hub {
     /// Registers an upstream and starts connecting it in the background: the answer comes
     /// at once, usually with status `connecting` (a hanging upstream must not hold the
     /// request); the server list then shows `ready` with its tools, or `error` with the
-    /// reason. [`Hub::settle`] waits for the first discovery where a caller needs it.
-    pub async fn register(
+    /// reason. [`Hub::connecting`] gives what async code awaits for the first discovery where
+    /// a caller needs it.
+    pub fn register(
         self: &Arc<Self>,
-        caller: &HubCaller,
+        caller: &Principal,
         req: RegisterUpstream,
     ) -> Result<UpstreamInfo> {
-        caller.require_write()?;
+        require_write(caller)?;
         let mut req = req;
         if let Some(sj) = req.server_json.take() {
             apply_server_json(&mut req, &sj)?;
@@ -488,7 +478,7 @@ impl Hub {
         let config = req.config.trim().to_owned();
         match transport {
             TransportKind::Stdio => {
-                if !caller.machine_owner && !self.opts.users_may_run_commands {
+                if !caller.is_machine_owner() && !self.opts.users_may_run_commands {
                     return Err(Error::Forbidden(
                         "stdio MCP servers run commands on the server: only its owner may register them (start the server with --hub-allow-commands to let users)".into(),
                     ));
@@ -515,7 +505,7 @@ impl Hub {
                         "config must be an http:// or https:// URL".into(),
                     ));
                 }
-                if !caller.machine_owner {
+                if !caller.is_machine_owner() {
                     ssrf::check_url(&self.opts.net, &url)
                         .map_err(|e| Error::InvalidInput(e.to_string()))?;
                 }
@@ -598,7 +588,7 @@ impl Hub {
         let id = uuid_v4();
         let row = UpstreamRow {
             id: id.clone(),
-            owner: caller.owner.clone(),
+            owner: caller.owner_key().to_owned(),
             name: name.clone(),
             package: package_id.clone(),
             transport: transport.as_str().into(),
@@ -619,7 +609,7 @@ impl Hub {
             .filter(|t| !t.is_empty())
             .collect();
         let package = PackageRow {
-            owner: caller.owner.clone(),
+            owner: caller.owner_key().to_owned(),
             id: package_id,
             name: manifest
                 .as_ref()
@@ -648,7 +638,8 @@ impl Hub {
             updated_at: now,
             surface: None,
         };
-        let manifest_rows = package_rows(&caller.owner, &package, manifest.as_ref(), None, now);
+        let manifest_rows =
+            package_rows(caller.owner_key(), &package, manifest.as_ref(), None, now);
         self.store.insert_upstream(&row, &package)?;
         if !manifest_rows.is_empty() {
             self.store.replace_package(&package, &manifest_rows)?;
@@ -659,34 +650,27 @@ impl Hub {
         self.upstream(caller, &id)
     }
 
-    /// An upstream once its first discovery finished (or after `wait`, still `connecting`).
-    pub async fn settle(
-        self: &Arc<Self>,
-        caller: &HubCaller,
-        id: &str,
-        wait: Duration,
-    ) -> Result<UpstreamInfo> {
+    /// The live connection of an upstream in this process, if any: what async code awaits
+    /// ([`Connecting::discovered`]) before reading the upstream again.
+    pub fn connecting(&self, caller: &Principal, id: &str) -> Result<Option<Connecting>> {
         let row = self.row(caller, id)?;
-        if let Some(conn) = self.connection(&row.id) {
-            conn.wait_discovered(wait).await;
-        }
-        self.upstream(caller, id)
+        Ok(self.connection(&row.id).map(Connecting))
     }
 
     /// An upstream by id, name or package id.
-    pub fn find_upstream(&self, caller: &HubCaller, key: &str) -> Result<UpstreamInfo> {
+    pub fn find_upstream(&self, caller: &Principal, key: &str) -> Result<UpstreamInfo> {
         let row = self.row(caller, key)?;
-        let catalog = self.catalog(&caller.owner)?;
+        let catalog = self.catalog(caller.owner_key())?;
         Ok(self.info(&row, &catalog))
     }
 
     /// The caller's upstream by id, or by name or package id (both unique per owner).
-    fn row(&self, caller: &HubCaller, key: &str) -> Result<UpstreamRow> {
-        if let Some(row) = self.store.upstream(&caller.owner, key)? {
+    fn row(&self, caller: &Principal, key: &str) -> Result<UpstreamRow> {
+        if let Some(row) = self.store.upstream(caller.owner_key(), key)? {
             return Ok(row);
         }
         self.store
-            .upstreams(Some(&caller.owner))?
+            .upstreams(Some(caller.owner_key()))?
             .into_iter()
             .find(|r| r.name == key || r.package == key)
             .ok_or_else(|| Error::NotFound(format!("MCP server '{key}' not found")))
@@ -738,45 +722,46 @@ impl Hub {
         }
     }
 
-    pub fn upstreams(&self, caller: &HubCaller) -> Result<Vec<UpstreamInfo>> {
-        let catalog = self.catalog(&caller.owner)?;
+    pub fn upstreams(&self, caller: &Principal) -> Result<Vec<UpstreamInfo>> {
+        let catalog = self.catalog(caller.owner_key())?;
         Ok(self
             .store
-            .upstreams(Some(&caller.owner))?
+            .upstreams(Some(caller.owner_key()))?
             .iter()
             .map(|r| self.info(r, &catalog))
             .collect())
     }
 
-    pub fn upstream(&self, caller: &HubCaller, id: &str) -> Result<UpstreamInfo> {
+    pub fn upstream(&self, caller: &Principal, id: &str) -> Result<UpstreamInfo> {
         let row = self.row(caller, id)?;
-        let catalog = self.catalog(&caller.owner)?;
+        let catalog = self.catalog(caller.owner_key())?;
         Ok(self.info(&row, &catalog))
     }
 
     /// The upstream's catalogued tools.
-    pub fn upstream_tools(&self, caller: &HubCaller, id: &str) -> Result<Vec<CatalogTool>> {
+    pub fn upstream_tools(&self, caller: &Principal, id: &str) -> Result<Vec<CatalogTool>> {
         let row = self.row(caller, id)?;
-        let catalog = self.catalog(&caller.owner)?;
+        let catalog = self.catalog(caller.owner_key())?;
         Ok(catalog.tools_of(&row.package).cloned().collect())
     }
 
-    pub fn delete_upstream(&self, caller: &HubCaller, id: &str) -> Result<()> {
-        caller.require_write()?;
+    pub fn delete_upstream(&self, caller: &Principal, id: &str) -> Result<()> {
+        require_write(caller)?;
         let row = self.row(caller, id)?;
         self.disconnect(&row.id);
-        self.store.delete_upstream(&caller.owner, &row.id)?;
+        self.store.delete_upstream(caller.owner_key(), &row.id)?;
         Ok(())
     }
 
-    /// Enables or disables an upstream (`None` flips it).
-    pub async fn set_enabled(
+    /// Enables or disables an upstream (`None` flips it). Enabling connects it: async code
+    /// awaits the returned [`Connecting`] (for [`ANSWER_GRACE`]) before reading it again.
+    pub fn set_enabled(
         self: &Arc<Self>,
-        caller: &HubCaller,
+        caller: &Principal,
         id: &str,
         enabled: Option<bool>,
-    ) -> Result<UpstreamInfo> {
-        caller.require_write()?;
+    ) -> Result<Option<Connecting>> {
+        require_write(caller)?;
         let mut row = self.row(caller, id)?;
         let enabled = enabled.unwrap_or(!row.enabled);
         if enabled != row.enabled {
@@ -784,17 +769,16 @@ impl Hub {
             row.updated_at = now_millis();
             self.store.update_upstream(&row)?;
             if enabled {
-                let conn = self.connect(&row)?;
-                conn.wait_discovered(ANSWER_GRACE).await;
-            } else {
-                self.disconnect(&row.id);
+                return Ok(Some(Connecting(self.connect(&row)?)));
             }
+            self.disconnect(&row.id);
         }
-        self.upstream(caller, id)
+        Ok(None)
     }
 
-    /// Rediscovers an upstream's tools now (reconnecting at once if it is down).
-    pub async fn refresh(self: &Arc<Self>, caller: &HubCaller, id: &str) -> Result<UpstreamInfo> {
+    /// Prepares rediscovering an upstream's tools now (reconnecting at once if it is down):
+    /// async code awaits [`Refreshing::finish`], then reads the upstream again.
+    pub fn refresh(self: &Arc<Self>, caller: &Principal, id: &str) -> Result<Refreshing> {
         let row = self.row(caller, id)?;
         if !row.enabled {
             return Err(Error::Conflict(format!(
@@ -807,34 +791,35 @@ impl Hub {
             Some(c) => c,
             None => self.connect(&row)?,
         };
-        conn.refresh(Duration::from_secs(options.connect_timeout_secs + 5))
-            .await;
-        self.upstream(caller, id)
+        Ok(Refreshing {
+            conn,
+            wait: Duration::from_secs(options.connect_timeout_secs + 5),
+        })
     }
 
     /// Switches one catalogued tool on or off for its owner (seed 003's toggles).
     pub fn set_tool_enabled(
         &self,
-        caller: &HubCaller,
+        caller: &Principal,
         full_name: &str,
         enabled: bool,
     ) -> Result<CatalogTool> {
-        caller.require_write()?;
-        let catalog = self.catalog(&caller.owner)?;
+        require_write(caller)?;
+        let catalog = self.catalog(caller.owner_key())?;
         let tool = catalog
             .by_full_name(full_name)
             .or_else(|| catalog.by_wire_name(full_name))
             .ok_or_else(|| Error::NotFound(format!("tool '{full_name}' not found")))?
             .clone();
         self.store
-            .set_tool_disabled(&caller.owner, &tool.full_name, !enabled)?;
+            .set_tool_disabled(caller.owner_key(), &tool.full_name, !enabled)?;
         Ok(CatalogTool { enabled, ..tool })
     }
 
     /// Where a caller's outbound requests (custom tools) may go: anywhere for the machine's
     /// owner (who runs the server), the configured policy for users.
-    fn net_policy(&self, caller: &HubCaller) -> NetPolicy {
-        if caller.machine_owner && caller.owner == MACHINE_OWNER {
+    fn net_policy(&self, caller: &Principal) -> NetPolicy {
+        if caller.is_machine_owner() && caller.identity.is_none() {
             NetPolicy::parse_allow_list("0.0.0.0/0,::/0").unwrap_or_else(|_| self.opts.net.clone())
         } else {
             self.opts.net.clone()
@@ -894,9 +879,9 @@ impl Hub {
     }
 
     /// The caller's custom HTTP tools.
-    pub fn custom_tools(&self, caller: &HubCaller) -> Result<Vec<CustomToolInfo>> {
+    pub fn custom_tools(&self, caller: &Principal) -> Result<Vec<CustomToolInfo>> {
         self.store
-            .custom_tools(&caller.owner)?
+            .custom_tools(caller.owner_key())?
             .iter()
             .map(custom_info)
             .collect()
@@ -904,12 +889,12 @@ impl Hub {
 
     /// A custom tool by id, by its name, or by the names the tool listings give it (the
     /// catalog name `custom.NAME` and the wire name an MCP client calls it by).
-    fn custom_row(&self, caller: &HubCaller, id: &str) -> Result<quarry_store::CustomToolRow> {
-        let rows = self.store.custom_tools(&caller.owner)?;
+    fn custom_row(&self, caller: &Principal, id: &str) -> Result<quarry_store::CustomToolRow> {
+        let rows = self.store.custom_tools(caller.owner_key())?;
         if let Some(row) = rows.iter().find(|r| r.id == id || r.name == id) {
             return Ok(row.clone());
         }
-        let catalog = self.catalog(&caller.owner)?;
+        let catalog = self.catalog(caller.owner_key())?;
         let named = catalog
             .tools
             .iter()
@@ -920,24 +905,24 @@ impl Hub {
             .ok_or_else(|| Error::NotFound(format!("custom tool '{id}' not found")))
     }
 
-    pub fn custom_tool(&self, caller: &HubCaller, id: &str) -> Result<CustomToolInfo> {
+    pub fn custom_tool(&self, caller: &Principal, id: &str) -> Result<CustomToolInfo> {
         custom_info(&self.custom_row(caller, id)?)
     }
 
     /// Creates a custom HTTP tool (seed 003's `CustomTool`); header values are kept apart.
     pub fn create_custom_tool(
         &self,
-        caller: &HubCaller,
+        caller: &Principal,
         spec: custom::CustomToolSpec,
         enabled: bool,
     ) -> Result<CustomToolInfo> {
-        caller.require_write()?;
+        require_write(caller)?;
         custom::validate_spec(&spec).map_err(Error::InvalidInput)?;
         let now = now_millis();
         let (spec, headers) = split_headers(spec);
         let row = quarry_store::CustomToolRow {
             id: uuid_v4(),
-            owner: caller.owner.clone(),
+            owner: caller.owner_key().to_owned(),
             name: spec.name.clone(),
             spec: serde_json::to_string(&spec).map_err(|e| Error::Storage(e.to_string()))?,
             secrets: serde_json::to_string(&headers).map_err(|e| Error::Storage(e.to_string()))?,
@@ -947,11 +932,11 @@ impl Hub {
         };
         self.store.insert_custom_tool(&row)?;
         self.store.set_tool_disabled(
-            &caller.owner,
+            caller.owner_key(),
             &names::catalog_name(CUSTOM_PACKAGE, &row.name),
             !enabled,
         )?;
-        self.write_custom_package(&caller.owner)?;
+        self.write_custom_package(caller.owner_key())?;
         custom_info(&row)
     }
 
@@ -959,11 +944,11 @@ impl Hub {
     /// `enabled`). Header values not given are kept.
     pub fn update_custom_tool(
         &self,
-        caller: &HubCaller,
+        caller: &Principal,
         id: &str,
         patch: serde_json::Map<String, Value>,
     ) -> Result<CustomToolInfo> {
-        caller.require_write()?;
+        require_write(caller)?;
         let mut row = self.custom_row(caller, id)?;
         let mut spec_json: serde_json::Map<String, Value> =
             serde_json::from_str(&row.spec).map_err(|e| Error::Storage(e.to_string()))?;
@@ -1003,53 +988,56 @@ impl Hub {
         let old_name = names::catalog_name(CUSTOM_PACKAGE, &self.custom_row(caller, id)?.name);
         self.store.update_custom_tool(&row)?;
         self.store
-            .set_tool_disabled(&caller.owner, &old_name, false)?;
+            .set_tool_disabled(caller.owner_key(), &old_name, false)?;
         self.store.set_tool_disabled(
-            &caller.owner,
+            caller.owner_key(),
             &names::catalog_name(CUSTOM_PACKAGE, &row.name),
             !row.enabled,
         )?;
-        self.write_custom_package(&caller.owner)?;
+        self.write_custom_package(caller.owner_key())?;
         custom_info(&row)
     }
 
-    pub fn delete_custom_tool(&self, caller: &HubCaller, id: &str) -> Result<()> {
-        caller.require_write()?;
+    pub fn delete_custom_tool(&self, caller: &Principal, id: &str) -> Result<()> {
+        require_write(caller)?;
         let row = self.custom_row(caller, id)?;
-        self.store.delete_custom_tool(&caller.owner, &row.id)?;
+        self.store.delete_custom_tool(caller.owner_key(), &row.id)?;
         self.store.set_tool_disabled(
-            &caller.owner,
+            caller.owner_key(),
             &names::catalog_name(CUSTOM_PACKAGE, &row.name),
             false,
         )?;
-        self.write_custom_package(&caller.owner)
+        self.write_custom_package(caller.owner_key())
     }
 
-    /// Runs a custom tool with `arguments` (the "test" button, and `tools/call`).
-    pub async fn run_custom_tool(
+    /// A custom tool ready to run ([`CustomCall::run`]): its spec, and where the caller's
+    /// requests may go (the "test" button, and `tools/call`).
+    pub fn custom_call(
         &self,
-        caller: &HubCaller,
+        caller: &Principal,
         id: &str,
-        arguments: &Value,
-    ) -> std::result::Result<custom::CustomResponse, custom::CustomToolError> {
+    ) -> std::result::Result<CustomCall, custom::CustomToolError> {
         let row = self
             .custom_row(caller, id)
             .map_err(|e| custom::CustomToolError::InvalidSpec(e.to_string()))?;
         let mut spec: custom::CustomToolSpec = serde_json::from_str(&row.spec)
             .map_err(|e| custom::CustomToolError::InvalidSpec(e.to_string()))?;
         spec.http_headers = serde_json::from_str(&row.secrets).unwrap_or_default();
-        custom::execute(&spec, arguments, &self.net_policy(caller)).await
+        Ok(CustomCall {
+            spec,
+            net: self.net_policy(caller),
+        })
     }
 
-    /// The live connection of an upstream package (connecting it if another process
-    /// registered it).
-    async fn package_connection(
+    /// Where a resource or prompt request for an upstream package goes (connecting it if
+    /// another process registered it).
+    pub fn route_package(
         self: &Arc<Self>,
-        caller: &HubCaller,
+        caller: &Principal,
         package: &str,
-    ) -> std::result::Result<Arc<Connection>, CallError> {
+    ) -> std::result::Result<Route, CallError> {
         let catalog = self
-            .catalog(&caller.owner)
+            .catalog(caller.owner_key())
             .map_err(|e| CallError::Unavailable(e.to_string()))?;
         let id = catalog
             .package(package)
@@ -1057,53 +1045,36 @@ impl Hub {
             .ok_or_else(|| {
                 CallError::Unavailable(format!("package '{package}' is not an MCP server"))
             })?;
-        match self.connection(&id) {
-            Some(c) => Ok(c),
-            None => self.connect_registered(&caller.owner, &id).await,
-        }
+        self.route_upstream(caller.owner_key(), &id)
     }
 
-    /// Reads a resource of an upstream package.
-    pub async fn read_resource(
+    fn route_upstream(
         self: &Arc<Self>,
-        caller: &HubCaller,
-        package: &str,
-        uri: &str,
-        cancel: CancellationToken,
-    ) -> std::result::Result<rmcp::model::ReadResourceResult, CallError> {
-        self.package_connection(caller, package)
-            .await?
-            .read_resource(uri, cancel)
-            .await
+        owner: &str,
+        id: &str,
+    ) -> std::result::Result<Route, CallError> {
+        Ok(Route(match self.connection(id) {
+            Some(conn) => Target::Upstream { conn, settle: None },
+            // Registered by another process (the CLI, another node): connect here.
+            None => {
+                let (conn, wait) = self.connect_registered(owner, id)?;
+                Target::Upstream {
+                    conn,
+                    settle: Some(wait),
+                }
+            }
+        }))
     }
 
-    /// Gets a prompt of an upstream package.
-    pub async fn get_prompt(
+    /// Where a call of a catalogued tool goes: an upstream's connection, a custom tool, or
+    /// a built-in package. The registry part of [`Hub::call`]: synchronous, store-backed.
+    pub fn route_tool(
         self: &Arc<Self>,
-        caller: &HubCaller,
-        package: &str,
-        name: &str,
-        arguments: Option<JsonObject>,
-        cancel: CancellationToken,
-    ) -> std::result::Result<rmcp::model::GetPromptResult, CallError> {
-        self.package_connection(caller, package)
-            .await?
-            .get_prompt(name, arguments, cancel)
-            .await
-    }
-
-    /// Calls a catalogued tool of an upstream or custom package, or of the built-in `web`
-    /// package (when [`HubOptions::web`] is set). Other built-in tools are the server's to run.
-    pub async fn call(
-        self: &Arc<Self>,
-        caller: &HubCaller,
+        caller: &Principal,
         tool: &CatalogTool,
-        arguments: Option<JsonObject>,
-        progress: Option<ProgressSink>,
-        cancel: CancellationToken,
-    ) -> std::result::Result<CallToolResult, CallError> {
+    ) -> std::result::Result<Route, CallError> {
         let catalog = self
-            .catalog(&caller.owner)
+            .catalog(caller.owner_key())
             .map_err(|e| CallError::Unavailable(e.to_string()))?;
         let pkg = catalog
             .package(&tool.package)
@@ -1111,24 +1082,71 @@ impl Hub {
         match pkg.kind {
             PackageKind::Upstream => {
                 let id = pkg.upstream_id.clone().unwrap_or_default();
-                let conn = match self.connection(&id) {
-                    Some(c) => c,
-                    // Registered by another process (the CLI, another node): connect here.
-                    None => self.connect_registered(&caller.owner, &id).await?,
-                };
+                self.route_upstream(caller.owner_key(), &id)
+            }
+            PackageKind::Custom => Ok(Route(Target::Custom(self.custom_call(caller, &tool.name)))),
+            PackageKind::Builtin => Ok(Route(Target::Builtin {
+                package: pkg.id.clone(),
+            })),
+        }
+    }
+
+    /// Reads a resource of an upstream package ([`Hub::route_package`]).
+    pub async fn read_resource(
+        &self,
+        route: Route,
+        uri: &str,
+        cancel: CancellationToken,
+    ) -> std::result::Result<rmcp::model::ReadResourceResult, CallError> {
+        route.connection().await?.read_resource(uri, cancel).await
+    }
+
+    /// Gets a prompt of an upstream package ([`Hub::route_package`]).
+    pub async fn get_prompt(
+        &self,
+        route: Route,
+        name: &str,
+        arguments: Option<JsonObject>,
+        cancel: CancellationToken,
+    ) -> std::result::Result<rmcp::model::GetPromptResult, CallError> {
+        route
+            .connection()
+            .await?
+            .get_prompt(name, arguments, cancel)
+            .await
+    }
+
+    /// Calls a catalogued tool where [`Hub::route_tool`] sent it: an upstream or custom
+    /// package, or the built-in `web` package (when [`HubOptions::web`] is set). Other
+    /// built-in tools are the server's to run. Touches no store.
+    pub async fn call(
+        &self,
+        route: Route,
+        tool: &CatalogTool,
+        arguments: Option<JsonObject>,
+        progress: Option<ProgressSink>,
+        cancel: CancellationToken,
+    ) -> std::result::Result<CallToolResult, CallError> {
+        match route.0 {
+            Target::Upstream { conn, settle } => {
+                if let Some(wait) = settle {
+                    conn.wait_discovered(wait).await;
+                }
                 conn.call(&tool.name, arguments, progress, cancel).await
             }
-            PackageKind::Custom => {
+            Target::Custom(prepared) => {
                 let args = Value::Object(arguments.unwrap_or_default());
-                let run = self.run_custom_tool(caller, &tool.name, &args);
-                let outcome = tokio::select! {
-                    r = run => r,
-                    _ = cancel.cancelled() => return Err(CallError::Cancelled),
+                let outcome = match prepared {
+                    Ok(custom) => tokio::select! {
+                        r = custom.run(&args) => r,
+                        _ = cancel.cancelled() => return Err(CallError::Cancelled),
+                    },
+                    Err(e) => Err(e),
                 };
                 Ok(custom_result(outcome))
             }
-            PackageKind::Builtin => match &self.web {
-                Some(web) if pkg.id == WEB_PACKAGE => {
+            Target::Builtin { package } => match &self.web {
+                Some(web) if package == WEB_PACKAGE => {
                     if tool.name != web::WEB_SEARCH_TOOL {
                         return Err(CallError::Unavailable(format!(
                             "the web package has no tool '{}'",
@@ -1146,6 +1164,80 @@ impl Hub {
                     "built-in tools run in the server".into(),
                 )),
             },
+        }
+    }
+}
+
+/// An upstream connection being made: the asynchronous half of a registry change
+/// ([`Hub::set_enabled`], [`Hub::connecting`]).
+pub struct Connecting(Arc<Connection>);
+
+impl Connecting {
+    /// Waits up to `wait` for the connection's first discovery.
+    pub async fn discovered(&self, wait: Duration) {
+        self.0.wait_discovered(wait).await;
+    }
+}
+
+/// A rediscovery to run ([`Hub::refresh`]).
+pub struct Refreshing {
+    conn: Arc<Connection>,
+    wait: Duration,
+}
+
+impl Refreshing {
+    /// Rediscovers now, waiting up to the upstream's connect timeout.
+    pub async fn finish(self) {
+        self.conn.refresh(self.wait).await;
+    }
+}
+
+/// A custom tool ready to run ([`Hub::custom_call`]).
+pub struct CustomCall {
+    spec: custom::CustomToolSpec,
+    net: NetPolicy,
+}
+
+impl CustomCall {
+    /// Sends the tool's HTTP request with `arguments`.
+    pub async fn run(
+        &self,
+        arguments: &Value,
+    ) -> std::result::Result<custom::CustomResponse, custom::CustomToolError> {
+        custom::execute(&self.spec, arguments, &self.net).await
+    }
+}
+
+/// Where a call, resource read or prompt goes, resolved by the registry
+/// ([`Hub::route_tool`], [`Hub::route_package`]) so the asynchronous part touches no store.
+pub struct Route(Target);
+
+enum Target {
+    /// An upstream's connection; `settle`: first wait this long for its first discovery (a
+    /// connection this process has just made).
+    Upstream {
+        conn: Arc<Connection>,
+        settle: Option<Duration>,
+    },
+    Custom(std::result::Result<CustomCall, custom::CustomToolError>),
+    Builtin {
+        package: String,
+    },
+}
+
+impl Route {
+    /// The upstream connection (settled), or why this route has none.
+    async fn connection(self) -> std::result::Result<Arc<Connection>, CallError> {
+        match self.0 {
+            Target::Upstream { conn, settle } => {
+                if let Some(wait) = settle {
+                    conn.wait_discovered(wait).await;
+                }
+                Ok(conn)
+            }
+            Target::Custom(_) | Target::Builtin { .. } => Err(CallError::Unavailable(
+                "this package is not an MCP server".into(),
+            )),
         }
     }
 }

@@ -901,6 +901,7 @@ impl StreamableHttpClient for SessionClient {
 
 /// What discovery found: typed tools and, where the wire was seen (stdio), each tool's JSON
 /// exactly as the upstream sent it (rmcp's types drop fields they do not know).
+#[derive(Clone)]
 pub struct Discovered {
     pub tools: Vec<Tool>,
     pub raw: HashMap<String, serde_json::Value>,

@@ -1698,7 +1698,7 @@ mod tests {
 
     #[tokio::test]
     async fn the_hub_runs_web_search() {
-        use crate::{Hub, HubCaller, HubOptions, MACHINE_OWNER};
+        use crate::{Hub, HubOptions, MACHINE_OWNER};
 
         let dir = tempfile::tempdir().unwrap();
         let store: Arc<dyn quarry_store::Store> =
@@ -1734,10 +1734,11 @@ mod tests {
         assert!(tool.enabled, "a built-in tool is enabled by default");
         assert_eq!(tool.wire_name, "web__web_search");
 
-        let caller = HubCaller::machine();
+        let caller = quarry_core::Principal::owner("default", "");
+        let route = hub.route_tool(&caller, &tool).unwrap();
         let r = hub
             .call(
-                &caller,
+                route,
                 &tool,
                 Some(args(json!({"query": "rust"}))),
                 None,
@@ -1809,9 +1810,10 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(100)).await;
             trigger.cancel();
         });
+        let route = hub3.route_tool(&caller, &tool).unwrap();
         let e = hub3
             .call(
-                &caller,
+                route,
                 &tool,
                 Some(args(json!({"query": "rust"}))),
                 None,

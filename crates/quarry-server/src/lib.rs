@@ -5,21 +5,25 @@
 //! Host/Origin check (DNS-rebinding defence, 403) → routes. REST routes add a body limit
 //! (413 in the seed's error shape) and a request timeout; the MCP endpoint has rmcp's own body
 //! limit and long-lived SSE streams.
+//!
+//! Source layout (a route module never imports another; `tests/layering.rs` checks it):
+//! - `http/`: the error contract, extractors, envelopes, the one blocking runner, the
+//!   Host/Origin guard;
+//! - `auth/`: who is calling (the middleware that resolves a request's principal), the web
+//!   UI's session cookie and CSRF check;
+//! - `service/`: work two surfaces share (the knowledge tools of MCP and QukaAI, MCP tool
+//!   arguments, the spaces a principal sees);
+//! - route modules: `api/` (one module per REST surface), `compat/` (other products' APIs:
+//!   WeKnora, Dify, QukaAI), `mcp/` (the MCP handler, its QMD tools, JSON-RPC wire
+//!   rewriting, the hub's SSE gateway).
 
-pub mod auth;
-pub mod chat_api;
-pub mod hub_api;
-mod hub_sse;
-pub mod jsonrpc;
-pub mod knowledge_api;
-pub mod knowledge_tools;
-pub mod mcp;
-pub mod quka;
-pub mod rest;
-pub mod spaces_api;
-pub mod teams_api;
-pub mod telemetry;
-pub mod ui;
+mod api;
+mod auth;
+mod compat;
+mod http;
+mod mcp;
+mod service;
+mod telemetry;
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -28,10 +32,9 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
 use quarry_core::Error;
 use quarry_engine::Engine;
 use rmcp::ServiceExt;
@@ -39,8 +42,9 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
 
-pub use mcp::QuarryMcp;
-pub use rest::ApiError;
+pub use auth::AuthMode;
+pub use http::{ApiError, ErrorCode};
+pub use mcp::{QuarryMcp, knowledge_package};
 
 /// Default HTTP port (seed 001).
 pub const DEFAULT_PORT: u16 = 18765;
@@ -196,21 +200,13 @@ impl AppState {
         }
     }
 
-    /// Runs a write on a blocking thread, one at a time, in arrival order.
+    /// Runs a write through [`http::run_blocking`], one at a time, in arrival order.
     pub async fn write<T: Send + 'static>(
         &self,
         f: impl FnOnce() -> Result<T, Error> + Send + 'static,
     ) -> Result<T, ApiError> {
         let _turn = self.write_queue.lock().await;
-        tokio::task::spawn_blocking(f)
-            .await
-            .map_err(|e| {
-                ApiError::new(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    format!("write failed: {e}"),
-                )
-            })?
-            .map_err(ApiError::from)
+        http::run_blocking(f).await
     }
 
     /// The machine owner's engine (see the field's note).
@@ -280,116 +276,18 @@ impl Default for HttpOptions {
     }
 }
 
-/// The Host/Origin policy derived from [`HttpOptions`].
-#[derive(Clone)]
-struct Guard {
-    hosts: Vec<String>,
-    origins: Vec<String>,
-}
-
-impl Guard {
-    fn new(opts: &HttpOptions) -> Self {
-        let mut hosts: Vec<String> = LOOPBACK_NAMES.iter().map(|s| s.to_string()).collect();
-        if !opts.bind.is_unspecified() {
-            hosts.push(opts.bind.to_string());
-        }
-        hosts.extend(opts.allowed_hosts.iter().map(|h| h.to_ascii_lowercase()));
-        Guard {
-            hosts,
-            origins: opts
-                .allowed_origins
-                .iter()
-                .map(|o| o.trim_end_matches('/').to_ascii_lowercase())
-                .collect(),
-        }
-    }
-
-    fn host_allowed(&self, host: &str) -> bool {
-        let host = strip_port(host).to_ascii_lowercase();
-        self.hosts.contains(&host)
-    }
-
-    fn origin_allowed(&self, origin: &str) -> bool {
-        let origin = origin.trim_end_matches('/').to_ascii_lowercase();
-        if self.origins.contains(&origin) {
-            return true;
-        }
-        // Browsers on the same machine: http(s)://<loopback name>[:port].
-        match origin
-            .strip_prefix("http://")
-            .or_else(|| origin.strip_prefix("https://"))
-        {
-            Some(rest) if !rest.contains('/') => {
-                let host = strip_port(rest);
-                LOOPBACK_NAMES.contains(&host)
-            }
-            _ => false,
-        }
-    }
-}
-
-/// Host names that always mean this machine (browsers treat them as secure contexts).
-const LOOPBACK_NAMES: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
-
-/// `host:port`, `[v6]:port`, `[v6]` → host.
-fn strip_port(host: &str) -> &str {
-    if let Some(rest) = host.strip_prefix('[') {
-        return rest.split(']').next().unwrap_or(rest);
-    }
-    match host.rsplit_once(':') {
-        Some((h, port)) if port.bytes().all(|b| b.is_ascii_digit()) && !h.contains(':') => h,
-        _ => host,
-    }
-}
-
-fn error_response(status: StatusCode, detail: impl Into<String>) -> Response {
-    ApiError::new(status, detail).into_response()
-}
-
-async fn check_host_and_origin(
-    State(guard): State<Arc<Guard>>,
-    headers: HeaderMap,
-    req: Request,
-    next: Next,
-) -> Response {
-    let host = headers
-        .get(header::HOST)
-        .and_then(|h| h.to_str().ok())
-        .map(str::to_owned)
-        .or_else(|| req.uri().authority().map(|a| a.to_string()));
-    match host {
-        None => return error_response(StatusCode::BAD_REQUEST, "missing Host header"),
-        Some(h) if !guard.host_allowed(&h) => {
-            return error_response(
-                StatusCode::FORBIDDEN,
-                format!(
-                    "Host '{h}' is not allowed (DNS rebinding protection); start the server with --allowed-host to accept it"
-                ),
-            );
-        }
-        _ => {}
-    }
-    if let Some(origin) = headers.get(header::ORIGIN) {
-        let origin = origin.to_str().unwrap_or("<invalid>");
-        if !guard.origin_allowed(origin) {
-            return error_response(
-                StatusCode::FORBIDDEN,
-                format!(
-                    "Origin '{origin}' is not allowed; start the server with --allowed-origin to accept it"
-                ),
-            );
-        }
-    }
-    next.run(req).await
-}
-
 async fn refuse_while_draining(
     State(state): State<Arc<AppState>>,
     req: Request,
     next: Next,
 ) -> Response {
     if state.is_shutting_down() {
-        let mut r = error_response(StatusCode::SERVICE_UNAVAILABLE, "server is shutting down");
+        let mut r = ApiError::with_code(
+            StatusCode::SERVICE_UNAVAILABLE,
+            ErrorCode::ShuttingDown,
+            "server is shutting down",
+        )
+        .into_response();
         r.headers_mut().insert(
             header::CONNECTION,
             header::HeaderValue::from_static("close"),
@@ -397,28 +295,6 @@ async fn refuse_while_draining(
         return r;
     }
     next.run(req).await
-}
-
-/// Prometheus text. Counters are process-wide, so with `--auth` only a caller with admin
-/// access to its space may read them.
-async fn metrics_text(caller: auth::Caller) -> Response {
-    if !caller.engine.scope().can(quarry_core::Access::Admin) {
-        return error_response(
-            StatusCode::FORBIDDEN,
-            "metrics need a token with the admin or owner role",
-        );
-    }
-    match telemetry::handle() {
-        Some(h) => (
-            [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-            h.render(),
-        )
-            .into_response(),
-        None => error_response(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "metrics recorder could not be installed",
-        ),
-    }
 }
 
 /// The whole HTTP application: `/mcp`, `/api/v1/mcp`, the REST APIs, `/metrics`.
@@ -436,7 +312,7 @@ pub fn app(state: Arc<AppState>, opts: &HttpOptions, shutdown: &CancellationToke
         move || Ok(QuarryMcp::new(mcp_state.clone())),
         Arc::new(LocalSessionManager::default()),
         StreamableHttpServerConfig::default()
-            // Host/Origin are checked once, for every route, by `check_host_and_origin`.
+            // Host/Origin are checked once, for every route, by `http::guard`.
             .disable_allowed_hosts()
             .with_max_request_body_bytes(opts.max_body_bytes)
             .with_cancellation_token(shutdown.child_token()),
@@ -452,7 +328,7 @@ pub fn app(state: Arc<AppState>, opts: &HttpOptions, shutdown: &CancellationToke
     );
     let quka_state = state.clone();
     let quka = StreamableHttpService::new(
-        move || Ok(quka::QukaMcp::new(quka_state.clone())),
+        move || Ok(compat::quka::QukaMcp::new(quka_state.clone())),
         Arc::new(LocalSessionManager::default()),
         StreamableHttpServerConfig::default()
             .disable_allowed_hosts()
@@ -467,53 +343,56 @@ pub fn app(state: Arc<AppState>, opts: &HttpOptions, shutdown: &CancellationToke
             opts.request_timeout,
         )
     };
-    let rest = rest::router()
-        .merge(teams_api::router())
-        .merge(hub_api::router())
+    let rest = api::qmd::router()
+        .merge(api::tokens::router())
+        .merge(compat::weknora::router())
+        .merge(api::hub::router())
         .layer(axum::extract::DefaultBodyLimit::max(opts.max_body_bytes))
         .layer(timeout())
         .route_layer(authenticated(auth::Surface::Rest));
-    let account = teams_api::account_router()
-        .merge(spaces_api::router())
-        .merge(ui::router())
+    let account = api::tokens::account_router()
+        .merge(api::spaces::router())
+        .merge(api::ui::router())
         .layer(timeout())
         .route_layer(authenticated(auth::Surface::Account));
-    let dify = teams_api::dify_router()
+    let dify = compat::dify::router()
         .layer(axum::extract::DefaultBodyLimit::max(opts.max_body_bytes))
         .layer(timeout())
         .route_layer(authenticated(auth::Surface::Dify));
     let legacy_sse =
-        hub_sse::LegacySse::new(state.clone(), opts.max_body_bytes, shutdown.child_token());
-    let gateway = Router::new()
-        .nest_service("/api/mcp", gateway)
-        .layer(middleware::from_fn_with_state(legacy_sse, hub_sse::route));
+        mcp::hub_sse::LegacySse::new(state.clone(), opts.max_body_bytes, shutdown.child_token());
+    let gateway =
+        Router::new()
+            .nest_service("/api/mcp", gateway)
+            .layer(middleware::from_fn_with_state(
+                legacy_sse,
+                mcp::hub_sse::route,
+            ));
     let mcp = Router::new()
         .nest_service("/mcp", mcp)
         .merge(gateway)
         .layer(authenticated(auth::Surface::JsonRpc))
         .layer(middleware::from_fn_with_state(
             opts.max_body_bytes,
-            jsonrpc::http_guard,
+            mcp::jsonrpc::http_guard,
         ));
     let quka = Router::new()
         .nest_service("/api/v1/mcp", quka)
         .layer(authenticated(auth::Surface::JsonRpc))
-        .layer(middleware::from_fn(quka::accept_json))
+        .layer(middleware::from_fn(compat::quka::accept_json))
         .layer(middleware::from_fn_with_state(
             opts.max_body_bytes,
-            jsonrpc::http_guard,
+            mcp::jsonrpc::http_guard,
         ));
     // No request timeout: a chat streams for as long as its model and tools take, each
     // bounded on its own (provider silence, tool timeout, rounds).
-    let chat = chat_api::router()
+    let chat = api::chat::router()
         .layer(axum::extract::DefaultBodyLimit::max(opts.max_body_bytes))
         .route_layer(authenticated(auth::Surface::Rest));
-    let knowledge = knowledge_api::router()
+    let knowledge = api::knowledge::router()
         .layer(timeout())
         .route_layer(authenticated(auth::Surface::Rest));
-    let metrics = Router::new()
-        .route("/metrics", get(metrics_text))
-        .route_layer(authenticated(auth::Surface::Rest));
+    let metrics = api::metrics::router().route_layer(authenticated(auth::Surface::Rest));
     Router::new()
         .merge(mcp)
         .merge(quka)
@@ -523,20 +402,21 @@ pub fn app(state: Arc<AppState>, opts: &HttpOptions, shutdown: &CancellationToke
         .merge(knowledge)
         .merge(chat)
         .merge(metrics)
-        .merge(rest::public_router())
+        .merge(api::qmd::public_router())
         .merge(
-            ui::public_router()
+            api::ui::public_router()
                 .layer(axum::extract::DefaultBodyLimit::max(64 * 1024))
                 .layer(timeout()),
         )
         .fallback(|req: Request| async move {
-            error_response(
+            ApiError::with_code(
                 StatusCode::NOT_FOUND,
+                ErrorCode::RouteNotFound,
                 format!("Not found: {} {}", req.method(), req.uri().path()),
             )
         })
         .method_not_allowed_fallback(|req: Request| async move {
-            error_response(
+            ApiError::new(
                 StatusCode::METHOD_NOT_ALLOWED,
                 format!(
                     "Method {} is not allowed on {}",
@@ -547,8 +427,8 @@ pub fn app(state: Arc<AppState>, opts: &HttpOptions, shutdown: &CancellationToke
         })
         .with_state(state.clone())
         .layer(middleware::from_fn_with_state(
-            Arc::new(Guard::new(opts)),
-            check_host_and_origin,
+            Arc::new(http::guard::Guard::new(opts)),
+            http::guard::check_host_and_origin,
         ))
         .layer(middleware::from_fn_with_state(state, refuse_while_draining))
         .layer(middleware::from_fn(telemetry::track_http))
@@ -634,10 +514,12 @@ pub async fn serve_http(
 
 /// What a connection over `max_connections` gets before it is closed: the REST error shape.
 fn over_capacity_reply() -> Vec<u8> {
-    let body = serde_json::json!({
-        "detail": "too many connections, try again later",
-        "status_code": 503,
-    })
+    let body = ApiError::with_code(
+        StatusCode::SERVICE_UNAVAILABLE,
+        ErrorCode::TooManyConnections,
+        "too many connections, try again later",
+    )
+    .body()
     .to_string();
     format!(
         "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\ncontent-length: {}\r\nretry-after: 1\r\nconnection: close\r\n\r\n{body}",
@@ -662,7 +544,8 @@ async fn pause_after_accept_error(e: &std::io::Error) {
 
 /// Serves MCP over stdin/stdout until the client closes stdin or `shutdown` is cancelled.
 pub async fn serve_stdio(state: Arc<AppState>, shutdown: CancellationToken) -> std::io::Result<()> {
-    let (reader, writer, output) = jsonrpc::stdio_pipes(tokio::io::stdin(), tokio::io::stdout());
+    let (reader, writer, output) =
+        mcp::jsonrpc::stdio_pipes(tokio::io::stdin(), tokio::io::stdout());
     let mcp = QuarryMcp::local(state).map_err(|e| std::io::Error::other(e.to_string()))?;
     let served = match mcp.serve_with_ct((reader, writer), shutdown).await {
         Ok(service) => service.waiting().await.map(drop).map_err(|e| {
@@ -706,24 +589,4 @@ pub fn shutdown_on_signals() -> CancellationToken {
         t.cancel();
     });
     token
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn host_guard() {
-        let g = Guard::new(&HttpOptions::default());
-        assert!(g.host_allowed("localhost:18765"));
-        assert!(g.host_allowed("127.0.0.1"));
-        assert!(g.host_allowed("[::1]:80"));
-        assert!(!g.host_allowed("evil.example:18765"));
-        assert!(!g.host_allowed("127.0.0.1.evil.example"));
-        assert!(g.origin_allowed("http://localhost:3000"));
-        assert!(g.origin_allowed("https://127.0.0.1"));
-        assert!(!g.origin_allowed("http://evil.example"));
-        assert!(!g.origin_allowed("http://localhost.evil.example"));
-        assert!(!g.origin_allowed("null"));
-    }
 }

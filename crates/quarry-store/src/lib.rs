@@ -13,6 +13,7 @@ mod chat;
 mod hub;
 mod knowledge;
 mod sqlite;
+pub mod thread_guard;
 
 pub use access::{AccessStore, Membership, NewToken, Role, Space, TokenGrant, TokenRecord, User};
 pub use chat::{ChatMessageRow, ChatStore, ConversationRow, ConversationSummary};

@@ -387,7 +387,7 @@ pub struct SqliteStore {
 }
 
 fn db_err(e: rusqlite::Error) -> Error {
-    Error::Storage(e.to_string())
+    Error::storage(&e)
 }
 
 fn is_unique_violation(e: &rusqlite::Error) -> bool {
@@ -411,8 +411,13 @@ fn conflict_or_db(e: rusqlite::Error, message: impl FnOnce() -> String) -> Error
 impl SqliteStore {
     /// Opens (creating if needed) the database at `path` and brings its schema up to date.
     pub fn open(path: &Path) -> Result<Self> {
-        let conn = Connection::open(path)
-            .map_err(|e| Error::Storage(format!("cannot open database {}: {e}", path.display())))?;
+        let conn = Connection::open(path).map_err(|e| {
+            Error::Storage(format!(
+                "cannot open database {}: {}",
+                path.display(),
+                quarry_core::error_chain(&e)
+            ))
+        })?;
         conn.busy_timeout(Duration::from_secs(30)).map_err(db_err)?;
         conn.execute_batch(
             "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;",
@@ -437,7 +442,9 @@ impl SqliteStore {
         })
     }
 
+    #[track_caller]
     pub(crate) fn conn(&self) -> MutexGuard<'_, Connection> {
+        crate::thread_guard::check();
         // A panic while holding the lock leaves SQLite consistent (transactions roll back),
         // so a poisoned mutex is safe to keep using.
         self.conn.lock().unwrap_or_else(|p| p.into_inner())

@@ -11,16 +11,15 @@ use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, put};
-use quarry_access::{Actor, parse_role};
+use quarry_access::parse_role;
 use quarry_core::{Error, Scope};
 use quarry_engine::NoProgress;
 use serde::Deserialize;
 use serde_json::json;
 
+use crate::AppState;
 use crate::auth::Caller;
-use crate::knowledge_api::{ok, ok_list};
-use crate::rest::{Body, blocking};
-use crate::{ApiError, AppState};
+use crate::http::{ApiError, Body, ok, ok_list, run_blocking};
 
 /// Mounted under the Account surface: a token with several spaces needs to name none.
 pub fn router() -> Router<Arc<AppState>> {
@@ -41,8 +40,8 @@ async fn list_spaces(
     caller: Caller,
 ) -> Result<Response, ApiError> {
     let directory = st.directory().clone();
-    let actor = Actor::of(&caller.principal);
-    let spaces = blocking(move || directory.visible_spaces(&actor)).await?;
+    let actor = caller.principal.clone();
+    let spaces = run_blocking(move || directory.visible_spaces(&actor)).await?;
     Ok(ok_list(&spaces))
 }
 
@@ -53,8 +52,8 @@ async fn get_space(
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     let directory = st.directory().clone();
-    let actor = Actor::of(&caller.principal);
-    let space = blocking(move || {
+    let actor = caller.principal.clone();
+    let space = run_blocking(move || {
         let (space, _) = directory.visible_space(&actor, &id)?;
         directory
             .visible_spaces(&actor)?
@@ -82,11 +81,8 @@ async fn create_space(
     Body(b): Body<NewSpaceBody>,
 ) -> Result<Response, ApiError> {
     let directory = st.directory().clone();
-    let actor = Actor::of(&caller.principal);
-    let user = match &actor {
-        Actor::User { name, .. } => Some(name.clone()),
-        Actor::MachineOwner => None,
-    };
+    let actor = caller.principal.clone();
+    let user = actor.identity.as_ref().map(|i| i.user.clone());
     let space = st
         .write(move || directory.create_space_as(&actor, &b.name, &b.description))
         .await?;
@@ -136,7 +132,7 @@ async fn delete_space(
         }
     }
     let directory = st.directory().clone();
-    let actor = Actor::of(&caller.principal);
+    let actor = caller.principal.clone();
     let root = st.root_engine().clone();
     let (space, removed) = st
         .write(move || {
@@ -177,8 +173,8 @@ async fn list_members(
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     let directory = st.directory().clone();
-    let actor = Actor::of(&caller.principal);
-    let (space, members) = blocking(move || directory.members_as(&actor, &id)).await?;
+    let actor = caller.principal.clone();
+    let (space, members) = run_blocking(move || directory.members_as(&actor, &id)).await?;
     let total = members.len();
     Ok(axum::Json(json!({
         "success": true,
@@ -204,7 +200,7 @@ async fn set_member(
 ) -> Result<Response, ApiError> {
     let role = parse_role(&b.role)?;
     let directory = st.directory().clone();
-    let actor = Actor::of(&caller.principal);
+    let actor = caller.principal.clone();
     let member = st
         .write(move || {
             let m = directory.set_member_as(&actor, &id, &user, role)?;
@@ -227,7 +223,7 @@ async fn remove_member(
     Path((id, user)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
     let directory = st.directory().clone();
-    let actor = Actor::of(&caller.principal);
+    let actor = caller.principal.clone();
     let who = user.clone();
     st.write(move || directory.remove_member_as(&actor, &id, &user))
         .await?;
@@ -237,8 +233,8 @@ async fn remove_member(
 /// `GET /api/v1/users`: the machine's owner only (users are server-wide).
 async fn list_users(State(st): State<Arc<AppState>>, caller: Caller) -> Result<Response, ApiError> {
     let directory = st.directory().clone();
-    let actor = Actor::of(&caller.principal);
-    let users = blocking(move || directory.users_as(&actor)).await?;
+    let actor = caller.principal.clone();
+    let users = run_blocking(move || directory.users_as(&actor)).await?;
     Ok(ok_list(&users))
 }
 
@@ -255,7 +251,7 @@ async fn create_user(
     Body(b): Body<NewUserBody>,
 ) -> Result<Response, ApiError> {
     let directory = st.directory().clone();
-    let actor = Actor::of(&caller.principal);
+    let actor = caller.principal.clone();
     let user = st
         .write(move || directory.create_user_as(&actor, &b.name))
         .await?;

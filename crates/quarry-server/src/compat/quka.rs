@@ -21,8 +21,8 @@ use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::json;
 
 use crate::AppState;
-use crate::knowledge_tools::{self, KNOWLEDGE_SEARCH};
-use crate::mcp::request_caller;
+use crate::service::knowledge_tools::{self, KNOWLEDGE_SEARCH};
+use crate::service::tool_args::request_caller;
 
 /// The QukaAI-compatible MCP server; one per request (stateless).
 #[derive(Clone)]

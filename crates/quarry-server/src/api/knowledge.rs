@@ -20,9 +20,9 @@ use quarry_engine::{CreateKnowledgeBase, FileFilter, FileStatus, Upload, UploadO
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::AppState;
 use crate::auth::Caller;
-use crate::rest::{Body, blocking};
-use crate::{ApiError, AppState};
+use crate::http::{ApiError, Body, ok, ok_list, run_blocking, run_blocking_raw};
 
 /// Largest upload request (all files together); each file is also bounded by the
 /// engine's per-file limit.
@@ -71,15 +71,6 @@ pub fn router() -> Router<Arc<AppState>> {
         .route("/api/v1/openapi.json", get(openapi))
 }
 
-/// `{"success": true, "data": …}`, the `/api/v1` success envelope.
-pub(crate) fn ok(data: impl serde::Serialize) -> Response {
-    axum::Json(json!({ "success": true, "data": data })).into_response()
-}
-
-pub(crate) fn ok_list<T: serde::Serialize>(items: &[T]) -> Response {
-    axum::Json(json!({ "success": true, "data": items, "total": items.len() })).into_response()
-}
-
 fn with_status(status: StatusCode, r: Response) -> Response {
     (status, r).into_response()
 }
@@ -113,13 +104,13 @@ struct DocsQuery {
 
 async fn list_kbs(caller: Caller) -> Result<Response, ApiError> {
     let engine = caller.engine.clone();
-    let kbs = blocking(move || engine.knowledge_bases()).await?;
+    let kbs = run_blocking(move || engine.knowledge_bases()).await?;
     Ok(ok_list(&kbs))
 }
 
 async fn create_kb(caller: Caller, Body(b): Body<CreateKbBody>) -> Result<Response, ApiError> {
     let engine = caller.engine.clone();
-    let kb = blocking(move || {
+    let kb = run_blocking(move || {
         engine.create_knowledge_base(&CreateKnowledgeBase {
             name: b.name,
             description: b.description,
@@ -133,7 +124,7 @@ async fn create_kb(caller: Caller, Body(b): Body<CreateKbBody>) -> Result<Respon
 
 async fn get_kb(caller: Caller, Path(id): Path<String>) -> Result<Response, ApiError> {
     let engine = caller.engine.clone();
-    let (kb, docs) = blocking(move || {
+    let (kb, docs) = run_blocking(move || {
         let kb = engine.knowledge_base(&id)?;
         let docs = engine.kb_documents(&kb.id, &FileFilter::default())?;
         Ok((kb, docs))
@@ -161,7 +152,7 @@ async fn update_kb(
         ));
     }
     let engine = caller.engine.clone();
-    let kb = blocking(move || {
+    let kb = run_blocking(move || {
         engine.update_knowledge_base(&id, b.name.as_deref(), b.description.as_deref())
     })
     .await?;
@@ -174,7 +165,7 @@ async fn delete_kb(
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     let engine = caller.engine.clone();
-    let kb = blocking(move || engine.delete_knowledge_base(&id)).await?;
+    let kb = run_blocking(move || engine.delete_knowledge_base(&id)).await?;
     st.wake_workers();
     Ok(ok(
         json!({ "id": kb.id, "name": kb.name, "documents": kb.document_count, "deleted": true }),
@@ -206,7 +197,7 @@ async fn list_docs(
 ) -> Result<Response, ApiError> {
     let filter = parse_filter(q)?;
     let engine = caller.engine.clone();
-    let docs = blocking(move || engine.kb_documents(&id, &filter)).await?;
+    let docs = run_blocking(move || engine.kb_documents(&id, &filter)).await?;
     Ok(ok_list(&docs))
 }
 
@@ -231,7 +222,7 @@ async fn upload_docs(
     // The knowledge base must exist before anything is written.
     let engine = caller.engine.clone();
     let kb_id = id.clone();
-    let kb = blocking(move || engine.knowledge_base(&kb_id)).await?;
+    let kb = run_blocking(move || engine.knowledge_base(&kb_id)).await?;
 
     let mut uploads = Vec::new();
     let mut rejected = Vec::new();
@@ -251,7 +242,7 @@ async fn upload_docs(
             ));
         }
         let engine = caller.engine.clone();
-        let mut staged = blocking(move || engine.stage_upload()).await?;
+        let mut staged = run_blocking(move || engine.stage_upload()).await?;
         let mut field = field;
         let mut too_large = None;
         loop {
@@ -286,7 +277,7 @@ async fn upload_docs(
     }
     let engine = caller.engine.clone();
     let kb_key = kb.id.clone();
-    let mut outcomes = blocking(move || engine.add_uploads(&kb_key, uploads)).await?;
+    let mut outcomes = run_blocking(move || engine.add_uploads(&kb_key, uploads)).await?;
     outcomes.extend(rejected);
     st.wake_workers();
     let accepted = outcomes
@@ -350,7 +341,7 @@ async fn get_doc(
     Path((id, doc)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
     let engine = caller.engine.clone();
-    let d = blocking(move || engine.kb_document(&id, &doc)).await?;
+    let d = run_blocking(move || engine.kb_document(&id, &doc)).await?;
     Ok(ok(d))
 }
 
@@ -360,7 +351,7 @@ async fn delete_doc(
     Path((id, doc)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
     let engine = caller.engine.clone();
-    let d = blocking(move || engine.delete_kb_document(&id, &doc)).await?;
+    let d = run_blocking(move || engine.delete_kb_document(&id, &doc)).await?;
     st.wake_workers();
     Ok(ok(
         json!({ "id": d.id, "file_name": d.file_name, "deleted": true }),
@@ -373,7 +364,7 @@ async fn retry_doc(
     Path((id, doc)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
     let engine = caller.engine.clone();
-    let d = blocking(move || engine.retry_kb_document(&id, &doc)).await?;
+    let d = run_blocking(move || engine.retry_kb_document(&id, &doc)).await?;
     st.wake_workers();
     Ok(with_status(StatusCode::ACCEPTED, ok(d)))
 }
@@ -383,7 +374,7 @@ async fn markdown_doc(
     Path((id, doc)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
     let engine = caller.engine.clone();
-    let (d, markdown) = blocking(move || engine.kb_document_markdown(&id, &doc)).await?;
+    let (d, markdown) = run_blocking(move || engine.kb_document_markdown(&id, &doc)).await?;
     Ok(ok(json!({
         "id": d.id,
         "file_name": d.file_name,
@@ -398,7 +389,7 @@ async fn chunks_doc(
     Path((id, doc)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
     let engine = caller.engine.clone();
-    let chunks = blocking(move || engine.kb_document_chunks(&id, &doc)).await?;
+    let chunks = run_blocking(move || engine.kb_document_chunks(&id, &doc)).await?;
     Ok(ok_list(&chunks))
 }
 
@@ -408,7 +399,7 @@ async fn preview_doc(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let engine = caller.engine.clone();
-    let d = blocking(move || engine.kb_document(&id, &doc)).await?;
+    let d = run_blocking(move || engine.kb_document(&id, &doc)).await?;
     serve_blob(
         caller.engine.clone(),
         d.sha256,
@@ -435,7 +426,7 @@ async fn file(
     let sha = path.split('.').next().unwrap_or_default().to_owned();
     let engine = caller.engine.clone();
     let key = sha.clone();
-    let (size, mime) = blocking(move || engine.readable_blob(&key))
+    let (size, mime) = run_blocking(move || engine.readable_blob(&key))
         .await
         .map_err(|_| not_found())?;
     serve_blob(caller.engine.clone(), sha, size, mime, None, &headers).await
@@ -558,7 +549,7 @@ async fn serve_blob(
             let n = (left as usize).min(PREVIEW_CHUNK);
             let e = engine.clone();
             let key = sha.clone();
-            let piece = tokio::task::spawn_blocking(move || e.read_blob(&key, offset, n)).await;
+            let piece = run_blocking_raw(move || e.read_blob(&key, offset, n)).await;
             match piece {
                 Ok(Ok(bytes)) if !bytes.is_empty() => {
                     let got = bytes.len() as u64;
@@ -584,14 +575,14 @@ async fn serve_blob(
 
 async fn queue(caller: Caller) -> Result<Response, ApiError> {
     let engine = caller.engine.clone();
-    let counts = blocking(move || engine.queue_counts()).await?;
+    let counts = run_blocking(move || engine.queue_counts()).await?;
     Ok(ok(counts))
 }
 
 async fn openapi() -> Response {
     (
         [(header::CONTENT_TYPE, "application/json")],
-        include_str!("openapi.json"),
+        include_str!("../openapi.json"),
     )
         .into_response()
 }

@@ -16,10 +16,10 @@ use quarry_hub::{Catalog, CatalogTool, KNOWLEDGE_PACKAGE, PackageKind, RegisterU
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::AppState;
 use crate::auth::Caller;
-use crate::knowledge_api::ok;
-use crate::rest::{Body, blocking};
-use crate::{ApiError, AppState};
+use crate::http::{ApiError, Body, ok, ok_list, run_blocking};
+use crate::service::knowledge_tools;
 
 pub fn router() -> Router<Arc<AppState>> {
     Router::new()
@@ -51,18 +51,14 @@ pub fn router() -> Router<Arc<AppState>> {
         .route("/api/catalog/{key}/tools", get(catalog_package_tools))
 }
 
-fn list<T: serde::Serialize>(items: &[T]) -> Response {
-    axum::Json(json!({ "success": true, "data": items, "total": items.len() })).into_response()
-}
-
 async fn list_servers(
     State(state): State<Arc<AppState>>,
     caller: Caller,
 ) -> Result<Response, ApiError> {
     let hub = state.hub().clone();
-    let who = caller.hub_caller();
-    let servers = blocking(move || hub.upstreams(&who)).await?;
-    Ok(list(&servers))
+    let who = caller.principal.clone();
+    let servers = run_blocking(move || hub.upstreams(&who)).await?;
+    Ok(ok_list(&servers))
 }
 
 async fn register_server(
@@ -70,7 +66,9 @@ async fn register_server(
     caller: Caller,
     Body(req): Body<RegisterUpstream>,
 ) -> Result<Response, ApiError> {
-    let info = state.hub().register(&caller.hub_caller(), req).await?;
+    let hub = state.hub().clone();
+    let who = caller.principal.clone();
+    let info = run_blocking(move || hub.register(&who, req)).await?;
     Ok((StatusCode::CREATED, ok(info)).into_response())
 }
 
@@ -80,8 +78,8 @@ async fn get_server(
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     let hub = state.hub().clone();
-    let who = caller.hub_caller();
-    Ok(ok(blocking(move || hub.upstream(&who, &id)).await?))
+    let who = caller.principal.clone();
+    Ok(ok(run_blocking(move || hub.upstream(&who, &id)).await?))
 }
 
 async fn delete_server(
@@ -90,9 +88,9 @@ async fn delete_server(
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     let hub = state.hub().clone();
-    let who = caller.hub_caller();
+    let who = caller.principal.clone();
     let id2 = id.clone();
-    blocking(move || hub.delete_upstream(&who, &id2)).await?;
+    run_blocking(move || hub.delete_upstream(&who, &id2)).await?;
     Ok(ok(json!({ "id": id, "deleted": true })))
 }
 
@@ -123,11 +121,13 @@ async fn toggle_server(
     body: axum::body::Bytes,
 ) -> Result<Response, ApiError> {
     let b = toggle_body(&body)?;
-    let info = state
-        .hub()
-        .set_enabled(&caller.hub_caller(), &id, b.enabled)
-        .await?;
-    Ok(ok(info))
+    let (hub, who, key) = (state.hub().clone(), caller.principal.clone(), id.clone());
+    let connecting = run_blocking(move || hub.set_enabled(&who, &key, b.enabled)).await?;
+    if let Some(c) = connecting {
+        c.discovered(quarry_hub::ANSWER_GRACE).await;
+    }
+    let (hub, who) = (state.hub().clone(), caller.principal.clone());
+    Ok(ok(run_blocking(move || hub.upstream(&who, &id)).await?))
 }
 
 async fn refresh_server(
@@ -135,7 +135,13 @@ async fn refresh_server(
     caller: Caller,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    Ok(ok(state.hub().refresh(&caller.hub_caller(), &id).await?))
+    let (hub, who, key) = (state.hub().clone(), caller.principal.clone(), id.clone());
+    run_blocking(move || hub.refresh(&who, &key))
+        .await?
+        .finish()
+        .await;
+    let (hub, who) = (state.hub().clone(), caller.principal.clone());
+    Ok(ok(run_blocking(move || hub.upstream(&who, &id)).await?))
 }
 
 /// One tool as the tool APIs list it.
@@ -183,20 +189,20 @@ async fn server_tools(
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     let hub = state.hub().clone();
-    let who = caller.hub_caller();
-    let (tools, catalog) = blocking(move || {
+    let who = caller.principal.clone();
+    let (tools, catalog) = run_blocking(move || {
         let tools = hub.upstream_tools(&who, &id)?;
-        Ok((tools, hub.catalog(&who.owner)?))
+        Ok((tools, hub.catalog(who.owner_key())?))
     })
     .await?;
     let items: Vec<Value> = tools.iter().map(|t| tool_json(t, &catalog)).collect();
-    Ok(list(&items))
+    Ok(ok_list(&items))
 }
 
 async fn catalog_of(state: &Arc<AppState>, caller: &Caller) -> Result<Arc<Catalog>, ApiError> {
     let hub = state.hub().clone();
-    let owner = caller.hub_caller().owner;
-    blocking(move || hub.catalog(&owner)).await
+    let owner = caller.principal.owner_key().to_owned();
+    run_blocking(move || hub.catalog(&owner)).await
 }
 
 /// Tools of the given kinds, knowledge tools only those the caller may use.
@@ -208,8 +214,7 @@ fn tools_of_kinds(caller: &Caller, catalog: &Catalog, kinds: &[PackageKind]) -> 
             catalog
                 .package(&t.package)
                 .is_some_and(|p| kinds.contains(&p.kind))
-                && (t.package != KNOWLEDGE_PACKAGE
-                    || crate::knowledge_tools::usable_by(caller, &t.name))
+                && (t.package != KNOWLEDGE_PACKAGE || knowledge_tools::usable_by(caller, &t.name))
         })
         .map(|t| tool_json(t, catalog))
         .collect()
@@ -220,7 +225,7 @@ async fn all_mcp_tools(
     caller: Caller,
 ) -> Result<Response, ApiError> {
     let catalog = catalog_of(&state, &caller).await?;
-    Ok(list(&tools_of_kinds(
+    Ok(ok_list(&tools_of_kinds(
         &caller,
         &catalog,
         &[PackageKind::Builtin, PackageKind::Upstream],
@@ -236,8 +241,8 @@ async fn all_tools(
     let catalog = catalog_of(&state, &caller).await?;
     let mut items = tools_of_kinds(&caller, &catalog, &[PackageKind::Builtin]);
     let hub = state.hub().clone();
-    let who = caller.hub_caller();
-    let custom = blocking(move || hub.custom_tools(&who)).await?;
+    let who = caller.principal.clone();
+    let custom = run_blocking(move || hub.custom_tools(&who)).await?;
     for c in custom {
         let mut v = serde_json::to_value(&c).unwrap_or_default();
         // One meaning of `name` in this listing: what an MCP client calls the tool by (as for
@@ -260,7 +265,7 @@ async fn all_tools(
         v["source"] = json!(format!("custom:{}", c.id));
         items.push(v);
     }
-    Ok(list(&items))
+    Ok(ok_list(&items))
 }
 
 async fn create_custom(
@@ -292,8 +297,8 @@ async fn create_custom(
     let spec: quarry_hub::custom::CustomToolSpec = serde_json::from_value(Value::Object(body))
         .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, format!("invalid custom tool: {e}")))?;
     let hub = state.hub().clone();
-    let who = caller.hub_caller();
-    let info = blocking(move || hub.create_custom_tool(&who, spec, enabled)).await?;
+    let who = caller.principal.clone();
+    let info = run_blocking(move || hub.create_custom_tool(&who, spec, enabled)).await?;
     Ok((StatusCode::CREATED, ok(info)).into_response())
 }
 
@@ -303,8 +308,8 @@ async fn get_custom(
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     let hub = state.hub().clone();
-    let who = caller.hub_caller();
-    Ok(ok(blocking(move || hub.custom_tool(&who, &id)).await?))
+    let who = caller.principal.clone();
+    Ok(ok(run_blocking(move || hub.custom_tool(&who, &id)).await?))
 }
 
 async fn update_custom(
@@ -314,8 +319,8 @@ async fn update_custom(
     Body(patch): Body<serde_json::Map<String, Value>>,
 ) -> Result<Response, ApiError> {
     let hub = state.hub().clone();
-    let who = caller.hub_caller();
-    Ok(ok(blocking(move || {
+    let who = caller.principal.clone();
+    Ok(ok(run_blocking(move || {
         hub.update_custom_tool(&who, &id, patch)
     })
     .await?))
@@ -327,9 +332,9 @@ async fn delete_custom(
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     let hub = state.hub().clone();
-    let who = caller.hub_caller();
+    let who = caller.principal.clone();
     let id2 = id.clone();
-    blocking(move || hub.delete_custom_tool(&who, &id2)).await?;
+    run_blocking(move || hub.delete_custom_tool(&who, &id2)).await?;
     Ok(ok(json!({ "id": id, "deleted": true })))
 }
 
@@ -341,8 +346,8 @@ async fn toggle_custom(
 ) -> Result<Response, ApiError> {
     let b = toggle_body(&body)?;
     let hub = state.hub().clone();
-    let who = caller.hub_caller();
-    let info = blocking(move || {
+    let who = caller.principal.clone();
+    let info = run_blocking(move || {
         let current = hub.custom_tool(&who, &id)?;
         let mut patch = serde_json::Map::new();
         patch.insert(
@@ -379,16 +384,20 @@ async fn test_custom(
             )
         })?
     };
-    let who = caller.hub_caller();
+    let who = caller.principal.clone();
+    let hub = state.hub().clone();
     // A missing tool is a 404 like every other route's.
-    {
-        let hub = state.hub().clone();
-        let who = who.clone();
-        let id = id.clone();
-        blocking(move || hub.custom_tool(&who, &id)).await?;
-    }
+    let prepared = run_blocking(move || {
+        hub.custom_tool(&who, &id)?;
+        Ok(hub.custom_call(&who, &id))
+    })
+    .await?;
     let args = b.arguments.unwrap_or_else(|| json!({}));
-    match state.hub().run_custom_tool(&who, &id, &args).await {
+    let outcome = match prepared {
+        Ok(custom) => custom.run(&args).await,
+        Err(e) => Err(e),
+    };
+    match outcome {
         Ok(r) => Ok(ok(r)),
         Err(e) => {
             use quarry_hub::custom::CustomToolError as E;
@@ -408,7 +417,7 @@ async fn builtin_tools(
     caller: Caller,
 ) -> Result<Response, ApiError> {
     let catalog = catalog_of(&state, &caller).await?;
-    Ok(list(&tools_of_kinds(
+    Ok(ok_list(&tools_of_kinds(
         &caller,
         &catalog,
         &[PackageKind::Builtin],
@@ -424,9 +433,9 @@ async fn set_enabled(
 ) -> Result<Response, ApiError> {
     let b = toggle_body(body)?;
     let hub = state.hub().clone();
-    let who = caller.hub_caller();
-    let (tool, catalog) = blocking(move || {
-        let catalog = hub.catalog(&who.owner)?;
+    let who = caller.principal.clone();
+    let (tool, catalog) = run_blocking(move || {
+        let catalog = hub.catalog(who.owner_key())?;
         let found = if builtin_only {
             catalog
                 .tools
@@ -447,7 +456,7 @@ async fn set_enabled(
         let tool = found.ok_or_else(|| Error::NotFound(format!("tool '{name}' not found")))?;
         let enabled = b.enabled.unwrap_or(!tool.enabled);
         let tool = hub.set_tool_enabled(&who, &tool.full_name, enabled)?;
-        Ok((tool, hub.catalog(&who.owner)?))
+        Ok((tool, hub.catalog(who.owner_key())?))
     })
     .await?;
     Ok(ok(tool_json(&tool, &catalog)))
@@ -505,7 +514,7 @@ fn is_usable(caller: &Caller, t: &CatalogTool) -> bool {
     t.enabled
         && t.available
         && !t.requires_task
-        && (t.package != KNOWLEDGE_PACKAGE || crate::knowledge_tools::usable_by(caller, &t.name))
+        && (t.package != KNOWLEDGE_PACKAGE || knowledge_tools::usable_by(caller, &t.name))
 }
 
 async fn catalog_categories(
@@ -672,7 +681,7 @@ async fn catalog_search(
         .map(|(i, _)| i)
         .collect();
     let c2 = catalog.clone();
-    let hits = blocking(move || {
+    let hits = run_blocking(move || {
         let index = c2.index()?;
         index.search(&q, None, c2.tools.len().max(1))
     })

@@ -18,10 +18,9 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use crate::AppState;
 use crate::auth::Caller;
-use crate::knowledge_api::ok;
-use crate::rest::{Body, blocking};
-use crate::{ApiError, AppState};
+use crate::http::{ApiError, Body, ErrorCode, ok, run_blocking};
 
 /// A comment line sent while nothing else is, so proxies keep the stream open.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
@@ -42,7 +41,7 @@ pub fn router() -> Router<Arc<AppState>> {
 fn context(caller: &Caller) -> ChatContext {
     ChatContext {
         engine: caller.engine.clone(),
-        hub: caller.hub_caller(),
+        principal: caller.principal.clone(),
     }
 }
 
@@ -67,7 +66,7 @@ async fn chat(
     let prepared = {
         let service = service.clone();
         let ctx = ctx.clone();
-        blocking(move || service.prepare(&ctx, req)).await?
+        run_blocking(move || service.prepare(&ctx, req)).await?
     };
     let cancel = state.shutdown_token().child_token();
     if !streaming {
@@ -169,6 +168,7 @@ async fn collect(
                 axum::Json(json!({
                     "detail": f.message,
                     "status_code": status.as_u16(),
+                    "error_code": ErrorCode::for_status(status).as_str(),
                     "code": f.code,
                     "provider_status": f.status,
                     "conversation_id": conversation.get("id"),
@@ -204,8 +204,8 @@ async fn list_conversations(
         ));
     }
     let service = state.chat().clone();
-    let owner = caller.hub_caller().owner;
-    let items = blocking(move || service.conversations(&owner, limit)).await?;
+    let owner = caller.principal.owner_key().to_owned();
+    let items = run_blocking(move || service.conversations(&owner, limit)).await?;
     Ok(axum::Json(json!({"success": true, "data": items, "total": items.len()})).into_response())
 }
 
@@ -215,8 +215,8 @@ async fn get_conversation(
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     let service = state.chat().clone();
-    let owner = caller.hub_caller().owner;
-    let v = blocking(move || service.conversation(&owner, &id)).await?;
+    let owner = caller.principal.owner_key().to_owned();
+    let v = run_blocking(move || service.conversation(&owner, &id)).await?;
     Ok(ok(v))
 }
 
@@ -233,8 +233,8 @@ async fn rename_conversation(
     Body(b): Body<RenameBody>,
 ) -> Result<Response, ApiError> {
     let service = state.chat().clone();
-    let owner = caller.hub_caller().owner;
-    let v = blocking(move || service.rename_conversation(&owner, &id, &b.title)).await?;
+    let owner = caller.principal.owner_key().to_owned();
+    let v = run_blocking(move || service.rename_conversation(&owner, &id, &b.title)).await?;
     Ok(ok(v))
 }
 
@@ -244,8 +244,8 @@ async fn delete_conversation(
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     let service = state.chat().clone();
-    let owner = caller.hub_caller().owner;
+    let owner = caller.principal.owner_key().to_owned();
     let deleted = id.clone();
-    blocking(move || service.delete_conversation(&owner, &id)).await?;
+    run_blocking(move || service.delete_conversation(&owner, &id)).await?;
     Ok(ok(json!({"id": deleted, "deleted": true})))
 }

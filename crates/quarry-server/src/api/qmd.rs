@@ -1,6 +1,7 @@
 //! The QMD REST API (seed 001, endpoints 1–19): snake_case bodies, `{"detail",
-//! "status_code"}` errors. Reads run concurrently on blocking threads; writes go through one
-//! queue ([`AppState::write`]) so concurrent requests never interleave index changes.
+//! "status_code", "error_code"}` errors. Reads run concurrently through the blocking runner;
+//! writes go through one queue ([`AppState::write`]) so concurrent requests never interleave
+//! index changes.
 //!
 //! Bodies are strict about keys (an unknown key is a 400 naming it) but lenient about
 //! spelling and number form: every multi-word field also answers to its camelCase (MCP)
@@ -11,104 +12,20 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::extract::rejection::JsonRejection;
-use axum::extract::{FromRequest, Path, Request, State};
+use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
 use quarry_core::{Error, format_search_summary};
 use quarry_engine::{GetRequest, MultiGetItem, MultiGetRequest, SearchRequest, UpdateOptions};
-use serde::{Deserialize, Deserializer};
+use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::AppState;
 use crate::auth::Caller;
-
-/// An error in the seed's shape.
-#[derive(Debug)]
-pub struct ApiError {
-    pub status: StatusCode,
-    pub detail: String,
-}
-
-impl ApiError {
-    pub fn new(status: StatusCode, detail: impl Into<String>) -> Self {
-        ApiError {
-            status,
-            detail: detail.into(),
-        }
-    }
-}
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let body = json!({ "detail": self.detail, "status_code": self.status.as_u16() });
-        (self.status, axum::Json(body)).into_response()
-    }
-}
-
-/// The HTTP status of an engine error (REST replies, and the seed's `Search failed: <status>`
-/// text of `knowledge_search`).
-pub(crate) fn http_status(e: &Error) -> StatusCode {
-    match e {
-        Error::InvalidInput(_) => StatusCode::BAD_REQUEST,
-        Error::NotFound(_) => StatusCode::NOT_FOUND,
-        Error::Forbidden(_) => StatusCode::FORBIDDEN,
-        Error::Conflict(_) => StatusCode::CONFLICT,
-        Error::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
-        Error::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
-        Error::Unsupported(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-        Error::Io { .. } => StatusCode::BAD_REQUEST,
-        Error::Storage(_) | Error::Index(_) => StatusCode::INTERNAL_SERVER_ERROR,
-    }
-}
-
-impl From<Error> for ApiError {
-    fn from(e: Error) -> Self {
-        ApiError::new(http_status(&e), e.to_string())
-    }
-}
+use crate::http::{ApiError, Body, count, run_blocking};
 
 type ApiResult = Result<axum::Json<Value>, ApiError>;
-
-/// `Json<T>` whose rejections (bad JSON, wrong types, missing fields, too large) answer in
-/// the seed's error shape with a message that says what is wrong.
-pub struct Body<T>(pub T);
-
-impl<S: Send + Sync, T: serde::de::DeserializeOwned> FromRequest<S> for Body<T> {
-    type Rejection = ApiError;
-
-    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        match axum::Json::<T>::from_request(req, state).await {
-            Ok(axum::Json(v)) => Ok(Body(v)),
-            Err(rejection) => Err(rejection_error(rejection)),
-        }
-    }
-}
-
-fn rejection_error(r: JsonRejection) -> ApiError {
-    let status = match r.status() {
-        StatusCode::PAYLOAD_TOO_LARGE => StatusCode::PAYLOAD_TOO_LARGE,
-        StatusCode::UNSUPPORTED_MEDIA_TYPE => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-        _ => StatusCode::BAD_REQUEST,
-    };
-    ApiError::new(status, r.body_text())
-}
-
-/// Runs engine work off the async threads.
-pub(crate) async fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> Result<T, Error> + Send + 'static,
-) -> Result<T, ApiError> {
-    tokio::task::spawn_blocking(f)
-        .await
-        .map_err(|e| {
-            ApiError::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                format!("worker failed: {e}"),
-            )
-        })?
-        .map_err(ApiError::from)
-}
 
 pub fn router() -> Router<Arc<AppState>> {
     Router::new()
@@ -162,46 +79,6 @@ struct SearchBody {
     collection: Option<String>,
 }
 
-/// An optional count: a non-negative whole number, also written as a float (`5.0`, as
-/// JavaScript clients send it). `5.5`, `-1` and non-numbers are refused; the extractor
-/// prefixes the message with the field's name.
-pub(crate) fn count<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
-where
-    D: Deserializer<'de>,
-    T: TryFrom<u64>,
-{
-    use serde::de::Error as _;
-    let Some(v) = Option::<Value>::deserialize(d)? else {
-        return Ok(None);
-    };
-    let Value::Number(n) = &v else {
-        let got = match &v {
-            Value::Bool(_) => format!("a boolean ({v})"),
-            Value::String(_) => format!("a string ({v})"),
-            _ => v.to_string(),
-        };
-        return Err(D::Error::custom(format!(
-            "expected a whole number, got {got}"
-        )));
-    };
-    let too_large = || D::Error::custom(format!("{n} is too large"));
-    if let Some(u) = n.as_u64() {
-        return T::try_from(u).map(Some).map_err(|_| too_large());
-    }
-    let f = n.as_f64().unwrap_or(f64::NAN);
-    if f < 0.0 {
-        Err(D::Error::custom(format!("must not be negative, got {n}")))
-    } else if f.fract() != 0.0 {
-        Err(D::Error::custom(format!(
-            "expected a whole number, got {n}"
-        )))
-    } else if f >= u64::MAX as f64 {
-        Err(too_large())
-    } else {
-        T::try_from(f as u64).map(Some).map_err(|_| too_large())
-    }
-}
-
 impl SearchBody {
     fn into_request(self, default_min: f64) -> SearchRequest {
         SearchRequest {
@@ -236,7 +113,7 @@ async fn run_search(caller: Caller, b: SearchBody, kind: SearchKind) -> ApiResul
     });
     let engine = caller.engine.clone();
     let q = req.query.clone();
-    let (hits, stages) = blocking(move || match kind {
+    let (hits, stages) = run_blocking(move || match kind {
         SearchKind::Keyword => engine.search(&req).map(|h| (h, None)),
         SearchKind::Vector => engine.vsearch(&req).map(|h| (h, None)),
         SearchKind::Hybrid => engine
@@ -284,7 +161,7 @@ fn document_json(v: &quarry_engine::DocumentView) -> Value {
 
 async fn get_document(caller: Caller, Body(b): Body<GetBody>) -> ApiResult {
     let engine = caller.engine.clone();
-    let view = blocking(move || {
+    let view = run_blocking(move || {
         engine.get(&GetRequest {
             file: b.file,
             from_line: b.from_line,
@@ -312,7 +189,7 @@ struct MultiGetBody {
 
 async fn multi_get(caller: Caller, Body(b): Body<MultiGetBody>) -> ApiResult {
     let engine = caller.engine.clone();
-    let res = blocking(move || {
+    let res = run_blocking(move || {
         engine.multi_get(&MultiGetRequest {
             pattern: b.pattern,
             max_lines: b.max_lines,
@@ -338,7 +215,7 @@ async fn multi_get(caller: Caller, Body(b): Body<MultiGetBody>) -> ApiResult {
 
 async fn status(caller: Caller) -> ApiResult {
     let engine = caller.engine.clone();
-    let s = blocking(move || engine.status()).await?;
+    let s = run_blocking(move || engine.status()).await?;
     Ok(axum::Json(json!({
         "total_documents": s.total_documents,
         "needs_embedding": s.needs_embedding,
@@ -377,7 +254,7 @@ async fn embed(
     let _turn = st.model_queue.lock().await;
     let engine = caller.engine.clone();
     let texts = b.texts;
-    let result = blocking(move || {
+    let result = run_blocking(move || {
         let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
         engine.embed_texts(&refs)
     })
@@ -401,7 +278,7 @@ async fn embed(
 
 async fn list_collections(caller: Caller) -> ApiResult {
     let engine = caller.engine.clone();
-    let cs = blocking(move || engine.collections()).await?;
+    let cs = run_blocking(move || engine.collections()).await?;
     let mut content = format!("Collections: {}", cs.len());
     for c in &cs {
         content.push_str(&format!("\n- {} ({} docs)", c.name, c.documents));
@@ -452,7 +329,7 @@ async fn add_collection(
 
 async fn get_collection(caller: Caller, Path(name): Path<String>) -> ApiResult {
     let engine = caller.engine.clone();
-    let c = blocking(move || engine.collection(&name)).await?;
+    let c = run_blocking(move || engine.collection(&name)).await?;
     Ok(axum::Json(json!({
         "name": c.name, "path": c.path, "pattern": c.pattern, "documents": c.documents,
         "last_indexed": c.last_updated_ms.map(quarry_core::iso8601_millis),
@@ -571,7 +448,7 @@ async fn add_context(
 
 async fn list_contexts(caller: Caller) -> ApiResult {
     let engine = caller.engine.clone();
-    let cs = blocking(move || engine.contexts()).await?;
+    let cs = run_blocking(move || engine.contexts()).await?;
     Ok(axum::Json(json!({ "contexts": cs })))
 }
 
@@ -601,7 +478,7 @@ async fn health(State(st): State<Arc<AppState>>) -> Response {
     // Healthy = the index answers; model_loaded = the embedding model is in memory.
     let engine = st.root_engine().clone();
     let loaded = engine.model_loaded();
-    match blocking(move || engine.status()).await {
+    match run_blocking(move || engine.status()).await {
         Ok(_) => axum::Json(json!({ "status": "healthy", "model_loaded": loaded })).into_response(),
         Err(e) => (
             StatusCode::SERVICE_UNAVAILABLE,

@@ -7,7 +7,7 @@
 //!
 //! Output passes [`rewrite_message`] on its way out (stdio lines, HTTP JSON bodies and SSE
 //! `data:` lines), which adds the seed fields rmcp's types cannot carry
-//! ([`crate::mcp::lift_resource_names`]).
+//! ([`lift_resource_names`]).
 
 use std::io;
 
@@ -18,7 +18,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
 use serde::de::IgnoredAny;
-use serde_json::json;
+use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 
 fn error_value(code: i64, message: String) -> serde_json::Value {
@@ -84,8 +84,7 @@ pub async fn http_guard(State(limit): State<usize>, req: Request, next: Next) ->
 
 /// The `-32600 Invalid Request` reply for `message` when it is not one JSON-RPC 2.0 message
 /// rmcp can take (rmcp would answer it with a plain-text 415).
-fn check_message(message: &serde_json::Value) -> Result<(), serde_json::Value> {
-    use serde_json::Value;
+fn check_message(message: &Value) -> Result<(), Value> {
     let invalid = |id: Value, why: &str| {
         let mut reply = error_value(-32600, format!("Invalid Request: {why}"));
         reply["id"] = id;
@@ -145,7 +144,7 @@ pub fn rewrite_message(json: &[u8]) -> Option<Vec<u8>> {
     let mut msg: serde_json::Value = serde_json::from_str(text).ok()?;
     let mut changed = false;
     if resources {
-        changed |= crate::mcp::lift_resource_names(&mut msg);
+        changed |= lift_resource_names(&mut msg);
     }
     if extras {
         changed |= lift_tool_extras(&mut msg);
@@ -388,6 +387,47 @@ pub fn stdio_pipes(
 async fn write_line(out: &mut (impl AsyncWrite + Unpin), line: &[u8]) -> io::Result<()> {
     out.write_all(line).await?;
     out.flush().await
+}
+
+/// Seed 001 puts `name` and `title` on each embedded document resource of `get` and
+/// `multi_get`; rmcp's `ResourceContents` has no such fields, so `qmd_tools::resource_block` puts them
+/// in the resource's `_meta` and this copies them onto the resource itself (they stay in
+/// `_meta` too). It runs on each outgoing JSON-RPC message (see [`rewrite_message`]),
+/// after rmcp has serialised it. Returns whether anything changed.
+pub(crate) fn lift_resource_names(msg: &mut Value) -> bool {
+    if let Some(batch) = msg.as_array_mut() {
+        return batch
+            .iter_mut()
+            .fold(false, |changed, m| lift_resource_names(m) | changed);
+    }
+    let Some(content) = msg
+        .get_mut("result")
+        .and_then(|r| r.get_mut("content"))
+        .and_then(Value::as_array_mut)
+    else {
+        return false;
+    };
+    let mut changed = false;
+    for item in content {
+        if item.get("type").and_then(Value::as_str) != Some("resource") {
+            continue;
+        }
+        let Some(res) = item.get_mut("resource").and_then(Value::as_object_mut) else {
+            continue;
+        };
+        let Some(meta) = res.get("_meta").and_then(Value::as_object).cloned() else {
+            continue;
+        };
+        for key in ["name", "title"] {
+            if let Some(v) = meta.get(key)
+                && !res.contains_key(key)
+            {
+                res.insert(key.to_owned(), v.clone());
+                changed = true;
+            }
+        }
+    }
+    changed
 }
 
 #[cfg(test)]

@@ -35,9 +35,9 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::QuarryMcp;
 use crate::AppState;
 use crate::auth::Caller;
-use crate::mcp::QuarryMcp;
 
 /// Where sessions post (the gateway's path; inside the nested service the URI is stripped).
 const ENDPOINT: &str = "/api/mcp";
@@ -109,7 +109,11 @@ struct Opener {
 impl Opener {
     fn of(caller: &Caller) -> Opener {
         Opener {
-            token_id: caller.principal.caller.as_ref().map(|c| c.token_id.clone()),
+            token_id: caller
+                .principal
+                .identity
+                .as_ref()
+                .and_then(|c| c.token_id.clone()),
             space_id: caller.principal.space_id.clone(),
         }
     }

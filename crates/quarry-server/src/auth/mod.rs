@@ -16,11 +16,14 @@ use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use quarry_access::{AuthFailure, Principal};
+use quarry_access::{AuthFailure, Principal, owner_principal};
 use quarry_engine::Engine;
 use serde_json::json;
 
 use crate::AppState;
+use crate::http::{ApiError, run_blocking_raw};
+
+pub(crate) mod session;
 
 /// Whether requests must carry a token.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,28 +75,13 @@ impl Caller {
 
     /// Who keys idempotent requests: the user, or `local` for the machine's owner.
     pub fn idempotency_owner(&self) -> &str {
-        self.principal
-            .caller
-            .as_ref()
-            .map_or("local", |c| c.user_id.as_str())
-    }
-
-    /// Who this caller is to the hub: its user (or the machine's owner), read-only or not.
-    pub fn hub_caller(&self) -> quarry_hub::HubCaller {
-        match &self.principal.caller {
-            Some(c) => quarry_hub::HubCaller {
-                owner: c.user_id.clone(),
-                machine_owner: false,
-                read_only: c.read_only,
-            },
-            None => quarry_hub::HubCaller::machine(),
-        }
+        self.principal.owner_key()
     }
 
     /// The machine's owner (stdio, open local mode).
     pub fn owner(state: &AppState) -> Result<Caller, quarry_core::Error> {
         let space = state.default_space()?;
-        Ok(Caller::new(state, Principal::owner(&space), None))
+        Ok(Caller::new(state, owner_principal(&space), None))
     }
 }
 
@@ -106,7 +94,7 @@ impl<S: Send + Sync> FromRequestParts<S> for Caller {
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
         // Fail closed: a route mounted without the middleware serves nothing.
         parts.extensions.get::<Caller>().cloned().ok_or_else(|| {
-            crate::rest::ApiError::new(
+            ApiError::new(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "no caller was resolved for this route",
             )
@@ -173,7 +161,7 @@ fn credentials(req: &Request) -> Credentials {
         c.token = header_str(headers, "x-api-key").map(str::to_owned);
     }
     if c.token.is_none()
-        && let Some(t) = crate::ui::cookie(headers, crate::ui::SESSION_COOKIE)
+        && let Some(t) = session::cookie(headers, session::SESSION_COOKIE)
     {
         c.token = Some(t.to_owned());
         c.from_cookie = true;
@@ -217,7 +205,7 @@ fn resolve(state: &AppState, surface: Surface, c: &Credentials) -> Result<Caller
                 },
                 None => state.default_space().map_err(internal)?,
             };
-            Principal::owner(&space)
+            owner_principal(&space)
         }
     };
     let principal = match &c.kb {
@@ -286,7 +274,7 @@ pub(crate) fn rest_refusal(failure: AuthFailure) -> Response {
 /// cookie, or (open mode, no token) a request another site's page made (`Sec-Fetch-Site`
 /// other than `same-origin`). Non-browser clients send neither and are not affected.
 fn needs_csrf(req: &Request, c: &Credentials) -> bool {
-    if !crate::ui::is_unsafe(req.method()) {
+    if !session::is_unsafe(req.method()) {
         return false;
     }
     if c.from_cookie {
@@ -305,17 +293,16 @@ pub async fn authenticate(
     next: Next,
 ) -> Response {
     let creds = credentials(&req);
-    if needs_csrf(&req, &creds) && !crate::ui::csrf_ok(req.headers()) {
+    if needs_csrf(&req, &creds) && !session::csrf_ok(req.headers()) {
         crate::telemetry::record_auth_failure("CSRF_FAILED");
-        return crate::ui::csrf_refusal();
+        return session::csrf_refusal();
     }
-    // A point lookup in the store: cheap, but it may wait behind a write, so the runtime
-    // is told this thread blocks.
-    let resolved = match tokio::runtime::Handle::current().runtime_flavor() {
-        tokio::runtime::RuntimeFlavor::MultiThread => {
-            tokio::task::block_in_place(|| resolve(&state, surface, &creds))
-        }
-        _ => resolve(&state, surface, &creds),
+    // A point lookup in the store: cheap, but it may wait behind a write, so it runs on
+    // the blocking pool like every other store call.
+    let resolver = state.clone();
+    let resolved = match run_blocking_raw(move || resolve(&resolver, surface, &creds)).await {
+        Ok(resolved) => resolved,
+        Err(e) => Err(Refusal::Internal(e.detail)),
     };
     match resolved {
         Ok(caller) => {

@@ -11,22 +11,19 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::Deserialize;
 use serde_json::json;
 
+use crate::AppState;
+use crate::auth::session::{
+    CSRF_COOKIE, SESSION_COOKIE, cookie, csrf_ok, csrf_refusal, random_hex, secure_for,
+};
 use crate::auth::{self, Caller};
-use crate::knowledge_api::ok;
-use crate::rest::{Body, blocking};
-use crate::{ApiError, AppState};
-
-/// The session cookie: the access token (HttpOnly, Secure, SameSite=Strict).
-pub const SESSION_COOKIE: &str = "quarry_session";
-/// The CSRF cookie: random, readable by the page, echoed in [`CSRF_HEADER`].
-pub const CSRF_COOKIE: &str = "quarry_csrf";
-pub const CSRF_HEADER: &str = "x-quarry-csrf";
+use crate::http::{ApiError, Body, ok, run_blocking};
+use crate::service::visible_spaces;
 
 /// Longest a session cookie lives when the token itself does not expire sooner.
 const SESSION_MAX_AGE_SECS: i64 = 30 * 24 * 3600;
@@ -155,7 +152,7 @@ fn mode_name(mode: auth::AuthMode) -> &'static str {
 async fn session(State(st): State<Arc<AppState>>, caller: Caller) -> Result<Response, ApiError> {
     let directory = st.directory().clone();
     let principal = caller.principal.clone();
-    let spaces = blocking(move || crate::teams_api::visible_spaces(&directory, &principal)).await?;
+    let spaces = run_blocking(move || visible_spaces(&directory, &principal)).await?;
     let p = &caller.principal;
     let space = spaces
         .iter()
@@ -163,9 +160,9 @@ async fn session(State(st): State<Arc<AppState>>, caller: Caller) -> Result<Resp
         .cloned();
     Ok(ok(json!({
         "mode": mode_name(st.auth_mode()),
-        "user": p.caller.as_ref().map(|c| json!({"id": c.user_id, "name": c.user})),
-        "token_id": p.caller.as_ref().map(|c| c.token_id.clone()),
-        "read_only": p.caller.as_ref().is_some_and(|c| c.read_only),
+        "user": p.identity.as_ref().map(|c| json!({"id": c.user_id, "name": c.user})),
+        "token_id": p.identity.as_ref().and_then(|c| c.token_id.clone()),
+        "read_only": p.read_only(),
         "machine_owner": p.scope.machine_owner,
         "access": p.scope.access,
         "space": space.unwrap_or_else(|| json!({"id": p.space_id, "name": p.scope.space})),
@@ -200,11 +197,11 @@ async fn login(
     let token = b.token.trim().to_owned();
     let directory = st.directory().clone();
     let secret = token.clone();
-    let principal = blocking(move || directory.authenticate_any_space(&secret, None))
+    let principal = run_blocking(move || directory.authenticate_any_space(&secret, None))
         .await
         .map_err(IntoResponse::into_response)?
         .map_err(auth::rest_refusal)?;
-    let Some(who) = principal.caller else {
+    let Some(who) = principal.identity else {
         return Err(ApiError::new(StatusCode::UNAUTHORIZED, "not a user's token").into_response());
     };
     let max_age = match who.expires_at {
@@ -237,128 +234,4 @@ async fn logout(headers: HeaderMap) -> Result<Response, Response> {
         ),
     );
     Ok(response)
-}
-
-/// Whether the browser will keep a Secure cookie from this request: loopback (browsers
-/// treat it as a secure context) or HTTPS through a proxy that says so.
-fn secure_for(headers: &HeaderMap) -> bool {
-    let forwarded_https = headers
-        .get("x-forwarded-proto")
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.eq_ignore_ascii_case("https"));
-    let host = headers
-        .get(header::HOST)
-        .and_then(|v| v.to_str().ok())
-        .map(crate::strip_port)
-        .unwrap_or("");
-    forwarded_https || crate::LOOPBACK_NAMES.contains(&host)
-}
-
-/// The value of cookie `name` in the request's `Cookie` headers.
-pub(crate) fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
-    headers
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(k, _)| *k == name)
-        .map(|(_, v)| v.trim())
-        .filter(|v| !v.is_empty())
-}
-
-/// Double submit: the `X-Quarry-CSRF` header equals the `quarry_csrf` cookie (compared in
-/// constant time). A page on another origin can send the cookie but cannot read it.
-pub(crate) fn csrf_ok(headers: &HeaderMap) -> bool {
-    let (Some(c), Some(h)) = (
-        cookie(headers, CSRF_COOKIE),
-        headers.get(CSRF_HEADER).and_then(|v| v.to_str().ok()),
-    ) else {
-        return false;
-    };
-    c.len() >= 32
-        && c.len() == h.len()
-        && c.bytes()
-            .zip(h.bytes())
-            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-            == 0
-}
-
-pub(crate) fn csrf_refusal() -> Response {
-    (
-        StatusCode::FORBIDDEN,
-        axum::Json(json!({
-            "detail": "missing or wrong X-Quarry-CSRF header: a browser request signed in with the session cookie must echo the quarry_csrf cookie (reload the page to get one)",
-            "status_code": 403,
-            "error_code": "CSRF_FAILED",
-        })),
-    )
-        .into_response()
-}
-
-/// Methods that change state and so need the CSRF check when a cookie authenticates them.
-pub(crate) fn is_unsafe(method: &Method) -> bool {
-    !matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS)
-}
-
-fn random_hex() -> String {
-    let mut bytes = [0u8; 32];
-    // getrandom failing leaves zeros, which `csrf_ok` still accepts only when echoed, and
-    // the OS RNG does not fail on any platform Quarry runs on.
-    let _ = getrandom::fill(&mut bytes);
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
-        let mut h = HeaderMap::new();
-        for (k, v) in pairs {
-            h.append(
-                axum::http::HeaderName::from_bytes(k.as_bytes()).unwrap(),
-                HeaderValue::from_str(v).unwrap(),
-            );
-        }
-        h
-    }
-
-    #[test]
-    fn cookies_are_parsed_across_headers() {
-        let h = headers(&[("cookie", "a=1; quarry_csrf=abc"), ("cookie", "b=2")]);
-        assert_eq!(cookie(&h, "quarry_csrf"), Some("abc"));
-        assert_eq!(cookie(&h, "b"), Some("2"));
-        assert_eq!(cookie(&h, "quarry"), None);
-    }
-
-    #[test]
-    fn csrf_needs_the_cookie_echoed() {
-        let v = "0123456789abcdef0123456789abcdef";
-        let c = format!("quarry_csrf={v}");
-        assert!(csrf_ok(&headers(&[("cookie", &c), ("x-quarry-csrf", v)])));
-        assert!(!csrf_ok(&headers(&[("cookie", &c)])));
-        assert!(!csrf_ok(&headers(&[("x-quarry-csrf", v)])));
-        let other = "0123456789abcdef0123456789abcdee";
-        assert!(!csrf_ok(&headers(&[
-            ("cookie", &c),
-            ("x-quarry-csrf", other)
-        ])));
-        // Too short to be ours.
-        assert!(!csrf_ok(&headers(&[
-            ("cookie", "quarry_csrf=x"),
-            ("x-quarry-csrf", "x")
-        ])));
-    }
-
-    #[test]
-    fn cookies_are_secure_on_loopback_and_behind_tls() {
-        assert!(secure_for(&headers(&[("host", "127.0.0.1:18765")])));
-        assert!(secure_for(&headers(&[("host", "localhost")])));
-        assert!(secure_for(&headers(&[
-            ("host", "kb.example"),
-            ("x-forwarded-proto", "https")
-        ])));
-        assert!(!secure_for(&headers(&[("host", "kb.example")])));
-    }
 }

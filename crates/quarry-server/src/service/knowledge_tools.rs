@@ -15,9 +15,10 @@ use quarry_engine::{
 use rmcp::model::{CallToolResult, ContentBlock, Tool, ToolAnnotations, object};
 use serde_json::{Value, json};
 
+use super::tool_args::{Args, read_only, tool_error};
 use crate::AppState;
 use crate::auth::Caller;
-use crate::mcp::{Args, read_only, tool_error};
+use crate::http::run_blocking_raw;
 
 pub const KNOWLEDGE_SEARCH: &str = "knowledge_search";
 const CREATE: &str = "create_knowledge";
@@ -399,7 +400,7 @@ pub async fn call(
         idempotency_key: caller.idempotency_key.clone(),
     };
     let name = name.to_owned();
-    let joined = tokio::task::spawn_blocking(move || run(&conn, &name, &Args(&args))).await;
+    let joined = run_blocking_raw(move || run(&conn, &name, &Args(&args))).await;
     let result = match joined {
         Ok(r) => r,
         Err(e) => tool_error(format!("Search error: {e}")),
@@ -432,7 +433,7 @@ fn run(conn: &Connection, name: &str, args: &Args<'_>) -> CallToolResult {
                 Ok(found) => knowledge_search_result(&req.query, mode, &found),
                 Err(e) => tool_error(format!(
                     "Search failed: {} - {e}",
-                    crate::rest::http_status(&e).as_u16()
+                    crate::http::http_status(&e).as_u16()
                 )),
             }
         }

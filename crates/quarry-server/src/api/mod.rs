@@ -1,0 +1,12 @@
+//! Quarry's REST surfaces, one thin module each: parse the request, run the engine (or
+//! directory, hub, chat) call through [`crate::http::run_blocking`], answer typed JSON.
+//! A module here uses `http/`, `auth/` and `service/`, never another route module.
+
+pub(crate) mod chat;
+pub(crate) mod hub;
+pub(crate) mod knowledge;
+pub(crate) mod metrics;
+pub(crate) mod qmd;
+pub(crate) mod spaces;
+pub(crate) mod tokens;
+pub(crate) mod ui;

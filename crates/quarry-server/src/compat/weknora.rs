@@ -1,0 +1,89 @@
+//! WeKnora's knowledge search (`POST /api/v1/knowledge-search`, seed 000's body and
+//! WeKnora's), over the engine's knowledge search.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use quarry_engine::{KnowledgeSearch, SearchMode};
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::AppState;
+use crate::auth::Caller;
+use crate::http::{ApiError, Body, count, run_blocking};
+
+/// `POST /api/v1/knowledge-search` (REST error shape, one space).
+pub(crate) fn router() -> Router<Arc<AppState>> {
+    Router::new().route("/api/v1/knowledge-search", post(knowledge_search))
+}
+
+/// Seed 000's body (`question`, `knowledge_base_ids`) and WeKnora's (`query`,
+/// `knowledge_base_id`, `knowledge_base_ids`).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SearchBody {
+    #[serde(default)]
+    question: Option<String>,
+    #[serde(default)]
+    query: Option<String>,
+    #[serde(default)]
+    knowledge_base_id: Option<String>,
+    #[serde(default)]
+    knowledge_base_ids: Option<Vec<String>>,
+    #[serde(default)]
+    search_mode: Option<String>,
+    #[serde(default, deserialize_with = "count")]
+    top_k: Option<usize>,
+    #[serde(default)]
+    min_score: Option<f64>,
+    #[serde(default)]
+    rerank: Option<bool>,
+    /// Quarry's diagnostic: each result's retrieval evidence.
+    #[serde(default)]
+    explain: bool,
+}
+
+async fn knowledge_search(caller: Caller, Body(b): Body<SearchBody>) -> Result<Response, ApiError> {
+    let query = match (b.question, b.query) {
+        (Some(q), None) | (None, Some(q)) => q,
+        (Some(_), Some(_)) => {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "give 'question' or 'query', not both",
+            ));
+        }
+        (None, None) => {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "missing 'question' (or WeKnora's 'query')",
+            ));
+        }
+    };
+    let mut req = KnowledgeSearch::new(query);
+    if let Some(m) = &b.search_mode {
+        req.mode = SearchMode::parse(m)?;
+    }
+    req.top_k = b.top_k.unwrap_or(req.top_k);
+    req.min_score = b.min_score.unwrap_or(req.min_score);
+    req.rerank = b.rerank.unwrap_or(req.rerank);
+    req.explain = b.explain;
+    let mut kbs: Vec<String> = b.knowledge_base_ids.unwrap_or_default();
+    kbs.extend(b.knowledge_base_id);
+    if !kbs.is_empty() {
+        req.knowledge_bases = Some(kbs);
+    }
+    let engine = caller.engine.clone();
+    let found = run_blocking(move || engine.knowledge_search(&req)).await?;
+    Ok(axum::Json(json!({
+        "success": true,
+        "results": found.results,
+        "total_count": found.total_count,
+        "search_mode": found.search_mode,
+        "rerank": found.rerank,
+        "warnings": found.warnings,
+    }))
+    .into_response())
+}

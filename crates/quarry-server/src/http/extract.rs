@@ -1,0 +1,73 @@
+//! Request extractors whose rejections answer in the REST error shape.
+
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{FromRequest, Request};
+use axum::http::StatusCode;
+use serde::{Deserialize, Deserializer};
+use serde_json::Value;
+
+use super::ApiError;
+
+/// `Json<T>` whose rejections (bad JSON, wrong types, missing fields, too large) answer in
+/// the seed's error shape with a message that says what is wrong.
+pub struct Body<T>(pub T);
+
+impl<S: Send + Sync, T: serde::de::DeserializeOwned> FromRequest<S> for Body<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        match axum::Json::<T>::from_request(req, state).await {
+            Ok(axum::Json(v)) => Ok(Body(v)),
+            Err(rejection) => Err(rejection_error(rejection)),
+        }
+    }
+}
+
+fn rejection_error(r: JsonRejection) -> ApiError {
+    let status = match r.status() {
+        StatusCode::PAYLOAD_TOO_LARGE => StatusCode::PAYLOAD_TOO_LARGE,
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        _ => StatusCode::BAD_REQUEST,
+    };
+    ApiError::new(status, r.body_text())
+}
+
+/// An optional count: a non-negative whole number, also written as a float (`5.0`, as
+/// JavaScript clients send it). `5.5`, `-1` and non-numbers are refused; the extractor
+/// prefixes the message with the field's name.
+pub fn count<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: TryFrom<u64>,
+{
+    use serde::de::Error as _;
+    let Some(v) = Option::<Value>::deserialize(d)? else {
+        return Ok(None);
+    };
+    let Value::Number(n) = &v else {
+        let got = match &v {
+            Value::Bool(_) => format!("a boolean ({v})"),
+            Value::String(_) => format!("a string ({v})"),
+            _ => v.to_string(),
+        };
+        return Err(D::Error::custom(format!(
+            "expected a whole number, got {got}"
+        )));
+    };
+    let too_large = || D::Error::custom(format!("{n} is too large"));
+    if let Some(u) = n.as_u64() {
+        return T::try_from(u).map(Some).map_err(|_| too_large());
+    }
+    let f = n.as_f64().unwrap_or(f64::NAN);
+    if f < 0.0 {
+        Err(D::Error::custom(format!("must not be negative, got {n}")))
+    } else if f.fract() != 0.0 {
+        Err(D::Error::custom(format!(
+            "expected a whole number, got {n}"
+        )))
+    } else if f >= u64::MAX as f64 {
+        Err(too_large())
+    } else {
+        T::try_from(f as u64).map(Some).map_err(|_| too_large())
+    }
+}

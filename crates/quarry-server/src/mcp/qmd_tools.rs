@@ -1,0 +1,320 @@
+//! QMD's six tools (seed 001): their definitions, with the seed's parameter names and
+//! defaults, and how a call runs against the engine. Arguments are checked field by field, so
+//! a wrong type gets a message naming the field (`isError: true`), as the seed specifies.
+
+use std::sync::Arc;
+
+use quarry_core::{Error, SearchHit, StatusReport, format_search_summary};
+use quarry_engine::{
+    DocumentView, Engine, GetRequest, MultiGetItem, MultiGetRequest, SearchRequest,
+};
+use rmcp::model::{
+    CallToolResult, ContentBlock, JsonObject, MetaObject, ResourceContents, Tool, object,
+};
+use serde_json::{Value, json};
+
+use crate::service::tool_args::{Args, read_only, tool_error};
+
+/// QMD's six (seed 001).
+pub(super) const TOOL_NAMES: [&str; 6] =
+    ["search", "vsearch", "query", "get", "multi_get", "status"];
+
+fn search_input(min_score_default: f64, what: &str) -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "query": {"type": "string", "description": what},
+            "limit": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 10, "description": "Maximum number of results"},
+            "minScore": {"type": "number", "minimum": 0, "maximum": 1, "default": min_score_default, "description": "Minimum relevance score 0-1"},
+            "collection": {"type": "string", "description": "Only search this collection"}
+        },
+        "required": ["query"]
+    })
+}
+
+fn search_output() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "results": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "docid": {"type": "string", "description": "Short document id (#abc123)"},
+                        "file": {"type": "string", "description": "Display path collection/relative/path"},
+                        "title": {"type": "string"},
+                        "score": {"type": "number", "minimum": 0, "maximum": 1},
+                        "context": {"type": ["string", "null"]},
+                        "snippet": {"type": "string", "description": "Excerpt with N: line numbers"},
+                        "page": {"type": "integer", "description": "Page of a paged source (PDF page, slide) the excerpt is on; absent otherwise"}
+                    },
+                    "required": ["docid", "file", "title", "score", "context", "snippet"]
+                }
+            }
+        },
+        "required": ["results"]
+    })
+}
+
+fn status_output() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "totalDocuments": {"type": "integer"},
+            "needsEmbedding": {"type": "integer"},
+            "chunksNeedingEmbedding": {"type": "integer", "description": "chunks cut but not embedded yet"},
+            "hasVectorIndex": {"type": "boolean"},
+            "collections": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "name": {"type": "string"},
+                        "path": {"type": "string"},
+                        "pattern": {"type": "string"},
+                        "documents": {"type": "integer"},
+                        "lastUpdated": {"type": ["string", "null"], "description": "ISO 8601"}
+                    },
+                    "required": ["name", "path", "pattern", "documents", "lastUpdated"]
+                }
+            }
+        },
+        "required": ["totalDocuments", "needsEmbedding", "hasVectorIndex", "collections"]
+    })
+}
+
+fn tool(name: &str, title: &str, description: &str, input: Value, output: Option<Value>) -> Tool {
+    let mut t = Tool::new(name.to_owned(), description.to_owned(), object(input))
+        .with_title(title)
+        .with_annotations(read_only(title));
+    if let Some(o) = output {
+        t = t.with_raw_output_schema(Arc::new(object(o)));
+    }
+    t
+}
+
+/// The six tools of seed 001, with its parameter names and defaults.
+pub fn tools() -> Vec<Tool> {
+    vec![
+        tool(
+            "search",
+            "Keyword search",
+            "Fast keyword search with BM25 full-text ranking. Words are OR-ed and ranked, \"quoted phrases\" must match, +word is required, -word excluded. Best for specific terms, names, identifiers.",
+            search_input(0.0, "Search query"),
+            Some(search_output()),
+        ),
+        tool(
+            "vsearch",
+            "Semantic search",
+            "Semantic similarity search over vector embeddings. Best for conceptual questions without exact keywords. Needs 'quarry embed' to have run.",
+            search_input(0.3, "Natural-language query"),
+            Some(search_output()),
+        ),
+        tool(
+            "query",
+            "Hybrid search",
+            "Highest-quality search: keyword plus semantic retrieval fused and re-ranked. Falls back to keyword search when no vector index exists.",
+            search_input(0.0, "Natural-language query"),
+            Some(search_output()),
+        ),
+        tool(
+            "get",
+            "Get document",
+            "Retrieve one document by path (collection/relative/path.md), #docid, or path:LINE, optionally a line range.",
+            json!({
+                "type": "object",
+                "properties": {
+                    "file": {"type": "string", "description": "File path, #docid, or path.md:LINE"},
+                    "fromLine": {"type": "integer", "minimum": 1, "description": "First line (1-indexed)"},
+                    "maxLines": {"type": "integer", "minimum": 1, "description": "Maximum number of lines"},
+                    "lineNumbers": {"type": "boolean", "default": false, "description": "Prefix lines with N: "}
+                },
+                "required": ["file"]
+            }),
+            None,
+        ),
+        tool(
+            "multi_get",
+            "Get several documents",
+            "Retrieve several documents by glob (journals/2025-05*.md) or comma-separated list. Files over maxBytes are skipped with a notice; use get for them.",
+            json!({
+                "type": "object",
+                "properties": {
+                    "pattern": {"type": "string", "description": "Glob over display paths, or a comma-separated list"},
+                    "maxLines": {"type": "integer", "minimum": 1, "description": "Maximum lines per file"},
+                    "maxBytes": {"type": "integer", "minimum": 1, "default": 10240, "description": "Skip files larger than this many bytes"},
+                    "lineNumbers": {"type": "boolean", "default": false, "description": "Prefix lines with N: "}
+                },
+                "required": ["pattern"]
+            }),
+            None,
+        ),
+        tool(
+            "status",
+            "Index status",
+            "Show the index: documents, embedding state, collections and when each was last updated.",
+            json!({"type": "object", "properties": {}}),
+            Some(status_output()),
+        ),
+    ]
+}
+
+fn search_request(args: &Args<'_>, default_min: f64) -> Result<SearchRequest, String> {
+    Ok(SearchRequest {
+        query: args.required_string("query")?,
+        limit: args.uint("limit")?.unwrap_or(10).min(usize::MAX as u64) as usize,
+        min_score: args.number("minScore")?.unwrap_or(default_min),
+        collection: args.string("collection")?,
+        rerank: true,
+        excerpt_chars: quarry_engine::SNIPPET_CHARS,
+    })
+}
+
+fn hits_result(hits: &[SearchHit], query: &str) -> CallToolResult {
+    let mut r =
+        CallToolResult::success(vec![ContentBlock::text(format_search_summary(hits, query))]);
+    r.structured_content = Some(json!({ "results": hits }));
+    r
+}
+
+/// An embedded `text/markdown` resource. rmcp's resource contents have no `name`/`title`
+/// fields, so they travel in `_meta` here and [`super::jsonrpc::lift_resource_names`] copies them onto the
+/// resource object on the wire (seed shape: `uri`, `name`, `title`, `mimeType`, `text`).
+fn resource_block(view: &DocumentView) -> ContentBlock {
+    let mut meta = MetaObject::default();
+    meta.insert("name".into(), json!(view.name));
+    meta.insert("title".into(), json!(view.title));
+    meta.insert("docid".into(), json!(view.docid));
+    ContentBlock::resource(
+        ResourceContents::text(view.text.clone(), view.uri.clone())
+            .with_mime_type("text/markdown")
+            .with_meta(meta),
+    )
+}
+
+fn status_result(s: &StatusReport) -> CallToolResult {
+    let mut r = CallToolResult::success(vec![ContentBlock::text(s.summary())]);
+    r.structured_content = Some(json!({
+        "totalDocuments": s.total_documents,
+        "needsEmbedding": s.needs_embedding,
+        "chunksNeedingEmbedding": s.chunks_needing_embedding,
+        "hasVectorIndex": s.has_vector_index,
+        "collections": s.collections.iter().map(|c| json!({
+            "name": c.name, "path": c.path, "pattern": c.pattern,
+            "documents": c.documents, "lastUpdated": c.last_updated,
+        })).collect::<Vec<_>>(),
+    }));
+    r
+}
+
+/// Runs QMD tool `name` (one of [`TOOL_NAMES`]) with `args`: blocking, for the runner.
+pub(super) fn run(engine: &Engine, name: &str, args: &JsonObject) -> CallToolResult {
+    let args = Args(args);
+    let out = match name {
+        "search" | "vsearch" | "query" => {
+            let default_min = if name == "vsearch" { 0.3 } else { 0.0 };
+            let req = match search_request(&args, default_min) {
+                Ok(r) => r,
+                Err(m) => return tool_error(m),
+            };
+            let hits = match name {
+                "search" => engine.search(&req),
+                "vsearch" => engine.vsearch(&req),
+                _ => engine.query(&req).map(|r| r.results),
+            };
+            hits.map(|h| hits_result(&h, &req.query))
+        }
+        "get" => {
+            let req = (|| -> Result<GetRequest, String> {
+                Ok(GetRequest {
+                    file: args.required_string("file")?,
+                    from_line: args.uint("fromLine")?.map(|v| v as usize),
+                    max_lines: args.uint("maxLines")?.map(|v| v as usize),
+                    line_numbers: args.bool("lineNumbers")?.unwrap_or(false),
+                })
+            })();
+            match req {
+                Ok(req) => engine
+                    .get(&req)
+                    .map(|v| CallToolResult::success(vec![resource_block(&v)])),
+                Err(m) => return tool_error(m),
+            }
+        }
+        "multi_get" => {
+            let req = (|| -> Result<MultiGetRequest, String> {
+                Ok(MultiGetRequest {
+                    pattern: args.required_string("pattern")?,
+                    max_lines: args.uint("maxLines")?.map(|v| v as usize),
+                    max_bytes: args.uint("maxBytes")?.unwrap_or(10_240),
+                    line_numbers: args.bool("lineNumbers")?.unwrap_or(false),
+                })
+            })();
+            match req {
+                Ok(req) => engine.multi_get(&req).map(|res| {
+                    let mut content = Vec::new();
+                    // Errors and skip notices lead, as the seed lays them out.
+                    if !res.errors.is_empty() {
+                        content.push(ContentBlock::text(format!(
+                            "Errors:\n{}",
+                            res.errors.join("\n")
+                        )));
+                    }
+                    for item in &res.items {
+                        content.push(match item {
+                            MultiGetItem::Document(v) => resource_block(v),
+                            MultiGetItem::Skipped { text, .. } => ContentBlock::text(text.clone()),
+                        });
+                    }
+                    CallToolResult::success(content)
+                }),
+                Err(m) => return tool_error(m),
+            }
+        }
+        _ => engine.status().map(|s| status_result(&s)),
+    };
+    out.unwrap_or_else(|e: Error| tool_error(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lifts_name_and_title_onto_embedded_resources() {
+        let view = DocumentView {
+            uri: "qmd://notes/a%20b.md".into(),
+            name: "notes/a b.md".into(),
+            title: "A B".into(),
+            docid: "#abc123".into(),
+            mime_type: "text/markdown",
+            text: "hello".into(),
+            context: None,
+            from_line: 1,
+            total_lines: 1,
+        };
+        let result = CallToolResult::success(vec![
+            ContentBlock::text("Errors:\nFile not found: x.md"),
+            resource_block(&view),
+        ]);
+        let mut msg = json!({"jsonrpc": "2.0", "id": 7, "result": result});
+        assert!(crate::mcp::jsonrpc::lift_resource_names(&mut msg));
+        let res = &msg["result"]["content"][1]["resource"];
+        assert_eq!(res["uri"], "qmd://notes/a%20b.md");
+        assert_eq!(res["name"], "notes/a b.md");
+        assert_eq!(res["title"], "A B");
+        assert_eq!(res["mimeType"], "text/markdown");
+        assert_eq!(res["text"], "hello");
+        assert_eq!(res["_meta"]["docid"], "#abc123");
+        assert_eq!(
+            msg["result"]["content"][0],
+            json!({"type": "text", "text": "Errors:\nFile not found: x.md"})
+        );
+        // Idempotent; other messages are left alone.
+        assert!(!crate::mcp::jsonrpc::lift_resource_names(&mut msg));
+        let mut other = json!({"jsonrpc": "2.0", "id": 1, "result": {"tools": []}});
+        assert!(!crate::mcp::jsonrpc::lift_resource_names(&mut other));
+        let mut err = json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -1, "message": "x"}});
+        assert!(!crate::mcp::jsonrpc::lift_resource_names(&mut err));
+    }
+}

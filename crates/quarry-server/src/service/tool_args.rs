@@ -1,0 +1,142 @@
+//! MCP tool plumbing the MCP endpoints and QukaAI's share: typed arguments with messages
+//! that name the field, tool errors, annotations, and the caller of a request.
+
+use rmcp::model::{CallToolResult, ContentBlock, JsonObject, ToolAnnotations};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData as McpError, RoleServer};
+use serde_json::Value;
+
+use crate::auth::Caller;
+
+/// The caller of one MCP request: fixed (stdio), or the one the HTTP auth middleware put on
+/// the request. Neither is an error, never a default: a request nobody vouched for reads
+/// nothing.
+pub(crate) fn request_caller(
+    fixed: Option<&Caller>,
+    context: &RequestContext<RoleServer>,
+) -> Result<Caller, McpError> {
+    if let Some(c) = fixed {
+        return Ok(c.clone());
+    }
+    context
+        .extensions
+        .get::<axum::http::request::Parts>()
+        .and_then(|p| p.extensions.get::<Caller>())
+        .cloned()
+        .ok_or_else(|| McpError::internal_error("request has no authenticated caller", None))
+}
+
+/// Annotations of a tool that only reads (and reads only Quarry's own data).
+pub(crate) fn read_only(title: &str) -> ToolAnnotations {
+    ToolAnnotations::with_title(title)
+        .read_only(true)
+        .destructive(false)
+        .idempotent(true)
+        .open_world(false)
+}
+
+/// A tool-level failure shown to the model (`isError: true`).
+pub(crate) fn tool_error(msg: impl Into<String>) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(msg.into())])
+}
+
+/// Reads typed arguments with messages that name the offending field.
+pub(crate) struct Args<'a>(pub(crate) &'a JsonObject);
+
+impl Args<'_> {
+    pub(crate) fn string(&self, key: &str) -> Result<Option<String>, String> {
+        match self.0.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.clone())),
+            Some(other) => Err(format!("`{key}` must be a string, got {}", kind(other))),
+        }
+    }
+
+    pub(crate) fn required_string(&self, key: &str) -> Result<String, String> {
+        self.string(key)?
+            .ok_or_else(|| format!("missing required argument `{key}`"))
+    }
+
+    pub(crate) fn uint(&self, key: &str) -> Result<Option<u64>, String> {
+        match self.0.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Number(n)) => match n.as_u64() {
+                Some(v) if v >= 1 => Ok(Some(v)),
+                _ => match n.as_f64() {
+                    Some(f) if f.fract() == 0.0 && f >= 1.0 && f <= u64::MAX as f64 => {
+                        Ok(Some(f as u64))
+                    }
+                    _ => Err(format!("`{key}` must be a positive integer, got {n}")),
+                },
+            },
+            Some(other) => Err(format!(
+                "`{key}` must be a positive integer, got {}",
+                kind(other)
+            )),
+        }
+    }
+
+    pub(crate) fn number(&self, key: &str) -> Result<Option<f64>, String> {
+        match self.0.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Number(n)) => Ok(n.as_f64()),
+            Some(other) => Err(format!("`{key}` must be a number, got {}", kind(other))),
+        }
+    }
+
+    /// A whole number ≥ 0.
+    pub(crate) fn index(&self, key: &str) -> Result<Option<u64>, String> {
+        match self.0.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Number(n)) => match n.as_u64() {
+                Some(v) => Ok(Some(v)),
+                None => Err(format!("`{key}` must be a whole number ≥ 0, got {n}")),
+            },
+            Some(other) => Err(format!(
+                "`{key}` must be a whole number ≥ 0, got {}",
+                kind(other)
+            )),
+        }
+    }
+
+    /// An array of strings.
+    pub(crate) fn strings(&self, key: &str) -> Result<Option<Vec<String>>, String> {
+        match self.0.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|v| match v {
+                    Value::String(s) => Ok(s.clone()),
+                    other => Err(format!(
+                        "`{key}` must be an array of strings, found {}",
+                        kind(other)
+                    )),
+                })
+                .collect::<Result<Vec<_>, _>>()
+                .map(Some),
+            Some(other) => Err(format!(
+                "`{key}` must be an array of strings, got {}",
+                kind(other)
+            )),
+        }
+    }
+
+    pub(crate) fn bool(&self, key: &str) -> Result<Option<bool>, String> {
+        match self.0.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Bool(b)) => Ok(Some(*b)),
+            Some(other) => Err(format!("`{key}` must be a boolean, got {}", kind(other))),
+        }
+    }
+}
+
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
