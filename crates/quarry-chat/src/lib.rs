@@ -71,7 +71,7 @@ impl Default for ChatSettings {
 
 impl ChatSettings {
     /// Reads the settings `env` returns; a malformed value is an error naming its variable.
-    pub fn from_env(env: &dyn Fn(&str) -> Option<String>) -> std::result::Result<Self, String> {
+    pub fn from_vars(env: &dyn Fn(&str) -> Option<String>) -> std::result::Result<Self, String> {
         let mut s = ChatSettings::default();
         let get = |k: &str| {
             env(k)
@@ -963,9 +963,9 @@ mod tests {
                     .map(|(_, v)| v.to_string())
             }
         };
-        let s = ChatSettings::from_env(&env(&[])).unwrap();
+        let s = ChatSettings::from_vars(&env(&[])).unwrap();
         assert_eq!(s, ChatSettings::default());
-        let s = ChatSettings::from_env(&env(&[
+        let s = ChatSettings::from_vars(&env(&[
             ("RAG_TOP_K", "3"),
             ("RAG_ANN_TOP_K", "40"),
             ("RAG_USE_RERANK", "false"),
@@ -987,7 +987,7 @@ mod tests {
             &[("RAG_MIN_SCORE", "2")],
             &[("QUARRY_CHAT_MAX_TOOL_ROUNDS", "11")],
         ] {
-            let e = ChatSettings::from_env(&env(bad)).unwrap_err();
+            let e = ChatSettings::from_vars(&env(bad)).unwrap_err();
             assert!(e.contains(bad[0].0), "{e}");
         }
     }

@@ -178,6 +178,9 @@ pub enum Ocr {
 pub struct ConvertOptions {
     pub limits: Limits,
     pub ocr: Ocr,
+    /// Tesseract's `-l` argument (`eng`, `eng+deu`, `chi_sim`); anything but letters, digits,
+    /// `+` and `_` means `eng`.
+    pub ocr_languages: String,
     /// Prefix of extracted images' URLs in the Markdown; the image's file name
     /// ([`Image::file_name`]) is appended.
     pub image_url_prefix: String,
@@ -186,11 +189,15 @@ pub struct ConvertOptions {
     pub isolation: Isolation,
 }
 
+/// OCR languages when none are configured.
+pub const DEFAULT_OCR_LANGUAGES: &str = "eng";
+
 impl Default for ConvertOptions {
     fn default() -> Self {
         ConvertOptions {
             limits: Limits::default(),
             ocr: Ocr::Auto,
+            ocr_languages: DEFAULT_OCR_LANGUAGES.to_owned(),
             image_url_prefix: "/api/v1/files/images/".to_owned(),
             isolation: Isolation::InProcess,
         }
@@ -345,8 +352,8 @@ pub fn convert(
     }
     let mut converted = match &opts.isolation {
         // Plain text is decoded, never parsed: nothing there can recurse or balloon.
-        Isolation::Child { program, args } if !matches!(format, Format::Txt | Format::Md) => {
-            isolate::convert_in_child(program, args, format, file_name, bytes, opts)?
+        Isolation::Child { program, args, env } if !matches!(format, Format::Txt | Format::Md) => {
+            isolate::convert_in_child(program, args, env, format, file_name, bytes, opts)?
         }
         _ => run_with_timeout(format, bytes, opts)?,
     };

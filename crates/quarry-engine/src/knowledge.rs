@@ -59,49 +59,6 @@ impl Default for IngestOptions {
     }
 }
 
-impl IngestOptions {
-    /// Defaults, overridden by `QUARRY_MAX_UPLOAD_MB`, `QUARRY_MAX_PAGES`,
-    /// `QUARRY_CONVERT_TIMEOUT_SECS`, `QUARRY_CONVERT_MEMORY_MB` (address space of a
-    /// converter child process), `QUARRY_INGEST_RETRY_SECS` (first retry delay) and
-    /// `QUARRY_OCR` (`auto`|`off`).
-    pub fn from_env() -> Result<IngestOptions> {
-        let mut o = IngestOptions::default();
-        let num = env_u64;
-        if let Some(mb) = num("QUARRY_MAX_UPLOAD_MB")? {
-            o.convert.limits.max_bytes = mb.max(1) * 1024 * 1024;
-        }
-        if let Some(p) = num("QUARRY_MAX_PAGES")? {
-            o.convert.limits.max_pages = u32::try_from(p).unwrap_or(u32::MAX).max(1);
-        }
-        if let Some(s) = num("QUARRY_CONVERT_TIMEOUT_SECS")? {
-            o.convert.limits.timeout = Duration::from_secs(s.max(1));
-        }
-        if let Some(mb) = num("QUARRY_CONVERT_MEMORY_MB")? {
-            o.convert.limits.max_memory_bytes = mb.saturating_mul(1024 * 1024);
-        }
-        if let Some(s) = num("QUARRY_INGEST_RETRY_SECS")? {
-            o.retry_base = Duration::from_secs(s);
-        }
-        if let Ok(v) = std::env::var("QUARRY_OCR") {
-            o.convert.ocr = parse_ocr(&v)?;
-        }
-        Ok(o)
-    }
-}
-
-/// A whole number from the environment (`None` when unset or empty; an error naming the
-/// variable when it is not a number).
-pub fn env_u64(var: &str) -> Result<Option<u64>> {
-    match std::env::var(var) {
-        Ok(v) if !v.trim().is_empty() => v
-            .trim()
-            .parse::<u64>()
-            .map(Some)
-            .map_err(|_| Error::invalid(format!("{var}={v:?} is not a whole number"))),
-        _ => Ok(None),
-    }
-}
-
 /// `auto` or `off`.
 pub fn parse_ocr(v: &str) -> Result<Ocr> {
     match v.trim() {

@@ -65,7 +65,7 @@ pub struct HubOptions {
     /// run commands on the server.
     pub users_may_run_commands: bool,
     /// The built-in `web` package (`web.web_search`) and its backend; `None` leaves it out.
-    /// The server sets it from [`WebSearchOptions::from_env`].
+    /// The server sets it from [`WebSearchOptions::from_lookup`].
     pub web: Option<WebSearchOptions>,
 }
 

@@ -1,7 +1,7 @@
 //! The built-in `web_search` tool (seed "RAG + MCP client + plugins" §5.3: a built-in plugin,
 //! DuckDuckGo by default, no API key, enabled for every user unless they switch it off).
 //!
-//! The backend is the server admin's choice ([`WebSearchOptions::from_env`]):
+//! The backend is the server admin's choice ([`WebSearchOptions::from_lookup`]):
 //!
 //! - **DuckDuckGo** (default): a form POST to its HTML endpoint (`q`, `kl=wt-wt`), results
 //!   read from the markup (no HTML parser: the page's result blocks are regular — see
@@ -110,7 +110,7 @@ impl Default for WebBackend {
     }
 }
 
-/// The web search settings, fixed at start (the server reads them with [`Self::from_env`]).
+/// The web search settings, fixed at start (the server reads them with [`Self::from_lookup`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct WebSearchOptions {
     pub backend: WebBackend,
@@ -134,12 +134,8 @@ impl Default for WebSearchOptions {
 impl WebSearchOptions {
     /// Reads `QUARRY_WEB_SEARCH` (`duckduckgo`, the default when unset; `searxng`; `off` →
     /// `Ok(None)`), `QUARRY_WEB_SEARCH_URL` (the backend's URL; required for `searxng`) and
-    /// `QUARRY_WEB_SEARCH_TIMEOUT` (seconds). A bad value is an error naming the variable.
-    pub fn from_env() -> Result<Option<WebSearchOptions>, String> {
-        Self::from_lookup(|k| std::env::var(k).ok())
-    }
-
-    /// [`Self::from_env`] over any source of variables (`get` answers a variable's value).
+    /// `QUARRY_WEB_SEARCH_TIMEOUT` (seconds) from the variables `get` answers (the server's,
+    /// read at start). A bad value is an error naming the variable.
     pub fn from_lookup(
         get: impl Fn(&str) -> Option<String>,
     ) -> Result<Option<WebSearchOptions>, String> {

@@ -166,8 +166,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
 
     model.embed_passages(&refs[..refs.len().min(batch)])?; // warm-up
-                                                           // Best of 3 (embedding and peak alike): the machine may be shared, and the fastest run is
-                                                           // the one least disturbed by other processes.
+    // Best of 3 (embedding and peak alike): the machine may be shared, and the fastest run is
+    // the one least disturbed by other processes.
     let mut secs = f64::MAX;
     let mut peak = 0f64;
     for _ in 0..3 {

@@ -4,8 +4,8 @@
 
 use serde_json::Value;
 
-use crate::expand::OpenAiChatExpander;
 use crate::ModelError;
+use crate::expand::OpenAiChatExpander;
 
 /// Most characters of a note sent to the model.
 const MAX_INPUT_CHARS: usize = 12_000;

@@ -192,7 +192,7 @@ impl RawConfig {
                             path: path.to_path_buf(),
                             reason: "no `model_type` (expected \"bert\" or \"xlm-roberta\")"
                                 .to_string(),
-                        })
+                        });
                     }
                 }
             }
@@ -270,7 +270,7 @@ impl RawConfig {
                 return Err(ModelError::UnsupportedModel {
                     path: path.to_path_buf(),
                     reason: format!("hidden_act \"{other}\" is not supported"),
-                })
+                });
             }
         };
         Ok(bert::Config {
@@ -302,7 +302,7 @@ impl RawConfig {
                 return Err(ModelError::UnsupportedModel {
                     path: path.to_path_buf(),
                     reason: format!("hidden_act \"{other}\" is not supported"),
-                })
+                });
             }
         };
         Ok(FusedConfig {
@@ -332,7 +332,7 @@ impl RawConfig {
                 return Err(ModelError::UnsupportedModel {
                     path: path.to_path_buf(),
                     reason: format!("hidden_act \"{other}\" is not supported"),
-                })
+                });
             }
         };
         Ok(xlm_roberta::Config {

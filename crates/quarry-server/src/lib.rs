@@ -79,6 +79,15 @@ impl AppState {
     }
 
     pub fn with_auth(engine: Engine, auth: auth::AuthMode) -> Arc<Self> {
+        Self::with_ui_assets(engine, auth, quarry_ui::Assets::embedded())
+    }
+
+    /// A server whose web UI serves `ui_assets` (a directory during UI development).
+    pub fn with_ui_assets(
+        engine: Engine,
+        auth: auth::AuthMode,
+        ui_assets: quarry_ui::Assets,
+    ) -> Arc<Self> {
         Arc::new(AppState {
             directory: quarry_access::Directory::new(engine.store_handle()),
             root: Arc::new(engine),
@@ -91,7 +100,7 @@ impl AppState {
             hub: std::sync::OnceLock::new(),
             chat: std::sync::OnceLock::new(),
             runs: CancellationToken::new(),
-            ui_assets: quarry_ui::Assets::from_env(),
+            ui_assets,
         })
     }
 

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use candle_core::{Device, Tensor};
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 /// A model directory from an env var, or `None` with a printed skip message.
 pub fn model_dir(var: &str) -> Option<PathBuf> {
