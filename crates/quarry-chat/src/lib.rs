@@ -126,31 +126,42 @@ impl ChatSettings {
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct ChatRequest {
     #[serde(default)]
+    /// OpenAI-shaped messages; the last user message is the question.
     pub messages: Option<Vec<Value>>,
     /// Shorthand for one user message.
     #[serde(default)]
     pub message: Option<String>,
     #[serde(default)]
+    /// Continue this conversation (UUID); none: a new one.
     pub conversation_id: Option<String>,
     #[serde(default)]
+    /// Knowledge bases (names or UUIDs) to search; none: the conversation's, else none.
     pub kb_ids: Option<Vec<String>>,
     #[serde(default)]
+    /// Another model at the configured provider.
     pub model: Option<String>,
     #[serde(default)]
+    /// Tools to offer (`package.tool`), as the hub's `?tools=`.
     pub tools: Option<Vec<String>>,
     #[serde(default)]
+    /// Packages to offer whole, as the hub's `?servers=`.
     pub servers: Option<Vec<String>>,
     #[serde(default)]
+    /// `false`: offer no tools.
     pub use_tools: Option<bool>,
     #[serde(default)]
+    /// Fewer tool rounds than the server's limit.
     pub max_tool_rounds: Option<usize>,
     #[serde(default)]
+    /// `false`: one JSON answer instead of an event stream.
     pub stream: Option<bool>,
     #[serde(default)]
+    /// Sampling temperature passed to the model.
     pub temperature: Option<f64>,
 }
 
 impl ChatRequest {
+    /// Whether the answer streams (the default).
     pub fn streaming(&self) -> bool {
         self.stream.unwrap_or(true)
     }
@@ -160,14 +171,19 @@ impl ChatRequest {
 /// identity. Conversations belong to the hub owner key.
 #[derive(Clone)]
 pub struct ChatContext {
+    /// The caller's engine, scoped to what it may read.
     pub engine: Engine,
+    /// The caller's hub identity (owner of conversations and tools).
     pub hub: HubCaller,
 }
 
 /// A checked request with its conversation stored, ready to run.
 pub struct Prepared {
+    /// The conversation's UUID.
     pub conversation_id: String,
+    /// The assistant message's UUID.
     pub message_id: String,
+    /// The conversation's title.
     pub title: String,
     /// The latest user question.
     question: String,
@@ -192,8 +208,11 @@ pub struct ChatService {
 /// How a run ended (the server maps it to a status for `stream: false`).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Outcome {
+    /// The model answered.
     Answered(Done),
+    /// The provider failed.
     Failed(ChatFailure),
+    /// The client went away.
     Cancelled,
 }
 
@@ -844,6 +863,7 @@ impl ChatService {
 
     // Conversations.
 
+    /// The owner's conversations (at most `limit`), with their message counts.
     pub fn conversations(&self, owner: &str, limit: usize) -> Result<Vec<Value>> {
         Ok(self
             .store
@@ -857,6 +877,7 @@ impl ChatService {
             .collect())
     }
 
+    /// One of the owner's conversations with its messages.
     pub fn conversation(&self, owner: &str, id: &str) -> Result<Value> {
         let c = self
             .store
@@ -885,6 +906,7 @@ impl ChatService {
         Ok(v)
     }
 
+    /// Renames one of the owner's conversations.
     pub fn rename_conversation(&self, owner: &str, id: &str, title: &str) -> Result<Value> {
         let title = title.trim();
         if title.is_empty() || title.chars().count() > 200 {
@@ -901,6 +923,7 @@ impl ChatService {
         Ok(conversation_json(&c))
     }
 
+    /// Deletes one of the owner's conversations with its messages.
     pub fn delete_conversation(&self, owner: &str, id: &str) -> Result<()> {
         if self.store.delete_conversation(owner, id)? {
             Ok(())

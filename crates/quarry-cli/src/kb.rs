@@ -17,7 +17,7 @@ use crate::print_json;
 use crate::progress::CliProgress;
 
 #[derive(Subcommand)]
-pub enum KbCmd {
+pub(crate) enum KbCmd {
     /// Create a knowledge base (documents are uploaded into it).
     Create {
         name: String,

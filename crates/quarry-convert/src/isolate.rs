@@ -35,8 +35,11 @@ pub enum Isolation {
     /// nothing else (no secret of the caller reaches it): what it and `tesseract` need, such
     /// as `PATH`, locale and temp dir.
     Child {
+        /// The binary to run (the `quarry` binary itself).
         program: PathBuf,
+        /// Arguments that make it a converter child (`__convert`).
         args: Vec<String>,
+        /// The child's whole environment.
         env: Vec<(OsString, OsString)>,
     },
 }

@@ -30,7 +30,9 @@ pub enum Error {
     /// (not a `source()`), so error chains do not print it twice.
     #[error("{path}: {error}")]
     Io {
+        /// The file or directory.
         path: PathBuf,
+        /// What went wrong.
         error: std::io::Error,
     },
     /// The metadata store failed.
@@ -42,6 +44,7 @@ pub enum Error {
 }
 
 impl Error {
+    /// An I/O failure on `path`.
     pub fn io(path: impl Into<PathBuf>, error: std::io::Error) -> Self {
         Error::Io {
             path: path.into(),
@@ -49,13 +52,16 @@ impl Error {
         }
     }
 
+    /// An [`Error::InvalidInput`] with `msg`.
     pub fn invalid(msg: impl Into<String>) -> Self {
         Error::InvalidInput(msg.into())
     }
 
+    /// An [`Error::NotFound`] with `msg`.
     pub fn not_found(msg: impl Into<String>) -> Self {
         Error::NotFound(msg.into())
     }
 }
 
+/// Quarry's result: [`Error`] unless said otherwise.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -64,6 +64,7 @@ pub struct EngineOptions {
     pub home: PathBuf,
     /// Name of the index inside `home` (QMD's `--index`).
     pub index: String,
+    /// The space a handle opened with [`Engine::open`] works in.
     pub space: String,
     /// Files larger than this are skipped with a warning.
     pub max_file_bytes: u64,
@@ -92,7 +93,9 @@ impl EngineOptions {
 pub trait Progress: Sync {
     /// A phase starts with `total` steps (0 when unknown).
     fn begin(&self, _label: &str, _total: u64) {}
+    /// `n` more steps are done.
     fn advance(&self, _n: u64) {}
+    /// The phase is over.
     fn end(&self) {}
     /// Something was skipped or went wrong without stopping the operation.
     fn warn(&self, _message: &str) {}
@@ -338,14 +341,17 @@ impl Engine {
         Ok(())
     }
 
+    /// The options the engine was opened with.
     pub fn options(&self) -> &EngineOptions {
         &self.opts
     }
 
+    /// The index's directory.
     pub fn data_dir(&self) -> &Path {
         &self.dir
     }
 
+    /// The space this handle works in.
     pub fn space(&self) -> &str {
         &self.scope.space
     }

@@ -134,16 +134,23 @@ pub struct EmbedOptions {
 /// What [`Engine::embed`] did.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct EmbedReport {
+    /// The embedding model's name.
     pub model: String,
+    /// Its vectors' dimensions.
     pub dimensions: usize,
     /// The previous vectors came from another model and were set aside.
     pub model_changed: bool,
     /// Documents whose chunks were missing vectors when this run began.
     pub documents_chunked: u64,
+    /// Chunks embedded in this run.
     pub chunks_embedded: u64,
+    /// Vectors added to the vector index.
     pub vectors_indexed: u64,
+    /// Vectors removed from the vector index.
     pub vectors_removed: u64,
+    /// Chunks in the vector index afterwards.
     pub total_chunks: u64,
+    /// How long the run took.
     pub seconds: f64,
 }
 

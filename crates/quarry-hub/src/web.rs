@@ -81,9 +81,15 @@ const BODY_EXCERPT_CHARS: usize = 200;
 pub enum WebBackend {
     /// DuckDuckGo's HTML endpoint (`url`, default [`DEFAULT_DUCKDUCKGO_URL`]), queried with a
     /// form POST.
-    DuckDuckGo { url: String },
+    DuckDuckGo {
+        /// The endpoint.
+        url: String,
+    },
     /// A SearXNG instance: `url` is its base URL, queried as `GET {url}/search?q=…&format=json`.
-    Searxng { url: String },
+    Searxng {
+        /// The instance's base URL.
+        url: String,
+    },
 }
 
 impl WebBackend {
@@ -95,6 +101,7 @@ impl WebBackend {
         }
     }
 
+    /// The backend's URL.
     pub fn url(&self) -> &str {
         match self {
             WebBackend::DuckDuckGo { url } | WebBackend::Searxng { url } => url,
@@ -113,6 +120,7 @@ impl Default for WebBackend {
 /// The web search settings, fixed at start (the server reads them with [`Self::from_lookup`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct WebSearchOptions {
+    /// Which search engine answers.
     pub backend: WebBackend,
     /// The whole request's limit (connect, answer and body).
     pub timeout: Duration,
@@ -285,8 +293,11 @@ pub fn web_search_tool() -> Tool {
 /// One search result.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WebResult {
+    /// The page's title.
     pub title: String,
+    /// The page's URL.
     pub url: String,
+    /// The text the search engine shows under it.
     pub snippet: String,
 }
 
@@ -378,6 +389,7 @@ impl std::fmt::Debug for WebSearch {
 }
 
 impl WebSearch {
+    /// A web search client with `opts` (connects on first use).
     pub fn new(opts: WebSearchOptions) -> WebSearch {
         WebSearch {
             opts,
@@ -385,6 +397,7 @@ impl WebSearch {
         }
     }
 
+    /// The options it runs with.
     pub fn options(&self) -> &WebSearchOptions {
         &self.opts
     }

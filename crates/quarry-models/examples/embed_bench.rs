@@ -67,12 +67,12 @@ fn tldr_passages(root: &Path, n: usize) -> Vec<String> {
         for line in text.lines() {
             if let Some(d) = line.strip_prefix("- ") {
                 desc = Some(d.trim_end_matches(':').to_string());
-            } else if line.starts_with('`') {
-                if let Some(d) = desc.take() {
-                    out.push(format!("{title}: {d} {line}"));
-                    if out.len() >= n {
-                        return out;
-                    }
+            } else if line.starts_with('`')
+                && let Some(d) = desc.take()
+            {
+                out.push(format!("{title}: {d} {line}"));
+                if out.len() >= n {
+                    return out;
                 }
             }
         }

@@ -226,10 +226,10 @@ fn clean_line(line: &str) -> Option<String> {
             }
         }
         // A trailing comma after a quoted item ("a", "b",) is list syntax, not query text.
-        if let Some(t) = s.strip_suffix(',') {
-            if t.ends_with(['"', '\'', '”']) {
-                s = t.trim();
-            }
+        if let Some(t) = s.strip_suffix(',')
+            && t.ends_with(['"', '\'', '”'])
+        {
+            s = t.trim();
         }
         if s == before {
             break;
@@ -275,12 +275,13 @@ fn strip_marker(s: &str) -> &str {
             return "";
         }
     }
-    if let Some(inner) = s.strip_prefix('(') {
-        if let Some(close) = inner.find(") ") {
-            if close > 0 && close <= 3 && inner[..close].chars().all(|c| c.is_ascii_digit()) {
-                return &inner[close + 2..];
-            }
-        }
+    if let Some(inner) = s.strip_prefix('(')
+        && let Some(close) = inner.find(") ")
+        && close > 0
+        && close <= 3
+        && inner[..close].chars().all(|c| c.is_ascii_digit())
+    {
+        return &inner[close + 2..];
     }
     s
 }

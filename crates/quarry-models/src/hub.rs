@@ -520,10 +520,10 @@ impl Fetcher<'_> {
 /// Makes a rename durable (Unix: fsync the directory). Best effort: not every platform or file
 /// system can open a directory, and the file itself is already complete.
 fn sync_parent(path: &Path) {
-    if let Some(parent) = path.parent() {
-        if let Ok(d) = File::open(parent) {
-            let _ = d.sync_all();
-        }
+    if let Some(parent) = path.parent()
+        && let Ok(d) = File::open(parent)
+    {
+        let _ = d.sync_all();
     }
 }
 

@@ -320,6 +320,7 @@ pub struct OpenAiOptions {
 }
 
 impl OpenAiOptions {
+    /// Options for `model` at `base_url`: no key, batches of 64, no prefixes, 120 s timeout.
     pub fn new(base_url: impl Into<String>, model: impl Into<String>) -> Self {
         OpenAiOptions {
             base_url: base_url.into(),
@@ -508,6 +509,7 @@ pub struct OllamaOptions {
 }
 
 impl OllamaOptions {
+    /// Options for `model` at `http://localhost:11434`: batches of 32, 300 s timeout.
     pub fn new(model: impl Into<String>) -> Self {
         OllamaOptions {
             base_url: "http://localhost:11434".to_string(),
@@ -531,6 +533,7 @@ pub struct OllamaEmbedder {
 }
 
 impl OllamaEmbedder {
+    /// Checks the options and takes the key; sends nothing.
     pub fn new(opts: OllamaOptions) -> Result<Self, ModelError> {
         if opts.batch_size == 0 {
             return Err(ModelError::InvalidInput("batch_size must be > 0".into()));
@@ -609,9 +612,11 @@ pub enum RerankApiFlavor {
 pub struct ApiRerankerOptions {
     /// Full endpoint URL, e.g. `https://api.jina.ai/v1/rerank`.
     pub url: String,
+    /// Model name sent in every request.
     pub model: String,
     /// The API key (`None`: no Authorization header).
     pub api_key: Option<ApiKey>,
+    /// Request and response shape.
     pub flavor: RerankApiFlavor,
     /// Documents per request (default 100).
     pub batch_size: usize,
@@ -622,6 +627,7 @@ pub struct ApiRerankerOptions {
 }
 
 impl ApiRerankerOptions {
+    /// Options for `model` at `url`: no key, shape chosen from the URL, 100 documents per request.
     pub fn new(url: impl Into<String>, model: impl Into<String>) -> Self {
         ApiRerankerOptions {
             url: url.into(),
@@ -649,6 +655,7 @@ pub struct ApiReranker {
 }
 
 impl ApiReranker {
+    /// Checks the options and takes the key; sends nothing.
     pub fn new(opts: ApiRerankerOptions) -> Result<Self, ModelError> {
         if opts.batch_size == 0 {
             return Err(ModelError::InvalidInput("batch_size must be > 0".into()));

@@ -134,10 +134,10 @@ fn serve(stream: TcpStream, routes: &Mutex<HashMap<String, Reply>>, log: &Mutex<
         if h.is_empty() {
             break;
         }
-        if let Some((k, v)) = h.split_once(':') {
-            if k.trim().eq_ignore_ascii_case("authorization") {
-                authorization = Some(v.trim().to_string());
-            }
+        if let Some((k, v)) = h.split_once(':')
+            && k.trim().eq_ignore_ascii_case("authorization")
+        {
+            authorization = Some(v.trim().to_string());
         }
     }
     log.lock().unwrap().push(Request {

@@ -289,10 +289,12 @@ fn model_env_from_variables() {
 #[test]
 fn each_spec_opens_only_what_it_is() {
     let _g = env_lock();
-    let mut env = ModelEnv::default();
-    env.openai_base_url = "http://127.0.0.1:9/v1".into();
-    env.openai_key = ApiKey::new("QUARRY_MODELS_TEST_UNSET_VAR", None);
-    env.rerank_url = None;
+    let mut env = ModelEnv {
+        openai_base_url: "http://127.0.0.1:9/v1".into(),
+        openai_key: ApiKey::new("QUARRY_MODELS_TEST_UNSET_VAR", None),
+        rerank_url: None,
+        ..ModelEnv::default()
+    };
     let rerank = ModelSpec::parse("cohere:rerank-v3.5").unwrap();
     let openai = ModelSpec::parse("openai:text-embedding-3-small").unwrap();
     let ollama = ModelSpec::parse("ollama:nomic-embed-text").unwrap();

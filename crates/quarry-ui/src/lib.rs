@@ -24,7 +24,9 @@ mod embedded {
 pub struct Asset {
     /// Its path under `assets/` (`js/app.js`).
     pub path: String,
+    /// `Content-Type` to send.
     pub content_type: &'static str,
+    /// The bytes to serve (uncompressed).
     pub body: Cow<'static, [u8]>,
     /// A strong ETag, quoted (`"…"`): the first 128 bits of the body's SHA-256.
     pub etag: String,
