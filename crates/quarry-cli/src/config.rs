@@ -92,6 +92,8 @@ table! {
             "Where the default `QUARRY_HOME` lives (`$XDG_DATA_HOME/quarry`).";
         HOME: System, None, EVERY, "the user's home",
             "Default data and model cache directories; a leading `~` in a path. Passed to converter children.";
+        USERPROFILE: System, None, MODELS, "unset",
+            "The home directory where `HOME` is unset (Windows).";
         QUARRY_SPACE: Setting, Some("--space"), EVERY, "`default`",
             "Work in this space (name or UUID); the CLI acts as its owner.";
         QUARRY_MAX_FILE_BYTES: Setting, None, INDEXING, "67108864 (64 MiB)",
@@ -285,9 +287,16 @@ impl Env {
         self.values.get(var.name).map(String::as_str)
     }
 
-    /// A lookup for libraries that parse settings by name: answers only the table's variables.
+    /// A lookup for libraries that parse settings by name: answers only the table's variables
+    /// (a debug build panics when a library asks for one without a row, so tests catch it).
     pub(crate) fn lookup(&self) -> impl Fn(&str) -> Option<String> + '_ {
-        move |k| self.values.get(k).cloned()
+        move |k| {
+            debug_assert!(
+                lookup_var(k).is_some(),
+                "{k} is read without a row in crates/quarry-cli/src/config.rs"
+            );
+            self.values.get(k).cloned()
+        }
     }
 
     /// A whole number (`None` when unset or blank; an error naming the variable otherwise).
@@ -501,17 +510,25 @@ mod tests {
         );
     }
 
-    /// Secrets never show in the snapshot's Debug (the snapshot is never logged, but keys
-    /// must not be one `{:?}` away from a log line).
+    /// The snapshot holds only the table's variables; values are trimmed for settings and
+    /// kept as set for paths; a bad number names its variable.
     #[test]
     fn snapshot_answers_only_table_variables() {
         let env = Env::from_pairs(&[("QUARRY_HOME", " /x "), ("NOT_OURS", "1")]);
         assert_eq!(env.get(&QUARRY_HOME), Some("/x"));
         assert_eq!(env.raw(&QUARRY_HOME), Some(" /x "));
-        assert_eq!(env.lookup()("NOT_OURS"), None);
+        assert_eq!(env.lookup()("QUARRY_OCR"), None);
         let env = Env::from_pairs(&[("QUARRY_MAX_PAGES", "12x")]);
         let err = env.u64(&QUARRY_MAX_PAGES).unwrap_err().to_string();
         assert!(err.contains("QUARRY_MAX_PAGES=\"12x\""), "{err}");
+    }
+
+    /// A library asking the snapshot for a variable without a row fails loudly in tests.
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "without a row")]
+    fn an_unlisted_variable_is_a_test_failure() {
+        let _ = Env::default().lookup()("NOT_OURS");
     }
 
     fn collect_files(dir: &Path, out: &mut Vec<PathBuf>) {
