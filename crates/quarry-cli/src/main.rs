@@ -46,7 +46,7 @@ struct Cli {
     command: Command,
 }
 
-/// `--embed-model`, for the commands that embed text.
+// `--embed-model`, for the commands that embed text.
 #[derive(Args, Default)]
 struct EmbedModelArg {
     /// Embedding model: a model directory, a Hugging Face id (`org/name[@rev]`, fetched and
@@ -62,7 +62,7 @@ struct EmbedModelArg {
     embed_model: Option<String>,
 }
 
-/// `--rerank-model` and `--expand-model`, for the commands that run hybrid queries.
+// `--rerank-model` and `--expand-model`, for the commands that run hybrid queries.
 #[derive(Args, Default)]
 struct QueryModelArgs {
     /// Reranker for `query`: a cross-encoder directory or Hugging Face id, or
@@ -87,7 +87,7 @@ struct QueryModelArgs {
     expand_model: Option<String>,
 }
 
-/// `--summary-model`, for the commands that process agents' notes.
+// `--summary-model`, for the commands that process agents' notes.
 #[derive(Args, Default)]
 struct SummaryModelArg {
     /// Titles, tags and a one-line summary for notes agents create (`create_knowledge`),
@@ -102,7 +102,7 @@ struct SummaryModelArg {
     summary_model: Option<String>,
 }
 
-/// `--ocr`, for the commands that convert files.
+// `--ocr`, for the commands that convert files.
 #[derive(Args, Default)]
 struct OcrArg {
     /// OCR for pages without a text layer (scans) during uploads and indexing: `auto` uses
@@ -120,7 +120,7 @@ struct EngineChoices<'a> {
     ocr: Option<&'a OcrArg>,
 }
 
-/// `quarry vsearch`: a search with the embedding model.
+// `quarry vsearch`: a search with the embedding model.
 #[derive(Args)]
 struct VsearchArgs {
     #[command(flatten)]
@@ -129,7 +129,7 @@ struct VsearchArgs {
     embed: EmbedModelArg,
 }
 
-/// `quarry query`: a search with every model.
+// `quarry query`: a search with every model.
 #[derive(Args)]
 struct QueryArgs {
     #[command(flatten)]
@@ -140,7 +140,7 @@ struct QueryArgs {
     query: QueryModelArgs,
 }
 
-/// `quarry eval`: scores the search modes, models included.
+// `quarry eval`: scores the search modes, models included.
 #[derive(Args)]
 struct EvalCmd {
     #[command(flatten)]
@@ -151,7 +151,7 @@ struct EvalCmd {
     query: QueryModelArgs,
 }
 
-/// `quarry kb …`: uploads are converted and embedded.
+// `quarry kb …`: uploads are converted and embedded.
 #[derive(Args)]
 struct KbArgs {
     #[command(subcommand)]
@@ -164,7 +164,7 @@ struct KbArgs {
     ocr: OcrArg,
 }
 
-/// The models and conversion options of the servers.
+// The models and conversion options of the servers.
 #[derive(Args)]
 struct ServerModelArgs {
     #[command(flatten)]
