@@ -30,7 +30,7 @@ fn main() {
     walk(&root, &mut files);
     files.sort();
     let mut src = String::from(
-        "/// (path under assets/, bytes), sorted by path.\npub static FILES: &[(&str, &[u8])] = &[\n",
+        "/// (path under assets/, bytes), sorted by path.\npub(crate) static FILES: &[(&str, &[u8])] = &[\n",
     );
     for f in &files {
         // Directories are watched too, so an added file triggers a rebuild.

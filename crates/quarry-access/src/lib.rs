@@ -44,7 +44,9 @@ pub enum AuthFailure {
     Missing,
     /// Not a token, or no such token.
     Invalid,
+    /// The token is past its expiry.
     Expired,
+    /// The token (or one that created it) was revoked.
     Revoked,
     /// The space is not one this token may use — or does not exist (the two are not told
     /// apart).
@@ -57,6 +59,7 @@ pub enum AuthFailure {
 }
 
 impl AuthFailure {
+    /// The seed's `data.error_code` (`AUTH_REQUIRED`, `AUTH_FAILED` …).
     pub fn code(&self) -> &'static str {
         match self {
             AuthFailure::Missing => "AUTH_REQUIRED",
@@ -112,8 +115,10 @@ pub fn owner_principal(space: &Space) -> Principal {
 /// A token as created: the secret (shown once, never stored) and its record.
 #[derive(Debug, Clone, Serialize)]
 pub struct IssuedToken {
+    /// The secret (`qk_` + 64 hex): shown once, never stored.
     pub token: String,
     #[serde(flatten)]
+    /// What is stored for it.
     pub record: TokenRecord,
 }
 
@@ -122,11 +127,13 @@ pub struct IssuedToken {
 pub struct TokenRequest {
     /// User name or UUID.
     pub user: String,
+    /// What the token is for, in words.
     pub label: String,
     /// Space names or UUIDs; empty: every space the user is a member of now.
     pub spaces: Vec<String>,
     /// Knowledge bases / collections (names or UUIDs) in those spaces; `None`: all.
     pub collections: Option<Vec<String>>,
+    /// Whether the token may only read.
     pub read_only: bool,
     /// Milliseconds since the epoch.
     pub expires_at: Option<i64>,
@@ -139,9 +146,13 @@ pub struct TokenRequest {
 /// A space a user belongs to, as `GET /api/v1/user/spaces` lists it.
 #[derive(Debug, Clone, Serialize)]
 pub struct SpaceAccess {
+    /// The space's UUID.
     pub id: String,
+    /// The space's name.
     pub name: String,
+    /// What the space is for.
     pub description: String,
+    /// The user's role there.
     pub role: Role,
 }
 
@@ -226,17 +237,20 @@ pub fn token_hash(secret: &str) -> String {
 }
 
 impl Directory {
+    /// A directory over `store`.
     pub fn new(store: Arc<dyn Store>) -> Directory {
         Directory { store }
     }
 
     // Spaces.
 
+    /// Creates a space; a taken or invalid name is refused.
     pub fn create_space(&self, name: &str, description: &str) -> Result<Space> {
         validate_name("space", name)?;
         self.store.create_space(name, description.trim())
     }
 
+    /// Every space, by name.
     pub fn spaces(&self) -> Result<Vec<Space>> {
         self.store.spaces()
     }
@@ -270,11 +284,13 @@ impl Directory {
 
     // Users and memberships.
 
+    /// Creates a user; a taken or invalid name is refused.
     pub fn create_user(&self, name: &str) -> Result<User> {
         validate_name("user", name)?;
         self.store.create_user(name)
     }
 
+    /// Every user, by name.
     pub fn users(&self) -> Result<Vec<User>> {
         self.store.users()
     }
@@ -285,16 +301,19 @@ impl Directory {
             .ok_or_else(|| Error::not_found(format!("user '{key}' not found")))
     }
 
+    /// A user by name or UUID.
     pub fn user(&self, key: &str) -> Result<User> {
         Ok(self.user_row(key)?.1)
     }
 
+    /// Removes a user (by name or UUID) with its memberships and tokens; returns it.
     pub fn delete_user(&self, key: &str) -> Result<User> {
         let (row, user) = self.user_row(key)?;
         self.store.delete_user(row)?;
         Ok(user)
     }
 
+    /// Gives a user a role in a space (replacing the role it had there).
     pub fn grant(&self, user: &str, space: &str, role: Role) -> Result<Membership> {
         let (row, user) = self.user_row(user)?;
         let space = self.space(space)?;
@@ -314,6 +333,7 @@ impl Directory {
         })
     }
 
+    /// Takes a user out of a space.
     pub fn revoke_membership(&self, user: &str, space: &str) -> Result<()> {
         let (row, user) = self.user_row(user)?;
         let space = self.space(space)?;

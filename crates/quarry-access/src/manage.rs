@@ -25,14 +25,17 @@ enum Actor {
     MachineOwner,
     /// A user through one of its tokens.
     User {
+        /// The user's name.
         name: String,
         /// UUIDs of the spaces the token names.
         token_spaces: Vec<String>,
+        /// Whether the token may only read.
         read_only: bool,
     },
 }
 
 impl Actor {
+    /// The actor a resolved principal manages as.
     fn of(principal: &Principal) -> Actor {
         match &principal.identity {
             None => Actor::MachineOwner,
@@ -70,9 +73,13 @@ impl Actor {
 /// A space as its viewer sees it.
 #[derive(Debug, Clone, Serialize)]
 pub struct SpaceView {
+    /// The space's UUID.
     pub id: String,
+    /// The space's name.
     pub name: String,
+    /// What the space is for.
     pub description: String,
+    /// Milliseconds since the epoch.
     pub created_at: i64,
     /// The caller's role (`owner` for the machine's owner).
     pub role: Role,
@@ -85,7 +92,9 @@ pub struct SpaceView {
 /// One member of a space.
 #[derive(Debug, Clone, Serialize)]
 pub struct Member {
+    /// The user's name.
     pub user: String,
+    /// The member's role.
     pub role: Role,
     /// Milliseconds since the epoch.
     pub joined_at: i64,
@@ -94,16 +103,24 @@ pub struct Member {
 /// A user with the spaces it belongs to (for the machine's owner).
 #[derive(Debug, Clone, Serialize)]
 pub struct UserView {
+    /// The user's UUID.
     pub id: String,
+    /// The user's name.
     pub name: String,
+    /// Milliseconds since the epoch.
     pub created_at: i64,
+    /// The spaces it belongs to, with its role in each.
     pub spaces: Vec<UserSpace>,
 }
 
 #[derive(Debug, Clone, Serialize)]
+/// A space a user belongs to (a line of [`UserView::spaces`]).
 pub struct UserSpace {
+    /// The space's name.
     pub space: String,
+    /// The space's UUID.
     pub space_id: String,
+    /// The user's role there.
     pub role: Role,
 }
 

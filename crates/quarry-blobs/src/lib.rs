@@ -207,6 +207,7 @@ impl Staged {
         self.len
     }
 
+    /// Whether nothing was written.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }

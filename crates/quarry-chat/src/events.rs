@@ -10,15 +10,19 @@ use crate::provider::Usage;
 pub struct Source {
     /// The citation number the model was told to use (`[index]`).
     pub index: usize,
+    /// The passage's text.
     pub content: String,
+    /// Its relevance (0–1).
     pub score: f64,
     /// The file name.
     pub source: String,
     /// PDF page or slide; `None` for unpaged sources.
     pub page: Option<u32>,
+    /// The document's short id.
     pub docid: String,
     /// The knowledge-base document's id (its docid outside knowledge bases).
     pub document_id: String,
+    /// The knowledge base's name.
     pub knowledge_base: String,
     /// Display path `knowledge-base/relative/path`.
     pub file: String,
@@ -27,15 +31,19 @@ pub struct Source {
 /// A tool call and, once it ran, its outcome (stored with the assistant message).
 #[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq)]
 pub struct ToolCallRecord {
+    /// The provider's id for the call.
     pub id: String,
     /// The tool's own name (`web_search`).
     pub name: String,
     /// Its catalog name (`web.web_search`); empty when the model named no offered tool.
     pub tool: String,
+    /// The arguments the model wrote (JSON; the text when it is not JSON).
     pub arguments: Value,
     /// `calling`, `success` or `error`.
     pub status: String,
+    /// The tool's output, once it ran.
     pub result: Option<String>,
+    /// The tool round it was made in (from 1).
     pub round: usize,
     /// Milliseconds, to the microsecond.
     pub duration_ms: Option<f64>,
@@ -44,16 +52,21 @@ pub struct ToolCallRecord {
 /// The end of a chat that reached an answer.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Done {
+    /// The conversation's UUID.
     pub conversation_id: String,
+    /// The assistant message's UUID.
     pub message_id: String,
+    /// `stop`, `tool_calls`, `length`, … as the provider said.
     pub finish_reason: String,
     /// Completions asked of the model.
     pub rounds: usize,
     /// Completions that called tools.
     pub tool_rounds: usize,
+    /// Tokens over every completion of the run.
     pub usage: Usage,
     /// The query retrieval ran (the rewritten question on a follow-up), if any.
     pub retrieval_query: Option<String>,
+    /// Where the time went.
     pub timings: Timings,
 }
 
@@ -61,15 +74,20 @@ pub struct Done {
 /// for the model, running tools, and the whole run. What remains is Quarry's own overhead.
 #[derive(Debug, Clone, Copy, Default, Serialize, PartialEq)]
 pub struct Timings {
+    /// Searching the knowledge bases (and rewriting a follow-up).
     pub retrieval_ms: f64,
+    /// Waiting for the model.
     pub model_ms: f64,
+    /// Running tools.
     pub tools_ms: f64,
+    /// The whole run.
     pub total_ms: f64,
 }
 
 /// A failure after the stream began.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct ChatFailure {
+    /// What went wrong, for people.
     pub message: String,
     /// `provider_error`, `provider_unavailable` or `internal`.
     pub code: &'static str,
@@ -78,17 +96,28 @@ pub struct ChatFailure {
 }
 
 #[derive(Debug, Clone, PartialEq)]
+/// One event of a running chat (an SSE event of seed 003).
 pub enum ChatEvent {
+    /// The conversation and message the answer is stored as (first).
     Conversation {
+        /// The conversation's UUID.
         id: String,
+        /// The assistant message's UUID.
         message_id: String,
+        /// The conversation's title.
         title: String,
     },
+    /// The passages retrieved, numbered for citation.
     RagSource(Vec<Source>),
+    /// A piece of the answer's text.
     Delta(String),
+    /// The model called a tool.
     ToolCall(ToolCallRecord),
+    /// A tool call finished.
     ToolResult(ToolCallRecord),
+    /// The answer is complete.
     Done(Done),
+    /// The run failed after the stream began.
     Error(ChatFailure),
 }
 

@@ -71,7 +71,7 @@ impl Default for ChatSettings {
 
 impl ChatSettings {
     /// Reads the settings `env` returns; a malformed value is an error naming its variable.
-    pub fn from_env(env: &dyn Fn(&str) -> Option<String>) -> std::result::Result<Self, String> {
+    pub fn from_vars(env: &dyn Fn(&str) -> Option<String>) -> std::result::Result<Self, String> {
         let mut s = ChatSettings::default();
         let get = |k: &str| {
             env(k)
@@ -126,31 +126,42 @@ impl ChatSettings {
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct ChatRequest {
     #[serde(default)]
+    /// OpenAI-shaped messages; the last user message is the question.
     pub messages: Option<Vec<Value>>,
     /// Shorthand for one user message.
     #[serde(default)]
     pub message: Option<String>,
     #[serde(default)]
+    /// Continue this conversation (UUID); none: a new one.
     pub conversation_id: Option<String>,
     #[serde(default)]
+    /// Knowledge bases (names or UUIDs) to search; none: the conversation's, else none.
     pub kb_ids: Option<Vec<String>>,
     #[serde(default)]
+    /// Another model at the configured provider.
     pub model: Option<String>,
     #[serde(default)]
+    /// Tools to offer (`package.tool`), as the hub's `?tools=`.
     pub tools: Option<Vec<String>>,
     #[serde(default)]
+    /// Packages to offer whole, as the hub's `?servers=`.
     pub servers: Option<Vec<String>>,
     #[serde(default)]
+    /// `false`: offer no tools.
     pub use_tools: Option<bool>,
     #[serde(default)]
+    /// Fewer tool rounds than the server's limit.
     pub max_tool_rounds: Option<usize>,
     #[serde(default)]
+    /// `false`: one JSON answer instead of an event stream.
     pub stream: Option<bool>,
     #[serde(default)]
+    /// Sampling temperature passed to the model.
     pub temperature: Option<f64>,
 }
 
 impl ChatRequest {
+    /// Whether the answer streams (the default).
     pub fn streaming(&self) -> bool {
         self.stream.unwrap_or(true)
     }
@@ -160,14 +171,19 @@ impl ChatRequest {
 /// principal. Conversations belong to the principal's owner key.
 #[derive(Clone)]
 pub struct ChatContext {
+    /// The caller's engine, scoped to what it may read.
     pub engine: Engine,
+    /// Who is chatting: owner of the conversation, and what tools it may reach.
     pub principal: quarry_core::Principal,
 }
 
 /// A checked request with its conversation stored, ready to run.
 pub struct Prepared {
+    /// The conversation's UUID.
     pub conversation_id: String,
+    /// The assistant message's UUID.
     pub message_id: String,
+    /// The conversation's title.
     pub title: String,
     /// The latest user question.
     question: String,
@@ -192,8 +208,11 @@ pub struct ChatService {
 /// How a run ended (the server maps it to a status for `stream: false`).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Outcome {
+    /// The model answered.
     Answered(Done),
+    /// The provider failed.
     Failed(ChatFailure),
+    /// The client went away.
     Cancelled,
 }
 
@@ -849,6 +868,7 @@ impl ChatService {
 
     // Conversations.
 
+    /// The owner's conversations (at most `limit`), with their message counts.
     pub fn conversations(&self, owner: &str, limit: usize) -> Result<Vec<Value>> {
         Ok(self
             .store
@@ -862,6 +882,7 @@ impl ChatService {
             .collect())
     }
 
+    /// One of the owner's conversations with its messages.
     pub fn conversation(&self, owner: &str, id: &str) -> Result<Value> {
         let c = self
             .store
@@ -890,6 +911,7 @@ impl ChatService {
         Ok(v)
     }
 
+    /// Renames one of the owner's conversations.
     pub fn rename_conversation(&self, owner: &str, id: &str, title: &str) -> Result<Value> {
         let title = title.trim();
         if title.is_empty() || title.chars().count() > 200 {
@@ -906,6 +928,7 @@ impl ChatService {
         Ok(conversation_json(&c))
     }
 
+    /// Deletes one of the owner's conversations with its messages.
     pub fn delete_conversation(&self, owner: &str, id: &str) -> Result<()> {
         if self.store.delete_conversation(owner, id)? {
             Ok(())
@@ -968,9 +991,9 @@ mod tests {
                     .map(|(_, v)| v.to_string())
             }
         };
-        let s = ChatSettings::from_env(&env(&[])).unwrap();
+        let s = ChatSettings::from_vars(&env(&[])).unwrap();
         assert_eq!(s, ChatSettings::default());
-        let s = ChatSettings::from_env(&env(&[
+        let s = ChatSettings::from_vars(&env(&[
             ("RAG_TOP_K", "3"),
             ("RAG_ANN_TOP_K", "40"),
             ("RAG_USE_RERANK", "false"),
@@ -992,7 +1015,7 @@ mod tests {
             &[("RAG_MIN_SCORE", "2")],
             &[("QUARRY_CHAT_MAX_TOOL_ROUNDS", "11")],
         ] {
-            let e = ChatSettings::from_env(&env(bad)).unwrap_err();
+            let e = ChatSettings::from_vars(&env(bad)).unwrap_err();
             assert!(e.contains(bad[0].0), "{e}");
         }
     }

@@ -23,9 +23,13 @@ const MAX_STREAM_BYTES: usize = 8 * 1024 * 1024;
 /// Which API family a spec names; fixes the default base URL and key variable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ProviderKind {
+    /// OpenAI or any OpenAI-compatible server (vLLM, llama.cpp).
     OpenAi,
+    /// DeepSeek's API.
     DeepSeek,
+    /// Qwen on DashScope's OpenAI-compatible API.
     Qwen,
+    /// An Ollama server's OpenAI-compatible API.
     Ollama,
 }
 
@@ -43,7 +47,9 @@ impl ProviderKind {
 /// A configured chat provider. `Debug` never shows the key.
 #[derive(Clone)]
 pub struct ProviderConfig {
+    /// The API family.
     pub kind: ProviderKind,
+    /// The model name sent in every request.
     pub model: String,
     /// The API base, ending before `/chat/completions`.
     pub base_url: String,
@@ -181,20 +187,27 @@ impl ProviderConfig {
 /// A complete tool call, its arguments as the model wrote them (JSON text).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolCall {
+    /// The provider's id for the call.
     pub id: String,
+    /// The function's (wire) name.
     pub name: String,
+    /// The arguments as the model wrote them (JSON text).
     pub arguments: String,
 }
 
 /// Token counts as the provider reported them (zeros when it did not).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct Usage {
+    /// Tokens of the prompt.
     pub prompt_tokens: u64,
+    /// Tokens of the answer.
     pub completion_tokens: u64,
+    /// Both.
     pub total_tokens: u64,
 }
 
 impl Usage {
+    /// Adds another completion's counts.
     pub fn add(&mut self, other: Usage) {
         self.prompt_tokens += other.prompt_tokens;
         self.completion_tokens += other.completion_tokens;
@@ -205,11 +218,14 @@ impl Usage {
 /// One streamed completion, put together.
 #[derive(Debug, Clone, Default)]
 pub struct Completion {
+    /// The answer's text.
     pub content: String,
+    /// Tools the model called.
     pub tool_calls: Vec<ToolCall>,
     /// `stop`, `tool_calls`, `length`, `content_filter`, … (`stop` when the stream ended
     /// without one).
     pub finish_reason: String,
+    /// Tokens the provider counted.
     pub usage: Usage,
 }
 
@@ -218,13 +234,16 @@ pub struct Completion {
 pub enum ProviderError {
     /// The provider answered an error status (after retries, for retryable ones).
     Status {
+        /// The HTTP status.
         status: u16,
+        /// The provider's error message.
         message: String,
     },
     /// Unreachable, timed out, or the stream broke off.
     Unavailable(String),
     /// The provider answered something that is not a chat completion.
     Protocol(String),
+    /// The caller cancelled.
     Cancelled,
 }
 
@@ -247,6 +266,7 @@ impl std::error::Error for ProviderError {}
 /// same growing conversation every round).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct CompletionRequest<'a> {
+    /// The conversation so far.
     pub messages: &'a [Value],
     /// `{"type":"function","function":{…}}` entries; empty: none offered.
     pub tools: &'a [Value],
@@ -254,6 +274,7 @@ pub struct CompletionRequest<'a> {
     pub tool_choice: Option<&'static str>,
     /// Another model at the same provider.
     pub model: Option<&'a str>,
+    /// Sampling temperature; unset: the provider's default.
     pub temperature: Option<f64>,
 }
 
@@ -280,6 +301,7 @@ pub struct Provider {
 }
 
 impl Provider {
+    /// A client for `config` (sends nothing yet).
     pub fn new(config: ProviderConfig) -> Result<Provider, String> {
         quarry_hub::ssrf::ensure_crypto_provider();
         let client = reqwest::Client::builder()
@@ -291,6 +313,7 @@ impl Provider {
         Ok(Provider { config, client })
     }
 
+    /// The configuration it runs with.
     pub fn config(&self) -> &ProviderConfig {
         &self.config
     }

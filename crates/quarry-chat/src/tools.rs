@@ -21,8 +21,11 @@ const CANCEL_GRACE: Duration = Duration::from_secs(5);
 /// What one call produced, as the model will read it.
 #[derive(Debug, Clone)]
 pub struct ToolOutcome {
+    /// Whether the call succeeded (else `text` says why).
     pub ok: bool,
+    /// What the model reads.
     pub text: String,
+    /// How long the call took.
     pub duration: Duration,
 }
 
@@ -41,6 +44,7 @@ impl ToolSet {
         }
     }
 
+    /// The tools of a hub view, as OpenAI functions.
     pub fn from_view(view: View) -> ToolSet {
         let definitions = view
             .list()
@@ -58,6 +62,7 @@ impl ToolSet {
         &self.definitions
     }
 
+    /// Whether no tool is offered.
     pub fn is_empty(&self) -> bool {
         self.definitions.is_empty()
     }

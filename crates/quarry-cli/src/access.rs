@@ -13,7 +13,7 @@ use serde_json::json;
 use crate::print_json;
 
 #[derive(Subcommand)]
-pub enum UserCmd {
+pub(crate) enum UserCmd {
     /// Add a user (lowercase letters, digits, '-', '_', '.').
     Add { name: String },
     /// List users and the spaces they belong to.
@@ -25,7 +25,7 @@ pub enum UserCmd {
 }
 
 #[derive(Subcommand)]
-pub enum SpaceCmd {
+pub(crate) enum SpaceCmd {
     /// Create a space (a tenant with its own knowledge bases); prints its UUID.
     Create {
         name: String,
@@ -55,7 +55,7 @@ pub enum SpaceCmd {
 }
 
 #[derive(Subcommand)]
-pub enum TokenCmd {
+pub(crate) enum TokenCmd {
     /// Create an access token; the token is printed once and stored only as a hash.
     Create {
         /// Whose token it is.
@@ -175,7 +175,7 @@ fn token_line(t: &TokenRecord, memberships: &[quarry_access::Membership]) -> Str
     )
 }
 
-pub fn user(engine: &Engine, cmd: &UserCmd, json_out: bool) -> Result<()> {
+pub(crate) fn user(engine: &Engine, cmd: &UserCmd, json_out: bool) -> Result<()> {
     let dir = Directory::new(engine.store_handle());
     let mut out = std::io::stdout().lock();
     match cmd {
@@ -226,7 +226,7 @@ pub fn user(engine: &Engine, cmd: &UserCmd, json_out: bool) -> Result<()> {
     Ok(())
 }
 
-pub fn space(engine: &Engine, cmd: &SpaceCmd, json_out: bool) -> Result<()> {
+pub(crate) fn space(engine: &Engine, cmd: &SpaceCmd, json_out: bool) -> Result<()> {
     let dir = Directory::new(engine.store_handle());
     let mut out = std::io::stdout().lock();
     match cmd {
@@ -313,7 +313,12 @@ pub fn space(engine: &Engine, cmd: &SpaceCmd, json_out: bool) -> Result<()> {
     Ok(())
 }
 
-pub fn token(engine: &Engine, cmd: &TokenCmd, json_out: bool, space: Option<&str>) -> Result<()> {
+pub(crate) fn token(
+    engine: &Engine,
+    cmd: &TokenCmd,
+    json_out: bool,
+    space: Option<&str>,
+) -> Result<()> {
     let dir = Directory::new(engine.store_handle());
     let mut out = std::io::stdout().lock();
     match cmd {

@@ -17,7 +17,7 @@ use quarry_engine::{Engine, SearchRequest};
 use serde::Serialize;
 
 #[derive(Args)]
-pub struct EvalArgs {
+pub(crate) struct EvalArgs {
     /// JSONL query file.
     queries: PathBuf,
     /// Collection the judgements refer to (paths are relative to its root).
@@ -34,7 +34,7 @@ pub struct EvalArgs {
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Mode {
+pub(crate) enum Mode {
     Search,
     Vsearch,
     Query,
@@ -312,7 +312,12 @@ fn write_features(
     Ok(())
 }
 
-pub fn run(engine: &Engine, args: &EvalArgs, json: bool, out: &mut impl Write) -> Result<()> {
+pub(crate) fn run(
+    engine: &Engine,
+    args: &EvalArgs,
+    json: bool,
+    out: &mut impl Write,
+) -> Result<()> {
     let queries = load(&args.queries)?;
     engine.collection(&args.collection)?;
     let modes: Vec<Mode> = match args.mode {

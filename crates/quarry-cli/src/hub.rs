@@ -18,7 +18,7 @@ use crate::print_json;
 // Parsed once per process: the size of its largest variant does not matter.
 #[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
-pub enum HubCmd {
+pub(crate) enum HubCmd {
     /// Register an MCP server (discovers its tools now).
     Add {
         name: String,
@@ -204,7 +204,7 @@ fn print_server(s: &UpstreamInfo, json_out: bool) -> Result<()> {
     Ok(())
 }
 
-pub fn run(engine: Engine, cmd: &HubCmd, json_out: bool) -> Result<()> {
+pub(crate) fn run(engine: Engine, cmd: &HubCmd, json_out: bool) -> Result<()> {
     let who = caller(&engine, user_of(cmd))?;
     let hub = Hub::new(
         engine.store_handle(),

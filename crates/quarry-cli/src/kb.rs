@@ -17,7 +17,7 @@ use crate::print_json;
 use crate::progress::CliProgress;
 
 #[derive(Subcommand)]
-pub enum KbCmd {
+pub(crate) enum KbCmd {
     /// Create a knowledge base (documents are uploaded into it).
     Create {
         name: String,
@@ -126,7 +126,13 @@ fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
     Ok(out)
 }
 
-pub fn run(engine: Engine, cmd: &KbCmd, json_out: bool) -> Result<()> {
+/// Runs a `kb` command; uploads and retries are processed by workers with `workers`.
+pub(crate) fn run(
+    engine: Engine,
+    cmd: &KbCmd,
+    json_out: bool,
+    workers: quarry_queue::WorkerOptions,
+) -> Result<()> {
     let engine = Arc::new(engine);
     let progress = CliProgress::new();
     let mut out = std::io::stdout().lock();
@@ -234,12 +240,7 @@ pub fn run(engine: Engine, cmd: &KbCmd, json_out: bool) -> Result<()> {
             let finished = if *no_wait || queued.is_empty() {
                 queued.clone()
             } else {
-                quarry_queue::drain(
-                    &engine,
-                    &queued,
-                    quarry_queue::WorkerOptions::from_env()?,
-                    &progress,
-                )?
+                quarry_queue::drain(&engine, &queued, workers.clone(), &progress)?
             };
             report_upload(
                 &mut out,
@@ -287,12 +288,7 @@ pub fn run(engine: Engine, cmd: &KbCmd, json_out: bool) -> Result<()> {
             let finished = if *no_wait {
                 vec![d]
             } else {
-                quarry_queue::drain(
-                    &engine,
-                    &[d],
-                    quarry_queue::WorkerOptions::from_env()?,
-                    &progress,
-                )?
+                quarry_queue::drain(&engine, &[d], workers.clone(), &progress)?
             };
             if json_out {
                 print_json(&json!({ "documents": finished }))?;

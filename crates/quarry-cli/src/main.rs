@@ -2,10 +2,12 @@
 //! readable by default, JSON with `--json`. No engine logic lives here.
 
 mod access;
+mod config;
 mod eval;
 mod hub;
 mod kb;
 mod progress;
+mod settings;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -14,10 +16,9 @@ use std::process::ExitCode;
 use anyhow::{Context as _, Result};
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use quarry_core::format_search_summary;
-use quarry_engine::fusion::Fusion;
 use quarry_engine::{
-    EmbedOptions, Engine, EngineOptions, GetRequest, IngestOptions, ModelConfig, ModelSpec,
-    MultiGetItem, MultiGetRequest, SearchRequest, UpdateOptions, UpdateReport, parse_ocr,
+    EmbedOptions, Engine, GetRequest, ModelConfig, ModelSpec, MultiGetItem, MultiGetRequest,
+    SearchRequest, UpdateOptions, UpdateReport,
 };
 use serde_json::json;
 
@@ -38,23 +39,38 @@ struct Cli {
     /// Print machine-readable JSON instead of text.
     #[arg(long, global = true)]
     json: bool,
+    /// Work in this space (name or UUID) instead of `default`; the CLI acts as its owner.
+    #[arg(long, global = true, env = config::QUARRY_SPACE.name, value_name = "SPACE")]
+    space: Option<String>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+// `--embed-model`, for the commands that embed text.
+#[derive(Args, Default)]
+struct EmbedModelArg {
     /// Embedding model: a model directory, a Hugging Face id (`org/name[@rev]`, fetched and
     /// cached when online), `openai:MODEL` or `ollama:MODEL`. Default: the model the index
     /// was embedded with, else intfloat/multilingual-e5-small.
     #[arg(
         long,
         global = true,
-        env = "QUARRY_EMBED_MODEL",
+        env = config::QUARRY_EMBED_MODEL.name,
         value_name = "SPEC",
         hide_env_values = true
     )]
     embed_model: Option<String>,
+}
+
+// `--rerank-model` and `--expand-model`, for the commands that run hybrid queries.
+#[derive(Args, Default)]
+struct QueryModelArgs {
     /// Reranker for `query`: a cross-encoder directory or Hugging Face id, or
     /// `jina:MODEL` / `cohere:MODEL` / `dashscope:MODEL` with QUARRY_RERANK_URL. Default: none.
     #[arg(
         long,
         global = true,
-        env = "QUARRY_RERANK_MODEL",
+        env = config::QUARRY_RERANK_MODEL.name,
         value_name = "SPEC",
         hide_env_values = true
     )]
@@ -64,30 +80,148 @@ struct Cli {
     #[arg(
         long,
         global = true,
-        env = "QUARRY_EXPAND_MODEL",
+        env = config::QUARRY_EXPAND_MODEL.name,
         value_name = "SPEC",
         hide_env_values = true
     )]
     expand_model: Option<String>,
+}
+
+// `--summary-model`, for the commands that process agents' notes.
+#[derive(Args, Default)]
+struct SummaryModelArg {
     /// Titles, tags and a one-line summary for notes agents create (`create_knowledge`),
     /// written in the background: `openai:MODEL` or `ollama:MODEL`. Default: none.
     #[arg(
         long,
         global = true,
-        env = "QUARRY_SUMMARY_MODEL",
+        env = config::QUARRY_SUMMARY_MODEL.name,
         value_name = "SPEC",
         hide_env_values = true
     )]
     summary_model: Option<String>,
+}
+
+// `--ocr`, for the commands that convert files.
+#[derive(Args, Default)]
+struct OcrArg {
     /// OCR for pages without a text layer (scans) during uploads and indexing: `auto` uses
     /// `tesseract` when it is installed; `off` reports such pages instead.
-    #[arg(long, global = true, env = "QUARRY_OCR", value_name = "auto|off")]
+    #[arg(long, global = true, env = config::QUARRY_OCR.name, value_name = "auto|off")]
     ocr: Option<String>,
-    /// Work in this space (name or UUID) instead of `default`; the CLI acts as its owner.
-    #[arg(long, global = true, env = "QUARRY_SPACE", value_name = "SPACE")]
-    space: Option<String>,
+}
+
+/// The options a command chose for models and conversion (unset where it takes none).
+#[derive(Default)]
+struct EngineChoices<'a> {
+    embed: Option<&'a EmbedModelArg>,
+    query: Option<&'a QueryModelArgs>,
+    summary: Option<&'a SummaryModelArg>,
+    ocr: Option<&'a OcrArg>,
+}
+
+// `quarry vsearch`: a search with the embedding model.
+#[derive(Args)]
+struct VsearchArgs {
+    #[command(flatten)]
+    search: SearchArgs,
+    #[command(flatten)]
+    embed: EmbedModelArg,
+}
+
+// `quarry query`: a search with every model.
+#[derive(Args)]
+struct QueryArgs {
+    #[command(flatten)]
+    search: SearchArgs,
+    #[command(flatten)]
+    embed: EmbedModelArg,
+    #[command(flatten)]
+    query: QueryModelArgs,
+}
+
+// `quarry eval`: scores the search modes, models included.
+#[derive(Args)]
+struct EvalCmd {
+    #[command(flatten)]
+    eval: eval::EvalArgs,
+    #[command(flatten)]
+    embed: EmbedModelArg,
+    #[command(flatten)]
+    query: QueryModelArgs,
+}
+
+// `quarry kb …`: uploads are converted and embedded.
+#[derive(Args)]
+struct KbArgs {
     #[command(subcommand)]
-    command: Command,
+    cmd: kb::KbCmd,
+    #[command(flatten)]
+    embed: EmbedModelArg,
+    #[command(flatten)]
+    summary: SummaryModelArg,
+    #[command(flatten)]
+    ocr: OcrArg,
+}
+
+// The models and conversion options of the servers.
+#[derive(Args)]
+struct ServerModelArgs {
+    #[command(flatten)]
+    embed: EmbedModelArg,
+    #[command(flatten)]
+    query: QueryModelArgs,
+    #[command(flatten)]
+    summary: SummaryModelArg,
+    #[command(flatten)]
+    ocr: OcrArg,
+}
+
+impl ServerModelArgs {
+    fn choices(&self) -> EngineChoices<'_> {
+        EngineChoices {
+            embed: Some(&self.embed),
+            query: Some(&self.query),
+            summary: Some(&self.summary),
+            ocr: Some(&self.ocr),
+        }
+    }
+}
+
+impl Command {
+    /// The model and conversion options this command takes.
+    fn engine_choices(&self) -> EngineChoices<'_> {
+        let none = EngineChoices::default();
+        match self {
+            Command::Collection(CollectionCmd::Add { ocr, .. })
+            | Command::Index { ocr, .. }
+            | Command::Update { ocr, .. } => EngineChoices {
+                ocr: Some(ocr),
+                ..none
+            },
+            Command::Kb(k) => EngineChoices {
+                embed: Some(&k.embed),
+                summary: Some(&k.summary),
+                ocr: Some(&k.ocr),
+                ..none
+            },
+            Command::Embed { embed, .. } | Command::Vsearch(VsearchArgs { embed, .. }) => {
+                EngineChoices {
+                    embed: Some(embed),
+                    ..none
+                }
+            }
+            Command::Query(QueryArgs { embed, query, .. })
+            | Command::Eval(EvalCmd { embed, query, .. }) => EngineChoices {
+                embed: Some(embed),
+                query: Some(query),
+                ..none
+            },
+            Command::Mcp(m) => m.choices(),
+            Command::Serve(s) => s.models.choices(),
+            _ => none,
+        }
+    }
 }
 
 #[derive(Subcommand)]
@@ -96,8 +230,7 @@ enum Command {
     #[command(subcommand)]
     Collection(CollectionCmd),
     /// Knowledge bases: upload PDFs, Office files, spreadsheets, CSV, HTML, Markdown.
-    #[command(subcommand)]
-    Kb(kb::KbCmd),
+    Kb(KbArgs),
     /// Users of a shared server (who tokens belong to).
     #[command(subcommand)]
     User(access::UserCmd),
@@ -117,6 +250,8 @@ enum Command {
     Index {
         /// Only these collections.
         collections: Vec<String>,
+        #[command(flatten)]
+        ocr: OcrArg,
     },
     /// Re-scan collections, optionally running `git pull` in each first.
     Update {
@@ -125,6 +260,8 @@ enum Command {
         pull: bool,
         /// Only these collections.
         collections: Vec<String>,
+        #[command(flatten)]
+        ocr: OcrArg,
     },
     /// Keyword (BM25) search. Words are OR-ed and ranked; "quoted phrase", +required, -excluded.
     Search(SearchArgs),
@@ -162,15 +299,17 @@ enum Command {
         /// Re-chunk and re-embed everything in scope, even unchanged text.
         #[arg(short = 'f', long)]
         force: bool,
+        #[command(flatten)]
+        embed: EmbedModelArg,
     },
     /// Semantic (vector) search; needs `quarry embed` to have run.
-    Vsearch(SearchArgs),
+    Vsearch(VsearchArgs),
     /// Hybrid search (keyword + vectors, fused and re-ranked); keyword-only until `embed` ran.
-    Query(SearchArgs),
+    Query(QueryArgs),
     /// Index health: documents, embeddings, collections.
     Status,
     /// Run the MCP server over stdio (for Claude Code, Cursor, Claude Desktop, …).
-    Mcp,
+    Mcp(ServerModelArgs),
     /// Run the servers: MCP over Streamable HTTP at /mcp plus the REST API (`http`, default),
     /// MCP over stdio (`mcp`), or both in one process sharing one engine.
     // `server` is accepted too (QMD's spelling: `qmd server --transport both`).
@@ -178,7 +317,7 @@ enum Command {
     Serve(ServeArgs),
     /// Score search, vsearch and query against a judged query set (Hit@3, MRR@10, nDCG@10,
     /// Recall@10, Recall@100).
-    Eval(eval::EvalArgs),
+    Eval(EvalCmd),
 }
 
 #[derive(Subcommand)]
@@ -195,6 +334,8 @@ enum CollectionCmd {
         /// Add the collection even when no file matches the mask yet.
         #[arg(long)]
         allow_empty: bool,
+        #[command(flatten)]
+        ocr: OcrArg,
     },
     /// List collections.
     #[command(alias = "ls")]
@@ -247,12 +388,12 @@ struct ServeArgs {
     request_timeout: u64,
     /// Seconds a client may take to send a request's headers; also how long an idle
     /// connection stays open between requests.
-    #[arg(long, env = "QUARRY_HTTP_HEADER_TIMEOUT", default_value_t = 30,
+    #[arg(long, env = config::QUARRY_HTTP_HEADER_TIMEOUT.name, default_value_t = 30,
           value_parser = clap::value_parser!(u64).range(1..=3600))]
     header_timeout: u64,
     /// Most HTTP connections open at once; more are answered 503 and closed. Keep it
     /// below the process's open-file limit (`ulimit -n`).
-    #[arg(long, env = "QUARRY_HTTP_MAX_CONNECTIONS", default_value_t = 512,
+    #[arg(long, env = config::QUARRY_HTTP_MAX_CONNECTIONS.name, default_value_t = 512,
           value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     max_connections: u64,
     /// `token`: every route but /health needs an access token (see the `token` command).
@@ -279,11 +420,17 @@ struct ServeArgs {
     /// The LLM behind `POST /api/v1/chat`: openai:MODEL, deepseek:MODEL, qwen:MODEL or
     /// ollama:MODEL (vLLM and llama.cpp servers: openai:MODEL with QUARRY_CHAT_BASE_URL).
     /// The key comes from QUARRY_CHAT_API_KEY or the provider's variable; see docs/chat.md.
-    #[arg(long, env = "QUARRY_CHAT_MODEL", value_name = "SPEC")]
+    #[arg(long, env = config::QUARRY_CHAT_MODEL.name, value_name = "SPEC")]
     chat_model: Option<String>,
     /// Log format on stderr.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
+    /// Print the settings in effect (options, variables, defaults; keys and tokens masked)
+    /// and where each came from, then exit.
+    #[arg(long)]
+    print_config: bool,
+    #[command(flatten)]
+    models: ServerModelArgs,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -337,10 +484,12 @@ fn invoked_name() -> &'static str {
     }
 }
 
-fn parse_cli() -> Cli {
+/// The command line, parsed, and its matches (which say where each value came from).
+fn parse_cli() -> (Cli, clap::ArgMatches) {
     let name = invoked_name();
     let matches = Cli::command().name(name).bin_name(name).get_matches();
-    Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    (cli, matches)
 }
 
 /// The hidden first argument that makes this binary a converter child (see
@@ -354,8 +503,14 @@ fn main() -> ExitCode {
     {
         return quarry_convert::child_main();
     }
-    let cli = parse_cli();
-    match run(cli) {
+    let (cli, matches) = parse_cli();
+    // The one read of the environment: everything below takes options from this snapshot.
+    let env = config::Env::from_process();
+    let result = match &cli.command {
+        Command::Serve(args) if args.print_config => print_config(&cli, &matches, &env),
+        _ => run(cli, &env),
+    };
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             // Broken pipe (`quarry search … | head`) is not an error worth reporting.
@@ -371,39 +526,56 @@ fn main() -> ExitCode {
     }
 }
 
-fn open(cli: &Cli) -> Result<Engine> {
-    let opts = EngineOptions::from_env(cli.index.as_deref())?;
+/// `serve --print-config`: the settings in effect and where each came from.
+fn print_config(cli: &Cli, matches: &clap::ArgMatches, env: &config::Env) -> Result<()> {
+    let settings = settings::effective(&Cli::command(), matches, "serve", env)?;
+    if cli.json {
+        print_json(&settings)
+    } else {
+        settings::print_effective(&settings, &mut std::io::stdout().lock())
+    }
+}
+
+fn open(cli: &Cli, env: &config::Env) -> Result<Engine> {
+    let opts = settings::engine_options(env, cli.index.as_deref())?;
     let dir = opts.data_dir();
-    let spec = |flag: &str, v: &Option<String>| -> Result<Option<ModelSpec>> {
-        match v.as_deref().map(str::trim) {
+    let spec = |flag: &str, v: Option<&String>| -> Result<Option<ModelSpec>> {
+        match v.map(|s| s.trim()) {
             None | Some("") => Ok(None),
             Some(s) => ModelSpec::parse(s)
                 .map(Some)
                 .with_context(|| format!("invalid --{flag} {s:?}")),
         }
     };
+    let chosen = cli.command.engine_choices();
     let models = ModelConfig {
-        embed: spec("embed-model", &cli.embed_model)?,
-        rerank: spec("rerank-model", &cli.rerank_model)?,
-        expand: spec("expand-model", &cli.expand_model)?,
-        annotate: spec("summary-model", &cli.summary_model)?,
-        env: None,
+        embed: spec(
+            "embed-model",
+            chosen.embed.and_then(|a| a.embed_model.as_ref()),
+        )?,
+        rerank: spec(
+            "rerank-model",
+            chosen.query.and_then(|a| a.rerank_model.as_ref()),
+        )?,
+        expand: spec(
+            "expand-model",
+            chosen.query.and_then(|a| a.expand_model.as_ref()),
+        )?,
+        annotate: spec(
+            "summary-model",
+            chosen.summary.and_then(|a| a.summary_model.as_ref()),
+        )?,
+        env: settings::model_env(env),
     };
-    let fusion = match std::env::var("QUARRY_FUSION") {
-        Ok(v) if !v.trim().is_empty() => Fusion::parse(&v)
-            .with_context(|| format!("QUARRY_FUSION={v:?}: use 'calibrated' (default) or 'rrf'"))?,
-        _ => Fusion::default(),
-    };
-    let mut ingest = IngestOptions::from_env()?;
-    if let Some(ocr) = &cli.ocr {
-        ingest.convert.ocr = parse_ocr(ocr)?;
-    }
+    let fusion = settings::fusion(env)?;
     // Every conversion runs in a child of this binary, so no file can abort the CLI or the
     // server (a parser's stack overflow or allocation failure ends only the child).
-    ingest.convert.isolation = quarry_convert::Isolation::Child {
-        program: std::env::current_exe().context("cannot locate the quarry binary")?,
-        args: vec![CONVERT_CHILD_ARG.to_owned()],
-    };
+    let ingest = settings::ingest_options(
+        env,
+        chosen.ocr.and_then(|o| o.ocr.as_deref()),
+        std::env::current_exe().context("cannot locate the quarry binary")?,
+        vec![CONVERT_CHILD_ARG.to_owned()],
+    )?;
     let engine = Engine::open(opts)
         .with_context(|| format!("cannot open the index at {}", dir.display()))?
         .with_models(models)
@@ -434,16 +606,16 @@ pub(crate) fn print_json(v: &impl serde::Serialize) -> Result<()> {
     Ok(())
 }
 
-fn run(cli: Cli) -> Result<()> {
-    let engine = open(&cli)?;
+fn run(cli: Cli, env: &config::Env) -> Result<()> {
+    let engine = open(&cli, env)?;
     match &cli.command {
         Command::User(cmd) => return access::user(&engine, cmd, cli.json),
         Command::Space(cmd) => return access::space(&engine, cmd, cli.json),
         Command::Token(cmd) => return access::token(&engine, cmd, cli.json, cli.space.as_deref()),
         _ => {}
     }
-    if let Command::Kb(cmd) = &cli.command {
-        return kb::run(engine, cmd, cli.json);
+    if let Command::Kb(k) = &cli.command {
+        return kb::run(engine, &k.cmd, cli.json, settings::worker_options(env)?);
     }
     if let Command::Hub(cmd) = &cli.command {
         return hub::run(engine, cmd, cli.json);
@@ -457,6 +629,7 @@ fn run(cli: Cli) -> Result<()> {
                 name,
                 mask,
                 allow_empty,
+                ..
             } => {
                 let (c, report) = engine.add_collection(
                     path,
@@ -555,7 +728,7 @@ fn run(cli: Cli) -> Result<()> {
                 }
             }
         },
-        Command::Index { collections } => {
+        Command::Index { collections, .. } => {
             let report = engine.update(
                 &UpdateOptions {
                     pull: false,
@@ -565,7 +738,9 @@ fn run(cli: Cli) -> Result<()> {
             )?;
             print_update(&mut out, cli.json, &report, "Indexed")?;
         }
-        Command::Update { pull, collections } => {
+        Command::Update {
+            pull, collections, ..
+        } => {
             let report = engine.update(
                 &UpdateOptions {
                     pull: *pull,
@@ -575,7 +750,9 @@ fn run(cli: Cli) -> Result<()> {
             )?;
             print_update(&mut out, cli.json, &report, "Updated")?;
         }
-        Command::Embed { collection, force } => {
+        Command::Embed {
+            collection, force, ..
+        } => {
             let opts = EmbedOptions {
                 collection: collection.clone(),
                 force: *force,
@@ -664,7 +841,9 @@ fn run(cli: Cli) -> Result<()> {
                 )?;
             }
         }
-        Command::Search(args) | Command::Vsearch(args) | Command::Query(args) => {
+        Command::Search(args)
+        | Command::Vsearch(VsearchArgs { search: args, .. })
+        | Command::Query(QueryArgs { search: args, .. }) => {
             let query = args.query.join(" ");
             let mut req = SearchRequest {
                 query: query.clone(),
@@ -797,10 +976,10 @@ fn run(cli: Cli) -> Result<()> {
                 }
             }
         }
-        Command::Eval(args) => eval::run(&engine, args, cli.json, &mut out)?,
-        Command::Mcp => {
+        Command::Eval(args) => eval::run(&engine, &args.eval, cli.json, &mut out)?,
+        Command::Mcp(_) => {
             drop(out);
-            serve(engine, Transport::Mcp, None)?
+            serve(engine, env, Transport::Mcp, None)?
         }
         // Handled before the engine is shared (above).
         Command::Kb(_)
@@ -810,7 +989,7 @@ fn run(cli: Cli) -> Result<()> {
         | Command::Hub(_) => {}
         Command::Serve(args) => {
             drop(out);
-            serve(engine, args.transport, Some(args))?
+            serve(engine, env, args.transport, Some(args))?
         }
     }
     Ok(())
@@ -818,10 +997,14 @@ fn run(cli: Cli) -> Result<()> {
 
 /// Runs the servers on a tokio runtime. Logs go to stderr only: in stdio mode stdout carries
 /// the MCP protocol.
-fn serve(engine: Engine, transport: Transport, args: Option<&ServeArgs>) -> Result<()> {
+fn serve(
+    engine: Engine,
+    env: &config::Env,
+    transport: Transport,
+    args: Option<&ServeArgs>,
+) -> Result<()> {
     let json_logs = args.is_some_and(|a| a.log_format == LogFormat::Json);
-    let filter = tracing_subscriber::EnvFilter::try_from_env("QUARRY_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let filter = settings::log_filter(env);
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
@@ -872,25 +1055,26 @@ fn serve(engine: Engine, transport: Transport, args: Option<&ServeArgs>) -> Resu
                 .map_err(|e| anyhow::anyhow!("--allow-net: {e}"))?;
         }
     }
-    let env = |k: &str| std::env::var(k).ok();
     let chat_provider = match args.and_then(|a| a.chat_model.as_deref()) {
-        Some(spec) => Some(
-            quarry_chat::ProviderConfig::parse(spec, &env)
-                .map_err(|e| anyhow::anyhow!("--chat-model: {e}"))?,
-        ),
+        Some(spec) => Some(settings::chat_provider(env, spec)?),
         None => None,
     };
-    let chat_settings =
-        quarry_chat::ChatSettings::from_env(&env).map_err(|e| anyhow::anyhow!(e))?;
+    let chat_settings = settings::chat_settings(env)?;
     if transport != Transport::Mcp {
-        hub_opts.web = quarry_hub::WebSearchOptions::from_env().map_err(|e| anyhow::anyhow!(e))?;
+        hub_opts.web = settings::web_search(env)?;
     }
+    // A stdio session runs no workers (see below).
+    let workers = match transport {
+        Transport::Mcp => None,
+        _ => Some(settings::worker_options(env)?),
+    };
+    let ui_assets = settings::ui_assets(env);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
     runtime.block_on(async move {
-        let state = quarry_server::AppState::with_auth(engine, auth);
+        let state = quarry_server::AppState::with_ui_assets(engine, auth, ui_assets);
         // Models load in the background; /health reports model_loaded once they are in.
         let preload = state.root_engine().clone();
         tokio::task::spawn_blocking(move || match preload.preload_models() {
@@ -898,8 +1082,8 @@ fn serve(engine: Engine, transport: Transport, args: Option<&ServeArgs>) -> Resu
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, "models not loaded; vector search will say why"),
         });
-        if transport != Transport::Mcp {
-            state.start_workers(quarry_queue::WorkerOptions::from_env()?)?;
+        if let Some(workers) = workers {
+            state.start_workers(workers)?;
         }
         // A stdio session (`quarry mcp`, started per agent session) lists the knowledge
         // tools; it connects upstreams only if a call needs one, never all of them at start.

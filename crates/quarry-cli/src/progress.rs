@@ -7,13 +7,13 @@ use std::sync::Mutex;
 use indicatif::{ProgressBar, ProgressStyle};
 use quarry_engine::Progress;
 
-pub struct CliProgress {
+pub(crate) struct CliProgress {
     tty: bool,
     bar: Mutex<Option<ProgressBar>>,
 }
 
 impl CliProgress {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         CliProgress {
             tty: std::io::stderr().is_terminal(),
             bar: Mutex::new(None),

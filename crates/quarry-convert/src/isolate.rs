@@ -15,6 +15,7 @@
 //! byte (`0` = converted, `1` = error) and the fields, strings and byte strings as
 //! `u64 length + bytes`.
 
+use std::ffi::OsString;
 use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::process::{Command, ExitCode, Stdio};
@@ -30,27 +31,22 @@ pub enum Isolation {
     #[default]
     InProcess,
     /// In a child process: `program args…` must call [`child_main`]. What the `quarry`
-    /// binary uses for every upload and folder file.
-    Child { program: PathBuf, args: Vec<String> },
+    /// binary uses for every upload and folder file. The child's environment is `env` and
+    /// nothing else (no secret of the caller reaches it): what it and `tesseract` need, such
+    /// as `PATH`, locale and temp dir.
+    Child {
+        /// The binary to run (the `quarry` binary itself).
+        program: PathBuf,
+        /// Arguments that make it a converter child (`__convert`).
+        args: Vec<String>,
+        /// The child's whole environment.
+        env: Vec<(OsString, OsString)>,
+    },
 }
 
 /// Extra wall time the parent allows beyond the converter's own timeout, so that the child
 /// reports a cooperative timeout itself when it can.
 const KILL_GRACE: Duration = Duration::from_secs(5);
-/// The environment variables a converter child keeps (locale, temp dir, OCR settings).
-const CHILD_ENV: &[&str] = &[
-    "PATH",
-    "HOME",
-    "USER",
-    "LANG",
-    "LC_ALL",
-    "LC_CTYPE",
-    "TZ",
-    "TMPDIR",
-    "TESSDATA_PREFIX",
-    "OMP_THREAD_LIMIT",
-    "QUARRY_OCR_LANGS",
-];
 /// Bytes of the child's stderr kept to explain how it ended.
 const STDERR_KEPT: usize = 16 * 1024;
 
@@ -59,6 +55,7 @@ const STDERR_KEPT: usize = 16 * 1024;
 pub(crate) fn convert_in_child(
     program: &PathBuf,
     args: &[String],
+    env: &[(OsString, OsString)],
     format: Format,
     file_name: &str,
     bytes: &[u8],
@@ -67,10 +64,8 @@ pub(crate) fn convert_in_child(
     let failed = |detail: String| ConvertError::Failed(format!("the converter {detail}"));
     let mut command = Command::new(program);
     // The child needs no secret of this process (API keys, tokens): only what it and
-    // `tesseract` read.
-    command.env_clear().envs(
-        std::env::vars_os().filter(|(k, _)| k.to_str().is_some_and(|k| CHILD_ENV.contains(&k))),
-    );
+    // `tesseract` read, as the caller lists it.
+    command.env_clear().envs(env.iter().map(|(k, v)| (k, v)));
     let mut child = command
         .args(args)
         .stdin(Stdio::piped())
@@ -290,6 +285,7 @@ fn put_options(out: &mut Vec<u8>, opts: &ConvertOptions) {
     put_u64(out, l.timeout.as_millis() as u64);
     put_u64(out, l.max_memory_bytes);
     put_u64(out, u64::from(opts.ocr == Ocr::Auto));
+    put_str(out, &opts.ocr_languages);
     put_str(out, &opts.image_url_prefix);
 }
 
@@ -343,10 +339,12 @@ fn decode_request(input: &[u8]) -> Option<(String, ConvertOptions, &[u8])> {
         max_memory_bytes: r.u64()?,
     };
     let ocr = if r.u64()? == 1 { Ocr::Auto } else { Ocr::Off };
+    let ocr_languages = r.string()?;
     let image_url_prefix = r.string()?;
     let opts = ConvertOptions {
         limits,
         ocr,
+        ocr_languages,
         image_url_prefix,
         isolation: Isolation::InProcess,
     };

@@ -36,21 +36,34 @@ mod zipc;
 /// Formats Quarry converts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Format {
+    /// PDF (`pdf_oxide`).
     Pdf,
+    /// Word 2007+ document.
     Docx,
+    /// Excel 2007+ workbook.
     Xlsx,
+    /// Excel 97–2003 workbook.
     Xls,
+    /// OpenDocument spreadsheet.
     Ods,
+    /// PowerPoint 2007+ presentation.
     Pptx,
+    /// Comma-separated values.
     Csv,
+    /// Tab-separated values.
     Tsv,
+    /// HTML page.
     Html,
+    /// Plain text.
     Txt,
+    /// Markdown.
     Md,
+    /// JSON.
     Json,
 }
 
 impl Format {
+    /// Every format.
     pub const ALL: [Format; 12] = [
         Format::Pdf,
         Format::Docx,
@@ -172,13 +185,20 @@ pub enum Ocr {
     /// Use `tesseract` when it is installed.
     #[default]
     Auto,
+    /// Report such pages instead.
     Off,
 }
 
 #[derive(Debug, Clone)]
+/// How a file is converted: limits, OCR, image URLs, where the converter runs.
 pub struct ConvertOptions {
+    /// Size, page, row, time and memory limits.
     pub limits: Limits,
+    /// Whether pages without a text layer are OCR'd.
     pub ocr: Ocr,
+    /// Tesseract's `-l` argument (`eng`, `eng+deu`, `chi_sim`); anything but letters, digits,
+    /// `+` and `_` means `eng`.
+    pub ocr_languages: String,
     /// Prefix of extracted images' URLs in the Markdown; the image's file name
     /// ([`Image::file_name`]) is appended.
     pub image_url_prefix: String,
@@ -187,11 +207,15 @@ pub struct ConvertOptions {
     pub isolation: Isolation,
 }
 
+/// OCR languages when none are configured.
+pub const DEFAULT_OCR_LANGUAGES: &str = "eng";
+
 impl Default for ConvertOptions {
     fn default() -> Self {
         ConvertOptions {
             limits: Limits::default(),
             ocr: Ocr::Auto,
+            ocr_languages: DEFAULT_OCR_LANGUAGES.to_owned(),
             image_url_prefix: "/api/v1/files/images/".to_owned(),
             isolation: Isolation::InProcess,
         }
@@ -206,13 +230,16 @@ pub struct Image {
     pub sha256: String,
     /// `<sha256>.<ext>`.
     pub file_name: String,
+    /// The image's content type.
     pub mime: String,
+    /// The image's bytes.
     pub bytes: Vec<u8>,
 }
 
 /// The result of a conversion.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Converted {
+    /// The document as Markdown.
     pub markdown: String,
     /// The document's own title (PDF metadata, DOCX core properties, first heading, HTML
     /// `<title>`), when it has one.
@@ -222,6 +249,7 @@ pub struct Converted {
     /// Tables of contents, indexes, running headers and footers, page numbers: kept in the
     /// Markdown, kept out of the passages that compete for answers. Sorted, not overlapping.
     pub furniture: Vec<quarry_core::Furniture>,
+    /// Images extracted from it, referenced from the Markdown.
     pub images: Vec<Image>,
     /// Pages (from 1) that had no text layer and were not OCR'd.
     pub pages_without_text: Vec<u32>,
@@ -243,35 +271,73 @@ impl Converted {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ConvertError {
     #[error("unsupported file type {0:?}")]
+    /// The file's type is not one Quarry converts.
     Unsupported(String),
     #[error("not a {} file{}", .expected.as_str().to_uppercase(), .detail.as_ref().map(|d| format!(" ({d})")).unwrap_or_default())]
+    /// The bytes are not the format the name says.
     WrongFormat {
+        /// The format the name says.
         expected: Format,
+        /// What was found instead, when known.
         detail: Option<String>,
     },
     #[error("encrypted {}", .0.as_str().to_uppercase())]
+    /// The file is encrypted.
     Encrypted(Format),
     #[error("corrupt {}: {detail}", .format.as_str().to_uppercase())]
-    Corrupt { format: Format, detail: String },
+    /// The file is damaged.
+    Corrupt {
+        /// The file's format.
+        format: Format,
+        /// What the parser said.
+        detail: String,
+    },
     #[error("empty file")]
+    /// The file is empty.
     Empty,
     #[error("exceeds {} MB", .limit / (1024 * 1024))]
-    TooLarge { limit: u64 },
+    /// The file is larger than the size limit.
+    TooLarge {
+        /// The limit in bytes.
+        limit: u64,
+    },
     #[error("has {pages} pages, more than the limit of {limit}")]
-    TooManyPages { pages: u32, limit: u32 },
+    /// More pages than the page limit.
+    TooManyPages {
+        /// Pages the file has.
+        pages: u32,
+        /// The limit.
+        limit: u32,
+    },
     #[error("decompresses to more than {} MB (zip bomb?)", .limit / (1024 * 1024))]
-    DecompressionBomb { limit: u64 },
+    /// A container decompresses past the limit.
+    DecompressionBomb {
+        /// The limit in bytes.
+        limit: u64,
+    },
     #[error("no text layer on {}", describe_pages(.pages))]
-    NoText { pages: Vec<u32> },
+    /// Pages without a text layer, and no OCR.
+    NoText {
+        /// The pages (from 1) without text.
+        pages: Vec<u32>,
+    },
     #[error("conversion took longer than {} s", .0.as_secs())]
+    /// The conversion ran past its time limit.
     Timeout(Duration),
     #[error("not valid text: {0}")]
+    /// A text file that is not valid text (binary, unknown encoding).
     NotText(String),
     #[error("nests too deeply to convert (the {} parser ran out of stack)", .0.as_str().to_uppercase())]
+    /// The file nests deeper than the parser's stack allows.
     TooDeep(Format),
     #[error("needs more than {} MB of memory to convert", .limit / (1024 * 1024))]
-    OutOfMemory { limit: u64 },
+    /// The converter child ran out of its address space.
+    OutOfMemory {
+        /// The converter's address-space limit in bytes.
+        limit: u64,
+    },
     #[error("too large when decompressed (a compressed stream inflates past the safety limit)")]
+    /// A compressed stream inflates past the safety limit.
     TooLargeDecompressed,
     /// A reason already in words: from a child process, or a converter's own.
     #[error("{0}")]
@@ -303,7 +369,9 @@ pub fn describe_pages(pages: &[u32]) -> String {
 
 /// One format's converter.
 pub trait Converter: Send + Sync {
+    /// The format it converts.
     fn format(&self) -> Format;
+    /// Converts `bytes` to Markdown within `opts`' limits.
     fn convert(&self, bytes: &[u8], opts: &ConvertOptions) -> Result<Converted, ConvertError>;
 }
 
@@ -346,8 +414,8 @@ pub fn convert(
     }
     let mut converted = match &opts.isolation {
         // Plain text is decoded, never parsed: nothing there can recurse or balloon.
-        Isolation::Child { program, args } if !matches!(format, Format::Txt | Format::Md) => {
-            isolate::convert_in_child(program, args, format, file_name, bytes, opts)?
+        Isolation::Child { program, args, env } if !matches!(format, Format::Txt | Format::Md) => {
+            isolate::convert_in_child(program, args, env, format, file_name, bytes, opts)?
         }
         _ => run_with_timeout(format, bytes, opts)?,
     };

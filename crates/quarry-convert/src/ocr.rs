@@ -1,8 +1,8 @@
 //! OCR through an installed `tesseract` binary, when there is one.
 //!
 //! A subprocess rather than a library binding: nothing to compile or link, the feature
-//! simply lights up on machines that have tesseract (languages from `QUARRY_OCR_LANGS`,
-//! default `eng`), and a hung or crashing OCR run is killed without touching our process.
+//! simply lights up on machines that have tesseract (languages from
+//! [`crate::ConvertOptions::ocr_languages`], default `eng`), and a hung or crashing OCR run is killed without touching our process.
 
 use std::io::Read;
 use std::path::PathBuf;
@@ -23,36 +23,41 @@ pub(crate) fn available() -> bool {
     })
 }
 
-fn langs() -> String {
-    std::env::var("QUARRY_OCR_LANGS")
-        .ok()
-        .map(|l| l.trim().to_owned())
-        .filter(|l| {
-            !l.is_empty()
-                && l.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '+' || c == '_')
-        })
-        .unwrap_or_else(|| "eng".to_owned())
+/// `languages` when it is a valid `-l` argument, else the default.
+fn langs(languages: &str) -> &str {
+    let l = languages.trim();
+    if !l.is_empty()
+        && l.chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '+' || c == '_')
+    {
+        l
+    } else {
+        crate::DEFAULT_OCR_LANGUAGES
+    }
 }
 
 /// OCRs one image (PNG/JPEG/TIFF bytes); `None` when tesseract fails or times out.
-pub(crate) fn ocr_image(image: &[u8], timeout: Duration) -> Result<String, String> {
+pub(crate) fn ocr_image(
+    image: &[u8],
+    languages: &str,
+    timeout: Duration,
+) -> Result<String, String> {
     static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let path: PathBuf =
         std::env::temp_dir().join(format!("quarry-ocr-{}-{seq}.png", std::process::id()));
     std::fs::write(&path, image).map_err(|e| format!("cannot write a temporary image ({e})"))?;
-    let result = run(&path, timeout);
+    let result = run(&path, langs(languages), timeout);
     let _ = std::fs::remove_file(&path);
     result
 }
 
-fn run(path: &std::path::Path, timeout: Duration) -> Result<String, String> {
+fn run(path: &std::path::Path, languages: &str, timeout: Duration) -> Result<String, String> {
     let mut child = Command::new("tesseract")
         .arg(path)
         .arg("stdout")
         .arg("-l")
-        .arg(langs())
+        .arg(languages)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())

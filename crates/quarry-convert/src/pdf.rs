@@ -423,7 +423,7 @@ fn ocr_page(
             }
         };
         let timeout = opts.limits.timeout.min(Duration::from_secs(120));
-        match ocr::ocr_image(&png, timeout) {
+        match ocr::ocr_image(&png, &opts.ocr_languages, timeout) {
             Ok(text) => out.push_str(&ocr::reflow(&text)),
             Err(e) => last_error = Some(e),
         }

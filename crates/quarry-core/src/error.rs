@@ -30,7 +30,9 @@ pub enum Error {
     /// (not a `source()`), so error chains do not print it twice.
     #[error("{path}: {error}")]
     Io {
+        /// The file or directory.
         path: PathBuf,
+        /// What went wrong.
         error: std::io::Error,
     },
     /// The metadata store failed. The text carries the cause's whole chain
@@ -43,6 +45,7 @@ pub enum Error {
 }
 
 impl Error {
+    /// An I/O failure on `path`.
     pub fn io(path: impl Into<PathBuf>, error: std::io::Error) -> Self {
         Error::Io {
             path: path.into(),
@@ -50,10 +53,12 @@ impl Error {
         }
     }
 
+    /// An [`Error::InvalidInput`] with `msg`.
     pub fn invalid(msg: impl Into<String>) -> Self {
         Error::InvalidInput(msg.into())
     }
 
+    /// An [`Error::NotFound`] with `msg`.
     pub fn not_found(msg: impl Into<String>) -> Self {
         Error::NotFound(msg.into())
     }
@@ -80,6 +85,9 @@ pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
     }
     text
 }
+
+/// Quarry's result: [`Error`] unless said otherwise.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 #[cfg(test)]
 mod tests {
@@ -122,5 +130,3 @@ mod tests {
         );
     }
 }
-
-pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -39,6 +39,7 @@ pub enum CollectionKind {
 }
 
 impl CollectionKind {
+    /// The kind's name as stored (`folder`, `knowledge_base`).
     pub fn as_str(self) -> &'static str {
         match self {
             CollectionKind::Folder => "folder",
@@ -46,6 +47,7 @@ impl CollectionKind {
         }
     }
 
+    /// The kind named `s`.
     pub fn parse(s: &str) -> Option<Self> {
         match s {
             "folder" => Some(CollectionKind::Folder),
@@ -59,10 +61,14 @@ impl CollectionKind {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Collection {
     #[serde(skip)]
+    /// Row id (internal).
     pub id: i64,
     #[serde(skip)]
+    /// The space it belongs to (internal).
     pub space: String,
+    /// Unique name in its space.
     pub name: String,
+    /// A folder on disk or a knowledge base.
     pub kind: CollectionKind,
     /// Root folder (folder collections); empty for knowledge bases.
     pub path: String,
@@ -78,15 +84,19 @@ pub struct Collection {
 /// A document as stored: one file or note, its Markdown text and identity.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Document {
+    /// Row id.
     pub id: i64,
+    /// Its collection's name.
     pub collection: String,
     /// Path relative to the collection root, `/`-separated.
     pub path: String,
+    /// Title from the content (first heading, else the file name).
     pub title: String,
     /// Hex SHA-256 of the content.
     pub hash: String,
     /// `#` + at least 6 hex characters of `hash`, unique within the index.
     pub docid: String,
+    /// The Markdown text.
     pub body: String,
     /// Page map of a paged source (PDF, slides); empty otherwise.
     pub pages: Vec<PageSpan>,
@@ -111,6 +121,7 @@ pub fn display_path(collection: &str, path: &str) -> String {
 pub struct Context {
     /// Display-path prefix it applies to (`collection/dir`), or `/` for everything.
     pub path: String,
+    /// The description.
     pub text: String,
 }
 
@@ -134,12 +145,15 @@ fn prefix_applies(prefix: &str, display_path: &str) -> bool {
 /// One search result, the seed's `SearchResultItem`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SearchHit {
+    /// `#` + hex, the document's short id.
     pub docid: String,
     /// Display path.
     pub file: String,
+    /// The document's title.
     pub title: String,
     /// Relevance in 0–1, rounded to 2 decimals.
     pub score: f64,
+    /// The most specific context of the document's path.
     pub context: Option<String>,
     /// About 300 characters around the best match, each line prefixed `N: `.
     pub snippet: String,
@@ -151,9 +165,13 @@ pub struct SearchHit {
 /// Per-collection line of [`StatusReport`].
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CollectionStatus {
+    /// The collection's name.
     pub name: String,
+    /// Its root folder (empty for knowledge bases).
     pub path: String,
+    /// Its glob mask.
     pub pattern: String,
+    /// Documents it holds.
     pub documents: u64,
     /// ISO 8601 with milliseconds, or `None` when never indexed.
     pub last_updated: Option<String>,
@@ -162,7 +180,9 @@ pub struct CollectionStatus {
 /// How far embedding has got in one space (a line of [`StatusReport::spaces`]).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SpaceEmbedding {
+    /// The space's name.
     pub space: String,
+    /// Documents it holds.
     pub documents: u64,
     /// Documents whose vectors are missing or outdated.
     pub needs_embedding: u64,
@@ -173,11 +193,15 @@ pub struct SpaceEmbedding {
 /// The index's health, the seed's `StatusResult`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct StatusReport {
+    /// Documents in the space.
     pub total_documents: u64,
+    /// Documents whose vectors are missing or outdated.
     pub needs_embedding: u64,
     /// Chunks of this space cut but not embedded yet (uploads wait for them to be `ready`).
     pub chunks_needing_embedding: u64,
+    /// Whether a vector index exists.
     pub has_vector_index: bool,
+    /// The space's collections.
     pub collections: Vec<CollectionStatus>,
     /// Every space, for the machine's owner of a server with more than one (the others'
     /// embedding is not in the counts above).
@@ -253,8 +277,11 @@ mod tests {
 /// the document's Markdown. A document's page map lists them in order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct PageSpan {
+    /// The page or slide number, from 1.
     pub page: u32,
+    /// Byte offset of the page's start in the Markdown.
     pub byte_start: usize,
+    /// Byte offset just past the page's end.
     pub byte_end: usize,
 }
 
@@ -310,6 +337,7 @@ pub enum FurnitureKind {
 }
 
 impl FurnitureKind {
+    /// The kind's name as stored (`contents`, `running_header` …).
     pub fn as_str(self) -> &'static str {
         match self {
             FurnitureKind::Contents => "contents",
@@ -321,6 +349,7 @@ impl FurnitureKind {
         }
     }
 
+    /// The kind named `s`.
     pub fn parse(s: &str) -> Option<FurnitureKind> {
         Some(match s {
             "contents" => FurnitureKind::Contents,
@@ -338,8 +367,11 @@ impl FurnitureKind {
 /// furniture list is sorted by `byte_start` and its ranges do not overlap.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Furniture {
+    /// What the range holds.
     pub kind: FurnitureKind,
+    /// Byte offset of the range's start.
     pub byte_start: usize,
+    /// Byte offset just past the range's end.
     pub byte_end: usize,
 }
 

@@ -14,11 +14,14 @@ pub const MACHINE_OWNER: &str = "local";
 /// The user a principal acts as.
 #[derive(Debug, Clone, Serialize)]
 pub struct Identity {
+    /// The user's UUID.
     pub user_id: String,
+    /// The user's name.
     pub user: String,
     /// The token used (its UUID); `None` when the machine's owner acts for the user (the
     /// CLI's `--user`).
     pub token_id: Option<String>,
+    /// Whether the token may only read.
     pub read_only: bool,
     /// UUIDs of the spaces the token names (the user may since have left some).
     pub spaces: Vec<String>,
@@ -29,7 +32,9 @@ pub struct Identity {
 /// A resolved caller: who (no identity: the machine's owner itself) and what it may reach.
 #[derive(Debug, Clone)]
 pub struct Principal {
+    /// The user behind the request; `None` for the machine's owner.
     pub identity: Option<Identity>,
+    /// What the request may reach in its space.
     pub scope: Scope,
     /// The space's UUID.
     pub space_id: String,

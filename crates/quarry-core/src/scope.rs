@@ -20,6 +20,7 @@ pub enum Access {
 }
 
 impl Access {
+    /// The level's name (`read`, `write`, `admin`).
     pub fn as_str(self) -> &'static str {
         match self {
             Access::Read => "read",
@@ -36,6 +37,7 @@ pub struct Scope {
     pub space: String,
     /// Collection ids the caller may use; `None` means every collection of the space.
     pub collections: Option<Arc<[i64]>>,
+    /// What the caller may do there.
     pub access: Access,
     /// The machine's owner (CLI, stdio, a loopback server without `--auth`): may also point
     /// collections at folders on the server's disk.
@@ -60,6 +62,7 @@ impl Scope {
             .is_none_or(|ids| ids.contains(&collection_id))
     }
 
+    /// Whether the caller has at least `access`.
     pub fn can(&self, access: Access) -> bool {
         self.access >= access
     }

@@ -30,6 +30,11 @@ use quarry_engine::{
     EmbedOptions, Engine, EngineOptions, ModelConfig, ModelSpec, NoProgress, SearchRequest,
 };
 
+/// Endpoints, keys and the model cache from this process's environment, as the CLI reads them.
+fn model_env() -> quarry_engine::ModelEnv {
+    quarry_engine::ModelEnv::from_vars(&|k| std::env::var(k).ok())
+}
+
 fn open(home: &std::path::Path, config: ModelConfig) -> Result<Engine, Box<dyn std::error::Error>> {
     let opts = EngineOptions {
         home: home.to_path_buf(),
@@ -97,6 +102,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         &home,
         ModelConfig {
             embed: Some(spec(&model)?),
+            env: model_env(),
             ..ModelConfig::default()
         },
     )?;
@@ -184,6 +190,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 ModelConfig {
                     embed: Some(spec(&model)?),
                     rerank: Some(spec(&dir)?),
+                    env: model_env(),
                     ..ModelConfig::default()
                 },
             )?;

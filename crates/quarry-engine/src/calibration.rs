@@ -50,6 +50,7 @@ pub struct VectorEvidence {
     /// Standard scores within the query's top [`EVIDENCE_DEPTH`] documents: this hit's, and
     /// the best hit's minus this one's. Both are free of the model's similarity scale.
     pub z: f64,
+    /// The best hit's standard score minus this one's.
     pub gap: f64,
     /// 0-based rank in the vector list.
     pub rank: usize,
@@ -317,6 +318,7 @@ pub struct VectorStats {
 }
 
 impl VectorStats {
+    /// The statistics of a vector list (similarities, best first).
     pub fn of(similarities: &[f32]) -> VectorStats {
         let head = &similarities[..similarities.len().min(EVIDENCE_DEPTH)];
         let n = head.len().max(1) as f64;

@@ -167,6 +167,7 @@ impl Engine {
         Ok(n)
     }
 
+    /// Renames a collection; documents keep their ids and vectors.
     pub fn rename_collection(&self, old: &str, new: &str, progress: &dyn Progress) -> Result<()> {
         self.collection(old)?;
         self.require(Access::Admin, "renaming a collection")?;
@@ -194,10 +195,12 @@ impl Engine {
         })
     }
 
+    /// The space's contexts.
     pub fn contexts(&self) -> Result<Vec<Context>> {
         self.store().contexts(self.space())
     }
 
+    /// Removes the context of `target` (as [`Engine::add_context`] reads it); returns its key.
     pub fn remove_context(&self, target: &str) -> Result<String> {
         self.require(Access::Admin, "removing a context")?;
         // A context can outlive its folder on disk: match an absolute path as written too.

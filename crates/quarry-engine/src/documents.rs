@@ -14,14 +14,18 @@ use serde::Serialize;
 use crate::Engine;
 
 /// Default `max_bytes` of `multi_get` (10 KB).
-pub const DEFAULT_MAX_BYTES: u64 = 10_240;
+pub(crate) const DEFAULT_MAX_BYTES: u64 = 10_240;
 
 #[derive(Debug, Clone, Default)]
+/// What `get` shows: one document, or a line range of it.
 pub struct GetRequest {
     /// Display path, suffix of one, `#docid`, `qmd://` URI; `:N` suffix sets the first line.
     pub file: String,
+    /// First line to show (1-based); a `:N` suffix of `file` wins.
     pub from_line: Option<usize>,
+    /// Show at most this many lines.
     pub max_lines: Option<usize>,
+    /// Prefix each line with its number (`N: `).
     pub line_numbers: bool,
 }
 
@@ -32,28 +36,38 @@ pub struct DocumentView {
     pub uri: String,
     /// Display path.
     pub name: String,
+    /// The document's title.
     pub title: String,
+    /// The document's short id (`#abc123`).
     pub docid: String,
     #[serde(rename = "mimeType")]
+    /// Always `text/markdown`.
     pub mime_type: &'static str,
     /// The text, prefixed by `<!-- Context: … -->` when a context applies.
     pub text: String,
+    /// The context that applies to the document, if any.
     pub context: Option<String>,
     /// First line shown (1-based) and how many lines the document has.
     pub from_line: usize,
+    /// Lines the document has.
     pub total_lines: usize,
 }
 
 #[derive(Debug, Clone)]
+/// What `multi_get` shows: documents by glob or comma list.
 pub struct MultiGetRequest {
     /// Glob over collection-relative or display paths, or a comma-separated list of files.
     pub pattern: String,
+    /// Show at most this many lines per document.
     pub max_lines: Option<usize>,
+    /// Skip documents larger than this many bytes.
     pub max_bytes: u64,
+    /// Prefix each line with its number (`N: `).
     pub line_numbers: bool,
 }
 
 impl MultiGetRequest {
+    /// A request for `pattern` with the defaults (10 KB per document, every line).
     pub fn new(pattern: impl Into<String>) -> Self {
         MultiGetRequest {
             pattern: pattern.into(),
@@ -66,18 +80,25 @@ impl MultiGetRequest {
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
+/// One document of a `multi_get` answer.
 pub enum MultiGetItem {
+    /// The document (or its first lines).
     Document(DocumentView),
     /// Over `max_bytes`: not read; `text` is the seed's `[SKIPPED: …]` notice.
     Skipped {
+        /// Display path.
         file: String,
+        /// The document's size in bytes.
         bytes: u64,
+        /// The `[SKIPPED: …]` notice.
         text: String,
     },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
+/// The documents `multi_get` found.
 pub struct MultiGetResult {
+    /// The documents, in path order.
     pub items: Vec<MultiGetItem>,
     /// Names from a comma list that matched nothing.
     pub errors: Vec<String>,

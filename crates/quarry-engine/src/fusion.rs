@@ -53,7 +53,9 @@ pub const NEAR_TOP_BONUS: f64 = 0.02;
 /// One ranked list of ids, best first, and how much it counts.
 #[derive(Debug, Clone)]
 pub struct RankedList {
+    /// The ids, best first.
     pub ids: Vec<i64>,
+    /// What the list counts for in the fusion.
     pub weight: f64,
     /// The list's own scores, parallel to `ids` (may be empty). Used only to break exact
     /// RRF ties, which are common with two lists: A first in one and second in the other
@@ -62,6 +64,7 @@ pub struct RankedList {
 }
 
 impl RankedList {
+    /// A list of `ids` with `weight` and no scores.
     pub fn new(ids: Vec<i64>, weight: f64) -> Self {
         RankedList {
             ids,
@@ -70,6 +73,7 @@ impl RankedList {
         }
     }
 
+    /// The list with its own scores (for tie-breaking).
     pub fn with_scores(mut self, scores: Vec<f64>) -> Self {
         self.scores = scores;
         self

@@ -23,10 +23,13 @@ pub const LIST_DEPTH: usize = EVIDENCE_DEPTH;
 #[derive(Debug, Clone, Serialize)]
 pub struct CandidateEvidence {
     #[serde(skip)]
+    /// The store's document id.
     pub document_id: i64,
     /// Display path (`collection/path`).
     pub file: String,
+    /// What the keyword retriever said, if it found the document.
     pub keyword: Option<KeywordEvidence>,
+    /// What the vector retriever said, if it found the document.
     pub vector: Option<VectorEvidence>,
 }
 /// How many fused candidates the reranker scores (seed: top 30).

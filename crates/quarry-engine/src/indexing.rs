@@ -27,6 +27,7 @@ const CHANGE_BATCH_BYTES: usize = 32 << 20;
 const INDEX_BATCH: usize = 16_384;
 
 #[derive(Debug, Clone, Default)]
+/// What `update` (`index`) re-scans.
 pub struct UpdateOptions {
     /// Run `git pull` in each collection folder first.
     pub pull: bool,
@@ -37,11 +38,17 @@ pub struct UpdateOptions {
 /// What happened to one collection.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct CollectionReport {
+    /// The collection's name.
     pub name: String,
+    /// Files that match the mask.
     pub scanned: u64,
+    /// New documents.
     pub added: u64,
+    /// Changed documents, re-indexed.
     pub updated: u64,
+    /// Files whose content was unchanged.
     pub unchanged: u64,
+    /// Documents whose file is gone.
     pub removed: u64,
     /// Files not indexed, with the reason.
     pub skipped: Vec<SkippedFile>,
@@ -51,6 +58,7 @@ pub struct CollectionReport {
     /// Why this collection could not be (fully) updated; its documents were left as they were.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Documents it holds now.
     pub documents: u64,
 }
 
@@ -61,8 +69,11 @@ pub struct SkippedFile {
 }
 
 #[derive(Debug, Clone, Default, Serialize)]
+/// What `update` did to every collection.
 pub struct UpdateReport {
+    /// One report per collection.
     pub collections: Vec<CollectionReport>,
+    /// Documents in the space afterwards.
     pub total_documents: u64,
 }
 

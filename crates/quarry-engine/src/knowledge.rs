@@ -43,7 +43,9 @@ const EMBED_ROUND_CHUNKS: usize = 256;
 /// How uploads are converted and retried.
 #[derive(Debug, Clone)]
 pub struct IngestOptions {
+    /// Limits, OCR and where conversion runs.
     pub convert: ConvertOptions,
+    /// Attempts before a transient failure fails the document.
     pub max_attempts: u32,
     /// Delay before the first retry; doubled for each later one.
     pub retry_base: Duration,
@@ -56,49 +58,6 @@ impl Default for IngestOptions {
             max_attempts: MAX_ATTEMPTS,
             retry_base: Duration::from_secs(5),
         }
-    }
-}
-
-impl IngestOptions {
-    /// Defaults, overridden by `QUARRY_MAX_UPLOAD_MB`, `QUARRY_MAX_PAGES`,
-    /// `QUARRY_CONVERT_TIMEOUT_SECS`, `QUARRY_CONVERT_MEMORY_MB` (address space of a
-    /// converter child process), `QUARRY_INGEST_RETRY_SECS` (first retry delay) and
-    /// `QUARRY_OCR` (`auto`|`off`).
-    pub fn from_env() -> Result<IngestOptions> {
-        let mut o = IngestOptions::default();
-        let num = env_u64;
-        if let Some(mb) = num("QUARRY_MAX_UPLOAD_MB")? {
-            o.convert.limits.max_bytes = mb.max(1) * 1024 * 1024;
-        }
-        if let Some(p) = num("QUARRY_MAX_PAGES")? {
-            o.convert.limits.max_pages = u32::try_from(p).unwrap_or(u32::MAX).max(1);
-        }
-        if let Some(s) = num("QUARRY_CONVERT_TIMEOUT_SECS")? {
-            o.convert.limits.timeout = Duration::from_secs(s.max(1));
-        }
-        if let Some(mb) = num("QUARRY_CONVERT_MEMORY_MB")? {
-            o.convert.limits.max_memory_bytes = mb.saturating_mul(1024 * 1024);
-        }
-        if let Some(s) = num("QUARRY_INGEST_RETRY_SECS")? {
-            o.retry_base = Duration::from_secs(s);
-        }
-        if let Ok(v) = std::env::var("QUARRY_OCR") {
-            o.convert.ocr = parse_ocr(&v)?;
-        }
-        Ok(o)
-    }
-}
-
-/// A whole number from the environment (`None` when unset or empty; an error naming the
-/// variable when it is not a number).
-pub fn env_u64(var: &str) -> Result<Option<u64>> {
-    match std::env::var(var) {
-        Ok(v) if !v.trim().is_empty() => v
-            .trim()
-            .parse::<u64>()
-            .map(Some)
-            .map_err(|_| Error::invalid(format!("{var}={v:?} is not a whole number"))),
-        _ => Ok(None),
     }
 }
 
@@ -116,17 +75,22 @@ pub fn parse_ocr(v: &str) -> Result<Ocr> {
 /// What to create.
 #[derive(Debug, Clone, Default)]
 pub struct CreateKnowledgeBase {
+    /// Unique in the space.
     pub name: String,
+    /// What it holds, in words.
     pub description: String,
     /// Chunk size and overlap in characters (the seed's 1000/200); unset: the embedding
     /// model's token-based default.
     pub chunk_size: Option<u32>,
+    /// Chunk overlap in characters (default: a fifth of the size).
     pub chunk_overlap: Option<u32>,
 }
 
 /// One file arriving: its name as the client gave it and its staged bytes.
 pub struct Upload {
+    /// Its name as the client gave it.
     pub file_name: String,
+    /// Its bytes, staged in the blob store.
     pub staged: Staged,
 }
 
@@ -135,12 +99,20 @@ pub struct Upload {
 #[serde(tag = "result", rename_all = "snake_case")]
 pub enum UploadOutcome {
     /// Stored and queued (`pending`).
-    Added { document: KbFile },
+    Added {
+        /// The new document.
+        document: KbFile,
+    },
     /// The same bytes are already in this knowledge base: that document, no second one.
-    Duplicate { document: KbFile },
+    Duplicate {
+        /// The document already holding these bytes.
+        document: KbFile,
+    },
     /// Not stored.
     Rejected {
+        /// Its name as the client gave it.
         file_name: String,
+        /// Why, in words.
         reason: String,
         /// `unsupported` (HTTP 415) or `too_large` (413).
         kind: &'static str,
@@ -150,16 +122,22 @@ pub enum UploadOutcome {
 /// A chunk as the chunk viewer shows it.
 #[derive(Debug, Clone, Serialize)]
 pub struct ChunkView {
+    /// Position in the document (from 0).
     pub index: usize,
     /// The page or slide the chunk's text is on (paged sources).
     pub page: Option<u32>,
     /// The heading path the chunk sits under (`3 The Root Filesystem › 3.15 /tmp`), empty
     /// before the document's first heading.
     pub heading: String,
+    /// First line (1-based).
     pub line_start: usize,
+    /// Last line (1-based, inclusive).
     pub line_end: usize,
+    /// Byte offset of the chunk's start in the Markdown.
     pub byte_start: usize,
+    /// Byte offset just past the chunk's end.
     pub byte_end: usize,
+    /// The chunk's text.
     pub content: String,
 }
 
@@ -167,14 +145,18 @@ pub struct ChunkView {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "outcome", rename_all = "snake_case")]
 pub enum JobOutcome {
+    /// Processed.
     Done,
     /// Back in the queue after a failure that may pass.
     Retry {
+        /// Why it failed this time.
         error: String,
+        /// When it runs again (milliseconds from now).
         after_ms: i64,
     },
     /// Failed for good.
     Failed {
+        /// Why.
         error: String,
     },
     /// Another worker took the job over (our lease ran out); nothing was recorded.
@@ -250,10 +232,12 @@ impl Engine {
         Ok(self.blobs.get_or_init(|| store).clone())
     }
 
+    /// How uploads are converted and retried.
     pub fn ingest_options(&self) -> &IngestOptions {
         &self.ingest
     }
 
+    /// Creates a knowledge base (admins of the whole space only).
     pub fn create_knowledge_base(&self, req: &CreateKnowledgeBase) -> Result<KnowledgeBase> {
         self.require(Access::Admin, "creating a knowledge base")?;
         self.require_whole_space("creating a knowledge base")?;
@@ -343,6 +327,7 @@ impl Engine {
         }
     }
 
+    /// Renames a knowledge base or changes its description.
     pub fn update_knowledge_base(
         &self,
         key: &str,
@@ -479,6 +464,7 @@ impl Engine {
         }))
     }
 
+    /// A knowledge base's documents matching `filter`.
     pub fn kb_documents(&self, kb_key: &str, filter: &FileFilter) -> Result<Vec<KbFile>> {
         let kb = self.knowledge_base(kb_key)?;
         self.store().kb_files(kb.collection_id, filter)

@@ -21,13 +21,18 @@ const PASSAGE_CHARS: usize = 3000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
+/// Which retrievers a knowledge search runs.
 pub enum SearchMode {
+    /// Keyword and vector, fused (keyword alone until embedding ran).
     Hybrid,
+    /// Vector only.
     Vector,
+    /// Keyword only.
     Keyword,
 }
 
 impl SearchMode {
+    /// The mode named `s` (`hybrid`, `vector`, `keyword`).
     pub fn parse(s: &str) -> Result<SearchMode> {
         match s {
             "hybrid" => Ok(SearchMode::Hybrid),
@@ -39,6 +44,7 @@ impl SearchMode {
         }
     }
 
+    /// The mode's name.
     pub fn as_str(self) -> &'static str {
         match self {
             SearchMode::Hybrid => "hybrid",
@@ -51,10 +57,15 @@ impl SearchMode {
 /// A knowledge search with the seed's defaults.
 #[derive(Debug, Clone)]
 pub struct KnowledgeSearch {
+    /// The question.
     pub query: String,
+    /// Which retrievers run.
     pub mode: SearchMode,
+    /// Passages returned, at most.
     pub top_k: usize,
+    /// Passages scoring below this (0–1) are dropped.
     pub min_score: f64,
+    /// Rerank the candidates when a reranker is configured.
     pub rerank: bool,
     /// Knowledge bases (names or ids) to search, within what the caller may read; `None`:
     /// all of them.
@@ -66,6 +77,7 @@ pub struct KnowledgeSearch {
 }
 
 impl KnowledgeSearch {
+    /// A search for `query` with the seed's defaults (hybrid, 10 results, `min_score` 0.5, rerank).
     pub fn new(query: impl Into<String>) -> KnowledgeSearch {
         KnowledgeSearch {
             query: query.into(),
@@ -107,20 +119,27 @@ impl KnowledgeSearch {
 pub struct KnowledgeHit {
     /// The passage: `<docid>:<first line>`.
     pub id: String,
+    /// The passage's text.
     pub content: String,
     /// The heading path the passage sits under (`3 The Root Filesystem › 3.15 /tmp`).
     #[serde(skip_serializing_if = "String::is_empty")]
     pub heading: String,
+    /// Relevance, a calibrated probability (or the rerank blend).
     pub score: f64,
     /// The document: a knowledge-base document's id, else its docid.
     pub knowledge_id: String,
+    /// The document's title.
     pub knowledge_title: String,
+    /// The document's file name.
     pub knowledge_filename: String,
     /// `keyword`, `vector` or `hybrid` (found by both).
     pub match_type: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
+    /// The page or slide the passage is on (paged sources).
     pub page: Option<u32>,
+    /// The document's short id.
     pub docid: String,
+    /// The knowledge base's name.
     pub knowledge_base: String,
     /// Display path `collection/relative/path`.
     pub file: String,
@@ -133,7 +152,9 @@ pub struct KnowledgeHit {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RerankOutcome {
+    /// The reranker ordered the results.
     Applied,
+    /// The request did not ask for reranking.
     NotRequested,
     /// `rerank` was asked for and no reranker is configured: retrieval order stands.
     NotConfigured,
@@ -142,14 +163,18 @@ pub enum RerankOutcome {
 }
 
 #[derive(Debug, Clone, Serialize)]
+/// The answer of a knowledge search.
 pub struct KnowledgeSearchResult {
+    /// The passages, best first.
     pub results: Vec<KnowledgeHit>,
     /// Passages at or above `min_score` (counted up to 100).
     pub total_count: usize,
     /// The mode that ran (`hybrid` degrades to `keyword` without vectors).
     pub search_mode: SearchMode,
+    /// Whether the results were reranked.
     pub rerank: RerankOutcome,
     #[serde(skip_serializing_if = "Vec::is_empty")]
+    /// Why a stage did not run as asked.
     pub warnings: Vec<String>,
 }
 

@@ -37,7 +37,7 @@ pub use hybrid::{CandidateEvidence, EXPANSION_DISCOUNT, LIST_DEPTH, RERANK_CANDI
 pub use indexing::{CollectionReport, UpdateOptions, UpdateReport};
 pub use knowledge::{
     ChunkView, CreateKnowledgeBase, IngestOptions, JobOutcome, MAX_ATTEMPTS, MAX_CHUNK_CHARS,
-    Upload, UploadOutcome, clean_file_name, env_u64, is_supported_file, parse_ocr,
+    Upload, UploadOutcome, clean_file_name, is_supported_file, parse_ocr,
 };
 pub use knowledge_search::{
     KnowledgeHit, KnowledgeSearch, KnowledgeSearchResult, MAX_QUERY_CHARS, MAX_TOP_K,
@@ -45,7 +45,7 @@ pub use knowledge_search::{
 };
 pub use notes::{MAX_NOTE_BYTES, NOTE_KINDS, NewNote, NoteChange, NoteFormat, NoteView};
 pub use passages::{PER_DOCUMENT, PassageEvidence};
-pub use quarry_models::{ModelEnv, ModelSpec};
+pub use quarry_models::{ApiKey, ModelEnv, ModelSpec};
 pub use quarry_store::{
     FileFilter, FileStatus, Job, JobKind, KbFile, KnowledgeBase, NoteMeta, QueueCounts,
 };
@@ -64,42 +64,26 @@ pub struct EngineOptions {
     pub home: PathBuf,
     /// Name of the index inside `home` (QMD's `--index`).
     pub index: String,
+    /// The space a handle opened with [`Engine::open`] works in.
     pub space: String,
     /// Files larger than this are skipped with a warning.
     pub max_file_bytes: u64,
 }
 
 impl EngineOptions {
-    /// Defaults: `$QUARRY_HOME`, else `$XDG_DATA_HOME/quarry`, else `~/.local/share/quarry`;
-    /// index `index`; space `default`; max file size from `QUARRY_MAX_FILE_BYTES`.
-    pub fn from_env(index: Option<&str>) -> Result<Self> {
-        let home = match std::env::var_os("QUARRY_HOME").filter(|v| !v.is_empty()) {
-            Some(h) => PathBuf::from(h),
-            None => match std::env::var_os("XDG_DATA_HOME").filter(|v| !v.is_empty()) {
-                Some(x) => PathBuf::from(x).join("quarry"),
-                None => std::env::var_os("HOME")
-                    .map(|h| PathBuf::from(h).join(".local/share/quarry"))
-                    .ok_or_else(|| {
-                        Error::invalid("cannot find a data directory: set QUARRY_HOME")
-                    })?,
-            },
-        };
-        let max_file_bytes = match std::env::var("QUARRY_MAX_FILE_BYTES") {
-            Ok(v) => v.trim().parse().map_err(|_| {
-                Error::invalid(format!(
-                    "QUARRY_MAX_FILE_BYTES={v:?} is not a number of bytes"
-                ))
-            })?,
-            Err(_) => quarry_ingest::DEFAULT_MAX_FILE_BYTES,
-        };
-        Ok(EngineOptions {
-            home,
+    /// Index `index` (default `index`) under `home`, space `default`, files up to
+    /// [`quarry_ingest::DEFAULT_MAX_FILE_BYTES`]. (The CLI finds `home`: `$QUARRY_HOME`, else
+    /// `$XDG_DATA_HOME/quarry`, else `~/.local/share/quarry`.)
+    pub fn new(home: impl Into<PathBuf>, index: Option<&str>) -> Self {
+        EngineOptions {
+            home: home.into(),
             index: index.unwrap_or("index").to_owned(),
             space: quarry_core::DEFAULT_SPACE.to_owned(),
-            max_file_bytes,
-        })
+            max_file_bytes: quarry_ingest::DEFAULT_MAX_FILE_BYTES,
+        }
     }
 
+    /// The index's directory: `home/index`.
     pub fn data_dir(&self) -> PathBuf {
         self.home.join(&self.index)
     }
@@ -109,7 +93,9 @@ impl EngineOptions {
 pub trait Progress: Sync {
     /// A phase starts with `total` steps (0 when unknown).
     fn begin(&self, _label: &str, _total: u64) {}
+    /// `n` more steps are done.
     fn advance(&self, _n: u64) {}
+    /// The phase is over.
     fn end(&self) {}
     /// Something was skipped or went wrong without stopping the operation.
     fn warn(&self, _message: &str) {}
@@ -355,14 +341,17 @@ impl Engine {
         Ok(())
     }
 
+    /// The options the engine was opened with.
     pub fn options(&self) -> &EngineOptions {
         &self.opts
     }
 
+    /// The index's directory.
     pub fn data_dir(&self) -> &Path {
         &self.dir
     }
 
+    /// The space this handle works in.
     pub fn space(&self) -> &str {
         &self.scope.space
     }

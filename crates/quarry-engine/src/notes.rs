@@ -14,21 +14,24 @@ pub const MAX_NOTE_BYTES: usize = 1 << 20;
 const MAX_TAGS: usize = 32;
 const MAX_TAG_CHARS: usize = 64;
 const MAX_TITLE_CHARS: usize = 300;
+/// What a note may be (`kind`).
 pub const NOTE_KINDS: [&str; 4] = ["text", "image", "video", "url"];
 /// How long the answer to a request sent with an idempotency key is kept for its retries.
-pub const IDEMPOTENCY_KEEP_MS: i64 = 24 * 3_600_000;
+pub(crate) const IDEMPOTENCY_KEEP_MS: i64 = 24 * 3_600_000;
 /// Longest idempotency key.
 const MAX_IDEMPOTENCY_KEY: usize = 255;
 
 /// How a note's content is written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NoteFormat {
+    /// Markdown text.
     Markdown,
     /// EditorJS JSON.
     Blocks,
 }
 
 impl NoteFormat {
+    /// The format named `s` (`markdown`, `blocks`).
     pub fn parse(s: &str) -> Result<NoteFormat> {
         match s {
             "markdown" => Ok(NoteFormat::Markdown),
@@ -43,18 +46,26 @@ impl NoteFormat {
 /// A note to create.
 #[derive(Debug, Clone)]
 pub struct NewNote {
+    /// The note's text.
     pub content: String,
+    /// How the text is written.
     pub format: NoteFormat,
+    /// One of [`NOTE_KINDS`].
     pub kind: String,
+    /// Its title; none: the first heading or line.
     pub title: Option<String>,
+    /// Its tags.
     pub tags: Vec<String>,
 }
 
 /// Changes to a note; `None` leaves a field as it is.
 #[derive(Debug, Clone, Default)]
 pub struct NoteChange {
+    /// New content and its format.
     pub content: Option<(String, NoteFormat)>,
+    /// A new title.
     pub title: Option<String>,
+    /// New tags.
     pub tags: Option<Vec<String>>,
 }
 
@@ -62,8 +73,11 @@ pub struct NoteChange {
 #[derive(Debug, Clone, Serialize)]
 pub struct NoteView {
     #[serde(flatten)]
+    /// The note's file.
     pub file: KbFile,
+    /// Its title.
     pub title: String,
+    /// Its Markdown.
     pub content: String,
 }
 

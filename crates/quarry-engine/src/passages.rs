@@ -28,7 +28,7 @@ use crate::knowledge_search::{
 use crate::{Engine, NoProgress};
 
 /// Passages each retriever contributes.
-pub const PASSAGE_DEPTH: usize = 100;
+pub(crate) const PASSAGE_DEPTH: usize = 100;
 /// At most this many passages of one document among the results: a long manual may hold
 /// the three best answers, but not crowd out every other document.
 pub const PER_DOCUMENT: usize = 3;
@@ -43,9 +43,12 @@ const COUNT_DEPTH: usize = 100;
 #[derive(Debug, Clone, Copy, Serialize)]
 pub struct PassageEvidence {
     #[serde(skip_serializing_if = "Option::is_none")]
+    /// What the keyword retriever said, if it found the passage.
     pub keyword: Option<KeywordEvidence>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    /// What the vector retriever said, if it found the passage.
     pub vector: Option<VectorEvidence>,
+    /// Whether the passage has a vector.
     pub embedded: bool,
 }
 

@@ -10,14 +10,18 @@ pub const SNIPPET_CHARS: usize = 300;
 /// Longest snippet a request may ask for.
 pub const MAX_EXCERPT_CHARS: usize = 4000;
 /// Largest `limit` accepted.
-pub const MAX_LIMIT: usize = 1000;
+pub(crate) const MAX_LIMIT: usize = 1000;
 
 /// A keyword search, with the seed's defaults.
 #[derive(Debug, Clone)]
 pub struct SearchRequest {
+    /// The query text.
     pub query: String,
+    /// Results returned, at most.
     pub limit: usize,
+    /// Results scoring below this (0–1) are dropped.
     pub min_score: f64,
+    /// Only this collection.
     pub collection: Option<String>,
     /// Whether `query` reranks its candidates (when a reranker is configured).
     pub rerank: bool,
@@ -26,6 +30,7 @@ pub struct SearchRequest {
 }
 
 impl SearchRequest {
+    /// A search for `query` with the defaults (10 results, no threshold, rerank, QMD's snippet length).
     pub fn new(query: impl Into<String>) -> Self {
         SearchRequest {
             query: query.into(),
@@ -69,6 +74,7 @@ pub const NO_VECTOR_INDEX: &str =
 /// Result of the hybrid `query` pipeline, with the stages that actually ran.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct QueryResponse {
+    /// The documents, best first.
     pub results: Vec<SearchHit>,
     /// Stages that ran, in order: `expansion`, `keyword`, `vector`, `rerank`. Without a
     /// vector index this is `["keyword"]` (the seed's degradation).
@@ -276,7 +282,7 @@ pub fn snippet(body: &str, terms: &[String], max_chars: usize) -> String {
 }
 
 /// [`snippet`] restricted to a 1-based inclusive line range (a chunk's lines).
-pub fn snippet_in(
+pub(crate) fn snippet_in(
     body: &str,
     terms: &[String],
     max_chars: usize,

@@ -16,7 +16,7 @@
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime};
 
 use quarry_core::{Error, Result};
@@ -51,42 +51,22 @@ const ANN_ROUND: usize = 20_000;
 /// was built with (else [`DEFAULT_EMBED_MODEL`]); no reranker; no query expansion.
 #[derive(Default)]
 pub struct ModelConfig {
+    /// Embedding model (`--embed-model`).
     pub embed: Option<ModelSpec>,
+    /// Reranker for `query` (`--rerank-model`).
     pub rerank: Option<ModelSpec>,
+    /// Query expansion for `query` (`--expand-model`).
     pub expand: Option<ModelSpec>,
     /// Chat model that titles, tags and summarises agents' notes in the background.
     pub annotate: Option<ModelSpec>,
-    /// Endpoints, keys and the Hub cache; `None` reads the environment when first needed.
-    pub env: Option<ModelEnv>,
-}
-
-impl ModelConfig {
-    /// From `QUARRY_EMBED_MODEL`, `QUARRY_RERANK_MODEL`, `QUARRY_EXPAND_MODEL`,
-    /// `QUARRY_SUMMARY_MODEL` (empty = unset).
-    pub fn from_env() -> Result<ModelConfig> {
-        let spec = |var: &str| -> Result<Option<ModelSpec>> {
-            match std::env::var(var) {
-                Ok(v) if !v.trim().is_empty() => ModelSpec::parse(v.trim())
-                    .map(Some)
-                    .map_err(|e| Error::invalid(format!("{var}: {e}"))),
-                _ => Ok(None),
-            }
-        };
-        Ok(ModelConfig {
-            embed: spec("QUARRY_EMBED_MODEL")?,
-            rerank: spec("QUARRY_RERANK_MODEL")?,
-            expand: spec("QUARRY_EXPAND_MODEL")?,
-            annotate: spec("QUARRY_SUMMARY_MODEL")?,
-            env: None,
-        })
-    }
+    /// Endpoints, keys and the Hub cache (the default: public endpoints, no keys).
+    pub env: ModelEnv,
 }
 
 /// Models loaded once per process, on first use.
 #[derive(Default)]
 pub(crate) struct Models {
     config: ModelConfig,
-    env: OnceLock<Arc<ModelEnv>>,
     embedder: Mutex<Option<(String, Arc<dyn Embedder>)>>,
     reranker: Mutex<Option<Arc<dyn Reranker>>>,
     expander: Mutex<Option<Arc<dyn QueryExpander>>>,
@@ -154,16 +134,23 @@ pub struct EmbedOptions {
 /// What [`Engine::embed`] did.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct EmbedReport {
+    /// The embedding model's name.
     pub model: String,
+    /// Its vectors' dimensions.
     pub dimensions: usize,
     /// The previous vectors came from another model and were set aside.
     pub model_changed: bool,
     /// Documents whose chunks were missing vectors when this run began.
     pub documents_chunked: u64,
+    /// Chunks embedded in this run.
     pub chunks_embedded: u64,
+    /// Vectors added to the vector index.
     pub vectors_indexed: u64,
+    /// Vectors removed from the vector index.
     pub vectors_removed: u64,
+    /// Chunks in the vector index afterwards.
     pub total_chunks: u64,
+    /// How long the run took.
     pub seconds: f64,
 }
 
@@ -205,16 +192,8 @@ impl Engine {
         self.data_dir().join(VECTORS_FILE)
     }
 
-    fn model_env(&self) -> Arc<ModelEnv> {
-        self.models
-            .env
-            .get_or_init(|| {
-                Arc::new(match &self.models.config.env {
-                    Some(e) => e.clone(),
-                    None => ModelEnv::from_env(),
-                })
-            })
-            .clone()
+    fn model_env(&self) -> &ModelEnv {
+        &self.models.config.env
     }
 
     /// The embedding model spec in force: configured, else the one the index was built
@@ -243,8 +222,7 @@ impl Engine {
         }
         let env = self.model_env();
         let loaded: Arc<dyn Embedder> = Arc::from(
-            quarry_models::open_embedder(&spec, &env, &hub_progress(progress))
-                .map_err(model_err)?,
+            quarry_models::open_embedder(&spec, env, &hub_progress(progress)).map_err(model_err)?,
         );
         *slot = Some((key, loaded.clone()));
         Ok(loaded)
@@ -284,7 +262,7 @@ impl Engine {
         }
         let env = self.model_env();
         let loaded: Arc<dyn Reranker> = Arc::from(
-            quarry_models::open_reranker(spec, &env, &hub_progress(progress)).map_err(model_err)?,
+            quarry_models::open_reranker(spec, env, &hub_progress(progress)).map_err(model_err)?,
         );
         *slot = Some(loaded.clone());
         Ok(Some(loaded))
@@ -301,7 +279,7 @@ impl Engine {
         }
         let env = self.model_env();
         let loaded: Arc<dyn QueryExpander> =
-            Arc::from(quarry_models::open_expander(spec, &env).map_err(model_err)?);
+            Arc::from(quarry_models::open_expander(spec, env).map_err(model_err)?);
         *slot = Some(loaded.clone());
         Ok(Some(loaded))
     }
@@ -317,7 +295,7 @@ impl Engine {
         }
         let env = self.model_env();
         let loaded: Arc<dyn quarry_models::NoteAnnotator> =
-            Arc::from(quarry_models::open_annotator(spec, &env).map_err(model_err)?);
+            Arc::from(quarry_models::open_annotator(spec, env).map_err(model_err)?);
         *slot = Some(loaded.clone());
         Ok(Some(loaded))
     }

@@ -38,12 +38,17 @@ pub enum TokenKind {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
+/// One token of analysed text.
 pub struct Token {
+    /// The indexed form (lower-cased, stemmed …).
     pub text: String,
     /// Byte range in the analysed text.
     pub from: usize,
+    /// End of the byte range (exclusive).
     pub to: usize,
+    /// Token position (sub-words share their parent's).
     pub position: usize,
+    /// What kind of token it is.
     pub kind: TokenKind,
 }
 
@@ -396,6 +401,7 @@ pub fn tokens(text: &str) -> Vec<Token> {
 #[derive(Clone, Default)]
 pub struct QuarryTokenizer;
 
+/// The tokens of one text, as tantivy reads them.
 pub struct QuarryTokenStream {
     tokens: Vec<tantivy::tokenizer::Token>,
     next: usize,

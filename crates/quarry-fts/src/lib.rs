@@ -37,6 +37,7 @@ const TOKENIZER: &str = "quarry";
 /// every question containing "now"). One field also keeps OR queries a flat disjunction,
 /// which tantivy answers with block-max WAND.
 pub const TITLE_WEIGHT: usize = 3;
+/// How many times the relative path is indexed (see [`TITLE_WEIGHT`]).
 pub const PATH_WEIGHT: usize = 2;
 /// tantivy's BM25 `k1`.
 const BM25_K1: f32 = 1.2;
@@ -57,11 +58,17 @@ struct Fields {
 /// One passage to index.
 #[derive(Debug, Clone)]
 pub struct PassageDoc<'a> {
+    /// The chunk's id.
     pub id: i64,
+    /// Its document's id.
     pub document_id: i64,
+    /// Its collection's id (for scoping).
     pub collection_id: i64,
+    /// The document's title.
     pub title: &'a str,
+    /// The chunk's heading path.
     pub heading: &'a str,
+    /// The chunk's text.
     pub text: &'a str,
 }
 
@@ -111,7 +118,9 @@ pub struct FtsIndex {
 /// A raw BM25 hit: the store's document id (a passage index: the chunk's id) and its score.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct FtsHit {
+    /// The store's document id (passage index: the chunk's id).
     pub id: i64,
+    /// BM25 score.
     pub score: f32,
 }
 
@@ -417,6 +426,7 @@ impl FtsWriter {
         Ok(())
     }
 
+    /// Applies `work`: deletes its ids and (re-)indexes its documents (uncommitted).
     pub fn apply(&mut self, work: &IndexWork) -> Result<()> {
         let f = self.fields;
         for id in &work.deletes {

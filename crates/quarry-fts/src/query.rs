@@ -10,15 +10,20 @@
 use crate::analyzer::{HanSegmenter, Token, TokenKind, analyze_with, tokens};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// How a clause takes part in a query.
 pub enum Occur {
+    /// Ranks documents that match it (words are OR-ed).
     Should,
+    /// Required (`+word`).
     Must,
+    /// Excluded (`NOT word`, `-"phrase"`).
     MustNot,
 }
 
 /// One clause of a parsed query.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Clause {
+    /// How the clause takes part.
     pub occur: Occur,
     /// True when written in quotes: all primary tokens in order.
     pub phrase: bool,
@@ -31,6 +36,7 @@ pub struct Clause {
 /// A parsed keyword query.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ParsedQuery {
+    /// The clauses, in the order written.
     pub clauses: Vec<Clause>,
 }
 

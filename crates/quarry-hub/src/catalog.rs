@@ -52,15 +52,25 @@ pub enum PackageKind {
 /// One package of a catalog.
 #[derive(Debug, Clone, Serialize)]
 pub struct Package {
+    /// `^[a-z0-9][a-z0-9_-]*$`, unique per owner.
     pub id: String,
+    /// Display name.
     pub name: String,
+    /// What its tools do, in words.
     pub description: String,
+    /// Catalog category.
     pub category: String,
+    /// Catalog tags.
     pub tags: Vec<String>,
+    /// Where its tools come from.
     pub kind: PackageKind,
+    /// The upstream that provides it, for upstream packages.
     pub upstream_id: Option<String>,
+    /// Where its description came from (`manifest`, `summary`, `legacy`, `server.json`).
     pub source: String,
+    /// `manifestSchemaVersion` of its manifest, `legacy` for discovered tools.
     pub schema_version: String,
+    /// Tools it holds.
     pub tool_count: usize,
     /// Tools its manifest declares that the upstream did not offer when last discovered.
     pub missing_tools: Vec<String>,
@@ -72,6 +82,7 @@ pub struct Package {
 /// One tool of a catalog.
 #[derive(Debug, Clone)]
 pub struct CatalogTool {
+    /// The package's id.
     pub package: String,
     /// The name the tool has at its source (the upstream's name).
     pub name: String,
@@ -86,10 +97,15 @@ pub struct CatalogTool {
     pub raw: Value,
     /// The catalog's description (a manifest's, else the source's).
     pub catalog_description: String,
+    /// Catalog category.
     pub category: String,
+    /// Catalog tags.
     pub tags: Vec<String>,
+    /// Where its description came from (`manifest`, `summary`, `legacy`, `server.json`).
     pub source: String,
+    /// `manifestSchemaVersion` of its manifest, `legacy` for discovered tools.
     pub schema_version: String,
+    /// The tool needs task support Quarry does not speak yet: catalogued, not offered.
     pub requires_task: bool,
     /// Not switched off by its owner.
     pub enabled: bool,
@@ -130,18 +146,27 @@ impl CatalogTool {
 /// A built-in package the server provides (its tools run in-process).
 #[derive(Debug, Clone)]
 pub struct BuiltinPackage {
+    /// The package's id.
     pub id: String,
+    /// Display name.
     pub name: String,
+    /// What its tools do, in words.
     pub description: String,
+    /// Catalog category.
     pub category: String,
+    /// Catalog tags.
     pub tags: Vec<String>,
+    /// Its tools.
     pub tools: Vec<Tool>,
 }
 
 /// One owner's catalog.
 pub struct Catalog {
+    /// The store's hub generation this snapshot was built from.
     pub generation: i64,
+    /// Every package.
     pub packages: Vec<Package>,
+    /// Every tool, in catalog order.
     pub tools: Vec<CatalogTool>,
     by_full: HashMap<String, usize>,
     by_wire: HashMap<String, usize>,
@@ -302,6 +327,7 @@ impl Catalog {
         }
     }
 
+    /// A package by id.
     pub fn package(&self, id: &str) -> Option<&Package> {
         self.packages.iter().find(|p| p.id == id)
     }
@@ -324,6 +350,7 @@ impl Catalog {
         self.by_wire.get(name).map(|&i| &self.tools[i])
     }
 
+    /// The tools of one package.
     pub fn tools_of<'a>(&'a self, package: &'a str) -> impl Iterator<Item = &'a CatalogTool> + 'a {
         self.tools.iter().filter(move |t| t.package == package)
     }
@@ -360,30 +387,41 @@ fn tool_from_raw(raw: &Value, row: &ToolRow) -> Option<Tool> {
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Manifest {
+    /// The package's id (optional: the installer may choose one).
     pub id: Option<String>,
+    /// Display name.
     pub name: Option<String>,
     #[serde(default)]
+    /// What the package does.
     pub description: Option<String>,
     #[serde(default)]
+    /// Catalog category.
     pub category: Option<String>,
     #[serde(default)]
+    /// Catalog tags.
     pub tags: Vec<String>,
     #[serde(default)]
+    /// Tools with their schemas.
     pub tools: Vec<ManifestTool>,
     /// Older packages: names and descriptions only (seed 002's `toolsSummary`).
     #[serde(default)]
     pub tools_summary: Vec<ManifestTool>,
     #[serde(default)]
+    /// The manifest format's version.
     pub manifest_schema_version: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase")]
+/// One tool a manifest lists.
 pub struct ManifestTool {
+    /// The tool's name.
     pub name: String,
     #[serde(default)]
+    /// What it does.
     pub description: Option<String>,
     #[serde(default)]
+    /// Its input schema (JSON Schema object).
     pub input_schema: Option<Value>,
 }
 
@@ -402,6 +440,7 @@ impl Manifest {
             .map(|t| t.name.as_str())
     }
 
+    /// Reads a manifest and checks its tools (names, schemas).
     pub fn parse(value: &Value) -> Result<Manifest> {
         let m: Manifest = serde_json::from_value(value.clone())
             .map_err(|e| Error::InvalidInput(format!("invalid manifest.json: {e}")))?;
@@ -438,9 +477,13 @@ pub fn check_schema(tool: &str, schema: &Value) -> Result<()> {
 /// Metadata for a package row: from its manifest when there is one.
 #[derive(Debug, Clone, Default)]
 pub struct PackageMeta {
+    /// Display name.
     pub name: String,
+    /// What the package does.
     pub description: String,
+    /// Catalog category.
     pub category: String,
+    /// Catalog tags.
     pub tags: Vec<String>,
 }
 
@@ -593,10 +636,15 @@ fn requires_task(raw: &Value) -> bool {
 /// 2025-12-11): a remote (Streamable HTTP or SSE) or a package run over stdio.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LaunchSpec {
+    /// The server's name.
     pub name: String,
+    /// What it does.
     pub description: String,
+    /// How to connect.
     pub transport: crate::upstream::TransportKind,
+    /// The command (stdio) or URL (HTTP, SSE).
     pub config: String,
+    /// The command's arguments (stdio).
     pub args: Vec<String>,
     /// Environment variables the package declares required, with defaults when given.
     pub env: Vec<(String, Option<String>, bool)>,

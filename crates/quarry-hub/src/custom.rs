@@ -95,6 +95,7 @@ pub struct CustomToolSpec {
     /// The tool name: 1 to 64 of `a-z A-Z 0-9 _ -`.
     pub name: String,
     #[serde(default)]
+    /// What the tool does (shown to models).
     pub description: String,
     /// JSON Schema of the arguments (an object schema).
     #[serde(default = "empty_object_schema")]
@@ -164,13 +165,17 @@ impl CustomToolSpec {
 /// What a custom tool's request returned: any HTTP status (non-2xx included).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CustomResponse {
+    /// The HTTP status.
     pub status: u16,
+    /// The response's `Content-Type`, if any.
     pub content_type: Option<String>,
     /// The body as text (invalid UTF-8 replaced); when `truncated`, the first
     /// `max_response_bytes` bytes (cut at a character boundary) followed by
     /// [`TRUNCATION_MARKER`] and a note.
     pub body: String,
+    /// Whether the body was cut at `max_response_bytes`.
     pub truncated: bool,
+    /// How long the request took, in milliseconds.
     pub elapsed_ms: u64,
 }
 
@@ -186,7 +191,10 @@ pub enum CustomToolError {
     /// The outbound guard refused the destination; nothing was sent there.
     Refused(Refused),
     /// No complete response within the timeout.
-    Timeout { secs: u64 },
+    Timeout {
+        /// The timeout that ran out, in seconds.
+        secs: u64,
+    },
     /// The connection failed.
     Connect(String),
     /// Another HTTP failure (protocol error, body read error, …).

@@ -63,7 +63,7 @@ pub struct HubOptions {
     /// run commands on the server.
     pub users_may_run_commands: bool,
     /// The built-in `web` package (`web.web_search`) and its backend; `None` leaves it out.
-    /// The server sets it from [`WebSearchOptions::from_env`].
+    /// The server sets it from [`WebSearchOptions::from_lookup`].
     pub web: Option<WebSearchOptions>,
 }
 
@@ -94,6 +94,7 @@ fn require_write(caller: &Principal) -> Result<()> {
 #[serde(deny_unknown_fields)]
 pub struct RegisterUpstream {
     #[serde(default)]
+    /// Display name (seed: `name`).
     pub name: String,
     /// `stdio`, `http` or `sse` (seed 003's `transport_type`).
     #[serde(default)]
@@ -106,31 +107,43 @@ pub struct RegisterUpstream {
     #[serde(default)]
     pub server_json: Option<Value>,
     #[serde(default)]
+    /// The command's arguments (stdio).
     pub args: Vec<String>,
     #[serde(default)]
+    /// The command's working directory (stdio).
     pub cwd: Option<String>,
     #[serde(default)]
+    /// Environment variables for the child (stdio); stored as secrets.
     pub env: std::collections::BTreeMap<String, String>,
     #[serde(default)]
+    /// Headers sent with every request (HTTP, SSE); stored as secrets.
     pub headers: std::collections::BTreeMap<String, String>,
     #[serde(default)]
+    /// Whether to connect it (default: yes).
     pub enabled: Option<bool>,
     #[serde(default)]
+    /// The package its tools belong to (default: from the name).
     pub package: Option<String>,
     #[serde(default)]
+    /// Catalog category.
     pub category: Option<String>,
     #[serde(default)]
+    /// Catalog tags.
     pub tags: Option<Vec<String>>,
     #[serde(default)]
+    /// What the server's tools are for, in words.
     pub description: Option<String>,
     /// Seed 002's `manifest.json`, describing the package and its tools.
     #[serde(default)]
     pub manifest: Option<Value>,
     #[serde(default)]
+    /// Longest tool call, in seconds.
     pub call_timeout_secs: Option<u64>,
     #[serde(default)]
+    /// Longest connection attempt, in seconds.
     pub connect_timeout_secs: Option<u64>,
     #[serde(default)]
+    /// Tool calls in flight at once.
     pub max_concurrency: Option<usize>,
 }
 
@@ -138,35 +151,53 @@ pub struct RegisterUpstream {
 /// never included) and the connection's health.
 #[derive(Debug, Clone, Serialize)]
 pub struct UpstreamInfo {
+    /// UUID.
     pub id: String,
+    /// Display name.
     pub name: String,
+    /// The package its tools belong to.
     pub package: String,
+    /// `stdio`, `http` or `sse`.
     pub transport_type: String,
     /// The command line, or the URL with credentials masked.
     pub config: String,
+    /// The command's arguments (stdio).
     pub args: Vec<String>,
+    /// The command's working directory (stdio).
     pub cwd: Option<String>,
     /// Names of the environment variables set for the child (values are never shown).
     pub env: Vec<String>,
     /// Names of the headers sent (values are never shown).
     pub headers: Vec<String>,
+    /// Whether the hub connects it.
     pub enabled: bool,
+    /// Longest tool call, in seconds.
     pub call_timeout_secs: u64,
+    /// Longest connection attempt, in seconds.
     pub connect_timeout_secs: u64,
+    /// Tool calls in flight at once.
     pub max_concurrency: usize,
+    /// Catalog category.
     pub category: String,
+    /// Catalog tags.
     pub tags: Vec<String>,
+    /// What its tools are for, in words.
     pub description: String,
+    /// Where the package's description came from.
     pub source: String,
     #[serde(flatten)]
+    /// The connection's state.
     pub health: Health,
+    /// Tools discovered.
     pub tool_count: usize,
     /// Tools the package's manifest declares that the upstream does not offer (not exposed).
     pub missing_tools: Vec<String>,
     /// The discovered tools as listed (seed 003's `tools_cache`): the upstream's definitions,
     /// with a manifest's description and input schema where it gives them.
     pub tools_cache: Vec<Value>,
+    /// ISO 8601.
     pub created_at: String,
+    /// ISO 8601 of the last change.
     pub updated_at: String,
 }
 
@@ -176,22 +207,35 @@ pub const CUSTOM_PACKAGE: &str = "custom";
 /// A custom HTTP tool as listed: its specification with header *names* only.
 #[derive(Debug, Clone, Serialize)]
 pub struct CustomToolInfo {
+    /// UUID.
     pub id: String,
+    /// The tool's name, unique per owner.
     pub name: String,
     /// `custom.<name>`.
     pub full_name: String,
+    /// What the tool does (shown to models).
     pub description: String,
+    /// JSON Schema of its arguments.
     pub parameters: Value,
+    /// The URL it requests (`{{arg}}` placeholders filled from the arguments).
     pub http_url: String,
+    /// The HTTP method.
     pub http_method: String,
     /// Names of the headers sent (values are never shown).
     pub http_headers: Vec<String>,
+    /// The request body with `{{arg}}` placeholders, if any.
     pub http_body_template: Option<String>,
+    /// Longest request, in seconds (default: the hub's).
     pub timeout_secs: Option<u64>,
+    /// Largest response kept, in bytes (default: the hub's).
     pub max_response_bytes: Option<u64>,
+    /// Whether it is offered.
     pub enabled: bool,
+    /// Always `http`.
     pub tool_type: &'static str,
+    /// ISO 8601.
     pub created_at: String,
+    /// ISO 8601 of the last change.
     pub updated_at: String,
 }
 
@@ -271,6 +315,7 @@ impl Hub {
         })
     }
 
+    /// The options the hub runs with.
     pub fn options(&self) -> &HubOptions {
         &self.opts
     }
@@ -722,6 +767,7 @@ impl Hub {
         }
     }
 
+    /// The caller's upstreams, with their health.
     pub fn upstreams(&self, caller: &Principal) -> Result<Vec<UpstreamInfo>> {
         let catalog = self.catalog(caller.owner_key())?;
         Ok(self
@@ -732,6 +778,7 @@ impl Hub {
             .collect())
     }
 
+    /// One of the caller's upstreams; another owner's is not found.
     pub fn upstream(&self, caller: &Principal, id: &str) -> Result<UpstreamInfo> {
         let row = self.row(caller, id)?;
         let catalog = self.catalog(caller.owner_key())?;
@@ -745,6 +792,7 @@ impl Hub {
         Ok(catalog.tools_of(&row.package).cloned().collect())
     }
 
+    /// Disconnects and removes one of the caller's upstreams with its package.
     pub fn delete_upstream(&self, caller: &Principal, id: &str) -> Result<()> {
         require_write(caller)?;
         let row = self.row(caller, id)?;
@@ -905,6 +953,7 @@ impl Hub {
             .ok_or_else(|| Error::NotFound(format!("custom tool '{id}' not found")))
     }
 
+    /// One of the caller's custom tools.
     pub fn custom_tool(&self, caller: &Principal, id: &str) -> Result<CustomToolInfo> {
         custom_info(&self.custom_row(caller, id)?)
     }
@@ -998,6 +1047,7 @@ impl Hub {
         custom_info(&row)
     }
 
+    /// Removes one of the caller's custom tools.
     pub fn delete_custom_tool(&self, caller: &Principal, id: &str) -> Result<()> {
         require_write(caller)?;
         let row = self.custom_row(caller, id)?;
@@ -1084,7 +1134,9 @@ impl Hub {
                 let id = pkg.upstream_id.clone().unwrap_or_default();
                 self.route_upstream(caller.owner_key(), &id)
             }
-            PackageKind::Custom => Ok(Route(Target::Custom(self.custom_call(caller, &tool.name)))),
+            PackageKind::Custom => Ok(Route(Target::Custom(Box::new(
+                self.custom_call(caller, &tool.name),
+            )))),
             PackageKind::Builtin => Ok(Route(Target::Builtin {
                 package: pkg.id.clone(),
             })),
@@ -1136,7 +1188,7 @@ impl Hub {
             }
             Target::Custom(prepared) => {
                 let args = Value::Object(arguments.unwrap_or_default());
-                let outcome = match prepared {
+                let outcome = match *prepared {
                     Ok(custom) => tokio::select! {
                         r = custom.run(&args) => r,
                         _ = cancel.cancelled() => return Err(CallError::Cancelled),
@@ -1219,7 +1271,8 @@ enum Target {
         conn: Arc<Connection>,
         settle: Option<Duration>,
     },
-    Custom(std::result::Result<CustomCall, custom::CustomToolError>),
+    /// Boxed: a prepared custom call is much larger than the other targets.
+    Custom(Box<std::result::Result<CustomCall, custom::CustomToolError>>),
     Builtin {
         package: String,
     },

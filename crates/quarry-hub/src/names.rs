@@ -118,9 +118,13 @@ const WIRE_PACKAGE_MIN: usize = 8;
 /// `?servers=pkg,…`, `?pin=pkg.tool,…`, `?mode=search`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Selection {
+    /// `?tools=pkg.tool,…`: exactly these tools.
     pub tools: Option<Vec<String>>,
+    /// `?servers=pkg,…`: every tool of these packages.
     pub servers: Option<Vec<String>>,
+    /// `?pin=pkg.tool,…`: tools listed in search mode besides `search_tools` and `call_tool`.
     pub pin: Vec<String>,
+    /// `?mode=search`: list only the search tools (and pins); find the rest by searching.
     pub search_mode: bool,
     /// `?names=tool`: list tools under their own names (no `package__` prefix) — for an
     /// endpoint in front of one server; refused when two selected tools share a name.

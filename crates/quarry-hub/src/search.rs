@@ -11,6 +11,7 @@ use quarry_store::{IndexDoc, IndexWork};
 
 use crate::catalog::{CatalogTool, Package};
 
+/// A keyword index over one catalog's tools (names, descriptions, tags), for `search_tools`.
 pub struct CatalogIndex {
     fts: FtsIndex,
     /// Package id → the "collection" id its tools are indexed under.

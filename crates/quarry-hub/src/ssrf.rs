@@ -77,10 +77,12 @@ impl Cidr {
         }
     }
 
+    /// The network's address.
     pub fn addr(&self) -> IpAddr {
         self.addr
     }
 
+    /// The prefix length in bits.
     pub fn prefix_len(&self) -> u8 {
         self.prefix
     }
@@ -231,22 +233,39 @@ impl NetPolicy {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum AddrClass {
+    /// `0.0.0.0`, `::`.
     Unspecified,
+    /// `0.0.0.0/8`.
     ThisNetwork,
+    /// `127.0.0.0/8`, `::1`.
     Loopback,
+    /// RFC 1918 (`10/8`, `172.16/12`, `192.168/16`).
     Private,
+    /// `100.64.0.0/10` (carrier-grade NAT).
     SharedCgnat,
+    /// `169.254.0.0/16`, `fe80::/10`.
     LinkLocal,
+    /// A cloud metadata address (`169.254.169.254`, `fd00:ec2::254` …).
     CloudMetadata,
+    /// `192.0.0.0/24`.
     ProtocolAssignments,
+    /// Documentation ranges (`192.0.2.0/24`, `2001:db8::/32` …).
     Documentation,
+    /// `198.18.0.0/15`.
     Benchmarking,
+    /// Multicast.
     Multicast,
+    /// `255.255.255.255`.
     Broadcast,
+    /// `240.0.0.0/4`.
     Reserved,
+    /// `fc00::/7`.
     UniqueLocal,
+    /// `fec0::/10` (deprecated site-local).
     SiteLocal,
+    /// `100::/64` (discard-only).
     Discard,
+    /// Another IANA special-purpose range.
     SpecialPurpose,
 }
 
@@ -357,20 +376,37 @@ fn classify(ip: IpAddr) -> (Option<Ipv4Addr>, Option<AddrClass>) {
 pub enum Refused {
     /// A non-public address that is not allow-listed.
     Address {
+        /// The address.
         ip: IpAddr,
+        /// The IPv4 address embedded in an IPv6 one (mapped, NAT64 …), when that is what was refused.
         embedded: Option<Ipv4Addr>,
+        /// What kind of address it is.
         class: AddrClass,
     },
     /// A cloud metadata host name.
-    HostName { host: String },
+    HostName {
+        /// The host name.
+        host: String,
+    },
     /// A scheme other than http and https.
-    Scheme { scheme: String },
+    Scheme {
+        /// The scheme.
+        scheme: String,
+    },
     /// A URL without a host.
     NoHost,
     /// A DNS name all of whose addresses are refused.
-    NoAllowedAddress { host: String, refused: Vec<Refused> },
+    NoAllowedAddress {
+        /// The DNS name.
+        host: String,
+        /// Why each of its addresses was refused.
+        refused: Vec<Refused>,
+    },
     /// More redirects than [`MAX_REDIRECTS`].
-    TooManyRedirects { max: usize },
+    TooManyRedirects {
+        /// The limit.
+        max: usize,
+    },
 }
 
 impl Refused {
@@ -512,6 +548,7 @@ pub struct GuardedResolver {
 }
 
 impl GuardedResolver {
+    /// A resolver that checks every address against `policy`.
     pub fn new(policy: Arc<NetPolicy>) -> GuardedResolver {
         GuardedResolver { policy }
     }

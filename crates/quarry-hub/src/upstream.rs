@@ -39,12 +39,16 @@ use crate::ssrf::NetPolicy;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum TransportKind {
+    /// A child process speaking MCP over stdin/stdout.
     Stdio,
+    /// Streamable HTTP.
     Http,
+    /// The legacy HTTP+SSE transport.
     Sse,
 }
 
 impl TransportKind {
+    /// The kind named `s` (`stdio`, `http`, `streamable-http`, `sse`; any case).
     pub fn parse(s: &str) -> Option<TransportKind> {
         match s.to_ascii_lowercase().as_str() {
             "stdio" => Some(TransportKind::Stdio),
@@ -54,6 +58,7 @@ impl TransportKind {
         }
     }
 
+    /// The kind's name (`stdio`, `http`, `sse`).
     pub fn as_str(self) -> &'static str {
         match self {
             TransportKind::Stdio => "stdio",
@@ -76,8 +81,11 @@ pub struct UpstreamOptions {
     pub env_keys: Vec<String>,
     /// Names of the headers sent to an HTTP upstream (values are secrets).
     pub header_names: Vec<String>,
+    /// Longest tool call, in seconds.
     pub call_timeout_secs: u64,
+    /// Longest connection attempt, in seconds.
     pub connect_timeout_secs: u64,
+    /// Tool calls in flight at once.
     pub max_concurrency: usize,
 }
 
@@ -99,17 +107,24 @@ impl Default for UpstreamOptions {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct UpstreamSecrets {
+    /// Environment variables for a stdio child.
     pub env: BTreeMap<String, String>,
+    /// Headers for an HTTP upstream.
     pub headers: BTreeMap<String, String>,
 }
 
 /// What a supervisor needs to (re)connect.
 #[derive(Debug, Clone)]
 pub struct ConnectSpec {
+    /// The upstream's display name (for logs).
     pub name: String,
+    /// How to connect.
     pub transport: TransportKind,
+    /// The command line (stdio) or URL (HTTP, SSE).
     pub config: String,
+    /// Arguments, timeouts, concurrency.
     pub options: UpstreamOptions,
+    /// Environment and header values.
     pub secrets: UpstreamSecrets,
     /// Outbound address policy for HTTP/SSE upstreams; `None` for the machine's owner.
     pub net: Option<NetPolicy>,
@@ -200,10 +215,13 @@ pub fn command_of(
 pub struct Health {
     /// `connecting`, `ready`, `error` or `disabled`.
     pub status: &'static str,
+    /// The last connection or discovery error, if any.
     pub last_error: Option<String>,
     /// The protocol version negotiated with the upstream.
     pub protocol_version: Option<String>,
+    /// The upstream's name, as it said at negotiation.
     pub server_name: Option<String>,
+    /// The upstream's version, as it said at negotiation.
     pub server_version: Option<String>,
     /// Times the connection was re-established after ending.
     pub restarts: u64,
@@ -289,16 +307,21 @@ pub type OnDiscovered = Arc<dyn Fn(&Discovered) + Send + Sync>;
 pub enum CallError {
     /// Not connected (or disabled); the text says why.
     Unavailable(String),
+    /// No answer within this long.
     Timeout(Duration),
+    /// The caller cancelled the call.
     Cancelled,
     /// The upstream answered with a JSON-RPC error.
     Upstream {
+        /// The JSON-RPC error code.
         code: i32,
+        /// The JSON-RPC error message.
         message: String,
     },
     /// The upstream asked for client input (sampling, elicitation), which a gateway has no
     /// person to route to.
     InputRequired,
+    /// The connection failed while the call was in flight.
     Transport(String),
 }
 
@@ -375,6 +398,7 @@ impl Connection {
         self.stop.cancel();
     }
 
+    /// Where the connection stands.
     pub fn health(&self) -> Health {
         self.health
             .lock()
@@ -903,7 +927,9 @@ impl StreamableHttpClient for SessionClient {
 /// exactly as the upstream sent it (rmcp's types drop fields they do not know).
 #[derive(Clone)]
 pub struct Discovered {
+    /// The tools, typed.
     pub tools: Vec<Tool>,
+    /// Each tool's JSON as the upstream sent it, by name (stdio only).
     pub raw: HashMap<String, serde_json::Value>,
     /// Resources, resource templates and prompts, when the upstream offers them.
     pub surface: Surface,
@@ -913,8 +939,11 @@ pub struct Discovered {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Surface {
+    /// Resources.
     pub resources: Vec<rmcp::model::Resource>,
+    /// Resource templates.
     pub resource_templates: Vec<rmcp::model::ResourceTemplate>,
+    /// Prompts.
     pub prompts: Vec<rmcp::model::Prompt>,
 }
 

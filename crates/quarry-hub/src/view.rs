@@ -17,6 +17,7 @@ use crate::names::Selection;
 
 /// The meta-tools of search mode.
 pub const SEARCH_TOOLS: &str = "search_tools";
+/// The meta-tool of search mode that calls a tool found by `search_tools`.
 pub const CALL_TOOL: &str = "call_tool";
 /// Most results `search_tools` returns.
 pub const SEARCH_LIMIT_MAX: usize = 10;
@@ -34,9 +35,18 @@ pub enum DefaultView {
 /// the URL).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ViewError {
+    /// The URL names a tool the caller's catalog lacks (or that is switched off).
     UnknownTool(String),
+    /// The URL names a package the caller's catalog lacks.
     UnknownPackage(String),
-    TooMany { count: usize, cap: usize },
+    /// More tools than the endpoint's cap.
+    TooMany {
+        /// Tools selected.
+        count: usize,
+        /// The cap.
+        cap: usize,
+    },
+    /// The selection cannot be read.
     Invalid(String),
 }
 
@@ -201,10 +211,12 @@ impl View {
         })
     }
 
+    /// The catalog the view was computed from.
     pub fn catalog(&self) -> &Arc<Catalog> {
         &self.catalog
     }
 
+    /// Whether the endpoint is in search mode (`search_tools` and `call_tool`).
     pub fn is_search_mode(&self) -> bool {
         self.search_mode
     }
@@ -227,6 +239,7 @@ impl View {
             .collect()
     }
 
+    /// The offered packages' resource templates.
     pub fn resource_templates(&self) -> Vec<rmcp::model::ResourceTemplate> {
         self.surfaces()
             .flat_map(|p| p.surface.resource_templates.iter().cloned())

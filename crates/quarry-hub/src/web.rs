@@ -1,7 +1,7 @@
 //! The built-in `web_search` tool (seed "RAG + MCP client + plugins" §5.3: a built-in plugin,
 //! DuckDuckGo by default, no API key, enabled for every user unless they switch it off).
 //!
-//! The backend is the server admin's choice ([`WebSearchOptions::from_env`]):
+//! The backend is the server admin's choice ([`WebSearchOptions::from_lookup`]):
 //!
 //! - **DuckDuckGo** (default): a form POST to its HTML endpoint (`q`, `kl=wt-wt`), results
 //!   read from the markup (no HTML parser: the page's result blocks are regular — see
@@ -81,9 +81,15 @@ const BODY_EXCERPT_CHARS: usize = 200;
 pub enum WebBackend {
     /// DuckDuckGo's HTML endpoint (`url`, default [`DEFAULT_DUCKDUCKGO_URL`]), queried with a
     /// form POST.
-    DuckDuckGo { url: String },
+    DuckDuckGo {
+        /// The endpoint.
+        url: String,
+    },
     /// A SearXNG instance: `url` is its base URL, queried as `GET {url}/search?q=…&format=json`.
-    Searxng { url: String },
+    Searxng {
+        /// The instance's base URL.
+        url: String,
+    },
 }
 
 impl WebBackend {
@@ -95,6 +101,7 @@ impl WebBackend {
         }
     }
 
+    /// The backend's URL.
     pub fn url(&self) -> &str {
         match self {
             WebBackend::DuckDuckGo { url } | WebBackend::Searxng { url } => url,
@@ -110,9 +117,10 @@ impl Default for WebBackend {
     }
 }
 
-/// The web search settings, fixed at start (the server reads them with [`Self::from_env`]).
+/// The web search settings, fixed at start (the server reads them with [`Self::from_lookup`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct WebSearchOptions {
+    /// Which search engine answers.
     pub backend: WebBackend,
     /// The whole request's limit (connect, answer and body).
     pub timeout: Duration,
@@ -134,12 +142,8 @@ impl Default for WebSearchOptions {
 impl WebSearchOptions {
     /// Reads `QUARRY_WEB_SEARCH` (`duckduckgo`, the default when unset; `searxng`; `off` →
     /// `Ok(None)`), `QUARRY_WEB_SEARCH_URL` (the backend's URL; required for `searxng`) and
-    /// `QUARRY_WEB_SEARCH_TIMEOUT` (seconds). A bad value is an error naming the variable.
-    pub fn from_env() -> Result<Option<WebSearchOptions>, String> {
-        Self::from_lookup(|k| std::env::var(k).ok())
-    }
-
-    /// [`Self::from_env`] over any source of variables (`get` answers a variable's value).
+    /// `QUARRY_WEB_SEARCH_TIMEOUT` (seconds) from the variables `get` answers (the server's,
+    /// read at start). A bad value is an error naming the variable.
     pub fn from_lookup(
         get: impl Fn(&str) -> Option<String>,
     ) -> Result<Option<WebSearchOptions>, String> {
@@ -289,8 +293,11 @@ pub fn web_search_tool() -> Tool {
 /// One search result.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WebResult {
+    /// The page's title.
     pub title: String,
+    /// The page's URL.
     pub url: String,
+    /// The text the search engine shows under it.
     pub snippet: String,
 }
 
@@ -382,6 +389,7 @@ impl std::fmt::Debug for WebSearch {
 }
 
 impl WebSearch {
+    /// A web search client with `opts` (connects on first use).
     pub fn new(opts: WebSearchOptions) -> WebSearch {
         WebSearch {
             opts,
@@ -389,6 +397,7 @@ impl WebSearch {
         }
     }
 
+    /// The options it runs with.
     pub fn options(&self) -> &WebSearchOptions {
         &self.opts
     }

@@ -46,6 +46,7 @@ use quarry_core::{Furniture, PageSpan};
 
 /// Measures text in the unit chunk sizes are given in.
 pub trait Sizer {
+    /// The size of `text` in this unit.
     fn size(&self, text: &str) -> usize;
 }
 
@@ -65,8 +66,11 @@ impl<F: Fn(&str) -> usize> Sizer for F {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Chunk size and overlap, in a [`Sizer`]'s unit.
 pub struct ChunkOptions {
+    /// Largest chunk.
     pub max_size: usize,
+    /// How much of the previous chunk a chunk repeats, at most.
     pub overlap: usize,
 }
 
@@ -87,7 +91,9 @@ impl ChunkOptions {
 /// plain Markdown file). Ranges out of bounds or off character boundaries are tolerated.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Layout<'a> {
+    /// The page map (empty for unpaged text).
     pub pages: &'a [PageSpan],
+    /// The furniture ranges, sorted (empty when none).
     pub furniture: &'a [Furniture],
 }
 
@@ -103,9 +109,11 @@ const MAX_PATH_CHARS: usize = 300;
 pub struct Chunk {
     /// Byte range in the document text.
     pub start: usize,
+    /// Byte offset just past the chunk's end.
     pub end: usize,
     /// 1-based, inclusive line range.
     pub line_start: usize,
+    /// Last line (1-based, inclusive).
     pub line_end: usize,
     /// The page or slide all of the chunk's text is on (paged sources).
     pub page: Option<u32>,
@@ -115,6 +123,7 @@ pub struct Chunk {
 }
 
 impl Chunk {
+    /// The chunk's text in `doc` (the text it was cut from).
     pub fn text<'a>(&self, doc: &'a str) -> &'a str {
         &doc[self.start..self.end]
     }
@@ -897,6 +906,7 @@ impl LineIndex {
 /// asks for; `examples/chunk_stats.rs` prints them for real documents).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ChunkStats {
+    /// Chunks cut.
     pub chunks: usize,
     /// Chunks with visible text on a page other than their `page`.
     pub off_page: usize,
@@ -915,6 +925,7 @@ pub struct ChunkStats {
 }
 
 impl ChunkStats {
+    /// Measures `chunks` cut from `text` with `layout` and `opts`.
     pub fn measure(
         text: &str,
         layout: Layout<'_>,

@@ -23,7 +23,9 @@ pub const DEFAULT_MAX_FILE_BYTES: u64 = 64 * 1024 * 1024;
 pub struct FileEntry {
     /// Path relative to the collection root, `/`-separated.
     pub rel_path: String,
+    /// Absolute path on disk.
     pub abs_path: PathBuf,
+    /// Size in bytes.
     pub size: u64,
     /// Modification time in nanoseconds since the epoch (0 when unavailable).
     pub mtime_ns: i64,
@@ -36,6 +38,7 @@ pub struct FileEntry {
 /// Result of walking a collection root.
 #[derive(Debug, Default)]
 pub struct ScanResult {
+    /// Files matching the mask, sorted by path.
     pub files: Vec<FileEntry>,
     /// Entries that could not be examined: (path, reason).
     pub problems: Vec<(String, String)>,
@@ -216,6 +219,7 @@ pub struct LoadedFile {
     pub text: String,
     /// Hex SHA-256 of the raw bytes.
     pub hash: String,
+    /// The document's title (its first heading, else the file name).
     pub title: String,
     /// Page map when the text was converted from a paged source (PDF, slides).
     pub pages: Vec<quarry_core::PageSpan>,

@@ -67,12 +67,12 @@ fn tldr_passages(root: &Path, n: usize) -> Vec<String> {
         for line in text.lines() {
             if let Some(d) = line.strip_prefix("- ") {
                 desc = Some(d.trim_end_matches(':').to_string());
-            } else if line.starts_with('`') {
-                if let Some(d) = desc.take() {
-                    out.push(format!("{title}: {d} {line}"));
-                    if out.len() >= n {
-                        return out;
-                    }
+            } else if line.starts_with('`')
+                && let Some(d) = desc.take()
+            {
+                out.push(format!("{title}: {d} {line}"));
+                if out.len() >= n {
+                    return out;
                 }
             }
         }
@@ -166,8 +166,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
 
     model.embed_passages(&refs[..refs.len().min(batch)])?; // warm-up
-                                                           // Best of 3 (embedding and peak alike): the machine may be shared, and the fastest run is
-                                                           // the one least disturbed by other processes.
+    // Best of 3 (embedding and peak alike): the machine may be shared, and the fastest run is
+    // the one least disturbed by other processes.
     let mut secs = f64::MAX;
     let mut peak = 0f64;
     for _ in 0..3 {

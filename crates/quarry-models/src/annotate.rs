@@ -4,8 +4,8 @@
 
 use serde_json::Value;
 
-use crate::expand::OpenAiChatExpander;
 use crate::ModelError;
+use crate::expand::OpenAiChatExpander;
 
 /// Most characters of a note sent to the model.
 const MAX_INPUT_CHARS: usize = 12_000;
@@ -21,13 +21,17 @@ short lowercase topic tags, \"summary\": one or two sentences}. Write in the not
 /// What a model said about a note; every field is checked and bounded.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct NoteAnnotation {
+    /// A title, when the note has none.
     pub title: Option<String>,
+    /// A few tags.
     pub tags: Vec<String>,
+    /// A one-line summary.
     pub summary: Option<String>,
 }
 
 /// Describes a note: title, tags, summary.
 pub trait NoteAnnotator: Send + Sync {
+    /// Describes the note whose text is `markdown`.
     fn annotate(&self, markdown: &str) -> Result<NoteAnnotation, ModelError>;
 }
 
@@ -74,10 +78,11 @@ pub(crate) fn parse_annotation(reply: &str) -> Option<NoteAnnotation> {
     let mut tags: Vec<String> = Vec::new();
     if let Some(list) = v.get("tags").and_then(Value::as_array) {
         for t in list.iter().filter_map(Value::as_str) {
-            if let Some(t) = bounded(&t.to_lowercase(), MAX_TAG_CHARS) {
-                if !tags.contains(&t) && tags.len() < MAX_TAGS {
-                    tags.push(t);
-                }
+            if let Some(t) = bounded(&t.to_lowercase(), MAX_TAG_CHARS)
+                && !tags.contains(&t)
+                && tags.len() < MAX_TAGS
+            {
+                tags.push(t);
             }
         }
     }

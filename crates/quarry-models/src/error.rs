@@ -17,35 +17,65 @@ Hub needs network access, so when offline copy those files into the directory yo
 pub enum ModelError {
     /// The model directory does not exist or is not a directory.
     #[error("model directory {} does not exist or is not a directory; {REQUIRED_FILES_HINT}", path.display())]
-    MissingDirectory { path: PathBuf },
+    MissingDirectory {
+        /// The path given.
+        path: PathBuf,
+    },
 
     /// A required file is missing from the model directory.
     #[error("model directory {} has no {file}; {REQUIRED_FILES_HINT}", dir.display())]
-    MissingFile { dir: PathBuf, file: String },
+    MissingFile {
+        /// The model directory.
+        dir: PathBuf,
+        /// The missing file's name.
+        file: String,
+    },
 
     /// A file exists but could not be read.
     #[error("cannot read {}: {source}", path.display())]
     Io {
+        /// The file.
         path: PathBuf,
         #[source]
+        /// Why it could not be read.
         source: std::io::Error,
     },
 
     /// config.json (or another metadata file) is not valid or lacks a required field.
     #[error("invalid {}: {reason}", path.display())]
-    InvalidConfig { path: PathBuf, reason: String },
+    InvalidConfig {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
 
     /// The architecture is not one this crate can run.
     #[error("unsupported model in {}: {reason}", path.display())]
-    UnsupportedModel { path: PathBuf, reason: String },
+    UnsupportedModel {
+        /// The model directory.
+        path: PathBuf,
+        /// Why it cannot run.
+        reason: String,
+    },
 
     /// tokenizer.json could not be loaded or a text could not be tokenized.
     #[error("tokenizer error ({}): {reason}", path.display())]
-    Tokenizer { path: PathBuf, reason: String },
+    Tokenizer {
+        /// The tokenizer file.
+        path: PathBuf,
+        /// What went wrong.
+        reason: String,
+    },
 
     /// The weights do not match config.json (missing tensor, wrong shape, unreadable file).
     #[error("cannot load weights from {}: {reason}", path.display())]
-    Weights { path: PathBuf, reason: String },
+    Weights {
+        /// The weights file.
+        path: PathBuf,
+        /// What went wrong.
+        reason: String,
+    },
 
     /// The forward pass failed.
     #[error("inference failed: {0}")]
@@ -57,16 +87,26 @@ pub enum ModelError {
 
     /// The environment variable that should hold the API key is unset or empty.
     #[error("API key environment variable {var} is not set or empty")]
-    MissingApiKey { var: String },
+    MissingApiKey {
+        /// The variable.
+        var: String,
+    },
 
     /// The request could not be sent or the response not received.
     #[error("request to {url} failed: {reason}")]
-    Network { url: String, reason: String },
+    Network {
+        /// The URL, with any key removed.
+        url: String,
+        /// What failed.
+        reason: String,
+    },
 
     /// The server answered with a non-success HTTP status.
     #[error("{url} answered HTTP {status}{}: {body}", status_hint(*status))]
     HttpStatus {
+        /// The URL, with any key removed.
         url: String,
+        /// The HTTP status.
         status: u16,
         /// The start of the response body, with any API key removed.
         body: String,
@@ -92,7 +132,12 @@ model, e.g. QUARRY_EMBED_MODEL=/path/to/{}, or copy those files into {}",
 
     /// The server answered 2xx but the body is not what the API promises.
     #[error("unexpected response from {url}: {reason}")]
-    InvalidResponse { url: String, reason: String },
+    InvalidResponse {
+        /// The URL, with any key removed.
+        url: String,
+        /// What is wrong with the body.
+        reason: String,
+    },
 }
 
 /// `all-MiniLM-L6-v2` for `sentence-transformers/all-MiniLM-L6-v2`.

@@ -3,9 +3,9 @@
 
 use std::time::Duration;
 
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
-use crate::remote::{invalid, openai_endpoint, read_key, Http};
+use crate::remote::{ApiKey, Http, invalid, openai_endpoint, read_key};
 use crate::{ModelError, ModelIdentity};
 
 /// Longest variant kept, in characters: anything longer is commentary, not a query.
@@ -46,8 +46,8 @@ pub struct ChatOptions {
     pub base_url: String,
     /// Chat model name sent in every request.
     pub model: String,
-    /// Name of the environment variable holding the API key (`None`: no Authorization header).
-    pub api_key_env: Option<String>,
+    /// The API key (`None`: no Authorization header).
+    pub api_key: Option<ApiKey>,
     /// Whole-request timeout (default 30 s: expansion sits on the query path).
     pub timeout: Duration,
     /// Most variants returned (default 4).
@@ -60,7 +60,7 @@ impl ChatOptions {
         ChatOptions {
             base_url: base_url.into(),
             model: model.into(),
-            api_key_env: None,
+            api_key: None,
             timeout: Duration::from_secs(30),
             max_variants: 4,
         }
@@ -79,7 +79,7 @@ pub struct OpenAiChatExpander {
 }
 
 impl OpenAiChatExpander {
-    /// Reads the API key from `opts.api_key_env` (error if that variable is unset); sends
+    /// Takes the API key from `opts.api_key` (error if its variable held none); sends
     /// nothing.
     pub fn new(opts: ChatOptions) -> Result<Self, ModelError> {
         let model = opts.model.trim();
@@ -91,7 +91,7 @@ impl OpenAiChatExpander {
                 "chat API base URL is empty".into(),
             ));
         }
-        let key = read_key(opts.api_key_env.as_deref())?;
+        let key = read_key(opts.api_key.as_ref())?;
         Ok(OpenAiChatExpander {
             http: Http::new(key, opts.timeout),
             url: openai_endpoint(&opts.base_url, "chat/completions"),
@@ -226,10 +226,10 @@ fn clean_line(line: &str) -> Option<String> {
             }
         }
         // A trailing comma after a quoted item ("a", "b",) is list syntax, not query text.
-        if let Some(t) = s.strip_suffix(',') {
-            if t.ends_with(['"', '\'', '”']) {
-                s = t.trim();
-            }
+        if let Some(t) = s.strip_suffix(',')
+            && t.ends_with(['"', '\'', '”'])
+        {
+            s = t.trim();
         }
         if s == before {
             break;
@@ -275,12 +275,13 @@ fn strip_marker(s: &str) -> &str {
             return "";
         }
     }
-    if let Some(inner) = s.strip_prefix('(') {
-        if let Some(close) = inner.find(") ") {
-            if close > 0 && close <= 3 && inner[..close].chars().all(|c| c.is_ascii_digit()) {
-                return &inner[close + 2..];
-            }
-        }
+    if let Some(inner) = s.strip_prefix('(')
+        && let Some(close) = inner.find(") ")
+        && close > 0
+        && close <= 3
+        && inner[..close].chars().all(|c| c.is_ascii_digit())
+    {
+        return &inner[close + 2..];
     }
     s
 }

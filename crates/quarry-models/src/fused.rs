@@ -15,7 +15,7 @@
 //! approximation (max error ≈ 1e-7) and exp a Cephes-style polynomial, instead of scalar libm
 //! calls. With candle's own ops these steps took ~40 % of the forward pass on MiniLM.
 
-use candle_core::{bail, CpuStorage, CustomOp1, CustomOp2, Layout, Result, Shape, Tensor, D};
+use candle_core::{CpuStorage, CustomOp1, CustomOp2, D, Layout, Result, Shape, Tensor, bail};
 use candle_nn::VarBuilder;
 use rayon::prelude::*;
 

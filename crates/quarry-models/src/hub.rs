@@ -9,8 +9,8 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::remote::{excerpt, read_optional_key, Http};
 use crate::ModelError;
+use crate::remote::{ApiKey, Http, excerpt, read_optional_key};
 
 /// The public Hub.
 const DEFAULT_ENDPOINT: &str = "https://huggingface.co";
@@ -32,34 +32,44 @@ const PROGRESS_INTERVAL: Duration = Duration::from_millis(50);
 /// How much of an error response is read (for the message).
 const ERROR_BODY_LIMIT: u64 = 64 * 1024;
 
-/// Where models come from and where they are kept. [`HubOptions::from_env`] gives the defaults.
+/// Where models come from and where they are kept. [`ModelCacheOptions::from_vars`] reads
+/// them from variables the caller hands over (this crate never reads the environment).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HubOptions {
+pub struct ModelCacheOptions {
     /// Hub base URL without a trailing `/`: `$HF_ENDPOINT`, else `https://huggingface.co`.
     pub endpoint: String,
     /// Root of the model cache: `$QUARRY_MODELS_DIR`, else `$XDG_CACHE_HOME/quarry/models`,
     /// else `~/.cache/quarry/models`.
     pub cache_dir: PathBuf,
-    /// Name of the environment variable holding a Hub access token (default `HF_TOKEN`), sent
-    /// as `Authorization: Bearer` when set. Needed for private and gated models only.
-    pub token_env: String,
+    /// A Hub access token (`$HF_TOKEN`), sent as `Authorization: Bearer` when set. Needed for
+    /// private and gated models only.
+    pub token: ApiKey,
     /// Never touch the network; a model missing from the cache is an error. Default: true when
     /// `$HF_HUB_OFFLINE` or `$QUARRY_OFFLINE` is `1` / `true`.
     pub offline: bool,
 }
 
-impl HubOptions {
-    /// Reads the defaults from the environment (see the field docs).
-    pub fn from_env() -> HubOptions {
-        let endpoint = env_nonempty("HF_ENDPOINT")
+impl ModelCacheOptions {
+    /// The options from the variables `get` answers (see the field docs).
+    pub fn from_vars(get: &dyn Fn(&str) -> Option<String>) -> ModelCacheOptions {
+        let var = |k: &str| get(k).filter(|v| !v.trim().is_empty());
+        let endpoint = var("HF_ENDPOINT")
             .map(|e| e.trim().trim_end_matches('/').to_string())
             .filter(|e| !e.is_empty())
             .unwrap_or_else(|| DEFAULT_ENDPOINT.to_string());
-        HubOptions {
+        let flag = |k: &str| {
+            var(k).is_some_and(|v| {
+                matches!(
+                    v.trim().to_ascii_lowercase().as_str(),
+                    "1" | "true" | "yes" | "on"
+                )
+            })
+        };
+        ModelCacheOptions {
             endpoint,
-            cache_dir: default_cache_dir(),
-            token_env: "HF_TOKEN".to_string(),
-            offline: env_flag("HF_HUB_OFFLINE") || env_flag("QUARRY_OFFLINE"),
+            cache_dir: default_cache_dir(&var),
+            token: ApiKey::new("HF_TOKEN", var("HF_TOKEN")),
+            offline: flag("HF_HUB_OFFLINE") || flag("QUARRY_OFFLINE"),
         }
     }
 }
@@ -76,25 +86,12 @@ pub struct HubProgress {
     pub total: Option<u64>,
 }
 
-/// The value of `var` when it is set to something other than blanks.
-pub(crate) fn env_nonempty(var: &str) -> Option<String> {
-    std::env::var(var).ok().filter(|v| !v.trim().is_empty())
-}
-
-/// `1`, `true`, `yes` or `on` (any case).
-fn env_flag(var: &str) -> bool {
-    env_nonempty(var).is_some_and(|v| {
-        matches!(
-            v.trim().to_ascii_lowercase().as_str(),
-            "1" | "true" | "yes" | "on"
-        )
-    })
-}
-
-/// `$HOME` (or `%USERPROFILE%` on Windows).
-pub(crate) fn home_dir() -> Option<PathBuf> {
-    env_nonempty("HOME")
-        .or_else(|| env_nonempty("USERPROFILE"))
+/// `$HOME` (or `%USERPROFILE%` on Windows), for `~` in a path as a shell expands it: the one
+/// variable this crate reads itself.
+fn home_dir() -> Option<PathBuf> {
+    ["HOME", "USERPROFILE"]
+        .iter()
+        .find_map(|k| std::env::var_os(k).filter(|v| !v.is_empty()))
         .map(PathBuf::from)
 }
 
@@ -119,20 +116,23 @@ pub(crate) fn expand_tilde(path: &str) -> Result<PathBuf, ModelError> {
     })
 }
 
-fn default_cache_dir() -> PathBuf {
-    if let Some(dir) = env_nonempty("QUARRY_MODELS_DIR") {
-        if let Ok(p) = expand_tilde(dir.trim()) {
-            return p;
-        }
+fn default_cache_dir(var: &dyn Fn(&str) -> Option<String>) -> PathBuf {
+    if let Some(dir) = var("QUARRY_MODELS_DIR")
+        && let Ok(p) = expand_tilde(dir.trim())
+    {
+        return p;
     }
     // The XDG spec says a relative XDG_CACHE_HOME is invalid and must be ignored.
-    if let Some(xdg) = env_nonempty("XDG_CACHE_HOME")
+    if let Some(xdg) = var("XDG_CACHE_HOME")
         .map(PathBuf::from)
         .filter(|p| p.is_absolute())
     {
         return xdg.join("quarry").join("models");
     }
-    match home_dir() {
+    match var("HOME")
+        .or_else(|| var("USERPROFILE"))
+        .map(PathBuf::from)
+    {
         Some(home) => home.join(".cache").join("quarry").join("models"),
         None => std::env::temp_dir().join("quarry").join("models"),
     }
@@ -229,7 +229,7 @@ fn missing_required(dir: &Path) -> Vec<&'static str> {
 pub fn fetch_model(
     repo: &str,
     revision: &str,
-    opts: &HubOptions,
+    opts: &ModelCacheOptions,
     progress: &dyn Fn(&HubProgress),
 ) -> Result<PathBuf, ModelError> {
     validate_repo_id(repo)?;
@@ -240,14 +240,14 @@ pub fn fetch_model(
         return Ok(dir);
     }
     let endpoint = opts.endpoint.trim().trim_end_matches('/').to_string();
-    let http = Http::new_download(read_optional_key(&opts.token_env), STALL_TIMEOUT);
+    let http = Http::new_download(read_optional_key(&opts.token), STALL_TIMEOUT);
     let fetcher = Fetcher {
         http,
         endpoint,
         repo,
         revision,
         dir,
-        token_env: &opts.token_env,
+        token_env: opts.token.var(),
         progress,
     };
     if opts.offline {
@@ -483,7 +483,7 @@ impl Fetcher<'_> {
                     break Err(self.fail(format!(
                         "the download of {url} broke off after {downloaded}{} bytes: {e}",
                         total.map(|t| format!(" of {t}")).unwrap_or_default()
-                    )))
+                    )));
                 }
             };
             if let Err(e) = out.write_all(&buf[..n]) {
@@ -520,10 +520,10 @@ impl Fetcher<'_> {
 /// Makes a rename durable (Unix: fsync the directory). Best effort: not every platform or file
 /// system can open a directory, and the file itself is already complete.
 fn sync_parent(path: &Path) {
-    if let Some(parent) = path.parent() {
-        if let Ok(d) = File::open(parent) {
-            let _ = d.sync_all();
-        }
+    if let Some(parent) = path.parent()
+        && let Ok(d) = File::open(parent)
+    {
+        let _ = d.sync_all();
     }
 }
 

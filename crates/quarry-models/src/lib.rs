@@ -61,7 +61,7 @@
 //!
 //! [`fetch_model`] downloads `config.json`, `tokenizer.json`, the weights and the
 //! sentence-transformers metadata of `org/name` at a revision into
-//! `cache_dir/org--name/revision/` ([`HubOptions::from_env`]: `$QUARRY_MODELS_DIR`, else
+//! `cache_dir/org--name/revision/` ([`ModelCacheOptions::from_vars`]: `$QUARRY_MODELS_DIR`, else
 //! `$XDG_CACHE_HOME/quarry/models`, else `~/.cache/quarry/models`; endpoint `$HF_ENDPOINT`;
 //! token `$HF_TOKEN`). A directory that already has the required files is used without any
 //! request, so a model fetched once works offline; files are written as `.part` and renamed,
@@ -74,8 +74,9 @@
 //! [`ModelSpec::parse`] reads `./dir`, `/dir`, `~/dir` (a local directory), `org/name[@rev]` or
 //! `hf:name[@rev]` (Hub), `openai:MODEL`, `ollama:MODEL`, and `jina:` / `cohere:` /
 //! `dashscope:` / `rerank:MODEL` (a `/rerank` API at `$QUARRY_RERANK_URL`). Endpoints and key
-//! variables come from [`ModelEnv::from_env`] (`QUARRY_OPENAI_BASE_URL`, `OPENAI_API_KEY`,
-//! `OLLAMA_HOST`, …). A Hub model is named by its id in [`ModelIdentity::name`]
+//! keys come from [`ModelEnv::from_vars`] (`QUARRY_OPENAI_BASE_URL`, `OPENAI_API_KEY`,
+//! `OLLAMA_HOST`, …: variables the caller hands over; this crate never reads the environment,
+//! except `HOME` to expand a leading `~` in a path). A Hub model is named by its id in [`ModelIdentity::name`]
 //! ([`LocalOptions::name`]).
 //!
 //! ## Query expansion
@@ -87,8 +88,8 @@
 //!
 //! ## Remote models
 //!
-//! The API key is read from an environment variable whose *name* is given in the options;
-//! the key itself is never logged, never put in an error, and is scrubbed from any error
+//! The API key comes in the options with the name of the variable it was read from (named in
+//! errors); the key itself is never logged, never put in an error, and is scrubbed from any error
 //! text a server sends back.
 //!
 //! ```no_run
@@ -114,15 +115,15 @@ mod spec;
 pub use annotate::{NoteAnnotation, NoteAnnotator};
 pub use error::{ModelError, REQUIRED_FILES_HINT};
 pub use expand::{ChatOptions, OpenAiChatExpander, QueryExpander};
-pub use hub::{fetch_model, HubOptions, HubProgress};
+pub use hub::{HubProgress, ModelCacheOptions, fetch_model};
 pub use local::{
     Engine, LocalEmbedder, LocalOptions, LocalReranker, Pooling, Prefixes, RerankerOptions,
 };
 pub use remote::{
-    ApiReranker, ApiRerankerOptions, OllamaEmbedder, OllamaOptions, OpenAiEmbedder, OpenAiOptions,
-    RerankApiFlavor,
+    ApiKey, ApiReranker, ApiRerankerOptions, OllamaEmbedder, OllamaOptions, OpenAiEmbedder,
+    OpenAiOptions, RerankApiFlavor,
 };
-pub use spec::{open_annotator, open_embedder, open_expander, open_reranker, ModelEnv, ModelSpec};
+pub use spec::{ModelEnv, ModelSpec, open_annotator, open_embedder, open_expander, open_reranker};
 
 /// What produced a vector or a score. Store it next to an index: when any field changes the
 /// stored vectors are not comparable with new ones.

@@ -48,11 +48,14 @@ pub enum Engine {
 /// Texts prepended to queries and passages before tokenization.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Prefixes {
+    /// Prepended to queries (`query: ` for e5 models).
     pub query: String,
+    /// Prepended to passages (`passage: ` for e5 models).
     pub passage: String,
 }
 
 impl Prefixes {
+    /// The prefixes `query` and `passage`.
     pub fn new(query: impl Into<String>, passage: impl Into<String>) -> Self {
         Prefixes {
             query: query.into(),
@@ -192,7 +195,7 @@ impl RawConfig {
                             path: path.to_path_buf(),
                             reason: "no `model_type` (expected \"bert\" or \"xlm-roberta\")"
                                 .to_string(),
-                        })
+                        });
                     }
                 }
             }
@@ -226,15 +229,15 @@ impl RawConfig {
                 self.hidden_size, self.num_attention_heads
             )));
         }
-        if let Some(p) = &self.position_embedding_type {
-            if p != "absolute" {
-                return Err(ModelError::UnsupportedModel {
-                    path: path.to_path_buf(),
-                    reason: format!(
-                        "position_embedding_type \"{p}\" is not supported (only \"absolute\")"
-                    ),
-                });
-            }
+        if let Some(p) = &self.position_embedding_type
+            && p != "absolute"
+        {
+            return Err(ModelError::UnsupportedModel {
+                path: path.to_path_buf(),
+                reason: format!(
+                    "position_embedding_type \"{p}\" is not supported (only \"absolute\")"
+                ),
+            });
         }
         if self.type_vocab_size == 0 {
             return Err(bad("type_vocab_size must be > 0".into()));
@@ -270,7 +273,7 @@ impl RawConfig {
                 return Err(ModelError::UnsupportedModel {
                     path: path.to_path_buf(),
                     reason: format!("hidden_act \"{other}\" is not supported"),
-                })
+                });
             }
         };
         Ok(bert::Config {
@@ -302,7 +305,7 @@ impl RawConfig {
                 return Err(ModelError::UnsupportedModel {
                     path: path.to_path_buf(),
                     reason: format!("hidden_act \"{other}\" is not supported"),
-                })
+                });
             }
         };
         Ok(FusedConfig {
@@ -332,7 +335,7 @@ impl RawConfig {
                 return Err(ModelError::UnsupportedModel {
                     path: path.to_path_buf(),
                     reason: format!("hidden_act \"{other}\" is not supported"),
-                })
+                });
             }
         };
         Ok(xlm_roberta::Config {
@@ -475,16 +478,16 @@ const BGE_ZH_QUERY: &str = "为这个句子生成表示以用于检索相关文�
 
 /// Query / passage prefixes: sentence-transformers `prompts`, else name heuristics.
 fn default_prefixes(dir: &Path, names: &[&str]) -> Result<Prefixes, ModelError> {
-    if let Some(v) = read_json_opt(&dir.join("config_sentence_transformers.json"))? {
-        if let Some(prompts) = v.get("prompts").and_then(|p| p.as_object()) {
-            let get = |k: &str| prompts.get(k).and_then(|x| x.as_str()).map(str::to_string);
-            let query = get("query").unwrap_or_default();
-            let passage = get("passage")
-                .or_else(|| get("document"))
-                .unwrap_or_default();
-            if !query.is_empty() || !passage.is_empty() {
-                return Ok(Prefixes { query, passage });
-            }
+    if let Some(v) = read_json_opt(&dir.join("config_sentence_transformers.json"))?
+        && let Some(prompts) = v.get("prompts").and_then(|p| p.as_object())
+    {
+        let get = |k: &str| prompts.get(k).and_then(|x| x.as_str()).map(str::to_string);
+        let query = get("query").unwrap_or_default();
+        let passage = get("passage")
+            .or_else(|| get("document"))
+            .unwrap_or_default();
+        if !query.is_empty() || !passage.is_empty() {
+            return Ok(Prefixes { query, passage });
         }
     }
     let tokens: Vec<String> = names.iter().flat_map(|n| name_tokens(n)).collect();
@@ -1215,15 +1218,15 @@ impl LocalReranker {
         let cfg_labels = cfg
             .num_labels
             .or_else(|| cfg.id2label.as_ref().map(|m| m.len()));
-        if let Some(c) = cfg_labels {
-            if c != num_labels {
-                return Err(ModelError::InvalidConfig {
-                    path: cfg_path,
-                    reason: format!(
-                        "config.json declares {c} labels but the classifier has {num_labels} outputs"
-                    ),
-                });
-            }
+        if let Some(c) = cfg_labels
+            && c != num_labels
+        {
+            return Err(ModelError::InvalidConfig {
+                path: cfg_path,
+                reason: format!(
+                    "config.json declares {c} labels but the classifier has {num_labels} outputs"
+                ),
+            });
         }
         if num_labels == 0 || num_labels > 2 {
             return Err(ModelError::UnsupportedModel {

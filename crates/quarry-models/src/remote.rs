@@ -3,7 +3,7 @@
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 use crate::{Embedder, ModelError, ModelIdentity, Prefixes, Reranker};
 
@@ -26,26 +26,61 @@ impl std::fmt::Debug for Secret {
     }
 }
 
-/// Reads the key from the variable named `var`; a named but unset or empty variable is an error.
-pub(crate) fn read_key(var: Option<&str>) -> Result<Option<Secret>, ModelError> {
-    let Some(var) = var.filter(|v| !v.is_empty()) else {
+/// An API key and the variable it was read from: the variable is named in errors (a key the
+/// options require but the variable did not hold), the key itself never prints.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ApiKey {
+    var: String,
+    value: Option<String>,
+}
+
+impl ApiKey {
+    /// The key `value` read from `var` (blank or `None`: the variable was unset).
+    pub fn new(var: impl Into<String>, value: Option<String>) -> ApiKey {
+        ApiKey {
+            var: var.into(),
+            value: value
+                .map(|v| v.trim().to_string())
+                .filter(|v| !v.is_empty()),
+        }
+    }
+
+    /// The variable the key comes from.
+    pub fn var(&self) -> &str {
+        &self.var
+    }
+
+    /// Whether the variable held a key.
+    pub fn is_set(&self) -> bool {
+        self.value.is_some()
+    }
+}
+
+impl std::fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let value = if self.is_set() { "[REDACTED]" } else { "unset" };
+        write!(f, "ApiKey({} = {value})", self.var)
+    }
+}
+
+/// The key to send: none when the options name none; an error naming the variable when they
+/// name one that held no key.
+pub(crate) fn read_key(key: Option<&ApiKey>) -> Result<Option<Secret>, ModelError> {
+    let Some(key) = key.filter(|k| !k.var.is_empty()) else {
         return Ok(None);
     };
-    match std::env::var(var) {
-        Ok(v) if !v.trim().is_empty() => Ok(Some(Secret(v.trim().to_string()))),
-        _ => Err(ModelError::MissingApiKey {
-            var: var.to_string(),
+    match &key.value {
+        Some(v) => Ok(Some(Secret(v.clone()))),
+        None => Err(ModelError::MissingApiKey {
+            var: key.var.clone(),
         }),
     }
 }
 
-/// Reads the key from the variable named `var` when it is set; unset or empty means "no key"
-/// (for services where a key is optional, such as public Hub models).
-pub(crate) fn read_optional_key(var: &str) -> Option<Secret> {
-    match std::env::var(var) {
-        Ok(v) if !var.is_empty() && !v.trim().is_empty() => Some(Secret(v.trim().to_string())),
-        _ => None,
-    }
+/// The key when its variable held one; unset means "no key" (for services where a key is
+/// optional, such as public Hub models).
+pub(crate) fn read_optional_key(key: &ApiKey) -> Option<Secret> {
+    key.value.clone().map(Secret)
 }
 
 /// The start of an error body, trimmed to [`ERROR_BODY_CHARS`] characters.
@@ -270,8 +305,8 @@ pub struct OpenAiOptions {
     pub base_url: String,
     /// Model name sent in every request.
     pub model: String,
-    /// Name of the environment variable holding the API key (`None`: no Authorization header).
-    pub api_key_env: Option<String>,
+    /// The API key (`None`: no Authorization header).
+    pub api_key: Option<ApiKey>,
     /// Texts per request (default 64).
     pub batch_size: usize,
     /// Ask for this many dimensions (OpenAI `dimensions` parameter); `None` lets the server decide.
@@ -285,11 +320,12 @@ pub struct OpenAiOptions {
 }
 
 impl OpenAiOptions {
+    /// Options for `model` at `base_url`: no key, batches of 64, no prefixes, 120 s timeout.
     pub fn new(base_url: impl Into<String>, model: impl Into<String>) -> Self {
         OpenAiOptions {
             base_url: base_url.into(),
             model: model.into(),
-            api_key_env: None,
+            api_key: None,
             batch_size: 64,
             dimensions: None,
             prefixes: Prefixes::default(),
@@ -326,7 +362,7 @@ pub(crate) fn openai_endpoint(base: &str, endpoint: &str) -> String {
 }
 
 impl OpenAiEmbedder {
-    /// Reads the API key from `opts.api_key_env` (error if that variable is unset); sends nothing.
+    /// Takes the API key from `opts.api_key` (error if its variable held none); sends nothing.
     pub fn new(opts: OpenAiOptions) -> Result<Self, ModelError> {
         if opts.batch_size == 0 {
             return Err(ModelError::InvalidInput("batch_size must be > 0".into()));
@@ -334,7 +370,7 @@ impl OpenAiEmbedder {
         if opts.model.trim().is_empty() {
             return Err(ModelError::InvalidInput("model name is empty".into()));
         }
-        let key = read_key(opts.api_key_env.as_deref())?;
+        let key = read_key(opts.api_key.as_ref())?;
         Ok(OpenAiEmbedder {
             http: Http::new(key, opts.timeout),
             url: openai_url(&opts.base_url),
@@ -460,8 +496,8 @@ pub struct OllamaOptions {
     pub base_url: String,
     /// Model name, e.g. `nomic-embed-text`.
     pub model: String,
-    /// Optional environment variable with a bearer token (for proxies in front of Ollama).
-    pub api_key_env: Option<String>,
+    /// Optional bearer token (for proxies in front of Ollama).
+    pub api_key: Option<ApiKey>,
     /// Texts per request (default 32).
     pub batch_size: usize,
     /// Prefixes applied to queries / passages (default none).
@@ -473,11 +509,12 @@ pub struct OllamaOptions {
 }
 
 impl OllamaOptions {
+    /// Options for `model` at `http://localhost:11434`: batches of 32, 300 s timeout.
     pub fn new(model: impl Into<String>) -> Self {
         OllamaOptions {
             base_url: "http://localhost:11434".to_string(),
             model: model.into(),
-            api_key_env: None,
+            api_key: None,
             batch_size: 32,
             prefixes: Prefixes::default(),
             max_tokens: 2048,
@@ -496,6 +533,7 @@ pub struct OllamaEmbedder {
 }
 
 impl OllamaEmbedder {
+    /// Checks the options and takes the key; sends nothing.
     pub fn new(opts: OllamaOptions) -> Result<Self, ModelError> {
         if opts.batch_size == 0 {
             return Err(ModelError::InvalidInput("batch_size must be > 0".into()));
@@ -503,7 +541,7 @@ impl OllamaEmbedder {
         if opts.model.trim().is_empty() {
             return Err(ModelError::InvalidInput("model name is empty".into()));
         }
-        let key = read_key(opts.api_key_env.as_deref())?;
+        let key = read_key(opts.api_key.as_ref())?;
         let base = opts.base_url.trim().trim_end_matches('/');
         let url = if base.ends_with("/api/embed") {
             base.to_string()
@@ -574,9 +612,11 @@ pub enum RerankApiFlavor {
 pub struct ApiRerankerOptions {
     /// Full endpoint URL, e.g. `https://api.jina.ai/v1/rerank`.
     pub url: String,
+    /// Model name sent in every request.
     pub model: String,
-    /// Name of the environment variable holding the API key.
-    pub api_key_env: Option<String>,
+    /// The API key (`None`: no Authorization header).
+    pub api_key: Option<ApiKey>,
+    /// Request and response shape.
     pub flavor: RerankApiFlavor,
     /// Documents per request (default 100).
     pub batch_size: usize,
@@ -587,11 +627,12 @@ pub struct ApiRerankerOptions {
 }
 
 impl ApiRerankerOptions {
+    /// Options for `model` at `url`: no key, shape chosen from the URL, 100 documents per request.
     pub fn new(url: impl Into<String>, model: impl Into<String>) -> Self {
         ApiRerankerOptions {
             url: url.into(),
             model: model.into(),
-            api_key_env: None,
+            api_key: None,
             flavor: RerankApiFlavor::Auto,
             batch_size: 100,
             scores_are_logits: false,
@@ -614,11 +655,12 @@ pub struct ApiReranker {
 }
 
 impl ApiReranker {
+    /// Checks the options and takes the key; sends nothing.
     pub fn new(opts: ApiRerankerOptions) -> Result<Self, ModelError> {
         if opts.batch_size == 0 {
             return Err(ModelError::InvalidInput("batch_size must be > 0".into()));
         }
-        let key = read_key(opts.api_key_env.as_deref())?;
+        let key = read_key(opts.api_key.as_ref())?;
         let flavor = match opts.flavor {
             RerankApiFlavor::Auto => {
                 let u = opts.url.to_ascii_lowercase();

@@ -4,12 +4,13 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use crate::hub::{env_nonempty, expand_tilde, fetch_model, validate_repo_id, validate_revision};
+use crate::hub::{expand_tilde, fetch_model, validate_repo_id, validate_revision};
+use crate::remote::ApiKey;
 use crate::{
-    ApiReranker, ApiRerankerOptions, ChatOptions, Embedder, HubOptions, HubProgress, LocalEmbedder,
-    LocalOptions, LocalReranker, ModelError, NoteAnnotator, OllamaEmbedder, OllamaOptions,
-    OpenAiChatExpander, OpenAiEmbedder, OpenAiOptions, QueryExpander, RerankApiFlavor, Reranker,
-    RerankerOptions,
+    ApiReranker, ApiRerankerOptions, ChatOptions, Embedder, HubProgress, LocalEmbedder,
+    LocalOptions, LocalReranker, ModelCacheOptions, ModelError, NoteAnnotator, OllamaEmbedder,
+    OllamaOptions, OpenAiChatExpander, OpenAiEmbedder, OpenAiOptions, QueryExpander,
+    RerankApiFlavor, Reranker, RerankerOptions,
 };
 
 const DEFAULT_OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
@@ -18,50 +19,59 @@ const GRAMMAR: &str = "expected a model directory (/path, ./path, ~/path), a Hug
 id ORG/NAME[@REVISION] or hf:NAME[@REVISION], openai:MODEL, ollama:MODEL, or a rerank API \
 model jina:MODEL, cohere:MODEL, dashscope:MODEL or rerank:MODEL";
 
-/// Where remote model endpoints and keys come from; `from_env` reads the environment once.
+/// Where remote model endpoints and keys come from. [`ModelEnv::from_vars`] reads them from
+/// variables the caller hands over (the CLI, from its start-up snapshot of the environment).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ModelEnv {
     /// OpenAI-compatible API base: `$QUARRY_OPENAI_BASE_URL`, else `$OPENAI_BASE_URL`, else
     /// `https://api.openai.com/v1`.
     pub openai_base_url: String,
-    /// Name of the variable holding the OpenAI key: `QUARRY_OPENAI_API_KEY` if that variable is
-    /// set, else `OPENAI_API_KEY`. When the variable is unset no key is sent, except to
-    /// `api.openai.com`, where its absence is an error.
-    pub openai_key_env: String,
+    /// The OpenAI key: from `QUARRY_OPENAI_API_KEY` if that variable is set, else from
+    /// `OPENAI_API_KEY`. When neither holds one no key is sent, except to `api.openai.com`,
+    /// where its absence is an error naming the variable.
+    pub openai_key: ApiKey,
     /// Ollama base URL: `$OLLAMA_HOST` (`http://` added when it has no scheme, port 11434 when
     /// it has neither scheme nor port), else `http://127.0.0.1:11434`.
     pub ollama_host: String,
     /// Full URL of the `/rerank` endpoint for `jina:` / `cohere:` / `dashscope:` /
     /// `rerank:` models: `$QUARRY_RERANK_URL`.
     pub rerank_url: Option<String>,
-    /// Name of the variable holding the rerank API key: `QUARRY_RERANK_API_KEY`. When it is
-    /// unset no key is sent, except to the well-known hosted APIs, where its absence is an
-    /// error.
-    pub rerank_key_env: String,
+    /// The rerank API key, from `QUARRY_RERANK_API_KEY`. When it is unset no key is sent,
+    /// except to the well-known hosted APIs, where its absence is an error.
+    pub rerank_key: ApiKey,
     /// Hub endpoint, cache directory, token and offline mode for Hub models.
-    pub hub: HubOptions,
+    pub hub: ModelCacheOptions,
 }
 
 impl ModelEnv {
-    /// Reads the environment (see the field docs).
-    pub fn from_env() -> ModelEnv {
+    /// The settings from the variables `get` answers (see the field docs).
+    pub fn from_vars(get: &dyn Fn(&str) -> Option<String>) -> ModelEnv {
+        let var = |k: &str| get(k).filter(|v| !v.trim().is_empty());
+        let openai_key_var = if var("QUARRY_OPENAI_API_KEY").is_some() {
+            "QUARRY_OPENAI_API_KEY"
+        } else {
+            "OPENAI_API_KEY"
+        };
         ModelEnv {
-            openai_base_url: env_nonempty("QUARRY_OPENAI_BASE_URL")
-                .or_else(|| env_nonempty("OPENAI_BASE_URL"))
+            openai_base_url: var("QUARRY_OPENAI_BASE_URL")
+                .or_else(|| var("OPENAI_BASE_URL"))
                 .map(|s| s.trim().to_string())
                 .unwrap_or_else(|| DEFAULT_OPENAI_BASE_URL.to_string()),
-            openai_key_env: if env_nonempty("QUARRY_OPENAI_API_KEY").is_some() {
-                "QUARRY_OPENAI_API_KEY".to_string()
-            } else {
-                "OPENAI_API_KEY".to_string()
-            },
-            ollama_host: env_nonempty("OLLAMA_HOST")
+            openai_key: ApiKey::new(openai_key_var, var(openai_key_var)),
+            ollama_host: var("OLLAMA_HOST")
                 .map(|h| ollama_base(&h))
                 .unwrap_or_else(|| DEFAULT_OLLAMA_HOST.to_string()),
-            rerank_url: env_nonempty("QUARRY_RERANK_URL").map(|s| s.trim().to_string()),
-            rerank_key_env: "QUARRY_RERANK_API_KEY".to_string(),
-            hub: HubOptions::from_env(),
+            rerank_url: var("QUARRY_RERANK_URL").map(|s| s.trim().to_string()),
+            rerank_key: ApiKey::new("QUARRY_RERANK_API_KEY", var("QUARRY_RERANK_API_KEY")),
+            hub: ModelCacheOptions::from_vars(get),
         }
+    }
+}
+
+/// No variables: the public endpoints, no keys, a cache in the temporary directory.
+impl Default for ModelEnv {
+    fn default() -> Self {
+        ModelEnv::from_vars(&|_| None)
     }
 }
 
@@ -237,10 +247,10 @@ impl fmt::Display for ModelSpec {
     }
 }
 
-/// The key variable to use for `url`: `Some(var)` when it is set, or when `url` is a hosted API
+/// The key to use for `url`: `Some` when its variable holds one, or when `url` is a hosted API
 /// that always needs a key (so that its absence is reported by name instead of as an HTTP
 /// 401); `None` (no key) for local servers, which usually need none.
-fn key_env(var: &str, url: &str) -> Option<String> {
+fn key_for(key: &ApiKey, url: &str) -> Option<ApiKey> {
     const HOSTED: [&str; 6] = [
         "api.openai.com",
         "api.jina.ai",
@@ -256,8 +266,8 @@ fn key_env(var: &str, url: &str) -> Option<String> {
         .next()
         .unwrap_or("")
         .to_ascii_lowercase();
-    if env_nonempty(var).is_some() || HOSTED.contains(&host.as_str()) {
-        Some(var.to_string())
+    if key.is_set() || HOSTED.contains(&host.as_str()) {
+        Some(key.clone())
     } else {
         None
     }
@@ -285,7 +295,7 @@ pub fn open_embedder(
         }
         ModelSpec::OpenAi(model) => {
             let mut opts = OpenAiOptions::new(env.openai_base_url.clone(), model.clone());
-            opts.api_key_env = key_env(&env.openai_key_env, &env.openai_base_url);
+            opts.api_key = key_for(&env.openai_key, &env.openai_base_url);
             Ok(Box::new(OpenAiEmbedder::new(opts)?))
         }
         ModelSpec::Ollama(model) => {
@@ -328,12 +338,12 @@ pub fn open_reranker(
                      e.g. https://api.jina.ai/v1/rerank, https://api.cohere.com/v2/rerank or \
                      https://dashscope.aliyuncs.com/api/v1/services/rerank/text-rerank/text-rerank \
                      (and the key in {})",
-                    env.rerank_key_env
+                    env.rerank_key.var()
                 ))
             })?;
             let mut opts = ApiRerankerOptions::new(url, model.clone());
             opts.flavor = *flavor;
-            opts.api_key_env = key_env(&env.rerank_key_env, url);
+            opts.api_key = key_for(&env.rerank_key, url);
             Ok(Box::new(ApiReranker::new(opts)?))
         }
         ModelSpec::OpenAi(_) | ModelSpec::Ollama(_) => Err(ModelError::InvalidInput(format!(
@@ -372,7 +382,7 @@ fn open_chat(
     match spec {
         ModelSpec::OpenAi(model) => {
             let mut opts = ChatOptions::new(env.openai_base_url.clone(), model.clone());
-            opts.api_key_env = key_env(&env.openai_key_env, &env.openai_base_url);
+            opts.api_key = key_for(&env.openai_key, &env.openai_base_url);
             OpenAiChatExpander::new(opts)
         }
         ModelSpec::Ollama(model) => {
@@ -408,15 +418,20 @@ mod tests {
 
     #[test]
     fn hosted_keys() {
-        let unset = "QUARRY_MODELS_SPEC_UNIT_UNSET_KEY";
+        let unset = ApiKey::new("SOME_UNSET_KEY", None);
         assert_eq!(
-            key_env(unset, "https://api.openai.com/v1").as_deref(),
-            Some(unset)
+            key_for(&unset, "https://api.openai.com/v1").as_ref(),
+            Some(&unset)
         );
-        assert_eq!(key_env(unset, "http://127.0.0.1:8080/v1"), None);
+        assert_eq!(key_for(&unset, "http://127.0.0.1:8080/v1"), None);
         assert_eq!(
-            key_env(unset, "https://api.jina.ai/v1/rerank").as_deref(),
-            Some(unset)
+            key_for(&unset, "https://api.jina.ai/v1/rerank").as_ref(),
+            Some(&unset)
+        );
+        let set = ApiKey::new("SOME_KEY", Some("sk-1".into()));
+        assert_eq!(
+            key_for(&set, "http://127.0.0.1:8080/v1").as_ref(),
+            Some(&set)
         );
     }
 }

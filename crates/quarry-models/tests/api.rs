@@ -8,23 +8,26 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
 use quarry_models::{
-    open_embedder, open_expander, open_reranker, ApiReranker, ApiRerankerOptions, ChatOptions,
-    Embedder, HubOptions, HubProgress, ModelEnv, ModelError, ModelIdentity, ModelSpec,
-    OllamaEmbedder, OllamaOptions, OpenAiChatExpander, OpenAiEmbedder, OpenAiOptions, Prefixes,
-    QueryExpander, RerankApiFlavor, Reranker,
+    ApiKey, ApiReranker, ApiRerankerOptions, ChatOptions, Embedder, HubProgress, ModelCacheOptions,
+    ModelEnv, ModelError, ModelIdentity, ModelSpec, OllamaEmbedder, OllamaOptions,
+    OpenAiChatExpander, OpenAiEmbedder, OpenAiOptions, Prefixes, QueryExpander, RerankApiFlavor,
+    Reranker, open_embedder, open_expander, open_reranker,
 };
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 const KEY_VAR: &str = "QUARRY_MODELS_TEST_API_KEY";
 const KEY: &str = "sk-test-SUPERSECRET-0123456789";
 
-/// Tests in this file touch the process environment: run them one at a time.
+/// Tests in this file share loopback servers' request logs: run them one at a time.
 static ENV_LOCK: Mutex<()> = Mutex::new(());
 
 fn setup() -> MutexGuard<'static, ()> {
-    let guard = ENV_LOCK.lock().unwrap_or_else(|e| e.into_inner());
-    std::env::set_var(KEY_VAR, KEY);
-    guard
+    ENV_LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The test key, as read from `KEY_VAR`.
+fn key() -> ApiKey {
+    ApiKey::new(KEY_VAR, Some(KEY.into()))
 }
 
 #[derive(Debug, Clone)]
@@ -160,7 +163,7 @@ fn openai_embeddings_request_and_response() {
         (200, openai_response(&[vec![0.25, 0.0, 1.0]], false)),
     ]);
     let mut opts = OpenAiOptions::new(format!("{}/", server.base), "text-embedding-3-small");
-    opts.api_key_env = Some(KEY_VAR.into());
+    opts.api_key = Some(key());
     opts.batch_size = 2;
     opts.prefixes = Prefixes::new("q: ", "p: ");
     let e = OpenAiEmbedder::new(opts).unwrap();
@@ -239,7 +242,7 @@ fn openai_errors_are_clear_and_never_contain_the_key() {
     for (resp, needles) in cases {
         let server = Server::start(vec![resp]);
         let mut opts = OpenAiOptions::new(server.base.clone(), "m");
-        opts.api_key_env = Some(KEY_VAR.into());
+        opts.api_key = Some(key());
         let e = OpenAiEmbedder::new(opts).unwrap();
         let err = e.embed_passages(&["a", "b"]).unwrap_err();
         assert_no_key(&err);
@@ -255,7 +258,7 @@ fn openai_errors_are_clear_and_never_contain_the_key() {
 fn missing_key_and_unreachable_server() {
     let _g = setup();
     let mut opts = OpenAiOptions::new("http://127.0.0.1:9", "m");
-    opts.api_key_env = Some("QUARRY_MODELS_TEST_UNSET_VAR".into());
+    opts.api_key = Some(ApiKey::new("QUARRY_MODELS_TEST_UNSET_VAR", None));
     let err = OpenAiEmbedder::new(opts).unwrap_err();
     assert!(matches!(err, ModelError::MissingApiKey { .. }));
     assert!(err.to_string().contains("QUARRY_MODELS_TEST_UNSET_VAR"));
@@ -266,7 +269,7 @@ fn missing_key_and_unreachable_server() {
         l.local_addr().unwrap().port()
     };
     let mut opts = OpenAiOptions::new(format!("http://127.0.0.1:{port}"), "m");
-    opts.api_key_env = Some(KEY_VAR.into());
+    opts.api_key = Some(key());
     let err = OpenAiEmbedder::new(opts)
         .unwrap()
         .embed_queries(&["a"])
@@ -327,7 +330,7 @@ fn jina_cohere_rerank() {
     )]);
     let mut opts =
         ApiRerankerOptions::new(format!("{}/v1/rerank", server.base), "jina-reranker-v2");
-    opts.api_key_env = Some(KEY_VAR.into());
+    opts.api_key = Some(key());
     let r = ApiReranker::new(opts).unwrap();
     let s = r.score("what is c?", &["a", "b", "c"]).unwrap();
     assert_eq!(s, vec![0.25, 0.0, 0.9], "omitted passages score 0");
@@ -394,7 +397,7 @@ fn rerank_errors() {
     for (resp, needle) in cases {
         let server = Server::start(vec![resp]);
         let mut opts = ApiRerankerOptions::new(format!("{}/rerank", server.base), "m");
-        opts.api_key_env = Some(KEY_VAR.into());
+        opts.api_key = Some(key());
         let err = ApiReranker::new(opts)
             .unwrap()
             .score("q", &["a", "b"])
@@ -454,7 +457,7 @@ fn chat_expansion_parses_variants() {
         (200, chat_response("a\nb\nc\nd\ne\nf")),
     ]);
     let mut opts = ChatOptions::new(format!("{}/v1/", server.base), "gpt-4o-mini");
-    opts.api_key_env = Some(KEY_VAR.into());
+    opts.api_key = Some(key());
     let x = OpenAiChatExpander::new(opts).unwrap();
     assert!(!format!("{x:?}").contains(KEY), "Debug leaks the key");
     assert_eq!(
@@ -524,11 +527,13 @@ fn chat_expansion_urls_and_caps() {
     assert_eq!(x.expand("q").unwrap(), vec!["part one", "part two"]);
     let mut opts = ChatOptions::new(server.base.clone(), "llama3");
     opts.max_variants = 0;
-    assert!(OpenAiChatExpander::new(opts)
-        .unwrap()
-        .expand("q")
-        .unwrap()
-        .is_empty());
+    assert!(
+        OpenAiChatExpander::new(opts)
+            .unwrap()
+            .expand("q")
+            .unwrap()
+            .is_empty()
+    );
     let reqs = server.requests();
     assert_eq!(reqs[0].path, "/v1/chat/completions");
     assert!(!reqs[0].headers.contains_key("authorization"));
@@ -567,7 +572,7 @@ fn chat_expansion_errors_are_clear_and_never_contain_the_key() {
     for (resp, needles) in cases {
         let server = Server::start(vec![resp]);
         let mut opts = ChatOptions::new(server.base.clone(), "m");
-        opts.api_key_env = Some(KEY_VAR.into());
+        opts.api_key = Some(key());
         let err = OpenAiChatExpander::new(opts)
             .unwrap()
             .expand("q")
@@ -580,7 +585,7 @@ fn chat_expansion_errors_are_clear_and_never_contain_the_key() {
         eprintln!("ok: {msg}");
     }
     let mut opts = ChatOptions::new("http://127.0.0.1:9", "m");
-    opts.api_key_env = Some("QUARRY_MODELS_TEST_UNSET_VAR".into());
+    opts.api_key = Some(ApiKey::new("QUARRY_MODELS_TEST_UNSET_VAR", None));
     let err = OpenAiChatExpander::new(opts).unwrap_err();
     assert!(matches!(err, ModelError::MissingApiKey { .. }), "{err:?}");
     let err = OpenAiChatExpander::new(ChatOptions::new("http://127.0.0.1:9", " ")).unwrap_err();
@@ -603,11 +608,11 @@ fn specs_open_remote_models() {
     ]);
     let env = ModelEnv {
         openai_base_url: format!("{}/v1", server.base),
-        openai_key_env: KEY_VAR.into(),
+        openai_key: key(),
         ollama_host: server.base.clone(),
         rerank_url: None,
-        rerank_key_env: "QUARRY_MODELS_TEST_UNSET_VAR".into(),
-        hub: HubOptions::from_env(),
+        rerank_key: ApiKey::new("QUARRY_MODELS_TEST_UNSET_VAR", None),
+        hub: ModelCacheOptions::from_vars(&|k| std::env::var(k).ok()),
     };
     let no_progress = |_: &HubProgress| {};
     let chat = ModelSpec::parse("openai:gpt-4o-mini").unwrap();
@@ -645,7 +650,7 @@ fn specs_open_remote_models() {
     )]);
     let env = ModelEnv {
         rerank_url: Some(format!("{}/v1/rerank", server.base)),
-        rerank_key_env: KEY_VAR.into(),
+        rerank_key: key(),
         ..env
     };
     let r = open_reranker(&spec, &env, &no_progress).unwrap();
@@ -658,7 +663,7 @@ fn specs_open_remote_models() {
     // The hosted OpenAI API without its key variable: a named error, not an HTTP 401.
     let env = ModelEnv {
         openai_base_url: "https://api.openai.com/v1".into(),
-        openai_key_env: "QUARRY_MODELS_TEST_UNSET_VAR".into(),
+        openai_key: ApiKey::new("QUARRY_MODELS_TEST_UNSET_VAR", None),
         ..env
     };
     let err = err_of(open_embedder(&emb, &env, &no_progress));

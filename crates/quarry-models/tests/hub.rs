@@ -11,10 +11,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
-use common::{scratch_dir, write_tiny_model, TinyKind};
+use common::{TinyKind, scratch_dir, write_tiny_model};
 use quarry_models::{
-    fetch_model, open_embedder, open_reranker, Embedder, HubOptions, HubProgress, LocalEmbedder,
-    LocalOptions, LocalReranker, ModelEnv, ModelError, ModelSpec, Reranker, RerankerOptions,
+    ApiKey, Embedder, HubProgress, LocalEmbedder, LocalOptions, LocalReranker, ModelCacheOptions,
+    ModelEnv, ModelError, ModelSpec, Reranker, RerankerOptions, fetch_model, open_embedder,
+    open_reranker,
 };
 
 const TOKEN_VAR: &str = "QUARRY_MODELS_TEST_HF_TOKEN";
@@ -133,10 +134,10 @@ fn serve(stream: TcpStream, routes: &Mutex<HashMap<String, Reply>>, log: &Mutex<
         if h.is_empty() {
             break;
         }
-        if let Some((k, v)) = h.split_once(':') {
-            if k.trim().eq_ignore_ascii_case("authorization") {
-                authorization = Some(v.trim().to_string());
-            }
+        if let Some((k, v)) = h.split_once(':')
+            && k.trim().eq_ignore_ascii_case("authorization")
+        {
+            authorization = Some(v.trim().to_string());
         }
     }
     log.lock().unwrap().push(Request {
@@ -232,28 +233,25 @@ fn tiny_st_model(name: &str) -> PathBuf {
     dir
 }
 
-fn hub_opts(server: &HubServer, cache: &Path) -> HubOptions {
-    HubOptions {
+fn hub_opts(server: &HubServer, cache: &Path) -> ModelCacheOptions {
+    ModelCacheOptions {
         endpoint: format!("{}/", server.base),
         cache_dir: cache.to_path_buf(),
-        token_env: TOKEN_VAR.to_string(),
+        token: ApiKey::new(TOKEN_VAR, Some(TOKEN.into())),
         offline: false,
     }
 }
 
 fn no_progress(_: &HubProgress) {}
 
-/// Tests here set an environment variable: run them one at a time, never while another thread
-/// may read the environment.
+/// Tests here share one loopback Hub's logs: run them one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
 
 fn serial() -> std::sync::MutexGuard<'static, ()> {
-    let guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    std::env::set_var(TOKEN_VAR, TOKEN);
-    guard
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-fn fetch_err(repo: &str, rev: &str, opts: &HubOptions) -> ModelError {
+fn fetch_err(repo: &str, rev: &str, opts: &ModelCacheOptions) -> ModelError {
     let err = fetch_model(repo, rev, opts, &no_progress).unwrap_err();
     let msg = err.to_string();
     assert!(
@@ -363,7 +361,7 @@ fn fetch_load_and_reuse_the_cache() {
     let original = LocalEmbedder::load(&src, LocalOptions::default()).unwrap();
     let env = ModelEnv {
         hub: opts.clone(),
-        ..ModelEnv::from_env()
+        ..ModelEnv::default()
     };
     let spec = ModelSpec::parse("org/tiny-bert").unwrap();
     server.clear();
@@ -400,7 +398,7 @@ fn fetch_load_and_reuse_the_cache() {
 
     // Second fetch, and offline mode, with a complete cache: no request at all.
     fetch_model("org/tiny-bert", "main", &opts, &no_progress).unwrap();
-    let offline = HubOptions {
+    let offline = ModelCacheOptions {
         offline: true,
         ..opts.clone()
     };
@@ -416,7 +414,7 @@ fn offline_or_unreachable_with_an_empty_cache() {
     let _g = serial();
     let server = HubServer::start();
     let cache = scratch_dir("hub-offline");
-    let opts = HubOptions {
+    let opts = ModelCacheOptions {
         offline: true,
         ..hub_opts(&server, &cache)
     };
@@ -437,19 +435,21 @@ fn offline_or_unreachable_with_an_empty_cache() {
         assert!(msg.contains(needle), "{msg:?} should contain {needle:?}");
     }
     assert!(server.paths().is_empty(), "offline mode sends nothing");
-    assert!(!cache
-        .join("sentence-transformers--all-MiniLM-L6-v2")
-        .exists());
+    assert!(
+        !cache
+            .join("sentence-transformers--all-MiniLM-L6-v2")
+            .exists()
+    );
 
     // Nobody listening: the same advice, with the network error as the cause.
     let port = {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()
     };
-    let opts = HubOptions {
+    let opts = ModelCacheOptions {
         endpoint: format!("http://127.0.0.1:{port}"),
         cache_dir: cache.clone(),
-        token_env: TOKEN_VAR.into(),
+        token: ApiKey::new(TOKEN_VAR, Some(TOKEN.into())),
         offline: false,
     };
     let err = fetch_err("org/tiny-bert", "main", &opts);
@@ -461,13 +461,15 @@ fn offline_or_unreachable_with_an_empty_cache() {
         msg.contains("Download the model on a machine with access"),
         "{msg}"
     );
-    assert!(msg.contains(
-        &cache
-            .join("org--tiny-bert")
-            .join("main")
-            .display()
-            .to_string()
-    ));
+    assert!(
+        msg.contains(
+            &cache
+                .join("org--tiny-bert")
+                .join("main")
+                .display()
+                .to_string()
+        )
+    );
 }
 
 #[test]
@@ -559,8 +561,8 @@ fn refused_access_mentions_the_token() {
         ),
     );
     // No token configured: say which variable to set.
-    let opts = HubOptions {
-        token_env: "HF_TOKEN".into(),
+    let opts = ModelCacheOptions {
+        token: ApiKey::new("HF_TOKEN", None),
         ..hub_opts(&server, &cache)
     };
     let msg = fetch_err("org/private", "main", &opts).to_string();
@@ -711,7 +713,7 @@ fn hub_reranker_is_named_by_its_id() {
     let cache = scratch_dir("hub-rr");
     let env = ModelEnv {
         hub: hub_opts(&server, &cache),
-        ..ModelEnv::from_env()
+        ..ModelEnv::default()
     };
     let spec = ModelSpec::parse("hf:org/tiny-reranker").unwrap();
     let r = open_reranker(&spec, &env, &no_progress).unwrap();

@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{TinyKind, TINY_MAX_POS};
+use common::{TINY_MAX_POS, TinyKind};
 use quarry_models::{Engine, Reranker, RerankerOptions};
 use serde_json::json;
 

@@ -6,10 +6,10 @@ mod common;
 use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard};
 
-use common::{scratch_dir, write_tiny_model, TinyKind};
+use common::{TinyKind, scratch_dir, write_tiny_model};
 use quarry_models::{
-    open_embedder, open_expander, open_reranker, Embedder, HubProgress, ModelEnv, ModelError,
-    ModelSpec, RerankApiFlavor,
+    ApiKey, Embedder, HubProgress, ModelEnv, ModelError, ModelSpec, RerankApiFlavor, open_embedder,
+    open_expander, open_reranker,
 };
 
 /// Tests here change the process environment: one at a time.
@@ -135,11 +135,15 @@ fn parse_and_round_trip() {
     let home = scratch_dir("spec-home");
     std::fs::create_dir_all(home.join("models/e5")).unwrap();
     let old = std::env::var_os("HOME");
-    std::env::set_var("HOME", &home);
+    // SAFETY: `env_lock` is held, and no test here reads the environment without it.
+    unsafe { std::env::set_var("HOME", &home) };
     let parsed = (ModelSpec::parse("~/models/e5"), ModelSpec::parse("~"));
-    match old {
-        Some(h) => std::env::set_var("HOME", h),
-        None => std::env::remove_var("HOME"),
+    // SAFETY: as above.
+    unsafe {
+        match old {
+            Some(h) => std::env::set_var("HOME", h),
+            None => std::env::remove_var("HOME"),
+        }
     }
     assert_eq!(parsed.0.unwrap(), ModelSpec::Dir(home.join("models/e5")));
     assert_eq!(parsed.1.unwrap(), ModelSpec::Dir(home.clone()));
@@ -202,67 +206,77 @@ fn parse_errors_say_what_is_wrong() {
     }
 }
 
-#[test]
-fn model_env_from_the_environment() {
-    let _g = env_lock();
-    let vars = [
-        "QUARRY_OPENAI_BASE_URL",
-        "OPENAI_BASE_URL",
-        "QUARRY_OPENAI_API_KEY",
-        "OLLAMA_HOST",
-        "QUARRY_RERANK_URL",
-        "HF_ENDPOINT",
-        "HF_HUB_OFFLINE",
-        "QUARRY_OFFLINE",
-        "QUARRY_MODELS_DIR",
-        "XDG_CACHE_HOME",
-    ];
-    let saved: Vec<_> = vars.iter().map(|v| (*v, std::env::var_os(v))).collect();
-    for v in vars {
-        std::env::remove_var(v);
-    }
+/// A lookup over `pairs`, as the CLI hands its start-up snapshot of the environment over.
+fn vars(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+    let map: std::collections::HashMap<String, String> = pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    move |k| map.get(k).cloned()
+}
 
-    let env = ModelEnv::from_env();
+#[test]
+fn model_env_from_variables() {
+    let env = ModelEnv::from_vars(&vars(&[("HOME", "/home/u")]));
     assert_eq!(env.openai_base_url, "https://api.openai.com/v1");
-    assert_eq!(env.openai_key_env, "OPENAI_API_KEY");
+    assert_eq!(env.openai_key.var(), "OPENAI_API_KEY");
+    assert!(!env.openai_key.is_set());
     assert_eq!(env.ollama_host, "http://127.0.0.1:11434");
     assert_eq!(env.rerank_url, None);
-    assert_eq!(env.rerank_key_env, "QUARRY_RERANK_API_KEY");
+    assert_eq!(env.rerank_key.var(), "QUARRY_RERANK_API_KEY");
     assert_eq!(env.hub.endpoint, "https://huggingface.co");
-    assert_eq!(env.hub.token_env, "HF_TOKEN");
+    assert_eq!(env.hub.token.var(), "HF_TOKEN");
     assert!(!env.hub.offline);
-    if let Some(home) = std::env::var_os("HOME").filter(|h| !h.is_empty()) {
-        assert_eq!(
-            env.hub.cache_dir,
-            PathBuf::from(home).join(".cache/quarry/models")
-        );
-    }
+    assert_eq!(
+        env.hub.cache_dir,
+        PathBuf::from("/home/u").join(".cache/quarry/models")
+    );
 
-    std::env::set_var("OPENAI_BASE_URL", "http://localhost:8080/v1");
-    std::env::set_var("OLLAMA_HOST", "0.0.0.0");
-    std::env::set_var("HF_ENDPOINT", "https://hf-mirror.com/");
-    std::env::set_var("HF_HUB_OFFLINE", "1");
-    std::env::set_var("XDG_CACHE_HOME", "/tmp/xdg-cache");
-    let env = ModelEnv::from_env();
+    let env = ModelEnv::from_vars(&vars(&[
+        ("OPENAI_BASE_URL", "http://localhost:8080/v1"),
+        ("OPENAI_API_KEY", "sk-o"),
+        ("OLLAMA_HOST", "0.0.0.0"),
+        ("HF_ENDPOINT", "https://hf-mirror.com/"),
+        ("HF_HUB_OFFLINE", "1"),
+        ("HF_TOKEN", "hf_x"),
+        ("XDG_CACHE_HOME", "/tmp/xdg-cache"),
+    ]));
     assert_eq!(env.openai_base_url, "http://localhost:8080/v1");
+    assert_eq!(
+        env.openai_key,
+        ApiKey::new("OPENAI_API_KEY", Some("sk-o".into()))
+    );
     assert_eq!(env.ollama_host, "http://0.0.0.0:11434");
     assert_eq!(env.hub.endpoint, "https://hf-mirror.com");
     assert!(env.hub.offline);
+    assert!(env.hub.token.is_set());
     assert_eq!(
         env.hub.cache_dir,
         PathBuf::from("/tmp/xdg-cache/quarry/models")
     );
+    assert!(
+        !format!("{env:?}").contains("sk-o") && !format!("{env:?}").contains("hf_x"),
+        "Debug shows no key: {env:?}"
+    );
 
-    std::env::set_var("QUARRY_OPENAI_BASE_URL", "http://127.0.0.1:9000/v1");
-    std::env::set_var("QUARRY_OPENAI_API_KEY", "sk-x");
-    std::env::set_var("OLLAMA_HOST", "gpu-box:11500");
-    std::env::set_var("QUARRY_RERANK_URL", "http://127.0.0.1:7997/rerank");
-    std::env::set_var("HF_HUB_OFFLINE", "0");
-    std::env::set_var("QUARRY_OFFLINE", "true");
-    std::env::set_var("QUARRY_MODELS_DIR", "/srv/models");
-    let env = ModelEnv::from_env();
+    let env = ModelEnv::from_vars(&vars(&[
+        ("OPENAI_BASE_URL", "http://localhost:8080/v1"),
+        ("OPENAI_API_KEY", "sk-o"),
+        ("QUARRY_OPENAI_BASE_URL", "http://127.0.0.1:9000/v1"),
+        ("QUARRY_OPENAI_API_KEY", "sk-x"),
+        ("OLLAMA_HOST", "gpu-box:11500"),
+        ("QUARRY_RERANK_URL", "http://127.0.0.1:7997/rerank"),
+        ("HF_HUB_OFFLINE", "0"),
+        ("QUARRY_OFFLINE", "true"),
+        ("QUARRY_MODELS_DIR", "/srv/models"),
+        ("XDG_CACHE_HOME", "/tmp/xdg-cache"),
+    ]));
     assert_eq!(env.openai_base_url, "http://127.0.0.1:9000/v1");
-    assert_eq!(env.openai_key_env, "QUARRY_OPENAI_API_KEY");
+    assert_eq!(env.openai_key.var(), "QUARRY_OPENAI_API_KEY");
+    assert_eq!(
+        env.openai_key,
+        ApiKey::new("QUARRY_OPENAI_API_KEY", Some("sk-x".into()))
+    );
     assert_eq!(env.ollama_host, "http://gpu-box:11500");
     assert_eq!(
         env.rerank_url.as_deref(),
@@ -270,22 +284,17 @@ fn model_env_from_the_environment() {
     );
     assert!(env.hub.offline);
     assert_eq!(env.hub.cache_dir, PathBuf::from("/srv/models"));
-
-    for (v, old) in saved {
-        match old {
-            Some(x) => std::env::set_var(v, x),
-            None => std::env::remove_var(v),
-        }
-    }
 }
 
 #[test]
 fn each_spec_opens_only_what_it_is() {
     let _g = env_lock();
-    let mut env = ModelEnv::from_env();
-    env.openai_base_url = "http://127.0.0.1:9/v1".into();
-    env.openai_key_env = "QUARRY_MODELS_TEST_UNSET_VAR".into();
-    env.rerank_url = None;
+    let mut env = ModelEnv {
+        openai_base_url: "http://127.0.0.1:9/v1".into(),
+        openai_key: ApiKey::new("QUARRY_MODELS_TEST_UNSET_VAR", None),
+        rerank_url: None,
+        ..ModelEnv::default()
+    };
     let rerank = ModelSpec::parse("cohere:rerank-v3.5").unwrap();
     let openai = ModelSpec::parse("openai:text-embedding-3-small").unwrap();
     let ollama = ModelSpec::parse("ollama:nomic-embed-text").unwrap();

@@ -40,33 +40,13 @@ impl Default for WorkerOptions {
     }
 }
 
-impl WorkerOptions {
-    /// Defaults, overridden by `QUARRY_INGEST_WORKERS` and `QUARRY_JOB_LEASE_SECS`.
-    pub fn from_env() -> Result<WorkerOptions> {
-        let mut o = WorkerOptions::default();
-        let num = quarry_engine::env_u64;
-        if let Some(n) = num("QUARRY_INGEST_WORKERS")? {
-            if n == 0 || n > 64 {
-                return Err(Error::invalid(format!(
-                    "QUARRY_INGEST_WORKERS={n}: use 1 to 64"
-                )));
-            }
-            o.concurrency = n as usize;
-        }
-        if let Some(s) = num("QUARRY_JOB_LEASE_SECS")? {
-            o.lease = Duration::from_secs(s.max(2));
-        }
-        Ok(o)
-    }
-}
-
-/// This machine's name, as lease owners record it.
+/// This machine's name, as lease owners record it (`local` where the kernel does not say:
+/// owners there are never released early, see [`dead_local_owners`]).
 fn host_name() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .ok()
         .map(|h| h.trim().to_owned())
         .filter(|h| !h.is_empty() && !h.contains(':'))
-        .or_else(|| std::env::var("HOSTNAME").ok().filter(|h| !h.contains(':')))
         .unwrap_or_else(|| "local".into())
 }
 

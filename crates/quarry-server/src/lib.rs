@@ -43,7 +43,7 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use tokio_util::sync::CancellationToken;
 
 pub use auth::AuthMode;
-pub use http::{ApiError, ErrorCode};
+use http::{ApiError, ErrorCode};
 pub use mcp::{QuarryMcp, knowledge_package};
 
 /// Default HTTP port (seed 001).
@@ -82,7 +82,17 @@ impl AppState {
         Self::with_auth(engine, auth::AuthMode::Open)
     }
 
+    /// A server that authenticates requests as `auth` says.
     pub fn with_auth(engine: Engine, auth: auth::AuthMode) -> Arc<Self> {
+        Self::with_ui_assets(engine, auth, quarry_ui::Assets::embedded())
+    }
+
+    /// A server whose web UI serves `ui_assets` (a directory during UI development).
+    pub fn with_ui_assets(
+        engine: Engine,
+        auth: auth::AuthMode,
+        ui_assets: quarry_ui::Assets,
+    ) -> Arc<Self> {
         Arc::new(AppState {
             directory: quarry_access::Directory::new(engine.store_handle()),
             root: Arc::new(engine),
@@ -95,7 +105,7 @@ impl AppState {
             hub: std::sync::OnceLock::new(),
             chat: std::sync::OnceLock::new(),
             runs: CancellationToken::new(),
-            ui_assets: quarry_ui::Assets::from_env(),
+            ui_assets,
         })
     }
 
@@ -167,6 +177,7 @@ impl AppState {
         &self.runs
     }
 
+    /// Starts the ingestion workers (`quarry serve`); call once.
     pub fn start_workers(&self, opts: quarry_queue::WorkerOptions) -> Result<(), Error> {
         // Opening the blob store now removes what uploads cut off by a crash left staged.
         self.root.blobs()?;
@@ -214,6 +225,7 @@ impl AppState {
         &self.root
     }
 
+    /// Users, spaces and tokens.
     pub fn directory(&self) -> &quarry_access::Directory {
         &self.directory
     }
@@ -232,10 +244,12 @@ impl AppState {
         &self.ui_assets
     }
 
+    /// How requests are authenticated.
     pub fn auth_mode(&self) -> auth::AuthMode {
         self.auth
     }
 
+    /// Whether a graceful shutdown has begun (new requests are refused).
     pub fn is_shutting_down(&self) -> bool {
         self.shutting_down.load(Ordering::SeqCst)
     }
@@ -244,12 +258,15 @@ impl AppState {
 /// HTTP listener settings.
 #[derive(Debug, Clone)]
 pub struct HttpOptions {
+    /// Address to listen on.
     pub bind: IpAddr,
+    /// Port to listen on (0: any free port).
     pub port: u16,
     /// Extra `Host` names accepted besides loopback names and the bind address.
     pub allowed_hosts: Vec<String>,
     /// Extra `Origin`s accepted besides loopback origins (e.g. `https://app.example`).
     pub allowed_origins: Vec<String>,
+    /// Largest request body accepted (uploads have their own limit).
     pub max_body_bytes: usize,
     /// Longest a REST request may run (the MCP endpoint's streams are exempt).
     pub request_timeout: Duration,

@@ -15,7 +15,7 @@ const LATENCY_BUCKETS: &[f64] = &[
 ];
 
 /// Installs the recorder once per process (later calls reuse it).
-pub fn handle() -> Option<PrometheusHandle> {
+pub(crate) fn handle() -> Option<PrometheusHandle> {
     static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
     HANDLE
         .get_or_init(|| {
@@ -29,11 +29,11 @@ pub fn handle() -> Option<PrometheusHandle> {
 }
 
 /// An authentication failure, by reason (`AUTH_FAILED`, `TOKEN_EXPIRED`, …).
-pub fn record_auth_failure(reason: &'static str) {
+pub(crate) fn record_auth_failure(reason: &'static str) {
     metrics::counter!("quarry_auth_failures_total", "reason" => reason).increment(1);
 }
 
-pub fn record_tool_call(tool: &str, outcome: &'static str, elapsed: Duration) {
+pub(crate) fn record_tool_call(tool: &str, outcome: &'static str, elapsed: Duration) {
     let labels = [("tool", tool.to_owned()), ("outcome", outcome.to_owned())];
     metrics::counter!("quarry_mcp_tool_calls_total", &labels).increment(1);
     metrics::histogram!("quarry_mcp_tool_call_duration_seconds", "tool" => tool.to_owned())
@@ -42,7 +42,7 @@ pub fn record_tool_call(tool: &str, outcome: &'static str, elapsed: Duration) {
 
 /// Middleware: counts every HTTP request and times it, labelled by route template (never
 /// the raw path, which would let clients create unbounded label values).
-pub async fn track_http(req: Request, next: Next) -> Response {
+pub(crate) async fn track_http(req: Request, next: Next) -> Response {
     let started = Instant::now();
     let method = req.method().to_string();
     let route = req

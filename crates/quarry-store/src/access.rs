@@ -7,16 +7,24 @@ use serde::Serialize;
 /// A tenant: a unique name (the key every other table uses) and a UUID.
 #[derive(Debug, Clone, Serialize)]
 pub struct Space {
+    /// UUID.
     pub id: String,
+    /// Unique name, the key other tables use.
     pub name: String,
+    /// What the space is for, in words.
     pub description: String,
+    /// Milliseconds since the epoch.
     pub created_at: i64,
 }
 
 #[derive(Debug, Clone, Serialize)]
+/// Someone tokens belong to (a name and a UUID).
 pub struct User {
+    /// UUID.
     pub id: String,
+    /// Unique name.
     pub name: String,
+    /// Milliseconds since the epoch.
     pub created_at: i64,
 }
 
@@ -24,13 +32,18 @@ pub struct User {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Role {
+    /// Reads.
     Viewer,
+    /// Reads and writes documents and knowledge bases.
     Editor,
+    /// Also manages members (below owner) and settings.
     Admin,
+    /// Everything, the owner role included.
     Owner,
 }
 
 impl Role {
+    /// The role's name (`viewer` … `owner`).
     pub fn as_str(self) -> &'static str {
         match self {
             Role::Viewer => "viewer",
@@ -40,6 +53,7 @@ impl Role {
         }
     }
 
+    /// The role named `s`.
     pub fn parse(s: &str) -> Option<Role> {
         Some(match s {
             "viewer" => Role::Viewer,
@@ -63,9 +77,13 @@ impl Role {
 /// A user's role in one space.
 #[derive(Debug, Clone, Serialize)]
 pub struct Membership {
+    /// The user's name.
     pub user: String,
+    /// The space's name.
     pub space: String,
+    /// The space's UUID.
     pub space_id: String,
+    /// What the user may do there.
     pub role: Role,
     /// When the user joined the space (milliseconds since the epoch); a role change keeps it.
     pub joined_at: i64,
@@ -74,12 +92,16 @@ pub struct Membership {
 /// An access token as stored: never the secret, only its hash and a short display prefix.
 #[derive(Debug, Clone, Serialize)]
 pub struct TokenRecord {
+    /// UUID.
     pub id: String,
     #[serde(skip)]
+    /// The owner's row id (internal).
     pub user_row: i64,
     /// The owner's UUID and name.
     pub user_id: String,
+    /// The owner's name.
     pub user: String,
+    /// What the token is for, in words.
     pub label: String,
     /// The first characters of the secret (`qk_1a2b3c`), to tell tokens apart.
     pub prefix: String,
@@ -87,10 +109,15 @@ pub struct TokenRecord {
     pub spaces: Vec<String>,
     /// UUIDs of the knowledge bases / collections it may use; `None`: all of its spaces'.
     pub collections: Option<Vec<String>>,
+    /// Whether the token may only read.
     pub read_only: bool,
+    /// Milliseconds since the epoch.
     pub created_at: i64,
+    /// When it stops working (milliseconds since the epoch); `None`: never.
     pub expires_at: Option<i64>,
+    /// When it was last used (written at most once a minute).
     pub last_used_at: Option<i64>,
+    /// When it was revoked, if it was.
     pub revoked_at: Option<i64>,
     /// The token that created this one (its UUID), if a token did: this one lives only as
     /// long as that one.
@@ -100,13 +127,21 @@ pub struct TokenRecord {
 /// What [`AccessStore::insert_token`] records.
 #[derive(Debug, Clone)]
 pub struct NewToken {
+    /// The owner's row id.
     pub user_row: i64,
+    /// SHA-256 of the secret.
     pub hash: String,
+    /// The first characters of the secret, for display.
     pub prefix: String,
+    /// What the token is for, in words.
     pub label: String,
+    /// UUIDs of the spaces it may use.
     pub spaces: Vec<String>,
+    /// UUIDs of the knowledge bases / collections it may use; `None`: all of its spaces'.
     pub collections: Option<Vec<String>>,
+    /// Whether it may only read.
     pub read_only: bool,
+    /// When it stops working (milliseconds since the epoch); `None`: never.
     pub expires_at: Option<i64>,
     /// The creating token's UUID.
     pub parent_id: Option<String>,
@@ -115,7 +150,9 @@ pub struct NewToken {
 /// A token found by its hash, with its owner's memberships (one round trip per request).
 #[derive(Debug, Clone)]
 pub struct TokenGrant {
+    /// The token.
     pub token: TokenRecord,
+    /// Its owner's memberships.
     pub memberships: Vec<Membership>,
     /// The tokens that created it, nearest first (see [`AccessStore::token_chain`]).
     pub ancestors: Vec<TokenRecord>,
@@ -125,6 +162,7 @@ pub struct TokenGrant {
 pub trait AccessStore: Send + Sync {
     /// Creates a space; `Conflict` if the name is taken.
     fn create_space(&self, name: &str, description: &str) -> Result<Space>;
+    /// Every space, by name.
     fn spaces(&self) -> Result<Vec<Space>>;
     /// A space by name or UUID.
     fn space(&self, key: &str) -> Result<Option<Space>>;
@@ -132,7 +170,9 @@ pub trait AccessStore: Send + Sync {
     /// tokens (a token left with no space is revoked).
     fn delete_space(&self, name: &str) -> Result<()>;
 
+    /// Creates a user; `Conflict` if the name is taken.
     fn create_user(&self, name: &str) -> Result<User>;
+    /// Every user, by name.
     fn users(&self) -> Result<Vec<User>>;
     /// A user by name or UUID, with its row id.
     fn user(&self, key: &str) -> Result<Option<(i64, User)>>;
@@ -143,10 +183,14 @@ pub trait AccessStore: Send + Sync {
     fn grant(&self, user_row: i64, space: &str, role: Role) -> Result<()>;
     /// Takes a user out of a space; false when it was not a member.
     fn revoke_membership(&self, user_row: i64, space: &str) -> Result<bool>;
+    /// Memberships of one user (by row id), or of everyone when `None`.
     fn memberships(&self, user_row: Option<i64>) -> Result<Vec<Membership>>;
 
+    /// Stores a new token.
     fn insert_token(&self, new: &NewToken) -> Result<TokenRecord>;
+    /// Tokens of one user (by row id), or of everyone when `None`.
     fn tokens(&self, user_row: Option<i64>) -> Result<Vec<TokenRecord>>;
+    /// The token with this secret hash, with its owner's memberships and its ancestors.
     fn token_by_hash(&self, hash: &str) -> Result<Option<TokenGrant>>;
     /// The token `id` (UUID) and the tokens that created it, nearest first; empty when `id`
     /// names none. A chain whose last record still has a `parent_id` lost an ancestor.
@@ -154,6 +198,7 @@ pub trait AccessStore: Send + Sync {
     /// Revokes a token by UUID (or display prefix), of `user_row` when given, and every token
     /// it created (transitively); false when none matched.
     fn revoke_token(&self, key: &str, user_row: Option<i64>, at: i64) -> Result<bool>;
+    /// Records a token's use at `at` (milliseconds since the epoch).
     fn touch_token(&self, id: &str, at: i64) -> Result<()>;
 
     /// Ids of the collections of `space` named by UUID or name (unknown keys are skipped).

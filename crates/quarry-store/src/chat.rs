@@ -13,7 +13,9 @@ use quarry_core::Result;
 pub struct ConversationRow {
     /// UUID.
     pub id: String,
+    /// The owner's key (a user's UUID, or `local`).
     pub owner: String,
+    /// Shown in the conversation list (from the first question unless renamed).
     pub title: String,
     /// JSON array: the knowledge bases the conversation searches.
     pub kb_ids: String,
@@ -28,7 +30,9 @@ pub struct ConversationRow {
 /// A conversation as listed, with how many messages it holds.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ConversationSummary {
+    /// The conversation.
     pub conversation: ConversationRow,
+    /// Messages it holds.
     pub message_count: i64,
 }
 
@@ -37,12 +41,14 @@ pub struct ConversationSummary {
 pub struct ChatMessageRow {
     /// UUID.
     pub id: String,
+    /// The conversation it belongs to.
     pub conversation_id: String,
     /// Position in the conversation, from 1. Assigned by [`ChatStore::append_message`]
     /// (ignored on input), so concurrent appends never share a number.
     pub seq: i64,
     /// `user`, `assistant` or `system`.
     pub role: String,
+    /// The text (Markdown for answers).
     pub content: String,
     /// JSON: the passages the answer cites.
     pub sources: String,
@@ -64,6 +70,7 @@ pub trait ChatStore: Send + Sync {
     fn insert_conversation(&self, c: &ConversationRow) -> Result<()>;
     /// The owner's conversations, most recently updated first, at most `limit`.
     fn conversations(&self, owner: &str, limit: usize) -> Result<Vec<ConversationSummary>>;
+    /// One of `owner`'s conversations; another owner's is `None`, like a missing one.
     fn conversation(&self, owner: &str, id: &str) -> Result<Option<ConversationRow>>;
     /// Sets title, kb_ids and model (`updated_at` stays: it follows the messages); false
     /// when the owner has no such conversation.

@@ -13,6 +13,7 @@ use quarry_core::Result;
 pub struct UpstreamRow {
     /// UUID.
     pub id: String,
+    /// Whose hub it is in (a user's UUID, or `local`).
     pub owner: String,
     /// Display name (seed: `name`).
     pub name: String,
@@ -26,8 +27,11 @@ pub struct UpstreamRow {
     pub options: String,
     /// JSON: environment and header values. Read only to connect.
     pub secrets: String,
+    /// Whether the hub connects it.
     pub enabled: bool,
+    /// Milliseconds since the epoch.
     pub created_at: i64,
+    /// Milliseconds since the epoch of the last change.
     pub updated_at: i64,
 }
 
@@ -35,15 +39,21 @@ pub struct UpstreamRow {
 /// installed manifest.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PackageRow {
+    /// Whose catalog it is in.
     pub owner: String,
     /// `^[a-z0-9][a-z0-9_-]*$`, unique per owner.
     pub id: String,
+    /// Display name.
     pub name: String,
+    /// What its tools do, in words.
     pub description: String,
+    /// Catalog category.
     pub category: String,
+    /// Catalog tags.
     pub tags: Vec<String>,
     /// `upstream` or `custom`.
     pub kind: String,
+    /// The upstream that provides it (`kind = upstream`).
     pub upstream_id: Option<String>,
     /// `manifest`, `summary` or `legacy` (seed 002), `server.json`.
     pub source: String,
@@ -53,28 +63,38 @@ pub struct PackageRow {
     pub manifest: Option<String>,
     /// JSON: the upstream's resources, resource templates and prompts, as discovered.
     pub surface: Option<String>,
+    /// Milliseconds since the epoch of the last change.
     pub updated_at: i64,
 }
 
 /// One tool of the catalog (seed 002's `tool_catalog` row).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolRow {
+    /// Whose catalog it is in.
     pub owner: String,
+    /// The package's id.
     pub package: String,
+    /// The tool's name inside its package.
     pub tool: String,
     /// `package.tool`.
     pub full_name: String,
+    /// What the tool does.
     pub description: String,
     /// JSON.
     pub input_schema: String,
     /// JSON: the tool exactly as the upstream (or manifest) described it.
     pub raw: String,
+    /// Catalog category.
     pub category: String,
+    /// Catalog tags.
     pub tags: Vec<String>,
+    /// Where its description came from (`manifest`, `summary`, `legacy`, `server.json`).
     pub source: String,
+    /// `manifestSchemaVersion` of its manifest, `legacy` for discovered tools.
     pub schema_version: String,
     /// The tool needs task support Quarry does not speak yet: catalogued, not offered.
     pub requires_task: bool,
+    /// Milliseconds since the epoch of the last change.
     pub updated_at: i64,
 }
 
@@ -83,14 +103,19 @@ pub struct ToolRow {
 pub struct CustomToolRow {
     /// UUID.
     pub id: String,
+    /// Whose hub it is in.
     pub owner: String,
+    /// The tool's name, unique per owner.
     pub name: String,
     /// JSON: the tool's specification without header values.
     pub spec: String,
     /// JSON: header values.
     pub secrets: String,
+    /// Whether it is offered.
     pub enabled: bool,
+    /// Milliseconds since the epoch.
     pub created_at: i64,
+    /// Milliseconds since the epoch of the last change.
     pub updated_at: i64,
 }
 
@@ -103,13 +128,16 @@ pub trait HubStore: Send + Sync {
     fn update_upstream(&self, upstream: &UpstreamRow) -> Result<()>;
     /// The owner's upstreams, or every owner's when `None` (the hub connects them at start).
     fn upstreams(&self, owner: Option<&str>) -> Result<Vec<UpstreamRow>>;
+    /// One of the owner's upstreams by id.
     fn upstream(&self, owner: &str, id: &str) -> Result<Option<UpstreamRow>>;
     /// Removes an upstream with its package and tools; false when the owner has none such.
     fn delete_upstream(&self, owner: &str, id: &str) -> Result<bool>;
 
     /// Inserts or replaces a package and all its tools at once.
     fn replace_package(&self, package: &PackageRow, tools: &[ToolRow]) -> Result<()>;
+    /// The owner's packages.
     fn packages(&self, owner: &str) -> Result<Vec<PackageRow>>;
+    /// Every tool of the owner's catalog.
     fn catalog_tools(&self, owner: &str) -> Result<Vec<ToolRow>>;
     /// Removes a package that belongs to no upstream; false when there is none such.
     fn delete_package(&self, owner: &str, id: &str) -> Result<bool>;
@@ -120,10 +148,15 @@ pub trait HubStore: Send + Sync {
 
     /// Catalog names (`package.tool`) the owner switched off.
     fn disabled_tools(&self, owner: &str) -> Result<Vec<String>>;
+    /// Switches a catalog tool off (or back on) for the owner.
     fn set_tool_disabled(&self, owner: &str, full_name: &str, disabled: bool) -> Result<()>;
 
+    /// Stores a new custom tool.
     fn insert_custom_tool(&self, tool: &CustomToolRow) -> Result<()>;
+    /// Replaces a custom tool's specification, secrets and switch.
     fn update_custom_tool(&self, tool: &CustomToolRow) -> Result<()>;
+    /// The owner's custom tools.
     fn custom_tools(&self, owner: &str) -> Result<Vec<CustomToolRow>>;
+    /// Removes a custom tool; false when the owner has none such.
     fn delete_custom_tool(&self, owner: &str, id: &str) -> Result<bool>;
 }

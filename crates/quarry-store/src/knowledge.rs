@@ -19,15 +19,22 @@ use crate::IndexWork;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FileStatus {
+    /// Stored and queued.
     Pending,
+    /// Being converted to Markdown.
     Converting,
+    /// Being keyword-indexed.
     Indexing,
+    /// Searchable by keyword; waiting for its chunks' vectors.
     Embedding,
+    /// Fully processed.
     Ready,
+    /// Failed for good (see its error).
     Failed,
 }
 
 impl FileStatus {
+    /// Every status, in processing order.
     pub const ALL: [FileStatus; 6] = [
         FileStatus::Pending,
         FileStatus::Converting,
@@ -37,6 +44,7 @@ impl FileStatus {
         FileStatus::Failed,
     ];
 
+    /// The status's name (`pending`, `ready` …).
     pub fn as_str(self) -> &'static str {
         match self {
             FileStatus::Pending => "pending",
@@ -48,6 +56,7 @@ impl FileStatus {
         }
     }
 
+    /// The status named `s`.
     pub fn parse(s: &str) -> Option<FileStatus> {
         FileStatus::ALL.into_iter().find(|f| f.as_str() == s)
     }
@@ -61,9 +70,13 @@ impl FileStatus {
 /// Documents of a knowledge base per status.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct StatusCounts {
+    /// Files waiting to be processed.
     pub pending: u64,
+    /// Files being converted, indexed or embedded.
     pub processing: u64,
+    /// Files done.
     pub ready: u64,
+    /// Files that failed.
     pub failed: u64,
 }
 
@@ -75,15 +88,21 @@ pub struct KnowledgeBase {
     pub collection_id: i64,
     /// Public id (UUID).
     pub id: String,
+    /// Its name, unique in the space.
     pub name: String,
+    /// What it holds, in words.
     pub description: String,
     /// Chunk size and overlap in characters, when the knowledge base set its own.
     pub chunk_size: Option<u32>,
+    /// Chunk overlap in characters, when it set its own.
     pub chunk_overlap: Option<u32>,
+    /// Unix milliseconds.
     pub created_at: i64,
+    /// Unix milliseconds of the last change.
     pub updated_at: i64,
     /// Uploaded files (every status).
     pub document_count: u64,
+    /// Files per status.
     pub status_counts: StatusCounts,
     /// Bytes of the originals.
     pub total_bytes: u64,
@@ -93,10 +112,12 @@ pub struct KnowledgeBase {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct KbFile {
     #[serde(skip)]
+    /// Row id (internal).
     pub row_id: i64,
     /// Public id (UUID).
     pub id: String,
     #[serde(skip)]
+    /// The knowledge base's collection (internal).
     pub collection_id: i64,
     /// The knowledge base's name.
     pub knowledge_base: String,
@@ -106,9 +127,13 @@ pub struct KbFile {
     pub original_name: String,
     /// SHA-256 of the original.
     pub sha256: String,
+    /// Detected format (`pdf`, `docx`, `md` …).
     pub format: String,
+    /// Content type of the original.
     pub mime: String,
+    /// Size of the original in bytes.
     pub size: u64,
+    /// Where it is in processing.
     pub status: FileStatus,
     /// Why it failed (`status = failed`), in words a person understands.
     pub error: Option<String>,
@@ -122,10 +147,14 @@ pub struct KbFile {
     pub docid: Option<String>,
     /// Chunks cut from it (0 until embedded).
     pub chunk_count: u64,
+    /// Processing attempts so far.
     pub attempts: u32,
+    /// Unix milliseconds.
     pub created_at: i64,
+    /// Unix milliseconds of the last change.
     pub updated_at: i64,
     #[serde(skip)]
+    /// Its searchable document, once stored (internal).
     pub document_id: Option<i64>,
     /// Set for notes created by agents (`create_knowledge`), absent for uploads.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -137,6 +166,7 @@ pub struct KbFile {
 pub struct NoteMeta {
     /// The title given, if any (otherwise the document's first heading or line).
     pub title: Option<String>,
+    /// Tags given by the agent or the chat model.
     pub tags: Vec<String>,
     /// `text`, `image`, `video` or `url`.
     pub kind: String,
@@ -154,11 +184,17 @@ impl KbFile {
 /// A file to add to a knowledge base; its original is already in the blob store.
 #[derive(Debug, Clone, Default)]
 pub struct NewKbFile {
+    /// Name as uploaded.
     pub original_name: String,
+    /// SHA-256 of the original.
     pub sha256: String,
+    /// Detected format (`pdf`, `docx`, `md` …).
     pub format: String,
+    /// Content type of the original.
     pub mime: String,
+    /// Size of the original in bytes.
     pub size: u64,
+    /// Set for notes created by agents.
     pub note: Option<NoteMeta>,
 }
 
@@ -166,16 +202,20 @@ pub struct NewKbFile {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "result", rename_all = "snake_case")]
 pub enum AddedFile {
+    /// Stored and queued.
     Added {
+        /// The new file.
         file: KbFile,
     },
     /// The same bytes are already in this knowledge base: no second document.
     Duplicate {
+        /// The file already holding these bytes.
         file: KbFile,
     },
 }
 
 impl AddedFile {
+    /// The file, added or already there.
     pub fn file(&self) -> &KbFile {
         match self {
             AddedFile::Added { file } | AddedFile::Duplicate { file } => file,
@@ -186,6 +226,7 @@ impl AddedFile {
 /// Filters of [`KnowledgeStore::kb_files`].
 #[derive(Debug, Clone, Default)]
 pub struct FileFilter {
+    /// Only files in this state.
     pub status: Option<FileStatus>,
     /// Case-insensitive substring of the file name.
     pub name: Option<String>,
@@ -194,13 +235,19 @@ pub struct FileFilter {
 /// The converted form of a file, ready to become its searchable document.
 #[derive(Debug, Clone)]
 pub struct ConvertedFile {
+    /// Title from the content.
     pub title: String,
+    /// The converted Markdown.
     pub markdown: String,
+    /// Page map (byte ranges per page or slide), empty for unpaged sources.
     pub pages: Vec<PageSpan>,
     /// Furniture the converter found (kept out of chunks).
     pub furniture: Vec<quarry_core::Furniture>,
+    /// Pages or slides of the original.
     pub page_count: Option<u32>,
+    /// Pages that had no text layer and were not OCR'd.
     pub pages_without_text: Option<String>,
+    /// Notes from conversion that did not stop it.
     pub warnings: Vec<String>,
     /// Extracted images (already in the blob store): (sha256, size, mime).
     pub images: Vec<(String, u64, String)>,
@@ -221,6 +268,7 @@ pub enum JobKind {
 }
 
 impl JobKind {
+    /// The kind's name as stored (`ingest`, `cleanup`, `embed`).
     pub fn as_str(self) -> &'static str {
         match self {
             JobKind::Ingest => "ingest",
@@ -229,6 +277,7 @@ impl JobKind {
         }
     }
 
+    /// The kind named `s`.
     pub fn parse(s: &str) -> Option<JobKind> {
         match s {
             "ingest" => Some(JobKind::Ingest),
@@ -242,8 +291,11 @@ impl JobKind {
 /// A claimed job.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Job {
+    /// Row id.
     pub id: i64,
+    /// What it does.
     pub kind: JobKind,
+    /// The file an ingest job processes.
     pub file_id: Option<i64>,
     /// The collection an embed job works on.
     pub collection_id: Option<i64>,
@@ -257,8 +309,11 @@ pub struct Job {
 /// Jobs per state, for progress and `/health`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct QueueCounts {
+    /// Jobs waiting to run (or to retry).
     pub enqueued: u64,
+    /// Jobs claimed by a worker.
     pub processing: u64,
+    /// Jobs that failed for good.
     pub failed: u64,
 }
 
@@ -272,9 +327,11 @@ pub trait KnowledgeStore {
         description: &str,
         chunking: Option<(u32, u32)>,
     ) -> Result<KnowledgeBase>;
+    /// The space's knowledge bases, by name.
     fn knowledge_bases(&self, space: &str) -> Result<Vec<KnowledgeBase>>;
     /// By public id or by name.
     fn knowledge_base(&self, space: &str, key: &str) -> Result<Option<KnowledgeBase>>;
+    /// Renames a knowledge base or changes its description.
     fn update_knowledge_base(
         &self,
         space: &str,
@@ -286,9 +343,11 @@ pub trait KnowledgeStore {
     /// Adds files (their originals already stored) in one transaction, each with an ingest
     /// job; the same bytes twice in one knowledge base give the existing file back.
     fn add_files(&self, collection_id: i64, files: &[NewKbFile]) -> Result<Vec<AddedFile>>;
+    /// A knowledge base's files matching `filter`.
     fn kb_files(&self, collection_id: i64, filter: &FileFilter) -> Result<Vec<KbFile>>;
     /// By public id or file name.
     fn kb_file(&self, collection_id: i64, key: &str) -> Result<Option<KbFile>>;
+    /// A file by row id.
     fn kb_file_by_row(&self, row_id: i64) -> Result<Option<KbFile>>;
     /// The public file id of each of these documents that belongs to a knowledge base
     /// (document id → file id); documents of folder collections are absent.
@@ -296,7 +355,6 @@ pub trait KnowledgeStore {
     /// Deletes a file and its document at once (readers stop seeing it); derived indexes
     /// and blobs are cleaned by a cleanup job enqueued in the same transaction.
     fn delete_kb_file(&self, collection_id: i64, row_id: i64) -> Result<()>;
-    /// Puts a failed file back in the queue (attempts reset).
     /// Changes a note: new content (a blob already stored: hash, size) queues it again;
     /// `title`/`tags` replace what was there when given.
     fn update_note(
@@ -318,6 +376,7 @@ pub trait KnowledgeStore {
         tags: &[String],
         summary: Option<&str>,
     ) -> Result<()>;
+    /// Puts a failed file back in the queue (attempts reset).
     fn retry_kb_file(&self, collection_id: i64, row_id: i64) -> Result<KbFile>;
     /// Moves the collection's files waiting for embedding (`embedding`) whose document is
     /// chunked and whose every chunk has a vector for `model` in the vector index to
@@ -390,6 +449,7 @@ pub trait JobQueue {
     fn lease_owners(&self) -> Result<Vec<String>>;
     /// Ends these owners' leases now (they are known dead): their jobs are claimable.
     fn expire_leases(&self, owners: &[String]) -> Result<u64>;
+    /// Queues a cleanup job (derived-index removals, unreferenced blobs).
     fn enqueue_cleanup(&self) -> Result<()>;
     /// Queues an embed job for a collection unless one is already waiting (a running one
     /// does not count: it may have read its work before the caller's document was stored).

@@ -31,10 +31,13 @@ use quarry_core::{Collection, CollectionKind, Context, Document, Furniture, Page
 /// What the store knows about a file from the last scan; enough to skip unchanged files.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FileState {
+    /// The document's row id.
     pub id: i64,
+    /// Size in bytes when it was indexed.
     pub size: u64,
     /// Stat fingerprint from the scan that indexed it (0: unknown, always re-read).
     pub stamp: i64,
+    /// SHA-256 of the content that was indexed.
     pub hash: String,
 }
 
@@ -43,11 +46,17 @@ pub struct FileState {
 pub enum DocChange {
     /// New or changed content at `path`.
     Upsert {
+        /// Path relative to the collection's folder.
         path: String,
+        /// Title extracted from the content.
         title: String,
+        /// SHA-256 of the file's bytes.
         hash: String,
+        /// Size in bytes.
         size: u64,
+        /// Stat fingerprint of the scan that read it.
         stamp: i64,
+        /// The Markdown body (converted for non-Markdown sources).
         body: String,
         /// Page map of a paged source (empty otherwise).
         pages: Vec<PageSpan>,
@@ -55,29 +64,47 @@ pub enum DocChange {
         furniture: Vec<Furniture>,
     },
     /// Same content, new stat data (e.g. `touch`): no re-indexing needed.
-    Touch { id: i64, size: u64, stamp: i64 },
+    Touch {
+        /// The document's row id.
+        id: i64,
+        /// Size in bytes.
+        size: u64,
+        /// The new stat fingerprint.
+        stamp: i64,
+    },
     /// The file is gone.
-    Remove { id: i64 },
+    Remove {
+        /// The document's row id.
+        id: i64,
+    },
 }
 
 /// A document the keyword index must (re-)index.
 #[derive(Debug, Clone)]
 pub struct IndexDoc {
+    /// The document's row id.
     pub id: i64,
+    /// The collection it belongs to.
     pub collection_id: i64,
+    /// Path relative to the collection.
     pub path: String,
+    /// Its title.
     pub title: String,
+    /// Its body, as indexed.
     pub body: String,
 }
 
 /// Derived-index work left to do: documents to (re)index and ids to delete.
 #[derive(Debug, Default)]
 pub struct IndexWork {
+    /// Documents to add or replace in the index.
     pub upserts: Vec<IndexDoc>,
+    /// Document ids to delete from the index.
     pub deletes: Vec<i64>,
 }
 
 impl IndexWork {
+    /// Whether there is nothing to do.
     pub fn is_empty(&self) -> bool {
         self.upserts.is_empty() && self.deletes.is_empty()
     }
@@ -86,15 +113,22 @@ impl IndexWork {
 /// A document's identity and size without its body (listing, globbing, suggestions).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DocSummary {
+    /// The document's row id.
     pub id: i64,
+    /// Its collection's name.
     pub collection: String,
+    /// Path relative to the collection.
     pub path: String,
+    /// Its title.
     pub title: String,
+    /// Its short id (`#abc123`).
     pub docid: String,
+    /// Size of the body in bytes.
     pub body_bytes: u64,
 }
 
 impl DocSummary {
+    /// `collection/path`, as results show it.
     pub fn display_path(&self) -> String {
         quarry_core::display_path(&self.collection, &self.path)
     }
@@ -103,9 +137,13 @@ impl DocSummary {
 /// A document whose chunks are missing or were cut from older content.
 #[derive(Debug, Clone)]
 pub struct ChunkSource {
+    /// The document's row id.
     pub id: i64,
+    /// SHA-256 of the content the chunks are cut from.
     pub hash: String,
+    /// The document's title.
     pub title: String,
+    /// The document's body.
     pub body: String,
     /// Page map of a paged source (empty otherwise): chunks are cut at page boundaries.
     pub pages: Vec<PageSpan>,
@@ -119,10 +157,15 @@ pub struct ChunkSource {
 /// One chunk to store: a span of its document and the hash of the exact text embedded for it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewChunk {
+    /// Byte offset of the chunk's start in the body.
     pub byte_start: usize,
+    /// Byte offset just past the chunk's end.
     pub byte_end: usize,
+    /// First line (1-based).
     pub line_start: usize,
+    /// Last line (1-based, inclusive).
     pub line_end: usize,
+    /// Hash of the exact text embedded for the chunk.
     pub hash: String,
     /// The page the chunk lies on (paged sources).
     pub page: Option<u32>,
@@ -133,8 +176,11 @@ pub struct NewChunk {
 /// The chunks cut from one version (`doc_hash`) of a document.
 #[derive(Debug, Clone)]
 pub struct DocChunks {
+    /// The document's row id.
     pub document_id: i64,
+    /// SHA-256 of the content the chunks were cut from.
     pub doc_hash: String,
+    /// The chunks, in document order.
     pub chunks: Vec<NewChunk>,
 }
 
@@ -143,21 +189,32 @@ pub struct DocChunks {
 /// hashed.
 #[derive(Debug, Clone)]
 pub struct EmbedJob {
+    /// Hash of the exact embedded text (the embeddings' key).
     pub hash: String,
+    /// The document's title.
     pub title: String,
+    /// The chunk's heading path.
     pub heading: String,
+    /// The chunk's span of the body.
     pub text: String,
 }
 
 /// Where a chunk lies, for mapping a vector hit back to a document and its lines.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChunkRef {
+    /// The chunk's row id (the vector index's key).
     pub id: i64,
+    /// The document it belongs to.
     pub document_id: i64,
+    /// Byte offset of the chunk's start in the body.
     pub byte_start: usize,
+    /// Byte offset just past the chunk's end.
     pub byte_end: usize,
+    /// First line (1-based).
     pub line_start: usize,
+    /// Last line (1-based, inclusive).
     pub line_end: usize,
+    /// The page the chunk lies on (paged sources).
     pub page: Option<u32>,
     /// The heading path the chunk sits under, empty if none.
     pub heading: String,
@@ -184,6 +241,7 @@ pub trait Store:
     KnowledgeStore + JobQueue + AccessStore + HubStore + ChatStore + Send + Sync
 {
     // Collections.
+    /// Creates a collection in `space`; a taken name is a conflict.
     fn create_collection(
         &self,
         space: &str,
@@ -192,14 +250,19 @@ pub trait Store:
         path: &str,
         pattern: &str,
     ) -> Result<Collection>;
+    /// The space's collections, by name.
     fn collections(&self, space: &str) -> Result<Vec<Collection>>;
+    /// One collection of the space by name.
     fn collection(&self, space: &str, name: &str) -> Result<Option<Collection>>;
+    /// Renames a collection; a taken name is a conflict.
     fn rename_collection(&self, space: &str, old: &str, new: &str) -> Result<()>;
     /// Removes a collection and its documents; returns how many documents went.
     fn remove_collection(&self, space: &str, name: &str) -> Result<u64>;
+    /// Records when a collection was last scanned (milliseconds since the epoch).
     fn mark_collection_scanned(&self, collection_id: i64, at_ms: i64) -> Result<()>;
 
     // Documents.
+    /// What the last scan stored about each file of a collection, by path.
     fn file_states(&self, collection_id: i64) -> Result<HashMap<String, FileState>>;
     /// Applies a batch atomically and returns the derived-index work it created (the
     /// documents are marked dirty until [`Store::index_work_done`]).
@@ -212,15 +275,20 @@ pub trait Store:
     /// `meta[key] = value` in the same transaction (the analyzer changed: the index is
     /// rebuilt from the store by the next writer).
     fn reindex_all(&self, key: &str, value: &str) -> Result<()>;
+    /// Documents by row id (missing ids are skipped).
     fn documents_by_ids(&self, ids: &[i64]) -> Result<Vec<Document>>;
+    /// A document by collection and path.
     fn document_by_path(
         &self,
         space: &str,
         collection: &str,
         path: &str,
     ) -> Result<Option<Document>>;
+    /// A document by docid (`#abc123` or its hex) in a space.
     fn document_by_docid(&self, space: &str, docid: &str) -> Result<Option<Document>>;
+    /// Every document of a space without its body.
     fn document_summaries(&self, space: &str) -> Result<Vec<DocSummary>>;
+    /// How many documents a space holds.
     fn document_count(&self, space: &str) -> Result<u64>;
 
     // Chunks, embeddings and the ANN protocol (semantic layer).
@@ -286,15 +354,22 @@ pub trait Store:
     fn collection_space(&self, collection_id: i64) -> Result<Option<String>>;
 
     // Small key/value settings of the data directory (active model, chunking).
+    /// A setting of the data directory; `None` when unset.
     fn meta(&self, key: &str) -> Result<Option<String>>;
+    /// Sets a setting of the data directory.
     fn set_meta(&self, key: &str, value: &str) -> Result<()>;
 
     // Query-expansion cache.
+    /// The cached expansions of `query` by `model`.
     fn cached_expansion(&self, model: &str, query: &str) -> Result<Option<Vec<String>>>;
+    /// Caches the expansions of `query` by `model`.
     fn cache_expansion(&self, model: &str, query: &str, variants: &[String]) -> Result<()>;
 
     // Contexts.
+    /// Sets the context of a path (`/`, `collection/dir`), replacing one that was there.
     fn set_context(&self, space: &str, path: &str, text: &str) -> Result<()>;
+    /// The space's contexts.
     fn contexts(&self, space: &str) -> Result<Vec<Context>>;
+    /// Removes the context of a path; whether there was one.
     fn remove_context(&self, space: &str, path: &str) -> Result<bool>;
 }

@@ -5,8 +5,8 @@
 //! This crate knows nothing of HTTP; `quarry-server`'s `ui` module serves what it returns.
 //! There is no build step: the browser runs the files as they are in the repository.
 //!
-//! For UI development, [`Assets::from_env`] reads the files from the directory named by
-//! `QUARRY_UI_DIR` on every request instead, so an edit shows on reload without a rebuild.
+//! For UI development, [`Assets::from_dir`] reads the files from a directory on every request
+//! instead (the server's `QUARRY_UI_DIR`), so an edit shows on reload without a rebuild.
 
 use std::borrow::Cow;
 use std::io::Write as _;
@@ -19,15 +19,14 @@ mod embedded {
     include!(concat!(env!("OUT_DIR"), "/assets.rs"));
 }
 
-/// The environment variable that switches to reading assets from a directory.
-pub const DEV_DIR_ENV: &str = "QUARRY_UI_DIR";
-
 /// One asset, ready to serve.
 #[derive(Debug, Clone)]
 pub struct Asset {
     /// Its path under `assets/` (`js/app.js`).
     pub path: String,
+    /// `Content-Type` to send.
     pub content_type: &'static str,
+    /// The bytes to serve (uncompressed).
     pub body: Cow<'static, [u8]>,
     /// A strong ETag, quoted (`"…"`): the first 128 bits of the body's SHA-256.
     pub etag: String,
@@ -70,14 +69,6 @@ impl Assets {
     pub fn from_dir(dir: impl Into<PathBuf>) -> Assets {
         Assets {
             source: Source::Dir(dir.into()),
-        }
-    }
-
-    /// [`Assets::from_dir`] when `QUARRY_UI_DIR` is set and non-empty, else the embedded ones.
-    pub fn from_env() -> Assets {
-        match std::env::var_os(DEV_DIR_ENV) {
-            Some(d) if !d.is_empty() => Assets::from_dir(d),
-            _ => Assets::embedded(),
         }
     }
 

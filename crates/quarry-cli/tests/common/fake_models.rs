@@ -15,7 +15,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 #[derive(Default)]
-pub struct FakeState {
+pub(crate) struct FakeState {
     /// Every text sent to `/v1/embeddings`, in arrival order.
     pub embedded: Vec<String>,
     /// Number of embedding requests answered.
@@ -36,13 +36,13 @@ pub struct FakeState {
     pub rerank_word: String,
 }
 
-pub struct FakeModels {
+pub(crate) struct FakeModels {
     pub url: String,
     pub state: Arc<Mutex<FakeState>>,
 }
 
 impl FakeModels {
-    pub fn start() -> FakeModels {
+    pub(crate) fn start() -> FakeModels {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind fake model server");
         let url = format!("http://{}", listener.local_addr().expect("addr"));
         let state = Arc::new(Mutex::new(FakeState::default()));
@@ -58,21 +58,21 @@ impl FakeModels {
         FakeModels { url, state }
     }
 
-    pub fn state(&self) -> std::sync::MutexGuard<'_, FakeState> {
+    pub(crate) fn state(&self) -> std::sync::MutexGuard<'_, FakeState> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Base URL for `QUARRY_OPENAI_BASE_URL`.
-    pub fn openai_base(&self) -> String {
+    pub(crate) fn openai_base(&self) -> String {
         format!("{}/v1", self.url)
     }
 
-    pub fn rerank_url(&self) -> String {
+    pub(crate) fn rerank_url(&self) -> String {
         format!("{}/rerank", self.url)
     }
 
     /// Texts embedded so far, not counting the one-word dimension probes.
-    pub fn embedded_texts(&self) -> Vec<String> {
+    pub(crate) fn embedded_texts(&self) -> Vec<String> {
         self.state()
             .embedded
             .iter()
@@ -99,7 +99,7 @@ fn fnv(s: &str) -> u64 {
 }
 
 /// Bag of hashed words, L2-normalised.
-pub fn fake_embedding(model: &str, text: &str) -> Vec<f32> {
+pub(crate) fn fake_embedding(model: &str, text: &str) -> Vec<f32> {
     let dims = if model.ends_with("-48") { 48 } else { 64 };
     let mut v = vec![0f32; dims];
     for w in words(text) {

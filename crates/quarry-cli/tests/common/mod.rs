@@ -3,7 +3,7 @@
 
 #![allow(dead_code)]
 
-pub mod fake_models;
+pub(crate) mod fake_models;
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -14,12 +14,12 @@ use serde_json::Value;
 use tempfile::TempDir;
 
 /// The binary under test.
-pub const BIN: &str = env!("CARGO_BIN_EXE_quarry");
+pub(crate) const BIN: &str = env!("CARGO_BIN_EXE_quarry");
 
 /// One isolated Quarry installation: a fresh data home and a scratch folder for corpora.
 /// Commands run with the scratch folder as their working directory, so relative paths never
 /// resolve against the source tree.
-pub struct Quarry {
+pub(crate) struct Quarry {
     home: TempDir,
     work: TempDir,
     envs: Vec<(String, String)>,
@@ -32,7 +32,7 @@ impl Default for Quarry {
 }
 
 impl Quarry {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Quarry {
             home: tempfile::Builder::new()
                 .prefix("quarry-home-")
@@ -47,27 +47,27 @@ impl Quarry {
     }
 
     /// `$QUARRY_HOME` of this installation.
-    pub fn home(&self) -> &Path {
+    pub(crate) fn home(&self) -> &Path {
         self.home.path()
     }
 
     /// The scratch folder (also the working directory of every command).
-    pub fn work(&self) -> &Path {
+    pub(crate) fn work(&self) -> &Path {
         self.work.path()
     }
 
     /// Adds an environment variable to every later command of this installation.
-    pub fn set_env(&mut self, key: &str, value: &str) {
+    pub(crate) fn set_env(&mut self, key: &str, value: &str) {
         self.envs.push((key.to_owned(), value.to_owned()));
     }
 
     /// A `quarry` command with this installation's environment; nothing is run yet.
-    pub fn cmd(&self, args: &[&str]) -> Command {
+    pub(crate) fn cmd(&self, args: &[&str]) -> Command {
         self.cmd_as(Path::new(BIN), args)
     }
 
     /// Like [`Quarry::cmd`], running `program` (e.g. a symlink to the binary named `qmd`).
-    pub fn cmd_as(&self, program: &Path, args: &[&str]) -> Command {
+    pub(crate) fn cmd_as(&self, program: &Path, args: &[&str]) -> Command {
         let mut c = Command::new(program);
         c.args(args)
             .current_dir(self.work())
@@ -91,11 +91,11 @@ impl Quarry {
         c
     }
 
-    pub fn run(&self, args: &[&str]) -> Output {
+    pub(crate) fn run(&self, args: &[&str]) -> Output {
         self.cmd(args).output().expect("cannot run quarry")
     }
 
-    pub fn run_env(&self, args: &[&str], envs: &[(&str, &str)]) -> Output {
+    pub(crate) fn run_env(&self, args: &[&str], envs: &[(&str, &str)]) -> Output {
         let mut c = self.cmd(args);
         for (k, v) in envs {
             c.env(k, v);
@@ -104,7 +104,7 @@ impl Quarry {
     }
 
     /// Starts `quarry` in the background with stdout/stderr piped.
-    pub fn spawn(&self, args: &[&str]) -> Child {
+    pub(crate) fn spawn(&self, args: &[&str]) -> Child {
         self.cmd(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -114,7 +114,7 @@ impl Quarry {
 
     /// Runs and asserts success; returns stdout.
     #[track_caller]
-    pub fn ok(&self, args: &[&str]) -> String {
+    pub(crate) fn ok(&self, args: &[&str]) -> String {
         let out = self.run(args);
         assert_success(args, &out);
         stdout(&out)
@@ -122,7 +122,7 @@ impl Quarry {
 
     /// Runs with extra environment and asserts success; returns (stdout, stderr).
     #[track_caller]
-    pub fn ok_env(&self, args: &[&str], envs: &[(&str, &str)]) -> (String, String) {
+    pub(crate) fn ok_env(&self, args: &[&str], envs: &[(&str, &str)]) -> (String, String) {
         let out = self.run_env(args, envs);
         assert_success(args, &out);
         (stdout(&out), stderr(&out))
@@ -130,7 +130,7 @@ impl Quarry {
 
     /// Runs and asserts success; returns (stdout, stderr).
     #[track_caller]
-    pub fn ok_both(&self, args: &[&str]) -> (String, String) {
+    pub(crate) fn ok_both(&self, args: &[&str]) -> (String, String) {
         let out = self.run(args);
         assert_success(args, &out);
         (stdout(&out), stderr(&out))
@@ -139,14 +139,14 @@ impl Quarry {
     /// Runs and asserts a clean failure: exit status 1, nothing on stdout, an `error: …`
     /// message on stderr. Returns stderr.
     #[track_caller]
-    pub fn err(&self, args: &[&str]) -> String {
+    pub(crate) fn err(&self, args: &[&str]) -> String {
         let out = self.run(args);
         assert_failure(args, &out);
         stderr(&out)
     }
 
     #[track_caller]
-    pub fn err_env(&self, args: &[&str], envs: &[(&str, &str)]) -> String {
+    pub(crate) fn err_env(&self, args: &[&str], envs: &[(&str, &str)]) -> String {
         let out = self.run_env(args, envs);
         assert_failure(args, &out);
         stderr(&out)
@@ -154,7 +154,7 @@ impl Quarry {
 
     /// Runs with `--json`, asserts success and parses stdout.
     #[track_caller]
-    pub fn json(&self, args: &[&str]) -> Value {
+    pub(crate) fn json(&self, args: &[&str]) -> Value {
         let mut all: Vec<&str> = args.to_vec();
         all.push("--json");
         let out = self.ok(&all);
@@ -163,7 +163,7 @@ impl Quarry {
     }
 
     /// A folder under the scratch area (created, with parents).
-    pub fn dir(&self, rel: &str) -> PathBuf {
+    pub(crate) fn dir(&self, rel: &str) -> PathBuf {
         let p = self.work().join(rel);
         std::fs::create_dir_all(&p).expect("mkdir");
         p
@@ -171,7 +171,7 @@ impl Quarry {
 
     /// Writes `files` (relative path, content) into a new folder `rel` of the scratch area
     /// and returns its canonical path.
-    pub fn corpus(&self, rel: &str, files: &[(&str, &str)]) -> PathBuf {
+    pub(crate) fn corpus(&self, rel: &str, files: &[(&str, &str)]) -> PathBuf {
         let root = self.dir(rel);
         write_files(&root, files);
         root.canonicalize().expect("canonicalize corpus")
@@ -179,13 +179,13 @@ impl Quarry {
 
     /// `collection add PATH --name NAME` (JSON); returns the JSON reply.
     #[track_caller]
-    pub fn add(&self, path: &Path, name: &str) -> Value {
+    pub(crate) fn add(&self, path: &Path, name: &str) -> Value {
         self.json(&["collection", "add", s(path), "--name", name])
     }
 
     /// Search with `--json`; returns the hits.
     #[track_caller]
-    pub fn search(&self, args: &[&str]) -> Vec<Value> {
+    pub(crate) fn search(&self, args: &[&str]) -> Vec<Value> {
         let mut all = vec!["search"];
         all.extend_from_slice(args);
         match self.json(&all) {
@@ -196,7 +196,7 @@ impl Quarry {
 
     /// Display paths (`file`) of a `--json` search, in rank order.
     #[track_caller]
-    pub fn search_files(&self, args: &[&str]) -> Vec<String> {
+    pub(crate) fn search_files(&self, args: &[&str]) -> Vec<String> {
         self.search(args)
             .iter()
             .map(|h| h["file"].as_str().expect("file").to_owned())
@@ -205,7 +205,7 @@ impl Quarry {
 
     /// Everything a failed command must leave untouched: status, collections, contexts.
     #[track_caller]
-    pub fn state(&self) -> Value {
+    pub(crate) fn state(&self) -> Value {
         serde_json::json!({
             "status": self.json(&["status"]),
             "collections": self.json(&["collection", "list"]),
@@ -215,7 +215,7 @@ impl Quarry {
 
     /// [`Quarry::state`] plus the results of some searches.
     #[track_caller]
-    pub fn state_with(&self, queries: &[&str]) -> Value {
+    pub(crate) fn state_with(&self, queries: &[&str]) -> Value {
         let mut st = self.state();
         let results: Vec<Value> = queries
             .iter()
@@ -227,7 +227,7 @@ impl Quarry {
 
     /// Total documents according to `status --json`.
     #[track_caller]
-    pub fn total_documents(&self) -> u64 {
+    pub(crate) fn total_documents(&self) -> u64 {
         self.json(&["status"])["total_documents"]
             .as_u64()
             .expect("total_documents")
@@ -235,7 +235,7 @@ impl Quarry {
 }
 
 #[track_caller]
-pub fn assert_success(args: &[&str], out: &Output) {
+pub(crate) fn assert_success(args: &[&str], out: &Output) {
     assert!(
         out.status.success(),
         "quarry {args:?} failed ({}):\n--- stdout\n{}\n--- stderr\n{}",
@@ -246,7 +246,7 @@ pub fn assert_success(args: &[&str], out: &Output) {
 }
 
 #[track_caller]
-pub fn assert_failure(args: &[&str], out: &Output) {
+pub(crate) fn assert_failure(args: &[&str], out: &Output) {
     let err = stderr(out);
     assert_eq!(
         out.status.code(),
@@ -265,27 +265,27 @@ pub fn assert_failure(args: &[&str], out: &Output) {
     );
 }
 
-pub fn stdout(out: &Output) -> String {
+pub(crate) fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-pub fn stderr(out: &Output) -> String {
+pub(crate) fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 /// Path as `&str` (test paths are always UTF-8).
-pub fn s(p: &Path) -> &str {
+pub(crate) fn s(p: &Path) -> &str {
     p.to_str().expect("UTF-8 path")
 }
 
 /// Writes `files` (relative path, content) under `root`, creating folders.
-pub fn write_files(root: &Path, files: &[(&str, &str)]) {
+pub(crate) fn write_files(root: &Path, files: &[(&str, &str)]) {
     for (rel, content) in files {
         write_file(&root.join(rel), content.as_bytes());
     }
 }
 
-pub fn write_file(path: &Path, bytes: &[u8]) {
+pub(crate) fn write_file(path: &Path, bytes: &[u8]) {
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent).expect("mkdir");
     }
@@ -294,14 +294,14 @@ pub fn write_file(path: &Path, bytes: &[u8]) {
 
 /// Rewrites a file and moves its mtime forward, so the change is seen even when the new
 /// content has the same size and lands within the same filesystem timestamp tick.
-pub fn rewrite(path: &Path, content: &str) {
+pub(crate) fn rewrite(path: &Path, content: &str) {
     let old = std::fs::metadata(path).and_then(|m| m.modified()).ok();
     write_file(path, content.as_bytes());
     bump_mtime(path, old);
 }
 
 /// `touch`: a new mtime, same bytes.
-pub fn touch(path: &Path) {
+pub(crate) fn touch(path: &Path) {
     let old = std::fs::metadata(path).and_then(|m| m.modified()).ok();
     bump_mtime(path, old);
 }
@@ -318,7 +318,7 @@ fn bump_mtime(path: &Path, old: Option<SystemTime>) {
 
 /// Asserts that no display path occurs twice in a list of hits.
 #[track_caller]
-pub fn assert_unique(files: &[String]) {
+pub(crate) fn assert_unique(files: &[String]) {
     let mut seen = HashSet::new();
     for f in files {
         assert!(seen.insert(f), "duplicate result {f} in {files:?}");
@@ -326,7 +326,7 @@ pub fn assert_unique(files: &[String]) {
 }
 
 /// Milliseconds since the epoch, now.
-pub fn now_ms() -> i64 {
+pub(crate) fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap()
@@ -334,7 +334,7 @@ pub fn now_ms() -> i64 {
 }
 
 /// Parses `YYYY-MM-DDTHH:MM:SS.mmmZ` (exactly that shape) into ms since the epoch.
-pub fn parse_iso8601_millis(s: &str) -> Option<i64> {
+pub(crate) fn parse_iso8601_millis(s: &str) -> Option<i64> {
     let b = s.as_bytes();
     if b.len() != 24 {
         return None;
@@ -368,7 +368,7 @@ pub fn parse_iso8601_millis(s: &str) -> Option<i64> {
 }
 
 /// True when `line` starts with `N: ` for a positive N.
-pub fn has_line_prefix(line: &str) -> Option<usize> {
+pub(crate) fn has_line_prefix(line: &str) -> Option<usize> {
     let (num, _) = line.split_once(": ")?;
     if num.is_empty() || !num.bytes().all(|b| b.is_ascii_digit()) {
         return None;
@@ -377,7 +377,7 @@ pub fn has_line_prefix(line: &str) -> Option<usize> {
 }
 
 /// True when `s` is `#` followed by at least 6 lowercase hex digits.
-pub fn is_docid(s: &str) -> bool {
+pub(crate) fn is_docid(s: &str) -> bool {
     s.strip_prefix('#').is_some_and(|h| {
         h.len() >= 6
             && h.bytes()

@@ -7,7 +7,7 @@ use std::io::{Cursor, Write};
 use zip::write::SimpleFileOptions;
 
 /// A zip archive from `(name, bytes)` entries (deflated).
-pub fn zip_of(entries: &[(&str, &[u8])]) -> Vec<u8> {
+pub(crate) fn zip_of(entries: &[(&str, &[u8])]) -> Vec<u8> {
     let mut w = zip::ZipWriter::new(Cursor::new(Vec::new()));
     let opts = SimpleFileOptions::default().compression_method(zip::CompressionMethod::Deflated);
     for (name, bytes) in entries {
@@ -17,16 +17,16 @@ pub fn zip_of(entries: &[(&str, &[u8])]) -> Vec<u8> {
     w.finish().expect("zip finish").into_inner()
 }
 
-pub const CONTENT_TYPES: &str = r#"<?xml version="1.0" encoding="UTF-8"?><Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types"><Default Extension="xml" ContentType="application/xml"/></Types>"#;
+pub(crate) const CONTENT_TYPES: &str = r#"<?xml version="1.0" encoding="UTF-8"?><Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types"><Default Extension="xml" ContentType="application/xml"/></Types>"#;
 
-pub fn root_rels(target: &str) -> String {
+pub(crate) fn root_rels(target: &str) -> String {
     format!(
         r#"<?xml version="1.0" encoding="UTF-8"?><Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships"><Relationship Id="rId1" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/officeDocument" Target="{target}"/></Relationships>"#
     )
 }
 
 /// A 1×1 PNG.
-pub const PNG: &[u8] = &[
+pub(crate) const PNG: &[u8] = &[
     0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A, 0x00, 0x00, 0x00, 0x0D, 0x49, 0x48, 0x44, 0x52,
     0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x01, 0x08, 0x06, 0x00, 0x00, 0x00, 0x1F, 0x15, 0xC4,
     0x89, 0x00, 0x00, 0x00, 0x0D, 0x49, 0x44, 0x41, 0x54, 0x78, 0x9C, 0x63, 0x00, 0x01, 0x00, 0x00,
@@ -38,7 +38,7 @@ const W: &str = r#"xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2
 
 /// A DOCX: title in core properties, Heading 1/2, a bulleted and a numbered list, a table,
 /// an inline image, bold text, a footnote, Chinese text.
-pub fn docx() -> Vec<u8> {
+pub(crate) fn docx() -> Vec<u8> {
     let styles = format!(
         r#"<?xml version="1.0" encoding="UTF-8"?><w:styles {W}>
 <w:style w:type="paragraph" w:styleId="Heading1"><w:name w:val="heading 1"/></w:style>
@@ -115,7 +115,7 @@ pub fn docx() -> Vec<u8> {
 /// A DOCX with a Word table of contents: a `w:sdt` (gallery "Table of Contents") holding the
 /// "TOC Heading" paragraph and a TOC field over `TOC1`/`TOC2` entries, then the body, then a
 /// "Table of Figures" entry outside any field, then more body.
-pub fn docx_with_toc() -> Vec<u8> {
+pub(crate) fn docx_with_toc() -> Vec<u8> {
     let styles = format!(
         r#"<?xml version="1.0" encoding="UTF-8"?><w:styles {W}>
 <w:style w:type="paragraph" w:styleId="Heading1"><w:name w:val="heading 1"/></w:style>
@@ -165,7 +165,7 @@ pub fn docx_with_toc() -> Vec<u8> {
 }
 
 /// A DOCX whose document.xml inflates to `size` bytes.
-pub fn docx_bomb(size: usize) -> Vec<u8> {
+pub(crate) fn docx_bomb(size: usize) -> Vec<u8> {
     let mut document =
         format!(r#"<?xml version="1.0" encoding="UTF-8"?><w:document {W}><w:body><w:p><w:r><w:t>"#);
     document.push_str(&"a".repeat(size));
@@ -179,7 +179,7 @@ pub fn docx_bomb(size: usize) -> Vec<u8> {
 
 /// An XLSX with two sheets ("Sales" with numbers, a date, a float, text with a pipe;
 /// "中文" with Chinese text).
-pub fn xlsx() -> Vec<u8> {
+pub(crate) fn xlsx() -> Vec<u8> {
     let workbook = r#"<?xml version="1.0" encoding="UTF-8"?><workbook xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main" xmlns:r="http://schemas.openxmlformats.org/officeDocument/2006/relationships"><sheets><sheet name="Sales" sheetId="1" r:id="rId1"/><sheet name="中文" sheetId="2" r:id="rId2"/></sheets></workbook>"#;
     let rels = r#"<?xml version="1.0" encoding="UTF-8"?><Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships"><Relationship Id="rId1" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/worksheet" Target="worksheets/sheet1.xml"/><Relationship Id="rId2" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/worksheet" Target="worksheets/sheet2.xml"/><Relationship Id="rId3" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/styles" Target="styles.xml"/></Relationships>"#;
     let styles = r#"<?xml version="1.0" encoding="UTF-8"?><styleSheet xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main"><cellXfs count="2"><xf numFmtId="0"/><xf numFmtId="14" applyNumberFormat="1"/></cellXfs></styleSheet>"#;
@@ -221,7 +221,7 @@ fn sp(ph: Option<&str>, paras: &[&str]) -> String {
 
 /// A PPTX with two slides (titles, bullets, a table, an image) and notes on slide 1. The
 /// parts are named so that file-name order (slide10 before slide2) differs from slide order.
-pub fn pptx() -> Vec<u8> {
+pub(crate) fn pptx() -> Vec<u8> {
     let pres = format!(
         r#"<?xml version="1.0" encoding="UTF-8"?><p:presentation {P}><p:sldIdLst><p:sldId id="256" r:id="rId2"/><p:sldId id="257" r:id="rId3"/></p:sldIdLst></p:presentation>"#
     );
@@ -258,7 +258,7 @@ pub fn pptx() -> Vec<u8> {
 
 /// A PDF with `pages` page contents (content-stream operators), Helvetica as /F1, with a
 /// correct xref table and an `/Info` title.
-pub fn pdf(pages: &[String], title: &str) -> Vec<u8> {
+pub(crate) fn pdf(pages: &[String], title: &str) -> Vec<u8> {
     let n = pages.len();
     // Objects: 1 catalog, 2 pages, 3 font, 4 info, then (page, content) pairs.
     let mut objects: Vec<String> = Vec::new();
@@ -307,13 +307,13 @@ pub fn pdf(pages: &[String], title: &str) -> Vec<u8> {
 }
 
 /// Text at (x, y) in font size `size`.
-pub fn text_at(x: f32, y: f32, size: f32, text: &str) -> String {
+pub(crate) fn text_at(x: f32, y: f32, size: f32, text: &str) -> String {
     format!("BT /F1 {size} Tf {x} {y} Td ({text}) Tj ET\n")
 }
 
 /// A four-page report: a heading and a paragraph of several lines; a ruled 3×4 table; a
 /// closing page; a page with only a drawn rectangle (no text layer).
-pub fn report_pdf() -> Vec<u8> {
+pub(crate) fn report_pdf() -> Vec<u8> {
     let mut p1 = text_at(72.0, 720.0, 24.0, "Annual Survey Results");
     let lines = [
         "The survey reached households in every county and the response",
@@ -371,7 +371,7 @@ pub fn report_pdf() -> Vec<u8> {
 
 /// Rewrites the uncompressed size the zip headers declare for `name` (local header and
 /// central directory), as a zip bomb would, to `size`.
-pub fn lie_about_size(zip: &mut [u8], name: &str, size: u32) {
+pub(crate) fn lie_about_size(zip: &mut [u8], name: &str, size: u32) {
     let name = name.as_bytes();
     let mut i = 0;
     while i + 46 <= zip.len() {

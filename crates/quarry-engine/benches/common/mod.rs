@@ -6,7 +6,7 @@ use std::path::Path;
 use std::time::Duration;
 
 /// `key` parsed from the environment, else `default`.
-pub fn env_or<T: std::str::FromStr>(key: &str, default: T) -> T {
+pub(crate) fn env_or<T: std::str::FromStr>(key: &str, default: T) -> T {
     std::env::var(key)
         .ok()
         .and_then(|v| v.parse().ok())
@@ -14,7 +14,7 @@ pub fn env_or<T: std::str::FromStr>(key: &str, default: T) -> T {
 }
 
 /// The `p` quantile of sorted durations, in milliseconds.
-pub fn percentile(sorted: &[Duration], p: f64) -> f64 {
+pub(crate) fn percentile(sorted: &[Duration], p: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
     }
@@ -23,7 +23,7 @@ pub fn percentile(sorted: &[Duration], p: f64) -> f64 {
 }
 
 /// The `query` fields of the repository's JSONL eval sets (`eval/…`).
-pub fn eval_queries(repo: &Path, sets: &[&str]) -> Vec<String> {
+pub(crate) fn eval_queries(repo: &Path, sets: &[&str]) -> Vec<String> {
     let mut qs = Vec::new();
     for f in sets {
         if let Ok(text) = std::fs::read_to_string(repo.join(f)) {

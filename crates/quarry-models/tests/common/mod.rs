@@ -7,10 +7,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use candle_core::{Device, Tensor};
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 /// A model directory from an env var, or `None` with a printed skip message.
-pub fn model_dir(var: &str) -> Option<PathBuf> {
+pub(crate) fn model_dir(var: &str) -> Option<PathBuf> {
     match std::env::var(var) {
         Ok(v) if !v.is_empty() => Some(PathBuf::from(v)),
         _ => {
@@ -23,12 +23,12 @@ pub fn model_dir(var: &str) -> Option<PathBuf> {
     }
 }
 
-pub fn python() -> String {
+pub(crate) fn python() -> String {
     std::env::var("QUARRY_TEST_PYTHON").unwrap_or_else(|_| "python3".to_string())
 }
 
 /// Whether the reference interpreter has numpy, safetensors and tokenizers.
-pub fn python_ok() -> bool {
+pub(crate) fn python_ok() -> bool {
     Command::new(python())
         .args(["-c", "import numpy, safetensors, tokenizers"])
         .stdout(Stdio::null())
@@ -39,7 +39,7 @@ pub fn python_ok() -> bool {
 }
 
 /// Runs tests/reference_embed.py `mode` on `dir` with `request` on stdin.
-pub fn reference(mode: &str, dir: &Path, request: &Value) -> Value {
+pub(crate) fn reference(mode: &str, dir: &Path, request: &Value) -> Value {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/reference_embed.py");
     let mut child = Command::new(python())
         .arg(&script)
@@ -65,7 +65,7 @@ pub fn reference(mode: &str, dir: &Path, request: &Value) -> Value {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
-pub fn cosine(a: &[f32], b: &[f64]) -> f64 {
+pub(crate) fn cosine(a: &[f32], b: &[f64]) -> f64 {
     assert_eq!(a.len(), b.len());
     let dot: f64 = a.iter().zip(b).map(|(x, y)| *x as f64 * y).sum();
     let na: f64 = a.iter().map(|x| (*x as f64).powi(2)).sum::<f64>().sqrt();
@@ -73,7 +73,7 @@ pub fn cosine(a: &[f32], b: &[f64]) -> f64 {
     dot / (na * nb)
 }
 
-pub fn as_f64s(v: &Value) -> Vec<f64> {
+pub(crate) fn as_f64s(v: &Value) -> Vec<f64> {
     v.as_array()
         .unwrap()
         .iter()
@@ -81,7 +81,7 @@ pub fn as_f64s(v: &Value) -> Vec<f64> {
         .collect()
 }
 
-pub fn as_u32s(v: &Value) -> Vec<u32> {
+pub(crate) fn as_u32s(v: &Value) -> Vec<u32> {
     v.as_array()
         .unwrap()
         .iter()
@@ -90,7 +90,7 @@ pub fn as_u32s(v: &Value) -> Vec<u32> {
 }
 
 /// A fresh empty directory under the target dir.
-pub fn scratch_dir(name: &str) -> PathBuf {
+pub(crate) fn scratch_dir(name: &str) -> PathBuf {
     // Cargo sets CARGO_TARGET_TMPDIR at compile time for integration tests.
     let base = option_env!("CARGO_TARGET_TMPDIR")
         .map(PathBuf::from)
@@ -105,7 +105,7 @@ pub fn scratch_dir(name: &str) -> PathBuf {
 // Tiny self-made models
 // ----------------------------------------------------------------------------------------------
 
-pub const WORDS: &[&str] = &[
+pub(crate) const WORDS: &[&str] = &[
     "the",
     "a",
     "of",
@@ -179,7 +179,7 @@ pub const WORDS: &[&str] = &[
 
 /// A WordPiece tokenizer.json over [`WORDS`] + letters (BERT-style specials, pair template).
 /// Returns (json, vocab size).
-pub fn tiny_tokenizer_json() -> (Value, usize) {
+pub(crate) fn tiny_tokenizer_json() -> (Value, usize) {
     let mut vocab: Vec<String> = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
         .iter()
         .map(|s| s.to_string())
@@ -233,13 +233,13 @@ pub fn tiny_tokenizer_json() -> (Value, usize) {
 }
 
 /// Deterministic pseudo-random numbers (splitmix64), uniform in [-1, 1).
-pub struct Rng(u64);
+pub(crate) struct Rng(u64);
 
 impl Rng {
-    pub fn new(seed: u64) -> Self {
+    pub(crate) fn new(seed: u64) -> Self {
         Rng(seed)
     }
-    pub fn next_f32(&mut self) -> f32 {
+    pub(crate) fn next_f32(&mut self) -> f32 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -247,7 +247,7 @@ impl Rng {
         z ^= z >> 31;
         ((z >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
     }
-    pub fn tensor(&mut self, shape: &[usize], scale: f32, offset: f32) -> Tensor {
+    pub(crate) fn tensor(&mut self, shape: &[usize], scale: f32, offset: f32) -> Tensor {
         let n: usize = shape.iter().product();
         let v: Vec<f32> = (0..n).map(|_| offset + scale * self.next_f32()).collect();
         Tensor::from_vec(v, shape, &Device::Cpu).unwrap()
@@ -255,7 +255,7 @@ impl Rng {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TinyKind {
+pub(crate) enum TinyKind {
     /// BertForSequenceClassification (`bert.` prefix, pooler + classifier).
     BertClassifier { labels: usize },
     /// XLMRobertaForSequenceClassification (`roberta.` prefix, classifier.dense/out_proj).
@@ -264,11 +264,11 @@ pub enum TinyKind {
     BertEncoder,
 }
 
-pub const TINY_HIDDEN: usize = 32;
-pub const TINY_MAX_POS: usize = 40;
+pub(crate) const TINY_HIDDEN: usize = 32;
+pub(crate) const TINY_MAX_POS: usize = 40;
 
 /// Writes a tiny randomly initialised model directory and returns its path.
-pub fn write_tiny_model(name: &str, kind: TinyKind, seed: u64) -> PathBuf {
+pub(crate) fn write_tiny_model(name: &str, kind: TinyKind, seed: u64) -> PathBuf {
     let dir = scratch_dir(name);
     let (tok, vocab) = tiny_tokenizer_json();
     std::fs::write(dir.join("tokenizer.json"), tok.to_string()).unwrap();

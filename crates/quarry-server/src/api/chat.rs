@@ -25,7 +25,7 @@ use crate::http::{ApiError, Body, ErrorCode, ok, run_blocking};
 /// A comment line sent while nothing else is, so proxies keep the stream open.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
-pub fn router() -> Router<Arc<AppState>> {
+pub(crate) fn router() -> Router<Arc<AppState>> {
     Router::new()
         .route("/api/v1/chat", post(chat))
         .route("/api/v1/chat/config", get(chat_config))

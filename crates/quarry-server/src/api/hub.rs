@@ -21,7 +21,7 @@ use crate::auth::Caller;
 use crate::http::{ApiError, Body, ok, ok_list, run_blocking};
 use crate::service::knowledge_tools;
 
-pub fn router() -> Router<Arc<AppState>> {
+pub(crate) fn router() -> Router<Arc<AppState>> {
     Router::new()
         .route(
             "/api/v1/mcp/servers",

@@ -26,13 +26,13 @@ use crate::http::{ApiError, Body, ok, ok_list, run_blocking, run_blocking_raw};
 
 /// Largest upload request (all files together); each file is also bounded by the
 /// engine's per-file limit.
-pub const MAX_UPLOAD_REQUEST_BYTES: usize = 1 << 30;
+pub(crate) const MAX_UPLOAD_REQUEST_BYTES: usize = 1 << 30;
 /// Files per upload request.
-pub const MAX_FILES_PER_UPLOAD: usize = 200;
+pub(crate) const MAX_FILES_PER_UPLOAD: usize = 200;
 /// Bytes streamed per read of a preview.
 const PREVIEW_CHUNK: usize = 256 * 1024;
 
-pub fn router() -> Router<Arc<AppState>> {
+pub(crate) fn router() -> Router<Arc<AppState>> {
     Router::new()
         .route("/api/v1/knowledge-bases", get(list_kbs).post(create_kb))
         .route(

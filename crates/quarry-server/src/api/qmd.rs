@@ -27,7 +27,7 @@ use crate::http::{ApiError, Body, count, run_blocking};
 
 type ApiResult = Result<axum::Json<Value>, ApiError>;
 
-pub fn router() -> Router<Arc<AppState>> {
+pub(crate) fn router() -> Router<Arc<AppState>> {
     Router::new()
         .route("/search", post(search))
         .route("/vsearch", post(vsearch))
@@ -64,7 +64,7 @@ pub fn router() -> Router<Arc<AppState>> {
 }
 
 /// Routes that need no credentials.
-pub fn public_router() -> Router<Arc<AppState>> {
+pub(crate) fn public_router() -> Router<Arc<AppState>> {
     Router::new().route("/health", get(health))
 }
 

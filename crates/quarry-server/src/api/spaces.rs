@@ -22,7 +22,7 @@ use crate::auth::Caller;
 use crate::http::{ApiError, Body, ok, ok_list, run_blocking};
 
 /// Mounted under the Account surface: a token with several spaces needs to name none.
-pub fn router() -> Router<Arc<AppState>> {
+pub(crate) fn router() -> Router<Arc<AppState>> {
     Router::new()
         .route("/api/v1/spaces", get(list_spaces).post(create_space))
         .route("/api/v1/spaces/{id}", get(get_space).delete(delete_space))

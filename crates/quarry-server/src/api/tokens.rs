@@ -20,7 +20,7 @@ use crate::http::{ApiError, Body, ok, run_blocking};
 use crate::service::visible_spaces;
 
 /// Routes about the caller's own account (no space needs naming to list them).
-pub fn account_router() -> Router<Arc<AppState>> {
+pub(crate) fn account_router() -> Router<Arc<AppState>> {
     Router::new()
         .route("/api/v1/tokens", get(list_tokens))
         .route("/api/v1/tokens/{id}", delete(revoke_token))
@@ -29,7 +29,7 @@ pub fn account_router() -> Router<Arc<AppState>> {
 
 /// Routes that answer in the REST error shape and act in one space (a new token is made
 /// for the space of the request).
-pub fn router() -> Router<Arc<AppState>> {
+pub(crate) fn router() -> Router<Arc<AppState>> {
     Router::new()
         .route("/api/v1/tokens", post(create_token))
         .route("/api/v1/user/access-token", post(create_access_token))

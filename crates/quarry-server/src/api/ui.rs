@@ -35,7 +35,7 @@ font-src 'self'; connect-src 'self'; frame-src 'self'; object-src 'none'; base-u
 form-action 'self'; frame-ancestors 'none'";
 
 /// Routes needing no caller: the shell, assets, login and logout.
-pub fn public_router() -> Router<Arc<AppState>> {
+pub(crate) fn public_router() -> Router<Arc<AppState>> {
     Router::new()
         .route("/", get(shell))
         .route("/index.html", get(shell))
@@ -46,7 +46,7 @@ pub fn public_router() -> Router<Arc<AppState>> {
 }
 
 /// Routes with a caller (mounted under the Account surface: no space needs naming).
-pub fn router() -> Router<Arc<AppState>> {
+pub(crate) fn router() -> Router<Arc<AppState>> {
     Router::new().route("/ui/session", get(session))
 }
 

@@ -37,7 +37,7 @@ pub enum AuthMode {
 
 /// How a surface words an authentication failure, and whether its routes read a space.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Surface {
+pub(crate) enum Surface {
     /// REST routes about the token itself (its spaces, its user's tokens): a token with
     /// several spaces needs to name none.
     Account,
@@ -51,7 +51,7 @@ pub enum Surface {
 
 /// The resolved caller of one request.
 #[derive(Clone)]
-pub struct Caller {
+pub(crate) struct Caller {
     pub principal: Principal,
     /// The engine, limited to the principal's scope.
     pub engine: Engine,
@@ -74,19 +74,19 @@ impl Caller {
     }
 
     /// Who keys idempotent requests: the user, or `local` for the machine's owner.
-    pub fn idempotency_owner(&self) -> &str {
+    pub(crate) fn idempotency_owner(&self) -> &str {
         self.principal.owner_key()
     }
 
     /// The machine's owner (stdio, open local mode).
-    pub fn owner(state: &AppState) -> Result<Caller, quarry_core::Error> {
+    pub(crate) fn owner(state: &AppState) -> Result<Caller, quarry_core::Error> {
         let space = state.default_space()?;
         Ok(Caller::new(state, owner_principal(&space), None))
     }
 }
 
 /// Where notes go when a request names no resource (seed 004).
-pub const DEFAULT_RESOURCE: &str = "knowledge";
+pub(crate) const DEFAULT_RESOURCE: &str = "knowledge";
 
 impl<S: Send + Sync> FromRequestParts<S> for Caller {
     type Rejection = Response;
@@ -287,7 +287,7 @@ fn needs_csrf(req: &Request, c: &Credentials) -> bool {
 }
 
 /// Middleware: resolves the caller or answers the refusal in `surface`'s words.
-pub async fn authenticate(
+pub(crate) async fn authenticate(
     State((state, surface)): State<(Arc<AppState>, Surface)>,
     mut req: Request,
     next: Next,

@@ -10,10 +10,10 @@ use serde_json::json;
 use crate::http::guard::{LOOPBACK_NAMES, strip_port};
 
 /// The session cookie: the access token (HttpOnly, Secure, SameSite=Strict).
-pub const SESSION_COOKIE: &str = "quarry_session";
+pub(crate) const SESSION_COOKIE: &str = "quarry_session";
 /// The CSRF cookie: random, readable by the page, echoed in [`CSRF_HEADER`].
-pub const CSRF_COOKIE: &str = "quarry_csrf";
-pub const CSRF_HEADER: &str = "x-quarry-csrf";
+pub(crate) const CSRF_COOKIE: &str = "quarry_csrf";
+pub(crate) const CSRF_HEADER: &str = "x-quarry-csrf";
 
 /// Whether the browser will keep a Secure cookie from this request: loopback (browsers
 /// treat it as a secure context) or HTTPS through a proxy that says so.

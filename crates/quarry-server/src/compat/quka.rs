@@ -26,12 +26,12 @@ use crate::service::tool_args::request_caller;
 
 /// The QukaAI-compatible MCP server; one per request (stateless).
 #[derive(Clone)]
-pub struct QukaMcp {
+pub(crate) struct QukaMcp {
     state: Arc<AppState>,
 }
 
 impl QukaMcp {
-    pub fn new(state: Arc<AppState>) -> Self {
+    pub(crate) fn new(state: Arc<AppState>) -> Self {
         QukaMcp { state }
     }
 }
@@ -105,7 +105,7 @@ impl ServerHandler for QukaMcp {
 
 /// Middleware: a POST whose `Accept` does not name both JSON and SSE (curl sends `*/*`, the
 /// seed's examples none) is treated as accepting both; responses are JSON either way.
-pub async fn accept_json(mut req: Request, next: Next) -> Response {
+pub(crate) async fn accept_json(mut req: Request, next: Next) -> Response {
     if req.method() == Method::POST {
         let accepts = req
             .headers()

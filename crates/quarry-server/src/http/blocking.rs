@@ -13,7 +13,7 @@ use quarry_core::Error;
 use super::ApiError;
 
 /// Runs `f` off the async threads and maps its error into the REST shape.
-pub async fn run_blocking<T: Send + 'static>(
+pub(crate) async fn run_blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, Error> + Send + 'static,
 ) -> Result<T, ApiError> {
     run_blocking_raw(f).await?.map_err(ApiError::from)
@@ -21,7 +21,7 @@ pub async fn run_blocking<T: Send + 'static>(
 
 /// Runs `f` off the async threads; only a worker that panicked is an error here (for work
 /// whose result is not an engine `Result`, or whose errors the caller words itself).
-pub async fn run_blocking_raw<T: Send + 'static>(
+pub(crate) async fn run_blocking_raw<T: Send + 'static>(
     f: impl FnOnce() -> T + Send + 'static,
 ) -> Result<T, ApiError> {
     tokio::task::spawn_blocking(move || quarry_store::thread_guard::allow_blocking(f))

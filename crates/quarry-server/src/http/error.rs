@@ -165,7 +165,7 @@ impl IntoResponse for ApiError {
 
 /// The HTTP status of an engine error (REST replies, and the seed's `Search failed: <status>`
 /// text of `knowledge_search`).
-pub fn http_status(e: &Error) -> StatusCode {
+pub(crate) fn http_status(e: &Error) -> StatusCode {
     match e {
         Error::InvalidInput(_) => StatusCode::BAD_REQUEST,
         Error::NotFound(_) => StatusCode::NOT_FOUND,

@@ -10,7 +10,7 @@ use super::ApiError;
 
 /// `Json<T>` whose rejections (bad JSON, wrong types, missing fields, too large) answer in
 /// the seed's error shape with a message that says what is wrong.
-pub struct Body<T>(pub T);
+pub(crate) struct Body<T>(pub T);
 
 impl<S: Send + Sync, T: serde::de::DeserializeOwned> FromRequest<S> for Body<T> {
     type Rejection = ApiError;
@@ -35,7 +35,7 @@ fn rejection_error(r: JsonRejection) -> ApiError {
 /// An optional count: a non-negative whole number, also written as a float (`5.0`, as
 /// JavaScript clients send it). `5.5`, `-1` and non-numbers are refused; the extractor
 /// prefixes the message with the field's name.
-pub fn count<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+pub(crate) fn count<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
 where
     D: Deserializer<'de>,
     T: TryFrom<u64>,

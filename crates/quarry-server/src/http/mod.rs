@@ -9,7 +9,7 @@ mod error;
 mod extract;
 pub(crate) mod guard;
 
-pub use blocking::{run_blocking, run_blocking_raw};
-pub use envelope::{ok, ok_list};
-pub use error::{ApiError, ErrorCode, http_status};
-pub use extract::{Body, count};
+pub(crate) use blocking::{run_blocking, run_blocking_raw};
+pub(crate) use envelope::{ok, ok_list};
+pub(crate) use error::{ApiError, ErrorCode, http_status};
+pub(crate) use extract::{Body, count};

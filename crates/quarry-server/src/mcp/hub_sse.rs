@@ -50,11 +50,11 @@ const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
 /// `params.tools` of a legacy SSE session's `initialize`, put on each of its messages.
 #[derive(Debug, Clone)]
-pub struct InitializeTools(pub Vec<String>);
+pub(crate) struct InitializeTools(pub Vec<String>);
 
 /// The open legacy SSE sessions of one server, and the `params.tools` of Streamable HTTP
 /// sessions (keyed by `Mcp-Session-Id`).
-pub struct LegacySse {
+pub(crate) struct LegacySse {
     state: Arc<AppState>,
     sessions: Mutex<HashMap<String, Arc<Session>>>,
     streamable_tools: Mutex<StreamableTools>,
@@ -120,7 +120,7 @@ impl Opener {
 }
 
 impl LegacySse {
-    pub fn new(
+    pub(crate) fn new(
         state: Arc<AppState>,
         max_body_bytes: usize,
         shutdown: CancellationToken,
@@ -149,7 +149,11 @@ impl LegacySse {
 /// without `Mcp-Session-Id`, a POST naming `?sessionId=`), passes the rest to Streamable HTTP
 /// — remembering an `initialize`'s `params.tools` for the session it opens, and putting them
 /// on that session's later requests.
-pub async fn route(State(sse): State<Arc<LegacySse>>, mut req: Request, next: Next) -> Response {
+pub(crate) async fn route(
+    State(sse): State<Arc<LegacySse>>,
+    mut req: Request,
+    next: Next,
+) -> Response {
     let session = req
         .headers()
         .get("mcp-session-id")
@@ -484,7 +488,7 @@ impl rmcp::transport::Transport<RoleServer> for ChannelTransport {
 /// The selection a request is viewed through: the URL's, narrowed to `params.tools` when the
 /// session's `initialize` named some. Each named tool must be in the URL's selection (all of
 /// the caller's tools when it selects none): `params.tools` never widens it.
-pub fn narrowed(
+pub(crate) fn narrowed(
     selection: Selection,
     catalog: &Catalog,
     context: &RequestContext<RoleServer>,

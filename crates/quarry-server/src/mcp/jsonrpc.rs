@@ -26,7 +26,7 @@ fn error_value(code: i64, message: String) -> serde_json::Value {
 }
 
 /// The `-32700` reply for a message that is not JSON.
-pub fn parse_error(detail: &dyn std::fmt::Display) -> serde_json::Value {
+pub(crate) fn parse_error(detail: &dyn std::fmt::Display) -> serde_json::Value {
     error_value(-32700, format!("Parse error: {detail}"))
 }
 
@@ -40,7 +40,7 @@ fn is_json(req: &Request) -> bool {
 /// Middleware for the MCP endpoint: parse errors for malformed JSON bodies, 413 for bodies
 /// over `limit`, and 200 (not 202) when a session is deleted — the official Python SDK
 /// accepts only 200/204 there and warns otherwise.
-pub async fn http_guard(State(limit): State<usize>, req: Request, next: Next) -> Response {
+pub(crate) async fn http_guard(State(limit): State<usize>, req: Request, next: Next) -> Response {
     if req.method() == Method::POST && is_json(&req) {
         let (parts, body) = req.into_parts();
         let bytes = match axum::body::to_bytes(body, limit).await {
@@ -132,7 +132,7 @@ fn check_message(message: &Value) -> Result<(), Value> {
 
 /// The same message with the seed's extra fields, or `None` when it needs none (most do not,
 /// and those are passed on byte for byte).
-pub fn rewrite_message(json: &[u8]) -> Option<Vec<u8>> {
+pub(crate) fn rewrite_message(json: &[u8]) -> Option<Vec<u8>> {
     // Cheap filters: only tool results with embedded resources, and tool lists carrying
     // upstream fields rmcp has no model for, change.
     let text = std::str::from_utf8(json).ok()?;
@@ -301,7 +301,7 @@ fn rewrite_lines(text: &[u8]) -> Vec<u8> {
 /// that is not JSON is answered with a parse error. Returns the (reader, writer) pair rmcp
 /// serves on, and the output pump, which ends once rmcp has dropped its writer and everything
 /// it wrote is on stdout: await it before exiting so no response is lost.
-pub fn stdio_pipes(
+pub(crate) fn stdio_pipes(
     stdin: impl AsyncRead + Unpin + Send + 'static,
     stdout: impl AsyncWrite + Unpin + Send + 'static,
 ) -> (

@@ -173,7 +173,7 @@ impl QuarryMcp {
 
 /// Every tool the caller may use on `/mcp` and stdio: QMD's six, `knowledge_search`, and the
 /// knowledge capture tools (write tools only for callers that may write).
-pub fn tools_for(caller: &Caller) -> Vec<Tool> {
+pub(crate) fn tools_for(caller: &Caller) -> Vec<Tool> {
     let mut all = tools();
     all.push(knowledge_tools::knowledge_search_tool());
     all.extend(knowledge_tools::capture_tools_for(caller));

@@ -95,7 +95,7 @@ fn tool(name: &str, title: &str, description: &str, input: Value, output: Option
 }
 
 /// The six tools of seed 001, with its parameter names and defaults.
-pub fn tools() -> Vec<Tool> {
+pub(crate) fn tools() -> Vec<Tool> {
     vec![
         tool(
             "search",

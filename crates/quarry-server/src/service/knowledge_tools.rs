@@ -20,7 +20,7 @@ use crate::AppState;
 use crate::auth::Caller;
 use crate::http::run_blocking_raw;
 
-pub const KNOWLEDGE_SEARCH: &str = "knowledge_search";
+pub(crate) const KNOWLEDGE_SEARCH: &str = "knowledge_search";
 const CREATE: &str = "create_knowledge";
 const GET: &str = "get_knowledge";
 const QUERY: &str = "query_knowledge";
@@ -36,7 +36,7 @@ const IDEMPOTENCY_KEY: &str = "idempotency_key";
 const WRITE_TOOLS: [&str; 3] = [CREATE, UPDATE, DELETE];
 
 /// Whether `name` is one of this module's tools (aliases included).
-pub fn handles(name: &str) -> bool {
+pub(crate) fn handles(name: &str) -> bool {
     matches!(
         name,
         KNOWLEDGE_SEARCH | CREATE | GET | QUERY | QUERY_ALIAS | LIST | UPDATE | DELETE
@@ -90,7 +90,7 @@ fn make(name: &str, description: &str, input: Value, output: Option<Value>) -> T
     t
 }
 
-pub fn knowledge_search_tool() -> Tool {
+pub(crate) fn knowledge_search_tool() -> Tool {
     with_annotations(
         make(
             KNOWLEDGE_SEARCH,
@@ -133,7 +133,7 @@ pub fn knowledge_search_tool() -> Tool {
 }
 
 /// Seed 004 §3.1's `create_knowledge`, and its siblings (§9.1).
-pub fn capture_tools() -> Vec<Tool> {
+pub(crate) fn capture_tools() -> Vec<Tool> {
     let id = json!({"type": "string", "description": "The knowledge entry's id (from create_knowledge, list_knowledge or query_knowledge)"});
     let status_output = json!({
         "type": "object",
@@ -237,11 +237,11 @@ pub fn capture_tools() -> Vec<Tool> {
 /// The capture tools `caller` may use (no write tools for read-only callers).
 /// Whether `caller` may use the knowledge tool `name` (read-only callers lose the write
 /// tools) — without building any tool definition.
-pub fn usable_by(caller: &Caller, name: &str) -> bool {
+pub(crate) fn usable_by(caller: &Caller, name: &str) -> bool {
     !WRITE_TOOLS.contains(&name) || caller.engine.scope().can(Access::Write)
 }
 
-pub fn capture_tools_for(caller: &Caller) -> Vec<Tool> {
+pub(crate) fn capture_tools_for(caller: &Caller) -> Vec<Tool> {
     let write = caller.engine.scope().can(Access::Write);
     capture_tools()
         .into_iter()
@@ -250,7 +250,7 @@ pub fn capture_tools_for(caller: &Caller) -> Vec<Tool> {
 }
 
 /// The seed's result text for `knowledge_search`, plus `structuredContent`.
-pub fn knowledge_search_result(
+pub(crate) fn knowledge_search_result(
     query: &str,
     requested: SearchMode,
     found: &KnowledgeSearchResult,
@@ -387,7 +387,7 @@ fn content_change(args: &Args<'_>) -> Result<Option<(String, NoteFormat)>, Strin
 
 /// Runs one of this module's tools on a blocking thread. Failures are tool errors
 /// (`isError`), worded for the model.
-pub async fn call(
+pub(crate) async fn call(
     state: &Arc<AppState>,
     caller: &Caller,
     name: &str,

@@ -18,7 +18,7 @@ use tower::ServiceExt;
 
 /// A server over a fresh index, in `mode`, with a user `ann` (an admin of the default space)
 /// and a space `other` she is not in.
-pub struct Fixture {
+pub(crate) struct Fixture {
     _home: tempfile::TempDir,
     pub state: Arc<AppState>,
     app: Router,
@@ -26,7 +26,7 @@ pub struct Fixture {
 }
 
 impl Fixture {
-    pub fn new(mode: AuthMode) -> Fixture {
+    pub(crate) fn new(mode: AuthMode) -> Fixture {
         let home = tempfile::tempdir().expect("temp dir");
         let engine = Engine::open(EngineOptions {
             home: home.path().to_path_buf(),
@@ -69,7 +69,7 @@ impl Fixture {
     }
 
     /// A token for `ann`, expiring at `expires_at` (ms) if given.
-    pub fn token(&self, expires_at: Option<i64>) -> (String, String) {
+    pub(crate) fn token(&self, expires_at: Option<i64>) -> (String, String) {
         let issued = self
             .state
             .directory()
@@ -85,7 +85,7 @@ impl Fixture {
 
     /// Sends `req` (a loopback `Host` unless it has one) and returns status, headers and
     /// the JSON body (`Null` when the body is not JSON).
-    pub fn send(&self, mut req: Request<Body>) -> (StatusCode, header::HeaderMap, Value) {
+    pub(crate) fn send(&self, mut req: Request<Body>) -> (StatusCode, header::HeaderMap, Value) {
         if !req.headers().contains_key(header::HOST) {
             req.headers_mut()
                 .insert(header::HOST, "127.0.0.1:18765".parse().expect("host"));
@@ -94,7 +94,7 @@ impl Fixture {
     }
 
     /// Sends `req` as it is.
-    pub fn send_raw(&self, req: Request<Body>) -> (StatusCode, header::HeaderMap, Value) {
+    pub(crate) fn send_raw(&self, req: Request<Body>) -> (StatusCode, header::HeaderMap, Value) {
         let app = self.app.clone();
         quarry_store::thread_guard::mark_async_thread();
         let (status, headers, bytes) = self.rt.block_on(async move {
@@ -109,11 +109,11 @@ impl Fixture {
     }
 }
 
-pub fn get(uri: &str) -> axum::http::request::Builder {
+pub(crate) fn get(uri: &str) -> axum::http::request::Builder {
     Request::builder().method("GET").uri(uri)
 }
 
-pub fn post_json(uri: &str, body: Value) -> Request<Body> {
+pub(crate) fn post_json(uri: &str, body: Value) -> Request<Body> {
     Request::builder()
         .method("POST")
         .uri(uri)
@@ -122,12 +122,16 @@ pub fn post_json(uri: &str, body: Value) -> Request<Body> {
         .expect("request")
 }
 
-pub fn empty(b: axum::http::request::Builder) -> Request<Body> {
+pub(crate) fn empty(b: axum::http::request::Builder) -> Request<Body> {
     b.body(Body::empty()).expect("request")
 }
 
 /// A REST error: the status, and a body of exactly `detail`, `status_code`, `error_code`.
-pub fn assert_error(got: &(StatusCode, header::HeaderMap, Value), status: StatusCode, code: &str) {
+pub(crate) fn assert_error(
+    got: &(StatusCode, header::HeaderMap, Value),
+    status: StatusCode,
+    code: &str,
+) {
     let (s, _, body) = got;
     assert_eq!(*s, status, "{body}");
     let keys: Vec<&str> = body

@@ -2,15 +2,15 @@
 #![allow(dead_code)]
 
 /// xorshift64* — tiny, seeded, good enough for test data.
-pub struct XorShift(u64);
+pub(crate) struct XorShift(u64);
 
 impl XorShift {
-    pub fn new(seed: u64) -> Self {
+    pub(crate) fn new(seed: u64) -> Self {
         // Avoid the all-zero state, which xorshift never leaves.
         XorShift(seed ^ 0x9E37_79B9_7F4A_7C15 | 1)
     }
 
-    pub fn next_u64(&mut self) -> u64 {
+    pub(crate) fn next_u64(&mut self) -> u64 {
         let mut x = self.0;
         x ^= x >> 12;
         x ^= x << 25;
@@ -20,33 +20,33 @@ impl XorShift {
     }
 
     /// Uniform in [0, 1).
-    pub fn next_f32(&mut self) -> f32 {
+    pub(crate) fn next_f32(&mut self) -> f32 {
         (self.next_u64() >> 40) as f32 / (1u64 << 24) as f32
     }
 
     /// Standard normal via Box–Muller (isotropic directions after normalising).
-    pub fn next_gaussian(&mut self) -> f32 {
+    pub(crate) fn next_gaussian(&mut self) -> f32 {
         let u1 = self.next_f32().max(f32::MIN_POSITIVE);
         let u2 = self.next_f32();
         (-2.0 * u1.ln()).sqrt() * (2.0 * std::f32::consts::PI * u2).cos()
     }
 }
 
-pub fn normalize(v: &mut [f32]) {
+pub(crate) fn normalize(v: &mut [f32]) {
     let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
     if norm > 0.0 {
         v.iter_mut().for_each(|x| *x /= norm);
     }
 }
 
-pub fn random_unit(rng: &mut XorShift, dims: usize) -> Vec<f32> {
+pub(crate) fn random_unit(rng: &mut XorShift, dims: usize) -> Vec<f32> {
     let mut v: Vec<f32> = (0..dims).map(|_| rng.next_gaussian()).collect();
     normalize(&mut v);
     v
 }
 
 /// `n` random unit vectors in one flat buffer (row-major).
-pub fn random_unit_matrix(seed: u64, n: usize, dims: usize) -> Vec<f32> {
+pub(crate) fn random_unit_matrix(seed: u64, n: usize, dims: usize) -> Vec<f32> {
     let mut rng = XorShift::new(seed);
     let mut out = Vec::with_capacity(n * dims);
     for _ in 0..n {
@@ -56,7 +56,7 @@ pub fn random_unit_matrix(seed: u64, n: usize, dims: usize) -> Vec<f32> {
 }
 
 /// Fraction of `truth` keys present in `found`.
-pub fn recall(found: &[(u64, f32)], truth: &[(u64, f32)]) -> f64 {
+pub(crate) fn recall(found: &[(u64, f32)], truth: &[(u64, f32)]) -> f64 {
     if truth.is_empty() {
         return 1.0;
     }
@@ -74,7 +74,7 @@ pub fn recall(found: &[(u64, f32)], truth: &[(u64, f32)]) -> f64 {
 /// is a worst case no graph index handles at low `ef`. This model draws a latent
 /// `z ~ N(0, I_latent)`, maps it through a fixed random `dims × latent` Gaussian matrix, adds
 /// isotropic noise of relative scale `noise`, and normalises.
-pub struct LatentModel {
+pub(crate) struct LatentModel {
     dims: usize,
     latent: usize,
     noise: f32,
@@ -82,7 +82,7 @@ pub struct LatentModel {
 }
 
 impl LatentModel {
-    pub fn new(seed: u64, dims: usize, latent: usize, noise: f32) -> Self {
+    pub(crate) fn new(seed: u64, dims: usize, latent: usize, noise: f32) -> Self {
         let mut rng = XorShift::new(seed);
         let projection = (0..dims * latent)
             .map(|_| rng.next_gaussian() / (latent as f32).sqrt())
@@ -95,7 +95,7 @@ impl LatentModel {
         }
     }
 
-    pub fn sample(&self, rng: &mut XorShift) -> Vec<f32> {
+    pub(crate) fn sample(&self, rng: &mut XorShift) -> Vec<f32> {
         let z: Vec<f32> = (0..self.latent).map(|_| rng.next_gaussian()).collect();
         let mut v: Vec<f32> = self
             .projection
@@ -110,7 +110,7 @@ impl LatentModel {
         v
     }
 
-    pub fn matrix(&self, seed: u64, n: usize) -> Vec<f32> {
+    pub(crate) fn matrix(&self, seed: u64, n: usize) -> Vec<f32> {
         let mut rng = XorShift::new(seed);
         let mut out = Vec::with_capacity(n * self.dims);
         for _ in 0..n {
