@@ -51,8 +51,10 @@ const CONVERTING: &[&str] = &["collection add", "index", "update", "kb", "serve"
 const WORKERS: &[&str] = &["kb", "serve"];
 /// Commands that may load an embedding model.
 const EMBEDDING: &[&str] = &["embed", "vsearch", "query", "eval", "kb", "serve", "mcp"];
-/// Commands that may load a reranker or a query expander.
+/// Commands that may load a reranker.
 const QUERYING: &[&str] = &["query", "eval", "serve", "mcp"];
+/// Commands that may load a query expander (seed 001: `vsearch` expands as well as `query`).
+const EXPANDING: &[&str] = &["vsearch", "query", "eval", "serve", "mcp"];
 /// Commands that may load a note-annotating chat model.
 const ANNOTATING: &[&str] = &["kb", "serve", "mcp"];
 /// Commands that load any model.
@@ -138,8 +140,8 @@ table! {
             "Embedding model: a model directory, a Hugging Face id (`org/name[@rev]`, `hf:name`), `openai:MODEL` or `ollama:MODEL`.";
         QUARRY_RERANK_MODEL: Setting, Some("--rerank-model"), QUERYING, "none",
             "Reranker for `query`: a cross-encoder directory or Hugging Face id, or `jina:` / `cohere:` / `dashscope:` / `rerank:MODEL` with `QUARRY_RERANK_URL`.";
-        QUARRY_EXPAND_MODEL: Setting, Some("--expand-model"), QUERYING, "none",
-            "Query expansion for `query`: `openai:MODEL` or `ollama:MODEL`.";
+        QUARRY_EXPAND_MODEL: Setting, Some("--expand-model"), EXPANDING, "none",
+            "Query expansion for `query` and `vsearch`: `openai:MODEL` or `ollama:MODEL`.";
         QUARRY_SUMMARY_MODEL: Setting, Some("--summary-model"), ANNOTATING, "none",
             "Titles, tags and a one-line summary for notes agents create: `openai:MODEL` or `ollama:MODEL`.";
         QUARRY_OPENAI_BASE_URL: Setting, None, MODELS, "`$OPENAI_BASE_URL`, else `https://api.openai.com/v1`",

@@ -62,9 +62,9 @@ struct EmbedModelArg {
     embed_model: Option<String>,
 }
 
-// `--rerank-model` and `--expand-model`, for the commands that run hybrid queries.
+// `--rerank-model`, for the commands that run hybrid queries.
 #[derive(Args, Default)]
-struct QueryModelArgs {
+struct RerankModelArg {
     /// Reranker for `query`: a cross-encoder directory or Hugging Face id, or
     /// `jina:MODEL` / `cohere:MODEL` / `dashscope:MODEL` with QUARRY_RERANK_URL. Default: none.
     #[arg(
@@ -75,8 +75,13 @@ struct QueryModelArgs {
         hide_env_values = true
     )]
     rerank_model: Option<String>,
-    /// Query expansion for `query`: `openai:MODEL` (any OpenAI-compatible chat API, see
-    /// QUARRY_OPENAI_BASE_URL). Default: none.
+}
+
+// `--expand-model`, for the commands that search by meaning (seed 001: `vsearch` expands too).
+#[derive(Args, Default)]
+struct ExpandModelArg {
+    /// Query expansion for `query` and `vsearch`: `openai:MODEL` (any OpenAI-compatible chat
+    /// API, see QUARRY_OPENAI_BASE_URL). Default: none.
     #[arg(
         long,
         global = true,
@@ -85,6 +90,15 @@ struct QueryModelArgs {
         hide_env_values = true
     )]
     expand_model: Option<String>,
+}
+
+// Both, for the commands that run hybrid queries.
+#[derive(Args, Default)]
+struct QueryModelArgs {
+    #[command(flatten)]
+    rerank: RerankModelArg,
+    #[command(flatten)]
+    expand: ExpandModelArg,
 }
 
 // `--summary-model`, for the commands that process agents' notes.
@@ -115,7 +129,8 @@ struct OcrArg {
 #[derive(Default)]
 struct EngineChoices<'a> {
     embed: Option<&'a EmbedModelArg>,
-    query: Option<&'a QueryModelArgs>,
+    rerank: Option<&'a RerankModelArg>,
+    expand: Option<&'a ExpandModelArg>,
     summary: Option<&'a SummaryModelArg>,
     ocr: Option<&'a OcrArg>,
 }
@@ -127,6 +142,8 @@ struct VsearchArgs {
     search: SearchArgs,
     #[command(flatten)]
     embed: EmbedModelArg,
+    #[command(flatten)]
+    expand: ExpandModelArg,
 }
 
 // `quarry query`: a search with every model.
@@ -181,7 +198,8 @@ impl ServerModelArgs {
     fn choices(&self) -> EngineChoices<'_> {
         EngineChoices {
             embed: Some(&self.embed),
-            query: Some(&self.query),
+            rerank: Some(&self.query.rerank),
+            expand: Some(&self.query.expand),
             summary: Some(&self.summary),
             ocr: Some(&self.ocr),
         }
@@ -205,16 +223,20 @@ impl Command {
                 ocr: Some(&k.ocr),
                 ..none
             },
-            Command::Embed { embed, .. } | Command::Vsearch(VsearchArgs { embed, .. }) => {
-                EngineChoices {
-                    embed: Some(embed),
-                    ..none
-                }
-            }
+            Command::Embed { embed, .. } => EngineChoices {
+                embed: Some(embed),
+                ..none
+            },
+            Command::Vsearch(VsearchArgs { embed, expand, .. }) => EngineChoices {
+                embed: Some(embed),
+                expand: Some(expand),
+                ..none
+            },
             Command::Query(QueryArgs { embed, query, .. })
             | Command::Eval(EvalCmd { embed, query, .. }) => EngineChoices {
                 embed: Some(embed),
-                query: Some(query),
+                rerank: Some(&query.rerank),
+                expand: Some(&query.expand),
                 ..none
             },
             Command::Mcp(m) => m.choices(),
@@ -555,11 +577,11 @@ fn open(cli: &Cli, env: &config::Env) -> Result<Engine> {
         )?,
         rerank: spec(
             "rerank-model",
-            chosen.query.and_then(|a| a.rerank_model.as_ref()),
+            chosen.rerank.and_then(|a| a.rerank_model.as_ref()),
         )?,
         expand: spec(
             "expand-model",
-            chosen.query.and_then(|a| a.expand_model.as_ref()),
+            chosen.expand.and_then(|a| a.expand_model.as_ref()),
         )?,
         annotate: spec(
             "summary-model",

@@ -113,6 +113,14 @@ fn each_command_lists_the_options_it_uses() {
         "{query}"
     );
 
+    // vsearch expands queries (seed 001) but never reranks.
+    let vsearch = help(&["vsearch", "--help"]);
+    assert!(
+        vsearch.contains("--embed-model") && vsearch.contains("--expand-model"),
+        "{vsearch}"
+    );
+    assert!(!vsearch.contains("--rerank-model"), "{vsearch}");
+
     let upload = help(&["kb", "upload", "--help"]);
     for flag in ["--embed-model", "--summary-model", "--ocr"] {
         assert!(upload.contains(flag), "kb upload lacks {flag}:\n{upload}");

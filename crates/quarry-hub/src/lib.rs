@@ -371,20 +371,20 @@ impl Hub {
         let owner = row.owner.clone();
         let package = row.package.clone();
         // Discovery finishes on the connection's async task; the store write it causes runs
-        // on the blocking pool like every other store call (discoveries of one upstream are
-        // seconds apart, so their writes do not overtake each other).
+        // on the blocking pool like every other store call, and the connection awaits it
+        // before it reports `ready`.
         let on_discovered: upstream::OnDiscovered = Arc::new(
             move |found: &upstream::Discovered| {
-                let Some(hub) = hub.upgrade() else { return };
+                let hub = hub.upgrade()?;
                 let (owner, package) = (owner.clone(), package.clone());
                 let found = found.clone();
-                tokio::task::spawn_blocking(move || {
+                Some(tokio::task::spawn_blocking(move || {
                     quarry_store::thread_guard::allow_blocking(|| {
                         if let Err(e) = hub.write_discovered(&owner, &package, &found) {
                             tracing::warn!(package = %package, "cannot store discovered tools: {e}");
                         }
                     })
-                });
+                }))
             },
         );
         let conn = Connection::start(spec, on_discovered);

@@ -299,8 +299,11 @@ impl ClientHandler for HubClient {
     }
 }
 
-/// What discovery found, handed to the hub to write into the catalog.
-pub type OnDiscovered = Arc<dyn Fn(&Discovered) + Send + Sync>;
+/// What discovery found, handed to the hub to write into the catalog. The write runs on
+/// the blocking pool (it touches the store); its task is awaited before the connection
+/// reports `ready`, so whoever waits for discovery reads the tools it found.
+pub type OnDiscovered =
+    Arc<dyn Fn(&Discovered) -> Option<tokio::task::JoinHandle<()>> + Send + Sync>;
 
 /// Why a call through the hub failed (the tool's own errors are results, not these).
 #[derive(Debug, Clone, PartialEq)]
@@ -1048,7 +1051,7 @@ async fn supervise(conn: Arc<Connection>, spec: ConnectSpec, on_discovered: OnDi
                 // A connection whose tools cannot be listed is not ready: it is dropped
                 // and tried again with backoff (the catalog keeps what was found before).
                 let first = discover(&conn, &peer, discover_timeout).await;
-                if !record_discovery(&conn, first, &on_discovered) {
+                if !record_discovery(&conn, first, &on_discovered).await {
                     running.cancellation_token().cancel();
                     if !wait_backoff(&conn, &mut backoff).await {
                         break;
@@ -1122,13 +1125,13 @@ async fn supervise(conn: Arc<Connection>, spec: ConnectSpec, on_discovered: OnDi
                         }
                         _ = conn.refresh.notified() => {
                             let r = discover(&conn, &peer, discover_timeout).await;
-                            if !record_discovery(&conn, r, &on_discovered) {
+                            if !record_discovery(&conn, r, &on_discovered).await {
                                 break;
                             }
                         }
                         _ = conn.client.tools_changed.notified() => {
                             let r = discover(&conn, &peer, discover_timeout).await;
-                            if !record_discovery(&conn, r, &on_discovered) {
+                            if !record_discovery(&conn, r, &on_discovered).await {
                                 break;
                             }
                         }
@@ -1190,14 +1193,17 @@ async fn wait_backoff(conn: &Connection, backoff: &mut Duration) -> bool {
 /// Publishes what discovery found; false (and the connection's status `error`) when it
 /// failed, so the supervisor reconnects and tries again instead of staying `ready` with an
 /// empty or stale catalog.
-fn record_discovery(
+async fn record_discovery(
     conn: &Connection,
     result: Result<Discovered, String>,
     on: &OnDiscovered,
 ) -> bool {
     let ok = match result {
         Ok(found) => {
-            on(&found);
+            if let Some(write) = on(&found) {
+                // A panicked write has logged itself; the connection still works.
+                let _ = write.await;
+            }
             conn.set_health(|h| {
                 h.status = "ready";
                 h.last_error = None;

@@ -36,6 +36,8 @@ impl Fixture {
         })
         .expect("engine");
         let state = AppState::with_auth(engine, mode);
+        // The default space is made on first use; the grant below names it.
+        state.default_space().expect("default space");
         let directory = state.directory();
         directory.create_user("ann").expect("user");
         directory
