@@ -8,7 +8,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use quarry_access::{Directory, Role, TokenRequest};
-use quarry_store::{SqliteStore, Store};
+use quarry_store::Store;
+use quarry_store_sqlite::SqliteStore;
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;

@@ -1,7 +1,8 @@
 use std::sync::Arc;
 
 use quarry_core::{Access, Error};
-use quarry_store::{Role, SqliteStore, Store};
+use quarry_store::{Role, Store};
+use quarry_store_sqlite::SqliteStore;
 
 use super::*;
 

@@ -29,7 +29,8 @@ use std::sync::{Arc, OnceLock, RwLock};
 
 use quarry_core::{Access, Error, Result, Scope, StatusReport};
 use quarry_fts::FtsIndex;
-use quarry_store::{SqliteStore, Store};
+use quarry_store::Store;
+use quarry_store_sqlite::SqliteStore;
 
 pub use collections::RESERVED_COLLECTION_NAMES;
 pub use documents::{DocumentView, GetRequest, MultiGetItem, MultiGetRequest, MultiGetResult};
@@ -191,18 +192,29 @@ fn validate_index_name(name: &str) -> Result<()> {
 }
 
 impl Engine {
-    /// Opens (creating if needed) the index described by `opts`.
+    /// Opens (creating if needed) the index described by `opts`, on the embedded store:
+    /// `quarry.db` (SQLite) in the index's data directory.
     pub fn open(opts: EngineOptions) -> Result<Engine> {
         validate_index_name(&opts.index)?;
         let dir = opts.data_dir();
         std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
         let store = SqliteStore::open(&dir.join("quarry.db"))?;
+        Self::open_with(opts, Arc::new(store))
+    }
+
+    /// Opens the index described by `opts` on `store`, a system of record already open
+    /// (any backend); the data directory holds what this process derives from it (the
+    /// keyword and vector indexes, blobs staged for upload).
+    pub fn open_with(opts: EngineOptions, store: Arc<dyn Store>) -> Result<Engine> {
+        validate_index_name(&opts.index)?;
+        let dir = opts.data_dir();
+        std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
         let scope = Scope::owner(opts.space.clone());
         Ok(Engine {
             shared: Arc::new(EngineShared {
                 opts,
                 dir,
-                store: Arc::new(store),
+                store,
                 fts: RwLock::new(None),
                 passages: RwLock::new(None),
                 models: semantic::Models::default(),

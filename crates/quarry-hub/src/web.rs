@@ -1711,7 +1711,7 @@ mod tests {
 
         let dir = tempfile::tempdir().unwrap();
         let store: Arc<dyn quarry_store::Store> =
-            Arc::new(quarry_store::SqliteStore::open(&dir.path().join("hub.db")).unwrap());
+            Arc::new(quarry_store_sqlite::SqliteStore::open(&dir.path().join("hub.db")).unwrap());
 
         // Without options there is no web package.
         let plain = Hub::new(store.clone(), Vec::new(), HubOptions::default());
@@ -1794,7 +1794,7 @@ mod tests {
         // Cancelled through the hub.
         let hang = serve(Answer::Hang).await;
         let hub3 = Hub::new(
-            Arc::new(quarry_store::SqliteStore::open(&dir.path().join("hub3.db")).unwrap()),
+            Arc::new(quarry_store_sqlite::SqliteStore::open(&dir.path().join("hub3.db")).unwrap()),
             Vec::new(),
             HubOptions {
                 web: Some(WebSearchOptions {

@@ -1,8 +1,9 @@
 //! Quarry's system of record: collections, documents, contexts, chunks and embeddings — behind
 //! the [`Store`] trait.
 //!
-//! The embedded backend is [`SqliteStore`] (one file, WAL mode). A PostgreSQL backend will
-//! implement the same trait. Derived indexes (BM25, vectors) are rebuilt from what the store
+//! This crate holds the traits and row types only, no database driver: the embedded backend
+//! is `quarry-store-sqlite` (one file, WAL mode), and other backends implement the same
+//! traits. Derived indexes (BM25, vectors) are rebuilt from what the store
 //! holds: every document change is committed here first with an `fts_dirty` flag (or a
 //! tombstone for removals), and the flag is cleared only after the derived index has
 //! committed too. A process killed at any moment therefore leaves work that the next run
@@ -12,7 +13,6 @@ mod access;
 mod chat;
 mod hub;
 mod knowledge;
-mod sqlite;
 pub mod thread_guard;
 
 pub use access::{AccessStore, Membership, NewToken, Role, Space, TokenGrant, TokenRecord, User};
@@ -22,7 +22,6 @@ pub use knowledge::{
     AddedFile, ConvertedFile, FileFilter, FileStatus, Job, JobKind, JobQueue, KbFile,
     KnowledgeBase, KnowledgeStore, NewKbFile, NoteMeta, QueueCounts, StatusCounts,
 };
-pub use sqlite::SqliteStore;
 
 use std::collections::HashMap;
 

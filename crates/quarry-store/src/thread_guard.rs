@@ -46,9 +46,10 @@ pub fn blocking_allowed() -> bool {
     !ASYNC_THREAD.with(Cell::get) || ALLOWED.with(Cell::get) > 0
 }
 
-/// Called by every store method (through the connection accessor).
+/// Called by every store method of every backend (the SQLite store calls it from its
+/// connection accessor): in debug builds, panics on an async thread outside the runner.
 #[track_caller]
-pub(crate) fn check() {
+pub fn check() {
     debug_assert!(
         blocking_allowed(),
         "a store method ran on an async runtime thread: hand it to the blocking runner \

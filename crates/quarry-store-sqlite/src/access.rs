@@ -4,9 +4,7 @@ use quarry_core::{Error, Result};
 use rusqlite::{OptionalExtension, params};
 
 use super::{SqliteStore, db_err};
-use crate::access::{
-    AccessStore, Membership, NewToken, Role, Space, TokenGrant, TokenRecord, User,
-};
+use quarry_store::{AccessStore, Membership, NewToken, Role, Space, TokenGrant, TokenRecord, User};
 
 fn space_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Space> {
     Ok(Space {

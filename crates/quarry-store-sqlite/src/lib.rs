@@ -12,7 +12,7 @@ use std::time::Duration;
 use quarry_core::{Collection, CollectionKind, Context, Document, Error, Result, docid_for_hash};
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
 
-use crate::{
+use quarry_store::{
     ChunkRef, ChunkSource, DocChange, DocChunks, DocSummary, EmbedJob, EmbeddingState, FileState,
     IndexDoc, IndexWork, Store,
 };
@@ -444,7 +444,7 @@ impl SqliteStore {
 
     #[track_caller]
     pub(crate) fn conn(&self) -> MutexGuard<'_, Connection> {
-        crate::thread_guard::check();
+        quarry_store::thread_guard::check();
         // A panic while holding the lock leaves SQLite consistent (transactions roll back),
         // so a poisoned mutex is safe to keep using.
         self.conn.lock().unwrap_or_else(|p| p.into_inner())
@@ -1672,8 +1672,8 @@ mod tests {
         assert_eq!(paths, ["ab/x", "z/notes"]);
     }
 
-    fn chunk(start: usize, end: usize, hash: &str) -> crate::NewChunk {
-        crate::NewChunk {
+    fn chunk(start: usize, end: usize, hash: &str) -> quarry_store::NewChunk {
+        quarry_store::NewChunk {
             page: None,
             heading: String::new(),
             byte_start: start,
@@ -1752,7 +1752,7 @@ mod tests {
             .replace_chunks(&[DocChunks {
                 document_id: 1,
                 doc_hash: "aaaaaaaa".into(),
-                chunks: vec![crate::NewChunk {
+                chunks: vec![quarry_store::NewChunk {
                     heading: "3 Root › 3.15 /tmp".into(),
                     ..chunk(0, 4, "k1")
                 }],

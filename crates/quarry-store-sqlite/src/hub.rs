@@ -4,7 +4,7 @@ use quarry_core::{Error, Result};
 use rusqlite::{OptionalExtension, Transaction, params};
 
 use super::{SqliteStore, conflict_or_db, db_err};
-use crate::hub::{CustomToolRow, HubStore, PackageRow, ToolRow, UpstreamRow};
+use quarry_store::{CustomToolRow, HubStore, PackageRow, ToolRow, UpstreamRow};
 
 const UPSTREAM_COLUMNS: &str = "id, owner, name, package, transport, config, options, secrets, \
      enabled, created_at, updated_at";

@@ -8,7 +8,7 @@ use quarry_core::{Error, Result};
 use rusqlite::{OptionalExtension, Transaction, params};
 
 use super::{SqliteStore, conflict_or_db, db_err};
-use crate::chat::{ChatMessageRow, ChatStore, ConversationRow, ConversationSummary};
+use quarry_store::{ChatMessageRow, ChatStore, ConversationRow, ConversationSummary};
 
 const CONVERSATION_COLUMNS: &str =
     "c.id, c.owner, c.title, c.kb_ids, c.model, c.created_at, c.updated_at";
@@ -244,7 +244,7 @@ mod tests {
     use super::*;
     use rusqlite::Connection;
 
-    use crate::sqlite::{SCHEMA, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4, SCHEMA_V5, SCHEMA_VERSION};
+    use crate::{SCHEMA, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4, SCHEMA_V5, SCHEMA_VERSION};
 
     fn store() -> (tempfile::TempDir, SqliteStore) {
         let dir = tempfile::tempdir().unwrap();
@@ -588,7 +588,7 @@ mod tests {
             1
         );
         // Earlier tables keep their rows.
-        use crate::HubStore;
+        use quarry_store::HubStore;
         assert_eq!(s.hub_generation("alice").unwrap(), 7);
         // Opening again does not migrate twice.
         drop(s);

@@ -9,7 +9,7 @@ use super::{
     SqliteStore, UpsertDoc, db_err, drop_chunks_of, ensure_name_free, ensure_space,
     rename_collection_tx, upsert_document,
 };
-use crate::{
+use quarry_store::{
     AddedFile, ConvertedFile, FileFilter, FileStatus, IndexWork, Job, JobKind, JobQueue, KbFile,
     KnowledgeBase, KnowledgeStore, NewKbFile, NoteMeta, QueueCounts, StatusCounts,
 };
@@ -947,7 +947,7 @@ pub(crate) fn id_list(ids: &[i64]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Store;
+    use quarry_store::Store;
 
     fn store() -> (tempfile::TempDir, SqliteStore) {
         let dir = tempfile::tempdir().unwrap();
