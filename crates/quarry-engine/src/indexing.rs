@@ -14,7 +14,7 @@ use quarry_ingest::{FileEntry, LoadedFile, Skip, load};
 use std::sync::Arc;
 
 use quarry_fts::{FtsIndex, FtsWriter, PassageDoc};
-use quarry_store::{DocChange, IndexWork};
+use quarry_store::{DocChange, FeedPosition, IndexWork};
 use serde::Serialize;
 
 use crate::{Engine, Progress, WriteGuard};
@@ -222,7 +222,8 @@ impl Engine {
             }
             progress.advance(chunk.len() as u64);
             if batch.full() {
-                session.apply(self.store().apply_changes(c.id, batch.take())?)?;
+                self.store().apply_changes(c.id, batch.take())?;
+                session.catch_up()?;
             }
         }
         for (path, state) in &known {
@@ -230,11 +231,13 @@ impl Engine {
                 report.removed += 1;
                 batch.push(DocChange::Remove { id: state.id });
                 if batch.full() {
-                    session.apply(self.store().apply_changes(c.id, batch.take())?)?;
+                    self.store().apply_changes(c.id, batch.take())?;
+                    session.catch_up()?;
                 }
             }
         }
-        session.apply(self.store().apply_changes(c.id, batch.take())?)?;
+        self.store().apply_changes(c.id, batch.take())?;
+        session.catch_up()?;
         session.commit()?;
         self.store()
             .mark_collection_scanned(c.id, quarry_core::now_millis())?;
@@ -259,18 +262,26 @@ const META_FTS_ANALYZER: &str = "fts.analyzer";
 /// Store meta key: the chunker and analyzer versions the passage index was built with.
 const META_PASSAGES: &str = "passages.version";
 
+/// The keyword and passage indexes of a data directory, as one consumer of the store's
+/// document change feed (both commit together, so one position serves both).
+const KEYWORD_CONSUMER: &str = "keyword";
+
 /// Keeps the keyword-index writers open while store batches stream in, so tokenising
-/// overlaps reading files; commits every [`INDEX_BATCH`] documents and at the end, and only
-/// then clears the store's dirty flags. A document's chunks are cut here (they are what the
-/// passage index holds), so a document is searchable by keyword, whole and by passage, in
-/// the same commit.
+/// overlaps reading files. The indexes follow the store's document change feed: what a
+/// batch changed is read back from the feed (with whatever another writer changed in
+/// between) and applied; every [`INDEX_BATCH`] documents and at the end the writers commit
+/// and only then is the feed position acknowledged. A document's chunks are cut here (they
+/// are what the passage index holds), so a document is searchable by keyword, whole and by
+/// passage, in the same commit.
 pub(crate) struct IndexSession<'a> {
     engine: &'a Engine,
     guard: &'a WriteGuard,
     writer: Option<(Arc<FtsIndex>, FtsWriter)>,
     passages: Option<(Arc<FtsIndex>, FtsWriter)>,
-    /// Applied to the writer but not yet committed (bodies dropped).
-    uncommitted: IndexWork,
+    /// Documents applied to the writers but not yet committed.
+    uncommitted: usize,
+    /// The feed position the writers reach once they commit, if not yet acknowledged.
+    position: Option<FeedPosition>,
 }
 
 impl<'a> IndexSession<'a> {
@@ -280,17 +291,23 @@ impl<'a> IndexSession<'a> {
             guard,
             writer: None,
             passages: None,
-            uncommitted: IndexWork::default(),
+            uncommitted: 0,
+            position: None,
         }
     }
 
-    /// Finishes work a previous, interrupted writer left in the store.
+    /// Finishes work a previous, interrupted writer left, and rebuilds an index that is
+    /// missing or was built by another analyzer or chunker.
     pub(crate) fn recover(&mut self) -> Result<()> {
+        let store = self.engine.store();
+        // A lost index is read again from the store.
+        if !self.engine.fts_dir().exists() || !self.engine.passages_dir().exists() {
+            store.feed_rebuild(KEYWORD_CONSUMER, None)?;
+        }
         // An index written by another analyzer version is rebuilt from the store.
         let version = quarry_fts::analyzer::ANALYZER_VERSION.to_string();
-        let store = self.engine.store();
         if store.meta(META_FTS_ANALYZER)?.as_deref() != Some(version.as_str()) {
-            store.reindex_all(META_FTS_ANALYZER, &version)?;
+            store.feed_rebuild(KEYWORD_CONSUMER, Some((META_FTS_ANALYZER, &version)))?;
         }
         // Passages cut by another chunker (or indexed by another analyzer) are cut and
         // indexed again: the files go first, so a kill in between only repeats this.
@@ -299,19 +316,35 @@ impl<'a> IndexSession<'a> {
             self.passages = None;
             self.engine.drop_passage_index(self.guard)?;
             store.reset_all_chunks()?;
-            store.reindex_all(META_PASSAGES, &passages)?;
+            store.feed_rebuild(KEYWORD_CONSUMER, Some((META_PASSAGES, &passages)))?;
         }
+        self.catch_up()?;
+        self.commit()
+    }
+
+    /// Applies what the feed holds for the keyword index (committing every
+    /// [`INDEX_BATCH`] documents).
+    pub(crate) fn catch_up(&mut self) -> Result<()> {
         loop {
-            let work = self.engine.store().pending_index_work(INDEX_BATCH)?;
-            if work.is_empty() {
+            let batch = self
+                .engine
+                .store()
+                .feed_read(KEYWORD_CONSUMER, INDEX_BATCH)?;
+            let done = batch.work.is_empty();
+            if !done || self.position != Some(batch.position) {
+                self.apply(batch.work)?;
+                self.position = Some(batch.position);
+            }
+            if done {
                 return Ok(());
             }
-            self.apply(work)?;
-            self.commit()?;
+            if self.uncommitted >= INDEX_BATCH {
+                self.commit()?;
+            }
         }
     }
 
-    pub(crate) fn apply(&mut self, mut work: IndexWork) -> Result<()> {
+    fn apply(&mut self, work: IndexWork) -> Result<()> {
         if work.is_empty() {
             return Ok(());
         }
@@ -324,14 +357,7 @@ impl<'a> IndexSession<'a> {
             writer.apply(&work)?;
         }
         self.apply_passages(&work)?;
-        for d in &mut work.upserts {
-            d.body = String::new();
-        }
-        self.uncommitted.upserts.append(&mut work.upserts);
-        self.uncommitted.deletes.append(&mut work.deletes);
-        if self.uncommitted.upserts.len() + self.uncommitted.deletes.len() >= INDEX_BATCH {
-            self.commit()?;
-        }
+        self.uncommitted += work.upserts.len() + work.deletes.len();
         Ok(())
     }
 
@@ -378,18 +404,22 @@ impl<'a> IndexSession<'a> {
         Ok(())
     }
 
+    /// Commits the writers, then acknowledges the feed position they reached.
     pub(crate) fn commit(&mut self) -> Result<()> {
-        if self.uncommitted.is_empty() {
+        let Some(position) = self.position else {
             return Ok(());
+        };
+        if self.uncommitted > 0 {
+            if let Some((_, writer)) = self.writer.as_mut() {
+                writer.commit()?;
+            }
+            if let Some((_, writer)) = self.passages.as_mut() {
+                writer.commit()?;
+            }
         }
-        if let Some((_, writer)) = self.writer.as_mut() {
-            writer.commit()?;
-        }
-        if let Some((_, writer)) = self.passages.as_mut() {
-            writer.commit()?;
-        }
-        self.engine.store().index_work_done(&self.uncommitted)?;
-        self.uncommitted = IndexWork::default();
+        self.engine.store().feed_ack(KEYWORD_CONSUMER, position)?;
+        self.position = None;
+        self.uncommitted = 0;
         Ok(())
     }
 

@@ -372,7 +372,7 @@ impl Engine {
         self.store.as_ref()
     }
 
-    fn fts_dir(&self) -> PathBuf {
+    pub(crate) fn fts_dir(&self) -> PathBuf {
         self.dir.join("fts")
     }
 
@@ -388,7 +388,7 @@ impl Engine {
         Ok(f)
     }
 
-    fn passages_dir(&self) -> PathBuf {
+    pub(crate) fn passages_dir(&self) -> PathBuf {
         self.dir.join("passages")
     }
 

@@ -206,11 +206,6 @@ fn delete_file_tx(tx: &Transaction<'_>, row_id: i64) -> Result<()> {
         .optional()
         .map_err(db_err)?;
     if let Some(Some(doc)) = document {
-        tx.execute(
-            "INSERT OR IGNORE INTO fts_tombstones (doc_id) VALUES (?1)",
-            [doc],
-        )
-        .map_err(db_err)?;
         drop_chunks_of(tx, doc)?;
         tx.execute("DELETE FROM documents WHERE id = ?1", [doc])
             .map_err(db_err)?;

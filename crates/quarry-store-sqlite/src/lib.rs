@@ -13,11 +13,11 @@ use quarry_core::{Collection, CollectionKind, Context, Document, Error, Result, 
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
 
 use quarry_store::{
-    ChunkRef, ChunkSource, DocChange, DocChunks, DocSummary, EmbedJob, EmbeddingState, FileState,
-    IndexDoc, IndexWork, Store,
+    ChunkRef, ChunkSource, DocChange, DocChunks, DocSummary, EmbedJob, EmbeddingState, FeedBatch,
+    FeedPosition, FileState, IndexDoc, IndexWork, Store,
 };
 
-const SCHEMA_VERSION: i64 = 10;
+const SCHEMA_VERSION: i64 = 11;
 
 const SCHEMA: &str = r#"
 CREATE TABLE IF NOT EXISTS spaces (
@@ -357,6 +357,70 @@ const SCHEMA_V10: &str = r#"
 CREATE INDEX IF NOT EXISTS kb_files_document ON kb_files(document_id);
 "#;
 
+/// Version 11: the document change feed replaces the `fts_dirty` flag and the
+/// `fts_tombstones` table, which only one consumer could clear (issue 24). Triggers write
+/// the feed, so no write path can forget it; an entry names the document, and a reader
+/// resolves it against the document's current row (missing: removed). What the old flags
+/// still owed the keyword index enters the feed, and the keyword index (consumer
+/// `keyword`) stands at its start.
+const SCHEMA_V11: &str = r#"
+CREATE TABLE IF NOT EXISTS feed (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    document_id INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS feed_consumers (
+    consumer TEXT PRIMARY KEY,
+    seq INTEGER NOT NULL,
+    rebuilding_after INTEGER
+);
+INSERT INTO feed (document_id) SELECT doc_id FROM fts_tombstones ORDER BY doc_id;
+INSERT INTO feed (document_id) SELECT id FROM documents WHERE fts_dirty = 1 ORDER BY id;
+INSERT INTO feed_consumers (consumer, seq) VALUES ('keyword', 0);
+DROP TABLE fts_tombstones;
+DROP INDEX IF EXISTS documents_fts_dirty;
+ALTER TABLE documents DROP COLUMN fts_dirty;
+CREATE TRIGGER IF NOT EXISTS documents_feed_insert AFTER INSERT ON documents
+BEGIN INSERT INTO feed (document_id) VALUES (NEW.id); END;
+CREATE TRIGGER IF NOT EXISTS documents_feed_update
+AFTER UPDATE OF collection_id, path, title, body ON documents
+BEGIN INSERT INTO feed (document_id) VALUES (NEW.id); END;
+CREATE TRIGGER IF NOT EXISTS documents_feed_delete AFTER DELETE ON documents
+BEGIN INSERT INTO feed (document_id) VALUES (OLD.id); END;
+"#;
+
+/// The feed's last sequence number (0 before its first entry).
+fn feed_head(tx: &Connection) -> Result<i64> {
+    tx.query_row(
+        "SELECT COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'feed'), 0)",
+        [],
+        |r| r.get(0),
+    )
+    .map_err(db_err)
+}
+
+/// Documents as the keyword index takes them, from `sql` selecting
+/// `id, collection_id, path, title, body`.
+fn index_docs(tx: &Connection, sql: &str, args: impl rusqlite::Params) -> Result<Vec<IndexDoc>> {
+    tx.prepare_cached(sql)
+        .and_then(|mut s| {
+            s.query_map(args, |r| {
+                Ok(IndexDoc {
+                    id: r.get(0)?,
+                    collection_id: r.get(1)?,
+                    path: r.get(2)?,
+                    title: r.get(3)?,
+                    body: r.get(4)?,
+                })
+            })?
+            .collect::<rusqlite::Result<_>>()
+        })
+        .map_err(db_err)
+}
+
+/// Drops the feed entries every consumer is past (all of them when none is left).
+const TRIM_FEED: &str = "DELETE FROM feed WHERE seq <= \
+     COALESCE((SELECT MIN(seq) FROM feed_consumers), (SELECT MAX(seq) FROM feed))";
+
 /// Gives every space and collection without one a UUID (rows from before version 4).
 fn assign_uids(conn: &Connection) -> rusqlite::Result<()> {
     for table in ["spaces", "collections"] {
@@ -497,6 +561,9 @@ fn migrate(conn: &Connection) -> rusqlite::Result<()> {
         }
         if version < 10 {
             conn.execute_batch(SCHEMA_V10)?;
+        }
+        if version < 11 {
+            conn.execute_batch(SCHEMA_V11)?;
         }
         conn.execute_batch(&format!("PRAGMA user_version = {SCHEMA_VERSION}"))
     };
@@ -671,11 +738,11 @@ pub(crate) fn upsert_document(
     };
     let id: i64 = tx
         .prepare_cached(
-            "INSERT INTO documents (collection_id, path, title, hash, docid, size, stamp, body, body_bytes, fts_dirty, indexed_at, pages, furniture) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 1, ?10, ?11, ?12) \
+            "INSERT INTO documents (collection_id, path, title, hash, docid, size, stamp, body, body_bytes, indexed_at, pages, furniture) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) \
              ON CONFLICT (collection_id, path) DO UPDATE SET title = excluded.title, hash = excluded.hash, \
              docid = excluded.docid, size = excluded.size, stamp = excluded.stamp, \
-             body = excluded.body, body_bytes = excluded.body_bytes, fts_dirty = 1, indexed_at = excluded.indexed_at, \
+             body = excluded.body, body_bytes = excluded.body_bytes, indexed_at = excluded.indexed_at, \
              pages = excluded.pages, furniture = excluded.furniture \
              RETURNING id",
         )
@@ -820,11 +887,6 @@ impl Store for SqliteStore {
                 return Err(Error::NotFound(format!("collection '{name}' not found")));
             };
             tx.execute(
-                "INSERT OR IGNORE INTO fts_tombstones (doc_id) SELECT id FROM documents WHERE collection_id = ?1",
-                [id],
-            )
-            .map_err(db_err)?;
-            tx.execute(
                 "INSERT OR IGNORE INTO ann_tombstones (chunk_id) SELECT id FROM chunks \
                  WHERE document_id IN (SELECT id FROM documents WHERE collection_id = ?1)",
                 [id],
@@ -934,11 +996,6 @@ impl Store for SqliteStore {
                         .map_err(db_err)?;
                     }
                     DocChange::Remove { id } => {
-                        tx.prepare_cached(
-                            "INSERT OR IGNORE INTO fts_tombstones (doc_id) VALUES (?1)",
-                        )
-                        .and_then(|mut s| s.execute([id]))
-                        .map_err(db_err)?;
                         drop_chunks_of(tx, id)?;
                         tx.prepare_cached("DELETE FROM documents WHERE id = ?1")
                             .and_then(|mut s| s.execute([id]))
@@ -951,67 +1008,128 @@ impl Store for SqliteStore {
         })
     }
 
-    fn pending_index_work(&self, limit: usize) -> Result<IndexWork> {
-        let conn = self.conn();
-        let mut work = IndexWork::default();
-        let mut stmt = conn
-            .prepare_cached("SELECT doc_id FROM fts_tombstones LIMIT ?1")
-            .map_err(db_err)?;
-        work.deletes = stmt
-            .query_map([limit as i64], |r| r.get(0))
-            .map_err(db_err)?
-            .collect::<rusqlite::Result<Vec<i64>>>()
-            .map_err(db_err)?;
-        let mut stmt = conn
-            .prepare_cached(
-                "SELECT id, collection_id, path, title, body FROM documents WHERE fts_dirty = 1 ORDER BY id LIMIT ?1",
+    fn feed_read(&self, consumer: &str, limit: usize) -> Result<FeedBatch> {
+        let limit = limit.max(1) as i64;
+        self.write(|tx| {
+            // A consumer seen for the first time reads a snapshot, then what follows it.
+            let head = feed_head(tx)?;
+            tx.prepare_cached(
+                "INSERT OR IGNORE INTO feed_consumers (consumer, seq, rebuilding_after) \
+                 VALUES (?1, ?2, 0)",
             )
+            .and_then(|mut s| s.execute(params![consumer, head]))
             .map_err(db_err)?;
-        work.upserts = stmt
-            .query_map([limit as i64], |r| {
-                Ok(IndexDoc {
-                    id: r.get(0)?,
-                    collection_id: r.get(1)?,
-                    path: r.get(2)?,
-                    title: r.get(3)?,
-                    body: r.get(4)?,
+            let (seq, rebuilding_after): (i64, Option<i64>) = tx
+                .query_row(
+                    "SELECT seq, rebuilding_after FROM feed_consumers WHERE consumer = ?1",
+                    [consumer],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+                .map_err(db_err)?;
+            if let Some(after) = rebuilding_after {
+                let upserts = index_docs(
+                    tx,
+                    "SELECT id, collection_id, path, title, body FROM documents \
+                     WHERE id > ?1 ORDER BY id LIMIT ?2",
+                    params![after, limit],
+                )?;
+                if let Some(last) = upserts.last() {
+                    let position = FeedPosition {
+                        seq,
+                        rebuilding_after: Some(last.id),
+                    };
+                    return Ok(FeedBatch {
+                        work: IndexWork {
+                            upserts,
+                            deletes: Vec::new(),
+                        },
+                        position,
+                    });
+                }
+                // The snapshot is read: go on with the entries after the position.
+            }
+            let entries: Vec<(i64, i64)> = tx
+                .prepare_cached(
+                    "SELECT seq, document_id FROM feed WHERE seq > ?1 ORDER BY seq LIMIT ?2",
+                )
+                .and_then(|mut s| {
+                    s.query_map(params![seq, limit], |r| Ok((r.get(0)?, r.get(1)?)))?
+                        .collect::<rusqlite::Result<_>>()
                 })
+                .map_err(db_err)?;
+            let position = FeedPosition {
+                seq: entries.last().map_or(seq, |e| e.0),
+                rebuilding_after: None,
+            };
+            let mut ids: Vec<i64> = entries.iter().map(|e| e.1).collect();
+            ids.sort_unstable();
+            ids.dedup();
+            let upserts = if ids.is_empty() {
+                Vec::new()
+            } else {
+                index_docs(
+                    tx,
+                    "SELECT id, collection_id, path, title, body FROM documents \
+                     WHERE id IN (SELECT value FROM json_each(?1)) ORDER BY id",
+                    [knowledge::id_list(&ids)],
+                )?
+            };
+            let present: std::collections::HashSet<i64> = upserts.iter().map(|d| d.id).collect();
+            let deletes = ids.into_iter().filter(|id| !present.contains(id)).collect();
+            Ok(FeedBatch {
+                work: IndexWork { upserts, deletes },
+                position,
             })
-            .map_err(db_err)?
-            .collect::<rusqlite::Result<Vec<_>>>()
-            .map_err(db_err)?;
-        Ok(work)
+        })
     }
 
-    fn index_work_done(&self, work: &IndexWork) -> Result<()> {
+    fn feed_ack(&self, consumer: &str, position: FeedPosition) -> Result<()> {
         self.write(|tx| {
-            let mut del = tx
-                .prepare_cached("DELETE FROM fts_tombstones WHERE doc_id = ?1")
+            let n = tx
+                .prepare_cached(
+                    "UPDATE feed_consumers SET seq = ?2, rebuilding_after = ?3 WHERE consumer = ?1",
+                )
+                .and_then(|mut s| {
+                    s.execute(params![consumer, position.seq, position.rebuilding_after])
+                })
                 .map_err(db_err)?;
-            for id in &work.deletes {
-                del.execute([id]).map_err(db_err)?;
+            if n == 0 {
+                return Err(Error::NotFound(format!(
+                    "feed consumer '{consumer}' is not registered"
+                )));
             }
-            // Safe without re-checking the rows: writers are serialised (the engine's lock
-            // file), so nothing changed these documents since `pending_index_work` read them.
-            let mut clear = tx
-                .prepare_cached("UPDATE documents SET fts_dirty = 0 WHERE id = ?1")
+            tx.prepare_cached(TRIM_FEED)
+                .and_then(|mut s| s.execute([]))
                 .map_err(db_err)?;
-            for d in &work.upserts {
-                clear.execute([d.id]).map_err(db_err)?;
+            Ok(())
+        })
+    }
+
+    fn feed_rebuild(&self, consumer: &str, meta: Option<(&str, &str)>) -> Result<()> {
+        self.write(|tx| {
+            let head = feed_head(tx)?;
+            tx.prepare_cached(
+                "INSERT INTO feed_consumers (consumer, seq, rebuilding_after) VALUES (?1, ?2, 0) \
+                 ON CONFLICT (consumer) DO UPDATE SET rebuilding_after = 0",
+            )
+            .and_then(|mut s| s.execute(params![consumer, head]))
+            .map_err(db_err)?;
+            if let Some((key, value)) = meta {
+                tx.execute(
+                    "INSERT INTO meta (key, value) VALUES (?1, ?2) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                    params![key, value],
+                )
+                .map_err(db_err)?;
             }
             Ok(())
         })
     }
 
-    fn reindex_all(&self, key: &str, value: &str) -> Result<()> {
+    fn feed_forget(&self, consumer: &str) -> Result<()> {
         self.write(|tx| {
-            tx.execute("UPDATE documents SET fts_dirty = 1", [])
+            tx.execute("DELETE FROM feed_consumers WHERE consumer = ?1", [consumer])
                 .map_err(db_err)?;
-            tx.execute(
-                "INSERT INTO meta (key, value) VALUES (?1, ?2) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                params![key, value],
-            )
-            .map_err(db_err)?;
+            tx.execute(TRIM_FEED, []).map_err(db_err)?;
             Ok(())
         })
     }
@@ -1621,30 +1739,6 @@ mod tests {
             .map(|d| d.docid)
             .collect();
         assert_eq!(ids, ["#abcdef", "#abcdef2", "#abcdef1"]);
-    }
-
-    #[test]
-    fn removals_leave_tombstones_until_done() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = SqliteStore::open(&dir.path().join("q.db")).unwrap();
-        let c = store
-            .create_collection("default", "c", CollectionKind::Folder, "/x", "**/*.md")
-            .unwrap();
-        store
-            .apply_changes(c.id, vec![upsert("a.md", "aaaaaaaa")])
-            .unwrap();
-        let work = store.pending_index_work(10).unwrap();
-        assert_eq!(work.upserts.len(), 1);
-        store.index_work_done(&work).unwrap();
-        assert!(store.pending_index_work(10).unwrap().is_empty());
-        let id = work.upserts[0].id;
-        store
-            .apply_changes(c.id, vec![DocChange::Remove { id }])
-            .unwrap();
-        let work = store.pending_index_work(10).unwrap();
-        assert_eq!(work.deletes, [id]);
-        store.index_work_done(&work).unwrap();
-        assert!(store.pending_index_work(10).unwrap().is_empty());
     }
 
     #[test]

@@ -4,13 +4,16 @@
 //! This crate holds the traits and row types only, no database driver: the embedded backend
 //! is `quarry-store-sqlite` (one file, WAL mode), and other backends implement the same
 //! traits. Derived indexes (BM25, vectors) are rebuilt from what the store
-//! holds: every document change is committed here first with an `fts_dirty` flag (or a
-//! tombstone for removals), and the flag is cleared only after the derived index has
-//! committed too. A process killed at any moment therefore leaves work that the next run
-//! finds with [`Store::pending_index_work`] and finishes — nothing is lost or indexed twice.
+//! holds: every document change is committed here together with an entry in the document
+//! change feed, and each derived index acknowledges its position in the feed only after it
+//! has committed too. A process killed at any moment therefore leaves entries that the next
+//! run reads with [`Store::feed_read`] and applies — nothing is lost, and applying an entry
+//! twice is harmless (an upsert replaces, a delete of a missing document does nothing).
 
 mod access;
 mod chat;
+#[cfg(feature = "conformance")]
+pub mod conformance;
 mod hub;
 mod knowledge;
 pub mod thread_guard;
@@ -100,6 +103,25 @@ pub struct IndexWork {
     pub upserts: Vec<IndexDoc>,
     /// Document ids to delete from the index.
     pub deletes: Vec<i64>,
+}
+
+/// Where a consumer of the document change feed stands: every entry up to `seq` absorbed,
+/// and, while it rebuilds from a snapshot, the last document id of the snapshot read so far.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FeedPosition {
+    /// The last feed entry absorbed.
+    pub seq: i64,
+    /// `Some(id)` while rebuilding: documents with ids above it are still to read.
+    pub rebuilding_after: Option<i64>,
+}
+
+/// A batch of the document change feed for one consumer ([`Store::feed_read`]).
+#[derive(Debug, Default)]
+pub struct FeedBatch {
+    /// What to apply to the derived index.
+    pub work: IndexWork,
+    /// The consumer's position once `work` is absorbed (pass it to [`Store::feed_ack`]).
+    pub position: FeedPosition,
 }
 
 impl IndexWork {
@@ -263,17 +285,31 @@ pub trait Store:
     // Documents.
     /// What the last scan stored about each file of a collection, by path.
     fn file_states(&self, collection_id: i64) -> Result<HashMap<String, FileState>>;
-    /// Applies a batch atomically and returns the derived-index work it created (the
-    /// documents are marked dirty until [`Store::index_work_done`]).
+    /// Applies a batch atomically and returns the documents it wrote and removed. Every
+    /// change also enters the document change feed in the same transaction (see
+    /// [`Store::feed_read`]); derived indexes follow the feed, not this return value.
     fn apply_changes(&self, collection_id: i64, changes: Vec<DocChange>) -> Result<IndexWork>;
-    /// Up to `limit` documents still dirty and tombstones still pending (crash recovery).
-    fn pending_index_work(&self, limit: usize) -> Result<IndexWork>;
-    /// The derived index has durably absorbed `work`: clear its flags and tombstones.
-    fn index_work_done(&self, work: &IndexWork) -> Result<()>;
-    /// Marks every document of every space for keyword re-indexing and records
-    /// `meta[key] = value` in the same transaction (the analyzer changed: the index is
-    /// rebuilt from the store by the next writer).
-    fn reindex_all(&self, key: &str, value: &str) -> Result<()>;
+
+    // The document change feed: every write or removal of a document appends an entry in
+    // the transaction that makes it, whatever the write path. Each derived index (a
+    // *consumer*, e.g. one node's keyword index) reads the feed from its own position and
+    // acknowledges what it has durably absorbed, so every consumer sees every change; an
+    // entry goes once every consumer is past it.
+    /// Up to `limit` documents `consumer` has not absorbed, resolved against the store's
+    /// current state: while it rebuilds, the next documents of a snapshot (by id); then
+    /// each document written or removed after its position (a removed one as a delete). A
+    /// consumer seen for the first time starts with a snapshot of every document. Reading
+    /// does not move the position: [`Store::feed_ack`] does, once the index has committed.
+    fn feed_read(&self, consumer: &str, limit: usize) -> Result<FeedBatch>;
+    /// `consumer`'s index has durably absorbed everything up to `position` (from a
+    /// [`FeedBatch`]); entries every consumer is past are dropped.
+    fn feed_ack(&self, consumer: &str, position: FeedPosition) -> Result<()>;
+    /// `consumer` reads every document again (its index was lost, or was built by another
+    /// analyzer or chunker) and then goes on from where it stood; `meta`, when given, is
+    /// recorded as `meta[key] = value` in the same transaction.
+    fn feed_rebuild(&self, consumer: &str, meta: Option<(&str, &str)>) -> Result<()>;
+    /// Forgets a consumer that will never read again, so the feed is not kept for it.
+    fn feed_forget(&self, consumer: &str) -> Result<()>;
     /// Documents by row id (missing ids are skipped).
     fn documents_by_ids(&self, ids: &[i64]) -> Result<Vec<Document>>;
     /// A document by collection and path.

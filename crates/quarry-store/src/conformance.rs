@@ -1,0 +1,300 @@
+//! The store conformance suite: what every backend must do, run against each one (tantivy's
+//! directory tests are the model). A backend's tests expand [`store_conformance!`] with a
+//! function that opens a fresh, empty store:
+//!
+//! ```ignore
+//! quarry_store::store_conformance!(|| {
+//!     let dir = tempfile::tempdir().unwrap();
+//!     let store = SqliteStore::open(&dir.path().join("q.db")).unwrap();
+//!     (dir, Box::new(store) as Box<dyn quarry_store::Store>)
+//! });
+//! ```
+//!
+//! Each case takes the store and panics, naming what broke, when the backend misbehaves.
+
+use std::collections::BTreeMap;
+
+use quarry_core::{CollectionKind, Error};
+
+use crate::{DocChange, FeedPosition, Store};
+
+/// One `#[test]` per conformance case, each on a store from `$open` (a closure returning
+/// whatever must outlive the test, e.g. a temporary directory, and a `Box<dyn Store>`).
+#[macro_export]
+macro_rules! store_conformance {
+    ($open:expr) => {
+        $crate::store_conformance!(@cases $open;
+            feed_every_consumer_sees_every_change,
+            feed_unacknowledged_work_is_read_again,
+            feed_new_consumer_reads_a_snapshot_first,
+            feed_snapshot_with_concurrent_writes_converges,
+            feed_rebuild_reads_everything_again_and_records_meta,
+            feed_forgotten_consumer_starts_over,
+            feed_ack_of_an_unknown_consumer_is_not_found,
+            collection_names_conflict_within_a_space_only,
+        );
+    };
+    (@cases $open:expr; $($case:ident),* $(,)?) => {
+        $(
+            #[test]
+            fn $case() {
+                let (_keep, store) = ($open)();
+                $crate::conformance::$case(&*store);
+            }
+        )*
+    };
+}
+
+const SPACE: &str = "default";
+
+fn doc(path: &str, body: &str) -> DocChange {
+    DocChange::Upsert {
+        path: path.into(),
+        title: path.into(),
+        // Distinct content, distinct hash (hex, as SHA-256 digests are).
+        hash: body.bytes().map(|b| format!("{b:02x}")).collect(),
+        size: body.len() as u64,
+        stamp: 1,
+        body: body.into(),
+        pages: Vec::new(),
+        furniture: Vec::new(),
+    }
+}
+
+/// What a consumer's index holds: document id → body.
+type Model = BTreeMap<i64, String>;
+
+/// Reads and acknowledges the feed until it is empty, applying each batch to `model` as a
+/// derived index would; returns how many batches it took.
+fn drain(store: &dyn Store, consumer: &str, limit: usize, model: &mut Model) -> usize {
+    let mut batches = 0;
+    let mut last: Option<FeedPosition> = None;
+    loop {
+        let batch = store.feed_read(consumer, limit).expect("feed_read");
+        let done = batch.work.is_empty();
+        for id in &batch.work.deletes {
+            model.remove(id);
+        }
+        for d in batch.work.upserts {
+            model.insert(d.id, d.body);
+        }
+        if !done || last != Some(batch.position) {
+            store.feed_ack(consumer, batch.position).expect("feed_ack");
+            last = Some(batch.position);
+        }
+        if done {
+            return batches;
+        }
+        batches += 1;
+        assert!(batches < 10_000, "{consumer}: the feed never ends");
+    }
+}
+
+/// The store's documents, as a derived index should hold them.
+fn truth(store: &dyn Store) -> Model {
+    let ids: Vec<i64> = store
+        .document_summaries(SPACE)
+        .expect("document_summaries")
+        .iter()
+        .map(|d| d.id)
+        .collect();
+    store
+        .documents_by_ids(&ids)
+        .expect("documents_by_ids")
+        .into_iter()
+        .map(|d| (d.id, d.body))
+        .collect()
+}
+
+fn collection(store: &dyn Store, name: &str) -> i64 {
+    store
+        .create_collection(SPACE, name, CollectionKind::Folder, "/x", "**/*.md")
+        .expect("create_collection")
+        .id
+}
+
+fn id_of(store: &dyn Store, path: &str) -> i64 {
+    store
+        .document_summaries(SPACE)
+        .expect("document_summaries")
+        .into_iter()
+        .find(|d| d.path == path)
+        .unwrap_or_else(|| panic!("no document {path}"))
+        .id
+}
+
+/// Two derived indexes (two nodes' keyword indexes) follow one store: each sees every
+/// change, whenever it reads, and one acknowledging does not hide anything from the other.
+pub fn feed_every_consumer_sees_every_change(store: &dyn Store) {
+    let c = collection(store, "c");
+    let (mut a, mut b) = (Model::new(), Model::new());
+    drain(store, "a", 100, &mut a);
+    drain(store, "b", 100, &mut b);
+    store
+        .apply_changes(c, vec![doc("1.md", "one"), doc("2.md", "two")])
+        .expect("apply");
+    drain(store, "a", 100, &mut a);
+    assert_eq!(a, truth(store), "consumer a after the first writes");
+    let one = id_of(store, "1.md");
+    store
+        .apply_changes(c, vec![doc("3.md", "three"), doc("2.md", "two, changed")])
+        .expect("apply");
+    store
+        .apply_changes(c, vec![DocChange::Remove { id: one }])
+        .expect("remove");
+    // b acknowledged nothing since it registered: it sees all three batches.
+    drain(store, "b", 1, &mut b);
+    assert_eq!(b, truth(store), "consumer b, one entry at a time");
+    drain(store, "a", 100, &mut a);
+    assert_eq!(a, truth(store), "consumer a after b acknowledged");
+    assert!(!a.contains_key(&one), "the removal reached a");
+    for consumer in ["a", "b"] {
+        let batch = store.feed_read(consumer, 100).expect("feed_read");
+        assert!(batch.work.is_empty(), "{consumer} has nothing left");
+    }
+}
+
+/// A consumer that read but died before acknowledging (its index never committed) reads
+/// the same work again.
+pub fn feed_unacknowledged_work_is_read_again(store: &dyn Store) {
+    let c = collection(store, "c");
+    drain(store, "a", 100, &mut Model::new());
+    store
+        .apply_changes(c, vec![doc("1.md", "one"), doc("2.md", "two")])
+        .expect("apply");
+    let first = store.feed_read("a", 100).expect("feed_read");
+    let again = store.feed_read("a", 100).expect("feed_read");
+    let ids = |b: &crate::FeedBatch| b.work.upserts.iter().map(|d| d.id).collect::<Vec<_>>();
+    assert_eq!(ids(&first), ids(&again));
+    assert_eq!(first.work.upserts.len(), 2);
+    assert_eq!(first.position, again.position);
+    store.feed_ack("a", first.position).expect("ack");
+    assert!(store.feed_read("a", 100).expect("read").work.is_empty());
+}
+
+/// A consumer seen for the first time gets every live document from a snapshot (in pages of
+/// `limit`), not the history of writes and removals before it.
+pub fn feed_new_consumer_reads_a_snapshot_first(store: &dyn Store) {
+    let c = collection(store, "c");
+    store
+        .apply_changes(
+            c,
+            vec![doc("1.md", "one"), doc("2.md", "two"), doc("3.md", "three")],
+        )
+        .expect("apply");
+    let two = id_of(store, "2.md");
+    store
+        .apply_changes(c, vec![DocChange::Remove { id: two }])
+        .expect("remove");
+    let first = store.feed_read("late", 1).expect("feed_read");
+    assert_eq!(first.work.upserts.len(), 1, "a page of the snapshot");
+    assert!(
+        first.work.deletes.is_empty(),
+        "a snapshot holds no removals"
+    );
+    assert!(first.position.rebuilding_after.is_some());
+    let mut model = Model::new();
+    let batches = drain(store, "late", 1, &mut model);
+    assert!(batches >= 2, "two live documents, one per page: {batches}");
+    assert_eq!(model, truth(store));
+}
+
+/// Writes that land while a consumer pages through its snapshot reach it too: the index
+/// ends equal to the store.
+pub fn feed_snapshot_with_concurrent_writes_converges(store: &dyn Store) {
+    let c = collection(store, "c");
+    let changes: Vec<DocChange> = (0..6)
+        .map(|i| doc(&format!("{i}.md"), &format!("body {i}")))
+        .collect();
+    store.apply_changes(c, changes).expect("apply");
+    let mut model = Model::new();
+    // Two pages of the snapshot, acknowledged.
+    for _ in 0..2 {
+        let batch = store.feed_read("n", 2).expect("feed_read");
+        for d in batch.work.upserts {
+            model.insert(d.id, d.body);
+        }
+        store.feed_ack("n", batch.position).expect("ack");
+    }
+    // A document already read changes, one not yet read goes, a new one arrives.
+    let zero = id_of(store, "0.md");
+    let five = id_of(store, "5.md");
+    store
+        .apply_changes(
+            c,
+            vec![
+                doc("0.md", "body 0, changed"),
+                DocChange::Remove { id: five },
+                doc("6.md", "body 6"),
+            ],
+        )
+        .expect("apply");
+    drain(store, "n", 2, &mut model);
+    assert_eq!(model, truth(store));
+    assert_eq!(
+        model.get(&zero).map(String::as_str),
+        Some("body 0, changed")
+    );
+}
+
+/// A rebuild (the index was lost, or the analyzer changed) reads every document again and
+/// records its marker in the same step.
+pub fn feed_rebuild_reads_everything_again_and_records_meta(store: &dyn Store) {
+    let c = collection(store, "c");
+    store
+        .apply_changes(c, vec![doc("1.md", "one"), doc("2.md", "two")])
+        .expect("apply");
+    drain(store, "a", 100, &mut Model::new());
+    store
+        .feed_rebuild("a", Some(("analyzer", "v2")))
+        .expect("feed_rebuild");
+    assert_eq!(store.meta("analyzer").expect("meta").as_deref(), Some("v2"));
+    let mut fresh = Model::new();
+    drain(store, "a", 100, &mut fresh);
+    assert_eq!(fresh, truth(store), "every document read again");
+}
+
+/// A forgotten consumer holds nothing back, and if it comes back it starts over with a
+/// snapshot.
+pub fn feed_forgotten_consumer_starts_over(store: &dyn Store) {
+    let c = collection(store, "c");
+    drain(store, "gone", 100, &mut Model::new());
+    store
+        .apply_changes(c, vec![doc("1.md", "one")])
+        .expect("apply");
+    store.feed_forget("gone").expect("feed_forget");
+    let mut model = Model::new();
+    drain(store, "gone", 100, &mut model);
+    assert_eq!(model, truth(store));
+}
+
+/// Acknowledging for a consumer that never read is refused, not silently recorded.
+pub fn feed_ack_of_an_unknown_consumer_is_not_found(store: &dyn Store) {
+    match store.feed_ack("nobody", FeedPosition::default()) {
+        Err(Error::NotFound(_)) => {}
+        other => panic!("expected NotFound, got {other:?}"),
+    }
+}
+
+/// Collection names are unique within a space (a clash is `Conflict`), not across spaces.
+pub fn collection_names_conflict_within_a_space_only(store: &dyn Store) {
+    collection(store, "notes");
+    match store.create_collection(SPACE, "notes", CollectionKind::Folder, "/y", "**/*.md") {
+        Err(Error::Conflict(_)) => {}
+        other => panic!("expected Conflict, got {other:?}"),
+    }
+    collection(store, "other");
+    match store.rename_collection(SPACE, "other", "notes") {
+        Err(Error::Conflict(_)) => {}
+        other => panic!("expected Conflict on rename, got {other:?}"),
+    }
+    store
+        .create_collection(
+            "elsewhere",
+            "notes",
+            CollectionKind::Folder,
+            "/z",
+            "**/*.md",
+        )
+        .expect("the same name in another space");
+}
