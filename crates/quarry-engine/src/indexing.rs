@@ -25,6 +25,8 @@ const CHANGE_BATCH: usize = 1024;
 const CHANGE_BATCH_BYTES: usize = 32 << 20;
 /// Documents per keyword-index commit: bounds the work a kill can make us redo.
 const INDEX_BATCH: usize = 16_384;
+/// Feed entries read at once (their bodies are held in memory until applied).
+const CATCH_UP_BATCH: usize = 1024;
 
 #[derive(Debug, Clone, Default)]
 /// What `update` (`index`) re-scans.
@@ -280,8 +282,10 @@ pub(crate) struct IndexSession<'a> {
     passages: Option<(Arc<FtsIndex>, FtsWriter)>,
     /// Documents applied to the writers but not yet committed.
     uncommitted: usize,
-    /// The feed position the writers reach once they commit, if not yet acknowledged.
-    position: Option<FeedPosition>,
+    /// How far this session has read the feed (its writers hold everything up to here).
+    read: Option<FeedPosition>,
+    /// Whether `read` is ahead of the position last acknowledged.
+    unacknowledged: bool,
 }
 
 impl<'a> IndexSession<'a> {
@@ -292,7 +296,8 @@ impl<'a> IndexSession<'a> {
             writer: None,
             passages: None,
             uncommitted: 0,
-            position: None,
+            read: None,
+            unacknowledged: false,
         }
     }
 
@@ -325,21 +330,25 @@ impl<'a> IndexSession<'a> {
     /// Applies what the feed holds for the keyword index (committing every
     /// [`INDEX_BATCH`] documents).
     pub(crate) fn catch_up(&mut self) -> Result<()> {
+        let store = self.engine.store();
+        let mut from = match self.read {
+            Some(p) => p,
+            None => store.feed_position(KEYWORD_CONSUMER)?,
+        };
         loop {
-            let batch = self
-                .engine
-                .store()
-                .feed_read(KEYWORD_CONSUMER, INDEX_BATCH)?;
+            let batch = store.feed_read(from, CATCH_UP_BATCH)?;
             let done = batch.work.is_empty();
-            if !done || self.position != Some(batch.position) {
-                self.apply(batch.work)?;
-                self.position = Some(batch.position);
-            }
-            if done {
-                return Ok(());
+            self.apply(batch.work)?;
+            if batch.position != from {
+                from = batch.position;
+                self.read = Some(from);
+                self.unacknowledged = true;
             }
             if self.uncommitted >= INDEX_BATCH {
                 self.commit()?;
+            }
+            if done {
+                return Ok(());
             }
         }
     }
@@ -406,9 +415,6 @@ impl<'a> IndexSession<'a> {
 
     /// Commits the writers, then acknowledges the feed position they reached.
     pub(crate) fn commit(&mut self) -> Result<()> {
-        let Some(position) = self.position else {
-            return Ok(());
-        };
         if self.uncommitted > 0 {
             if let Some((_, writer)) = self.writer.as_mut() {
                 writer.commit()?;
@@ -416,10 +422,12 @@ impl<'a> IndexSession<'a> {
             if let Some((_, writer)) = self.passages.as_mut() {
                 writer.commit()?;
             }
+            self.uncommitted = 0;
         }
-        self.engine.store().feed_ack(KEYWORD_CONSUMER, position)?;
-        self.position = None;
-        self.uncommitted = 0;
+        if let (true, Some(position)) = (self.unacknowledged, self.read) {
+            self.engine.store().feed_ack(KEYWORD_CONSUMER, position)?;
+            self.unacknowledged = false;
+        }
         Ok(())
     }
 

@@ -195,7 +195,8 @@ pub(super) fn enqueue_cleanup_tx(tx: &Transaction<'_>) -> Result<()> {
     Ok(())
 }
 
-/// Removes one file's document (tombstoned for the derived indexes), images, job and row.
+/// Removes one file's document (the feed records it for the derived indexes), images, job
+/// and row.
 fn delete_file_tx(tx: &Transaction<'_>, row_id: i64) -> Result<()> {
     let document: Option<Option<i64>> = tx
         .query_row(

@@ -1008,8 +1008,7 @@ impl Store for SqliteStore {
         })
     }
 
-    fn feed_read(&self, consumer: &str, limit: usize) -> Result<FeedBatch> {
-        let limit = limit.max(1) as i64;
+    fn feed_position(&self, consumer: &str) -> Result<FeedPosition> {
         self.write(|tx| {
             // A consumer seen for the first time reads a snapshot, then what follows it.
             let head = feed_head(tx)?;
@@ -1019,14 +1018,30 @@ impl Store for SqliteStore {
             )
             .and_then(|mut s| s.execute(params![consumer, head]))
             .map_err(db_err)?;
-            let (seq, rebuilding_after): (i64, Option<i64>) = tx
-                .query_row(
-                    "SELECT seq, rebuilding_after FROM feed_consumers WHERE consumer = ?1",
-                    [consumer],
-                    |r| Ok((r.get(0)?, r.get(1)?)),
-                )
-                .map_err(db_err)?;
-            if let Some(after) = rebuilding_after {
+            tx.query_row(
+                "SELECT seq, rebuilding_after FROM feed_consumers WHERE consumer = ?1",
+                [consumer],
+                |r| {
+                    Ok(FeedPosition {
+                        seq: r.get(0)?,
+                        rebuilding_after: r.get(1)?,
+                    })
+                },
+            )
+            .map_err(db_err)
+        })
+    }
+
+    fn feed_read(&self, from: FeedPosition, limit: usize) -> Result<FeedBatch> {
+        let limit = limit.max(1) as i64;
+        let seq = from.seq;
+        let mut conn = self.conn();
+        // One read transaction: the snapshot page, the entries and the rows they name
+        // are read from one state of the database.
+        let tx = conn.transaction().map_err(db_err)?;
+        let tx = &*tx;
+        {
+            if let Some(after) = from.rebuilding_after {
                 let upserts = index_docs(
                     tx,
                     "SELECT id, collection_id, path, title, body FROM documents \
@@ -1080,7 +1095,7 @@ impl Store for SqliteStore {
                 work: IndexWork { upserts, deletes },
                 position,
             })
-        })
+        }
     }
 
     fn feed_ack(&self, consumer: &str, position: FeedPosition) -> Result<()> {

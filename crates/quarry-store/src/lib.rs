@@ -295,12 +295,15 @@ pub trait Store:
     // *consumer*, e.g. one node's keyword index) reads the feed from its own position and
     // acknowledges what it has durably absorbed, so every consumer sees every change; an
     // entry goes once every consumer is past it.
-    /// Up to `limit` documents `consumer` has not absorbed, resolved against the store's
-    /// current state: while it rebuilds, the next documents of a snapshot (by id); then
-    /// each document written or removed after its position (a removed one as a delete). A
-    /// consumer seen for the first time starts with a snapshot of every document. Reading
-    /// does not move the position: [`Store::feed_ack`] does, once the index has committed.
-    fn feed_read(&self, consumer: &str, limit: usize) -> Result<FeedBatch>;
+    /// Where `consumer` stands (what it last acknowledged). A consumer seen for the first
+    /// time is registered at the feed's end, to read a snapshot of every document first.
+    fn feed_position(&self, consumer: &str) -> Result<FeedPosition>;
+    /// Up to `limit` documents after `from`, resolved against the store's current state:
+    /// while `from` is rebuilding, the next documents of the snapshot (by id); then each
+    /// document written or removed after `from.seq` (a removed one as a delete). Reading
+    /// moves nothing: the caller keeps the returned position and passes the last one it has
+    /// durably absorbed to [`Store::feed_ack`].
+    fn feed_read(&self, from: FeedPosition, limit: usize) -> Result<FeedBatch>;
     /// `consumer`'s index has durably absorbed everything up to `position` (from a
     /// [`FeedBatch`]); entries every consumer is past are dropped.
     fn feed_ack(&self, consumer: &str, position: FeedPosition) -> Result<()>;
