@@ -21,6 +21,19 @@ use crate::auth::Caller;
 use crate::http::{ApiError, Body, ok, ok_list, run_blocking};
 use crate::service::knowledge_tools;
 
+/// Runs `f` on the hub's registry as the request's principal, on the blocking runner.
+async fn as_caller<T: Send + 'static>(
+    state: &AppState,
+    caller: &Caller,
+    f: impl FnOnce(&Arc<quarry_hub::Hub>, &quarry_core::Principal) -> quarry_core::Result<T>
+    + Send
+    + 'static,
+) -> Result<T, ApiError> {
+    let hub = state.hub().clone();
+    let who = caller.principal.clone();
+    run_blocking(move || f(&hub, &who)).await
+}
+
 pub(crate) fn router() -> Router<Arc<AppState>> {
     Router::new()
         .route(
@@ -55,9 +68,7 @@ async fn list_servers(
     State(state): State<Arc<AppState>>,
     caller: Caller,
 ) -> Result<Response, ApiError> {
-    let hub = state.hub().clone();
-    let who = caller.principal.clone();
-    let servers = run_blocking(move || hub.upstreams(&who)).await?;
+    let servers = as_caller(&state, &caller, move |hub, who| hub.upstreams(who)).await?;
     Ok(ok_list(&servers))
 }
 
@@ -66,9 +77,7 @@ async fn register_server(
     caller: Caller,
     Body(req): Body<RegisterUpstream>,
 ) -> Result<Response, ApiError> {
-    let hub = state.hub().clone();
-    let who = caller.principal.clone();
-    let info = run_blocking(move || hub.register(&who, req)).await?;
+    let info = as_caller(&state, &caller, move |hub, who| hub.register(who, req)).await?;
     Ok((StatusCode::CREATED, ok(info)).into_response())
 }
 
@@ -77,9 +86,10 @@ async fn get_server(
     caller: Caller,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    let hub = state.hub().clone();
-    let who = caller.principal.clone();
-    Ok(ok(run_blocking(move || hub.upstream(&who, &id)).await?))
+    Ok(ok(as_caller(&state, &caller, move |hub, who| {
+        hub.upstream(who, &id)
+    })
+    .await?))
 }
 
 async fn delete_server(
@@ -87,10 +97,11 @@ async fn delete_server(
     caller: Caller,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    let hub = state.hub().clone();
-    let who = caller.principal.clone();
     let id2 = id.clone();
-    run_blocking(move || hub.delete_upstream(&who, &id2)).await?;
+    as_caller(&state, &caller, move |hub, who| {
+        hub.delete_upstream(who, &id2)
+    })
+    .await?;
     Ok(ok(json!({ "id": id, "deleted": true })))
 }
 
@@ -240,9 +251,7 @@ async fn all_tools(
 ) -> Result<Response, ApiError> {
     let catalog = catalog_of(&state, &caller).await?;
     let mut items = tools_of_kinds(&caller, &catalog, &[PackageKind::Builtin]);
-    let hub = state.hub().clone();
-    let who = caller.principal.clone();
-    let custom = run_blocking(move || hub.custom_tools(&who)).await?;
+    let custom = as_caller(&state, &caller, move |hub, who| hub.custom_tools(who)).await?;
     for c in custom {
         let mut v = serde_json::to_value(&c).unwrap_or_default();
         // One meaning of `name` in this listing: what an MCP client calls the tool by (as for
@@ -296,9 +305,10 @@ async fn create_custom(
     }
     let spec: quarry_hub::custom::CustomToolSpec = serde_json::from_value(Value::Object(body))
         .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, format!("invalid custom tool: {e}")))?;
-    let hub = state.hub().clone();
-    let who = caller.principal.clone();
-    let info = run_blocking(move || hub.create_custom_tool(&who, spec, enabled)).await?;
+    let info = as_caller(&state, &caller, move |hub, who| {
+        hub.create_custom_tool(who, spec, enabled)
+    })
+    .await?;
     Ok((StatusCode::CREATED, ok(info)).into_response())
 }
 
@@ -307,9 +317,10 @@ async fn get_custom(
     caller: Caller,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    let hub = state.hub().clone();
-    let who = caller.principal.clone();
-    Ok(ok(run_blocking(move || hub.custom_tool(&who, &id)).await?))
+    Ok(ok(as_caller(&state, &caller, move |hub, who| {
+        hub.custom_tool(who, &id)
+    })
+    .await?))
 }
 
 async fn update_custom(
@@ -331,10 +342,11 @@ async fn delete_custom(
     caller: Caller,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    let hub = state.hub().clone();
-    let who = caller.principal.clone();
     let id2 = id.clone();
-    run_blocking(move || hub.delete_custom_tool(&who, &id2)).await?;
+    as_caller(&state, &caller, move |hub, who| {
+        hub.delete_custom_tool(who, &id2)
+    })
+    .await?;
     Ok(ok(json!({ "id": id, "deleted": true })))
 }
 
