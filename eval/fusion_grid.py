@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+"""Replays `query`'s document fusion (hybrid.rs: min-max-normalised lists mixed with the
+per-query vector share of calibration.rs) on feature dumps and searches its constants.
+
+    quarry eval eval/SET.jsonl -c tldr --features DUMPS/SET.jsonl   # tldr-en, tldr-en-desc,
+    #   tldr-zh, tldr-zh-desc, zh-hard; the QMD sets as qmd-queries, qmd-deep-research
+    python3 eval/fusion_grid.py DUMPS
+
+Prints each set's search / vsearch / query nDCG@10 (Hit@3) with the current constants (the
+replay reproduces `quarry eval` exactly), the best share constants on four tldr sets with
+tldr-en held out, and the best with one more feature (the two leaders agree). Needs numpy.
+"""
+import math, sys, itertools
+from pathlib import Path
+from collections import defaultdict
+import numpy as np
+sys.path.insert(0, str(Path(__file__).parent))
+import fit_calibration as fc
+# calibration.rs DOCUMENTS: the keyword and vector models (the vector model's sixth, passage-only
+# feature is 0 for documents).
+K = np.array([-2.045, 0.8306, 1.766, -1.682, 1.393])
+V = np.array([-1.753, 0.823, -0.8882, -0.5417, 0.07561])
+DUMPS = Path(sys.argv[1] if len(sys.argv) > 1 else '/tmp/f')
+sets = {n: str(DUMPS / f'{n}.jsonl') for n in ['tldr-en','tldr-en-desc','tldr-zh','tldr-zh-desc','zh-hard','qmd-queries','qmd-deep-research']}
+data = {}
+for n, p in sets.items():
+    rows = fc.load([p])
+    groups = defaultdict(list)
+    for r in rows: groups[r['query']].append(r)
+    qs = []
+    for q, c in groups.items():
+        def norm(side, field):
+            vals = [r[side][field] for r in c if r[side]]
+            hi, lo = (max(vals), min(vals)) if vals else (0, 0)
+            return np.array([((r[side][field] - lo) / (hi - lo) if hi > lo else 1.0) if r[side] else 0.0 for r in c])
+        kn, vn = norm('keyword','bm25'), norm('vector','similarity')
+        lk = max((float(np.dot(K, fc.kw_x(r['keyword']))) for r in c if r['keyword']), default=-8.0)
+        lv = max((float(np.dot(V, fc.vec_x(r['vector']))) for r in c if r['vector']), default=-8.0)
+        top = next((r['keyword'] for r in c if r['keyword'] and r['keyword']['rank'] == 0), None)
+        m, cov = (top['margin'], top['coverage']) if top else (0.0, 0.0)
+        rel = np.array([bool(r['relevant']) for r in c])
+        judged = next((r['judged'] for r in c if 'judged' in r), None) or max(int(rel.sum()), 1)
+        kr = np.array([r['keyword']['rank'] if r['keyword'] else 999 for r in c])
+        vr = np.array([r['vector']['rank'] if r['vector'] else 999 for r in c])
+        qs.append((kn, vn, lk, lv, m, cov, rel, judged, kr, vr))
+    data[n] = qs
+def metrics(order_rel, judged):
+    f = order_rel[:10]
+    hit = float(f[:3].any())
+    dcg = sum(1/math.log2(i+2) for i, x in enumerate(f) if x)
+    idcg = sum(1/math.log2(i+2) for i in range(min(judged, 10)))
+    return hit, dcg/idcg
+def evaluate(share_fn):
+    out = {}
+    for n, qs in data.items():
+        h = d = 0
+        for kn, vn, lk, lv, m, cov, rel, judged, kr, vr in qs:
+            s = share_fn(lk, lv, m, cov)
+            score = (1-s)*kn + s*vn
+            o = np.argsort(-score, kind='stable')
+            a, b = metrics(rel[o], judged); h += a; d += b
+        out[n] = (h/len(qs), d/len(qs))
+    return out
+def single(side):
+    out = {}
+    for n, qs in data.items():
+        h = d = 0
+        for kn, vn, lk, lv, m, cov, rel, judged, kr, vr in qs:
+            r = kr if side == 'k' else vr
+            o = np.argsort(r, kind='stable')
+            a, b = metrics(rel[o], judged); h += a; d += b
+        out[n] = (h/len(qs), d/len(qs))
+    return out
+S, Vs = single('k'), single('v')
+sig = lambda x: 1/(1+math.exp(-x))
+cur = evaluate(lambda lk, lv, m, c: sig(1.5 + 0.5*(lv-lk) - 2*m - 4*c))
+print('set            search        vsearch       query(current)')
+for n in data: print(f'{n:14} {S[n][1]:.3f} ({S[n][0]:.3f}) {Vs[n][1]:.3f} ({Vs[n][0]:.3f}) {cur[n][1]:.3f} ({cur[n][0]:.3f})')
+fit = ['tldr-en-desc','tldr-zh','tldr-zh-desc','zh-hard']  # tldr-en held out here
+best = None
+for a, b, c, d in itertools.product([0.5,1,1.5,2,2.5,3],[0,0.25,0.5,0.75,1],[-4,-3,-2,-1,0],[-6,-5,-4,-3,-2]):
+    r = evaluate(lambda lk, lv, m, cv: sig(a + b*(lv-lk) + c*m + d*cv))
+    margin = min(r[n][1] - max(S[n][1], Vs[n][1]) for n in fit)
+    if best is None or margin > best[0]: best = (margin, (a,b,c,d), r)
+print('best on fit sets (tldr-en held out):', best[1], 'min nDCG margin', round(best[0],3))
+for n in data: print(f'  {n:14} query {best[2][n][1]:.3f} ({best[2][n][0]:.3f})  margin {best[2][n][1]-max(S[n][1],Vs[n][1]):+.3f}')
+# Extra evidence: whether the two lists' leaders agree.
+def evaluate2(fn):
+    out = {}
+    for n, qs in data.items():
+        h = d = 0
+        for kn, vn, lk, lv, m, cov, rel, judged, kr, vr in qs:
+            ag = float(np.argmin(kr) == np.argmin(vr))
+            s = fn(lk, lv, m, cov, ag)
+            o = np.argsort(-((1-s)*kn + s*vn), kind='stable')
+            a, b = metrics(rel[o], judged); h += a; d += b
+        out[n] = (h/len(qs), d/len(qs))
+    return out
+allsets = ['tldr-en','tldr-en-desc','tldr-zh','tldr-zh-desc','zh-hard']
+best=None
+for a, b, c, d, e in itertools.product([1,1.5,2],[0.25,0.5,0.75],[-3,-2,-1],[-5,-4,-3],[-2,-1,0,1,2]):
+    r = evaluate2(lambda lk, lv, m, cv, ag: sig(a + b*(lv-lk) + c*m + d*cv + e*ag))
+    margin = min(r[n][1] - max(S[n][1], Vs[n][1]) for n in allsets)
+    if best is None or margin > best[0]: best=(margin,(a,b,c,d,e),r)
+print('with agreement, all five tldr sets:', best[1], round(best[0],3))
+for n in data: print(f'  {n:14} query {best[2][n][1]:.3f} ({best[2][n][0]:.3f})  margin {best[2][n][1]-max(S[n][1],Vs[n][1]):+.3f}')
