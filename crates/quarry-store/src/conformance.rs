@@ -2,7 +2,7 @@
 //! directory tests are the model). A backend's tests expand [`store_conformance!`] with a
 //! function that opens a fresh, empty store:
 //!
-//! ```ignore
+//! ```text
 //! quarry_store::store_conformance!(|| {
 //!     let dir = tempfile::tempdir().unwrap();
 //!     let store = SqliteStore::open(&dir.path().join("q.db")).unwrap();
