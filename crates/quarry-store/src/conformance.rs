@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 
 use quarry_core::{CollectionKind, Error};
 
-use crate::{DocChange, FeedPosition, Store};
+use crate::{DocChange, FeedPosition, NewKbFile, Store};
 
 /// One `#[test]` per conformance case, each on a store from `$open` (a closure returning
 /// whatever must outlive the test, e.g. a temporary directory, and a `Box<dyn Store>`).
@@ -32,6 +32,7 @@ macro_rules! store_conformance {
             feed_forgotten_consumer_starts_over,
             feed_ack_of_an_unknown_consumer_is_not_found,
             collection_names_conflict_within_a_space_only,
+            jobs_two_claimers_never_hold_one_job,
         );
     };
     (@cases $open:expr; $($case:ident),* $(,)?) => {
@@ -306,4 +307,61 @@ pub fn collection_names_conflict_within_a_space_only(store: &dyn Store) {
             "**/*.md",
         )
         .expect("the same name in another space");
+}
+
+/// Two workers claiming at once (two nodes, or two threads) never get the same job, and
+/// together they get every job; a claimed job is nobody else's until its lease lapses.
+pub fn jobs_two_claimers_never_hold_one_job(store: &dyn Store) {
+    let kb = store
+        .create_knowledge_base(SPACE, "kb", "", None)
+        .expect("create_knowledge_base");
+    let files: Vec<NewKbFile> = (0..40)
+        .map(|i| NewKbFile {
+            original_name: format!("{i}.md"),
+            sha256: format!("{i:064x}"),
+            format: "md".into(),
+            mime: "text/markdown".into(),
+            size: 3,
+            note: None,
+        })
+        .collect();
+    store
+        .add_files(kb.collection_id, &files)
+        .expect("add_files");
+    let now = quarry_core::now_millis();
+    let lease = 60_000;
+    let claim_all = |owner: &str| {
+        let mut ids = Vec::new();
+        while let Some(job) = store.claim_job(owner, now, lease).expect("claim_job") {
+            ids.push(job.id);
+        }
+        ids
+    };
+    let (a, b) = std::thread::scope(|s| {
+        let a = s.spawn(|| claim_all("A"));
+        let b = s.spawn(|| claim_all("B"));
+        (a.join().expect("claimer A"), b.join().expect("claimer B"))
+    });
+    let mut all: Vec<i64> = a.iter().chain(&b).copied().collect();
+    all.sort_unstable();
+    let claimed = all.len();
+    all.dedup();
+    assert_eq!(
+        all.len(),
+        claimed,
+        "a job was claimed twice: A {a:?}, B {b:?}"
+    );
+    assert_eq!(claimed, 40, "every ingest job is claimed once");
+    // Within the lease nobody else gets them; after it, they are claimable again.
+    assert_eq!(
+        store.claim_job("C", now + lease - 1, lease).expect("claim"),
+        None
+    );
+    assert!(
+        store
+            .claim_job("C", now + lease + 1, lease)
+            .expect("claim")
+            .is_some(),
+        "a lapsed lease frees its job"
+    );
 }
