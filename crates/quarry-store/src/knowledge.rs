@@ -389,8 +389,9 @@ pub trait KnowledgeStore {
     /// Records a file's stage (and the reason when failing). No-op for a deleted file.
     fn set_file_status(&self, row_id: i64, status: FileStatus, error: Option<&str>) -> Result<()>;
     /// Stores the converted document (new or replacing the file's previous one) and moves
-    /// the file to `indexing`; returns the keyword-index work, or `None` when the file was
-    /// deleted meanwhile.
+    /// the file to `indexing`; returns the document as stored (it also enters the change
+    /// feed, which is what derived indexes follow), or `None` when the file was deleted
+    /// meanwhile.
     fn file_converted(&self, row_id: i64, converted: ConvertedFile) -> Result<Option<IndexWork>>;
 
     /// Whether a blob is referenced (as an original or an extracted image) by a file of

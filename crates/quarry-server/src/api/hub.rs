@@ -132,13 +132,18 @@ async fn toggle_server(
     body: axum::body::Bytes,
 ) -> Result<Response, ApiError> {
     let b = toggle_body(&body)?;
-    let (hub, who, key) = (state.hub().clone(), caller.principal.clone(), id.clone());
-    let connecting = run_blocking(move || hub.set_enabled(&who, &key, b.enabled)).await?;
+    let key = id.clone();
+    let connecting = as_caller(&state, &caller, move |hub, who| {
+        hub.set_enabled(who, &key, b.enabled)
+    })
+    .await?;
     if let Some(c) = connecting {
         c.discovered(quarry_hub::ANSWER_GRACE).await;
     }
-    let (hub, who) = (state.hub().clone(), caller.principal.clone());
-    Ok(ok(run_blocking(move || hub.upstream(&who, &id)).await?))
+    Ok(ok(as_caller(&state, &caller, move |hub, who| {
+        hub.upstream(who, &id)
+    })
+    .await?))
 }
 
 async fn refresh_server(
@@ -146,13 +151,15 @@ async fn refresh_server(
     caller: Caller,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    let (hub, who, key) = (state.hub().clone(), caller.principal.clone(), id.clone());
-    run_blocking(move || hub.refresh(&who, &key))
+    let key = id.clone();
+    as_caller(&state, &caller, move |hub, who| hub.refresh(who, &key))
         .await?
         .finish()
         .await;
-    let (hub, who) = (state.hub().clone(), caller.principal.clone());
-    Ok(ok(run_blocking(move || hub.upstream(&who, &id)).await?))
+    Ok(ok(as_caller(&state, &caller, move |hub, who| {
+        hub.upstream(who, &id)
+    })
+    .await?))
 }
 
 /// One tool as the tool APIs list it.
@@ -199,10 +206,8 @@ async fn server_tools(
     caller: Caller,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    let hub = state.hub().clone();
-    let who = caller.principal.clone();
-    let (tools, catalog) = run_blocking(move || {
-        let tools = hub.upstream_tools(&who, &id)?;
+    let (tools, catalog) = as_caller(&state, &caller, move |hub, who| {
+        let tools = hub.upstream_tools(who, &id)?;
         Ok((tools, hub.catalog(who.owner_key())?))
     })
     .await?;
@@ -211,9 +216,7 @@ async fn server_tools(
 }
 
 async fn catalog_of(state: &Arc<AppState>, caller: &Caller) -> Result<Arc<Catalog>, ApiError> {
-    let hub = state.hub().clone();
-    let owner = caller.principal.owner_key().to_owned();
-    run_blocking(move || hub.catalog(&owner)).await
+    as_caller(state, caller, |hub, who| hub.catalog(who.owner_key())).await
 }
 
 /// Tools of the given kinds, knowledge tools only those the caller may use.
@@ -329,10 +332,8 @@ async fn update_custom(
     Path(id): Path<String>,
     Body(patch): Body<serde_json::Map<String, Value>>,
 ) -> Result<Response, ApiError> {
-    let hub = state.hub().clone();
-    let who = caller.principal.clone();
-    Ok(ok(run_blocking(move || {
-        hub.update_custom_tool(&who, &id, patch)
+    Ok(ok(as_caller(&state, &caller, move |hub, who| {
+        hub.update_custom_tool(who, &id, patch)
     })
     .await?))
 }
@@ -357,16 +358,14 @@ async fn toggle_custom(
     body: axum::body::Bytes,
 ) -> Result<Response, ApiError> {
     let b = toggle_body(&body)?;
-    let hub = state.hub().clone();
-    let who = caller.principal.clone();
-    let info = run_blocking(move || {
-        let current = hub.custom_tool(&who, &id)?;
+    let info = as_caller(&state, &caller, move |hub, who| {
+        let current = hub.custom_tool(who, &id)?;
         let mut patch = serde_json::Map::new();
         patch.insert(
             "enabled".into(),
             json!(b.enabled.unwrap_or(!current.enabled)),
         );
-        hub.update_custom_tool(&who, &current.id, patch)
+        hub.update_custom_tool(who, &current.id, patch)
     })
     .await?;
     Ok(ok(info))
@@ -396,12 +395,10 @@ async fn test_custom(
             )
         })?
     };
-    let who = caller.principal.clone();
-    let hub = state.hub().clone();
     // A missing tool is a 404 like every other route's.
-    let prepared = run_blocking(move || {
-        hub.custom_tool(&who, &id)?;
-        Ok(hub.custom_call(&who, &id))
+    let prepared = as_caller(&state, &caller, move |hub, who| {
+        hub.custom_tool(who, &id)?;
+        Ok(hub.custom_call(who, &id))
     })
     .await?;
     let args = b.arguments.unwrap_or_else(|| json!({}));
@@ -444,9 +441,7 @@ async fn set_enabled(
     builtin_only: bool,
 ) -> Result<Response, ApiError> {
     let b = toggle_body(body)?;
-    let hub = state.hub().clone();
-    let who = caller.principal.clone();
-    let (tool, catalog) = run_blocking(move || {
+    let (tool, catalog) = as_caller(state, caller, move |hub, who| {
         let catalog = hub.catalog(who.owner_key())?;
         let found = if builtin_only {
             catalog
@@ -467,7 +462,7 @@ async fn set_enabled(
         };
         let tool = found.ok_or_else(|| Error::NotFound(format!("tool '{name}' not found")))?;
         let enabled = b.enabled.unwrap_or(!tool.enabled);
-        let tool = hub.set_tool_enabled(&who, &tool.full_name, enabled)?;
+        let tool = hub.set_tool_enabled(who, &tool.full_name, enabled)?;
         Ok((tool, hub.catalog(who.owner_key())?))
     })
     .await?;
