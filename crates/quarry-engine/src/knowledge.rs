@@ -22,7 +22,7 @@ use quarry_blobs::{BlobStore, FsBlobStore, Staged};
 use quarry_convert::{ConvertOptions, Format, Ocr};
 use quarry_core::{Access, Error, Result};
 use quarry_store::{
-    AddedFile, ConvertedFile, FileFilter, FileStatus, Job, JobKind, KbFile, KnowledgeBase,
+    AddedFile, ConvertedFile, FileFilter, FileStatus, Job, JobKind, KbFile, KnowledgeBase, Lease,
     NewKbFile, QueueCounts,
 };
 use serde::Serialize;
@@ -606,21 +606,18 @@ impl Engine {
 
     /// Claims the next runnable job for `owner` for `lease`.
     pub fn claim_job(&self, owner: &str, lease: Duration) -> Result<Option<Job>> {
-        self.store()
-            .claim_job(owner, quarry_core::now_millis(), lease.as_millis() as i64)
+        self.store().claim_job(owner, lease.as_millis() as i64)
     }
 
-    /// Extends `owner`'s lease on a job; `false` when it lost the job.
-    pub fn renew_job(&self, job: &Job, owner: &str, lease: Duration) -> Result<bool> {
-        self.store().renew_job(
-            job.id,
-            owner,
-            quarry_core::now_millis() + lease.as_millis() as i64,
-        )
+    /// Extends the lease of a claimed job; `false` when it was lost to another claim.
+    pub fn renew_job(&self, job: &Job, lease: Duration) -> Result<bool> {
+        self.store().renew_job(job.lease(), lease.as_millis() as i64)
     }
 
-    /// Runs a claimed job and records its outcome in the store.
-    pub fn run_job(&self, job: &Job, owner: &str, progress: &dyn Progress) -> Result<JobOutcome> {
+    /// Runs a claimed job and records its outcome in the store. Each of its writes presents
+    /// the claim's lease, so a worker that lost the job records nothing.
+    pub fn run_job(&self, job: &Job, progress: &dyn Progress) -> Result<JobOutcome> {
+        let lease = job.lease();
         let result = match job.kind {
             // Its workers keep dying on this file (a process killed mid-conversion, out of
             // memory…): give up rather than take down every worker that claims it.
@@ -632,17 +629,17 @@ impl Engine {
                 )))
             }
             JobKind::Ingest => match job.file_id {
-                Some(id) => self.ingest_file(id, progress),
+                Some(id) => self.ingest_file(lease, id, progress),
                 None => Err(JobError::permanent("ingest job without a document")),
             },
             JobKind::Cleanup => self.cleanup(progress).map_err(JobError::from),
             JobKind::Embed => self.embed_job(job.collection_id, progress),
         };
         let store = self.store();
-        // The queue records an outcome only for the job's current owner; a worker whose
+        // The queue records an outcome only for the job's current claim; a worker whose
         // lease lapsed (and whose job another took over) leaves everything as it is.
         match result {
-            Ok(()) => Ok(if store.complete_job(job.id, owner)? {
+            Ok(()) => Ok(if store.complete_job(lease)? {
                 JobOutcome::Done
             } else {
                 JobOutcome::Lost
@@ -650,47 +647,35 @@ impl Engine {
             Err(e) if e.retry && job.attempts + 1 < self.ingest.max_attempts => {
                 let delay =
                     self.ingest.retry_base.as_millis() as i64 * (1i64 << job.attempts.min(10));
-                let at = quarry_core::now_millis() + delay;
-                if !store.fail_job(job.id, owner, &e.message, Some(at))? {
+                if !store.fail_job(lease, &e.message, Some(delay))? {
                     return Ok(JobOutcome::Lost);
-                }
-                if let Some(file) = job.file_id {
-                    store.set_file_status(
-                        file,
-                        FileStatus::Pending,
-                        Some(&format!("{} (will retry)", e.message)),
-                    )?;
                 }
                 Ok(JobOutcome::Retry {
                     error: e.message,
                     after_ms: delay,
                 })
             }
-            Err(e) => {
-                if !store.fail_job(job.id, owner, &e.message, None)? {
-                    return Ok(JobOutcome::Lost);
-                }
-                if let Some(file) = job.file_id {
-                    store.set_file_status(file, FileStatus::Failed, Some(&e.message))?;
-                }
-                if let (JobKind::Embed, Some(collection)) = (job.kind, job.collection_id) {
-                    // Its documents stay keyword-searchable; `failed` with the reason says
-                    // they have no vectors (retrying one queues it again).
-                    store.embedding_failed(collection, &e.message, job.attempts + 1)?;
-                }
-                Ok(JobOutcome::Failed { error: e.message })
-            }
+            Err(e) => Ok(if store.fail_job(lease, &e.message, None)? {
+                JobOutcome::Failed { error: e.message }
+            } else {
+                JobOutcome::Lost
+            }),
         }
     }
 
-    fn ingest_file(&self, file_id: i64, progress: &dyn Progress) -> Result<(), JobError> {
-        let Some(mut file) = self.convert_and_index(file_id, progress)? else {
-            return Ok(()); // deleted while queued or converting
+    fn ingest_file(
+        &self,
+        lease: Lease,
+        file_id: i64,
+        progress: &dyn Progress,
+    ) -> Result<(), JobError> {
+        let Some(mut file) = self.convert_and_index(Some(lease), file_id, progress)? else {
+            return Ok(()); // deleted while queued or converting, or the job lost
         };
         let store = self.store();
-        if file.note.is_some() && self.annotate_note(&file)? {
+        if file.note.is_some() && self.annotate_note(lease, &file)? {
             // A new title is the document's title too: index it again (cheap for a note).
-            match self.convert_and_index(file_id, progress)? {
+            match self.convert_and_index(Some(lease), file_id, progress)? {
                 Some(f) => file = f,
                 None => return Ok(()),
             }
@@ -699,10 +684,11 @@ impl Engine {
             // Searchable by keyword now; the vectors come from the collection's embed job,
             // which workers take only when no upload waits (issue 22 item 4), and which
             // marks the file `ready` once its every chunk is in the vector index.
-            store.set_file_status(file_id, FileStatus::Embedding, None)?;
-            store.enqueue_embed(file.collection_id)?;
+            if store.set_file_status(Some(lease), file_id, FileStatus::Embedding, None)? {
+                store.enqueue_embed(file.collection_id)?;
+            }
         } else {
-            store.set_file_status(file_id, FileStatus::Ready, None)?;
+            store.set_file_status(Some(lease), file_id, FileStatus::Ready, None)?;
         }
         Ok(())
     }
@@ -735,7 +721,7 @@ impl Engine {
     /// Asks the configured chat model for a note's title, tags and summary and records them
     /// (title and tags only where the agent gave none). Best effort: a failing model leaves
     /// the note as it is, with a warning. Returns whether the title changed.
-    fn annotate_note(&self, file: &KbFile) -> Result<bool, JobError> {
+    fn annotate_note(&self, lease: Lease, file: &KbFile) -> Result<bool, JobError> {
         let Some(annotator) = self.annotator().ok().flatten() else {
             return Ok(false);
         };
@@ -749,12 +735,18 @@ impl Engine {
         match annotator.annotate(&markdown) {
             Ok(a) => {
                 let title = a.title.as_deref().filter(|_| note.title.is_none());
-                self.store()
-                    .annotate_note(file.row_id, title, &a.tags, a.summary.as_deref())?;
+                self.store().annotate_note(
+                    lease,
+                    file.row_id,
+                    title,
+                    &a.tags,
+                    a.summary.as_deref(),
+                )?;
                 Ok(title.is_some())
             }
             Err(e) => {
                 self.store().add_file_warning(
+                    lease,
                     file.row_id,
                     &format!("no summary: {}", crate::semantic::model_err(e)),
                 )?;
@@ -764,9 +756,11 @@ impl Engine {
     }
 
     /// Converts a file and stores and keyword-indexes its Markdown: searchable by keyword
-    /// when this returns. `None` when the file was deleted meanwhile.
+    /// when this returns. `None` when the file was deleted meanwhile, or when the job doing
+    /// it (`lease`) lost it to another worker.
     pub(crate) fn convert_and_index(
         &self,
+        lease: Option<Lease>,
         file_id: i64,
         progress: &dyn Progress,
     ) -> Result<Option<KbFile>, JobError> {
@@ -774,7 +768,9 @@ impl Engine {
         let Some(file) = store.kb_file_by_row(file_id)? else {
             return Ok(None);
         };
-        store.set_file_status(file_id, FileStatus::Converting, None)?;
+        if !store.set_file_status(lease, file_id, FileStatus::Converting, None)? {
+            return Ok(None);
+        }
         let blobs = self.blobs()?;
         let bytes = match blobs.read(&file.sha256) {
             Ok(b) => b,
@@ -823,6 +819,7 @@ impl Engine {
         }
         let guard = self.lock_writes(progress)?;
         let work = store.file_converted(
+            lease,
             file_id,
             ConvertedFile {
                 title,

@@ -260,11 +260,11 @@ impl Engine {
 
     /// Stores and keyword-indexes a note's Markdown at once; the queued job embeds it.
     fn index_note_now(&self, file: &KbFile) -> Result<()> {
-        match self.convert_and_index(file.row_id, &NoProgress) {
+        match self.convert_and_index(None, file.row_id, &NoProgress) {
             Ok(_) => Ok(()),
             Err(e) => {
                 self.store()
-                    .set_file_status(file.row_id, FileStatus::Failed, Some(&e.message))?;
+                    .set_file_status(None, file.row_id, FileStatus::Failed, Some(&e.message))?;
                 Err(Error::invalid(e.message))
             }
         }

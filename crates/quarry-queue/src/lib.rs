@@ -212,7 +212,7 @@ pub fn run_one(
                 if *finished || !timeout.timed_out() {
                     break;
                 }
-                match engine.renew_job(&job, owner, opts.lease) {
+                match engine.renew_job(&job, opts.lease) {
                     Ok(true) => {}
                     Ok(false) => {
                         tracing::warn!(job = job.id, "ingest job lease lost");
@@ -222,7 +222,7 @@ pub fn run_one(
                 }
             }
         });
-        let outcome = engine.run_job(&job, owner, progress);
+        let outcome = engine.run_job(&job, progress);
         *done.0.lock().unwrap_or_else(|p| p.into_inner()) = true;
         done.1.notify_all();
         outcome

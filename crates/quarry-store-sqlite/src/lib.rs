@@ -17,7 +17,7 @@ use quarry_store::{
     FeedPosition, FileState, IndexDoc, IndexWork, Store,
 };
 
-const SCHEMA_VERSION: i64 = 11;
+const SCHEMA_VERSION: i64 = 12;
 
 const SCHEMA: &str = r#"
 CREATE TABLE IF NOT EXISTS spaces (
@@ -388,6 +388,12 @@ CREATE TRIGGER IF NOT EXISTS documents_feed_delete AFTER DELETE ON documents
 BEGIN INSERT INTO feed (document_id) VALUES (OLD.id); END;
 "#;
 
+/// Version 12: fencing tokens. Every claim of a job bumps its token, and a job's side
+/// effects apply only while the token they present is the job's (issue 24).
+const SCHEMA_V12: &str = r#"
+ALTER TABLE jobs ADD COLUMN lease_token INTEGER NOT NULL DEFAULT 0;
+"#;
+
 /// The feed's last sequence number (0 before its first entry).
 fn feed_head(tx: &Connection) -> Result<i64> {
     tx.query_row(
@@ -564,6 +570,9 @@ fn migrate(conn: &Connection) -> rusqlite::Result<()> {
         }
         if version < 11 {
             conn.execute_batch(SCHEMA_V11)?;
+        }
+        if version < 12 {
+            conn.execute_batch(SCHEMA_V12)?;
         }
         conn.execute_batch(&format!("PRAGMA user_version = {SCHEMA_VERSION}"))
     };

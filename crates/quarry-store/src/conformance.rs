@@ -33,6 +33,7 @@ macro_rules! store_conformance {
             feed_ack_of_an_unknown_consumer_is_not_found,
             collection_names_conflict_within_a_space_only,
             jobs_two_claimers_never_hold_one_job,
+            jobs_a_stale_claim_writes_nothing,
         );
     };
     (@cases $open:expr; $($case:ident),* $(,)?) => {
@@ -328,11 +329,10 @@ pub fn jobs_two_claimers_never_hold_one_job(store: &dyn Store) {
     store
         .add_files(kb.collection_id, &files)
         .expect("add_files");
-    let now = quarry_core::now_millis();
     let lease = 60_000;
     let claim_all = |owner: &str| {
         let mut ids = Vec::new();
-        while let Some(job) = store.claim_job(owner, now, lease).expect("claim_job") {
+        while let Some(job) = store.claim_job(owner, lease).expect("claim_job") {
             ids.push(job.id);
         }
         ids
@@ -352,16 +352,79 @@ pub fn jobs_two_claimers_never_hold_one_job(store: &dyn Store) {
         "a job was claimed twice: A {a:?}, B {b:?}"
     );
     assert_eq!(claimed, 40, "every ingest job is claimed once");
-    // Within the lease nobody else gets them; after it, they are claimable again.
-    assert_eq!(
-        store.claim_job("C", now + lease - 1, lease).expect("claim"),
-        None
+    // Within the lease nobody else gets them (lapses: `jobs_a_stale_claim_writes_nothing`).
+    assert_eq!(store.claim_job("C", lease).expect("claim"), None);
+}
+
+/// A worker that froze past its lease, whose job another worker took over, records nothing:
+/// neither the job's outcome nor its file's status (fencing tokens). A retry comes back
+/// after its delay with the attempt counted; the lease durations are the store's clock.
+pub fn jobs_a_stale_claim_writes_nothing(store: &dyn Store) {
+    use crate::{FileStatus, Lease, QueueCounts};
+    use std::time::Duration;
+    let kb = store
+        .create_knowledge_base(SPACE, "kb", "", None)
+        .expect("create_knowledge_base");
+    let added = store
+        .add_files(
+            kb.collection_id,
+            &[NewKbFile {
+                original_name: "a.md".into(),
+                sha256: format!("{:064x}", 1),
+                format: "md".into(),
+                mime: "text/markdown".into(),
+                size: 3,
+                note: None,
+            }],
+        )
+        .expect("add_files");
+    let row = added[0].file().row_id;
+    let status = || {
+        let f = store.kb_file_by_row(row).expect("kb_file_by_row").expect("the file");
+        (f.status, f.error)
+    };
+    let job = store.claim_job("A", 300).expect("claim").expect("a job");
+    assert_eq!(job.kind, crate::JobKind::Ingest);
+    assert_eq!(store.claim_job("B", 300).expect("claim"), None, "held by A");
+    assert!(store.renew_job(job.lease(), 300).expect("renew"));
+    let forged = Lease {
+        job: job.id,
+        token: job.token + 1,
+    };
+    assert!(!store.renew_job(forged, 300).expect("renew"), "a token never issued");
+    std::thread::sleep(Duration::from_millis(400));
+    let taken = store.claim_job("B", 60_000).expect("claim").expect("the lapsed job");
+    assert_eq!(taken.id, job.id);
+    assert!(taken.token > job.token, "every claim a new token");
+    // A's attempt ended without an outcome: it counts, so a file that kills its workers is
+    // not taken over forever.
+    assert!(!job.interrupted && taken.interrupted);
+    assert_eq!(taken.attempts, 1);
+    assert!(!store.complete_job(job.lease()).expect("complete"));
+    assert!(!store.renew_job(job.lease(), 300).expect("renew"));
+    assert!(!store.fail_job(job.lease(), "stale", None).expect("fail"));
+    assert!(
+        !store
+            .set_file_status(Some(job.lease()), row, FileStatus::Failed, Some("stale"))
+            .expect("set_file_status")
     );
+    assert_eq!(status(), (FileStatus::Pending, None), "A wrote nothing");
+    assert_eq!(store.queue_counts(None).expect("counts").processing, 1);
+    // B's retry: back in the queue after its delay, its file waiting with the reason.
     assert!(
         store
-            .claim_job("C", now + lease + 1, lease)
-            .expect("claim")
-            .is_some(),
-        "a lapsed lease frees its job"
+            .set_file_status(Some(taken.lease()), row, FileStatus::Converting, None)
+            .expect("set_file_status")
     );
+    assert!(store.fail_job(taken.lease(), "flaky", Some(300)).expect("fail"));
+    assert_eq!(
+        status(),
+        (FileStatus::Pending, Some("flaky (will retry)".to_owned()))
+    );
+    assert_eq!(store.claim_job("C", 300).expect("claim"), None, "not due yet");
+    std::thread::sleep(Duration::from_millis(400));
+    let again = store.claim_job("C", 60_000).expect("claim").expect("the retry");
+    assert_eq!((again.attempts, again.interrupted), (2, false));
+    assert!(store.complete_job(again.lease()).expect("complete"));
+    assert_eq!(store.queue_counts(None).expect("counts"), QueueCounts::default());
 }

@@ -288,11 +288,24 @@ impl JobKind {
     }
 }
 
+/// A worker's hold on a claimed job: the job and the fencing token of this claim. Every
+/// side effect of the job presents it, and the store applies the effect only while no later
+/// claim has taken the job over, so a worker that froze past its lease writes nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lease {
+    /// The job's row id.
+    pub job: i64,
+    /// Grows with every claim of the job.
+    pub token: i64,
+}
+
 /// A claimed job.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Job {
     /// Row id.
     pub id: i64,
+    /// This claim's fencing token (see [`Lease`]).
+    pub token: i64,
     /// What it does.
     pub kind: JobKind,
     /// The file an ingest job processes.
@@ -304,6 +317,16 @@ pub struct Job {
     /// Whether the previous attempt ended without an outcome: its lease lapsed (the worker
     /// died or was killed) and this claim took the job over.
     pub interrupted: bool,
+}
+
+impl Job {
+    /// The hold this claim gives on the job, for its side effects.
+    pub fn lease(&self) -> Lease {
+        Lease {
+            job: self.id,
+            token: self.token,
+        }
+    }
 }
 
 /// Jobs per state, for progress and `/health`.
@@ -365,12 +388,14 @@ pub trait KnowledgeStore {
         title: Option<Option<&str>>,
         tags: Option<&[String]>,
     ) -> Result<KbFile>;
-    /// Adds a warning to a file's list (something that did not stop processing).
-    fn add_file_warning(&self, row_id: i64, warning: &str) -> Result<()>;
+    /// Adds a warning to a file's list (something that did not stop processing), while
+    /// `lease` holds.
+    fn add_file_warning(&self, lease: Lease, row_id: i64, warning: &str) -> Result<()>;
     /// Records what a chat model said about a note (title and tags only where the agent gave
-    /// none); queues nothing.
+    /// none), while `lease` holds; queues nothing.
     fn annotate_note(
         &self,
+        lease: Lease,
         row_id: i64,
         title: Option<&str>,
         tags: &[String],
@@ -382,17 +407,25 @@ pub trait KnowledgeStore {
     /// chunked and whose every chunk has a vector for `model` in the vector index to
     /// `ready`; returns how many.
     fn mark_embedded(&self, collection_id: i64, model: &str) -> Result<u64>;
-    /// The collection's embedding failed for good: its files waiting for it become `failed`
-    /// with `error` after `attempts` (they stay keyword-searchable; a retry queues them
-    /// again). Returns how many.
-    fn embedding_failed(&self, collection_id: i64, error: &str, attempts: u32) -> Result<u64>;
-    /// Records a file's stage (and the reason when failing). No-op for a deleted file.
-    fn set_file_status(&self, row_id: i64, status: FileStatus, error: Option<&str>) -> Result<()>;
+    /// Records a file's stage (and the reason when failing). No-op for a deleted file, and,
+    /// when a job does it, once its `lease` no longer holds; returns whether it was recorded.
+    fn set_file_status(
+        &self,
+        lease: Option<Lease>,
+        row_id: i64,
+        status: FileStatus,
+        error: Option<&str>,
+    ) -> Result<bool>;
     /// Stores the converted document (new or replacing the file's previous one) and moves
     /// the file to `indexing`; returns the document as stored (it also enters the change
     /// feed, which is what derived indexes follow), or `None` when the file was deleted
-    /// meanwhile.
-    fn file_converted(&self, row_id: i64, converted: ConvertedFile) -> Result<Option<IndexWork>>;
+    /// meanwhile or the job's `lease` no longer holds.
+    fn file_converted(
+        &self,
+        lease: Option<Lease>,
+        row_id: i64,
+        converted: ConvertedFile,
+    ) -> Result<Option<IndexWork>>;
 
     /// Whether a blob is referenced (as an original or an extracted image) by a file of
     /// this space: what `/api/v1/files` may serve to it.
@@ -434,18 +467,23 @@ pub trait KnowledgeStore {
 /// The persisted job queue.
 pub trait JobQueue {
     /// Claims the next runnable job (enqueued and due, or processing with an expired lease)
-    /// for `owner` until `now + lease_ms`: ingest jobs first, then cleanups, then embed jobs
-    /// (only while no other embed job runs, so with two workers or more one is always free
-    /// for uploads), oldest first within a kind.
-    fn claim_job(&self, owner: &str, now: i64, lease_ms: i64) -> Result<Option<Job>>;
-    /// Extends a lease; `false` when the job is no longer this owner's (lost or deleted).
-    fn renew_job(&self, id: i64, owner: &str, until: i64) -> Result<bool>;
-    /// The job succeeded: it leaves the queue. `false`: `owner` no longer held it (its
+    /// for `owner` for `lease_ms` from now, by the store's clock (one clock for every
+    /// worker, whatever machine it runs on): ingest jobs first, then cleanups, then embed
+    /// jobs (only while no other embed job runs, so with two workers or more one is always
+    /// free for uploads), oldest first within a kind. Each claim gets a new fencing token.
+    fn claim_job(&self, owner: &str, lease_ms: i64) -> Result<Option<Job>>;
+    /// Extends a lease to `lease_ms` from now; `false` when the job is no longer held by
+    /// this claim (taken over or deleted).
+    fn renew_job(&self, lease: Lease, lease_ms: i64) -> Result<bool>;
+    /// The job succeeded: it leaves the queue. `false`: this claim no longer held it (its
     /// lease lapsed and another worker took it, or it was deleted); nothing changed.
-    fn complete_job(&self, id: i64, owner: &str) -> Result<bool>;
-    /// The job failed: back in the queue at `retry_at`, or failed for good when `None`.
+    fn complete_job(&self, lease: Lease) -> Result<bool>;
+    /// The job failed: back in the queue after `retry_after_ms`, or failed for good when
+    /// `None`. Its file (an ingest job) waits for the retry or fails with `error` in the
+    /// same transaction; an embed job that fails for good fails the files waiting for the
+    /// collection's embedding (they stay keyword-searchable; a retry queues them again).
     /// `false` as for [`JobQueue::complete_job`].
-    fn fail_job(&self, id: i64, owner: &str, error: &str, retry_at: Option<i64>) -> Result<bool>;
+    fn fail_job(&self, lease: Lease, error: &str, retry_after_ms: Option<i64>) -> Result<bool>;
     /// Owners holding leases on jobs being processed.
     fn lease_owners(&self) -> Result<Vec<String>>;
     /// Ends these owners' leases now (they are known dead): their jobs are claimable.

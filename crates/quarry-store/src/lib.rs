@@ -22,7 +22,7 @@ pub use access::{AccessStore, Membership, NewToken, Role, Space, TokenGrant, Tok
 pub use chat::{ChatMessageRow, ChatStore, ConversationRow, ConversationSummary};
 pub use hub::{CustomToolRow, HubStore, PackageRow, ToolRow, UpstreamRow};
 pub use knowledge::{
-    AddedFile, ConvertedFile, FileFilter, FileStatus, Job, JobKind, JobQueue, KbFile,
+    AddedFile, ConvertedFile, FileFilter, FileStatus, Job, JobKind, JobQueue, KbFile, Lease,
     KnowledgeBase, KnowledgeStore, NewKbFile, NoteMeta, QueueCounts, StatusCounts,
 };
 
