@@ -611,7 +611,8 @@ impl Engine {
 
     /// Extends the lease of a claimed job; `false` when it was lost to another claim.
     pub fn renew_job(&self, job: &Job, lease: Duration) -> Result<bool> {
-        self.store().renew_job(job.lease(), lease.as_millis() as i64)
+        self.store()
+            .renew_job(job.lease(), lease.as_millis() as i64)
     }
 
     /// Runs a claimed job and records its outcome in the store. Each of its writes presents

@@ -263,8 +263,12 @@ impl Engine {
         match self.convert_and_index(None, file.row_id, &NoProgress) {
             Ok(_) => Ok(()),
             Err(e) => {
-                self.store()
-                    .set_file_status(None, file.row_id, FileStatus::Failed, Some(&e.message))?;
+                self.store().set_file_status(
+                    None,
+                    file.row_id,
+                    FileStatus::Failed,
+                    Some(&e.message),
+                )?;
                 Err(Error::invalid(e.message))
             }
         }

@@ -10,8 +10,8 @@ use super::{
     rename_collection_tx, upsert_document,
 };
 use quarry_store::{
-    AddedFile, ConvertedFile, FileFilter, FileStatus, IndexWork, Job, JobKind, JobQueue, KbFile, Lease,
-    KnowledgeBase, KnowledgeStore, NewKbFile, NoteMeta, QueueCounts, StatusCounts,
+    AddedFile, ConvertedFile, FileFilter, FileStatus, IndexWork, Job, JobKind, JobQueue, KbFile,
+    KnowledgeBase, KnowledgeStore, Lease, NewKbFile, NoteMeta, QueueCounts, StatusCounts,
 };
 
 const KB_COLUMNS: &str = "c.id, c.uid, c.name, c.description, c.chunk_size, c.chunk_overlap, \

@@ -6,5 +6,5 @@ use quarry_store_sqlite::SqliteStore;
 quarry_store::store_conformance!(|| {
     let dir = tempfile::tempdir().expect("temp dir");
     let store = SqliteStore::open(&dir.path().join("quarry.db")).expect("open");
-    (dir, Box::new(store) as Box<dyn Store>)
+    Some((dir, Box::new(store) as Box<dyn Store>))
 });

@@ -22,8 +22,8 @@ pub use access::{AccessStore, Membership, NewToken, Role, Space, TokenGrant, Tok
 pub use chat::{ChatMessageRow, ChatStore, ConversationRow, ConversationSummary};
 pub use hub::{CustomToolRow, HubStore, PackageRow, ToolRow, UpstreamRow};
 pub use knowledge::{
-    AddedFile, ConvertedFile, FileFilter, FileStatus, Job, JobKind, JobQueue, KbFile, Lease,
-    KnowledgeBase, KnowledgeStore, NewKbFile, NoteMeta, QueueCounts, StatusCounts,
+    AddedFile, ConvertedFile, FileFilter, FileStatus, Job, JobKind, JobQueue, KbFile,
+    KnowledgeBase, KnowledgeStore, Lease, NewKbFile, NoteMeta, QueueCounts, StatusCounts,
 };
 
 use std::collections::HashMap;

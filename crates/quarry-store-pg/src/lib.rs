@@ -1,0 +1,112 @@
+//! The shared [`Store`]: PostgreSQL with the pgvector extension, the system of record when
+//! several Quarry nodes serve one team (SPEC §3).
+//!
+//! - **Blocking by design.** The store traits are synchronous and are only called from
+//!   blocking threads (`quarry_store::thread_guard`); this crate uses `postgres`, the
+//!   synchronous facade of `tokio-postgres`, through a small connection [`pool`].
+//! - **Schema** as SQL files at the embedded store's logical versions (`migrations/`),
+//!   applied under an advisory lock with a checksum per version ([`migrate`]); a database
+//!   newer than this binary is refused.
+//! - **Native SQL**, not the embedded store's: `FOR UPDATE SKIP LOCKED` job claims with the
+//!   database's clock, `halfvec` vectors with a partial HNSW index per model.
+#![allow(dead_code)] // while methods are still `pending`: removed when the last one lands
+
+use std::collections::HashMap;
+
+use postgres::error::SqlState;
+use quarry_core::{Collection, CollectionKind, Context, Document, Error, Result};
+use quarry_store::{
+    AccessStore, AddedFile, ChatMessageRow, ChatStore, ChunkRef, ChunkSource, ConversationRow,
+    ConversationSummary, ConvertedFile, CustomToolRow, DocChange, DocChunks, DocSummary, EmbedJob,
+    EmbeddingState, FeedBatch, FeedPosition, FileFilter, FileState, FileStatus, HubStore,
+    IndexWork, Job, JobQueue, KbFile, KnowledgeBase, KnowledgeStore, Lease, Membership, NewKbFile,
+    NewToken, PackageRow, QueueCounts, Role, Space, Store, TokenGrant, TokenRecord, ToolRow,
+    UpstreamRow, User,
+};
+
+mod migrate;
+mod pool;
+
+pub use pool::PgConnection;
+
+/// PostgreSQL-backed [`Store`].
+pub struct PgStore {
+    pool: pool::Pool,
+}
+
+impl std::fmt::Debug for PgStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgStore")
+            .field("database", &self.pool.describe())
+            .finish()
+    }
+}
+
+impl PgStore {
+    /// Connects to `url` (`postgres://user:password@host:port/database`), checks that the
+    /// `vector` extension is there (creating it when the role may) and brings the schema up
+    /// to date. Errors name what to fix, never the password.
+    pub fn connect(url: &str) -> Result<Self> {
+        let pool = pool::Pool::new(url, pool::DEFAULT_SIZE)?;
+        {
+            let mut conn = pool.get()?;
+            migrate::ensure_vector_extension(&mut conn, &pool.describe())?;
+            migrate::migrate(&mut conn, &pool.describe())?;
+        }
+        Ok(PgStore { pool })
+    }
+
+    /// A pooled connection (store calls run on blocking threads only).
+    #[track_caller]
+    pub(crate) fn conn(&self) -> Result<PgConnection<'_>> {
+        quarry_store::thread_guard::check();
+        self.pool.get()
+    }
+
+    /// Runs `f` in a transaction and commits it; any error rolls it back.
+    #[track_caller]
+    pub(crate) fn write<T>(
+        &self,
+        f: impl FnOnce(&mut postgres::Transaction<'_>) -> Result<T>,
+    ) -> Result<T> {
+        let mut conn = self.conn()?;
+        let mut tx = conn.transaction().map_err(db_err)?;
+        let out = f(&mut tx)?;
+        tx.commit().map_err(db_err)?;
+        Ok(out)
+    }
+}
+
+/// A database error as a storage error carrying what PostgreSQL said.
+pub(crate) fn db_err(e: postgres::Error) -> Error {
+    Error::storage(&e)
+}
+
+/// Whether `e` is a unique-constraint violation.
+pub(crate) fn is_unique_violation(e: &postgres::Error) -> bool {
+    e.code() == Some(&SqlState::UNIQUE_VIOLATION)
+}
+
+/// A unique-constraint violation as `Conflict` with `message`, anything else as a storage
+/// error.
+pub(crate) fn conflict_or_db(e: postgres::Error, message: impl FnOnce() -> String) -> Error {
+    if is_unique_violation(&e) {
+        Error::Conflict(message())
+    } else {
+        db_err(e)
+    }
+}
+
+/// What a method not yet carried over to PostgreSQL answers (removed as each lands).
+fn pending(method: &str) -> Error {
+    Error::Unsupported(format!(
+        "{method} is not available on the PostgreSQL store yet"
+    ))
+}
+
+mod access;
+mod chat;
+mod hub;
+mod jobs;
+mod knowledge;
+mod store;

@@ -1,0 +1,193 @@
+//! A small pool of synchronous PostgreSQL connections, opened on demand and kept while
+//! healthy. TLS is rustls (ring) with the webpki roots: `sslmode=prefer` (the default)
+//! encrypts when the server offers it, `sslmode=require` insists.
+
+use std::ops::{Deref, DerefMut};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::Duration;
+
+use postgres::config::Host;
+use postgres::{Client, Config};
+use quarry_core::{Error, Result};
+use tokio_postgres_rustls::MakeRustlsConnect;
+
+/// Connections per process unless configured otherwise.
+pub(crate) const DEFAULT_SIZE: usize = 16;
+/// How long a caller waits for a free connection before giving up.
+const CHECKOUT_WAIT: Duration = Duration::from_secs(30);
+/// How long opening a connection may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+pub(crate) struct Pool {
+    config: Config,
+    tls: MakeRustlsConnect,
+    describe: String,
+    size: usize,
+    state: Mutex<State>,
+    freed: Condvar,
+}
+
+struct State {
+    idle: Vec<Client>,
+    open: usize,
+}
+
+impl Pool {
+    /// A pool for `url`; nothing is opened yet. A malformed URL is an error that names the
+    /// problem but never repeats the URL (it may hold a password).
+    pub(crate) fn new(url: &str, size: usize) -> Result<Pool> {
+        let mut config: Config = url.parse().map_err(|e| {
+            Error::InvalidInput(format!(
+                "invalid PostgreSQL URL ({e}); expected postgres://user:password@host:port/database"
+            ))
+        })?;
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(CONNECT_TIMEOUT);
+        }
+        if config.get_application_name().is_none() {
+            config.application_name("quarry");
+        }
+        let describe = describe(&config);
+        Ok(Pool {
+            config,
+            tls: tls()?,
+            describe,
+            size: size.max(1),
+            state: Mutex::new(State {
+                idle: Vec::new(),
+                open: 0,
+            }),
+            freed: Condvar::new(),
+        })
+    }
+
+    /// `user@host:port/database`, for messages (never the password).
+    pub(crate) fn describe(&self) -> String {
+        self.describe.clone()
+    }
+
+    /// A connection: an idle healthy one, else a new one while under the pool's size, else
+    /// the next one returned (up to [`CHECKOUT_WAIT`]).
+    pub(crate) fn get(&self) -> Result<PgConnection<'_>> {
+        let mut state = self.lock();
+        loop {
+            while let Some(client) = state.idle.pop() {
+                if !client.is_closed() {
+                    return Ok(PgConnection {
+                        client: Some(client),
+                        pool: self,
+                    });
+                }
+                state.open -= 1;
+            }
+            if state.open < self.size {
+                state.open += 1;
+                drop(state);
+                return match self.config.connect(self.tls.clone()) {
+                    Ok(client) => Ok(PgConnection {
+                        client: Some(client),
+                        pool: self,
+                    }),
+                    Err(e) => {
+                        self.lock().open -= 1;
+                        self.freed.notify_one();
+                        Err(Error::Unavailable(format!(
+                            "cannot connect to PostgreSQL at {}: {}",
+                            self.describe,
+                            quarry_core::error_chain(&e)
+                        )))
+                    }
+                };
+            }
+            let (next, timeout) = self
+                .freed
+                .wait_timeout(state, CHECKOUT_WAIT)
+                .unwrap_or_else(|p| p.into_inner());
+            state = next;
+            if timeout.timed_out() && state.idle.is_empty() && state.open >= self.size {
+                return Err(Error::Unavailable(format!(
+                    "all {} connections to PostgreSQL at {} stayed busy for {}s",
+                    self.size,
+                    self.describe,
+                    CHECKOUT_WAIT.as_secs()
+                )));
+            }
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // The state is two plain fields, consistent between statements: a panic elsewhere
+        // leaves nothing half-done.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn put_back(&self, client: Client) {
+        let mut state = self.lock();
+        if client.is_closed() {
+            state.open -= 1;
+        } else {
+            state.idle.push(client);
+        }
+        drop(state);
+        self.freed.notify_one();
+    }
+}
+
+/// A connection borrowed from the pool; it goes back when dropped.
+pub struct PgConnection<'a> {
+    client: Option<Client>,
+    pool: &'a Pool,
+}
+
+impl Deref for PgConnection<'_> {
+    type Target = Client;
+
+    fn deref(&self) -> &Client {
+        // Present from creation until drop.
+        self.client.as_ref().unwrap_or_else(|| unreachable!())
+    }
+}
+
+impl DerefMut for PgConnection<'_> {
+    fn deref_mut(&mut self) -> &mut Client {
+        self.client.as_mut().unwrap_or_else(|| unreachable!())
+    }
+}
+
+impl Drop for PgConnection<'_> {
+    fn drop(&mut self) {
+        if let Some(client) = self.client.take() {
+            self.pool.put_back(client);
+        }
+    }
+}
+
+fn tls() -> Result<MakeRustlsConnect> {
+    let roots = rustls::RootCertStore {
+        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+    };
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| Error::Storage(format!("TLS setup for PostgreSQL: {e}")))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(MakeRustlsConnect::new(config))
+}
+
+fn describe(config: &Config) -> String {
+    let host = match config.get_hosts().first() {
+        Some(Host::Tcp(h)) => h.clone(),
+        Some(Host::Unix(p)) => p.display().to_string(),
+        None => "localhost".to_owned(),
+    };
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    format!(
+        "{}@{host}:{port}/{}",
+        config.get_user().unwrap_or("(default user)"),
+        config
+            .get_dbname()
+            .or(config.get_user())
+            .unwrap_or("(default database)")
+    )
+}
