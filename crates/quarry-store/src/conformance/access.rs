@@ -6,6 +6,6 @@
 #[macro_export]
 macro_rules! __conformance_access {
     ($open:expr) => {
-        $crate::store_conformance!(@cases $open;);
+        $crate::store_conformance!(@in access, $open;);
     };
 }

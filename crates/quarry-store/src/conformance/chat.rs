@@ -6,6 +6,6 @@
 #[macro_export]
 macro_rules! __conformance_chat {
     ($open:expr) => {
-        $crate::store_conformance!(@cases $open;);
+        $crate::store_conformance!(@in chat, $open;);
     };
 }

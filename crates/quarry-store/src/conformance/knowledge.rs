@@ -6,6 +6,6 @@
 #[macro_export]
 macro_rules! __conformance_knowledge {
     ($open:expr) => {
-        $crate::store_conformance!(@cases $open;);
+        $crate::store_conformance!(@in knowledge, $open;);
     };
 }

@@ -6,6 +6,6 @@
 #[macro_export]
 macro_rules! __conformance_store {
     ($open:expr) => {
-        $crate::store_conformance!(@cases $open;);
+        $crate::store_conformance!(@in store, $open;);
     };
 }
