@@ -28,6 +28,11 @@ Fixtures (used by every test module here, including test_rest.py):
 Every home's environment is isolated (``isolated_env``): model settings of the outer
 environment are dropped and the Hugging Face Hub is offline with an empty model cache, so no
 test fetches the default embedding model and ``/embed`` without a configured model is 503.
+
+Backends: with ``QUARRY_TEST_BACKEND=postgres`` every home gets a fresh PostgreSQL database
+of its own on the server ``QUARRY_TEST_DATABASE_URL`` names (``scripts/test-services start``),
+passed to `quarry` as ``QUARRY_DATABASE_URL``; the index directory then holds only what the
+node derives. The default is the embedded store.
 """
 
 from __future__ import annotations
@@ -202,12 +207,44 @@ _MODEL_VARS = (
 )
 
 
+# The database of each home when the tests run on PostgreSQL (one per home, made once).
+_HOME_DATABASES: dict[str, str] = {}
+
+
+def backend() -> str:
+    """`sqlite` (the embedded default) or `postgres` (``QUARRY_TEST_BACKEND``)."""
+    return os.environ.get("QUARRY_TEST_BACKEND", "sqlite")
+
+
+def home_database(home: Path) -> str:
+    """A fresh database for `home` on the test PostgreSQL server (made on first use)."""
+    key = str(home.resolve())
+    if key in _HOME_DATABASES:
+        return _HOME_DATABASES[key]
+    url = os.environ.get("QUARRY_TEST_DATABASE_URL")
+    assert url, "QUARRY_TEST_BACKEND=postgres needs QUARRY_TEST_DATABASE_URL (scripts/test-services start)"
+    name = f"quarry_i_{len(_HOME_DATABASES)}_{os.getpid()}_{int(time.time() * 1000) % 10**9}"
+    pg_bin = os.environ.get("QUARRY_TEST_PG_BIN")
+    psql = str(Path(pg_bin) / "psql") if pg_bin else "psql"
+    subprocess.run(
+        [psql, url, "-qc", f"CREATE DATABASE {name} TEMPLATE template1"],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    _HOME_DATABASES[key] = url.rsplit("/", 1)[0] + "/" + name
+    return _HOME_DATABASES[key]
+
+
 def isolated_env(home: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
     """The environment for a `quarry` on `home`: no model settings from outside, the Hugging
-    Face Hub offline with an empty model cache (so the default model is never fetched), then
-    `extra` (e.g. a fake model server's settings, see fake_models.py)."""
-    env = {k: v for k, v in os.environ.items() if k not in _MODEL_VARS}
+    Face Hub offline with an empty model cache (so the default model is never fetched), the
+    home's own database when the tests run on PostgreSQL, then `extra` (e.g. a fake model
+    server's settings, see fake_models.py)."""
+    env = {k: v for k, v in os.environ.items() if k not in _MODEL_VARS and k != "QUARRY_DATABASE_URL"}
     env["QUARRY_HOME"] = str(home)
+    if backend() == "postgres":
+        env["QUARRY_DATABASE_URL"] = home_database(home)
     env["HF_HUB_OFFLINE"] = "1"
     env["QUARRY_MODELS_DIR"] = str(home.parent / f"{home.name}-models")
     env.update(extra or {})

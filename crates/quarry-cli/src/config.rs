@@ -96,6 +96,9 @@ table! {
             "Default data and model cache directories; a leading `~` in a path. Passed to converter children.";
         USERPROFILE: System, None, MODELS, "unset",
             "The home directory where `HOME` is unset (Windows).";
+        QUARRY_DATABASE_URL: Secret, Some("--database"), EVERY,
+            "the embedded SQLite database in the index directory",
+            "The system of record of a team's shared server: `postgres://user:password@host:port/database` (PostgreSQL 16 or newer with pgvector). The index directory then holds only what this node derives (its keyword index, model cache, upload staging). `?sslmode=require` insists on TLS.";
         QUARRY_SPACE: Setting, Some("--space"), EVERY, "`default`",
             "Work in this space (name or UUID); the CLI acts as its owner.";
         QUARRY_MAX_FILE_BYTES: Setting, None, INDEXING, "67108864 (64 MiB)",

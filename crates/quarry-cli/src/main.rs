@@ -42,6 +42,16 @@ struct Cli {
     /// Work in this space (name or UUID) instead of `default`; the CLI acts as its owner.
     #[arg(long, global = true, env = config::QUARRY_SPACE.name, value_name = "SPACE")]
     space: Option<String>,
+    /// A team's shared database: postgres://user:password@host:port/database (PostgreSQL
+    /// with pgvector). Default: the embedded database in the index directory.
+    #[arg(
+        long,
+        global = true,
+        env = config::QUARRY_DATABASE_URL.name,
+        value_name = "URL",
+        hide_env_values = true
+    )]
+    database: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -598,8 +608,27 @@ fn open(cli: &Cli, env: &config::Env) -> Result<Engine> {
         std::env::current_exe().context("cannot locate the quarry binary")?,
         vec![CONVERT_CHILD_ARG.to_owned()],
     )?;
-    let engine = Engine::open(opts)
-        .with_context(|| format!("cannot open the index at {}", dir.display()))?
+    let engine = match cli
+        .database
+        .as_deref()
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+    {
+        None => Engine::open(opts)
+            .with_context(|| format!("cannot open the index at {}", dir.display()))?,
+        Some(url) => {
+            // The database is the system of record; the index directory keeps what this
+            // node derives from it.
+            let store = std::sync::Arc::new(
+                quarry_store_pg::PgStore::connect(url)
+                    .context("cannot open the database given by --database / QUARRY_DATABASE_URL")?,
+            );
+            Engine::open_with(opts, store.clone())
+                .with_context(|| format!("cannot open the index at {}", dir.display()))?
+                .with_vector_search(store)
+        }
+    };
+    let engine = engine
         .with_models(models)
         .with_fusion(fusion)
         .with_ingest(ingest);

@@ -22,6 +22,7 @@ mod passages;
 mod scope_tests;
 mod search;
 mod semantic;
+mod vectors;
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -117,7 +118,7 @@ pub struct EngineShared {
     /// The passage index (one entry per chunk; `passages/`).
     passages: RwLock<Option<Arc<FtsIndex>>>,
     models: semantic::Models,
-    ann: semantic::AnnSlot,
+    vectors: Box<dyn vectors::VectorBackend>,
     fusion: fusion::Fusion,
     blobs: OnceLock<Arc<dyn quarry_blobs::BlobStore>>,
     ingest: knowledge::IngestOptions,
@@ -210,6 +211,7 @@ impl Engine {
         let dir = opts.data_dir();
         std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
         let scope = Scope::owner(opts.space.clone());
+        let vectors = Box::new(vectors::LocalAnnFile::new(&dir));
         Ok(Engine {
             shared: Arc::new(EngineShared {
                 opts,
@@ -218,7 +220,7 @@ impl Engine {
                 fts: RwLock::new(None),
                 passages: RwLock::new(None),
                 models: semantic::Models::default(),
-                ann: semantic::AnnSlot::default(),
+                vectors,
                 fusion: fusion::Fusion::default(),
                 blobs: OnceLock::new(),
                 ingest: knowledge::IngestOptions::default(),
@@ -226,6 +228,12 @@ impl Engine {
             scope,
             ranking_scope: None,
         })
+    }
+
+    /// Searches vectors in the store itself (PostgreSQL with pgvector) rather than in a
+    /// local ANN file: `search` is usually the store opened for [`Engine::open_with`].
+    pub fn with_vector_search(self, search: Arc<dyn quarry_store::VectorSearch>) -> Engine {
+        self.configure(|s| s.vectors = Box::new(vectors::InStore::new(search)))
     }
 
     /// Changes shared settings while this is the only handle (the `with_*` builders run

@@ -7,45 +7,37 @@
 //!    (`embeddings` is keyed by model and chunk hash: unchanged text is never embedded
 //!    twice, and a model switch never mixes two vector spaces). Longest texts first, in
 //!    batches, each batch committed: a kill loses at most one batch.
-//! 3. **Index** the chunks the ANN file lacks (`chunks.ann_dirty`) and drop removed ones
-//!    (`ann_tombstones`), save the file atomically, then clear the flags.
+//! 3. **Index**: the vector backend ([`crate::vectors`]) takes in what changed — the local
+//!    ANN file adds the chunks it lacks and drops removed ones; a store that searches
+//!    vectors itself only makes sure the model's index exists.
 //!
-//! The ANN file belongs to one model (`meta.ann.model`); when the model changes the file is
-//! deleted and every chunk is indexed again from that model's vectors.
+//! The vector index belongs to one model (`meta.ann.model`); when the model changes the
+//! local file is deleted and every chunk is indexed again from that model's vectors.
 
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::{Instant, SystemTime};
+use std::time::Instant;
 
 use quarry_core::{Error, Result};
 use quarry_models::{
     Embedder, HubProgress, ModelEnv, ModelError, ModelIdentity, ModelSpec, QueryExpander, Reranker,
 };
 use quarry_store::ChunkRef;
-use quarry_vectors::{VectorIndex, VectorIndexOptions};
 use serde::Serialize;
 
 use crate::{Engine, Progress, WriteGuard};
 
 /// The embedding model used when none is configured and none was used before.
 pub const DEFAULT_EMBED_MODEL: &str = "intfloat/multilingual-e5-small";
-/// Collections with at most this many chunks are searched exactly (faster and perfect
-/// recall when a filter would reject most of the graph).
-pub const EXACT_SEARCH_MAX: usize = 4096;
-/// HNSW search effort for engine queries: recall@10 ≥ 0.97 on embedding data at 100k.
-pub const ANN_EXPANSION: usize = 128;
+pub use crate::vectors::{ANN_EXPANSION, EXACT_SEARCH_MAX};
 
-const VECTORS_FILE: &str = "vectors.usearch";
 const META_ANN_MODEL: &str = "ann.model";
-const META_ANN_DIMS: &str = "ann.dims";
+pub(crate) const META_ANN_DIMS: &str = "ann.dims";
 const META_EMBED_SPEC: &str = "embed.spec";
 const META_EMBED_NAME: &str = "embed.name";
 /// Chunk texts per store commit while embedding: bounds what a kill can lose.
 const EMBED_COMMIT: usize = 64;
-/// Chunk vectors read from the store per ANN round.
-const ANN_ROUND: usize = 20_000;
 
 /// Which models the engine uses. Unset fields mean: embeddings from the model the index
 /// was built with (else [`DEFAULT_EMBED_MODEL`]); no reranker; no query expansion.
@@ -162,14 +154,6 @@ pub(crate) struct VectorDocHit {
     pub chunk: ChunkRef,
 }
 
-struct LoadedAnn {
-    index: Arc<VectorIndex>,
-    stamp: (u64, Option<SystemTime>),
-}
-
-#[derive(Default)]
-pub(crate) struct AnnSlot(Mutex<Option<LoadedAnn>>);
-
 /// Reports Hub downloads through a [`Progress`], one phase per file.
 fn hub_progress(progress: &dyn Progress) -> impl Fn(&HubProgress) + '_ {
     let current = RefCell::new((String::new(), 0u64));
@@ -188,10 +172,6 @@ fn hub_progress(progress: &dyn Progress) -> impl Fn(&HubProgress) + '_ {
 }
 
 impl Engine {
-    fn vectors_path(&self) -> PathBuf {
-        self.data_dir().join(VECTORS_FILE)
-    }
-
     fn model_env(&self) -> &ModelEnv {
         &self.models.config.env
     }
@@ -345,7 +325,8 @@ impl Engine {
         let dims: usize = dims
             .parse()
             .map_err(|_| Error::Storage(format!("invalid vector dimensions {dims:?}")))?;
-        self.index_pending(guard, &key, dims, progress)?;
+        self.vectors
+            .sync(guard, self.store(), &key, dims, progress)?;
         Ok(())
     }
 
@@ -383,7 +364,9 @@ impl Engine {
         report.chunks_embedded = self
             .embed_pending(collection_id, &key, model.as_ref(), None, progress)?
             .0;
-        let (added, removed) = self.index_pending(&guard, &key, dims, progress)?;
+        let (added, removed) = self
+            .vectors
+            .sync(&guard, store, &key, dims, progress)?;
         report.vectors_indexed = added;
         report.vectors_removed = removed;
         report.total_chunks = store
@@ -428,7 +411,8 @@ impl Engine {
         // covers still need adding to the index.
         {
             let guard = self.lock_writes(progress)?;
-            self.index_pending(&guard, &key, dims, progress)?;
+            self.vectors
+                .sync(&guard, self.store(), &key, dims, progress)?;
         }
         self.store().mark_embedded(collection_id, &key)?;
         Ok(more)
@@ -449,8 +433,7 @@ impl Engine {
         let previous = store.meta(META_ANN_MODEL)?;
         if previous.as_deref() != Some(key.as_str()) {
             model_changed = previous.is_some();
-            self.drop_ann_file(guard)?;
-            store.ann_reset()?;
+            self.vectors.reset(guard, store)?;
             store.set_meta(META_ANN_DIMS, &dims.to_string())?;
             store.set_meta(META_ANN_MODEL, &key)?;
         }
@@ -513,127 +496,12 @@ impl Engine {
         Ok((done, more))
     }
 
-    fn drop_ann_file(&self, _guard: &WriteGuard) -> Result<()> {
-        let path = self.vectors_path();
-        match std::fs::remove_file(&path) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(Error::io(&path, e)),
-        }
-        *lock(&self.ann.0) = None;
-        Ok(())
-    }
-
-    /// Brings the ANN file up to date with the store; returns (added, removed).
-    fn index_pending(
-        &self,
-        guard: &WriteGuard,
-        key: &str,
-        dims: usize,
-        progress: &dyn Progress,
-    ) -> Result<(u64, u64)> {
-        let store = self.store();
-        let path = self.vectors_path();
-        let index = match VectorIndex::open(&path, Self::ann_options(dims)) {
-            Ok(i) => i,
-            Err(e) => {
-                // Missing, damaged or of other dimensions: start over from the store.
-                if !e.is_not_found() {
-                    progress.warn(&format!("rebuilding the vector index: {e}"));
-                }
-                self.drop_ann_file(guard)?;
-                store.ann_reset()?;
-                VectorIndex::create(Self::ann_options(dims))
-                    .map_err(|e| Error::Index(e.to_string()))?
-            }
-        };
-        let removed = store.ann_tombstones()?;
-        for id in &removed {
-            index
-                .remove(*id as u64)
-                .map_err(|e| Error::Index(e.to_string()))?;
-        }
-        let mut added = Vec::new();
-        let mut after = 0i64;
-        let mut begun = false;
-        loop {
-            let round = store.ann_dirty_chunks(key, after, ANN_ROUND)?;
-            let Some(last) = round.last() else { break };
-            after = last.0;
-            if !begun {
-                progress.begin("Indexing vectors", 0);
-                begun = true;
-            }
-            for (id, v) in &round {
-                index
-                    .add(*id as u64, v)
-                    .map_err(|e| Error::Index(format!("chunk {id}: {e}")))?;
-                added.push(*id);
-            }
-            progress.advance(round.len() as u64);
-        }
-        if begun {
-            progress.end();
-        }
-        if added.is_empty() && removed.is_empty() && path.exists() {
-            return Ok((0, 0));
-        }
-        index.save(&path).map_err(|e| Error::Index(e.to_string()))?;
-        store.ann_done(&removed, &added)?;
-        *lock(&self.ann.0) = None;
-        Ok((added.len() as u64, removed.len() as u64))
-    }
-
-    fn ann_options(dims: usize) -> VectorIndexOptions {
-        VectorIndexOptions {
-            expansion_search: ANN_EXPANSION,
-            ..VectorIndexOptions::new(dims)
-        }
-    }
-
     /// The model key of the vector index, if `embed` has built one.
     pub(crate) fn vector_model(&self) -> Result<Option<String>> {
-        if !self.vectors_path().exists() {
+        if !self.vectors.exists() {
             return Ok(None);
         }
         self.store().meta(META_ANN_MODEL)
-    }
-
-    /// The ANN index for reading, reopened when another process saved a new file.
-    fn ann(&self) -> Result<Option<Arc<VectorIndex>>> {
-        let path = self.vectors_path();
-        let meta = match std::fs::metadata(&path) {
-            Ok(m) => m,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(Error::io(&path, e)),
-        };
-        let stamp = (meta.len(), meta.modified().ok());
-        let mut slot = lock(&self.ann.0);
-        if let Some(a) = slot.as_ref()
-            && a.stamp == stamp
-        {
-            return Ok(Some(a.index.clone()));
-        }
-        let dims: usize = self
-            .store()
-            .meta(META_ANN_DIMS)?
-            .and_then(|d| d.parse().ok())
-            .unwrap_or(0);
-        let index = VectorIndex::open(&path, Self::ann_options(dims)).map_err(|e| {
-            if e.needs_rebuild() {
-                Error::Unavailable(format!(
-                    "the vector index needs rebuilding ({e}); run 'quarry embed'"
-                ))
-            } else {
-                Error::Index(e.to_string())
-            }
-        })?;
-        let index = Arc::new(index);
-        *slot = Some(LoadedAnn {
-            index: index.clone(),
-            stamp,
-        });
-        Ok(Some(index))
     }
 
     /// Checks that vector search can run and embeds the queries with the index's model.
@@ -662,55 +530,12 @@ impl Engine {
         want: usize,
         collections: Option<&[i64]>,
     ) -> Result<Vec<(u64, f32)>> {
-        let Some(index) = self.ann()? else {
+        let Some(key) = self.vector_model()? else {
             return Err(Error::Unavailable(crate::NO_VECTOR_INDEX.to_owned()));
         };
-        let idx_err = |e: quarry_vectors::VectorError| Error::Index(e.to_string());
-        // Every path scores its candidates the same way (exactly, on the stored vectors):
-        // the graph's own distances (on quantised vectors) differ slightly, and the
-        // calibration's z-scores would turn that into a score that depends on whether a
-        // search named its knowledge bases.
-        let exact = |keys: &mut dyn Iterator<Item = u64>| -> Result<Vec<(u64, f32)>> {
-            let mut vectors = Vec::new();
-            for key in keys {
-                if let Some(v) = index.get(key).map_err(idx_err)? {
-                    vectors.push((key, v));
-                }
-            }
-            Ok(quarry_vectors::exact_search(
-                vectors.iter().map(|(k, v)| (*k, v.as_slice())),
-                query_vec,
-                want,
-                None,
-            ))
-        };
-        let raw: Vec<(u64, f32)> = match collections {
-            None => {
-                let found = index.search(query_vec, want, None).map_err(idx_err)?;
-                exact(&mut found.into_iter().map(|(k, _)| k))?
-            }
-            Some(cids) => {
-                let mut ids: HashSet<u64> = HashSet::new();
-                for cid in cids {
-                    ids.extend(
-                        self.store()
-                            .chunk_ids_in_collection(*cid)?
-                            .into_iter()
-                            .map(|i| i as u64),
-                    );
-                }
-                if ids.len() <= EXACT_SEARCH_MAX {
-                    exact(&mut ids.iter().copied())?
-                } else {
-                    let keep = |k: u64| ids.contains(&k);
-                    let found = index
-                        .search(query_vec, want, Some(&keep))
-                        .map_err(idx_err)?;
-                    exact(&mut found.into_iter().map(|(k, _)| k))?
-                }
-            }
-        };
-        Ok(raw)
+        self.vectors
+            .nearest(self.store(), &key, query_vec, want, collections)?
+            .ok_or_else(|| Error::Unavailable(crate::NO_VECTOR_INDEX.to_owned()))
     }
 
     /// Exact cosine similarity of `query_vec` to each of `chunk_ids` that the vector index
@@ -720,27 +545,11 @@ impl Engine {
         query_vec: &[f32],
         chunk_ids: &[i64],
     ) -> Result<HashMap<i64, f32>> {
-        let Some(index) = self.ann()? else {
+        let Some(key) = self.vector_model()? else {
             return Ok(HashMap::new());
         };
-        let mut vectors = Vec::new();
-        for &id in chunk_ids {
-            if let Some(v) = index
-                .get(id as u64)
-                .map_err(|e| Error::Index(e.to_string()))?
-            {
-                vectors.push((id as u64, v));
-            }
-        }
-        Ok(quarry_vectors::exact_search(
-            vectors.iter().map(|(k, v)| (*k, v.as_slice())),
-            query_vec,
-            vectors.len(),
-            None,
-        )
-        .into_iter()
-        .map(|(k, s)| (k as i64, s))
-        .collect())
+        self.vectors
+            .similarities(self.store(), &key, query_vec, chunk_ids)
     }
 
     /// Documents nearest to `query_vec`, best chunk per document, best first.

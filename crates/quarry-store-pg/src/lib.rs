@@ -110,3 +110,4 @@ mod hub;
 mod jobs;
 mod knowledge;
 mod store;
+mod vectors;

@@ -411,3 +411,32 @@ pub trait Store:
     /// Removes the context of a path; whether there was one.
     fn remove_context(&self, space: &str, path: &str) -> Result<bool>;
 }
+
+/// Vector search answered by the system of record itself (PostgreSQL with pgvector), so no
+/// node keeps a vector file of its own. The embedded mode has no such thing: its engine
+/// keeps a local ANN file that follows the store instead.
+///
+/// Vectors are the store's embeddings (`put_embeddings`), keyed by model and chunk-text
+/// hash; a chunk's vector is the one of its text's hash. Similarities are cosine.
+pub trait VectorSearch: Send + Sync {
+    /// Makes `model`'s vectors, `dims` long, searchable (an index per model); cheap when
+    /// they already are.
+    fn prepare_vectors(&self, model: &str, dims: usize) -> Result<()>;
+    /// The `want` chunks nearest to `query` among those with a `model` vector (limited to
+    /// `collections` when given), with their similarity, best first.
+    fn nearest_chunks(
+        &self,
+        model: &str,
+        query: &[f32],
+        want: usize,
+        collections: Option<&[i64]>,
+    ) -> Result<Vec<(i64, f32)>>;
+    /// The similarity of `query` to each of `chunk_ids` that has a `model` vector (chunks
+    /// without one are absent from the answer).
+    fn chunk_similarities(
+        &self,
+        model: &str,
+        query: &[f32],
+        chunk_ids: &[i64],
+    ) -> Result<HashMap<i64, f32>>;
+}
