@@ -168,7 +168,11 @@ pub fn access_deleting_a_space_forgets_its_members_and_its_place_in_tokens(store
     assert_eq!(left, ["two"], "the space's memberships are gone");
 
     let both = token(store, &both.id);
-    assert_eq!(both.spaces, [two.id.clone()], "the other space stays");
+    assert_eq!(
+        both.spaces,
+        std::slice::from_ref(&two.id),
+        "the other space stays"
+    );
     assert_eq!(
         both.revoked_at, None,
         "a token with a space left still works"
