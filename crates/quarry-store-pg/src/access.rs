@@ -1,78 +1,512 @@
 //! [`quarry_store::AccessStore`] on PostgreSQL.
-#![allow(unused_variables)] // the methods still `pending` ignore their arguments
+//!
+//! Times the store stamps itself (`created_at`, a revocation by `delete_space`) come from the
+//! database's clock (`quarry_now_ms()`), so every node stamps alike. Names sort bytewise
+//! (`COLLATE "C"`), as SQLite's default collation does, whatever the database's locale.
+//!
+//! Secrets never reach the database; hashes never leave it in an error: a unique violation on
+//! `access_tokens` becomes a `Conflict` without PostgreSQL's `DETAIL`, which quotes the key.
+
+use postgres::Row;
+use postgres::types::ToSql;
 
 use super::*;
 
+/// Longest chain of tokens creating tokens that is followed (a guard: chains cannot loop,
+/// since a parent exists before its child). The same bound as the embedded store's.
+const MAX_TOKEN_CHAIN: i64 = 64;
+
+const SPACE_COLUMNS: &str = "s.id, s.uid, s.description, s.created_at";
+
+/// The columns [`token_from_row`] reads, from `access_tokens t JOIN users u`.
+const TOKEN_COLUMNS: &str = "t.uid, t.user_id, u.name, t.label, t.prefix, t.spaces, \
+     t.collections, t.read_only, t.created_at, t.expires_at, t.last_used_at, t.revoked_at, \
+     u.uid, t.parent";
+
+const MEMBERSHIP_SELECT: &str = "SELECT u.name, s.id, s.uid, m.role, m.created_at \
+     FROM memberships m JOIN users u ON u.id = m.user_id JOIN spaces s ON s.id = m.space";
+
 impl AccessStore for PgStore {
     fn create_space(&self, name: &str, description: &str) -> Result<Space> {
-        Err(pending("create_space"))
+        let conflict = || format!("space '{name}' already exists");
+        let id = uuid::Uuid::new_v4().to_string();
+        // ON CONFLICT: two nodes creating one name at once get one space and one Conflict.
+        let row = self
+            .conn()?
+            .query_opt(
+                "INSERT INTO spaces (id, uid, description, created_at) \
+                 VALUES ($1, $2, $3, quarry_now_ms()) \
+                 ON CONFLICT (id) DO NOTHING RETURNING created_at",
+                &[&name, &id, &description],
+            )
+            .map_err(|e| conflict_or_db(e, conflict))?
+            .ok_or_else(|| Error::Conflict(conflict()))?;
+        Ok(Space {
+            id,
+            name: name.to_owned(),
+            description: description.to_owned(),
+            created_at: row.try_get(0).map_err(db_err)?,
+        })
     }
 
     fn spaces(&self) -> Result<Vec<Space>> {
-        Err(pending("spaces"))
+        self.conn()?
+            .query(
+                &format!("SELECT {SPACE_COLUMNS} FROM spaces s ORDER BY s.id COLLATE \"C\""),
+                &[],
+            )
+            .map_err(db_err)?
+            .iter()
+            .map(space_from_row)
+            .collect()
     }
 
     fn space(&self, key: &str) -> Result<Option<Space>> {
-        Err(pending("space"))
+        // A name that is also another space's UUID: the name wins.
+        self.conn()?
+            .query_opt(
+                &format!(
+                    "SELECT {SPACE_COLUMNS} FROM spaces s WHERE s.id = $1 OR s.uid = $1 \
+                     ORDER BY s.id = $1 DESC LIMIT 1"
+                ),
+                &[&key],
+            )
+            .map_err(db_err)?
+            .as_ref()
+            .map(space_from_row)
+            .transpose()
     }
 
     fn delete_space(&self, name: &str) -> Result<()> {
-        Err(pending("delete_space"))
+        self.write(|tx| {
+            // The row lock conflicts with the key-share lock every insert referencing the
+            // space takes (collections, memberships, contexts): one committed before it is
+            // counted below, one after it fails its foreign key instead of orphaning a row.
+            let uid: String = tx
+                .query_opt("SELECT uid FROM spaces WHERE id = $1 FOR UPDATE", &[&name])
+                .map_err(db_err)?
+                .ok_or_else(|| Error::not_found(format!("space '{name}' not found")))?
+                .try_get(0)
+                .map_err(db_err)?;
+            // A statement of its own, so its snapshot is taken after the lock was granted.
+            let collections: i64 = tx
+                .query_one(
+                    "SELECT count(*) FROM collections WHERE space = $1",
+                    &[&name],
+                )
+                .map_err(db_err)?
+                .try_get(0)
+                .map_err(db_err)?;
+            if collections > 0 {
+                return Err(Error::Conflict(format!(
+                    "space '{name}' still has {collections} collection(s)"
+                )));
+            }
+            // Memberships, contexts and the space's place in tokens in one round trip. Tokens
+            // keep their other spaces; one left with none can never be used again, so it is
+            // revoked. Empty list items are dropped as the embedded store's rewrite does.
+            tx.execute(
+                "WITH m AS (DELETE FROM memberships WHERE space = $1), \
+                 c AS (DELETE FROM contexts WHERE space = $1), \
+                 hit AS (SELECT id, array_to_string(array_remove(array_remove( \
+                            string_to_array(spaces, ','), $2), ''), ',') AS rest \
+                         FROM access_tokens WHERE $2 = ANY (string_to_array(spaces, ','))) \
+                 UPDATE access_tokens t SET spaces = hit.rest, revoked_at = CASE \
+                     WHEN hit.rest = '' THEN COALESCE(t.revoked_at, quarry_now_ms()) \
+                     ELSE t.revoked_at END \
+                 FROM hit WHERE t.id = hit.id",
+                &[&name, &uid],
+            )
+            .map_err(db_err)?;
+            tx.execute("DELETE FROM spaces WHERE id = $1", &[&name])
+                .map_err(db_err)?;
+            Ok(())
+        })
     }
 
     fn create_user(&self, name: &str) -> Result<User> {
-        Err(pending("create_user"))
+        let conflict = || format!("user '{name}' already exists");
+        let id = uuid::Uuid::new_v4().to_string();
+        let row = self
+            .conn()?
+            .query_opt(
+                "INSERT INTO users (uid, name, created_at) VALUES ($1, $2, quarry_now_ms()) \
+                 ON CONFLICT (name) DO NOTHING RETURNING created_at",
+                &[&id, &name],
+            )
+            .map_err(|e| conflict_or_db(e, conflict))?
+            .ok_or_else(|| Error::Conflict(conflict()))?;
+        Ok(User {
+            id,
+            name: name.to_owned(),
+            created_at: row.try_get(0).map_err(db_err)?,
+        })
     }
 
     fn users(&self) -> Result<Vec<User>> {
-        Err(pending("users"))
+        self.conn()?
+            .query(
+                "SELECT uid, name, created_at FROM users ORDER BY name COLLATE \"C\"",
+                &[],
+            )
+            .map_err(db_err)?
+            .iter()
+            .map(|r| {
+                Ok(User {
+                    id: r.try_get(0).map_err(db_err)?,
+                    name: r.try_get(1).map_err(db_err)?,
+                    created_at: r.try_get(2).map_err(db_err)?,
+                })
+            })
+            .collect()
     }
 
     fn user(&self, key: &str) -> Result<Option<(i64, User)>> {
-        Err(pending("user"))
+        // A name that is also another user's UUID: the name wins.
+        let Some(r) = self
+            .conn()?
+            .query_opt(
+                "SELECT id, uid, name, created_at FROM users WHERE name = $1 OR uid = $1 \
+                 ORDER BY name = $1 DESC LIMIT 1",
+                &[&key],
+            )
+            .map_err(db_err)?
+        else {
+            return Ok(None);
+        };
+        Ok(Some((
+            r.try_get(0).map_err(db_err)?,
+            User {
+                id: r.try_get(1).map_err(db_err)?,
+                name: r.try_get(2).map_err(db_err)?,
+                created_at: r.try_get(3).map_err(db_err)?,
+            },
+        )))
     }
 
     fn delete_user(&self, user_row: i64) -> Result<()> {
-        Err(pending("delete_user"))
+        self.write(|tx| {
+            // Locked first: a grant or token for this user racing the removal waits, then
+            // fails its foreign key, rather than making the final DELETE fail on a row it
+            // added after the sweep below.
+            if tx
+                .query_opt("SELECT 1 FROM users WHERE id = $1 FOR UPDATE", &[&user_row])
+                .map_err(db_err)?
+                .is_none()
+            {
+                return Ok(());
+            }
+            tx.execute(
+                "WITH t AS (DELETE FROM access_tokens WHERE user_id = $1) \
+                 DELETE FROM memberships WHERE user_id = $1",
+                &[&user_row],
+            )
+            .map_err(db_err)?;
+            tx.execute("DELETE FROM users WHERE id = $1", &[&user_row])
+                .map_err(db_err)?;
+            Ok(())
+        })
     }
 
     fn grant(&self, user_row: i64, space: &str, role: Role) -> Result<()> {
-        Err(pending("grant"))
+        // One statement: two nodes granting at once leave one membership, the last role.
+        self.conn()?
+            .execute(
+                "INSERT INTO memberships (user_id, space, role, created_at) \
+                 VALUES ($1, $2, $3, quarry_now_ms()) \
+                 ON CONFLICT (user_id, space) DO UPDATE SET role = EXCLUDED.role",
+                &[&user_row, &space, &role.as_str()],
+            )
+            .map_err(db_err)?;
+        Ok(())
     }
 
     fn revoke_membership(&self, user_row: i64, space: &str) -> Result<bool> {
-        Err(pending("revoke_membership"))
+        let n = self
+            .conn()?
+            .execute(
+                "DELETE FROM memberships WHERE user_id = $1 AND space = $2",
+                &[&user_row, &space],
+            )
+            .map_err(db_err)?;
+        Ok(n > 0)
     }
 
     fn memberships(&self, user_row: Option<i64>) -> Result<Vec<Membership>> {
-        Err(pending("memberships"))
+        self.conn()?
+            .query(
+                &format!(
+                    "{MEMBERSHIP_SELECT} WHERE ($1::bigint IS NULL OR m.user_id = $1) \
+                     ORDER BY u.name COLLATE \"C\", s.id COLLATE \"C\""
+                ),
+                &[&user_row],
+            )
+            .map_err(db_err)?
+            .iter()
+            .map(membership_from_row)
+            .collect()
     }
 
     fn insert_token(&self, new: &NewToken) -> Result<TokenRecord> {
-        Err(pending("insert_token"))
+        let uid = uuid::Uuid::new_v4().to_string();
+        let spaces = new.spaces.join(",");
+        let collections = new.collections.as_ref().map(|c| c.join(","));
+        let params: [&(dyn ToSql + Sync); 10] = [
+            &uid,
+            &new.user_row,
+            &new.hash,
+            &new.prefix,
+            &new.label,
+            &spaces,
+            &collections,
+            &new.read_only,
+            &new.expires_at,
+            &new.parent_id,
+        ];
+        // Insert and read back with the owner's name and UUID in one round trip.
+        let row = self
+            .conn()?
+            .query_opt(
+                &format!(
+                    "WITH t AS (INSERT INTO access_tokens (uid, user_id, hash, prefix, label, \
+                       spaces, collections, read_only, created_at, expires_at, parent) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, quarry_now_ms(), $9, $10) \
+                     RETURNING *) \
+                     SELECT {TOKEN_COLUMNS} FROM t JOIN users u ON u.id = t.user_id"
+                ),
+                &params,
+            )
+            // Not `conflict_or_db`'s storage error: its DETAIL would quote the hash.
+            .map_err(|e| {
+                if is_unique_violation(&e) {
+                    Error::Conflict("the access token already exists".into())
+                } else {
+                    db_err(e)
+                }
+            })?;
+        // The owner's foreign key makes the join certain; a miss would be a broken schema.
+        let row = row.ok_or_else(|| {
+            Error::Storage(format!(
+                "user row {} not found for a new token",
+                new.user_row
+            ))
+        })?;
+        token_from_row(&row)
     }
 
     fn tokens(&self, user_row: Option<i64>) -> Result<Vec<TokenRecord>> {
-        Err(pending("tokens"))
+        self.conn()?
+            .query(
+                &format!(
+                    "SELECT {TOKEN_COLUMNS} FROM access_tokens t JOIN users u ON u.id = t.user_id \
+                     WHERE ($1::bigint IS NULL OR t.user_id = $1) ORDER BY t.created_at, t.id"
+                ),
+                &[&user_row],
+            )
+            .map_err(db_err)?
+            .iter()
+            .map(token_from_row)
+            .collect()
     }
 
     fn token_by_hash(&self, hash: &str) -> Result<Option<TokenGrant>> {
-        Err(pending("token_by_hash"))
+        // One round trip per authentication: the token (depth 0), its ancestors (nearest
+        // first, as `token_chain` of its parent gives them) and, on the token's row only, its
+        // owner's memberships as parallel arrays in one order.
+        let rows = self
+            .conn()?
+            .query(
+                &format!(
+                    "WITH RECURSIVE chain(tid, depth) AS ( \
+                       SELECT id, 0 FROM access_tokens WHERE hash = $1 \
+                       UNION ALL \
+                       SELECT p.id, chain.depth + 1 FROM chain \
+                       JOIN access_tokens c ON c.id = chain.tid \
+                       JOIN access_tokens p ON p.uid = c.parent \
+                       WHERE chain.depth < $2::bigint) \
+                     SELECT {TOKEN_COLUMNS}, ms.spaces, ms.space_ids, ms.roles, ms.joined \
+                     FROM chain JOIN access_tokens t ON t.id = chain.tid \
+                     JOIN users u ON u.id = t.user_id \
+                     LEFT JOIN LATERAL ( \
+                       SELECT array_agg(s.id ORDER BY s.id COLLATE \"C\") AS spaces, \
+                              array_agg(s.uid ORDER BY s.id COLLATE \"C\") AS space_ids, \
+                              array_agg(m.role ORDER BY s.id COLLATE \"C\") AS roles, \
+                              array_agg(m.created_at ORDER BY s.id COLLATE \"C\") AS joined \
+                       FROM memberships m JOIN spaces s ON s.id = m.space \
+                       WHERE m.user_id = t.user_id) ms ON chain.depth = 0 \
+                     ORDER BY chain.depth"
+                ),
+                // The chain below the token is as long as `token_chain(parent)` allows.
+                &[&hash, &(MAX_TOKEN_CHAIN + 1)],
+            )
+            .map_err(db_err)?;
+        let Some((first, rest)) = rows.split_first() else {
+            return Ok(None);
+        };
+        let token = token_from_row(first)?;
+        let spaces: Vec<String> = list(first, 14)?;
+        let space_ids: Vec<String> = list(first, 15)?;
+        let roles: Vec<String> = list(first, 16)?;
+        let joined: Vec<i64> = list(first, 17)?;
+        if [space_ids.len(), roles.len(), joined.len()] != [spaces.len(); 3] {
+            return Err(Error::Storage("memberships read unevenly".into()));
+        }
+        let memberships = spaces
+            .into_iter()
+            .zip(space_ids)
+            .zip(roles)
+            .zip(joined)
+            .map(|(((space, space_id), role), joined_at)| Membership {
+                user: token.user.clone(),
+                space,
+                space_id,
+                role: Role::parse(&role).unwrap_or(Role::Viewer),
+                joined_at,
+            })
+            .collect();
+        let ancestors = rest.iter().map(token_from_row).collect::<Result<_>>()?;
+        Ok(Some(TokenGrant {
+            token,
+            memberships,
+            ancestors,
+        }))
     }
 
     fn token_chain(&self, id: &str) -> Result<Vec<TokenRecord>> {
-        Err(pending("token_chain"))
+        self.conn()?
+            .query(
+                &format!(
+                    "WITH RECURSIVE chain(tid, depth) AS ( \
+                       SELECT id, 0 FROM access_tokens WHERE uid = $1 \
+                       UNION ALL \
+                       SELECT p.id, chain.depth + 1 FROM chain \
+                       JOIN access_tokens c ON c.id = chain.tid \
+                       JOIN access_tokens p ON p.uid = c.parent \
+                       WHERE chain.depth < $2::bigint) \
+                     SELECT {TOKEN_COLUMNS} FROM chain \
+                     JOIN access_tokens t ON t.id = chain.tid JOIN users u ON u.id = t.user_id \
+                     ORDER BY chain.depth"
+                ),
+                &[&id, &MAX_TOKEN_CHAIN],
+            )
+            .map_err(db_err)?
+            .iter()
+            .map(token_from_row)
+            .collect()
     }
 
     fn revoke_token(&self, key: &str, user_row: Option<i64>, at: i64) -> Result<bool> {
-        Err(pending("revoke_token"))
+        // The tokens matched and everything they created (transitively), in one statement:
+        // one snapshot, so the answer and the revocations agree. A child created by another
+        // node after it runs is still refused, since authentication checks the chain.
+        let row = self
+            .conn()?
+            .query_one(
+                "WITH RECURSIVE below(uid, depth) AS ( \
+                   SELECT uid, 0 FROM access_tokens \
+                   WHERE (uid = $1 OR prefix = $1) AND ($2::bigint IS NULL OR user_id = $2) \
+                   UNION ALL \
+                   SELECT t.uid, below.depth + 1 FROM access_tokens t \
+                   JOIN below ON t.parent = below.uid WHERE below.depth < $4::bigint), \
+                 revoked AS ( \
+                   UPDATE access_tokens SET revoked_at = COALESCE(revoked_at, $3) \
+                   WHERE uid IN (SELECT uid FROM below)) \
+                 SELECT EXISTS (SELECT 1 FROM below WHERE depth = 0)",
+                &[&key, &user_row, &at, &MAX_TOKEN_CHAIN],
+            )
+            .map_err(db_err)?;
+        row.try_get(0).map_err(db_err)
     }
 
     fn touch_token(&self, id: &str, at: i64) -> Result<()> {
-        Err(pending("touch_token"))
+        self.conn()?
+            .execute(
+                "UPDATE access_tokens SET last_used_at = $2 WHERE uid = $1",
+                &[&id, &at],
+            )
+            .map_err(db_err)?;
+        Ok(())
     }
 
     fn collection_ids(&self, space: &str, keys: &[String]) -> Result<Vec<(i64, String)>> {
-        Err(pending("collection_ids"))
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        // One round trip for every key, in the keys' order, at most one collection each (a
+        // key that is one collection's UUID and another's name: the UUID wins).
+        self.conn()?
+            .query(
+                "SELECT c.id, c.uid FROM unnest($2::text[]) WITH ORDINALITY AS k(key, ord) \
+                 CROSS JOIN LATERAL ( \
+                   SELECT id, uid FROM collections \
+                   WHERE space = $1 AND (uid = k.key OR name = k.key) \
+                   ORDER BY uid = k.key DESC LIMIT 1) c \
+                 ORDER BY k.ord",
+                &[&space, &keys],
+            )
+            .map_err(db_err)?
+            .iter()
+            .map(|r| Ok((r.try_get(0).map_err(db_err)?, r.try_get(1).map_err(db_err)?)))
+            .collect()
     }
+}
+
+fn space_from_row(r: &Row) -> Result<Space> {
+    Ok(Space {
+        name: r.try_get(0).map_err(db_err)?,
+        id: r.try_get(1).map_err(db_err)?,
+        description: r.try_get(2).map_err(db_err)?,
+        created_at: r.try_get(3).map_err(db_err)?,
+    })
+}
+
+fn membership_from_row(r: &Row) -> Result<Membership> {
+    let role: String = r.try_get(3).map_err(db_err)?;
+    Ok(Membership {
+        user: r.try_get(0).map_err(db_err)?,
+        space: r.try_get(1).map_err(db_err)?,
+        space_id: r.try_get(2).map_err(db_err)?,
+        role: Role::parse(&role).unwrap_or(Role::Viewer),
+        joined_at: r.try_get(4).map_err(db_err)?,
+    })
+}
+
+/// A token read through [`TOKEN_COLUMNS`].
+fn token_from_row(r: &Row) -> Result<TokenRecord> {
+    let spaces: String = r.try_get(5).map_err(db_err)?;
+    let collections: Option<String> = r.try_get(6).map_err(db_err)?;
+    Ok(TokenRecord {
+        id: r.try_get(0).map_err(db_err)?,
+        user_row: r.try_get(1).map_err(db_err)?,
+        user_id: r.try_get(12).map_err(db_err)?,
+        user: r.try_get(2).map_err(db_err)?,
+        label: r.try_get(3).map_err(db_err)?,
+        prefix: r.try_get(4).map_err(db_err)?,
+        spaces: split_list(&spaces),
+        collections: collections.as_deref().map(split_list),
+        read_only: r.try_get(7).map_err(db_err)?,
+        created_at: r.try_get(8).map_err(db_err)?,
+        expires_at: r.try_get(9).map_err(db_err)?,
+        last_used_at: r.try_get(10).map_err(db_err)?,
+        revoked_at: r.try_get(11).map_err(db_err)?,
+        parent_id: r.try_get(13).map_err(db_err)?,
+    })
+}
+
+/// A comma-separated list column (the embedded store's encoding), empty items dropped.
+fn split_list(s: &str) -> Vec<String> {
+    s.split(',')
+        .filter(|p| !p.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// An aggregated array column; NULL (no rows aggregated) is empty.
+fn list<T>(r: &Row, i: usize) -> Result<Vec<T>>
+where
+    for<'a> T: postgres::types::FromSql<'a>,
+{
+    Ok(r.try_get::<_, Option<Vec<T>>>(i)
+        .map_err(db_err)?
+        .unwrap_or_default())
 }
