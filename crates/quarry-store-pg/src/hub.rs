@@ -153,7 +153,9 @@ impl HubStore for PgStore {
     fn upstream(&self, owner: &str, id: &str) -> Result<Option<UpstreamRow>> {
         self.conn()?
             .query_opt(
-                &format!("SELECT {UPSTREAM_COLUMNS} FROM hub_upstreams WHERE owner = $1 AND id = $2"),
+                &format!(
+                    "SELECT {UPSTREAM_COLUMNS} FROM hub_upstreams WHERE owner = $1 AND id = $2"
+                ),
                 &[&owner, &id],
             )
             .map_err(db_err)?

@@ -166,7 +166,9 @@ pub fn hub_upstreams_round_trip_and_update(store: &dyn Store) {
     let (mut c, cp) = upstream("alice", "u2", "git");
     c.created_at = 10; // same time as u1: the id decides
     c.enabled = false;
-    store.insert_upstream(&c, &cp).expect("insert alice's second");
+    store
+        .insert_upstream(&c, &cp)
+        .expect("insert alice's second");
     let ids = |owner: Option<&str>| -> Vec<String> {
         store
             .upstreams(owner)
@@ -251,17 +253,26 @@ pub fn hub_upstream_names_and_packages_conflict_per_owner(store: &dyn Store) {
 
     // Same name (and package) again.
     let (again, again_p) = upstream("alice", "u2", "time");
-    let m = expect_conflict("same package twice", store.insert_upstream(&again, &again_p));
+    let m = expect_conflict(
+        "same package twice",
+        store.insert_upstream(&again, &again_p),
+    );
     assert!(m.contains("time"), "the message names the package: {m}");
     // Same name, another package.
     let (mut renamed, mut renamed_p) = upstream("alice", "u3", "clock");
     renamed.name = "time".into();
     renamed_p.name = "time".into();
-    let m = expect_conflict("same name twice", store.insert_upstream(&renamed, &renamed_p));
+    let m = expect_conflict(
+        "same name twice",
+        store.insert_upstream(&renamed, &renamed_p),
+    );
     assert!(m.contains("time"), "the message names the server: {m}");
     // A package of no upstream holds the id.
     let (w, wp) = upstream("alice", "u4", "weather");
-    let m = expect_conflict("package taken by a custom package", store.insert_upstream(&w, &wp));
+    let m = expect_conflict(
+        "package taken by a custom package",
+        store.insert_upstream(&w, &wp),
+    );
     assert_eq!(m, "a package named 'weather' already exists");
     // Same id as an existing upstream.
     let (dup_id, dup_id_p) = upstream("alice", "u1", "fresh");
@@ -281,7 +292,11 @@ pub fn hub_upstream_names_and_packages_conflict_per_owner(store: &dyn Store) {
         .into_iter()
         .map(|p| p.id)
         .collect();
-    assert_eq!(packages, ["time", "weather"], "refused registrations left no package");
+    assert_eq!(
+        packages,
+        ["time", "weather"],
+        "refused registrations left no package"
+    );
     assert_eq!(
         store.packages("alice").expect("packages")[1],
         custom_package("alice", "weather"),
@@ -341,11 +356,17 @@ pub fn hub_deleting_an_upstream_takes_its_package_and_tools(store: &dyn Store) {
         "another owner cannot delete it"
     );
     assert!(
-        !store.delete_upstream("alice", "nope").expect("delete_upstream"),
+        !store
+            .delete_upstream("alice", "nope")
+            .expect("delete_upstream"),
         "an unknown id is false"
     );
     assert_eq!(store.catalog_tools("alice").expect("catalog").len(), 3);
-    assert!(store.delete_upstream("alice", "u1").expect("delete_upstream"));
+    assert!(
+        store
+            .delete_upstream("alice", "u1")
+            .expect("delete_upstream")
+    );
     assert_eq!(store.upstream("alice", "u1").expect("upstream"), None);
     assert_eq!(
         names(&store.catalog_tools("alice").expect("catalog")),
@@ -360,7 +381,9 @@ pub fn hub_deleting_an_upstream_takes_its_package_and_tools(store: &dyn Store) {
         .collect();
     assert_eq!(packages, ["git"], "the upstream's package went with it");
     assert!(
-        !store.delete_upstream("alice", "u1").expect("delete_upstream"),
+        !store
+            .delete_upstream("alice", "u1")
+            .expect("delete_upstream"),
         "deleting twice is false"
     );
     // The package id is free again.
@@ -384,7 +407,10 @@ pub fn hub_replace_package_replaces_every_tool(store: &dyn Store) {
     store
         .replace_package(&pkg, &[forecast.clone(), current.clone()])
         .expect("replace_package");
-    assert_eq!(store.packages("alice").expect("packages"), vec![pkg.clone()]);
+    assert_eq!(
+        store.packages("alice").expect("packages"),
+        vec![pkg.clone()]
+    );
     assert_eq!(
         store.catalog_tools("alice").expect("catalog"),
         vec![current.clone(), forecast.clone()],
@@ -411,7 +437,10 @@ pub fn hub_replace_package_replaces_every_tool(store: &dyn Store) {
     store
         .replace_package(&pkg2, &[forecast2.clone(), alerts])
         .expect("replace again");
-    assert_eq!(store.packages("alice").expect("packages"), vec![pkg2.clone()]);
+    assert_eq!(
+        store.packages("alice").expect("packages"),
+        vec![pkg2.clone()]
+    );
     let tools = store.catalog_tools("alice").expect("catalog");
     assert_eq!(names(&tools), ["weather.alerts", "weather.forecast"]);
     assert_eq!(
@@ -561,19 +590,29 @@ pub fn hub_delete_package_spares_upstream_packages(store: &dyn Store) {
         .replace_package(&weather, &[tool("alice", "weather", "forecast")])
         .expect("custom tools");
     assert!(
-        !store.delete_package("alice", "time").expect("delete_package"),
+        !store
+            .delete_package("alice", "time")
+            .expect("delete_package"),
         "an upstream's package stays"
     );
     assert!(
-        !store.delete_package("bob", "weather").expect("delete_package"),
+        !store
+            .delete_package("bob", "weather")
+            .expect("delete_package"),
         "another owner's package stays"
     );
     assert!(
-        !store.delete_package("alice", "nope").expect("delete_package"),
+        !store
+            .delete_package("alice", "nope")
+            .expect("delete_package"),
         "an unknown package is false"
     );
     assert_eq!(store.packages("alice").expect("packages").len(), 2);
-    assert!(store.delete_package("alice", "weather").expect("delete_package"));
+    assert!(
+        store
+            .delete_package("alice", "weather")
+            .expect("delete_package")
+    );
     assert_eq!(
         names(&store.catalog_tools("alice").expect("catalog")),
         ["time.now"],
@@ -581,7 +620,9 @@ pub fn hub_delete_package_spares_upstream_packages(store: &dyn Store) {
     );
     assert_eq!(store.packages("alice").expect("packages"), vec![p]);
     assert!(
-        !store.delete_package("alice", "weather").expect("delete_package"),
+        !store
+            .delete_package("alice", "weather")
+            .expect("delete_package"),
         "deleting twice is false"
     );
     assert!(store.upstream("alice", "u1").expect("upstream").is_some());
@@ -646,7 +687,11 @@ pub fn hub_generation_moves_with_every_change_of_its_owner_only(store: &dyn Stor
         .set_tool_disabled("bob", "x.y", true)
         .expect("set_tool_disabled");
     assert!(generation(store, "bob") > 0, "bob's change moved his");
-    assert_eq!(generation(store, "alice"), last, "bob's change left alice's");
+    assert_eq!(
+        generation(store, "alice"),
+        last,
+        "bob's change left alice's"
+    );
 }
 
 /// Switching a tool off is idempotent and per owner; switching it on again (or one never
@@ -665,9 +710,7 @@ pub fn hub_disabled_tools_toggle_per_owner(store: &dyn Store) {
     store
         .set_tool_disabled("alice", "a-b.a", true)
         .expect("off");
-    store
-        .set_tool_disabled("alice", "ab.x", true)
-        .expect("off");
+    store.set_tool_disabled("alice", "ab.x", true).expect("off");
     assert_eq!(
         store.disabled_tools("alice").expect("disabled"),
         ["a-b.Z", "a-b.a", "ab.x", "time.now"],
@@ -699,7 +742,10 @@ pub fn hub_disabled_tools_toggle_per_owner(store: &dyn Store) {
 pub fn hub_custom_tools_round_trip_and_conflicts(store: &dyn Store) {
     let c1 = custom("alice", "c1", "weather");
     store.insert_custom_tool(&c1).expect("insert_custom_tool");
-    assert_eq!(store.custom_tools("alice").expect("custom"), vec![c1.clone()]);
+    assert_eq!(
+        store.custom_tools("alice").expect("custom"),
+        vec![c1.clone()]
+    );
     assert!(store.custom_tools("bob").expect("custom").is_empty());
     let m = expect_conflict(
         "same name twice",
@@ -741,7 +787,9 @@ pub fn hub_custom_tools_round_trip_and_conflicts(store: &dyn Store) {
         created_at: 1, // not mutable
         ..c1.clone()
     };
-    store.update_custom_tool(&changed).expect("update_custom_tool");
+    store
+        .update_custom_tool(&changed)
+        .expect("update_custom_tool");
     let got = store
         .custom_tools("alice")
         .expect("custom")
@@ -779,10 +827,7 @@ pub fn hub_custom_tools_round_trip_and_conflicts(store: &dyn Store) {
         }),
     );
     assert!(
-        store
-            .custom_tools("alice")
-            .expect("custom")
-            .contains(&got),
+        store.custom_tools("alice").expect("custom").contains(&got),
         "refused updates changed nothing"
     );
 
@@ -820,13 +865,13 @@ pub fn hub_concurrent_changes_serialise(store: &dyn Store) {
         let (ra, rb) = std::thread::scope(|s| {
             let ta = s.spawn(|| store.insert_upstream(&a, &ap));
             let tb = s.spawn(|| store.insert_upstream(&b, &bp));
-            (
-                ta.join().expect("thread a"),
-                tb.join().expect("thread b"),
-            )
+            (ta.join().expect("thread a"), tb.join().expect("thread b"))
         });
         let wins = [&ra, &rb].iter().filter(|r| r.is_ok()).count();
-        assert_eq!(wins, 1, "round {round}: one registration wins: {ra:?} {rb:?}");
+        assert_eq!(
+            wins, 1,
+            "round {round}: one registration wins: {ra:?} {rb:?}"
+        );
         for r in [ra, rb] {
             if let Err(e) = r {
                 assert!(
@@ -842,7 +887,11 @@ pub fn hub_concurrent_changes_serialise(store: &dyn Store) {
             .filter(|u| u.package.starts_with(&format!("{package}-")))
             .map(|u| u.id)
             .collect();
-        assert_eq!(owners.len(), 1, "round {round}: one upstream registered: {owners:?}");
+        assert_eq!(
+            owners.len(),
+            1,
+            "round {round}: one upstream registered: {owners:?}"
+        );
         let pkg = store
             .packages("alice")
             .expect("packages")
@@ -868,10 +917,7 @@ pub fn hub_concurrent_changes_serialise(store: &dyn Store) {
         let (ra, rb) = std::thread::scope(|s| {
             let ta = s.spawn(|| store.replace_package(&pkg, &left));
             let tb = s.spawn(|| store.replace_package(&pkg, &right));
-            (
-                ta.join().expect("thread a"),
-                tb.join().expect("thread b"),
-            )
+            (ta.join().expect("thread a"), tb.join().expect("thread b"))
         });
         ra.expect("replace left");
         rb.expect("replace right");
