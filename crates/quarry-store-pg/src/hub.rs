@@ -1,70 +1,571 @@
 //! [`quarry_store::HubStore`] on PostgreSQL.
-#![allow(unused_variables)] // the methods still `pending` ignore their arguments
+//!
+//! - Every change bumps the owner's generation **in the same statement** (a data-modifying
+//!   `WITH changed AS (… RETURNING owner)` feeding the generation upsert), so a change and
+//!   its generation commit together without an explicit transaction, and the upsert's row
+//!   lock serialises concurrent bumps: every node reads one number that only grows.
+//! - Lists sort with `COLLATE "C"` (byte order, as SQLite's `BINARY`), whatever the
+//!   database's default collation.
+//! - Secrets columns are opaque text, written and read back as they are; nothing here logs
+//!   or formats them into errors.
+
+use postgres::Row;
+use postgres::types::Type;
 
 use super::*;
 
+const UPSTREAM_COLUMNS: &str = "id, owner, name, package, transport, config, options, secrets, \
+     enabled, created_at, updated_at";
+
+const PACKAGE_COLUMNS: &str = "owner, id, name, description, category, tags, kind, upstream_id, \
+     source, schema_version, manifest, updated_at, surface";
+
+const TOOL_COLUMNS: &str = "owner, package, tool, full_name, description, input_schema, raw, \
+     category, tags, source, schema_version, requires_task, updated_at";
+
+const CUSTOM_COLUMNS: &str = "id, owner, name, spec, secrets, enabled, created_at, updated_at";
+
+/// The tail of every changing statement: bumps the generation of each owner the CTE
+/// `changed` returned (none when nothing changed). The upsert locks the owner's row, so
+/// concurrent bumps queue rather than lose an increment.
+const BUMP: &str = "INSERT INTO hub_generations (owner, generation) \
+     SELECT DISTINCT owner, 1 FROM changed \
+     ON CONFLICT (owner) DO UPDATE SET generation = hub_generations.generation + 1";
+
 impl HubStore for PgStore {
-    fn insert_upstream(&self, upstream: &UpstreamRow, package: &PackageRow) -> Result<()> {
-        Err(pending("insert_upstream"))
+    fn insert_upstream(&self, u: &UpstreamRow, package: &PackageRow) -> Result<()> {
+        let tags = join_tags(&package.tags);
+        self.write(|tx| {
+            // The package check rides on the insert, first, so its message wins as in SQLite;
+            // a registration racing this one for the same package is caught below by the
+            // package's primary key (`ON CONFLICT DO NOTHING` returns no row).
+            let n = tx
+                .execute(
+                    &format!(
+                        "INSERT INTO hub_upstreams ({UPSTREAM_COLUMNS}) \
+                         SELECT $1::text, $2::text, $3::text, $4::text, $5::text, $6::text, \
+                         $7::text, $8::text, $9::boolean, $10::bigint, $11::bigint \
+                         WHERE NOT EXISTS \
+                         (SELECT 1 FROM hub_packages WHERE owner = $2 AND id = $12)"
+                    ),
+                    &[
+                        &u.id,
+                        &u.owner,
+                        &u.name,
+                        &u.package,
+                        &u.transport,
+                        &u.config,
+                        &u.options,
+                        &u.secrets,
+                        &u.enabled,
+                        &u.created_at,
+                        &u.updated_at,
+                        &package.id,
+                    ],
+                )
+                .map_err(|e| {
+                    conflict_or_db(e, || {
+                        format!("an MCP server named '{}' already exists", u.name)
+                    })
+                })?;
+            if n == 0 {
+                return Err(package_taken(&package.id));
+            }
+            let n = tx
+                .execute(
+                    &format!(
+                        "WITH changed AS (INSERT INTO hub_packages ({PACKAGE_COLUMNS}) \
+                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) \
+                         ON CONFLICT (owner, id) DO NOTHING RETURNING $14::text AS owner) \
+                         {BUMP}"
+                    ),
+                    &[
+                        &package.owner,
+                        &package.id,
+                        &package.name,
+                        &package.description,
+                        &package.category,
+                        &tags,
+                        &package.kind,
+                        &package.upstream_id,
+                        &package.source,
+                        &package.schema_version,
+                        &package.manifest,
+                        &package.updated_at,
+                        &package.surface,
+                        &u.owner,
+                    ],
+                )
+                .map_err(db_err)?;
+            if n == 0 {
+                return Err(package_taken(&package.id));
+            }
+            Ok(())
+        })
     }
 
-    fn update_upstream(&self, upstream: &UpstreamRow) -> Result<()> {
-        Err(pending("update_upstream"))
+    fn update_upstream(&self, u: &UpstreamRow) -> Result<()> {
+        let n = self
+            .conn()?
+            .execute(
+                &format!(
+                    "WITH changed AS (UPDATE hub_upstreams SET name = $3, options = $4, \
+                     secrets = $5, enabled = $6, updated_at = $7 \
+                     WHERE owner = $1 AND id = $2 RETURNING owner) {BUMP}"
+                ),
+                &[
+                    &u.owner,
+                    &u.id,
+                    &u.name,
+                    &u.options,
+                    &u.secrets,
+                    &u.enabled,
+                    &u.updated_at,
+                ],
+            )
+            .map_err(|e| {
+                conflict_or_db(e, || {
+                    format!("an MCP server named '{}' already exists", u.name)
+                })
+            })?;
+        if n == 0 {
+            return Err(Error::NotFound(format!("MCP server '{}' not found", u.id)));
+        }
+        Ok(())
     }
 
     fn upstreams(&self, owner: Option<&str>) -> Result<Vec<UpstreamRow>> {
-        Err(pending("upstreams"))
+        self.conn()?
+            .query(
+                &format!(
+                    "SELECT {UPSTREAM_COLUMNS} FROM hub_upstreams \
+                     WHERE $1::text IS NULL OR owner = $1 \
+                     ORDER BY created_at, id COLLATE \"C\""
+                ),
+                &[&owner],
+            )
+            .map_err(db_err)?
+            .iter()
+            .map(upstream_from_row)
+            .collect()
     }
 
     fn upstream(&self, owner: &str, id: &str) -> Result<Option<UpstreamRow>> {
-        Err(pending("upstream"))
+        self.conn()?
+            .query_opt(
+                &format!(
+                    "SELECT {UPSTREAM_COLUMNS} FROM hub_upstreams WHERE owner = $1 AND id = $2"
+                ),
+                &[&owner, &id],
+            )
+            .map_err(db_err)?
+            .as_ref()
+            .map(upstream_from_row)
+            .transpose()
     }
 
     fn delete_upstream(&self, owner: &str, id: &str) -> Result<bool> {
-        Err(pending("delete_upstream"))
+        // Its package goes with it (ON DELETE CASCADE), and the package's tools with that.
+        let n = self
+            .conn()?
+            .execute(
+                &format!(
+                    "WITH changed AS (DELETE FROM hub_upstreams WHERE owner = $1 AND id = $2 \
+                     RETURNING owner) {BUMP}"
+                ),
+                &[&owner, &id],
+            )
+            .map_err(db_err)?;
+        Ok(n > 0)
     }
 
     fn replace_package(&self, package: &PackageRow, tools: &[ToolRow]) -> Result<()> {
-        Err(pending("replace_package"))
+        let tags = join_tags(&package.tags);
+        let column = |f: fn(&ToolRow) -> &str| tools.iter().map(f).collect::<Vec<&str>>();
+        let names = column(|t| &t.tool);
+        let full_names = column(|t| &t.full_name);
+        let descriptions = column(|t| &t.description);
+        let schemas = column(|t| &t.input_schema);
+        let raws = column(|t| &t.raw);
+        let categories = column(|t| &t.category);
+        let sources = column(|t| &t.source);
+        let versions = column(|t| &t.schema_version);
+        let tool_tags: Vec<String> = tools.iter().map(|t| join_tags(&t.tags)).collect();
+        let requires_task: Vec<bool> = tools.iter().map(|t| t.requires_task).collect();
+        let updated_at: Vec<i64> = tools.iter().map(|t| t.updated_at).collect();
+        self.write(|tx| {
+            // The upsert locks the package's row (or, for a new package, waits on its key):
+            // two nodes replacing one package run one after the other, never mixing tools.
+            tx.execute(
+                &format!(
+                    "WITH changed AS (INSERT INTO hub_packages ({PACKAGE_COLUMNS}) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) \
+                     ON CONFLICT (owner, id) DO UPDATE SET name = excluded.name, \
+                     description = excluded.description, category = excluded.category, \
+                     tags = excluded.tags, kind = excluded.kind, \
+                     upstream_id = excluded.upstream_id, source = excluded.source, \
+                     schema_version = excluded.schema_version, manifest = excluded.manifest, \
+                     updated_at = excluded.updated_at, surface = excluded.surface \
+                     RETURNING owner) {BUMP}"
+                ),
+                &[
+                    &package.owner,
+                    &package.id,
+                    &package.name,
+                    &package.description,
+                    &package.category,
+                    &tags,
+                    &package.kind,
+                    &package.upstream_id,
+                    &package.source,
+                    &package.schema_version,
+                    &package.manifest,
+                    &package.updated_at,
+                    &package.surface,
+                ],
+            )
+            .map_err(db_err)?;
+            tx.execute(
+                "DELETE FROM hub_tools WHERE owner = $1 AND package = $2",
+                &[&package.owner, &package.id],
+            )
+            .map_err(db_err)?;
+            if tools.is_empty() {
+                return Ok(());
+            }
+            // All tools in one statement. A tool whose name or full name is taken (twice in
+            // the list, or by another package of the owner) is skipped rather than raising,
+            // so the first one skipped, in the list's order, can be named as SQLite does;
+            // the transaction then rolls back and nothing changes.
+            let inserted = tx
+                .query(
+                    &format!(
+                        "INSERT INTO hub_tools ({TOOL_COLUMNS}) \
+                         SELECT $1, $2, t.tool, t.full_name, t.description, t.input_schema, \
+                         t.raw, t.category, t.tags, t.source, t.schema_version, \
+                         t.requires_task, t.updated_at \
+                         FROM unnest($3::text[], $4::text[], $5::text[], $6::text[], \
+                         $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], \
+                         $12::boolean[], $13::bigint[]) WITH ORDINALITY AS t(tool, full_name, \
+                         description, input_schema, raw, category, tags, source, \
+                         schema_version, requires_task, updated_at, n) \
+                         ORDER BY t.n \
+                         ON CONFLICT DO NOTHING RETURNING tool, full_name"
+                    ),
+                    &[
+                        &package.owner,
+                        &package.id,
+                        &names,
+                        &full_names,
+                        &descriptions,
+                        &schemas,
+                        &raws,
+                        &categories,
+                        &tool_tags,
+                        &sources,
+                        &versions,
+                        &requires_task,
+                        &updated_at,
+                    ],
+                )
+                .map_err(db_err)?;
+            if inserted.len() == tools.len() {
+                return Ok(());
+            }
+            let mut kept: Vec<(String, String)> = inserted
+                .iter()
+                .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
+                .collect::<std::result::Result<_, postgres::Error>>()
+                .map_err(db_err)?;
+            let skipped = tools.iter().find(|t| {
+                match kept
+                    .iter()
+                    .position(|(tool, full)| *tool == t.tool && *full == t.full_name)
+                {
+                    Some(i) => {
+                        kept.swap_remove(i);
+                        false
+                    }
+                    None => true,
+                }
+            });
+            let tool = skipped.map_or("", |t| t.tool.as_str());
+            Err(Error::Conflict(format!(
+                "tool '{tool}' is listed twice in package '{}'",
+                package.id
+            )))
+        })
     }
 
     fn packages(&self, owner: &str) -> Result<Vec<PackageRow>> {
-        Err(pending("packages"))
+        self.conn()?
+            .query(
+                &format!(
+                    "SELECT {PACKAGE_COLUMNS} FROM hub_packages WHERE owner = $1 \
+                     ORDER BY id COLLATE \"C\""
+                ),
+                &[&owner],
+            )
+            .map_err(db_err)?
+            .iter()
+            .map(package_from_row)
+            .collect()
     }
 
     fn catalog_tools(&self, owner: &str) -> Result<Vec<ToolRow>> {
-        Err(pending("catalog_tools"))
+        self.conn()?
+            .query(
+                &format!(
+                    "SELECT {TOOL_COLUMNS} FROM hub_tools WHERE owner = $1 \
+                     ORDER BY package COLLATE \"C\", tool COLLATE \"C\""
+                ),
+                &[&owner],
+            )
+            .map_err(db_err)?
+            .iter()
+            .map(tool_from_row)
+            .collect()
     }
 
     fn delete_package(&self, owner: &str, id: &str) -> Result<bool> {
-        Err(pending("delete_package"))
+        let n = self
+            .conn()?
+            .execute(
+                &format!(
+                    "WITH changed AS (DELETE FROM hub_packages \
+                     WHERE owner = $1 AND id = $2 AND upstream_id IS NULL RETURNING owner) \
+                     {BUMP}"
+                ),
+                &[&owner, &id],
+            )
+            .map_err(db_err)?;
+        Ok(n > 0)
     }
 
     fn hub_generation(&self, owner: &str) -> Result<i64> {
-        Err(pending("hub_generation"))
+        // Read on every MCP request (catalog freshness): typed parameters spare the round
+        // trip that preparing the statement would cost.
+        let rows = self
+            .conn()?
+            .query_typed(
+                "SELECT generation FROM hub_generations WHERE owner = $1",
+                &[(&owner, Type::TEXT)],
+            )
+            .map_err(db_err)?;
+        match rows.first() {
+            Some(row) => row.try_get(0).map_err(db_err),
+            None => Ok(0),
+        }
     }
 
     fn disabled_tools(&self, owner: &str) -> Result<Vec<String>> {
-        Err(pending("disabled_tools"))
+        self.conn()?
+            .query(
+                "SELECT full_name FROM hub_disabled_tools WHERE owner = $1 \
+                 ORDER BY full_name COLLATE \"C\"",
+                &[&owner],
+            )
+            .map_err(db_err)?
+            .iter()
+            .map(|r| r.try_get(0).map_err(db_err))
+            .collect()
     }
 
     fn set_tool_disabled(&self, owner: &str, full_name: &str, disabled: bool) -> Result<()> {
-        Err(pending("set_tool_disabled"))
+        // The generation moves even when the switch was already where asked (as in SQLite).
+        let change = if disabled {
+            "INSERT INTO hub_disabled_tools (owner, full_name) VALUES ($1, $2) \
+             ON CONFLICT DO NOTHING"
+        } else {
+            "DELETE FROM hub_disabled_tools WHERE owner = $1 AND full_name = $2"
+        };
+        self.conn()?
+            .execute(
+                &format!(
+                    "WITH toggled AS ({change}), changed AS (SELECT $1::text AS owner) {BUMP}"
+                ),
+                &[&owner, &full_name],
+            )
+            .map_err(db_err)?;
+        Ok(())
     }
 
-    fn insert_custom_tool(&self, tool: &CustomToolRow) -> Result<()> {
-        Err(pending("insert_custom_tool"))
+    fn insert_custom_tool(&self, t: &CustomToolRow) -> Result<()> {
+        self.conn()?
+            .execute(
+                &format!(
+                    "WITH changed AS (INSERT INTO hub_custom_tools ({CUSTOM_COLUMNS}) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING owner) {BUMP}"
+                ),
+                &[
+                    &t.id,
+                    &t.owner,
+                    &t.name,
+                    &t.spec,
+                    &t.secrets,
+                    &t.enabled,
+                    &t.created_at,
+                    &t.updated_at,
+                ],
+            )
+            .map_err(|e| {
+                conflict_or_db(e, || {
+                    format!("a custom tool named '{}' already exists", t.name)
+                })
+            })?;
+        Ok(())
     }
 
-    fn update_custom_tool(&self, tool: &CustomToolRow) -> Result<()> {
-        Err(pending("update_custom_tool"))
+    fn update_custom_tool(&self, t: &CustomToolRow) -> Result<()> {
+        let n = self
+            .conn()?
+            .execute(
+                &format!(
+                    "WITH changed AS (UPDATE hub_custom_tools SET name = $3, spec = $4, \
+                     secrets = $5, enabled = $6, updated_at = $7 \
+                     WHERE owner = $1 AND id = $2 RETURNING owner) {BUMP}"
+                ),
+                &[
+                    &t.owner,
+                    &t.id,
+                    &t.name,
+                    &t.spec,
+                    &t.secrets,
+                    &t.enabled,
+                    &t.updated_at,
+                ],
+            )
+            .map_err(|e| {
+                conflict_or_db(e, || {
+                    format!("a custom tool named '{}' already exists", t.name)
+                })
+            })?;
+        if n == 0 {
+            return Err(Error::NotFound(format!("custom tool '{}' not found", t.id)));
+        }
+        Ok(())
     }
 
     fn custom_tools(&self, owner: &str) -> Result<Vec<CustomToolRow>> {
-        Err(pending("custom_tools"))
+        self.conn()?
+            .query(
+                &format!(
+                    "SELECT {CUSTOM_COLUMNS} FROM hub_custom_tools WHERE owner = $1 \
+                     ORDER BY name COLLATE \"C\""
+                ),
+                &[&owner],
+            )
+            .map_err(db_err)?
+            .iter()
+            .map(custom_from_row)
+            .collect()
     }
 
     fn delete_custom_tool(&self, owner: &str, id: &str) -> Result<bool> {
-        Err(pending("delete_custom_tool"))
+        let n = self
+            .conn()?
+            .execute(
+                &format!(
+                    "WITH changed AS (DELETE FROM hub_custom_tools WHERE owner = $1 AND id = $2 \
+                     RETURNING owner) {BUMP}"
+                ),
+                &[&owner, &id],
+            )
+            .map_err(db_err)?;
+        Ok(n > 0)
     }
+}
+
+fn package_taken(id: &str) -> Error {
+    Error::Conflict(format!("a package named '{id}' already exists"))
+}
+
+/// Tags are kept one per line, as in SQLite (a tag never holds a newline: the hub trims
+/// them).
+fn join_tags(tags: &[String]) -> String {
+    tags.join("\n")
+}
+
+fn split_tags(s: &str) -> Vec<String> {
+    s.lines()
+        .filter(|t| !t.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+fn upstream_from_row(r: &Row) -> Result<UpstreamRow> {
+    let read = || {
+        Ok::<_, postgres::Error>(UpstreamRow {
+            id: r.try_get(0)?,
+            owner: r.try_get(1)?,
+            name: r.try_get(2)?,
+            package: r.try_get(3)?,
+            transport: r.try_get(4)?,
+            config: r.try_get(5)?,
+            options: r.try_get(6)?,
+            secrets: r.try_get(7)?,
+            enabled: r.try_get(8)?,
+            created_at: r.try_get(9)?,
+            updated_at: r.try_get(10)?,
+        })
+    };
+    read().map_err(db_err)
+}
+
+fn package_from_row(r: &Row) -> Result<PackageRow> {
+    let read = || {
+        Ok::<_, postgres::Error>(PackageRow {
+            owner: r.try_get(0)?,
+            id: r.try_get(1)?,
+            name: r.try_get(2)?,
+            description: r.try_get(3)?,
+            category: r.try_get(4)?,
+            tags: split_tags(r.try_get(5)?),
+            kind: r.try_get(6)?,
+            upstream_id: r.try_get(7)?,
+            source: r.try_get(8)?,
+            schema_version: r.try_get(9)?,
+            manifest: r.try_get(10)?,
+            updated_at: r.try_get(11)?,
+            surface: r.try_get(12)?,
+        })
+    };
+    read().map_err(db_err)
+}
+
+fn tool_from_row(r: &Row) -> Result<ToolRow> {
+    let read = || {
+        Ok::<_, postgres::Error>(ToolRow {
+            owner: r.try_get(0)?,
+            package: r.try_get(1)?,
+            tool: r.try_get(2)?,
+            full_name: r.try_get(3)?,
+            description: r.try_get(4)?,
+            input_schema: r.try_get(5)?,
+            raw: r.try_get(6)?,
+            category: r.try_get(7)?,
+            tags: split_tags(r.try_get(8)?),
+            source: r.try_get(9)?,
+            schema_version: r.try_get(10)?,
+            requires_task: r.try_get(11)?,
+            updated_at: r.try_get(12)?,
+        })
+    };
+    read().map_err(db_err)
+}
+
+fn custom_from_row(r: &Row) -> Result<CustomToolRow> {
+    let read = || {
+        Ok::<_, postgres::Error>(CustomToolRow {
+            id: r.try_get(0)?,
+            owner: r.try_get(1)?,
+            name: r.try_get(2)?,
+            spec: r.try_get(3)?,
+            secrets: r.try_get(4)?,
+            enabled: r.try_get(5)?,
+            created_at: r.try_get(6)?,
+            updated_at: r.try_get(7)?,
+        })
+    };
+    read().map_err(db_err)
 }
