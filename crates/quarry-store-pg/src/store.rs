@@ -9,6 +9,7 @@
 //!   (which would deadlock against one that holds the lock and wants the row).
 //! - **Document rows are locked in id order** (`SELECT … ORDER BY id FOR UPDATE`) by every
 //!   method here that locks more than one, so two of them never deadlock.
+//! - **Names sort by bytes** (`COLLATE "C"`), as on SQLite, whatever the database's locale.
 //! - **Feed consumers** are registered, moved and forgotten under `FEED_CONSUMERS_LOCK`, so
 //!   trimming never drops an entry that a consumer registering at the same moment needs.
 
@@ -76,7 +77,7 @@ impl Store for PgStore {
             .query(
                 &format!(
                     "SELECT {COLLECTION_COLUMNS} FROM collections c WHERE c.space = $1 \
-                     ORDER BY c.name"
+                     ORDER BY c.name COLLATE \"C\""
                 ),
                 &[&space],
             )
@@ -504,7 +505,7 @@ impl Store for PgStore {
             .query(
                 "SELECT d.id, c.name, d.path, d.title, d.docid, d.body_bytes FROM documents d \
                  JOIN collections c ON c.id = d.collection_id WHERE c.space = $1 \
-                 ORDER BY c.name, d.path",
+                 ORDER BY c.name COLLATE \"C\", d.path COLLATE \"C\"",
                 &[&space],
             )
             .map_err(db_err)?;
@@ -954,7 +955,7 @@ impl Store for PgStore {
     fn contexts(&self, space: &str) -> Result<Vec<Context>> {
         self.conn()?
             .query(
-                "SELECT path, text FROM contexts WHERE space = $1 ORDER BY path",
+                "SELECT path, text FROM contexts WHERE space = $1 ORDER BY path COLLATE \"C\"",
                 &[&space],
             )
             .map_err(db_err)?
@@ -1342,5 +1343,64 @@ impl<'a> ChunkRows<'a> {
         );
         self.heading.push(&c.heading);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Vectors go in as `halfvec` (replacing what a hash had) and hold the values at half
+    /// precision. Runs on the server of `QUARRY_TEST_DATABASE_URL`, in a database of its own.
+    #[test]
+    fn vectors_are_stored_as_halfvec() {
+        let Ok(url) = std::env::var("QUARRY_TEST_DATABASE_URL") else {
+            eprintln!("skipped: QUARRY_TEST_DATABASE_URL is not set");
+            return;
+        };
+        let name = format!("quarry_u_{}", uuid::Uuid::new_v4().simple());
+        let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+        admin
+            .batch_execute(&format!("CREATE DATABASE {name} TEMPLATE template1"))
+            .unwrap();
+        let (base, _) = url.rsplit_once('/').unwrap();
+        let db_url = format!("{base}/{name}");
+        let outcome = std::panic::catch_unwind(|| {
+            let store = PgStore::connect(&db_url).unwrap();
+            store
+                .put_embeddings("m", &[("k".into(), vec![9.0, 9.0])])
+                .unwrap();
+            store
+                .put_embeddings(
+                    "m",
+                    &[
+                        ("k".into(), vec![0.5, -2.25, 1000.0, 0.1]),
+                        ("j".into(), vec![1.0]),
+                    ],
+                )
+                .unwrap();
+            let row = store
+                .conn()
+                .unwrap()
+                .query_one(
+                    "SELECT vector FROM embeddings WHERE model = 'm' AND hash = 'k'",
+                    &[],
+                )
+                .unwrap();
+            let v: Vec<f32> = row
+                .get::<_, HalfVector>(0)
+                .to_vec()
+                .iter()
+                .map(|h| h.to_f32())
+                .collect();
+            assert_eq!(v[..3], [0.5, -2.25, 1000.0]);
+            assert!((v[3] - 0.1).abs() < 1e-4, "{}", v[3]);
+        });
+        admin
+            .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+            .unwrap();
+        if let Err(panic) = outcome {
+            std::panic::resume_unwind(panic);
+        }
     }
 }
