@@ -234,7 +234,14 @@ impl Store for PgStore {
             return Ok(work);
         }
         self.write(|tx| {
-            lock(tx, FEED_WRITE_LOCK)?;
+            // Touches alone write no feed entry (nor docid), so they need not queue behind
+            // the documents' writers.
+            if changes
+                .iter()
+                .any(|c| !matches!(c, DocChange::Touch { .. }))
+            {
+                lock(tx, FEED_WRITE_LOCK)?;
+            }
             // Every existing row this batch touches, locked in id order (see the module's
             // doc) before any is written.
             let mut paths = Vec::new();
@@ -1113,6 +1120,15 @@ fn byte_span(body: &str, start: i64, end: i64) -> String {
     }
 }
 
+/// `s` with each NUL as a space (same length in bytes).
+fn without_nul(s: String) -> String {
+    if s.contains('\0') {
+        s.replace('\0', " ")
+    } else {
+        s
+    }
+}
+
 fn like_escape(s: &str) -> String {
     s.replace('\\', "\\\\")
         .replace('%', "\\%")
@@ -1180,6 +1196,11 @@ impl DocWriter {
             pages,
             furniture,
         } = doc;
+        // PostgreSQL's text cannot hold NUL (a converter's stray control character): it is
+        // stored as a space, which keeps every byte offset (chunks, pages, furniture) valid,
+        // rather than failing the whole batch.
+        let title = without_nul(title);
+        let body = without_nul(body);
         let pages = quarry_core::encode_pages(pages);
         let furniture = quarry_core::encode_furniture(furniture);
         let find = self.stmts.get(
@@ -1350,10 +1371,9 @@ impl<'a> ChunkRows<'a> {
 mod tests {
     use super::*;
 
-    /// Vectors go in as `halfvec` (replacing what a hash had) and hold the values at half
-    /// precision. Runs on the server of `QUARRY_TEST_DATABASE_URL`, in a database of its own.
-    #[test]
-    fn vectors_are_stored_as_halfvec() {
+    /// Runs `f` on a store in a fresh database of the server named by
+    /// `QUARRY_TEST_DATABASE_URL` (skipped without one), dropped afterwards.
+    fn with_store(f: impl FnOnce(&PgStore) + std::panic::UnwindSafe) {
         let Ok(url) = std::env::var("QUARRY_TEST_DATABASE_URL") else {
             eprintln!("skipped: QUARRY_TEST_DATABASE_URL is not set");
             return;
@@ -1365,8 +1385,33 @@ mod tests {
             .unwrap();
         let (base, _) = url.rsplit_once('/').unwrap();
         let db_url = format!("{base}/{name}");
-        let outcome = std::panic::catch_unwind(|| {
-            let store = PgStore::connect(&db_url).unwrap();
+        let outcome = std::panic::catch_unwind(|| f(&PgStore::connect(&db_url).unwrap()));
+        admin
+            .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+            .unwrap();
+        if let Err(panic) = outcome {
+            std::panic::resume_unwind(panic);
+        }
+    }
+
+    fn doc(path: &str, body: &str) -> DocChange {
+        DocChange::Upsert {
+            path: path.into(),
+            title: path.into(),
+            hash: quarry_core::sha256_hex(body.as_bytes()),
+            size: 1,
+            stamp: 1,
+            body: body.into(),
+            pages: Vec::new(),
+            furniture: Vec::new(),
+        }
+    }
+
+    /// Vectors go in as `halfvec` (replacing what a hash had) and hold the values at half
+    /// precision.
+    #[test]
+    fn vectors_are_stored_as_halfvec() {
+        with_store(|store| {
             store
                 .put_embeddings("m", &[("k".into(), vec![9.0, 9.0])])
                 .unwrap();
@@ -1396,11 +1441,53 @@ mod tests {
             assert_eq!(v[..3], [0.5, -2.25, 1000.0]);
             assert!((v[3] - 0.1).abs() < 1e-4, "{}", v[3]);
         });
-        admin
-            .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-            .unwrap();
-        if let Err(panic) = outcome {
-            std::panic::resume_unwind(panic);
-        }
+    }
+
+    /// The feed keeps what the slowest consumer has not absorbed, and no more.
+    #[test]
+    fn the_feed_is_trimmed_to_the_slowest_consumer() {
+        with_store(|store| {
+            let entries = || -> i64 {
+                store
+                    .conn()
+                    .unwrap()
+                    .query_one("SELECT COUNT(*) FROM feed", &[])
+                    .unwrap()
+                    .get(0)
+            };
+            let c = store
+                .create_collection("default", "c", CollectionKind::Folder, "/x", "*")
+                .unwrap()
+                .id;
+            let a = store.feed_position("a").unwrap();
+            let b = store.feed_position("b").unwrap();
+            store
+                .apply_changes(c, vec![doc("1.md", "one"), doc("2.md", "two")])
+                .unwrap();
+            assert_eq!(entries(), 2);
+            let read_all = |from: FeedPosition| {
+                let mut from = from;
+                loop {
+                    let batch = store.feed_read(from, 100).unwrap();
+                    if batch.work.is_empty() {
+                        return from;
+                    }
+                    from = batch.position;
+                }
+            };
+            store.feed_ack("a", read_all(a)).unwrap();
+            assert_eq!(entries(), 2, "b has not read them");
+            store.feed_ack("b", read_all(b)).unwrap();
+            assert_eq!(entries(), 0, "everyone is past them");
+            store.apply_changes(c, vec![doc("3.md", "three")]).unwrap();
+            store.feed_forget("a").unwrap();
+            assert_eq!(entries(), 1, "b still needs it");
+            store.feed_forget("b").unwrap();
+            assert_eq!(entries(), 0, "nobody is left to read it");
+            // A NUL is stored as a space, offsets unchanged.
+            let work = store.apply_changes(c, vec![doc("nul.md", "a\0b")]).unwrap();
+            let d = &store.documents_by_ids(&[work.upserts[0].id]).unwrap()[0];
+            assert_eq!(d.body, "a b");
+        });
     }
 }
