@@ -1,7 +1,36 @@
 //! Documents, collections, the change feed, chunks and vectors on PostgreSQL.
-#![allow(unused_variables)] // the methods still `pending` ignore their arguments
+//!
+//! Locking, so that several nodes writing at once stay correct without SQLite's single
+//! writer:
+//! - **Document writers take the feed's lock first** (`FEED_WRITE_LOCK`, the advisory lock
+//!   the feed trigger takes at the first document write anyway; see `migrations/v12.sql`).
+//!   Document writes are therefore serialised, so reading which docids are free and then
+//!   taking one is safe, and no writer holds a document row while it waits for the lock
+//!   (which would deadlock against one that holds the lock and wants the row).
+//! - **Document rows are locked in id order** (`SELECT … ORDER BY id FOR UPDATE`) by every
+//!   method here that locks more than one, so two of them never deadlock.
+//! - **Names sort by bytes** (`COLLATE "C"`), as on SQLite, whatever the database's locale.
+//! - **Feed consumers** are registered, moved and forgotten under `FEED_CONSUMERS_LOCK`, so
+//!   trimming never drops an entry that a consumer registering at the same moment needs.
+
+use pgvector::HalfVector;
+use postgres::Statement;
+use postgres::row::Row;
+use postgres::types::FromSql;
+use quarry_core::docid_for_hash;
+use quarry_store::{IndexDoc, NewChunk};
 
 use super::*;
+
+/// The advisory lock every transaction that writes the feed holds until it commits (taken by
+/// the `quarry_feed_append` trigger of `migrations/v12.sql`), so entries commit in `seq`
+/// order.
+const FEED_WRITE_LOCK: i64 = 7_245_190_455_173_122_049;
+
+/// Serialises registering, acknowledging and forgetting feed consumers with trimming the
+/// feed: a consumer registering at the feed's head while another's acknowledgement trims it
+/// must either be seen by the trim or register after it.
+const FEED_CONSUMERS_LOCK: i64 = 7_245_190_455_173_122_060;
 
 impl Store for PgStore {
     fn create_collection(
@@ -12,59 +41,434 @@ impl Store for PgStore {
         path: &str,
         pattern: &str,
     ) -> Result<Collection> {
-        Err(pending("create_collection"))
+        self.write(|tx| {
+            ensure_space(tx, space)?;
+            // The unique (space, name) decides a race between two nodes.
+            let row = tx
+                .query_one(
+                    "INSERT INTO collections (space, name, kind, path, pattern, created_at, uid) \
+                     VALUES ($1, $2, $3, $4, $5, quarry_now_ms(), $6) RETURNING id",
+                    &[
+                        &space,
+                        &name,
+                        &kind.as_str(),
+                        &path,
+                        &pattern,
+                        &uuid::Uuid::new_v4().to_string(),
+                    ],
+                )
+                .map_err(|e| conflict_or_db(e, || name_taken(name)))?;
+            Ok(Collection {
+                id: col(&row, 0)?,
+                space: space.to_owned(),
+                name: name.to_owned(),
+                kind,
+                path: path.to_owned(),
+                pattern: pattern.to_owned(),
+                documents: 0,
+                last_updated_ms: None,
+            })
+        })
     }
 
     fn collections(&self, space: &str) -> Result<Vec<Collection>> {
-        Err(pending("collections"))
+        let rows = self
+            .conn()?
+            .query(
+                &format!(
+                    "SELECT {COLLECTION_COLUMNS} FROM collections c WHERE c.space = $1 \
+                     ORDER BY c.name COLLATE \"C\""
+                ),
+                &[&space],
+            )
+            .map_err(db_err)?;
+        rows.iter().map(collection_from_row).collect()
     }
 
     fn collection(&self, space: &str, name: &str) -> Result<Option<Collection>> {
-        Err(pending("collection"))
+        self.conn()?
+            .query_opt(
+                &format!(
+                    "SELECT {COLLECTION_COLUMNS} FROM collections c \
+                     WHERE c.space = $1 AND c.name = $2"
+                ),
+                &[&space, &name],
+            )
+            .map_err(db_err)?
+            .as_ref()
+            .map(collection_from_row)
+            .transpose()
     }
 
     fn rename_collection(&self, space: &str, old: &str, new: &str) -> Result<()> {
-        Err(pending("rename_collection"))
+        self.write(|tx| {
+            // A taken name is a conflict even when `old` does not exist (as on SQLite);
+            // the unique (space, name) still decides a race.
+            let taken: bool = col(
+                &tx.query_one(
+                    "SELECT EXISTS(SELECT 1 FROM collections WHERE space = $1 AND name = $2)",
+                    &[&space, &new],
+                )
+                .map_err(db_err)?,
+                0,
+            )?;
+            if taken {
+                return Err(Error::Conflict(name_taken(new)));
+            }
+            let n = tx
+                .execute(
+                    "UPDATE collections SET name = $3 WHERE space = $1 AND name = $2",
+                    &[&space, &old, &new],
+                )
+                .map_err(|e| conflict_or_db(e, || name_taken(new)))?;
+            if n == 0 {
+                return Err(Error::NotFound(format!("collection '{old}' not found")));
+            }
+            // Contexts are keyed by display path, which starts with the collection name.
+            tx.execute(
+                "UPDATE contexts SET path = $3::text || substr(path, length($2::text) + 1) \
+                 WHERE space = $1 AND (path = $2::text OR path LIKE $4 ESCAPE '\\')",
+                &[&space, &old, &new, &format!("{}/%", like_escape(old))],
+            )
+            .map_err(db_err)?;
+            Ok(())
+        })
     }
 
     fn remove_collection(&self, space: &str, name: &str) -> Result<u64> {
-        Err(pending("remove_collection"))
+        self.write(|tx| {
+            lock(tx, FEED_WRITE_LOCK)?;
+            let id: i64 = match tx
+                .query_opt(
+                    "SELECT id FROM collections WHERE space = $1 AND name = $2 FOR UPDATE",
+                    &[&space, &name],
+                )
+                .map_err(db_err)?
+            {
+                Some(row) => col(&row, 0)?,
+                None => return Err(Error::NotFound(format!("collection '{name}' not found"))),
+            };
+            tx.execute(
+                "SELECT 1 FROM documents WHERE collection_id = $1 ORDER BY id FOR UPDATE",
+                &[&id],
+            )
+            .map_err(db_err)?;
+            let n = tx
+                .execute(
+                    "WITH gone AS (DELETE FROM chunks WHERE document_id IN \
+                     (SELECT id FROM documents WHERE collection_id = $1)) \
+                     DELETE FROM documents WHERE collection_id = $1",
+                    &[&id],
+                )
+                .map_err(db_err)?;
+            // A knowledge base's uploads go with it; their blobs and derived-index entries
+            // are cleaned by a cleanup job (committed with this transaction, so a restart
+            // resumes it).
+            let files = tx
+                .execute(
+                    "WITH images AS (DELETE FROM file_images WHERE file_id IN \
+                     (SELECT id FROM kb_files WHERE collection_id = $1)), \
+                     jobs AS (DELETE FROM jobs WHERE file_id IN \
+                     (SELECT id FROM kb_files WHERE collection_id = $1)) \
+                     DELETE FROM kb_files WHERE collection_id = $1",
+                    &[&id],
+                )
+                .map_err(db_err)?;
+            if files > 0 || n > 0 {
+                // Two nodes racing here may both enqueue one; a cleanup is idempotent.
+                tx.execute(
+                    "INSERT INTO jobs (kind, status, not_before, created_at, updated_at) \
+                     SELECT 'cleanup', 'enqueued', t, t, t FROM (SELECT quarry_now_ms() AS t) n \
+                     WHERE NOT EXISTS (SELECT 1 FROM jobs WHERE kind = 'cleanup' AND status = 'enqueued')",
+                    &[],
+                )
+                .map_err(db_err)?;
+            }
+            tx.execute("DELETE FROM collections WHERE id = $1", &[&id])
+                .map_err(db_err)?;
+            tx.execute(
+                "DELETE FROM contexts WHERE space = $1 AND (path = $2 OR path LIKE $3 ESCAPE '\\')",
+                &[&space, &name, &format!("{}/%", like_escape(name))],
+            )
+            .map_err(db_err)?;
+            Ok(n)
+        })
     }
 
     fn mark_collection_scanned(&self, collection_id: i64, at_ms: i64) -> Result<()> {
-        Err(pending("mark_collection_scanned"))
+        self.conn()?
+            .execute(
+                "UPDATE collections SET last_updated = $2 WHERE id = $1",
+                &[&collection_id, &at_ms],
+            )
+            .map_err(db_err)?;
+        Ok(())
     }
 
     fn file_states(&self, collection_id: i64) -> Result<HashMap<String, FileState>> {
-        Err(pending("file_states"))
+        let rows = self
+            .conn()?
+            .query(
+                "SELECT path, id, size, stamp, hash FROM documents WHERE collection_id = $1",
+                &[&collection_id],
+            )
+            .map_err(db_err)?;
+        rows.iter()
+            .map(|r| {
+                Ok((
+                    col(r, 0)?,
+                    FileState {
+                        id: col(r, 1)?,
+                        size: to_u64(col(r, 2)?),
+                        stamp: col(r, 3)?,
+                        hash: col(r, 4)?,
+                    },
+                ))
+            })
+            .collect()
     }
 
     fn apply_changes(&self, collection_id: i64, changes: Vec<DocChange>) -> Result<IndexWork> {
-        Err(pending("apply_changes"))
+        let mut work = IndexWork::default();
+        if changes.is_empty() {
+            return Ok(work);
+        }
+        self.write(|tx| {
+            // Touches alone write no feed entry (nor docid), so they need not queue behind
+            // the documents' writers.
+            if changes
+                .iter()
+                .any(|c| !matches!(c, DocChange::Touch { .. }))
+            {
+                lock(tx, FEED_WRITE_LOCK)?;
+            }
+            // Every existing row this batch touches, locked in id order (see the module's
+            // doc) before any is written.
+            let mut paths = Vec::new();
+            let mut ids = Vec::new();
+            for change in &changes {
+                match change {
+                    DocChange::Upsert { path, .. } => paths.push(path.as_str()),
+                    DocChange::Touch { id, .. } | DocChange::Remove { id } => ids.push(*id),
+                }
+            }
+            tx.execute(
+                "SELECT 1 FROM documents WHERE (collection_id = $1 AND path = ANY($2)) \
+                 OR id = ANY($3) ORDER BY id FOR UPDATE",
+                &[&collection_id, &paths, &ids],
+            )
+            .map_err(db_err)?;
+            let mut writer = DocWriter::new(collection_id);
+            for change in changes {
+                match change {
+                    DocChange::Upsert {
+                        path,
+                        title,
+                        hash,
+                        size,
+                        stamp,
+                        body,
+                        pages,
+                        furniture,
+                    } => {
+                        work.upserts.push(writer.upsert(
+                            tx,
+                            UpsertDoc {
+                                path,
+                                title,
+                                hash,
+                                size,
+                                stamp,
+                                body,
+                                pages: &pages,
+                                furniture: &furniture,
+                            },
+                        )?);
+                    }
+                    DocChange::Touch { id, size, stamp } => {
+                        let stmt = writer.stmts.get(
+                            tx,
+                            "UPDATE documents SET size = $2, stamp = $3 WHERE id = $1",
+                        )?;
+                        tx.execute(&stmt, &[&id, &to_i64(size, "size")?, &stamp])
+                            .map_err(db_err)?;
+                    }
+                    DocChange::Remove { id } => {
+                        let stmt = writer.stmts.get(
+                            tx,
+                            "WITH gone AS (DELETE FROM chunks WHERE document_id = $1) \
+                             DELETE FROM documents WHERE id = $1",
+                        )?;
+                        tx.execute(&stmt, &[&id]).map_err(db_err)?;
+                        work.deletes.push(id);
+                    }
+                }
+            }
+            Ok(work)
+        })
     }
 
     fn feed_position(&self, consumer: &str) -> Result<FeedPosition> {
-        Err(pending("feed_position"))
+        // The usual case, a known consumer, in one round trip.
+        if let Some(row) = self
+            .conn()?
+            .query_opt(
+                "SELECT seq, rebuilding_after FROM feed_consumers WHERE consumer = $1",
+                &[&consumer],
+            )
+            .map_err(db_err)?
+        {
+            return position_from_row(&row);
+        }
+        self.write(|tx| {
+            lock(tx, FEED_CONSUMERS_LOCK)?;
+            // A consumer seen for the first time reads a snapshot, then what follows the
+            // feed's head. The head is the last *committed* entry: entries commit in `seq`
+            // order (FEED_WRITE_LOCK), so one still in flight comes after it.
+            let row = tx
+                .query_one(
+                    "WITH added AS (INSERT INTO feed_consumers (consumer, seq, rebuilding_after) \
+                     SELECT $1, COALESCE(MAX(seq), 0), 0 FROM feed \
+                     ON CONFLICT (consumer) DO NOTHING RETURNING seq, rebuilding_after) \
+                     SELECT seq, rebuilding_after FROM added \
+                     UNION ALL SELECT seq, rebuilding_after FROM feed_consumers WHERE consumer = $1 \
+                     LIMIT 1",
+                    &[&consumer],
+                )
+                .map_err(db_err)?;
+            position_from_row(&row)
+        })
     }
 
     fn feed_read(&self, from: FeedPosition, limit: usize) -> Result<FeedBatch> {
-        Err(pending("feed_read"))
+        let limit = i64::try_from(limit.max(1)).unwrap_or(i64::MAX);
+        let seq = from.seq;
+        let mut conn = self.conn()?;
+        if let Some(after) = from.rebuilding_after {
+            let rows = conn
+                .query(
+                    "SELECT id, collection_id, path, title, body FROM documents \
+                     WHERE id > $1 ORDER BY id LIMIT $2",
+                    &[&after, &limit],
+                )
+                .map_err(db_err)?;
+            let upserts = rows.iter().map(index_doc).collect::<Result<Vec<_>>>()?;
+            if let Some(last) = upserts.last() {
+                let position = FeedPosition {
+                    seq,
+                    rebuilding_after: Some(last.id),
+                };
+                return Ok(FeedBatch {
+                    work: IndexWork {
+                        upserts,
+                        deletes: Vec::new(),
+                    },
+                    position,
+                });
+            }
+            // The snapshot is read: go on with the entries after the position. (A document
+            // written since the snapshot's page was read has an entry after `seq`.)
+        }
+        // One statement, so one state of the database: the entries and the rows they name.
+        // Each document once, with the batch's last `seq`; a missing row is a removal.
+        let rows = conn
+            .query(
+                "WITH e AS (SELECT seq, document_id FROM feed WHERE seq > $1 ORDER BY seq LIMIT $2) \
+                 SELECT i.document_id, d.collection_id, d.path, d.title, d.body, \
+                 (SELECT MAX(seq) FROM e) \
+                 FROM (SELECT DISTINCT document_id FROM e) i \
+                 LEFT JOIN documents d ON d.id = i.document_id ORDER BY i.document_id",
+                &[&seq, &limit],
+            )
+            .map_err(db_err)?;
+        let mut position = FeedPosition {
+            seq,
+            rebuilding_after: None,
+        };
+        let mut work = IndexWork::default();
+        for r in &rows {
+            let id: i64 = col(r, 0)?;
+            position.seq = col(r, 5)?;
+            match col::<Option<i64>>(r, 1)? {
+                Some(collection_id) => work.upserts.push(IndexDoc {
+                    id,
+                    collection_id,
+                    path: col(r, 2)?,
+                    title: col(r, 3)?,
+                    body: col(r, 4)?,
+                }),
+                None => work.deletes.push(id),
+            }
+        }
+        Ok(FeedBatch { work, position })
     }
 
     fn feed_ack(&self, consumer: &str, position: FeedPosition) -> Result<()> {
-        Err(pending("feed_ack"))
+        self.write(|tx| {
+            lock(tx, FEED_CONSUMERS_LOCK)?;
+            let n = tx
+                .execute(
+                    "UPDATE feed_consumers SET seq = $2, rebuilding_after = $3 WHERE consumer = $1",
+                    &[&consumer, &position.seq, &position.rebuilding_after],
+                )
+                .map_err(db_err)?;
+            if n == 0 {
+                return Err(Error::NotFound(format!(
+                    "feed consumer '{consumer}' is not registered"
+                )));
+            }
+            tx.execute(TRIM_FEED, &[]).map_err(db_err)?;
+            Ok(())
+        })
     }
 
     fn feed_rebuild(&self, consumer: &str, meta: Option<(&str, &str)>) -> Result<()> {
-        Err(pending("feed_rebuild"))
+        self.write(|tx| {
+            lock(tx, FEED_CONSUMERS_LOCK)?;
+            tx.execute(
+                "INSERT INTO feed_consumers (consumer, seq, rebuilding_after) \
+                 SELECT $1, COALESCE(MAX(seq), 0), 0 FROM feed \
+                 ON CONFLICT (consumer) DO UPDATE SET rebuilding_after = 0",
+                &[&consumer],
+            )
+            .map_err(db_err)?;
+            if let Some((key, value)) = meta {
+                tx.execute(SET_META, &[&key, &value]).map_err(db_err)?;
+            }
+            Ok(())
+        })
     }
 
     fn feed_forget(&self, consumer: &str) -> Result<()> {
-        Err(pending("feed_forget"))
+        self.write(|tx| {
+            lock(tx, FEED_CONSUMERS_LOCK)?;
+            tx.execute(
+                "DELETE FROM feed_consumers WHERE consumer = $1",
+                &[&consumer],
+            )
+            .map_err(db_err)?;
+            tx.execute(TRIM_FEED, &[]).map_err(db_err)?;
+            Ok(())
+        })
     }
 
     fn documents_by_ids(&self, ids: &[i64]) -> Result<Vec<Document>> {
-        Err(pending("documents_by_ids"))
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        // In the order asked (a repeated id repeats), missing ids skipped.
+        let rows = self
+            .conn()?
+            .query(
+                &format!(
+                    "SELECT {DOCUMENT_COLUMNS} FROM unnest($1::bigint[]) WITH ORDINALITY AS i(id, ord) \
+                     JOIN documents d ON d.id = i.id JOIN collections c ON c.id = d.collection_id \
+                     ORDER BY i.ord"
+                ),
+                &[&ids],
+            )
+            .map_err(db_err)?;
+        rows.iter().map(document_from_row).collect()
     }
 
     fn document_by_path(
@@ -73,31 +477,192 @@ impl Store for PgStore {
         collection: &str,
         path: &str,
     ) -> Result<Option<Document>> {
-        Err(pending("document_by_path"))
+        self.conn()?
+            .query_opt(
+                &format!(
+                    "SELECT {DOCUMENT_COLUMNS} FROM documents d JOIN collections c ON c.id = d.collection_id \
+                     WHERE c.space = $1 AND c.name = $2 AND d.path = $3"
+                ),
+                &[&space, &collection, &path],
+            )
+            .map_err(db_err)?
+            .as_ref()
+            .map(document_from_row)
+            .transpose()
     }
 
     fn document_by_docid(&self, space: &str, docid: &str) -> Result<Option<Document>> {
-        Err(pending("document_by_docid"))
+        self.conn()?
+            .query_opt(
+                &format!(
+                    "SELECT {DOCUMENT_COLUMNS} FROM documents d JOIN collections c ON c.id = d.collection_id \
+                     WHERE c.space = $1 AND d.docid = $2"
+                ),
+                &[&space, &docid],
+            )
+            .map_err(db_err)?
+            .as_ref()
+            .map(document_from_row)
+            .transpose()
     }
 
     fn document_summaries(&self, space: &str) -> Result<Vec<DocSummary>> {
-        Err(pending("document_summaries"))
+        let rows = self
+            .conn()?
+            .query(
+                "SELECT d.id, c.name, d.path, d.title, d.docid, d.body_bytes FROM documents d \
+                 JOIN collections c ON c.id = d.collection_id WHERE c.space = $1 \
+                 ORDER BY c.name COLLATE \"C\", d.path COLLATE \"C\"",
+                &[&space],
+            )
+            .map_err(db_err)?;
+        rows.iter()
+            .map(|r| {
+                Ok(DocSummary {
+                    id: col(r, 0)?,
+                    collection: col(r, 1)?,
+                    path: col(r, 2)?,
+                    title: col(r, 3)?,
+                    docid: col(r, 4)?,
+                    body_bytes: to_u64(col(r, 5)?),
+                })
+            })
+            .collect()
     }
 
     fn document_count(&self, space: &str) -> Result<u64> {
-        Err(pending("document_count"))
+        let row = self
+            .conn()?
+            .query_one(
+                "SELECT COUNT(*) FROM documents d JOIN collections c ON c.id = d.collection_id \
+                 WHERE c.space = $1",
+                &[&space],
+            )
+            .map_err(db_err)?;
+        Ok(to_u64(col(&row, 0)?))
     }
 
     fn chunk_sources(&self, document_ids: &[i64]) -> Result<Vec<ChunkSource>> {
-        Err(pending("chunk_sources"))
+        if document_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let rows = self
+            .conn()?
+            .query(
+                "SELECT d.id, d.hash, d.title, d.body, d.pages, c.chunk_size, c.chunk_overlap, \
+                 d.furniture \
+                 FROM unnest($1::bigint[]) WITH ORDINALITY AS i(id, ord) \
+                 JOIN documents d ON d.id = i.id JOIN collections c ON c.id = d.collection_id \
+                 WHERE d.chunked_hash IS DISTINCT FROM d.hash ORDER BY i.ord",
+                &[&document_ids],
+            )
+            .map_err(db_err)?;
+        rows.iter()
+            .map(|r| {
+                let size: Option<i32> = col(r, 5)?;
+                let overlap: Option<i32> = col(r, 6)?;
+                Ok(ChunkSource {
+                    id: col(r, 0)?,
+                    hash: col(r, 1)?,
+                    title: col(r, 2)?,
+                    body: col(r, 3)?,
+                    pages: quarry_core::decode_pages(&col::<String>(r, 4)?),
+                    furniture: quarry_core::decode_furniture(&col::<String>(r, 7)?),
+                    chunk_chars: size.map(|s| {
+                        (
+                            usize::try_from(s.max(1)).unwrap_or(1),
+                            usize::try_from(overlap.unwrap_or(0).max(0)).unwrap_or(0),
+                        )
+                    }),
+                })
+            })
+            .collect()
     }
 
     fn reset_all_chunks(&self) -> Result<()> {
-        Err(pending("reset_all_chunks"))
+        self.conn()?
+            .execute(
+                "UPDATE documents SET chunked_hash = NULL WHERE id IN \
+                 (SELECT id FROM documents WHERE chunked_hash IS NOT NULL ORDER BY id FOR UPDATE)",
+                &[],
+            )
+            .map_err(db_err)?;
+        Ok(())
     }
 
     fn replace_chunks(&self, docs: &[DocChunks]) -> Result<()> {
-        Err(pending("replace_chunks"))
+        if docs.is_empty() {
+            return Ok(());
+        }
+        let mut ids: Vec<i64> = docs.iter().map(|d| d.document_id).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        self.write(|tx| {
+            // The documents' rows, locked in id order: an upsert changing one waits for
+            // this transaction (and then drops these chunks), or is seen here.
+            let current: HashMap<i64, String> = tx
+                .query(
+                    "SELECT id, hash FROM documents WHERE id = ANY($1) ORDER BY id FOR UPDATE",
+                    &[&ids],
+                )
+                .map_err(db_err)?
+                .iter()
+                .map(|r| Ok((col(r, 0)?, col(r, 1)?)))
+                .collect::<Result<_>>()?;
+            // As if applied in order: a document's last entry cut from its current content
+            // wins; one removed or changed since it was chunked is left alone.
+            let mut latest: HashMap<i64, &DocChunks> = HashMap::new();
+            for doc in docs {
+                if current.get(&doc.document_id) == Some(&doc.doc_hash) {
+                    latest.insert(doc.document_id, doc);
+                }
+            }
+            if latest.is_empty() {
+                return Ok(());
+            }
+            let mut chosen: Vec<&DocChunks> = latest.into_values().collect();
+            chosen.sort_by_key(|d| d.document_id);
+            let doc_ids: Vec<i64> = chosen.iter().map(|d| d.document_id).collect();
+            let hashes: Vec<&str> = chosen.iter().map(|d| d.doc_hash.as_str()).collect();
+            let mut rows = ChunkRows::default();
+            for doc in &chosen {
+                for (seq, c) in doc.chunks.iter().enumerate() {
+                    rows.push(doc.document_id, seq, c)?;
+                }
+            }
+            tx.execute(
+                "DELETE FROM chunks WHERE document_id = ANY($1)",
+                &[&doc_ids],
+            )
+            .map_err(db_err)?;
+            if !rows.document_id.is_empty() {
+                tx.execute(
+                    "INSERT INTO chunks (document_id, seq, byte_start, byte_end, line_start, \
+                     line_end, hash, page, heading) \
+                     SELECT * FROM unnest($1::bigint[], $2::integer[], $3::bigint[], $4::bigint[], \
+                     $5::bigint[], $6::bigint[], $7::text[], $8::integer[], $9::text[])",
+                    &[
+                        &rows.document_id,
+                        &rows.seq,
+                        &rows.byte_start,
+                        &rows.byte_end,
+                        &rows.line_start,
+                        &rows.line_end,
+                        &rows.hash,
+                        &rows.page,
+                        &rows.heading,
+                    ],
+                )
+                .map_err(db_err)?;
+            }
+            tx.execute(
+                "UPDATE documents d SET chunked_hash = u.hash \
+                 FROM unnest($1::bigint[], $2::text[]) AS u(id, hash) WHERE d.id = u.id",
+                &[&doc_ids, &hashes],
+            )
+            .map_err(db_err)?;
+            Ok(())
+        })
     }
 
     fn embed_jobs(
@@ -107,11 +672,80 @@ impl Store for PgStore {
         model: &str,
         limit: Option<usize>,
     ) -> Result<Vec<EmbedJob>> {
-        Err(pending("embed_jobs"))
+        let limit = limit.map(|n| i64::try_from(n).unwrap_or(i64::MAX));
+        let mut conn = self.conn()?;
+        // Each distinct text once (its first chunk); the spans are cut from the bodies here,
+        // each body fetched once, rather than by the database once per chunk.
+        let rows = conn
+            .query(
+                "SELECT DISTINCT ON (k.hash) k.hash, d.title, k.heading, k.document_id, \
+                 k.byte_start, k.byte_end \
+                 FROM chunks k JOIN documents d ON d.id = k.document_id \
+                 JOIN collections c ON c.id = d.collection_id \
+                 WHERE c.space = $1 AND ($2::bigint IS NULL OR d.collection_id = $2) \
+                 AND NOT EXISTS (SELECT 1 FROM embeddings e WHERE e.model = $3 AND e.hash = k.hash) \
+                 ORDER BY k.hash, k.id LIMIT $4",
+                &[&space, &collection_id, &model, &limit],
+            )
+            .map_err(db_err)?;
+        if rows.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut doc_ids: Vec<i64> = rows.iter().map(|r| col(r, 3)).collect::<Result<Vec<_>>>()?;
+        doc_ids.sort_unstable();
+        doc_ids.dedup();
+        let bodies: HashMap<i64, String> = conn
+            .query(
+                "SELECT id, body FROM documents WHERE id = ANY($1)",
+                &[&doc_ids],
+            )
+            .map_err(db_err)?
+            .iter()
+            .map(|r| Ok((col(r, 0)?, col(r, 1)?)))
+            .collect::<Result<_>>()?;
+        rows.iter()
+            .map(|r| {
+                let body = bodies
+                    .get(&col::<i64>(r, 3)?)
+                    .map(String::as_str)
+                    .unwrap_or("");
+                Ok(EmbedJob {
+                    hash: col(r, 0)?,
+                    title: col(r, 1)?,
+                    heading: col(r, 2)?,
+                    text: byte_span(body, col(r, 4)?, col(r, 5)?),
+                })
+            })
+            .collect()
     }
 
     fn put_embeddings(&self, model: &str, vectors: &[(String, Vec<f32>)]) -> Result<()> {
-        Err(pending("put_embeddings"))
+        if vectors.is_empty() {
+            return Ok(());
+        }
+        // One row per hash (the last given wins, as if stored in order: one statement may
+        // not update a row twice), in hash order so two nodes storing overlapping batches
+        // take the rows' locks in the same order.
+        let mut last: HashMap<&str, &[f32]> = HashMap::new();
+        for (hash, v) in vectors {
+            last.insert(hash.as_str(), v);
+        }
+        let mut rows: Vec<(&str, &[f32])> = last.into_iter().collect();
+        rows.sort_unstable_by_key(|r| r.0);
+        let hashes: Vec<&str> = rows.iter().map(|r| r.0).collect();
+        let halves: Vec<HalfVector> = rows
+            .iter()
+            .map(|r| HalfVector::from_f32_slice(r.1))
+            .collect();
+        self.conn()?
+            .execute(
+                "INSERT INTO embeddings (model, hash, vector) \
+                 SELECT $1, u.hash, u.vector FROM unnest($2::text[], $3::halfvec[]) AS u(hash, vector) \
+                 ON CONFLICT (model, hash) DO UPDATE SET vector = EXCLUDED.vector",
+                &[&model, &hashes, &halves],
+            )
+            .map_err(db_err)?;
+        Ok(())
     }
 
     fn delete_embeddings(
@@ -120,40 +754,88 @@ impl Store for PgStore {
         collection_id: Option<i64>,
         model: &str,
     ) -> Result<u64> {
-        Err(pending("delete_embeddings"))
+        self.conn()?
+            .execute(
+                "DELETE FROM embeddings WHERE model = $3 AND hash IN \
+                 (SELECT k.hash FROM chunks k JOIN documents d ON d.id = k.document_id \
+                 JOIN collections c ON c.id = d.collection_id \
+                 WHERE c.space = $1 AND ($2::bigint IS NULL OR d.collection_id = $2))",
+                &[&space, &collection_id, &model],
+            )
+            .map_err(db_err)
     }
 
+    // The ANN protocol keeps the embedded mode's local vector file in step with the store.
+    // On PostgreSQL the vectors are searched where they are stored (`embeddings`, with an
+    // HNSW index per model), so there is no file to keep in step: nothing is ever owed to
+    // it, and what it reports absorbed needs no record.
+
     fn ann_tombstones(&self) -> Result<Vec<i64>> {
-        Err(pending("ann_tombstones"))
+        Ok(Vec::new())
     }
 
     fn ann_dirty_chunks(
         &self,
-        model: &str,
-        after: i64,
-        limit: usize,
+        _model: &str,
+        _after: i64,
+        _limit: usize,
     ) -> Result<Vec<(i64, Vec<f32>)>> {
-        Err(pending("ann_dirty_chunks"))
+        Ok(Vec::new())
     }
 
-    fn ann_done(&self, removed: &[i64], added: &[i64]) -> Result<()> {
-        Err(pending("ann_done"))
+    fn ann_done(&self, _removed: &[i64], _added: &[i64]) -> Result<()> {
+        Ok(())
     }
 
     fn ann_reset(&self) -> Result<()> {
-        Err(pending("ann_reset"))
+        Ok(())
     }
 
     fn chunk_refs(&self, ids: &[i64]) -> Result<Vec<ChunkRef>> {
-        Err(pending("chunk_refs"))
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let rows = self
+            .conn()?
+            .query(
+                &format!(
+                    "SELECT {CHUNK_COLUMNS} FROM unnest($1::bigint[]) WITH ORDINALITY AS i(id, ord) \
+                     JOIN chunks k ON k.id = i.id ORDER BY i.ord"
+                ),
+                &[&ids],
+            )
+            .map_err(db_err)?;
+        rows.iter().map(chunk_from_row).collect()
     }
 
     fn chunks_of_documents(&self, document_ids: &[i64]) -> Result<Vec<ChunkRef>> {
-        Err(pending("chunks_of_documents"))
+        if document_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let rows = self
+            .conn()?
+            .query(
+                &format!(
+                    "SELECT {CHUNK_COLUMNS} FROM unnest($1::bigint[]) WITH ORDINALITY AS i(id, ord) \
+                     JOIN chunks k ON k.document_id = i.id ORDER BY i.ord, k.seq"
+                ),
+                &[&document_ids],
+            )
+            .map_err(db_err)?;
+        rows.iter().map(chunk_from_row).collect()
     }
 
     fn chunk_ids_in_collection(&self, collection_id: i64) -> Result<Vec<i64>> {
-        Err(pending("chunk_ids_in_collection"))
+        self.conn()?
+            .query(
+                "SELECT k.id FROM chunks k JOIN documents d ON d.id = k.document_id \
+                 WHERE d.collection_id = $1",
+                &[&collection_id],
+            )
+            .map_err(db_err)?
+            .iter()
+            .map(|r| col(r, 0))
+            .collect()
     }
 
     fn embedding_state(
@@ -162,42 +844,650 @@ impl Store for PgStore {
         collections: Option<&[i64]>,
         model: Option<&str>,
     ) -> Result<EmbeddingState> {
-        Err(pending("embedding_state"))
+        // A chunk with a vector is searchable at once here (no ANN file to absorb it), so a
+        // document is pending while it is not cut from its content or a chunk lacks a vector.
+        let row = self
+            .conn()?
+            .query_one(
+                "SELECT \
+                 (SELECT COUNT(*) FROM documents d JOIN collections c ON c.id = d.collection_id \
+                  WHERE c.space = $1 AND ($3::bigint[] IS NULL OR c.id = ANY($3)) \
+                  AND (d.chunked_hash IS DISTINCT FROM d.hash OR EXISTS (SELECT 1 FROM chunks k \
+                  WHERE k.document_id = d.id AND NOT EXISTS \
+                  (SELECT 1 FROM embeddings e WHERE e.model = $2 AND e.hash = k.hash)))), \
+                 COUNT(*), \
+                 COUNT(*) FILTER (WHERE NOT EXISTS \
+                  (SELECT 1 FROM embeddings e WHERE e.model = $2 AND e.hash = k.hash)) \
+                 FROM chunks k JOIN documents d ON d.id = k.document_id \
+                 JOIN collections c ON c.id = d.collection_id \
+                 WHERE c.space = $1 AND ($3::bigint[] IS NULL OR c.id = ANY($3))",
+                &[&space, &model.unwrap_or(""), &collections],
+            )
+            .map_err(db_err)?;
+        Ok(EmbeddingState {
+            documents_pending: to_u64(col(&row, 0)?),
+            chunks: to_u64(col(&row, 1)?),
+            chunks_pending: to_u64(col(&row, 2)?),
+        })
     }
 
     fn collections_outside(&self, space: &str) -> Result<bool> {
-        Err(pending("collections_outside"))
+        let row = self
+            .conn()?
+            .query_one(
+                "SELECT EXISTS(SELECT 1 FROM collections WHERE space <> $1)",
+                &[&space],
+            )
+            .map_err(db_err)?;
+        col(&row, 0)
     }
 
     fn collection_space(&self, collection_id: i64) -> Result<Option<String>> {
-        Err(pending("collection_space"))
+        self.conn()?
+            .query_opt(
+                "SELECT space FROM collections WHERE id = $1",
+                &[&collection_id],
+            )
+            .map_err(db_err)?
+            .map(|r| col(&r, 0))
+            .transpose()
     }
 
     fn meta(&self, key: &str) -> Result<Option<String>> {
-        Err(pending("meta"))
+        self.conn()?
+            .query_opt("SELECT value FROM meta WHERE key = $1", &[&key])
+            .map_err(db_err)?
+            .map(|r| col(&r, 0))
+            .transpose()
     }
 
     fn set_meta(&self, key: &str, value: &str) -> Result<()> {
-        Err(pending("set_meta"))
+        self.conn()?
+            .execute(SET_META, &[&key, &value])
+            .map_err(db_err)?;
+        Ok(())
     }
 
     fn cached_expansion(&self, model: &str, query: &str) -> Result<Option<Vec<String>>> {
-        Err(pending("cached_expansion"))
+        let variants: Option<String> = self
+            .conn()?
+            .query_opt(
+                "SELECT variants FROM expansions WHERE model = $1 AND query = $2",
+                &[&model, &query],
+            )
+            .map_err(db_err)?
+            .map(|r| col(&r, 0))
+            .transpose()?;
+        Ok(variants.map(|s| {
+            s.lines()
+                .filter(|l| !l.is_empty())
+                .map(str::to_owned)
+                .collect()
+        }))
     }
 
     fn cache_expansion(&self, model: &str, query: &str, variants: &[String]) -> Result<()> {
-        Err(pending("cache_expansion"))
+        // Variants are single lines (the expander splits on newlines), so newline-joined is
+        // exact.
+        let joined = variants
+            .iter()
+            .map(|v| v.replace(['\n', '\r'], " "))
+            .collect::<Vec<_>>()
+            .join("\n");
+        self.conn()?
+            .execute(
+                "INSERT INTO expansions (model, query, variants, created_at) \
+                 VALUES ($1, $2, $3, quarry_now_ms()) \
+                 ON CONFLICT (model, query) DO UPDATE \
+                 SET variants = EXCLUDED.variants, created_at = EXCLUDED.created_at",
+                &[&model, &query, &joined],
+            )
+            .map_err(db_err)?;
+        Ok(())
     }
 
     fn set_context(&self, space: &str, path: &str, text: &str) -> Result<()> {
-        Err(pending("set_context"))
+        self.write(|tx| {
+            ensure_space(tx, space)?;
+            tx.execute(
+                "INSERT INTO contexts (space, path, text) VALUES ($1, $2, $3) \
+                 ON CONFLICT (space, path) DO UPDATE SET text = EXCLUDED.text",
+                &[&space, &path, &text],
+            )
+            .map_err(db_err)?;
+            Ok(())
+        })
     }
 
     fn contexts(&self, space: &str) -> Result<Vec<Context>> {
-        Err(pending("contexts"))
+        self.conn()?
+            .query(
+                "SELECT path, text FROM contexts WHERE space = $1 ORDER BY path COLLATE \"C\"",
+                &[&space],
+            )
+            .map_err(db_err)?
+            .iter()
+            .map(|r| {
+                Ok(Context {
+                    path: col(r, 0)?,
+                    text: col(r, 1)?,
+                })
+            })
+            .collect()
     }
 
     fn remove_context(&self, space: &str, path: &str) -> Result<bool> {
-        Err(pending("remove_context"))
+        let n = self
+            .conn()?
+            .execute(
+                "DELETE FROM contexts WHERE space = $1 AND path = $2",
+                &[&space, &path],
+            )
+            .map_err(db_err)?;
+        Ok(n > 0)
+    }
+}
+
+/// Drops the feed entries every consumer is past (all of them when none is left). Run under
+/// `FEED_CONSUMERS_LOCK`.
+const TRIM_FEED: &str = "DELETE FROM feed WHERE seq <= \
+     COALESCE((SELECT MIN(seq) FROM feed_consumers), (SELECT MAX(seq) FROM feed))";
+
+const SET_META: &str = "INSERT INTO meta (key, value) VALUES ($1, $2) \
+     ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value";
+
+const COLLECTION_COLUMNS: &str = "c.id, c.space, c.name, c.kind, c.path, c.pattern, c.last_updated, \
+     (SELECT COUNT(*) FROM documents d WHERE d.collection_id = c.id)";
+
+const DOCUMENT_COLUMNS: &str =
+    "d.id, c.name, d.path, d.title, d.hash, d.docid, d.body, d.pages, d.furniture";
+
+const CHUNK_COLUMNS: &str =
+    "k.id, k.document_id, k.byte_start, k.byte_end, k.line_start, k.line_end, k.page, k.heading";
+
+/// Column `i` of `row` as `T`, a type mismatch or NULL into a non-`Option` being a storage
+/// error rather than a panic.
+fn col<'a, T: FromSql<'a>>(row: &'a Row, i: usize) -> Result<T> {
+    row.try_get(i).map_err(db_err)
+}
+
+/// Takes a transaction-level advisory lock (released at commit or rollback).
+fn lock(tx: &mut postgres::Transaction<'_>, key: i64) -> Result<()> {
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&key])
+        .map_err(db_err)?;
+    Ok(())
+}
+
+/// A count or size the database holds as `bigint` (never negative) as `u64`.
+fn to_u64(n: i64) -> u64 {
+    u64::try_from(n).unwrap_or(0)
+}
+
+/// A size or offset as `bigint`; one past `i64::MAX` is refused, not wrapped.
+fn to_i64<T: TryInto<i64>>(n: T, what: &str) -> Result<i64> {
+    n.try_into()
+        .map_err(|_| Error::invalid(format!("{what} is too large to store")))
+}
+
+/// A `bigint` offset or line number as `usize`.
+fn to_usize(n: i64) -> Result<usize> {
+    usize::try_from(n).map_err(|_| Error::Storage(format!("stored offset {n} is out of range")))
+}
+
+fn name_taken(name: &str) -> String {
+    format!("collection '{name}' already exists")
+}
+
+/// Registers `space` if it is new.
+fn ensure_space(tx: &mut postgres::Transaction<'_>, space: &str) -> Result<()> {
+    tx.execute(
+        "INSERT INTO spaces (id, uid, created_at) VALUES ($1, $2, quarry_now_ms()) \
+         ON CONFLICT (id) DO NOTHING",
+        &[&space, &uuid::Uuid::new_v4().to_string()],
+    )
+    .map_err(db_err)?;
+    Ok(())
+}
+
+fn collection_from_row(r: &Row) -> Result<Collection> {
+    let kind: String = col(r, 3)?;
+    Ok(Collection {
+        id: col(r, 0)?,
+        space: col(r, 1)?,
+        name: col(r, 2)?,
+        kind: CollectionKind::parse(&kind).unwrap_or(CollectionKind::Folder),
+        path: col(r, 4)?,
+        pattern: col(r, 5)?,
+        last_updated_ms: col(r, 6)?,
+        documents: to_u64(col(r, 7)?),
+    })
+}
+
+fn document_from_row(r: &Row) -> Result<Document> {
+    Ok(Document {
+        id: col(r, 0)?,
+        collection: col(r, 1)?,
+        path: col(r, 2)?,
+        title: col(r, 3)?,
+        hash: col(r, 4)?,
+        docid: col(r, 5)?,
+        body: col(r, 6)?,
+        pages: quarry_core::decode_pages(&col::<String>(r, 7)?),
+        furniture: quarry_core::decode_furniture(&col::<String>(r, 8)?),
+    })
+}
+
+fn chunk_from_row(r: &Row) -> Result<ChunkRef> {
+    Ok(ChunkRef {
+        id: col(r, 0)?,
+        document_id: col(r, 1)?,
+        byte_start: to_usize(col(r, 2)?)?,
+        byte_end: to_usize(col(r, 3)?)?,
+        line_start: to_usize(col(r, 4)?)?,
+        line_end: to_usize(col(r, 5)?)?,
+        page: col::<Option<i32>>(r, 6)?.and_then(|p| u32::try_from(p).ok()),
+        heading: col(r, 7)?,
+    })
+}
+
+/// A document as the keyword index takes it, from `id, collection_id, path, title, body`.
+fn index_doc(r: &Row) -> Result<IndexDoc> {
+    Ok(IndexDoc {
+        id: col(r, 0)?,
+        collection_id: col(r, 1)?,
+        path: col(r, 2)?,
+        title: col(r, 3)?,
+        body: col(r, 4)?,
+    })
+}
+
+fn position_from_row(r: &Row) -> Result<FeedPosition> {
+    Ok(FeedPosition {
+        seq: col(r, 0)?,
+        rebuilding_after: col(r, 1)?,
+    })
+}
+
+/// The bytes `start..end` of `body` (clamped to it; a span off a character boundary is
+/// decoded lossily rather than refused).
+fn byte_span(body: &str, start: i64, end: i64) -> String {
+    let len = body.len();
+    let start = usize::try_from(start).unwrap_or(0).min(len);
+    let end = usize::try_from(end).unwrap_or(0).clamp(start, len);
+    match body.get(start..end) {
+        Some(s) => s.to_owned(),
+        None => String::from_utf8_lossy(&body.as_bytes()[start..end]).into_owned(),
+    }
+}
+
+/// `s` with each NUL as a space (same length in bytes).
+fn without_nul(s: String) -> String {
+    if s.contains('\0') {
+        s.replace('\0', " ")
+    } else {
+        s
+    }
+}
+
+fn like_escape(s: &str) -> String {
+    s.replace('\\', "\\\\")
+        .replace('%', "\\%")
+        .replace('_', "\\_")
+}
+
+/// Statements prepared once per transaction, for the loops that run them per item.
+#[derive(Default)]
+struct Statements(HashMap<&'static str, Statement>);
+
+impl Statements {
+    fn get(&mut self, tx: &mut postgres::Transaction<'_>, sql: &'static str) -> Result<Statement> {
+        if let Some(s) = self.0.get(sql) {
+            return Ok(s.clone());
+        }
+        let s = tx.prepare(sql).map_err(db_err)?;
+        self.0.insert(sql, s.clone());
+        Ok(s)
+    }
+}
+
+/// A new or changed document's fields ([`DocChange::Upsert`]).
+struct UpsertDoc<'a> {
+    path: String,
+    title: String,
+    hash: String,
+    size: u64,
+    stamp: i64,
+    body: String,
+    pages: &'a [quarry_core::PageSpan],
+    furniture: &'a [quarry_core::Furniture],
+}
+
+/// Writes documents into one collection within a transaction that holds
+/// `FEED_WRITE_LOCK` (so the docids it finds free stay free until it commits).
+struct DocWriter {
+    collection_id: i64,
+    stmts: Statements,
+    /// The space and its UUID, read at the first upsert.
+    space: Option<(String, String)>,
+}
+
+impl DocWriter {
+    fn new(collection_id: i64) -> Self {
+        DocWriter {
+            collection_id,
+            stmts: Statements::default(),
+            space: None,
+        }
+    }
+
+    /// Inserts or replaces a document (by collection and path).
+    fn upsert(
+        &mut self,
+        tx: &mut postgres::Transaction<'_>,
+        doc: UpsertDoc<'_>,
+    ) -> Result<IndexDoc> {
+        let UpsertDoc {
+            path,
+            title,
+            hash,
+            size,
+            stamp,
+            body,
+            pages,
+            furniture,
+        } = doc;
+        // PostgreSQL's text cannot hold NUL (a converter's stray control character): it is
+        // stored as a space, which keeps every byte offset (chunks, pages, furniture) valid,
+        // rather than failing the whole batch.
+        let title = without_nul(title);
+        let body = without_nul(body);
+        let pages = quarry_core::encode_pages(pages);
+        let furniture = quarry_core::encode_furniture(furniture);
+        let find = self.stmts.get(
+            tx,
+            "SELECT id, hash, docid, body = $3 AND pages = $4 AND furniture = $5 \
+             FROM documents WHERE collection_id = $1 AND path = $2",
+        )?;
+        let existing: Option<(i64, String, String, bool)> = tx
+            .query_opt(
+                &find,
+                &[&self.collection_id, &path, &body, &pages, &furniture],
+            )
+            .map_err(db_err)?
+            .map(|r| Ok((col(&r, 0)?, col(&r, 1)?, col(&r, 2)?, col(&r, 3)?)))
+            .transpose()?;
+        // New content makes the old chunks wrong: drop them in the same transaction. So does
+        // the same file converted again into other Markdown, pages or furniture (a newer
+        // converter): its chunks are cut again.
+        if let Some((id, old_hash, _, same_layout)) = &existing
+            && (*old_hash != hash || !same_layout)
+        {
+            let drop = self.stmts.get(
+                tx,
+                "WITH gone AS (DELETE FROM chunks WHERE document_id = $1) \
+                 UPDATE documents SET chunked_hash = NULL WHERE id = $1",
+            )?;
+            tx.execute(&drop, &[id]).map_err(db_err)?;
+        }
+        // Same content keeps its docid (a re-converted upload); new content gets the
+        // shortest free one.
+        let docid = match &existing {
+            Some((_, old_hash, docid, _)) if *old_hash == hash => docid.clone(),
+            Some((id, _, _, _)) => self.free_docid(tx, &hash, Some(*id))?,
+            None => self.free_docid(tx, &hash, None)?,
+        };
+        let insert = self.stmts.get(
+            tx,
+            "INSERT INTO documents (collection_id, path, title, hash, docid, size, stamp, body, \
+             body_bytes, indexed_at, pages, furniture) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, quarry_now_ms(), $10, $11) \
+             ON CONFLICT (collection_id, path) DO UPDATE SET title = EXCLUDED.title, \
+             hash = EXCLUDED.hash, docid = EXCLUDED.docid, size = EXCLUDED.size, \
+             stamp = EXCLUDED.stamp, body = EXCLUDED.body, body_bytes = EXCLUDED.body_bytes, \
+             indexed_at = EXCLUDED.indexed_at, pages = EXCLUDED.pages, \
+             furniture = EXCLUDED.furniture \
+             RETURNING id",
+        )?;
+        let row = tx
+            .query_one(
+                &insert,
+                &[
+                    &self.collection_id,
+                    &path,
+                    &title,
+                    &hash,
+                    &docid,
+                    &to_i64(size, "size")?,
+                    &stamp,
+                    &body,
+                    &to_i64(body.len(), "body")?,
+                    &pages,
+                    &furniture,
+                ],
+            )
+            .map_err(db_err)?;
+        Ok(IndexDoc {
+            id: col(&row, 0)?,
+            collection_id: self.collection_id,
+            path,
+            title,
+            body,
+        })
+    }
+
+    /// The shortest docid (≥ 6 hex) for `hash` not taken by another document, all candidates
+    /// looked up at once.
+    fn free_docid(
+        &mut self,
+        tx: &mut postgres::Transaction<'_>,
+        hash: &str,
+        own_id: Option<i64>,
+    ) -> Result<String> {
+        let basis = self.docid_basis(tx, hash)?;
+        let candidates: Vec<String> = (6..=basis.len())
+            .map(|len| docid_for_hash(&basis, len))
+            .collect();
+        let holders = self
+            .stmts
+            .get(tx, "SELECT docid, id FROM documents WHERE docid = ANY($1)")?;
+        let taken: HashMap<String, i64> = tx
+            .query(&holders, &[&candidates])
+            .map_err(db_err)?
+            .iter()
+            .map(|r| Ok((col(r, 0)?, col(r, 1)?)))
+            .collect::<Result<_>>()?;
+        candidates
+            .into_iter()
+            .find(|c| match taken.get(c) {
+                None => true,
+                Some(id) => Some(*id) == own_id,
+            })
+            .ok_or_else(|| Error::Storage(format!("no free docid for hash {basis}")))
+    }
+
+    /// What a document's docid is cut from. In the default space it is the content hash
+    /// (QMD's docid); in any other space it is a hash of the space's UUID and the content
+    /// hash, so a docid — and whether it had to grow past 6 characters — says nothing about
+    /// what another space holds.
+    fn docid_basis(&mut self, tx: &mut postgres::Transaction<'_>, hash: &str) -> Result<String> {
+        if self.space.is_none() {
+            let row = tx
+                .query_opt(
+                    "SELECT s.id, s.uid FROM collections c JOIN spaces s ON s.id = c.space \
+                     WHERE c.id = $1",
+                    &[&self.collection_id],
+                )
+                .map_err(db_err)?
+                .ok_or_else(|| {
+                    Error::Storage(format!("collection {} does not exist", self.collection_id))
+                })?;
+            self.space = Some((col(&row, 0)?, col(&row, 1)?));
+        }
+        let (space, uid) = self.space.as_ref().map_or(("", ""), |(s, u)| (s, u));
+        Ok(if space == quarry_core::DEFAULT_SPACE {
+            hash.to_owned()
+        } else {
+            quarry_core::sha256_hex(format!("{uid}:{hash}").as_bytes())
+        })
+    }
+}
+
+/// Chunks as columns, for one `INSERT … SELECT FROM unnest(…)`.
+#[derive(Default)]
+struct ChunkRows<'a> {
+    document_id: Vec<i64>,
+    seq: Vec<i32>,
+    byte_start: Vec<i64>,
+    byte_end: Vec<i64>,
+    line_start: Vec<i64>,
+    line_end: Vec<i64>,
+    hash: Vec<&'a str>,
+    page: Vec<Option<i32>>,
+    heading: Vec<&'a str>,
+}
+
+impl<'a> ChunkRows<'a> {
+    fn push(&mut self, document_id: i64, seq: usize, c: &'a NewChunk) -> Result<()> {
+        self.document_id.push(document_id);
+        self.seq.push(
+            i32::try_from(seq).map_err(|_| Error::invalid("too many chunks in one document"))?,
+        );
+        self.byte_start.push(to_i64(c.byte_start, "chunk offset")?);
+        self.byte_end.push(to_i64(c.byte_end, "chunk offset")?);
+        self.line_start.push(to_i64(c.line_start, "chunk line")?);
+        self.line_end.push(to_i64(c.line_end, "chunk line")?);
+        self.hash.push(&c.hash);
+        self.page.push(
+            c.page
+                .map(|p| i32::try_from(p).map_err(|_| Error::invalid("chunk page is too large")))
+                .transpose()?,
+        );
+        self.heading.push(&c.heading);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Runs `f` on a store in a fresh database of the server named by
+    /// `QUARRY_TEST_DATABASE_URL` (skipped without one), dropped afterwards.
+    fn with_store(f: impl FnOnce(&PgStore) + std::panic::UnwindSafe) {
+        let Ok(url) = std::env::var("QUARRY_TEST_DATABASE_URL") else {
+            eprintln!("skipped: QUARRY_TEST_DATABASE_URL is not set");
+            return;
+        };
+        let name = format!("quarry_u_{}", uuid::Uuid::new_v4().simple());
+        let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+        admin
+            .batch_execute(&format!("CREATE DATABASE {name} TEMPLATE template1"))
+            .unwrap();
+        let (base, _) = url.rsplit_once('/').unwrap();
+        let db_url = format!("{base}/{name}");
+        let outcome = std::panic::catch_unwind(|| f(&PgStore::connect(&db_url).unwrap()));
+        admin
+            .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+            .unwrap();
+        if let Err(panic) = outcome {
+            std::panic::resume_unwind(panic);
+        }
+    }
+
+    fn doc(path: &str, body: &str) -> DocChange {
+        DocChange::Upsert {
+            path: path.into(),
+            title: path.into(),
+            hash: quarry_core::sha256_hex(body.as_bytes()),
+            size: 1,
+            stamp: 1,
+            body: body.into(),
+            pages: Vec::new(),
+            furniture: Vec::new(),
+        }
+    }
+
+    /// Vectors go in as `halfvec` (replacing what a hash had) and hold the values at half
+    /// precision.
+    #[test]
+    fn vectors_are_stored_as_halfvec() {
+        with_store(|store| {
+            store
+                .put_embeddings("m", &[("k".into(), vec![9.0, 9.0])])
+                .unwrap();
+            store
+                .put_embeddings(
+                    "m",
+                    &[
+                        ("k".into(), vec![0.5, -2.25, 1000.0, 0.1]),
+                        ("j".into(), vec![1.0]),
+                    ],
+                )
+                .unwrap();
+            let row = store
+                .conn()
+                .unwrap()
+                .query_one(
+                    "SELECT vector FROM embeddings WHERE model = 'm' AND hash = 'k'",
+                    &[],
+                )
+                .unwrap();
+            let v: Vec<f32> = row
+                .get::<_, HalfVector>(0)
+                .to_vec()
+                .iter()
+                .map(|h| h.to_f32())
+                .collect();
+            assert_eq!(v[..3], [0.5, -2.25, 1000.0]);
+            assert!((v[3] - 0.1).abs() < 1e-4, "{}", v[3]);
+        });
+    }
+
+    /// The feed keeps what the slowest consumer has not absorbed, and no more.
+    #[test]
+    fn the_feed_is_trimmed_to_the_slowest_consumer() {
+        with_store(|store| {
+            let entries = || -> i64 {
+                store
+                    .conn()
+                    .unwrap()
+                    .query_one("SELECT COUNT(*) FROM feed", &[])
+                    .unwrap()
+                    .get(0)
+            };
+            let c = store
+                .create_collection("default", "c", CollectionKind::Folder, "/x", "*")
+                .unwrap()
+                .id;
+            let a = store.feed_position("a").unwrap();
+            let b = store.feed_position("b").unwrap();
+            store
+                .apply_changes(c, vec![doc("1.md", "one"), doc("2.md", "two")])
+                .unwrap();
+            assert_eq!(entries(), 2);
+            let read_all = |from: FeedPosition| {
+                let mut from = from;
+                loop {
+                    let batch = store.feed_read(from, 100).unwrap();
+                    if batch.work.is_empty() {
+                        return from;
+                    }
+                    from = batch.position;
+                }
+            };
+            store.feed_ack("a", read_all(a)).unwrap();
+            assert_eq!(entries(), 2, "b has not read them");
+            store.feed_ack("b", read_all(b)).unwrap();
+            assert_eq!(entries(), 0, "everyone is past them");
+            store.apply_changes(c, vec![doc("3.md", "three")]).unwrap();
+            store.feed_forget("a").unwrap();
+            assert_eq!(entries(), 1, "b still needs it");
+            store.feed_forget("b").unwrap();
+            assert_eq!(entries(), 0, "nobody is left to read it");
+            // A NUL is stored as a space, offsets unchanged.
+            let work = store.apply_changes(c, vec![doc("nul.md", "a\0b")]).unwrap();
+            let d = &store.documents_by_ids(&[work.upserts[0].id]).unwrap()[0];
+            assert_eq!(d.body, "a b");
+        });
     }
 }
