@@ -102,7 +102,10 @@ impl KnowledgeStore for PgStore {
         chunking: Option<(u32, u32)>,
     ) -> Result<KnowledgeBase> {
         let (size, overlap) = match chunking {
-            Some((s, o)) => (Some(to_i32(s, "chunk size")?), Some(to_i32(o, "chunk overlap")?)),
+            Some((s, o)) => (
+                Some(to_i32(s, "chunk size")?),
+                Some(to_i32(o, "chunk overlap")?),
+            ),
             None => (None, None),
         };
         self.write(|tx| {
@@ -169,7 +172,10 @@ impl KnowledgeStore for PgStore {
                 )
                 .map_err(|e| {
                     conflict_or_db(e, || {
-                        format!("collection '{}' already exists", new_name.unwrap_or_default())
+                        format!(
+                            "collection '{}' already exists",
+                            new_name.unwrap_or_default()
+                        )
                     })
                 })?;
             if n == 0 {
@@ -686,7 +692,10 @@ impl KnowledgeStore for PgStore {
 // ---- helpers (private to this file) ----
 
 /// Column `i` of `r`, a storage error (not a panic) when its type is not `T`.
-pub(super) fn get<'a, T: postgres::types::FromSql<'a>>(r: &'a postgres::Row, i: usize) -> Result<T> {
+pub(super) fn get<'a, T: postgres::types::FromSql<'a>>(
+    r: &'a postgres::Row,
+    i: usize,
+) -> Result<T> {
     r.try_get(i).map_err(db_err)
 }
 
@@ -744,8 +753,11 @@ fn file_by_row(c: &mut impl GenericClient, row_id: i64) -> Result<Option<KbFile>
 /// Locks a file's job (if it has one), then the file's row, until commit (see the lock
 /// order in the module docs), and reads the file.
 fn lock_file(tx: &mut postgres::Transaction<'_>, row_id: i64) -> Result<Option<KbFile>> {
-    tx.query_opt("SELECT 1 FROM jobs WHERE file_id = $1 FOR UPDATE", &[&row_id])
-        .map_err(db_err)?;
+    tx.query_opt(
+        "SELECT 1 FROM jobs WHERE file_id = $1 FOR UPDATE",
+        &[&row_id],
+    )
+    .map_err(db_err)?;
     tx.query_opt(
         &format!("{FILE_SELECT} WHERE f.id = $1 FOR UPDATE OF f"),
         &[&row_id],
@@ -759,7 +771,10 @@ fn lock_file(tx: &mut postgres::Transaction<'_>, row_id: i64) -> Result<Option<K
 /// Whether a job's side effect may apply: no lease (not a job's), or the job is still
 /// processing under this claim's token. The job's row stays locked until commit, so no
 /// claim (which bumps the token) can slip between this check and the write.
-pub(super) fn lease_holds(tx: &mut postgres::Transaction<'_>, lease: Option<Lease>) -> Result<bool> {
+pub(super) fn lease_holds(
+    tx: &mut postgres::Transaction<'_>,
+    lease: Option<Lease>,
+) -> Result<bool> {
     let Some(lease) = lease else {
         return Ok(true);
     };
@@ -810,7 +825,11 @@ fn free_file_name(
 /// Records blobs (hash, size, mime) as known. An existing row is upserted rather than left
 /// alone so that it stays row-locked until this transaction commits: `forget_blobs` waits for
 /// that and then sees the new reference (see there).
-fn remember_blobs(tx: &mut postgres::Transaction<'_>, blobs: &[(&str, i64, &str)], now: i64) -> Result<()> {
+fn remember_blobs(
+    tx: &mut postgres::Transaction<'_>,
+    blobs: &[(&str, i64, &str)],
+    now: i64,
+) -> Result<()> {
     if blobs.is_empty() {
         return Ok(());
     }
@@ -972,7 +991,11 @@ fn upsert_document(
 
 /// What a document's docid is cut from: the content hash in the default space, else a hash
 /// of the space's UUID and the content hash (as the embedded store).
-fn docid_basis(tx: &mut postgres::Transaction<'_>, collection_id: i64, hash: &str) -> Result<String> {
+fn docid_basis(
+    tx: &mut postgres::Transaction<'_>,
+    collection_id: i64,
+    hash: &str,
+) -> Result<String> {
     let row = tx
         .query_one(
             "SELECT s.id, s.uid FROM collections c JOIN spaces s ON s.id = c.space WHERE c.id = $1",
@@ -991,7 +1014,11 @@ fn docid_basis(tx: &mut postgres::Transaction<'_>, collection_id: i64, hash: &st
 /// The shortest docid (≥ 6 hex) for `basis` not taken by another document. Two nodes
 /// choosing one for the same prefix at once would both find it free: an advisory lock on
 /// the prefix serialises them (the unique docid constraint would otherwise fail one).
-fn free_docid(tx: &mut postgres::Transaction<'_>, basis: &str, own_id: Option<i64>) -> Result<String> {
+fn free_docid(
+    tx: &mut postgres::Transaction<'_>,
+    basis: &str,
+    own_id: Option<i64>,
+) -> Result<String> {
     let candidates: Vec<String> = (6..=basis.len())
         .map(|len| quarry_core::docid_for_hash(basis, len))
         .collect();

@@ -146,12 +146,17 @@ pub fn knowledge_bases_are_created_listed_found_and_updated(store: &dyn Store) {
     assert_eq!(names, ["a", "b"], "listed by name");
     assert!(store.knowledge_bases("nowhere").expect("list").is_empty());
     let by_id = store.knowledge_base(SPACE, &b.id).expect("by id");
-    assert_eq!(by_id.as_ref().map(|k| k.collection_id), Some(b.collection_id));
+    assert_eq!(
+        by_id.as_ref().map(|k| k.collection_id),
+        Some(b.collection_id)
+    );
     let by_name = store.knowledge_base(SPACE, "b").expect("by name");
     assert_eq!(by_name, by_id, "by id and by name: the same");
     assert_eq!(store.knowledge_base(SPACE, "zzz").expect("unknown"), None);
     assert_eq!(
-        store.knowledge_base("elsewhere", &b.id).expect("other space"),
+        store
+            .knowledge_base("elsewhere", &b.id)
+            .expect("other space"),
         None,
         "a knowledge base is not found from another space"
     );
@@ -232,7 +237,10 @@ pub fn knowledge_same_bytes_make_no_second_file_and_same_names_get_distinct_ones
         (FileStatus::Pending, "a.md", hash(2).as_str())
     );
     assert_eq!((f.size, f.attempts, f.chunk_count), (3, 0, 0));
-    assert_eq!((f.docid.clone(), f.document_id, f.note.clone()), (None, None, None));
+    assert_eq!(
+        (f.docid.clone(), f.document_id, f.note.clone()),
+        (None, None, None)
+    );
     assert_eq!(f.knowledge_base, "kb");
     let k = store.knowledge_base(SPACE, "kb").expect("kb").expect("kb");
     assert_eq!(k.document_count, 5);
@@ -261,9 +269,7 @@ pub fn knowledge_files_are_filtered_and_found_by_id_or_name(store: &dyn Store) {
             new_note("idea.md", &hash(3), Some("An idea"), &["x", "y"]),
         ],
     );
-    let all = store
-        .kb_files(c, &FileFilter::default())
-        .expect("kb_files");
+    let all = store.kb_files(c, &FileFilter::default()).expect("kb_files");
     assert_eq!(all, files, "every file, in the order added");
     let named = store
         .kb_files(
@@ -334,7 +340,9 @@ pub fn knowledge_deleting_a_file_queues_a_cleanup_and_orphans_its_blob(store: &d
     store
         .file_converted(None, files[0].row_id, converted("# A\n\nbody"))
         .expect("file_converted");
-    let doc = file(store, files[0].row_id).document_id.expect("a document");
+    let doc = file(store, files[0].row_id)
+        .document_id
+        .expect("a document");
     expect_not_found(
         "delete from another knowledge base",
         store.delete_kb_file(other, files[0].row_id),
@@ -396,7 +404,10 @@ pub fn knowledge_converting_a_file_stores_its_document_and_keeps_its_docid(store
     let files = add(
         store,
         c,
-        &[new_file("a.md", &hash(0xabcdef0123)), new_file("b.md", &hash(7))],
+        &[
+            new_file("a.md", &hash(0xabcdef0123)),
+            new_file("b.md", &hash(7)),
+        ],
     );
     let row = files[0].row_id;
     let first = store
@@ -407,7 +418,12 @@ pub fn knowledge_converting_a_file_stores_its_document_and_keeps_its_docid(store
     assert!(first.deletes.is_empty());
     let d = &first.upserts[0];
     assert_eq!(
-        (d.collection_id, d.path.as_str(), d.title.as_str(), d.body.as_str()),
+        (
+            d.collection_id,
+            d.path.as_str(),
+            d.title.as_str(),
+            d.body.as_str()
+        ),
         (c, "a.md", "A", "# A\n\nbody")
     );
     let again = store
@@ -516,15 +532,21 @@ pub fn knowledge_blobs_are_visible_only_to_their_space_and_collections(store: &d
             .is_some()
     );
     assert_eq!(
-        store.blob_visible(SPACE, Some(&[other]), &image).expect("not in other"),
+        store
+            .blob_visible(SPACE, Some(&[other]), &image)
+            .expect("not in other"),
         None
     );
     assert_eq!(
-        store.blob_visible(SPACE, Some(&[]), &hash(1)).expect("no collections"),
+        store
+            .blob_visible(SPACE, Some(&[]), &hash(1))
+            .expect("no collections"),
         None
     );
     assert_eq!(
-        store.blob_visible("elsewhere", None, &hash(1)).expect("other space"),
+        store
+            .blob_visible("elsewhere", None, &hash(1))
+            .expect("other space"),
         None
     );
     assert_eq!(
@@ -535,7 +557,10 @@ pub fn knowledge_blobs_are_visible_only_to_their_space_and_collections(store: &d
     store
         .file_converted(None, files[0].row_id, converted("no images"))
         .expect("file_converted");
-    assert_eq!(store.blob_visible(SPACE, None, &image).expect("image"), None);
+    assert_eq!(
+        store.blob_visible(SPACE, None, &image).expect("image"),
+        None
+    );
     assert_eq!(store.orphan_blobs(10).expect("orphans"), [image]);
 }
 
@@ -543,11 +568,7 @@ pub fn knowledge_blobs_are_visible_only_to_their_space_and_collections(store: &d
 /// claim's live lease; without a lease, status changes apply to existing files only.
 pub fn knowledge_fenced_effects_need_the_live_lease(store: &dyn Store) {
     let c = kb(store, "kb");
-    let files = add(
-        store,
-        c,
-        &[new_note("n.md", &hash(1), None, &[])],
-    );
+    let files = add(store, c, &[new_note("n.md", &hash(1), None, &[])]);
     let row = files[0].row_id;
     let job = claim(store, "A").expect("the ingest job");
     let stale = Lease {
@@ -656,13 +677,20 @@ pub fn knowledge_notes_are_updated_and_queued_again(store: &dyn Store) {
         .update_note(c, row, None, Some(None), None)
         .expect("title removed");
     assert_eq!(f.note.as_ref().and_then(|n| n.title.clone()), None);
-    assert_eq!(f.status, FileStatus::Pending, "a new title is converted again");
+    assert_eq!(
+        f.status,
+        FileStatus::Pending,
+        "a new title is converted again"
+    );
     assert_eq!(store.queue_counts(None).expect("counts").enqueued, 2);
     let f = store
         .update_note(c, row, Some((&hash(3), 10)), Some(Some("New")), None)
         .expect("new content");
     assert_eq!((f.sha256.as_str(), f.size), (hash(3).as_str(), 10));
-    assert_eq!(f.note.as_ref().and_then(|n| n.title.as_deref()), Some("New"));
+    assert_eq!(
+        f.note.as_ref().and_then(|n| n.title.as_deref()),
+        Some("New")
+    );
     assert_eq!(f.note.as_ref().map(|n| n.tags.clone()), Some(tags));
     assert!(store.blob_known(&hash(3)).expect("the new content's blob"));
     assert_eq!(
@@ -722,7 +750,11 @@ pub fn knowledge_only_failed_files_are_retried(store: &dyn Store) {
 /// Files waiting for embedding become ready only once their document is chunked.
 pub fn knowledge_mark_embedded_needs_chunked_documents(store: &dyn Store) {
     let c = kb(store, "kb");
-    let files = add(store, c, &[new_file("a.md", &hash(1)), new_file("b.md", &hash(2))]);
+    let files = add(
+        store,
+        c,
+        &[new_file("a.md", &hash(1)), new_file("b.md", &hash(2))],
+    );
     store
         .file_converted(None, files[0].row_id, converted("# A"))
         .expect("file_converted");
@@ -810,9 +842,15 @@ pub fn knowledge_jobs_uploads_first_and_one_embedding_at_a_time(store: &dyn Stor
     );
     assert!(store.renew_job(embed.lease(), 60_000).expect("renew"));
     assert!(store.complete_job(embed.lease()).expect("complete"));
-    assert!(!store.complete_job(embed.lease()).expect("twice"), "once only");
+    assert!(
+        !store.complete_job(embed.lease()).expect("twice"),
+        "once only"
+    );
     let next = claim(store, "C").expect("the next embed job");
-    assert_eq!((next.kind, next.collection_id), (JobKind::Embed, Some(other)));
+    assert_eq!(
+        (next.kind, next.collection_id),
+        (JobKind::Embed, Some(other))
+    );
     assert_eq!(claim(store, "D"), None);
 }
 
@@ -842,7 +880,11 @@ pub fn knowledge_jobs_concurrent_claimers_take_one_embedding(store: &dyn Store) 
         // Finish the round's other jobs one by one.
         while let Some(job) = claim(store, "drain") {
             assert_eq!(job.kind, JobKind::Embed);
-            assert_eq!(claim(store, "other"), None, "round {round}: a second embedding");
+            assert_eq!(
+                claim(store, "other"),
+                None,
+                "round {round}: a second embedding"
+            );
             assert!(store.complete_job(job.lease()).expect("complete"));
         }
     }
