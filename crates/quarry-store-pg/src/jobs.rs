@@ -63,10 +63,15 @@ impl JobQueue for PgStore {
             if row.is_none() {
                 // An embed job only while no other embed job holds a live lease, so one
                 // embedding at a time leaves the other workers to conversions. Two claimers
-                // would both see none running: the advisory lock (until commit) makes the
-                // second wait, and its statement, a fresh snapshot, then sees the first's.
-                tx.execute("SELECT pg_advisory_xact_lock($1)", &[&EMBED_CLAIM_LOCK])
+                // would both see none running: only the holder of this advisory lock (until
+                // commit) claims one. Another claimer busy claiming means no embed job for
+                // this one either, so it does not wait: it finds nothing.
+                let locked = tx
+                    .query_one("SELECT pg_try_advisory_xact_lock($1)", &[&EMBED_CLAIM_LOCK])
                     .map_err(db_err)?;
+                if !get::<bool>(&locked, 0)? {
+                    return Ok(None);
+                }
                 row = claim_where(
                     tx,
                     owner,

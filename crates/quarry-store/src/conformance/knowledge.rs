@@ -29,6 +29,9 @@ macro_rules! __conformance_knowledge {
             knowledge_jobs_concurrent_claimers_take_one_embedding,
             knowledge_jobs_failing_for_good_fails_the_files,
             knowledge_jobs_expired_owners_lose_their_leases,
+            knowledge_concurrent_uploads_get_distinct_names_and_one_file_per_content,
+            knowledge_concurrent_enqueues_keep_one_waiting_job,
+            knowledge_forgetting_blobs_never_drops_a_referenced_one,
         );
     };
 }
@@ -974,4 +977,102 @@ pub fn knowledge_jobs_expired_owners_lose_their_leases(store: &dyn Store) {
     let mut owners = store.lease_owners().expect("owners");
     owners.sort();
     assert_eq!(owners, ["B", "C"]);
+}
+
+/// Two nodes uploading to one knowledge base at once: the same name twice still gets
+/// distinct names, the same bytes twice still make one file, and neither upload fails.
+pub fn knowledge_concurrent_uploads_get_distinct_names_and_one_file_per_content(store: &dyn Store) {
+    let c = kb(store, "kb");
+    for round in 0..5u64 {
+        let upload = |who: u64| {
+            let files: Vec<NewKbFile> = (0..4)
+                .map(|i| new_file("same.md", &hash(1000 * round + 10 * who + i)))
+                .chain(std::iter::once(new_file(
+                    "shared.md",
+                    &hash(1000 * round + 999),
+                )))
+                .collect();
+            store.add_files(c, &files).expect("concurrent add_files")
+        };
+        let (a, b) = std::thread::scope(|s| {
+            let a = s.spawn(|| upload(1));
+            let b = s.spawn(|| upload(2));
+            (a.join().expect("uploader a"), b.join().expect("uploader b"))
+        });
+        let shared: Vec<&AddedFile> = a
+            .iter()
+            .chain(&b)
+            .filter(|x| x.file().sha256 == hash(1000 * round + 999))
+            .collect();
+        assert_eq!(shared.len(), 2);
+        assert_eq!(
+            shared
+                .iter()
+                .filter(|x| matches!(x, AddedFile::Added { .. }))
+                .count(),
+            1,
+            "round {round}: the same bytes added once: {shared:?}"
+        );
+        assert_eq!(shared[0].file().row_id, shared[1].file().row_id);
+    }
+    let files = store.kb_files(c, &FileFilter::default()).expect("kb_files");
+    assert_eq!(files.len(), 5 * 9, "every distinct content is one file");
+    let mut names: Vec<&str> = files.iter().map(|f| f.file_name.as_str()).collect();
+    names.sort_unstable();
+    let n = names.len();
+    names.dedup();
+    assert_eq!(names.len(), n, "names are unique in a knowledge base");
+    assert_eq!(store.queue_counts(None).expect("counts").enqueued, 45);
+}
+
+/// Enqueues racing (several nodes) still leave one waiting cleanup job, and one waiting
+/// embed job per collection.
+pub fn knowledge_concurrent_enqueues_keep_one_waiting_job(store: &dyn Store) {
+    let c = kb(store, "kb");
+    std::thread::scope(|s| {
+        for _ in 0..4 {
+            s.spawn(|| {
+                for _ in 0..10 {
+                    store.enqueue_embed(c).expect("enqueue_embed");
+                    store.enqueue_cleanup().expect("enqueue_cleanup");
+                }
+            });
+        }
+    });
+    assert_eq!(store.queue_counts(None).expect("counts").enqueued, 2);
+    assert_eq!(store.queue_counts(Some(&[c])).expect("counts").enqueued, 1);
+}
+
+/// Blob collection racing new references (an upload of the same bytes while the cleanup
+/// forgets them): a blob a file references is never forgotten.
+pub fn knowledge_forgetting_blobs_never_drops_a_referenced_one(store: &dyn Store) {
+    let c = kb(store, "kb");
+    let h = hash(1);
+    use std::sync::atomic::{AtomicBool, Ordering};
+    /// Stops the collector when the uploader ends, panicking or not.
+    struct StopOnDrop<'a>(&'a AtomicBool);
+    impl Drop for StopOnDrop<'_> {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::Relaxed);
+        }
+    }
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            while !stop.load(Ordering::Relaxed) {
+                store
+                    .forget_blobs(std::slice::from_ref(&h))
+                    .expect("forget_blobs");
+            }
+        });
+        let _stop = StopOnDrop(&stop);
+        for i in 0..40 {
+            let f = add(store, c, &[new_file("a.md", &h)]);
+            assert!(
+                store.blob_known(&h).expect("blob_known"),
+                "iteration {i}: a referenced blob was forgotten"
+            );
+            store.delete_kb_file(c, f[0].row_id).expect("delete");
+        }
+    });
 }
