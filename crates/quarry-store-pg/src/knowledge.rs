@@ -900,8 +900,9 @@ struct DocFields {
     furniture: String,
 }
 
-/// Advisory-lock class for docid allocation (with the docid's first 6 hex characters).
-const DOCID_LOCK: &str = "quarry.docid.";
+/// The feed's advisory lock (`quarry_feed_append()` in `migrations/v12.sql` takes it on
+/// every document write, until commit).
+const FEED_LOCK: i64 = 7_245_190_455_173_122_049;
 
 /// Inserts or replaces a document (by collection and path), as the embedded store's
 /// `upsert_document`: new content (or the same content converted into other Markdown, pages
@@ -1012,8 +1013,9 @@ fn docid_basis(
 }
 
 /// The shortest docid (≥ 6 hex) for `basis` not taken by another document. Two nodes
-/// choosing one for the same prefix at once would both find it free: an advisory lock on
-/// the prefix serialises them (the unique docid constraint would otherwise fail one).
+/// choosing one at once would both find it free (and the unique docid constraint would fail
+/// one): the choice is made under the feed's lock, which every document writer takes anyway
+/// (the feed trigger) and holds until commit, so this adds no new lock order.
 fn free_docid(
     tx: &mut postgres::Transaction<'_>,
     basis: &str,
@@ -1022,12 +1024,8 @@ fn free_docid(
     let candidates: Vec<String> = (6..=basis.len())
         .map(|len| quarry_core::docid_for_hash(basis, len))
         .collect();
-    let prefix = candidates.first().cloned().unwrap_or_default();
-    tx.execute(
-        "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
-        &[&format!("{DOCID_LOCK}{prefix}")],
-    )
-    .map_err(db_err)?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&FEED_LOCK])
+        .map_err(db_err)?;
     let holders: HashMap<String, i64> = tx
         .query(
             "SELECT docid, id FROM documents WHERE docid = ANY($1)",

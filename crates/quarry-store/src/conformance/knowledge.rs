@@ -32,6 +32,7 @@ macro_rules! __conformance_knowledge {
             knowledge_concurrent_uploads_get_distinct_names_and_one_file_per_content,
             knowledge_concurrent_enqueues_keep_one_waiting_job,
             knowledge_forgetting_blobs_never_drops_a_referenced_one,
+            knowledge_concurrent_conversions_of_the_same_bytes_get_distinct_docids,
         );
     };
 }
@@ -1075,4 +1076,36 @@ pub fn knowledge_forgetting_blobs_never_drops_a_referenced_one(store: &dyn Store
             store.delete_kb_file(c, f[0].row_id).expect("delete");
         }
     });
+}
+
+/// The same bytes in several knowledge bases, converted at once (several nodes' workers):
+/// every conversion succeeds and each document gets a docid of its own.
+pub fn knowledge_concurrent_conversions_of_the_same_bytes_get_distinct_docids(store: &dyn Store) {
+    for round in 1..=3u32 {
+        // Hashes of each round start with their own digit: the rounds share no docid.
+        let sha = format!("{round:x}{}", "0".repeat(63));
+        let rows: Vec<i64> = (0..4)
+            .map(|i| {
+                let c = kb(store, &format!("kb{round}-{i}"));
+                add(store, c, &[new_file("a.md", &sha)])[0].row_id
+            })
+            .collect();
+        std::thread::scope(|s| {
+            for &row in &rows {
+                s.spawn(move || {
+                    store
+                        .file_converted(None, row, converted("# same"))
+                        .expect("concurrent file_converted")
+                        .expect("stored")
+                });
+            }
+        });
+        let mut docids: Vec<String> = rows
+            .iter()
+            .map(|&r| file(store, r).docid.expect("a docid"))
+            .collect();
+        docids.sort();
+        let want: Vec<String> = (6..10).map(|n| format!("#{}", &sha[..n])).collect();
+        assert_eq!(docids, want, "round {round}: the shortest free docid each");
+    }
 }
