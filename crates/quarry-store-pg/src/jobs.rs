@@ -1,42 +1,255 @@
 //! [`quarry_store::JobQueue`] on PostgreSQL.
-#![allow(unused_variables)] // the methods still `pending` ignore their arguments
+//!
+//! Every node's workers share the queue. A claim is one `UPDATE … WHERE id = (SELECT …
+//! FOR UPDATE SKIP LOCKED)`, so concurrent claimers never wait on each other's rows nor take
+//! the same job; due times and leases are the database's clock (`quarry_now_ms()`), one clock
+//! whatever machine a worker runs on. Every claim bumps the job's `lease_token`, the fencing
+//! token each side effect presents.
 
+use quarry_store::JobKind;
+
+use super::knowledge::{enqueue_cleanup_tx, get};
 use super::*;
+
+/// Advisory-lock key serialising embed claims ("one embed job processing at a time").
+const EMBED_CLAIM_LOCK: i64 = 0x7175_6172_7279_0002;
+
+/// Advisory-lock class serialising embed enqueues per collection.
+const EMBED_ENQUEUE_LOCK: &str = "quarry.embed.enqueue.";
+
+/// Claims the oldest runnable job matching `kinds_sql` (a condition on `jobs`), ordered by
+/// `order_sql`; returns the claim's columns.
+fn claim_where(
+    tx: &mut postgres::Transaction<'_>,
+    owner: &str,
+    lease_ms: i64,
+    kinds_sql: &str,
+    order_sql: &str,
+) -> Result<Option<postgres::Row>> {
+    // Taking over a lapsed lease means the last attempt ended without an outcome (its worker
+    // died or was killed): it counts, so a file that kills workers is not retried forever.
+    tx.query_opt(
+        &format!(
+            "WITH now AS (SELECT quarry_now_ms() AS t) \
+             UPDATE jobs j SET status = 'processing', lease_owner = $1, \
+             lease_until = now.t + $2, updated_at = now.t, \
+             attempts = j.attempts + CASE WHEN c.interrupted THEN 1 ELSE 0 END, \
+             lease_token = j.lease_token + 1 \
+             FROM now, (SELECT o.id, o.status = 'processing' AS interrupted FROM jobs o, now \
+                  WHERE ((o.status = 'enqueued' AND o.not_before <= now.t) \
+                      OR (o.status = 'processing' AND o.lease_until < now.t)) AND ({kinds_sql}) \
+                  ORDER BY {order_sql} LIMIT 1 FOR UPDATE OF o SKIP LOCKED) c \
+             WHERE j.id = c.id \
+             RETURNING j.id, j.lease_token, j.kind, j.file_id, j.collection_id, j.attempts, \
+             c.interrupted"
+        ),
+        &[&owner, &lease_ms],
+    )
+    .map_err(db_err)
+}
 
 impl JobQueue for PgStore {
     fn claim_job(&self, owner: &str, lease_ms: i64) -> Result<Option<Job>> {
-        Err(pending("claim_job"))
+        self.write(|tx| {
+            // Uploads first (unknown kinds from a newer quarry sort with them, to be set
+            // aside below), then cleanups.
+            let mut row = claim_where(
+                tx,
+                owner,
+                lease_ms,
+                "o.kind <> 'embed'",
+                "CASE o.kind WHEN 'cleanup' THEN 1 ELSE 0 END, o.id",
+            )?;
+            if row.is_none() {
+                // An embed job only while no other embed job holds a live lease, so one
+                // embedding at a time leaves the other workers to conversions. Two claimers
+                // would both see none running: only the holder of this advisory lock (until
+                // commit) claims one. Another claimer busy claiming means no embed job for
+                // this one either, so it does not wait: it finds nothing.
+                let locked = tx
+                    .query_one("SELECT pg_try_advisory_xact_lock($1)", &[&EMBED_CLAIM_LOCK])
+                    .map_err(db_err)?;
+                if !get::<bool>(&locked, 0)? {
+                    return Ok(None);
+                }
+                row = claim_where(
+                    tx,
+                    owner,
+                    lease_ms,
+                    "o.kind = 'embed' AND NOT EXISTS (SELECT 1 FROM jobs r WHERE r.kind = 'embed' \
+                     AND r.status = 'processing' AND r.lease_until >= now.t AND r.id <> o.id)",
+                    "o.id",
+                )?;
+            }
+            let Some(row) = row else {
+                return Ok(None);
+            };
+            let id: i64 = get(&row, 0)?;
+            let kind: String = get(&row, 2)?;
+            let Some(kind) = JobKind::parse(&kind) else {
+                // A job kind from a newer quarry: set aside, not run.
+                tx.execute(
+                    "UPDATE jobs SET status = 'failed', error = 'unknown job kind' WHERE id = $1",
+                    &[&id],
+                )
+                .map_err(db_err)?;
+                return Ok(None);
+            };
+            Ok(Some(Job {
+                id,
+                token: get(&row, 1)?,
+                kind,
+                file_id: get(&row, 3)?,
+                collection_id: get(&row, 4)?,
+                attempts: get::<i32>(&row, 5)?.max(0) as u32,
+                interrupted: get(&row, 6)?,
+            }))
+        })
     }
 
     fn renew_job(&self, lease: Lease, lease_ms: i64) -> Result<bool> {
-        Err(pending("renew_job"))
+        let n = self
+            .conn()?
+            .execute(
+                "UPDATE jobs SET lease_until = quarry_now_ms() + $3 WHERE id = $1 \
+                 AND lease_token = $2 AND status = 'processing'",
+                &[&lease.job, &lease.token, &lease_ms],
+            )
+            .map_err(db_err)?;
+        Ok(n > 0)
     }
 
     fn complete_job(&self, lease: Lease) -> Result<bool> {
-        Err(pending("complete_job"))
+        let n = self
+            .conn()?
+            .execute(
+                "DELETE FROM jobs WHERE id = $1 AND lease_token = $2 AND status = 'processing'",
+                &[&lease.job, &lease.token],
+            )
+            .map_err(db_err)?;
+        Ok(n > 0)
     }
 
     fn fail_job(&self, lease: Lease, error: &str, retry_after_ms: Option<i64>) -> Result<bool> {
-        Err(pending("fail_job"))
+        self.write(|tx| {
+            // The fenced update itself: it holds the job's row lock until commit, so the
+            // file's status below is written under the same claim.
+            let job = tx
+                .query_opt(
+                    "UPDATE jobs SET attempts = attempts + 1, lease_owner = NULL, \
+                     lease_until = NULL, error = $3, updated_at = quarry_now_ms(), \
+                     status = CASE WHEN $4::bigint IS NULL THEN 'failed' ELSE 'enqueued' END, \
+                     not_before = CASE WHEN $4::bigint IS NULL THEN not_before \
+                                  ELSE quarry_now_ms() + $4 END \
+                     WHERE id = $1 AND lease_token = $2 AND status = 'processing' \
+                     RETURNING kind, file_id, collection_id, attempts",
+                    &[&lease.job, &lease.token, &error, &retry_after_ms],
+                )
+                .map_err(db_err)?;
+            let Some(job) = job else {
+                return Ok(false);
+            };
+            let kind: String = get(&job, 0)?;
+            let file_id: Option<i64> = get(&job, 1)?;
+            let collection_id: Option<i64> = get(&job, 2)?;
+            let attempts: i32 = get(&job, 3)?;
+            let now = quarry_core::now_millis();
+            if let Some(file) = file_id {
+                let (status, error) = match retry_after_ms {
+                    Some(_) => (FileStatus::Pending, format!("{error} (will retry)")),
+                    None => (FileStatus::Failed, error.to_owned()),
+                };
+                tx.execute(
+                    "UPDATE kb_files SET attempts = attempts + 1, status = $2, error = $3, \
+                     updated_at = $4 WHERE id = $1",
+                    &[&file, &status.as_str(), &error, &now],
+                )
+                .map_err(db_err)?;
+            }
+            if let (Some(collection), None) =
+                (collection_id.filter(|_| kind == "embed"), retry_after_ms)
+            {
+                // Its documents stay keyword-searchable; `failed` with the reason says they
+                // have no vectors (retrying one queues it again).
+                tx.execute(
+                    "UPDATE kb_files SET status = 'failed', error = $2, attempts = $3, \
+                     updated_at = $4 WHERE collection_id = $1 AND status = 'embedding'",
+                    &[&collection, &error, &attempts, &now],
+                )
+                .map_err(db_err)?;
+            }
+            Ok(true)
+        })
     }
 
     fn lease_owners(&self) -> Result<Vec<String>> {
-        Err(pending("lease_owners"))
+        self.conn()?
+            .query(
+                "SELECT DISTINCT lease_owner FROM jobs \
+                 WHERE status = 'processing' AND lease_owner IS NOT NULL ORDER BY 1",
+                &[],
+            )
+            .map_err(db_err)?
+            .iter()
+            .map(|r| get(r, 0))
+            .collect()
     }
 
     fn expire_leases(&self, owners: &[String]) -> Result<u64> {
-        Err(pending("expire_leases"))
+        if owners.is_empty() {
+            return Ok(0);
+        }
+        self.conn()?
+            .execute(
+                "UPDATE jobs SET lease_until = 0 WHERE status = 'processing' \
+                 AND lease_owner = ANY($1)",
+                &[&owners],
+            )
+            .map_err(db_err)
     }
 
     fn enqueue_cleanup(&self) -> Result<()> {
-        Err(pending("enqueue_cleanup"))
+        self.write(enqueue_cleanup_tx)
     }
 
     fn enqueue_embed(&self, collection_id: i64) -> Result<()> {
-        Err(pending("enqueue_embed"))
+        self.write(|tx| {
+            // "Unless one is already waiting" is a check then an insert: two nodes at once
+            // would both insert. A per-collection advisory lock serialises them.
+            tx.execute(
+                "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
+                &[&format!("{EMBED_ENQUEUE_LOCK}{collection_id}")],
+            )
+            .map_err(db_err)?;
+            tx.execute(
+                "INSERT INTO jobs (kind, collection_id, status, not_before, created_at, updated_at) \
+                 SELECT 'embed', $1, 'enqueued', quarry_now_ms(), $2, $2 WHERE NOT EXISTS \
+                 (SELECT 1 FROM jobs WHERE kind = 'embed' AND collection_id = $1 \
+                  AND status = 'enqueued')",
+                &[&collection_id, &quarry_core::now_millis()],
+            )
+            .map_err(db_err)?;
+            Ok(())
+        })
     }
 
     fn queue_counts(&self, collections: Option<&[i64]>) -> Result<QueueCounts> {
-        Err(pending("queue_counts"))
+        let row = self
+            .conn()?
+            .query_one(
+                "SELECT count(*) FILTER (WHERE j.status = 'enqueued'), \
+                 count(*) FILTER (WHERE j.status = 'processing'), \
+                 count(*) FILTER (WHERE j.status = 'failed') \
+                 FROM jobs j LEFT JOIN kb_files f ON f.id = j.file_id \
+                 WHERE $1::bigint[] IS NULL OR COALESCE(f.collection_id, j.collection_id) = ANY($1)",
+                &[&collections],
+            )
+            .map_err(db_err)?;
+        let count = |i: usize| -> Result<u64> { Ok(get::<i64>(&row, i)?.max(0) as u64) };
+        Ok(QueueCounts {
+            enqueued: count(0)?,
+            processing: count(1)?,
+            failed: count(2)?,
+        })
     }
 }
