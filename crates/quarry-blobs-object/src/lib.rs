@@ -84,9 +84,19 @@ impl std::fmt::Debug for ObjectBlobStore {
 
 /// Bucket and prefix of an `s3://bucket[/prefix]` URL.
 fn parse_url(url: &str) -> Result<(String, Option<Path>)> {
+    // Shown without any user or password it carries.
+    let shown = match url::Url::parse(url) {
+        Ok(mut u) => {
+            let _ = u.set_username("");
+            let _ = u.set_password(None);
+            u.to_string()
+        }
+        Err(_) if url.contains('@') => "(not shown: it has an @)".to_owned(),
+        Err(_) => url.to_owned(),
+    };
     let bad = |why: &str| {
         Error::invalid(format!(
-            "invalid blob storage URL {url:?}: {why} (expected s3://bucket or s3://bucket/prefix)"
+            "invalid blob storage URL {shown:?}: {why} (expected s3://bucket or s3://bucket/prefix)"
         ))
     };
     let parsed = url::Url::parse(url).map_err(|e| bad(&e.to_string()))?;
@@ -243,15 +253,23 @@ impl ObjectBlobStore {
             probe.list(list_prefix.as_ref()).next().await.transpose()
         })?;
         if let Err(e) = first {
+            let text = e.to_string();
             let hint = match &e {
-                object_store::Error::NotFound { .. } => {
+                _ if matches!(e, object_store::Error::NotFound { .. })
+                    || text.contains("NoSuchBucket") =>
+                {
                     "the bucket does not exist: create it, or correct the bucket in the URL \
                      (and AWS_ENDPOINT_URL if it is on another server)"
                 }
                 object_store::Error::PermissionDenied { .. }
                 | object_store::Error::Unauthenticated { .. } => {
                     "the credentials were refused: check AWS_ACCESS_KEY_ID and \
-                     AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN), and that they may list the bucket"
+                     AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN), and that they may list \
+                     the bucket"
+                }
+                _ if endpoint.starts_with("http://") && text.contains("builder error") => {
+                    "the endpoint is plain http, which is refused unless AWS_ALLOW_HTTP=true \
+                     (only on a private network), or use https"
                 }
                 _ => {
                     "check AWS_ENDPOINT_URL (AWS_ALLOW_HTTP=true for a plain-http endpoint), \
@@ -259,7 +277,7 @@ impl ObjectBlobStore {
                      and that the bucket exists"
                 }
             };
-            return Err(unusable(format!("{hint} ({e})")));
+            return Err(unusable(format!("{hint} ({text})")));
         }
 
         let staging = Staging::open(staging_dir)?;
@@ -357,15 +375,13 @@ impl ObjectBlobStore {
             match s3.put_opts(&location, payload.clone(), create).await {
                 // A store with conditional writes turned off (`AWS_CONDITIONAL_PUT=disabled`):
                 // look first, then write (the same bytes, should another writer win).
-                Err(object_store::Error::NotImplemented { .. }) => {
-                    match s3.head(&location).await {
-                        Ok(_) => Ok(()),
-                        Err(object_store::Error::NotFound { .. }) => {
-                            s3.put(&location, payload).await.map(drop)
-                        }
-                        Err(e) => Err(e),
+                Err(object_store::Error::NotImplemented { .. }) => match s3.head(&location).await {
+                    Ok(_) => Ok(()),
+                    Err(object_store::Error::NotFound { .. }) => {
+                        s3.put(&location, payload).await.map(drop)
                     }
-                }
+                    Err(e) => Err(e),
+                },
                 Err(
                     object_store::Error::AlreadyExists { .. }
                     | object_store::Error::Precondition { .. },

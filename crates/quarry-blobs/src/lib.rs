@@ -212,7 +212,13 @@ impl Staging {
     /// [`Staged::with_limit`]).
     pub fn stage(&self) -> Result<Staged> {
         let tmp = self.dir.join(tmp_name());
-        let file = File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
+        // Readable too: a remote store uploads from it ([`Staged::finish`]).
+        let file = File::options()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&tmp)
+            .map_err(|e| Error::io(&tmp, e))?;
         // Held until the file is at its address or gone (see `sweep`); where locks are
         // unsupported the sweep goes by age instead.
         let _ = file.try_lock();
