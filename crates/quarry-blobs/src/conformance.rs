@@ -22,8 +22,11 @@ use quarry_core::{Error, Result, sha256_hex};
 
 use crate::BlobStore;
 
+/// One conformance case: panics, naming what broke, when the store misbehaves.
+pub type Case = fn(&dyn BlobStore);
+
 /// Every case, by name.
-pub const CASES: &[(&str, fn(&dyn BlobStore))] = &[
+pub const CASES: &[(&str, Case)] = &[
     (
         "staged_bytes_read_back_whole_and_by_range",
         staged_bytes_read_back_whole_and_by_range,
