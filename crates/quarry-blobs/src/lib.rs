@@ -2,9 +2,11 @@
 //! from them, named by the SHA-256 of their bytes, so the same bytes are stored once.
 //!
 //! [`BlobStore`] is the seam SPEC §3 asks for: [`FsBlobStore`] keeps blobs in the data
-//! directory (`blobs/ab/cdef…`); an S3-compatible bucket can implement the same trait for
-//! several nodes. The store (`quarry-store`) records which blobs are referenced; this crate
-//! only holds bytes.
+//! directory (`blobs/ab/cdef…`); `quarry-blobs-object` keeps them in an S3-compatible bucket
+//! for several nodes, staging in a local [`Staging`] directory and taking its locks from a
+//! [`BlobLocks`] its creator passes. The store (`quarry-store`) records which blobs are
+//! referenced; this crate only holds bytes. The `conformance` feature adds the suite every
+//! backend runs ([`conformance`]).
 //!
 //! Uploads are staged: [`BlobStore::stage`] streams bytes into a temporary file while
 //! hashing and counting them (refusing more than a limit without buffering the body), then
@@ -27,9 +29,67 @@ use std::time::{Duration, SystemTime};
 use quarry_core::{Error, Result, hex_lower, sha256_hex};
 use sha2::{Digest, Sha256};
 
-/// A held blob lock; released on drop.
+#[cfg(feature = "conformance")]
+pub mod conformance;
+
+/// A held blob lock; released on drop. It holds whatever guard its provider hands it: a
+/// locked file ([`FileBlobLocks`]), a database session holding an advisory lock, …
 pub struct BlobLock {
-    _file: File,
+    _guard: Box<dyn Send>,
+}
+
+impl BlobLock {
+    /// A lock that is held until `guard` is dropped.
+    pub fn new(guard: Box<dyn Send>) -> BlobLock {
+        BlobLock { _guard: guard }
+    }
+}
+
+/// Where the garbage-collection locks of a blob store come from (see the crate docs): many
+/// writers of references share a lock the collector takes alone. Every process that writes
+/// references to, or collects, the same blobs must use the same provider: a file lock
+/// ([`FileBlobLocks`]) serves the processes of one machine; blobs shared by several nodes
+/// need a lock they all see (e.g. a database's advisory lock).
+pub trait BlobLocks: Send + Sync {
+    /// The writers' lock (held from `commit` until the reference is durable).
+    fn shared(&self) -> Result<BlobLock>;
+    /// The collector's lock.
+    fn exclusive(&self) -> Result<BlobLock>;
+}
+
+/// [`BlobLocks`] as `flock`s on one file: for the processes of one machine.
+pub struct FileBlobLocks {
+    path: PathBuf,
+}
+
+impl FileBlobLocks {
+    /// Locks on `path` (created when first locked; its directory must exist).
+    pub fn new(path: impl Into<PathBuf>) -> FileBlobLocks {
+        FileBlobLocks { path: path.into() }
+    }
+
+    fn open(&self) -> Result<File> {
+        File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&self.path)
+            .map_err(|e| Error::io(&self.path, e))
+    }
+}
+
+impl BlobLocks for FileBlobLocks {
+    fn shared(&self) -> Result<BlobLock> {
+        let file = self.open()?;
+        file.lock_shared().map_err(|e| Error::io(&self.path, e))?;
+        Ok(BlobLock::new(Box::new(file)))
+    }
+
+    fn exclusive(&self) -> Result<BlobLock> {
+        let file = self.open()?;
+        file.lock().map_err(|e| Error::io(&self.path, e))?;
+        Ok(BlobLock::new(Box::new(file)))
+    }
 }
 
 /// Storage of immutable byte strings by SHA-256.
@@ -71,6 +131,26 @@ const STAGING_GRACE_UNLOCKABLE: Duration = Duration::from_secs(24 * 3600);
 /// Blobs in a directory: `<root>/<first two hex>/<remaining hex>`; staging in `<root>/tmp`.
 pub struct FsBlobStore {
     root: PathBuf,
+    staging: Staging,
+    locks: FileBlobLocks,
+}
+
+/// A directory of staging files (`*.part`), each locked by the process writing it: where
+/// [`Staged`] uploads stream to before they go to their address. [`FsBlobStore`] stages in
+/// `<root>/tmp`; a remote store stages in a local directory of its own.
+pub struct Staging {
+    dir: PathBuf,
+    root: PathBuf,
+}
+
+/// A finished upload taken out of its [`Staged`] ([`Staged::finish`]) by a store that
+/// copies the bytes elsewhere: the staging file stays open (so locked: no sweep takes it)
+/// until this is dropped, and is removed then.
+pub struct StagedFile {
+    file: File,
+    path: PathBuf,
+    sha256: String,
+    len: u64,
 }
 
 /// Bytes being uploaded. Dropped without [`Staged::commit`], the temporary file goes.
@@ -112,15 +192,61 @@ fn tmp_name() -> String {
     )
 }
 
-impl FsBlobStore {
-    /// Opens (creating) the directory and removes what a crashed upload left in staging.
-    pub fn open(root: &Path) -> Result<FsBlobStore> {
-        fs::create_dir_all(root.join("tmp")).map_err(|e| Error::io(root, e))?;
-        let store = FsBlobStore {
-            root: root.to_owned(),
-        };
-        store.sweep_staging()?;
-        Ok(store)
+impl Staging {
+    /// Opens (creating) a staging directory. Nothing else should live in it but staging
+    /// files; the sweep only ever removes `*.part` files.
+    pub fn open(dir: &Path) -> Result<Staging> {
+        fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        Ok(Staging {
+            dir: dir.to_owned(),
+            root: dir.to_owned(),
+        })
+    }
+
+    /// The directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Starts an upload: a new, locked staging file (no size limit until
+    /// [`Staged::with_limit`]).
+    pub fn stage(&self) -> Result<Staged> {
+        let tmp = self.dir.join(tmp_name());
+        // Readable too: a remote store uploads from it ([`Staged::finish`]).
+        let file = File::options()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&tmp)
+            .map_err(|e| Error::io(&tmp, e))?;
+        // Held until the file is at its address or gone (see `sweep`); where locks are
+        // unsupported the sweep goes by age instead.
+        let _ = file.try_lock();
+        Ok(Staged {
+            file: Some(file),
+            tmp,
+            root: self.root.clone(),
+            hasher: Sha256::new(),
+            len: 0,
+            limit: u64::MAX,
+        })
+    }
+
+    /// Removes staging files no live upload is writing (left by a process that died
+    /// mid-upload); returns how many went.
+    pub fn sweep(&self) -> Result<u64> {
+        let entries = fs::read_dir(&self.dir).map_err(|e| Error::io(&self.dir, e))?;
+        let now = SystemTime::now();
+        let mut removed = 0;
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let staging = path.extension().is_some_and(|e| e == "part")
+                && entry.file_type().is_ok_and(|t| t.is_file());
+            if staging && Self::is_abandoned(&path, now) && fs::remove_file(&path).is_ok() {
+                removed += 1;
+            }
+        }
+        Ok(removed)
     }
 
     /// Whether a staging file is a leftover: nobody holds its lock, and it is past the grace.
@@ -140,15 +266,20 @@ impl FsBlobStore {
             Err(fs::TryLockError::Error(_)) => age > STAGING_GRACE_UNLOCKABLE,
         }
     }
+}
 
-    fn lock_file(&self) -> Result<File> {
-        let path = self.root.join("gc.lock");
-        File::options()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(|e| Error::io(&path, e))
+impl FsBlobStore {
+    /// Opens (creating) the directory and removes what a crashed upload left in staging.
+    pub fn open(root: &Path) -> Result<FsBlobStore> {
+        let mut staging = Staging::open(&root.join("tmp"))?;
+        staging.root = root.to_owned();
+        let store = FsBlobStore {
+            root: root.to_owned(),
+            staging,
+            locks: FileBlobLocks::new(root.join("gc.lock")),
+        };
+        store.sweep_staging()?;
+        Ok(store)
     }
 
     /// Moves a finished temporary file to its address (or drops it when the bytes are
@@ -221,6 +352,71 @@ impl Staged {
     pub fn root(&self) -> &Path {
         &self.root
     }
+
+    /// Ends the upload for a store that copies the bytes elsewhere (see [`StagedFile`]).
+    /// An upload that went past its limit is refused: its bytes are incomplete.
+    pub fn finish(mut self) -> Result<StagedFile> {
+        self.check_complete()?;
+        let sha256 = self.sha256();
+        let mut file = self
+            .file
+            .take()
+            .ok_or_else(|| Error::Storage("staged upload already committed".into()))?;
+        let path = std::mem::take(&mut self.tmp);
+        let rewound = file.flush().and_then(|()| file.rewind());
+        let staged = StagedFile {
+            file,
+            path,
+            sha256,
+            len: self.len,
+        };
+        rewound.map_err(|e| Error::io(&staged.path, e))?;
+        Ok(staged)
+    }
+
+    /// Refuses an upload a write was refused from (past the limit).
+    fn check_complete(&self) -> Result<()> {
+        if self.len > self.limit {
+            return Err(Error::TooLarge(format!(
+                "exceeds {} MB",
+                self.limit / (1024 * 1024)
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl StagedFile {
+    /// The staging file, open for reading from the start.
+    pub fn file(&mut self) -> &mut File {
+        &mut self.file
+    }
+
+    /// Where it is.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// SHA-256 of its bytes (lower-case hex).
+    pub fn sha256(&self) -> &str {
+        &self.sha256
+    }
+
+    /// Its length in bytes.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Whether it is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl Drop for StagedFile {
+    fn drop(&mut self) {
+        let _ = fs::remove_file(&self.path);
+    }
 }
 
 impl Drop for Staged {
@@ -233,22 +429,11 @@ impl Drop for Staged {
 
 impl BlobStore for FsBlobStore {
     fn stage(&self) -> Result<Staged> {
-        let tmp = self.root.join("tmp").join(tmp_name());
-        let file = File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
-        // Held until the file is at its address or gone (see `sweep_staging`); where locks
-        // are unsupported the sweep goes by age instead.
-        let _ = file.try_lock();
-        Ok(Staged {
-            file: Some(file),
-            tmp,
-            root: self.root.clone(),
-            hasher: Sha256::new(),
-            len: 0,
-            limit: u64::MAX,
-        })
+        self.staging.stage()
     }
 
     fn commit(&self, mut staged: Staged) -> Result<String> {
+        staged.check_complete()?;
         let sha = staged.sha256();
         let file = staged
             .file
@@ -340,33 +525,15 @@ impl BlobStore for FsBlobStore {
     }
 
     fn lock_shared(&self) -> Result<BlobLock> {
-        let file = self.lock_file()?;
-        file.lock_shared()
-            .map_err(|e| Error::io(self.root.join("gc.lock"), e))?;
-        Ok(BlobLock { _file: file })
+        self.locks.shared()
     }
 
     fn lock_exclusive(&self) -> Result<BlobLock> {
-        let file = self.lock_file()?;
-        file.lock()
-            .map_err(|e| Error::io(self.root.join("gc.lock"), e))?;
-        Ok(BlobLock { _file: file })
+        self.locks.exclusive()
     }
 
     fn sweep_staging(&self) -> Result<u64> {
-        let dir = self.root.join("tmp");
-        let entries = fs::read_dir(&dir).map_err(|e| Error::io(&dir, e))?;
-        let now = SystemTime::now();
-        let mut removed = 0;
-        for entry in entries.flatten() {
-            let path = entry.path();
-            let staging = path.extension().is_some_and(|e| e == "part")
-                && entry.file_type().is_ok_and(|t| t.is_file());
-            if staging && Self::is_abandoned(&path, now) && fs::remove_file(&path).is_ok() {
-                removed += 1;
-            }
-        }
-        Ok(removed)
+        self.staging.sweep()
     }
 }
 
