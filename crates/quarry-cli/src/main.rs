@@ -619,10 +619,10 @@ fn open(cli: &Cli, env: &config::Env) -> Result<Engine> {
         Some(url) => {
             // The database is the system of record; the index directory keeps what this
             // node derives from it.
-            let store = std::sync::Arc::new(
-                quarry_store_pg::PgStore::connect(url)
-                    .context("cannot open the database given by --database / QUARRY_DATABASE_URL")?,
-            );
+            let store =
+                std::sync::Arc::new(quarry_store_pg::PgStore::connect(url).context(
+                    "cannot open the database given by --database / QUARRY_DATABASE_URL",
+                )?);
             Engine::open_with(opts, store.clone())
                 .with_context(|| format!("cannot open the index at {}", dir.display()))?
                 .with_vector_search(store)

@@ -364,9 +364,7 @@ impl Engine {
         report.chunks_embedded = self
             .embed_pending(collection_id, &key, model.as_ref(), None, progress)?
             .0;
-        let (added, removed) = self
-            .vectors
-            .sync(&guard, store, &key, dims, progress)?;
+        let (added, removed) = self.vectors.sync(&guard, store, &key, dims, progress)?;
         report.vectors_indexed = added;
         report.vectors_removed = removed;
         report.total_chunks = store

@@ -6,7 +6,7 @@
 //! before the file, so the two never wait on each other in opposite orders.
 
 use postgres::GenericClient;
-use quarry_store::{IndexDoc, NoteMeta, StatusCounts};
+use quarry_store::{NoteMeta, StatusCounts};
 
 use super::*;
 
@@ -109,7 +109,7 @@ impl KnowledgeStore for PgStore {
             None => (None, None),
         };
         self.write(|tx| {
-            ensure_space(tx, space)?;
+            crate::store::ensure_space(tx, space)?;
             let now = quarry_core::now_millis();
             // The unique (space, name) constraint decides a race between two nodes.
             let row = tx
@@ -516,20 +516,24 @@ impl KnowledgeStore for PgStore {
                 return Ok(None);
             };
             let now = quarry_core::now_millis();
-            let doc = upsert_document(
+            // Document writers take the feed's lock first (see store.rs).
+            tx.execute(
+                "SELECT pg_advisory_xact_lock($1)",
+                &[&crate::FEED_WRITE_LOCK],
+            )
+            .map_err(db_err)?;
+            let doc = crate::store::DocWriter::new(file.collection_id).upsert(
                 tx,
-                file.collection_id,
-                DocFields {
+                crate::store::UpsertDoc {
                     path: file.file_name.clone(),
                     title: converted.title,
                     hash: file.sha256.clone(),
-                    size: to_i64(file.size, "file size")?,
+                    size: file.size,
                     stamp: 0,
                     body: converted.markdown,
-                    pages: quarry_core::encode_pages(&converted.pages),
-                    furniture: quarry_core::encode_furniture(&converted.furniture),
+                    pages: &converted.pages,
+                    furniture: &converted.furniture,
                 },
-                now,
             )?;
             remember_blobs(tx, &images, now)?;
             let hashes: Vec<&str> = images.iter().map(|i| i.0).collect();
@@ -711,15 +715,6 @@ fn uuid() -> String {
     uuid::Uuid::new_v4().to_string()
 }
 
-fn ensure_space(tx: &mut postgres::Transaction<'_>, space: &str) -> Result<()> {
-    tx.execute(
-        "INSERT INTO spaces (id, uid, created_at) VALUES ($1, $2, $3) ON CONFLICT (id) DO NOTHING",
-        &[&space, &uuid(), &quarry_core::now_millis()],
-    )
-    .map_err(db_err)?;
-    Ok(())
-}
-
 fn kb_by_key(c: &mut impl GenericClient, space: &str, key: &str) -> Result<Option<KnowledgeBase>> {
     c.query_opt(
         &format!(
@@ -885,161 +880,4 @@ pub(super) fn enqueue_cleanup_tx(tx: &mut postgres::Transaction<'_>) -> Result<(
     )
     .map_err(db_err)?;
     Ok(())
-}
-
-/// A document's fields for [`upsert_document`] (`pages`/`furniture` already encoded as
-/// SQLite encodes them: `quarry_core::encode_pages`/`encode_furniture`).
-struct DocFields {
-    path: String,
-    title: String,
-    hash: String,
-    size: i64,
-    stamp: i64,
-    body: String,
-    pages: String,
-    furniture: String,
-}
-
-/// The feed's advisory lock (`quarry_feed_append()` in `migrations/v12.sql` takes it on
-/// every document write, until commit).
-const FEED_LOCK: i64 = 7_245_190_455_173_122_049;
-
-/// Inserts or replaces a document (by collection and path), as the embedded store's
-/// `upsert_document`: new content (or the same content converted into other Markdown, pages
-/// or furniture) drops the old chunks and `chunked_hash`; the same content keeps its docid,
-/// new content gets the shortest free one. To merge with `store.rs`'s `apply_changes` path.
-fn upsert_document(
-    tx: &mut postgres::Transaction<'_>,
-    collection_id: i64,
-    doc: DocFields,
-    now: i64,
-) -> Result<IndexDoc> {
-    let DocFields {
-        path,
-        title,
-        hash,
-        size,
-        stamp,
-        body,
-        pages,
-        furniture,
-    } = doc;
-    let existing = tx
-        .query_opt(
-            "SELECT id, hash, docid, body = $3 AND pages = $4 AND furniture = $5 \
-             FROM documents WHERE collection_id = $1 AND path = $2 FOR UPDATE",
-            &[&collection_id, &path, &body, &pages, &furniture],
-        )
-        .map_err(db_err)?;
-    let existing: Option<(i64, String, String, bool)> = match existing {
-        Some(r) => Some((get(&r, 0)?, get(&r, 1)?, get(&r, 2)?, get(&r, 3)?)),
-        None => None,
-    };
-    if let Some((id, old_hash, _, same_layout)) = &existing
-        && (*old_hash != hash || !same_layout)
-    {
-        tx.execute(
-            "WITH k AS (DELETE FROM chunks WHERE document_id = $1) \
-             UPDATE documents SET chunked_hash = NULL WHERE id = $1",
-            &[id],
-        )
-        .map_err(db_err)?;
-    }
-    // Same content keeps its docid (a re-converted upload); new content gets the shortest
-    // free one.
-    let docid = match &existing {
-        Some((_, old_hash, docid, _)) if *old_hash == hash => docid.clone(),
-        _ => {
-            let basis = docid_basis(tx, collection_id, &hash)?;
-            free_docid(tx, &basis, existing.as_ref().map(|e| e.0))?
-        }
-    };
-    let body_bytes = i64::try_from(body.len()).unwrap_or(i64::MAX);
-    let row = tx
-        .query_one(
-            "INSERT INTO documents (collection_id, path, title, hash, docid, size, stamp, body, \
-             body_bytes, indexed_at, pages, furniture) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) \
-             ON CONFLICT (collection_id, path) DO UPDATE SET title = excluded.title, \
-             hash = excluded.hash, docid = excluded.docid, size = excluded.size, \
-             stamp = excluded.stamp, body = excluded.body, body_bytes = excluded.body_bytes, \
-             indexed_at = excluded.indexed_at, pages = excluded.pages, \
-             furniture = excluded.furniture RETURNING id",
-            &[
-                &collection_id,
-                &path,
-                &title,
-                &hash,
-                &docid,
-                &size,
-                &stamp,
-                &body,
-                &body_bytes,
-                &now,
-                &pages,
-                &furniture,
-            ],
-        )
-        .map_err(db_err)?;
-    Ok(IndexDoc {
-        id: get(&row, 0)?,
-        collection_id,
-        path,
-        title,
-        body,
-    })
-}
-
-/// What a document's docid is cut from: the content hash in the default space, else a hash
-/// of the space's UUID and the content hash (as the embedded store).
-fn docid_basis(
-    tx: &mut postgres::Transaction<'_>,
-    collection_id: i64,
-    hash: &str,
-) -> Result<String> {
-    let row = tx
-        .query_one(
-            "SELECT s.id, s.uid FROM collections c JOIN spaces s ON s.id = c.space WHERE c.id = $1",
-            &[&collection_id],
-        )
-        .map_err(db_err)?;
-    let space: String = get(&row, 0)?;
-    let uid: String = get(&row, 1)?;
-    Ok(if space == quarry_core::DEFAULT_SPACE {
-        hash.to_owned()
-    } else {
-        quarry_core::sha256_hex(format!("{uid}:{hash}").as_bytes())
-    })
-}
-
-/// The shortest docid (≥ 6 hex) for `basis` not taken by another document. Two nodes
-/// choosing one at once would both find it free (and the unique docid constraint would fail
-/// one): the choice is made under the feed's lock, which every document writer takes anyway
-/// (the feed trigger) and holds until commit, so this adds no new lock order.
-fn free_docid(
-    tx: &mut postgres::Transaction<'_>,
-    basis: &str,
-    own_id: Option<i64>,
-) -> Result<String> {
-    let candidates: Vec<String> = (6..=basis.len())
-        .map(|len| quarry_core::docid_for_hash(basis, len))
-        .collect();
-    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&FEED_LOCK])
-        .map_err(db_err)?;
-    let holders: HashMap<String, i64> = tx
-        .query(
-            "SELECT docid, id FROM documents WHERE docid = ANY($1)",
-            &[&candidates],
-        )
-        .map_err(db_err)?
-        .iter()
-        .map(|r| Ok((get(r, 0)?, get(r, 1)?)))
-        .collect::<Result<_>>()?;
-    candidates
-        .into_iter()
-        .find(|c| match holders.get(c) {
-            None => true,
-            Some(id) => Some(*id) == own_id,
-        })
-        .ok_or_else(|| Error::Storage(format!("no free docid for hash {basis}")))
 }

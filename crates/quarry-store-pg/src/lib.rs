@@ -9,7 +9,6 @@
 //!   newer than this binary is refused.
 //! - **Native SQL**, not the embedded store's: `FOR UPDATE SKIP LOCKED` job claims with the
 //!   database's clock, `halfvec` vectors with a partial HNSW index per model.
-#![allow(dead_code)] // while methods are still `pending`: removed when the last one lands
 
 use std::collections::HashMap;
 
@@ -97,12 +96,11 @@ pub(crate) fn conflict_or_db(e: postgres::Error, message: impl FnOnce() -> Strin
     }
 }
 
-/// What a method not yet carried over to PostgreSQL answers (removed as each lands).
-fn pending(method: &str) -> Error {
-    Error::Unsupported(format!(
-        "{method} is not available on the PostgreSQL store yet"
-    ))
-}
+/// The feed's advisory lock: `quarry_feed_append()` (`migrations/v12.sql`) takes it on
+/// every document write, until commit, so feed entries commit in `seq` order. Document
+/// writers take it first, before any row lock, so docids they find free stay free and no
+/// two writers wait on each other in opposite orders.
+pub(crate) const FEED_WRITE_LOCK: i64 = 7_245_190_455_173_122_049;
 
 mod access;
 mod chat;

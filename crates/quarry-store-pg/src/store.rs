@@ -25,7 +25,7 @@ use super::*;
 /// The advisory lock every transaction that writes the feed holds until it commits (taken by
 /// the `quarry_feed_append` trigger of `migrations/v12.sql`), so entries commit in `seq`
 /// order.
-const FEED_WRITE_LOCK: i64 = 7_245_190_455_173_122_049;
+use crate::FEED_WRITE_LOCK;
 
 /// Serialises registering, acknowledging and forgetting feed consumers with trimming the
 /// feed: a consumer registering at the feed's head while another's acknowledgement trims it
@@ -1039,7 +1039,7 @@ fn name_taken(name: &str) -> String {
 }
 
 /// Registers `space` if it is new.
-fn ensure_space(tx: &mut postgres::Transaction<'_>, space: &str) -> Result<()> {
+pub(crate) fn ensure_space(tx: &mut postgres::Transaction<'_>, space: &str) -> Result<()> {
     tx.execute(
         "INSERT INTO spaces (id, uid, created_at) VALUES ($1, $2, quarry_now_ms()) \
          ON CONFLICT (id) DO NOTHING",
@@ -1151,20 +1151,20 @@ impl Statements {
 }
 
 /// A new or changed document's fields ([`DocChange::Upsert`]).
-struct UpsertDoc<'a> {
-    path: String,
-    title: String,
-    hash: String,
-    size: u64,
-    stamp: i64,
-    body: String,
-    pages: &'a [quarry_core::PageSpan],
-    furniture: &'a [quarry_core::Furniture],
+pub(crate) struct UpsertDoc<'a> {
+    pub(crate) path: String,
+    pub(crate) title: String,
+    pub(crate) hash: String,
+    pub(crate) size: u64,
+    pub(crate) stamp: i64,
+    pub(crate) body: String,
+    pub(crate) pages: &'a [quarry_core::PageSpan],
+    pub(crate) furniture: &'a [quarry_core::Furniture],
 }
 
 /// Writes documents into one collection within a transaction that holds
 /// `FEED_WRITE_LOCK` (so the docids it finds free stay free until it commits).
-struct DocWriter {
+pub(crate) struct DocWriter {
     collection_id: i64,
     stmts: Statements,
     /// The space and its UUID, read at the first upsert.
@@ -1172,7 +1172,7 @@ struct DocWriter {
 }
 
 impl DocWriter {
-    fn new(collection_id: i64) -> Self {
+    pub(crate) fn new(collection_id: i64) -> Self {
         DocWriter {
             collection_id,
             stmts: Statements::default(),
@@ -1181,7 +1181,7 @@ impl DocWriter {
     }
 
     /// Inserts or replaces a document (by collection and path).
-    fn upsert(
+    pub(crate) fn upsert(
         &mut self,
         tx: &mut postgres::Transaction<'_>,
         doc: UpsertDoc<'_>,

@@ -18,7 +18,10 @@ struct TestDatabase {
 impl Drop for TestDatabase {
     fn drop(&mut self) {
         if let Ok(mut admin) = Client::connect(&self.admin_url, NoTls) {
-            let _ = admin.batch_execute(&format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name));
+            let _ = admin.batch_execute(&format!(
+                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+                self.name
+            ));
         }
     }
 }
@@ -39,7 +42,13 @@ fn store() -> Option<(TestDatabase, PgStore)> {
         .expect("create database");
     let (base, _) = url.rsplit_once('/').expect("a database in the URL");
     let store = PgStore::connect(&format!("{base}/{name}")).expect("connect the store");
-    Some((TestDatabase { admin_url: url, name }, store))
+    Some((
+        TestDatabase {
+            admin_url: url,
+            name,
+        },
+        store,
+    ))
 }
 
 /// Deterministic pseudo-random unit vectors.
@@ -89,9 +98,7 @@ fn fill(store: &PgStore, name: &str, n: usize, rng: &mut Rng) -> (i64, Vec<(i64,
             vectors.push((hash.clone(), rng.unit()));
             DocChunks {
                 document_id: d.id,
-                doc_hash: store
-                    .documents_by_ids(&[d.id])
-                    .expect("documents_by_ids")[0]
+                doc_hash: store.documents_by_ids(&[d.id]).expect("documents_by_ids")[0]
                     .hash
                     .clone(),
                 chunks: vec![NewChunk {
@@ -107,7 +114,9 @@ fn fill(store: &PgStore, name: &str, n: usize, rng: &mut Rng) -> (i64, Vec<(i64,
         })
         .collect();
     store.replace_chunks(&docs).expect("replace_chunks");
-    store.put_embeddings(MODEL, &vectors).expect("put_embeddings");
+    store
+        .put_embeddings(MODEL, &vectors)
+        .expect("put_embeddings");
     let ids = store.chunk_ids_in_collection(c.id).expect("chunk ids");
     let refs = store.chunk_refs(&ids).expect("chunk refs");
     let by_doc: std::collections::HashMap<i64, i64> =
@@ -153,7 +162,9 @@ fn filtered_and_unfiltered_search_find_the_true_neighbours() {
     let (small, small_vecs) = fill(&store, "small", 300, &mut rng);
     let (large, large_vecs) = fill(&store, "large", 4_500, &mut rng);
     store.prepare_vectors(MODEL, DIMS).expect("prepare_vectors");
-    store.prepare_vectors(MODEL, DIMS).expect("prepare_vectors again is cheap");
+    store
+        .prepare_vectors(MODEL, DIMS)
+        .expect("prepare_vectors again is cheap");
     let all: Vec<(i64, Vec<f32>)> = small_vecs.iter().chain(&large_vecs).cloned().collect();
     let (mut r_all, mut r_small, mut r_large) = (0.0, 0.0, 0.0);
     let queries = 20;
@@ -161,21 +172,49 @@ fn filtered_and_unfiltered_search_find_the_true_neighbours() {
         let q = rng.unit();
         let found = store.nearest_chunks(MODEL, &q, 10, None).expect("search");
         assert_eq!(found.len(), 10);
-        assert!(found.windows(2).all(|w| w[0].1 >= w[1].1), "best first: {found:?}");
+        assert!(
+            found.windows(2).all(|w| w[0].1 >= w[1].1),
+            "best first: {found:?}"
+        );
         r_all += recall(&found, &oracle(&all, &q, 10), &all, &q);
-        let found = store.nearest_chunks(MODEL, &q, 10, Some(&[small])).expect("search");
-        assert!(found.iter().all(|(id, _)| small_vecs.iter().any(|(s, _)| s == id)), "filter");
+        let found = store
+            .nearest_chunks(MODEL, &q, 10, Some(&[small]))
+            .expect("search");
+        assert!(
+            found
+                .iter()
+                .all(|(id, _)| small_vecs.iter().any(|(s, _)| s == id)),
+            "filter"
+        );
         r_small += recall(&found, &oracle(&small_vecs, &q, 10), &small_vecs, &q);
-        let found = store.nearest_chunks(MODEL, &q, 10, Some(&[large])).expect("search");
-        assert_eq!(found.len(), 10, "a filtered index search still fills its answer");
-        assert!(found.iter().all(|(id, _)| large_vecs.iter().any(|(s, _)| s == id)), "filter");
+        let found = store
+            .nearest_chunks(MODEL, &q, 10, Some(&[large]))
+            .expect("search");
+        assert_eq!(
+            found.len(),
+            10,
+            "a filtered index search still fills its answer"
+        );
+        assert!(
+            found
+                .iter()
+                .all(|(id, _)| large_vecs.iter().any(|(s, _)| s == id)),
+            "filter"
+        );
         r_large += recall(&found, &oracle(&large_vecs, &q, 10), &large_vecs, &q);
         // Similarities agree with the oracle to half precision.
         let ids: Vec<i64> = small_vecs.iter().take(5).map(|(id, _)| *id).collect();
-        let sims = store.chunk_similarities(MODEL, &q, &ids).expect("similarities");
+        let sims = store
+            .chunk_similarities(MODEL, &q, &ids)
+            .expect("similarities");
         assert_eq!(sims.len(), 5);
         for (id, v) in small_vecs.iter().take(5) {
-            assert!((sims[id] - cosine(v, &q)).abs() < 5e-3, "{} vs {}", sims[id], cosine(v, &q));
+            assert!(
+                (sims[id] - cosine(v, &q)).abs() < 5e-3,
+                "{} vs {}",
+                sims[id],
+                cosine(v, &q)
+            );
         }
     }
     let n = f64::from(queries);
@@ -183,13 +222,20 @@ fn filtered_and_unfiltered_search_find_the_true_neighbours() {
     assert!(r_all / n >= 0.95, "unfiltered recall@10 {}", r_all / n);
     assert!(r_large / n >= 0.95, "filtered recall@10 {}", r_large / n);
     // Another model's vectors, or none: nothing found, no error.
-    assert!(store.nearest_chunks("other#48", &rng.unit(), 10, None).expect("search").is_empty());
+    assert!(
+        store
+            .nearest_chunks("other#48", &rng.unit(), 10, None)
+            .expect("search")
+            .is_empty()
+    );
 }
 
 #[test]
 fn bad_dimensions_are_clear_errors() {
     let Some((_db, store)) = store() else { return };
-    let err = store.prepare_vectors(MODEL, 0).expect_err("zero dimensions");
+    let err = store
+        .prepare_vectors(MODEL, 0)
+        .expect_err("zero dimensions");
     assert!(err.to_string().contains("0 dimensions"), "{err}");
     let err = store.prepare_vectors(MODEL, 5000).expect_err("too many");
     assert!(err.to_string().contains("1 to 4000"), "{err}");
