@@ -99,6 +99,19 @@ table! {
         QUARRY_DATABASE_URL: Secret, Some("--database"), EVERY,
             "the embedded SQLite database in the index directory",
             "The system of record of a team's shared server: `postgres://user:password@host:port/database` (PostgreSQL 16 or newer with pgvector). The index directory then holds only what this node derives (its keyword index, model cache, upload staging). `?sslmode=require` insists on TLS.";
+        QUARRY_BLOBS_URL: Setting, Some("--blobs"), EVERY, "`blobs/` in the index directory",
+            "Where uploaded originals and extracted images live: `s3://bucket/prefix` (S3 or an S3-compatible store, with the `AWS_*` variables below). Shared by every node of a team's server; garbage collection is safe across nodes when `QUARRY_DATABASE_URL` is set too.";
+        AWS_ACCESS_KEY_ID: Secret, None, EVERY, "none",
+            "Credentials of the `--blobs` bucket (with `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`).";
+        AWS_SECRET_ACCESS_KEY: Secret, None, EVERY, "none", "See `AWS_ACCESS_KEY_ID`.";
+        AWS_SESSION_TOKEN: Secret, None, EVERY, "none", "See `AWS_ACCESS_KEY_ID`.";
+        AWS_REGION: System, None, EVERY, "`AWS_DEFAULT_REGION`, else `us-east-1`",
+            "Region of the `--blobs` bucket.";
+        AWS_DEFAULT_REGION: System, None, EVERY, "unset", "Region when `AWS_REGION` is unset.";
+        AWS_ENDPOINT_URL: System, None, EVERY, "AWS S3",
+            "Endpoint of an S3-compatible store (MinIO, Ceph, R2, …) for `--blobs`.";
+        AWS_ALLOW_HTTP: System, None, EVERY, "`false`",
+            "`true` lets `--blobs` use a plain-http endpoint (a store on a private network).";
         QUARRY_SPACE: Setting, Some("--space"), EVERY, "`default`",
             "Work in this space (name or UUID); the CLI acts as its owner.";
         QUARRY_MAX_FILE_BYTES: Setting, None, INDEXING, "67108864 (64 MiB)",

@@ -52,6 +52,10 @@ struct Cli {
         hide_env_values = true
     )]
     database: Option<String>,
+    /// Where uploaded originals live: s3://bucket/prefix (S3 or an S3-compatible store,
+    /// configured with the usual AWS_* variables). Default: blobs/ in the index directory.
+    #[arg(long, global = true, env = config::QUARRY_BLOBS_URL.name, value_name = "URL")]
+    blobs: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -608,24 +612,42 @@ fn open(cli: &Cli, env: &config::Env) -> Result<Engine> {
         std::env::current_exe().context("cannot locate the quarry binary")?,
         vec![CONVERT_CHILD_ARG.to_owned()],
     )?;
-    let engine = match cli
+    let database = cli
         .database
         .as_deref()
         .map(str::trim)
-        .filter(|s| !s.is_empty())
-    {
+        .filter(|s| !s.is_empty());
+    let mut blob_locks: Option<std::sync::Arc<dyn quarry_blobs::BlobLocks>> = None;
+    let engine = match database {
         None => Engine::open(opts)
             .with_context(|| format!("cannot open the index at {}", dir.display()))?,
         Some(url) => {
             // The database is the system of record; the index directory keeps what this
             // node derives from it.
-            let store =
-                std::sync::Arc::new(quarry_store_pg::PgStore::connect(url).context(
-                    "cannot open the database given by --database / QUARRY_DATABASE_URL",
-                )?);
+            let store = std::sync::Arc::new(
+                quarry_store_pg::PgStore::connect(url)
+                    .context("cannot open the database given by --database / QUARRY_DATABASE_URL")?,
+            );
+            // Blobs shared by several nodes are collected under the database's lock.
+            blob_locks = Some(store.clone());
             Engine::open_with(opts, store.clone())
                 .with_context(|| format!("cannot open the index at {}", dir.display()))?
                 .with_vector_search(store)
+        }
+    };
+    let engine = match cli.blobs.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
+        None => engine,
+        Some(url) => {
+            let locks = blob_locks.unwrap_or_else(|| {
+                std::sync::Arc::new(quarry_blobs::FileBlobLocks::new(dir.join("blobs.lock")))
+            });
+            let blobs = quarry_blobs_object::ObjectBlobStore::open(
+                url,
+                &dir.join("blob-staging"),
+                locks,
+            )
+            .context("cannot open the blob store given by --blobs / QUARRY_BLOBS_URL")?;
+            engine.with_blobs(std::sync::Arc::new(blobs))
         }
     };
     let engine = engine

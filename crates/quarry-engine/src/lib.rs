@@ -230,6 +230,14 @@ impl Engine {
         })
     }
 
+    /// Keeps uploaded originals and extracted images in `blobs` (e.g. an S3 bucket) rather
+    /// than in the index directory.
+    pub fn with_blobs(self, blobs: Arc<dyn quarry_blobs::BlobStore>) -> Engine {
+        self.configure(|s| {
+            let _ = s.blobs.set(blobs);
+        })
+    }
+
     /// Searches vectors in the store itself (PostgreSQL with pgvector) rather than in a
     /// local ANN file: `search` is usually the store opened for [`Engine::open_with`].
     pub fn with_vector_search(self, search: Arc<dyn quarry_store::VectorSearch>) -> Engine {

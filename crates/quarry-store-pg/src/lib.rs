@@ -103,6 +103,7 @@ pub(crate) fn conflict_or_db(e: postgres::Error, message: impl FnOnce() -> Strin
 pub(crate) const FEED_WRITE_LOCK: i64 = 7_245_190_455_173_122_049;
 
 mod access;
+mod blob_locks;
 mod chat;
 mod hub;
 mod jobs;

@@ -83,7 +83,7 @@ impl Pool {
             if state.open < self.size {
                 state.open += 1;
                 drop(state);
-                return match self.config.connect(self.tls.clone()) {
+                return match self.connect_dedicated() {
                     Ok(client) => Ok(PgConnection {
                         client: Some(client),
                         pool: self,
@@ -91,11 +91,7 @@ impl Pool {
                     Err(e) => {
                         self.lock().open -= 1;
                         self.freed.notify_one();
-                        Err(Error::Unavailable(format!(
-                            "cannot connect to PostgreSQL at {}: {}",
-                            self.describe,
-                            quarry_core::error_chain(&e)
-                        )))
+                        Err(e)
                     }
                 };
             }
@@ -113,6 +109,17 @@ impl Pool {
                 )));
             }
         }
+    }
+
+    /// A connection of its own, outside the pool (for session-level locks).
+    pub(crate) fn connect_dedicated(&self) -> Result<Client> {
+        self.config.connect(self.tls.clone()).map_err(|e| {
+            Error::Unavailable(format!(
+                "cannot connect to PostgreSQL at {}: {}",
+                self.describe,
+                quarry_core::error_chain(&e)
+            ))
+        })
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
