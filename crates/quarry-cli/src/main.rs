@@ -1155,18 +1155,24 @@ fn serve(
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, "models not loaded; vector search will say why"),
         });
-        if let Some(workers) = workers {
-            state.start_workers(workers)?;
-        }
-        // A stdio session (`quarry mcp`, started per agent session) lists the knowledge
-        // tools; it connects upstreams only if a call needs one, never all of them at start.
-        if transport != Transport::Mcp {
-            state.start_hub(hub_opts)?;
-            if let Some(p) = &chat_provider {
-                tracing::info!(model = %p.label(), "chat model configured");
+        // Starting reads the store (queued jobs, hub registrations), which blocks: never on
+        // a thread that drives async tasks.
+        tokio::task::block_in_place(|| -> Result<()> {
+            if let Some(workers) = workers {
+                state.start_workers(workers)?;
             }
-            state.start_chat(chat_provider, chat_settings)?;
-        }
+            // A stdio session (`quarry mcp`, started per agent session) lists the knowledge
+            // tools; it connects upstreams only if a call needs one, never all of them at
+            // start.
+            if transport != Transport::Mcp {
+                state.start_hub(hub_opts)?;
+                if let Some(p) = &chat_provider {
+                    tracing::info!(model = %p.label(), "chat model configured");
+                }
+                state.start_chat(chat_provider, chat_settings)?;
+            }
+            Ok(())
+        })?;
         let shutdown = quarry_server::shutdown_on_signals();
         let workers_state = state.clone();
         let http = |state, shutdown| {

@@ -140,6 +140,18 @@ impl Pool {
     }
 }
 
+impl Drop for Pool {
+    fn drop(&mut self) {
+        // Closing a connection waits for its driver, which must not happen on a thread that
+        // drives async tasks (a server shutting down drops its store there): close them on
+        // a thread of their own.
+        let idle = std::mem::take(&mut self.lock().idle);
+        if !idle.is_empty() {
+            let _ = std::thread::spawn(move || drop(idle)).join();
+        }
+    }
+}
+
 /// A connection borrowed from the pool; it goes back when dropped.
 pub struct PgConnection<'a> {
     client: Option<Client>,
