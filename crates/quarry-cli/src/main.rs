@@ -624,10 +624,10 @@ fn open(cli: &Cli, env: &config::Env) -> Result<Engine> {
         Some(url) => {
             // The database is the system of record; the index directory keeps what this
             // node derives from it.
-            let store = std::sync::Arc::new(
-                quarry_store_pg::PgStore::connect(url)
-                    .context("cannot open the database given by --database / QUARRY_DATABASE_URL")?,
-            );
+            let store =
+                std::sync::Arc::new(quarry_store_pg::PgStore::connect(url).context(
+                    "cannot open the database given by --database / QUARRY_DATABASE_URL",
+                )?);
             // Blobs shared by several nodes are collected under the database's lock.
             blob_locks = Some(store.clone());
             Engine::open_with(opts, store.clone())
@@ -635,18 +635,20 @@ fn open(cli: &Cli, env: &config::Env) -> Result<Engine> {
                 .with_vector_search(store)
         }
     };
-    let engine = match cli.blobs.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
+    let engine = match cli
+        .blobs
+        .as_deref()
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+    {
         None => engine,
         Some(url) => {
             let locks = blob_locks.unwrap_or_else(|| {
                 std::sync::Arc::new(quarry_blobs::FileBlobLocks::new(dir.join("blobs.lock")))
             });
-            let blobs = quarry_blobs_object::ObjectBlobStore::open(
-                url,
-                &dir.join("blob-staging"),
-                locks,
-            )
-            .context("cannot open the blob store given by --blobs / QUARRY_BLOBS_URL")?;
+            let blobs =
+                quarry_blobs_object::ObjectBlobStore::open(url, &dir.join("blob-staging"), locks)
+                    .context("cannot open the blob store given by --blobs / QUARRY_BLOBS_URL")?;
             engine.with_blobs(std::sync::Arc::new(blobs))
         }
     };

@@ -18,9 +18,7 @@ struct Held(Client);
 impl Drop for Held {
     fn drop(&mut self) {
         // Closing the session releases it too; unlocking first frees it at once.
-        let _ = self
-            .0
-            .execute("SELECT pg_advisory_unlock_all()", &[]);
+        let _ = self.0.execute("SELECT pg_advisory_unlock_all()", &[]);
     }
 }
 
