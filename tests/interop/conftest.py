@@ -236,6 +236,35 @@ def home_database(home: Path) -> str:
     return _HOME_DATABASES[key]
 
 
+def db_rows(env: dict[str, str], home: Path, sql: str) -> list[tuple]:
+    """The rows of `sql` (plain SQL both backends speak, no parameters) on the system of
+    record of a `quarry` with this environment: its PostgreSQL database when
+    ``QUARRY_DATABASE_URL`` is set, else the home's SQLite file. Integers come back as ints,
+    NULL as None, everything else as text."""
+    url = env.get("QUARRY_DATABASE_URL")
+    if not url:
+        import sqlite3
+
+        with sqlite3.connect(home / "index" / "quarry.db") as c:
+            return [tuple(r) for r in c.execute(sql).fetchall()]
+    pg_bin = os.environ.get("QUARRY_TEST_PG_BIN")
+    psql = str(Path(pg_bin) / "psql") if pg_bin else "psql"
+    out = subprocess.run(
+        [psql, url, "-X", "-q", "-A", "-t", "-F", "\x1f", "-P", "null=\x1e", "-c", sql],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    ).stdout
+
+    def value(v: str):
+        if v == "\x1e":
+            return None
+        return int(v) if re.fullmatch(r"-?\d+", v) else v
+
+    return [tuple(value(v) for v in line.split("\x1f")) for line in out.splitlines() if line]
+
+
 def isolated_env(home: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
     """The environment for a `quarry` on `home`: no model settings from outside, the Hugging
     Face Hub offline with an empty model cache (so the default model is never fetched), the

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from conftest import QuarryHome, isolated_env, start_server
+from conftest import QuarryHome, db_rows, isolated_env, start_server
 from kb_support import DOCS, TERMINAL, api, create_kb, need_docs, wait_for
 from kb_support import upload_response as upload
 
@@ -338,9 +338,10 @@ def test_restart_after_sigkill_loses_and_duplicates_nothing(kb_home, tmp_path):
     )
     srv.proc.send_signal(signal.SIGKILL)
     srv.proc.wait()
-    db = kb_home.home / "index" / "quarry.db"
-    with sqlite3.connect(db) as c:
-        unfinished = c.execute("SELECT COUNT(*) FROM kb_files WHERE status NOT IN ('ready', 'failed')").fetchone()[0]
+    def rows(sql):
+        return db_rows(kb_home.env, kb_home.home, sql)
+
+    unfinished = rows("SELECT COUNT(*) FROM kb_files WHERE status NOT IN ('ready', 'failed')")[0][0]
     assert unfinished > 0, "the kill came too late to test anything"
 
     srv2 = start_server(kb_home, logdir=tmp_path / "logs2")
@@ -355,12 +356,11 @@ def test_restart_after_sigkill_loses_and_duplicates_nothing(kb_home, tmp_path):
                 assert d["error"], d
         names = [final[i]["file_name"] for i in ids]
         assert len(set(names)) == 100
-        with sqlite3.connect(db) as c:
-            # One searchable document per ready file, none for the others, no job left.
-            ready = c.execute("SELECT COUNT(*) FROM kb_files WHERE status = 'ready'").fetchone()[0]
-            docs = c.execute("SELECT COUNT(*) FROM documents").fetchone()[0]
-            jobs = c.execute("SELECT COUNT(*) FROM jobs WHERE kind = 'ingest' AND status != 'failed'").fetchone()[0]
-            referenced = {r[0] for r in c.execute("SELECT blob FROM kb_files UNION SELECT hash FROM file_images")}
+        # One searchable document per ready file, none for the others, no job left.
+        ready = rows("SELECT COUNT(*) FROM kb_files WHERE status = 'ready'")[0][0]
+        docs = rows("SELECT COUNT(*) FROM documents")[0][0]
+        jobs = rows("SELECT COUNT(*) FROM jobs WHERE kind = 'ingest' AND status != 'failed'")[0][0]
+        referenced = {r[0] for r in rows("SELECT blob FROM kb_files UNION SELECT hash FROM file_images")}
         converted = sum(1 for i in ids if final[i]["docid"])
         assert docs == converted and ready <= docs
         assert jobs == 0
