@@ -9,7 +9,6 @@ import json
 import re
 import signal
 import threading
-import sqlite3
 import time
 import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
@@ -17,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CHINESE, JOURNAL_1, JOURNAL_2, LARGE, MEETING, PASSWD_MARKER, PLAN, display
+from conftest import CHINESE, JOURNAL_1, JOURNAL_2, LARGE, MEETING, PASSWD_MARKER, PLAN, db_rows, display
 
 TLDR_PAGES = Path(__file__).resolve().parents[3] / "shared" / "corpora" / "tldr" / "pages"
 
@@ -346,14 +345,11 @@ def test_empty_folder_needs_allow_empty(server, tmp_path):
     assert status == 200, body
 
 
-def rename_in_db(home, old: str, new: str) -> None:
-    """Renames a collection behind the engine's back, like an index made before a name was reserved."""
-    db = sqlite3.connect(home / "index" / "quarry.db")
-    try:
-        with db:
-            assert db.execute("UPDATE collections SET name = ? WHERE name = ?", (new, old)).rowcount == 1
-    finally:
-        db.close()
+def rename_in_db(server, old: str, new: str) -> None:
+    """Renames a collection behind the engine's back, like an index made before a name was
+    reserved (names here are plain words)."""
+    rows = db_rows(server.env, server.home, f"UPDATE collections SET name = '{new}' WHERE name = '{old}' RETURNING id")
+    assert len(rows) == 1, rows
 
 
 def test_reserved_collection_name(server, tmp_path):
@@ -368,12 +364,12 @@ def test_reserved_collection_name(server, tmp_path):
     post(base, "/collections/add", {"name": "stuff", "path": str(folder)})
     assert_error(*request(base, "PUT", "/collections/stuff", {"new_name": "add"})[:2], 400, "reserved")
     # One made before the rule stays reachable at its own URL.
-    rename_in_db(server.home, "stuff", "add")
+    rename_in_db(server, "stuff", "add")
     status, body, _ = get(base, "/collections/add")
     assert status == 200 and body["name"] == "add" and body["documents"] == 1, body
     status, body, _ = request(base, "PUT", "/collections/add", {"newName": "fruit"})
     assert body["status"] == "renamed" and body["old_name"] == "add", body
-    rename_in_db(server.home, "fruit", "add")
+    rename_in_db(server, "fruit", "add")
     status, body, _ = request(base, "DELETE", "/collections/add")
     assert body == {"status": "removed", "name": "add", "content": "Removed collection 'add'"}
     assert_error(*get(base, "/collections/add")[:2], 404, "collection 'add' not found")

@@ -17,7 +17,6 @@ from __future__ import annotations
 import calendar
 import json
 import re
-import sqlite3
 import subprocess
 import time
 from contextlib import asynccontextmanager
@@ -27,7 +26,7 @@ from pathlib import Path
 import httpx2
 import pytest
 import requests
-from conftest import CORPUS, QuarryHome, QuarryServer, free_port, make_home, start_server
+from conftest import CORPUS, QuarryHome, QuarryServer, db_rows, free_port, make_home, start_server
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
@@ -1370,13 +1369,7 @@ def test_notes_are_titled_tagged_and_summarised_in_the_background(quarry_bin, co
 
 def test_secrets_never_stored_or_logged(team):
     assert len(team.secrets) >= 10
-    db = sqlite3.connect(team.home.home / "index" / "quarry.db")
-    try:
-        cols = [row[1] for row in db.execute("PRAGMA table_info(access_tokens)")]
-        assert cols, "no access_tokens table"
-        rows = db.execute("SELECT * FROM access_tokens").fetchall()
-    finally:
-        db.close()
+    rows = db_rows(team.home.env, team.home.home, "SELECT * FROM access_tokens")
     assert len(rows) >= len(team.secrets) - 1, (len(rows), len(team.secrets))  # `user rm temp` took one
     dump = []
     for row in rows:

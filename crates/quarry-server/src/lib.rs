@@ -563,7 +563,11 @@ async fn pause_after_accept_error(e: &std::io::Error) {
 pub async fn serve_stdio(state: Arc<AppState>, shutdown: CancellationToken) -> std::io::Result<()> {
     let (reader, writer, output) =
         mcp::jsonrpc::stdio_pipes(tokio::io::stdin(), tokio::io::stdout());
-    let mcp = QuarryMcp::local(state).map_err(|e| std::io::Error::other(e.to_string()))?;
+    // The session's principal is read from the store: off the async threads.
+    let mcp = http::run_blocking_raw(move || QuarryMcp::local(state))
+        .await
+        .map_err(|e| std::io::Error::other(e.detail))?
+        .map_err(|e| std::io::Error::other(e.to_string()))?;
     let served = match mcp.serve_with_ct((reader, writer), shutdown).await {
         Ok(service) => service.waiting().await.map(drop).map_err(|e| {
             std::io::Error::other(format!("MCP stdio session ended with an error: {e}"))
