@@ -4,7 +4,8 @@
 //! `object_store` (with its S3 client on reqwest, rustls and ring).
 //!
 //! A store is named by a URL, `s3://bucket` or `s3://bucket/some/prefix`; credentials,
-//! region and endpoint come from the usual environment: `AWS_ACCESS_KEY_ID`,
+//! region and endpoint are settings named as the usual environment variables, which the
+//! caller passes (the `quarry` CLI reads them from its environment): `AWS_ACCESS_KEY_ID`,
 //! `AWS_SECRET_ACCESS_KEY` (`AWS_SESSION_TOKEN`), `AWS_REGION` (else `AWS_DEFAULT_REGION`,
 //! else `us-east-1`), `AWS_ENDPOINT_URL` (or `AWS_ENDPOINT_URL_S3`) for an S3-compatible
 //! server, `AWS_ALLOW_HTTP=true` for a plain-http endpoint on a private network. Every other
@@ -175,31 +176,23 @@ fn ensure_crypto_provider() {
 }
 
 impl ObjectBlobStore {
-    /// Opens the blobs at `url` (`s3://bucket[/prefix]`), configured from the environment
-    /// (see the crate docs), staging uploads in `staging_dir` (created; what a crashed
-    /// upload left there is removed) and taking its garbage-collection locks from `locks`,
-    /// which every node sharing the bucket must share. Lists the bucket once: an
-    /// unreachable endpoint, a missing bucket or refused credentials are an
-    /// [`Error::Unavailable`] saying what to fix; a malformed URL is [`Error::InvalidInput`].
-    pub fn open(url: &str, staging_dir: &FsPath, locks: Arc<dyn BlobLocks>) -> Result<Self> {
-        Self::open_with(url, staging_dir, locks, &[])
-    }
-
-    /// [`ObjectBlobStore::open`] with settings named as their environment variables
-    /// (`("AWS_ENDPOINT_URL", "http://…")`, `("AWS_REGION", …)`) taking precedence over the
-    /// environment: for a configuration file, or a test.
-    pub fn open_with(
+    /// Opens the blobs at `url` (`s3://bucket[/prefix]`) with `settings` named as the usual
+    /// environment variables (`("AWS_ENDPOINT_URL", "http://…")`, `("AWS_REGION", …)`,
+    /// credentials; the caller reads them: this crate never reads the environment), staging
+    /// uploads in `staging_dir` (created; what a crashed upload left there is removed) and
+    /// taking its garbage-collection locks from `locks`, which every node sharing the bucket
+    /// must share. Lists the bucket once: an unreachable endpoint, a missing bucket or
+    /// refused credentials are an [`Error::Unavailable`] saying what to fix; a malformed URL
+    /// or an unknown setting is [`Error::InvalidInput`].
+    pub fn open(
         url: &str,
         staging_dir: &FsPath,
         locks: Arc<dyn BlobLocks>,
         settings: &[(&str, &str)],
     ) -> Result<Self> {
         let (bucket, prefix) = parse_url(url)?;
-        let mut builder = AmazonS3Builder::from_env();
-        let mut secrets: Vec<String> = ["AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_TOKEN"]
-            .iter()
-            .filter_map(|k| std::env::var(k).ok())
-            .collect();
+        let mut builder = AmazonS3Builder::new();
+        let mut secrets: Vec<String> = Vec::new();
         for (name, value) in settings {
             let key: AmazonS3ConfigKey = name.to_ascii_lowercase().parse().map_err(|_| {
                 Error::invalid(format!("{name} is not an S3 setting object_store knows"))

@@ -154,6 +154,27 @@ fn raw_etag(bucket: &str, key: &str) -> String {
     meta.e_tag.unwrap_or_default()
 }
 
+/// The `AWS_*` settings of the test server from this process's environment (the store itself
+/// never reads the environment: its caller passes them).
+fn env_settings() -> Vec<(String, String)> {
+    std::env::vars()
+        .filter(|(k, _)| k.starts_with("AWS_"))
+        .collect()
+}
+
+/// Opens a store with [`env_settings`] and `extra` after them (taking precedence).
+fn open_store(
+    url: &str,
+    dir: &std::path::Path,
+    extra: &[(&str, &str)],
+) -> quarry_core::Result<ObjectBlobStore> {
+    let env = env_settings();
+    let mut settings: Vec<(&str, &str)> =
+        env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    settings.extend_from_slice(extra);
+    ObjectBlobStore::open(url, dir, Arc::new(ProcessLocks::default()), &settings)
+}
+
 /// [`fresh_store`], with the bucket's name.
 fn fresh_store_in(
     label: &str,
@@ -163,12 +184,8 @@ fn fresh_store_in(
     let bucket = unique_bucket(label);
     create_bucket(&endpoint, &bucket);
     let dir = tempfile::tempdir().unwrap();
-    let store = ObjectBlobStore::open(
-        &format!("s3://{bucket}{prefix}"),
-        dir.path(),
-        Arc::new(ProcessLocks::default()),
-    )
-    .expect("open the store on the test server");
+    let store = open_store(&format!("s3://{bucket}{prefix}"), dir.path(), &[])
+        .expect("open the store on the test server");
     Some((dir, bucket, store))
 }
 
@@ -244,12 +261,8 @@ fn a_missing_bucket_is_a_clear_error_at_open() {
     };
     let dir = tempfile::tempdir().unwrap();
     let bucket = unique_bucket("missing");
-    let err = ObjectBlobStore::open(
-        &format!("s3://{bucket}/x"),
-        dir.path(),
-        Arc::new(ProcessLocks::default()),
-    )
-    .expect_err("the bucket does not exist");
+    let err = open_store(&format!("s3://{bucket}/x"), dir.path(), &[])
+        .expect_err("the bucket does not exist");
     let text = err.to_string();
     eprintln!("{text}");
     assert!(matches!(err, Error::Unavailable(_)), "{err:?}");
@@ -268,10 +281,9 @@ fn an_unreachable_endpoint_is_a_clear_error_at_open_without_secrets() {
     };
     let dir = tempfile::tempdir().unwrap();
     let started = std::time::Instant::now();
-    let err = ObjectBlobStore::open_with(
+    let err = open_store(
         "s3://some-bucket/x",
         dir.path(),
-        Arc::new(ProcessLocks::default()),
         &[
             ("AWS_ENDPOINT_URL", "http://127.0.0.1:1"),
             ("AWS_SECRET_ACCESS_KEY", "very-secret-key"),
@@ -300,10 +312,9 @@ fn a_plain_http_endpoint_needs_allow_http() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let err = ObjectBlobStore::open_with(
+    let err = open_store(
         "s3://some-bucket",
         dir.path(),
-        Arc::new(ProcessLocks::default()),
         &[("AWS_ALLOW_HTTP", "false")],
     )
     .expect_err("http is not allowed");
@@ -319,8 +330,7 @@ fn a_plain_http_endpoint_needs_allow_http() {
 fn a_malformed_url_is_invalid_input() {
     let dir = tempfile::tempdir().unwrap();
     for url in ["https://bucket/x", "s3://Bad_Bucket", "s3://b"] {
-        let err = ObjectBlobStore::open(url, dir.path(), Arc::new(ProcessLocks::default()))
-            .expect_err("malformed");
+        let err = open_store(url, dir.path(), &[]).expect_err("malformed");
         assert!(matches!(err, Error::InvalidInput(_)), "{url}: {err:?}");
     }
 }

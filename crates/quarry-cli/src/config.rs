@@ -57,6 +57,17 @@ const QUERYING: &[&str] = &["query", "eval", "serve", "mcp"];
 const EXPANDING: &[&str] = &["vsearch", "query", "eval", "serve", "mcp"];
 /// Commands that may load a note-annotating chat model.
 const ANNOTATING: &[&str] = &["kb", "serve", "mcp"];
+/// What `--blobs` passes to the object store (it never reads the environment itself).
+pub(crate) const BLOBS_ENV: &[Var] = &[
+    AWS_ACCESS_KEY_ID,
+    AWS_SECRET_ACCESS_KEY,
+    AWS_SESSION_TOKEN,
+    AWS_REGION,
+    AWS_DEFAULT_REGION,
+    AWS_ENDPOINT_URL,
+    AWS_ALLOW_HTTP,
+];
+
 /// Commands that load any model.
 const MODELS: &[&str] = &["embed", "vsearch", "query", "eval", "kb", "serve", "mcp"];
 const SERVE: &[&str] = &["serve"];
@@ -234,6 +245,16 @@ table! {
             "`1`: the configuration test rewrites docs/configuration.md instead of failing.";
         QUARRY_BIN: TestsOnly, None, TESTS, "the workspace's debug build",
             "The `quarry` binary the interop tests and benchmarks run.";
+        QUARRY_TEST_DATABASE_URL: TestsOnly, None, TESTS, "unset (those tests skip; under `CI=true` they fail)",
+            "A PostgreSQL server with pgvector on which the store tests make their own databases (`scripts/test-services start`).";
+        QUARRY_TEST_BACKEND: TestsOnly, None, TESTS, "`sqlite`",
+            "`postgres`: the interop tests give every home its own database on `QUARRY_TEST_DATABASE_URL`.";
+        QUARRY_TEST_S3_ENDPOINT: TestsOnly, None, TESTS, "unset (those tests skip; under `CI=true` they fail)",
+            "An S3-compatible server (moto) for the object-storage blob tests.";
+        QUARRY_TEST_PG_BIN: TestsOnly, None, TESTS, "unset (`psql` from `PATH`)",
+            "Where the interop tests find `psql`.";
+        QUARRY_TEST_SERVICES_DIR: TestsOnly, None, TESTS, "`/tmp/quarry-test-services-UID`",
+            "State of `scripts/test-services` (pid files, logs).";
         QUARRY_TEST_DOCS: TestsOnly, None, TESTS, "unset (those tests skip)",
             "Folder of real documents (PDF, Office) for the interop tests.";
         QUARRY_TEST_MINILM: TestsOnly, None, TESTS, "unset (those tests skip)",

@@ -646,9 +646,17 @@ fn open(cli: &Cli, env: &config::Env) -> Result<Engine> {
             let locks = blob_locks.unwrap_or_else(|| {
                 std::sync::Arc::new(quarry_blobs::FileBlobLocks::new(dir.join("blobs.lock")))
             });
-            let blobs =
-                quarry_blobs_object::ObjectBlobStore::open(url, &dir.join("blob-staging"), locks)
-                    .context("cannot open the blob store given by --blobs / QUARRY_BLOBS_URL")?;
+            let settings: Vec<(&str, &str)> = config::BLOBS_ENV
+                .iter()
+                .filter_map(|v| Some((v.name, env.get(v)?)))
+                .collect();
+            let blobs = quarry_blobs_object::ObjectBlobStore::open(
+                url,
+                &dir.join("blob-staging"),
+                locks,
+                &settings,
+            )
+            .context("cannot open the blob store given by --blobs / QUARRY_BLOBS_URL")?;
             engine.with_blobs(std::sync::Arc::new(blobs))
         }
     };

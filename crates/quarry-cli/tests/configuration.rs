@@ -19,14 +19,14 @@ fn print_config_shows_values_and_their_sources_with_secrets_masked() {
     let envs = [
         ("QUARRY_INGEST_WORKERS", "3"),
         ("QUARRY_HTTP_MAX_CONNECTIONS", "64"),
-        ("OPENAI_API_KEY", "sk-print-config-SECRET"),
-        ("QUARRY_CHAT_API_KEY", "sk-chat-SECRET"),
+        ("OPENAI_API_KEY", "sk-print-config-Hunter2"),
+        ("QUARRY_CHAT_API_KEY", "sk-chat-Hunter2"),
     ];
     let args = ["serve", "--print-config", "--port", "9999"];
     let out = q.run_env(&args, &envs);
     assert_success(&args, &out);
     let text = stdout(&out);
-    assert!(!text.contains("SECRET"), "a key was printed:\n{text}");
+    assert!(!text.contains("Hunter2"), "a key was printed:\n{text}");
 
     assert!(line(&text, "--port").contains("9999") && line(&text, "--port").contains("[flag]"));
     let conns = line(&text, "--max-connections");
