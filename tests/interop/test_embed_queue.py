@@ -13,13 +13,12 @@ from __future__ import annotations
 import json
 import random
 import signal
-import sqlite3
 import time
 from pathlib import Path
 
 import anyio
 import pytest
-from conftest import QuarryHome, isolated_env, start_server
+from conftest import QuarryHome, db_rows, isolated_env, start_server
 from fake_models import FakeModels
 from kb_support import api, create_kb, documents, upload, wait_for
 from mcp import Client
@@ -137,8 +136,7 @@ def test_a_note_behind_a_batch_is_searchable_while_the_batch_embeds(quarry_bin, 
         # The queue empties (a round queued after the last upload finds nothing left).
         deadline = time.monotonic() + 30
         while True:
-            with sqlite3.connect(home.home / "index" / "quarry.db") as c:
-                left = c.execute("SELECT kind, status, error FROM jobs").fetchall()
+            left = db_rows(home.env, home.home, "SELECT kind, status, error FROM jobs")
             if not left:
                 break
             assert time.monotonic() < deadline, left
@@ -164,11 +162,9 @@ def test_killing_the_server_mid_embedding_resumes_the_embed_job(quarry_bin, tmp_
     srv.proc.send_signal(signal.SIGKILL)
     srv.proc.wait()
     before = len(set(slow_models.embedded_texts()))
-    db = home.home / "index" / "quarry.db"
-    with sqlite3.connect(db) as c:
-        embedding = c.execute("SELECT COUNT(*) FROM kb_files WHERE status = 'embedding'").fetchone()[0]
-        stored = c.execute("SELECT COUNT(*) FROM embeddings").fetchone()[0]
-        jobs = c.execute("SELECT kind, status FROM jobs").fetchall()
+    embedding = db_rows(home.env, home.home, "SELECT COUNT(*) FROM kb_files WHERE status = 'embedding'")[0][0]
+    stored = db_rows(home.env, home.home, "SELECT COUNT(*) FROM embeddings")[0][0]
+    jobs = db_rows(home.env, home.home, "SELECT kind, status FROM jobs")
     assert embedding > 0 and stored >= 64, (embedding, stored, jobs)
     assert any(kind == "embed" for kind, _ in jobs), jobs
 

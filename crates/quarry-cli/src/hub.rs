@@ -222,13 +222,19 @@ pub(crate) fn run(engine: Engine, cmd: &HubCmd, json_out: bool) -> Result<()> {
     out
 }
 
+/// Runs a registry call (it reads and writes the store, so it blocks) off this async
+/// thread's runtime context.
+fn blocking<T>(f: impl FnOnce() -> T) -> T {
+    tokio::task::block_in_place(f)
+}
+
 /// An upstream once its first discovery finished (or after [`quarry_hub::ANSWER_GRACE`],
 /// still `connecting`).
 async fn settle(hub: &Arc<Hub>, who: &Principal, id: &str) -> Result<UpstreamInfo> {
-    if let Some(c) = hub.connecting(who, id)? {
+    if let Some(c) = blocking(|| hub.connecting(who, id))? {
         c.discovered(quarry_hub::ANSWER_GRACE).await;
     }
-    Ok(hub.upstream(who, id)?)
+    Ok(blocking(|| hub.upstream(who, id))?)
 }
 
 async fn run_async(hub: &Arc<Hub>, who: &Principal, cmd: &HubCmd, json_out: bool) -> Result<()> {
@@ -278,7 +284,7 @@ async fn run_async(hub: &Arc<Hub>, who: &Principal, cmd: &HubCmd, json_out: bool
                 call_timeout_secs: *call_timeout,
                 ..Default::default()
             };
-            let info = hub.register(who, req)?;
+            let info = blocking(|| hub.register(who, req))?;
             // This process holds the only connection: wait a little for its tools.
             let info = settle(hub, who, &info.id).await?;
             print_server(&info, json_out)?;
@@ -306,12 +312,12 @@ async fn run_async(hub: &Arc<Hub>, who: &Principal, cmd: &HubCmd, json_out: bool
                 category: category.clone(),
                 ..Default::default()
             };
-            let info = hub.register(who, req)?;
+            let info = blocking(|| hub.register(who, req))?;
             let info = settle(hub, who, &info.id).await?;
             print_server(&info, json_out)?;
         }
         HubCmd::List { .. } => {
-            let list = hub.upstreams(who)?;
+            let list = blocking(|| hub.upstreams(who))?;
             if json_out {
                 return print_json(&list);
             }
@@ -323,8 +329,8 @@ async fn run_async(hub: &Arc<Hub>, who: &Principal, cmd: &HubCmd, json_out: bool
             }
         }
         HubCmd::Rm { server, .. } => {
-            let s = hub.find_upstream(who, server)?;
-            hub.delete_upstream(who, &s.id)?;
+            let s = blocking(|| hub.find_upstream(who, server))?;
+            blocking(|| hub.delete_upstream(who, &s.id))?;
             if json_out {
                 print_json(&json!({ "id": s.id, "deleted": true }))?;
             } else {
@@ -332,22 +338,22 @@ async fn run_async(hub: &Arc<Hub>, who: &Principal, cmd: &HubCmd, json_out: bool
             }
         }
         HubCmd::Refresh { server, .. } => {
-            let s = hub.find_upstream(who, server)?;
+            let s = blocking(|| hub.find_upstream(who, server))?;
             hub.refresh(who, &s.id)?.finish().await;
-            print_server(&hub.upstream(who, &s.id)?, json_out)?;
+            print_server(&blocking(|| hub.upstream(who, &s.id))?, json_out)?;
         }
         HubCmd::Enable { server, .. } | HubCmd::Disable { server, .. } => {
-            let s = hub.find_upstream(who, server)?;
+            let s = blocking(|| hub.find_upstream(who, server))?;
             let on = matches!(cmd, HubCmd::Enable { .. });
-            if let Some(c) = hub.set_enabled(who, &s.id, Some(on))? {
+            if let Some(c) = blocking(|| hub.set_enabled(who, &s.id, Some(on)))? {
                 c.discovered(quarry_hub::ANSWER_GRACE).await;
             }
-            print_server(&hub.upstream(who, &s.id)?, json_out)?;
+            print_server(&blocking(|| hub.upstream(who, &s.id))?, json_out)?;
         }
         HubCmd::Tools { server, .. } => {
-            let catalog = hub.catalog(who.owner_key())?;
+            let catalog = blocking(|| hub.catalog(who.owner_key()))?;
             let package = match server {
-                Some(s) => Some(hub.find_upstream(who, s).map(|s| s.package).or_else(|e| {
+                Some(s) => Some(blocking(|| hub.find_upstream(who, s)).map(|s| s.package).or_else(|e| {
                     if catalog.package(s).is_some() {
                         Ok(s.clone())
                     } else {
@@ -374,7 +380,7 @@ async fn run_async(hub: &Arc<Hub>, who: &Principal, cmd: &HubCmd, json_out: bool
             print_tool_lines(&tools);
         }
         HubCmd::Search { query, limit, .. } => {
-            let catalog = hub.catalog(who.owner_key())?;
+            let catalog = blocking(|| hub.catalog(who.owner_key()))?;
             let hits = catalog.index()?.search(query, None, (*limit).max(1))?;
             let found: Vec<Value> = hits
                 .iter()
