@@ -353,13 +353,17 @@ async fn run_async(hub: &Arc<Hub>, who: &Principal, cmd: &HubCmd, json_out: bool
         HubCmd::Tools { server, .. } => {
             let catalog = blocking(|| hub.catalog(who.owner_key()))?;
             let package = match server {
-                Some(s) => Some(blocking(|| hub.find_upstream(who, s)).map(|s| s.package).or_else(|e| {
-                    if catalog.package(s).is_some() {
-                        Ok(s.clone())
-                    } else {
-                        Err(e)
-                    }
-                })?),
+                Some(s) => Some(
+                    blocking(|| hub.find_upstream(who, s))
+                        .map(|s| s.package)
+                        .or_else(|e| {
+                            if catalog.package(s).is_some() {
+                                Ok(s.clone())
+                            } else {
+                                Err(e)
+                            }
+                        })?,
+                ),
                 None => None,
             };
             let tools: Vec<Value> = catalog
