@@ -8,7 +8,7 @@
 
 use quarry_store::JobKind;
 
-use super::knowledge::{enqueue_cleanup_tx, get};
+use super::knowledge::enqueue_cleanup_tx;
 use super::*;
 
 /// Advisory-lock key serialising embed claims ("one embed job processing at a time").
@@ -69,7 +69,7 @@ impl JobQueue for PgStore {
                 let locked = tx
                     .query_one("SELECT pg_try_advisory_xact_lock($1)", &[&EMBED_CLAIM_LOCK])
                     .map_err(db_err)?;
-                if !get::<bool>(&locked, 0)? {
+                if !col::<bool>(&locked, 0)? {
                     return Ok(None);
                 }
                 row = claim_where(
@@ -84,8 +84,8 @@ impl JobQueue for PgStore {
             let Some(row) = row else {
                 return Ok(None);
             };
-            let id: i64 = get(&row, 0)?;
-            let kind: String = get(&row, 2)?;
+            let id: i64 = col(&row, 0)?;
+            let kind: String = col(&row, 2)?;
             let Some(kind) = JobKind::parse(&kind) else {
                 // A job kind from a newer quarry: set aside, not run.
                 tx.execute(
@@ -97,12 +97,12 @@ impl JobQueue for PgStore {
             };
             Ok(Some(Job {
                 id,
-                token: get(&row, 1)?,
+                token: col(&row, 1)?,
                 kind,
-                file_id: get(&row, 3)?,
-                collection_id: get(&row, 4)?,
-                attempts: get::<i32>(&row, 5)?.max(0) as u32,
-                interrupted: get(&row, 6)?,
+                file_id: col(&row, 3)?,
+                collection_id: col(&row, 4)?,
+                attempts: col::<i32>(&row, 5)?.max(0) as u32,
+                interrupted: col(&row, 6)?,
             }))
         })
     }
@@ -149,10 +149,10 @@ impl JobQueue for PgStore {
             let Some(job) = job else {
                 return Ok(false);
             };
-            let kind: String = get(&job, 0)?;
-            let file_id: Option<i64> = get(&job, 1)?;
-            let collection_id: Option<i64> = get(&job, 2)?;
-            let attempts: i32 = get(&job, 3)?;
+            let kind: String = col(&job, 0)?;
+            let file_id: Option<i64> = col(&job, 1)?;
+            let collection_id: Option<i64> = col(&job, 2)?;
+            let attempts: i32 = col(&job, 3)?;
             let now = quarry_core::now_millis();
             if let Some(file) = file_id {
                 let (status, error) = match retry_after_ms {
@@ -191,7 +191,7 @@ impl JobQueue for PgStore {
             )
             .map_err(db_err)?
             .iter()
-            .map(|r| get(r, 0))
+            .map(|r| col(r, 0))
             .collect()
     }
 
@@ -245,7 +245,7 @@ impl JobQueue for PgStore {
                 &[&collections],
             )
             .map_err(db_err)?;
-        let count = |i: usize| -> Result<u64> { Ok(get::<i64>(&row, i)?.max(0) as u64) };
+        let count = |i: usize| -> Result<u64> { Ok(col::<i64>(&row, i)?.max(0) as u64) };
         Ok(QueueCounts {
             enqueued: count(0)?,
             processing: count(1)?,

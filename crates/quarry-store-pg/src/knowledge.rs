@@ -21,16 +21,16 @@ const KB_SELECT: &str = "SELECT c.id, c.uid, c.name, c.description, c.chunk_size
      COALESCE(sum(f.size), 0)::bigint AS bytes FROM kb_files f WHERE f.collection_id = c.id) s";
 
 fn kb_from_row(r: &postgres::Row) -> Result<KnowledgeBase> {
-    let count = |i: usize| -> Result<u64> { Ok(get::<i64>(r, i)?.max(0) as u64) };
+    let count = |i: usize| -> Result<u64> { Ok(col::<i64>(r, i)?.max(0) as u64) };
     Ok(KnowledgeBase {
-        collection_id: get(r, 0)?,
-        id: get(r, 1)?,
-        name: get(r, 2)?,
-        description: get(r, 3)?,
-        chunk_size: get::<Option<i32>>(r, 4)?.map(|v| v.max(0) as u32),
-        chunk_overlap: get::<Option<i32>>(r, 5)?.map(|v| v.max(0) as u32),
-        created_at: get(r, 6)?,
-        updated_at: get(r, 7)?,
+        collection_id: col(r, 0)?,
+        id: col(r, 1)?,
+        name: col(r, 2)?,
+        description: col(r, 3)?,
+        chunk_size: col::<Option<i32>>(r, 4)?.map(|v| v.max(0) as u32),
+        chunk_overlap: col::<Option<i32>>(r, 5)?.map(|v| v.max(0) as u32),
+        created_at: col(r, 6)?,
+        updated_at: col(r, 7)?,
         document_count: count(8)?,
         status_counts: StatusCounts {
             pending: count(9)?,
@@ -57,37 +57,37 @@ fn lines(s: &str) -> Vec<String> {
 }
 
 fn file_from_row(r: &postgres::Row) -> Result<KbFile> {
-    let status: String = get(r, 10)?;
-    let warnings: String = get(r, 14)?;
+    let status: String = col(r, 10)?;
+    let warnings: String = col(r, 14)?;
     Ok(KbFile {
-        row_id: get(r, 0)?,
-        id: get(r, 1)?,
-        collection_id: get(r, 2)?,
-        knowledge_base: get(r, 3)?,
-        file_name: get(r, 4)?,
-        original_name: get(r, 5)?,
-        sha256: get(r, 6)?,
-        format: get(r, 7)?,
-        mime: get(r, 8)?,
-        size: get::<i64>(r, 9)?.max(0) as u64,
+        row_id: col(r, 0)?,
+        id: col(r, 1)?,
+        collection_id: col(r, 2)?,
+        knowledge_base: col(r, 3)?,
+        file_name: col(r, 4)?,
+        original_name: col(r, 5)?,
+        sha256: col(r, 6)?,
+        format: col(r, 7)?,
+        mime: col(r, 8)?,
+        size: col::<i64>(r, 9)?.max(0) as u64,
         status: FileStatus::parse(&status).unwrap_or(FileStatus::Failed),
-        error: get(r, 11)?,
-        pages: get::<Option<i32>>(r, 12)?.map(|p| p.max(0) as u32),
-        pages_without_text: get(r, 13)?,
+        error: col(r, 11)?,
+        pages: col::<Option<i32>>(r, 12)?.map(|p| p.max(0) as u32),
+        pages_without_text: col(r, 13)?,
         warnings: lines(&warnings),
-        docid: get(r, 15)?,
-        chunk_count: get::<i64>(r, 16)?.max(0) as u64,
-        attempts: get::<i32>(r, 17)?.max(0) as u32,
-        created_at: get(r, 18)?,
-        updated_at: get(r, 19)?,
-        document_id: get(r, 20)?,
-        note: match get::<Option<String>>(r, 21)? {
+        docid: col(r, 15)?,
+        chunk_count: col::<i64>(r, 16)?.max(0) as u64,
+        attempts: col::<i32>(r, 17)?.max(0) as u32,
+        created_at: col(r, 18)?,
+        updated_at: col(r, 19)?,
+        document_id: col(r, 20)?,
+        note: match col::<Option<String>>(r, 21)? {
             None => None,
             Some(kind) => Some(NoteMeta {
                 kind,
-                title: get(r, 22)?,
-                tags: lines(&get::<String>(r, 23)?),
-                summary: get(r, 24)?,
+                title: col(r, 22)?,
+                tags: lines(&col::<String>(r, 23)?),
+                summary: col(r, 24)?,
             }),
         },
     })
@@ -120,7 +120,7 @@ impl KnowledgeStore for PgStore {
                     &[&space, &name, &now, &uuid(), &description, &size, &overlap],
                 )
                 .map_err(|e| conflict_or_db(e, || format!("collection '{name}' already exists")))?;
-            kb_by_id(tx, get(&row, 0)?)?
+            kb_by_id(tx, col(&row, 0)?)?
                 .ok_or_else(|| Error::Storage("knowledge base vanished after insert".into()))
         })
     }
@@ -249,7 +249,7 @@ impl KnowledgeStore for PgStore {
                         ],
                     )
                     .map_err(db_err)?;
-                let file = file_by_row(tx, get(&row, 0)?)?
+                let file = file_by_row(tx, col(&row, 0)?)?
                     .ok_or_else(|| Error::Storage("file vanished".into()))?;
                 out.push(AddedFile::Added { file });
             }
@@ -312,7 +312,7 @@ impl KnowledgeStore for PgStore {
             )
             .map_err(db_err)?
             .iter()
-            .map(|r| Ok((get(r, 0)?, get(r, 1)?)))
+            .map(|r| Ok((col(r, 0)?, col(r, 1)?)))
             .collect()
     }
 
@@ -517,11 +517,7 @@ impl KnowledgeStore for PgStore {
             };
             let now = quarry_core::now_millis();
             // Document writers take the feed's lock first (see store.rs).
-            tx.execute(
-                "SELECT pg_advisory_xact_lock($1)",
-                &[&crate::FEED_WRITE_LOCK],
-            )
-            .map_err(db_err)?;
+            lock(tx, crate::FEED_WRITE_LOCK)?;
             let doc = crate::store::DocWriter::new(file.collection_id).upsert(
                 tx,
                 crate::store::UpsertDoc {
@@ -586,7 +582,7 @@ impl KnowledgeStore for PgStore {
                 &[&space, &sha256, &collections],
             )
             .map_err(db_err)?;
-        row.map(|r| Ok((get::<i64>(&r, 0)?.max(0) as u64, get(&r, 1)?)))
+        row.map(|r| Ok((col::<i64>(&r, 0)?.max(0) as u64, col(&r, 1)?)))
             .transpose()
     }
 
@@ -601,7 +597,7 @@ impl KnowledgeStore for PgStore {
             )
             .map_err(db_err)?
             .iter()
-            .map(|r| get(r, 0))
+            .map(|r| col(r, 0))
             .collect()
     }
 
@@ -613,7 +609,7 @@ impl KnowledgeStore for PgStore {
                 &[&sha256],
             )
             .map_err(db_err)?;
-        get(&row, 0)
+        col(&row, 0)
     }
 
     fn forget_blobs(&self, hashes: &[String]) -> Result<()> {
@@ -656,7 +652,7 @@ impl KnowledgeStore for PgStore {
                 &[&scope, &key, &since],
             )
             .map_err(db_err)?;
-        row.map(|r| Ok((get(&r, 0)?, get(&r, 1)?))).transpose()
+        row.map(|r| Ok((col(&r, 0)?, col(&r, 1)?))).transpose()
     }
 
     fn record_idempotent_answer(
@@ -688,7 +684,7 @@ impl KnowledgeStore for PgStore {
                     &[&scope, &key],
                 )
                 .map_err(db_err)?;
-            Ok((get(&row, 0)?, get(&row, 1)?))
+            Ok((col(&row, 0)?, col(&row, 1)?))
         })
     }
 }
@@ -696,19 +692,8 @@ impl KnowledgeStore for PgStore {
 // ---- helpers (private to this file) ----
 
 /// Column `i` of `r`, a storage error (not a panic) when its type is not `T`.
-pub(super) fn get<'a, T: postgres::types::FromSql<'a>>(
-    r: &'a postgres::Row,
-    i: usize,
-) -> Result<T> {
-    r.try_get(i).map_err(db_err)
-}
-
 fn to_i32(v: u32, what: &str) -> Result<i32> {
     i32::try_from(v).map_err(|_| Error::invalid(format!("{what} {v} is too large")))
-}
-
-fn to_i64(v: u64, what: &str) -> Result<i64> {
-    i64::try_from(v).map_err(|_| Error::invalid(format!("{what} {v} is too large")))
 }
 
 fn uuid() -> String {
@@ -802,7 +787,7 @@ fn free_file_name(
         )
         .map_err(db_err)?
         .iter()
-        .map(|r| get(r, 0))
+        .map(|r| col(r, 0))
         .collect::<Result<_>>()?;
     for n in 1..=taken.len() + 1 {
         let candidate = if n == 1 {
@@ -870,8 +855,7 @@ const CLEANUP_LOCK: i64 = 0x7175_6172_7279_0001;
 /// Enqueues a cleanup job unless one is already waiting. Two nodes deleting at once would
 /// both see none waiting: a transaction-level advisory lock serialises the check and insert.
 pub(super) fn enqueue_cleanup_tx(tx: &mut postgres::Transaction<'_>) -> Result<()> {
-    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&CLEANUP_LOCK])
-        .map_err(db_err)?;
+    lock(tx, CLEANUP_LOCK)?;
     tx.execute(
         "INSERT INTO jobs (kind, status, not_before, created_at, updated_at) \
          SELECT 'cleanup', 'enqueued', quarry_now_ms(), $1, $1 \

@@ -96,6 +96,27 @@ pub(crate) fn conflict_or_db(e: postgres::Error, message: impl FnOnce() -> Strin
     }
 }
 
+/// Column `i` of a row, its type checked (a mismatch is a storage error, not a panic).
+pub(crate) fn col<'a, T: postgres::types::FromSql<'a>>(
+    row: &'a postgres::Row,
+    i: usize,
+) -> Result<T> {
+    row.try_get(i).map_err(db_err)
+}
+
+/// A count or size as `bigint`; past its range is the caller's error.
+pub(crate) fn to_i64<T: TryInto<i64> + std::fmt::Display + Copy>(n: T, what: &str) -> Result<i64> {
+    n.try_into()
+        .map_err(|_| Error::invalid(format!("{what} {n} is too large to store")))
+}
+
+/// Takes a transaction-level advisory lock (released at commit or rollback).
+pub(crate) fn lock(tx: &mut postgres::Transaction<'_>, key: i64) -> Result<()> {
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&key])
+        .map_err(db_err)?;
+    Ok(())
+}
+
 /// The feed's advisory lock: `quarry_feed_append()` (`migrations/v12.sql`) takes it on
 /// every document write, until commit, so feed entries commit in `seq` order. Document
 /// writers take it first, before any row lock, so docids they find free stay free and no

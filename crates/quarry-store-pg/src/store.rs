@@ -16,7 +16,6 @@
 use pgvector::HalfVector;
 use postgres::Statement;
 use postgres::row::Row;
-use postgres::types::FromSql;
 use quarry_core::docid_for_hash;
 use quarry_store::{IndexDoc, NewChunk};
 
@@ -1005,28 +1004,9 @@ const DOCUMENT_COLUMNS: &str =
 const CHUNK_COLUMNS: &str =
     "k.id, k.document_id, k.byte_start, k.byte_end, k.line_start, k.line_end, k.page, k.heading";
 
-/// Column `i` of `row` as `T`, a type mismatch or NULL into a non-`Option` being a storage
-/// error rather than a panic.
-fn col<'a, T: FromSql<'a>>(row: &'a Row, i: usize) -> Result<T> {
-    row.try_get(i).map_err(db_err)
-}
-
-/// Takes a transaction-level advisory lock (released at commit or rollback).
-fn lock(tx: &mut postgres::Transaction<'_>, key: i64) -> Result<()> {
-    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&key])
-        .map_err(db_err)?;
-    Ok(())
-}
-
 /// A count or size the database holds as `bigint` (never negative) as `u64`.
 fn to_u64(n: i64) -> u64 {
     u64::try_from(n).unwrap_or(0)
-}
-
-/// A size or offset as `bigint`; one past `i64::MAX` is refused, not wrapped.
-fn to_i64<T: TryInto<i64>>(n: T, what: &str) -> Result<i64> {
-    n.try_into()
-        .map_err(|_| Error::invalid(format!("{what} is too large to store")))
 }
 
 /// A `bigint` offset or line number as `usize`.

@@ -61,8 +61,7 @@ impl VectorSearch for PgStore {
             if exists {
                 return Ok(());
             }
-            tx.execute("SELECT pg_advisory_xact_lock($1)", &[&INDEX_LOCK])
-                .map_err(db_err)?;
+            crate::lock(tx, INDEX_LOCK)?;
             tx.batch_execute(&format!(
                 "CREATE INDEX IF NOT EXISTS {name} ON embeddings \
                  USING hnsw ((vector::halfvec({dims})) halfvec_cosine_ops) \
