@@ -5,7 +5,6 @@
 //! the file this binary carries (someone changed an applied migration).
 
 use quarry_core::{Error, Result};
-use sha2::{Digest, Sha256};
 
 use crate::pool::PgConnection;
 
@@ -115,8 +114,5 @@ pub(crate) fn migrate(conn: &mut PgConnection<'_>, db: &str) -> Result<()> {
 }
 
 fn checksum(sql: &str) -> String {
-    Sha256::digest(sql.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    quarry_core::sha256_hex(sql.as_bytes())
 }

@@ -10,7 +10,6 @@ use std::collections::HashMap;
 use pgvector::HalfVector;
 use quarry_core::{Error, Result};
 use quarry_store::VectorSearch;
-use sha2::{Digest, Sha256};
 
 use crate::{PgStore, db_err};
 
@@ -26,9 +25,8 @@ const INDEX_LOCK: i64 = 7_245_190_455_173_122_050;
 
 /// The index of `model`'s vectors: a name PostgreSQL accepts whatever the model is called.
 fn index_name(model: &str) -> String {
-    let digest = Sha256::digest(model.as_bytes());
-    let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
-    format!("embeddings_hnsw_{hex}")
+    let hex = quarry_core::sha256_hex(model.as_bytes());
+    format!("embeddings_hnsw_{}", &hex[..16])
 }
 
 /// `text` as an SQL string literal (DDL takes no parameters).
