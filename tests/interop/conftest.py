@@ -32,7 +32,10 @@ test fetches the default embedding model and ``/embed`` without a configured mod
 Backends: with ``QUARRY_TEST_BACKEND=postgres`` every home gets a fresh PostgreSQL database
 of its own on the server ``QUARRY_TEST_DATABASE_URL`` names (``scripts/test-services start``),
 passed to `quarry` as ``QUARRY_DATABASE_URL``; the index directory then holds only what the
-node derives. The default is the embedded store.
+node derives, and when ``QUARRY_TEST_S3_ENDPOINT`` names an S3 server (moto, started by the
+same script) its blobs go to a bucket of that server under a prefix of their own
+(``QUARRY_BLOBS_URL``), as a team's nodes keep them. ``blob_names`` and ``staging_files``
+read the blobs and the upload staging of either layout. The default is the embedded store.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ import subprocess
 import tempfile
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -232,7 +236,8 @@ def home_database(home: Path) -> str:
         capture_output=True,
         timeout=60,
     )
-    _HOME_DATABASES[key] = url.rsplit("/", 1)[0] + "/" + name
+    path, sep, query = url.partition("?")
+    _HOME_DATABASES[key] = path.rsplit("/", 1)[0] + "/" + name + sep + query
     return _HOME_DATABASES[key]
 
 
@@ -265,15 +270,72 @@ def db_rows(env: dict[str, str], home: Path, sql: str) -> list[tuple]:
     return [tuple(value(v) for v in line.split("\x1f")) for line in out.splitlines() if line]
 
 
+# The bucket of this test process's homes on the S3 test server (made on first use).
+_BUCKET: list[str] = []
+
+
+def _s3_request(method: str, path: str) -> bytes:
+    """An unsigned request to the S3 test server (moto does not check signatures)."""
+    endpoint = os.environ["QUARRY_TEST_S3_ENDPOINT"].rstrip("/")
+    req = urllib.request.Request(endpoint + path, method=method, data=b"" if method == "PUT" else None)
+    with urllib.request.urlopen(req, timeout=30) as r:
+        return r.read()
+
+
+def home_blobs_url(home: Path) -> str:
+    """``s3://bucket/prefix`` for `home`'s blobs on the S3 test server."""
+    if not _BUCKET:
+        _BUCKET.append(f"quarry-interop-{os.getpid()}-{int(time.time())}")
+        _s3_request("PUT", f"/{_BUCKET[0]}")
+    return f"s3://{_BUCKET[0]}/{home_database(home).partition('?')[0].rsplit('/', 1)[1]}"
+
+
+def blob_names(home: "QuarryHome") -> set[str]:
+    """The SHA-256 of every blob `home` stores: files under ``index/blobs`` or the objects
+    under its ``QUARRY_BLOBS_URL`` (same ``ab/cdef…`` layout)."""
+    url = home.env.get("QUARRY_BLOBS_URL")
+    if not url:
+        root = home.home / "index" / "blobs"
+        return {p.parent.name + p.name for p in root.glob("??/*") if p.is_file()}
+    bucket, _, prefix = url.removeprefix("s3://").partition("/")
+    names: set[str] = set()
+    token = ""
+    while True:
+        query = f"?list-type=2&prefix={urllib.parse.quote(prefix + '/')}"
+        if token:
+            query += f"&continuation-token={urllib.parse.quote(token)}"
+        body = _s3_request("GET", f"/{bucket}{query}").decode()
+        for key in re.findall(r"<Key>([^<]+)</Key>", body):
+            parts = key[len(prefix) + 1 :].split("/")
+            if len(parts) == 2 and len(parts[0]) == 2:
+                names.add(parts[0] + parts[1])
+        m = re.search(r"<NextContinuationToken>([^<]+)</NextContinuationToken>", body)
+        if not m:
+            return names
+        token = m.group(1)
+
+
+def staging_files(home: "QuarryHome") -> list[Path]:
+    """Uploads being staged (or left by a crash) on this node: ``*.part`` files."""
+    sub = "blob-staging" if home.env.get("QUARRY_BLOBS_URL") else "blobs/tmp"
+    return sorted((home.home / "index" / sub).glob("*.part"))
+
+
 def isolated_env(home: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
     """The environment for a `quarry` on `home`: no model settings from outside, the Hugging
     Face Hub offline with an empty model cache (so the default model is never fetched), the
     home's own database when the tests run on PostgreSQL, then `extra` (e.g. a fake model
     server's settings, see fake_models.py)."""
-    env = {k: v for k, v in os.environ.items() if k not in _MODEL_VARS and k != "QUARRY_DATABASE_URL"}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in _MODEL_VARS and k not in ("QUARRY_DATABASE_URL", "QUARRY_BLOBS_URL")
+    }
     env["QUARRY_HOME"] = str(home)
     if backend() == "postgres":
         env["QUARRY_DATABASE_URL"] = home_database(home)
+        if os.environ.get("QUARRY_TEST_S3_ENDPOINT"):
+            env["QUARRY_BLOBS_URL"] = home_blobs_url(home)
     env["HF_HUB_OFFLINE"] = "1"
     env["QUARRY_MODELS_DIR"] = str(home.parent / f"{home.name}-models")
     env.update(extra or {})

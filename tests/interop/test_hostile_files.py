@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import signal
-import sqlite3
 import time
 import zlib
 from pathlib import Path
@@ -19,7 +18,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from conftest import QuarryHome, isolated_env, start_server
+from conftest import QuarryHome, db_rows, isolated_env, start_server
 
 GOOD_MD = "# Numbat notes\n\nThe numbat eats termites in the woodlands of Western Australia.\n"
 
@@ -114,8 +113,7 @@ def test_cli_upload_of_deeply_nested_pdfs_fails_them_and_keeps_the_rest(home, tm
     r = home.run("--json", "search", "numbat", "-c", "hostile")
     assert r.returncode == 0 and json.loads(r.stdout), r.stdout
     # Nothing is left claimed or queued to kill the next process.
-    with sqlite3.connect(home.home / "index" / "quarry.db") as c:
-        assert c.execute("SELECT COUNT(*) FROM jobs WHERE kind = 'ingest' AND status != 'failed'").fetchone()[0] == 0
+    assert db_rows(home.env, home.home, "SELECT COUNT(*) FROM jobs WHERE kind = 'ingest' AND status != 'failed'") == [(0,)]
 
 
 def test_folder_collection_skips_the_hostile_pdf_with_a_reason_and_indexes_the_rest(home, tmp_path):
@@ -193,11 +191,8 @@ def test_a_file_whose_worker_keeps_dying_ends_failed(home, tmp_path):
     slow.write_bytes(deep_html())
     r = home.run("--json", "kb", "upload", "slow", str(slow), "--no-wait")
     assert r.returncode == 0, r.stderr
-    db = home.home / "index" / "quarry.db"
-
     def status() -> str:
-        with sqlite3.connect(db) as c:
-            return c.execute("SELECT status FROM kb_files").fetchone()[0]
+        return db_rows(home.env, home.home, "SELECT status FROM kb_files")[0][0]
 
     for i in range(3):
         srv = start_server(home, logdir=tmp_path / f"logs{i}")

@@ -1,6 +1,6 @@
 """Upload staging after a crash (issue 21 item 3): a server SIGKILLed in the middle of a real
-streaming HTTP upload leaves `blobs/tmp/*.part`; the next start removes it, and loses nothing
-else (a document uploaded before is still there, with its original). A staging file that a
+streaming HTTP upload leaves a staging file (`blobs/tmp/*.part`, or `blob-staging/*.part` with
+the blobs in S3); the next start removes it, and loses nothing else (a document uploaded before is still there, with its original). A staging file that a
 live process is writing — here a second server's upload, as a CLI beside a server would be — is
 never taken for a leftover, however old, when another process starts and sweeps."""
 
@@ -11,19 +11,10 @@ import socket
 import time
 from pathlib import Path
 
-from conftest import QuarryHome, isolated_env, start_server
+from conftest import QuarryHome, blob_names, isolated_env, staging_files, start_server
 from kb_support import api
 
 CHUNK = b"x" * (1 << 20)
-
-
-def staging(home: QuarryHome) -> list[Path]:
-    return sorted((home.home / "index" / "blobs" / "tmp").glob("*.part"))
-
-
-def blobs(home: QuarryHome) -> set[str]:
-    root = home.home / "index" / "blobs"
-    return {p.parent.name + p.name for p in root.glob("??/*") if p.is_file()}
 
 
 def start_streaming_upload(srv, kb: str, name: str, megabytes: int, send: int) -> tuple[socket.socket, bytes]:
@@ -55,11 +46,11 @@ def start_streaming_upload(srv, kb: str, name: str, megabytes: int, send: int) -
 def wait_staged(home: QuarryHome, besides: list[Path], at_least: int) -> Path:
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        new = [p for p in staging(home) if p not in besides and p.exists() and p.stat().st_size >= at_least]
+        new = [p for p in staging_files(home) if p not in besides and p.exists() and p.stat().st_size >= at_least]
         if new:
             return new[0]
         time.sleep(0.1)
-    raise AssertionError(f"no staging file grew to {at_least} bytes: {staging(home)}")
+    raise AssertionError(f"no staging file grew to {at_least} bytes: {staging_files(home)}")
 
 
 def test_a_killed_upload_leaves_nothing_after_restart(quarry_bin: Path, tmp_path: Path):
@@ -76,7 +67,7 @@ def test_a_killed_upload_leaves_nothing_after_restart(quarry_bin: Path, tmp_path
     r = api(servers[0], "POST", f"/api/v1/knowledge-bases/{kb}/documents", files=files)
     assert r.status_code == 202, r.text
     kept_id = r.json()["data"][0]["document"]["id"]
-    before = blobs(home)
+    before = blob_names(home)
     assert before, "the first upload stored its original"
 
     # A 60 MB upload, streamed; the server is SIGKILLed after 20 MB.
@@ -91,7 +82,7 @@ def test_a_killed_upload_leaves_nothing_after_restart(quarry_bin: Path, tmp_path
     time.sleep(6)
     try:
         servers[0] = start_server(home, logdir=tmp_path / "logs2")
-        assert not left.exists(), f"still staged after restart: {staging(home)}"
+        assert not left.exists(), f"still staged after restart: {staging_files(home)}"
 
         # Another process (a second server, like a CLI beside one) starts while this one is
         # mid-upload, with a file older than the grace: the live upload's file stays.
@@ -107,12 +98,12 @@ def test_a_killed_upload_leaves_nothing_after_restart(quarry_bin: Path, tmp_path
         assert reply.startswith(b"HTTP/1.1 202"), reply[:500]
 
         # Nothing else lost: the first document and its original are still there.
-        assert before <= blobs(home)
+        assert before <= blob_names(home)
         r = api(servers[0], "GET", f"/api/v1/knowledge-bases/{kb}/documents/{kept_id}")
         assert r.status_code == 200, r.text
         docs = api(servers[0], "GET", f"/api/v1/knowledge-bases/{kb}/documents").json()["data"]
         assert {"kept.md", "live.txt"} <= {d["file_name"] for d in docs}, docs
-        assert staging(home) == [], staging(home)
+        assert staging_files(home) == [], staging_files(home)
     finally:
         for srv in servers:
             srv.stop()

@@ -109,7 +109,7 @@ table! {
             "The home directory where `HOME` is unset (Windows).";
         QUARRY_DATABASE_URL: Secret, Some("--database"), EVERY,
             "the embedded SQLite database in the index directory",
-            "The system of record of a team's shared server: `postgres://user:password@host:port/database` (PostgreSQL 16 or newer with pgvector). The index directory then holds only what this node derives (its keyword index, model cache, upload staging). `?sslmode=require` insists on TLS.";
+            "The system of record of a team's shared server: `postgres://user:password@host:port/database` (PostgreSQL 16 or newer with pgvector). The index directory then holds only what this node derives (its keyword index, model cache, upload staging). TLS is used when the server offers it; `?sslmode=require` insists, checking the server's certificate against the public roots or, with `&sslrootcert=/path/ca.pem`, against that CA only (a managed database's or your own).";
         QUARRY_BLOBS_URL: Setting, Some("--blobs"), EVERY, "`blobs/` in the index directory",
             "Where uploaded originals and extracted images live: `s3://bucket/prefix` (S3 or an S3-compatible store, with the `AWS_*` variables below). Shared by every node of a team's server; garbage collection is safe across nodes when `QUARRY_DATABASE_URL` is set too.";
         AWS_ACCESS_KEY_ID: Secret, None, EVERY, "none",
@@ -251,6 +251,10 @@ table! {
             "`postgres`: the interop tests give every home its own database on `QUARRY_TEST_DATABASE_URL`.";
         QUARRY_TEST_S3_ENDPOINT: TestsOnly, None, TESTS, "unset (those tests skip; under `CI=true` they fail)",
             "An S3-compatible server (moto) for the object-storage blob tests.";
+        QUARRY_TEST_PG_TLS_URL: TestsOnly, None, TESTS, "unset (the TLS test skips; under `CI=true` it fails)",
+            "The test PostgreSQL server behind a TLS-only front (`scripts/pg-tls-front.py`).";
+        QUARRY_TEST_PG_CA: TestsOnly, None, TESTS, "unset (the TLS test skips; under `CI=true` it fails)",
+            "The CA (PEM) that signed the certificate of `QUARRY_TEST_PG_TLS_URL`.";
         QUARRY_TEST_PG_BIN: TestsOnly, None, TESTS, "unset (`psql` from `PATH`)",
             "Where the interop tests find `psql`.";
         QUARRY_TEST_SERVICES_DIR: TestsOnly, None, TESTS, "`/tmp/quarry-test-services-UID`",

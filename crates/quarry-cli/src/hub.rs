@@ -14,6 +14,7 @@ use quarry_hub::{Hub, HubOptions, RegisterUpstream, UpstreamInfo};
 use serde_json::{Value, json};
 
 use crate::print_json;
+use crate::runtime::off_async;
 
 // Parsed once per process: the size of its largest variant does not matter.
 #[allow(clippy::large_enum_variant)]
@@ -211,30 +212,21 @@ pub(crate) fn run(engine: Engine, cmd: &HubCmd, json_out: bool) -> Result<()> {
         vec![quarry_server::knowledge_package()],
         HubOptions::default(),
     );
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
-    let out = runtime.block_on(run_async(&hub, &who, cmd, json_out));
+    let runtime = crate::runtime::build()?;
+    let out = crate::runtime::block_on(&runtime, run_async(&hub, &who, cmd, json_out));
     hub.shutdown();
     // Give killed children a moment to be reaped.
     runtime.shutdown_timeout(std::time::Duration::from_secs(2));
     out
 }
 
-/// Runs a registry call (it reads and writes the store, so it blocks) off this async
-/// thread's runtime context.
-fn blocking<T>(f: impl FnOnce() -> T) -> T {
-    tokio::task::block_in_place(f)
-}
-
 /// An upstream once its first discovery finished (or after [`quarry_hub::ANSWER_GRACE`],
 /// still `connecting`).
 async fn settle(hub: &Arc<Hub>, who: &Principal, id: &str) -> Result<UpstreamInfo> {
-    if let Some(c) = blocking(|| hub.connecting(who, id))? {
+    if let Some(c) = off_async(|| hub.connecting(who, id))? {
         c.discovered(quarry_hub::ANSWER_GRACE).await;
     }
-    Ok(blocking(|| hub.upstream(who, id))?)
+    Ok(off_async(|| hub.upstream(who, id))?)
 }
 
 async fn run_async(hub: &Arc<Hub>, who: &Principal, cmd: &HubCmd, json_out: bool) -> Result<()> {
@@ -284,7 +276,7 @@ async fn run_async(hub: &Arc<Hub>, who: &Principal, cmd: &HubCmd, json_out: bool
                 call_timeout_secs: *call_timeout,
                 ..Default::default()
             };
-            let info = blocking(|| hub.register(who, req))?;
+            let info = off_async(|| hub.register(who, req))?;
             // This process holds the only connection: wait a little for its tools.
             let info = settle(hub, who, &info.id).await?;
             print_server(&info, json_out)?;
@@ -312,12 +304,12 @@ async fn run_async(hub: &Arc<Hub>, who: &Principal, cmd: &HubCmd, json_out: bool
                 category: category.clone(),
                 ..Default::default()
             };
-            let info = blocking(|| hub.register(who, req))?;
+            let info = off_async(|| hub.register(who, req))?;
             let info = settle(hub, who, &info.id).await?;
             print_server(&info, json_out)?;
         }
         HubCmd::List { .. } => {
-            let list = blocking(|| hub.upstreams(who))?;
+            let list = off_async(|| hub.upstreams(who))?;
             if json_out {
                 return print_json(&list);
             }
@@ -329,8 +321,8 @@ async fn run_async(hub: &Arc<Hub>, who: &Principal, cmd: &HubCmd, json_out: bool
             }
         }
         HubCmd::Rm { server, .. } => {
-            let s = blocking(|| hub.find_upstream(who, server))?;
-            blocking(|| hub.delete_upstream(who, &s.id))?;
+            let s = off_async(|| hub.find_upstream(who, server))?;
+            off_async(|| hub.delete_upstream(who, &s.id))?;
             if json_out {
                 print_json(&json!({ "id": s.id, "deleted": true }))?;
             } else {
@@ -338,23 +330,23 @@ async fn run_async(hub: &Arc<Hub>, who: &Principal, cmd: &HubCmd, json_out: bool
             }
         }
         HubCmd::Refresh { server, .. } => {
-            let s = blocking(|| hub.find_upstream(who, server))?;
+            let s = off_async(|| hub.find_upstream(who, server))?;
             hub.refresh(who, &s.id)?.finish().await;
-            print_server(&blocking(|| hub.upstream(who, &s.id))?, json_out)?;
+            print_server(&off_async(|| hub.upstream(who, &s.id))?, json_out)?;
         }
         HubCmd::Enable { server, .. } | HubCmd::Disable { server, .. } => {
-            let s = blocking(|| hub.find_upstream(who, server))?;
+            let s = off_async(|| hub.find_upstream(who, server))?;
             let on = matches!(cmd, HubCmd::Enable { .. });
-            if let Some(c) = blocking(|| hub.set_enabled(who, &s.id, Some(on)))? {
+            if let Some(c) = off_async(|| hub.set_enabled(who, &s.id, Some(on)))? {
                 c.discovered(quarry_hub::ANSWER_GRACE).await;
             }
-            print_server(&blocking(|| hub.upstream(who, &s.id))?, json_out)?;
+            print_server(&off_async(|| hub.upstream(who, &s.id))?, json_out)?;
         }
         HubCmd::Tools { server, .. } => {
-            let catalog = blocking(|| hub.catalog(who.owner_key()))?;
+            let catalog = off_async(|| hub.catalog(who.owner_key()))?;
             let package = match server {
                 Some(s) => Some(
-                    blocking(|| hub.find_upstream(who, s))
+                    off_async(|| hub.find_upstream(who, s))
                         .map(|s| s.package)
                         .or_else(|e| {
                             if catalog.package(s).is_some() {
@@ -384,7 +376,7 @@ async fn run_async(hub: &Arc<Hub>, who: &Principal, cmd: &HubCmd, json_out: bool
             print_tool_lines(&tools);
         }
         HubCmd::Search { query, limit, .. } => {
-            let catalog = blocking(|| hub.catalog(who.owner_key()))?;
+            let catalog = off_async(|| hub.catalog(who.owner_key()))?;
             let hits = catalog.index()?.search(query, None, (*limit).max(1))?;
             let found: Vec<Value> = hits
                 .iter()

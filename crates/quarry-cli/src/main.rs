@@ -7,6 +7,7 @@ mod eval;
 mod hub;
 mod kb;
 mod progress;
+mod runtime;
 mod settings;
 
 use std::io::Write;
@@ -1152,22 +1153,23 @@ fn serve(
         _ => Some(settings::worker_options(env)?),
     };
     let ui_assets = settings::ui_assets(env);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
-    runtime.block_on(async move {
+    let runtime = runtime::build()?;
+    runtime::block_on(&runtime, async move {
         let state = quarry_server::AppState::with_ui_assets(engine, auth, ui_assets);
         // Models load in the background; /health reports model_loaded once they are in.
         let preload = state.root_engine().clone();
-        tokio::task::spawn_blocking(move || match preload.preload_models() {
-            Ok(names) if !names.is_empty() => tracing::info!(models = ?names, "models loaded"),
-            Ok(_) => {}
-            Err(e) => tracing::warn!(error = %e, "models not loaded; vector search will say why"),
-        });
+        tokio::task::spawn_blocking(
+            move || match runtime::allowed(|| preload.preload_models()) {
+                Ok(names) if !names.is_empty() => tracing::info!(models = ?names, "models loaded"),
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(error = %e, "models not loaded; vector search will say why")
+                }
+            },
+        );
         // Starting reads the store (queued jobs, hub registrations), which blocks: never on
         // a thread that drives async tasks.
-        tokio::task::block_in_place(|| -> Result<()> {
+        runtime::off_async(|| -> Result<()> {
             if let Some(workers) = workers {
                 state.start_workers(workers)?;
             }
@@ -1214,7 +1216,7 @@ fn serve(
         // Upstream children are killed with their process groups.
         workers_state.hub().shutdown();
         tokio::task::spawn_blocking(move || {
-            workers_state.stop_workers(std::time::Duration::from_secs(10))
+            runtime::allowed(|| workers_state.stop_workers(std::time::Duration::from_secs(10)))
         })
         .await
         .ok();

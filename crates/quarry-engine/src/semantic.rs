@@ -550,6 +550,42 @@ impl Engine {
             .similarities(self.store(), &key, query_vec, chunk_ids)
     }
 
+    /// The `want` chunks nearest to `query` among this handle's collections, with their
+    /// cosine similarity, best first: through the vector index as every search goes, or
+    /// `exact`ly (every stored vector of those collections scored). Comparing the two is how
+    /// recall is checked (the backends benchmark); searches never take the exact path here.
+    pub fn nearest_chunks_to(
+        &self,
+        query: &str,
+        want: usize,
+        exact: bool,
+    ) -> Result<Vec<(i64, f32)>> {
+        let vectors = self.embed_queries_for_search(&[query])?;
+        let Some(vec) = vectors.first() else {
+            return Err(Error::Unavailable(
+                "embedding model returned no vector".into(),
+            ));
+        };
+        let filter = self.search_filter(None)?;
+        if !exact {
+            let found = self.nearest_chunks(vec, want, filter.as_deref())?;
+            return Ok(found.into_iter().map(|(k, s)| (k as i64, s)).collect());
+        }
+        let collections = match filter {
+            Some(ids) => ids,
+            None => self.collections()?.iter().map(|c| c.id).collect(),
+        };
+        let mut scored = Vec::new();
+        for c in collections {
+            for ids in self.store().chunk_ids_in_collection(c)?.chunks(8192) {
+                scored.extend(self.chunk_similarities(vec, ids)?);
+            }
+        }
+        scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        scored.truncate(want);
+        Ok(scored)
+    }
+
     /// Documents nearest to `query_vec`, best chunk per document, best first.
     pub(crate) fn vector_search(
         &self,

@@ -1,6 +1,9 @@
 //! A small pool of synchronous PostgreSQL connections, opened on demand and kept while
-//! healthy. TLS is rustls (ring) with the webpki roots: `sslmode=prefer` (the default)
-//! encrypts when the server offers it, `sslmode=require` insists.
+//! healthy. TLS is rustls (ring): `sslmode=prefer` (the default) encrypts when the server
+//! offers it, `sslmode=require` insists, `sslmode=disable` never does. The server's
+//! certificate is checked against the public web roots, or, with libpq's `sslrootcert=FILE`
+//! in the URL, against the CA certificates of that PEM file only (a managed database's CA,
+//! a private one); `sslrootcert=system` means the public roots.
 
 use std::ops::{Deref, DerefMut};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -36,6 +39,7 @@ impl Pool {
     /// A pool for `url`; nothing is opened yet. A malformed URL is an error that names the
     /// problem but never repeats the URL (it may hold a password).
     pub(crate) fn new(url: &str, size: usize) -> Result<Pool> {
+        let (url, root_cert) = take_root_cert(url);
         let mut config: Config = url.parse().map_err(|e| {
             Error::InvalidInput(format!(
                 "invalid PostgreSQL URL ({e}); expected postgres://user:password@host:port/database"
@@ -50,7 +54,7 @@ impl Pool {
         let describe = describe(&config);
         Ok(Pool {
             config,
-            tls: tls()?,
+            tls: tls(root_cert.as_deref())?,
             describe,
             size: size.max(1),
             state: Mutex::new(State {
@@ -181,10 +185,87 @@ impl Drop for PgConnection<'_> {
     }
 }
 
-fn tls() -> Result<MakeRustlsConnect> {
-    let roots = rustls::RootCertStore {
-        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+/// The URL without libpq's `sslrootcert` parameter (which the driver's parser refuses),
+/// and its value, percent-decoded.
+fn take_root_cert(url: &str) -> (String, Option<String>) {
+    let Some((base, query)) = url.split_once('?') else {
+        return (url.to_owned(), None);
     };
+    let mut root = None;
+    let mut kept = Vec::new();
+    for pair in query.split('&') {
+        match pair.split_once('=') {
+            Some(("sslrootcert", v)) => root = Some(percent_decode(v)),
+            _ => kept.push(pair),
+        }
+    }
+    let url = if kept.is_empty() {
+        base.to_owned()
+    } else {
+        format!("{base}?{}", kept.join("&"))
+    };
+    (url, root)
+}
+
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = |j: usize| b.get(j).and_then(|c| char::from(*c).to_digit(16));
+        if b[i] == b'%'
+            && let (Some(h), Some(l)) = (hex(i + 1), hex(i + 2))
+        {
+            out.push((h * 16 + l) as u8);
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The certificates to trust: the public roots, or those of `root_cert` (a PEM file).
+fn roots(root_cert: Option<&str>) -> Result<rustls::RootCertStore> {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
+    let path = match root_cert {
+        None | Some("system") => {
+            return Ok(rustls::RootCertStore {
+                roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+            });
+        }
+        Some(p) => p,
+    };
+    let pem = std::fs::read(path).map_err(|e| {
+        Error::InvalidInput(format!(
+            "sslrootcert: cannot read the CA certificate file {path}: {e}"
+        ))
+    })?;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(&pem) {
+        let cert = cert.map_err(|e| {
+            Error::InvalidInput(format!(
+                "sslrootcert: {path} is not a PEM file of certificates: {e}"
+            ))
+        })?;
+        roots.add(cert).map_err(|e| {
+            Error::InvalidInput(format!(
+                "sslrootcert: a certificate in {path} is not usable: {e}"
+            ))
+        })?;
+    }
+    if roots.is_empty() {
+        return Err(Error::InvalidInput(format!(
+            "sslrootcert: {path} holds no certificate (expected PEM, -----BEGIN CERTIFICATE-----)"
+        )));
+    }
+    Ok(roots)
+}
+
+fn tls(root_cert: Option<&str>) -> Result<MakeRustlsConnect> {
+    let roots = roots(root_cert)?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let config = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
@@ -209,4 +290,56 @@ fn describe(config: &Config) -> String {
             .or(config.get_user())
             .unwrap_or("(default database)")
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sslrootcert_is_taken_out_of_the_url_and_decoded() {
+        assert_eq!(
+            take_root_cert("postgres://u:p@h/db?sslmode=require&sslrootcert=%2Fetc%2Fca%20x.pem"),
+            (
+                "postgres://u:p@h/db?sslmode=require".to_owned(),
+                Some("/etc/ca x.pem".to_owned())
+            )
+        );
+        assert_eq!(
+            take_root_cert("postgres://h/db?sslrootcert=/ca.pem"),
+            ("postgres://h/db".to_owned(), Some("/ca.pem".to_owned()))
+        );
+        assert_eq!(
+            take_root_cert("postgres://h/db"),
+            ("postgres://h/db".to_owned(), None)
+        );
+        assert_eq!(percent_decode("100%"), "100%");
+    }
+
+    #[test]
+    fn a_bad_root_certificate_file_is_a_clear_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("missing.pem");
+        let err = Pool::new(
+            &format!("postgres://h/db?sslrootcert={}", missing.display()),
+            1,
+        )
+        .err()
+        .unwrap();
+        assert!(
+            err.to_string()
+                .contains("cannot read the CA certificate file"),
+            "{err}"
+        );
+        let empty = dir.path().join("empty.pem");
+        std::fs::write(&empty, "not a certificate").unwrap();
+        let err = Pool::new(
+            &format!("postgres://h/db?sslrootcert={}", empty.display()),
+            1,
+        )
+        .err()
+        .unwrap();
+        assert!(err.to_string().contains("holds no certificate"), "{err}");
+        assert!(Pool::new("postgres://h/db?sslrootcert=system", 1).is_ok());
+    }
 }

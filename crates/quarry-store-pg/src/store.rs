@@ -241,6 +241,21 @@ impl Store for PgStore {
             {
                 lock(tx, FEED_WRITE_LOCK)?;
             }
+            // A collection removed since the caller looked it up: say so (a foreign-key
+            // failure would read as a storage error). Its row stays locked against removal
+            // until this batch commits.
+            if tx
+                .query_opt(
+                    "SELECT 1 FROM collections WHERE id = $1 FOR KEY SHARE",
+                    &[&collection_id],
+                )
+                .map_err(db_err)?
+                .is_none()
+            {
+                return Err(Error::NotFound(format!(
+                    "collection {collection_id} no longer exists"
+                )));
+            }
             // Every existing row this batch touches, locked in id order (see the module's
             // doc) before any is written.
             let mut paths = Vec::new();

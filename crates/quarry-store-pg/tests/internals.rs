@@ -2,35 +2,25 @@
 //! down (half-precision vectors, the feed's trimming, NUL in text), read with a raw client.
 //! On the server `QUARRY_TEST_DATABASE_URL` names (skipped without one).
 
+mod common;
+
+use common::TestDatabase;
 use pgvector::HalfVector;
 use quarry_core::CollectionKind;
 use quarry_store::{DocChange, FeedPosition, Store};
 use quarry_store_pg::PgStore;
 
-/// Runs `f` on a store in a fresh database of the server named by
-/// `QUARRY_TEST_DATABASE_URL` (skipped without one), dropped afterwards.
-fn with_store(f: impl FnOnce(&PgStore, &mut postgres::Client) + std::panic::UnwindSafe) {
-    let Ok(url) = std::env::var("QUARRY_TEST_DATABASE_URL") else {
-        eprintln!("skipped: QUARRY_TEST_DATABASE_URL is not set");
+/// Runs `f` on a store in a fresh database of the test server (see common/), with a plain
+/// client on the same database; the database is dropped afterwards, even when `f` panics.
+fn with_store(f: impl FnOnce(&PgStore, &mut postgres::Client)) {
+    let Some(db) = TestDatabase::create("quarry_u") else {
         return;
     };
-    let name = format!("quarry_u_{}", uuid::Uuid::new_v4().simple());
-    let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
-    admin
-        .batch_execute(&format!("CREATE DATABASE {name} TEMPLATE template1"))
-        .unwrap();
-    let (base, _) = url.rsplit_once('/').unwrap();
-    let db_url = format!("{base}/{name}");
-    let outcome = std::panic::catch_unwind(|| {
-        let mut raw = postgres::Client::connect(&db_url, postgres::NoTls).unwrap();
-        f(&PgStore::connect(&db_url).unwrap(), &mut raw)
-    });
-    admin
-        .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-        .unwrap();
-    if let Err(panic) = outcome {
-        std::panic::resume_unwind(panic);
-    }
+    let mut raw = db.client();
+    f(
+        &PgStore::connect(&db.url).expect("connect the store"),
+        &mut raw,
+    );
 }
 
 fn doc(path: &str, body: &str) -> DocChange {

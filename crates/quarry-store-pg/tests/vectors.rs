@@ -2,7 +2,9 @@
 //! against a brute-force oracle, the exact path for small filters, and similarities of
 //! named chunks. On the server `QUARRY_TEST_DATABASE_URL` names (see conformance.rs).
 
-use postgres::{Client, NoTls};
+mod common;
+
+use common::TestDatabase;
 use quarry_core::CollectionKind;
 use quarry_store::{DocChange, DocChunks, NewChunk, Store, VectorSearch};
 use quarry_store_pg::PgStore;
@@ -10,45 +12,10 @@ use quarry_store_pg::PgStore;
 const DIMS: usize = 48;
 const MODEL: &str = "test/model@v1#48";
 
-struct TestDatabase {
-    admin_url: String,
-    name: String,
-}
-
-impl Drop for TestDatabase {
-    fn drop(&mut self) {
-        if let Ok(mut admin) = Client::connect(&self.admin_url, NoTls) {
-            let _ = admin.batch_execute(&format!(
-                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
-                self.name
-            ));
-        }
-    }
-}
-
 fn store() -> Option<(TestDatabase, PgStore)> {
-    let Ok(url) = std::env::var("QUARRY_TEST_DATABASE_URL") else {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "QUARRY_TEST_DATABASE_URL is not set"
-        );
-        eprintln!("skipped: QUARRY_TEST_DATABASE_URL is not set");
-        return None;
-    };
-    let name = format!("quarry_v_{}", uuid::Uuid::new_v4().simple());
-    let mut admin = Client::connect(&url, NoTls).expect("connect");
-    admin
-        .batch_execute(&format!("CREATE DATABASE {name} TEMPLATE template1"))
-        .expect("create database");
-    let (base, _) = url.rsplit_once('/').expect("a database in the URL");
-    let store = PgStore::connect(&format!("{base}/{name}")).expect("connect the store");
-    Some((
-        TestDatabase {
-            admin_url: url,
-            name,
-        },
-        store,
-    ))
+    let db = TestDatabase::create("quarry_v")?;
+    let store = PgStore::connect(&db.url).expect("connect the store");
+    Some((db, store))
 }
 
 /// Deterministic pseudo-random unit vectors.

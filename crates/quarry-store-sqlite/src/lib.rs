@@ -968,6 +968,20 @@ impl Store for SqliteStore {
             return Ok(work);
         }
         self.write(|tx| {
+            // A collection removed since the caller looked it up: say so (a foreign-key
+            // failure would read as a storage error).
+            let exists: bool = tx
+                .query_row(
+                    "SELECT EXISTS (SELECT 1 FROM collections WHERE id = ?1)",
+                    [collection_id],
+                    |r| r.get(0),
+                )
+                .map_err(db_err)?;
+            if !exists {
+                return Err(Error::NotFound(format!(
+                    "collection {collection_id} no longer exists"
+                )));
+            }
             let now = quarry_core::now_millis();
             for change in changes {
                 match change {

@@ -46,6 +46,7 @@ macro_rules! store_conformance {
             feed_rebuild_reads_everything_again_and_records_meta,
             feed_forgotten_consumer_starts_over,
             feed_ack_of_an_unknown_consumer_is_not_found,
+            changes_to_a_missing_collection_are_not_found,
             collection_names_conflict_within_a_space_only,
             jobs_two_claimers_never_hold_one_job,
             jobs_a_stale_claim_writes_nothing,
@@ -190,6 +191,23 @@ pub fn feed_every_consumer_sees_every_change(store: &dyn Store) {
         let batch = read(store, position(store, consumer), 100);
         assert!(batch.work.is_empty(), "{consumer} has nothing left");
     }
+}
+
+/// Writing documents into a collection that is gone (removed by another process between
+/// a scan and its write) is `NotFound`, and writes nothing.
+pub fn changes_to_a_missing_collection_are_not_found(store: &dyn Store) {
+    let c = collection(store, "c");
+    let err = store
+        .apply_changes(c + 1000, vec![doc("1.md", "one")])
+        .expect_err("a missing collection");
+    assert!(matches!(err, Error::NotFound(_)), "{err:?}");
+    assert!(
+        store
+            .document_summaries(SPACE)
+            .expect("summaries")
+            .is_empty(),
+        "nothing written"
+    );
 }
 
 /// A consumer that read but died before acknowledging (its index never committed) reads
