@@ -360,12 +360,27 @@ impl Engine {
         let pending =
             store.embedding_state(self.space(), only.as_ref().map(|c| &c[..]), Some(&key))?;
         self.flush_index(&guard)?;
+        // Chunks with a vector of the model, for a backend that needs no sync to count.
+        let with_vectors = || -> Result<u64> {
+            let s =
+                store.embedding_state(self.space(), only.as_ref().map(|c| &c[..]), Some(&key))?;
+            Ok(s.chunks.saturating_sub(s.chunks_pending))
+        };
+        let before = if self.vectors.searchable_on_write() {
+            with_vectors()?
+        } else {
+            0
+        };
         report.documents_chunked = pending.documents_pending;
         report.chunks_embedded = self
             .embed_pending(collection_id, &key, model.as_ref(), None, progress)?
             .0;
         let (added, removed) = self.vectors.sync(&guard, store, &key, dims, progress)?;
-        report.vectors_indexed = added;
+        report.vectors_indexed = if self.vectors.searchable_on_write() {
+            with_vectors()?.saturating_sub(before)
+        } else {
+            added
+        };
         report.vectors_removed = removed;
         report.total_chunks = store
             .embedding_state(

@@ -36,6 +36,11 @@ pub(crate) trait VectorBackend: Send + Sync {
     /// Whether vectors have been indexed here at all (before the first `embed`, vector
     /// search says there is no index).
     fn exists(&self) -> bool;
+    /// Whether a vector is searchable as soon as the store holds it (nothing to sync): the
+    /// engine then counts what became searchable from the store.
+    fn searchable_on_write(&self) -> bool {
+        false
+    }
     /// The model changed: every vector indexed so far belongs to another vector space.
     fn reset(&self, guard: &WriteGuard, store: &dyn Store) -> Result<()>;
     /// Takes in what the store added and removed since the last call, for `key` (a model of
@@ -312,6 +317,10 @@ impl InStore {
 
 impl VectorBackend for InStore {
     fn exists(&self) -> bool {
+        true
+    }
+
+    fn searchable_on_write(&self) -> bool {
         true
     }
 
