@@ -34,6 +34,19 @@
 //!   owns (two worker threads), so they can be called from any thread, including a blocking
 //!   thread of another runtime. Calling them on an async worker thread blocks that worker.
 
+/// The settings a caller normally takes from its environment and passes to
+/// [`ObjectBlobStore::open`] (the `quarry` CLI declares the same variables in its
+/// configuration table).
+pub const ENV_SETTINGS: &[&str] = &[
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_REGION",
+    "AWS_DEFAULT_REGION",
+    "AWS_ENDPOINT_URL",
+    "AWS_ALLOW_HTTP",
+];
+
 use std::future::Future;
 use std::io::Read;
 use std::path::{Path as FsPath, PathBuf};

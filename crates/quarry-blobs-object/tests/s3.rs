@@ -157,16 +157,7 @@ fn raw_etag(bucket: &str, key: &str) -> String {
 /// The `AWS_*` settings of the test server from this process's environment (the store itself
 /// never reads the environment: its caller passes them).
 fn env_settings() -> Vec<(String, String)> {
-    const NAMES: &[&str] = &[
-        "AWS_ACCESS_KEY_ID",
-        "AWS_SECRET_ACCESS_KEY",
-        "AWS_SESSION_TOKEN",
-        "AWS_REGION",
-        "AWS_DEFAULT_REGION",
-        "AWS_ENDPOINT_URL",
-        "AWS_ALLOW_HTTP",
-    ];
-    NAMES
+    quarry_blobs_object::ENV_SETTINGS
         .iter()
         .filter_map(|n| Some(((*n).to_owned(), std::env::var(n).ok()?)))
         .collect()

@@ -34,7 +34,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{env_or, eval_queries, percentile};
+use common::{env_or, eval_queries, model_and_corpus, percentile};
 use quarry_core::Scope;
 use quarry_engine::{
     CreateKnowledgeBase, EmbedOptions, Engine, EngineOptions, ModelConfig, ModelEnv, ModelSpec,
@@ -42,17 +42,6 @@ use quarry_engine::{
 };
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
-
-/// The `AWS_*` settings the CLI passes to the object store (never the whole environment).
-const AWS_SETTINGS: &[&str] = &[
-    "AWS_ACCESS_KEY_ID",
-    "AWS_SECRET_ACCESS_KEY",
-    "AWS_SESSION_TOKEN",
-    "AWS_REGION",
-    "AWS_DEFAULT_REGION",
-    "AWS_ENDPOINT_URL",
-    "AWS_ALLOW_HTTP",
-];
 
 fn open(home: &Path, database: Option<&str>, blobs: Option<&str>, model: &str) -> Res<Engine> {
     let opts = EngineOptions {
@@ -75,7 +64,7 @@ fn open(home: &Path, database: Option<&str>, blobs: Option<&str>, model: &str) -
     let engine = match blobs {
         None => engine,
         Some(url) => {
-            let values: Vec<(&str, String)> = AWS_SETTINGS
+            let values: Vec<(&str, String)> = quarry_blobs_object::ENV_SETTINGS
                 .iter()
                 .filter_map(|k| Some((*k, std::env::var(k).ok()?)))
                 .collect();
@@ -380,13 +369,9 @@ fn walk_md(dir: &Path) -> Res<Vec<PathBuf>> {
 
 fn main() -> Res<()> {
     let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let Ok(model) = std::env::var("QUARRY_BENCH_MODEL") else {
-        eprintln!("QUARRY_BENCH_MODEL is not set: nothing to measure (see the file's docs)");
+    let Some((model, corpus)) = model_and_corpus(&repo) else {
         return Ok(());
     };
-    let corpus = std::env::var_os("QUARRY_BENCH_CORPUS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo.join("../shared/corpora/tldr/pages"));
     let copies: usize = env_or("QUARRY_BENCH_COPIES", 13);
     let rounds: usize = env_or("QUARRY_BENCH_ROUNDS", 3);
     let uploads: usize = env_or("QUARRY_BENCH_UPLOADS", 400);

@@ -453,6 +453,13 @@ mod tests {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
     }
 
+    /// The blob store's settings are the variables the CLI passes it.
+    #[test]
+    fn blobs_env_is_what_the_object_store_takes() {
+        let names: Vec<&str> = BLOBS_ENV.iter().map(|v| v.name).collect();
+        assert_eq!(names, quarry_blobs_object::ENV_SETTINGS);
+    }
+
     /// docs/configuration.md is what the table renders.
     #[test]
     fn configuration_doc_is_current() {

@@ -25,7 +25,7 @@ mod common;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use common::{env_or, eval_queries, percentile};
+use common::{env_or, eval_queries, model_and_corpus, percentile};
 use quarry_engine::{
     EmbedOptions, Engine, EngineOptions, ModelConfig, ModelSpec, NoProgress, SearchRequest,
 };
@@ -82,13 +82,9 @@ fn summary(lat: &[Duration]) -> serde_json::Value {
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let Ok(model) = std::env::var("QUARRY_BENCH_MODEL") else {
-        eprintln!("QUARRY_BENCH_MODEL is not set: nothing to measure (see the file's docs)");
+    let Some((model, corpus)) = model_and_corpus(&repo) else {
         return Ok(());
     };
-    let corpus = std::env::var_os("QUARRY_BENCH_CORPUS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo.join("../shared/corpora/tldr/pages"));
     let target: u64 = env_or("QUARRY_BENCH_CHUNKS", 100_000);
     let rounds: usize = env_or("QUARRY_BENCH_ROUNDS", 5);
     let home = std::env::var_os("QUARRY_BENCH_HOME")

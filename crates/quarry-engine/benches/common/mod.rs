@@ -2,7 +2,7 @@
 
 #![allow(dead_code)]
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// `key` parsed from the environment, else `default`.
@@ -37,4 +37,17 @@ pub(crate) fn eval_queries(repo: &Path, sets: &[&str]) -> Vec<String> {
         }
     }
     qs
+}
+
+/// `QUARRY_BENCH_MODEL` and the corpus (`QUARRY_BENCH_CORPUS`, default the tldr pages beside
+/// the repository) of the benches that embed; `None`, said on stderr, without a model.
+pub(crate) fn model_and_corpus(repo: &Path) -> Option<(String, PathBuf)> {
+    let Ok(model) = std::env::var("QUARRY_BENCH_MODEL") else {
+        eprintln!("QUARRY_BENCH_MODEL is not set: nothing to measure (see the file's docs)");
+        return None;
+    };
+    let corpus = std::env::var_os("QUARRY_BENCH_CORPUS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo.join("../shared/corpora/tldr/pages"));
+    Some((model, corpus))
 }
