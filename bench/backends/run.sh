@@ -4,7 +4,7 @@
 # database and bucket, and runs `cargo bench -p quarry-cli --bench backends` with
 # all-MiniLM-L6-v2 from scripts/setup-models. Writes bench/results/backends.json.
 #   bash bench/backends/run.sh
-# About 30 minutes on 2 cores (both backends index ~100k documents and ~130k chunks).
+# About 60 minutes on 2 cores, most of it embedding the first copy with the model, twice (both backends index ~100k documents and ~110k chunks).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/quarry-target}"
