@@ -195,7 +195,13 @@ fn take_root_cert(url: &str) -> (String, Option<String>) {
     let mut kept = Vec::new();
     for pair in query.split('&') {
         match pair.split_once('=') {
-            Some(("sslrootcert", v)) => root = Some(percent_decode(v)),
+            Some(("sslrootcert", v)) => {
+                root = Some(
+                    percent_encoding::percent_decode_str(v)
+                        .decode_utf8_lossy()
+                        .into_owned(),
+                )
+            }
             _ => kept.push(pair),
         }
     }
@@ -205,25 +211,6 @@ fn take_root_cert(url: &str) -> (String, Option<String>) {
         format!("{base}?{}", kept.join("&"))
     };
     (url, root)
-}
-
-fn percent_decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        let hex = |j: usize| b.get(j).and_then(|c| char::from(*c).to_digit(16));
-        if b[i] == b'%'
-            && let (Some(h), Some(l)) = (hex(i + 1), hex(i + 2))
-        {
-            out.push((h * 16 + l) as u8);
-            i += 3;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// The certificates to trust: the public roots, or those of `root_cert` (a PEM file).
@@ -313,7 +300,10 @@ mod tests {
             take_root_cert("postgres://h/db"),
             ("postgres://h/db".to_owned(), None)
         );
-        assert_eq!(percent_decode("100%"), "100%");
+        assert_eq!(
+            take_root_cert("postgres://h/db?sslrootcert=100%"),
+            ("postgres://h/db".to_owned(), Some("100%".to_owned()))
+        );
     }
 
     #[test]
