@@ -1158,15 +1158,15 @@ fn serve(
         let state = quarry_server::AppState::with_ui_assets(engine, auth, ui_assets);
         // Models load in the background; /health reports model_loaded once they are in.
         let preload = state.root_engine().clone();
-        tokio::task::spawn_blocking(
-            move || match runtime::allowed(|| preload.preload_models()) {
+        tokio::task::spawn_blocking(move || {
+            match quarry_store::thread_guard::allow_blocking(|| preload.preload_models()) {
                 Ok(names) if !names.is_empty() => tracing::info!(models = ?names, "models loaded"),
                 Ok(_) => {}
                 Err(e) => {
                     tracing::warn!(error = %e, "models not loaded; vector search will say why")
                 }
-            },
-        );
+            }
+        });
         // Starting reads the store (queued jobs, hub registrations), which blocks: never on
         // a thread that drives async tasks.
         runtime::off_async(|| -> Result<()> {
@@ -1216,7 +1216,9 @@ fn serve(
         // Upstream children are killed with their process groups.
         workers_state.hub().shutdown();
         tokio::task::spawn_blocking(move || {
-            runtime::allowed(|| workers_state.stop_workers(std::time::Duration::from_secs(10)))
+            quarry_store::thread_guard::allow_blocking(|| {
+                workers_state.stop_workers(std::time::Duration::from_secs(10))
+            })
         })
         .await
         .ok();

@@ -9,7 +9,7 @@ use quarry_store::thread_guard;
 
 /// A multi-threaded runtime whose threads are marked async. Its blocking-pool threads are
 /// marked too (Tokio starts both through one hook): work handed to `spawn_blocking` goes
-/// through [`allowed`].
+/// through [`thread_guard::allow_blocking`].
 pub(crate) fn build() -> Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -38,9 +38,4 @@ pub(crate) fn block_on<F: std::future::Future>(
 /// (`block_in_place`) and the guard allows it.
 pub(crate) fn off_async<T>(f: impl FnOnce() -> T) -> T {
     tokio::task::block_in_place(|| thread_guard::allow_blocking(f))
-}
-
-/// Blocking work for `spawn_blocking`: allowed by the guard on the pool's (marked) thread.
-pub(crate) fn allowed<T>(f: impl FnOnce() -> T) -> T {
-    thread_guard::allow_blocking(f)
 }
