@@ -463,6 +463,7 @@ class World:
     target: Loopback
     ddg: Loopback
     mark: Path  # hanging's $HANG_CANCEL_MARK
+    started: Path  # hanging's $HANG_STARTED_MARK
     root: Path
     extra: list = field(default_factory=list)
 
@@ -488,20 +489,21 @@ def world(quarry_bin: Path, corpus: Path, tmp_path_factory: pytest.TempPathFacto
     target = Loopback(tool_target)
     ddg = Loopback(ddg_target)
     mark = root / "hang-cancelled"
+    started = root / "hang-started"
     env = chat_env(fake, RAG_TOP_K=str(TOP_K), QUARRY_WEB_SEARCH_URL=ddg.url("/html/"))
     home = make_home(quarry_bin, corpus, root / "home", env=env)
     srv = start_server(home, "--chat-model", f"openai:{MODEL}", logdir=root / "logs")
     try:
         register(srv, {"name": "everything", "transport_type": "stdio", "config": everything_cmd()})
         register(srv, {"name": "hanging", "transport_type": "stdio", "config": f"{sys.executable} {HANGING}",
-                       "env": {"HANG_CANCEL_MARK": str(mark)}})
+                       "env": {"HANG_CANCEL_MARK": str(mark), "HANG_STARTED_MARK": str(started)}})
         add_tool(srv, {"name": "lookup", "description": "Looks a word up in the team's dictionary",
                        "parameters": {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]},
                        "http_url": target.url("/lookup/{{q}}"), "http_method": "GET"})
         add_tool(srv, {"name": "broken", "description": "A lookup whose backend fails",
                        "parameters": {"type": "object", "properties": {"q": {"type": "string"}}},
                        "http_url": target.url("/fail?q={{q}}"), "http_method": "GET"})
-        yield World(srv=srv, home=home, fake=fake, target=target, ddg=ddg, mark=mark, root=root)
+        yield World(srv=srv, home=home, fake=fake, target=target, ddg=ddg, mark=mark, started=started, root=root)
     finally:
         try:
             srv.stop()
@@ -882,6 +884,7 @@ def test_tool_timeout_cancels_the_upstream(quarry_bin: Path, corpus: Path, tmp_p
 def test_disconnect_during_a_tool_call_cancels_it(world: World):
     fake, srv = world.fake, world.srv
     world.mark.unlink(missing_ok=True)
+    world.started.unlink(missing_ok=True)
     fake.script([{"tool_calls": [{"id": "call_hang_dc", "tool": "hang", "arguments": {}}]},
                  {"text": "never sent"}])
     r = post_chat(srv, {"messages": user("Hang, please."), "tools": ["hanging.hang"], "stream": True})
@@ -893,6 +896,10 @@ def test_disconnect_during_a_tool_call_cancels_it(world: World):
             break
     assert [e.type for e in seen] == ["conversation", "tool_call"], [e.type for e in seen]
     assert seen[1].data["id"] == "call_hang_dc" and seen[1].data["tool"] == "hanging.hang"
+    # The tool_call event goes out before the hub has sent the request upstream; a client
+    # that leaves in between cancels a call that never started, with nothing to tell the
+    # upstream. Leave once the upstream is inside the call, so its cancellation is what we see.
+    wait_file(world.started, "started", timeout=10)
     r.close()
     wait_file(world.mark, "cancelled", timeout=10)
     conv = seen[0].data

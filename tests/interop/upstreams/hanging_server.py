@@ -12,8 +12,13 @@ app = MCPServer("hanging")
 
 @app.tool()
 async def hang(seconds: float = 3600) -> str:
-    """Sleeps (practically forever by default). When cancelled, writes "cancelled" to the
-    file named by $HANG_CANCEL_MARK (so a test can see the cancellation arrive)."""
+    """Sleeps (practically forever by default). On entry writes "started" to the file named
+    by $HANG_STARTED_MARK; when cancelled, writes "cancelled" to the file named by
+    $HANG_CANCEL_MARK (so a test can see the call arrive, then its cancellation)."""
+    started = os.environ.get("HANG_STARTED_MARK")
+    if started:
+        with open(started, "w") as f:
+            f.write("started")
     try:
         await anyio.sleep(seconds)
     except anyio.get_cancelled_exc_class():
