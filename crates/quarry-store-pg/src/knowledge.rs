@@ -516,8 +516,8 @@ impl KnowledgeStore for PgStore {
                 return Ok(None);
             };
             let now = quarry_core::now_millis();
-            // Document writers take the feed's lock first (see store.rs).
-            lock(tx, crate::FEED_WRITE_LOCK)?;
+            // Writers that allocate docids take their lock (see store.rs).
+            lock(tx, crate::DOCID_LOCK)?;
             let doc = crate::store::DocWriter::new(file.collection_id).upsert(
                 tx,
                 crate::store::UpsertDoc {

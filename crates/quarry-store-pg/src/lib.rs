@@ -117,11 +117,11 @@ pub(crate) fn lock(tx: &mut postgres::Transaction<'_>, key: i64) -> Result<()> {
     Ok(())
 }
 
-/// The feed's advisory lock: `quarry_feed_append()` (`migrations/v12.sql`) takes it on
-/// every document write, until commit, so feed entries commit in `seq` order. Document
-/// writers take it first, before any row lock, so docids they find free stay free and no
-/// two writers wait on each other in opposite orders.
-pub(crate) const FEED_WRITE_LOCK: i64 = 7_245_190_455_173_122_049;
+/// Serialises the document writers that allocate docids (folder batches, converted
+/// uploads, collection removal): reading which docids are free and taking one is then
+/// safe. Writers take it first, before any row lock. (The feed needs no such lock: it is
+/// read in transaction order, see `store.rs`.)
+pub(crate) const DOCID_LOCK: i64 = 7_245_190_455_173_122_049;
 
 mod access;
 mod blob_locks;

@@ -10,10 +10,13 @@ use crate::pool::PgConnection;
 
 /// `(logical version, SQL)`, oldest first. Version 12 is where PostgreSQL starts: the whole
 /// schema of the embedded store's version 12 in one file.
-const MIGRATIONS: &[(i32, &str)] = &[(12, include_str!("../migrations/v12.sql"))];
+const MIGRATIONS: &[(i32, &str)] = &[
+    (12, include_str!("../migrations/v12.sql")),
+    (13, include_str!("../migrations/v13.sql")),
+];
 
 /// The newest schema version this binary knows.
-pub(crate) const SCHEMA_VERSION: i32 = 12;
+pub(crate) const SCHEMA_VERSION: i32 = 13;
 
 /// Serialises migrations across every process using the database.
 const MIGRATION_LOCK: i64 = 7_245_190_455_173_122_048;

@@ -2,11 +2,12 @@
 //!
 //! Locking, so that several nodes writing at once stay correct without SQLite's single
 //! writer:
-//! - **Document writers take the feed's lock first** (`FEED_WRITE_LOCK`, the advisory lock
-//!   the feed trigger takes at the first document write anyway; see `migrations/v12.sql`).
-//!   Document writes are therefore serialised, so reading which docids are free and then
-//!   taking one is safe, and no writer holds a document row while it waits for the lock
-//!   (which would deadlock against one that holds the lock and wants the row).
+//! - **Writers that allocate docids take `DOCID_LOCK` first**, before any row lock, so
+//!   reading which docids are free and then taking one is safe, and no writer holds a
+//!   document row while it waits for the lock.
+//! - **The feed is read in transaction order** (`(txid, seq)`, only below the oldest
+//!   running transaction: `feed_read`), so writers need not commit in `seq` order and
+//!   several nodes write documents at once.
 //! - **Document rows are locked in id order** (`SELECT … ORDER BY id FOR UPDATE`) by every
 //!   method here that locks more than one, so two of them never deadlock.
 //! - **Names sort by bytes** (`COLLATE "C"`), as on SQLite, whatever the database's locale.
@@ -21,10 +22,7 @@ use quarry_store::{IndexDoc, NewChunk};
 
 use super::*;
 
-/// The advisory lock every transaction that writes the feed holds until it commits (taken by
-/// the `quarry_feed_append` trigger of `migrations/v12.sql`), so entries commit in `seq`
-/// order.
-use crate::FEED_WRITE_LOCK;
+use crate::DOCID_LOCK;
 
 /// Serialises registering, acknowledging and forgetting feed consumers with trimming the
 /// feed: a consumer registering at the feed's head while another's acknowledgement trims it
@@ -136,7 +134,7 @@ impl Store for PgStore {
 
     fn remove_collection(&self, space: &str, name: &str) -> Result<u64> {
         self.write(|tx| {
-            lock(tx, FEED_WRITE_LOCK)?;
+            lock(tx, DOCID_LOCK)?;
             let id: i64 = match tx
                 .query_opt(
                     "SELECT id FROM collections WHERE space = $1 AND name = $2 FOR UPDATE",
@@ -239,7 +237,7 @@ impl Store for PgStore {
                 .iter()
                 .any(|c| !matches!(c, DocChange::Touch { .. }))
             {
-                lock(tx, FEED_WRITE_LOCK)?;
+                lock(tx, DOCID_LOCK)?;
             }
             // A collection removed since the caller looked it up: say so (a foreign-key
             // failure would read as a storage error). Its row stays locked against removal
@@ -327,7 +325,7 @@ impl Store for PgStore {
         if let Some(row) = self
             .conn()?
             .query_opt(
-                "SELECT seq, rebuilding_after FROM feed_consumers WHERE consumer = $1",
+                "SELECT txid, seq, rebuilding_after FROM feed_consumers WHERE consumer = $1",
                 &[&consumer],
             )
             .map_err(db_err)?
@@ -336,17 +334,19 @@ impl Store for PgStore {
         }
         self.write(|tx| {
             lock(tx, FEED_CONSUMERS_LOCK)?;
-            // A consumer seen for the first time reads a snapshot, then what follows the
-            // feed's head. The head is the last *committed* entry: entries commit in `seq`
-            // order (FEED_WRITE_LOCK), so one still in flight comes after it.
+            // A consumer seen for the first time reads a snapshot, then the entries of every
+            // transaction not finished yet (see `REGISTER_AT`).
             let row = tx
                 .query_one(
-                    "WITH added AS (INSERT INTO feed_consumers (consumer, seq, rebuilding_after) \
-                     SELECT $1, COALESCE(MAX(seq), 0), 0 FROM feed \
-                     ON CONFLICT (consumer) DO NOTHING RETURNING seq, rebuilding_after) \
-                     SELECT seq, rebuilding_after FROM added \
-                     UNION ALL SELECT seq, rebuilding_after FROM feed_consumers WHERE consumer = $1 \
-                     LIMIT 1",
+                    &format!(
+                        "WITH added AS (INSERT INTO feed_consumers \
+                         (consumer, txid, seq, rebuilding_after, seen_at) \
+                         SELECT $1, r.txid, r.seq, 0, quarry_now_ms() FROM ({REGISTER_AT}) r \
+                         ON CONFLICT (consumer) DO NOTHING RETURNING txid, seq, rebuilding_after) \
+                         SELECT txid, seq, rebuilding_after FROM added UNION ALL \
+                         SELECT txid, seq, rebuilding_after FROM feed_consumers WHERE consumer = $1 \
+                         LIMIT 1"
+                    ),
                     &[&consumer],
                 )
                 .map_err(db_err)?;
@@ -356,10 +356,17 @@ impl Store for PgStore {
 
     fn feed_read(&self, from: FeedPosition, limit: usize) -> Result<FeedBatch> {
         let limit = i64::try_from(limit.max(1)).unwrap_or(i64::MAX);
-        let seq = from.seq;
         let mut conn = self.conn()?;
+        // One snapshot for the whole read: the horizon, the snapshot page or the entries,
+        // and the rows they name.
+        let mut tx = conn
+            .build_transaction()
+            .isolation_level(postgres::IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .map_err(db_err)?;
         if let Some(after) = from.rebuilding_after {
-            let rows = conn
+            let rows = tx
                 .query(
                     "SELECT id, collection_id, path, title, body FROM documents \
                      WHERE id > $1 ORDER BY id LIMIT $2",
@@ -369,8 +376,8 @@ impl Store for PgStore {
             let upserts = rows.iter().map(index_doc).collect::<Result<Vec<_>>>()?;
             if let Some(last) = upserts.last() {
                 let position = FeedPosition {
-                    seq,
                     rebuilding_after: Some(last.id),
+                    ..from
                 };
                 return Ok(FeedBatch {
                     work: IndexWork {
@@ -378,43 +385,59 @@ impl Store for PgStore {
                         deletes: Vec::new(),
                     },
                     position,
+                    horizon: None,
                 });
             }
             // The snapshot is read: go on with the entries after the position. (A document
-            // written since the snapshot's page was read has an entry after `seq`.)
+            // written since its page was read has an entry after the position.)
         }
-        // One statement, so one state of the database: the entries and the rows they name.
-        // Each document once, with the batch's last `seq`; a missing row is a removal.
-        let rows = conn
+        // Entries only of transactions older than every one still running: those are all
+        // finished, so none can still commit below the position this batch moves to.
+        let horizon: i64 = col(
+            &tx.query_one(
+                "SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint",
+                &[],
+            )
+            .map_err(db_err)?,
+            0,
+        )?;
+        let entries = tx
             .query(
-                "WITH e AS (SELECT seq, document_id FROM feed WHERE seq > $1 ORDER BY seq LIMIT $2) \
-                 SELECT i.document_id, d.collection_id, d.path, d.title, d.body, \
-                 (SELECT MAX(seq) FROM e) \
-                 FROM (SELECT DISTINCT document_id FROM e) i \
-                 LEFT JOIN documents d ON d.id = i.document_id ORDER BY i.document_id",
-                &[&seq, &limit],
+                "SELECT txid::text::bigint, seq, document_id FROM feed \
+                 WHERE (txid, seq) > (($1::bigint)::text::xid8, $2) \
+                 AND txid < (($3::bigint)::text::xid8) ORDER BY txid, seq LIMIT $4",
+                &[&from.txid, &from.seq, &horizon, &limit],
             )
             .map_err(db_err)?;
         let mut position = FeedPosition {
-            seq,
             rebuilding_after: None,
+            ..from
         };
-        let mut work = IndexWork::default();
-        for r in &rows {
-            let id: i64 = col(r, 0)?;
-            position.seq = col(r, 5)?;
-            match col::<Option<i64>>(r, 1)? {
-                Some(collection_id) => work.upserts.push(IndexDoc {
-                    id,
-                    collection_id,
-                    path: col(r, 2)?,
-                    title: col(r, 3)?,
-                    body: col(r, 4)?,
-                }),
-                None => work.deletes.push(id),
-            }
+        let mut ids = Vec::with_capacity(entries.len());
+        for e in &entries {
+            position.txid = col(e, 0)?;
+            position.seq = col(e, 1)?;
+            ids.push(col::<i64>(e, 2)?);
         }
-        Ok(FeedBatch { work, position })
+        ids.sort_unstable();
+        ids.dedup();
+        let rows = tx
+            .query(
+                "SELECT id, collection_id, path, title, body FROM documents \
+                 WHERE id = ANY($1) ORDER BY id",
+                &[&ids],
+            )
+            .map_err(db_err)?;
+        let upserts = rows.iter().map(index_doc).collect::<Result<Vec<_>>>()?;
+        let present: std::collections::HashSet<i64> = upserts.iter().map(|d| d.id).collect();
+        let deletes = ids.into_iter().filter(|id| !present.contains(id)).collect();
+        tx.commit().map_err(db_err)?;
+        let full = i64::try_from(entries.len()).unwrap_or(i64::MAX) >= limit;
+        Ok(FeedBatch {
+            work: IndexWork { upserts, deletes },
+            position,
+            horizon: (!full).then_some(horizon),
+        })
     }
 
     fn feed_ack(&self, consumer: &str, position: FeedPosition) -> Result<()> {
@@ -422,8 +445,14 @@ impl Store for PgStore {
             lock(tx, FEED_CONSUMERS_LOCK)?;
             let n = tx
                 .execute(
-                    "UPDATE feed_consumers SET seq = $2, rebuilding_after = $3 WHERE consumer = $1",
-                    &[&consumer, &position.seq, &position.rebuilding_after],
+                    "UPDATE feed_consumers SET txid = $2, seq = $3, rebuilding_after = $4, \
+                     seen_at = quarry_now_ms() WHERE consumer = $1",
+                    &[
+                        &consumer,
+                        &position.txid,
+                        &position.seq,
+                        &position.rebuilding_after,
+                    ],
                 )
                 .map_err(db_err)?;
             if n == 0 {
@@ -431,8 +460,7 @@ impl Store for PgStore {
                     "feed consumer '{consumer}' is not registered"
                 )));
             }
-            tx.execute(TRIM_FEED, &[]).map_err(db_err)?;
-            Ok(())
+            trim_feed(tx)
         })
     }
 
@@ -440,9 +468,12 @@ impl Store for PgStore {
         self.write(|tx| {
             lock(tx, FEED_CONSUMERS_LOCK)?;
             tx.execute(
-                "INSERT INTO feed_consumers (consumer, seq, rebuilding_after) \
-                 SELECT $1, COALESCE(MAX(seq), 0), 0 FROM feed \
-                 ON CONFLICT (consumer) DO UPDATE SET rebuilding_after = 0",
+                &format!(
+                    "INSERT INTO feed_consumers (consumer, txid, seq, rebuilding_after, seen_at) \
+                     SELECT $1, r.txid, r.seq, 0, quarry_now_ms() FROM ({REGISTER_AT}) r \
+                     ON CONFLICT (consumer) DO UPDATE SET txid = excluded.txid, \
+                     seq = excluded.seq, rebuilding_after = 0, seen_at = excluded.seen_at"
+                ),
                 &[&consumer],
             )
             .map_err(db_err)?;
@@ -461,9 +492,82 @@ impl Store for PgStore {
                 &[&consumer],
             )
             .map_err(db_err)?;
-            tx.execute(TRIM_FEED, &[]).map_err(db_err)?;
-            Ok(())
+            trim_feed(tx)
         })
+    }
+
+    fn feed_resume(&self, consumer: &str, position: FeedPosition) -> Result<bool> {
+        self.write(|tx| {
+            lock(tx, FEED_CONSUMERS_LOCK)?;
+            let row = tx
+                .query_one(
+                    "SELECT (SELECT value FROM meta WHERE key = 'feed.trimmed'), \
+                     pg_snapshot_xmax(pg_current_snapshot())::text::bigint",
+                    &[],
+                )
+                .map_err(db_err)?;
+            let trimmed = parse_trimmed(col::<Option<String>>(&row, 0)?.as_deref());
+            let next_txid: i64 = col(&row, 1)?;
+            // Below the trim mark the entries are gone; past the next transaction id the
+            // position cannot come from this database.
+            if (position.txid, position.seq) < trimmed || position.txid >= next_txid {
+                return Ok(false);
+            }
+            tx.execute(
+                "INSERT INTO feed_consumers (consumer, txid, seq, rebuilding_after, seen_at) \
+                 VALUES ($1, $2, $3, $4, quarry_now_ms()) ON CONFLICT (consumer) DO UPDATE \
+                 SET txid = $2, seq = $3, rebuilding_after = $4, seen_at = quarry_now_ms()",
+                &[
+                    &consumer,
+                    &position.txid,
+                    &position.seq,
+                    &position.rebuilding_after,
+                ],
+            )
+            .map_err(db_err)?;
+            Ok(true)
+        })
+    }
+
+    fn feed_forget_idle(&self, idle_ms: i64) -> Result<Vec<String>> {
+        self.write(|tx| {
+            lock(tx, FEED_CONSUMERS_LOCK)?;
+            let gone = tx
+                .query(
+                    "DELETE FROM feed_consumers WHERE seen_at < quarry_now_ms() - $1 \
+                     RETURNING consumer",
+                    &[&idle_ms.max(0)],
+                )
+                .map_err(db_err)?
+                .iter()
+                .map(|r| col::<String>(r, 0))
+                .collect::<Result<Vec<_>>>()?;
+            if !gone.is_empty() {
+                trim_feed(tx)?;
+            }
+            Ok(gone)
+        })
+    }
+
+    fn feed_horizon(&self) -> Result<i64> {
+        // Every transaction that committed before this statement has an id below the
+        // snapshot's xmax; a reader whose xmin reached it has read them all.
+        col(
+            &self
+                .conn()?
+                .query_one(
+                    "SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint",
+                    &[],
+                )
+                .map_err(db_err)?,
+            0,
+        )
+    }
+
+    fn feed_listener(&self) -> Result<Box<dyn quarry_store::FeedListener>> {
+        let mut client = self.pool.connect_dedicated()?;
+        client.batch_execute("LISTEN quarry_feed").map_err(db_err)?;
+        Ok(Box::new(FeedNotifications { client }))
     }
 
     fn documents_by_ids(&self, ids: &[i64]) -> Result<Vec<Document>> {
@@ -1002,11 +1106,6 @@ impl Store for PgStore {
     }
 }
 
-/// Drops the feed entries every consumer is past (all of them when none is left). Run under
-/// `FEED_CONSUMERS_LOCK`.
-const TRIM_FEED: &str = "DELETE FROM feed WHERE seq <= \
-     COALESCE((SELECT MIN(seq) FROM feed_consumers), (SELECT MAX(seq) FROM feed))";
-
 const SET_META: &str = "INSERT INTO meta (key, value) VALUES ($1, $2) \
      ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value";
 
@@ -1098,9 +1197,92 @@ fn index_doc(r: &Row) -> Result<IndexDoc> {
 
 fn position_from_row(r: &Row) -> Result<FeedPosition> {
     Ok(FeedPosition {
-        seq: col(r, 0)?,
-        rebuilding_after: col(r, 1)?,
+        txid: col(r, 0)?,
+        seq: col(r, 1)?,
+        rebuilding_after: col(r, 2)?,
     })
+}
+
+/// Where a consumer that reads a snapshot first is registered: just before the entries of
+/// the oldest transaction still running. Every transaction below it has finished, so its
+/// writes are in the snapshot; every later one has an entry after the position.
+const REGISTER_AT: &str = "SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint - 1 AS txid, \
+     9223372036854775807::bigint AS seq";
+
+/// `meta['feed.trimmed']` (`txid:seq`): entries up to it are gone.
+fn parse_trimmed(value: Option<&str>) -> (i64, i64) {
+    value
+        .and_then(|v| v.split_once(':'))
+        .and_then(|(t, s)| Some((t.parse().ok()?, s.parse().ok()?)))
+        .unwrap_or((0, 0))
+}
+
+/// Drops the feed entries every consumer is past (those of every finished transaction when
+/// no consumer is left) and records how far the feed was trimmed. Run under
+/// `FEED_CONSUMERS_LOCK`.
+fn trim_feed(tx: &mut postgres::Transaction<'_>) -> Result<()> {
+    let cut = tx
+        .query_one(
+            &format!(
+                "WITH c AS (SELECT txid, seq FROM feed_consumers ORDER BY txid, seq LIMIT 1), \
+                 r AS ({REGISTER_AT}) \
+                 SELECT COALESCE((SELECT txid FROM c), (SELECT txid FROM r)), \
+                 COALESCE((SELECT seq FROM c), (SELECT seq FROM r))"
+            ),
+            &[],
+        )
+        .map_err(db_err)?;
+    let cut: (i64, i64) = (col(&cut, 0)?, col(&cut, 1)?);
+    let gone = tx
+        .execute(
+            "DELETE FROM feed WHERE (txid, seq) <= (($1::bigint)::text::xid8, $2)",
+            &[&cut.0, &cut.1],
+        )
+        .map_err(db_err)?;
+    if gone > 0 {
+        let row = tx
+            .query_one("SELECT value FROM meta WHERE key = 'feed.trimmed'", &[])
+            .map_err(db_err);
+        let before = match row {
+            Ok(r) => parse_trimmed(col::<Option<String>>(&r, 0)?.as_deref()),
+            Err(_) => (0, 0),
+        };
+        if cut > before {
+            tx.execute(
+                SET_META,
+                &[&"feed.trimmed", &format!("{}:{}", cut.0, cut.1)],
+            )
+            .map_err(db_err)?;
+        }
+    }
+    Ok(())
+}
+
+/// LISTEN on `quarry_feed` over a connection of its own.
+struct FeedNotifications {
+    client: postgres::Client,
+}
+
+impl quarry_store::FeedListener for FeedNotifications {
+    fn wait(&mut self, timeout: std::time::Duration) -> Result<bool> {
+        quarry_store::thread_guard::check();
+        use postgres::fallible_iterator::FallibleIterator;
+        let mut notifications = self.client.notifications();
+        let woken = notifications
+            .timeout_iter(timeout)
+            .next()
+            .map_err(db_err)?
+            .is_some();
+        // One wake-up covers every notification already queued.
+        while notifications.iter().next().map_err(db_err)?.is_some() {}
+        drop(notifications);
+        if self.client.is_closed() {
+            return Err(Error::Unavailable(
+                "the connection listening for feed notifications closed".into(),
+            ));
+        }
+        Ok(woken)
+    }
 }
 
 /// The bytes `start..end` of `body` (clamped to it; a span off a character boundary is
@@ -1158,7 +1340,7 @@ pub(crate) struct UpsertDoc<'a> {
 }
 
 /// Writes documents into one collection within a transaction that holds
-/// `FEED_WRITE_LOCK` (so the docids it finds free stay free until it commits).
+/// `DOCID_LOCK` (so the docids it finds free stay free until it commits).
 pub(crate) struct DocWriter {
     collection_id: i64,
     stmts: Statements,

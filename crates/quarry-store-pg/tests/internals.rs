@@ -23,6 +23,14 @@ fn with_store(f: impl FnOnce(&PgStore, &mut postgres::Client)) {
     );
 }
 
+/// Like [`with_store`], handing over the database itself (for several raw clients).
+fn with_store_db(f: impl FnOnce(&PgStore, &TestDatabase)) {
+    let Some(db) = TestDatabase::create("quarry_u") else {
+        return;
+    };
+    f(&PgStore::connect(&db.url).expect("connect the store"), &db);
+}
+
 fn doc(path: &str, body: &str) -> DocChange {
     DocChange::Upsert {
         path: path.into(),
@@ -89,16 +97,7 @@ fn the_feed_is_trimmed_to_the_slowest_consumer() {
             .apply_changes(c, vec![doc("1.md", "one"), doc("2.md", "two")])
             .unwrap();
         assert_eq!(entries(), 2);
-        let read_all = |from: FeedPosition| {
-            let mut from = from;
-            loop {
-                let batch = store.feed_read(from, 100).unwrap();
-                if batch.work.is_empty() {
-                    return from;
-                }
-                from = batch.position;
-            }
-        };
+        let read_all = |from: FeedPosition| read_all(store, from);
         store.feed_ack("a", read_all(a)).unwrap();
         assert_eq!(entries(), 2, "b has not read them");
         store.feed_ack("b", read_all(b)).unwrap();
@@ -106,11 +105,109 @@ fn the_feed_is_trimmed_to_the_slowest_consumer() {
         store.apply_changes(c, vec![doc("3.md", "three")]).unwrap();
         store.feed_forget("a").unwrap();
         assert_eq!(entries(), 1, "b still needs it");
+        // With nobody left, the entries of every finished transaction go (another test's
+        // transaction on this server may hold the horizon back for a moment).
         store.feed_forget("b").unwrap();
+        for _ in 0..200 {
+            if entries() == 0 {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            store.feed_forget("b").unwrap();
+        }
         assert_eq!(entries(), 0, "nobody is left to read it");
         // A NUL is stored as a space, offsets unchanged.
         let work = store.apply_changes(c, vec![doc("nul.md", "a\0b")]).unwrap();
         let d = &store.documents_by_ids(&[work.upserts[0].id]).unwrap()[0];
         assert_eq!(d.body, "a b");
+    });
+}
+
+/// Reads the feed from `from` until a batch covers every write committed before the call.
+fn read_all(store: &PgStore, mut from: FeedPosition) -> FeedPosition {
+    let token = store.feed_horizon().unwrap();
+    for _ in 0..1_000 {
+        let batch = store.feed_read(from, 100).unwrap();
+        let empty = batch.work.is_empty();
+        from = batch.position;
+        if empty && batch.horizon.is_some_and(|h| h >= token) {
+            return from;
+        }
+        if empty {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+    panic!("the feed's horizon never reached {token}");
+}
+
+/// Why the feed is read in `(txid, seq)` order below the oldest running transaction:
+/// transaction A takes its entry's `seq` first but commits after B. A reader that followed
+/// `seq > last` would read B's entry, move past A's number, and never see A's document.
+#[test]
+fn an_entry_that_commits_out_of_order_is_not_skipped() {
+    with_store_db(|store, db| {
+        let raw = &mut db.client();
+        let c = store
+            .create_collection("default", "c", CollectionKind::Folder, "/x", "*")
+            .unwrap()
+            .id;
+        let from = read_all(store, store.feed_position("node").unwrap());
+        let insert = |client: &mut postgres::Transaction<'_>, path: &str| {
+            client
+                .execute(
+                    "INSERT INTO documents (collection_id, path, title, hash, docid, size, stamp, \
+                     body, body_bytes, indexed_at) VALUES ($1, $2, $2, $2, $2, 1, 1, $2, 1, 0)",
+                    &[&c, &path],
+                )
+                .unwrap();
+        };
+        let (mut a, mut b) = (db.client(), db.client());
+        let mut ta = a.transaction().unwrap();
+        insert(&mut ta, "a.md");
+        let mut tb = b.transaction().unwrap();
+        insert(&mut tb, "b.md");
+        tb.commit().unwrap();
+        // B is committed, A is not; A's entry has the lower seq.
+        let seqs: Vec<(i64, String)> = raw
+            .query(
+                "SELECT f.seq, d.path FROM feed f JOIN documents d ON d.id = f.document_id \
+                 ORDER BY f.seq",
+                &[],
+            )
+            .unwrap()
+            .iter()
+            .map(|r| (r.get(0), r.get(1)))
+            .collect();
+        assert_eq!(seqs.len(), 1, "only B's entry is visible: {seqs:?}");
+        assert_eq!(seqs[0].1, "b.md");
+        let naive_cursor = seqs[0].0;
+        // The store's reader hands out nothing yet: A, older than B, is still running.
+        let batch = store.feed_read(from, 100).unwrap();
+        assert!(
+            batch.work.is_empty(),
+            "read past a running transaction: {batch:?}"
+        );
+        ta.commit().unwrap();
+        // A naive `seq > last` reader that moved to B's seq now misses A for good.
+        let naive: i64 = raw
+            .query_one("SELECT COUNT(*) FROM feed WHERE seq > $1", &[&naive_cursor])
+            .unwrap()
+            .get(0);
+        assert_eq!(naive, 0, "A's entry sits below B's seq");
+        // The store's reader gets both.
+        let mut got = Vec::new();
+        let mut from = from;
+        let token = store.feed_horizon().unwrap();
+        for _ in 0..500 {
+            let batch = store.feed_read(from, 100).unwrap();
+            got.extend(batch.work.upserts.iter().map(|d| d.path.clone()));
+            from = batch.position;
+            if batch.horizon.is_some_and(|h| h >= token) {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        got.sort();
+        assert_eq!(got, ["a.md", "b.md"]);
     });
 }

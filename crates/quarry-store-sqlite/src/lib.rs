@@ -17,7 +17,7 @@ use quarry_store::{
     FeedPosition, FileState, IndexDoc, IndexWork, Store,
 };
 
-const SCHEMA_VERSION: i64 = 12;
+const SCHEMA_VERSION: i64 = 13;
 
 const SCHEMA: &str = r#"
 CREATE TABLE IF NOT EXISTS spaces (
@@ -394,6 +394,16 @@ const SCHEMA_V12: &str = r#"
 ALTER TABLE jobs ADD COLUMN lease_token INTEGER NOT NULL DEFAULT 0;
 "#;
 
+/// Version 13: several nodes' indexes follow one database (issue 25). Each consumer's last
+/// acknowledgement is timed (`seen_at`), so a node that stopped is forgotten and the feed
+/// trimmed below the slowest live one; `meta['feed.trimmed']` is how far the feed was
+/// trimmed (an index older than that rebuilds); `meta['database.id']` names this database,
+/// so an index built from another one is recognised.
+const SCHEMA_V13: &str = r#"
+ALTER TABLE feed_consumers ADD COLUMN seen_at INTEGER NOT NULL DEFAULT 0;
+INSERT OR IGNORE INTO meta (key, value) VALUES ('database.id', lower(hex(randomblob(16))));
+"#;
+
 /// The feed's last sequence number (0 before its first entry).
 fn feed_head(tx: &Connection) -> Result<i64> {
     tx.query_row(
@@ -423,9 +433,34 @@ fn index_docs(tx: &Connection, sql: &str, args: impl rusqlite::Params) -> Result
         .map_err(db_err)
 }
 
-/// Drops the feed entries every consumer is past (all of them when none is left).
-const TRIM_FEED: &str = "DELETE FROM feed WHERE seq <= \
-     COALESCE((SELECT MIN(seq) FROM feed_consumers), (SELECT MAX(seq) FROM feed))";
+/// Drops the feed entries every consumer is past (all of them when none is left), and
+/// records how far the feed was trimmed (`feed_resume` refuses positions below it).
+fn trim_feed(tx: &Connection) -> Result<()> {
+    let cutoff: Option<i64> = tx
+        .query_row(
+            "SELECT COALESCE((SELECT MIN(seq) FROM feed_consumers), (SELECT MAX(seq) FROM feed))",
+            [],
+            |r| r.get(0),
+        )
+        .map_err(db_err)?;
+    let Some(cutoff) = cutoff else {
+        return Ok(());
+    };
+    let gone = tx
+        .prepare_cached("DELETE FROM feed WHERE seq <= ?1")
+        .and_then(|mut s| s.execute([cutoff]))
+        .map_err(db_err)?;
+    if gone > 0 {
+        tx.prepare_cached(
+            "INSERT INTO meta (key, value) VALUES ('feed.trimmed', ?1) \
+             ON CONFLICT (key) DO UPDATE SET value = excluded.value \
+             WHERE CAST(meta.value AS INTEGER) < CAST(excluded.value AS INTEGER)",
+        )
+        .and_then(|mut s| s.execute([cutoff.to_string()]))
+        .map_err(db_err)?;
+    }
+    Ok(())
+}
 
 /// Gives every space and collection without one a UUID (rows from before version 4).
 fn assign_uids(conn: &Connection) -> rusqlite::Result<()> {
@@ -573,6 +608,9 @@ fn migrate(conn: &Connection) -> rusqlite::Result<()> {
         }
         if version < 12 {
             conn.execute_batch(SCHEMA_V12)?;
+        }
+        if version < 13 {
+            conn.execute_batch(SCHEMA_V13)?;
         }
         conn.execute_batch(&format!("PRAGMA user_version = {SCHEMA_VERSION}"))
     };
@@ -1036,16 +1074,17 @@ impl Store for SqliteStore {
             // A consumer seen for the first time reads a snapshot, then what follows it.
             let head = feed_head(tx)?;
             tx.prepare_cached(
-                "INSERT OR IGNORE INTO feed_consumers (consumer, seq, rebuilding_after) \
-                 VALUES (?1, ?2, 0)",
+                "INSERT OR IGNORE INTO feed_consumers (consumer, seq, rebuilding_after, seen_at) \
+                 VALUES (?1, ?2, 0, ?3)",
             )
-            .and_then(|mut s| s.execute(params![consumer, head]))
+            .and_then(|mut s| s.execute(params![consumer, head, quarry_core::now_millis()]))
             .map_err(db_err)?;
             tx.query_row(
                 "SELECT seq, rebuilding_after FROM feed_consumers WHERE consumer = ?1",
                 [consumer],
                 |r| {
                     Ok(FeedPosition {
+                        txid: 0,
                         seq: r.get(0)?,
                         rebuilding_after: r.get(1)?,
                     })
@@ -1073,6 +1112,7 @@ impl Store for SqliteStore {
                 )?;
                 if let Some(last) = upserts.last() {
                     let position = FeedPosition {
+                        txid: 0,
                         seq,
                         rebuilding_after: Some(last.id),
                     };
@@ -1082,6 +1122,7 @@ impl Store for SqliteStore {
                             deletes: Vec::new(),
                         },
                         position,
+                        horizon: None,
                     });
                 }
                 // The snapshot is read: go on with the entries after the position.
@@ -1096,8 +1137,16 @@ impl Store for SqliteStore {
                 })
                 .map_err(db_err)?;
             let position = FeedPosition {
+                txid: 0,
                 seq: entries.last().map_or(seq, |e| e.0),
                 rebuilding_after: None,
+            };
+            // One writer at a time: entries commit in `seq` order, so a short batch read
+            // everything committed up to the head (in this same read transaction).
+            let horizon = if (entries.len() as i64) < limit {
+                Some(feed_head(tx)? + 1)
+            } else {
+                None
             };
             let mut ids: Vec<i64> = entries.iter().map(|e| e.1).collect();
             ids.sort_unstable();
@@ -1117,6 +1166,7 @@ impl Store for SqliteStore {
             Ok(FeedBatch {
                 work: IndexWork { upserts, deletes },
                 position,
+                horizon,
             })
         }
     }
@@ -1125,10 +1175,16 @@ impl Store for SqliteStore {
         self.write(|tx| {
             let n = tx
                 .prepare_cached(
-                    "UPDATE feed_consumers SET seq = ?2, rebuilding_after = ?3 WHERE consumer = ?1",
+                    "UPDATE feed_consumers SET seq = ?2, rebuilding_after = ?3, seen_at = ?4 \
+                     WHERE consumer = ?1",
                 )
                 .and_then(|mut s| {
-                    s.execute(params![consumer, position.seq, position.rebuilding_after])
+                    s.execute(params![
+                        consumer,
+                        position.seq,
+                        position.rebuilding_after,
+                        quarry_core::now_millis()
+                    ])
                 })
                 .map_err(db_err)?;
             if n == 0 {
@@ -1136,10 +1192,7 @@ impl Store for SqliteStore {
                     "feed consumer '{consumer}' is not registered"
                 )));
             }
-            tx.prepare_cached(TRIM_FEED)
-                .and_then(|mut s| s.execute([]))
-                .map_err(db_err)?;
-            Ok(())
+            trim_feed(tx)
         })
     }
 
@@ -1147,10 +1200,11 @@ impl Store for SqliteStore {
         self.write(|tx| {
             let head = feed_head(tx)?;
             tx.prepare_cached(
-                "INSERT INTO feed_consumers (consumer, seq, rebuilding_after) VALUES (?1, ?2, 0) \
-                 ON CONFLICT (consumer) DO UPDATE SET rebuilding_after = 0",
+                "INSERT INTO feed_consumers (consumer, seq, rebuilding_after, seen_at) \
+                 VALUES (?1, ?2, 0, ?3) \
+                 ON CONFLICT (consumer) DO UPDATE SET rebuilding_after = 0, seen_at = ?3",
             )
-            .and_then(|mut s| s.execute(params![consumer, head]))
+            .and_then(|mut s| s.execute(params![consumer, head, quarry_core::now_millis()]))
             .map_err(db_err)?;
             if let Some((key, value)) = meta {
                 tx.execute(
@@ -1167,9 +1221,61 @@ impl Store for SqliteStore {
         self.write(|tx| {
             tx.execute("DELETE FROM feed_consumers WHERE consumer = ?1", [consumer])
                 .map_err(db_err)?;
-            tx.execute(TRIM_FEED, []).map_err(db_err)?;
-            Ok(())
+            trim_feed(tx)
         })
+    }
+
+    fn feed_resume(&self, consumer: &str, position: FeedPosition) -> Result<bool> {
+        self.write(|tx| {
+            let trimmed: i64 = tx
+                .query_row(
+                    "SELECT COALESCE((SELECT CAST(value AS INTEGER) FROM meta \
+                     WHERE key = 'feed.trimmed'), 0)",
+                    [],
+                    |r| r.get(0),
+                )
+                .map_err(db_err)?;
+            if position.seq < trimmed || position.seq > feed_head(tx)? {
+                return Ok(false);
+            }
+            tx.prepare_cached(
+                "INSERT INTO feed_consumers (consumer, seq, rebuilding_after, seen_at) \
+                 VALUES (?1, ?2, ?3, ?4) ON CONFLICT (consumer) DO UPDATE SET seq = ?2, \
+                 rebuilding_after = ?3, seen_at = ?4",
+            )
+            .and_then(|mut s| {
+                s.execute(params![
+                    consumer,
+                    position.seq,
+                    position.rebuilding_after,
+                    quarry_core::now_millis()
+                ])
+            })
+            .map_err(db_err)?;
+            Ok(true)
+        })
+    }
+
+    fn feed_forget_idle(&self, idle_ms: i64) -> Result<Vec<String>> {
+        self.write(|tx| {
+            let before = quarry_core::now_millis().saturating_sub(idle_ms.max(0));
+            let gone: Vec<String> = tx
+                .prepare_cached("DELETE FROM feed_consumers WHERE seen_at < ?1 RETURNING consumer")
+                .and_then(|mut s| {
+                    s.query_map([before], |r| r.get(0))?
+                        .collect::<rusqlite::Result<_>>()
+                })
+                .map_err(db_err)?;
+            if !gone.is_empty() {
+                trim_feed(tx)?;
+            }
+            Ok(gone)
+        })
+    }
+
+    fn feed_horizon(&self) -> Result<i64> {
+        let conn = self.conn();
+        Ok(feed_head(&conn)? + 1)
     }
 
     fn documents_by_ids(&self, ids: &[i64]) -> Result<Vec<Document>> {

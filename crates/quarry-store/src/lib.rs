@@ -105,10 +105,20 @@ pub struct IndexWork {
     pub deletes: Vec<i64>,
 }
 
-/// Where a consumer of the document change feed stands: every entry up to `seq` absorbed,
-/// and, while it rebuilds from a snapshot, the last document id of the snapshot read so far.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// Where a consumer of the document change feed stands: every entry up to `(txid, seq)`
+/// absorbed, and, while it rebuilds from a snapshot, the last document id of the snapshot
+/// read so far.
+///
+/// Entries are read in `(txid, seq)` order: the writing transaction's id, then the entry's
+/// number. A store whose writers commit in `seq` order (one writer at a time: SQLite)
+/// leaves `txid` at 0. One where several transactions write at once (PostgreSQL) hands out
+/// only entries of transactions older than every one still running, so a transaction that
+/// took its `seq` early and commits late is never skipped.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct FeedPosition {
+    /// The writing transaction of the last entry absorbed (0 where the store has one writer).
+    #[serde(default)]
+    pub txid: i64,
     /// The last feed entry absorbed.
     pub seq: i64,
     /// `Some(id)` while rebuilding: documents with ids above it are still to read.
@@ -122,6 +132,29 @@ pub struct FeedBatch {
     pub work: IndexWork,
     /// The consumer's position once `work` is absorbed (pass it to [`Store::feed_ack`]).
     pub position: FeedPosition,
+    /// `Some(h)` when this batch reached the end of what the feed can hand out: once it is
+    /// absorbed, every write committed before a [`Store::feed_horizon`] call that returned
+    /// at most `h` is in the derived index (read-your-writes across nodes).
+    pub horizon: Option<i64>,
+}
+
+/// Wakes a feed consumer when the feed may have grown ([`Store::feed_listener`]).
+pub trait FeedListener: Send {
+    /// Waits until another writer may have appended to the feed, or `timeout` passes;
+    /// `true` when woken by a write. An error means the wake-ups are lost (a dropped
+    /// connection): the caller polls and asks the store for a new listener.
+    fn wait(&mut self, timeout: std::time::Duration) -> Result<bool>;
+}
+
+/// A listener that is never woken: the caller polls at its timeout (stores without
+/// notifications).
+pub struct PollingFeedListener;
+
+impl FeedListener for PollingFeedListener {
+    fn wait(&mut self, timeout: std::time::Duration) -> Result<bool> {
+        std::thread::sleep(timeout);
+        Ok(false)
+    }
 }
 
 impl IndexWork {
@@ -313,6 +346,24 @@ pub trait Store:
     fn feed_rebuild(&self, consumer: &str, meta: Option<(&str, &str)>) -> Result<()>;
     /// Forgets a consumer that will never read again, so the feed is not kept for it.
     fn feed_forget(&self, consumer: &str) -> Result<()>;
+    /// Registers (or moves) `consumer` at `position`, which its index recorded when it last
+    /// committed, and says whether the feed still holds every entry after it. `false`: the
+    /// entries were dropped (the consumer was forgotten as idle meanwhile, or the index is
+    /// older than the feed remembers), so the index must be rebuilt ([`Store::feed_rebuild`]).
+    fn feed_resume(&self, consumer: &str, position: FeedPosition) -> Result<bool>;
+    /// Forgets the consumers that have not acknowledged anything for `idle_ms` (nodes that
+    /// stopped), so the feed is trimmed below the slowest *live* one; returns their names.
+    /// A forgotten consumer that comes back rebuilds ([`Store::feed_resume`] says `false`).
+    fn feed_forget_idle(&self, idle_ms: i64) -> Result<Vec<String>>;
+    /// A position every write committed before this call lies below: a consumer that has
+    /// absorbed a batch whose `horizon` is at least this value has absorbed those writes.
+    /// Writers hand it to readers (the `X-Quarry-Txid` header) for read-your-writes.
+    fn feed_horizon(&self) -> Result<i64>;
+    /// Something to wait on for the feed's growth. Stores without notifications return a
+    /// [`PollingFeedListener`].
+    fn feed_listener(&self) -> Result<Box<dyn FeedListener>> {
+        Ok(Box::new(PollingFeedListener))
+    }
     /// Documents by row id (missing ids are skipped).
     fn documents_by_ids(&self, ids: &[i64]) -> Result<Vec<Document>>;
     /// A document by collection and path.

@@ -46,6 +46,10 @@ macro_rules! store_conformance {
             feed_rebuild_reads_everything_again_and_records_meta,
             feed_forgotten_consumer_starts_over,
             feed_ack_of_an_unknown_consumer_is_not_found,
+            feed_resume_from_an_index_position,
+            feed_resume_below_the_trimmed_feed_is_refused,
+            feed_idle_consumers_are_forgotten_and_hold_nothing_back,
+            feed_horizon_covers_committed_writes,
             changes_to_a_missing_collection_are_not_found,
             collection_names_conflict_within_a_space_only,
             jobs_two_claimers_never_hold_one_job,
@@ -121,8 +125,21 @@ fn drain(store: &dyn Store, consumer: &str, limit: usize, model: &mut Model) -> 
     }
 }
 
+/// Reads a batch that covers every write committed before the call: a store with several
+/// writers at once hands out entries only below its oldest running transaction, which
+/// another writer (another test on the same database) may hold back for a moment.
 fn read(store: &dyn Store, from: FeedPosition, limit: usize) -> crate::FeedBatch {
-    store.feed_read(from, limit).expect("feed_read")
+    let token = store.feed_horizon().expect("feed_horizon");
+    for _ in 0..1_000 {
+        let batch = store.feed_read(from, limit).expect("feed_read");
+        match batch.horizon {
+            Some(h) if h < token && batch.work.is_empty() => {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            _ => return batch,
+        }
+    }
+    panic!("the feed's horizon never reached {token}");
 }
 
 fn position(store: &dyn Store, consumer: &str) -> FeedPosition {
@@ -331,6 +348,144 @@ pub fn feed_ack_of_an_unknown_consumer_is_not_found(store: &dyn Store) {
         Err(Error::NotFound(_)) => {}
         other => panic!("expected NotFound, got {other:?}"),
     }
+}
+
+/// Drains like [`drain`], from an explicit position, without acknowledging; returns the
+/// position reached and the last batch's horizon.
+fn follow(
+    store: &dyn Store,
+    mut from: FeedPosition,
+    model: &mut Model,
+) -> (FeedPosition, Option<i64>) {
+    for _ in 0..10_000 {
+        let batch = read(store, from, 100);
+        for id in &batch.work.deletes {
+            model.remove(id);
+        }
+        let done = batch.work.is_empty();
+        for d in batch.work.upserts {
+            model.insert(d.id, d.body);
+        }
+        from = batch.position;
+        if done {
+            return (from, batch.horizon);
+        }
+    }
+    panic!("the feed never ends");
+}
+
+/// A node's index records its position in its own commit; on restart the node resumes
+/// from it (the store's copy of the position may be older: it acknowledges after the
+/// commit) and sees exactly what came after.
+pub fn feed_resume_from_an_index_position(store: &dyn Store) {
+    let c = collection(store, "c");
+    store
+        .apply_changes(c, vec![doc("1.md", "one")])
+        .expect("apply");
+    let mut model = Model::new();
+    let (committed, _) = follow(store, position(store, "node"), &mut model);
+    // The index committed `committed`, then the node died before acknowledging it.
+    store
+        .apply_changes(c, vec![doc("2.md", "two")])
+        .expect("apply");
+    assert!(
+        store.feed_resume("node", committed).expect("feed_resume"),
+        "the feed holds everything after the index's position"
+    );
+    assert_eq!(position(store, "node"), committed);
+    let batch = read(store, committed, 100);
+    let paths: Vec<&str> = batch.work.upserts.iter().map(|d| d.path.as_str()).collect();
+    assert_eq!(paths, ["2.md"], "only what came after the index's commit");
+    // A node that was never registered (its row forgotten) resumes too while the feed
+    // still holds its entries.
+    assert!(store.feed_resume("other", committed).expect("resume"));
+}
+
+/// An index whose position lies below what the feed was trimmed to cannot catch up from
+/// the feed: resuming says so, and the node rebuilds.
+pub fn feed_resume_below_the_trimmed_feed_is_refused(store: &dyn Store) {
+    let c = collection(store, "c");
+    let mut model = Model::new();
+    let (old, _) = follow(store, position(store, "stale"), &mut model);
+    store.feed_forget("stale").expect("forget");
+    drain(store, "live", 100, &mut Model::new());
+    for i in 0..3 {
+        store
+            .apply_changes(c, vec![doc(&format!("{i}.md"), &format!("body {i}"))])
+            .expect("apply");
+    }
+    // The only live consumer absorbs everything: the feed is trimmed past `old`.
+    drain(store, "live", 100, &mut Model::new());
+    assert!(
+        !store.feed_resume("stale", old).expect("feed_resume"),
+        "entries after the stale position are gone"
+    );
+    store.feed_rebuild("stale", None).expect("rebuild");
+    let mut rebuilt = Model::new();
+    drain(store, "stale", 100, &mut rebuilt);
+    assert_eq!(rebuilt, truth(store));
+}
+
+/// Consumers that stopped acknowledging (a node that is gone) are forgotten, after which
+/// the feed is trimmed below the live ones only; recently seen ones stay.
+pub fn feed_idle_consumers_are_forgotten_and_hold_nothing_back(store: &dyn Store) {
+    let c = collection(store, "c");
+    drain(store, "gone", 100, &mut Model::new());
+    std::thread::sleep(std::time::Duration::from_millis(400));
+    drain(store, "live", 100, &mut Model::new());
+    store
+        .apply_changes(c, vec![doc("1.md", "one")])
+        .expect("apply");
+    drain(store, "live", 100, &mut Model::new());
+    let gone = store.feed_forget_idle(200).expect("feed_forget_idle");
+    assert_eq!(gone, ["gone"], "only the consumer idle for 200 ms");
+    assert!(store.feed_forget_idle(60_000).expect("again").is_empty());
+    // `live` is past every entry and alone: nothing is kept for `gone`.
+    let mut model = Model::new();
+    let from = position(store, "live");
+    assert!(read(store, from, 100).work.is_empty());
+    assert!(
+        !store
+            .feed_resume("gone", FeedPosition::default())
+            .expect("resume"),
+        "the forgotten consumer's entries were trimmed"
+    );
+    drain(store, "gone", 100, &mut model);
+    assert_eq!(model, truth(store), "it comes back through a snapshot");
+}
+
+/// Read-your-writes: a horizon taken after a write is reached by a consumer's batch only
+/// once the write is in what the consumer read.
+pub fn feed_horizon_covers_committed_writes(store: &dyn Store) {
+    let c = collection(store, "c");
+    let mut model = Model::new();
+    let (from, horizon) = follow(store, position(store, "node"), &mut model);
+    let before = store.feed_horizon().expect("feed_horizon");
+    store
+        .apply_changes(c, vec![doc("1.md", "one")])
+        .expect("apply");
+    let after = store.feed_horizon().expect("feed_horizon");
+    assert!(
+        after > before,
+        "a write moves the horizon: {before} → {after}"
+    );
+    assert!(
+        horizon.is_some_and(|h| h < after),
+        "a batch read before the write does not cover it: {horizon:?} vs {after}"
+    );
+    // Following until the horizon passes the token finds the write. (On a database other
+    // transactions, such as other tests', may hold the horizon back for a moment.)
+    let mut from = from;
+    for _ in 0..500 {
+        let (next, horizon) = follow(store, from, &mut model);
+        from = next;
+        if horizon.is_some_and(|h| h >= after) {
+            assert!(model.values().any(|b| b == "one"), "the write was read");
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    panic!("the horizon never reached {after}");
 }
 
 /// Collection names are unique within a space (a clash is `Conflict`), not across spaces.
