@@ -259,22 +259,31 @@ impl Engine {
     }
 }
 
-/// Store meta key: the analyzer version the keyword index was built with.
+/// Store meta key: the analyzer version the keyword index was built with (before each
+/// index recorded its own stamp in its commits; read only to adopt such an index).
 const META_FTS_ANALYZER: &str = "fts.analyzer";
-/// Store meta key: the chunker and analyzer versions the passage index was built with.
+/// Store meta key: the chunker version the stored chunks were cut with (shared by every
+/// node: the first node with another chunker cuts them again).
 const META_PASSAGES: &str = "passages.version";
+/// Store meta key: the name of the database, so an index built from another is recognised.
+const META_DATABASE_ID: &str = "database.id";
+/// The single feed consumer of data directories from before per-node consumers.
+const LEGACY_CONSUMER: &str = "keyword";
 
-/// The keyword and passage indexes of a data directory, as one consumer of the store's
-/// document change feed (both commit together, so one position serves both).
-const KEYWORD_CONSUMER: &str = "keyword";
+/// How long a session's catch-up waits, in all, for older transactions to finish before
+/// leaving the rest to the next one (the follower's).
+const HORIZON_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Keeps the keyword-index writers open while store batches stream in, so tokenising
-/// overlaps reading files. The indexes follow the store's document change feed: what a
-/// batch changed is read back from the feed (with whatever another writer changed in
-/// between) and applied; every [`INDEX_BATCH`] documents and at the end the writers commit
-/// and only then is the feed position acknowledged. A document's chunks are cut here (they
-/// are what the passage index holds), so a document is searchable by keyword, whole and by
-/// passage, in the same commit.
+/// overlaps reading files. The indexes follow the store's document change feed as this
+/// node's consumer: what a batch changed is read back from the feed (with whatever another
+/// writer, or node, changed in between) and applied; every [`INDEX_BATCH`] documents and at
+/// the end the writers commit — each commit carrying the feed position it reached and the
+/// versions that built it ([`crate::node::IndexPayload`]), so the index and its position
+/// never disagree — and then the position is acknowledged to the store (which keeps the
+/// feed for the slowest live node). A document's chunks are cut here (they are what the
+/// passage index holds), so a document is searchable by keyword, whole and by passage, in
+/// the same commit.
 pub(crate) struct IndexSession<'a> {
     engine: &'a Engine,
     guard: &'a WriteGuard,
@@ -286,6 +295,8 @@ pub(crate) struct IndexSession<'a> {
     read: Option<FeedPosition>,
     /// Whether `read` is ahead of the position last acknowledged.
     unacknowledged: bool,
+    /// The horizon of the last batch that reached the feed's end (applied once committed).
+    horizon: Option<i64>,
 }
 
 impl<'a> IndexSession<'a> {
@@ -298,43 +309,128 @@ impl<'a> IndexSession<'a> {
             uncommitted: 0,
             read: None,
             unacknowledged: false,
+            horizon: None,
         }
     }
 
+    /// The versions that build this process's indexes, for the commit payload.
+    fn stamp(&self) -> Result<(String, String, String)> {
+        let store = self.engine.store();
+        let database = store.meta(META_DATABASE_ID)?.unwrap_or_default();
+        let analyzer = quarry_fts::analyzer::ANALYZER_VERSION.to_string();
+        let passages = format!("{}/{analyzer}", crate::chunking::PASSAGES_VERSION);
+        Ok((database, analyzer, passages))
+    }
+
+    /// Where this node's indexes stand: the earlier of the two indexes' commit payloads,
+    /// when both exist and were built by this process's versions from this database.
+    fn index_position(&self) -> Result<Option<FeedPosition>> {
+        let (database, analyzer, passages) = self.stamp()?;
+        let mut position: Option<FeedPosition> = None;
+        for index in [self.engine.fts()?, self.engine.passage_index()?] {
+            let Some(index) = index else {
+                return Ok(None);
+            };
+            let Some(payload) = index.commit_payload()? else {
+                return Ok(None);
+            };
+            let Ok(p) = serde_json::from_str::<crate::node::IndexPayload>(&payload) else {
+                return Ok(None);
+            };
+            if p.database != database || p.analyzer != analyzer || p.passages != passages {
+                return Ok(None);
+            }
+            position = Some(match position {
+                Some(q) => crate::node::earlier(p.position, q),
+                None => p.position,
+            });
+        }
+        Ok(position)
+    }
+
     /// Finishes work a previous, interrupted writer left, and rebuilds an index that is
-    /// missing or was built by another analyzer or chunker.
+    /// missing, from another database, built by another analyzer or chunker, or older than
+    /// the feed remembers.
     pub(crate) fn recover(&mut self) -> Result<()> {
         let store = self.engine.store();
-        // A lost index is read again from the store.
-        if !self.engine.fts_dir().exists() || !self.engine.passages_dir().exists() {
-            store.feed_rebuild(KEYWORD_CONSUMER, None)?;
-        }
-        // An index written by another analyzer version is rebuilt from the store.
-        let version = quarry_fts::analyzer::ANALYZER_VERSION.to_string();
-        if store.meta(META_FTS_ANALYZER)?.as_deref() != Some(version.as_str()) {
-            store.feed_rebuild(KEYWORD_CONSUMER, Some((META_FTS_ANALYZER, &version)))?;
-        }
-        // Passages cut by another chunker (or indexed by another analyzer) are cut and
-        // indexed again: the files go first, so a kill in between only repeats this.
-        let passages = format!("{}/{version}", crate::chunking::PASSAGES_VERSION);
+        let node = &self.engine.node;
+        let (_, analyzer, passages) = self.stamp()?;
+        // Chunks are shared by every node: the first with another chunker cuts them again
+        // (this node's passage index is then rebuilt below; the others see the new
+        // chunker's stamp missing from their indexes when they run it).
+        let mut chunks_reset = false;
         if store.meta(META_PASSAGES)?.as_deref() != Some(passages.as_str()) {
-            self.passages = None;
-            self.engine.drop_passage_index(self.guard)?;
             store.reset_all_chunks()?;
-            store.feed_rebuild(KEYWORD_CONSUMER, Some((META_PASSAGES, &passages)))?;
+            store.set_meta(META_PASSAGES, &passages)?;
+            node.resumed.store(false, std::sync::atomic::Ordering::Release);
+            chunks_reset = true;
         }
+        let consumer = self.engine.keyword_consumer()?;
+        let resumed = node.resumed.load(std::sync::atomic::Ordering::Acquire);
+        let from = match self.index_position()? {
+            Some(p) if resumed => Some(p),
+            Some(p) => store.feed_resume(&consumer, p)?.then_some(p),
+            // An index from before per-node positions, built by this analyzer from this
+            // store: the single consumer `keyword` kept its place.
+            None if !chunks_reset
+                && self.engine.fts_dir().join("meta.json").exists()
+                && self.engine.passages_dir().join("meta.json").exists()
+                && store.meta(META_FTS_ANALYZER)?.as_deref() == Some(analyzer.as_str())
+                && self.legacy_index()? =>
+            {
+                let p = store.feed_position(LEGACY_CONSUMER)?;
+                let ok = store.feed_resume(&consumer, p)?;
+                store.feed_forget(LEGACY_CONSUMER)?;
+                ok.then_some(p)
+            }
+            None => None,
+        };
+        let from = match from {
+            Some(p) => p,
+            None => {
+                // Rebuilt from a snapshot of the store, then the feed from where it stood.
+                self.writer = None;
+                self.passages = None;
+                self.engine.drop_keyword_index(self.guard)?;
+                self.engine.drop_passage_index(self.guard)?;
+                store.feed_rebuild(&consumer, Some((META_FTS_ANALYZER, &analyzer)))?;
+                store.feed_position(&consumer)?
+            }
+        };
+        node.resumed.store(true, std::sync::atomic::Ordering::Release);
+        self.read = Some(from);
         self.catch_up()?;
         self.commit()
     }
 
+    /// Whether the indexes were committed without any payload (written before per-node
+    /// positions), as opposed to with a stamp of another database or version.
+    fn legacy_index(&self) -> Result<bool> {
+        for index in [self.engine.fts()?, self.engine.passage_index()?] {
+            match index {
+                Some(index) if index.commit_payload()?.is_none() => {}
+                _ => return Ok(false),
+            }
+        }
+        Ok(true)
+    }
+
     /// Applies what the feed holds for the keyword index (committing every
-    /// [`INDEX_BATCH`] documents).
+    /// [`INDEX_BATCH`] documents), until it has read every write committed before the call
+    /// — or, when an older transaction (another node's) is still running after
+    /// [`HORIZON_WAIT`], what is readable so far.
     pub(crate) fn catch_up(&mut self) -> Result<()> {
         let store = self.engine.store();
+        let token = store.feed_horizon()?;
+        let deadline = std::time::Instant::now() + HORIZON_WAIT;
         let mut from = match self.read {
             Some(p) => p,
-            None => store.feed_position(KEYWORD_CONSUMER)?,
+            None => {
+                self.recover()?;
+                return Ok(());
+            }
         };
+        let mut pause = std::time::Duration::from_millis(2);
         loop {
             let batch = store.feed_read(from, CATCH_UP_BATCH)?;
             let done = batch.work.is_empty();
@@ -347,8 +443,16 @@ impl<'a> IndexSession<'a> {
             if self.uncommitted >= INDEX_BATCH {
                 self.commit()?;
             }
+            if let Some(h) = batch.horizon {
+                self.horizon = Some(self.horizon.map_or(h, |old| old.max(h)));
+            }
             if done {
-                return Ok(());
+                let reached = batch.horizon.is_some_and(|h| h >= token);
+                if reached || std::time::Instant::now() >= deadline {
+                    return Ok(());
+                }
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(std::time::Duration::from_millis(100));
             }
         }
     }
@@ -413,20 +517,47 @@ impl<'a> IndexSession<'a> {
         Ok(())
     }
 
-    /// Commits the writers, then acknowledges the feed position they reached.
+    /// Commits the writers with the feed position they reached in their payload, then
+    /// acknowledges it to the store.
     pub(crate) fn commit(&mut self) -> Result<()> {
         if self.uncommitted > 0 {
+            let (database, analyzer, passages) = self.stamp()?;
+            let payload = serde_json::to_string(&crate::node::IndexPayload {
+                database,
+                analyzer,
+                passages,
+                position: self.read.unwrap_or_default(),
+            })
+            .map_err(|e| Error::Index(format!("cannot record the index's position: {e}")))?;
             if let Some((_, writer)) = self.writer.as_mut() {
-                writer.commit()?;
+                writer.commit_with_payload(&payload)?;
             }
             if let Some((_, writer)) = self.passages.as_mut() {
-                writer.commit()?;
+                writer.commit_with_payload(&payload)?;
             }
             self.uncommitted = 0;
         }
         if let (true, Some(position)) = (self.unacknowledged, self.read) {
-            self.engine.store().feed_ack(KEYWORD_CONSUMER, position)?;
+            let consumer = self.engine.keyword_consumer()?;
+            match self.engine.store().feed_ack(&consumer, position) {
+                Ok(()) => {}
+                // Forgotten as idle meanwhile: the next session resumes (or rebuilds).
+                Err(Error::NotFound(_)) => self
+                    .engine
+                    .node
+                    .resumed
+                    .store(false, std::sync::atomic::Ordering::Release),
+                Err(e) => return Err(e),
+            }
             self.unacknowledged = false;
+        }
+        if let Some(position) = self.read {
+            *self
+                .engine
+                .node
+                .position
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()) = Some(position);
         }
         Ok(())
     }
@@ -439,6 +570,16 @@ impl<'a> IndexSession<'a> {
         {
             writer.finish()?;
             index.reload()?;
+        }
+        // Searches see the commits now: writes below the horizon are readable here.
+        if let Some(h) = self.horizon {
+            let node = &self.engine.node;
+            node.applied_horizon
+                .fetch_max(h, std::sync::atomic::Ordering::AcqRel);
+            if self.read.is_some_and(|p| p.rebuilding_after.is_none()) {
+                node.caught_up_at_ms
+                    .store(quarry_core::now_millis(), std::sync::atomic::Ordering::Release);
+            }
         }
         Ok(())
     }

@@ -16,6 +16,7 @@ mod hybrid;
 mod indexing;
 mod knowledge;
 mod knowledge_search;
+mod node;
 mod notes;
 mod passages;
 #[cfg(test)]
@@ -45,6 +46,7 @@ pub use knowledge_search::{
     KnowledgeHit, KnowledgeSearch, KnowledgeSearchResult, MAX_QUERY_CHARS, MAX_TOP_K,
     RerankOutcome, SearchMode,
 };
+pub use node::{NODE_IDLE_FORGET, NodeFeedState};
 pub use notes::{MAX_NOTE_BYTES, NOTE_KINDS, NewNote, NoteChange, NoteFormat, NoteView};
 pub use passages::{PER_DOCUMENT, PassageEvidence};
 pub use quarry_models::{ApiKey, ModelEnv, ModelSpec};
@@ -122,6 +124,8 @@ pub struct EngineShared {
     fusion: fusion::Fusion,
     blobs: OnceLock<Arc<dyn quarry_blobs::BlobStore>>,
     ingest: knowledge::IngestOptions,
+    /// This process as a node following the store's feed.
+    node: node::NodeState,
 }
 
 /// The engine for one index, as one caller sees it: every call is limited to the handle's
@@ -224,6 +228,7 @@ impl Engine {
                 fusion: fusion::Fusion::default(),
                 blobs: OnceLock::new(),
                 ingest: knowledge::IngestOptions::default(),
+                node: node::NodeState::default(),
             }),
             scope,
             ranking_scope: None,
@@ -430,6 +435,17 @@ impl Engine {
         let f = Arc::new(f);
         *self.passages.write().unwrap_or_else(|p| p.into_inner()) = Some(f.clone());
         Ok(f)
+    }
+
+    /// Forgets the keyword index handle and files (it is rebuilt). Write lock held.
+    pub(crate) fn drop_keyword_index(&self, _guard: &WriteGuard) -> Result<()> {
+        *self.fts.write().unwrap_or_else(|p| p.into_inner()) = None;
+        let dir = self.fts_dir();
+        match std::fs::remove_dir_all(&dir) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(Error::io(&dir, e)),
+        }
     }
 
     /// Forgets the passage index handle and files (its layout changed). Write lock held.

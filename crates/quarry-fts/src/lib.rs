@@ -204,6 +204,12 @@ impl FtsIndex {
         self.reader.reload().map_err(idx_err)
     }
 
+    /// The payload of the index's last commit ([`FtsWriter::commit_with_payload`]); `None`
+    /// for an index committed without one.
+    pub fn commit_payload(&self) -> Result<Option<String>> {
+        Ok(self.index.load_metas().map_err(idx_err)?.payload)
+    }
+
     /// Number of documents visible to searches.
     pub fn num_docs(&self) -> u64 {
         self.reader.searcher().num_docs()
@@ -456,6 +462,15 @@ impl FtsWriter {
     /// Makes everything applied so far durable and visible, atomically.
     pub fn commit(&mut self) -> Result<()> {
         self.writer.commit().map_err(idx_err)?;
+        Ok(())
+    }
+
+    /// Like [`FtsWriter::commit`], recording `payload` in the same atomic commit (what the
+    /// index has absorbed, so the index and its position never disagree).
+    pub fn commit_with_payload(&mut self, payload: &str) -> Result<()> {
+        let mut prepared = self.writer.prepare_commit().map_err(idx_err)?;
+        prepared.set_payload(payload);
+        prepared.commit().map_err(idx_err)?;
         Ok(())
     }
 

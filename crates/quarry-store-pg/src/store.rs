@@ -549,6 +549,19 @@ impl Store for PgStore {
         })
     }
 
+    fn feed_backlog(&self, from: FeedPosition) -> Result<i64> {
+        col(
+            &self
+                .conn()?
+                .query_one(
+                    "SELECT COUNT(*) FROM feed WHERE (txid, seq) > (($1::bigint)::text::xid8, $2)",
+                    &[&from.txid, &from.seq],
+                )
+                .map_err(db_err)?,
+            0,
+        )
+    }
+
     fn feed_horizon(&self) -> Result<i64> {
         // Every transaction that committed before this statement has an id below the
         // snapshot's xmax; a reader whose xmin reached it has read them all.

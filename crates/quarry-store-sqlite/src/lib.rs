@@ -1273,6 +1273,14 @@ impl Store for SqliteStore {
         })
     }
 
+    fn feed_backlog(&self, from: FeedPosition) -> Result<i64> {
+        self.conn()
+            .query_row("SELECT COUNT(*) FROM feed WHERE seq > ?1", [from.seq], |r| {
+                r.get(0)
+            })
+            .map_err(db_err)
+    }
+
     fn feed_horizon(&self) -> Result<i64> {
         let conn = self.conn();
         Ok(feed_head(&conn)? + 1)

@@ -355,6 +355,8 @@ pub trait Store:
     /// stopped), so the feed is trimmed below the slowest *live* one; returns their names.
     /// A forgotten consumer that comes back rebuilds ([`Store::feed_resume`] says `false`).
     fn feed_forget_idle(&self, idle_ms: i64) -> Result<Vec<String>>;
+    /// How many feed entries lie after `from` (a node's lag, in changes).
+    fn feed_backlog(&self, from: FeedPosition) -> Result<i64>;
     /// A position every write committed before this call lies below: a consumer that has
     /// absorbed a batch whose `horizon` is at least this value has absorbed those writes.
     /// Writers hand it to readers (the `X-Quarry-Txid` header) for read-your-writes.
