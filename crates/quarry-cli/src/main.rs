@@ -1173,6 +1173,7 @@ fn serve(
             if let Some(workers) = workers {
                 state.start_workers(workers)?;
             }
+            state.start_follower()?;
             // A stdio session (`quarry mcp`, started per agent session) lists the knowledge
             // tools; it connects upstreams only if a call needs one, never all of them at
             // start.

@@ -362,7 +362,8 @@ impl<'a> IndexSession<'a> {
         if store.meta(META_PASSAGES)?.as_deref() != Some(passages.as_str()) {
             store.reset_all_chunks()?;
             store.set_meta(META_PASSAGES, &passages)?;
-            node.resumed.store(false, std::sync::atomic::Ordering::Release);
+            node.resumed
+                .store(false, std::sync::atomic::Ordering::Release);
             chunks_reset = true;
         }
         let consumer = self.engine.keyword_consumer()?;
@@ -397,7 +398,8 @@ impl<'a> IndexSession<'a> {
                 store.feed_position(&consumer)?
             }
         };
-        node.resumed.store(true, std::sync::atomic::Ordering::Release);
+        node.resumed
+            .store(true, std::sync::atomic::Ordering::Release);
         self.read = Some(from);
         self.catch_up()?;
         self.commit()
@@ -577,8 +579,10 @@ impl<'a> IndexSession<'a> {
             node.applied_horizon
                 .fetch_max(h, std::sync::atomic::Ordering::AcqRel);
             if self.read.is_some_and(|p| p.rebuilding_after.is_none()) {
-                node.caught_up_at_ms
-                    .store(quarry_core::now_millis(), std::sync::atomic::Ordering::Release);
+                node.caught_up_at_ms.store(
+                    quarry_core::now_millis(),
+                    std::sync::atomic::Ordering::Release,
+                );
             }
         }
         Ok(())

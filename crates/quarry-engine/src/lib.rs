@@ -46,7 +46,7 @@ pub use knowledge_search::{
     KnowledgeHit, KnowledgeSearch, KnowledgeSearchResult, MAX_QUERY_CHARS, MAX_TOP_K,
     RerankOutcome, SearchMode,
 };
-pub use node::{NODE_IDLE_FORGET, NodeFeedState};
+pub use node::{NODE_IDLE_FORGET, NodeFeedState, READY_LAG};
 pub use notes::{MAX_NOTE_BYTES, NOTE_KINDS, NewNote, NoteChange, NoteFormat, NoteView};
 pub use passages::{PER_DOCUMENT, PassageEvidence};
 pub use quarry_models::{ApiKey, ModelEnv, ModelSpec};

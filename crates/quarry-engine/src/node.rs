@@ -78,7 +78,14 @@ pub struct NodeFeedState {
     pub behind_seconds: f64,
     /// Whether every write committed so far is searchable on this node.
     pub caught_up: bool,
+    /// Whether the node should take traffic: its index is built (not reading a snapshot)
+    /// and it was at the feed's end within [`READY_LAG`] (under a steady stream of writes a
+    /// node is rarely at zero lag, yet serves current answers).
+    pub ready: bool,
 }
+
+/// How far behind (in time) a node may be and still count as ready.
+pub const READY_LAG: Duration = Duration::from_secs(5);
 
 impl Engine {
     pub(crate) fn node_id(&self) -> Result<String> {
@@ -126,14 +133,15 @@ impl Engine {
         }
     }
 
+    /// Something to wait on for the store's changes ([`quarry_store::FeedListener`]).
+    pub fn feed_listener(&self) -> Result<Box<dyn quarry_store::FeedListener>> {
+        self.store().feed_listener()
+    }
+
     /// Refreshes this node's place in the store (so the feed keeps its entries) and forgets
     /// nodes idle for [`NODE_IDLE_FORGET`]; returns the nodes forgotten.
     pub fn feed_heartbeat(&self) -> Result<Vec<String>> {
-        let position = *self
-            .node
-            .position
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
+        let position = *self.node.position.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(position) = position {
             match self.store().feed_ack(&self.keyword_consumer()?, position) {
                 Ok(()) => {}
@@ -148,11 +156,7 @@ impl Engine {
 
     /// Where this node stands in the feed.
     pub fn node_feed_state(&self) -> Result<NodeFeedState> {
-        let position = *self
-            .node
-            .position
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
+        let position = *self.node.position.lock().unwrap_or_else(|p| p.into_inner());
         let behind_changes = match position {
             Some(p) if p.rebuilding_after.is_none() => self.store().feed_backlog(p)?,
             // Never indexed, or still reading a snapshot: every document is behind.
@@ -165,11 +169,13 @@ impl Engine {
         } else {
             (quarry_core::now_millis() - since).max(0) as f64 / 1000.0
         };
+        let built = position.is_some_and(|p| p.rebuilding_after.is_none());
         Ok(NodeFeedState {
             node: self.node_id()?,
             behind_changes,
             behind_seconds,
             caught_up,
+            ready: built && (caught_up || behind_seconds <= READY_LAG.as_secs_f64()),
         })
     }
 }
@@ -190,6 +196,13 @@ pub(crate) struct IndexPayload {
 
 /// The earlier of two positions (the one an index that committed both must resume from).
 pub(crate) fn earlier(a: FeedPosition, b: FeedPosition) -> FeedPosition {
-    let key = |p: FeedPosition| (p.txid, p.seq, p.rebuilding_after.is_none(), p.rebuilding_after);
+    let key = |p: FeedPosition| {
+        (
+            p.txid,
+            p.seq,
+            p.rebuilding_after.is_none(),
+            p.rebuilding_after,
+        )
+    };
     if key(a) <= key(b) { a } else { b }
 }

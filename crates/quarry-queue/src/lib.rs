@@ -10,6 +10,9 @@
 //! [`Workers`] is the long-lived pool a server keeps; [`drain`] is what the CLI runs when
 //! it uploads: a pool that stops once the documents it waits for are `ready` or `failed`.
 
+mod follower;
+pub use follower::{Follower, HEARTBEAT, POLL};
+
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;

@@ -66,6 +66,8 @@ pub struct AppState {
     shutting_down: AtomicBool,
     /// Ingestion workers, when this server runs them.
     workers: std::sync::Mutex<Option<quarry_queue::Workers>>,
+    /// Keeps this node's keyword index in step with writes made elsewhere.
+    follower: std::sync::Mutex<Option<quarry_queue::Follower>>,
     /// The tool hub (upstream connections, catalogs), made on first use.
     hub: std::sync::OnceLock<Arc<quarry_hub::Hub>>,
     /// Chat (provider client, settings), made on first use without a model.
@@ -102,6 +104,7 @@ impl AppState {
             model_queue: tokio::sync::Mutex::new(()),
             shutting_down: AtomicBool::new(false),
             workers: std::sync::Mutex::new(None),
+            follower: std::sync::Mutex::new(None),
             hub: std::sync::OnceLock::new(),
             chat: std::sync::OnceLock::new(),
             runs: CancellationToken::new(),
@@ -186,6 +189,14 @@ impl AppState {
         Ok(())
     }
 
+    /// Starts following the store's changes into this node's keyword index (writes made
+    /// by other nodes, or a CLI beside the server); call once.
+    pub fn start_follower(&self) -> Result<(), Error> {
+        let follower = quarry_queue::Follower::start(self.root.clone())?;
+        *self.follower.lock().unwrap_or_else(|p| p.into_inner()) = Some(follower);
+        Ok(())
+    }
+
     /// New work was queued: idle workers look now.
     pub fn wake_workers(&self) {
         if let Some(w) = self
@@ -208,6 +219,14 @@ impl AppState {
             .take();
         if let Some(w) = workers {
             w.shutdown(grace);
+        }
+        let follower = self
+            .follower
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(f) = follower {
+            f.shutdown();
         }
     }
 
@@ -354,6 +373,8 @@ pub fn app(state: Arc<AppState>, opts: &HttpOptions, shutdown: &CancellationToke
             .with_max_request_body_bytes(opts.max_body_bytes)
             .with_cancellation_token(shutdown.child_token()),
     );
+    let consistent =
+        || middleware::from_fn_with_state(state.clone(), http::consistency::read_your_writes);
     let timeout = || {
         tower_http::timeout::TimeoutLayer::with_status_code(
             StatusCode::REQUEST_TIMEOUT,
@@ -366,6 +387,7 @@ pub fn app(state: Arc<AppState>, opts: &HttpOptions, shutdown: &CancellationToke
         .merge(api::hub::router())
         .layer(axum::extract::DefaultBodyLimit::max(opts.max_body_bytes))
         .layer(timeout())
+        .layer(consistent())
         .route_layer(authenticated(auth::Surface::Rest));
     let account = api::tokens::account_router()
         .merge(api::spaces::router())
@@ -375,6 +397,7 @@ pub fn app(state: Arc<AppState>, opts: &HttpOptions, shutdown: &CancellationToke
     let dify = compat::dify::router()
         .layer(axum::extract::DefaultBodyLimit::max(opts.max_body_bytes))
         .layer(timeout())
+        .layer(consistent())
         .route_layer(authenticated(auth::Surface::Dify));
     let legacy_sse =
         mcp::hub_sse::LegacySse::new(state.clone(), opts.max_body_bytes, shutdown.child_token());
@@ -388,6 +411,7 @@ pub fn app(state: Arc<AppState>, opts: &HttpOptions, shutdown: &CancellationToke
     let mcp = Router::new()
         .nest_service("/mcp", mcp)
         .merge(gateway)
+        .layer(consistent())
         .layer(authenticated(auth::Surface::JsonRpc))
         .layer(middleware::from_fn_with_state(
             opts.max_body_bytes,
@@ -395,6 +419,7 @@ pub fn app(state: Arc<AppState>, opts: &HttpOptions, shutdown: &CancellationToke
         ));
     let quka = Router::new()
         .nest_service("/api/v1/mcp", quka)
+        .layer(consistent())
         .layer(authenticated(auth::Surface::JsonRpc))
         .layer(middleware::from_fn(compat::quka::accept_json))
         .layer(middleware::from_fn_with_state(
@@ -408,6 +433,7 @@ pub fn app(state: Arc<AppState>, opts: &HttpOptions, shutdown: &CancellationToke
         .route_layer(authenticated(auth::Surface::Rest));
     let knowledge = api::knowledge::router()
         .layer(timeout())
+        .layer(consistent())
         .route_layer(authenticated(auth::Surface::Rest));
     let metrics = api::metrics::router().route_layer(authenticated(auth::Surface::Rest));
     Router::new()

@@ -33,6 +33,16 @@ pub(crate) fn record_auth_failure(reason: &'static str) {
     metrics::counter!("quarry_auth_failures_total", "reason" => reason).increment(1);
 }
 
+/// This node's place in the store's change feed, and the shared job queue's depth.
+pub(crate) fn record_node(node: &quarry_engine::NodeFeedState, queue: &quarry_store::QueueCounts) {
+    metrics::gauge!("quarry_feed_behind_changes").set(node.behind_changes as f64);
+    metrics::gauge!("quarry_feed_behind_seconds").set(node.behind_seconds);
+    metrics::gauge!("quarry_feed_caught_up").set(if node.caught_up { 1.0 } else { 0.0 });
+    metrics::gauge!("quarry_queue_jobs", "state" => "enqueued").set(queue.enqueued as f64);
+    metrics::gauge!("quarry_queue_jobs", "state" => "processing").set(queue.processing as f64);
+    metrics::gauge!("quarry_queue_jobs", "state" => "failed").set(queue.failed as f64);
+}
+
 pub(crate) fn record_tool_call(tool: &str, outcome: &'static str, elapsed: Duration) {
     let labels = [("tool", tool.to_owned()), ("outcome", outcome.to_owned())];
     metrics::counter!("quarry_mcp_tool_calls_total", &labels).increment(1);

@@ -1275,9 +1275,11 @@ impl Store for SqliteStore {
 
     fn feed_backlog(&self, from: FeedPosition) -> Result<i64> {
         self.conn()
-            .query_row("SELECT COUNT(*) FROM feed WHERE seq > ?1", [from.seq], |r| {
-                r.get(0)
-            })
+            .query_row(
+                "SELECT COUNT(*) FROM feed WHERE seq > ?1",
+                [from.seq],
+                |r| r.get(0),
+            )
             .map_err(db_err)
     }
 

@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use axum::Router;
+use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -18,13 +19,22 @@ pub(crate) fn router() -> Router<Arc<AppState>> {
 
 /// Prometheus text. Counters are process-wide, so with `--auth` only a caller with admin
 /// access to its space may read them.
-async fn metrics_text(caller: Caller) -> Response {
+async fn metrics_text(State(st): State<Arc<AppState>>, caller: Caller) -> Response {
     if !caller.engine.scope().can(quarry_core::Access::Admin) {
         return ApiError::new(
             StatusCode::FORBIDDEN,
             "metrics need a token with the admin or owner role",
         )
         .into_response();
+    }
+    // Gauges of this node and the shared queue, read at scrape time.
+    let engine = st.root_engine().clone();
+    if let Ok(Ok((node, queue))) = crate::http::run_blocking_raw(move || {
+        Ok::<_, quarry_core::Error>((engine.node_feed_state()?, engine.queue_counts()?))
+    })
+    .await
+    {
+        telemetry::record_node(&node, &queue);
     }
     match telemetry::handle() {
         Some(h) => (

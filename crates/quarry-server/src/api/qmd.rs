@@ -65,7 +65,9 @@ pub(crate) fn router() -> Router<Arc<AppState>> {
 
 /// Routes that need no credentials.
 pub(crate) fn public_router() -> Router<Arc<AppState>> {
-    Router::new().route("/health", get(health))
+    Router::new()
+        .route("/health", get(health))
+        .route("/health/ready", get(ready))
 }
 
 #[derive(Deserialize)]
@@ -475,16 +477,41 @@ async fn remove_context(
 }
 
 async fn health(State(st): State<Arc<AppState>>) -> Response {
-    // Healthy = the index answers; model_loaded = the embedding model is in memory.
+    // Healthy = the index answers; model_loaded = the embedding model is in memory;
+    // caught_up = every write committed so far is searchable on this node (anonymous
+    // callers learn only that, not how far behind it is: see `/metrics`).
     let engine = st.root_engine().clone();
     let loaded = engine.model_loaded();
-    match run_blocking(move || engine.status()).await {
-        Ok(_) => axum::Json(json!({ "status": "healthy", "model_loaded": loaded })).into_response(),
+    match run_blocking(move || Ok((engine.status()?, engine.node_feed_state()?))).await {
+        Ok((_, node)) => axum::Json(json!({
+            "status": "healthy", "model_loaded": loaded, "caught_up": node.caught_up,
+            "ready": node.ready,
+        }))
+        .into_response(),
         Err(e) => (
             StatusCode::SERVICE_UNAVAILABLE,
             axum::Json(
                 json!({ "status": "unhealthy", "model_loaded": loaded, "detail": e.detail }),
             ),
+        )
+            .into_response(),
+    }
+}
+
+/// For load balancers: 200 once this node answers, its index is built and it follows the
+/// store's changes closely (`READY_LAG`), 503 before (a node rebuilding takes no traffic).
+async fn ready(State(st): State<Arc<AppState>>) -> Response {
+    let engine = st.root_engine().clone();
+    match run_blocking(move || engine.node_feed_state()).await {
+        Ok(node) if node.ready => axum::Json(json!({ "ready": true })).into_response(),
+        Ok(_) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            axum::Json(json!({ "ready": false, "detail": "catching up with the store's changes" })),
+        )
+            .into_response(),
+        Err(e) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            axum::Json(json!({ "ready": false, "detail": e.detail })),
         )
             .into_response(),
     }

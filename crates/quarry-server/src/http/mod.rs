@@ -4,6 +4,7 @@
 //! `compat/`, `mcp/`) use this and `auth/`; nothing here knows a route.
 
 mod blocking;
+pub(crate) mod consistency;
 mod envelope;
 mod error;
 mod extract;

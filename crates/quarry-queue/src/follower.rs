@@ -1,0 +1,99 @@
+//! The feed follower: keeps this node's keyword index in step with the store when the
+//! writes come from elsewhere (another node, a CLI beside the server).
+//!
+//! It waits on the store's feed notifications (PostgreSQL `LISTEN`), polling as a fallback
+//! when there are none or the listening connection dropped, and applies what the feed
+//! holds ([`Engine::follow_feed`]). Every [`HEARTBEAT`] it refreshes this node's place in
+//! the store, which also forgets nodes gone for [`quarry_engine::NODE_IDLE_FORGET`].
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use quarry_core::{Error, Result};
+use quarry_engine::Engine;
+
+/// How often the follower looks without being woken (and how long a lost listener waits
+/// before it is made again).
+pub const POLL: Duration = Duration::from_secs(1);
+/// How often the node tells the store it is alive.
+pub const HEARTBEAT: Duration = Duration::from_secs(10);
+
+/// The running follower thread; stops when dropped.
+pub struct Follower {
+    stop: Arc<AtomicBool>,
+    handle: Option<JoinHandle<()>>,
+}
+
+impl Follower {
+    /// Starts following `engine`'s store.
+    pub fn start(engine: Arc<Engine>) -> Result<Follower> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let handle = std::thread::Builder::new()
+            .name("quarry-follower".into())
+            .spawn(move || follow(&engine, &flag))
+            .map_err(|e| Error::Storage(format!("cannot start the feed follower: {e}")))?;
+        Ok(Follower {
+            stop,
+            handle: Some(handle),
+        })
+    }
+
+    /// Stops the follower after its current round.
+    pub fn shutdown(mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(h) = self.handle.take() {
+            // At most one poll interval plus one round.
+            let _ = h.join();
+        }
+    }
+}
+
+impl Drop for Follower {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+fn follow(engine: &Engine, stop: &AtomicBool) {
+    let mut listener = None;
+    let mut last_heartbeat: Option<Instant> = None;
+    let mut failures = 0u32;
+    while !stop.load(Ordering::Relaxed) {
+        if last_heartbeat.is_none_or(|t| t.elapsed() >= HEARTBEAT) {
+            match engine.feed_heartbeat() {
+                Ok(gone) if !gone.is_empty() => {
+                    tracing::info!(consumers = ?gone, "forgot idle nodes; the feed no longer waits for them")
+                }
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e, "feed heartbeat failed"),
+            }
+            last_heartbeat = Some(Instant::now());
+        }
+        match engine.follow_feed() {
+            Ok(()) => failures = 0,
+            Err(e) => {
+                failures = failures.saturating_add(1);
+                tracing::warn!(error = %e, "cannot follow the store's changes; retrying");
+                std::thread::sleep(POLL * failures.min(10));
+                continue;
+            }
+        }
+        if listener.is_none() {
+            listener = engine.feed_listener().ok();
+        }
+        let woken = match listener.as_mut() {
+            Some(l) => l.wait(POLL),
+            None => {
+                std::thread::sleep(POLL);
+                Ok(false)
+            }
+        };
+        if let Err(e) = woken {
+            tracing::warn!(error = %e, "lost feed notifications; polling until they are back");
+            listener = None;
+        }
+    }
+}
