@@ -422,6 +422,26 @@ class QuarryServer:
         return getattr(self, key)
 
 
+def second_node(a: QuarryHome, root: Path) -> QuarryHome:
+    """Another node of `a`'s deployment (PostgreSQL pass): its own data directory, the same
+    database and bucket."""
+    root.mkdir(parents=True, exist_ok=True)
+    env = dict(a.env)
+    env["QUARRY_HOME"] = str(root)
+    env["QUARRY_MODELS_DIR"] = str(root.parent / f"{root.name}-models")
+    return QuarryHome(bin=a.bin, home=root, env=env, corpus=a.corpus)
+
+
+def wait_ready(srv: "QuarryServer", timeout: float = 60) -> None:
+    """Until the node answers /health/ready with 200 (its index caught up with the store)."""
+    import requests
+
+    deadline = time.monotonic() + timeout
+    while requests.get(srv.url("/health/ready"), timeout=10).status_code != 200:
+        assert time.monotonic() < deadline, f"{srv.base} never became ready\n{srv.stderr()[-3000:]}"
+        time.sleep(0.05)
+
+
 def _health_ok(base: str) -> bool:
     try:
         with urllib.request.urlopen(f"{base}/health", timeout=2) as r:

@@ -8,35 +8,23 @@ feed; writes on one node become searchable on the other. Runs in the PostgreSQL 
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
 import statistics
+import subprocess
+import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 import requests
 
-from conftest import QuarryHome, backend, make_home, start_server
-from kb_support import api, create_kb, upload, wait_for
+from conftest import backend, db_rows, make_home, second_node, settled, start_server, wait_ready
+from kb_support import DOCS, TERMINAL, api, create_kb, upload, upload_response, wait_for
 
 pytestmark = pytest.mark.skipif(backend() != "postgres", reason="several nodes need the PostgreSQL backend")
-
-
-def second_node(a: QuarryHome, root: Path) -> QuarryHome:
-    """Another node of `a`'s deployment: its own data directory, the same database and bucket."""
-    root.mkdir(parents=True, exist_ok=True)
-    env = dict(a.env)
-    env["QUARRY_HOME"] = str(root)
-    env["QUARRY_MODELS_DIR"] = str(root.parent / f"{root.name}-models")
-    return QuarryHome(bin=a.bin, home=root, env=env, corpus=a.corpus)
-
-
-def wait_ready(srv, timeout: float = 60) -> None:
-    """Until the node answers /health/ready with 200 (its index caught up with the store)."""
-    deadline = time.monotonic() + timeout
-    while requests.get(srv.url("/health/ready"), timeout=10).status_code != 200:
-        assert time.monotonic() < deadline, f"{srv.base} never became ready\n{srv.stderr()[-3000:]}"
-        time.sleep(0.05)
 
 
 @pytest.fixture(scope="module")
@@ -168,3 +156,288 @@ def test_a_wiped_node_rebuilds_and_answers_like_the_other(nodes):
         top_b = result_files(search(b, q, limit=10))
         assert top_a == top_b, f"{q!r}: A {top_a} vs B {top_b}"
         assert top_a, f"{q!r} found nothing"
+
+
+HANGING = Path(__file__).parent / "upstreams" / "hanging_server.py"
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.mark.anyio
+async def test_an_upstream_registered_on_a_is_callable_on_b_and_stops_there_when_disabled_on_a(nodes):
+    """The hub across nodes: the registration lives in the database, so B connects it on
+    first use (the official SDK in its default mode); disabling it on A stops B's child
+    process at once (PostgreSQL NOTIFY), not at B's next request."""
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    a, b = nodes["a"], nodes["b"]
+    r = requests.post(a.url("/api/v1/mcp/servers"), timeout=120,
+                      json={"name": "hang-nodes", "transport_type": "stdio", "config": f"{sys.executable} {HANGING}"})
+    assert r.status_code == 201, r.text
+    row = settled(a, r.json()["data"])
+    assert row["status"] == "ready", row
+    async with httpx2.AsyncClient(timeout=60) as hc:
+        async with Client(streamable_http_client(b.url("/api/mcp?servers=hang-nodes"), http_client=hc),
+                          read_timeout_seconds=60) as c:
+            names = {t.name for t in (await c.list_tools()).tools}
+            assert "hang-nodes__pid" in names, names
+            res = await c.call_tool("hang-nodes__pid", {})
+            assert not res.is_error, res
+            pid_b = int(res.content[0].text)
+    async with httpx2.AsyncClient(timeout=60) as hc:
+        async with Client(streamable_http_client(a.url("/api/mcp?servers=hang-nodes"), http_client=hc),
+                          read_timeout_seconds=60) as c:
+            pid_a = int((await c.call_tool("hang-nodes__pid", {})).content[0].text)
+    assert pid_a != pid_b and alive(pid_b), "each node runs its own child"
+    r = requests.patch(a.url(f"/api/v1/mcp/servers/{row['id']}/toggle"), json={"enabled": False}, timeout=30)
+    assert r.status_code == 200, r.text
+    deadline = time.monotonic() + 3
+    while alive(pid_b) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive(pid_b), "B's child outlived the upstream's disabling on A by 3 s"
+    assert not alive(pid_a)
+    # Disabled everywhere: B refuses to route to it.
+    r = requests.get(b.url(f"/api/v1/mcp/servers/{row['id']}"), timeout=30)
+    assert r.status_code == 200 and r.json()["data"]["enabled"] is False, r.text
+    requests.delete(a.url(f"/api/v1/mcp/servers/{row['id']}"), timeout=30)
+
+
+def run_batch_while_a_node_fails(quarry_bin: Path, corpus: Path, tmp_path: Path, fail) -> tuple:
+    """Two nodes (leases of 10 minutes, longer than the test waits: B must learn from A's
+    missing heartbeats that A is gone); a 200-document batch uploaded through A; `fail(a)`
+    once processing started. Checks that B finishes the batch with every document ready or
+    failed exactly once, no duplicate document or chunk, no job left; returns (a, b, seconds
+    from the failure to the batch done). The caller stops the servers."""
+    a_home = make_home(quarry_bin, corpus, tmp_path / "a", env={"QUARRY_JOB_LEASE_SECS": "600"})
+    b_home = second_node(a_home, tmp_path / "b")
+    a = start_server(a_home, logdir=tmp_path / "logs-a")
+    b = start_server(b_home, logdir=tmp_path / "logs-b")
+    wait_ready(b)
+    kb = create_kb(a, "failover")
+    batch = [(f"note-{i}.md", f"# Note {i}\n\nwombat number {i} lives here.\n".encode()) for i in range(196)]
+    if DOCS is not None and DOCS.is_dir():
+        for p in ("pdf/en-fhs-3.0.pdf", "pdf/en-irs-i1040nr-2007.pdf", "pdf/en-tracemonkey-pldi09.pdf"):
+            batch.append((Path(p).name, (DOCS / p).read_bytes()))
+    while len(batch) < 200:
+        batch.append((f"bad-{len(batch)}.pdf", f"%PDF-1.4 not really {len(batch)}".encode()))
+    r = upload_response(a, kb["id"], batch)
+    assert r.status_code == 202, r.text
+    ids = [o["document"]["id"] for o in r.json()["data"]]
+    deadline = time.monotonic() + 60
+    while not any(d["status"] != "pending" for d in api(a, "GET", f"/api/v1/knowledge-bases/{kb['id']}/documents").json()["data"]):
+        assert time.monotonic() < deadline, "processing never started"
+        time.sleep(0.02)
+    fail(a)
+    failed_at = time.monotonic()
+
+    def rows(sql):
+        return db_rows(a_home.env, a_home.home, sql)
+
+    assert rows("SELECT COUNT(*) FROM kb_files WHERE status NOT IN ('ready', 'failed')")[0][0] > 0, \
+        "the failure came too late to test anything"
+    final = wait_for(b, kb["id"], ids, timeout=240)
+    took = time.monotonic() - failed_at
+    assert {final[i]["status"] for i in ids} <= TERMINAL
+    converted = sum(1 for i in ids if final[i]["docid"])
+    assert rows("SELECT COUNT(*) FROM documents d JOIN collections c ON c.id = d.collection_id "
+                "WHERE c.kind = 'knowledge_base'")[0][0] == converted
+    assert rows("SELECT COUNT(*) FROM (SELECT document_id, seq FROM chunks GROUP BY document_id, seq "
+                "HAVING COUNT(*) > 1) d")[0][0] == 0, "duplicate chunks"
+    assert rows("SELECT COUNT(*) FROM jobs WHERE kind = 'ingest' AND status != 'failed'")[0][0] == 0
+    assert "took over the jobs of a node that stopped" in b.stderr(), b.stderr()[-3000:]
+    return a, b, took
+
+
+def test_kill_9_of_a_node_mid_batch_and_the_other_finishes_it(quarry_bin: Path, corpus: Path, tmp_path: Path):
+    """kill -9 of node A during a 200-document batch: node B finishes it."""
+    def kill(a):
+        a.proc.send_signal(signal.SIGKILL)
+        a.proc.wait()
+
+    a, b, took = run_batch_while_a_node_fails(quarry_bin, corpus, tmp_path, kill)
+    print(f"failover: {took:.1f} s from kill -9 of node A to the batch finished on B")
+    b.stop()
+
+
+def test_a_frozen_node_that_wakes_after_losing_its_leases_writes_nothing(quarry_bin: Path, corpus: Path, tmp_path: Path):
+    """SIGSTOP of node A mid-batch, past the point where B takes its leases over; SIGCONT once
+    B finished: A's late completions are refused by the store (fencing), so the batch stays
+    exactly as B left it, and A says its lease was lost."""
+    a, b, _ = run_batch_while_a_node_fails(quarry_bin, corpus, tmp_path, lambda a: a.proc.send_signal(signal.SIGSTOP))
+    try:
+        a.proc.send_signal(signal.SIGCONT)
+        deadline = time.monotonic() + 30
+        lost = ("job lease lapsed; another worker took it over", "ingest job lease lost")
+        while not any(m in a.stderr() for m in lost):
+            assert time.monotonic() < deadline, f"A never noticed its lost lease\n{a.stderr()[-3000:]}"
+            time.sleep(0.1)
+        time.sleep(1)
+        rows = db_rows(a.env, a.home, "SELECT COUNT(*) FROM (SELECT document_id, seq FROM chunks "
+                                      "GROUP BY document_id, seq HAVING COUNT(*) > 1) d")
+        assert rows[0][0] == 0, "A's late work duplicated chunks"
+        assert db_rows(a.env, a.home, "SELECT COUNT(*) FROM jobs WHERE kind = 'ingest' AND status != 'failed'")[0][0] == 0
+    finally:
+        a.stop()
+        b.stop()
+
+
+def psql(env: dict[str, str], sql: str) -> None:
+    pg_bin = os.environ.get("QUARRY_TEST_PG_BIN")
+    url = os.environ["QUARRY_TEST_DATABASE_URL"]
+    subprocess.run([str(Path(pg_bin) / "psql") if pg_bin else "psql", url, "-qc", sql],
+                   check=True, capture_output=True, timeout=60)
+
+
+def test_two_nodes_started_at_once_on_an_empty_database(quarry_bin: Path, corpus: Path, tmp_path: Path):
+    """Two nodes started at the same moment on a database nobody migrated: one creates the
+    schema, the other waits for it; both come up and agree."""
+    from conftest import QuarryHome, isolated_env
+
+    a_dir, b_dir = tmp_path / "a", tmp_path / "b"
+    a_dir.mkdir()
+    a_home = QuarryHome(bin=quarry_bin, home=a_dir, env=isolated_env(a_dir), corpus=corpus)
+    b_home = second_node(a_home, b_dir)
+    started: dict[str, object] = {}
+
+    def start(name, home):
+        try:
+            started[name] = start_server(home, logdir=tmp_path / f"logs-{name}")
+        except BaseException as e:  # noqa: BLE001 - reported below
+            started[name] = e
+
+    threads = [threading.Thread(target=start, args=(n, h)) for n, h in (("a", a_home), ("b", b_home))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    servers = [started["a"], started["b"]]
+    try:
+        for s in servers:
+            assert not isinstance(s, BaseException), s
+        versions = db_rows(a_home.env, a_home.home, "SELECT version, COUNT(*) FROM quarry_schema GROUP BY version")
+        assert versions and all(n == 1 for _, n in versions), versions
+        for s in servers:
+            wait_ready(s)
+        kb = create_kb(servers[0], "started-together")
+        docs = upload(servers[1], kb["id"], [("x.md", b"# X\n\naardvark together\n")])
+        wait_for(servers[0], kb["id"], [docs[0]["id"]], {"ready"}, timeout=60)
+    finally:
+        for s in servers:
+            if not isinstance(s, BaseException):
+                s.stop()
+
+
+def test_postgresql_restarted_during_ingestion_loses_no_acknowledged_write(quarry_bin: Path, corpus: Path, tmp_path: Path):
+    """PostgreSQL is crash-restarted (immediate stop) while uploads stream in through node A:
+    requests during the outage fail cleanly, the nodes reconnect on their own, and every upload
+    that was acknowledged (202) is there afterwards, processed, and searchable on node B."""
+    a_home = make_home(quarry_bin, corpus, tmp_path / "a")
+    b_home = second_node(a_home, tmp_path / "b")
+    # The test server runs with asynchronous commit (speed); durable commits for this database,
+    # as a real server has them, so "acknowledged" means on disk.
+    db = a_home.env["QUARRY_DATABASE_URL"].partition("?")[0].rsplit("/", 1)[1]
+    psql(a_home.env, f"ALTER DATABASE {db} SET synchronous_commit = on")
+    a = start_server(a_home, logdir=tmp_path / "logs-a")
+    b = start_server(b_home, logdir=tmp_path / "logs-b")
+    try:
+        wait_ready(b)
+        kb = create_kb(a, "restart")
+        acked: list[str] = []
+        refused: list[int] = []
+        stop = threading.Event()
+
+        def uploader():
+            i = 0
+            while not stop.is_set():
+                i += 1
+                try:
+                    r = upload_response(a, kb["id"], [(f"r-{i}.md", f"# R {i}\n\nnarwhal{i}x restart\n".encode())])
+                except requests.RequestException:
+                    refused.append(-1)
+                    continue
+                if r.status_code == 202:
+                    acked.append((i, r.json()["data"][0]["document"]["id"]))
+                else:
+                    refused.append(r.status_code)
+                time.sleep(0.02)
+
+        t = threading.Thread(target=uploader)
+        t.start()
+        time.sleep(2)
+        before = len(acked)
+        r = subprocess.run(["bash", "scripts/test-services", "restart-pg"], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        time.sleep(4)
+        stop.set()
+        t.join(timeout=60)
+        assert before > 0 and len(acked) > before, (before, len(acked), refused)
+        assert set(refused) <= {-1, 500, 503}, refused
+        ids = [d for _, d in acked]
+        final = wait_for(a, kb["id"], ids, {"ready"}, timeout=240)
+        assert all(final[d]["status"] == "ready" for d in ids)
+        # On B too, through its own index: a sample across the outage.
+        sample = acked[:3] + acked[before - 2:before + 3] + acked[-3:]
+        for i, _ in sample:
+            deadline = time.monotonic() + 30
+            while f"r-{i}.md" not in {f.rsplit("/", 1)[-1] for f in result_files(search(b, f"narwhal{i}x"))}:
+                assert time.monotonic() < deadline, f"B never finds r-{i}.md after the restart\n{b.stderr()[-3000:]}"
+                time.sleep(0.1)
+    finally:
+        a.stop()
+        b.stop()
+
+
+def rpc(srv, path: str, body: dict, session: str | None = None) -> requests.Response:
+    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+               "MCP-Protocol-Version": "2025-11-25"}
+    if session:
+        headers["Mcp-Session-Id"] = session
+    return requests.post(srv.url(path), data=json.dumps(body), headers=headers, timeout=60)
+
+
+def rpc_result(r: requests.Response) -> dict:
+    """The JSON-RPC message of a response, plain JSON or one SSE event."""
+    assert r.status_code == 200, (r.status_code, r.text)
+    if r.headers.get("content-type", "").startswith("text/event-stream"):
+        for line in r.text.splitlines():
+            if line.startswith("data:") and line[5:].strip():
+                return json.loads(line[5:])
+        raise AssertionError(f"no data in {r.text!r}")
+    return r.json()
+
+
+@pytest.mark.parametrize("path", ["/mcp", "/api/mcp"])
+def test_a_2025_11_25_session_opened_on_a_continues_on_b(nodes, path):
+    """A sessionful client (2025-11-25: `initialize`, then `Mcp-Session-Id` on every request)
+    whose next request lands on the other node keeps its session: the session's state is in
+    the database, and B replays the handshake instead of answering 404."""
+    a, b = nodes["a"], nodes["b"]
+    r = rpc(a, path, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "nodes-test", "version": "1.0"}}})
+    init = rpc_result(r)
+    assert init["result"]["protocolVersion"] == "2025-11-25", init
+    session = r.headers.get("Mcp-Session-Id")
+    assert session, dict(r.headers)
+    r = rpc(a, path, {"jsonrpc": "2.0", "method": "notifications/initialized"}, session)
+    assert r.status_code == 202, r.text
+    on_a = rpc_result(rpc(a, path, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, session))
+    on_b = rpc_result(rpc(b, path, {"jsonrpc": "2.0", "id": 3, "method": "tools/list"}, session))
+    assert {t["name"] for t in on_b["result"]["tools"]} == {t["name"] for t in on_a["result"]["tools"]}
+    assert on_b["result"]["tools"], on_b
+    # A session nobody opened is still refused on either node.
+    r = rpc(b, path, {"jsonrpc": "2.0", "id": 4, "method": "tools/list"}, "no-such-session")
+    assert r.status_code == 404, (r.status_code, r.text)

@@ -26,7 +26,8 @@ from pathlib import Path
 import httpx2
 import pytest
 import requests
-from conftest import CORPUS, QuarryHome, QuarryServer, db_rows, free_port, make_home, start_server
+from conftest import (CORPUS, QuarryHome, QuarryServer, backend, db_rows, free_port, make_home, second_node,
+                      start_server, wait_ready)
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
@@ -156,7 +157,11 @@ def team(quarry_bin: Path, corpus: Path, tmp_path_factory: pytest.TempPathFactor
         else:
             t.tokens[key] = t.new_token(user, *args)
 
-    t.srv = start_server(home, "--auth", "token", logdir=root / "logs")
+    # On PostgreSQL the server is another node of the deployment: everything above was
+    # written through this home's CLI, and every probe below reaches it through node B.
+    serving = second_node(home, root / "node-b") if backend() == "postgres" else home
+    t.srv = start_server(serving, "--auth", "token", logdir=root / "logs")
+    wait_ready(t.srv)
     yield t
     t.srv.stop()
 

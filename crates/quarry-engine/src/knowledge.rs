@@ -604,6 +604,17 @@ impl Engine {
         self.store().expire_leases(owners)
     }
 
+    /// `node` (a process running workers) is alive.
+    pub fn node_heartbeat(&self, node: &str) -> Result<()> {
+        self.store().node_heartbeat(node)
+    }
+
+    /// The nodes that sent a heartbeat within `within`.
+    pub fn live_nodes(&self, within: Duration) -> Result<Vec<String>> {
+        self.store()
+            .live_nodes(i64::try_from(within.as_millis()).unwrap_or(i64::MAX))
+    }
+
     /// Claims the next runnable job for `owner` for `lease`.
     pub fn claim_job(&self, owner: &str, lease: Duration) -> Result<Option<Job>> {
         self.store().claim_job(owner, lease.as_millis() as i64)

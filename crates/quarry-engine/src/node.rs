@@ -133,9 +133,9 @@ impl Engine {
         }
     }
 
-    /// Something to wait on for the store's changes ([`quarry_store::FeedListener`]).
-    pub fn feed_listener(&self) -> Result<Box<dyn quarry_store::FeedListener>> {
-        self.store().feed_listener()
+    /// Something to wait on for the store's feed ([`quarry_store::ChangeListener`]).
+    pub fn feed_listener(&self) -> Result<Box<dyn quarry_store::ChangeListener>> {
+        self.store().listener(quarry_store::Channel::Feed)
     }
 
     /// Refreshes this node's place in the store (so the feed keeps its entries) and forgets

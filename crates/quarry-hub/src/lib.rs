@@ -294,6 +294,46 @@ pub struct Hub {
     catalogs: Mutex<HashMap<String, Arc<Catalog>>>,
     /// The `web` package's tool, when [`HubOptions::web`] is set.
     web: Option<web::WebSearch>,
+    /// Set by [`Hub::shutdown`]: the follower thread exits.
+    stopped: std::sync::atomic::AtomicBool,
+}
+
+/// How often a node looks for hub changes made elsewhere without being notified.
+pub const RECONCILE_POLL: Duration = Duration::from_secs(5);
+
+/// The hub follower's loop: until the hub is dropped, stop what other nodes disabled.
+fn follow_hub_changes(hub: &std::sync::Weak<Hub>, store: &dyn Store) {
+    let mut listener: Option<Box<dyn quarry_store::ChangeListener>> = None;
+    loop {
+        if listener.is_none() {
+            listener = store.listener(quarry_store::Channel::Hub).ok();
+        }
+        let woken = match listener.as_mut() {
+            Some(l) => l.wait(RECONCILE_POLL),
+            None => {
+                std::thread::sleep(RECONCILE_POLL);
+                Ok(false)
+            }
+        };
+        if let Err(e) = woken {
+            tracing::warn!(error = %e, "lost hub notifications; polling until they are back");
+            listener = None;
+        }
+        let Some(hub) = hub.upgrade() else {
+            return;
+        };
+        if hub.stopped.load(std::sync::atomic::Ordering::Relaxed) {
+            return;
+        }
+        match hub.reconcile() {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(
+                stopped = n,
+                "stopped upstreams disabled or deleted on another node"
+            ),
+            Err(e) => tracing::warn!(error = %e, "cannot read the hub's registrations"),
+        }
+    }
 }
 
 impl Hub {
@@ -312,6 +352,7 @@ impl Hub {
             connections: Mutex::new(HashMap::new()),
             catalogs: Mutex::new(HashMap::new()),
             web,
+            stopped: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -320,18 +361,54 @@ impl Hub {
         &self.opts
     }
 
-    /// Connects every enabled upstream of every owner (in the background).
+    /// Connects every enabled upstream of every owner (in the background), and follows
+    /// hub changes other nodes make ([`Hub::reconcile`] on every `quarry_hub` notification,
+    /// and every [`RECONCILE_POLL`] without one).
     pub fn start(self: &Arc<Self>) -> Result<()> {
         for row in self.store.upstreams(None)? {
             if row.enabled {
                 self.connect(&row)?;
             }
         }
+        let hub = Arc::downgrade(self);
+        let store = self.store.clone();
+        std::thread::Builder::new()
+            .name("quarry-hub-follower".into())
+            .spawn(move || follow_hub_changes(&hub, store.as_ref()))
+            .map_err(|e| Error::Storage(format!("cannot start the hub follower: {e}")))?;
         Ok(())
+    }
+
+    /// Stops the connections of upstreams that were disabled or deleted since they were
+    /// opened (by another node: this node's own changes stop them at once); returns how
+    /// many stopped. Their child processes exit with them.
+    pub fn reconcile(&self) -> Result<usize> {
+        let live: std::collections::HashSet<String> = self
+            .store
+            .upstreams(None)?
+            .into_iter()
+            .filter(|r| r.enabled)
+            .map(|r| r.id)
+            .collect();
+        let gone: Vec<Arc<Connection>> = {
+            let mut conns = self.connections.lock().unwrap_or_else(|p| p.into_inner());
+            let ids: Vec<String> = conns
+                .keys()
+                .filter(|id| !live.contains(*id))
+                .cloned()
+                .collect();
+            ids.iter().filter_map(|id| conns.remove(id)).collect()
+        };
+        for c in &gone {
+            c.stop();
+        }
+        Ok(gone.len())
     }
 
     /// Stops every connection (children are killed).
     pub fn shutdown(&self) {
+        self.stopped
+            .store(true, std::sync::atomic::Ordering::Relaxed);
         let conns: Vec<Arc<Connection>> = self
             .connections
             .lock()

@@ -4,8 +4,11 @@
 //! worker claims the oldest runnable job with a lease, renews the lease from a heartbeat
 //! thread while [`Engine::run_job`] works, and claims the next. Because claims go through
 //! the store, any number of workers — threads here, a CLI beside a server, later several
-//! nodes — share one queue without running a job twice, and a job whose worker died (a
-//! killed server) is claimed again once its lease runs out.
+//! nodes — share one queue without running a job twice. Each process running workers is a
+//! *node* that sends heartbeats through the store; a node that stops (killed, frozen, cut
+//! off) has its leases released by the others after [`NODE_DEAD_AFTER`], and its jobs are
+//! claimed again — a frozen node that wakes writes nothing (the store fences every side
+//! effect by the lease).
 //!
 //! [`Workers`] is the long-lived pool a server keeps; [`drain`] is what the CLI runs when
 //! it uploads: a pool that stops once the documents it waits for are `ready` or `failed`.
@@ -43,8 +46,7 @@ impl Default for WorkerOptions {
     }
 }
 
-/// This machine's name, as lease owners record it (`local` where the kernel does not say:
-/// owners there are never released early, see [`dead_local_owners`]).
+/// This machine's name, as node names record it (`local` where the kernel does not say).
 fn host_name() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .ok()
@@ -53,32 +55,39 @@ fn host_name() -> String {
         .unwrap_or_else(|| "local".into())
 }
 
-/// A unique name for one worker: `host:pid:start:index`.
-fn owner_name(index: usize) -> String {
+/// This process as a node of the queue: `host:pid:start`, unique per process start. Its
+/// workers' lease owners are `node:index`.
+fn node_name() -> String {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
-    format!("{}:{}:{nanos:x}:{index}", host_name(), std::process::id())
+    format!("{}:{}:{nanos:x}", host_name(), std::process::id())
 }
 
-/// Lease owners on this machine whose process is gone (a killed server or CLI): their
-/// jobs need not wait for the leases to lapse. Owners on other machines are left to their
-/// leases. (Process liveness is read from `/proc`; elsewhere nothing is released early.)
-fn dead_local_owners(owners: Vec<String>) -> Vec<String> {
-    let host = host_name();
-    let me = std::process::id().to_string();
+/// How often a node running workers tells the store it is alive.
+pub const NODE_HEARTBEAT: Duration = Duration::from_secs(5);
+/// A node silent for this long is dead: any other node releases its job leases, so its
+/// jobs are taken over without waiting for the leases to lapse.
+pub const NODE_DEAD_AFTER: Duration = Duration::from_secs(15);
+
+/// Releases the leases of owners whose node stopped sending heartbeats (killed, frozen,
+/// cut off); returns how many jobs were released.
+fn release_dead_nodes(engine: &Engine) -> Result<u64> {
+    let live = engine.live_nodes(NODE_DEAD_AFTER)?;
+    let dead = dead_owners(engine.job_lease_owners()?, &live);
+    if dead.is_empty() {
+        return Ok(0);
+    }
+    engine.expire_job_leases(&dead)
+}
+
+/// The lease owners (`node:index`) whose node is not among `live`.
+fn dead_owners(owners: Vec<String>, live: &[String]) -> Vec<String> {
     owners
         .into_iter()
-        .filter(|o| {
-            let mut parts = o.split(':');
-            let (Some(h), Some(pid)) = (parts.next(), parts.next()) else {
-                return false;
-            };
-            h == host
-                && pid != me
-                && pid.bytes().all(|b| b.is_ascii_digit())
-                && std::path::Path::new("/proc/self").exists()
-                && !std::path::Path::new("/proc").join(pid).exists()
+        .filter(|owner| {
+            let node = owner.rsplit_once(':').map_or(owner.as_str(), |(n, _)| n);
+            !live.iter().any(|l| l == node)
         })
         .collect()
 }
@@ -104,6 +113,15 @@ impl Shared {
             .unwrap_or_else(|p| p.into_inner());
     }
 
+    /// Sleeps up to `timeout`, waking early only to stop.
+    fn wait_stop(&self, timeout: Duration) {
+        let guard = self.signal.lock().unwrap_or_else(|p| p.into_inner());
+        let _ = self
+            .cond
+            .wait_timeout_while(guard, timeout, |_| !self.stop.load(Ordering::Relaxed))
+            .unwrap_or_else(|p| p.into_inner());
+    }
+
     fn notify(&self) {
         let mut s = self.signal.lock().unwrap_or_else(|p| p.into_inner());
         *s = s.wrapping_add(1);
@@ -120,11 +138,9 @@ pub struct Workers {
 impl Workers {
     /// Starts `opts.concurrency` workers over `engine`'s queue.
     pub fn start(engine: Arc<Engine>, opts: WorkerOptions) -> Result<Workers> {
-        let dead = dead_local_owners(engine.job_lease_owners()?);
-        if !dead.is_empty() {
-            let n = engine.expire_job_leases(&dead)?;
-            tracing::info!(jobs = n, "resuming jobs of a process that died");
-        }
+        // Alive before the first claim, so no other node takes this one's leases for dead.
+        let node = node_name();
+        engine.node_heartbeat(&node)?;
         let shared = Arc::new(Shared {
             engine,
             opts,
@@ -133,9 +149,18 @@ impl Workers {
             cond: Condvar::new(),
         });
         let mut handles = Vec::new();
+        {
+            let s = shared.clone();
+            let node = node.clone();
+            let h = std::thread::Builder::new()
+                .name("quarry-node-heartbeat".into())
+                .spawn(move || heartbeat_loop(&s, &node))
+                .map_err(|e| Error::Storage(format!("cannot start the node heartbeat: {e}")))?;
+            handles.push(h);
+        }
         for i in 0..shared.opts.concurrency.max(1) {
             let s = shared.clone();
-            let owner = owner_name(i);
+            let owner = format!("{node}:{i}");
             let h = std::thread::Builder::new()
                 .name(format!("quarry-ingest-{i}"))
                 .spawn(move || worker_loop(&s, &owner))
@@ -172,6 +197,33 @@ impl Drop for Workers {
     fn drop(&mut self) {
         self.shared.stop.store(true, Ordering::Relaxed);
         self.shared.notify();
+    }
+}
+
+/// Sends this node's heartbeats and releases the leases of nodes that stopped sending theirs
+/// (every node does, so it happens while any node is alive).
+fn heartbeat_loop(shared: &Shared, node: &str) {
+    let mut first = true;
+    while !shared.stop.load(Ordering::Relaxed) {
+        if !first {
+            shared.wait_stop(NODE_HEARTBEAT);
+            if shared.stop.load(Ordering::Relaxed) {
+                return;
+            }
+        }
+        first = false;
+        if let Err(e) = shared.engine.node_heartbeat(node) {
+            tracing::warn!(error = %e, "cannot send the node's heartbeat");
+            continue;
+        }
+        match release_dead_nodes(&shared.engine) {
+            Ok(0) => {}
+            Ok(n) => {
+                tracing::info!(jobs = n, "took over the jobs of a node that stopped");
+                shared.notify();
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot look for dead nodes"),
+        }
     }
 }
 
@@ -301,18 +353,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_dead_processes_on_this_machine_lose_their_leases() {
-        let host = host_name();
-        let me = std::process::id();
+    fn owners_of_nodes_without_a_recent_heartbeat_are_dead() {
+        let live = vec!["host:12:ab".to_owned(), "other:7:cd".to_owned()];
         let owners = vec![
-            format!("{host}:{me}:1:0"),        // this process: alive
-            format!("{host}:4000000000:1:0"),  // no such pid: dead
-            "elsewhere:4000000000:1:0".into(), // another machine: its lease decides
-            "garbage".into(),
+            "host:12:ab:0".to_owned(), // a live node's worker
+            "other:7:cd:3".to_owned(), // another live node's
+            "host:12:ef:0".to_owned(), // the same pid, another start: a restarted process
+            "gone:9:aa:1".to_owned(),  // a node that stopped
         ];
         assert_eq!(
-            dead_local_owners(owners),
-            vec![format!("{host}:4000000000:1:0")]
+            dead_owners(owners, &live),
+            ["host:12:ef:0".to_owned(), "gone:9:aa:1".to_owned()]
         );
+        let node = node_name();
+        assert_eq!(node.split(':').count(), 3, "{node}");
     }
 }

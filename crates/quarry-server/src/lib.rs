@@ -343,11 +343,19 @@ pub fn app(state: Arc<AppState>, opts: &HttpOptions, shutdown: &CancellationToke
     let authenticated = |surface: auth::Surface| {
         middleware::from_fn_with_state((state.clone(), surface), auth::authenticate)
     };
+    // Sessions any node can resume (`mcp/sessions.rs`).
+    let sessionful = || {
+        let mut config = StreamableHttpServerConfig::default();
+        config.session_store = Some(mcp::sessions::StoredSessions::new(
+            state.root_engine().store_handle(),
+        ));
+        config
+    };
     let mcp_state = state.clone();
     let mcp = StreamableHttpService::new(
         move || Ok(QuarryMcp::new(mcp_state.clone())),
         Arc::new(LocalSessionManager::default()),
-        StreamableHttpServerConfig::default()
+        sessionful()
             // Host/Origin are checked once, for every route, by `http::guard`.
             .disable_allowed_hosts()
             .with_max_request_body_bytes(opts.max_body_bytes)
@@ -357,7 +365,7 @@ pub fn app(state: Arc<AppState>, opts: &HttpOptions, shutdown: &CancellationToke
     let gateway = StreamableHttpService::new(
         move || Ok(QuarryMcp::gateway(gateway_state.clone())),
         Arc::new(LocalSessionManager::default()),
-        StreamableHttpServerConfig::default()
+        sessionful()
             .disable_allowed_hosts()
             .with_max_request_body_bytes(opts.max_body_bytes)
             .with_cancellation_token(shutdown.child_token()),

@@ -38,3 +38,28 @@ UPDATE feed_consumers SET seen_at = quarry_now_ms();
 INSERT INTO meta (key, value) VALUES ('feed.trimmed', '0:0') ON CONFLICT (key) DO NOTHING;
 INSERT INTO meta (key, value) VALUES ('database.id', replace(gen_random_uuid()::text, '-', ''))
     ON CONFLICT (key) DO NOTHING;
+
+-- Hub changes (every write bumps its owner's generation in the same transaction) are
+-- announced on `quarry_hub`, so every node stops an upstream disabled or deleted elsewhere.
+CREATE FUNCTION quarry_hub_notify() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('quarry_hub', '');
+    RETURN NULL;
+END $$;
+CREATE TRIGGER hub_generations_notify AFTER INSERT OR UPDATE ON hub_generations
+    FOR EACH STATEMENT EXECUTE FUNCTION quarry_hub_notify();
+
+-- Processes running workers send heartbeats on the database's clock; a node that stops
+-- loses its job leases (any other node releases them), whatever machine it ran on.
+CREATE TABLE nodes (
+    id text PRIMARY KEY,
+    seen_at bigint NOT NULL
+);
+
+-- MCP sessions (2025-11-25 clients) any node can resume: the client's `initialize`
+-- parameters by session id (rmcp's session store).
+CREATE TABLE mcp_sessions (
+    id text PRIMARY KEY,
+    state text NOT NULL,
+    updated_at bigint NOT NULL
+);

@@ -208,6 +208,35 @@ impl JobQueue for PgStore {
             .map_err(db_err)
     }
 
+    fn node_heartbeat(&self, node: &str) -> Result<()> {
+        self.conn()?
+            .execute(
+                "INSERT INTO nodes (id, seen_at) VALUES ($1, quarry_now_ms()) \
+                 ON CONFLICT (id) DO UPDATE SET seen_at = excluded.seen_at",
+                &[&node],
+            )
+            .map_err(db_err)?;
+        Ok(())
+    }
+
+    fn live_nodes(&self, within_ms: i64) -> Result<Vec<String>> {
+        self.write(|tx| {
+            tx.execute(
+                "DELETE FROM nodes WHERE seen_at < quarry_now_ms() - 86400000",
+                &[],
+            )
+            .map_err(db_err)?;
+            tx.query(
+                "SELECT id FROM nodes WHERE seen_at >= quarry_now_ms() - $1 ORDER BY id",
+                &[&within_ms.max(0)],
+            )
+            .map_err(db_err)?
+            .iter()
+            .map(|r| col(r, 0))
+            .collect()
+        })
+    }
+
     fn enqueue_cleanup(&self) -> Result<()> {
         self.write(enqueue_cleanup_tx)
     }

@@ -577,10 +577,50 @@ impl Store for PgStore {
         )
     }
 
-    fn feed_listener(&self) -> Result<Box<dyn quarry_store::FeedListener>> {
+    fn listener(
+        &self,
+        channel: quarry_store::Channel,
+    ) -> Result<Box<dyn quarry_store::ChangeListener>> {
         let mut client = self.pool.connect_dedicated()?;
-        client.batch_execute("LISTEN quarry_feed").map_err(db_err)?;
-        Ok(Box::new(FeedNotifications { client }))
+        client
+            .batch_execute(match channel {
+                quarry_store::Channel::Feed => "LISTEN quarry_feed",
+                quarry_store::Channel::Hub => "LISTEN quarry_hub",
+            })
+            .map_err(db_err)?;
+        Ok(Box::new(Notifications { client }))
+    }
+
+    fn mcp_session(&self, id: &str) -> Result<Option<String>> {
+        self.conn()?
+            .query_opt("SELECT state FROM mcp_sessions WHERE id = $1", &[&id])
+            .map_err(db_err)?
+            .map(|r| col(&r, 0))
+            .transpose()
+    }
+
+    fn put_mcp_session(&self, id: &str, state: &str) -> Result<()> {
+        self.write(|tx| {
+            tx.execute(
+                "DELETE FROM mcp_sessions WHERE updated_at < quarry_now_ms() - $1",
+                &[&quarry_store::MCP_SESSION_KEPT_MS],
+            )
+            .map_err(db_err)?;
+            tx.execute(
+                "INSERT INTO mcp_sessions (id, state, updated_at) VALUES ($1, $2, quarry_now_ms()) \
+                 ON CONFLICT (id) DO UPDATE SET state = excluded.state, updated_at = excluded.updated_at",
+                &[&id, &state],
+            )
+            .map_err(db_err)?;
+            Ok(())
+        })
+    }
+
+    fn delete_mcp_session(&self, id: &str) -> Result<()> {
+        self.conn()?
+            .execute("DELETE FROM mcp_sessions WHERE id = $1", &[&id])
+            .map_err(db_err)?;
+        Ok(())
     }
 
     fn documents_by_ids(&self, ids: &[i64]) -> Result<Vec<Document>> {
@@ -1271,12 +1311,12 @@ fn trim_feed(tx: &mut postgres::Transaction<'_>) -> Result<()> {
     Ok(())
 }
 
-/// LISTEN on `quarry_feed` over a connection of its own.
-struct FeedNotifications {
+/// LISTEN on one channel (`quarry_feed`, `quarry_hub`) over a connection of its own.
+struct Notifications {
     client: postgres::Client,
 }
 
-impl quarry_store::FeedListener for FeedNotifications {
+impl quarry_store::ChangeListener for Notifications {
     fn wait(&mut self, timeout: std::time::Duration) -> Result<bool> {
         quarry_store::thread_guard::check();
         use postgres::fallible_iterator::FallibleIterator;
@@ -1291,7 +1331,7 @@ impl quarry_store::FeedListener for FeedNotifications {
         drop(notifications);
         if self.client.is_closed() {
             return Err(Error::Unavailable(
-                "the connection listening for feed notifications closed".into(),
+                "the connection listening for change notifications closed".into(),
             ));
         }
         Ok(woken)

@@ -943,6 +943,33 @@ impl JobQueue for SqliteStore {
         })
     }
 
+    fn node_heartbeat(&self, node: &str) -> Result<()> {
+        self.write(|tx| {
+            tx.prepare_cached(
+                "INSERT INTO nodes (id, seen_at) VALUES (?1, ?2) \
+                 ON CONFLICT (id) DO UPDATE SET seen_at = excluded.seen_at",
+            )
+            .and_then(|mut s| s.execute(params![node, quarry_core::now_millis()]))
+            .map_err(db_err)?;
+            Ok(())
+        })
+    }
+
+    fn live_nodes(&self, within_ms: i64) -> Result<Vec<String>> {
+        self.write(|tx| {
+            let now = quarry_core::now_millis();
+            tx.prepare_cached("DELETE FROM nodes WHERE seen_at < ?1")
+                .and_then(|mut s| s.execute([now - NODE_ROW_KEPT_MS]))
+                .map_err(db_err)?;
+            tx.prepare_cached("SELECT id FROM nodes WHERE seen_at >= ?1 ORDER BY id")
+                .and_then(|mut s| {
+                    s.query_map([now - within_ms.max(0)], |r| r.get(0))?
+                        .collect::<rusqlite::Result<Vec<String>>>()
+                })
+                .map_err(db_err)
+        })
+    }
+
     fn enqueue_cleanup(&self) -> Result<()> {
         self.write(enqueue_cleanup_tx)
     }
@@ -1136,3 +1163,7 @@ mod tests {
         assert_eq!(f.status, FileStatus::Indexing);
     }
 }
+
+/// How long the row of a node that stopped sending heartbeats is kept (it says nothing
+/// after its leases were released; a day leaves something to look at).
+const NODE_ROW_KEPT_MS: i64 = 24 * 3600 * 1000;

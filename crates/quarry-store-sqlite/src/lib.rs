@@ -396,11 +396,25 @@ ALTER TABLE jobs ADD COLUMN lease_token INTEGER NOT NULL DEFAULT 0;
 
 /// Version 13: several nodes' indexes follow one database (issue 25). Each consumer's last
 /// acknowledgement is timed (`seen_at`), so a node that stopped is forgotten and the feed
-/// trimmed below the slowest live one; `meta['feed.trimmed']` is how far the feed was
+/// trimmed below the slowest live one; processes running workers send heartbeats (`nodes`),
+/// so a node that stopped loses its job leases; `meta['feed.trimmed']` is how far the feed was
 /// trimmed (an index older than that rebuilds); `meta['database.id']` names this database,
 /// so an index built from another one is recognised.
 const SCHEMA_V13: &str = r#"
 ALTER TABLE feed_consumers ADD COLUMN seen_at INTEGER NOT NULL DEFAULT 0;
+UPDATE feed_consumers SET seen_at = CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER);
+-- The single consumer of version 11 stays only where an index may follow it (a node adopts
+-- its position once, then forgets it); a new database has none to wait for.
+DELETE FROM feed_consumers WHERE consumer = 'keyword' AND NOT EXISTS (SELECT 1 FROM documents);
+CREATE TABLE IF NOT EXISTS nodes (
+    id TEXT PRIMARY KEY,
+    seen_at INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS mcp_sessions (
+    id TEXT PRIMARY KEY,
+    state TEXT NOT NULL,
+    updated_at INTEGER NOT NULL
+);
 INSERT OR IGNORE INTO meta (key, value) VALUES ('database.id', lower(hex(randomblob(16))));
 "#;
 
@@ -1286,6 +1300,41 @@ impl Store for SqliteStore {
     fn feed_horizon(&self) -> Result<i64> {
         let conn = self.conn();
         Ok(feed_head(&conn)? + 1)
+    }
+
+    fn mcp_session(&self, id: &str) -> Result<Option<String>> {
+        self.conn()
+            .query_row("SELECT state FROM mcp_sessions WHERE id = ?1", [id], |r| {
+                r.get(0)
+            })
+            .optional()
+            .map_err(db_err)
+    }
+
+    fn put_mcp_session(&self, id: &str, state: &str) -> Result<()> {
+        self.write(|tx| {
+            let now = quarry_core::now_millis();
+            tx.execute(
+                "DELETE FROM mcp_sessions WHERE updated_at < ?1",
+                [now - quarry_store::MCP_SESSION_KEPT_MS],
+            )
+            .map_err(db_err)?;
+            tx.execute(
+                "INSERT INTO mcp_sessions (id, state, updated_at) VALUES (?1, ?2, ?3) \
+                 ON CONFLICT (id) DO UPDATE SET state = excluded.state, updated_at = excluded.updated_at",
+                params![id, state, now],
+            )
+            .map_err(db_err)?;
+            Ok(())
+        })
+    }
+
+    fn delete_mcp_session(&self, id: &str) -> Result<()> {
+        self.write(|tx| {
+            tx.execute("DELETE FROM mcp_sessions WHERE id = ?1", [id])
+                .map_err(db_err)?;
+            Ok(())
+        })
     }
 
     fn documents_by_ids(&self, ids: &[i64]) -> Result<Vec<Document>> {

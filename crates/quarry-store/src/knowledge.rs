@@ -488,6 +488,12 @@ pub trait JobQueue {
     fn lease_owners(&self) -> Result<Vec<String>>;
     /// Ends these owners' leases now (they are known dead): their jobs are claimable.
     fn expire_leases(&self, owners: &[String]) -> Result<u64>;
+    /// `node` (a process running workers: `host:pid:start`, the prefix of its lease
+    /// owners' names) is alive now, on the store's clock.
+    fn node_heartbeat(&self, node: &str) -> Result<()>;
+    /// The nodes that sent a heartbeat within the last `within_ms`; rows of nodes silent
+    /// for much longer are dropped on the way.
+    fn live_nodes(&self, within_ms: i64) -> Result<Vec<String>>;
     /// Queues a cleanup job (derived-index removals, unreferenced blobs).
     fn enqueue_cleanup(&self) -> Result<()>;
     /// Queues an embed job for a collection unless one is already waiting (a running one

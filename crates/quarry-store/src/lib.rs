@@ -138,19 +138,32 @@ pub struct FeedBatch {
     pub horizon: Option<i64>,
 }
 
-/// Wakes a feed consumer when the feed may have grown ([`Store::feed_listener`]).
-pub trait FeedListener: Send {
-    /// Waits until another writer may have appended to the feed, or `timeout` passes;
-    /// `true` when woken by a write. An error means the wake-ups are lost (a dropped
-    /// connection): the caller polls and asks the store for a new listener.
+/// How long a stored MCP session outlives its last handshake (clients re-initialize after).
+pub const MCP_SESSION_KEPT_MS: i64 = 7 * 24 * 3600 * 1000;
+
+/// What a [`ChangeListener`] waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Channel {
+    /// The document change feed grew (a node's keyword index has work).
+    Feed,
+    /// An owner's hub changed (registrations, toggles, deletions).
+    Hub,
+}
+
+/// Wakes a process when another one (another node) changed something it follows
+/// ([`Store::listener`]).
+pub trait ChangeListener: Send {
+    /// Waits until another writer may have changed what this listener follows, or
+    /// `timeout` passes; `true` when woken by a change. An error means the wake-ups are lost
+    /// (a dropped connection): the caller polls and asks the store for a new listener.
     fn wait(&mut self, timeout: std::time::Duration) -> Result<bool>;
 }
 
 /// A listener that is never woken: the caller polls at its timeout (stores without
 /// notifications).
-pub struct PollingFeedListener;
+pub struct PollingListener;
 
-impl FeedListener for PollingFeedListener {
+impl ChangeListener for PollingListener {
     fn wait(&mut self, timeout: std::time::Duration) -> Result<bool> {
         std::thread::sleep(timeout);
         Ok(false)
@@ -361,11 +374,20 @@ pub trait Store:
     /// absorbed a batch whose `horizon` is at least this value has absorbed those writes.
     /// Writers hand it to readers (the `X-Quarry-Txid` header) for read-your-writes.
     fn feed_horizon(&self) -> Result<i64>;
-    /// Something to wait on for the feed's growth. Stores without notifications return a
-    /// [`PollingFeedListener`].
-    fn feed_listener(&self) -> Result<Box<dyn FeedListener>> {
-        Ok(Box::new(PollingFeedListener))
+    /// Something to wait on for changes on `channel` made by other processes. Stores
+    /// without notifications return a [`PollingListener`].
+    fn listener(&self, channel: Channel) -> Result<Box<dyn ChangeListener>> {
+        let _ = channel;
+        Ok(Box::new(PollingListener))
     }
+    // MCP sessions (2025-11-25 clients) any node can resume.
+    /// The stored state of MCP session `id` (the client's `initialize` parameters, JSON).
+    fn mcp_session(&self, id: &str) -> Result<Option<String>>;
+    /// Stores session `id`'s state (replacing it); sessions untouched for
+    /// [`MCP_SESSION_KEPT_MS`] are dropped on the way.
+    fn put_mcp_session(&self, id: &str, state: &str) -> Result<()>;
+    /// Forgets session `id` (the client closed it).
+    fn delete_mcp_session(&self, id: &str) -> Result<()>;
     /// Documents by row id (missing ids are skipped).
     fn documents_by_ids(&self, ids: &[i64]) -> Result<Vec<Document>>;
     /// A document by collection and path.

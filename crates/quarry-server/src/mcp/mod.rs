@@ -10,6 +10,7 @@
 pub(crate) mod hub_sse;
 pub(crate) mod jsonrpc;
 mod qmd_tools;
+pub(crate) mod sessions;
 
 use std::sync::Arc;
 use std::time::Instant;

@@ -29,6 +29,7 @@ macro_rules! __conformance_knowledge {
             knowledge_jobs_concurrent_claimers_take_one_embedding,
             knowledge_jobs_failing_for_good_fails_the_files,
             knowledge_jobs_expired_owners_lose_their_leases,
+            knowledge_nodes_are_live_while_they_send_heartbeats,
             knowledge_concurrent_uploads_get_distinct_names_and_one_file_per_content,
             knowledge_concurrent_enqueues_keep_one_waiting_job,
             knowledge_forgetting_blobs_never_drops_a_referenced_one,
@@ -978,6 +979,26 @@ pub fn knowledge_jobs_expired_owners_lose_their_leases(store: &dyn Store) {
     let mut owners = store.lease_owners().expect("owners");
     owners.sort();
     assert_eq!(owners, ["B", "C"]);
+}
+
+/// A node is live while its heartbeats are recent, on the store's clock; a silent one
+/// drops out of the live list (its owners' leases are then released by the queue).
+pub fn knowledge_nodes_are_live_while_they_send_heartbeats(store: &dyn Store) {
+    assert!(store.live_nodes(60_000).expect("live").is_empty());
+    store.node_heartbeat("h:1:a").expect("heartbeat");
+    std::thread::sleep(std::time::Duration::from_millis(400));
+    store.node_heartbeat("h:2:b").expect("heartbeat");
+    store
+        .node_heartbeat("h:2:b")
+        .expect("a second heartbeat is an update");
+    assert_eq!(store.live_nodes(60_000).expect("live"), ["h:1:a", "h:2:b"]);
+    assert_eq!(
+        store.live_nodes(200).expect("live"),
+        ["h:2:b"],
+        "the node silent for 400 ms is not live within 200 ms"
+    );
+    store.node_heartbeat("h:1:a").expect("back");
+    assert_eq!(store.live_nodes(200).expect("live").len(), 2);
 }
 
 /// Two nodes uploading to one knowledge base at once: the same name twice still gets
