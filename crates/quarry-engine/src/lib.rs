@@ -175,6 +175,16 @@ fn open_for_read(
     Err(last.unwrap_or_else(|| Error::Index("cannot open keyword index".into())))
 }
 
+/// Empties an index slot and deletes the index's files (a missing directory is fine).
+fn drop_index(slot: &RwLock<Option<Arc<FtsIndex>>>, dir: &Path) -> Result<()> {
+    *slot.write().unwrap_or_else(|p| p.into_inner()) = None;
+    match std::fs::remove_dir_all(dir) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(Error::io(dir, e)),
+    }
+}
+
 /// Exclusive right to write, across processes; released on drop.
 pub(crate) struct WriteGuard {
     _file: File,
@@ -439,24 +449,12 @@ impl Engine {
 
     /// Forgets the keyword index handle and files (it is rebuilt). Write lock held.
     pub(crate) fn drop_keyword_index(&self, _guard: &WriteGuard) -> Result<()> {
-        *self.fts.write().unwrap_or_else(|p| p.into_inner()) = None;
-        let dir = self.fts_dir();
-        match std::fs::remove_dir_all(&dir) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(Error::io(&dir, e)),
-        }
+        drop_index(&self.fts, &self.fts_dir())
     }
 
     /// Forgets the passage index handle and files (its layout changed). Write lock held.
     pub(crate) fn drop_passage_index(&self, _guard: &WriteGuard) -> Result<()> {
-        *self.passages.write().unwrap_or_else(|p| p.into_inner()) = None;
-        let dir = self.passages_dir();
-        match std::fs::remove_dir_all(&dir) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(Error::io(&dir, e)),
-        }
+        drop_index(&self.passages, &self.passages_dir())
     }
 
     /// Takes the cross-process write lock, waiting (and saying so) if another process has it.
