@@ -1028,6 +1028,10 @@ pub(crate) fn id_list(ids: &[i64]) -> String {
     format!("[{}]", parts.join(","))
 }
 
+/// How long the row of a node that stopped sending heartbeats is kept (it says nothing
+/// after its leases were released; a day leaves something to look at).
+const NODE_ROW_KEPT_MS: i64 = 24 * 3600 * 1000;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1163,7 +1167,3 @@ mod tests {
         assert_eq!(f.status, FileStatus::Indexing);
     }
 }
-
-/// How long the row of a node that stopped sending heartbeats is kept (it says nothing
-/// after its leases were released; a day leaves something to look at).
-const NODE_ROW_KEPT_MS: i64 = 24 * 3600 * 1000;
