@@ -6,6 +6,7 @@ mod config;
 mod eval;
 mod hub;
 mod kb;
+mod migrate;
 mod progress;
 mod runtime;
 mod settings;
@@ -355,6 +356,9 @@ enum Command {
     /// Score search, vsearch and query against a judged query set (Hit@3, MRR@10, nDCG@10,
     /// Recall@10, Recall@100).
     Eval(EvalCmd),
+    /// Copy this machine's data directory (every table, vectors, uploaded originals) into
+    /// PostgreSQL and, with --blobs, object storage; run it again to resume.
+    Migrate(migrate::MigrateArgs),
 }
 
 #[derive(Subcommand)]
@@ -545,6 +549,8 @@ fn main() -> ExitCode {
     let env = config::Env::from_process();
     let result = match &cli.command {
         Command::Serve(args) if args.print_config => print_config(&cli, &matches, &env),
+        // Reads the embedded data directory whatever --database says (that names the target).
+        Command::Migrate(args) => migrate::run(&cli, args, &env),
         _ => run(cli, &env),
     };
     match result {
@@ -1061,6 +1067,8 @@ fn run(cli: Cli, env: &config::Env) -> Result<()> {
             }
         }
         Command::Eval(args) => eval::run(&engine, &args.eval, cli.json, &mut out)?,
+        // `main` runs it before any store is opened; here only for completeness.
+        Command::Migrate(args) => return migrate::run(&cli, args, env),
         Command::Mcp(_) => {
             drop(out);
             serve(engine, env, Transport::Mcp, None)?

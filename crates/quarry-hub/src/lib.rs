@@ -300,6 +300,9 @@ pub struct Hub {
 
 /// How often a node looks for hub changes made elsewhere without being notified.
 pub const RECONCILE_POLL: Duration = Duration::from_secs(5);
+/// A connection whose upstream has no row is stopped once it is older than this (an
+/// upstream deleted on another node; a younger one may be mid-registration here).
+const DELETED_AFTER: Duration = Duration::from_secs(30);
 
 /// The hub follower's loop: until the hub is dropped, stop what other nodes disabled.
 fn follow_hub_changes(hub: &std::sync::Weak<Hub>, store: &dyn Store) {
@@ -383,19 +386,23 @@ impl Hub {
     /// opened (by another node: this node's own changes stop them at once); returns how
     /// many stopped. Their child processes exit with them.
     pub fn reconcile(&self) -> Result<usize> {
-        let live: std::collections::HashSet<String> = self
+        let rows: HashMap<String, bool> = self
             .store
             .upstreams(None)?
             .into_iter()
-            .filter(|r| r.enabled)
-            .map(|r| r.id)
+            .map(|r| (r.id, r.enabled))
             .collect();
         let gone: Vec<Arc<Connection>> = {
             let mut conns = self.connections.lock().unwrap_or_else(|p| p.into_inner());
             let ids: Vec<String> = conns
-                .keys()
-                .filter(|id| !live.contains(*id))
-                .cloned()
+                .iter()
+                .filter(|(id, conn)| match rows.get(*id) {
+                    Some(enabled) => !enabled,
+                    // A registration opens its connection before its row commits: a young
+                    // connection without a row is one being registered, not one deleted.
+                    None => conn.age() > DELETED_AFTER,
+                })
+                .map(|(id, _)| id.clone())
                 .collect();
             ids.iter().filter_map(|id| conns.remove(id)).collect()
         };

@@ -369,9 +369,16 @@ pub struct Connection {
     stop: CancellationToken,
     /// `tools` arrays of `tools/list` answers seen on a stdio wire since discovery began.
     raw_tools: Arc<Mutex<Vec<serde_json::Value>>>,
+    /// When this connection was opened (the hub follower leaves young ones alone).
+    opened: std::time::Instant,
 }
 
 impl Connection {
+    /// How long ago this connection was opened.
+    pub fn age(&self) -> Duration {
+        self.opened.elapsed()
+    }
+
     /// Starts a supervisor for `spec`. `on_discovered` runs after each successful discovery.
     pub fn start(spec: ConnectSpec, on_discovered: OnDiscovered) -> Arc<Connection> {
         let conn = Arc::new(Connection {
@@ -391,6 +398,7 @@ impl Connection {
             discovered: watch::channel(0).0,
             stop: CancellationToken::new(),
             raw_tools: Arc::default(),
+            opened: std::time::Instant::now(),
         });
         tokio::spawn(supervise(conn.clone(), spec, on_discovered));
         conn

@@ -6,8 +6,9 @@
 //! the store, any number of workers — threads here, a CLI beside a server, later several
 //! nodes — share one queue without running a job twice. Each process running workers is a
 //! *node* that sends heartbeats through the store; a node that stops (killed, frozen, cut
-//! off) has its leases released by the others after [`NODE_DEAD_AFTER`], and its jobs are
-//! claimed again — a frozen node that wakes writes nothing (the store fences every side
+//! off) has its leases released by the others after [`NODE_DEAD_AFTER`] — at once by a
+//! process starting on the same data directory, which sees the dead one's lock file free —
+//! and its jobs are claimed again — a frozen node that wakes writes nothing (the store fences every side
 //! effect by the lease).
 //!
 //! [`Workers`] is the long-lived pool a server keeps; [`drain`] is what the CLI runs when
@@ -69,6 +70,44 @@ pub const NODE_HEARTBEAT: Duration = Duration::from_secs(5);
 /// A node silent for this long is dead: any other node releases its job leases, so its
 /// jobs are taken over without waiting for the leases to lapse.
 pub const NODE_DEAD_AFTER: Duration = Duration::from_secs(15);
+
+/// Registers this node in the data directory (`nodes/<name>.lock`, locked for the process's
+/// life) and finds the nodes of the directory whose lock nobody holds: processes that died.
+/// Their lock files go. Portable (file locks), and exact for the processes of one machine;
+/// other machines' nodes are judged by their heartbeats.
+fn local_nodes(engine: &Engine, node: &str) -> Result<(std::fs::File, Vec<String>)> {
+    let dir = engine.data_dir().join("nodes");
+    std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+    let file_name = |n: &str| format!("{}.lock", n.replace('/', "_"));
+    let own_path = dir.join(file_name(node));
+    let own = std::fs::File::create(&own_path).map_err(|e| Error::io(&own_path, e))?;
+    own.lock().map_err(|e| Error::io(&own_path, e))?;
+    let mut dead = Vec::new();
+    let entries = std::fs::read_dir(&dir).map_err(|e| Error::io(&dir, e))?;
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let Some(name) = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_suffix(".lock"))
+            .map(str::to_owned)
+        else {
+            continue;
+        };
+        if path == own_path {
+            continue;
+        }
+        let Ok(file) = std::fs::File::options().write(true).open(&path) else {
+            continue;
+        };
+        // Lockable: its process is gone (the kernel drops a dead process's locks).
+        if file.try_lock().is_ok() {
+            let _ = std::fs::remove_file(&path);
+            dead.push(name);
+        }
+    }
+    Ok((own, dead))
+}
 
 /// Releases the leases of owners whose node stopped sending heartbeats (killed, frozen,
 /// cut off); returns how many jobs were released.
@@ -133,6 +172,8 @@ impl Shared {
 pub struct Workers {
     shared: Arc<Shared>,
     handles: Vec<JoinHandle<()>>,
+    /// This node's lock in the data directory (see `local_nodes`), held while it runs.
+    _node_lock: std::fs::File,
 }
 
 impl Workers {
@@ -141,6 +182,21 @@ impl Workers {
         // Alive before the first claim, so no other node takes this one's leases for dead.
         let node = node_name();
         engine.node_heartbeat(&node)?;
+        // Processes of this data directory that died (a restart after a crash) are known at
+        // once: their jobs need not wait for the heartbeat to go stale.
+        let (node_lock, dead) = local_nodes(&engine, &node)?;
+        let owners: Vec<String> = engine
+            .job_lease_owners()?
+            .into_iter()
+            .filter(|o| {
+                dead.iter()
+                    .any(|d| o.rsplit_once(':').is_some_and(|(n, _)| n == d))
+            })
+            .collect();
+        if !owners.is_empty() {
+            let n = engine.expire_job_leases(&owners)?;
+            tracing::info!(jobs = n, "resuming jobs of a process that died");
+        }
         let shared = Arc::new(Shared {
             engine,
             opts,
@@ -167,7 +223,11 @@ impl Workers {
                 .map_err(|e| Error::Storage(format!("cannot start an ingest worker: {e}")))?;
             handles.push(h);
         }
-        Ok(Workers { shared, handles })
+        Ok(Workers {
+            shared,
+            handles,
+            _node_lock: node_lock,
+        })
     }
 
     /// New work was enqueued: idle workers look now rather than at their next poll.

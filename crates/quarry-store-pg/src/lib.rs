@@ -126,6 +126,7 @@ pub(crate) const DOCID_LOCK: i64 = 7_245_190_455_173_122_049;
 mod access;
 mod blob_locks;
 mod chat;
+mod copy;
 mod hub;
 mod jobs;
 mod knowledge;

@@ -497,6 +497,7 @@ fn assign_uids(conn: &Connection) -> rusqlite::Result<()> {
 
 mod access;
 mod chat;
+mod copy;
 mod hub;
 mod knowledge;
 

@@ -14,6 +14,7 @@ mod access;
 mod chat;
 #[cfg(feature = "conformance")]
 pub mod conformance;
+pub mod copy;
 mod hub;
 mod knowledge;
 pub mod thread_guard;

@@ -40,7 +40,12 @@ pub(crate) fn python_ok() -> bool {
 
 /// Runs tests/reference_embed.py `mode` on `dir` with `request` on stdin.
 pub(crate) fn reference(mode: &str, dir: &Path, request: &Value) -> Value {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/reference_embed.py");
+    // At run time first: a test binary reused from a build cache elsewhere keeps the path it
+    // was compiled at.
+    let manifest = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).to_path_buf());
+    let script = manifest.join("tests/reference_embed.py");
     let mut child = Command::new(python())
         .arg(&script)
         .arg(mode)

@@ -477,17 +477,12 @@ async fn remove_context(
 }
 
 async fn health(State(st): State<Arc<AppState>>) -> Response {
-    // Healthy = the index answers; model_loaded = the embedding model is in memory;
-    // caught_up = every write committed so far is searchable on this node (anonymous
-    // callers learn only that, not how far behind it is: see `/metrics`).
+    // Healthy = the index answers; model_loaded = the embedding model is in memory (seed
+    // 001's shape, exactly: a node's place in the store's changes is `/health/ready`'s).
     let engine = st.root_engine().clone();
     let loaded = engine.model_loaded();
-    match run_blocking(move || Ok((engine.status()?, engine.node_feed_state()?))).await {
-        Ok((_, node)) => axum::Json(json!({
-            "status": "healthy", "model_loaded": loaded, "caught_up": node.caught_up,
-            "ready": node.ready,
-        }))
-        .into_response(),
+    match run_blocking(move || engine.status()).await {
+        Ok(_) => axum::Json(json!({ "status": "healthy", "model_loaded": loaded })).into_response(),
         Err(e) => (
             StatusCode::SERVICE_UNAVAILABLE,
             axum::Json(
@@ -501,17 +496,22 @@ async fn health(State(st): State<Arc<AppState>>) -> Response {
 /// For load balancers: 200 once this node answers, its index is built and it follows the
 /// store's changes closely (`READY_LAG`), 503 before (a node rebuilding takes no traffic).
 async fn ready(State(st): State<Arc<AppState>>) -> Response {
+    // Anonymous callers learn whether the node is ready and caught up, not how far behind
+    // it is (`/metrics` says, to admins).
     let engine = st.root_engine().clone();
     match run_blocking(move || engine.node_feed_state()).await {
-        Ok(node) if node.ready => axum::Json(json!({ "ready": true })).into_response(),
-        Ok(_) => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            axum::Json(json!({ "ready": false, "detail": "catching up with the store's changes" })),
+        Ok(node) => (
+            if node.ready {
+                StatusCode::OK
+            } else {
+                StatusCode::SERVICE_UNAVAILABLE
+            },
+            axum::Json(json!({ "ready": node.ready, "caught_up": node.caught_up })),
         )
             .into_response(),
         Err(e) => (
             StatusCode::SERVICE_UNAVAILABLE,
-            axum::Json(json!({ "ready": false, "detail": e.detail })),
+            axum::Json(json!({ "ready": false, "caught_up": false, "detail": e.detail })),
         )
             .into_response(),
     }
