@@ -4,17 +4,9 @@
 //! to `halfvec`, `\x…` to `bytea`, `1` to `boolean`) and a row already there is skipped.
 
 use quarry_core::{Error, Result};
-use quarry_store::copy::{COPIED_TABLES, Row, RowCopy, RowPage};
+use quarry_store::copy::{Row, RowCopy, RowPage, copied_table};
 
 use super::*;
-
-fn known(table: &str) -> Result<&'static str> {
-    COPIED_TABLES
-        .iter()
-        .find(|t| **t == table)
-        .copied()
-        .ok_or_else(|| Error::invalid(format!("'{table}' is not a table a copy carries")))
-}
 
 fn quote(ident: &str) -> String {
     format!("\"{}\"", ident.replace('"', "\"\""))
@@ -22,14 +14,14 @@ fn quote(ident: &str) -> String {
 
 impl RowCopy for PgStore {
     fn export_rows(&self, table: &str, _from: i64, _limit: usize) -> Result<RowPage> {
-        known(table)?;
+        copied_table(table)?;
         Err(Error::invalid(
             "copying out of PostgreSQL is not supported: use pg_dump for a database",
         ))
     }
 
     fn import_rows(&self, table: &str, rows: &[Row]) -> Result<u64> {
-        let table = known(table)?;
+        let table = copied_table(table)?;
         let Some(first) = rows.first() else {
             return Ok(0);
         };
@@ -70,7 +62,7 @@ impl RowCopy for PgStore {
     }
 
     fn count_rows(&self, table: &str) -> Result<u64> {
-        let table = known(table)?;
+        let table = copied_table(table)?;
         let n: i64 = col(
             &self
                 .conn()?

@@ -2,19 +2,11 @@
 //! every table paged by `rowid`. Importing into the embedded store is not offered.
 
 use quarry_core::{Error, Result};
-use quarry_store::copy::{COPIED_TABLES, Row, RowCopy, RowPage};
+use quarry_store::copy::{Row, RowCopy, RowPage, copied_table};
 use rusqlite::types::ValueRef;
 use serde_json::Value;
 
 use super::{SqliteStore, blob_to_vector, db_err};
-
-fn known(table: &str) -> Result<&'static str> {
-    COPIED_TABLES
-        .iter()
-        .find(|t| **t == table)
-        .copied()
-        .ok_or_else(|| Error::invalid(format!("'{table}' is not a table a copy carries")))
-}
 
 /// A column's value as the copy carries it (see `quarry_store::copy`).
 fn value(table: &str, column: &str, v: ValueRef<'_>) -> Result<Value> {
@@ -37,7 +29,7 @@ fn value(table: &str, column: &str, v: ValueRef<'_>) -> Result<Value> {
 
 impl RowCopy for SqliteStore {
     fn export_rows(&self, table: &str, from: i64, limit: usize) -> Result<RowPage> {
-        let table = known(table)?;
+        let table = copied_table(table)?;
         let limit = i64::try_from(limit.max(1)).unwrap_or(i64::MAX);
         let conn = self.conn();
         // Tables with a rowid page by it (`from` is the last rowid); those without one
@@ -98,7 +90,7 @@ impl RowCopy for SqliteStore {
     }
 
     fn count_rows(&self, table: &str) -> Result<u64> {
-        let table = known(table)?;
+        let table = copied_table(table)?;
         let n: i64 = self
             .conn()
             .query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |r| r.get(0))

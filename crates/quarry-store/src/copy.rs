@@ -6,7 +6,7 @@
 //! other binary values as `\x`-prefixed hex. A row the target already has (same key) is
 //! skipped, so an interrupted copy is resumed by running it again.
 
-use quarry_core::Result;
+use quarry_core::{Error, Result};
 
 /// The tables a copy carries, parents before the rows that point at them. What is derived
 /// or belongs to one process is left out: the change feed and its consumers (each node
@@ -38,6 +38,16 @@ pub const COPIED_TABLES: &[&str] = &[
     "idempotency_keys",
     "meta",
 ];
+
+/// `table` as one of [`COPIED_TABLES`], or `InvalidInput` for any other name (so a backend
+/// may put it into SQL).
+pub fn copied_table(table: &str) -> Result<&'static str> {
+    COPIED_TABLES
+        .iter()
+        .find(|t| **t == table)
+        .copied()
+        .ok_or_else(|| Error::invalid(format!("'{table}' is not a table a copy carries")))
+}
 
 /// `meta` keys that describe one database or one node's indexes, never copied.
 pub const LOCAL_META_KEYS: &[&str] = &["database.id", "feed.trimmed", "fts.analyzer"];
