@@ -986,19 +986,19 @@ pub fn knowledge_jobs_expired_owners_lose_their_leases(store: &dyn Store) {
 pub fn knowledge_nodes_are_live_while_they_send_heartbeats(store: &dyn Store) {
     assert!(store.live_nodes(60_000).expect("live").is_empty());
     store.node_heartbeat("h:1:a").expect("heartbeat");
-    std::thread::sleep(std::time::Duration::from_millis(400));
+    std::thread::sleep(std::time::Duration::from_millis(2_500));
     store.node_heartbeat("h:2:b").expect("heartbeat");
     store
         .node_heartbeat("h:2:b")
         .expect("a second heartbeat is an update");
     assert_eq!(store.live_nodes(60_000).expect("live"), ["h:1:a", "h:2:b"]);
     assert_eq!(
-        store.live_nodes(200).expect("live"),
+        store.live_nodes(1_000).expect("live"),
         ["h:2:b"],
-        "the node silent for 400 ms is not live within 200 ms"
+        "the node silent for 2.5 s is not live within 1 s"
     );
     store.node_heartbeat("h:1:a").expect("back");
-    assert_eq!(store.live_nodes(200).expect("live").len(), 2);
+    assert_eq!(store.live_nodes(1_000).expect("live").len(), 2);
 }
 
 /// Two nodes uploading to one knowledge base at once: the same name twice still gets

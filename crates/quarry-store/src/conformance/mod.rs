@@ -591,19 +591,19 @@ pub fn jobs_a_stale_claim_writes_nothing(store: &dyn Store) {
             .expect("the file");
         (f.status, f.error)
     };
-    let job = store.claim_job("A", 300).expect("claim").expect("a job");
+    let job = store.claim_job("A", 1_500).expect("claim").expect("a job");
     assert_eq!(job.kind, crate::JobKind::Ingest);
-    assert_eq!(store.claim_job("B", 300).expect("claim"), None, "held by A");
-    assert!(store.renew_job(job.lease(), 300).expect("renew"));
+    assert_eq!(store.claim_job("B", 1_500).expect("claim"), None, "held by A");
+    assert!(store.renew_job(job.lease(), 1_500).expect("renew"));
     let forged = Lease {
         job: job.id,
         token: job.token + 1,
     };
     assert!(
-        !store.renew_job(forged, 300).expect("renew"),
+        !store.renew_job(forged, 1_500).expect("renew"),
         "a token never issued"
     );
-    std::thread::sleep(Duration::from_millis(400));
+    std::thread::sleep(Duration::from_millis(2_000));
     let taken = store
         .claim_job("B", 60_000)
         .expect("claim")
@@ -615,7 +615,7 @@ pub fn jobs_a_stale_claim_writes_nothing(store: &dyn Store) {
     assert!(!job.interrupted && taken.interrupted);
     assert_eq!(taken.attempts, 1);
     assert!(!store.complete_job(job.lease()).expect("complete"));
-    assert!(!store.renew_job(job.lease(), 300).expect("renew"));
+    assert!(!store.renew_job(job.lease(), 1_500).expect("renew"));
     assert!(!store.fail_job(job.lease(), "stale", None).expect("fail"));
     assert!(
         !store
@@ -632,7 +632,7 @@ pub fn jobs_a_stale_claim_writes_nothing(store: &dyn Store) {
     );
     assert!(
         store
-            .fail_job(taken.lease(), "flaky", Some(300))
+            .fail_job(taken.lease(), "flaky", Some(1_500))
             .expect("fail")
     );
     assert_eq!(
@@ -640,11 +640,11 @@ pub fn jobs_a_stale_claim_writes_nothing(store: &dyn Store) {
         (FileStatus::Pending, Some("flaky (will retry)".to_owned()))
     );
     assert_eq!(
-        store.claim_job("C", 300).expect("claim"),
+        store.claim_job("C", 1_500).expect("claim"),
         None,
         "not due yet"
     );
-    std::thread::sleep(Duration::from_millis(400));
+    std::thread::sleep(Duration::from_millis(2_000));
     let again = store
         .claim_job("C", 60_000)
         .expect("claim")
