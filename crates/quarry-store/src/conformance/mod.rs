@@ -593,7 +593,11 @@ pub fn jobs_a_stale_claim_writes_nothing(store: &dyn Store) {
     };
     let job = store.claim_job("A", 1_500).expect("claim").expect("a job");
     assert_eq!(job.kind, crate::JobKind::Ingest);
-    assert_eq!(store.claim_job("B", 1_500).expect("claim"), None, "held by A");
+    assert_eq!(
+        store.claim_job("B", 1_500).expect("claim"),
+        None,
+        "held by A"
+    );
     assert!(store.renew_job(job.lease(), 1_500).expect("renew"));
     let forged = Lease {
         job: job.id,
