@@ -3,7 +3,10 @@
 Each scenario gets a fresh database and bucket and fresh data directories:
 
 * catch-up: notes uploaded through node A one batch at a time; the lag from A reporting a
-  document ready to node B finding it by keyword search (p50/p99);
+  document ready to node B finding it by keyword search (p50/p99), woken by NOTIFY and, with
+  the feed's NOTIFY trigger disabled (a pooler that drops LISTEN), by polling alone;
+* rebuild: a node with an empty data directory joining a database of ~100,000 documents
+  (the tldr pages as 14 folder collections): seconds until it reports ready;
 * queries: the tldr-en judged queries as keyword searches from 4 client threads for a fixed
   time, against 1 node and against 2 (round-robin): throughput, p50/p99, and PostgreSQL's CPU
   seconds per query (from /proc, every `postgres` process) so the scaling can be extrapolated
@@ -79,7 +82,12 @@ class Deployment:
         e.update(QUARRY_DATABASE_URL=self.db_url, QUARRY_BLOBS_URL=self.blobs, QUARRY_LOG="warn", **self.extra_env)
         return e
 
-    def start_node(self) -> str:
+    def psql(self, sql: str) -> str:
+        out = subprocess.run([str(Path(os.environ["QUARRY_TEST_PG_BIN"]) / "psql"), self.db_url, "-qAtc", sql],
+                             check=True, capture_output=True, text=True)
+        return out.stdout.strip()
+
+    def start_node(self, timeout: float = 120) -> str:
         home = self.root / f"node{len(self.nodes)}"
         home.mkdir()
         port = free_port()
@@ -87,7 +95,7 @@ class Deployment:
         proc = subprocess.Popen([str(self.binary), "serve", "--port", str(port)], env=self.env(home),
                                 stdin=subprocess.DEVNULL, stdout=log, stderr=log)
         base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + timeout
         while True:
             try:
                 if http("GET", base + "/health/ready", timeout=5)[0] == 200:
@@ -165,10 +173,12 @@ def notes(prefix: str, n: int) -> list[tuple[str, bytes]]:
             for i in range(n)]
 
 
-def catch_up(binary: Path, root: Path, batches: int = 20) -> dict:
-    d = Deployment(binary, root, "catchup")
+def catch_up(binary: Path, root: Path, batches: int = 20, notify: bool = True) -> dict:
+    d = Deployment(binary, root, "catchup" if notify else "catchuppoll")
     try:
         a, b = d.start_node(), d.start_node()
+        if not notify:
+            d.psql("ALTER TABLE feed DISABLE TRIGGER feed_notify")
         kb = create_kb(a, "catch-up")
         lags = []
         for batch in range(batches):
@@ -186,7 +196,36 @@ def catch_up(binary: Path, root: Path, batches: int = 20) -> dict:
                     raise SystemExit("catch-up took over 60 s")
         return {"documents": len(lags), "p50_ms": round(percentile(lags, 50) * 1000, 1),
                 "p99_ms": round(percentile(lags, 99) * 1000, 1), "max_ms": round(max(lags) * 1000, 1),
-                "note": "from A reporting the batch ready to B's keyword search finding each document"}
+                "note": "from A reporting the batch ready to B's keyword search finding each document"
+                + ("" if notify else "; NOTIFY disabled, nodes poll every second")}
+    finally:
+        d.stop()
+
+
+def catch_up_polling(binary: Path, root: Path) -> dict:
+    return catch_up(binary, root, notify=False)
+
+
+def rebuild(binary: Path, root: Path, copies: int = 14) -> dict:
+    d = Deployment(binary, root, "rebuild")
+    try:
+        loader = d.root / "loader"
+        loader.mkdir()
+        t0 = time.monotonic()
+        for i in range(copies):
+            subprocess.run([str(binary), "collection", "add", str(TLDR.parent), "--name", f"tldr{i}"],
+                           env=d.env(loader), check=True, capture_output=True)
+        load = time.monotonic() - t0
+        documents = int(d.psql("SELECT count(*) FROM documents"))
+        chunks = int(d.psql("SELECT count(*) FROM chunks"))
+        t0 = time.monotonic()
+        base = d.start_node(timeout=3600)
+        took = time.monotonic() - t0
+        hits = search(base, "list files in a directory")
+        return {"documents": documents, "chunks": chunks, "load_seconds": round(load, 1),
+                "seconds_to_ready": round(took, 1), "first_query_hits": len(hits),
+                "note": "a node with an empty data directory: snapshot read, keyword and passage "
+                        "indexes built, caught up with the feed"}
     finally:
         d.stop()
 
@@ -295,7 +334,7 @@ def text_report(rep: dict) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "nodes.json")
-    ap.add_argument("--only", nargs="*", default=["catch_up", "queries", "ingestion", "failover"])
+    ap.add_argument("--only", nargs="*", default=["catch_up", "catch_up_polling", "queries", "ingestion", "failover", "rebuild"])
     args = ap.parse_args()
     binary = default_quarry()
     if binary is None:

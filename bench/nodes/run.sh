@@ -4,7 +4,7 @@
 # 2 nodes, and failover time. Starts PostgreSQL 16 + pgvector and moto through
 # scripts/test-services (its own state directory) and writes bench/results/nodes.json.
 #   bash bench/nodes/run.sh            # QUARRY_BIN picks the binary (default: release, else debug)
-# About 10 minutes on 2 cores.
+# About 20 minutes on 2 cores (the rebuild scenario loads ~100,000 documents).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export QUARRY_TEST_SERVICES_DIR="${QUARRY_TEST_SERVICES_DIR:-${TMPDIR:-/tmp}/quarry-bench-nodes-$(id -u)}"

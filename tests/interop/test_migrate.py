@@ -1,5 +1,5 @@
 """`quarry migrate`: a machine's embedded data directory — folder collections, knowledge
-bases with uploads and notes, vectors, users and tokens, hub registrations — copied into
+bases with uploads and notes, vectors, users and tokens, hub registrations, chats — copied into
 PostgreSQL and object storage, then served by a node over them with the same answers
 (issue 25). Runs in the PostgreSQL pass (it needs the test database and S3 servers)."""
 
@@ -14,6 +14,7 @@ import pytest
 import requests
 
 from conftest import QuarryHome, backend, home_blobs_url, home_database, isolated_env, start_server, wait_ready
+from fake_llm import FakeLLM
 from fake_models import FakeModels
 from kb_support import DOCS, api, create_kb, upload, wait_for
 
@@ -45,6 +46,31 @@ def answers(srv) -> dict:
     return out
 
 
+def chat_once(srv, text: str, cid: str | None = None) -> str:
+    """One streamed chat turn read to its end; the conversation's id."""
+    body = {"messages": [{"role": "user", "content": text}], "stream": True}
+    if cid:
+        body["conversation_id"] = cid
+    r = requests.post(srv.url("/api/v1/chat"), json=body, headers={"Accept": "text/event-stream"}, timeout=120)
+    assert r.status_code == 200, r.text
+    events = [json.loads(line[5:]) for line in r.text.splitlines() if line.startswith("data:")]
+    assert events and events[0]["type"] == "conversation" and events[-1]["type"] == "done", events
+    return events[0]["data"]["id"]
+
+
+def chats(srv) -> dict:
+    """Every conversation with its messages (role, content, status), as the REST API shows them."""
+    r = requests.get(srv.url("/api/v1/conversations"), timeout=30)
+    assert r.status_code == 200, r.text
+    out = {}
+    for c in r.json()["data"]:
+        r = requests.get(srv.url(f"/api/v1/conversations/{c['id']}"), timeout=30)
+        assert r.status_code == 200, r.text
+        data = r.json()["data"]
+        out[c["id"]] = (c["title"], [(m["role"], m["content"], m.get("status")) for m in data["messages"]])
+    return out
+
+
 def migrate(home: QuarryHome, *args: str):
     return home.run("migrate", *args, timeout=600)
 
@@ -56,8 +82,19 @@ def fake():
     f.stop()
 
 
-def test_migrate_copies_everything_and_a_node_answers_the_same(quarry_bin: Path, corpus: Path, tmp_path: Path, fake):
-    src = embedded_home(quarry_bin, corpus, tmp_path / "src", env=fake.env())
+@pytest.fixture(scope="module")
+def llm():
+    f = FakeLLM.start()
+    yield f
+    f.stop()
+
+
+def chat_env(llm: FakeLLM) -> dict:
+    return {"QUARRY_CHAT_BASE_URL": llm.base, "QUARRY_CHAT_API_KEY": "sk-migrate-test", "QUARRY_CHAT_RETRIES": "1"}
+
+
+def test_migrate_copies_everything_and_a_node_answers_the_same(quarry_bin: Path, corpus: Path, tmp_path: Path, fake, llm):
+    src = embedded_home(quarry_bin, corpus, tmp_path / "src", env=fake.env() | chat_env(llm))
     r = src.run("embed", "--json")
     assert r.returncode == 0, r.stderr
     vectors = json.loads(r.stdout)["chunks_embedded"]
@@ -69,8 +106,13 @@ def test_migrate_copies_everything_and_a_node_answers_the_same(quarry_bin: Path,
     assert r.returncode == 0, r.stderr
     token = json.loads(r.stdout)["token"]
 
-    srv = start_server(src, logdir=tmp_path / "logs-src")
+    srv = start_server(src, "--chat-model", "openai:fake-chat", logdir=tmp_path / "logs-src")
     try:
+        llm.script([{"text": "Wombats travel at dusk."}, {"text": "They dig burrows."}])
+        cid = chat_once(srv, "When do wombats travel?")
+        chat_once(srv, "And where do they sleep?", cid)
+        chats_before = chats(srv)
+        assert len(chats_before[cid][1]) == 4, chats_before
         kb = create_kb(srv, "handbook")
         files = [("wombats.md", "# Wombat migration\n\nWombats move at dusk.\n".encode()),
                  ("pkgs.md", "# 软件包管理\n\n使用 apt 安装软件包。 Install packages with apt.\n".encode())]
@@ -98,7 +140,8 @@ def test_migrate_copies_everything_and_a_node_answers_the_same(quarry_bin: Path,
     r = migrate(src, "--to", url, "--blobs", blobs)
     assert r.returncode == 0, f"{r.stdout}\n{r.stderr}"
     table = {line.split()[0]: line.split()[1:] for line in r.stdout.splitlines()[1:] if len(line.split()) == 5}
-    for name in ("documents", "chunks", "embeddings", "kb_files", "access_tokens", "hub_upstreams"):
+    for name in ("documents", "chunks", "embeddings", "kb_files", "access_tokens", "hub_upstreams",
+                 "chat_conversations", "chat_messages"):
         source, copied, _skipped, target = map(int, table[name])
         assert source == copied == target and source > 0, (name, table[name])
     assert "SHA-256 checked" in r.stdout, r.stdout
@@ -110,10 +153,16 @@ def test_migrate_copies_everything_and_a_node_answers_the_same(quarry_bin: Path,
     assert again["blobs"]["copied"] == 0 and again["blobs"]["present"] == again["blobs"]["referenced"] > 0
 
     node = QuarryHome(bin=quarry_bin, home=target_dir, corpus=corpus,
-                      env=isolated_env(target_dir, fake.env()) | {"QUARRY_DATABASE_URL": url, "QUARRY_BLOBS_URL": blobs})
-    srv = start_server(node, logdir=tmp_path / "logs-node")
+                      env=isolated_env(target_dir, fake.env() | chat_env(llm))
+                      | {"QUARRY_DATABASE_URL": url, "QUARRY_BLOBS_URL": blobs})
+    srv = start_server(node, "--chat-model", "openai:fake-chat", logdir=tmp_path / "logs-node")
     try:
         wait_ready(srv)
+        assert chats(srv) == chats_before
+        # The conversation goes on after the move: its next messages come after the copied ones.
+        llm.script([{"text": "In burrows, mostly."}])
+        assert chat_once(srv, "Alone?", cid) == cid
+        assert chats(srv)[cid][1][:4] == chats_before[cid][1] and len(chats(srv)[cid][1]) == 6
         after = answers(srv)
         for q in QUERIES:
             # Same documents found, same best answer (scores may differ in the last digits:

@@ -51,7 +51,8 @@ pub use notes::{MAX_NOTE_BYTES, NOTE_KINDS, NewNote, NoteChange, NoteFormat, Not
 pub use passages::{PER_DOCUMENT, PassageEvidence};
 pub use quarry_models::{ApiKey, ModelEnv, ModelSpec};
 pub use quarry_store::{
-    FileFilter, FileStatus, Job, JobKind, KbFile, KnowledgeBase, NoteMeta, QueueCounts,
+    ChangeWaiter, FileFilter, FileStatus, Job, JobKind, KbFile, KnowledgeBase, NoteMeta,
+    QueueCounts,
 };
 pub use search::{
     MAX_EXCERPT_CHARS, NO_VECTOR_INDEX, QueryResponse, SNIPPET_CHARS, SearchRequest, snippet,

@@ -133,9 +133,18 @@ impl Engine {
         }
     }
 
-    /// Something to wait on for the store's feed ([`quarry_store::ChangeListener`]).
-    pub fn feed_listener(&self) -> Result<Box<dyn quarry_store::ChangeListener>> {
-        self.store().listener(quarry_store::Channel::Feed)
+    /// A waiter on the store's feed, for [`Engine::wait_for_feed`].
+    pub fn feed_waiter(&self) -> quarry_store::ChangeWaiter {
+        quarry_store::ChangeWaiter::new(quarry_store::Channel::Feed)
+    }
+
+    /// Waits up to `poll` for the feed to grow ([`quarry_store::ChangeWaiter::wait`]).
+    pub fn wait_for_feed(
+        &self,
+        waiter: &mut quarry_store::ChangeWaiter,
+        poll: Duration,
+    ) -> Result<bool> {
+        waiter.wait(self.store(), poll)
     }
 
     /// Refreshes this node's place in the store (so the feed keeps its entries) and forgets

@@ -306,21 +306,10 @@ const DELETED_AFTER: Duration = Duration::from_secs(30);
 
 /// The hub follower's loop: until the hub is dropped, stop what other nodes disabled.
 fn follow_hub_changes(hub: &std::sync::Weak<Hub>, store: &dyn Store) {
-    let mut listener: Option<Box<dyn quarry_store::ChangeListener>> = None;
+    let mut changes = quarry_store::ChangeWaiter::new(quarry_store::Channel::Hub);
     loop {
-        if listener.is_none() {
-            listener = store.listener(quarry_store::Channel::Hub).ok();
-        }
-        let woken = match listener.as_mut() {
-            Some(l) => l.wait(RECONCILE_POLL),
-            None => {
-                std::thread::sleep(RECONCILE_POLL);
-                Ok(false)
-            }
-        };
-        if let Err(e) = woken {
+        if let Err(e) = changes.wait(store, RECONCILE_POLL) {
             tracing::warn!(error = %e, "lost hub notifications; polling until they are back");
-            listener = None;
         }
         let Some(hub) = hub.upgrade() else {
             return;

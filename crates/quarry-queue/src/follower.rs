@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::thread::JoinHandle;
+use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
 use quarry_core::{Error, Result};
@@ -20,10 +20,17 @@ pub const POLL: Duration = Duration::from_secs(1);
 /// How often the node tells the store it is alive.
 pub const HEARTBEAT: Duration = Duration::from_secs(10);
 
+/// How long [`Follower::shutdown`] waits for the thread's current round. A round can wait
+/// for the feed's horizon (a write transaction still open somewhere in the cluster); the
+/// index needs no goodbye — every commit is whole and carries its own position — so a
+/// process that is exiting does not wait for it.
+pub const SHUTDOWN_WAIT: Duration = Duration::from_secs(2);
+
 /// The running follower thread; stops when dropped.
 pub struct Follower {
     stop: Arc<AtomicBool>,
-    handle: Option<JoinHandle<()>>,
+    /// Disconnected when the thread ends (it holds the sender).
+    ended: Receiver<()>,
 }
 
 impl Follower {
@@ -31,23 +38,21 @@ impl Follower {
     pub fn start(engine: Arc<Engine>) -> Result<Follower> {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
-        let handle = std::thread::Builder::new()
+        let (alive, ended) = std::sync::mpsc::channel::<()>();
+        std::thread::Builder::new()
             .name("quarry-follower".into())
-            .spawn(move || follow(&engine, &flag))
+            .spawn(move || {
+                let _alive = alive;
+                follow(&engine, &flag)
+            })
             .map_err(|e| Error::Storage(format!("cannot start the feed follower: {e}")))?;
-        Ok(Follower {
-            stop,
-            handle: Some(handle),
-        })
+        Ok(Follower { stop, ended })
     }
 
-    /// Stops the follower after its current round.
-    pub fn shutdown(mut self) {
+    /// Stops the follower after its current round, waiting for it up to [`SHUTDOWN_WAIT`].
+    pub fn shutdown(self) {
         self.stop.store(true, Ordering::Relaxed);
-        if let Some(h) = self.handle.take() {
-            // At most one poll interval plus one round.
-            let _ = h.join();
-        }
+        let _ = self.ended.recv_timeout(SHUTDOWN_WAIT);
     }
 }
 
@@ -58,7 +63,7 @@ impl Drop for Follower {
 }
 
 fn follow(engine: &Engine, stop: &AtomicBool) {
-    let mut listener = None;
+    let mut changes = engine.feed_waiter();
     let mut last_heartbeat: Option<Instant> = None;
     let mut failures = 0u32;
     while !stop.load(Ordering::Relaxed) {
@@ -81,19 +86,8 @@ fn follow(engine: &Engine, stop: &AtomicBool) {
                 continue;
             }
         }
-        if listener.is_none() {
-            listener = engine.feed_listener().ok();
-        }
-        let woken = match listener.as_mut() {
-            Some(l) => l.wait(POLL),
-            None => {
-                std::thread::sleep(POLL);
-                Ok(false)
-            }
-        };
-        if let Err(e) = woken {
+        if let Err(e) = engine.wait_for_feed(&mut changes, POLL) {
             tracing::warn!(error = %e, "lost feed notifications; polling until they are back");
-            listener = None;
         }
     }
 }

@@ -27,10 +27,13 @@ mod migrate;
 mod pool;
 
 pub use pool::PgConnection;
+pub use vectors::EXACT_SEARCH_MAX;
 
 /// PostgreSQL-backed [`Store`].
 pub struct PgStore {
     pool: pool::Pool,
+    /// `hnsw.ef_search` of vector searches through the index (see [`PgStore::with_ef_search`]).
+    ef_search: usize,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -52,7 +55,18 @@ impl PgStore {
             migrate::ensure_vector_extension(&mut conn, &pool.describe())?;
             migrate::migrate(&mut conn, &pool.describe())?;
         }
-        Ok(PgStore { pool })
+        Ok(PgStore {
+            pool,
+            ef_search: vectors::EF_SEARCH,
+        })
+    }
+
+    /// The HNSW candidate list of vector searches through the index (`hnsw.ef_search`,
+    /// default 128, never below the number of results asked for): larger finds more of the
+    /// exact neighbours and costs time (bench/pgvector measures the trade).
+    pub fn with_ef_search(mut self, ef_search: usize) -> Self {
+        self.ef_search = ef_search.max(1);
+        self
     }
 
     /// A pooled connection (store calls run on blocking threads only).

@@ -16,6 +16,12 @@ use tokio_postgres_rustls::MakeRustlsConnect;
 
 /// Connections per process unless configured otherwise.
 pub(crate) const DEFAULT_SIZE: usize = 16;
+/// How long a session may sit inside a transaction without a statement before PostgreSQL
+/// ends it (unless the URL's `options` set `idle_in_transaction_session_timeout`). Quarry's
+/// transactions run statement after statement; one that idles belongs to a node that froze
+/// (SIGSTOP, a paused VM) and would otherwise hold its row and advisory locks — and every
+/// other node waiting on them — until it wakes.
+pub(crate) const IDLE_IN_TRANSACTION_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a caller waits for a free connection before giving up.
 const CHECKOUT_WAIT: Duration = Duration::from_secs(30);
 /// How long opening a connection may take.
@@ -117,13 +123,27 @@ impl Pool {
 
     /// A connection of its own, outside the pool (for session-level locks).
     pub(crate) fn connect_dedicated(&self) -> Result<Client> {
-        self.config.connect(self.tls.clone()).map_err(|e| {
+        let unavailable = |e: postgres::Error| {
             Error::Unavailable(format!(
                 "cannot connect to PostgreSQL at {}: {}",
                 self.describe,
                 quarry_core::error_chain(&e)
             ))
-        })
+        };
+        let mut client = self.config.connect(self.tls.clone()).map_err(unavailable)?;
+        if !self
+            .config
+            .get_options()
+            .is_some_and(|o| o.contains("idle_in_transaction_session_timeout"))
+        {
+            client
+                .batch_execute(&format!(
+                    "SET idle_in_transaction_session_timeout = {}",
+                    IDLE_IN_TRANSACTION_TIMEOUT.as_millis()
+                ))
+                .map_err(unavailable)?;
+        }
+        Ok(client)
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -331,5 +351,36 @@ mod tests {
         .unwrap();
         assert!(err.to_string().contains("holds no certificate"), "{err}");
         assert!(Pool::new("postgres://h/db?sslrootcert=system", 1).is_ok());
+    }
+
+    /// A node that freezes inside a transaction (SIGSTOP, a paused VM) must not hold its
+    /// locks until it wakes: its session is ended. The URL's own setting wins.
+    #[test]
+    fn sessions_idle_inside_a_transaction_are_ended() {
+        let Ok(url) = std::env::var("QUARRY_TEST_DATABASE_URL") else {
+            eprintln!("skipped: QUARRY_TEST_DATABASE_URL is not set");
+            return;
+        };
+        let pool = Pool::new(&url, 1).unwrap();
+        let mut conn = pool.get().unwrap();
+        let timeout: String = conn
+            .query_one("SHOW idle_in_transaction_session_timeout", &[])
+            .unwrap()
+            .get(0);
+        assert_eq!(timeout, "30s");
+        let sep = if url.contains('?') { '&' } else { '?' };
+        let pool = Pool::new(
+            &format!("{url}{sep}options=-c%20idle_in_transaction_session_timeout%3D300"),
+            1,
+        )
+        .unwrap();
+        let mut conn = pool.get().unwrap();
+        let mut tx = conn.transaction().unwrap();
+        tx.execute("SELECT 1", &[]).unwrap();
+        std::thread::sleep(Duration::from_millis(1_500));
+        assert!(
+            tx.execute("SELECT 1", &[]).is_err(),
+            "the idle transaction's session was ended"
+        );
     }
 }

@@ -15,9 +15,9 @@ use crate::{PgStore, db_err};
 
 /// Filters leaving at most this many chunks are searched exactly (the embedded mode's
 /// threshold too): faster than the graph, and perfect recall.
-const EXACT_SEARCH_MAX: i64 = 4096;
+pub const EXACT_SEARCH_MAX: i64 = 4096;
 /// HNSW candidate list per search (`hnsw.ef_search`), the embedded index's expansion.
-const EF_SEARCH: usize = 128;
+pub(crate) const EF_SEARCH: usize = 128;
 /// pgvector indexes `halfvec` up to this many dimensions.
 const MAX_INDEXED_DIMS: usize = 4000;
 /// Serialises index creation between nodes (`CREATE INDEX IF NOT EXISTS` races).
@@ -118,7 +118,7 @@ impl VectorSearch for PgStore {
         let mut tx = conn.transaction().map_err(db_err)?;
         tx.batch_execute(&format!(
             "SET LOCAL hnsw.ef_search = {}; SET LOCAL hnsw.iterative_scan = relaxed_order",
-            EF_SEARCH.max(want)
+            self.ef_search.max(want)
         ))
         .map_err(db_err)?;
         let rows = tx

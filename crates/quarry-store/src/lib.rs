@@ -171,6 +171,42 @@ impl ChangeListener for PollingListener {
     }
 }
 
+/// A follower's wait for changes on one [`Channel`]: through a listener while it works,
+/// polling while there is none, and a new listener asked for after one was lost (a dropped
+/// database connection). Both followers — the feed's and the hub's — wait through one.
+pub struct ChangeWaiter {
+    channel: Channel,
+    listener: Option<Box<dyn ChangeListener>>,
+}
+
+impl ChangeWaiter {
+    /// A waiter on `channel`; its listener is made on the first wait.
+    pub fn new(channel: Channel) -> ChangeWaiter {
+        ChangeWaiter {
+            channel,
+            listener: None,
+        }
+    }
+
+    /// Waits up to `poll`: `Ok(true)` when woken by a change, `Ok(false)` when the time
+    /// passed. An error says the listener was lost (it is dropped; the next wait polls and
+    /// asks `store` for a new one) — the caller's to log.
+    pub fn wait(&mut self, store: &dyn Store, poll: std::time::Duration) -> Result<bool> {
+        if self.listener.is_none() {
+            self.listener = store.listener(self.channel).ok();
+        }
+        let Some(listener) = self.listener.as_mut() else {
+            std::thread::sleep(poll);
+            return Ok(false);
+        };
+        let woken = listener.wait(poll);
+        if woken.is_err() {
+            self.listener = None;
+        }
+        woken
+    }
+}
+
 impl IndexWork {
     /// Whether there is nothing to do.
     pub fn is_empty(&self) -> bool {

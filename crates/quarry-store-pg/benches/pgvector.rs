@@ -1,0 +1,594 @@
+//! pgvector at scale (issue 25): Quarry's vector search on PostgreSQL at up to a million
+//! chunks, beside WeKnora's query shape on the same vectors, in one run. Run by
+//! `bash bench/pgvector/run.sh` (it starts PostgreSQL and makes a fresh database); see
+//! bench/README.md.
+//!
+//! 1. Synthetic vectors with the structure of real text embeddings: every vector leans on
+//!    one shared direction (embedding models are anisotropic: unrelated texts still score
+//!    0.2–0.4), topics of very unequal size, documents within a topic, chunks within a
+//!    document. Queries are chunks of documents that were never stored. Documents are spread
+//!    evenly over 100 collections, independently of their topic, so a filter on one collection
+//!    keeps 1 % of the chunks and a filter on five keeps 5 % — the hard case for a graph
+//!    search, whose neighbours mostly fail the filter.
+//! 2. Loaded into Quarry's own schema (collections, documents, chunks, embeddings) with
+//!    COPY; then Quarry's per-model HNSW index is built (`VectorSearch::prepare_vectors`, as
+//!    `quarry migrate` does after a copy): build time and size.
+//! 3. WeKnora's shape on the same vectors: one denormalised table (knowledge base id,
+//!    dimension, enabled flag, `halfvec`), a partial HNSW index per dimension, and its query
+//!    (`hnsw.iterative_scan = strict_order`, a candidate LIMIT of max(2·top_k, 100) with
+//!    `ef_search` set to it, then the threshold and top-k outside).
+//! 4. recall@10 against the exact answer (computed here over the same half-precision values)
+//!    at several `ef_search` values, unfiltered and filtered to 5 % and 1 %.
+//! 5. Latency p50/p99 and throughput with 1 and 8 concurrent clients at each shape's default.
+//!
+//! Environment: `QUARRY_BENCH_DATABASE_URL` (an empty database with pgvector; required),
+//! `QUARRY_BENCH_CHUNKS` (1000000), `QUARRY_BENCH_DIMS` (384), `QUARRY_BENCH_QUERIES` (200),
+//! `QUARRY_BENCH_EF` (comma-separated sweep, default 40,64,100,128,200,400),
+//! `QUARRY_BENCH_LATENCY_QUERIES` (queries per client per latency run, 200),
+//! `QUARRY_BENCH_OUT` (a JSON file for the results).
+
+#[path = "../../quarry-engine/benches/common/mod.rs"]
+mod common;
+
+use std::collections::HashSet;
+use std::io::Write;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::{env_or, percentile};
+use pgvector::HalfVector;
+use postgres::binary_copy::BinaryCopyInWriter;
+use postgres::types::{Kind, Type};
+use postgres::{Client, NoTls};
+use quarry_store::VectorSearch;
+use quarry_store_pg::PgStore;
+use serde_json::{Value, json};
+
+type Res<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
+
+const MODEL: &str = "bench-synthetic";
+const COLLECTIONS: i64 = 100;
+const CHUNKS_PER_DOCUMENT: usize = 20;
+const TOP_K: usize = 10;
+/// The filters measured: name, collections kept.
+const FILTERS: [(&str, i64); 3] = [("unfiltered", COLLECTIONS), ("5%", 5), ("1%", 1)];
+
+/// splitmix64: a seeded, dependency-free generator (the data must be the same every run).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn uniform(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    }
+    /// A standard normal (Box–Muller).
+    fn normal(&mut self) -> f32 {
+        let u = self.uniform().max(f64::MIN_POSITIVE);
+        let v = self.uniform();
+        ((-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()) as f32
+    }
+    fn gaussian(&mut self, dims: usize, scale: f32) -> Vec<f32> {
+        (0..dims).map(|_| self.normal() * scale).collect()
+    }
+}
+
+/// The generator of realistic-looking embeddings: shared direction, topics, documents.
+struct Space {
+    dims: usize,
+    shared: Vec<f32>,
+    topics: Vec<Vec<f32>>,
+}
+
+impl Space {
+    fn new(dims: usize, topics: usize, rng: &mut Rng) -> Space {
+        let unit = 1.0 / (dims as f32).sqrt();
+        Space {
+            dims,
+            shared: normalised(rng.gaussian(dims, unit)),
+            topics: (0..topics).map(|_| rng.gaussian(dims, unit)).collect(),
+        }
+    }
+    /// A document's centre: a topic (popular ones far more often) plus its own direction.
+    fn document(&self, rng: &mut Rng) -> Vec<f32> {
+        let t = ((self.topics.len() as f64) * rng.uniform().powi(3)) as usize;
+        let unit = 0.7 / (self.dims as f32).sqrt();
+        let topic = &self.topics[t.min(self.topics.len() - 1)];
+        topic.iter().map(|x| x + rng.normal() * unit).collect()
+    }
+    /// One chunk of a document, as the model would embed it: normalised, then stored in half
+    /// precision (returned as the f32 values of those halves, for the exact answer).
+    fn chunk(&self, document: &[f32], rng: &mut Rng) -> (HalfVector, Vec<f32>) {
+        let unit = 0.55 / (self.dims as f32).sqrt();
+        let v: Vec<f32> = document
+            .iter()
+            .zip(&self.shared)
+            .map(|(d, s)| d + 0.45 * s + rng.normal() * unit)
+            .collect();
+        let half = HalfVector::from_f32_slice(&normalised(v));
+        let values = half.to_vec().iter().map(|h| h.to_f32()).collect();
+        (half, values)
+    }
+}
+
+fn normalised(mut v: Vec<f32>) -> Vec<f32> {
+    let n = v
+        .iter()
+        .map(|x| x * x)
+        .sum::<f32>()
+        .sqrt()
+        .max(f32::MIN_POSITIVE);
+    v.iter_mut().for_each(|x| *x /= n);
+    v
+}
+
+fn cosine(a: &[f32], b: &[f32], norm_b: f32) -> f32 {
+    let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
+    dot / norm_b.max(f32::MIN_POSITIVE)
+}
+
+/// The stored data: vector `i` is chunk `i + 1` of document `i / 20 + 1`.
+struct Corpus {
+    dims: usize,
+    values: Vec<f32>,
+    norms: Vec<f32>,
+    /// Collection (1-based) of each document.
+    collection_of_document: Vec<i64>,
+}
+
+impl Corpus {
+    fn vector(&self, i: usize) -> &[f32] {
+        &self.values[i * self.dims..(i + 1) * self.dims]
+    }
+    fn collection_of_chunk(&self, i: usize) -> i64 {
+        self.collection_of_document[i / CHUNKS_PER_DOCUMENT]
+    }
+}
+
+fn main() -> Res<()> {
+    let url = std::env::var("QUARRY_BENCH_DATABASE_URL")
+        .map_err(|_| "QUARRY_BENCH_DATABASE_URL is required (bench/pgvector/run.sh sets it)")?;
+    let n: usize = env_or("QUARRY_BENCH_CHUNKS", 1_000_000);
+    let dims: usize = env_or("QUARRY_BENCH_DIMS", 384);
+    let n_queries: usize = env_or("QUARRY_BENCH_QUERIES", 200);
+    let latency_queries: usize = env_or("QUARRY_BENCH_LATENCY_QUERIES", 200);
+    let sweep: Vec<usize> = std::env::var("QUARRY_BENCH_EF")
+        .unwrap_or_else(|_| "40,64,100,128,200,400".into())
+        .split(',')
+        .filter_map(|s| s.trim().parse().ok())
+        .collect();
+    let mut report = json!({"chunks": n, "dims": dims, "queries": n_queries});
+    // Written after every phase, so a run cut short still leaves what it measured.
+    let save = |report: &Value| -> Res<()> {
+        if let Ok(path) = std::env::var("QUARRY_BENCH_OUT") {
+            std::fs::write(path, serde_json::to_string_pretty(report)? + "\n")?;
+        }
+        Ok(())
+    };
+
+    let mut admin = Client::connect(&url, NoTls)?;
+    report["server"] = server_facts(&mut admin)?;
+    let store = Arc::new(PgStore::connect(&url)?);
+
+    eprintln!("generating and loading {n} vectors of {dims} dimensions…");
+    let t = Instant::now();
+    let (corpus, queries) = load(&mut admin, n, dims, n_queries)?;
+    report["load_seconds"] = json!(t.elapsed().as_secs_f64());
+
+    eprintln!("building Quarry's HNSW index…");
+    let t = Instant::now();
+    store.prepare_vectors(MODEL, dims)?;
+    report["quarry"] = json!({
+        "build_seconds": t.elapsed().as_secs_f64(),
+        "index_bytes": relation_size(&mut admin, "embeddings_hnsw_%")?,
+        "table_bytes": scalar_i64(&mut admin, "SELECT pg_table_size('embeddings')")?,
+        "ef_search_default": 128,
+        "exact_search_max": quarry_store_pg::EXACT_SEARCH_MAX,
+    });
+    eprintln!("building WeKnora's table and index…");
+    let t = Instant::now();
+    weknora_table(&mut admin, dims)?;
+    let copy_seconds = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    admin.batch_execute(&format!(
+        "CREATE INDEX weknora_hnsw ON weknora_embeddings \
+         USING hnsw ((embedding::halfvec({dims})) halfvec_cosine_ops) WHERE dimension = {dims}"
+    ))?;
+    report["weknora"] = json!({
+        "copy_seconds": copy_seconds,
+        "build_seconds": t.elapsed().as_secs_f64(),
+        "index_bytes": relation_size(&mut admin, "weknora_hnsw")?,
+        "table_bytes": scalar_i64(&mut admin, "SELECT pg_table_size('weknora_embeddings')")?,
+        "ef_search_default": 100,
+    });
+    admin.batch_execute("ANALYZE")?;
+    save(&report)?;
+
+    eprintln!("exact answers…");
+    let t = Instant::now();
+    let truth = exact(&corpus, &queries)?;
+    report["exact_seconds"] = json!(t.elapsed().as_secs_f64());
+
+    let mut recall = serde_json::Map::new();
+    for &ef in &sweep {
+        let quarry = Arc::new(PgStore::connect(&url)?.with_ef_search(ef));
+        let mut row = serde_json::Map::new();
+        for (f, (name, keep)) in FILTERS.iter().enumerate() {
+            let filter: Vec<i64> = (1..=*keep).collect();
+            let (mut q_hits, mut w_hits) = (0usize, 0usize);
+            for (qi, query) in queries.iter().enumerate() {
+                let found = quarry_search(&quarry, query, &filter, *keep)?;
+                q_hits += overlap(&found, &truth[qi][f]);
+                let found = weknora_search(&mut admin, query, dims, &filter, *keep, ef)?;
+                w_hits += overlap(&found, &truth[qi][f]);
+            }
+            let total = (queries.len() * TOP_K) as f64;
+            row.insert(
+                (*name).into(),
+                json!({"quarry": q_hits as f64 / total, "weknora": w_hits as f64 / total}),
+            );
+        }
+        eprintln!("ef_search {ef}: {}", Value::Object(row.clone()));
+        recall.insert(ef.to_string(), Value::Object(row));
+        report["recall_at_10"] = Value::Object(recall.clone());
+        save(&report)?;
+    }
+
+    let mut latency = serde_json::Map::new();
+    for clients in [1usize, 8] {
+        for (name, keep) in FILTERS {
+            let filter: Vec<i64> = (1..=keep).collect();
+            let q = run_clients(clients, latency_queries, &queries, |_, query| {
+                quarry_search(&store, query, &filter, keep).map(|_| ())
+            })?;
+            let w = run_clients_with_client(&url, clients, latency_queries, &queries, {
+                let filter = filter.clone();
+                move |client, query| {
+                    weknora_search(client, query, dims, &filter, keep, 100).map(|_| ())
+                }
+            })?;
+            eprintln!("{clients} client(s), {name}: quarry {q} weknora {w}");
+            latency.insert(
+                format!("{clients}_clients_{name}"),
+                json!({"quarry": q, "weknora": w}),
+            );
+            report["latency_ms"] = Value::Object(latency.clone());
+            save(&report)?;
+        }
+    }
+    println!("{}", serde_json::to_string_pretty(&report)?);
+    Ok(())
+}
+
+fn scalar_i64(client: &mut Client, sql: &str) -> Res<i64> {
+    Ok(client.query_one(sql, &[])?.get(0))
+}
+
+fn relation_size(client: &mut Client, pattern: &str) -> Res<i64> {
+    Ok(client
+        .query_one(
+            "SELECT coalesce(sum(pg_relation_size(c.oid)), 0)::bigint FROM pg_class c \
+             WHERE c.relkind = 'i' AND c.relname LIKE $1",
+            &[&pattern],
+        )?
+        .get(0))
+}
+
+fn server_facts(client: &mut Client) -> Res<Value> {
+    let mut facts = serde_json::Map::new();
+    for setting in [
+        "server_version",
+        "shared_buffers",
+        "maintenance_work_mem",
+        "max_parallel_maintenance_workers",
+        "work_mem",
+    ] {
+        let v: String = client.query_one(&format!("SHOW {setting}"), &[])?.get(0);
+        facts.insert(setting.into(), json!(v));
+    }
+    let v: String = client
+        .query_one(
+            "SELECT extversion FROM pg_extension WHERE extname = 'vector'",
+            &[],
+        )?
+        .get(0);
+    facts.insert("pgvector".into(), json!(v));
+    facts.insert(
+        "cores".into(),
+        json!(std::thread::available_parallelism().map_or(1, |n| n.get())),
+    );
+    Ok(Value::Object(facts))
+}
+
+/// Generates the corpus and the queries and loads the corpus into Quarry's tables.
+fn load(
+    client: &mut Client,
+    n: usize,
+    dims: usize,
+    n_queries: usize,
+) -> Res<(Corpus, Vec<Vec<f32>>)> {
+    let mut rng = Rng(0x5EED_0025);
+    let space = Space::new(dims, (n / 1000).max(20), &mut rng);
+    let documents = n.div_ceil(CHUNKS_PER_DOCUMENT);
+    client.batch_execute(
+        "INSERT INTO spaces (id, uid, created_at) VALUES ('bench', 'bench', 0) \
+         ON CONFLICT DO NOTHING",
+    )?;
+    for c in 1..=COLLECTIONS {
+        client.execute(
+            "INSERT INTO collections (id, uid, space, name, kind, path, pattern, created_at) \
+             VALUES ($1, $2, 'bench', $2, 'knowledge', '', '**/*', 0)",
+            &[&c, &format!("c{c}")],
+        )?;
+    }
+    let collection_of_document: Vec<i64> = (0..documents)
+        .map(|_| 1 + (rng.next() % COLLECTIONS as u64) as i64)
+        .collect();
+    let mut docs = client.copy_in(
+        "COPY documents (id, collection_id, path, title, hash, docid, size, stamp, body, \
+         body_bytes, indexed_at) FROM STDIN",
+    )?;
+    for (d, c) in collection_of_document.iter().enumerate() {
+        let id = d + 1;
+        writeln!(
+            docs,
+            "{id}\t{c}\td{id}.md\tdocument {id}\th{id}\t{id:08x}\t10\t0\tbody {id}\t10\t0"
+        )?;
+    }
+    docs.finish()?;
+    let mut chunks = client.copy_in(
+        "COPY chunks (id, document_id, seq, byte_start, byte_end, line_start, line_end, hash) \
+         FROM STDIN",
+    )?;
+    for i in 0..n {
+        let (id, doc) = (i + 1, i / CHUNKS_PER_DOCUMENT + 1);
+        writeln!(
+            chunks,
+            "{id}\t{doc}\t{}\t0\t10\t1\t1\tc{i:x}",
+            i % CHUNKS_PER_DOCUMENT
+        )?;
+    }
+    chunks.finish()?;
+    client.batch_execute(
+        "SELECT setval(pg_get_serial_sequence('documents', 'id'), (SELECT max(id) FROM documents)); \
+         SELECT setval(pg_get_serial_sequence('chunks', 'id'), (SELECT max(id) FROM chunks))",
+    )?;
+
+    let halfvec = halfvec_type(client)?;
+    let sink = client.copy_in("COPY embeddings (model, hash, vector) FROM STDIN BINARY")?;
+    let mut writer = BinaryCopyInWriter::new(sink, &[Type::TEXT, Type::TEXT, halfvec]);
+    let mut values = Vec::with_capacity(n * dims);
+    let mut norms = Vec::with_capacity(n);
+    let mut centre = Vec::new();
+    for i in 0..n {
+        if i % CHUNKS_PER_DOCUMENT == 0 {
+            centre = space.document(&mut rng);
+        }
+        let (half, v) = space.chunk(&centre, &mut rng);
+        writer.write(&[&MODEL, &format!("c{i:x}"), &half])?;
+        norms.push(v.iter().map(|x| x * x).sum::<f32>().sqrt());
+        values.extend(v);
+    }
+    writer.finish()?;
+    let queries = (0..n_queries)
+        .map(|_| {
+            let centre = space.document(&mut rng);
+            space.chunk(&centre, &mut rng).1
+        })
+        .collect();
+    Ok((
+        Corpus {
+            dims,
+            values,
+            norms,
+            collection_of_document,
+        },
+        queries,
+    ))
+}
+
+fn halfvec_type(client: &mut Client) -> Res<Type> {
+    let oid: u32 = client
+        .query_one("SELECT oid FROM pg_type WHERE typname = 'halfvec'", &[])?
+        .get(0);
+    Ok(Type::new(
+        "halfvec".into(),
+        oid,
+        Kind::Simple,
+        "public".into(),
+    ))
+}
+
+/// WeKnora's table, filled from Quarry's (the same vectors, chunk ids and collections).
+fn weknora_table(client: &mut Client, dims: usize) -> Res<()> {
+    client.batch_execute(&format!(
+        "CREATE TABLE weknora_embeddings (
+             id bigserial PRIMARY KEY,
+             chunk_id bigint NOT NULL,
+             knowledge_base_id text NOT NULL,
+             dimension integer NOT NULL,
+             is_enabled boolean,
+             embedding halfvec NOT NULL);
+         INSERT INTO weknora_embeddings (chunk_id, knowledge_base_id, dimension, is_enabled, embedding)
+             SELECT c.id, d.collection_id::text, {dims}, true, e.vector
+             FROM chunks c JOIN documents d ON d.id = c.document_id
+             JOIN embeddings e ON e.model = '{MODEL}' AND e.hash = c.hash
+             ORDER BY c.id;
+         CREATE INDEX weknora_kb ON weknora_embeddings (knowledge_base_id);"
+    ))?;
+    Ok(())
+}
+
+/// The exact top 10 of every query: unfiltered, and within each filter of [`FILTERS`].
+fn exact(corpus: &Corpus, queries: &[Vec<f32>]) -> Res<Vec<Vec<Vec<i64>>>> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let per = queries.len().div_ceil(threads).max(1);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = queries
+            .chunks(per)
+            .map(|part| s.spawn(move || part.iter().map(|q| exact_one(corpus, q)).collect()))
+            .collect();
+        let mut all = Vec::new();
+        for h in handles {
+            let part: Vec<_> = h.join().map_err(|_| "an exact-search thread panicked")?;
+            all.extend(part);
+        }
+        Ok(all)
+    })
+}
+
+fn exact_one(corpus: &Corpus, query: &[f32]) -> Vec<Vec<i64>> {
+    let q = normalised(query.to_vec());
+    let mut best: Vec<Vec<(f32, i64)>> = vec![Vec::new(); FILTERS.len()];
+    for i in 0..corpus.norms.len() {
+        let score = cosine(&q, corpus.vector(i), corpus.norms[i]);
+        let collection = corpus.collection_of_chunk(i);
+        for (f, (_, keep)) in FILTERS.iter().enumerate() {
+            if collection > *keep {
+                continue;
+            }
+            let top = &mut best[f];
+            if top.len() < TOP_K || score > top[TOP_K - 1].0 {
+                top.push((score, i as i64 + 1));
+                top.sort_by(|a, b| b.0.total_cmp(&a.0));
+                top.truncate(TOP_K);
+            }
+        }
+    }
+    best.into_iter()
+        .map(|top| top.into_iter().map(|(_, id)| id).collect())
+        .collect()
+}
+
+fn overlap(found: &[i64], truth: &[i64]) -> usize {
+    let truth: HashSet<i64> = truth.iter().copied().collect();
+    found
+        .iter()
+        .take(TOP_K)
+        .filter(|id| truth.contains(id))
+        .count()
+}
+
+/// Quarry's search: exactly what a knowledge search scoped to `keep` collections calls.
+fn quarry_search(store: &PgStore, query: &[f32], filter: &[i64], keep: i64) -> Res<Vec<i64>> {
+    let scope = (keep < COLLECTIONS).then_some(filter);
+    Ok(store
+        .nearest_chunks(MODEL, query, TOP_K, scope)?
+        .into_iter()
+        .map(|(id, _)| id)
+        .collect())
+}
+
+/// WeKnora's vector retrieval (internal/application/repository/retriever/postgres), its SQL
+/// shape with `ef_search` as given (WeKnora sets it to the candidate LIMIT, 100 at top-k 10).
+fn weknora_search(
+    client: &mut Client,
+    query: &[f32],
+    dims: usize,
+    filter: &[i64],
+    keep: i64,
+    ef_search: usize,
+) -> Res<Vec<i64>> {
+    let q = HalfVector::from_f32_slice(query);
+    let kbs: Vec<String> = filter.iter().map(|c| c.to_string()).collect();
+    let candidates = (TOP_K as i64 * 2).clamp(100, 200);
+    let top_k = TOP_K as i64;
+    let filtered = keep < COLLECTIONS;
+    let mut params: Vec<&(dyn postgres::types::ToSql + Sync)> = vec![&q, &candidates, &top_k];
+    if filtered {
+        params.push(&kbs);
+    }
+    let where_kb = if filtered {
+        "AND knowledge_base_id = ANY($4)"
+    } else {
+        ""
+    };
+    let mut tx = client.transaction()?;
+    tx.batch_execute(&format!(
+        "SET LOCAL hnsw.ef_search = {}; SET LOCAL hnsw.iterative_scan = strict_order",
+        ef_search.max(40)
+    ))?;
+    let rows = tx.query(
+        &format!(
+            "SELECT chunk_id, (1 - distance) AS score FROM (
+                 SELECT chunk_id, embedding::halfvec({dims}) <=> $1::halfvec({dims}) AS distance
+                 FROM weknora_embeddings
+                 WHERE dimension = {dims} {where_kb} AND (is_enabled IS NULL OR is_enabled = true)
+                 ORDER BY embedding::halfvec({dims}) <=> $1::halfvec({dims})
+                 LIMIT $2) AS candidates
+             WHERE distance <= 2 ORDER BY distance ASC LIMIT $3"
+        ),
+        &params,
+    )?;
+    tx.commit()?;
+    Ok(rows.iter().map(|r| r.get(0)).collect())
+}
+
+/// `clients` threads, each running `per_client` queries through `f`: latency percentiles
+/// and throughput.
+fn run_clients(
+    clients: usize,
+    per_client: usize,
+    queries: &[Vec<f32>],
+    f: impl Fn(usize, &[f32]) -> Res<()> + Sync,
+) -> Res<Value> {
+    let t = Instant::now();
+    let times: Res<Vec<Vec<Duration>>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..clients)
+            .map(|c| {
+                let f = &f;
+                s.spawn(move || -> Res<Vec<Duration>> {
+                    (0..per_client)
+                        .map(|i| {
+                            let query = &queries[(c * 7919 + i) % queries.len()];
+                            let t = Instant::now();
+                            f(c, query)?;
+                            Ok(t.elapsed())
+                        })
+                        .collect()
+                })
+            })
+            .collect();
+        let mut all = Vec::new();
+        for h in handles {
+            all.push(h.join().map_err(|_| "a client thread panicked")??);
+        }
+        Ok(all)
+    });
+    summarise(times?, t.elapsed())
+}
+
+/// [`run_clients`] where each client has its own connection (WeKnora's shape runs raw SQL).
+fn run_clients_with_client(
+    url: &str,
+    clients: usize,
+    per_client: usize,
+    queries: &[Vec<f32>],
+    f: impl Fn(&mut Client, &[f32]) -> Res<()> + Sync,
+) -> Res<Value> {
+    let connections: Vec<std::sync::Mutex<Client>> = (0..clients)
+        .map(|_| Client::connect(url, NoTls).map(std::sync::Mutex::new))
+        .collect::<Result<_, _>>()?;
+    run_clients(clients, per_client, queries, |c, query| {
+        let mut client = connections[c]
+            .lock()
+            .map_err(|_| "a client thread panicked")?;
+        f(&mut client, query)
+    })
+}
+
+fn summarise(times: Vec<Vec<Duration>>, wall: Duration) -> Res<Value> {
+    let mut all: Vec<Duration> = times.into_iter().flatten().collect();
+    all.sort();
+    Ok(json!({
+        "n": all.len(),
+        "p50": percentile(&all, 0.50),
+        "p99": percentile(&all, 0.99),
+        "qps": all.len() as f64 / wall.as_secs_f64(),
+    }))
+}
