@@ -34,6 +34,9 @@ pub struct PgStore {
     pool: pool::Pool,
     /// `hnsw.ef_search` of vector searches through the index (see [`PgStore::with_ef_search`]).
     ef_search: usize,
+    /// Filters keeping at most this many chunks are searched exactly
+    /// ([`PgStore::with_exact_search_max`]).
+    exact_search_max: i64,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -58,6 +61,7 @@ impl PgStore {
         Ok(PgStore {
             pool,
             ef_search: vectors::EF_SEARCH,
+            exact_search_max: EXACT_SEARCH_MAX,
         })
     }
 
@@ -66,6 +70,14 @@ impl PgStore {
     /// exact neighbours and costs time (bench/pgvector measures the trade).
     pub fn with_ef_search(mut self, ef_search: usize) -> Self {
         self.ef_search = ef_search.max(1);
+        self
+    }
+
+    /// Filtered vector searches whose filter keeps at most `chunks` chunks scan them exactly
+    /// instead of walking the graph (default [`EXACT_SEARCH_MAX`]): perfect recall, at a cost
+    /// that grows with the chunks kept (bench/pgvector measures both paths).
+    pub fn with_exact_search_max(mut self, chunks: i64) -> Self {
+        self.exact_search_max = chunks;
         self
     }
 

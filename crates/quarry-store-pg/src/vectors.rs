@@ -97,7 +97,7 @@ impl VectorSearch for PgStore {
                 )
                 .map_err(db_err)?
                 .get(0);
-            if in_filter <= EXACT_SEARCH_MAX {
+            if in_filter <= self.exact_search_max {
                 // Exact: `vector <=> $2` is not the index's expression, so nothing but a
                 // scan of the filtered chunks can answer it.
                 let rows = conn
