@@ -147,6 +147,10 @@ class FakeLLM:
         """Value for ``QUARRY_CHAT_BASE_URL``."""
         return f"{self.url}/v1"
 
+    def env(self, api_key: str) -> dict[str, str]:
+        """The chat provider settings of a home that talks to this fake (one retry)."""
+        return {"QUARRY_CHAT_BASE_URL": self.base, "QUARRY_CHAT_API_KEY": api_key, "QUARRY_CHAT_RETRIES": "1"}
+
     # --- scripting --------------------------------------------------------------------------
 
     def script(self, steps: list[dict]) -> FakeLLM:

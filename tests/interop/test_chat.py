@@ -388,13 +388,7 @@ def ddg_queries(ddg: Loopback) -> list[str]:
 
 
 def chat_env(fake: FakeLLM, **extra: str) -> dict[str, str]:
-    return {
-        "QUARRY_CHAT_BASE_URL": fake.base,
-        "QUARRY_CHAT_API_KEY": API_KEY,
-        "QUARRY_CHAT_RETRIES": "1",
-        "QUARRY_OCR": "off",
-        **extra,
-    }
+    return {**fake.env(API_KEY), "QUARRY_OCR": "off", **extra}
 
 
 def register(srv: QuarryServer, body: dict, token: str | None = None) -> dict:

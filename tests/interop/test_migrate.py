@@ -89,12 +89,9 @@ def llm():
     f.stop()
 
 
-def chat_env(llm: FakeLLM) -> dict:
-    return {"QUARRY_CHAT_BASE_URL": llm.base, "QUARRY_CHAT_API_KEY": "sk-migrate-test", "QUARRY_CHAT_RETRIES": "1"}
-
 
 def test_migrate_copies_everything_and_a_node_answers_the_same(quarry_bin: Path, corpus: Path, tmp_path: Path, fake, llm):
-    src = embedded_home(quarry_bin, corpus, tmp_path / "src", env=fake.env() | chat_env(llm))
+    src = embedded_home(quarry_bin, corpus, tmp_path / "src", env=fake.env() | llm.env("sk-migrate-test"))
     r = src.run("embed", "--json")
     assert r.returncode == 0, r.stderr
     vectors = json.loads(r.stdout)["chunks_embedded"]
@@ -153,7 +150,7 @@ def test_migrate_copies_everything_and_a_node_answers_the_same(quarry_bin: Path,
     assert again["blobs"]["copied"] == 0 and again["blobs"]["present"] == again["blobs"]["referenced"] > 0
 
     node = QuarryHome(bin=quarry_bin, home=target_dir, corpus=corpus,
-                      env=isolated_env(target_dir, fake.env() | chat_env(llm))
+                      env=isolated_env(target_dir, fake.env() | llm.env("sk-migrate-test"))
                       | {"QUARRY_DATABASE_URL": url, "QUARRY_BLOBS_URL": blobs})
     srv = start_server(node, "--chat-model", "openai:fake-chat", logdir=tmp_path / "logs-node")
     try:
