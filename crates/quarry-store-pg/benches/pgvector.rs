@@ -34,7 +34,6 @@ mod common;
 
 use std::collections::HashSet;
 use std::io::Write;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{env_or, percentile};
@@ -174,7 +173,7 @@ fn main() -> Res<()> {
     };
 
     // Connecting the store first: it creates the `vector` extension where it is missing.
-    let store = Arc::new(PgStore::connect(&url)?);
+    let store = PgStore::connect(&url)?;
     let mut admin = Client::connect(&url, NoTls)?;
     report["server"] = server_facts(&mut admin)?;
 
@@ -219,7 +218,7 @@ fn main() -> Res<()> {
 
     let mut recall = serde_json::Map::new();
     for &ef in &sweep {
-        let quarry = Arc::new(PgStore::connect(&url)?.with_ef_search(ef));
+        let quarry = PgStore::connect(&url)?.with_ef_search(ef);
         let mut row = serde_json::Map::new();
         for (f, (name, keep)) in FILTERS.iter().enumerate() {
             let filter: Vec<i64> = (1..=*keep).collect();
@@ -244,7 +243,7 @@ fn main() -> Res<()> {
 
     // Quarry with every filtered search exact, whatever the filter keeps: its recall, and
     // below its latency beside the graph's, so the exact-search threshold rests on figures.
-    let exact = Arc::new(PgStore::connect(&url)?.with_exact_search_max(i64::MAX));
+    let exact = PgStore::connect(&url)?.with_exact_search_max(i64::MAX);
     let mut exact_recall = serde_json::Map::new();
     for (f, (name, keep)) in FILTERS.iter().enumerate().skip(1) {
         let filter: Vec<i64> = (1..=*keep).collect();
