@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import signal
 import time
 from pathlib import Path
@@ -118,6 +119,21 @@ def test_a_note_behind_a_batch_is_searchable_while_the_batch_embeds(quarry_bin, 
         # status says per space what waits, during...
         st = api(srv, "GET", "/status").json()
         assert st["needs_embedding"] > 0, st
+        # ...and /api/v1/queue how much, and (once a round has run) how long that takes at
+        # the rate the model measured: the fake spends DELAY per text, so at most 1/DELAY a second.
+        deadline = time.monotonic() + 60
+        while True:
+            e = api(srv, "GET", "/api/v1/queue").json()["data"]["embedding"]
+            if e["chunks_per_second"] is not None and e["chunks_pending"] > 0:
+                break
+            assert time.monotonic() < deadline, e
+            time.sleep(0.2)
+        assert e["chunks_pending"] <= e["chunks"] and e["documents_pending"] > 0, e
+        assert 0 < e["chunks_per_second"] <= 1.05 / DELAY, e
+        expected = e["chunks_pending"] / e["chunks_per_second"]
+        assert abs(e["eta_seconds"] - expected) <= 1 + 0.01 * expected, e
+        text = home.run("status").stdout
+        assert re.search(r"Chunks waiting for embedding: \d+ \(about \d+ (s|min)", text), text
         # ...and everything ends ready, with nothing left to embed.
         final = wait_for(srv, kb["id"], [d["id"] for d in batch] + [note["id"]])
         assert {d["status"] for d in final.values()} == {"ready"}, {d["file_name"]: d["status"] for d in final.values()}
@@ -129,6 +145,8 @@ def test_a_note_behind_a_batch_is_searchable_while_the_batch_embeds(quarry_bin, 
                 break
             assert time.monotonic() < deadline, st
             time.sleep(0.25)
+        e = api(srv, "GET", "/api/v1/queue").json()["data"]["embedding"]
+        assert e["chunks_pending"] == 0 and e["eta_seconds"] == 0 and e["chunks"] > 0, e
         # 30 uploads made one embed job per round, not one embedding run per upload: every
         # chunk text went to the model once.
         texts = slow_models.embedded_texts()

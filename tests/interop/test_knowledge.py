@@ -108,6 +108,10 @@ def test_knowledge_base_crud_and_errors(kb_server):
     assert r.status_code == 200 and r.json()["data"]["name"] == "manual", r.text
     assert api(kb_server, "GET", "/api/v1/knowledge-bases/manual").status_code == 200
 
+    # Without an embedding model the queue reports jobs only: nothing waits for vectors.
+    q = api(kb_server, "GET", "/api/v1/queue").json()["data"]
+    assert q == {"enqueued": 0, "processing": 0, "failed": 0, "embedding": None}, q
+
     spec = api(kb_server, "GET", "/api/v1/openapi.json").json()
     assert spec["openapi"].startswith("3.") and "/api/v1/knowledge-bases/{id}/documents" in spec["paths"]
 

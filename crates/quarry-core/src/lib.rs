@@ -199,6 +199,9 @@ pub struct StatusReport {
     pub needs_embedding: u64,
     /// Chunks of this space cut but not embedded yet (uploads wait for them to be `ready`).
     pub chunks_needing_embedding: u64,
+    /// Seconds those chunks take at the rate the last embedding round measured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub embedding_eta_seconds: Option<u64>,
     /// Whether a vector index exists.
     pub has_vector_index: bool,
     /// The space's collections.
@@ -207,6 +210,15 @@ pub struct StatusReport {
     /// embedding is not in the counts above).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub spaces: Vec<SpaceEmbedding>,
+}
+
+/// `42 s`, `7 min`, `2 h 5 min`: an estimate, so no finer than it is.
+fn human_duration(secs: u64) -> String {
+    match secs {
+        0..=89 => format!("{secs} s"),
+        90..=5399 => format!("{} min", secs.div_ceil(60)),
+        _ => format!("{} h {} min", secs / 3600, (secs % 3600) / 60),
+    }
 }
 
 impl StatusReport {
@@ -231,6 +243,9 @@ impl StatusReport {
                 "\n  Chunks waiting for embedding: {}",
                 self.chunks_needing_embedding
             ));
+            if let Some(eta) = self.embedding_eta_seconds {
+                out.push_str(&format!(" (about {} left)", human_duration(eta)));
+            }
         }
         if !self.spaces.is_empty() {
             out.push_str("\n  Spaces (needs embedding: documents / chunks):");

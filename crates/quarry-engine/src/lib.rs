@@ -58,8 +58,8 @@ pub use search::{
     MAX_EXCERPT_CHARS, NO_VECTOR_INDEX, QueryResponse, SNIPPET_CHARS, SearchRequest, snippet,
 };
 pub use semantic::{
-    ANN_EXPANSION, DEFAULT_EMBED_MODEL, EXACT_SEARCH_MAX, EmbedOptions, EmbedReport, ModelConfig,
-    embed_input, model_key,
+    ANN_EXPANSION, DEFAULT_EMBED_MODEL, EXACT_SEARCH_MAX, EmbedOptions, EmbedReport,
+    EmbeddingProgress, ModelConfig, embed_input, model_key,
 };
 
 /// Where the data lives and how to behave.
@@ -514,10 +514,14 @@ impl Engine {
                 }
             }
         }
+        let rate = self.measured_embed_rate(model.as_deref())?;
         Ok(StatusReport {
             total_documents: total,
             needs_embedding: embedding.documents_pending,
             chunks_needing_embedding: embedding.chunks_pending,
+            embedding_eta_seconds: rate
+                .filter(|_| embedding.chunks_pending > 0)
+                .map(|r| (embedding.chunks_pending as f64 / r).ceil() as u64),
             spaces,
             has_vector_index: model.is_some(),
             collections: collections

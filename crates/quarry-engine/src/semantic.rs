@@ -36,6 +36,9 @@ const META_ANN_MODEL: &str = "ann.model";
 pub(crate) const META_ANN_DIMS: &str = "ann.dims";
 const META_EMBED_SPEC: &str = "embed.spec";
 const META_EMBED_NAME: &str = "embed.name";
+/// The rate the last embedding round measured (`{"model", "chunks_per_s"}`): in the store,
+/// so every node's queue report estimates from the same figure.
+const META_EMBED_RATE: &str = "embed.rate";
 /// Chunk texts per store commit while embedding: bounds what a kill can lose.
 const EMBED_COMMIT: usize = 64;
 
@@ -121,6 +124,21 @@ pub struct EmbedOptions {
     pub collection: Option<String>,
     /// Re-chunk and re-embed everything in scope, even what is up to date.
     pub force: bool,
+}
+
+/// How far embedding has got ([`Engine::embedding_progress`]), as `/api/v1/queue` reports it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct EmbeddingProgress {
+    /// Documents not yet searchable by meaning.
+    pub documents_pending: u64,
+    /// Chunks without a vector yet.
+    pub chunks_pending: u64,
+    /// Chunks in all.
+    pub chunks: u64,
+    /// The rate the last embedding round measured (model time only); `None` before any.
+    pub chunks_per_second: Option<f64>,
+    /// `chunks_pending` at that rate, rounded up; `None` without a rate.
+    pub eta_seconds: Option<u64>,
 }
 
 /// What [`Engine::embed`] did.
@@ -390,6 +408,7 @@ impl Engine {
             )?
             .chunks;
         report.seconds = started.elapsed().as_secs_f64();
+        quarry_models::release_free_memory();
         Ok(report)
     }
 
@@ -428,6 +447,7 @@ impl Engine {
                 .sync(&guard, self.store(), &key, dims, progress)?;
         }
         self.store().mark_embedded(collection_id, &key)?;
+        quarry_models::release_free_memory();
         Ok(more)
     }
 
@@ -486,9 +506,12 @@ impl Engine {
         order.sort_by_key(|&i| std::cmp::Reverse(inputs[i].0.len()));
         progress.begin("Embedding", inputs.len() as u64);
         let mut done = 0u64;
+        let mut model_time = std::time::Duration::ZERO;
         for batch in order.chunks(EMBED_COMMIT) {
             let texts: Vec<&str> = batch.iter().map(|&i| inputs[i].0.as_str()).collect();
+            let started = std::time::Instant::now();
             let vectors = model.embed_passages(&texts).map_err(model_err)?;
+            model_time += started.elapsed();
             if vectors.len() != texts.len() {
                 return Err(Error::Unavailable(format!(
                     "embedding model returned {} vectors for {} texts",
@@ -506,7 +529,49 @@ impl Engine {
             progress.advance(rows.len() as u64);
         }
         progress.end();
+        if done > 0 && !model_time.is_zero() {
+            let rate = serde_json::json!({
+                "model": key,
+                "chunks_per_s": done as f64 / model_time.as_secs_f64(),
+            });
+            store.set_meta(META_EMBED_RATE, &rate.to_string())?;
+        }
         Ok((done, more))
+    }
+
+    /// What is left to embed of what the caller may read (its space, limited to its
+    /// collections), with the rate the last round measured and the time that leaves; `None`
+    /// when no embedding model is configured.
+    pub fn embedding_progress(&self) -> Result<Option<EmbeddingProgress>> {
+        if !self.embedding_enabled()? {
+            return Ok(None);
+        }
+        let model = self.vector_model()?;
+        let state = self.store().embedding_state(
+            self.space(),
+            self.scope().collections.as_deref(),
+            model.as_deref(),
+        )?;
+        let rate = self.measured_embed_rate(model.as_deref())?;
+        Ok(Some(EmbeddingProgress {
+            documents_pending: state.documents_pending,
+            chunks_pending: state.chunks_pending,
+            chunks: state.chunks,
+            chunks_per_second: rate.map(|r| (r * 100.0).round() / 100.0),
+            eta_seconds: rate.map(|r| (state.chunks_pending as f64 / r).ceil() as u64),
+        }))
+    }
+
+    /// Chunks per second the last embedding round measured, if it used `model` (the index's
+    /// model; any while there is none yet): a rate of another model says nothing of this one.
+    pub(crate) fn measured_embed_rate(&self, model: Option<&str>) -> Result<Option<f64>> {
+        Ok(self
+            .store()
+            .meta(META_EMBED_RATE)?
+            .and_then(|v| serde_json::from_str::<serde_json::Value>(&v).ok())
+            .filter(|v| model.is_none() || v["model"].as_str() == model)
+            .and_then(|v| v["chunks_per_s"].as_f64())
+            .filter(|r| r.is_finite() && *r > 0.0))
     }
 
     /// The model key of the vector index, if `embed` has built one.

@@ -8,12 +8,16 @@
 //! CORPUS_DIR (default /work/shared/corpora/tldr/pages), in sorted file order.
 //! `QUARRY_BENCH_PASSAGES=pages` uses whole pages instead (~150–250 tokens, truncated to the
 //! model's input limit: the size of the chunks `quarry embed` makes of these pages).
+//! `QUARRY_BENCH_PASSAGES=file:PATH` reads the passages from a JSON-lines file, one JSON
+//! string per line (`bench/embed/run.py` writes the chunks Quarry embeds for a real document).
+//! The last line printed is `json {...}` with the figures, for scripts.
 //!
 //! FLOPs are counted for the encoder only, per layer and per sequence of n tokens (hidden H,
 //! feed-forward F): `8·n·H²` (Q, K, V and output projections) + `4·n·H·F` (the two
 //! feed-forward matmuls) + `4·n²·H` (QKᵀ and attention·V), i.e. 2 FLOPs per multiply-add.
 //! Embedding lookups, LayerNorm, softmax, GELU and pooling are O(n·H) and left out. Both
-//! the FLOPs of the real tokens and of the padded batches actually computed are reported.
+//! the FLOPs of the real tokens and of the padded batches actually computed are reported (the
+//! same for the fused engine, whose batches are packed, without padding).
 //! The peak is candle's own 1024×1024×1024 f32 matmul, repeated.
 //!
 //! `QUARRY_BENCH_ENGINE=candle` runs candle-transformers' BertModel / XLMRobertaModel instead of
@@ -123,9 +127,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .unwrap_or_else(|| PathBuf::from("/work/shared/corpora/tldr/pages"));
     let batch: usize = args.get(3).map(|s| s.parse()).transpose()?.unwrap_or(32);
 
-    let passages = tldr_passages(&corpus, n);
+    let passages = match std::env::var("QUARRY_BENCH_PASSAGES") {
+        Ok(v) if v.starts_with("file:") => {
+            let text = std::fs::read_to_string(&v[5..])?;
+            let mut out = Vec::new();
+            for line in text.lines().filter(|l| !l.trim().is_empty()).take(n) {
+                out.push(serde_json::from_str::<String>(line)?);
+            }
+            out
+        }
+        _ => tldr_passages(&corpus, n),
+    };
     if passages.is_empty() {
-        return Err(format!("no tldr passages under {}", corpus.display()).into());
+        return Err(format!("no passages (corpus {})", corpus.display()).into());
     }
     let engine = match std::env::var("QUARRY_BENCH_ENGINE").as_deref() {
         Ok("candle") => Engine::Candle,
@@ -156,6 +170,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut padded_tokens = 0usize;
     let mut padded_flops = 0f64;
     let mut i = 0;
+    // The fused engine packs its batches: it computes the real tokens only.
+    if engine == Engine::Fused {
+        padded_tokens = real_tokens;
+        padded_flops = real_flops;
+        i = lens.len();
+    }
     while i < lens.len() {
         let longest = lens[i].max(1);
         let per = (16_384 / longest).clamp(1, batch);
@@ -216,5 +236,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         100.0 * achieved / peak,
         100.0 * achieved_padded / peak
     );
+    let summary = serde_json::json!({
+        "model": model.identity().name,
+        "engine": format!("{engine:?}"),
+        "passages": refs.len(),
+        "mean_tokens": real_tokens as f64 / refs.len() as f64,
+        "batch": batch,
+        "seconds": secs,
+        "chunks_per_s": refs.len() as f64 / secs,
+        "gflops_real": achieved,
+        "gflops_padded": achieved_padded,
+        "peak_gflops": peak,
+        "share_of_peak": achieved / peak,
+    });
+    println!("json {summary}");
     Ok(())
 }

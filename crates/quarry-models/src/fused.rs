@@ -4,18 +4,21 @@
 //! but the element-wise work around the matrix products is fused into single passes:
 //!
 //! * embeddings: gather word + position + token-type rows and LayerNorm in one pass;
-//! * Q, K and V come from one matrix product against the concatenated `[3H, H]` weight, and
-//!   one pass adds the bias, applies `1/sqrt(d)` to Q and lays the heads out for attention;
-//! * attention: scores → masked softmax in one pass (no `[b, 1, 1, L]` mask tensor, no
-//!   separate scale / add), padded keys get exactly zero weight;
+//! * Q, K and V come from one matrix product against the concatenated `[3H, H]` weight;
+//! * batches are packed: sequences one after another with no padding, so every matrix
+//!   product and element-wise pass works on real tokens only, whatever the mix of lengths;
+//! * attention runs per sequence and head: the bias and `1/sqrt(d)` applied while gathering
+//!   that head's Q, K, V, then `QKᵀ`, softmax and `·V` in a per-worker scratch (no
+//!   `[b, heads, len, len]` score tensor, no mask);
 //! * `bias + GELU` and `bias + residual + LayerNorm` are single passes.
 //!
-//! The matrix products are candle's (gemm, multi-threaded). The element-wise kernels run in
-//! parallel over rows with rayon and are written so LLVM vectorises them: erf uses a rational
+//! The large matrix products are candle's (gemm, multi-threaded); the per-head attention
+//! products call the same `gemm` single-threaded, one task per sequence and head. The
+//! element-wise kernels run in parallel over rows with rayon and are written so LLVM vectorises them: erf uses a rational
 //! approximation (max error ≈ 1e-7) and exp a Cephes-style polynomial, instead of scalar libm
 //! calls. With candle's own ops these steps took ~40 % of the forward pass on MiniLM.
 
-use candle_core::{CpuStorage, CustomOp1, CustomOp2, D, Layout, Result, Shape, Tensor, bail};
+use candle_core::{CpuStorage, CustomOp1, CustomOp2, Layout, Result, Shape, Tensor, bail};
 use candle_nn::VarBuilder;
 use rayon::prelude::*;
 
@@ -122,22 +125,19 @@ impl FusedEncoder {
         })
     }
 
-    /// `ids`, `type_ids`: `[b, len]` row-major, right-padded; `lens[i]` real tokens in row i.
-    /// Returns the last hidden state `[b, len, H]`.
-    pub(crate) fn forward(
-        &self,
-        ids: &[u32],
-        type_ids: &[u32],
-        lens: &[usize],
-        len: usize,
-    ) -> Result<Tensor> {
+    /// `ids`, `type_ids`: the batch's sequences packed one after another, no padding;
+    /// `lens[i]` tokens in sequence i (they sum to `ids.len()`). Returns the last hidden state
+    /// `[Σ lens, H]`, packed the same way: a short sequence batched with a long one costs
+    /// only its own tokens.
+    pub(crate) fn forward(&self, ids: &[u32], type_ids: &[u32], lens: &[usize]) -> Result<Tensor> {
         let cfg = &self.cfg;
-        let b = lens.len();
-        let m = b * len;
-        let (h, nh) = (cfg.hidden_size, cfg.num_heads);
-        let d = h / nh;
+        let m: usize = lens.iter().sum();
+        let h = cfg.hidden_size;
         if ids.len() != m || type_ids.len() != m {
             bail!("fused encoder: expected {m} ids, got {}", ids.len());
+        }
+        if lens.contains(&0) {
+            bail!("fused encoder: empty sequence");
         }
         if let Some(bad) = ids.iter().find(|&&i| i as usize >= cfg.vocab_size) {
             bail!(
@@ -154,12 +154,20 @@ impl FusedEncoder {
                 cfg.type_vocab_size
             );
         }
+        let starts: Vec<usize> = lens
+            .iter()
+            .scan(0, |at, &n| {
+                let start = *at;
+                *at += n;
+                Some(start)
+            })
+            .collect();
         // Position ids: BERT counts from 0; XLM-R (HF create_position_ids_from_input_ids)
         // numbers non-pad tokens pad+1, pad+2, … and gives pad tokens the pad position.
         let mut pos_ids = vec![0u32; m];
-        for row in 0..b {
-            let r = &ids[row * len..(row + 1) * len];
-            let p = &mut pos_ids[row * len..(row + 1) * len];
+        for (&start, &n) in starts.iter().zip(lens) {
+            let r = &ids[start..start + n];
+            let p = &mut pos_ids[start..start + n];
             match cfg.xlmr_pad {
                 None => p.iter_mut().enumerate().for_each(|(i, x)| *x = i as u32),
                 Some(pad) => {
@@ -194,28 +202,12 @@ impl FusedEncoder {
             h,
         })?;
         for layer in &self.layers {
-            let qkv = x.matmul(&layer.wqkv_t)?.apply_op1_no_bwd(&QkvSplit {
+            let ctx = x.matmul(&layer.wqkv_t)?.apply_op1_no_bwd(&Attention {
                 bias: &layer.bqkv,
-                b,
-                len,
-                heads: nh,
-                d,
+                starts: &starts,
+                lens,
+                heads: cfg.num_heads,
             })?;
-            let q = qkv.get(0)?;
-            let k = qkv.get(1)?;
-            let v = qkv.get(2)?;
-            let probs = q
-                .matmul(&k.transpose(D::Minus2, D::Minus1)?)?
-                .apply_op1_no_bwd(&MaskedSoftmax {
-                    lens,
-                    heads: nh,
-                    len,
-                })?;
-            let ctx = probs
-                .matmul(&v)?
-                .transpose(1, 2)?
-                .contiguous()?
-                .reshape((m, h))?;
             let attn = ctx.matmul(&layer.wo_t)?;
             x = attn.apply_op2_no_bwd(
                 &x,
@@ -241,7 +233,8 @@ impl FusedEncoder {
                 },
             )?;
         }
-        x.reshape((b, len, h))
+        debug_assert_eq!(x.dims(), [m, h]);
+        Ok(x)
     }
 }
 
@@ -360,79 +353,157 @@ impl CustomOp1 for EmbedLn<'_> {
     }
 }
 
-/// `[b·len, 3H]` → `[3, b, heads, len, d]` with the bias added and Q scaled by 1/sqrt(d).
-struct QkvSplit<'a> {
+/// Multi-head self-attention from the fused Q, K, V projection `[tokens, 3H]` of a packed
+/// batch (its bias not yet added) to the heads' context `[tokens, H]`.
+///
+/// One task per sequence and head gathers that head's Q (bias added, scaled by `1/sqrt(d)`),
+/// K and V for the sequence's tokens, then runs `QKᵀ`, the softmax and `·V` in a per-worker
+/// scratch. The scores never exist as a `[b, heads, len, len]` tensor (at 512 tokens that was
+/// 400 MB for a full batch), there is no mask (a packed batch has no padding), and each small
+/// product is one single-threaded `gemm` call instead of a multi-threaded call per head
+/// (whose dispatch cost exceeded the work at these sizes).
+struct Attention<'a> {
     bias: &'a [f32],
-    b: usize,
-    len: usize,
-    heads: usize,
-    d: usize,
-}
-
-impl CustomOp1 for QkvSplit<'_> {
-    fn name(&self) -> &'static str {
-        "quarry-qkv-split"
-    }
-    fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> Result<(CpuStorage, Shape)> {
-        let x = contiguous_f32(s, l)?;
-        let (b, len, heads, d) = (self.b, self.len, self.heads, self.d);
-        let h = heads * d;
-        let scale = 1.0 / (d as f32).sqrt();
-        let mut out = vec![0f32; 3 * b * heads * len * d];
-        out.par_chunks_mut(len * d)
-            .enumerate()
-            .for_each(|(chunk, dst)| {
-                let which = chunk / (b * heads);
-                let bi = (chunk / heads) % b;
-                let head = chunk % heads;
-                let col = which * h + head * d;
-                let bias = &self.bias[col..col + d];
-                let sc = if which == 0 { scale } else { 1.0 };
-                for t in 0..len {
-                    let src = &x[(bi * len + t) * 3 * h + col..][..d];
-                    let o = &mut dst[t * d..(t + 1) * d];
-                    for ((o, s), bb) in o.iter_mut().zip(src).zip(bias) {
-                        *o = (s + bb) * sc;
-                    }
-                }
-            });
-        Ok((CpuStorage::F32(out), Shape::from((3, b, heads, len, d))))
-    }
-}
-
-/// Softmax over the last dim of `[b, heads, len, len]`, keys `>= lens[b]` get weight 0.
-struct MaskedSoftmax<'a> {
+    /// First token of each sequence.
+    starts: &'a [usize],
+    /// Tokens of each sequence.
     lens: &'a [usize],
     heads: usize,
-    len: usize,
 }
 
-impl CustomOp1 for MaskedSoftmax<'_> {
+/// One worker's buffers for [`Attention`], reused across its tasks.
+#[derive(Default)]
+struct AttentionScratch {
+    q: Vec<f32>,
+    k: Vec<f32>,
+    v: Vec<f32>,
+    scores: Vec<f32>,
+}
+
+/// The attention output, written by several tasks at once: each writes only its own
+/// sequence's rows and its own head's columns, so no two tasks touch the same element.
+#[derive(Clone, Copy)]
+struct DisjointOut(*mut f32);
+// SAFETY: see the type's documentation; the buffer outlives the parallel loop.
+unsafe impl Send for DisjointOut {}
+// SAFETY: as above.
+unsafe impl Sync for DisjointOut {}
+
+impl DisjointOut {
+    /// The element at `offset` (a method, so closures capture the whole wrapper).
+    fn at(self, offset: usize) -> *mut f32 {
+        self.0.wrapping_add(offset)
+    }
+}
+
+impl CustomOp1 for Attention<'_> {
     fn name(&self) -> &'static str {
-        "quarry-masked-softmax"
+        "quarry-attention"
     }
     fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> Result<(CpuStorage, Shape)> {
         let x = contiguous_f32(s, l)?;
-        let len = self.len;
-        let mut out = vec![0f32; x.len()];
-        out.par_chunks_mut(len)
-            .with_min_len(min_rows(len))
-            .enumerate()
-            .for_each(|(r, dst)| {
-                let bi = r / (self.heads * len);
-                let valid = self.lens[bi].clamp(1, len);
-                let src = &x[r * len..r * len + valid];
-                let max = src.iter().cloned().fold(f32::NEG_INFINITY, f32::max);
-                let mut sum = 0f32;
-                for (o, s) in dst[..valid].iter_mut().zip(src) {
-                    let e = exp_fast(s - max);
-                    *o = e;
-                    sum += e;
+        let (_, three_h) = l.shape().dims2()?;
+        let heads = self.heads;
+        let h = three_h / 3;
+        let d = h / heads;
+        let m: usize = self.lens.iter().sum();
+        if three_h != 3 * h || d * heads != h || x.len() != m * 3 * h || self.bias.len() != 3 * h {
+            bail!(
+                "attention: expected [{m}, {}] input, got {:?}",
+                3 * h,
+                l.shape()
+            );
+        }
+        let scale = 1.0 / (d as f32).sqrt();
+        let mut out = vec![0f32; m * h];
+        let dst = DisjointOut(out.as_mut_ptr());
+        (0..self.lens.len() * heads).into_par_iter().for_each_init(
+            AttentionScratch::default,
+            |sc, task| {
+                let (seq, head) = (task / heads, task % heads);
+                let (start, n) = (self.starts[seq], self.lens[seq]);
+                let col = head * d;
+                sc.q.clear();
+                sc.k.clear();
+                sc.v.clear();
+                for t in start..start + n {
+                    let row = &x[t * 3 * h..][..3 * h];
+                    for (part, buf) in [&mut sc.q, &mut sc.k, &mut sc.v].into_iter().enumerate() {
+                        let at = part * h + col;
+                        let mul = if part == 0 { scale } else { 1.0 };
+                        buf.extend(
+                            row[at..at + d]
+                                .iter()
+                                .zip(&self.bias[at..at + d])
+                                .map(|(v, b)| (v + b) * mul),
+                        );
+                    }
                 }
-                let inv = 1.0 / sum;
-                dst[..valid].iter_mut().for_each(|o| *o *= inv);
-            });
-        Ok((CpuStorage::F32(out), l.shape().clone()))
+                sc.scores.resize(n * n, 0.0);
+                // SAFETY: every pointer addresses a live buffer of the extent the strides
+                // describe: q and k are n×d row-major (k read as its transpose), scores n×n.
+                unsafe {
+                    gemm::gemm(
+                        n,
+                        n,
+                        d,
+                        sc.scores.as_mut_ptr(),
+                        1,
+                        n as isize,
+                        false,
+                        sc.q.as_ptr(),
+                        1,
+                        d as isize,
+                        sc.k.as_ptr(),
+                        d as isize,
+                        1,
+                        0.0,
+                        1.0,
+                        false,
+                        false,
+                        false,
+                        gemm::Parallelism::None,
+                    );
+                }
+                for row in sc.scores.chunks_mut(n) {
+                    let max = row.iter().cloned().fold(f32::NEG_INFINITY, f32::max);
+                    let mut sum = 0f32;
+                    for v in row.iter_mut() {
+                        *v = exp_fast(*v - max);
+                        sum += *v;
+                    }
+                    let inv = 1.0 / sum;
+                    row.iter_mut().for_each(|v| *v *= inv);
+                }
+                // SAFETY: scores n×n and v n×d are live row-major buffers; the destination is
+                // rows start..start+n, columns col..col+d of `out` ([m, h]), which only this
+                // task writes (see `DisjointOut`).
+                unsafe {
+                    gemm::gemm(
+                        n,
+                        d,
+                        n,
+                        dst.at(start * h + col),
+                        1,
+                        h as isize,
+                        false,
+                        sc.scores.as_ptr(),
+                        1,
+                        n as isize,
+                        sc.v.as_ptr(),
+                        1,
+                        d as isize,
+                        0.0,
+                        1.0,
+                        false,
+                        false,
+                        false,
+                        gemm::Parallelism::None,
+                    );
+                }
+            },
+        );
+        Ok((CpuStorage::F32(out), Shape::from((m, h))))
     }
 }
 

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use candle_core::{DType, Device, IndexOp, Tensor};
+use candle_core::{DType, Device, Tensor};
 use candle_nn::{Linear, Module, VarBuilder};
 use candle_transformers::models::{bert, xlm_roberta};
 use serde::Deserialize;
@@ -13,7 +13,8 @@ use tokenizers::{Encoding, Tokenizer, TruncationDirection, TruncationParams, Tru
 use crate::fused::{Act, FusedConfig, FusedEncoder};
 use crate::{Embedder, ModelError, ModelIdentity, Reranker};
 
-/// Upper bound on padded tokens per forward batch (bounds the attention-score memory).
+/// Upper bound on tokens per forward batch as computed (the candle engine's padding included):
+/// bounds the activations' memory.
 const MAX_BATCH_TOKENS: usize = 16_384;
 /// Default cap on sequence length (the brief: min(max_position_embeddings, 512)).
 const DEFAULT_MAX_TOKENS: usize = 512;
@@ -72,7 +73,8 @@ pub struct LocalOptions {
     /// global pools (sized by `RAYON_NUM_THREADS` / `CANDLE_NUM_THREADS`, default: all
     /// physical cores).
     pub threads: Option<usize>,
-    /// Texts per forward batch (default 32). Batches are also capped at 16,384 padded tokens.
+    /// Texts per forward batch (default 32). Batches are also capped at 16,384 tokens as
+    /// computed (the fused engine packs a batch without padding; the candle engine pads).
     pub batch_size: usize,
     /// Override the pooling read from `1_Pooling/config.json`.
     pub pooling: Option<Pooling>,
@@ -856,61 +858,111 @@ impl Core {
         }
     }
 
-    /// Runs the encoder over `items` in length-sorted, padded batches and hands each batch's
-    /// last hidden state to `sink(original_indices, lengths, hidden [b, L, H])`.
+    /// Runs the encoder over `items` in length-sorted batches (at most `batch_size` texts and
+    /// [`MAX_BATCH_TOKENS`] tokens as computed) and hands each batch's last hidden state to
+    /// `sink(original_indices, lengths, hidden [rows, H], starts)`: text `r`'s tokens are rows
+    /// `starts[r]..starts[r] + lengths[r]`. The fused engine packs a batch (no padding, so a
+    /// short text costs only its own tokens); the candle engine pads each text to the
+    /// batch's longest.
     fn for_each_batch(
         &self,
         items: &[Item],
-        mut sink: impl FnMut(&[usize], &[usize], &Tensor) -> Result<(), ModelError> + Send,
+        mut sink: impl FnMut(&[usize], &[usize], &Tensor, &[usize]) -> Result<(), ModelError> + Send,
     ) -> Result<(), ModelError> {
+        // An empty encoding (a tokenizer without special tokens, an empty text) is one pad.
+        let len_of = |i: usize| items[i].ids.len().max(1);
         let mut order: Vec<usize> = (0..items.len()).collect();
-        order.sort_by_key(|&i| std::cmp::Reverse(items[i].ids.len()));
-        let use_types = self.cfg.type_vocab_size > 1;
+        order.sort_by_key(|&i| std::cmp::Reverse(len_of(i)));
+        let packed = matches!(self.encoder, Encoder::Fused(_));
         self.run_in_pool(|| {
             let mut start = 0;
             while start < order.len() {
-                let longest = items[order[start]].ids.len().max(1);
-                let per_batch = (MAX_BATCH_TOKENS / longest).clamp(1, self.batch_size);
-                let end = (start + per_batch).min(order.len());
-                let batch = &order[start..end];
-                let b = batch.len();
-                let mut ids = vec![self.pad_id; b * longest];
-                let mut types = vec![0u32; b * longest];
-                let mut lens = Vec::with_capacity(b);
-                for (row, &i) in batch.iter().enumerate() {
-                    let it = &items[i];
-                    let n = it.ids.len();
-                    let off = row * longest;
-                    ids[off..off + n].copy_from_slice(&it.ids);
-                    if use_types {
-                        types[off..off + n].copy_from_slice(&it.type_ids);
+                let longest = len_of(order[start]);
+                let (mut end, mut tokens) = (start, 0);
+                while end < order.len() && end - start < self.batch_size {
+                    let n = len_of(order[end]);
+                    let cost = if packed {
+                        tokens + n
+                    } else {
+                        (end - start + 1) * longest
+                    };
+                    if end > start && cost > MAX_BATCH_TOKENS {
+                        break;
                     }
-                    lens.push(n);
+                    tokens += n;
+                    end += 1;
                 }
-                let hidden = self.forward(ids, types, &lens, longest)?;
-                sink(batch, &lens, &hidden)?;
+                let batch = &order[start..end];
+                let lens: Vec<usize> = batch.iter().map(|&i| len_of(i)).collect();
+                let (hidden, starts) = if packed {
+                    self.forward_packed(items, batch, &lens)?
+                } else {
+                    self.forward_padded(items, batch, &lens, longest)?
+                };
+                sink(batch, &lens, &hidden, &starts)?;
                 start = end;
             }
             Ok(())
         })
     }
 
-    fn forward(
+    /// The texts `batch` of `items` one after another: hidden `[Σ lens, H]` and each text's
+    /// first row.
+    fn forward_packed(
         &self,
-        ids: Vec<u32>,
-        types: Vec<u32>,
+        items: &[Item],
+        batch: &[usize],
+        lens: &[usize],
+    ) -> Result<(Tensor, Vec<usize>), ModelError> {
+        let Encoder::Fused(m) = &self.encoder else {
+            return Err(ModelError::Inference(
+                "internal: only the fused encoder runs packed batches".into(),
+            ));
+        };
+        let total: usize = lens.iter().sum();
+        let use_types = self.cfg.type_vocab_size > 1;
+        let (mut ids, mut types) = (Vec::with_capacity(total), vec![0u32; total]);
+        let mut starts = Vec::with_capacity(batch.len());
+        for &i in batch {
+            let it = &items[i];
+            starts.push(ids.len());
+            if it.ids.is_empty() {
+                ids.push(self.pad_id);
+                continue;
+            }
+            if use_types {
+                types[ids.len()..ids.len() + it.ids.len()].copy_from_slice(&it.type_ids);
+            }
+            ids.extend_from_slice(&it.ids);
+        }
+        let hidden = m
+            .forward(&ids, &types, lens)
+            .map_err(ModelError::inference)?;
+        Ok((hidden, starts))
+    }
+
+    /// The texts `batch` of `items`, each padded to `len`: hidden `[b·len, H]` and each
+    /// text's first row.
+    fn forward_padded(
+        &self,
+        items: &[Item],
+        batch: &[usize],
         lens: &[usize],
         len: usize,
-    ) -> Result<Tensor, ModelError> {
-        if let Encoder::Fused(m) = &self.encoder {
-            return m
-                .forward(&ids, &types, lens, len)
-                .map_err(ModelError::inference);
-        }
-        let b = lens.len();
+    ) -> Result<(Tensor, Vec<usize>), ModelError> {
+        let b = batch.len();
+        let use_types = self.cfg.type_vocab_size > 1;
+        let mut ids = vec![self.pad_id; b * len];
+        let mut types = vec![0u32; b * len];
         let mut mask = vec![0f32; b * len];
-        for (row, &n) in lens.iter().enumerate() {
-            mask[row * len..row * len + n].fill(1.0);
+        for (row, (&i, &n)) in batch.iter().zip(lens).enumerate() {
+            let it = &items[i];
+            let off = row * len;
+            ids[off..off + it.ids.len()].copy_from_slice(&it.ids);
+            if use_types {
+                types[off..off + it.type_ids.len()].copy_from_slice(&it.type_ids);
+            }
+            mask[off..off + n].fill(1.0);
         }
         let dev = Device::Cpu;
         let ids = Tensor::from_vec(ids, (b, len), &dev).map_err(ModelError::inference)?;
@@ -921,7 +973,13 @@ impl Core {
             Encoder::XlmRoberta(m) => m.forward(&ids, &mask, &types, None, None, None),
             Encoder::Fused(_) => unreachable_fused(),
         };
-        out.map_err(ModelError::inference)
+        let hidden = out
+            .and_then(|t| {
+                let (_, _, h) = t.dims3()?;
+                t.reshape((b * len, h))
+            })
+            .map_err(ModelError::inference)?;
+        Ok((hidden, (0..b).map(|r| r * len).collect()))
     }
 }
 
@@ -1044,59 +1102,53 @@ impl LocalEmbedder {
         let mut out: Vec<Vec<f32>> = vec![Vec::new(); texts.len()];
         let pooling = self.pooling;
         let normalize = self.normalize;
-        self.core.for_each_batch(&items, |batch, lens, hidden| {
-            let (b, l, hh) = hidden.dims3().map_err(ModelError::inference)?;
-            if hh != h || b != batch.len() {
-                return Err(ModelError::Inference(format!(
-                    "encoder returned shape [{b}, {l}, {hh}], expected [{}, {l}, {h}]",
-                    batch.len()
-                )));
-            }
-            let flat: Vec<f32> = match pooling {
-                // Only the first token is needed: copy [b, H] instead of [b, L, H].
-                Pooling::Cls => hidden
-                    .i((.., 0, ..))
-                    .and_then(|t| t.contiguous())
-                    .and_then(|t| t.flatten_all())
-                    .and_then(|t| t.to_vec1::<f32>())
-                    .map_err(ModelError::inference)?,
-                _ => hidden
+        self.core
+            .for_each_batch(&items, |batch, lens, hidden, starts| {
+                let (rows, hh) = hidden.dims2().map_err(ModelError::inference)?;
+                if hh != h {
+                    return Err(ModelError::Inference(format!(
+                        "encoder returned {hh} dimensions, expected {h}"
+                    )));
+                }
+                let flat: Vec<f32> = hidden
                     .flatten_all()
                     .and_then(|t| t.to_vec1::<f32>())
-                    .map_err(ModelError::inference)?,
-            };
-            for (row, (&orig, &n)) in batch.iter().zip(lens).enumerate() {
-                let mut v = match pooling {
-                    Pooling::Cls => flat[row * h..(row + 1) * h].to_vec(),
-                    Pooling::Mean => {
-                        let mut acc = vec![0f32; h];
-                        let base = row * l * h;
-                        for t in 0..n {
-                            let tok = &flat[base + t * h..base + (t + 1) * h];
-                            acc.iter_mut().zip(tok).for_each(|(a, x)| *a += x);
-                        }
-                        let inv = 1.0 / n.max(1) as f32;
-                        acc.iter_mut().for_each(|a| *a *= inv);
-                        acc
+                    .map_err(ModelError::inference)?;
+                for ((&orig, &n), &start) in batch.iter().zip(lens).zip(starts) {
+                    if start + n > rows {
+                        return Err(ModelError::Inference(format!(
+                            "encoder returned {rows} rows, text needs {}",
+                            start + n
+                        )));
                     }
-                    Pooling::Max => {
-                        let mut acc = vec![f32::NEG_INFINITY; h];
-                        let base = row * l * h;
-                        for t in 0..n {
-                            let tok = &flat[base + t * h..base + (t + 1) * h];
-                            acc.iter_mut().zip(tok).for_each(|(a, x)| *a = a.max(*x));
+                    let tokens = flat[start * h..(start + n) * h].chunks_exact(h);
+                    let mut v = match pooling {
+                        Pooling::Cls => flat[start * h..(start + 1) * h].to_vec(),
+                        Pooling::Mean => {
+                            let mut acc = vec![0f32; h];
+                            for tok in tokens {
+                                acc.iter_mut().zip(tok).for_each(|(a, x)| *a += x);
+                            }
+                            let inv = 1.0 / n.max(1) as f32;
+                            acc.iter_mut().for_each(|a| *a *= inv);
+                            acc
                         }
-                        acc
+                        Pooling::Max => {
+                            let mut acc = vec![f32::NEG_INFINITY; h];
+                            for tok in tokens {
+                                acc.iter_mut().zip(tok).for_each(|(a, x)| *a = a.max(*x));
+                            }
+                            acc
+                        }
+                    };
+                    if normalize {
+                        let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
+                        v.iter_mut().for_each(|x| *x /= norm);
                     }
-                };
-                if normalize {
-                    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
-                    v.iter_mut().for_each(|x| *x /= norm);
+                    out[orig] = v;
                 }
-                out[orig] = v;
-            }
-            Ok(())
-        })?;
+                Ok(())
+            })?;
         Ok(out)
     }
 }
@@ -1300,28 +1352,29 @@ impl LocalReranker {
             })
             .collect();
         let mut out = vec![Vec::new(); passages.len()];
-        self.core.for_each_batch(&items, |batch, _lens, hidden| {
-            let cls = hidden
-                .i((.., 0, ..))
-                .and_then(|t| t.contiguous())
+        self.core
+            .for_each_batch(&items, |batch, _lens, hidden, starts| {
+                let firsts: Vec<u32> = starts.iter().map(|&r| r as u32).collect();
+                let cls = Tensor::new(firsts.as_slice(), &Device::Cpu)
+                    .and_then(|rows| hidden.index_select(&rows, 0))
+                    .map_err(ModelError::inference)?;
+                let logits = match &self.head {
+                    Head::BertPooler { pooler, classifier } => pooler
+                        .forward(&cls)
+                        .and_then(|x| x.tanh())
+                        .and_then(|x| classifier.forward(&x)),
+                    Head::Roberta { dense, out_proj } => dense
+                        .forward(&cls)
+                        .and_then(|x| x.tanh())
+                        .and_then(|x| out_proj.forward(&x)),
+                }
+                .and_then(|x| x.to_vec2::<f32>())
                 .map_err(ModelError::inference)?;
-            let logits = match &self.head {
-                Head::BertPooler { pooler, classifier } => pooler
-                    .forward(&cls)
-                    .and_then(|x| x.tanh())
-                    .and_then(|x| classifier.forward(&x)),
-                Head::Roberta { dense, out_proj } => dense
-                    .forward(&cls)
-                    .and_then(|x| x.tanh())
-                    .and_then(|x| out_proj.forward(&x)),
-            }
-            .and_then(|x| x.to_vec2::<f32>())
-            .map_err(ModelError::inference)?;
-            for (&orig, row) in batch.iter().zip(logits) {
-                out[orig] = row;
-            }
-            Ok(())
-        })?;
+                for (&orig, row) in batch.iter().zip(logits) {
+                    out[orig] = row;
+                }
+                Ok(())
+            })?;
         Ok(out)
     }
 

@@ -575,8 +575,13 @@ async fn serve_blob(
 
 async fn queue(caller: Caller) -> Result<Response, ApiError> {
     let engine = caller.engine.clone();
-    let counts = run_blocking(move || engine.queue_counts()).await?;
-    Ok(ok(counts))
+    let (counts, embedding) = run_blocking(move || {
+        Ok::<_, quarry_core::Error>((engine.queue_counts()?, engine.embedding_progress()?))
+    })
+    .await?;
+    let mut body = json!(counts);
+    body["embedding"] = json!(embedding);
+    Ok(ok(body))
 }
 
 async fn openapi() -> Response {

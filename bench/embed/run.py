@@ -1,0 +1,383 @@
+"""Embedding at the machine's limit (issue 26): Quarry side by side with what a user would
+reach for, on the same machine, the same model directories and the same passages.
+
+Two parts, one run:
+
+1. **A real document, end to end.** `quarry serve` with multilingual-e5-small; the 251-page
+   Chinese manual (zh-debian-reference.zh-cn.pdf) uploaded to a knowledge base over REST.
+   Measured: time until keyword-searchable (status `embedding`), time until fully embedded
+   (status `ready`), chunks, and the server's resident memory (idle, peak, 15 s after the
+   batch). The chunks Quarry embedded (their embedding inputs, read back over REST) are
+   written out for part 2.
+2. **Models, same passages.** For all-MiniLM-L6-v2 and multilingual-e5-small, an evenly
+   spaced sample of those page-length chunks is embedded by
+   - Quarry (`quarry-models` example `embed_bench`, release build: chunks/s, GFLOP/s and its
+     share of a measured fp32 matmul peak),
+   - sentence-transformers on PyTorch CPU (PyPI `sentence-transformers`, `torch`),
+   - ONNX Runtime (PyPI `onnxruntime`) on an ONNX export of the same model directory
+     (`torch.onnx.export`, made here: no ONNX file ships with these models),
+   each with every core, best of 3, batch 32, the model's own input limit and prefixes.
+
+Usage (from the repository root; `bench/embed/run.sh` builds what it needs first):
+
+    python bench/embed/run.py --quarry BIN --embed-bench BIN --doc PDF \\
+        --minilm DIR --e5 DIR --out bench/results/embed.json
+
+Run it with the models venv's Python (`scripts/setup-models`; it has torch,
+sentence-transformers and onnxruntime). Figures go to OUT (JSON) and OUT with `.txt`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchkit import cpu_model, free_port, isolated_env, loadavg, save  # noqa: E402
+
+
+def log(*a):
+    print("[embed]", *a, file=sys.stderr, flush=True)
+
+
+def http(method, url, body=None, headers=None, timeout=120):
+    req = urllib.request.Request(url, data=body, method=method, headers=headers or {})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.status, json.loads(r.read() or b"null")
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode(errors="replace")
+
+
+def rss_mb(pid):
+    try:
+        for ln in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if ln.startswith("VmRSS:"):
+                return int(ln.split()[1]) / 1024
+    except OSError:
+        pass
+    return None
+
+
+class RssSampler(threading.Thread):
+    """Samples a process's resident memory every 100 ms; `peak` is the largest seen."""
+
+    def __init__(self, pid):
+        super().__init__(daemon=True)
+        self.pid, self.peak, self.stop = pid, 0.0, threading.Event()
+
+    def run(self):
+        while not self.stop.is_set():
+            v = rss_mb(self.pid)
+            if v is not None:
+                self.peak = max(self.peak, v)
+            time.sleep(0.1)
+
+
+# ---------------------------------------------------------------------------------------------
+# Part 1: a real document through the server.
+
+
+def document_end_to_end(quarry, e5, doc, workdir, timeout):
+    home = Path(tempfile.mkdtemp(prefix="quarry-embed-", dir=workdir))
+    env = isolated_env(home)
+    env["QUARRY_EMBED_MODEL"] = str(e5)
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    logf = open(home / "server.log", "w")
+    proc = subprocess.Popen([str(quarry), "serve", "--port", str(port)], env=env,
+                            stdout=logf, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if http("GET", base + "/health", timeout=2)[0] == 200:
+                    break
+            except (urllib.error.URLError, OSError):
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"server did not start; see {home / 'server.log'}")
+            time.sleep(0.1)
+        idle = rss_mb(proc.pid)
+        st, kb = http("POST", base + "/api/v1/knowledge-bases",
+                      json.dumps({"name": "manual"}).encode(), {"content-type": "application/json"})
+        assert st == 201, kb
+        kb_id = kb["data"]["id"]
+        boundary = uuid.uuid4().hex
+        body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"files\"; "
+                f"filename=\"{doc.name}\"\r\nContent-Type: application/pdf\r\n\r\n").encode()
+        body += doc.read_bytes() + f"\r\n--{boundary}--\r\n".encode()
+        sampler = RssSampler(proc.pid)
+        sampler.start()
+        t0 = time.monotonic()
+        st, up = http("POST", f"{base}/api/v1/knowledge-bases/{kb_id}/documents", body,
+                      {"content-type": f"multipart/form-data; boundary={boundary}"}, timeout=300)
+        assert st == 202, up
+        doc_id = up["data"][0]["document"]["id"]
+        searchable = ready = None
+        queue_seen = []
+        while True:
+            st, d = http("GET", f"{base}/api/v1/knowledge-bases/{kb_id}/documents/{doc_id}")
+            status = d["data"]["status"] if st == 200 else None
+            now = time.monotonic() - t0
+            if searchable is None and status in ("embedding", "ready"):
+                searchable = now
+            if status == "ready":
+                ready = now
+                break
+            if status == "failed":
+                raise RuntimeError(f"the document failed: {d}")
+            if now > timeout:
+                raise RuntimeError(f"not embedded after {timeout} s")
+            if len(queue_seen) < 400:
+                st, q = http("GET", base + "/api/v1/queue")
+                if st == 200:
+                    queue_seen.append({"t": round(now, 1), **q["data"]})
+            time.sleep(0.5)
+        peak = sampler.peak
+        time.sleep(15)
+        after = rss_mb(proc.pid)
+        sampler.stop.set()
+        st, ch = http("GET", f"{base}/api/v1/knowledge-bases/{kb_id}/documents/{doc_id}/chunks")
+        assert st == 200, ch
+        chunks = ch["data"]
+        passages = workdir / "passages.jsonl"
+        with open(passages, "w") as f:
+            for c in chunks:
+                # What Quarry embeds: the heading the chunk sits under, then its text.
+                head = (c.get("heading") or "").strip()
+                text = f"{head}\n\n{c['content']}" if head else c["content"]
+                f.write(json.dumps(text, ensure_ascii=False) + "\n")
+        return {
+            "document": doc.name,
+            "chunks": len(chunks),
+            "keyword_searchable_s": round(searchable or 0, 2),
+            "fully_embedded_s": round(ready, 2),
+            "embedded_chunks_per_s": round(len(chunks) / max(ready - (searchable or 0), 1e-9), 2),
+            "rss_mb": {"idle_before_upload": round(idle or 0), "peak": round(peak),
+                       "15s_after_batch": round(after or 0)},
+            "queue_samples": queue_seen[:: max(1, len(queue_seen) // 20)],
+        }, passages
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        logf.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# Part 2: the same passages through each tool.
+
+
+def sample(passages, n, out):
+    lines = [ln for ln in passages.read_text().splitlines() if ln.strip()]
+    step = max(1, len(lines) // n)
+    picked = lines[::step][:n]
+    out.write_text("\n".join(picked) + "\n")
+    return len(picked)
+
+
+def quarry_bench(embed_bench, model, passages, n):
+    env = dict(os.environ, QUARRY_BENCH_PASSAGES=f"file:{passages}")
+    r = subprocess.run([str(embed_bench), str(model), str(n)], env=env, capture_output=True,
+                       text=True, timeout=3600)
+    if r.returncode != 0:
+        raise RuntimeError(f"embed_bench failed: {r.stderr[-2000:]}")
+    line = next(ln for ln in r.stdout.splitlines() if ln.startswith("json "))
+    return json.loads(line[5:])
+
+
+def prefix_for(model):
+    return "passage: " if "e5" in Path(model).name.lower() else ""
+
+
+def sentence_transformers_bench(model, texts, threads):
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    torch.set_num_threads(threads)
+    st = SentenceTransformer(str(model), device="cpu")
+    inputs = [prefix_for(model) + t for t in texts]
+    st.encode(inputs[:32], batch_size=32)
+    best = float("inf")
+    for _ in range(3):
+        t = time.perf_counter()
+        v = st.encode(inputs, batch_size=32, normalize_embeddings=True)
+        best = min(best, time.perf_counter() - t)
+    assert len(v) == len(texts)
+    return {"tool": f"sentence-transformers {__import__('sentence_transformers').__version__} "
+                    f"(torch {torch.__version__}, {threads} threads)",
+            "max_seq_length": st.max_seq_length, "seconds": best,
+            "chunks_per_s": len(texts) / best}
+
+
+def onnx_export(model, dest):
+    import torch
+    from transformers import AutoModel
+
+    if dest.exists():
+        return dest
+    m = AutoModel.from_pretrained(str(model)).eval()
+    ids = torch.ones((2, 16), dtype=torch.long)
+    mask = torch.ones((2, 16), dtype=torch.long)
+    axes = {0: "batch", 1: "seq"}
+    torch.onnx.export(m, (ids, mask), str(dest), input_names=["input_ids", "attention_mask"],
+                      output_names=["last_hidden_state"], opset_version=17, dynamo=False,
+                      dynamic_axes={"input_ids": axes, "attention_mask": axes,
+                                    "last_hidden_state": axes})
+    return dest
+
+
+def onnxruntime_bench(model, texts, threads, max_len, workdir):
+    import numpy as np
+    import onnxruntime as ort
+    from tokenizers import Tokenizer
+
+    path = onnx_export(model, workdir / f"{Path(model).name}.onnx")
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    sess = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+    tok = Tokenizer.from_file(str(Path(model) / "tokenizer.json"))
+    tok.enable_truncation(max_len)
+    inputs = [prefix_for(model) + t for t in texts]
+
+    def run():
+        enc = tok.encode_batch(inputs)
+        order = sorted(range(len(enc)), key=lambda i: -len(enc[i].ids))
+        out = [None] * len(enc)
+        for s in range(0, len(order), 32):
+            batch = order[s:s + 32]
+            n = max(len(enc[i].ids) for i in batch)
+            ids = np.zeros((len(batch), n), dtype=np.int64)
+            mask = np.zeros((len(batch), n), dtype=np.int64)
+            for r, i in enumerate(batch):
+                e = enc[i].ids
+                ids[r, :len(e)] = e
+                mask[r, :len(e)] = 1
+            (h,) = sess.run(None, {"input_ids": ids, "attention_mask": mask})
+            pooled = (h * mask[..., None]).sum(1) / mask.sum(1, keepdims=True)
+            pooled /= np.linalg.norm(pooled, axis=1, keepdims=True)
+            for r, i in enumerate(batch):
+                out[i] = pooled[r]
+        return out
+
+    run()
+    best = float("inf")
+    for _ in range(3):
+        t = time.perf_counter()
+        v = run()
+        best = min(best, time.perf_counter() - t)
+    assert len(v) == len(texts)
+    return {"tool": f"onnxruntime {ort.__version__} ({threads} threads, ORT_ENABLE_ALL)",
+            "seconds": best, "chunks_per_s": len(texts) / best}
+
+
+def models_side_by_side(embed_bench, models, passages, n, threads, workdir):
+    picked = workdir / "sample.jsonl"
+    n = sample(passages, n, picked)
+    texts = [json.loads(ln) for ln in picked.read_text().splitlines() if ln.strip()]
+    rows = []
+    for model in models:
+        log(f"{Path(model).name}: quarry")
+        q = quarry_bench(embed_bench, model, picked, n)
+        log(f"{Path(model).name}: sentence-transformers")
+        st = sentence_transformers_bench(model, texts, threads)
+        log(f"{Path(model).name}: onnxruntime")
+        try:
+            ox = onnxruntime_bench(model, texts, threads, st["max_seq_length"], workdir)
+        except Exception as e:  # an export that fails is reported, not fatal
+            ox = {"tool": "onnxruntime", "error": str(e)[:500]}
+        rows.append({"model": Path(model).name, "passages": n, "quarry": q,
+                     "sentence_transformers": st, "onnxruntime": ox})
+    return rows
+
+
+def text_report(rep):
+    m = rep["meta"]
+    out = [f"# Embedding benchmark ({m['date']})",
+           f"machine: {m['cpus']} CPUs ({m['cpu']}), load {m['load_start']} at start, "
+           f"{m.get('load_end')} at end", f"quarry: {m['quarry']}", ""]
+    for key, label in (("document_baseline", f"baseline build ({m.get('baseline_quarry')})"),
+                       ("document", "this build")):
+        e = rep.get(key)
+        if not e:
+            continue
+        out += [f"## {e['document']} through `quarry serve` (multilingual-e5-small), {label}",
+                f"chunks                {e['chunks']}",
+                f"keyword-searchable    {e['keyword_searchable_s']} s",
+                f"fully embedded        {e['fully_embedded_s']} s "
+                f"({e['embedded_chunks_per_s']} chunks/s while embedding)",
+                f"resident memory (MB)  idle {e['rss_mb']['idle_before_upload']}, "
+                f"peak {e['rss_mb']['peak']}, 15 s after {e['rss_mb']['15s_after_batch']}", ""]
+    if rep.get("document_baseline") and rep.get("document"):
+        b, e = rep["document_baseline"], rep["document"]
+        out += [f"fully embedded: {b['fully_embedded_s']} s → {e['fully_embedded_s']} s "
+                f"({b['fully_embedded_s'] / max(e['fully_embedded_s'], 1e-9):.1f}× faster)", ""]
+    out += ["## Same page-length passages, same model directories (chunks/s, best of 3)",
+            f"{'model':24} {'passages':>8} {'tokens':>7} {'quarry':>8} {'s-t/torch':>10} "
+            f"{'onnxrt':>8} {'GFLOP/s':>8} {'of peak':>8}"]
+    for r in rep.get("models", []):
+        q, st, ox = r["quarry"], r["sentence_transformers"], r["onnxruntime"]
+        ox_s = f"{ox['chunks_per_s']:.2f}" if "chunks_per_s" in ox else "error"
+        out.append(f"{r['model']:24} {r['passages']:>8} {q['mean_tokens']:>7.0f} "
+                   f"{q['chunks_per_s']:>8.2f} {st['chunks_per_s']:>10.2f} {ox_s:>8} "
+                   f"{q['gflops_real']:>8.1f} {100 * q['share_of_peak']:>7.1f}%")
+    out += ["", "peak = candle's 1024x1024x1024 fp32 matmul on this machine, measured in the "
+            "same run; GFLOP/s counts the encoder's matrix products for the real tokens."]
+    return "\n".join(out) + "\n"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quarry", required=True, type=Path)
+    ap.add_argument("--embed-bench", required=True, type=Path)
+    ap.add_argument("--doc", required=True, type=Path)
+    ap.add_argument("--minilm", required=True, type=Path)
+    ap.add_argument("--e5", required=True, type=Path)
+    ap.add_argument("--sample", type=int, default=128, help="passages per model comparison")
+    ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--skip-document", action="store_true",
+                    help="reuse WORKDIR/passages.jsonl from an earlier run")
+    ap.add_argument("--skip-models", action="store_true", help="the document part only")
+    ap.add_argument("--baseline-quarry", type=Path,
+                    help="an earlier build: the document part runs with it too, first")
+    ap.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "quarry-embed-bench")
+    ap.add_argument("--timeout", type=float, default=3600)
+    ap.add_argument("--out", type=Path, default=Path("bench/results/embed.json"))
+    a = ap.parse_args()
+    a.workdir.mkdir(parents=True, exist_ok=True)
+    rep = {"meta": {"date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+                    "cpus": os.cpu_count(), "cpu": cpu_model(), "load_start": loadavg(),
+                    "quarry": str(a.quarry)}}
+    passages = a.workdir / "passages.jsonl"
+    if a.baseline_quarry and not a.skip_document:
+        log(f"{a.doc.name} through the baseline's quarry serve")
+        rep["meta"]["baseline_quarry"] = str(a.baseline_quarry)
+        rep["document_baseline"], _ = document_end_to_end(a.baseline_quarry, a.e5, a.doc,
+                                                          a.workdir, a.timeout)
+        log(json.dumps({k: v for k, v in rep["document_baseline"].items() if k != "queue_samples"}))
+    if not a.skip_document:
+        log(f"{a.doc.name} through quarry serve")
+        rep["document"], passages = document_end_to_end(a.quarry, a.e5, a.doc, a.workdir, a.timeout)
+        log(json.dumps({k: v for k, v in rep["document"].items() if k != "queue_samples"}))
+    rep["models"] = [] if a.skip_models else models_side_by_side(
+        a.embed_bench, [a.minilm, a.e5], passages, a.sample, a.threads, a.workdir)
+    save(rep, a.out, text_report)
+    print(text_report(rep))
+
+
+if __name__ == "__main__":
+    main()
