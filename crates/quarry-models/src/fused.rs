@@ -371,6 +371,44 @@ struct Attention<'a> {
     heads: usize,
 }
 
+/// `dst = lhs · rhs` for `(m, n, k)` = (rows, columns, inner size), on this thread; each
+/// matrix is its first element with its (row stride, column stride) in elements.
+///
+/// # Safety
+/// Each pointer must address a live buffer covering every element its shape and strides
+/// reach, and nothing else may access `dst`'s elements meanwhile.
+unsafe fn small_matmul(
+    (m, n, k): (usize, usize, usize),
+    dst: (*mut f32, usize, usize),
+    lhs: (*const f32, usize, usize),
+    rhs: (*const f32, usize, usize),
+) {
+    // SAFETY: the caller's contract is gemm's.
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            dst.0,
+            dst.2 as isize,
+            dst.1 as isize,
+            false,
+            lhs.0,
+            lhs.2 as isize,
+            lhs.1 as isize,
+            rhs.0,
+            rhs.2 as isize,
+            rhs.1 as isize,
+            0.0,
+            1.0,
+            false,
+            false,
+            false,
+            gemm::Parallelism::None,
+        );
+    }
+}
+
 /// One worker's buffers for [`Attention`], reused across its tasks.
 #[derive(Default)]
 struct AttentionScratch {
@@ -440,29 +478,14 @@ impl CustomOp1 for Attention<'_> {
                     }
                 }
                 sc.scores.resize(n * n, 0.0);
-                // SAFETY: every pointer addresses a live buffer of the extent the strides
-                // describe: q and k are n×d row-major (k read as its transpose), scores n×n.
+                // SAFETY: q and k are live n×d row-major buffers (k read as its transpose),
+                // scores a live n×n one.
                 unsafe {
-                    gemm::gemm(
-                        n,
-                        n,
-                        d,
-                        sc.scores.as_mut_ptr(),
-                        1,
-                        n as isize,
-                        false,
-                        sc.q.as_ptr(),
-                        1,
-                        d as isize,
-                        sc.k.as_ptr(),
-                        d as isize,
-                        1,
-                        0.0,
-                        1.0,
-                        false,
-                        false,
-                        false,
-                        gemm::Parallelism::None,
+                    small_matmul(
+                        (n, n, d),
+                        (sc.scores.as_mut_ptr(), n, 1),
+                        (sc.q.as_ptr(), d, 1),
+                        (sc.k.as_ptr(), 1, d),
                     );
                 }
                 for row in sc.scores.chunks_mut(n) {
@@ -479,26 +502,11 @@ impl CustomOp1 for Attention<'_> {
                 // rows start..start+n, columns col..col+d of `out` ([m, h]), which only this
                 // task writes (see `DisjointOut`).
                 unsafe {
-                    gemm::gemm(
-                        n,
-                        d,
-                        n,
-                        dst.at(start * h + col),
-                        1,
-                        h as isize,
-                        false,
-                        sc.scores.as_ptr(),
-                        1,
-                        n as isize,
-                        sc.v.as_ptr(),
-                        1,
-                        d as isize,
-                        0.0,
-                        1.0,
-                        false,
-                        false,
-                        false,
-                        gemm::Parallelism::None,
+                    small_matmul(
+                        (n, d, n),
+                        (dst.at(start * h + col), h, 1),
+                        (sc.scores.as_ptr(), n, 1),
+                        (sc.v.as_ptr(), d, 1),
                     );
                 }
             },
