@@ -229,7 +229,18 @@ def onnx_export(model, dest):
 
     if dest.exists():
         return dest
-    m = AutoModel.from_pretrained(str(model)).eval()
+    class Encoder(torch.nn.Module):
+        """The model's last hidden state from ids and mask (keyword arguments: the positional
+        order of `forward` differs between transformers versions)."""
+
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, input_ids, attention_mask):
+            return self.inner(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+
+    m = Encoder(AutoModel.from_pretrained(str(model)).eval()).eval()
     ids = torch.ones((2, 16), dtype=torch.long)
     mask = torch.ones((2, 16), dtype=torch.long)
     axes = {0: "batch", 1: "seq"}
