@@ -33,13 +33,6 @@ const BASE = "/api/v1/knowledge-bases";
 const POLL_MS = 3000;
 const PAGE_SIZES = [25, 50, 100];
 const STATUSES = ["pending", "converting", "indexing", "embedding", "ready", "failed"];
-
-/** An estimate of time left, no finer than it is: "40 s", "7 min", "2 h 5 min". */
-function fmtEta(secs) {
-  if (secs < 90) return t("kb.eta_s", { n: Math.max(1, Math.round(secs)) });
-  if (secs < 5400) return t("kb.eta_min", { n: Math.ceil(secs / 60) });
-  return t("kb.eta_h", { h: Math.floor(secs / 3600), min: Math.floor((secs % 3600) / 60) });
-}
 const ACTIVE = new Set(["pending", "converting", "indexing", "embedding"]);
 /** Extensions the converters take (quarry-convert's Format::from_file_name). */
 const SUPPORTED = ["pdf", "docx", "xlsx", "xlsm", "xls", "ods", "pptx", "csv", "tsv", "tab", "html", "htm", "xhtml", "txt", "text", "log", "md", "markdown", "mdx", "json"];
@@ -415,19 +408,6 @@ async function kbPage({ root, params, query, signal, session }) {
   const title = h("h1", {}, kb.name);
   const desc = h("p", { class: "kb-desc muted" });
   const summary = h("div", { class: "kb-summary" });
-  // Embedding runs space-wide, so the backlog and its estimate are the space's.
-  const embedding = h("p", { class: "kb-embedding muted", role: "status", hidden: true });
-  const drawEmbedding = async () => {
-    const waiting = state.docs.some((d) => d.status === "embedding") || activeCount(kb.status_counts) > 0;
-    // A line that cannot be drawn is left out; it never stops the page's polling.
-    const e = waiting ? await api("GET", "/api/v1/queue", { signal }).then((q) => q.embedding, () => null) : null;
-    embedding.hidden = !e || !e.chunks_pending;
-    if (embedding.hidden) return;
-    embedding.textContent =
-      e.eta_seconds != null
-        ? t("kb.embedding_eta", { n: fmtNumber(e.chunks_pending), rate: fmtNumber(e.chunks_per_second), eta: fmtEta(e.eta_seconds) })
-        : t("kb.embedding_left", { n: fmtNumber(e.chunks_pending) });
-  };
   const drawHeader = () => {
     title.textContent = kb.name;
     document.title = `${kb.name} · Quarry`;
@@ -742,7 +722,6 @@ async function kbPage({ root, params, query, signal, session }) {
       else if (u.doc) u.setGone();
     }
     drawTable();
-    await drawEmbedding();
     return activeCount(kb.status_counts) > 0 || docs.some((d) => ACTIVE.has(d.status)) || uploads.some((u) => u.busy());
   }
   const poll = poller(signal, load);
@@ -1044,7 +1023,6 @@ async function kbPage({ root, params, query, signal, session }) {
     head,
     desc,
     summary,
-    embedding,
     tabSet.el,
   );
   replace(tableArea, h("p", { class: "loading" }, t("common.loading")));
