@@ -521,7 +521,7 @@ impl Engine {
             chunks_needing_embedding: embedding.chunks_pending,
             embedding_eta_seconds: rate
                 .filter(|_| embedding.chunks_pending > 0)
-                .map(|r| (embedding.chunks_pending as f64 / r).ceil() as u64),
+                .map(|r| semantic::eta_seconds(embedding.chunks_pending, r)),
             spaces,
             has_vector_index: model.is_some(),
             collections: collections

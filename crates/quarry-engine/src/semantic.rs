@@ -126,6 +126,11 @@ pub struct EmbedOptions {
     pub force: bool,
 }
 
+/// Seconds `pending` chunks take at `rate` chunks a second, rounded up.
+pub(crate) fn eta_seconds(pending: u64, rate: f64) -> u64 {
+    (pending as f64 / rate).ceil() as u64
+}
+
 /// How far embedding has got ([`Engine::embedding_progress`]), as `/api/v1/queue` reports it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct EmbeddingProgress {
@@ -509,7 +514,7 @@ impl Engine {
         let mut model_time = std::time::Duration::ZERO;
         for batch in order.chunks(EMBED_COMMIT) {
             let texts: Vec<&str> = batch.iter().map(|&i| inputs[i].0.as_str()).collect();
-            let started = std::time::Instant::now();
+            let started = Instant::now();
             let vectors = model.embed_passages(&texts).map_err(model_err)?;
             model_time += started.elapsed();
             if vectors.len() != texts.len() {
@@ -558,7 +563,7 @@ impl Engine {
             chunks_pending: state.chunks_pending,
             chunks: state.chunks,
             chunks_per_second: rate.map(|r| (r * 100.0).round() / 100.0),
-            eta_seconds: rate.map(|r| (state.chunks_pending as f64 / r).ceil() as u64),
+            eta_seconds: rate.map(|r| eta_seconds(state.chunks_pending, r)),
         }))
     }
 
