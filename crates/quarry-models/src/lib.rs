@@ -108,6 +108,7 @@ mod error;
 mod expand;
 mod fused;
 mod hub;
+mod kernels;
 mod local;
 mod remote;
 mod spec;
