@@ -589,3 +589,23 @@ def test_too_large_file_is_reported_next_to_it(ui_page, ui_server_factory, tmp_p
     expect(row.locator(".kb-up-msg")).to_contain_text("1 MB")
     expect(doc_row(page, "small.txt")).to_have_attribute("data-status", "ready", timeout=SLOW)
     assert [d["file_name"] for d in srv.documents(kb["id"])] == ["small.txt"]
+
+
+def test_embedding_progress_line(ui_page, ui_server_factory, fake_models, tmp_path):
+    """While a knowledge base's chunks wait for vectors, its page says how many are left in the
+    space (from GET /api/v1/queue), then drops the line once its documents are ready."""
+    page = ui_page
+    fake_models.embed_delay = 0.1  # per text: some 13 s of embedding for the file below
+    srv = ui_server_factory(env=fake_models.env())
+    kb = srv.create_kb("embedding")
+    paras = [f"## Part {i}\n\n" + " ".join(f"kingfisher{i}x{j}" for j in range(140)) for i in range(60)]
+    report = tmp_path / "report.md"
+    report.write_text("# Report\n\n" + "\n\n".join(paras) + "\n")
+    open_page(page, srv, f"#/kb/{kb['id']}")
+    page.locator("[data-testid=kb-file-input]").set_input_files([str(report)])
+    line = page.locator(".kb-embedding")
+    expect(line).to_have_text(re.compile(r"^Embedding: [\d,]+ chunks left in this space"), timeout=SLOW)
+    expect(line).to_have_attribute("role", "status")
+    expect(doc_row(page, "report.md")).to_have_attribute("data-status", "ready", timeout=SLOW)
+    # The knowledge base has nothing left in flight, so the page stops asking.
+    expect(line).to_be_hidden(timeout=SLOW)

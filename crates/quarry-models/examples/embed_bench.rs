@@ -11,6 +11,7 @@
 //! `QUARRY_BENCH_PASSAGES=file:PATH` reads the passages from a JSON-lines file, one JSON
 //! string per line (`bench/embed/run.py` writes the chunks Quarry embeds for a real document).
 //! The last line printed is `json {...}` with the figures, for scripts.
+//! `QUARRY_BENCH_RUNS` (default 3): timed runs, the best reported.
 //!
 //! FLOPs are counted for the encoder only, per layer and per sequence of n tokens (hidden H,
 //! feed-forward F): `8·n·H²` (Q, K, V and output projections) + `4·n·H·F` (the two
@@ -186,11 +187,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
 
     model.embed_passages(&refs[..refs.len().min(batch)])?; // warm-up
-    // Best of 3 (embedding and peak alike): the machine may be shared, and the fastest run is
-    // the one least disturbed by other processes.
+    // Best of QUARRY_BENCH_RUNS (3; embedding and peak alike): the machine may be shared, and
+    // the fastest run is the one least disturbed by other processes. bench/embed/run.py asks
+    // for 1 per round and interleaves the rounds with the other tools'.
+    let runs: usize = std::env::var("QUARRY_BENCH_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3)
+        .max(1);
     let mut secs = f64::MAX;
     let mut peak = 0f64;
-    for _ in 0..3 {
+    for _ in 0..runs {
         let t = Instant::now();
         let vectors = model.embed_passages(&refs)?;
         secs = secs.min(t.elapsed().as_secs_f64());
@@ -219,7 +226,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         100.0 * (padded_tokens as f64 / real_tokens as f64 - 1.0)
     );
     println!(
-        "time             {secs:.3} s (best of 3; loadavg {})",
+        "time             {secs:.3} s (best of {runs}; loadavg {})",
         load.split_whitespace()
             .take(3)
             .collect::<Vec<_>>()

@@ -33,6 +33,13 @@ const BASE = "/api/v1/knowledge-bases";
 const POLL_MS = 3000;
 const PAGE_SIZES = [25, 50, 100];
 const STATUSES = ["pending", "converting", "indexing", "embedding", "ready", "failed"];
+
+/** An estimate of time left, no finer than it is: "40 s", "7 min", "2 h 5 min". */
+function fmtEta(secs) {
+  if (secs < 90) return t("kb.eta_s", { n: Math.max(1, Math.round(secs)) });
+  if (secs < 5400) return t("kb.eta_min", { n: Math.ceil(secs / 60) });
+  return t("kb.eta_h", { h: Math.floor(secs / 3600), min: Math.floor((secs % 3600) / 60) });
+}
 const ACTIVE = new Set(["pending", "converting", "indexing", "embedding"]);
 /** Extensions the converters take (quarry-convert's Format::from_file_name). */
 const SUPPORTED = ["pdf", "docx", "xlsx", "xlsm", "xls", "ods", "pptx", "csv", "tsv", "tab", "html", "htm", "xhtml", "txt", "text", "log", "md", "markdown", "mdx", "json"];
@@ -408,6 +415,19 @@ async function kbPage({ root, params, query, signal, session }) {
   const title = h("h1", {}, kb.name);
   const desc = h("p", { class: "kb-desc muted" });
   const summary = h("div", { class: "kb-summary" });
+  // Embedding runs space-wide, so the backlog and its estimate are the space's.
+  const embedding = h("p", { class: "kb-embedding muted", role: "status", hidden: true });
+  const drawEmbedding = async () => {
+    const waiting = state.docs.some((d) => d.status === "embedding") || activeCount(kb.status_counts) > 0;
+    // A line that cannot be drawn is left out (never an error on the page).
+    const e = waiting ? await api("GET", "/api/v1/queue", { signal }).then((q) => q.embedding, () => null) : null;
+    embedding.hidden = !e || !e.chunks_pending;
+    if (embedding.hidden) return;
+    embedding.textContent =
+      e.eta_seconds != null
+        ? t("kb.embedding_eta", { n: fmtNumber(e.chunks_pending), rate: fmtNumber(e.chunks_per_second), eta: fmtEta(e.eta_seconds) })
+        : t("kb.embedding_left", { n: fmtNumber(e.chunks_pending) });
+  };
   const drawHeader = () => {
     title.textContent = kb.name;
     document.title = `${kb.name} · Quarry`;
@@ -713,7 +733,9 @@ async function kbPage({ root, params, query, signal, session }) {
     // Upload rows follow their document's status, even when a filter hides it.
     const waiting = uploads.filter((u) => u.docId && (!u.doc || ACTIVE.has(u.doc.status)));
     let byId = new Map(docs.map((d) => [d.id, d]));
-    if (waiting.some((u) => !byId.has(u.docId)) && (state.status || state.name)) {
+    // The filter this list was fetched with (`q`), not the one set since: a filter cleared
+    // while the request ran would otherwise mark a filtered-out upload as deleted.
+    if (waiting.some((u) => !byId.has(u.docId)) && (q.status || q.name)) {
       byId = new Map((await api("GET", docsUrl(), { signal })).map((d) => [d.id, d]));
     }
     for (const u of waiting) {
@@ -722,6 +744,8 @@ async function kbPage({ root, params, query, signal, session }) {
       else if (u.doc) u.setGone();
     }
     drawTable();
+    // Not awaited: the line has its own request, and the documents' polling never waits on it.
+    drawEmbedding();
     return activeCount(kb.status_counts) > 0 || docs.some((d) => ACTIVE.has(d.status)) || uploads.some((u) => u.busy());
   }
   const poll = poller(signal, load);
@@ -1023,6 +1047,7 @@ async function kbPage({ root, params, query, signal, session }) {
     head,
     desc,
     summary,
+    embedding,
     tabSet.el,
   );
   replace(tableArea, h("p", { class: "loading" }, t("common.loading")));
