@@ -135,6 +135,10 @@ pub struct TokenRequest {
     pub collections: Option<Vec<String>>,
     /// Whether the token may only read.
     pub read_only: bool,
+    /// Hub packages (`time`) and tools (`time.get_current_time`) it may use; `None`: every
+    /// tool of its user. A read-only token calls only tools annotated read-only, and those
+    /// named here one by one.
+    pub tools: Option<Vec<String>>,
     /// Milliseconds since the epoch.
     pub expires_at: Option<i64>,
     /// The token creating this one (its UUID), when a token does: the new one reaches no
@@ -181,6 +185,68 @@ fn chain_state(chain: &[TokenRecord], now: i64) -> std::result::Result<Option<i6
         return Err(AuthFailure::Expired);
     }
     Ok(expires_at)
+}
+
+/// Most entries in a token's tool scope.
+pub const MAX_TOOL_SCOPE: usize = 200;
+/// Longest tool name after its package (`package.` + this).
+const MAX_TOOL_NAME: usize = 128;
+
+/// A token's tool scope, checked and without duplicates: each entry is a package id
+/// (lowercase letters, digits, `-`, `_`) or `package.tool`, the names `/api/catalog` shows.
+/// Whether the packages exist is the caller's to check (catalogs change; see the hub).
+pub fn normalize_tool_scope(entries: &[String]) -> Result<Vec<String>> {
+    let mut out: Vec<String> = Vec::new();
+    for raw in entries {
+        let entry = raw.trim();
+        let (package, tool) = match entry.split_once('.') {
+            Some((p, t)) => (p, Some(t)),
+            None => (entry, None),
+        };
+        let package_ok = !package.is_empty()
+            && package.len() <= 40
+            && package.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+            && package
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '-' | '_'));
+        let tool_ok = tool.is_none_or(|t| {
+            !t.is_empty()
+                && t.len() <= MAX_TOOL_NAME
+                && !t
+                    .chars()
+                    .any(|c| c.is_whitespace() || c.is_control() || c == ',')
+        });
+        if !package_ok || !tool_ok {
+            return Err(bad(format!(
+                "invalid tool scope entry {entry:?}: name a package ('time') or a tool ('time.get_current_time') as /api/catalog shows them"
+            )));
+        }
+        if !out.iter().any(|e| e == entry) {
+            out.push(entry.to_owned());
+        }
+    }
+    if out.is_empty() {
+        return Err(bad(
+            "the tool scope names nothing: leave it out for every tool, or name packages or tools",
+        ));
+    }
+    if out.len() > MAX_TOOL_SCOPE {
+        return Err(bad(format!(
+            "the tool scope names {} entries, more than {MAX_TOOL_SCOPE}",
+            out.len()
+        )));
+    }
+    Ok(out)
+}
+
+/// Whether tool scope `outer` reaches `entry`: the same entry, or the package of a tool.
+fn scope_covers(outer: &[String], entry: &str) -> bool {
+    outer.iter().any(|o| {
+        o == entry
+            || entry
+                .split_once('.')
+                .is_some_and(|(package, _)| package == o.as_str())
+    })
 }
 
 /// Names of users and spaces: `[a-z0-9][a-z0-9._-]*`, at most 64, and not shaped like a
@@ -460,6 +526,7 @@ impl Directory {
             }
         };
         let spaces: Vec<String> = spaces.into_iter().map(|(_, id)| id).collect();
+        let mut tools = req.tools.as_deref().map(normalize_tool_scope).transpose()?;
         let (mut collections, mut read_only, mut expires_at) =
             (collections, req.read_only, req.expires_at);
         if let Some(p) = &parent {
@@ -479,6 +546,18 @@ impl Directory {
                                 "the token creating this one may not use every knowledge base named"
                                     .into(),
                             ));
+                        }
+                    }
+                }
+            }
+            if let Some(allowed) = &p.tools {
+                match &tools {
+                    None => tools = Some(allowed.clone()),
+                    Some(wanted) => {
+                        if let Some(e) = wanted.iter().find(|e| !scope_covers(allowed, e)) {
+                            return Err(Error::Forbidden(format!(
+                                "the token creating this one may not use tool '{e}'"
+                            )));
                         }
                     }
                 }
@@ -504,6 +583,7 @@ impl Directory {
             spaces,
             collections,
             read_only,
+            tools,
             expires_at,
             parent_id: parent.map(|p| p.id),
         })?;
@@ -645,6 +725,7 @@ impl Directory {
                 read_only: token.read_only,
                 spaces: token.spaces.clone(),
                 expires_at,
+                tools: token.tools.clone(),
             }),
             scope: Scope {
                 space: m.space.clone(),

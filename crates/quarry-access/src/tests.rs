@@ -221,6 +221,7 @@ fn user_actor(d: &Directory, user: &str, spaces: &[&str], read_only: bool) -> Pr
             read_only,
             spaces: token_spaces.clone(),
             expires_at: None,
+            tools: None,
         }),
         scope: quarry_core::Scope {
             machine_owner: false,
@@ -593,4 +594,68 @@ fn a_child_expires_with_its_parent_and_absurd_expiries_are_refused() {
         d.authenticate(&child.token, None).unwrap().unwrap_err(),
         AuthFailure::Expired
     );
+}
+
+#[test]
+fn a_tool_scope_is_checked_carried_and_narrowed_by_child_tokens() {
+    let (_dir, d, _store) = directory();
+    d.create_space("team", "").unwrap();
+    d.create_user("ann").unwrap();
+    d.grant("ann", "team", Role::Editor).unwrap();
+    let with = |tools: &[&str], parent: Option<String>| {
+        d.create_token(&TokenRequest {
+            user: "ann".into(),
+            tools: Some(tools.iter().map(|t| (*t).to_owned()).collect()),
+            parent,
+            ..Default::default()
+        })
+    };
+    // Bad entries are refused with the entry named; duplicates fold; nothing is not a scope.
+    for bad in [
+        "Time",
+        "time.",
+        ".x",
+        "a b",
+        "pkg.tool,other",
+        "pkg.tool name",
+        "",
+    ] {
+        let e = with(&[bad], None).unwrap_err();
+        assert!(matches!(e, Error::InvalidInput(_)), "{bad}: {e}");
+    }
+    assert!(with(&[], None).is_err(), "an empty scope");
+    let parent = with(&["time", "git.git_status", " time "], None).unwrap();
+    assert_eq!(
+        parent.record.tools,
+        Some(vec!["time".to_owned(), "git.git_status".to_owned()])
+    );
+    // The principal carries it.
+    let p = d.authenticate(&parent.token, None).unwrap().unwrap();
+    assert!(p.may_use_tool("time", "time.convert_time", false));
+    assert!(p.may_use_tool("git", "git.git_status", false));
+    assert!(!p.may_use_tool("git", "git.git_log", true));
+    assert!(!p.may_use_tool("memory", "memory.read_graph", true));
+    // A child: none asked means the parent's; a tool of a package it has: fine; wider: refused.
+    let id = Some(parent.record.id.clone());
+    let child = d
+        .create_token(&TokenRequest {
+            user: "ann".into(),
+            parent: id.clone(),
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(child.record.tools, parent.record.tools);
+    let narrower = with(&["time.convert_time"], id.clone()).unwrap();
+    assert_eq!(
+        narrower.record.tools,
+        Some(vec!["time.convert_time".to_owned()])
+    );
+    for wider in [&["git"][..], &["git.git_log"], &["memory"]] {
+        let e = with(wider, id.clone()).unwrap_err();
+        assert!(matches!(e, Error::Forbidden(_)), "{wider:?}: {e}");
+    }
+    // Without a scope, every tool (a read-only token: read-only tools only).
+    let all = token(&d, "ann", &["team"]);
+    let p = d.authenticate(&all.token, None).unwrap().unwrap();
+    assert!(p.may_use_tool("memory", "memory.create_entities", false));
 }

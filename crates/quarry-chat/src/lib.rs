@@ -514,6 +514,7 @@ impl ChatService {
             &selection,
             &DefaultView::Everything,
             // Retrieval covers the knowledge tools, which run in the server, not the hub.
+            &ctx.principal,
             &|t| t.package != KNOWLEDGE_PACKAGE,
             self.hub.options().max_tools,
         )

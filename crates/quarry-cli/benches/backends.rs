@@ -274,6 +274,7 @@ fn run_backend(
         spaces: vec![],
         collections: None,
         read_only: false,
+        tools: None,
         expires_at: None,
         parent: None,
     })?;

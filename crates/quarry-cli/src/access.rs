@@ -71,9 +71,14 @@ pub(crate) enum TokenCmd {
         /// Only these knowledge bases (name or id; repeat or comma-separate).
         #[arg(long = "kb", value_delimiter = ',')]
         kbs: Vec<String>,
-        /// Read only: search and read, never write.
+        /// Read only: search and read, never write; of hub tools, only those annotated
+        /// read-only (and those named one by one in --tools).
         #[arg(long)]
         read_only: bool,
+        /// Only these hub packages or tools (`time`, `git.git_status`; repeat or
+        /// comma-separate), as `quarry hub catalog` names them. Default: every tool.
+        #[arg(long = "tools", value_delimiter = ',')]
+        tools: Vec<String>,
         /// Expiry: `30d`, `12h`, `90m`, or a date `2027-01-31` (UTC). Default: never.
         #[arg(long)]
         expires: Option<String>,
@@ -87,6 +92,107 @@ pub(crate) enum TokenCmd {
     },
     /// Revoke a token by id or prefix; open MCP sessions lose access on their next request.
     Revoke { id: String },
+}
+
+/// `quarry audit`: the machine's owner reads the log straight from the store.
+#[derive(clap::Args)]
+pub(crate) struct AuditArgs {
+    /// Only this action (`tool.call`, `search`, `write`, `signin`, `auth.failure`; `tool`
+    /// covers `tool.call`).
+    #[arg(long)]
+    action: Option<String>,
+    /// Only this user's (name or UUID).
+    #[arg(long)]
+    user: Option<String>,
+    /// Only this token's (UUID).
+    #[arg(long)]
+    token: Option<String>,
+    /// Only `ok`, `error` or `denied`.
+    #[arg(long)]
+    outcome: Option<String>,
+    /// Only events since: `30d`, `12h`, `90m` ago, or a date `2027-01-31` (UTC).
+    #[arg(long)]
+    since: Option<String>,
+    /// At most this many events.
+    #[arg(long, default_value_t = 50)]
+    limit: usize,
+    /// JSON lines, one event each (an export).
+    #[arg(long)]
+    jsonl: bool,
+}
+
+pub(crate) fn audit(
+    engine: &Engine,
+    args: &AuditArgs,
+    json_out: bool,
+    space: Option<&str>,
+) -> Result<()> {
+    let dir = Directory::new(engine.store_handle());
+    // The global --space narrows to one space; without it, every space and the refusals
+    // outside any.
+    let space_id = space.map(|s| dir.space(s).map(|s| s.id)).transpose()?;
+    let user_id = args
+        .user
+        .as_deref()
+        .map(|u| dir.user(u).map(|u| u.id))
+        .transpose()?;
+    if let Some(o) = args.outcome.as_deref()
+        && ![quarry_audit::OK, quarry_audit::ERROR, quarry_audit::DENIED].contains(&o)
+    {
+        bail!("--outcome must be ok, error or denied, not {o:?}");
+    }
+    let since = match args.since.as_deref() {
+        None => None,
+        // "30d" means 30 days ago here (parse_expiry adds to now).
+        Some(s) if s.ends_with(['d', 'h', 'm']) => {
+            let ahead = parse_expiry(s)?;
+            Some(2 * quarry_core::now_millis() - ahead)
+        }
+        Some(s) => Some(parse_expiry(s)?),
+    };
+    let events = engine
+        .store_handle()
+        .audit_events(&quarry_audit::AuditQuery {
+            space_id,
+            action: args.action.clone(),
+            user_id,
+            token_id: args.token.clone(),
+            outcome: args.outcome.clone(),
+            since,
+            until: None,
+            before_id: None,
+            limit: args.limit,
+        })?;
+    let mut out = std::io::stdout().lock();
+    if args.jsonl {
+        for e in &events {
+            serde_json::to_writer(&mut out, e)?;
+            writeln!(out)?;
+        }
+        return Ok(());
+    }
+    if json_out {
+        return print_json(&events);
+    }
+    if events.is_empty() {
+        writeln!(out, "No audit events.")?;
+    }
+    for r in &events {
+        let e = &r.event;
+        writeln!(
+            out,
+            "{}  {:<6} {:<12} {:<10} {}{}",
+            quarry_core::iso8601_millis(e.at),
+            e.outcome,
+            e.action,
+            e.user_name.as_deref().unwrap_or("-"),
+            e.target,
+            e.duration_ms
+                .map(|ms| format!("  {ms} ms"))
+                .unwrap_or_default(),
+        )?;
+    }
+    Ok(())
 }
 
 /// `30d`, `12h`, `90m` → now + that; `YYYY-MM-DD` → that day, 00:00 UTC. Milliseconds.
@@ -168,7 +274,11 @@ fn token_line(t: &TokenRecord, memberships: &[quarry_access::Membership]) -> Str
         t.collections
             .as_ref()
             .map(|c| format!(" kb={}", c.len()))
-            .unwrap_or_default(),
+            .unwrap_or_default()
+            + &t.tools
+                .as_ref()
+                .map(|t| format!(" tools={}", t.join(",")))
+                .unwrap_or_default(),
         t.label,
         when(t.expires_at),
         when(t.last_used_at),
@@ -318,6 +428,7 @@ pub(crate) fn token(
     cmd: &TokenCmd,
     json_out: bool,
     space: Option<&str>,
+    env: &crate::config::Env,
 ) -> Result<()> {
     let dir = Directory::new(engine.store_handle());
     let mut out = std::io::stdout().lock();
@@ -328,9 +439,28 @@ pub(crate) fn token(
             spaces,
             kbs,
             read_only,
+            tools,
             expires,
         } => {
             let expires_at = expires.as_deref().map(parse_expiry).transpose()?;
+            let tools = if tools.is_empty() {
+                None
+            } else {
+                let owner = dir.user(user)?.id;
+                let scope = quarry_access::normalize_tool_scope(tools)?;
+                // The catalog the server would show this user (built-in web search included
+                // when configured), read from the store; nothing is connected.
+                let hub = quarry_hub::Hub::new(
+                    engine.store_handle(),
+                    vec![quarry_server::knowledge_package()],
+                    quarry_hub::HubOptions {
+                        web: crate::settings::web_search(env)?,
+                        ..Default::default()
+                    },
+                );
+                hub.check_tool_scope(&owner, &scope)?;
+                Some(scope)
+            };
             let issued = dir.create_token(&TokenRequest {
                 user: user.clone(),
                 label: label.clone(),
@@ -341,6 +471,7 @@ pub(crate) fn token(
                 },
                 collections: (!kbs.is_empty()).then(|| kbs.clone()),
                 read_only: *read_only,
+                tools,
                 expires_at,
                 parent: None,
             })?;

@@ -209,6 +209,10 @@ table! {
             "Most HTTP connections open at once; more are answered 503 and closed.";
         QUARRY_LOG: Setting, None, SERVERS, "`info`",
             "Log filter on stderr (`debug`, `quarry_server=debug,info`, …).";
+        QUARRY_AUDIT_RETENTION_DAYS: Setting, None, SERVERS, "90",
+            "Days the audit log keeps events (tool calls, writes, searches, refusals); `0` keeps them forever.";
+        QUARRY_AUDIT_QUERIES: Setting, None, SERVERS, "`off`",
+            "`on` records search query text in the audit log (off: only who searched which knowledge bases and how many results).";
         QUARRY_UI_DIR: Setting, None, SERVE, "unset (the embedded files)",
             "Serve the web UI's files from this folder, read on every request (UI development).";
         QUARRY_WEB_SEARCH: Setting, None, SERVE, "`duckduckgo`",

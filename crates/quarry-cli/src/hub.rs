@@ -147,6 +147,7 @@ fn caller(engine: &Engine, user: Option<&str>) -> Result<Principal> {
                     read_only: false,
                     spaces: Vec::new(),
                     expires_at: None,
+                    tools: None,
                 }),
                 ..owner
             })

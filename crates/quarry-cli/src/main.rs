@@ -278,6 +278,8 @@ enum Command {
     /// Access tokens for a shared server: create (shown once), list, revoke.
     #[command(subcommand)]
     Token(access::TokenCmd),
+    /// The audit log: tool calls, changes, searches, sign-ins and refusals, newest first.
+    Audit(access::AuditArgs),
     /// The tool hub: register MCP servers, browse and search the tool catalog.
     #[command(subcommand)]
     Hub(hub::HubCmd),
@@ -701,7 +703,12 @@ fn run(cli: Cli, env: &config::Env) -> Result<()> {
     match &cli.command {
         Command::User(cmd) => return access::user(&engine, cmd, cli.json),
         Command::Space(cmd) => return access::space(&engine, cmd, cli.json),
-        Command::Token(cmd) => return access::token(&engine, cmd, cli.json, cli.space.as_deref()),
+        Command::Token(cmd) => {
+            return access::token(&engine, cmd, cli.json, cli.space.as_deref(), env);
+        }
+        Command::Audit(args) => {
+            return access::audit(&engine, args, cli.json, cli.space.as_deref());
+        }
         _ => {}
     }
     if let Command::Kb(k) = &cli.command {
@@ -1078,6 +1085,7 @@ fn run(cli: Cli, env: &config::Env) -> Result<()> {
         | Command::User(_)
         | Command::Space(_)
         | Command::Token(_)
+        | Command::Audit(_)
         | Command::Hub(_) => {}
         Command::Serve(args) => {
             drop(out);
@@ -1152,6 +1160,7 @@ fn serve(
         None => None,
     };
     let chat_settings = settings::chat_settings(env)?;
+    let audit_settings = settings::audit(env)?;
     if transport != Transport::Mcp {
         hub_opts.web = settings::web_search(env)?;
     }
@@ -1182,6 +1191,7 @@ fn serve(
                 state.start_workers(workers)?;
             }
             state.start_follower()?;
+            state.start_audit(audit_settings)?;
             // A stdio session (`quarry mcp`, started per agent session) lists the knowledge
             // tools; it connects upstreams only if a call needs one, never all of them at
             // start.

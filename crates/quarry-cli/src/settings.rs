@@ -113,6 +113,11 @@ pub(crate) fn web_search(env: &Env) -> Result<Option<quarry_hub::WebSearchOption
     quarry_hub::WebSearchOptions::from_lookup(env.lookup()).map_err(|e| anyhow::anyhow!(e))
 }
 
+/// The audit log's retention and whether it keeps query text.
+pub(crate) fn audit(env: &Env) -> Result<quarry_audit::AuditSettings> {
+    quarry_audit::AuditSettings::from_lookup(env.lookup()).map_err(|e| anyhow::anyhow!(e))
+}
+
 /// Chat's retrieval and tool-loop settings.
 pub(crate) fn chat_settings(env: &Env) -> Result<quarry_chat::ChatSettings> {
     quarry_chat::ChatSettings::from_vars(&env.lookup()).map_err(|e| anyhow::anyhow!(e))

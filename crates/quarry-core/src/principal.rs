@@ -27,6 +27,9 @@ pub struct Identity {
     pub spaces: Vec<String>,
     /// When the token expires (Unix milliseconds), if it does.
     pub expires_at: Option<i64>,
+    /// The hub tools the token may use: packages (`time`) and tools (`time.get_current_time`);
+    /// `None`: every tool of its user.
+    pub tools: Option<Vec<String>>,
 }
 
 /// A resolved caller: who (no identity: the machine's owner itself) and what it may reach.
@@ -61,6 +64,48 @@ impl Principal {
         self.identity.as_ref().is_some_and(|i| i.read_only)
     }
 
+    /// Whether this principal may use the hub tool `full_name` (`package.tool`) of `package`,
+    /// annotated read-only (`readOnlyHint`) or not. A token with a tool scope reaches only
+    /// the packages and tools it names; a read-only token only tools annotated read-only,
+    /// unless its scope names the tool itself (a grant of that one tool, made on purpose).
+    pub fn may_use_tool(&self, package: &str, full_name: &str, read_only_tool: bool) -> bool {
+        let Some(identity) = &self.identity else {
+            return true;
+        };
+        let named = identity
+            .tools
+            .as_ref()
+            .is_some_and(|t| t.iter().any(|e| e == full_name));
+        if let Some(scope) = &identity.tools
+            && !named
+            && !scope.iter().any(|e| e == package)
+        {
+            return false;
+        }
+        !identity.read_only || read_only_tool || named
+    }
+
+    /// Whether this principal may use `package` whole (its resources and prompts): no tool
+    /// scope, or one naming the package.
+    pub fn may_use_package(&self, package: &str) -> bool {
+        self.identity
+            .as_ref()
+            .and_then(|i| i.tools.as_ref())
+            .is_none_or(|t| t.iter().any(|e| e == package))
+    }
+
+    /// Whether this principal reaches anything of `package`: no tool scope, or one naming
+    /// the package or one of its tools (what decides whether it sees the MCP server).
+    pub fn reaches_package(&self, package: &str) -> bool {
+        self.identity
+            .as_ref()
+            .and_then(|i| i.tools.as_ref())
+            .is_none_or(|t| {
+                t.iter()
+                    .any(|e| e == package || e.split_once('.').is_some_and(|(p, _)| p == package))
+            })
+    }
+
     /// Whose things (hub servers, custom tools, conversations) this principal works with:
     /// its user's UUID, or [`MACHINE_OWNER`].
     pub fn owner_key(&self) -> &str {
@@ -87,6 +132,7 @@ mod tests {
                 read_only: true,
                 spaces: vec!["s1".into()],
                 expires_at: None,
+                tools: None,
             }),
             scope: Scope {
                 machine_owner: false,
@@ -96,5 +142,50 @@ mod tests {
         };
         assert!(!user.is_machine_owner() && user.read_only());
         assert_eq!(user.owner_key(), "u1");
+    }
+
+    fn token(read_only: bool, tools: Option<&[&str]>) -> Principal {
+        Principal {
+            identity: Some(Identity {
+                user_id: "u1".into(),
+                user: "ann".into(),
+                token_id: Some("t1".into()),
+                read_only,
+                spaces: vec!["s1".into()],
+                expires_at: None,
+                tools: tools.map(|t| t.iter().map(|s| (*s).to_owned()).collect()),
+            }),
+            scope: Scope::owner("default"),
+            space_id: "s1".into(),
+        }
+    }
+
+    #[test]
+    fn tool_scopes() {
+        let owner = Principal::owner("default", "s1");
+        assert!(owner.may_use_tool("git", "git.git_commit", false) && owner.may_use_package("git"));
+        // No scope: every tool; read-only: only read-only tools.
+        assert!(token(false, None).may_use_tool("git", "git.git_commit", false));
+        let ro = token(true, None);
+        assert!(ro.may_use_tool("git", "git.git_status", true));
+        assert!(!ro.may_use_tool("git", "git.git_commit", false));
+        // A package scope: that package only.
+        let pkg = token(false, Some(&["time"]));
+        assert!(pkg.may_use_tool("time", "time.convert_time", false));
+        assert!(!pkg.may_use_tool("git", "git.git_status", true));
+        assert!(pkg.may_use_package("time") && !pkg.may_use_package("git"));
+        // A tool scope: that tool only, and not its package's resources.
+        let one = token(false, Some(&["git.git_status"]));
+        assert!(one.may_use_tool("git", "git.git_status", true));
+        assert!(!one.may_use_tool("git", "git.git_log", true));
+        assert!(!one.may_use_package("git"));
+        assert!(one.reaches_package("git") && !one.reaches_package("time"));
+        // Read-only with a named tool: granted more on purpose; with its package: not.
+        let ro_named = token(true, Some(&["git.git_commit", "time"]));
+        assert!(ro_named.may_use_tool("git", "git.git_commit", false));
+        assert!(!ro_named.may_use_tool("time", "time.set_clock", false));
+        assert!(ro_named.may_use_tool("time", "time.convert_time", true));
+        // A prefix is not a package: `git` does not cover `git-extra`.
+        assert!(!token(false, Some(&["git"])).may_use_tool("git-extra", "git-extra.x", true));
     }
 }

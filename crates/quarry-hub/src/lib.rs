@@ -79,6 +79,30 @@ impl Default for HubOptions {
     }
 }
 
+/// Whether `caller` may use catalogued tool `t` (its token's tool scope, and read-only
+/// tokens' rule: tools annotated `readOnlyHint: true`, or named one by one). Every listing,
+/// view, call and chat round applies it, so an out-of-scope tool is as unknown as a missing
+/// one.
+pub fn may_use(caller: &Principal, t: &CatalogTool) -> bool {
+    let read_only_tool = t
+        .tool
+        .annotations
+        .as_ref()
+        .and_then(|a| a.read_only_hint)
+        .unwrap_or(false);
+    caller.may_use_tool(&t.package, &t.full_name, read_only_tool)
+}
+
+/// [`may_use`] for a custom tool's row (custom tools carry no annotations: read-only tokens
+/// reach one only when their scope names it).
+fn may_use_custom(caller: &Principal, row: &quarry_store::CustomToolRow) -> bool {
+    caller.may_use_tool(
+        CUSTOM_PACKAGE,
+        &names::catalog_name(CUSTOM_PACKAGE, &row.name),
+        false,
+    )
+}
+
 /// `Forbidden` for a read-only token.
 fn require_write(caller: &Principal) -> Result<()> {
     if caller.read_only() {
@@ -779,22 +803,26 @@ impl Hub {
     pub fn find_upstream(&self, caller: &Principal, key: &str) -> Result<UpstreamInfo> {
         let row = self.row(caller, key)?;
         let catalog = self.catalog(caller.owner_key())?;
-        Ok(self.info(&row, &catalog))
+        Ok(self.info(caller, &row, &catalog))
     }
 
     /// The caller's upstream by id, or by name or package id (both unique per owner).
     fn row(&self, caller: &Principal, key: &str) -> Result<UpstreamRow> {
-        if let Some(row) = self.store.upstream(caller.owner_key(), key)? {
-            return Ok(row);
-        }
-        self.store
-            .upstreams(Some(caller.owner_key()))?
-            .into_iter()
-            .find(|r| r.name == key || r.package == key)
+        let found = match self.store.upstream(caller.owner_key(), key)? {
+            Some(row) => Some(row),
+            None => self
+                .store
+                .upstreams(Some(caller.owner_key()))?
+                .into_iter()
+                .find(|r| r.name == key || r.package == key),
+        };
+        // A server the token's tool scope does not reach is as missing as one never added.
+        found
+            .filter(|r| caller.reaches_package(&r.package))
             .ok_or_else(|| Error::NotFound(format!("MCP server '{key}' not found")))
     }
 
-    fn info(&self, row: &UpstreamRow, catalog: &Catalog) -> UpstreamInfo {
+    fn info(&self, caller: &Principal, row: &UpstreamRow, catalog: &Catalog) -> UpstreamInfo {
         let options: UpstreamOptions = serde_json::from_str(&row.options).unwrap_or_default();
         let health = if row.enabled {
             self.connection(&row.id)
@@ -807,6 +835,7 @@ impl Hub {
         let pkg = catalog.package(&row.package);
         let tools: Vec<Value> = catalog
             .tools_of(&row.package)
+            .filter(|t| may_use(caller, t))
             .map(|t| t.raw.clone())
             .collect();
         UpstreamInfo {
@@ -847,7 +876,8 @@ impl Hub {
             .store
             .upstreams(Some(caller.owner_key()))?
             .iter()
-            .map(|r| self.info(r, &catalog))
+            .filter(|r| caller.reaches_package(&r.package))
+            .map(|r| self.info(caller, r, &catalog))
             .collect())
     }
 
@@ -855,14 +885,18 @@ impl Hub {
     pub fn upstream(&self, caller: &Principal, id: &str) -> Result<UpstreamInfo> {
         let row = self.row(caller, id)?;
         let catalog = self.catalog(caller.owner_key())?;
-        Ok(self.info(&row, &catalog))
+        Ok(self.info(caller, &row, &catalog))
     }
 
-    /// The upstream's catalogued tools.
+    /// The upstream's catalogued tools (those the caller may use).
     pub fn upstream_tools(&self, caller: &Principal, id: &str) -> Result<Vec<CatalogTool>> {
         let row = self.row(caller, id)?;
         let catalog = self.catalog(caller.owner_key())?;
-        Ok(catalog.tools_of(&row.package).cloned().collect())
+        Ok(catalog
+            .tools_of(&row.package)
+            .filter(|t| may_use(caller, t))
+            .cloned()
+            .collect())
     }
 
     /// Disconnects and removes one of the caller's upstreams with its package.
@@ -1004,6 +1038,7 @@ impl Hub {
         self.store
             .custom_tools(caller.owner_key())?
             .iter()
+            .filter(|r| may_use_custom(caller, r))
             .map(custom_info)
             .collect()
     }
@@ -1011,7 +1046,9 @@ impl Hub {
     /// A custom tool by id, by its name, or by the names the tool listings give it (the
     /// catalog name `custom.NAME` and the wire name an MCP client calls it by).
     fn custom_row(&self, caller: &Principal, id: &str) -> Result<quarry_store::CustomToolRow> {
-        let rows = self.store.custom_tools(caller.owner_key())?;
+        let mut rows = self.store.custom_tools(caller.owner_key())?;
+        // Out of the token's tool scope: as missing as a tool that does not exist.
+        rows.retain(|r| may_use_custom(caller, r));
         if let Some(row) = rows.iter().find(|r| r.id == id || r.name == id) {
             return Ok(row.clone());
         }
@@ -1159,6 +1196,11 @@ impl Hub {
         caller: &Principal,
         package: &str,
     ) -> std::result::Result<Route, CallError> {
+        if !caller.may_use_package(package) {
+            return Err(CallError::Unavailable(format!(
+                "package '{package}' is not an MCP server"
+            )));
+        }
         let catalog = self
             .catalog(caller.owner_key())
             .map_err(|e| CallError::Unavailable(e.to_string()))?;
@@ -1196,6 +1238,13 @@ impl Hub {
         caller: &Principal,
         tool: &CatalogTool,
     ) -> std::result::Result<Route, CallError> {
+        // Views already hide such tools; this keeps every other path honest too.
+        if !may_use(caller, tool) {
+            return Err(CallError::Unavailable(format!(
+                "unknown tool '{}'",
+                tool.full_name
+            )));
+        }
         let catalog = self
             .catalog(caller.owner_key())
             .map_err(|e| CallError::Unavailable(e.to_string()))?;
@@ -1214,6 +1263,24 @@ impl Hub {
                 package: pkg.id.clone(),
             })),
         }
+    }
+
+    /// Checks a token's tool scope against `owner`'s catalog: every entry must name one of
+    /// its packages or tools (a typo would otherwise make a token that reaches nothing).
+    pub fn check_tool_scope(&self, owner: &str, entries: &[String]) -> Result<()> {
+        let catalog = self.catalog(owner)?;
+        for entry in entries {
+            let known = match names::split_catalog_name(entry) {
+                Some(_) => catalog.tools.iter().any(|t| &t.full_name == entry),
+                None => catalog.package(entry).is_some(),
+            };
+            if !known {
+                return Err(Error::invalid(format!(
+                    "unknown package or tool '{entry}' in the tool scope (see /api/catalog for package ids and package.tool names)"
+                )));
+            }
+        }
+        Ok(())
     }
 
     /// Reads a resource of an upstream package ([`Hub::route_package`]).

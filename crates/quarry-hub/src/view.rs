@@ -9,6 +9,7 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
+use quarry_core::Principal;
 use rmcp::model::Tool;
 use serde_json::{Value, json};
 
@@ -86,15 +87,19 @@ pub struct View {
 }
 
 impl View {
-    /// Computes the view for `selection`. `allowed` says which tools this caller may use at
-    /// all (e.g. a read-only token loses the knowledge write tools).
+    /// Computes the view for `selection` as `caller` may see it: its token's tool scope and
+    /// read-only rule ([`crate::may_use`]) apply here, once for every surface; `allowed`
+    /// narrows further (e.g. a caller that may not write loses the knowledge write tools).
+    /// What the caller may not use is as unknown as what does not exist.
     pub fn compute(
         catalog: Arc<Catalog>,
         selection: &Selection,
         default: &DefaultView,
+        caller: &Principal,
         allowed: &dyn Fn(&CatalogTool) -> bool,
         cap: usize,
     ) -> Result<View, ViewError> {
+        let allowed = |t: &CatalogTool| crate::may_use(caller, t) && allowed(t);
         let usable = |t: &CatalogTool| t.enabled && t.available && !t.requires_task && allowed(t);
         let mut chosen: BTreeSet<usize> = BTreeSet::new();
         let mut bare = false;
@@ -128,7 +133,7 @@ impl View {
             }
         }
         for p in selection.servers.iter().flatten() {
-            if catalog.package(p).is_none() {
+            if catalog.package(p).is_none() || !caller.reaches_package(p) {
                 return Err(ViewError::UnknownPackage(p.clone()));
             }
             for (i, t) in catalog.tools.iter().enumerate() {
@@ -140,7 +145,9 @@ impl View {
         let scope: Vec<usize> = chosen.into_iter().collect();
         let mut pinned = Vec::new();
         for name in &selection.pin {
-            let i = position(&catalog, name).ok_or_else(|| ViewError::UnknownTool(name.clone()))?;
+            let i = position(&catalog, name)
+                .filter(|&i| allowed(&catalog.tools[i]))
+                .ok_or_else(|| ViewError::UnknownTool(name.clone()))?;
             if !scope.contains(&i) {
                 return Err(ViewError::Invalid(format!(
                     "pinned tool '{name}' is not in this endpoint's selection"
@@ -191,6 +198,8 @@ impl View {
             (None, None, DefaultView::BarePackage(p)) => vec![p.clone()],
             _ => selection.servers.clone().unwrap_or_default(),
         };
+        // A package's resources and prompts go only to callers whose scope names it whole.
+        whole_packages.retain(|p| caller.may_use_package(p));
         // A disabled server offers nothing.
         whole_packages.retain(|p| {
             catalog

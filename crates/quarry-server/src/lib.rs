@@ -18,6 +18,7 @@
 //!   rewriting, the hub's SSE gateway).
 
 mod api;
+mod audit;
 mod auth;
 mod compat;
 mod http;
@@ -76,6 +77,8 @@ pub struct AppState {
     runs: CancellationToken,
     /// The web UI's files (embedded, or `QUARRY_UI_DIR` during UI development).
     ui_assets: quarry_ui::Assets,
+    /// The audit log's writer, once started ([`AppState::start_audit`]).
+    audit: std::sync::OnceLock<Arc<quarry_audit::AuditLog>>,
 }
 
 impl AppState {
@@ -109,6 +112,7 @@ impl AppState {
             chat: std::sync::OnceLock::new(),
             runs: CancellationToken::new(),
             ui_assets,
+            audit: std::sync::OnceLock::new(),
         })
     }
 
@@ -175,6 +179,21 @@ impl AppState {
         })
     }
 
+    /// Starts the audit log's writer (`quarry serve`, `quarry mcp`); call once, off the
+    /// async runtime (it prunes the store first).
+    pub fn start_audit(&self, settings: quarry_audit::AuditSettings) -> Result<(), Error> {
+        let log = quarry_audit::AuditLog::start(self.root.store_handle(), settings)?;
+        if self.audit.set(log).is_err() {
+            return Err(Error::Conflict("the audit log is already running".into()));
+        }
+        Ok(())
+    }
+
+    /// The audit log, when started: surfaces record through it (never blocking).
+    pub fn audit(&self) -> Option<&Arc<quarry_audit::AuditLog>> {
+        self.audit.get()
+    }
+
     /// A token cancelled when the server shuts down (long-running requests end with it).
     pub fn shutdown_token(&self) -> &CancellationToken {
         &self.runs
@@ -227,6 +246,10 @@ impl AppState {
             .take();
         if let Some(f) = follower {
             f.shutdown();
+        }
+        // What this node recorded reaches the store before the process ends.
+        if let Some(audit) = self.audit.get() {
+            audit.flush(grace);
         }
     }
 
@@ -391,6 +414,7 @@ pub fn app(state: Arc<AppState>, opts: &HttpOptions, shutdown: &CancellationToke
     };
     let rest = api::qmd::router()
         .merge(api::tokens::router())
+        .merge(api::audit::router())
         .merge(compat::weknora::router())
         .merge(api::hub::router())
         .layer(axum::extract::DefaultBodyLimit::max(opts.max_body_bytes))
@@ -512,9 +536,9 @@ pub async fn serve_http(
     let (open_tx, open_rx) = tokio::sync::watch::channel(());
     let over_capacity = over_capacity_reply();
     loop {
-        let tcp = tokio::select! {
+        let (tcp, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((tcp, _)) => tcp,
+                Ok(accepted) => accepted,
                 Err(e) => {
                     pause_after_accept_error(&e).await;
                     continue;
@@ -533,7 +557,7 @@ pub async fn serve_http(
         let _ = tcp.set_nodelay(true);
         let conn = http1.serve_connection(
             hyper_util::rt::TokioIo::new(tcp),
-            hyper_util::service::TowerToHyperService::new(app.clone()),
+            hyper_util::service::TowerToHyperService::new(audit::WithPeer::new(app.clone(), peer)),
         );
         let shutdown = shutdown.clone();
         let open = open_rx.clone();

@@ -150,6 +150,7 @@ pub(crate) fn lock(tx: &mut postgres::Transaction<'_>, key: i64) -> Result<()> {
 pub(crate) const DOCID_LOCK: i64 = 7_245_190_455_173_122_049;
 
 mod access;
+mod audit;
 mod blob_locks;
 mod chat;
 mod copy;

@@ -13,10 +13,11 @@ use crate::pool::PgConnection;
 const MIGRATIONS: &[(i32, &str)] = &[
     (12, include_str!("../migrations/v12.sql")),
     (13, include_str!("../migrations/v13.sql")),
+    (14, include_str!("../migrations/v14.sql")),
 ];
 
 /// The newest schema version this binary knows.
-pub(crate) const SCHEMA_VERSION: i32 = 13;
+pub(crate) const SCHEMA_VERSION: i32 = 14;
 
 /// Serialises migrations across every process using the database.
 const MIGRATION_LOCK: i64 = 7_245_190_455_173_122_048;

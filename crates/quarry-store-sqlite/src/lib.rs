@@ -17,7 +17,7 @@ use quarry_store::{
     FeedPosition, FileState, IndexDoc, IndexWork, Store,
 };
 
-const SCHEMA_VERSION: i64 = 13;
+const SCHEMA_VERSION: i64 = 14;
 
 const SCHEMA: &str = r#"
 CREATE TABLE IF NOT EXISTS spaces (
@@ -418,6 +418,28 @@ CREATE TABLE IF NOT EXISTS mcp_sessions (
 INSERT OR IGNORE INTO meta (key, value) VALUES ('database.id', lower(hex(randomblob(16))));
 "#;
 
+/// Version 14: governance (issue 27). A token may be limited to hub packages and tools
+/// (`tools`, comma-separated; NULL: all); the audit log records who did what.
+const SCHEMA_V14: &str = r#"
+ALTER TABLE access_tokens ADD COLUMN tools TEXT;
+CREATE TABLE IF NOT EXISTS audit_events (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    at INTEGER NOT NULL,
+    space_id TEXT,
+    user_id TEXT,
+    user_name TEXT,
+    token_id TEXT,
+    client TEXT,
+    action TEXT NOT NULL,
+    target TEXT NOT NULL,
+    outcome TEXT NOT NULL,
+    duration_ms INTEGER,
+    detail TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS audit_events_space ON audit_events(space_id, id);
+CREATE INDEX IF NOT EXISTS audit_events_at ON audit_events(at);
+"#;
+
 /// The feed's last sequence number (0 before its first entry).
 fn feed_head(tx: &Connection) -> Result<i64> {
     tx.query_row(
@@ -496,6 +518,7 @@ fn assign_uids(conn: &Connection) -> rusqlite::Result<()> {
 }
 
 mod access;
+mod audit;
 mod chat;
 mod copy;
 mod hub;
@@ -626,6 +649,9 @@ fn migrate(conn: &Connection) -> rusqlite::Result<()> {
         }
         if version < 13 {
             conn.execute_batch(SCHEMA_V13)?;
+        }
+        if version < 14 {
+            conn.execute_batch(SCHEMA_V14)?;
         }
         conn.execute_batch(&format!("PRAGMA user_version = {SCHEMA_VERSION}"))
     };

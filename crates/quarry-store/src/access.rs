@@ -111,6 +111,9 @@ pub struct TokenRecord {
     pub collections: Option<Vec<String>>,
     /// Whether the token may only read.
     pub read_only: bool,
+    /// The hub packages (`time`) and tools (`time.get_current_time`) it may use; `None`:
+    /// every tool of its user.
+    pub tools: Option<Vec<String>>,
     /// Milliseconds since the epoch.
     pub created_at: i64,
     /// When it stops working (milliseconds since the epoch); `None`: never.
@@ -141,6 +144,8 @@ pub struct NewToken {
     pub collections: Option<Vec<String>>,
     /// Whether it may only read.
     pub read_only: bool,
+    /// The hub packages and tools it may use; `None`: every tool of its user.
+    pub tools: Option<Vec<String>>,
     /// When it stops working (milliseconds since the epoch); `None`: never.
     pub expires_at: Option<i64>,
     /// The creating token's UUID.

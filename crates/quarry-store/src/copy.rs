@@ -36,6 +36,7 @@ pub const COPIED_TABLES: &[&str] = &[
     "chat_conversations",
     "chat_messages",
     "idempotency_keys",
+    "audit_events",
     "meta",
 ];
 

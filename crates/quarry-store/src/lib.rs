@@ -11,6 +11,7 @@
 //! twice is harmless (an upsert replaces, a delete of a missing document does nothing).
 
 mod access;
+mod audit;
 mod chat;
 #[cfg(feature = "conformance")]
 pub mod conformance;
@@ -20,6 +21,7 @@ mod knowledge;
 pub mod thread_guard;
 
 pub use access::{AccessStore, Membership, NewToken, Role, Space, TokenGrant, TokenRecord, User};
+pub use audit::{AuditEvent, AuditQuery, AuditRecord, AuditStore};
 pub use chat::{ChatMessageRow, ChatStore, ConversationRow, ConversationSummary};
 pub use hub::{CustomToolRow, HubStore, PackageRow, ToolRow, UpstreamRow};
 pub use knowledge::{
@@ -342,7 +344,7 @@ pub struct EmbeddingState {
 /// must be safe to share between threads and must tolerate other processes reading while
 /// one writes.
 pub trait Store:
-    KnowledgeStore + JobQueue + AccessStore + HubStore + ChatStore + Send + Sync
+    KnowledgeStore + JobQueue + AccessStore + AuditStore + HubStore + ChatStore + Send + Sync
 {
     // Collections.
     /// Creates a collection in `space`; a taken name is a conflict.

@@ -74,21 +74,26 @@ async fn chat(
         // rather than dropping it half-way: tool calls pass the cancellation upstream and the
         // answer is stored as interrupted.
         let guard = CancelOnDrop(cancel.clone());
-        let answer = tokio::spawn(async move { collect(&service, &ctx, prepared, cancel).await })
-            .await
-            .map_err(|e| {
-                ApiError::new(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    format!("the chat stopped: {e}"),
-                )
-            })?;
+        let answer =
+            tokio::spawn(async move { collect(&state, &service, &ctx, prepared, cancel).await })
+                .await
+                .map_err(|e| {
+                    ApiError::new(
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        format!("the chat stopped: {e}"),
+                    )
+                })?;
         drop(guard);
         return Ok(answer);
     }
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<ChatEvent>();
     let run_cancel = cancel.clone();
+    let run_ctx = ctx.clone();
     tokio::spawn(async move {
         let emit = move |e: ChatEvent| {
+            if let ChatEvent::ToolResult(call) = &e {
+                crate::audit::chat_tool_call(&state, &run_ctx.principal, call);
+            }
             let _ = tx.send(e);
         };
         service.run(&ctx, prepared, &emit, run_cancel).await;
@@ -117,6 +122,7 @@ async fn chat(
 
 /// Runs a chat to its end and answers one JSON object (`"stream": false`).
 async fn collect(
+    state: &AppState,
     service: &Arc<ChatService>,
     ctx: &ChatContext,
     prepared: quarry_chat::Prepared,
@@ -124,6 +130,9 @@ async fn collect(
 ) -> Response {
     let events = std::sync::Mutex::new(Vec::new());
     let emit = |e: ChatEvent| {
+        if let ChatEvent::ToolResult(call) = &e {
+            crate::audit::chat_tool_call(state, &ctx.principal, call);
+        }
         events.lock().unwrap_or_else(|p| p.into_inner()).push(e);
     };
     let outcome = service.run(ctx, prepared, &emit, cancel).await;

@@ -12,7 +12,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, patch, post};
 use quarry_core::Error;
-use quarry_hub::{Catalog, CatalogTool, KNOWLEDGE_PACKAGE, PackageKind, RegisterUpstream};
+use quarry_hub::{Catalog, CatalogTool, KNOWLEDGE_PACKAGE, Package, PackageKind, RegisterUpstream};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -228,6 +228,7 @@ fn tools_of_kinds(caller: &Caller, catalog: &Catalog, kinds: &[PackageKind]) -> 
             catalog
                 .package(&t.package)
                 .is_some_and(|p| kinds.contains(&p.kind))
+                && quarry_hub::may_use(&caller.principal, t)
                 && (t.package != KNOWLEDGE_PACKAGE || knowledge_tools::usable_by(caller, &t.name))
         })
         .map(|t| tool_json(t, catalog))
@@ -521,7 +522,16 @@ fn is_usable(caller: &Caller, t: &CatalogTool) -> bool {
     t.enabled
         && t.available
         && !t.requires_task
+        && quarry_hub::may_use(&caller.principal, t)
         && (t.package != KNOWLEDGE_PACKAGE || knowledge_tools::usable_by(caller, &t.name))
+}
+
+/// The catalog's packages this caller's tool scope reaches (all, without one).
+fn reached<'a>(caller: &'a Caller, catalog: &'a Catalog) -> impl Iterator<Item = &'a Package> {
+    catalog
+        .packages
+        .iter()
+        .filter(|p| caller.principal.reaches_package(&p.id))
 }
 
 async fn catalog_categories(
@@ -532,7 +542,7 @@ async fn catalog_categories(
     let tools = usable(&caller, &catalog);
     let mut cats: std::collections::BTreeMap<&str, (std::collections::BTreeSet<&str>, usize)> =
         Default::default();
-    for p in &catalog.packages {
+    for p in reached(&caller, &catalog) {
         cats.entry(p.category.as_str()).or_default().0.insert(&p.id);
     }
     for t in &tools {
@@ -568,9 +578,7 @@ async fn category_packages(
     let catalog = catalog_of(state, caller).await?;
     let tools = usable(caller, &catalog);
     let base = base_url(headers);
-    let packages: Vec<Value> = catalog
-        .packages
-        .iter()
+    let packages: Vec<Value> = reached(caller, &catalog)
         .filter(|p| p.category == category)
         .map(|p| {
             let n = tools.iter().filter(|t| t.package == p.id).count();
@@ -613,7 +621,7 @@ async fn catalog_package_tools(
     Path(package): Path<String>,
 ) -> Result<Response, ApiError> {
     let catalog = catalog_of(&state, &caller).await?;
-    if catalog.package(&package).is_none() {
+    if catalog.package(&package).is_none() || !caller.principal.reaches_package(&package) {
         return Err(ApiError::from(Error::NotFound(format!(
             "package '{package}' not found"
         ))));

@@ -2,6 +2,7 @@
 //! directory, hub, chat) call through [`crate::http::run_blocking`], answer typed JSON.
 //! A module here uses `http/`, `auth/` and `service/`, never another route module.
 
+pub(crate) mod audit;
 pub(crate) mod chat;
 pub(crate) mod hub;
 pub(crate) mod knowledge;

@@ -11,17 +11,18 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use axum::Router;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
+use axum::{Extension, Router};
 use quarry_core::{Error, format_search_summary};
 use quarry_engine::{GetRequest, MultiGetItem, MultiGetRequest, SearchRequest, UpdateOptions};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::AppState;
+use crate::audit::AuditNote;
 use crate::auth::Caller;
 use crate::http::{ApiError, Body, count, run_blocking};
 
@@ -106,7 +107,7 @@ enum SearchKind {
     Hybrid,
 }
 
-async fn run_search(caller: Caller, b: SearchBody, kind: SearchKind) -> ApiResult {
+async fn run_search(caller: Caller, b: SearchBody, kind: SearchKind) -> Result<Response, ApiError> {
     // Seed defaults: min_score 0.3 for vsearch, 0 otherwise.
     let req = b.into_request(if matches!(kind, SearchKind::Vector) {
         0.3
@@ -130,18 +131,28 @@ async fn run_search(caller: Caller, b: SearchBody, kind: SearchKind) -> ApiResul
             body["warnings"] = json!(warnings);
         }
     }
-    Ok(axum::Json(body))
+    let note = AuditNote::Search {
+        surface: match kind {
+            SearchKind::Keyword => "/search",
+            SearchKind::Vector => "/vsearch",
+            SearchKind::Hybrid => "/query",
+        },
+        knowledge_bases: None,
+        results: hits.len(),
+        query: q,
+    };
+    Ok((Extension(note), axum::Json(body)).into_response())
 }
 
-async fn search(caller: Caller, Body(b): Body<SearchBody>) -> ApiResult {
+async fn search(caller: Caller, Body(b): Body<SearchBody>) -> Result<Response, ApiError> {
     run_search(caller, b, SearchKind::Keyword).await
 }
 
-async fn vsearch(caller: Caller, Body(b): Body<SearchBody>) -> ApiResult {
+async fn vsearch(caller: Caller, Body(b): Body<SearchBody>) -> Result<Response, ApiError> {
     run_search(caller, b, SearchKind::Vector).await
 }
 
-async fn query(caller: Caller, Body(b): Body<SearchBody>) -> ApiResult {
+async fn query(caller: Caller, Body(b): Body<SearchBody>) -> Result<Response, ApiError> {
     run_search(caller, b, SearchKind::Hybrid).await
 }
 
@@ -161,7 +172,7 @@ fn document_json(v: &quarry_engine::DocumentView) -> Value {
     json!({ "uri": v.uri, "name": v.name, "title": v.title, "mimeType": v.mime_type, "text": v.text })
 }
 
-async fn get_document(caller: Caller, Body(b): Body<GetBody>) -> ApiResult {
+async fn get_document(caller: Caller, Body(b): Body<GetBody>) -> Result<Response, ApiError> {
     let engine = caller.engine.clone();
     let view = run_blocking(move || {
         engine.get(&GetRequest {
@@ -172,9 +183,8 @@ async fn get_document(caller: Caller, Body(b): Body<GetBody>) -> ApiResult {
         })
     })
     .await?;
-    Ok(axum::Json(
-        json!({ "document": document_json(&view), "content": null }),
-    ))
+    let body = json!({ "document": document_json(&view), "content": null });
+    Ok((Extension(AuditNote::Read), axum::Json(body)).into_response())
 }
 
 #[derive(Deserialize)]
@@ -189,7 +199,7 @@ struct MultiGetBody {
     line_numbers: bool,
 }
 
-async fn multi_get(caller: Caller, Body(b): Body<MultiGetBody>) -> ApiResult {
+async fn multi_get(caller: Caller, Body(b): Body<MultiGetBody>) -> Result<Response, ApiError> {
     let engine = caller.engine.clone();
     let res = run_blocking(move || {
         engine.multi_get(&MultiGetRequest {
@@ -210,9 +220,8 @@ async fn multi_get(caller: Caller, Body(b): Body<MultiGetBody>) -> ApiResult {
             MultiGetItem::Skipped { text, .. } => json!({ "type": "text", "text": text }),
         })
         .collect();
-    Ok(axum::Json(
-        json!({ "results": results, "errors": res.errors, "content": null }),
-    ))
+    let body = json!({ "results": results, "errors": res.errors, "content": null });
+    Ok((Extension(AuditNote::Read), axum::Json(body)).into_response())
 }
 
 async fn status(caller: Caller) -> ApiResult {
@@ -242,7 +251,7 @@ async fn embed(
     State(st): State<Arc<AppState>>,
     caller: Caller,
     Body(b): Body<EmbedBody>,
-) -> ApiResult {
+) -> Result<Response, ApiError> {
     if b.texts.is_empty() {
         return Err(ApiError::new(StatusCode::BAD_REQUEST, "Empty texts list"));
     }
@@ -262,7 +271,12 @@ async fn embed(
     })
     .await;
     match result {
-        Ok(embeddings) => Ok(axum::Json(json!({ "embeddings": embeddings }))),
+        // Computes vectors, changes nothing: not a write.
+        Ok(embeddings) => Ok((
+            Extension(AuditNote::Read),
+            axum::Json(json!({ "embeddings": embeddings })),
+        )
+            .into_response()),
         // A model that could not be loaded gets the seed's exact detail (the reason goes to
         // the log); a loaded model whose backend fails says what failed.
         Err(e)

@@ -49,6 +49,9 @@ struct NewTokenBody {
     knowledge_bases: Option<Vec<String>>,
     #[serde(default)]
     read_only: bool,
+    /// Hub packages (`time`) and tools (`time.get_current_time`) the token may use.
+    #[serde(default)]
+    tools: Option<Vec<String>>,
     /// Milliseconds since the epoch, or seconds (QukaAI) when below 10^11.
     #[serde(default)]
     expires_at: Option<i64>,
@@ -124,6 +127,7 @@ async fn issue(st: Arc<AppState>, caller: Caller, b: NewTokenBody) -> Result<Res
         spaces: vec![caller.principal.space_id.clone()],
         collections,
         read_only: b.read_only || !scope.can(Access::Write),
+        tools: b.tools,
         expires_at,
         // A token's tokens live and reach no further than it (checked in quarry-access).
         parent: caller
@@ -132,7 +136,16 @@ async fn issue(st: Arc<AppState>, caller: Caller, b: NewTokenBody) -> Result<Res
             .as_ref()
             .and_then(|c| c.token_id.clone()),
     };
-    let issued = run_blocking(move || directory.create_token(&req)).await?;
+    let hub = st.hub().clone();
+    let issued = run_blocking(move || {
+        if let Some(tools) = &req.tools {
+            // Names its user's catalog lacks are typos (checked before anything is stored).
+            let owner = directory.user(&req.user)?.id;
+            hub.check_tool_scope(&owner, &quarry_access::normalize_tool_scope(tools)?)?;
+        }
+        directory.create_token(&req)
+    })
+    .await?;
     Ok((StatusCode::CREATED, ok(issued)).into_response())
 }
 

@@ -182,8 +182,10 @@ struct LoginBody {
 async fn login(
     State(st): State<Arc<AppState>>,
     headers: HeaderMap,
+    peer: Option<axum::Extension<crate::audit::ClientAddr>>,
     Body(b): Body<LoginBody>,
 ) -> Result<Response, Response> {
+    let client = peer.map(|p| p.0.0.ip().to_string());
     if !secure_for(&headers) {
         return Err(ApiError::new(
             StatusCode::BAD_REQUEST,
@@ -200,7 +202,11 @@ async fn login(
     let principal = run_blocking(move || directory.authenticate_any_space(&secret, None))
         .await
         .map_err(IntoResponse::into_response)?
-        .map_err(auth::rest_refusal)?;
+        .map_err(|f| {
+            crate::audit::auth_failure(&st, f.code(), "/ui/login", client.clone());
+            auth::rest_refusal(f)
+        })?;
+    crate::audit::sign_in(&st, &principal, client);
     let Some(who) = principal.identity else {
         return Err(ApiError::new(StatusCode::UNAUTHORIZED, "not a user's token").into_response());
     };

@@ -293,8 +293,10 @@ pub(crate) async fn authenticate(
     next: Next,
 ) -> Response {
     let creds = credentials(&req);
+    let client = crate::audit::client_of(req.extensions());
     if needs_csrf(&req, &creds) && !session::csrf_ok(req.headers()) {
         crate::telemetry::record_auth_failure("CSRF_FAILED");
+        crate::audit::auth_failure(&state, "CSRF_FAILED", req.uri().path(), client);
         return session::csrf_refusal();
     }
     // A point lookup in the store: cheap, but it may wait behind a write, so it runs on
@@ -306,12 +308,38 @@ pub(crate) async fn authenticate(
     };
     match resolved {
         Ok(caller) => {
+            // MCP messages are audited per tool call, not per POST.
+            let audited = (surface != Surface::JsonRpc).then(|| {
+                let route = req
+                    .extensions()
+                    .get::<axum::extract::MatchedPath>()
+                    .map_or_else(|| req.uri().path().to_owned(), |m| m.as_str().to_owned());
+                (
+                    caller.principal.clone(),
+                    req.method().clone(),
+                    route,
+                    req.uri().path().to_owned(),
+                    std::time::Instant::now(),
+                )
+            });
             req.extensions_mut().insert(caller);
-            next.run(req).await
+            let response = next.run(req).await;
+            if let Some((principal, method, route, path, started)) = audited {
+                crate::audit::after_request(
+                    &state,
+                    &principal,
+                    (&method, &route, &path),
+                    &response,
+                    started.elapsed(),
+                    client,
+                );
+            }
+            response
         }
         Err(refusal) => {
             if let Refusal::Auth(f) = &refusal {
                 crate::telemetry::record_auth_failure(f.code());
+                crate::audit::auth_failure(&state, f.code(), req.uri().path(), client);
             }
             refusal_response(surface, refusal)
         }

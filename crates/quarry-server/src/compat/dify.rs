@@ -72,6 +72,7 @@ async fn retrieval(caller: Caller, body: axum::body::Bytes) -> Response {
     req.min_score = setting.score_threshold.unwrap_or(0.0);
     req.knowledge_bases = Some(vec![b.knowledge_id.clone()]);
     let engine = caller.engine.clone();
+    let query = req.query.clone();
     match run_blocking(move || engine.knowledge_search(&req)).await {
         Ok(found) => {
             let records: Vec<Value> = found
@@ -92,7 +93,17 @@ async fn retrieval(caller: Caller, body: axum::body::Bytes) -> Response {
                     })
                 })
                 .collect();
-            axum::Json(json!({ "records": records })).into_response()
+            let note = crate::audit::AuditNote::Search {
+                surface: "/retrieval",
+                knowledge_bases: Some(vec![b.knowledge_id.clone()]),
+                results: records.len(),
+                query,
+            };
+            (
+                axum::Extension(note),
+                axum::Json(json!({ "records": records })),
+            )
+                .into_response()
         }
         Err(e) if e.status == StatusCode::NOT_FOUND => dify_error(
             StatusCode::NOT_FOUND,

@@ -75,8 +75,27 @@ impl ServerHandler for QukaMcp {
         let caller = request_caller(None, &context)?;
         // A write tool called by a read-only caller is known (and refused by the engine, as
         // a tool error naming why); only names this endpoint does not serve are unknown.
-        if name == KNOWLEDGE_SEARCH || !knowledge_tools::handles(&name) {
+        // Outside the token's tool scope: as unknown as a tool this endpoint lacks.
+        let in_scope = knowledge_tools::capture_tools()
+            .iter()
+            .find(|t| t.name == name)
+            .is_some_and(|t| knowledge_tools::in_tool_scope(&caller, t));
+        let parts = context.extensions.get::<axum::http::request::Parts>();
+        let redacted = request
+            .arguments
+            .as_ref()
+            .map_or_else(|| json!({}), quarry_audit::redact_object);
+        if name == KNOWLEDGE_SEARCH || !knowledge_tools::handles(&name) || !in_scope {
             crate::telemetry::record_tool_call(&name, "protocol_error", started.elapsed());
+            crate::audit::tool_call(
+                &self.state,
+                &caller.principal,
+                &name,
+                redacted,
+                "protocol_error",
+                started.elapsed(),
+                parts,
+            );
             let available: Vec<String> = knowledge_tools::capture_tools_for(&caller)
                 .iter()
                 .map(|t| t.name.to_string())
@@ -99,6 +118,15 @@ impl ServerHandler for QukaMcp {
             "ok"
         };
         crate::telemetry::record_tool_call(&name, outcome, started.elapsed());
+        crate::audit::tool_call(
+            &self.state,
+            &caller.principal,
+            &name,
+            redacted,
+            outcome,
+            started.elapsed(),
+            parts,
+        );
         Ok(result.into())
     }
 }

@@ -76,14 +76,24 @@ async fn knowledge_search(caller: Caller, Body(b): Body<SearchBody>) -> Result<R
         req.knowledge_bases = Some(kbs);
     }
     let engine = caller.engine.clone();
+    let (query, named) = (req.query.clone(), req.knowledge_bases.clone());
     let found = run_blocking(move || engine.knowledge_search(&req)).await?;
-    Ok(axum::Json(json!({
-        "success": true,
-        "results": found.results,
-        "total_count": found.total_count,
-        "search_mode": found.search_mode,
-        "rerank": found.rerank,
-        "warnings": found.warnings,
-    }))
-    .into_response())
+    let note = crate::audit::AuditNote::Search {
+        surface: "/api/v1/knowledge-search",
+        knowledge_bases: named,
+        results: found.results.len(),
+        query,
+    };
+    Ok((
+        axum::Extension(note),
+        axum::Json(json!({
+            "success": true,
+            "results": found.results,
+            "total_count": found.total_count,
+            "search_mode": found.search_mode,
+            "rerank": found.rerank,
+            "warnings": found.warnings,
+        })),
+    )
+        .into_response())
 }

@@ -113,6 +113,7 @@ impl QuarryMcp {
             catalog,
             &selection,
             &self.default_view,
+            &caller.principal,
             &|t| t.package != KNOWLEDGE_PACKAGE || knowledge_tools::usable_by(caller, &t.name),
             cap,
         )
@@ -459,17 +460,30 @@ impl ServerHandler for QuarryMcp {
         let started = Instant::now();
         let name = request.name.to_string();
         let caller = self.caller(&context)?;
-        let view = self.view(&caller, &context).await?;
         let args = request.arguments.unwrap_or_default();
-        let result = self
-            .call_in_view(&caller, &view, &name, args, &context)
-            .await;
+        let redacted = quarry_audit::redact_object(&args);
+        let result = match self.view(&caller, &context).await {
+            Ok(view) => {
+                self.call_in_view(&caller, &view, &name, args, &context)
+                    .await
+            }
+            Err(e) => Err(e),
+        };
         let outcome = match &result {
             Ok(r) if r.is_error == Some(true) => "tool_error",
             Ok(_) => "ok",
             Err(_) => "protocol_error",
         };
         crate::telemetry::record_tool_call(&name, outcome, started.elapsed());
+        crate::audit::tool_call(
+            &self.state,
+            &caller.principal,
+            &name,
+            redacted,
+            outcome,
+            started.elapsed(),
+            context.extensions.get::<axum::http::request::Parts>(),
+        );
         result.map(Into::into)
     }
 

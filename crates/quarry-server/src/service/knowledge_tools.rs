@@ -246,7 +246,23 @@ pub(crate) fn capture_tools_for(caller: &Caller) -> Vec<Tool> {
     capture_tools()
         .into_iter()
         .filter(|t| write || !WRITE_TOOLS.contains(&t.name.as_ref()))
+        .filter(|t| in_tool_scope(caller, t))
         .collect()
+}
+
+/// Whether the caller's token reaches knowledge tool `t` (its tool scope and read-only
+/// rule, as `quarry_hub::may_use` applies them to catalogued tools).
+pub(crate) fn in_tool_scope(caller: &Caller, t: &Tool) -> bool {
+    let read_only = t
+        .annotations
+        .as_ref()
+        .and_then(|a| a.read_only_hint)
+        .unwrap_or(false);
+    caller.principal.may_use_tool(
+        quarry_hub::KNOWLEDGE_PACKAGE,
+        &quarry_hub::names::catalog_name(quarry_hub::KNOWLEDGE_PACKAGE, &t.name),
+        read_only,
+    )
 }
 
 /// The seed's result text for `knowledge_search`, plus `structuredContent`.

@@ -56,6 +56,7 @@ fn new_token(user_row: i64, hash: &str, spaces: &[&str]) -> NewToken {
         read_only: false,
         expires_at: None,
         parent_id: None,
+        tools: None,
     }
 }
 
@@ -431,6 +432,7 @@ pub fn access_tokens_round_trip_without_their_secret(store: &dyn Store) {
         read_only: true,
         expires_at: Some(4_102_444_800_000),
         parent_id: None,
+        tools: Some(vec!["time".into(), "git.git_status".into()]),
     };
     let rec = insert(store, &new);
     assert!(is_uuid(&rec.id), "a UUID: {}", rec.id);
@@ -444,6 +446,7 @@ pub fn access_tokens_round_trip_without_their_secret(store: &dyn Store) {
     );
     assert_eq!(rec.spaces, new.spaces);
     assert_eq!(rec.collections, new.collections);
+    assert_eq!(rec.tools, new.tools);
     assert!(rec.read_only);
     assert!(rec.created_at > 0);
     assert_eq!(rec.expires_at, Some(4_102_444_800_000));
@@ -537,6 +540,7 @@ pub fn access_a_token_is_found_by_hash_with_memberships_and_ancestors(store: &dy
         store,
         &NewToken {
             parent_id: Some(root.id.clone()),
+            tools: Some(vec!["time".into()]),
             ..new_token(bob, "child", &[&s.id])
         },
     );
@@ -549,6 +553,7 @@ pub fn access_a_token_is_found_by_hash_with_memberships_and_ancestors(store: &dy
     assert_eq!(grant.token.id, child.id);
     assert_eq!(grant.token.parent_id.as_deref(), Some(root.id.as_str()));
     assert_eq!(grant.token.last_used_at, Some(77));
+    assert_eq!(grant.token.tools, Some(vec!["time".to_owned()]));
     assert_eq!(
         format!("{:?}", grant.token),
         format!("{:?}", token(store, &child.id))

@@ -19,6 +19,7 @@ use quarry_core::{CollectionKind, Error};
 use crate::{DocChange, FeedPosition, NewKbFile, Store};
 
 pub mod access;
+pub mod audit;
 pub mod chat;
 pub mod hub;
 pub mod knowledge;
@@ -34,6 +35,7 @@ pub mod store;
 macro_rules! store_conformance {
     ($open:expr) => {
         $crate::__conformance_access!($open);
+        $crate::__conformance_audit!($open);
         $crate::__conformance_chat!($open);
         $crate::__conformance_hub!($open);
         $crate::__conformance_knowledge!($open);

@@ -1,0 +1,362 @@
+//! The audit log (issue 27): who called which tool, wrote, deleted or searched what, changed
+//! tokens or memberships, or was refused — with the outcome and how long it took.
+//!
+//! Surfaces build an [`AuditEvent`] with [`event`] and hand it to [`AuditLog::record`], which
+//! never blocks a request: events go through a bounded queue to one writer thread per
+//! process that appends them to the store in batches (one transaction, one round trip on
+//! PostgreSQL), so the log is shared by every node and nothing of it lives only in memory
+//! for long. A full queue drops the event and counts it ([`AuditLog::dropped`]) rather than
+//! slow every request behind the store. The writer also prunes events past the retention.
+//!
+//! What is never recorded: secrets (tokens, keys, headers), and text the caller sent — tool
+//! arguments pass through [`redact`], search queries are kept only when the administrator
+//! turns that on ([`AuditSettings::record_queries`]).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError, sync_channel};
+use std::time::{Duration, Instant};
+
+use quarry_core::{Principal, Result, now_millis};
+use quarry_store::Store;
+pub use quarry_store::{AuditEvent, AuditQuery, AuditRecord};
+use serde_json::{Map, Value, json};
+
+/// A tool called over MCP (target `package.tool`, or the tool's name on `/mcp`).
+pub const TOOL_CALL: &str = "tool.call";
+/// A search (target: the surface; detail: knowledge bases and the result count).
+pub const SEARCH: &str = "search";
+/// A change over REST (target: method and route; detail: the path and status). Knowledge
+/// writes and deletes, uploads, tokens, memberships, spaces and hub changes are all this.
+pub const WRITE: &str = "write";
+/// A request refused before it reached anything (target: the error code).
+pub const AUTH_FAILURE: &str = "auth.failure";
+/// Someone signed in to the web UI.
+pub const SIGN_IN: &str = "signin";
+
+/// The outcome words.
+pub const OK: &str = "ok";
+/// The action failed (a tool error, a bad request, a server error).
+pub const ERROR: &str = "error";
+/// The caller was not allowed (401, 403, an unknown or out-of-scope tool).
+pub const DENIED: &str = "denied";
+
+/// Most events waiting for the writer; past it, events are dropped and counted.
+pub const QUEUE_CAPACITY: usize = 16_384;
+/// Most events in one batch.
+const BATCH_MAX: usize = 512;
+/// How long the writer waits for more events before writing a batch.
+const BATCH_WINDOW: Duration = Duration::from_millis(100);
+/// How often the writer prunes events past the retention.
+const PRUNE_EVERY: Duration = Duration::from_secs(3600);
+/// Tries to write one batch before it is dropped (and counted).
+const WRITE_TRIES: u32 = 3;
+const DAY_MS: i64 = 86_400_000;
+
+/// What the administrator chose (`QUARRY_AUDIT_RETENTION_DAYS`, `QUARRY_AUDIT_QUERIES`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuditSettings {
+    /// Events older than this many days are removed; 0 keeps them forever.
+    pub retention_days: u32,
+    /// Whether a search's query text is recorded (off by default: queries can hold what
+    /// the documents hold).
+    pub record_queries: bool,
+}
+
+impl Default for AuditSettings {
+    fn default() -> Self {
+        AuditSettings {
+            retention_days: 90,
+            record_queries: false,
+        }
+    }
+}
+
+/// `QUARRY_AUDIT_RETENTION_DAYS`: days events are kept (0: forever).
+pub const ENV_RETENTION_DAYS: &str = "QUARRY_AUDIT_RETENTION_DAYS";
+/// `QUARRY_AUDIT_QUERIES`: `on` records search query text.
+pub const ENV_QUERIES: &str = "QUARRY_AUDIT_QUERIES";
+
+impl AuditSettings {
+    /// The settings from the process's variables, read through `get` (the CLI's table).
+    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> std::result::Result<Self, String> {
+        let var = |k: &str| {
+            get(k)
+                .map(|v| v.trim().to_owned())
+                .filter(|v| !v.is_empty())
+        };
+        let mut s = AuditSettings::default();
+        if let Some(v) = var(ENV_RETENTION_DAYS) {
+            s.retention_days = v.parse().map_err(|_| {
+                format!("{ENV_RETENTION_DAYS}={v:?}: give a whole number of days (0 keeps events forever)")
+            })?;
+        }
+        if let Some(v) = var(ENV_QUERIES) {
+            s.record_queries = match v.to_ascii_lowercase().as_str() {
+                "on" | "true" | "1" | "yes" => true,
+                "off" | "false" | "0" | "no" => false,
+                _ => return Err(format!("{ENV_QUERIES}={v:?}: use on or off")),
+            };
+        }
+        Ok(s)
+    }
+}
+
+/// The writer's queue.
+enum Message {
+    Event(Box<AuditEvent>),
+    /// Answered once every event queued before it is written (or dropped).
+    Flush(SyncSender<()>),
+}
+
+/// The process's audit writer.
+pub struct AuditLog {
+    sender: SyncSender<Message>,
+    dropped: Arc<AtomicU64>,
+    written: Arc<AtomicU64>,
+    settings: AuditSettings,
+}
+
+impl AuditLog {
+    /// Starts the writer thread over `store`.
+    pub fn start(store: Arc<dyn Store>, settings: AuditSettings) -> Result<Arc<AuditLog>> {
+        let (sender, receiver) = sync_channel(QUEUE_CAPACITY);
+        let dropped = Arc::new(AtomicU64::new(0));
+        let written = Arc::new(AtomicU64::new(0));
+        let writer = Writer {
+            store,
+            receiver,
+            dropped: dropped.clone(),
+            written: written.clone(),
+            retention_days: settings.retention_days,
+        };
+        // The thread ends once the log is dropped (its queue's sender goes with it).
+        std::thread::Builder::new()
+            .name("quarry-audit".into())
+            .spawn(move || writer.run())
+            .map_err(|e| {
+                quarry_core::Error::Storage(format!("cannot start the audit writer: {e}"))
+            })?;
+        Ok(Arc::new(AuditLog {
+            sender,
+            dropped,
+            written,
+            settings,
+        }))
+    }
+
+    /// The administrator's settings.
+    pub fn settings(&self) -> &AuditSettings {
+        &self.settings
+    }
+
+    /// Queues an event; never blocks (a full queue drops it and counts it).
+    pub fn record(&self, event: AuditEvent) {
+        match self.sender.try_send(Message::Event(Box::new(event))) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
+                if self.dropped.fetch_add(1, Ordering::Relaxed) == 0 {
+                    tracing::warn!("audit queue full or closed: events are being dropped");
+                }
+            }
+        }
+    }
+
+    /// Waits (at most `timeout`) until every event recorded before this call is in the
+    /// store: a read of the log on this node then sees this node's own events. Blocks:
+    /// call it from a blocking thread.
+    pub fn flush(&self, timeout: Duration) {
+        let (tx, rx) = sync_channel(1);
+        let deadline = Instant::now() + timeout;
+        let mut message = Message::Flush(tx);
+        loop {
+            match self.sender.try_send(message) {
+                Ok(()) => break,
+                Err(TrySendError::Full(m)) if Instant::now() < deadline => {
+                    message = m;
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                Err(_) => return,
+            }
+        }
+        let _ = rx.recv_timeout(deadline.saturating_duration_since(Instant::now()));
+    }
+
+    /// Events dropped since start (queue full, or the store refused a batch three times).
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+
+    /// Events written since start.
+    pub fn written(&self) -> u64 {
+        self.written.load(Ordering::Relaxed)
+    }
+}
+
+struct Writer {
+    store: Arc<dyn Store>,
+    receiver: Receiver<Message>,
+    dropped: Arc<AtomicU64>,
+    written: Arc<AtomicU64>,
+    retention_days: u32,
+}
+
+impl Writer {
+    fn run(self) {
+        let mut next_prune = Instant::now();
+        let mut batch: Vec<AuditEvent> = Vec::with_capacity(BATCH_MAX);
+        let mut waiting: Vec<SyncSender<()>> = Vec::new();
+        loop {
+            if self.retention_days > 0 && Instant::now() >= next_prune {
+                self.prune();
+                next_prune = Instant::now() + PRUNE_EVERY;
+            }
+            // Wait for the first event (waking for the next prune), then gather more for a
+            // short window so a burst becomes one write.
+            let first = match self.receiver.recv_timeout(
+                next_prune
+                    .saturating_duration_since(Instant::now())
+                    .max(Duration::from_millis(10)),
+            ) {
+                Ok(m) => m,
+                Err(RecvTimeoutError::Timeout) => continue,
+                Err(RecvTimeoutError::Disconnected) => return,
+            };
+            let window_end = Instant::now() + BATCH_WINDOW;
+            let mut next = Some(first);
+            while let Some(message) = next.take() {
+                match message {
+                    Message::Event(e) => batch.push(*e),
+                    // A flush writes at once.
+                    Message::Flush(done) => {
+                        waiting.push(done);
+                        break;
+                    }
+                }
+                if batch.len() >= BATCH_MAX {
+                    break;
+                }
+                let left = window_end.saturating_duration_since(Instant::now());
+                next = self.receiver.recv_timeout(left).ok();
+            }
+            self.write(&mut batch);
+            for done in waiting.drain(..) {
+                let _ = done.try_send(());
+            }
+        }
+    }
+
+    fn write(&self, batch: &mut Vec<AuditEvent>) {
+        if batch.is_empty() {
+            return;
+        }
+        for attempt in 1..=WRITE_TRIES {
+            match self.store.append_audit(batch) {
+                Ok(()) => {
+                    self.written
+                        .fetch_add(batch.len() as u64, Ordering::Relaxed);
+                    batch.clear();
+                    return;
+                }
+                Err(e) if attempt < WRITE_TRIES => {
+                    tracing::warn!(error = %e, attempt, "audit batch not written; retrying");
+                    std::thread::sleep(Duration::from_millis(200 * u64::from(attempt)));
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, events = batch.len(), "audit batch dropped");
+                    self.dropped
+                        .fetch_add(batch.len() as u64, Ordering::Relaxed);
+                }
+            }
+        }
+        batch.clear();
+    }
+
+    fn prune(&self) {
+        let cut = now_millis().saturating_sub(i64::from(self.retention_days) * DAY_MS);
+        match self.store.prune_audit(cut) {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(events = n, "audit events past the retention removed"),
+            Err(e) => tracing::warn!(error = %e, "audit log not pruned"),
+        }
+    }
+}
+
+/// An event by `principal` (user, token, space), now, with no duration and no detail.
+pub fn event(
+    principal: Option<&Principal>,
+    action: &str,
+    target: impl Into<String>,
+    outcome: &str,
+) -> AuditEvent {
+    let identity = principal.and_then(|p| p.identity.as_ref());
+    AuditEvent {
+        at: now_millis(),
+        space_id: principal.map(|p| p.space_id.clone()),
+        user_id: identity.map(|i| i.user_id.clone()),
+        user_name: identity.map(|i| i.user.clone()),
+        token_id: identity.and_then(|i| i.token_id.clone()),
+        client: None,
+        action: action.to_owned(),
+        target: target.into(),
+        outcome: outcome.to_owned(),
+        duration_ms: None,
+        detail: "{}".into(),
+    }
+}
+
+/// The outcome word for an HTTP status.
+pub fn outcome_of_status(status: u16) -> &'static str {
+    match status {
+        401 | 403 => DENIED,
+        s if s < 400 => OK,
+        _ => ERROR,
+    }
+}
+
+/// How deep [`redact`] walks arguments.
+const REDACT_DEPTH: usize = 4;
+
+/// Tool arguments as the audit log keeps them. The rule: object keys are kept; numbers,
+/// booleans and null are kept; every string becomes `"<N chars>"`; arrays and objects are
+/// walked to depth 4 and then become `"<array of N>"` / `"<object of N>"`; arrays keep
+/// their first 20 items. So the log shows how a tool was called without holding what was
+/// sent (text, paths, credentials).
+pub fn redact(args: &Value) -> Value {
+    redact_at(args, 0)
+}
+
+/// [`redact`] for an object's fields (MCP arguments).
+pub fn redact_object(args: &Map<String, Value>) -> Value {
+    Value::Object(
+        args.iter()
+            .map(|(k, v)| (k.clone(), redact_at(v, 1)))
+            .collect(),
+    )
+}
+
+fn redact_at(v: &Value, depth: usize) -> Value {
+    match v {
+        Value::Null | Value::Bool(_) | Value::Number(_) => v.clone(),
+        Value::String(s) => json!(format!("<{} chars>", s.chars().count())),
+        Value::Array(items) if depth >= REDACT_DEPTH => {
+            json!(format!("<array of {}>", items.len()))
+        }
+        Value::Object(map) if depth >= REDACT_DEPTH => json!(format!("<object of {}>", map.len())),
+        Value::Array(items) => Value::Array(
+            items
+                .iter()
+                .take(20)
+                .map(|i| redact_at(i, depth + 1))
+                .collect(),
+        ),
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| (k.clone(), redact_at(v, depth + 1)))
+                .collect::<Map<String, Value>>(),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests;

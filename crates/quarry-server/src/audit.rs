@@ -1,0 +1,213 @@
+//! What this server puts in the audit log (`quarry-audit`), recorded at three places only:
+//! the authentication middleware (refusals; every REST change; searches its handlers note on
+//! their responses), MCP `tools/call` (every endpoint's), and chat's tool rounds. Recording
+//! never waits for the store; nothing secret is recorded (no token, no query string, tool
+//! arguments redacted, search text only when the administrator turns it on).
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::Router;
+use axum::http::Method;
+use axum::response::Response;
+use quarry_access::Principal;
+use quarry_audit::{AuditEvent, DENIED, ERROR, OK};
+use serde_json::{Value, json};
+
+use crate::AppState;
+
+/// The connection's peer, on every request (the audit log's `client`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ClientAddr(pub SocketAddr);
+
+/// The router with the connection's peer address put on each request.
+#[derive(Clone)]
+pub(crate) struct WithPeer {
+    app: Router,
+    peer: SocketAddr,
+}
+
+impl WithPeer {
+    pub(crate) fn new(app: Router, peer: SocketAddr) -> WithPeer {
+        WithPeer { app, peer }
+    }
+}
+
+impl<B> tower_service::Service<axum::http::Request<B>> for WithPeer
+where
+    B: axum::body::HttpBody<Data = axum::body::Bytes> + Send + 'static,
+    B::Error: Into<axum::BoxError>,
+{
+    type Response = Response;
+    type Error = Infallible;
+    type Future = <Router as tower_service::Service<axum::http::Request<B>>>::Future;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, mut req: axum::http::Request<B>) -> Self::Future {
+        req.extensions_mut().insert(ClientAddr(self.peer));
+        tower_service::Service::call(&mut self.app, req)
+    }
+}
+
+/// What a handler tells the audit middleware about its response (a response extension,
+/// never sent).
+#[derive(Debug, Clone)]
+pub(crate) enum AuditNote {
+    /// A search: which surface, the knowledge bases it could read, how many results, and
+    /// the query (kept only when the administrator records queries).
+    Search {
+        surface: &'static str,
+        knowledge_bases: Option<Vec<String>>,
+        results: usize,
+        query: String,
+    },
+    /// A POST that only reads (QMD's `/get`, `/multi_get`): not a write.
+    Read,
+}
+
+/// The request's peer address, if known.
+pub(crate) fn client_of(extensions: &axum::http::Extensions) -> Option<String> {
+    extensions.get::<ClientAddr>().map(|c| c.0.ip().to_string())
+}
+
+fn record(state: &AppState, mut event: AuditEvent, client: Option<String>) {
+    if let Some(log) = state.audit() {
+        event.client = client;
+        log.record(event);
+    }
+}
+
+/// A request refused before it reached anything: the error code, never the credential.
+pub(crate) fn auth_failure(state: &AppState, code: &str, path: &str, client: Option<String>) {
+    let mut e = quarry_audit::event(None, quarry_audit::AUTH_FAILURE, code, DENIED);
+    e.detail = json!({ "path": path }).to_string();
+    record(state, e, client);
+}
+
+/// Someone signed in to the web UI with a token.
+pub(crate) fn sign_in(state: &AppState, principal: &Principal, client: Option<String>) {
+    let e = quarry_audit::event(Some(principal), quarry_audit::SIGN_IN, "/ui/login", OK);
+    record(state, e, client);
+}
+
+/// After a request the middleware let through: a search its handler noted, or any change
+/// (a method other than GET/HEAD/OPTIONS) that is not a read.
+pub(crate) fn after_request(
+    state: &AppState,
+    principal: &Principal,
+    request: (&Method, &str, &str),
+    response: &Response,
+    elapsed: Duration,
+    client: Option<String>,
+) {
+    let (method, route, path) = request;
+    let status = response.status().as_u16();
+    let mut e = match response.extensions().get::<AuditNote>() {
+        Some(AuditNote::Read) => return,
+        Some(AuditNote::Search {
+            surface,
+            knowledge_bases,
+            results,
+            query,
+        }) => {
+            let mut e = quarry_audit::event(
+                Some(principal),
+                quarry_audit::SEARCH,
+                *surface,
+                quarry_audit::outcome_of_status(status),
+            );
+            let mut detail = json!({
+                "knowledge_bases": knowledge_bases.clone().or_else(|| reach(principal)),
+                "results": results,
+            });
+            if state.audit().is_some_and(|a| a.settings().record_queries) {
+                detail["query"] = json!(query);
+            }
+            e.detail = detail.to_string();
+            e
+        }
+        None if [Method::GET, Method::HEAD, Method::OPTIONS].contains(method) => return,
+        None => {
+            let mut e = quarry_audit::event(
+                Some(principal),
+                quarry_audit::WRITE,
+                format!("{method} {route}"),
+                quarry_audit::outcome_of_status(status),
+            );
+            e.detail = json!({ "path": path, "status": status }).to_string();
+            e
+        }
+    };
+    e.duration_ms = Some(elapsed.as_millis().min(i64::MAX as u128) as i64);
+    record(state, e, client);
+}
+
+/// The knowledge bases a principal is limited to (`None`: all of its space).
+fn reach(principal: &Principal) -> Option<Vec<String>> {
+    principal
+        .scope
+        .collections
+        .as_ref()
+        .map(|ids| ids.iter().map(|id| id.to_string()).collect())
+}
+
+/// An MCP `tools/call`: the tool (as the client named it), the outcome (`ok`, `tool_error`,
+/// `protocol_error` as the metrics word them), how long, the endpoint, and the arguments
+/// already redacted ([`quarry_audit::redact_object`]).
+pub(crate) fn tool_call(
+    state: &AppState,
+    principal: &Principal,
+    tool: &str,
+    arguments: Value,
+    outcome: &str,
+    elapsed: Duration,
+    parts: Option<&axum::http::request::Parts>,
+) {
+    let outcome = match outcome {
+        "ok" => OK,
+        // Unknown tools are refused the same way whether missing or out of scope.
+        "protocol_error" => DENIED,
+        _ => ERROR,
+    };
+    let mut e = quarry_audit::event(Some(principal), quarry_audit::TOOL_CALL, tool, outcome);
+    e.duration_ms = Some(elapsed.as_millis().min(i64::MAX as u128) as i64);
+    e.detail = json!({
+        "endpoint": parts.map(|p| p.uri.path()),
+        "arguments": arguments,
+    })
+    .to_string();
+    record(state, e, parts.and_then(|p| client_of(&p.extensions)));
+}
+
+/// A tool a chat's model called (target: its catalog name; the endpoint `/api/v1/chat`).
+pub(crate) fn chat_tool_call(
+    state: &AppState,
+    principal: &Principal,
+    call: &quarry_chat::ToolCallRecord,
+) {
+    let outcome = match call.status.as_str() {
+        "success" => OK,
+        // The model named a tool the chat does not offer (hidden or missing alike).
+        _ if call.tool.is_empty() => DENIED,
+        _ => ERROR,
+    };
+    let target = if call.tool.is_empty() {
+        &call.name
+    } else {
+        &call.tool
+    };
+    let mut e = quarry_audit::event(Some(principal), quarry_audit::TOOL_CALL, target, outcome);
+    e.duration_ms = call.duration_ms.map(|ms| ms.round() as i64);
+    e.detail = json!({
+        "endpoint": "/api/v1/chat",
+        "round": call.round,
+        "arguments": quarry_audit::redact(&call.arguments),
+    })
+    .to_string();
+    record(state, e, None);
+}
