@@ -67,7 +67,8 @@ def world(quarry_bin: Path, corpus: Path, tmp_path_factory: pytest.TempPathFacto
         w.cli("space", "grant", "acme", user, "--role", role)
     w.tokens["owner"] = w.cli_json("token", "create", "--user", "owner", "--spaces", "acme", "--label", "owner")
     w.tokens["viewer"] = w.cli_json("token", "create", "--user", "viewer", "--spaces", "acme", "--label", "viewer")
-    w.srv = start_server(home, "--auth", "token", "--chat-model", f"openai:{MODEL}", logdir=root / "logs")
+    w.srv = start_server(home, "--auth", "token", "--hub-allow-commands", "--chat-model", f"openai:{MODEL}",
+                         logdir=root / "logs")
     try:
         for body in (
             {"name": "time", "transport_type": "stdio", "config": venv_bin("mcp-server-time")},

@@ -22,6 +22,11 @@ use crate::AppState;
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ClientAddr(pub SocketAddr);
 
+/// The path a request arrived at, before any nested router stripped its prefix (the MCP
+/// endpoints are nested services): what an MCP tool call's event names as its endpoint.
+#[derive(Debug, Clone)]
+pub(crate) struct Endpoint(pub String);
+
 /// The router with the connection's peer address put on each request.
 #[derive(Clone)]
 pub(crate) struct WithPeer {
@@ -176,8 +181,13 @@ pub(crate) fn tool_call(
     };
     let mut e = quarry_audit::event(Some(principal), quarry_audit::TOOL_CALL, tool, outcome);
     e.duration_ms = Some(elapsed.as_millis().min(i64::MAX as u128) as i64);
+    let endpoint = parts.map(|p| {
+        p.extensions
+            .get::<Endpoint>()
+            .map_or_else(|| p.uri.path(), |e| e.0.as_str())
+    });
     e.detail = json!({
-        "endpoint": parts.map(|p| p.uri.path()),
+        "endpoint": endpoint,
         "arguments": arguments,
     })
     .to_string();

@@ -322,6 +322,8 @@ pub(crate) async fn authenticate(
                     std::time::Instant::now(),
                 )
             });
+            let endpoint = crate::audit::Endpoint(req.uri().path().to_owned());
+            req.extensions_mut().insert(endpoint);
             req.extensions_mut().insert(caller);
             let response = next.run(req).await;
             if let Some((principal, method, route, path, started)) = audited {

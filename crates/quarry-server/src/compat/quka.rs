@@ -76,10 +76,7 @@ impl ServerHandler for QukaMcp {
         // A write tool called by a read-only caller is known (and refused by the engine, as
         // a tool error naming why); only names this endpoint does not serve are unknown.
         // Outside the token's tool scope: as unknown as a tool this endpoint lacks.
-        let in_scope = knowledge_tools::capture_tools()
-            .iter()
-            .find(|t| t.name == name)
-            .is_some_and(|t| knowledge_tools::in_tool_scope(&caller, t));
+        let in_scope = knowledge_tools::capture_tool_in_scope(&caller, &name);
         let parts = context.extensions.get::<axum::http::request::Parts>();
         let redacted = request
             .arguments

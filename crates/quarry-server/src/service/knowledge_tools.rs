@@ -250,6 +250,16 @@ pub(crate) fn capture_tools_for(caller: &Caller) -> Vec<Tool> {
         .collect()
 }
 
+/// [`in_tool_scope`] for a capture tool called by name (seed 004's alias
+/// `search_knowledges` is `query_knowledge`); false for a name that is none.
+pub(crate) fn capture_tool_in_scope(caller: &Caller, name: &str) -> bool {
+    let name = if name == QUERY_ALIAS { QUERY } else { name };
+    capture_tools()
+        .iter()
+        .find(|t| t.name == name)
+        .is_some_and(|t| in_tool_scope(caller, t))
+}
+
 /// Whether the caller's token reaches knowledge tool `t` (its tool scope and read-only
 /// rule, as `quarry_hub::may_use` applies them to catalogued tools).
 pub(crate) fn in_tool_scope(caller: &Caller, t: &Tool) -> bool {
