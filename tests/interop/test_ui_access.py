@@ -347,3 +347,44 @@ def test_access_page_in_chinese(ui_page_factory, ui_module_server, axe_check):
     for english in ("Spaces", "Members", "Tokens", "New token", "Your role"):
         assert english not in text, (english, text[:500])
     assert json.loads(page.evaluate("() => JSON.stringify(localStorage)")).get("quarry.token") is None
+
+
+# ---------------------------------------------------------------------------------------------
+# Governance (issue 27): a token's tool scope from the dialog, and the audit log tab.
+
+
+def test_tool_scope_in_the_dialog_and_the_audit_tab(ui_page, ui_module_server, axe_check):
+    srv, page = ui_module_server, ui_page
+    srv.add_user("erin", role="editor")
+    open_access(page, srv.base, "tokens")
+    panel(page).get_by_role("button", name="New token").click()
+    dlg = page.get_by_role("dialog", name="New token")
+    dlg.get_by_label("User", exact=True).select_option("erin")
+    dlg.get_by_label("Label", exact=True).fill("knowledge tools only")
+    dlg.get_by_label("Tools", exact=True).fill("knowledge, nosuch")
+    dlg.get_by_role("button", name="Create").click()
+    # A name the catalog lacks is refused in the dialog, with the server's words.
+    expect(dlg.get_by_role("alert")).to_contain_text("unknown package or tool 'nosuch'")
+    dlg.get_by_label("Tools", exact=True).fill("knowledge")
+    dlg.get_by_role("button", name="Create").click()
+    expect(dlg.get_by_test_id("token-secret")).to_have_value(TOKEN_RE)
+    dlg.get_by_role("button", name="I have copied it").click()
+    tok = next(t for t in srv.api("GET", "/api/v1/tokens") if t["label"] == "knowledge tools only")
+    assert tok["tools"] == ["knowledge"], tok
+    row = page.get_by_test_id("tokens-table").locator(f"tr[data-token='{tok['id']}']")
+    expect(row.get_by_test_id("token-tools")).to_have_text("Tools: knowledge")
+
+    # The audit tab: the token's creation (and the refused one) are there, newest first.
+    open_access(page, srv.base, "audit")
+    expect(tab(page, "Audit log")).to_have_attribute("aria-selected", "true")
+    table = page.get_by_test_id("audit-table")
+    writes = table.locator("tr[data-action='write']")
+    expect(writes.first).to_contain_text("POST /api/v1/tokens")
+    expect(table.locator("tr[data-action='write'][data-outcome='error']").first).to_contain_text("POST /api/v1/tokens")
+    panel(page).get_by_label("Outcome", exact=True).select_option("error")
+    expect(table.locator("tr[data-outcome='ok']")).to_have_count(0)
+    expect(table.locator("tr[data-outcome='error']").first).to_be_visible()
+    quiet(page)
+    axe_check(page, "access-audit")
+    # Nothing secret in the log: no token, not even a prefix.
+    assert "qk_" not in table.inner_text()

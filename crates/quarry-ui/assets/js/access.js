@@ -24,6 +24,7 @@ import {
   navigate,
   refreshSession,
   dataTable,
+  apiHeaders,
 } from "./app.js";
 
 const ROLES = ["owner", "admin", "editor", "viewer"];
@@ -121,6 +122,10 @@ export async function render({ root, query, signal, session }) {
     { id: "tokens", label: t("access.tab.tokens"), render: (p) => tokensPanel(p, state, ctl) },
   ];
   if (state.machineOwner) items.push({ id: "users", label: t("access.tab.users"), render: (p) => usersPanel(p, state, ctl) });
+  // The audit log is for the space's admins and owners (the server refuses others).
+  if (state.machineOwner || ["owner", "admin"].includes(session.role)) {
+    items.push({ id: "audit", label: t("access.tab.audit"), render: (p) => auditPanel(p, ctl) });
+  }
 
   // Re-rendering a panel: it renders again the next time it is shown (or now if shown).
   const panels = {};
@@ -595,6 +600,7 @@ function tokensTable(list, state, reload) {
         {},
         h("span", { class: `badge ${tok.read_only ? "badge-warn" : ""}` }, tok.read_only ? t("access.token.read_only") : t("access.token.read_write")),
         tok.collections ? h("div", { class: "muted" }, t("access.token.kbs", { n: tok.collections.length })) : null,
+        tok.tools ? h("div", { class: "muted", dataset: { testid: "token-tools" } }, t("access.token.tools_list", { list: tok.tools.join(", ") })) : null,
       ),
       h("td", { class: "access-date" }, fmtDate(tok.created_at)),
       h("td", { class: "access-date", dataset: { testid: "token-expires" } }, tok.expires_at ? fmtDate(tok.expires_at) : t("access.token.never")),
@@ -678,6 +684,7 @@ function createTokenDialog(state, reload) {
   expiry.addEventListener("change", () => {
     dateField.hidden = expiry.value !== "date";
   });
+  const tools = h("input", { name: "tools", autocomplete: "off", spellcheck: "false", placeholder: "time, git.git_status" });
   const readOnly = h("input", { type: "checkbox", name: "read_only", id: "token-ro" });
   const roHint = h("span", { class: "hint", id: "token-ro-hint" });
   readOnly.setAttribute("aria-describedby", roHint.id);
@@ -730,6 +737,7 @@ function createTokenDialog(state, reload) {
     field("token-expiry", t("access.token.expiry"), expiry),
     dateField,
     h("div", { class: "field" }, h("label", { class: "switch", for: "token-ro" }, readOnly, t("access.token.read_only")), roHint),
+    field("token-tools", t("access.token.tools"), tools, t("access.token.tools_help")),
     error,
   );
   spaceSel.addEventListener("change", syncSpaces);
@@ -740,6 +748,8 @@ function createTokenDialog(state, reload) {
     e.preventDefault();
     error.textContent = "";
     const body = { label: label.value.trim(), read_only: readOnly.checked };
+    const scope = tools.value.split(",").map((x) => x.trim()).filter(Boolean);
+    if (scope.length) body.tools = scope;
     if (userSel) body.user = userSel.value;
     if (expiry.value === "date") {
       if (!date.value) {
@@ -869,4 +879,123 @@ function usersPanel(panel, state, ctl) {
       })
     : emptyState(t("access.user.none"));
   replace(panel, section(t("access.tab.users"), hint(t("access.user.help")), form, table));
+}
+
+// ---------------------------------------------------------------------------------------
+// Audit log (GET /api/v1/audit; docs/governance.md)
+
+const AUDIT_ACTIONS = ["tool.call", "search", "write", "signin"];
+const AUDIT_OUTCOMES = ["ok", "error", "denied"];
+
+function auditPanel(panel, ctl) {
+  const action = h(
+    "select",
+    { name: "action", id: "audit-action" },
+    h("option", { value: "" }, t("access.audit.all")),
+    AUDIT_ACTIONS.map((a) => h("option", { value: a }, t(`access.audit.action.${a}`))),
+  );
+  const outcome = h(
+    "select",
+    { name: "outcome", id: "audit-outcome" },
+    h("option", { value: "" }, t("access.audit.all")),
+    AUDIT_OUTCOMES.map((o) => h("option", { value: o }, t(`access.audit.outcome.${o}`))),
+  );
+  const body = h("div", { "aria-busy": "true" });
+  const more = h("div", { class: "access-toolbar" });
+  const exportBtn = h("button", { class: "btn", type: "button", onclick: () => exportLog() }, t("access.audit.export"));
+  let rows = [];
+  let next = null;
+
+  const query = (extra) => ({ action: action.value || undefined, outcome: outcome.value || undefined, ...extra });
+
+  async function load(append) {
+    body.setAttribute("aria-busy", "true");
+    let page;
+    try {
+      page = await api("GET", "/api/v1/audit", { signal: ctl.signal, query: query({ limit: 100, before: append ? next : undefined }) });
+    } catch (e) {
+      if (ctl.signal.aborted) return;
+      replace(body, errorBlock(e, () => load(append)));
+      body.removeAttribute("aria-busy");
+      return;
+    }
+    rows = append ? rows.concat(page.items) : page.items;
+    next = page.next_before;
+    replace(body, auditTable(rows));
+    replace(
+      more,
+      next ? h("button", { class: "btn", type: "button", "data-testid": "audit-older", onclick: () => load(true) }, t("access.audit.older")) : null,
+    );
+    body.removeAttribute("aria-busy");
+    announce(t("access.tab.audit"));
+  }
+
+  async function exportLog() {
+    const q = new URLSearchParams({ format: "jsonl" });
+    for (const [k, v] of Object.entries(query({}))) if (v) q.set(k, v);
+    try {
+      const r = await fetch(`/api/v1/audit?${q}`, { credentials: "same-origin", headers: apiHeaders() });
+      if (!r.ok) throw new Error(`HTTP ${r.status}`);
+      const url = URL.createObjectURL(await r.blob());
+      const a = h("a", { href: url, download: "quarry-audit.jsonl" });
+      document.body.append(a);
+      a.click();
+      a.remove();
+      setTimeout(() => URL.revokeObjectURL(url), 10_000);
+    } catch (e) {
+      toast(e.message, "error");
+    }
+  }
+
+  action.addEventListener("change", () => load(false));
+  outcome.addEventListener("change", () => load(false));
+  replace(
+    panel,
+    section(
+      t("access.tab.audit"),
+      hint(t("access.audit.help")),
+      h(
+        "div",
+        { class: "access-toolbar" },
+        field("audit-action", t("access.audit.action"), action),
+        field("audit-outcome", t("access.audit.outcome"), outcome),
+        exportBtn,
+      ),
+      body,
+      more,
+    ),
+  );
+  load(false);
+}
+
+function auditTable(items) {
+  if (!items.length) return emptyState(t("access.audit.none"));
+  const outcomeClass = { ok: "access-badge-ok", error: "badge-warn", denied: "badge-danger" };
+  const rows = items.map((e) =>
+    h(
+      "tr",
+      { dataset: { event: String(e.id), action: e.action, outcome: e.outcome } },
+      h("td", { class: "access-date" }, fmtDate(e.at_ms)),
+      h("td", {}, e.user || t("access.audit.machine")),
+      h("td", {}, AUDIT_ACTIONS.includes(e.action) ? t(`access.audit.action.${e.action}`) : e.action),
+      h("td", {}, h("code", {}, e.target)),
+      h("td", {}, h("span", { class: `badge ${outcomeClass[e.outcome] || ""}` }, AUDIT_OUTCOMES.includes(e.outcome) ? t(`access.audit.outcome.${e.outcome}`) : e.outcome)),
+      h("td", {}, e.duration_ms === null || e.duration_ms === undefined ? "" : t("access.audit.ms", { n: e.duration_ms })),
+      h("td", {}, e.client || ""),
+    ),
+  );
+  return dataTable({
+    attrs: { "data-testid": "audit-table" },
+    caption: t("access.audit.caption"),
+    columns: [
+      t("access.audit.when"),
+      t("access.audit.user"),
+      t("access.audit.action"),
+      t("access.audit.target"),
+      t("access.audit.outcome"),
+      t("access.audit.duration"),
+      t("access.audit.client"),
+    ],
+    rows,
+  });
 }
