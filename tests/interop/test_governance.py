@@ -29,6 +29,8 @@ NOTES = HERE / "upstreams" / "notes_server.py"
 MODEL = "gpt-governance"
 API_KEY = "sk-governance-test"
 SDK_MODES = ["auto", "legacy"]
+TOOL_CALLS_PER_MINUTE = 40
+CHATS_PER_MINUTE = 3
 
 
 def venv_bin(name: str) -> str:
@@ -58,7 +60,8 @@ class World:
 def world(quarry_bin: Path, corpus: Path, tmp_path_factory: pytest.TempPathFactory):
     root = tmp_path_factory.mktemp("governance")
     fake = FakeLLM.start()
-    env = {**fake.env(API_KEY), "QUARRY_OCR": "off", "QUARRY_WEB_SEARCH": "off"}
+    env = {**fake.env(API_KEY), "QUARRY_OCR": "off", "QUARRY_WEB_SEARCH": "off",
+           "QUARRY_RATE_TOOL_CALLS": str(TOOL_CALLS_PER_MINUTE), "QUARRY_RATE_CHATS": str(CHATS_PER_MINUTE)}
     home = make_home(quarry_bin, corpus, root / "home", env=env)
     w = World(home=home, srv=None, fake=fake)
     w.cli("space", "create", "acme")
@@ -84,6 +87,8 @@ def world(quarry_bin: Path, corpus: Path, tmp_path_factory: pytest.TempPathFacto
             ("one_tool", ("--tools", "time.get_current_time")),
             ("read_only", ("--read-only",)),
             ("read_only_granted", ("--read-only", "--tools", "notes.write_note,time")),
+            ("busy", ()),
+            ("chatty", ()),
         ):
             w.tokens[key] = w.cli_json("token", "create", "--user", "owner", "--spaces", "acme", "--label", key, *args)
         yield w
@@ -355,3 +360,81 @@ def test_audit_is_for_admins_paged_filtered_and_exported(world):
     assert lines and all(e["action"] == "tool.call" for e in lines)
     # Nobody outside the space learns of its events: the auth failure above has no space.
     assert not any(e["action"] == "auth.failure" for e in everything)
+
+
+# ---------------------------------------------------------------------------------------------
+# Rate limits: per token for tool calls and chats (shared through the store), and a growing
+# delay for failed authentication.
+
+
+def test_tool_calls_per_token_are_limited(world):
+    w = world
+    url = gateway(w, w.tok("busy"))
+
+    async def run():
+        async with Client(url, mode="auto", read_timeout_seconds=60) as c:
+            allowed, refused = 0, None
+            for _ in range(TOOL_CALLS_PER_MINUTE + 5):
+                try:
+                    r = await c.call_tool("notes__read_note", {"name": "welcome"})
+                    assert r.is_error is not True
+                    allowed += 1
+                except MCPError as e:
+                    refused = e.error
+                    break
+            return allowed, refused
+
+    allowed, refused = anyio.run(run)
+    # A minute boundary may fall inside the loop: then a fresh window allows more.
+    assert allowed >= TOOL_CALLS_PER_MINUTE and refused is not None, (allowed, refused)
+    assert refused.data["error_code"] == "RATE_LIMITED" and 1 <= refused.data["retry_after_secs"] <= 60, refused
+    assert f"{TOOL_CALLS_PER_MINUTE} tool calls a minute" in refused.message, refused
+    # Another token is not affected; the refusal is in the audit log as denied.
+    ok, _ = anyio.run(call, gateway(w, w.tok("owner")), "auto", "notes__read_note", {"name": "welcome"})
+    assert ok
+    denied = audit(w, action="tool.call", token_id=w.tokens["busy"]["id"], outcome="denied")
+    assert denied, "the refused call is audited"
+
+
+def test_chats_per_token_are_limited_with_retry_after(world):
+    w = world
+    w.fake.reset()
+    w.fake.script([{"text": f"answer {i}"} for i in range(CHATS_PER_MINUTE + 1)])
+    statuses = []
+    for _ in range(CHATS_PER_MINUTE + 1):
+        r = http(w.srv, "POST", "/api/v1/chat", w.tok("chatty"),
+                 json={"messages": [{"role": "user", "content": "hi"}], "stream": False, "use_tools": False})
+        statuses.append(r.status_code)
+        if r.status_code == 429:
+            body = r.json()
+            assert body["error_code"] == "RATE_LIMITED" and "3 chats a minute" in body["detail"], body
+            assert 1 <= int(r.headers["Retry-After"]) <= 60, r.headers
+    assert statuses[:CHATS_PER_MINUTE] == [200] * CHATS_PER_MINUTE and statuses[-1] in (200, 429), statuses
+    if statuses[-1] == 200:  # a minute boundary fell between the calls: one more is refused
+        r = http(w.srv, "POST", "/api/v1/chat", w.tok("chatty"),
+                 json={"messages": [{"role": "user", "content": "hi"}], "stream": False})
+        assert r.status_code in (200, 429)
+
+
+def test_failed_authentication_is_slowed(world):
+    w = world
+    import secrets
+    import time as clock
+
+    bogus = "qk_" + secrets.token_hex(32)
+    times = []
+    for _ in range(7):
+        started = clock.monotonic()
+        r = http(w.srv, "GET", "/api/v1/knowledge-bases", bogus)
+        times.append(clock.monotonic() - started)
+        assert r.status_code == 401 and r.json()["error_code"] == "AUTH_FAILED", r.text
+    # Five answered at once, then 250 ms, then 500 ms.
+    assert max(times[:5]) < 0.25, times
+    assert times[5] >= 0.24 and times[6] >= 0.49, times
+    # A valid token is not slowed by another token's failures.
+    started = clock.monotonic()
+    assert http(w.srv, "GET", "/api/v1/knowledge-bases", w.tok("owner")).status_code == 200
+    assert clock.monotonic() - started < 0.25
+    # The refusals are audited (outside any space: the machine's owner reads them).
+    everything = json.dumps(audit(w, limit=1000))
+    assert bogus not in everything

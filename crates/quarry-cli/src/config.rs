@@ -213,6 +213,12 @@ table! {
             "Days the audit log keeps events (tool calls, writes, searches, refusals); `0` keeps them forever.";
         QUARRY_AUDIT_QUERIES: Setting, None, SERVERS, "`off`",
             "`on` records search query text in the audit log (off: only who searched which knowledge bases and how many results).";
+        QUARRY_RATE_TOOL_CALLS: Setting, None, SERVE, "600",
+            "Tool calls per access token per minute, on every MCP endpoint, shared by every node (`0`: no limit); over it, a JSON-RPC error `RATE_LIMITED` with the seconds to wait.";
+        QUARRY_RATE_CHATS: Setting, None, SERVE, "60",
+            "Chats per access token per minute (`0`: no limit); over it, 429 with `Retry-After`.";
+        QUARRY_AUTH_FAILURES_FREE: Setting, None, SERVE, "5",
+            "Failed authentications per client address (not loopback) and per presented token in 15 minutes answered at once; past them each refusal waits 250 ms, doubling up to 10 s.";
         QUARRY_UI_DIR: Setting, None, SERVE, "unset (the embedded files)",
             "Serve the web UI's files from this folder, read on every request (UI development).";
         QUARRY_WEB_SEARCH: Setting, None, SERVE, "`duckduckgo`",

@@ -1161,6 +1161,7 @@ fn serve(
     };
     let chat_settings = settings::chat_settings(env)?;
     let audit_settings = settings::audit(env)?;
+    let limit_settings = settings::limits(env)?;
     if transport != Transport::Mcp {
         hub_opts.web = settings::web_search(env)?;
     }
@@ -1192,6 +1193,7 @@ fn serve(
             }
             state.start_follower()?;
             state.start_audit(audit_settings)?;
+            state.start_limits(limit_settings);
             // A stdio session (`quarry mcp`, started per agent session) lists the knowledge
             // tools; it connects upstreams only if a call needs one, never all of them at
             // start.

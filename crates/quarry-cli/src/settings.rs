@@ -118,6 +118,11 @@ pub(crate) fn audit(env: &Env) -> Result<quarry_audit::AuditSettings> {
     quarry_audit::AuditSettings::from_lookup(env.lookup()).map_err(|e| anyhow::anyhow!(e))
 }
 
+/// Rate limits per token and for failed authentication.
+pub(crate) fn limits(env: &Env) -> Result<quarry_limits::LimitSettings> {
+    quarry_limits::LimitSettings::from_lookup(env.lookup()).map_err(|e| anyhow::anyhow!(e))
+}
+
 /// Chat's retrieval and tool-loop settings.
 pub(crate) fn chat_settings(env: &Env) -> Result<quarry_chat::ChatSettings> {
     quarry_chat::ChatSettings::from_vars(&env.lookup()).map_err(|e| anyhow::anyhow!(e))

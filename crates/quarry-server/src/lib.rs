@@ -22,6 +22,7 @@ mod audit;
 mod auth;
 mod compat;
 mod http;
+mod limits;
 mod mcp;
 mod service;
 mod telemetry;
@@ -79,6 +80,8 @@ pub struct AppState {
     ui_assets: quarry_ui::Assets,
     /// The audit log's writer, once started ([`AppState::start_audit`]).
     audit: std::sync::OnceLock<Arc<quarry_audit::AuditLog>>,
+    /// Rate limits, once started ([`AppState::start_limits`]).
+    limits: std::sync::OnceLock<Arc<quarry_limits::RateLimiter>>,
 }
 
 impl AppState {
@@ -113,6 +116,7 @@ impl AppState {
             runs: CancellationToken::new(),
             ui_assets,
             audit: std::sync::OnceLock::new(),
+            limits: std::sync::OnceLock::new(),
         })
     }
 
@@ -192,6 +196,19 @@ impl AppState {
     /// The audit log, when started: surfaces record through it (never blocking).
     pub fn audit(&self) -> Option<&Arc<quarry_audit::AuditLog>> {
         self.audit.get()
+    }
+
+    /// Starts rate limiting (`quarry serve`); a second call keeps the first settings.
+    pub fn start_limits(&self, settings: quarry_limits::LimitSettings) {
+        let _ = self.limits.set(quarry_limits::RateLimiter::new(
+            self.root.store_handle(),
+            settings,
+        ));
+    }
+
+    /// The rate limiter, when started.
+    pub fn limits(&self) -> Option<&Arc<quarry_limits::RateLimiter>> {
+        self.limits.get()
     }
 
     /// A token cancelled when the server shuts down (long-running requests end with it).

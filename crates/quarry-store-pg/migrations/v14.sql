@@ -22,3 +22,12 @@ CREATE TABLE audit_events (
 );
 CREATE INDEX audit_events_space ON audit_events (space_id, id);
 CREATE INDEX audit_events_at ON audit_events (at);
+
+-- Rate limits shared by every node: a count per key and fixed window (tool calls and chats
+-- per token, failed authentications per client address and presented token).
+CREATE TABLE rate_counters (
+    key text NOT NULL,
+    window_start bigint NOT NULL,
+    count bigint NOT NULL,
+    PRIMARY KEY (key, window_start)
+);

@@ -104,3 +104,55 @@ impl AuditStore for PgStore {
             .map_err(db_err)
     }
 }
+
+impl quarry_store::LimitStore for PgStore {
+    fn take_budget(&self, key: &str, window_start: i64, amount: i64, limit: i64) -> Result<i64> {
+        self.write(|tx| {
+            // The row exists, then is locked: two nodes taking at once queue on it.
+            tx.execute(
+                "INSERT INTO rate_counters (key, window_start, count) VALUES ($1, $2, 0) \
+                 ON CONFLICT (key, window_start) DO NOTHING",
+                &[&key, &window_start],
+            )
+            .map_err(db_err)?;
+            let used: i64 = tx
+                .query_one(
+                    "SELECT count FROM rate_counters WHERE key = $1 AND window_start = $2 FOR UPDATE",
+                    &[&key, &window_start],
+                )
+                .map_err(db_err)?
+                .get(0);
+            let granted = amount.min(limit - used).max(0);
+            if granted > 0 {
+                tx.execute(
+                    "UPDATE rate_counters SET count = count + $3 WHERE key = $1 AND window_start = $2",
+                    &[&key, &window_start, &granted],
+                )
+                .map_err(db_err)?;
+            }
+            Ok(granted)
+        })
+    }
+
+    fn count_event(&self, key: &str, window_start: i64) -> Result<i64> {
+        let row = self
+            .conn()?
+            .query_one(
+                "INSERT INTO rate_counters (key, window_start, count) VALUES ($1, $2, 1) \
+                 ON CONFLICT (key, window_start) DO UPDATE SET count = rate_counters.count + 1 \
+                 RETURNING count",
+                &[&key, &window_start],
+            )
+            .map_err(db_err)?;
+        col(&row, 0)
+    }
+
+    fn prune_limits(&self, before: i64) -> Result<u64> {
+        self.conn()?
+            .execute(
+                "DELETE FROM rate_counters WHERE window_start < $1",
+                &[&before],
+            )
+            .map_err(db_err)
+    }
+}

@@ -1,7 +1,7 @@
 //! [`AuditStore`] on SQLite.
 
 use quarry_core::Result;
-use rusqlite::params;
+use rusqlite::{OptionalExtension, params};
 
 use super::{SqliteStore, db_err};
 use quarry_store::{AuditEvent, AuditQuery, AuditRecord, AuditStore};
@@ -93,6 +93,56 @@ impl AuditStore for SqliteStore {
         self.write(|tx| {
             let n = tx
                 .execute("DELETE FROM audit_events WHERE at < ?1", [before])
+                .map_err(db_err)?;
+            Ok(n as u64)
+        })
+    }
+}
+
+impl quarry_store::LimitStore for SqliteStore {
+    fn take_budget(&self, key: &str, window_start: i64, amount: i64, limit: i64) -> Result<i64> {
+        self.write(|tx| {
+            let used: i64 = tx
+                .query_row(
+                    "SELECT count FROM rate_counters WHERE key = ?1 AND window_start = ?2",
+                    params![key, window_start],
+                    |r| r.get(0),
+                )
+                .optional()
+                .map_err(db_err)?
+                .unwrap_or(0);
+            let granted = amount.min(limit - used).max(0);
+            if granted > 0 {
+                tx.execute(
+                    "INSERT INTO rate_counters (key, window_start, count) VALUES (?1, ?2, ?3) \
+                     ON CONFLICT (key, window_start) DO UPDATE SET count = count + ?3",
+                    params![key, window_start, granted],
+                )
+                .map_err(db_err)?;
+            }
+            Ok(granted)
+        })
+    }
+
+    fn count_event(&self, key: &str, window_start: i64) -> Result<i64> {
+        self.write(|tx| {
+            tx.query_row(
+                "INSERT INTO rate_counters (key, window_start, count) VALUES (?1, ?2, 1) \
+                 ON CONFLICT (key, window_start) DO UPDATE SET count = count + 1 RETURNING count",
+                params![key, window_start],
+                |r| r.get(0),
+            )
+            .map_err(db_err)
+        })
+    }
+
+    fn prune_limits(&self, before: i64) -> Result<u64> {
+        self.write(|tx| {
+            let n = tx
+                .execute(
+                    "DELETE FROM rate_counters WHERE window_start < ?1",
+                    [before],
+                )
                 .map_err(db_err)?;
             Ok(n as u64)
         })

@@ -438,6 +438,13 @@ CREATE TABLE IF NOT EXISTS audit_events (
 );
 CREATE INDEX IF NOT EXISTS audit_events_space ON audit_events(space_id, id);
 CREATE INDEX IF NOT EXISTS audit_events_at ON audit_events(at);
+-- Rate limits shared by every node: a count per key and fixed window.
+CREATE TABLE IF NOT EXISTS rate_counters (
+    key TEXT NOT NULL,
+    window_start INTEGER NOT NULL,
+    count INTEGER NOT NULL,
+    PRIMARY KEY (key, window_start)
+) WITHOUT ROWID;
 "#;
 
 /// The feed's last sequence number (0 before its first entry).

@@ -21,7 +21,7 @@ mod knowledge;
 pub mod thread_guard;
 
 pub use access::{AccessStore, Membership, NewToken, Role, Space, TokenGrant, TokenRecord, User};
-pub use audit::{AuditEvent, AuditQuery, AuditRecord, AuditStore};
+pub use audit::{AuditEvent, AuditQuery, AuditRecord, AuditStore, LimitStore};
 pub use chat::{ChatMessageRow, ChatStore, ConversationRow, ConversationSummary};
 pub use hub::{CustomToolRow, HubStore, PackageRow, ToolRow, UpstreamRow};
 pub use knowledge::{
@@ -344,7 +344,15 @@ pub struct EmbeddingState {
 /// must be safe to share between threads and must tolerate other processes reading while
 /// one writes.
 pub trait Store:
-    KnowledgeStore + JobQueue + AccessStore + AuditStore + HubStore + ChatStore + Send + Sync
+    KnowledgeStore
+    + JobQueue
+    + AccessStore
+    + AuditStore
+    + LimitStore
+    + HubStore
+    + ChatStore
+    + Send
+    + Sync
 {
     // Collections.
     /// Creates a collection in `space`; a taken name is a conflict.

@@ -60,6 +60,9 @@ async fn chat(
     caller: Caller,
     Body(req): Body<ChatRequest>,
 ) -> Result<Response, ApiError> {
+    if let Err(limited) = crate::limits::chat(&state, &caller.principal).await {
+        return Ok(limited);
+    }
     let service = state.chat().clone();
     let ctx = context(&caller);
     let streaming = req.streaming();

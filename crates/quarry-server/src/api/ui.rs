@@ -201,11 +201,15 @@ async fn login(
     let secret = token.clone();
     let principal = run_blocking(move || directory.authenticate_any_space(&secret, None))
         .await
-        .map_err(IntoResponse::into_response)?
-        .map_err(|f| {
+        .map_err(IntoResponse::into_response)?;
+    let principal = match principal {
+        Ok(p) => p,
+        Err(f) => {
             crate::audit::auth_failure(&st, f.code(), "/ui/login", client.clone());
-            auth::rest_refusal(f)
-        })?;
+            crate::limits::auth_failure(&st, client.as_deref(), Some(&token)).await;
+            return Err(auth::rest_refusal(f));
+        }
+    };
     crate::audit::sign_in(&st, &principal, client);
     let Some(who) = principal.identity else {
         return Err(ApiError::new(StatusCode::UNAUTHORIZED, "not a user's token").into_response());

@@ -302,6 +302,7 @@ pub(crate) async fn authenticate(
     // A point lookup in the store: cheap, but it may wait behind a write, so it runs on
     // the blocking pool like every other store call.
     let resolver = state.clone();
+    let presented = creds.token.clone();
     let resolved = match run_blocking_raw(move || resolve(&resolver, surface, &creds)).await {
         Ok(resolved) => resolved,
         Err(e) => Err(Refusal::Internal(e.detail)),
@@ -341,7 +342,8 @@ pub(crate) async fn authenticate(
         Err(refusal) => {
             if let Refusal::Auth(f) = &refusal {
                 crate::telemetry::record_auth_failure(f.code());
-                crate::audit::auth_failure(&state, f.code(), req.uri().path(), client);
+                crate::audit::auth_failure(&state, f.code(), req.uri().path(), client.clone());
+                crate::limits::auth_failure(&state, client.as_deref(), presented.as_deref()).await;
             }
             refusal_response(surface, refusal)
         }

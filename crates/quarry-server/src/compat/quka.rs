@@ -102,6 +102,19 @@ impl ServerHandler for QukaMcp {
                 Some(json!({ "tool": name, "available": available })),
             ));
         }
+        if let Err(limited) = crate::limits::tool_call(&self.state, &caller.principal).await {
+            crate::telemetry::record_tool_call(&name, "protocol_error", started.elapsed());
+            crate::audit::tool_call(
+                &self.state,
+                &caller.principal,
+                &name,
+                redacted,
+                "protocol_error",
+                started.elapsed(),
+                parts,
+            );
+            return Err(limited);
+        }
         let result = knowledge_tools::call(
             &self.state,
             &caller,

@@ -40,6 +40,8 @@ pub enum ErrorCode {
     ShuttingDown,
     /// Too many connections are open.
     TooManyConnections,
+    /// The token used up its rate limit for now (`Retry-After` says when to try again).
+    RateLimited,
     /// The request has no `Host` header.
     MissingHost,
     /// The `Host` header names a host this server does not answer for (DNS rebinding).
@@ -52,7 +54,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, in the order of the documented table.
-    pub const ALL: [ErrorCode; 17] = [
+    pub const ALL: [ErrorCode; 18] = [
         ErrorCode::InvalidInput,
         ErrorCode::NotFound,
         ErrorCode::RouteNotFound,
@@ -66,6 +68,7 @@ impl ErrorCode {
         ErrorCode::Unavailable,
         ErrorCode::ShuttingDown,
         ErrorCode::TooManyConnections,
+        ErrorCode::RateLimited,
         ErrorCode::MissingHost,
         ErrorCode::HostNotAllowed,
         ErrorCode::OriginNotAllowed,
@@ -88,6 +91,7 @@ impl ErrorCode {
             ErrorCode::Unavailable => "UNAVAILABLE",
             ErrorCode::ShuttingDown => "SHUTTING_DOWN",
             ErrorCode::TooManyConnections => "TOO_MANY_CONNECTIONS",
+            ErrorCode::RateLimited => "RATE_LIMITED",
             ErrorCode::MissingHost => "MISSING_HOST",
             ErrorCode::HostNotAllowed => "HOST_NOT_ALLOWED",
             ErrorCode::OriginNotAllowed => "ORIGIN_NOT_ALLOWED",
@@ -105,6 +109,7 @@ impl ErrorCode {
             StatusCode::PAYLOAD_TOO_LARGE => ErrorCode::TooLarge,
             StatusCode::UNSUPPORTED_MEDIA_TYPE => ErrorCode::UnsupportedMediaType,
             StatusCode::SERVICE_UNAVAILABLE => ErrorCode::Unavailable,
+            StatusCode::TOO_MANY_REQUESTS => ErrorCode::RateLimited,
             StatusCode::UNAUTHORIZED => ErrorCode::Unauthenticated,
             StatusCode::BAD_GATEWAY | StatusCode::GATEWAY_TIMEOUT => ErrorCode::UpstreamFailed,
             s if s.is_server_error() => ErrorCode::Internal,

@@ -462,12 +462,16 @@ impl ServerHandler for QuarryMcp {
         let caller = self.caller(&context)?;
         let args = request.arguments.unwrap_or_default();
         let redacted = quarry_audit::redact_object(&args);
-        let result = match self.view(&caller, &context).await {
-            Ok(view) => {
-                self.call_in_view(&caller, &view, &name, args, &context)
-                    .await
-            }
+        let allowed = crate::limits::tool_call(&self.state, &caller.principal).await;
+        let result = match allowed {
             Err(e) => Err(e),
+            Ok(()) => match self.view(&caller, &context).await {
+                Ok(view) => {
+                    self.call_in_view(&caller, &view, &name, args, &context)
+                        .await
+                }
+                Err(e) => Err(e),
+            },
         };
         let outcome = match &result {
             Ok(r) if r.is_error == Some(true) => "tool_error",

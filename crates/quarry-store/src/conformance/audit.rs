@@ -11,6 +11,8 @@ macro_rules! __conformance_audit {
             audit_events_round_trip_newest_first,
             audit_filters_and_pages,
             audit_prune_removes_only_older_events,
+            limits_budget_is_granted_up_to_the_limit,
+            limits_concurrent_takers_never_overshoot,
         );
     };
 }
@@ -165,4 +167,64 @@ pub fn audit_prune_removes_only_older_events(store: &dyn Store) {
         .collect();
     assert_eq!(left, (4..=10).rev().map(|n| n * 1000).collect::<Vec<_>>());
     assert_eq!(store.prune_audit(4000).expect("again"), 0);
+}
+
+/// A window's budget is granted up to its limit and no further, per key and window; events
+/// are counted; old windows are pruned.
+pub fn limits_budget_is_granted_up_to_the_limit(store: &dyn Store) {
+    assert_eq!(store.take_budget("tok:a", 60_000, 4, 10).expect("take"), 4);
+    assert_eq!(store.take_budget("tok:a", 60_000, 4, 10).expect("take"), 4);
+    assert_eq!(
+        store.take_budget("tok:a", 60_000, 4, 10).expect("take"),
+        2,
+        "capped"
+    );
+    assert_eq!(
+        store.take_budget("tok:a", 60_000, 4, 10).expect("take"),
+        0,
+        "spent"
+    );
+    assert_eq!(
+        store.take_budget("tok:b", 60_000, 4, 10).expect("take"),
+        4,
+        "per key"
+    );
+    assert_eq!(
+        store.take_budget("tok:a", 120_000, 4, 10).expect("take"),
+        4,
+        "per window"
+    );
+    assert_eq!(
+        store.take_budget("tok:c", 60_000, 5, 0).expect("take"),
+        0,
+        "no budget"
+    );
+    assert_eq!(store.count_event("ip:1", 60_000).expect("count"), 1);
+    assert_eq!(store.count_event("ip:1", 60_000).expect("count"), 2);
+    assert_eq!(store.count_event("ip:1", 120_000).expect("count"), 1);
+    assert_eq!(store.prune_limits(120_000).expect("prune"), 3);
+    assert_eq!(
+        store.take_budget("tok:a", 60_000, 4, 10).expect("take"),
+        4,
+        "pruned"
+    );
+}
+
+/// Several threads taking budget at once never grant more than the limit in all.
+pub fn limits_concurrent_takers_never_overshoot(store: &dyn Store) {
+    let granted: i64 = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..4)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut got = 0;
+                    for _ in 0..20 {
+                        got += store.take_budget("tok:shared", 0, 3, 100).expect("take");
+                    }
+                    got
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().expect("thread")).sum()
+    });
+    assert_eq!(granted, 100, "exactly the limit across takers");
 }
