@@ -14,7 +14,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError, sync_channel};
+use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, TrySendError, sync_channel};
 use std::time::{Duration, Instant};
 
 use quarry_core::{Principal, Result, now_millis};
@@ -45,7 +45,7 @@ pub const DENIED: &str = "denied";
 pub const QUEUE_CAPACITY: usize = 16_384;
 /// Most events in one batch.
 const BATCH_MAX: usize = 512;
-/// How long the writer waits for more events before writing a batch.
+/// How often the writer wakes to write what is queued.
 const BATCH_WINDOW: Duration = Duration::from_millis(100);
 /// How often the writer prunes events past the retention.
 const PRUNE_EVERY: Duration = Duration::from_secs(3600);
@@ -115,6 +115,8 @@ pub struct AuditLog {
     dropped: Arc<AtomicU64>,
     written: Arc<AtomicU64>,
     settings: AuditSettings,
+    /// The writer thread, unparked by a flush.
+    writer: std::thread::Thread,
 }
 
 impl AuditLog {
@@ -131,7 +133,7 @@ impl AuditLog {
             retention_days: settings.retention_days,
         };
         // The thread ends once the log is dropped (its queue's sender goes with it).
-        std::thread::Builder::new()
+        let handle = std::thread::Builder::new()
             .name("quarry-audit".into())
             .spawn(move || writer.run())
             .map_err(|e| {
@@ -142,6 +144,7 @@ impl AuditLog {
             dropped,
             written,
             settings,
+            writer: handle.thread().clone(),
         }))
     }
 
@@ -178,7 +181,9 @@ impl AuditLog {
                 }
                 Err(_) => return,
             }
+            self.writer.unpark();
         }
+        self.writer.unpark();
         let _ = rx.recv_timeout(deadline.saturating_duration_since(Instant::now()));
     }
 
@@ -202,6 +207,8 @@ struct Writer {
 }
 
 impl Writer {
+    /// Wakes every [`BATCH_WINDOW`] (or when a flush unparks it) and writes what is queued:
+    /// a request's `record` then never has to wake this thread, only queue.
     fn run(self) {
         let mut next_prune = Instant::now();
         let mut batch: Vec<AuditEvent> = Vec::with_capacity(BATCH_MAX);
@@ -211,38 +218,31 @@ impl Writer {
                 self.prune();
                 next_prune = Instant::now() + PRUNE_EVERY;
             }
-            // Wait for the first event (waking for the next prune), then gather more for a
-            // short window so a burst becomes one write.
-            let first = match self.receiver.recv_timeout(
-                next_prune
-                    .saturating_duration_since(Instant::now())
-                    .max(Duration::from_millis(10)),
-            ) {
-                Ok(m) => m,
-                Err(RecvTimeoutError::Timeout) => continue,
-                Err(RecvTimeoutError::Disconnected) => return,
-            };
-            let window_end = Instant::now() + BATCH_WINDOW;
-            let mut next = Some(first);
-            while let Some(message) = next.take() {
-                match message {
-                    Message::Event(e) => batch.push(*e),
-                    // A flush writes at once.
-                    Message::Flush(done) => {
-                        waiting.push(done);
+            let mut closed = false;
+            loop {
+                match self.receiver.try_recv() {
+                    Ok(Message::Event(e)) => {
+                        batch.push(*e);
+                        if batch.len() >= BATCH_MAX {
+                            self.write(&mut batch);
+                        }
+                    }
+                    Ok(Message::Flush(done)) => waiting.push(done),
+                    Err(TryRecvError::Empty) => break,
+                    Err(TryRecvError::Disconnected) => {
+                        closed = true;
                         break;
                     }
                 }
-                if batch.len() >= BATCH_MAX {
-                    break;
-                }
-                let left = window_end.saturating_duration_since(Instant::now());
-                next = self.receiver.recv_timeout(left).ok();
             }
             self.write(&mut batch);
             for done in waiting.drain(..) {
                 let _ = done.try_send(());
             }
+            if closed {
+                return;
+            }
+            std::thread::park_timeout(BATCH_WINDOW);
         }
     }
 
