@@ -12,17 +12,18 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
 import pytest
 import requests
-from conftest import QuarryHome, make_home, settled, start_server
+from conftest import make_home, settled, start_server
 from fake_llm import FakeLLM
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 from test_teams import assert_rest_error, http, texts
+from test_token_reach import World as ReachWorld
 
 HERE = Path(__file__).parent
 NOTES = HERE / "upstreams" / "notes_server.py"
@@ -38,22 +39,10 @@ def venv_bin(name: str) -> str:
 
 
 @dataclass
-class World:
-    home: QuarryHome
-    srv: object
-    fake: FakeLLM
-    tokens: dict[str, dict] = field(default_factory=dict)
+class World(ReachWorld):
+    """test_token_reach's home and tokens, with the fake LLM chat talks to."""
 
-    def tok(self, key: str) -> str:
-        return self.tokens[key]["token"]
-
-    def cli(self, *args: str):
-        r = self.home.run(*args)
-        assert r.returncode == 0, f"quarry {' '.join(args)}: {r.stdout}\n{r.stderr}"
-        return r
-
-    def cli_json(self, *args: str):
-        return json.loads(self.cli("--json", *args).stdout)
+    fake: FakeLLM | None = None
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +52,7 @@ def world(quarry_bin: Path, corpus: Path, tmp_path_factory: pytest.TempPathFacto
     env = {**fake.env(API_KEY), "QUARRY_OCR": "off", "QUARRY_WEB_SEARCH": "off",
            "QUARRY_RATE_TOOL_CALLS": str(TOOL_CALLS_PER_MINUTE), "QUARRY_RATE_CHATS": str(CHATS_PER_MINUTE)}
     home = make_home(quarry_bin, corpus, root / "home", env=env)
-    w = World(home=home, srv=None, fake=fake)
+    w = World(home=home, srv=None, kbs={}, docs={}, fake=fake)
     w.cli("space", "create", "acme")
     for user, role in (("owner", "owner"), ("viewer", "viewer")):
         w.cli("user", "add", user)

@@ -161,18 +161,20 @@ fn reach(principal: &Principal) -> Option<Vec<String>> {
         .map(|ids| ids.iter().map(|id| id.to_string()).collect())
 }
 
-/// An MCP `tools/call`: the tool (as the client named it), the outcome (`ok`, `tool_error`,
-/// `protocol_error` as the metrics word them), how long, the endpoint, and the arguments
-/// already redacted ([`quarry_audit::redact_object`]).
+/// An MCP `tools/call`, counted in the metrics and recorded in the audit log: the tool (as
+/// the client named it), the outcome (`ok`, `tool_error`, `protocol_error` as the metrics
+/// word them), how long, the endpoint, and the arguments already redacted
+/// ([`quarry_audit::redact_object`]).
 pub(crate) fn tool_call(
     state: &AppState,
     principal: &Principal,
     tool: &str,
     arguments: Value,
-    outcome: &str,
+    outcome: &'static str,
     elapsed: Duration,
     parts: Option<&axum::http::request::Parts>,
 ) {
+    crate::telemetry::record_tool_call(tool, outcome, elapsed);
     let outcome = match outcome {
         "ok" => OK,
         // Unknown tools are refused the same way whether missing or out of scope.

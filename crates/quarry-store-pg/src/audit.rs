@@ -107,6 +107,9 @@ impl AuditStore for PgStore {
 
 impl quarry_store::LimitStore for PgStore {
     fn take_budget(&self, key: &str, window_start: i64, amount: i64, limit: i64) -> Result<i64> {
+        if amount <= 0 || limit <= 0 {
+            return Ok(0);
+        }
         self.write(|tx| {
             // The row exists, then is locked: two nodes taking at once queue on it.
             tx.execute(

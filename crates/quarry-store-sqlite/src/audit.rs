@@ -101,6 +101,9 @@ impl AuditStore for SqliteStore {
 
 impl quarry_store::LimitStore for SqliteStore {
     fn take_budget(&self, key: &str, window_start: i64, amount: i64, limit: i64) -> Result<i64> {
+        if amount <= 0 || limit <= 0 {
+            return Ok(0);
+        }
         self.write(|tx| {
             let used: i64 = tx
                 .query_row(

@@ -83,7 +83,6 @@ impl ServerHandler for QukaMcp {
             .as_ref()
             .map_or_else(|| json!({}), quarry_audit::redact_object);
         if name == KNOWLEDGE_SEARCH || !knowledge_tools::handles(&name) || !in_scope {
-            crate::telemetry::record_tool_call(&name, "protocol_error", started.elapsed());
             crate::audit::tool_call(
                 &self.state,
                 &caller.principal,
@@ -103,7 +102,6 @@ impl ServerHandler for QukaMcp {
             ));
         }
         if let Err(limited) = crate::limits::tool_call(&self.state, &caller.principal).await {
-            crate::telemetry::record_tool_call(&name, "protocol_error", started.elapsed());
             crate::audit::tool_call(
                 &self.state,
                 &caller.principal,
@@ -127,7 +125,6 @@ impl ServerHandler for QukaMcp {
         } else {
             "ok"
         };
-        crate::telemetry::record_tool_call(&name, outcome, started.elapsed());
         crate::audit::tool_call(
             &self.state,
             &caller.principal,

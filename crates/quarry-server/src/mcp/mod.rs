@@ -478,7 +478,6 @@ impl ServerHandler for QuarryMcp {
             Ok(_) => "ok",
             Err(_) => "protocol_error",
         };
-        crate::telemetry::record_tool_call(&name, outcome, started.elapsed());
         crate::audit::tool_call(
             &self.state,
             &caller.principal,
