@@ -84,13 +84,17 @@ impl Default for HubOptions {
 /// view, call and chat round applies it, so an out-of-scope tool is as unknown as a missing
 /// one.
 pub fn may_use(caller: &Principal, t: &CatalogTool) -> bool {
-    let read_only_tool = t
-        .tool
-        .annotations
+    caller.may_use_tool(&t.package, &t.full_name, annotated_read_only(&t.tool))
+}
+
+/// Whether a tool's source annotates it read-only (`readOnlyHint: true`); a tool without
+/// annotations may write. The rule [`may_use`] applies, for tools served outside the
+/// catalog too (the QukaAI endpoint's knowledge tools).
+pub fn annotated_read_only(tool: &rmcp::model::Tool) -> bool {
+    tool.annotations
         .as_ref()
         .and_then(|a| a.read_only_hint)
-        .unwrap_or(false);
-    caller.may_use_tool(&t.package, &t.full_name, read_only_tool)
+        .unwrap_or(false)
 }
 
 /// [`may_use`] for a custom tool's row (custom tools carry no annotations: read-only tokens

@@ -138,10 +138,12 @@ async fn issue(st: Arc<AppState>, caller: Caller, b: NewTokenBody) -> Result<Res
     };
     let hub = st.hub().clone();
     let issued = run_blocking(move || {
+        let mut req = req;
         if let Some(tools) = &req.tools {
             // Names its user's catalog lacks are typos (checked before anything is stored).
-            let owner = directory.user(&req.user)?.id;
-            hub.check_tool_scope(&owner, &quarry_access::normalize_tool_scope(tools)?)?;
+            let scope = quarry_access::normalize_tool_scope(tools)?;
+            hub.check_tool_scope(&directory.user(&req.user)?.id, &scope)?;
+            req.tools = Some(scope);
         }
         directory.create_token(&req)
     })

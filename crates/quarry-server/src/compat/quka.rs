@@ -13,15 +13,16 @@ use axum::http::{HeaderValue, Method, header};
 use axum::middleware::Next;
 use axum::response::Response;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, JsonObject,
+    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::json;
 
 use crate::AppState;
-use crate::service::knowledge_tools::{self, KNOWLEDGE_SEARCH};
+use crate::auth::Caller;
+use crate::service::knowledge_tools;
 use crate::service::tool_args::request_caller;
 
 /// The QukaAI-compatible MCP server; one per request (stateless).
@@ -73,57 +74,17 @@ impl ServerHandler for QukaMcp {
         let started = Instant::now();
         let name = request.name.to_string();
         let caller = request_caller(None, &context)?;
-        // A write tool called by a read-only caller is known (and refused by the engine, as
-        // a tool error naming why); only names this endpoint does not serve are unknown.
-        // Outside the token's tool scope: as unknown as a tool this endpoint lacks.
-        let in_scope = knowledge_tools::capture_tool_in_scope(&caller, &name);
-        let parts = context.extensions.get::<axum::http::request::Parts>();
         let redacted = request
             .arguments
             .as_ref()
             .map_or_else(|| json!({}), quarry_audit::redact_object);
-        if name == KNOWLEDGE_SEARCH || !knowledge_tools::handles(&name) || !in_scope {
-            crate::audit::tool_call(
-                &self.state,
-                &caller.principal,
-                &name,
-                redacted,
-                "protocol_error",
-                started.elapsed(),
-                parts,
-            );
-            let available: Vec<String> = knowledge_tools::capture_tools_for(&caller)
-                .iter()
-                .map(|t| t.name.to_string())
-                .collect();
-            return Err(McpError::invalid_params(
-                format!("Unknown tool: {name}"),
-                Some(json!({ "tool": name, "available": available })),
-            ));
-        }
-        if let Err(limited) = crate::limits::tool_call(&self.state, &caller.principal).await {
-            crate::audit::tool_call(
-                &self.state,
-                &caller.principal,
-                &name,
-                redacted,
-                "protocol_error",
-                started.elapsed(),
-                parts,
-            );
-            return Err(limited);
-        }
-        let result = knowledge_tools::call(
-            &self.state,
-            &caller,
-            &name,
-            request.arguments.unwrap_or_default(),
-        )
-        .await;
-        let outcome = if result.is_error == Some(true) {
-            "tool_error"
-        } else {
-            "ok"
+        let result = self
+            .run(&caller, &name, request.arguments.unwrap_or_default())
+            .await;
+        let outcome = match &result {
+            Ok(r) if r.is_error == Some(true) => "tool_error",
+            Ok(_) => "ok",
+            Err(_) => "protocol_error",
         };
         crate::audit::tool_call(
             &self.state,
@@ -132,9 +93,37 @@ impl ServerHandler for QukaMcp {
             redacted,
             outcome,
             started.elapsed(),
-            parts,
+            context.extensions.get::<axum::http::request::Parts>(),
         );
-        Ok(result.into())
+        result.map(Into::into)
+    }
+}
+
+impl QukaMcp {
+    /// One capture tool call. `Err` is a protocol error: a name this endpoint does not
+    /// serve (or the token's scope leaves out), or the token's rate limit.
+    async fn run(
+        &self,
+        caller: &Caller,
+        name: &str,
+        args: JsonObject,
+    ) -> Result<CallToolResult, McpError> {
+        // A write tool called by a read-only caller is known (and refused by the engine, as
+        // a tool error naming why); only names this endpoint does not serve are unknown, and
+        // one outside the token's tool scope is as unknown as those (`knowledge_search` is
+        // not a capture tool, so it is never in scope here).
+        if !knowledge_tools::capture_tool_in_scope(caller, name) {
+            let available: Vec<String> = knowledge_tools::capture_tools_for(caller)
+                .iter()
+                .map(|t| t.name.to_string())
+                .collect();
+            return Err(McpError::invalid_params(
+                format!("Unknown tool: {name}"),
+                Some(json!({ "tool": name, "available": available })),
+            ));
+        }
+        crate::limits::tool_call(&self.state, &caller.principal).await?;
+        Ok(knowledge_tools::call(&self.state, caller, name, args).await)
     }
 }
 

@@ -263,15 +263,10 @@ pub(crate) fn capture_tool_in_scope(caller: &Caller, name: &str) -> bool {
 /// Whether the caller's token reaches knowledge tool `t` (its tool scope and read-only
 /// rule, as `quarry_hub::may_use` applies them to catalogued tools).
 pub(crate) fn in_tool_scope(caller: &Caller, t: &Tool) -> bool {
-    let read_only = t
-        .annotations
-        .as_ref()
-        .and_then(|a| a.read_only_hint)
-        .unwrap_or(false);
     caller.principal.may_use_tool(
         quarry_hub::KNOWLEDGE_PACKAGE,
         &quarry_hub::names::catalog_name(quarry_hub::KNOWLEDGE_PACKAGE, &t.name),
-        read_only,
+        quarry_hub::annotated_read_only(t),
     )
 }
 
