@@ -724,6 +724,9 @@ async function kbPage({ root, params, query, signal, session }) {
     if (!force && !busy && state.loaded && sig === lastSig) return false;
     lastSig = sig;
     const q = { status: state.status || undefined, name: state.name || undefined };
+    // Only an upload whose document existed before this list was asked for can be missing
+    // from it because it was deleted: one that finished while the request ran is simply newer.
+    const knownBefore = new Set(uploads.filter((u) => u.docId).map((u) => u.docId));
     const docs = await api("GET", docsUrl(), { query: q, signal });
     state.docs = docs;
     state.loaded = true;
@@ -741,7 +744,7 @@ async function kbPage({ root, params, query, signal, session }) {
     for (const u of waiting) {
       const d = byId.get(u.docId);
       if (d) u.setDoc(d);
-      else if (u.doc) u.setGone();
+      else if (u.doc && knownBefore.has(u.docId)) u.setGone();
     }
     drawTable();
     // Not awaited: the line has its own request, and the documents' polling never waits on it.
