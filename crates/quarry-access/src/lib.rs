@@ -590,6 +590,37 @@ impl Directory {
         Ok(IssuedToken { token, record })
     }
 
+    /// A token under `parent_id` (a token's UUID) reaching exactly as far as it — same
+    /// spaces, knowledge bases, tools and read-only flag — for `lifetime_ms` or until the
+    /// parent's chain expires, whichever is sooner. The OAuth server issues its short-lived
+    /// access tokens this way, under the grant a person consented to.
+    pub fn create_child_token(
+        &self,
+        parent_id: &str,
+        label: &str,
+        lifetime_ms: i64,
+    ) -> Result<IssuedToken> {
+        let now = quarry_core::now_millis();
+        let chain = self.store.token_chain(parent_id)?;
+        let Some(first) = chain.first() else {
+            return Err(Error::Forbidden(
+                "the token creating this one no longer exists".into(),
+            ));
+        };
+        let parent = self.parent_token(parent_id, first.user_row, now)?;
+        let until = now.saturating_add(lifetime_ms.max(1));
+        self.create_token(&TokenRequest {
+            user: parent.user_id.clone(),
+            label: label.to_owned(),
+            spaces: parent.spaces.clone(),
+            collections: None,
+            read_only: parent.read_only,
+            tools: None,
+            expires_at: Some(parent.expires_at.map_or(until, |at| at.min(until))),
+            parent: Some(parent.id),
+        })
+    }
+
     /// The token `id` as a parent of a new token of `user_row`: it must be that user's and
     /// usable now (its whole chain unrevoked and unexpired). Its `expires_at` is the
     /// earliest of its chain's.

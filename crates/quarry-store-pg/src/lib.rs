@@ -157,5 +157,6 @@ mod copy;
 mod hub;
 mod jobs;
 mod knowledge;
+mod oauth;
 mod store;
 mod vectors;

@@ -14,10 +14,11 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (12, include_str!("../migrations/v12.sql")),
     (13, include_str!("../migrations/v13.sql")),
     (14, include_str!("../migrations/v14.sql")),
+    (15, include_str!("../migrations/v15.sql")),
 ];
 
 /// The newest schema version this binary knows.
-pub(crate) const SCHEMA_VERSION: i32 = 14;
+pub(crate) const SCHEMA_VERSION: i32 = 15;
 
 /// Serialises migrations across every process using the database.
 const MIGRATION_LOCK: i64 = 7_245_190_455_173_122_048;

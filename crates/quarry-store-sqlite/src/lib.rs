@@ -17,7 +17,7 @@ use quarry_store::{
     FeedPosition, FileState, IndexDoc, IndexWork, Store,
 };
 
-const SCHEMA_VERSION: i64 = 14;
+const SCHEMA_VERSION: i64 = 15;
 
 const SCHEMA: &str = r#"
 CREATE TABLE IF NOT EXISTS spaces (
@@ -447,6 +447,37 @@ CREATE TABLE IF NOT EXISTS rate_counters (
 ) WITHOUT ROWID;
 "#;
 
+/// Version 15: the OAuth 2.1 authorization server (issue 27): registered clients, the grants
+/// people consented to, and one-time secrets (codes, refresh tokens) stored as hashes.
+const SCHEMA_V15: &str = r#"
+CREATE TABLE IF NOT EXISTS oauth_clients (
+    id TEXT PRIMARY KEY,
+    secret_hash TEXT,
+    name TEXT NOT NULL,
+    redirect_uris TEXT NOT NULL,
+    metadata TEXT NOT NULL,
+    created_at INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS oauth_grants (
+    grant_id TEXT PRIMARY KEY,
+    client_id TEXT NOT NULL,
+    created_at INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS oauth_secrets (
+    hash TEXT PRIMARY KEY,
+    kind TEXT NOT NULL,
+    client_id TEXT NOT NULL,
+    grant_id TEXT NOT NULL,
+    redirect_uri TEXT NOT NULL,
+    code_challenge TEXT NOT NULL,
+    resource TEXT NOT NULL,
+    scope TEXT NOT NULL,
+    expires_at INTEGER NOT NULL,
+    used_at INTEGER
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS oauth_secrets_expiry ON oauth_secrets(expires_at);
+"#;
+
 /// The feed's last sequence number (0 before its first entry).
 fn feed_head(tx: &Connection) -> Result<i64> {
     tx.query_row(
@@ -530,6 +561,7 @@ mod chat;
 mod copy;
 mod hub;
 mod knowledge;
+mod oauth;
 
 /// SQLite-backed [`Store`].
 pub struct SqliteStore {
@@ -667,6 +699,9 @@ fn migrate(conn: &Connection) -> rusqlite::Result<()> {
         }
         if version < 14 {
             conn.execute_batch(SCHEMA_V14)?;
+        }
+        if version < 15 {
+            conn.execute_batch(SCHEMA_V15)?;
         }
         conn.execute_batch(&format!("PRAGMA user_version = {SCHEMA_VERSION}"))
     };

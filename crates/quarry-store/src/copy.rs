@@ -11,7 +11,8 @@ use quarry_core::{Error, Result};
 /// The tables a copy carries, parents before the rows that point at them. What is derived
 /// or belongs to one process is left out: the change feed and its consumers (each node
 /// rebuilds its keyword index), node heartbeats, MCP sessions, the embedded store's ANN
-/// bookkeeping.
+/// bookkeeping, and the OAuth server's clients, grants and one-time secrets (clients register
+/// again and people consent again after a move; the grant tokens themselves are copied).
 pub const COPIED_TABLES: &[&str] = &[
     "spaces",
     "users",

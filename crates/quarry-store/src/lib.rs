@@ -18,6 +18,7 @@ pub mod conformance;
 pub mod copy;
 mod hub;
 mod knowledge;
+mod oauth;
 pub mod thread_guard;
 
 pub use access::{AccessStore, Membership, NewToken, Role, Space, TokenGrant, TokenRecord, User};
@@ -27,6 +28,9 @@ pub use hub::{CustomToolRow, HubStore, PackageRow, ToolRow, UpstreamRow};
 pub use knowledge::{
     AddedFile, ConvertedFile, FileFilter, FileStatus, Job, JobKind, JobQueue, KbFile,
     KnowledgeBase, KnowledgeStore, Lease, NewKbFile, NoteMeta, QueueCounts, StatusCounts,
+};
+pub use oauth::{
+    OAuthClientRow, OAuthGrantRow, OAuthSecretKind, OAuthSecretRow, OAuthStore, Redeemed,
 };
 
 use std::collections::HashMap;
@@ -349,6 +353,7 @@ pub trait Store:
     + AccessStore
     + AuditStore
     + LimitStore
+    + OAuthStore
     + HubStore
     + ChatStore
     + Send

@@ -23,6 +23,7 @@ pub mod audit;
 pub mod chat;
 pub mod hub;
 pub mod knowledge;
+pub mod oauth;
 pub mod store;
 
 /// One `#[test]` per conformance case, each on a store from `$open` (a closure returning
@@ -39,6 +40,7 @@ macro_rules! store_conformance {
         $crate::__conformance_chat!($open);
         $crate::__conformance_hub!($open);
         $crate::__conformance_knowledge!($open);
+        $crate::__conformance_oauth!($open);
         $crate::__conformance_store!($open);
         $crate::store_conformance!(@cases $open;
             feed_every_consumer_sees_every_change,
