@@ -219,6 +219,8 @@ table! {
             "Chats per access token per minute (`0`: no limit); over it, 429 with `Retry-After`.";
         QUARRY_AUTH_FAILURES_FREE: Setting, None, SERVE, "5",
             "Failed authentications per client address (not loopback) and per presented token in 15 minutes answered at once; past them each refusal waits 250 ms, doubling up to 10 s.";
+        QUARRY_PUBLIC_URL: Setting, Some("--public-url"), SERVE, "the origin each request was sent to",
+            "The origin clients reach the server at (`https://kb.example.com`): the OAuth issuer and resource identifiers. Set it behind a proxy or load balancer, the same on every node.";
         QUARRY_UI_DIR: Setting, None, SERVE, "unset (the embedded files)",
             "Serve the web UI's files from this folder, read on every request (UI development).";
         QUARRY_WEB_SEARCH: Setting, None, SERVE, "`duckduckgo`",

@@ -447,6 +447,11 @@ struct ServeArgs {
     /// reads and writes everything).
     #[arg(long)]
     allow_unauthenticated_remote: bool,
+    /// The origin clients reach this server at (`https://kb.example.com`), when it differs
+    /// from what they send as `Host` or sits behind a load balancer: OAuth sign-in names it
+    /// as issuer and resource. Every node of a team server gets the same one.
+    #[arg(long, env = config::QUARRY_PUBLIC_URL.name, value_name = "URL")]
+    public_url: Option<String>,
     /// Most tools one MCP endpoint (`/api/mcp`, `/mcp?tools=…`) may expose; a wider
     /// selection is refused with an error naming the cap.
     #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u16).range(1..=1000))]
@@ -1194,6 +1199,11 @@ fn serve(
             state.start_follower()?;
             state.start_audit(audit_settings)?;
             state.start_limits(limit_settings);
+            if let Some(url) = args.and_then(|a| a.public_url.as_deref()) {
+                state
+                    .set_public_url(url)
+                    .map_err(|e| anyhow::anyhow!("--public-url: {e}"))?;
+            }
             // A stdio session (`quarry mcp`, started per agent session) lists the knowledge
             // tools; it connects upstreams only if a call needs one, never all of them at
             // start.

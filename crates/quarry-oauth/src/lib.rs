@@ -113,6 +113,29 @@ impl Endpoints {
         }
     }
 
+    /// From a configured public URL (`https://kb.example.com`): `http` or `https`, a host
+    /// and optional port, and no path, query or fragment — OAuth identifies the server by
+    /// its origin.
+    pub fn from_public_url(url: &str) -> quarry_core::Result<Endpoints> {
+        let bad = |why: &str| Error::invalid(format!("public URL {url:?}: {why}"));
+        let u = Url::parse(url.trim()).map_err(|e| bad(&e.to_string()))?;
+        if !matches!(u.scheme(), "http" | "https") {
+            return Err(bad("use http:// or https://"));
+        }
+        if u.host().is_none() || u.cannot_be_a_base() {
+            return Err(bad("name a host"));
+        }
+        if u.path() != "/" || u.query().is_some() || u.fragment().is_some() {
+            return Err(bad(
+                "give the origin only (scheme, host, port): Quarry serves from the root",
+            ));
+        }
+        if !u.username().is_empty() || u.password().is_some() {
+            return Err(bad("must not carry a user name or password"));
+        }
+        Ok(Endpoints::new(u.origin().ascii_serialization().as_str()))
+    }
+
     /// The public origin, without a trailing slash.
     pub fn origin(&self) -> &str {
         &self.origin
@@ -316,6 +339,49 @@ fn base64url(bytes: &[u8]) -> String {
         }
     }
     out
+}
+
+/// Standard base64 (with or without padding) decoded, or `None`.
+fn base64_decode(s: &str) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(s.len() * 3 / 4);
+    let (mut acc, mut bits) = (0u32, 0u32);
+    for c in s.trim_end_matches('=').bytes() {
+        let v = match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            _ => return None,
+        };
+        acc = (acc << 6) | u32::from(v);
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+            acc &= (1 << bits) - 1;
+        }
+    }
+    Some(out)
+}
+
+/// The client id and secret of an `Authorization: Basic …` header value (RFC 6749 §2.3.1:
+/// each form-urlencoded, then joined by `:` and base64-encoded); `None` for any other
+/// scheme or a malformed value.
+pub fn basic_credentials(header: &str) -> Option<(String, String)> {
+    let (scheme, rest) = header.trim().split_once(' ')?;
+    if !scheme.eq_ignore_ascii_case("basic") {
+        return None;
+    }
+    let raw = String::from_utf8(base64_decode(rest.trim())?).ok()?;
+    let (id, secret) = raw.split_once(':')?;
+    let decode = |s: &str| -> String {
+        url::form_urlencoded::parse(format!("x={s}").as_bytes())
+            .next()
+            .map(|(_, v)| v.into_owned())
+            .unwrap_or_default()
+    };
+    Some((decode(id), decode(secret)))
 }
 
 /// The S256 challenge of a PKCE verifier.

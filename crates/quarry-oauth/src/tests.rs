@@ -449,3 +449,40 @@ fn forms_refuse_repeated_parameters() {
     assert_eq!(parse_form(b"a=1&b=2").unwrap()["b"], "2");
     assert_eq!(parse_form(b"a=1&a=2").unwrap_err().error, "invalid_request");
 }
+
+#[test]
+fn public_urls_are_origins() {
+    assert_eq!(
+        Endpoints::from_public_url("https://KB.example.com/")
+            .unwrap()
+            .origin(),
+        "https://kb.example.com"
+    );
+    assert_eq!(
+        Endpoints::from_public_url("http://10.0.0.5:8080")
+            .unwrap()
+            .origin(),
+        "http://10.0.0.5:8080"
+    );
+    for bad in [
+        "kb.example.com",
+        "ftp://kb.example.com",
+        "https://kb.example.com/quarry",
+        "https://u:p@kb.example.com",
+        "https://kb.example.com/?a=1",
+    ] {
+        assert!(Endpoints::from_public_url(bad).is_err(), "{bad}");
+    }
+}
+
+#[test]
+fn basic_credentials_are_decoded() {
+    // "a%3Ab:s3cr%2Bt" — the id and secret are form-encoded before base64.
+    assert_eq!(
+        basic_credentials("Basic YSUzQWI6czNjciUyQnQ="),
+        Some(("a:b".to_owned(), "s3cr+t".to_owned()))
+    );
+    assert_eq!(basic_credentials("Bearer abc"), None);
+    assert_eq!(basic_credentials("Basic !!!"), None);
+    assert_eq!(basic_credentials("Basic bm9jb2xvbg=="), None, "no colon");
+}

@@ -82,6 +82,9 @@ pub struct AppState {
     audit: std::sync::OnceLock<Arc<quarry_audit::AuditLog>>,
     /// Rate limits, once started ([`AppState::start_limits`]).
     limits: std::sync::OnceLock<Arc<quarry_limits::RateLimiter>>,
+    /// The origin clients reach this server at (`--public-url`), when set: the OAuth
+    /// issuer and resource identifiers. Unset: taken from each request's checked `Host`.
+    public_url: std::sync::OnceLock<String>,
 }
 
 impl AppState {
@@ -117,7 +120,23 @@ impl AppState {
             ui_assets,
             audit: std::sync::OnceLock::new(),
             limits: std::sync::OnceLock::new(),
+            public_url: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Sets the origin clients reach this server at (`https://kb.example.com`: scheme,
+    /// host, optional port, nothing else). Behind a proxy or load balancer every node must
+    /// be given the same one: OAuth clients compare it as a string.
+    pub fn set_public_url(&self, url: &str) -> Result<(), Error> {
+        let origin = auth::oauth::checked_origin(url)?;
+        self.public_url
+            .set(origin)
+            .map_err(|_| Error::Conflict("the public URL is already set".into()))
+    }
+
+    /// The origin set by [`AppState::set_public_url`].
+    pub(crate) fn public_url(&self) -> Option<&str> {
+        self.public_url.get().map(String::as_str)
     }
 
     /// Starts ingestion workers over the engine's queue (uploads, retries, cleanups; also
@@ -441,6 +460,7 @@ pub fn app(state: Arc<AppState>, opts: &HttpOptions, shutdown: &CancellationToke
     let account = api::tokens::account_router()
         .merge(api::spaces::router())
         .merge(api::ui::router())
+        .merge(api::oauth::router())
         .layer(timeout())
         .route_layer(authenticated(auth::Surface::Account));
     let dify = compat::dify::router()
@@ -495,6 +515,11 @@ pub fn app(state: Arc<AppState>, opts: &HttpOptions, shutdown: &CancellationToke
         .merge(chat)
         .merge(metrics)
         .merge(api::qmd::public_router())
+        .merge(
+            api::oauth::public_router()
+                .layer(axum::extract::DefaultBodyLimit::max(64 * 1024))
+                .layer(timeout()),
+        )
         .merge(
             api::ui::public_router()
                 .layer(axum::extract::DefaultBodyLimit::max(64 * 1024))

@@ -7,6 +7,7 @@ pub(crate) mod chat;
 pub(crate) mod hub;
 pub(crate) mod knowledge;
 pub(crate) mod metrics;
+pub(crate) mod oauth;
 pub(crate) mod qmd;
 pub(crate) mod spaces;
 pub(crate) mod tokens;

@@ -23,6 +23,7 @@ use serde_json::json;
 use crate::AppState;
 use crate::http::{ApiError, run_blocking_raw};
 
+pub(crate) mod oauth;
 pub(crate) mod session;
 
 /// Whether requests must carry a token.
@@ -345,7 +346,21 @@ pub(crate) async fn authenticate(
                 crate::audit::auth_failure(&state, f.code(), req.uri().path(), client.clone());
                 crate::limits::auth_failure(&state, client.as_deref(), presented.as_deref()).await;
             }
-            refusal_response(surface, refusal)
+            let mut response = refusal_response(surface, refusal);
+            if response.status() == StatusCode::UNAUTHORIZED && oauth::enabled(&state) {
+                // MCP endpoints are resources of their own (`/mcp`, `/api/mcp`); the rest of
+                // the server is one.
+                let path = if surface == Surface::JsonRpc {
+                    req.uri().path()
+                } else {
+                    ""
+                };
+                if let Some(v) = oauth::challenge(&state, req.headers(), path, presented.is_some())
+                {
+                    response.headers_mut().insert(header::WWW_AUTHENTICATE, v);
+                }
+            }
+            response
         }
     }
 }

@@ -13,6 +13,8 @@ const ROUTES = [
   { path: "hub", module: "./hub.js", ns: ["tools"], css: "tools", nav: "nav.hub" },
   { path: "chat", module: "./chat.js", ns: ["chat"], css: "chat", nav: "nav.chat" },
   { path: "access", module: "./access.js", ns: ["access"], css: "access", nav: "nav.access" },
+  // The OAuth consent page: reached from /oauth/authorize, never from the nav.
+  { path: "authorize", module: "./authorize.js", ns: ["oauth"], css: "access", nav: "oauth.page_title", hidden: true },
 ];
 
 export const app = {
@@ -739,7 +741,7 @@ function renderChrome() {
   replace(
     nav,
     app.session
-      ? ROUTES.map((r) =>
+      ? ROUTES.filter((r) => !r.hidden).map((r) =>
           h(
             "a",
             { href: `#/${r.path}`, class: "nav-link", "aria-current": r.path === current ? "page" : null },

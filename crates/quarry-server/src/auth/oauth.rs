@@ -1,0 +1,67 @@
+//! Where this server's OAuth endpoints are, as a client sees them, and the challenge a 401
+//! carries so an MCP client can find them (RFC 9728 §5.1).
+
+use axum::http::{HeaderMap, HeaderValue, header};
+use quarry_core::Error;
+use quarry_oauth::Endpoints;
+
+use crate::AppState;
+use crate::auth::AuthMode;
+
+/// `url` as an origin (`--public-url`), or why it is not one.
+pub(crate) fn checked_origin(url: &str) -> Result<String, Error> {
+    Ok(Endpoints::from_public_url(url)?.origin().to_owned())
+}
+
+/// The OAuth endpoints for a request: at `--public-url` when set, else at the origin the
+/// request was sent to — its `Host`, which the Host check already limited to names this
+/// server answers to, and `https` when a proxy says so (`X-Forwarded-Proto`).
+pub(crate) fn endpoints(state: &AppState, headers: &HeaderMap) -> Endpoints {
+    if let Some(origin) = state.public_url() {
+        return Endpoints::new(origin);
+    }
+    let https = headers
+        .get("x-forwarded-proto")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.eq_ignore_ascii_case("https"));
+    let host = headers
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .filter(|h| {
+            !h.is_empty()
+                && h.bytes().all(|b| {
+                    b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b':' | b'[' | b']')
+                })
+        })
+        .unwrap_or("localhost");
+    Endpoints::new(&format!(
+        "{}://{}",
+        if https { "https" } else { "http" },
+        host.to_ascii_lowercase()
+    ))
+}
+
+/// Whether this server signs clients in with OAuth: only when it requires tokens (an open
+/// local server has nobody to sign in).
+pub(crate) fn enabled(state: &AppState) -> bool {
+    state.auth_mode() == AuthMode::Token
+}
+
+/// The `WWW-Authenticate` value of a 401 at `path`: a Bearer challenge naming the
+/// resource's metadata, so MCP clients can discover how to sign in.
+pub(crate) fn challenge(
+    state: &AppState,
+    headers: &HeaderMap,
+    path: &str,
+    token_presented: bool,
+) -> Option<HeaderValue> {
+    let e = endpoints(state, headers);
+    let mut value = format!(
+        "Bearer realm=\"quarry\", resource_metadata=\"{}\"",
+        e.resource_metadata_url(path)
+    );
+    if token_presented {
+        value.push_str(", error=\"invalid_token\"");
+    }
+    HeaderValue::from_str(&value).ok()
+}
