@@ -460,3 +460,57 @@ def test_a_2025_11_25_session_opened_on_a_continues_on_b(nodes, path):
     # A session nobody opened is still refused on either node.
     r = rpc(b, path, {"jsonrpc": "2.0", "id": 4, "method": "tools/list"}, "no-such-session")
     assert r.status_code == 404, (r.status_code, r.text)
+
+
+def test_an_oauth_grant_moves_between_nodes(quarry_bin: Path, corpus: Path, tmp_path: Path):
+    """OAuth state lives in the store (issue 27): a client registered on one node, consented to
+    on the other, exchanges, refreshes and is revoked across both — behind one public URL."""
+    import base64
+    import hashlib
+    import secrets
+    import urllib.parse
+
+    a = make_home(quarry_bin, corpus, tmp_path / "a")
+    b = second_node(a, tmp_path / "b")
+    for args in (("space", "create", "acme"), ("user", "add", "ann"), ("space", "grant", "acme", "ann", "--role", "editor")):
+        r = a.run(*args)
+        assert r.returncode == 0, r.stderr
+    ann = json.loads(a.run("--json", "token", "create", "--user", "ann").stdout)["token"]
+    public = "http://quarry.test"
+    srv_a = start_server(a, "--auth", "token", "--public-url", public, logdir=tmp_path / "logs-a")
+    srv_b = start_server(b, "--auth", "token", "--public-url", public, logdir=tmp_path / "logs-b")
+    try:
+        meta = [requests.get(s.url("/.well-known/oauth-authorization-server"), timeout=30).json() for s in (srv_a, srv_b)]
+        assert meta[0] == meta[1] and meta[0]["issuer"] == f"{public}/", meta
+        redirect = "http://127.0.0.1:33420/cb"
+        client = requests.post(srv_a.url("/oauth/register"), json={"redirect_uris": [redirect], "token_endpoint_auth_method": "none"},
+                               timeout=30).json()
+        verifier = secrets.token_urlsafe(48)
+        challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).decode().rstrip("=")
+        request = urllib.parse.urlencode({"response_type": "code", "client_id": client["client_id"], "redirect_uri": redirect,
+                                          "code_challenge": challenge, "code_challenge_method": "S256", "state": "n1",
+                                          "resource": f"{public}/mcp"})
+        # The consent page's call, on node b, as the signed-in person.
+        r = requests.post(srv_b.url("/api/v1/oauth/authorize"), headers={"Authorization": f"Bearer {ann}"},
+                          json={"request": request, "approve": True, "spaces": ["acme"]}, timeout=30)
+        assert r.status_code == 200, r.text
+        q = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(r.json()["data"]["redirect_to"]).query))
+        assert q["iss"] == f"{public}/" and q["state"] == "n1"
+        token = lambda srv, **form: requests.post(srv.url("/oauth/token"), data={"client_id": client["client_id"], **form}, timeout=30)  # noqa: E731
+        r = token(srv_a, grant_type="authorization_code", code=q["code"], code_verifier=verifier, redirect_uri=redirect)
+        assert r.status_code == 200, r.text
+        first = r.json()
+        spaces = requests.get(srv_b.url("/api/v1/user/spaces"), headers={"Authorization": f"Bearer {first['access_token']}"}, timeout=30)
+        assert spaces.status_code == 200 and [s["name"] for s in spaces.json()["data"]["list"]] == ["acme"], spaces.text
+        r = token(srv_b, grant_type="refresh_token", refresh_token=first["refresh_token"])
+        assert r.status_code == 200, r.text
+        second = r.json()
+        # The first refresh token again, on the other node: a replay; the grant ends everywhere.
+        r = token(srv_a, grant_type="refresh_token", refresh_token=first["refresh_token"])
+        assert r.status_code == 400 and r.json()["error"] == "invalid_grant", r.text
+        for srv in (srv_a, srv_b):
+            r = requests.get(srv.url("/api/v1/user/spaces"), headers={"Authorization": f"Bearer {second['access_token']}"}, timeout=30)
+            assert r.status_code == 401, r.text
+    finally:
+        srv_a.stop()
+        srv_b.stop()
