@@ -467,6 +467,8 @@ def test_audit_log_records_grants_and_refusals_without_secrets(world):
     events = [json.loads(line) for line in export.splitlines() if line.strip()]
     consents = [e for e in events if e["target"] == "POST /api/v1/oauth/authorize" and e["action"] == "write"]
     assert consents and all(e["user_name"] == "ann" for e in consents), events[:5]
+    signins = [e for e in events if e["action"] == "signin" and e["target"] == "/oauth/token"]
+    assert signins and all(e["user_name"] == "ann" and e["token_id"] for e in signins), signins[:3]
     assert not re.search(r"q[krcs]_[0-9a-f]{64}", export), "a secret in the audit log"
     # Refused token requests are counted per client address, and recorded outside any space.
     for _ in range(50):  # the server's writer appends every 100 ms

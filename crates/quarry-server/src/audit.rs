@@ -95,8 +95,8 @@ pub(crate) fn auth_failure(state: &AppState, code: &str, path: &str, client: Opt
 }
 
 /// Someone signed in to the web UI with a token.
-pub(crate) fn sign_in(state: &AppState, principal: &Principal, client: Option<String>) {
-    let e = quarry_audit::event(Some(principal), quarry_audit::SIGN_IN, "/ui/login", OK);
+pub(crate) fn sign_in(state: &AppState, principal: &Principal, via: &str, client: Option<String>) {
+    let e = quarry_audit::event(Some(principal), quarry_audit::SIGN_IN, via, OK);
     record(state, e, client);
 }
 

@@ -32,10 +32,6 @@ pub(crate) fn public_router() -> Router<Arc<AppState>> {
             get(authorization_server_metadata),
         )
         .route(
-            "/.well-known/oauth-authorization-server/",
-            get(authorization_server_metadata),
-        )
-        .route(
             "/.well-known/oauth-protected-resource",
             get(protected_resource_metadata),
         )
@@ -61,11 +57,10 @@ fn server(st: &AppState) -> OAuthServer {
     OAuthServer::new(st.root_engine().store_handle())
 }
 
-/// 404 on a server that does not sign clients in, like any unknown route.
+/// 404 on a server that does not sign clients in.
 fn disabled(path: &str) -> Response {
-    ApiError::with_code(
+    ApiError::new(
         StatusCode::NOT_FOUND,
-        crate::http::ErrorCode::RouteNotFound,
         format!("Not found: {path} (OAuth sign-in is offered only by a server that requires access tokens: --auth token)"),
     )
     .into_response()
@@ -273,11 +268,33 @@ async fn token(
     };
     let server = server(&st);
     let endpoints = oauth::endpoints(&st, &headers);
-    match run_blocking_raw(move || server.token(&endpoints, &form, basic)).await {
-        Ok(Ok(tokens)) => no_store(StatusCode::OK, tokens),
+    let client = peer.map(|p| p.0.0.ip().to_string());
+    let signing_in = form
+        .get("grant_type")
+        .is_some_and(|g| g == "authorization_code");
+    let directory = st.directory().clone();
+    let issued = run_blocking_raw(move || {
+        let tokens = server.token(&endpoints, &form, basic)?;
+        // An application signing in (not a refresh) is a sign-in of the person behind it.
+        let principal = match tokens["access_token"].as_str() {
+            Some(t) if signing_in => directory
+                .authenticate_any_space(t, None)
+                .ok()
+                .and_then(Result::ok),
+            _ => None,
+        };
+        Ok::<_, OAuthError>((tokens, principal))
+    })
+    .await;
+    match issued {
+        Ok(Ok((tokens, principal))) => {
+            if let Some(p) = principal {
+                crate::audit::sign_in(&st, &p, "/oauth/token", client);
+            }
+            no_store(StatusCode::OK, tokens)
+        }
         Ok(Err(e)) => {
             if matches!(e.error, "invalid_client" | "invalid_grant") {
-                let client = peer.map(|p| p.0.0.ip().to_string());
                 crate::audit::auth_failure(&st, e.error, "/oauth/token", client.clone());
                 crate::limits::auth_failure(&st, client.as_deref(), None).await;
             }

@@ -210,7 +210,7 @@ async fn login(
             return Err(auth::rest_refusal(f));
         }
     };
-    crate::audit::sign_in(&st, &principal, client);
+    crate::audit::sign_in(&st, &principal, "/ui/login", client);
     let Some(who) = principal.identity else {
         return Err(ApiError::new(StatusCode::UNAUTHORIZED, "not a user's token").into_response());
     };
