@@ -56,6 +56,8 @@ pub enum AuthFailure {
     /// A knowledge base the URL's `?kb=` names is missing or out of reach (the two are not
     /// told apart).
     KnowledgeBaseNotFound(String),
+    /// The token was made for one named tool endpoint and used somewhere else.
+    EndpointOnly,
 }
 
 impl AuthFailure {
@@ -69,13 +71,14 @@ impl AuthFailure {
             AuthFailure::SpaceForbidden => "SPACE_FORBIDDEN",
             AuthFailure::SpaceRequired => "SPACE_REQUIRED",
             AuthFailure::KnowledgeBaseNotFound(_) => "KB_NOT_FOUND",
+            AuthFailure::EndpointOnly => "ENDPOINT_ONLY",
         }
     }
 
     /// HTTP status: 401 for the token itself, 403 for the space.
     pub fn status(&self) -> u16 {
         match self {
-            AuthFailure::SpaceForbidden => 403,
+            AuthFailure::SpaceForbidden | AuthFailure::EndpointOnly => 403,
             AuthFailure::SpaceRequired => 400,
             AuthFailure::KnowledgeBaseNotFound(_) => 404,
             _ => 401,
@@ -102,6 +105,9 @@ impl fmt::Display for AuthFailure {
             AuthFailure::SpaceForbidden => "space not found or not accessible with this token",
             AuthFailure::SpaceRequired => {
                 "this token may use several spaces: name one with X-Space-ID or ?space_id="
+            }
+            AuthFailure::EndpointOnly => {
+                "this token was made for one tool endpoint and works only there (/mcp/e/<name>)"
             }
         })
     }
@@ -141,6 +147,9 @@ pub struct TokenRequest {
     pub tools: Option<Vec<String>>,
     /// Milliseconds since the epoch.
     pub expires_at: Option<i64>,
+    /// The named tool endpoint (its UUID; the caller resolves the name) the token is for: it
+    /// works there only. A token limited to an endpoint creates tokens for that one alone.
+    pub endpoint: Option<String>,
     /// The token creating this one (its UUID), when a token does: the new one reaches no
     /// further than it (spaces, knowledge bases, read-only), expires no later (by default,
     /// when it does), and stops working when it does.
@@ -527,8 +536,12 @@ impl Directory {
         };
         let spaces: Vec<String> = spaces.into_iter().map(|(_, id)| id).collect();
         let mut tools = req.tools.as_deref().map(normalize_tool_scope).transpose()?;
-        let (mut collections, mut read_only, mut expires_at) =
-            (collections, req.read_only, req.expires_at);
+        let (mut collections, mut read_only, mut expires_at, mut endpoint) = (
+            collections,
+            req.read_only,
+            req.expires_at,
+            req.endpoint.clone(),
+        );
         if let Some(p) = &parent {
             // Never further than the parent: a space, knowledge base or write access it
             // lacks is refused rather than silently dropped, so the caller knows.
@@ -563,6 +576,15 @@ impl Directory {
                 }
             }
             read_only |= p.read_only;
+            match (&endpoint, &p.endpoint) {
+                (Some(wanted), Some(limit)) if wanted != limit => {
+                    return Err(Error::Forbidden(
+                        "the token creating this one works at another tool endpoint only".into(),
+                    ));
+                }
+                (None, Some(limit)) => endpoint = Some(limit.clone()),
+                _ => {}
+            }
             match (expires_at, p.expires_at) {
                 (Some(at), Some(limit)) if at > limit => {
                     return Err(bad(format!(
@@ -584,6 +606,7 @@ impl Directory {
             collections,
             read_only,
             tools,
+            endpoint,
             expires_at,
             parent_id: parent.map(|p| p.id),
         })?;
@@ -617,6 +640,7 @@ impl Directory {
             read_only: parent.read_only,
             tools: None,
             expires_at: Some(parent.expires_at.map_or(until, |at| at.min(until))),
+            endpoint: None,
             parent: Some(parent.id),
         })
     }
@@ -757,6 +781,7 @@ impl Directory {
                 spaces: token.spaces.clone(),
                 expires_at,
                 tools: token.tools.clone(),
+                endpoint: token.endpoint.clone(),
             }),
             scope: Scope {
                 space: m.space.clone(),

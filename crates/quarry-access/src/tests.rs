@@ -222,6 +222,7 @@ fn user_actor(d: &Directory, user: &str, spaces: &[&str], read_only: bool) -> Pr
             spaces: token_spaces.clone(),
             expires_at: None,
             tools: None,
+            endpoint: None,
         }),
         scope: quarry_core::Scope {
             machine_owner: false,
@@ -658,4 +659,38 @@ fn a_tool_scope_is_checked_carried_and_narrowed_by_child_tokens() {
     let all = token(&d, "ann", &["team"]);
     let p = d.authenticate(&all.token, None).unwrap().unwrap();
     assert!(p.may_use_tool("memory", "memory.create_entities", false));
+}
+
+#[test]
+fn endpoint_tokens_carry_their_endpoint_to_the_principal_and_their_children() {
+    let (_dir, d, _store) = directory();
+    d.create_space("team", "").unwrap();
+    d.create_user("ann").unwrap();
+    d.grant("ann", "team", Role::Editor).unwrap();
+    let bound = d
+        .create_token(&TokenRequest {
+            user: "ann".into(),
+            endpoint: Some("ep-1".into()),
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(bound.record.endpoint.as_deref(), Some("ep-1"));
+    let p = d.authenticate(&bound.token, None).unwrap().unwrap();
+    assert_eq!(p.identity.unwrap().endpoint.as_deref(), Some("ep-1"));
+    // A child keeps the endpoint, and cannot move to another one.
+    let child = d
+        .create_token(&TokenRequest {
+            user: "ann".into(),
+            parent: Some(bound.record.id.clone()),
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(child.record.endpoint.as_deref(), Some("ep-1"));
+    let other = d.create_token(&TokenRequest {
+        user: "ann".into(),
+        parent: Some(bound.record.id.clone()),
+        endpoint: Some("ep-2".into()),
+        ..Default::default()
+    });
+    assert!(matches!(other, Err(Error::Forbidden(_))), "{other:?}");
 }

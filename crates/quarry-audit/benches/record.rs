@@ -32,6 +32,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             spaces: vec!["d2f1c3b4-5a69-4788-9abc-def012345678".into()],
             expires_at: None,
             tools: Some(vec!["time".into(), "git.git_status".into()]),
+            endpoint: None,
         }),
         scope: Scope {
             machine_owner: false,

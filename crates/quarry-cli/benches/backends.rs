@@ -275,6 +275,7 @@ fn run_backend(
         collections: None,
         read_only: false,
         tools: None,
+        endpoint: None,
         expires_at: None,
         parent: None,
     })?;

@@ -82,6 +82,10 @@ pub(crate) enum TokenCmd {
         /// Expiry: `30d`, `12h`, `90m`, or a date `2027-01-31` (UTC). Default: never.
         #[arg(long)]
         expires: Option<String>,
+        /// Only at this named tool endpoint (`/mcp/e/NAME`): the token works there and
+        /// nowhere else, and sees what the endpoint selects as it changes.
+        #[arg(long, value_name = "NAME")]
+        endpoint: Option<String>,
     },
     /// List tokens (never the secrets).
     #[command(alias = "ls")]
@@ -441,8 +445,21 @@ pub(crate) fn token(
             read_only,
             tools,
             expires,
+            endpoint,
         } => {
             let expires_at = expires.as_deref().map(parse_expiry).transpose()?;
+            let endpoint = match endpoint {
+                Some(name) => Some(
+                    engine
+                        .store_handle()
+                        .tool_endpoint(name)?
+                        .with_context(|| {
+                            format!("no tool endpoint '{name}' (see GET /api/v1/endpoints)")
+                        })?
+                        .id,
+                ),
+                None => None,
+            };
             let tools = if tools.is_empty() {
                 None
             } else {
@@ -472,6 +489,7 @@ pub(crate) fn token(
                 collections: (!kbs.is_empty()).then(|| kbs.clone()),
                 read_only: *read_only,
                 tools,
+                endpoint,
                 expires_at,
                 parent: None,
             })?;

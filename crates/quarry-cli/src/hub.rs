@@ -148,6 +148,7 @@ fn caller(engine: &Engine, user: Option<&str>) -> Result<Principal> {
                     spaces: Vec::new(),
                     expires_at: None,
                     tools: None,
+                    endpoint: None,
                 }),
                 ..owner
             })

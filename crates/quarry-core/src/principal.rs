@@ -30,6 +30,8 @@ pub struct Identity {
     /// The hub tools the token may use: packages (`time`) and tools (`time.get_current_time`);
     /// `None`: every tool of its user.
     pub tools: Option<Vec<String>>,
+    /// The named tool endpoint (its UUID) the token works at, and nowhere else.
+    pub endpoint: Option<String>,
 }
 
 /// A resolved caller: who (no identity: the machine's owner itself) and what it may reach.
@@ -133,6 +135,7 @@ mod tests {
                 spaces: vec!["s1".into()],
                 expires_at: None,
                 tools: None,
+                endpoint: None,
             }),
             scope: Scope {
                 machine_owner: false,
@@ -154,6 +157,7 @@ mod tests {
                 spaces: vec!["s1".into()],
                 expires_at: None,
                 tools: tools.map(|t| t.iter().map(|s| (*s).to_owned()).collect()),
+                endpoint: None,
             }),
             scope: Scope::owner("default"),
             space_id: "s1".into(),

@@ -10,6 +10,7 @@
 
 pub mod catalog;
 pub mod custom;
+pub mod endpoint;
 pub mod era;
 pub mod names;
 pub mod search;
@@ -32,6 +33,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 pub use catalog::{BuiltinPackage, Catalog, CatalogTool, KNOWLEDGE_PACKAGE, Package, PackageKind};
+pub use endpoint::EndpointSelection;
 pub use names::Selection;
 pub use ssrf::NetPolicy;
 pub use upstream::{CallError, Health, ProgressSink, TransportKind};

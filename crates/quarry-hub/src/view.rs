@@ -225,6 +225,13 @@ impl View {
         &self.catalog
     }
 
+    /// Whether this view lists or lets `call_tool` reach the tool named `package.tool`.
+    pub fn reaches(&self, full_name: &str) -> bool {
+        self.scope
+            .iter()
+            .any(|&i| self.catalog.tools[i].full_name == full_name)
+    }
+
     /// Whether the endpoint is in search mode (`search_tools` and `call_tool`).
     pub fn is_search_mode(&self) -> bool {
         self.search_mode

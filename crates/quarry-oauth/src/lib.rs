@@ -845,6 +845,7 @@ impl OAuthServer {
             read_only,
             tools: consent.tools.clone(),
             expires_at: None,
+            endpoint: None,
             parent: Some(signed_in_with),
         })?;
         let now = quarry_core::now_millis();

@@ -429,6 +429,15 @@ pub fn app(state: Arc<AppState>, opts: &HttpOptions, shutdown: &CancellationToke
             .with_max_request_body_bytes(opts.max_body_bytes)
             .with_cancellation_token(shutdown.child_token()),
     );
+    let named_state = state.clone();
+    let named = StreamableHttpService::new(
+        move || Ok(QuarryMcp::named(named_state.clone())),
+        Arc::new(LocalSessionManager::default()),
+        sessionful()
+            .disable_allowed_hosts()
+            .with_max_request_body_bytes(opts.max_body_bytes)
+            .with_cancellation_token(shutdown.child_token()),
+    );
     let quka_state = state.clone();
     let quka = StreamableHttpService::new(
         move || Ok(compat::quka::QukaMcp::new(quka_state.clone())),
@@ -453,6 +462,7 @@ pub fn app(state: Arc<AppState>, opts: &HttpOptions, shutdown: &CancellationToke
         .merge(api::audit::router())
         .merge(compat::weknora::router())
         .merge(api::hub::router())
+        .merge(api::endpoints::router())
         .layer(axum::extract::DefaultBodyLimit::max(opts.max_body_bytes))
         .layer(timeout())
         .layer(consistent())
@@ -477,8 +487,15 @@ pub fn app(state: Arc<AppState>, opts: &HttpOptions, shutdown: &CancellationToke
                 legacy_sse,
                 mcp::hub_sse::route,
             ));
+    let named = Router::new()
+        .route_service("/mcp/e/{name}", named)
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            mcp::named::resolve,
+        ));
     let mcp = Router::new()
         .nest_service("/mcp", mcp)
+        .merge(named)
         .merge(gateway)
         .layer(consistent())
         .layer(authenticated(auth::Surface::JsonRpc))

@@ -19,7 +19,7 @@ const METHODS: [&str; 5] = ["get", "post", "put", "patch", "delete"];
 const NOT_API: [&str; 3] = ["/", "/index.html", "/assets/{}"];
 
 /// Endpoints mounted as whole services (MCP transports), not `.route(…)`.
-const SERVICES: [&str; 3] = ["/mcp", "/api/mcp", "/api/v1/mcp"];
+const SERVICES: [&str; 4] = ["/mcp", "/api/mcp", "/api/v1/mcp", "/mcp/e/{}"];
 
 fn openapi() -> Value {
     let text =

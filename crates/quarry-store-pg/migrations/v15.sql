@@ -1,4 +1,4 @@
--- Version 15: the OAuth 2.1 authorization server (issue 27).
+-- Version 15 (issue 27): the OAuth 2.1 authorization server, and named tool endpoints.
 --
 -- Clients registered through dynamic client registration (RFC 7591); the grants people
 -- consented to (each the parent token of every access token its client gets); one-time
@@ -32,3 +32,18 @@ CREATE TABLE oauth_secrets (
     used_at bigint
 );
 CREATE INDEX oauth_secrets_expiry ON oauth_secrets (expires_at);
+
+-- Named tool endpoints (`/mcp/e/<name>`): a saved selection of hub tools owned by a user
+-- (`user:<owner key>`) or a space (`space:<uuid>`); a token may be limited to one of them.
+CREATE TABLE tool_endpoints (
+    id text PRIMARY KEY,
+    name text NOT NULL UNIQUE,
+    owner text NOT NULL,
+    selection text NOT NULL,
+    description text NOT NULL,
+    created_by text,
+    created_at bigint NOT NULL,
+    updated_at bigint NOT NULL
+);
+CREATE INDEX tool_endpoints_owner ON tool_endpoints (owner);
+ALTER TABLE access_tokens ADD COLUMN endpoint text;

@@ -21,7 +21,7 @@ const SPACE_COLUMNS: &str = "s.id, s.uid, s.description, s.created_at";
 /// The columns [`token_from_row`] reads, from `access_tokens t JOIN users u`.
 const TOKEN_COLUMNS: &str = "t.uid, t.user_id, u.name, t.label, t.prefix, t.spaces, \
      t.collections, t.read_only, t.created_at, t.expires_at, t.last_used_at, t.revoked_at, \
-     u.uid, t.parent, t.tools";
+     u.uid, t.parent, t.tools, t.endpoint";
 
 const MEMBERSHIP_SELECT: &str = "SELECT u.name, s.id, s.uid, m.role, m.created_at \
      FROM memberships m JOIN users u ON u.id = m.user_id JOIN spaces s ON s.id = m.space";
@@ -252,7 +252,7 @@ impl AccessStore for PgStore {
         let spaces = new.spaces.join(",");
         let collections = new.collections.as_ref().map(|c| c.join(","));
         let tools = new.tools.as_ref().map(|t| t.join(","));
-        let params: [&(dyn ToSql + Sync); 11] = [
+        let params: [&(dyn ToSql + Sync); 12] = [
             &uid,
             &new.user_row,
             &new.hash,
@@ -264,6 +264,7 @@ impl AccessStore for PgStore {
             &new.expires_at,
             &new.parent_id,
             &tools,
+            &new.endpoint,
         ];
         // Insert and read back with the owner's name and UUID in one round trip.
         let row = self
@@ -271,8 +272,9 @@ impl AccessStore for PgStore {
             .query_opt(
                 &format!(
                     "WITH t AS (INSERT INTO access_tokens (uid, user_id, hash, prefix, label, \
-                       spaces, collections, read_only, created_at, expires_at, parent, tools) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, quarry_now_ms(), $9, $10, $11) \
+                       spaces, collections, read_only, created_at, expires_at, parent, tools, \
+                       endpoint) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, quarry_now_ms(), $9, $10, $11, $12) \
                      RETURNING *) \
                      SELECT {TOKEN_COLUMNS} FROM t JOIN users u ON u.id = t.user_id"
                 ),
@@ -346,10 +348,10 @@ impl AccessStore for PgStore {
             return Ok(None);
         };
         let token = token_from_row(first)?;
-        let spaces: Vec<String> = list(first, 15)?;
-        let space_ids: Vec<String> = list(first, 16)?;
-        let roles: Vec<String> = list(first, 17)?;
-        let joined: Vec<i64> = list(first, 18)?;
+        let spaces: Vec<String> = list(first, 16)?;
+        let space_ids: Vec<String> = list(first, 17)?;
+        let roles: Vec<String> = list(first, 18)?;
+        let joined: Vec<i64> = list(first, 19)?;
         if [space_ids.len(), roles.len(), joined.len()] != [spaces.len(); 3] {
             return Err(Error::Storage("memberships read unevenly".into()));
         }
@@ -494,6 +496,7 @@ fn token_from_row(r: &Row) -> Result<TokenRecord> {
         revoked_at: r.try_get(11).map_err(db_err)?,
         parent_id: r.try_get(13).map_err(db_err)?,
         tools: tools.as_deref().map(split_list),
+        endpoint: r.try_get(15).map_err(db_err)?,
     })
 }
 

@@ -474,6 +474,98 @@ impl HubStore for PgStore {
             .map_err(db_err)?;
         Ok(n > 0)
     }
+
+    fn insert_tool_endpoint(&self, e: &ToolEndpointRow) -> Result<()> {
+        self.conn()?
+            .execute(
+                &format!(
+                    "INSERT INTO tool_endpoints ({ENDPOINT_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
+                ),
+                &[
+                    &e.id,
+                    &e.name,
+                    &e.owner,
+                    &e.selection,
+                    &e.description,
+                    &e.created_by,
+                    &e.created_at,
+                    &e.updated_at,
+                ],
+            )
+            .map_err(|err| {
+                conflict_or_db(err, || format!("an endpoint named '{}' already exists", e.name))
+            })?;
+        Ok(())
+    }
+
+    fn update_tool_endpoint(&self, e: &ToolEndpointRow) -> Result<()> {
+        let n = self
+            .conn()?
+            .execute(
+                "UPDATE tool_endpoints SET name = $2, selection = $3, description = $4, \
+                 updated_at = $5 WHERE id = $1",
+                &[&e.id, &e.name, &e.selection, &e.description, &e.updated_at],
+            )
+            .map_err(|err| {
+                conflict_or_db(err, || {
+                    format!("an endpoint named '{}' already exists", e.name)
+                })
+            })?;
+        if n == 0 {
+            return Err(Error::NotFound(format!("endpoint '{}' not found", e.name)));
+        }
+        Ok(())
+    }
+
+    fn tool_endpoint(&self, name: &str) -> Result<Option<ToolEndpointRow>> {
+        let row = self
+            .conn()?
+            .query_opt(
+                &format!("SELECT {ENDPOINT_COLUMNS} FROM tool_endpoints WHERE name = $1"),
+                &[&name],
+            )
+            .map_err(db_err)?;
+        row.as_ref().map(endpoint_from_row).transpose()
+    }
+
+    fn tool_endpoints(&self, owners: &[String]) -> Result<Vec<ToolEndpointRow>> {
+        self.conn()?
+            .query(
+                &format!(
+                    "SELECT {ENDPOINT_COLUMNS} FROM tool_endpoints WHERE owner = ANY($1) \
+                     ORDER BY name COLLATE \"C\""
+                ),
+                &[&owners],
+            )
+            .map_err(db_err)?
+            .iter()
+            .map(endpoint_from_row)
+            .collect()
+    }
+
+    fn delete_tool_endpoint(&self, id: &str) -> Result<bool> {
+        let n = self
+            .conn()?
+            .execute("DELETE FROM tool_endpoints WHERE id = $1", &[&id])
+            .map_err(db_err)?;
+        Ok(n > 0)
+    }
+}
+
+const ENDPOINT_COLUMNS: &str =
+    "id, name, owner, selection, description, created_by, created_at, updated_at";
+
+fn endpoint_from_row(r: &Row) -> Result<ToolEndpointRow> {
+    Ok(ToolEndpointRow {
+        id: r.try_get(0).map_err(db_err)?,
+        name: r.try_get(1).map_err(db_err)?,
+        owner: r.try_get(2).map_err(db_err)?,
+        selection: r.try_get(3).map_err(db_err)?,
+        description: r.try_get(4).map_err(db_err)?,
+        created_by: r.try_get(5).map_err(db_err)?,
+        created_at: r.try_get(6).map_err(db_err)?,
+        updated_at: r.try_get(7).map_err(db_err)?,
+    })
 }
 
 fn package_taken(id: &str) -> Error {

@@ -19,8 +19,8 @@ use quarry_store::{
     ConversationSummary, ConvertedFile, CustomToolRow, DocChange, DocChunks, DocSummary, EmbedJob,
     EmbeddingState, FeedBatch, FeedPosition, FileFilter, FileState, FileStatus, HubStore,
     IndexWork, Job, JobQueue, KbFile, KnowledgeBase, KnowledgeStore, Lease, Membership, NewKbFile,
-    NewToken, PackageRow, QueueCounts, Role, Space, Store, TokenGrant, TokenRecord, ToolRow,
-    UpstreamRow, User,
+    NewToken, PackageRow, QueueCounts, Role, Space, Store, TokenGrant, TokenRecord,
+    ToolEndpointRow, ToolRow, UpstreamRow, User,
 };
 
 mod migrate;

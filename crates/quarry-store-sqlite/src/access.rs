@@ -18,7 +18,7 @@ fn space_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Space> {
 const SPACE_COLUMNS: &str = "s.id, s.uid, s.description, s.created_at";
 
 const TOKEN_COLUMNS: &str = "t.uid, t.user_id, u.name, t.label, t.prefix, t.spaces, t.collections, \
-     t.read_only, t.created_at, t.expires_at, t.last_used_at, t.revoked_at, u.uid, t.parent, t.tools";
+     t.read_only, t.created_at, t.expires_at, t.last_used_at, t.revoked_at, u.uid, t.parent, t.tools, t.endpoint";
 
 /// Longest chain of tokens creating tokens that is followed (a guard: chains cannot loop,
 /// since a parent exists before its child).
@@ -48,6 +48,7 @@ fn token_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<TokenRecord> {
         revoked_at: r.get(11)?,
         parent_id: r.get(13)?,
         tools: r.get::<_, Option<String>>(14)?.map(|s| split_list(&s)),
+        endpoint: r.get(15)?,
     })
 }
 
@@ -283,8 +284,8 @@ impl AccessStore for SqliteStore {
         self.write(|tx| {
             tx.execute(
                 "INSERT INTO access_tokens (uid, user_id, hash, prefix, label, spaces, collections, \
-                 read_only, created_at, expires_at, parent, tools) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+                 read_only, created_at, expires_at, parent, tools, endpoint) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
                 params![
                     uid,
                     new.user_row,
@@ -298,6 +299,7 @@ impl AccessStore for SqliteStore {
                     new.expires_at,
                     new.parent_id,
                     new.tools.as_ref().map(|t| t.join(",")),
+                    new.endpoint,
                 ],
             )
             .map_err(db_err)?;

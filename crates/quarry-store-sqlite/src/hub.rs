@@ -4,7 +4,23 @@ use quarry_core::{Error, Result};
 use rusqlite::{OptionalExtension, Transaction, params};
 
 use super::{SqliteStore, conflict_or_db, db_err};
-use quarry_store::{CustomToolRow, HubStore, PackageRow, ToolRow, UpstreamRow};
+use quarry_store::{CustomToolRow, HubStore, PackageRow, ToolEndpointRow, ToolRow, UpstreamRow};
+
+const ENDPOINT_COLUMNS: &str =
+    "id, name, owner, selection, description, created_by, created_at, updated_at";
+
+fn endpoint_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ToolEndpointRow> {
+    Ok(ToolEndpointRow {
+        id: r.get(0)?,
+        name: r.get(1)?,
+        owner: r.get(2)?,
+        selection: r.get(3)?,
+        description: r.get(4)?,
+        created_by: r.get(5)?,
+        created_at: r.get(6)?,
+        updated_at: r.get(7)?,
+    })
+}
 
 const UPSTREAM_COLUMNS: &str = "id, owner, name, package, transport, config, options, secrets, \
      enabled, created_at, updated_at";
@@ -446,6 +462,81 @@ impl HubStore for SqliteStore {
             if n > 0 {
                 bump(tx, owner)?;
             }
+            Ok(n > 0)
+        })
+    }
+
+    fn insert_tool_endpoint(&self, e: &ToolEndpointRow) -> Result<()> {
+        self.write(|tx| {
+            tx.execute(
+                &format!(
+                    "INSERT INTO tool_endpoints ({ENDPOINT_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"
+                ),
+                params![
+                    e.id,
+                    e.name,
+                    e.owner,
+                    e.selection,
+                    e.description,
+                    e.created_by,
+                    e.created_at,
+                    e.updated_at
+                ],
+            )
+            .map_err(|err| {
+                conflict_or_db(err, || format!("an endpoint named '{}' already exists", e.name))
+            })?;
+            Ok(())
+        })
+    }
+
+    fn update_tool_endpoint(&self, e: &ToolEndpointRow) -> Result<()> {
+        self.write(|tx| {
+            let n = tx
+                .execute(
+                    "UPDATE tool_endpoints SET name = ?2, selection = ?3, description = ?4, \
+                     updated_at = ?5 WHERE id = ?1",
+                    params![e.id, e.name, e.selection, e.description, e.updated_at],
+                )
+                .map_err(|err| {
+                    conflict_or_db(err, || {
+                        format!("an endpoint named '{}' already exists", e.name)
+                    })
+                })?;
+            if n == 0 {
+                return Err(Error::NotFound(format!("endpoint '{}' not found", e.name)));
+            }
+            Ok(())
+        })
+    }
+
+    fn tool_endpoint(&self, name: &str) -> Result<Option<ToolEndpointRow>> {
+        self.conn()
+            .prepare_cached(&format!(
+                "SELECT {ENDPOINT_COLUMNS} FROM tool_endpoints WHERE name = ?1"
+            ))
+            .and_then(|mut s| s.query_row([name], endpoint_from_row).optional())
+            .map_err(db_err)
+    }
+
+    fn tool_endpoints(&self, owners: &[String]) -> Result<Vec<ToolEndpointRow>> {
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare_cached(&format!(
+                "SELECT {ENDPOINT_COLUMNS} FROM tool_endpoints WHERE owner IN (SELECT value FROM json_each(?1)) ORDER BY name"
+            ))
+            .map_err(db_err)?;
+        let owners = serde_json::to_string(owners).unwrap_or_else(|_| "[]".into());
+        stmt.query_map([owners], endpoint_from_row)
+            .and_then(|rows| rows.collect())
+            .map_err(db_err)
+    }
+
+    fn delete_tool_endpoint(&self, id: &str) -> Result<bool> {
+        self.write(|tx| {
+            let n = tx
+                .execute("DELETE FROM tool_endpoints WHERE id = ?1", [id])
+                .map_err(db_err)?;
             Ok(n > 0)
         })
     }

@@ -447,9 +447,22 @@ CREATE TABLE IF NOT EXISTS rate_counters (
 ) WITHOUT ROWID;
 "#;
 
-/// Version 15: the OAuth 2.1 authorization server (issue 27): registered clients, the grants
-/// people consented to, and one-time secrets (codes, refresh tokens) stored as hashes.
+/// Version 15 (issue 27): the OAuth 2.1 authorization server — registered clients, the grants
+/// people consented to, one-time secrets (codes, refresh tokens) stored as hashes — and named
+/// tool endpoints, with tokens that work at one of them only.
 const SCHEMA_V15: &str = r#"
+ALTER TABLE access_tokens ADD COLUMN endpoint TEXT;
+CREATE TABLE IF NOT EXISTS tool_endpoints (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    owner TEXT NOT NULL,
+    selection TEXT NOT NULL,
+    description TEXT NOT NULL,
+    created_by TEXT,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS tool_endpoints_owner ON tool_endpoints(owner);
 CREATE TABLE IF NOT EXISTS oauth_clients (
     id TEXT PRIMARY KEY,
     secret_hash TEXT,

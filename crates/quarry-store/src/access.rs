@@ -114,6 +114,9 @@ pub struct TokenRecord {
     /// The hub packages (`time`) and tools (`time.get_current_time`) it may use; `None`:
     /// every tool of its user.
     pub tools: Option<Vec<String>>,
+    /// The named tool endpoint (its UUID) the token is for: it works there and nowhere
+    /// else. `None`: every surface.
+    pub endpoint: Option<String>,
     /// Milliseconds since the epoch.
     pub created_at: i64,
     /// When it stops working (milliseconds since the epoch); `None`: never.
@@ -146,6 +149,8 @@ pub struct NewToken {
     pub read_only: bool,
     /// The hub packages and tools it may use; `None`: every tool of its user.
     pub tools: Option<Vec<String>>,
+    /// The named tool endpoint (UUID) it is limited to.
+    pub endpoint: Option<String>,
     /// When it stops working (milliseconds since the epoch); `None`: never.
     pub expires_at: Option<i64>,
     /// The creating token's UUID.

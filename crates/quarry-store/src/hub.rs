@@ -119,6 +119,27 @@ pub struct CustomToolRow {
     pub updated_at: i64,
 }
 
+/// A named tool endpoint (`/mcp/e/<name>`): a saved selection of hub tools.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolEndpointRow {
+    /// UUID.
+    pub id: String,
+    /// The URL's name, unique on the server.
+    pub name: String,
+    /// Whose it is: `user:<owner key>` or `space:<space UUID>`.
+    pub owner: String,
+    /// The selection as a query string (`tools=…&servers=…&pin=…&mode=search&names=tool&cap=N`).
+    pub selection: String,
+    /// What it is for, in words.
+    pub description: String,
+    /// The user (UUID) who made it; `None`: the machine's owner.
+    pub created_by: Option<String>,
+    /// Milliseconds since the epoch.
+    pub created_at: i64,
+    /// Milliseconds since the epoch of the last change.
+    pub updated_at: i64,
+}
+
 /// The hub's tables behind one trait, like everything the store keeps.
 pub trait HubStore: Send + Sync {
     /// Registers an upstream and its (empty) package in one transaction; `Conflict` when the
@@ -159,4 +180,16 @@ pub trait HubStore: Send + Sync {
     fn custom_tools(&self, owner: &str) -> Result<Vec<CustomToolRow>>;
     /// Removes a custom tool; false when the owner has none such.
     fn delete_custom_tool(&self, owner: &str, id: &str) -> Result<bool>;
+
+    /// Stores a new named endpoint; `Conflict` when the name is taken.
+    fn insert_tool_endpoint(&self, endpoint: &ToolEndpointRow) -> Result<()>;
+    /// Replaces an endpoint's name, selection and description (by id); `NotFound`, or
+    /// `Conflict` when the new name is taken.
+    fn update_tool_endpoint(&self, endpoint: &ToolEndpointRow) -> Result<()>;
+    /// An endpoint by name.
+    fn tool_endpoint(&self, name: &str) -> Result<Option<ToolEndpointRow>>;
+    /// The endpoints of these owners, by name.
+    fn tool_endpoints(&self, owners: &[String]) -> Result<Vec<ToolEndpointRow>>;
+    /// Removes an endpoint by id; false when there is none.
+    fn delete_tool_endpoint(&self, id: &str) -> Result<bool>;
 }

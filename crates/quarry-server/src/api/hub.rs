@@ -18,8 +18,8 @@ use serde_json::{Value, json};
 
 use crate::AppState;
 use crate::auth::Caller;
-use crate::http::{ApiError, Body, ok, ok_list, run_blocking};
-use crate::service::knowledge_tools;
+use crate::http::{ApiError, Body, base_url, ok, ok_list, run_blocking};
+use crate::service::{endpoints, knowledge_tools};
 
 /// Runs `f` on the hub's registry as the request's principal, on the blocking runner.
 async fn as_caller<T: Send + 'static>(
@@ -491,19 +491,6 @@ async fn toggle_tool(
 // --- Catalog (seed 002) ------------------------------------------------------------------
 
 /// `scheme://host` of this request, for ready-to-paste endpoint URLs.
-fn base_url(headers: &HeaderMap) -> String {
-    let host = headers
-        .get(axum::http::header::HOST)
-        .and_then(|h| h.to_str().ok())
-        .unwrap_or("127.0.0.1:18765");
-    let scheme = headers
-        .get("x-forwarded-proto")
-        .and_then(|h| h.to_str().ok())
-        .filter(|p| *p == "https" || *p == "http")
-        .unwrap_or("http");
-    format!("{scheme}://{host}")
-}
-
 fn encode(s: &str) -> String {
     form_urlencoded::byte_serialize(s.as_bytes()).collect()
 }
@@ -597,7 +584,49 @@ async fn category_packages(
     Ok(axum::Json(json!({ "packages": packages })).into_response())
 }
 
-fn catalog_tool_json(t: &CatalogTool, catalog: &Catalog, base: &str) -> Value {
+/// Which of the caller's named endpoints expose each tool (`package.tool` → endpoint names,
+/// in name order): their views over the caller's catalog, computed once per request.
+async fn exposing(
+    state: &Arc<AppState>,
+    caller: &Caller,
+    catalog: &Arc<Catalog>,
+) -> Result<std::collections::HashMap<String, Vec<String>>, ApiError> {
+    let store = state.root_engine().store_handle();
+    let caller = caller.clone();
+    let catalog = catalog.clone();
+    let max_tools = state.hub().options().max_tools;
+    run_blocking(move || {
+        let owners = endpoints::visible_owners(&caller.principal);
+        let mut by_tool: std::collections::HashMap<String, Vec<String>> = Default::default();
+        for e in store.tool_endpoints(&owners)? {
+            // An endpoint whose selection no longer fits this catalog exposes nothing here.
+            let Ok(view) = endpoints::view_of(
+                &e,
+                catalog.clone(),
+                &caller.principal,
+                &|t| t.package != KNOWLEDGE_PACKAGE || knowledge_tools::usable_by(&caller, &t.name),
+                max_tools,
+            ) else {
+                continue;
+            };
+            for t in catalog.tools.iter().filter(|t| view.reaches(&t.full_name)) {
+                by_tool
+                    .entry(t.full_name.clone())
+                    .or_default()
+                    .push(e.name.clone());
+            }
+        }
+        Ok(by_tool)
+    })
+    .await
+}
+
+fn catalog_tool_json(
+    t: &CatalogTool,
+    catalog: &Catalog,
+    base: &str,
+    exposed_by: &std::collections::HashMap<String, Vec<String>>,
+) -> Value {
     let pkg = catalog.package(&t.package);
     json!({
         "name": t.full_name,
@@ -611,6 +640,7 @@ fn catalog_tool_json(t: &CatalogTool, catalog: &Catalog, base: &str) -> Value {
         "source": t.source,
         "schemaVersion": t.schema_version,
         "endpoint": format!("{base}/api/mcp?tools={}", encode(&t.full_name)),
+        "namedEndpoints": exposed_by.get(&t.full_name).cloned().unwrap_or_default(),
     })
 }
 
@@ -627,10 +657,11 @@ async fn catalog_package_tools(
         ))));
     }
     let base = base_url(&headers);
+    let exposed_by = exposing(&state, &caller, &catalog).await?;
     let tools: Vec<Value> = usable(&caller, &catalog)
         .into_iter()
         .filter(|t| t.package == package)
-        .map(|t| catalog_tool_json(t, &catalog, &base))
+        .map(|t| catalog_tool_json(t, &catalog, &base, &exposed_by))
         .collect();
     Ok(axum::Json(json!({
         "tools": tools,
@@ -709,10 +740,11 @@ async fn catalog_search(
         .filter(|t| params.category.as_deref().is_none_or(|c| t.category == c))
         .collect();
     let total = matched.len();
+    let exposed_by = exposing(&state, &caller, &catalog).await?;
     let tools: Vec<Value> = matched
         .into_iter()
         .take(limit)
-        .map(|t| catalog_tool_json(t, &catalog, &base))
+        .map(|t| catalog_tool_json(t, &catalog, &base, &exposed_by))
         .collect();
     Ok(axum::Json(json!({ "tools": tools, "total": total })).into_response())
 }

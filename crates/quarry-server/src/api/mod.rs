@@ -4,6 +4,7 @@
 
 pub(crate) mod audit;
 pub(crate) mod chat;
+pub(crate) mod endpoints;
 pub(crate) mod hub;
 pub(crate) mod knowledge;
 pub(crate) mod metrics;

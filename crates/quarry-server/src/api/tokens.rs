@@ -57,6 +57,9 @@ struct NewTokenBody {
     expires_at: Option<i64>,
     #[serde(default)]
     expires_in_days: Option<i64>,
+    /// A named tool endpoint (`/mcp/e/<name>`) the token is for: it works there only.
+    #[serde(default)]
+    endpoint: Option<String>,
 }
 
 fn expiry(b: &NewTokenBody) -> Result<Option<i64>, ApiError> {
@@ -120,6 +123,26 @@ async fn issue(st: Arc<AppState>, caller: Caller, b: NewTokenBody) -> Result<Res
         }
     })
     .await?;
+    // The endpoint by name, as the caller sees it (the machine's owner sees every one).
+    let endpoint = match b.endpoint.clone() {
+        Some(name) => {
+            let store = st.root_engine().store_handle();
+            let who = caller.principal.clone();
+            let id = run_blocking(move || {
+                let found = if who.is_machine_owner() {
+                    store.tool_endpoint(&name)?
+                } else {
+                    crate::service::endpoints::visible(&store, &who, &name)?
+                };
+                found
+                    .map(|e| e.id)
+                    .ok_or_else(|| Error::NotFound(format!("tool endpoint '{name}' not found")))
+            })
+            .await?;
+            Some(id)
+        }
+        None => None,
+    };
     let directory = st.directory().clone();
     let req = TokenRequest {
         user,
@@ -128,6 +151,7 @@ async fn issue(st: Arc<AppState>, caller: Caller, b: NewTokenBody) -> Result<Res
         collections,
         read_only: b.read_only || !scope.can(Access::Write),
         tools: b.tools,
+        endpoint,
         expires_at,
         // A token's tokens live and reach no further than it (checked in quarry-access).
         parent: caller

@@ -308,6 +308,20 @@ pub(crate) async fn authenticate(
         Ok(resolved) => resolved,
         Err(e) => Err(Refusal::Internal(e.detail)),
     };
+    // A token made for one named tool endpoint works there only (`mcp/named.rs` checks it is
+    // the right one).
+    let resolved = resolved.and_then(|caller| {
+        let bound = caller
+            .principal
+            .identity
+            .as_ref()
+            .is_some_and(|i| i.endpoint.is_some());
+        if bound && !req.uri().path().starts_with("/mcp/e/") {
+            Err(Refusal::Auth(AuthFailure::EndpointOnly))
+        } else {
+            Ok(caller)
+        }
+    });
     match resolved {
         Ok(caller) => {
             // MCP messages are audited per tool call, not per POST.

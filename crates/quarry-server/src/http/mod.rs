@@ -11,6 +11,6 @@ mod extract;
 pub(crate) mod guard;
 
 pub(crate) use blocking::{run_blocking, run_blocking_raw};
-pub(crate) use envelope::{ok, ok_list};
+pub(crate) use envelope::{base_url, ok, ok_list};
 pub(crate) use error::{ApiError, ErrorCode, http_status};
 pub(crate) use extract::{Body, count};

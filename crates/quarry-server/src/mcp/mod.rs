@@ -9,6 +9,7 @@
 
 pub(crate) mod hub_sse;
 pub(crate) mod jsonrpc;
+pub(crate) mod named;
 mod qmd_tools;
 pub(crate) mod sessions;
 
@@ -49,6 +50,9 @@ pub struct QuarryMcp {
     fixed: Option<Caller>,
     /// What the endpoint lists when its URL selects nothing.
     default_view: DefaultView,
+    /// `/mcp/e/<name>`: the selection is the named endpoint's (the request carries it, put
+    /// there by [`named::resolve`]), not the URL's.
+    named: bool,
 }
 
 impl QuarryMcp {
@@ -59,6 +63,7 @@ impl QuarryMcp {
             state,
             fixed: None,
             default_view: DefaultView::BarePackage(KNOWLEDGE_PACKAGE.into()),
+            named: false,
         }
     }
 
@@ -68,6 +73,17 @@ impl QuarryMcp {
             state,
             fixed: None,
             default_view: DefaultView::Everything,
+            named: false,
+        }
+    }
+
+    /// `/mcp/e/<name>`, a named tool endpoint: its saved selection over the caller's tools.
+    pub fn named(state: Arc<AppState>) -> Self {
+        QuarryMcp {
+            state,
+            fixed: None,
+            default_view: DefaultView::Everything,
+            named: true,
         }
     }
 
@@ -78,6 +94,7 @@ impl QuarryMcp {
             state,
             fixed: Some(caller),
             default_view: DefaultView::BarePackage(KNOWLEDGE_PACKAGE.into()),
+            named: false,
         })
     }
 
@@ -91,10 +108,28 @@ impl QuarryMcp {
         caller: &Caller,
         context: &RequestContext<RoleServer>,
     ) -> Result<View, McpError> {
-        let query = context
-            .extensions
-            .get::<axum::http::request::Parts>()
-            .and_then(|p| p.uri.query());
+        let parts = context.extensions.get::<axum::http::request::Parts>();
+        if self.named {
+            let endpoint = parts
+                .and_then(|p| p.extensions.get::<quarry_store::ToolEndpointRow>())
+                .cloned()
+                .ok_or_else(|| McpError::internal_error("no tool endpoint was resolved", None))?;
+            let hub = self.state.hub().clone();
+            let max_tools = hub.options().max_tools;
+            let (registry, owner) = (hub.clone(), caller.principal.owner_key().to_owned());
+            let catalog = run_blocking(move || registry.catalog(&owner))
+                .await
+                .map_err(|e| McpError::internal_error(e.detail, None))?;
+            return crate::service::endpoints::view_of(
+                &endpoint,
+                catalog,
+                &caller.principal,
+                &|t| t.package != KNOWLEDGE_PACKAGE || knowledge_tools::usable_by(caller, &t.name),
+                max_tools,
+            )
+            .map_err(|e| McpError::invalid_params(e.to_string(), None));
+        }
+        let query = parts.and_then(|p| p.uri.query());
         let selection =
             Selection::from_query(query).map_err(|m| McpError::invalid_params(m, None))?;
         let hub = self.state.hub();

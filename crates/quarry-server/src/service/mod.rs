@@ -1,8 +1,10 @@
 //! Work two surfaces share, so that route modules never import each other: the knowledge
 //! tools (listed and run by the MCP endpoints and QukaAI's, filtered by the hub API), MCP tool
-//! arguments and the request's caller, and the spaces a principal sees (the tokens API and
-//! the UI session). Nothing here defines a route.
+//! arguments and the request's caller, the spaces a principal sees (the tokens API and
+//! the UI session), and who sees which named tool endpoint (its API, its MCP route, tokens,
+//! the catalog). Nothing here defines a route.
 
+pub(crate) mod endpoints;
 pub(crate) mod knowledge_tools;
 mod spaces;
 pub(crate) mod tool_args;

@@ -57,6 +57,7 @@ fn new_token(user_row: i64, hash: &str, spaces: &[&str]) -> NewToken {
         expires_at: None,
         parent_id: None,
         tools: None,
+        endpoint: None,
     }
 }
 
@@ -433,6 +434,7 @@ pub fn access_tokens_round_trip_without_their_secret(store: &dyn Store) {
         expires_at: Some(4_102_444_800_000),
         parent_id: None,
         tools: Some(vec!["time".into(), "git.git_status".into()]),
+        endpoint: Some("e-uuid-1".into()),
     };
     let rec = insert(store, &new);
     assert!(is_uuid(&rec.id), "a UUID: {}", rec.id);
@@ -447,6 +449,7 @@ pub fn access_tokens_round_trip_without_their_secret(store: &dyn Store) {
     assert_eq!(rec.spaces, new.spaces);
     assert_eq!(rec.collections, new.collections);
     assert_eq!(rec.tools, new.tools);
+    assert_eq!(rec.endpoint, new.endpoint);
     assert!(rec.read_only);
     assert!(rec.created_at > 0);
     assert_eq!(rec.expires_at, Some(4_102_444_800_000));

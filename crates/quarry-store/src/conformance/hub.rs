@@ -3,7 +3,7 @@
 
 use quarry_core::Error;
 
-use crate::{CustomToolRow, PackageRow, Store, ToolRow, UpstreamRow};
+use crate::{CustomToolRow, PackageRow, Store, ToolEndpointRow, ToolRow, UpstreamRow};
 
 /// The cases of this module, for [`store_conformance!`](crate::store_conformance).
 #[doc(hidden)]
@@ -20,6 +20,7 @@ macro_rules! __conformance_hub {
             hub_generation_moves_with_every_change_of_its_owner_only,
             hub_disabled_tools_toggle_per_owner,
             hub_custom_tools_round_trip_and_conflicts,
+            hub_tool_endpoints_round_trip_rename_and_conflicts,
             hub_concurrent_changes_serialise,
         );
     };
@@ -956,4 +957,72 @@ pub fn hub_concurrent_changes_serialise(store: &dyn Store) {
         generation(store, "alice") > before,
         "the toggles moved the generation"
     );
+}
+
+fn endpoint(id: &str, name: &str, owner: &str) -> ToolEndpointRow {
+    ToolEndpointRow {
+        id: id.into(),
+        name: name.into(),
+        owner: owner.into(),
+        selection: "servers=time&pin=git.git_status&mode=search".into(),
+        description: "Ops tools – ünï".into(),
+        created_by: Some("u-1".into()),
+        created_at: 10,
+        updated_at: 10,
+    }
+}
+
+/// Named endpoints: stored and read back by name and by owner, renamed, names unique on the
+/// server, removed.
+pub fn hub_tool_endpoints_round_trip_rename_and_conflicts(store: &dyn Store) {
+    let ops = endpoint("e1", "ops", "user:u-1");
+    store.insert_tool_endpoint(&ops).expect("insert");
+    store
+        .insert_tool_endpoint(&endpoint("e2", "team-ops", "space:s-1"))
+        .expect("insert");
+    store
+        .insert_tool_endpoint(&endpoint("e3", "other", "user:u-2"))
+        .expect("insert");
+    assert_eq!(store.tool_endpoint("ops").expect("read"), Some(ops.clone()));
+    assert_eq!(store.tool_endpoint("nope").expect("read"), None);
+    let mine: Vec<String> = store
+        .tool_endpoints(&["user:u-1".into(), "space:s-1".into()])
+        .expect("list")
+        .into_iter()
+        .map(|e| e.name)
+        .collect();
+    assert_eq!(mine, ["ops", "team-ops"]);
+    assert!(store.tool_endpoints(&[]).expect("list").is_empty());
+    // Names are unique on the whole server, whoever owns them.
+    expect_conflict(
+        "a taken name",
+        store.insert_tool_endpoint(&endpoint("e4", "ops", "user:u-2")),
+    );
+    let renamed = ToolEndpointRow {
+        name: "ops-2".into(),
+        selection: "tools=time.get_current_time".into(),
+        description: String::new(),
+        updated_at: 20,
+        ..ops.clone()
+    };
+    store.update_tool_endpoint(&renamed).expect("update");
+    assert_eq!(store.tool_endpoint("ops").expect("read"), None);
+    assert_eq!(
+        store.tool_endpoint("ops-2").expect("read"),
+        Some(renamed.clone())
+    );
+    expect_conflict(
+        "renaming onto a taken name",
+        store.update_tool_endpoint(&ToolEndpointRow {
+            name: "other".into(),
+            ..renamed.clone()
+        }),
+    );
+    expect_not_found(
+        "updating a missing endpoint",
+        store.update_tool_endpoint(&endpoint("e9", "ghost", "user:u-1")),
+    );
+    assert!(store.delete_tool_endpoint("e1").expect("delete"));
+    assert!(!store.delete_tool_endpoint("e1").expect("delete again"));
+    assert_eq!(store.tool_endpoint("ops-2").expect("read"), None);
 }

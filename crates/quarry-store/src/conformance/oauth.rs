@@ -172,6 +172,7 @@ pub fn oauth_prune_drops_expired_secrets_and_grant_tokens(store: &dyn Store) {
                 collections: None,
                 read_only: false,
                 tools: None,
+                endpoint: None,
                 expires_at,
                 parent_id: parent,
             })

@@ -399,6 +399,13 @@ export async function render({ root, query, signal, session }) {
             : null,
           tool.description ? toolDescription(tool.description, "hub-desc") : h("p", { class: "muted hub-desc" }, t("tools.tool.no_description")),
           h("p", { class: "muted hub-small" }, t("tools.tool.wire", { name: tool.wireName })),
+          tool.namedEndpoints && tool.namedEndpoints.length
+            ? h(
+                "p",
+                { class: "muted hub-small", "data-testid": "tool-endpoints" },
+                t("hub.endpoint.exposed_by", { names: tool.namedEndpoints.join(", ") }),
+              )
+            : null,
           schemaView(tool.inputSchema, { label: t("tools.schema.input_of", { name: tool.name }) }),
         ),
       ),
@@ -513,6 +520,7 @@ export async function render({ root, query, signal, session }) {
       h("span", { class: "hint" }, t("hub.bundle.name_hint")),
       nameError,
     ),
+    saveBlock(),
     auth ? h("p", { class: "hub-auth-note", role: "note" }, t("hub.config.auth_note", { placeholder: TOKEN_PLACEHOLDER })) : null,
     h("h3", { class: "hub-sub" }, t("hub.config.title")),
     clients.el,
@@ -620,6 +628,70 @@ export async function render({ root, query, signal, session }) {
         { class: "btn btn-icon btn-small", type: "button", "aria-label": t("hub.bundle.remove", { name: key }), onclick: onRemove },
         icon("close"),
       ),
+    );
+  }
+
+  /**
+   * "Save as a named endpoint": the bundle stored on the server (`POST /api/v1/endpoints`,
+   * or `PUT` when the name is already the caller's), served at `/mcp/e/<name>`; clients of
+   * that URL see later edits without changing their configuration.
+   */
+  function saveBlock() {
+    const id = uid("hub-ep");
+    const input = h("input", {
+      type: "text",
+      id,
+      autocomplete: "off",
+      spellcheck: "false",
+      maxlength: "64",
+      value: (bundle.name || DEFAULT_NAME).toLowerCase().replace(/[^a-z0-9_-]/g, "-"),
+      "data-testid": "endpoint-name",
+    });
+    const status = h("div", { class: "hub-check-result", "aria-live": "polite", "data-testid": "endpoint-status" });
+    const btn = h("button", { class: "btn btn-small", type: "button", "data-testid": "endpoint-save" }, t("hub.endpoint.save"));
+    btn.addEventListener("click", async () => {
+      const name = input.value.trim();
+      if (!/^[a-z0-9][a-z0-9_-]{0,63}$/.test(name)) {
+        replace(status, h("p", { class: "form-error" }, t("hub.endpoint.bad_name")));
+        return;
+      }
+      const servers = Object.keys(bundle.servers);
+      const tools = Object.keys(bundle.tools).filter((n) => !(bundle.tools[n].serverId in bundle.servers));
+      if (!servers.length && !tools.length) {
+        replace(status, h("p", { class: "form-error" }, t("hub.endpoint.empty")));
+        return;
+      }
+      const body = { name, mode: bundle.search ? "search" : "list" };
+      if (servers.length) body.servers = servers;
+      if (tools.length) body.tools = tools;
+      btn.disabled = true;
+      try {
+        let saved;
+        try {
+          saved = await api("POST", "/api/v1/endpoints", { body });
+        } catch (e) {
+          if (e.status !== 409) throw e;
+          saved = await api("PUT", `/api/v1/endpoints/${encodeURIComponent(name)}`, { body });
+        }
+        replace(
+          status,
+          h("p", {}, t("hub.endpoint.saved", { name: saved.name })),
+          h("div", { class: "hub-url-row" }, h("code", { class: "tl-mono", "data-testid": "endpoint-url" }, saved.url), copyButton(() => saved.url, t("hub.bundle.copy_url"))),
+        );
+        announce(t("hub.endpoint.saved", { name: saved.name }));
+      } catch (e) {
+        replace(status, h("p", { class: "form-error" }, e.message));
+      } finally {
+        btn.disabled = false;
+      }
+    });
+    return h(
+      "div",
+      { class: "field" },
+      h("label", { for: id }, t("hub.endpoint.name")),
+      h("div", { class: "hub-url-row" }, input, btn),
+      h("span", { class: "hint" }, t("hub.endpoint.hint")),
+      status,
     );
   }
 

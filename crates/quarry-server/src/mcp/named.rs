@@ -1,0 +1,85 @@
+//! `/mcp/e/<name>`: finds the named tool endpoint the caller may see and hands it to the
+//! MCP handler ([`super::QuarryMcp::named`]) on the request. A token made for one endpoint is
+//! refused at any other (the authentication middleware refuses it everywhere else).
+
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::http::StatusCode;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use quarry_access::AuthFailure;
+use serde_json::json;
+
+use crate::AppState;
+use crate::auth::Caller;
+use crate::http::run_blocking_raw;
+use crate::service::endpoints;
+
+fn envelope(status: StatusCode, code: &str, message: &str) -> Response {
+    (
+        status,
+        axum::Json(json!({
+            "jsonrpc": "2.0",
+            "error": {"code": -32000, "message": message, "data": {"error_code": code}},
+            "id": null
+        })),
+    )
+        .into_response()
+}
+
+/// Middleware on `/mcp/e/{name}`, after authentication.
+pub(crate) async fn resolve(
+    State(state): State<Arc<AppState>>,
+    mut req: Request,
+    next: Next,
+) -> Response {
+    let name = req
+        .uri()
+        .path()
+        .strip_prefix("/mcp/e/")
+        .unwrap_or("")
+        .trim_end_matches('/')
+        .to_owned();
+    let Some(caller) = req.extensions().get::<Caller>().cloned() else {
+        return envelope(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "INTERNAL",
+            "no caller was resolved for this route",
+        );
+    };
+    let store = state.root_engine().store_handle();
+    let wanted = name.clone();
+    let principal = caller.principal.clone();
+    let found = run_blocking_raw(move || endpoints::visible(&store, &principal, &wanted)).await;
+    let endpoint = match found {
+        Ok(Ok(Some(e))) => e,
+        Ok(Ok(None)) => {
+            return envelope(
+                StatusCode::NOT_FOUND,
+                "NOT_FOUND",
+                &format!("tool endpoint '{name}' not found"),
+            );
+        }
+        Ok(Err(e)) => {
+            return envelope(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "INTERNAL",
+                &e.to_string(),
+            );
+        }
+        Err(e) => return envelope(StatusCode::INTERNAL_SERVER_ERROR, "INTERNAL", &e.detail),
+    };
+    let bound = caller
+        .principal
+        .identity
+        .as_ref()
+        .and_then(|i| i.endpoint.as_ref());
+    if bound.is_some_and(|id| *id != endpoint.id) {
+        let f = AuthFailure::EndpointOnly;
+        crate::telemetry::record_auth_failure(f.code());
+        return envelope(StatusCode::FORBIDDEN, f.code(), &f.to_string());
+    }
+    req.extensions_mut().insert(endpoint);
+    next.run(req).await
+}

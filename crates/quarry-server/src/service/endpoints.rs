@@ -1,0 +1,102 @@
+//! Named tool endpoints as the surfaces see them (the REST API that manages them, the MCP
+//! route that serves them at `/mcp/e/<name>`, the tokens API that binds tokens to one, the
+//! catalog that says which endpoints expose a tool): who sees and edits which endpoint, and
+//! the view an endpoint gives a caller.
+//!
+//! An endpoint belongs to a user (`user:<owner key>`: that user sees and edits it) or to a
+//! space (`space:<UUID>`: its members see it when they act in that space; its admins and
+//! owners edit it). One nobody may see is as missing as one that does not exist. An endpoint
+//! never widens a caller's reach: its view is computed over the caller's own catalog with the
+//! caller's token scope applied, like any other.
+
+use std::sync::Arc;
+
+use quarry_core::{Access, Error, Principal};
+use quarry_hub::{Catalog, CatalogTool, DefaultView, EndpointSelection, View, ViewError};
+use quarry_store::{Store, ToolEndpointRow};
+use serde_json::{Value, json};
+
+/// The owner word of a user's endpoint.
+pub(crate) fn user_owner(principal: &Principal) -> String {
+    format!("user:{}", principal.owner_key())
+}
+
+/// The owner word of the request's space's endpoints.
+pub(crate) fn space_owner(principal: &Principal) -> String {
+    format!("space:{}", principal.space_id)
+}
+
+/// The owners whose endpoints `principal` sees.
+pub(crate) fn visible_owners(principal: &Principal) -> Vec<String> {
+    vec![user_owner(principal), space_owner(principal)]
+}
+
+/// The endpoint `name` if `principal` may see it.
+pub(crate) fn visible(
+    store: &Arc<dyn Store>,
+    principal: &Principal,
+    name: &str,
+) -> Result<Option<ToolEndpointRow>, Error> {
+    let owners = visible_owners(principal);
+    Ok(store
+        .tool_endpoint(name)?
+        .filter(|e| owners.contains(&e.owner)))
+}
+
+/// Whether `principal` may change or delete `endpoint` (which it sees).
+pub(crate) fn may_edit(principal: &Principal, endpoint: &ToolEndpointRow) -> bool {
+    if principal.read_only() {
+        return false;
+    }
+    if endpoint.owner == user_owner(principal) {
+        return true;
+    }
+    endpoint.owner == space_owner(principal) && principal.scope.can(Access::Admin)
+}
+
+/// The endpoint's view for `principal` over its catalog (its token scope applies), capped at
+/// the endpoint's own cap or the server's, whichever is lower.
+pub(crate) fn view_of(
+    endpoint: &ToolEndpointRow,
+    catalog: Arc<Catalog>,
+    principal: &Principal,
+    allowed: &dyn Fn(&CatalogTool) -> bool,
+    server_cap: usize,
+) -> Result<View, ViewError> {
+    let saved = EndpointSelection::from_query(&endpoint.selection).map_err(ViewError::Invalid)?;
+    let cap = saved.cap.map_or(server_cap, |c| c.min(server_cap));
+    View::compute(
+        catalog,
+        &saved.selection,
+        &DefaultView::Everything,
+        principal,
+        allowed,
+        cap,
+    )
+}
+
+/// How the API shows an endpoint: its URL at `base`, its selection spelled out.
+pub(crate) fn describe(endpoint: &ToolEndpointRow, principal: &Principal, base: &str) -> Value {
+    let saved = EndpointSelection::from_query(&endpoint.selection).unwrap_or_default();
+    let s = &saved.selection;
+    let (kind, owner_id) = endpoint
+        .owner
+        .split_once(':')
+        .unwrap_or(("user", endpoint.owner.as_str()));
+    json!({
+        "id": endpoint.id,
+        "name": endpoint.name,
+        "description": endpoint.description,
+        "url": format!("{base}/mcp/e/{}", endpoint.name),
+        "owner": {"kind": kind, "id": owner_id},
+        "tools": s.tools,
+        "servers": s.servers,
+        "pin": s.pin,
+        "mode": if s.search_mode { "search" } else { "list" },
+        "names": if s.own_names { "tool" } else { "package" },
+        "cap": saved.cap,
+        "editable": may_edit(principal, endpoint),
+        "created_at": quarry_core::iso8601_millis(endpoint.created_at),
+        "updated_at": quarry_core::iso8601_millis(endpoint.updated_at),
+    })
+}

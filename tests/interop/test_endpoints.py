@@ -1,0 +1,210 @@
+"""Named tool endpoints (issue 27, item 5): a saved selection at ``/mcp/e/<name>``, owned by a
+user or a space, edited without clients changing their configuration, with tokens that work
+there only; the catalog says which endpoints expose a tool. Through the real binary, the
+official MCP Python SDK in its default mode, and a real upstream (PyPI ``mcp-server-time``).
+
+One home: space ``acme`` with ``owner`` (owner) and ``viewer`` (viewer); the owner registers
+``time``; ``quarry serve --auth token``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import anyio
+import pytest
+import requests
+from conftest import make_home, settled, start_server
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.exceptions import MCPError
+from test_teams import texts
+
+ACCEPT = {"Accept": "application/json, text/event-stream"}
+PING = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+
+
+@dataclass
+class World:
+    srv: object
+    home: object
+    tokens: dict = field(default_factory=dict)
+
+    def cli(self, *args: str):
+        r = self.home.run(*args)
+        assert r.returncode == 0, f"quarry {' '.join(args)}: {r.stdout}\n{r.stderr}"
+        return r
+
+    def cli_json(self, *args: str):
+        return json.loads(self.cli("--json", *args).stdout)
+
+    def api(self, method: str, path: str, who: str = "owner", **kw) -> requests.Response:
+        headers = {"Authorization": f"Bearer {self.tokens[who]}", **kw.pop("headers", {})}
+        return requests.request(method, self.srv.url(path), headers=headers, timeout=60, **kw)
+
+
+@pytest.fixture(scope="module")
+def world(quarry_bin: Path, corpus: Path, tmp_path_factory: pytest.TempPathFactory):
+    root = tmp_path_factory.mktemp("endpoints")
+    home = make_home(quarry_bin, corpus, root / "home", env={"QUARRY_OCR": "off", "QUARRY_WEB_SEARCH": "off"})
+    w = World(srv=None, home=home)
+    w.cli("space", "create", "acme")
+    for user, role in (("owner", "owner"), ("viewer", "viewer")):
+        w.cli("user", "add", user)
+        w.cli("space", "grant", "acme", user, "--role", role)
+        w.tokens[user] = w.cli_json("token", "create", "--user", user, "--spaces", "acme")["token"]
+    w.srv = start_server(home, "--auth", "token", "--hub-allow-commands", logdir=root / "logs")
+    try:
+        r = w.api("POST", "/api/v1/mcp/servers", json={"name": "time", "transport_type": "stdio",
+                  "config": str(Path(sys.executable).parent / "mcp-server-time")})
+        assert r.status_code == 201, r.text
+        info = settled(w.srv, r.json()["data"], {"Authorization": f"Bearer {w.tokens['owner']}"})
+        assert info["status"] == "ready", info
+        yield w
+    finally:
+        w.srv.stop()
+
+
+async def tools_at(w: World, path: str, token: str) -> list[str]:
+    async with create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}) as http:
+        async with Client(streamable_http_client(w.srv.url(path), http_client=http), read_timeout_seconds=60) as c:
+            return sorted(t.name for t in (await c.list_tools()).tools)
+
+
+async def call_at(w: World, path: str, token: str, name: str, args: dict) -> tuple[bool, str]:
+    async with create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}) as http:
+        async with Client(streamable_http_client(w.srv.url(path), http_client=http), read_timeout_seconds=60) as c:
+            try:
+                r = await c.call_tool(name, args)
+            except MCPError as e:
+                return False, e.error.message
+            return r.is_error is not True, "\n".join(texts(r))
+
+
+def test_an_endpoint_is_served_and_edits_reach_its_clients(world):
+    w = world
+    r = w.api("POST", "/api/v1/endpoints", json={"name": "ops", "description": "Clock", "servers": ["time"]})
+    assert r.status_code == 201, r.text
+    ep = r.json()["data"]
+    assert ep["url"] == w.srv.url("/mcp/e/ops") and ep["owner"]["kind"] == "user" and ep["editable"], ep
+    assert ep["servers"] == ["time"] and ep["mode"] == "list"
+    names = anyio.run(tools_at, w, "/mcp/e/ops", w.tokens["owner"])
+    assert names and all(n.startswith("time__") for n in names), names
+    ok, text = anyio.run(call_at, w, "/mcp/e/ops", w.tokens["owner"], "time__get_current_time", {"timezone": "UTC"})
+    assert ok and "UTC" in text, text
+    # Edited on the server: the same URL now offers one tool under its own name.
+    r = w.api("PUT", "/api/v1/endpoints/ops", json={"name": "ops", "tools": ["time.get_current_time"], "names": "tool"})
+    assert r.status_code == 200, r.text
+    assert anyio.run(tools_at, w, "/mcp/e/ops", w.tokens["owner"]) == ["get_current_time"]
+    ok, _ = anyio.run(call_at, w, "/mcp/e/ops", w.tokens["owner"], "time__convert_time", {})
+    assert not ok, "a tool the endpoint no longer selects"
+    # Search mode with a pin.
+    r = w.api("PUT", "/api/v1/endpoints/ops", json={"name": "ops", "servers": ["time"], "mode": "search",
+                                                     "pin": ["time.get_current_time"]})
+    assert r.status_code == 200, r.text
+    listed = anyio.run(tools_at, w, "/mcp/e/ops", w.tokens["owner"])
+    assert "search_tools" in listed and "call_tool" in listed and "time__get_current_time" in listed, listed
+    # The catalog says which endpoints expose a tool.
+    r = w.api("GET", "/api/catalog/time/tools")
+    assert r.status_code == 200, r.text
+    by_name = {t["name"]: t for t in r.json()["tools"]}
+    assert by_name["time.get_current_time"]["namedEndpoints"] == ["ops"], by_name["time.get_current_time"]
+    # Listed for its owner.
+    assert [e["name"] for e in w.api("GET", "/api/v1/endpoints").json()["data"]] == ["ops"]
+
+
+def test_visibility_ownership_and_a_space_endpoint(world):
+    w = world
+    r = w.api("POST", "/api/v1/endpoints", json={"name": "mine", "servers": ["time"]})
+    assert r.status_code == 201, r.text
+    # Another user's endpoint does not exist for the viewer: same answer as a missing one.
+    hidden = requests.post(w.srv.url("/mcp/e/mine"), json=PING,
+                           headers={**ACCEPT, "Authorization": f"Bearer {w.tokens['viewer']}"}, timeout=30)
+    missing = requests.post(w.srv.url("/mcp/e/nosuch"), json=PING,
+                            headers={**ACCEPT, "Authorization": f"Bearer {w.tokens['viewer']}"}, timeout=30)
+    assert hidden.status_code == missing.status_code == 404
+    assert hidden.text.replace("mine", "nosuch") == missing.text
+    assert w.api("GET", "/api/v1/endpoints/mine", who="viewer").status_code == 404
+    assert "mine" not in [e["name"] for e in w.api("GET", "/api/v1/endpoints", who="viewer").json()["data"]]
+    # Without a token: 401 with the OAuth challenge, like any MCP endpoint.
+    r = requests.post(w.srv.url("/mcp/e/mine"), json=PING, headers=ACCEPT, timeout=30)
+    assert r.status_code == 401 and "resource_metadata" in r.headers["WWW-Authenticate"]
+
+    # A space's endpoint: its admins make it, every member uses it, through their own reach.
+    r = w.api("POST", "/api/v1/endpoints", who="viewer", json={"name": "team", "owner": "space", "servers": ["knowledge"]})
+    assert r.status_code == 403, r.text
+    r = w.api("POST", "/api/v1/endpoints", json={"name": "team", "owner": "space", "servers": ["knowledge"]})
+    assert r.status_code == 201, r.text
+    seen = w.api("GET", "/api/v1/endpoints/team", who="viewer").json()["data"]
+    assert seen["owner"]["kind"] == "space" and not seen["editable"], seen
+    viewer_tools = anyio.run(tools_at, w, "/mcp/e/team", w.tokens["viewer"])
+    owner_tools = anyio.run(tools_at, w, "/mcp/e/team", w.tokens["owner"])
+    assert "knowledge__search" in viewer_tools, viewer_tools
+    assert "knowledge__create_knowledge" in owner_tools and "knowledge__create_knowledge" not in viewer_tools, (owner_tools, viewer_tools)
+    r = w.api("PUT", "/api/v1/endpoints/team", who="viewer", json={"name": "team", "servers": ["time"]})
+    assert r.status_code == 403, r.text
+    assert w.api("DELETE", "/api/v1/endpoints/team", who="viewer").status_code == 403
+    assert w.api("DELETE", "/api/v1/endpoints/team").status_code == 200
+    assert w.api("GET", "/api/v1/endpoints/team", who="viewer").status_code == 404
+
+
+def test_endpoint_tokens_work_there_only(world):
+    w = world
+    for name, body in (("clock", {"servers": ["time"]}), ("clock2", {"tools": ["time.get_current_time"]})):
+        r = w.api("POST", "/api/v1/endpoints", json={"name": name, **body})
+        assert r.status_code == 201, r.text
+    r = w.api("POST", "/api/v1/tokens", json={"label": "clock only", "endpoint": "clock"}, headers={"X-Space-ID": "acme"})
+    assert r.status_code == 201, r.text
+    bound = r.json()["data"]["token"]
+    assert r.json()["data"]["endpoint"], r.json()
+    assert anyio.run(tools_at, w, "/mcp/e/clock", bound)
+    # Anywhere else: 403 ENDPOINT_ONLY.
+    for path in ("/mcp", "/api/mcp", "/mcp/e/clock2"):
+        r = requests.post(w.srv.url(path), json=PING, headers={**ACCEPT, "Authorization": f"Bearer {bound}"}, timeout=30)
+        assert r.status_code == 403 and r.json()["error"]["data"]["error_code"] == "ENDPOINT_ONLY", (path, r.text)
+    r = requests.get(w.srv.url("/api/v1/knowledge-bases"), headers={"Authorization": f"Bearer {bound}"}, timeout=30)
+    assert r.status_code == 403 and r.json()["error_code"] == "ENDPOINT_ONLY", r.text
+    # The CLI makes them too; an unknown endpoint is refused.
+    cli_token = w.cli_json("token", "create", "--user", "owner", "--spaces", "acme", "--endpoint", "clock2")["token"]
+    assert anyio.run(tools_at, w, "/mcp/e/clock2", cli_token) == ["time__get_current_time"]
+    r = w.home.run("token", "create", "--user", "owner", "--endpoint", "nosuch")
+    assert r.returncode != 0 and "no tool endpoint 'nosuch'" in r.stderr, r.stderr
+    r = w.api("POST", "/api/v1/tokens", json={"endpoint": "nosuch"}, headers={"X-Space-ID": "acme"})
+    assert r.status_code == 404, r.text
+    # Deleted: its tokens reach nothing (a new endpoint of the same name is another one).
+    assert w.api("DELETE", "/api/v1/endpoints/clock").status_code == 200
+    r = requests.post(w.srv.url("/mcp/e/clock"), json=PING, headers={**ACCEPT, "Authorization": f"Bearer {bound}"}, timeout=30)
+    assert r.status_code == 404, r.text
+    assert w.api("POST", "/api/v1/endpoints", json={"name": "clock", "servers": ["time"]}).status_code == 201
+    r = requests.post(w.srv.url("/mcp/e/clock"), json=PING, headers={**ACCEPT, "Authorization": f"Bearer {bound}"}, timeout=30)
+    assert r.status_code == 403, r.text
+
+
+def test_bad_input_is_refused_clearly(world):
+    w = world
+    for body, status, fragment in (
+        ({"name": "Bad Name", "servers": ["time"]}, 400, "invalid endpoint name"),
+        ({"name": "x", "servers": ["nosuchpkg"]}, 400, "unknown package 'nosuchpkg'"),
+        ({"name": "x", "tools": ["time.nosuch"]}, 400, "unknown tool 'time.nosuch'"),
+        ({"name": "x"}, 400, "an endpoint chooses something"),
+        ({"name": "x", "servers": ["time"], "mode": "weird"}, 400, "unknown mode"),
+        ({"name": "x", "servers": ["time"], "cap": 0}, 400, "cap"),
+        ({"name": "x", "servers": ["time"], "cap": 1}, 400, "more than"),
+        ({"name": "x", "servers": ["time"], "owner": "everyone"}, 400, "unknown owner"),
+        ({"name": "x", "servers": ["time"], "colour": "red"}, 400, "colour"),
+    ):
+        r = w.api("POST", "/api/v1/endpoints", json=body)
+        assert r.status_code == status and fragment in r.json()["detail"], (body, r.text)
+    assert w.api("POST", "/api/v1/endpoints", json={"name": "dup", "servers": ["time"]}).status_code == 201
+    r = w.api("POST", "/api/v1/endpoints", json={"name": "dup", "servers": ["time"]})
+    assert r.status_code == 409 and r.json()["error_code"] == "CONFLICT", r.text
+    # A read-only token makes none.
+    ro = w.cli_json("token", "create", "--user", "owner", "--spaces", "acme", "--read-only")["token"]
+    r = requests.post(w.srv.url("/api/v1/endpoints"), json={"name": "ro", "servers": ["time"]},
+                      headers={"Authorization": f"Bearer {ro}"}, timeout=30)
+    assert r.status_code == 403, r.text
+    assert w.api("PUT", "/api/v1/endpoints/nosuch", json={"name": "nosuch", "servers": ["time"]}).status_code == 404
