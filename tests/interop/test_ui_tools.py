@@ -578,6 +578,59 @@ def test_hub_browse_search_and_bundle_over_mcp(ui_page, ui_module_server, axe_ch
     expect(page.get_by_label("Add everything.echo to the bundle")).not_to_be_checked()
 
 
+def test_bundle_saved_as_a_named_endpoint(ui_page, ui_module_server, axe_check):
+    """The bundle builder saves the bundle on the server as /mcp/e/<name> (issue 27); saving
+    again under the same name changes what the same URL offers; the catalog shows the tool's
+    endpoints."""
+    srv, page = ui_module_server, ui_page
+    ensure_everything(srv)
+    page.goto(f"{srv.base}/#/hub?cat=testing&pkg=everything")
+    expect(page.locator(".page-hub")).to_have_attribute("data-ready", "true")
+    bundle = page.get_by_test_id("bundle")
+    clear = bundle.get_by_role("button", name="Clear")
+    if clear.is_enabled():  # what an earlier test left in this browser's bundle
+        clear.click()
+    page.get_by_label("Add everything.echo to the bundle").check()
+    page.get_by_label("Add everything.get-env to the bundle").check()
+    bundle.get_by_test_id("endpoint-name").fill("Bad Name")
+    bundle.get_by_test_id("endpoint-save").click()
+    expect(bundle.get_by_test_id("endpoint-status")).to_contain_text("lowercase")
+    bundle.get_by_test_id("endpoint-name").fill("bundle-ep")
+    bundle.get_by_test_id("endpoint-save").click()
+    expect(bundle.get_by_test_id("endpoint-status")).to_contain_text("Saved as endpoint bundle-ep")
+    url = f"{srv.base}/mcp/e/bundle-ep"
+    expect(bundle.get_by_test_id("endpoint-url")).to_have_text(url)
+    saved = srv.api("GET", "/api/v1/endpoints/bundle-ep")
+    assert sorted(saved["tools"]) == ["everything.echo", "everything.get-env"], saved
+
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    async def listed():
+        async with httpx2.AsyncClient(timeout=60) as hc:
+            async with Client(streamable_http_client(url, http_client=hc), read_timeout_seconds=60) as c:
+                return sorted(t.name for t in (await c.list_tools()).tools)
+
+    assert in_thread(listed) == ["everything__echo", "everything__get-env"]
+    # The catalog says where a tool is exposed.
+    page.reload()
+    expect(page.locator(".page-hub")).to_have_attribute("data-ready", "true")
+    expect(page.get_by_test_id("catalog-tool-everything.echo").get_by_test_id("tool-endpoints")).to_have_text(
+        "In named endpoints: bundle-ep")
+    expect(page.get_by_test_id("catalog-tool-everything.get-structured-content").get_by_test_id("tool-endpoints")).to_have_count(0)
+    # Saved again under the same name: the same URL now offers one tool.
+    page.get_by_label("Add everything.get-env to the bundle").uncheck()
+    bundle.get_by_test_id("endpoint-name").fill("bundle-ep")
+    bundle.get_by_test_id("endpoint-save").click()
+    expect(bundle.get_by_test_id("endpoint-status")).to_contain_text("Saved as endpoint bundle-ep")
+    assert in_thread(listed) == ["everything__echo"]
+    quiet(page)
+    axe_check(page, "hub-endpoint")
+    bundle.get_by_role("button", name="Clear").click()
+    srv.api("DELETE", "/api/v1/endpoints/bundle-ep")
+
+
 def test_hub_configs_carry_a_token_placeholder_under_auth(ui_page, ui_server_factory):
     srv = ui_server_factory("--auth", "token")
     srv.add_user("ann")
