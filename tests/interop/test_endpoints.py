@@ -9,9 +9,8 @@ One home: space ``acme`` with ``owner`` (owner) and ``viewer`` (viewer); the own
 
 from __future__ import annotations
 
-import json
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
@@ -23,27 +22,18 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 from test_teams import texts
+from test_token_reach import World as ReachWorld
 
 ACCEPT = {"Accept": "application/json, text/event-stream"}
 PING = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
 
 
 @dataclass
-class World:
-    srv: object
-    home: object
-    tokens: dict = field(default_factory=dict)
-
-    def cli(self, *args: str):
-        r = self.home.run(*args)
-        assert r.returncode == 0, f"quarry {' '.join(args)}: {r.stdout}\n{r.stderr}"
-        return r
-
-    def cli_json(self, *args: str):
-        return json.loads(self.cli("--json", *args).stdout)
+class World(ReachWorld):
+    """test_token_reach's home and tokens, with a REST helper."""
 
     def api(self, method: str, path: str, who: str = "owner", **kw) -> requests.Response:
-        headers = {"Authorization": f"Bearer {self.tokens[who]}", **kw.pop("headers", {})}
+        headers = {"Authorization": f"Bearer {self.tok(who)}", **kw.pop("headers", {})}
         return requests.request(method, self.srv.url(path), headers=headers, timeout=60, **kw)
 
 
@@ -51,18 +41,18 @@ class World:
 def world(quarry_bin: Path, corpus: Path, tmp_path_factory: pytest.TempPathFactory):
     root = tmp_path_factory.mktemp("endpoints")
     home = make_home(quarry_bin, corpus, root / "home", env={"QUARRY_OCR": "off", "QUARRY_WEB_SEARCH": "off"})
-    w = World(srv=None, home=home)
+    w = World(home=home, srv=None, kbs={}, docs={})
     w.cli("space", "create", "acme")
     for user, role in (("owner", "owner"), ("viewer", "viewer")):
         w.cli("user", "add", user)
         w.cli("space", "grant", "acme", user, "--role", role)
-        w.tokens[user] = w.cli_json("token", "create", "--user", user, "--spaces", "acme")["token"]
+        w.tokens[user] = w.cli_json("token", "create", "--user", user, "--spaces", "acme")
     w.srv = start_server(home, "--auth", "token", "--hub-allow-commands", logdir=root / "logs")
     try:
         r = w.api("POST", "/api/v1/mcp/servers", json={"name": "time", "transport_type": "stdio",
                   "config": str(Path(sys.executable).parent / "mcp-server-time")})
         assert r.status_code == 201, r.text
-        info = settled(w.srv, r.json()["data"], {"Authorization": f"Bearer {w.tokens['owner']}"})
+        info = settled(w.srv, r.json()["data"], {"Authorization": f"Bearer {w.tok('owner')}"})
         assert info["status"] == "ready", info
         yield w
     finally:
@@ -92,21 +82,21 @@ def test_an_endpoint_is_served_and_edits_reach_its_clients(world):
     ep = r.json()["data"]
     assert ep["url"] == w.srv.url("/mcp/e/ops") and ep["owner"]["kind"] == "user" and ep["editable"], ep
     assert ep["servers"] == ["time"] and ep["mode"] == "list"
-    names = anyio.run(tools_at, w, "/mcp/e/ops", w.tokens["owner"])
+    names = anyio.run(tools_at, w, "/mcp/e/ops", w.tok("owner"))
     assert names and all(n.startswith("time__") for n in names), names
-    ok, text = anyio.run(call_at, w, "/mcp/e/ops", w.tokens["owner"], "time__get_current_time", {"timezone": "UTC"})
+    ok, text = anyio.run(call_at, w, "/mcp/e/ops", w.tok("owner"), "time__get_current_time", {"timezone": "UTC"})
     assert ok and "UTC" in text, text
     # Edited on the server: the same URL now offers one tool under its own name.
     r = w.api("PUT", "/api/v1/endpoints/ops", json={"name": "ops", "tools": ["time.get_current_time"], "names": "tool"})
     assert r.status_code == 200, r.text
-    assert anyio.run(tools_at, w, "/mcp/e/ops", w.tokens["owner"]) == ["get_current_time"]
-    ok, _ = anyio.run(call_at, w, "/mcp/e/ops", w.tokens["owner"], "time__convert_time", {})
+    assert anyio.run(tools_at, w, "/mcp/e/ops", w.tok("owner")) == ["get_current_time"]
+    ok, _ = anyio.run(call_at, w, "/mcp/e/ops", w.tok("owner"), "time__convert_time", {})
     assert not ok, "a tool the endpoint no longer selects"
     # Search mode with a pin.
     r = w.api("PUT", "/api/v1/endpoints/ops", json={"name": "ops", "servers": ["time"], "mode": "search",
                                                      "pin": ["time.get_current_time"]})
     assert r.status_code == 200, r.text
-    listed = anyio.run(tools_at, w, "/mcp/e/ops", w.tokens["owner"])
+    listed = anyio.run(tools_at, w, "/mcp/e/ops", w.tok("owner"))
     assert "search_tools" in listed and "call_tool" in listed and "time__get_current_time" in listed, listed
     # The catalog says which endpoints expose a tool.
     r = w.api("GET", "/api/catalog/time/tools")
@@ -123,9 +113,9 @@ def test_visibility_ownership_and_a_space_endpoint(world):
     assert r.status_code == 201, r.text
     # Another user's endpoint does not exist for the viewer: same answer as a missing one.
     hidden = requests.post(w.srv.url("/mcp/e/mine"), json=PING,
-                           headers={**ACCEPT, "Authorization": f"Bearer {w.tokens['viewer']}"}, timeout=30)
+                           headers={**ACCEPT, "Authorization": f"Bearer {w.tok('viewer')}"}, timeout=30)
     missing = requests.post(w.srv.url("/mcp/e/nosuch"), json=PING,
-                            headers={**ACCEPT, "Authorization": f"Bearer {w.tokens['viewer']}"}, timeout=30)
+                            headers={**ACCEPT, "Authorization": f"Bearer {w.tok('viewer')}"}, timeout=30)
     assert hidden.status_code == missing.status_code == 404
     assert hidden.text.replace("mine", "nosuch") == missing.text
     assert w.api("GET", "/api/v1/endpoints/mine", who="viewer").status_code == 404
@@ -141,8 +131,8 @@ def test_visibility_ownership_and_a_space_endpoint(world):
     assert r.status_code == 201, r.text
     seen = w.api("GET", "/api/v1/endpoints/team", who="viewer").json()["data"]
     assert seen["owner"]["kind"] == "space" and not seen["editable"], seen
-    viewer_tools = anyio.run(tools_at, w, "/mcp/e/team", w.tokens["viewer"])
-    owner_tools = anyio.run(tools_at, w, "/mcp/e/team", w.tokens["owner"])
+    viewer_tools = anyio.run(tools_at, w, "/mcp/e/team", w.tok("viewer"))
+    owner_tools = anyio.run(tools_at, w, "/mcp/e/team", w.tok("owner"))
     assert "knowledge__search" in viewer_tools, viewer_tools
     assert "knowledge__create_knowledge" in owner_tools and "knowledge__create_knowledge" not in viewer_tools, (owner_tools, viewer_tools)
     r = w.api("PUT", "/api/v1/endpoints/team", who="viewer", json={"name": "team", "servers": ["time"]})

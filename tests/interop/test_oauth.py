@@ -20,7 +20,7 @@ import secrets
 import sys
 import time
 import urllib.parse
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
@@ -34,6 +34,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 from test_teams import texts
+from test_token_reach import World as ReachWorld
 from ui_support import _AXE_RUN, _axe_source, chromium_path
 
 CALLBACK_PORT = 33419
@@ -42,18 +43,8 @@ ACCEPT = {"Accept": "application/json, text/event-stream"}
 
 
 @dataclass
-class World:
-    srv: object
-    home: object
-    tokens: dict = field(default_factory=dict)
-
-    def cli(self, *args: str):
-        r = self.home.run(*args)
-        assert r.returncode == 0, f"quarry {' '.join(args)}: {r.stdout}\n{r.stderr}"
-        return r
-
-    def cli_json(self, *args: str):
-        return json.loads(self.cli("--json", *args).stdout)
+class World(ReachWorld):
+    """test_token_reach's home and tokens."""
 
     def url(self, path: str) -> str:
         return self.srv.url(path)
@@ -63,21 +54,21 @@ class World:
 def world(quarry_bin: Path, corpus: Path, tmp_path_factory: pytest.TempPathFactory):
     root = tmp_path_factory.mktemp("oauth")
     home = make_home(quarry_bin, corpus, root / "home", env={"QUARRY_OCR": "off", "QUARRY_WEB_SEARCH": "off"})
-    w = World(srv=None, home=home)
+    w = World(home=home, srv=None, kbs={}, docs={})
     for space in ("acme", "lab"):
         w.cli("space", "create", space)
     w.cli("user", "add", "ann")
     w.cli("space", "grant", "acme", "ann", "--role", "owner")
     w.cli("space", "grant", "lab", "ann", "--role", "editor")
-    w.tokens["ann"] = w.cli_json("token", "create", "--user", "ann", "--label", "browser")["token"]
+    w.tokens["ann"] = w.cli_json("token", "create", "--user", "ann", "--label", "browser")
     w.srv = start_server(home, "--auth", "token", "--hub-allow-commands", logdir=root / "logs")
     try:
-        r = requests.post(w.url("/api/v1/mcp/servers"), headers={"Authorization": f"Bearer {w.tokens['ann']}",
+        r = requests.post(w.url("/api/v1/mcp/servers"), headers={"Authorization": f"Bearer {w.tok('ann')}",
                           "X-Space-ID": "acme"}, timeout=60,
                           json={"name": "time", "transport_type": "stdio",
                                 "config": str(Path(sys.executable).parent / "mcp-server-time")})
         assert r.status_code == 201, r.text
-        info = settled(w.srv, r.json()["data"], {"Authorization": f"Bearer {w.tokens['ann']}", "X-Space-ID": "acme"})
+        info = settled(w.srv, r.json()["data"], {"Authorization": f"Bearer {w.tok('ann')}", "X-Space-ID": "acme"})
         assert info["status"] == "ready", info
         yield w
     finally:
@@ -115,7 +106,7 @@ async def consent_in_browser(w: World, authorize_url: str, consent: Consent) -> 
             await page.route(f"http://127.0.0.1:{CALLBACK_PORT}/**", catch)
             await page.goto(authorize_url)
             # Not signed in yet: the login form, then the consent page at the same address.
-            await page.locator("#login-token").fill(w.tokens["ann"])
+            await page.locator("#login-token").fill(w.tok("ann"))
             await page.locator("form.login button[type=submit]").click()
             title = page.get_by_role("heading", level=1)
             await expect(title).to_contain_text("Connect", timeout=30_000)
@@ -377,7 +368,7 @@ def test_scripted_confidential_client_read_only_scope_refresh_and_revocation(wor
                       auth=(info["client_id"], info["client_secret"]), timeout=30)
     assert r.status_code == 400 and r.json()["error"] == "invalid_grant", r.text
     # The person sees the grant among their tokens, revoked.
-    mine = requests.get(w.url("/api/v1/tokens"), headers={"Authorization": f"Bearer {w.tokens['ann']}"}, timeout=30).json()["data"]
+    mine = requests.get(w.url("/api/v1/tokens"), headers={"Authorization": f"Bearer {w.tok('ann')}"}, timeout=30).json()["data"]
     grants = [x for x in mine if x["label"] == "OAuth: Scripted client"]
     assert grants and all(g["revoked_at"] for g in grants), grants
 

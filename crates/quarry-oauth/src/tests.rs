@@ -56,6 +56,14 @@ fn register(w: &World, method: &str) -> Value {
         .unwrap()
 }
 
+/// A registered public client's id.
+fn public_client(w: &World) -> String {
+    register(w, "none")["client_id"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
 fn params(client_id: &str) -> AuthorizeParams {
     AuthorizeParams {
         response_type: Some("code".into()),
@@ -97,29 +105,31 @@ fn consent(w: &World, client_id: &str, c: &Consent) -> String {
     q["code"].clone()
 }
 
+/// A form from pairs.
+fn form_of(pairs: &[(&str, &str)]) -> Form {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
 fn exchange(w: &World, client_id: &str, code: &str, verifier: &str) -> OAuthResult<Value> {
-    let form: Form = [
+    let form = form_of(&[
         ("grant_type", "authorization_code"),
         ("code", code),
         ("client_id", client_id),
         ("code_verifier", verifier),
         ("redirect_uri", "http://127.0.0.1:33333/callback"),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_owned(), v.to_owned()))
-    .collect();
+    ]);
     w.server.token(&w.endpoints, &form, None)
 }
 
 fn refresh(w: &World, client_id: &str, token: &str) -> OAuthResult<Value> {
-    let form: Form = [
+    let form = form_of(&[
         ("grant_type", "refresh_token"),
         ("refresh_token", token),
         ("client_id", client_id),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_owned(), v.to_owned()))
-    .collect();
+    ]);
     w.server.token(&w.endpoints, &form, None)
 }
 
@@ -220,10 +230,7 @@ fn registration_checks_redirect_uris_and_methods() {
 #[test]
 fn authorization_requests_are_checked_before_anyone_sees_them() {
     let w = world();
-    let id = register(&w, "none")["client_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = public_client(&w);
     let check = |p: AuthorizeParams| w.server.check_authorize(&w.endpoints, &p);
     // Unknown client or foreign redirect: shown, never redirected.
     let mut p = params("nope");
@@ -268,10 +275,7 @@ fn authorization_requests_are_checked_before_anyone_sees_them() {
 #[test]
 fn code_flow_refresh_rotation_and_replay() {
     let w = world();
-    let id = register(&w, "none")["client_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = public_client(&w);
     let code = consent(&w, &id, &team());
     // A wrong verifier fails and burns nothing but itself… the code is single-use either way.
     let wrong = "x".repeat(43);
@@ -330,10 +334,7 @@ fn code_flow_refresh_rotation_and_replay() {
 #[test]
 fn read_scope_and_consent_narrow_the_token() {
     let w = world();
-    let id = register(&w, "none")["client_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = public_client(&w);
     let mut c = team();
     c.read_only = true;
     c.tools = Some(vec!["time".into()]);
@@ -349,15 +350,12 @@ fn read_scope_and_consent_narrow_the_token() {
     assert!(who.read_only);
     assert_eq!(who.tools, Some(vec!["time".to_owned()]));
     // Refreshing cannot add write.
-    let form: Form = [
+    let form = form_of(&[
         ("grant_type", "refresh_token"),
         ("refresh_token", t["refresh_token"].as_str().unwrap()),
         ("client_id", id.as_str()),
         ("scope", "read write"),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_owned(), v.to_owned()))
-    .collect();
+    ]);
     assert_eq!(
         w.server.token(&w.endpoints, &form, None).unwrap_err().error,
         "invalid_scope"
@@ -367,10 +365,7 @@ fn read_scope_and_consent_narrow_the_token() {
 #[test]
 fn revoking_the_signed_in_token_ends_the_grant() {
     let w = world();
-    let id = register(&w, "none")["client_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = public_client(&w);
     let code = consent(&w, &id, &team());
     let t = exchange(&w, &id, &code, VERIFIER).unwrap();
     let access = t["access_token"].as_str().unwrap();
@@ -401,14 +396,11 @@ fn confidential_clients_must_authenticate_and_revocation_ends_the_grant() {
     // is redeemed, so the code still works for the real client.
     let e = exchange(&w, &id, &code, VERIFIER).unwrap_err();
     assert_eq!((e.error, e.status), ("invalid_client", 401));
-    let form: Form = [
+    let form = form_of(&[
         ("grant_type", "authorization_code"),
         ("code", code.as_str()),
         ("code_verifier", VERIFIER),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_owned(), v.to_owned()))
-    .collect();
+    ]);
     let bad = w
         .server
         .token(&w.endpoints, &form, Some((id.clone(), "qs_wrong".into())))
@@ -420,20 +412,11 @@ fn confidential_clients_must_authenticate_and_revocation_ends_the_grant() {
         .unwrap();
     let access = t["access_token"].as_str().unwrap().to_owned();
     // Revoking with another client's credentials does nothing; with its own ends the grant.
-    let other = register(&w, "none")["client_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let rev: Form = [("token", access.as_str()), ("client_id", other.as_str())]
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), v.to_owned()))
-        .collect();
+    let other = public_client(&w);
+    let rev = form_of(&[("token", access.as_str()), ("client_id", other.as_str())]);
     w.server.revoke(&rev, None).unwrap();
     assert!(w.directory.authenticate(&access, None).unwrap().is_ok());
-    let rev: Form = [("token", access.as_str())]
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), v.to_owned()))
-        .collect();
+    let rev = form_of(&[("token", access.as_str())]);
     w.server.revoke(&rev, Some((id, secret))).unwrap();
     assert_eq!(
         w.directory

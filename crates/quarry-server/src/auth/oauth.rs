@@ -1,7 +1,7 @@
 //! Where this server's OAuth endpoints are, as a client sees them, and the challenge a 401
 //! carries so an MCP client can find them (RFC 9728 §5.1).
 
-use axum::http::{HeaderMap, HeaderValue, header};
+use axum::http::{HeaderMap, HeaderValue};
 use quarry_core::Error;
 use quarry_oauth::Endpoints;
 
@@ -17,28 +17,10 @@ pub(crate) fn checked_origin(url: &str) -> Result<String, Error> {
 /// request was sent to — its `Host`, which the Host check already limited to names this
 /// server answers to, and `https` when a proxy says so (`X-Forwarded-Proto`).
 pub(crate) fn endpoints(state: &AppState, headers: &HeaderMap) -> Endpoints {
-    if let Some(origin) = state.public_url() {
-        return Endpoints::new(origin);
+    match state.public_url() {
+        Some(origin) => Endpoints::new(origin),
+        None => Endpoints::new(&crate::http::base_url(headers).to_ascii_lowercase()),
     }
-    let https = headers
-        .get("x-forwarded-proto")
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.eq_ignore_ascii_case("https"));
-    let host = headers
-        .get(header::HOST)
-        .and_then(|v| v.to_str().ok())
-        .filter(|h| {
-            !h.is_empty()
-                && h.bytes().all(|b| {
-                    b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b':' | b'[' | b']')
-                })
-        })
-        .unwrap_or("localhost");
-    Endpoints::new(&format!(
-        "{}://{}",
-        if https { "https" } else { "http" },
-        host.to_ascii_lowercase()
-    ))
 }
 
 /// Whether this server signs clients in with OAuth: only when it requires tokens (an open
