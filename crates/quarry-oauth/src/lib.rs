@@ -502,6 +502,14 @@ fn parse_scope(scope: Option<&str>) -> OAuthResult<bool> {
     Ok(write)
 }
 
+/// A token label naming the client: `prefix` and the client's name, cut to fit a label (a
+/// client may register a name as long as a label).
+fn label(prefix: &str, client_name: &str) -> String {
+    let room = 200usize.saturating_sub(prefix.chars().count());
+    let name: String = client_name.chars().take(room).collect();
+    format!("{prefix}{name}")
+}
+
 fn scope_words(read_only: bool) -> &'static str {
     if read_only { "read" } else { "read write" }
 }
@@ -839,7 +847,7 @@ impl OAuthServer {
         let read_only = consent.read_only || !req.wants_write;
         let grant = self.directory.create_token(&TokenRequest {
             user: who.user_id.clone(),
-            label: format!("OAuth: {}", req.client.name),
+            label: label("OAuth: ", &req.client.name),
             spaces: consent.spaces.clone(),
             collections: consent.knowledge_bases.clone(),
             read_only,
@@ -995,7 +1003,7 @@ impl OAuthServer {
         }
         let access = self.directory.create_child_token(
             &row.grant_id,
-            &format!("OAuth access: {}", client.name),
+            &label("OAuth access: ", &client.name),
             ACCESS_TOKEN_SECS * 1000,
         )?;
         let refresh = new_secret(REFRESH_PREFIX)?;

@@ -469,3 +469,22 @@ fn basic_credentials_are_decoded() {
     assert_eq!(basic_credentials("Basic !!!"), None);
     assert_eq!(basic_credentials("Basic bm9jb2xvbg=="), None, "no colon");
 }
+
+#[test]
+fn a_client_name_as_long_as_allowed_still_gets_tokens() {
+    let w = world();
+    let id = w
+        .server
+        .register(&json!({
+            "client_name": "n".repeat(200),
+            "redirect_uris": ["http://127.0.0.1:33333/callback"],
+            "token_endpoint_auth_method": "none",
+        }))
+        .unwrap()["client_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let code = consent(&w, &id, &team());
+    let t = exchange(&w, &id, &code, VERIFIER).unwrap();
+    assert!(t["access_token"].as_str().is_some());
+}
