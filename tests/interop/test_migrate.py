@@ -120,6 +120,8 @@ def test_migrate_copies_everything_and_a_node_answers_the_same(quarry_bin: Path,
         r = requests.post(srv.url("/api/v1/mcp/servers"), timeout=120,
                           json={"name": "hang-migrated", "transport_type": "stdio", "config": f"{sys.executable} {HANGING}"})
         assert r.status_code == 201, r.text
+        r = requests.post(srv.url("/api/v1/endpoints"), timeout=30, json={"name": "kb-tools", "servers": ["knowledge"]})
+        assert r.status_code == 201, r.text
         before = answers(srv)
         before_docs = {d["id"]: (d["file_name"], d["status"], d["docid"]) for d in
                        api(srv, "GET", f"/api/v1/knowledge-bases/{kb['id']}/documents").json()["data"]}
@@ -183,6 +185,8 @@ def test_migrate_copies_everything_and_a_node_answers_the_same(quarry_bin: Path,
         assert r.status_code == 200 and r.content == files[0][1], (r.status_code, r.text[:300])
         servers = requests.get(srv.url("/api/v1/mcp/servers"), timeout=30).json()["data"]
         assert [s["name"] for s in servers] == ["hang-migrated"]
+        endpoint = requests.get(srv.url("/api/v1/endpoints/kb-tools"), timeout=30)
+        assert endpoint.status_code == 200 and endpoint.json()["data"]["servers"] == ["knowledge"], endpoint.text
         r = node.run("token", "list", "--json")
         assert r.returncode == 0 and "alice" in r.stdout, r.stdout
         # New rows are numbered after the copied ones.

@@ -11,13 +11,15 @@ use quarry_core::{Error, Result};
 /// The tables a copy carries, parents before the rows that point at them. What is derived
 /// or belongs to one process is left out: the change feed and its consumers (each node
 /// rebuilds its keyword index), node heartbeats, MCP sessions, the embedded store's ANN
-/// bookkeeping, and the OAuth server's clients, grants and one-time secrets (clients register
-/// again and people consent again after a move; the grant tokens themselves are copied).
+/// bookkeeping.
 pub const COPIED_TABLES: &[&str] = &[
     "spaces",
     "users",
     "memberships",
     "access_tokens",
+    "oauth_clients",
+    "oauth_grants",
+    "oauth_secrets",
     "collections",
     "documents",
     "contexts",
@@ -34,6 +36,7 @@ pub const COPIED_TABLES: &[&str] = &[
     "hub_disabled_tools",
     "hub_custom_tools",
     "hub_generations",
+    "tool_endpoints",
     "chat_conversations",
     "chat_messages",
     "idempotency_keys",
