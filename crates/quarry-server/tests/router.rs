@@ -18,12 +18,16 @@ fn token_mode_refuses_missing_bad_revoked_and_expired_tokens() {
     let f = Fixture::new(AuthMode::Token);
     let missing = f.send(empty(get("/status")));
     assert_error(&missing, StatusCode::UNAUTHORIZED, "AUTH_REQUIRED");
+    // The challenge names the protected-resource metadata, so MCP clients can sign in with
+    // OAuth (RFC 9728 §5.1); REST routes point at the server's root document.
     assert_eq!(
         missing
             .1
             .get(header::WWW_AUTHENTICATE)
-            .map(|v| v.as_bytes()),
-        Some(&b"Bearer realm=\"quarry\""[..])
+            .and_then(|v| v.to_str().ok()),
+        Some(
+            "Bearer realm=\"quarry\", resource_metadata=\"http://127.0.0.1:18765/.well-known/oauth-protected-resource\""
+        )
     );
     let bad = f.send(empty(
         get("/status").header(header::AUTHORIZATION, "Bearer qk_not_a_real_token"),
