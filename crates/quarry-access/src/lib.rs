@@ -31,7 +31,7 @@ const DISPLAY_PREFIX: usize = TOKEN_PREFIX.len() + 6;
 /// more than the check itself).
 const TOUCH_EVERY_MS: i64 = 60_000;
 /// Longest token label.
-const MAX_LABEL_CHARS: usize = 200;
+pub const MAX_LABEL_CHARS: usize = 200;
 /// Latest expiry a token may have, in days from its creation: a hundred years, far enough
 /// for any real date, near enough that no arithmetic on it overflows.
 pub const MAX_TOKEN_DAYS: i64 = 36_500;
@@ -196,6 +196,31 @@ fn chain_state(chain: &[TokenRecord], now: i64) -> std::result::Result<Option<i6
     Ok(expires_at)
 }
 
+/// The first token of `chain` (see [`quarry_store::AccessStore::token_chain`]) as a parent of a new token:
+/// usable now (its whole chain unrevoked and unexpired) and, when `user_row` is given, that
+/// user's. Its `expires_at` is the earliest of its chain's.
+fn usable_parent(chain: &[TokenRecord], user_row: Option<i64>, now: i64) -> Result<TokenRecord> {
+    let Some(first) = chain.first() else {
+        return Err(Error::Forbidden(
+            "the token creating this one no longer exists".into(),
+        ));
+    };
+    if user_row.is_some_and(|row| first.user_row != row) {
+        return Err(Error::Forbidden(
+            "a token creates tokens for its own user only".into(),
+        ));
+    }
+    match chain_state(chain, now) {
+        Ok(expires_at) => Ok(TokenRecord {
+            expires_at,
+            ..first.clone()
+        }),
+        Err(f) => Err(Error::Forbidden(format!(
+            "the token creating this one: {f}"
+        ))),
+    }
+}
+
 /// Most entries in a token's tool scope.
 pub const MAX_TOOL_SCOPE: usize = 200;
 /// Longest tool name after its package (`package.` + this).
@@ -291,12 +316,18 @@ fn looks_like_uuid(s: &str) -> bool {
         })
 }
 
+/// `prefix` and `bytes` random bytes from the OS as lower-case hex: access tokens here, and
+/// the OAuth server's codes, refresh tokens, client secrets and ids.
+pub fn random_secret(prefix: &str, bytes: usize) -> Result<String> {
+    let mut buf = vec![0u8; bytes];
+    getrandom::fill(&mut buf)
+        .map_err(|e| Error::Storage(format!("no secure random numbers available: {e}")))?;
+    Ok(format!("{prefix}{}", quarry_core::hex_lower(&buf)))
+}
+
 /// A new random token secret.
 fn new_secret() -> Result<String> {
-    let mut bytes = [0u8; TOKEN_HEX / 2];
-    getrandom::fill(&mut bytes)
-        .map_err(|e| Error::Storage(format!("no secure random numbers available: {e}")))?;
-    Ok(format!("{TOKEN_PREFIX}{}", quarry_core::hex_lower(&bytes)))
+    random_secret(TOKEN_PREFIX, TOKEN_HEX / 2)
 }
 
 /// Whether `s` has a token's shape (checked before any lookup).
@@ -624,13 +655,8 @@ impl Directory {
         lifetime_ms: i64,
     ) -> Result<IssuedToken> {
         let now = quarry_core::now_millis();
-        let chain = self.store.token_chain(parent_id)?;
-        let Some(first) = chain.first() else {
-            return Err(Error::Forbidden(
-                "the token creating this one no longer exists".into(),
-            ));
-        };
-        let parent = self.parent_token(parent_id, first.user_row, now)?;
+        // Any user's token may have children here: the child is made for the parent's user.
+        let parent = usable_parent(&self.store.token_chain(parent_id)?, None, now)?;
         let until = now.saturating_add(lifetime_ms.max(1));
         self.create_token(&TokenRequest {
             user: parent.user_id.clone(),
@@ -645,30 +671,9 @@ impl Directory {
         })
     }
 
-    /// The token `id` as a parent of a new token of `user_row`: it must be that user's and
-    /// usable now (its whole chain unrevoked and unexpired). Its `expires_at` is the
-    /// earliest of its chain's.
+    /// The token `id` as a parent of a new token of `user_row` (see [`usable_parent`]).
     fn parent_token(&self, id: &str, user_row: i64, now: i64) -> Result<TokenRecord> {
-        let chain = self.store.token_chain(id)?;
-        let Some(first) = chain.first() else {
-            return Err(Error::Forbidden(
-                "the token creating this one no longer exists".into(),
-            ));
-        };
-        if first.user_row != user_row {
-            return Err(Error::Forbidden(
-                "a token creates tokens for its own user only".into(),
-            ));
-        }
-        match chain_state(&chain, now) {
-            Ok(expires_at) => Ok(TokenRecord {
-                expires_at,
-                ..first.clone()
-            }),
-            Err(f) => Err(Error::Forbidden(format!(
-                "the token creating this one: {f}"
-            ))),
-        }
+        usable_parent(&self.store.token_chain(id)?, Some(user_row), now)
     }
 
     /// Tokens, of one user (name or UUID) or of everyone.

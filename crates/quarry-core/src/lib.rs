@@ -15,8 +15,8 @@ pub use error::{Error, Result, error_chain};
 pub use principal::{Identity, MACHINE_OWNER, Principal};
 pub use scope::{Access, Scope};
 pub use text::{
-    add_line_numbers, decode_uri_path, docid_for_hash, encode_uri_path, format_search_summary,
-    hex_lower, levenshtein, lines, round_score, sha256_hex,
+    add_line_numbers, constant_time_eq, decode_uri_path, docid_for_hash, encode_uri_path,
+    format_search_summary, hex_lower, levenshtein, lines, round_score, sha256_hex,
 };
 pub use time::{iso8601_millis, now_millis};
 

@@ -205,6 +205,12 @@ pub fn hex_lower(bytes: &[u8]) -> String {
     s
 }
 
+/// Whether `a` and `b` are equal, in time that depends on their length only (secrets, their
+/// hashes, CSRF values: a comparison that stops early would tell an attacker how much matched).
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
 /// Hex SHA-256 of `bytes`: content hashes, docids, blob addresses all derive from it.
 pub fn sha256_hex(bytes: &[u8]) -> String {
     use sha2::{Digest, Sha256};

@@ -300,26 +300,7 @@ pub struct OAuthServer {
 
 /// A new random secret: `prefix` + 64 hex digits.
 fn new_secret(prefix: &str) -> OAuthResult<String> {
-    let mut bytes = [0u8; 32];
-    getrandom::fill(&mut bytes).map_err(|e| {
-        OAuthError::new(
-            "server_error",
-            format!("no secure random numbers available: {e}"),
-        )
-    })?;
-    Ok(format!("{prefix}{}", quarry_core::hex_lower(&bytes)))
-}
-
-/// A client id: 32 hex digits.
-fn new_client_id() -> OAuthResult<String> {
-    let mut bytes = [0u8; 16];
-    getrandom::fill(&mut bytes).map_err(|e| {
-        OAuthError::new(
-            "server_error",
-            format!("no secure random numbers available: {e}"),
-        )
-    })?;
-    Ok(quarry_core::hex_lower(&bytes))
+    Ok(quarry_access::random_secret(prefix, 32)?)
 }
 
 /// Base64url without padding (RFC 7636's encoding of the S256 challenge).
@@ -395,15 +376,6 @@ fn valid_verifier(v: &str) -> bool {
     (43..=128).contains(&v.len())
         && v.bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~'))
-}
-
-/// Constant-time equality of two strings (secrets' hashes).
-fn same(a: &str, b: &str) -> bool {
-    a.len() == b.len()
-        && a.bytes()
-            .zip(b.bytes())
-            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
-            == 0
 }
 
 /// Schemes no redirect may use: they run code or read local files in the browser.
@@ -505,7 +477,7 @@ fn parse_scope(scope: Option<&str>) -> OAuthResult<bool> {
 /// A token label naming the client: `prefix` and the client's name, cut to fit a label (a
 /// client may register a name as long as a label).
 fn label(prefix: &str, client_name: &str) -> String {
-    let room = 200usize.saturating_sub(prefix.chars().count());
+    let room = quarry_access::MAX_LABEL_CHARS.saturating_sub(prefix.chars().count());
     let name: String = client_name.chars().take(room).collect();
     format!("{prefix}{name}")
 }
@@ -638,7 +610,7 @@ impl OAuthServer {
         if let Some(scope) = obj.get("scope") {
             parse_scope(scope.as_str()).map_err(|e| bad(e.description))?;
         }
-        let id = new_client_id()?;
+        let id = quarry_access::random_secret("", 16)?;
         let secret = match method {
             "none" => None,
             _ => Some(new_secret(CLIENT_SECRET_PREFIX)?),
@@ -918,7 +890,10 @@ impl OAuthServer {
                     "this client authenticates with its client_secret",
                 ));
             };
-            if !same(&quarry_core::sha256_hex(secret.as_bytes()), hash) {
+            if !quarry_core::constant_time_eq(
+                quarry_core::sha256_hex(secret.as_bytes()).as_bytes(),
+                hash.as_bytes(),
+            ) {
                 return Err(OAuthError::new("invalid_client", "wrong client secret"));
             }
         }
@@ -965,7 +940,12 @@ impl OAuthServer {
                     "redirect_uri differs from the authorization request's",
                 ));
             }
-            if !valid_verifier(verifier) || !same(&s256_challenge(verifier), &row.code_challenge) {
+            if !valid_verifier(verifier)
+                || !quarry_core::constant_time_eq(
+                    s256_challenge(verifier).as_bytes(),
+                    row.code_challenge.as_bytes(),
+                )
+            {
                 return Err(OAuthError::new(
                     "invalid_grant",
                     "code_verifier does not match the code_challenge",

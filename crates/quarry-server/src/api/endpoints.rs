@@ -11,14 +11,14 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use quarry_core::{Access, Error};
-use quarry_hub::{EndpointSelection, KNOWLEDGE_PACKAGE, Selection, endpoint};
+use quarry_hub::{EndpointSelection, Selection, endpoint};
 use quarry_store::ToolEndpointRow;
 use serde::Deserialize;
 
 use crate::AppState;
 use crate::auth::Caller;
 use crate::http::{ApiError, Body, base_url, count, ok, ok_list, run_blocking};
-use crate::service::{endpoints, knowledge_tools};
+use crate::service::endpoints;
 
 /// Longest description.
 const MAX_DESCRIPTION: usize = 500;
@@ -145,16 +145,9 @@ async fn check_against_catalog(
     let caller = caller.clone();
     let max_tools = hub.options().max_tools;
     run_blocking(move || {
-        let who = &caller.principal;
-        let catalog = hub.catalog(who.owner_key())?;
-        endpoints::view_of(
-            &row,
-            catalog,
-            who,
-            &|t| t.package != KNOWLEDGE_PACKAGE || knowledge_tools::usable_by(&caller, &t.name),
-            max_tools,
-        )
-        .map_err(|e| Error::invalid(e.to_string()))?;
+        let catalog = hub.catalog(caller.principal.owner_key())?;
+        endpoints::view_of(&row, catalog, &caller, max_tools)
+            .map_err(|e| Error::invalid(e.to_string()))?;
         Ok(row)
     })
     .await

@@ -12,7 +12,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, patch, post};
 use quarry_core::Error;
-use quarry_hub::{Catalog, CatalogTool, KNOWLEDGE_PACKAGE, Package, PackageKind, RegisterUpstream};
+use quarry_hub::{Catalog, CatalogTool, Package, PackageKind, RegisterUpstream};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -229,7 +229,7 @@ fn tools_of_kinds(caller: &Caller, catalog: &Catalog, kinds: &[PackageKind]) -> 
                 .package(&t.package)
                 .is_some_and(|p| kinds.contains(&p.kind))
                 && quarry_hub::may_use(&caller.principal, t)
-                && (t.package != KNOWLEDGE_PACKAGE || knowledge_tools::usable_by(caller, &t.name))
+                && knowledge_tools::catalog_tool_usable_by(caller, t)
         })
         .map(|t| tool_json(t, catalog))
         .collect()
@@ -510,7 +510,7 @@ fn is_usable(caller: &Caller, t: &CatalogTool) -> bool {
         && t.available
         && !t.requires_task
         && quarry_hub::may_use(&caller.principal, t)
-        && (t.package != KNOWLEDGE_PACKAGE || knowledge_tools::usable_by(caller, &t.name))
+        && knowledge_tools::catalog_tool_usable_by(caller, t)
 }
 
 /// The catalog's packages this caller's tool scope reaches (all, without one).
@@ -600,13 +600,7 @@ async fn exposing(
         let mut by_tool: std::collections::HashMap<String, Vec<String>> = Default::default();
         for e in store.tool_endpoints(&owners)? {
             // An endpoint whose selection no longer fits this catalog exposes nothing here.
-            let Ok(view) = endpoints::view_of(
-                &e,
-                catalog.clone(),
-                &caller.principal,
-                &|t| t.package != KNOWLEDGE_PACKAGE || knowledge_tools::usable_by(&caller, &t.name),
-                max_tools,
-            ) else {
+            let Ok(view) = endpoints::view_of(&e, catalog.clone(), &caller, max_tools) else {
                 continue;
             };
             for t in catalog.tools.iter().filter(|t| view.reaches(&t.full_name)) {

@@ -52,12 +52,7 @@ pub(crate) fn csrf_ok(headers: &HeaderMap) -> bool {
     ) else {
         return false;
     };
-    c.len() >= 32
-        && c.len() == h.len()
-        && c.bytes()
-            .zip(h.bytes())
-            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-            == 0
+    c.len() >= 32 && quarry_core::constant_time_eq(c.as_bytes(), h.as_bytes())
 }
 
 pub(crate) fn csrf_refusal() -> Response {

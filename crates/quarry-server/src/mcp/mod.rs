@@ -120,14 +120,8 @@ impl QuarryMcp {
             let catalog = run_blocking(move || registry.catalog(&owner))
                 .await
                 .map_err(|e| McpError::internal_error(e.detail, None))?;
-            return crate::service::endpoints::view_of(
-                &endpoint,
-                catalog,
-                &caller.principal,
-                &|t| t.package != KNOWLEDGE_PACKAGE || knowledge_tools::usable_by(caller, &t.name),
-                max_tools,
-            )
-            .map_err(|e| McpError::invalid_params(e.to_string(), None));
+            return crate::service::endpoints::view_of(&endpoint, catalog, caller, max_tools)
+                .map_err(|e| McpError::invalid_params(e.to_string(), None));
         }
         let query = parts.and_then(|p| p.uri.query());
         let selection =
@@ -149,7 +143,7 @@ impl QuarryMcp {
             &selection,
             &self.default_view,
             &caller.principal,
-            &|t| t.package != KNOWLEDGE_PACKAGE || knowledge_tools::usable_by(caller, &t.name),
+            &|t| knowledge_tools::catalog_tool_usable_by(caller, t),
             cap,
         )
         .map_err(|e| {

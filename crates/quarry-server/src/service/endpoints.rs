@@ -12,9 +12,12 @@
 use std::sync::Arc;
 
 use quarry_core::{Access, Error, Principal};
-use quarry_hub::{Catalog, CatalogTool, DefaultView, EndpointSelection, View, ViewError};
+use quarry_hub::{Catalog, DefaultView, EndpointSelection, View, ViewError};
 use quarry_store::{Store, ToolEndpointRow};
 use serde_json::{Value, json};
+
+use super::knowledge_tools;
+use crate::auth::Caller;
 
 /// The owner word of a user's endpoint.
 pub(crate) fn user_owner(principal: &Principal) -> String {
@@ -54,13 +57,12 @@ pub(crate) fn may_edit(principal: &Principal, endpoint: &ToolEndpointRow) -> boo
     endpoint.owner == space_owner(principal) && principal.scope.can(Access::Admin)
 }
 
-/// The endpoint's view for `principal` over its catalog (its token scope applies), capped at
-/// the endpoint's own cap or the server's, whichever is lower.
+/// The endpoint's view for `caller` over its catalog (its token scope and knowledge-tool
+/// access apply), capped at the endpoint's own cap or the server's, whichever is lower.
 pub(crate) fn view_of(
     endpoint: &ToolEndpointRow,
     catalog: Arc<Catalog>,
-    principal: &Principal,
-    allowed: &dyn Fn(&CatalogTool) -> bool,
+    caller: &Caller,
     server_cap: usize,
 ) -> Result<View, ViewError> {
     let saved = EndpointSelection::from_query(&endpoint.selection).map_err(ViewError::Invalid)?;
@@ -69,8 +71,8 @@ pub(crate) fn view_of(
         catalog,
         &saved.selection,
         &DefaultView::Everything,
-        principal,
-        allowed,
+        &caller.principal,
+        &|t| knowledge_tools::catalog_tool_usable_by(caller, t),
         cap,
     )
 }

@@ -234,13 +234,20 @@ pub(crate) fn capture_tools() -> Vec<Tool> {
     ]
 }
 
-/// The capture tools `caller` may use (no write tools for read-only callers).
 /// Whether `caller` may use the knowledge tool `name` (read-only callers lose the write
 /// tools) — without building any tool definition.
 pub(crate) fn usable_by(caller: &Caller, name: &str) -> bool {
     !WRITE_TOOLS.contains(&name) || caller.engine.scope().can(Access::Write)
 }
 
+/// Whether `caller` may use catalog tool `t` as far as the knowledge package goes: any other
+/// package's tool, and the knowledge tools [`usable_by`] allows. (A token's tool scope is
+/// `quarry_hub::may_use`'s, applied beside this.)
+pub(crate) fn catalog_tool_usable_by(caller: &Caller, t: &quarry_hub::CatalogTool) -> bool {
+    t.package != quarry_hub::KNOWLEDGE_PACKAGE || usable_by(caller, &t.name)
+}
+
+/// The capture tools `caller` may use (no write tools for read-only callers).
 pub(crate) fn capture_tools_for(caller: &Caller) -> Vec<Tool> {
     let write = caller.engine.scope().can(Access::Write);
     capture_tools()
