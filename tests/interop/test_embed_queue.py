@@ -240,3 +240,54 @@ def test_cli_embed_and_status_cover_every_space(quarry_bin, tmp_path, fake_model
     assert all(s["needs_embedding"] == 0 and s["chunks_needing_embedding"] == 0 for s in st["spaces"]), st
     human = qm.run("embed").stdout
     assert "space default:" in human and "space acme:" in human and "space globex:" in human, human
+
+
+def test_the_server_embeds_folder_collections_it_never_queued(quarry_bin, tmp_path, fake_models):
+    """A server with a model embeds every collection in the background, not only uploads: a
+    folder collection the CLI added before it started, and one added beside it while it runs.
+    Before, only uploads queued embedding, yet the pending counts (`/status`, the queue, the
+    knowledge-base page's estimate) included folder chunks that waited for `quarry embed`."""
+    home = tmp_path / "home"
+    home.mkdir()
+    q = QuarryHome(
+        bin=quarry_bin, home=home, env=isolated_env(home, {**fake_models.env(), "QUARRY_OCR": "off"}),
+        corpus=tmp_path,
+    )
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "heron.md").write_text("# Heron\n\nThe heron ledger closes on Fridays.\n", encoding="utf-8")
+    (notes / "otter.md").write_text("# Otter\n\nOtter shifts swap at the quay.\n", encoding="utf-8")
+    r = q.run("collection", "add", str(notes), "--name", "notes")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(q.run("--json", "status").stdout)["needs_embedding"] == 2
+
+    def settled(srv, deadline_s: float) -> dict:
+        deadline = time.monotonic() + deadline_s
+        while True:
+            st = api(srv, "GET", "/status").json()
+            if st["needs_embedding"] == 0:
+                return st
+            assert time.monotonic() < deadline, st
+            time.sleep(0.2)
+
+    srv = start_server(q, logdir=tmp_path / "logs")
+    try:
+        settled(srv, 60)
+        texts = " ".join(fake_models.embedded_texts())
+        assert "heron ledger" in texts and "Otter shifts" in texts, texts
+        queue = api(srv, "GET", "/api/v1/queue").json()["data"]
+        assert queue["embedding"]["chunks_pending"] == 0, queue
+
+        # Added by the CLI beside the running server: the server's next sweep embeds it.
+        more = tmp_path / "more"
+        more.mkdir()
+        (more / "wren.md").write_text("# Wren\n\nThe wren roster lives in the annex.\n", encoding="utf-8")
+        r = q.with_env(QUARRY_EMBED_MODEL=None).run("collection", "add", str(more), "--name", "more")
+        assert r.returncode == 0, r.stderr
+        settled(srv, 90)
+        assert "wren roster" in " ".join(fake_models.embedded_texts())
+        # Each text embedded once: the sweep queued nothing already done.
+        embedded = fake_models.embedded_texts()
+        assert len(embedded) == len(set(embedded)), embedded
+    finally:
+        srv.stop()

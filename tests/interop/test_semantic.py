@@ -494,27 +494,30 @@ def mcp_tool(server, name: str, args: dict) -> dict:
 def test_server_sees_embed_run_while_it_serves(quarry_bin, corpus, fake_models, server_factory, tmp_path, configured):
     """`quarry serve` starts on a home with no vectors; `quarry embed` runs in another process
     (with the model given to it alone when not `configured`); the server answers from the new
-    vectors without a restart, and again after an incremental embed."""
+    vectors without a restart, and again after an incremental embed. A server with a model
+    configured also embeds the collections in the background by itself
+    (test_embed_queue.py), so there the CLI may find some or all of the work done."""
     cli = make_home(quarry_bin, corpus, tmp_path / "late-home", env=fake_models.env())
     srv = server_factory(home=cli if configured else cli.with_env(QUARRY_EMBED_MODEL=None))
     base = srv.base
-    assert_error(*post(base, "/vsearch", {"query": "zanzibar"})[:2], 503, NO_VECTORS)
-    result = mcp_tool(srv, "vsearch", {"query": "zanzibar"})
-    assert result["isError"] is True and result["content"] == [{"type": "text", "text": NO_VECTORS}], result
-    status, body, _ = post(base, "/query", {"query": "zanzibar"})
-    assert (status, body["stages"], "warnings" in body) == (200, ["keyword"], False), body
-    _, st, _ = get(base, "/status")
-    assert (st["needs_embedding"], st["has_vector_index"]) == (len(CORPUS), False), st
     if configured:
         assert wait_model_loaded(base)["model_loaded"] is True
     else:
+        assert_error(*post(base, "/vsearch", {"query": "zanzibar"})[:2], 503, NO_VECTORS)
+        result = mcp_tool(srv, "vsearch", {"query": "zanzibar"})
+        assert result["isError"] is True and result["content"] == [{"type": "text", "text": NO_VECTORS}], result
+        status, body, _ = post(base, "/query", {"query": "zanzibar"})
+        assert (status, body["stages"], "warnings" in body) == (200, ["keyword"], False), body
+        _, st, _ = get(base, "/status")
+        assert (st["needs_embedding"], st["has_vector_index"]) == (len(CORPUS), False), st
         # Nothing to load yet: the default model is not fetched just because a server started.
         time.sleep(0.3)
         assert get(base, "/health")[1]["model_loaded"] is False
         assert fake_models.snapshot() == []
 
     report = embed(cli)
-    assert report["chunks_embedded"] == 45, report
+    if not configured:  # configured: the server's background run may have embedded any share
+        assert report["chunks_embedded"] == 45, report
 
     status, body, _ = post(base, "/vsearch", {"query": "rotate the api keys of the zanzibar cluster"})
     assert status == 200, body
@@ -532,9 +535,12 @@ def test_server_sees_embed_run_while_it_serves(quarry_bin, corpus, fake_models, 
     extra = write_tree(tmp_path / "late-extra", {"pilaf.md": EXTRA["recipes/pilaf.md"]})
     r = cli.run("collection", "add", str(extra), "--name", "late")
     assert r.returncode == 0, r.stderr
+    # The server's own sweep (every 30 s, now that the index has a model) may be first.
     _, st, _ = get(base, "/status")
-    assert st["needs_embedding"] == 1, st
-    assert embed(cli)["chunks_embedded"] == 1
+    assert st["needs_embedding"] in (0, 1), st
+    assert embed(cli)["chunks_embedded"] in (0, 1)
+    _, st, _ = get(base, "/status")
+    assert st["needs_embedding"] == 0, st
     status, body, _ = post(base, "/vsearch", {"query": "rice cardamom cloves simmer"})
     assert status == 200, body
     assert body["results"][0]["file"] == "late/pilaf.md", body

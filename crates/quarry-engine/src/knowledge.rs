@@ -705,6 +705,26 @@ impl Engine {
         Ok(())
     }
 
+    /// Queues an embed job for every collection, of any space, with chunks that have no
+    /// vector of the index's model (all chunks when there is no vector index yet), so a
+    /// server embeds what uploads never queued: folder collections added or updated by the
+    /// CLI, a data directory that was never embedded. A collection whose embedding failed
+    /// for good within `quiet_after_failure` is left out until then (or until an upload
+    /// queues it). Returns how many were queued; none when embedding is off.
+    pub fn queue_pending_embedding(&self, quiet_after_failure: Duration) -> Result<usize> {
+        if !self.embedding_enabled()? {
+            return Ok(0);
+        }
+        let model = self.vector_model()?;
+        let store = self.store();
+        let window = i64::try_from(quiet_after_failure.as_millis()).unwrap_or(i64::MAX);
+        let collections = store.collections_to_embed(model.as_deref(), window)?;
+        for &c in &collections {
+            store.enqueue_embed(c)?;
+        }
+        Ok(collections.len())
+    }
+
     /// One round of a collection's background embedding (see [`Engine::embed_round`]);
     /// queues the next round when chunks are left.
     fn embed_job(&self, collection: Option<i64>, progress: &dyn Progress) -> Result<(), JobError> {

@@ -35,6 +35,10 @@ pub struct WorkerOptions {
     /// How often an idle worker looks for work it was not woken for (jobs enqueued by
     /// another process, retries falling due).
     pub idle_poll: Duration,
+    /// How often the node looks for collections with chunks that have no vectors and
+    /// queues their embedding (a server: folder collections the CLI added or updated, a
+    /// data directory never embedded); `None` for a CLI that drains only its own uploads.
+    pub embed_sweep: Option<Duration>,
 }
 
 impl Default for WorkerOptions {
@@ -43,6 +47,7 @@ impl Default for WorkerOptions {
             concurrency: 2,
             lease: Duration::from_secs(60),
             idle_poll: Duration::from_secs(1),
+            embed_sweep: None,
         }
     }
 }
@@ -264,6 +269,7 @@ impl Drop for Workers {
 /// (every node does, so it happens while any node is alive).
 fn heartbeat_loop(shared: &Shared, node: &str) {
     let mut first = true;
+    let mut last_sweep: Option<Instant> = None;
     while !shared.stop.load(Ordering::Relaxed) {
         if !first {
             shared.wait_stop(NODE_HEARTBEAT);
@@ -284,8 +290,34 @@ fn heartbeat_loop(shared: &Shared, node: &str) {
             }
             Err(e) => tracing::warn!(error = %e, "cannot look for dead nodes"),
         }
+        if let Some(every) = shared.opts.embed_sweep
+            && last_sweep.is_none_or(|t| t.elapsed() >= every)
+        {
+            last_sweep = Some(Instant::now());
+            match shared
+                .engine
+                .queue_pending_embedding(QUIET_AFTER_EMBED_FAILURE)
+            {
+                Ok(0) => {}
+                Ok(n) => {
+                    tracing::info!(
+                        collections = n,
+                        "queued embedding of chunks without vectors"
+                    );
+                    shared.notify();
+                }
+                Err(e) => tracing::warn!(error = %e, "cannot look for chunks without vectors"),
+            }
+        }
     }
 }
+
+/// How long the embedding sweep leaves a collection alone after its embedding failed for
+/// good (the model or its API down): a retry every sweep would only fail again.
+pub const QUIET_AFTER_EMBED_FAILURE: Duration = Duration::from_secs(15 * 60);
+
+/// How often a server's node looks for chunks without vectors (`WorkerOptions::embed_sweep`).
+pub const EMBED_SWEEP: Duration = Duration::from_secs(30);
 
 fn worker_loop(shared: &Shared, owner: &str) {
     let mut failures = 0u32;

@@ -235,8 +235,11 @@ impl AppState {
         &self.runs
     }
 
-    /// Starts the ingestion workers (`quarry serve`); call once.
-    pub fn start_workers(&self, opts: quarry_queue::WorkerOptions) -> Result<(), Error> {
+    /// Starts the ingestion workers (`quarry serve`); call once. A server embeds every
+    /// collection in the background when a model is configured, so its workers also sweep
+    /// for chunks without vectors (unless `opts` sets another interval).
+    pub fn start_workers(&self, mut opts: quarry_queue::WorkerOptions) -> Result<(), Error> {
+        opts.embed_sweep.get_or_insert(quarry_queue::EMBED_SWEEP);
         // Opening the blob store now removes what uploads cut off by a crash left staged.
         self.root.blobs()?;
         let workers = quarry_queue::Workers::start(self.root.clone(), opts)?;

@@ -262,6 +262,22 @@ impl JobQueue for PgStore {
         })
     }
 
+    fn collections_to_embed(&self, model: Option<&str>, failed_within_ms: i64) -> Result<Vec<i64>> {
+        let rows = self
+            .conn()?
+            .query(
+                "SELECT c.id FROM collections c WHERE EXISTS (SELECT 1 FROM documents d \
+                 JOIN chunks k ON k.document_id = d.id WHERE d.collection_id = c.id \
+                 AND NOT EXISTS (SELECT 1 FROM embeddings e WHERE e.model = $1 AND e.hash = k.hash)) \
+                 AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.kind = 'embed' \
+                 AND j.collection_id = c.id AND j.status = 'failed' \
+                 AND j.updated_at >= quarry_now_ms() - $2) ORDER BY c.id",
+                &[&model.unwrap_or(""), &failed_within_ms],
+            )
+            .map_err(db_err)?;
+        rows.iter().map(|r| col(r, 0)).collect()
+    }
+
     fn queue_counts(&self, collections: Option<&[i64]>) -> Result<QueueCounts> {
         let row = self
             .conn()?

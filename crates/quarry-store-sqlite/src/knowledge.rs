@@ -988,6 +988,25 @@ impl JobQueue for SqliteStore {
         })
     }
 
+    fn collections_to_embed(&self, model: Option<&str>, failed_within_ms: i64) -> Result<Vec<i64>> {
+        let failed_since = quarry_core::now_millis().saturating_sub(failed_within_ms);
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT c.id FROM collections c WHERE EXISTS (SELECT 1 FROM documents d \
+                 JOIN chunks k ON k.document_id = d.id WHERE d.collection_id = c.id \
+                 AND NOT EXISTS (SELECT 1 FROM embeddings e WHERE e.model = ?1 AND e.hash = k.hash)) \
+                 AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.kind = 'embed' \
+                 AND j.collection_id = c.id AND j.status = 'failed' AND j.updated_at >= ?2) \
+                 ORDER BY c.id",
+            )
+            .map_err(db_err)?;
+        let rows = stmt
+            .query_map(params![model.unwrap_or(""), failed_since], |r| r.get(0))
+            .map_err(db_err)?;
+        rows.collect::<rusqlite::Result<Vec<i64>>>().map_err(db_err)
+    }
+
     fn queue_counts(&self, collections: Option<&[i64]>) -> Result<QueueCounts> {
         let conn = self.conn();
         let allowed = collections.map(id_list);

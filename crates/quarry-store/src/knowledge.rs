@@ -499,6 +499,11 @@ pub trait JobQueue {
     /// Queues an embed job for a collection unless one is already waiting (a running one
     /// does not count: it may have read its work before the caller's document was stored).
     fn enqueue_embed(&self, collection_id: i64) -> Result<()>;
+    /// Collections of every space with a chunk that has no `model` vector (every
+    /// collection with chunks when `model` is `None`: no vector index yet), leaving out
+    /// those whose embed job failed for good within the last `failed_within_ms` (the
+    /// store's clock): the background's sweep must not retry a failing model in a loop.
+    fn collections_to_embed(&self, model: Option<&str>, failed_within_ms: i64) -> Result<Vec<i64>>;
     /// Job counts: all jobs, or those of files in `collections`.
     fn queue_counts(&self, collections: Option<&[i64]>) -> Result<QueueCounts>;
 }

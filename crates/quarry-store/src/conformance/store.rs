@@ -23,6 +23,7 @@ macro_rules! __conformance_store {
             store_chunks_and_embeddings_follow_the_documents,
             store_a_new_layout_of_the_same_file_is_cut_again,
             store_embed_jobs_and_state_by_collection_and_limit,
+            store_collections_to_embed_across_spaces_after_failures,
             store_reset_all_chunks_cuts_every_document_again,
             store_meta_and_the_expansion_cache,
             store_contexts_are_set_replaced_and_removed,
@@ -1266,4 +1267,75 @@ pub fn store_chunking_racing_writes_never_keeps_stale_chunks(store: &dyn Store) 
             job.hash
         );
     }
+}
+
+/// The embedding sweep's question: which collections, of every space, have chunks without
+/// a vector of the model; a collection whose embed job just failed for good is left out.
+pub fn store_collections_to_embed_across_spaces_after_failures(store: &dyn Store) {
+    let a = collection(store, "a");
+    let b = collection(store, "b");
+    let empty = collection(store, "empty");
+    let elsewhere = store
+        .create_collection("other-space", "c", CollectionKind::Folder, "/y", "**/*.md")
+        .expect("create_collection")
+        .id;
+    let mut cut = Vec::new();
+    for (c, body, hashes) in [
+        (a, "xxxx yyyy", ["kx", "ky"]),
+        (b, "yyyy zzzz", ["ky", "kz"]),
+        (elsewhere, "wwww", ["kw", "kw"]),
+    ] {
+        let id = upsert(store, c, vec![doc("d.md", body)]).upserts[0].id;
+        cut.push(DocChunks {
+            document_id: id,
+            doc_hash: hash_of(body),
+            chunks: vec![chunk(0, 4, hashes[0]), chunk(0, 4, hashes[1])],
+        });
+    }
+    store.replace_chunks(&cut).expect("replace_chunks");
+    let due = |model: Option<&str>| {
+        store
+            .collections_to_embed(model, 60_000)
+            .expect("collections_to_embed")
+    };
+    assert_eq!(
+        due(None),
+        [a, b, elsewhere],
+        "no index yet: every collection with chunks"
+    );
+    assert!(!due(None).contains(&empty), "no chunks, nothing to embed");
+    assert_eq!(due(Some("m")), [a, b, elsewhere]);
+    store
+        .put_embeddings("m", &[("kx".into(), vec![1.0]), ("ky".into(), vec![1.0])])
+        .expect("put_embeddings");
+    assert_eq!(
+        due(Some("m")),
+        [b, elsewhere],
+        "a is embedded; b still lacks kz"
+    );
+    assert_eq!(
+        due(Some("other")),
+        [a, b, elsewhere],
+        "another model's vectors are its own"
+    );
+    // b's embedding fails for good: the sweep leaves it alone for the window given.
+    store.enqueue_embed(b).expect("enqueue_embed");
+    let job = store
+        .claim_job("w", 60_000)
+        .expect("claim_job")
+        .expect("b's embed job");
+    assert!(
+        store
+            .fail_job(job.lease(), "model down", None)
+            .expect("fail_job")
+    );
+    assert_eq!(due(Some("m")), [elsewhere]);
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    assert_eq!(
+        store
+            .collections_to_embed(Some("m"), 0)
+            .expect("collections_to_embed"),
+        [b, elsewhere],
+        "once the window has passed, b is due again"
+    );
 }
