@@ -1,0 +1,92 @@
+//! Would int8 weights make the encoder faster on this CPU? Measures one core's peak
+//! multiply-accumulate rate for fp32 (AVX2 FMA, what the fused encoder's matrix products run
+//! on) and for int8 (`vpmaddubsw` + `vpmaddwd` + `vpaddd`, the AVX2 int8 dot product that
+//! quantised GEMMs without AVX-VNNI use), with the operands in registers: an upper bound
+//! for any kernel of either kind.
+//!
+//! ```sh
+//! cargo run --release -p quarry-models --example int8_peak
+//! ```
+//!
+//! The ratio bounds what quantised matrix products can gain over fp32 here; packing,
+//! quantising activations and the wider epilogue only lower it.
+
+use std::time::Instant;
+
+/// Independent accumulator chains: enough to hide either instruction's latency.
+const CHAINS: usize = 12;
+
+fn main() {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if !(is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")) {
+            println!("this CPU has no AVX2 + FMA: nothing to compare");
+            return;
+        }
+        let iters = 40_000_000u64;
+        let mut best = (0f64, 0f64);
+        for _ in 0..3 {
+            // SAFETY: AVX2 and FMA were detected above.
+            let (fp32, int8) = unsafe { (x86::fp32_gmacs(iters), x86::int8_gmacs(iters)) };
+            best = (best.0.max(fp32), best.1.max(int8));
+        }
+        println!("fp32 FMA           {:7.1} GMAC/s per core", best.0);
+        println!("int8 maddubs+madd  {:7.1} GMAC/s per core", best.1);
+        println!("int8 / fp32        {:7.2}x", best.1 / best.0);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    println!("x86-64 only");
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use super::{CHAINS, Instant};
+    use std::arch::x86_64::*;
+
+    /// fp32: `CHAINS` FMAs of 8 lanes per iteration.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn fp32_gmacs(iters: u64) -> f64 {
+        let a = _mm256_set1_ps(1.000_01);
+        // A weight per chain (read from L1 as a GEMM reads its packed panel).
+        let w: [__m256; CHAINS] = std::array::from_fn(|i| _mm256_set1_ps(0.999 + i as f32 * 1e-4));
+        let mut acc = [_mm256_setzero_ps(); CHAINS];
+        let t = Instant::now();
+        for _ in 0..iters {
+            for j in 0..CHAINS {
+                acc[j] = _mm256_fmadd_ps(a, w[j], acc[j]);
+            }
+        }
+        let secs = t.elapsed().as_secs_f64();
+        let mut sum = _mm256_setzero_ps();
+        for v in acc {
+            sum = _mm256_add_ps(sum, v);
+        }
+        std::hint::black_box(sum);
+        (iters * CHAINS as u64 * 8) as f64 / secs / 1e9
+    }
+
+    /// int8: `CHAINS` × (u8·i8 pairs → i16, pairs of i16 → i32, add) of 32 products each.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn int8_gmacs(iters: u64) -> f64 {
+        let mut a = _mm256_set1_epi8(3);
+        let ones = _mm256_set1_epi16(1);
+        let w: [__m256i; CHAINS] = std::array::from_fn(|i| _mm256_set1_epi8(i as i8 + 1));
+        let mut acc = [_mm256_setzero_si256(); CHAINS];
+        let t = Instant::now();
+        for _ in 0..iters {
+            for j in 0..CHAINS {
+                let p = _mm256_madd_epi16(_mm256_maddubs_epi16(a, w[j]), ones);
+                acc[j] = _mm256_add_epi32(acc[j], p);
+            }
+            // A new activation each round, so the products cannot be hoisted.
+            a = _mm256_xor_si256(a, ones);
+        }
+        let secs = t.elapsed().as_secs_f64();
+        let mut sum = _mm256_setzero_si256();
+        for v in acc {
+            sum = _mm256_add_epi32(sum, v);
+        }
+        std::hint::black_box(sum);
+        (iters * CHAINS as u64 * 32) as f64 / secs / 1e9
+    }
+}
