@@ -725,6 +725,13 @@ impl Engine {
         Ok(collections.len())
     }
 
+    /// Changes whenever chunks are cut or removed, in any space (see
+    /// `JobQueue::chunk_fingerprint`): cheap, where [`Engine::queue_pending_embedding`]
+    /// reads every chunk.
+    pub fn chunk_fingerprint(&self) -> Result<(i64, i64)> {
+        self.store().chunk_fingerprint()
+    }
+
     /// One round of a collection's background embedding (see [`Engine::embed_round`]);
     /// queues the next round when chunks are left.
     fn embed_job(&self, collection: Option<i64>, progress: &dyn Progress) -> Result<(), JobError> {

@@ -270,6 +270,8 @@ impl Drop for Workers {
 fn heartbeat_loop(shared: &Shared, node: &str) {
     let mut first = true;
     let mut last_sweep: Option<Instant> = None;
+    // The chunks as the last sweep that found nothing saw them, and when it ran in full.
+    let mut quiet_since: Option<((i64, i64), Instant)> = None;
     while !shared.stop.load(Ordering::Relaxed) {
         if !first {
             shared.wait_stop(NODE_HEARTBEAT);
@@ -294,12 +296,29 @@ fn heartbeat_loop(shared: &Shared, node: &str) {
             && last_sweep.is_none_or(|t| t.elapsed() >= every)
         {
             last_sweep = Some(Instant::now());
+            // A full sweep reads every chunk: skip it while no chunk was cut or removed
+            // since one found nothing, but not for longer than a failed collection's quiet
+            // time (it is due again after that without any chunk changing).
+            let fingerprint = match shared.engine.chunk_fingerprint() {
+                Ok(f) => Some(f),
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot read the chunk count");
+                    None
+                }
+            };
+            if let (Some(now), Some((then, at))) = (fingerprint, quiet_since)
+                && now == then
+                && at.elapsed() < QUIET_AFTER_EMBED_FAILURE
+            {
+                continue;
+            }
             match shared
                 .engine
                 .queue_pending_embedding(QUIET_AFTER_EMBED_FAILURE)
             {
-                Ok(0) => {}
+                Ok(0) => quiet_since = fingerprint.map(|f| (f, Instant::now())),
                 Ok(n) => {
+                    quiet_since = None;
                     tracing::info!(
                         collections = n,
                         "queued embedding of chunks without vectors"

@@ -278,6 +278,17 @@ impl JobQueue for PgStore {
         rows.iter().map(|r| col(r, 0)).collect()
     }
 
+    fn chunk_fingerprint(&self) -> Result<(i64, i64)> {
+        let row = self
+            .conn()?
+            .query_one(
+                "SELECT COALESCE(MAX(id), 0)::bigint, count(*) FROM chunks",
+                &[],
+            )
+            .map_err(db_err)?;
+        Ok((col(&row, 0)?, col(&row, 1)?))
+    }
+
     fn queue_counts(&self, collections: Option<&[i64]>) -> Result<QueueCounts> {
         let row = self
             .conn()?

@@ -1007,6 +1007,16 @@ impl JobQueue for SqliteStore {
         rows.collect::<rusqlite::Result<Vec<i64>>>().map_err(db_err)
     }
 
+    fn chunk_fingerprint(&self) -> Result<(i64, i64)> {
+        let conn = self.conn();
+        conn.query_row(
+            "SELECT COALESCE(MAX(id), 0), COUNT(*) FROM chunks",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .map_err(db_err)
+    }
+
     fn queue_counts(&self, collections: Option<&[i64]>) -> Result<QueueCounts> {
         let conn = self.conn();
         let allowed = collections.map(id_list);

@@ -504,6 +504,10 @@ pub trait JobQueue {
     /// those whose embed job failed for good within the last `failed_within_ms` (the
     /// store's clock): the background's sweep must not retry a failing model in a loop.
     fn collections_to_embed(&self, model: Option<&str>, failed_within_ms: i64) -> Result<Vec<i64>>;
+    /// The highest chunk id and the number of chunks, of every space: it changes whenever
+    /// chunks are cut or removed, so a sweep that found nothing need not look again (and
+    /// scan every chunk) until it does.
+    fn chunk_fingerprint(&self) -> Result<(i64, i64)>;
     /// Job counts: all jobs, or those of files in `collections`.
     fn queue_counts(&self, collections: Option<&[i64]>) -> Result<QueueCounts>;
 }

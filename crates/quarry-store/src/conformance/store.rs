@@ -1272,6 +1272,10 @@ pub fn store_chunking_racing_writes_never_keeps_stale_chunks(store: &dyn Store) 
 /// The embedding sweep's question: which collections, of every space, have chunks without
 /// a vector of the model; a collection whose embed job just failed for good is left out.
 pub fn store_collections_to_embed_across_spaces_after_failures(store: &dyn Store) {
+    assert_eq!(
+        store.chunk_fingerprint().expect("chunk_fingerprint"),
+        (0, 0)
+    );
     let a = collection(store, "a");
     let b = collection(store, "b");
     let empty = collection(store, "empty");
@@ -1293,6 +1297,9 @@ pub fn store_collections_to_embed_across_spaces_after_failures(store: &dyn Store
         });
     }
     store.replace_chunks(&cut).expect("replace_chunks");
+    let (top, count) = store.chunk_fingerprint().expect("chunk_fingerprint");
+    assert_eq!(count, 6, "the chunks of every space");
+    assert!(top > 0);
     let due = |model: Option<&str>| {
         store
             .collections_to_embed(model, 60_000)
@@ -1338,4 +1345,15 @@ pub fn store_collections_to_embed_across_spaces_after_failures(store: &dyn Store
         [b, elsewhere],
         "once the window has passed, b is due again"
     );
+    // The fingerprint moves when chunks are cut again, even to the same number.
+    store
+        .replace_chunks(&[DocChunks {
+            document_id: cut[0].document_id,
+            doc_hash: hash_of("xxxx yyyy"),
+            chunks: vec![chunk(0, 4, "kx"), chunk(5, 9, "ky")],
+        }])
+        .expect("replace_chunks");
+    let (new_top, new_count) = store.chunk_fingerprint().expect("chunk_fingerprint");
+    assert_eq!(new_count, count);
+    assert!(new_top > top, "new chunks get new ids: {new_top} vs {top}");
 }
