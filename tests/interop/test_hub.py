@@ -560,8 +560,12 @@ def test_everything_over_http_and_legacy_sse(hub, http_upstreams, transport, pat
     info = register(srv, {"name": name, "transport_type": transport,
                           "config": f"http://127.0.0.1:{http_upstreams[key]}{path}"})
     try:
-        assert info["status"] == "ready", info
-        assert {"echo", "get-sum"} <= {t["name"] for t in info["tools_cache"]}
+        if info["status"] != "ready" or not {"echo", "get-sum"} <= {t["name"] for t in info["tools_cache"]}:
+            # Seen once under CI load on PostgreSQL (`ready` with no tools), never alone: say
+            # whether it was transient and what the server logged, for whoever meets it next.
+            time.sleep(2)
+            later = requests.get(srv.url(f"/api/v1/mcp/servers/{info['id']}"), timeout=30).json()
+            pytest.fail(f"settled as {info}\n2 s later: {later}\nserver log: {srv.stderr()[-4000:]}")
 
         async def call():
             async with mcp(srv.url(f"/api/mcp?tools={name}.echo,{name}.get-sum")) as c:

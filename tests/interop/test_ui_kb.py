@@ -336,7 +336,7 @@ def test_preview_drawer_tabs(kb_page, ui_module_server, library, axe_check, shot
     shot(page, "kb-preview")
     page.keyboard.press("Escape")
     expect(drawer).to_be_hidden()
-    assert page.evaluate("location.hash") == f"#/kb/{kb['id']}"
+    expect(page).to_have_url(re.compile(rf"#/kb/{kb['id']}$"))
 
     # A DOCX: no inline original (a download link), its Markdown first, with the table.
     doc_row(page, DOCX).get_by_role("button", name=DOCX, exact=True).click()

@@ -24,15 +24,23 @@ fn main() {
             return;
         }
         let iters = 40_000_000u64;
-        let mut best = (0f64, 0f64);
+        let mut best = (0f64, 0f64, 0f64);
         for _ in 0..3 {
             // SAFETY: AVX2 and FMA were detected above.
-            let (fp32, int8) = unsafe { (x86::fp32_gmacs(iters), x86::int8_gmacs(iters)) };
-            best = (best.0.max(fp32), best.1.max(int8));
+            let (fp32, int8, int16) = unsafe {
+                (
+                    x86::fp32_gmacs(iters),
+                    x86::int8_gmacs(iters),
+                    x86::int16_gmacs(iters),
+                )
+            };
+            best = (best.0.max(fp32), best.1.max(int8), best.2.max(int16));
         }
         println!("fp32 FMA           {:7.1} GMAC/s per core", best.0);
         println!("int8 maddubs+madd  {:7.1} GMAC/s per core", best.1);
         println!("int8 / fp32        {:7.2}x", best.1 / best.0);
+        println!("i16 madd           {:7.1} GMAC/s per core", best.2);
+        println!("i16 / fp32         {:7.2}x", best.2 / best.0);
     }
     #[cfg(not(target_arch = "x86_64"))]
     println!("x86-64 only");
@@ -88,5 +96,29 @@ mod x86 {
         }
         std::hint::black_box(sum);
         (iters * CHAINS as u64 * 32) as f64 / secs / 1e9
+    }
+
+    /// int8 values widened to i16: `CHAINS` × (pairs of i16 → i32, add) of 16 products
+    /// each. No saturation, so both operands keep all 8 bits.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn int16_gmacs(iters: u64) -> f64 {
+        let mut a = _mm256_set1_epi16(3);
+        let ones = _mm256_set1_epi16(1);
+        let w: [__m256i; CHAINS] = std::array::from_fn(|i| _mm256_set1_epi16(i as i16 + 1));
+        let mut acc = [_mm256_setzero_si256(); CHAINS];
+        let t = Instant::now();
+        for _ in 0..iters {
+            for j in 0..CHAINS {
+                acc[j] = _mm256_add_epi32(acc[j], _mm256_madd_epi16(a, w[j]));
+            }
+            a = _mm256_xor_si256(a, ones);
+        }
+        let secs = t.elapsed().as_secs_f64();
+        let mut sum = _mm256_setzero_si256();
+        for v in acc {
+            sum = _mm256_add_epi32(sum, v);
+        }
+        std::hint::black_box(sum);
+        (iters * CHAINS as u64 * 16) as f64 / secs / 1e9
     }
 }

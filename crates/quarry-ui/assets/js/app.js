@@ -451,6 +451,12 @@ export function openDialog({ title, variant = "modal", onClose, label, wide = fa
     if (onClose) onClose();
   };
   dialog.addEventListener("close", close);
+  // Escape: close at once, so `onClose` has run by the time the dialog is hidden
+  // (the native `close` event only comes a task later).
+  dialog.addEventListener("cancel", (e) => {
+    e.preventDefault();
+    close();
+  });
   dialog.addEventListener("click", (e) => {
     if (e.target === dialog) close(); // click on the backdrop
   });
