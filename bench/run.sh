@@ -63,6 +63,31 @@ QUARRY_EMBED_MODEL="$MINILM" "$QUARRY" --index qmd embed
   done
 } | tee "$OUT/eval.txt"
 
+echo "== retrieval quality with int8 embeddings (QUARRY_EMBED_QUANTIZE=int8): the same sets"
+# Own indexes (the vectors differ slightly from fp32's), embedded and searched on int8.
+mkdir -p "$EVAL_HOME/int8"
+(
+  export QUARRY_HOME="$EVAL_HOME/int8" QUARRY_EMBED_QUANTIZE=int8
+  add en tldr "$CORPUS" 'pages/**/*.md'
+  add zh tldr "$CORPUS" 'pages.zh/**/*.md'
+  add qmd qmd-eval "$(dirname "$CORPUS")/qmd-eval/docs" '**/*.md'
+  QUARRY_EMBED_MODEL="$MINILM" "$QUARRY" --index en embed
+  QUARRY_EMBED_MODEL="$E5" "$QUARRY" --index zh embed
+  QUARRY_EMBED_MODEL="$MINILM" "$QUARRY" --index qmd embed
+  {
+    for set in tldr-en tldr-en-desc; do
+      echo "# eval/$set.jsonl (all-MiniLM-L6-v2, int8)"; QUARRY_EMBED_MODEL="$MINILM" "$QUARRY" --index en eval "eval/$set.jsonl" -c tldr
+    done
+    for set in tldr-zh tldr-zh-desc zh-hard; do
+      echo "# eval/$set.jsonl (multilingual-e5-small, int8)"; QUARRY_EMBED_MODEL="$E5" "$QUARRY" --index zh eval "eval/$set.jsonl" -c tldr
+    done
+    for set in queries deep-research; do
+      echo "# qmd-eval/$set.jsonl (all-MiniLM-L6-v2, int8)"
+      QUARRY_EMBED_MODEL="$MINILM" "$QUARRY" --index qmd eval "$(dirname "$CORPUS")/qmd-eval/$set.jsonl" -c qmd-eval
+    done
+  } | tee "$OUT/eval-int8.txt"
+)
+
 echo "== hybrid query latency at 100k chunks (reuses the English index's vectors)"
 BENCH_HOME="${QUARRY_BENCH_HOME:-$HOME/.cache/quarry-bench/hybrid}"
 if [ ! -e "$BENCH_HOME/bench/quarry.db" ]; then

@@ -89,10 +89,12 @@ class RssSampler(threading.Thread):
 # Part 1: a real document through the server.
 
 
-def document_end_to_end(quarry, model, doc, workdir, timeout):
+def document_end_to_end(quarry, model, doc, workdir, timeout, quantize=None):
     home = Path(tempfile.mkdtemp(prefix="quarry-embed-", dir=workdir))
     env = isolated_env(home)
     env["QUARRY_EMBED_MODEL"] = str(model)
+    if quantize:
+        env["QUARRY_EMBED_QUANTIZE"] = quantize
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     logf = open(home / "server.log", "w")
@@ -191,8 +193,9 @@ def sample(passages, n, out):
     return len(picked)
 
 
-def quarry_bench(embed_bench, model, passages, n):
-    env = dict(os.environ, QUARRY_BENCH_PASSAGES=f"file:{passages}", QUARRY_BENCH_RUNS="1")
+def quarry_bench(embed_bench, model, passages, n, engine="fused"):
+    env = dict(os.environ, QUARRY_BENCH_PASSAGES=f"file:{passages}", QUARRY_BENCH_RUNS="1",
+               QUARRY_BENCH_ENGINE=engine)
     r = subprocess.run([str(embed_bench), str(model), str(n)], env=env, capture_output=True,
                        text=True, timeout=3600)
     if r.returncode != 0:
@@ -316,12 +319,15 @@ def models_side_by_side(embed_bench, models, passages, n, threads, workdir, roun
             ox, ox_once = onnxruntime_runner(model, texts, threads, st["max_seq_length"], workdir)
         except Exception as e:  # an export that fails is reported, not fatal
             ox, ox_once = {"tool": "onnxruntime", "error": str(e)[:500]}, None
-        q, st_times, ox_times = None, [], []
+        q, q8, st_times, ox_times = None, None, [], []
         for r in range(rounds):
             log(f"{name}: round {r + 1} of {rounds}")
             run = quarry_bench(embed_bench, model, picked, n)
             if q is None or run["chunks_per_s"] > q["chunks_per_s"]:
                 q = run
+            run = quarry_bench(embed_bench, model, picked, n, engine="int8")
+            if q8 is None or run["chunks_per_s"] > q8["chunks_per_s"]:
+                q8 = run
             st_times.append(st_once())
             if ox_once:
                 ox_times.append(ox_once())
@@ -329,7 +335,7 @@ def models_side_by_side(embed_bench, models, passages, n, threads, workdir, roun
         if ox_times:
             ox.update(seconds=min(ox_times), chunks_per_s=n / min(ox_times))
         rows.append({"model": name, "passages": n, "rounds": rounds, "quarry": q,
-                     "sentence_transformers": st, "onnxruntime": ox})
+                     "quarry_int8": q8, "sentence_transformers": st, "onnxruntime": ox})
     return rows
 
 
@@ -339,7 +345,8 @@ def text_report(rep):
            f"machine: {m['cpus']} CPUs ({m['cpu']}), load {m['load_start']} at start, "
            f"{m.get('load_end')} at end", f"quarry: {m['quarry']}", ""]
     for key, label in (("document_baseline", f"baseline build ({m.get('baseline_quarry')})"),
-                       ("document", "this build")):
+                       ("document", "this build"),
+                       ("document_int8", "this build, QUARRY_EMBED_QUANTIZE=int8")):
         e = rep.get(key)
         if not e:
             continue
@@ -354,17 +361,24 @@ def text_report(rep):
         b, e = rep["document_baseline"], rep["document"]
         out += [f"fully embedded: {b['fully_embedded_s']} s → {e['fully_embedded_s']} s "
                 f"({b['fully_embedded_s'] / max(e['fully_embedded_s'], 1e-9):.1f}× faster)", ""]
+    if rep.get("document_baseline") and rep.get("document_int8"):
+        b, e = rep["document_baseline"], rep["document_int8"]
+        out += [f"fully embedded, int8: {b['fully_embedded_s']} s → {e['fully_embedded_s']} s "
+                f"({b['fully_embedded_s'] / max(e['fully_embedded_s'], 1e-9):.1f}× faster)", ""]
     out += ["## Same page-length passages, same model directories (chunks/s, best round of 3, rounds interleaved)",
-            f"{'model':24} {'passages':>8} {'tokens':>7} {'quarry':>8} {'s-t/torch':>10} "
+            f"{'model':24} {'passages':>8} {'tokens':>7} {'quarry':>8} {'int8':>8} {'s-t/torch':>10} "
             f"{'onnxrt':>8} {'GFLOP/s':>8} {'of peak':>8}"]
     for r in rep.get("models", []):
         q, st, ox = r["quarry"], r["sentence_transformers"], r["onnxruntime"]
         ox_s = f"{ox['chunks_per_s']:.2f}" if "chunks_per_s" in ox else "error"
+        q8 = f"{r['quarry_int8']['chunks_per_s']:.2f}" if r.get("quarry_int8") else "-"
         out.append(f"{r['model']:24} {r['passages']:>8} {q['mean_tokens']:>7.0f} "
-                   f"{q['chunks_per_s']:>8.2f} {st['chunks_per_s']:>10.2f} {ox_s:>8} "
+                   f"{q['chunks_per_s']:>8.2f} {q8:>8} {st['chunks_per_s']:>10.2f} {ox_s:>8} "
                    f"{q['gflops_real']:>8.1f} {100 * q['share_of_peak']:>7.1f}%")
     out += ["", "peak = candle's 1024x1024x1024 fp32 matmul on this machine, measured in the "
-            "same run; GFLOP/s counts the encoder's matrix products for the real tokens."]
+            "same run; GFLOP/s and the share of peak are the fp32 engine's, over the encoder's "
+            "matrix products for the real tokens. int8: QUARRY_EMBED_QUANTIZE=int8 (int8 weights "
+            "and activations; the peers run fp32)."]
     return "\n".join(out) + "\n"
 
 
@@ -382,6 +396,8 @@ def main():
     ap.add_argument("--skip-document", action="store_true",
                     help="reuse WORKDIR/passages.jsonl from an earlier run")
     ap.add_argument("--skip-models", action="store_true", help="the document part only")
+    ap.add_argument("--skip-int8", action="store_true",
+                    help="no document run with QUARRY_EMBED_QUANTIZE=int8")
     ap.add_argument("--baseline-quarry", type=Path,
                     help="an earlier build: the document part runs with it too, first")
     ap.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "quarry-embed-bench")
@@ -404,6 +420,11 @@ def main():
         log(f"{a.doc.name} through quarry serve")
         rep["document"], passages = document_end_to_end(a.quarry, doc_model, a.doc, a.workdir, a.timeout)
         log(json.dumps({k: v for k, v in rep["document"].items() if k != "queue_samples"}))
+    if not a.skip_document and not a.skip_int8:
+        log(f"{a.doc.name} through quarry serve, QUARRY_EMBED_QUANTIZE=int8")
+        rep["document_int8"], _ = document_end_to_end(a.quarry, doc_model, a.doc, a.workdir,
+                                                      a.timeout, quantize="int8")
+        log(json.dumps({k: v for k, v in rep["document_int8"].items() if k != "queue_samples"}))
     rep["models"] = [] if a.skip_models else models_side_by_side(
         a.embed_bench, [a.minilm, a.e5], passages, a.sample, a.threads, a.workdir)
     save(rep, a.out, text_report)

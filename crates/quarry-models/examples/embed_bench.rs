@@ -22,7 +22,7 @@
 //! The peak is candle's own 1024×1024×1024 f32 matmul, repeated.
 //!
 //! `QUARRY_BENCH_ENGINE=candle` runs candle-transformers' BertModel / XLMRobertaModel instead of
-//! the default fused engine.
+//! the default fused engine; `QUARRY_BENCH_ENGINE=int8` the fused engine on int8 weights.
 //!
 //! Threads: candle sizes its pools from RAYON_NUM_THREADS / CANDLE_NUM_THREADS (default: the
 //! physical cores).
@@ -144,6 +144,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let engine = match std::env::var("QUARRY_BENCH_ENGINE").as_deref() {
         Ok("candle") => Engine::Candle,
+        Ok("int8") => Engine::FusedInt8,
         _ => Engine::Fused,
     };
     let t = Instant::now();
@@ -172,7 +173,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut padded_flops = 0f64;
     let mut i = 0;
     // The fused engine packs its batches: it computes the real tokens only.
-    if engine == Engine::Fused {
+    if engine != Engine::Candle {
         padded_tokens = real_tokens;
         padded_flops = real_flops;
         i = lens.len();

@@ -25,6 +25,7 @@ use candle_nn::VarBuilder;
 use rayon::prelude::*;
 
 use crate::kernels;
+use crate::qgemm::QuantLinear;
 
 /// Activation of the feed-forward block.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,17 +47,48 @@ pub(crate) struct FusedConfig {
     pub act: Act,
     /// `Some(pad_id)` for XLM-R position numbering (`pad + 1 + i`), `None` for BERT (`i`).
     pub xlmr_pad: Option<u32>,
+    /// Quantise the layers' weights to int8 at load ([`crate::qgemm`]).
+    pub int8: bool,
+}
+
+/// A layer's weight: fp32 (transposed for candle's matrix product) or int8.
+enum Linear {
+    F32(Tensor),
+    Int8(QuantLinear),
+}
+
+impl Linear {
+    /// From PyTorch's `[out, in]` weight.
+    fn new(w: Tensor, int8: bool) -> Result<Linear> {
+        if !int8 {
+            return Ok(Linear::F32(w.t()?));
+        }
+        let (n, k) = w.dims2()?;
+        Ok(Linear::Int8(QuantLinear::new(
+            &w.flatten_all()?.to_vec1::<f32>()?,
+            n,
+            k,
+        )))
+    }
+
+    /// `x · wᵀ` (no bias), a fresh tensor.
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        match self {
+            Linear::F32(wt) => x.matmul(wt),
+            Linear::Int8(q) => x.apply_op1_no_bwd(&QuantMatmul(q)),
+        }
+    }
 }
 
 struct Layer {
-    wqkv_t: Tensor,
+    wqkv: Linear,
     bqkv: Vec<f32>,
-    wo_t: Tensor,
+    wo: Linear,
     bo: Vec<f32>,
     ln1: (Vec<f32>, Vec<f32>),
-    wi_t: Tensor,
+    wi: Linear,
     bi: Vec<f32>,
-    wo2_t: Tensor,
+    wo2: Linear,
     bo2: Vec<f32>,
     ln2: (Vec<f32>, Vec<f32>),
 }
@@ -106,15 +138,16 @@ impl FusedEncoder {
             bqkv.extend(vec1(&s, h, "key.bias")?);
             bqkv.extend(vec1(&s, h, "value.bias")?);
             let o = a.pp("output");
+            let q = cfg.int8;
             layers.push(Layer {
-                wqkv_t: wqkv.t()?,
+                wqkv: Linear::new(wqkv, q)?,
                 bqkv,
-                wo_t: o.get((h, h), "dense.weight")?.t()?,
+                wo: Linear::new(o.get((h, h), "dense.weight")?, q)?,
                 bo: vec1(&o, h, "dense.bias")?,
                 ln1: ln(&o.pp("LayerNorm"), h)?,
-                wi_t: l.get((f, h), "intermediate.dense.weight")?.t()?,
+                wi: Linear::new(l.get((f, h), "intermediate.dense.weight")?, q)?,
                 bi: vec1(&l, f, "intermediate.dense.bias")?,
-                wo2_t: l.get((h, f), "output.dense.weight")?.t()?,
+                wo2: Linear::new(l.get((h, f), "output.dense.weight")?, q)?,
                 bo2: vec1(&l, h, "output.dense.bias")?,
                 ln2: ln(&l.pp("output.LayerNorm"), h)?,
             });
@@ -127,6 +160,11 @@ impl FusedEncoder {
             emb_ln,
             layers,
         })
+    }
+
+    /// Whether the layers run on int8 weights.
+    pub(crate) fn int8(&self) -> bool {
+        self.cfg.int8
     }
 
     /// `ids`, `type_ids`: the batch's sequences packed one after another, no padding;
@@ -208,13 +246,13 @@ impl FusedEncoder {
         // The matrix products' outputs are fresh tensors, so the element-wise steps after
         // them write in place (no second buffer of each size per layer).
         for layer in &self.layers {
-            let ctx = x.matmul(&layer.wqkv_t)?.apply_op1_no_bwd(&Attention {
+            let ctx = layer.wqkv.forward(&x)?.apply_op1_no_bwd(&Attention {
                 bias: &layer.bqkv,
                 starts: &starts,
                 lens,
                 heads: cfg.num_heads,
             })?;
-            let attn = ctx.matmul(&layer.wo_t)?;
+            let attn = layer.wo.forward(&ctx)?;
             attn.inplace_op2(
                 &x,
                 &BiasResidualLn {
@@ -225,12 +263,12 @@ impl FusedEncoder {
                 },
             )?;
             x = attn;
-            let inter = x.matmul(&layer.wi_t)?;
+            let inter = layer.wi.forward(&x)?;
             inter.inplace_op1(&BiasAct {
                 bias: &layer.bi,
                 act: cfg.act,
             })?;
-            let out = inter.matmul(&layer.wo2_t)?;
+            let out = layer.wo2.forward(&inter)?;
             out.inplace_op2(
                 &x,
                 &BiasResidualLn {
@@ -267,6 +305,27 @@ fn contiguous_f32<'a>(s: &'a CpuStorage, l: &Layout) -> Result<&'a [f32]> {
     match l.contiguous_offsets() {
         Some((a, b)) => Ok(&data[a..b]),
         None => bail!("fused kernel needs a contiguous f32 input"),
+    }
+}
+
+/// `x · wᵀ` on int8 weights: `x` `[m, k]` → `[m, n]`.
+struct QuantMatmul<'a>(&'a QuantLinear);
+
+impl CustomOp1 for QuantMatmul<'_> {
+    fn name(&self) -> &'static str {
+        "quarry-int8-matmul"
+    }
+    fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> Result<(CpuStorage, Shape)> {
+        let x = contiguous_f32(s, l)?;
+        let (m, k) = l.shape().dims2()?;
+        if k != self.0.in_features() {
+            bail!(
+                "int8 matmul: {k} inputs for a {}-input layer",
+                self.0.in_features()
+            );
+        }
+        let y = self.0.forward(x);
+        Ok((CpuStorage::F32(y), Shape::from((m, self.0.out_features()))))
     }
 }
 

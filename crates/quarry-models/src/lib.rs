@@ -109,6 +109,7 @@ mod fused;
 mod hub;
 mod kernels;
 mod local;
+mod qgemm;
 mod remote;
 mod spec;
 

@@ -34,13 +34,18 @@ pub enum Pooling {
     Max,
 }
 
-/// Which implementation runs the encoder. Both read the same weights and agree to ~1e-6.
+/// Which implementation runs the encoder. `Fused` and `Candle` read the same weights and
+/// agree to ~1e-6; `FusedInt8` approximates them (cosine ≥ 0.99 to fp32 on the models tested).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Engine {
     /// candle matrix products with fused element-wise kernels (bias+GELU, bias+residual+
     /// LayerNorm, masked softmax, embedding+LayerNorm): the fast default.
     #[default]
     Fused,
+    /// `Fused` with the layers' matrix products on int8 weights (quantised per output column
+    /// at load) and int8 activations (quantised per row on the fly): about a third faster on
+    /// AVX2 CPUs, a quarter of the layers' weight memory, slightly different vectors.
+    FusedInt8,
     /// `candle_transformers::models::bert::BertModel` / `xlm_roberta::XLMRobertaModel` as
     /// published: the reference implementation.
     Candle,
@@ -298,7 +303,12 @@ impl RawConfig {
         })
     }
 
-    fn fused_config(&self, family: Family, path: &Path) -> Result<FusedConfig, ModelError> {
+    fn fused_config(
+        &self,
+        family: Family,
+        path: &Path,
+        int8: bool,
+    ) -> Result<FusedConfig, ModelError> {
         let act = match self.hidden_act.as_str() {
             "gelu" => Act::GeluErf,
             "gelu_new" | "gelu_pytorch_tanh" | "gelu_approximate" | "gelu_fast" => Act::GeluTanh,
@@ -324,6 +334,7 @@ impl RawConfig {
                 Family::Bert => None,
                 Family::XlmRoberta => Some(self.pad_id(family) as u32),
             },
+            int8,
         })
     }
 
@@ -760,8 +771,12 @@ fn load_dir(
         reason: e.to_string(),
     };
     let encoder = match (engine, family) {
-        (Engine::Fused, _) => Encoder::Fused(
-            FusedEncoder::load(&vb, cfg.fused_config(family, &config_path)?).map_err(werr)?,
+        (Engine::Fused | Engine::FusedInt8, _) => Encoder::Fused(
+            FusedEncoder::load(
+                &vb,
+                cfg.fused_config(family, &config_path, engine == Engine::FusedInt8)?,
+            )
+            .map_err(werr)?,
         ),
         (Engine::Candle, Family::Bert) => Encoder::Bert(
             bert::BertModel::load(vb.clone(), &cfg.bert_config(&config_path)?).map_err(werr)?,
@@ -806,7 +821,8 @@ struct Item {
 
 impl Core {
     fn engine(&self) -> Engine {
-        match self.encoder {
+        match &self.encoder {
+            Encoder::Fused(f) if f.int8() => Engine::FusedInt8,
             Encoder::Fused(_) => Engine::Fused,
             _ => Engine::Candle,
         }

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use crate::hub::{expand_tilde, fetch_model, validate_repo_id, validate_revision};
 use crate::remote::ApiKey;
 use crate::{
-    ApiReranker, ApiRerankerOptions, ChatOptions, Embedder, HubProgress, LocalEmbedder,
+    ApiReranker, ApiRerankerOptions, ChatOptions, Embedder, Engine, HubProgress, LocalEmbedder,
     LocalOptions, LocalReranker, ModelCacheOptions, ModelError, NoteAnnotator, OllamaEmbedder,
     OllamaOptions, OpenAiChatExpander, OpenAiEmbedder, OpenAiOptions, QueryExpander,
     RerankApiFlavor, Reranker, RerankerOptions,
@@ -41,6 +41,9 @@ pub struct ModelEnv {
     pub rerank_key: ApiKey,
     /// Hub endpoint, cache directory, token and offline mode for Hub models.
     pub hub: ModelCacheOptions,
+    /// How local embedding models run their matrix products: `$QUARRY_EMBED_QUANTIZE`, as
+    /// given (`int8`, or `none` / unset for fp32); [`open_embedder`] checks it.
+    pub embed_quantize: Option<String>,
 }
 
 impl ModelEnv {
@@ -64,6 +67,7 @@ impl ModelEnv {
             rerank_url: var("QUARRY_RERANK_URL").map(|s| s.trim().to_string()),
             rerank_key: ApiKey::new("QUARRY_RERANK_API_KEY", var("QUARRY_RERANK_API_KEY")),
             hub: ModelCacheOptions::from_vars(get),
+            embed_quantize: var("QUARRY_EMBED_QUANTIZE").map(|s| s.trim().to_ascii_lowercase()),
         }
     }
 }
@@ -276,20 +280,34 @@ fn key_for(key: &ApiKey, url: &str) -> Option<ApiKey> {
 /// Loads an embedding model: a directory or Hub model runs locally ([`LocalEmbedder`]; Hub
 /// models are fetched into `env.hub.cache_dir` first, reporting `progress`), `openai:` and
 /// `ollama:` use those APIs (nothing is sent until the first embedding). A rerank API spec is
-/// an error.
+/// an error. `env.embed_quantize` `int8` runs local models on [`Engine::FusedInt8`]; an
+/// unknown value is an error, whatever the model.
 pub fn open_embedder(
     spec: &ModelSpec,
     env: &ModelEnv,
     progress: &dyn Fn(&HubProgress),
 ) -> Result<Box<dyn Embedder>, ModelError> {
+    let engine = match env.embed_quantize.as_deref() {
+        None | Some("none") => Engine::Fused,
+        Some("int8") => Engine::FusedInt8,
+        Some(other) => {
+            return Err(ModelError::InvalidInput(format!(
+                "QUARRY_EMBED_QUANTIZE is '{other}': use int8, or none for full precision"
+            )));
+        }
+    };
+    let local = LocalOptions {
+        engine,
+        ..LocalOptions::default()
+    };
     match spec {
-        ModelSpec::Dir(dir) => Ok(Box::new(LocalEmbedder::load(dir, LocalOptions::default())?)),
+        ModelSpec::Dir(dir) => Ok(Box::new(LocalEmbedder::load(dir, local)?)),
         ModelSpec::Hub { repo, revision } => {
             let dir = fetch_model(repo, revision, &env.hub, progress)?;
             let opts = LocalOptions {
                 // The directory is named after the revision ("main"): name the model by its id.
                 name: Some(repo.clone()),
-                ..LocalOptions::default()
+                ..local
             };
             Ok(Box::new(LocalEmbedder::load(&dir, opts)?))
         }

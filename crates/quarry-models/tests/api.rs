@@ -613,6 +613,7 @@ fn specs_open_remote_models() {
         rerank_url: None,
         rerank_key: ApiKey::new("QUARRY_MODELS_TEST_UNSET_VAR", None),
         hub: ModelCacheOptions::from_vars(&|k| std::env::var(k).ok()),
+        embed_quantize: None,
     };
     let no_progress = |_: &HubProgress| {};
     let chat = ModelSpec::parse("openai:gpt-4o-mini").unwrap();

@@ -333,6 +333,34 @@ fn each_spec_opens_only_what_it_is() {
         "{err:?}"
     );
 
+    // QUARRY_EMBED_QUANTIZE: int8 runs the same model on int8 weights; anything else is an
+    // error naming the variable, even for a remote model (a typo must not pass unseen).
+    let quantized = ModelEnv {
+        embed_quantize: Some("int8".into()),
+        ..env.clone()
+    };
+    let e8 = open_embedder(&local, &quantized, &no_progress).unwrap();
+    assert_eq!(e8.identity(), e.identity());
+    assert_eq!(
+        e8.embed_passages(&["a b c"]).unwrap()[0].len(),
+        e.identity().dimensions
+    );
+    let typo = ModelEnv {
+        embed_quantize: Some("int4".into()),
+        ..env.clone()
+    };
+    for spec in [&local, &openai] {
+        let err = err_of(open_embedder(spec, &typo, &no_progress));
+        assert!(
+            err.to_string().contains("QUARRY_EMBED_QUANTIZE is 'int4'"),
+            "{err}"
+        );
+    }
+    assert_eq!(
+        ModelEnv::from_vars(&vars(&[("QUARRY_EMBED_QUANTIZE", " INT8 ")])).embed_quantize,
+        Some("int8".into())
+    );
+
     // Remote models are opened without any request (the port is closed).
     open_embedder(&openai, &env, &no_progress).unwrap();
     open_embedder(&ollama, &env, &no_progress).unwrap();
