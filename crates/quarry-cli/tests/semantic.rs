@@ -590,4 +590,19 @@ fn local_model_finds_paraphrases() {
     let res = q.json(&["query", "unpack a compressed bundle of files"]);
     assert_eq!(stages(&res), ["keyword", "vector"]);
     assert_eq!(files(&res["results"])[0], "kb/tools/tar.md", "{res}");
+
+    // QUARRY_EMBED_QUANTIZE: a typo is refused, naming the variable, and changes nothing.
+    let err = q.err_env(&["embed", "--force"], &[("QUARRY_EMBED_QUANTIZE", "int4")]);
+    assert!(err.contains("QUARRY_EMBED_QUANTIZE is 'int4'"), "{err}");
+    assert_eq!(status(&q)["needs_embedding"], 0);
+    // int8 is the same model to the index: its queries search the fp32 vectors, nothing is
+    // stale, and re-embedding on int8 finds the same pages.
+    q.set_env("QUARRY_EMBED_QUANTIZE", "int8");
+    assert_eq!(status(&q)["needs_embedding"], 0);
+    let hits = q.json(&["vsearch", "unpack a compressed bundle of files"]);
+    assert_eq!(hits[0]["file"], "kb/tools/tar.md", "{hits}");
+    let report = q.json(&["embed", "--force"]);
+    assert_eq!(report["chunks_embedded"], 8, "{report}");
+    let hits = q.json(&["vsearch", "journey by rail"]);
+    assert_eq!(hits[0]["file"], "kb/notes/travel.md", "{hits}");
 }
