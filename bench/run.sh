@@ -44,49 +44,32 @@ EVAL_HOME="${QUARRY_EVAL_HOME:-$HOME/.cache/quarry-bench/eval}"
 mkdir -p "$EVAL_HOME"
 export QUARRY_HOME="$EVAL_HOME"
 add() { "$QUARRY" --index "$1" collection list --json | grep -q "\"name\": \"$2\"" || "$QUARRY" --index "$1" collection add "$3" --name "$2" --mask "$4" >/dev/null; }
-add en tldr "$CORPUS" 'pages/**/*.md'
-add zh tldr "$CORPUS" 'pages.zh/**/*.md'
-add qmd qmd-eval "$(dirname "$CORPUS")/qmd-eval/docs" '**/*.md'
-QUARRY_EMBED_MODEL="$MINILM" "$QUARRY" --index en embed
-QUARRY_EMBED_MODEL="$E5" "$QUARRY" --index zh embed
-QUARRY_EMBED_MODEL="$MINILM" "$QUARRY" --index qmd embed
-{
+# Indexes en, zh and qmd in $QUARRY_HOME, embedded (reports on stderr), then every set's
+# figures on stdout; $1 tags the headers.
+judged_sets() {
+  add en tldr "$CORPUS" 'pages/**/*.md'
+  add zh tldr "$CORPUS" 'pages.zh/**/*.md'
+  add qmd qmd-eval "$(dirname "$CORPUS")/qmd-eval/docs" '**/*.md'
+  QUARRY_EMBED_MODEL="$MINILM" "$QUARRY" --index en embed >&2
+  QUARRY_EMBED_MODEL="$E5" "$QUARRY" --index zh embed >&2
+  QUARRY_EMBED_MODEL="$MINILM" "$QUARRY" --index qmd embed >&2
   for set in tldr-en tldr-en-desc; do
-    echo "# eval/$set.jsonl (all-MiniLM-L6-v2)"; QUARRY_EMBED_MODEL="$MINILM" "$QUARRY" --index en eval "eval/$set.jsonl" -c tldr
+    echo "# eval/$set.jsonl (all-MiniLM-L6-v2$1)"; QUARRY_EMBED_MODEL="$MINILM" "$QUARRY" --index en eval "eval/$set.jsonl" -c tldr
   done
   for set in tldr-zh tldr-zh-desc zh-hard; do
-    echo "# eval/$set.jsonl (multilingual-e5-small)"; QUARRY_EMBED_MODEL="$E5" "$QUARRY" --index zh eval "eval/$set.jsonl" -c tldr
+    echo "# eval/$set.jsonl (multilingual-e5-small$1)"; QUARRY_EMBED_MODEL="$E5" "$QUARRY" --index zh eval "eval/$set.jsonl" -c tldr
   done
   for set in queries deep-research; do
-    echo "# qmd-eval/$set.jsonl (all-MiniLM-L6-v2)"
+    echo "# qmd-eval/$set.jsonl (all-MiniLM-L6-v2$1)"
     QUARRY_EMBED_MODEL="$MINILM" "$QUARRY" --index qmd eval "$(dirname "$CORPUS")/qmd-eval/$set.jsonl" -c qmd-eval
   done
-} | tee "$OUT/eval.txt"
+}
+judged_sets "" | tee "$OUT/eval.txt"
 
 echo "== retrieval quality with int8 embeddings (QUARRY_EMBED_QUANTIZE=int8): the same sets"
 # Own indexes (the vectors differ slightly from fp32's), embedded and searched on int8.
 mkdir -p "$EVAL_HOME/int8"
-(
-  export QUARRY_HOME="$EVAL_HOME/int8" QUARRY_EMBED_QUANTIZE=int8
-  add en tldr "$CORPUS" 'pages/**/*.md'
-  add zh tldr "$CORPUS" 'pages.zh/**/*.md'
-  add qmd qmd-eval "$(dirname "$CORPUS")/qmd-eval/docs" '**/*.md'
-  QUARRY_EMBED_MODEL="$MINILM" "$QUARRY" --index en embed
-  QUARRY_EMBED_MODEL="$E5" "$QUARRY" --index zh embed
-  QUARRY_EMBED_MODEL="$MINILM" "$QUARRY" --index qmd embed
-  {
-    for set in tldr-en tldr-en-desc; do
-      echo "# eval/$set.jsonl (all-MiniLM-L6-v2, int8)"; QUARRY_EMBED_MODEL="$MINILM" "$QUARRY" --index en eval "eval/$set.jsonl" -c tldr
-    done
-    for set in tldr-zh tldr-zh-desc zh-hard; do
-      echo "# eval/$set.jsonl (multilingual-e5-small, int8)"; QUARRY_EMBED_MODEL="$E5" "$QUARRY" --index zh eval "eval/$set.jsonl" -c tldr
-    done
-    for set in queries deep-research; do
-      echo "# qmd-eval/$set.jsonl (all-MiniLM-L6-v2, int8)"
-      QUARRY_EMBED_MODEL="$MINILM" "$QUARRY" --index qmd eval "$(dirname "$CORPUS")/qmd-eval/$set.jsonl" -c qmd-eval
-    done
-  } | tee "$OUT/eval-int8.txt"
-)
+QUARRY_HOME="$EVAL_HOME/int8" QUARRY_EMBED_QUANTIZE=int8 judged_sets ", int8" | tee "$OUT/eval-int8.txt"
 
 echo "== hybrid query latency at 100k chunks (reuses the English index's vectors)"
 BENCH_HOME="${QUARRY_BENCH_HOME:-$HOME/.cache/quarry-bench/hybrid}"
