@@ -1,4 +1,4 @@
-//! int8 matrix products for the fused encoder (`LocalOptions::int8`).
+//! int8 matrix products for the fused encoder ([`crate::Engine::FusedInt8`]).
 //!
 //! The scheme is ONNX Runtime's dynamic quantisation for CPUs without VNNI ("U8S8" with a
 //! reduced weight range):
