@@ -76,6 +76,8 @@ class Request:
     path: str
     body: object  # the parsed JSON body (None when it was not JSON)
     status: int = 0  # what the fake answered
+    started: float = 0.0  # time.monotonic() when it arrived
+    ended: float = 0.0  # ... and when it was answered
 
 
 @dataclass
@@ -159,6 +161,21 @@ class FakeModels:
             out.extend(t for t in inputs if t != PROBE)
         return out
 
+    def embedding_overlap(self) -> float:
+        """Seconds during which two embedding requests or more were in flight at once."""
+        edges = []
+        for r in self.since(0, "/v1/embeddings"):
+            if r.ended:
+                edges += [(r.started, 1), (r.ended, -1)]
+        edges.sort()
+        overlap, depth, since = 0.0, 0, 0.0
+        for at, step in edges:
+            if depth >= 2:
+                overlap += at - since
+            depth += step
+            since = at
+        return overlap
+
     @contextmanager
     def failing(self, *what: str):
         """``with fake.failing("embed", "rerank", "chat"):`` those endpoints answer HTTP 500."""
@@ -227,7 +244,7 @@ class _Handler(BaseHTTPRequestHandler):
             body = json.loads(raw)
         except ValueError:
             body = None
-        rec = Request(path=self.path, body=body)
+        rec = Request(path=self.path, body=body, started=time.monotonic())
         with self.fake._lock:
             self.fake.requests.append(rec)
         if self.path == "/v1/embeddings" and self.fake.embed_delay and isinstance(body, dict):
@@ -236,6 +253,7 @@ class _Handler(BaseHTTPRequestHandler):
             time.sleep(self.fake.embed_delay * sum(1 for t in inputs if t != PROBE))
         status, resp = self.fake.answer(self.path, body)
         rec.status = status
+        rec.ended = time.monotonic()
         data = json.dumps(resp).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from conftest import QuarryHome, db_rows, isolated_env, start_server
+from conftest import QuarryHome, backend, db_rows, isolated_env, second_node, start_server, wait_ready
 from fake_models import FakeModels
 from kb_support import api, create_kb, documents, upload, wait_for
 from mcp import Client
@@ -164,6 +164,51 @@ def test_a_note_behind_a_batch_is_searchable_while_the_batch_embeds(quarry_bin, 
         assert r.structured_content["results"], r.structured_content
     finally:
         srv.stop()
+
+
+@pytest.mark.skipif(backend() != "postgres", reason="several nodes need the PostgreSQL backend")
+def test_two_nodes_share_one_collections_embedding(quarry_bin, tmp_path, slow_models):
+    """Issue 26: a collection's embedding is claimed in shares, so a second node's cores work
+    on a team's upload while the first embeds (before, one embed job ran at a time across
+    every node); no text is embedded twice, and everything ends ready."""
+    slow_models.embed_delay = DELAY / 2
+    a = home_for(quarry_bin, tmp_path, slow_models, "a")
+    b = second_node(a, tmp_path / "b")
+    srv_a = start_server(a, logdir=tmp_path / "logs-a")
+    srv_b = start_server(b, logdir=tmp_path / "logs-b")
+    try:
+        wait_ready(srv_a)
+        wait_ready(srv_b)
+        kb = create_kb(srv_a, "reports")
+        batch = upload(srv_a, kb["id"], batch_files())
+        # The embed jobs being processed, by node, while the batch embeds.
+        nodes_at_once = 0
+        deadline = time.monotonic() + 240
+        while True:
+            owners = db_rows(a.env, a.home, "SELECT lease_owner FROM jobs WHERE kind = 'embed' "
+                                            "AND status = 'processing'")
+            nodes_at_once = max(nodes_at_once, len({o.rsplit(":", 1)[0] for (o,) in owners}))
+            docs = documents(srv_a, kb["id"])
+            if all(docs[d["id"]]["status"] in {"ready", "failed"} for d in batch):
+                break
+            assert time.monotonic() < deadline, {d["file_name"]: d["status"] for d in docs.values()}
+            time.sleep(0.2)
+        assert {docs[d["id"]]["status"] for d in batch} == {"ready"}, {d["file_name"]: d["status"] for d in docs.values()}
+        assert nodes_at_once == 2, "the second node never embedded while the first did"
+        assert slow_models.embedding_overlap() > 2, slow_models.embedding_overlap()
+        texts = slow_models.embedded_texts()
+        assert len(texts) == len(set(texts)), f"{len(texts) - len(set(texts))} texts embedded twice"
+        # Nothing is left claimed once the queue is empty.
+        deadline = time.monotonic() + 30
+        while db_rows(a.env, a.home, "SELECT kind, status FROM jobs"):
+            assert time.monotonic() < deadline
+            time.sleep(0.25)
+        assert db_rows(a.env, a.home, "SELECT count(*) FROM embed_claims") == [(0,)]
+        r = anyio.run(tool, srv_b, "knowledge_search", {"query": "Report 7", "search_mode": "vector", "min_score": 0})
+        assert r.structured_content["results"], r.structured_content
+    finally:
+        srv_a.stop()
+        srv_b.stop()
 
 
 def test_killing_the_server_mid_embedding_resumes_the_embed_job(quarry_bin, tmp_path, slow_models):

@@ -36,8 +36,9 @@ pub const MAX_ATTEMPTS: u32 = 3;
 /// Blob files no row names are deleted once older than this (a crash between writing the
 /// bytes and committing the row leaves such files).
 const SWEEP_AGE: Duration = Duration::from_secs(3600);
-/// Chunks one embed job embeds before it queues the next round: a few seconds of a small
-/// model on a CPU, so a worker running embedding is free again for uploads soon.
+/// Chunk texts one embed job claims: under a minute of a small model on a CPU, so a
+/// worker running embedding is free again for uploads soon, and several nodes split a
+/// collection's work in shares.
 const EMBED_ROUND_CHUNKS: usize = 256;
 
 /// How uploads are converted and retried.
@@ -645,7 +646,7 @@ impl Engine {
                 None => Err(JobError::permanent("ingest job without a document")),
             },
             JobKind::Cleanup => self.cleanup(progress).map_err(JobError::from),
-            JobKind::Embed => self.embed_job(job.collection_id, progress),
+            JobKind::Embed => self.embed_job(lease, job.collection_id, progress),
         };
         let store = self.store();
         // The queue records an outcome only for the job's current claim; a worker whose
@@ -734,7 +735,12 @@ impl Engine {
 
     /// One round of a collection's background embedding (see [`Engine::embed_round`]);
     /// queues the next round when chunks are left.
-    fn embed_job(&self, collection: Option<i64>, progress: &dyn Progress) -> Result<(), JobError> {
+    fn embed_job(
+        &self,
+        lease: Lease,
+        collection: Option<i64>,
+        progress: &dyn Progress,
+    ) -> Result<(), JobError> {
         let Some(collection_id) = collection else {
             return Err(JobError::permanent("embed job without a collection"));
         };
@@ -747,14 +753,10 @@ impl Engine {
             return Ok(());
         }
         // Embedding works space by space: run it as the owner of the collection's space.
-        let more = self
-            .scoped(quarry_core::Scope::owner(space))
-            .embed_round(collection_id, EMBED_ROUND_CHUNKS, progress)
-            .map_err(|e| JobError::transient(format!("embedding failed: {e}")))?;
-        if more {
-            store.enqueue_embed(collection_id)?;
-        }
-        Ok(())
+        // The round queues the next one itself, as soon as it knows texts are left.
+        self.scoped(quarry_core::Scope::owner(space))
+            .embed_round(lease, collection_id, EMBED_ROUND_CHUNKS, progress)
+            .map_err(|e| JobError::transient(format!("embedding failed: {e}")))
     }
 
     /// Asks the configured chat model for a note's title, tags and summary and records them

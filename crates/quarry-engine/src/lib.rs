@@ -52,7 +52,7 @@ pub use passages::{PER_DOCUMENT, PassageEvidence};
 pub use quarry_models::{ApiKey, ModelEnv, ModelSpec};
 pub use quarry_store::{
     ChangeWaiter, FileFilter, FileStatus, Job, JobKind, KbFile, KnowledgeBase, NoteMeta,
-    QueueCounts,
+    QueueCounts, owner_node,
 };
 pub use search::{
     MAX_EXCERPT_CHARS, NO_VECTOR_INDEX, QueryResponse, SNIPPET_CHARS, SearchRequest, snippet,

@@ -23,7 +23,7 @@ use quarry_core::{Error, Result};
 use quarry_models::{
     Embedder, HubProgress, ModelEnv, ModelError, ModelIdentity, ModelSpec, QueryExpander, Reranker,
 };
-use quarry_store::ChunkRef;
+use quarry_store::{ChunkRef, Lease};
 use serde::Serialize;
 
 use crate::{Engine, Progress, WriteGuard};
@@ -41,6 +41,18 @@ const META_EMBED_NAME: &str = "embed.name";
 const META_EMBED_RATE: &str = "embed.rate";
 /// Chunk texts per store commit while embedding: bounds what a kill can lose.
 const EMBED_COMMIT: usize = 64;
+
+/// Which chunk texts an embedding run takes.
+enum EmbedWork {
+    /// Every text without a vector, of the space or one collection (`quarry embed`).
+    All(Option<i64>),
+    /// Up to `limit` texts of a collection, claimed for the embed job holding `lease`.
+    Claimed {
+        lease: Lease,
+        collection_id: i64,
+        limit: usize,
+    },
+}
 
 /// Which models the engine uses. Unset fields mean: embeddings from the model the index
 /// was built with (else [`DEFAULT_EMBED_MODEL`]); no reranker; no query expansion.
@@ -395,9 +407,12 @@ impl Engine {
             0
         };
         report.documents_chunked = pending.documents_pending;
-        report.chunks_embedded = self
-            .embed_pending(collection_id, &key, model.as_ref(), None, progress)?
-            .0;
+        report.chunks_embedded = self.embed_pending(
+            EmbedWork::All(collection_id),
+            &key,
+            model.as_ref(),
+            progress,
+        )?;
         let (added, removed) = self.vectors.sync(&guard, store, &key, dims, progress)?;
         report.vectors_indexed = if self.vectors.searchable_on_write() {
             with_vectors()?.saturating_sub(before)
@@ -417,18 +432,20 @@ impl Engine {
         Ok(report)
     }
 
-    /// One round of the background embedding of a collection (an embed job): embeds up to
-    /// `max_chunks` chunks without vectors and adds them to the vector
-    /// index, then marks the collection's files whose every chunk is indexed `ready`.
-    /// The write lock is held only for the short bookkeeping at either end, never while the
-    /// model runs, so uploads are converted and keyword-indexed meanwhile. Returns whether
-    /// chunks are left for another round.
+    /// One round of the background embedding of a collection (the embed job holding
+    /// `lease`): claims up to `max_chunks` chunk texts without vectors that no other embed
+    /// job claimed, queues the collection's next round at once when texts are left (so
+    /// another node's worker shares the work while this one embeds), embeds them and adds
+    /// them to the vector index, then marks the collection's files whose every chunk is
+    /// indexed `ready`. The write lock is held only for the short bookkeeping at either end,
+    /// never while the model runs, so uploads are converted and keyword-indexed meanwhile.
     pub(crate) fn embed_round(
         &self,
+        lease: Lease,
         collection_id: i64,
         max_chunks: usize,
         progress: &dyn Progress,
-    ) -> Result<bool> {
+    ) -> Result<()> {
         let model = self.embedder(progress)?;
         let key = {
             let guard = self.lock_writes(progress)?;
@@ -437,11 +454,14 @@ impl Engine {
             self.embedding_setup(&guard, model.as_ref())?.0
         };
         let dims = model.identity().dimensions;
-        let (_, more) = self.embed_pending(
-            Some(collection_id),
+        self.embed_pending(
+            EmbedWork::Claimed {
+                lease,
+                collection_id,
+                limit: max_chunks,
+            },
             &key,
             model.as_ref(),
-            Some(max_chunks),
             progress,
         )?;
         // Even with nothing embedded: chunks whose text another document's vector already
@@ -453,7 +473,7 @@ impl Engine {
         }
         self.store().mark_embedded(collection_id, &key)?;
         quarry_models::release_free_memory();
-        Ok(more)
+        Ok(())
     }
 
     /// What every embedding run settles first, under the write lock: the model's key, and
@@ -481,25 +501,38 @@ impl Engine {
         Ok((key, model_changed))
     }
 
-    /// Embeds chunks that have no vector for `key` (at most `limit`); returns how many, and
-    /// whether the limit left some.
+    /// Embeds chunk texts that have no vector for `key` (those `work` names); returns how
+    /// many.
     fn embed_pending(
         &self,
-        collection_id: Option<i64>,
+        work: EmbedWork,
         key: &str,
         model: &dyn Embedder,
-        limit: Option<usize>,
         progress: &dyn Progress,
-    ) -> Result<(u64, bool)> {
+    ) -> Result<u64> {
         let store = self.store();
-        // One more than the limit says whether another round is needed.
-        let mut jobs = store.embed_jobs(self.space(), collection_id, key, limit.map(|n| n + 1))?;
-        let more = limit.is_some_and(|n| jobs.len() > n);
-        if let Some(n) = limit {
-            jobs.truncate(n);
-        }
+        let mut jobs = match work {
+            EmbedWork::All(collection_id) => {
+                store.embed_jobs(self.space(), collection_id, key, None)?
+            }
+            EmbedWork::Claimed {
+                lease,
+                collection_id,
+                limit,
+            } => {
+                let Some(claimed) =
+                    store.claim_embed_chunks(lease, self.space(), collection_id, key, limit)?
+                else {
+                    return Ok(0); // the job was taken over: its new holder embeds
+                };
+                if claimed.more {
+                    store.enqueue_embed(collection_id)?;
+                }
+                claimed.texts
+            }
+        };
         if jobs.is_empty() {
-            return Ok((0, false));
+            return Ok(0);
         }
         let inputs: Vec<(String, String)> = jobs
             .drain(..)
@@ -541,7 +574,7 @@ impl Engine {
             });
             store.set_meta(META_EMBED_RATE, &rate.to_string())?;
         }
-        Ok((done, more))
+        Ok(done)
     }
 
     /// What is left to embed of what the caller may read (its space, limited to its

@@ -23,7 +23,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use quarry_core::{Error, Result};
-use quarry_engine::{Engine, FileStatus, Job, JobOutcome, KbFile, NoProgress, Progress};
+use quarry_engine::{
+    Engine, FileStatus, Job, JobOutcome, KbFile, NoProgress, Progress, owner_node,
+};
 
 /// How workers behave.
 #[derive(Debug, Clone)]
@@ -130,7 +132,7 @@ fn dead_owners(owners: Vec<String>, live: &[String]) -> Vec<String> {
     owners
         .into_iter()
         .filter(|owner| {
-            let node = owner.rsplit_once(':').map_or(owner.as_str(), |(n, _)| n);
+            let node = owner_node(owner);
             !live.iter().any(|l| l == node)
         })
         .collect()

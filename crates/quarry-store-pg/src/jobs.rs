@@ -6,25 +6,29 @@
 //! whatever machine a worker runs on. Every claim bumps the job's `lease_token`, the fencing
 //! token each side effect presents.
 
-use quarry_store::JobKind;
+use quarry_store::{ClaimedChunks, JobKind, owner_node};
 
 use super::knowledge::enqueue_cleanup_tx;
 use super::*;
 
-/// Advisory-lock key serialising embed claims ("one embed job processing at a time").
+/// Advisory-lock key serialising embed job claims ("one embed job per node at a time").
 const EMBED_CLAIM_LOCK: i64 = 0x7175_6172_7279_0002;
+
+/// Advisory-lock key serialising chunk claims (two embed jobs never claim one text).
+const EMBED_CHUNKS_LOCK: i64 = 0x7175_6172_7279_0003;
 
 /// Advisory-lock class serialising embed enqueues per collection.
 const EMBED_ENQUEUE_LOCK: &str = "quarry.embed.enqueue.";
 
-/// Claims the oldest runnable job matching `kinds_sql` (a condition on `jobs`), ordered by
-/// `order_sql`; returns the claim's columns.
+/// Claims the oldest runnable job matching `kinds_sql` (a condition on `jobs o`, which may
+/// use `node` as `$3`), ordered by `order_sql`; returns the claim's columns.
 fn claim_where(
     tx: &mut postgres::Transaction<'_>,
     owner: &str,
     lease_ms: i64,
     kinds_sql: &str,
     order_sql: &str,
+    node: Option<&str>,
 ) -> Result<Option<postgres::Row>> {
     // Taking over a lapsed lease means the last attempt ended without an outcome (its worker
     // died or was killed): it counts, so a file that kills workers is not retried forever.
@@ -43,7 +47,14 @@ fn claim_where(
              RETURNING j.id, j.lease_token, j.kind, j.file_id, j.collection_id, j.attempts, \
              c.interrupted"
         ),
-        &[&owner, &lease_ms],
+        &match &node {
+            Some(node) => vec![
+                &owner as &(dyn postgres::types::ToSql + Sync),
+                &lease_ms,
+                node,
+            ],
+            None => vec![&owner as &(dyn postgres::types::ToSql + Sync), &lease_ms],
+        },
     )
     .map_err(db_err)
 }
@@ -59,13 +70,17 @@ impl JobQueue for PgStore {
                 lease_ms,
                 "o.kind <> 'embed'",
                 "CASE o.kind WHEN 'cleanup' THEN 1 ELSE 0 END, o.id",
+                None,
             )?;
             if row.is_none() {
-                // An embed job only while no other embed job holds a live lease, so one
-                // embedding at a time leaves the other workers to conversions. Two claimers
-                // would both see none running: only the holder of this advisory lock (until
-                // commit) claims one. Another claimer busy claiming means no embed job for
-                // this one either, so it does not wait: it finds nothing.
+                // An embed job only while no other embed job of this node holds a live
+                // lease, so one embedding at a time leaves the node's other workers to
+                // conversions. Two claimers would both see none running: only the holder of
+                // this advisory lock (until commit) claims one. Another claimer busy
+                // claiming means no embed job for this one either, so it does not wait: it
+                // finds nothing. (An owner of the node is the node itself or starts with
+                // `node:`; node names end in a start time, so no other node's name has this
+                // one as a prefix.)
                 let locked = tx
                     .query_one("SELECT pg_try_advisory_xact_lock($1)", &[&EMBED_CLAIM_LOCK])
                     .map_err(db_err)?;
@@ -77,8 +92,10 @@ impl JobQueue for PgStore {
                     owner,
                     lease_ms,
                     "o.kind = 'embed' AND NOT EXISTS (SELECT 1 FROM jobs r WHERE r.kind = 'embed' \
-                     AND r.status = 'processing' AND r.lease_until >= now.t AND r.id <> o.id)",
+                     AND r.status = 'processing' AND r.lease_until >= now.t AND r.id <> o.id \
+                     AND (r.lease_owner = $3 OR left(r.lease_owner, length($3) + 1) = $3 || ':'))",
                     "o.id",
+                    Some(owner_node(owner)),
                 )?;
             }
             let Some(row) = row else {
@@ -119,15 +136,79 @@ impl JobQueue for PgStore {
         Ok(n > 0)
     }
 
-    fn complete_job(&self, lease: Lease) -> Result<bool> {
-        let n = self
-            .conn()?
-            .execute(
-                "DELETE FROM jobs WHERE id = $1 AND lease_token = $2 AND status = 'processing'",
-                &[&lease.job, &lease.token],
+    fn claim_embed_chunks(
+        &self,
+        lease: Lease,
+        space: &str,
+        collection_id: i64,
+        model: &str,
+        limit: usize,
+    ) -> Result<Option<ClaimedChunks>> {
+        self.write(|tx| {
+            // Two jobs claiming at once would both see the same texts unclaimed.
+            tx.execute("SELECT pg_advisory_xact_lock($1)", &[&EMBED_CHUNKS_LOCK])
+                .map_err(db_err)?;
+            let held = tx
+                .query_opt(
+                    "SELECT 1 FROM jobs WHERE id = $1 AND lease_token = $2 AND status = 'processing'",
+                    &[&lease.job, &lease.token],
+                )
+                .map_err(db_err)?;
+            if held.is_none() {
+                return Ok(None);
+            }
+            // This job's earlier claims, and those of jobs that ended, go.
+            tx.execute(
+                "DELETE FROM embed_claims x WHERE x.job_id = $1 OR NOT EXISTS \
+                 (SELECT 1 FROM jobs j WHERE j.id = x.job_id AND j.status = 'processing')",
+                &[&lease.job],
             )
             .map_err(db_err)?;
-        Ok(n > 0)
+            let limit = i64::try_from(limit).unwrap_or(i64::MAX - 1);
+            // Each distinct text once (its first chunk).
+            let mut rows = tx
+                .query(
+                    "SELECT DISTINCT ON (k.hash) k.hash, d.title, k.heading, k.document_id, \
+                     k.byte_start, k.byte_end \
+                     FROM chunks k JOIN documents d ON d.id = k.document_id \
+                     JOIN collections c ON c.id = d.collection_id \
+                     WHERE c.space = $1 AND d.collection_id = $2 \
+                     AND NOT EXISTS (SELECT 1 FROM embeddings e WHERE e.model = $3 AND e.hash = k.hash) \
+                     AND NOT EXISTS (SELECT 1 FROM embed_claims x JOIN jobs o ON o.id = x.job_id \
+                         WHERE x.model = $3 AND x.hash = k.hash AND o.status = 'processing' \
+                         AND o.lease_until >= quarry_now_ms()) \
+                     ORDER BY k.hash, k.id LIMIT $4",
+                    &[&space, &collection_id, &model, &(limit + 1)],
+                )
+                .map_err(db_err)?;
+            let more = rows.len() as i64 > limit;
+            rows.truncate(limit as usize);
+            let hashes: Vec<String> = rows.iter().map(|r| col(r, 0)).collect::<Result<_>>()?;
+            tx.execute(
+                "INSERT INTO embed_claims (model, hash, job_id) SELECT $1, h, $3 FROM unnest($2::text[]) h \
+                 ON CONFLICT (model, hash) DO UPDATE SET job_id = EXCLUDED.job_id",
+                &[&model, &hashes, &lease.job],
+            )
+            .map_err(db_err)?;
+            let texts = crate::store::embed_texts(&mut *tx, &rows)?;
+            Ok(Some(ClaimedChunks { texts, more }))
+        })
+    }
+
+    fn complete_job(&self, lease: Lease) -> Result<bool> {
+        self.write(|tx| {
+            let n = tx
+                .execute(
+                    "DELETE FROM jobs WHERE id = $1 AND lease_token = $2 AND status = 'processing'",
+                    &[&lease.job, &lease.token],
+                )
+                .map_err(db_err)?;
+            if n > 0 {
+                tx.execute("DELETE FROM embed_claims WHERE job_id = $1", &[&lease.job])
+                    .map_err(db_err)?;
+            }
+            Ok(n > 0)
+        })
     }
 
     fn fail_job(&self, lease: Lease, error: &str, retry_after_ms: Option<i64>) -> Result<bool> {
@@ -149,6 +230,8 @@ impl JobQueue for PgStore {
             let Some(job) = job else {
                 return Ok(false);
             };
+            tx.execute("DELETE FROM embed_claims WHERE job_id = $1", &[&lease.job])
+                .map_err(db_err)?;
             let kind: String = col(&job, 0)?;
             let file_id: Option<i64> = col(&job, 1)?;
             let collection_id: Option<i64> = col(&job, 2)?;

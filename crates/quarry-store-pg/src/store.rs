@@ -845,8 +845,7 @@ impl Store for PgStore {
     ) -> Result<Vec<EmbedJob>> {
         let limit = limit.map(|n| i64::try_from(n).unwrap_or(i64::MAX));
         let mut conn = self.conn()?;
-        // Each distinct text once (its first chunk); the spans are cut from the bodies here,
-        // each body fetched once, rather than by the database once per chunk.
+        // Each distinct text once (its first chunk).
         let rows = conn
             .query(
                 "SELECT DISTINCT ON (k.hash) k.hash, d.title, k.heading, k.document_id, \
@@ -859,35 +858,7 @@ impl Store for PgStore {
                 &[&space, &collection_id, &model, &limit],
             )
             .map_err(db_err)?;
-        if rows.is_empty() {
-            return Ok(Vec::new());
-        }
-        let mut doc_ids: Vec<i64> = rows.iter().map(|r| col(r, 3)).collect::<Result<Vec<_>>>()?;
-        doc_ids.sort_unstable();
-        doc_ids.dedup();
-        let bodies: HashMap<i64, String> = conn
-            .query(
-                "SELECT id, body FROM documents WHERE id = ANY($1)",
-                &[&doc_ids],
-            )
-            .map_err(db_err)?
-            .iter()
-            .map(|r| Ok((col(r, 0)?, col(r, 1)?)))
-            .collect::<Result<_>>()?;
-        rows.iter()
-            .map(|r| {
-                let body = bodies
-                    .get(&col::<i64>(r, 3)?)
-                    .map(String::as_str)
-                    .unwrap_or("");
-                Ok(EmbedJob {
-                    hash: col(r, 0)?,
-                    title: col(r, 1)?,
-                    heading: col(r, 2)?,
-                    text: byte_span(body, col(r, 4)?, col(r, 5)?),
-                })
-            })
-            .collect()
+        embed_texts(&mut *conn, &rows)
     }
 
     fn put_embeddings(&self, model: &str, vectors: &[(String, Vec<f32>)]) -> Result<()> {
@@ -1595,4 +1566,42 @@ impl<'a> ChunkRows<'a> {
         self.heading.push(&c.heading);
         Ok(())
     }
+}
+
+/// The chunk texts of `rows` (`hash, title, heading, document_id, byte_start, byte_end`): the
+/// spans are cut from the bodies here, each body fetched once, rather than by the database
+/// once per chunk.
+pub(crate) fn embed_texts(
+    client: &mut impl postgres::GenericClient,
+    rows: &[postgres::Row],
+) -> Result<Vec<EmbedJob>> {
+    if rows.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut doc_ids: Vec<i64> = rows.iter().map(|r| col(r, 3)).collect::<Result<Vec<_>>>()?;
+    doc_ids.sort_unstable();
+    doc_ids.dedup();
+    let bodies: HashMap<i64, String> = client
+        .query(
+            "SELECT id, body FROM documents WHERE id = ANY($1)",
+            &[&doc_ids],
+        )
+        .map_err(db_err)?
+        .iter()
+        .map(|r| Ok((col(r, 0)?, col(r, 1)?)))
+        .collect::<Result<_>>()?;
+    rows.iter()
+        .map(|r| {
+            let body = bodies
+                .get(&col::<i64>(r, 3)?)
+                .map(String::as_str)
+                .unwrap_or("");
+            Ok(EmbedJob {
+                hash: col(r, 0)?,
+                title: col(r, 1)?,
+                heading: col(r, 2)?,
+                text: byte_span(body, col(r, 4)?, col(r, 5)?),
+            })
+        })
+        .collect()
 }

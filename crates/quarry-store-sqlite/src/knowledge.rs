@@ -10,8 +10,9 @@ use super::{
     rename_collection_tx, upsert_document,
 };
 use quarry_store::{
-    AddedFile, ConvertedFile, FileFilter, FileStatus, IndexWork, Job, JobKind, JobQueue, KbFile,
-    KnowledgeBase, KnowledgeStore, Lease, NewKbFile, NoteMeta, QueueCounts, StatusCounts,
+    AddedFile, ClaimedChunks, ConvertedFile, EmbedJob, FileFilter, FileStatus, IndexWork, Job,
+    JobKind, JobQueue, KbFile, KnowledgeBase, KnowledgeStore, Lease, NewKbFile, NoteMeta,
+    QueueCounts, StatusCounts, owner_node,
 };
 
 const KB_COLUMNS: &str = "c.id, c.uid, c.name, c.description, c.chunk_size, c.chunk_overlap, \
@@ -775,17 +776,21 @@ impl JobQueue for SqliteStore {
             let now = quarry_core::now_millis();
             type Row = (i64, String, Option<i64>, i64, bool, Option<i64>);
             // Uploads first: an embed job is taken only when no ingest job is runnable, and
-            // only while no other embed job holds a live lease, so one embedding at a time
-            // leaves the other workers to conversions.
+            // only while no other embed job of this node holds a live lease, so one embedding
+            // at a time leaves the node's other workers to conversions. (An owner of the node
+            // is the node itself or starts with `node:`; node names end in a start time, so
+            // no other node's name has this one as a prefix.)
+            let node = owner_node(owner);
             let row: Option<Row> = tx
                 .query_row(
                     "SELECT id, kind, file_id, attempts, status = 'processing', collection_id FROM jobs j \
                      WHERE ((status = 'enqueued' AND not_before <= ?1) \
                         OR (status = 'processing' AND lease_until < ?1)) \
                        AND (kind != 'embed' OR NOT EXISTS (SELECT 1 FROM jobs o WHERE o.kind = 'embed' \
-                            AND o.status = 'processing' AND o.lease_until >= ?1 AND o.id != j.id)) \
+                            AND o.status = 'processing' AND o.lease_until >= ?1 AND o.id != j.id \
+                            AND (o.lease_owner = ?2 OR substr(o.lease_owner, 1, length(?2) + 1) = ?2 || ':'))) \
                      ORDER BY CASE kind WHEN 'cleanup' THEN 1 WHEN 'embed' THEN 2 ELSE 0 END, id LIMIT 1",
-                    [now],
+                    params![now, node],
                     |r| {
                         Ok((
                             r.get(0)?,
@@ -849,6 +854,78 @@ impl JobQueue for SqliteStore {
         })
     }
 
+    fn claim_embed_chunks(
+        &self,
+        lease: Lease,
+        space: &str,
+        collection_id: i64,
+        model: &str,
+        limit: usize,
+    ) -> Result<Option<ClaimedChunks>> {
+        self.write(|tx| {
+            let now = quarry_core::now_millis();
+            let held = tx
+                .query_row(
+                    "SELECT 1 FROM jobs WHERE id = ?1 AND lease_token = ?2 AND status = 'processing'",
+                    params![lease.job, lease.token],
+                    |_| Ok(()),
+                )
+                .optional()
+                .map_err(db_err)?;
+            if held.is_none() {
+                return Ok(None);
+            }
+            // This job's earlier claims, and those of jobs that ended, go.
+            tx.execute(
+                "DELETE FROM embed_claims WHERE job_id = ?1 \
+                 OR job_id NOT IN (SELECT id FROM jobs WHERE status = 'processing')",
+                [lease.job],
+            )
+            .map_err(db_err)?;
+            let limit = i64::try_from(limit).unwrap_or(i64::MAX - 1);
+            let mut texts = {
+                // Offsets are byte offsets on char boundaries; substr on a BLOB counts bytes.
+                let mut stmt = tx
+                    .prepare_cached(
+                        "SELECT k.hash, d.title, k.heading, \
+                         CAST(substr(CAST(d.body AS BLOB), k.byte_start + 1, k.byte_end - k.byte_start) AS TEXT) \
+                         FROM chunks k JOIN documents d ON d.id = k.document_id \
+                         JOIN collections c ON c.id = d.collection_id \
+                         WHERE c.space = ?1 AND d.collection_id = ?2 \
+                         AND NOT EXISTS (SELECT 1 FROM embeddings e WHERE e.model = ?3 AND e.hash = k.hash) \
+                         AND NOT EXISTS (SELECT 1 FROM embed_claims x JOIN jobs o ON o.id = x.job_id \
+                             WHERE x.model = ?3 AND x.hash = k.hash AND o.status = 'processing' \
+                             AND o.lease_until >= ?4) \
+                         GROUP BY k.hash LIMIT ?5",
+                    )
+                    .map_err(db_err)?;
+                let rows = stmt
+                    .query_map(params![space, collection_id, model, now, limit + 1], |r| {
+                        Ok(EmbedJob {
+                            hash: r.get(0)?,
+                            title: r.get(1)?,
+                            heading: r.get(2)?,
+                            text: r.get(3)?,
+                        })
+                    })
+                    .map_err(db_err)?;
+                rows.collect::<rusqlite::Result<Vec<_>>>().map_err(db_err)?
+            };
+            let more = texts.len() as i64 > limit;
+            texts.truncate(limit as usize);
+            let mut put = tx
+                .prepare_cached(
+                    "INSERT OR REPLACE INTO embed_claims (model, hash, job_id) VALUES (?1, ?2, ?3)",
+                )
+                .map_err(db_err)?;
+            for t in &texts {
+                put.execute(params![model, t.hash, lease.job])
+                    .map_err(db_err)?;
+            }
+            Ok(Some(ClaimedChunks { texts, more }))
+        })
+    }
+
     fn complete_job(&self, lease: Lease) -> Result<bool> {
         self.write(|tx| {
             let n = tx
@@ -857,6 +934,10 @@ impl JobQueue for SqliteStore {
                     params![lease.job, lease.token],
                 )
                 .map_err(db_err)?;
+            if n > 0 {
+                tx.execute("DELETE FROM embed_claims WHERE job_id = ?1", [lease.job])
+                    .map_err(db_err)?;
+            }
             Ok(n > 0)
         })
     }
@@ -876,6 +957,8 @@ impl JobQueue for SqliteStore {
             let Some((kind, file_id, collection_id, attempts)) = job else {
                 return Ok(false);
             };
+            tx.execute("DELETE FROM embed_claims WHERE job_id = ?1", [lease.job])
+                .map_err(db_err)?;
             match retry_after_ms {
                 Some(after) => tx.execute(
                     "UPDATE jobs SET status = 'enqueued', attempts = attempts + 1, not_before = ?2, \
@@ -1106,46 +1189,6 @@ mod tests {
         let kb = s.knowledge_base("default", "kb").unwrap().unwrap();
         assert_eq!(kb.document_count, 2);
         assert_eq!(kb.status_counts.pending, 2);
-    }
-
-    #[test]
-    fn uploads_are_claimed_before_embedding_and_one_embedding_runs_at_a_time() {
-        let (_d, s) = store();
-        let kb = s.create_knowledge_base("default", "kb", "", None).unwrap();
-        let other = s
-            .create_knowledge_base("default", "other", "", None)
-            .unwrap();
-        // Thirty uploads' worth of requests make one waiting embed job per collection.
-        for _ in 0..30 {
-            s.enqueue_embed(kb.collection_id).unwrap();
-        }
-        s.enqueue_embed(other.collection_id).unwrap();
-        assert_eq!(s.queue_counts(None).unwrap().enqueued, 2);
-        assert_eq!(
-            s.queue_counts(Some(&[kb.collection_id])).unwrap().enqueued,
-            1
-        );
-        // A file uploaded after the embed jobs were queued is claimed first.
-        s.add_files(kb.collection_id, &[file("late.md", "h9")])
-            .unwrap();
-        let first = s.claim_job("A", 60_000).unwrap().unwrap();
-        assert_eq!(first.kind, JobKind::Ingest);
-        let embed = s.claim_job("B", 60_000).unwrap().unwrap();
-        assert_eq!(
-            (embed.kind, embed.collection_id),
-            (JobKind::Embed, Some(kb.collection_id))
-        );
-        // The other collection's embedding waits for this one (a worker stays free)...
-        assert_eq!(s.claim_job("C", 60_000).unwrap(), None);
-        // ...while a new request for the running collection queues a job of its own.
-        s.enqueue_embed(kb.collection_id).unwrap();
-        assert_eq!(s.queue_counts(None).unwrap().enqueued, 2);
-        assert!(s.complete_job(embed.lease()).unwrap());
-        let next = s.claim_job("C", 60_000).unwrap().unwrap();
-        assert_eq!(
-            (next.kind, next.collection_id),
-            (JobKind::Embed, Some(other.collection_id))
-        );
     }
 
     #[test]

@@ -17,7 +17,7 @@ use quarry_store::{
     FeedPosition, FileState, IndexDoc, IndexWork, Store,
 };
 
-const SCHEMA_VERSION: i64 = 15;
+const SCHEMA_VERSION: i64 = 16;
 
 const SCHEMA: &str = r#"
 CREATE TABLE IF NOT EXISTS spaces (
@@ -491,6 +491,18 @@ CREATE TABLE IF NOT EXISTS oauth_secrets (
 CREATE INDEX IF NOT EXISTS oauth_secrets_expiry ON oauth_secrets(expires_at);
 "#;
 
+/// Version 16 (issue 26): embed jobs of several nodes share a collection's work. Each claims
+/// the chunk texts it embeds; a claim counts while its job holds a live lease.
+const SCHEMA_V16: &str = r#"
+CREATE TABLE IF NOT EXISTS embed_claims (
+    model TEXT NOT NULL,
+    hash TEXT NOT NULL,
+    job_id INTEGER NOT NULL,
+    PRIMARY KEY (model, hash)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS embed_claims_job ON embed_claims(job_id);
+"#;
+
 /// The feed's last sequence number (0 before its first entry).
 fn feed_head(tx: &Connection) -> Result<i64> {
     tx.query_row(
@@ -715,6 +727,9 @@ fn migrate(conn: &Connection) -> rusqlite::Result<()> {
         }
         if version < 15 {
             conn.execute_batch(SCHEMA_V15)?;
+        }
+        if version < 16 {
+            conn.execute_batch(SCHEMA_V16)?;
         }
         conn.execute_batch(&format!("PRAGMA user_version = {SCHEMA_VERSION}"))
     };

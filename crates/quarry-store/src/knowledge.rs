@@ -329,6 +329,21 @@ impl Job {
     }
 }
 
+/// The node of a job's lease owner: owners are `node:index`, nodes `host:pid:start`.
+pub fn owner_node(owner: &str) -> &str {
+    owner.rsplit_once(':').map_or(owner, |(node, _)| node)
+}
+
+/// Chunk texts an embed job claimed ([`JobQueue::claim_embed_chunks`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClaimedChunks {
+    /// The texts to embed, each once.
+    pub texts: Vec<crate::EmbedJob>,
+    /// Whether texts without a vector and without a claim were left (another round, or
+    /// another node, has work).
+    pub more: bool,
+}
+
 /// Jobs per state, for progress and `/health`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct QueueCounts {
@@ -469,9 +484,26 @@ pub trait JobQueue {
     /// Claims the next runnable job (enqueued and due, or processing with an expired lease)
     /// for `owner` for `lease_ms` from now, by the store's clock (one clock for every
     /// worker, whatever machine it runs on): ingest jobs first, then cleanups, then embed
-    /// jobs (only while no other embed job runs, so with two workers or more one is always
-    /// free for uploads), oldest first within a kind. Each claim gets a new fencing token.
+    /// jobs, oldest first within a kind. An embed job only while no other embed job of the
+    /// owner's node (`node:index`: the owner up to its last `:`) holds a live lease: the
+    /// model takes a node's cores, so with two workers or more one is always free for
+    /// uploads, while every node embeds (chunks claimed apart with
+    /// [`JobQueue::claim_embed_chunks`]). Each claim gets a new fencing token.
     fn claim_job(&self, owner: &str, lease_ms: i64) -> Result<Option<Job>>;
+    /// Claims for the embed job holding `lease` up to `limit` distinct chunk texts of the
+    /// collection (in `space`) that have no `model` vector and that no other embed job with
+    /// a live lease has claimed, so embed jobs of several nodes share a collection's work
+    /// without embedding a text twice. The job's earlier claims are released; all of them
+    /// end with the job (completed, failed, or its lease lapsed). `None`: this claim no
+    /// longer holds the job.
+    fn claim_embed_chunks(
+        &self,
+        lease: Lease,
+        space: &str,
+        collection_id: i64,
+        model: &str,
+        limit: usize,
+    ) -> Result<Option<ClaimedChunks>>;
     /// Extends a lease to `lease_ms` from now; `false` when the job is no longer held by
     /// this claim (taken over or deleted).
     fn renew_job(&self, lease: Lease, lease_ms: i64) -> Result<bool>;

@@ -26,8 +26,9 @@ pub use audit::{AuditEvent, AuditQuery, AuditRecord, AuditStore, LimitStore};
 pub use chat::{ChatMessageRow, ChatStore, ConversationRow, ConversationSummary};
 pub use hub::{CustomToolRow, HubStore, PackageRow, ToolEndpointRow, ToolRow, UpstreamRow};
 pub use knowledge::{
-    AddedFile, ConvertedFile, FileFilter, FileStatus, Job, JobKind, JobQueue, KbFile,
-    KnowledgeBase, KnowledgeStore, Lease, NewKbFile, NoteMeta, QueueCounts, StatusCounts,
+    AddedFile, ClaimedChunks, ConvertedFile, FileFilter, FileStatus, Job, JobKind, JobQueue,
+    KbFile, KnowledgeBase, KnowledgeStore, Lease, NewKbFile, NoteMeta, QueueCounts, StatusCounts,
+    owner_node,
 };
 pub use oauth::{
     OAuthClientRow, OAuthGrantRow, OAuthSecretKind, OAuthSecretRow, OAuthStore, Redeemed,
@@ -297,7 +298,7 @@ pub struct DocChunks {
 /// A chunk text that has no embedding for some model yet: the document title, the chunk's
 /// heading path and its span of the body, from which the caller rebuilds the exact text it
 /// hashed.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EmbedJob {
     /// Hash of the exact embedded text (the embeddings' key).
     pub hash: String,

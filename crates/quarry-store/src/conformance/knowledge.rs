@@ -4,8 +4,8 @@
 use quarry_core::{Error, PageSpan};
 
 use crate::{
-    AddedFile, ConvertedFile, FileFilter, FileStatus, Job, JobKind, KbFile, Lease, NewKbFile,
-    NoteMeta, QueueCounts, Store,
+    AddedFile, ConvertedFile, DocChunks, FileFilter, FileStatus, Job, JobKind, KbFile, Lease,
+    NewChunk, NewKbFile, NoteMeta, QueueCounts, Store,
 };
 
 /// The cases of this module, for [`store_conformance!`](crate::store_conformance).
@@ -27,6 +27,7 @@ macro_rules! __conformance_knowledge {
             knowledge_idempotency_keys_keep_the_first_answer,
             knowledge_jobs_uploads_first_and_one_embedding_at_a_time,
             knowledge_jobs_concurrent_claimers_take_one_embedding,
+            knowledge_jobs_nodes_share_a_collections_embedding,
             knowledge_jobs_failing_for_good_fails_the_files,
             knowledge_jobs_expired_owners_lose_their_leases,
             knowledge_nodes_are_live_while_they_send_heartbeats,
@@ -810,7 +811,7 @@ pub fn knowledge_idempotency_keys_keep_the_first_answer(store: &dyn Store) {
 }
 
 /// Uploads are claimed before embedding; one waiting embed job per collection; one
-/// embedding runs at a time.
+/// embedding at a time runs on a node.
 pub fn knowledge_jobs_uploads_first_and_one_embedding_at_a_time(store: &dyn Store) {
     let c = kb(store, "kb");
     let other = kb(store, "other");
@@ -827,14 +828,15 @@ pub fn knowledge_jobs_uploads_first_and_one_embedding_at_a_time(store: &dyn Stor
     // A file uploaded after the embed jobs were queued is claimed first.
     add(store, c, &[new_file("late.md", &hash(9))]);
     assert_eq!(store.queue_counts(Some(&[c])).expect("counts").enqueued, 2);
-    let first = claim(store, "A").expect("a job");
+    let first = claim(store, "n1:A").expect("a job");
     assert_eq!(first.kind, JobKind::Ingest);
     assert!(!first.interrupted && first.attempts == 0);
-    let embed = claim(store, "B").expect("an embed job");
+    let embed = claim(store, "n1:B").expect("an embed job");
     assert_eq!((embed.kind, embed.collection_id), (JobKind::Embed, Some(c)));
     assert_eq!(embed.file_id, None);
-    // The other collection's embedding waits for this one (a worker stays free)...
-    assert_eq!(claim(store, "C"), None);
+    // The other collection's embedding waits for this one on this node (a worker stays
+    // free)...
+    assert_eq!(claim(store, "n1:C"), None);
     // ...while a new request for the running collection queues a job of its own.
     store.enqueue_embed(c).expect("enqueue_embed");
     assert_eq!(
@@ -851,15 +853,15 @@ pub fn knowledge_jobs_uploads_first_and_one_embedding_at_a_time(store: &dyn Stor
         !store.complete_job(embed.lease()).expect("twice"),
         "once only"
     );
-    let next = claim(store, "C").expect("the next embed job");
+    let next = claim(store, "n1:C").expect("the next embed job");
     assert_eq!(
         (next.kind, next.collection_id),
         (JobKind::Embed, Some(other))
     );
-    assert_eq!(claim(store, "D"), None);
+    assert_eq!(claim(store, "n1:D"), None);
 }
 
-/// Claimers racing (two nodes) never take two embed jobs at once, nor one job twice.
+/// Claimers of one node racing never take two embed jobs at once, nor one job twice.
 pub fn knowledge_jobs_concurrent_claimers_take_one_embedding(store: &dyn Store) {
     let collections: Vec<i64> = (0..6).map(|i| kb(store, &format!("kb{i}"))).collect();
     for round in 0..5 {
@@ -868,7 +870,7 @@ pub fn knowledge_jobs_concurrent_claimers_take_one_embedding(store: &dyn Store) 
         }
         let claimed: Vec<Option<Job>> = std::thread::scope(|s| {
             let handles: Vec<_> = (0..4)
-                .map(|i| s.spawn(move || claim(store, &format!("w{i}"))))
+                .map(|i| s.spawn(move || claim(store, &format!("n1:w{i}"))))
                 .collect();
             handles
                 .into_iter()
@@ -883,16 +885,125 @@ pub fn knowledge_jobs_concurrent_claimers_take_one_embedding(store: &dyn Store) 
         );
         assert!(store.complete_job(jobs[0].lease()).expect("complete"));
         // Finish the round's other jobs one by one.
-        while let Some(job) = claim(store, "drain") {
+        while let Some(job) = claim(store, "n1:drain") {
             assert_eq!(job.kind, JobKind::Embed);
             assert_eq!(
-                claim(store, "other"),
+                claim(store, "n1:other"),
                 None,
                 "round {round}: a second embedding"
             );
             assert!(store.complete_job(job.lease()).expect("complete"));
         }
     }
+}
+
+/// Embed jobs of several nodes share a collection: each node runs one; each job claims
+/// texts without vectors that no live job claimed; a job's claims end with it (done, or its
+/// lease ended); a claim under a lost lease claims nothing.
+pub fn knowledge_jobs_nodes_share_a_collections_embedding(store: &dyn Store) {
+    let c = kb(store, "kb");
+    let other = kb(store, "other");
+    let mut texts_of = Vec::new();
+    for (collection, name, n) in [(c, "a.md", 10usize), (other, "b.md", 3)] {
+        let [f] = &add(store, collection, &[new_file(name, &hash(n as u64))])[..] else {
+            panic!("one file")
+        };
+        let body = "x".repeat(n);
+        store
+            .file_converted(None, f.row_id, converted(&body))
+            .expect("file_converted")
+            .expect("stored");
+        let doc = store.kb_file_by_row(f.row_id).expect("file").expect("file");
+        let id = doc.document_id.expect("a document");
+        let source = store.chunk_sources(&[id]).expect("chunk_sources");
+        let chunks: Vec<NewChunk> = (0..n)
+            .map(|i| NewChunk {
+                byte_start: i,
+                byte_end: i + 1,
+                line_start: 1,
+                line_end: 1,
+                hash: format!("{name}-{i}"),
+                page: None,
+                heading: String::new(),
+            })
+            .collect();
+        texts_of.push(chunks.iter().map(|k| k.hash.clone()).collect::<Vec<_>>());
+        store
+            .replace_chunks(&[DocChunks {
+                document_id: id,
+                doc_hash: source[0].hash.clone(),
+                chunks,
+            }])
+            .expect("replace_chunks");
+        let ingest = claim(store, "n0:0").expect("the ingest job");
+        assert!(store.complete_job(ingest.lease()).expect("complete"));
+    }
+    store.enqueue_embed(c).expect("enqueue_embed");
+    let a = claim(store, "n1:0").expect("node 1's embed job");
+    store.enqueue_embed(c).expect("enqueue_embed");
+    store.enqueue_embed(other).expect("enqueue_embed");
+    assert_eq!(claim(store, "n1:1"), None, "one embedding per node");
+    let b = claim(store, "n2:0").expect("node 2's embed job");
+    assert_eq!((a.collection_id, b.collection_id), (Some(c), Some(c)));
+    let hashes = |claimed: &crate::ClaimedChunks| -> Vec<String> {
+        let mut h: Vec<String> = claimed.texts.iter().map(|t| t.hash.clone()).collect();
+        h.sort();
+        h
+    };
+    let share = |job: &Job, limit| {
+        store
+            .claim_embed_chunks(job.lease(), SPACE, c, "m", limit)
+            .expect("claim_embed_chunks")
+            .expect("the lease holds")
+    };
+    let first_a = share(&a, 4);
+    let first_b = share(&b, 4);
+    assert!(first_a.more && first_b.more);
+    let (ha, hb) = (hashes(&first_a), hashes(&first_b));
+    assert_eq!((ha.len(), hb.len()), (4, 4));
+    assert!(
+        ha.iter().all(|h| !hb.contains(h)),
+        "{ha:?} and {hb:?} overlap"
+    );
+    assert!(
+        ha.iter().chain(&hb).all(|h| texts_of[0].contains(h)),
+        "only the collection's texts"
+    );
+    assert_eq!(first_a.texts[0].title, "A");
+    // Node 1 embedded its share; its next round takes what nobody holds: the two left.
+    let vectors: Vec<(String, Vec<f32>)> = ha.iter().map(|h| (h.clone(), vec![1.0])).collect();
+    store.put_embeddings("m", &vectors).expect("put_embeddings");
+    let second_a = share(&a, 10);
+    assert!(!second_a.more);
+    let h2 = hashes(&second_a);
+    assert_eq!(h2.len(), 2);
+    assert!(h2.iter().all(|h| !ha.contains(h) && !hb.contains(h)));
+    // Node 2's job ends: its texts are free again; its lease claims nothing any more.
+    assert!(store.complete_job(b.lease()).expect("complete"));
+    assert_eq!(
+        store
+            .claim_embed_chunks(b.lease(), SPACE, c, "m", 10)
+            .expect("claim_embed_chunks"),
+        None
+    );
+    let third_a = share(&a, 10);
+    assert_eq!(hashes(&third_a).len(), 6, "{:?}", hashes(&third_a));
+    // Node 1 is known dead: its lease ends, and node 3 takes over its texts.
+    assert_eq!(
+        store.expire_leases(&["n1:0".to_owned()]).expect("expire"),
+        1
+    );
+    store.enqueue_embed(c).expect("enqueue_embed");
+    let mut taken = Vec::new();
+    while let Some(job) = claim(store, "n3:0") {
+        taken.push(job.collection_id);
+        if job.collection_id == Some(c) {
+            let claimed = share(&job, 10);
+            assert_eq!(hashes(&claimed).len(), 6);
+        }
+        assert!(store.complete_job(job.lease()).expect("complete"));
+    }
+    assert!(taken.contains(&Some(other)), "{taken:?}");
 }
 
 /// A job failed for good fails its file; a failed embed job fails the files waiting for
