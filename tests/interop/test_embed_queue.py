@@ -181,13 +181,19 @@ def test_two_nodes_share_one_collections_embedding(quarry_bin, tmp_path, slow_mo
         wait_ready(srv_b)
         kb = create_kb(srv_a, "reports")
         batch = upload(srv_a, kb["id"], batch_files())
-        # The embed jobs being processed, by node, while the batch embeds.
-        nodes_at_once = 0
+        # The embed jobs being processed, by node, while the batch embeds; what
+        # /api/v1/queue reports meanwhile.
+        nodes_at_once, reported, fastest = 0, 0, 0.0
         deadline = time.monotonic() + 240
         while True:
             owners = db_rows(a.env, a.home, "SELECT lease_owner FROM jobs WHERE kind = 'embed' "
                                             "AND status = 'processing'")
             nodes_at_once = max(nodes_at_once, len({o.rsplit(":", 1)[0] for (o,) in owners}))
+            e = api(srv_b, "GET", "/api/v1/queue").json()["data"]["embedding"]
+            reported = max(reported, e["nodes_embedding"])
+            if e["nodes_embedding"] == 2 and e["chunks_per_second"] is not None:
+                # The ETA counts both nodes: the measured rate of one, twice.
+                fastest = max(fastest, e["chunks_per_second"])
             docs = documents(srv_a, kb["id"])
             if all(docs[d["id"]]["status"] in {"ready", "failed"} for d in batch):
                 break
@@ -195,6 +201,9 @@ def test_two_nodes_share_one_collections_embedding(quarry_bin, tmp_path, slow_mo
             time.sleep(0.2)
         assert {docs[d["id"]]["status"] for d in batch} == {"ready"}, {d["file_name"]: d["status"] for d in docs.values()}
         assert nodes_at_once == 2, "the second node never embedded while the first did"
+        assert reported == 2, reported
+        # One node embeds at most 1/delay texts a second; two together, up to twice that.
+        assert 1.05 / slow_models.embed_delay < fastest <= 2.1 / slow_models.embed_delay, fastest
         assert slow_models.embedding_overlap() > 2, slow_models.embedding_overlap()
         texts = slow_models.embedded_texts()
         assert len(texts) == len(set(texts)), f"{len(texts) - len(set(texts))} texts embedded twice"

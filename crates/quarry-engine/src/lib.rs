@@ -514,7 +514,7 @@ impl Engine {
                 }
             }
         }
-        let rate = self.measured_embed_rate(model.as_deref())?;
+        let (rate, _) = self.embed_rate(model.as_deref())?;
         Ok(StatusReport {
             total_documents: total,
             needs_embedding: embedding.documents_pending,

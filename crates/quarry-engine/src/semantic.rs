@@ -152,8 +152,11 @@ pub struct EmbeddingProgress {
     pub chunks_pending: u64,
     /// Chunks in all.
     pub chunks: u64,
-    /// The rate the last embedding round measured (model time only); `None` before any.
+    /// The rate embedding proceeds at: what the last round measured (model time only),
+    /// times the nodes embedding now; `None` before any round.
     pub chunks_per_second: Option<f64>,
+    /// Nodes embedding now (each runs one embed job at a time).
+    pub nodes_embedding: u64,
     /// `chunks_pending` at that rate, rounded up; `None` without a rate.
     pub eta_seconds: Option<u64>,
 }
@@ -590,26 +593,31 @@ impl Engine {
             self.scope().collections.as_deref(),
             model.as_deref(),
         )?;
-        let rate = self.measured_embed_rate(model.as_deref())?;
+        let (rate, nodes) = self.embed_rate(model.as_deref())?;
         Ok(Some(EmbeddingProgress {
             documents_pending: state.documents_pending,
             chunks_pending: state.chunks_pending,
             chunks: state.chunks,
             chunks_per_second: rate.map(|r| (r * 100.0).round() / 100.0),
+            nodes_embedding: nodes,
             eta_seconds: rate.map(|r| eta_seconds(state.chunks_pending, r)),
         }))
     }
 
-    /// Chunks per second the last embedding round measured, if it used `model` (the index's
-    /// model; any while there is none yet): a rate of another model says nothing of this one.
-    pub(crate) fn measured_embed_rate(&self, model: Option<&str>) -> Result<Option<f64>> {
-        Ok(self
+    /// The rate embedding proceeds at, with the nodes embedding now: chunks per second the
+    /// last embedding round measured, if it used `model` (the index's model; any while there
+    /// is none yet: a rate of another model says nothing of this one), times those nodes
+    /// (every node embeds its own share of the work).
+    pub(crate) fn embed_rate(&self, model: Option<&str>) -> Result<(Option<f64>, u64)> {
+        let nodes = self.store().live_embed_jobs()?;
+        let rate = self
             .store()
             .meta(META_EMBED_RATE)?
             .and_then(|v| serde_json::from_str::<serde_json::Value>(&v).ok())
             .filter(|v| model.is_none() || v["model"].as_str() == model)
             .and_then(|v| v["chunks_per_s"].as_f64())
-            .filter(|r| r.is_finite() && *r > 0.0))
+            .filter(|r| r.is_finite() && *r > 0.0);
+        Ok((rate.map(|r| r * nodes.max(1) as f64), nodes))
     }
 
     /// The model key of the vector index, if `embed` has built one.

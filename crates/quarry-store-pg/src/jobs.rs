@@ -372,6 +372,18 @@ impl JobQueue for PgStore {
         Ok((col(&row, 0)?, col(&row, 1)?))
     }
 
+    fn live_embed_jobs(&self) -> Result<u64> {
+        let row = self
+            .conn()?
+            .query_one(
+                "SELECT count(*) FROM jobs WHERE kind = 'embed' AND status = 'processing' \
+                 AND lease_until >= quarry_now_ms()",
+                &[],
+            )
+            .map_err(db_err)?;
+        Ok(col::<i64>(&row, 0)?.max(0) as u64)
+    }
+
     fn queue_counts(&self, collections: Option<&[i64]>) -> Result<QueueCounts> {
         let row = self
             .conn()?

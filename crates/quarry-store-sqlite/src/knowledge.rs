@@ -1118,6 +1118,18 @@ impl JobQueue for SqliteStore {
         )
         .map_err(db_err)
     }
+
+    fn live_embed_jobs(&self) -> Result<u64> {
+        self.conn()
+            .query_row(
+                "SELECT count(*) FROM jobs WHERE kind = 'embed' AND status = 'processing' \
+                 AND lease_until >= ?1",
+                [quarry_core::now_millis()],
+                |r| r.get::<_, i64>(0),
+            )
+            .map(|n| n.max(0) as u64)
+            .map_err(db_err)
+    }
 }
 
 /// Whether a job's side effect may apply: no lease (not a job's), or the job is still

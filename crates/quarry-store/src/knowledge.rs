@@ -542,4 +542,7 @@ pub trait JobQueue {
     fn chunk_fingerprint(&self) -> Result<(i64, i64)>;
     /// Job counts: all jobs, or those of files in `collections`.
     fn queue_counts(&self, collections: Option<&[i64]>) -> Result<QueueCounts>;
+    /// Embed jobs being processed under a live lease: the nodes embedding now (each runs
+    /// one at most).
+    fn live_embed_jobs(&self) -> Result<u64>;
 }

@@ -945,6 +945,7 @@ pub fn knowledge_jobs_nodes_share_a_collections_embedding(store: &dyn Store) {
     assert_eq!(claim(store, "n1:1"), None, "one embedding per node");
     let b = claim(store, "n2:0").expect("node 2's embed job");
     assert_eq!((a.collection_id, b.collection_id), (Some(c), Some(c)));
+    assert_eq!(store.live_embed_jobs().expect("live_embed_jobs"), 2);
     let hashes = |claimed: &crate::ClaimedChunks| -> Vec<String> {
         let mut h: Vec<String> = claimed.texts.iter().map(|t| t.hash.clone()).collect();
         h.sort();
@@ -980,6 +981,7 @@ pub fn knowledge_jobs_nodes_share_a_collections_embedding(store: &dyn Store) {
     assert!(h2.iter().all(|h| !ha.contains(h) && !hb.contains(h)));
     // Node 2's job ends: its texts are free again; its lease claims nothing any more.
     assert!(store.complete_job(b.lease()).expect("complete"));
+    assert_eq!(store.live_embed_jobs().expect("live_embed_jobs"), 1);
     assert_eq!(
         store
             .claim_embed_chunks(b.lease(), SPACE, c, "m", 10)
@@ -993,6 +995,7 @@ pub fn knowledge_jobs_nodes_share_a_collections_embedding(store: &dyn Store) {
         store.expire_leases(&["n1:0".to_owned()]).expect("expire"),
         1
     );
+    assert_eq!(store.live_embed_jobs().expect("live_embed_jobs"), 0);
     store.enqueue_embed(c).expect("enqueue_embed");
     let mut taken = Vec::new();
     while let Some(job) = claim(store, "n3:0") {
