@@ -13,7 +13,11 @@ Each scenario gets a fresh database and bucket and fresh data directories:
   beyond this machine's two cores;
 * ingestion: 600 small notes uploaded at once; docs/min until every one is ready, with the
   workers of 1 node and of 2;
-* failover: kill -9 of node A during a 200-note batch; seconds until node B finished it.
+* failover: kill -9 of node A during a 200-note batch; seconds until node B finished it;
+* embedding: the 251-page Chinese manual uploaded to 1 node and to 2, each node held to one
+  core (`RAYON_NUM_THREADS=1`, standing for a machine of its own), with a local model
+  (`QUARRY_TEST_MINILM`, or `--embed-model`): seconds until it is fully embedded, and the
+  nodes seen embedding at once (issue 26: embed jobs claim a collection's texts in shares).
 
 Run through bench/nodes/run.sh (it starts the services). Needs the tldr pages in
 ../shared/corpora/tldr.
@@ -323,6 +327,43 @@ def failover(binary: Path, root: Path, n: int = 200) -> dict:
         d.stop()
 
 
+EMBED_MODEL = os.environ.get("QUARRY_TEST_MINILM", "")
+MANUAL = Path(os.environ.get("QUARRY_TEST_DOCS") or Path.home() / ".cache" / "quarry-docs") / "pdf" / "zh-debian-reference.zh-cn.pdf"
+
+
+def embedding(binary: Path, root: Path) -> dict:
+    if not EMBED_MODEL or not MANUAL.is_file():
+        raise SystemExit("embedding: needs QUARRY_TEST_MINILM (eval \"$(bash scripts/setup-models)\") or "
+                         f"--embed-model, and {MANUAL} (../shared/corpora/documents/fetch.sh)")
+    out = {"model": Path(EMBED_MODEL).name, "document": MANUAL.name, "threads_per_node": 1}
+    for n_nodes in (1, 2):
+        d = Deployment(binary, root, f"embed{n_nodes}", {"QUARRY_EMBED_MODEL": EMBED_MODEL, "RAYON_NUM_THREADS": "1"})
+        try:
+            a = d.start_node()
+            for _ in range(n_nodes - 1):
+                d.start_node()
+            kb = create_kb(a, "manual")
+            t0 = time.monotonic()
+            ids = upload(a, kb, [(MANUAL.name, MANUAL.read_bytes())])
+            at_once = 0
+            while not all(s in ("ready", "failed") for s in statuses(a, kb).values()):
+                live = d.psql("SELECT count(*) FROM jobs WHERE kind = 'embed' AND status = 'processing' "
+                              "AND lease_until >= quarry_now_ms()")
+                at_once = max(at_once, int(live or 0))
+                if time.monotonic() - t0 > 1800:
+                    raise SystemExit("embedding: not embedded within 30 minutes")
+                time.sleep(0.2)
+            took = time.monotonic() - t0
+            texts = int(d.psql("SELECT count(DISTINCT hash) FROM chunks"))
+            assert statuses(a, kb)[ids[0]] == "ready", statuses(a, kb)
+            out[f"{n_nodes}_node"] = {"chunks": texts, "seconds_to_embedded": round(took, 1),
+                                      "chunks_per_s": round(texts / took, 2), "nodes_embedding_at_once": at_once}
+        finally:
+            d.stop()
+    out["speedup"] = round(out["1_node"]["seconds_to_embedded"] / out["2_node"]["seconds_to_embedded"], 2)
+    return out
+
+
 def text_report(rep: dict) -> str:
     lines = [f"quarry nodes benchmark — {rep['meta']['binary']} on {rep['meta']['cpu']} "
              f"({rep['meta']['cores']} cores)"]
@@ -335,7 +376,11 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "nodes.json")
     ap.add_argument("--only", nargs="*", default=["catch_up", "catch_up_polling", "queries", "ingestion", "failover", "rebuild"])
+    ap.add_argument("--embed-model", help="model directory for the embedding scenario (default: QUARRY_TEST_MINILM)")
     args = ap.parse_args()
+    if args.embed_model:
+        global EMBED_MODEL
+        EMBED_MODEL = args.embed_model
     binary = default_quarry()
     if binary is None:
         raise SystemExit("no quarry binary: build one or set QUARRY_BIN")
