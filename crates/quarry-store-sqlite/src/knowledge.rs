@@ -6,13 +6,13 @@ use quarry_core::{Error, Result};
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
 
 use super::{
-    SqliteStore, UpsertDoc, db_err, drop_chunks_of, ensure_name_free, ensure_space,
-    rename_collection_tx, upsert_document,
+    EMBED_TEXT_COLUMNS, SqliteStore, UpsertDoc, db_err, drop_chunks_of, embed_text_row,
+    ensure_name_free, ensure_space, rename_collection_tx, upsert_document,
 };
 use quarry_store::{
-    AddedFile, ClaimedChunks, ConvertedFile, EmbedJob, FileFilter, FileStatus, IndexWork, Job,
-    JobKind, JobQueue, KbFile, KnowledgeBase, KnowledgeStore, Lease, NewKbFile, NoteMeta,
-    QueueCounts, StatusCounts, owner_node,
+    AddedFile, ClaimedChunks, ConvertedFile, FileFilter, FileStatus, IndexWork, Job, JobKind,
+    JobQueue, KbFile, KnowledgeBase, KnowledgeStore, Lease, NewKbFile, NoteMeta, QueueCounts,
+    StatusCounts, owner_node,
 };
 
 const KB_COLUMNS: &str = "c.id, c.uid, c.name, c.description, c.chunk_size, c.chunk_overlap, \
@@ -884,30 +884,23 @@ impl JobQueue for SqliteStore {
             .map_err(db_err)?;
             let limit = i64::try_from(limit).unwrap_or(i64::MAX - 1);
             let mut texts = {
-                // Offsets are byte offsets on char boundaries; substr on a BLOB counts bytes.
                 let mut stmt = tx
-                    .prepare_cached(
-                        "SELECT k.hash, d.title, k.heading, \
-                         CAST(substr(CAST(d.body AS BLOB), k.byte_start + 1, k.byte_end - k.byte_start) AS TEXT) \
-                         FROM chunks k JOIN documents d ON d.id = k.document_id \
+                    .prepare_cached(&format!(
+                        "SELECT {EMBED_TEXT_COLUMNS} FROM chunks k JOIN documents d ON d.id = k.document_id \
                          JOIN collections c ON c.id = d.collection_id \
                          WHERE c.space = ?1 AND d.collection_id = ?2 \
                          AND NOT EXISTS (SELECT 1 FROM embeddings e WHERE e.model = ?3 AND e.hash = k.hash) \
                          AND NOT EXISTS (SELECT 1 FROM embed_claims x JOIN jobs o ON o.id = x.job_id \
                              WHERE x.model = ?3 AND x.hash = k.hash AND o.status = 'processing' \
                              AND o.lease_until >= ?4) \
-                         GROUP BY k.hash LIMIT ?5",
-                    )
+                         GROUP BY k.hash LIMIT ?5"
+                    ))
                     .map_err(db_err)?;
                 let rows = stmt
-                    .query_map(params![space, collection_id, model, now, limit + 1], |r| {
-                        Ok(EmbedJob {
-                            hash: r.get(0)?,
-                            title: r.get(1)?,
-                            heading: r.get(2)?,
-                            text: r.get(3)?,
-                        })
-                    })
+                    .query_map(
+                        params![space, collection_id, model, now, limit + 1],
+                        embed_text_row,
+                    )
                     .map_err(db_err)?;
                 rows.collect::<rusqlite::Result<Vec<_>>>().map_err(db_err)?
             };

@@ -676,6 +676,22 @@ impl SqliteStore {
     }
 }
 
+/// The columns of a chunk text to embed (`chunks k` joined to `documents d`), read by
+/// [`embed_text_row`]. Offsets are byte offsets on char boundaries; substr on a BLOB counts
+/// bytes.
+pub(crate) const EMBED_TEXT_COLUMNS: &str = "k.hash, d.title, k.heading, \
+     CAST(substr(CAST(d.body AS BLOB), k.byte_start + 1, k.byte_end - k.byte_start) AS TEXT)";
+
+/// A row of [`EMBED_TEXT_COLUMNS`].
+pub(crate) fn embed_text_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<EmbedJob> {
+    Ok(EmbedJob {
+        hash: r.get(0)?,
+        title: r.get(1)?,
+        heading: r.get(2)?,
+        text: r.get(3)?,
+    })
+}
+
 /// Brings the schema to [`SCHEMA_VERSION`] in one immediate transaction. The version is read
 /// again inside it: two processes opening an old database at once must not both migrate.
 fn migrate(conn: &Connection) -> rusqlite::Result<()> {
@@ -1610,28 +1626,19 @@ impl Store for SqliteStore {
         limit: Option<usize>,
     ) -> Result<Vec<EmbedJob>> {
         let conn = self.conn();
-        // Offsets are byte offsets on char boundaries; substr on a BLOB counts bytes.
         let mut stmt = conn
-            .prepare_cached(
-                "SELECT k.hash, d.title, k.heading, \
-                 CAST(substr(CAST(d.body AS BLOB), k.byte_start + 1, k.byte_end - k.byte_start) AS TEXT) \
+            .prepare_cached(&format!(
+                "SELECT {EMBED_TEXT_COLUMNS} \
                  FROM chunks k JOIN documents d ON d.id = k.document_id JOIN collections c ON c.id = d.collection_id \
                  WHERE c.space = ?1 AND (?2 IS NULL OR d.collection_id = ?2) \
                  AND NOT EXISTS (SELECT 1 FROM embeddings e WHERE e.model = ?3 AND e.hash = k.hash) \
-                 GROUP BY k.hash LIMIT ?4",
-            )
+                 GROUP BY k.hash LIMIT ?4"
+            ))
             .map_err(db_err)?;
         // LIMIT -1: no limit.
         let limit = limit.map_or(-1, |n| n.min(i64::MAX as usize) as i64);
         let rows = stmt
-            .query_map(params![space, collection_id, model, limit], |r| {
-                Ok(EmbedJob {
-                    hash: r.get(0)?,
-                    title: r.get(1)?,
-                    heading: r.get(2)?,
-                    text: r.get(3)?,
-                })
-            })
+            .query_map(params![space, collection_id, model, limit], embed_text_row)
             .map_err(db_err)?;
         rows.collect::<rusqlite::Result<Vec<_>>>().map_err(db_err)
     }
