@@ -42,6 +42,13 @@ const META_EMBED_RATE: &str = "embed.rate";
 /// Chunk texts per store commit while embedding: bounds what a kill can lose.
 const EMBED_COMMIT: usize = 64;
 
+/// What an embedding run did: texts embedded, and the time the model took for them.
+#[derive(Default)]
+struct EmbedRun {
+    done: u64,
+    model_time: std::time::Duration,
+}
+
 /// Which chunk texts an embedding run takes.
 enum EmbedWork {
     /// Every text without a vector, of the space or one collection (`quarry embed`).
@@ -410,13 +417,15 @@ impl Engine {
             0
         };
         report.documents_chunked = pending.documents_pending;
-        report.chunks_embedded = self.embed_pending(
+        let run = self.embed_pending(
             EmbedWork::All(collection_id),
             &key,
             model.as_ref(),
             progress,
         )?;
+        report.chunks_embedded = run.done;
         let (added, removed) = self.vectors.sync(&guard, store, &key, dims, progress)?;
+        self.record_embed_rate(&key, &run)?;
         report.vectors_indexed = if self.vectors.searchable_on_write() {
             with_vectors()?.saturating_sub(before)
         } else {
@@ -457,7 +466,7 @@ impl Engine {
             self.embedding_setup(&guard, model.as_ref())?.0
         };
         let dims = model.identity().dimensions;
-        self.embed_pending(
+        let run = self.embed_pending(
             EmbedWork::Claimed {
                 lease,
                 collection_id,
@@ -474,6 +483,7 @@ impl Engine {
             self.vectors
                 .sync(&guard, self.store(), &key, dims, progress)?;
         }
+        self.record_embed_rate(&key, &run)?;
         self.store().mark_embedded(collection_id, &key)?;
         quarry_models::release_free_memory();
         Ok(())
@@ -504,15 +514,14 @@ impl Engine {
         Ok((key, model_changed))
     }
 
-    /// Embeds chunk texts that have no vector for `key` (those `work` names); returns how
-    /// many.
+    /// Embeds chunk texts that have no vector for `key` (those `work` names).
     fn embed_pending(
         &self,
         work: EmbedWork,
         key: &str,
         model: &dyn Embedder,
         progress: &dyn Progress,
-    ) -> Result<u64> {
+    ) -> Result<EmbedRun> {
         let store = self.store();
         let mut jobs = match work {
             EmbedWork::All(collection_id) => {
@@ -526,7 +535,7 @@ impl Engine {
                 let Some(claimed) =
                     store.claim_embed_chunks(lease, self.space(), collection_id, key, limit)?
                 else {
-                    return Ok(0); // the job was taken over: its new holder embeds
+                    return Ok(EmbedRun::default()); // the job was taken over: its new holder embeds
                 };
                 if claimed.more {
                     store.enqueue_embed(collection_id)?;
@@ -535,7 +544,7 @@ impl Engine {
             }
         };
         if jobs.is_empty() {
-            return Ok(0);
+            return Ok(EmbedRun::default());
         }
         let inputs: Vec<(String, String)> = jobs
             .drain(..)
@@ -570,14 +579,20 @@ impl Engine {
             progress.advance(rows.len() as u64);
         }
         progress.end();
-        if done > 0 && !model_time.is_zero() {
+        Ok(EmbedRun { done, model_time })
+    }
+
+    /// Records the rate a run measured, once its vectors are in the index: a status that
+    /// shows an estimate also shows the index.
+    fn record_embed_rate(&self, key: &str, run: &EmbedRun) -> Result<()> {
+        if run.done > 0 && !run.model_time.is_zero() {
             let rate = serde_json::json!({
                 "model": key,
-                "chunks_per_s": done as f64 / model_time.as_secs_f64(),
+                "chunks_per_s": run.done as f64 / run.model_time.as_secs_f64(),
             });
-            store.set_meta(META_EMBED_RATE, &rate.to_string())?;
+            self.store().set_meta(META_EMBED_RATE, &rate.to_string())?;
         }
-        Ok(done)
+        Ok(())
     }
 
     /// What is left to embed of what the caller may read (its space, limited to its
