@@ -34,12 +34,14 @@ def nodes(quarry_bin: Path, corpus: Path, tmp_path_factory: pytest.TempPathFacto
     b = second_node(a, root / "b")
     srv_a = start_server(a, logdir=root / "logs-a")
     srv_b = start_server(b, logdir=root / "logs-b")
+    state = {"a": srv_a, "b": srv_b, "home_a": a, "home_b": b, "root": root}
     try:
         wait_ready(srv_a)
         wait_ready(srv_b)
-        yield {"a": srv_a, "b": srv_b, "home_a": a, "home_b": b, "root": root}
+        yield state
     finally:
-        for s in (srv_a, srv_b):
+        # A test may have restarted a node (state holds the new process).
+        for s in (srv_a, srv_b, state["a"], state["b"]):
             if s.proc.poll() is None:
                 s.stop()
 
