@@ -53,12 +53,12 @@ def home_for(quarry_bin: Path, tmp_path: Path, fake: FakeModels, name: str = "ho
     return QuarryHome(bin=quarry_bin, home=home, env=env, corpus=tmp_path)
 
 
-def batch_files() -> list[tuple[str, bytes]]:
-    """30 documents of distinct prose-like text, several chunks each."""
+def batch_files(n: int = BATCH) -> list[tuple[str, bytes]]:
+    """`n` documents of distinct prose-like text, about 20 chunks each."""
     rng = random.Random(22)
     syllables = ["ka", "lo", "mi", "ten", "ra", "su", "vo", "pel", "dri", "an", "ost", "bu", "ce", "nor"]
     out = []
-    for i in range(BATCH):
+    for i in range(n):
         paras = []
         for p in range(24):
             words = ["".join(rng.choice(syllables) for _ in range(rng.randint(2, 4))) for _ in range(90)]
@@ -185,10 +185,12 @@ def test_two_nodes_share_one_collections_embedding(quarry_bin, tmp_path, slow_mo
         wait_ready(srv_a)
         wait_ready(srv_b)
         kb = create_kb(srv_a, "reports")
-        batch = upload(srv_a, kb["id"], batch_files())
+        # Twice the usual batch: shares of 256 texts make several rounds per node, so a
+        # measured rate exists while both nodes still embed.
+        batch = upload(srv_a, kb["id"], batch_files(2 * BATCH))
         # The embed jobs being processed, by node, while the batch embeds; what
         # /api/v1/queue reports meanwhile.
-        nodes_at_once, reported, fastest = 0, 0, 0.0
+        nodes_at_once, reported, fastest, both_with_rate = 0, 0, 0.0, 0
         deadline = time.monotonic() + 240
         while True:
             owners = db_rows(a.env, a.home, "SELECT lease_owner FROM jobs WHERE kind = 'embed' "
@@ -199,6 +201,7 @@ def test_two_nodes_share_one_collections_embedding(quarry_bin, tmp_path, slow_mo
             if e["nodes_embedding"] == 2 and e["chunks_per_second"] is not None:
                 # The ETA counts both nodes: the measured rate of one, twice.
                 fastest = max(fastest, e["chunks_per_second"])
+                both_with_rate += 1
             docs = documents(srv_a, kb["id"])
             if all(docs[d["id"]]["status"] in {"ready", "failed"} for d in batch):
                 break
@@ -208,7 +211,8 @@ def test_two_nodes_share_one_collections_embedding(quarry_bin, tmp_path, slow_mo
         assert nodes_at_once == 2, "the second node never embedded while the first did"
         assert reported == 2, reported
         # One node embeds at most 1/delay texts a second; two together, up to twice that.
-        assert 1.05 / slow_models.embed_delay < fastest <= 2.1 / slow_models.embed_delay, fastest
+        assert 1.05 / slow_models.embed_delay < fastest <= 2.1 / slow_models.embed_delay, (fastest, both_with_rate)
+        print(f"polls that saw both nodes embedding with a measured rate: {both_with_rate}")
         assert slow_models.embedding_overlap() > 2, slow_models.embedding_overlap()
         texts = slow_models.embedded_texts()
         assert len(texts) == len(set(texts)), f"{len(texts) - len(set(texts))} texts embedded twice"
