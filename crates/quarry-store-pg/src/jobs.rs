@@ -8,7 +8,7 @@
 
 use quarry_store::{ClaimedChunks, JobKind, owner_node};
 
-use super::knowledge::enqueue_cleanup_tx;
+use super::knowledge::{enqueue_cleanup_tx, lease_holds};
 use super::*;
 
 /// Advisory-lock key serialising embed job claims ("one embed job per node at a time").
@@ -148,13 +148,7 @@ impl JobQueue for PgStore {
             // Two jobs claiming at once would both see the same texts unclaimed.
             tx.execute("SELECT pg_advisory_xact_lock($1)", &[&EMBED_CHUNKS_LOCK])
                 .map_err(db_err)?;
-            let held = tx
-                .query_opt(
-                    "SELECT 1 FROM jobs WHERE id = $1 AND lease_token = $2 AND status = 'processing'",
-                    &[&lease.job, &lease.token],
-                )
-                .map_err(db_err)?;
-            if held.is_none() {
+            if !lease_holds(tx, Some(lease))? {
                 return Ok(None);
             }
             // This job's earlier claims, and those of jobs that ended, go.
@@ -196,19 +190,24 @@ impl JobQueue for PgStore {
     }
 
     fn complete_job(&self, lease: Lease) -> Result<bool> {
-        self.write(|tx| {
-            let n = tx
-                .execute(
-                    "DELETE FROM jobs WHERE id = $1 AND lease_token = $2 AND status = 'processing'",
-                    &[&lease.job, &lease.token],
-                )
+        let mut conn = self.conn()?;
+        let Some(job) = conn
+            .query_opt(
+                "DELETE FROM jobs WHERE id = $1 AND lease_token = $2 AND status = 'processing' \
+                 RETURNING kind",
+                &[&lease.job, &lease.token],
+            )
+            .map_err(db_err)?
+        else {
+            return Ok(false);
+        };
+        // Only embed jobs claim chunk texts: the other kinds leave at one statement. (Claims
+        // of a job that is gone no longer count, so this needs no transaction.)
+        if col::<String>(&job, 0)? == JobKind::Embed.as_str() {
+            conn.execute("DELETE FROM embed_claims WHERE job_id = $1", &[&lease.job])
                 .map_err(db_err)?;
-            if n > 0 {
-                tx.execute("DELETE FROM embed_claims WHERE job_id = $1", &[&lease.job])
-                    .map_err(db_err)?;
-            }
-            Ok(n > 0)
-        })
+        }
+        Ok(true)
     }
 
     fn fail_job(&self, lease: Lease, error: &str, retry_after_ms: Option<i64>) -> Result<bool> {
@@ -230,9 +229,11 @@ impl JobQueue for PgStore {
             let Some(job) = job else {
                 return Ok(false);
             };
-            tx.execute("DELETE FROM embed_claims WHERE job_id = $1", &[&lease.job])
-                .map_err(db_err)?;
             let kind: String = col(&job, 0)?;
+            if kind == JobKind::Embed.as_str() {
+                tx.execute("DELETE FROM embed_claims WHERE job_id = $1", &[&lease.job])
+                    .map_err(db_err)?;
+            }
             let file_id: Option<i64> = col(&job, 1)?;
             let collection_id: Option<i64> = col(&job, 2)?;
             let attempts: i32 = col(&job, 3)?;

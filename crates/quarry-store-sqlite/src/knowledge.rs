@@ -863,18 +863,10 @@ impl JobQueue for SqliteStore {
         limit: usize,
     ) -> Result<Option<ClaimedChunks>> {
         self.write(|tx| {
-            let now = quarry_core::now_millis();
-            let held = tx
-                .query_row(
-                    "SELECT 1 FROM jobs WHERE id = ?1 AND lease_token = ?2 AND status = 'processing'",
-                    params![lease.job, lease.token],
-                    |_| Ok(()),
-                )
-                .optional()
-                .map_err(db_err)?;
-            if held.is_none() {
+            if !lease_holds(tx, Some(lease))? {
                 return Ok(None);
             }
+            let now = quarry_core::now_millis();
             // This job's earlier claims, and those of jobs that ended, go.
             tx.execute(
                 "DELETE FROM embed_claims WHERE job_id = ?1 \
@@ -921,17 +913,21 @@ impl JobQueue for SqliteStore {
 
     fn complete_job(&self, lease: Lease) -> Result<bool> {
         self.write(|tx| {
-            let n = tx
-                .execute(
-                    "DELETE FROM jobs WHERE id = ?1 AND lease_token = ?2 AND status = 'processing'",
+            let kind: Option<String> = tx
+                .query_row(
+                    "DELETE FROM jobs WHERE id = ?1 AND lease_token = ?2 AND status = 'processing' \
+                     RETURNING kind",
                     params![lease.job, lease.token],
+                    |r| r.get(0),
                 )
+                .optional()
                 .map_err(db_err)?;
-            if n > 0 {
+            // Only embed jobs claim chunk texts: the other kinds leave at one statement.
+            if kind.as_deref() == Some(JobKind::Embed.as_str()) {
                 tx.execute("DELETE FROM embed_claims WHERE job_id = ?1", [lease.job])
                     .map_err(db_err)?;
             }
-            Ok(n > 0)
+            Ok(kind.is_some())
         })
     }
 
@@ -950,8 +946,10 @@ impl JobQueue for SqliteStore {
             let Some((kind, file_id, collection_id, attempts)) = job else {
                 return Ok(false);
             };
-            tx.execute("DELETE FROM embed_claims WHERE job_id = ?1", [lease.job])
-                .map_err(db_err)?;
+            if kind == JobKind::Embed.as_str() {
+                tx.execute("DELETE FROM embed_claims WHERE job_id = ?1", [lease.job])
+                    .map_err(db_err)?;
+            }
             match retry_after_ms {
                 Some(after) => tx.execute(
                     "UPDATE jobs SET status = 'enqueued', attempts = attempts + 1, not_before = ?2, \
