@@ -212,7 +212,9 @@ def run_queries(srv, qs, modes, top_k, workers):
         body = {"query": q["query"], "knowledge_base_ids": [KB], "search_mode": mode, "top_k": top_k}
         if min_score is not None:
             body["min_score"] = min_score
+        t0 = time.perf_counter()
         code, out = srv.request("POST", "/api/v1/knowledge-search", body)
+        took = time.perf_counter() - t0
         if code != 200:
             raise RuntimeError(f"knowledge-search {mode} {q['query']!r}: {code} {out}")
         results = []
@@ -221,7 +223,7 @@ def run_queries(srv, qs, modes, top_k, workers):
             results.append({"id": r.get("id"), "file": base.get(name, name), "page": r.get("page"),
                             "score": r.get("score"), "match_type": r.get("match_type")})
         return {"query": q["query"], "lang": q["lang"], "kind": q["kind"], "split": q["split"],
-                "mode": mode, "min_score": min_score, "results": results}
+                "mode": mode, "min_score": min_score, "results": results, "seconds": took}
 
     runs = []
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
@@ -231,7 +233,10 @@ def run_queries(srv, qs, modes, top_k, workers):
                 runs += pool.map(ask, [(mode, q, ms) for q in qs for ms in (0, None)])
             except RuntimeError as e:
                 sys.exit(str(e))
-            eprint(f"{mode}: {len(qs)} questions in {time.monotonic() - t0:.1f}s")
+            took = sorted(r["seconds"] for r in runs if r["mode"] == mode)
+            pct = lambda p: 1000 * took[min(len(took) - 1, int(p / 100 * len(took)))]
+            eprint(f"{mode}: {len(qs)} questions in {time.monotonic() - t0:.1f}s; per request "
+                   f"p50 {pct(50):.1f} ms, p99 {pct(99):.1f} ms ({workers} in flight)")
     return runs
 
 

@@ -11,6 +11,7 @@ mode (the newest protocol).
 """
 from __future__ import annotations
 
+import os
 import re
 import time
 from pathlib import Path
@@ -134,5 +135,57 @@ async def test_fresh_content_is_found_by_default_while_others_have_vectors(home,
             time.sleep(0.2)
         assert found["search_mode"] == "hybrid", found
         assert found["results"][0]["file"] == "knowledge/zoo.md" and found["results"][0]["score"] >= 0.5, found
+    finally:
+        srv.stop()
+
+
+def test_every_mode_scores_a_passage_on_all_its_evidence(quarry_bin: Path, tmp_path: Path):
+    """With a real model (MiniLM, from scripts/setup-models), keyword and vector search choose
+    which passages compete and both retrievers' evidence scores them: the same passage scores
+    the same in every mode that lists it, and `match_type` names the mode's retriever."""
+    model = os.environ.get("QUARRY_TEST_MINILM")
+    if not model:
+        if os.environ.get("CI") == "true":
+            pytest.fail("QUARRY_TEST_MINILM is not set (scripts/setup-models provides it)")
+        pytest.skip("QUARRY_TEST_MINILM is not set (scripts/setup-models provides it)")
+    docs = need_docs()
+    h = tmp_path / "home"
+    h.mkdir()
+    home = QuarryHome(bin=quarry_bin, home=h, corpus=tmp_path, env=isolated_env(
+        h, {"QUARRY_OCR": "off", "QUARRY_EMBED_MODEL": model}))
+    srv = start_server(home, logdir=tmp_path / "logs")
+    try:
+        kb = create_kb(srv, "manuals")
+        ids = [d["id"] for d in upload(srv, kb["id"], [("fhs.pdf", (docs / "pdf" / "en-fhs-3.0.pdf").read_bytes())])]
+        wait_for(srv, kb["id"], ids, {"ready"})
+        deadline = time.monotonic() + 600
+        while (e := api(srv, "GET", "/api/v1/queue").json()["data"]["embedding"])["chunks_pending"] or not e["chunks"]:
+            assert time.monotonic() < deadline, e
+            time.sleep(1)
+
+        question = "What is the purpose of the /var/tmp directory?"
+        found = {mode: knowledge_search(srv, question, search_mode=mode, min_score=0, top_k=10, explain=True)
+                 for mode in ("keyword", "vector", "hybrid")}
+        for mode, body in found.items():
+            assert body["search_mode"] == mode and body["results"], (mode, body)
+            top = body["results"][0]
+            assert (top["file"], top["page"]) == ("manuals/fhs.pdf", 45), (mode, body["results"][:3])
+        # Keyword search lists BM25's passages, each scored with its vector too.
+        for r in found["keyword"]["results"]:
+            assert r["match_type"] == "keyword", r
+            assert r["evidence"]["keyword"] and r["evidence"]["vector"] and r["evidence"]["embedded"], r
+        for r in found["vector"]["results"]:
+            assert r["match_type"] == "vector" and r["evidence"]["vector"], r
+        assert {r["match_type"] for r in found["hybrid"]["results"]} <= {"keyword", "vector", "hybrid"}
+        assert any(r["match_type"] == "hybrid" for r in found["hybrid"]["results"]), found["hybrid"]
+        # One passage, one score, whichever mode listed it.
+        hybrid = {r["id"]: r["score"] for r in found["hybrid"]["results"]}
+        shared = 0
+        for mode in ("keyword", "vector"):
+            for r in found[mode]["results"]:
+                if r["id"] in hybrid:
+                    shared += 1
+                    assert r["score"] == hybrid[r["id"]], (mode, r, hybrid[r["id"]])
+        assert shared >= 5, (shared, found)
     finally:
         srv.stop()

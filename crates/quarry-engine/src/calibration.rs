@@ -149,7 +149,9 @@ pub const DOCUMENTS: Calibration = Calibration {
 /// the list's shape alone cannot tell a question the documents answer from one they do not.
 /// The bands put 0.5 where the best passage of an unanswerable question stays below it
 /// (at least 90 % of them on the fitting half) while as few answerable questions as
-/// possible are left empty, and 0.8 where at least 80 % of passages answer.
+/// possible are left empty, and 0.8 where at least 80 % of passages answer. A passage with a
+/// vector is scored by the hybrid model in every mode (`passages.rs`), one without by the
+/// keyword model; the vector model feeds the hybrid one, so its band is not used here.
 pub const PASSAGES: Calibration = Calibration {
     keyword: KeywordModel([-4.565, 8.934, 0.7734, -1.107, 5.028]),
     vector: VectorModel([-5.057, 2.041, -0.03731, -0.5298, -0.1403, 1.066]),

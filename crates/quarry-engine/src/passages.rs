@@ -8,10 +8,11 @@
 //!
 //! Each passage gathers the evidence of both retrievers: BM25 over the passage index
 //! (`passages/`), and the cosine similarity of its vector — for every keyword candidate
-//! that has one, not only those in the vector list's top, so both modes see the same
-//! passage the same way. A passage without a vector yet (its document was uploaded a second
-//! ago) is scored on its keyword evidence alone, exactly as keyword mode scores it: fresh
-//! content is never hidden behind embedding. Scores are calibrated probabilities
+//! that has one, not only those in the vector list's top. Every mode gathers both: `keyword`
+//! and `vector` only choose which passages compete, so one passage scores the same in every
+//! mode that lists it. A passage without a vector yet (its document was uploaded a second
+//! ago) is scored on its keyword evidence alone, exactly as keyword search scores it without
+//! a model: fresh content is never hidden behind embedding. Scores are calibrated probabilities
 //! (`calibration.rs`); results are ranked by them, at most [`PER_DOCUMENT`] passages per
 //! document.
 
@@ -56,6 +57,15 @@ struct Candidate {
     chunk_id: i64,
     evidence: PassageEvidence,
     score: f64,
+    found_by: FoundBy,
+}
+
+/// Which of the mode's retrievers listed a passage (its `match_type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FoundBy {
+    Keyword,
+    Vector,
+    Both,
 }
 
 impl Engine {
@@ -69,28 +79,42 @@ impl Engine {
     ) -> Result<KnowledgeSearchResult> {
         let filter = self.search_filter(None)?;
         let mut warnings = Vec::new();
-        let keyword = if req.mode == SearchMode::Vector {
-            Vec::new()
-        } else {
-            self.keyword_passages(&req.query, filter.as_deref())?
-        };
+        // Every mode gathers both retrievers' evidence where it can: the mode chooses which
+        // passages compete, the evidence scores them, so one passage scores the same in
+        // every mode (keyword search alone cannot tell "weakly matched" from "not in the
+        // documents"; the passage's vector can). BM25 costs milliseconds; the query's
+        // vector is computed only where a vector index exists.
+        let keyword = self.keyword_passages(&req.query, filter.as_deref())?;
         let mut ran = req.mode;
-        let vector = if req.mode == SearchMode::Keyword {
-            None
+        // Vector mode lists only the vector retriever's passages: no keyword candidate
+        // needs its similarity looked up.
+        let unlisted = if req.mode == SearchMode::Vector {
+            &[][..]
         } else {
-            match self.vector_passages(&req.query, filter.as_deref(), &keyword) {
-                Ok(v) => Some(v),
-                Err(Error::Unavailable(why)) if req.mode == SearchMode::Hybrid => {
-                    // No vectors yet (or another model): keyword evidence alone, as keyword
-                    // mode would answer — said in the response, never an empty answer.
-                    if self.vector_model()?.is_some() {
-                        warnings.push(format!("vector search skipped: {why}"));
-                    }
-                    ran = SearchMode::Keyword;
-                    None
+            &keyword[..]
+        };
+        let vector = match self.vector_passages(&req.query, filter.as_deref(), unlisted) {
+            Ok(v) => Some(v),
+            Err(e) if req.mode == SearchMode::Vector => return Err(e),
+            Err(Error::Unavailable(why)) => {
+                // No vectors yet (or another model): keyword evidence alone, as keyword
+                // search scores without a model — said in the response, never an empty
+                // answer.
+                if self.vector_model()?.is_some() {
+                    warnings.push(match req.mode {
+                        SearchMode::Keyword => format!("vector evidence skipped: {why}"),
+                        _ => format!("vector search skipped: {why}"),
+                    });
                 }
-                Err(e) => return Err(e),
+                ran = SearchMode::Keyword;
+                None
             }
+            // Keyword search never fails for want of its vector evidence.
+            Err(e) if req.mode == SearchMode::Keyword => {
+                warnings.push(format!("vector evidence skipped: {e}"));
+                None
+            }
+            Err(e) => return Err(e),
         };
         let mut candidates = combine(&keyword, vector.as_ref(), req.mode);
         candidates.sort_by(|a, b| b.score.total_cmp(&a.score));
@@ -215,10 +239,10 @@ impl Engine {
                 knowledge_id,
                 knowledge_title: doc.title.clone(),
                 knowledge_filename: rel.rsplit('/').next().unwrap_or(rel).to_owned(),
-                match_type: match (c.evidence.keyword.is_some(), c.evidence.vector.is_some()) {
-                    (true, true) => "hybrid",
-                    (false, true) => "vector",
-                    _ => "keyword",
+                match_type: match c.found_by {
+                    FoundBy::Keyword => "keyword",
+                    FoundBy::Vector => "vector",
+                    FoundBy::Both => "hybrid",
                 },
                 page: chunk.page,
                 docid: doc.docid.clone(),
@@ -336,7 +360,9 @@ struct VectorPassages {
     order: Vec<i64>,
 }
 
-/// Every passage either retriever found, scored for `mode`.
+/// The passages `mode`'s retrievers found, each scored on all the evidence there is about
+/// it: both retrievers' where it has a vector, its keyword evidence alone where it has none
+/// yet (exactly as keyword search scores it without a model).
 fn combine(
     keyword: &[(i64, KeywordEvidence)],
     vector: Option<&VectorPassages>,
@@ -348,52 +374,52 @@ fn combine(
     );
     let mut out: Vec<Candidate> = Vec::new();
     let mut at: HashMap<i64, usize> = HashMap::new();
-    for ((id, e), p) in keyword.iter().zip(kw_probabilities) {
-        at.insert(*id, out.len());
-        out.push(Candidate {
-            chunk_id: *id,
-            evidence: PassageEvidence {
-                keyword: Some(*e),
-                vector: None,
-                embedded: false,
-            },
-            score: p,
-        });
-    }
-    let Some(v) = vector else {
-        return out;
-    };
-    for id in &v.order {
-        if !at.contains_key(id) {
+    if mode != SearchMode::Vector {
+        for ((id, e), p) in keyword.iter().zip(kw_probabilities) {
             at.insert(*id, out.len());
             out.push(Candidate {
                 chunk_id: *id,
                 evidence: PassageEvidence {
-                    keyword: None,
+                    keyword: Some(*e),
                     vector: None,
-                    embedded: true,
+                    embedded: false,
                 },
-                score: 0.0,
+                score: p,
+                found_by: FoundBy::Keyword,
             });
+        }
+    }
+    let Some(v) = vector else {
+        return out;
+    };
+    if mode != SearchMode::Keyword {
+        let keyword: HashMap<i64, &KeywordEvidence> =
+            keyword.iter().map(|(id, e)| (*id, e)).collect();
+        for id in &v.order {
+            match at.get(id) {
+                Some(&i) => out[i].found_by = FoundBy::Both,
+                None => {
+                    at.insert(*id, out.len());
+                    out.push(Candidate {
+                        chunk_id: *id,
+                        evidence: PassageEvidence {
+                            keyword: keyword.get(id).copied().copied(),
+                            vector: None,
+                            embedded: true,
+                        },
+                        score: 0.0,
+                        found_by: FoundBy::Vector,
+                    });
+                }
+            }
         }
     }
     for c in &mut out {
         c.evidence.vector = v.evidence.get(&c.chunk_id).copied();
         c.evidence.embedded = c.evidence.vector.is_some();
-        c.score = match (
-            mode,
-            c.evidence.keyword.as_ref(),
-            c.evidence.vector.as_ref(),
-        ) {
-            (SearchMode::Vector, _, Some(ve)) => calibration::PASSAGES.vector(ve),
-            (SearchMode::Vector, _, None) => 0.0,
-            // Not embedded yet: its keyword evidence alone, as keyword mode scores it.
-            (_, Some(_), None) => c.score,
-            (_, k, ve) => calibration::PASSAGES.hybrid(k, ve),
-        };
-    }
-    if mode == SearchMode::Vector {
-        out.retain(|c| c.evidence.vector.is_some());
+        if let Some(ve) = &c.evidence.vector {
+            c.score = calibration::PASSAGES.hybrid(c.evidence.keyword.as_ref(), Some(ve));
+        }
     }
     out
 }
