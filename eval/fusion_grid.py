@@ -104,3 +104,40 @@ for a, b, c, d, e in itertools.product([1,1.5,2],[0.25,0.5,0.75],[-3,-2,-1],[-5,
     if best is None or margin > best[0]: best=(margin,(a,b,c,d,e),r)
 print('with agreement, all five tldr sets:', best[1], round(best[0],3))
 for n in data: print(f'  {n:14} query {best[2][n][1]:.3f} ({best[2][n][0]:.3f})  margin {best[2][n][1]-max(S[n][1],Vs[n][1]):+.3f}')
+
+# Stop 43: more evidence and other fusion families, judged on both metrics (the smallest
+# margin over the five tldr sets of Hit@3 and of nDCG@10).
+def evaluate3(share_fn, family='minmax', k=10, guard=False):
+    out = {}
+    for n, qs in data.items():
+        h = d = 0
+        for kn, vn, lk, lv, m, cov, rel, judged, kr, vr in qs:
+            kl, vl = int(np.argmin(kr)), int(np.argmin(vr))
+            s = share_fn(lk, lv, m, cov, math.log(1 + min(vr[kl], 100)), math.log(1 + min(kr[vl], 100)))
+            if family == 'rrf':
+                score = (1-s)/(k+kr+1.0) + s/(k+vr+1.0)
+            else:
+                score = (1-s)*kn + s*vn
+            o = list(np.argsort(-score, kind='stable'))
+            if guard and vl not in o[:3]:  # the vector leader always among the first three
+                o.remove(vl); o.insert(2, vl)
+            a, b = metrics(rel[np.array(o)], judged); h += a; d += b
+        out[n] = (h/len(qs), d/len(qs))
+    return out
+def both_margins(r):
+    return (min(r[n][0] - max(S[n][0], Vs[n][0]) for n in allsets),
+            min(r[n][1] - max(S[n][1], Vs[n][1]) for n in allsets))
+print('current constants: smallest Hit@3 / nDCG@10 margins', [round(x, 3) for x in both_margins(cur)])
+cand = []
+for a, b, c, d, e, f in itertools.product([0.5,1.5,2.5],[0.25,0.5,0.75],[-3,-2,-1],[-6,-4,-2],[-0.5,0,0.5],[-0.5,0,0.5]):
+    mh, md = both_margins(evaluate3(lambda lk, lv, m, cv, vk, kv: sig(a + b*(lv-lk) + c*m + d*cv + e*vk + f*kv)))
+    cand.append((min(mh, md), mh, md, ('cross ranks', a, b, c, d, e, f)))
+for family, k in itertools.product(['rrf'], [1, 3, 10, 30]):
+    for a, b, c, d in itertools.product([0.5,1.5,2.5],[0.25,0.5,0.75],[-3,-2,-1],[-6,-4,-2]):
+        mh, md = both_margins(evaluate3(lambda lk, lv, m, cv, vk, kv: sig(a + b*(lv-lk) + c*m + d*cv), family, k))
+        cand.append((min(mh, md), mh, md, (f'share-weighted RRF k={k}', a, b, c, d)))
+mh, md = both_margins(evaluate3(lambda lk, lv, m, cv, vk, kv: sig(1.5 + 0.5*(lv-lk) - 2*m - 4*cv), guard=True))
+cand.append((min(mh, md), mh, md, ('current share, vector leader kept in the top 3',)))
+cand.sort(key=lambda x: x[0], reverse=True)
+print('best of the other families (smallest margin, Hit@3 margin, nDCG@10 margin, constants):')
+for x in cand[:5]: print('  ', [round(v, 3) for v in x[:3]], x[3])
