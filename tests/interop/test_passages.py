@@ -94,7 +94,8 @@ async def test_fresh_content_is_found_by_default_while_others_have_vectors(home,
     """Vectors exist for one document; the embedding API then refuses the new content (not the
     queries), so what comes next has no vectors while hybrid search runs. The default search
     (hybrid, min_score 0.5) still finds it: a note right after `create_knowledge` returns, an
-    upload as soon as it is keyword-indexed."""
+    upload as soon as it is keyword-indexed. A model that refuses the query never fails a
+    keyword search."""
     srv = start_server(home.with_env(**fake_models.env()), logdir=tmp_path / "logs")
     try:
         kb = create_kb(srv, "knowledge")
@@ -135,6 +136,16 @@ async def test_fresh_content_is_found_by_default_while_others_have_vectors(home,
             time.sleep(0.2)
         assert found["search_mode"] == "hybrid", found
         assert found["results"][0]["file"] == "knowledge/zoo.md" and found["results"][0]["score"] >= 0.5, found
+
+        # The model then refuses the query itself: keyword search still answers, on its
+        # keyword evidence, and says what it left out; vector search cannot run and says so.
+        fake_models.fail_embed_containing = "tomatoes"
+        found = knowledge_search(srv, "tomatoes watering", search_mode="keyword")
+        assert found["results"] and found["results"][0]["file"] == "knowledge/garden.md", found
+        assert found["results"][0]["score"] >= 0.5 and found["search_mode"] == "keyword", found
+        assert any(w.startswith("vector evidence skipped") for w in found["warnings"]), found
+        r = api(srv, "POST", "/api/v1/knowledge-search", json={"question": "tomatoes watering", "search_mode": "vector"})
+        assert r.status_code == 503 and r.json()["error_code"] == "UNAVAILABLE", r.text
     finally:
         srv.stop()
 
