@@ -233,8 +233,8 @@ def run_queries(srv, qs, modes, top_k, workers):
                 runs += pool.map(ask, [(mode, q, ms) for q in qs for ms in (0, None)])
             except RuntimeError as e:
                 sys.exit(str(e))
-            took = sorted(r["seconds"] for r in runs if r["mode"] == mode)
-            pct = lambda p: 1000 * took[min(len(took) - 1, int(p / 100 * len(took)))]
+            latencies = sorted(r["seconds"] for r in runs if r["mode"] == mode)
+            pct = lambda p: 1000 * latencies[min(len(latencies) - 1, int(p / 100 * len(latencies)))]
             eprint(f"{mode}: {len(qs)} questions in {time.monotonic() - t0:.1f}s; per request "
                    f"p50 {pct(50):.1f} ms, p99 {pct(99):.1f} ms ({workers} in flight)")
     return runs

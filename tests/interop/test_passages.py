@@ -150,7 +150,7 @@ async def test_fresh_content_is_found_by_default_while_others_have_vectors(home,
         srv.stop()
 
 
-def test_every_mode_scores_a_passage_on_all_its_evidence(quarry_bin: Path, tmp_path: Path):
+def test_every_mode_scores_a_passage_on_all_its_evidence(home, tmp_path):
     """With a real model (MiniLM, from scripts/setup-models), keyword and vector search choose
     which passages compete and both retrievers' evidence scores them: the same passage scores
     the same in every mode that lists it, and `match_type` names the mode's retriever."""
@@ -160,11 +160,7 @@ def test_every_mode_scores_a_passage_on_all_its_evidence(quarry_bin: Path, tmp_p
             pytest.fail("QUARRY_TEST_MINILM is not set (scripts/setup-models provides it)")
         pytest.skip("QUARRY_TEST_MINILM is not set (scripts/setup-models provides it)")
     docs = need_docs()
-    h = tmp_path / "home"
-    h.mkdir()
-    home = QuarryHome(bin=quarry_bin, home=h, corpus=tmp_path, env=isolated_env(
-        h, {"QUARRY_OCR": "off", "QUARRY_EMBED_MODEL": model}))
-    srv = start_server(home, logdir=tmp_path / "logs")
+    srv = start_server(home.with_env(QUARRY_EMBED_MODEL=model), logdir=tmp_path / "logs")
     try:
         kb = create_kb(srv, "manuals")
         ids = [d["id"] for d in upload(srv, kb["id"], [("fhs.pdf", (docs / "pdf" / "en-fhs-3.0.pdf").read_bytes())])]

@@ -368,13 +368,13 @@ fn combine(
     vector: Option<&VectorPassages>,
     mode: SearchMode,
 ) -> Vec<Candidate> {
-    let kw_probabilities = calibration::list_probabilities(
-        &keyword.iter().map(|(_, e)| *e).collect::<Vec<_>>(),
-        |e| calibration::PASSAGES.keyword(e),
-    );
     let mut out: Vec<Candidate> = Vec::new();
     let mut at: HashMap<i64, usize> = HashMap::new();
     if mode != SearchMode::Vector {
+        let kw_probabilities = calibration::list_probabilities(
+            &keyword.iter().map(|(_, e)| *e).collect::<Vec<_>>(),
+            |e| calibration::PASSAGES.keyword(e),
+        );
         for ((id, e), p) in keyword.iter().zip(kw_probabilities) {
             at.insert(*id, out.len());
             out.push(Candidate {
@@ -393,8 +393,13 @@ fn combine(
         return out;
     };
     if mode != SearchMode::Keyword {
-        let keyword: HashMap<i64, &KeywordEvidence> =
-            keyword.iter().map(|(id, e)| (*id, e)).collect();
+        // Hybrid mode listed every keyword passage above; vector mode looks up the keyword
+        // evidence of the passages it lists.
+        let keyword_of: HashMap<i64, KeywordEvidence> = if mode == SearchMode::Vector {
+            keyword.iter().copied().collect()
+        } else {
+            HashMap::new()
+        };
         for id in &v.order {
             match at.get(id) {
                 Some(&i) => out[i].found_by = FoundBy::Both,
@@ -403,7 +408,7 @@ fn combine(
                     out.push(Candidate {
                         chunk_id: *id,
                         evidence: PassageEvidence {
-                            keyword: keyword.get(id).copied().copied(),
+                            keyword: keyword_of.get(id).copied(),
                             vector: None,
                             embedded: true,
                         },
