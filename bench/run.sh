@@ -53,10 +53,10 @@ judged_sets() {
   QUARRY_EMBED_MODEL="$MINILM" "$QUARRY" --index en embed >&2
   QUARRY_EMBED_MODEL="$E5" "$QUARRY" --index zh embed >&2
   QUARRY_EMBED_MODEL="$MINILM" "$QUARRY" --index qmd embed >&2
-  for set in tldr-en tldr-en-desc; do
+  for set in tldr-en tldr-en-desc tldr-en-held; do
     echo "# eval/$set.jsonl (all-MiniLM-L6-v2$1)"; QUARRY_EMBED_MODEL="$MINILM" "$QUARRY" --index en eval "eval/$set.jsonl" -c tldr
   done
-  for set in tldr-zh tldr-zh-desc zh-hard; do
+  for set in tldr-zh tldr-zh-desc zh-hard tldr-zh-held; do
     echo "# eval/$set.jsonl (multilingual-e5-small$1)"; QUARRY_EMBED_MODEL="$E5" "$QUARRY" --index zh eval "eval/$set.jsonl" -c tldr
   done
   for set in queries deep-research; do

@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """Validate the Quarry retrieval eval sets (stdlib only).
 
-Checks every line of eval/tldr-en.jsonl and eval/tldr-zh.jsonl:
+Checks every line of eval/tldr-en.jsonl, eval/tldr-zh.jsonl and their held-out companions
+eval/tldr-en-held.jsonl and eval/tldr-zh-held.jsonl:
   * is a valid JSON object
   * has "query" (non-empty string), "relevant" (non-empty list of strings,
     1-3 entries, no duplicates) and "kind" (keyword | question | paraphrase)
   * every relevant path is relative, exists as a file under --corpus,
     and lives under pages/ (English set) or pages.zh/ (Chinese set)
-  * no query appears twice (across both files, after whitespace/case folding)
+  * no query appears twice (across these files, after whitespace/case folding)
 
 Also checks eval/long-docs.jsonl (questions over long documents, see eval/README.md):
   * "query", "lang" (en | zh), "kind" (question | paraphrase | keyword | unanswerable),
@@ -35,6 +36,8 @@ DEFAULT_CORPUS = os.path.normpath(os.path.join(REPO_ROOT, "..", "shared", "corpo
 DEFAULT_FILES = {
     os.path.join(HERE, "tldr-en.jsonl"): "pages/",
     os.path.join(HERE, "tldr-zh.jsonl"): "pages.zh/",
+    os.path.join(HERE, "tldr-en-held.jsonl"): "pages/",
+    os.path.join(HERE, "tldr-zh-held.jsonl"): "pages.zh/",
 }
 KINDS = {"keyword", "question", "paraphrase"}
 MAX_RELEVANT = 3
@@ -220,7 +223,7 @@ def main():
     ap.add_argument("--docs", default=DEFAULT_DOCS,
                     help="documents folder of eval/long-docs.jsonl (default: %(default)s)")
     ap.add_argument("files", nargs="*",
-                    help="JSONL files to check (default: eval/tldr-en.jsonl eval/tldr-zh.jsonl)")
+                    help="JSONL files to check (default: the tldr sets named above)")
     args = ap.parse_args()
 
     if not os.path.isdir(args.corpus):

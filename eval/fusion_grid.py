@@ -3,14 +3,18 @@
 per-query vector share of calibration.rs) on feature dumps and searches its constants.
 
     quarry eval eval/SET.jsonl -c tldr --features DUMPS/SET.jsonl   # tldr-en, tldr-en-desc,
-    #   tldr-zh, tldr-zh-desc, zh-hard; the QMD sets as qmd-queries, qmd-deep-research
+    #   tldr-zh, tldr-zh-desc, zh-hard, and (shown, never fitted) tldr-en-held, tldr-zh-held;
+    #   the QMD sets as qmd-queries, qmd-deep-research
     python3 eval/fusion_grid.py DUMPS
 
 Prints each set's search / vsearch / query nDCG@10 (Hit@3) with the current constants (the
-replay reproduces `quarry eval` exactly), the best share constants on four tldr sets with
-tldr-en held out, and the best with one more feature (the two leaders agree). Needs numpy.
+replay reproduces `quarry eval` exactly), then the searches behind them: the share's first
+four constants with tldr-en held out, one more feature (the two leaders agree), the stop-43
+families (cross ranks, share-weighted RRF, a vector-leader guard), and the current fifth
+feature, whether the query is phrased as a question, with each set held out in turn.
+Needs numpy.
 """
-import math, sys, itertools
+import math, sys, itertools, re
 from pathlib import Path
 from collections import defaultdict
 import numpy as np
@@ -20,8 +24,20 @@ import fit_calibration as fc
 # feature is 0 for documents).
 K = np.array([-2.045, 0.8306, 1.766, -1.682, 1.393])
 V = np.array([-1.753, 0.823, -0.8882, -0.5417, 0.07561])
+# calibration.rs SHARE and phrased_as_question.
+SHARE = (3.0, 0.5, -1.0, -8.0, 3.0)
+QUESTION_WORDS = {'how', 'what', 'which', 'why', 'where', 'when', 'who', 'whom', 'whose'}
+def phrased_as_question(q):
+    q = q.strip()
+    if q.endswith(('?', '？')):
+        return True
+    first = re.match(r'[A-Za-z]*', q).group(0)
+    rest = q[len(first):]
+    return (not rest or not rest[0].isalnum()) and first.lower() in QUESTION_WORDS
 DUMPS = Path(sys.argv[1] if len(sys.argv) > 1 else '/tmp/f')
-sets = {n: str(DUMPS / f'{n}.jsonl') for n in ['tldr-en','tldr-en-desc','tldr-zh','tldr-zh-desc','zh-hard','qmd-queries','qmd-deep-research']}
+# The QMD sets and the two *-held sets are never fitted on, only shown (the latter when dumped).
+sets = {n: str(DUMPS / f'{n}.jsonl') for n in ['tldr-en','tldr-en-desc','tldr-zh','tldr-zh-desc','zh-hard','qmd-queries','qmd-deep-research','tldr-en-held','tldr-zh-held']
+        if not n.endswith('-held') or (DUMPS / f'{n}.jsonl').exists()}
 data = {}
 for n, p in sets.items():
     rows = fc.load([p])
@@ -42,7 +58,7 @@ for n, p in sets.items():
         judged = next((r['judged'] for r in c if 'judged' in r), None) or max(int(rel.sum()), 1)
         kr = np.array([r['keyword']['rank'] if r['keyword'] else 999 for r in c])
         vr = np.array([r['vector']['rank'] if r['vector'] else 999 for r in c])
-        qs.append((kn, vn, lk, lv, m, cov, rel, judged, kr, vr))
+        qs.append((kn, vn, lk, lv, m, cov, rel, judged, kr, vr, float(phrased_as_question(q))))
     data[n] = qs
 def metrics(order_rel, judged):
     f = order_rel[:10]
@@ -54,7 +70,7 @@ def evaluate(share_fn):
     out = {}
     for n, qs in data.items():
         h = d = 0
-        for kn, vn, lk, lv, m, cov, rel, judged, kr, vr in qs:
+        for kn, vn, lk, lv, m, cov, rel, judged, kr, vr, qf in qs:
             s = share_fn(lk, lv, m, cov)
             score = (1-s)*kn + s*vn
             o = np.argsort(-score, kind='stable')
@@ -65,7 +81,7 @@ def single(side):
     out = {}
     for n, qs in data.items():
         h = d = 0
-        for kn, vn, lk, lv, m, cov, rel, judged, kr, vr in qs:
+        for kn, vn, lk, lv, m, cov, rel, judged, kr, vr, qf in qs:
             r = kr if side == 'k' else vr
             o = np.argsort(r, kind='stable')
             a, b = metrics(rel[o], judged); h += a; d += b
@@ -73,7 +89,18 @@ def single(side):
     return out
 S, Vs = single('k'), single('v')
 sig = lambda x: 1/(1+math.exp(-x))
-cur = evaluate(lambda lk, lv, m, c: sig(1.5 + 0.5*(lv-lk) - 2*m - 4*c))
+def evaluate_q(consts):
+    a, b, c, d, e = consts
+    out = {}
+    for n, qs in data.items():
+        h = dd = 0
+        for kn, vn, lk, lv, m, cov, rel, judged, kr, vr, qf in qs:
+            s = sig(a + b*(lv-lk) + c*m + d*cov + e*qf)
+            o = np.argsort(-((1-s)*kn + s*vn), kind='stable')
+            x, y = metrics(rel[o], judged); h += x; dd += y
+        out[n] = (h/len(qs), dd/len(qs))
+    return out
+cur = evaluate_q(SHARE)
 print('set            search        vsearch       query(current)')
 for n in data: print(f'{n:14} {S[n][1]:.3f} ({S[n][0]:.3f}) {Vs[n][1]:.3f} ({Vs[n][0]:.3f}) {cur[n][1]:.3f} ({cur[n][0]:.3f})')
 fit = ['tldr-en-desc','tldr-zh','tldr-zh-desc','zh-hard']  # tldr-en held out here
@@ -89,7 +116,7 @@ def evaluate2(fn):
     out = {}
     for n, qs in data.items():
         h = d = 0
-        for kn, vn, lk, lv, m, cov, rel, judged, kr, vr in qs:
+        for kn, vn, lk, lv, m, cov, rel, judged, kr, vr, qf in qs:
             ag = float(np.argmin(kr) == np.argmin(vr))
             s = fn(lk, lv, m, cov, ag)
             o = np.argsort(-((1-s)*kn + s*vn), kind='stable')
@@ -111,7 +138,7 @@ def evaluate3(share_fn, family='minmax', k=10, guard=False):
     out = {}
     for n, qs in data.items():
         h = d = 0
-        for kn, vn, lk, lv, m, cov, rel, judged, kr, vr in qs:
+        for kn, vn, lk, lv, m, cov, rel, judged, kr, vr, qf in qs:
             kl, vl = int(np.argmin(kr)), int(np.argmin(vr))
             s = share_fn(lk, lv, m, cov, math.log(1 + min(vr[kl], 100)), math.log(1 + min(kr[vl], 100)))
             if family == 'rrf':
@@ -127,7 +154,7 @@ def evaluate3(share_fn, family='minmax', k=10, guard=False):
 def both_margins(r):
     return (min(r[n][0] - max(S[n][0], Vs[n][0]) for n in allsets),
             min(r[n][1] - max(S[n][1], Vs[n][1]) for n in allsets))
-print('current constants: smallest Hit@3 / nDCG@10 margins', [round(x, 3) for x in both_margins(cur)])
+print('stop-42 constants (no question feature): smallest Hit@3 / nDCG@10 margins', [round(x, 3) for x in both_margins(evaluate_q((1.5, 0.5, -2.0, -4.0, 0.0)))])
 cand = []
 for a, b, c, d, e, f in itertools.product([0.5,1.5,2.5],[0.25,0.5,0.75],[-3,-2,-1],[-6,-4,-2],[-0.5,0,0.5],[-0.5,0,0.5]):
     mh, md = both_margins(evaluate3(lambda lk, lv, m, cv, vk, kv: sig(a + b*(lv-lk) + c*m + d*cv + e*vk + f*kv)))
@@ -141,3 +168,26 @@ cand.append((min(mh, md), mh, md, ('current share, vector leader kept in the top
 cand.sort(key=lambda x: x[0], reverse=True)
 print('best of the other families (smallest margin, Hit@3 margin, nDCG@10 margin, constants):')
 for x in cand[:5]: print('  ', [round(v, 3) for v in x[:3]], x[3])
+
+# Stop 44: the query's form. A question (phrased_as_question) is worded the asker's way, where
+# vectors beat term matching; the share gets it as a fifth feature. Candidates are ranked by
+# the smallest margin over the five tldr sets at Hit@3 and nDCG@10, then by the summed nDCG@10
+# margin; each set is then held out in turn (constants chosen on the other four).
+grid = []
+for consts in itertools.product([2,3,4,5,6],[0.25,0.5,0.75],[-2,-1,0],[-14,-12,-10,-8,-6],[0,1,2,3,4]):
+    r = evaluate_q(consts)
+    mh, md = both_margins(r)
+    grid.append((round(min(mh, md), 4), sum(r[n][1] - max(S[n][1], Vs[n][1]) for n in allsets), mh, md, consts, r))
+grid.sort(key=lambda x: (x[0], x[1]), reverse=True)
+print('with the question feature (smallest margin, Hit@3 margin, nDCG@10 margin, constants):')
+for x in grid[:3]: print('  ', [round(v, 3) for v in (x[0], x[2], x[3])], x[4])
+print('  current SHARE', SHARE, [round(v, 3) for v in both_margins(cur)])
+for n in data: print(f'    {n:18} query {cur[n][1]:.3f} ({cur[n][0]:.3f})')
+print('each set held out (constants chosen on the other four):')
+for held in allsets:
+    fit = [n for n in allsets if n != held]
+    key = lambda x: (round(min(min(x[5][n][0] - max(S[n][0], Vs[n][0]), x[5][n][1] - max(S[n][1], Vs[n][1])) for n in fit), 4),
+                     sum(x[5][n][1] - max(S[n][1], Vs[n][1]) for n in fit))
+    best = max(grid, key=key)
+    h, d = best[5][held]
+    print(f'  {held:14} {best[4]}  Hit@3 {h:.3f} ({h - max(S[held][0], Vs[held][0]):+.3f})  nDCG@10 {d:.3f} ({d - max(S[held][1], Vs[held][1]):+.3f})')

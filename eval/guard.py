@@ -35,9 +35,11 @@ QMD = HERE.parent.parent / "shared/corpora/qmd-eval"
 SETS = {
     "tldr-en": (HERE / "tldr-en.jsonl", "en", TLDR, "pages/**/*.md", "QUARRY_TEST_MINILM"),
     "tldr-en-desc": (HERE / "tldr-en-desc.jsonl", "en", TLDR, "pages/**/*.md", "QUARRY_TEST_MINILM"),
+    "tldr-en-held": (HERE / "tldr-en-held.jsonl", "en", TLDR, "pages/**/*.md", "QUARRY_TEST_MINILM"),
     "tldr-zh": (HERE / "tldr-zh.jsonl", "zh", TLDR, "pages.zh/**/*.md", "QUARRY_TEST_E5"),
     "tldr-zh-desc": (HERE / "tldr-zh-desc.jsonl", "zh", TLDR, "pages.zh/**/*.md", "QUARRY_TEST_E5"),
     "zh-hard": (HERE / "zh-hard.jsonl", "zh", TLDR, "pages.zh/**/*.md", "QUARRY_TEST_E5"),
+    "tldr-zh-held": (HERE / "tldr-zh-held.jsonl", "zh", TLDR, "pages.zh/**/*.md", "QUARRY_TEST_E5"),
     "qmd-queries": (QMD / "queries.jsonl", "qmd", QMD / "docs", "**/*.md", "QUARRY_TEST_MINILM"),
     "qmd-deep-research": (QMD / "deep-research.jsonl", "qmd", QMD / "docs", "**/*.md", "QUARRY_TEST_MINILM"),
 }

@@ -210,18 +210,24 @@ impl Calibration {
     }
 }
 
-/// Coefficients of the per-query vector share `σ(a + b·(lv − lk) + c·margin + d·coverage)`
-/// (`hybrid.rs`): lk, lv are the logits of each list's best hit, margin and coverage those of
-/// the keyword leader. Chosen on the five judged sets with vectors to maximise the smallest
-/// margin of hybrid over the better single mode (`eval/README.md`).
-const SHARE: [f64; 4] = [1.5, 0.5, -2.0, -4.0];
+/// Coefficients of the per-query vector share
+/// `σ(a + b·(lv − lk) + c·margin + d·coverage + e·question)` (`hybrid.rs`): lk, lv are the
+/// logits of each list's best hit, margin and coverage those of the keyword leader, question
+/// whether the query is phrased as a question ([`phrased_as_question`]). Chosen on the five
+/// judged sets with vectors to maximise the smallest margin of hybrid over the better single
+/// mode, at Hit@3 and nDCG@10 (`eval/fusion_grid.py`, `eval/README.md`).
+const SHARE: [f64; 5] = [3.0, 0.5, -1.0, -8.0, 3.0];
 /// The top logit of a retriever that returned nothing.
 const ABSENT_LOGIT: f64 = -8.0;
 
 /// The vector share of a query's hybrid ranking. Vectors lead unless the keyword leader
 /// covers much of the query and stands clear of the next hit, or the keyword list is the
-/// surer of the two.
-pub fn adaptive_vector_share(keyword: &[KeywordEvidence], vector: &[VectorEvidence]) -> f64 {
+/// surer of the two; a question leans further towards the vectors.
+pub fn adaptive_vector_share(
+    keyword: &[KeywordEvidence],
+    vector: &[VectorEvidence],
+    question: bool,
+) -> f64 {
     let lk = keyword
         .iter()
         .map(|e| DOCUMENTS.keyword.logit(e))
@@ -233,7 +239,41 @@ pub fn adaptive_vector_share(keyword: &[KeywordEvidence], vector: &[VectorEviden
     let (margin, coverage) = keyword
         .first()
         .map_or((0.0, 0.0), |e| (e.margin, e.coverage));
-    sigmoid(SHARE[0] + SHARE[1] * (lv - lk) + SHARE[2] * margin + SHARE[3] * coverage)
+    sigmoid(
+        SHARE[0]
+            + SHARE[1] * (lv - lk)
+            + SHARE[2] * margin
+            + SHARE[3] * coverage
+            + SHARE[4] * f64::from(u8::from(question)),
+    )
+}
+
+/// English question words that open a question.
+const QUESTION_WORDS: [&str; 9] = [
+    "how", "what", "which", "why", "where", "when", "who", "whom", "whose",
+];
+
+/// Whether a query is phrased as a question: it ends with a question mark (`?`, `？`) or
+/// opens with an English question word. A question is worded the asker's way rather than
+/// the documents', which is where vectors beat term matching; a keyword-style query
+/// (`tar extract gz`, a page's own description) is not. Chinese question words (怎么, 如何)
+/// were tried and cost nDCG on the Chinese sets, where the vectors are weaker
+/// (`eval/README.md`), so only the question mark counts there.
+pub fn phrased_as_question(query: &str) -> bool {
+    let query = query.trim();
+    if query.ends_with(['?', '？']) {
+        return true;
+    }
+    let first: String = query
+        .chars()
+        .take_while(char::is_ascii_alphabetic)
+        .map(|c| c.to_ascii_lowercase())
+        .collect();
+    let opens_word = query[first.len()..]
+        .chars()
+        .next()
+        .is_none_or(|c| !c.is_alphanumeric());
+    opens_word && QUESTION_WORDS.contains(&first.as_str())
 }
 
 /// Probabilities for one retriever's list, best first, made non-increasing down the list
@@ -389,6 +429,35 @@ mod tests {
         assert!(DOCUMENTS.hybrid(Some(&k[0]), None) > DOCUMENTS.hybrid(Some(&k[1]), None));
         assert!(DOCUMENTS.hybrid(None, Some(&v[0])) > DOCUMENTS.hybrid(None, Some(&v[4])));
         assert!((0.0..=1.0).contains(&best) && DOCUMENTS.hybrid(None, None) < 0.05);
+    }
+
+    #[test]
+    fn questions_are_recognised_by_their_form() {
+        for q in [
+            "how do I follow a log file?",
+            "What is the purpose of /var/tmp",
+            "Why?",
+            "git rebase or merge?",
+            "如何查看磁盘剩余空间？",
+            "  where does the kernel image live  ",
+        ] {
+            assert!(phrased_as_question(q), "{q}");
+        }
+        for q in [
+            "tar extract gz",
+            "however long it takes",
+            "whatis database",
+            "Do not prompt for confirmation",
+            "如何查看磁盘剩余空间",
+            "",
+            "?!",
+        ] {
+            assert!(!phrased_as_question(q), "{q}");
+        }
+        // A question leans the share towards the vectors, all else equal.
+        let k = keyword_evidence(&[12.0, 6.0], 24.0);
+        let v = vector_evidence(&[0.7, 0.5, 0.4]);
+        assert!(adaptive_vector_share(&k, &v, true) > adaptive_vector_share(&k, &v, false));
     }
 
     #[test]

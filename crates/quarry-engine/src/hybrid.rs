@@ -65,11 +65,13 @@ pub const EXPANSION_DISCOUNT: f64 = 0.9;
 /// Order: each list's scores min-max normalised (BM25, cosine) and mixed with a vector share
 /// that follows the two retrievers' confidence *on this query*
 /// ([`calibration::adaptive_vector_share`]): a query whose keyword leader covers it and stands
-/// clear follows the keyword list; otherwise the vectors lead. Score: [`calibration::Calibration::hybrid`], capped by the
+/// clear follows the keyword list; otherwise, and more so for a `question`
+/// ([`calibration::phrased_as_question`]), the vectors lead. Score: [`calibration::Calibration::hybrid`], capped by the
 /// score above so the list never shows scores out of order. Without vectors: keyword alone.
 fn per_query_ranking(
     keyword: &[(i64, KeywordEvidence)],
     vector: Option<&[(i64, VectorEvidence)]>,
+    question: bool,
 ) -> Vec<(i64, f64)> {
     let Some(vector) = vector else {
         let evidence: Vec<KeywordEvidence> = keyword.iter().map(|(_, e)| *e).collect();
@@ -83,7 +85,7 @@ fn per_query_ranking(
     };
     let kw_evidence: Vec<KeywordEvidence> = keyword.iter().map(|(_, e)| *e).collect();
     let vec_evidence: Vec<VectorEvidence> = vector.iter().map(|(_, e)| *e).collect();
-    let share = calibration::adaptive_vector_share(&kw_evidence, &vec_evidence);
+    let share = calibration::adaptive_vector_share(&kw_evidence, &vec_evidence, question);
     let normalised = |ids: Vec<i64>, scores: Vec<f64>| -> HashMap<i64, f64> {
         ids.into_iter().zip(min_max(&scores)).collect()
     };
@@ -144,11 +146,14 @@ fn min_max(scores: &[f64]) -> Vec<f64> {
 }
 
 /// Default fusion: each query's ranking ([`per_query_ranking`]) merged by
-/// [`best_over_variants`].
-fn calibrated_fusion(evidence: &Evidence) -> Vec<(i64, f64)> {
+/// [`best_over_variants`]; `queries` are the texts behind `evidence`'s lists.
+fn calibrated_fusion(evidence: &Evidence, queries: &[String]) -> Vec<(i64, f64)> {
     let rankings = evidence.keyword.iter().enumerate().map(|(i, kw)| {
         let vec = evidence.vector.as_ref().map(|v| v[i].as_slice());
-        per_query_ranking(kw, vec)
+        let question = queries
+            .get(i)
+            .is_some_and(|q| calibration::phrased_as_question(q));
+        per_query_ranking(kw, vec, question)
             .into_iter()
             .map(|(id, p)| (id, p, ()))
             .collect()
@@ -240,7 +245,7 @@ impl Engine {
             &mut warnings,
         )?;
         let mut fused = match self.fusion {
-            Fusion::Calibrated => calibrated_fusion(&evidence),
+            Fusion::Calibrated => calibrated_fusion(&evidence, &queries),
             Fusion::Rrf => rrf_fusion(&evidence, &weight),
         };
         fused.retain(|(id, _)| !evidence.outside.contains(id));
@@ -572,7 +577,7 @@ mod tests {
             .into_iter()
             .zip(calibration::vector_evidence(&flat))
             .collect();
-        let r = per_query_ranking(&kw, Some(&vec));
+        let r = per_query_ranking(&kw, Some(&vec), false);
         assert_eq!(r[0].0, 1, "{r:?}");
         assert!(r.windows(2).all(|w| w[0].1 >= w[1].1), "{r:?}");
         // Keyword: a weak, flat match. Vectors: doc 2 stands far above the rest. (Min-max
@@ -585,11 +590,11 @@ mod tests {
         sharp.extend([0.30f32; 9]);
         let vec: Vec<(i64, VectorEvidence)> =
             (2..12).zip(calibration::vector_evidence(&sharp)).collect();
-        let r = per_query_ranking(&kw, Some(&vec));
+        let r = per_query_ranking(&kw, Some(&vec), false);
         assert_eq!(r[0].0, 2, "{r:?}");
         assert!(r.windows(2).all(|w| w[0].1 >= w[1].1), "{r:?}");
         // Without vectors the keyword order and its probabilities stand.
-        let alone = per_query_ranking(&kw, None);
+        let alone = per_query_ranking(&kw, None, false);
         assert_eq!(ids(&alone), [3, 4, 5]);
         assert!(alone.windows(2).all(|w| w[0].1 >= w[1].1));
     }
