@@ -33,7 +33,7 @@ def phrased_as_question(q):
         return True
     first = re.match(r'[A-Za-z]*', q).group(0)
     rest = q[len(first):]
-    return (not rest or not rest[0].isalnum()) and first.lower() in QUESTION_WORDS
+    return (not rest or rest[0].isspace() or rest[0] in "'’") and first.lower() in QUESTION_WORDS
 DUMPS = Path(sys.argv[1] if len(sys.argv) > 1 else '/tmp/f')
 # The QMD sets and the two *-held sets are never fitted on, only shown (the latter when dumped).
 sets = {n: str(DUMPS / f'{n}.jsonl') for n in ['tldr-en','tldr-en-desc','tldr-zh','tldr-zh-desc','zh-hard','qmd-queries','qmd-deep-research','tldr-en-held','tldr-zh-held']

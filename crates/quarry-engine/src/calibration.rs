@@ -269,10 +269,11 @@ pub fn phrased_as_question(query: &str) -> bool {
         .take_while(char::is_ascii_alphabetic)
         .map(|c| c.to_ascii_lowercase())
         .collect();
+    // The word itself, or its contraction ("what's"), not a compound ("how-to").
     let opens_word = query[first.len()..]
         .chars()
         .next()
-        .is_none_or(|c| !c.is_alphanumeric());
+        .is_none_or(|c| c.is_whitespace() || c == '\'' || c == '’');
     opens_word && QUESTION_WORDS.contains(&first.as_str())
 }
 
@@ -440,6 +441,7 @@ mod tests {
             "git rebase or merge?",
             "如何查看磁盘剩余空间？",
             "  where does the kernel image live  ",
+            "what's using port 8080",
         ] {
             assert!(phrased_as_question(q), "{q}");
         }
@@ -447,6 +449,7 @@ mod tests {
             "tar extract gz",
             "however long it takes",
             "whatis database",
+            "how-to guide for nginx",
             "Do not prompt for confirmation",
             "如何查看磁盘剩余空间",
             "",
