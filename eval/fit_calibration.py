@@ -23,6 +23,7 @@ lower bound.
 import argparse
 import json
 import math
+import re
 from collections import defaultdict
 
 import numpy as np
@@ -58,6 +59,31 @@ def add_margins(rows):
             r["vector"]["margin"] = r["vector"]["z"] - nxt
 
 
+def grouped(path):
+    """A feature dump's hits grouped by query, in first-seen order: [(query, hits)]."""
+    groups = defaultdict(list)
+    for r in load([path]):
+        groups[r["query"]].append(r)
+    return list(groups.items())
+
+
+def minmax(hits, side, field):
+    """Each hit's `side` score min-max normalised over the hits that side found (0 where it
+    found none; 1 for a single or tied list), as hybrid.rs normalises each list."""
+    vals = [r[side][field] for r in hits if r[side]]
+    hi, lo = (max(vals), min(vals)) if vals else (0, 0)
+    return np.array([((r[side][field] - lo) / (hi - lo) if hi > lo else 1.0) if r[side] else 0.0
+                     for r in hits])
+
+
+def hit3_ndcg10(order_rel, judged):
+    """Hit@3 and nDCG@10 of relevance flags in ranked order, `judged` relevant pages."""
+    f = order_rel[:10]
+    dcg = sum(1 / math.log2(i + 2) for i, x in enumerate(f) if x)
+    idcg = sum(1 / math.log2(i + 2) for i in range(min(judged, 10)))
+    return float(f[:3].any()), dcg / idcg
+
+
 def kw_x(e):
     return [1.0, e["coverage"], e["relative"], math.log(1 + e["rank"]), e["margin"]]
 
@@ -67,9 +93,22 @@ def vec_x(e):
 
 
 ABSENT_RANK = 60
-# calibration.rs SHARE: the per-query vector share σ(a + b·(lv − lk) + c·margin + d·coverage)
-# of the hybrid ranking (margin, coverage: the keyword leader's).
-SHARE = (1.5, 0.5, -2.0, -4.0)
+# calibration.rs SHARE: the per-query vector share
+# σ(a + b·(lv − lk) + c·margin + d·coverage + e·question) of the hybrid ranking (margin,
+# coverage: the keyword leader's; question: phrased_as_question).
+SHARE = (3.0, 0.5, -1.0, -8.0, 3.0)
+QUESTION_WORDS = {"how", "what", "which", "why", "where", "when", "who", "whom", "whose"}
+
+
+def phrased_as_question(q):
+    """calibration.rs phrased_as_question: ends with ?/？ or opens with an English question
+    word (alone or contracted, not inside a compound)."""
+    q = q.strip()
+    if q.endswith(("?", "？")):
+        return True
+    first = re.match(r"[A-Za-z]*", q).group(0)
+    rest = q[len(first):]
+    return (not rest or rest[0].isspace() or rest[0] in "'’") and first.lower() in QUESTION_WORDS
 
 
 def hyb_x(r, K, V):
@@ -148,7 +187,8 @@ def report(title, rows, K, V, H):
         lv = max((float(np.dot(V, vec_x(r["vector"]))) for r in c if r["vector"]), default=-8.0)
         top = next((r["keyword"] for r in c if r["keyword"] and r["keyword"]["rank"] == 0), None)
         margin, coverage = (top["margin"], top["coverage"]) if top else (0.0, 0.0)
-        x = SHARE[0] + SHARE[1] * (lv - lk) + SHARE[2] * margin + SHARE[3] * coverage
+        x = (SHARE[0] + SHARE[1] * (lv - lk) + SHARE[2] * margin + SHARE[3] * coverage
+             + SHARE[4] * phrased_as_question(key[1]))
         share = float(sigmoid(x)) if has_vec[key[0]] else 0.0
         order = sorted(c, key=lambda r: -((1 - share) * kn.get(id(r), 0.0) + share * vn.get(id(r), 0.0)))
         cap, cands = 1.0, []

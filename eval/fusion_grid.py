@@ -14,9 +14,8 @@ families (cross ranks, share-weighted RRF, a vector-leader guard), and the curre
 feature, whether the query is phrased as a question, with each set held out in turn.
 Needs numpy.
 """
-import math, sys, itertools, re
+import math, sys, itertools
 from pathlib import Path
-from collections import defaultdict
 import numpy as np
 sys.path.insert(0, str(Path(__file__).parent))
 import fit_calibration as fc
@@ -24,32 +23,16 @@ import fit_calibration as fc
 # feature is 0 for documents).
 K = np.array([-2.045, 0.8306, 1.766, -1.682, 1.393])
 V = np.array([-1.753, 0.823, -0.8882, -0.5417, 0.07561])
-# calibration.rs SHARE and phrased_as_question.
-SHARE = (3.0, 0.5, -1.0, -8.0, 3.0)
-QUESTION_WORDS = {'how', 'what', 'which', 'why', 'where', 'when', 'who', 'whom', 'whose'}
-def phrased_as_question(q):
-    q = q.strip()
-    if q.endswith(('?', '？')):
-        return True
-    first = re.match(r'[A-Za-z]*', q).group(0)
-    rest = q[len(first):]
-    return (not rest or rest[0].isspace() or rest[0] in "'’") and first.lower() in QUESTION_WORDS
+SHARE, phrased_as_question = fc.SHARE, fc.phrased_as_question
 DUMPS = Path(sys.argv[1] if len(sys.argv) > 1 else '/tmp/f')
 # The QMD sets and the two *-held sets are never fitted on, only shown (the latter when dumped).
 sets = {n: str(DUMPS / f'{n}.jsonl') for n in ['tldr-en','tldr-en-desc','tldr-zh','tldr-zh-desc','zh-hard','qmd-queries','qmd-deep-research','tldr-en-held','tldr-zh-held']
         if not n.endswith('-held') or (DUMPS / f'{n}.jsonl').exists()}
 data = {}
 for n, p in sets.items():
-    rows = fc.load([p])
-    groups = defaultdict(list)
-    for r in rows: groups[r['query']].append(r)
     qs = []
-    for q, c in groups.items():
-        def norm(side, field):
-            vals = [r[side][field] for r in c if r[side]]
-            hi, lo = (max(vals), min(vals)) if vals else (0, 0)
-            return np.array([((r[side][field] - lo) / (hi - lo) if hi > lo else 1.0) if r[side] else 0.0 for r in c])
-        kn, vn = norm('keyword','bm25'), norm('vector','similarity')
+    for q, c in fc.grouped(p):
+        kn, vn = fc.minmax(c, 'keyword', 'bm25'), fc.minmax(c, 'vector', 'similarity')
         lk = max((float(np.dot(K, fc.kw_x(r['keyword']))) for r in c if r['keyword']), default=-8.0)
         lv = max((float(np.dot(V, fc.vec_x(r['vector']))) for r in c if r['vector']), default=-8.0)
         top = next((r['keyword'] for r in c if r['keyword'] and r['keyword']['rank'] == 0), None)
@@ -60,12 +43,7 @@ for n, p in sets.items():
         vr = np.array([r['vector']['rank'] if r['vector'] else 999 for r in c])
         qs.append((kn, vn, lk, lv, m, cov, rel, judged, kr, vr, float(phrased_as_question(q))))
     data[n] = qs
-def metrics(order_rel, judged):
-    f = order_rel[:10]
-    hit = float(f[:3].any())
-    dcg = sum(1/math.log2(i+2) for i, x in enumerate(f) if x)
-    idcg = sum(1/math.log2(i+2) for i in range(min(judged, 10)))
-    return hit, dcg/idcg
+metrics = fc.hit3_ndcg10
 def evaluate(share_fn):
     out = {}
     for n, qs in data.items():

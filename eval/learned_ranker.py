@@ -13,7 +13,6 @@ figures.
 """
 import math, sys
 from pathlib import Path
-from collections import defaultdict
 import numpy as np
 sys.path.insert(0, str(Path(__file__).parent))
 import fit_calibration as fc
@@ -25,16 +24,9 @@ tldr = names[:5]
 sig = lambda x: 1/(1+np.exp(-x))
 data = {}
 for n in names:
-    rows = fc.load([str(DUMPS / f'{n}.jsonl')])
-    groups = defaultdict(list)
-    for r in rows: groups[r['query']].append(r)
     qs = []
-    for q, c in groups.items():
-        def norm(side, field):
-            vals = [r[side][field] for r in c if r[side]]
-            hi, lo = (max(vals), min(vals)) if vals else (0, 0)
-            return np.array([((r[side][field] - lo) / (hi - lo) if hi > lo else 1.0) if r[side] else 0.0 for r in c])
-        kn, vn = norm('keyword','bm25'), norm('vector','similarity')
+    for q, c in fc.grouped(str(DUMPS / f'{n}.jsonl')):
+        kn, vn = fc.minmax(c, 'keyword', 'bm25'), fc.minmax(c, 'vector', 'similarity')
         pk = np.array([float(np.dot(K, fc.kw_x(r['keyword']))) if r['keyword'] else -8.0 for r in c])
         pv = np.array([float(np.dot(V, fc.vec_x(r['vector']))) if r['vector'] else -8.0 for r in c])
         lk, lv = pk.max(), pv.max()
@@ -54,12 +46,7 @@ for n in names:
                       cur], 1)
         qs.append(dict(X=X, rel=rel, judged=judged, kr=kr, vr=vr, cur=cur))
     data[n] = qs
-def metrics(order_rel, judged):
-    f = order_rel[:10]
-    hit = float(f[:3].any())
-    dcg = sum(1/math.log2(i+2) for i, x in enumerate(f) if x)
-    idcg = sum(1/math.log2(i+2) for i in range(min(judged, 10)))
-    return hit, dcg/idcg
+metrics = fc.hit3_ndcg10
 def ev(n, scorer):
     h = d = 0
     for q in data[n]:
