@@ -606,3 +606,66 @@ fn local_model_finds_paraphrases() {
     let hits = q.json(&["vsearch", "journey by rail"]);
     assert_eq!(hits[0]["file"], "kb/notes/travel.md", "{hits}");
 }
+
+/// With a real model, `query` weighs the vectors more for a question than for the same words
+/// as a statement (`calibration::phrased_as_question`): a question is worded the asker's way,
+/// where term matching misleads. Here the keyword leader (`cscript`, which shares "next step"
+/// and "script") leads the statement; the question, in any of its forms, is led by `sleep`,
+/// the vectors' choice, and `cscript` falls below it.
+#[test]
+fn a_question_leans_query_towards_the_vectors() {
+    let Some(dir) = std::env::var_os("QUARRY_TEST_MINILM") else {
+        eprintln!("skipped: QUARRY_TEST_MINILM is not set (scripts/setup-models provides it)");
+        return;
+    };
+    const PAGES: &[(&str, &str)] = &[
+        (
+            "tools/sleep.md",
+            "# sleep\n\nDelay for a specified amount of time.\n\n- Pause for 5 seconds:\n\n`sleep 5`\n",
+        ),
+        (
+            "tools/cscript.md",
+            "# cscript\n\nRun a Windows Script Host script file from the command line.\n\n- Run a script, stepping through it in the debugger from the next step:\n\n`cscript //X path/to/script.vbs`\n",
+        ),
+        (
+            "tools/wait.md",
+            "# wait\n\nWait for a background process to finish.\n\n- Wait for a job:\n\n`wait %1`\n",
+        ),
+        (
+            "tools/tar.md",
+            "# tar\n\nCreate and extract archives.\n\n- Extract an archive:\n\n`tar xf archive.tar`\n",
+        ),
+        (
+            "notes/meeting.md",
+            "# Weekly meeting\n\nWe discussed the release schedule and the budget.\n",
+        ),
+        (
+            "notes/travel.md",
+            "# Travel plans\n\nTrain to Lyon, then a bus to the mountains.\n",
+        ),
+    ];
+    let mut q = Quarry::new();
+    q.set_env("QUARRY_EMBED_MODEL", &dir.to_string_lossy());
+    let root = q.corpus("kb", PAGES);
+    q.add(&root, "kb");
+    q.json(&["embed"]);
+    let statement = "let the script rest a few seconds before its next step";
+    let keyword = q.json(&["search", statement]);
+    assert_eq!(keyword[0]["file"], "kb/tools/cscript.md", "{keyword}");
+    let res = q.json(&["query", statement]);
+    assert_eq!(files(&res["results"])[0], "kb/tools/cscript.md", "{res}");
+    for question in [
+        format!("{statement}?"),
+        format!("{statement}？"),
+        format!("How do I {statement}"),
+    ] {
+        let res = q.json(&["query", &question]);
+        let order = files(&res["results"]);
+        let at = |f: &str| order.iter().position(|x| x == f).unwrap_or(usize::MAX);
+        assert_eq!(order[0], "kb/tools/sleep.md", "{question}: {res}");
+        assert!(
+            at("kb/tools/cscript.md") > at("kb/tools/sleep.md"),
+            "{question}: {res}"
+        );
+    }
+}
