@@ -178,11 +178,7 @@ def report(title, rows, K, V, H):
         groups[(r["set"], r["query"])].append(r)
     by_q = {}
     for key, c in groups.items():
-        def norm(side, field):
-            vals = [r[side][field] for r in c if r[side]]
-            hi, lo = (max(vals), min(vals)) if vals else (0, 0)
-            return {id(r): ((r[side][field] - lo) / (hi - lo) if hi > lo else 1.0) for r in c if r[side]}
-        kn, vn = norm("keyword", "bm25"), norm("vector", "similarity")
+        kn, vn = minmax(c, "keyword", "bm25"), minmax(c, "vector", "similarity")
         lk = max((float(np.dot(K, kw_x(r["keyword"]))) for r in c if r["keyword"]), default=-8.0)
         lv = max((float(np.dot(V, vec_x(r["vector"]))) for r in c if r["vector"]), default=-8.0)
         top = next((r["keyword"] for r in c if r["keyword"] and r["keyword"]["rank"] == 0), None)
@@ -190,7 +186,7 @@ def report(title, rows, K, V, H):
         x = (SHARE[0] + SHARE[1] * (lv - lk) + SHARE[2] * margin + SHARE[3] * coverage
              + SHARE[4] * phrased_as_question(key[1]))
         share = float(sigmoid(x)) if has_vec[key[0]] else 0.0
-        order = sorted(c, key=lambda r: -((1 - share) * kn.get(id(r), 0.0) + share * vn.get(id(r), 0.0)))
+        order = [c[i] for i in sorted(range(len(c)), key=lambda i: -((1 - share) * kn[i] + share * vn[i]))]
         cap, cands = 1.0, []
         for r in order:
             pk = float(sigmoid(np.dot(K, kw_x(r["keyword"])))) if r["keyword"] else 0.0

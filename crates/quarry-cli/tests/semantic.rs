@@ -631,22 +631,17 @@ fn a_question_leans_query_towards_the_vectors() {
             "tools/wait.md",
             "# wait\n\nWait for a background process to finish.\n\n- Wait for a job:\n\n`wait %1`\n",
         ),
-        (
-            "tools/tar.md",
-            "# tar\n\nCreate and extract archives.\n\n- Extract an archive:\n\n`tar xf archive.tar`\n",
-        ),
-        (
-            "notes/meeting.md",
-            "# Weekly meeting\n\nWe discussed the release schedule and the budget.\n",
-        ),
-        (
-            "notes/travel.md",
-            "# Travel plans\n\nTrain to Lyon, then a bus to the mountains.\n",
-        ),
     ];
+    // Three unrelated pages of DOCS as background.
+    let background = ["tools/tar.md", "notes/meeting.md", "notes/travel.md"];
+    let pages: Vec<(&str, &str)> = PAGES
+        .iter()
+        .chain(DOCS.iter().filter(|(path, _)| background.contains(path)))
+        .copied()
+        .collect();
     let mut q = Quarry::new();
     q.set_env("QUARRY_EMBED_MODEL", &dir.to_string_lossy());
-    let root = q.corpus("kb", PAGES);
+    let root = q.corpus("kb", &pages);
     q.add(&root, "kb");
     q.json(&["embed"]);
     let statement = "let the script rest a few seconds before its next step";
