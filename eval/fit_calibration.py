@@ -93,6 +93,10 @@ def vec_x(e):
 
 
 ABSENT_RANK = 60
+# calibration.rs DOCUMENTS: the keyword and vector models `query` ranks documents with (the
+# vector model's sixth, passage-only feature is 0 for documents).
+DOCUMENTS_KEYWORD = np.array([-2.045, 0.8306, 1.766, -1.682, 1.393])
+DOCUMENTS_VECTOR = np.array([-1.753, 0.823, -0.8882, -0.5417, 0.07561])
 # calibration.rs SHARE: the per-query vector share
 # σ(a + b·(lv − lk) + c·margin + d·coverage + e·question) of the hybrid ranking (margin,
 # coverage: the keyword leader's; question: phrased_as_question).

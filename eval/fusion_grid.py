@@ -19,10 +19,7 @@ from pathlib import Path
 import numpy as np
 sys.path.insert(0, str(Path(__file__).parent))
 import fit_calibration as fc
-# calibration.rs DOCUMENTS: the keyword and vector models (the vector model's sixth, passage-only
-# feature is 0 for documents).
-K = np.array([-2.045, 0.8306, 1.766, -1.682, 1.393])
-V = np.array([-1.753, 0.823, -0.8882, -0.5417, 0.07561])
+K, V = fc.DOCUMENTS_KEYWORD, fc.DOCUMENTS_VECTOR
 SHARE, phrased_as_question = fc.SHARE, fc.phrased_as_question
 DUMPS = Path(sys.argv[1] if len(sys.argv) > 1 else '/tmp/f')
 # The QMD sets and the two *-held sets are never fitted on, only shown (the latter when dumped).

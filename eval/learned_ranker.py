@@ -17,8 +17,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).parent))
 import fit_calibration as fc
 DUMPS = Path(sys.argv[1] if len(sys.argv) > 1 else '/tmp/f')
-K = np.array([-2.045, 0.8306, 1.766, -1.682, 1.393])
-V = np.array([-1.753, 0.823, -0.8882, -0.5417, 0.07561])
+K, V = fc.DOCUMENTS_KEYWORD, fc.DOCUMENTS_VECTOR
 names = ['tldr-en','tldr-en-desc','tldr-zh','tldr-zh-desc','zh-hard','qmd-queries','qmd-deep-research']
 tldr = names[:5]
 sig = lambda x: 1/(1+np.exp(-x))
