@@ -787,6 +787,7 @@ impl Directory {
                 expires_at,
                 tools: token.tools.clone(),
                 endpoint: token.endpoint.clone(),
+                root_token_id: Some(chain.last().unwrap_or(token).id.clone()),
             }),
             scope: Scope {
                 space: m.space.clone(),

@@ -223,6 +223,7 @@ fn user_actor(d: &Directory, user: &str, spaces: &[&str], read_only: bool) -> Pr
             expires_at: None,
             tools: None,
             endpoint: None,
+            root_token_id: Some("t".into()),
         }),
         scope: quarry_core::Scope {
             machine_owner: false,

@@ -33,6 +33,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             expires_at: None,
             tools: Some(vec!["time".into(), "git.git_status".into()]),
             endpoint: None,
+            root_token_id: Some("4a1e2b7c-9d3f-4e21-8f5a-2c6b1d0e9f33".into()),
         }),
         scope: Scope {
             machine_owner: false,

@@ -149,6 +149,7 @@ fn caller(engine: &Engine, user: Option<&str>) -> Result<Principal> {
                     expires_at: None,
                     tools: None,
                     endpoint: None,
+                    root_token_id: None,
                 }),
                 ..owner
             })

@@ -32,6 +32,10 @@ pub struct Identity {
     pub tools: Option<Vec<String>>,
     /// The named tool endpoint (its UUID) the token works at, and nowhere else.
     pub endpoint: Option<String>,
+    /// The first token of this one's chain (the one no token created; this token itself when
+    /// a person made it): what rate limits count, so tokens minted from a throttled token,
+    /// or refreshed by an OAuth grant, share its budget.
+    pub root_token_id: Option<String>,
 }
 
 /// A resolved caller: who (no identity: the machine's owner itself) and what it may reach.
@@ -61,9 +65,13 @@ impl Principal {
         self.scope.machine_owner
     }
 
-    /// Whether the token is read-only.
+    /// Whether the caller may only read: a read-only token, or any token of a user whose
+    /// role in the space is viewer (docs/governance.md: a viewer calls read-only tools only
+    /// and changes nothing in the hub).
     pub fn read_only(&self) -> bool {
-        self.identity.as_ref().is_some_and(|i| i.read_only)
+        self.identity
+            .as_ref()
+            .is_some_and(|i| i.read_only || !self.scope.can(crate::Access::Write))
     }
 
     /// Whether this principal may use the hub tool `full_name` (`package.tool`) of `package`,
@@ -84,7 +92,7 @@ impl Principal {
         {
             return false;
         }
-        !identity.read_only || read_only_tool || named
+        !self.read_only() || read_only_tool || named
     }
 
     /// Whether this principal may use `package` whole (its resources and prompts): no tool
@@ -136,6 +144,7 @@ mod tests {
                 expires_at: None,
                 tools: None,
                 endpoint: None,
+                root_token_id: Some("t1".into()),
             }),
             scope: Scope {
                 machine_owner: false,
@@ -158,6 +167,7 @@ mod tests {
                 expires_at: None,
                 tools: tools.map(|t| t.iter().map(|s| (*s).to_owned()).collect()),
                 endpoint: None,
+                root_token_id: Some("t1".into()),
             }),
             scope: Scope::owner("default"),
             space_id: "s1".into(),
@@ -189,6 +199,12 @@ mod tests {
         assert!(ro_named.may_use_tool("git", "git.git_commit", false));
         assert!(!ro_named.may_use_tool("time", "time.set_clock", false));
         assert!(ro_named.may_use_tool("time", "time.convert_time", true));
+        // A viewer's token (read access in its space) is read-only whatever its flag says.
+        let mut viewer = token(false, None);
+        viewer.scope.access = crate::Access::Read;
+        assert!(viewer.read_only());
+        assert!(!viewer.may_use_tool("git", "git.git_commit", false));
+        assert!(viewer.may_use_tool("git", "git.git_status", true));
         // A prefix is not a package: `git` does not cover `git-extra`.
         assert!(!token(false, Some(&["git"])).may_use_tool("git-extra", "git-extra.x", true));
     }

@@ -109,11 +109,20 @@ fn may_use_custom(caller: &Principal, row: &quarry_store::CustomToolRow) -> bool
     )
 }
 
-/// `Forbidden` for a read-only token.
-fn require_write(caller: &Principal) -> Result<()> {
+/// `Forbidden` unless the caller may change the hub's configuration (register, toggle,
+/// create or delete servers and tools): not a read-only token or a viewer's, and not a token
+/// limited to some tools — a toggle or a server is its user's, shared by all their tokens,
+/// so a scoped token changing one would act outside its scope. Checked before any lookup,
+/// so the answer is the same whether the named tool exists or not.
+pub fn require_write(caller: &Principal) -> Result<()> {
     if caller.read_only() {
         return Err(Error::Forbidden(
-            "this access token is read-only: it cannot change tools or MCP servers".into(),
+            "this access token is read-only (a read-only token, or a viewer's): it cannot change tools or MCP servers".into(),
+        ));
+    }
+    if caller.identity.as_ref().is_some_and(|i| i.tools.is_some()) {
+        return Err(Error::Forbidden(
+            "this access token is limited to some tools (--tools): it cannot change tools or MCP servers".into(),
         ));
     }
     Ok(())

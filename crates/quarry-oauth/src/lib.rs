@@ -398,6 +398,12 @@ fn redirect_uri_problem(uri: &str) -> Option<String> {
     if u.fragment().is_some() {
         return Some(format!("redirect URI {uri:?} must not have a fragment"));
     }
+    // `https://claude.ai@evil.example/` reads as claude.ai to a person and goes elsewhere.
+    if !u.username().is_empty() || u.password().is_some() {
+        return Some(format!(
+            "redirect URI {uri:?} must not carry a user name or password before its host"
+        ));
+    }
     match u.scheme() {
         "https" => None,
         "http" if is_loopback(&u) => None,
@@ -408,6 +414,21 @@ fn redirect_uri_problem(uri: &str) -> Option<String> {
             format!("redirect URI {uri:?} uses the scheme {s:?}, which cannot receive a code"),
         ),
         _ => None,
+    }
+}
+
+/// The part of a redirect URI a person recognises, as a browser would follow it: the
+/// parsed URL's host and port (`claude.ai`, `127.0.0.1:6274`), or an app's scheme when it
+/// has no host. Parsed, not split by hand: in `https://evil.example\@claude.ai/cb` the
+/// backslash ends the host, so that URI returns to `evil.example`.
+pub fn redirect_host(uri: &str) -> String {
+    let Ok(u) = Url::parse(uri) else {
+        return uri.to_owned();
+    };
+    match (u.host_str(), u.port()) {
+        (Some(host), Some(port)) if !host.is_empty() => format!("{host}:{port}"),
+        (Some(host), None) if !host.is_empty() => host.to_owned(),
+        _ => u.scheme().to_owned(),
     }
 }
 

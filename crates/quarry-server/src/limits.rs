@@ -1,5 +1,5 @@
 //! Rate limits at the surfaces (`quarry-limits` keeps the budgets in the store): tool calls
-//! per token on every MCP endpoint, chats per token, and the delay before answering a failed
+//! per chain of tokens (its root token) on every MCP endpoint, chats per chain, and the delay before answering a failed
 //! authentication. The machine's owner (no token) is never limited.
 
 use std::time::Duration;
@@ -19,7 +19,12 @@ use crate::http::{ErrorCode, run_blocking_raw};
 async fn decide(state: &AppState, principal: &Principal, kind: Kind) -> Decision {
     let (Some(limiter), Some(token)) = (
         state.limits(),
-        principal.identity.as_ref().and_then(|i| i.token_id.clone()),
+        // Counted per chain of tokens (its root), so minting a child or refreshing an
+        // OAuth grant does not start a fresh budget.
+        principal
+            .identity
+            .as_ref()
+            .and_then(|i| i.root_token_id.clone().or_else(|| i.token_id.clone())),
     ) else {
         return Decision::Allowed;
     };
@@ -52,7 +57,7 @@ pub(crate) async fn tool_call(state: &AppState, principal: &Principal) -> Result
             Err(McpError::new(
                 rmcp::model::ErrorCode(-32000),
                 format!(
-                    "rate limited: this token may make {per_minute} tool calls a minute; retry in {} s",
+                    "rate limited: this token (with the tokens made from it) may make {per_minute} tool calls a minute; retry in {} s",
                     retry_after.as_secs()
                 ),
                 Some(json!({
@@ -72,7 +77,7 @@ pub(crate) async fn chat(state: &AppState, principal: &Principal) -> Result<(), 
             let per_minute = state.limits().map_or(0, |l| l.settings().chats_per_minute);
             Err(too_many(
                 format!(
-                    "rate limited: this token may start {per_minute} chats a minute; retry in {} s",
+                    "rate limited: this token (with the tokens made from it) may start {per_minute} chats a minute; retry in {} s",
                     retry_after.as_secs()
                 ),
                 retry_after,

@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use axum::body::Body;
-use axum::http::Request;
+use axum::http::{Request, StatusCode, header};
 use common::Fixture;
 use quarry_server::AuthMode;
 use serde_json::Value;
@@ -185,6 +185,111 @@ fn every_documented_operation_reaches_a_handler() {
         "documented but not routed:\n{}",
         unrouted.join("\n")
     );
+}
+
+/// Whether `body` is the refusal of a token used away from its tool endpoint, in any
+/// surface's shape (REST, JSON-RPC, Dify).
+fn is_endpoint_only(status: StatusCode, body: &Value) -> bool {
+    status == StatusCode::FORBIDDEN
+        && (body["error_code"] == "ENDPOINT_ONLY"
+            || body["error"]["data"]["error_code"] == "ENDPOINT_ONLY"
+            || body["error_msg"]
+                .as_str()
+                .is_some_and(|m| m.contains("one tool endpoint")))
+}
+
+/// A token bound to endpoint `ops` gets nothing anywhere else: on every documented route,
+/// with a trailing slash and with an extra segment, it is refused or answered exactly as a
+/// caller with no token at all. Only `/mcp/e/ops` itself serves it (issue 41: `/mcp/e/ops/x`
+/// reached the plain `/mcp` service).
+#[test]
+fn an_endpoint_token_works_at_its_endpoint_only() {
+    let f = Fixture::new(AuthMode::Token);
+    let (owner, _) = f.token(None);
+    let create = Request::builder()
+        .method("POST")
+        .uri("/api/v1/endpoints")
+        .header(header::AUTHORIZATION, format!("Bearer {owner}"))
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(r#"{"name": "ops", "mode": "search"}"#))
+        .expect("request");
+    let (status, _, body) = f.send(create);
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let endpoint = body["data"]["id"].as_str().expect("endpoint id").to_owned();
+    let bound = f
+        .state
+        .directory()
+        .create_token(&quarry_access::TokenRequest {
+            user: "ann".into(),
+            label: "ops only".into(),
+            endpoint: Some(endpoint),
+            ..Default::default()
+        })
+        .expect("bound token")
+        .token;
+    let request = |method: &str, uri: &str, token: Option<&str>| {
+        let mut b = Request::builder()
+            .method(method)
+            .uri(uri)
+            .header(header::ACCEPT, "application/json, text/event-stream");
+        if let Some(t) = token {
+            b = b.header(header::AUTHORIZATION, format!("Bearer {t}"));
+        }
+        let body = if method == "GET" || method == "DELETE" {
+            Body::empty()
+        } else {
+            b = b.header(header::CONTENT_TYPE, "application/json");
+            Body::from(
+                r#"{"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}"#,
+            )
+        };
+        b.body(body).expect("request")
+    };
+    let mut walked = 0;
+    let mut escapes = Vec::new();
+    let mut uris: Vec<(String, String)> = Vec::new();
+    for (path, method) in documented() {
+        let uri = path.replace("{}", "x");
+        for variant in [uri.clone(), format!("{uri}/"), format!("{uri}/x")] {
+            uris.push((method.to_uppercase(), variant));
+        }
+    }
+    for extra in ["/mcp/e/ops/", "/mcp/e/ops/x", "/mcp/e/nope", "/mcp/e/nope/x", "/mcp/x"] {
+        for method in ["GET", "POST", "DELETE"] {
+            uris.push((method.to_owned(), extra.to_owned()));
+        }
+    }
+    for (method, uri) in &uris {
+        let (status, _, body) = f.send(request(method, uri, Some(&bound)));
+        walked += 1;
+        if is_endpoint_only(status, &body) {
+            continue;
+        }
+        let (anonymous, _, _) = f.send(request(method, uri, None));
+        if status != anonymous {
+            escapes.push(format!(
+                "{method} {uri}: {status} with the endpoint token, {anonymous} without: {body}"
+            ));
+        }
+    }
+    assert!(walked > 250, "only {walked} requests walked");
+    assert!(
+        escapes.is_empty(),
+        "an endpoint token reached past its endpoint:\n{}",
+        escapes.join("\n")
+    );
+    // Its own endpoint serves it.
+    let init = r#"{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}"#;
+    let own = Request::builder()
+        .method("POST")
+        .uri("/mcp/e/ops")
+        .header(header::AUTHORIZATION, format!("Bearer {bound}"))
+        .header(header::ACCEPT, "application/json, text/event-stream")
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(init))
+        .expect("request");
+    let (status, _, body) = f.send(own);
+    assert_eq!(status, StatusCode::OK, "{body}");
 }
 
 #[test]

@@ -771,20 +771,26 @@ impl Store for PgStore {
         self.write(|tx| {
             // The documents' rows, locked in id order: an upsert changing one waits for
             // this transaction (and then drops these chunks), or is seen here.
-            let current: HashMap<i64, String> = tx
+            let current: HashMap<i64, (String, Option<String>)> = tx
                 .query(
-                    "SELECT id, hash FROM documents WHERE id = ANY($1) ORDER BY id FOR UPDATE",
+                    "SELECT id, hash, chunked_hash FROM documents WHERE id = ANY($1) ORDER BY id FOR UPDATE",
                     &[&ids],
                 )
                 .map_err(db_err)?
                 .iter()
-                .map(|r| Ok((col(r, 0)?, col(r, 1)?)))
+                .map(|r| Ok((col(r, 0)?, (col(r, 1)?, col(r, 2)?))))
                 .collect::<Result<_>>()?;
             // As if applied in order: a document's last entry cut from its current content
-            // wins; one removed or changed since it was chunked is left alone.
+            // wins; one removed or changed since it was chunked is left alone, and so is one
+            // already cut from this content — by another node since our `chunk_sources`:
+            // that node's passage index holds those chunks' ids, and replacing them would
+            // leave it pointing at rows that no longer exist (issue 41, item 9).
             let mut latest: HashMap<i64, &DocChunks> = HashMap::new();
             for doc in docs {
-                if current.get(&doc.document_id) == Some(&doc.doc_hash) {
+                if let Some((hash, chunked)) = current.get(&doc.document_id)
+                    && *hash == doc.doc_hash
+                    && chunked.as_deref() != Some(hash.as_str())
+                {
                     latest.insert(doc.document_id, doc);
                 }
             }

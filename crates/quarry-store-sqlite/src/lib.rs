@@ -1576,7 +1576,7 @@ impl Store for SqliteStore {
     fn replace_chunks(&self, docs: &[DocChunks]) -> Result<()> {
         self.write(|tx| {
             let mut current = tx
-                .prepare_cached("SELECT hash FROM documents WHERE id = ?1")
+                .prepare_cached("SELECT hash, chunked_hash FROM documents WHERE id = ?1")
                 .map_err(db_err)?;
             let mut insert = tx
                 .prepare_cached(
@@ -1588,12 +1588,17 @@ impl Store for SqliteStore {
                 .prepare_cached("UPDATE documents SET chunked_hash = ?2 WHERE id = ?1")
                 .map_err(db_err)?;
             for doc in docs {
-                let hash: Option<String> = current
-                    .query_row([doc.document_id], |r| r.get(0))
+                let row: Option<(String, Option<String>)> = current
+                    .query_row([doc.document_id], |r| Ok((r.get(0)?, r.get(1)?)))
                     .optional()
                     .map_err(db_err)?;
-                if hash.as_deref() != Some(doc.doc_hash.as_str()) {
-                    continue; // removed or changed since it was chunked
+                let Some((hash, chunked)) = row else {
+                    continue; // removed since it was chunked
+                };
+                // Changed since it was chunked, or already cut from this content (by
+                // another process since it was read): the chunks stored stay, with their ids.
+                if hash != doc.doc_hash || chunked.as_deref() == Some(hash.as_str()) {
+                    continue;
                 }
                 drop_chunks_of(tx, doc.document_id)?;
                 for (seq, c) in doc.chunks.iter().enumerate() {

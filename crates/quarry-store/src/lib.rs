@@ -465,7 +465,9 @@ pub trait Store:
     /// next index flush cuts them again.
     fn reset_all_chunks(&self) -> Result<()>;
     /// Replaces each document's chunks (old ones get ANN tombstones), unless the document
-    /// changed since it was read (its hash is no longer `doc_hash`).
+    /// changed since it was read (its hash is no longer `doc_hash`) or was already cut from
+    /// that content (by another node: the chunks stored keep their ids, which other nodes'
+    /// passage indexes hold).
     fn replace_chunks(&self, docs: &[DocChunks]) -> Result<()>;
     /// Distinct chunk texts of the space (or one collection) with no embedding for `model`;
     /// at most `limit` of them when given.

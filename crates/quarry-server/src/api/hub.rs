@@ -360,6 +360,7 @@ async fn toggle_custom(
 ) -> Result<Response, ApiError> {
     let b = toggle_body(&body)?;
     let info = as_caller(&state, &caller, move |hub, who| {
+        quarry_hub::require_write(who)?;
         let current = hub.custom_tool(who, &id)?;
         let mut patch = serde_json::Map::new();
         patch.insert(
@@ -443,6 +444,7 @@ async fn set_enabled(
 ) -> Result<Response, ApiError> {
     let b = toggle_body(body)?;
     let (tool, catalog) = as_caller(state, caller, move |hub, who| {
+        quarry_hub::require_write(who)?;
         let catalog = hub.catalog(who.owner_key())?;
         let found = if builtin_only {
             catalog

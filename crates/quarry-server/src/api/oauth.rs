@@ -323,7 +323,7 @@ async fn revoke(State(st): State<Arc<AppState>>, headers: HeaderMap, body: Bytes
 
 /// What the consent page shows about a request it was handed.
 fn describe(req: &CheckedAuthorize) -> Value {
-    let host = url_host(&req.redirect_uri);
+    let host = quarry_oauth::redirect_host(&req.redirect_uri);
     json!({
         "client_id": req.client.id,
         "client_name": req.client.name,
@@ -332,18 +332,6 @@ fn describe(req: &CheckedAuthorize) -> Value {
         "wants_write": req.wants_write,
         "resource": req.resource,
     })
-}
-
-/// The part of a redirect URI a person recognises (`claude.ai`, `127.0.0.1:6274`, or an
-/// app's scheme).
-fn url_host(uri: &str) -> String {
-    let rest = uri.split_once("://").map_or(uri, |(_, r)| r);
-    let host = rest.split(['/', '?', '#']).next().unwrap_or(rest);
-    if host.is_empty() {
-        uri.split(':').next().unwrap_or(uri).to_owned()
-    } else {
-        host.to_owned()
-    }
 }
 
 fn consent_refusal(r: AuthorizeRefusal) -> Result<Response, ApiError> {

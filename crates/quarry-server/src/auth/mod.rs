@@ -308,15 +308,16 @@ pub(crate) async fn authenticate(
         Ok(resolved) => resolved,
         Err(e) => Err(Refusal::Internal(e.detail)),
     };
-    // A token made for one named tool endpoint works there only (`mcp/named.rs` checks it is
-    // the right one).
+    // A token made for one named tool endpoint works at exactly `/mcp/e/<name>` and nowhere
+    // else — not a trailing slash or an extra segment, which the plain `/mcp` service would
+    // answer (`mcp/named.rs` checks the name is the token's own).
     let resolved = resolved.and_then(|caller| {
         let bound = caller
             .principal
             .identity
             .as_ref()
             .is_some_and(|i| i.endpoint.is_some());
-        if bound && !req.uri().path().starts_with("/mcp/e/") {
+        if bound && crate::mcp::named::endpoint_name(req.uri().path()).is_none() {
             Err(Refusal::Auth(AuthFailure::EndpointOnly))
         } else {
             Ok(caller)

@@ -16,6 +16,14 @@ use crate::auth::Caller;
 use crate::http::run_blocking_raw;
 use crate::service::endpoints;
 
+/// The endpoint name of a path that is exactly `/mcp/e/<name>`: one non-empty segment, no
+/// trailing slash, nothing after it. Other paths under `/mcp/e/` fall through to the plain
+/// `/mcp` service, so a token bound to an endpoint must be refused there (issue 41).
+pub(crate) fn endpoint_name(path: &str) -> Option<&str> {
+    path.strip_prefix("/mcp/e/")
+        .filter(|name| !name.is_empty() && !name.contains('/'))
+}
+
 fn envelope(status: StatusCode, code: &str, message: &str) -> Response {
     (
         status,
@@ -34,13 +42,7 @@ pub(crate) async fn resolve(
     mut req: Request,
     next: Next,
 ) -> Response {
-    let name = req
-        .uri()
-        .path()
-        .strip_prefix("/mcp/e/")
-        .unwrap_or("")
-        .trim_end_matches('/')
-        .to_owned();
+    let name = endpoint_name(req.uri().path()).unwrap_or("").to_owned();
     let Some(caller) = req.extensions().get::<Caller>().cloned() else {
         return envelope(
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -48,12 +50,27 @@ pub(crate) async fn resolve(
             "no caller was resolved for this route",
         );
     };
+    let bound = caller
+        .principal
+        .identity
+        .as_ref()
+        .and_then(|i| i.endpoint.clone());
+    let endpoint_only = || {
+        let f = AuthFailure::EndpointOnly;
+        crate::telemetry::record_auth_failure(f.code());
+        envelope(StatusCode::FORBIDDEN, f.code(), &f.to_string())
+    };
     let store = state.root_engine().store_handle();
     let wanted = name.clone();
     let principal = caller.principal.clone();
     let found = run_blocking_raw(move || endpoints::visible(&store, &principal, &wanted)).await;
     let endpoint = match found {
+        // A bound token learns nothing of other endpoints: missing and foreign look alike.
+        Ok(Ok(Some(e))) if bound.as_ref().is_some_and(|id| *id != e.id) => {
+            return endpoint_only();
+        }
         Ok(Ok(Some(e))) => e,
+        Ok(Ok(None)) if bound.is_some() => return endpoint_only(),
         Ok(Ok(None)) => {
             return envelope(
                 StatusCode::NOT_FOUND,
@@ -70,16 +87,6 @@ pub(crate) async fn resolve(
         }
         Err(e) => return envelope(StatusCode::INTERNAL_SERVER_ERROR, "INTERNAL", &e.detail),
     };
-    let bound = caller
-        .principal
-        .identity
-        .as_ref()
-        .and_then(|i| i.endpoint.as_ref());
-    if bound.is_some_and(|id| *id != endpoint.id) {
-        let f = AuthFailure::EndpointOnly;
-        crate::telemetry::record_auth_failure(f.code());
-        return envelope(StatusCode::FORBIDDEN, f.code(), &f.to_string());
-    }
     req.extensions_mut().insert(endpoint);
     next.run(req).await
 }

@@ -619,6 +619,23 @@ pub fn store_chunks_and_embeddings_follow_the_documents(store: &dyn Store) {
             .all(|r| r.document_id == id && r.line_start == 1)
     );
     let ids: Vec<i64> = refs.iter().map(|r| r.id).collect();
+    // A second cut of the same content (another node that read `chunk_sources` before the
+    // first cut landed) keeps the first cut's chunks and ids: other nodes' passage indexes
+    // hold them (issue 41, item 9).
+    store
+        .replace_chunks(&[DocChunks {
+            document_id: id,
+            doc_hash: hash_of("body"),
+            chunks: vec![chunk(0, 4, "k3")],
+        }])
+        .expect("replace_chunks (a second cut)");
+    let again: Vec<i64> = store
+        .chunks_of_documents(&[id])
+        .expect("chunks_of_documents")
+        .iter()
+        .map(|r| r.id)
+        .collect();
+    assert_eq!(again, ids, "a second cut of the same content replaced the first");
     let back = store
         .chunk_refs(&[ids[2], i64::MAX, ids[0]])
         .expect("chunk_refs");
