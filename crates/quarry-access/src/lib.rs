@@ -453,6 +453,19 @@ impl Directory {
         }
     }
 
+    /// The owners of the named tool endpoints `user` (name or UUID) may see, in the order a
+    /// name is looked up in: the user's own, then each space they are a member of.
+    pub fn endpoint_owners(&self, user: &str) -> Result<Vec<String>> {
+        let found = self.user(user)?;
+        Ok(std::iter::once(format!("user:{}", found.id))
+            .chain(
+                self.memberships(Some(&found.id))?
+                    .into_iter()
+                    .map(|m| format!("space:{}", m.space_id)),
+            )
+            .collect())
+    }
+
     /// Memberships, of one user (name or UUID) or of everyone.
     pub fn memberships(&self, user: Option<&str>) -> Result<Vec<Membership>> {
         let row = user.map(|u| self.user_row(u).map(|(r, _)| r)).transpose()?;

@@ -452,7 +452,7 @@ pub(crate) fn token(
                 Some(name) => Some(
                     engine
                         .store_handle()
-                        .tool_endpoint(name)?
+                        .tool_endpoint(&dir.endpoint_owners(user)?, name)?
                         .with_context(|| {
                             format!("no tool endpoint '{name}' (see GET /api/v1/endpoints)")
                         })?

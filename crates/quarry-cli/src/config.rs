@@ -208,7 +208,11 @@ table! {
         QUARRY_HTTP_HEADER_TIMEOUT: Setting, Some("--header-timeout"), SERVE, "30",
             "Seconds a client may take to send a request's headers; also how long an idle connection stays open.";
         QUARRY_HTTP_MAX_CONNECTIONS: Setting, Some("--max-connections"), SERVE, "512",
-            "Most HTTP connections open at once; more are answered 503 and closed.";
+            "Most HTTP connections served at once; more are answered 503 and closed (`GET /health` is still answered, from a reserve of 16).";
+        QUARRY_HTTP_MAX_CONNECTIONS_PER_ADDRESS: Setting, Some("--max-connections-per-address"), SERVE, "a quarter of `--max-connections`",
+            "Most of those from one client address, so one client cannot hold them all. Behind a proxy on the same machine every client has its address: raise it there.";
+        QUARRY_HTTP_FIRST_BYTE_TIMEOUT: Setting, Some("--first-byte-timeout"), SERVE, "10",
+            "Seconds a new connection may stay silent before it is closed (at most the header timeout).";
         QUARRY_LOG: Setting, None, SERVERS, "`info`",
             "Log filter on stderr (`debug`, `quarry_server=debug,info`, …).";
         QUARRY_AUDIT_RETENTION_DAYS: Setting, None, SERVERS, "90",

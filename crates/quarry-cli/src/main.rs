@@ -439,6 +439,16 @@ struct ServeArgs {
     #[arg(long, env = config::QUARRY_HTTP_MAX_CONNECTIONS.name, default_value_t = 512,
           value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     max_connections: u64,
+    /// Most of those from one client address (default: a quarter of --max-connections).
+    /// Behind a proxy on this machine every client has the proxy's address: raise it there.
+    #[arg(long, env = config::QUARRY_HTTP_MAX_CONNECTIONS_PER_ADDRESS.name,
+          value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    max_connections_per_address: Option<u64>,
+    /// Seconds a new connection may stay silent before it is closed (at most
+    /// --header-timeout).
+    #[arg(long, env = config::QUARRY_HTTP_FIRST_BYTE_TIMEOUT.name, default_value_t = 10,
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    first_byte_timeout: u64,
     /// `token`: every route but /health needs an access token (see the `token` command).
     /// Default: `token` when --bind is not a loopback address, else `none` (local use).
     #[arg(long, value_enum)]
@@ -1147,6 +1157,13 @@ fn serve(
                 request_timeout: std::time::Duration::from_secs(a.request_timeout),
                 header_timeout: std::time::Duration::from_secs(a.header_timeout),
                 max_connections: usize::try_from(a.max_connections).unwrap_or(usize::MAX),
+                max_connections_per_address: a
+                    .max_connections_per_address
+                    .map_or(a.max_connections / 4, |n| n)
+                    .max(1)
+                    .try_into()
+                    .unwrap_or(usize::MAX),
+                first_byte_timeout: std::time::Duration::from_secs(a.first_byte_timeout),
             }
         }
         None => quarry_server::HttpOptions::default(),

@@ -35,6 +35,11 @@ pub enum Error {
         /// What went wrong.
         error: std::io::Error,
     },
+    /// The metadata store cannot be reached (a database outage, every connection busy). The
+    /// text says where it was looked for — for the operator and the server's log; surfaces
+    /// that answer remote callers say only "storage unavailable" (HTTP 503).
+    #[error("storage unavailable: {0}")]
+    StorageUnavailable(String),
     /// The metadata store failed. The text carries the cause's whole chain
     /// ([`Error::storage`]), so a 500 says what the database said.
     #[error("storage error: {0}")]
@@ -44,12 +49,25 @@ pub enum Error {
     Index(String),
 }
 
+/// A store outage, as remote callers read it ([`Error::public_text`]).
+pub const STORAGE_UNAVAILABLE: &str =
+    "storage unavailable: the server cannot reach its database; try again shortly";
+
 impl Error {
     /// An I/O failure on `path`.
     pub fn io(path: impl Into<PathBuf>, error: std::io::Error) -> Self {
         Error::Io {
             path: path.into(),
             error,
+        }
+    }
+
+    /// What a remote caller may read of this error: its text, except for a store outage,
+    /// whose text names the database's host, port, user and name (for the operator's log).
+    pub fn public_text(&self) -> String {
+        match self {
+            Error::StorageUnavailable(_) => STORAGE_UNAVAILABLE.to_owned(),
+            other => other.to_string(),
         }
     }
 

@@ -11,7 +11,7 @@ mod scope;
 mod text;
 mod time;
 
-pub use error::{Error, Result, error_chain};
+pub use error::{Error, Result, STORAGE_UNAVAILABLE, error_chain};
 pub use principal::{Identity, MACHINE_OWNER, Principal};
 pub use scope::{Access, Scope};
 pub use text::{

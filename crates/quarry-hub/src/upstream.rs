@@ -674,8 +674,11 @@ async fn connect(
                     });
                 }
                 let reader = TeeReader::new(stdout, conn.raw_tools.clone());
+                let transport = LateDiscoverFilter::new(
+                    rmcp::transport::async_rw::AsyncRwTransport::new_client(reader, stdin),
+                );
                 client
-                    .serve_with_lifecycle((reader, stdin), lifecycle)
+                    .serve_with_lifecycle(transport, lifecycle)
                     .await
                     .map(|running| (running, Some(child)))
                     .map_err(handshake_error)
@@ -700,7 +703,7 @@ async fn connect(
                     config,
                 );
                 client
-                    .serve_with_lifecycle(transport, lifecycle)
+                    .serve_with_lifecycle(LateDiscoverFilter::new(transport), lifecycle)
                     .await
                     .map(|running| (running, None))
                     .map_err(handshake_error)
@@ -1233,6 +1236,80 @@ async fn record_discovery(
 
 /// Longest line the tee inspects (a `tools/list` answer larger than this is not captured).
 const TEE_LINE_MAX: usize = 16 << 20;
+
+/// Drops a late answer to an abandoned `server/discover`. rmcp's `Auto` lifecycle gives the
+/// probe 10 s (its own constant), then sends `initialize` on the same wire and fails on any
+/// other response id ("conflict initialized response id: expected 1, got 0"). An upstream
+/// slower than that to start (a cold `uvx`, `npx` or `docker run`) reads the probe first and
+/// answers it, so without this it never connected (issue 41, item 11); with it, it connects
+/// on `initialize` within `connect_timeout_secs`.
+struct LateDiscoverFilter<T> {
+    inner: T,
+    /// The `server/discover` sent and not yet answered.
+    pending: Option<rmcp::model::RequestId>,
+    /// The `server/discover` given up on when `initialize` was sent.
+    abandoned: Option<rmcp::model::RequestId>,
+}
+
+impl<T> LateDiscoverFilter<T> {
+    fn new(inner: T) -> Self {
+        LateDiscoverFilter {
+            inner,
+            pending: None,
+            abandoned: None,
+        }
+    }
+}
+
+impl<T: rmcp::transport::Transport<RoleClient>> rmcp::transport::Transport<RoleClient>
+    for LateDiscoverFilter<T>
+{
+    type Error = T::Error;
+
+    fn name() -> std::borrow::Cow<'static, str> {
+        T::name()
+    }
+
+    fn send(
+        &mut self,
+        item: rmcp::service::TxJsonRpcMessage<RoleClient>,
+    ) -> impl std::future::Future<Output = Result<(), Self::Error>> + Send + 'static {
+        if let ClientJsonRpcMessage::Request(r) = &item {
+            match &r.request {
+                ClientRequest::DiscoverRequest(_) => self.pending = Some(r.id.clone()),
+                ClientRequest::InitializeRequest(_) => self.abandoned = self.pending.take(),
+                _ => {}
+            }
+        }
+        self.inner.send(item)
+    }
+
+    async fn receive(&mut self) -> Option<rmcp::service::RxJsonRpcMessage<RoleClient>> {
+        loop {
+            let message = self.inner.receive().await?;
+            let id = match &message {
+                rmcp::model::ServerJsonRpcMessage::Response(r) => Some(&r.id),
+                rmcp::model::ServerJsonRpcMessage::Error(e) => e.id.as_ref(),
+                _ => None,
+            };
+            if let Some(id) = id {
+                if self.abandoned.as_ref() == Some(id) {
+                    tracing::info!("ignoring a late answer to server/discover");
+                    self.abandoned = None;
+                    continue;
+                }
+                if self.pending.as_ref() == Some(id) {
+                    self.pending = None;
+                }
+            }
+            return Some(message);
+        }
+    }
+
+    fn close(&mut self) -> impl std::future::Future<Output = Result<(), Self::Error>> + Send {
+        self.inner.close()
+    }
+}
 
 /// Passes a child's stdout through unchanged while picking out the tools of `tools/list`
 /// answers as raw JSON.

@@ -92,6 +92,16 @@ impl From<Error> for OAuthError {
         match e {
             Error::Forbidden(m) | Error::NotFound(m) => OAuthError::new("invalid_grant", m),
             Error::InvalidInput(m) => OAuthError::new("invalid_request", m),
+            // RFC 6749 §4.1.2.1's code for a server that cannot answer now, without the
+            // database's address (the server logs it).
+            Error::StorageUnavailable(detail) => {
+                tracing::error!(%detail, "storage unavailable");
+                OAuthError {
+                    error: "temporarily_unavailable",
+                    description: quarry_core::STORAGE_UNAVAILABLE.to_owned(),
+                    status: 503,
+                }
+            }
             other => OAuthError::new("server_error", other.to_string()),
         }
     }

@@ -355,8 +355,14 @@ pub struct HttpOptions {
     /// connection opens or its previous response ended: so also how long an idle
     /// connection stays open.
     pub header_timeout: Duration,
-    /// Most connections open at once; one more is answered 503 and closed at once.
+    /// Most connections served at once; one more is answered 503 and closed at once (a
+    /// `GET /health` is still answered, from a small reserve).
     pub max_connections: usize,
+    /// Most of those from one client address.
+    pub max_connections_per_address: usize,
+    /// Longest a new connection may stay silent before it is closed (at most
+    /// `header_timeout`).
+    pub first_byte_timeout: Duration,
 }
 
 impl Default for HttpOptions {
@@ -370,6 +376,8 @@ impl Default for HttpOptions {
             request_timeout: Duration::from_secs(300),
             header_timeout: Duration::from_secs(30),
             max_connections: 512,
+            max_connections_per_address: 128,
+            first_byte_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -574,11 +582,14 @@ pub fn app(state: Arc<AppState>, opts: &HttpOptions, shutdown: &CancellationToke
 /// Serves HTTP until `shutdown` is cancelled, then stops accepting, answers requests that
 /// arrive on open connections with 503, and finishes the ones in flight.
 ///
-/// Connections are bounded in time and number: a client gets `header_timeout` to send each
-/// request's headers (so a connection that sends nothing, or headers a byte at a time, is
-/// closed), and at most `max_connections` are open at once — one more is answered 503 and
-/// closed without being read, so slow or idle clients can exhaust neither the process's file
-/// descriptors nor the connections of those already served.
+/// Connections are bounded in time and number: a new connection that sends nothing is closed
+/// after `first_byte_timeout`, a client gets `header_timeout` to send each request's headers
+/// (so headers a byte at a time are cut off), and at most `max_connections` are served at
+/// once, `max_connections_per_address` of them from one address — one more is answered 503
+/// and closed, unless it is a `GET /health`, answered from a small reserve (so a load
+/// balancer keeps the node while one client holds its slots; `http::admission`). Slow or
+/// idle clients can exhaust neither the process's file descriptors nor the connections of
+/// those already served.
 pub async fn serve_http(
     state: Arc<AppState>,
     opts: HttpOptions,
@@ -593,10 +604,14 @@ pub async fn serve_http(
     http1
         .timer(hyper_util::rt::TokioTimer::new())
         .header_read_timeout(opts.header_timeout);
-    let permits = Arc::new(tokio::sync::Semaphore::new(opts.max_connections.max(1)));
+    let admission = Arc::new(http::admission::Admission::new(
+        opts.max_connections,
+        opts.max_connections_per_address,
+        opts.first_byte_timeout.min(opts.header_timeout),
+    ));
     // Each connection task holds a receiver; all dropped = every connection has ended.
     let (open_tx, open_rx) = tokio::sync::watch::channel(());
-    let over_capacity = over_capacity_reply();
+    let over_capacity = Arc::new(over_capacity_reply());
     loop {
         let (tcp, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -608,22 +623,48 @@ pub async fn serve_http(
             },
             _ = shutdown.cancelled() => break,
         };
-        let Ok(permit) = permits.clone().try_acquire_owned() else {
-            // A best-effort answer without reading the request: the descriptor is held
-            // for no longer than this write.
-            let _ = tcp.try_write(&over_capacity);
-            continue;
+        let admitted = admission.try_admit(peer.ip());
+        let looking = match admitted {
+            Some(_) => None,
+            None => match admission.try_look() {
+                Some(looking) => Some(looking),
+                None => {
+                    // A best-effort answer without reading the request: the descriptor is
+                    // held for no longer than this write.
+                    let _ = tcp.try_write(&over_capacity);
+                    continue;
+                }
+            },
         };
         // Streamed replies (SSE) go out in several writes: without TCP_NODELAY, Nagle's
         // algorithm holds the second one back until the client's delayed ACK (~40 ms).
         let _ = tcp.set_nodelay(true);
-        let conn = http1.serve_connection(
-            hyper_util::rt::TokioIo::new(tcp),
-            hyper_util::service::TowerToHyperService::new(audit::WithPeer::new(app.clone(), peer)),
-        );
         let shutdown = shutdown.clone();
         let open = open_rx.clone();
+        let admission = admission.clone();
+        let over_capacity = over_capacity.clone();
+        let app = app.clone();
+        let http1 = http1.clone();
         tokio::spawn(async move {
+            let permit = match (admitted, looking) {
+                (Some(admitted), _) => match admission.first_bytes(&tcp).await {
+                    Ok(()) => admitted,
+                    Err(_) => return,
+                },
+                (None, Some(looking)) => match admission.second_look(&tcp, looking).await {
+                    Ok(admitted) => admitted,
+                    Err(http::admission::Refused::Busy) => {
+                        let _ = tcp.try_write(&over_capacity);
+                        return;
+                    }
+                    Err(http::admission::Refused::Silent) => return,
+                },
+                (None, None) => return,
+            };
+            let conn = http1.serve_connection(
+                hyper_util::rt::TokioIo::new(tcp),
+                hyper_util::service::TowerToHyperService::new(audit::WithPeer::new(app, peer)),
+            );
             let mut conn = std::pin::pin!(conn);
             tokio::select! {
                 served = conn.as_mut() => {

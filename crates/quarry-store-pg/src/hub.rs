@@ -517,15 +517,20 @@ impl HubStore for PgStore {
         Ok(())
     }
 
-    fn tool_endpoint(&self, name: &str) -> Result<Option<ToolEndpointRow>> {
-        let row = self
+    fn tool_endpoint(&self, owners: &[String], name: &str) -> Result<Option<ToolEndpointRow>> {
+        let rows = self
             .conn()?
-            .query_opt(
-                &format!("SELECT {ENDPOINT_COLUMNS} FROM tool_endpoints WHERE name = $1"),
-                &[&name],
+            .query(
+                &format!(
+                    "SELECT {ENDPOINT_COLUMNS} FROM tool_endpoints WHERE name = $1 AND owner = ANY($2)"
+                ),
+                &[&name, &owners],
             )
-            .map_err(db_err)?;
-        row.as_ref().map(endpoint_from_row).transpose()
+            .map_err(db_err)?
+            .iter()
+            .map(endpoint_from_row)
+            .collect::<Result<Vec<_>>>()?;
+        Ok(quarry_store::first_by_owner(rows, owners))
     }
 
     fn tool_endpoints(&self, owners: &[String]) -> Result<Vec<ToolEndpointRow>> {

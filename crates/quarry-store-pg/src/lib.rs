@@ -104,7 +104,27 @@ impl PgStore {
 
 /// A database error as a storage error carrying what PostgreSQL said.
 pub(crate) fn db_err(e: postgres::Error) -> Error {
-    Error::storage(&e)
+    match e.code() {
+        // A NUL (or bytes that are not UTF-8) in a text parameter: SQLite stores it,
+        // PostgreSQL's text cannot. The caller's input, not a failure of the store.
+        Some(c) if *c == SqlState::CHARACTER_NOT_IN_REPERTOIRE
+            || *c == SqlState::UNTRANSLATABLE_CHARACTER =>
+        {
+            Error::invalid("text must not contain NUL characters (\\u0000)")
+        }
+        // The database went away (a restart, a dropped connection): an outage, whose text
+        // (host, port, user) is for the log only.
+        Some(c)
+            if c.code().starts_with("08")
+                || *c == SqlState::ADMIN_SHUTDOWN
+                || *c == SqlState::CRASH_SHUTDOWN
+                || *c == SqlState::CANNOT_CONNECT_NOW =>
+        {
+            Error::StorageUnavailable(quarry_core::error_chain(&e))
+        }
+        None if e.is_closed() => Error::StorageUnavailable(quarry_core::error_chain(&e)),
+        _ => Error::storage(&e),
+    }
 }
 
 /// Whether `e` is a unique-constraint violation.

@@ -16,10 +16,11 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (14, include_str!("../migrations/v14.sql")),
     (15, include_str!("../migrations/v15.sql")),
     (16, include_str!("../migrations/v16.sql")),
+    (17, include_str!("../migrations/v17.sql")),
 ];
 
 /// The newest schema version this binary knows.
-pub(crate) const SCHEMA_VERSION: i32 = 16;
+pub(crate) const SCHEMA_VERSION: i32 = 17;
 
 /// Serialises migrations across every process using the database.
 const MIGRATION_LOCK: i64 = 7_245_190_455_173_122_048;

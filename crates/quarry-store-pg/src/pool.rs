@@ -111,7 +111,7 @@ impl Pool {
                 .unwrap_or_else(|p| p.into_inner());
             state = next;
             if timeout.timed_out() && state.idle.is_empty() && state.open >= self.size {
-                return Err(Error::Unavailable(format!(
+                return Err(Error::StorageUnavailable(format!(
                     "all {} connections to PostgreSQL at {} stayed busy for {}s",
                     self.size,
                     self.describe,
@@ -124,7 +124,7 @@ impl Pool {
     /// A connection of its own, outside the pool (for session-level locks).
     pub(crate) fn connect_dedicated(&self) -> Result<Client> {
         let unavailable = |e: postgres::Error| {
-            Error::Unavailable(format!(
+            Error::StorageUnavailable(format!(
                 "cannot connect to PostgreSQL at {}: {}",
                 self.describe,
                 quarry_core::error_chain(&e)

@@ -510,13 +510,20 @@ impl HubStore for SqliteStore {
         })
     }
 
-    fn tool_endpoint(&self, name: &str) -> Result<Option<ToolEndpointRow>> {
-        self.conn()
+    fn tool_endpoint(&self, owners: &[String], name: &str) -> Result<Option<ToolEndpointRow>> {
+        let conn = self.conn();
+        let mut stmt = conn
             .prepare_cached(&format!(
-                "SELECT {ENDPOINT_COLUMNS} FROM tool_endpoints WHERE name = ?1"
+                "SELECT {ENDPOINT_COLUMNS} FROM tool_endpoints WHERE name = ?1 \
+                 AND owner IN (SELECT value FROM json_each(?2))"
             ))
-            .and_then(|mut s| s.query_row([name], endpoint_from_row).optional())
-            .map_err(db_err)
+            .map_err(db_err)?;
+        let list = serde_json::to_string(owners).unwrap_or_else(|_| "[]".into());
+        let rows: Vec<ToolEndpointRow> = stmt
+            .query_map(params![name, list], endpoint_from_row)
+            .and_then(|rows| rows.collect())
+            .map_err(db_err)?;
+        Ok(quarry_store::first_by_owner(rows, owners))
     }
 
     fn tool_endpoints(&self, owners: &[String]) -> Result<Vec<ToolEndpointRow>> {

@@ -17,7 +17,7 @@ use quarry_store::{
     FeedPosition, FileState, IndexDoc, IndexWork, Store,
 };
 
-const SCHEMA_VERSION: i64 = 16;
+const SCHEMA_VERSION: i64 = 17;
 
 const SCHEMA: &str = r#"
 CREATE TABLE IF NOT EXISTS spaces (
@@ -447,6 +447,27 @@ CREATE TABLE IF NOT EXISTS rate_counters (
 ) WITHOUT ROWID;
 "#;
 
+/// Version 17 (issue 41): a named tool endpoint's name is unique per owner (user or space),
+/// not on the whole server — a conflict with another tenant's name told one tenant that the
+/// name existed elsewhere. SQLite changes a constraint by rebuilding the table.
+const SCHEMA_V17: &str = r#"
+CREATE TABLE tool_endpoints_v17 (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL,
+    owner TEXT NOT NULL,
+    selection TEXT NOT NULL,
+    description TEXT NOT NULL,
+    created_by TEXT,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL,
+    UNIQUE (owner, name)
+) WITHOUT ROWID;
+INSERT INTO tool_endpoints_v17 (id, name, owner, selection, description, created_by, created_at, updated_at)
+    SELECT id, name, owner, selection, description, created_by, created_at, updated_at FROM tool_endpoints;
+DROP TABLE tool_endpoints;
+ALTER TABLE tool_endpoints_v17 RENAME TO tool_endpoints;
+"#;
+
 /// Version 15 (issue 27): the OAuth 2.1 authorization server — registered clients, the grants
 /// people consented to, one-time secrets (codes, refresh tokens) stored as hashes — and named
 /// tool endpoints, with tokens that work at one of them only.
@@ -746,6 +767,9 @@ fn migrate(conn: &Connection) -> rusqlite::Result<()> {
         }
         if version < 16 {
             conn.execute_batch(SCHEMA_V16)?;
+        }
+        if version < 17 {
+            conn.execute_batch(SCHEMA_V17)?;
         }
         conn.execute_batch(&format!("PRAGMA user_version = {SCHEMA_VERSION}"))
     };

@@ -140,6 +140,15 @@ pub struct ToolEndpointRow {
     pub updated_at: i64,
 }
 
+/// Of endpoints of one name, the one whose owner comes first in `owners` (a user's own
+/// before their space's): what [`HubStore::tool_endpoint`] returns, on every backend.
+pub fn first_by_owner(rows: Vec<ToolEndpointRow>, owners: &[String]) -> Option<ToolEndpointRow> {
+    rows.into_iter()
+        .filter_map(|r| owners.iter().position(|o| *o == r.owner).map(|at| (at, r)))
+        .min_by_key(|(at, _)| *at)
+        .map(|(_, r)| r)
+}
+
 /// The hub's tables behind one trait, like everything the store keeps.
 pub trait HubStore: Send + Sync {
     /// Registers an upstream and its (empty) package in one transaction; `Conflict` when the
@@ -181,13 +190,15 @@ pub trait HubStore: Send + Sync {
     /// Removes a custom tool; false when the owner has none such.
     fn delete_custom_tool(&self, owner: &str, id: &str) -> Result<bool>;
 
-    /// Stores a new named endpoint; `Conflict` when the name is taken.
+    /// Stores a new named endpoint; `Conflict` when its owner has one of that name (names are
+    /// unique per owner: another user's or space's endpoint of the same name is no conflict,
+    /// and a caller learns nothing of it).
     fn insert_tool_endpoint(&self, endpoint: &ToolEndpointRow) -> Result<()>;
     /// Replaces an endpoint's name, selection and description (by id); `NotFound`, or
-    /// `Conflict` when the new name is taken.
+    /// `Conflict` when its owner has another endpoint of the new name.
     fn update_tool_endpoint(&self, endpoint: &ToolEndpointRow) -> Result<()>;
-    /// An endpoint by name.
-    fn tool_endpoint(&self, name: &str) -> Result<Option<ToolEndpointRow>>;
+    /// The endpoint `name` of the first of `owners` (in their order) that has one.
+    fn tool_endpoint(&self, owners: &[String], name: &str) -> Result<Option<ToolEndpointRow>>;
     /// The endpoints of these owners, by name.
     fn tool_endpoints(&self, owners: &[String]) -> Result<Vec<ToolEndpointRow>>;
     /// Removes an endpoint by id; false when there is none.

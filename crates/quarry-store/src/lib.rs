@@ -24,7 +24,9 @@ pub mod thread_guard;
 pub use access::{AccessStore, Membership, NewToken, Role, Space, TokenGrant, TokenRecord, User};
 pub use audit::{AuditEvent, AuditQuery, AuditRecord, AuditStore, LimitStore};
 pub use chat::{ChatMessageRow, ChatStore, ConversationRow, ConversationSummary};
-pub use hub::{CustomToolRow, HubStore, PackageRow, ToolEndpointRow, ToolRow, UpstreamRow};
+pub use hub::{
+    CustomToolRow, HubStore, PackageRow, ToolEndpointRow, ToolRow, UpstreamRow, first_by_owner,
+};
 pub use knowledge::{
     AddedFile, ClaimedChunks, ConvertedFile, FileFilter, FileStatus, Job, JobKind, JobQueue,
     KbFile, KnowledgeBase, KnowledgeStore, Lease, NewKbFile, NoteMeta, QueueCounts, StatusCounts,

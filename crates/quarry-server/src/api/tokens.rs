@@ -128,9 +128,12 @@ async fn issue(st: Arc<AppState>, caller: Caller, b: NewTokenBody) -> Result<Res
         Some(name) => {
             let store = st.root_engine().store_handle();
             let who = caller.principal.clone();
+            let directory = st.directory().clone();
+            let for_user = user.clone();
             let id = run_blocking(move || {
                 let found = if who.is_machine_owner() {
-                    store.tool_endpoint(&name)?
+                    // The machine's owner makes tokens for any user: that user's endpoints.
+                    store.tool_endpoint(&directory.endpoint_owners(&for_user)?, &name)?
                 } else {
                     crate::service::endpoints::visible(&store, &who, &name)?
                 };

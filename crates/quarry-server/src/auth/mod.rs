@@ -177,15 +177,17 @@ fn credentials(req: &Request) -> Credentials {
     c
 }
 
-/// Why a request is refused: an authentication failure, or a store error while checking.
+/// Why a request is refused: an authentication failure, a store error while checking, or
+/// the checking itself failing.
 enum Refusal {
     Auth(AuthFailure),
+    Store(quarry_core::Error),
     Internal(String),
 }
 
 fn resolve(state: &AppState, surface: Surface, c: &Credentials) -> Result<Caller, Refusal> {
     let directory = state.directory();
-    let internal = |e: quarry_core::Error| Refusal::Internal(e.to_string());
+    let internal = Refusal::Store;
     let principal = match (&c.token, state.auth_mode()) {
         (Some(token), _) => if surface == Surface::Account {
             directory.authenticate_any_space(token, c.space.as_deref())
@@ -228,6 +230,19 @@ fn refusal_response(surface: Surface, refusal: Refusal) -> Response {
             StatusCode::from_u16(f.status()).unwrap_or(StatusCode::UNAUTHORIZED),
             f.code(),
             f.to_string(),
+        ),
+        // An outage is told as one (503), without the database's address.
+        Refusal::Store(e) => (
+            crate::http::http_status(e),
+            if matches!(e, quarry_core::Error::StorageUnavailable(_)) {
+                "UNAVAILABLE"
+            } else {
+                "INTERNAL"
+            },
+            format!(
+                "cannot check credentials: {}",
+                crate::http::public_detail(e)
+            ),
         ),
         Refusal::Internal(m) => (
             StatusCode::INTERNAL_SERVER_ERROR,

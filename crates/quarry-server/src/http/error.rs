@@ -176,7 +176,7 @@ pub(crate) fn http_status(e: &Error) -> StatusCode {
         Error::NotFound(_) => StatusCode::NOT_FOUND,
         Error::Forbidden(_) => StatusCode::FORBIDDEN,
         Error::Conflict(_) => StatusCode::CONFLICT,
-        Error::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+        Error::Unavailable(_) | Error::StorageUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
         Error::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
         Error::Unsupported(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
         Error::Io { .. } => StatusCode::BAD_REQUEST,
@@ -191,16 +191,25 @@ fn error_code(e: &Error) -> ErrorCode {
         Error::NotFound(_) => ErrorCode::NotFound,
         Error::Forbidden(_) => ErrorCode::Forbidden,
         Error::Conflict(_) => ErrorCode::Conflict,
-        Error::Unavailable(_) => ErrorCode::Unavailable,
+        Error::Unavailable(_) | Error::StorageUnavailable(_) => ErrorCode::Unavailable,
         Error::TooLarge(_) => ErrorCode::TooLarge,
         Error::Unsupported(_) => ErrorCode::UnsupportedMediaType,
         Error::Storage(_) | Error::Index(_) => ErrorCode::Internal,
     }
 }
 
+/// What a remote caller is told of `e` ([`Error::public_text`]); a store outage's detail
+/// (the database's address) is logged here, never sent.
+pub(crate) fn public_detail(e: &Error) -> String {
+    if let Error::StorageUnavailable(detail) = e {
+        tracing::error!(%detail, "storage unavailable");
+    }
+    e.public_text()
+}
+
 impl From<Error> for ApiError {
     fn from(e: Error) -> Self {
-        ApiError::with_code(http_status(&e), error_code(&e), e.to_string())
+        ApiError::with_code(http_status(&e), error_code(&e), public_detail(&e))
     }
 }
 
@@ -233,5 +242,11 @@ mod tests {
         assert_eq!(e.status, StatusCode::INTERNAL_SERVER_ERROR);
         assert_eq!(e.body()["error_code"], "INTERNAL");
         assert!(e.detail.contains("disk full"), "{}", e.detail);
+        // An outage is a 503 that names no host, port, user or database.
+        let e = ApiError::from(Error::StorageUnavailable(
+            "cannot connect to PostgreSQL at quarry@db.internal:5432/quarry: refused".into(),
+        ));
+        assert_eq!(e.status, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(e.detail, quarry_core::STORAGE_UNAVAILABLE);
     }
 }

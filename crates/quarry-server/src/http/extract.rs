@@ -16,11 +16,62 @@ impl<S: Send + Sync, T: serde::de::DeserializeOwned> FromRequest<S> for Body<T> 
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        match axum::Json::<T>::from_request(req, state).await {
+        if !is_json(req.headers()) {
+            return Err(ApiError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "Expected request with `Content-Type: application/json`",
+            ));
+        }
+        let bytes = axum::body::Bytes::from_request(req, state)
+            .await
+            .map_err(|r| ApiError::new(r.status(), r.body_text()))?;
+        if has_nul(&bytes) {
+            return Err(nul_refusal());
+        }
+        match axum::Json::<T>::from_bytes(&bytes) {
             Ok(axum::Json(v)) => Ok(Body(v)),
             Err(rejection) => Err(rejection_error(rejection)),
         }
     }
+}
+
+/// `application/json` or a `+json` type (parameters aside), as axum's `Json` accepts.
+fn is_json(headers: &axum::http::HeaderMap) -> bool {
+    headers
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.split(';').next().unwrap_or("").trim().to_ascii_lowercase())
+        .is_some_and(|m| {
+            m == "application/json" || (m.starts_with("application/") && m.ends_with("+json"))
+        })
+}
+
+/// Whether a JSON text holds a NUL character in a string: `\u0000` whose backslash is not
+/// itself escaped (a raw NUL is not valid JSON). No store keeps NUL in text alike (SQLite
+/// would, PostgreSQL refuses it), so every backend refuses it here, with one message.
+pub(crate) fn has_nul(json: &[u8]) -> bool {
+    let mut i = 0;
+    while let Some(at) = json[i..].windows(6).position(|w| w.eq_ignore_ascii_case(b"\\u0000")) {
+        let start = i + at;
+        let backslashes = json[..start]
+            .iter()
+            .rev()
+            .take_while(|b| **b == b'\\')
+            .count();
+        if backslashes % 2 == 0 {
+            return true;
+        }
+        i = start + 1;
+    }
+    false
+}
+
+/// The refusal of text holding a NUL character.
+pub(crate) fn nul_refusal() -> ApiError {
+    ApiError::new(
+        StatusCode::BAD_REQUEST,
+        "text must not contain NUL characters (\\u0000)",
+    )
 }
 
 fn rejection_error(r: JsonRejection) -> ApiError {
@@ -69,5 +120,18 @@ where
         Err(too_large())
     } else {
         T::try_from(f as u64).map(Some).map_err(|_| too_large())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::has_nul;
+
+    #[test]
+    fn nul_characters_are_found_only_where_json_encodes_one() {
+        assert!(has_nul(br#"{"name": "a\u0000b"}"#));
+        assert!(has_nul(br#"{"name": "\\\u0000"}"#), "an escaped backslash, then a NUL");
+        assert!(!has_nul(br#"{"name": "\\u0000"}"#), "a backslash, then the text u0000");
+        assert!(!has_nul(br#"{"name": "u0000", "n": 0}"#));
     }
 }

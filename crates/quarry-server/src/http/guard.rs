@@ -117,6 +117,11 @@ pub(crate) async fn check_host_and_origin(
             .into_response();
         }
     }
+    // A NUL in a path segment or query parameter: refused here, on every route and backend
+    // alike, before it can reach a store (PostgreSQL cannot keep one in text).
+    if req.uri().path().contains("%00") || req.uri().query().is_some_and(|q| q.contains("%00")) {
+        return super::extract::nul_refusal().into_response();
+    }
     next.run(req).await
 }
 

@@ -3,6 +3,7 @@
 //! blocking runner ([`run_blocking`]) and the Host/Origin guard. Route modules (`api/`,
 //! `compat/`, `mcp/`) use this and `auth/`; nothing here knows a route.
 
+pub(crate) mod admission;
 mod blocking;
 pub(crate) mod consistency;
 mod envelope;
@@ -12,5 +13,5 @@ pub(crate) mod guard;
 
 pub(crate) use blocking::{run_blocking, run_blocking_raw};
 pub(crate) use envelope::{base_url, ok, ok_list};
-pub(crate) use error::{ApiError, ErrorCode, http_status};
+pub(crate) use error::{ApiError, ErrorCode, http_status, public_detail};
 pub(crate) use extract::{Body, count};

@@ -606,7 +606,10 @@ impl ServerHandler for QuarryMcp {
                 e.to_string(),
                 Some(json!({ "uri": request.uri })),
             )),
-            Err(e) => Err(McpError::internal_error(e.to_string(), None)),
+            Err(e) => Err(McpError::internal_error(
+                crate::http::public_detail(&e),
+                None,
+            )),
         }
     }
 

@@ -82,7 +82,7 @@ pub(crate) async fn resolve(
             return envelope(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "INTERNAL",
-                &e.to_string(),
+                &crate::http::public_detail(&e),
             );
         }
         Err(e) => return envelope(StatusCode::INTERNAL_SERVER_ERROR, "INTERNAL", &e.detail),

@@ -273,7 +273,7 @@ pub(super) fn run(engine: &Engine, name: &str, args: &JsonObject) -> CallToolRes
         }
         _ => engine.status().map(|s| status_result(&s)),
     };
-    out.unwrap_or_else(|e: Error| tool_error(e.to_string()))
+    out.unwrap_or_else(|e: Error| tool_error(crate::http::public_detail(&e)))
 }
 
 #[cfg(test)]

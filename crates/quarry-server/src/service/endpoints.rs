@@ -34,16 +34,14 @@ pub(crate) fn visible_owners(principal: &Principal) -> Vec<String> {
     vec![user_owner(principal), space_owner(principal)]
 }
 
-/// The endpoint `name` if `principal` may see it.
+/// The endpoint `name` if `principal` may see it: its user's own, else its space's (names
+/// are unique per owner, so a user's own endpoint comes before a space's of the same name).
 pub(crate) fn visible(
     store: &Arc<dyn Store>,
     principal: &Principal,
     name: &str,
 ) -> Result<Option<ToolEndpointRow>, Error> {
-    let owners = visible_owners(principal);
-    Ok(store
-        .tool_endpoint(name)?
-        .filter(|e| owners.contains(&e.owner)))
+    store.tool_endpoint(&visible_owners(principal), name)
 }
 
 /// Whether `principal` may change or delete `endpoint` (which it sees).

@@ -518,7 +518,7 @@ fn create_once(conn: &Connection, args: &Args<'_>) -> Result<CallToolResult, Str
             a["text"].as_str().unwrap_or_default().to_owned(),
             a["structured"].clone(),
         )),
-        Err(e) => Err(failure.unwrap_or_else(|| e.to_string())),
+        Err(e) => Err(failure.unwrap_or_else(|| crate::http::public_detail(&e))),
     }
 }
 
@@ -535,7 +535,7 @@ fn create(
     resource: &str,
     args: &Args<'_>,
 ) -> Result<CallToolResult, String> {
-    let fail = |e: Error| e.to_string();
+    let fail = |e: Error| crate::http::public_detail(&e);
     let format = match args.string("content_type")? {
         Some(f) => NoteFormat::parse(&f).map_err(fail)?,
         None => NoteFormat::Markdown,
@@ -587,7 +587,7 @@ fn capture(
     name: &str,
     args: &Args<'_>,
 ) -> Result<CallToolResult, String> {
-    let fail = |e: Error| e.to_string();
+    let fail = |e: Error| crate::http::public_detail(&e);
     match name {
         GET => {
             let id = args.required_string("id")?;

@@ -972,9 +972,15 @@ fn endpoint(id: &str, name: &str, owner: &str) -> ToolEndpointRow {
     }
 }
 
-/// Named endpoints: stored and read back by name and by owner, renamed, names unique on the
-/// server, removed.
+/// Named endpoints: stored and read back by name and by owner, renamed, names unique per
+/// owner (not on the server), removed.
 pub fn hub_tool_endpoints_round_trip_rename_and_conflicts(store: &dyn Store) {
+    let u1 = |extra: &[&str]| -> Vec<String> {
+        std::iter::once("user:u-1")
+            .chain(extra.iter().copied())
+            .map(str::to_owned)
+            .collect()
+    };
     let ops = endpoint("e1", "ops", "user:u-1");
     store.insert_tool_endpoint(&ops).expect("insert");
     store
@@ -983,20 +989,46 @@ pub fn hub_tool_endpoints_round_trip_rename_and_conflicts(store: &dyn Store) {
     store
         .insert_tool_endpoint(&endpoint("e3", "other", "user:u-2"))
         .expect("insert");
-    assert_eq!(store.tool_endpoint("ops").expect("read"), Some(ops.clone()));
-    assert_eq!(store.tool_endpoint("nope").expect("read"), None);
+    assert_eq!(
+        store.tool_endpoint(&u1(&[]), "ops").expect("read"),
+        Some(ops.clone())
+    );
+    assert_eq!(store.tool_endpoint(&u1(&[]), "nope").expect("read"), None);
+    // Another owner's endpoint is not found through these owners.
+    assert_eq!(store.tool_endpoint(&u1(&[]), "other").expect("read"), None);
     let mine: Vec<String> = store
-        .tool_endpoints(&["user:u-1".into(), "space:s-1".into()])
+        .tool_endpoints(&u1(&["space:s-1"]))
         .expect("list")
         .into_iter()
         .map(|e| e.name)
         .collect();
     assert_eq!(mine, ["ops", "team-ops"]);
     assert!(store.tool_endpoints(&[]).expect("list").is_empty());
-    // Names are unique on the whole server, whoever owns them.
+    // Names are unique per owner: another owner takes "ops" too, the same owner cannot.
+    let theirs = endpoint("e4", "ops", "user:u-2");
+    store.insert_tool_endpoint(&theirs).expect("another owner's ops");
     expect_conflict(
-        "a taken name",
-        store.insert_tool_endpoint(&endpoint("e4", "ops", "user:u-2")),
+        "a name its owner already has",
+        store.insert_tool_endpoint(&endpoint("e5", "ops", "user:u-1")),
+    );
+    let space_ops = endpoint("e6", "ops", "space:s-1");
+    store.insert_tool_endpoint(&space_ops).expect("a space's ops");
+    // One name, several owners: the first owner listed wins.
+    assert_eq!(
+        store
+            .tool_endpoint(&u1(&["space:s-1"]), "ops")
+            .expect("read"),
+        Some(ops.clone())
+    );
+    assert_eq!(
+        store
+            .tool_endpoint(&["space:s-1".into(), "user:u-1".into()], "ops")
+            .expect("read"),
+        Some(space_ops.clone())
+    );
+    assert_eq!(
+        store.tool_endpoint(&["user:u-2".into()], "ops").expect("read"),
+        Some(theirs)
     );
     let renamed = ToolEndpointRow {
         name: "ops-2".into(),
@@ -1006,23 +1038,33 @@ pub fn hub_tool_endpoints_round_trip_rename_and_conflicts(store: &dyn Store) {
         ..ops.clone()
     };
     store.update_tool_endpoint(&renamed).expect("update");
-    assert_eq!(store.tool_endpoint("ops").expect("read"), None);
+    assert_eq!(store.tool_endpoint(&u1(&[]), "ops").expect("read"), None);
     assert_eq!(
-        store.tool_endpoint("ops-2").expect("read"),
+        store.tool_endpoint(&u1(&[]), "ops-2").expect("read"),
         Some(renamed.clone())
     );
+    store
+        .insert_tool_endpoint(&endpoint("e7", "mine", "user:u-1"))
+        .expect("insert");
     expect_conflict(
-        "renaming onto a taken name",
+        "renaming onto a name its owner has",
         store.update_tool_endpoint(&ToolEndpointRow {
-            name: "other".into(),
+            name: "mine".into(),
             ..renamed.clone()
         }),
     );
+    // Renaming onto another owner's name is no conflict.
+    store
+        .update_tool_endpoint(&ToolEndpointRow {
+            name: "other".into(),
+            ..renamed.clone()
+        })
+        .expect("rename onto another owner's name");
     expect_not_found(
         "updating a missing endpoint",
         store.update_tool_endpoint(&endpoint("e9", "ghost", "user:u-1")),
     );
     assert!(store.delete_tool_endpoint("e1").expect("delete"));
     assert!(!store.delete_tool_endpoint("e1").expect("delete again"));
-    assert_eq!(store.tool_endpoint("ops-2").expect("read"), None);
+    assert_eq!(store.tool_endpoint(&u1(&[]), "other").expect("read"), None);
 }
