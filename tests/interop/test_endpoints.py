@@ -165,10 +165,23 @@ def test_endpoint_tokens_work_there_only(world):
     assert r.returncode != 0 and "no tool endpoint 'nosuch'" in r.stderr, r.stderr
     r = w.api("POST", "/api/v1/tokens", json={"endpoint": "nosuch"}, headers={"X-Space-ID": "acme"})
     assert r.status_code == 404, r.text
-    # Deleted: its tokens reach nothing (a new endpoint of the same name is another one).
+    # Only exactly its endpoint: a trailing slash or an extra segment fell through to the plain
+    # /mcp service (issue 41 item 1), which listed and ran tools the endpoint never offered.
+    for path in ("/mcp/e/clock/", "/mcp/e/clock/x", "/mcp/e/nope/x", "/mcp/e/nope", "/mcp/x",
+                 "/mcp/e/clock/?servers=time", "/api/mcp/x"):
+        for method in ("POST", "GET", "DELETE"):
+            r = requests.request(method, w.srv.url(path), json=PING if method == "POST" else None,
+                                 headers={**ACCEPT, "Authorization": f"Bearer {bound}"}, timeout=30)
+            assert r.status_code == 403 and "ENDPOINT_ONLY" in r.text, (method, path, r.status_code, r.text)
+    # Through the SDK too: the escape listed the knowledge tools and ran the upstream's.
+    for path in ("/mcp/e/clock/", "/mcp/e/clock/x?servers=time"):
+        with pytest.raises(Exception):
+            anyio.run(tools_at, w, path, bound)
+    # Deleted: its tokens reach nothing (a new endpoint of the same name is another one), with
+    # the refusal any other endpoint's name gets.
     assert w.api("DELETE", "/api/v1/endpoints/clock").status_code == 200
     r = requests.post(w.srv.url("/mcp/e/clock"), json=PING, headers={**ACCEPT, "Authorization": f"Bearer {bound}"}, timeout=30)
-    assert r.status_code == 404, r.text
+    assert r.status_code == 403 and r.json()["error"]["data"]["error_code"] == "ENDPOINT_ONLY", r.text
     assert w.api("POST", "/api/v1/endpoints", json={"name": "clock", "servers": ["time"]}).status_code == 201
     r = requests.post(w.srv.url("/mcp/e/clock"), json=PING, headers={**ACCEPT, "Authorization": f"Bearer {bound}"}, timeout=30)
     assert r.status_code == 403, r.text
@@ -198,3 +211,41 @@ def test_bad_input_is_refused_clearly(world):
                       headers={"Authorization": f"Bearer {ro}"}, timeout=30)
     assert r.status_code == 403, r.text
     assert w.api("PUT", "/api/v1/endpoints/nosuch", json={"name": "nosuch", "servers": ["time"]}).status_code == 404
+    # A PUT without `name` keeps the endpoint's (it answered with the raw deserializer's
+    # message before, issue 41 item 12); a POST without one says what is missing.
+    r = w.api("PUT", "/api/v1/endpoints/dup", json={"tools": ["time.get_current_time"]})
+    assert r.status_code == 200 and r.json()["data"]["name"] == "dup", r.text
+    r = w.api("POST", "/api/v1/endpoints", json={"servers": ["time"]})
+    assert r.status_code == 400 and "name is required" in r.json()["detail"], r.text
+
+
+def test_endpoint_names_are_unique_per_owner(world):
+    """Issue 41 item 7: names were unique on the whole server, so another space's POST got 409
+    where its GET got 404 — a cross-tenant oracle and name squatting."""
+    w = world
+    w.cli("space", "create", "beta")
+    w.cli("user", "add", "stranger")
+    w.cli("space", "grant", "beta", "stranger", "--role", "owner")
+    w.tokens["stranger"] = w.cli_json("token", "create", "--user", "stranger", "--spaces", "beta")
+    for owner in ("user", "space"):
+        name = f"taken-{owner}"
+        r = w.api("POST", "/api/v1/endpoints", json={"name": name, "owner": owner, "servers": ["knowledge"]})
+        assert r.status_code == 201, r.text
+        assert w.api("GET", f"/api/v1/endpoints/{name}", who="stranger").status_code == 404
+        r = w.api("POST", "/api/v1/endpoints", who="stranger", json={"name": name, "owner": owner, "servers": ["knowledge"]})
+        assert r.status_code == 201, (owner, r.text)
+        theirs = w.api("GET", f"/api/v1/endpoints/{name}", who="stranger").json()["data"]
+        mine = w.api("GET", f"/api/v1/endpoints/{name}").json()["data"]
+        assert theirs["id"] != mine["id"] and theirs["editable"] and mine["editable"], (theirs, mine)
+        assert anyio.run(tools_at, w, f"/mcp/e/{name}", w.tok("stranger"))
+        # The same owner still cannot have two.
+        r = w.api("POST", "/api/v1/endpoints", json={"name": name, "owner": owner, "servers": ["time"]})
+        assert r.status_code == 409, r.text
+        # Each edits and deletes only its own.
+        assert w.api("DELETE", f"/api/v1/endpoints/{name}", who="stranger").status_code == 200
+        assert w.api("GET", f"/api/v1/endpoints/{name}").json()["data"]["id"] == mine["id"]
+    # A user's own endpoint comes before their space's of the same name.
+    assert w.api("POST", "/api/v1/endpoints", json={"name": "both", "owner": "space", "servers": ["knowledge"]}).status_code == 201
+    assert w.api("POST", "/api/v1/endpoints", json={"name": "both", "servers": ["time"]}).status_code == 201
+    assert w.api("GET", "/api/v1/endpoints/both").json()["data"]["owner"]["kind"] == "user"
+    assert w.api("GET", "/api/v1/endpoints/both", who="viewer").json()["data"]["owner"]["kind"] == "space"

@@ -10,6 +10,7 @@ One home: space ``acme`` with ``owner`` (owner) and ``viewer`` (viewer); the own
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from dataclasses import dataclass
@@ -354,6 +355,88 @@ def test_audit_is_for_admins_paged_filtered_and_exported(world):
 # ---------------------------------------------------------------------------------------------
 # Rate limits: per token for tool calls and chats (shared through the store), and a growing
 # delay for failed authentication.
+
+
+def test_scoped_tokens_change_nothing_in_the_hub(world):
+    """Issue 41 item 2: a `--tools time.get_current_time` token switched other tools off (200,
+    with their descriptions) for every token of its user, and a missing tool's 404 told it
+    what exists. A token limited to some tools changes nothing: 403, the same for a tool in
+    its scope, out of it, or missing."""
+    w = world
+    one = w.tok("one_tool")
+    bodies = []
+    for path in ("/api/v1/hub/tools/notes.read_note/toggle", "/api/v1/hub/tools/knowledge.search/toggle",
+                 "/api/v1/hub/tools/time.get_current_time/toggle", "/api/v1/hub/tools/nosuch.tool/toggle",
+                 "/api/v1/tools/builtin/web_search/toggle", "/api/v1/tools/builtin/nosuch/toggle",
+                 "/api/v1/tools/nosuch/toggle", "/api/v1/mcp/servers/notes/toggle", "/api/v1/mcp/servers/nosuch/toggle"):
+        r = http(w.srv, "PATCH", path, one, json={"enabled": False})
+        assert r.status_code == 403, (path, r.text)
+        bodies.append(r.json()["detail"])
+    assert len(set(bodies)) == 1 and "limited to some tools" in bodies[0], bodies
+    assert "description" not in json.dumps(bodies)
+    for method, path, body in (("POST", "/api/v1/mcp/servers", {"name": "x", "transport_type": "http", "config": "http://127.0.0.1:9/mcp"}),
+                               ("DELETE", "/api/v1/mcp/servers/time", None),
+                               ("POST", "/api/v1/tools", {"name": "t", "description": "d", "http_url": "http://127.0.0.1:9/x"})):
+        r = http(w.srv, method, path, one, json=body)
+        assert r.status_code == 403, (method, path, r.text)
+    # Nothing was switched off for the owner's other tokens.
+    tools = {t["full_name"]: t for t in http(w.srv, "GET", "/api/v1/mcp/tools", w.tok("owner")).json()["data"]}
+    assert tools["notes.read_note"]["enabled"] and tools["time.get_current_time"]["enabled"], tools
+
+
+def test_a_viewer_is_read_only_in_the_hub(world):
+    """Issue 41 item 3: a viewer's token registered an HTTP upstream (201), created a custom tool
+    (201) and called it. docs/governance.md: viewers call read-only tools only."""
+    w = world
+    v = w.tok("viewer")
+    for method, path, body in (("POST", "/api/v1/mcp/servers", {"name": "v", "transport_type": "http", "config": "http://127.0.0.1:9/mcp"}),
+                               ("POST", "/api/v1/tools", {"name": "vt", "description": "d", "http_url": "http://127.0.0.1:9/x"}),
+                               ("PATCH", "/api/v1/hub/tools/knowledge.search/toggle", {"enabled": False})):
+        r = http(w.srv, method, path, v, json=body)
+        assert r.status_code == 403 and "read-only" in r.json()["detail"], (method, path, r.text)
+    assert not [s for s in http(w.srv, "GET", "/api/v1/mcp/servers", v).json()["data"] if s["name"] == "v"]
+
+    async def run():
+        names = await listed(gateway(w, v), "auto")
+        assert "knowledge__search" in names and "knowledge__create_knowledge" not in names, names
+        ok, _ = await call(gateway(w, v), "auto", "knowledge__create_knowledge", {"content": "x"})
+        assert not ok
+
+    anyio.run(run)
+
+
+def test_rate_limits_count_per_chain_of_tokens(world):
+    """Issue 41 item 4: at 20/min a throttled token minted 5 children and made 120 calls in the
+    minute. A token and the tokens made from it share one budget."""
+    w = world
+    root = w.cli_json("token", "create", "--user", "owner", "--spaces", "acme", "--label", "chain")["token"]
+    children = []
+    for i in range(3):
+        r = http(w.srv, "POST", "/api/v1/tokens", root, json={"label": f"child {i}"})
+        assert r.status_code == 201, r.text
+        children.append(r.json()["data"]["token"])
+    grandchild = http(w.srv, "POST", "/api/v1/tokens", children[0], json={"label": "grandchild"}).json()["data"]["token"]
+    chain = [root, *children, grandchild]
+
+    async def run():
+        allowed, refused = 0, None
+        async with contextlib.AsyncExitStack() as stack:
+            clients = [await stack.enter_async_context(Client(gateway(w, t), mode="auto", read_timeout_seconds=60))
+                       for t in chain]
+            for i in range(3 * TOOL_CALLS_PER_MINUTE):
+                try:
+                    r = await clients[i % len(clients)].call_tool("notes__read_note", {"name": "welcome"})
+                    assert r.is_error is not True
+                    allowed += 1
+                except MCPError as e:
+                    refused = e.error
+                    break
+        return allowed, refused
+
+    allowed, refused = anyio.run(run)
+    # One budget for the chain (a minute boundary inside the loop may add one more window).
+    assert refused is not None and allowed <= 2 * TOOL_CALLS_PER_MINUTE, (allowed, refused)
+    assert refused.data["error_code"] == "RATE_LIMITED", refused
 
 
 def test_tool_calls_per_token_are_limited(world):

@@ -160,3 +160,73 @@ def test_a_flood_of_idle_connections_neither_kills_nor_exhausts_the_server(limit
     while open_fds(limited) > before + 2 and time.monotonic() < deadline:
         time.sleep(0.2)
     assert open_fds(limited) <= before + 2, (before, open_fds(limited))
+
+
+def connect_from(srv, source: str) -> socket.socket:
+    """A connection from another loopback address (127.0.0.0/8 is all this machine's)."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.settimeout(10)
+    s.bind((source, 0))
+    s.connect(("127.0.0.1", srv.port))
+    return s
+
+
+def test_one_client_holding_idle_sockets_takes_neither_the_node_nor_its_health(server_factory, quarry_home):
+    """Issue 41 item 5: ~520 idle sockets from one client filled every slot, and /health answered
+    503, so a load balancer dropped the node. One address holds at most its share
+    (QUARRY_HTTP_MAX_CONNECTIONS_PER_ADDRESS, default a quarter of the cap); others are served,
+    and /health is answered — from the flooding address too — while the flood holds (timeouts
+    long enough here that the idle sockets outlive the test)."""
+    limited = server_factory(home=quarry_home.with_env(
+        QUARRY_HTTP_HEADER_TIMEOUT="60", QUARRY_HTTP_FIRST_BYTE_TIMEOUT="60",
+        QUARRY_HTTP_MAX_CONNECTIONS=str(MAX_CONNECTIONS)))
+    flood = []
+    for _ in range(3 * MAX_CONNECTIONS):
+        try:
+            s = connect_from(limited, "127.0.0.2")
+        except OSError:
+            continue
+        flood.append(s)
+    time.sleep(0.5)
+    try:
+        # Another client is served while the flood holds its sockets open.
+        for _ in range(10):
+            c = http.client.HTTPConnection("127.0.0.1", limited.port, timeout=10)
+            c.request("GET", "/status")
+            assert c.getresponse().status == 200
+            c.close()
+        # The flooding address gets its health probes answered too (from the reserve).
+        probes = []
+        for _ in range(20):
+            s = connect_from(limited, "127.0.0.2")
+            s.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+            data = b""
+            try:
+                while chunk := s.recv(4096):
+                    data += chunk
+            except ConnectionResetError:
+                pass
+            s.close()
+            probes.append(data.split(b"\r\n", 1)[0])
+        assert all(p.startswith(b"HTTP/1.1 200") for p in probes), probes
+        # Anything else from the flooding address past its share is refused at once.
+        s = connect_from(limited, "127.0.0.2")
+        s.sendall(b"GET /status HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        data = s.recv(4096)
+        assert data.startswith(b"HTTP/1.1 503") and b"TOO_MANY_CONNECTIONS" in data, data[:200]
+        s.close()
+    finally:
+        for s in flood:
+            s.close()
+    assert limited.proc.poll() is None
+
+
+def test_a_silent_connection_is_closed_at_the_first_byte_deadline(server_factory, quarry_home):
+    """A connection that sends nothing is closed after QUARRY_HTTP_FIRST_BYTE_TIMEOUT, sooner than
+    the header timeout that bounds one that has started a request."""
+    srv = server_factory(home=quarry_home.with_env(QUARRY_HTTP_HEADER_TIMEOUT="30",
+                                                   QUARRY_HTTP_FIRST_BYTE_TIMEOUT="2"))
+    s = connect(srv)
+    took = closed_after(s, 12)
+    assert 1.5 <= took < 10, took
+    s.close()

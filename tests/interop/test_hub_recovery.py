@@ -16,6 +16,7 @@ import json
 import os
 import socket
 import subprocess
+import sys
 import threading
 import time
 from contextlib import asynccontextmanager
@@ -272,5 +273,31 @@ def test_a_fast_upstream_is_usable_right_after_registering(srv):
                 return r.is_error, "".join(x.text for x in r.content if x.type == "text")
         is_error, text = anyio.run(call)
         assert not is_error and "right away" in text, text
+    finally:
+        requests.delete(srv.url(f"/api/v1/mcp/servers/{row['id']}"), timeout=30)
+
+
+def test_a_stdio_upstream_slower_than_ten_seconds_to_start_connects(srv, tmp_path: Path):
+    """Issue 41 item 11: an upstream that took over 10 s to start (a wrapper `sleep 12; exec
+    mcp-server-time`, like a cold uvx/npx) cycled connecting/error with "conflict initialized
+    response id: expected 1, got 0" for ever: rmcp's `server/discover` probe gives up at 10 s,
+    and the late answer to it broke the `initialize` that followed. It connects within its
+    connect_timeout_secs, and its tools work."""
+    slow = tmp_path / "slow-time"
+    slow.write_text(f"#!/bin/sh\nsleep 12\nexec {Path(sys.executable).parent / 'mcp-server-time'} \"$@\"\n")
+    slow.chmod(0o755)
+    row, _ = register(srv, {"name": "slowtime", "transport_type": "stdio", "config": str(slow),
+                            "connect_timeout_secs": 40})
+    try:
+        ready, seen = wait_status(srv, row["id"], {"ready", "error"}, timeout=60)
+        assert ready["status"] == "ready" and ready["tool_count"] > 0, (ready, seen)
+        assert set(seen) <= {"connecting", "ready"}, seen
+
+        async def call():
+            async with gateway(srv.url("/api/mcp?servers=slowtime")) as c:
+                r = await c.call_tool("slowtime__get_current_time", {"timezone": "UTC"})
+                return r.is_error, "".join(x.text for x in r.content if x.type == "text")
+        is_error, text = anyio.run(call)
+        assert not is_error and "UTC" in text, text
     finally:
         requests.delete(srv.url(f"/api/v1/mcp/servers/{row['id']}"), timeout=30)

@@ -18,8 +18,10 @@ import threading
 import time
 from pathlib import Path
 
+import anyio
 import pytest
 import requests
+from mcp import Client
 
 from conftest import backend, db_rows, make_home, second_node, settled, start_server, wait_ready
 from kb_support import DOCS, TERMINAL, api, create_kb, upload, upload_response, wait_for
@@ -96,6 +98,112 @@ def test_uploads_on_a_are_searchable_on_b_within_two_seconds(nodes):
     print(f"catch-up over {len(lags)} uploads: p50 {statistics.median(lags):.3f} s, p99 {p99:.3f} s, max {lags[-1]:.3f} s")
     assert len(lags) == 200
     assert p99 < 2.0, f"p99 catch-up {p99:.3f} s"
+
+
+def knowledge_files(srv, query: str) -> list[str]:
+    """The files `knowledge_search` (the passage index) answers `query` with, at min_score 0,
+    through the official SDK in its default mode."""
+
+    async def run():
+        async with Client(srv.mcp_url, read_timeout_seconds=60) as c:
+            r = await c.call_tool("knowledge_search", {"query": query, "search_mode": "keyword", "min_score": 0})
+            assert r.is_error is not True, r
+            return [x["knowledge_filename"] for x in (r.structured_content or {}).get("results", [])]
+
+    return anyio.run(run)
+
+
+def test_single_uploads_spaced_over_both_nodes_are_found_on_every_node(nodes):
+    """Issue 41 item 9: documents uploaded one at a time, a second apart, were missing from one
+    node's knowledge_search for good — both nodes cut the new document's chunks and the second
+    cut replaced the ids the first node had indexed. Singles spread over time and over both
+    nodes; every document is checked on every node."""
+    a, b = nodes["a"], nodes["b"]
+    kb = create_kb(a, "singles")
+    words, ids = {}, []
+    for i in range(24):
+        srv = (a, b)[(i // 2) % 2]  # two on A, two on B, …
+        name = f"single-{i:02d}.md"
+        word = f"kestrel{i:02d}x"
+        [doc] = upload(srv, kb["id"], [(name, f"# Single {i}\n\nOne paragraph about the {word} survey.\n".encode())])
+        words[name] = word
+        ids.append(doc["id"])
+        time.sleep((0.3, 0.9, 1.4)[i % 3])
+    # Everything ready in the store (A reads it).
+    wait_for(a, kb["id"], ids, {"ready"}, timeout=180)
+    for srv, label in ((a, "A"), (b, "B")):
+        missing = dict(words)
+        deadline = time.monotonic() + 30
+        while missing and time.monotonic() < deadline:
+            for name, word in list(missing.items()):
+                if name in knowledge_files(srv, word):
+                    del missing[name]
+            if missing:
+                time.sleep(0.5)
+        assert not missing, f"node {label} never finds {sorted(missing)}\n{srv.stderr()[-3000:]}"
+
+
+def test_a_node_whose_passages_point_at_replaced_chunks_repairs_itself(quarry_bin: Path, corpus: Path, tmp_path: Path):
+    """Issue 41 item 9's self-check: B's passage index is made wrong the way the race made it —
+    a document's chunks replaced in the store under new ids, with nothing in the feed — while
+    B is down. Restarted without the self-check, B misses the document; with it
+    (QUARRY_INDEX_CHECK_SECS), B finds and re-indexes it on its own, and /metrics counts it."""
+    a_home = make_home(quarry_bin, corpus, tmp_path / "a")
+    b_home = second_node(a_home, tmp_path / "b")
+    a = start_server(a_home, logdir=tmp_path / "logs-a")
+    b = start_server(b_home.with_env(QUARRY_INDEX_CHECK_SECS="0"), logdir=tmp_path / "logs-b0")
+    try:
+        kb = create_kb(a, "selfcheck")
+        [doc] = upload(a, kb["id"], [("wombat.md", b"# Wombat\n\nThe wombatcheck survey counted burrows.\n")])
+        wait_for(a, kb["id"], [doc["id"]], {"ready"}, timeout=120)
+        deadline = time.monotonic() + 30
+        while "wombat.md" not in knowledge_files(b, "wombatcheck"):
+            assert time.monotonic() < deadline, b.stderr()[-3000:]
+            time.sleep(0.3)
+        b.stop()
+        rows = db_rows(a_home.env, a_home.home,
+                       "WITH old AS (SELECT k.id FROM chunks k JOIN documents d ON d.id = k.document_id "
+                       "WHERE d.body LIKE '%wombatcheck%'), "
+                       "moved AS (INSERT INTO chunks (document_id, seq, byte_start, byte_end, line_start, line_end, hash, page, heading) "
+                       "SELECT document_id, seq, byte_start, byte_end, line_start, line_end, hash, page, heading "
+                       "FROM chunks WHERE id IN (SELECT id FROM old) RETURNING id) "
+                       "DELETE FROM chunks WHERE id IN (SELECT id FROM old) RETURNING id")
+        assert rows, "no chunks moved"
+        # Without the self-check the node resumes where it stood and never hears of it.
+        b = start_server(b_home.with_env(QUARRY_INDEX_CHECK_SECS="0"), logdir=tmp_path / "logs-b1")
+        wait_ready(b)
+        time.sleep(2)
+        assert "wombat.md" not in knowledge_files(b, "wombatcheck"), "the stale index was not stale"
+        b.stop()
+        b = start_server(b_home.with_env(QUARRY_INDEX_CHECK_SECS="2"), logdir=tmp_path / "logs-b2")
+        deadline = time.monotonic() + 60
+        while "wombat.md" not in knowledge_files(b, "wombatcheck"):
+            assert time.monotonic() < deadline, f"B never repaired its index\n{b.stderr()[-3000:]}"
+            time.sleep(0.5)
+        metrics = requests.get(b.url("/metrics"), timeout=30).text
+        assert "quarry_index_repaired_documents 1" in metrics, [m for m in metrics.splitlines() if "repaired" in m]
+        assert "re-indexed documents whose entries differed" in b.stderr()
+    finally:
+        a.stop()
+        b.stop()
+
+
+def test_the_cli_on_a_fresh_node_directory_builds_its_index_first(nodes):
+    """Issue 41 item 10: `quarry search` on a fresh data directory over the shared database said
+    "No results found" (exit 0) while `status` showed the documents — after `migrate` that reads
+    as data loss. It builds this directory's index from the store first, and says so."""
+    a = nodes["a"]
+    kb = create_kb(a, "fresh-cli")
+    [doc] = upload(a, kb["id"], [("platypus.md", b"# Platypus\n\nThe platypuscli census.\n")])
+    wait_for(a, kb["id"], [doc["id"]], {"ready"}, timeout=120)
+    fresh = second_node(nodes["home_a"], nodes["root"] / "fresh-cli")
+    r = fresh.run("search", "platypuscli", timeout=180)
+    assert r.returncode == 0, r.stderr
+    assert "platypus.md" in r.stdout, (r.stdout, r.stderr)
+    assert "no keyword index yet: indexing" in r.stderr, r.stderr
+    # Once built, it is not built again.
+    r = fresh.run("search", "platypuscli", timeout=60)
+    assert r.returncode == 0 and "platypus.md" in r.stdout and "indexing" not in r.stderr, (r.stdout, r.stderr)
 
 
 def test_a_note_created_on_a_is_found_on_b_with_its_txid(nodes):

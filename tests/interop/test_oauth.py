@@ -452,6 +452,33 @@ def test_bad_requests_get_clear_errors(world):
     assert r.status_code == 401
 
 
+def test_the_consent_page_names_the_host_the_browser_goes_to(world):
+    """Issue 41 item 6: `https://evil.example\\@claude.ai/cb` was shown as "returns to
+    evil.example\\@claude.ai"; a browser follows it to evil.example, so that is the host shown.
+    A user name or password before the host (`https://claude.ai@evil.example/`) is refused."""
+    w = world
+    tricky = "https://evil.example\\@claude.ai/cb"
+    info = register(w, redirect_uris=[tricky], token_endpoint_auth_method="none")
+    _, challenge = pkce()
+    q = {"response_type": "code", "client_id": info["client_id"], "redirect_uri": tricky, "code_challenge": challenge,
+         "code_challenge_method": "S256", "state": "s1", "resource": w.url("/api/mcp")}
+    r = requests.get(w.url("/api/v1/oauth/authorize?" + urllib.parse.urlencode(q)),
+                     headers={"Authorization": f"Bearer {w.tok('ann')}"}, timeout=30)
+    assert r.status_code == 200, r.text
+    data = r.json()["data"]
+    assert data["redirect_host"] == "evil.example" and data["redirect_uri"] == tricky, data
+    for uri in ("https://claude.ai@evil.example/cb", "https://claude.ai:pw@evil.example/cb"):
+        r = requests.post(w.url("/oauth/register"), json={"redirect_uris": [uri]}, timeout=30)
+        assert r.status_code == 400 and r.json()["error"] == "invalid_redirect_uri", (uri, r.text)
+    # Hosts with ports and apps' own schemes read as before.
+    info = register(w, redirect_uris=["http://127.0.0.1:6274/cb", "cursor://anysphere.cursor-mcp/oauth/cb"],
+                    token_endpoint_auth_method="none")
+    for uri, host in (("http://127.0.0.1:6274/cb", "127.0.0.1:6274"), ("cursor://anysphere.cursor-mcp/oauth/cb", "anysphere.cursor-mcp")):
+        r = requests.get(w.url("/api/v1/oauth/authorize?" + urllib.parse.urlencode({**q, "client_id": info["client_id"], "redirect_uri": uri})),
+                         headers={"Authorization": f"Bearer {w.tok('ann')}"}, timeout=30)
+        assert r.status_code == 200 and r.json()["data"]["redirect_host"] == host, r.text
+
+
 def test_audit_log_records_grants_and_refusals_without_secrets(world):
     w = world
     export = w.cli("audit", "--jsonl", "--limit", "100000").stdout

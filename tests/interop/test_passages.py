@@ -16,6 +16,7 @@ import re
 import time
 from pathlib import Path
 
+import anyio
 import pytest
 from conftest import QuarryHome, isolated_env, start_server
 from kb_support import api, create_kb, documents, need_docs, upload, wait_for
@@ -61,6 +62,17 @@ def test_a_long_manual_answers_with_its_passage_on_its_page(home, tmp_path):
         assert "preserved between system reboots" in top["content"], top
         assert len(top["content"]) <= 500 and top["score"] >= 0.5, top
         assert ID_RE.match(top["id"]), top
+
+        # Over MCP, the text most clients give the model names the page too, and the mode
+        # that ran (no model here: keyword, though hybrid is the default) — issue 41 item 16.
+        async def over_mcp():
+            async with Client(srv.mcp_url, read_timeout_seconds=60) as c:
+                return await c.call_tool("knowledge_search", {"query": "What is the purpose of the /var/tmp directory?"})
+        r = anyio.run(over_mcp)
+        text = "".join(x.text for x in r.content if x.type == "text")
+        assert r.structured_content["results"][0]["page"] == 45, r.structured_content
+        assert "- **Source:** fhs.pdf\n- **Page:** 45\n" in text, text
+        assert "**Search Mode:** keyword (hybrid asked)" in text, text
 
         # A Chinese question: the section on page 48, not the 目录 on page 6.
         found = knowledge_search(srv, "如何更改系统默认的文本编辑器？", min_score=0, top_k=10)

@@ -8,6 +8,7 @@ import http.client
 import json
 import re
 import signal
+import subprocess
 import threading
 import time
 import urllib.parse
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CHINESE, JOURNAL_1, JOURNAL_2, LARGE, MEETING, PASSWD_MARKER, PLAN, db_rows, display
+from conftest import CHINESE, JOURNAL_1, JOURNAL_2, LARGE, MEETING, PASSWD_MARKER, PLAN, db_rows, display, free_port, start_server
 
 TLDR_PAGES = Path(__file__).resolve().parents[3] / "shared" / "corpora" / "tldr" / "pages"
 
@@ -160,6 +161,27 @@ def test_malformed_json_and_wrong_content_type(shared_server):
     assert_error(status, body, 400, "JSON")
     status, body, _ = post(shared_server.base, "/search", raw=b'{"query":"x"}', headers={"Content-Type": "text/plain"})
     assert_error(status, body, 415)
+
+
+def test_nul_characters_are_refused_clearly_on_every_backend(server):
+    """Issue 41 item 8: a NUL in a string parameter got 500 "invalid byte sequence … 0x00" on
+    PostgreSQL (11 routes). Every backend answers 400 with one message, and stores nothing."""
+    base = server.base
+    for path, body in (("/api/v1/knowledge-bases", {"name": "a\u0000b"}),
+                       ("/search", {"query": "sudo\u0000"}),
+                       ("/query", {"query": "x", "collections": ["c\u0000"]}),
+                       ("/api/v1/endpoints", {"name": "ops", "description": "\u0000", "mode": "search"}),
+                       ("/api/v1/tokens", {"user": "nobody\u0000", "label": "x"})):
+        status, answer, _ = post(base, path, body)
+        assert_error(status, answer, 400, "NUL")
+    for path in ("/api/v1/knowledge-bases/a%00b", "/collections/x%00", "/search?q=%00"):
+        status, answer, _ = get(base, path)
+        assert_error(status, answer, 400, "NUL")
+    # An escaped backslash followed by the text u0000 is no NUL.
+    status, answer, _ = post(base, "/search", raw=b'{"query": "\\\\u0000 sudo"}')
+    assert status == 200, answer
+    status, answer, _ = get(base, "/api/v1/knowledge-bases")
+    assert status == 200 and answer["total"] == 0, answer
 
 
 def test_vsearch_without_vectors_is_503(shared_server):
@@ -545,3 +567,70 @@ def test_shutdown_finishes_in_flight_work_and_refuses_new(server_factory):
     assert srv.proc.wait(timeout=20) == 0
     with pytest.raises(OSError):
         get(srv.base, "/health")
+
+
+def test_transport_both_keeps_http_when_stdin_carries_no_client(quarry_home, tmp_path):
+    """Issue 41 item 22: `serve --transport both` under nohup or systemd (stdin /dev/null) exited
+    as soon as stdin ended and took HTTP down. Stdin that never carried an MCP session leaves
+    HTTP serving; a real stdio session ending still ends the process (an agent started it)."""
+    srv = start_server(quarry_home, "--transport", "both", logdir=tmp_path / "logs")
+    try:
+        time.sleep(3)
+        assert srv.proc.poll() is None, srv.stderr()[-3000:]
+        status, body, _ = get(srv.base, "/health")
+        assert status == 200, body
+        assert "serving HTTP only" in srv.stderr(), srv.stderr()[-3000:]
+    finally:
+        srv.stop()
+    # With a client on stdin: its session ending ends the server.
+    port = free_port()
+    proc = subprocess.Popen([str(quarry_home.bin), "serve", "--transport", "both", "--port", str(port)],
+                            env=quarry_home.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    try:
+        init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+        assert proc.stdin and proc.stdout
+        proc.stdin.write((json.dumps(init) + "\n").encode())
+        proc.stdin.flush()
+        assert b'"result"' in proc.stdout.readline()
+        proc.stdin.close()
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def test_a_note_with_a_nul_character_is_refused_and_nothing_is_stored(server):
+    """Issue 41 item 21: create_knowledge with a NUL in its content answered isError but stored
+    a `failed` note on every call. Refused before anything is stored, with a clear message."""
+    import anyio
+    from mcp import Client
+
+    async def run():
+        async with Client(server.mcp_url, read_timeout_seconds=60) as c:
+            for _ in range(2):
+                r = await c.call_tool("create_knowledge", {"content": "before\x00after", "title": "nul"})
+                assert r.is_error is True
+                text = "".join(x.text for x in r.content if x.type == "text")
+                assert "NUL" in text, text
+
+    anyio.run(run)
+    status, body, _ = get(server.base, "/api/v1/knowledge-bases")
+    assert status == 200, body
+    for kb in body["data"]:
+        status, docs, _ = get(server.base, f"/api/v1/knowledge-bases/{kb['id']}/documents")
+        assert status == 200 and docs["total"] == 0, docs
+
+
+def test_a_nul_in_an_uploaded_file_name_is_explained(server):
+    """Issue 41 item 21: a NUL in a multipart filename got "failed to read headers"."""
+    status, kb, _ = post(server.base, "/api/v1/knowledge-bases", {"name": "nul-upload"})
+    assert status == 201, kb
+    boundary = "qboundary"
+    body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"files\"; filename=\"a\x00b.md\"\r\n"
+            f"Content-Type: text/markdown\r\n\r\n# hi\r\n--{boundary}--\r\n").encode()
+    status, answer, _ = post(server.base, f"/api/v1/knowledge-bases/{kb['data']['id']}/documents", raw=body,
+                             headers={"Content-Type": f"multipart/form-data; boundary={boundary}"})
+    assert_error(status, answer, 400, "file name must not contain control characters")
+    status, docs, _ = get(server.base, f"/api/v1/knowledge-bases/{kb['data']['id']}/documents")
+    assert status == 200 and docs["total"] == 0, docs

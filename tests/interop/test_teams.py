@@ -294,11 +294,15 @@ def found_files(results: list[dict], key: str = "file") -> list[str]:
 
 
 def expected_search_blocks(query: str, mode: str, structured: dict) -> list[str]:
-    """Seed 000's knowledge_search text layout, built from the structured results."""
+    """Seed 000's knowledge_search text layout, built from the structured results: the mode
+    that ran (with the one asked for, `mode`, beside it when they differ) and each paged
+    result's page."""
     results = structured["results"]
+    ran = structured["search_mode"]
+    shown = ran if ran == mode else f"{ran} ({mode} asked)"
     blocks = [
         f"## Search Results\n\n**Query:** {query}\n**Total Found:** {structured['total_count']}\n"
-        f"**Returned:** {len(results)}\n**Search Mode:** {mode}\n\n"
+        f"**Returned:** {len(results)}\n**Search Mode:** {shown}\n\n"
     ]
     if results:
         s = "### Matched Documents\n\n"
@@ -306,7 +310,9 @@ def expected_search_blocks(query: str, mode: str, structured: dict) -> list[str]
             content = r["content"]
             s += (
                 f"#### [{i}] {r['knowledge_title']}\n- **Score:** {r['score'] * 100:.1f}%\n"
-                f"- **Source:** {r['knowledge_filename']}\n- **Match Type:** {r['match_type']}\n\n"
+                f"- **Source:** {r['knowledge_filename']}\n"
+                + (f"- **Page:** {r['page']}\n" if r.get("page") is not None else "")
+                + f"- **Match Type:** {r['match_type']}\n\n"
                 f"> {content[:500]}{'...' if len(content) > 500 else ''}\n\n"
             )
         blocks.append(s)
@@ -1111,7 +1117,8 @@ async def test_knowledge_search_mcp_seed_layout(team):
         r2 = await tool_ok(c, "knowledge_search", {"query": "zanzibar", "min_score": 0, "search_mode": "hybrid"})
         mode = r.structured_content["search_mode"]
         assert mode == r2.structured_content["search_mode"] and mode in ("hybrid", "keyword"), mode
-        # The seed's summary names the mode asked for (the default: hybrid).
+        # The summary names the mode that ran, and the one asked for (the default: hybrid)
+        # when they differ (issue 41 item 16).
         assert texts(r) == expected_search_blocks("zanzibar", "hybrid", r.structured_content), texts(r)
         assert texts(r) == texts(r2)
 

@@ -213,6 +213,8 @@ table! {
             "Most of those from one client address, so one client cannot hold them all. Behind a proxy on the same machine every client has its address: raise it there.";
         QUARRY_HTTP_FIRST_BYTE_TIMEOUT: Setting, Some("--first-byte-timeout"), SERVE, "10",
             "Seconds a new connection may stay silent before it is closed (at most the header timeout).";
+        QUARRY_INDEX_CHECK_SECS: Setting, None, SERVE, "600",
+            "Seconds between a node's self-checks: its keyword and passage indexes compared with the store, and every document whose entries differ re-indexed (`0`: never). The first check comes after a minute at most.";
         QUARRY_LOG: Setting, None, SERVERS, "`info`",
             "Log filter on stderr (`debug`, `quarry_server=debug,info`, …).";
         QUARRY_AUDIT_RETENTION_DAYS: Setting, None, SERVERS, "90",

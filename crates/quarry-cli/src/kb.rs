@@ -315,7 +315,10 @@ pub(crate) fn run(
 }
 
 fn print_doc(out: &mut impl Write, d: &KbFile) -> Result<()> {
-    let pages = d.pages.map(|p| format!(", {p} pages")).unwrap_or_default();
+    let pages = d
+        .pages
+        .map(|p| format!(", {p} {}", if p == 1 { "page" } else { "pages" }))
+        .unwrap_or_default();
     let docid = d.docid.as_deref().unwrap_or("-");
     write!(
         out,

@@ -956,6 +956,13 @@ fn run(cli: Cli, env: &config::Env) -> Result<()> {
         Command::Search(args)
         | Command::Vsearch(VsearchArgs { search: args, .. })
         | Command::Query(QueryArgs { search: args, .. }) => {
+            if engine.ensure_indexes(|n| {
+                eprintln!(
+                    "This data directory has no keyword index yet: indexing {n} documents from the store…"
+                )
+            })? {
+                eprintln!("Indexed.");
+            }
             let query = args.query.join(" ");
             let mut req = SearchRequest {
                 query: query.clone(),
@@ -1193,6 +1200,7 @@ fn serve(
         _ => Some(settings::worker_options(env)?),
     };
     let ui_assets = settings::ui_assets(env);
+    let index_check = settings::index_check(env)?;
     let runtime = runtime::build()?;
     runtime::block_on(&runtime, async move {
         let state = quarry_server::AppState::with_ui_assets(engine, auth, ui_assets);
@@ -1213,7 +1221,7 @@ fn serve(
             if let Some(workers) = workers {
                 state.start_workers(workers)?;
             }
-            state.start_follower()?;
+            state.start_follower(index_check)?;
             state.start_audit(audit_settings)?;
             state.start_limits(limit_settings);
             if let Some(url) = args.and_then(|a| a.public_url.as_deref()) {
@@ -1244,7 +1252,10 @@ fn serve(
             Transport::Mcp => quarry_server::serve_stdio(state, shutdown).await?,
             Transport::Http => http(state, shutdown).await?,
             Transport::Both => {
-                // The stdio client going away ends the process, HTTP included.
+                // A stdio client that ran a session and went away ends the process, HTTP
+                // included (an agent started it). Stdin that never carried a session —
+                // `nohup`, systemd, a closed or foreign stdin — leaves HTTP serving
+                // (issue 41: it used to take HTTP down with it).
                 let stdio_done = shutdown.clone();
                 let stdio = tokio::spawn(quarry_server::serve_stdio(
                     state.clone(),
@@ -1252,13 +1263,16 @@ fn serve(
                 ));
                 let server = http(state, shutdown);
                 let stdio_watch = async move {
-                    let r = stdio.await;
-                    stdio_done.cancel();
-                    r
+                    match stdio.await {
+                        Ok(Ok(())) => stdio_done.cancel(),
+                        Ok(Err(e)) => tracing::warn!(
+                            "no MCP client on stdin ({e}); serving HTTP only until stopped"
+                        ),
+                        Err(e) => tracing::warn!("the stdio session stopped: {e}; serving HTTP only"),
+                    }
                 };
-                let (served, stdio_result) = tokio::join!(server, stdio_watch);
+                let (served, ()) = tokio::join!(server, stdio_watch);
                 served?;
-                stdio_result.map_err(|e| std::io::Error::other(e.to_string()))??;
             }
         }
         // Upstream children are killed with their process groups.

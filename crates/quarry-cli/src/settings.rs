@@ -134,6 +134,23 @@ pub(crate) fn chat_provider(env: &Env, spec: &str) -> Result<quarry_chat::Provid
         .map_err(|e| anyhow::anyhow!("--chat-model: {e}"))
 }
 
+/// How often a server checks its indexes against the store (`QUARRY_INDEX_CHECK_SECS`;
+/// `0`: never).
+pub(crate) fn index_check(env: &Env) -> Result<Option<std::time::Duration>> {
+    let var = &config::QUARRY_INDEX_CHECK_SECS;
+    match env.raw(var).map(|v| v.trim().to_owned()).filter(|v| !v.is_empty()) {
+        None => Ok(Some(quarry_queue::INDEX_CHECK)),
+        Some(v) => match v.parse::<u64>() {
+            Ok(0) => Ok(None),
+            Ok(secs) => Ok(Some(std::time::Duration::from_secs(secs))),
+            Err(_) => anyhow::bail!(
+                "{}={v:?}: expected a whole number of seconds (0: never)",
+                var.name
+            ),
+        },
+    }
+}
+
 /// The web UI's files: embedded, or read from `QUARRY_UI_DIR` (UI development).
 pub(crate) fn ui_assets(env: &Env) -> quarry_ui::Assets {
     match env.raw(&config::QUARRY_UI_DIR).filter(|d| !d.is_empty()) {

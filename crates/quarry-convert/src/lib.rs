@@ -179,6 +179,18 @@ impl Default for Limits {
     }
 }
 
+/// Why pages without a text layer were not read, and what would read them: OCR is off by
+/// configuration, or `tesseract` is not installed.
+pub fn ocr_advice(ocr: Ocr) -> &'static str {
+    match ocr {
+        Ocr::Off => "OCR is off (QUARRY_OCR=off or --ocr off); turn it on to read them",
+        Ocr::Auto if !ocr::available() => {
+            "install tesseract (Debian/Ubuntu: apt install tesseract-ocr) and upload again to read them by OCR"
+        }
+        Ocr::Auto => "OCR found no text on them",
+    }
+}
+
 /// Whether pages without a text layer are OCR'd.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Ocr {
@@ -315,11 +327,14 @@ pub enum ConvertError {
         /// The limit in bytes.
         limit: u64,
     },
-    #[error("no text layer on {}", describe_pages(.pages))]
-    /// Pages without a text layer, and no OCR.
+    #[error("no text layer on {}: {}", describe_pages(.pages), ocr_advice(*.ocr))]
+    /// Pages without a text layer, and no OCR: says what would read them (a person sees
+    /// "no text layer" with no way to know that OCR exists, or why it did not run).
     NoText {
         /// The pages (from 1) without text.
         pages: Vec<u32>,
+        /// The OCR setting the conversion ran with.
+        ocr: Ocr,
     },
     #[error("conversion took longer than {} s", .0.as_secs())]
     /// The conversion ran past its time limit.

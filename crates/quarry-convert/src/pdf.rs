@@ -202,6 +202,7 @@ fn convert_pdf(bytes: &[u8], opts: &ConvertOptions) -> Result<Converted, Convert
         }
         return Err(ConvertError::NoText {
             pages: pages_without_text,
+            ocr: opts.ocr,
         });
     }
     // Pages without text are reported once, in `pages_without_text` (stored with the

@@ -243,15 +243,28 @@ fn corrupt_pdf_is_refused() {
 fn scans_have_no_text() {
     let Some(dir) = docs() else { return };
     let err = conv(&dir, "pdf/scanned-grumman-service-bulletin-1974.pdf").unwrap_err();
-    assert_eq!(err, ConvertError::NoText { pages: vec![1, 2] });
-    assert_eq!(err.to_string(), "no text layer on pages 1–2");
+    assert_eq!(
+        err,
+        ConvertError::NoText {
+            pages: vec![1, 2],
+            ocr: Ocr::Off
+        }
+    );
+    // It says what would read them (issue 41 item 25).
+    assert_eq!(
+        err.to_string(),
+        "no text layer on pages 1–2: OCR is off (QUARRY_OCR=off or --ocr off); turn it on to read them"
+    );
     for f in [
         "pdf/scanned-huckfinn-c03-29.pdf",
         "pdf/scanned-linn-brochure.pdf",
     ] {
         assert_eq!(
             conv(&dir, f).unwrap_err(),
-            ConvertError::NoText { pages: vec![1] },
+            ConvertError::NoText {
+                pages: vec![1],
+                ocr: Ocr::Off
+            },
             "{f}"
         );
     }

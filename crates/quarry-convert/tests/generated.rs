@@ -67,8 +67,27 @@ fn pdf_without_any_text_is_no_text() {
         "x",
     );
     let err = convert("scan.pdf", &pdf, &opts()).unwrap_err();
-    assert_eq!(err, ConvertError::NoText { pages: vec![1, 2] });
-    assert_eq!(err.to_string(), "no text layer on pages 1–2");
+    assert_eq!(
+        err,
+        ConvertError::NoText {
+            pages: vec![1, 2],
+            ocr: Ocr::Off
+        }
+    );
+    assert!(
+        err.to_string()
+            .starts_with("no text layer on pages 1–2: OCR is off"),
+        "{err}"
+    );
+    // With OCR on and no tesseract, it says to install it.
+    if which_tesseract().is_none() {
+        let on = ConvertOptions {
+            ocr: Ocr::Auto,
+            ..opts()
+        };
+        let err = convert("scan.pdf", &pdf, &on).unwrap_err();
+        assert!(err.to_string().contains("install tesseract"), "{err}");
+    }
 }
 
 #[test]
@@ -634,4 +653,12 @@ fn html_table_of_contents_is_kept_and_marked_site_chrome_is_not_kept() {
     assert!(marked.iter().all(|(_, t)| !t.contains("Run the installer")));
     // Site navigation and the page footer are still cut.
     assert!(!c.markdown.contains("Blog") && !c.markdown.contains("Copyright"));
+}
+
+fn which_tesseract() -> Option<std::path::PathBuf> {
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join("tesseract"))
+            .find(|p| p.is_file())
+    })
 }

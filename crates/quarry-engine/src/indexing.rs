@@ -257,6 +257,63 @@ impl Engine {
         session.recover()?;
         session.finish()
     }
+
+    /// The node's self-check: catches up, compares this node's keyword and passage indexes
+    /// with the store ([`quarry_store::Store::index_census`]) and re-indexes every document
+    /// whose entries differ — missing, left over, or pointing at chunks the store no longer
+    /// has. Following the feed should leave nothing to mend; this catches what it missed
+    /// (issue 41, item 9: chunks replaced behind a node's back) without a rebuild. A write
+    /// landing between the catch-up and the census only costs its document an early
+    /// re-index: applying a document is idempotent.
+    pub fn check_indexes(&self) -> Result<IndexCheck> {
+        let guard = self.lock_writes(&NoProgress)?;
+        self.flush_index(&guard)?;
+        let census = self.store().index_census()?;
+        let mut check = IndexCheck {
+            documents: census.documents.len(),
+            chunks: census.chunks.len(),
+            repaired: 0,
+        };
+        let mut suspects: std::collections::BTreeSet<i64> = std::collections::BTreeSet::new();
+        if let Some(keyword) = self.fts()? {
+            let indexed: HashSet<i64> = keyword.entries()?.into_iter().map(|(id, _)| id).collect();
+            let stored: HashSet<i64> = census.documents.iter().copied().collect();
+            suspects.extend(indexed.symmetric_difference(&stored));
+        }
+        if let Some(passages) = self.passage_index()? {
+            let indexed: HashSet<(i64, i64)> = passages.entries()?.into_iter().collect();
+            let stored: HashSet<(i64, i64)> = census.chunks.iter().copied().collect();
+            suspects.extend(indexed.symmetric_difference(&stored).map(|(_, doc)| *doc));
+        }
+        if suspects.is_empty() {
+            return Ok(check);
+        }
+        let ids: Vec<i64> = suspects.into_iter().collect();
+        check.repaired = ids.len();
+        let mut session = IndexSession::new(self, &guard);
+        session.recover()?;
+        for batch in ids.chunks(INDEX_BATCH.max(1)) {
+            let work = self.store().index_work(batch)?;
+            session.apply(work)?;
+            session.commit()?;
+        }
+        session.finish()?;
+        self.node
+            .repaired
+            .fetch_add(check.repaired as u64, std::sync::atomic::Ordering::Relaxed);
+        Ok(check)
+    }
+}
+
+/// What [`Engine::check_indexes`] compared and mended.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct IndexCheck {
+    /// Documents in the store.
+    pub documents: usize,
+    /// Chunks in the store.
+    pub chunks: usize,
+    /// Documents whose entries differed, re-indexed.
+    pub repaired: usize,
 }
 
 /// Store meta key: the analyzer version the keyword index was built with (before each

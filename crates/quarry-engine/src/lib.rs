@@ -37,7 +37,7 @@ use quarry_store_sqlite::SqliteStore;
 pub use collections::RESERVED_COLLECTION_NAMES;
 pub use documents::{DocumentView, GetRequest, MultiGetItem, MultiGetRequest, MultiGetResult};
 pub use hybrid::{CandidateEvidence, EXPANSION_DISCOUNT, LIST_DEPTH, RERANK_CANDIDATES};
-pub use indexing::{CollectionReport, UpdateOptions, UpdateReport};
+pub use indexing::{CollectionReport, IndexCheck, UpdateOptions, UpdateReport};
 pub use knowledge::{
     ChunkView, CreateKnowledgeBase, IngestOptions, JobOutcome, MAX_ATTEMPTS, MAX_CHUNK_CHARS,
     Upload, UploadOutcome, clean_file_name, is_supported_file, parse_ocr,

@@ -65,6 +65,8 @@ pub(crate) struct NodeState {
     pub(crate) caught_up_at_ms: AtomicI64,
     /// The position last committed and acknowledged.
     pub(crate) position: Mutex<Option<FeedPosition>>,
+    /// Documents the self-check ([`Engine::check_indexes`]) found wrong and re-indexed.
+    pub(crate) repaired: std::sync::atomic::AtomicU64,
 }
 
 /// Where a node stands (`/health`, `quarry status`).
@@ -82,6 +84,8 @@ pub struct NodeFeedState {
     /// and it was at the feed's end within [`READY_LAG`] (under a steady stream of writes a
     /// node is rarely at zero lag, yet serves current answers).
     pub ready: bool,
+    /// Documents this process's self-checks found wrong in its indexes and re-indexed.
+    pub repaired_documents: u64,
 }
 
 /// How far behind (in time) a node may be and still count as ready.
@@ -112,6 +116,24 @@ impl Engine {
     pub fn follow_feed(&self) -> Result<()> {
         let guard = self.lock_writes(&NoProgress)?;
         self.flush_index(&guard)
+    }
+
+    /// Builds this data directory's keyword and passage indexes from the store when it has
+    /// none while the store holds documents — a fresh directory over a shared database, where
+    /// a search would otherwise answer "No results found" as if the data were gone (issue
+    /// 41, item 10). `building(n)` is told before `n` documents are indexed; `true` when it
+    /// built them.
+    pub fn ensure_indexes(&self, building: impl FnOnce(usize)) -> Result<bool> {
+        if self.fts()?.is_some() && self.passage_index()?.is_some() {
+            return Ok(false);
+        }
+        let documents = self.store().index_census()?.documents.len();
+        if documents == 0 {
+            return Ok(false);
+        }
+        building(documents);
+        self.follow_feed()?;
+        Ok(true)
     }
 
     /// Waits up to `timeout` until every write committed before `token` was taken (from
@@ -185,6 +207,7 @@ impl Engine {
             behind_seconds,
             caught_up,
             ready: built && (caught_up || behind_seconds <= READY_LAG.as_secs_f64()),
+            repaired_documents: self.node.repaired.load(Ordering::Relaxed),
         })
     }
 }

@@ -210,6 +210,34 @@ impl FtsIndex {
         Ok(self.index.load_metas().map_err(idx_err)?.payload)
     }
 
+    /// Every entry visible to searches as `(id, document id)`: in a keyword index a
+    /// document's id twice, in a passage index the chunk's id and its document's. What a
+    /// node's self-check compares with the store (one pass over the fast columns, no text).
+    pub fn entries(&self) -> Result<Vec<(i64, i64)>> {
+        let searcher = self.reader.searcher();
+        let mut out = Vec::with_capacity(usize::try_from(searcher.num_docs()).unwrap_or(0));
+        for segment in searcher.segment_readers() {
+            let fast = segment.fast_fields();
+            let ids = fast.u64("id").map_err(idx_err)?;
+            let docs = match self.fields.doc {
+                Some(_) => Some(fast.u64("doc").map_err(idx_err)?),
+                None => None,
+            };
+            for doc in segment.doc_ids_alive() {
+                let Some(id) = ids.first(doc) else { continue };
+                let owner = match &docs {
+                    Some(column) => match column.first(doc) {
+                        Some(d) => d,
+                        None => continue,
+                    },
+                    None => id,
+                };
+                out.push((id as i64, owner as i64));
+            }
+        }
+        Ok(out)
+    }
+
     /// Number of documents visible to searches.
     pub fn num_docs(&self) -> u64 {
         self.reader.searcher().num_docs()
@@ -477,5 +505,61 @@ impl FtsWriter {
     /// Waits for background segment merges so the index is compact when the process exits.
     pub fn finish(self) -> Result<()> {
         self.writer.wait_merging_threads().map_err(idx_err)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use quarry_store::IndexDoc;
+
+    fn doc(id: i64, body: &str) -> IndexDoc {
+        IndexDoc {
+            id,
+            collection_id: 1,
+            path: format!("{id}.md"),
+            title: String::new(),
+            body: body.into(),
+        }
+    }
+
+    #[test]
+    fn entries_list_what_searches_see() -> Result<()> {
+        let keyword = FtsIndex::in_memory()?;
+        let mut w = keyword.writer()?;
+        w.apply(&IndexWork {
+            upserts: vec![doc(1, "one"), doc(2, "two"), doc(3, "three")],
+            deletes: vec![],
+        })?;
+        w.apply(&IndexWork {
+            upserts: vec![],
+            deletes: vec![2],
+        })?;
+        w.commit()?;
+        keyword.reload()?;
+        let mut got = keyword.entries()?;
+        got.sort_unstable();
+        assert_eq!(got, [(1, 1), (3, 3)]);
+
+        let dir = tempfile::tempdir().map_err(|e| Error::io("tmp", e))?;
+        let passages = FtsIndex::open_or_create_passages(dir.path())?;
+        let mut w = passages.writer()?;
+        let p = |id, document_id| PassageDoc {
+            id,
+            document_id,
+            collection_id: 1,
+            title: "",
+            heading: "",
+            text: "text",
+        };
+        w.apply_passages(&[7, 8], &[p(70, 7), p(71, 7), p(80, 8)])?;
+        // Replacing a document's passages drops its old chunk ids.
+        w.apply_passages(&[7], &[p(72, 7)])?;
+        w.commit()?;
+        passages.reload()?;
+        let mut got = passages.entries()?;
+        got.sort_unstable();
+        assert_eq!(got, [(72, 7), (80, 8)]);
+        Ok(())
     }
 }

@@ -89,6 +89,13 @@ pub fn may_use(caller: &Principal, t: &CatalogTool) -> bool {
     caller.may_use_tool(&t.package, &t.full_name, annotated_read_only(&t.tool))
 }
 
+/// Whether a client of `caller`'s can call `t` now: switched on, of an available server,
+/// callable without tasks, and allowed ([`may_use`]) — what the catalog lists and a
+/// server's `usable_tool_count` counts.
+pub fn usable(caller: &Principal, t: &CatalogTool) -> bool {
+    t.enabled && t.available && !t.requires_task && may_use(caller, t)
+}
+
 /// Whether a tool's source annotates it read-only (`readOnlyHint: true`); a tool without
 /// annotations may write. The rule [`may_use`] applies, for tools served outside the
 /// catalog too (the QukaAI endpoint's knowledge tools).
@@ -227,8 +234,11 @@ pub struct UpstreamInfo {
     #[serde(flatten)]
     /// The connection's state.
     pub health: Health,
-    /// Tools discovered.
+    /// Tools discovered (those the caller may use), as `tools_cache` lists them.
     pub tool_count: usize,
+    /// Of those, the ones a client can call now — switched on, available, not needing
+    /// tasks: what the catalog lists and the web UI's card counts.
+    pub usable_tool_count: usize,
     /// Tools the package's manifest declares that the upstream does not offer (not exposed).
     pub missing_tools: Vec<String>,
     /// The discovered tools as listed (seed 003's `tools_cache`): the upstream's definitions,
@@ -853,6 +863,10 @@ impl Hub {
             .filter(|t| may_use(caller, t))
             .map(|t| t.raw.clone())
             .collect();
+        let usable_tool_count = catalog
+            .tools_of(&row.package)
+            .filter(|t| usable(caller, t))
+            .count();
         UpstreamInfo {
             id: row.id.clone(),
             name: row.name.clone(),
@@ -877,6 +891,7 @@ impl Hub {
             source: pkg.map(|p| p.source.clone()).unwrap_or_default(),
             health,
             tool_count: tools.len(),
+            usable_tool_count,
             missing_tools: pkg.map(|p| p.missing_tools.clone()).unwrap_or_default(),
             tools_cache: tools,
             created_at: iso(row.created_at),

@@ -109,6 +109,41 @@ impl From<Error> for OAuthError {
 
 type OAuthResult<T> = std::result::Result<T, OAuthError>;
 
+/// Why a refresh with the token `row` is refused, if it is: another client's token, a scope
+/// wider than the grant's, or a resource that is not on this server.
+fn refresh_refusal(
+    row: &OAuthSecretRow,
+    client: &OAuthClientRow,
+    form: &Form,
+    endpoints: &Endpoints,
+) -> OAuthResult<()> {
+    if row.client_id != client.id {
+        return Err(OAuthError::new(
+            "invalid_grant",
+            "the refresh token was issued to another client",
+        ));
+    }
+    if let Some(scope) = form.get("scope")
+        && parse_scope(Some(scope))?
+        && row.scope == "read"
+    {
+        return Err(OAuthError::new(
+            "invalid_scope",
+            "the grant is read-only: 'write' cannot be added by refreshing",
+        ));
+    }
+    if let Some(r) = form.get("resource")
+        && *r != row.resource
+        && !endpoints.owns(r)
+    {
+        return Err(OAuthError::new(
+            "invalid_target",
+            format!("resource {r:?} is not on this server"),
+        ));
+    }
+    Ok(())
+}
+
 /// The server's public origin and the URLs derived from it.
 #[derive(Debug, Clone)]
 pub struct Endpoints {
@@ -985,22 +1020,21 @@ impl OAuthServer {
             row
         } else {
             let refresh = required(form, "refresh_token")?;
-            let row = self.redeem(refresh, OAuthSecretKind::Refresh, now)?;
-            if row.client_id != client.id {
-                return Err(OAuthError::new(
-                    "invalid_grant",
-                    "the refresh token was issued to another client",
-                ));
-            }
-            if let Some(scope) = form.get("scope")
-                && parse_scope(Some(scope))?
-                && row.scope == "read"
+            // Checked before the token is spent, as well as after: a refused request (a
+            // wider scope, another resource) leaves it usable. Spending it first made the
+            // client's next, correct refresh look like a replay, which ends the grant.
+            if let Some(unspent) = self
+                .store
+                .oauth_secret(
+                    &quarry_core::sha256_hex(refresh.as_bytes()),
+                    OAuthSecretKind::Refresh,
+                )?
+                .filter(|r| r.used_at.is_none())
             {
-                return Err(OAuthError::new(
-                    "invalid_scope",
-                    "the grant is read-only: 'write' cannot be added by refreshing",
-                ));
+                refresh_refusal(&unspent, &client, form, endpoints)?;
             }
+            let row = self.redeem(refresh, OAuthSecretKind::Refresh, now)?;
+            refresh_refusal(&row, &client, form, endpoints)?;
             row
         };
         if let Some(r) = form.get("resource")

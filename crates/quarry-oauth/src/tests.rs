@@ -360,6 +360,16 @@ fn read_scope_and_consent_narrow_the_token() {
         w.server.token(&w.endpoints, &form, None).unwrap_err().error,
         "invalid_scope"
     );
+    // The refused refresh did not spend the token: the client's correct refresh works (it
+    // looked like a replay before, and revoked the grant — issue 41 item 21).
+    let again = refresh(&w, &id, t["refresh_token"].as_str().unwrap()).unwrap();
+    assert!(again["access_token"].as_str().is_some(), "{again}");
+    assert!(
+        w.directory
+            .authenticate(again["access_token"].as_str().unwrap(), None)
+            .unwrap()
+            .is_ok()
+    );
 }
 
 #[test]

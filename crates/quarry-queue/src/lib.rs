@@ -15,7 +15,7 @@
 //! it uploads: a pool that stops once the documents it waits for are `ready` or `failed`.
 
 mod follower;
-pub use follower::{Follower, HEARTBEAT, POLL, SHUTDOWN_WAIT};
+pub use follower::{Follower, HEARTBEAT, INDEX_CHECK, POLL, SHUTDOWN_WAIT};
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};

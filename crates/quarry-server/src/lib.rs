@@ -248,9 +248,10 @@ impl AppState {
     }
 
     /// Starts following the store's changes into this node's keyword index (writes made
-    /// by other nodes, or a CLI beside the server); call once.
-    pub fn start_follower(&self) -> Result<(), Error> {
-        let follower = quarry_queue::Follower::start(self.root.clone())?;
+    /// by other nodes, or a CLI beside the server), checking the index against the store
+    /// every `index_check` (`None`: never); call once.
+    pub fn start_follower(&self, index_check: Option<Duration>) -> Result<(), Error> {
+        let follower = quarry_queue::Follower::start(self.root.clone(), index_check)?;
         *self.follower.lock().unwrap_or_else(|p| p.into_inner()) = Some(follower);
         Ok(())
     }

@@ -38,6 +38,7 @@ pub(crate) fn record_node(node: &quarry_engine::NodeFeedState, queue: &quarry_st
     metrics::gauge!("quarry_feed_behind_changes").set(node.behind_changes as f64);
     metrics::gauge!("quarry_feed_behind_seconds").set(node.behind_seconds);
     metrics::gauge!("quarry_feed_caught_up").set(if node.caught_up { 1.0 } else { 0.0 });
+    metrics::gauge!("quarry_index_repaired_documents").set(node.repaired_documents as f64);
     metrics::gauge!("quarry_queue_jobs", "state" => "enqueued").set(queue.enqueued as f64);
     metrics::gauge!("quarry_queue_jobs", "state" => "processing").set(queue.processing as f64);
     metrics::gauge!("quarry_queue_jobs", "state" => "failed").set(queue.failed as f64);

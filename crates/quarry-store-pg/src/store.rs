@@ -18,7 +18,7 @@ use pgvector::HalfVector;
 use postgres::Statement;
 use postgres::row::Row;
 use quarry_core::docid_for_hash;
-use quarry_store::{IndexDoc, NewChunk};
+use quarry_store::{IndexCensus, IndexDoc, NewChunk};
 
 use super::*;
 
@@ -971,6 +971,51 @@ impl Store for PgStore {
             )
             .map_err(db_err)?;
         rows.iter().map(chunk_from_row).collect()
+    }
+
+    fn index_census(&self) -> Result<IndexCensus> {
+        let mut conn = self.conn()?;
+        let mut tx = conn
+            .build_transaction()
+            .isolation_level(postgres::IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .map_err(db_err)?;
+        let documents = tx
+            .query("SELECT id FROM documents", &[])
+            .map_err(db_err)?
+            .iter()
+            .map(|r| col(r, 0))
+            .collect::<Result<Vec<i64>>>()?;
+        let chunks = tx
+            .query("SELECT id, document_id FROM chunks", &[])
+            .map_err(db_err)?
+            .iter()
+            .map(|r| Ok((col(r, 0)?, col(r, 1)?)))
+            .collect::<Result<Vec<(i64, i64)>>>()?;
+        tx.commit().map_err(db_err)?;
+        Ok(IndexCensus { documents, chunks })
+    }
+
+    fn index_work(&self, document_ids: &[i64]) -> Result<IndexWork> {
+        let rows = self
+            .conn()?
+            .query(
+                "SELECT id, collection_id, path, title, body FROM documents \
+                 WHERE id = ANY($1) ORDER BY id",
+                &[&document_ids],
+            )
+            .map_err(db_err)?;
+        let upserts = rows.iter().map(index_doc).collect::<Result<Vec<_>>>()?;
+        let present: std::collections::HashSet<i64> = upserts.iter().map(|d| d.id).collect();
+        let mut deletes: Vec<i64> = document_ids
+            .iter()
+            .copied()
+            .filter(|id| !present.contains(id))
+            .collect();
+        deletes.sort_unstable();
+        deletes.dedup();
+        Ok(IndexWork { upserts, deletes })
     }
 
     fn chunk_ids_in_collection(&self, collection_id: i64) -> Result<Vec<i64>> {

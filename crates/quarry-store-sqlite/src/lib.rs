@@ -14,7 +14,7 @@ use rusqlite::{Connection, OptionalExtension, Transaction, params};
 
 use quarry_store::{
     ChunkRef, ChunkSource, DocChange, DocChunks, DocSummary, EmbedJob, EmbeddingState, FeedBatch,
-    FeedPosition, FileState, IndexDoc, IndexWork, Store,
+    FeedPosition, FileState, IndexCensus, IndexDoc, IndexWork, Store,
 };
 
 const SCHEMA_VERSION: i64 = 17;
@@ -1808,6 +1808,41 @@ impl Store for SqliteStore {
             }
         }
         Ok(out)
+    }
+
+    fn index_census(&self) -> Result<IndexCensus> {
+        let mut conn = self.conn();
+        // One read transaction: documents and chunks from one state of the database.
+        let tx = conn.transaction().map_err(db_err)?;
+        let documents = tx
+            .prepare_cached("SELECT id FROM documents")
+            .and_then(|mut s| s.query_map([], |r| r.get(0))?.collect())
+            .map_err(db_err)?;
+        let chunks = tx
+            .prepare_cached("SELECT id, document_id FROM chunks")
+            .and_then(|mut s| s.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?.collect())
+            .map_err(db_err)?;
+        tx.commit().map_err(db_err)?;
+        Ok(IndexCensus { documents, chunks })
+    }
+
+    fn index_work(&self, document_ids: &[i64]) -> Result<IndexWork> {
+        let conn = self.conn();
+        let upserts = index_docs(
+            &conn,
+            "SELECT id, collection_id, path, title, body FROM documents \
+             WHERE id IN (SELECT value FROM json_each(?1)) ORDER BY id",
+            [knowledge::id_list(document_ids)],
+        )?;
+        let present: std::collections::HashSet<i64> = upserts.iter().map(|d| d.id).collect();
+        let mut deletes: Vec<i64> = document_ids
+            .iter()
+            .copied()
+            .filter(|id| !present.contains(id))
+            .collect();
+        deletes.sort_unstable();
+        deletes.dedup();
+        Ok(IndexWork { upserts, deletes })
     }
 
     fn chunk_ids_in_collection(&self, collection_id: i64) -> Result<Vec<i64>> {

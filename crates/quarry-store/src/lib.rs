@@ -115,6 +115,16 @@ pub struct IndexWork {
     pub deletes: Vec<i64>,
 }
 
+/// What a node's derived indexes hold when they are right, read in one snapshot: every
+/// document's id, and every chunk as `(chunk id, document id)` — across every space.
+#[derive(Debug, Default)]
+pub struct IndexCensus {
+    /// Every document's id.
+    pub documents: Vec<i64>,
+    /// Every chunk: its id and its document's.
+    pub chunks: Vec<(i64, i64)>,
+}
+
 /// Where a consumer of the document change feed stands: every entry up to `(txid, seq)`
 /// absorbed, and, while it rebuilds from a snapshot, the last document id of the snapshot
 /// read so far.
@@ -509,6 +519,12 @@ pub trait Store:
     fn chunks_of_documents(&self, document_ids: &[i64]) -> Result<Vec<ChunkRef>>;
     /// Ids of the chunks in one collection (collection-filtered vector search).
     fn chunk_ids_in_collection(&self, collection_id: i64) -> Result<Vec<i64>>;
+    /// What every node's indexes should hold ([`IndexCensus`]): a node's self-check compares
+    /// its keyword and passage indexes with it. One pass over two id columns.
+    fn index_census(&self) -> Result<IndexCensus>;
+    /// The index work that brings these documents' entries up to the store: each one there
+    /// as an upsert, each one gone as a delete (a node's self-check repairs with it).
+    fn index_work(&self, document_ids: &[i64]) -> Result<IndexWork>;
     /// Embedding progress of the space for `model` (`None`: nothing embedded yet).
     /// Limited to `collections` when given.
     fn embedding_state(

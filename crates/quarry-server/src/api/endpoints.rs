@@ -35,8 +35,10 @@ pub(crate) fn router() -> Router<Arc<AppState>> {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct EndpointBody {
-    /// The URL's name (`/mcp/e/<name>`).
-    name: String,
+    /// The URL's name (`/mcp/e/<name>`): required to create; a `PUT` without it keeps the
+    /// endpoint's name.
+    #[serde(default)]
+    name: Option<String>,
     #[serde(default)]
     description: Option<String>,
     /// `user` (default: the caller's own) or `space` (the request's space; admins).
@@ -72,7 +74,9 @@ fn not_found(name: &str) -> ApiError {
 
 /// The body as a saved selection, its shape checked (names against the catalog later).
 fn saved_selection(b: &EndpointBody) -> Result<EndpointSelection, ApiError> {
-    endpoint::check_name(&b.name)?;
+    if let Some(name) = &b.name {
+        endpoint::check_name(name)?;
+    }
     let trim = |v: &Vec<String>| -> Vec<String> {
         v.iter()
             .map(|s| s.trim().to_owned())
@@ -176,6 +180,9 @@ async fn create(
     Body(b): Body<EndpointBody>,
 ) -> Result<Response, ApiError> {
     let saved = saved_selection(&b)?;
+    let Some(name) = b.name.clone() else {
+        return Err(bad("name is required: the endpoint's URL is /mcp/e/<name>"));
+    };
     let p = &caller.principal;
     if p.read_only() {
         return Err(ApiError::from(Error::Forbidden(
@@ -195,7 +202,7 @@ async fn create(
     let now = quarry_core::now_millis();
     let row = ToolEndpointRow {
         id: uuid::Uuid::new_v4().to_string(),
-        name: b.name.clone(),
+        name,
         owner,
         selection: saved.to_query(),
         description: b.description.unwrap_or_default().trim().to_owned(),
@@ -261,8 +268,9 @@ async fn update(
     }
     let row = find(&st, &caller, name).await?;
     forbid_edit(&caller, &row)?;
+    let new_name = b.name.clone().unwrap_or_else(|| row.name.clone());
     let row = ToolEndpointRow {
-        name: b.name.clone(),
+        name: new_name,
         selection: saved.to_query(),
         description: b.description.unwrap_or_default().trim().to_owned(),
         updated_at: quarry_core::now_millis(),

@@ -508,11 +508,7 @@ fn usable<'a>(caller: &Caller, catalog: &'a Catalog) -> Vec<&'a CatalogTool> {
 }
 
 fn is_usable(caller: &Caller, t: &CatalogTool) -> bool {
-    t.enabled
-        && t.available
-        && !t.requires_task
-        && quarry_hub::may_use(&caller.principal, t)
-        && knowledge_tools::catalog_tool_usable_by(caller, t)
+    quarry_hub::usable(&caller.principal, t) && knowledge_tools::catalog_tool_usable_by(caller, t)
 }
 
 /// The catalog's packages this caller's tool scope reaches (all, without one).

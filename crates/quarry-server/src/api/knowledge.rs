@@ -333,7 +333,15 @@ fn multipart_error(e: axum::extract::multipart::MultipartError) -> ApiError {
     } else {
         StatusCode::BAD_REQUEST
     };
-    ApiError::new(status, format!("malformed upload: {}", e.body_text()))
+    let text = e.body_text();
+    // The parser's words name no cause a person can act on; the usual one is a file name
+    // with a control character (a NUL), which no header may carry.
+    let hint = if text.contains("headers") {
+        " (a part's headers could not be read: a file name must not contain control characters such as NUL)"
+    } else {
+        ""
+    };
+    ApiError::new(status, format!("malformed upload: {text}{hint}"))
 }
 
 async fn get_doc(

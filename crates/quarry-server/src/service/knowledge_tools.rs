@@ -284,15 +284,25 @@ pub(crate) fn knowledge_search_result(
     found: &KnowledgeSearchResult,
 ) -> CallToolResult {
     let results = &found.results;
+    // The mode that ran (issue 41: the text said "hybrid" when it had run as keyword); the
+    // one asked for beside it when they differ, since the text is what the model reads.
+    let mode = if found.search_mode == requested {
+        found.search_mode.as_str().to_owned()
+    } else {
+        format!(
+            "{} ({} asked)",
+            found.search_mode.as_str(),
+            requested.as_str()
+        )
+    };
     let mut content = vec![ContentBlock::text(format!(
-        "## Search Results\n\n**Query:** {query}\n**Total Found:** {}\n**Returned:** {}\n**Search Mode:** {}\n\n",
+        "## Search Results\n\n**Query:** {query}\n**Total Found:** {}\n**Returned:** {}\n**Search Mode:** {mode}\n\n",
         if found.total_count > 0 {
             found.total_count
         } else {
             results.len()
         },
         results.len(),
-        requested.as_str()
     ))];
     if !results.is_empty() {
         let mut text = String::from("### Matched Documents\n\n");
@@ -313,8 +323,14 @@ pub(crate) fn knowledge_search_result(
             } else {
                 ""
             };
+            // A paged source's page, in the text as well as structuredContent: the text is
+            // what most clients give the model, and a citation needs the page.
+            let page = r
+                .page
+                .map(|p| format!("- **Page:** {p}\n"))
+                .unwrap_or_default();
             text.push_str(&format!(
-                "#### [{}] {title}\n- **Score:** {:.1}%\n- **Source:** {file}\n- **Match Type:** {}\n\n> {excerpt}{more}\n\n",
+                "#### [{}] {title}\n- **Score:** {:.1}%\n- **Source:** {file}\n{page}- **Match Type:** {}\n\n> {excerpt}{more}\n\n",
                 i + 1,
                 r.score * 100.0,
                 r.match_type

@@ -47,6 +47,7 @@ impl Args<'_> {
     pub(crate) fn string(&self, key: &str) -> Result<Option<String>, String> {
         match self.0.get(key) {
             None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) if s.contains('\0') => Err(nul(key)),
             Some(Value::String(s)) => Ok(Some(s.clone())),
             Some(other) => Err(format!("`{key}` must be a string, got {}", kind(other))),
         }
@@ -106,6 +107,7 @@ impl Args<'_> {
             Some(Value::Array(items)) => items
                 .iter()
                 .map(|v| match v {
+                    Value::String(s) if s.contains('\0') => Err(nul(key)),
                     Value::String(s) => Ok(s.clone()),
                     other => Err(format!(
                         "`{key}` must be an array of strings, found {}",
@@ -139,4 +141,10 @@ fn kind(v: &Value) -> &'static str {
         Value::Array(_) => "an array",
         Value::Object(_) => "an object",
     }
+}
+
+/// A tool argument holding a NUL character: refused before anything runs or is stored (a
+/// note with one was stored as a failed note on every try, issue 41 item 21).
+fn nul(key: &str) -> String {
+    format!("`{key}` must not contain NUL characters (\\u0000)")
 }

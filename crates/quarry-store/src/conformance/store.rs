@@ -636,6 +636,30 @@ pub fn store_chunks_and_embeddings_follow_the_documents(store: &dyn Store) {
         .map(|r| r.id)
         .collect();
     assert_eq!(again, ids, "a second cut of the same content replaced the first");
+    // The census a node's self-check compares its indexes with, and the work that repairs.
+    let census = store.index_census().expect("index_census");
+    assert!(census.documents.contains(&id), "{census:?}");
+    let mut of_doc: Vec<i64> = census
+        .chunks
+        .iter()
+        .filter(|(_, d)| *d == id)
+        .map(|(c, _)| *c)
+        .collect();
+    of_doc.sort_unstable();
+    let mut expected = ids.clone();
+    expected.sort_unstable();
+    assert_eq!(of_doc, expected);
+    let work = store
+        .index_work(&[id, i64::MAX, id])
+        .expect("index_work");
+    assert_eq!(
+        (
+            work.upserts.iter().map(|d| d.id).collect::<Vec<_>>(),
+            work.deletes.clone()
+        ),
+        (vec![id], vec![i64::MAX])
+    );
+    assert_eq!(work.upserts[0].body, "body");
     let back = store
         .chunk_refs(&[ids[2], i64::MAX, ids[0]])
         .expect("chunk_refs");

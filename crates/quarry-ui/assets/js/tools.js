@@ -470,7 +470,7 @@ function serverCard(initial, ctx, state) {
       badges,
       statusBadge(info.status),
       h("span", { class: "badge" }, t(TRANSPORTS[info.transport_type] || "tools.transport.other")),
-      h("span", { class: "badge badge-info", "data-testid": "server-tool-count" }, plural("tools.count", info.tool_count)),
+      h("span", { class: "badge badge-info", "data-testid": "server-tool-count" }, plural("tools.count", info.usable_tool_count ?? info.tool_count)),
     );
     const target = [info.config, ...(info.args || [])].join(" ");
     const secretNames = info.transport_type === "stdio" ? info.env || [] : info.headers || [];
