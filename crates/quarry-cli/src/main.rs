@@ -1268,7 +1268,9 @@ fn serve(
                         Ok(Err(e)) => tracing::warn!(
                             "no MCP client on stdin ({e}); serving HTTP only until stopped"
                         ),
-                        Err(e) => tracing::warn!("the stdio session stopped: {e}; serving HTTP only"),
+                        Err(e) => {
+                            tracing::warn!("the stdio session stopped: {e}; serving HTTP only")
+                        }
                     }
                 };
                 let (served, ()) = tokio::join!(server, stdio_watch);

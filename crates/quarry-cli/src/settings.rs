@@ -138,7 +138,11 @@ pub(crate) fn chat_provider(env: &Env, spec: &str) -> Result<quarry_chat::Provid
 /// `0`: never).
 pub(crate) fn index_check(env: &Env) -> Result<Option<std::time::Duration>> {
     let var = &config::QUARRY_INDEX_CHECK_SECS;
-    match env.raw(var).map(|v| v.trim().to_owned()).filter(|v| !v.is_empty()) {
+    match env
+        .raw(var)
+        .map(|v| v.trim().to_owned())
+        .filter(|v| !v.is_empty())
+    {
         None => Ok(Some(quarry_queue::INDEX_CHECK)),
         Some(v) => match v.parse::<u64>() {
             Ok(0) => Ok(None),

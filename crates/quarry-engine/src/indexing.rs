@@ -266,7 +266,7 @@ impl Engine {
     /// landing between the catch-up and the census only costs its document an early
     /// re-index: applying a document is idempotent.
     pub fn check_indexes(&self) -> Result<IndexCheck> {
-        let guard = self.lock_writes(&NoProgress)?;
+        let guard = self.lock_writes(&crate::NoProgress)?;
         self.flush_index(&guard)?;
         let census = self.store().index_census()?;
         let mut check = IndexCheck {

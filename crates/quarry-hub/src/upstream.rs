@@ -631,57 +631,43 @@ async fn connect(
     let fut = async {
         match spec.transport {
             TransportKind::Stdio => {
-                let (program, args) = command_of(&spec.config, &spec.options)?;
-                let mut cmd = tokio::process::Command::new(&program);
-                cmd.args(&args).env_clear();
-                for key in CHILD_ENV_PASSTHROUGH {
-                    if let Some(v) = std::env::var_os(key) {
-                        cmd.env(key, v);
-                    }
-                }
-                cmd.envs(&spec.secrets.env);
-                if let Some(dir) = &spec.options.cwd {
-                    cmd.current_dir(dir);
-                }
-                cmd.stdin(Stdio::piped())
-                    .stdout(Stdio::piped())
-                    .stderr(Stdio::piped());
-                let mut wrapped = process_wrap::tokio::CommandWrap::from(cmd);
-                // Its own process group, so `npx`-style launchers' grandchildren die with it.
-                wrapped
-                    .wrap(process_wrap::tokio::ProcessGroup::leader())
-                    .wrap(process_wrap::tokio::KillOnDrop);
-                let mut child = wrapped
-                    .spawn()
-                    .map_err(|e| format!("cannot start '{program}': {e}"))?;
-                let (Some(stdout), Some(stdin)) = (child.stdout().take(), child.stdin().take())
-                else {
-                    return Err("the child's stdio could not be opened".into());
-                };
-                if let Some(stderr) = child.stderr().take() {
-                    let conn = conn.clone();
-                    tokio::spawn(async move {
-                        let mut lines = BufReader::new(stderr).lines();
-                        while let Ok(Some(line)) = lines.next_line().await {
-                            tracing::info!(upstream = %conn.name, "stderr: {line}");
-                            conn.set_health(|h| {
-                                if h.stderr_tail.len() == STDERR_TAIL {
-                                    h.stderr_tail.remove(0);
-                                }
-                                h.stderr_tail.push(line);
-                            });
-                        }
-                    });
-                }
-                let reader = TeeReader::new(stdout, conn.raw_tools.clone());
-                let transport = LateDiscoverFilter::new(
-                    rmcp::transport::async_rw::AsyncRwTransport::new_client(reader, stdin),
-                );
-                client
+                let late = Arc::new(std::sync::atomic::AtomicBool::new(false));
+                let (child, transport) = spawn_stdio(spec, conn, late.clone())?;
+                match client
+                    .clone()
                     .serve_with_lifecycle(transport, lifecycle)
                     .await
-                    .map(|running| (running, Some(child)))
-                    .map_err(handshake_error)
+                {
+                    Ok(running) => Ok((running, Some(child))),
+                    // It answered `server/discover` after rmcp had given up on it (10 s) and
+                    // sent `initialize`, which a 2026-07-28 server refuses on that wire: a
+                    // modern server slow to start (a cold uvx, npx or docker run). Started
+                    // again and asked with `server/discover` alone, it connects within
+                    // `connect_timeout_secs` (issue 41, item 11).
+                    Err(_) if late.load(std::sync::atomic::Ordering::Acquire) => {
+                        tracing::info!(
+                            upstream = %conn.name,
+                            "answered server/discover after the 10 s probe; starting it again with server/discover"
+                        );
+                        drop(child);
+                        let (child, transport) = spawn_stdio(
+                            spec,
+                            conn,
+                            Arc::new(std::sync::atomic::AtomicBool::new(false)),
+                        )?;
+                        client
+                            .serve_with_lifecycle(
+                                transport,
+                                ClientLifecycleMode::Discover {
+                                    preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+                                },
+                            )
+                            .await
+                            .map(|running| (running, Some(child)))
+                            .map_err(handshake_error)
+                    }
+                    Err(e) => Err(handshake_error(e)),
+                }
             }
             TransportKind::Http => {
                 let http = guarded_http_client(spec).await?;
@@ -703,7 +689,10 @@ async fn connect(
                     config,
                 );
                 client
-                    .serve_with_lifecycle(LateDiscoverFilter::new(transport), lifecycle)
+                    .serve_with_lifecycle(
+                        LateDiscoverFilter::new(transport, Arc::new(Default::default())),
+                        lifecycle,
+                    )
                     .await
                     .map(|running| (running, None))
                     .map_err(handshake_error)
@@ -741,6 +730,63 @@ async fn connect(
         Ok(r) => r,
         Err(_) => Err(format!("no MCP handshake within {} s", timeout.as_secs())),
     }
+}
+
+/// Starts a stdio upstream's process (its own process group, a clean environment, stderr
+/// kept in the health's tail) and wraps its stdin and stdout as an MCP transport; `late` is
+/// set when it answers a `server/discover` that was given up on.
+fn spawn_stdio(
+    spec: &ConnectSpec,
+    conn: &Arc<Connection>,
+    late: Arc<std::sync::atomic::AtomicBool>,
+) -> Result<(Child, impl rmcp::transport::Transport<RoleClient> + 'static), String> {
+    let (program, args) = command_of(&spec.config, &spec.options)?;
+    let mut cmd = tokio::process::Command::new(&program);
+    cmd.args(&args).env_clear();
+    for key in CHILD_ENV_PASSTHROUGH {
+        if let Some(v) = std::env::var_os(key) {
+            cmd.env(key, v);
+        }
+    }
+    cmd.envs(&spec.secrets.env);
+    if let Some(dir) = &spec.options.cwd {
+        cmd.current_dir(dir);
+    }
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut wrapped = process_wrap::tokio::CommandWrap::from(cmd);
+    // Its own process group, so `npx`-style launchers' grandchildren die with it.
+    wrapped
+        .wrap(process_wrap::tokio::ProcessGroup::leader())
+        .wrap(process_wrap::tokio::KillOnDrop);
+    let mut child = wrapped
+        .spawn()
+        .map_err(|e| format!("cannot start '{program}': {e}"))?;
+    let (Some(stdout), Some(stdin)) = (child.stdout().take(), child.stdin().take()) else {
+        return Err("the child's stdio could not be opened".into());
+    };
+    if let Some(stderr) = child.stderr().take() {
+        let conn = conn.clone();
+        tokio::spawn(async move {
+            let mut lines = BufReader::new(stderr).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                tracing::info!(upstream = %conn.name, "stderr: {line}");
+                conn.set_health(|h| {
+                    if h.stderr_tail.len() == STDERR_TAIL {
+                        h.stderr_tail.remove(0);
+                    }
+                    h.stderr_tail.push(line);
+                });
+            }
+        });
+    }
+    let reader = TeeReader::new(stdout, conn.raw_tools.clone());
+    let transport = LateDiscoverFilter::new(
+        rmcp::transport::async_rw::AsyncRwTransport::new_client(reader, stdin),
+        late,
+    );
+    Ok((child, transport))
 }
 
 /// Why a handshake failed, in words: rmcp names a failed transport by its Rust type
@@ -1237,26 +1283,30 @@ async fn record_discovery(
 /// Longest line the tee inspects (a `tools/list` answer larger than this is not captured).
 const TEE_LINE_MAX: usize = 16 << 20;
 
-/// Drops a late answer to an abandoned `server/discover`. rmcp's `Auto` lifecycle gives the
-/// probe 10 s (its own constant), then sends `initialize` on the same wire and fails on any
-/// other response id ("conflict initialized response id: expected 1, got 0"). An upstream
-/// slower than that to start (a cold `uvx`, `npx` or `docker run`) reads the probe first and
-/// answers it, so without this it never connected (issue 41, item 11); with it, it connects
-/// on `initialize` within `connect_timeout_secs`.
+/// Drops a late answer to an abandoned `server/discover`, and says whether it was a success.
+/// rmcp's `Auto` lifecycle gives the probe 10 s (its own constant), then sends `initialize`
+/// on the same wire and fails on any other response id ("conflict initialized response id:
+/// expected 1, got 0"). An upstream slower than that to start (a cold `uvx`, `npx` or
+/// `docker run`) reads the probe first and answers it: a legacy server's late error is
+/// dropped and its `initialize` goes on; a modern server's late success sets `late`, and the
+/// connection is made again with `server/discover` alone (issue 41, item 11).
 struct LateDiscoverFilter<T> {
     inner: T,
     /// The `server/discover` sent and not yet answered.
     pending: Option<rmcp::model::RequestId>,
     /// The `server/discover` given up on when `initialize` was sent.
     abandoned: Option<rmcp::model::RequestId>,
+    /// Set when the abandoned `server/discover` was answered with a result.
+    late: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl<T> LateDiscoverFilter<T> {
-    fn new(inner: T) -> Self {
+    fn new(inner: T, late: Arc<std::sync::atomic::AtomicBool>) -> Self {
         LateDiscoverFilter {
             inner,
             pending: None,
             abandoned: None,
+            late,
         }
     }
 }
@@ -1295,6 +1345,9 @@ impl<T: rmcp::transport::Transport<RoleClient>> rmcp::transport::Transport<RoleC
             if let Some(id) = id {
                 if self.abandoned.as_ref() == Some(id) {
                     tracing::info!("ignoring a late answer to server/discover");
+                    if matches!(message, rmcp::model::ServerJsonRpcMessage::Response(_)) {
+                        self.late.store(true, std::sync::atomic::Ordering::Release);
+                    }
                     self.abandoned = None;
                     continue;
                 }

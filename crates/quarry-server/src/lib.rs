@@ -648,14 +648,25 @@ pub async fn serve_http(
         let http1 = http1.clone();
         tokio::spawn(async move {
             let permit = match (admitted, looking) {
-                (Some(admitted), _) => match admission.first_bytes(&tcp).await {
-                    Ok(()) => admitted,
-                    Err(_) => return,
-                },
+                (Some(admitted), _) => {
+                    // A connection still silent when the server stops is simply closed.
+                    let spoke = tokio::select! {
+                        r = admission.first_bytes(&tcp) => r.is_ok(),
+                        _ = shutdown.cancelled() => false,
+                    };
+                    if !spoke {
+                        return;
+                    }
+                    admitted
+                }
                 (None, Some(looking)) => match admission.second_look(&tcp, looking).await {
                     Ok(admitted) => admitted,
                     Err(http::admission::Refused::Busy) => {
                         let _ = tcp.try_write(&over_capacity);
+                        // Read what the client sent, so closing sends a FIN after the
+                        // answer rather than a reset that can discard it.
+                        let mut sink = [0u8; 4096];
+                        while matches!(tcp.try_read(&mut sink), Ok(n) if n > 0) {}
                         return;
                     }
                     Err(http::admission::Refused::Silent) => return,

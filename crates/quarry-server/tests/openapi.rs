@@ -239,9 +239,7 @@ fn an_endpoint_token_works_at_its_endpoint_only() {
             Body::empty()
         } else {
             b = b.header(header::CONTENT_TYPE, "application/json");
-            Body::from(
-                r#"{"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}"#,
-            )
+            Body::from(r#"{"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}"#)
         };
         b.body(body).expect("request")
     };
@@ -254,7 +252,13 @@ fn an_endpoint_token_works_at_its_endpoint_only() {
             uris.push((method.to_uppercase(), variant));
         }
     }
-    for extra in ["/mcp/e/ops/", "/mcp/e/ops/x", "/mcp/e/nope", "/mcp/e/nope/x", "/mcp/x"] {
+    for extra in [
+        "/mcp/e/ops/",
+        "/mcp/e/ops/x",
+        "/mcp/e/nope",
+        "/mcp/e/nope/x",
+        "/mcp/x",
+    ] {
         for method in ["GET", "POST", "DELETE"] {
             uris.push((method.to_owned(), extra.to_owned()));
         }

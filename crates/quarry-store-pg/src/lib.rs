@@ -107,8 +107,9 @@ pub(crate) fn db_err(e: postgres::Error) -> Error {
     match e.code() {
         // A NUL (or bytes that are not UTF-8) in a text parameter: SQLite stores it,
         // PostgreSQL's text cannot. The caller's input, not a failure of the store.
-        Some(c) if *c == SqlState::CHARACTER_NOT_IN_REPERTOIRE
-            || *c == SqlState::UNTRANSLATABLE_CHARACTER =>
+        Some(c)
+            if *c == SqlState::CHARACTER_NOT_IN_REPERTOIRE
+                || *c == SqlState::UNTRANSLATABLE_CHARACTER =>
         {
             Error::invalid("text must not contain NUL characters (\\u0000)")
         }

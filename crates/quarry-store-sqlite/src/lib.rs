@@ -1611,7 +1611,16 @@ impl Store for SqliteStore {
             let mut mark = tx
                 .prepare_cached("UPDATE documents SET chunked_hash = ?2 WHERE id = ?1")
                 .map_err(db_err)?;
-            for doc in docs {
+            // As if applied in order: a document's last entry in the batch is its cut.
+            let last: std::collections::HashMap<i64, usize> = docs
+                .iter()
+                .enumerate()
+                .map(|(i, d)| (d.document_id, i))
+                .collect();
+            for (i, doc) in docs.iter().enumerate() {
+                if last.get(&doc.document_id) != Some(&i) {
+                    continue;
+                }
                 let row: Option<(String, Option<String>)> = current
                     .query_row([doc.document_id], |r| Ok((r.get(0)?, r.get(1)?)))
                     .optional()

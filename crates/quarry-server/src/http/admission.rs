@@ -18,9 +18,9 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 /// Connections answered from the health reserve at once.
 pub(crate) const HEALTH_RESERVE: usize = 16;
 
-/// How long a connection without a slot may take to show its first bytes (a probe sends its
-/// request as soon as it connects).
-const PROBE_WAIT: Duration = Duration::from_millis(500);
+/// How long a connection without a slot may take to show its first bytes: a probe sends its
+/// request with the handshake's last packet, so it is there as soon as the connection is.
+const PROBE_WAIT: Duration = Duration::from_millis(100);
 
 /// Connections without a slot being looked at at once; past it they are refused unread.
 /// With [`HEALTH_RESERVE`], what a node may hold open beyond `max_connections`.
@@ -88,8 +88,11 @@ impl Admission {
     /// Waits for an admitted connection's first bytes: a connection silent past
     /// `first_byte_timeout` is not handed to the HTTP server at all.
     pub(crate) async fn first_bytes(&self, tcp: &TcpStream) -> Result<(), Refused> {
-        match tokio::time::timeout(self.first_byte_timeout, tcp.readable()).await {
-            Ok(Ok(())) => Ok(()),
+        // `peek`, not `readable()`: a newly accepted socket can report readiness before any
+        // byte has arrived; `peek` waits for data (or the end of the stream).
+        let mut one = [0u8; 1];
+        match tokio::time::timeout(self.first_byte_timeout, tcp.peek(&mut one)).await {
+            Ok(Ok(n)) if n > 0 => Ok(()),
             _ => Err(Refused::Silent),
         }
     }
@@ -101,13 +104,23 @@ impl Admission {
         tcp: &TcpStream,
         _looking: OwnedSemaphorePermit,
     ) -> Result<Admitted, Refused> {
-        if tokio::time::timeout(PROBE_WAIT, tcp.readable()).await.is_err() {
-            return Err(Refused::Busy);
-        }
+        let deadline = tokio::time::Instant::now() + PROBE_WAIT;
         let mut head = [0u8; 16];
-        let n = tcp.peek(&mut head).await.map_err(|_| Refused::Silent)?;
-        if !is_health_probe(&head[..n]) {
-            return Err(Refused::Busy);
+        // Enough of the request line to tell (it may arrive in pieces), or the deadline.
+        loop {
+            let n = match tokio::time::timeout_at(deadline, tcp.peek(&mut head)).await {
+                Ok(Ok(n)) if n > 0 => n,
+                Ok(_) => return Err(Refused::Silent),
+                Err(_) => return Err(Refused::Busy),
+            };
+            let probe = b"GET /health ";
+            if n >= probe.len() || !probe.starts_with(&head[..n]) {
+                if !is_health_probe(&head[..n]) {
+                    return Err(Refused::Busy);
+                }
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
         }
         let permit = self
             .reserve

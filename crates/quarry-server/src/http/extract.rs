@@ -40,7 +40,13 @@ fn is_json(headers: &axum::http::HeaderMap) -> bool {
     headers
         .get(axum::http::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .map(|v| v.split(';').next().unwrap_or("").trim().to_ascii_lowercase())
+        .map(|v| {
+            v.split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_ascii_lowercase()
+        })
         .is_some_and(|m| {
             m == "application/json" || (m.starts_with("application/") && m.ends_with("+json"))
         })
@@ -51,7 +57,10 @@ fn is_json(headers: &axum::http::HeaderMap) -> bool {
 /// would, PostgreSQL refuses it), so every backend refuses it here, with one message.
 pub(crate) fn has_nul(json: &[u8]) -> bool {
     let mut i = 0;
-    while let Some(at) = json[i..].windows(6).position(|w| w.eq_ignore_ascii_case(b"\\u0000")) {
+    while let Some(at) = json[i..]
+        .windows(6)
+        .position(|w| w.eq_ignore_ascii_case(b"\\u0000"))
+    {
         let start = i + at;
         let backslashes = json[..start]
             .iter()
@@ -130,8 +139,14 @@ mod tests {
     #[test]
     fn nul_characters_are_found_only_where_json_encodes_one() {
         assert!(has_nul(br#"{"name": "a\u0000b"}"#));
-        assert!(has_nul(br#"{"name": "\\\u0000"}"#), "an escaped backslash, then a NUL");
-        assert!(!has_nul(br#"{"name": "\\u0000"}"#), "a backslash, then the text u0000");
+        assert!(
+            has_nul(br#"{"name": "\\\u0000"}"#),
+            "an escaped backslash, then a NUL"
+        );
+        assert!(
+            !has_nul(br#"{"name": "\\u0000"}"#),
+            "a backslash, then the text u0000"
+        );
         assert!(!has_nul(br#"{"name": "u0000", "n": 0}"#));
     }
 }

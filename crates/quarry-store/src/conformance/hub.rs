@@ -1006,13 +1006,17 @@ pub fn hub_tool_endpoints_round_trip_rename_and_conflicts(store: &dyn Store) {
     assert!(store.tool_endpoints(&[]).expect("list").is_empty());
     // Names are unique per owner: another owner takes "ops" too, the same owner cannot.
     let theirs = endpoint("e4", "ops", "user:u-2");
-    store.insert_tool_endpoint(&theirs).expect("another owner's ops");
+    store
+        .insert_tool_endpoint(&theirs)
+        .expect("another owner's ops");
     expect_conflict(
         "a name its owner already has",
         store.insert_tool_endpoint(&endpoint("e5", "ops", "user:u-1")),
     );
     let space_ops = endpoint("e6", "ops", "space:s-1");
-    store.insert_tool_endpoint(&space_ops).expect("a space's ops");
+    store
+        .insert_tool_endpoint(&space_ops)
+        .expect("a space's ops");
     // One name, several owners: the first owner listed wins.
     assert_eq!(
         store
@@ -1027,7 +1031,9 @@ pub fn hub_tool_endpoints_round_trip_rename_and_conflicts(store: &dyn Store) {
         Some(space_ops.clone())
     );
     assert_eq!(
-        store.tool_endpoint(&["user:u-2".into()], "ops").expect("read"),
+        store
+            .tool_endpoint(&["user:u-2".into()], "ops")
+            .expect("read"),
         Some(theirs)
     );
     let renamed = ToolEndpointRow {
