@@ -107,6 +107,20 @@ async def call(url: str, mode: str, name: str, args: dict) -> tuple[bool, str]:
         return r.is_error is not True, "\n".join(texts(r))
 
 
+async def calls_until_refused(clients: list, most: int) -> tuple[int, object]:
+    """`notes__read_note` through `clients` in turn until one is refused (at most `most`
+    calls): how many were allowed, and the refusal's error (None if none was)."""
+    allowed = 0
+    for i in range(most):
+        try:
+            r = await clients[i % len(clients)].call_tool("notes__read_note", {"name": "welcome"})
+            assert r.is_error is not True
+            allowed += 1
+        except MCPError as e:
+            return allowed, e.error
+    return allowed, None
+
+
 def audit(w: World, token: str | None = None, **params) -> list[dict]:
     r = http(w.srv, "GET", "/api/v1/audit", token or w.tok("owner"), params=params)
     assert r.status_code == 200, r.text
@@ -419,19 +433,10 @@ def test_rate_limits_count_per_chain_of_tokens(world):
     chain = [root, *children, grandchild]
 
     async def run():
-        allowed, refused = 0, None
         async with contextlib.AsyncExitStack() as stack:
             clients = [await stack.enter_async_context(Client(gateway(w, t), mode="auto", read_timeout_seconds=60))
                        for t in chain]
-            for i in range(3 * TOOL_CALLS_PER_MINUTE):
-                try:
-                    r = await clients[i % len(clients)].call_tool("notes__read_note", {"name": "welcome"})
-                    assert r.is_error is not True
-                    allowed += 1
-                except MCPError as e:
-                    refused = e.error
-                    break
-        return allowed, refused
+            return await calls_until_refused(clients, 3 * TOOL_CALLS_PER_MINUTE)
 
     allowed, refused = anyio.run(run)
     # One budget for the chain (a minute boundary inside the loop may add one more window).
@@ -445,16 +450,7 @@ def test_tool_calls_per_token_are_limited(world):
 
     async def run():
         async with Client(url, mode="auto", read_timeout_seconds=60) as c:
-            allowed, refused = 0, None
-            for _ in range(TOOL_CALLS_PER_MINUTE + 5):
-                try:
-                    r = await c.call_tool("notes__read_note", {"name": "welcome"})
-                    assert r.is_error is not True
-                    allowed += 1
-                except MCPError as e:
-                    refused = e.error
-                    break
-            return allowed, refused
+            return await calls_until_refused([c], TOOL_CALLS_PER_MINUTE + 5)
 
     allowed, refused = anyio.run(run)
     # A minute boundary may fall inside the loop: then a fresh window allows more.

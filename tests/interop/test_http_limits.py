@@ -46,6 +46,17 @@ def closed_after(s: socket.socket, limit: float) -> float:
     return time.monotonic() - start
 
 
+def read_all(s: socket.socket) -> bytes:
+    """What the server sent until it closed (a reset ends it too)."""
+    data = b""
+    try:
+        while chunk := s.recv(4096):
+            data += chunk
+    except ConnectionResetError:
+        pass
+    return data
+
+
 def open_fds(srv) -> int:
     return len(os.listdir(f"/proc/{srv.proc.pid}/fd"))
 
@@ -110,12 +121,7 @@ def test_past_the_cap_new_connections_get_503_and_open_ones_are_served(limited):
     start = time.monotonic()
     for s in crowd:
         s.settimeout(5)
-        data = b""
-        try:
-            while chunk := s.recv(4096):
-                data += chunk
-        except ConnectionResetError:
-            pass
+        data = read_all(s)
         assert time.monotonic() - start < 2
         assert data == b"" or data.startswith(b"HTTP/1.1 503"), data[:200]
         s.close()
@@ -201,12 +207,7 @@ def test_one_client_holding_idle_sockets_takes_neither_the_node_nor_its_health(s
         for _ in range(20):
             s = connect_from(limited, "127.0.0.2")
             s.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
-            data = b""
-            try:
-                while chunk := s.recv(4096):
-                    data += chunk
-            except ConnectionResetError:
-                pass
+            data = read_all(s)
             s.close()
             probes.append(data.split(b"\r\n", 1)[0])
         assert all(p.startswith(b"HTTP/1.1 200") for p in probes), probes

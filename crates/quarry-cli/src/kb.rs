@@ -23,8 +23,8 @@ pub(crate) enum KbCmd {
         name: String,
         #[arg(long, default_value = "")]
         description: String,
-        /// Chunk size in characters (the RAG seed uses 1000); default: the embedding
-        /// model's token-based chunks.
+        /// Chunk size in characters; default: seed 003's 1,000 characters with 200 overlap
+        /// (the embedding model never re-cuts chunks).
         #[arg(long, value_name = "CHARS")]
         chunk_size: Option<u32>,
         /// Chunk overlap in characters (default: a fifth of --chunk-size).

@@ -80,8 +80,8 @@ pub struct CreateKnowledgeBase {
     pub name: String,
     /// What it holds, in words.
     pub description: String,
-    /// Chunk size and overlap in characters (the seed's 1000/200); unset: the embedding
-    /// model's token-based default.
+    /// Chunk size and overlap in characters; unset: seed 003's 1,000 characters with 200
+    /// overlap.
     pub chunk_size: Option<u32>,
     /// Chunk overlap in characters (default: a fifth of the size).
     pub chunk_overlap: Option<u32>,

@@ -132,6 +132,12 @@ fn refresh_refusal(
             "the grant is read-only: 'write' cannot be added by refreshing",
         ));
     }
+    resource_refusal(row, form, endpoints)
+}
+
+/// `invalid_target` when the request names a resource that is neither its grant's nor on
+/// this server.
+fn resource_refusal(row: &OAuthSecretRow, form: &Form, endpoints: &Endpoints) -> OAuthResult<()> {
     if let Some(r) = form.get("resource")
         && *r != row.resource
         && !endpoints.owns(r)
@@ -1037,15 +1043,7 @@ impl OAuthServer {
             refresh_refusal(&row, &client, form, endpoints)?;
             row
         };
-        if let Some(r) = form.get("resource")
-            && *r != row.resource
-            && !endpoints.owns(r)
-        {
-            return Err(OAuthError::new(
-                "invalid_target",
-                format!("resource {r:?} is not on this server"),
-            ));
-        }
+        resource_refusal(&row, form, endpoints)?;
         let access = self.directory.create_child_token(
             &row.grant_id,
             &label("OAuth access: ", &client.name),

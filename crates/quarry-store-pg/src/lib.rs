@@ -123,7 +123,11 @@ pub(crate) fn db_err(e: postgres::Error) -> Error {
         {
             Error::StorageUnavailable(quarry_core::error_chain(&e))
         }
-        None if e.is_closed() => Error::StorageUnavailable(quarry_core::error_chain(&e)),
+        None if e.is_closed()
+            || std::error::Error::source(&e).is_some_and(|s| s.is::<std::io::Error>()) =>
+        {
+            Error::StorageUnavailable(quarry_core::error_chain(&e))
+        }
         _ => Error::storage(&e),
     }
 }

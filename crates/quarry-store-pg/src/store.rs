@@ -359,12 +359,7 @@ impl Store for PgStore {
         let mut conn = self.conn()?;
         // One snapshot for the whole read: the horizon, the snapshot page or the entries,
         // and the rows they name.
-        let mut tx = conn
-            .build_transaction()
-            .isolation_level(postgres::IsolationLevel::RepeatableRead)
-            .read_only(true)
-            .start()
-            .map_err(db_err)?;
+        let mut tx = snapshot(&mut conn)?;
         if let Some(after) = from.rebuilding_after {
             let rows = tx
                 .query(
@@ -421,20 +416,11 @@ impl Store for PgStore {
         }
         ids.sort_unstable();
         ids.dedup();
-        let rows = tx
-            .query(
-                "SELECT id, collection_id, path, title, body FROM documents \
-                 WHERE id = ANY($1) ORDER BY id",
-                &[&ids],
-            )
-            .map_err(db_err)?;
-        let upserts = rows.iter().map(index_doc).collect::<Result<Vec<_>>>()?;
-        let present: std::collections::HashSet<i64> = upserts.iter().map(|d| d.id).collect();
-        let deletes = ids.into_iter().filter(|id| !present.contains(id)).collect();
+        let work = index_work_of(&mut tx, &ids)?;
         tx.commit().map_err(db_err)?;
         let full = i64::try_from(entries.len()).unwrap_or(i64::MAX) >= limit;
         Ok(FeedBatch {
-            work: IndexWork { upserts, deletes },
+            work,
             position,
             horizon: (!full).then_some(horizon),
         })
@@ -975,12 +961,7 @@ impl Store for PgStore {
 
     fn index_census(&self) -> Result<IndexCensus> {
         let mut conn = self.conn()?;
-        let mut tx = conn
-            .build_transaction()
-            .isolation_level(postgres::IsolationLevel::RepeatableRead)
-            .read_only(true)
-            .start()
-            .map_err(db_err)?;
+        let mut tx = snapshot(&mut conn)?;
         let documents = tx
             .query("SELECT id FROM documents", &[])
             .map_err(db_err)?
@@ -998,24 +979,8 @@ impl Store for PgStore {
     }
 
     fn index_work(&self, document_ids: &[i64]) -> Result<IndexWork> {
-        let rows = self
-            .conn()?
-            .query(
-                "SELECT id, collection_id, path, title, body FROM documents \
-                 WHERE id = ANY($1) ORDER BY id",
-                &[&document_ids],
-            )
-            .map_err(db_err)?;
-        let upserts = rows.iter().map(index_doc).collect::<Result<Vec<_>>>()?;
-        let present: std::collections::HashSet<i64> = upserts.iter().map(|d| d.id).collect();
-        let mut deletes: Vec<i64> = document_ids
-            .iter()
-            .copied()
-            .filter(|id| !present.contains(id))
-            .collect();
-        deletes.sort_unstable();
-        deletes.dedup();
-        Ok(IndexWork { upserts, deletes })
+        let mut conn = self.conn()?;
+        index_work_of(&mut *conn, document_ids)
     }
 
     fn chunk_ids_in_collection(&self, collection_id: i64) -> Result<Vec<i64>> {
@@ -1260,6 +1225,30 @@ fn chunk_from_row(r: &Row) -> Result<ChunkRef> {
 }
 
 /// A document as the keyword index takes it, from `id, collection_id, path, title, body`.
+/// A read-only transaction that sees one snapshot of the database throughout.
+fn snapshot<'a>(conn: &'a mut PgConnection<'_>) -> Result<postgres::Transaction<'a>> {
+    conn.build_transaction()
+        .isolation_level(postgres::IsolationLevel::RepeatableRead)
+        .read_only(true)
+        .start()
+        .map_err(db_err)
+}
+
+/// The index work for documents `ids` as they are now ([`IndexWork::of`]).
+fn index_work_of(c: &mut impl postgres::GenericClient, ids: &[i64]) -> Result<IndexWork> {
+    let found = c
+        .query(
+            "SELECT id, collection_id, path, title, body FROM documents \
+             WHERE id = ANY($1) ORDER BY id",
+            &[&ids],
+        )
+        .map_err(db_err)?
+        .iter()
+        .map(index_doc)
+        .collect::<Result<Vec<_>>>()?;
+    Ok(IndexWork::of(ids, found))
+}
+
 fn index_doc(r: &Row) -> Result<IndexDoc> {
     Ok(IndexDoc {
         id: col(r, 0)?,

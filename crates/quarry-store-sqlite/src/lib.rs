@@ -536,6 +536,21 @@ fn feed_head(tx: &Connection) -> Result<i64> {
 
 /// Documents as the keyword index takes them, from `sql` selecting
 /// `id, collection_id, path, title, body`.
+/// The index work for documents `ids` as they are now ([`IndexWork::of`]).
+fn index_work_of(tx: &Connection, ids: &[i64]) -> Result<IndexWork> {
+    let found = if ids.is_empty() {
+        Vec::new()
+    } else {
+        index_docs(
+            tx,
+            "SELECT id, collection_id, path, title, body FROM documents \
+             WHERE id IN (SELECT value FROM json_each(?1)) ORDER BY id",
+            [knowledge::id_list(ids)],
+        )?
+    };
+    Ok(IndexWork::of(ids, found))
+}
+
 fn index_docs(tx: &Connection, sql: &str, args: impl rusqlite::Params) -> Result<Vec<IndexDoc>> {
     tx.prepare_cached(sql)
         .and_then(|mut s| {
@@ -1310,20 +1325,8 @@ impl Store for SqliteStore {
             let mut ids: Vec<i64> = entries.iter().map(|e| e.1).collect();
             ids.sort_unstable();
             ids.dedup();
-            let upserts = if ids.is_empty() {
-                Vec::new()
-            } else {
-                index_docs(
-                    tx,
-                    "SELECT id, collection_id, path, title, body FROM documents \
-                     WHERE id IN (SELECT value FROM json_each(?1)) ORDER BY id",
-                    [knowledge::id_list(&ids)],
-                )?
-            };
-            let present: std::collections::HashSet<i64> = upserts.iter().map(|d| d.id).collect();
-            let deletes = ids.into_iter().filter(|id| !present.contains(id)).collect();
             Ok(FeedBatch {
-                work: IndexWork { upserts, deletes },
+                work: index_work_of(tx, &ids)?,
                 position,
                 horizon,
             })
@@ -1836,22 +1839,7 @@ impl Store for SqliteStore {
     }
 
     fn index_work(&self, document_ids: &[i64]) -> Result<IndexWork> {
-        let conn = self.conn();
-        let upserts = index_docs(
-            &conn,
-            "SELECT id, collection_id, path, title, body FROM documents \
-             WHERE id IN (SELECT value FROM json_each(?1)) ORDER BY id",
-            [knowledge::id_list(document_ids)],
-        )?;
-        let present: std::collections::HashSet<i64> = upserts.iter().map(|d| d.id).collect();
-        let mut deletes: Vec<i64> = document_ids
-            .iter()
-            .copied()
-            .filter(|id| !present.contains(id))
-            .collect();
-        deletes.sort_unstable();
-        deletes.dedup();
-        Ok(IndexWork { upserts, deletes })
+        index_work_of(&self.conn(), document_ids)
     }
 
     fn chunk_ids_in_collection(&self, collection_id: i64) -> Result<Vec<i64>> {

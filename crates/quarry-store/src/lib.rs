@@ -115,6 +115,25 @@ pub struct IndexWork {
     pub deletes: Vec<i64>,
 }
 
+impl IndexWork {
+    /// The work for the documents `asked` for: those `found` as upserts, the rest (removed
+    /// since) as deletes.
+    pub fn of(asked: &[i64], found: Vec<IndexDoc>) -> IndexWork {
+        let present: std::collections::HashSet<i64> = found.iter().map(|d| d.id).collect();
+        let mut deletes: Vec<i64> = asked
+            .iter()
+            .copied()
+            .filter(|id| !present.contains(id))
+            .collect();
+        deletes.sort_unstable();
+        deletes.dedup();
+        IndexWork {
+            upserts: found,
+            deletes,
+        }
+    }
+}
+
 /// What a node's derived indexes hold when they are right, read in one snapshot: every
 /// document's id, and every chunk as `(chunk id, document id)` — across every space.
 #[derive(Debug, Default)]
@@ -273,7 +292,7 @@ pub struct ChunkSource {
     /// Furniture found at conversion: no chunk holds it.
     pub furniture: Vec<Furniture>,
     /// The collection's own chunk size and overlap in characters (a knowledge base that set
-    /// them at creation); `None`: the model's token-based default.
+    /// them at creation); `None`: seed 003's 1,000 characters with 200 overlap.
     pub chunk_chars: Option<(usize, usize)>,
 }
 
