@@ -180,7 +180,11 @@ def test_register_stdio_server_browse_and_switch_tools(ui_page, ui_module_server
     api = servers_by_name(srv)["everything"]
     assert api["status"] == "ready" and api["args"] == ["stdio"] and api["env"] == ["GREETING"], api
     assert api["category"] == "testing"
-    expect(card.get_by_test_id("server-tool-count")).to_have_text(f"{api['tool_count']} tools")
+    # The card counts the tools a client can call — what the catalog lists (issue 41 item 12:
+    # it said 13 where the catalog listed 12; everything's task-only tool is not callable).
+    catalog = srv.api("GET", "/api/catalog/everything/tools")["tools"]
+    assert api["usable_tool_count"] == len(catalog) < api["tool_count"], (api["usable_tool_count"], len(catalog))
+    expect(card.get_by_test_id("server-tool-count")).to_have_text(f"{api['usable_tool_count']} tools")
     # The variable's name shows, its value never (the API does not return it either).
     expect(card).to_contain_text("GREETING")
     assert GREETING_SECRET not in page.content()
