@@ -136,23 +136,12 @@ pub(crate) fn chat_provider(env: &Env, spec: &str) -> Result<quarry_chat::Provid
 
 /// How often a server checks its indexes against the store (`QUARRY_INDEX_CHECK_SECS`;
 /// `0`: never).
-pub(crate) fn index_check(env: &Env) -> Result<Option<std::time::Duration>> {
-    let var = &config::QUARRY_INDEX_CHECK_SECS;
-    match env
-        .raw(var)
-        .map(|v| v.trim().to_owned())
-        .filter(|v| !v.is_empty())
-    {
-        None => Ok(Some(quarry_queue::INDEX_CHECK)),
-        Some(v) => match v.parse::<u64>() {
-            Ok(0) => Ok(None),
-            Ok(secs) => Ok(Some(std::time::Duration::from_secs(secs))),
-            Err(_) => anyhow::bail!(
-                "{}={v:?}: expected a whole number of seconds (0: never)",
-                var.name
-            ),
-        },
-    }
+pub(crate) fn index_check(env: &Env) -> Result<Option<Duration>> {
+    Ok(match env.u64(&config::QUARRY_INDEX_CHECK_SECS)? {
+        None => Some(quarry_queue::INDEX_CHECK),
+        Some(0) => None,
+        Some(secs) => Some(Duration::from_secs(secs)),
+    })
 }
 
 /// The web UI's files: embedded, or read from `QUARRY_UI_DIR` (UI development).

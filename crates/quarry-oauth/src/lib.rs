@@ -109,14 +109,9 @@ impl From<Error> for OAuthError {
 
 type OAuthResult<T> = std::result::Result<T, OAuthError>;
 
-/// Why a refresh with the token `row` is refused, if it is: another client's token, a scope
-/// wider than the grant's, or a resource that is not on this server.
-fn refresh_refusal(
-    row: &OAuthSecretRow,
-    client: &OAuthClientRow,
-    form: &Form,
-    endpoints: &Endpoints,
-) -> OAuthResult<()> {
+/// Why a refresh with the token `row` is refused, if it is: another client's token, or a
+/// scope wider than the grant's (the resource is [`resource_refusal`]'s).
+fn refresh_refusal(row: &OAuthSecretRow, client: &OAuthClientRow, form: &Form) -> OAuthResult<()> {
     if row.client_id != client.id {
         return Err(OAuthError::new(
             "invalid_grant",
@@ -132,7 +127,7 @@ fn refresh_refusal(
             "the grant is read-only: 'write' cannot be added by refreshing",
         ));
     }
-    resource_refusal(row, form, endpoints)
+    Ok(())
 }
 
 /// `invalid_target` when the request names a resource that is neither its grant's nor on
@@ -1037,10 +1032,11 @@ impl OAuthServer {
                 )?
                 .filter(|r| r.used_at.is_none())
             {
-                refresh_refusal(&unspent, &client, form, endpoints)?;
+                refresh_refusal(&unspent, &client, form)?;
+                resource_refusal(&unspent, form, endpoints)?;
             }
             let row = self.redeem(refresh, OAuthSecretKind::Refresh, now)?;
-            refresh_refusal(&row, &client, form, endpoints)?;
+            refresh_refusal(&row, &client, form)?;
             row
         };
         resource_refusal(&row, form, endpoints)?;

@@ -181,13 +181,13 @@ fn credentials(req: &Request) -> Credentials {
 /// the checking itself failing.
 enum Refusal {
     Auth(AuthFailure),
-    Store(quarry_core::Error),
+    Store(ApiError),
     Internal(String),
 }
 
 fn resolve(state: &AppState, surface: Surface, c: &Credentials) -> Result<Caller, Refusal> {
     let directory = state.directory();
-    let internal = Refusal::Store;
+    let internal = |e: quarry_core::Error| Refusal::Store(ApiError::from(e));
     let principal = match (&c.token, state.auth_mode()) {
         (Some(token), _) => if surface == Surface::Account {
             directory.authenticate_any_space(token, c.space.as_deref())
@@ -231,18 +231,11 @@ fn refusal_response(surface: Surface, refusal: Refusal) -> Response {
             f.code(),
             f.to_string(),
         ),
-        // An outage is told as one (503), without the database's address.
+        // As every REST error maps it: an outage is a 503 without the database's address.
         Refusal::Store(e) => (
-            crate::http::http_status(e),
-            if matches!(e, quarry_core::Error::StorageUnavailable(_)) {
-                "UNAVAILABLE"
-            } else {
-                "INTERNAL"
-            },
-            format!(
-                "cannot check credentials: {}",
-                crate::http::public_detail(e)
-            ),
+            e.status,
+            e.code.as_str(),
+            format!("cannot check credentials: {}", e.detail),
         ),
         Refusal::Internal(m) => (
             StatusCode::INTERNAL_SERVER_ERROR,
