@@ -148,6 +148,53 @@ def test_bad_registrations_are_refused_clearly(hub):
     assert requests.get(srv.url(f"/api/v1/mcp/servers/{bad['id']}"), timeout=30).status_code == 404
 
 
+def test_an_upstream_is_edited_in_place_and_reconnects(hub):
+    """Issue 41 item 12: `PATCH /api/v1/mcp/servers/{id}` changes the fields it gives and
+    reconnects with them; bad edits are refused clearly and change nothing."""
+    srv = hub["srv"]
+    base = srv.url("/api/v1/mcp/servers")
+    ghost = register(srv, {"name": "edit-me", "transport_type": "stdio", "config": "/nonexistent/mcp-server",
+                           "env": {"TZ_SECRET": "keep-me"}, "connect_timeout_secs": 5})
+    assert ghost["status"] == "error", ghost
+    try:
+        # The command fixed by an edit: it connects and discovers, the secret stays.
+        r = requests.patch(f"{base}/{ghost['id']}", json={"config": venv_bin("mcp-server-time")}, timeout=60)
+        assert r.status_code == 200, r.text
+        fixed = settled(srv, r.json()["data"])
+        assert fixed["status"] == "ready" and fixed["tool_count"] == 2, fixed
+        assert fixed["env"] == ["TZ_SECRET"] and fixed["connect_timeout_secs"] == 5, fixed
+        assert fixed["package"] == ghost["package"] and fixed["id"] == ghost["id"]
+        # By name, as the CLI and the UI name servers; a rename keeps the id.
+        r = requests.put(f"{base}/edit-me", json={"name": "edited", "call_timeout_secs": 7}, timeout=60)
+        assert r.status_code == 200, r.text
+        renamed = r.json()["data"]
+        assert renamed["name"] == "edited" and renamed["call_timeout_secs"] == 7 and renamed["id"] == ghost["id"]
+        before = requests.get(f"{base}/{ghost['id']}", timeout=30).json()["data"]
+        refusals = [
+            ({"transport_type": "http", "args": ["x"]}, 400, "URL"),
+            ({"config": "'unterminated"}, 400, "quote"),
+            ({"call_timeout_secs": 0}, 400, "call_timeout_secs"),
+            ({"name": "everything"}, 409, "already exists"),
+            ({"name": "  "}, 400, "name"),
+            ({"package": "other"}, 400, "invalid body: package: unknown field `package`"),
+            ({"headers": {"X-Key": "v"}}, 400, "headers apply to http"),
+        ]
+        for body, status, said in refusals:
+            r = requests.patch(f"{base}/{ghost['id']}", json=body, timeout=30)
+            assert r.status_code == status, (body, r.text)
+            assert said in r.json()["detail"], (body, r.text)
+        after = requests.get(f"{base}/{ghost['id']}", timeout=30).json()["data"]
+        for key in ("name", "config", "transport_type", "env", "call_timeout_secs", "package", "enabled"):
+            assert after[key] == before[key], (key, before, after)
+        assert after["status"] == "ready", after
+        # An edit that disables it stops it; another user's or a missing server is 404.
+        r = requests.patch(f"{base}/{ghost['id']}", json={"enabled": False}, timeout=30)
+        assert r.status_code == 200 and r.json()["data"]["status"] == "disabled", r.text
+        assert requests.patch(f"{base}/no-such-server", json={"name": "x"}, timeout=30).status_code == 404
+    finally:
+        requests.delete(f"{base}/{ghost['id']}", timeout=30)
+
+
 def test_catalog_rest(hub):
     srv = hub["srv"]
     cats = requests.get(srv.url("/api/catalog"), timeout=30).json()["categories"]

@@ -216,6 +216,8 @@ def test_migrate_refuses_a_database_that_holds_other_data(quarry_bin: Path, corp
     r = migrate(two, "--to", url)
     assert r.returncode != 0
     assert "copy of another data directory" in r.stderr, r.stderr
+    # A refusal is not an interrupted copy: running it again would only refuse again.
+    assert "again to resume" not in r.stderr, r.stderr
     # No target named at all: a clear error, not a copy into the embedded store.
     r = migrate(one)
     assert r.returncode != 0 and "--to" in r.stderr, r.stderr

@@ -335,6 +335,44 @@ async def test_an_upstream_registered_on_a_is_callable_on_b_and_stops_there_when
     requests.delete(a.url(f"/api/v1/mcp/servers/{row['id']}"), timeout=30)
 
 
+@pytest.mark.anyio
+async def test_an_upstream_edited_on_a_reconnects_on_b_with_the_new_settings(nodes):
+    """Issue 41 item 12 across nodes: an edit on A stops B's child started from the old
+    settings (the hub follower compares the stored revision), and B's next call starts
+    one from the new settings."""
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    a, b = nodes["a"], nodes["b"]
+    r = requests.post(a.url("/api/v1/mcp/servers"), timeout=120,
+                      json={"name": "edit-nodes", "transport_type": "stdio", "config": f"{sys.executable} {HANGING}"})
+    assert r.status_code == 201, r.text
+    row = settled(a, r.json()["data"])
+    assert row["status"] == "ready", row
+
+    async def pid_on(node) -> int:
+        async with httpx2.AsyncClient(timeout=60) as hc:
+            async with Client(streamable_http_client(node.url("/api/mcp?servers=edit-nodes"), http_client=hc),
+                              read_timeout_seconds=60) as c:
+                res = await c.call_tool("edit-nodes__pid", {})
+                assert not res.is_error, res
+                return int(res.content[0].text)
+    try:
+        pid_b = await pid_on(b)
+        r = requests.patch(a.url(f"/api/v1/mcp/servers/{row['id']}"), json={"max_concurrency": 3}, timeout=60)
+        assert r.status_code == 200 and r.json()["data"]["max_concurrency"] == 3, r.text
+        deadline = time.monotonic() + 3
+        while alive(pid_b) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not alive(pid_b), "B kept the child of the old settings 3 s after the edit on A"
+        r = requests.get(b.url(f"/api/v1/mcp/servers/{row['id']}"), timeout=30)
+        assert r.json()["data"]["max_concurrency"] == 3, r.text
+        assert await pid_on(b) != pid_b
+    finally:
+        requests.delete(a.url(f"/api/v1/mcp/servers/{row['id']}"), timeout=30)
+
+
 def run_batch_while_a_node_fails(quarry_bin: Path, corpus: Path, tmp_path: Path, fail) -> tuple:
     """Two nodes (leases of 10 minutes, longer than the test waits: B must learn from A's
     missing heartbeats that A is gone); a 200-document batch uploaded through A; `fail(a)`

@@ -80,6 +80,21 @@ def test_a_long_manual_answers_with_its_passage_on_its_page(home, tmp_path):
         assert (top["file"], top["page"]) == ("manuals/debian.pdf", 48), found
         assert "编辑器" in top["content"]
 
+        # A file name inside Chinese sentences ("编辑/etc/apt/sources.list文件") is found by
+        # the default search (min_score 0.5) over MCP and REST — issue 41 item 13.
+        for name in ("sources.list", "apt/sources.list", "sudoers"):
+            found = knowledge_search(srv, name)
+            assert found["results"], (name, found)
+            top = found["results"][0]
+            assert top["file"] == "manuals/debian.pdf" and name in top["content"], (name, top)
+
+        async def sources_list_over_mcp():
+            async with Client(srv.mcp_url, read_timeout_seconds=60) as c:
+                return await c.call_tool("knowledge_search", {"query": "sources.list"})
+        r = anyio.run(sources_list_over_mcp)
+        assert r.structured_content["results"], r.structured_content
+        assert "sources.list" in r.structured_content["results"][0]["content"]
+
         # Passages, not documents: several of one manual, each its own id; total_count counts
         # passages; at most three passages of one document are returned.
         found = knowledge_search(srv, "Debian 软件包 管理", min_score=0, top_k=10, search_mode="keyword")

@@ -114,7 +114,17 @@ pub(crate) fn run(cli: &Cli, args: &MigrateArgs, env: &config::Env) -> Result<()
             }
         },
     )
-    .context("the copy stopped (run the same command again to resume)")?;
+    .map_err(|e| match e {
+        // Refusals (a target holding other data, a bad source) do not go away on a rerun;
+        // only a copy cut short by the database, the blobs or the disk resumes.
+        quarry_core::Error::Storage(_)
+        | quarry_core::Error::StorageUnavailable(_)
+        | quarry_core::Error::Io { .. }
+        | quarry_core::Error::Unavailable(_) => {
+            anyhow::Error::new(e).context("the copy stopped (run the same command again to resume)")
+        }
+        refusal => anyhow::Error::new(refusal).context("nothing was copied"),
+    })?;
     drop(lock);
     if cli.json {
         print_json(&report)?;

@@ -385,6 +385,31 @@ fn thai_without_spaces_is_findable() {
 }
 
 #[test]
+fn a_file_name_inside_a_chinese_path_is_found_first() {
+    // Issue 41 item 13: the Debian reference writes paths inside Chinese sentences; the file
+    // name alone must find it ahead of pages that only share its words.
+    let q = Quarry::new();
+    let root = q.corpus(
+        "apt",
+        &[
+            (
+                "reference.md",
+                "# 软件源\n\n编辑/etc/apt/sources.list文件，加入新的软件源。\n",
+            ),
+            (
+                "lists.md",
+                "# Lists\n\nThe list of sources for this report; list sources first.\n",
+            ),
+        ],
+    );
+    q.add(&root, "apt");
+    for query in ["sources.list", "apt/sources.list", "/etc/apt/sources.list"] {
+        let hits = q.search_files(&[query]);
+        assert_eq!(hits[0], "apt/reference.md", "{query}: {hits:?}");
+    }
+}
+
+#[test]
 fn hyphenated_identifiers_and_versions() {
     let q = Quarry::new();
     let root = q.corpus(

@@ -2,7 +2,9 @@
 //!
 //! - Latin/other alphabetic runs: lower-cased, English-stemmed parts; a run joined by
 //!   `-`, `.`, `_`, `+` or `/` between alphanumerics (`gpt-4o`, `v1.2.3`, `foo_bar`) is also
-//!   emitted whole, unstemmed, so identifiers and versions can be found exactly.
+//!   emitted whole, unstemmed, so identifiers and versions can be found exactly; a path's
+//!   tails and segments of several parts are emitted too (`sources.list`,
+//!   `apt/sources.list` in `/etc/apt/sources.list`), so a file is found by its name.
 //! - Han runs: jieba word segmentation in search mode (dictionary words inside longer
 //!   words are emitted too, at the position of the word that contains them).
 //! - Kana runs: overlapping character bigrams (no dictionary is needed for recall).
@@ -16,7 +18,7 @@
 
 /// Bumped whenever the terms produced for a text change: indexes built by an older analyzer
 /// are rebuilt from the store by the next writer.
-pub const ANALYZER_VERSION: u32 = 3;
+pub const ANALYZER_VERSION: u32 = 4;
 
 use std::sync::OnceLock;
 
@@ -165,7 +167,39 @@ pub fn analyze_with(text: &str, han: HanSegmenter<'_>, mut emit: impl FnMut(Toke
                         TokenKind::Compound,
                     );
                 }
-                for (from, to) in parts {
+                for (k, &(from, to)) in parts.iter().enumerate() {
+                    // A path is also found by its tail and its segments: `sources.list` and
+                    // `apt/sources.list` in `/etc/apt/sources.list`, `sources.list.d` in
+                    // `/etc/apt/sources.list.d/x`.
+                    if k > 0 && text[..from].ends_with('/') && k + 1 < parts.len() {
+                        push(
+                            &mut emit,
+                            text[from..run_end].to_lowercase(),
+                            from,
+                            run_end,
+                            position,
+                            TokenKind::Compound,
+                        );
+                    }
+                    if k == 0 || text[..from].ends_with('/') {
+                        let segment_end = parts[k + 1..]
+                            .iter()
+                            .find(|(next, _)| text[..*next].ends_with('/'))
+                            .map(|&(next, _)| next - 1);
+                        // A segment of several parts that is neither the whole run nor a tail.
+                        if let Some(segment_end) = segment_end
+                            && parts[k..].iter().take_while(|p| p.1 <= segment_end).count() > 1
+                        {
+                            push(
+                                &mut emit,
+                                text[from..segment_end].to_lowercase(),
+                                from,
+                                segment_end,
+                                position,
+                                TokenKind::Compound,
+                            );
+                        }
+                    }
                     let lower = text[from..to].to_lowercase();
                     let stemmed = stemmer().stem(&lower).into_owned();
                     if push(&mut emit, stemmed, from, to, position, TokenKind::Primary) {
@@ -459,6 +493,38 @@ mod tests {
             ]
         );
         assert_eq!(t[1].1, TokenKind::Compound);
+    }
+
+    #[test]
+    fn a_path_is_found_by_its_file_name_inside_chinese_text() {
+        // Issue 41 item 13: the Debian reference writes the path inside Chinese sentences.
+        let t = tokens("编辑“/etc/apt/sources.list.d/debian.sources”和/etc/apt/sources.list文件");
+        let compounds: Vec<&str> = t
+            .iter()
+            .filter(|t| t.kind == TokenKind::Compound)
+            .map(|t| t.text.as_str())
+            .collect();
+        assert_eq!(
+            compounds,
+            [
+                "etc/apt/sources.list.d/debian.sources",
+                "apt/sources.list.d/debian.sources",
+                "sources.list.d/debian.sources",
+                "sources.list.d",
+                "debian.sources",
+                "etc/apt/sources.list",
+                "apt/sources.list",
+                "sources.list",
+            ]
+        );
+        let positions: Vec<usize> = t.iter().map(|t| t.position).collect();
+        assert!(positions.windows(2).all(|w| w[0] <= w[1]), "{positions:?}");
+        // Each piece starts where its first part does, so phrases still line up.
+        let tail = t.iter().rfind(|t| t.text == "sources.list");
+        let part = t.iter().rfind(|t| t.text == "sourc");
+        assert_eq!(tail.map(|t| t.position), part.map(|t| t.position));
+        // Not a path: nothing more than before.
+        assert_eq!(texts("v1.2.3").len(), 4);
     }
 
     #[test]

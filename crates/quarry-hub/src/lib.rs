@@ -193,6 +193,50 @@ pub struct RegisterUpstream {
     pub max_concurrency: Option<usize>,
 }
 
+/// A change to a registered upstream (`PATCH /api/v1/mcp/servers/{id}`): each field given
+/// replaces the stored one; `env` and `headers` replace the whole set. The package, and
+/// with it the tools' names and tokens' scopes, stays.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpstreamPatch {
+    /// Display name.
+    pub name: Option<String>,
+    /// `stdio`, `http` or `sse`; another transport clears arguments, environment and headers
+    /// not given with it.
+    pub transport_type: Option<String>,
+    /// The command line (stdio) or URL.
+    pub config: Option<String>,
+    /// The command's arguments (stdio).
+    pub args: Option<Vec<String>>,
+    /// The command's working directory (stdio); empty for none.
+    pub cwd: Option<String>,
+    /// Environment variables for the child (stdio).
+    pub env: Option<std::collections::BTreeMap<String, String>>,
+    /// Headers sent with every request (HTTP, SSE).
+    pub headers: Option<std::collections::BTreeMap<String, String>>,
+    /// Whether it is connected.
+    pub enabled: Option<bool>,
+    /// Longest tool call, in seconds.
+    pub call_timeout_secs: Option<u64>,
+    /// Longest connection attempt, in seconds.
+    pub connect_timeout_secs: Option<u64>,
+    /// Tool calls in flight at once.
+    pub max_concurrency: Option<usize>,
+}
+
+/// A checked launch specification ([`Hub::launch`]).
+struct Launch {
+    transport: TransportKind,
+    config: String,
+    options: UpstreamOptions,
+    secrets: UpstreamSecrets,
+}
+
+/// A stored JSON column's text.
+fn json_text(value: &impl Serialize) -> Result<String> {
+    serde_json::to_string(value).map_err(|e| Error::Storage(e.to_string()))
+}
+
 /// An upstream as listed: seed 003's `MCPServer` fields, Quarry's options (secret values
 /// never included) and the connection's health.
 #[derive(Debug, Clone, Serialize)]
@@ -420,22 +464,23 @@ impl Hub {
         Ok(())
     }
 
-    /// Stops the connections of upstreams that were disabled or deleted since they were
-    /// opened (by another node: this node's own changes stop them at once); returns how
+    /// Stops the connections of upstreams that were disabled, edited or deleted since they
+    /// were opened (by another node: this node's own changes stop them at once); returns how
     /// many stopped. Their child processes exit with them.
     pub fn reconcile(&self) -> Result<usize> {
-        let rows: HashMap<String, bool> = self
+        let rows: HashMap<String, (bool, i64)> = self
             .store
             .upstreams(None)?
             .into_iter()
-            .map(|r| (r.id, r.enabled))
+            .map(|r| (r.id, (r.enabled, r.updated_at)))
             .collect();
         let gone: Vec<Arc<Connection>> = {
             let mut conns = self.connections.lock().unwrap_or_else(|p| p.into_inner());
             let ids: Vec<String> = conns
                 .iter()
                 .filter(|(id, conn)| match rows.get(*id) {
-                    Some(enabled) => !enabled,
+                    // Edited since it was opened: the next use connects the stored settings.
+                    Some((enabled, revision)) => !enabled || *revision != conn.revision(),
                     // A registration opens its connection before its row commits: a young
                     // connection without a row is one being registered, not one deleted.
                     None => conn.age() > DELETED_AFTER,
@@ -488,6 +533,7 @@ impl Hub {
             options,
             secrets,
             net: (row.owner != MACHINE_OWNER).then(|| self.opts.net.clone()),
+            revision: row.updated_at,
         };
         let hub = Arc::downgrade(self);
         let owner = row.owner.clone();
@@ -636,6 +682,106 @@ impl Hub {
         if name.is_empty() || name.chars().count() > 100 {
             return Err(Error::InvalidInput("name must be 1-100 characters".into()));
         }
+        let launch = self.launch(caller, &req)?;
+        let manifest = match &req.manifest {
+            Some(v) => Some(Manifest::parse(v)?),
+            None => None,
+        };
+        let manifest_id = manifest.as_ref().and_then(|m| m.id.as_deref());
+        if let (Some(package), Some(id)) = (req.package.as_deref(), manifest_id)
+            && package != id
+        {
+            return Err(Error::InvalidInput(format!(
+                "package '{package}' and the manifest's id '{id}' differ; give one of them, or the same id in both"
+            )));
+        }
+        let package_id = catalog::package_id(req.package.as_deref().or(manifest_id), &name)?;
+        let category = req
+            .category
+            .clone()
+            .or_else(|| manifest.as_ref().and_then(|m| m.category.clone()))
+            .map(|c| c.trim().to_owned())
+            .unwrap_or_else(|| "uncategorized".into());
+        // A category is a catalog route (`/api/catalog/{category}`): it needs a name.
+        if category.is_empty() {
+            return Err(Error::InvalidInput(
+                "category must not be empty (leave it out for 'uncategorized')".into(),
+            ));
+        }
+        if self.builtin.iter().any(|b| b.id == package_id) || package_id == CUSTOM_PACKAGE {
+            return Err(Error::Conflict(format!(
+                "package '{package_id}' is built in; choose another name or package"
+            )));
+        }
+        let now = now_millis();
+        let id = uuid_v4();
+        let row = UpstreamRow {
+            id: id.clone(),
+            owner: caller.owner_key().to_owned(),
+            name: name.clone(),
+            package: package_id.clone(),
+            transport: launch.transport.as_str().into(),
+            config: launch.config,
+            options: json_text(&launch.options)?,
+            secrets: json_text(&launch.secrets)?,
+            enabled: req.enabled.unwrap_or(true),
+            created_at: now,
+            updated_at: now,
+        };
+        let tags: Vec<String> = req
+            .tags
+            .clone()
+            .or_else(|| manifest.as_ref().map(|m| m.tags.clone()))
+            .unwrap_or_default()
+            .into_iter()
+            .map(|t| t.trim().replace('\n', " "))
+            .filter(|t| !t.is_empty())
+            .collect();
+        let package = PackageRow {
+            owner: caller.owner_key().to_owned(),
+            id: package_id,
+            name: manifest
+                .as_ref()
+                .and_then(|m| m.name.clone())
+                .unwrap_or_else(|| name.clone()),
+            description: req
+                .description
+                .clone()
+                .or_else(|| manifest.as_ref().and_then(|m| m.description.clone()))
+                .unwrap_or_default(),
+            category,
+            tags,
+            kind: "upstream".into(),
+            upstream_id: Some(id.clone()),
+            source: if manifest.is_some() {
+                "manifest"
+            } else {
+                "legacy"
+            }
+            .into(),
+            schema_version: manifest
+                .as_ref()
+                .and_then(|m| m.manifest_schema_version.clone())
+                .unwrap_or_else(|| if manifest.is_some() { "v2" } else { "legacy" }.into()),
+            manifest: req.manifest.as_ref().map(Value::to_string),
+            updated_at: now,
+            surface: None,
+        };
+        let manifest_rows =
+            package_rows(caller.owner_key(), &package, manifest.as_ref(), None, now);
+        self.store.insert_upstream(&row, &package)?;
+        if !manifest_rows.is_empty() {
+            self.store.replace_package(&package, &manifest_rows)?;
+        }
+        if row.enabled {
+            self.connect(&row)?;
+        }
+        self.upstream(caller, &id)
+    }
+
+    /// How to start an upstream, checked: the transport, command or URL, arguments,
+    /// secrets and limits of a registration or an edit.
+    fn launch(&self, caller: &Principal, req: &RegisterUpstream) -> Result<Launch> {
         let transport = TransportKind::parse(&req.transport_type).ok_or_else(|| {
             Error::InvalidInput(format!(
                 "unknown transport_type '{}': use stdio, http or sse",
@@ -697,36 +843,6 @@ impl Hub {
                 return Err(Error::InvalidInput(format!("invalid header '{k}'")));
             }
         }
-        let manifest = match &req.manifest {
-            Some(v) => Some(Manifest::parse(v)?),
-            None => None,
-        };
-        let manifest_id = manifest.as_ref().and_then(|m| m.id.as_deref());
-        if let (Some(package), Some(id)) = (req.package.as_deref(), manifest_id)
-            && package != id
-        {
-            return Err(Error::InvalidInput(format!(
-                "package '{package}' and the manifest's id '{id}' differ; give one of them, or the same id in both"
-            )));
-        }
-        let package_id = catalog::package_id(req.package.as_deref().or(manifest_id), &name)?;
-        let category = req
-            .category
-            .clone()
-            .or_else(|| manifest.as_ref().and_then(|m| m.category.clone()))
-            .map(|c| c.trim().to_owned())
-            .unwrap_or_else(|| "uncategorized".into());
-        // A category is a catalog route (`/api/catalog/{category}`): it needs a name.
-        if category.is_empty() {
-            return Err(Error::InvalidInput(
-                "category must not be empty (leave it out for 'uncategorized')".into(),
-            ));
-        }
-        if self.builtin.iter().any(|b| b.id == package_id) || package_id == CUSTOM_PACKAGE {
-            return Err(Error::Conflict(format!(
-                "package '{package_id}' is built in; choose another name or package"
-            )));
-        }
         let call_timeout = req.call_timeout_secs.unwrap_or(60);
         let connect_timeout = req.connect_timeout_secs.unwrap_or(30);
         let concurrency = req.max_concurrency.unwrap_or(16);
@@ -751,70 +867,86 @@ impl Hub {
             env: req.env.clone(),
             headers: req.headers.clone(),
         };
-        let now = now_millis();
-        let id = uuid_v4();
-        let row = UpstreamRow {
-            id: id.clone(),
-            owner: caller.owner_key().to_owned(),
-            name: name.clone(),
-            package: package_id.clone(),
-            transport: transport.as_str().into(),
+        Ok(Launch {
+            transport,
             config,
-            options: serde_json::to_string(&options).map_err(|e| Error::Storage(e.to_string()))?,
-            secrets: serde_json::to_string(&secrets).map_err(|e| Error::Storage(e.to_string()))?,
-            enabled: req.enabled.unwrap_or(true),
-            created_at: now,
-            updated_at: now,
+            options,
+            secrets,
+        })
+    }
+
+    /// Changes an upstream's settings (the fields `patch` gives; the rest stay), checked as
+    /// a registration is, and reconnects it with them: at once here, and on other nodes when
+    /// their hub follower sees the edit. Returns the upstream's id (`key` may be its old
+    /// name) and, when enabled, the [`Connecting`] async code awaits before reading it again.
+    pub fn update_upstream(
+        self: &Arc<Self>,
+        caller: &Principal,
+        key: &str,
+        patch: UpstreamPatch,
+    ) -> Result<(String, Option<Connecting>)> {
+        require_write(caller)?;
+        let mut row = self.row(caller, key)?;
+        let options: UpstreamOptions = serde_json::from_str(&row.options)
+            .map_err(|e| Error::Storage(format!("upstream '{}' options: {e}", row.name)))?;
+        let secrets: UpstreamSecrets = serde_json::from_str(&row.secrets)
+            .map_err(|e| Error::Storage(format!("upstream '{}' secrets: {e}", row.name)))?;
+        // Another transport starts from a clean slate: stdio's arguments and environment
+        // mean nothing to a URL, nor headers to a command.
+        let new_transport = patch
+            .transport_type
+            .as_deref()
+            .is_some_and(|t| t.trim() != row.transport);
+        let (args, cwd, env, headers) = if new_transport {
+            Default::default()
+        } else {
+            (options.args, options.cwd, secrets.env, secrets.headers)
         };
-        let tags: Vec<String> = req
-            .tags
-            .clone()
-            .or_else(|| manifest.as_ref().map(|m| m.tags.clone()))
-            .unwrap_or_default()
-            .into_iter()
-            .map(|t| t.trim().replace('\n', " "))
-            .filter(|t| !t.is_empty())
-            .collect();
-        let package = PackageRow {
-            owner: caller.owner_key().to_owned(),
-            id: package_id,
-            name: manifest
-                .as_ref()
-                .and_then(|m| m.name.clone())
-                .unwrap_or_else(|| name.clone()),
-            description: req
-                .description
-                .clone()
-                .or_else(|| manifest.as_ref().and_then(|m| m.description.clone()))
-                .unwrap_or_default(),
-            category,
-            tags,
-            kind: "upstream".into(),
-            upstream_id: Some(id.clone()),
-            source: if manifest.is_some() {
-                "manifest"
-            } else {
-                "legacy"
-            }
-            .into(),
-            schema_version: manifest
-                .as_ref()
-                .and_then(|m| m.manifest_schema_version.clone())
-                .unwrap_or_else(|| if manifest.is_some() { "v2" } else { "legacy" }.into()),
-            manifest: req.manifest.as_ref().map(Value::to_string),
-            updated_at: now,
-            surface: None,
+        let req = RegisterUpstream {
+            name: patch.name.unwrap_or_else(|| row.name.clone()),
+            transport_type: patch
+                .transport_type
+                .unwrap_or_else(|| row.transport.clone()),
+            config: patch.config.unwrap_or_else(|| row.config.clone()),
+            args: patch.args.unwrap_or(args),
+            cwd: match patch.cwd {
+                Some(dir) if dir.trim().is_empty() => None,
+                Some(dir) => Some(dir),
+                None => cwd,
+            },
+            env: patch.env.unwrap_or(env),
+            headers: patch.headers.unwrap_or(headers),
+            call_timeout_secs: Some(patch.call_timeout_secs.unwrap_or(options.call_timeout_secs)),
+            connect_timeout_secs: Some(
+                patch
+                    .connect_timeout_secs
+                    .unwrap_or(options.connect_timeout_secs),
+            ),
+            max_concurrency: Some(patch.max_concurrency.unwrap_or(options.max_concurrency)),
+            ..Default::default()
         };
-        let manifest_rows =
-            package_rows(caller.owner_key(), &package, manifest.as_ref(), None, now);
-        self.store.insert_upstream(&row, &package)?;
-        if !manifest_rows.is_empty() {
-            self.store.replace_package(&package, &manifest_rows)?;
+        let name = req.name.trim().to_owned();
+        if name.is_empty() || name.chars().count() > 100 {
+            return Err(Error::InvalidInput("name must be 1-100 characters".into()));
         }
-        if row.enabled {
-            self.connect(&row)?;
-        }
-        self.upstream(caller, &id)
+        let launch = self.launch(caller, &req)?;
+        row.name = name;
+        row.transport = launch.transport.as_str().into();
+        row.config = launch.config;
+        row.options = json_text(&launch.options)?;
+        row.secrets = json_text(&launch.secrets)?;
+        row.enabled = patch.enabled.unwrap_or(row.enabled);
+        // Strictly newer, so a node holding a connection of the old settings sees the edit
+        // even within the same millisecond as the last one.
+        row.updated_at = now_millis().max(row.updated_at + 1);
+        self.store.update_upstream(&row)?;
+        self.disconnect(&row.id);
+        let connecting = if row.enabled {
+            Some(Connecting(self.connect(&row)?))
+        } else {
+            None
+        };
+        Ok((row.id, connecting))
     }
 
     /// The live connection of an upstream in this process, if any: what async code awaits
@@ -1113,8 +1245,8 @@ impl Hub {
             id: uuid_v4(),
             owner: caller.owner_key().to_owned(),
             name: spec.name.clone(),
-            spec: serde_json::to_string(&spec).map_err(|e| Error::Storage(e.to_string()))?,
-            secrets: serde_json::to_string(&headers).map_err(|e| Error::Storage(e.to_string()))?,
+            spec: json_text(&spec)?,
+            secrets: json_text(&headers)?,
             enabled,
             created_at: now,
             updated_at: now,
@@ -1171,8 +1303,8 @@ impl Hub {
         custom::validate_spec(&spec).map_err(Error::InvalidInput)?;
         let (spec, headers) = split_headers(spec);
         row.name = spec.name.clone();
-        row.spec = serde_json::to_string(&spec).map_err(|e| Error::Storage(e.to_string()))?;
-        row.secrets = serde_json::to_string(&headers).map_err(|e| Error::Storage(e.to_string()))?;
+        row.spec = json_text(&spec)?;
+        row.secrets = json_text(&headers)?;
         row.updated_at = now_millis();
         let old_name = names::catalog_name(CUSTOM_PACKAGE, &self.custom_row(caller, id)?.name);
         self.store.update_custom_tool(&row)?;

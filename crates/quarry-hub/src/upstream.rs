@@ -128,6 +128,9 @@ pub struct ConnectSpec {
     pub secrets: UpstreamSecrets,
     /// Outbound address policy for HTTP/SSE upstreams; `None` for the machine's owner.
     pub net: Option<NetPolicy>,
+    /// The registration's `updated_at` this connection was opened from: a node whose
+    /// connection is older than the stored row reconnects (an edit made on another node).
+    pub revision: i64,
 }
 
 /// Variables a child gets from Quarry's own environment: what programs need to start
@@ -371,12 +374,19 @@ pub struct Connection {
     raw_tools: Arc<Mutex<Vec<serde_json::Value>>>,
     /// When this connection was opened (the hub follower leaves young ones alone).
     opened: std::time::Instant,
+    /// [`ConnectSpec::revision`].
+    revision: i64,
 }
 
 impl Connection {
     /// How long ago this connection was opened.
     pub fn age(&self) -> Duration {
         self.opened.elapsed()
+    }
+
+    /// The registration's `updated_at` it was opened from.
+    pub fn revision(&self) -> i64 {
+        self.revision
     }
 
     /// Starts a supervisor for `spec`. `on_discovered` runs after each successful discovery.
@@ -399,6 +409,7 @@ impl Connection {
             stop: CancellationToken::new(),
             raw_tools: Arc::default(),
             opened: std::time::Instant::now(),
+            revision: spec.revision,
         });
         tokio::spawn(supervise(conn.clone(), spec, on_discovered));
         conn

@@ -531,7 +531,14 @@ fn region_pieces(
         if s >= e {
             continue;
         }
-        if b.kind == BlockKind::Text && sizer.size(&text[s..e]) > piece_max {
+        // A "heading" many times longer than any heading shown (a megabyte `#` line) is cut
+        // like text, its outline entry keeping its first words; only code stays whole.
+        let cuttable = match b.kind {
+            BlockKind::Text => true,
+            BlockKind::Heading => e - s > 16 * MAX_HEADING_CHARS,
+            BlockKind::Code => false,
+        };
+        if cuttable && sizer.size(&text[s..e]) > piece_max {
             split_block(&text[s..e], s, piece_max, sizer, &mut out);
         } else {
             out.push(Block {
@@ -630,20 +637,26 @@ fn pack(
             }
             j += 1;
         }
-        // A heading goes with the text after it.
-        while j < pieces.len() && j > i + 1 && pieces[j - 1].kind == BlockKind::Heading {
+        // A heading goes with the text after it — unless the chunk holds nothing else (a
+        // run of headings without text between them is one chunk, not one per heading).
+        let has_text = pieces[i..j].iter().any(|p| p.kind != BlockKind::Heading);
+        while has_text && j < pieces.len() && j > i + 1 && pieces[j - 1].kind == BlockKind::Heading
+        {
             j -= 1;
         }
         let end = pieces[j - 1].end;
-        let body = pieces[..j]
+        // Pieces ending before `start` (the overlap's source) are not this chunk's: skip them
+        // by search, so packing stays linear in the document.
+        let first = pieces[..j].partition_point(|p| p.end <= start);
+        let body = pieces[first..j]
             .iter()
-            .filter(|p| p.end > start && p.kind != BlockKind::Heading)
+            .filter(|p| p.kind != BlockKind::Heading)
             .map(|p| p.start.max(start))
             .next()
             .unwrap_or(end);
         out.push((start, end, body));
         if j < pieces.len() && overlap > 0 && pieces[j].kind != BlockKind::Heading {
-            carry = overlap_start(text, &pieces[..j], start, end, overlap, sizer);
+            carry = overlap_start(text, &pieces[first..j], start, end, overlap, sizer);
         }
         i = j;
     }
@@ -668,10 +681,18 @@ fn heading_text(line: &str) -> (usize, String) {
         }
         break;
     }
-    let mut s = rest.split_whitespace().collect::<Vec<_>>().join(" ");
-    if let Some((cut, _)) = s.char_indices().nth(MAX_HEADING_CHARS) {
-        s.truncate(cut);
-        s.push('…');
+    // Built word by word up to the limit: a heading line may be megabytes long.
+    let mut s = String::new();
+    let spaced = rest
+        .split_whitespace()
+        .enumerate()
+        .flat_map(|(k, word)| (k > 0).then_some(' ').into_iter().chain(word.chars()));
+    for (n, c) in spaced.enumerate() {
+        if n == MAX_HEADING_CHARS {
+            s.push('…');
+            break;
+        }
+        s.push(c);
     }
     (level, s)
 }
@@ -869,7 +890,7 @@ pub fn chunk_document(
                 && !chunks[k].heading.is_empty()
                 && chunks
                     .get(k + 1)
-                    .is_some_and(|next| next.heading.starts_with(&chunks[k].heading))
+                    .is_some_and(|next| carries(&next.heading, &chunks[k].heading))
         })
         .collect();
     let mut k = 0;
@@ -878,6 +899,13 @@ pub fn chunk_document(
         !carried[k - 1]
     });
     chunks
+}
+
+/// Whether heading path `next` is `path` or lies under it: whole headings, so "Heading 10"
+/// does not carry "Heading 1".
+fn carries(next: &str, path: &str) -> bool {
+    next.strip_prefix(path)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with(HEADING_SEPARATOR))
 }
 
 /// 1-based line numbers of byte offsets.
@@ -1514,6 +1542,61 @@ mod tests {
         let h = &chunk_markdown(&long, ChunkOptions::RAG_CHARS, &CharSizer)[0].heading;
         assert_eq!(h.chars().count(), MAX_HEADING_CHARS + 1);
         assert!(h.ends_with('…'));
+    }
+
+    #[test]
+    fn a_run_of_headings_without_text_is_packed_not_cut_one_per_heading() {
+        // Issue 41 item 19: a headings-only file made one chunk per heading, found by
+        // scanning every earlier piece (quadratic; examples/chunk_scaling.rs measures it).
+        let text: String = (0..2000).map(|i| format!("## Heading {i}\n\n")).collect();
+        let cs = chunk_markdown(&text, ChunkOptions::RAG_CHARS, &CharSizer);
+        assert!(cs.len() < 100, "{} chunks for 2,000 headings", cs.len());
+        let covered: String = cs
+            .iter()
+            .map(|c| c.text(&text))
+            .collect::<Vec<_>>()
+            .join("\n\n");
+        for i in [0, 1, 10, 999, 1999] {
+            assert!(
+                covered.contains(&format!("## Heading {i}\n")),
+                "heading {i} lost"
+            );
+        }
+        assert!(cs.iter().all(|c| c.text(&text).chars().count() <= 1000));
+        // A heading with text after it still goes with that text.
+        let mixed = format!("{}# Real\n\nits text", "## Empty\n\n".repeat(3));
+        let cs = chunks(&mixed, 30, 0);
+        assert!(
+            cs.iter().any(|c| c.ends_with("# Real\n\nits text")),
+            "{cs:?}"
+        );
+    }
+
+    #[test]
+    fn a_heading_is_carried_only_by_its_own_subsections() {
+        assert!(carries("Heading 1", "Heading 1"));
+        assert!(carries("Heading 1 › Sub", "Heading 1"));
+        assert!(!carries("Heading 10", "Heading 1"));
+        assert!(!carries("Heading 10 › Sub", "Heading 1"));
+    }
+
+    #[test]
+    fn a_megabyte_heading_line_costs_its_first_words_only() {
+        let text = format!("# {}\n\nbody\n", "word ".repeat(200_000));
+        let cs = chunk_markdown(&text, ChunkOptions::RAG_CHARS, &CharSizer);
+        assert!(cs.len() > 100, "the line was not cut: {} chunks", cs.len());
+        assert!(
+            cs.iter()
+                .all(|c| c.heading.chars().count() <= MAX_HEADING_CHARS + 1)
+        );
+        assert!(cs.iter().all(|c| c.text(&text).chars().count() <= 1000));
+        let last = cs.last().map(|c| c.text(&text)).unwrap_or_default();
+        assert!(
+            last.trim_end().ends_with("body"),
+            "{} chunks, last ends {:?}",
+            cs.len(),
+            &last[last.len().saturating_sub(40)..]
+        );
     }
 
     #[test]

@@ -110,7 +110,7 @@ impl HubStore for PgStore {
             .execute(
                 &format!(
                     "WITH changed AS (UPDATE hub_upstreams SET name = $3, options = $4, \
-                     secrets = $5, enabled = $6, updated_at = $7 \
+                     secrets = $5, enabled = $6, updated_at = $7, transport = $8, config = $9 \
                      WHERE owner = $1 AND id = $2 RETURNING owner) {BUMP}"
                 ),
                 &[
@@ -121,6 +121,8 @@ impl HubStore for PgStore {
                     &u.secrets,
                     &u.enabled,
                     &u.updated_at,
+                    &u.transport,
+                    &u.config,
                 ],
             )
             .map_err(|e| {

@@ -202,7 +202,8 @@ impl HubStore for SqliteStore {
             let n = tx
                 .execute(
                     "UPDATE hub_upstreams SET name = ?3, options = ?4, secrets = ?5, \
-                     enabled = ?6, updated_at = ?7 WHERE owner = ?1 AND id = ?2",
+                     enabled = ?6, updated_at = ?7, transport = ?8, config = ?9 \
+                     WHERE owner = ?1 AND id = ?2",
                     params![
                         u.owner,
                         u.id,
@@ -210,7 +211,9 @@ impl HubStore for SqliteStore {
                         u.options,
                         u.secrets,
                         u.enabled as i64,
-                        u.updated_at
+                        u.updated_at,
+                        u.transport,
+                        u.config
                     ],
                 )
                 .map_err(|e| {

@@ -154,7 +154,8 @@ pub trait HubStore: Send + Sync {
     /// Registers an upstream and its (empty) package in one transaction; `Conflict` when the
     /// owner already has that name or package.
     fn insert_upstream(&self, upstream: &UpstreamRow, package: &PackageRow) -> Result<()>;
-    /// Replaces an upstream's mutable fields (name, options, secrets, enabled).
+    /// Replaces an upstream's mutable fields: everything but its owner, id, package and
+    /// creation time.
     fn update_upstream(&self, upstream: &UpstreamRow) -> Result<()>;
     /// The owner's upstreams, or every owner's when `None` (the hub connects them at start).
     fn upstreams(&self, owner: Option<&str>) -> Result<Vec<UpstreamRow>>;

@@ -12,7 +12,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, patch, post};
 use quarry_core::Error;
-use quarry_hub::{Catalog, CatalogTool, Package, PackageKind, RegisterUpstream};
+use quarry_hub::{Catalog, CatalogTool, Package, PackageKind, RegisterUpstream, UpstreamPatch};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -42,7 +42,10 @@ pub(crate) fn router() -> Router<Arc<AppState>> {
         )
         .route(
             "/api/v1/mcp/servers/{id}",
-            get(get_server).delete(delete_server),
+            get(get_server)
+                .patch(update_server)
+                .put(update_server)
+                .delete(delete_server),
         )
         .route("/api/v1/mcp/servers/{id}/toggle", patch(toggle_server))
         .route("/api/v1/mcp/servers/{id}/refresh", post(refresh_server))
@@ -135,6 +138,27 @@ async fn toggle_server(
     let key = id.clone();
     let connecting = as_caller(&state, &caller, move |hub, who| {
         hub.set_enabled(who, &key, b.enabled)
+    })
+    .await?;
+    if let Some(c) = connecting {
+        c.discovered(quarry_hub::ANSWER_GRACE).await;
+    }
+    Ok(ok(as_caller(&state, &caller, move |hub, who| {
+        hub.upstream(who, &id)
+    })
+    .await?))
+}
+
+/// `PATCH` (and `PUT`) `/api/v1/mcp/servers/{id}`: the fields given change, the rest stay;
+/// the answer comes once the reconnection has had [`quarry_hub::ANSWER_GRACE`].
+async fn update_server(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    Path(key): Path<String>,
+    Body(patch): Body<UpstreamPatch>,
+) -> Result<Response, ApiError> {
+    let (id, connecting) = as_caller(&state, &caller, move |hub, who| {
+        hub.update_upstream(who, &key, patch)
     })
     .await?;
     if let Some(c) = connecting {

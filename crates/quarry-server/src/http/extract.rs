@@ -89,7 +89,14 @@ fn rejection_error(r: JsonRejection) -> ApiError {
         StatusCode::UNSUPPORTED_MEDIA_TYPE => StatusCode::UNSUPPORTED_MEDIA_TYPE,
         _ => StatusCode::BAD_REQUEST,
     };
-    ApiError::new(status, r.body_text())
+    // axum's text names its own internals ("…into the target type: "); callers need only
+    // what was wrong and where.
+    let text = r.body_text();
+    let detail = text
+        .split_once("into the target type: ")
+        .map(|(_, why)| format!("invalid body: {why}"))
+        .unwrap_or(text);
+    ApiError::new(status, detail)
 }
 
 /// An optional count: a non-negative whole number, also written as a float (`5.0`, as

@@ -195,9 +195,9 @@ pub fn hub_upstreams_round_trip_and_update(store: &dyn Store) {
         secrets: "{}".into(),
         enabled: false,
         updated_at: 99,
-        // Not mutable: these stay as registered.
         transport: "http".into(),
         config: "https://elsewhere".into(),
+        // Not mutable: these stay as registered.
         package: "other".into(),
         created_at: 1,
         ..u.clone()
@@ -215,9 +215,11 @@ pub fn hub_upstreams_round_trip_and_update(store: &dyn Store) {
             secrets: "{}".into(),
             enabled: false,
             updated_at: 99,
+            transport: "http".into(),
+            config: "https://elsewhere".into(),
             ..u.clone()
         },
-        "update changes name, options, secrets, enabled and updated_at only"
+        "update changes everything but the owner, id, package and creation time"
     );
     expect_not_found(
         "update by another owner",
