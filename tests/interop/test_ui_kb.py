@@ -364,6 +364,20 @@ def test_search_citation_opens_the_cited_page(kb_page, ui_module_server, library
     expect(cite).to_have_text(f"{PDF}, p. {n}")
     expect(page.locator("[data-testid=search-hit]").first.locator("mark").first).to_be_visible()
 
+    # Whole words, no stop-words, no Markdown markers (issue 41 item 24): "is" and "the" are
+    # not marked, not even inside "persistent" or "other".
+    page.get_by_label("Search this knowledge base").fill("what is the macrovision")
+    page.get_by_role("button", name="Search", exact=True).click()
+    expect(page.locator("[data-testid=search-hit]").first.locator("mark").first).to_be_visible()
+    marked = page.locator("[data-testid=search-hit] mark").all_inner_texts()
+    assert marked and {m.lower() for m in marked} == {"macrovision"}, marked
+    excerpts = " ".join(page.locator(".kb-hit-text").all_inner_texts())
+    assert "**" not in excerpts and "\n#" not in excerpts, excerpts
+    page.get_by_label("Search this knowledge base").fill(PAGE4_QUERY)
+    page.get_by_role("button", name="Search", exact=True).click()
+    cite = page.locator("[data-testid=citation]").filter(has_text=PDF).first
+    expect(cite).to_be_visible()
+
     cite.click()
     drawer = page.get_by_role("dialog", name=PDF)
     expect(drawer).to_be_visible()

@@ -1109,6 +1109,23 @@ async function kbPage({ root, params, query, signal, session }) {
     return h("section", { class: "kb-search-section" }, h("h2", { class: "sr-only" }, t("kb.search.title")), form, results);
   }
 
+  // Words a search ignores, so they are not marked in results either.
+  const STOP_WORDS = new Set(["a", "an", "and", "are", "as", "at", "be", "by", "do", "does", "for", "from", "how", "i", "in", "is", "it", "of", "on", "or", "the", "to", "was", "what", "when", "where", "which", "who", "why", "with"]);
+
+  // An excerpt as text: Markdown's markers (headings, emphasis, code ticks, link targets,
+  // table pipes) are not what a reader should see in a result.
+  function plainExcerpt(text) {
+    return text
+      .replace(/^\s{0,3}#{1,6}\s+/gm, "")
+      .replace(/!?\[([^\]]*)\]\([^)]*\)/g, "$1")
+      .replace(/(\*\*|__)(?=\S)(.+?)(?<=\S)\1/g, "$2")
+      .replace(/`([^`]+)`/g, "$1")
+      .replace(/^\s*\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?\s*$/gm, "")
+      .replace(/\s*\|\s*/g, " · ")
+      .replace(/\n{2,}/g, "\n")
+      .trim();
+  }
+
   function drawResults(box, q, out) {
     const hits = out?.results || [];
     const note = out?.search_mode && out.search_mode !== "hybrid" ? t("kb.search.ran_as", { mode: t(`kb.search.match.${out.search_mode}`) }) : "";
@@ -1117,11 +1134,22 @@ async function kbPage({ root, params, query, signal, session }) {
       replace(box, emptyState(t("kb.search.none")));
       return;
     }
-    const terms = q.toLowerCase().split(/\s+/).filter((w) => w.length > 1).map((w) => w.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"));
-    const re = terms.length ? new RegExp(`(${terms.join("|")})`, "gi") : null;
+    // Whole words only ("is" is not marked inside "persistent"), and no stop-words; a term
+    // in a script written without spaces (Chinese, Japanese) is marked wherever it occurs.
+    const terms = q.toLowerCase().split(/\s+/)
+      .map((w) => w.replace(/^[^\p{L}\p{N}]+|[^\p{L}\p{N}]+$/gu, ""))
+      .filter((w) => w.length > 1 && !STOP_WORDS.has(w))
+      .map((w) => {
+        const escaped = w.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+        return /[\p{Script=Han}\p{Script=Hiragana}\p{Script=Katakana}\p{Script=Thai}]/u.test(w)
+          ? escaped : `(?<![\\p{L}\\p{N}])${escaped}(?![\\p{L}\\p{N}])`;
+      });
+    const re = terms.length ? new RegExp(`(${terms.join("|")})`, "giu") : null;
     const snippet = (text) => {
       const p = h("p", { class: "kb-hit-text" });
+      text = plainExcerpt(text);
       if (!re) return replace(p, text);
+      // split() keeps the captured match at odd indexes.
       text.split(re).forEach((part, i) => p.append(i % 2 ? h("mark", {}, part) : part));
       return p;
     };
