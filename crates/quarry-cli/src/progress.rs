@@ -1,15 +1,66 @@
-//! Progress on a terminal: a bar on stderr when stderr is a TTY, nothing when piped.
-//! Warnings always go to stderr.
+//! Progress on stderr: a bar on a terminal; elsewhere (a pipe, `| tee log`, systemd) a line
+//! when work starts, every [`LINE_EVERY`] while it runs and when it ends, with counts, rate
+//! and time left over the whole run so far (steadier than a bar's recent rate). Warnings
+//! always go to stderr.
 
 use std::io::IsTerminal;
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
 use quarry_engine::Progress;
 
+/// How often a progress line is written when stderr is not a terminal.
+const LINE_EVERY: Duration = Duration::from_secs(10);
+
 pub(crate) struct CliProgress {
     tty: bool,
     bar: Mutex<Option<ProgressBar>>,
+    lines: Mutex<Option<Lines>>,
+}
+
+/// Progress written as lines (stderr not a terminal).
+struct Lines {
+    label: String,
+    total: u64,
+    done: u64,
+    started: Instant,
+    written: Instant,
+}
+
+impl Lines {
+    fn line(&self) -> String {
+        let secs = self.started.elapsed().as_secs_f64();
+        let rate = if secs > 0.0 {
+            self.done as f64 / secs
+        } else {
+            0.0
+        };
+        let mut line = if self.total > 0 {
+            format!("{}: {}/{}", self.label, self.done, self.total)
+        } else {
+            format!("{}: {}", self.label, self.done)
+        };
+        if self.done > 0 && secs >= 1.0 {
+            line.push_str(&format!(" ({rate:.1}/s"));
+            if self.total > self.done && rate > 0.0 {
+                let left = (self.total - self.done) as f64 / rate;
+                line.push_str(&format!(", about {} left", duration_text(left)));
+            }
+            line.push(')');
+        }
+        line
+    }
+}
+
+/// `42 s`, `3 min 5 s`, `2 h 10 min`.
+fn duration_text(secs: f64) -> String {
+    let s = secs.round() as u64;
+    match s {
+        0..60 => format!("{s} s"),
+        60..3600 => format!("{} min {} s", s / 60, s % 60),
+        _ => format!("{} h {} min", s / 3600, s % 3600 / 60),
+    }
 }
 
 impl CliProgress {
@@ -17,17 +68,32 @@ impl CliProgress {
         CliProgress {
             tty: std::io::stderr().is_terminal(),
             bar: Mutex::new(None),
+            lines: Mutex::new(None),
         }
     }
 
     fn bar(&self) -> std::sync::MutexGuard<'_, Option<ProgressBar>> {
         self.bar.lock().unwrap_or_else(|p| p.into_inner())
     }
+
+    fn lines(&self) -> std::sync::MutexGuard<'_, Option<Lines>> {
+        self.lines.lock().unwrap_or_else(|p| p.into_inner())
+    }
 }
 
 impl Progress for CliProgress {
     fn begin(&self, label: &str, total: u64) {
         if !self.tty {
+            let now = Instant::now();
+            let lines = Lines {
+                label: label.to_owned(),
+                total,
+                done: 0,
+                started: now,
+                written: now,
+            };
+            eprintln!("{}", lines.line());
+            *self.lines() = Some(lines);
             return;
         }
         // Unknown totals get a spinner with a count; known ones a bar with rate and ETA.
@@ -57,11 +123,26 @@ impl Progress for CliProgress {
         if let Some(b) = self.bar().as_ref() {
             b.inc(n);
         }
+        if let Some(l) = self.lines().as_mut() {
+            l.done += n;
+            if l.written.elapsed() >= LINE_EVERY {
+                l.written = Instant::now();
+                eprintln!("{}", l.line());
+            }
+        }
     }
 
     fn end(&self) {
         if let Some(b) = self.bar().take() {
             b.finish_and_clear();
+        }
+        if let Some(l) = self.lines().take() {
+            eprintln!(
+                "{}: {} done in {}",
+                l.label,
+                l.done,
+                duration_text(l.started.elapsed().as_secs_f64())
+            );
         }
     }
 

@@ -173,7 +173,15 @@ fn embed_builds_the_vector_index_and_vsearch_uses_it() {
 fn embed_is_incremental_by_chunk_content() {
     let fake = FakeModels::start();
     let q = setup(&fake, "fake-a");
-    q.ok(&["embed"]);
+    // Not on a terminal (`| tee log`): progress as lines, with counts (issue 41 item 20).
+    let (_, progress) = q.ok_both(&["embed"]);
+    assert!(progress.contains("Embedding: 0/"), "{progress}");
+    assert!(
+        progress
+            .lines()
+            .any(|l| l.starts_with("Embedding: ") && l.contains(" done in ")),
+        "{progress}"
+    );
     let before = fake.embedded_texts().len();
     let root = q.dir("kb");
     rewrite(
