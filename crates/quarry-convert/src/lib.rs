@@ -25,6 +25,7 @@ mod html;
 mod isolate;
 mod ocr;
 mod pdf;
+mod pdf_columns;
 mod pdf_grid;
 mod pptx;
 mod sheet;

@@ -26,11 +26,13 @@ use std::time::Duration;
 
 use pdf_oxide::PdfDocument;
 use pdf_oxide::converters::{ConversionOptions, ReadingOrderMode};
+use pdf_oxide::geometry::Rect;
+use pdf_oxide::layout::RectFilterMode;
 
 use quarry_core::{Furniture, FurnitureKind};
 
-use crate::util;
 use crate::{ConvertError, ConvertOptions, Converted, Converter, Deadline, Format, Ocr, ocr};
+use crate::{pdf_columns, util};
 
 pub(crate) struct PdfConverter;
 
@@ -714,6 +716,10 @@ fn reverse_run(run: &str) -> String {
 
 /// One page's Markdown, choosing the reading order.
 ///
+/// A page whose text falls into several reading regions that the checks below miss (three
+/// columns with narrow gutters, columns under a full-width title) is read region by region
+/// (`regions_markdown`).
+///
 /// pdf_oxide's default (XY-cut) reading order is right for multi-column pages, but on real
 /// single-column layouts it can drop or displace spans (inline monospace words, text under a
 /// link annotation). So a single-column page is read top to bottom, once; only a page laid
@@ -726,7 +732,16 @@ fn page_markdown(
     xy_cut: &ConversionOptions,
     top_down: &ConversionOptions,
 ) -> pdf_oxide::Result<String> {
-    if !is_multi_column(doc, index) {
+    let multi_column = is_multi_column(doc, index);
+    // Two columns split at the middle are read well as they are (pdf_oxide's XY-cut keeps
+    // their sub- and superscripts in line); vertical writing reads its columns right to left.
+    if !multi_column
+        && !page_uses_vertical_writing(doc, index)
+        && let Some(md) = regions_markdown(doc, index, top_down)
+    {
+        return Ok(md);
+    }
+    if !multi_column {
         return match doc.to_markdown(index, top_down) {
             Ok(td) => Ok(td),
             Err(_) => doc.to_markdown(index, xy_cut),
@@ -741,6 +756,111 @@ fn page_markdown(
         return Ok(td);
     }
     Ok(xy)
+}
+
+/// The page read region by region (columns left to right, bands top to bottom; see
+/// `pdf_columns`), when its spans fall into more than one reading region and the regions
+/// keep the page's text: the top-down reading's letters and digits, less 1% (text lost) and
+/// no more than 2% over (text repeated). `None` for a page of one region, or when any
+/// conversion fails.
+fn regions_markdown(
+    doc: &PdfDocument,
+    index: usize,
+    top_down: &ConversionOptions,
+) -> Option<String> {
+    let spans = doc.extract_spans(index).ok()?;
+    let (x0, y0, x1, y1) = doc.get_page_media_box(index).ok()?;
+    let items: Vec<pdf_columns::Item> = spans
+        .iter()
+        .map(|s| {
+            let text = s.text.trim();
+            pdf_columns::Item {
+                x0: s.bbox.x,
+                y0: s.bbox.y,
+                x1: s.bbox.x + s.bbox.width,
+                y1: s.bbox.y + s.bbox.height,
+                chars: text
+                    .chars()
+                    .filter(|c| !c.is_whitespace())
+                    .map(|c| if is_cjk(c) { 2 } else { 1 })
+                    .sum(),
+                letters: text
+                    .chars()
+                    .filter(|c| c.is_alphabetic())
+                    .map(|c| if is_cjk(c) { 2 } else { 1 })
+                    .sum(),
+                size: s.font_size,
+            }
+        })
+        .collect();
+    // The media box may sit anywhere; widen it to every span so none falls outside.
+    let page = items.iter().fold(
+        pdf_columns::Area {
+            x0: x0.min(x1),
+            y0: y0.min(y1),
+            x1: x0.max(x1),
+            y1: y0.max(y1),
+        },
+        |a, i| pdf_columns::Area {
+            x0: a.x0.min(i.x0 - 1.0),
+            y0: a.y0.min(i.y0 - 1.0),
+            x1: a.x1.max(i.x1 + 1.0),
+            y1: a.y1.max(i.y1 + 1.0),
+        },
+    );
+    let regions = pdf_columns::reading_regions(&items, page);
+    if regions.len() < 2 {
+        return None;
+    }
+    let whole = text_chars(&doc.to_markdown(index, top_down).ok()?);
+    let mut parts = Vec::with_capacity(regions.len());
+    let mut tables_seen = std::collections::HashSet::new();
+    for r in regions {
+        let opts = ConversionOptions {
+            include_region: Some((
+                Rect::new(r.x0, r.y0, r.x1 - r.x0, r.y1 - r.y0),
+                RectFilterMode::MinOverlap(0.5),
+            )),
+            // Widgets would be repeated in every region.
+            include_form_fields: false,
+            ..top_down.clone()
+        };
+        let md = doc.to_markdown(index, &opts).ok()?;
+        let md = without_repeated_tables(&md, &mut tables_seen);
+        let md = md.trim();
+        if !md.is_empty() {
+            parts.push(md.to_owned());
+        }
+    }
+    let md = parts.join("\n\n");
+    let chars = text_chars(&md);
+    // Less text is text lost; more is text repeated.
+    (chars + whole / 100 >= whole && chars <= whole + whole / 50 + 10).then_some(md)
+}
+
+/// `md` less the Markdown tables already in `seen` (pdf_oxide finds a page's ruled tables
+/// whatever region it is asked for, so each region would repeat them); the others are
+/// added to `seen`.
+fn without_repeated_tables(md: &str, seen: &mut std::collections::HashSet<String>) -> String {
+    let mut out = String::with_capacity(md.len());
+    let mut table = String::new();
+    let flush =
+        |table: &mut String, out: &mut String, seen: &mut std::collections::HashSet<String>| {
+            if !table.is_empty() && seen.insert(table.clone()) {
+                out.push_str(table);
+            }
+            table.clear();
+        };
+    for line in md.split_inclusive('\n') {
+        if line.trim_start().starts_with('|') {
+            table.push_str(line);
+        } else {
+            flush(&mut table, &mut out, seen);
+            out.push_str(line);
+        }
+    }
+    flush(&mut table, &mut out, seen);
+    out
 }
 
 /// Letters and digits outside link targets.
