@@ -108,6 +108,14 @@ def test_a_note_behind_a_batch_is_searchable_while_the_batch_embeds(quarry_bin, 
             f"were still without vectors: it waited behind their embedding"
         )
         assert now[note["id"]]["status"] in {"embedding", "ready"}, now[note["id"]]
+        # And ready (its vectors in) before the batch is: the newest documents' chunks are
+        # embedded first, not wherever their hashes fall in the backlog (issue 41 item 20).
+        deadline = time.monotonic() + 120
+        while (now := documents(srv, kb["id"]))[note["id"]]["status"] != "ready":
+            assert time.monotonic() < deadline, now[note["id"]]
+            time.sleep(0.2)
+        waiting = [d for d in batch if now[d["id"]]["status"] != "ready"]
+        assert waiting, "the note was ready only once the whole batch was"
 
         # An agent's note: create_knowledge → query_knowledge finds it at once.
         created = anyio.run(tool, srv, "create_knowledge", {"content": "The ptarmigan roster is kept by Oona.",

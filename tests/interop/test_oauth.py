@@ -497,6 +497,24 @@ def test_audit_log_records_grants_and_refusals_without_secrets(world):
     assert "/oauth/token" in out, out
 
 
+def test_a_request_without_credentials_is_refused_but_not_audited(world):
+    """Issue 41 item 24: the web UI loads before sign-in without a token; that is not an
+    authentication failure and fills no audit log. A presented bad token still is one."""
+    w = world
+    r = requests.get(w.srv.url("/api/v1/mcp/servers/no-credential-probe"), timeout=30)
+    assert r.status_code == 401, r.text
+    r = requests.get(w.srv.url("/api/v1/mcp/servers/bogus-credential-probe"), timeout=30,
+                     headers={"Authorization": "Bearer qk_" + "0" * 64})
+    assert r.status_code == 401, r.text
+    for _ in range(50):  # the server's writer appends every 100 ms
+        out = w.cli("audit", "--action", "auth.failure", "--limit", "100000", "--jsonl").stdout
+        if "bogus-credential-probe" in out:
+            break
+        time.sleep(0.1)
+    assert "bogus-credential-probe" in out, out
+    assert "no-credential-probe" not in out, out
+
+
 def test_open_local_server_offers_no_oauth(quarry_bin: Path, corpus: Path, tmp_path: Path):
     home = make_home(quarry_bin, corpus, tmp_path / "home", env={"QUARRY_OCR": "off", "QUARRY_WEB_SEARCH": "off"})
     srv = start_server(home, logdir=tmp_path / "logs")

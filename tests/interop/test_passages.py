@@ -80,6 +80,22 @@ def test_a_long_manual_answers_with_its_passage_on_its_page(home, tmp_path):
         assert (top["file"], top["page"]) == ("manuals/debian.pdf", 48), found
         assert "编辑器" in top["content"]
 
+        # Document search (seed REST /search): the snippet comes from the text, not from the
+        # table of contents that names every section first (issue 41 item 17).
+        r = api(srv, "POST", "/search", json={"query": "sudo", "limit": 10})
+        assert r.status_code == 200, r.text
+        manual = [h for h in r.json()["results"] if h["file"] == "manuals/debian.pdf"]
+        assert manual, r.json()
+        assert "sudo" in manual[0]["snippet"].lower(), manual[0]
+        assert not re.search(r"(\. ){3}|\.{4}", manual[0]["snippet"]), manual[0]["snippet"]
+
+        # A passage holding section 1.1.12 is labelled 1.1.12 with its whole title, not the
+        # section whose last lines open the page (issue 41 item 17).
+        found = knowledge_search(srv, "sudo 配置", min_score=0, top_k=10)
+        sudo = [r for r in found["results"] if "对于典型的单用户工作站" in r["content"]]
+        assert sudo and all("1.1.12 sudo 配置" in r["heading"] for r in sudo), \
+            [(r["page"], r["heading"], r["content"][:80]) for r in found["results"]]
+
         # A file name inside Chinese sentences ("编辑/etc/apt/sources.list文件") is found by
         # the default search (min_score 0.5) over MCP and REST — issue 41 item 13.
         for name in ("sources.list", "apt/sources.list", "sudoers"):
@@ -145,6 +161,10 @@ async def test_fresh_content_is_found_by_default_while_others_have_vectors(home,
                 assert r.is_error is not True, r
                 hits = r.structured_content["results"]
                 assert hits and content in hits[0]["content"], (question, hits)
+                # No padding (issue 41 item 17): every entry once, none below the default bar.
+                assert all(h["score"] >= 0.5 for h in hits), (question, hits)
+                ids = [h["knowledge_id"] for h in hits]
+                assert len(ids) == len(set(ids)), (question, ids)
                 r = await c.call_tool("knowledge_search", {"query": question})
                 found = r.structured_content
                 assert found["search_mode"] == "hybrid", found

@@ -1,7 +1,8 @@
-//! Progress on stderr: a bar on a terminal; elsewhere (a pipe, `| tee log`, systemd) a line
-//! when work starts, every [`LINE_EVERY`] while it runs and when it ends, with counts, rate
-//! and time left over the whole run so far (steadier than a bar's recent rate). Warnings
-//! always go to stderr.
+//! Progress on stderr: a bar on a terminal; elsewhere (a pipe, `| tee log`, systemd) lines
+//! for work that lasts — the first after [`FIRST_LINE_AFTER`], then every [`LINE_EVERY`],
+//! and one when it ends — with counts, rate and time left over the whole run so far
+//! (steadier than a bar's recent rate); quick work prints nothing. Warnings always go to
+//! stderr.
 
 use std::io::IsTerminal;
 use std::sync::Mutex;
@@ -10,7 +11,10 @@ use std::time::{Duration, Instant};
 use indicatif::{ProgressBar, ProgressStyle};
 use quarry_engine::Progress;
 
-/// How often a progress line is written when stderr is not a terminal.
+/// How long work runs before its first progress line when stderr is not a terminal.
+const FIRST_LINE_AFTER: Duration = Duration::from_secs(2);
+
+/// How often a progress line is written after the first.
 const LINE_EVERY: Duration = Duration::from_secs(10);
 
 pub(crate) struct CliProgress {
@@ -25,7 +29,8 @@ struct Lines {
     total: u64,
     done: u64,
     started: Instant,
-    written: Instant,
+    /// When the last line was written; `None` before the first.
+    written: Option<Instant>,
 }
 
 impl Lines {
@@ -84,16 +89,13 @@ impl CliProgress {
 impl Progress for CliProgress {
     fn begin(&self, label: &str, total: u64) {
         if !self.tty {
-            let now = Instant::now();
-            let lines = Lines {
+            *self.lines() = Some(Lines {
                 label: label.to_owned(),
                 total,
                 done: 0,
-                started: now,
-                written: now,
-            };
-            eprintln!("{}", lines.line());
-            *self.lines() = Some(lines);
+                started: Instant::now(),
+                written: None,
+            });
             return;
         }
         // Unknown totals get a spinner with a count; known ones a bar with rate and ETA.
@@ -125,8 +127,12 @@ impl Progress for CliProgress {
         }
         if let Some(l) = self.lines().as_mut() {
             l.done += n;
-            if l.written.elapsed() >= LINE_EVERY {
-                l.written = Instant::now();
+            let due = match l.written {
+                None => l.started.elapsed() >= FIRST_LINE_AFTER,
+                Some(at) => at.elapsed() >= LINE_EVERY,
+            };
+            if due {
+                l.written = Some(Instant::now());
                 eprintln!("{}", l.line());
             }
         }
@@ -136,7 +142,7 @@ impl Progress for CliProgress {
         if let Some(b) = self.bar().take() {
             b.finish_and_clear();
         }
-        if let Some(l) = self.lines().take() {
+        if let Some(l) = self.lines().take().filter(|l| l.written.is_some()) {
             eprintln!(
                 "{}: {} done in {}",
                 l.label,

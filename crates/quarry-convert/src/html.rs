@@ -39,6 +39,11 @@ impl Converter for HtmlConverter {
             }));
         }
         let (html, warning) = decode_html(bytes);
+        // The parser and the Markdown writer both walk the open elements for each new one:
+        // a page nested thousands deep costs minutes before it fails. Refuse it up front.
+        if nests_deeper_than(&html, MAX_NESTING) {
+            return Err(ConvertError::TooDeep(Format::Html));
+        }
         let html = util::strip_marks(&html).into_owned();
         let converter = HtmlToMarkdown::builder()
             .skip_tags(vec![
@@ -70,6 +75,100 @@ impl Converter for HtmlConverter {
             ..Default::default()
         })
     }
+}
+
+/// Elements nested deeper than this are refused ([`nests_deeper_than`]); real pages stay
+/// well under a hundred.
+const MAX_NESTING: usize = 1_000;
+
+/// Elements with no content and no end tag.
+const VOID: [&str; 14] = [
+    "area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "param", "source",
+    "track", "wbr",
+];
+
+/// Elements whose end tag may be left out: the parser closes them itself, so they are not
+/// counted as nesting (a list of a thousand unclosed `<li>` is flat).
+const OPTIONAL_END: [&str; 15] = [
+    "p", "li", "dt", "dd", "tr", "td", "th", "thead", "tbody", "tfoot", "option", "optgroup", "rt",
+    "rp", "colgroup",
+];
+
+/// Elements whose content is text up to their end tag.
+const RAW_TEXT: [&str; 6] = ["script", "style", "textarea", "title", "xmp", "noscript"];
+
+/// Whether start tags nest deeper than `limit`, by one linear pass over the markup (tags,
+/// comments, quoted attributes and raw-text elements understood; no tree built).
+fn nests_deeper_than(html: &str, limit: usize) -> bool {
+    let b = html.as_bytes();
+    let find = |from: usize, needle: &[u8]| -> Option<usize> {
+        b.get(from..)?
+            .windows(needle.len())
+            .position(|w| w.eq_ignore_ascii_case(needle))
+            .map(|k| from + k)
+    };
+    let mut depth = 0usize;
+    let mut i = 0;
+    while let Some(k) = b
+        .get(i..)
+        .and_then(|rest| rest.iter().position(|&c| c == b'<'))
+    {
+        i += k + 1;
+        match b.get(i) {
+            Some(b'!') if b[i..].starts_with(b"!--") => {
+                i = find(i + 3, b"-->").map_or(b.len(), |e| e + 3);
+                continue;
+            }
+            Some(b'!' | b'?') => {
+                i = find(i, b">").map_or(b.len(), |e| e + 1);
+                continue;
+            }
+            _ => {}
+        }
+        let closing = b.get(i) == Some(&b'/');
+        let name_start = i + usize::from(closing);
+        if !b.get(name_start).is_some_and(u8::is_ascii_alphabetic) {
+            continue;
+        }
+        let name_len = b[name_start..]
+            .iter()
+            .take_while(|c| c.is_ascii_alphanumeric() || **c == b'-')
+            .count();
+        let name = html[name_start..name_start + name_len].to_ascii_lowercase();
+        // The tag's end: the first `>` outside a quoted attribute value.
+        let mut j = name_start + name_len;
+        let mut quote = None;
+        while let Some(&c) = b.get(j) {
+            match (quote, c) {
+                (None, b'"' | b'\'') => quote = Some(c),
+                (Some(q), c) if c == q => quote = None,
+                (None, b'>') => break,
+                _ => {}
+            }
+            j += 1;
+        }
+        let self_closing = j > 0 && b.get(j - 1) == Some(&b'/');
+        i = j + 1;
+        let flat = VOID.contains(&name.as_str()) || OPTIONAL_END.contains(&name.as_str());
+        if closing {
+            if !flat {
+                depth = depth.saturating_sub(1);
+            }
+            continue;
+        }
+        if RAW_TEXT.contains(&name.as_str()) {
+            i = find(i, format!("</{name}").as_bytes()).unwrap_or(b.len());
+            continue;
+        }
+        if flat || self_closing {
+            continue;
+        }
+        depth += 1;
+        if depth > limit {
+            return true;
+        }
+    }
+    false
 }
 
 /// UTF-8 when valid; otherwise the declared charset (`<meta charset>`, `http-equiv`), else
@@ -476,4 +575,54 @@ fn img_handler(handlers: &dyn Handlers, element: Element) -> Option<HandlerResul
         return Some(HandlerResult::from(alt));
     }
     handlers.fallback(element)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nesting_is_measured_without_building_a_tree() {
+        let deep = |n: usize| {
+            format!(
+                "<html><body>{}x{}</body></html>",
+                "<div>".repeat(n),
+                "</div>".repeat(n)
+            )
+        };
+        assert!(!nests_deeper_than(&deep(990), MAX_NESTING));
+        assert!(nests_deeper_than(&deep(1_001), MAX_NESTING));
+        // Siblings, void and self-closed elements, unclosed list items and paragraphs,
+        // comments, quoted `>` and script text do not nest.
+        let flat = format!(
+            "{}{}{}{}{}{}",
+            "<div><span>a</span></div>".repeat(5_000),
+            "<br><img src=x><input/>".repeat(5_000),
+            "<ul>".to_owned() + &"<li>item".repeat(5_000) + "</ul>",
+            "<p>one<p>two".repeat(5_000),
+            "<!-- <div><div> --><a title='>'>x</a>".repeat(5_000),
+            "<script>if (a<b) { document.write('<div><div><div>') }</script>".repeat(5_000),
+        );
+        assert!(!nests_deeper_than(&flat, MAX_NESTING));
+        // A quote left open or a stray `<` ends the scan without error.
+        assert!(!nests_deeper_than("<div title='open", MAX_NESTING));
+        assert!(!nests_deeper_than("a < b and <3", MAX_NESTING));
+    }
+
+    #[test]
+    fn a_deep_page_fails_at_once() {
+        let html = format!(
+            "<html><body>{}deep{}</body></html>",
+            "<div>".repeat(200_000),
+            "</div>".repeat(200_000)
+        );
+        // Before the pre-scan this went through the parser for minutes.
+        let err = HtmlConverter
+            .convert(html.as_bytes(), &ConvertOptions::default())
+            .err();
+        assert!(
+            matches!(err, Some(ConvertError::TooDeep(Format::Html))),
+            "{err:?}"
+        );
+    }
 }

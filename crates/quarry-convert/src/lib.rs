@@ -343,8 +343,8 @@ pub enum ConvertError {
     #[error("not valid text: {0}")]
     /// A text file that is not valid text (binary, unknown encoding).
     NotText(String),
-    #[error("nests too deeply to convert (the {} parser ran out of stack)", .0.as_str().to_uppercase())]
-    /// The file nests deeper than the parser's stack allows.
+    #[error("nests too deeply to convert (deeper than the {} reader takes)", .0.as_str().to_uppercase())]
+    /// The file nests deeper than the reader allows (its stack, or a limit checked first).
     TooDeep(Format),
     #[error("needs more than {} MB of memory to convert", .limit / (1024 * 1024))]
     /// The converter child ran out of its address space.

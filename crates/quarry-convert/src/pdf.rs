@@ -1372,7 +1372,25 @@ fn split_section_heading(line: &str) -> Option<(String, String)> {
         if bold_title.chars().count() > 80 {
             return None;
         }
-        (bold_title.replace("**", ""), after.to_owned())
+        // "**1.1.12 sudo** 配置": the Chinese half of a mixed title falls outside the bold
+        // run. A short CJK remainder with no sentence punctuation is the title's, not body.
+        let continues_title = after.chars().next().is_some_and(|c| is_cjk(c) || c == '（')
+            && after.chars().count() <= 20
+            && !after.contains([
+                '。', '.', ':', '：', ',', '，', ';', '；', '!', '?', '！', '？',
+            ]);
+        if continues_title {
+            (
+                format!(
+                    "{} {}",
+                    bold_title.replace("**", ""),
+                    after.replace("**", "")
+                ),
+                String::new(),
+            )
+        } else {
+            (bold_title.replace("**", ""), after.to_owned())
+        }
     };
     if !title
         .chars()
@@ -1559,6 +1577,20 @@ mod tests {
         assert_eq!(
             clean_page("**1.** **Introduction** Dynamic languages\n"),
             "## 1 Introduction\n\nDynamic languages\n"
+        );
+        // The Chinese half of a mixed title, outside the bold run, stays in the title
+        // (issue 41 item 17); a sentence after a bold title stays body text.
+        assert_eq!(
+            clean_page("**1.1.12 sudo** 配置\n"),
+            "#### 1.1.12 sudo 配置\n"
+        );
+        assert_eq!(
+            clean_page("**7 GUI** （图形用户界面）系统\n"),
+            "## 7 GUI （图形用户界面）系统\n"
+        );
+        assert_eq!(
+            clean_page("**2.1 dpkg** 还有一些特殊的设备文件。\n"),
+            "### 2.1 dpkg\n\n还有一些特殊的设备文件。\n"
         );
         assert_eq!(
             clean_page("文档 中，但 [这些](http://x.y/z) 知识\n"),

@@ -484,7 +484,7 @@ impl Engine {
     pub fn status(&self) -> Result<StatusReport> {
         let collections = self.collections()?;
         let total: u64 = collections.iter().map(|c| c.documents).sum();
-        let model = self.vector_model()?;
+        let model = self.backlog_model()?;
         let embedding = self.store.embedding_state(
             self.space(),
             self.scope.collections.as_deref(),
@@ -523,7 +523,7 @@ impl Engine {
                 .filter(|_| embedding.chunks_pending > 0)
                 .map(|r| semantic::eta_seconds(embedding.chunks_pending, r)),
             spaces,
-            has_vector_index: model.is_some(),
+            has_vector_index: self.vector_model()?.is_some(),
             collections: collections
                 .into_iter()
                 .map(|c| quarry_core::CollectionStatus {

@@ -447,7 +447,7 @@ fn excerpt(heading: &str, text: &str, terms: &[String], max_chars: usize) -> Str
     let budget = max_chars
         .saturating_sub(lead.chars().count())
         .max(max_chars / 2);
-    let snippet = crate::search::snippet_in(text, terms, budget, None);
+    let snippet = crate::search::snippet_in(text, terms, budget, None, &[]);
     let plain = lead + &crate::knowledge_search::plain_text(&snippet).0;
     // The snippet's budget leaves out the line breaks it joins with.
     match plain.char_indices().nth(max_chars) {

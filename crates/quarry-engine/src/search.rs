@@ -246,7 +246,7 @@ pub(crate) fn search_hit(
     excerpt_chars: usize,
 ) -> SearchHit {
     let file = doc.display_path();
-    let snippet = snippet_in(&doc.body, terms, excerpt_chars, lines);
+    let snippet = snippet_in(&doc.body, terms, excerpt_chars, lines, &doc.furniture);
     SearchHit {
         docid: doc.docid.clone(),
         context: context_for(contexts, &file).map(|c| c.text.clone()),
@@ -278,16 +278,66 @@ fn snippet_page(doc: &Document, snippet: &str) -> Option<u32> {
 /// About `max_chars` characters of `body` starting at the line that matches most `terms`,
 /// each line prefixed with its 1-based number (`N: `). Long lines are cut around the match.
 pub fn snippet(body: &str, terms: &[String], max_chars: usize) -> String {
-    snippet_in(body, terms, max_chars, None)
+    snippet_in(body, terms, max_chars, None, &[])
 }
 
-/// [`snippet`] restricted to a 1-based inclusive line range (a chunk's lines).
+/// [`snippet`] restricted to a 1-based inclusive line range (a chunk's lines), from lines
+/// outside `furniture` (a table of contents names every section's words; its line is not
+/// the answer) unless only furniture matches.
 pub(crate) fn snippet_in(
     body: &str,
     terms: &[String],
     max_chars: usize,
     lines: Option<(usize, usize)>,
+    furniture: &[quarry_core::Furniture],
 ) -> String {
+    let furniture_lines = furniture_lines(body, furniture);
+    let is_furniture = |i: usize| {
+        let k = furniture_lines.partition_point(|r| r.1 <= i);
+        furniture_lines.get(k).is_some_and(|r| r.0 <= i)
+    };
+    let outside = snippet_lines(body, terms, max_chars, lines, &is_furniture);
+    if !outside.1 && !furniture_lines.is_empty() {
+        let anywhere = snippet_lines(body, terms, max_chars, lines, &|_| false);
+        if anywhere.1 {
+            return anywhere.0;
+        }
+    }
+    outside.0
+}
+
+/// 0-based line ranges `[from, to)` that `furniture` covers, in order.
+fn furniture_lines(body: &str, furniture: &[quarry_core::Furniture]) -> Vec<(usize, usize)> {
+    if furniture.is_empty() {
+        return Vec::new();
+    }
+    let newlines: Vec<usize> = body.match_indices('\n').map(|(i, _)| i).collect();
+    let line_of = |offset: usize| newlines.partition_point(|&n| n < offset);
+    let mut ranges: Vec<(usize, usize)> = furniture
+        .iter()
+        .filter(|f| f.byte_end > f.byte_start)
+        .map(|f| (line_of(f.byte_start), line_of(f.byte_end - 1) + 1))
+        .collect();
+    ranges.sort_unstable();
+    // Merged, so a search by the end of a range finds the range holding a line.
+    let mut merged: Vec<(usize, usize)> = Vec::with_capacity(ranges.len());
+    for r in ranges {
+        match merged.last_mut() {
+            Some(last) if r.0 <= last.1 => last.1 = last.1.max(r.1),
+            _ => merged.push(r),
+        }
+    }
+    merged
+}
+
+/// [`snippet_in`] over the lines `skip` leaves; with whether any line matched a term.
+fn snippet_lines(
+    body: &str,
+    terms: &[String],
+    max_chars: usize,
+    lines: Option<(usize, usize)>,
+    skip: &dyn Fn(usize) -> bool,
+) -> (String, bool) {
     let (first, last) = lines.unwrap_or((1, usize::MAX));
     let in_range = |i: usize| i + 1 >= first && i < last;
     let mut best: Option<(usize, usize, usize)> = None; // (score, line index, byte offset of match)
@@ -295,7 +345,7 @@ pub(crate) fn snippet_in(
         if i + 1 > last {
             break;
         }
-        if !in_range(i) || line.trim().is_empty() {
+        if !in_range(i) || line.trim().is_empty() || skip(i) {
             continue;
         }
         let lower = line.to_lowercase();
@@ -316,14 +366,17 @@ pub(crate) fn snippet_in(
             }
         }
     }
-    let Some((_, start_line, match_at)) = best else {
-        return String::new();
+    let Some((score, start_line, match_at)) = best else {
+        return (String::new(), false);
     };
     let mut out = String::new();
     let mut budget = max_chars;
     for (n, line) in quarry_core::lines(body).enumerate().skip(start_line) {
         if budget == 0 || !in_range(n) {
             break;
+        }
+        if skip(n) {
+            continue;
         }
         let text = if n == start_line {
             window(line, match_at, budget)
@@ -336,7 +389,7 @@ pub(crate) fn snippet_in(
         }
         out.push_str(&format!("{}: {text}", n + 1));
     }
-    out
+    (out, score > 0)
 }
 
 /// At most `max` chars of `line`, starting a little before byte `at`.
@@ -368,6 +421,27 @@ mod tests {
             s.starts_with("5: - extract a tar archive\n6: `tar xf file.tar`"),
             "{s}"
         );
+    }
+
+    #[test]
+    fn snippet_skips_a_table_of_contents_unless_only_it_matches() {
+        // Issue 41 item 17: the contents line "1.1.12 sudo 配置 . . . 33" named the term first.
+        let body = "# Guide\n\n1.1.12 sudo 配置 . . . . 33\n1.2 Other . . . . 40\n\n## 1.1.12 sudo 配置\n\nsudo lets a user run commands as root.\n";
+        let toc_start = body.find("1.1.12").unwrap_or_default();
+        let toc_end = body.find("\n\n## ").unwrap_or_default();
+        let contents = [quarry_core::Furniture {
+            kind: quarry_core::FurnitureKind::Contents,
+            byte_start: toc_start,
+            byte_end: toc_end,
+        }];
+        let s = snippet_in(body, &["sudo".into()], 60, None, &contents);
+        assert!(s.starts_with("6: ## 1.1.12 sudo"), "{s}");
+        // Only the contents name it: better that line than none.
+        let s = snippet_in(body, &["other".into()], 60, None, &contents);
+        assert!(s.starts_with("4: 1.2 Other"), "{s}");
+        // The snippet's later lines leave furniture out too.
+        let s = snippet_in(body, &["guide".into()], 200, None, &contents);
+        assert!(s.starts_with("1: # Guide") && !s.contains(". . ."), "{s}");
     }
 
     #[test]

@@ -42,6 +42,11 @@ const META_EMBED_RATE: &str = "embed.rate";
 /// Chunk texts per store commit while embedding: bounds what a kill can lose.
 const EMBED_COMMIT: usize = 64;
 
+/// How often a long `quarry embed` adds what it embedded so far to the vector index (under
+/// the write lock, briefly): documents become searchable and leave the backlog as it goes,
+/// not all at the end.
+const EMBED_CHECKPOINT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// What an embedding run did: texts embedded, and the time the model took for them.
 #[derive(Default)]
 struct EmbedRun {
@@ -384,8 +389,10 @@ impl Engine {
         progress: &dyn Progress,
     ) -> Result<EmbedReport> {
         let started = Instant::now();
-        let guard = self.lock_writes(progress)?;
         let model = self.embedder(progress)?;
+        // The write lock is held for the setup and each sync, never while the model runs:
+        // a server over the same directory converts and indexes uploads meanwhile.
+        let guard = self.lock_writes(progress)?;
         let store = self.store();
         // The setup learns a remote model's dimensions (a probe): read them after it.
         let (key, model_changed) = self.embedding_setup(&guard, model.as_ref())?;
@@ -417,14 +424,26 @@ impl Engine {
             0
         };
         report.documents_chunked = pending.documents_pending;
+        drop(guard);
+        let mut indexed = (0u64, 0u64);
         let run = self.embed_pending(
             EmbedWork::All(collection_id),
             &key,
             model.as_ref(),
             progress,
+            &mut || {
+                let guard = self.lock_writes(&crate::NoProgress)?;
+                let (added, removed) =
+                    self.vectors
+                        .sync(&guard, store, &key, dims, &crate::NoProgress)?;
+                indexed = (indexed.0 + added, indexed.1 + removed);
+                Ok(())
+            },
         )?;
         report.chunks_embedded = run.done;
+        let guard = self.lock_writes(progress)?;
         let (added, removed) = self.vectors.sync(&guard, store, &key, dims, progress)?;
+        let (added, removed) = (added + indexed.0, removed + indexed.1);
         self.record_embed_rate(&key, &run)?;
         report.vectors_indexed = if self.vectors.searchable_on_write() {
             with_vectors()?.saturating_sub(before)
@@ -475,6 +494,8 @@ impl Engine {
             &key,
             model.as_ref(),
             progress,
+            // A round is short: its vectors are added right after it.
+            &mut || Ok(()),
         )?;
         // Even with nothing embedded: chunks whose text another document's vector already
         // covers still need adding to the index.
@@ -514,13 +535,15 @@ impl Engine {
         Ok((key, model_changed))
     }
 
-    /// Embeds chunk texts that have no vector for `key` (those `work` names).
+    /// Embeds chunk texts that have no vector for `key` (those `work` names), calling
+    /// `checkpoint` every [`EMBED_CHECKPOINT`] with what it committed so far.
     fn embed_pending(
         &self,
         work: EmbedWork,
         key: &str,
         model: &dyn Embedder,
         progress: &dyn Progress,
+        checkpoint: &mut dyn FnMut() -> Result<()>,
     ) -> Result<EmbedRun> {
         let store = self.store();
         let mut jobs = match work {
@@ -557,7 +580,12 @@ impl Engine {
         progress.begin("Embedding", inputs.len() as u64);
         let mut done = 0u64;
         let mut model_time = std::time::Duration::ZERO;
+        let mut checkpointed = Instant::now();
         for batch in order.chunks(EMBED_COMMIT) {
+            if checkpointed.elapsed() >= EMBED_CHECKPOINT {
+                checkpoint()?;
+                checkpointed = Instant::now();
+            }
             let texts: Vec<&str> = batch.iter().map(|&i| inputs[i].0.as_str()).collect();
             let started = Instant::now();
             let vectors = model.embed_passages(&texts).map_err(model_err)?;
@@ -586,9 +614,16 @@ impl Engine {
     /// shows an estimate also shows the index.
     fn record_embed_rate(&self, key: &str, run: &EmbedRun) -> Result<()> {
         if run.done > 0 && !run.model_time.is_zero() {
+            let measured = run.done as f64 / run.model_time.as_secs_f64();
+            // Weighted by the chunks behind each figure: a 4-chunk upload's round (all
+            // per-call overhead) barely moves an estimate a thousand chunks made, so the
+            // time left does not leap from one round to the next.
+            let (previous, _) = self.embed_rate_of_one(Some(key))?;
+            let weight = run.done as f64 / (run.done as f64 + 512.0);
+            let rate = previous.map_or(measured, |p| p * (1.0 - weight) + measured * weight);
             let rate = serde_json::json!({
                 "model": key,
-                "chunks_per_s": run.done as f64 / run.model_time.as_secs_f64(),
+                "chunks_per_s": rate,
             });
             self.store().set_meta(META_EMBED_RATE, &rate.to_string())?;
         }
@@ -602,7 +637,7 @@ impl Engine {
         if !self.embedding_enabled()? {
             return Ok(None);
         }
-        let model = self.vector_model()?;
+        let model = self.backlog_model()?;
         let state = self.store().embedding_state(
             self.space(),
             self.scope().collections.as_deref(),
@@ -624,6 +659,12 @@ impl Engine {
     /// is none yet: a rate of another model says nothing of this one), times those nodes
     /// (every node embeds its own share of the work).
     pub(crate) fn embed_rate(&self, model: Option<&str>) -> Result<(Option<f64>, u64)> {
+        let (rate, nodes) = self.embed_rate_of_one(model)?;
+        Ok((rate.map(|r| r * nodes.max(1) as f64), nodes))
+    }
+
+    /// [`Engine::embed_rate`] of one node, with the nodes embedding now.
+    fn embed_rate_of_one(&self, model: Option<&str>) -> Result<(Option<f64>, u64)> {
         let nodes = self.store().live_embed_jobs()?;
         let rate = self
             .store()
@@ -632,7 +673,17 @@ impl Engine {
             .filter(|v| model.is_none() || v["model"].as_str() == model)
             .and_then(|v| v["chunks_per_s"].as_f64())
             .filter(|r| r.is_finite() && *r > 0.0);
-        Ok((rate.map(|r| r * nodes.max(1) as f64), nodes))
+        Ok((rate, nodes))
+    }
+
+    /// The model whose vectors count as done in a backlog: the index's, or while the first
+    /// run has not written the index yet, the model it embeds with — so counts move as
+    /// vectors are committed, not only when the index is saved.
+    pub(crate) fn backlog_model(&self) -> Result<Option<String>> {
+        match self.vector_model()? {
+            Some(model) => Ok(Some(model)),
+            None => self.store().meta(META_ANN_MODEL),
+        }
     }
 
     /// The model key of the vector index, if `embed` has built one.

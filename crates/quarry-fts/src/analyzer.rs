@@ -101,23 +101,11 @@ fn classify(c: char) -> Class {
     }
 }
 
-/// How Han runs are segmented.
-#[derive(Clone, Copy)]
-pub enum HanSegmenter<'a> {
-    /// jieba with its dictionary (indexing, and phrases whose positions must match the index).
-    Jieba,
-    /// Words of the run that exist in this lexicon (the index's own terms), longest first.
-    /// Used for queries: no dictionary load, and every term produced can actually match.
-    Lexicon(&'a dyn Fn(&str) -> bool),
-}
-
-/// Splits `text` into index/query tokens, calling `emit` for each in position order.
-pub fn analyze(text: &str, emit: impl FnMut(Token)) {
-    analyze_with(text, HanSegmenter::Jieba, emit)
-}
-
-/// [`analyze`] with a chosen Han segmenter.
-pub fn analyze_with(text: &str, han: HanSegmenter<'_>, mut emit: impl FnMut(Token)) {
+/// Splits `text` into index/query tokens, calling `emit` for each in position order. A
+/// query is cut exactly as the text it searches: a word the index lacks matches nothing but
+/// still counts against a result's coverage, where its single characters would match
+/// unrelated pages (一堆 → 一, 堆 found the "heap" page).
+pub fn analyze(text: &str, mut emit: impl FnMut(Token)) {
     let mut position = 0usize;
     let chars: Vec<(usize, char)> = text.char_indices().collect();
     let mut i = 0;
@@ -167,6 +155,26 @@ pub fn analyze_with(text: &str, han: HanSegmenter<'_>, mut emit: impl FnMut(Toke
                         TokenKind::Compound,
                     );
                 }
+                // Languages named by a trailing `++` or `#` (`C++`, `g++`, `clang++`, `C#`):
+                // without it the name is one letter, which no query keeps.
+                let rest = &text[run_end..];
+                let suffix = ["++", "#"].into_iter().find(|s| rest.starts_with(s));
+                if let Some(suffix) = suffix
+                    && !rest[suffix.len()..]
+                        .chars()
+                        .next()
+                        .is_some_and(|c| classify(c) == Class::Word)
+                {
+                    let end = run_end + suffix.len();
+                    push(
+                        &mut emit,
+                        text[start..end].to_lowercase(),
+                        start,
+                        end,
+                        position,
+                        TokenKind::Compound,
+                    );
+                }
                 for (k, &(from, to)) in parts.iter().enumerate() {
                     // A path is also found by its tail and its segments: `sources.list` and
                     // `apt/sources.list` in `/etc/apt/sources.list`, `sources.list.d` in
@@ -212,11 +220,7 @@ pub fn analyze_with(text: &str, han: HanSegmenter<'_>, mut emit: impl FnMut(Toke
                 let j = run_end(&chars, i, Class::Han);
                 let end = byte_at(&chars, j, text.len());
                 let run = &text[start..end];
-                let spans = match han {
-                    HanSegmenter::Jieba => jieba_spans(run),
-                    HanSegmenter::Lexicon(has) => lexicon_spans(run, has),
-                };
-                position = emit_han(run, spans, start, position, &mut emit);
+                position = emit_han(run, jieba_spans(run), start, position, &mut emit);
                 i = j;
             }
             Class::Kana => {
@@ -349,36 +353,6 @@ fn jieba_spans(run: &str) -> Vec<(usize, usize)> {
         .filter(|t| !t.word.trim().is_empty())
         .map(|t| (t.byte_start, t.byte_end))
         .collect()
-}
-
-/// Longest words of up to this many characters are looked up in a lexicon.
-const LEXICON_MAX_CHARS: usize = 6;
-
-/// Byte spans of every substring of 2–6 characters found in the lexicon, plus single
-/// characters not covered by any of them.
-fn lexicon_spans(run: &str, has: &dyn Fn(&str) -> bool) -> Vec<(usize, usize)> {
-    let bounds: Vec<usize> = run
-        .char_indices()
-        .map(|(i, _)| i)
-        .chain(std::iter::once(run.len()))
-        .collect();
-    let n = bounds.len() - 1;
-    let mut spans = Vec::new();
-    let mut covered = vec![false; n];
-    for i in 0..n {
-        for len in (2..=LEXICON_MAX_CHARS.min(n - i)).rev() {
-            if has(&run[bounds[i]..bounds[i + len]]) {
-                spans.push((bounds[i], bounds[i + len]));
-                covered[i..i + len].iter_mut().for_each(|c| *c = true);
-            }
-        }
-    }
-    for i in 0..n {
-        if !covered[i] && has(&run[bounds[i]..bounds[i + 1]]) {
-            spans.push((bounds[i], bounds[i + 1]));
-        }
-    }
-    spans
 }
 
 /// Emits Han word spans: a span not inside the previous primary word is primary (next
@@ -528,6 +502,17 @@ mod tests {
     }
 
     #[test]
+    fn languages_named_with_plus_plus_or_sharp_are_words() {
+        let words = |s: &str| -> Vec<String> { tokens(s).into_iter().map(|t| t.text).collect() };
+        assert_eq!(words("指定 C++ 语言标准")[..3], ["指定", "c++", "c"]);
+        assert_eq!(words("clang++ and C#")[..2], ["clang++", "clang"]);
+        assert!(words("clang++ and C#").contains(&"c#".to_owned()));
+        // Not a suffix: a sum, a heading mark, an anchor.
+        assert!(!words("a++b").iter().any(|w| w.contains('+')));
+        assert!(!words("item#3").iter().any(|w| w.contains('#')));
+    }
+
+    #[test]
     fn flags_are_kept_whole_with_their_dashes() {
         let words = |s: &str| -> Vec<String> { tokens(s).into_iter().map(|t| t.text).collect() };
         assert_eq!(words("lsof -p pid"), ["lsof", "-p", "p", "pid"]);
@@ -569,22 +554,6 @@ mod tests {
         assert!(prim.contains(&"提交"), "{prim:?}");
         // Positions never decrease.
         assert!(toks.windows(2).all(|w| w[0].position <= w[1].position));
-    }
-
-    #[test]
-    fn lexicon_segmentation_needs_no_dictionary() {
-        let lexicon = ["查看", "磁盘", "剩余", "空间", "剩余空间", "看"];
-        let has = |w: &str| lexicon.contains(&w);
-        let mut got = Vec::new();
-        analyze_with(
-            "如何查看磁盘剩余空间",
-            HanSegmenter::Lexicon(&has),
-            |t| got.push((t.text, t.kind)),
-        );
-        let words: Vec<&str> = got.iter().map(|(w, _)| w.as_str()).collect();
-        assert_eq!(words, ["查看", "磁盘", "剩余空间", "剩余", "空间"]);
-        assert_eq!(got[2].1, TokenKind::Primary);
-        assert_eq!(got[3].1, TokenKind::Sub);
     }
 
     #[test]

@@ -258,23 +258,9 @@ impl FtsIndex {
         })
     }
 
-    /// Parses a user query, segmenting Han text against this index's own terms (so no
-    /// dictionary has to be loaded to answer a query).
+    /// Parses a user query for this index (Han text cut by jieba, as the index's is).
     pub fn parse_query(&self, input: &str) -> ParsedQuery {
-        let searcher = self.reader.searcher();
-        let readers: Vec<_> = searcher
-            .segment_readers()
-            .iter()
-            .filter_map(|s| s.inverted_index(self.fields.text).ok())
-            .collect();
-        let field = self.fields.text;
-        let has = |word: &str| {
-            let term = Term::from_field_text(field, word);
-            readers
-                .iter()
-                .any(|r| r.get_term_info(&term).ok().flatten().is_some())
-        };
-        ParsedQuery::parse_with(input, analyzer::HanSegmenter::Lexicon(&has))
+        ParsedQuery::parse(input)
     }
 
     /// Runs `query`, optionally restricted to collection ids, returning the best `limit` hits.

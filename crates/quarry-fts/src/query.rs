@@ -7,7 +7,7 @@
 //! search as the literal flags. Stop words are dropped from optional words unless nothing
 //! else is left.
 
-use crate::analyzer::{HanSegmenter, Token, TokenKind, analyze_with, tokens};
+use crate::analyzer::{Token, TokenKind, analyze, tokens};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 /// How a clause takes part in a query.
@@ -102,6 +102,40 @@ const STOP_WORDS: &[&str] = &[
     "能",
     "把",
     "被",
+    // Places, directions and fillers people type around what they want ("在 mac 上",
+    // "一堆文档里", "搬过来", "某个词"): issue 41 item 14.
+    "上",
+    "下",
+    "里",
+    "来",
+    "去",
+    "给",
+    "地",
+    "得",
+    "着",
+    "过",
+    "这",
+    "那",
+    "个",
+    "些",
+    "很",
+    "就",
+    "都",
+    "也",
+    "还",
+    "又",
+    "呀",
+    "嘛",
+    "么",
+    "之",
+    "其",
+    "以",
+    "于",
+    "一下",
+    "这个",
+    "那个",
+    "某个",
+    "哪个",
 ];
 
 /// `NOT word` (upper case, followed by a word): the rest after `NOT `, else `None`.
@@ -117,15 +151,9 @@ fn is_stop(t: &Token) -> bool {
 }
 
 impl ParsedQuery {
-    /// Parses `input` with jieba for Han text. Never fails: unbalanced quotes close at the
-    /// end of the input.
+    /// Parses `input`, Han text cut by jieba as the index's is. Never fails: unbalanced
+    /// quotes close at the end of the input.
     pub fn parse(input: &str) -> ParsedQuery {
-        Self::parse_with(input, HanSegmenter::Jieba)
-    }
-
-    /// Parses `input`, segmenting Han text outside phrases with `han`. Phrases always use
-    /// jieba so their word positions match the index.
-    pub fn parse_with(input: &str, han: HanSegmenter<'_>) -> ParsedQuery {
         let mut clauses = Vec::new();
         let mut rest = input.trim();
         while !rest.is_empty() {
@@ -155,7 +183,7 @@ impl ParsedQuery {
                 tokens(surface)
             } else {
                 let mut v = Vec::new();
-                analyze_with(surface, han, |t| v.push(t));
+                analyze(surface, |t| v.push(t));
                 v
             };
             if !toks.is_empty() {
@@ -227,6 +255,17 @@ mod tests {
                 )
             })
             .collect()
+    }
+
+    #[test]
+    fn han_query_words_are_jiebas_not_single_characters() {
+        // Issue 41 item 14: 一堆 and 几页 were queried as 一, 堆 and 页 (rare, heavily
+        // weighted single characters that found the "heap" page); fillers are stop words.
+        let terms = ParsedQuery::parse("在一堆 PDF 文档里找出包含某个词的那几页").highlight_terms();
+        for single in ["一", "堆", "页", "里", "某个"] {
+            assert!(!terms.iter().any(|t| t == single), "{single}: {terms:?}");
+        }
+        assert!(terms.iter().any(|t| t == "文档"), "{terms:?}");
     }
 
     #[test]

@@ -648,12 +648,7 @@ fn pack(
         // Pieces ending before `start` (the overlap's source) are not this chunk's: skip them
         // by search, so packing stays linear in the document.
         let first = pieces[..j].partition_point(|p| p.end <= start);
-        let body = pieces[first..j]
-            .iter()
-            .filter(|p| p.kind != BlockKind::Heading)
-            .map(|p| p.start.max(start))
-            .next()
-            .unwrap_or(end);
+        let body = main_body(text, &pieces[first..j], start, sizer).unwrap_or(end);
         out.push((start, end, body));
         if j < pieces.len() && overlap > 0 && pieces[j].kind != BlockKind::Heading {
             carry = overlap_start(text, &pieces[first..j], start, end, overlap, sizer);
@@ -661,6 +656,33 @@ fn pack(
         i = j;
     }
     out
+}
+
+/// Where the text of the chunk's largest section starts (`None`: headings only). A chunk
+/// that opens with the tail of one section and holds the whole of the next is labelled with
+/// the next one's heading, not the previous section's.
+fn main_body(text: &str, pieces: &[Block], start: usize, sizer: &dyn Sizer) -> Option<usize> {
+    // (size of the section's text, where its text starts), one per section in the chunk.
+    let mut sections: Vec<(usize, Option<usize>)> = vec![(0, None)];
+    for p in pieces {
+        let from = p.start.max(start);
+        if p.kind == BlockKind::Heading {
+            if sections.last().is_some_and(|s| s.1.is_some()) {
+                sections.push((0, None));
+            }
+            continue;
+        }
+        if let Some(section) = sections.last_mut() {
+            section.0 += sizer.size(&text[from..p.end.max(from)]);
+            section.1.get_or_insert(from);
+        }
+    }
+    // The largest; of equal ones, the first.
+    sections
+        .iter()
+        .filter_map(|&(size, at)| Some((size, std::cmp::Reverse(at?))))
+        .max()
+        .map(|(_, std::cmp::Reverse(at))| at)
 }
 
 /// A heading's level and its text without markers, emphasis or runs of spaces.
@@ -1429,7 +1451,8 @@ mod tests {
                 .map(|c| c.heading.clone())
                 .unwrap_or_default()
         };
-        assert_eq!(path_of("intro"), "Guide");
+        // "intro" shares its chunk with most of Install's text: the chunk is Install's.
+        assert_eq!(path_of("intro"), "Guide › Install");
         assert_eq!(path_of("### On Linux"), "Guide › Install › On Linux");
         assert_eq!(path_of("use it"), "Guide › Use");
         // A chunk in the middle of a section (its heading in an earlier chunk) keeps its path.
@@ -1444,6 +1467,46 @@ mod tests {
             chunk_markdown("just text", ChunkOptions::RAG_CHARS, &CharSizer)[0].heading,
             ""
         );
+    }
+
+    #[test]
+    fn a_chunk_is_labelled_by_its_largest_section() {
+        // Issue 41 item 17: a page opening with the last lines of 1.1.11, then all of
+        // 1.1.12, was labelled 1.1.11 (the section its first text belongs to).
+        let (text, pages) = paged(&[
+            &format!("#### 1.1.11 额外用户账号\n\n{}", prose(80)),
+            &format!("回答所有问题。\n\n#### 1.1.12 sudo 配置\n\n{}", prose(60)),
+        ]);
+        let cs = chunk_document(
+            &text,
+            Layout {
+                pages: &pages,
+                furniture: &[],
+            },
+            ChunkOptions::RAG_CHARS,
+            &CharSizer,
+        );
+        let second = cs
+            .iter()
+            .find(|c| c.text(&text).contains("1.1.12"))
+            .map(|c| (c.text(&text), c.heading.as_str()));
+        assert!(
+            second.is_some_and(|(t, h)| t.starts_with("回答所有问题") && h == "1.1.12 sudo 配置"),
+            "{second:?}"
+        );
+        // Equal sections: the first one's heading, as before.
+        let cs = chunks_with_headings("## A\n\none\n\n## B\n\ntwo\n", 100);
+        assert_eq!(
+            cs,
+            [("## A\n\none\n\n## B\n\ntwo".to_owned(), "A".to_owned())]
+        );
+    }
+
+    fn chunks_with_headings(text: &str, max: usize) -> Vec<(String, String)> {
+        chunk_markdown(text, opts(max, 0), &CharSizer)
+            .iter()
+            .map(|c| (c.text(text).trim_end().to_owned(), c.heading.clone()))
+            .collect()
     }
 
     #[test]

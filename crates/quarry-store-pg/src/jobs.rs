@@ -159,11 +159,12 @@ impl JobQueue for PgStore {
             )
             .map_err(db_err)?;
             let limit = i64::try_from(limit).unwrap_or(i64::MAX - 1);
-            // Each distinct text once (its first chunk).
+            // Each distinct text once (its first chunk); the newest documents' first, so a
+            // small upload is not queued behind a large one's backlog.
             let mut rows = tx
                 .query(
-                    "SELECT DISTINCT ON (k.hash) k.hash, d.title, k.heading, k.document_id, \
-                     k.byte_start, k.byte_end \
+                    "SELECT * FROM (SELECT DISTINCT ON (k.hash) k.hash, d.title, k.heading, \
+                     k.document_id, k.byte_start, k.byte_end \
                      FROM chunks k JOIN documents d ON d.id = k.document_id \
                      JOIN collections c ON c.id = d.collection_id \
                      WHERE c.space = $1 AND d.collection_id = $2 \
@@ -171,7 +172,7 @@ impl JobQueue for PgStore {
                      AND NOT EXISTS (SELECT 1 FROM embed_claims x JOIN jobs o ON o.id = x.job_id \
                          WHERE x.model = $3 AND x.hash = k.hash AND o.status = 'processing' \
                          AND o.lease_until >= quarry_now_ms()) \
-                     ORDER BY k.hash, k.id LIMIT $4",
+                     ORDER BY k.hash, k.id) t ORDER BY document_id DESC, hash LIMIT $4",
                     &[&space, &collection_id, &model, &(limit + 1)],
                 )
                 .map_err(db_err)?;

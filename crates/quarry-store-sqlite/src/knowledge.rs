@@ -885,7 +885,7 @@ impl JobQueue for SqliteStore {
                          AND NOT EXISTS (SELECT 1 FROM embed_claims x JOIN jobs o ON o.id = x.job_id \
                              WHERE x.model = ?3 AND x.hash = k.hash AND o.status = 'processing' \
                              AND o.lease_until >= ?4) \
-                         GROUP BY k.hash LIMIT ?5"
+                         GROUP BY k.hash ORDER BY MAX(d.id) DESC, k.hash LIMIT ?5"
                     ))
                     .map_err(db_err)?;
                 let rows = stmt

@@ -366,7 +366,11 @@ pub(crate) async fn authenticate(
         Err(refusal) => {
             if let Refusal::Auth(f) = &refusal {
                 crate::telemetry::record_auth_failure(f.code());
-                crate::audit::auth_failure(&state, f.code(), req.uri().path(), client.clone());
+                // No credential at all (the web UI before sign-in, a client's first probe
+                // for OAuth) is a 401, not a failed attempt worth a row in the audit log.
+                if !matches!(f, AuthFailure::Missing) {
+                    crate::audit::auth_failure(&state, f.code(), req.uri().path(), client.clone());
+                }
                 crate::limits::auth_failure(&state, client.as_deref(), presented.as_deref()).await;
             }
             let mut response = refusal_response(surface, refusal);

@@ -180,7 +180,8 @@ pub(crate) fn capture_tools() -> Vec<Tool> {
                     "type": "object",
                     "properties": {
                         "query": {"type": "string", "minLength": 1, "maxLength": 2000, "description": "What to look for"},
-                        "limit": {"type": "integer", "minimum": 1, "maximum": 50, "default": 10, "description": "Maximum number of results"}
+                        "limit": {"type": "integer", "minimum": 1, "maximum": 50, "default": 10, "description": "Maximum number of results (entries, each once)"},
+                        "min_score": {"type": "number", "minimum": 0, "maximum": 1, "default": 0.5, "description": "Minimum relevance score (0-1); lower it for more, weaker results"}
                     },
                     "required": ["query"]
                 }),
@@ -616,9 +617,21 @@ fn capture(
         }
         QUERY | QUERY_ALIAS => {
             let mut req = KnowledgeSearch::new(args.required_string("query")?);
-            req.top_k = args.uint("limit")?.unwrap_or(10).min(50) as usize;
-            req.min_score = 0.0;
-            let found = engine.knowledge_search(&req).map_err(fail)?;
+            let limit = args.uint("limit")?.unwrap_or(10).clamp(1, 50) as usize;
+            // The same bar as knowledge_search (0.5 unless asked): ten results of which nine
+            // score 0–4 % bury the one that answers.
+            if let Some(m) = args.number("min_score")? {
+                req.min_score = m;
+            }
+            // Entries, not passages: each once, at its best passage; ask for more passages
+            // than entries so one long document does not fill the list.
+            req.top_k = quarry_engine::MAX_TOP_K;
+            let mut found = engine.knowledge_search(&req).map_err(fail)?;
+            let mut seen = std::collections::HashSet::new();
+            found
+                .results
+                .retain(|r| seen.insert(r.knowledge_id.clone()));
+            found.results.truncate(limit);
             let mut text = format!(
                 "Found {} knowledge entr{} for \"{}\"",
                 found.results.len(),
