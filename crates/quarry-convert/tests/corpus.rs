@@ -3,21 +3,13 @@
 //! and returns when the variable is unset. Assertions check content: phrases, page numbers,
 //! table cells, sheet names, failure reasons.
 
-use std::path::PathBuf;
-
 use quarry_convert::{
     ConvertError, ConvertOptions, Converted, Format, FurnitureKind, Ocr, convert,
 };
 
-fn docs() -> Option<PathBuf> {
-    match std::env::var_os("QUARRY_TEST_DOCS") {
-        Some(d) if !d.is_empty() => Some(PathBuf::from(d)),
-        _ => {
-            println!("skipped: QUARRY_TEST_DOCS not set");
-            None
-        }
-    }
-}
+mod common;
+
+use common::docs;
 
 fn opts() -> ConvertOptions {
     ConvertOptions {

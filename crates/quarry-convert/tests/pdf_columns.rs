@@ -11,15 +11,9 @@ use std::time::Instant;
 
 use quarry_convert::{ConvertOptions, Converted, Ocr, convert};
 
-fn docs() -> Option<PathBuf> {
-    match std::env::var_os("QUARRY_TEST_DOCS") {
-        Some(d) if !d.is_empty() => Some(PathBuf::from(d)),
-        _ => {
-            println!("skipped: QUARRY_TEST_DOCS not set");
-            None
-        }
-    }
-}
+mod common;
+
+use common::docs;
 
 fn ok(dir: &std::path::Path, rel: &str) -> Converted {
     let bytes = std::fs::read(dir.join(rel))

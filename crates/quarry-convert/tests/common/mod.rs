@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 use std::io::{Cursor, Write};
+use std::path::PathBuf;
 
 use zip::write::SimpleFileOptions;
 
@@ -388,5 +389,17 @@ pub(crate) fn lie_about_size(zip: &mut [u8], name: &str, size: u32) {
             }
         }
         i += 1;
+    }
+}
+
+/// The real documents' directory (`QUARRY_TEST_DOCS`); `None`, after saying the test is
+/// skipped, when it is unset.
+pub(crate) fn docs() -> Option<PathBuf> {
+    match std::env::var_os("QUARRY_TEST_DOCS") {
+        Some(d) if !d.is_empty() => Some(PathBuf::from(d)),
+        _ => {
+            println!("skipped: QUARRY_TEST_DOCS not set");
+            None
+        }
     }
 }

@@ -140,10 +140,20 @@ async fn toggle_server(
         hub.set_enabled(who, &key, b.enabled)
     })
     .await?;
+    settled_server(&state, &caller, id, connecting).await
+}
+
+/// The upstream `id` once a (re)connection has had [`quarry_hub::ANSWER_GRACE`] to discover.
+async fn settled_server(
+    state: &AppState,
+    caller: &Caller,
+    id: String,
+    connecting: Option<quarry_hub::Connecting>,
+) -> Result<Response, ApiError> {
     if let Some(c) = connecting {
         c.discovered(quarry_hub::ANSWER_GRACE).await;
     }
-    Ok(ok(as_caller(&state, &caller, move |hub, who| {
+    Ok(ok(as_caller(state, caller, move |hub, who| {
         hub.upstream(who, &id)
     })
     .await?))
@@ -161,13 +171,7 @@ async fn update_server(
         hub.update_upstream(who, &key, patch)
     })
     .await?;
-    if let Some(c) = connecting {
-        c.discovered(quarry_hub::ANSWER_GRACE).await;
-    }
-    Ok(ok(as_caller(&state, &caller, move |hub, who| {
-        hub.upstream(who, &id)
-    })
-    .await?))
+    settled_server(&state, &caller, id, connecting).await
 }
 
 async fn refresh_server(
