@@ -618,7 +618,7 @@ impl Engine {
             // Weighted by the chunks behind each figure: a 4-chunk upload's round (all
             // per-call overhead) barely moves an estimate a thousand chunks made, so the
             // time left does not leap from one round to the next.
-            let (previous, _) = self.embed_rate_of_one(Some(key))?;
+            let previous = self.stored_embed_rate(Some(key))?;
             let weight = run.done as f64 / (run.done as f64 + 512.0);
             let rate = previous.map_or(measured, |p| p * (1.0 - weight) + measured * weight);
             let rate = serde_json::json!({
@@ -659,21 +659,20 @@ impl Engine {
     /// is none yet: a rate of another model says nothing of this one), times those nodes
     /// (every node embeds its own share of the work).
     pub(crate) fn embed_rate(&self, model: Option<&str>) -> Result<(Option<f64>, u64)> {
-        let (rate, nodes) = self.embed_rate_of_one(model)?;
+        let nodes = self.store().live_embed_jobs()?;
+        let rate = self.stored_embed_rate(model)?;
         Ok((rate.map(|r| r * nodes.max(1) as f64), nodes))
     }
 
-    /// [`Engine::embed_rate`] of one node, with the nodes embedding now.
-    fn embed_rate_of_one(&self, model: Option<&str>) -> Result<(Option<f64>, u64)> {
-        let nodes = self.store().live_embed_jobs()?;
-        let rate = self
+    /// One node's rate as recorded, if it was measured with `model` (any when `None`).
+    fn stored_embed_rate(&self, model: Option<&str>) -> Result<Option<f64>> {
+        Ok(self
             .store()
             .meta(META_EMBED_RATE)?
             .and_then(|v| serde_json::from_str::<serde_json::Value>(&v).ok())
             .filter(|v| model.is_none() || v["model"].as_str() == model)
             .and_then(|v| v["chunks_per_s"].as_f64())
-            .filter(|r| r.is_finite() && *r > 0.0);
-        Ok((rate, nodes))
+            .filter(|r| r.is_finite() && *r > 0.0))
     }
 
     /// The model whose vectors count as done in a backlog: the index's, or while the first

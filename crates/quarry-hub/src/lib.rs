@@ -232,6 +232,24 @@ struct Launch {
     secrets: UpstreamSecrets,
 }
 
+/// An upstream's display name, trimmed: 1–100 characters.
+fn upstream_name(raw: &str) -> Result<String> {
+    let name = raw.trim();
+    if name.is_empty() || name.chars().count() > 100 {
+        return Err(Error::InvalidInput("name must be 1-100 characters".into()));
+    }
+    Ok(name.to_owned())
+}
+
+/// An upstream row's stored options and secrets.
+fn stored_settings(row: &UpstreamRow) -> Result<(UpstreamOptions, UpstreamSecrets)> {
+    let options = serde_json::from_str(&row.options)
+        .map_err(|e| Error::Storage(format!("upstream '{}' options: {e}", row.name)))?;
+    let secrets = serde_json::from_str(&row.secrets)
+        .map_err(|e| Error::Storage(format!("upstream '{}' secrets: {e}", row.name)))?;
+    Ok((options, secrets))
+}
+
 /// A stored JSON column's text.
 fn json_text(value: &impl Serialize) -> Result<String> {
     serde_json::to_string(value).map_err(|e| Error::Storage(e.to_string()))
@@ -520,10 +538,7 @@ impl Hub {
     }
 
     fn connect(self: &Arc<Self>, row: &UpstreamRow) -> Result<Arc<Connection>> {
-        let options: UpstreamOptions = serde_json::from_str(&row.options)
-            .map_err(|e| Error::Storage(format!("upstream '{}' options: {e}", row.name)))?;
-        let secrets: UpstreamSecrets = serde_json::from_str(&row.secrets)
-            .map_err(|e| Error::Storage(format!("upstream '{}' secrets: {e}", row.name)))?;
+        let (options, secrets) = stored_settings(row)?;
         let transport = TransportKind::parse(&row.transport)
             .ok_or_else(|| Error::Storage(format!("upstream '{}': bad transport", row.name)))?;
         let spec = ConnectSpec {
@@ -678,10 +693,7 @@ impl Hub {
         if let Some(sj) = req.server_json.take() {
             apply_server_json(&mut req, &sj)?;
         }
-        let name = req.name.trim().to_owned();
-        if name.is_empty() || name.chars().count() > 100 {
-            return Err(Error::InvalidInput("name must be 1-100 characters".into()));
-        }
+        let name = upstream_name(&req.name)?;
         let launch = self.launch(caller, &req)?;
         let manifest = match &req.manifest {
             Some(v) => Some(Manifest::parse(v)?),
@@ -887,10 +899,7 @@ impl Hub {
     ) -> Result<(String, Option<Connecting>)> {
         require_write(caller)?;
         let mut row = self.row(caller, key)?;
-        let options: UpstreamOptions = serde_json::from_str(&row.options)
-            .map_err(|e| Error::Storage(format!("upstream '{}' options: {e}", row.name)))?;
-        let secrets: UpstreamSecrets = serde_json::from_str(&row.secrets)
-            .map_err(|e| Error::Storage(format!("upstream '{}' secrets: {e}", row.name)))?;
+        let (options, secrets) = stored_settings(&row)?;
         // Another transport starts from a clean slate: stdio's arguments and environment
         // mean nothing to a URL, nor headers to a command.
         let new_transport = patch
@@ -925,10 +934,7 @@ impl Hub {
             max_concurrency: Some(patch.max_concurrency.unwrap_or(options.max_concurrency)),
             ..Default::default()
         };
-        let name = req.name.trim().to_owned();
-        if name.is_empty() || name.chars().count() > 100 {
-            return Err(Error::InvalidInput("name must be 1-100 characters".into()));
-        }
+        let name = upstream_name(&req.name)?;
         let launch = self.launch(caller, &req)?;
         row.name = name;
         row.transport = launch.transport.as_str().into();
@@ -940,10 +946,11 @@ impl Hub {
         // even within the same millisecond as the last one.
         row.updated_at = now_millis().max(row.updated_at + 1);
         self.store.update_upstream(&row)?;
-        self.disconnect(&row.id);
+        // Connecting replaces (and stops) the connection of the old settings.
         let connecting = if row.enabled {
             Some(Connecting(self.connect(&row)?))
         } else {
+            self.disconnect(&row.id);
             None
         };
         Ok((row.id, connecting))
