@@ -86,6 +86,8 @@ class Consent:
     tools: str = ""
     approve: bool = True
     axe: bool = False
+    kbs: tuple[str, ...] = ()  # ticked in the knowledge-base list, as labelled ("space / kb")
+    picked_tools: tuple[str, ...] = ()  # packages or `package.tool`s ticked in the tool list
 
 
 async def consent_in_browser(w: World, authorize_url: str, consent: Consent) -> str:
@@ -119,6 +121,14 @@ async def consent_in_browser(w: World, authorize_url: str, consent: Consent) -> 
                 await page.get_by_label("Read only").set_checked(consent.read_only)
             if consent.tools:
                 await page.get_by_label("Tools (optional)").fill(consent.tools)
+            for kb in consent.kbs:
+                await form.get_by_test_id("oauth-kbs").get_by_label(kb, exact=True).check()
+            for name in consent.picked_tools:
+                box = form.locator(f'input[name=tool][value="{name}"]')
+                if "." in name:  # a single tool: open its package's list first
+                    pkg = name.split(".", 1)[0]
+                    await form.locator(f'.oauth-package:has(input[value="{pkg}"]) summary').click()
+                await box.check()
             if consent.axe:
                 await page.evaluate(_axe_source() + "\n;undefined")
                 for scheme in ("light", "dark"):
@@ -526,3 +536,67 @@ def test_open_local_server_offers_no_oauth(quarry_bin: Path, corpus: Path, tmp_p
         assert r.status_code == 404
     finally:
         srv.stop()
+
+
+async def token_rows_in_browser(w: World) -> list[str]:
+    """Signs in to the web UI as ann and returns the text of each row of Access → Tokens."""
+    from playwright.async_api import async_playwright, expect
+
+    async with async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path=chromium_path(), headless=True)
+        try:
+            page = await browser.new_page()
+            await page.goto(w.url("/#/access?tab=tokens"))
+            await page.locator("#login-token").fill(w.tok("ann"))
+            await page.locator("form.login button[type=submit]").click()
+            table = page.get_by_test_id("tokens-table")
+            await expect(table).to_be_visible(timeout=30_000)
+            return [(await r.inner_text()).strip() for r in await table.locator("tbody tr").all()]
+        finally:
+            await browser.close()
+
+
+def test_access_page_shows_one_row_per_connected_application(world):
+    """Every refresh mints an access token (an hour each); Access → Tokens lists the grant
+    once, with its live access tokens counted there, not one row per access token."""
+    w = world
+    info = register(w, client_name="Refreshing client", token_endpoint_auth_method="client_secret_basic")
+    t = grant(w, info, Consent(spaces=("acme",)))
+    for _ in range(3):
+        r = requests.post(w.url("/oauth/token"), data={"grant_type": "refresh_token", "refresh_token": t["refresh_token"]},
+                          auth=(info["client_id"], info["client_secret"]), timeout=30)
+        assert r.status_code == 200, r.text
+        t = r.json()
+    mine = requests.get(w.url("/api/v1/tokens"), headers={"Authorization": f"Bearer {w.tok('ann')}"}, timeout=30).json()["data"]
+    [g] = [x for x in mine if x["label"] == "OAuth: Refreshing client"]
+    children = [x for x in mine if x["parent_id"] == g["id"]]
+    assert len(children) == 4 and all(c["label"] == "OAuth access: Refreshing client" for c in children), children
+    live = sum(1 for c in children if not c["revoked_at"] and (c["expires_at"] or 0) > time.time() * 1000)
+    assert live >= 1, children
+
+    rows = anyio.run(token_rows_in_browser, w)
+    assert not [r for r in rows if "OAuth access:" in r], rows
+    [row] = [r for r in rows if "OAuth: Refreshing client" in r]
+    assert f"Connected application: {live} active access token(s)" in row, row
+    # The tokens ann made by hand are still rows of their own.
+    assert any("browser" in r for r in rows), rows
+
+
+def test_consent_page_picks_knowledge_bases_and_tools(world):
+    """The consent page lists the picked spaces' knowledge bases and the person's packages and
+    tools to tick (issue 41 item 24); the grant is limited to exactly what was ticked."""
+    w = world
+    hdr = {"Authorization": f"Bearer {w.tok('ann')}", "X-Space-ID": "acme"}
+    ids = {}
+    for name in ("recipes", "handbook"):
+        r = requests.post(w.url("/api/v1/knowledge-bases"), headers=hdr, json={"name": name}, timeout=30)
+        assert r.status_code == 201, r.text
+        ids[name] = r.json()["data"]["id"]
+    info = register(w, client_name="Picky client", token_endpoint_auth_method="client_secret_basic")
+    t = grant(w, info, Consent(spaces=("acme",), kbs=("acme / recipes",), picked_tools=("time.get_current_time",), axe=True))
+    mine = requests.get(w.url("/api/v1/tokens"), headers={"Authorization": f"Bearer {w.tok('ann')}"}, timeout=30).json()["data"]
+    [g] = [x for x in mine if x["label"] == "OAuth: Picky client"]
+    assert g["collections"] == [ids["recipes"]], g
+    assert g["tools"] == ["time.get_current_time"], g
+    tools = anyio.run(gateway_tools, w, t["access_token"])
+    assert len(tools) == 1 and "get_current_time" in tools[0], tools

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 import time
 from pathlib import Path
 
@@ -32,6 +33,7 @@ from conftest import (
     start_server,
 )
 from fake_models import FakeModels, cosine, fake_embedding
+from kb_support import create_kb, upload, wait_for
 from test_mcp_python_sdk import check_summary, connect, dump, texts
 from test_mcp_wire import messages, modern
 from test_mcp_wire import request as mcp_request
@@ -510,7 +512,8 @@ def test_server_sees_embed_run_while_it_serves(quarry_bin, corpus, fake_models, 
         assert (status, body["stages"], "warnings" in body) == (200, ["keyword"], False), body
         _, st, _ = get(base, "/status")
         assert (st["needs_embedding"], st["has_vector_index"]) == (len(CORPUS), False), st
-        # Nothing to load yet: the default model is not fetched just because a server started.
+        # Offline with an empty cache the default model cannot be fetched: keyword only
+        # (test_default_model.py fetches it from a loopback mirror).
         time.sleep(0.3)
         assert get(base, "/health")[1]["model_loaded"] is False
         assert fake_models.snapshot() == []
@@ -544,6 +547,43 @@ def test_server_sees_embed_run_while_it_serves(quarry_bin, corpus, fake_models, 
     status, body, _ = post(base, "/vsearch", {"query": "rice cardamom cloves simmer"})
     assert status == 200, body
     assert body["results"][0]["file"] == "late/pilaf.md", body
+
+
+def test_embed_stops_when_another_process_switches_the_model(quarry_bin, corpus, fake_models, tmp_path):
+    """`quarry embed` holds the write lock only between model calls; a server started with
+    another model meanwhile switches the vector index to it. The CLI must then stop with a
+    clear error rather than add its vectors to an index of another vector space."""
+    home = make_home(quarry_bin, corpus, tmp_path / "switch-home", env=fake_models.env())
+    fake_models.embed_delay = 0.3  # the CLI's 45 chunks take about 14 s
+    mark = fake_models.mark()
+    cli = subprocess.Popen(
+        [str(home.bin), "embed"], env=home.env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not fake_models.embedded_texts(mark):
+            assert cli.poll() is None and time.monotonic() < deadline, cli.communicate()
+            time.sleep(0.05)
+        srv = start_server(home.with_env(QUARRY_EMBED_MODEL="openai:fake-b-48"), logdir=tmp_path / "logs")
+        try:
+            kb = create_kb(srv, "garden")
+            [doc] = upload(srv, kb["id"], [("pilaf.md", EXTRA["recipes/pilaf.md"].encode())])
+            wait_for(srv, kb["id"], [doc["id"]], {"ready"}, timeout=120)
+            out, err = cli.communicate(timeout=120)
+            assert cli.returncode != 0, (out, err)
+            assert "the vector index was switched to fake-b-48" in err and "while this run embedded with fake-a" in err, err
+            assert "Run 'quarry embed' again" in err, err
+            # The server's index holds one vector space, its own.
+            status, body, _ = post(srv.base, "/vsearch", {"query": "rice cardamom cloves simmer"})
+            assert status == 200 and body["results"][0]["file"].endswith("pilaf.md"), body
+        finally:
+            fake_models.embed_delay = 0.0
+            srv.stop()
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+            cli.communicate()
 
 
 # ---------------------------------------------------------------------------------------------

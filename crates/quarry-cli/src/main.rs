@@ -66,8 +66,9 @@ struct Cli {
 #[derive(Args, Default)]
 struct EmbedModelArg {
     /// Embedding model: a model directory, a Hugging Face id (`org/name[@rev]`, fetched and
-    /// cached when online), `openai:MODEL` or `ollama:MODEL`. Default: the model the index
-    /// was embedded with, else intfloat/multilingual-e5-small.
+    /// cached when online), `openai:MODEL`, `ollama:MODEL`, or `none` (keyword search only).
+    /// Default: the model the index was embedded with, else intfloat/multilingual-e5-small
+    /// (fetched on first use).
     #[arg(
         long,
         global = true,
@@ -608,11 +609,11 @@ fn open(cli: &Cli, env: &config::Env) -> Result<Engine> {
         }
     };
     let chosen = cli.command.engine_choices();
+    let embed_model = chosen.embed.and_then(|a| a.embed_model.as_ref());
+    let embed_off = embed_model.is_some_and(|m| m.trim().eq_ignore_ascii_case("none"));
     let models = ModelConfig {
-        embed: spec(
-            "embed-model",
-            chosen.embed.and_then(|a| a.embed_model.as_ref()),
-        )?,
+        embed: spec("embed-model", embed_model.filter(|_| !embed_off))?,
+        embed_off,
         rerank: spec(
             "rerank-model",
             chosen.rerank.and_then(|a| a.rerank_model.as_ref()),
@@ -1204,15 +1205,29 @@ fn serve(
     let runtime = runtime::build()?;
     runtime::block_on(&runtime, async move {
         let state = quarry_server::AppState::with_ui_assets(engine, auth, ui_assets);
-        // Models load in the background; /health reports model_loaded once they are in.
+        // Models load in the background (a first start downloads the default embedding
+        // model, with progress on stderr); /health reports model_loaded once they are in.
         let preload = state.root_engine().clone();
         tokio::task::spawn_blocking(move || {
-            match quarry_store::thread_guard::allow_blocking(|| preload.preload_models()) {
+            let progress = progress::CliProgress::new();
+            match quarry_store::thread_guard::allow_blocking(|| preload.preload_models(&progress)) {
                 Ok(names) if !names.is_empty() => tracing::info!(models = ?names, "models loaded"),
                 Ok(_) => {}
                 Err(e) => {
                     tracing::warn!(error = %e, "models not loaded; vector search will say why")
                 }
+            }
+            match quarry_store::thread_guard::allow_blocking(|| preload.semantic_state()) {
+                Ok(quarry_engine::SemanticState::Off) => tracing::info!(
+                    "keyword search only (--embed-model none): no embedding model is loaded"
+                ),
+                Ok(quarry_engine::SemanticState::KeywordOnly { model, reason }) => tracing::warn!(
+                    %model,
+                    %reason,
+                    "keyword search only: the default embedding model could not be fetched or loaded; restart with it reachable (online, HF_ENDPOINT, or a model directory in --embed-model), or pass --embed-model none to choose keyword search"
+                ),
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e, "cannot tell whether vector search is on"),
             }
         });
         // Starting reads the store (queued jobs, hub registrations), which blocks: never on

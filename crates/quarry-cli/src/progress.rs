@@ -1,8 +1,8 @@
 //! Progress on stderr: a bar on a terminal; elsewhere (a pipe, `| tee log`, systemd) lines
 //! for work that lasts — the first after [`FIRST_LINE_AFTER`], then every [`LINE_EVERY`],
 //! and one when it ends — with counts, rate and time left over the whole run so far
-//! (steadier than a bar's recent rate); quick work prints nothing. Warnings always go to
-//! stderr.
+//! (steadier than a bar's recent rate); quick work prints nothing, except a download, which
+//! always gets its first and last line. Warnings always go to stderr.
 
 use std::io::IsTerminal;
 use std::sync::Mutex;
@@ -28,6 +28,8 @@ struct Lines {
     label: String,
     total: u64,
     done: u64,
+    /// The counts are bytes (a download): written in MB.
+    bytes: bool,
     started: Instant,
     /// When the last line was written; `None` before the first.
     written: Option<Instant>,
@@ -41,13 +43,18 @@ impl Lines {
         } else {
             0.0
         };
+        let n = |v: u64| self.count_text(v);
         let mut line = if self.total > 0 {
-            format!("{}: {}/{}", self.label, self.done, self.total)
+            format!("{}: {}/{}", self.label, n(self.done), n(self.total))
         } else {
-            format!("{}: {}", self.label, self.done)
+            format!("{}: {}", self.label, n(self.done))
         };
         if self.done > 0 && secs >= 1.0 {
-            line.push_str(&format!(" ({rate:.1}/s"));
+            if self.bytes {
+                line.push_str(&format!(" ({:.1} MB/s", rate / 1e6));
+            } else {
+                line.push_str(&format!(" ({rate:.1}/s"));
+            }
             if self.total > self.done && rate > 0.0 {
                 let left = (self.total - self.done) as f64 / rate;
                 line.push_str(&format!(", about {} left", duration_text(left)));
@@ -55,6 +62,14 @@ impl Lines {
             line.push(')');
         }
         line
+    }
+
+    fn count_text(&self, v: u64) -> String {
+        if self.bytes {
+            format!("{:.1} MB", v as f64 / 1e6)
+        } else {
+            v.to_string()
+        }
     }
 }
 
@@ -84,31 +99,48 @@ impl CliProgress {
     fn lines(&self) -> std::sync::MutexGuard<'_, Option<Lines>> {
         self.lines.lock().unwrap_or_else(|p| p.into_inner())
     }
-}
 
-impl Progress for CliProgress {
-    fn begin(&self, label: &str, total: u64) {
+    fn start(&self, label: &str, total: u64, bytes: bool) {
         if !self.tty {
-            *self.lines() = Some(Lines {
+            let lines = Lines {
                 label: label.to_owned(),
                 total,
                 done: 0,
+                bytes,
                 started: Instant::now(),
                 written: None,
-            });
+            };
+            // A download is rare and may be large: always said, however quick.
+            let lines = if bytes {
+                eprintln!("{}", lines.line());
+                Lines {
+                    written: Some(Instant::now()),
+                    ..lines
+                }
+            } else {
+                lines
+            };
+            *self.lines() = Some(lines);
             return;
         }
         // Unknown totals get a spinner with a count; known ones a bar with rate and ETA.
-        let (bar, template) = if total == 0 {
-            (
+        let (bar, template) = match (total, bytes) {
+            (0, false) => (
                 ProgressBar::new_spinner(),
                 "{spinner} {msg} {human_pos} {elapsed}",
-            )
-        } else {
-            (
+            ),
+            (0, true) => (
+                ProgressBar::new_spinner(),
+                "{spinner} {msg} {bytes} ({bytes_per_sec}) {elapsed}",
+            ),
+            (_, false) => (
                 ProgressBar::new(total),
                 "{msg} [{bar:30}] {human_pos}/{human_len} ({per_sec}), ETA {eta}",
-            )
+            ),
+            (_, true) => (
+                ProgressBar::new(total),
+                "{msg} [{bar:30}] {bytes}/{total_bytes} ({bytes_per_sec}), ETA {eta}",
+            ),
         };
         let style = ProgressStyle::with_template(template)
             .map(|s| s.progress_chars("=> "))
@@ -119,6 +151,16 @@ impl Progress for CliProgress {
         bar.set_style(style);
         bar.set_message(label.to_owned());
         *self.bar() = Some(bar);
+    }
+}
+
+impl Progress for CliProgress {
+    fn begin(&self, label: &str, total: u64) {
+        self.start(label, total, false);
+    }
+
+    fn begin_bytes(&self, label: &str, total: u64) {
+        self.start(label, total, true);
     }
 
     fn advance(&self, n: u64) {
@@ -146,7 +188,7 @@ impl Progress for CliProgress {
             eprintln!(
                 "{}: {} done in {}",
                 l.label,
-                l.done,
+                l.count_text(l.done),
                 duration_text(l.started.elapsed().as_secs_f64())
             );
         }

@@ -414,9 +414,12 @@ impl Engine {
                 vector = Some(per_query);
                 stages.push("vector");
             }
-            // No vectors yet is the expected degradation; anything else is worth saying.
+            // No vectors yet is the expected degradation, and so is `--embed-model none`
+            // where nothing was ever embedded; anything else is worth saying.
             Err(Error::Unavailable(m)) => {
-                if m != NO_VECTOR_INDEX {
+                let expected = m == NO_VECTOR_INDEX
+                    || (m == crate::semantic::EMBEDDING_OFF && self.vector_model()?.is_none());
+                if !expected {
                     warnings.push(format!("vector search skipped: {m}"));
                 }
             }

@@ -59,7 +59,7 @@ pub use search::{
 };
 pub use semantic::{
     ANN_EXPANSION, DEFAULT_EMBED_MODEL, EXACT_SEARCH_MAX, EmbedOptions, EmbedReport,
-    EmbeddingProgress, ModelConfig, embed_input, model_key,
+    EmbeddingProgress, ModelConfig, SemanticState, embed_input, model_key,
 };
 
 /// Where the data lives and how to behave.
@@ -98,6 +98,10 @@ impl EngineOptions {
 pub trait Progress: Sync {
     /// A phase starts with `total` steps (0 when unknown).
     fn begin(&self, _label: &str, _total: u64) {}
+    /// A phase that counts bytes (a download) starts, `total` bytes long (0 when unknown).
+    fn begin_bytes(&self, label: &str, total: u64) {
+        self.begin(label, total);
+    }
     /// `n` more steps are done.
     fn advance(&self, _n: u64) {}
     /// The phase is over.

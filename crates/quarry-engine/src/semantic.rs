@@ -67,11 +67,15 @@ enum EmbedWork {
 }
 
 /// Which models the engine uses. Unset fields mean: embeddings from the model the index
-/// was built with (else [`DEFAULT_EMBED_MODEL`]); no reranker; no query expansion.
+/// was built with (else [`DEFAULT_EMBED_MODEL`], fetched on first use); no reranker; no
+/// query expansion.
 #[derive(Default)]
 pub struct ModelConfig {
     /// Embedding model (`--embed-model`).
     pub embed: Option<ModelSpec>,
+    /// `--embed-model none`: keyword search only. No embedding model is loaded or fetched,
+    /// uploads are not embedded, vector search says it is off (`embed` is then ignored).
+    pub embed_off: bool,
     /// Reranker for `query` (`--rerank-model`).
     pub rerank: Option<ModelSpec>,
     /// Query expansion for `query` (`--expand-model`).
@@ -86,7 +90,15 @@ pub struct ModelConfig {
 #[derive(Default)]
 pub(crate) struct Models {
     config: ModelConfig,
+    /// Held while the embedding model loads (a download may take minutes); the slot itself
+    /// is locked only briefly, so `/health` and searches never wait for a download.
+    embedder_loading: Mutex<()>,
     embedder: Mutex<Option<(String, Arc<dyn Embedder>)>>,
+    /// Why the default embedding model could not be loaded in this process (offline, the
+    /// Hub unreachable): the node then searches by keyword only, and says so, rather than
+    /// trying again on every request. Only the default: a configured model's failure is
+    /// an error the operator fixes.
+    default_unavailable: Mutex<Option<String>>,
     reranker: Mutex<Option<Arc<dyn Reranker>>>,
     expander: Mutex<Option<Arc<dyn QueryExpander>>>,
     annotator: Mutex<Option<Arc<dyn quarry_models::NoteAnnotator>>>,
@@ -150,6 +162,20 @@ pub struct EmbedOptions {
     pub force: bool,
 }
 
+/// A model spec as people write it: a Hub id without the `hf:` its spec form carries.
+fn spoken(spec: &str) -> &str {
+    spec.strip_prefix("hf:").unwrap_or(spec)
+}
+
+/// Why a node searches by keyword only although nobody turned embedding off.
+fn keyword_only_text(model: &str, reason: &str) -> String {
+    format!(
+        "keyword search only: the default embedding model {model} could not be fetched or \
+         loaded ({reason}). Restart with the model reachable (online, HF_ENDPOINT, or a model \
+         directory in --embed-model), or pass --embed-model none to choose keyword search"
+    )
+}
+
 /// Seconds `pending` chunks take at `rate` chunks a second, rounded up.
 pub(crate) fn eta_seconds(pending: u64, rate: f64) -> u64 {
     (pending as f64 / rate).ceil() as u64
@@ -204,21 +230,65 @@ pub(crate) struct VectorDocHit {
     pub chunk: ChunkRef,
 }
 
-/// Reports Hub downloads through a [`Progress`], one phase per file.
-fn hub_progress(progress: &dyn Progress) -> impl Fn(&HubProgress) + '_ {
+/// Whether this process searches by meaning ([`Engine::semantic_state`]): REST `/status`
+/// and the server's start-up log report it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum SemanticState {
+    /// `--embed-model none`: keyword search only, by choice.
+    Off,
+    /// The embedding model loads on first use, or is loading (perhaps downloading) now.
+    NotLoaded {
+        /// The model, as `--embed-model` names it.
+        model: String,
+    },
+    /// The embedding model is in memory.
+    Ready {
+        /// The model, as `--embed-model` names it.
+        model: String,
+    },
+    /// The default model could not be fetched or loaded (offline, no network): keyword
+    /// search only until the process starts again with the model at hand.
+    KeywordOnly {
+        /// The model, as `--embed-model` names it.
+        model: String,
+        /// Why it could not be loaded.
+        reason: String,
+    },
+}
+
+/// What `--embed-model none` answers to whatever needs the model.
+pub(crate) const EMBEDDING_OFF: &str = "embedding is off (--embed-model none): keyword search only; start without it, or name \
+     a model, to search by meaning";
+
+/// Runs `load` with a callback that reports its Hub downloads through `progress`, one phase
+/// per file, and ends the last phase when `load` returns.
+fn with_hub_progress<T>(
+    progress: &dyn Progress,
+    model: &str,
+    load: impl FnOnce(&dyn Fn(&HubProgress)) -> T,
+) -> T {
     let current = RefCell::new((String::new(), 0u64));
-    move |p: &HubProgress| {
+    let report = |p: &HubProgress| {
         let mut cur = current.borrow_mut();
         if cur.0 != p.file {
             if !cur.0.is_empty() {
                 progress.end();
             }
-            progress.begin(&format!("Downloading {}", p.file), p.total.unwrap_or(0));
+            progress.begin_bytes(
+                &format!("Downloading {model}: {}", p.file),
+                p.total.unwrap_or(0),
+            );
             *cur = (p.file.clone(), 0);
         }
         progress.advance(p.downloaded.saturating_sub(cur.1));
         cur.1 = p.downloaded;
+    };
+    let out = load(&report);
+    if !current.borrow().0.is_empty() {
+        progress.end();
     }
+    out
 }
 
 impl Engine {
@@ -227,47 +297,101 @@ impl Engine {
     }
 
     /// The embedding model spec in force: configured, else the one the index was built
-    /// with, else the default.
+    /// with, else the default. `Err(Unavailable)` under `--embed-model none`.
     pub fn embed_spec(&self) -> Result<ModelSpec> {
+        Ok(self.embed_choice()?.0)
+    }
+
+    /// The embedding model spec in force, and whether it is the default, chosen by nobody
+    /// (neither configured nor recorded by an earlier `embed`).
+    fn embed_choice(&self) -> Result<(ModelSpec, bool)> {
+        if self.models.config.embed_off {
+            return Err(Error::Unavailable(EMBEDDING_OFF.to_owned()));
+        }
         if let Some(s) = &self.models.config.embed {
-            return Ok(s.clone());
+            return Ok((s.clone(), false));
         }
         match self.store().meta(META_EMBED_SPEC)? {
-            Some(s) => ModelSpec::parse(&s).map_err(|e| {
+            Some(s) => ModelSpec::parse(&s).map(|spec| (spec, false)).map_err(|e| {
                 Error::Storage(format!("recorded embedding model {s:?} is invalid: {e}"))
             }),
-            None => ModelSpec::parse(DEFAULT_EMBED_MODEL).map_err(model_err),
+            None => ModelSpec::parse(DEFAULT_EMBED_MODEL)
+                .map(|spec| (spec, true))
+                .map_err(model_err),
         }
     }
 
-    /// The embedding model, loaded on first use and kept for the life of the engine.
+    /// The embedding model, loaded (and fetched from the Hub, with `progress`) on first use
+    /// and kept for the life of the engine. While another thread loads the default model
+    /// this answers `Unavailable` at once instead of waiting out a download; once the
+    /// default failed to load it answers why, without trying again.
     pub fn embedder(&self, progress: &dyn Progress) -> Result<Arc<dyn Embedder>> {
-        let spec = self.embed_spec()?;
+        let (spec, default) = self.embed_choice()?;
         let key = spec.to_string();
-        let mut slot = lock(&self.models.embedder);
-        if let Some((k, e)) = slot.as_ref()
-            && *k == key
-        {
-            return Ok(e.clone());
+        if let Some(e) = self.loaded_embedder(&key) {
+            return Ok(e);
+        }
+        if default && let Some(reason) = lock(&self.models.default_unavailable).clone() {
+            return Err(Error::Unavailable(keyword_only_text(spoken(&key), &reason)));
+        }
+        let _loading = if default {
+            match self.models.embedder_loading.try_lock() {
+                Ok(g) => g,
+                Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+                Err(std::sync::TryLockError::WouldBlock) => {
+                    return Err(Error::Unavailable(format!(
+                        "the embedding model {} is still loading (a first start downloads \
+                         it); keyword search works meanwhile",
+                        spoken(&key)
+                    )));
+                }
+            }
+        } else {
+            lock(&self.models.embedder_loading)
+        };
+        // Loaded by the thread this one waited for.
+        if let Some(e) = self.loaded_embedder(&key) {
+            return Ok(e);
         }
         let env = self.model_env();
-        let loaded: Arc<dyn Embedder> = Arc::from(
-            quarry_models::open_embedder(&spec, env, &hub_progress(progress)).map_err(model_err)?,
-        );
-        *slot = Some((key, loaded.clone()));
+        let loaded: Arc<dyn Embedder> = match with_hub_progress(progress, spoken(&key), |report| {
+            quarry_models::open_embedder(&spec, env, report)
+        }) {
+            Ok(m) => Arc::from(m),
+            Err(e) => {
+                if default {
+                    *lock(&self.models.default_unavailable) = Some(e.to_string());
+                }
+                return Err(model_err(e));
+            }
+        };
+        *lock(&self.models.embedder) = Some((key, loaded.clone()));
         Ok(loaded)
     }
 
+    fn loaded_embedder(&self, key: &str) -> Option<Arc<dyn Embedder>> {
+        lock(&self.models.embedder)
+            .as_ref()
+            .filter(|(k, _)| k == key)
+            .map(|(_, e)| e.clone())
+    }
+
     /// Loads the models a server will need, so the first request does not wait: the
-    /// embedding model if one is configured or the index was embedded (never the default
-    /// alone, which may need a download), the reranker and expander if configured.
-    /// Returns what was loaded.
-    pub fn preload_models(&self) -> Result<Vec<String>> {
+    /// embedding model (the default included, fetched from the Hub on a first start with
+    /// `progress`; unless `--embed-model none`), the reranker and expander if configured.
+    /// Returns what was loaded. The default model failing to load is no error: the node
+    /// searches by keyword, and [`Engine::semantic_state`] says why.
+    pub fn preload_models(&self, progress: &dyn Progress) -> Result<Vec<String>> {
         let mut loaded = Vec::new();
-        if self.models.config.embed.is_some() || self.store().meta(META_EMBED_SPEC)?.is_some() {
-            loaded.push(self.embedder(&crate::NoProgress)?.identity().name.clone());
+        if !self.models.config.embed_off {
+            match self.embedder(progress) {
+                Ok(e) => loaded.push(e.identity().name.clone()),
+                // Recorded: `semantic_state` reports it.
+                Err(_) if self.embed_choice()?.1 => {}
+                Err(e) => return Err(e),
+            }
         }
-        if let Some(r) = self.reranker(&crate::NoProgress)? {
+        if let Some(r) = self.reranker(progress)? {
             loaded.push(r.identity().name.clone());
         }
         if let Some(x) = self.expander()? {
@@ -281,6 +405,25 @@ impl Engine {
         lock(&self.models.embedder).is_some()
     }
 
+    /// Whether this process searches by meaning, and if not why (REST `/status`, the
+    /// server's log).
+    pub fn semantic_state(&self) -> Result<SemanticState> {
+        let (spec, default) = match self.embed_choice() {
+            Ok(c) => c,
+            Err(Error::Unavailable(_)) => return Ok(SemanticState::Off),
+            Err(e) => return Err(e),
+        };
+        let key = spec.to_string();
+        let model = spoken(&key).to_owned();
+        if self.loaded_embedder(&key).is_some() {
+            return Ok(SemanticState::Ready { model });
+        }
+        if default && let Some(reason) = lock(&self.models.default_unavailable).clone() {
+            return Ok(SemanticState::KeywordOnly { model, reason });
+        }
+        Ok(SemanticState::NotLoaded { model })
+    }
+
     /// The configured reranker, loaded on first use; `None` when none is configured.
     pub fn reranker(&self, progress: &dyn Progress) -> Result<Option<Arc<dyn Reranker>>> {
         let Some(spec) = &self.models.config.rerank else {
@@ -292,7 +435,10 @@ impl Engine {
         }
         let env = self.model_env();
         let loaded: Arc<dyn Reranker> = Arc::from(
-            quarry_models::open_reranker(spec, env, &hub_progress(progress)).map_err(model_err)?,
+            with_hub_progress(progress, spoken(&spec.to_string()), |report| {
+                quarry_models::open_reranker(spec, env, report)
+            })
+            .map_err(model_err)?,
         );
         *slot = Some(loaded.clone());
         Ok(Some(loaded))
@@ -360,10 +506,18 @@ impl Engine {
         self.embed_scope(collection_id, opts.force, progress)
     }
 
-    /// Whether uploads are embedded as they arrive: an embedding model is configured or the
-    /// index already has vectors (the default model alone never triggers a download).
+    /// Whether uploads are embedded as they arrive: an embedding model is configured, or
+    /// the index already has vectors, or the default model is loaded in this process (a
+    /// server loads it at start; until then, or when it cannot, uploads are searchable by
+    /// keyword and the embedding sweep catches up once it is in). Never under
+    /// `--embed-model none`.
     pub fn embedding_enabled(&self) -> Result<bool> {
-        Ok(self.models.config.embed.is_some() || self.store().meta(META_EMBED_SPEC)?.is_some())
+        match self.embed_choice() {
+            Ok((_, false)) => Ok(true),
+            Ok((spec, true)) => Ok(self.loaded_embedder(&spec.to_string()).is_some()),
+            Err(Error::Unavailable(_)) => Ok(false),
+            Err(e) => Err(e),
+        }
     }
 
     /// Brings the ANN file up to date with removals (after deletes), if there is one.
@@ -433,6 +587,7 @@ impl Engine {
             progress,
             &mut || {
                 let guard = self.lock_writes(&crate::NoProgress)?;
+                self.still_indexing(&guard, &key)?;
                 let (added, removed) =
                     self.vectors
                         .sync(&guard, store, &key, dims, &crate::NoProgress)?;
@@ -442,6 +597,7 @@ impl Engine {
         )?;
         report.chunks_embedded = run.done;
         let guard = self.lock_writes(progress)?;
+        self.still_indexing(&guard, &key)?;
         let (added, removed) = self.vectors.sync(&guard, store, &key, dims, progress)?;
         let (added, removed) = (added + indexed.0, removed + indexed.1);
         self.record_embed_rate(&key, &run)?;
@@ -501,6 +657,7 @@ impl Engine {
         // covers still need adding to the index.
         {
             let guard = self.lock_writes(progress)?;
+            self.still_indexing(&guard, &key)?;
             self.vectors
                 .sync(&guard, self.store(), &key, dims, progress)?;
         }
@@ -508,6 +665,22 @@ impl Engine {
         self.store().mark_embedded(collection_id, &key)?;
         quarry_models::release_free_memory();
         Ok(())
+    }
+
+    /// Checks, under the write lock, that the vector index still belongs to `key`: the lock
+    /// is released while the model runs, and another process (a server started with another
+    /// model) may have switched the index meanwhile. Adding this run's vectors then would mix
+    /// two vector spaces; the run stops and says so instead (its vectors stay stored, keyed
+    /// by model, for when that model is in force again).
+    fn still_indexing(&self, _guard: &WriteGuard, key: &str) -> Result<()> {
+        match self.store().meta(META_ANN_MODEL)? {
+            Some(now) if now != key => Err(Error::Conflict(format!(
+                "the vector index was switched to {now} by another process while this run \
+                 embedded with {key}; its vectors are kept, and searches use {now}. Run \
+                 'quarry embed' again with the model the index should use"
+            ))),
+            _ => Ok(()),
+        }
     }
 
     /// What every embedding run settles first, under the write lock: the model's key, and
@@ -696,6 +869,9 @@ impl Engine {
     /// Checks that vector search can run and embeds the queries with the index's model.
     /// `Err(Unavailable)` says why not (no index yet, or another model configured).
     pub(crate) fn embed_queries_for_search(&self, queries: &[&str]) -> Result<Vec<Vec<f32>>> {
+        if self.models.config.embed_off {
+            return Err(Error::Unavailable(EMBEDDING_OFF.to_owned()));
+        }
         let Some(indexed) = self.vector_model()? else {
             return Err(Error::Unavailable(crate::NO_VECTOR_INDEX.to_owned()));
         };

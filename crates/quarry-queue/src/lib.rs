@@ -273,7 +273,7 @@ fn heartbeat_loop(shared: &Shared, node: &str) {
     let mut first = true;
     let mut last_sweep: Option<Instant> = None;
     // The chunks as the last sweep that found nothing saw them, and when it ran in full.
-    let mut quiet_since: Option<((i64, i64), Instant)> = None;
+    let mut quiet_since: Option<(((i64, i64), bool), Instant)> = None;
     while !shared.stop.load(Ordering::Relaxed) {
         if !first {
             shared.wait_stop(NODE_HEARTBEAT);
@@ -300,8 +300,13 @@ fn heartbeat_loop(shared: &Shared, node: &str) {
             last_sweep = Some(Instant::now());
             // A full sweep reads every chunk: skip it while no chunk was cut or removed
             // since one found nothing, but not for longer than a failed collection's quiet
-            // time (it is due again after that without any chunk changing).
-            let fingerprint = match shared.engine.chunk_fingerprint() {
+            // time (it is due again after that without any chunk changing). Embedding
+            // coming on (the default model loaded after a download) makes it due at once.
+            let fingerprint = match shared
+                .engine
+                .chunk_fingerprint()
+                .and_then(|f| Ok((f, shared.engine.embedding_enabled()?)))
+            {
                 Ok(f) => Some(f),
                 Err(e) => {
                     tracing::warn!(error = %e, "cannot read the chunk count");

@@ -226,8 +226,11 @@ async fn multi_get(caller: Caller, Body(b): Body<MultiGetBody>) -> Result<Respon
 
 async fn status(caller: Caller) -> ApiResult {
     let engine = caller.engine.clone();
-    let s = run_blocking(move || engine.status()).await?;
+    let (s, semantic) =
+        run_blocking(move || Ok::<_, Error>((engine.status()?, engine.semantic_state()?))).await?;
     Ok(axum::Json(json!({
+        // Whether this node searches by meaning, and if not why (issue 41 item 18).
+        "semantic": semantic,
         "total_documents": s.total_documents,
         "needs_embedding": s.needs_embedding,
         "chunks_needing_embedding": s.chunks_needing_embedding,

@@ -540,6 +540,26 @@ function tokenStatus(tok) {
   return { key: "active", cls: "access-badge-ok" };
 }
 
+/**
+ * One row per connected application: the OAuth access tokens a grant mints (an hour each, a
+ * new one on every refresh) are counted on the grant's row instead of listed one by one, and
+ * the grant shows when any of them was last used. Revoking the grant ends them all.
+ */
+function foldOAuthAccess(list) {
+  const grants = new Map(list.filter((x) => x.label.startsWith("OAuth: ")).map((x) => [x.id, { ...x, access_active: 0 }]));
+  const rows = [];
+  for (const tok of list) {
+    const grant = tok.parent_id && grants.get(tok.parent_id);
+    if (!grant) {
+      rows.push(grants.get(tok.id) || tok);
+      continue;
+    }
+    if (tokenStatus(tok).key === "active") grant.access_active += 1;
+    if (tok.last_used_at && (!grant.last_used_at || tok.last_used_at > grant.last_used_at)) grant.last_used_at = tok.last_used_at;
+  }
+  return rows;
+}
+
 function tokensPanel(panel, state, ctl) {
   const body = h("div", { "aria-busy": "true" }, h("p", { class: "loading" }, t("common.loading")));
   const newBtn = state.readOnly
@@ -572,7 +592,7 @@ function tokensPanel(panel, state, ctl) {
     }
     // Newest first.
     list.sort((a, b) => b.created_at - a.created_at);
-    replace(body, tokensTable(list, state, reload));
+    replace(body, tokensTable(foldOAuthAccess(list), state, reload));
     body.removeAttribute("aria-busy");
   }
   reload();
@@ -601,6 +621,9 @@ function tokensTable(list, state, reload) {
         h("span", { class: `badge ${tok.read_only ? "badge-warn" : ""}` }, tok.read_only ? t("access.token.read_only") : t("access.token.read_write")),
         tok.collections ? h("div", { class: "muted" }, t("access.token.kbs", { n: tok.collections.length })) : null,
         tok.tools ? h("div", { class: "muted", dataset: { testid: "token-tools" } }, t("access.token.tools_list", { list: tok.tools.join(", ") })) : null,
+        tok.access_active !== undefined
+          ? h("div", { class: "muted", dataset: { testid: "token-oauth-access" } }, t("access.token.oauth_access", { n: tok.access_active }))
+          : null,
       ),
       h("td", { class: "access-date" }, fmtDate(tok.created_at)),
       h("td", { class: "access-date", dataset: { testid: "token-expires" } }, tok.expires_at ? fmtDate(tok.expires_at) : t("access.token.never")),

@@ -1,8 +1,9 @@
 // The OAuth consent page (#/authorize?<the authorization request>): an application (an MCP
 // connector in a desktop or browser assistant) asks to act as the signed-in person. The
-// person picks the spaces, write access and tools it gets; the server checks the request
-// again, records the grant and says where to send the browser (the application's redirect
-// URI with a one-time code). Nothing here is trusted: the server re-checks everything.
+// person picks the spaces, the knowledge bases in them, write access and the tools it gets
+// (packages and tools from a list, or named by hand); the server checks the request again,
+// records the grant and says where to send the browser (the application's redirect URI with
+// a one-time code). Nothing here is trusted: the server re-checks everything.
 
 import { app, t, h, api, replace, errorBlock, pageHeader, toast } from "./app.js";
 
@@ -28,10 +29,83 @@ export async function render({ root, query, signal }) {
     h(
       "label",
       { class: "switch" },
-      h("input", { type: "checkbox", name: "space", value: sp.id, checked: sp.id === app.space || spaces.length === 1 }),
+      h("input", {
+        type: "checkbox",
+        name: "space",
+        value: sp.id,
+        checked: sp.id === app.space || spaces.length === 1,
+        onchange: () => loadKbs(),
+      }),
       sp.name,
     ),
   );
+  const pickedSpaces = () => spaceBoxes.map((l) => l.querySelector("input")).filter((i) => i.checked).map((i) => i.value);
+
+  // Knowledge bases of the picked spaces; none ticked: all of them.
+  const kbBox = h("div", { class: "oauth-choices", "aria-live": "polite" });
+  let kbLoad = 0;
+  async function loadKbs() {
+    const mine = ++kbLoad;
+    const ticked = new Set(checkedValues(kbBox, "kb"));
+    const rows = [];
+    for (const id of pickedSpaces()) {
+      const sp = spaces.find((x) => x.id === id);
+      let kbs = [];
+      try {
+        kbs = await api("GET", "/api/v1/knowledge-bases", { query: { space_id: id }, signal });
+      } catch {
+        // The list is a convenience: without it every knowledge base of the space is granted.
+      }
+      for (const kb of Array.isArray(kbs) ? kbs : kbs.list || []) {
+        rows.push(
+          h(
+            "label",
+            { class: "switch" },
+            h("input", { type: "checkbox", name: "kb", value: kb.id, checked: ticked.has(kb.id) }),
+            spaces.length > 1 ? `${sp ? sp.name : id} / ${kb.name}` : kb.name,
+          ),
+        );
+      }
+    }
+    if (mine !== kbLoad) return; // a later change of spaces answered first
+    replace(kbBox, rows.length ? rows : h("p", { class: "muted" }, t("oauth.kbs_none")));
+  }
+  loadKbs();
+
+  // Packages and their tools the person may hand out; none ticked (and none named): all.
+  const toolBox = h("div", { class: "oauth-choices" });
+  (async () => {
+    let tools = [];
+    try {
+      tools = await api("GET", "/api/v1/mcp/tools", { signal });
+    } catch {
+      // Without the list the text field below still names packages and tools.
+    }
+    const packages = new Map();
+    for (const tool of tools) {
+      if (!packages.has(tool.package)) packages.set(tool.package, []);
+      packages.get(tool.package).push(tool);
+    }
+    const groups = [...packages.keys()].sort().map((pkg) =>
+      h(
+        "div",
+        { class: "oauth-package" },
+        h("label", { class: "switch" }, h("input", { type: "checkbox", name: "tool", value: pkg }), pkg),
+        h(
+          "details",
+          {},
+          h("summary", { class: "muted" }, t("oauth.package_tools", { n: packages.get(pkg).length })),
+          ...packages
+            .get(pkg)
+            .sort((a, b) => a.full_name.localeCompare(b.full_name))
+            .map((tool) =>
+              h("label", { class: "switch", title: tool.description || "" }, h("input", { type: "checkbox", name: "tool", value: tool.full_name }), tool.full_name),
+            ),
+        ),
+      ),
+    );
+    replace(toolBox, groups.length ? groups : h("p", { class: "muted" }, t("oauth.tools_none")));
+  })();
   const readOnly = h("input", {
     type: "checkbox",
     id: "oauth-read-only",
@@ -52,15 +126,18 @@ export async function render({ root, query, signal }) {
   const status = h("p", { class: "muted", role: "status" });
 
   async function answer(approve) {
-    const picked = spaceBoxes.map((l) => l.querySelector("input")).filter((i) => i.checked).map((i) => i.value);
+    const picked = pickedSpaces();
     if (approve && !picked.length) {
       toast(t("oauth.pick_space"), "error");
       return;
     }
-    const toolList = tools.value
+    const named = tools.value
       .split(",")
       .map((s) => s.trim())
       .filter(Boolean);
+    const toolList = [...new Set([...checkedValues(toolBox, "tool"), ...named])];
+    // Only knowledge bases of spaces still picked.
+    const kbList = checkedValues(kbBox, "kb");
     allow.disabled = deny.disabled = true;
     replace(status, t("oauth.sending"));
     try {
@@ -71,6 +148,7 @@ export async function render({ root, query, signal }) {
           spaces: picked,
           read_only: readOnly.checked,
           tools: toolList.length ? toolList : undefined,
+          knowledge_bases: kbList.length ? kbList : undefined,
         },
       });
       replace(status, approve ? t("oauth.returning", { client }) : t("oauth.declined"));
@@ -95,12 +173,14 @@ export async function render({ root, query, signal }) {
     h("p", {}, t("oauth.intro", { client, user: session.user ? session.user.name : "" })),
     h("p", { class: "muted" }, t("oauth.redirect", { host: info.redirect_host })),
     h("fieldset", { class: "field" }, h("legend", {}, t("oauth.spaces")), ...spaceBoxes),
+    h("fieldset", { class: "field", "data-testid": "oauth-kbs" }, h("legend", {}, t("oauth.kbs")), kbBox, h("p", { class: "muted" }, t("oauth.kbs_help"))),
     h(
       "div",
       { class: "field" },
       h("label", { class: "switch", for: "oauth-read-only" }, readOnly, t("oauth.read_only")),
       h("p", { class: "muted" }, readOnlyToken ? t("oauth.read_only_forced") : info.wants_write ? t("oauth.wants_write") : t("oauth.asks_read")),
     ),
+    h("fieldset", { class: "field", "data-testid": "oauth-tool-picker" }, h("legend", {}, t("oauth.tool_picker")), toolBox),
     h(
       "div",
       { class: "field" },
@@ -114,4 +194,9 @@ export async function render({ root, query, signal }) {
   const head = pageHeader(t("oauth.title", { client }));
   head.querySelector("h1").id = "oauth-title";
   replace(root, head, form);
+}
+
+/** Values of the ticked checkboxes named `name` inside `root`. */
+function checkedValues(root, name) {
+  return [...root.querySelectorAll(`input[name="${name}"]:checked`)].map((i) => i.value);
 }
