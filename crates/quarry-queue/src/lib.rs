@@ -273,7 +273,7 @@ fn heartbeat_loop(shared: &Shared, node: &str) {
     let mut first = true;
     let mut last_sweep: Option<Instant> = None;
     // The chunks as the last sweep that found nothing saw them, and when it ran in full.
-    let mut quiet_since: Option<(((i64, i64), bool), Instant)> = None;
+    let mut quiet_since: Option<(SweepFingerprint, Instant)> = None;
     while !shared.stop.load(Ordering::Relaxed) {
         if !first {
             shared.wait_stop(NODE_HEARTBEAT);
@@ -337,6 +337,11 @@ fn heartbeat_loop(shared: &Shared, node: &str) {
         }
     }
 }
+
+/// What the embedding sweep compares to know nothing changed since a sweep found nothing: the
+/// store's chunk fingerprint, and whether embedding is on (it comes on when a server's
+/// default model has loaded).
+type SweepFingerprint = ((i64, i64), bool);
 
 /// How long the embedding sweep leaves a collection alone after its embedding failed for
 /// good (the model or its API down): a retry every sweep would only fail again.
