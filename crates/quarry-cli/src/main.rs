@@ -1221,12 +1221,11 @@ fn serve(
                 Ok(quarry_engine::SemanticState::Off) => tracing::info!(
                     "keyword search only (--embed-model none): no embedding model is loaded"
                 ),
-                Ok(quarry_engine::SemanticState::KeywordOnly { model, reason }) => tracing::warn!(
-                    %model,
-                    %reason,
-                    "keyword search only: the default embedding model could not be fetched or loaded; restart with it reachable (online, HF_ENDPOINT, or a model directory in --embed-model), or pass --embed-model none to choose keyword search"
-                ),
-                Ok(_) => {}
+                Ok(state) => {
+                    if let Some(notice) = state.keyword_only_notice() {
+                        tracing::warn!("{notice}");
+                    }
+                }
                 Err(e) => tracing::warn!(error = %e, "cannot tell whether vector search is on"),
             }
         });

@@ -108,18 +108,12 @@ impl CliProgress {
                 done: 0,
                 bytes,
                 started: Instant::now(),
-                written: None,
+                // A download is rare and may be large: always said, however quick.
+                written: bytes.then(Instant::now),
             };
-            // A download is rare and may be large: always said, however quick.
-            let lines = if bytes {
+            if bytes {
                 eprintln!("{}", lines.line());
-                Lines {
-                    written: Some(Instant::now()),
-                    ..lines
-                }
-            } else {
-                lines
-            };
+            }
             *self.lines() = Some(lines);
             return;
         }

@@ -170,8 +170,8 @@ fn spoken(spec: &str) -> &str {
 /// Why a node searches by keyword only although nobody turned embedding off.
 fn keyword_only_text(model: &str, reason: &str) -> String {
     format!(
-        "keyword search only: the default embedding model {model} could not be fetched or \
-         loaded ({reason}). Restart with the model reachable (online, HF_ENDPOINT, or a model \
+        "keyword search only: the default embedding model could not be fetched or loaded \
+         ({model}: {reason}). Restart with the model reachable (online, HF_ENDPOINT, or a model \
          directory in --embed-model), or pass --embed-model none to choose keyword search"
     )
 }
@@ -255,6 +255,17 @@ pub enum SemanticState {
         /// Why it could not be loaded.
         reason: String,
     },
+}
+
+impl SemanticState {
+    /// Why a node in [`SemanticState::KeywordOnly`] searches by keyword only, and what to do
+    /// about it (the server logs it at start; vector search answers it); `None` otherwise.
+    pub fn keyword_only_notice(&self) -> Option<String> {
+        match self {
+            SemanticState::KeywordOnly { model, reason } => Some(keyword_only_text(model, reason)),
+            _ => None,
+        }
+    }
 }
 
 /// What `--embed-model none` answers to whatever needs the model.

@@ -56,7 +56,7 @@ export async function render({ root, query, signal }) {
       } catch {
         // The list is a convenience: without it every knowledge base of the space is granted.
       }
-      for (const kb of Array.isArray(kbs) ? kbs : kbs.list || []) {
+      for (const kb of kbs) {
         rows.push(
           h(
             "label",
