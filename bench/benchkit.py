@@ -10,8 +10,12 @@ from __future__ import annotations
 import json
 import os
 import platform
+import re
 import socket
+import sys
 from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 # Settings of the outer environment that would change what is measured (models, chat, RAG,
@@ -80,9 +84,55 @@ def default_quarry():
     return None
 
 
+# An absolute path of the machine that ran a benchmark: committed reports name places by the
+# variable or convention that finds them on any machine instead ($CARGO_TARGET_DIR, ~, ../shared).
+MACHINE_PATH = re.compile(r"(?<![\w.~$])/(?:root|home|Users|work|tmp|var/tmp|private)(?:/[^\s\"',;:)\]}]*)?")
+
+
+def portable(text):
+    """`text` with the paths of this machine replaced by their portable names: the cargo target
+    directory by $CARGO_TARGET_DIR, the repository by `.`, ../shared by `../shared`, the home
+    directory by `~`, a temporary directory by $TMPDIR. What is left over (a path of another
+    machine) becomes `<path>`."""
+    places = []
+    target = os.environ.get("CARGO_TARGET_DIR") or str(Path.home() / ".cache" / "quarry-target")
+    places.append((str(Path(target).resolve()), "$CARGO_TARGET_DIR"))
+    places.append((str(REPO), "."))
+    places.append((str((REPO.parent / "shared").resolve()), "../shared"))
+    places.append((str(Path.home()), "~"))
+    import tempfile
+    places.append((str(Path(tempfile.gettempdir()).resolve()), "$TMPDIR"))
+    # `crates/x/../../../shared` and the like first become plain paths.
+    text = re.sub(r"(/[\w.-]+)+/\.\.(/\.\.)*(/[\w.-]+)+",
+                  lambda m: os.path.normpath(m.group(0)), text)
+    for real, name in sorted(places, key=lambda p: -len(p[0])):
+        if real not in ("/", "."):
+            text = re.sub(re.escape(real) + r"(?![\w.-])", lambda _m, n=name: n, text)
+    return MACHINE_PATH.sub("<path>", text)
+
+
 def save(rep, out, text_report):
-    """Writes `out` (JSON) and `out` with .txt (`text_report(rep)`), noting the load at the end."""
+    """Writes `out` (JSON) and `out` with .txt (`text_report(rep)`), noting the load at the end;
+    machine paths become portable names (`portable`)."""
     rep["meta"]["load_end"] = loadavg()
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(rep, indent=1, ensure_ascii=False) + "\n")
-    out.with_suffix(".txt").write_text(text_report(rep))
+    out.write_text(portable(json.dumps(rep, indent=1, ensure_ascii=False)) + "\n")
+    out.with_suffix(".txt").write_text(portable(text_report(rep)))
+
+
+def scrub(paths):
+    """Rewrites report files in place with `portable` (the benchmarks written in Rust and shell
+    call it through `python3 bench/benchkit.py scrub FILE...`)."""
+    for path in map(Path, paths):
+        if path.is_file():
+            text = path.read_text(encoding="utf-8")
+            clean = portable(text)
+            if clean != text:
+                path.write_text(clean, encoding="utf-8")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) >= 2 and sys.argv[1] == "scrub":
+        scrub(sys.argv[2:])
+    else:
+        sys.exit("usage: python3 bench/benchkit.py scrub FILE...")

@@ -92,4 +92,6 @@ echo "== ingestion: conversion vs markitdown (PyPI), content check, kb upload th
 cargo build --release -p quarry-convert --example convert --quiet
 python3 bench/ingest/run.py --convert "$CARGO_TARGET_DIR/release/examples/convert" --quarry "$QUARRY" \
   --embed-model "$MINILM" --out "$OUT/ingest.json" >/dev/null
+# Reports name places portably ($CARGO_TARGET_DIR, ~, ../shared), never this machine's paths.
+python3 bench/benchkit.py scrub "$OUT"/*
 echo "reports in $OUT/"

@@ -33,3 +33,5 @@ QUARRY_BENCH_DATABASE_URL="${url%/*}/$name$query" \
 QUARRY_BENCH_BLOBS_URL="s3://$bucket/blobs" \
 QUARRY_BENCH_OUT="$OUT/backends.json" \
   cargo bench -p quarry-cli --bench backends --quiet
+# Reports name places portably, never this machine's paths (bench/benchkit.py).
+python3 bench/benchkit.py scrub "$OUT/backends.json"

@@ -30,7 +30,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "bench"))
-from benchkit import free_port, loadavg  # noqa: E402  (bench/benchkit.py)
+from benchkit import free_port, loadavg, portable  # noqa: E402  (bench/benchkit.py)
 HOME = Path.home()
 WORK = HOME / ".cache" / "quarry-bench" / "ingest"
 DOC_FORMATS = ["pdf", "docx", "xlsx", "pptx", "csv", "html"]
@@ -884,8 +884,8 @@ def save(rep, out):
     measured)."""
     rep["meta"]["load_end"] = loadavg()
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(rep, indent=1, ensure_ascii=False) + "\n")
-    txt = text_report(rep)
+    out.write_text(portable(json.dumps(rep, indent=1, ensure_ascii=False)) + "\n")
+    txt = portable(text_report(rep))
     out.with_suffix(".txt").write_text(txt)
     return txt
 

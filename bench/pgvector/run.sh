@@ -29,3 +29,5 @@ QUARRY_BENCH_CHUNKS="$chunks" \
 QUARRY_BENCH_DATABASE_URL="${url%/*}/$name$query" \
 QUARRY_BENCH_OUT="$OUT/pgvector-$chunks.json" \
   cargo bench -p quarry-store-pg --bench pgvector --quiet
+# Reports name places portably, never this machine's paths (bench/benchkit.py).
+python3 bench/benchkit.py scrub "$OUT/pgvector-$chunks.json"

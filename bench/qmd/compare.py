@@ -571,7 +571,10 @@ def main(argv: list[str] | None = None) -> int:
     print_table(report)
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+        from benchkit import portable  # bench/benchkit.py: no machine paths in reports
+
+        Path(args.out).write_text(portable(json.dumps(report, indent=2, ensure_ascii=False)) + "\n", encoding="utf-8")
         print(f"\nwrote {args.out}")
     if not ran_any:
         print("warning: no tool ran (give --quarry and/or --qmd)", file=sys.stderr)

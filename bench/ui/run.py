@@ -72,7 +72,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "bench"))
-from benchkit import cpu_model, free_port, isolated_env, loadavg  # noqa: E402  (bench/benchkit.py)
+from benchkit import cpu_model, free_port, isolated_env, loadavg, portable  # noqa: E402  (bench/benchkit.py)
 RESULTS = REPO / "bench" / "results"
 WORK = Path.home() / ".cache" / "quarry-bench" / "ui"
 JS_BUDGET = 50 * 1024
@@ -681,8 +681,8 @@ def main():
         q.close()
     rep["meta"]["load_end"] = loadavg()
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "ui.json").write_text(json.dumps(rep, indent=1, ensure_ascii=False) + "\n")
-    text = report_text(rep)
+    (RESULTS / "ui.json").write_text(portable(json.dumps(rep, indent=1, ensure_ascii=False)) + "\n")
+    text = portable(report_text(rep))
     (RESULTS / "ui.txt").write_text(text)
     print(text)
     if not a.keep:

@@ -75,6 +75,13 @@ impl AuthFailure {
         }
     }
 
+    /// Whether this refusal is what guessing looks like (a token, a space, a knowledge base):
+    /// the attempts that failed-authentication throttling slows down. A valid token used
+    /// outside its tool endpoint, or without naming one of its spaces, guessed nothing.
+    pub fn is_guess(&self) -> bool {
+        !matches!(self, AuthFailure::EndpointOnly | AuthFailure::SpaceRequired)
+    }
+
     /// HTTP status: 401 for the token itself, 403 for the space.
     pub fn status(&self) -> u16 {
         match self {

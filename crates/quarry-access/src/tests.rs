@@ -695,3 +695,21 @@ fn endpoint_tokens_carry_their_endpoint_to_the_principal_and_their_children() {
     });
     assert!(matches!(other, Err(Error::Forbidden(_))), "{other:?}");
 }
+
+#[test]
+fn only_refusals_that_guess_something_are_throttled() {
+    use crate::AuthFailure;
+    for f in [
+        AuthFailure::Invalid,
+        AuthFailure::Expired,
+        AuthFailure::Revoked,
+        AuthFailure::SpaceForbidden,
+        AuthFailure::KnowledgeBaseNotFound("kb".into()),
+        AuthFailure::Missing,
+    ] {
+        assert!(f.is_guess(), "{}", f.code());
+    }
+    for f in [AuthFailure::EndpointOnly, AuthFailure::SpaceRequired] {
+        assert!(!f.is_guess(), "{}", f.code());
+    }
+}

@@ -976,7 +976,7 @@ fn run(cli: Cli, env: &config::Env) -> Result<()> {
             let hits = match &cli.command {
                 Command::Vsearch(_) => {
                     if args.min_score.is_none() {
-                        req.min_score = 0.3;
+                        req.min_score = quarry_engine::VSEARCH_MIN_SCORE;
                     }
                     engine.vsearch(&req)?
                 }

@@ -8,8 +8,8 @@
 
 use std::borrow::Cow;
 
+use crate::types::{ConvertError, ConvertOptions, Converted, Converter, Deadline, Format};
 use crate::util::{self, grid_table};
-use crate::{ConvertError, ConvertOptions, Converted, Converter, Deadline, Format};
 
 /// Columns kept per row: a Markdown table wider than this is unreadable, and each cell
 /// costs memory out of proportion to its bytes (500,000 one-byte fields made 658 MB).

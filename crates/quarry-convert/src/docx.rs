@@ -12,10 +12,10 @@ use std::collections::HashMap;
 use quick_xml::Reader;
 use quick_xml::events::Event;
 
+use crate::types::{ConvertError, ConvertOptions, Converted, Converter, Deadline, Format, Image};
 use crate::util::{self, md_table};
 use crate::xml::{attr, part_text, relationships, resolve_ref, toggle_on};
 use crate::zipc::Package;
-use crate::{ConvertError, ConvertOptions, Converted, Converter, Deadline, Format, Image};
 use quarry_core::FurnitureKind;
 
 pub(crate) struct DocxConverter;

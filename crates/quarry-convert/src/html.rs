@@ -20,8 +20,8 @@ use htmd::element_handler::{HandlerResult, Handlers};
 use htmd::{Element, HtmlToMarkdown};
 use markup5ever_rcdom::{Handle, NodeData};
 
+use crate::types::{ConvertError, ConvertOptions, Converted, Converter, Format};
 use crate::util;
-use crate::{ConvertError, ConvertOptions, Converted, Converter, Format};
 use quarry_core::FurnitureKind;
 
 pub(crate) struct HtmlConverter;

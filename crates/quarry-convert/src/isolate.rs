@@ -6,7 +6,7 @@
 //! it — so a server converting on a thread would die, and die again on every restart while
 //! the job waits in the queue. [`Isolation::Child`] runs the converter in a child process
 //! (the same binary, through a hidden entry point that calls [`child_main`]) under rlimits:
-//! address space ([`crate::Limits::max_memory_bytes`]), CPU seconds, no core file. The parent
+//! address space ([`crate::types::Limits::max_memory_bytes`]), CPU seconds, no core file. The parent
 //! kills it at the wall-time limit. Whatever happens to the child becomes a
 //! [`ConvertError`] whose text says why.
 //!
@@ -21,7 +21,8 @@ use std::path::PathBuf;
 use std::process::{Command, ExitCode, Stdio};
 use std::time::Duration;
 
-use crate::{ConvertError, ConvertOptions, Converted, Format, Image, Limits, Ocr, PageSpan};
+use crate::types::{ConvertError, ConvertOptions, Converted, Format, Image, Limits, Ocr};
+use quarry_core::PageSpan;
 
 /// Where conversion runs.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -2,7 +2,7 @@
 //!
 //! A subprocess rather than a library binding: nothing to compile or link, the feature
 //! simply lights up on machines that have tesseract (languages from
-//! [`crate::ConvertOptions::ocr_languages`], default `eng`), and a hung or crashing OCR run is killed without touching our process.
+//! [`crate::types::ConvertOptions::ocr_languages`], default `eng`), and a hung or crashing OCR run is killed without touching our process.
 
 use std::io::Read;
 use std::path::PathBuf;
@@ -32,7 +32,7 @@ fn langs(languages: &str) -> &str {
     {
         l
     } else {
-        crate::DEFAULT_OCR_LANGUAGES
+        crate::types::DEFAULT_OCR_LANGUAGES
     }
 }
 

@@ -31,7 +31,9 @@ use pdf_oxide::layout::RectFilterMode;
 
 use quarry_core::{Furniture, FurnitureKind};
 
-use crate::{ConvertError, ConvertOptions, Converted, Converter, Deadline, Format, Ocr, ocr};
+use crate::ocr;
+use crate::types::{ConvertError, ConvertOptions, Converted, Converter, Deadline, Format, Ocr};
+use crate::util::is_cjk;
 use crate::{pdf_columns, util};
 
 pub(crate) struct PdfConverter;
@@ -1314,12 +1316,6 @@ fn strip_links(md: &str) -> String {
     }
     out.push_str(rest);
     out
-}
-
-pub(crate) fn is_cjk(c: char) -> bool {
-    matches!(c as u32,
-        0x3000..=0x303F | 0x3040..=0x30FF | 0x3400..=0x4DBF | 0x4E00..=0x9FFF
-        | 0xF900..=0xFAFF | 0xFF00..=0xFFEF | 0x20000..=0x2FFFF)
 }
 
 /// Removes single spaces between two CJK characters (line wraps joined with a space).

@@ -15,7 +15,7 @@
 use pdf_oxide::PdfDocument;
 use pdf_oxide::layout::Word;
 
-use crate::pdf::is_cjk;
+use crate::util::is_cjk;
 
 /// Rows of cells a page needs to be read as a table.
 const MIN_ROWS: usize = 4;

@@ -11,10 +11,10 @@ use std::collections::HashMap;
 use quick_xml::Reader;
 use quick_xml::events::{BytesStart, Event};
 
+use crate::types::{ConvertError, ConvertOptions, Converted, Converter, Deadline, Format, Image};
 use crate::util::{self, md_table};
 use crate::xml::{attr, part_text, relationships, resolve_ref};
 use crate::zipc::Package;
-use crate::{ConvertError, ConvertOptions, Converted, Converter, Deadline, Format, Image};
 
 pub(crate) struct PptxConverter;
 

@@ -10,10 +10,10 @@ use std::io::Cursor;
 
 use calamine::{Data, Reader, Sheets};
 
+use crate::types::{ConvertError, ConvertOptions, Converted, Converter, Deadline, Format};
 use crate::util::{escape_cell, grid_table};
 use crate::xml;
 use crate::zipc::{self, Package};
-use crate::{ConvertError, ConvertOptions, Converted, Converter, Deadline, Format};
 
 pub(crate) struct SheetConverter(pub Format);
 
@@ -212,7 +212,7 @@ fn convert_book(
 fn raw_xlsx_sheet(
     bytes: &[u8],
     sheet: &str,
-    limits: &crate::Limits,
+    limits: &crate::types::Limits,
 ) -> Result<Vec<Vec<String>>, String> {
     use quick_xml::events::Event;
 

@@ -4,8 +4,8 @@
 //! since a wrong guess would corrupt its syntax silently; JSON is validated with `serde_json`
 //! and pretty-printed in a fenced block so chunks keep its structure readable.
 
+use crate::types::{ConvertError, ConvertOptions, Converted, Converter, Format};
 use crate::util;
-use crate::{ConvertError, ConvertOptions, Converted, Converter, Format};
 
 pub(crate) struct PlainText(pub Format);
 

@@ -1,7 +1,7 @@
 //! Helpers shared by the converters: Markdown tables and escaping, text decoding, images,
 //! and the output-size limit.
 
-use crate::{Converted, Image};
+use crate::types::{Converted, Image};
 use quarry_core::{Furniture, FurnitureKind, sha256_hex};
 
 /// Escapes a table cell: pipes, line breaks (→ `<br>`), surrounding whitespace.
@@ -307,7 +307,7 @@ pub(crate) fn enforce_output_limit(c: &mut Converted, max: usize) {
 
 /// After the Markdown was trimmed to `len` bytes: spans clamped to it, the last one ending
 /// there.
-pub(crate) fn end_pages_at(pages: &mut [crate::PageSpan], len: usize) {
+pub(crate) fn end_pages_at(pages: &mut [quarry_core::PageSpan], len: usize) {
     for p in pages.iter_mut() {
         p.byte_start = p.byte_start.min(len);
         p.byte_end = p.byte_end.min(len);
@@ -318,7 +318,12 @@ pub(crate) fn end_pages_at(pages: &mut [crate::PageSpan], len: usize) {
 }
 
 /// Appends Markdown text for one page and records its span.
-pub(crate) fn push_page(out: &mut String, pages: &mut Vec<crate::PageSpan>, page: u32, text: &str) {
+pub(crate) fn push_page(
+    out: &mut String,
+    pages: &mut Vec<quarry_core::PageSpan>,
+    page: u32,
+    text: &str,
+) {
     let start = out.len();
     out.push_str(text);
     if !out.is_empty() && !out.ends_with("\n\n") {
@@ -328,7 +333,7 @@ pub(crate) fn push_page(out: &mut String, pages: &mut Vec<crate::PageSpan>, page
             out.push_str("\n\n");
         }
     }
-    pages.push(crate::PageSpan {
+    pages.push(quarry_core::PageSpan {
         page,
         byte_start: start,
         byte_end: out.len(),
@@ -472,6 +477,13 @@ pub(crate) fn normalize_furniture(mut spans: Vec<Furniture>, len: usize) -> Vec<
         out.push(f);
     }
     out
+}
+
+/// Whether `c` is a CJK ideograph, kana, or CJK or full-width punctuation.
+pub(crate) fn is_cjk(c: char) -> bool {
+    matches!(c as u32,
+        0x3000..=0x303F | 0x3040..=0x30FF | 0x3400..=0x4DBF | 0x4E00..=0x9FFF
+        | 0xF900..=0xFAFF | 0xFF00..=0xFFEF | 0x20000..=0x2FFFF)
 }
 
 #[cfg(test)]

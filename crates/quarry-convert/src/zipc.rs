@@ -6,7 +6,8 @@
 
 use std::io::{Cursor, Read};
 
-use crate::{ConvertError, Format, Limits, util};
+use crate::types::{ConvertError, Format, Limits};
+use crate::util;
 
 pub(crate) struct Package<'a> {
     archive: zip::ZipArchive<Cursor<&'a [u8]>>,

@@ -4,8 +4,9 @@ use std::path::{Path, PathBuf};
 
 use quarry_core::{Access, Collection, CollectionKind, Context, Error, Result};
 
+use crate::engine::Engine;
 use crate::indexing::CollectionReport;
-use crate::{Engine, Progress};
+use crate::progress::Progress;
 
 /// Names a new collection may not take because a REST route owns that path segment
 /// (`POST /collections/add` would shadow `GET/PUT/DELETE /collections/{name}`).

@@ -11,7 +11,7 @@ use quarry_core::{
 use quarry_store::DocSummary;
 use serde::Serialize;
 
-use crate::Engine;
+use crate::engine::Engine;
 
 /// Default `max_bytes` of `multi_get` (10 KB).
 pub(crate) const DEFAULT_MAX_BYTES: u64 = 10_240;

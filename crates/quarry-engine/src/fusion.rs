@@ -150,6 +150,37 @@ pub fn blend(fused: &[(i64, f64)], rerank: &HashMap<i64, f64>) -> Vec<(i64, f64)
     out.into_iter().map(|(id, s, _)| (id, s)).collect()
 }
 
+/// Weight of an expansion's evidence relative to the query as written.
+pub const EXPANSION_DISCOUNT: f64 = 0.9;
+
+/// Merges the scored lists of the query as written (first) and its expansions: a document
+/// keeps its best score, an expansion's × [`EXPANSION_DISCOUNT`], with the payload of the
+/// list that gave it; best first, ties in first-seen order, so the query as written decides
+/// among equals. `query` and `vsearch` both rank their variants this way.
+pub(crate) fn best_over_variants<T>(
+    lists: impl IntoIterator<Item = Vec<(i64, f64, T)>>,
+) -> Vec<(i64, f64, T)> {
+    let mut best: Vec<(i64, f64, T)> = Vec::new();
+    let mut at: HashMap<i64, usize> = HashMap::new();
+    for (i, list) in lists.into_iter().enumerate() {
+        let w = if i == 0 { 1.0 } else { EXPANSION_DISCOUNT };
+        for (id, p, payload) in list {
+            let p = w * p;
+            match at.get(&id) {
+                Some(&j) if best[j].1 >= p => {}
+                Some(&j) => best[j] = (id, p, payload),
+                None => {
+                    at.insert(id, best.len());
+                    best.push((id, p, payload));
+                }
+            }
+        }
+    }
+    // Stable: ties keep first-seen order.
+    best.sort_by(|a, b| b.1.total_cmp(&a.1));
+    best
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

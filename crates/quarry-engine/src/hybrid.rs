@@ -11,10 +11,12 @@ use quarry_store::ChunkRef;
 use serde::Serialize;
 
 use crate::calibration::{self, EVIDENCE_DEPTH, KeywordEvidence, VectorEvidence};
-use crate::fusion::{self, Fusion, RankedList};
+use crate::engine::Engine;
+use crate::fusion::{self, Fusion, RankedList, best_over_variants};
+use crate::progress::NoProgress;
 use crate::search::search_hit;
+use crate::search::{NO_VECTOR_INDEX, QueryResponse, SearchRequest};
 use crate::semantic::model_err;
-use crate::{Engine, NO_VECTOR_INDEX, NoProgress, QueryResponse, SearchRequest};
 
 /// Candidates each retrieval list contributes to fusion.
 pub const LIST_DEPTH: usize = EVIDENCE_DEPTH;
@@ -56,9 +58,6 @@ pub(crate) struct Evidence {
     /// `Engine::rank_among`): fused with the rest, never returned.
     outside: std::collections::HashSet<i64>,
 }
-
-/// Weight of an expansion's evidence relative to the query as written.
-pub const EXPANSION_DISCOUNT: f64 = 0.9;
 
 /// One query's hybrid ranking, best first, with each document's calibrated probability.
 ///
@@ -162,34 +161,6 @@ fn calibrated_fusion(evidence: &Evidence, queries: &[String]) -> Vec<(i64, f64)>
         .into_iter()
         .map(|(id, p, ())| (id, p))
         .collect()
-}
-
-/// Merges the scored lists of the query as written (first) and its expansions: a document
-/// keeps its best score, an expansion's × [`EXPANSION_DISCOUNT`], with the payload of the
-/// list that gave it; best first, ties in first-seen order, so the query as written decides
-/// among equals. `query` and `vsearch` both rank their variants this way.
-pub(crate) fn best_over_variants<T>(
-    lists: impl IntoIterator<Item = Vec<(i64, f64, T)>>,
-) -> Vec<(i64, f64, T)> {
-    let mut best: Vec<(i64, f64, T)> = Vec::new();
-    let mut at: HashMap<i64, usize> = HashMap::new();
-    for (i, list) in lists.into_iter().enumerate() {
-        let w = if i == 0 { 1.0 } else { EXPANSION_DISCOUNT };
-        for (id, p, payload) in list {
-            let p = w * p;
-            match at.get(&id) {
-                Some(&j) if best[j].1 >= p => {}
-                Some(&j) => best[j] = (id, p, payload),
-                None => {
-                    at.insert(id, best.len());
-                    best.push((id, p, payload));
-                }
-            }
-        }
-    }
-    // Stable: ties keep first-seen order.
-    best.sort_by(|a, b| b.1.total_cmp(&a.1));
-    best
 }
 
 /// QMD's fusion (`QUARRY_FUSION=rrf`): every keyword and vector list into RRF; the score is
@@ -350,19 +321,8 @@ impl Engine {
             fts.reload()?;
             for (i, q) in queries.iter().enumerate() {
                 let parsed = fts.parse_query(q);
-                let hits = fts.search(&parsed, filter, EVIDENCE_DEPTH)?;
-                let (ranked, head) = self.rank_among(
-                    collection,
-                    hits,
-                    |f| fts.search(&parsed, f, EVIDENCE_DEPTH),
-                    |h| h.id,
-                    |h| h.score,
-                )?;
-                let scores: Vec<f32> = ranked.iter().map(|(h, _)| h.score).collect();
-                let max = fts.max_score(&parsed);
-                let ev = calibration::evidence_in_parts(&scores, head, |s| {
-                    calibration::keyword_evidence(s, max)
-                });
+                let (ranked, ev) =
+                    self.keyword_ranking(&fts, &parsed, collection, filter, EVIDENCE_DEPTH)?;
                 outside.extend(ranked.iter().filter(|(_, keep)| !keep).map(|(h, _)| h.id));
                 keyword[i] = ranked.iter().map(|(h, _)| h.id).zip(ev).collect();
             }

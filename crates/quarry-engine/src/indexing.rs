@@ -17,7 +17,8 @@ use quarry_fts::{FtsIndex, FtsWriter, PassageDoc};
 use quarry_store::{DocChange, FeedPosition, IndexWork};
 use serde::Serialize;
 
-use crate::{Engine, Progress, WriteGuard};
+use crate::engine::{Engine, WriteGuard};
+use crate::progress::Progress;
 
 /// Store changes per transaction (each commit is fsync'd).
 const CHANGE_BATCH: usize = 1024;
@@ -266,7 +267,7 @@ impl Engine {
     /// landing between the catch-up and the census only costs its document an early
     /// re-index: applying a document is idempotent.
     pub fn check_indexes(&self) -> Result<IndexCheck> {
-        let guard = self.lock_writes(&crate::NoProgress)?;
+        let guard = self.lock_writes(&crate::progress::NoProgress)?;
         self.flush_index(&guard)?;
         let census = self.store().index_census()?;
         let mut check = IndexCheck {

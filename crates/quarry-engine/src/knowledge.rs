@@ -27,7 +27,8 @@ use quarry_store::{
 };
 use serde::Serialize;
 
-use crate::{Engine, Progress};
+use crate::engine::Engine;
+use crate::progress::Progress;
 
 /// Largest chunk size a knowledge base may set, in characters.
 pub const MAX_CHUNK_CHARS: u32 = 20_000;

@@ -6,8 +6,8 @@
 use quarry_core::{Error, Result};
 use serde::Serialize;
 
-use crate::Engine;
-use crate::passages::PassageEvidence;
+use crate::calibration::{KeywordEvidence, VectorEvidence};
+use crate::engine::Engine;
 
 /// Longest query (seed 000).
 pub const MAX_QUERY_CHARS: usize = 2000;
@@ -112,6 +112,19 @@ impl KnowledgeSearch {
         }
         Ok(())
     }
+}
+
+/// What each retriever said about one passage; `embedded` is whether it has a vector.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct PassageEvidence {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    /// What the keyword retriever said, if it found the passage.
+    pub keyword: Option<KeywordEvidence>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    /// What the vector retriever said, if it found the passage.
+    pub vector: Option<VectorEvidence>,
+    /// Whether the passage has a vector.
+    pub embedded: bool,
 }
 
 /// One result, in the seed's shape plus page, docid and knowledge base.

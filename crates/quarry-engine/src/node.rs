@@ -15,7 +15,8 @@ use quarry_core::{Error, Result};
 use quarry_store::FeedPosition;
 use serde::Serialize;
 
-use crate::{Engine, NoProgress};
+use crate::engine::Engine;
+use crate::progress::NoProgress;
 
 /// A consumer that acknowledged nothing for this long is a node that stopped: it is
 /// forgotten, so the feed no longer waits for it (it rebuilds if it comes back).

@@ -6,7 +6,8 @@ use quarry_core::{Access, Error, Result};
 use quarry_store::{AddedFile, FileFilter, FileStatus, KbFile, NewKbFile, NoteMeta};
 use serde::Serialize;
 
-use crate::{Engine, NoProgress};
+use crate::engine::Engine;
+use crate::progress::NoProgress;
 
 /// Largest note, in bytes of Markdown.
 pub const MAX_NOTE_BYTES: usize = 1 << 20;

@@ -20,13 +20,14 @@ use std::collections::HashMap;
 
 use quarry_core::{Error, Result, round_score};
 use quarry_store::ChunkRef;
-use serde::Serialize;
 
 use crate::calibration::{self, KeywordEvidence, VectorEvidence};
+use crate::engine::Engine;
 use crate::knowledge_search::{
-    KnowledgeHit, KnowledgeSearch, KnowledgeSearchResult, RerankOutcome, SearchMode,
+    KnowledgeHit, KnowledgeSearch, KnowledgeSearchResult, PassageEvidence, RerankOutcome,
+    SearchMode,
 };
-use crate::{Engine, NoProgress};
+use crate::progress::NoProgress;
 
 /// Passages each retriever contributes.
 pub(crate) const PASSAGE_DEPTH: usize = 100;
@@ -39,19 +40,6 @@ const RERANK_CHARS: usize = 2000;
 const RERANK_WEIGHT: f64 = 0.6;
 /// How many passages `total_count` looks at.
 const COUNT_DEPTH: usize = 100;
-
-/// What each retriever said about one passage; `embedded` is whether it has a vector.
-#[derive(Debug, Clone, Copy, Serialize)]
-pub struct PassageEvidence {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    /// What the keyword retriever said, if it found the passage.
-    pub keyword: Option<KeywordEvidence>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    /// What the vector retriever said, if it found the passage.
-    pub vector: Option<VectorEvidence>,
-    /// Whether the passage has a vector.
-    pub embedded: bool,
-}
 
 struct Candidate {
     chunk_id: i64,
@@ -281,19 +269,8 @@ impl Engine {
         // Long-lived processes (servers) must see commits made by other processes.
         index.reload()?;
         let parsed = index.parse_query(query);
-        let raw = index.search(&parsed, filter, PASSAGE_DEPTH)?;
-        let (ranked, head) = self.rank_among(
-            None,
-            raw,
-            |f| index.search(&parsed, f, PASSAGE_DEPTH),
-            |h| h.id,
-            |h| h.score,
-        )?;
-        let scores: Vec<f32> = ranked.iter().map(|(h, _)| h.score).collect();
-        let max = index.max_score(&parsed);
-        let evidence = calibration::evidence_in_parts(&scores, head, |s| {
-            calibration::keyword_evidence(s, max)
-        });
+        let (ranked, evidence) =
+            self.keyword_ranking(&index, &parsed, None, filter, PASSAGE_DEPTH)?;
         Ok(ranked
             .into_iter()
             .zip(evidence)

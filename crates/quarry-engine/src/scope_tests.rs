@@ -4,7 +4,10 @@
 
 use quarry_core::{Access, Error, Scope};
 
-use crate::{Engine, EngineOptions, GetRequest, NewNote, NoteFormat, SearchRequest};
+use crate::documents::GetRequest;
+use crate::engine::{Engine, EngineOptions};
+use crate::notes::{NewNote, NoteFormat};
+use crate::search::SearchRequest;
 
 fn engine(dir: &std::path::Path) -> Engine {
     Engine::open(EngineOptions {
@@ -181,7 +184,13 @@ fn allow_lists_narrow_inside_a_space_and_access_levels_hold() {
     member.machine_owner = false;
     let e = owner
         .scoped(member)
-        .add_collection(dir.path(), Some("disk"), None, true, &crate::NoProgress)
+        .add_collection(
+            dir.path(),
+            Some("disk"),
+            None,
+            true,
+            &crate::progress::NoProgress,
+        )
         .unwrap_err();
     assert!(matches!(e, Error::Forbidden(_)), "{e}");
 }

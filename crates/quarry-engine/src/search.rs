@@ -2,8 +2,10 @@
 
 use quarry_core::{Context, Document, Error, Result, SearchHit, context_for, round_score};
 
-use crate::Engine;
-use crate::calibration::{self, EVIDENCE_DEPTH};
+use crate::engine::Engine;
+use quarry_fts::{FtsHit, FtsIndex, ParsedQuery};
+
+use crate::calibration::{self, EVIDENCE_DEPTH, KeywordEvidence};
 
 /// Characters of document text in a snippet.
 pub const SNIPPET_CHARS: usize = 300;
@@ -11,6 +13,13 @@ pub const SNIPPET_CHARS: usize = 300;
 pub const MAX_EXCERPT_CHARS: usize = 4000;
 /// Largest `limit` accepted.
 pub(crate) const MAX_LIMIT: usize = 1000;
+/// Keyword hits, each with whether it is in the engine's reach (`Engine::rank_among`), and
+/// their calibration evidence in the same order.
+pub(crate) type KeywordRanking = (Vec<(FtsHit, bool)>, Vec<KeywordEvidence>);
+
+/// The seed's default `min_score` of `vsearch` on every surface (CLI, REST, MCP): a cosine
+/// below it is noise. `search` and `query` default to 0.
+pub const VSEARCH_MIN_SCORE: f64 = 0.3;
 
 /// A keyword search, with the seed's defaults.
 #[derive(Debug, Clone)]
@@ -131,7 +140,7 @@ impl Engine {
                     .collect(),
             );
         }
-        let mut best = crate::hybrid::best_over_variants(lists);
+        let mut best = crate::fusion::best_over_variants(lists);
         best.truncate(req.limit);
         let (probabilities, found): (Vec<f64>, Vec<_>) =
             best.into_iter().map(|(_, p, h)| (p, h)).unzip();
@@ -174,6 +183,34 @@ impl Engine {
         })
     }
 
+    /// The keyword half of every mode (search, query, passages): `query`'s hits in `index` to
+    /// `depth`, ranked among the engine's ranking scope when it has one (`rank_among`: a hit
+    /// marked `false` is outside this engine's reach, there only to rank the others), and
+    /// each hit's calibration evidence, in the same order.
+    pub(crate) fn keyword_ranking(
+        &self,
+        index: &FtsIndex,
+        parsed: &ParsedQuery,
+        collection: Option<&str>,
+        filter: Option<&[i64]>,
+        depth: usize,
+    ) -> Result<KeywordRanking> {
+        let raw = index.search(parsed, filter, depth)?;
+        let (ranked, head) = self.rank_among(
+            collection,
+            raw,
+            |f| index.search(parsed, f, depth),
+            |h| h.id,
+            |h| h.score,
+        )?;
+        let scores: Vec<f32> = ranked.iter().map(|(h, _)| h.score).collect();
+        let max = index.max_score(parsed);
+        let evidence = calibration::evidence_in_parts(&scores, head, |s| {
+            calibration::keyword_evidence(s, max)
+        });
+        Ok((ranked, evidence))
+    }
+
     /// BM25 search with OR semantics; hits carry snippet, context and a calibrated 0–1 score.
     pub fn search(&self, req: &SearchRequest) -> Result<Vec<SearchHit>> {
         req.validate()?;
@@ -186,19 +223,13 @@ impl Engine {
         let parsed = fts.parse_query(&req.query);
         // The calibration's evidence is computed over a fixed depth, whatever the limit.
         let depth = req.limit.max(EVIDENCE_DEPTH);
-        let raw = fts.search(&parsed, filter.as_deref(), depth)?;
-        let (ranked, head) = self.rank_among(
+        let (ranked, evidence) = self.keyword_ranking(
+            &fts,
+            &parsed,
             req.collection.as_deref(),
-            raw,
-            |f| fts.search(&parsed, f, depth),
-            |h| h.id,
-            |h| h.score,
+            filter.as_deref(),
+            depth,
         )?;
-        let scores: Vec<f32> = ranked.iter().map(|(h, _)| h.score).collect();
-        let max = fts.max_score(&parsed);
-        let evidence = calibration::evidence_in_parts(&scores, head, |s| {
-            calibration::keyword_evidence(s, max)
-        });
         let probabilities =
             calibration::list_probabilities(&evidence, |e| calibration::DOCUMENTS.keyword(e));
         let (mut raw, probabilities): (Vec<_>, Vec<f64>) = ranked

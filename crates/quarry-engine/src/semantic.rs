@@ -26,7 +26,8 @@ use quarry_models::{
 use quarry_store::{ChunkRef, Lease};
 use serde::Serialize;
 
-use crate::{Engine, Progress, WriteGuard};
+use crate::engine::{Engine, WriteGuard};
+use crate::progress::Progress;
 
 /// The embedding model used when none is configured and none was used before.
 pub const DEFAULT_EMBED_MODEL: &str = "intfloat/multilingual-e5-small";
@@ -489,7 +490,7 @@ impl Engine {
 
     /// Embeds texts as passages with the active model (REST `/embed`).
     pub fn embed_texts(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
-        let model = self.embedder(&crate::NoProgress)?;
+        let model = self.embedder(&crate::progress::NoProgress)?;
         model.embed_passages(texts).map_err(model_err)
     }
 
@@ -597,11 +598,11 @@ impl Engine {
             model.as_ref(),
             progress,
             &mut || {
-                let guard = self.lock_writes(&crate::NoProgress)?;
+                let guard = self.lock_writes(&crate::progress::NoProgress)?;
                 self.still_indexing(&guard, &key)?;
                 let (added, removed) =
                     self.vectors
-                        .sync(&guard, store, &key, dims, &crate::NoProgress)?;
+                        .sync(&guard, store, &key, dims, &crate::progress::NoProgress)?;
                 indexed = (indexed.0 + added, indexed.1 + removed);
                 Ok(())
             },
@@ -886,7 +887,7 @@ impl Engine {
         let Some(indexed) = self.vector_model()? else {
             return Err(Error::Unavailable(crate::NO_VECTOR_INDEX.to_owned()));
         };
-        let model = self.embedder(&crate::NoProgress)?;
+        let model = self.embedder(&crate::progress::NoProgress)?;
         let vectors = model.embed_queries(queries).map_err(model_err)?;
         let key = model_key(model.identity());
         if key != indexed {

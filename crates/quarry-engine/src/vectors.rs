@@ -19,7 +19,8 @@ use quarry_core::{Error, Result};
 use quarry_store::{Store, VectorSearch};
 use quarry_vectors::{VectorIndex, VectorIndexOptions};
 
-use crate::{Progress, WriteGuard};
+use crate::engine::WriteGuard;
+use crate::progress::Progress;
 
 /// Collections with at most this many chunks are searched exactly (faster and perfect
 /// recall when a filter would reject most of the graph).

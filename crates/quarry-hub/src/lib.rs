@@ -13,6 +13,7 @@ pub mod custom;
 pub mod endpoint;
 pub mod era;
 pub mod names;
+mod package;
 pub mod search;
 pub mod sse;
 pub mod ssrf;

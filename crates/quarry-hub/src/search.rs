@@ -9,7 +9,7 @@ use quarry_core::Result;
 use quarry_fts::FtsIndex;
 use quarry_store::{IndexDoc, IndexWork};
 
-use crate::catalog::{CatalogTool, Package};
+use crate::package::{CatalogTool, Package};
 
 /// A keyword index over one catalog's tools (names, descriptions, tags), for `search_tools`.
 pub struct CatalogIndex {

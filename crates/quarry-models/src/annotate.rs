@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use crate::ModelError;
+use crate::error::ModelError;
 use crate::expand::OpenAiChatExpander;
 
 /// Most characters of a note sent to the model.

@@ -5,8 +5,9 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use crate::error::ModelError;
 use crate::remote::{ApiKey, Http, invalid, openai_endpoint, read_key};
-use crate::{ModelError, ModelIdentity};
+use crate::types::ModelIdentity;
 
 /// Longest variant kept, in characters: anything longer is commentary, not a query.
 const MAX_VARIANT_CHARS: usize = 300;
@@ -42,7 +43,7 @@ impl<T: QueryExpander + ?Sized> QueryExpander for Box<T> {
 pub struct ChatOptions {
     /// `https://api.openai.com/v1`, `http://localhost:11434/v1`, … (`/chat/completions` is
     /// appended, with `/v1` before it unless the URL already ends in `/v1`, as for
-    /// [`crate::OpenAiOptions::base_url`]).
+    /// [`crate::remote::OpenAiOptions::base_url`]).
     pub base_url: String,
     /// Chat model name sent in every request.
     pub model: String,

@@ -24,16 +24,8 @@ use candle_core::{
 use candle_nn::VarBuilder;
 use rayon::prelude::*;
 
-use crate::kernels;
+use crate::kernels::{self, Act};
 use crate::qgemm::QuantLinear;
-
-/// Activation of the feed-forward block.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Act {
-    GeluErf,
-    GeluTanh,
-    Relu,
-}
 
 pub(crate) struct FusedConfig {
     pub vocab_size: usize,

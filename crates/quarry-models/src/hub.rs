@@ -2,14 +2,14 @@
 //!
 //! The cache is a plain Hugging Face-layout directory per model and revision
 //! (`cache_dir/<org>--<name>/<revision>/`), so it can also be filled by hand (copy the files of
-//! a model repository there) and loaded with [`crate::LocalEmbedder::load`] directly.
+//! a model repository there) and loaded with [`crate::local::LocalEmbedder::load`] directly.
 
 use std::fs::File;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::ModelError;
+use crate::error::ModelError;
 use crate::remote::{ApiKey, Http, excerpt, read_optional_key};
 
 /// The public Hub.

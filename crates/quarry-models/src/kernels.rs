@@ -14,7 +14,13 @@
 //! exp a Cephes-style polynomial (relative error ~2e-7), erf the rational approximation Eigen
 //! and XLA use for f32 (absolute error < 5e-7).
 
-use crate::fused::Act;
+/// Activation of the feed-forward block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Act {
+    GeluErf,
+    GeluTanh,
+    Relu,
+}
 
 /// Independent accumulators per reduction: two AVX registers, four SSE ones, enough to hide
 /// the latency of the float additions.

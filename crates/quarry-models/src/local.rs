@@ -10,8 +10,10 @@ use candle_transformers::models::{bert, xlm_roberta};
 use serde::Deserialize;
 use tokenizers::{Encoding, Tokenizer, TruncationDirection, TruncationParams, TruncationStrategy};
 
-use crate::fused::{Act, FusedConfig, FusedEncoder};
-use crate::{Embedder, ModelError, ModelIdentity, Reranker};
+use crate::error::ModelError;
+use crate::fused::{FusedConfig, FusedEncoder};
+use crate::kernels::Act;
+use crate::types::{Embedder, ModelIdentity, Reranker};
 
 /// Upper bound on tokens per forward batch as computed (the candle engine's padding included):
 /// bounds the activations' memory.

@@ -1,4 +1,4 @@
-//! int8 matrix products for the fused encoder ([`crate::Engine::FusedInt8`]).
+//! int8 matrix products for the fused encoder ([`crate::local::Engine::FusedInt8`]).
 //!
 //! The scheme is ONNX Runtime's dynamic quantisation for CPUs without VNNI ("U8S8" with a
 //! reduced weight range):

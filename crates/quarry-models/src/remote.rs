@@ -5,7 +5,9 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::{Embedder, ModelError, ModelIdentity, Prefixes, Reranker};
+use crate::error::ModelError;
+use crate::local::Prefixes;
+use crate::types::{Embedder, ModelIdentity, Reranker};
 
 /// Largest response body accepted (embeddings of a big batch are a few MB of JSON).
 const MAX_BODY: u64 = 256 * 1024 * 1024;

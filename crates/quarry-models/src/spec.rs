@@ -4,14 +4,18 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+use crate::annotate::NoteAnnotator;
+use crate::error::ModelError;
+use crate::expand::{ChatOptions, OpenAiChatExpander, QueryExpander};
+use crate::hub::{HubProgress, ModelCacheOptions};
 use crate::hub::{expand_tilde, fetch_model, validate_repo_id, validate_revision};
+use crate::local::{Engine, LocalEmbedder, LocalOptions, LocalReranker, RerankerOptions};
 use crate::remote::ApiKey;
-use crate::{
-    ApiReranker, ApiRerankerOptions, ChatOptions, Embedder, Engine, HubProgress, LocalEmbedder,
-    LocalOptions, LocalReranker, ModelCacheOptions, ModelError, NoteAnnotator, OllamaEmbedder,
-    OllamaOptions, OpenAiChatExpander, OpenAiEmbedder, OpenAiOptions, QueryExpander,
-    RerankApiFlavor, Reranker, RerankerOptions,
+use crate::remote::{
+    ApiReranker, ApiRerankerOptions, OllamaEmbedder, OllamaOptions, OpenAiEmbedder, OpenAiOptions,
+    RerankApiFlavor,
 };
+use crate::types::{Embedder, Reranker};
 
 const DEFAULT_OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
 const DEFAULT_OLLAMA_HOST: &str = "http://127.0.0.1:11434";

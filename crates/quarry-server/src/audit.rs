@@ -16,7 +16,7 @@ use quarry_access::Principal;
 use quarry_audit::{AuditEvent, DENIED, ERROR, OK};
 use serde_json::{Value, json};
 
-use crate::AppState;
+use crate::state::AppState;
 
 /// The connection's peer, on every request (the audit log's `client`).
 #[derive(Debug, Clone, Copy)]

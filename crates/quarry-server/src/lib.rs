@@ -6,7 +6,8 @@
 //! (413 in the seed's error shape) and a request timeout; the MCP endpoint has rmcp's own body
 //! limit and long-lived SSE streams.
 //!
-//! Source layout (a route module never imports another; `tests/layering.rs` checks it):
+//! Source layout (a route module never imports another; `tests/it/layering.rs` checks it):
+//! - `state.rs`: `AppState`, what every handler shares, and `HttpOptions`;
 //! - `http/`: the error contract, extractors, envelopes, the one blocking runner, the
 //!   Host/Origin guard;
 //! - `auth/`: who is calling (the middleware that resolves a request's principal), the web
@@ -25,11 +26,11 @@ mod http;
 mod limits;
 mod mcp;
 mod service;
+mod state;
 mod telemetry;
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use axum::Router;
@@ -37,8 +38,6 @@ use axum::extract::{Request, State};
 use axum::http::{StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use quarry_core::Error;
-use quarry_engine::Engine;
 use rmcp::ServiceExt;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
@@ -47,341 +46,7 @@ use tokio_util::sync::CancellationToken;
 pub use auth::AuthMode;
 use http::{ApiError, ErrorCode};
 pub use mcp::{QuarryMcp, knowledge_package};
-
-/// Default HTTP port (seed 001).
-pub const DEFAULT_PORT: u16 = 18765;
-
-/// What every request handler shares.
-pub struct AppState {
-    /// The machine owner's handle: startup, workers, and the base every caller's scoped
-    /// handle is made from. Request handlers use [`auth::Caller::engine`] instead.
-    root: Arc<Engine>,
-    directory: quarry_access::Directory,
-    /// The default space, looked up on first use (it is never removed), so an open-mode
-    /// request does not query the store for it.
-    default_space: std::sync::OnceLock<quarry_access::Space>,
-    auth: auth::AuthMode,
-    /// Serialises writes made through this server (collections, index, update, contexts).
-    write_queue: tokio::sync::Mutex<()>,
-    /// Serialises `/embed` requests through the one model instance.
-    pub(crate) model_queue: tokio::sync::Mutex<()>,
-    shutting_down: AtomicBool,
-    /// Ingestion workers, when this server runs them.
-    workers: std::sync::Mutex<Option<quarry_queue::Workers>>,
-    /// Keeps this node's keyword index in step with writes made elsewhere.
-    follower: std::sync::Mutex<Option<quarry_queue::Follower>>,
-    /// The tool hub (upstream connections, catalogs), made on first use.
-    hub: std::sync::OnceLock<Arc<quarry_hub::Hub>>,
-    /// Chat (provider client, settings), made on first use without a model.
-    chat: std::sync::OnceLock<Arc<quarry_chat::ChatService>>,
-    /// Cancelled at shutdown: chats in progress stop (and store what they have).
-    runs: CancellationToken,
-    /// The web UI's files (embedded, or `QUARRY_UI_DIR` during UI development).
-    ui_assets: quarry_ui::Assets,
-    /// The audit log's writer, once started ([`AppState::start_audit`]).
-    audit: std::sync::OnceLock<Arc<quarry_audit::AuditLog>>,
-    /// Rate limits, once started ([`AppState::start_limits`]).
-    limits: std::sync::OnceLock<Arc<quarry_limits::RateLimiter>>,
-    /// The origin clients reach this server at (`--public-url`), when set: the OAuth
-    /// issuer and resource identifiers. Unset: taken from each request's checked `Host`.
-    public_url: std::sync::OnceLock<String>,
-}
-
-impl AppState {
-    /// A server in open mode (no token needed on loopback); see [`AppState::with_auth`].
-    pub fn new(engine: Engine) -> Arc<Self> {
-        Self::with_auth(engine, auth::AuthMode::Open)
-    }
-
-    /// A server that authenticates requests as `auth` says.
-    pub fn with_auth(engine: Engine, auth: auth::AuthMode) -> Arc<Self> {
-        Self::with_ui_assets(engine, auth, quarry_ui::Assets::embedded())
-    }
-
-    /// A server whose web UI serves `ui_assets` (a directory during UI development).
-    pub fn with_ui_assets(
-        engine: Engine,
-        auth: auth::AuthMode,
-        ui_assets: quarry_ui::Assets,
-    ) -> Arc<Self> {
-        Arc::new(AppState {
-            directory: quarry_access::Directory::new(engine.store_handle()),
-            root: Arc::new(engine),
-            default_space: std::sync::OnceLock::new(),
-            auth,
-            write_queue: tokio::sync::Mutex::new(()),
-            model_queue: tokio::sync::Mutex::new(()),
-            shutting_down: AtomicBool::new(false),
-            workers: std::sync::Mutex::new(None),
-            follower: std::sync::Mutex::new(None),
-            hub: std::sync::OnceLock::new(),
-            chat: std::sync::OnceLock::new(),
-            runs: CancellationToken::new(),
-            ui_assets,
-            audit: std::sync::OnceLock::new(),
-            limits: std::sync::OnceLock::new(),
-            public_url: std::sync::OnceLock::new(),
-        })
-    }
-
-    /// Sets the origin clients reach this server at (`https://kb.example.com`: scheme,
-    /// host, optional port, nothing else). Behind a proxy or load balancer every node must
-    /// be given the same one: OAuth clients compare it as a string.
-    pub fn set_public_url(&self, url: &str) -> Result<(), Error> {
-        let origin = auth::oauth::checked_origin(url)?;
-        self.public_url
-            .set(origin)
-            .map_err(|_| Error::Conflict("the public URL is already set".into()))
-    }
-
-    /// The origin set by [`AppState::set_public_url`].
-    pub(crate) fn public_url(&self) -> Option<&str> {
-        self.public_url.get().map(String::as_str)
-    }
-
-    /// Starts ingestion workers over the engine's queue (uploads, retries, cleanups; also
-    /// what a CLI enqueued).
-    /// Sets the hub's options and connects the registered upstreams (needs a Tokio
-    /// runtime). Without this, the hub has default options and connects upstreams only as
-    /// they are registered.
-    pub fn start_hub(&self, opts: quarry_hub::HubOptions) -> Result<(), Error> {
-        let hub = quarry_hub::Hub::new(
-            self.root.store_handle(),
-            vec![mcp::knowledge_package()],
-            opts,
-        );
-        if self.hub.set(hub).is_err() {
-            return Err(Error::Conflict("the hub is already running".into()));
-        }
-        self.hub().start()
-    }
-
-    /// The tool hub.
-    pub fn hub(&self) -> &Arc<quarry_hub::Hub> {
-        self.hub.get_or_init(|| {
-            quarry_hub::Hub::new(
-                self.root.store_handle(),
-                vec![mcp::knowledge_package()],
-                quarry_hub::HubOptions::default(),
-            )
-        })
-    }
-
-    /// Configures chat: the provider (none: chat answers 503 saying how to set one) and
-    /// the retrieval and tool-loop settings. Call it after [`AppState::start_hub`].
-    pub fn start_chat(
-        &self,
-        provider: Option<quarry_chat::ProviderConfig>,
-        settings: quarry_chat::ChatSettings,
-    ) -> Result<(), Error> {
-        let provider = provider
-            .map(quarry_chat::Provider::new)
-            .transpose()
-            .map_err(Error::InvalidInput)?;
-        let service = quarry_chat::ChatService::new(
-            provider,
-            settings,
-            self.root.store_handle(),
-            self.hub().clone(),
-        );
-        if self.chat.set(Arc::new(service)).is_err() {
-            return Err(Error::Conflict("chat is already configured".into()));
-        }
-        Ok(())
-    }
-
-    /// Chat.
-    pub fn chat(&self) -> &Arc<quarry_chat::ChatService> {
-        self.chat.get_or_init(|| {
-            Arc::new(quarry_chat::ChatService::new(
-                None,
-                quarry_chat::ChatSettings::default(),
-                self.root.store_handle(),
-                self.hub().clone(),
-            ))
-        })
-    }
-
-    /// Starts the audit log's writer (`quarry serve`, `quarry mcp`); call once, off the
-    /// async runtime (it prunes the store first).
-    pub fn start_audit(&self, settings: quarry_audit::AuditSettings) -> Result<(), Error> {
-        let log = quarry_audit::AuditLog::start(self.root.store_handle(), settings)?;
-        if self.audit.set(log).is_err() {
-            return Err(Error::Conflict("the audit log is already running".into()));
-        }
-        Ok(())
-    }
-
-    /// The audit log, when started: surfaces record through it (never blocking).
-    pub fn audit(&self) -> Option<&Arc<quarry_audit::AuditLog>> {
-        self.audit.get()
-    }
-
-    /// Starts rate limiting (`quarry serve`); a second call keeps the first settings.
-    pub fn start_limits(&self, settings: quarry_limits::LimitSettings) {
-        let _ = self.limits.set(quarry_limits::RateLimiter::new(
-            self.root.store_handle(),
-            settings,
-        ));
-    }
-
-    /// The rate limiter, when started.
-    pub fn limits(&self) -> Option<&Arc<quarry_limits::RateLimiter>> {
-        self.limits.get()
-    }
-
-    /// A token cancelled when the server shuts down (long-running requests end with it).
-    pub fn shutdown_token(&self) -> &CancellationToken {
-        &self.runs
-    }
-
-    /// Starts the ingestion workers (`quarry serve`); call once. A server embeds every
-    /// collection in the background when a model is configured, so its workers also sweep
-    /// for chunks without vectors (unless `opts` sets another interval).
-    pub fn start_workers(&self, mut opts: quarry_queue::WorkerOptions) -> Result<(), Error> {
-        opts.embed_sweep.get_or_insert(quarry_queue::EMBED_SWEEP);
-        // Opening the blob store now removes what uploads cut off by a crash left staged.
-        self.root.blobs()?;
-        let workers = quarry_queue::Workers::start(self.root.clone(), opts)?;
-        *self.workers.lock().unwrap_or_else(|p| p.into_inner()) = Some(workers);
-        Ok(())
-    }
-
-    /// Starts following the store's changes into this node's keyword index (writes made
-    /// by other nodes, or a CLI beside the server), checking the index against the store
-    /// every `index_check` (`None`: never); call once.
-    pub fn start_follower(&self, index_check: Option<Duration>) -> Result<(), Error> {
-        let follower = quarry_queue::Follower::start(self.root.clone(), index_check)?;
-        *self.follower.lock().unwrap_or_else(|p| p.into_inner()) = Some(follower);
-        Ok(())
-    }
-
-    /// New work was queued: idle workers look now.
-    pub fn wake_workers(&self) {
-        if let Some(w) = self
-            .workers
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .as_ref()
-        {
-            w.wake();
-        }
-    }
-
-    /// Stops the workers, waiting up to `grace` for jobs in progress (the rest keep their
-    /// lease until it lapses and are taken over after a restart).
-    pub fn stop_workers(&self, grace: Duration) {
-        let workers = self
-            .workers
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take();
-        if let Some(w) = workers {
-            w.shutdown(grace);
-        }
-        let follower = self
-            .follower
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take();
-        if let Some(f) = follower {
-            f.shutdown();
-        }
-        // What this node recorded reaches the store before the process ends.
-        if let Some(audit) = self.audit.get() {
-            audit.flush(grace);
-        }
-    }
-
-    /// Runs a write through [`http::run_blocking`], one at a time, in arrival order.
-    pub async fn write<T: Send + 'static>(
-        &self,
-        f: impl FnOnce() -> Result<T, Error> + Send + 'static,
-    ) -> Result<T, ApiError> {
-        let _turn = self.write_queue.lock().await;
-        http::run_blocking(f).await
-    }
-
-    /// The machine owner's engine (see the field's note).
-    pub fn root_engine(&self) -> &Arc<Engine> {
-        &self.root
-    }
-
-    /// Users, spaces and tokens.
-    pub fn directory(&self) -> &quarry_access::Directory {
-        &self.directory
-    }
-
-    /// The local default space (created on first use).
-    pub fn default_space(&self) -> Result<quarry_access::Space, Error> {
-        if let Some(s) = self.default_space.get() {
-            return Ok(s.clone());
-        }
-        let space = self.directory.default_space()?;
-        Ok(self.default_space.get_or_init(|| space).clone())
-    }
-
-    /// The web UI's files.
-    pub fn ui_assets(&self) -> &quarry_ui::Assets {
-        &self.ui_assets
-    }
-
-    /// How requests are authenticated.
-    pub fn auth_mode(&self) -> auth::AuthMode {
-        self.auth
-    }
-
-    /// Whether a graceful shutdown has begun (new requests are refused).
-    pub fn is_shutting_down(&self) -> bool {
-        self.shutting_down.load(Ordering::SeqCst)
-    }
-}
-
-/// HTTP listener settings.
-#[derive(Debug, Clone)]
-pub struct HttpOptions {
-    /// Address to listen on.
-    pub bind: IpAddr,
-    /// Port to listen on (0: any free port).
-    pub port: u16,
-    /// Extra `Host` names accepted besides loopback names and the bind address.
-    pub allowed_hosts: Vec<String>,
-    /// Extra `Origin`s accepted besides loopback origins (e.g. `https://app.example`).
-    pub allowed_origins: Vec<String>,
-    /// Largest request body accepted (uploads have their own limit).
-    pub max_body_bytes: usize,
-    /// Longest a REST request may run (the MCP endpoint's streams are exempt).
-    pub request_timeout: Duration,
-    /// Longest a client may take to send a request's headers, counted from when the
-    /// connection opens or its previous response ended: so also how long an idle
-    /// connection stays open.
-    pub header_timeout: Duration,
-    /// Most connections served at once; one more is answered 503 and closed at once (a
-    /// `GET /health` is still answered, from a small reserve).
-    pub max_connections: usize,
-    /// Most of those from one client address.
-    pub max_connections_per_address: usize,
-    /// Longest a new connection may stay silent before it is closed (at most
-    /// `header_timeout`).
-    pub first_byte_timeout: Duration,
-}
-
-impl Default for HttpOptions {
-    fn default() -> Self {
-        HttpOptions {
-            bind: IpAddr::from([127, 0, 0, 1]),
-            port: DEFAULT_PORT,
-            allowed_hosts: Vec::new(),
-            allowed_origins: Vec::new(),
-            max_body_bytes: 4 << 20,
-            request_timeout: Duration::from_secs(300),
-            header_timeout: Duration::from_secs(30),
-            max_connections: 512,
-            max_connections_per_address: 128,
-            first_byte_timeout: Duration::from_secs(10),
-        }
-    }
-}
+pub use state::{AppState, DEFAULT_PORT, HttpOptions};
 
 async fn refuse_while_draining(
     State(state): State<Arc<AppState>>,
@@ -695,8 +360,7 @@ pub async fn serve_http(
         });
     }
     drop(listener);
-    state.shutting_down.store(true, Ordering::SeqCst);
-    state.runs.cancel();
+    state.begin_shutdown();
     drop(open_rx);
     open_tx.closed().await;
     Ok(())

@@ -11,8 +11,8 @@ use quarry_limits::{Decision, Kind};
 use rmcp::ErrorData as McpError;
 use serde_json::json;
 
-use crate::AppState;
 use crate::http::{ErrorCode, run_blocking_raw};
+use crate::state::AppState;
 
 /// The decision for one unit of `kind` by `principal` (a store call only when this node's
 /// lease is spent, and then off the async runtime).

@@ -15,7 +15,7 @@
 //! brute-force scan (`SearchEffort::Auto(n)`, which always scans an unfiltered query) for
 //! comparison.
 
-#[path = "../tests/common/mod.rs"]
+#[path = "../tests/it/common/mod.rs"]
 mod common;
 
 use std::time::{Duration, Instant};

@@ -31,7 +31,7 @@
 //! `SearchEffort::Auto(ef)` as above, or `SearchEffort::Graph(ef)` for the graph search only.
 //!
 //! How much `ef` recall@10 ≥ 0.95 takes depends on the data (50,000 × 384, default graph
-//! `M = 16`, `efConstruction = 128`, 2 cores, dev profile; `tests/recall.rs`,
+//! `M = 16`, `efConstruction = 128`, 2 cores, dev profile; `tests/it/recall.rs`,
 //! `examples/ann_bench.rs`):
 //!
 //! * Embedding-like vectors (low intrinsic dimension, like real sentence embeddings): the

@@ -14,9 +14,9 @@ use quarry_audit::{AuditQuery, AuditRecord};
 use quarry_core::{Access, Error};
 use serde_json::{Value, json};
 
-use crate::AppState;
 use crate::auth::Caller;
 use crate::http::{ApiError, ok, run_blocking};
+use crate::state::AppState;
 
 /// Events per page by default, and at most.
 const PAGE_DEFAULT: usize = 100;

@@ -18,9 +18,9 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::AppState;
 use crate::auth::Caller;
 use crate::http::{ApiError, Body, ErrorCode, ok, run_blocking};
+use crate::state::AppState;
 
 /// A comment line sent while nothing else is, so proxies keep the stream open.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);

@@ -15,10 +15,10 @@ use quarry_hub::{EndpointSelection, Selection, endpoint};
 use quarry_store::ToolEndpointRow;
 use serde::Deserialize;
 
-use crate::AppState;
 use crate::auth::Caller;
 use crate::http::{ApiError, Body, base_url, count, ok, ok_list, run_blocking};
 use crate::service::endpoints;
+use crate::state::AppState;
 
 /// Longest description.
 const MAX_DESCRIPTION: usize = 500;

@@ -16,10 +16,10 @@ use quarry_hub::{Catalog, CatalogTool, Package, PackageKind, RegisterUpstream, U
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::AppState;
 use crate::auth::Caller;
 use crate::http::{ApiError, Body, base_url, ok, ok_list, run_blocking};
 use crate::service::{endpoints, knowledge_tools};
+use crate::state::AppState;
 
 /// Runs `f` on the hub's registry as the request's principal, on the blocking runner.
 async fn as_caller<T: Send + 'static>(

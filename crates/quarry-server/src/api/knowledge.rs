@@ -20,9 +20,9 @@ use quarry_engine::{CreateKnowledgeBase, FileFilter, FileStatus, Upload, UploadO
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::AppState;
 use crate::auth::Caller;
 use crate::http::{ApiError, Body, ok, ok_list, run_blocking, run_blocking_raw};
+use crate::state::AppState;
 
 /// Largest upload request (all files together); each file is also bounded by the
 /// engine's per-file limit.

@@ -8,9 +8,9 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
-use crate::AppState;
 use crate::auth::Caller;
 use crate::http::ApiError;
+use crate::state::AppState;
 use crate::telemetry;
 
 pub(crate) fn router() -> Router<Arc<AppState>> {

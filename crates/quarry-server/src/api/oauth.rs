@@ -20,9 +20,9 @@ use quarry_oauth::{
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::AppState;
 use crate::auth::{Caller, oauth};
 use crate::http::{ApiError, Body, ok, run_blocking, run_blocking_raw};
+use crate::state::AppState;
 
 /// Public routes (no token: clients call them before they have one).
 pub(crate) fn public_router() -> Router<Arc<AppState>> {

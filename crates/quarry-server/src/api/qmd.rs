@@ -21,10 +21,10 @@ use quarry_engine::{GetRequest, MultiGetItem, MultiGetRequest, SearchRequest, Up
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::AppState;
 use crate::audit::AuditNote;
 use crate::auth::Caller;
 use crate::http::{ApiError, Body, count, run_blocking};
+use crate::state::AppState;
 
 type ApiResult = Result<axum::Json<Value>, ApiError>;
 
@@ -108,9 +108,8 @@ enum SearchKind {
 }
 
 async fn run_search(caller: Caller, b: SearchBody, kind: SearchKind) -> Result<Response, ApiError> {
-    // Seed defaults: min_score 0.3 for vsearch, 0 otherwise.
     let req = b.into_request(if matches!(kind, SearchKind::Vector) {
-        0.3
+        quarry_engine::VSEARCH_MIN_SCORE
     } else {
         0.0
     });

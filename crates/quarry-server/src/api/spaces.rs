@@ -17,9 +17,9 @@ use quarry_engine::NoProgress;
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::AppState;
 use crate::auth::Caller;
 use crate::http::{ApiError, Body, ok, ok_list, run_blocking};
+use crate::state::AppState;
 
 /// Mounted under the Account surface: a token with several spaces needs to name none.
 pub(crate) fn router() -> Router<Arc<AppState>> {

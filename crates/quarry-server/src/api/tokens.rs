@@ -14,10 +14,10 @@ use quarry_core::{Access, Error};
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::AppState;
 use crate::auth::Caller;
 use crate::http::{ApiError, Body, ok, run_blocking};
 use crate::service::visible_spaces;
+use crate::state::AppState;
 
 /// Routes about the caller's own account (no space needs naming to list them).
 pub(crate) fn account_router() -> Router<Arc<AppState>> {

@@ -17,13 +17,13 @@ use axum::routing::{get, post};
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::AppState;
 use crate::auth::session::{
     CSRF_COOKIE, SESSION_COOKIE, cookie, csrf_ok, csrf_refusal, random_hex, secure_for,
 };
 use crate::auth::{self, Caller};
 use crate::http::{ApiError, Body, ok, run_blocking};
 use crate::service::visible_spaces;
+use crate::state::AppState;
 
 /// Longest a session cookie lives when the token itself does not expire sooner.
 const SESSION_MAX_AGE_SECS: i64 = 30 * 24 * 3600;

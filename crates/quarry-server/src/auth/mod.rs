@@ -20,8 +20,8 @@ use quarry_access::{AuthFailure, Principal, owner_principal};
 use quarry_engine::Engine;
 use serde_json::json;
 
-use crate::AppState;
 use crate::http::{ApiError, run_blocking_raw};
+use crate::state::AppState;
 
 pub(crate) mod oauth;
 pub(crate) mod session;
@@ -371,7 +371,10 @@ pub(crate) async fn authenticate(
                 if !matches!(f, AuthFailure::Missing) {
                     crate::audit::auth_failure(&state, f.code(), req.uri().path(), client.clone());
                 }
-                crate::limits::auth_failure(&state, client.as_deref(), presented.as_deref()).await;
+                if f.is_guess() {
+                    crate::limits::auth_failure(&state, client.as_deref(), presented.as_deref())
+                        .await;
+                }
             }
             let mut response = refusal_response(surface, refusal);
             if response.status() == StatusCode::UNAUTHORIZED && oauth::enabled(&state) {

@@ -5,8 +5,8 @@ use axum::http::{HeaderMap, HeaderValue};
 use quarry_core::Error;
 use quarry_oauth::Endpoints;
 
-use crate::AppState;
 use crate::auth::AuthMode;
+use crate::state::AppState;
 
 /// `url` as an origin (`--public-url`), or why it is not one.
 pub(crate) fn checked_origin(url: &str) -> Result<String, Error> {

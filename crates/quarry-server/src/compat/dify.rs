@@ -11,9 +11,9 @@ use quarry_engine::KnowledgeSearch;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::AppState;
 use crate::auth::Caller;
 use crate::http::{count, run_blocking};
+use crate::state::AppState;
 
 /// Dify's External Knowledge API (its own error shape).
 pub(crate) fn router() -> Router<Arc<AppState>> {

@@ -20,10 +20,10 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::json;
 
-use crate::AppState;
 use crate::auth::Caller;
 use crate::service::knowledge_tools;
 use crate::service::tool_args::request_caller;
+use crate::state::AppState;
 
 /// The QukaAI-compatible MCP server; one per request (stateless).
 #[derive(Clone)]

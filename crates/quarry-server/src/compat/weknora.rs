@@ -11,9 +11,9 @@ use quarry_engine::{KnowledgeSearch, SearchMode};
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::AppState;
 use crate::auth::Caller;
 use crate::http::{ApiError, Body, count, run_blocking};
+use crate::state::AppState;
 
 /// `POST /api/v1/knowledge-search` (REST error shape, one space).
 pub(crate) fn router() -> Router<Arc<AppState>> {

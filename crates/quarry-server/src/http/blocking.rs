@@ -1,7 +1,7 @@
 //! The one way async code runs blocking work (store, engine, directory and hub-registry
 //! calls): [`run_blocking`], on Tokio's blocking pool. Handlers are
 //! `parse → run_blocking(engine call) → typed response`; writes that must not interleave
-//! take the server's write queue first ([`crate::AppState::write`]), then this runner.
+//! take the server's write queue first ([`crate::state::AppState::write`]), then this runner.
 //!
 //! Each job runs inside [`quarry_store::thread_guard::allow_blocking`], so a debug build whose
 //! async threads are marked (the router tests mark theirs) panics when a store method runs

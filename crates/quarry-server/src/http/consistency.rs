@@ -19,7 +19,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use super::{ApiError, run_blocking};
-use crate::AppState;
+use crate::state::AppState;
 
 /// The header a write answers with and a read may present.
 pub(crate) const TXID: HeaderName = HeaderName::from_static("x-quarry-txid");

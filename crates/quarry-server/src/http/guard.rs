@@ -8,7 +8,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use super::{ApiError, ErrorCode};
-use crate::HttpOptions;
+use crate::state::HttpOptions;
 
 /// The Host/Origin policy derived from [`HttpOptions`].
 #[derive(Clone)]

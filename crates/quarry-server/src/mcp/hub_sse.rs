@@ -36,8 +36,8 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::QuarryMcp;
-use crate::AppState;
 use crate::auth::Caller;
+use crate::state::AppState;
 
 /// Where sessions post (the gateway's path; inside the nested service the URI is stripped).
 const ENDPOINT: &str = "/api/mcp";

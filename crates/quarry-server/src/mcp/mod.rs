@@ -28,11 +28,11 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 
-use crate::AppState;
 use crate::auth::Caller;
 use crate::http::{run_blocking, run_blocking_raw};
 use crate::service::knowledge_tools;
 use crate::service::tool_args::{Args, request_caller, tool_error};
+use crate::state::AppState;
 use qmd_tools::{TOOL_NAMES, tools};
 use quarry_hub::view::{CALL_TOOL, SEARCH_TOOLS};
 use quarry_hub::{

@@ -11,10 +11,10 @@ use axum::response::{IntoResponse, Response};
 use quarry_access::AuthFailure;
 use serde_json::json;
 
-use crate::AppState;
 use crate::auth::Caller;
 use crate::http::run_blocking_raw;
 use crate::service::endpoints;
+use crate::state::AppState;
 
 /// The endpoint name of a path that is exactly `/mcp/e/<name>`: one non-empty segment, no
 /// trailing slash, nothing after it. Other paths under `/mcp/e/` fall through to the plain

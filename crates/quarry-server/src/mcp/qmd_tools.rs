@@ -108,7 +108,7 @@ pub(crate) fn tools() -> Vec<Tool> {
             "vsearch",
             "Semantic search",
             "Semantic similarity search over vector embeddings. Best for conceptual questions without exact keywords. Needs 'quarry embed' to have run.",
-            search_input(0.3, "Natural-language query"),
+            search_input(quarry_engine::VSEARCH_MIN_SCORE, "Natural-language query"),
             Some(search_output()),
         ),
         tool(
@@ -213,7 +213,11 @@ pub(super) fn run(engine: &Engine, name: &str, args: &JsonObject) -> CallToolRes
     let args = Args(args);
     let out = match name {
         "search" | "vsearch" | "query" => {
-            let default_min = if name == "vsearch" { 0.3 } else { 0.0 };
+            let default_min = if name == "vsearch" {
+                quarry_engine::VSEARCH_MIN_SCORE
+            } else {
+                0.0
+            };
             let req = match search_request(&args, default_min) {
                 Ok(r) => r,
                 Err(m) => return tool_error(m),

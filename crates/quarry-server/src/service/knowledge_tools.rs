@@ -16,9 +16,9 @@ use rmcp::model::{CallToolResult, ContentBlock, Tool, ToolAnnotations, object};
 use serde_json::{Value, json};
 
 use super::tool_args::{Args, read_only, tool_error};
-use crate::AppState;
 use crate::auth::Caller;
 use crate::http::run_blocking_raw;
+use crate::state::AppState;
 
 pub(crate) const KNOWLEDGE_SEARCH: &str = "knowledge_search";
 const CREATE: &str = "create_knowledge";

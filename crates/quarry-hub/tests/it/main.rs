@@ -1,0 +1,4 @@
+//! The integration tests of `quarry-hub`, one binary (each file a module: `cargo test -p quarry-hub --test it <module>::`).
+
+mod custom;
+mod sse;

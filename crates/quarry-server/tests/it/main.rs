@@ -1,0 +1,6 @@
+//! The integration tests of `quarry-server`, one binary (each file a module: `cargo test -p quarry-server --test it <module>::`).
+
+mod common;
+mod layering;
+mod openapi;
+mod router;

@@ -1,0 +1,7 @@
+//! The integration tests of `quarry-vectors`, one binary (each file a module: `cargo test -p quarry-vectors --test it <module>::`).
+
+mod common;
+mod exact;
+mod mutation;
+mod persistence;
+mod recall;
