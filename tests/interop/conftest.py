@@ -121,6 +121,14 @@ def display(rel: str) -> str:
     return f"{COLLECTION}/{rel}"
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "alone: restarts a service every test shares (the test PostgreSQL server); scripts/test "
+        "runs these after the others, with nothing beside them",
+    )
+
+
 # ---------------------------------------------------------------------------------------------
 # The binary.
 

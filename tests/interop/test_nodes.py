@@ -509,6 +509,7 @@ def test_two_nodes_started_at_once_on_an_empty_database(quarry_bin: Path, corpus
                 s.stop()
 
 
+@pytest.mark.alone
 def test_postgresql_restarted_during_ingestion_loses_no_acknowledged_write(quarry_bin: Path, corpus: Path, tmp_path: Path):
     """PostgreSQL is crash-restarted (immediate stop) while uploads stream in through node A:
     requests during the outage fail cleanly, the nodes reconnect on their own, and every upload

@@ -345,8 +345,7 @@ def ui_module_server(quarry_bin: Path, corpus: Path, tmp_path_factory: pytest.Te
 
 def pytest_collection_modifyitems(session, config, items) -> None:  # noqa: ARG001
     """Moves every test module that uses ``browser`` after all other modules (order kept
-    within each group): once Playwright's sync API has run, the thread keeps its asyncio loop
-    as the running loop, and a later ``asyncio.run``/anyio test would fail."""
+    within each group), so a serial run starts Chromium once per browser module, in a row."""
     by_module: dict[str, bool] = {}
     for item in items:
         key = str(getattr(item, "path", item.nodeid.split("::")[0]))
@@ -364,7 +363,11 @@ def pytest_collection_modifyitems(session, config, items) -> None:  # noqa: ARG0
 # The browser.
 
 
-@pytest.fixture(scope="session")
+# One browser per module: while Playwright's sync API runs, its asyncio loop is the thread's
+# running loop, and an ``asyncio.run``/anyio test in the same process fails ("Already running
+# asyncio in this thread"). Under pytest-xdist a worker runs browser and other modules in any
+# order, so the browser stops at the end of each module that uses it.
+@pytest.fixture(scope="module")
 def browser():
     try:
         from playwright.sync_api import expect, sync_playwright

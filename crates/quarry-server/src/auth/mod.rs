@@ -20,7 +20,7 @@ use quarry_access::{AuthFailure, Principal, owner_principal};
 use quarry_engine::Engine;
 use serde_json::json;
 
-use crate::http::{ApiError, run_blocking_raw};
+use crate::http::{ApiError, ErrorCode, run_blocking_raw};
 use crate::state::AppState;
 
 pub(crate) mod oauth;
@@ -239,7 +239,7 @@ fn refusal_response(surface: Surface, refusal: Refusal) -> Response {
         ),
         Refusal::Internal(m) => (
             StatusCode::INTERNAL_SERVER_ERROR,
-            "INTERNAL",
+            ErrorCode::Internal.as_str(),
             format!("cannot check credentials: {m}"),
         ),
     };

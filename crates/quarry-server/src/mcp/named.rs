@@ -12,7 +12,7 @@ use quarry_access::AuthFailure;
 use serde_json::json;
 
 use crate::auth::Caller;
-use crate::http::run_blocking_raw;
+use crate::http::{ErrorCode, run_blocking_raw};
 use crate::service::endpoints;
 use crate::state::AppState;
 
@@ -46,7 +46,7 @@ pub(crate) async fn resolve(
     let Some(caller) = req.extensions().get::<Caller>().cloned() else {
         return envelope(
             StatusCode::INTERNAL_SERVER_ERROR,
-            "INTERNAL",
+            ErrorCode::Internal.as_str(),
             "no caller was resolved for this route",
         );
     };
@@ -74,18 +74,24 @@ pub(crate) async fn resolve(
         Ok(Ok(None)) => {
             return envelope(
                 StatusCode::NOT_FOUND,
-                "NOT_FOUND",
+                ErrorCode::NotFound.as_str(),
                 &format!("tool endpoint '{name}' not found"),
             );
         }
         Ok(Err(e)) => {
             return envelope(
                 StatusCode::INTERNAL_SERVER_ERROR,
-                "INTERNAL",
+                ErrorCode::Internal.as_str(),
                 &crate::http::public_detail(&e),
             );
         }
-        Err(e) => return envelope(StatusCode::INTERNAL_SERVER_ERROR, "INTERNAL", &e.detail),
+        Err(e) => {
+            return envelope(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                ErrorCode::Internal.as_str(),
+                &e.detail,
+            );
+        }
     };
     req.extensions_mut().insert(endpoint);
     next.run(req).await
