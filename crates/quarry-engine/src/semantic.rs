@@ -885,7 +885,7 @@ impl Engine {
             return Err(Error::Unavailable(EMBEDDING_OFF.to_owned()));
         }
         let Some(indexed) = self.vector_model()? else {
-            return Err(Error::Unavailable(crate::NO_VECTOR_INDEX.to_owned()));
+            return Err(Error::Unavailable(crate::search::NO_VECTOR_INDEX.to_owned()));
         };
         let model = self.embedder(&crate::progress::NoProgress)?;
         let vectors = model.embed_queries(queries).map_err(model_err)?;
@@ -908,11 +908,11 @@ impl Engine {
         collections: Option<&[i64]>,
     ) -> Result<Vec<(u64, f32)>> {
         let Some(key) = self.vector_model()? else {
-            return Err(Error::Unavailable(crate::NO_VECTOR_INDEX.to_owned()));
+            return Err(Error::Unavailable(crate::search::NO_VECTOR_INDEX.to_owned()));
         };
         self.vectors
             .nearest(self.store(), &key, query_vec, want, collections)?
-            .ok_or_else(|| Error::Unavailable(crate::NO_VECTOR_INDEX.to_owned()))
+            .ok_or_else(|| Error::Unavailable(crate::search::NO_VECTOR_INDEX.to_owned()))
     }
 
     /// Exact cosine similarity of `query_vec` to each of `chunk_ids` that the vector index
