@@ -98,6 +98,8 @@ def portable(text):
     target = os.environ.get("CARGO_TARGET_DIR") or str(Path.home() / ".cache" / "quarry-target")
     places.append((str(Path(target).resolve()), "$CARGO_TARGET_DIR"))
     places.append((str(REPO), "."))
+    # ../shared as written (often a link) and where it leads.
+    places.append((str(REPO.parent / "shared"), "../shared"))
     places.append((str((REPO.parent / "shared").resolve()), "../shared"))
     places.append((str(Path.home()), "~"))
     import tempfile
