@@ -28,6 +28,7 @@ use serde::Serialize;
 
 use crate::engine::{Engine, WriteGuard};
 use crate::progress::Progress;
+use crate::search::NO_VECTOR_INDEX;
 
 /// The embedding model used when none is configured and none was used before.
 pub const DEFAULT_EMBED_MODEL: &str = "intfloat/multilingual-e5-small";
@@ -885,7 +886,7 @@ impl Engine {
             return Err(Error::Unavailable(EMBEDDING_OFF.to_owned()));
         }
         let Some(indexed) = self.vector_model()? else {
-            return Err(Error::Unavailable(crate::search::NO_VECTOR_INDEX.to_owned()));
+            return Err(Error::Unavailable(NO_VECTOR_INDEX.to_owned()));
         };
         let model = self.embedder(&crate::progress::NoProgress)?;
         let vectors = model.embed_queries(queries).map_err(model_err)?;
@@ -908,11 +909,11 @@ impl Engine {
         collections: Option<&[i64]>,
     ) -> Result<Vec<(u64, f32)>> {
         let Some(key) = self.vector_model()? else {
-            return Err(Error::Unavailable(crate::search::NO_VECTOR_INDEX.to_owned()));
+            return Err(Error::Unavailable(NO_VECTOR_INDEX.to_owned()));
         };
         self.vectors
             .nearest(self.store(), &key, query_vec, want, collections)?
-            .ok_or_else(|| Error::Unavailable(crate::search::NO_VECTOR_INDEX.to_owned()))
+            .ok_or_else(|| Error::Unavailable(NO_VECTOR_INDEX.to_owned()))
     }
 
     /// Exact cosine similarity of `query_vec` to each of `chunk_ids` that the vector index
