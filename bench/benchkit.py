@@ -13,6 +13,7 @@ import platform
 import re
 import socket
 import sys
+import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -102,7 +103,6 @@ def portable(text):
     places.append((str(REPO.parent / "shared"), "../shared"))
     places.append((str((REPO.parent / "shared").resolve()), "../shared"))
     places.append((str(Path.home()), "~"))
-    import tempfile
     places.append((str(Path(tempfile.gettempdir()).resolve()), "$TMPDIR"))
     # `crates/x/../../../shared` and the like first become plain paths.
     text = re.sub(r"(/[\w.-]+)+/\.\.(/\.\.)*(/[\w.-]+)+",

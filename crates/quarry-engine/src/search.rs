@@ -1,11 +1,10 @@
 //! Keyword search (seed `search`).
 
 use quarry_core::{Context, Document, Error, Result, SearchHit, context_for, round_score};
-
-use crate::engine::Engine;
 use quarry_fts::{FtsHit, FtsIndex, ParsedQuery};
 
 use crate::calibration::{self, EVIDENCE_DEPTH, KeywordEvidence};
+use crate::engine::Engine;
 
 /// Characters of document text in a snippet.
 pub const SNIPPET_CHARS: usize = 300;
