@@ -11,12 +11,12 @@
 use std::fmt;
 use std::sync::Arc;
 
-use quarry_core::{Access, Error, Result, Scope};
+use quarry_core::{Access, Error, ErrorCode, Result, Scope};
 pub use quarry_core::{Identity, Principal};
-use quarry_store::{NewToken, Store};
+use quarry_store::{AccessStore, NewToken};
 use serde::Serialize;
 
-pub use quarry_store::{Membership, Role, Space, TokenRecord, User};
+pub use quarry_store::{Membership, Role, Space, TokenGrant, TokenRecord, User};
 
 mod manage;
 pub use manage::{Member, SpaceView, UserSpace, UserView, parse_role};
@@ -61,17 +61,18 @@ pub enum AuthFailure {
 }
 
 impl AuthFailure {
-    /// The seed's `data.error_code` (`AUTH_REQUIRED`, `AUTH_FAILED` …).
-    pub fn code(&self) -> &'static str {
+    /// The seed's `data.error_code` (`AUTH_REQUIRED`, `AUTH_FAILED` …), from the one table
+    /// of codes ([`ErrorCode`]), which also gives its HTTP status.
+    pub fn code(&self) -> ErrorCode {
         match self {
-            AuthFailure::Missing => "AUTH_REQUIRED",
-            AuthFailure::Invalid => "AUTH_FAILED",
-            AuthFailure::Expired => "TOKEN_EXPIRED",
-            AuthFailure::Revoked => "TOKEN_REVOKED",
-            AuthFailure::SpaceForbidden => "SPACE_FORBIDDEN",
-            AuthFailure::SpaceRequired => "SPACE_REQUIRED",
-            AuthFailure::KnowledgeBaseNotFound(_) => "KB_NOT_FOUND",
-            AuthFailure::EndpointOnly => "ENDPOINT_ONLY",
+            AuthFailure::Missing => ErrorCode::AuthRequired,
+            AuthFailure::Invalid => ErrorCode::AuthFailed,
+            AuthFailure::Expired => ErrorCode::TokenExpired,
+            AuthFailure::Revoked => ErrorCode::TokenRevoked,
+            AuthFailure::SpaceForbidden => ErrorCode::SpaceForbidden,
+            AuthFailure::SpaceRequired => ErrorCode::SpaceRequired,
+            AuthFailure::KnowledgeBaseNotFound(_) => ErrorCode::KbNotFound,
+            AuthFailure::EndpointOnly => ErrorCode::EndpointOnly,
         }
     }
 
@@ -82,14 +83,9 @@ impl AuthFailure {
         !matches!(self, AuthFailure::EndpointOnly | AuthFailure::SpaceRequired)
     }
 
-    /// HTTP status: 401 for the token itself, 403 for the space.
+    /// HTTP status, its code's: 401 for the token itself, 403 for the space.
     pub fn status(&self) -> u16 {
-        match self {
-            AuthFailure::SpaceForbidden | AuthFailure::EndpointOnly => 403,
-            AuthFailure::SpaceRequired => 400,
-            AuthFailure::KnowledgeBaseNotFound(_) => 404,
-            _ => 401,
-        }
+        self.code().status()
     }
 }
 
@@ -179,7 +175,7 @@ pub struct SpaceAccess {
 /// Users, spaces, memberships and tokens over the store.
 #[derive(Clone)]
 pub struct Directory {
-    store: Arc<dyn Store>,
+    store: Arc<dyn AccessStore>,
 }
 
 fn bad(msg: impl Into<String>) -> Error {
@@ -351,7 +347,7 @@ pub fn token_hash(secret: &str) -> String {
 
 impl Directory {
     /// A directory over `store`.
-    pub fn new(store: Arc<dyn Store>) -> Directory {
+    pub fn new(store: Arc<dyn AccessStore>) -> Directory {
         Directory { store }
     }
 
@@ -713,6 +709,12 @@ impl Directory {
         } else {
             Err(Error::not_found(format!("token '{key}' not found")))
         }
+    }
+
+    /// The token whose secret hashes to `hash`, with its grant, if there is one (an OAuth
+    /// client revoking a token it presents).
+    pub fn token_by_hash(&self, hash: &str) -> Result<Option<TokenGrant>> {
+        self.store.token_by_hash(hash)
     }
 
     /// Resolves a presented token (and the space the request names, by name or UUID) into

@@ -17,8 +17,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, TrySendError, sync_channel};
 use std::time::{Duration, Instant};
 
-use quarry_core::{Principal, Result, now_millis};
-use quarry_store::Store;
+use quarry_core::{Principal, Result, SettingError, now_millis};
+use quarry_store::AuditStore;
 pub use quarry_store::{AuditEvent, AuditQuery, AuditRecord};
 use serde_json::{Map, Value, json};
 
@@ -79,7 +79,9 @@ pub const ENV_QUERIES: &str = "QUARRY_AUDIT_QUERIES";
 
 impl AuditSettings {
     /// The settings from the process's variables, read through `get` (the CLI's table).
-    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> std::result::Result<Self, String> {
+    pub fn from_lookup(
+        get: impl Fn(&str) -> Option<String>,
+    ) -> std::result::Result<Self, SettingError> {
         let var = |k: &str| {
             get(k)
                 .map(|v| v.trim().to_owned())
@@ -88,14 +90,18 @@ impl AuditSettings {
         let mut s = AuditSettings::default();
         if let Some(v) = var(ENV_RETENTION_DAYS) {
             s.retention_days = v.parse().map_err(|_| {
-                format!("{ENV_RETENTION_DAYS}={v:?}: give a whole number of days (0 keeps events forever)")
+                SettingError::new(
+                    ENV_RETENTION_DAYS,
+                    &v,
+                    "give a whole number of days (0 keeps events forever)",
+                )
             })?;
         }
         if let Some(v) = var(ENV_QUERIES) {
             s.record_queries = match v.to_ascii_lowercase().as_str() {
                 "on" | "true" | "1" | "yes" => true,
                 "off" | "false" | "0" | "no" => false,
-                _ => return Err(format!("{ENV_QUERIES}={v:?}: use on or off")),
+                _ => return Err(SettingError::new(ENV_QUERIES, v, "use on or off")),
             };
         }
         Ok(s)
@@ -121,7 +127,7 @@ pub struct AuditLog {
 
 impl AuditLog {
     /// Starts the writer thread over `store`.
-    pub fn start(store: Arc<dyn Store>, settings: AuditSettings) -> Result<Arc<AuditLog>> {
+    pub fn start(store: Arc<dyn AuditStore>, settings: AuditSettings) -> Result<Arc<AuditLog>> {
         let (sender, receiver) = sync_channel(QUEUE_CAPACITY);
         let dropped = Arc::new(AtomicU64::new(0));
         let written = Arc::new(AtomicU64::new(0));
@@ -199,7 +205,7 @@ impl AuditLog {
 }
 
 struct Writer {
-    store: Arc<dyn Store>,
+    store: Arc<dyn AuditStore>,
     receiver: Receiver<Message>,
     dropped: Arc<AtomicU64>,
     written: Arc<AtomicU64>,

@@ -19,13 +19,13 @@ use std::time::{Duration, Instant};
 use quarry_core::{Error, Result};
 use quarry_engine::{Engine, KnowledgeSearch, MAX_QUERY_CHARS, SearchMode};
 use quarry_hub::{DefaultView, Hub, KNOWLEDGE_PACKAGE, Selection, View, ViewError};
-use quarry_store::{ChatMessageRow, ConversationRow, Store};
+use quarry_store::{ChatMessageRow, ChatStore, ConversationRow};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 pub use events::{ChatEvent, ChatFailure, Done, Source, Timings, ToolCallRecord};
-pub use provider::{Provider, ProviderConfig, ProviderError, Usage};
+pub use provider::{ConfigError, Provider, ProviderConfig, ProviderError, Usage};
 use tools::ToolSet;
 
 /// Most rounds of tool calls a request may ask for.
@@ -71,26 +71,29 @@ impl Default for ChatSettings {
 
 impl ChatSettings {
     /// Reads the settings `env` returns; a malformed value is an error naming its variable.
-    pub fn from_vars(env: &dyn Fn(&str) -> Option<String>) -> std::result::Result<Self, String> {
+    pub fn from_vars(
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> std::result::Result<Self, ConfigError> {
         let mut s = ChatSettings::default();
         let get = |k: &str| {
             env(k)
                 .map(|v| v.trim().to_owned())
                 .filter(|v| !v.is_empty())
         };
-        let int = |k: &str, lo: usize, hi: usize| -> std::result::Result<Option<usize>, String> {
-            match get(k) {
-                None => Ok(None),
-                Some(v) => v
-                    .parse::<usize>()
-                    .ok()
-                    .filter(|n| (lo..=hi).contains(n))
-                    .map(Some)
-                    .ok_or_else(|| {
-                        format!("{k} must be a whole number from {lo} to {hi}, got '{v}'")
-                    }),
-            }
-        };
+        let int =
+            |k: &str, lo: usize, hi: usize| -> std::result::Result<Option<usize>, ConfigError> {
+                match get(k) {
+                    None => Ok(None),
+                    Some(v) => match v.parse::<usize>() {
+                        Ok(n) if (lo..=hi).contains(&n) => Ok(Some(n)),
+                        _ => Err(ConfigError::setting(
+                            k,
+                            v,
+                            format!("a whole number from {lo} to {hi}"),
+                        )),
+                    },
+                }
+            };
         if let Some(n) = int("RAG_TOP_K", 1, quarry_engine::MAX_TOP_K)? {
             s.rag_top_k = n;
         }
@@ -101,15 +104,20 @@ impl ChatSettings {
             s.rag_use_rerank = match v.to_ascii_lowercase().as_str() {
                 "1" | "true" | "yes" | "on" => true,
                 "0" | "false" | "no" | "off" => false,
-                _ => return Err(format!("RAG_USE_RERANK must be true or false, got '{v}'")),
+                _ => return Err(ConfigError::setting("RAG_USE_RERANK", v, "true or false")),
             };
         }
         if let Some(v) = get("RAG_MIN_SCORE") {
-            s.rag_min_score = v
-                .parse::<f64>()
-                .ok()
-                .filter(|x| (0.0..=1.0).contains(x))
-                .ok_or_else(|| format!("RAG_MIN_SCORE must be a number from 0 to 1, got '{v}'"))?;
+            s.rag_min_score = match v.parse::<f64>() {
+                Ok(x) if (0.0..=1.0).contains(&x) => x,
+                _ => {
+                    return Err(ConfigError::setting(
+                        "RAG_MIN_SCORE",
+                        v,
+                        "a number from 0 to 1",
+                    ));
+                }
+            };
         }
         if let Some(n) = int("QUARRY_CHAT_MAX_TOOL_ROUNDS", 0, MAX_TOOL_ROUNDS_LIMIT)? {
             s.max_tool_rounds = n;
@@ -201,7 +209,7 @@ pub struct Prepared {
 pub struct ChatService {
     provider: Option<Provider>,
     settings: ChatSettings,
-    store: Arc<dyn Store>,
+    store: Arc<dyn ChatStore>,
     hub: Arc<Hub>,
 }
 
@@ -290,7 +298,7 @@ impl ChatService {
     pub fn new(
         provider: Option<Provider>,
         settings: ChatSettings,
-        store: Arc<dyn Store>,
+        store: Arc<dyn ChatStore>,
         hub: Arc<Hub>,
     ) -> ChatService {
         ChatService {
@@ -1010,6 +1018,15 @@ mod tests {
             ),
             (3, 40, false, 2)
         );
+        assert_eq!(
+            ChatSettings::from_vars(&env(&[("RAG_TOP_K", "0")]))
+                .unwrap_err()
+                .to_string(),
+            format!(
+                "RAG_TOP_K must be a whole number from 1 to {}, got '0'",
+                quarry_engine::MAX_TOP_K
+            )
+        );
         for bad in [
             &[("RAG_TOP_K", "0")][..],
             &[("RAG_USE_RERANK", "maybe")],
@@ -1017,7 +1034,10 @@ mod tests {
             &[("QUARRY_CHAT_MAX_TOOL_ROUNDS", "11")],
         ] {
             let e = ChatSettings::from_vars(&env(bad)).unwrap_err();
-            assert!(e.contains(bad[0].0), "{e}");
+            assert!(
+                matches!(&e, ConfigError::Setting { var, value, .. } if (var.as_str(), value.as_str()) == bad[0]),
+                "{e}"
+            );
         }
     }
 

@@ -78,12 +78,10 @@ impl ProviderConfig {
     /// settings `env` returns (`QUARRY_CHAT_BASE_URL`, `QUARRY_CHAT_API_KEY`, the provider's
     /// own key variable, `QUARRY_CHAT_TIMEOUT`, `QUARRY_CHAT_RETRIES`, `OPENAI_BASE_URL`,
     /// `OLLAMA_HOST`).
-    pub fn parse(spec: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Self, String> {
+    pub fn parse(spec: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
         let spec = spec.trim();
-        let (prefix, model) = spec.split_once(':').ok_or_else(|| {
-            format!(
-                "chat model '{spec}': expected openai:MODEL, deepseek:MODEL, qwen:MODEL or ollama:MODEL"
-            )
+        let (prefix, model) = spec.split_once(':').ok_or_else(|| ConfigError::Spec {
+            spec: spec.to_owned(),
         })?;
         let kind = match prefix {
             "openai" => ProviderKind::OpenAi,
@@ -91,14 +89,17 @@ impl ProviderConfig {
             "qwen" | "dashscope" => ProviderKind::Qwen,
             "ollama" => ProviderKind::Ollama,
             other => {
-                return Err(format!(
-                    "chat model '{spec}': unknown provider '{other}' (use openai, deepseek, qwen or ollama; vLLM and llama.cpp servers are openai:MODEL with QUARRY_CHAT_BASE_URL)"
-                ));
+                return Err(ConfigError::UnknownProvider {
+                    spec: spec.to_owned(),
+                    provider: other.to_owned(),
+                });
             }
         };
         let model = model.trim();
         if model.is_empty() {
-            return Err(format!("chat model '{spec}': the model name is empty"));
+            return Err(ConfigError::EmptyModel {
+                spec: spec.to_owned(),
+            });
         }
         let set = |k: &str| {
             env(k)
@@ -125,12 +126,13 @@ impl ProviderConfig {
             },
         };
         let base_url = base_url.trim_end_matches('/').to_owned();
-        let parsed = reqwest::Url::parse(&base_url)
-            .map_err(|e| format!("chat API base URL '{base_url}': {e}"))?;
+        let bad_url = |reason: String| ConfigError::BaseUrl {
+            url: base_url.clone(),
+            reason,
+        };
+        let parsed = reqwest::Url::parse(&base_url).map_err(|e| bad_url(e.to_string()))?;
         if !matches!(parsed.scheme(), "http" | "https") {
-            return Err(format!(
-                "chat API base URL '{base_url}': only http and https are supported"
-            ));
+            return Err(bad_url("only http and https are supported".to_owned()));
         }
         let key_var = match kind {
             ProviderKind::OpenAi => Some("OPENAI_API_KEY"),
@@ -145,20 +147,22 @@ impl ProviderConfig {
             "dashscope.aliyuncs.com",
         ];
         if api_key.is_none() && parsed.host_str().is_some_and(|h| hosted.contains(&h)) {
-            return Err(format!(
-                "chat model '{spec}' at {base_url} needs an API key: set QUARRY_CHAT_API_KEY{}",
-                key_var.map(|v| format!(" or {v}")).unwrap_or_default()
-            ));
+            return Err(ConfigError::MissingKey {
+                spec: spec.to_owned(),
+                base_url,
+                key_var,
+            });
         }
-        let secs =
-            |k: &str, default: u64| -> Result<u64, String> {
-                match set(k) {
-                    None => Ok(default),
-                    Some(v) => v.parse::<u64>().ok().filter(|n| *n > 0).ok_or_else(|| {
-                        format!("{k} must be a positive number of seconds, got '{v}'")
-                    }),
-                }
-            };
+        let secs = |k: &str, default: u64| -> Result<u64, ConfigError> {
+            match set(k) {
+                None => Ok(default),
+                Some(v) => v
+                    .parse::<u64>()
+                    .ok()
+                    .filter(|n| *n > 0)
+                    .ok_or_else(|| ConfigError::setting(k, v, "a positive number of seconds")),
+            }
+        };
         let timeout = Duration::from_secs(secs("QUARRY_CHAT_TIMEOUT", 120)?);
         let retries = match set("QUARRY_CHAT_RETRIES") {
             None => 3,
@@ -166,7 +170,7 @@ impl ProviderConfig {
                 .parse::<u32>()
                 .ok()
                 .filter(|n| *n <= 10)
-                .ok_or_else(|| format!("QUARRY_CHAT_RETRIES must be 0 to 10, got '{v}'"))?,
+                .ok_or_else(|| ConfigError::setting("QUARRY_CHAT_RETRIES", v, "0 to 10"))?,
         };
         Ok(ProviderConfig {
             kind,
@@ -262,6 +266,110 @@ impl fmt::Display for ProviderError {
 
 impl std::error::Error for ProviderError {}
 
+/// Why chat's configuration was refused: the provider spec, its API's URL or key, a setting,
+/// or the HTTP client. The messages name the spec or the variable at fault.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConfigError {
+    /// The spec is not `provider:MODEL`.
+    Spec {
+        /// The spec as given (trimmed).
+        spec: String,
+    },
+    /// The spec names a provider this crate does not know.
+    UnknownProvider {
+        /// The spec.
+        spec: String,
+        /// The part before the `:`.
+        provider: String,
+    },
+    /// The spec's model name is empty.
+    EmptyModel {
+        /// The spec.
+        spec: String,
+    },
+    /// The API base URL is not an http or https URL.
+    BaseUrl {
+        /// The URL.
+        url: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A hosted API and no key for it.
+    MissingKey {
+        /// The spec.
+        spec: String,
+        /// The API's base URL.
+        base_url: String,
+        /// The provider's own key variable, besides `QUARRY_CHAT_API_KEY`.
+        key_var: Option<&'static str>,
+    },
+    /// A variable holds a value out of its range.
+    Setting {
+        /// The variable.
+        var: String,
+        /// Its value (trimmed).
+        value: String,
+        /// What it must be, e.g. `0 to 10`.
+        expected: String,
+    },
+    /// The HTTP client could not be built.
+    Client(String),
+}
+
+impl ConfigError {
+    /// `var` holds `value`, which is not `expected`.
+    pub(crate) fn setting(var: &str, value: String, expected: impl Into<String>) -> Self {
+        ConfigError::Setting {
+            var: var.to_owned(),
+            value,
+            expected: expected.into(),
+        }
+    }
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigError::Spec { spec } => write!(
+                f,
+                "chat model '{spec}': expected openai:MODEL, deepseek:MODEL, qwen:MODEL or ollama:MODEL"
+            ),
+            ConfigError::UnknownProvider { spec, provider } => write!(
+                f,
+                "chat model '{spec}': unknown provider '{provider}' (use openai, deepseek, qwen or ollama; vLLM and llama.cpp servers are openai:MODEL with QUARRY_CHAT_BASE_URL)"
+            ),
+            ConfigError::EmptyModel { spec } => {
+                write!(f, "chat model '{spec}': the model name is empty")
+            }
+            ConfigError::BaseUrl { url, reason } => {
+                write!(f, "chat API base URL '{url}': {reason}")
+            }
+            ConfigError::MissingKey {
+                spec,
+                base_url,
+                key_var,
+            } => {
+                write!(
+                    f,
+                    "chat model '{spec}' at {base_url} needs an API key: set QUARRY_CHAT_API_KEY"
+                )?;
+                match key_var {
+                    Some(v) => write!(f, " or {v}"),
+                    None => Ok(()),
+                }
+            }
+            ConfigError::Setting {
+                var,
+                value,
+                expected,
+            } => write!(f, "{var} must be {expected}, got '{value}'"),
+            ConfigError::Client(reason) => write!(f, "cannot build the chat client: {reason}"),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
 /// A request: OpenAI-shaped messages and tool definitions, borrowed (a tool loop sends the
 /// same growing conversation every round).
 #[derive(Debug, Clone, Copy, Default)]
@@ -302,14 +410,14 @@ pub struct Provider {
 
 impl Provider {
     /// A client for `config` (sends nothing yet).
-    pub fn new(config: ProviderConfig) -> Result<Provider, String> {
+    pub fn new(config: ProviderConfig) -> Result<Provider, ConfigError> {
         quarry_hub::ssrf::ensure_crypto_provider();
         let client = reqwest::Client::builder()
             .connect_timeout(config.timeout.min(Duration::from_secs(30)))
             .read_timeout(config.timeout)
             .user_agent(concat!("quarry/", env!("CARGO_PKG_VERSION")))
             .build()
-            .map_err(|e| format!("cannot build the chat client: {e}"))?;
+            .map_err(|e| ConfigError::Client(e.to_string()))?;
         Ok(Provider { config, client })
     }
 
@@ -903,7 +1011,11 @@ mod tests {
         assert_eq!(c.base_url, "https://api.deepseek.com/v1");
         assert!(!format!("{c:?}").contains("sk-secret"));
         let e = ProviderConfig::parse("qwen:qwen-plus", &env_of(&[])).unwrap_err();
-        assert!(e.contains("DASHSCOPE_API_KEY"), "{e}");
+        assert_eq!(
+            e.to_string(),
+            "chat model 'qwen:qwen-plus' at https://dashscope.aliyuncs.com/compatible-mode/v1 \
+             needs an API key: set QUARRY_CHAT_API_KEY or DASHSCOPE_API_KEY"
+        );
         let c = ProviderConfig::parse("ollama:llama3", &env_of(&[("OLLAMA_HOST", "h:1")])).unwrap();
         assert_eq!(c.base_url, "http://h:1/v1");
         assert!(ProviderConfig::parse("gpt-4", &env_of(&[])).is_err());
@@ -917,7 +1029,10 @@ mod tests {
             ]),
         )
         .unwrap_err();
-        assert!(e.contains("QUARRY_CHAT_TIMEOUT"), "{e}");
+        assert_eq!(
+            e.to_string(),
+            "QUARRY_CHAT_TIMEOUT must be a positive number of seconds, got '0'"
+        );
         assert!(
             ProviderConfig::parse("openai:m", &env_of(&[("QUARRY_CHAT_BASE_URL", "ftp://x")]))
                 .is_err()

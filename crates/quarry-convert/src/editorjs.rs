@@ -15,8 +15,41 @@ const MAX_LIST_DEPTH: usize = 16;
 /// Inline tags open at once; tags beyond this keep their text but lose their formatting.
 const MAX_INLINE_MARKS: usize = 64;
 
-const NOT_EDITORJS: &str = "content_type is 'blocks' but content is not EditorJS JSON: \
-                            expected an object with a \"blocks\" array";
+/// Why EditorJS content was refused, as a sentence a person understands (it names the block
+/// at fault, counting from 1).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EditorJsError {
+    /// The content is not JSON (the parser's reason).
+    #[error("content_type is 'blocks' but content is not JSON ({0})")]
+    NotJson(String),
+    /// JSON, but neither an object with a `blocks` array nor an array of blocks.
+    #[error(
+        "content_type is 'blocks' but content is not EditorJS JSON: expected an object with a \"blocks\" array"
+    )]
+    NotEditorJs,
+    /// The document has no blocks at all.
+    #[error("the EditorJS document has no blocks")]
+    NoBlocks,
+    /// Block `n` is not a JSON object.
+    #[error("block {0} is not an object")]
+    NotAnObject(usize),
+    /// Block `n` has no `type`.
+    #[error("block {0} has no \"type\"")]
+    NoType(usize),
+    /// Block `n` of type `kind` lacks what it needs or holds what cannot be converted.
+    #[error("block {n} (type {kind:?}) {problem}")]
+    Block {
+        /// The block's position, from 1.
+        n: usize,
+        /// Its `type`.
+        kind: String,
+        /// What is wrong, e.g. `has no text`.
+        problem: String,
+    },
+    /// Every block is empty.
+    #[error("the EditorJS document has no content: every block is empty")]
+    NoContent,
+}
 
 /// Converts an EditorJS document (`{"time":…, "blocks":[…], "version":…}`) or a bare array
 /// of blocks to Markdown: blocks separated by one blank line, ending with a single newline.
@@ -24,30 +57,30 @@ const NOT_EDITORJS: &str = "content_type is 'blocks' but content is not EditorJS
 /// Unknown block types keep their `data.text` as a paragraph and are skipped otherwise;
 /// empty blocks are skipped. A known block missing its main field (a header without text, an
 /// image without a URL) is an error naming the block.
-pub fn editorjs_to_markdown(json: &str) -> Result<String, String> {
-    let doc: Value = serde_json::from_str(json)
-        .map_err(|e| format!("content_type is 'blocks' but content is not JSON ({e})"))?;
+pub fn editorjs_to_markdown(json: &str) -> Result<String, EditorJsError> {
+    let doc: Value =
+        serde_json::from_str(json).map_err(|e| EditorJsError::NotJson(e.to_string()))?;
     let blocks = match &doc {
         Value::Object(o) => match o.get("blocks") {
             Some(Value::Array(blocks)) => blocks,
-            _ => return Err(NOT_EDITORJS.to_owned()),
+            _ => return Err(EditorJsError::NotEditorJs),
         },
         Value::Array(blocks) => blocks,
-        _ => return Err(NOT_EDITORJS.to_owned()),
+        _ => return Err(EditorJsError::NotEditorJs),
     };
     if blocks.is_empty() {
-        return Err("the EditorJS document has no blocks".to_owned());
+        return Err(EditorJsError::NoBlocks);
     }
     let empty = Map::new();
     let mut parts = Vec::new();
     for (i, block) in blocks.iter().enumerate() {
         let n = i + 1;
         let Value::Object(obj) = block else {
-            return Err(format!("block {n} is not an object"));
+            return Err(EditorJsError::NotAnObject(n));
         };
         let kind = match obj.get("type") {
             Some(Value::String(t)) if !t.trim().is_empty() => t.trim(),
-            _ => return Err(format!("block {n} has no \"type\"")),
+            _ => return Err(EditorJsError::NoType(n)),
         };
         let data = match obj.get("data") {
             Some(Value::Object(d)) => d,
@@ -58,7 +91,7 @@ pub fn editorjs_to_markdown(json: &str) -> Result<String, String> {
         }
     }
     if parts.is_empty() {
-        return Err("the EditorJS document has no content: every block is empty".to_owned());
+        return Err(EditorJsError::NoContent);
     }
     let mut out = parts.join("\n\n");
     out.push('\n');
@@ -73,12 +106,16 @@ struct Block<'a> {
 }
 
 impl Block<'_> {
-    fn err(&self, what: &str) -> String {
-        format!("block {} (type {:?}) {what}", self.n, self.kind)
+    fn err(&self, what: &str) -> EditorJsError {
+        EditorJsError::Block {
+            n: self.n,
+            kind: self.kind.to_owned(),
+            problem: what.to_owned(),
+        }
     }
 
     /// `data.<key>` as a string, or an error "has no <what>".
-    fn required(&self, key: &str, what: &str) -> Result<&str, String> {
+    fn required(&self, key: &str, what: &str) -> Result<&str, EditorJsError> {
         str_at(self.data, &[key]).ok_or_else(|| self.err(&format!("has no {what}")))
     }
 
@@ -98,7 +135,7 @@ fn str_at<'a>(map: &'a Map<String, Value>, path: &[&str]) -> Option<&'a str> {
 }
 
 /// The Markdown of one block; `None` for an empty or silently skipped block.
-fn convert_block(b: &Block) -> Result<Option<String>, String> {
+fn convert_block(b: &Block) -> Result<Option<String>, EditorJsError> {
     let md = match b.kind.to_ascii_lowercase().as_str() {
         "paragraph" => inline(b.required("text", "text")?),
         "header" | "heading" => header(b)?,
@@ -142,7 +179,7 @@ fn convert_block(b: &Block) -> Result<Option<String>, String> {
     Ok((!md.is_empty()).then_some(md))
 }
 
-fn header(b: &Block) -> Result<String, String> {
+fn header(b: &Block) -> Result<String, EditorJsError> {
     let text = one_line(&inline(b.required("text", "text")?));
     if text.is_empty() {
         return Ok(String::new());
@@ -165,7 +202,7 @@ enum ListStyle {
     Checklist,
 }
 
-fn list(b: &Block) -> Result<String, String> {
+fn list(b: &Block) -> Result<String, EditorJsError> {
     let style = match b.optional("style").map(str::to_ascii_lowercase).as_deref() {
         Some("ordered") => ListStyle::Ordered,
         Some("checklist") => ListStyle::Checklist,
@@ -193,7 +230,7 @@ fn list_items(
     depth: usize,
     start: u64,
     out: &mut Vec<String>,
-) -> Result<(), String> {
+) -> Result<(), EditorJsError> {
     if depth > MAX_LIST_DEPTH {
         return Err(b.err(&format!("nests lists deeper than {MAX_LIST_DEPTH} levels")));
     }
@@ -271,7 +308,7 @@ fn push_item(out: &mut Vec<String>, indent: usize, marker: &str, width: usize, t
     }
 }
 
-fn checklist(b: &Block) -> Result<String, String> {
+fn checklist(b: &Block) -> Result<String, EditorJsError> {
     let Some(Value::Array(items)) = b.data.get("items") else {
         return Err(b.err("has no items"));
     };
@@ -295,7 +332,7 @@ fn checklist(b: &Block) -> Result<String, String> {
     Ok(lines.join("\n"))
 }
 
-fn quote(b: &Block) -> Result<String, String> {
+fn quote(b: &Block) -> Result<String, EditorJsError> {
     let (text, caption) = (b.optional("text"), b.optional("caption"));
     if text.is_none() && caption.is_none() {
         return Err(b.err("has no text"));
@@ -312,7 +349,7 @@ fn quote(b: &Block) -> Result<String, String> {
     Ok(out)
 }
 
-fn warning(b: &Block) -> Result<String, String> {
+fn warning(b: &Block) -> Result<String, EditorJsError> {
     let (title, message) = (b.optional("title"), b.optional("message"));
     if title.is_none() && message.is_none() {
         return Err(b.err("has no text"));
@@ -375,7 +412,7 @@ fn fence_for(s: &str, min: usize) -> String {
     "`".repeat((longest + 1).max(min))
 }
 
-fn table(b: &Block) -> Result<String, String> {
+fn table(b: &Block) -> Result<String, EditorJsError> {
     let Some(Value::Array(content)) = b.data.get("content") else {
         return Err(b.err("has no table content"));
     };
@@ -433,7 +470,7 @@ fn table(b: &Block) -> Result<String, String> {
     Ok(out.trim_end().to_owned())
 }
 
-fn image(b: &Block) -> Result<String, String> {
+fn image(b: &Block) -> Result<String, EditorJsError> {
     let url = str_at(b.data, &["file", "url"])
         .filter(|u| !u.trim().is_empty())
         .or_else(|| b.optional("url"))
@@ -809,7 +846,7 @@ mod tests {
     fn err(json: &str) -> String {
         match editorjs_to_markdown(json) {
             Ok(md) => panic!("expected an error, got {md:?}"),
-            Err(e) => e,
+            Err(e) => e.to_string(),
         }
     }
 
@@ -1072,7 +1109,11 @@ Unknown tools keep their *text*
             err(r#"{"time": 1, "version": "2.0"}"#),
             "content_type is 'blocks' but content is not EditorJS JSON: expected an object with a \"blocks\" array"
         );
-        assert_eq!(err(r#""just a string""#), NOT_EDITORJS);
+        assert_eq!(
+            err(r#""just a string""#),
+            "content_type is 'blocks' but content is not EditorJS JSON: expected an object with \
+             a \"blocks\" array"
+        );
         assert_eq!(
             err(r#"{"blocks": []}"#),
             "the EditorJS document has no blocks"

@@ -13,7 +13,7 @@
 /// The page map is the domain's (`quarry-core`): documents store exactly what conversion made.
 pub use quarry_core::{Furniture, FurnitureKind, PageSpan, page_at};
 
-pub use editorjs::editorjs_to_markdown;
+pub use editorjs::{EditorJsError, editorjs_to_markdown};
 pub use isolate::{Isolation, child_main};
 pub use types::{
     ConvertError, ConvertOptions, Converted, Converter, DEFAULT_OCR_LANGUAGES, Format, Image,

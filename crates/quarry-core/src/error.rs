@@ -104,12 +104,49 @@ pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
     text
 }
 
+/// A malformed setting: the variable, the value it held and what it should hold. Shown as
+/// `VAR="value": reason`, e.g. `QUARRY_RATE_CHATS="-1": give a whole number (0 or more)`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{var}={value:?}: {reason}")]
+pub struct SettingError {
+    /// The variable, e.g. `QUARRY_RATE_CHATS`.
+    pub var: String,
+    /// The value it held (trimmed).
+    pub value: String,
+    /// What to give instead.
+    pub reason: String,
+}
+
+impl SettingError {
+    /// `var` held `value`, which is not what `reason` asks for.
+    pub fn new(
+        var: impl Into<String>,
+        value: impl Into<String>,
+        reason: impl Into<String>,
+    ) -> Self {
+        SettingError {
+            var: var.into(),
+            value: value.into(),
+            reason: reason.into(),
+        }
+    }
+}
+
 /// Quarry's result: [`Error`] unless said otherwise.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn setting_errors_name_the_variable_and_value() {
+        let e = SettingError::new("QUARRY_X", "-1", "give a whole number (0 or more)");
+        assert_eq!(
+            e.to_string(),
+            r#"QUARRY_X="-1": give a whole number (0 or more)"#
+        );
+    }
 
     #[derive(Debug, thiserror::Error)]
     #[error("{msg}")]

@@ -1,17 +1,20 @@
 //! Quarry's domain model (SPEC §1): the nouns every other crate speaks.
 //!
 //! This crate has no I/O. It holds the types that cross crate boundaries — spaces,
-//! collections, documents, contexts, search hits, status — the error type, and the small
-//! pure helpers whose exact output is part of a public contract (docids, line numbers,
-//! `qmd://` URI encoding, ISO 8601 timestamps, the search summary text).
+//! collections, documents, contexts, search hits, status — the error type, the one table of
+//! error codes every surface answers with (`ErrorCode`), and the small pure helpers whose
+//! exact output is part of a public contract (docids, line numbers, `qmd://` URI encoding,
+//! ISO 8601 timestamps, the search summary text).
 
 mod error;
+mod error_code;
 mod principal;
 mod scope;
 mod text;
 mod time;
 
-pub use error::{Error, Result, STORAGE_UNAVAILABLE, error_chain};
+pub use error::{Error, Result, STORAGE_UNAVAILABLE, SettingError, error_chain};
+pub use error_code::{CodeTable, ErrorCode};
 pub use principal::{Identity, MACHINE_OWNER, Principal};
 pub use scope::{Access, Scope};
 pub use text::{

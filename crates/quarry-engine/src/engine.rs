@@ -125,6 +125,18 @@ pub(crate) struct WriteGuard {
     _file: File,
 }
 
+#[cfg(test)]
+impl WriteGuard {
+    /// The write lock of a test's data directory `dir`.
+    pub(crate) fn in_dir(dir: &std::path::Path) -> WriteGuard {
+        let path = dir.join("write.lock");
+        match File::create(&path).and_then(|f| f.lock().map(|()| f)) {
+            Ok(file) => WriteGuard { _file: file },
+            Err(e) => panic!("lock {}: {e}", path.display()),
+        }
+    }
+}
+
 pub(crate) fn validate_index_name(name: &str) -> Result<()> {
     let ok = !name.is_empty()
         && name.len() <= 64

@@ -124,9 +124,8 @@ fn check_tags(tags: &[String]) -> Result<Vec<String>> {
 fn to_markdown(content: &str, format: NoteFormat) -> Result<String> {
     let md = match format {
         NoteFormat::Markdown => content.to_owned(),
-        NoteFormat::Blocks => {
-            quarry_convert::editorjs_to_markdown(content).map_err(Error::InvalidInput)?
-        }
+        NoteFormat::Blocks => quarry_convert::editorjs_to_markdown(content)
+            .map_err(|e| Error::invalid(e.to_string()))?,
     };
     if md.trim().is_empty() {
         return Err(Error::invalid("content must not be empty"));

@@ -22,6 +22,9 @@ use quarry_vectors::{VectorIndex, VectorIndexOptions};
 use crate::engine::WriteGuard;
 use crate::progress::Progress;
 
+#[cfg(test)]
+mod conformance;
+
 /// Collections with at most this many chunks are searched exactly (faster and perfect
 /// recall when a filter would reject most of the graph).
 pub const EXACT_SEARCH_MAX: usize = 4096;

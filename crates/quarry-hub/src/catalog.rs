@@ -23,6 +23,8 @@ pub use crate::package::{CatalogTool, EXTRA_META_KEY, Package, PackageKind};
 pub const MAX_SCHEMA_BYTES: usize = 64 * 1024;
 /// The built-in package of Quarry's own knowledge tools.
 pub const KNOWLEDGE_PACKAGE: &str = "knowledge";
+/// The package every owner's custom HTTP tools belong to.
+pub const CUSTOM_PACKAGE: &str = "custom";
 
 /// A built-in package the server provides (its tools run in-process).
 #[derive(Debug, Clone)]
@@ -645,7 +647,7 @@ pub fn package_id(explicit: Option<&str>, name: &str) -> Result<String> {
         Some(id) => id.trim().to_owned(),
         None => crate::names::package_id_from(name),
     };
-    check_package_id(&id).map_err(Error::InvalidInput)?;
+    check_package_id(&id).map_err(|e| Error::InvalidInput(e.to_string()))?;
     Ok(id)
 }
 

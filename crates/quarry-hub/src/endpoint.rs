@@ -4,7 +4,7 @@
 
 use quarry_core::Error;
 
-use crate::names::Selection;
+use crate::names::{Selection, SelectionError};
 
 /// Longest endpoint name.
 pub const MAX_NAME: usize = 64;
@@ -78,18 +78,51 @@ impl EndpointSelection {
     }
 
     /// Reads a stored (or hand-written) query string back.
-    pub fn from_query(query: &str) -> Result<EndpointSelection, String> {
-        let selection = Selection::from_query(Some(query))?;
+    pub fn from_query(query: &str) -> Result<EndpointSelection, EndpointSelectionError> {
+        let selection =
+            Selection::from_query(Some(query)).map_err(EndpointSelectionError::Selection)?;
         let mut cap = None;
         for pair in query.split('&') {
             if let Some(v) = pair.strip_prefix("cap=") {
-                cap =
-                    Some(v.parse::<usize>().ok().filter(|n| *n > 0).ok_or_else(|| {
-                        format!("cap must be a positive whole number, not {v:?}")
-                    })?);
+                cap = Some(
+                    v.parse::<usize>()
+                        .ok()
+                        .filter(|n| *n > 0)
+                        .ok_or_else(|| EndpointSelectionError::Cap(v.to_owned()))?,
+                );
             }
         }
         Ok(EndpointSelection { selection, cap })
+    }
+}
+
+/// A saved selection that cannot be read ([`EndpointSelection::from_query`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum EndpointSelectionError {
+    /// A selection parameter with a value it does not take.
+    Selection(SelectionError),
+    /// `cap=` that is not a positive whole number (the value given).
+    Cap(String),
+}
+
+impl std::fmt::Display for EndpointSelectionError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            EndpointSelectionError::Selection(e) => write!(f, "{e}"),
+            EndpointSelectionError::Cap(v) => {
+                write!(f, "cap must be a positive whole number, not {v:?}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for EndpointSelectionError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            EndpointSelectionError::Selection(e) => Some(e),
+            EndpointSelectionError::Cap(_) => None,
+        }
     }
 }
 
@@ -134,8 +167,22 @@ mod tests {
             EndpointSelection::from_query(&back.to_query()).unwrap(),
             back
         );
-        assert!(EndpointSelection::from_query("cap=0").is_err());
-        assert!(EndpointSelection::from_query("mode=weird").is_err());
+        assert_eq!(
+            EndpointSelection::from_query("cap=0"),
+            Err(EndpointSelectionError::Cap("0".into()))
+        );
+        assert_eq!(
+            EndpointSelection::from_query("cap=0")
+                .unwrap_err()
+                .to_string(),
+            "cap must be a positive whole number, not \"0\""
+        );
+        assert_eq!(
+            EndpointSelection::from_query("mode=weird"),
+            Err(EndpointSelectionError::Selection(
+                SelectionError::UnknownMode("weird".into())
+            ))
+        );
         assert_eq!(
             EndpointSelection::from_query("").unwrap(),
             EndpointSelection::default()

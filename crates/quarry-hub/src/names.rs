@@ -6,6 +6,8 @@
 //! so it depends on nothing but that name: adding packages never renames a tool, and the
 //! catalog maps a wire name back to its tool.
 
+use std::fmt;
+
 use sha2::{Digest, Sha256};
 
 /// Separates package and tool in wire names.
@@ -15,9 +17,28 @@ pub const DEFAULT_WIRE_NAME_MAX: usize = 48;
 /// Longest package id.
 pub const PACKAGE_ID_MAX: usize = 40;
 
+/// A package id that breaks the rules ([`check_package_id`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InvalidPackageId {
+    /// The id given.
+    pub id: String,
+}
+
+impl fmt::Display for InvalidPackageId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "invalid package id '{}': use 1-{PACKAGE_ID_MAX} lowercase letters, digits, '-' or '_', starting with a letter or digit, without '__'",
+            self.id
+        )
+    }
+}
+
+impl std::error::Error for InvalidPackageId {}
+
 /// Checks a package id: lowercase ASCII letters, digits, `-` and `_`, starting with a letter
 /// or digit, no `__` (the wire separator), at most 40 characters.
-pub fn check_package_id(id: &str) -> Result<(), String> {
+pub fn check_package_id(id: &str) -> Result<(), InvalidPackageId> {
     let ok = !id.is_empty()
         && id.len() <= PACKAGE_ID_MAX
         && id
@@ -28,9 +49,7 @@ pub fn check_package_id(id: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!(
-            "invalid package id '{id}': use 1-{PACKAGE_ID_MAX} lowercase letters, digits, '-' or '_', starting with a letter or digit, without '__'"
-        ))
+        Err(InvalidPackageId { id: id.to_owned() })
     }
 }
 
@@ -131,9 +150,35 @@ pub struct Selection {
     pub own_names: bool,
 }
 
+/// A selection parameter with a value it does not take ([`Selection::from_query`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SelectionError {
+    /// `?names=` other than `tool` or `package`.
+    UnknownNames(String),
+    /// `?mode=` other than `search` or `list`.
+    UnknownMode(String),
+}
+
+impl fmt::Display for SelectionError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SelectionError::UnknownNames(other) => write!(
+                f,
+                "unknown names '{other}': use names=tool (the tools' own names) or names=package (package__tool, the default)"
+            ),
+            SelectionError::UnknownMode(other) => {
+                write!(f, "unknown mode '{other}': use mode=search or leave it out")
+            }
+        }
+    }
+}
+
+impl std::error::Error for SelectionError {}
+
 impl Selection {
     /// Parses the query string's selection parameters; a parameter given twice is joined.
-    pub fn from_query(query: Option<&str>) -> Result<Selection, String> {
+    pub fn from_query(query: Option<&str>) -> Result<Selection, SelectionError> {
         let mut sel = Selection::default();
         let Some(q) = query else {
             return Ok(sel);
@@ -154,20 +199,12 @@ impl Selection {
                 "names" => match value.as_str() {
                     "tool" => sel.own_names = true,
                     "" | "package" => sel.own_names = false,
-                    other => {
-                        return Err(format!(
-                            "unknown names '{other}': use names=tool (the tools' own names) or names=package (package__tool, the default)"
-                        ));
-                    }
+                    other => return Err(SelectionError::UnknownNames(other.to_owned())),
                 },
                 "mode" => match value.as_str() {
                     "search" => sel.search_mode = true,
                     "" | "list" => sel.search_mode = false,
-                    other => {
-                        return Err(format!(
-                            "unknown mode '{other}': use mode=search or leave it out"
-                        ));
-                    }
+                    other => return Err(SelectionError::UnknownMode(other.to_owned())),
                 },
                 _ => {}
             }
@@ -268,7 +305,10 @@ mod tests {
         assert_eq!(package_id_from("  everything!! "), "everything");
         assert!(package_id_from("文件工具").starts_with("pkg-"));
         assert!(check_package_id("my-git_server2").is_ok());
-        assert!(check_package_id("a__b").is_err());
+        assert_eq!(
+            check_package_id("a__b"),
+            Err(InvalidPackageId { id: "a__b".into() })
+        );
         assert!(check_package_id("Upper").is_err());
         assert!(check_package_id("").is_err());
         assert!(check_package_id("-x").is_err());
@@ -292,7 +332,16 @@ mod tests {
         assert_eq!(s.servers.as_deref(), Some(&["git".to_owned()][..]));
         assert_eq!(s.pin, vec!["a.b".to_owned()]);
         assert!(s.search_mode);
-        assert!(Selection::from_query(Some("mode=bogus")).is_err());
+        assert_eq!(
+            Selection::from_query(Some("mode=bogus")),
+            Err(SelectionError::UnknownMode("bogus".into()))
+        );
+        assert_eq!(
+            Selection::from_query(Some("names=x"))
+                .unwrap_err()
+                .to_string(),
+            "unknown names 'x': use names=tool (the tools' own names) or names=package (package__tool, the default)"
+        );
         assert!(Selection::from_query(None).unwrap().is_empty());
         assert!(
             Selection::from_query(Some("token=x&kb=a"))

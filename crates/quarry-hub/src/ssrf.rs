@@ -52,19 +52,94 @@ pub struct Cidr {
     prefix: u8,
 }
 
+/// Why text or numbers make no address range ([`Cidr::new`], `str::parse`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CidrError {
+    /// Not an IP address (the text given).
+    NotAnAddress(String),
+    /// Not a prefix length (the text given).
+    NotAPrefix(String),
+    /// A prefix longer than the address.
+    PrefixTooLong {
+        /// The prefix length given.
+        prefix: u8,
+        /// The address's length in bits.
+        max: u8,
+    },
+    /// Bits set after the prefix.
+    HostBitsSet {
+        /// The address given.
+        addr: IpAddr,
+        /// The prefix length.
+        prefix: u8,
+        /// The network's address, which was probably meant.
+        network: IpAddr,
+    },
+}
+
+impl fmt::Display for CidrError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CidrError::NotAnAddress(a) => write!(f, "{a:?} is not an IP address"),
+            CidrError::NotAPrefix(p) => write!(f, "{p:?} is not a prefix length"),
+            CidrError::PrefixTooLong { prefix, max } => {
+                write!(f, "prefix length {prefix} is larger than {max}")
+            }
+            CidrError::HostBitsSet {
+                addr,
+                prefix,
+                network,
+            } => write!(
+                f,
+                "{addr}/{prefix} has host bits set; did you mean {network}/{prefix}?"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for CidrError {}
+
+/// An `--allow-net` entry that is not a range ([`NetPolicy::parse_allow_list`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AllowListError {
+    /// The entry, trimmed.
+    pub entry: String,
+    /// What is wrong with it.
+    pub error: CidrError,
+}
+
+impl fmt::Display for AllowListError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "invalid --allow-net entry {:?}: {}",
+            self.entry, self.error
+        )
+    }
+}
+
+impl std::error::Error for AllowListError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.error)
+    }
+}
+
 impl Cidr {
     /// A range; refuses prefixes longer than the address and addresses with host bits set.
-    pub fn new(addr: IpAddr, prefix: u8) -> Result<Cidr, String> {
+    pub fn new(addr: IpAddr, prefix: u8) -> Result<Cidr, CidrError> {
         let max = if addr.is_ipv4() { 32 } else { 128 };
         if prefix > max {
-            return Err(format!("prefix length {prefix} is larger than {max}"));
+            return Err(CidrError::PrefixTooLong { prefix, max });
         }
         let cidr = Cidr { addr, prefix };
         let network = cidr.network();
         if network != addr {
-            return Err(format!(
-                "{addr}/{prefix} has host bits set; did you mean {network}/{prefix}?"
-            ));
+            return Err(CidrError::HostBitsSet {
+                addr,
+                prefix,
+                network,
+            });
         }
         Ok(cidr)
     }
@@ -134,10 +209,10 @@ impl fmt::Display for Cidr {
 }
 
 impl FromStr for Cidr {
-    type Err = String;
+    type Err = CidrError;
 
     /// `a.b.c.d/n`, `a.b.c.d`, `x::y/n`, `x::y` or `[x::y]`.
-    fn from_str(s: &str) -> Result<Cidr, String> {
+    fn from_str(s: &str) -> Result<Cidr, CidrError> {
         let s = s.trim();
         let (addr, prefix) = match s.split_once('/') {
             Some((a, p)) => (a.trim(), Some(p.trim())),
@@ -149,13 +224,11 @@ impl FromStr for Cidr {
             .unwrap_or(addr);
         let addr: IpAddr = addr
             .parse()
-            .map_err(|_| format!("{addr:?} is not an IP address"))?;
+            .map_err(|_| CidrError::NotAnAddress(addr.to_owned()))?;
         match prefix {
             None => Ok(Cidr::host(addr)),
             Some(p) => {
-                let prefix: u8 = p
-                    .parse()
-                    .map_err(|_| format!("{p:?} is not a prefix length"))?;
+                let prefix: u8 = p.parse().map_err(|_| CidrError::NotAPrefix(p.to_owned()))?;
                 Cidr::new(addr, prefix)
             }
         }
@@ -177,16 +250,17 @@ impl NetPolicy {
 
     /// Parses a comma-separated list of ranges or single addresses, e.g.
     /// `127.0.0.1/32,10.0.0.0/8,::1`. Blank entries are skipped; an empty list is the default.
-    pub fn parse_allow_list(list: &str) -> Result<NetPolicy, String> {
+    pub fn parse_allow_list(list: &str) -> Result<NetPolicy, AllowListError> {
         let mut allow = Vec::new();
         for entry in list.split(',') {
             let entry = entry.trim();
             if entry.is_empty() {
                 continue;
             }
-            let cidr = entry
-                .parse::<Cidr>()
-                .map_err(|e| format!("invalid --allow-net entry {entry:?}: {e}"))?;
+            let cidr = entry.parse::<Cidr>().map_err(|error| AllowListError {
+                entry: entry.to_owned(),
+                error,
+            })?;
             if !allow.contains(&cidr) {
                 allow.push(cidr);
             }
@@ -510,20 +584,62 @@ pub fn check_url(policy: &NetPolicy, url: &Url) -> Result<(), Refused> {
     }
 }
 
+/// Why a host name cannot be reached ([`check_resolved`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ResolveError {
+    /// Not a valid DNS name.
+    InvalidName {
+        /// The host name.
+        host: String,
+        /// Why not.
+        reason: String,
+    },
+    /// The guard refused it: a metadata host name, or one whose every address is refused.
+    Refused(Refused),
+    /// The lookup failed (no such name, no resolver).
+    Lookup(String),
+}
+
+impl fmt::Display for ResolveError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ResolveError::InvalidName { host, reason } => {
+                write!(f, "invalid host name '{host}': {reason}")
+            }
+            ResolveError::Refused(r) => write!(f, "{r}"),
+            ResolveError::Lookup(m) => f.write_str(m),
+        }
+    }
+}
+
+impl std::error::Error for ResolveError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ResolveError::Refused(r) => Some(r),
+            _ => None,
+        }
+    }
+}
+
 /// Resolves `url`'s host name as a guarded client would, so a name whose every address is
 /// refused is reported in words before anything connects (a client's transport error may
 /// carry the reason only deep in its log). IP literals are [`check_url`]'s.
-pub async fn check_resolved(policy: &NetPolicy, url: &Url) -> Result<(), String> {
+pub async fn check_resolved(policy: &NetPolicy, url: &Url) -> Result<(), ResolveError> {
     let Some(Host::Domain(host)) = url.host() else {
         return Ok(());
     };
-    let name: reqwest::dns::Name = host
-        .parse()
-        .map_err(|e| format!("invalid host name '{host}': {e}"))?;
+    let name: reqwest::dns::Name = host.parse().map_err(|e| ResolveError::InvalidName {
+        host: host.to_owned(),
+        reason: format!("{e}"),
+    })?;
     reqwest::dns::Resolve::resolve(&GuardedResolver::new(Arc::new(policy.clone())), name)
         .await
         .map(|_| ())
-        .map_err(|e| e.to_string())
+        .map_err(|e| match e.downcast::<Refused>() {
+            Ok(refused) => ResolveError::Refused(*refused),
+            Err(e) => ResolveError::Lookup(e.to_string()),
+        })
 }
 
 /// Finds a [`Refused`] in an error's source chain (a reqwest error wraps the resolver's or the
@@ -857,18 +973,36 @@ mod tests {
     fn allow_list_errors_are_clear() {
         let e = NetPolicy::parse_allow_list("10.0.0.0/33").unwrap_err();
         assert_eq!(
-            e,
+            e.error,
+            CidrError::PrefixTooLong {
+                prefix: 33,
+                max: 32
+            }
+        );
+        assert_eq!(
+            e.to_string(),
             "invalid --allow-net entry \"10.0.0.0/33\": prefix length 33 is larger than 32"
         );
         let e = NetPolicy::parse_allow_list("127.0.0.1/32,localhost").unwrap_err();
+        assert_eq!(e.entry, "localhost");
+        assert_eq!(e.error, CidrError::NotAnAddress("localhost".into()));
         assert_eq!(
-            e,
+            e.to_string(),
             "invalid --allow-net entry \"localhost\": \"localhost\" is not an IP address"
         );
         let e = NetPolicy::parse_allow_list("10.0.0.1/8").unwrap_err();
-        assert!(e.contains("host bits set; did you mean 10.0.0.0/8?"), "{e}");
+        assert!(matches!(e.error, CidrError::HostBitsSet { .. }), "{e}");
+        assert!(
+            e.to_string()
+                .contains("host bits set; did you mean 10.0.0.0/8?"),
+            "{e}"
+        );
         let e = NetPolicy::parse_allow_list("10.0.0.0/x").unwrap_err();
-        assert!(e.contains("\"x\" is not a prefix length"), "{e}");
+        assert_eq!(e.error, CidrError::NotAPrefix("x".into()));
+        assert!(
+            e.to_string().contains("\"x\" is not a prefix length"),
+            "{e}"
+        );
         assert!(NetPolicy::parse_allow_list("::1/129").is_err());
     }
 

@@ -836,7 +836,9 @@ fn causes(e: &(dyn std::error::Error + 'static)) -> String {
 async fn guarded_http_client(spec: &ConnectSpec) -> Result<reqwest::Client, String> {
     let client = http_client(spec)?;
     if let (Some(policy), Ok(url)) = (&spec.net, url::Url::parse(&spec.config)) {
-        crate::ssrf::check_resolved(policy, &url).await?;
+        crate::ssrf::check_resolved(policy, &url)
+            .await
+            .map_err(|e| e.to_string())?;
     }
     Ok(client)
 }

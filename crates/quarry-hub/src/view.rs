@@ -99,7 +99,7 @@ impl View {
         allowed: &dyn Fn(&CatalogTool) -> bool,
         cap: usize,
     ) -> Result<View, ViewError> {
-        let allowed = |t: &CatalogTool| crate::may_use(caller, t) && allowed(t);
+        let allowed = |t: &CatalogTool| crate::access::may_use(caller, t) && allowed(t);
         let usable = |t: &CatalogTool| t.enabled && t.available && !t.requires_task && allowed(t);
         let mut chosen: BTreeSet<usize> = BTreeSet::new();
         let mut bare = false;

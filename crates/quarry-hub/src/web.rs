@@ -32,7 +32,7 @@ use tokio_util::sync::CancellationToken;
 use url::Url;
 
 use crate::catalog::BuiltinPackage;
-use crate::custom::{self, RawResponse};
+use crate::fetch::{self, RawResponse};
 
 /// The built-in package's id (tools are `web.<name>`).
 pub const WEB_PACKAGE: &str = "web";
@@ -469,7 +469,7 @@ impl WebSearch {
                     .append_pair("q", &args.query)
                     .append_pair("kl", "wt-wt")
                     .finish();
-                let target = custom::redacted(&url);
+                let target = fetch::redacted(&url);
                 let request = client
                     .post(url)
                     .header(
@@ -486,14 +486,14 @@ impl WebSearch {
                 u.query_pairs_mut()
                     .append_pair("q", &args.query)
                     .append_pair("format", "json");
-                let target = custom::redacted(&u);
+                let target = fetch::redacted(&u);
                 let request = client
                     .get(u)
                     .header(http::header::ACCEPT, "application/json");
                 (target, request)
             }
         };
-        let raw = custom::send_and_read(request, MAX_BODY_BYTES)
+        let raw = fetch::send_and_read(request, MAX_BODY_BYTES)
             .await
             .map_err(|e| request_error(name, &target, self.opts.timeout, e))?;
         match backend {
@@ -525,7 +525,7 @@ fn build_client(opts: &WebSearchOptions) -> Result<reqwest::Client, String> {
     builder.build().map_err(|e| {
         format!(
             "web search is unavailable: could not build the HTTP client: {}",
-            custom::error_chain(&e)
+            fetch::error_chain(&e)
         )
     })
 }
@@ -550,7 +550,7 @@ fn request_error(backend: &str, target: &str, timeout: Duration, e: reqwest::Err
         return timeout_message(backend, timeout);
     }
     let connect = e.is_connect();
-    let detail = custom::error_chain(&e.without_url());
+    let detail = fetch::error_chain(&e.without_url());
     if connect {
         format!("could not connect to {backend} at {target}: {detail}")
     } else {
@@ -596,7 +596,7 @@ fn http_error(backend: &str, raw: &RawResponse) -> String {
 fn body_text(raw: &RawResponse) -> String {
     let mut bytes = raw.body.clone();
     if raw.truncated {
-        custom::trim_partial_utf8(&mut bytes);
+        fetch::trim_partial_utf8(&mut bytes);
     }
     String::from_utf8_lossy(&bytes).into_owned()
 }
@@ -628,7 +628,7 @@ fn duckduckgo_outcome(raw: &RawResponse) -> Result<Vec<WebResult>, String> {
 
 fn searxng_outcome(base: &str, raw: &RawResponse) -> Result<Vec<WebResult>, String> {
     let target = Url::parse(base)
-        .map(|u| custom::redacted(&u))
+        .map(|u| fetch::redacted(&u))
         .unwrap_or_else(|_| base.to_owned());
     match raw.status {
         200..=299 => {}
@@ -1707,7 +1707,9 @@ mod tests {
 
     #[tokio::test]
     async fn the_hub_runs_web_search() {
-        use crate::{Hub, HubOptions, MACHINE_OWNER};
+        use crate::options::HubOptions;
+        use crate::registry::Hub;
+        use quarry_core::MACHINE_OWNER;
 
         let dir = tempfile::tempdir().unwrap();
         let store: Arc<dyn quarry_store::Store> =
@@ -1830,6 +1832,6 @@ mod tests {
             )
             .await
             .unwrap_err();
-        assert!(matches!(e, crate::CallError::Cancelled), "{e}");
+        assert!(matches!(e, crate::upstream::CallError::Cancelled), "{e}");
     }
 }

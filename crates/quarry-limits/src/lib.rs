@@ -17,8 +17,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use quarry_core::{Result, now_millis};
-use quarry_store::Store;
+use quarry_core::{Result, SettingError, now_millis};
+use quarry_store::LimitStore;
 
 /// `QUARRY_RATE_TOOL_CALLS`: tool calls per token per minute (0: no limit).
 pub const ENV_TOOL_CALLS: &str = "QUARRY_RATE_TOOL_CALLS";
@@ -78,7 +78,9 @@ impl Default for LimitSettings {
 
 impl LimitSettings {
     /// The settings from the process's variables, read through `get` (the CLI's table).
-    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> std::result::Result<Self, String> {
+    pub fn from_lookup(
+        get: impl Fn(&str) -> Option<String>,
+    ) -> std::result::Result<Self, SettingError> {
         let mut s = LimitSettings::default();
         for (name, slot) in [
             (ENV_TOOL_CALLS, &mut s.tool_calls_per_minute),
@@ -91,7 +93,7 @@ impl LimitSettings {
             {
                 *slot = v
                     .parse()
-                    .map_err(|_| format!("{name}={v:?}: give a whole number (0 or more)"))?;
+                    .map_err(|_| SettingError::new(name, &v, "give a whole number (0 or more)"))?;
             }
         }
         Ok(s)
@@ -124,7 +126,7 @@ struct Lease {
 
 /// The process's limiter.
 pub struct RateLimiter {
-    store: Arc<dyn Store>,
+    store: Arc<dyn LimitStore>,
     settings: LimitSettings,
     leases: Mutex<HashMap<(Kind, String), Lease>>,
     last_prune: Mutex<i64>,
@@ -141,7 +143,7 @@ fn retry_after(now: i64, window_start: i64) -> Duration {
 
 impl RateLimiter {
     /// A limiter over `store`.
-    pub fn new(store: Arc<dyn Store>, settings: LimitSettings) -> Arc<RateLimiter> {
+    pub fn new(store: Arc<dyn LimitStore>, settings: LimitSettings) -> Arc<RateLimiter> {
         Arc::new(RateLimiter {
             store,
             settings,

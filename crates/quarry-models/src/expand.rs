@@ -93,9 +93,10 @@ impl OpenAiChatExpander {
             ));
         }
         let key = read_key(opts.api_key.as_ref())?;
+        let url = openai_endpoint(&opts.base_url, "chat/completions");
         Ok(OpenAiChatExpander {
-            http: Http::new(key, opts.timeout),
-            url: openai_endpoint(&opts.base_url, "chat/completions"),
+            http: Http::new(key, opts.timeout, &url)?,
+            url,
             identity: ModelIdentity {
                 name: model.to_string(),
                 dimensions: 0,

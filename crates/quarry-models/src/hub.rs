@@ -240,7 +240,7 @@ pub fn fetch_model(
         return Ok(dir);
     }
     let endpoint = opts.endpoint.trim().trim_end_matches('/').to_string();
-    let http = Http::new_download(read_optional_key(&opts.token), STALL_TIMEOUT);
+    let http = Http::new_download(read_optional_key(&opts.token), STALL_TIMEOUT, &endpoint)?;
     let fetcher = Fetcher {
         http,
         endpoint,
@@ -368,7 +368,7 @@ impl Fetcher<'_> {
             return Ok(Fetched::Present);
         }
         let url = self.url(file);
-        let mut resp = self.http.get(&url).map_err(|e| self.fail(e.to_string()))?;
+        let resp = self.http.get(&url).map_err(|e| self.fail(e.to_string()))?;
         let status = resp.status().as_u16();
         let header = |name: &str| {
             resp.headers()
@@ -394,12 +394,12 @@ impl Fetcher<'_> {
             };
         }
         if !(200..300).contains(&status) {
-            let body = resp
-                .body_mut()
-                .with_config()
-                .limit(ERROR_BODY_LIMIT)
-                .read_to_string()
-                .unwrap_or_default();
+            // Best effort: the message is the point, a body that breaks off leaves it out.
+            let mut raw = Vec::new();
+            let body = match resp.take(ERROR_BODY_LIMIT).read_to_end(&mut raw) {
+                Ok(_) => String::from_utf8_lossy(&raw).into_owned(),
+                Err(_) => String::new(),
+            };
             let detail = if message.trim().is_empty() {
                 excerpt(&self.http.scrub(&body))
             } else {
@@ -448,7 +448,7 @@ impl Fetcher<'_> {
         file: &str,
         dest: &Path,
         url: &str,
-        resp: ureq::http::Response<ureq::Body>,
+        mut resp: reqwest::blocking::Response,
     ) -> Result<(), ModelError> {
         let io = |path: &Path| {
             let path = path.to_path_buf();
@@ -460,8 +460,7 @@ impl Fetcher<'_> {
         let mut part_name = dest.as_os_str().to_owned();
         part_name.push(".part");
         let part = PathBuf::from(part_name);
-        let total = resp.body().content_length();
-        let mut reader = resp.into_body().into_reader();
+        let total = resp.content_length();
         let mut out = File::create(&part).map_err(io(&part))?;
         let report = |downloaded: u64| {
             (self.progress)(&HubProgress {
@@ -475,14 +474,15 @@ impl Fetcher<'_> {
         let mut downloaded = 0u64;
         let mut last = Instant::now();
         let result: Result<(), ModelError> = loop {
-            let n = match reader.read(&mut buf) {
+            let n = match resp.read(&mut buf) {
                 Ok(0) => break Ok(()),
                 Ok(n) => n,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(e) => {
                     break Err(self.fail(format!(
-                        "the download of {url} broke off after {downloaded}{} bytes: {e}",
-                        total.map(|t| format!(" of {t}")).unwrap_or_default()
+                        "the download of {url} broke off after {downloaded}{} bytes: {}",
+                        total.map(|t| format!(" of {t}")).unwrap_or_default(),
+                        quarry_core::error_chain(&e)
                     )));
                 }
             };

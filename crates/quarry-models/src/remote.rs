@@ -1,7 +1,8 @@
 //! Remote embedders (OpenAI-compatible, Ollama) and `/rerank` APIs over blocking HTTP.
 
+use std::io::Read;
 use std::sync::OnceLock;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
@@ -94,10 +95,40 @@ pub(crate) fn excerpt(text: &str) -> String {
     snippet.trim().to_string()
 }
 
-/// A ureq agent plus the API key it sends as `Authorization: Bearer`.
+/// Redirects followed before a request gives up.
+const MAX_REDIRECTS: usize = 10;
+
+/// Which redirects keep the `Authorization` header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RedirectAuth {
+    /// None: a redirected API call goes on without the key.
+    Never,
+    /// Those to the same host, with the same scheme or up to https. The Hub redirects file
+    /// downloads to a CDN with a signed URL: the token must not go there, but may follow a
+    /// redirect within the Hub (a renamed repository).
+    SameHost,
+}
+
+/// reqwest's `rustls-no-provider` build needs a process-wide crypto provider before a client
+/// is built: ring, as everywhere in Quarry (one already installed is kept).
+fn ensure_crypto_provider() {
+    if rustls::crypto::CryptoProvider::get_default().is_none() {
+        // Losing a race with another installer is fine: a provider is installed either way.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    }
+}
+
+/// A blocking HTTP client plus the API key it sends as `Authorization: Bearer`.
+///
+/// Blocking: call it from plain threads (the engine's callers hand model work to blocking
+/// threads), never from an async runtime's worker (reqwest's blocking client panics there).
 pub(crate) struct Http {
-    agent: ureq::Agent,
+    client: reqwest::blocking::Client,
     key: Option<Secret>,
+    /// The whole request's limit, redirects and body included; `None` for downloads, which
+    /// are bounded per wait instead.
+    timeout: Option<Duration>,
+    redirect_auth: RedirectAuth,
 }
 
 impl std::fmt::Debug for Http {
@@ -107,33 +138,61 @@ impl std::fmt::Debug for Http {
 }
 
 impl Http {
-    /// For JSON APIs: the whole request must finish within `timeout`.
-    pub(crate) fn new(key: Option<Secret>, timeout: Duration) -> Self {
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .timeout_global(Some(timeout))
-            .user_agent(concat!("quarry-models/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .into();
-        Http { agent, key }
+    /// For JSON APIs at `url` (named if the client cannot start): the whole request must
+    /// finish within `timeout`.
+    pub(crate) fn new(
+        key: Option<Secret>,
+        timeout: Duration,
+        url: &str,
+    ) -> Result<Self, ModelError> {
+        Self::build(key, Some(timeout), RedirectAuth::Never, None, url)
     }
 
-    /// For large downloads: no limit on the whole transfer (a multi-GB file may take a long
-    /// time), but connecting, waiting for the response head and every read are bounded so a
-    /// stalled server cannot hang the caller forever.
-    pub(crate) fn new_download(key: Option<Secret>, stall: Duration) -> Self {
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .timeout_connect(Some(stall))
-            .timeout_recv_response(Some(stall))
-            .timeout_per_read(Some(stall))
-            // The Hub redirects file downloads to a CDN with a signed URL: the token must not
-            // go there, but may follow a redirect within the same host (a renamed repository).
-            .redirect_auth_headers(ureq::config::RedirectAuthHeaders::SameHost)
+    /// For large downloads from `url`: no limit on the whole transfer (a multi-GB file may
+    /// take a long time), but connecting, waiting for the response head and every read are
+    /// bounded by `stall` so a stalled server cannot hang the caller forever.
+    pub(crate) fn new_download(
+        key: Option<Secret>,
+        stall: Duration,
+        url: &str,
+    ) -> Result<Self, ModelError> {
+        Self::build(key, None, RedirectAuth::SameHost, Some(stall), url)
+    }
+
+    fn build(
+        key: Option<Secret>,
+        timeout: Option<Duration>,
+        redirect_auth: RedirectAuth,
+        stall: Option<Duration>,
+        url: &str,
+    ) -> Result<Self, ModelError> {
+        ensure_crypto_provider();
+        let mut builder = reqwest::blocking::Client::builder()
+            // Redirects are followed by `send`, which decides hop by hop whether the key goes
+            // along: reqwest's own policy restores the first request's headers on every hop
+            // and drops `Authorization` only when a hop changes host, so the second hop
+            // within a CDN would carry the token again.
+            .redirect(reqwest::redirect::Policy::none())
             .user_agent(concat!("quarry-models/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .into();
-        Http { agent, key }
+            // Waiting for a response head and each read of a body (`None`: requests set
+            // their own limit).
+            .timeout(stall);
+        if let Some(stall) = stall {
+            builder = builder.connect_timeout(stall);
+        }
+        let client = builder.build().map_err(|e| ModelError::Network {
+            url: scrub(key.as_ref(), url),
+            reason: format!(
+                "cannot start the HTTP client: {}",
+                quarry_core::error_chain(&e)
+            ),
+        })?;
+        Ok(Http {
+            client,
+            key,
+            timeout,
+            redirect_auth,
+        })
     }
 
     /// Whether an API key will be sent.
@@ -143,47 +202,123 @@ impl Http {
 
     /// Removes the API key from any text that may reach a log or an error message.
     pub(crate) fn scrub(&self, text: &str) -> String {
-        match &self.key {
-            Some(Secret(k)) if !k.is_empty() => text.replace(k.as_str(), "[REDACTED]"),
-            _ => text.to_string(),
+        scrub(self.key.as_ref(), text)
+    }
+
+    /// A transport failure of a request to `url`, key scrubbed.
+    fn network(&self, url: &str, reason: &str) -> ModelError {
+        ModelError::Network {
+            url: self.scrub(url),
+            reason: self.scrub(reason),
         }
     }
 
-    /// `GET url` with the key as a bearer token; redirects are followed (ureq never forwards
-    /// the `Authorization` header to another host). Any HTTP status is returned as a response;
-    /// only transport failures are errors.
-    pub(crate) fn get(&self, url: &str) -> Result<ureq::http::Response<ureq::Body>, ModelError> {
-        let mut req = self.agent.get(url);
-        if let Some(Secret(k)) = &self.key {
-            req = req.header("Authorization", format!("Bearer {k}"));
+    /// `GET url` with the key as a bearer token; redirects are followed (the key only to the
+    /// same host, see [`RedirectAuth`]). Any HTTP status is returned as a response; only
+    /// transport failures are errors.
+    pub(crate) fn get(&self, url: &str) -> Result<reqwest::blocking::Response, ModelError> {
+        self.send(url, None)
+    }
+
+    /// `url` with the key, `POST` with `json` as the body or else `GET`, following up to
+    /// [`MAX_REDIRECTS`] redirects: 301, 302 and 303 go on as a `GET` without the body; 307
+    /// and 308 repeat a `GET`, while one with a body is answered as it is rather than sent
+    /// again.
+    fn send(
+        &self,
+        url: &str,
+        json: Option<&[u8]>,
+    ) -> Result<reqwest::blocking::Response, ModelError> {
+        use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderValue, LOCATION};
+        let deadline = self.timeout.map(|t| Instant::now() + t);
+        let mut target = reqwest::Url::parse(url)
+            .map_err(|e| self.network(url, &format!("invalid URL: {e}")))?;
+        let mut body = json;
+        let mut key = self.key.as_ref();
+        for _ in 0..=MAX_REDIRECTS {
+            let mut req = match body {
+                Some(b) => self
+                    .client
+                    .post(target.clone())
+                    .header(CONTENT_TYPE, "application/json")
+                    .body(b.to_vec()),
+                None => self.client.get(target.clone()),
+            };
+            if json.is_some() {
+                req = req.header(ACCEPT, "application/json");
+            }
+            if let Some(Secret(k)) = key {
+                let mut value = HeaderValue::from_str(&format!("Bearer {k}")).map_err(|_| {
+                    self.network(url, "the API key holds characters a header cannot carry")
+                })?;
+                value.set_sensitive(true);
+                req = req.header(AUTHORIZATION, value);
+            }
+            if let Some(deadline) = deadline {
+                // What is left of the whole request's time (at least a millisecond, so an
+                // expired deadline fails as a timeout).
+                let left = deadline.saturating_duration_since(Instant::now());
+                req = req.timeout(left.max(Duration::from_millis(1)));
+            }
+            // Errors name the URL asked for, not a hop (a CDN's signed URL is a credential).
+            let resp = req
+                .send()
+                .map_err(|e| self.network(url, &quarry_core::error_chain(&e.without_url())))?;
+            let status = resp.status().as_u16();
+            let repeat = match status {
+                301..=303 => false,
+                307 | 308 if body.is_none() => true,
+                _ => return Ok(resp),
+            };
+            let Some(location) = resp.headers().get(LOCATION) else {
+                return Ok(resp);
+            };
+            let next = location
+                .to_str()
+                .ok()
+                .and_then(|l| target.join(l).ok())
+                .filter(|u| matches!(u.scheme(), "http" | "https"))
+                .ok_or_else(|| {
+                    self.network(
+                        url,
+                        &format!("HTTP {status} redirects to an invalid location"),
+                    )
+                })?;
+            if !repeat {
+                body = None;
+            }
+            if !(self.redirect_auth == RedirectAuth::SameHost && same_host(&target, &next)) {
+                key = None;
+            }
+            target = next;
         }
-        req.call().map_err(|e| ModelError::Network {
-            url: self.scrub(url),
-            reason: self.scrub(&e.to_string()),
-        })
+        Err(self.network(url, &format!("more than {MAX_REDIRECTS} redirects")))
     }
 
     /// `POST url` with a JSON body; a non-2xx status or a non-JSON body is an error.
     pub(crate) fn post_json(&self, url: &str, body: &Value) -> Result<Value, ModelError> {
-        let mut req = self.agent.post(url).header("Accept", "application/json");
-        if let Some(Secret(k)) = &self.key {
-            req = req.header("Authorization", format!("Bearer {k}"));
-        }
         let safe_url = self.scrub(url);
-        let mut resp = req.send_json(body).map_err(|e| ModelError::Network {
-            url: safe_url.clone(),
-            reason: self.scrub(&e.to_string()),
-        })?;
+        let bytes = serde_json::to_vec(body)
+            .map_err(|e| self.network(url, &format!("cannot encode the request: {e}")))?;
+        let resp = self.send(url, Some(&bytes))?;
         let status = resp.status().as_u16();
-        let text = resp
-            .body_mut()
-            .with_config()
-            .limit(MAX_BODY)
-            .read_to_string()
+        let mut raw = Vec::new();
+        resp.take(MAX_BODY + 1)
+            .read_to_end(&mut raw)
             .map_err(|e| ModelError::Network {
                 url: safe_url.clone(),
-                reason: format!("reading the response body: {}", self.scrub(&e.to_string())),
+                reason: format!(
+                    "reading the response body: {}",
+                    self.scrub(&quarry_core::error_chain(&e))
+                ),
             })?;
+        if raw.len() as u64 > MAX_BODY {
+            return Err(ModelError::Network {
+                url: safe_url,
+                reason: format!("reading the response body: it is larger than {MAX_BODY} bytes"),
+            });
+        }
+        let text = String::from_utf8_lossy(&raw);
         if !(200..300).contains(&status) {
             return Err(ModelError::HttpStatus {
                 url: safe_url,
@@ -197,6 +332,20 @@ impl Http {
             reason: format!("body is not valid JSON ({})", self.scrub(&e.to_string())),
         })
     }
+}
+
+/// `text` with `key` replaced by `[REDACTED]`.
+fn scrub(key: Option<&Secret>, text: &str) -> String {
+    match key {
+        Some(Secret(k)) if !k.is_empty() => text.replace(k.as_str(), "[REDACTED]"),
+        _ => text.to_string(),
+    }
+}
+
+/// Whether a redirect from `from` to `to` may keep the key: the same host, and the same
+/// scheme or an upgrade to https (never down to plain http).
+fn same_host(from: &reqwest::Url, to: &reqwest::Url) -> bool {
+    from.host_str() == to.host_str() && (from.scheme() == to.scheme() || to.scheme() == "https")
 }
 
 /// Rough token count for APIs without a local tokenizer: one token per non-ASCII character
@@ -373,9 +522,10 @@ impl OpenAiEmbedder {
             return Err(ModelError::InvalidInput("model name is empty".into()));
         }
         let key = read_key(opts.api_key.as_ref())?;
+        let url = openai_url(&opts.base_url);
         Ok(OpenAiEmbedder {
-            http: Http::new(key, opts.timeout),
-            url: openai_url(&opts.base_url),
+            http: Http::new(key, opts.timeout, &url)?,
+            url,
             identity: RemoteIdentity::new(&opts.model, opts.dimensions),
             opts,
         })
@@ -551,7 +701,7 @@ impl OllamaEmbedder {
             format!("{base}/api/embed")
         };
         Ok(OllamaEmbedder {
-            http: Http::new(key, opts.timeout),
+            http: Http::new(key, opts.timeout, &url)?,
             url,
             identity: RemoteIdentity::new(&opts.model, None),
             opts,
@@ -675,7 +825,7 @@ impl ApiReranker {
             f => f,
         };
         Ok(ApiReranker {
-            http: Http::new(key, opts.timeout),
+            http: Http::new(key, opts.timeout, &opts.url)?,
             identity: ModelIdentity {
                 name: opts.model.clone(),
                 dimensions: 0,
@@ -788,6 +938,20 @@ mod tests {
         assert_eq!(estimate_tokens(""), 0);
         assert_eq!(estimate_tokens("abcd"), 1);
         assert_eq!(estimate_tokens("南瓜 soup"), 4);
+    }
+
+    #[test]
+    fn the_key_follows_redirects_to_the_same_host_only() {
+        let u = |s: &str| reqwest::Url::parse(s).unwrap();
+        let hub = u("https://hf.co/org/m/resolve/main/x");
+        assert!(same_host(&hub, &u("https://hf.co/api/other")));
+        assert!(
+            same_host(&u("http://h:1/a"), &u("https://h:2/b")),
+            "up to https"
+        );
+        assert!(!same_host(&hub, &u("http://hf.co/x")), "never down to http");
+        assert!(!same_host(&hub, &u("https://cdn.hf.co/x")));
+        assert!(!same_host(&hub, &u("https://127.0.0.2/x")));
     }
 
     #[test]

@@ -26,7 +26,7 @@ use std::sync::Arc;
 use quarry_access::{Directory, Principal, TokenRequest};
 use quarry_core::Error;
 use quarry_store::{
-    OAuthClientRow, OAuthGrantRow, OAuthSecretKind, OAuthSecretRow, Redeemed, Store,
+    OAuthClientRow, OAuthGrantRow, OAuthSecretKind, OAuthSecretRow, OAuthStore, Redeemed,
 };
 use serde_json::{Value, json};
 use url::Url;
@@ -340,7 +340,7 @@ pub struct Consent {
 /// The authorization server over the store.
 #[derive(Clone)]
 pub struct OAuthServer {
-    store: Arc<dyn Store>,
+    store: Arc<dyn OAuthStore>,
     directory: Directory,
 }
 
@@ -578,12 +578,9 @@ fn required<'a>(form: &'a Form, name: &str) -> OAuthResult<&'a str> {
 }
 
 impl OAuthServer {
-    /// The authorization server over `store`.
-    pub fn new(store: Arc<dyn Store>) -> OAuthServer {
-        OAuthServer {
-            directory: Directory::new(store.clone()),
-            store,
-        }
+    /// The authorization server over `store`, issuing and revoking tokens in `directory`.
+    pub fn new(store: Arc<dyn OAuthStore>, directory: Directory) -> OAuthServer {
+        OAuthServer { store, directory }
     }
 
     /// RFC 7591 dynamic client registration: checks the metadata and returns the client's
@@ -1111,7 +1108,7 @@ impl OAuthServer {
                 .filter(|r| r.client_id == client.id)
                 .map(|r| r.grant_id)
         } else {
-            match self.store.token_by_hash(&hash)? {
+            match self.directory.token_by_hash(&hash)? {
                 Some(found) => match &found.token.parent_id {
                     Some(parent) => self
                         .store

@@ -38,7 +38,7 @@ fn world() -> World {
         .token;
     World {
         _dir: dir,
-        server: OAuthServer::new(store),
+        server: OAuthServer::new(store, directory.clone()),
         directory,
         endpoints: Endpoints::new(ORIGIN),
         signed_in,

@@ -142,7 +142,7 @@ impl AppState {
         let provider = provider
             .map(quarry_chat::Provider::new)
             .transpose()
-            .map_err(Error::InvalidInput)?;
+            .map_err(|e| Error::invalid(e.to_string()))?;
         let service = quarry_chat::ChatService::new(
             provider,
             settings,

@@ -29,8 +29,8 @@ pub(crate) fn handle() -> Option<PrometheusHandle> {
 }
 
 /// An authentication failure, by reason (`AUTH_FAILED`, `TOKEN_EXPIRED`, …).
-pub(crate) fn record_auth_failure(reason: &'static str) {
-    metrics::counter!("quarry_auth_failures_total", "reason" => reason).increment(1);
+pub(crate) fn record_auth_failure(reason: quarry_core::ErrorCode) {
+    metrics::counter!("quarry_auth_failures_total", "reason" => reason.as_str()).increment(1);
 }
 
 /// This node's place in the store's change feed, and the shared job queue's depth.

@@ -4,6 +4,7 @@
 //! to `halfvec`, `\x…` to `bytea`, `1` to `boolean`) and a row already there is skipped.
 
 use quarry_core::{Error, Result};
+use quarry_store::SettingsStore;
 use quarry_store::copy::{Row, RowCopy, RowPage, copied_table};
 
 use super::*;

@@ -10,20 +10,58 @@
 //!   or formats them into errors.
 
 use postgres::Row;
-use postgres::types::Type;
+use postgres::types::{ToSql, Type};
 
 use super::*;
 
-const UPSTREAM_COLUMNS: &str = "id, owner, name, package, transport, config, options, secrets, \
-     enabled, created_at, updated_at";
+/// A hub row read from a `SELECT` of its table's column list: one reader per row type, which
+/// every query returning that type goes through.
+trait FromRow: Sized {
+    fn from_row(r: &Row) -> std::result::Result<Self, postgres::Error>;
+}
 
-const PACKAGE_COLUMNS: &str = "owner, id, name, description, category, tags, kind, upstream_id, \
-     source, schema_version, manifest, updated_at, surface";
+/// Defines a table's column list (what its `SELECT`s and `INSERT`s name, in this order) and
+/// the reader of its row type from one list of fields: each column is the row's field of that
+/// name, read as it is or through a function (`tags: split_tags`).
+macro_rules! hub_row {
+    ($columns:ident => $row:ident { $first:ident $(: $fconv:path)? $(, $field:ident $(: $conv:path)?)* $(,)? }) => {
+        const $columns: &str = concat!(stringify!($first) $(, ", ", stringify!($field))*);
 
-const TOOL_COLUMNS: &str = "owner, package, tool, full_name, description, input_schema, raw, \
-     category, tags, source, schema_version, requires_task, updated_at";
+        impl FromRow for $row {
+            fn from_row(r: &Row) -> std::result::Result<Self, postgres::Error> {
+                Ok($row {
+                    $first: hub_row!(@read r, $first $(, $fconv)?),
+                    $($field: hub_row!(@read r, $field $(, $conv)?),)*
+                })
+            }
+        }
+    };
+    (@read $r:ident, $field:ident) => { $r.try_get(stringify!($field))? };
+    (@read $r:ident, $field:ident, $conv:path) => { $conv($r.try_get(stringify!($field))?) };
+}
 
-const CUSTOM_COLUMNS: &str = "id, owner, name, spec, secrets, enabled, created_at, updated_at";
+hub_row!(UPSTREAM_COLUMNS => UpstreamRow {
+    id, owner, name, package, transport, config, options, secrets, enabled, created_at,
+    updated_at,
+});
+
+hub_row!(PACKAGE_COLUMNS => PackageRow {
+    owner, id, name, description, category, tags: split_tags, kind, upstream_id, source,
+    schema_version, manifest, updated_at, surface,
+});
+
+hub_row!(TOOL_COLUMNS => ToolRow {
+    owner, package, tool, full_name, description, input_schema, raw, category,
+    tags: split_tags, source, schema_version, requires_task, updated_at,
+});
+
+hub_row!(CUSTOM_COLUMNS => CustomToolRow {
+    id, owner, name, spec, secrets, enabled, created_at, updated_at,
+});
+
+hub_row!(ENDPOINT_COLUMNS => ToolEndpointRow {
+    id, name, owner, selection, description, created_by, created_at, updated_at,
+});
 
 /// The tail of every changing statement: bumps the generation of each owner the CTE
 /// `changed` returned (none when nothing changed). The upsert locks the owner's row, so
@@ -79,22 +117,7 @@ impl HubStore for PgStore {
                          ON CONFLICT (owner, id) DO NOTHING RETURNING $14::text AS owner) \
                          {BUMP}"
                     ),
-                    &[
-                        &package.owner,
-                        &package.id,
-                        &package.name,
-                        &package.description,
-                        &package.category,
-                        &tags,
-                        &package.kind,
-                        &package.upstream_id,
-                        &package.source,
-                        &package.schema_version,
-                        &package.manifest,
-                        &package.updated_at,
-                        &package.surface,
-                        &u.owner,
-                    ],
+                    &[&package_params(package, &tags)[..], &[&u.owner]].concat(),
                 )
                 .map_err(db_err)?;
             if n == 0 {
@@ -137,33 +160,21 @@ impl HubStore for PgStore {
     }
 
     fn upstreams(&self, owner: Option<&str>) -> Result<Vec<UpstreamRow>> {
-        self.conn()?
-            .query(
-                &format!(
-                    "SELECT {UPSTREAM_COLUMNS} FROM hub_upstreams \
-                     WHERE $1::text IS NULL OR owner = $1 \
-                     ORDER BY created_at, id COLLATE \"C\""
-                ),
-                &[&owner],
-            )
-            .map_err(db_err)?
-            .iter()
-            .map(upstream_from_row)
-            .collect()
+        read_all(self.conn()?.query(
+            &format!(
+                "SELECT {UPSTREAM_COLUMNS} FROM hub_upstreams \
+                 WHERE $1::text IS NULL OR owner = $1 \
+                 ORDER BY created_at, id COLLATE \"C\""
+            ),
+            &[&owner],
+        ))
     }
 
     fn upstream(&self, owner: &str, id: &str) -> Result<Option<UpstreamRow>> {
-        self.conn()?
-            .query_opt(
-                &format!(
-                    "SELECT {UPSTREAM_COLUMNS} FROM hub_upstreams WHERE owner = $1 AND id = $2"
-                ),
-                &[&owner, &id],
-            )
-            .map_err(db_err)?
-            .as_ref()
-            .map(upstream_from_row)
-            .transpose()
+        read_opt(self.conn()?.query_opt(
+            &format!("SELECT {UPSTREAM_COLUMNS} FROM hub_upstreams WHERE owner = $1 AND id = $2"),
+            &[&owner, &id],
+        ))
     }
 
     fn delete_upstream(&self, owner: &str, id: &str) -> Result<bool> {
@@ -210,21 +221,7 @@ impl HubStore for PgStore {
                      updated_at = excluded.updated_at, surface = excluded.surface \
                      RETURNING owner) {BUMP}"
                 ),
-                &[
-                    &package.owner,
-                    &package.id,
-                    &package.name,
-                    &package.description,
-                    &package.category,
-                    &tags,
-                    &package.kind,
-                    &package.upstream_id,
-                    &package.source,
-                    &package.schema_version,
-                    &package.manifest,
-                    &package.updated_at,
-                    &package.surface,
-                ],
+                &package_params(package, &tags),
             )
             .map_err(db_err)?;
             tx.execute(
@@ -300,33 +297,23 @@ impl HubStore for PgStore {
     }
 
     fn packages(&self, owner: &str) -> Result<Vec<PackageRow>> {
-        self.conn()?
-            .query(
-                &format!(
-                    "SELECT {PACKAGE_COLUMNS} FROM hub_packages WHERE owner = $1 \
-                     ORDER BY id COLLATE \"C\""
-                ),
-                &[&owner],
-            )
-            .map_err(db_err)?
-            .iter()
-            .map(package_from_row)
-            .collect()
+        read_all(self.conn()?.query(
+            &format!(
+                "SELECT {PACKAGE_COLUMNS} FROM hub_packages WHERE owner = $1 \
+                 ORDER BY id COLLATE \"C\""
+            ),
+            &[&owner],
+        ))
     }
 
     fn catalog_tools(&self, owner: &str) -> Result<Vec<ToolRow>> {
-        self.conn()?
-            .query(
-                &format!(
-                    "SELECT {TOOL_COLUMNS} FROM hub_tools WHERE owner = $1 \
-                     ORDER BY package COLLATE \"C\", tool COLLATE \"C\""
-                ),
-                &[&owner],
-            )
-            .map_err(db_err)?
-            .iter()
-            .map(tool_from_row)
-            .collect()
+        read_all(self.conn()?.query(
+            &format!(
+                "SELECT {TOOL_COLUMNS} FROM hub_tools WHERE owner = $1 \
+                 ORDER BY package COLLATE \"C\", tool COLLATE \"C\""
+            ),
+            &[&owner],
+        ))
     }
 
     fn delete_package(&self, owner: &str, id: &str) -> Result<bool> {
@@ -449,18 +436,13 @@ impl HubStore for PgStore {
     }
 
     fn custom_tools(&self, owner: &str) -> Result<Vec<CustomToolRow>> {
-        self.conn()?
-            .query(
-                &format!(
-                    "SELECT {CUSTOM_COLUMNS} FROM hub_custom_tools WHERE owner = $1 \
-                     ORDER BY name COLLATE \"C\""
-                ),
-                &[&owner],
-            )
-            .map_err(db_err)?
-            .iter()
-            .map(custom_from_row)
-            .collect()
+        read_all(self.conn()?.query(
+            &format!(
+                "SELECT {CUSTOM_COLUMNS} FROM hub_custom_tools WHERE owner = $1 \
+                 ORDER BY name COLLATE \"C\""
+            ),
+            &[&owner],
+        ))
     }
 
     fn delete_custom_tool(&self, owner: &str, id: &str) -> Result<bool> {
@@ -520,34 +502,23 @@ impl HubStore for PgStore {
     }
 
     fn tool_endpoint(&self, owners: &[String], name: &str) -> Result<Option<ToolEndpointRow>> {
-        let rows = self
-            .conn()?
-            .query(
-                &format!(
-                    "SELECT {ENDPOINT_COLUMNS} FROM tool_endpoints WHERE name = $1 AND owner = ANY($2)"
-                ),
-                &[&name, &owners],
-            )
-            .map_err(db_err)?
-            .iter()
-            .map(endpoint_from_row)
-            .collect::<Result<Vec<_>>>()?;
+        let rows = read_all(self.conn()?.query(
+            &format!(
+                "SELECT {ENDPOINT_COLUMNS} FROM tool_endpoints WHERE name = $1 AND owner = ANY($2)"
+            ),
+            &[&name, &owners],
+        ))?;
         Ok(quarry_store::first_by_owner(rows, owners))
     }
 
     fn tool_endpoints(&self, owners: &[String]) -> Result<Vec<ToolEndpointRow>> {
-        self.conn()?
-            .query(
-                &format!(
-                    "SELECT {ENDPOINT_COLUMNS} FROM tool_endpoints WHERE owner = ANY($1) \
-                     ORDER BY name COLLATE \"C\""
-                ),
-                &[&owners],
-            )
-            .map_err(db_err)?
-            .iter()
-            .map(endpoint_from_row)
-            .collect()
+        read_all(self.conn()?.query(
+            &format!(
+                "SELECT {ENDPOINT_COLUMNS} FROM tool_endpoints WHERE owner = ANY($1) \
+                 ORDER BY name COLLATE \"C\""
+            ),
+            &[&owners],
+        ))
     }
 
     fn delete_tool_endpoint(&self, id: &str) -> Result<bool> {
@@ -557,22 +528,6 @@ impl HubStore for PgStore {
             .map_err(db_err)?;
         Ok(n > 0)
     }
-}
-
-const ENDPOINT_COLUMNS: &str =
-    "id, name, owner, selection, description, created_by, created_at, updated_at";
-
-fn endpoint_from_row(r: &Row) -> Result<ToolEndpointRow> {
-    Ok(ToolEndpointRow {
-        id: r.try_get(0).map_err(db_err)?,
-        name: r.try_get(1).map_err(db_err)?,
-        owner: r.try_get(2).map_err(db_err)?,
-        selection: r.try_get(3).map_err(db_err)?,
-        description: r.try_get(4).map_err(db_err)?,
-        created_by: r.try_get(5).map_err(db_err)?,
-        created_at: r.try_get(6).map_err(db_err)?,
-        updated_at: r.try_get(7).map_err(db_err)?,
-    })
 }
 
 fn package_taken(id: &str) -> Error {
@@ -592,79 +547,42 @@ fn split_tags(s: &str) -> Vec<String> {
         .collect()
 }
 
-fn upstream_from_row(r: &Row) -> Result<UpstreamRow> {
-    let read = || {
-        Ok::<_, postgres::Error>(UpstreamRow {
-            id: r.try_get(0)?,
-            owner: r.try_get(1)?,
-            name: r.try_get(2)?,
-            package: r.try_get(3)?,
-            transport: r.try_get(4)?,
-            config: r.try_get(5)?,
-            options: r.try_get(6)?,
-            secrets: r.try_get(7)?,
-            enabled: r.try_get(8)?,
-            created_at: r.try_get(9)?,
-            updated_at: r.try_get(10)?,
-        })
-    };
-    read().map_err(db_err)
+/// The rows a query returned, each read as `T` (a failed query or a column of an unexpected
+/// type is a storage error).
+fn read_all<T: FromRow>(rows: std::result::Result<Vec<Row>, postgres::Error>) -> Result<Vec<T>> {
+    rows.map_err(db_err)?
+        .iter()
+        .map(|r| T::from_row(r).map_err(db_err))
+        .collect()
 }
 
-fn package_from_row(r: &Row) -> Result<PackageRow> {
-    let read = || {
-        Ok::<_, postgres::Error>(PackageRow {
-            owner: r.try_get(0)?,
-            id: r.try_get(1)?,
-            name: r.try_get(2)?,
-            description: r.try_get(3)?,
-            category: r.try_get(4)?,
-            tags: split_tags(r.try_get(5)?),
-            kind: r.try_get(6)?,
-            upstream_id: r.try_get(7)?,
-            source: r.try_get(8)?,
-            schema_version: r.try_get(9)?,
-            manifest: r.try_get(10)?,
-            updated_at: r.try_get(11)?,
-            surface: r.try_get(12)?,
-        })
-    };
-    read().map_err(db_err)
+/// The row a query returned, if any, read as `T`.
+fn read_opt<T: FromRow>(
+    row: std::result::Result<Option<Row>, postgres::Error>,
+) -> Result<Option<T>> {
+    row.map_err(db_err)?
+        .map(|r| T::from_row(&r).map_err(db_err))
+        .transpose()
 }
 
-fn tool_from_row(r: &Row) -> Result<ToolRow> {
-    let read = || {
-        Ok::<_, postgres::Error>(ToolRow {
-            owner: r.try_get(0)?,
-            package: r.try_get(1)?,
-            tool: r.try_get(2)?,
-            full_name: r.try_get(3)?,
-            description: r.try_get(4)?,
-            input_schema: r.try_get(5)?,
-            raw: r.try_get(6)?,
-            category: r.try_get(7)?,
-            tags: split_tags(r.try_get(8)?),
-            source: r.try_get(9)?,
-            schema_version: r.try_get(10)?,
-            requires_task: r.try_get(11)?,
-            updated_at: r.try_get(12)?,
-        })
-    };
-    read().map_err(db_err)
-}
-
-fn custom_from_row(r: &Row) -> Result<CustomToolRow> {
-    let read = || {
-        Ok::<_, postgres::Error>(CustomToolRow {
-            id: r.try_get(0)?,
-            owner: r.try_get(1)?,
-            name: r.try_get(2)?,
-            spec: r.try_get(3)?,
-            secrets: r.try_get(4)?,
-            enabled: r.try_get(5)?,
-            created_at: r.try_get(6)?,
-            updated_at: r.try_get(7)?,
-        })
-    };
-    read().map_err(db_err)
+/// A package's values in [`PACKAGE_COLUMNS`]' order ($1 … $13), its tags already joined.
+fn package_params<'a>(
+    p: &'a PackageRow,
+    tags: &'a (dyn ToSql + Sync),
+) -> [&'a (dyn ToSql + Sync); 13] {
+    [
+        &p.owner,
+        &p.id,
+        &p.name,
+        &p.description,
+        &p.category,
+        tags,
+        &p.kind,
+        &p.upstream_id,
+        &p.source,
+        &p.schema_version,
+        &p.manifest,
+        &p.updated_at,
+        &p.surface,
+    ]
 }

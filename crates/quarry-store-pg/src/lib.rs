@@ -19,8 +19,8 @@ use quarry_store::{
     ConversationSummary, ConvertedFile, CustomToolRow, DocChange, DocChunks, DocSummary, EmbedJob,
     EmbeddingState, FeedBatch, FeedPosition, FileFilter, FileState, FileStatus, HubStore,
     IndexWork, Job, JobQueue, KbFile, KnowledgeBase, KnowledgeStore, Lease, Membership, NewKbFile,
-    NewToken, PackageRow, QueueCounts, Role, Space, Store, TokenGrant, TokenRecord,
-    ToolEndpointRow, ToolRow, UpstreamRow, User,
+    NewToken, PackageRow, QueueCounts, Role, Space, TokenGrant, TokenRecord, ToolEndpointRow,
+    ToolRow, UpstreamRow, User,
 };
 
 mod migrate;
@@ -184,4 +184,6 @@ mod jobs;
 mod knowledge;
 mod oauth;
 mod store;
+#[cfg(feature = "testing")]
+pub mod testing;
 mod vectors;

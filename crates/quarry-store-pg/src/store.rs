@@ -18,7 +18,10 @@ use pgvector::HalfVector;
 use postgres::Statement;
 use postgres::row::Row;
 use quarry_core::docid_for_hash;
-use quarry_store::{IndexCensus, IndexDoc, NewChunk};
+use quarry_store::{
+    CollectionStore, FeedStore, IndexCensus, IndexDoc, NewChunk, SemanticStore, SessionStore,
+    SettingsStore,
+};
 
 use super::*;
 
@@ -29,7 +32,7 @@ use crate::DOCID_LOCK;
 /// must either be seen by the trim or register after it.
 const FEED_CONSUMERS_LOCK: i64 = 7_245_190_455_173_122_060;
 
-impl Store for PgStore {
+impl CollectionStore for PgStore {
     fn create_collection(
         &self,
         space: &str,
@@ -320,6 +323,161 @@ impl Store for PgStore {
         })
     }
 
+    fn documents_by_ids(&self, ids: &[i64]) -> Result<Vec<Document>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        // In the order asked (a repeated id repeats), missing ids skipped.
+        let rows = self
+            .conn()?
+            .query(
+                &format!(
+                    "SELECT {DOCUMENT_COLUMNS} FROM unnest($1::bigint[]) WITH ORDINALITY AS i(id, ord) \
+                     JOIN documents d ON d.id = i.id JOIN collections c ON c.id = d.collection_id \
+                     ORDER BY i.ord"
+                ),
+                &[&ids],
+            )
+            .map_err(db_err)?;
+        rows.iter().map(document_from_row).collect()
+    }
+
+    fn document_by_path(
+        &self,
+        space: &str,
+        collection: &str,
+        path: &str,
+    ) -> Result<Option<Document>> {
+        self.conn()?
+            .query_opt(
+                &format!(
+                    "SELECT {DOCUMENT_COLUMNS} FROM documents d JOIN collections c ON c.id = d.collection_id \
+                     WHERE c.space = $1 AND c.name = $2 AND d.path = $3"
+                ),
+                &[&space, &collection, &path],
+            )
+            .map_err(db_err)?
+            .as_ref()
+            .map(document_from_row)
+            .transpose()
+    }
+
+    fn document_by_docid(&self, space: &str, docid: &str) -> Result<Option<Document>> {
+        self.conn()?
+            .query_opt(
+                &format!(
+                    "SELECT {DOCUMENT_COLUMNS} FROM documents d JOIN collections c ON c.id = d.collection_id \
+                     WHERE c.space = $1 AND d.docid = $2"
+                ),
+                &[&space, &docid],
+            )
+            .map_err(db_err)?
+            .as_ref()
+            .map(document_from_row)
+            .transpose()
+    }
+
+    fn document_summaries(&self, space: &str) -> Result<Vec<DocSummary>> {
+        let rows = self
+            .conn()?
+            .query(
+                "SELECT d.id, c.name, d.path, d.title, d.docid, d.body_bytes FROM documents d \
+                 JOIN collections c ON c.id = d.collection_id WHERE c.space = $1 \
+                 ORDER BY c.name COLLATE \"C\", d.path COLLATE \"C\"",
+                &[&space],
+            )
+            .map_err(db_err)?;
+        rows.iter()
+            .map(|r| {
+                Ok(DocSummary {
+                    id: col(r, 0)?,
+                    collection: col(r, 1)?,
+                    path: col(r, 2)?,
+                    title: col(r, 3)?,
+                    docid: col(r, 4)?,
+                    body_bytes: to_u64(col(r, 5)?),
+                })
+            })
+            .collect()
+    }
+
+    fn document_count(&self, space: &str) -> Result<u64> {
+        let row = self
+            .conn()?
+            .query_one(
+                "SELECT COUNT(*) FROM documents d JOIN collections c ON c.id = d.collection_id \
+                 WHERE c.space = $1",
+                &[&space],
+            )
+            .map_err(db_err)?;
+        Ok(to_u64(col(&row, 0)?))
+    }
+
+    fn collections_outside(&self, space: &str) -> Result<bool> {
+        let row = self
+            .conn()?
+            .query_one(
+                "SELECT EXISTS(SELECT 1 FROM collections WHERE space <> $1)",
+                &[&space],
+            )
+            .map_err(db_err)?;
+        col(&row, 0)
+    }
+
+    fn collection_space(&self, collection_id: i64) -> Result<Option<String>> {
+        self.conn()?
+            .query_opt(
+                "SELECT space FROM collections WHERE id = $1",
+                &[&collection_id],
+            )
+            .map_err(db_err)?
+            .map(|r| col(&r, 0))
+            .transpose()
+    }
+
+    fn set_context(&self, space: &str, path: &str, text: &str) -> Result<()> {
+        self.write(|tx| {
+            ensure_space(tx, space)?;
+            tx.execute(
+                "INSERT INTO contexts (space, path, text) VALUES ($1, $2, $3) \
+                 ON CONFLICT (space, path) DO UPDATE SET text = EXCLUDED.text",
+                &[&space, &path, &text],
+            )
+            .map_err(db_err)?;
+            Ok(())
+        })
+    }
+
+    fn contexts(&self, space: &str) -> Result<Vec<Context>> {
+        self.conn()?
+            .query(
+                "SELECT path, text FROM contexts WHERE space = $1 ORDER BY path COLLATE \"C\"",
+                &[&space],
+            )
+            .map_err(db_err)?
+            .iter()
+            .map(|r| {
+                Ok(Context {
+                    path: col(r, 0)?,
+                    text: col(r, 1)?,
+                })
+            })
+            .collect()
+    }
+
+    fn remove_context(&self, space: &str, path: &str) -> Result<bool> {
+        let n = self
+            .conn()?
+            .execute(
+                "DELETE FROM contexts WHERE space = $1 AND path = $2",
+                &[&space, &path],
+            )
+            .map_err(db_err)?;
+        Ok(n > 0)
+    }
+}
+
+impl FeedStore for PgStore {
     fn feed_position(&self, consumer: &str) -> Result<FeedPosition> {
         // The usual case, a known consumer, in one round trip.
         if let Some(row) = self
@@ -576,7 +734,9 @@ impl Store for PgStore {
             .map_err(db_err)?;
         Ok(Box::new(Notifications { client }))
     }
+}
 
+impl SessionStore for PgStore {
     fn mcp_session(&self, id: &str) -> Result<Option<String>> {
         self.conn()?
             .query_opt("SELECT state FROM mcp_sessions WHERE id = $1", &[&id])
@@ -608,97 +768,9 @@ impl Store for PgStore {
             .map_err(db_err)?;
         Ok(())
     }
+}
 
-    fn documents_by_ids(&self, ids: &[i64]) -> Result<Vec<Document>> {
-        if ids.is_empty() {
-            return Ok(Vec::new());
-        }
-        // In the order asked (a repeated id repeats), missing ids skipped.
-        let rows = self
-            .conn()?
-            .query(
-                &format!(
-                    "SELECT {DOCUMENT_COLUMNS} FROM unnest($1::bigint[]) WITH ORDINALITY AS i(id, ord) \
-                     JOIN documents d ON d.id = i.id JOIN collections c ON c.id = d.collection_id \
-                     ORDER BY i.ord"
-                ),
-                &[&ids],
-            )
-            .map_err(db_err)?;
-        rows.iter().map(document_from_row).collect()
-    }
-
-    fn document_by_path(
-        &self,
-        space: &str,
-        collection: &str,
-        path: &str,
-    ) -> Result<Option<Document>> {
-        self.conn()?
-            .query_opt(
-                &format!(
-                    "SELECT {DOCUMENT_COLUMNS} FROM documents d JOIN collections c ON c.id = d.collection_id \
-                     WHERE c.space = $1 AND c.name = $2 AND d.path = $3"
-                ),
-                &[&space, &collection, &path],
-            )
-            .map_err(db_err)?
-            .as_ref()
-            .map(document_from_row)
-            .transpose()
-    }
-
-    fn document_by_docid(&self, space: &str, docid: &str) -> Result<Option<Document>> {
-        self.conn()?
-            .query_opt(
-                &format!(
-                    "SELECT {DOCUMENT_COLUMNS} FROM documents d JOIN collections c ON c.id = d.collection_id \
-                     WHERE c.space = $1 AND d.docid = $2"
-                ),
-                &[&space, &docid],
-            )
-            .map_err(db_err)?
-            .as_ref()
-            .map(document_from_row)
-            .transpose()
-    }
-
-    fn document_summaries(&self, space: &str) -> Result<Vec<DocSummary>> {
-        let rows = self
-            .conn()?
-            .query(
-                "SELECT d.id, c.name, d.path, d.title, d.docid, d.body_bytes FROM documents d \
-                 JOIN collections c ON c.id = d.collection_id WHERE c.space = $1 \
-                 ORDER BY c.name COLLATE \"C\", d.path COLLATE \"C\"",
-                &[&space],
-            )
-            .map_err(db_err)?;
-        rows.iter()
-            .map(|r| {
-                Ok(DocSummary {
-                    id: col(r, 0)?,
-                    collection: col(r, 1)?,
-                    path: col(r, 2)?,
-                    title: col(r, 3)?,
-                    docid: col(r, 4)?,
-                    body_bytes: to_u64(col(r, 5)?),
-                })
-            })
-            .collect()
-    }
-
-    fn document_count(&self, space: &str) -> Result<u64> {
-        let row = self
-            .conn()?
-            .query_one(
-                "SELECT COUNT(*) FROM documents d JOIN collections c ON c.id = d.collection_id \
-                 WHERE c.space = $1",
-                &[&space],
-            )
-            .map_err(db_err)?;
-        Ok(to_u64(col(&row, 0)?))
-    }
-
+impl SemanticStore for PgStore {
     fn chunk_sources(&self, document_ids: &[i64]) -> Result<Vec<ChunkSource>> {
         if document_ids.is_empty() {
             return Ok(Vec::new());
@@ -903,7 +975,6 @@ impl Store for PgStore {
     // On PostgreSQL the vectors are searched where they are stored (`embeddings`, with an
     // HNSW index per model), so there is no file to keep in step: nothing is ever owed to
     // it, and what it reports absorbed needs no record.
-
     fn ann_tombstones(&self) -> Result<Vec<i64>> {
         Ok(Vec::new())
     }
@@ -959,6 +1030,19 @@ impl Store for PgStore {
         rows.iter().map(chunk_from_row).collect()
     }
 
+    fn chunk_ids_in_collection(&self, collection_id: i64) -> Result<Vec<i64>> {
+        self.conn()?
+            .query(
+                "SELECT k.id FROM chunks k JOIN documents d ON d.id = k.document_id \
+                 WHERE d.collection_id = $1",
+                &[&collection_id],
+            )
+            .map_err(db_err)?
+            .iter()
+            .map(|r| col(r, 0))
+            .collect()
+    }
+
     fn index_census(&self) -> Result<IndexCensus> {
         let mut conn = self.conn()?;
         let mut tx = snapshot(&mut conn)?;
@@ -981,19 +1065,6 @@ impl Store for PgStore {
     fn index_work(&self, document_ids: &[i64]) -> Result<IndexWork> {
         let mut conn = self.conn()?;
         index_work_of(&mut *conn, document_ids)
-    }
-
-    fn chunk_ids_in_collection(&self, collection_id: i64) -> Result<Vec<i64>> {
-        self.conn()?
-            .query(
-                "SELECT k.id FROM chunks k JOIN documents d ON d.id = k.document_id \
-                 WHERE d.collection_id = $1",
-                &[&collection_id],
-            )
-            .map_err(db_err)?
-            .iter()
-            .map(|r| col(r, 0))
-            .collect()
     }
 
     fn embedding_state(
@@ -1028,29 +1099,9 @@ impl Store for PgStore {
             chunks_pending: to_u64(col(&row, 2)?),
         })
     }
+}
 
-    fn collections_outside(&self, space: &str) -> Result<bool> {
-        let row = self
-            .conn()?
-            .query_one(
-                "SELECT EXISTS(SELECT 1 FROM collections WHERE space <> $1)",
-                &[&space],
-            )
-            .map_err(db_err)?;
-        col(&row, 0)
-    }
-
-    fn collection_space(&self, collection_id: i64) -> Result<Option<String>> {
-        self.conn()?
-            .query_opt(
-                "SELECT space FROM collections WHERE id = $1",
-                &[&collection_id],
-            )
-            .map_err(db_err)?
-            .map(|r| col(&r, 0))
-            .transpose()
-    }
-
+impl SettingsStore for PgStore {
     fn meta(&self, key: &str) -> Result<Option<String>> {
         self.conn()?
             .query_opt("SELECT value FROM meta WHERE key = $1", &[&key])
@@ -1102,47 +1153,6 @@ impl Store for PgStore {
             )
             .map_err(db_err)?;
         Ok(())
-    }
-
-    fn set_context(&self, space: &str, path: &str, text: &str) -> Result<()> {
-        self.write(|tx| {
-            ensure_space(tx, space)?;
-            tx.execute(
-                "INSERT INTO contexts (space, path, text) VALUES ($1, $2, $3) \
-                 ON CONFLICT (space, path) DO UPDATE SET text = EXCLUDED.text",
-                &[&space, &path, &text],
-            )
-            .map_err(db_err)?;
-            Ok(())
-        })
-    }
-
-    fn contexts(&self, space: &str) -> Result<Vec<Context>> {
-        self.conn()?
-            .query(
-                "SELECT path, text FROM contexts WHERE space = $1 ORDER BY path COLLATE \"C\"",
-                &[&space],
-            )
-            .map_err(db_err)?
-            .iter()
-            .map(|r| {
-                Ok(Context {
-                    path: col(r, 0)?,
-                    text: col(r, 1)?,
-                })
-            })
-            .collect()
-    }
-
-    fn remove_context(&self, space: &str, path: &str) -> Result<bool> {
-        let n = self
-            .conn()?
-            .execute(
-                "DELETE FROM contexts WHERE space = $1 AND path = $2",
-                &[&space, &path],
-            )
-            .map_err(db_err)?;
-        Ok(n > 0)
     }
 }
 

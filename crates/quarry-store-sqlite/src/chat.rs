@@ -244,7 +244,7 @@ mod tests {
     use super::*;
     use rusqlite::Connection;
 
-    use crate::{SCHEMA, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4, SCHEMA_V5, SCHEMA_VERSION};
+    use crate::SCHEMA_VERSION;
 
     fn conversation(owner: &str, id: &str, at: i64) -> ConversationRow {
         ConversationRow {
@@ -282,9 +282,7 @@ mod tests {
         let path = dir.path().join("q.db");
         {
             let conn = Connection::open(&path).unwrap();
-            for step in [SCHEMA, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4, SCHEMA_V5] {
-                conn.execute_batch(step).unwrap();
-            }
+            crate::schema_at(&conn, 5);
             conn.execute_batch(
                 "PRAGMA user_version = 5; \
                  INSERT INTO hub_generations (owner, generation) VALUES ('alice', 7);",

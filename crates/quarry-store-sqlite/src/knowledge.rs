@@ -1150,7 +1150,7 @@ const NODE_ROW_KEPT_MS: i64 = 24 * 3600 * 1000;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use quarry_store::Store;
+    use quarry_store::CollectionStore;
 
     fn store() -> (tempfile::TempDir, SqliteStore) {
         let dir = tempfile::tempdir().unwrap();

@@ -13,516 +13,35 @@ use quarry_core::{Collection, CollectionKind, Context, Document, Error, Result, 
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
 
 use quarry_store::{
-    ChunkRef, ChunkSource, DocChange, DocChunks, DocSummary, EmbedJob, EmbeddingState, FeedBatch,
-    FeedPosition, FileState, IndexCensus, IndexDoc, IndexWork, Store,
+    ChunkRef, ChunkSource, CollectionStore, DocChange, DocChunks, DocSummary, EmbedJob,
+    EmbeddingState, FeedBatch, FeedPosition, FeedStore, FileState, IndexCensus, IndexDoc,
+    IndexWork, SemanticStore, SessionStore, SettingsStore,
 };
 
+/// The newest schema version: the last of [`MIGRATIONS`].
 const SCHEMA_VERSION: i64 = 17;
 
-const SCHEMA: &str = r#"
-CREATE TABLE IF NOT EXISTS spaces (
-    id TEXT PRIMARY KEY,
-    created_at INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS collections (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    space TEXT NOT NULL REFERENCES spaces(id),
-    name TEXT NOT NULL,
-    kind TEXT NOT NULL,
-    path TEXT NOT NULL,
-    pattern TEXT NOT NULL,
-    created_at INTEGER NOT NULL,
-    last_updated INTEGER,
-    UNIQUE (space, name)
-);
--- AUTOINCREMENT: ids are never reused, so a stale tombstone can never delete a newer
--- document from a derived index.
-CREATE TABLE IF NOT EXISTS documents (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    collection_id INTEGER NOT NULL REFERENCES collections(id),
-    path TEXT NOT NULL,
-    title TEXT NOT NULL,
-    hash TEXT NOT NULL,
-    docid TEXT NOT NULL UNIQUE,
-    size INTEGER NOT NULL,
-    stamp INTEGER NOT NULL,
-    body TEXT NOT NULL,
-    body_bytes INTEGER NOT NULL,
-    fts_dirty INTEGER NOT NULL DEFAULT 1,
-    indexed_at INTEGER NOT NULL,
-    UNIQUE (collection_id, path)
-);
-CREATE INDEX IF NOT EXISTS documents_fts_dirty ON documents(fts_dirty) WHERE fts_dirty = 1;
-CREATE INDEX IF NOT EXISTS documents_hash ON documents(hash);
--- Documents removed from the store but maybe still present in a derived index.
-CREATE TABLE IF NOT EXISTS fts_tombstones (
-    doc_id INTEGER PRIMARY KEY
-);
-CREATE TABLE IF NOT EXISTS contexts (
-    space TEXT NOT NULL REFERENCES spaces(id),
-    path TEXT NOT NULL,
-    text TEXT NOT NULL,
-    PRIMARY KEY (space, path)
-);
-"#;
-
-/// Version 2: the semantic layer. Chunks are derived from a document's body (`chunked_hash`
-/// says which content they were cut from); embeddings are keyed by (model, chunk hash) so
-/// unchanged text is never re-embedded and two models' vectors never mix; the ANN index over
-/// chunk ids follows the same dirty-flag / tombstone protocol as the keyword index.
-const SCHEMA_V2: &str = r#"
-ALTER TABLE documents ADD COLUMN chunked_hash TEXT;
-CREATE TABLE IF NOT EXISTS chunks (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    document_id INTEGER NOT NULL,
-    seq INTEGER NOT NULL,
-    byte_start INTEGER NOT NULL,
-    byte_end INTEGER NOT NULL,
-    line_start INTEGER NOT NULL,
-    line_end INTEGER NOT NULL,
-    hash TEXT NOT NULL,
-    ann_dirty INTEGER NOT NULL DEFAULT 1
-);
-CREATE INDEX IF NOT EXISTS chunks_document ON chunks(document_id);
-CREATE INDEX IF NOT EXISTS chunks_hash ON chunks(hash);
-CREATE INDEX IF NOT EXISTS chunks_ann_dirty ON chunks(ann_dirty) WHERE ann_dirty = 1;
--- Chunks removed from the store but maybe still present in the ANN index.
-CREATE TABLE IF NOT EXISTS ann_tombstones (
-    chunk_id INTEGER PRIMARY KEY
-);
-CREATE TABLE IF NOT EXISTS embeddings (
-    model TEXT NOT NULL,
-    hash TEXT NOT NULL,
-    vector BLOB NOT NULL,
-    PRIMARY KEY (model, hash)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS meta (
-    key TEXT PRIMARY KEY,
-    value TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS expansions (
-    model TEXT NOT NULL,
-    query TEXT NOT NULL,
-    variants TEXT NOT NULL,
-    created_at INTEGER NOT NULL,
-    PRIMARY KEY (model, query)
-);
-"#;
-
-/// Version 3: knowledge bases. Uploaded originals and extracted images are blobs (by
-/// SHA-256; the bytes live in the blob store, rows here say who references them); each
-/// upload is a `kb_files` row whose searchable form is an ordinary document; `jobs` is the
-/// ingestion queue, claimed with leases. Chunks and documents of paged sources keep pages.
-const SCHEMA_V3: &str = r#"
-ALTER TABLE collections ADD COLUMN uid TEXT;
-ALTER TABLE collections ADD COLUMN description TEXT NOT NULL DEFAULT '';
-ALTER TABLE collections ADD COLUMN chunk_size INTEGER;
-ALTER TABLE collections ADD COLUMN chunk_overlap INTEGER;
-ALTER TABLE collections ADD COLUMN updated_at INTEGER;
-CREATE UNIQUE INDEX IF NOT EXISTS collections_uid ON collections(uid);
-ALTER TABLE documents ADD COLUMN pages TEXT NOT NULL DEFAULT '';
-ALTER TABLE chunks ADD COLUMN page INTEGER;
-CREATE TABLE IF NOT EXISTS blobs (
-    hash TEXT PRIMARY KEY,
-    size INTEGER NOT NULL,
-    mime TEXT NOT NULL,
-    created_at INTEGER NOT NULL
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS kb_files (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    uid TEXT NOT NULL UNIQUE,
-    collection_id INTEGER NOT NULL REFERENCES collections(id),
-    name TEXT NOT NULL,
-    original_name TEXT NOT NULL,
-    blob TEXT NOT NULL,
-    format TEXT NOT NULL,
-    mime TEXT NOT NULL,
-    size INTEGER NOT NULL,
-    status TEXT NOT NULL,
-    error TEXT,
-    pages INTEGER,
-    pages_without_text TEXT,
-    warnings TEXT NOT NULL DEFAULT '',
-    document_id INTEGER,
-    attempts INTEGER NOT NULL DEFAULT 0,
-    created_at INTEGER NOT NULL,
-    updated_at INTEGER NOT NULL,
-    UNIQUE (collection_id, name),
-    UNIQUE (collection_id, blob)
-);
-CREATE INDEX IF NOT EXISTS kb_files_blob ON kb_files(blob);
-CREATE TABLE IF NOT EXISTS file_images (
-    file_id INTEGER NOT NULL,
-    hash TEXT NOT NULL,
-    PRIMARY KEY (file_id, hash)
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS file_images_hash ON file_images(hash);
-CREATE TABLE IF NOT EXISTS jobs (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    kind TEXT NOT NULL,
-    file_id INTEGER UNIQUE,
-    status TEXT NOT NULL,
-    attempts INTEGER NOT NULL DEFAULT 0,
-    not_before INTEGER NOT NULL,
-    lease_owner TEXT,
-    lease_until INTEGER,
-    error TEXT,
-    created_at INTEGER NOT NULL,
-    updated_at INTEGER NOT NULL
-);
-CREATE INDEX IF NOT EXISTS jobs_runnable ON jobs(status, not_before);
-"#;
-
-/// Version 4: principals. Spaces get a UUID beside their unique name; users, memberships
-/// with roles, and access tokens (only a SHA-256 of the secret is kept). Every collection
-/// gets a UUID, so a token's allow-list survives renames.
-const SCHEMA_V4: &str = r#"
-ALTER TABLE spaces ADD COLUMN uid TEXT;
-ALTER TABLE spaces ADD COLUMN description TEXT NOT NULL DEFAULT '';
-CREATE UNIQUE INDEX IF NOT EXISTS spaces_uid ON spaces(uid);
-CREATE TABLE IF NOT EXISTS users (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    uid TEXT NOT NULL UNIQUE,
-    name TEXT NOT NULL UNIQUE,
-    created_at INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS memberships (
-    user_id INTEGER NOT NULL REFERENCES users(id),
-    space TEXT NOT NULL REFERENCES spaces(id),
-    role TEXT NOT NULL,
-    created_at INTEGER NOT NULL,
-    PRIMARY KEY (user_id, space)
-);
-CREATE TABLE IF NOT EXISTS access_tokens (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    uid TEXT NOT NULL UNIQUE,
-    user_id INTEGER NOT NULL REFERENCES users(id),
-    hash TEXT NOT NULL UNIQUE,
-    prefix TEXT NOT NULL,
-    label TEXT NOT NULL,
-    spaces TEXT NOT NULL,
-    collections TEXT,
-    read_only INTEGER NOT NULL,
-    created_at INTEGER NOT NULL,
-    expires_at INTEGER,
-    last_used_at INTEGER,
-    revoked_at INTEGER
-);
-CREATE INDEX IF NOT EXISTS access_tokens_user ON access_tokens(user_id);
-ALTER TABLE kb_files ADD COLUMN note_kind TEXT;
-ALTER TABLE kb_files ADD COLUMN note_title TEXT;
-ALTER TABLE kb_files ADD COLUMN note_tags TEXT NOT NULL DEFAULT '';
-ALTER TABLE kb_files ADD COLUMN note_summary TEXT;
-"#;
-
-const SCHEMA_V5: &str = r#"
-CREATE TABLE IF NOT EXISTS hub_upstreams (
-    id TEXT PRIMARY KEY,
-    owner TEXT NOT NULL,
-    name TEXT NOT NULL,
-    package TEXT NOT NULL,
-    transport TEXT NOT NULL,
-    config TEXT NOT NULL,
-    options TEXT NOT NULL,
-    secrets TEXT NOT NULL,
-    enabled INTEGER NOT NULL,
-    created_at INTEGER NOT NULL,
-    updated_at INTEGER NOT NULL,
-    UNIQUE (owner, name),
-    UNIQUE (owner, package)
-);
-CREATE TABLE IF NOT EXISTS hub_packages (
-    owner TEXT NOT NULL,
-    id TEXT NOT NULL,
-    name TEXT NOT NULL,
-    description TEXT NOT NULL,
-    category TEXT NOT NULL,
-    tags TEXT NOT NULL,
-    kind TEXT NOT NULL,
-    upstream_id TEXT REFERENCES hub_upstreams(id) ON DELETE CASCADE,
-    source TEXT NOT NULL,
-    schema_version TEXT NOT NULL,
-    manifest TEXT,
-    updated_at INTEGER NOT NULL,
-    surface TEXT,
-    PRIMARY KEY (owner, id)
-);
--- Seed 002's tool_catalog: UNIQUE(package, tool) and UNIQUE(full_name), per owner.
-CREATE TABLE IF NOT EXISTS hub_tools (
-    owner TEXT NOT NULL,
-    package TEXT NOT NULL,
-    tool TEXT NOT NULL,
-    full_name TEXT NOT NULL,
-    description TEXT NOT NULL,
-    input_schema TEXT NOT NULL,
-    raw TEXT NOT NULL,
-    category TEXT NOT NULL,
-    tags TEXT NOT NULL,
-    source TEXT NOT NULL,
-    schema_version TEXT NOT NULL,
-    requires_task INTEGER NOT NULL,
-    updated_at INTEGER NOT NULL,
-    PRIMARY KEY (owner, package, tool),
-    UNIQUE (owner, full_name),
-    FOREIGN KEY (owner, package) REFERENCES hub_packages(owner, id) ON DELETE CASCADE
-);
-CREATE TABLE IF NOT EXISTS hub_disabled_tools (
-    owner TEXT NOT NULL,
-    full_name TEXT NOT NULL,
-    PRIMARY KEY (owner, full_name)
-);
-CREATE TABLE IF NOT EXISTS hub_custom_tools (
-    id TEXT PRIMARY KEY,
-    owner TEXT NOT NULL,
-    name TEXT NOT NULL,
-    spec TEXT NOT NULL,
-    secrets TEXT NOT NULL,
-    enabled INTEGER NOT NULL,
-    created_at INTEGER NOT NULL,
-    updated_at INTEGER NOT NULL,
-    UNIQUE (owner, name)
-);
-CREATE TABLE IF NOT EXISTS hub_generations (
-    owner TEXT PRIMARY KEY,
-    generation INTEGER NOT NULL
-);
-"#;
-
-/// Version 6: chat. Conversations belong to an owner (a user's UUID or `local`) and are
-/// listed by last activity; messages belong to a conversation (and go with it), numbered by
-/// `seq` within it. The JSON columns are opaque here: `quarry-chat` owns their shape.
-const SCHEMA_V6: &str = r#"
-CREATE TABLE IF NOT EXISTS chat_conversations (
-    id TEXT PRIMARY KEY,
-    owner TEXT NOT NULL,
-    title TEXT NOT NULL,
-    kb_ids TEXT NOT NULL,
-    model TEXT,
-    created_at INTEGER NOT NULL,
-    updated_at INTEGER NOT NULL
-);
-CREATE INDEX IF NOT EXISTS chat_conversations_owner
-    ON chat_conversations(owner, updated_at DESC);
-CREATE TABLE IF NOT EXISTS chat_messages (
-    id TEXT PRIMARY KEY,
-    conversation_id TEXT NOT NULL REFERENCES chat_conversations(id) ON DELETE CASCADE,
-    seq INTEGER NOT NULL,
-    role TEXT NOT NULL,
-    content TEXT NOT NULL,
-    sources TEXT NOT NULL,
-    tool_calls TEXT NOT NULL,
-    status TEXT NOT NULL,
-    usage TEXT,
-    created_at INTEGER NOT NULL,
-    UNIQUE (conversation_id, seq)
-);
-"#;
-
-/// Version 7: a token created by another token names it (`parent`) and lives only as long
-/// as it; the first answer of a request sent with an idempotency key, kept for a day so a
-/// retry gets that answer again (on any node).
-const SCHEMA_V7: &str = r#"
-ALTER TABLE access_tokens ADD COLUMN parent TEXT;
-CREATE INDEX IF NOT EXISTS access_tokens_parent ON access_tokens(parent);
-CREATE TABLE IF NOT EXISTS idempotency_keys (
-    scope TEXT NOT NULL,
-    key TEXT NOT NULL,
-    request TEXT NOT NULL,
-    response TEXT NOT NULL,
-    created_at INTEGER NOT NULL,
-    PRIMARY KEY (scope, key)
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS idempotency_keys_created ON idempotency_keys(created_at);
-"#;
-
-/// Version 8: passages. A document keeps the furniture its converter found (contents, running
-/// headers …: `kind:start:end` byte ranges of the body, kept out of chunks); a chunk keeps the
-/// heading path it sits under. Chunks were cut at page boundaries from this version on, so every
-/// document is cut again (its old chunks serve until then).
-const SCHEMA_V8: &str = r#"
-ALTER TABLE documents ADD COLUMN furniture TEXT NOT NULL DEFAULT '';
-ALTER TABLE chunks ADD COLUMN heading TEXT NOT NULL DEFAULT '';
-UPDATE documents SET chunked_hash = NULL;
-"#;
-
-/// Version 9: embedding is a job of its own, per collection (issue 22 item 4), so an ingest
-/// job ends once the file is keyword-searchable.
-const SCHEMA_V9: &str = r#"
-ALTER TABLE jobs ADD COLUMN collection_id INTEGER;
-CREATE INDEX IF NOT EXISTS jobs_kind_collection ON jobs(kind, collection_id, status);
-"#;
-
-// Search results name the knowledge-base file of each passage's document.
-const SCHEMA_V10: &str = r#"
-CREATE INDEX IF NOT EXISTS kb_files_document ON kb_files(document_id);
-"#;
-
-/// Version 11: the document change feed replaces the `fts_dirty` flag and the
-/// `fts_tombstones` table, which only one consumer could clear (issue 24). Triggers write
-/// the feed, so no write path can forget it; an entry names the document, and a reader
-/// resolves it against the document's current row (missing: removed). What the old flags
-/// still owed the keyword index enters the feed, and the keyword index (consumer
-/// `keyword`) stands at its start.
-const SCHEMA_V11: &str = r#"
-CREATE TABLE IF NOT EXISTS feed (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT,
-    document_id INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS feed_consumers (
-    consumer TEXT PRIMARY KEY,
-    seq INTEGER NOT NULL,
-    rebuilding_after INTEGER
-);
-INSERT INTO feed (document_id) SELECT doc_id FROM fts_tombstones ORDER BY doc_id;
-INSERT INTO feed (document_id) SELECT id FROM documents WHERE fts_dirty = 1 ORDER BY id;
-INSERT INTO feed_consumers (consumer, seq) VALUES ('keyword', 0);
-DROP TABLE fts_tombstones;
-DROP INDEX IF EXISTS documents_fts_dirty;
-ALTER TABLE documents DROP COLUMN fts_dirty;
-CREATE TRIGGER IF NOT EXISTS documents_feed_insert AFTER INSERT ON documents
-BEGIN INSERT INTO feed (document_id) VALUES (NEW.id); END;
-CREATE TRIGGER IF NOT EXISTS documents_feed_update
-AFTER UPDATE OF collection_id, path, title, body ON documents
-BEGIN INSERT INTO feed (document_id) VALUES (NEW.id); END;
-CREATE TRIGGER IF NOT EXISTS documents_feed_delete AFTER DELETE ON documents
-BEGIN INSERT INTO feed (document_id) VALUES (OLD.id); END;
-"#;
-
-/// Version 12: fencing tokens. Every claim of a job bumps its token, and a job's side
-/// effects apply only while the token they present is the job's (issue 24).
-const SCHEMA_V12: &str = r#"
-ALTER TABLE jobs ADD COLUMN lease_token INTEGER NOT NULL DEFAULT 0;
-"#;
-
-/// Version 13: several nodes' indexes follow one database (issue 25). Each consumer's last
-/// acknowledgement is timed (`seen_at`), so a node that stopped is forgotten and the feed
-/// trimmed below the slowest live one; processes running workers send heartbeats (`nodes`),
-/// so a node that stopped loses its job leases; `meta['feed.trimmed']` is how far the feed was
-/// trimmed (an index older than that rebuilds); `meta['database.id']` names this database,
-/// so an index built from another one is recognised.
-const SCHEMA_V13: &str = r#"
-ALTER TABLE feed_consumers ADD COLUMN seen_at INTEGER NOT NULL DEFAULT 0;
-UPDATE feed_consumers SET seen_at = CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER);
--- The single consumer of version 11 stays only where an index may follow it (a node adopts
--- its position once, then forgets it); a new database has none to wait for.
-DELETE FROM feed_consumers WHERE consumer = 'keyword' AND NOT EXISTS (SELECT 1 FROM documents);
-CREATE TABLE IF NOT EXISTS nodes (
-    id TEXT PRIMARY KEY,
-    seen_at INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS mcp_sessions (
-    id TEXT PRIMARY KEY,
-    state TEXT NOT NULL,
-    updated_at INTEGER NOT NULL
-);
-INSERT OR IGNORE INTO meta (key, value) VALUES ('database.id', lower(hex(randomblob(16))));
-"#;
-
-/// Version 14: governance (issue 27). A token may be limited to hub packages and tools
-/// (`tools`, comma-separated; NULL: all); the audit log records who did what.
-const SCHEMA_V14: &str = r#"
-ALTER TABLE access_tokens ADD COLUMN tools TEXT;
-CREATE TABLE IF NOT EXISTS audit_events (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    at INTEGER NOT NULL,
-    space_id TEXT,
-    user_id TEXT,
-    user_name TEXT,
-    token_id TEXT,
-    client TEXT,
-    action TEXT NOT NULL,
-    target TEXT NOT NULL,
-    outcome TEXT NOT NULL,
-    duration_ms INTEGER,
-    detail TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS audit_events_space ON audit_events(space_id, id);
-CREATE INDEX IF NOT EXISTS audit_events_at ON audit_events(at);
--- Rate limits shared by every node: a count per key and fixed window.
-CREATE TABLE IF NOT EXISTS rate_counters (
-    key TEXT NOT NULL,
-    window_start INTEGER NOT NULL,
-    count INTEGER NOT NULL,
-    PRIMARY KEY (key, window_start)
-) WITHOUT ROWID;
-"#;
-
-/// Version 17 (issue 41): a named tool endpoint's name is unique per owner (user or space),
-/// not on the whole server — a conflict with another tenant's name told one tenant that the
-/// name existed elsewhere. SQLite changes a constraint by rebuilding the table.
-const SCHEMA_V17: &str = r#"
-CREATE TABLE tool_endpoints_v17 (
-    id TEXT PRIMARY KEY,
-    name TEXT NOT NULL,
-    owner TEXT NOT NULL,
-    selection TEXT NOT NULL,
-    description TEXT NOT NULL,
-    created_by TEXT,
-    created_at INTEGER NOT NULL,
-    updated_at INTEGER NOT NULL,
-    UNIQUE (owner, name)
-) WITHOUT ROWID;
-INSERT INTO tool_endpoints_v17 (id, name, owner, selection, description, created_by, created_at, updated_at)
-    SELECT id, name, owner, selection, description, created_by, created_at, updated_at FROM tool_endpoints;
-DROP TABLE tool_endpoints;
-ALTER TABLE tool_endpoints_v17 RENAME TO tool_endpoints;
-"#;
-
-/// Version 15 (issue 27): the OAuth 2.1 authorization server — registered clients, the grants
-/// people consented to, one-time secrets (codes, refresh tokens) stored as hashes — and named
-/// tool endpoints, with tokens that work at one of them only.
-const SCHEMA_V15: &str = r#"
-ALTER TABLE access_tokens ADD COLUMN endpoint TEXT;
-CREATE TABLE IF NOT EXISTS tool_endpoints (
-    id TEXT PRIMARY KEY,
-    name TEXT NOT NULL UNIQUE,
-    owner TEXT NOT NULL,
-    selection TEXT NOT NULL,
-    description TEXT NOT NULL,
-    created_by TEXT,
-    created_at INTEGER NOT NULL,
-    updated_at INTEGER NOT NULL
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS tool_endpoints_owner ON tool_endpoints(owner);
-CREATE TABLE IF NOT EXISTS oauth_clients (
-    id TEXT PRIMARY KEY,
-    secret_hash TEXT,
-    name TEXT NOT NULL,
-    redirect_uris TEXT NOT NULL,
-    metadata TEXT NOT NULL,
-    created_at INTEGER NOT NULL
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS oauth_grants (
-    grant_id TEXT PRIMARY KEY,
-    client_id TEXT NOT NULL,
-    created_at INTEGER NOT NULL
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS oauth_secrets (
-    hash TEXT PRIMARY KEY,
-    kind TEXT NOT NULL,
-    client_id TEXT NOT NULL,
-    grant_id TEXT NOT NULL,
-    redirect_uri TEXT NOT NULL,
-    code_challenge TEXT NOT NULL,
-    resource TEXT NOT NULL,
-    scope TEXT NOT NULL,
-    expires_at INTEGER NOT NULL,
-    used_at INTEGER
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS oauth_secrets_expiry ON oauth_secrets(expires_at);
-"#;
-
-/// Version 16 (issue 26): embed jobs of several nodes share a collection's work. Each claims
-/// the chunk texts it embeds; a claim counts while its job holds a live lease.
-const SCHEMA_V16: &str = r#"
-CREATE TABLE IF NOT EXISTS embed_claims (
-    model TEXT NOT NULL,
-    hash TEXT NOT NULL,
-    job_id INTEGER NOT NULL,
-    PRIMARY KEY (model, hash)
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS embed_claims_job ON embed_claims(job_id);
-"#;
+/// `(version, SQL)`, oldest first: the files in `migrations/`, each bringing the schema from
+/// the version before it to its own. Version 4 also gives old rows their UUIDs ([`assign_uids`]).
+const MIGRATIONS: &[(i64, &str)] = &[
+    (1, include_str!("../migrations/v01.sql")),
+    (2, include_str!("../migrations/v02.sql")),
+    (3, include_str!("../migrations/v03.sql")),
+    (4, include_str!("../migrations/v04.sql")),
+    (5, include_str!("../migrations/v05.sql")),
+    (6, include_str!("../migrations/v06.sql")),
+    (7, include_str!("../migrations/v07.sql")),
+    (8, include_str!("../migrations/v08.sql")),
+    (9, include_str!("../migrations/v09.sql")),
+    (10, include_str!("../migrations/v10.sql")),
+    (11, include_str!("../migrations/v11.sql")),
+    (12, include_str!("../migrations/v12.sql")),
+    (13, include_str!("../migrations/v13.sql")),
+    (14, include_str!("../migrations/v14.sql")),
+    (15, include_str!("../migrations/v15.sql")),
+    (16, include_str!("../migrations/v16.sql")),
+    (17, include_str!("../migrations/v17.sql")),
+];
 
 /// The feed's last sequence number (0 before its first entry).
 fn feed_head(tx: &Connection) -> Result<i64> {
@@ -734,57 +253,13 @@ fn migrate(conn: &Connection) -> rusqlite::Result<()> {
     conn.execute_batch("BEGIN IMMEDIATE")?;
     let step = || -> rusqlite::Result<()> {
         let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
-        if version < 1 {
-            conn.execute_batch(SCHEMA)?;
-        }
-        if version < 2 {
-            conn.execute_batch(SCHEMA_V2)?;
-        }
-        if version < 3 {
-            conn.execute_batch(SCHEMA_V3)?;
-        }
-        if version < 4 {
-            conn.execute_batch(SCHEMA_V4)?;
-            assign_uids(conn)?;
-        }
-        if version < 5 {
-            conn.execute_batch(SCHEMA_V5)?;
-        }
-        if version < 6 {
-            conn.execute_batch(SCHEMA_V6)?;
-        }
-        if version < 7 {
-            conn.execute_batch(SCHEMA_V7)?;
-        }
-        if version < 8 {
-            conn.execute_batch(SCHEMA_V8)?;
-        }
-        if version < 9 {
-            conn.execute_batch(SCHEMA_V9)?;
-        }
-        if version < 10 {
-            conn.execute_batch(SCHEMA_V10)?;
-        }
-        if version < 11 {
-            conn.execute_batch(SCHEMA_V11)?;
-        }
-        if version < 12 {
-            conn.execute_batch(SCHEMA_V12)?;
-        }
-        if version < 13 {
-            conn.execute_batch(SCHEMA_V13)?;
-        }
-        if version < 14 {
-            conn.execute_batch(SCHEMA_V14)?;
-        }
-        if version < 15 {
-            conn.execute_batch(SCHEMA_V15)?;
-        }
-        if version < 16 {
-            conn.execute_batch(SCHEMA_V16)?;
-        }
-        if version < 17 {
-            conn.execute_batch(SCHEMA_V17)?;
+        for &(to, sql) in MIGRATIONS {
+            if version < to {
+                conn.execute_batch(sql)?;
+                if to == 4 {
+                    assign_uids(conn)?;
+                }
+            }
         }
         conn.execute_batch(&format!("PRAGMA user_version = {SCHEMA_VERSION}"))
     };
@@ -793,6 +268,17 @@ fn migrate(conn: &Connection) -> rusqlite::Result<()> {
         Err(e) => {
             let _ = conn.execute_batch("ROLLBACK");
             Err(e)
+        }
+    }
+}
+
+/// Builds the schema of `version` exactly as the migrations of that time left it, for tests
+/// that upgrade an old database.
+#[cfg(test)]
+pub(crate) fn schema_at(conn: &Connection, version: i64) {
+    for &(to, sql) in MIGRATIONS.iter().take_while(|(to, _)| *to <= version) {
+        if let Err(e) = conn.execute_batch(sql) {
+            panic!("migration {to}: {e}");
         }
     }
 }
@@ -1034,7 +520,7 @@ fn free_docid(tx: &Transaction<'_>, hash: &str, own_id: Option<i64>) -> Result<S
     Err(Error::Storage(format!("no free docid for hash {hash}")))
 }
 
-impl Store for SqliteStore {
+impl CollectionStore for SqliteStore {
     fn create_collection(
         &self,
         space: &str,
@@ -1243,6 +729,150 @@ impl Store for SqliteStore {
         })
     }
 
+    fn documents_by_ids(&self, ids: &[i64]) -> Result<Vec<Document>> {
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare_cached(&format!(
+                "SELECT {DOCUMENT_COLUMNS} FROM documents d JOIN collections c ON c.id = d.collection_id WHERE d.id = ?1"
+            ))
+            .map_err(db_err)?;
+        let mut out = Vec::with_capacity(ids.len());
+        for id in ids {
+            if let Some(doc) = stmt
+                .query_row([id], document_from_row)
+                .optional()
+                .map_err(db_err)?
+            {
+                out.push(doc);
+            }
+        }
+        Ok(out)
+    }
+
+    fn document_by_path(
+        &self,
+        space: &str,
+        collection: &str,
+        path: &str,
+    ) -> Result<Option<Document>> {
+        let conn = self.conn();
+        conn.query_row(
+            &format!(
+                "SELECT {DOCUMENT_COLUMNS} FROM documents d JOIN collections c ON c.id = d.collection_id \
+                 WHERE c.space = ?1 AND c.name = ?2 AND d.path = ?3"
+            ),
+            params![space, collection, path],
+            document_from_row,
+        )
+        .optional()
+        .map_err(db_err)
+    }
+
+    fn document_by_docid(&self, space: &str, docid: &str) -> Result<Option<Document>> {
+        let conn = self.conn();
+        conn.query_row(
+            &format!(
+                "SELECT {DOCUMENT_COLUMNS} FROM documents d JOIN collections c ON c.id = d.collection_id \
+                 WHERE c.space = ?1 AND d.docid = ?2"
+            ),
+            params![space, docid],
+            document_from_row,
+        )
+        .optional()
+        .map_err(db_err)
+    }
+
+    fn document_summaries(&self, space: &str) -> Result<Vec<DocSummary>> {
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT d.id, c.name, d.path, d.title, d.docid, d.body_bytes FROM documents d \
+                 JOIN collections c ON c.id = d.collection_id WHERE c.space = ?1 ORDER BY c.name, d.path",
+            )
+            .map_err(db_err)?;
+        let rows = stmt
+            .query_map([space], |r| {
+                Ok(DocSummary {
+                    id: r.get(0)?,
+                    collection: r.get(1)?,
+                    path: r.get(2)?,
+                    title: r.get(3)?,
+                    docid: r.get(4)?,
+                    body_bytes: r.get::<_, i64>(5)? as u64,
+                })
+            })
+            .map_err(db_err)?;
+        rows.collect::<rusqlite::Result<Vec<_>>>().map_err(db_err)
+    }
+
+    fn document_count(&self, space: &str) -> Result<u64> {
+        let conn = self.conn();
+        conn.query_row(
+            "SELECT COUNT(*) FROM documents d JOIN collections c ON c.id = d.collection_id WHERE c.space = ?1",
+            [space],
+            |r| r.get::<_, i64>(0),
+        )
+        .map(|n| n as u64)
+        .map_err(db_err)
+    }
+
+    fn collections_outside(&self, space: &str) -> Result<bool> {
+        let conn = self.conn();
+        conn.prepare_cached("SELECT EXISTS(SELECT 1 FROM collections WHERE space != ?1)")
+            .and_then(|mut s| s.query_row([space], |r| r.get(0)))
+            .map_err(db_err)
+    }
+
+    fn collection_space(&self, collection_id: i64) -> Result<Option<String>> {
+        let conn = self.conn();
+        conn.prepare_cached("SELECT space FROM collections WHERE id = ?1")
+            .and_then(|mut s| s.query_row([collection_id], |r| r.get(0)).optional())
+            .map_err(db_err)
+    }
+
+    fn set_context(&self, space: &str, path: &str, text: &str) -> Result<()> {
+        self.write(|tx| {
+            ensure_space(tx, space)?;
+            tx.execute(
+                "INSERT INTO contexts (space, path, text) VALUES (?1, ?2, ?3) \
+                 ON CONFLICT (space, path) DO UPDATE SET text = excluded.text",
+                params![space, path, text],
+            )
+            .map_err(db_err)?;
+            Ok(())
+        })
+    }
+
+    fn contexts(&self, space: &str) -> Result<Vec<Context>> {
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare_cached("SELECT path, text FROM contexts WHERE space = ?1 ORDER BY path")
+            .map_err(db_err)?;
+        let rows = stmt
+            .query_map([space], |r| {
+                Ok(Context {
+                    path: r.get(0)?,
+                    text: r.get(1)?,
+                })
+            })
+            .map_err(db_err)?;
+        rows.collect::<rusqlite::Result<Vec<_>>>().map_err(db_err)
+    }
+
+    fn remove_context(&self, space: &str, path: &str) -> Result<bool> {
+        self.write(|tx| {
+            let n = tx
+                .execute(
+                    "DELETE FROM contexts WHERE space = ?1 AND path = ?2",
+                    params![space, path],
+                )
+                .map_err(db_err)?;
+            Ok(n > 0)
+        })
+    }
+}
+
+impl FeedStore for SqliteStore {
     fn feed_position(&self, consumer: &str) -> Result<FeedPosition> {
         self.write(|tx| {
             // A consumer seen for the first time reads a snapshot, then what follows it.
@@ -1449,7 +1079,9 @@ impl Store for SqliteStore {
         let conn = self.conn();
         Ok(feed_head(&conn)? + 1)
     }
+}
 
+impl SessionStore for SqliteStore {
     fn mcp_session(&self, id: &str) -> Result<Option<String>> {
         self.conn()
             .query_row("SELECT state FROM mcp_sessions WHERE id = ?1", [id], |r| {
@@ -1484,94 +1116,9 @@ impl Store for SqliteStore {
             Ok(())
         })
     }
+}
 
-    fn documents_by_ids(&self, ids: &[i64]) -> Result<Vec<Document>> {
-        let conn = self.conn();
-        let mut stmt = conn
-            .prepare_cached(&format!(
-                "SELECT {DOCUMENT_COLUMNS} FROM documents d JOIN collections c ON c.id = d.collection_id WHERE d.id = ?1"
-            ))
-            .map_err(db_err)?;
-        let mut out = Vec::with_capacity(ids.len());
-        for id in ids {
-            if let Some(doc) = stmt
-                .query_row([id], document_from_row)
-                .optional()
-                .map_err(db_err)?
-            {
-                out.push(doc);
-            }
-        }
-        Ok(out)
-    }
-
-    fn document_by_path(
-        &self,
-        space: &str,
-        collection: &str,
-        path: &str,
-    ) -> Result<Option<Document>> {
-        let conn = self.conn();
-        conn.query_row(
-            &format!(
-                "SELECT {DOCUMENT_COLUMNS} FROM documents d JOIN collections c ON c.id = d.collection_id \
-                 WHERE c.space = ?1 AND c.name = ?2 AND d.path = ?3"
-            ),
-            params![space, collection, path],
-            document_from_row,
-        )
-        .optional()
-        .map_err(db_err)
-    }
-
-    fn document_by_docid(&self, space: &str, docid: &str) -> Result<Option<Document>> {
-        let conn = self.conn();
-        conn.query_row(
-            &format!(
-                "SELECT {DOCUMENT_COLUMNS} FROM documents d JOIN collections c ON c.id = d.collection_id \
-                 WHERE c.space = ?1 AND d.docid = ?2"
-            ),
-            params![space, docid],
-            document_from_row,
-        )
-        .optional()
-        .map_err(db_err)
-    }
-
-    fn document_summaries(&self, space: &str) -> Result<Vec<DocSummary>> {
-        let conn = self.conn();
-        let mut stmt = conn
-            .prepare_cached(
-                "SELECT d.id, c.name, d.path, d.title, d.docid, d.body_bytes FROM documents d \
-                 JOIN collections c ON c.id = d.collection_id WHERE c.space = ?1 ORDER BY c.name, d.path",
-            )
-            .map_err(db_err)?;
-        let rows = stmt
-            .query_map([space], |r| {
-                Ok(DocSummary {
-                    id: r.get(0)?,
-                    collection: r.get(1)?,
-                    path: r.get(2)?,
-                    title: r.get(3)?,
-                    docid: r.get(4)?,
-                    body_bytes: r.get::<_, i64>(5)? as u64,
-                })
-            })
-            .map_err(db_err)?;
-        rows.collect::<rusqlite::Result<Vec<_>>>().map_err(db_err)
-    }
-
-    fn document_count(&self, space: &str) -> Result<u64> {
-        let conn = self.conn();
-        conn.query_row(
-            "SELECT COUNT(*) FROM documents d JOIN collections c ON c.id = d.collection_id WHERE c.space = ?1",
-            [space],
-            |r| r.get::<_, i64>(0),
-        )
-        .map(|n| n as u64)
-        .map_err(db_err)
-    }
-
+impl SemanticStore for SqliteStore {
     fn chunk_sources(&self, document_ids: &[i64]) -> Result<Vec<ChunkSource>> {
         let conn = self.conn();
         let mut stmt = conn
@@ -1822,6 +1369,19 @@ impl Store for SqliteStore {
         Ok(out)
     }
 
+    fn chunk_ids_in_collection(&self, collection_id: i64) -> Result<Vec<i64>> {
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT k.id FROM chunks k JOIN documents d ON d.id = k.document_id WHERE d.collection_id = ?1",
+            )
+            .map_err(db_err)?;
+        stmt.query_map([collection_id], |r| r.get(0))
+            .map_err(db_err)?
+            .collect::<rusqlite::Result<Vec<i64>>>()
+            .map_err(db_err)
+    }
+
     fn index_census(&self) -> Result<IndexCensus> {
         let mut conn = self.conn();
         // One read transaction: documents and chunks from one state of the database.
@@ -1840,19 +1400,6 @@ impl Store for SqliteStore {
 
     fn index_work(&self, document_ids: &[i64]) -> Result<IndexWork> {
         index_work_of(&self.conn(), document_ids)
-    }
-
-    fn chunk_ids_in_collection(&self, collection_id: i64) -> Result<Vec<i64>> {
-        let conn = self.conn();
-        let mut stmt = conn
-            .prepare_cached(
-                "SELECT k.id FROM chunks k JOIN documents d ON d.id = k.document_id WHERE d.collection_id = ?1",
-            )
-            .map_err(db_err)?;
-        stmt.query_map([collection_id], |r| r.get(0))
-            .map_err(db_err)?
-            .collect::<rusqlite::Result<Vec<i64>>>()
-            .map_err(db_err)
     }
 
     fn embedding_state(
@@ -1900,21 +1447,9 @@ impl Store for SqliteStore {
             chunks_pending: chunks_pending as u64,
         })
     }
+}
 
-    fn collection_space(&self, collection_id: i64) -> Result<Option<String>> {
-        let conn = self.conn();
-        conn.prepare_cached("SELECT space FROM collections WHERE id = ?1")
-            .and_then(|mut s| s.query_row([collection_id], |r| r.get(0)).optional())
-            .map_err(db_err)
-    }
-
-    fn collections_outside(&self, space: &str) -> Result<bool> {
-        let conn = self.conn();
-        conn.prepare_cached("SELECT EXISTS(SELECT 1 FROM collections WHERE space != ?1)")
-            .and_then(|mut s| s.query_row([space], |r| r.get(0)))
-            .map_err(db_err)
-    }
-
+impl SettingsStore for SqliteStore {
     fn meta(&self, key: &str) -> Result<Option<String>> {
         let conn = self.conn();
         conn.query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
@@ -1965,47 +1500,6 @@ impl Store for SqliteStore {
             )
             .map_err(db_err)?;
             Ok(())
-        })
-    }
-
-    fn set_context(&self, space: &str, path: &str, text: &str) -> Result<()> {
-        self.write(|tx| {
-            ensure_space(tx, space)?;
-            tx.execute(
-                "INSERT INTO contexts (space, path, text) VALUES (?1, ?2, ?3) \
-                 ON CONFLICT (space, path) DO UPDATE SET text = excluded.text",
-                params![space, path, text],
-            )
-            .map_err(db_err)?;
-            Ok(())
-        })
-    }
-
-    fn contexts(&self, space: &str) -> Result<Vec<Context>> {
-        let conn = self.conn();
-        let mut stmt = conn
-            .prepare_cached("SELECT path, text FROM contexts WHERE space = ?1 ORDER BY path")
-            .map_err(db_err)?;
-        let rows = stmt
-            .query_map([space], |r| {
-                Ok(Context {
-                    path: r.get(0)?,
-                    text: r.get(1)?,
-                })
-            })
-            .map_err(db_err)?;
-        rows.collect::<rusqlite::Result<Vec<_>>>().map_err(db_err)
-    }
-
-    fn remove_context(&self, space: &str, path: &str) -> Result<bool> {
-        self.write(|tx| {
-            let n = tx
-                .execute(
-                    "DELETE FROM contexts WHERE space = ?1 AND path = ?2",
-                    params![space, path],
-                )
-                .map_err(db_err)?;
-            Ok(n > 0)
         })
     }
 }
@@ -2155,12 +1649,21 @@ mod tests {
     }
 
     #[test]
+    fn migrations_run_from_one_to_the_schema_version_without_gaps() {
+        let versions: Vec<i64> = MIGRATIONS.iter().map(|(v, _)| *v).collect();
+        assert_eq!(versions, (1..=SCHEMA_VERSION).collect::<Vec<_>>());
+        // Every file applies on top of the ones before it, and a new database ends there.
+        let conn = Connection::open_in_memory().unwrap();
+        schema_at(&conn, SCHEMA_VERSION);
+    }
+
+    #[test]
     fn version_1_databases_are_upgraded_in_place() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("q.db");
         {
             let conn = Connection::open(&path).unwrap();
-            conn.execute_batch(SCHEMA).unwrap();
+            schema_at(&conn, 1);
             conn.execute_batch(
                 "PRAGMA user_version = 1; \
                  INSERT INTO spaces VALUES ('default', 0); \
@@ -2190,11 +1693,7 @@ mod tests {
         let path = dir.path().join("q.db");
         {
             let conn = Connection::open(&path).unwrap();
-            for step in [
-                SCHEMA, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4, SCHEMA_V5, SCHEMA_V6, SCHEMA_V7,
-            ] {
-                conn.execute_batch(step).unwrap();
-            }
+            schema_at(&conn, 7);
             conn.execute_batch(
                 "PRAGMA user_version = 7; \
                  INSERT INTO spaces (id, created_at) VALUES ('default', 0); \

@@ -180,7 +180,7 @@ async fn collect(
                 axum::Json(json!({
                     "detail": f.message,
                     "status_code": status.as_u16(),
-                    "error_code": ErrorCode::for_status(status).as_str(),
+                    "error_code": ErrorCode::for_status(status.as_u16()).as_str(),
                     "code": f.code,
                     "provider_status": f.status,
                     "conversation_id": conversation.get("id"),

@@ -7,13 +7,16 @@
 use std::sync::Arc;
 
 use axum::Router;
-use axum::extract::{Path, Query, State};
+use axum::extract::{FromRequestParts, Path, Query};
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, patch, post};
-use quarry_core::Error;
-use quarry_hub::{Catalog, CatalogTool, Package, PackageKind, RegisterUpstream, UpstreamPatch};
-use serde::Deserialize;
+use quarry_core::{Error, Principal};
+use quarry_hub::{
+    Catalog, CatalogTool, Hub, Package, PackageKind, RegisterUpstream, UpstreamPatch,
+};
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::auth::Caller;
@@ -21,17 +24,75 @@ use crate::http::{ApiError, Body, base_url, ok, ok_list, run_blocking};
 use crate::service::{endpoints, knowledge_tools};
 use crate::state::AppState;
 
-/// Runs `f` on the hub's registry as the request's principal, on the blocking runner.
-async fn as_caller<T: Send + 'static>(
-    state: &AppState,
-    caller: &Caller,
-    f: impl FnOnce(&Arc<quarry_hub::Hub>, &quarry_core::Principal) -> quarry_core::Result<T>
-    + Send
-    + 'static,
-) -> Result<T, ApiError> {
-    let hub = state.hub().clone();
-    let who = caller.principal.clone();
-    run_blocking(move || f(&hub, &who)).await
+/// The shell every handler here shares: the state and the request's caller, taken as one
+/// extractor; hub calls run as that caller off the async threads, their errors in the REST
+/// shape, their results in the `/api/v1` envelope.
+struct HubCall {
+    state: Arc<AppState>,
+    caller: Caller,
+}
+
+impl FromRequestParts<Arc<AppState>> for HubCall {
+    type Rejection = Response;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &Arc<AppState>,
+    ) -> Result<Self, Self::Rejection> {
+        let caller = Caller::from_request_parts(parts, state).await?;
+        Ok(HubCall {
+            state: state.clone(),
+            caller,
+        })
+    }
+}
+
+/// A call on the hub's registry as the request's principal (run on the blocking runner).
+trait HubFn<T>: FnOnce(&Arc<Hub>, &Principal) -> quarry_core::Result<T> + Send + 'static {}
+impl<T, F> HubFn<T> for F where
+    F: FnOnce(&Arc<Hub>, &Principal) -> quarry_core::Result<T> + Send + 'static
+{
+}
+
+impl HubCall {
+    /// Runs `f` on the hub's registry as the caller, on the blocking runner.
+    async fn run<T: Send + 'static>(&self, f: impl HubFn<T>) -> Result<T, ApiError> {
+        let hub = self.state.hub().clone();
+        let who = self.caller.principal.clone();
+        run_blocking(move || f(&hub, &who)).await
+    }
+
+    /// [`HubCall::run`], its result answered as `{"success": true, "data": …}`.
+    async fn reply<T: Serialize + Send + 'static>(
+        &self,
+        f: impl HubFn<T>,
+    ) -> Result<Response, ApiError> {
+        Ok(ok(self.run(f).await?))
+    }
+
+    /// [`HubCall::reply`] with `201 Created`.
+    async fn created<T: Serialize + Send + 'static>(
+        &self,
+        f: impl HubFn<T>,
+    ) -> Result<Response, ApiError> {
+        Ok((StatusCode::CREATED, self.reply(f).await?).into_response())
+    }
+
+    /// Deletes what `id` names through `f`, answered as `{"id", "deleted": true}`.
+    async fn deleted<T: Send + 'static>(
+        &self,
+        id: String,
+        f: impl FnOnce(&Arc<Hub>, &Principal, &str) -> quarry_core::Result<T> + Send + 'static,
+    ) -> Result<Response, ApiError> {
+        let key = id.clone();
+        self.run(move |hub, who| f(hub, who, &key)).await?;
+        Ok(ok(json!({ "id": id, "deleted": true })))
+    }
+
+    /// The caller's catalog.
+    async fn catalog(&self) -> Result<Arc<Catalog>, ApiError> {
+        self.run(|hub, who| hub.catalog(who.owner_key())).await
+    }
 }
 
 pub(crate) fn router() -> Router<Arc<AppState>> {
@@ -67,45 +128,25 @@ pub(crate) fn router() -> Router<Arc<AppState>> {
         .route("/api/catalog/{key}/tools", get(catalog_package_tools))
 }
 
-async fn list_servers(
-    State(state): State<Arc<AppState>>,
-    caller: Caller,
-) -> Result<Response, ApiError> {
-    let servers = as_caller(&state, &caller, move |hub, who| hub.upstreams(who)).await?;
+async fn list_servers(call: HubCall) -> Result<Response, ApiError> {
+    let servers = call.run(|hub, who| hub.upstreams(who)).await?;
     Ok(ok_list(&servers))
 }
 
 async fn register_server(
-    State(state): State<Arc<AppState>>,
-    caller: Caller,
+    call: HubCall,
     Body(req): Body<RegisterUpstream>,
 ) -> Result<Response, ApiError> {
-    let info = as_caller(&state, &caller, move |hub, who| hub.register(who, req)).await?;
-    Ok((StatusCode::CREATED, ok(info)).into_response())
+    call.created(move |hub, who| hub.register(who, req)).await
 }
 
-async fn get_server(
-    State(state): State<Arc<AppState>>,
-    caller: Caller,
-    Path(id): Path<String>,
-) -> Result<Response, ApiError> {
-    Ok(ok(as_caller(&state, &caller, move |hub, who| {
-        hub.upstream(who, &id)
-    })
-    .await?))
+async fn get_server(call: HubCall, Path(id): Path<String>) -> Result<Response, ApiError> {
+    call.reply(move |hub, who| hub.upstream(who, &id)).await
 }
 
-async fn delete_server(
-    State(state): State<Arc<AppState>>,
-    caller: Caller,
-    Path(id): Path<String>,
-) -> Result<Response, ApiError> {
-    let id2 = id.clone();
-    as_caller(&state, &caller, move |hub, who| {
-        hub.delete_upstream(who, &id2)
-    })
-    .await?;
-    Ok(ok(json!({ "id": id, "deleted": true })))
+async fn delete_server(call: HubCall, Path(id): Path<String>) -> Result<Response, ApiError> {
+    call.deleted(id, |hub, who, id| hub.delete_upstream(who, id))
+        .await
 }
 
 #[derive(Deserialize, Default)]
@@ -129,65 +170,50 @@ fn toggle_body(bytes: &[u8]) -> Result<ToggleBody, ApiError> {
 }
 
 async fn toggle_server(
-    State(state): State<Arc<AppState>>,
-    caller: Caller,
+    call: HubCall,
     Path(id): Path<String>,
     body: axum::body::Bytes,
 ) -> Result<Response, ApiError> {
     let b = toggle_body(&body)?;
     let key = id.clone();
-    let connecting = as_caller(&state, &caller, move |hub, who| {
-        hub.set_enabled(who, &key, b.enabled)
-    })
-    .await?;
-    settled_server(&state, &caller, id, connecting).await
+    let connecting = call
+        .run(move |hub, who| hub.set_enabled(who, &key, b.enabled))
+        .await?;
+    settled_server(&call, id, connecting).await
 }
 
 /// The upstream `id` once a (re)connection has had [`quarry_hub::ANSWER_GRACE`] to discover.
 async fn settled_server(
-    state: &AppState,
-    caller: &Caller,
+    call: &HubCall,
     id: String,
     connecting: Option<quarry_hub::Connecting>,
 ) -> Result<Response, ApiError> {
     if let Some(c) = connecting {
         c.discovered(quarry_hub::ANSWER_GRACE).await;
     }
-    Ok(ok(as_caller(state, caller, move |hub, who| {
-        hub.upstream(who, &id)
-    })
-    .await?))
+    call.reply(move |hub, who| hub.upstream(who, &id)).await
 }
 
 /// `PATCH` (and `PUT`) `/api/v1/mcp/servers/{id}`: the fields given change, the rest stay;
 /// the answer comes once the reconnection has had [`quarry_hub::ANSWER_GRACE`].
 async fn update_server(
-    State(state): State<Arc<AppState>>,
-    caller: Caller,
+    call: HubCall,
     Path(key): Path<String>,
     Body(patch): Body<UpstreamPatch>,
 ) -> Result<Response, ApiError> {
-    let (id, connecting) = as_caller(&state, &caller, move |hub, who| {
-        hub.update_upstream(who, &key, patch)
-    })
-    .await?;
-    settled_server(&state, &caller, id, connecting).await
+    let (id, connecting) = call
+        .run(move |hub, who| hub.update_upstream(who, &key, patch))
+        .await?;
+    settled_server(&call, id, connecting).await
 }
 
-async fn refresh_server(
-    State(state): State<Arc<AppState>>,
-    caller: Caller,
-    Path(id): Path<String>,
-) -> Result<Response, ApiError> {
+async fn refresh_server(call: HubCall, Path(id): Path<String>) -> Result<Response, ApiError> {
     let key = id.clone();
-    as_caller(&state, &caller, move |hub, who| hub.refresh(who, &key))
+    call.run(move |hub, who| hub.refresh(who, &key))
         .await?
         .finish()
         .await;
-    Ok(ok(as_caller(&state, &caller, move |hub, who| {
-        hub.upstream(who, &id)
-    })
-    .await?))
+    call.reply(move |hub, who| hub.upstream(who, &id)).await
 }
 
 /// One tool as the tool APIs list it.
@@ -229,22 +255,15 @@ fn tool_json(t: &CatalogTool, catalog: &Catalog) -> Value {
     v
 }
 
-async fn server_tools(
-    State(state): State<Arc<AppState>>,
-    caller: Caller,
-    Path(id): Path<String>,
-) -> Result<Response, ApiError> {
-    let (tools, catalog) = as_caller(&state, &caller, move |hub, who| {
-        let tools = hub.upstream_tools(who, &id)?;
-        Ok((tools, hub.catalog(who.owner_key())?))
-    })
-    .await?;
+async fn server_tools(call: HubCall, Path(id): Path<String>) -> Result<Response, ApiError> {
+    let (tools, catalog) = call
+        .run(move |hub, who| {
+            let tools = hub.upstream_tools(who, &id)?;
+            Ok((tools, hub.catalog(who.owner_key())?))
+        })
+        .await?;
     let items: Vec<Value> = tools.iter().map(|t| tool_json(t, &catalog)).collect();
     Ok(ok_list(&items))
-}
-
-async fn catalog_of(state: &Arc<AppState>, caller: &Caller) -> Result<Arc<Catalog>, ApiError> {
-    as_caller(state, caller, |hub, who| hub.catalog(who.owner_key())).await
 }
 
 /// Tools of the given kinds, knowledge tools only those the caller may use.
@@ -263,13 +282,10 @@ fn tools_of_kinds(caller: &Caller, catalog: &Catalog, kinds: &[PackageKind]) -> 
         .collect()
 }
 
-async fn all_mcp_tools(
-    State(state): State<Arc<AppState>>,
-    caller: Caller,
-) -> Result<Response, ApiError> {
-    let catalog = catalog_of(&state, &caller).await?;
+async fn all_mcp_tools(call: HubCall) -> Result<Response, ApiError> {
+    let catalog = call.catalog().await?;
     Ok(ok_list(&tools_of_kinds(
-        &caller,
+        &call.caller,
         &catalog,
         &[PackageKind::Builtin, PackageKind::Upstream],
     )))
@@ -277,13 +293,10 @@ async fn all_mcp_tools(
 
 /// Built-in tools and the caller's custom tools (seed 003 §5.3), custom ones with their
 /// specification (header names only) whether enabled or not.
-async fn all_tools(
-    State(state): State<Arc<AppState>>,
-    caller: Caller,
-) -> Result<Response, ApiError> {
-    let catalog = catalog_of(&state, &caller).await?;
-    let mut items = tools_of_kinds(&caller, &catalog, &[PackageKind::Builtin]);
-    let custom = as_caller(&state, &caller, move |hub, who| hub.custom_tools(who)).await?;
+async fn all_tools(call: HubCall) -> Result<Response, ApiError> {
+    let catalog = call.catalog().await?;
+    let mut items = tools_of_kinds(&call.caller, &catalog, &[PackageKind::Builtin]);
+    let custom = call.run(|hub, who| hub.custom_tools(who)).await?;
     for c in custom {
         let mut v = serde_json::to_value(&c).unwrap_or_default();
         // One meaning of `name` in this listing: what an MCP client calls the tool by (as for
@@ -310,8 +323,7 @@ async fn all_tools(
 }
 
 async fn create_custom(
-    State(state): State<Arc<AppState>>,
-    caller: Caller,
+    call: HubCall,
     Body(mut body): Body<serde_json::Map<String, Value>>,
 ) -> Result<Response, ApiError> {
     let enabled = match body.remove("enabled") {
@@ -337,57 +349,35 @@ async fn create_custom(
     }
     let spec: quarry_hub::custom::CustomToolSpec = serde_json::from_value(Value::Object(body))
         .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, format!("invalid custom tool: {e}")))?;
-    let info = as_caller(&state, &caller, move |hub, who| {
-        hub.create_custom_tool(who, spec, enabled)
-    })
-    .await?;
-    Ok((StatusCode::CREATED, ok(info)).into_response())
+    call.created(move |hub, who| hub.create_custom_tool(who, spec, enabled))
+        .await
 }
 
-async fn get_custom(
-    State(state): State<Arc<AppState>>,
-    caller: Caller,
-    Path(id): Path<String>,
-) -> Result<Response, ApiError> {
-    Ok(ok(as_caller(&state, &caller, move |hub, who| {
-        hub.custom_tool(who, &id)
-    })
-    .await?))
+async fn get_custom(call: HubCall, Path(id): Path<String>) -> Result<Response, ApiError> {
+    call.reply(move |hub, who| hub.custom_tool(who, &id)).await
 }
 
 async fn update_custom(
-    State(state): State<Arc<AppState>>,
-    caller: Caller,
+    call: HubCall,
     Path(id): Path<String>,
     Body(patch): Body<serde_json::Map<String, Value>>,
 ) -> Result<Response, ApiError> {
-    Ok(ok(as_caller(&state, &caller, move |hub, who| {
-        hub.update_custom_tool(who, &id, patch)
-    })
-    .await?))
+    call.reply(move |hub, who| hub.update_custom_tool(who, &id, patch))
+        .await
 }
 
-async fn delete_custom(
-    State(state): State<Arc<AppState>>,
-    caller: Caller,
-    Path(id): Path<String>,
-) -> Result<Response, ApiError> {
-    let id2 = id.clone();
-    as_caller(&state, &caller, move |hub, who| {
-        hub.delete_custom_tool(who, &id2)
-    })
-    .await?;
-    Ok(ok(json!({ "id": id, "deleted": true })))
+async fn delete_custom(call: HubCall, Path(id): Path<String>) -> Result<Response, ApiError> {
+    call.deleted(id, |hub, who, id| hub.delete_custom_tool(who, id))
+        .await
 }
 
 async fn toggle_custom(
-    State(state): State<Arc<AppState>>,
-    caller: Caller,
+    call: HubCall,
     Path(id): Path<String>,
     body: axum::body::Bytes,
 ) -> Result<Response, ApiError> {
     let b = toggle_body(&body)?;
-    let info = as_caller(&state, &caller, move |hub, who| {
+    call.reply(move |hub, who| {
         quarry_hub::require_write(who)?;
         let current = hub.custom_tool(who, &id)?;
         let mut patch = serde_json::Map::new();
@@ -397,8 +387,7 @@ async fn toggle_custom(
         );
         hub.update_custom_tool(who, &current.id, patch)
     })
-    .await?;
-    Ok(ok(info))
+    .await
 }
 
 #[derive(Deserialize, Default)]
@@ -410,8 +399,7 @@ struct TestBody {
 
 /// Runs a custom tool once and shows the raw response (seed 003's "test").
 async fn test_custom(
-    State(state): State<Arc<AppState>>,
-    caller: Caller,
+    call: HubCall,
     Path(id): Path<String>,
     body: axum::body::Bytes,
 ) -> Result<Response, ApiError> {
@@ -426,11 +414,12 @@ async fn test_custom(
         })?
     };
     // A missing tool is a 404 like every other route's.
-    let prepared = as_caller(&state, &caller, move |hub, who| {
-        hub.custom_tool(who, &id)?;
-        Ok(hub.custom_call(who, &id))
-    })
-    .await?;
+    let prepared = call
+        .run(move |hub, who| {
+            hub.custom_tool(who, &id)?;
+            Ok(hub.custom_call(who, &id))
+        })
+        .await?;
     let args = b.arguments.unwrap_or_else(|| json!({}));
     let outcome = match prepared {
         Ok(custom) => custom.run(&args).await,
@@ -451,71 +440,66 @@ async fn test_custom(
         }
     }
 }
-async fn builtin_tools(
-    State(state): State<Arc<AppState>>,
-    caller: Caller,
-) -> Result<Response, ApiError> {
-    let catalog = catalog_of(&state, &caller).await?;
+async fn builtin_tools(call: HubCall) -> Result<Response, ApiError> {
+    let catalog = call.catalog().await?;
     Ok(ok_list(&tools_of_kinds(
-        &caller,
+        &call.caller,
         &catalog,
         &[PackageKind::Builtin],
     )))
 }
 
 async fn set_enabled(
-    state: &Arc<AppState>,
-    caller: &Caller,
+    call: &HubCall,
     name: String,
     body: &[u8],
     builtin_only: bool,
 ) -> Result<Response, ApiError> {
     let b = toggle_body(body)?;
-    let (tool, catalog) = as_caller(state, caller, move |hub, who| {
-        quarry_hub::require_write(who)?;
-        let catalog = hub.catalog(who.owner_key())?;
-        let found = if builtin_only {
-            catalog
-                .tools
-                .iter()
-                .find(|t| {
-                    catalog
-                        .package(&t.package)
-                        .is_some_and(|p| p.kind == PackageKind::Builtin)
-                        && (t.name == name || t.full_name == name || t.wire_name == name)
-                })
-                .cloned()
-        } else {
-            catalog
-                .by_full_name(&name)
-                .or_else(|| catalog.by_wire_name(&name))
-                .cloned()
-        };
-        let tool = found.ok_or_else(|| Error::NotFound(format!("tool '{name}' not found")))?;
-        let enabled = b.enabled.unwrap_or(!tool.enabled);
-        let tool = hub.set_tool_enabled(who, &tool.full_name, enabled)?;
-        Ok((tool, hub.catalog(who.owner_key())?))
-    })
-    .await?;
+    let (tool, catalog) = call
+        .run(move |hub, who| {
+            quarry_hub::require_write(who)?;
+            let catalog = hub.catalog(who.owner_key())?;
+            let found = if builtin_only {
+                catalog
+                    .tools
+                    .iter()
+                    .find(|t| {
+                        catalog
+                            .package(&t.package)
+                            .is_some_and(|p| p.kind == PackageKind::Builtin)
+                            && (t.name == name || t.full_name == name || t.wire_name == name)
+                    })
+                    .cloned()
+            } else {
+                catalog
+                    .by_full_name(&name)
+                    .or_else(|| catalog.by_wire_name(&name))
+                    .cloned()
+            };
+            let tool = found.ok_or_else(|| Error::NotFound(format!("tool '{name}' not found")))?;
+            let enabled = b.enabled.unwrap_or(!tool.enabled);
+            let tool = hub.set_tool_enabled(who, &tool.full_name, enabled)?;
+            Ok((tool, hub.catalog(who.owner_key())?))
+        })
+        .await?;
     Ok(ok(tool_json(&tool, &catalog)))
 }
 
 async fn toggle_builtin(
-    State(state): State<Arc<AppState>>,
-    caller: Caller,
+    call: HubCall,
     Path(name): Path<String>,
     body: axum::body::Bytes,
 ) -> Result<Response, ApiError> {
-    set_enabled(&state, &caller, name, &body, true).await
+    set_enabled(&call, name, &body, true).await
 }
 
 async fn toggle_tool(
-    State(state): State<Arc<AppState>>,
-    caller: Caller,
+    call: HubCall,
     Path(name): Path<String>,
     body: axum::body::Bytes,
 ) -> Result<Response, ApiError> {
-    set_enabled(&state, &caller, name, &body, false).await
+    set_enabled(&call, name, &body, false).await
 }
 
 // --- Catalog (seed 002) ------------------------------------------------------------------
@@ -547,15 +531,13 @@ fn reached<'a>(caller: &'a Caller, catalog: &'a Catalog) -> impl Iterator<Item =
         .filter(|p| caller.principal.reaches_package(&p.id))
 }
 
-async fn catalog_categories(
-    State(state): State<Arc<AppState>>,
-    caller: Caller,
-) -> Result<Response, ApiError> {
-    let catalog = catalog_of(&state, &caller).await?;
-    let tools = usable(&caller, &catalog);
+async fn catalog_categories(call: HubCall) -> Result<Response, ApiError> {
+    let catalog = call.catalog().await?;
+    let caller = &call.caller;
+    let tools = usable(caller, &catalog);
     let mut cats: std::collections::BTreeMap<&str, (std::collections::BTreeSet<&str>, usize)> =
         Default::default();
-    for p in reached(&caller, &catalog) {
+    for p in reached(caller, &catalog) {
         cats.entry(p.category.as_str()).or_default().0.insert(&p.id);
     }
     for t in &tools {
@@ -573,22 +555,21 @@ async fn catalog_categories(
 }
 
 async fn catalog_category(
-    State(state): State<Arc<AppState>>,
-    caller: Caller,
+    call: HubCall,
     headers: HeaderMap,
     Path(category): Path<String>,
 ) -> Result<Response, ApiError> {
-    category_packages(&state, &caller, &headers, &category).await
+    category_packages(&call, &headers, &category).await
 }
 
 /// `GET /api/catalog/{category}`: the category's packages, or 404.
 async fn category_packages(
-    state: &Arc<AppState>,
-    caller: &Caller,
+    call: &HubCall,
     headers: &HeaderMap,
     category: &str,
 ) -> Result<Response, ApiError> {
-    let catalog = catalog_of(state, caller).await?;
+    let catalog = call.catalog().await?;
+    let caller = &call.caller;
     let tools = usable(caller, &catalog);
     let base = base_url(headers);
     let packages: Vec<Value> = reached(caller, &catalog)
@@ -613,14 +594,13 @@ async fn category_packages(
 /// Which of the caller's named endpoints expose each tool (`package.tool` → endpoint names,
 /// in name order): their views over the caller's catalog, computed once per request.
 async fn exposing(
-    state: &Arc<AppState>,
-    caller: &Caller,
+    call: &HubCall,
     catalog: &Arc<Catalog>,
 ) -> Result<std::collections::HashMap<String, Vec<String>>, ApiError> {
-    let store = state.root_engine().store_handle();
-    let caller = caller.clone();
+    let store = call.state.root_engine().store_handle();
+    let caller = call.caller.clone();
     let catalog = catalog.clone();
-    let max_tools = state.hub().options().max_tools;
+    let max_tools = call.state.hub().options().max_tools;
     run_blocking(move || {
         let owners = endpoints::visible_owners(&caller.principal);
         let mut by_tool: std::collections::HashMap<String, Vec<String>> = Default::default();
@@ -665,20 +645,20 @@ fn catalog_tool_json(
 }
 
 async fn catalog_package_tools(
-    State(state): State<Arc<AppState>>,
-    caller: Caller,
+    call: HubCall,
     headers: HeaderMap,
     Path(package): Path<String>,
 ) -> Result<Response, ApiError> {
-    let catalog = catalog_of(&state, &caller).await?;
+    let catalog = call.catalog().await?;
+    let caller = &call.caller;
     if catalog.package(&package).is_none() || !caller.principal.reaches_package(&package) {
         return Err(ApiError::from(Error::NotFound(format!(
             "package '{package}' not found"
         ))));
     }
     let base = base_url(&headers);
-    let exposed_by = exposing(&state, &caller, &catalog).await?;
-    let tools: Vec<Value> = usable(&caller, &catalog)
+    let exposed_by = exposing(&call, &catalog).await?;
+    let tools: Vec<Value> = usable(caller, &catalog)
         .into_iter()
         .filter(|t| t.package == package)
         .map(|t| catalog_tool_json(t, &catalog, &base, &exposed_by))
@@ -704,8 +684,7 @@ struct SearchParams {
 }
 
 async fn catalog_search(
-    State(state): State<Arc<AppState>>,
-    caller: Caller,
+    call: HubCall,
     headers: HeaderMap,
     Query(params): Query<SearchParams>,
 ) -> Result<Response, ApiError> {
@@ -721,7 +700,7 @@ async fn catalog_search(
             }
         },
     };
-    let catalog = catalog_of(&state, &caller).await?;
+    let catalog = call.catalog().await?;
     let Some(q) = params.q.as_deref().map(str::trim) else {
         // `/api/catalog/search` without `q` is the category `search` (seed 002's own
         // example), when there is one.
@@ -731,7 +710,7 @@ async fn catalog_search(
                 .iter()
                 .any(|p| p.category == SEARCH_CATEGORY)
         {
-            return category_packages(&state, &caller, &headers, SEARCH_CATEGORY).await;
+            return category_packages(&call, &headers, SEARCH_CATEGORY).await;
         }
         return Err(ApiError::new(StatusCode::BAD_REQUEST, "q is required"));
     };
@@ -743,7 +722,7 @@ async fn catalog_search(
         .tools
         .iter()
         .enumerate()
-        .filter(|(_, t)| is_usable(&caller, t))
+        .filter(|(_, t)| is_usable(&call.caller, t))
         .map(|(i, _)| i)
         .collect();
     let c2 = catalog.clone();
@@ -760,7 +739,7 @@ async fn catalog_search(
         .filter(|t| params.category.as_deref().is_none_or(|c| t.category == c))
         .collect();
     let total = matched.len();
-    let exposed_by = exposing(&state, &caller, &catalog).await?;
+    let exposed_by = exposing(&call, &catalog).await?;
     let tools: Vec<Value> = matched
         .into_iter()
         .take(limit)

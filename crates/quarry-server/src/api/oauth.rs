@@ -54,7 +54,7 @@ pub(crate) fn router() -> Router<Arc<AppState>> {
 }
 
 fn server(st: &AppState) -> OAuthServer {
-    OAuthServer::new(st.root_engine().store_handle())
+    OAuthServer::new(st.root_engine().store_handle(), st.directory().clone())
 }
 
 /// 404 on a server that does not sign clients in.

@@ -205,7 +205,7 @@ async fn login(
     let principal = match principal {
         Ok(p) => p,
         Err(f) => {
-            crate::audit::auth_failure(&st, f.code(), "/ui/login", client.clone());
+            crate::audit::auth_failure(&st, f.code().as_str(), "/ui/login", client.clone());
             crate::limits::auth_failure(&st, client.as_deref(), Some(&token)).await;
             return Err(auth::rest_refusal(f));
         }

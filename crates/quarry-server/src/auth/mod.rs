@@ -20,7 +20,7 @@ use quarry_access::{AuthFailure, Principal, owner_principal};
 use quarry_engine::Engine;
 use serde_json::json;
 
-use crate::http::{ApiError, ErrorCode, run_blocking_raw};
+use crate::http::{ApiError, ErrorCode, run_blocking_raw, status_of};
 use crate::state::AppState;
 
 pub(crate) mod oauth;
@@ -226,32 +226,22 @@ fn resolve(state: &AppState, surface: Surface, c: &Credentials) -> Result<Caller
 /// The refusal in the surface's words. The token is never part of it.
 fn refusal_response(surface: Surface, refusal: Refusal) -> Response {
     let (status, code, message) = match &refusal {
-        Refusal::Auth(f) => (
-            StatusCode::from_u16(f.status()).unwrap_or(StatusCode::UNAUTHORIZED),
-            f.code(),
-            f.to_string(),
-        ),
+        Refusal::Auth(f) => (status_of(f.code()), f.code(), f.to_string()),
         // As every REST error maps it: an outage is a 503 without the database's address.
         Refusal::Store(e) => (
             e.status,
-            e.code.as_str(),
+            e.code,
             format!("cannot check credentials: {}", e.detail),
         ),
         Refusal::Internal(m) => (
             StatusCode::INTERNAL_SERVER_ERROR,
-            ErrorCode::Internal.as_str(),
+            ErrorCode::Internal,
             format!("cannot check credentials: {m}"),
         ),
     };
     let body = match surface {
-        Surface::Rest | Surface::Account => {
-            json!({"detail": message, "status_code": status.as_u16(), "error_code": code})
-        }
-        Surface::JsonRpc => json!({
-            "jsonrpc": "2.0",
-            "error": {"code": -32000, "message": message, "data": {"error_code": code}},
-            "id": null
-        }),
+        Surface::Rest | Surface::Account => ApiError::with_code(status, code, message).body(),
+        Surface::JsonRpc => jsonrpc_refusal(code, &message),
         // Dify: 1001 malformed Authorization header, 1002 authorization failed.
         Surface::Dify => json!({
             "error_code": if matches!(refusal, Refusal::Auth(AuthFailure::Missing)) { 1001 } else { 1002 },
@@ -270,6 +260,16 @@ fn refusal_response(surface: Surface, refusal: Refusal) -> Response {
         );
     }
     response
+}
+
+/// A refusal in JSON-RPC's words (the MCP endpoints): error `-32000`, its code in
+/// `data.error_code`.
+pub(crate) fn jsonrpc_refusal(code: ErrorCode, message: &str) -> serde_json::Value {
+    json!({
+        "jsonrpc": "2.0",
+        "error": {"code": -32000, "message": message, "data": {"error_code": code.as_str()}},
+        "id": null
+    })
 }
 
 /// An authentication failure in the REST error shape, counted like the middleware's (for
@@ -304,8 +304,13 @@ pub(crate) async fn authenticate(
     let creds = credentials(&req);
     let client = crate::audit::client_of(req.extensions());
     if needs_csrf(&req, &creds) && !session::csrf_ok(req.headers()) {
-        crate::telemetry::record_auth_failure("CSRF_FAILED");
-        crate::audit::auth_failure(&state, "CSRF_FAILED", req.uri().path(), client);
+        crate::telemetry::record_auth_failure(ErrorCode::CsrfFailed);
+        crate::audit::auth_failure(
+            &state,
+            ErrorCode::CsrfFailed.as_str(),
+            req.uri().path(),
+            client,
+        );
         return session::csrf_refusal();
     }
     // A point lookup in the store: cheap, but it may wait behind a write, so it runs on
@@ -369,7 +374,8 @@ pub(crate) async fn authenticate(
                 // No credential at all (the web UI before sign-in, a client's first probe
                 // for OAuth) is a 401, not a failed attempt worth a row in the audit log.
                 if !matches!(f, AuthFailure::Missing) {
-                    crate::audit::auth_failure(&state, f.code(), req.uri().path(), client.clone());
+                    let code = f.code().as_str();
+                    crate::audit::auth_failure(&state, code, req.uri().path(), client.clone());
                 }
                 if f.is_guess() {
                     crate::limits::auth_failure(&state, client.as_deref(), presented.as_deref())

@@ -3,11 +3,11 @@
 //! [`CSRF_HEADER`] (double submit). Setting the cookies is the UI routes' job
 //! (`api/ui.rs`); reading and checking them is here, so both sides share one definition.
 
-use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::http::{HeaderMap, Method, header};
 use axum::response::{IntoResponse, Response};
-use serde_json::json;
 
 use crate::http::guard::{LOOPBACK_NAMES, strip_port};
+use crate::http::{ApiError, ErrorCode, status_of};
 
 /// The session cookie: the access token (HttpOnly, Secure, SameSite=Strict).
 pub(crate) const SESSION_COOKIE: &str = "quarry_session";
@@ -56,15 +56,13 @@ pub(crate) fn csrf_ok(headers: &HeaderMap) -> bool {
 }
 
 pub(crate) fn csrf_refusal() -> Response {
-    (
-        StatusCode::FORBIDDEN,
-        axum::Json(json!({
-            "detail": "missing or wrong X-Quarry-CSRF header: a browser request signed in with the session cookie must echo the quarry_csrf cookie (reload the page to get one)",
-            "status_code": 403,
-            "error_code": "CSRF_FAILED",
-        })),
+    let code = ErrorCode::CsrfFailed;
+    ApiError::with_code(
+        status_of(code),
+        code,
+        "missing or wrong X-Quarry-CSRF header: a browser request signed in with the session cookie must echo the quarry_csrf cookie (reload the page to get one)",
     )
-        .into_response()
+    .into_response()
 }
 
 /// Methods that change state and so need the CSRF check when a cookie authenticates them.

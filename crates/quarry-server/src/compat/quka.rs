@@ -6,7 +6,6 @@
 //! [`accept_json`] lets them in, and the stateless transport needs no `initialize` first.
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use axum::extract::Request;
 use axum::http::{HeaderValue, Method, header};
@@ -22,7 +21,7 @@ use serde_json::json;
 
 use crate::auth::Caller;
 use crate::service::knowledge_tools;
-use crate::service::tool_args::request_caller;
+use crate::service::tool_args::{audited_call, request_caller};
 use crate::state::AppState;
 
 /// The QukaAI-compatible MCP server; one per request (stateless).
@@ -71,31 +70,16 @@ impl ServerHandler for QukaMcp {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let started = Instant::now();
-        let name = request.name.to_string();
         let caller = request_caller(None, &context)?;
-        let redacted = request
-            .arguments
-            .as_ref()
-            .map_or_else(|| json!({}), quarry_audit::redact_object);
-        let result = self
-            .run(&caller, &name, request.arguments.unwrap_or_default())
-            .await;
-        let outcome = match &result {
-            Ok(r) if r.is_error == Some(true) => "tool_error",
-            Ok(_) => "ok",
-            Err(_) => "protocol_error",
-        };
-        crate::audit::tool_call(
+        let c = &caller;
+        audited_call(
             &self.state,
-            &caller.principal,
-            &name,
-            redacted,
-            outcome,
-            started.elapsed(),
-            context.extensions.get::<axum::http::request::Parts>(),
-        );
-        result.map(Into::into)
+            c,
+            request,
+            &context,
+            move |name, args| async move { self.run(c, &name, args).await },
+        )
+        .await
     }
 }
 

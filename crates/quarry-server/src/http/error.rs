@@ -1,121 +1,16 @@
 //! The one REST error contract: `{"detail", "status_code", "error_code"}`, where
-//! `error_code` comes from [`ErrorCode`] (documented in docs/errors.md). Authentication
-//! refusals use the same shape with their own codes (`quarry_access::AuthFailure::code`).
+//! `error_code` comes from [`ErrorCode`], quarry-core's one table of codes (authentication
+//! refusals' included: `quarry_access::AuthFailure::code`), documented in docs/errors.md.
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use quarry_core::Error;
+use quarry_core::{Error, ErrorCode};
 use serde_json::json;
 
-/// Every machine-readable code a REST error carries besides the authentication refusals'.
-/// A code names what went wrong, not where: clients branch on it, people read `detail`.
-/// Adding a variant means adding its row to docs/errors.md (a test checks the table).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ErrorCode {
-    /// The request is malformed: bad JSON, a wrong type, a missing or unknown field, a value
-    /// out of range.
-    InvalidInput,
-    /// The named thing does not exist, or the caller cannot see it.
-    NotFound,
-    /// No route has this path.
-    RouteNotFound,
-    /// The route exists, but not with this method.
-    MethodNotAllowed,
-    /// The caller may see the object but not do this to it (e.g. a read-only token writing).
-    Forbidden,
-    /// A name is already taken, or the change conflicts with the current state.
-    Conflict,
-    /// The body (or a part of it) is larger than a limit allows.
-    TooLarge,
-    /// The content type is not one Quarry handles.
-    UnsupportedMediaType,
-    /// The request's credentials are not a user's (where a route needs one, e.g. sign-in).
-    Unauthenticated,
-    /// Something Quarry called on the caller's behalf failed or timed out: a custom tool's
-    /// HTTP endpoint, a chat provider.
-    UpstreamFailed,
-    /// A capability is not ready (no model, no vector index, no chat provider).
-    Unavailable,
-    /// The server is shutting down and takes no new requests.
-    ShuttingDown,
-    /// Too many connections are open.
-    TooManyConnections,
-    /// The token used up its rate limit for now (`Retry-After` says when to try again).
-    RateLimited,
-    /// The request has no `Host` header.
-    MissingHost,
-    /// The `Host` header names a host this server does not answer for (DNS rebinding).
-    HostNotAllowed,
-    /// The `Origin` header names an origin this server does not accept.
-    OriginNotAllowed,
-    /// Quarry failed: the store, the index or a worker thread (the detail says which).
-    Internal,
-}
-
-impl ErrorCode {
-    /// Every code, in the order of the documented table.
-    pub const ALL: [ErrorCode; 18] = [
-        ErrorCode::InvalidInput,
-        ErrorCode::NotFound,
-        ErrorCode::RouteNotFound,
-        ErrorCode::MethodNotAllowed,
-        ErrorCode::Forbidden,
-        ErrorCode::Conflict,
-        ErrorCode::TooLarge,
-        ErrorCode::UnsupportedMediaType,
-        ErrorCode::Unauthenticated,
-        ErrorCode::UpstreamFailed,
-        ErrorCode::Unavailable,
-        ErrorCode::ShuttingDown,
-        ErrorCode::TooManyConnections,
-        ErrorCode::RateLimited,
-        ErrorCode::MissingHost,
-        ErrorCode::HostNotAllowed,
-        ErrorCode::OriginNotAllowed,
-        ErrorCode::Internal,
-    ];
-
-    /// The code on the wire: stable, SCREAMING_SNAKE_CASE like the auth refusals' codes.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ErrorCode::InvalidInput => "INVALID_INPUT",
-            ErrorCode::NotFound => "NOT_FOUND",
-            ErrorCode::RouteNotFound => "ROUTE_NOT_FOUND",
-            ErrorCode::MethodNotAllowed => "METHOD_NOT_ALLOWED",
-            ErrorCode::Forbidden => "FORBIDDEN",
-            ErrorCode::Conflict => "CONFLICT",
-            ErrorCode::TooLarge => "TOO_LARGE",
-            ErrorCode::UnsupportedMediaType => "UNSUPPORTED_MEDIA_TYPE",
-            ErrorCode::Unauthenticated => "UNAUTHENTICATED",
-            ErrorCode::UpstreamFailed => "UPSTREAM_FAILED",
-            ErrorCode::Unavailable => "UNAVAILABLE",
-            ErrorCode::ShuttingDown => "SHUTTING_DOWN",
-            ErrorCode::TooManyConnections => "TOO_MANY_CONNECTIONS",
-            ErrorCode::RateLimited => "RATE_LIMITED",
-            ErrorCode::MissingHost => "MISSING_HOST",
-            ErrorCode::HostNotAllowed => "HOST_NOT_ALLOWED",
-            ErrorCode::OriginNotAllowed => "ORIGIN_NOT_ALLOWED",
-            ErrorCode::Internal => "INTERNAL",
-        }
-    }
-
-    /// The code a status means when nothing more specific is known.
-    pub fn for_status(status: StatusCode) -> ErrorCode {
-        match status {
-            StatusCode::NOT_FOUND => ErrorCode::NotFound,
-            StatusCode::METHOD_NOT_ALLOWED => ErrorCode::MethodNotAllowed,
-            StatusCode::FORBIDDEN => ErrorCode::Forbidden,
-            StatusCode::CONFLICT => ErrorCode::Conflict,
-            StatusCode::PAYLOAD_TOO_LARGE => ErrorCode::TooLarge,
-            StatusCode::UNSUPPORTED_MEDIA_TYPE => ErrorCode::UnsupportedMediaType,
-            StatusCode::SERVICE_UNAVAILABLE => ErrorCode::Unavailable,
-            StatusCode::TOO_MANY_REQUESTS => ErrorCode::RateLimited,
-            StatusCode::UNAUTHORIZED => ErrorCode::Unauthenticated,
-            StatusCode::BAD_GATEWAY | StatusCode::GATEWAY_TIMEOUT => ErrorCode::UpstreamFailed,
-            s if s.is_server_error() => ErrorCode::Internal,
-            _ => ErrorCode::InvalidInput,
-        }
-    }
+/// The HTTP status of `code`, from the one table ([`ErrorCode::status`]).
+pub(crate) fn status_of(code: ErrorCode) -> StatusCode {
+    // Every status in the table is a valid one; the fallback is never taken.
+    StatusCode::from_u16(code.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
 }
 
 /// A REST error: status, machine code and a message for people.
@@ -131,7 +26,7 @@ impl ApiError {
     pub fn new(status: StatusCode, detail: impl Into<String>) -> Self {
         ApiError {
             status,
-            code: ErrorCode::for_status(status),
+            code: ErrorCode::for_status(status.as_u16()),
             detail: detail.into(),
         }
     }
@@ -171,20 +66,10 @@ impl IntoResponse for ApiError {
 /// The HTTP status of an engine error (REST replies, and the seed's `Search failed: <status>`
 /// text of `knowledge_search`).
 pub(crate) fn http_status(e: &Error) -> StatusCode {
-    match e {
-        Error::InvalidInput(_) => StatusCode::BAD_REQUEST,
-        Error::NotFound(_) => StatusCode::NOT_FOUND,
-        Error::Forbidden(_) => StatusCode::FORBIDDEN,
-        Error::Conflict(_) => StatusCode::CONFLICT,
-        Error::Unavailable(_) | Error::StorageUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
-        Error::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
-        Error::Unsupported(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-        Error::Io { .. } => StatusCode::BAD_REQUEST,
-        Error::Storage(_) | Error::Index(_) => StatusCode::INTERNAL_SERVER_ERROR,
-    }
+    status_of(error_code(e))
 }
 
-/// The machine code of an engine error.
+/// The machine code of an engine error (its status is the code's).
 fn error_code(e: &Error) -> ErrorCode {
     match e {
         Error::InvalidInput(_) | Error::Io { .. } => ErrorCode::InvalidInput,
@@ -209,25 +94,72 @@ pub(crate) fn public_detail(e: &Error) -> String {
 
 impl From<Error> for ApiError {
     fn from(e: Error) -> Self {
-        ApiError::with_code(http_status(&e), error_code(&e), public_detail(&e))
+        let code = error_code(&e);
+        ApiError::with_code(status_of(code), code, public_detail(&e))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use quarry_core::CodeTable;
 
     #[test]
     fn codes_are_unique_and_documented() {
         let doc = include_str!("../../../../docs/errors.md");
+        // docs/errors.md's two tables: each row a code, in the table the code names.
+        let tables: Vec<(&str, Vec<&str>)> = doc
+            .split("\n## ")
+            .map(|section| {
+                let title = section.lines().next().unwrap_or("");
+                let rows = section
+                    .lines()
+                    .filter(|l| l.starts_with("| `") && !l.starts_with("| `error_code` |"))
+                    .collect();
+                (title, rows)
+            })
+            .collect();
+        let rows_of = |table: CodeTable| {
+            let title = match table {
+                CodeTable::Request => "Request and engine errors",
+                CodeTable::Authentication => "Authentication refusals",
+            };
+            tables
+                .iter()
+                .find(|(t, _)| *t == title)
+                .map(|(_, rows)| rows.clone())
+                .unwrap_or_default()
+        };
         let mut seen = std::collections::HashSet::new();
-        for code in ErrorCode::ALL {
+        for &code in ErrorCode::ALL {
             assert!(seen.insert(code.as_str()), "{} twice", code.as_str());
+            let row = format!("| `{}` | {} | {} |", code, code.http(), code.meaning());
             assert!(
-                doc.contains(&format!("| `{}` |", code.as_str())),
-                "docs/errors.md has no row for {}",
-                code.as_str()
+                rows_of(code.table()).contains(&row.as_str()),
+                "docs/errors.md has no row for {} in its {:?} table; it should read:\n{row}",
+                code.as_str(),
+                code.table()
             );
+            assert!(
+                code.http().starts_with(&code.status().to_string()),
+                "{code}: HTTP column {} does not start with its status {}",
+                code.http(),
+                code.status()
+            );
+            // An error made from this status alone gets a code with the same status.
+            assert_eq!(ErrorCode::for_status(code.status()).status(), code.status());
+        }
+        for table in [CodeTable::Request, CodeTable::Authentication] {
+            let rows = rows_of(table);
+            assert!(!rows.is_empty(), "docs/errors.md has no {table:?} table");
+            for row in rows {
+                assert!(
+                    ErrorCode::ALL
+                        .iter()
+                        .any(|c| row.starts_with(&format!("| `{c}` |"))),
+                    "docs/errors.md lists a code the table does not have: {row}"
+                );
+            }
         }
     }
 

@@ -281,7 +281,7 @@ fn open(sse: &Arc<LegacySse>, req: Request) -> Response {
     };
     // A malformed selection is refused now rather than on the first message.
     if let Err(e) = Selection::from_query(req.uri().query()) {
-        return json_error(StatusCode::BAD_REQUEST, -32602, e);
+        return json_error(StatusCode::BAD_REQUEST, -32602, e.to_string());
     }
     let id = new_session_id();
     if id.is_empty() {

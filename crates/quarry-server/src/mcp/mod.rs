@@ -14,7 +14,6 @@ mod qmd_tools;
 pub(crate) mod sessions;
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use quarry_core::Error;
 use rmcp::model::{
@@ -31,7 +30,7 @@ use serde_json::{Value, json};
 use crate::auth::Caller;
 use crate::http::{run_blocking, run_blocking_raw};
 use crate::service::knowledge_tools;
-use crate::service::tool_args::{Args, request_caller, tool_error};
+use crate::service::tool_args::{Args, audited_call, request_caller, tool_error};
 use crate::state::AppState;
 use qmd_tools::{TOOL_NAMES, tools};
 use quarry_hub::view::{CALL_TOOL, SEARCH_TOOLS};
@@ -124,8 +123,8 @@ impl QuarryMcp {
                 .map_err(|e| McpError::invalid_params(e.to_string(), None));
         }
         let query = parts.and_then(|p| p.uri.query());
-        let selection =
-            Selection::from_query(query).map_err(|m| McpError::invalid_params(m, None))?;
+        let selection = Selection::from_query(query)
+            .map_err(|m| McpError::invalid_params(m.to_string(), None))?;
         let hub = self.state.hub();
         let (registry, owner) = (hub.clone(), caller.principal.owner_key().to_owned());
         let catalog = run_blocking(move || registry.catalog(&owner))
@@ -486,37 +485,14 @@ impl ServerHandler for QuarryMcp {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let started = Instant::now();
-        let name = request.name.to_string();
         let caller = self.caller(&context)?;
-        let args = request.arguments.unwrap_or_default();
-        let redacted = quarry_audit::redact_object(&args);
-        let allowed = crate::limits::tool_call(&self.state, &caller.principal).await;
-        let result = match allowed {
-            Err(e) => Err(e),
-            Ok(()) => match self.view(&caller, &context).await {
-                Ok(view) => {
-                    self.call_in_view(&caller, &view, &name, args, &context)
-                        .await
-                }
-                Err(e) => Err(e),
-            },
-        };
-        let outcome = match &result {
-            Ok(r) if r.is_error == Some(true) => "tool_error",
-            Ok(_) => "ok",
-            Err(_) => "protocol_error",
-        };
-        crate::audit::tool_call(
-            &self.state,
-            &caller.principal,
-            &name,
-            redacted,
-            outcome,
-            started.elapsed(),
-            context.extensions.get::<axum::http::request::Parts>(),
-        );
-        result.map(Into::into)
+        let (c, ctx) = (&caller, &context);
+        audited_call(&self.state, c, request, ctx, move |name, args| async move {
+            crate::limits::tool_call(&self.state, &c.principal).await?;
+            let view = self.view(c, ctx).await?;
+            self.call_in_view(c, &view, &name, args, ctx).await
+        })
+        .await
     }
 
     async fn list_resources(

@@ -5,14 +5,12 @@
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
-use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use quarry_access::AuthFailure;
-use serde_json::json;
 
-use crate::auth::Caller;
-use crate::http::{ErrorCode, run_blocking_raw};
+use crate::auth::{Caller, jsonrpc_refusal};
+use crate::http::{ErrorCode, run_blocking_raw, status_of};
 use crate::service::endpoints;
 use crate::state::AppState;
 
@@ -24,16 +22,9 @@ pub(crate) fn endpoint_name(path: &str) -> Option<&str> {
         .filter(|name| !name.is_empty() && !name.contains('/'))
 }
 
-fn envelope(status: StatusCode, code: &str, message: &str) -> Response {
-    (
-        status,
-        axum::Json(json!({
-            "jsonrpc": "2.0",
-            "error": {"code": -32000, "message": message, "data": {"error_code": code}},
-            "id": null
-        })),
-    )
-        .into_response()
+/// A JSON-RPC refusal (`-32000`, `data.error_code`) with its code's HTTP status.
+fn envelope(code: ErrorCode, message: &str) -> Response {
+    (status_of(code), axum::Json(jsonrpc_refusal(code, message))).into_response()
 }
 
 /// Middleware on `/mcp/e/{name}`, after authentication.
@@ -44,11 +35,7 @@ pub(crate) async fn resolve(
 ) -> Response {
     let name = endpoint_name(req.uri().path()).unwrap_or("").to_owned();
     let Some(caller) = req.extensions().get::<Caller>().cloned() else {
-        return envelope(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            ErrorCode::Internal.as_str(),
-            "no caller was resolved for this route",
-        );
+        return envelope(ErrorCode::Internal, "no caller was resolved for this route");
     };
     let bound = caller
         .principal
@@ -58,7 +45,7 @@ pub(crate) async fn resolve(
     let endpoint_only = || {
         let f = AuthFailure::EndpointOnly;
         crate::telemetry::record_auth_failure(f.code());
-        envelope(StatusCode::FORBIDDEN, f.code(), &f.to_string())
+        envelope(f.code(), &f.to_string())
     };
     let store = state.root_engine().store_handle();
     let wanted = name.clone();
@@ -73,24 +60,15 @@ pub(crate) async fn resolve(
         Ok(Ok(None)) if bound.is_some() => return endpoint_only(),
         Ok(Ok(None)) => {
             return envelope(
-                StatusCode::NOT_FOUND,
-                ErrorCode::NotFound.as_str(),
+                ErrorCode::NotFound,
                 &format!("tool endpoint '{name}' not found"),
             );
         }
         Ok(Err(e)) => {
-            return envelope(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                ErrorCode::Internal.as_str(),
-                &crate::http::public_detail(&e),
-            );
+            return envelope(ErrorCode::Internal, &crate::http::public_detail(&e));
         }
         Err(e) => {
-            return envelope(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                ErrorCode::Internal.as_str(),
-                &e.detail,
-            );
+            return envelope(ErrorCode::Internal, &e.detail);
         }
     };
     req.extensions_mut().insert(endpoint);

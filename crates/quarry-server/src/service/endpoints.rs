@@ -63,7 +63,8 @@ pub(crate) fn view_of(
     caller: &Caller,
     server_cap: usize,
 ) -> Result<View, ViewError> {
-    let saved = EndpointSelection::from_query(&endpoint.selection).map_err(ViewError::Invalid)?;
+    let saved = EndpointSelection::from_query(&endpoint.selection)
+        .map_err(|e| ViewError::Invalid(e.to_string()))?;
     let cap = saved.cap.map_or(server_cap, |c| c.min(server_cap));
     View::compute(
         catalog,

@@ -1,12 +1,19 @@
-//! MCP tool plumbing the MCP endpoints and QukaAI's share: typed arguments with messages
-//! that name the field, tool errors, annotations, and the caller of a request.
+//! MCP tool plumbing the MCP endpoints and QukaAI's share: the audited `tools/call`, typed
+//! arguments with messages that name the field, tool errors, annotations, and the caller of
+//! a request.
 
-use rmcp::model::{CallToolResult, ContentBlock, JsonObject, ToolAnnotations};
+use std::time::Instant;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, JsonObject,
+    ToolAnnotations,
+};
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer};
 use serde_json::Value;
 
 use crate::auth::Caller;
+use crate::state::AppState;
 
 /// The caller of one MCP request: fixed (stdio), or the one the HTTP auth middleware put on
 /// the request. Neither is an error, never a default: a request nobody vouched for reads
@@ -26,6 +33,43 @@ pub(crate) fn request_caller(
         .ok_or_else(|| McpError::internal_error("request has no authenticated caller", None))
 }
 
+/// One `tools/call` as every MCP endpoint runs it (`/mcp`, `/api/mcp`, `/mcp/e/<name>`,
+/// stdio, QukaAI's `/api/v1/mcp`): `run` gets the tool's name and arguments and answers;
+/// whatever it answers is counted and written to the audit log
+/// ([`crate::audit::tool_call`]: arguments redacted, the endpoint and client from the HTTP
+/// request when there is one) before it is returned.
+pub(crate) async fn audited_call<Fut>(
+    state: &AppState,
+    caller: &Caller,
+    request: CallToolRequestParams,
+    context: &RequestContext<RoleServer>,
+    run: impl FnOnce(String, JsonObject) -> Fut,
+) -> Result<CallToolResponse, McpError>
+where
+    Fut: Future<Output = Result<CallToolResult, McpError>>,
+{
+    let started = Instant::now();
+    let name = request.name.to_string();
+    let args = request.arguments.unwrap_or_default();
+    let redacted = quarry_audit::redact_object(&args);
+    let result = run(name.clone(), args).await;
+    let outcome = match &result {
+        Ok(r) if r.is_error == Some(true) => "tool_error",
+        Ok(_) => "ok",
+        Err(_) => "protocol_error",
+    };
+    crate::audit::tool_call(
+        state,
+        &caller.principal,
+        &name,
+        redacted,
+        outcome,
+        started.elapsed(),
+        context.extensions.get::<axum::http::request::Parts>(),
+    );
+    result.map(Into::into)
+}
+
 /// Annotations of a tool that only reads (and reads only Quarry's own data).
 pub(crate) fn read_only(title: &str) -> ToolAnnotations {
     ToolAnnotations::with_title(title)
@@ -38,6 +82,33 @@ pub(crate) fn read_only(title: &str) -> ToolAnnotations {
 /// A tool-level failure shown to the model (`isError: true`).
 pub(crate) fn tool_error(msg: impl Into<String>) -> CallToolResult {
     CallToolResult::error(vec![ContentBlock::text(msg.into())])
+}
+
+/// A required argument refused; the message names the field.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ArgError {
+    /// Absent or null (the field's name).
+    Missing(String),
+    /// Present but unusable (the message).
+    Invalid(String),
+}
+
+impl std::fmt::Display for ArgError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ArgError::Missing(key) => write!(f, "missing required argument `{key}`"),
+            ArgError::Invalid(message) => f.write_str(message),
+        }
+    }
+}
+
+impl std::error::Error for ArgError {}
+
+/// The other readers answer with the message alone, so parsers that mix them can use `?`.
+impl From<ArgError> for String {
+    fn from(e: ArgError) -> String {
+        e.to_string()
+    }
 }
 
 /// Reads typed arguments with messages that name the offending field.
@@ -53,9 +124,10 @@ impl Args<'_> {
         }
     }
 
-    pub(crate) fn required_string(&self, key: &str) -> Result<String, String> {
-        self.string(key)?
-            .ok_or_else(|| format!("missing required argument `{key}`"))
+    pub(crate) fn required_string(&self, key: &str) -> Result<String, ArgError> {
+        self.string(key)
+            .map_err(ArgError::Invalid)?
+            .ok_or_else(|| ArgError::Missing(key.to_owned()))
     }
 
     pub(crate) fn uint(&self, key: &str) -> Result<Option<u64>, String> {

@@ -5,7 +5,7 @@
 
 use crate::common::TestDatabase;
 use quarry_core::CollectionKind;
-use quarry_store::Store;
+use quarry_store::prelude::*;
 use quarry_store_pg::PgStore;
 
 quarry_store::store_conformance!(|| {

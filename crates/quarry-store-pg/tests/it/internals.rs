@@ -5,7 +5,8 @@
 use crate::common::TestDatabase;
 use pgvector::HalfVector;
 use quarry_core::CollectionKind;
-use quarry_store::{DocChange, FeedPosition, Store};
+use quarry_store::prelude::*;
+use quarry_store::{DocChange, FeedPosition};
 use quarry_store_pg::PgStore;
 
 /// Runs `f` on a store in a fresh database of the test server (see common/), with a plain

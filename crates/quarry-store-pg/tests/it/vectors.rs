@@ -4,7 +4,8 @@
 
 use crate::common::TestDatabase;
 use quarry_core::CollectionKind;
-use quarry_store::{DocChange, DocChunks, NewChunk, Store, VectorSearch};
+use quarry_store::prelude::*;
+use quarry_store::{DocChange, DocChunks, NewChunk};
 use quarry_store_pg::PgStore;
 
 const DIMS: usize = 48;

@@ -1,0 +1,214 @@
+//! The semantic layer's storage: chunks, embeddings, the ANN protocol ([`SemanticStore`]) and
+//! vector search answered by the store itself ([`VectorSearch`]).
+
+use std::collections::HashMap;
+
+use quarry_core::{Furniture, PageSpan, Result};
+
+use crate::documents::IndexWork;
+
+/// What a node's derived indexes hold when they are right, read in one snapshot: every
+/// document's id, and every chunk as `(chunk id, document id)` — across every space.
+#[derive(Debug, Default)]
+pub struct IndexCensus {
+    /// Every document's id.
+    pub documents: Vec<i64>,
+    /// Every chunk: its id and its document's.
+    pub chunks: Vec<(i64, i64)>,
+}
+
+/// A document whose chunks are missing or were cut from older content.
+#[derive(Debug, Clone)]
+pub struct ChunkSource {
+    /// The document's row id.
+    pub id: i64,
+    /// SHA-256 of the content the chunks are cut from.
+    pub hash: String,
+    /// The document's title.
+    pub title: String,
+    /// The document's body.
+    pub body: String,
+    /// Page map of a paged source (empty otherwise): chunks are cut at page boundaries.
+    pub pages: Vec<PageSpan>,
+    /// Furniture found at conversion: no chunk holds it.
+    pub furniture: Vec<Furniture>,
+    /// The collection's own chunk size and overlap in characters (a knowledge base that set
+    /// them at creation); `None`: seed 003's 1,000 characters with 200 overlap.
+    pub chunk_chars: Option<(usize, usize)>,
+}
+
+/// One chunk to store: a span of its document and the hash of the exact text embedded for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewChunk {
+    /// Byte offset of the chunk's start in the body.
+    pub byte_start: usize,
+    /// Byte offset just past the chunk's end.
+    pub byte_end: usize,
+    /// First line (1-based).
+    pub line_start: usize,
+    /// Last line (1-based, inclusive).
+    pub line_end: usize,
+    /// Hash of the exact text embedded for the chunk.
+    pub hash: String,
+    /// The page the chunk lies on (paged sources).
+    pub page: Option<u32>,
+    /// The heading path the chunk sits under (`A › B`), empty if none.
+    pub heading: String,
+}
+
+/// The chunks cut from one version (`doc_hash`) of a document.
+#[derive(Debug, Clone)]
+pub struct DocChunks {
+    /// The document's row id.
+    pub document_id: i64,
+    /// SHA-256 of the content the chunks were cut from.
+    pub doc_hash: String,
+    /// The chunks, in document order.
+    pub chunks: Vec<NewChunk>,
+}
+
+/// A chunk text that has no embedding for some model yet: the document title, the chunk's
+/// heading path and its span of the body, from which the caller rebuilds the exact text it
+/// hashed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EmbedJob {
+    /// Hash of the exact embedded text (the embeddings' key).
+    pub hash: String,
+    /// The document's title.
+    pub title: String,
+    /// The chunk's heading path.
+    pub heading: String,
+    /// The chunk's span of the body.
+    pub text: String,
+}
+
+/// Where a chunk lies, for mapping a vector hit back to a document and its lines.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChunkRef {
+    /// The chunk's row id (the vector index's key).
+    pub id: i64,
+    /// The document it belongs to.
+    pub document_id: i64,
+    /// Byte offset of the chunk's start in the body.
+    pub byte_start: usize,
+    /// Byte offset just past the chunk's end.
+    pub byte_end: usize,
+    /// First line (1-based).
+    pub line_start: usize,
+    /// Last line (1-based, inclusive).
+    pub line_end: usize,
+    /// The page the chunk lies on (paged sources).
+    pub page: Option<u32>,
+    /// The heading path the chunk sits under, empty if none.
+    pub heading: String,
+}
+
+/// How far embedding has got in a space, for one model.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EmbeddingState {
+    /// Documents whose chunks are missing, outdated, or not all embedded and indexed.
+    pub documents_pending: u64,
+    /// Chunks in the space.
+    pub chunks: u64,
+    /// Chunks already cut that have no vector for the model yet (documents not chunked yet
+    /// are counted in `documents_pending` only).
+    pub chunks_pending: u64,
+}
+
+/// Chunks, embeddings and the ANN protocol (the semantic layer): chunks are cut from a
+/// document's body, embeddings are keyed by (model, chunk-text hash), and a node's ANN index
+/// follows the chunks through dirty flags and tombstones.
+pub trait SemanticStore: Send + Sync {
+    /// Those of `document_ids` whose chunks are missing or were cut from other content
+    /// (chunks are cut when a document is keyword-indexed).
+    fn chunk_sources(&self, document_ids: &[i64]) -> Result<Vec<ChunkSource>>;
+    /// Forgets the chunking of every document of every space (the chunker changed): the
+    /// next index flush cuts them again.
+    fn reset_all_chunks(&self) -> Result<()>;
+    /// Replaces each document's chunks (old ones get ANN tombstones), unless the document
+    /// changed since it was read (its hash is no longer `doc_hash`) or was already cut from
+    /// that content (by another node: the chunks stored keep their ids, which other nodes'
+    /// passage indexes hold).
+    fn replace_chunks(&self, docs: &[DocChunks]) -> Result<()>;
+    /// Distinct chunk texts of the space (or one collection) with no embedding for `model`;
+    /// at most `limit` of them when given.
+    fn embed_jobs(
+        &self,
+        space: &str,
+        collection_id: Option<i64>,
+        model: &str,
+        limit: Option<usize>,
+    ) -> Result<Vec<EmbedJob>>;
+    /// Stores vectors for chunk hashes under `model` (replacing any).
+    fn put_embeddings(&self, model: &str, vectors: &[(String, Vec<f32>)]) -> Result<()>;
+    /// Deletes `model`'s embeddings of the space's (or one collection's) chunks (`--force`).
+    fn delete_embeddings(
+        &self,
+        space: &str,
+        collection_id: Option<i64>,
+        model: &str,
+    ) -> Result<u64>;
+    /// Chunk ids removed from the store that the ANN index may still hold.
+    fn ann_tombstones(&self) -> Result<Vec<i64>>;
+    /// Up to `limit` chunks with id > `after` that the ANN index lacks and that have a
+    /// `model` vector, in id order.
+    fn ann_dirty_chunks(
+        &self,
+        model: &str,
+        after: i64,
+        limit: usize,
+    ) -> Result<Vec<(i64, Vec<f32>)>>;
+    /// The ANN index has durably absorbed these removals and additions.
+    fn ann_done(&self, removed: &[i64], added: &[i64]) -> Result<()>;
+    /// The ANN index is gone or belongs to another model: every chunk must be added again.
+    fn ann_reset(&self) -> Result<()>;
+    /// Chunk locations by id (missing ids are skipped).
+    fn chunk_refs(&self, ids: &[i64]) -> Result<Vec<ChunkRef>>;
+    /// Chunk locations of some documents, in document then position order.
+    fn chunks_of_documents(&self, document_ids: &[i64]) -> Result<Vec<ChunkRef>>;
+    /// Ids of the chunks in one collection (collection-filtered vector search).
+    fn chunk_ids_in_collection(&self, collection_id: i64) -> Result<Vec<i64>>;
+    /// What every node's indexes should hold ([`IndexCensus`]): a node's self-check compares
+    /// its keyword and passage indexes with it. One pass over two id columns.
+    fn index_census(&self) -> Result<IndexCensus>;
+    /// The index work that brings these documents' entries up to the store: each one there
+    /// as an upsert, each one gone as a delete (a node's self-check repairs with it).
+    fn index_work(&self, document_ids: &[i64]) -> Result<IndexWork>;
+    /// Embedding progress of the space for `model` (`None`: nothing embedded yet).
+    /// Limited to `collections` when given.
+    fn embedding_state(
+        &self,
+        space: &str,
+        collections: Option<&[i64]>,
+        model: Option<&str>,
+    ) -> Result<EmbeddingState>;
+}
+
+/// Vector search answered by the system of record itself (PostgreSQL with pgvector), so no
+/// node keeps a vector file of its own. The embedded mode has no such thing: its engine
+/// keeps a local ANN file that follows the store instead.
+///
+/// Vectors are the store's embeddings (`put_embeddings`), keyed by model and chunk-text
+/// hash; a chunk's vector is the one of its text's hash. Similarities are cosine.
+pub trait VectorSearch: Send + Sync {
+    /// Makes `model`'s vectors, `dims` long, searchable (an index per model); cheap when
+    /// they already are.
+    fn prepare_vectors(&self, model: &str, dims: usize) -> Result<()>;
+    /// The `want` chunks nearest to `query` among those with a `model` vector (limited to
+    /// `collections` when given), with their similarity, best first.
+    fn nearest_chunks(
+        &self,
+        model: &str,
+        query: &[f32],
+        want: usize,
+        collections: Option<&[i64]>,
+    ) -> Result<Vec<(i64, f32)>>;
+    /// The similarity of `query` to each of `chunk_ids` that has a `model` vector (chunks
+    /// without one are absent from the answer).
+    fn chunk_similarities(
+        &self,
+        model: &str,
+        query: &[f32],
+        chunk_ids: &[i64],
+    ) -> Result<HashMap<i64, f32>>;
+}
