@@ -550,6 +550,8 @@ mod tests {
             "quarry-hub/src/upstream.rs",
             // Its unit test (`#[cfg(test)]` only) finds the test server the suite started.
             "quarry-store-pg/src/pool.rs",
+            // Test databases (feature `testing`, tests only) on the server the suite started.
+            "quarry-store-pg/src/testing.rs",
         ];
         let root = repo_root().join("crates");
         let mut files = Vec::new();

@@ -141,10 +141,10 @@ mod tests {
 
     #[test]
     fn setting_errors_name_the_variable_and_value() {
-        let e = SettingError::new("QUARRY_X", "-1", "give a whole number (0 or more)");
+        let e = SettingError::new("SOME_LIMIT", "-1", "give a whole number (0 or more)");
         assert_eq!(
             e.to_string(),
-            r#"QUARRY_X="-1": give a whole number (0 or more)"#
+            r#"SOME_LIMIT="-1": give a whole number (0 or more)"#
         );
     }
 
