@@ -14,7 +14,8 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use quarry_core::CollectionKind;
-use quarry_store::{DocChange, DocChunks, NewChunk, Store};
+use quarry_store::conformance::vectors::{self, UnitVectors, cosine, oracle};
+use quarry_store::{DocChange, Store};
 use quarry_store_pg::testing::TestDatabase;
 
 use super::{InStore, LocalAnnFile, VectorBackend};
@@ -32,7 +33,7 @@ struct Rig {
     store: Arc<dyn Store>,
     backend: Box<dyn VectorBackend>,
     guard: WriteGuard,
-    rng: Rng,
+    rng: UnitVectors,
     /// Each stored chunk's text hash (the embeddings' key), by chunk id.
     hashes: HashMap<i64, String>,
     _dir: tempfile::TempDir,
@@ -49,7 +50,7 @@ impl Rig {
             store: Arc::new(store),
             backend: Box::new(LocalAnnFile::new(dir.path())),
             guard: WriteGuard::in_dir(dir.path()),
-            rng: Rng(0x9e37_79b9_7f4a_7c15),
+            rng: UnitVectors::new(0x9e37_79b9_7f4a_7c15, DIMS),
             hashes: HashMap::new(),
             _dir: dir,
             _db: None,
@@ -65,7 +66,7 @@ impl Rig {
             store: store.clone(),
             backend: Box::new(InStore::new(store)),
             guard: WriteGuard::in_dir(dir.path()),
-            rng: Rng(0x9e37_79b9_7f4a_7c15),
+            rng: UnitVectors::new(0x9e37_79b9_7f4a_7c15, DIMS),
             hashes: HashMap::new(),
             _dir: dir,
             _db: Some(db),
@@ -75,63 +76,13 @@ impl Rig {
     /// `n` one-chunk documents in a new collection `name`, with `model` vectors; returns
     /// the collection's id and each chunk's id and vector.
     fn fill(&mut self, name: &str, n: usize, model: &str) -> (i64, Vec<(i64, Vec<f32>)>) {
-        let store = &self.store;
-        let c = store
-            .create_collection("default", name, CollectionKind::Folder, "/x", "**/*.md")
-            .expect("collection");
-        let changes = (0..n)
-            .map(|i| DocChange::Upsert {
-                path: format!("{i}.md"),
-                title: format!("{name} {i}"),
-                hash: format!("{name}-{i:060}"),
-                size: 10,
-                stamp: 1,
-                body: format!("document {i} of {name}"),
-                pages: Vec::new(),
-                furniture: Vec::new(),
-            })
-            .collect();
-        let work = store.apply_changes(c.id, changes).expect("apply_changes");
-        let mut vectors = Vec::new();
-        let docs: Vec<DocChunks> = work
-            .upserts
-            .iter()
-            .map(|d| {
-                let hash = format!("chunk-{name}-{}", d.id);
-                vectors.push((hash.clone(), self.rng.unit()));
-                DocChunks {
-                    document_id: d.id,
-                    doc_hash: store.documents_by_ids(&[d.id]).expect("documents_by_ids")[0]
-                        .hash
-                        .clone(),
-                    chunks: vec![NewChunk {
-                        byte_start: 0,
-                        byte_end: d.body.len(),
-                        line_start: 1,
-                        line_end: 1,
-                        hash,
-                        page: None,
-                        heading: String::new(),
-                    }],
-                }
-            })
-            .collect();
-        store.replace_chunks(&docs).expect("replace_chunks");
-        store
-            .put_embeddings(model, &vectors)
-            .expect("put_embeddings");
-        let refs = store
-            .chunks_of_documents(&work.upserts.iter().map(|d| d.id).collect::<Vec<_>>())
-            .expect("chunks_of_documents");
-        assert_eq!(refs.len(), n, "one chunk per document");
-        let chunk_of: HashMap<i64, i64> = refs.iter().map(|r| (r.document_id, r.id)).collect();
+        let (c, chunks) = vectors::fill(&*self.store, name, n, model, &mut self.rng);
         let mut out = Vec::new();
-        for (d, (hash, v)) in work.upserts.iter().zip(vectors) {
-            let chunk = chunk_of[&d.id];
-            self.hashes.insert(chunk, hash);
-            out.push((chunk, v));
+        for chunk in chunks {
+            self.hashes.insert(chunk.id, chunk.hash);
+            out.push((chunk.id, chunk.vector));
         }
-        (c.id, out)
+        (c, out)
     }
 
     /// Brings the backend up to the store for `model`, as `quarry embed` does.
@@ -153,36 +104,6 @@ impl Rig {
             .map(|(id, s)| (id as i64, s))
             .collect()
     }
-}
-
-/// Deterministic pseudo-random unit vectors.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> f32 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 % 20_000) as f32 / 10_000.0 - 1.0
-    }
-
-    fn unit(&mut self) -> Vec<f32> {
-        let v: Vec<f32> = (0..DIMS).map(|_| self.next()).collect();
-        let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
-        v.into_iter().map(|x| x / n).collect()
-    }
-}
-
-fn cosine(a: &[f32], b: &[f32]) -> f32 {
-    a.iter().zip(b).map(|(x, y)| x * y).sum()
-}
-
-/// The true `k` nearest of `pool` to `q`, best first.
-fn oracle(pool: &[(i64, Vec<f32>)], q: &[f32], k: usize) -> Vec<(i64, f32)> {
-    let mut all: Vec<(i64, f32)> = pool.iter().map(|(id, v)| (*id, cosine(v, q))).collect();
-    all.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-    all.truncate(k);
-    all
 }
 
 /// Checks `found` against the true neighbours in `pool`: best first, each score the exact

@@ -3,9 +3,8 @@
 //! named chunks. On the server `QUARRY_TEST_DATABASE_URL` names (see conformance.rs).
 
 use crate::common::TestDatabase;
-use quarry_core::CollectionKind;
+use quarry_store::conformance::vectors::{self, UnitVectors, cosine, oracle};
 use quarry_store::prelude::*;
-use quarry_store::{DocChange, DocChunks, NewChunk};
 use quarry_store_pg::PgStore;
 
 const DIMS: usize = 48;
@@ -17,83 +16,15 @@ fn store() -> Option<(TestDatabase, PgStore)> {
     Some((db, store))
 }
 
-/// Deterministic pseudo-random unit vectors.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> f32 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 % 20_000) as f32 / 10_000.0 - 1.0
-    }
-    fn unit(&mut self) -> Vec<f32> {
-        let v: Vec<f32> = (0..DIMS).map(|_| self.next()).collect();
-        let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
-        v.into_iter().map(|x| x / n).collect()
-    }
-}
-
-fn cosine(a: &[f32], b: &[f32]) -> f32 {
-    a.iter().zip(b).map(|(x, y)| x * y).sum()
-}
-
 /// `n` one-chunk documents in a new collection `name`; returns (chunk id, vector) pairs.
-fn fill(store: &PgStore, name: &str, n: usize, rng: &mut Rng) -> (i64, Vec<(i64, Vec<f32>)>) {
-    let c = store
-        .create_collection("default", name, CollectionKind::Folder, "/x", "**/*.md")
-        .expect("collection");
-    let changes: Vec<DocChange> = (0..n)
-        .map(|i| DocChange::Upsert {
-            path: format!("{i}.md"),
-            title: format!("{name} {i}"),
-            hash: format!("{name}-{i:060}"),
-            size: 10,
-            stamp: 1,
-            body: format!("document {i} of {name}"),
-            pages: Vec::new(),
-            furniture: Vec::new(),
-        })
-        .collect();
-    let work = store.apply_changes(c.id, changes).expect("apply_changes");
-    let mut vectors = Vec::new();
-    let docs: Vec<DocChunks> = work
-        .upserts
-        .iter()
-        .map(|d| {
-            let hash = format!("chunk-{name}-{}", d.id);
-            vectors.push((hash.clone(), rng.unit()));
-            DocChunks {
-                document_id: d.id,
-                doc_hash: store.documents_by_ids(&[d.id]).expect("documents_by_ids")[0]
-                    .hash
-                    .clone(),
-                chunks: vec![NewChunk {
-                    byte_start: 0,
-                    byte_end: d.body.len(),
-                    line_start: 1,
-                    line_end: 1,
-                    hash,
-                    page: None,
-                    heading: String::new(),
-                }],
-            }
-        })
-        .collect();
-    store.replace_chunks(&docs).expect("replace_chunks");
-    store
-        .put_embeddings(MODEL, &vectors)
-        .expect("put_embeddings");
-    let ids = store.chunk_ids_in_collection(c.id).expect("chunk ids");
-    let refs = store.chunk_refs(&ids).expect("chunk refs");
-    let by_doc: std::collections::HashMap<i64, i64> =
-        refs.iter().map(|r| (r.document_id, r.id)).collect();
-    let out = work
-        .upserts
-        .iter()
-        .zip(vectors)
-        .map(|(d, (_, v))| (by_doc[&d.id], v))
-        .collect();
-    (c.id, out)
+fn fill(
+    store: &PgStore,
+    name: &str,
+    n: usize,
+    rng: &mut UnitVectors,
+) -> (i64, Vec<(i64, Vec<f32>)>) {
+    let (c, chunks) = vectors::fill(store, name, n, MODEL, rng);
+    (c, chunks.into_iter().map(|k| (k.id, k.vector)).collect())
 }
 
 /// Share of `truth` found, where a found chunk as similar as the last true neighbour (to
@@ -113,17 +44,10 @@ fn recall(found: &[(i64, f32)], truth: &[(i64, f32)], pool: &[(i64, Vec<f32>)], 
     hit.min(truth.len()) as f64 / truth.len() as f64
 }
 
-fn oracle(pool: &[(i64, Vec<f32>)], q: &[f32], k: usize) -> Vec<(i64, f32)> {
-    let mut all: Vec<(i64, f32)> = pool.iter().map(|(id, v)| (*id, cosine(v, q))).collect();
-    all.sort_by(|a, b| b.1.total_cmp(&a.1));
-    all.truncate(k);
-    all
-}
-
 #[test]
 fn filtered_and_unfiltered_search_find_the_true_neighbours() {
     let Some((_db, store)) = store() else { return };
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let mut rng = UnitVectors::new(0x9e37_79b9_7f4a_7c15, DIMS);
     // `small` is searched exactly (few chunks), `large` through the index with a filter.
     let (small, small_vecs) = fill(&store, "small", 300, &mut rng);
     let (large, large_vecs) = fill(&store, "large", 4_500, &mut rng);

@@ -25,6 +25,7 @@ pub mod hub;
 pub mod knowledge;
 pub mod oauth;
 pub mod store;
+pub mod vectors;
 
 /// One `#[test]` per conformance case, each on a store from `$open` (a closure returning
 /// whatever must outlive the test, e.g. a temporary directory, and a `Box<dyn Store>`; or
