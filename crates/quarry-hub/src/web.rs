@@ -942,11 +942,9 @@ fn truncate_chars(s: &str, max: usize) -> String {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Mutex;
     use std::time::Instant;
 
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    use tokio::net::TcpListener;
+    use quarry_test_http::{Reply, Server, unused_port};
 
     use super::*;
 
@@ -1298,135 +1296,15 @@ mod tests {
     // -----------------------------------------------------------------------------------------
     // Against a loopback HTTP server
 
-    #[derive(Debug, Clone)]
-    struct Seen {
-        method: String,
-        target: String,
-        headers: Vec<(String, String)>,
-        body: String,
-    }
-
-    impl Seen {
-        fn header(&self, name: &str) -> Option<&str> {
-            self.headers
-                .iter()
-                .find(|(k, _)| k.eq_ignore_ascii_case(name))
-                .map(|(_, v)| v.as_str())
-        }
-    }
-
-    #[derive(Clone)]
-    enum Answer {
-        Reply {
-            status: u16,
-            content_type: &'static str,
-            body: Vec<u8>,
-        },
-        /// Reads the request and never answers.
-        Hang,
-    }
-
-    fn reply(status: u16, content_type: &'static str, body: impl Into<Vec<u8>>) -> Answer {
-        Answer::Reply {
-            status,
-            content_type,
-            body: body.into(),
-        }
-    }
-
-    struct Server {
-        base: String,
-        seen: Arc<Mutex<Vec<Seen>>>,
-        task: tokio::task::JoinHandle<()>,
-    }
-
-    impl Drop for Server {
-        fn drop(&mut self) {
-            self.task.abort();
-        }
-    }
-
-    impl Server {
-        fn seen(&self) -> Vec<Seen> {
-            self.seen.lock().unwrap().clone()
-        }
-    }
-
-    async fn serve(answer: Answer) -> Server {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let base = format!("http://{}", listener.local_addr().unwrap());
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let log = seen.clone();
-        let task = tokio::spawn(async move {
-            while let Ok((mut stream, _)) = listener.accept().await {
-                let answer = answer.clone();
-                let log = log.clone();
-                tokio::spawn(async move {
-                    let mut buf = Vec::new();
-                    let mut chunk = [0u8; 4096];
-                    let head_end = loop {
-                        if let Some(p) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                            break p + 4;
-                        }
-                        match stream.read(&mut chunk).await {
-                            Ok(0) | Err(_) => return,
-                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                        }
-                    };
-                    let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
-                    let mut lines = head.split("\r\n");
-                    let mut first = lines.next().unwrap_or("").split(' ');
-                    let method = first.next().unwrap_or("").to_owned();
-                    let target = first.next().unwrap_or("").to_owned();
-                    let headers: Vec<(String, String)> = lines
-                        .filter_map(|l| l.split_once(':'))
-                        .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
-                        .collect();
-                    let len: usize = headers
-                        .iter()
-                        .find(|(k, _)| k.eq_ignore_ascii_case("content-length"))
-                        .and_then(|(_, v)| v.parse().ok())
-                        .unwrap_or(0);
-                    let mut body = buf[head_end..].to_vec();
-                    while body.len() < len {
-                        match stream.read(&mut chunk).await {
-                            Ok(0) | Err(_) => break,
-                            Ok(n) => body.extend_from_slice(&chunk[..n]),
-                        }
-                    }
-                    log.lock().unwrap().push(Seen {
-                        method,
-                        target,
-                        headers,
-                        body: String::from_utf8_lossy(&body).into_owned(),
-                    });
-                    match answer {
-                        Answer::Hang => tokio::time::sleep(Duration::from_secs(60)).await,
-                        Answer::Reply {
-                            status,
-                            content_type,
-                            body,
-                        } => {
-                            let head = format!(
-                                "HTTP/1.1 {status} Whatever\r\nContent-Type: {content_type}\r\n\
-                                 Content-Length: {}\r\nConnection: close\r\n\r\n",
-                                body.len()
-                            );
-                            let _ = stream.write_all(head.as_bytes()).await;
-                            let _ = stream.write_all(&body).await;
-                            let _ = stream.shutdown().await;
-                        }
-                    }
-                });
-            }
-        });
-        Server { base, seen, task }
+    /// A server that gives every request the same reply.
+    fn serve(reply: Reply) -> Server {
+        Server::start(move |_| reply.clone())
     }
 
     fn ddg(server: &Server, timeout: Duration) -> WebSearch {
         WebSearch::new(WebSearchOptions {
             backend: WebBackend::DuckDuckGo {
-                url: format!("{}/html/", server.base),
+                url: format!("{}/html/", server.base()),
             },
             timeout,
             max_results: MAX_RESULTS,
@@ -1436,7 +1314,7 @@ mod tests {
     fn searxng(server: &Server) -> WebSearch {
         WebSearch::new(WebSearchOptions {
             backend: WebBackend::Searxng {
-                url: format!("{}/sx", server.base),
+                url: format!("{}/sx", server.base()),
             },
             timeout: Duration::from_secs(5),
             max_results: MAX_RESULTS,
@@ -1445,7 +1323,7 @@ mod tests {
 
     #[tokio::test]
     async fn duckduckgo_end_to_end() {
-        let server = serve(reply(200, "text/html; charset=UTF-8", RESULTS_PAGE)).await;
+        let server = serve(Reply::status(200, "text/html; charset=UTF-8", RESULTS_PAGE));
         let web = ddg(&server, Duration::from_secs(5));
         let r = web
             .search(
@@ -1472,12 +1350,12 @@ mod tests {
         );
         assert!(!text_of(&r).contains('\n'));
 
-        let seen = server.seen();
+        let seen = server.requests();
         assert_eq!(seen.len(), 1);
         let req = &seen[0];
         assert_eq!(req.method, "POST");
         assert_eq!(req.target, "/html/");
-        assert_eq!(req.body, "q=rust+language&kl=wt-wt");
+        assert_eq!(req.text(), "q=rust+language&kl=wt-wt");
         assert_eq!(
             req.header("content-type"),
             Some("application/x-www-form-urlencoded")
@@ -1501,7 +1379,7 @@ mod tests {
 
     #[tokio::test]
     async fn duckduckgo_without_results_is_a_success() {
-        let server = serve(reply(200, "text/html", NO_RESULTS_PAGE)).await;
+        let server = serve(Reply::status(200, "text/html", NO_RESULTS_PAGE));
         let r = ddg(&server, Duration::from_secs(5))
             .search(
                 &args(json!({"query": "qzxwvkjq"})),
@@ -1516,10 +1394,10 @@ mod tests {
     #[tokio::test]
     async fn duckduckgo_anomaly_is_a_refusal() {
         for answer in [
-            reply(202, "text/html", ANOMALY_PAGE),
-            reply(200, "text/html", ANOMALY_PAGE),
+            Reply::status(202, "text/html", ANOMALY_PAGE),
+            Reply::status(200, "text/html", ANOMALY_PAGE),
         ] {
-            let server = serve(answer).await;
+            let server = serve(answer);
             let r = ddg(&server, Duration::from_secs(5))
                 .search(&args(json!({"query": "rust"})), CancellationToken::new())
                 .await;
@@ -1540,7 +1418,7 @@ mod tests {
             "<html><body><h1>Internal error</h1>{}</body></html>",
             "detail ".repeat(200)
         );
-        let server = serve(reply(500, "text/html", body.clone())).await;
+        let server = serve(Reply::status(500, "text/html", body.clone()));
         let r = ddg(&server, Duration::from_secs(5))
             .search(&args(json!({"query": "rust"})), CancellationToken::new())
             .await;
@@ -1556,7 +1434,7 @@ mod tests {
         assert!(!t.contains("<h1>"), "{t}");
         assert!(t.len() < 300, "at most 200 characters of the body: {t}");
 
-        let server = serve(reply(502, "text/plain", "bad gateway")).await;
+        let server = serve(Reply::status(502, "text/plain", "bad gateway"));
         let r = searxng(&server)
             .search(&args(json!({"query": "rust"})), CancellationToken::new())
             .await;
@@ -1573,7 +1451,7 @@ mod tests {
             {"url": "https://www.rust-lang.org/", "title": "Rust", "content": "A language."},
             {"url": "https://doc.rust-lang.org/", "title": "Docs", "content": "Documentation."}
         ]});
-        let server = serve(reply(200, "application/json", body.to_string())).await;
+        let server = serve(Reply::status(200, "application/json", body.to_string()));
         let r = searxng(&server)
             .search(
                 &args(json!({"query": "rust & cargo?", "max_results": 1})),
@@ -1587,7 +1465,7 @@ mod tests {
                 json!({"results": [{"title": "Rust", "url": "https://www.rust-lang.org/", "snippet": "A language."}]})
             )
         );
-        let seen = server.seen();
+        let seen = server.requests();
         assert_eq!(seen[0].method, "GET");
         assert_eq!(seen[0].target, "/sx/search?q=rust+%26+cargo%3F&format=json");
         assert!(seen[0].header("user-agent").unwrap().contains("Quarry/"));
@@ -1595,7 +1473,7 @@ mod tests {
 
     #[tokio::test]
     async fn searxng_refusals_and_bad_bodies() {
-        let server = serve(reply(403, "text/html", "<h1>403 Forbidden</h1>")).await;
+        let server = serve(Reply::status(403, "text/html", "<h1>403 Forbidden</h1>"));
         let t = text_of(
             &searxng(&server)
                 .search(&args(json!({"query": "rust"})), CancellationToken::new())
@@ -1606,7 +1484,7 @@ mod tests {
             "{t}"
         );
 
-        let server = serve(reply(200, "text/html", "<html>not json</html>")).await;
+        let server = serve(Reply::status(200, "text/html", "<html>not json</html>"));
         let r = searxng(&server)
             .search(&args(json!({"query": "rust"})), CancellationToken::new())
             .await;
@@ -1619,7 +1497,7 @@ mod tests {
 
         // A body over the cap is cut off: not its JSON.
         let huge = format!("{{\"results\": [{}]}}", "\"x\",".repeat(1 << 20));
-        let server = serve(reply(200, "application/json", huge)).await;
+        let server = serve(Reply::status(200, "application/json", huge));
         let r = searxng(&server)
             .search(&args(json!({"query": "rust"})), CancellationToken::new())
             .await;
@@ -1629,18 +1507,18 @@ mod tests {
 
     #[tokio::test]
     async fn bad_arguments_send_nothing() {
-        let server = serve(reply(200, "text/html", RESULTS_PAGE)).await;
+        let server = serve(Reply::status(200, "text/html", RESULTS_PAGE));
         let r = ddg(&server, Duration::from_secs(5))
             .search(&args(json!({"max_results": 3})), CancellationToken::new())
             .await;
         assert_eq!(r.is_error, Some(true));
         assert!(text_of(&r).contains("query"), "{}", text_of(&r));
-        assert!(server.seen().is_empty());
+        assert!(server.requests().is_empty());
     }
 
     #[tokio::test]
     async fn a_silent_server_times_out() {
-        let server = serve(Answer::Hang).await;
+        let server = serve(Reply::hang());
         let started = Instant::now();
         let r = ddg(&server, Duration::from_millis(300))
             .search(&args(json!({"query": "rust"})), CancellationToken::new())
@@ -1654,7 +1532,7 @@ mod tests {
 
     #[tokio::test]
     async fn cancellation_aborts_the_request() {
-        let server = serve(Answer::Hang).await;
+        let server = serve(Reply::hang());
         let web = ddg(&server, Duration::from_secs(30));
         let cancel = CancellationToken::new();
         let trigger = cancel.clone();
@@ -1667,21 +1545,19 @@ mod tests {
         assert!(started.elapsed() < Duration::from_secs(5));
         assert_eq!(r.is_error, Some(true));
         assert_eq!(text_of(&r), "cancelled");
-        assert_eq!(server.seen().len(), 1, "the request had been sent");
+        assert_eq!(server.requests().len(), 1, "the request had been sent");
 
         // Cancelled before it starts: nothing is sent.
         let cancel = CancellationToken::new();
         cancel.cancel();
         let r = web.search(&args(json!({"query": "rust"})), cancel).await;
         assert_eq!(text_of(&r), "cancelled");
-        assert_eq!(server.seen().len(), 1);
+        assert_eq!(server.requests().len(), 1);
     }
 
     #[tokio::test]
     async fn connection_failures_name_the_backend() {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        drop(listener);
+        let addr = format!("127.0.0.1:{}", unused_port());
         let web = WebSearch::new(WebSearchOptions {
             backend: WebBackend::Searxng {
                 url: format!("http://{addr}"),
@@ -1725,14 +1601,14 @@ mod tests {
                 .is_none()
         );
 
-        let server = serve(reply(200, "text/html", RESULTS_PAGE)).await;
+        let server = serve(Reply::status(200, "text/html", RESULTS_PAGE));
         let hub = Hub::new(
             store.clone(),
             Vec::new(),
             HubOptions {
                 web: Some(WebSearchOptions {
                     backend: WebBackend::DuckDuckGo {
-                        url: format!("{}/html/", server.base),
+                        url: format!("{}/html/", server.base()),
                     },
                     timeout: Duration::from_secs(5),
                     max_results: 2,
@@ -1794,14 +1670,14 @@ mod tests {
         assert_eq!(webs[0].name, "Mine");
 
         // Cancelled through the hub.
-        let hang = serve(Answer::Hang).await;
+        let hang = serve(Reply::hang());
         let hub3 = Hub::new(
             Arc::new(quarry_store_sqlite::SqliteStore::open(&dir.path().join("hub3.db")).unwrap()),
             Vec::new(),
             HubOptions {
                 web: Some(WebSearchOptions {
                     backend: WebBackend::DuckDuckGo {
-                        url: format!("{}/html/", hang.base),
+                        url: format!("{}/html/", hang.base()),
                     },
                     timeout: Duration::from_secs(30),
                     max_results: 5,

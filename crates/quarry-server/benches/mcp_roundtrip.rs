@@ -162,12 +162,6 @@ async fn measure(
     }))
 }
 
-fn free_port() -> Result<u16, BoxError> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
-}
-
 async fn wait_for_http(port: u16, path: &str) -> Result<(), BoxError> {
     let client = reqwest::Client::new();
     for _ in 0..200 {
@@ -217,7 +211,7 @@ async fn bench_quarry(bin: &Path, home: &Path, calls: usize) -> Result<Value, Bo
     client.cancel().await?;
 
     // HTTP: `quarry serve`; 32 concurrent callers on 32 sessions.
-    let port = free_port()?;
+    let port = quarry_test_http::unused_port();
     let mut serve = tokio::process::Command::new(bin);
     serve
         .args(["serve", "--port", &port.to_string()])
@@ -250,7 +244,7 @@ async fn bench_qmd(qmd: &Path, corpus: &Path, calls: usize) -> Result<Value, Box
     if !status.success() {
         return Err("qmd collection add failed".into());
     }
-    let port = free_port()?;
+    let port = quarry_test_http::unused_port();
     let mut serve = tokio::process::Command::new(qmd);
     serve
         .args(["mcp", "--http", "--port", &port.to_string()])

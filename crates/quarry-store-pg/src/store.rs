@@ -720,7 +720,9 @@ impl FeedStore for PgStore {
             0,
         )
     }
+}
 
+impl quarry_store::ChangeNotifier for PgStore {
     fn listener(
         &self,
         channel: quarry_store::Channel,

@@ -872,6 +872,9 @@ impl CollectionStore for SqliteStore {
     }
 }
 
+/// No notifications between processes: followers poll.
+impl quarry_store::ChangeNotifier for SqliteStore {}
+
 impl FeedStore for SqliteStore {
     fn feed_position(&self, consumer: &str) -> Result<FeedPosition> {
         self.write(|tx| {

@@ -48,7 +48,7 @@ pub enum Channel {
 }
 
 /// Wakes a process when another one (another node) changed something it follows
-/// ([`FeedStore::listener`]).
+/// ([`ChangeNotifier::listener`]).
 pub trait ChangeListener: Send {
     /// Waits until another writer may have changed what this listener follows, or
     /// `timeout` passes; `true` when woken by a change. An error means the wake-ups are lost
@@ -87,7 +87,7 @@ impl ChangeWaiter {
     /// Waits up to `poll`: `Ok(true)` when woken by a change, `Ok(false)` when the time
     /// passed. An error says the listener was lost (it is dropped; the next wait polls and
     /// asks `store` for a new one) — the caller's to log.
-    pub fn wait(&mut self, store: &dyn FeedStore, poll: std::time::Duration) -> Result<bool> {
+    pub fn wait(&mut self, store: &dyn ChangeNotifier, poll: std::time::Duration) -> Result<bool> {
         if self.listener.is_none() {
             self.listener = store.listener(self.channel).ok();
         }
@@ -103,13 +103,24 @@ impl ChangeWaiter {
     }
 }
 
+/// Where a follower gets its wake-ups: the part of a store both the document feed's follower
+/// and the hub's need ([`FeedStore`] and [`crate::HubStore`] build on it).
+pub trait ChangeNotifier: Send + Sync {
+    /// Something to wait on for changes on `channel` made by other processes. Stores
+    /// without notifications return a [`PollingListener`].
+    fn listener(&self, channel: Channel) -> Result<Box<dyn ChangeListener>> {
+        let _ = channel;
+        Ok(Box::new(PollingListener))
+    }
+}
+
 /// The document change feed: every write or removal of a document appends an entry in
 /// the transaction that makes it, whatever the write path. Each derived index (a
 /// *consumer*, e.g. one node's keyword index) reads the feed from its own position and
 /// acknowledges what it has durably absorbed, so every consumer sees every change; an
 /// entry goes once every consumer is past it. Also the wake-ups of followers
-/// ([`FeedStore::listener`]) when another process changed something.
-pub trait FeedStore: Send + Sync {
+/// ([`ChangeNotifier::listener`]) when another process changed something.
+pub trait FeedStore: ChangeNotifier {
     /// Where `consumer` stands (what it last acknowledged). A consumer seen for the first
     /// time is registered at the feed's end, to read a snapshot of every document first.
     fn feed_position(&self, consumer: &str) -> Result<FeedPosition>;
@@ -143,10 +154,4 @@ pub trait FeedStore: Send + Sync {
     /// absorbed a batch whose `horizon` is at least this value has absorbed those writes.
     /// Writers hand it to readers (the `X-Quarry-Txid` header) for read-your-writes.
     fn feed_horizon(&self) -> Result<i64>;
-    /// Something to wait on for changes on `channel` made by other processes. Stores
-    /// without notifications return a [`PollingListener`].
-    fn listener(&self, channel: Channel) -> Result<Box<dyn ChangeListener>> {
-        let _ = channel;
-        Ok(Box::new(PollingListener))
-    }
 }

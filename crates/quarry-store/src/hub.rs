@@ -149,8 +149,9 @@ pub fn first_by_owner(rows: Vec<ToolEndpointRow>, owners: &[String]) -> Option<T
         .map(|(_, r)| r)
 }
 
-/// The hub's tables behind one trait, like everything the store keeps.
-pub trait HubStore: Send + Sync {
+/// The hub's tables behind one trait, like everything the store keeps; with the wake-ups
+/// ([`crate::ChangeNotifier`]) its follower waits on for changes other nodes make.
+pub trait HubStore: crate::ChangeNotifier {
     /// Registers an upstream and its (empty) package in one transaction; `Conflict` when the
     /// owner already has that name or package.
     fn insert_upstream(&self, upstream: &UpstreamRow, package: &PackageRow) -> Result<()>;

@@ -31,7 +31,8 @@ pub use audit::{AuditEvent, AuditQuery, AuditRecord, AuditStore, LimitStore};
 pub use chat::{ChatMessageRow, ChatStore, ConversationRow, ConversationSummary};
 pub use documents::{CollectionStore, DocChange, DocSummary, FileState, IndexDoc, IndexWork};
 pub use feed::{
-    ChangeListener, ChangeWaiter, Channel, FeedBatch, FeedPosition, FeedStore, PollingListener,
+    ChangeListener, ChangeNotifier, ChangeWaiter, Channel, FeedBatch, FeedPosition, FeedStore,
+    PollingListener,
 };
 pub use hub::{
     CustomToolRow, HubStore, PackageRow, ToolEndpointRow, ToolRow, UpstreamRow, first_by_owner,
@@ -55,9 +56,9 @@ pub use settings::SettingsStore;
 /// tools): `use quarry_store::prelude::*;`.
 pub mod prelude {
     pub use crate::{
-        AccessStore, AuditStore, ChatStore, CollectionStore, FeedStore, HubStore, JobQueue,
-        KnowledgeStore, LimitStore, OAuthStore, SemanticStore, SessionStore, SettingsStore, Store,
-        VectorSearch,
+        AccessStore, AuditStore, ChangeNotifier, ChatStore, CollectionStore, FeedStore, HubStore,
+        JobQueue, KnowledgeStore, LimitStore, OAuthStore, SemanticStore, SessionStore,
+        SettingsStore, Store, VectorSearch,
     };
 }
 

@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use quarry_core::{Error, MACHINE_OWNER, Principal, Result, now_millis};
-use quarry_store::{PackageRow, Store, UpstreamRow};
+use quarry_store::{HubStore, PackageRow, UpstreamRow};
 use rmcp::model::{CallToolResult, JsonObject};
 use serde::Serialize;
 use serde_json::Value;
@@ -46,9 +46,8 @@ const DELETED_AFTER: Duration = Duration::from_secs(30);
 
 /// The hub: one per server process.
 pub struct Hub {
-    /// Everything owners registered. A whole `Store`, not only its `HubStore` part: the
-    /// follower also waits on the store's change notifications (`listener`).
-    store: Arc<dyn Store>,
+    /// Everything owners registered; the follower waits on its change notifications.
+    store: Arc<dyn HubStore>,
     builtin: Vec<BuiltinPackage>,
     opts: HubOptions,
     /// Live connections (and the `web` package's tool): the asynchronous half.
@@ -60,7 +59,7 @@ pub struct Hub {
 }
 
 /// The hub follower's loop: until the hub is dropped, stop what other nodes disabled.
-fn follow_hub_changes(hub: &std::sync::Weak<Hub>, store: &dyn Store) {
+fn follow_hub_changes(hub: &std::sync::Weak<Hub>, store: &dyn HubStore) {
     let mut changes = quarry_store::ChangeWaiter::new(quarry_store::Channel::Hub);
     loop {
         if let Err(e) = changes.wait(store, RECONCILE_POLL) {
@@ -104,7 +103,11 @@ fn uuid_v4() -> String {
 impl Hub {
     /// A hub over `store` with the server's `builtin` packages; with [`HubOptions::web`] set,
     /// the built-in `web` package is added (unless `builtin` already has one).
-    pub fn new(store: Arc<dyn Store>, builtin: Vec<BuiltinPackage>, opts: HubOptions) -> Arc<Hub> {
+    pub fn new(
+        store: Arc<dyn HubStore>,
+        builtin: Vec<BuiltinPackage>,
+        opts: HubOptions,
+    ) -> Arc<Hub> {
         let mut builtin = builtin;
         let web = opts.web.clone().map(web::WebSearch::new);
         if web.is_some() && !builtin.iter().any(|b| b.id == WEB_PACKAGE) {

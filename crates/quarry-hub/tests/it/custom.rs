@@ -3,211 +3,16 @@
 //! specified.
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use quarry_hub::custom::{CustomToolError, CustomToolSpec, TRUNCATION_MARKER, execute};
 use quarry_hub::ssrf::{self, NetPolicy, Refused};
+use quarry_test_http::{Reply, Request, Server, unused_port};
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::task::JoinHandle;
 
-// ---------------------------------------------------------------------------------------------
-// A minimal HTTP/1.1 server that records what it receives.
-
-#[derive(Debug, Clone)]
-struct Recorded {
-    method: String,
-    target: String,
-    headers: Vec<(String, String)>,
-    body: Vec<u8>,
-}
-
-impl Recorded {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-}
-
-#[derive(Debug, Clone)]
-struct Reply {
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: Vec<u8>,
-    hang: bool,
-}
-
-impl Reply {
-    fn ok(content_type: &str, body: impl Into<Vec<u8>>) -> Reply {
-        Reply {
-            status: 200,
-            headers: vec![("Content-Type".into(), content_type.into())],
-            body: body.into(),
-            hang: false,
-        }
-    }
-
-    fn status(status: u16, body: &str) -> Reply {
-        Reply {
-            status,
-            ..Reply::ok("text/plain", body)
-        }
-    }
-
-    fn redirect(location: &str) -> Reply {
-        Reply {
-            status: 302,
-            headers: vec![("Location".into(), location.into())],
-            body: Vec::new(),
-            hang: false,
-        }
-    }
-
-    fn hang() -> Reply {
-        Reply {
-            hang: true,
-            ..Reply::status(200, "")
-        }
-    }
-}
-
-type Handler = Arc<dyn Fn(&Recorded) -> Reply + Send + Sync>;
-
-struct Server {
-    addr: SocketAddr,
-    connections: Arc<AtomicUsize>,
-    requests: Arc<Mutex<Vec<Recorded>>>,
-    task: JoinHandle<()>,
-}
-
-impl Server {
-    async fn start(
-        bind: &str,
-        handler: impl Fn(&Recorded) -> Reply + Send + Sync + 'static,
-    ) -> Server {
-        let listener = TcpListener::bind(bind).await.expect("bind the test server");
-        let addr = listener.local_addr().unwrap();
-        let connections = Arc::new(AtomicUsize::new(0));
-        let requests = Arc::new(Mutex::new(Vec::new()));
-        let handler: Handler = Arc::new(handler);
-        let task = {
-            let connections = connections.clone();
-            let requests = requests.clone();
-            tokio::spawn(async move {
-                loop {
-                    let Ok((stream, _)) = listener.accept().await else {
-                        return;
-                    };
-                    connections.fetch_add(1, Ordering::SeqCst);
-                    let requests = requests.clone();
-                    let handler = handler.clone();
-                    tokio::spawn(async move {
-                        let _ = serve_one(stream, &requests, &handler).await;
-                    });
-                }
-            })
-        };
-        Server {
-            addr,
-            connections,
-            requests,
-            task,
-        }
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("http://{}{path}", self.addr)
-    }
-
-    fn connections(&self) -> usize {
-        self.connections.load(Ordering::SeqCst)
-    }
-
-    fn requests(&self) -> Vec<Recorded> {
-        self.requests.lock().unwrap().clone()
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|w| w == needle)
-}
-
-async fn serve_one(
-    mut stream: TcpStream,
-    requests: &Mutex<Vec<Recorded>>,
-    handler: &Handler,
-) -> std::io::Result<()> {
-    let mut buf = Vec::new();
-    let mut tmp = [0u8; 8192];
-    let head_end = loop {
-        if let Some(p) = find(&buf, b"\r\n\r\n") {
-            break p + 4;
-        }
-        let n = stream.read(&mut tmp).await?;
-        if n == 0 {
-            return Ok(());
-        }
-        buf.extend_from_slice(&tmp[..n]);
-    };
-    let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
-    let mut lines = head.split("\r\n");
-    let mut first = lines.next().unwrap_or("").split(' ');
-    let method = first.next().unwrap_or("").to_owned();
-    let target = first.next().unwrap_or("").to_owned();
-    let headers: Vec<(String, String)> = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
-        .collect();
-    let len: usize = headers
-        .iter()
-        .find(|(k, _)| k.eq_ignore_ascii_case("content-length"))
-        .and_then(|(_, v)| v.parse().ok())
-        .unwrap_or(0);
-    let mut body = buf[head_end..].to_vec();
-    while body.len() < len {
-        let n = stream.read(&mut tmp).await?;
-        if n == 0 {
-            break;
-        }
-        body.extend_from_slice(&tmp[..n]);
-    }
-    body.truncate(len);
-    let recorded = Recorded {
-        method,
-        target,
-        headers,
-        body,
-    };
-    requests.lock().unwrap().push(recorded.clone());
-    let reply = handler(&recorded);
-    if reply.hang {
-        tokio::time::sleep(Duration::from_secs(120)).await;
-        return Ok(());
-    }
-    let mut out = format!(
-        "HTTP/1.1 {} Status\r\nContent-Length: {}\r\nConnection: close\r\n",
-        reply.status,
-        reply.body.len()
-    );
-    for (k, v) in &reply.headers {
-        out.push_str(&format!("{k}: {v}\r\n"));
-    }
-    out.push_str("\r\n");
-    stream.write_all(out.as_bytes()).await?;
-    stream.write_all(&reply.body).await?;
-    stream.shutdown().await
+/// A test server on another loopback address (`127.0.0.2:0`, …): Linux routes all of 127/8 to lo.
+fn serve_on(addr: &str, handler: impl Fn(&Request) -> Reply + Send + Sync + 'static) -> Server {
+    Server::bind(addr, handler).unwrap_or_else(|e| panic!("bind the test server on {addr}: {e}"))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -242,25 +47,14 @@ async fn refused(spec: &CustomToolSpec, args: &Value, policy: &NetPolicy) -> (Re
 
 #[tokio::test]
 async fn non_public_destinations_are_refused_before_anything_is_sent() {
-    let server = Server::start("127.0.0.1:0", |_| {
+    let server = Server::start(|_| Reply::ok("text/plain", "must not be reached"));
+    let port = server.addr().port();
+    // A server on ::1 too, where the machine has IPv6 loopback.
+    let server6 = Server::bind("[::1]:0", |_| {
         Reply::ok("text/plain", "must not be reached")
     })
-    .await;
-    let port = server.addr.port();
-    // A server on ::1 too, where the machine has IPv6 loopback.
-    let server6 = match TcpListener::bind("[::1]:0").await {
-        Ok(l) => {
-            drop(l);
-            Some(
-                Server::start("[::1]:0", |_| {
-                    Reply::ok("text/plain", "must not be reached")
-                })
-                .await,
-            )
-        }
-        Err(_) => None,
-    };
-    let port6 = server6.as_ref().map_or(port, |s| s.addr.port());
+    .ok();
+    let port6 = server6.as_ref().map_or(port, |s| s.addr().port());
     let loopback =
         "refused: 127.0.0.1 is a loopback address (allow it with --allow-net 127.0.0.1/32)";
     let cases: Vec<(String, &str)> = vec![
@@ -324,11 +118,8 @@ async fn non_public_destinations_are_refused_before_anything_is_sent() {
 
 #[tokio::test]
 async fn a_name_resolving_to_loopback_is_refused_after_resolution() {
-    let server = Server::start("127.0.0.1:0", |_| {
-        Reply::ok("text/plain", "must not be reached")
-    })
-    .await;
-    let url = format!("http://localhost:{}/x", server.addr.port());
+    let server = Server::start(|_| Reply::ok("text/plain", "must not be reached"));
+    let url = format!("http://localhost:{}/x", server.addr().port());
     let (r, text) = refused(&spec(&url), &json!({}), &NetPolicy::default()).await;
     assert!(matches!(r, Refused::NoAllowedAddress { .. }), "{r:?}");
     assert!(
@@ -340,8 +131,8 @@ async fn a_name_resolving_to_loopback_is_refused_after_resolution() {
     assert_eq!(server.connections(), 0);
 
     // Allow-listed, the same name goes through (the resolver keeps the allowed addresses).
-    let ok = Server::start("127.0.0.1:0", |_| Reply::ok("text/plain", "hello")).await;
-    let url = format!("http://localhost:{}/x", ok.addr.port());
+    let ok = Server::start(|_| Reply::ok("text/plain", "hello"));
+    let url = format!("http://localhost:{}/x", ok.addr().port());
     let resp = execute(&spec(&url), &json!({}), &allow("127.0.0.1/32,::1"))
         .await
         .unwrap();
@@ -351,19 +142,18 @@ async fn a_name_resolving_to_loopback_is_refused_after_resolution() {
 #[tokio::test]
 async fn a_redirect_to_loopback_is_refused_and_not_followed() {
     // Only 127.0.0.2 is allowed; Linux routes all of 127/8 to lo.
-    let target = Server::start("127.0.0.1:0", |_| Reply::ok("text/plain", "secret")).await;
+    let target = Server::start(|_| Reply::ok("text/plain", "secret"));
     let to_literal = target.url("/admin");
-    let to_name = format!("http://localhost:{}/admin", target.addr.port());
-    let to_decimal = format!("http://2130706433:{}/admin", target.addr.port());
-    let first = Server::start("127.0.0.2:0", move |r| match r.target.as_str() {
+    let to_name = format!("http://localhost:{}/admin", target.addr().port());
+    let to_decimal = format!("http://2130706433:{}/admin", target.addr().port());
+    let first = serve_on("127.0.0.2:0", move |r| match r.target.as_str() {
         "/literal" => Reply::redirect(&to_literal),
         "/name" => Reply::redirect(&to_name),
         "/decimal" => Reply::redirect(&to_decimal),
         "/metadata" => Reply::redirect("http://169.254.169.254/latest/meta-data/"),
         "/file" => Reply::redirect("file:///etc/passwd"),
-        _ => Reply::status(404, "no"),
-    })
-    .await;
+        _ => Reply::status(404, "text/plain", "no"),
+    });
     let policy = allow("127.0.0.2/32");
 
     let (_, text) = refused(&spec(&first.url("/literal")), &json!({}), &policy).await;
@@ -395,7 +185,7 @@ async fn a_redirect_to_loopback_is_refused_and_not_followed() {
 
 #[tokio::test]
 async fn redirects_are_limited_and_same_origin_ones_followed() {
-    let server = Server::start("127.0.0.2:0", |r| {
+    let server = serve_on("127.0.0.2:0", |r| {
         if let Some(n) = r.target.strip_prefix("/loop/") {
             let n: u32 = n.parse().unwrap();
             Reply::redirect(&format!("/loop/{}", n + 1))
@@ -404,8 +194,7 @@ async fn redirects_are_limited_and_same_origin_ones_followed() {
         } else {
             Reply::ok("text/plain", format!("at {}", r.target))
         }
-    })
-    .await;
+    });
     let policy = allow("127.0.0.2/32");
     let resp = execute(&spec(&server.url("/start")), &json!({}), &policy)
         .await
@@ -431,9 +220,9 @@ async fn redirects_are_limited_and_same_origin_ones_followed() {
 
 #[tokio::test]
 async fn secret_headers_do_not_follow_a_cross_origin_redirect() {
-    let other = Server::start("127.0.0.3:0", |_| Reply::ok("text/plain", "other origin")).await;
+    let other = serve_on("127.0.0.3:0", |_| Reply::ok("text/plain", "other origin"));
     let other_url = other.url("/landing");
-    let first = Server::start("127.0.0.2:0", move |_| Reply::redirect(&other_url)).await;
+    let first = serve_on("127.0.0.2:0", move |_| Reply::redirect(&other_url));
     let policy = allow("127.0.0.2/32,127.0.0.3/32");
 
     // With headers: the 302 comes back as the response; the other origin is not contacted.
@@ -460,10 +249,8 @@ async fn secret_headers_do_not_follow_a_cross_origin_redirect() {
 
 #[tokio::test]
 async fn get_with_a_url_template_keeps_values_inside_their_segment() {
-    let server = Server::start("127.0.0.1:0", |r| {
-        Reply::ok("application/json", json!({"seen": r.target}).to_string())
-    })
-    .await;
+    let server =
+        Server::start(|r| Reply::ok("application/json", json!({"seen": r.target}).to_string()));
     let mut s = spec(&format!(
         "{}/search/{{{{q}}}}/items?lang={{{{lang}}}}&n={{{{n}}}}",
         server.url("")
@@ -504,10 +291,7 @@ async fn get_with_a_url_template_keeps_values_inside_their_segment() {
 
 #[tokio::test]
 async fn post_with_a_json_body_template_escapes_values() {
-    let server = Server::start("127.0.0.1:0", |r| {
-        Reply::status(201, &String::from_utf8_lossy(&r.body))
-    })
-    .await;
+    let server = Server::start(|r| Reply::status(201, "text/plain", r.body.clone()));
     let mut s = spec(&server.url("/v1/notes"));
     s.http_method = "POST".into();
     s.parameters = json!({
@@ -550,7 +334,7 @@ async fn post_with_a_json_body_template_escapes_values() {
 
 #[tokio::test]
 async fn non_2xx_statuses_are_responses() {
-    let server = Server::start("127.0.0.1:0", |_| Reply::status(404, "not here")).await;
+    let server = Server::start(|_| Reply::status(404, "text/plain", "not here"));
     let resp = execute(
         &spec(&server.url("/missing")),
         &json!({}),
@@ -568,7 +352,7 @@ async fn non_2xx_statuses_are_responses() {
 #[tokio::test]
 async fn large_responses_are_truncated_at_the_cap() {
     let big = "a".repeat(200_000);
-    let server = Server::start("127.0.0.1:0", move |_| Reply::ok("text/plain", big.clone())).await;
+    let server = Server::start(move |_| Reply::ok("text/plain", big.clone()));
     let policy = allow("127.0.0.1/32");
     let mut s = spec(&server.url("/big"));
     s.max_response_bytes = Some(1000);
@@ -589,10 +373,7 @@ async fn large_responses_are_truncated_at_the_cap() {
 
     // A cut inside a multi-byte character drops the partial character.
     let euros = "€".repeat(100); // 3 bytes each
-    let server = Server::start("127.0.0.1:0", move |_| {
-        Reply::ok("text/plain; charset=utf-8", euros.clone())
-    })
-    .await;
+    let server = Server::start(move |_| Reply::ok("text/plain; charset=utf-8", euros.clone()));
     let mut s = spec(&server.url("/euros"));
     s.max_response_bytes = Some(10);
     let resp = execute(&s, &json!({}), &policy).await.unwrap();
@@ -606,7 +387,7 @@ async fn large_responses_are_truncated_at_the_cap() {
 
 #[tokio::test]
 async fn a_server_that_never_answers_times_out() {
-    let server = Server::start("127.0.0.1:0", |_| Reply::hang()).await;
+    let server = Server::start(|_| Reply::hang());
     let mut s = spec(&server.url("/slow"));
     s.timeout_secs = Some(1);
     s.http_headers
@@ -631,10 +412,7 @@ async fn a_server_that_never_answers_times_out() {
 
 #[tokio::test]
 async fn invalid_arguments_fail_before_any_request() {
-    let server = Server::start("127.0.0.1:0", |_| {
-        Reply::ok("text/plain", "must not be reached")
-    })
-    .await;
+    let server = Server::start(|_| Reply::ok("text/plain", "must not be reached"));
     let mut s = spec(&format!("{}/city/{{{{city}}}}", server.url("")));
     s.parameters = json!({
         "type": "object",
@@ -706,11 +484,8 @@ async fn invalid_arguments_fail_before_any_request() {
 
 #[tokio::test]
 async fn connection_failures_are_clear_and_keep_secrets() {
-    // A port with nothing listening: bind, note the port, close.
-    let port = {
-        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        l.local_addr().unwrap().port()
-    };
+    // A port with nothing listening.
+    let port = unused_port();
     let mut s = spec(&format!("http://127.0.0.1:{port}/x?token={{{{q}}}}"));
     s.http_headers
         .insert("Authorization".into(), "Bearer never-shown-secret".into());
@@ -731,9 +506,9 @@ async fn connection_failures_are_clear_and_keep_secrets() {
 
 #[tokio::test]
 async fn guarded_client_checks_names_and_redirects_on_its_own() {
-    let target = Server::start("127.0.0.1:0", |_| Reply::ok("text/plain", "secret")).await;
+    let target = Server::start(|_| Reply::ok("text/plain", "secret"));
     let to = target.url("/");
-    let first = Server::start("127.0.0.2:0", move |_| Reply::redirect(&to)).await;
+    let first = serve_on("127.0.0.2:0", move |_| Reply::redirect(&to));
     let client = ssrf::guarded_client(&allow("127.0.0.2/32"), Duration::from_secs(5)).unwrap();
 
     let err = client.get(first.url("/")).send().await.unwrap_err();
@@ -742,7 +517,7 @@ async fn guarded_client_checks_names_and_redirects_on_its_own() {
         "{err:?}"
     );
     let err = client
-        .get(format!("http://localhost:{}/", target.addr.port()))
+        .get(format!("http://localhost:{}/", target.addr().port()))
         .send()
         .await
         .unwrap_err();

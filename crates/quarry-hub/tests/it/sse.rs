@@ -1,6 +1,6 @@
 //! The legacy HTTP+SSE client transport (`quarry_hub::sse`), tested against a
-//! real server and against small hand-written HTTP servers for the failure
-//! cases a real server will not produce.
+//! real server and against scripted loopback servers (`quarry_test_http`) for
+//! the failure cases a real server will not produce.
 //!
 //! The real server is `@modelcontextprotocol/server-everything` in SSE mode
 //! (`node dist/index.js sse`, port from `PORT`, stream at `/sse`). It is found
@@ -18,12 +18,13 @@ use std::{
     collections::VecDeque,
     path::PathBuf,
     process::Stdio,
-    sync::{Arc, Mutex},
+    sync::Arc,
     time::{Duration, Instant},
 };
 
 use http::{HeaderMap, HeaderValue, StatusCode, header};
 use quarry_hub::sse::{MAX_EVENT_BYTES, SseClientConfig, SseClientTransport, SseTransportError};
+use quarry_test_http::{Reply, Request, Server, unused_port};
 use rmcp::{
     ServiceExt,
     model::{CallToolRequestParams, CallToolResult, ClientJsonRpcMessage, JsonRpcMessage},
@@ -31,8 +32,7 @@ use rmcp::{
 };
 use serde_json::json;
 use tokio::{
-    io::{AsyncReadExt, AsyncWriteExt},
-    net::{TcpListener, TcpStream},
+    net::TcpStream,
     process::{Child, Command},
 };
 
@@ -52,12 +52,6 @@ fn config(url: String, timeout: Duration) -> SseClientConfig {
 fn http_client() -> reqwest::Client {
     quarry_hub::ssrf::ensure_crypto_provider();
     reqwest::Client::new()
-}
-
-/// A port nothing listens on (bound, then released).
-fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
-    listener.local_addr().expect("local address").port()
 }
 
 // ---------------------------------------------------------------------------
@@ -83,7 +77,7 @@ impl EverythingServer {
             entry.display()
         );
 
-        let port = free_port();
+        let port = unused_port();
         let log = tempfile::NamedTempFile::new().expect("a temporary log file");
         let stderr = log.reopen().expect("reopen the log file");
         let mut child = Command::new("node")
@@ -244,136 +238,11 @@ async fn everything_server_over_legacy_sse() {
 }
 
 // ---------------------------------------------------------------------------
-// Hand-written servers.
+// Scripted loopback servers.
 
-/// One request as a fake server received it.
-#[derive(Debug, Clone)]
-struct Received {
-    method: String,
-    target: String,
-    /// The request head, header names lowercased by us for matching.
-    head: String,
-    body: Vec<u8>,
-}
-
-/// What a fake server writes back.
-struct Canned {
-    head: String,
-    body: Vec<u8>,
-    /// Keep the connection open after writing (a live SSE stream).
-    hold_open: bool,
-}
-
-impl Canned {
-    /// An SSE response carrying `body`, then left open or closed.
-    fn sse(body: impl Into<Vec<u8>>, hold_open: bool) -> Self {
-        Self {
-            head:
-                "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\n\
-                   connection: close\r\n\r\n"
-                    .to_owned(),
-            body: body.into(),
-            hold_open,
-        }
-    }
-
-    fn status(status: u16, reason: &str, content_type: &str, body: &str) -> Self {
-        Self {
-            head: format!(
-                "HTTP/1.1 {status} {reason}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\n\
-                 connection: close\r\n\r\n",
-                body.len()
-            ),
-            body: body.as_bytes().to_vec(),
-            hold_open: false,
-        }
-    }
-}
-
-type Handler = Arc<dyn Fn(&Received) -> Canned + Send + Sync>;
-
-/// A minimal HTTP/1.1 server: one request per connection.
-struct FakeServer {
-    port: u16,
-    received: Arc<Mutex<Vec<Received>>>,
-}
-
-impl FakeServer {
-    async fn start(handler: impl Fn(&Received) -> Canned + Send + Sync + 'static) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let port = listener.local_addr().expect("local address").port();
-        let received = Arc::new(Mutex::new(Vec::new()));
-        let handler: Handler = Arc::new(handler);
-        let log = Arc::clone(&received);
-        tokio::spawn(async move {
-            while let Ok((socket, _)) = listener.accept().await {
-                tokio::spawn(serve_one(socket, Arc::clone(&handler), Arc::clone(&log)));
-            }
-        });
-        Self { port, received }
-    }
-
-    fn url(&self) -> String {
-        format!("http://127.0.0.1:{}/sse", self.port)
-    }
-
-    fn received(&self) -> Vec<Received> {
-        self.received.lock().expect("request log").clone()
-    }
-}
-
-async fn serve_one(mut socket: TcpStream, handler: Handler, log: Arc<Mutex<Vec<Received>>>) {
-    let mut buf = Vec::new();
-    let head_end = loop {
-        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            break end + 4;
-        }
-        let mut chunk = [0u8; 4096];
-        match socket.read(&mut chunk).await {
-            Ok(0) | Err(_) => return,
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-        }
-    };
-    let head = String::from_utf8_lossy(&buf[..head_end]).to_lowercase();
-    let mut words = head.split_whitespace();
-    let method = words.next().unwrap_or_default().to_uppercase();
-    let target = words.next().unwrap_or_default().to_owned();
-    let content_length = head
-        .lines()
-        .find_map(|line| line.strip_prefix("content-length:"))
-        .and_then(|value| value.trim().parse::<usize>().ok())
-        .unwrap_or(0);
-    let mut body = buf[head_end..].to_vec();
-    while body.len() < content_length {
-        let mut chunk = [0u8; 4096];
-        match socket.read(&mut chunk).await {
-            Ok(0) | Err(_) => return,
-            Ok(n) => body.extend_from_slice(&chunk[..n]),
-        }
-    }
-    let request = Received {
-        method,
-        target,
-        head,
-        body,
-    };
-    let canned = handler(&request);
-    log.lock().expect("request log").push(request);
-    if socket.write_all(canned.head.as_bytes()).await.is_err()
-        || socket.write_all(&canned.body).await.is_err()
-        || socket.flush().await.is_err()
-    {
-        return;
-    }
-    if canned.hold_open {
-        // Keep the socket until the client goes away.
-        let mut sink = [0u8; 1024];
-        while let Ok(n) = socket.read(&mut sink).await {
-            if n == 0 {
-                break;
-            }
-        }
-    }
+/// The URL of a fake server's event stream.
+fn sse_url(server: &Server) -> String {
+    server.url("/sse")
 }
 
 fn ping(id: u32) -> String {
@@ -387,7 +256,7 @@ fn is_ping(message: &rmcp::service::RxJsonRpcMessage<rmcp::RoleClient>, id: u32)
 
 #[tokio::test]
 async fn nothing_listening_is_a_request_error() {
-    let url = format!("http://127.0.0.1:{}/sse", free_port());
+    let url = format!("http://127.0.0.1:{}/sse", unused_port());
     let err = SseClientTransport::connect(http_client(), config(url, Duration::from_secs(5)))
         .await
         .expect_err("nothing listens there");
@@ -419,11 +288,11 @@ async fn invalid_urls_are_refused() {
 
 #[tokio::test]
 async fn a_silent_stream_times_out_waiting_for_the_endpoint() {
-    let server = FakeServer::start(|_| Canned::sse(": hello\n\n", true)).await;
+    let server = Server::start(|_| Reply::event_stream(": hello\n\n", true));
     let started = Instant::now();
     let err = SseClientTransport::connect(
         http_client(),
-        config(server.url(), Duration::from_millis(500)),
+        config(sse_url(&server), Duration::from_millis(500)),
     )
     .await
     .expect_err("no endpoint event is ever sent");
@@ -436,7 +305,7 @@ async fn a_silent_stream_times_out_waiting_for_the_endpoint() {
         err.to_string(),
         format!(
             "no `endpoint` event from http://127.0.0.1:{}/sse within 0.5s",
-            server.port
+            server.addr().port()
         )
     );
 }
@@ -449,38 +318,37 @@ async fn an_endpoint_on_another_origin_is_refused() {
         "https://127.0.0.1/message",
     ] {
         let body = format!("event: endpoint\ndata: {endpoint}\n\n");
-        let server = FakeServer::start(move |_| Canned::sse(body.clone(), true)).await;
+        let server = Server::start(move |_| Reply::event_stream(body.clone(), true));
         let err = SseClientTransport::connect(
             http_client(),
-            config(server.url(), Duration::from_secs(5)),
+            config(sse_url(&server), Duration::from_secs(5)),
         )
         .await
         .expect_err(endpoint);
         let SseTransportError::CrossOriginEndpoint { expected, .. } = &err else {
             panic!("{endpoint}: {err:?}");
         };
-        assert_eq!(expected, &format!("http://127.0.0.1:{}", server.port));
+        assert_eq!(
+            expected,
+            &format!("http://127.0.0.1:{}", server.addr().port())
+        );
         assert!(err.to_string().contains("refused `endpoint`"), "{err}");
         // Nothing was ever posted.
-        assert!(server.received().iter().all(|r| r.method == "GET"));
+        assert!(server.requests().iter().all(|r| r.method == "GET"));
     }
 }
 
 #[tokio::test]
 async fn http_errors_on_the_stream_carry_status_and_body() {
-    let server = FakeServer::start(|_| {
-        Canned::status(
-            401,
-            "Unauthorized",
-            "application/json",
-            "{\"error\":  \"missing\n token\"}",
-        )
-    })
-    .await;
-    let err =
-        SseClientTransport::connect(http_client(), config(server.url(), Duration::from_secs(5)))
-            .await
-            .expect_err("401");
+    let server = Server::start(|_| {
+        Reply::status(401, "application/json", "{\"error\":  \"missing\n token\"}")
+    });
+    let err = SseClientTransport::connect(
+        http_client(),
+        config(sse_url(&server), Duration::from_secs(5)),
+    )
+    .await
+    .expect_err("401");
     assert!(
         matches!(
             err,
@@ -495,15 +363,17 @@ async fn http_errors_on_the_stream_carry_status_and_body() {
         err.to_string(),
         format!(
             "GET http://127.0.0.1:{}/sse answered 401 Unauthorized: {{\"error\": \"missing token\"}}",
-            server.port
+            server.addr().port()
         )
     );
 
-    let server = FakeServer::start(|_| Canned::status(200, "OK", "application/json", "{}")).await;
-    let err =
-        SseClientTransport::connect(http_client(), config(server.url(), Duration::from_secs(5)))
-            .await
-            .expect_err("not an event stream");
+    let server = Server::start(|_| Reply::status(200, "application/json", "{}"));
+    let err = SseClientTransport::connect(
+        http_client(),
+        config(sse_url(&server), Duration::from_secs(5)),
+    )
+    .await
+    .expect_err("not an event stream");
     assert!(
         matches!(err, SseTransportError::NotEventStream { .. }),
         "{err:?}"
@@ -512,11 +382,13 @@ async fn http_errors_on_the_stream_carry_status_and_body() {
 
 #[tokio::test]
 async fn a_stream_closed_before_the_endpoint_fails_the_connect() {
-    let server = FakeServer::start(|_| Canned::sse(format!("data: {}\n\n", ping(1)), false)).await;
-    let err =
-        SseClientTransport::connect(http_client(), config(server.url(), Duration::from_secs(5)))
-            .await
-            .expect_err("the stream ends first");
+    let server = Server::start(|_| Reply::event_stream(format!("data: {}\n\n", ping(1)), false));
+    let err = SseClientTransport::connect(
+        http_client(),
+        config(sse_url(&server), Duration::from_secs(5)),
+    )
+    .await
+    .expect_err("the stream ends first");
     assert!(
         matches!(err, SseTransportError::ClosedBeforeEndpoint { .. }),
         "{err:?}"
@@ -541,14 +413,13 @@ async fn messages_flow_bad_json_is_skipped_and_the_end_of_stream_closes() {
         ping(3),
         ping(4),
     );
-    let server = FakeServer::start(move |request| {
+    let server = Server::start(move |request| {
         if request.method == "GET" {
-            Canned::sse(body.clone(), false)
+            Reply::event_stream(body.clone(), false)
         } else {
-            Canned::status(202, "Accepted", "text/plain", "Accepted")
+            Reply::status(202, "text/plain", "Accepted")
         }
-    })
-    .await;
+    });
 
     let mut headers = HeaderMap::new();
     headers.insert(
@@ -558,7 +429,7 @@ async fn messages_flow_bad_json_is_skipped_and_the_end_of_stream_closes() {
     let mut transport = SseClientTransport::connect(
         http_client(),
         SseClientConfig {
-            url: format!("{}?token=hidden", server.url()),
+            url: format!("{}?token=hidden", sse_url(&server)),
             headers,
             connect_timeout: Duration::from_secs(5),
         },
@@ -567,7 +438,10 @@ async fn messages_flow_bad_json_is_skipped_and_the_end_of_stream_closes() {
     .expect("connect");
     assert_eq!(
         transport.endpoint().as_str(),
-        format!("http://127.0.0.1:{}/message?sessionId=abc", server.port)
+        format!(
+            "http://127.0.0.1:{}/message?sessionId=abc",
+            server.addr().port()
+        )
     );
 
     let mut got = VecDeque::new();
@@ -591,35 +465,31 @@ async fn messages_flow_bad_json_is_skipped_and_the_end_of_stream_closes() {
         .expect_err("send after the stream ended");
     assert!(matches!(err, SseTransportError::Closed), "{err:?}");
 
-    let get = &server.received()[0];
+    let get = &server.requests()[0];
     assert_eq!(get.target, "/sse?token=hidden");
-    assert!(
-        get.head.contains("accept: text/event-stream\r\n"),
-        "{}",
-        get.head
+    assert_eq!(
+        get.header("accept"),
+        Some("text/event-stream"),
+        "{:?}",
+        get.headers
     );
-    assert!(
-        get.head.contains("authorization: bearer s3cret\r\n"),
-        "{}",
-        get.head
+    assert_eq!(
+        get.header("authorization"),
+        Some("Bearer s3cret"),
+        "{:?}",
+        get.headers
     );
 }
 
 #[tokio::test]
 async fn posts_carry_json_and_headers_and_report_http_errors() {
-    let server = FakeServer::start(|request| match request.method.as_str() {
-        "GET" => Canned::sse("event: endpoint\ndata: /message?sessionId=xyz\n\n", true),
+    let server = Server::start(|request| match request.method.as_str() {
+        "GET" => Reply::event_stream("event: endpoint\ndata: /message?sessionId=xyz\n\n", true),
         _ if String::from_utf8_lossy(&request.body).contains("\"id\":7") => {
-            Canned::status(202, "Accepted", "text/plain", "Accepted")
+            Reply::status(202, "text/plain", "Accepted")
         }
-        _ => Canned::status(
-            500,
-            "Internal Server Error",
-            "text/plain",
-            "boom: no such session",
-        ),
-    })
-    .await;
+        _ => Reply::status(500, "text/plain", "boom: no such session"),
+    });
     let mut headers = HeaderMap::new();
     headers.insert(
         header::AUTHORIZATION,
@@ -628,7 +498,7 @@ async fn posts_carry_json_and_headers_and_report_http_errors() {
     let mut transport = SseClientTransport::connect(
         http_client(),
         SseClientConfig {
-            url: server.url(),
+            url: sse_url(&server),
             headers,
             connect_timeout: Duration::from_secs(5),
         },
@@ -662,27 +532,29 @@ async fn posts_carry_json_and_headers_and_report_http_errors() {
         err.to_string(),
         format!(
             "POST http://127.0.0.1:{}/message answered 500 Internal Server Error: boom: no such session",
-            server.port
+            server.addr().port()
         )
     );
 
-    let posts: Vec<Received> = server
-        .received()
+    let posts: Vec<Request> = server
+        .requests()
         .into_iter()
         .filter(|r| r.method == "POST")
         .collect();
     assert_eq!(posts.len(), 2);
     let post = &posts[0];
-    assert_eq!(post.target, "/message?sessionid=xyz"); // the head is lowercased
-    assert!(
-        post.head.contains("content-type: application/json\r\n"),
-        "{}",
-        post.head
+    assert_eq!(post.target, "/message?sessionId=xyz");
+    assert_eq!(
+        post.header("content-type"),
+        Some("application/json"),
+        "{:?}",
+        post.headers
     );
-    assert!(
-        post.head.contains("authorization: bearer s3cret\r\n"),
-        "{}",
-        post.head
+    assert_eq!(
+        post.header("authorization"),
+        Some("Bearer s3cret"),
+        "{:?}",
+        post.headers
     );
     let body: serde_json::Value = serde_json::from_slice(&post.body).expect("a JSON body");
     assert_eq!(body["jsonrpc"], "2.0");
@@ -708,11 +580,13 @@ async fn an_oversized_event_ends_the_stream() {
     body.resize(body.len() + MAX_EVENT_BYTES + 1, b'x');
     body.extend_from_slice(format!("\n\ndata: {}\n\n", ping(2)).as_bytes());
     let body = Arc::new(body);
-    let server = FakeServer::start(move |_| Canned::sse(body.as_slice(), true)).await;
-    let mut transport =
-        SseClientTransport::connect(http_client(), config(server.url(), Duration::from_secs(5)))
-            .await
-            .expect("connect");
+    let server = Server::start(move |_| Reply::event_stream(body.as_slice(), true));
+    let mut transport = SseClientTransport::connect(
+        http_client(),
+        config(sse_url(&server), Duration::from_secs(5)),
+    )
+    .await
+    .expect("connect");
     let first = transport
         .receive()
         .await
@@ -731,11 +605,13 @@ async fn an_oversized_event_before_the_endpoint_fails_the_connect() {
     let mut body = b"event: endpoint\ndata: ".to_vec();
     body.resize(body.len() + MAX_EVENT_BYTES + 1, b'x');
     let body = Arc::new(body);
-    let server = FakeServer::start(move |_| Canned::sse(body.as_slice(), true)).await;
-    let err =
-        SseClientTransport::connect(http_client(), config(server.url(), Duration::from_secs(20)))
-            .await
-            .expect_err("too large");
+    let server = Server::start(move |_| Reply::event_stream(body.as_slice(), true));
+    let err = SseClientTransport::connect(
+        http_client(),
+        config(sse_url(&server), Duration::from_secs(20)),
+    )
+    .await
+    .expect_err("too large");
     assert!(
         matches!(
             err,

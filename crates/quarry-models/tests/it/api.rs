@@ -1,11 +1,8 @@
 //! Remote embedders, rerankers and query expanders against a loopback HTTP server with canned
 //! responses.
 
-use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::thread::JoinHandle;
+use std::collections::VecDeque;
+use std::sync::{Mutex, MutexGuard};
 
 use quarry_models::{
     ApiKey, ApiReranker, ApiRerankerOptions, ChatOptions, Embedder, HubProgress, ModelCacheOptions,
@@ -13,6 +10,7 @@ use quarry_models::{
     OpenAiChatExpander, OpenAiEmbedder, OpenAiOptions, Prefixes, QueryExpander, RerankApiFlavor,
     Reranker, open_embedder, open_expander, open_reranker,
 };
+use quarry_test_http::{Reply, Server};
 use serde_json::{Value, json};
 
 const KEY_VAR: &str = "QUARRY_MODELS_TEST_API_KEY";
@@ -30,101 +28,14 @@ fn key() -> ApiKey {
     ApiKey::new(KEY_VAR, Some(KEY.into()))
 }
 
-#[derive(Debug, Clone)]
-struct Recorded {
-    method: String,
-    path: String,
-    headers: HashMap<String, String>,
-    body: Value,
-}
-
-struct Server {
-    base: String,
-    requests: Arc<Mutex<Vec<Recorded>>>,
-    handle: Option<JoinHandle<()>>,
-}
-
-impl Server {
-    /// Serves `responses` (status, body) in order, one per connection, then stops.
-    fn start(responses: Vec<(u16, String)>) -> Server {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let base = format!("http://{}", listener.local_addr().unwrap());
-        let requests = Arc::new(Mutex::new(Vec::new()));
-        let rec = requests.clone();
-        let handle = std::thread::spawn(move || {
-            for (status, body) in responses {
-                let Ok((stream, _)) = listener.accept() else {
-                    return;
-                };
-                let mut reader = BufReader::new(stream.try_clone().unwrap());
-                let mut line = String::new();
-                reader.read_line(&mut line).unwrap();
-                let mut parts = line.split_whitespace();
-                let method = parts.next().unwrap_or("").to_string();
-                let path = parts.next().unwrap_or("").to_string();
-                let mut headers = HashMap::new();
-                loop {
-                    let mut h = String::new();
-                    reader.read_line(&mut h).unwrap();
-                    let h = h.trim_end();
-                    if h.is_empty() {
-                        break;
-                    }
-                    if let Some((k, v)) = h.split_once(':') {
-                        headers.insert(k.trim().to_ascii_lowercase(), v.trim().to_string());
-                    }
-                }
-                let mut raw = Vec::new();
-                if let Some(len) = headers.get("content-length") {
-                    raw.resize(len.parse().unwrap(), 0);
-                    reader.read_exact(&mut raw).unwrap();
-                } else if headers
-                    .get("transfer-encoding")
-                    .is_some_and(|t| t.contains("chunked"))
-                {
-                    loop {
-                        let mut size = String::new();
-                        reader.read_line(&mut size).unwrap();
-                        let n = usize::from_str_radix(size.trim(), 16).unwrap();
-                        let mut chunk = vec![0; n + 2];
-                        reader.read_exact(&mut chunk).unwrap();
-                        if n == 0 {
-                            break;
-                        }
-                        raw.extend_from_slice(&chunk[..n]);
-                    }
-                }
-                let parsed = serde_json::from_slice(&raw).unwrap_or(Value::Null);
-                rec.lock().unwrap().push(Recorded {
-                    method,
-                    path,
-                    headers,
-                    body: parsed,
-                });
-                let reason = if status == 200 { "OK" } else { "Error" };
-                let mut stream = stream;
-                let _ = write!(
-                    stream,
-                    "HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\n\
-                     Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                    body.len()
-                );
-                let _ = stream.flush();
-            }
-        });
-        Server {
-            base,
-            requests,
-            handle: Some(handle),
-        }
-    }
-
-    fn requests(&mut self) -> Vec<Recorded> {
-        if let Some(h) = self.handle.take() {
-            h.join().unwrap();
-        }
-        self.requests.lock().unwrap().clone()
-    }
+/// Answers with `responses` (status, JSON body) in order, one per request; a request beyond
+/// them gets a 500 saying so.
+fn canned(responses: Vec<(u16, String)>) -> Server {
+    let queue = Mutex::new(VecDeque::from(responses));
+    Server::start(move |_| match queue.lock().unwrap().pop_front() {
+        Some((status, body)) => Reply::status(status, "application/json", body),
+        None => Reply::status(500, "text/plain", "no canned response left"),
+    })
 }
 
 fn openai_response(vectors: &[Vec<f32>], reversed: bool) -> String {
@@ -154,7 +65,7 @@ fn assert_no_key(e: &ModelError) {
 #[test]
 fn openai_embeddings_request_and_response() {
     let _g = setup();
-    let mut server = Server::start(vec![
+    let server = canned(vec![
         (
             200,
             openai_response(&[vec![1.0, 0.0, 0.0], vec![0.0, 1.0, 0.5]], true),
@@ -162,7 +73,7 @@ fn openai_embeddings_request_and_response() {
         (200, openai_response(&[vec![0.5, 0.5, 0.5]], false)),
         (200, openai_response(&[vec![0.25, 0.0, 1.0]], false)),
     ]);
-    let mut opts = OpenAiOptions::new(format!("{}/", server.base), "text-embedding-3-small");
+    let mut opts = OpenAiOptions::new(format!("{}/", server.base()), "text-embedding-3-small");
     opts.api_key = Some(key());
     opts.batch_size = 2;
     opts.prefixes = Prefixes::new("q: ", "p: ");
@@ -197,30 +108,37 @@ fn openai_embeddings_request_and_response() {
     );
     for r in &reqs {
         assert_eq!(r.method, "POST");
-        assert_eq!(r.path, "/v1/embeddings");
-        assert_eq!(r.headers["authorization"], format!("Bearer {KEY}"));
-        assert!(r.headers["content-type"].starts_with("application/json"));
-        assert_eq!(r.body["model"], "text-embedding-3-small");
+        assert_eq!(r.target, "/v1/embeddings");
+        assert_eq!(
+            r.header("authorization"),
+            Some(format!("Bearer {KEY}").as_str())
+        );
+        assert!(
+            r.header("content-type")
+                .unwrap()
+                .starts_with("application/json")
+        );
+        assert_eq!(r.json()["model"], "text-embedding-3-small");
     }
-    assert_eq!(reqs[0].body["input"], json!(["p: alpha", "p: beta"]));
-    assert_eq!(reqs[1].body["input"], json!(["p: gamma"]));
-    assert_eq!(reqs[2].body["input"], json!(["q: delta"]));
+    assert_eq!(reqs[0].json()["input"], json!(["p: alpha", "p: beta"]));
+    assert_eq!(reqs[1].json()["input"], json!(["p: gamma"]));
+    assert_eq!(reqs[2].json()["input"], json!(["q: delta"]));
 }
 
 #[test]
 fn openai_base_url_with_v1_and_dimensions() {
     let _g = setup();
-    let mut server = Server::start(vec![(200, openai_response(&[vec![0.1, 0.2]], false))]);
-    let mut opts = OpenAiOptions::new(format!("{}/proxy/v1", server.base), "m");
+    let server = canned(vec![(200, openai_response(&[vec![0.1, 0.2]], false))]);
+    let mut opts = OpenAiOptions::new(format!("{}/proxy/v1", server.base()), "m");
     opts.dimensions = Some(2);
     let e = OpenAiEmbedder::new(opts).unwrap();
     assert_eq!(e.identity().dimensions, 2);
     e.embed_queries(&["x"]).unwrap();
     let reqs = server.requests();
-    assert_eq!(reqs[0].path, "/proxy/v1/embeddings");
-    assert_eq!(reqs[0].body["dimensions"], 2);
+    assert_eq!(reqs[0].target, "/proxy/v1/embeddings");
+    assert_eq!(reqs[0].json()["dimensions"], 2);
     assert!(
-        !reqs[0].headers.contains_key("authorization"),
+        reqs[0].header("authorization").is_none(),
         "no key configured"
     );
 }
@@ -240,8 +158,8 @@ fn openai_errors_are_clear_and_never_contain_the_key() {
         ((200, r#"{"object": "list"}"#.to_string()), &["no `data` array"]),
     ];
     for (resp, needles) in cases {
-        let server = Server::start(vec![resp]);
-        let mut opts = OpenAiOptions::new(server.base.clone(), "m");
+        let server = canned(vec![resp]);
+        let mut opts = OpenAiOptions::new(server.base().clone(), "m");
         opts.api_key = Some(key());
         let e = OpenAiEmbedder::new(opts).unwrap();
         let err = e.embed_passages(&["a", "b"]).unwrap_err();
@@ -264,10 +182,7 @@ fn missing_key_and_unreachable_server() {
     assert!(err.to_string().contains("QUARRY_MODELS_TEST_UNSET_VAR"));
 
     // A port nobody listens on.
-    let port = {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
+    let port = quarry_test_http::unused_port();
     let mut opts = OpenAiOptions::new(format!("http://127.0.0.1:{port}"), "m");
     opts.api_key = Some(key());
     let err = OpenAiEmbedder::new(opts)
@@ -282,13 +197,13 @@ fn missing_key_and_unreachable_server() {
 #[test]
 fn ollama_embed() {
     let _g = setup();
-    let mut server = Server::start(vec![
+    let server = canned(vec![
         (200, json!({"model": "nomic-embed-text", "embeddings": [[0.1, 0.2, 0.3, 0.4], [0.5, 0.6, 0.7, 0.8]]}).to_string()),
         (200, json!({"model": "nomic-embed-text", "embeddings": [[0.1, 0.2]]}).to_string()),
         (500, json!({"error": "model \"nomic\" not found"}).to_string()),
     ]);
     let mut opts = OllamaOptions::new("nomic-embed-text");
-    opts.base_url = server.base.clone();
+    opts.base_url = server.base().clone();
     opts.prefixes = Prefixes::new("search_query: ", "search_document: ");
     let e = OllamaEmbedder::new(opts).unwrap();
     let v = e.embed_passages(&["one", "two"]).unwrap();
@@ -308,19 +223,19 @@ fn ollama_embed() {
         "{err}"
     );
     let reqs = server.requests();
-    assert_eq!(reqs[0].path, "/api/embed");
+    assert_eq!(reqs[0].target, "/api/embed");
     assert_eq!(reqs[0].method, "POST");
     assert_eq!(
-        reqs[0].body,
+        reqs[0].json(),
         json!({"model": "nomic-embed-text", "input": ["search_document: one", "search_document: two"]})
     );
-    assert_eq!(reqs[1].body["input"], json!(["search_query: three"]));
+    assert_eq!(reqs[1].json()["input"], json!(["search_query: three"]));
 }
 
 #[test]
 fn jina_cohere_rerank() {
     let _g = setup();
-    let mut server = Server::start(vec![(
+    let server = canned(vec![(
         200,
         json!({"model": "jina-reranker-v2", "results": [
             {"index": 2, "relevance_score": 0.9, "document": {"text": "c"}},
@@ -329,17 +244,20 @@ fn jina_cohere_rerank() {
         .to_string(),
     )]);
     let mut opts =
-        ApiRerankerOptions::new(format!("{}/v1/rerank", server.base), "jina-reranker-v2");
+        ApiRerankerOptions::new(format!("{}/v1/rerank", server.base()), "jina-reranker-v2");
     opts.api_key = Some(key());
     let r = ApiReranker::new(opts).unwrap();
     let s = r.score("what is c?", &["a", "b", "c"]).unwrap();
     assert_eq!(s, vec![0.25, 0.0, 0.9], "omitted passages score 0");
     assert_eq!(r.identity().name, "jina-reranker-v2");
     let reqs = server.requests();
-    assert_eq!(reqs[0].path, "/v1/rerank");
-    assert_eq!(reqs[0].headers["authorization"], format!("Bearer {KEY}"));
+    assert_eq!(reqs[0].target, "/v1/rerank");
     assert_eq!(
-        reqs[0].body,
+        reqs[0].header("authorization"),
+        Some(format!("Bearer {KEY}").as_str())
+    );
+    assert_eq!(
+        reqs[0].json(),
         json!({"model": "jina-reranker-v2", "query": "what is c?", "documents": ["a", "b", "c"], "top_n": 3})
     );
 }
@@ -352,10 +270,10 @@ fn dashscope_rerank() {
         {"index": 0, "relevance_score": 0.1},
     ]}, "usage": {"total_tokens": 7}, "request_id": "x"})
     .to_string();
-    let mut server = Server::start(vec![(200, body.clone()), (200, body)]);
+    let server = canned(vec![(200, body.clone()), (200, body)]);
     let url = format!(
         "{}/api/v1/services/rerank/text-rerank/text-rerank",
-        server.base
+        server.base()
     );
     let mut opts = ApiRerankerOptions::new(url.clone(), "gte-rerank-v2");
     opts.flavor = RerankApiFlavor::DashScope;
@@ -368,11 +286,11 @@ fn dashscope_rerank() {
     assert_eq!(r.score("q", &["a", "b"]).unwrap(), vec![0.1, 0.7]);
     let reqs = server.requests();
     assert_eq!(
-        reqs[0].body,
+        reqs[0].json(),
         json!({"model": "gte-rerank-v2", "input": {"query": "q", "documents": ["a", "b"]},
                "parameters": {"top_n": 2, "return_documents": false}})
     );
-    assert_eq!(reqs[1].body["query"], "q");
+    assert_eq!(reqs[1].json()["query"], "q");
 }
 
 #[test]
@@ -395,8 +313,8 @@ fn rerank_errors() {
         ),
     ];
     for (resp, needle) in cases {
-        let server = Server::start(vec![resp]);
-        let mut opts = ApiRerankerOptions::new(format!("{}/rerank", server.base), "m");
+        let server = canned(vec![resp]);
+        let mut opts = ApiRerankerOptions::new(format!("{}/rerank", server.base()), "m");
         opts.api_key = Some(key());
         let err = ApiReranker::new(opts)
             .unwrap()
@@ -414,14 +332,14 @@ fn rerank_errors() {
 #[test]
 fn rerank_logits_mode_and_batches() {
     let _g = setup();
-    let mut server = Server::start(vec![
+    let server = canned(vec![
         (
             200,
             json!([{"index": 0, "score": 0.0}, {"index": 1, "score": 2.0}]).to_string(),
         ),
         (200, json!([{"index": 0, "score": -2.0}]).to_string()),
     ]);
-    let mut opts = ApiRerankerOptions::new(format!("{}/rerank", server.base), "bge-reranker");
+    let mut opts = ApiRerankerOptions::new(format!("{}/rerank", server.base()), "bge-reranker");
     opts.scores_are_logits = true;
     opts.batch_size = 2;
     let r = ApiReranker::new(opts).unwrap();
@@ -431,8 +349,8 @@ fn rerank_logits_mode_and_batches() {
     assert!((s[2] - 0.119203).abs() < 1e-5);
     let reqs = server.requests();
     assert_eq!(reqs.len(), 2);
-    assert_eq!(reqs[1].body["documents"], json!(["c"]));
-    assert_eq!(reqs[1].body["top_n"], 1);
+    assert_eq!(reqs[1].json()["documents"], json!(["c"]));
+    assert_eq!(reqs[1].json()["top_n"], 1);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -452,11 +370,11 @@ fn chat_expansion_parses_variants() {
     let _g = setup();
     let reply = "1. untar a file\n2) Extract TAR archive\n- how to  extract TAR\n\
                  * \"tar xvf\"\n• untar a file\n\n   \n";
-    let mut server = Server::start(vec![
+    let server = canned(vec![
         (200, chat_response(reply)),
         (200, chat_response("a\nb\nc\nd\ne\nf")),
     ]);
-    let mut opts = ChatOptions::new(format!("{}/v1/", server.base), "gpt-4o-mini");
+    let mut opts = ChatOptions::new(format!("{}/v1/", server.base()), "gpt-4o-mini");
     opts.api_key = Some(key());
     let x = OpenAiChatExpander::new(opts).unwrap();
     assert!(!format!("{x:?}").contains(KEY), "Debug leaks the key");
@@ -485,11 +403,15 @@ fn chat_expansion_parses_variants() {
     assert_eq!(reqs.len(), 2);
     let r = &reqs[0];
     assert_eq!(r.method, "POST");
-    assert_eq!(r.path, "/v1/chat/completions");
-    assert_eq!(r.headers["authorization"], format!("Bearer {KEY}"));
-    assert_eq!(r.body["model"], "gpt-4o-mini");
-    assert_eq!(r.body["temperature"], 0);
-    let messages = r.body["messages"].as_array().unwrap();
+    assert_eq!(r.target, "/v1/chat/completions");
+    assert_eq!(
+        r.header("authorization"),
+        Some(format!("Bearer {KEY}").as_str())
+    );
+    let body = r.json();
+    assert_eq!(body["model"], "gpt-4o-mini");
+    assert_eq!(body["temperature"], 0);
+    let messages = body["messages"].as_array().unwrap();
     assert_eq!(messages.len(), 2);
     assert_eq!(messages[0]["role"], "system");
     let system = messages[0]["content"].as_str().unwrap();
@@ -503,7 +425,7 @@ fn chat_expansion_parses_variants() {
 #[test]
 fn chat_expansion_urls_and_caps() {
     let _g = setup();
-    let mut server = Server::start(vec![
+    let server = canned(vec![
         (200, chat_response("x\ny\nz")),
         (200, chat_response("x\ny\nz")),
         (
@@ -513,19 +435,19 @@ fn chat_expansion_urls_and_caps() {
             .to_string(),
         ),
     ]);
-    let mut opts = ChatOptions::new(server.base.clone(), "llama3");
+    let mut opts = ChatOptions::new(server.base().clone(), "llama3");
     opts.max_variants = 2;
     let x = OpenAiChatExpander::new(opts).unwrap();
-    assert_eq!(x.url(), format!("{}/v1/chat/completions", server.base));
+    assert_eq!(x.url(), format!("{}/v1/chat/completions", server.base()));
     assert_eq!(x.expand("q").unwrap(), vec!["x", "y"]);
     let x = OpenAiChatExpander::new(ChatOptions::new(
-        format!("{}/proxy/v1", server.base),
+        format!("{}/proxy/v1", server.base()),
         "llama3",
     ))
     .unwrap();
     assert_eq!(x.expand("q").unwrap(), vec!["x", "y", "z"]);
     assert_eq!(x.expand("q").unwrap(), vec!["part one", "part two"]);
-    let mut opts = ChatOptions::new(server.base.clone(), "llama3");
+    let mut opts = ChatOptions::new(server.base().clone(), "llama3");
     opts.max_variants = 0;
     assert!(
         OpenAiChatExpander::new(opts)
@@ -535,9 +457,9 @@ fn chat_expansion_urls_and_caps() {
             .is_empty()
     );
     let reqs = server.requests();
-    assert_eq!(reqs[0].path, "/v1/chat/completions");
-    assert!(!reqs[0].headers.contains_key("authorization"));
-    assert_eq!(reqs[1].path, "/proxy/v1/chat/completions");
+    assert_eq!(reqs[0].target, "/v1/chat/completions");
+    assert!(reqs[0].header("authorization").is_none());
+    assert_eq!(reqs[1].target, "/proxy/v1/chat/completions");
     assert_eq!(reqs.len(), 3, "max_variants 0 sends nothing");
 }
 
@@ -570,8 +492,8 @@ fn chat_expansion_errors_are_clear_and_never_contain_the_key() {
         ),
     ];
     for (resp, needles) in cases {
-        let server = Server::start(vec![resp]);
-        let mut opts = ChatOptions::new(server.base.clone(), "m");
+        let server = canned(vec![resp]);
+        let mut opts = ChatOptions::new(server.base().clone(), "m");
         opts.api_key = Some(key());
         let err = OpenAiChatExpander::new(opts)
             .unwrap()
@@ -597,7 +519,7 @@ fn chat_expansion_errors_are_clear_and_never_contain_the_key() {
 #[test]
 fn specs_open_remote_models() {
     let _g = setup();
-    let mut server = Server::start(vec![
+    let server = canned(vec![
         (200, chat_response("alpha\nbeta")),
         (200, openai_response(&[vec![0.5, 0.5]], false)),
         (200, chat_response("gamma")),
@@ -607,9 +529,9 @@ fn specs_open_remote_models() {
         ),
     ]);
     let env = ModelEnv {
-        openai_base_url: format!("{}/v1", server.base),
+        openai_base_url: format!("{}/v1", server.base()),
         openai_key: key(),
-        ollama_host: server.base.clone(),
+        ollama_host: server.base().clone(),
         rerank_url: None,
         rerank_key: ApiKey::new("QUARRY_MODELS_TEST_UNSET_VAR", None),
         hub: ModelCacheOptions::from_vars(&|k| std::env::var(k).ok()),
@@ -632,34 +554,46 @@ fn specs_open_remote_models() {
     .unwrap();
     assert_eq!(e.embed_passages(&["p"]).unwrap().len(), 1);
     let reqs = server.requests();
-    assert_eq!(reqs[0].path, "/v1/chat/completions");
-    assert_eq!(reqs[0].headers["authorization"], format!("Bearer {KEY}"));
-    assert_eq!(reqs[1].path, "/v1/embeddings");
-    assert_eq!(reqs[1].headers["authorization"], format!("Bearer {KEY}"));
-    assert_eq!(reqs[2].path, "/v1/chat/completions");
-    assert!(!reqs[2].headers.contains_key("authorization"));
-    assert_eq!(reqs[2].body["model"], "qwen3");
-    assert_eq!(reqs[3].path, "/api/embed");
+    assert_eq!(reqs[0].target, "/v1/chat/completions");
+    assert_eq!(
+        reqs[0].header("authorization"),
+        Some(format!("Bearer {KEY}").as_str())
+    );
+    assert_eq!(reqs[1].target, "/v1/embeddings");
+    assert_eq!(
+        reqs[1].header("authorization"),
+        Some(format!("Bearer {KEY}").as_str())
+    );
+    assert_eq!(reqs[2].target, "/v1/chat/completions");
+    assert!(reqs[2].header("authorization").is_none());
+    assert_eq!(reqs[2].json()["model"], "qwen3");
+    assert_eq!(reqs[3].target, "/api/embed");
 
     // A rerank API spec goes to QUARRY_RERANK_URL; without it the error names the variable.
     let spec = ModelSpec::parse("jina:jina-reranker-v2-base-multilingual").unwrap();
     let err = err_of(open_reranker(&spec, &env, &no_progress));
     assert!(err.to_string().contains("QUARRY_RERANK_URL"), "{err}");
-    let mut server = Server::start(vec![(
+    let server = canned(vec![(
         200,
         json!({"results": [{"index": 0, "relevance_score": 0.75}]}).to_string(),
     )]);
     let env = ModelEnv {
-        rerank_url: Some(format!("{}/v1/rerank", server.base)),
+        rerank_url: Some(format!("{}/v1/rerank", server.base())),
         rerank_key: key(),
         ..env
     };
     let r = open_reranker(&spec, &env, &no_progress).unwrap();
     assert_eq!(r.score("q", &["a"]).unwrap(), vec![0.75]);
     let reqs = server.requests();
-    assert_eq!(reqs[0].path, "/v1/rerank");
-    assert_eq!(reqs[0].headers["authorization"], format!("Bearer {KEY}"));
-    assert_eq!(reqs[0].body["model"], "jina-reranker-v2-base-multilingual");
+    assert_eq!(reqs[0].target, "/v1/rerank");
+    assert_eq!(
+        reqs[0].header("authorization"),
+        Some(format!("Bearer {KEY}").as_str())
+    );
+    assert_eq!(
+        reqs[0].json()["model"],
+        "jina-reranker-v2-base-multilingual"
+    );
 
     // The hosted OpenAI API without its key variable: a named error, not an HTTP 401.
     let env = ModelEnv {

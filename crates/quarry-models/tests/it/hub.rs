@@ -2,12 +2,8 @@
 //! mode, interrupted downloads and every error the Hub can give.
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Write};
-use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 
 use crate::common::{TinyKind, scratch_dir, write_tiny_model};
 use quarry_models::{
@@ -15,66 +11,42 @@ use quarry_models::{
     ModelEnv, ModelError, ModelSpec, Reranker, RerankerOptions, fetch_model, open_embedder,
     open_reranker,
 };
+use quarry_test_http::{Reply, Request, Server};
 
 const TOKEN_VAR: &str = "QUARRY_MODELS_TEST_HF_TOKEN";
 const TOKEN: &str = "hf_test_SUPERSECRET_0123456789";
 
-/// What the server answers for one path.
-#[derive(Clone)]
-enum Reply {
-    /// 200 with these bytes.
-    File(Vec<u8>),
-    /// This status, extra headers and body.
-    Status(u16, Vec<(&'static str, String)>, String),
-    /// 302 to this URL or path.
-    Redirect(String),
-    /// Announces the full length, sends the first half, closes: a connection lost mid-download.
-    Truncated(Vec<u8>),
-}
-
-#[derive(Debug, Clone)]
-struct Request {
-    path: String,
-    authorization: Option<String>,
-}
-
-/// A tiny static HTTP server: routes are looked up by path; anything else is the Hub's 404 for
-/// a missing file. One request per connection; stops when dropped.
+/// A Hugging Face Hub look-alike: replies are looked up by request target; anything else is the
+/// Hub's 404 for a missing file. Stops when dropped.
 struct HubServer {
-    base: String,
+    server: Server,
     routes: Arc<Mutex<HashMap<String, Reply>>>,
-    requests: Arc<Mutex<Vec<Request>>>,
-    stop: Arc<AtomicBool>,
-    handle: Option<JoinHandle<()>>,
 }
 
 impl HubServer {
     fn start() -> HubServer {
-        Self::start_on(TcpListener::bind("127.0.0.1:0").unwrap())
+        Self::bind("127.0.0.1:0").unwrap()
     }
 
-    fn start_on(listener: TcpListener) -> HubServer {
-        let base = format!("http://{}", listener.local_addr().unwrap());
+    fn bind(addr: &str) -> std::io::Result<HubServer> {
         let routes: Arc<Mutex<HashMap<String, Reply>>> = Arc::default();
-        let requests: Arc<Mutex<Vec<Request>>> = Arc::default();
-        let stop = Arc::new(AtomicBool::new(false));
-        let (r, q, s) = (routes.clone(), requests.clone(), stop.clone());
-        let handle = std::thread::spawn(move || {
-            for stream in listener.incoming() {
-                if s.load(Ordering::SeqCst) {
-                    return;
-                }
-                let Ok(stream) = stream else { continue };
-                serve(stream, &r, &q);
-            }
-        });
-        HubServer {
-            base,
-            routes,
-            requests,
-            stop,
-            handle: Some(handle),
-        }
+        let table = routes.clone();
+        let server = Server::bind(addr, move |request| {
+            table
+                .lock()
+                .unwrap()
+                .get(&request.target)
+                .cloned()
+                .unwrap_or_else(|| {
+                    Reply::status(404, "text/plain", "Entry not found")
+                        .header("X-Error-Code", "EntryNotFound")
+                })
+        })?;
+        Ok(HubServer { server, routes })
+    }
+
+    fn base(&self) -> String {
+        self.server.base()
     }
 
     fn route(&self, path: &str, reply: Reply) {
@@ -84,103 +56,34 @@ impl HubServer {
     /// Serves every file of `dir` (recursively) under `/{repo}/resolve/{revision}/`.
     fn serve_model(&self, repo: &str, revision: &str, dir: &Path) {
         for (rel, bytes) in files_of(dir) {
-            self.route(
-                &format!("/{repo}/resolve/{revision}/{rel}"),
-                Reply::File(bytes),
-            );
+            self.route(&format!("/{repo}/resolve/{revision}/{rel}"), file(bytes));
         }
     }
 
     fn requests(&self) -> Vec<Request> {
-        self.requests.lock().unwrap().clone()
+        self.server.requests()
     }
 
     fn paths(&self) -> Vec<String> {
-        self.requests().into_iter().map(|r| r.path).collect()
+        self.server.targets()
     }
 
     fn clear(&self) {
-        self.requests.lock().unwrap().clear();
+        self.server.clear();
     }
 }
 
-impl Drop for HubServer {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        // Wake the accept loop so it sees the flag.
-        let _ = TcpStream::connect(self.base.trim_start_matches("http://"));
-        if let Some(h) = self.handle.take() {
-            let _ = h.join();
-        }
-    }
+/// 200 with these bytes, as the Hub serves a file.
+fn file(bytes: Vec<u8>) -> Reply {
+    Reply::ok("application/octet-stream", bytes)
 }
 
-fn serve(stream: TcpStream, routes: &Mutex<HashMap<String, Reply>>, log: &Mutex<Vec<Request>>) {
-    let mut reader = BufReader::new(stream.try_clone().unwrap());
-    let mut line = String::new();
-    if reader.read_line(&mut line).is_err() || line.is_empty() {
-        return;
-    }
-    let path = line.split_whitespace().nth(1).unwrap_or("").to_string();
-    let mut authorization = None;
-    loop {
-        let mut h = String::new();
-        if reader.read_line(&mut h).is_err() {
-            return;
-        }
-        let h = h.trim_end();
-        if h.is_empty() {
-            break;
-        }
-        if let Some((k, v)) = h.split_once(':')
-            && k.trim().eq_ignore_ascii_case("authorization")
-        {
-            authorization = Some(v.trim().to_string());
-        }
-    }
-    log.lock().unwrap().push(Request {
-        path: path.clone(),
-        authorization,
-    });
-    let reply = routes.lock().unwrap().get(&path).cloned();
-    let mut stream = stream;
-    let head = |status: u16, extra: &str, len: usize| {
-        format!("HTTP/1.1 {status} X\r\nContent-Length: {len}\r\nConnection: close\r\n{extra}\r\n")
-    };
-    let _ = match reply {
-        Some(Reply::File(bytes)) => stream
-            .write_all(
-                head(
-                    200,
-                    "Content-Type: application/octet-stream\r\n",
-                    bytes.len(),
-                )
-                .as_bytes(),
-            )
-            .and_then(|()| stream.write_all(&bytes)),
-        Some(Reply::Truncated(bytes)) => stream
-            .write_all(head(200, "", bytes.len()).as_bytes())
-            .and_then(|()| stream.write_all(&bytes[..bytes.len() / 2])),
-        Some(Reply::Redirect(to)) => {
-            stream.write_all(head(302, &format!("Location: {to}\r\n"), 0).as_bytes())
-        }
-        Some(Reply::Status(status, headers, body)) => {
-            let extra: String = headers
-                .iter()
-                .map(|(k, v)| format!("{k}: {v}\r\n"))
-                .collect();
-            stream
-                .write_all(head(status, &extra, body.len()).as_bytes())
-                .and_then(|()| stream.write_all(body.as_bytes()))
-        }
-        None => {
-            let body = "Entry not found";
-            stream
-                .write_all(head(404, "X-Error-Code: EntryNotFound\r\n", body.len()).as_bytes())
-                .and_then(|()| stream.write_all(body.as_bytes()))
-        }
-    };
-    let _ = stream.flush();
+/// An error as the Hub gives it: a status, `X-Error-*` headers and a text body.
+fn hub_error(status: u16, headers: &[(&str, &str)], body: impl Into<Vec<u8>>) -> Reply {
+    headers.iter().fold(
+        Reply::status(status, "text/plain", body),
+        |reply, (k, v)| reply.header(k, *v),
+    )
 }
 
 /// (path relative to `dir` with `/` separators, bytes) for every file under `dir`.
@@ -233,7 +136,7 @@ fn tiny_st_model(name: &str) -> PathBuf {
 
 fn hub_opts(server: &HubServer, cache: &Path) -> ModelCacheOptions {
     ModelCacheOptions {
-        endpoint: format!("{}/", server.base),
+        endpoint: format!("{}/", server.base()),
         cache_dir: cache.to_path_buf(),
         token: ApiKey::new(TOKEN_VAR, Some(TOKEN.into())),
         offline: false,
@@ -270,17 +173,14 @@ fn fetch_load_and_reuse_the_cache() {
     // (127.0.0.2 is loopback too on Linux; elsewhere the same host on another port) and from
     // there to another path on the same host.
     let weights = std::fs::read(src.join("model.safetensors")).unwrap();
-    let cdn = match TcpListener::bind("127.0.0.2:0") {
-        Ok(l) => HubServer::start_on(l),
-        Err(_) => HubServer::start(),
-    };
-    let other_host = cdn.base.starts_with("http://127.0.0.2:");
+    let cdn = HubServer::bind("127.0.0.2:0").unwrap_or_else(|_| HubServer::start());
+    let other_host = cdn.base().starts_with("http://127.0.0.2:");
     server.route(
         "/org/tiny-bert/resolve/main/model.safetensors",
-        Reply::Redirect(format!("{}/cdn/signed-1234", cdn.base)),
+        Reply::redirect(&format!("{}/cdn/signed-1234", cdn.base())),
     );
-    cdn.route("/cdn/signed-1234", Reply::Redirect("/cdn/blob-1234".into()));
-    cdn.route("/cdn/blob-1234", Reply::File(weights.clone()));
+    cdn.route("/cdn/signed-1234", Reply::redirect("/cdn/blob-1234"));
+    cdn.route("/cdn/blob-1234", file(weights.clone()));
     let cache = scratch_dir("hub-cache");
     let opts = hub_opts(&server, &cache);
 
@@ -327,19 +227,20 @@ fn fetch_load_and_reuse_the_cache() {
     );
     for r in server.requests() {
         assert_eq!(
-            r.authorization,
-            Some(format!("Bearer {TOKEN}")),
+            r.header("authorization"),
+            Some(format!("Bearer {TOKEN}").as_str()),
             "{}",
-            r.path
+            r.target
         );
     }
     let cdn_requests = cdn.requests();
-    let cdn_paths: Vec<&str> = cdn_requests.iter().map(|r| r.path.as_str()).collect();
+    let cdn_paths: Vec<&str> = cdn_requests.iter().map(|r| r.target.as_str()).collect();
     assert_eq!(cdn_paths, ["/cdn/signed-1234", "/cdn/blob-1234"]);
     if other_host {
         for r in &cdn_requests {
             assert_eq!(
-                r.authorization, None,
+                r.header("authorization"),
+                None,
                 "the token must not go to another host"
             );
         }
@@ -421,7 +322,7 @@ fn offline_or_unreachable_with_an_empty_cache() {
     let msg = err.to_string();
     let first = format!(
         "cannot fetch sentence-transformers/all-MiniLM-L6-v2 from {}",
-        server.base
+        server.base()
     );
     for needle in [
         first.as_str(),
@@ -440,10 +341,7 @@ fn offline_or_unreachable_with_an_empty_cache() {
     );
 
     // Nobody listening: the same advice, with the network error as the cause.
-    let port = {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
+    let port = quarry_test_http::unused_port();
     let opts = ModelCacheOptions {
         endpoint: format!("http://127.0.0.1:{port}"),
         cache_dir: cache.clone(),
@@ -521,10 +419,10 @@ fn missing_files_on_the_hub() {
     server.clear();
     server.route(
         "/org/nope/resolve/main/config.json",
-        Reply::Status(
+        hub_error(
             404,
-            vec![("X-Error-Code", "RepoNotFound".into())],
-            "Repository not found".into(),
+            &[("X-Error-Code", "RepoNotFound")],
+            "Repository not found",
         ),
     );
     let msg = fetch_err("org/nope", "main", &opts).to_string();
@@ -532,10 +430,10 @@ fn missing_files_on_the_hub() {
     assert_eq!(server.paths().len(), 1);
     server.route(
         "/org/no-tok/resolve/v9/config.json",
-        Reply::Status(
+        hub_error(
             404,
-            vec![("X-Error-Code", "RevisionNotFound".into())],
-            "Invalid rev id: v9".into(),
+            &[("X-Error-Code", "RevisionNotFound")],
+            "Invalid rev id: v9",
         ),
     );
     let msg = fetch_err("org/no-tok", "v9", &opts).to_string();
@@ -552,10 +450,10 @@ fn refused_access_mentions_the_token() {
     let cache = scratch_dir("hub-401");
     server.route(
         "/org/private/resolve/main/config.json",
-        Reply::Status(
+        hub_error(
             401,
-            vec![("X-Error-Code", "RepoNotFound".into())],
-            "Invalid username or password.".into(),
+            &[("X-Error-Code", "RepoNotFound")],
+            "Invalid username or password.",
         ),
     );
     // No token configured: say which variable to set.
@@ -573,7 +471,7 @@ fn refused_access_mentions_the_token() {
     // A refused token: scrubbed from the server's answer.
     server.route(
         "/org/private/resolve/main/config.json",
-        Reply::Status(401, vec![], format!("bad token {TOKEN}")),
+        hub_error(401, &[], format!("bad token {TOKEN}")),
     );
     let opts = hub_opts(&server, &cache);
     let msg = fetch_err("org/private", "main", &opts).to_string();
@@ -585,16 +483,13 @@ fn refused_access_mentions_the_token() {
 
     server.route(
         "/org/gated/resolve/main/config.json",
-        Reply::Status(
+        hub_error(
             403,
-            vec![
-                ("X-Error-Code", "GatedRepo".into()),
-                (
-                    "X-Error-Message",
-                    "Access to model org/gated is restricted".into(),
-                ),
+            &[
+                ("X-Error-Code", "GatedRepo"),
+                ("X-Error-Message", "Access to model org/gated is restricted"),
             ],
-            "{}".into(),
+            "{}",
         ),
     );
     let msg = fetch_err("org/gated", "main", &opts).to_string();
@@ -607,7 +502,7 @@ fn refused_access_mentions_the_token() {
 
     server.route(
         "/org/busy/resolve/main/config.json",
-        Reply::Status(503, vec![], "try later".into()),
+        hub_error(503, &[], "try later"),
     );
     let msg = fetch_err("org/busy", "main", &opts).to_string();
     assert!(
@@ -628,7 +523,10 @@ fn interrupted_downloads_are_never_taken_for_complete_files() {
     let wpath = "/org/tiny-bert/resolve/main/model.safetensors";
 
     // The connection drops half-way through the weights.
-    server.route(wpath, Reply::Truncated(weights.clone()));
+    server.route(
+        wpath,
+        Reply::truncated("application/octet-stream", weights.clone()),
+    );
     let err = fetch_err("org/tiny-bert", "main", &opts);
     assert!(matches!(err, ModelError::HubFetch { .. }), "{err:?}");
     let dir = cache.join("org--tiny-bert").join("main");
@@ -650,7 +548,7 @@ fn interrupted_downloads_are_never_taken_for_complete_files() {
         &weights[..weights.len() / 3],
     )
     .unwrap();
-    server.route(wpath, Reply::File(weights.clone()));
+    server.route(wpath, file(weights.clone()));
     server.clear();
     let got = fetch_model("org/tiny-bert", "main", &opts, &no_progress).unwrap();
     assert_eq!(

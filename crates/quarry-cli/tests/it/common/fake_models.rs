@@ -7,11 +7,10 @@
 //! name ends in `-48` returns 48 dimensions instead of 64, so two "models" are two vector
 //! spaces. Every request is recorded; responses can be delayed or made to fail.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use quarry_test_http::{Reply, Server};
 use serde_json::{Value, json};
 
 #[derive(Default)]
@@ -39,23 +38,23 @@ pub(crate) struct FakeState {
 pub(crate) struct FakeModels {
     pub url: String,
     pub state: Arc<Mutex<FakeState>>,
+    /// Serves until the fake is dropped.
+    _server: Server,
 }
 
 impl FakeModels {
     pub(crate) fn start() -> FakeModels {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind fake model server");
-        let url = format!("http://{}", listener.local_addr().expect("addr"));
         let state = Arc::new(Mutex::new(FakeState::default()));
         let shared = state.clone();
-        std::thread::spawn(move || {
-            for stream in listener.incoming().flatten() {
-                let state = shared.clone();
-                std::thread::spawn(move || {
-                    let _ = serve(stream, &state);
-                });
-            }
+        let server = Server::start(move |request| {
+            let (status, body) = answer(&request.target, &request.json(), &shared);
+            Reply::json(status, &body)
         });
-        FakeModels { url, state }
+        FakeModels {
+            url: server.base(),
+            state,
+            _server: server,
+        }
     }
 
     pub(crate) fn state(&self) -> std::sync::MutexGuard<'_, FakeState> {
@@ -111,41 +110,6 @@ pub(crate) fn fake_embedding(model: &str, text: &str) -> Vec<f32> {
     }
     let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
     v.iter().map(|x| x / norm).collect()
-}
-
-fn serve(stream: TcpStream, state: &Mutex<FakeState>) -> std::io::Result<()> {
-    let mut reader = BufReader::new(stream.try_clone()?);
-    let mut request_line = String::new();
-    reader.read_line(&mut request_line)?;
-    let path = request_line
-        .split_whitespace()
-        .nth(1)
-        .unwrap_or("/")
-        .to_owned();
-    let mut length = 0usize;
-    loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line)? == 0 || line == "\r\n" || line == "\n" {
-            break;
-        }
-        if let Some((k, v)) = line.split_once(':')
-            && k.eq_ignore_ascii_case("content-length")
-        {
-            length = v.trim().parse().unwrap_or(0);
-        }
-    }
-    let mut body = vec![0u8; length];
-    reader.read_exact(&mut body)?;
-    let req: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    let (status, resp) = answer(&path, &req, state);
-    let text = resp.to_string();
-    let mut stream = stream;
-    write!(
-        stream,
-        "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{text}",
-        text.len()
-    )?;
-    stream.flush()
 }
 
 fn lock(state: &Mutex<FakeState>) -> std::sync::MutexGuard<'_, FakeState> {
