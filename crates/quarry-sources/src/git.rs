@@ -1,0 +1,350 @@
+//! A Git repository, through the `git` command: a bare, shallow copy of the synced branch is
+//! kept between syncs in the source's work folder, so a re-sync fetches only new objects.
+//! An item's version is its blob id: equal ids are equal bytes, and a file renamed without
+//! an edit keeps its id.
+//!
+//! `git` runs with a cleared environment (only `PATH`, a `HOME` in the work folder, and
+//! settings that stop it from prompting), only the `http`, `https` and (for a path on this
+//! machine) `file` transports, and a credential given through a `credential-store` file
+//! readable by this user only, made for one fetch and removed after: a token is never in
+//! its environment or on its command line.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use crate::{FileMask, Item, Listing, Secret, Source, SourceError};
+
+/// The ref the synced commit is fetched into.
+const HEAD_REF: &str = "refs/quarry/head";
+/// The user name sent with a token when none was given (what GitHub, Gitea and Forgejo take).
+const TOKEN_USER: &str = "x-access-token";
+
+/// Where and what to sync.
+#[derive(Debug, Clone)]
+pub struct GitOptions {
+    /// `https://…`, `http://…`, or an absolute path on this machine.
+    pub url: String,
+    /// The branch; the remote's default branch (its `HEAD`) when `None`.
+    pub branch: Option<String>,
+    /// Only files under this folder of the repository; item paths are relative to it.
+    pub subdir: Option<String>,
+    /// A token or password for a private repository.
+    pub secret: Option<Secret>,
+}
+
+/// A Git source.
+pub struct GitSource {
+    opts: GitOptions,
+    mask: FileMask,
+    work_dir: PathBuf,
+    repo: PathBuf,
+}
+
+impl GitSource {
+    /// A source for `opts`, keeping its copy under `work_dir`.
+    pub fn new(
+        opts: GitOptions,
+        mask: FileMask,
+        work_dir: &Path,
+    ) -> Result<GitSource, SourceError> {
+        std::fs::create_dir_all(work_dir).map_err(|e| SourceError::io(work_dir.display(), e))?;
+        let repo = work_dir.join("repo.git");
+        let source = GitSource {
+            opts,
+            mask,
+            work_dir: work_dir.to_path_buf(),
+            repo,
+        };
+        if !source.repo.join("HEAD").is_file() {
+            let out = source
+                .git(&source.work_dir)
+                .args(["init", "--bare", "--quiet"])
+                .arg(&source.repo)
+                .output()
+                .map_err(spawn_error)?;
+            source.check(&out, "git init")?;
+        }
+        Ok(source)
+    }
+
+    /// `git` in `dir` with a cleared environment and the transports allowed.
+    fn git(&self, dir: &Path) -> Command {
+        let mut cmd = Command::new("git");
+        cmd.env_clear()
+            .current_dir(dir)
+            .env("HOME", &self.work_dir)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_TERMINAL_PROMPT", "0")
+            .env("LC_ALL", "C")
+            .stdin(Stdio::null());
+        if let Some(path) = std::env::var_os("PATH") {
+            cmd.env("PATH", path);
+        }
+        let local = !self.is_remote();
+        cmd.args(["-c", "protocol.allow=never"])
+            .args(["-c", "protocol.http.allow=always"])
+            .args(["-c", "protocol.https.allow=always"])
+            .args([
+                "-c",
+                if local {
+                    "protocol.file.allow=always"
+                } else {
+                    "protocol.file.allow=never"
+                },
+            ])
+            // A stalled transfer fails instead of holding the sync forever.
+            .args([
+                "-c",
+                "http.lowSpeedLimit=1000",
+                "-c",
+                "http.lowSpeedTime=60",
+            ]);
+        cmd
+    }
+
+    fn is_remote(&self) -> bool {
+        self.opts.url.starts_with("http://") || self.opts.url.starts_with("https://")
+    }
+
+    /// Fetches the synced branch into [`HEAD_REF`] and returns its commit id.
+    fn fetch_head(&self) -> Result<String, SourceError> {
+        let refspec = match &self.opts.branch {
+            Some(b) => format!("+refs/heads/{b}:{HEAD_REF}"),
+            None => format!("+HEAD:{HEAD_REF}"),
+        };
+        let credentials = self.credential_file()?;
+        let mut cmd = self.git(&self.repo);
+        cmd.args(["-c", "credential.helper="]);
+        if let Some((_dir, file)) = &credentials {
+            cmd.arg("-c").arg(format!(
+                "credential.helper=store --file={}",
+                shell_quote(file)
+            ));
+        }
+        let out = cmd
+            .args([
+                "fetch",
+                "--quiet",
+                "--no-tags",
+                "--depth=1",
+                "--force",
+                "--",
+            ])
+            .arg(&self.opts.url)
+            .arg(&refspec)
+            .output()
+            .map_err(spawn_error)?;
+        drop(credentials);
+        self.check(&out, "git fetch")?;
+        let out = self
+            .git(&self.repo)
+            .args(["rev-parse", "--verify", "--quiet", HEAD_REF])
+            .output()
+            .map_err(spawn_error)?;
+        self.check(&out, "git rev-parse")?;
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    }
+
+    /// A credential-store file (mode 0600, in a private temporary folder) for one fetch.
+    fn credential_file(&self) -> Result<Option<(tempfile::TempDir, PathBuf)>, SourceError> {
+        let Some(secret) = &self.opts.secret else {
+            return Ok(None);
+        };
+        if !self.is_remote() {
+            return Ok(None);
+        }
+        let mut url = url::Url::parse(&self.opts.url)
+            .map_err(|e| SourceError::Invalid(format!("invalid Git URL: {e}")))?;
+        let user = secret.username().unwrap_or(TOKEN_USER);
+        if url.set_username(user).is_err() || url.set_password(Some(secret.password())).is_err() {
+            return Err(SourceError::Invalid(
+                "the Git URL cannot carry a credential".into(),
+            ));
+        }
+        url.set_path("");
+        url.set_query(None);
+        url.set_fragment(None);
+        let line = url.as_str().trim_end_matches('/').to_owned();
+        let dir = tempfile::Builder::new()
+            .prefix("cred")
+            .tempdir_in(&self.work_dir)
+            .map_err(|e| SourceError::io(self.work_dir.display(), e))?;
+        let file = dir.path().join("store");
+        write_private(&file, format!("{line}\n").as_bytes())
+            .map_err(|e| SourceError::io(file.display(), e))?;
+        Ok(Some((dir, file)))
+    }
+
+    /// Turns a failed `git` run into an error that says why, without the credential.
+    fn check(&self, out: &Output, what: &str) -> Result<(), SourceError> {
+        if out.status.success() {
+            return Ok(());
+        }
+        let mut text = String::from_utf8_lossy(&out.stderr).trim().to_owned();
+        if let Some(secret) = &self.opts.secret {
+            text = text.replace(secret.password(), "***");
+        }
+        let lower = text.to_lowercase();
+        let place = self.place();
+        if lower.contains("authentication failed")
+            || lower.contains("could not read username")
+            || lower.contains("could not read password")
+            || lower.contains("401")
+            || lower.contains("403")
+        {
+            let hint = if self.opts.secret.is_some() {
+                "the repository refused the credential"
+            } else {
+                "the repository needs a credential (--token-env or --password-stdin)"
+            };
+            return Err(SourceError::Unauthorized(format!("{place}: {hint}")));
+        }
+        if lower.contains("couldn't find remote ref") {
+            return Err(SourceError::NotFound(match &self.opts.branch {
+                Some(b) => format!("{place}: there is no branch {b:?}"),
+                None => format!("{place}: the repository has no commits"),
+            }));
+        }
+        if lower.contains("not found")
+            || lower.contains("does not appear to be a git repository")
+            || lower.contains("404")
+        {
+            return Err(SourceError::NotFound(format!(
+                "{place}: no repository there"
+            )));
+        }
+        Err(SourceError::Unavailable(format!(
+            "{place}: {what} failed: {text}"
+        )))
+    }
+
+    fn place(&self) -> String {
+        format!("Git repository {}", self.opts.url)
+    }
+}
+
+impl Source for GitSource {
+    fn list(&mut self) -> Result<Listing, SourceError> {
+        let commit = self.fetch_head()?;
+        let mut tree = HEAD_REF.to_owned();
+        if let Some(sub) = &self.opts.subdir {
+            // A folder that is not there would list nothing — and delete every document.
+            let out = self
+                .git(&self.repo)
+                .args(["cat-file", "-t"])
+                .arg(format!("{HEAD_REF}:{sub}"))
+                .output()
+                .map_err(spawn_error)?;
+            if !out.status.success() || String::from_utf8_lossy(&out.stdout).trim() != "tree" {
+                return Err(SourceError::NotFound(format!(
+                    "{}: there is no folder {sub:?} at commit {}",
+                    self.place(),
+                    &commit[..commit.len().min(12)]
+                )));
+            }
+            tree = format!("{HEAD_REF}:{sub}");
+        }
+        let out = self
+            .git(&self.repo)
+            .args(["ls-tree", "-r", "-l", "-z"])
+            .arg(&tree)
+            .output()
+            .map_err(spawn_error)?;
+        self.check(&out, "git ls-tree")?;
+        let mut listing = Listing {
+            revision: Some(commit),
+            ..Listing::default()
+        };
+        for entry in out.stdout.split(|b| *b == 0).filter(|e| !e.is_empty()) {
+            let Some(tab) = entry.iter().position(|b| *b == b'\t') else {
+                continue;
+            };
+            let meta = String::from_utf8_lossy(&entry[..tab]);
+            let mut fields = meta.split_whitespace();
+            let (mode, kind, oid, size) =
+                (fields.next(), fields.next(), fields.next(), fields.next());
+            let Ok(path) = std::str::from_utf8(&entry[tab + 1..]) else {
+                listing.problems.push((
+                    String::from_utf8_lossy(&entry[tab + 1..]).into_owned(),
+                    "file name is not valid UTF-8".into(),
+                ));
+                continue;
+            };
+            let path = quarry_ingest::nfc(path);
+            if !self.mask.admits(&path) {
+                continue;
+            }
+            match (mode, kind, oid) {
+                (Some("120000"), _, _) => {
+                    listing
+                        .problems
+                        .push((path, "a symbolic link: not synced".into()));
+                }
+                (Some(_), Some("blob"), Some(oid)) => listing.items.push(Item {
+                    version: oid.to_owned(),
+                    size: size.and_then(|s| s.parse().ok()),
+                    path,
+                }),
+                // Submodules (commits) are other repositories.
+                _ => {}
+            }
+        }
+        listing.items.sort_by(|a, b| a.path.cmp(&b.path));
+        Ok(listing)
+    }
+
+    fn fetch(&mut self, item: &Item, max_bytes: u64) -> Result<Vec<u8>, SourceError> {
+        if item.version.is_empty() || !item.version.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(SourceError::Invalid(format!(
+                "{}: not a Git object id: {:?}",
+                item.path, item.version
+            )));
+        }
+        if let Some(size) = item.size.filter(|s| *s > max_bytes) {
+            return Err(SourceError::TooLarge {
+                path: item.path.clone(),
+                size,
+                limit: max_bytes,
+            });
+        }
+        let out = self
+            .git(&self.repo)
+            .args(["cat-file", "blob", &item.version])
+            .output()
+            .map_err(spawn_error)?;
+        self.check(&out, "git cat-file")?;
+        if out.stdout.len() as u64 > max_bytes {
+            return Err(SourceError::TooLarge {
+                path: item.path.clone(),
+                size: out.stdout.len() as u64,
+                limit: max_bytes,
+            });
+        }
+        Ok(out.stdout)
+    }
+}
+
+fn spawn_error(e: std::io::Error) -> SourceError {
+    if e.kind() == std::io::ErrorKind::NotFound {
+        SourceError::Unavailable("the `git` command is not installed (Git sources need it)".into())
+    } else {
+        SourceError::io("git", e)
+    }
+}
+
+/// `'…'` for the shell Git runs a credential helper with.
+fn shell_quote(path: &Path) -> String {
+    format!("'{}'", path.display().to_string().replace('\'', r"'\''"))
+}
+
+fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    options.open(path)?.write_all(bytes)
+}

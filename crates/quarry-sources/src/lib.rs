@@ -1,0 +1,149 @@
+//! Sources that sync themselves (issue 43): where a knowledge base's documents come from
+//! when nobody uploads them by hand.
+//!
+//! A [`Source`] lists what it holds now — an [`Item`] per file, with a *version* the source
+//! gives for free (a Git blob id, a size and modification stamp, an ETag) — and fetches an
+//! item's bytes. What a sync does is decided in two pure steps, apart from any source or
+//! store:
+//!
+//! 1. [`plan`]: the listing against what the last sync remembered ([`Known`]): items whose
+//!    version is new or changed are fetched, the rest are unchanged without reading a byte,
+//!    and remembered paths missing from the listing are gone.
+//! 2. [`resolve`]: the fetched items' content hashes decide the rest — a gone path whose
+//!    content reappears at a new path is a **rename** (the document keeps its id), a path
+//!    whose bytes did not change is only re-versioned (a `touch`), the other new paths are
+//!    added, the other changed paths changed, and what is left gone is deleted.
+//!
+//! The kinds: [`folder`] (a directory on this machine, versions from `stat`) and [`git`] (a
+//! repository over HTTP(S) or on disk, through the `git` command, versions are blob ids).
+//! Where a source is configured is a [`Location`]; its credential is a [`Secret`], which
+//! never prints and never enters a child process's environment or command line.
+
+pub mod folder;
+pub mod git;
+mod location;
+mod mask;
+mod plan;
+
+pub use location::{Location, Secret};
+pub use mask::FileMask;
+pub use plan::{Change, Known, Outcome, Plan, plan, resolve};
+
+/// One file a source holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Item {
+    /// Path inside the source, `/`-separated, without a leading `/`.
+    pub path: String,
+    /// What changes when the content may have changed (a Git blob id, a size and stat
+    /// stamp, an ETag). Equal versions mean "unchanged" without fetching.
+    pub version: String,
+    /// Size in bytes, when the listing says.
+    pub size: Option<u64>,
+}
+
+/// What a source holds now.
+#[derive(Debug, Clone, Default)]
+pub struct Listing {
+    /// Every item the mask admits, sorted by path.
+    pub items: Vec<Item>,
+    /// The revision listed, where the source has one (a Git commit id).
+    pub revision: Option<String>,
+    /// Entries that could not be listed: (path, reason). They are neither synced nor
+    /// deleted.
+    pub problems: Vec<(String, String)>,
+}
+
+/// A place documents come from.
+pub trait Source: Send {
+    /// Everything it holds now (items the mask admits), sorted by path.
+    fn list(&mut self) -> Result<Listing, SourceError>;
+    /// One listed item's bytes, at most `max_bytes` of them (more is an error).
+    fn fetch(&mut self, item: &Item, max_bytes: u64) -> Result<Vec<u8>, SourceError>;
+}
+
+/// Why a source could not be listed or read.
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    /// The configuration is wrong (a malformed URL, a folder that is not one).
+    #[error("{0}")]
+    Invalid(String),
+    /// The source refused the credentials (or asked for some and none are set).
+    #[error("{0}")]
+    Unauthorized(String),
+    /// The source (a repository, a branch, a folder) does not exist.
+    #[error("{0}")]
+    NotFound(String),
+    /// The source could not be reached or failed; worth retrying later.
+    #[error("{0}")]
+    Unavailable(String),
+    /// One item is larger than the limit.
+    #[error("{path} is {size} bytes, more than the limit of {limit}")]
+    TooLarge {
+        /// The item.
+        path: String,
+        /// Its size.
+        size: u64,
+        /// The limit.
+        limit: u64,
+    },
+    /// Reading or writing local files failed.
+    #[error("{path}: {error}")]
+    Io {
+        /// The file or directory.
+        path: String,
+        /// What went wrong.
+        error: std::io::Error,
+    },
+}
+
+impl SourceError {
+    fn io(path: impl std::fmt::Display, error: std::io::Error) -> SourceError {
+        SourceError::Io {
+            path: path.to_string(),
+            error,
+        }
+    }
+
+    /// Whether trying again later may succeed (the source is down, a network failed), as
+    /// opposed to a configuration a person must fix.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, SourceError::Unavailable(_) | SourceError::Io { .. })
+    }
+}
+
+impl From<SourceError> for quarry_core::Error {
+    fn from(e: SourceError) -> quarry_core::Error {
+        match e {
+            SourceError::Invalid(m) => quarry_core::Error::InvalidInput(m),
+            SourceError::Unauthorized(m) => quarry_core::Error::Forbidden(m),
+            SourceError::NotFound(m) => quarry_core::Error::NotFound(m),
+            SourceError::Unavailable(m) => quarry_core::Error::Unavailable(m),
+            e @ SourceError::TooLarge { .. } => quarry_core::Error::TooLarge(e.to_string()),
+            SourceError::Io { path, error } => quarry_core::Error::io(path, error),
+        }
+    }
+}
+
+/// Opens the source a location names, with its credential and its file mask. `work_dir`
+/// is where a source may keep a local copy between syncs (a Git source's bare clone); it is
+/// created when missing.
+pub fn open(
+    location: &Location,
+    secret: Option<&Secret>,
+    mask: FileMask,
+    work_dir: &std::path::Path,
+) -> Result<Box<dyn Source>, SourceError> {
+    match location {
+        Location::Folder { path } => Ok(Box::new(folder::FolderSource::new(path, mask)?)),
+        Location::Git { url, branch, path } => Ok(Box::new(git::GitSource::new(
+            git::GitOptions {
+                url: url.clone(),
+                branch: branch.clone(),
+                subdir: path.clone(),
+                secret: secret.cloned(),
+            },
+            mask,
+            work_dir,
+        )?)),
+    }
+}
