@@ -10,6 +10,7 @@ mod migrate;
 mod progress;
 mod runtime;
 mod settings;
+mod source;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -198,6 +199,17 @@ struct KbArgs {
     ocr: OcrArg,
 }
 
+// `quarry source …`: synced documents are converted and embedded like uploads.
+#[derive(Args)]
+struct SourceArgs {
+    #[command(subcommand)]
+    cmd: source::SourceCmd,
+    #[command(flatten)]
+    embed: EmbedModelArg,
+    #[command(flatten)]
+    ocr: OcrArg,
+}
+
 // The models and conversion options of the servers.
 #[derive(Args)]
 struct ServerModelArgs {
@@ -240,6 +252,11 @@ impl Command {
                 ocr: Some(&k.ocr),
                 ..none
             },
+            Command::Source(k) => EngineChoices {
+                embed: Some(&k.embed),
+                ocr: Some(&k.ocr),
+                ..none
+            },
             Command::Embed { embed, .. } => EngineChoices {
                 embed: Some(embed),
                 ..none
@@ -270,6 +287,8 @@ enum Command {
     Collection(CollectionCmd),
     /// Knowledge bases: upload PDFs, Office files, spreadsheets, CSV, HTML, Markdown.
     Kb(KbArgs),
+    /// Sources that sync a knowledge base: a folder or a Git repository.
+    Source(SourceArgs),
     /// Users of a shared server (who tokens belong to).
     #[command(subcommand)]
     User(access::UserCmd),
@@ -730,6 +749,9 @@ fn run(cli: Cli, env: &config::Env) -> Result<()> {
     if let Command::Kb(k) = &cli.command {
         return kb::run(engine, &k.cmd, cli.json, settings::worker_options(env)?);
     }
+    if let Command::Source(k) = &cli.command {
+        return source::run(engine, &k.cmd, cli.json, settings::worker_options(env)?);
+    }
     if let Command::Hub(cmd) = &cli.command {
         return hub::run(engine, cmd, cli.json);
     }
@@ -1105,6 +1127,7 @@ fn run(cli: Cli, env: &config::Env) -> Result<()> {
         }
         // Handled before the engine is shared (above).
         Command::Kb(_)
+        | Command::Source(_)
         | Command::User(_)
         | Command::Space(_)
         | Command::Token(_)

@@ -25,6 +25,7 @@ mod progress;
 mod scope_tests;
 mod search;
 mod semantic;
+mod sources;
 mod vectors;
 
 pub use collections::RESERVED_COLLECTION_NAMES;
@@ -46,10 +47,12 @@ pub use notes::{MAX_NOTE_BYTES, NOTE_KINDS, NewNote, NoteChange, NoteFormat, Not
 pub use passages::PER_DOCUMENT;
 pub use progress::{NoProgress, Progress};
 pub use quarry_models::{ApiKey, ModelEnv, ModelSpec};
+pub use quarry_sources::Location;
 pub use quarry_store::{
     ChangeWaiter, FileFilter, FileStatus, Job, JobKind, KbFile, KnowledgeBase, NoteMeta,
     QueueCounts, owner_node,
 };
+pub use quarry_store::{SyncCounts, SyncLine, SyncReport};
 pub use search::{
     MAX_EXCERPT_CHARS, NO_VECTOR_INDEX, QueryResponse, SNIPPET_CHARS, SearchRequest,
     VSEARCH_MIN_SCORE, snippet,
@@ -58,3 +61,4 @@ pub use semantic::{
     ANN_EXPANSION, DEFAULT_EMBED_MODEL, EXACT_SEARCH_MAX, EmbedOptions, EmbedReport,
     EmbeddingProgress, ModelConfig, SemanticState, embed_input, model_key,
 };
+pub use sources::{AddSource, MIN_SYNC_INTERVAL, SOURCE_LEASE, SourceView, SyncOutcome};

@@ -41,6 +41,10 @@ pub struct WorkerOptions {
     /// queues their embedding (a server: folder collections the CLI added or updated, a
     /// data directory never embedded); `None` for a CLI that drains only its own uploads.
     pub embed_sweep: Option<Duration>,
+    /// How often the node looks for sources due for a scheduled sync and runs them (one at
+    /// a time per node; each source on one node at a time, by its lease); `None`: sources
+    /// sync only when asked (a CLI).
+    pub source_sync: Option<Duration>,
 }
 
 impl Default for WorkerOptions {
@@ -50,9 +54,13 @@ impl Default for WorkerOptions {
             lease: Duration::from_secs(60),
             idle_poll: Duration::from_secs(1),
             embed_sweep: None,
+            source_sync: None,
         }
     }
 }
+
+/// How often a server's node looks for sources due for a sync (`WorkerOptions::source_sync`).
+pub const SOURCE_SYNC_POLL: Duration = Duration::from_secs(15);
 
 /// This machine's name, as node names record it (`local` where the kernel does not say).
 fn host_name() -> String {
@@ -221,6 +229,15 @@ impl Workers {
                 .map_err(|e| Error::Storage(format!("cannot start the node heartbeat: {e}")))?;
             handles.push(h);
         }
+        if let Some(every) = shared.opts.source_sync {
+            let s = shared.clone();
+            let owner = format!("{node}:sources");
+            let h = std::thread::Builder::new()
+                .name("quarry-source-sync".into())
+                .spawn(move || source_sync_loop(&s, &owner, every))
+                .map_err(|e| Error::Storage(format!("cannot start the source scheduler: {e}")))?;
+            handles.push(h);
+        }
         for i in 0..shared.opts.concurrency.max(1) {
             let s = shared.clone();
             let owner = format!("{node}:{i}");
@@ -349,6 +366,47 @@ pub const QUIET_AFTER_EMBED_FAILURE: Duration = Duration::from_secs(15 * 60);
 
 /// How often a server's node looks for chunks without vectors (`WorkerOptions::embed_sweep`).
 pub const EMBED_SWEEP: Duration = Duration::from_secs(30);
+
+/// Runs the syncs that fall due, one at a time: a sync is mostly waiting on its source, and
+/// what it changes is queued for the ingest workers.
+fn source_sync_loop(shared: &Shared, owner: &str, every: Duration) {
+    while !shared.stop.load(Ordering::Relaxed) {
+        shared.wait_stop(every);
+        if shared.stop.load(Ordering::Relaxed) {
+            return;
+        }
+        let due = match shared.engine.due_sources(4) {
+            Ok(d) => d,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot look for sources due for a sync");
+                continue;
+            }
+        };
+        for id in due {
+            if shared.stop.load(Ordering::Relaxed) {
+                return;
+            }
+            match shared.engine.sync_scheduled_source(&id, owner) {
+                Ok(Some(report)) => {
+                    let c = &report.counts;
+                    tracing::info!(
+                        source = %id,
+                        added = c.added,
+                        changed = c.changed,
+                        renamed = c.renamed,
+                        deleted = c.deleted,
+                        skipped = c.skipped,
+                        "synced a source"
+                    );
+                    shared.notify();
+                }
+                // Another node took it first.
+                Ok(None) => {}
+                Err(e) => tracing::warn!(source = %id, error = %e, "a scheduled sync failed"),
+            }
+        }
+    }
+}
 
 fn worker_loop(shared: &Shared, owner: &str) {
     let mut failures = 0u32;

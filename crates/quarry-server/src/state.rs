@@ -205,6 +205,8 @@ impl AppState {
     /// for chunks without vectors (unless `opts` sets another interval).
     pub fn start_workers(&self, mut opts: quarry_queue::WorkerOptions) -> Result<(), Error> {
         opts.embed_sweep.get_or_insert(quarry_queue::EMBED_SWEEP);
+        opts.source_sync
+            .get_or_insert(quarry_queue::SOURCE_SYNC_POLL);
         // Opening the blob store now removes what uploads cut off by a crash left staged.
         self.root.blobs()?;
         let workers = quarry_queue::Workers::start(self.root.clone(), opts)?;

@@ -6,7 +6,8 @@ use crate::SourceError;
 
 /// Where a source's files are. Never holds a credential: a URL with a user name or
 /// password in it is refused (the credential goes in a [`Secret`], stored encrypted).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Location {
     /// A directory on the machine that runs the sync.
     Folder {
@@ -18,8 +19,10 @@ pub enum Location {
         /// Clone URL or absolute path.
         url: String,
         /// The branch synced; the repository's default branch when `None`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         branch: Option<String>,
         /// Only files under this folder of the repository, when given (`docs/handbook`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         path: Option<String>,
     },
 }
@@ -87,6 +90,32 @@ impl Location {
             branch: branch.map(str::to_owned),
             path,
         })
+    }
+
+    /// As stored: one line of JSON (`{"kind":"git","url":…}`), no credential.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// A stored location, checked again as when it was first given.
+    pub fn from_json(text: &str) -> Result<Location, SourceError> {
+        let raw: Location = serde_json::from_str(text)
+            .map_err(|e| SourceError::Invalid(format!("stored source location: {e}")))?;
+        match &raw {
+            Location::Folder { path } => {
+                if path.is_absolute() {
+                    Ok(raw)
+                } else {
+                    Err(SourceError::Invalid(format!(
+                        "stored folder {} is not absolute",
+                        path.display()
+                    )))
+                }
+            }
+            Location::Git { url, branch, path } => {
+                Location::git(url, branch.as_deref(), path.as_deref())
+            }
+        }
     }
 
     /// `folder` or `git`.
@@ -228,6 +257,28 @@ mod tests {
                 ),
                 "{url} {branch:?} {path:?}"
             );
+        }
+    }
+
+    #[test]
+    fn locations_round_trip_as_json() {
+        let l = Location::git("https://example.com/r.git", Some("main"), None).unwrap();
+        assert_eq!(
+            l.to_json(),
+            r#"{"kind":"git","url":"https://example.com/r.git","branch":"main"}"#
+        );
+        assert_eq!(Location::from_json(&l.to_json()).unwrap(), l);
+        let f = Location::Folder {
+            path: PathBuf::from("/srv/docs"),
+        };
+        assert_eq!(Location::from_json(&f.to_json()).unwrap(), f);
+        for bad in [
+            r#"{"kind":"ftp","url":"x"}"#,
+            r#"{"kind":"folder","path":"rel"}"#,
+            r#"{"kind":"git","url":"https://u:p@h/r.git"}"#,
+            "not json",
+        ] {
+            assert!(Location::from_json(bad).is_err(), "{bad}");
         }
     }
 

@@ -210,7 +210,9 @@ impl KnowledgeStore for PgStore {
             for f in files {
                 let existing = tx
                     .query_opt(
-                        &format!("{FILE_SELECT} WHERE f.collection_id = $1 AND f.blob = $2"),
+                        &format!(
+                            "{FILE_SELECT} WHERE f.collection_id = $1 AND f.blob = $2 AND f.source_id IS NULL"
+                        ),
                         &[&collection_id, &f.sha256],
                     )
                     .map_err(db_err)?;
@@ -220,36 +222,8 @@ impl KnowledgeStore for PgStore {
                     });
                     continue;
                 }
-                let size = to_i64(f.size, "file size")?;
-                remember_blobs(tx, &[(f.sha256.as_str(), size, f.mime.as_str())], now)?;
-                let name = free_file_name(tx, collection_id, &f.original_name)?;
-                let note = f.note.as_ref();
-                let row = tx
-                    .query_one(
-                        "WITH f AS (INSERT INTO kb_files (uid, collection_id, name, original_name, \
-                         blob, format, mime, size, status, created_at, updated_at, note_kind, \
-                         note_title, note_tags) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'pending', \
-                         $9, $9, $10, $11, $12) RETURNING id), \
-                         j AS (INSERT INTO jobs (kind, file_id, status, not_before, created_at, \
-                         updated_at) SELECT 'ingest', f.id, 'enqueued', quarry_now_ms(), $9, $9 \
-                         FROM f) SELECT id FROM f",
-                        &[
-                            &uuid(),
-                            &collection_id,
-                            &name,
-                            &f.original_name,
-                            &f.sha256,
-                            &f.format,
-                            &f.mime,
-                            &size,
-                            &now,
-                            &note.map(|n| n.kind.as_str()),
-                            &note.and_then(|n| n.title.as_deref()),
-                            &note.map(|n| n.tags.join("\n")).unwrap_or_default(),
-                        ],
-                    )
-                    .map_err(db_err)?;
-                let file = file_by_row(tx, col(&row, 0)?)?
+                let id = insert_file(tx, collection_id, f, None, now)?;
+                let file = file_by_row(tx, id)?
                     .ok_or_else(|| Error::Storage("file vanished".into()))?;
                 out.push(AddedFile::Added { file });
             }
@@ -696,7 +670,54 @@ fn to_i32(v: u32, what: &str) -> Result<i32> {
     i32::try_from(v).map_err(|_| Error::invalid(format!("{what} {v} is too large")))
 }
 
-fn uuid() -> String {
+/// Where a synced file came from: (source row, path, version).
+pub(super) type FileOrigin<'a> = (i64, &'a str, &'a str);
+
+/// Stores a new file under a free name (the caller holds the collection's lock), remembers
+/// its blob and queues its ingest job; returns its row id. `origin` is set for a file a
+/// source synced.
+pub(super) fn insert_file(
+    tx: &mut postgres::Transaction<'_>,
+    collection_id: i64,
+    f: &NewKbFile,
+    origin: Option<FileOrigin<'_>>,
+    now: i64,
+) -> Result<i64> {
+    let size = to_i64(f.size, "file size")?;
+    remember_blobs(tx, &[(f.sha256.as_str(), size, f.mime.as_str())], now)?;
+    let name = free_file_name(tx, collection_id, &f.original_name)?;
+    let note = f.note.as_ref();
+    let row = tx
+        .query_one(
+            "WITH f AS (INSERT INTO kb_files (uid, collection_id, name, original_name, blob, \
+             format, mime, size, status, created_at, updated_at, note_kind, note_title, note_tags, \
+             source_id, source_path, source_version) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, \
+             'pending', $9, $9, $10, $11, $12, $13, $14, $15) RETURNING id), \
+             j AS (INSERT INTO jobs (kind, file_id, status, not_before, created_at, updated_at) \
+             SELECT 'ingest', f.id, 'enqueued', quarry_now_ms(), $9, $9 FROM f) SELECT id FROM f",
+            &[
+                &uuid(),
+                &collection_id,
+                &name,
+                &f.original_name,
+                &f.sha256,
+                &f.format,
+                &f.mime,
+                &size,
+                &now,
+                &note.map(|n| n.kind.as_str()),
+                &note.and_then(|n| n.title.as_deref()),
+                &note.map(|n| n.tags.join("\n")).unwrap_or_default(),
+                &origin.map(|o| o.0),
+                &origin.map(|o| o.1),
+                &origin.map(|o| o.2),
+            ],
+        )
+        .map_err(db_err)?;
+    col(&row, 0)
+}
+
+pub(super) fn uuid() -> String {
     uuid::Uuid::new_v4().to_string()
 }
 
@@ -732,7 +753,7 @@ fn file_by_row(c: &mut impl GenericClient, row_id: i64) -> Result<Option<KbFile>
 
 /// Locks a file's job (if it has one), then the file's row, until commit (see the lock
 /// order in the module docs), and reads the file.
-fn lock_file(tx: &mut postgres::Transaction<'_>, row_id: i64) -> Result<Option<KbFile>> {
+pub(super) fn lock_file(tx: &mut postgres::Transaction<'_>, row_id: i64) -> Result<Option<KbFile>> {
     tx.query_opt(
         "SELECT 1 FROM jobs WHERE file_id = $1 FOR UPDATE",
         &[&row_id],
@@ -770,7 +791,7 @@ pub(super) fn lease_holds(
 
 /// `report.pdf`, then `report (2).pdf`, `report (3).pdf`, … — the first name not taken in
 /// the knowledge base (the caller holds the collection's lock).
-fn free_file_name(
+pub(super) fn free_file_name(
     tx: &mut postgres::Transaction<'_>,
     collection_id: i64,
     wanted: &str,
@@ -805,7 +826,7 @@ fn free_file_name(
 /// Records blobs (hash, size, mime) as known. An existing row is upserted rather than left
 /// alone so that it stays row-locked until this transaction commits: `forget_blobs` waits for
 /// that and then sees the new reference (see there).
-fn remember_blobs(
+pub(super) fn remember_blobs(
     tx: &mut postgres::Transaction<'_>,
     blobs: &[(&str, i64, &str)],
     now: i64,
@@ -834,7 +855,11 @@ fn remember_blobs(
 /// Sets a file back to `pending` and (re)queues its ingest job from scratch (due now by the
 /// database's clock). A worker still holding the old job loses it: its fenced effects need
 /// `status = 'processing'`.
-fn requeue_file(tx: &mut postgres::Transaction<'_>, row_id: i64, now: i64) -> Result<()> {
+pub(super) fn requeue_file(
+    tx: &mut postgres::Transaction<'_>,
+    row_id: i64,
+    now: i64,
+) -> Result<()> {
     tx.execute(
         "WITH f AS (UPDATE kb_files SET status = 'pending', error = NULL, attempts = 0, \
          updated_at = $2 WHERE id = $1) \

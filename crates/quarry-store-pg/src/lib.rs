@@ -183,6 +183,7 @@ mod hub;
 mod jobs;
 mod knowledge;
 mod oauth;
+mod sources;
 mod store;
 #[cfg(feature = "testing")]
 pub mod testing;

@@ -17,10 +17,11 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (15, include_str!("../migrations/v15.sql")),
     (16, include_str!("../migrations/v16.sql")),
     (17, include_str!("../migrations/v17.sql")),
+    (18, include_str!("../migrations/v18.sql")),
 ];
 
 /// The newest schema version this binary knows.
-pub(crate) const SCHEMA_VERSION: i32 = 17;
+pub(crate) const SCHEMA_VERSION: i32 = 18;
 
 /// Serialises migrations across every process using the database.
 const MIGRATION_LOCK: i64 = 7_245_190_455_173_122_048;

@@ -161,6 +161,14 @@ impl CollectionStore for PgStore {
                     &[&id],
                 )
                 .map_err(db_err)?;
+            // Its sources and their reports go with it.
+            tx.execute(
+                "WITH r AS (DELETE FROM sync_reports WHERE source_id IN \
+                 (SELECT id FROM sources WHERE collection_id = $1)) \
+                 DELETE FROM sources WHERE collection_id = $1",
+                &[&id],
+            )
+            .map_err(db_err)?;
             // A knowledge base's uploads go with it; their blobs and derived-index entries
             // are cleaned by a cleanup job (committed with this transaction, so a restart
             // resumes it).

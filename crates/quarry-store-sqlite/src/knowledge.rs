@@ -101,7 +101,7 @@ fn file_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<KbFile> {
 }
 
 /// Sets a file back to `pending` and (re)queues its ingest job from scratch.
-fn requeue_file(tx: &Transaction<'_>, row_id: i64, now: i64) -> Result<()> {
+pub(super) fn requeue_file(tx: &Transaction<'_>, row_id: i64, now: i64) -> Result<()> {
     tx.execute(
         "UPDATE kb_files SET status = 'pending', error = NULL, attempts = 0, updated_at = ?2 WHERE id = ?1",
         params![row_id, now],
@@ -118,7 +118,58 @@ fn requeue_file(tx: &Transaction<'_>, row_id: i64, now: i64) -> Result<()> {
     Ok(())
 }
 
-fn uuid() -> String {
+/// Where a synced file came from: (source row, path, version).
+pub(super) type FileOrigin<'a> = (i64, &'a str, &'a str);
+
+/// Stores a new file under a free name, remembers its blob and queues its ingest job;
+/// returns its row id. `origin` is set for a file a source synced.
+pub(super) fn insert_file(
+    tx: &Transaction<'_>,
+    collection_id: i64,
+    f: &NewKbFile,
+    origin: Option<FileOrigin<'_>>,
+    now: i64,
+) -> Result<i64> {
+    remember_blob(tx, &f.sha256, f.size, &f.mime, now)?;
+    let name = free_file_name(tx, collection_id, &f.original_name)?;
+    tx.execute(
+        "INSERT INTO kb_files (uid, collection_id, name, original_name, blob, format, mime, size, \
+         status, created_at, updated_at, note_kind, note_title, note_tags, source_id, source_path, \
+         source_version) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'pending', ?9, ?9, ?10, ?11, ?12, \
+         ?13, ?14, ?15)",
+        params![
+            uuid(),
+            collection_id,
+            name,
+            f.original_name,
+            f.sha256,
+            f.format,
+            f.mime,
+            f.size as i64,
+            now,
+            f.note.as_ref().map(|n| n.kind.as_str()),
+            f.note.as_ref().and_then(|n| n.title.as_deref()),
+            f.note
+                .as_ref()
+                .map(|n| n.tags.join("\n"))
+                .unwrap_or_default(),
+            origin.map(|o| o.0),
+            origin.map(|o| o.1),
+            origin.map(|o| o.2),
+        ],
+    )
+    .map_err(db_err)?;
+    let id = tx.last_insert_rowid();
+    tx.execute(
+        "INSERT INTO jobs (kind, file_id, status, not_before, created_at, updated_at) \
+         VALUES ('ingest', ?1, 'enqueued', ?2, ?2, ?2)",
+        params![id, now],
+    )
+    .map_err(db_err)?;
+    Ok(id)
+}
+
+pub(super) fn uuid() -> String {
     uuid::Uuid::new_v4().to_string()
 }
 
@@ -148,7 +199,11 @@ fn file_by_row(conn: &Connection, row_id: i64) -> Result<Option<KbFile>> {
 
 /// `report.pdf`, then `report (2).pdf`, `report (3).pdf`, … — the first name not taken in
 /// the knowledge base.
-fn free_file_name(tx: &Transaction<'_>, collection_id: i64, wanted: &str) -> Result<String> {
+pub(super) fn free_file_name(
+    tx: &Transaction<'_>,
+    collection_id: i64,
+    wanted: &str,
+) -> Result<String> {
     let mut stmt = tx
         .prepare_cached(
             "SELECT EXISTS(SELECT 1 FROM kb_files WHERE collection_id = ?1 AND name = ?2)",
@@ -174,7 +229,13 @@ fn free_file_name(tx: &Transaction<'_>, collection_id: i64, wanted: &str) -> Res
     Err(Error::Storage("no free file name".into()))
 }
 
-fn remember_blob(tx: &Transaction<'_>, hash: &str, size: u64, mime: &str, now: i64) -> Result<()> {
+pub(super) fn remember_blob(
+    tx: &Transaction<'_>,
+    hash: &str,
+    size: u64,
+    mime: &str,
+    now: i64,
+) -> Result<()> {
     tx.prepare_cached(
         "INSERT OR IGNORE INTO blobs (hash, size, mime, created_at) VALUES (?1, ?2, ?3, ?4)",
     )
@@ -198,7 +259,7 @@ pub(super) fn enqueue_cleanup_tx(tx: &Transaction<'_>) -> Result<()> {
 
 /// Removes one file's document (the feed records it for the derived indexes), images, job
 /// and row.
-fn delete_file_tx(tx: &Transaction<'_>, row_id: i64) -> Result<()> {
+pub(super) fn delete_file_tx(tx: &Transaction<'_>, row_id: i64) -> Result<()> {
     let document: Option<Option<i64>> = tx
         .query_row(
             "SELECT document_id FROM kb_files WHERE id = ?1",
@@ -224,6 +285,17 @@ fn delete_file_tx(tx: &Transaction<'_>, row_id: i64) -> Result<()> {
 /// Removes every file of a collection (its documents are removed by the caller); returns
 /// how many went.
 pub(super) fn delete_files_of_collection(tx: &Transaction<'_>, collection_id: i64) -> Result<u64> {
+    // Its sources and their reports go with it.
+    tx.execute(
+        "DELETE FROM sync_reports WHERE source_id IN (SELECT id FROM sources WHERE collection_id = ?1)",
+        [collection_id],
+    )
+    .map_err(db_err)?;
+    tx.execute(
+        "DELETE FROM sources WHERE collection_id = ?1",
+        [collection_id],
+    )
+    .map_err(db_err)?;
     tx.execute(
         "DELETE FROM file_images WHERE file_id IN (SELECT id FROM kb_files WHERE collection_id = ?1)",
         [collection_id],
@@ -329,7 +401,7 @@ impl KnowledgeStore for SqliteStore {
             for f in files {
                 let existing: Option<i64> = tx
                     .query_row(
-                        "SELECT id FROM kb_files WHERE collection_id = ?1 AND blob = ?2",
+                        "SELECT id FROM kb_files WHERE collection_id = ?1 AND blob = ?2 AND source_id IS NULL",
                         params![collection_id, f.sha256],
                         |r| r.get(0),
                     )
@@ -341,35 +413,7 @@ impl KnowledgeStore for SqliteStore {
                     out.push(AddedFile::Duplicate { file });
                     continue;
                 }
-                remember_blob(tx, &f.sha256, f.size, &f.mime, now)?;
-                let name = free_file_name(tx, collection_id, &f.original_name)?;
-                tx.execute(
-                    "INSERT INTO kb_files (uid, collection_id, name, original_name, blob, format, mime, size, \
-                     status, created_at, updated_at, note_kind, note_title, note_tags) \
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'pending', ?9, ?9, ?10, ?11, ?12)",
-                    params![
-                        uuid(),
-                        collection_id,
-                        name,
-                        f.original_name,
-                        f.sha256,
-                        f.format,
-                        f.mime,
-                        f.size as i64,
-                        now,
-                        f.note.as_ref().map(|n| n.kind.as_str()),
-                        f.note.as_ref().and_then(|n| n.title.as_deref()),
-                        f.note.as_ref().map(|n| n.tags.join("\n")).unwrap_or_default(),
-                    ],
-                )
-                .map_err(db_err)?;
-                let id = tx.last_insert_rowid();
-                tx.execute(
-                    "INSERT INTO jobs (kind, file_id, status, not_before, created_at, updated_at) \
-                     VALUES ('ingest', ?1, 'enqueued', ?2, ?2, ?2)",
-                    params![id, now],
-                )
-                .map_err(db_err)?;
+                let id = insert_file(tx, collection_id, f, None, now)?;
                 let file =
                     file_by_row(tx, id)?.ok_or_else(|| Error::Storage("file vanished".into()))?;
                 out.push(AddedFile::Added { file });

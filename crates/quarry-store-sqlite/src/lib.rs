@@ -19,7 +19,7 @@ use quarry_store::{
 };
 
 /// The newest schema version: the last of [`MIGRATIONS`].
-const SCHEMA_VERSION: i64 = 17;
+const SCHEMA_VERSION: i64 = 18;
 
 /// `(version, SQL)`, oldest first: the files in `migrations/`, each bringing the schema from
 /// the version before it to its own. Version 4 also gives old rows their UUIDs ([`assign_uids`]).
@@ -41,6 +41,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (15, include_str!("../migrations/v15.sql")),
     (16, include_str!("../migrations/v16.sql")),
     (17, include_str!("../migrations/v17.sql")),
+    (18, include_str!("../migrations/v18.sql")),
 ];
 
 /// The feed's last sequence number (0 before its first entry).
@@ -142,6 +143,7 @@ mod copy;
 mod hub;
 mod knowledge;
 mod oauth;
+mod sources;
 
 /// SQLite-backed [`Store`].
 pub struct SqliteStore {

@@ -24,6 +24,7 @@ mod oauth;
 mod semantic;
 mod sessions;
 mod settings;
+mod sources;
 pub mod thread_guard;
 
 pub use access::{AccessStore, Membership, NewToken, Role, Space, TokenGrant, TokenRecord, User};
@@ -51,6 +52,10 @@ pub use semantic::{
 };
 pub use sessions::{MCP_SESSION_KEPT_MS, SessionStore};
 pub use settings::SettingsStore;
+pub use sources::{
+    NewSource, SourceChange, SourceFile, SourceLease, SourceRow, SourceStore, SyncCounts, SyncLine,
+    SyncReport,
+};
 
 /// Every store trait, for code that calls a backend's methods on its concrete type (tests,
 /// tools): `use quarry_store::prelude::*;`.
@@ -58,7 +63,7 @@ pub mod prelude {
     pub use crate::{
         AccessStore, AuditStore, ChangeNotifier, ChatStore, CollectionStore, FeedStore, HubStore,
         JobQueue, KnowledgeStore, LimitStore, OAuthStore, SemanticStore, SessionStore,
-        SettingsStore, Store, VectorSearch,
+        SettingsStore, SourceStore, Store, VectorSearch,
     };
 }
 
@@ -85,6 +90,7 @@ pub trait Store:
     + OAuthStore
     + HubStore
     + ChatStore
+    + SourceStore
     + Send
     + Sync
 {
@@ -105,6 +111,7 @@ where
     T: OAuthStore,
     T: HubStore,
     T: ChatStore,
+    T: SourceStore,
     T: Send + Sync,
 {
 }

@@ -25,6 +25,8 @@
 //! synchronous tests and from `#[tokio::test]`s: no async runtime is involved. Connections are
 //! closed after one reply (`Connection: close`).
 
+pub mod git;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -288,6 +290,83 @@ impl Drop for Server {
     }
 }
 
+/// Answers `request` with a CGI program (RFC 3875): `command` (its program and any
+/// environment of its own, e.g. `git http-backend` with `GIT_PROJECT_ROOT`) runs with the
+/// request's meta-variables and the request body on its standard input; its `Status:`,
+/// `Content-Type:` and other header lines and its body become the reply. A program that
+/// cannot start or writes no header is a 502 saying why.
+pub fn cgi(mut command: std::process::Command, request: &Request) -> Reply {
+    use std::process::Stdio;
+    let (path, query) = request
+        .target
+        .split_once('?')
+        .unwrap_or((&request.target, ""));
+    command
+        .env("GATEWAY_INTERFACE", "CGI/1.1")
+        .env("SERVER_PROTOCOL", "HTTP/1.1")
+        .env("REQUEST_METHOD", &request.method)
+        .env("PATH_INFO", path)
+        .env("QUERY_STRING", query)
+        .env("CONTENT_LENGTH", request.body.len().to_string())
+        .env("REMOTE_ADDR", "127.0.0.1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    if let Some(t) = request.header("content-type") {
+        command.env("CONTENT_TYPE", t);
+    }
+    // Headers as HTTP_* meta-variables (`Git-Protocol` → `HTTP_GIT_PROTOCOL`).
+    for (k, v) in &request.headers {
+        let name = k.to_ascii_uppercase().replace('-', "_");
+        if name != "CONTENT_TYPE" && name != "CONTENT_LENGTH" && name != "AUTHORIZATION" {
+            command.env(format!("HTTP_{name}"), v);
+        }
+    }
+    if let Some(p) = request.header("git-protocol") {
+        command.env("GIT_PROTOCOL", p);
+    }
+    let mut child = match command.spawn() {
+        Ok(c) => c,
+        Err(e) => return Reply::status(502, "text/plain", format!("CGI program: {e}")),
+    };
+    if let Some(mut stdin) = child.stdin.take() {
+        let _ = stdin.write_all(&request.body);
+    }
+    let out = match child.wait_with_output() {
+        Ok(o) => o.stdout,
+        Err(e) => return Reply::status(502, "text/plain", format!("CGI program: {e}")),
+    };
+    let Some((head_len, sep)) = out
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map(|p| (p, 4))
+        .or_else(|| out.windows(2).position(|w| w == b"\n\n").map(|p| (p, 2)))
+    else {
+        return Reply::status(502, "text/plain", "CGI program wrote no header");
+    };
+    let head = String::from_utf8_lossy(&out[..head_len]).into_owned();
+    let mut reply = Reply {
+        body: out[head_len + sep..].to_vec(),
+        ..Reply::empty(200)
+    };
+    for line in head.lines() {
+        let Some((k, v)) = line.split_once(':') else {
+            continue;
+        };
+        let (k, v) = (k.trim(), v.trim());
+        if k.eq_ignore_ascii_case("status") {
+            reply.status = v
+                .split_whitespace()
+                .next()
+                .and_then(|c| c.parse().ok())
+                .unwrap_or(500);
+        } else {
+            reply = reply.header(k, v);
+        }
+    }
+    reply
+}
+
 /// A loopback port nothing listens on (bound, then released): for "connection refused" tests.
 ///
 /// # Panics
@@ -492,6 +571,29 @@ mod tests {
             err.kind(),
             std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
         ));
+    }
+
+    #[test]
+    fn a_cgi_program_answers() {
+        let server = Server::start(|r| {
+            let mut sh = std::process::Command::new("sh");
+            sh.arg("-c").arg(
+                "body=$(cat); printf 'Status: 201 Created\\r\\nContent-Type: text/plain\\r\\nX-Seen: %s\\r\\n\\r\\n%s %s %s %s' \
+                 \"$HTTP_X_KEY\" \"$REQUEST_METHOD\" \"$PATH_INFO\" \"$QUERY_STRING\" \"$body\"",
+            );
+            cgi(sh, r)
+        });
+        let out = get(
+            server.addr(),
+            "POST /repo/info?x=1 HTTP/1.1\r\nX-Key: k1\r\nContent-Length: 3\r\n\r\nabc",
+        );
+        assert!(out.starts_with("HTTP/1.1 201 Created\r\n"), "{out}");
+        assert!(out.contains("X-Seen: k1\r\n"), "{out}");
+        assert!(out.ends_with("\r\n\r\nPOST /repo/info x=1 abc"), "{out}");
+
+        let broken = Server::start(|r| cgi(std::process::Command::new("/nonexistent/cgi"), r));
+        let out = get(broken.addr(), "GET / HTTP/1.1\r\n\r\n");
+        assert!(out.starts_with("HTTP/1.1 502 "), "{out}");
     }
 
     #[test]

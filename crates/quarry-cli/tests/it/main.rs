@@ -9,3 +9,4 @@ mod get;
 mod indexing;
 mod search;
 mod semantic;
+mod sources;

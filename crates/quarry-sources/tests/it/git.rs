@@ -3,36 +3,15 @@
 //! repository that needs a token, and every error a person can cause.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
 use quarry_sources::{
     Change, FileMask, Known, Listing, Location, Secret, Source, SourceError, open, plan, resolve,
 };
-use quarry_test_http::{Reply, Request, Server};
+use quarry_test_http::Server;
+use quarry_test_http::git::{run, serve};
 
 const TOKEN: &str = "tok-Sup3rSecret-0123";
 const MAX: u64 = 1 << 20;
-
-fn run(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .current_dir(dir)
-        .args(["-c", "user.name=Tester", "-c", "user.email=t@example.com"])
-        .args([
-            "-c",
-            "init.defaultBranch=main",
-            "-c",
-            "commit.gpgsign=false",
-        ])
-        .args(args)
-        .output()
-        .expect("run git");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 /// A work tree whose commits are pushed to a bare repository that the server exports.
 struct Repo {
@@ -77,108 +56,6 @@ impl Repo {
             &["push", "--quiet", "--force", "origin", "HEAD:main"],
         );
     }
-}
-
-fn base64(bytes: &[u8]) -> String {
-    const A: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::new();
-    for chunk in bytes.chunks(3) {
-        let n = chunk
-            .iter()
-            .enumerate()
-            .fold(0u32, |n, (i, b)| n | u32::from(*b) << (16 - 8 * i));
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(A[(n >> (18 - 6 * i) & 63) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
-}
-
-/// `git http-backend` as a CGI program behind the loopback server; with `password`, every
-/// request needs HTTP basic authentication with it.
-fn serve(root: &Path, password: Option<&str>) -> Server {
-    let root = root.to_path_buf();
-    let expected =
-        password.map(|p| format!("Basic {}", base64(format!("x-access-token:{p}").as_bytes())));
-    Server::start(move |req: &Request| {
-        if let Some(expected) = &expected
-            && req.header("authorization") != Some(expected.as_str())
-        {
-            return Reply::status(401, "text/plain", "who are you?")
-                .header("WWW-Authenticate", "Basic realm=\"git\"");
-        }
-        cgi(&root, req)
-    })
-}
-
-fn cgi(root: &Path, req: &Request) -> Reply {
-    let (path, query) = req.target.split_once('?').unwrap_or((&req.target, ""));
-    let mut child = Command::new("git")
-        .arg("http-backend")
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("GIT_PROJECT_ROOT", root)
-        .env("GIT_HTTP_EXPORT_ALL", "1")
-        .env("REQUEST_METHOD", &req.method)
-        .env("PATH_INFO", path)
-        .env("QUERY_STRING", query)
-        .env(
-            "CONTENT_TYPE",
-            req.header("content-type").unwrap_or_default(),
-        )
-        .env("CONTENT_LENGTH", req.body.len().to_string())
-        .env(
-            "GIT_PROTOCOL",
-            req.header("git-protocol").unwrap_or_default(),
-        )
-        .env(
-            "HTTP_CONTENT_ENCODING",
-            req.header("content-encoding").unwrap_or_default(),
-        )
-        .env("REMOTE_ADDR", "127.0.0.1")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start git http-backend");
-    {
-        use std::io::Write;
-        let mut stdin = child.stdin.take().unwrap();
-        stdin.write_all(&req.body).unwrap();
-    }
-    let out = child.wait_with_output().unwrap();
-    let raw = out.stdout;
-    let split = raw
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .map(|p| (p, 4))
-        .or_else(|| raw.windows(2).position(|w| w == b"\n\n").map(|p| (p, 2)))
-        .expect("CGI headers");
-    let head = String::from_utf8_lossy(&raw[..split.0]).into_owned();
-    let body = raw[split.0 + split.1..].to_vec();
-    let mut status = 200;
-    let mut content_type = "application/octet-stream".to_owned();
-    let mut headers = Vec::new();
-    for line in head.lines() {
-        let Some((k, v)) = line.split_once(':') else {
-            continue;
-        };
-        let v = v.trim();
-        match k.trim().to_ascii_lowercase().as_str() {
-            "status" => status = v.split_whitespace().next().unwrap().parse().unwrap(),
-            "content-type" => content_type = v.to_owned(),
-            _ => headers.push((k.trim().to_owned(), v.to_owned())),
-        }
-    }
-    headers
-        .into_iter()
-        .fold(Reply::status(status, &content_type, body), |r, (k, v)| {
-            r.header(&k, v)
-        })
 }
 
 /// Lists and fetches everything; returns the listing and the fetched (item, sha) pairs.

@@ -24,6 +24,7 @@ pub mod chat;
 pub mod hub;
 pub mod knowledge;
 pub mod oauth;
+pub mod sources;
 pub mod store;
 pub mod vectors;
 
@@ -42,6 +43,7 @@ macro_rules! store_conformance {
         $crate::__conformance_hub!($open);
         $crate::__conformance_knowledge!($open);
         $crate::__conformance_oauth!($open);
+        $crate::__conformance_sources!($open);
         $crate::__conformance_store!($open);
         $crate::store_conformance!(@cases $open;
             feed_every_consumer_sees_every_change,

@@ -1,0 +1,329 @@
+//! `quarry source …`: sources that sync a knowledge base — a folder or a Git repository
+//! attached once, synced when asked (and, on a server, on their schedule). A sync's added and
+//! changed documents are processed right here (a progress bar on a terminal) unless
+//! `--no-wait`.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Result, bail};
+use clap::{Args, Subcommand};
+use quarry_engine::{AddSource, Engine, Location, SourceView, SyncReport};
+use serde_json::json;
+
+use crate::print_json;
+use crate::progress::CliProgress;
+
+#[derive(Subcommand)]
+pub(crate) enum SourceCmd {
+    /// Attach a source to a knowledge base (then `quarry source sync ID`).
+    Add(AddArgs),
+    /// List sources, of one knowledge base or of all.
+    #[command(alias = "ls")]
+    List {
+        /// Only this knowledge base's.
+        kb: Option<String>,
+    },
+    /// Sync a source now: fetch what changed, apply additions, changes, renames and
+    /// deletions, and process the new content.
+    Sync {
+        /// The source's id.
+        id: String,
+        /// Only queue the changed documents; a running `quarry serve` processes them.
+        #[arg(long)]
+        no_wait: bool,
+    },
+    /// A source's settings, state and latest sync reports.
+    Status {
+        /// The source's id.
+        id: String,
+        /// Reports to show.
+        #[arg(long, default_value_t = 5)]
+        reports: usize,
+    },
+    /// Change which files a source syncs or how often.
+    Set {
+        /// The source's id.
+        id: String,
+        /// Comma-separated globs over paths in the source (`**/*.md, docs/**/*.pdf`).
+        #[arg(long)]
+        mask: Option<String>,
+        /// Sync every this long (`15m`, `1h`, `1d`); `off` for only when asked.
+        #[arg(long, value_name = "DURATION")]
+        every: Option<String>,
+    },
+    /// Detach a source; its documents are deleted unless --keep-documents.
+    #[command(alias = "remove")]
+    Rm {
+        /// The source's id.
+        id: String,
+        /// Keep its documents as ordinary documents of the knowledge base.
+        #[arg(long)]
+        keep_documents: bool,
+    },
+}
+
+#[derive(Args)]
+#[command(group = clap::ArgGroup::new("where").required(true))]
+pub(crate) struct AddArgs {
+    /// The knowledge base (name or id).
+    kb: String,
+    /// A Git repository: an http(s):// URL or an absolute path.
+    #[arg(long, group = "where", value_name = "URL")]
+    git: Option<String>,
+    /// The branch (Git; default: the repository's default branch).
+    #[arg(long, requires = "git")]
+    branch: Option<String>,
+    /// Only files under this folder of the repository (Git).
+    #[arg(long, requires = "git", value_name = "DIR")]
+    path: Option<String>,
+    /// A folder on this machine.
+    #[arg(long, group = "where", value_name = "PATH")]
+    folder: Option<PathBuf>,
+    /// Comma-separated globs over paths in the source (default: every file Quarry converts).
+    #[arg(long)]
+    mask: Option<String>,
+    /// Sync every this long (`15m`, `1h`, `1d`); default: only when asked.
+    #[arg(long, value_name = "DURATION")]
+    every: Option<String>,
+}
+
+/// `90s`, `15m`, `2h`, `1d`; `off` is `None`.
+fn parse_every(text: &str) -> Result<Option<Duration>> {
+    let t = text.trim();
+    if t.eq_ignore_ascii_case("off") {
+        return Ok(None);
+    }
+    let (digits, unit) = t.split_at(t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len()));
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| anyhow::anyhow!("invalid interval {text:?}: use e.g. 15m, 1h or 1d"))?;
+    let secs = match unit {
+        "s" => 1,
+        "m" | "" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        _ => bail!("invalid interval {text:?}: use s, m, h or d (15m, 1h, 1d)"),
+    };
+    Ok(Some(Duration::from_secs(n.saturating_mul(secs))))
+}
+
+/// Runs a `source` command; a sync's documents are processed by workers with `workers`.
+pub(crate) fn run(
+    engine: Engine,
+    cmd: &SourceCmd,
+    json_out: bool,
+    workers: quarry_queue::WorkerOptions,
+) -> Result<()> {
+    let engine = Arc::new(engine);
+    let progress = CliProgress::new();
+    let mut out = std::io::stdout().lock();
+    match cmd {
+        SourceCmd::Add(a) => {
+            let location = match (&a.git, &a.folder) {
+                (Some(url), _) => Location::git(url, a.branch.as_deref(), a.path.as_deref())?,
+                (None, Some(folder)) => {
+                    let abs = std::path::absolute(folder)?;
+                    Location::folder(&abs)?
+                }
+                (None, None) => bail!("say where the source is: --git URL or --folder PATH"),
+            };
+            let interval = match &a.every {
+                Some(e) => parse_every(e)?,
+                None => None,
+            };
+            let s = engine.add_source(
+                &a.kb,
+                &AddSource {
+                    location,
+                    mask: a.mask.clone(),
+                    interval,
+                },
+            )?;
+            if json_out {
+                print_json(&s)?;
+            } else {
+                writeln!(
+                    out,
+                    "Attached {} source {} to '{}': {}\nSync it with: quarry source sync {}",
+                    s.location.kind(),
+                    s.id,
+                    s.knowledge_base,
+                    s.location.describe(),
+                    s.id
+                )?;
+            }
+        }
+        SourceCmd::List { kb } => {
+            let sources = engine.sources(kb.as_deref())?;
+            if json_out {
+                print_json(&json!({ "sources": sources }))?;
+            } else if sources.is_empty() {
+                writeln!(
+                    out,
+                    "No sources. Attach one with: quarry source add KB --git URL | --folder PATH"
+                )?;
+            } else {
+                for s in &sources {
+                    print_source(&mut out, s)?;
+                }
+            }
+        }
+        SourceCmd::Sync { id, no_wait } => {
+            let owner = format!("cli:{}", std::process::id());
+            let outcome = engine.sync_source(id, &owner, &progress)?;
+            let finished = if *no_wait || outcome.queued.is_empty() {
+                outcome.queued.clone()
+            } else {
+                quarry_queue::drain(&engine, &outcome.queued, workers, &progress)?
+            };
+            let failed: Vec<_> = finished
+                .iter()
+                .filter(|d| d.status == quarry_engine::FileStatus::Failed)
+                .collect();
+            if json_out {
+                print_json(&json!({ "report": outcome.report, "documents": finished }))?;
+            } else {
+                print_report(&mut out, &outcome.report)?;
+                for d in &failed {
+                    writeln!(
+                        out,
+                        "  failed    {}: {}",
+                        d.display_path(),
+                        d.error.as_deref().unwrap_or("unknown reason")
+                    )?;
+                }
+            }
+        }
+        SourceCmd::Status { id, reports } => {
+            let s = engine.source(id)?;
+            let list = engine.sync_reports(id, *reports)?;
+            if json_out {
+                print_json(&json!({ "source": s, "reports": list }))?;
+            } else {
+                print_source(&mut out, &s)?;
+                if list.is_empty() {
+                    writeln!(
+                        out,
+                        "Never synced. Sync it with: quarry source sync {}",
+                        s.id
+                    )?;
+                }
+                for r in &list {
+                    print_report(&mut out, r)?;
+                }
+            }
+        }
+        SourceCmd::Set { id, mask, every } => {
+            if mask.is_none() && every.is_none() {
+                bail!("nothing to change: give --mask and/or --every");
+            }
+            let interval = match every {
+                Some(e) => Some(parse_every(e)?),
+                None => None,
+            };
+            let s = engine.update_source(id, mask.as_deref(), interval)?;
+            if json_out {
+                print_json(&s)?;
+            } else {
+                print_source(&mut out, &s)?;
+            }
+        }
+        SourceCmd::Rm { id, keep_documents } => {
+            let s = engine.remove_source(id, *keep_documents)?;
+            if !*keep_documents {
+                engine.cleanup(&progress)?;
+            }
+            if json_out {
+                print_json(
+                    &json!({"status": "removed", "id": s.id, "documents": s.documents,
+                    "documents_kept": keep_documents}),
+                )?;
+            } else if *keep_documents {
+                writeln!(
+                    out,
+                    "Detached source {} from '{}'; its {} documents stay (no longer synced)",
+                    s.id, s.knowledge_base, s.documents
+                )?;
+            } else {
+                writeln!(
+                    out,
+                    "Removed source {} and its {} documents from '{}'",
+                    s.id, s.documents, s.knowledge_base
+                )?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn print_source(out: &mut impl Write, s: &SourceView) -> Result<()> {
+    let every = s
+        .interval_seconds
+        .map_or("when asked".to_owned(), |secs| format!("every {secs}s"));
+    writeln!(
+        out,
+        "{} {} → '{}' ({} documents; mask {}; synced {every})",
+        s.id,
+        s.location.describe(),
+        s.knowledge_base,
+        s.documents,
+        s.mask
+    )?;
+    if let Some(e) = &s.last_error {
+        writeln!(out, "  failing ({} in a row): {e}", s.failures)?;
+    }
+    Ok(())
+}
+
+fn print_report(out: &mut impl Write, r: &SyncReport) -> Result<()> {
+    let c = &r.counts;
+    writeln!(
+        out,
+        "Sync {} {}: {} added, {} changed, {} renamed, {} deleted, {} unchanged, {} skipped{}",
+        r.id,
+        r.status,
+        c.added,
+        c.changed,
+        c.renamed,
+        c.deleted,
+        c.unchanged,
+        c.skipped,
+        r.revision
+            .as_deref()
+            .map(|rev| format!(" (at {})", &rev[..rev.len().min(12)]))
+            .unwrap_or_default()
+    )?;
+    if let Some(e) = &r.error {
+        writeln!(out, "  error: {e}")?;
+    }
+    for l in &r.details {
+        match &l.detail {
+            Some(d) => writeln!(out, "  {:<9} {} ({d})", l.action, l.path)?,
+            None => writeln!(out, "  {:<9} {}", l.action, l.path)?,
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn intervals() {
+        assert_eq!(parse_every("15m").unwrap(), Some(Duration::from_secs(900)));
+        assert_eq!(parse_every("2h").unwrap(), Some(Duration::from_secs(7200)));
+        assert_eq!(
+            parse_every("1d").unwrap(),
+            Some(Duration::from_secs(86_400))
+        );
+        assert_eq!(parse_every("90s").unwrap(), Some(Duration::from_secs(90)));
+        assert_eq!(parse_every("off").unwrap(), None);
+        for bad in ["", "h", "5w", "-1m", "1.5h"] {
+            assert!(parse_every(bad).is_err(), "{bad}");
+        }
+    }
+}

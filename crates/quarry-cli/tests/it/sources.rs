@@ -1,0 +1,350 @@
+//! `quarry source …` through the real binary: folder and Git sources (a real `git
+//! http-backend` on loopback) synced into a knowledge base — additions, edits, renames and
+//! deletions reach search, document ids stay, uploads beside them are never touched, reports
+//! say what happened, and every bad input is a clear error that changes nothing.
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+use crate::common::{Quarry, s, write_files};
+use quarry_test_http::git::run as git;
+
+/// `kb docs --json`: file name → document id.
+fn docs(q: &Quarry, kb: &str) -> HashMap<String, String> {
+    q.json(&["kb", "docs", kb])["documents"]
+        .as_array()
+        .expect("documents")
+        .iter()
+        .map(|d| {
+            (
+                d["file_name"].as_str().expect("file_name").to_owned(),
+                d["id"].as_str().expect("id").to_owned(),
+            )
+        })
+        .collect()
+}
+
+fn counts(report: &Value) -> [u64; 6] {
+    let c = &report["counts"];
+    [
+        "added",
+        "changed",
+        "renamed",
+        "deleted",
+        "unchanged",
+        "skipped",
+    ]
+    .map(|k| c[k].as_u64().unwrap_or_else(|| panic!("{k} in {report}")))
+}
+
+fn sync(q: &Quarry, id: &str) -> Value {
+    q.json(&["source", "sync", id])["report"].clone()
+}
+
+/// Files found by a keyword search in the knowledge base.
+fn found(q: &Quarry, word: &str) -> Vec<String> {
+    q.search_files(&[word, "-c", "handbook"])
+}
+
+#[test]
+fn a_folder_source_follows_edits_renames_and_deletions() {
+    let q = Quarry::new();
+    q.ok(&["kb", "create", "handbook"]);
+    let src = q.corpus(
+        "src",
+        &[
+            ("intro.md", "# Intro\nWelcome aboard, zebra crossing."),
+            (
+                "policies/leave.md",
+                "# Leave\nTwenty-five days of quokka leave.",
+            ),
+            ("policies/travel.md", "# Travel\nEconomy walrus class."),
+            ("logo.png", "not a document"),
+        ],
+    );
+    // An upload beside the source: a sync never touches it.
+    let upload = q.corpus("up", &[("memo.md", "# Memo\nThe narwhal memo.")]);
+    q.ok(&["kb", "upload", "handbook", s(&upload.join("memo.md"))]);
+
+    let added = q.json(&["source", "add", "handbook", "--folder", s(&src)]);
+    let id = added["id"].as_str().expect("id").to_owned();
+    assert_eq!(added["location"]["kind"], "folder");
+
+    let first = sync(&q, &id);
+    assert_eq!(first["status"], "succeeded", "{first}");
+    assert_eq!(counts(&first), [3, 0, 0, 0, 0, 1], "{first}");
+    let skipped = &first["details"].as_array().unwrap();
+    assert!(
+        skipped
+            .iter()
+            .any(|l| l["path"] == "logo.png" && l["action"] == "skipped"),
+        "{first}"
+    );
+    let before = docs(&q, "handbook");
+    assert_eq!(before.len(), 4, "{before:?}");
+    assert_eq!(found(&q, "quokka"), vec!["handbook/policies/leave.md"]);
+    assert_eq!(found(&q, "walrus"), vec!["handbook/policies/travel.md"]);
+
+    // Nothing changed: nothing is read, nothing is applied.
+    assert_eq!(counts(&sync(&q, &id)), [0, 0, 0, 0, 3, 1]);
+
+    // Edit, rename, delete, add — the way people do.
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    write_files(
+        &src,
+        &[("intro.md", "# Intro\nWelcome aboard, okapi crossing.")],
+    );
+    std::fs::rename(
+        src.join("policies/leave.md"),
+        src.join("policies/time-off.md"),
+    )
+    .unwrap();
+    std::fs::remove_file(src.join("policies/travel.md")).unwrap();
+    write_files(&src, &[("faq.md", "# FAQ\nAsk the axolotl.")]);
+    let second = sync(&q, &id);
+    assert_eq!(counts(&second), [1, 1, 1, 1, 0, 1], "{second}");
+
+    let after = docs(&q, "handbook");
+    assert_eq!(
+        after["intro.md"], before["intro.md"],
+        "an edit keeps the id"
+    );
+    assert_eq!(
+        after["policies/time-off.md"], before["policies/leave.md"],
+        "a rename keeps the id"
+    );
+    assert!(!after.contains_key("policies/travel.md"));
+    assert_eq!(
+        after["memo.md"], before["memo.md"],
+        "the upload is untouched"
+    );
+    assert_eq!(found(&q, "okapi"), vec!["handbook/intro.md"]);
+    assert!(found(&q, "zebra").is_empty(), "the old text is gone");
+    assert_eq!(found(&q, "quokka"), vec!["handbook/policies/time-off.md"]);
+    assert!(found(&q, "walrus").is_empty(), "the deleted file is gone");
+    assert_eq!(found(&q, "axolotl"), vec!["handbook/faq.md"]);
+    assert_eq!(found(&q, "narwhal"), vec!["handbook/memo.md"]);
+
+    // The reports are kept, newest first.
+    let status = q.json(&["source", "status", &id]);
+    assert_eq!(status["source"]["documents"], 3);
+    let reports = status["reports"].as_array().unwrap();
+    assert_eq!(reports.len(), 3);
+    assert_eq!(reports[0]["id"], second["id"]);
+
+    // A folder that went away fails the sync and deletes nothing.
+    let moved = q.work().join("moved");
+    std::fs::rename(&src, &moved).unwrap();
+    let err = q.err(&["source", "sync", &id]);
+    assert!(err.contains("does not exist"), "{err}");
+    assert_eq!(docs(&q, "handbook"), after);
+    let status = q.json(&["source", "status", &id]);
+    assert_eq!(status["source"]["failures"], 1);
+    assert!(
+        status["source"]["last_error"]
+            .as_str()
+            .unwrap()
+            .contains("does not exist")
+    );
+    assert_eq!(status["reports"][0]["status"], "failed");
+    std::fs::rename(&moved, &src).unwrap();
+    assert_eq!(counts(&sync(&q, &id)), [0, 0, 0, 0, 3, 1]);
+    assert_eq!(q.json(&["source", "status", &id])["source"]["failures"], 0);
+
+    // Detached with its documents kept: they stay, no longer synced.
+    q.ok(&["source", "rm", &id, "--keep-documents"]);
+    assert_eq!(docs(&q, "handbook"), after);
+    assert_eq!(q.json(&["source", "list"])["sources"], Value::Array(vec![]));
+}
+
+#[test]
+fn removing_a_source_removes_its_documents_only() {
+    let q = Quarry::new();
+    q.ok(&["kb", "create", "handbook"]);
+    let src = q.corpus("src", &[("a.md", "# A\nalpha capybara")]);
+    let upload = q.corpus("up", &[("memo.md", "# Memo\nThe narwhal memo.")]);
+    q.ok(&["kb", "upload", "handbook", s(&upload.join("memo.md"))]);
+    let id = q.json(&["source", "add", "handbook", "--folder", s(&src)])["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    sync(&q, &id);
+    assert_eq!(found(&q, "capybara"), vec!["handbook/a.md"]);
+    q.ok(&["source", "rm", &id]);
+    assert!(found(&q, "capybara").is_empty());
+    assert_eq!(found(&q, "narwhal"), vec!["handbook/memo.md"]);
+    assert_eq!(docs(&q, "handbook").len(), 1);
+}
+
+#[test]
+fn a_git_source_over_http() {
+    let q = Quarry::new();
+    q.ok(&["kb", "create", "handbook"]);
+    let srv = q.dir("srv");
+    let bare = srv.join("handbook.git");
+    git(&srv, &["init", "--quiet", "--bare", s(&bare)]);
+    let work = q.corpus(
+        "work",
+        &[
+            ("docs/intro.md", "# Intro\nThe pangolin intro."),
+            ("docs/leave.md", "# Leave\nThe ibex leave policy."),
+            ("README.md", "# Not synced: outside --path"),
+        ],
+    );
+    git(&work, &["init", "--quiet"]);
+    git(&work, &["add", "-A"]);
+    git(&work, &["commit", "--quiet", "-m", "one"]);
+    git(&work, &["push", "--quiet", s(&bare), "HEAD:main"]);
+    let server = quarry_test_http::git::serve(&srv, None);
+
+    let url = server.url("/handbook.git");
+    let added = q.json(&[
+        "source", "add", "handbook", "--git", &url, "--branch", "main", "--path", "docs",
+    ]);
+    let id = added["id"].as_str().unwrap().to_owned();
+    let first = sync(&q, &id);
+    assert_eq!(counts(&first), [2, 0, 0, 0, 0, 0], "{first}");
+    let head = git(&work, &["rev-parse", "HEAD"]);
+    assert_eq!(first["revision"].as_str(), Some(head.trim()));
+    let before = docs(&q, "handbook");
+    assert_eq!(found(&q, "ibex"), vec!["handbook/leave.md"]);
+
+    git(&work, &["mv", "docs/leave.md", "docs/time-off.md"]);
+    git(&work, &["rm", "--quiet", "docs/intro.md"]);
+    git(&work, &["commit", "--quiet", "-m", "two"]);
+    git(&work, &["push", "--quiet", s(&bare), "HEAD:main"]);
+    let second = sync(&q, &id);
+    assert_eq!(counts(&second), [0, 0, 1, 1, 0, 0], "{second}");
+    let after = docs(&q, "handbook");
+    assert_eq!(after["time-off.md"], before["leave.md"]);
+    assert!(found(&q, "pangolin").is_empty());
+    assert_eq!(found(&q, "ibex"), vec!["handbook/time-off.md"]);
+}
+
+#[test]
+fn bad_sources_are_clear_errors_that_change_nothing() {
+    let q = Quarry::new();
+    q.ok(&["kb", "create", "handbook"]);
+    let src = q.corpus("src", &[("a.md", "# A")]);
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["source", "add", "nope", "--folder", s(&src)],
+            "knowledge base 'nope' not found",
+        ),
+        (
+            &["source", "add", "handbook", "--folder", "missing-dir"],
+            "is not a directory",
+        ),
+        (
+            &[
+                "source",
+                "add",
+                "handbook",
+                "--git",
+                "ftp://example.com/r.git",
+            ],
+            "unsupported Git location",
+        ),
+        (
+            &[
+                "source",
+                "add",
+                "handbook",
+                "--git",
+                "https://me:tok@example.com/r.git",
+            ],
+            "must not carry a user name or password",
+        ),
+        (
+            &[
+                "source",
+                "add",
+                "handbook",
+                "--git",
+                "https://example.com/r.git",
+                "--branch=-x",
+            ],
+            "invalid branch name",
+        ),
+        (
+            &[
+                "source",
+                "add",
+                "handbook",
+                "--git",
+                "https://example.com/r.git",
+                "--path",
+                "../up",
+            ],
+            "invalid folder",
+        ),
+        (
+            &[
+                "source",
+                "add",
+                "handbook",
+                "--folder",
+                s(&src),
+                "--mask",
+                " , ",
+            ],
+            "the file mask is empty",
+        ),
+        (
+            &[
+                "source",
+                "add",
+                "handbook",
+                "--folder",
+                s(&src),
+                "--every",
+                "10s",
+            ],
+            "at least 60 seconds",
+        ),
+        (
+            &[
+                "source",
+                "add",
+                "handbook",
+                "--folder",
+                s(&src),
+                "--every",
+                "5w",
+            ],
+            "invalid interval",
+        ),
+        (
+            &["source", "sync", "no-such-source"],
+            "source 'no-such-source' not found",
+        ),
+        (
+            &["source", "status", "no-such-source"],
+            "source 'no-such-source' not found",
+        ),
+        (
+            &["source", "rm", "no-such-source"],
+            "source 'no-such-source' not found",
+        ),
+    ];
+    for (args, want) in cases {
+        let err = q.err(args);
+        assert!(err.contains(want), "quarry {args:?}: {err}");
+    }
+    assert_eq!(q.json(&["source", "list"])["sources"], Value::Array(vec![]));
+
+    q.json(&["source", "add", "handbook", "--folder", s(&src)]);
+    let err = q.err(&["source", "add", "handbook", "--folder", s(&src)]);
+    assert!(
+        err.contains("already has a source at that location"),
+        "{err}"
+    );
+    assert_eq!(
+        q.json(&["source", "list"])["sources"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+}
