@@ -46,11 +46,23 @@ const EVERY: &[&str] = &["every command"];
 /// Commands that index folders.
 const INDEXING: &[&str] = &["collection add", "index", "update", "serve", "mcp"];
 /// Commands that convert files (folders with PDFs, Office files …, and uploads).
-const CONVERTING: &[&str] = &["collection add", "index", "update", "kb", "serve", "mcp"];
+const CONVERTING: &[&str] = &[
+    "collection add",
+    "index",
+    "update",
+    "kb",
+    "source",
+    "serve",
+    "mcp",
+];
 /// Commands that run ingestion workers.
-const WORKERS: &[&str] = &["kb", "serve"];
+const WORKERS: &[&str] = &["kb", "source", "serve"];
+/// Commands that sync sources (and may store their credentials).
+const SOURCES: &[&str] = &["source", "serve"];
 /// Commands that may load an embedding model.
-const EMBEDDING: &[&str] = &["embed", "vsearch", "query", "eval", "kb", "serve", "mcp"];
+const EMBEDDING: &[&str] = &[
+    "embed", "vsearch", "query", "eval", "kb", "source", "serve", "mcp",
+];
 /// Commands that may load a reranker.
 const QUERYING: &[&str] = &["query", "eval", "serve", "mcp"];
 /// Commands that may load a query expander (seed 001: `vsearch` expands as well as `query`).
@@ -123,6 +135,8 @@ table! {
             "Endpoint of an S3-compatible store (MinIO, Ceph, R2, …) for `--blobs`.";
         AWS_ALLOW_HTTP: System, None, EVERY, "`false`",
             "`true` lets `--blobs` use a plain-http endpoint (a store on a private network).";
+        QUARRY_SECRET_KEY: Secret, None, SOURCES, "unset (no credential can be stored)",
+            "Seals the credentials of sources (a Git token, a WebDAV password) at rest: 32 random bytes as 64 hexadecimal digits (`openssl rand -hex 32`). The same on every node of a team's server; a credential stored under one key does not open under another.";
         QUARRY_SPACE: Setting, Some("--space"), EVERY, "`default`",
             "Work in this space (name or UUID); the CLI acts as its owner.";
         QUARRY_MAX_FILE_BYTES: Setting, None, INDEXING, "67108864 (64 MiB)",
@@ -548,6 +562,10 @@ mod tests {
             "quarry-models/src/hub.rs",
             // PATH, HOME, locale for a stdio upstream's clean environment.
             "quarry-hub/src/upstream.rs",
+            // PATH for the `git` child of a Git source, whose environment is cleared.
+            "quarry-sources/src/git.rs",
+            // Test-only crate (a dev-dependency): PATH for `git http-backend`'s cleared environment.
+            "quarry-test-http/src/git.rs",
             // Its unit test (`#[cfg(test)]` only) finds the test server the suite started.
             "quarry-store-pg/src/pool.rs",
             // Test databases (feature `testing`, tests only) on the server the suite started.

@@ -708,6 +708,10 @@ fn open(cli: &Cli, env: &config::Env) -> Result<Engine> {
         .with_models(models)
         .with_fusion(fusion)
         .with_ingest(ingest);
+    let engine = match settings::secret_key(env)? {
+        Some(key) => engine.with_secret_key(key),
+        None => engine,
+    };
     match cli
         .space
         .as_deref()

@@ -37,6 +37,16 @@ pub(crate) fn engine_options(env: &Env, index: Option<&str>) -> Result<EngineOpt
     Ok(opts)
 }
 
+/// The key source credentials are sealed with (`QUARRY_SECRET_KEY`), when set.
+pub(crate) fn secret_key(env: &Env) -> Result<Option<std::sync::Arc<quarry_secrets::SecretKey>>> {
+    match env.get(&config::QUARRY_SECRET_KEY) {
+        None => Ok(None),
+        Some(text) => quarry_secrets::SecretKey::from_hex(text)
+            .map(|k| Some(std::sync::Arc::new(k)))
+            .map_err(|e| anyhow::anyhow!("QUARRY_SECRET_KEY: {e}")),
+    }
+}
+
 /// Conversion limits, OCR and retries; every conversion runs in a child of this binary
 /// (`program args…`), whose environment holds only [`config::CONVERTER_CHILD_ENV`].
 pub(crate) fn ingest_options(

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use anyhow::{Result, bail};
 use clap::{Args, Subcommand};
-use quarry_engine::{AddSource, Engine, Location, SourceView, SyncReport};
+use quarry_engine::{AddSource, Engine, Location, Secret, SourceView, SyncReport};
 use serde_json::json;
 
 use crate::print_json;
@@ -53,6 +53,11 @@ pub(crate) enum SourceCmd {
         /// Sync every this long (`15m`, `1h`, `1d`); `off` for only when asked.
         #[arg(long, value_name = "DURATION")]
         every: Option<String>,
+        #[command(flatten)]
+        credential: CredentialArgs,
+        /// Forget the stored credential.
+        #[arg(long, conflicts_with_all = ["token_env", "password_stdin"])]
+        forget_credential: bool,
     },
     /// Detach a source; its documents are deleted unless --keep-documents.
     #[command(alias = "remove")]
@@ -88,6 +93,49 @@ pub(crate) struct AddArgs {
     /// Sync every this long (`15m`, `1h`, `1d`); default: only when asked.
     #[arg(long, value_name = "DURATION")]
     every: Option<String>,
+    #[command(flatten)]
+    credential: CredentialArgs,
+}
+
+/// A credential, never on the command line itself (it would show in `ps` and shell
+/// history): read from a named environment variable or from standard input.
+#[derive(Args)]
+pub(crate) struct CredentialArgs {
+    /// Read the token or password from this environment variable.
+    #[arg(long, value_name = "VAR", conflicts_with = "password_stdin")]
+    token_env: Option<String>,
+    /// Read the token or password from standard input (one line).
+    #[arg(long)]
+    password_stdin: bool,
+    /// The user name sent with it (Git: `x-access-token` unless given).
+    #[arg(long)]
+    username: Option<String>,
+}
+
+impl CredentialArgs {
+    /// The credential given, if any; `QUARRY_SECRET_KEY` seals it.
+    fn secret(&self) -> Result<Option<Secret>> {
+        let password = if let Some(var) = &self.token_env {
+            match std::env::var(var) {
+                Ok(v) if !v.is_empty() => v,
+                _ => bail!("--token-env {var}: that environment variable is not set"),
+            }
+        } else if self.password_stdin {
+            let mut line = String::new();
+            std::io::stdin().read_line(&mut line)?;
+            let line = line.trim_end_matches(['\r', '\n']).to_owned();
+            if line.is_empty() {
+                bail!("--password-stdin: nothing was read from standard input");
+            }
+            line
+        } else {
+            if self.username.is_some() {
+                bail!("--username goes with --token-env VAR or --password-stdin");
+            }
+            return Ok(None);
+        };
+        Ok(Some(Secret::new(self.username.as_deref(), &password)?))
+    }
 }
 
 /// `90s`, `15m`, `2h`, `1d`; `off` is `None`.
@@ -140,6 +188,7 @@ pub(crate) fn run(
                     location,
                     mask: a.mask.clone(),
                     interval,
+                    secret: a.credential.secret()?,
                 },
             )?;
             if json_out {
@@ -216,15 +265,30 @@ pub(crate) fn run(
                 }
             }
         }
-        SourceCmd::Set { id, mask, every } => {
-            if mask.is_none() && every.is_none() {
-                bail!("nothing to change: give --mask and/or --every");
+        SourceCmd::Set {
+            id,
+            mask,
+            every,
+            credential,
+            forget_credential,
+        } => {
+            let secret = credential.secret()?;
+            if mask.is_none() && every.is_none() && secret.is_none() && !forget_credential {
+                bail!(
+                    "nothing to change: give --mask, --every, a credential (--token-env or --password-stdin) or --forget-credential"
+                );
             }
             let interval = match every {
                 Some(e) => Some(parse_every(e)?),
                 None => None,
             };
-            let s = engine.update_source(id, mask.as_deref(), interval)?;
+            let mut s = engine.source(id)?;
+            if secret.is_some() || *forget_credential {
+                s = engine.set_source_secret(id, secret.as_ref())?;
+            }
+            if mask.is_some() || interval.is_some() {
+                s = engine.update_source(id, mask.as_deref(), interval)?;
+            }
             if json_out {
                 print_json(&s)?;
             } else {

@@ -59,6 +59,9 @@ pub struct EngineShared {
     pub(crate) fusion: fusion::Fusion,
     pub(crate) blobs: OnceLock<Arc<dyn quarry_blobs::BlobStore>>,
     pub(crate) ingest: knowledge::IngestOptions,
+    /// Seals and opens the credentials of sources (`QUARRY_SECRET_KEY`); `None`: no
+    /// credential can be stored.
+    pub(crate) secret_key: Option<Arc<quarry_secrets::SecretKey>>,
     /// This process as a node following the store's feed.
     pub(crate) node: node::NodeState,
 }
@@ -185,6 +188,7 @@ impl Engine {
                 fusion: fusion::Fusion::default(),
                 blobs: OnceLock::new(),
                 ingest: knowledge::IngestOptions::default(),
+                secret_key: None,
                 node: node::NodeState::default(),
             }),
             scope,
@@ -219,6 +223,11 @@ impl Engine {
     /// How uploads are converted and retried.
     pub fn with_ingest(self, ingest: knowledge::IngestOptions) -> Engine {
         self.configure(|s| s.ingest = ingest)
+    }
+
+    /// The key the credentials of sources are sealed with.
+    pub fn with_secret_key(self, key: Arc<quarry_secrets::SecretKey>) -> Engine {
+        self.configure(|s| s.secret_key = Some(key))
     }
 
     /// How `query` combines keyword and vector results (default [`fusion::Fusion::Calibrated`]).

@@ -47,7 +47,7 @@ pub use notes::{MAX_NOTE_BYTES, NOTE_KINDS, NewNote, NoteChange, NoteFormat, Not
 pub use passages::PER_DOCUMENT;
 pub use progress::{NoProgress, Progress};
 pub use quarry_models::{ApiKey, ModelEnv, ModelSpec};
-pub use quarry_sources::Location;
+pub use quarry_sources::{Location, Secret};
 pub use quarry_store::{
     ChangeWaiter, FileFilter, FileStatus, Job, JobKind, KbFile, KnowledgeBase, NoteMeta,
     QueueCounts, owner_node,

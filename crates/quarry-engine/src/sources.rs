@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use quarry_convert::Format;
 use quarry_core::{Access, Error, Result};
-use quarry_sources::{Change, FileMask, Item, Known, Location, SourceError};
+use quarry_sources::{Change, FileMask, Item, Known, Location, Secret, SourceError};
 use quarry_store::{
     KbFile, NewKbFile, NewSource, SourceChange, SourceLease, SourceRow, SyncCounts, SyncLine,
     SyncReport,
@@ -45,6 +45,8 @@ pub struct AddSource {
     pub mask: Option<String>,
     /// Synced every this long; only when asked when `None`.
     pub interval: Option<Duration>,
+    /// A token or password for a private source; stored sealed, never shown again.
+    pub secret: Option<Secret>,
 }
 
 /// A source as surfaces show it.
@@ -98,13 +100,18 @@ impl Engine {
             None => FileMask::default(),
         };
         let interval_ms = interval_ms(req.interval)?;
+        let location = req.location.to_json();
+        let sealed_secret = match &req.secret {
+            Some(secret) => Some(self.seal_secret(secret, &location)?),
+            None => None,
+        };
         let row = self.store().create_source(&NewSource {
             collection_id: kb.collection_id,
             kind: req.location.kind().to_owned(),
-            location: req.location.to_json(),
+            location,
             mask: mask.text(),
             interval_ms,
-            sealed_secret: None,
+            sealed_secret,
         })?;
         self.source_view(row)
     }
@@ -157,6 +164,57 @@ impl Engine {
         };
         let row = self.store().update_source(row.row_id, &mask, interval_ms)?;
         self.source_view(row)
+    }
+
+    /// Sets (or, with `None`, forgets) the credential a source uses.
+    pub fn set_source_secret(&self, id: &str, secret: Option<&Secret>) -> Result<SourceView> {
+        self.require(Access::Admin, "changing a source's credential")?;
+        let row = self.source_row(id)?;
+        let sealed = match secret {
+            Some(s) => Some(self.seal_secret(s, &row.location)?),
+            None => None,
+        };
+        self.store()
+            .set_source_secret(row.row_id, sealed.as_deref())?;
+        self.source(id)
+    }
+
+    /// Seals a credential for the source at `location` (JSON); refused without a key.
+    fn seal_secret(&self, secret: &Secret, location: &str) -> Result<String> {
+        let Some(key) = &self.secret_key else {
+            return Err(Error::Unavailable(
+                "storing a source's credential needs QUARRY_SECRET_KEY: 32 random bytes as 64 hexadecimal digits (`openssl rand -hex 32`), the same on every node".into(),
+            ));
+        };
+        let plain = serde_json::json!({
+            "username": secret.username(),
+            "password": secret.password(),
+        })
+        .to_string();
+        key.seal(&plain, location)
+            .map_err(|e| Error::Unavailable(e.to_string()))
+    }
+
+    /// The credential of a source, opened; `None` when it has none.
+    fn source_secret(&self, row: &SourceRow) -> Result<Option<Secret>> {
+        let Some(sealed) = self.store().source_secret(row.row_id)? else {
+            return Ok(None);
+        };
+        let Some(key) = &self.secret_key else {
+            return Err(Error::Unavailable(
+                "this source has a stored credential, and QUARRY_SECRET_KEY is not set: set the key it was stored with".into(),
+            ));
+        };
+        let plain = key
+            .open(&sealed, &row.location)
+            .map_err(|e| Error::Unavailable(e.to_string()))?;
+        let v: serde_json::Value = serde_json::from_str(&plain)
+            .map_err(|_| Error::Unavailable("the stored credential is not readable".into()))?;
+        let secret = Secret::new(
+            v["username"].as_str(),
+            v["password"].as_str().unwrap_or_default(),
+        )?;
+        Ok(Some(secret))
     }
 
     /// Detaches a source: its documents are deleted with it, or kept as ordinary documents
@@ -275,7 +333,8 @@ impl Engine {
         let location = Location::from_json(&row.location)?;
         let mask = FileMask::parse(&row.mask)?;
         let work_dir = self.source_work_dir(&row.id);
-        let mut source = quarry_sources::open(&location, None, mask, &work_dir)?;
+        let secret = self.source_secret(row)?;
+        let mut source = quarry_sources::open(&location, secret.as_ref(), mask, &work_dir)?;
         progress.begin("Listing", 0);
         let listing = source.list()?;
         progress.end();

@@ -177,6 +177,20 @@ impl quarry_store::SourceStore for PgStore {
             .flatten())
     }
 
+    fn set_source_secret(&self, row_id: i64, sealed: Option<&str>) -> Result<()> {
+        let n = self
+            .conn()?
+            .execute(
+                "UPDATE sources SET secret = $2, updated_at = $3 WHERE id = $1",
+                &[&row_id, &sealed, &quarry_core::now_millis()],
+            )
+            .map_err(db_err)?;
+        if n == 0 {
+            return Err(Error::NotFound("source not found".into()));
+        }
+        Ok(())
+    }
+
     fn update_source(
         &self,
         row_id: i64,

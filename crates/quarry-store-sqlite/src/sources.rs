@@ -182,6 +182,21 @@ impl SourceStore for SqliteStore {
             .map_err(db_err)
     }
 
+    fn set_source_secret(&self, row_id: i64, sealed: Option<&str>) -> Result<()> {
+        self.write(|tx| {
+            let n = tx
+                .execute(
+                    "UPDATE sources SET secret = ?2, updated_at = ?3 WHERE id = ?1",
+                    params![row_id, sealed, quarry_core::now_millis()],
+                )
+                .map_err(db_err)?;
+            if n == 0 {
+                return Err(Error::NotFound("source not found".into()));
+            }
+            Ok(())
+        })
+    }
+
     fn update_source(
         &self,
         row_id: i64,

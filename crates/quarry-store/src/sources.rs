@@ -203,6 +203,8 @@ pub trait SourceStore: Send + Sync {
     fn source(&self, id: &str) -> Result<Option<SourceRow>>;
     /// The sealed credential of a source, for the sync only.
     fn source_secret(&self, row_id: i64) -> Result<Option<String>>;
+    /// Replaces (or, with `None`, removes) a source's sealed credential.
+    fn set_source_secret(&self, row_id: i64, sealed: Option<&str>) -> Result<()>;
     /// Changes the mask and the interval; `next_sync_at` follows the interval.
     fn update_source(&self, row_id: i64, mask: &str, interval_ms: Option<i64>)
     -> Result<SourceRow>;

@@ -348,3 +348,123 @@ fn bad_sources_are_clear_errors_that_change_nothing() {
         1
     );
 }
+
+const KEY: &str = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
+const TOKEN: &str = "tok-Pr1vate-Handbook-777";
+
+#[test]
+fn a_private_repository_with_a_sealed_token() {
+    let mut q = Quarry::new();
+    q.ok(&["kb", "create", "handbook"]);
+    let srv = q.dir("srv");
+    let bare = srv.join("private.git");
+    git(&srv, &["init", "--quiet", "--bare", s(&bare)]);
+    let work = q.corpus("work", &[("secret-plan.md", "# Plan\nThe wombat plan.")]);
+    git(&work, &["init", "--quiet"]);
+    git(&work, &["add", "-A"]);
+    git(&work, &["commit", "--quiet", "-m", "one"]);
+    git(&work, &["push", "--quiet", s(&bare), "HEAD:main"]);
+    let server = quarry_test_http::git::serve(&srv, Some(TOKEN));
+    let url = server.url("/private.git");
+    q.set_env("HANDBOOK_TOKEN", TOKEN);
+
+    // No key: the credential cannot be stored, and nothing is attached.
+    let err = q.err(&[
+        "source",
+        "add",
+        "handbook",
+        "--git",
+        &url,
+        "--token-env",
+        "HANDBOOK_TOKEN",
+    ]);
+    assert!(err.contains("needs QUARRY_SECRET_KEY"), "{err}");
+    assert_eq!(q.json(&["source", "list"])["sources"], Value::Array(vec![]));
+    let err = q.err(&[
+        "source",
+        "add",
+        "handbook",
+        "--git",
+        &url,
+        "--token-env",
+        "NOT_SET_ANYWHERE",
+    ]);
+    assert!(err.contains("NOT_SET_ANYWHERE"), "{err}");
+
+    q.set_env("QUARRY_SECRET_KEY", KEY);
+    let added = q.json(&[
+        "source",
+        "add",
+        "handbook",
+        "--git",
+        &url,
+        "--token-env",
+        "HANDBOOK_TOKEN",
+    ]);
+    assert_eq!(added["has_secret"], true);
+    assert!(!added.to_string().contains(TOKEN));
+    let id = added["id"].as_str().unwrap().to_owned();
+    assert_eq!(counts(&sync(&q, &id)), [1, 0, 0, 0, 0, 0]);
+    assert_eq!(found(&q, "wombat"), vec!["handbook/secret-plan.md"]);
+
+    // The token is nowhere in the data directory, nor in what the CLI prints.
+    for f in walk(q.home()) {
+        let bytes = std::fs::read(&f).unwrap_or_default();
+        assert!(
+            !bytes.windows(TOKEN.len()).any(|w| w == TOKEN.as_bytes()),
+            "{} holds the token in clear",
+            f.display()
+        );
+    }
+    let status = q.ok(&["source", "status", &id, "--json"]);
+    assert!(!status.contains(TOKEN));
+
+    // Another key cannot open it: the sync says so and changes nothing.
+    let other = "00".repeat(32);
+    let err = q.err_env(
+        &["source", "sync", &id],
+        &[("QUARRY_SECRET_KEY", other.as_str())],
+    );
+    assert!(
+        err.contains("sealed with another QUARRY_SECRET_KEY"),
+        "{err}"
+    );
+    assert!(!err.contains(TOKEN));
+    let err = q.err_env(&["source", "list"], &[("QUARRY_SECRET_KEY", "not-hex")]);
+    assert!(err.contains("64 hexadecimal digits"), "{err}");
+
+    // Forgotten: the repository refuses; given again on standard input: it syncs.
+    q.ok(&["source", "set", &id, "--forget-credential"]);
+    let err = q.err(&["source", "sync", &id]);
+    assert!(err.contains("needs a credential"), "{err}");
+    let mut child = q
+        .cmd(&["source", "set", &id, "--password-stdin"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(format!("{TOKEN}\n").as_bytes())
+            .unwrap();
+    }
+    assert!(child.wait_with_output().unwrap().status.success());
+    assert_eq!(counts(&sync(&q, &id)), [0, 0, 0, 0, 1, 0]);
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = entry.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}

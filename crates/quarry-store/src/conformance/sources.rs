@@ -166,6 +166,20 @@ pub fn sources_are_created_listed_and_unique_per_location(store: &dyn Store) {
         Some(3_600_000)
     );
     assert!(store.source("no-such-id").unwrap().is_none());
+    store
+        .set_source_secret(s1.row_id, Some("sealed-2"))
+        .unwrap();
+    assert_eq!(
+        store.source_secret(s1.row_id).unwrap().as_deref(),
+        Some("sealed-2")
+    );
+    store.set_source_secret(s1.row_id, None).unwrap();
+    assert_eq!(store.source_secret(s1.row_id).unwrap(), None);
+    assert!(!store.source(&s1.id).unwrap().unwrap().has_secret);
+    assert!(matches!(
+        store.set_source_secret(999_999, None),
+        Err(Error::NotFound(_))
+    ));
     let updated = store
         .update_source(s1.row_id, "**/*.md", Some(120_000))
         .unwrap();
