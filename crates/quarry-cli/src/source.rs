@@ -18,7 +18,8 @@ use crate::progress::CliProgress;
 
 #[derive(Subcommand)]
 pub(crate) enum SourceCmd {
-    /// Attach a source to a knowledge base (then `quarry source sync ID`).
+    /// Attach a source to a knowledge base: a Git repository, a folder, an S3 bucket, a
+    /// WebDAV folder or a website (then `quarry source sync ID`).
     Add(AddArgs),
     /// List sources, of one knowledge base or of all.
     #[command(alias = "ls")]
@@ -87,6 +88,22 @@ pub(crate) struct AddArgs {
     /// A folder on this machine.
     #[arg(long, group = "where", value_name = "PATH")]
     folder: Option<PathBuf>,
+    /// An S3 bucket and prefix (`s3://bucket/handbook/`); the credential's user name is the
+    /// access key id (none: a public bucket).
+    #[arg(long, group = "where", value_name = "URL")]
+    s3: Option<String>,
+    /// An S3-compatible endpoint (MinIO, Ceph, R2 …) for --s3.
+    #[arg(long, requires = "s3", value_name = "URL")]
+    endpoint: Option<String>,
+    /// The bucket's region (--s3).
+    #[arg(long, requires = "s3")]
+    region: Option<String>,
+    /// A WebDAV folder (Nextcloud, ownCloud, Apache mod_dav …), basic authentication.
+    #[arg(long, group = "where", value_name = "URL")]
+    webdav: Option<String>,
+    /// A website: the pages its sitemap lists, on the sitemap's host, as robots.txt allows.
+    #[arg(long, group = "where", value_name = "SITEMAP_URL")]
+    site: Option<String>,
     /// Comma-separated globs over paths in the source (default: every file Quarry converts).
     #[arg(long)]
     mask: Option<String>,
@@ -170,13 +187,20 @@ pub(crate) fn run(
     let mut out = std::io::stdout().lock();
     match cmd {
         SourceCmd::Add(a) => {
-            let location = match (&a.git, &a.folder) {
-                (Some(url), _) => Location::git(url, a.branch.as_deref(), a.path.as_deref())?,
-                (None, Some(folder)) => {
-                    let abs = std::path::absolute(folder)?;
-                    Location::folder(&abs)?
-                }
-                (None, None) => bail!("say where the source is: --git URL or --folder PATH"),
+            let location = if let Some(url) = &a.git {
+                Location::git(url, a.branch.as_deref(), a.path.as_deref())?
+            } else if let Some(folder) = &a.folder {
+                Location::folder(&std::path::absolute(folder)?)?
+            } else if let Some(url) = &a.s3 {
+                Location::s3(url, a.endpoint.as_deref(), a.region.as_deref())?
+            } else if let Some(url) = &a.webdav {
+                Location::webdav(url)?
+            } else if let Some(url) = &a.site {
+                Location::site(url)?
+            } else {
+                bail!(
+                    "say where the source is: --git URL, --folder PATH, --s3 URL, --webdav URL or --site SITEMAP_URL"
+                )
             };
             let interval = match &a.every {
                 Some(e) => parse_every(e)?,
@@ -212,7 +236,7 @@ pub(crate) fn run(
             } else if sources.is_empty() {
                 writeln!(
                     out,
-                    "No sources. Attach one with: quarry source add KB --git URL | --folder PATH"
+                    "No sources. Attach one with: quarry source add KB --git URL | --folder PATH | --s3 URL | --webdav URL | --site SITEMAP_URL"
                 )?;
             } else {
                 for s in &sources {

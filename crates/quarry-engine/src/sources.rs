@@ -33,6 +33,8 @@ const REPORT_LINES: usize = 1000;
 const BACKOFF_BASE: Duration = Duration::from_secs(60);
 /// The longest back-off.
 const BACKOFF_MAX: Duration = Duration::from_secs(6 * 3600);
+/// Transient fetch failures in a row after which a sync gives up (the source is down).
+const GIVE_UP_AFTER: usize = 5;
 /// The shortest interval a schedule may have.
 pub const MIN_SYNC_INTERVAL: Duration = Duration::from_secs(60);
 
@@ -364,6 +366,7 @@ impl Engine {
         let mut renewed = Instant::now();
         let mut fetched: Vec<(Item, String)> = Vec::with_capacity(plan.fetch.len());
         let mut sizes: HashMap<String, u64> = HashMap::new();
+        let mut failing = 0usize;
         progress.begin("Fetching", plan.fetch.len() as u64);
         for item in &plan.fetch {
             if renewed.elapsed() > RENEW_EVERY {
@@ -380,13 +383,20 @@ impl Engine {
                 continue;
             }
             let bytes = match source.fetch(item, max_bytes) {
-                Ok(b) => b,
-                Err(e) if e.is_transient() && !matches!(e, SourceError::Io { .. }) => {
-                    // The source went away mid-sync: stop; what was applied stays, the rest
-                    // is the next sync's.
-                    return Err(e.into());
+                Ok(b) => {
+                    failing = 0;
+                    b
                 }
                 Err(e) => {
+                    // One file that keeps failing (a page answering 500) is skipped and
+                    // reported; a source that went away mid-sync fails the sync: what was
+                    // fetched so far is applied by the next one.
+                    if e.is_transient() && !matches!(e, SourceError::Io { .. }) {
+                        failing += 1;
+                        if failing >= GIVE_UP_AFTER {
+                            return Err(e.into());
+                        }
+                    }
                     lines.push(&item.path, "skipped", Some(e.to_string()));
                     continue;
                 }

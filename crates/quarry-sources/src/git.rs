@@ -184,7 +184,25 @@ impl GitSource {
         if let Some(secret) = &self.opts.secret {
             text = text.replace(secret.password(), "***");
         }
-        let lower = text.to_lowercase();
+        // Status codes are looked for in the text: the URL's host, port and path are taken
+        // out first (a port such as 40335 holds "403").
+        let mut lower = text.to_lowercase();
+        if let Ok(u) = url::Url::parse(&self.opts.url) {
+            let host = u.host_str().unwrap_or_default().to_lowercase();
+            let authority = match u.port() {
+                Some(p) => format!("{host}:{p}"),
+                None => host,
+            };
+            for part in [
+                self.opts.url.to_lowercase(),
+                authority,
+                u.path().to_lowercase(),
+            ] {
+                if part.len() > 1 {
+                    lower = lower.replace(&part, "<url>");
+                }
+            }
+        }
         let place = self.place();
         if lower.contains("authentication failed")
             || lower.contains("could not read username")
@@ -347,4 +365,51 @@ fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         options.mode(0o600);
     }
     options.open(path)?.write_all(bytes)
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+    use std::os::unix::process::ExitStatusExt;
+
+    fn failed(stderr: &str) -> Output {
+        Output {
+            status: std::process::ExitStatus::from_raw(128 << 8),
+            stdout: Vec::new(),
+            stderr: stderr.as_bytes().to_vec(),
+        }
+    }
+
+    #[test]
+    fn status_codes_are_not_read_from_the_url() {
+        let work = tempfile::tempdir().unwrap();
+        let source = GitSource::new(
+            GitOptions {
+                url: "http://127.0.0.1:40335/team-4031.git".into(),
+                branch: None,
+                subdir: None,
+                secret: None,
+            },
+            FileMask::default(),
+            work.path(),
+        )
+        .unwrap();
+        let err = source
+            .check(
+                &failed("fatal: repository 'http://127.0.0.1:40335/team-4031.git/' not found"),
+                "git fetch",
+            )
+            .unwrap_err();
+        assert!(matches!(err, SourceError::NotFound(_)), "{err:?}");
+        let err = source
+            .check(
+                &failed(
+                    "fatal: unable to access 'http://127.0.0.1:40335/team-4031.git/': \
+                     The requested URL returned error: 403",
+                ),
+                "git fetch",
+            )
+            .unwrap_err();
+        assert!(matches!(err, SourceError::Unauthorized(_)), "{err:?}");
+    }
 }

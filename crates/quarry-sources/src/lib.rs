@@ -14,16 +14,24 @@
 //!    whose bytes did not change is only re-versioned (a `touch`), the other new paths are
 //!    added, the other changed paths changed, and what is left gone is deleted.
 //!
-//! The kinds: [`folder`] (a directory on this machine, versions from `stat`) and [`git`] (a
-//! repository over HTTP(S) or on disk, through the `git` command, versions are blob ids).
-//! Where a source is configured is a [`Location`]; its credential is a [`Secret`], which
-//! never prints and never enters a child process's environment or command line.
+//! The kinds: [`folder`] (a directory on this machine, versions from `stat`), [`git`] (a
+//! repository over HTTP(S) or on disk, through the `git` command, versions are blob ids),
+//! [`s3`] (a bucket or a prefix of one, AWS or S3-compatible, versions are ETags),
+//! [`webdav`] (a folder on a WebDAV server, versions are ETags) and [`site`] (the pages a
+//! web site's sitemap lists, as its `robots.txt` allows, versions are `<lastmod>`). Where a
+//! source is configured is a [`Location`]; its credential is a [`Secret`], which never
+//! prints and never enters a child process's environment or command line, a URL or an
+//! error.
 
 pub mod folder;
 pub mod git;
+mod http;
 mod location;
 mod mask;
 mod plan;
+pub mod s3;
+pub mod site;
+pub mod webdav;
 
 pub use location::{Location, Secret};
 pub use mask::FileMask;
@@ -126,7 +134,13 @@ impl From<SourceError> for quarry_core::Error {
 
 /// Opens the source a location names, with its credential and its file mask. `work_dir`
 /// is where a source may keep a local copy between syncs (a Git source's bare clone); it is
-/// created when missing.
+/// created when missing (by the sources that use it).
+///
+/// Credentials: a folder takes none; Git sends the secret as a token or password; S3 signs
+/// with the secret's user name as the access key id and its password as the secret key
+/// (without one, requests go unsigned: public buckets only, never ambient AWS credentials);
+/// WebDAV sends user name and password as basic authentication; a site takes none (a
+/// secret given for a site is refused, so nobody believes it is used).
 pub fn open(
     location: &Location,
     secret: Option<&Secret>,
@@ -145,5 +159,30 @@ pub fn open(
             mask,
             work_dir,
         )?)),
+        Location::S3 {
+            bucket,
+            prefix,
+            endpoint,
+            region,
+        } => Ok(Box::new(s3::S3Source::new(
+            s3::S3Options {
+                bucket: bucket.clone(),
+                prefix: prefix.clone(),
+                endpoint: endpoint.clone(),
+                region: region.clone(),
+                secret: secret.cloned(),
+                page_size: s3::DEFAULT_PAGE_SIZE,
+            },
+            mask,
+        )?)),
+        Location::WebDav { url } => Ok(Box::new(webdav::WebDavSource::new(url, secret, mask)?)),
+        Location::Site { sitemap } => {
+            if secret.is_some() {
+                return Err(SourceError::Invalid(
+                    "a site source takes no credential: only public pages are synced".into(),
+                ));
+            }
+            Ok(Box::new(site::SiteSource::new(sitemap, mask)?))
+        }
     }
 }

@@ -25,6 +25,32 @@ pub enum Location {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         path: Option<String>,
     },
+    /// An S3 bucket (AWS S3 or an S3-compatible store), or the objects under a prefix of it.
+    S3 {
+        /// The bucket's name.
+        bucket: String,
+        /// Only objects under this prefix (`docs/handbook`, no leading or trailing `/`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        prefix: Option<String>,
+        /// The endpoint of an S3-compatible store (`https://minio.example.com:9000`); AWS S3
+        /// when `None`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        endpoint: Option<String>,
+        /// The region (`eu-west-1`); `us-east-1` when `None`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        region: Option<String>,
+    },
+    /// A folder on a WebDAV server (Nextcloud, ownCloud, SharePoint, Apache `mod_dav`, …).
+    #[serde(rename = "webdav")]
+    WebDav {
+        /// The folder's `https://…` (or `http://…`) URL, without a user name or password.
+        url: String,
+    },
+    /// The pages a web site lists in its sitemap, as its `robots.txt` allows.
+    Site {
+        /// The sitemap's `https://…/sitemap.xml` (or `http://…`) URL.
+        sitemap: String,
+    },
 }
 
 impl Location {
@@ -92,6 +118,138 @@ impl Location {
         })
     }
 
+    /// An S3 bucket: `s3://bucket` or `s3://bucket/prefix`, with the endpoint of an
+    /// S3-compatible store (`https://…`, or `http://…` on a private network) and a region
+    /// when they are not AWS's defaults.
+    pub fn s3(
+        url: &str,
+        endpoint: Option<&str>,
+        region: Option<&str>,
+    ) -> Result<Location, SourceError> {
+        let url = url.trim();
+        let bad = |why: &str| {
+            SourceError::Invalid(format!(
+                "invalid S3 location {}: {why} (expected s3://bucket or s3://bucket/prefix)",
+                shown_url(url)
+            ))
+        };
+        let rest = url
+            .strip_prefix("s3://")
+            .ok_or_else(|| bad("it does not start with s3://"))?;
+        if rest.contains(['?', '#']) {
+            return Err(bad("no query or fragment is allowed"));
+        }
+        let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+        if bucket.contains('@') || bucket.contains(':') {
+            return Err(bad(
+                "credentials and ports do not belong in the URL (give the endpoint apart, \
+                 and the credential with --token-env or --password-stdin)",
+            ));
+        }
+        let prefix = prefix.trim_matches('/');
+        Location::s3_parts(
+            bucket,
+            (!prefix.is_empty()).then_some(prefix),
+            endpoint,
+            region,
+        )
+    }
+
+    /// An S3 location from its parts, checked as [`Location::s3`] checks them.
+    fn s3_parts(
+        bucket: &str,
+        prefix: Option<&str>,
+        endpoint: Option<&str>,
+        region: Option<&str>,
+    ) -> Result<Location, SourceError> {
+        let valid_bucket = (3..=63).contains(&bucket.len())
+            && bucket
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'.' || b == b'-')
+            && bucket.starts_with(|c: char| c.is_ascii_alphanumeric())
+            && bucket.ends_with(|c: char| c.is_ascii_alphanumeric());
+        if !valid_bucket {
+            return Err(SourceError::Invalid(format!(
+                "{bucket:?} is not an S3 bucket name (3 to 63 lower-case letters, digits, dots \
+                 and hyphens, starting and ending with a letter or digit)"
+            )));
+        }
+        let prefix = match prefix
+            .map(|p| p.trim().trim_matches('/'))
+            .filter(|p| !p.is_empty())
+        {
+            Some(p) => {
+                if p.split('/').any(|s| s.is_empty() || s == "." || s == "..")
+                    || p.chars().any(char::is_control)
+                {
+                    return Err(SourceError::Invalid(format!(
+                        "invalid S3 prefix {p:?}: folders separated by single '/', without \
+                         '.' or '..'"
+                    )));
+                }
+                Some(p.to_owned())
+            }
+            None => None,
+        };
+        let endpoint = match endpoint.map(str::trim).filter(|e| !e.is_empty()) {
+            Some(e) => Some(
+                check_http_url(e, "S3 endpoint")?
+                    .trim_end_matches('/')
+                    .to_owned(),
+            ),
+            None => None,
+        };
+        let region = match region.map(str::trim).filter(|r| !r.is_empty()) {
+            Some(r) => {
+                if r.len() > 64
+                    || !r
+                        .bytes()
+                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                {
+                    return Err(SourceError::Invalid(format!(
+                        "{r:?} is not an S3 region (lower-case letters, digits and hyphens, \
+                         e.g. eu-west-1)"
+                    )));
+                }
+                Some(r.to_owned())
+            }
+            None => None,
+        };
+        Ok(Location::S3 {
+            bucket: bucket.to_owned(),
+            prefix,
+            endpoint,
+            region,
+        })
+    }
+
+    /// A WebDAV folder: an `https://…` (or `http://…`) URL without a user name or password.
+    pub fn webdav(url: &str) -> Result<Location, SourceError> {
+        let url = check_http_url(url.trim(), "WebDAV URL")?;
+        Ok(Location::WebDav { url })
+    }
+
+    /// A web site's sitemap: an `https://…` (or `http://…`) URL without a user name or
+    /// password (`https://example.com/sitemap.xml`).
+    pub fn site(sitemap: &str) -> Result<Location, SourceError> {
+        let sitemap = check_http_url(sitemap.trim(), "sitemap URL")?;
+        let parsed = url::Url::parse(&sitemap)
+            .map_err(|e| SourceError::Invalid(format!("invalid sitemap URL: {e}")))?;
+        if parsed.path() == "/" && parsed.query().is_none() {
+            return Err(SourceError::Invalid(format!(
+                "{sitemap} is a site, not its sitemap: give the sitemap's URL \
+                 (e.g. {}sitemap.xml)",
+                parsed.as_str()
+            )));
+        }
+        if parsed.fragment().is_some() {
+            return Err(SourceError::Invalid(format!(
+                "the sitemap URL {sitemap} must not have a #fragment"
+            )));
+        }
+        Ok(Location::Site { sitemap })
+    }
+
     /// As stored: one line of JSON (`{"kind":"git","url":…}`), no credential.
     pub fn to_json(&self) -> String {
         serde_json::to_string(self).unwrap_or_default()
@@ -115,14 +273,30 @@ impl Location {
             Location::Git { url, branch, path } => {
                 Location::git(url, branch.as_deref(), path.as_deref())
             }
+            Location::S3 {
+                bucket,
+                prefix,
+                endpoint,
+                region,
+            } => Location::s3_parts(
+                bucket,
+                prefix.as_deref(),
+                endpoint.as_deref(),
+                region.as_deref(),
+            ),
+            Location::WebDav { url } => Location::webdav(url),
+            Location::Site { sitemap } => Location::site(sitemap),
         }
     }
 
-    /// `folder` or `git`.
+    /// `folder`, `git`, `s3`, `webdav` or `site`.
     pub fn kind(&self) -> &'static str {
         match self {
             Location::Folder { .. } => "folder",
             Location::Git { .. } => "git",
+            Location::S3 { .. } => "s3",
+            Location::WebDav { .. } => "webdav",
+            Location::Site { .. } => "site",
         }
     }
 
@@ -142,7 +316,68 @@ impl Location {
                 }
                 s
             }
+            Location::S3 {
+                bucket,
+                prefix,
+                endpoint,
+                region,
+            } => {
+                let mut s = format!("s3://{bucket}");
+                if let Some(p) = prefix {
+                    s.push('/');
+                    s.push_str(p);
+                }
+                let at: Vec<&str> = [endpoint.as_deref(), region.as_deref()]
+                    .into_iter()
+                    .flatten()
+                    .collect();
+                if !at.is_empty() {
+                    s.push_str(&format!(" ({})", at.join(", ")));
+                }
+                s
+            }
+            Location::WebDav { url } => url.clone(),
+            Location::Site { sitemap } => sitemap.clone(),
         }
+    }
+}
+
+/// An `http(s)://` URL with a host and without a user name or password, as given (trimmed).
+fn check_http_url(url: &str, what: &str) -> Result<String, SourceError> {
+    let parsed = url::Url::parse(url)
+        .map_err(|e| SourceError::Invalid(format!("invalid {what} {}: {e}", shown_url(url))))?;
+    if !matches!(parsed.scheme(), "http" | "https") {
+        return Err(SourceError::Invalid(format!(
+            "the {what} {} must start with https:// (or http://)",
+            shown_url(url)
+        )));
+    }
+    if !parsed.username().is_empty() || parsed.password().is_some() {
+        return Err(SourceError::Invalid(format!(
+            "the {what} must not carry a user name or password: give the credential with \
+             --token-env or --password-stdin, which stores it encrypted"
+        )));
+    }
+    if parsed.host_str().is_none_or(str::is_empty) {
+        return Err(SourceError::Invalid(format!(
+            "the {what} {} has no host",
+            shown_url(url)
+        )));
+    }
+    Ok(url.to_owned())
+}
+
+/// A URL as an error may show it: never with what could be a credential before an `@`.
+fn shown_url(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(mut u) if !u.username().is_empty() || u.password().is_some() => {
+            let _ = u.set_username("");
+            let _ = u.set_password(None);
+            format!("{:?}", u.as_str())
+        }
+        Ok(_) => format!("{url:?}"),
+        Err(_) if url.contains('@') => "(not shown: it has an @)".to_owned(),
+        Err(_) => format!("{url:?}"),
     }
 }
 
@@ -279,6 +514,133 @@ mod tests {
             "not json",
         ] {
             assert!(Location::from_json(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn s3_locations() {
+        let l = Location::s3("s3://team-docs/handbook/", None, None).unwrap();
+        assert_eq!(
+            l,
+            Location::S3 {
+                bucket: "team-docs".into(),
+                prefix: Some("handbook".into()),
+                endpoint: None,
+                region: None,
+            }
+        );
+        assert_eq!(
+            (l.kind(), l.describe()),
+            ("s3", "s3://team-docs/handbook".into())
+        );
+        let l = Location::s3(
+            " s3://docs ",
+            Some("http://127.0.0.1:9000/"),
+            Some("eu-west-1"),
+        )
+        .unwrap();
+        assert_eq!(l.describe(), "s3://docs (http://127.0.0.1:9000, eu-west-1)");
+        assert_eq!(
+            l.to_json(),
+            r#"{"kind":"s3","bucket":"docs","endpoint":"http://127.0.0.1:9000","region":"eu-west-1"}"#
+        );
+        assert_eq!(Location::from_json(&l.to_json()).unwrap(), l);
+        for (url, endpoint, region, says) in [
+            ("https://docs/x", None, None, "does not start with s3://"),
+            ("s3://Docs", None, None, "not an S3 bucket name"),
+            ("s3://ab", None, None, "not an S3 bucket name"),
+            ("s3://-docs", None, None, "not an S3 bucket name"),
+            ("s3://docs:9000/x", None, None, "ports do not belong"),
+            ("s3://AKIA:secret@docs/x", None, None, "credentials"),
+            ("s3://docs/a//b", None, None, "invalid S3 prefix"),
+            ("s3://docs/a/../b", None, None, "invalid S3 prefix"),
+            ("s3://docs/a?x=1", None, None, "no query"),
+            (
+                "s3://docs",
+                Some("ftp://h"),
+                None,
+                "must start with https://",
+            ),
+            ("s3://docs", Some("not a url"), None, "invalid S3 endpoint"),
+            ("s3://docs", Some("https://u:p@h"), None, "must not carry"),
+            ("s3://docs", None, Some("EU West"), "not an S3 region"),
+        ] {
+            match Location::s3(url, endpoint, region) {
+                Err(SourceError::Invalid(m)) => {
+                    assert!(m.contains(says), "{url} {endpoint:?}: {m}");
+                    assert!(!m.contains("secret"), "{m}");
+                }
+                other => panic!("{url} {endpoint:?} {region:?}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn webdav_and_site_locations() {
+        let l =
+            Location::webdav("https://cloud.example.com/remote.php/dav/files/ann/Docs").unwrap();
+        assert_eq!(l.kind(), "webdav");
+        assert_eq!(
+            l.to_json(),
+            r#"{"kind":"webdav","url":"https://cloud.example.com/remote.php/dav/files/ann/Docs"}"#
+        );
+        assert_eq!(Location::from_json(&l.to_json()).unwrap(), l);
+        assert_eq!(
+            l.describe(),
+            "https://cloud.example.com/remote.php/dav/files/ann/Docs"
+        );
+        let s = Location::site("https://example.com/sitemap.xml").unwrap();
+        assert_eq!(
+            (s.kind(), s.describe()),
+            ("site", "https://example.com/sitemap.xml".into())
+        );
+        assert_eq!(
+            s.to_json(),
+            r#"{"kind":"site","sitemap":"https://example.com/sitemap.xml"}"#
+        );
+        assert_eq!(Location::from_json(&s.to_json()).unwrap(), s);
+        for (bad, says) in [
+            (
+                "https://ann:pw@cloud.example.com/dav",
+                "must not carry a user name",
+            ),
+            ("ftp://cloud.example.com/dav", "must start with https://"),
+            ("cloud.example.com/dav", "invalid WebDAV URL"),
+            ("https://", "invalid WebDAV URL"),
+        ] {
+            match Location::webdav(bad) {
+                Err(SourceError::Invalid(m)) => {
+                    assert!(m.contains(says), "{bad}: {m}");
+                    assert!(!m.contains("pw@"), "{m}");
+                }
+                other => panic!("{bad}: {other:?}"),
+            }
+        }
+        for (bad, says) in [
+            ("https://example.com/", "is a site, not its sitemap"),
+            ("https://example.com", "is a site, not its sitemap"),
+            ("https://u:p@example.com/sitemap.xml", "must not carry"),
+            ("https://example.com/sitemap.xml#top", "fragment"),
+            ("file:///srv/sitemap.xml", "must start with https://"),
+        ] {
+            match Location::site(bad) {
+                Err(SourceError::Invalid(m)) => assert!(m.contains(says), "{bad}: {m}"),
+                other => panic!("{bad}: {other:?}"),
+            }
+        }
+        for bad in [
+            r#"{"kind":"webdav","url":"https://u:p@h/dav"}"#,
+            r#"{"kind":"web_dav","url":"https://h/dav"}"#,
+            r#"{"kind":"site","sitemap":"https://h/"}"#,
+            r#"{"kind":"s3","bucket":"NO"}"#,
+            r#"{"kind":"s3","bucket":"docs","prefix":"../x"}"#,
+            r#"{"kind":"s3","bucket":"docs","endpoint":"gopher://h"}"#,
+            r#"{"kind":"s3","bucket":"docs","secret":"x"}"#,
+        ] {
+            assert!(
+                matches!(Location::from_json(bad), Err(SourceError::Invalid(_))),
+                "{bad}"
+            );
         }
     }
 

@@ -468,3 +468,108 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     }
     out
 }
+
+/// A static site on loopback whose pages and sitemap a test changes.
+fn site(
+    pages: std::sync::Arc<std::sync::Mutex<HashMap<String, String>>>,
+) -> quarry_test_http::Server {
+    use quarry_test_http::{Reply, Server};
+    Server::start(move |req| {
+        let pages = pages.lock().unwrap();
+        match pages.get(req.path()) {
+            Some(body) if req.path().ends_with(".xml") => {
+                Reply::ok("application/xml", body.clone())
+            }
+            Some(body) if req.path() == "/robots.txt" => Reply::ok("text/plain", body.clone()),
+            Some(body) => Reply::ok("text/html", body.clone()),
+            None => Reply::status(404, "text/plain", "no such page"),
+        }
+    })
+}
+
+fn html(title: &str, text: &str) -> String {
+    format!(
+        "<html><head><title>{title}</title></head><body><h1>{title}</h1><p>{text}</p></body></html>"
+    )
+}
+
+#[test]
+fn a_website_through_its_sitemap() {
+    let q = Quarry::new();
+    q.ok(&["kb", "create", "handbook"]);
+    let pages = std::sync::Arc::new(std::sync::Mutex::new(HashMap::new()));
+    let server = site(pages.clone());
+    let sitemap = |paths: &[&str]| {
+        let urls: String = paths
+            .iter()
+            .map(|p| format!("<url><loc>{}</loc></url>", server.url(p)))
+            .collect();
+        format!(
+            r#"<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{urls}</urlset>"#
+        )
+    };
+    {
+        let mut p = pages.lock().unwrap();
+        p.insert(
+            "/robots.txt".into(),
+            "User-agent: *\nDisallow: /private/\n".into(),
+        );
+        p.insert(
+            "/docs/intro".into(),
+            html("Intro", "The tapir introduction."),
+        );
+        p.insert(
+            "/docs/travel".into(),
+            html("Travel", "Economy kinkajou class."),
+        );
+        p.insert(
+            "/private/salaries".into(),
+            html("Salaries", "The secret marmot figures."),
+        );
+        p.insert(
+            "/sitemap.xml".into(),
+            sitemap(&["/docs/intro", "/docs/travel", "/private/salaries"]),
+        );
+    }
+    let id = q.json(&[
+        "source",
+        "add",
+        "handbook",
+        "--site",
+        &server.url("/sitemap.xml"),
+    ])["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let first = sync(&q, &id);
+    assert_eq!(counts(&first)[..2], [2, 0], "{first}");
+    assert!(
+        first.to_string().contains("private/salaries"),
+        "the disallowed page is reported: {first}"
+    );
+    assert!(
+        !server.targets().iter().any(|t| t.starts_with("/private")),
+        "robots.txt is honoured: the page is never requested"
+    );
+    assert_eq!(found(&q, "tapir"), vec!["handbook/docs/intro.html"]);
+    assert!(found(&q, "marmot").is_empty());
+    let before = docs(&q, "handbook");
+
+    {
+        let mut p = pages.lock().unwrap();
+        p.insert(
+            "/docs/intro".into(),
+            html("Intro", "The okapi introduction."),
+        );
+        p.insert("/sitemap.xml".into(), sitemap(&["/docs/intro"]));
+    }
+    let second = sync(&q, &id);
+    assert_eq!(counts(&second)[..4], [0, 1, 0, 1], "{second}");
+    let after = docs(&q, "handbook");
+    assert_eq!(after["docs/intro.html"], before["docs/intro.html"]);
+    assert!(
+        found(&q, "kinkajou").is_empty(),
+        "a page gone from the sitemap is gone"
+    );
+    assert_eq!(found(&q, "okapi"), vec!["handbook/docs/intro.html"]);
+}

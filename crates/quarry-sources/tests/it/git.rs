@@ -4,14 +4,13 @@
 
 use std::path::{Path, PathBuf};
 
-use quarry_sources::{
-    Change, FileMask, Known, Listing, Location, Secret, Source, SourceError, open, plan, resolve,
-};
+use quarry_sources::{FileMask, Location, Secret, Source, SourceError, open, plan};
 use quarry_test_http::Server;
 use quarry_test_http::git::{run, serve};
 
+use crate::support::{MAX, summary, sync_once};
+
 const TOKEN: &str = "tok-Sup3rSecret-0123";
-const MAX: u64 = 1 << 20;
 
 /// A work tree whose commits are pushed to a bare repository that the server exports.
 struct Repo {
@@ -56,55 +55,6 @@ impl Repo {
             &["push", "--quiet", "--force", "origin", "HEAD:main"],
         );
     }
-}
-
-/// Lists and fetches everything; returns the listing and the fetched (item, sha) pairs.
-fn sync_once(
-    source: &mut dyn Source,
-    known: &[Known],
-) -> (Listing, quarry_sources::Outcome, Vec<Known>) {
-    let listing = source.list().expect("list");
-    let p = plan(known, &listing);
-    let mut fetched = Vec::new();
-    for item in &p.fetch {
-        let bytes = source.fetch(item, MAX).expect("fetch");
-        fetched.push((item.clone(), quarry_ingest::content_hash(&bytes)));
-    }
-    let shas: std::collections::HashMap<String, String> = fetched
-        .iter()
-        .map(|(i, s): &(quarry_sources::Item, String)| (i.path.clone(), s.clone()))
-        .collect();
-    let outcome = resolve(p, known, fetched);
-    // What the next sync remembers: every listed item, with its bytes' hash.
-    let old: std::collections::HashMap<&str, &Known> =
-        known.iter().map(|k| (k.path.as_str(), k)).collect();
-    let remembered = listing
-        .items
-        .iter()
-        .map(|i| Known {
-            path: i.path.clone(),
-            version: i.version.clone(),
-            sha256: shas
-                .get(&i.path)
-                .cloned()
-                .unwrap_or_else(|| old[i.path.as_str()].sha256.clone()),
-        })
-        .collect();
-    (listing, outcome, remembered)
-}
-
-fn summary(outcome: &quarry_sources::Outcome) -> Vec<String> {
-    outcome
-        .changes
-        .iter()
-        .map(|c| match c {
-            Change::Added { item, .. } => format!("+{}", item.path),
-            Change::Changed { item, .. } => format!("~{}", item.path),
-            Change::Touched { item, .. } => format!("={}", item.path),
-            Change::Renamed { from, item } => format!("{}->{}", from.path, item.path),
-            Change::Deleted { known } => format!("-{}", known.path),
-        })
-        .collect()
 }
 
 fn git_source(
@@ -233,7 +183,8 @@ fn a_branch_and_a_folder_inside_the_repository() {
     let location = Location::git(&server.url("/missing.git"), None, None).unwrap();
     let work5 = tempfile::tempdir().unwrap();
     let mut none = open(&location, None, FileMask::default(), work5.path()).unwrap();
-    assert!(matches!(none.list(), Err(SourceError::NotFound(_))));
+    let err = none.list().unwrap_err();
+    assert!(matches!(err, SourceError::NotFound(_)), "{err:?}");
 }
 
 #[test]
