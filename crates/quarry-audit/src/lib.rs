@@ -29,6 +29,9 @@ pub const SEARCH: &str = "search";
 /// A change over REST (target: method and route; detail: the path and status). Knowledge
 /// writes and deletes, uploads, tokens, memberships, spaces and hub changes are all this.
 pub const WRITE: &str = "write";
+/// A sync a node ran on its source's schedule (target: the source's id; detail: its
+/// knowledge base, status and counts). A sync asked for over REST is a [`WRITE`].
+pub const SOURCE_SYNC: &str = "source.sync";
 /// A request refused before it reached anything (target: the error code).
 pub const AUTH_FAILURE: &str = "auth.failure";
 /// Someone signed in to the web UI.

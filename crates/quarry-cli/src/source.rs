@@ -20,7 +20,7 @@ use crate::progress::CliProgress;
 pub(crate) enum SourceCmd {
     /// Attach a source to a knowledge base: a Git repository, a folder, an S3 bucket, a
     /// WebDAV folder or a website (then `quarry source sync ID`).
-    Add(AddArgs),
+    Add(Box<AddArgs>),
     /// List sources, of one knowledge base or of all.
     #[command(alias = "ls")]
     List {

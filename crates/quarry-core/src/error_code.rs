@@ -90,7 +90,7 @@ error_codes! {
     Request Unauthenticated = "UNAUTHENTICATED", 401, "401",
         "The credentials are not a user's where a route needs one (the web UI's sign-in).";
     Request UpstreamFailed = "UPSTREAM_FAILED", 502, "502, 504",
-        "Something Quarry called for the caller failed or timed out: a custom tool's endpoint, the chat provider.";
+        "Something Quarry called for the caller failed or timed out: a custom tool's endpoint, the chat provider, a source being synced.";
     Request Unavailable = "UNAVAILABLE", 503, "503",
         "A capability is not ready: no embedding model, no vector index yet, no chat provider.";
     Request ShuttingDown = "SHUTTING_DOWN", 503, "503",

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use quarry_core::{Error, Result};
 use quarry_engine::{
-    Engine, FileStatus, Job, JobOutcome, KbFile, NoProgress, Progress, owner_node,
+    Engine, FileStatus, Job, JobOutcome, KbFile, NoProgress, Progress, SyncReport, owner_node,
 };
 
 /// How workers behave.
@@ -45,6 +45,23 @@ pub struct WorkerOptions {
     /// a time per node; each source on one node at a time, by its lease); `None`: sources
     /// sync only when asked (a CLI).
     pub source_sync: Option<Duration>,
+    /// Told of each scheduled sync this node ran (a server records it in its audit log).
+    pub on_source_sync: Option<SourceSyncHook>,
+}
+
+/// What a node's scheduler calls after each sync it ran: the source's id, and its report or
+/// why it failed (its report, kept in the store, says the same). Called on the scheduler's
+/// thread, which may block.
+#[derive(Clone)]
+pub struct SourceSyncHook(pub Arc<SourceSynced>);
+
+/// The function a [`SourceSyncHook`] holds.
+pub type SourceSynced = dyn Fn(&str, std::result::Result<&SyncReport, &Error>) + Send + Sync;
+
+impl std::fmt::Debug for SourceSyncHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SourceSyncHook")
+    }
 }
 
 impl Default for WorkerOptions {
@@ -55,6 +72,7 @@ impl Default for WorkerOptions {
             idle_poll: Duration::from_secs(1),
             embed_sweep: None,
             source_sync: None,
+            on_source_sync: None,
         }
     }
 }
@@ -386,7 +404,16 @@ fn source_sync_loop(shared: &Shared, owner: &str, every: Duration) {
             if shared.stop.load(Ordering::Relaxed) {
                 return;
             }
-            match shared.engine.sync_scheduled_source(&id, owner) {
+            let result = shared.engine.sync_scheduled_source(&id, owner);
+            if let Some(hook) = &shared.opts.on_source_sync {
+                match &result {
+                    Ok(Some(report)) => (hook.0)(&id, Ok(report)),
+                    // Another node took it first: it ran nothing here.
+                    Ok(None) => {}
+                    Err(e) => (hook.0)(&id, Err(e)),
+                }
+            }
+            match result {
                 Ok(Some(report)) => {
                     let c = &report.counts;
                     tracing::info!(

@@ -1,8 +1,9 @@
-//! What this server puts in the audit log (`quarry-audit`), recorded at three places only:
+//! What this server puts in the audit log (`quarry-audit`), recorded at four places only:
 //! the authentication middleware (refusals; every REST change; searches its handlers note on
-//! their responses), MCP `tools/call` (every endpoint's), and chat's tool rounds. Recording
-//! never waits for the store; nothing secret is recorded (no token, no query string, tool
-//! arguments redacted, search text only when the administrator turns it on).
+//! their responses), MCP `tools/call` (every endpoint's), chat's tool rounds, and the syncs
+//! the node's source scheduler runs. Recording never waits for the store; nothing secret is
+//! recorded (no token, no query string, tool arguments redacted, search text only when the
+//! administrator turns it on, no credential or URL user information of a source).
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -73,6 +74,10 @@ pub(crate) enum AuditNote {
     },
     /// A POST that only reads (QMD's `/get`, `/multi_get`): not a write.
     Read,
+    /// A change whose handler says more than its route and status (a source attached, a
+    /// sync's status and counts): these fields join the write event's detail. Never file
+    /// contents or a credential ([`without_credentials`] for anything that may hold a URL).
+    Change(Value),
 }
 
 /// The request's peer address, if known.
@@ -137,19 +142,120 @@ pub(crate) fn after_request(
             e
         }
         None if [Method::GET, Method::HEAD, Method::OPTIONS].contains(method) => return,
-        None => {
+        note @ (None | Some(AuditNote::Change(_))) => {
             let mut e = quarry_audit::event(
                 Some(principal),
                 quarry_audit::WRITE,
                 format!("{method} {route}"),
                 quarry_audit::outcome_of_status(status),
             );
-            e.detail = json!({ "path": path, "status": status }).to_string();
+            let mut detail = json!({ "path": path, "status": status });
+            if let Some(AuditNote::Change(Value::Object(extra))) = note {
+                for (k, v) in extra {
+                    // The route's own fields win: a note cannot rewrite the path or status.
+                    detail
+                        .as_object_mut()
+                        .map(|d| d.entry(k.clone()).or_insert_with(|| v.clone()));
+                }
+            }
+            e.detail = detail.to_string();
             e
         }
     };
     e.duration_ms = Some(elapsed.as_millis().min(i64::MAX as u128) as i64);
     record(state, e, client);
+}
+
+/// What the audit log keeps of a sync: its report's id, status, revision and counts, and why
+/// it failed — never a path's contents.
+pub(crate) fn sync_detail(r: &quarry_engine::SyncReport) -> Value {
+    json!({
+        "report": r.id,
+        "status": r.status,
+        "revision": r.revision,
+        "counts": r.counts,
+        "error": r.error.as_deref().map(without_credentials),
+    })
+}
+
+/// A sync the node's scheduler ran (`quarry_queue::SourceSyncHook`): recorded in the
+/// source's space, with no user (the node ran it), as `source.sync` with the source's id.
+/// Blocks (store lookups): called on the scheduler's thread.
+pub(crate) fn scheduled_sync(
+    log: &quarry_audit::AuditLog,
+    store: &dyn quarry_store::Store,
+    directory: &quarry_access::Directory,
+    source_id: &str,
+    outcome: Result<&quarry_engine::SyncReport, &quarry_core::Error>,
+) {
+    // Detached since: nothing of it is left to name.
+    let Ok(Some(row)) = store.source(source_id) else {
+        return;
+    };
+    let space_id = store
+        .collection_space(row.collection_id)
+        .ok()
+        .flatten()
+        .and_then(|key| directory.space(&key).ok())
+        .map(|s| s.id);
+    // A failed sync's report is the store's newest.
+    let latest = match outcome {
+        Ok(_) => None,
+        Err(_) => store
+            .sync_reports(row.row_id, 1)
+            .ok()
+            .and_then(|r| r.into_iter().next()),
+    };
+    let report = outcome.ok().or(latest.as_ref());
+    let mut e = quarry_audit::event(
+        None,
+        quarry_audit::SOURCE_SYNC,
+        source_id,
+        if outcome.is_ok() { OK } else { ERROR },
+    );
+    e.space_id = space_id;
+    e.duration_ms = report.and_then(|r| Some(r.finished_at? - r.started_at));
+    e.detail = json!({
+        "source": source_id,
+        "knowledge_base": row.knowledge_base,
+        "scheduled": true,
+        "sync": report.map(sync_detail),
+        "error": outcome.err().map(|e| without_credentials(&e.to_string())),
+    })
+    .to_string();
+    log.record(e);
+}
+
+/// `text` with the user information of every URL in it cut (`https://user:secret@host/…` →
+/// `https://host/…`) and query strings dropped (`?private_token=…`): what the audit log may
+/// keep of a location or an error that quotes one.
+pub(crate) fn without_credentials(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find("://") {
+        let (before, after) = rest.split_at(i + 3);
+        out.push_str(before);
+        // The authority ends at the first '/', '?', '#' or blank.
+        let end = after
+            .find(|c: char| matches!(c, '/' | '?' | '#') || c.is_whitespace())
+            .unwrap_or(after.len());
+        let authority = &after[..end];
+        out.push_str(
+            authority
+                .rsplit_once('@')
+                .map_or(authority, |(_, host)| host),
+        );
+        let tail = &after[end..];
+        // The path, without its query or fragment.
+        let path_end = tail
+            .find(|c: char| c.is_whitespace() || c == '"' || c == '\'')
+            .unwrap_or(tail.len());
+        let path = &tail[..path_end];
+        out.push_str(path.split(['?', '#']).next().unwrap_or(""));
+        rest = &tail[path_end..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// The knowledge bases a principal is limited to (`None`: all of its space).
@@ -222,4 +328,27 @@ pub(crate) fn chat_tool_call(
     })
     .to_string();
     record(state, e, None);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::without_credentials;
+
+    #[test]
+    fn urls_lose_their_credentials() {
+        assert_eq!(
+            without_credentials("https://user:s3cret@git.example.com/team/repo.git#main:docs"),
+            "https://git.example.com/team/repo.git"
+        );
+        assert_eq!(
+            without_credentials("fetch https://tok@h.example/r.git?private_token=abc failed: 403"),
+            "fetch https://h.example/r.git failed: 403"
+        );
+        assert_eq!(
+            without_credentials("'http://a:b@127.0.0.1:9/x' unreachable; no @ here"),
+            "'http://127.0.0.1:9/x' unreachable; no @ here"
+        );
+        assert_eq!(without_credentials("/srv/docs"), "/srv/docs");
+        assert_eq!(without_credentials("https://h/"), "https://h/");
+    }
 }

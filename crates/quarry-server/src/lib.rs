@@ -195,6 +195,7 @@ pub fn app(state: Arc<AppState>, opts: &HttpOptions, shutdown: &CancellationToke
         .layer(axum::extract::DefaultBodyLimit::max(opts.max_body_bytes))
         .route_layer(authenticated(auth::Surface::Rest));
     let knowledge = api::knowledge::router()
+        .merge(api::sources::router())
         .layer(timeout())
         .layer(consistent())
         .route_layer(authenticated(auth::Surface::Rest));

@@ -43,8 +43,9 @@ pub struct AppState {
     runs: CancellationToken,
     /// The web UI's files (embedded, or `QUARRY_UI_DIR` during UI development).
     ui_assets: quarry_ui::Assets,
-    /// The audit log's writer, once started ([`AppState::start_audit`]).
-    audit: std::sync::OnceLock<Arc<quarry_audit::AuditLog>>,
+    /// The audit log's writer, once started ([`AppState::start_audit`]); shared with the
+    /// node's source scheduler, which records the syncs it runs.
+    audit: Arc<std::sync::OnceLock<Arc<quarry_audit::AuditLog>>>,
     /// Rate limits, once started ([`AppState::start_limits`]).
     limits: std::sync::OnceLock<Arc<quarry_limits::RateLimiter>>,
     /// The origin clients reach this server at (`--public-url`), when set: the OAuth
@@ -83,7 +84,7 @@ impl AppState {
             chat: std::sync::OnceLock::new(),
             runs: CancellationToken::new(),
             ui_assets,
-            audit: std::sync::OnceLock::new(),
+            audit: Arc::new(std::sync::OnceLock::new()),
             limits: std::sync::OnceLock::new(),
             public_url: std::sync::OnceLock::new(),
         })
@@ -207,6 +208,20 @@ impl AppState {
         opts.embed_sweep.get_or_insert(quarry_queue::EMBED_SWEEP);
         opts.source_sync
             .get_or_insert(quarry_queue::SOURCE_SYNC_POLL);
+        if opts.on_source_sync.is_none() {
+            // Scheduled syncs go in the audit log like those asked for over REST (the log may
+            // start after the workers: it is looked up at each sync).
+            let audit = self.audit.clone();
+            let store = self.root.store_handle();
+            let directory = self.directory.clone();
+            opts.on_source_sync = Some(quarry_queue::SourceSyncHook(Arc::new(
+                move |id: &str, outcome: Result<&quarry_engine::SyncReport, &Error>| {
+                    if let Some(log) = audit.get() {
+                        crate::audit::scheduled_sync(log, store.as_ref(), &directory, id, outcome);
+                    }
+                },
+            )));
+        }
         // Opening the blob store now removes what uploads cut off by a crash left staged.
         self.root.blobs()?;
         let workers = quarry_queue::Workers::start(self.root.clone(), opts)?;

@@ -44,6 +44,55 @@ pub(crate) fn record_node(node: &quarry_engine::NodeFeedState, queue: &quarry_st
     metrics::gauge!("quarry_queue_jobs", "state" => "failed").set(queue.failed as f64);
 }
 
+/// The per-source gauges of `sources` (a caller's own, rendered per request: they never
+/// enter the process-wide recorder, which every space's admins read) as Prometheus text:
+/// seconds since each source's last successful sync (since it was attached, when none has
+/// succeeded yet) — how stale its knowledge base may be — and its failed syncs in a row,
+/// labelled by source id and knowledge base name.
+pub(crate) fn sources_text(sources: &[quarry_engine::SourceView], now_ms: i64) -> String {
+    use std::fmt::Write as _;
+    if sources.is_empty() {
+        return String::new();
+    }
+    let labels = |s: &quarry_engine::SourceView| {
+        format!(
+            "source=\"{}\",knowledge_base=\"{}\"",
+            label_value(&s.id),
+            label_value(&s.knowledge_base)
+        )
+    };
+    let mut out = String::new();
+    out.push_str(
+        "# HELP quarry_source_sync_lag_seconds Seconds since the source's last successful sync (since it was attached, before one succeeded).\n\
+         # TYPE quarry_source_sync_lag_seconds gauge\n",
+    );
+    for s in sources {
+        let since = s.last_success_at.unwrap_or(s.created_at);
+        let lag = (now_ms.saturating_sub(since)).max(0) as f64 / 1000.0;
+        let _ = writeln!(out, "quarry_source_sync_lag_seconds{{{}}} {lag}", labels(s));
+    }
+    out.push_str(
+        "# HELP quarry_source_sync_consecutive_failures Syncs of the source that failed in a row (0 after a success).\n\
+         # TYPE quarry_source_sync_consecutive_failures gauge\n",
+    );
+    for s in sources {
+        let _ = writeln!(
+            out,
+            "quarry_source_sync_consecutive_failures{{{}}} {}",
+            labels(s),
+            s.failures
+        );
+    }
+    out
+}
+
+/// A label value as Prometheus's text format escapes it (backslash, quote, newline).
+fn label_value(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
 pub(crate) fn record_tool_call(tool: &str, outcome: &'static str, elapsed: Duration) {
     let labels = [("tool", tool.to_owned()), ("outcome", outcome.to_owned())];
     metrics::counter!("quarry_mcp_tool_calls_total", &labels).increment(1);
@@ -82,4 +131,15 @@ pub(crate) async fn track_http(req: Request, next: Next) -> Response {
     metrics::histogram!("quarry_http_request_duration_seconds", "method" => method, "route" => route)
         .record(elapsed.as_secs_f64());
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::label_value;
+
+    #[test]
+    fn label_values_are_escaped() {
+        assert_eq!(label_value("plain"), "plain");
+        assert_eq!(label_value("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+    }
 }

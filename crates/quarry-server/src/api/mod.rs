@@ -10,6 +10,7 @@ pub(crate) mod knowledge;
 pub(crate) mod metrics;
 pub(crate) mod oauth;
 pub(crate) mod qmd;
+pub(crate) mod sources;
 pub(crate) mod spaces;
 pub(crate) mod tokens;
 pub(crate) mod ui;

@@ -1,0 +1,588 @@
+//! Sources that sync a knowledge base (issue 43) over REST, under `/api/v1`: attach a Git
+//! repository, an S3 bucket, a WebDAV folder, a website's sitemap or a folder to a knowledge
+//! base, list, read, change (mask, schedule, credential) and detach sources, sync one now
+//! (its added and changed documents go to the ingestion workers like uploads; a sync that
+//! outlives the request timeout answers 408 and goes on), and read its reports.
+//!
+//! The rules are the engine's (who may attach, change or sync; a source is found only
+//! through a knowledge base the caller sees — anything else is the 404 of a missing one);
+//! this module adds one of its own: a remote caller naming a place on the server's disk —
+//! a `folder` source, or a Git "URL" that is a local path — is refused unless the caller is
+//! the machine's owner (a loopback server without `--auth`), as folder collections are.
+//! Each change notes what it did for the audit log (`AuditNote::Change`): the source, its
+//! knowledge base, and for a sync its status and counts — never file contents, never a
+//! credential or a URL's user information.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use quarry_core::Error;
+use quarry_engine::{AddSource, Location, NoProgress, Secret, SourceView};
+use serde::{Deserialize, Deserializer};
+use serde_json::{Value, json};
+
+use crate::audit::AuditNote;
+use crate::auth::Caller;
+use crate::http::{ApiError, Body, ErrorCode, count, ok, ok_list, run_blocking};
+use crate::state::AppState;
+
+/// Reports listed when `?limit=` is not given.
+const REPORTS_DEFAULT: usize = 20;
+/// The most reports one request lists (the engine keeps to the same bound).
+const REPORTS_MAX: usize = 100;
+
+pub(crate) fn router() -> Router<Arc<AppState>> {
+    Router::new()
+        .route(
+            "/api/v1/knowledge-bases/{id}/sources",
+            get(list_sources).post(add_source),
+        )
+        .route(
+            "/api/v1/sources/{source_id}",
+            get(get_source).patch(update_source).delete(remove_source),
+        )
+        .route("/api/v1/sources/{source_id}/sync", post(sync_source))
+        .route("/api/v1/sources/{source_id}/reports", get(list_reports))
+}
+
+/// `POST …/sources`: where the source is (`kind` and its fields), which paths, how often.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AddBody {
+    kind: String,
+    #[serde(default)]
+    url: Option<String>,
+    #[serde(default)]
+    branch: Option<String>,
+    #[serde(default)]
+    path: Option<String>,
+    #[serde(default)]
+    endpoint: Option<String>,
+    #[serde(default)]
+    region: Option<String>,
+    #[serde(default)]
+    sitemap: Option<String>,
+    #[serde(default)]
+    mask: Option<String>,
+    #[serde(default, deserialize_with = "count")]
+    interval_seconds: Option<u64>,
+    #[serde(default)]
+    credential: Option<CredentialBody>,
+}
+
+/// A private source's token or password (and the user name it goes with): sealed by the
+/// engine under `QUARRY_SECRET_KEY`, never shown or recorded again.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CredentialBody {
+    token: String,
+    #[serde(default)]
+    username: Option<String>,
+}
+
+impl CredentialBody {
+    fn secret(&self) -> Result<Secret, ApiError> {
+        Secret::new(self.username.as_deref(), &self.token).map_err(|e| bad(e.to_string()))
+    }
+}
+
+/// `PATCH /api/v1/sources/{id}`: `interval_seconds: null` syncs only when asked.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UpdateBody {
+    #[serde(default)]
+    mask: Option<String>,
+    #[serde(default, deserialize_with = "nullable_count")]
+    interval_seconds: Option<Option<u64>>,
+    /// A new credential; `null` forgets the stored one.
+    #[serde(default, deserialize_with = "nullable")]
+    credential: Option<Option<CredentialBody>>,
+}
+
+/// A field that may be absent (`None`), `null` (`Some(None)`) or a count.
+fn nullable_count<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Option<u64>>, D::Error> {
+    count(d).map(Some)
+}
+
+/// A field that may be absent (`None`), `null` (`Some(None)`) or a value.
+fn nullable<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+    d: D,
+) -> Result<Option<Option<T>>, D::Error> {
+    Option::<T>::deserialize(d).map(Some)
+}
+
+fn bad(detail: impl Into<String>) -> ApiError {
+    ApiError::new(StatusCode::BAD_REQUEST, detail)
+}
+
+fn interval(seconds: Option<u64>) -> Option<Duration> {
+    seconds.map(Duration::from_secs)
+}
+
+/// The refusal of a place on the server's disk named by a remote caller.
+fn disk_refusal(what: &str) -> ApiError {
+    ApiError::from(Error::Forbidden(format!(
+        "{what} reads the server's own disk: only the machine's owner may attach one (the \
+         quarry CLI on the server: 'quarry source add', or a loopback server started without \
+         --auth); attach a Git repository by its http(s):// URL instead"
+    )))
+}
+
+/// The location fields each kind takes, the required one first.
+const KIND_FIELDS: [(&str, &[&str]); 5] = [
+    ("git", &["url", "branch", "path"]),
+    ("folder", &["path"]),
+    ("s3", &["url", "endpoint", "region"]),
+    ("webdav", &["url"]),
+    ("site", &["sitemap"]),
+];
+
+/// Where the source is, checked as the CLI checks it (`Location::git`, `folder`, `s3`,
+/// `webdav`, `site`); a place on the server's disk only for the machine's owner, refused
+/// before the path is looked at (so a refusal says nothing of what the disk holds).
+fn location_of(b: &AddBody, machine_owner: bool) -> Result<Location, ApiError> {
+    let quoted = |fields: &mut dyn Iterator<Item = &&str>| {
+        fields
+            .map(|f| format!("\"{f}\""))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let Some((kind, fields)) = KIND_FIELDS.iter().find(|(k, _)| *k == b.kind) else {
+        return Err(bad(format!(
+            "unknown source kind {:?}: use one of {}",
+            b.kind,
+            quoted(&mut KIND_FIELDS.iter().map(|(k, _)| k))
+        )));
+    };
+    let remote = *kind != "folder";
+    let given = [
+        ("url", b.url.is_some()),
+        ("branch", b.branch.is_some()),
+        ("path", b.path.is_some()),
+        ("endpoint", b.endpoint.is_some()),
+        ("region", b.region.is_some()),
+        ("sitemap", b.sitemap.is_some()),
+        ("credential", b.credential.is_some()),
+    ];
+    let takes = |f: &str| fields.contains(&f) || (f == "credential" && remote);
+    if let Some((field, _)) = given.iter().find(|(f, on)| *on && !takes(f)) {
+        return Err(bad(format!(
+            "a {kind} source does not take \"{field}\" (it takes {})",
+            quoted(&mut fields.iter().chain(remote.then_some(&"credential")))
+        )));
+    }
+    let required = fields[0];
+    if !given.iter().any(|(f, on)| *f == required && *on) {
+        return Err(bad(format!(
+            "a {kind} source needs \"{required}\": {}",
+            match *kind {
+                "git" => "an http(s):// clone URL",
+                "folder" => "an absolute path on the server",
+                "s3" => "s3://bucket or s3://bucket/prefix",
+                "webdav" => "the folder's http(s):// URL",
+                _ => "the sitemap's http(s):// URL",
+            }
+        )));
+    }
+    fn checked(r: Result<Location, impl std::fmt::Display>) -> Result<Location, ApiError> {
+        r.map_err(|e| bad(e.to_string()))
+    }
+    let url = b.url.as_deref().unwrap_or_default();
+    match *kind {
+        "git" => {
+            // `Location::git` reads an absolute path as a repository on this machine.
+            if std::path::Path::new(url.trim()).is_absolute() && !machine_owner {
+                return Err(disk_refusal("a Git source at a local path"));
+            }
+            checked(Location::git(url, b.branch.as_deref(), b.path.as_deref()))
+        }
+        "folder" => {
+            if !machine_owner {
+                return Err(disk_refusal("a folder source"));
+            }
+            // A folder that is missing is a mistake in the request, not a missing route.
+            let path = b.path.as_deref().unwrap_or_default();
+            checked(Location::folder(std::path::Path::new(path)))
+        }
+        "s3" => checked(Location::s3(
+            url,
+            b.endpoint.as_deref(),
+            b.region.as_deref(),
+        )),
+        "webdav" => checked(Location::webdav(url)),
+        _ => checked(Location::site(b.sitemap.as_deref().unwrap_or_default())),
+    }
+}
+
+/// `response` with a note for the audit log.
+fn noted(mut response: Response, detail: Value) -> Response {
+    response.extensions_mut().insert(AuditNote::Change(detail));
+    response
+}
+
+/// What the audit log keeps of a source: ids, kind, where (without user information or a
+/// query string), mask and schedule.
+fn audit_source(s: &SourceView) -> Value {
+    let mut location = serde_json::to_value(&s.location).unwrap_or(Value::Null);
+    for field in ["url", "endpoint", "sitemap"] {
+        if let Some(Value::String(url)) = location.get_mut(field) {
+            *url = crate::audit::without_credentials(url);
+        }
+    }
+    json!({
+        "source": s.id,
+        "knowledge_base": s.knowledge_base,
+        "location": location,
+        "mask": s.mask,
+        "interval_seconds": s.interval_seconds,
+        "has_credential": s.has_secret,
+    })
+}
+
+async fn list_sources(caller: Caller, Path(id): Path<String>) -> Result<Response, ApiError> {
+    let engine = caller.engine.clone();
+    let sources = run_blocking(move || engine.sources(Some(&id))).await?;
+    Ok(ok_list(&sources))
+}
+
+async fn add_source(
+    caller: Caller,
+    Path(id): Path<String>,
+    Body(b): Body<AddBody>,
+) -> Result<Response, ApiError> {
+    let location = location_of(&b, caller.principal.is_machine_owner())?;
+    let secret = b
+        .credential
+        .as_ref()
+        .map(CredentialBody::secret)
+        .transpose()?;
+    let req = AddSource {
+        location,
+        mask: b.mask,
+        interval: interval(b.interval_seconds),
+        secret,
+    };
+    let engine = caller.engine.clone();
+    let s = run_blocking(move || engine.add_source(&id, &req)).await?;
+    let detail = audit_source(&s);
+    Ok(noted((StatusCode::CREATED, ok(&s)).into_response(), detail))
+}
+
+async fn get_source(caller: Caller, Path(id): Path<String>) -> Result<Response, ApiError> {
+    let engine = caller.engine.clone();
+    let s = run_blocking(move || engine.source(&id)).await?;
+    Ok(ok(s))
+}
+
+async fn update_source(
+    caller: Caller,
+    Path(id): Path<String>,
+    Body(b): Body<UpdateBody>,
+) -> Result<Response, ApiError> {
+    if b.mask.is_none() && b.interval_seconds.is_none() && b.credential.is_none() {
+        return Err(bad(
+            "nothing to change: give \"mask\", \"interval_seconds\" (null: sync only when asked) \
+             and/or \"credential\" (null: forget the stored one)",
+        ));
+    }
+    // Checked before anything changes.
+    let secret = match &b.credential {
+        Some(Some(c)) => Some(Some(c.secret()?)),
+        Some(None) => Some(None),
+        None => None,
+    };
+    let engine = caller.engine.clone();
+    let every = b.interval_seconds.map(interval);
+    let mask = b.mask;
+    let s = run_blocking(move || {
+        // Found (or 404) and the mask and schedule checked before the credential moves.
+        let mut s = engine.source(&id)?;
+        if mask.is_some() || every.is_some() {
+            s = engine.update_source(&id, mask.as_deref(), every)?;
+        }
+        if let Some(secret) = &secret {
+            s = engine.set_source_secret(&id, secret.as_ref())?;
+        }
+        Ok(s)
+    })
+    .await?;
+    let mut detail = audit_source(&s);
+    // That it changed, never what it is.
+    match &b.credential {
+        Some(Some(_)) => detail["credential"] = json!("set"),
+        Some(None) => detail["credential"] = json!("forgotten"),
+        None => {}
+    }
+    Ok(noted(ok(&s), detail))
+}
+
+/// `?keep_documents=true|false` (default false); other parameters are the credentials'.
+fn keep_documents(params: &[(String, String)]) -> Result<bool, ApiError> {
+    match params
+        .iter()
+        .rev()
+        .find(|(k, _)| k == "keep_documents")
+        .map(|(_, v)| v.trim())
+    {
+        None | Some("false" | "0" | "") => Ok(false),
+        Some("true" | "1") => Ok(true),
+        Some(other) => Err(bad(format!(
+            "keep_documents must be true or false, not {other:?}"
+        ))),
+    }
+}
+
+async fn remove_source(
+    State(st): State<Arc<AppState>>,
+    caller: Caller,
+    Path(id): Path<String>,
+    Query(params): Query<Vec<(String, String)>>,
+) -> Result<Response, ApiError> {
+    let keep = keep_documents(&params)?;
+    let engine = caller.engine.clone();
+    let s = run_blocking(move || {
+        // Found first: a caller that cannot see the source gets its 404 before any 403.
+        engine.source(&id)?;
+        engine.remove_source(&id, keep)
+    })
+    .await?;
+    // Deleted documents leave the indexes and their blobs through the cleanup job.
+    st.wake_workers();
+    let mut detail = audit_source(&s);
+    detail["documents"] = json!(s.documents);
+    detail["documents_kept"] = json!(keep);
+    Ok(noted(
+        ok(json!({
+            "id": s.id,
+            "knowledge_base": s.knowledge_base,
+            "documents": s.documents,
+            "documents_kept": keep,
+            "deleted": true,
+        })),
+        detail,
+    ))
+}
+
+/// Syncs now, on the blocking runner; answers the report and the documents it queued. A sync
+/// that ran and failed at the source (unreachable, refused, gone) is `502 UPSTREAM_FAILED`
+/// with the reason; its report is kept (`GET …/reports`).
+async fn sync_source(
+    State(st): State<Arc<AppState>>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    let engine = caller.engine.clone();
+    let owner = format!("rest:{}", std::process::id());
+    let source_id = id.clone();
+    let result = run_blocking(move || {
+        // Found first (404 for a source the caller cannot see, whatever else is wrong), and
+        // its latest report, to tell the sync's own failure from a refusal.
+        let source = engine.source(&source_id)?;
+        let before = engine
+            .sync_reports(&source_id, 1)?
+            .into_iter()
+            .next()
+            .map(|r| r.id);
+        match engine.sync_source(&source_id, &owner, &NoProgress) {
+            Ok(outcome) => Ok(Ok((source, outcome))),
+            Err(e) => {
+                let failed = engine
+                    .sync_reports(&source_id, 1)?
+                    .into_iter()
+                    .next()
+                    .filter(|r| Some(&r.id) != before.as_ref() && r.status == "failed");
+                Ok(Err((source, e, failed)))
+            }
+        }
+    })
+    .await?;
+    match result {
+        Ok((source, outcome)) => {
+            if !outcome.queued.is_empty() {
+                st.wake_workers();
+            }
+            let detail = json!({
+                "source": source.id,
+                "knowledge_base": source.knowledge_base,
+                "sync": crate::audit::sync_detail(&outcome.report),
+            });
+            Ok(noted(
+                ok(json!({ "report": outcome.report, "documents": outcome.queued })),
+                detail,
+            ))
+        }
+        Err((source, e, failed)) => {
+            // What was applied before the failure stays, and may have queued documents.
+            st.wake_workers();
+            let at_source = failed.is_some()
+                && matches!(
+                    e,
+                    Error::InvalidInput(_)
+                        | Error::NotFound(_)
+                        | Error::Forbidden(_)
+                        | Error::Unavailable(_)
+                        | Error::Io { .. }
+                        | Error::TooLarge(_)
+                        | Error::Unsupported(_)
+                );
+            let error = if at_source {
+                ApiError::with_code(
+                    StatusCode::BAD_GATEWAY,
+                    ErrorCode::UpstreamFailed,
+                    format!(
+                        "the sync of source {} failed: {}",
+                        source.id,
+                        crate::http::public_detail(&e)
+                    ),
+                )
+            } else {
+                ApiError::from(e)
+            };
+            let mut detail = json!({
+                "source": source.id,
+                "knowledge_base": source.knowledge_base,
+            });
+            if let Some(r) = &failed {
+                detail["sync"] = crate::audit::sync_detail(r);
+            }
+            Ok(noted(error.into_response(), detail))
+        }
+    }
+}
+
+async fn list_reports(
+    caller: Caller,
+    Path(id): Path<String>,
+    Query(params): Query<Vec<(String, String)>>,
+) -> Result<Response, ApiError> {
+    let limit = match params.iter().rev().find(|(k, _)| k == "limit") {
+        None => REPORTS_DEFAULT,
+        Some((_, v)) => match v.trim().parse::<usize>() {
+            Ok(n) if (1..=REPORTS_MAX).contains(&n) => n,
+            _ => {
+                return Err(bad(format!(
+                    "limit must be a whole number from 1 to {REPORTS_MAX}, not {v:?}"
+                )));
+            }
+        },
+    };
+    let engine = caller.engine.clone();
+    let reports = run_blocking(move || engine.sync_reports(&id, limit)).await?;
+    Ok(ok_list(&reports))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn body(v: Value) -> AddBody {
+        serde_json::from_value(v).expect("body")
+    }
+
+    #[test]
+    fn places_on_the_servers_disk_are_for_the_machine_owner() {
+        let dir = std::env::temp_dir();
+        let folder = body(json!({"kind": "folder", "path": dir}));
+        let err = location_of(&folder, false).unwrap_err();
+        assert_eq!(err.status, StatusCode::FORBIDDEN, "{}", err.detail);
+        assert!(location_of(&folder, true).is_ok());
+        // Refused before the path is looked at: a missing folder reads the same.
+        let missing = body(json!({"kind": "folder", "path": "/no/such/dir"}));
+        assert_eq!(location_of(&missing, false).unwrap_err().detail, err.detail);
+        let local_git = body(json!({"kind": "git", "url": "/srv/repo.git"}));
+        assert_eq!(
+            location_of(&local_git, false).unwrap_err().status,
+            StatusCode::FORBIDDEN
+        );
+        let remote = body(json!({"kind": "git", "url": "https://example.com/r.git"}));
+        assert!(location_of(&remote, false).is_ok());
+        for v in [
+            json!({"kind": "s3", "url": "s3://bucket/docs", "region": "eu-west-1"}),
+            json!({"kind": "webdav", "url": "https://dav.example.com/team/"}),
+            json!({"kind": "site", "sitemap": "https://example.com/sitemap.xml"}),
+        ] {
+            assert!(location_of(&body(v.clone()), false).is_ok(), "{v}");
+        }
+        // For the owner, a missing folder is a bad request (not the 404 of a missing route).
+        assert_eq!(
+            location_of(&missing, true).unwrap_err().status,
+            StatusCode::BAD_REQUEST
+        );
+    }
+
+    #[test]
+    fn bad_bodies_are_refused() {
+        for (v, fragment) in [
+            (
+                json!({"kind": "svn", "url": "https://x/y"}),
+                "unknown source kind",
+            ),
+            (json!({"kind": "git"}), "needs \"url\""),
+            (
+                json!({"kind": "folder", "url": "https://x/y"}),
+                "does not take \"url\"",
+            ),
+            (
+                json!({"kind": "folder", "path": "/x", "credential": {"token": "t"}}),
+                "does not take \"credential\"",
+            ),
+            (
+                json!({"kind": "webdav", "url": "https://x/y", "branch": "main"}),
+                "does not take \"branch\"",
+            ),
+            (
+                json!({"kind": "site", "url": "https://x/sitemap.xml"}),
+                "does not take \"url\"",
+            ),
+            (json!({"kind": "site"}), "needs \"sitemap\""),
+            (
+                json!({"kind": "s3", "url": "https://x/y"}),
+                "invalid S3 location",
+            ),
+            (
+                json!({"kind": "git", "url": "ftp://x/y"}),
+                "unsupported Git location",
+            ),
+        ] {
+            let err = location_of(&body(v.clone()), false).unwrap_err();
+            assert!(err.detail.contains(fragment), "{v}: {}", err.detail);
+        }
+        let err = location_of(
+            &body(json!({"kind": "git", "url": "https://user:pw@example.com/r.git"})),
+            false,
+        )
+        .unwrap_err();
+        assert_eq!(err.status, StatusCode::BAD_REQUEST, "{}", err.detail);
+        assert!(serde_json::from_value::<AddBody>(json!({"kind": "git", "colour": 1})).is_err());
+    }
+
+    #[test]
+    fn patch_tells_null_from_absent() {
+        let b: UpdateBody = serde_json::from_value(json!({"interval_seconds": null})).unwrap();
+        assert_eq!(b.interval_seconds, Some(None));
+        let b: UpdateBody = serde_json::from_value(json!({"interval_seconds": 300})).unwrap();
+        assert_eq!(b.interval_seconds, Some(Some(300)));
+        let b: UpdateBody = serde_json::from_value(json!({"mask": "**/*.md"})).unwrap();
+        assert_eq!(b.interval_seconds, None);
+        assert!(b.credential.is_none());
+        let b: UpdateBody = serde_json::from_value(json!({"credential": null})).unwrap();
+        assert!(matches!(b.credential, Some(None)));
+        let b: UpdateBody =
+            serde_json::from_value(json!({"credential": {"token": "t0k"}})).unwrap();
+        assert!(matches!(b.credential, Some(Some(_))));
+    }
+
+    #[test]
+    fn keep_documents_is_a_boolean() {
+        let p = |v: &str| vec![("keep_documents".to_owned(), v.to_owned())];
+        assert!(!keep_documents(&[]).unwrap());
+        assert!(keep_documents(&p("true")).unwrap());
+        assert!(!keep_documents(&p("false")).unwrap());
+        assert!(keep_documents(&p("yes please")).is_err());
+    }
+}
