@@ -496,15 +496,19 @@ def test_failed_authentication_is_slowed(world):
         r = http(w.srv, "GET", "/api/v1/knowledge-bases", bogus)
         times.append(clock.monotonic() - started)
         assert r.status_code == 401 and r.json()["error_code"] == "AUTH_FAILED", r.text
-    # Five answered at once, then 250 ms, then 500 ms — measured against the undelayed
-    # answers' own latency, which a loaded machine (CI runs clippy beside) stretches.
-    base = sorted(times[:5])[2]
-    assert max(times[:5]) < base + 0.2, times
-    assert times[5] >= base + 0.2 and times[6] >= base + 0.45, times
-    # A valid token is not slowed by another token's failures (whose next one waits 1 s).
-    started = clock.monotonic()
-    assert http(w.srv, "GET", "/api/v1/knowledge-bases", w.tok("owner")).status_code == 200
-    assert clock.monotonic() - started < base + 0.75, (times, clock.monotonic() - started)
+    # Five answered at once, then 250 ms, then 500 ms. Load (CI runs clippy beside) only
+    # lengthens times: the delays are checked from below, and "at once" on the median of
+    # the five (a delay would hold every one of them).
+    assert times[5] >= 0.24 and times[6] >= 0.49, times
+    assert sorted(times[:5])[2] < 0.24, times
+    # A valid token is not slowed by another token's failures (whose next one waits 1 s):
+    # the fastest of three valid requests is far under that.
+    valid = []
+    for _ in range(3):
+        started = clock.monotonic()
+        assert http(w.srv, "GET", "/api/v1/knowledge-bases", w.tok("owner")).status_code == 200
+        valid.append(clock.monotonic() - started)
+    assert min(valid) < 0.5, (times, valid)
     # The refusals are audited (outside any space: the machine's owner reads them).
     everything = json.dumps(audit(w, limit=1000))
     assert bogus not in everything
