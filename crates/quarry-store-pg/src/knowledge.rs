@@ -295,19 +295,10 @@ impl KnowledgeStore for PgStore {
             // Locked first (job, then file), so a worker converting it either finished
             // (and its document is seen below) or finds the file gone.
             let file = lock_file(tx, row_id)?.filter(|f| f.collection_id == collection_id);
-            let Some(file) = file else {
+            if file.is_none() {
                 return Err(Error::NotFound("document not found".into()));
-            };
-            // The document's removal enters the feed (trigger) for the derived indexes.
-            tx.execute(
-                "WITH c AS (DELETE FROM chunks WHERE document_id = $2), \
-                 d AS (DELETE FROM documents WHERE id = $2), \
-                 i AS (DELETE FROM file_images WHERE file_id = $1), \
-                 j AS (DELETE FROM jobs WHERE file_id = $1) \
-                 DELETE FROM kb_files WHERE id = $1",
-                &[&row_id, &file.document_id],
-            )
-            .map_err(db_err)?;
+            }
+            delete_file(tx, row_id)?;
             enqueue_cleanup_tx(tx)
         })
     }
@@ -715,6 +706,22 @@ pub(super) fn insert_file(
         )
         .map_err(db_err)?;
     col(&row, 0)
+}
+
+/// Removes one file's document (its removal enters the feed, by trigger, for the derived
+/// indexes), images, job and row; the caller has locked the file.
+pub(super) fn delete_file(tx: &mut postgres::Transaction<'_>, file_row_id: i64) -> Result<()> {
+    tx.execute(
+        "WITH f AS (SELECT document_id FROM kb_files WHERE id = $1), \
+         c AS (DELETE FROM chunks WHERE document_id = (SELECT document_id FROM f)), \
+         d AS (DELETE FROM documents WHERE id = (SELECT document_id FROM f)), \
+         i AS (DELETE FROM file_images WHERE file_id = $1), \
+         j AS (DELETE FROM jobs WHERE file_id = $1) \
+         DELETE FROM kb_files WHERE id = $1",
+        &[&file_row_id],
+    )
+    .map_err(db_err)?;
+    Ok(())
 }
 
 pub(super) fn uuid() -> String {

@@ -9,7 +9,8 @@ use quarry_store::{
 };
 
 use super::knowledge::{
-    enqueue_cleanup_tx, free_file_name, insert_file, lock_file, remember_blobs, requeue_file, uuid,
+    delete_file, enqueue_cleanup_tx, free_file_name, insert_file, lock_file, remember_blobs,
+    requeue_file, uuid,
 };
 use super::*;
 
@@ -93,21 +94,6 @@ fn lock_owned(tx: &mut postgres::Transaction<'_>, source: i64, file_row_id: i64)
             "document {file_row_id} does not belong to this source"
         )))
     }
-}
-
-/// Removes one file's document (the feed records it), images, job and row.
-fn delete_file(tx: &mut postgres::Transaction<'_>, file_row_id: i64) -> Result<()> {
-    tx.execute(
-        "WITH f AS (SELECT document_id FROM kb_files WHERE id = $1), \
-         c AS (DELETE FROM chunks WHERE document_id = (SELECT document_id FROM f)), \
-         d AS (DELETE FROM documents WHERE id = (SELECT document_id FROM f)), \
-         i AS (DELETE FROM file_images WHERE file_id = $1), \
-         j AS (DELETE FROM jobs WHERE file_id = $1) \
-         DELETE FROM kb_files WHERE id = $1",
-        &[&file_row_id],
-    )
-    .map_err(db_err)?;
-    Ok(())
 }
 
 impl quarry_store::SourceStore for PgStore {
