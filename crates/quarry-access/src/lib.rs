@@ -816,6 +816,7 @@ impl Directory {
                 collections,
                 access,
                 machine_owner: false,
+                readers: None,
             },
             space_id: m.space_id.clone(),
         }))

@@ -42,6 +42,11 @@ pub struct Scope {
     /// The machine's owner (CLI, stdio, a loopback server without `--auth`): may also point
     /// collections at folders on the server's disk.
     pub machine_owner: bool,
+    /// Who the caller is as a reader of documents with readers of their own (a source's
+    /// mapping, an upload's `readers`): its reader keys (`user:<name>` and a
+    /// `group:<name>` per group of the space it is in). `None`: it reads every document of
+    /// the collections it may use (the space's admins and owners, the machine's owner).
+    pub readers: Option<Arc<[String]>>,
 }
 
 impl Scope {
@@ -52,6 +57,16 @@ impl Scope {
             collections: None,
             access: Access::Admin,
             machine_owner: true,
+            readers: None,
+        }
+    }
+
+    /// Whether the caller may read a document whose readers are `readers` (`None`: every
+    /// reader of its collection; an empty list: only those who read every document).
+    pub fn may_read(&self, readers: Option<&[String]>) -> bool {
+        match (&self.readers, readers) {
+            (None, _) | (_, None) => true,
+            (Some(mine), Some(theirs)) => theirs.iter().any(|k| mine.contains(k)),
         }
     }
 
@@ -99,5 +114,19 @@ mod tests {
         let r = t.capped(Access::Read);
         assert!(r.can(Access::Read) && !r.can(Access::Write));
         assert!(!r.capped(Access::Admin).can(Access::Write));
+    }
+
+    #[test]
+    fn readers_limit_only_documents_that_name_readers() {
+        let owner = Scope::owner("a");
+        assert!(owner.may_read(Some(&[])));
+        let reader = Scope {
+            readers: Some(vec!["user:ann".to_owned(), "group:hr".to_owned()].into()),
+            ..owner
+        };
+        assert!(reader.may_read(None));
+        assert!(reader.may_read(Some(&["group:hr".to_owned()])));
+        assert!(!reader.may_read(Some(&["group:eng".to_owned()])));
+        assert!(!reader.may_read(Some(&[])));
     }
 }

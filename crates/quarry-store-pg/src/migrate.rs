@@ -18,10 +18,11 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (16, include_str!("../migrations/v16.sql")),
     (17, include_str!("../migrations/v17.sql")),
     (18, include_str!("../migrations/v18.sql")),
+    (19, include_str!("../migrations/v19.sql")),
 ];
 
 /// The newest schema version this binary knows.
-pub(crate) const SCHEMA_VERSION: i32 = 18;
+pub(crate) const SCHEMA_VERSION: i32 = 19;
 
 /// Serialises migrations across every process using the database.
 const MIGRATION_LOCK: i64 = 7_245_190_455_173_122_048;

@@ -19,7 +19,7 @@ use quarry_store::{
 };
 
 /// The newest schema version: the last of [`MIGRATIONS`].
-const SCHEMA_VERSION: i64 = 18;
+const SCHEMA_VERSION: i64 = 19;
 
 /// `(version, SQL)`, oldest first: the files in `migrations/`, each bringing the schema from
 /// the version before it to its own. Version 4 also gives old rows their UUIDs ([`assign_uids`]).
@@ -42,6 +42,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (16, include_str!("../migrations/v16.sql")),
     (17, include_str!("../migrations/v17.sql")),
     (18, include_str!("../migrations/v18.sql")),
+    (19, include_str!("../migrations/v19.sql")),
 ];
 
 /// The feed's last sequence number (0 before its first entry).
