@@ -12,11 +12,13 @@
 pub mod analyzer;
 pub mod query;
 
+use std::collections::HashSet;
 use std::path::Path;
+use std::sync::Arc;
 
 use quarry_core::{Error, Result};
 use quarry_store::IndexWork;
-use tantivy::collector::TopDocs;
+use tantivy::collector::{FilterCollector, TopDocs};
 use tantivy::query::{BooleanQuery, BoostQuery, Occur as TOccur, PhraseQuery, Query, TermQuery};
 use tantivy::schema::{
     FAST, Field, INDEXED, IndexRecordOption, STORED, Schema, TextFieldIndexing, TextOptions,
@@ -270,6 +272,20 @@ impl FtsIndex {
         collections: Option<&[i64]>,
         limit: usize,
     ) -> Result<Vec<FtsHit>> {
+        self.search_excluding(query, collections, None, limit)
+    }
+
+    /// [`FtsIndex::search`] without the entries of the documents in `excluded` (a document
+    /// index's own ids, a passage index's documents): they are skipped while the best
+    /// `limit` are collected, so `limit` hits come back whenever that many others match,
+    /// and their scores are the scores a search without them gives.
+    pub fn search_excluding(
+        &self,
+        query: &ParsedQuery,
+        collections: Option<&[i64]>,
+        excluded: Option<Arc<HashSet<u64>>>,
+        limit: usize,
+    ) -> Result<Vec<FtsHit>> {
         if query.is_empty() || limit == 0 {
             return Ok(Vec::new());
         }
@@ -295,12 +311,21 @@ impl FtsIndex {
             ));
         }
         let searcher = self.reader.searcher();
-        let docs = searcher
-            .search(
-                &BooleanQuery::new(top),
-                &TopDocs::with_limit(limit).order_by_score(),
-            )
-            .map_err(idx_err)?;
+        let query = BooleanQuery::new(top);
+        let best = TopDocs::with_limit(limit).order_by_score();
+        let docs = match excluded.filter(|e| !e.is_empty()) {
+            None => searcher.search(&query, &best),
+            Some(excluded) => {
+                let field = if self.fields.doc.is_some() {
+                    "doc"
+                } else {
+                    "id"
+                };
+                let keep = move |document: u64| !excluded.contains(&document);
+                searcher.search(&query, &FilterCollector::new(field.into(), keep, best))
+            }
+        }
+        .map_err(idx_err)?;
         let mut hits = Vec::with_capacity(docs.len());
         let mut columns: Vec<Option<tantivy::columnar::Column<u64>>> =
             vec![None; searcher.segment_readers().len()];

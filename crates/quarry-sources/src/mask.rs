@@ -42,6 +42,14 @@ impl FileMask {
         Ok(FileMask { patterns, set })
     }
 
+    /// This mask and `extra` globs too (files a sync reads for itself, such as a
+    /// `CODEOWNERS` file).
+    pub fn with_extra(&self, extra: &[&str]) -> Result<FileMask, SourceError> {
+        let mut patterns = self.patterns.clone();
+        patterns.extend(extra.iter().map(|p| (*p).to_owned()));
+        FileMask::of(patterns)
+    }
+
     /// Whether `path` (inside the source) is synced.
     pub fn admits(&self, path: &str) -> bool {
         self.is_everything() || self.set.is_match(path)

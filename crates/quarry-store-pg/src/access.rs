@@ -9,6 +9,7 @@
 
 use postgres::Row;
 use postgres::types::ToSql;
+use quarry_store::Group;
 
 use super::*;
 
@@ -22,6 +23,12 @@ const SPACE_COLUMNS: &str = "s.id, s.uid, s.description, s.created_at";
 const TOKEN_COLUMNS: &str = "t.uid, t.user_id, u.name, t.label, t.prefix, t.spaces, \
      t.collections, t.read_only, t.created_at, t.expires_at, t.last_used_at, t.revoked_at, \
      u.uid, t.parent, t.tools, t.endpoint";
+
+/// The columns [`group_from_row`] reads, from `groups g`: the members as one array, by
+/// name in byte order.
+const GROUP_COLUMNS: &str = "g.uid, g.space, g.name, g.description, g.created_at, \
+     (SELECT array_agg(u.name ORDER BY u.name COLLATE \"C\") FROM group_members m \
+      JOIN users u ON u.id = m.user_id WHERE m.group_id = g.id)";
 
 const MEMBERSHIP_SELECT: &str = "SELECT u.name, s.id, s.uid, m.role, m.created_at \
      FROM memberships m JOIN users u ON u.id = m.user_id JOIN spaces s ON s.id = m.space";
@@ -105,8 +112,17 @@ impl AccessStore for PgStore {
             // Memberships, contexts and the space's place in tokens in one round trip. Tokens
             // keep their other spaces; one left with none can never be used again, so it is
             // revoked. Empty list items are dropped as the embedded store's rewrite does.
+            // A group's members go before the group (one statement's sub-statements see
+            // the same snapshot, so the groups are deleted apart).
+            tx.execute(
+                "DELETE FROM group_members WHERE group_id IN \
+                 (SELECT id FROM groups WHERE space = $1)",
+                &[&name],
+            )
+            .map_err(db_err)?;
             tx.execute(
                 "WITH m AS (DELETE FROM memberships WHERE space = $1), \
+                 g AS (DELETE FROM groups WHERE space = $1), \
                  c AS (DELETE FROM contexts WHERE space = $1), \
                  hit AS (SELECT id, array_to_string(array_remove(array_remove( \
                             string_to_array(spaces, ','), $2), ''), ',') AS rest \
@@ -197,7 +213,8 @@ impl AccessStore for PgStore {
                 return Ok(());
             }
             tx.execute(
-                "WITH t AS (DELETE FROM access_tokens WHERE user_id = $1) \
+                "WITH t AS (DELETE FROM access_tokens WHERE user_id = $1), \
+                 g AS (DELETE FROM group_members WHERE user_id = $1) \
                  DELETE FROM memberships WHERE user_id = $1",
                 &[&user_row],
             )
@@ -222,14 +239,18 @@ impl AccessStore for PgStore {
     }
 
     fn revoke_membership(&self, user_row: i64, space: &str) -> Result<bool> {
-        let n = self
+        // A user who left a space is in none of its groups: both in one statement.
+        let row = self
             .conn()?
-            .execute(
-                "DELETE FROM memberships WHERE user_id = $1 AND space = $2",
+            .query_one(
+                "WITH g AS (DELETE FROM group_members WHERE user_id = $1 \
+                   AND group_id IN (SELECT id FROM groups WHERE space = $2)), \
+                 m AS (DELETE FROM memberships WHERE user_id = $1 AND space = $2 RETURNING 1) \
+                 SELECT count(*) FROM m",
                 &[&user_row, &space],
             )
             .map_err(db_err)?;
-        Ok(n > 0)
+        Ok(col::<i64>(&row, 0)? > 0)
     }
 
     fn memberships(&self, user_row: Option<i64>) -> Result<Vec<Membership>> {
@@ -432,6 +453,137 @@ impl AccessStore for PgStore {
         Ok(())
     }
 
+    fn create_group(&self, space: &str, name: &str, description: &str) -> Result<Group> {
+        let conflict = || format!("space '{space}' already has a group '{name}'");
+        let id = uuid::Uuid::new_v4().to_string();
+        let mut conn = self.conn()?;
+        // ON CONFLICT: two nodes creating one name at once get one group and one Conflict.
+        // No row and no conflict: the space is missing (the SELECT found none).
+        let row = conn
+            .query_opt(
+                "WITH s AS (SELECT id FROM spaces WHERE id = $2), \
+                 g AS (INSERT INTO groups (uid, space, name, description, created_at) \
+                   SELECT $1, s.id, $3, $4, quarry_now_ms() FROM s \
+                   ON CONFLICT (space, name) DO NOTHING RETURNING created_at) \
+                 SELECT (SELECT created_at FROM g), EXISTS (SELECT 1 FROM s)",
+                &[&id, &space, &name, &description],
+            )
+            .map_err(|e| conflict_or_db(e, conflict))?
+            .ok_or_else(|| Error::Storage("creating a group returned no row".into()))?;
+        let created_at: Option<i64> = col(&row, 0)?;
+        let known: bool = col(&row, 1)?;
+        match created_at {
+            Some(created_at) => Ok(Group {
+                id,
+                space: space.to_owned(),
+                name: name.to_owned(),
+                description: description.to_owned(),
+                created_at,
+                members: Vec::new(),
+            }),
+            None if known => Err(Error::Conflict(conflict())),
+            None => Err(Error::not_found(format!("space '{space}' not found"))),
+        }
+    }
+
+    fn groups(&self, space: &str) -> Result<Vec<Group>> {
+        self.conn()?
+            .query(
+                &format!(
+                    "SELECT {GROUP_COLUMNS} FROM groups g WHERE g.space = $1 \
+                     ORDER BY g.name COLLATE \"C\""
+                ),
+                &[&space],
+            )
+            .map_err(db_err)?
+            .iter()
+            .map(group_from_row)
+            .collect()
+    }
+
+    fn group(&self, space: &str, key: &str) -> Result<Option<Group>> {
+        self.conn()?
+            .query_opt(
+                &format!(
+                    "SELECT {GROUP_COLUMNS} FROM groups g WHERE g.space = $1 \
+                     AND (g.name = $2 OR g.uid = $2) ORDER BY g.name = $2 DESC LIMIT 1"
+                ),
+                &[&space, &key],
+            )
+            .map_err(db_err)?
+            .as_ref()
+            .map(group_from_row)
+            .transpose()
+    }
+
+    fn delete_group(&self, space: &str, name: &str) -> Result<bool> {
+        self.write(|tx| {
+            // Locked first: a member being added waits, then fails its foreign key.
+            let Some(row) = tx
+                .query_opt(
+                    "SELECT id FROM groups WHERE space = $1 AND name = $2 FOR UPDATE",
+                    &[&space, &name],
+                )
+                .map_err(db_err)?
+            else {
+                return Ok(false);
+            };
+            let id: i64 = col(&row, 0)?;
+            tx.execute("DELETE FROM group_members WHERE group_id = $1", &[&id])
+                .map_err(db_err)?;
+            tx.execute("DELETE FROM groups WHERE id = $1", &[&id])
+                .map_err(db_err)?;
+            Ok(true)
+        })
+    }
+
+    fn add_group_member(&self, space: &str, group: &str, user_row: i64) -> Result<bool> {
+        // One statement: the group looked up and the member added (a second add, or two
+        // nodes adding at once, leave one row). No group: no row from `g`.
+        let row = self
+            .conn()?
+            .query_one(
+                "WITH g AS (SELECT id FROM groups WHERE space = $1 AND name = $2), \
+                 i AS (INSERT INTO group_members (group_id, user_id, created_at) \
+                   SELECT g.id, $3, quarry_now_ms() FROM g \
+                   ON CONFLICT (group_id, user_id) DO NOTHING RETURNING 1) \
+                 SELECT EXISTS (SELECT 1 FROM g), EXISTS (SELECT 1 FROM i)",
+                &[&space, &group, &user_row],
+            )
+            .map_err(db_err)?;
+        if !col::<bool>(&row, 0)? {
+            return Err(Error::not_found(format!(
+                "group '{group}' not found in space '{space}'"
+            )));
+        }
+        col(&row, 1)
+    }
+
+    fn remove_group_member(&self, space: &str, group: &str, user_row: i64) -> Result<bool> {
+        let n = self
+            .conn()?
+            .execute(
+                "DELETE FROM group_members WHERE user_id = $3 AND group_id IN \
+                 (SELECT id FROM groups WHERE space = $1 AND name = $2)",
+                &[&space, &group, &user_row],
+            )
+            .map_err(db_err)?;
+        Ok(n > 0)
+    }
+
+    fn user_groups(&self, space: &str, user_row: i64) -> Result<Vec<String>> {
+        self.conn()?
+            .query(
+                "SELECT g.name FROM group_members m JOIN groups g ON g.id = m.group_id \
+                 WHERE g.space = $1 AND m.user_id = $2 ORDER BY g.name COLLATE \"C\"",
+                &[&space, &user_row],
+            )
+            .map_err(db_err)?
+            .iter()
+            .map(|r| col(r, 0))
+            .collect()
+    }
+
     fn collection_ids(&self, space: &str, keys: &[String]) -> Result<Vec<(i64, String)>> {
         if keys.is_empty() {
             return Ok(Vec::new());
@@ -461,6 +613,18 @@ fn space_from_row(r: &Row) -> Result<Space> {
         id: r.try_get(1).map_err(db_err)?,
         description: r.try_get(2).map_err(db_err)?,
         created_at: r.try_get(3).map_err(db_err)?,
+    })
+}
+
+/// A group read through [`GROUP_COLUMNS`].
+fn group_from_row(r: &Row) -> Result<Group> {
+    Ok(Group {
+        id: col(r, 0)?,
+        space: col(r, 1)?,
+        name: col(r, 2)?,
+        description: col(r, 3)?,
+        created_at: col(r, 4)?,
+        members: list(r, 5)?,
     })
 }
 

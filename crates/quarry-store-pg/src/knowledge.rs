@@ -6,7 +6,9 @@
 //! before the file, so the two never wait on each other in opposite orders.
 
 use postgres::GenericClient;
-use quarry_store::{NoteMeta, StatusCounts};
+use quarry_store::{
+    NoteMeta, RestrictedFile, StatusCounts, readers_from_column, readers_to_column,
+};
 
 use super::*;
 
@@ -46,7 +48,7 @@ const FILE_SELECT: &str = "SELECT f.id, f.uid, f.collection_id, c.name, f.name, 
      f.blob, f.format, f.mime, f.size, f.status, f.error, f.pages, f.pages_without_text, f.warnings, \
      d.docid, (SELECT count(*) FROM chunks k WHERE k.document_id = f.document_id), f.attempts, \
      f.created_at, f.updated_at, f.document_id, f.note_kind, f.note_title, f.note_tags, \
-     f.note_summary FROM kb_files f JOIN collections c ON c.id = f.collection_id \
+     f.note_summary, f.readers, f.source_id IS NOT NULL FROM kb_files f JOIN collections c ON c.id = f.collection_id \
      LEFT JOIN documents d ON d.id = f.document_id";
 
 fn lines(s: &str) -> Vec<String> {
@@ -90,6 +92,8 @@ fn file_from_row(r: &postgres::Row) -> Result<KbFile> {
                 summary: col(r, 24)?,
             }),
         },
+        readers: readers_from_column(col::<Option<String>>(r, 25)?.as_deref()),
+        synced: col(r, 26)?,
     })
 }
 
@@ -288,6 +292,56 @@ impl KnowledgeStore for PgStore {
             .iter()
             .map(|r| Ok((col(r, 0)?, col(r, 1)?)))
             .collect()
+    }
+
+    fn restricted_files(&self, collection_ids: &[i64]) -> Result<Vec<RestrictedFile>> {
+        if collection_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.conn()?
+            .query(
+                "SELECT id, collection_id, document_id, status, size, readers FROM kb_files \
+                 WHERE collection_id = ANY($1) AND readers IS NOT NULL",
+                &[&collection_ids],
+            )
+            .map_err(db_err)?
+            .iter()
+            .map(|r| {
+                let status: String = col(r, 3)?;
+                Ok(RestrictedFile {
+                    row_id: col(r, 0)?,
+                    collection_id: col(r, 1)?,
+                    document_id: col(r, 2)?,
+                    status: FileStatus::parse(&status).unwrap_or(FileStatus::Failed),
+                    size: col::<i64>(r, 4)?.max(0) as u64,
+                    readers: readers_from_column(col::<Option<String>>(r, 5)?.as_deref())
+                        .unwrap_or_default(),
+                })
+            })
+            .collect()
+    }
+
+    fn set_file_readers(
+        &self,
+        collection_id: i64,
+        row_id: i64,
+        readers: Option<&[String]>,
+    ) -> Result<bool> {
+        self.write(|tx| {
+            let n = tx
+                .execute(
+                    "UPDATE kb_files SET readers = $3, updated_at = $4 \
+                     WHERE id = $1 AND collection_id = $2",
+                    &[
+                        &row_id,
+                        &collection_id,
+                        &readers_to_column(readers),
+                        &quarry_core::now_millis(),
+                    ],
+                )
+                .map_err(db_err)?;
+            Ok(n > 0)
+        })
     }
 
     fn delete_kb_file(&self, collection_id: i64, row_id: i64) -> Result<()> {
@@ -531,6 +585,7 @@ impl KnowledgeStore for PgStore {
         &self,
         space: &str,
         collections: Option<&[i64]>,
+        hidden_files: &[i64],
         sha256: &str,
     ) -> Result<Option<(u64, String)>> {
         let row = self
@@ -539,12 +594,14 @@ impl KnowledgeStore for PgStore {
                 "SELECT b.size, b.mime FROM blobs b WHERE b.hash = $2 AND ( \
                    EXISTS (SELECT 1 FROM kb_files f JOIN collections c ON c.id = f.collection_id \
                            WHERE f.blob = b.hash AND c.space = $1 \
-                           AND ($3::bigint[] IS NULL OR c.id = ANY($3))) \
+                           AND ($3::bigint[] IS NULL OR c.id = ANY($3)) \
+                           AND NOT (f.id = ANY($4))) \
                    OR EXISTS (SELECT 1 FROM file_images i JOIN kb_files f ON f.id = i.file_id \
                               JOIN collections c ON c.id = f.collection_id \
                               WHERE i.hash = b.hash AND c.space = $1 \
-                              AND ($3::bigint[] IS NULL OR c.id = ANY($3))))",
-                &[&space, &sha256, &collections],
+                              AND ($3::bigint[] IS NULL OR c.id = ANY($3)) \
+                              AND NOT (f.id = ANY($4))))",
+                &[&space, &sha256, &collections, &hidden_files],
             )
             .map_err(db_err)?;
         row.map(|r| Ok((col::<i64>(&r, 0)?.max(0) as u64, col(&r, 1)?)))
@@ -682,8 +739,8 @@ pub(super) fn insert_file(
         .query_one(
             "WITH f AS (INSERT INTO kb_files (uid, collection_id, name, original_name, blob, \
              format, mime, size, status, created_at, updated_at, note_kind, note_title, note_tags, \
-             source_id, source_path, source_version) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, \
-             'pending', $9, $9, $10, $11, $12, $13, $14, $15) RETURNING id), \
+             source_id, source_path, source_version, readers) VALUES ($1, $2, $3, $4, $5, $6, $7, \
+             $8, 'pending', $9, $9, $10, $11, $12, $13, $14, $15, $16) RETURNING id), \
              j AS (INSERT INTO jobs (kind, file_id, status, not_before, created_at, updated_at) \
              SELECT 'ingest', f.id, 'enqueued', quarry_now_ms(), $9, $9 FROM f) SELECT id FROM f",
             &[
@@ -702,6 +759,7 @@ pub(super) fn insert_file(
                 &origin.map(|o| o.0),
                 &origin.map(|o| o.1),
                 &origin.map(|o| o.2),
+                &readers_to_column(f.readers.as_deref()),
             ],
         )
         .map_err(db_err)?;

@@ -5,7 +5,8 @@
 //! knowledge base's row (new names), then a file's job and the file (`knowledge.rs`).
 
 use quarry_store::{
-    NewSource, SourceChange, SourceFile, SourceLease, SourceRow, SyncCounts, SyncLine, SyncReport,
+    NewSource, SYNC_INTERRUPTED, SourceChange, SourceFile, SourceLease, SourceRow, SyncCounts,
+    SyncLine, SyncReport, readers_from_column, readers_to_column,
 };
 
 use super::knowledge::{
@@ -16,7 +17,7 @@ use super::*;
 
 const SOURCE_SELECT: &str = "SELECT s.id, s.uid, s.collection_id, c.name, s.kind, s.location, \
      s.mask, s.interval_ms, s.secret IS NOT NULL, s.created_at, s.updated_at, s.last_sync_at, \
-     s.last_success_at, s.next_sync_at, s.failures, s.last_error \
+     s.last_success_at, s.next_sync_at, s.failures, s.last_error, s.readers, s.watch \
      FROM sources s JOIN collections c ON c.id = s.collection_id";
 
 fn source_from_row(r: &postgres::Row) -> Result<SourceRow> {
@@ -37,6 +38,8 @@ fn source_from_row(r: &postgres::Row) -> Result<SourceRow> {
         next_sync_at: col(r, 13)?,
         failures: col::<i32>(r, 14)?.max(0) as u32,
         last_error: col(r, 15)?,
+        readers: col(r, 16)?,
+        watch: col(r, 17)?,
     })
 }
 
@@ -103,8 +106,8 @@ impl quarry_store::SourceStore for PgStore {
             let row = tx
                 .query_one(
                     "INSERT INTO sources (uid, collection_id, kind, location, mask, interval_ms, \
-                     secret, created_at, updated_at, next_sync_at) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8, $9) RETURNING id",
+                     secret, created_at, updated_at, next_sync_at, readers) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8, $9, $10) RETURNING id",
                     &[
                         &uuid(),
                         &source.collection_id,
@@ -116,6 +119,7 @@ impl quarry_store::SourceStore for PgStore {
                         &now,
                         // A scheduled source is due at once; one synced when asked never is.
                         &source.interval_ms.map(|_| now),
+                        &source.readers,
                     ],
                 )
                 .map_err(|e| {
@@ -191,6 +195,36 @@ impl quarry_store::SourceStore for PgStore {
                      next_sync_at = CASE WHEN $3::bigint IS NULL THEN NULL \
                        ELSE COALESCE(last_sync_at, $4) + $3 END WHERE id = $1",
                     &[&row_id, &mask, &interval_ms, &now],
+                )
+                .map_err(db_err)?;
+            if n == 0 {
+                return Err(Error::NotFound("source not found".into()));
+            }
+            source_by_row(tx, row_id)?.ok_or_else(|| Error::Storage("source vanished".into()))
+        })
+    }
+
+    fn set_source_watch(&self, row_id: i64, watch: bool) -> Result<SourceRow> {
+        self.write(|tx| {
+            let n = tx
+                .execute(
+                    "UPDATE sources SET watch = $2, updated_at = $3 WHERE id = $1",
+                    &[&row_id, &watch, &quarry_core::now_millis()],
+                )
+                .map_err(db_err)?;
+            if n == 0 {
+                return Err(Error::NotFound("source not found".into()));
+            }
+            source_by_row(tx, row_id)?.ok_or_else(|| Error::Storage("source vanished".into()))
+        })
+    }
+
+    fn set_source_readers(&self, row_id: i64, mapping: Option<&str>) -> Result<SourceRow> {
+        self.write(|tx| {
+            let n = tx
+                .execute(
+                    "UPDATE sources SET readers = $2, updated_at = $3 WHERE id = $1",
+                    &[&row_id, &mapping, &quarry_core::now_millis()],
                 )
                 .map_err(db_err)?;
             if n == 0 {
@@ -291,10 +325,12 @@ impl quarry_store::SourceStore for PgStore {
         self.conn()?
             .query(
                 &format!(
-                    "{SOURCE_SELECT} WHERE s.next_sync_at IS NOT NULL \
-                     AND s.next_sync_at <= quarry_now_ms() \
-                     AND (s.lease_until IS NULL OR s.lease_until < quarry_now_ms()) \
-                     ORDER BY s.next_sync_at, s.id LIMIT $1"
+                    // Due by its interval and free, or interrupted: claimed, never finished
+                    // (a finished sync clears `lease_until`), the claim lapsed.
+                    "{SOURCE_SELECT} WHERE (s.next_sync_at IS NOT NULL \
+                     AND s.next_sync_at <= quarry_now_ms() AND s.lease_until IS NULL) \
+                     OR s.lease_until < quarry_now_ms() \
+                     ORDER BY COALESCE(s.lease_until, s.next_sync_at), s.id LIMIT $1"
                 ),
                 &[&limit],
             )
@@ -307,7 +343,7 @@ impl quarry_store::SourceStore for PgStore {
     fn source_files(&self, row_id: i64) -> Result<Vec<SourceFile>> {
         self.conn()?
             .query(
-                "SELECT source_path, COALESCE(source_version, ''), blob, id FROM kb_files \
+                "SELECT source_path, COALESCE(source_version, ''), blob, id, readers FROM kb_files \
                  WHERE source_id = $1 ORDER BY source_path",
                 &[&row_id],
             )
@@ -319,9 +355,46 @@ impl quarry_store::SourceStore for PgStore {
                     version: col(r, 1)?,
                     sha256: col(r, 2)?,
                     file_row_id: col(r, 3)?,
+                    readers: readers_from_column(col::<Option<String>>(r, 4)?.as_deref()),
                 })
             })
             .collect()
+    }
+
+    fn source_files_at(&self, row_id: i64, paths: &[String]) -> Result<Vec<SourceFile>> {
+        if paths.iter().any(String::is_empty) {
+            return self.source_files(row_id);
+        }
+        // The paths themselves, then those under each: `p/` < path < `p0` in byte order
+        // (`0` follows `/`), a range of the `COLLATE "C"` index (v20).
+        let below: Vec<String> = paths.iter().map(|p| format!("{p}/")).collect();
+        let above: Vec<String> = paths.iter().map(|p| format!("{p}0")).collect();
+        let mut found = std::collections::BTreeMap::new();
+        let mut conn = self.conn()?;
+        let rows = conn
+            .query(
+                "SELECT source_path, COALESCE(source_version, ''), blob, id, readers FROM kb_files \
+                 WHERE source_id = $1 AND source_path = ANY($2) \
+                 UNION ALL \
+                 SELECT f.source_path, COALESCE(f.source_version, ''), f.blob, f.id, f.readers \
+                 FROM unnest($3::text[], $4::text[]) AS r(lo, hi) \
+                 JOIN kb_files f ON f.source_id = $1 \
+                   AND f.source_path COLLATE \"C\" > r.lo COLLATE \"C\" \
+                   AND f.source_path COLLATE \"C\" < r.hi COLLATE \"C\"",
+                &[&row_id, &paths, &below, &above],
+            )
+            .map_err(db_err)?;
+        for r in &rows {
+            let f = SourceFile {
+                path: col(r, 0)?,
+                version: col(r, 1)?,
+                sha256: col(r, 2)?,
+                file_row_id: col(r, 3)?,
+                readers: readers_from_column(col::<Option<String>>(r, 4)?.as_deref()),
+            };
+            found.insert(f.path.clone(), f);
+        }
+        Ok(found.into_values().collect())
     }
 
     fn apply_source_change(
@@ -364,7 +437,7 @@ impl quarry_store::SourceStore for PgStore {
                     tx.execute(
                         "UPDATE kb_files SET blob = $2, size = $3, format = $4, mime = $5, \
                          source_version = $6, warnings = '', pages = NULL, \
-                         pages_without_text = NULL WHERE id = $1",
+                         pages_without_text = NULL, readers = $7 WHERE id = $1",
                         &[
                             file_row_id,
                             &file.sha256,
@@ -372,6 +445,7 @@ impl quarry_store::SourceStore for PgStore {
                             &file.format,
                             &file.mime,
                             version,
+                            &readers_to_column(file.readers.as_deref()),
                         ],
                     )
                     .map_err(db_err)?;
@@ -382,11 +456,12 @@ impl quarry_store::SourceStore for PgStore {
                 SourceChange::Touch {
                     file_row_id,
                     version,
+                    readers,
                 } => {
                     lock_owned(tx, lease.source, *file_row_id)?;
                     tx.execute(
-                        "UPDATE kb_files SET source_version = $2 WHERE id = $1",
-                        &[file_row_id, version],
+                        "UPDATE kb_files SET source_version = $2, readers = $3 WHERE id = $1",
+                        &[file_row_id, version, &readers_to_column(*readers)],
                     )
                     .map_err(db_err)?;
                     Some(*file_row_id)
@@ -396,6 +471,7 @@ impl quarry_store::SourceStore for PgStore {
                     path,
                     name,
                     version,
+                    readers,
                 } => {
                     tx.query_opt(
                         "SELECT 1 FROM collections WHERE id = $1 FOR NO KEY UPDATE",
@@ -412,8 +488,16 @@ impl quarry_store::SourceStore for PgStore {
                     let free = free_file_name(tx, collection_id, name)?;
                     tx.execute(
                         "UPDATE kb_files SET name = $2, original_name = $3, source_path = $4, \
-                         source_version = $5, updated_at = $6 WHERE id = $1",
-                        &[file_row_id, &free, name, path, version, &now],
+                         source_version = $5, updated_at = $6, readers = $7 WHERE id = $1",
+                        &[
+                            file_row_id,
+                            &free,
+                            name,
+                            path,
+                            version,
+                            &now,
+                            &readers_to_column(*readers),
+                        ],
                     )
                     .map_err(db_err)?;
                     // Its searchable document moves too (the feed tells the indexes).
@@ -450,10 +534,9 @@ impl quarry_store::SourceStore for PgStore {
             }
             let now = quarry_core::now_millis();
             tx.execute(
-                "UPDATE sync_reports SET status = 'failed', finished_at = $2, \
-                 error = 'interrupted: the node running it stopped; the next sync went on' \
+                "UPDATE sync_reports SET status = 'failed', finished_at = $2, error = $3 \
                  WHERE source_id = $1 AND status = 'running'",
-                &[&lease.source, &now],
+                &[&lease.source, &now, &SYNC_INTERRUPTED],
             )
             .map_err(db_err)?;
             let id = uuid();
@@ -522,13 +605,43 @@ impl quarry_store::SourceStore for PgStore {
         self.conn()?
             .query(
                 "SELECT r.uid, s.uid, r.started_at, r.finished_at, r.status, r.revision, r.counts, \
-                 r.details, r.error FROM sync_reports r JOIN sources s ON s.id = r.source_id \
+                 r.details, r.error, \
+                 COALESCE(s.lease_token = r.lease_token AND s.lease_until >= quarry_now_ms(), false) \
+                 FROM sync_reports r JOIN sources s ON s.id = r.source_id \
                  WHERE r.source_id = $1 ORDER BY r.id DESC LIMIT $2",
                 &[&row_id, &limit],
             )
             .map_err(db_err)?
             .iter()
-            .map(report_from_row)
+            .map(|r| {
+                let mut report = report_from_row(r)?;
+                let held: bool = col(r, 9)?;
+                // Its node stopped and its claim lapsed: no one will finish it.
+                if report.status == "running" && !held {
+                    report.status = "failed".into();
+                    report.error = Some(SYNC_INTERRUPTED.into());
+                }
+                Ok(report)
+            })
             .collect()
+    }
+
+    fn record_sync_progress(&self, lease: SourceLease, report: &SyncReport) -> Result<bool> {
+        let counts =
+            serde_json::to_string(&report.counts).map_err(|e| Error::Storage(e.to_string()))?;
+        let details =
+            serde_json::to_string(&report.details).map_err(|e| Error::Storage(e.to_string()))?;
+        self.write(|tx| {
+            if lease_holds(tx, lease)?.is_none() {
+                return Ok(false);
+            }
+            tx.execute(
+                "UPDATE sync_reports SET revision = $2, counts = $3, details = $4 \
+                 WHERE uid = $1 AND status = 'running'",
+                &[&report.id, &report.revision, &counts, &details],
+            )
+            .map_err(db_err)?;
+            Ok(true)
+        })
     }
 }

@@ -4,7 +4,9 @@ use quarry_core::{Error, Result};
 use rusqlite::{OptionalExtension, params};
 
 use super::{SqliteStore, db_err};
-use quarry_store::{AccessStore, Membership, NewToken, Role, Space, TokenGrant, TokenRecord, User};
+use quarry_store::{
+    AccessStore, Group, Membership, NewToken, Role, Space, TokenGrant, TokenRecord, User,
+};
 
 fn space_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Space> {
     Ok(Space {
@@ -65,6 +67,48 @@ fn membership_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Membership> {
 
 const MEMBERSHIP_SELECT: &str = "SELECT u.name, s.id, s.uid, m.role, m.created_at FROM memberships m \
      JOIN users u ON u.id = m.user_id JOIN spaces s ON s.id = m.space";
+
+/// The columns [`group_from_row`] reads, from `groups g`.
+const GROUP_COLUMNS: &str = "g.id, g.uid, g.space, g.name, g.description, g.created_at";
+
+/// A group's row id and the group, its members left empty.
+fn group_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<(i64, Group)> {
+    Ok((
+        r.get(0)?,
+        Group {
+            id: r.get(1)?,
+            space: r.get(2)?,
+            name: r.get(3)?,
+            description: r.get(4)?,
+            created_at: r.get(5)?,
+            members: Vec::new(),
+        },
+    ))
+}
+
+/// The row id of the group `name` of `space`, or `NotFound`.
+fn group_row(tx: &rusqlite::Transaction<'_>, space: &str, name: &str) -> Result<i64> {
+    tx.query_row(
+        "SELECT id FROM groups WHERE space = ?1 AND name = ?2",
+        [space, name],
+        |r| r.get(0),
+    )
+    .optional()
+    .map_err(db_err)?
+    .ok_or_else(|| Error::not_found(format!("group '{name}' not found in space '{space}'")))
+}
+
+/// Deletes the groups of `space` and their memberships.
+fn delete_groups_of(tx: &rusqlite::Transaction<'_>, space: &str) -> Result<()> {
+    tx.execute(
+        "DELETE FROM group_members WHERE group_id IN (SELECT id FROM groups WHERE space = ?1)",
+        [space],
+    )
+    .map_err(db_err)?;
+    tx.execute("DELETE FROM groups WHERE space = ?1", [space])
+        .map_err(db_err)?;
+    Ok(())
+}
 
 impl AccessStore for SqliteStore {
     fn create_space(&self, name: &str, description: &str) -> Result<Space> {
@@ -140,6 +184,7 @@ impl AccessStore for SqliteStore {
             }
             tx.execute("DELETE FROM memberships WHERE space = ?1", [name])
                 .map_err(db_err)?;
+            delete_groups_of(tx, name)?;
             tx.execute("DELETE FROM contexts WHERE space = ?1", [name])
                 .map_err(db_err)?;
             // Tokens keep their other spaces; one left with none can never be used again.
@@ -236,6 +281,8 @@ impl AccessStore for SqliteStore {
                 .map_err(db_err)?;
             tx.execute("DELETE FROM memberships WHERE user_id = ?1", [user_row])
                 .map_err(db_err)?;
+            tx.execute("DELETE FROM group_members WHERE user_id = ?1", [user_row])
+                .map_err(db_err)?;
             tx.execute("DELETE FROM users WHERE id = ?1", [user_row])
                 .map_err(db_err)?;
             Ok(())
@@ -262,6 +309,13 @@ impl AccessStore for SqliteStore {
                     params![user_row, space],
                 )
                 .map_err(db_err)?;
+            // A user who left a space is in none of its groups.
+            tx.execute(
+                "DELETE FROM group_members WHERE user_id = ?1 \
+                 AND group_id IN (SELECT id FROM groups WHERE space = ?2)",
+                params![user_row, space],
+            )
+            .map_err(db_err)?;
             Ok(n > 0)
         })
     }
@@ -418,6 +472,174 @@ impl AccessStore for SqliteStore {
             .map_err(db_err)?;
             Ok(())
         })
+    }
+
+    fn create_group(&self, space: &str, name: &str, description: &str) -> Result<Group> {
+        self.write(|tx| {
+            let known: bool = tx
+                .query_row(
+                    "SELECT EXISTS(SELECT 1 FROM spaces WHERE id = ?1)",
+                    [space],
+                    |r| r.get(0),
+                )
+                .map_err(db_err)?;
+            if !known {
+                return Err(Error::not_found(format!("space '{space}' not found")));
+            }
+            let taken: bool = tx
+                .query_row(
+                    "SELECT EXISTS(SELECT 1 FROM groups WHERE space = ?1 AND name = ?2)",
+                    [space, name],
+                    |r| r.get(0),
+                )
+                .map_err(db_err)?;
+            if taken {
+                return Err(Error::Conflict(format!(
+                    "space '{space}' already has a group '{name}'"
+                )));
+            }
+            let group = Group {
+                id: uuid::Uuid::new_v4().to_string(),
+                space: space.to_owned(),
+                name: name.to_owned(),
+                description: description.to_owned(),
+                created_at: quarry_core::now_millis(),
+                members: Vec::new(),
+            };
+            tx.execute(
+                "INSERT INTO groups (uid, space, name, description, created_at) \
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![
+                    group.id,
+                    group.space,
+                    group.name,
+                    group.description,
+                    group.created_at
+                ],
+            )
+            .map_err(db_err)?;
+            Ok(group)
+        })
+    }
+
+    fn groups(&self, space: &str) -> Result<Vec<Group>> {
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare_cached(&format!(
+                "SELECT {GROUP_COLUMNS} FROM groups g WHERE g.space = ?1 ORDER BY g.name"
+            ))
+            .map_err(db_err)?;
+        let mut groups: Vec<(i64, Group)> = stmt
+            .query_map([space], group_from_row)
+            .map_err(db_err)?
+            .collect::<rusqlite::Result<_>>()
+            .map_err(db_err)?;
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT m.group_id, u.name FROM group_members m \
+                 JOIN groups g ON g.id = m.group_id JOIN users u ON u.id = m.user_id \
+                 WHERE g.space = ?1 ORDER BY u.name",
+            )
+            .map_err(db_err)?;
+        let rows = stmt
+            .query_map([space], |r| {
+                Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?))
+            })
+            .map_err(db_err)?;
+        for row in rows {
+            let (group_id, user) = row.map_err(db_err)?;
+            if let Some((_, g)) = groups.iter_mut().find(|(id, _)| *id == group_id) {
+                g.members.push(user);
+            }
+        }
+        Ok(groups.into_iter().map(|(_, g)| g).collect())
+    }
+
+    fn group(&self, space: &str, key: &str) -> Result<Option<Group>> {
+        let conn = self.conn();
+        let found = conn
+            .prepare_cached(&format!(
+                "SELECT {GROUP_COLUMNS} FROM groups g WHERE g.space = ?1 \
+                 AND (g.name = ?2 OR g.uid = ?2) ORDER BY g.name = ?2 DESC LIMIT 1"
+            ))
+            .map_err(db_err)?
+            .query_row([space, key], group_from_row)
+            .optional()
+            .map_err(db_err)?;
+        let Some((row, mut group)) = found else {
+            return Ok(None);
+        };
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT u.name FROM group_members m JOIN users u ON u.id = m.user_id \
+                 WHERE m.group_id = ?1 ORDER BY u.name",
+            )
+            .map_err(db_err)?;
+        group.members = stmt
+            .query_map([row], |r| r.get(0))
+            .map_err(db_err)?
+            .collect::<rusqlite::Result<_>>()
+            .map_err(db_err)?;
+        Ok(Some(group))
+    }
+
+    fn delete_group(&self, space: &str, name: &str) -> Result<bool> {
+        self.write(|tx| {
+            tx.execute(
+                "DELETE FROM group_members WHERE group_id IN \
+                 (SELECT id FROM groups WHERE space = ?1 AND name = ?2)",
+                [space, name],
+            )
+            .map_err(db_err)?;
+            let n = tx
+                .execute(
+                    "DELETE FROM groups WHERE space = ?1 AND name = ?2",
+                    [space, name],
+                )
+                .map_err(db_err)?;
+            Ok(n > 0)
+        })
+    }
+
+    fn add_group_member(&self, space: &str, group: &str, user_row: i64) -> Result<bool> {
+        self.write(|tx| {
+            let id = group_row(tx, space, group)?;
+            let n = tx
+                .execute(
+                    "INSERT INTO group_members (group_id, user_id, created_at) \
+                     VALUES (?1, ?2, ?3) ON CONFLICT (group_id, user_id) DO NOTHING",
+                    params![id, user_row, quarry_core::now_millis()],
+                )
+                .map_err(db_err)?;
+            Ok(n > 0)
+        })
+    }
+
+    fn remove_group_member(&self, space: &str, group: &str, user_row: i64) -> Result<bool> {
+        self.write(|tx| {
+            let n = tx
+                .execute(
+                    "DELETE FROM group_members WHERE user_id = ?3 AND group_id IN \
+                     (SELECT id FROM groups WHERE space = ?1 AND name = ?2)",
+                    params![space, group, user_row],
+                )
+                .map_err(db_err)?;
+            Ok(n > 0)
+        })
+    }
+
+    fn user_groups(&self, space: &str, user_row: i64) -> Result<Vec<String>> {
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT g.name FROM group_members m JOIN groups g ON g.id = m.group_id \
+                 WHERE g.space = ?1 AND m.user_id = ?2 ORDER BY g.name",
+            )
+            .map_err(db_err)?;
+        let rows = stmt
+            .query_map(params![space, user_row], |r| r.get(0))
+            .map_err(db_err)?;
+        rows.collect::<rusqlite::Result<_>>().map_err(db_err)
     }
 
     fn collection_ids(&self, space: &str, keys: &[String]) -> Result<Vec<(i64, String)>> {

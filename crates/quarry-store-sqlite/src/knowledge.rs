@@ -12,7 +12,7 @@ use super::{
 use quarry_store::{
     AddedFile, ClaimedChunks, ConvertedFile, FileFilter, FileStatus, IndexWork, Job, JobKind,
     JobQueue, KbFile, KnowledgeBase, KnowledgeStore, Lease, NewKbFile, NoteMeta, QueueCounts,
-    StatusCounts, owner_node,
+    RestrictedFile, StatusCounts, owner_node, readers_from_column, readers_to_column,
 };
 
 const KB_COLUMNS: &str = "c.id, c.uid, c.name, c.description, c.chunk_size, c.chunk_overlap, \
@@ -49,7 +49,8 @@ fn kb_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<KnowledgeBase> {
 const FILE_COLUMNS: &str = "f.id, f.uid, f.collection_id, c.name, f.name, f.original_name, f.blob, \
      f.format, f.mime, f.size, f.status, f.error, f.pages, f.pages_without_text, f.warnings, d.docid, \
      (SELECT COUNT(*) FROM chunks k WHERE k.document_id = f.document_id), f.attempts, f.created_at, \
-     f.updated_at, f.document_id, f.note_kind, f.note_title, f.note_tags, f.note_summary";
+     f.updated_at, f.document_id, f.note_kind, f.note_title, f.note_tags, f.note_summary, f.readers, \
+     f.source_id IS NOT NULL";
 
 const FILE_FROM: &str = "kb_files f JOIN collections c ON c.id = f.collection_id \
      LEFT JOIN documents d ON d.id = f.document_id";
@@ -97,6 +98,8 @@ fn file_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<KbFile> {
                 summary: r.get(24)?,
             }),
         },
+        readers: readers_from_column(r.get::<_, Option<String>>(25)?.as_deref()),
+        synced: r.get(26)?,
     })
 }
 
@@ -135,8 +138,8 @@ pub(super) fn insert_file(
     tx.execute(
         "INSERT INTO kb_files (uid, collection_id, name, original_name, blob, format, mime, size, \
          status, created_at, updated_at, note_kind, note_title, note_tags, source_id, source_path, \
-         source_version) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'pending', ?9, ?9, ?10, ?11, ?12, \
-         ?13, ?14, ?15)",
+         source_version, readers) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'pending', ?9, ?9, ?10, \
+         ?11, ?12, ?13, ?14, ?15, ?16)",
         params![
             uuid(),
             collection_id,
@@ -156,6 +159,7 @@ pub(super) fn insert_file(
             origin.map(|o| o.0),
             origin.map(|o| o.1),
             origin.map(|o| o.2),
+            readers_to_column(f.readers.as_deref()),
         ],
     )
     .map_err(db_err)?;
@@ -485,6 +489,56 @@ impl KnowledgeStore for SqliteStore {
         Ok(out)
     }
 
+    fn restricted_files(&self, collection_ids: &[i64]) -> Result<Vec<RestrictedFile>> {
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT id, collection_id, document_id, status, size, readers FROM kb_files \
+                 WHERE collection_id = ?1 AND readers IS NOT NULL",
+            )
+            .map_err(db_err)?;
+        let mut out = Vec::new();
+        for cid in collection_ids {
+            let rows = stmt
+                .query_map([cid], |r| {
+                    let status: String = r.get(3)?;
+                    Ok(RestrictedFile {
+                        row_id: r.get(0)?,
+                        collection_id: r.get(1)?,
+                        document_id: r.get(2)?,
+                        status: FileStatus::parse(&status).unwrap_or(FileStatus::Failed),
+                        size: r.get::<_, i64>(4)?.max(0) as u64,
+                        readers: readers_from_column(r.get::<_, Option<String>>(5)?.as_deref())
+                            .unwrap_or_default(),
+                    })
+                })
+                .map_err(db_err)?;
+            for row in rows {
+                out.push(row.map_err(db_err)?);
+            }
+        }
+        Ok(out)
+    }
+
+    fn set_file_readers(
+        &self,
+        collection_id: i64,
+        row_id: i64,
+        readers: Option<&[String]>,
+    ) -> Result<bool> {
+        self.write(|tx| {
+            let now = quarry_core::now_millis();
+            let n = tx
+                .execute(
+                    "UPDATE kb_files SET readers = ?3, updated_at = ?4 \
+                     WHERE id = ?1 AND collection_id = ?2",
+                    params![row_id, collection_id, readers_to_column(readers), now],
+                )
+                .map_err(db_err)?;
+            Ok(n > 0)
+        })
+    }
+
     fn delete_kb_file(&self, collection_id: i64, row_id: i64) -> Result<()> {
         self.write(|tx| {
             let found: bool = tx
@@ -704,19 +758,23 @@ impl KnowledgeStore for SqliteStore {
         &self,
         space: &str,
         collections: Option<&[i64]>,
+        hidden_files: &[i64],
         sha256: &str,
     ) -> Result<Option<(u64, String)>> {
         let conn = self.conn();
         let allowed = collections.map(id_list);
+        let hidden = id_list(hidden_files);
         conn.query_row(
             "SELECT b.size, b.mime FROM blobs b WHERE b.hash = ?2 AND ( \
                EXISTS (SELECT 1 FROM kb_files f JOIN collections c ON c.id = f.collection_id \
                        WHERE f.blob = b.hash AND c.space = ?1 \
-                       AND (?3 IS NULL OR c.id IN (SELECT value FROM json_each(?3)))) \
+                       AND (?3 IS NULL OR c.id IN (SELECT value FROM json_each(?3))) \
+                       AND f.id NOT IN (SELECT value FROM json_each(?4))) \
                OR EXISTS (SELECT 1 FROM file_images i JOIN kb_files f ON f.id = i.file_id \
                           JOIN collections c ON c.id = f.collection_id WHERE i.hash = b.hash AND c.space = ?1 \
-                          AND (?3 IS NULL OR c.id IN (SELECT value FROM json_each(?3)))))",
-            params![space, sha256, allowed],
+                          AND (?3 IS NULL OR c.id IN (SELECT value FROM json_each(?3))) \
+                          AND f.id NOT IN (SELECT value FROM json_each(?4))))",
+            params![space, sha256, allowed, hidden],
             |r| Ok((r.get::<_, i64>(0)?.max(0) as u64, r.get(1)?)),
         )
         .optional()
@@ -1210,6 +1268,7 @@ mod tests {
             mime: "text/markdown".into(),
             size: 3,
             note: None,
+            readers: None,
         }
     }
 

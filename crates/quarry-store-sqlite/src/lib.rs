@@ -19,7 +19,7 @@ use quarry_store::{
 };
 
 /// The newest schema version: the last of [`MIGRATIONS`].
-const SCHEMA_VERSION: i64 = 19;
+const SCHEMA_VERSION: i64 = 20;
 
 /// `(version, SQL)`, oldest first: the files in `migrations/`, each bringing the schema from
 /// the version before it to its own. Version 4 also gives old rows their UUIDs ([`assign_uids`]).
@@ -43,6 +43,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (17, include_str!("../migrations/v17.sql")),
     (18, include_str!("../migrations/v18.sql")),
     (19, include_str!("../migrations/v19.sql")),
+    (20, include_str!("../migrations/v20.sql")),
 ];
 
 /// The feed's last sequence number (0 before its first entry).

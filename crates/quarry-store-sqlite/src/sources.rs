@@ -9,13 +9,13 @@ use super::knowledge::{
 };
 use super::{SqliteStore, db_err};
 use quarry_store::{
-    NewSource, SourceChange, SourceFile, SourceLease, SourceRow, SourceStore, SyncCounts, SyncLine,
-    SyncReport,
+    NewSource, SYNC_INTERRUPTED, SourceChange, SourceFile, SourceLease, SourceRow, SourceStore,
+    SyncCounts, SyncLine, SyncReport, readers_from_column, readers_to_column,
 };
 
 const SOURCE_COLUMNS: &str = "s.id, s.uid, s.collection_id, c.name, s.kind, s.location, s.mask, \
      s.interval_ms, s.secret IS NOT NULL, s.created_at, s.updated_at, s.last_sync_at, \
-     s.last_success_at, s.next_sync_at, s.failures, s.last_error";
+     s.last_success_at, s.next_sync_at, s.failures, s.last_error, s.readers, s.watch";
 
 const SOURCE_FROM: &str = "sources s JOIN collections c ON c.id = s.collection_id";
 
@@ -37,6 +37,19 @@ fn source_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SourceRow> {
         next_sync_at: r.get(13)?,
         failures: r.get::<_, i64>(14)?.max(0) as u32,
         last_error: r.get(15)?,
+        readers: r.get(16)?,
+        watch: r.get(17)?,
+    })
+}
+
+/// A `SourceFile` from `source_path, version, blob, id, readers`.
+fn source_file_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SourceFile> {
+    Ok(SourceFile {
+        path: r.get(0)?,
+        version: r.get(1)?,
+        sha256: r.get(2)?,
+        file_row_id: r.get(3)?,
+        readers: readers_from_column(r.get::<_, Option<String>>(4)?.as_deref()),
     })
 }
 
@@ -128,7 +141,8 @@ impl SourceStore for SqliteStore {
             }
             tx.execute(
                 "INSERT INTO sources (uid, collection_id, kind, location, mask, interval_ms, secret, \
-                 created_at, updated_at, next_sync_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8, ?9)",
+                 created_at, updated_at, next_sync_at, readers) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8, ?9, ?10)",
                 params![
                     uuid(),
                     source.collection_id,
@@ -139,7 +153,8 @@ impl SourceStore for SqliteStore {
                     source.sealed_secret,
                     now,
                     // A scheduled source is due at once; one synced when asked never is.
-                    source.interval_ms.map(|_| now)
+                    source.interval_ms.map(|_| now),
+                    source.readers,
                 ],
             )
             .map_err(db_err)?;
@@ -211,6 +226,36 @@ impl SourceStore for SqliteStore {
                      next_sync_at = CASE WHEN ?3 IS NULL THEN NULL \
                        ELSE COALESCE(last_sync_at, ?4) + ?3 END WHERE id = ?1",
                     params![row_id, mask, interval_ms, now],
+                )
+                .map_err(db_err)?;
+            if n == 0 {
+                return Err(Error::NotFound("source not found".into()));
+            }
+            source_by_row(tx, row_id)?.ok_or_else(|| Error::Storage("source vanished".into()))
+        })
+    }
+
+    fn set_source_readers(&self, row_id: i64, mapping: Option<&str>) -> Result<SourceRow> {
+        self.write(|tx| {
+            let n = tx
+                .execute(
+                    "UPDATE sources SET readers = ?2, updated_at = ?3 WHERE id = ?1",
+                    params![row_id, mapping, quarry_core::now_millis()],
+                )
+                .map_err(db_err)?;
+            if n == 0 {
+                return Err(Error::NotFound("source not found".into()));
+            }
+            source_by_row(tx, row_id)?.ok_or_else(|| Error::Storage("source vanished".into()))
+        })
+    }
+
+    fn set_source_watch(&self, row_id: i64, watch: bool) -> Result<SourceRow> {
+        self.write(|tx| {
+            let n = tx
+                .execute(
+                    "UPDATE sources SET watch = ?2, updated_at = ?3 WHERE id = ?1",
+                    params![row_id, watch, quarry_core::now_millis()],
                 )
                 .map_err(db_err)?;
             if n == 0 {
@@ -319,9 +364,11 @@ impl SourceStore for SqliteStore {
         let conn = self.conn();
         let mut stmt = conn
             .prepare_cached(&format!(
-                "SELECT {SOURCE_COLUMNS} FROM {SOURCE_FROM} WHERE s.next_sync_at IS NOT NULL \
-                 AND s.next_sync_at <= ?1 AND (s.lease_until IS NULL OR s.lease_until < ?1) \
-                 ORDER BY s.next_sync_at, s.id LIMIT ?2"
+                // Due by its interval and free, or interrupted: claimed, never finished (a
+                // finished sync clears `lease_until`), the claim lapsed.
+                "SELECT {SOURCE_COLUMNS} FROM {SOURCE_FROM} WHERE (s.next_sync_at IS NOT NULL \
+                 AND s.next_sync_at <= ?1 AND s.lease_until IS NULL) OR s.lease_until < ?1 \
+                 ORDER BY COALESCE(s.lease_until, s.next_sync_at), s.id LIMIT ?2"
             ))
             .map_err(db_err)?;
         let rows = stmt
@@ -334,7 +381,7 @@ impl SourceStore for SqliteStore {
         let conn = self.conn();
         let mut stmt = conn
             .prepare_cached(
-                "SELECT source_path, COALESCE(source_version, ''), blob, id FROM kb_files \
+                "SELECT source_path, COALESCE(source_version, ''), blob, id, readers FROM kb_files \
                  WHERE source_id = ?1 ORDER BY source_path",
             )
             .map_err(db_err)?;
@@ -345,10 +392,45 @@ impl SourceStore for SqliteStore {
                     version: r.get(1)?,
                     sha256: r.get(2)?,
                     file_row_id: r.get(3)?,
+                    readers: readers_from_column(r.get::<_, Option<String>>(4)?.as_deref()),
                 })
             })
             .map_err(db_err)?;
         rows.collect::<rusqlite::Result<Vec<_>>>().map_err(db_err)
+    }
+
+    fn source_files_at(&self, row_id: i64, paths: &[String]) -> Result<Vec<SourceFile>> {
+        if paths.iter().any(String::is_empty) {
+            return self.source_files(row_id);
+        }
+        let conn = self.conn();
+        // The path itself, then the paths under it: `p/` < path < `p0` (`0` follows `/`),
+        // a range of the (source_id, source_path) index.
+        let mut exact = conn
+            .prepare_cached(
+                "SELECT source_path, COALESCE(source_version, ''), blob, id, readers FROM kb_files \
+                 WHERE source_id = ?1 AND source_path = ?2",
+            )
+            .map_err(db_err)?;
+        let mut under = conn
+            .prepare_cached(
+                "SELECT source_path, COALESCE(source_version, ''), blob, id, readers FROM kb_files \
+                 WHERE source_id = ?1 AND source_path > ?2 || '/' AND source_path < ?2 || '0'",
+            )
+            .map_err(db_err)?;
+        let mut found = std::collections::BTreeMap::new();
+        for p in paths {
+            for stmt in [&mut exact, &mut under] {
+                let rows = stmt
+                    .query_map(params![row_id, p], source_file_from_row)
+                    .map_err(db_err)?;
+                for f in rows {
+                    let f = f.map_err(db_err)?;
+                    found.insert(f.path.clone(), f);
+                }
+            }
+        }
+        Ok(found.into_values().collect())
     }
 
     fn apply_source_change(
@@ -393,14 +475,15 @@ impl SourceStore for SqliteStore {
                     tx.execute(
                         "UPDATE kb_files SET blob = ?2, size = ?3, format = ?4, mime = ?5, \
                          source_version = ?6, warnings = '', pages = NULL, \
-                         pages_without_text = NULL WHERE id = ?1",
+                         pages_without_text = NULL, readers = ?7 WHERE id = ?1",
                         params![
                             file_row_id,
                             file.sha256,
                             file.size as i64,
                             file.format,
                             file.mime,
-                            version
+                            version,
+                            readers_to_column(file.readers.as_deref()),
                         ],
                     )
                     .map_err(db_err)?;
@@ -412,11 +495,12 @@ impl SourceStore for SqliteStore {
                 SourceChange::Touch {
                     file_row_id,
                     version,
+                    readers,
                 } => {
                     check_owned(tx, lease.source, *file_row_id)?;
                     tx.execute(
-                        "UPDATE kb_files SET source_version = ?2 WHERE id = ?1",
-                        params![file_row_id, version],
+                        "UPDATE kb_files SET source_version = ?2, readers = ?3 WHERE id = ?1",
+                        params![file_row_id, version, readers_to_column(*readers)],
                     )
                     .map_err(db_err)?;
                     Some(*file_row_id)
@@ -426,6 +510,7 @@ impl SourceStore for SqliteStore {
                     path,
                     name,
                     version,
+                    readers,
                 } => {
                     check_owned(tx, lease.source, *file_row_id)?;
                     // Its name follows the path; the old name is free first.
@@ -437,8 +522,16 @@ impl SourceStore for SqliteStore {
                     let free = free_file_name(tx, collection_id, name)?;
                     tx.execute(
                         "UPDATE kb_files SET name = ?2, original_name = ?3, source_path = ?4, \
-                         source_version = ?5, updated_at = ?6 WHERE id = ?1",
-                        params![file_row_id, free, name, path, version, now],
+                         source_version = ?5, updated_at = ?6, readers = ?7 WHERE id = ?1",
+                        params![
+                            file_row_id,
+                            free,
+                            name,
+                            path,
+                            version,
+                            now,
+                            readers_to_column(*readers)
+                        ],
                     )
                     .map_err(db_err)?;
                     // Its searchable document moves too (the feed tells the indexes).
@@ -476,10 +569,9 @@ impl SourceStore for SqliteStore {
             }
             // A sync whose node died left its report running: say so.
             tx.execute(
-                "UPDATE sync_reports SET status = 'failed', finished_at = ?2, \
-                 error = 'interrupted: the node running it stopped; the next sync went on' \
+                "UPDATE sync_reports SET status = 'failed', finished_at = ?2, error = ?3 \
                  WHERE source_id = ?1 AND status = 'running'",
-                params![lease.source, now],
+                params![lease.source, now, SYNC_INTERRUPTED],
             )
             .map_err(db_err)?;
             let id = uuid();
@@ -548,14 +640,48 @@ impl SourceStore for SqliteStore {
         let conn = self.conn();
         let mut stmt = conn
             .prepare_cached(&format!(
-                "SELECT {REPORT_COLUMNS} FROM sync_reports r JOIN sources s ON s.id = r.source_id \
+                "SELECT {REPORT_COLUMNS}, \
+                 COALESCE(s.lease_token = r.lease_token AND s.lease_until >= ?3, 0) \
+                 FROM sync_reports r JOIN sources s ON s.id = r.source_id \
                  WHERE r.source_id = ?1 ORDER BY r.id DESC LIMIT ?2"
             ))
             .map_err(db_err)?;
         let rows = stmt
-            .query_map(params![row_id, limit as i64], report_from_row)
+            .query_map(
+                params![row_id, limit as i64, quarry_core::now_millis()],
+                |r| Ok((report_from_row(r)?, r.get::<_, bool>(9)?)),
+            )
             .map_err(db_err)?;
-        rows.map(|r| r.map_err(db_err).and_then(report_of))
-            .collect()
+        rows.map(|r| {
+            let (row, held) = r.map_err(db_err)?;
+            let mut report = report_of(row)?;
+            // Its node stopped and its claim lapsed: no one will finish it.
+            if report.status == "running" && !held {
+                report.status = "failed".into();
+                report.error = Some(SYNC_INTERRUPTED.into());
+            }
+            Ok(report)
+        })
+        .collect()
+    }
+
+    fn record_sync_progress(&self, lease: SourceLease, report: &SyncReport) -> Result<bool> {
+        let counts =
+            serde_json::to_string(&report.counts).map_err(|e| Error::Storage(e.to_string()))?;
+        let details =
+            serde_json::to_string(&report.details).map_err(|e| Error::Storage(e.to_string()))?;
+        self.write(|tx| {
+            let now = quarry_core::now_millis();
+            if !source_lease_holds(tx, lease, now)? {
+                return Ok(false);
+            }
+            tx.execute(
+                "UPDATE sync_reports SET revision = ?2, counts = ?3, details = ?4 \
+                 WHERE uid = ?1 AND status = 'running'",
+                params![report.id, report.revision, counts, details],
+            )
+            .map_err(db_err)?;
+            Ok(true)
+        })
     }
 }

@@ -1,5 +1,6 @@
-//! Principals: spaces (tenants), users, their memberships and access tokens — the records
-//! `quarry-access` authenticates against. Tokens are stored only as hashes.
+//! Principals: spaces (tenants), users, their memberships, groups of users per space and
+//! access tokens — the records `quarry-access` authenticates against. Tokens are stored only
+//! as hashes.
 
 use quarry_core::{Access, Result};
 use serde::Serialize;
@@ -89,6 +90,24 @@ pub struct Membership {
     pub joined_at: i64,
 }
 
+/// A group of users in one space (a document's readers name it `group:<name>`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Group {
+    /// UUID.
+    pub id: String,
+    /// The space's name.
+    #[serde(skip)]
+    pub space: String,
+    /// Unique within its space.
+    pub name: String,
+    /// What the group is for, in words.
+    pub description: String,
+    /// Milliseconds since the epoch.
+    pub created_at: i64,
+    /// Its members' user names, in byte order.
+    pub members: Vec<String>,
+}
+
 /// An access token as stored: never the secret, only its hash and a short display prefix.
 #[derive(Debug, Clone, Serialize)]
 pub struct TokenRecord {
@@ -176,8 +195,8 @@ pub trait AccessStore: Send + Sync {
     fn spaces(&self) -> Result<Vec<Space>>;
     /// A space by name or UUID.
     fn space(&self, key: &str) -> Result<Option<Space>>;
-    /// Forgets a space with no collections left, its memberships, and removes it from
-    /// tokens (a token left with no space is revoked).
+    /// Forgets a space with no collections left, its memberships and groups, and removes it
+    /// from tokens (a token left with no space is revoked).
     fn delete_space(&self, name: &str) -> Result<()>;
 
     /// Creates a user; `Conflict` if the name is taken.
@@ -186,12 +205,13 @@ pub trait AccessStore: Send + Sync {
     fn users(&self) -> Result<Vec<User>>;
     /// A user by name or UUID, with its row id.
     fn user(&self, key: &str) -> Result<Option<(i64, User)>>;
-    /// Removes a user, its memberships and its tokens.
+    /// Removes a user, its memberships, its places in groups and its tokens.
     fn delete_user(&self, user_row: i64) -> Result<()>;
 
     /// Gives `user_row` `role` in `space` (replacing any role it had there).
     fn grant(&self, user_row: i64, space: &str, role: Role) -> Result<()>;
-    /// Takes a user out of a space; false when it was not a member.
+    /// Takes a user out of a space, and out of that space's groups; false when it was not a
+    /// member.
     fn revoke_membership(&self, user_row: i64, space: &str) -> Result<bool>;
     /// Memberships of one user (by row id), or of everyone when `None`.
     fn memberships(&self, user_row: Option<i64>) -> Result<Vec<Membership>>;
@@ -210,6 +230,25 @@ pub trait AccessStore: Send + Sync {
     fn revoke_token(&self, key: &str, user_row: Option<i64>, at: i64) -> Result<bool>;
     /// Records a token's use at `at` (milliseconds since the epoch).
     fn touch_token(&self, id: &str, at: i64) -> Result<()>;
+
+    /// Creates a group in `space` (by name), with no members; `Conflict` if the space has a
+    /// group of that name, `NotFound` if there is no such space.
+    fn create_group(&self, space: &str, name: &str, description: &str) -> Result<Group>;
+    /// The groups of `space`, by name in byte order, each with its members.
+    fn groups(&self, space: &str) -> Result<Vec<Group>>;
+    /// A group of `space` by name or UUID (a name that is also another group's UUID: the
+    /// name wins).
+    fn group(&self, space: &str, key: &str) -> Result<Option<Group>>;
+    /// Deletes the group `name` of `space` and its memberships; false when there was none.
+    fn delete_group(&self, space: &str, name: &str) -> Result<bool>;
+    /// Puts `user_row` in the group `group` (its name) of `space`; false when it was there
+    /// already (nothing changes). `NotFound` when the group does not exist. Whether the
+    /// user is a member of the space is the caller's to check.
+    fn add_group_member(&self, space: &str, group: &str, user_row: i64) -> Result<bool>;
+    /// Takes `user_row` out of the group `group` of `space`; false when it was not in it.
+    fn remove_group_member(&self, space: &str, group: &str, user_row: i64) -> Result<bool>;
+    /// The names of the groups of `space` that `user_row` is in, in byte order.
+    fn user_groups(&self, space: &str, user_row: i64) -> Result<Vec<String>>;
 
     /// Ids of the collections of `space` named by UUID or name (unknown keys are skipped).
     fn collection_ids(&self, space: &str, keys: &[String]) -> Result<Vec<(i64, String)>>;

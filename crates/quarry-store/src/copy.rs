@@ -16,6 +16,8 @@ pub const COPIED_TABLES: &[&str] = &[
     "spaces",
     "users",
     "memberships",
+    "groups",
+    "group_members",
     "access_tokens",
     "oauth_clients",
     "oauth_grants",

@@ -159,6 +159,13 @@ pub struct KbFile {
     /// Set for notes created by agents (`create_knowledge`), absent for uploads.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<NoteMeta>,
+    /// Who may read it beside the knowledge base's admins (reader keys, `user:<name>`,
+    /// `group:<name>`); absent: every reader of the knowledge base; empty: only its admins.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub readers: Option<Vec<String>>,
+    /// Whether a source synced it (its readers and content are the source's to decide).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub synced: bool,
 }
 
 /// What an agent said about a note it created (seed 004).
@@ -196,6 +203,37 @@ pub struct NewKbFile {
     pub size: u64,
     /// Set for notes created by agents.
     pub note: Option<NoteMeta>,
+    /// Its readers (see [`KbFile::readers`]); `None`: every reader of the knowledge base.
+    pub readers: Option<Vec<String>>,
+}
+
+/// A file with readers of its own, as a search needs it: which document to hide from a
+/// caller who is none of them, and what to leave out of the counts it sees.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RestrictedFile {
+    /// The file (row id).
+    pub row_id: i64,
+    /// Its knowledge base's collection.
+    pub collection_id: i64,
+    /// Its searchable document, once stored.
+    pub document_id: Option<i64>,
+    /// Where it is in processing.
+    pub status: FileStatus,
+    /// Size of the original in bytes.
+    pub size: u64,
+    /// Its reader keys (empty: only the knowledge base's admins).
+    pub readers: Vec<String>,
+}
+
+/// Reader keys as stored: a JSON array, or NULL for a file every reader may read.
+pub fn readers_to_column(readers: Option<&[String]>) -> Option<String> {
+    readers.map(|r| serde_json::Value::from(r.to_vec()).to_string())
+}
+
+/// Reader keys from their column. A value that is not a list of strings reads as an empty
+/// list: a file nobody but the admins may read, never one everybody may.
+pub fn readers_from_column(column: Option<&str>) -> Option<Vec<String>> {
+    column.map(|text| serde_json::from_str::<Vec<String>>(text).unwrap_or_default())
 }
 
 /// What [`KnowledgeStore::add_files`] did with one file.
@@ -390,6 +428,16 @@ pub trait KnowledgeStore {
     /// The public file id of each of these documents that belongs to a knowledge base
     /// (document id → file id); documents of folder collections are absent.
     fn kb_file_ids(&self, document_ids: &[i64]) -> Result<HashMap<i64, String>>;
+    /// The files of these collections that have readers of their own.
+    fn restricted_files(&self, collection_ids: &[i64]) -> Result<Vec<RestrictedFile>>;
+    /// Replaces a file's readers (`None`: every reader of the knowledge base); `false`
+    /// when the file is not in that collection.
+    fn set_file_readers(
+        &self,
+        collection_id: i64,
+        row_id: i64,
+        readers: Option<&[String]>,
+    ) -> Result<bool>;
     /// Deletes a file and its document at once (readers stop seeing it); derived indexes
     /// and blobs are cleaned by a cleanup job enqueued in the same transaction.
     fn delete_kb_file(&self, collection_id: i64, row_id: i64) -> Result<()>;
@@ -450,6 +498,7 @@ pub trait KnowledgeStore {
         &self,
         space: &str,
         collections: Option<&[i64]>,
+        hidden_files: &[i64],
         sha256: &str,
     ) -> Result<Option<(u64, String)>>;
     /// Up to `limit` stored blobs nothing references any more.

@@ -27,7 +27,9 @@ mod settings;
 mod sources;
 pub mod thread_guard;
 
-pub use access::{AccessStore, Membership, NewToken, Role, Space, TokenGrant, TokenRecord, User};
+pub use access::{
+    AccessStore, Group, Membership, NewToken, Role, Space, TokenGrant, TokenRecord, User,
+};
 pub use audit::{AuditEvent, AuditQuery, AuditRecord, AuditStore, LimitStore};
 pub use chat::{ChatMessageRow, ChatStore, ConversationRow, ConversationSummary};
 pub use documents::{CollectionStore, DocChange, DocSummary, FileState, IndexDoc, IndexWork};
@@ -40,8 +42,8 @@ pub use hub::{
 };
 pub use knowledge::{
     AddedFile, ClaimedChunks, ConvertedFile, FileFilter, FileStatus, Job, JobKind, JobQueue,
-    KbFile, KnowledgeBase, KnowledgeStore, Lease, NewKbFile, NoteMeta, QueueCounts, StatusCounts,
-    owner_node,
+    KbFile, KnowledgeBase, KnowledgeStore, Lease, NewKbFile, NoteMeta, QueueCounts, RestrictedFile,
+    StatusCounts, owner_node, readers_from_column, readers_to_column,
 };
 pub use oauth::{
     OAuthClientRow, OAuthGrantRow, OAuthSecretKind, OAuthSecretRow, OAuthStore, Redeemed,
@@ -53,8 +55,8 @@ pub use semantic::{
 pub use sessions::{MCP_SESSION_KEPT_MS, SessionStore};
 pub use settings::SettingsStore;
 pub use sources::{
-    NewSource, SourceChange, SourceFile, SourceLease, SourceRow, SourceStore, SyncCounts, SyncLine,
-    SyncReport,
+    NewSource, SYNC_INTERRUPTED, SourceChange, SourceFile, SourceLease, SourceRow, SourceStore,
+    SyncCounts, SyncLine, SyncReport,
 };
 
 /// Every store trait, for code that calls a backend's methods on its concrete type (tests,

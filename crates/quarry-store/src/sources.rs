@@ -49,6 +49,12 @@ pub struct SourceRow {
     pub failures: u32,
     /// Why the last sync failed, while it keeps failing.
     pub last_error: Option<String>,
+    /// How its documents' readers are decided (the engine's mapping, JSON); `None`: every
+    /// reader of the knowledge base reads them.
+    pub readers: Option<String>,
+    /// Synced on change (a folder watched by each server node where it exists), beside the
+    /// interval if there is one.
+    pub watch: bool,
 }
 
 /// A source to attach.
@@ -66,6 +72,8 @@ pub struct NewSource {
     pub interval_ms: Option<i64>,
     /// The credential, sealed by the engine (never the plain text).
     pub sealed_secret: Option<String>,
+    /// How its documents' readers are decided (JSON); `None`: everyone.
+    pub readers: Option<String>,
 }
 
 /// A node's hold on a source while it syncs it: every change the sync applies presents it,
@@ -89,6 +97,8 @@ pub struct SourceFile {
     pub sha256: String,
     /// The knowledge-base file (row id).
     pub file_row_id: i64,
+    /// Its readers now (see [`crate::KbFile::readers`]).
+    pub readers: Option<Vec<String>>,
 }
 
 /// One change a sync applies, in its own transaction.
@@ -113,12 +123,15 @@ pub enum SourceChange<'a> {
         /// The new original.
         file: &'a NewKbFile,
     },
-    /// Same bytes, new version: only the remembered version moves.
+    /// Same bytes, new version (or new readers): only the remembered version and the
+    /// readers move.
     Touch {
         /// The document.
         file_row_id: i64,
         /// The version the source gave.
         version: &'a str,
+        /// Its readers from now on.
+        readers: Option<&'a [String]>,
     },
     /// The bytes moved to a new path: the document keeps its id, its name follows.
     Rename {
@@ -130,6 +143,8 @@ pub enum SourceChange<'a> {
         name: &'a str,
         /// The version the source gave.
         version: &'a str,
+        /// Its readers at the new path.
+        readers: Option<&'a [String]>,
     },
     /// Gone at the source: the document is deleted (every index, at once).
     Delete {
@@ -192,6 +207,10 @@ pub struct SyncLine {
     pub detail: Option<String>,
 }
 
+/// The error of a sync whose node stopped before it finished (its report read or closed as
+/// `failed`): what it applied stays, the next sync goes on from there.
+pub const SYNC_INTERRUPTED: &str = "interrupted: the node running it stopped before it finished; the next sync goes on from what it applied";
+
 /// Sources, their leases, their documents and their reports (see the module docs).
 pub trait SourceStore: Send + Sync {
     /// Attaches a source; `Conflict` when the knowledge base already has one at that
@@ -208,6 +227,11 @@ pub trait SourceStore: Send + Sync {
     /// Changes the mask and the interval; `next_sync_at` follows the interval.
     fn update_source(&self, row_id: i64, mask: &str, interval_ms: Option<i64>)
     -> Result<SourceRow>;
+    /// Replaces how the source's documents' readers are decided (JSON, `None`: everyone);
+    /// the next sync applies it to every document.
+    fn set_source_readers(&self, row_id: i64, mapping: Option<&str>) -> Result<SourceRow>;
+    /// Turns syncing on change on or off (a folder source watched by the server nodes).
+    fn set_source_watch(&self, row_id: i64, watch: bool) -> Result<SourceRow>;
     /// Detaches a source. Its documents are deleted with it, or, with `keep_documents`,
     /// become ordinary documents of the knowledge base (no longer synced).
     fn delete_source(&self, row_id: i64, keep_documents: bool) -> Result<()>;
@@ -216,10 +240,31 @@ pub trait SourceStore: Send + Sync {
     fn claim_source(&self, row_id: i64, owner: &str, lease_ms: i64) -> Result<Option<SourceLease>>;
     /// Extends a claim; `false` when it no longer holds.
     fn renew_source(&self, lease: SourceLease, lease_ms: i64) -> Result<bool>;
-    /// The sources due for a sync now (interval passed, not held), oldest due first.
+    /// The sources due for a sync now, oldest due first: those whose interval passed and
+    /// that nobody holds, and those whose last sync was interrupted — claimed, never
+    /// finished, its lease lapsed (the node running it died) — whatever their interval, so
+    /// another node resumes it.
     fn due_sources(&self, limit: usize) -> Result<Vec<SourceRow>>;
     /// What the last syncs remembered: the source's documents, by path.
     fn source_files(&self, row_id: i64) -> Result<Vec<SourceFile>>;
+    /// What the last syncs remembered at or under `paths` (a path may be a folder: the
+    /// documents whose path starts with it and `/`), by path: for a sync of a few changed
+    /// paths, in time that follows them rather than the source's size. The default reads
+    /// every document of the source; backends answer from their index.
+    fn source_files_at(&self, row_id: i64, paths: &[String]) -> Result<Vec<SourceFile>> {
+        let under = |p: &str| {
+            paths.iter().any(|q| {
+                q.is_empty()
+                    || p == q
+                    || (p.starts_with(q.as_str()) && p[q.len()..].starts_with('/'))
+            })
+        };
+        Ok(self
+            .source_files(row_id)?
+            .into_iter()
+            .filter(|f| under(&f.path))
+            .collect())
+    }
     /// Applies one change while `lease` holds; returns the document's row id (the deleted
     /// one's for a deletion), or `None` when the lease no longer holds (nothing changed).
     fn apply_source_change(
@@ -238,6 +283,12 @@ pub trait SourceStore: Send + Sync {
         report: &SyncReport,
         retry_after_ms: Option<i64>,
     ) -> Result<bool>;
-    /// The source's latest reports, newest first.
+    /// The source's latest reports, newest first. A report still `running` whose claim no
+    /// longer holds (its node died and the lease lapsed) reads as `failed`, interrupted.
     fn sync_reports(&self, row_id: i64, limit: usize) -> Result<Vec<SyncReport>>;
+    /// Keeps what a running sync did so far (its counts, lines and revision) on its report,
+    /// which stays `running`, while `lease` holds: what a report shows while the sync runs,
+    /// and what an interrupted one keeps. `false` when the lease no longer holds (nothing
+    /// recorded).
+    fn record_sync_progress(&self, lease: SourceLease, report: &SyncReport) -> Result<bool>;
 }

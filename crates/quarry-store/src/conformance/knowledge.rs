@@ -35,6 +35,7 @@ macro_rules! __conformance_knowledge {
             knowledge_concurrent_enqueues_keep_one_waiting_job,
             knowledge_forgetting_blobs_never_drops_a_referenced_one,
             knowledge_concurrent_conversions_of_the_same_bytes_get_distinct_docids,
+            knowledge_files_with_readers_are_listed_apart_and_their_readers_change,
         );
     };
 }
@@ -53,6 +54,7 @@ fn new_file(name: &str, sha: &str) -> NewKbFile {
         mime: "text/markdown".into(),
         size: 3,
         note: None,
+        readers: None,
     }
 }
 
@@ -524,39 +526,57 @@ pub fn knowledge_blobs_are_visible_only_to_their_space_and_collections(store: &d
         )
         .expect("file_converted");
     assert_eq!(
-        store.blob_visible(SPACE, None, &hash(1)).expect("visible"),
+        store
+            .blob_visible(SPACE, None, &[], &hash(1))
+            .expect("visible"),
         Some((3, "text/markdown".to_owned()))
     );
     assert_eq!(
-        store.blob_visible(SPACE, None, &image).expect("image"),
+        store.blob_visible(SPACE, None, &[], &image).expect("image"),
         Some((42, "image/png".to_owned()))
     );
     assert!(
         store
-            .blob_visible(SPACE, Some(&[c]), &image)
+            .blob_visible(SPACE, Some(&[c]), &[], &image)
             .expect("in c")
             .is_some()
     );
     assert_eq!(
         store
-            .blob_visible(SPACE, Some(&[other]), &image)
+            .blob_visible(SPACE, Some(&[other]), &[], &image)
             .expect("not in other"),
         None
     );
     assert_eq!(
         store
-            .blob_visible(SPACE, Some(&[]), &hash(1))
+            .blob_visible(SPACE, Some(&[]), &[], &hash(1))
             .expect("no collections"),
         None
     );
     assert_eq!(
         store
-            .blob_visible("elsewhere", None, &hash(1))
+            .blob_visible("elsewhere", None, &[], &hash(1))
             .expect("other space"),
         None
     );
     assert_eq!(
-        store.blob_visible(SPACE, None, &hash(77)).expect("unknown"),
+        store
+            .blob_visible(SPACE, None, &[], &hash(77))
+            .expect("unknown"),
+        None
+    );
+    // Hidden from a caller who may not read the file: neither the original nor the image.
+    let hidden = [files[0].row_id];
+    assert_eq!(
+        store
+            .blob_visible(SPACE, None, &hidden, &hash(1))
+            .expect("hidden original"),
+        None
+    );
+    assert_eq!(
+        store
+            .blob_visible(SPACE, None, &hidden, &image)
+            .expect("hidden image"),
         None
     );
     // Converted again without images: the image is no longer referenced.
@@ -564,7 +584,7 @@ pub fn knowledge_blobs_are_visible_only_to_their_space_and_collections(store: &d
         .file_converted(None, files[0].row_id, converted("no images"))
         .expect("file_converted");
     assert_eq!(
-        store.blob_visible(SPACE, None, &image).expect("image"),
+        store.blob_visible(SPACE, None, &[], &image).expect("image"),
         None
     );
     assert_eq!(store.orphan_blobs(10).expect("orphans"), [image]);
@@ -1243,4 +1263,72 @@ pub fn knowledge_concurrent_conversions_of_the_same_bytes_get_distinct_docids(st
         let want: Vec<String> = (6..10).map(|n| format!("#{}", &sha[..n])).collect();
         assert_eq!(docids, want, "round {round}: the shortest free docid each");
     }
+}
+
+/// A file's readers are kept as given (none, some, or an empty list: only admins); the
+/// files with readers of their own are listed per collection, and their readers change.
+pub fn knowledge_files_with_readers_are_listed_apart_and_their_readers_change(store: &dyn Store) {
+    let a = kb(store, "a");
+    let b = kb(store, "b");
+    let hr = vec!["group:hr".to_owned(), "user:ann".to_owned()];
+    let files = add(
+        store,
+        a,
+        &[
+            new_file("open.md", &hash(1)),
+            NewKbFile {
+                readers: Some(hr.clone()),
+                ..new_file("hr.md", &hash(2))
+            },
+            NewKbFile {
+                readers: Some(Vec::new()),
+                ..new_file("admins.md", &hash(3))
+            },
+        ],
+    );
+    add(
+        store,
+        b,
+        &[NewKbFile {
+            readers: Some(hr.clone()),
+            ..new_file("b.md", &hash(4))
+        }],
+    );
+    assert_eq!(files[0].readers, None);
+    assert_eq!(file(store, files[1].row_id).readers, Some(hr.clone()));
+    assert_eq!(file(store, files[2].row_id).readers, Some(Vec::new()));
+    let mut restricted = store.restricted_files(&[a]).expect("restricted_files");
+    restricted.sort_by_key(|f| f.row_id);
+    assert_eq!(
+        restricted
+            .iter()
+            .map(|f| (f.row_id, f.readers.clone(), f.collection_id, f.size))
+            .collect::<Vec<_>>(),
+        [
+            (files[1].row_id, hr.clone(), a, 3),
+            (files[2].row_id, Vec::new(), a, 3)
+        ]
+    );
+    assert_eq!(store.restricted_files(&[a, b]).expect("both").len(), 3);
+    assert!(store.restricted_files(&[]).expect("none").is_empty());
+    // Changed, opened to everyone, and never through another collection.
+    assert!(
+        !store
+            .set_file_readers(b, files[0].row_id, Some(&hr))
+            .expect("wrong collection")
+    );
+    assert_eq!(file(store, files[0].row_id).readers, None);
+    assert!(
+        store
+            .set_file_readers(a, files[0].row_id, Some(&hr[..1]))
+            .expect("set")
+    );
+    assert_eq!(file(store, files[0].row_id).readers, Some(hr[..1].to_vec()));
+    assert!(
+        store
+            .set_file_readers(a, files[1].row_id, None)
+            .expect("open")
+    );
+    assert_eq!(file(store, files[1].row_id).readers, None);
+    assert_eq!(store.restricted_files(&[a]).expect("again").len(), 2);
 }

@@ -21,6 +21,7 @@ use crate::{DocChange, FeedPosition, NewKbFile, Store};
 pub mod access;
 pub mod audit;
 pub mod chat;
+pub mod groups;
 pub mod hub;
 pub mod knowledge;
 pub mod oauth;
@@ -40,6 +41,7 @@ macro_rules! store_conformance {
         $crate::__conformance_access!($open);
         $crate::__conformance_audit!($open);
         $crate::__conformance_chat!($open);
+        $crate::__conformance_groups!($open);
         $crate::__conformance_hub!($open);
         $crate::__conformance_knowledge!($open);
         $crate::__conformance_oauth!($open);
@@ -536,6 +538,7 @@ pub fn jobs_two_claimers_never_hold_one_job(store: &dyn Store) {
             mime: "text/markdown".into(),
             size: 3,
             note: None,
+            readers: None,
         })
         .collect();
     store
@@ -587,6 +590,7 @@ pub fn jobs_a_stale_claim_writes_nothing(store: &dyn Store) {
                 mime: "text/markdown".into(),
                 size: 3,
                 note: None,
+                readers: None,
             }],
         )
         .expect("add_files");

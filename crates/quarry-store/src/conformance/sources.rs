@@ -21,6 +21,9 @@ macro_rules! __conformance_sources {
             sources_equal_files_are_two_documents_and_uploads_still_deduplicate,
             sources_reports_failures_and_schedules,
             sources_removing_keeps_or_deletes_documents,
+            sources_watched_and_their_files_at_paths,
+            sources_readers_follow_every_change_and_the_mapping_is_kept,
+            sources_an_interrupted_sync_is_due_and_its_report_says_so,
         );
     };
 }
@@ -47,6 +50,7 @@ fn source(
             mask: "**".into(),
             interval_ms,
             sealed_secret: Some("sealed-bytes".into()),
+            readers: None,
         })
         .unwrap_or_else(|e| panic!("create_source {location}: {e}"))
 }
@@ -59,6 +63,7 @@ fn file(name: &str, sha: &str) -> NewKbFile {
         mime: "text/markdown".into(),
         size: 10,
         note: None,
+        readers: None,
     }
 }
 
@@ -145,6 +150,7 @@ pub fn sources_are_created_listed_and_unique_per_location(store: &dyn Store) {
         mask: "**".into(),
         interval_ms: None,
         sealed_secret: None,
+        readers: Some(r#"{"codeowners":true}"#.into()),
     });
     assert!(matches!(again, Err(Error::Conflict(_))), "{again:?}");
     let all: Vec<String> = store
@@ -299,12 +305,14 @@ pub fn sources_changes_keep_ids_and_leave_uploads_alone(store: &dyn Store) {
     applied(SourceChange::Touch {
         file_row_id: travel,
         version: "v3",
+        readers: None,
     });
     applied(SourceChange::Rename {
         file_row_id: leave,
         path: "policies/time-off.md",
         name: "policies/time-off.md",
         version: "v4",
+        readers: None,
     });
     applied(SourceChange::Delete {
         file_row_id: travel,
@@ -349,6 +357,7 @@ pub fn sources_changes_keep_ids_and_leave_uploads_alone(store: &dyn Store) {
         SourceChange::Touch {
             file_row_id: upload_row,
             version: "x",
+            readers: None,
         },
     ] {
         let r = store.apply_source_change(lease, &c);
@@ -362,6 +371,7 @@ pub fn sources_changes_keep_ids_and_leave_uploads_alone(store: &dyn Store) {
         path: "memo.md",
         name: "memo.md",
         version: "v5",
+        readers: None,
     });
     let names_now: Vec<String> = names(store, &a).into_iter().map(|(n, _)| n).collect();
     assert!(
@@ -524,4 +534,214 @@ pub fn sources_removing_keeps_or_deletes_documents(store: &dyn Store) {
     let s3 = source(store, &a, "three", None);
     store.remove_collection(SPACE, "a").unwrap();
     assert!(store.source(&s3.id).unwrap().is_none());
+}
+
+/// Syncing on change is a flag every node reads; the documents at or under a few paths are
+/// found without the others (a path is itself, or a folder and everything under it).
+pub fn sources_watched_and_their_files_at_paths(store: &dyn Store) {
+    let a = kb(store, "a");
+    let s = source(store, &a, "watched", None);
+    assert!(!s.watch, "not watched unless asked");
+    let on = store.set_source_watch(s.row_id, true).unwrap();
+    assert!(on.watch && on.interval_ms.is_none() && on.next_sync_at.is_none());
+    assert!(store.source(&s.id).unwrap().unwrap().watch);
+    assert!(
+        store
+            .sources(None)
+            .unwrap()
+            .iter()
+            .any(|r| r.id == s.id && r.watch)
+    );
+    assert!(matches!(
+        store.set_source_watch(999_999, true),
+        Err(Error::NotFound(_))
+    ));
+    let lease = claim(store, &s, "node-1");
+    for (i, p) in [
+        "a.md",
+        "a/b.md",
+        "a/b/c.md",
+        "a.md.d/x.md",
+        "a0.md",
+        "ab/x.md",
+        "z.md",
+    ]
+    .iter()
+    .enumerate()
+    {
+        add(store, lease, p, &format!("{i:064}"));
+    }
+    let at = |paths: &[&str]| -> Vec<String> {
+        let paths: Vec<String> = paths.iter().map(|p| p.to_string()).collect();
+        store
+            .source_files_at(s.row_id, &paths)
+            .unwrap()
+            .into_iter()
+            .map(|f| f.path)
+            .collect()
+    };
+    assert_eq!(at(&["a.md"]), ["a.md"]);
+    assert_eq!(at(&["a"]), ["a/b.md", "a/b/c.md"]);
+    assert_eq!(
+        at(&["a", "a/b/c.md", "z.md"]),
+        ["a/b.md", "a/b/c.md", "z.md"]
+    );
+    assert_eq!(at(&["a/b"]), ["a/b/c.md"]);
+    assert!(at(&["gone.md", "a/b/c.md/x"]).is_empty());
+    assert_eq!(at(&[""]).len(), 7, "the empty path is everything");
+    let f = &store.source_files_at(s.row_id, &["z.md".into()]).unwrap()[0];
+    assert_eq!((f.version.as_str(), f.sha256.len()), ("v1", 64));
+    let off = store.set_source_watch(s.row_id, false).unwrap();
+    assert!(!off.watch);
+}
+
+/// A synced file's readers are set with the change that adds, replaces, touches or renames
+/// it, in the same transaction; the source keeps its mapping.
+pub fn sources_readers_follow_every_change_and_the_mapping_is_kept(store: &dyn Store) {
+    let a = kb(store, "a");
+    let s = source(store, &a, "readers", None);
+    assert_eq!(s.readers, None);
+    let mapping = r#"{"rules":[{"paths":"hr/**","readers":["group:hr"]}]}"#;
+    let s2 = store
+        .set_source_readers(s.row_id, Some(mapping))
+        .expect("set_source_readers");
+    assert_eq!(s2.readers.as_deref(), Some(mapping));
+    assert_eq!(
+        store.source(&s.id).unwrap().unwrap().readers.as_deref(),
+        Some(mapping)
+    );
+    assert!(matches!(
+        store.set_source_readers(999_999, None),
+        Err(Error::NotFound(_))
+    ));
+    let hr = vec!["group:hr".to_owned()];
+    let lease = claim(store, &s, "node-1");
+    let applied = |change: SourceChange<'_>| {
+        store
+            .apply_source_change(lease, &change)
+            .expect("apply_source_change")
+            .expect("the lease holds")
+    };
+    let pay = applied(SourceChange::Add {
+        path: "hr/pay.md",
+        version: "v1",
+        file: &NewKbFile {
+            readers: Some(hr.clone()),
+            ..file("hr/pay.md", "sha-pay")
+        },
+    });
+    let open = applied(SourceChange::Add {
+        path: "open.md",
+        version: "v1",
+        file: &file("open.md", "sha-open"),
+    });
+    let readers = |row: i64| store.kb_file_by_row(row).unwrap().unwrap().readers;
+    assert_eq!(readers(pay), Some(hr.clone()));
+    assert_eq!(readers(open), None);
+    let known = store.source_files(s.row_id).expect("source_files");
+    assert_eq!(
+        known
+            .iter()
+            .map(|f| (f.path.as_str(), f.readers.clone()))
+            .collect::<Vec<_>>(),
+        [("hr/pay.md", Some(hr.clone())), ("open.md", None)]
+    );
+    // The mapping changed: same bytes, new readers.
+    applied(SourceChange::Touch {
+        file_row_id: open,
+        version: "v1",
+        readers: Some(&[]),
+    });
+    assert_eq!(readers(open), Some(Vec::new()));
+    // Moved out of hr/: readers at the new path, in the same change.
+    applied(SourceChange::Rename {
+        file_row_id: pay,
+        path: "pay.md",
+        name: "pay.md",
+        version: "v1",
+        readers: None,
+    });
+    assert_eq!(readers(pay), None);
+    applied(SourceChange::Replace {
+        file_row_id: pay,
+        version: "v2",
+        file: &NewKbFile {
+            readers: Some(hr.clone()),
+            ..file("pay.md", "sha-pay-2")
+        },
+    });
+    assert_eq!(readers(pay), Some(hr.clone()));
+    assert_eq!(store.restricted_files(&[a.collection_id]).unwrap().len(), 2);
+}
+
+/// A sync whose node died (claimed, never finished, the claim lapsed) is due again whatever
+/// its interval, so another node resumes it; its report shows what it did so far while it
+/// runs, and reads as interrupted once its claim lapsed, before and after the next sync.
+pub fn sources_an_interrupted_sync_is_due_and_its_report_says_so(store: &dyn Store) {
+    let a = kb(store, "a");
+    let manual = source(store, &a, "manual", None);
+    let due_ids = |store: &dyn Store| -> Vec<String> {
+        store
+            .due_sources(10)
+            .unwrap()
+            .into_iter()
+            .map(|r| r.id)
+            .collect()
+    };
+    assert!(due_ids(store).is_empty(), "synced only when asked");
+    let lease = claim(store, &manual, "n:0");
+    let id = store.start_sync_report(lease, None).unwrap();
+    let mut progress = report(&id, &manual, None);
+    progress.status = "running".into();
+    progress.finished_at = None;
+    progress.counts = SyncCounts {
+        added: 3,
+        ..SyncCounts::default()
+    };
+    progress.revision = Some("rev1".into());
+    assert!(store.record_sync_progress(lease, &progress).unwrap());
+    let [now] = &store.sync_reports(manual.row_id, 10).unwrap()[..] else {
+        panic!("one report")
+    };
+    assert_eq!(now.status, "running");
+    assert_eq!(
+        (now.counts.added, now.revision.as_deref()),
+        (3, Some("rev1"))
+    );
+    assert_eq!(now.details.len(), 1);
+    assert!(due_ids(store).is_empty(), "held: not due");
+
+    // The node dies: its claim lapses.
+    store.renew_source(lease, -1).unwrap();
+    assert_eq!(due_ids(store), vec![manual.id.clone()], "interrupted: due");
+    let [dead] = &store.sync_reports(manual.row_id, 10).unwrap()[..] else {
+        panic!("one report")
+    };
+    assert_eq!(dead.status, "failed");
+    assert_eq!(dead.error.as_deref(), Some(crate::SYNC_INTERRUPTED));
+    assert_eq!(dead.counts.added, 3, "what it did is kept");
+    assert!(
+        !store.record_sync_progress(lease, &progress).unwrap(),
+        "a lapsed claim records nothing"
+    );
+
+    // Another node resumes it; once finished, it is not due any more.
+    let lease = claim(store, &manual, "m:0");
+    let id2 = store.start_sync_report(lease, None).unwrap();
+    assert!(due_ids(store).is_empty(), "held again");
+    assert!(
+        store
+            .finish_sync_report(lease, &report(&id2, &manual, None), None)
+            .unwrap()
+    );
+    assert!(due_ids(store).is_empty());
+    let reports = store.sync_reports(manual.row_id, 10).unwrap();
+    assert_eq!(reports.len(), 2);
+    assert_eq!(reports[0].id, id2);
+    assert_eq!(reports[0].status, "succeeded");
+    assert_eq!(reports[1].id, id);
+    assert_eq!(reports[1].status, "failed");
+    assert_eq!(reports[1].error.as_deref(), Some(crate::SYNC_INTERRUPTED));
+    assert!(reports[1].finished_at.is_some(), "closed by the next sync");
+    assert_eq!(reports[1].counts.added, 3);
 }
