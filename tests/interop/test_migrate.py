@@ -96,7 +96,8 @@ def test_migrate_copies_everything_and_a_node_answers_the_same(quarry_bin: Path,
     assert r.returncode == 0, r.stderr
     vectors = json.loads(r.stdout)["chunks_embedded"]
     assert vectors > 0
-    for args in (("user", "add", "alice"), ("space", "create", "team"), ("space", "grant", "team", "alice", "--role", "editor")):
+    for args in (("user", "add", "alice"), ("space", "create", "team"), ("space", "grant", "team", "alice", "--role", "editor"),
+                 ("group", "create", "eng", "--space", "team"), ("group", "add", "eng", "alice", "--space", "team")):
         r = src.run(*args)
         assert r.returncode == 0, r.stderr
     r = src.run("token", "create", "--user", "alice", "--spaces", "team", "--json")
@@ -139,8 +140,8 @@ def test_migrate_copies_everything_and_a_node_answers_the_same(quarry_bin: Path,
     r = migrate(src, "--to", url, "--blobs", blobs)
     assert r.returncode == 0, f"{r.stdout}\n{r.stderr}"
     table = {line.split()[0]: line.split()[1:] for line in r.stdout.splitlines()[1:] if len(line.split()) == 5}
-    for name in ("documents", "chunks", "embeddings", "kb_files", "access_tokens", "hub_upstreams",
-                 "chat_conversations", "chat_messages"):
+    for name in ("documents", "chunks", "embeddings", "kb_files", "access_tokens", "groups", "group_members",
+                 "hub_upstreams", "chat_conversations", "chat_messages"):
         source, copied, _skipped, target = map(int, table[name])
         assert source == copied == target and source > 0, (name, table[name])
     assert "SHA-256 checked" in r.stdout, r.stdout
@@ -189,6 +190,11 @@ def test_migrate_copies_everything_and_a_node_answers_the_same(quarry_bin: Path,
         assert endpoint.status_code == 200 and endpoint.json()["data"]["servers"] == ["knowledge"], endpoint.text
         r = node.run("token", "list", "--json")
         assert r.returncode == 0 and "alice" in r.stdout, r.stdout
+        # Groups come along; a new one is numbered after them.
+        r = node.run("--json", "group", "list", "--space", "team")
+        assert r.returncode == 0 and [(g["name"], g["members"]) for g in json.loads(r.stdout)] == [("eng", ["alice"])], r.stdout
+        r = node.run("group", "create", "ops", "--space", "team")
+        assert r.returncode == 0, r.stderr
         # New rows are numbered after the copied ones.
         more = upload(srv, kb["id"], [("after.md", b"# After\n\nwritten after the move\n")])
         wait_for(srv, kb["id"], [more[0]["id"]], {"ready"}, timeout=120)

@@ -224,7 +224,9 @@ def world(quarry_bin: Path, tmp_path_factory: pytest.TempPathFactory):
         ("read_only", ("--read-only",)),
     ):
         w.tokens[key] = w.cli("token", "create", "--user", "alice", "--spaces", "acme", "--label", key, *args)
-    w.srv = start_server(home, logdir=root / "logs")
+    # The test servers (Git, sites) listen on 127.0.0.1: allow-listed for the remote callers
+    # (tokens), whose sources go through the outbound address guard.
+    w.srv = start_server(home, "--allow-net", "127.0.0.1/32", logdir=root / "logs")
     yield w
     w.srv.stop()
     gitsrv.stop()
@@ -774,3 +776,34 @@ def test_a_scheduled_sync_is_in_the_audit_log(world):
     assert event["detail"]["sync"]["report"] == report["id"] and event["detail"]["sync"]["counts"] == report["counts"]
     assert not [e for e in audit(w, action="source.sync") if e["target"] == s["id"]]
     assert gauge(metrics(w, admin), "quarry_source_sync_lag_seconds", s["id"]) < 60
+
+
+def test_a_remote_admin_reaches_no_address_the_guard_refuses(world):
+    """The outbound address guard for sources: acme's admin (a token, not the machine's owner)
+    is refused a source at the cloud metadata address, a private address, or a loopback
+    address the server does not allow-list (it allows 127.0.0.1 only) — a 403 saying why —
+    and nothing is created; the machine's owner is not guarded."""
+    w = world
+    admin = w.tok("admin")
+    new_kb(w, "guarded", admin)
+    path = "/api/v1/knowledge-bases/guarded/sources"
+    port = w.gitsrv.port
+    for body, why in (
+        ({"kind": "site", "sitemap": "http://169.254.169.254/latest/meta-data/sitemap.xml"},
+         "169.254.169.254 is the cloud metadata address"),
+        ({"kind": "git", "url": "http://[::ffff:169.254.169.254]/r.git"}, "embeds the IPv4 address 169.254.169.254"),
+        ({"kind": "s3", "url": "s3://bucket", "endpoint": "http://169.254.169.254"}, "cloud metadata address"),
+        ({"kind": "webdav", "url": "http://10.1.2.3/dav/"}, "10.1.2.3 is a private address"),
+        ({"kind": "git", "url": f"http://[::1]:{port}/guide.git"}, "::1 is a loopback address"),
+        ({"kind": "git", "url": f"http://127.0.0.2:{port}/guide.git"}, "127.0.0.2 is a loopback address"),
+    ):
+        r = refused(call(w, "POST", path, admin, json=body), 403, "refused: ", why)
+        assert r["error_code"] == "FORBIDDEN", r
+    assert data(call(w, "GET", path, admin)) == []
+    # The allow-listed loopback address is reachable for the admin; anything for the owner
+    # (a request without a token, in the default space).
+    assert add(w, "guarded", {"kind": "git", "url": w.gitsrv.url("guide.git")}, admin)
+    assert len(data(call(w, "GET", path, admin))) == 1
+    new_kb(w, "owned")
+    assert add(w, "owned", {"kind": "git", "url": f"http://127.0.0.2:{port}/guide.git"})
+    assert add(w, "owned", {"kind": "site", "sitemap": "http://169.254.169.254/latest/sitemap.xml"})

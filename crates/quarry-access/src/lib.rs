@@ -1,11 +1,12 @@
 //! Who is calling, and what may it reach (SPEC §1 "Principal / access token").
 //!
-//! [`Directory`] keeps users, spaces, memberships and access tokens in the store and turns a
-//! presented token into a [`Principal`]: its user and the [`Scope`] the engine applies to
-//! every call. Tokens are `qk_` + 64 hex digits (256 random bits; the prefix lets secret
-//! scanners find leaked ones), shown once and stored only as a SHA-256 — a token has too
-//! much entropy for a slow hash to add anything, and a fast one keeps a check at a few
-//! microseconds. Nothing here is cached: a revoked token, a removed membership or an expired
+//! [`Directory`] keeps users, spaces, memberships, groups and access tokens in the store and
+//! turns a presented token into a [`Principal`]: its user and the [`Scope`] the engine
+//! applies to every call, with its reader keys (`user:<name>` and its groups' `group:<name>`;
+//! none for the space's admins and owners, who read every document). Tokens are `qk_` + 64
+//! hex digits (256 random bits; the prefix lets secret scanners find leaked ones), shown once
+//! and stored only as a SHA-256 — a token has too much entropy for a slow hash to add
+//! anything, and a fast one keeps a check at a few microseconds. Nothing here is cached: a revoked token, a removed membership or an expired
 //! token fails on the very next request.
 
 use std::fmt;
@@ -16,9 +17,11 @@ pub use quarry_core::{Identity, Principal};
 use quarry_store::{AccessStore, NewToken};
 use serde::Serialize;
 
-pub use quarry_store::{Membership, Role, Space, TokenGrant, TokenRecord, User};
+pub use quarry_store::{Group, Membership, Role, Space, TokenGrant, TokenRecord, User};
 
+mod groups;
 mod manage;
+pub use groups::{MAX_GROUP_NAME, group_reader_key, user_reader_key, validate_group_name};
 pub use manage::{Member, SpaceView, UserSpace, UserView, parse_role};
 
 /// Every token starts with this.
@@ -792,6 +795,9 @@ impl Directory {
                     .into(),
             ),
         };
+        // Who the caller is as a reader, from its role before a read-only token caps it:
+        // an admin's read-only token still reads every document.
+        let readers = self.readers_for(&m.space, token.user_row, &token.user, m.role)?;
         let mut access = m.role.access();
         if token.read_only {
             access = access.min(Access::Read);
@@ -816,7 +822,7 @@ impl Directory {
                 collections,
                 access,
                 machine_owner: false,
-                readers: None,
+                readers,
             },
             space_id: m.space_id.clone(),
         }))

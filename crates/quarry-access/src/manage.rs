@@ -9,6 +9,8 @@
 //!   removes the owner role; a space's last owner can be neither demoted nor removed.
 //! - A space is deleted by the machine's owner or one of its owners (never `default`).
 //! - Users are server-wide: only the machine's owner lists or adds them.
+//! - Groups (`groups.rs`) are listed by any member of their space and managed by its admins
+//!   and owners.
 //!
 //! The checks and the writes are separate statements: a server runs these one at a time
 //! (its write queue), so two requests cannot both remove "the other" owner.
@@ -20,7 +22,7 @@ use crate::{Directory, Principal, Role, Space, User};
 
 /// Who is managing: the part of a [`Principal`] these rules read.
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Actor {
+pub(crate) enum Actor {
     /// The machine's owner (CLI, a loopback server without `--auth`): every space and user.
     MachineOwner,
     /// A user through one of its tokens.
@@ -36,7 +38,7 @@ enum Actor {
 
 impl Actor {
     /// The actor a resolved principal manages as.
-    fn of(principal: &Principal) -> Actor {
+    pub(crate) fn of(principal: &Principal) -> Actor {
         match &principal.identity {
             None => Actor::MachineOwner,
             Some(c) => Actor::User {
@@ -48,12 +50,13 @@ impl Actor {
     }
 
     /// `Forbidden` for a read-only token.
-    fn require_write(&self) -> Result<()> {
+    pub(crate) fn require_write(&self) -> Result<()> {
         match self {
             Actor::User {
                 read_only: true, ..
             } => Err(Error::Forbidden(
-                "this token is read-only: it cannot change spaces, members, users or tokens".into(),
+                "this token is read-only: it cannot change spaces, members, groups, users or tokens"
+                    .into(),
             )),
             _ => Ok(()),
         }
@@ -133,8 +136,25 @@ pub fn parse_role(s: &str) -> Result<Role> {
         .ok_or_else(|| Error::invalid(format!("invalid role {s:?}: use one of {ROLES}")))
 }
 
-/// Longest space description.
+/// Longest space or group description.
 const MAX_DESCRIPTION_CHARS: usize = 1000;
+
+/// A space's or group's description, trimmed: at most [`MAX_DESCRIPTION_CHARS`], no control
+/// characters but line breaks.
+pub(crate) fn checked_description(description: &str) -> Result<&str> {
+    let description = description.trim();
+    if description.chars().count() > MAX_DESCRIPTION_CHARS {
+        return Err(Error::invalid(format!(
+            "description is longer than {MAX_DESCRIPTION_CHARS} characters"
+        )));
+    }
+    if description.chars().any(|c| c.is_control() && c != '\n') {
+        return Err(Error::invalid(
+            "description must not contain control characters",
+        ));
+    }
+    Ok(description)
+}
 
 fn space_not_found(key: &str) -> Error {
     Error::not_found(format!("space '{key}' not found"))
@@ -180,7 +200,7 @@ impl Directory {
         self.visible_space_of(&Actor::of(principal), key)
     }
 
-    fn visible_space_of(&self, actor: &Actor, key: &str) -> Result<(Space, Role)> {
+    pub(crate) fn visible_space_of(&self, actor: &Actor, key: &str) -> Result<(Space, Role)> {
         let space = self
             .store
             .space(key.trim())?
@@ -216,17 +236,7 @@ impl Directory {
     ) -> Result<Space> {
         let actor = &Actor::of(principal);
         actor.require_write()?;
-        let description = description.trim();
-        if description.chars().count() > MAX_DESCRIPTION_CHARS {
-            return Err(Error::invalid(format!(
-                "description is longer than {MAX_DESCRIPTION_CHARS} characters"
-            )));
-        }
-        if description.chars().any(|c| c.is_control() && c != '\n') {
-            return Err(Error::invalid(
-                "description must not contain control characters",
-            ));
-        }
+        let description = checked_description(description)?;
         let space = self.create_space(name.trim(), description)?;
         if let Actor::User { name: user, .. } = actor
             && let Err(e) = self.grant(user, &space.name, Role::Owner)

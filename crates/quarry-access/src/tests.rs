@@ -713,3 +713,253 @@ fn only_refusals_that_guess_something_are_throttled() {
         assert!(!f.is_guess(), "{}", f.code());
     }
 }
+
+fn strings(items: &[&str]) -> Vec<String> {
+    items.iter().map(|s| (*s).to_owned()).collect()
+}
+
+#[test]
+fn groups_are_listed_by_members_and_managed_by_admins() {
+    let (_dir, d) = managed();
+    let forbidden = |r: Result<Group>| matches!(r, Err(Error::Forbidden(_)));
+    let adam = user_actor(&d, "adam", &["team"], false);
+    let olga_ro = user_actor(&d, "olga", &["team"], true);
+    let eve = user_actor(&d, "eve", &["team"], false);
+    let vic = user_actor(&d, "vic", &["team"], true);
+    // Editors, viewers and read-only tokens change nothing; an admin creates.
+    assert!(forbidden(d.create_group_as(&eve, "team", "eng", "")));
+    assert!(forbidden(d.create_group_as(&olga_ro, "team", "eng", "")));
+    let eng = d
+        .create_group_as(&adam, "team", " eng ", "  the engineers ")
+        .unwrap();
+    assert_eq!(
+        (eng.name.as_str(), eng.description.as_str()),
+        ("eng", "the engineers")
+    );
+    assert!(matches!(
+        d.create_group_as(&adam, "team", "eng", ""),
+        Err(Error::Conflict(_))
+    ));
+    // The machine's owner manages every space's groups.
+    d.create_group_as(&machine(), "other", "eng", "").unwrap();
+    // Members are added by admins, once each, and only members of the space.
+    let g = d
+        .add_group_members_as(&adam, "team", "eng", &strings(&["vic", "eve", "vic"]))
+        .unwrap();
+    assert_eq!(g.members, ["eve", "vic"]);
+    let g = d
+        .add_group_members_as(&adam, "team", &eng.id, &strings(&["eve"]))
+        .unwrap();
+    assert_eq!(g.members, ["eve", "vic"], "by UUID, and idempotent");
+    assert!(forbidden(d.add_group_members_as(
+        &eve,
+        "team",
+        "eng",
+        &strings(&["olga"])
+    )));
+    assert!(forbidden(d.add_group_members_as(
+        &olga_ro,
+        "team",
+        "eng",
+        &strings(&["olga"])
+    )));
+    let e = d
+        .add_group_members_as(&adam, "team", "eng", &strings(&["olga", "ozzy"]))
+        .unwrap_err();
+    assert!(matches!(e, Error::Conflict(_)), "{e}");
+    assert_eq!(
+        e.to_string(),
+        "user 'ozzy' is not a member of space 'team': make them a member of the space first"
+    );
+    assert_eq!(
+        d.group_as(&adam, "team", "eng").unwrap().members,
+        ["eve", "vic"],
+        "every user is checked before any is added"
+    );
+    let e = d
+        .add_group_members_as(&adam, "team", "eng", &strings(&["ghost"]))
+        .unwrap_err();
+    assert_eq!(e.to_string(), "user 'ghost' not found");
+    let e = d
+        .add_group_members_as(&adam, "team", "nope", &strings(&["eve"]))
+        .unwrap_err();
+    assert!(matches!(e, Error::NotFound(_)), "{e}");
+    assert_eq!(e.to_string(), "group 'nope' not found in space 'team'");
+    assert!(matches!(
+        d.add_group_members_as(&adam, "team", "eng", &[]),
+        Err(Error::InvalidInput(_))
+    ));
+    // Any member lists the groups, a read-only token too; another space is not found.
+    let (space, groups) = d.groups_as(&vic, "team").unwrap();
+    assert_eq!(space.name, "team");
+    let listed: Vec<_> = groups
+        .iter()
+        .map(|g| (g.name.as_str(), g.members.clone()))
+        .collect();
+    assert_eq!(listed, [("eng", strings(&["eve", "vic"]))]);
+    for key in ["other", "nope"] {
+        let e = d.groups_as(&eve, key).unwrap_err();
+        assert!(matches!(e, Error::NotFound(_)), "{e}");
+        assert!(matches!(
+            d.create_group_as(&adam, key, "x", ""),
+            Err(Error::NotFound(_))
+        ));
+        assert!(matches!(
+            d.delete_group_as(&adam, key, "eng"),
+            Err(Error::NotFound(_))
+        ));
+    }
+    // Removing: admins only, a user not in the group is not found.
+    assert!(forbidden(d.remove_group_members_as(
+        &eve,
+        "team",
+        "eng",
+        &strings(&["vic"])
+    )));
+    let e = d
+        .remove_group_members_as(&adam, "team", "eng", &strings(&["vic", "olga"]))
+        .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "user 'olga' is not in group 'eng' of space 'team'"
+    );
+    let g = d
+        .remove_group_members_as(&adam, "team", "eng", &strings(&["vic"]))
+        .unwrap();
+    assert_eq!(g.members, ["eve"]);
+    // Deleting.
+    assert!(forbidden(d.delete_group_as(&eve, "team", "eng")));
+    assert!(forbidden(d.delete_group_as(&olga_ro, "team", "eng")));
+    let gone = d.delete_group_as(&adam, "team", "eng").unwrap();
+    assert_eq!(gone.members, ["eve"]);
+    assert!(matches!(
+        d.delete_group_as(&adam, "team", "eng"),
+        Err(Error::NotFound(_))
+    ));
+    assert!(d.groups_as(&vic, "team").unwrap().1.is_empty());
+    assert_eq!(d.groups_as(&machine(), "other").unwrap().1.len(), 1);
+}
+
+#[test]
+fn group_names_and_descriptions_are_checked() {
+    let (_dir, d) = managed();
+    let admin = machine();
+    for good in ["eng", "Eng-Team_2.0", "a", &"x".repeat(64)] {
+        d.create_group_as(&admin, "team", good, "").unwrap();
+    }
+    let uuid = "0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9";
+    for bad in [
+        "",
+        "  ",
+        "a b",
+        "-eng",
+        ".hidden",
+        "..",
+        "eng/ops",
+        "é",
+        "group:eng",
+        &"x".repeat(65),
+        uuid,
+    ] {
+        let e = d.create_group_as(&admin, "team", bad, "").unwrap_err();
+        assert!(matches!(e, Error::InvalidInput(_)), "{bad:?}: {e}");
+    }
+    assert!(
+        d.create_group_as(&admin, "team", "ops", &"d".repeat(1001))
+            .is_err()
+    );
+    assert!(d.create_group_as(&admin, "team", "ops", "a\u{7}b").is_err());
+    d.create_group_as(&admin, "team", "ops", "line one\nline two")
+        .unwrap();
+    // Names are case-sensitive: `Eng-Team_2.0` and `eng-team_2.0` are two groups.
+    d.create_group_as(&admin, "team", "eng-team_2.0", "")
+        .unwrap();
+}
+
+#[test]
+fn a_token_reads_as_its_user_and_groups_unless_its_role_reads_everything() {
+    let (_dir, d) = managed();
+    let admin = machine();
+    d.create_group_as(&admin, "team", "eng", "").unwrap();
+    d.create_group_as(&admin, "team", "hr", "").unwrap();
+    d.create_group_as(&admin, "other", "eng-other", "").unwrap();
+    d.add_group_members_as(&admin, "team", "eng", &strings(&["vic", "eve", "adam"]))
+        .unwrap();
+    d.add_group_members_as(&admin, "team", "hr", &strings(&["vic"]))
+        .unwrap();
+    d.grant("vic", "other", Role::Viewer).unwrap();
+    d.add_group_members_as(&admin, "other", "eng-other", &strings(&["vic"]))
+        .unwrap();
+    let readers = |user: &str, space: &str, read_only: bool| {
+        let t = d
+            .create_token(&TokenRequest {
+                user: user.into(),
+                spaces: vec![space.into()],
+                read_only,
+                ..Default::default()
+            })
+            .unwrap();
+        d.authenticate(&t.token, None)
+            .unwrap()
+            .unwrap()
+            .scope
+            .readers
+            .map(|r| r.to_vec())
+    };
+    assert_eq!(
+        readers("vic", "team", false),
+        Some(strings(&["user:vic", "group:eng", "group:hr"])),
+        "only the groups of the token's space"
+    );
+    assert_eq!(
+        readers("vic", "other", true),
+        Some(strings(&["user:vic", "group:eng-other"]))
+    );
+    assert_eq!(
+        readers("eve", "team", false),
+        Some(strings(&["user:eve", "group:eng"]))
+    );
+    d.create_user("solo").unwrap();
+    d.grant("solo", "team", Role::Editor).unwrap();
+    assert_eq!(
+        readers("solo", "team", false),
+        Some(strings(&["user:solo"]))
+    );
+    // Admins and owners read everything, through a read-only token too.
+    assert_eq!(readers("adam", "team", false), None);
+    assert_eq!(readers("adam", "team", true), None);
+    assert_eq!(readers("olga", "team", true), None);
+    // Narrowing by ?kb= keeps the reader keys.
+    let t = token(&d, "eve", &["team"]);
+    let p = d.authenticate(&t.token, None).unwrap().unwrap();
+    let narrowed = d.narrow(&p, &[]).unwrap().unwrap();
+    assert_eq!(narrowed.scope.readers, p.scope.readers);
+    // A change of groups or role shows on the very next request.
+    d.remove_group_members_as(&admin, "team", "eng", &strings(&["eve"]))
+        .unwrap();
+    let p = d.authenticate(&t.token, None).unwrap().unwrap();
+    assert_eq!(
+        p.scope.readers.map(|r| r.to_vec()),
+        Some(strings(&["user:eve"]))
+    );
+    d.grant("eve", "team", Role::Admin).unwrap();
+    let p = d.authenticate(&t.token, None).unwrap().unwrap();
+    assert!(p.scope.readers.is_none());
+    // The same keys without a token.
+    assert_eq!(
+        d.reader_keys("team", "vic").unwrap().map(|r| r.to_vec()),
+        Some(strings(&["user:vic", "group:eng", "group:hr"]))
+    );
+    assert!(d.reader_keys("team", "olga").unwrap().is_none());
+    assert!(matches!(
+        d.reader_keys("team", "ozzy"),
+        Err(Error::NotFound(_))
+    ));
+    // The machine's owner reads everything.
+    assert!(
+        owner_principal(&d.space("team").unwrap())
+            .scope
+            .readers
+            .is_none()
+    );
+}

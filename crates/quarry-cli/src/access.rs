@@ -1,5 +1,5 @@
-//! `quarry user|space|token …`: the CLI owns the data directory, so it is the administrator
-//! of principals (a server only lets a token holder manage its own tokens).
+//! `quarry user|space|group|token …`: the CLI owns the data directory, so it is the
+//! administrator of principals (a server only lets a token holder manage its own tokens).
 
 use std::io::Write;
 
@@ -52,6 +52,44 @@ pub(crate) enum SpaceCmd {
     },
     /// Take a user out of a space.
     Revoke { space: String, user: String },
+}
+
+#[derive(Subcommand)]
+pub(crate) enum GroupCmd {
+    /// Create a group of users in the space (--space, default `default`); documents' readers
+    /// name it `group:NAME`.
+    Create {
+        /// Letters, digits, '-', '_' or '.' (64 at most), unique in the space.
+        name: String,
+        /// What the group is for, in words.
+        #[arg(long, default_value = "")]
+        description: String,
+    },
+    /// List the space's groups with their members.
+    #[command(alias = "ls")]
+    List,
+    /// Delete a group (by name or UUID); its members stay in the space.
+    #[command(alias = "rm")]
+    Delete {
+        /// The group's name or UUID.
+        name: String,
+    },
+    /// Put users (members of the space) in a group; one already in it stays.
+    Add {
+        /// The group's name or UUID.
+        name: String,
+        /// User names or UUIDs.
+        #[arg(required = true, num_args = 1..)]
+        users: Vec<String>,
+    },
+    /// Take users out of a group.
+    Remove {
+        /// The group's name or UUID.
+        name: String,
+        /// User names or UUIDs.
+        #[arg(required = true, num_args = 1..)]
+        users: Vec<String>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -422,6 +460,89 @@ pub(crate) fn space(engine: &Engine, cmd: &SpaceCmd, json_out: bool) -> Result<(
                 return print_json(&json!({"revoked": true}));
             }
             writeln!(out, "'{user}' is no longer a member of space '{space}'")?;
+        }
+    }
+    Ok(())
+}
+
+fn members_text(members: &[String]) -> String {
+    if members.is_empty() {
+        "no members".to_owned()
+    } else {
+        members.join(", ")
+    }
+}
+
+pub(crate) fn group(engine: &Engine, cmd: &GroupCmd, json_out: bool) -> Result<()> {
+    let dir = Directory::new(engine.store_handle());
+    // The CLI acts as the machine's owner of the space --space names.
+    let space = if engine.space() == quarry_core::DEFAULT_SPACE {
+        dir.default_space()?
+    } else {
+        dir.space(engine.space())?
+    };
+    let owner = quarry_access::owner_principal(&space);
+    let mut out = std::io::stdout().lock();
+    match cmd {
+        GroupCmd::Create { name, description } => {
+            let g = dir.create_group_as(&owner, &space.id, name, description)?;
+            if json_out {
+                return print_json(&g);
+            }
+            writeln!(
+                out,
+                "Created group '{}' in space '{}' ({})",
+                g.name, space.name, g.id
+            )?;
+        }
+        GroupCmd::List => {
+            let (_, groups) = dir.groups_as(&owner, &space.id)?;
+            if json_out {
+                return print_json(&groups);
+            }
+            if groups.is_empty() {
+                writeln!(
+                    out,
+                    "No groups in space '{}'. Create one with: quarry group create NAME",
+                    space.name
+                )?;
+            }
+            for g in &groups {
+                writeln!(out, "{}  {}  {}", g.name, g.id, g.members.join(" "))?;
+            }
+        }
+        GroupCmd::Delete { name } => {
+            let g = dir.delete_group_as(&owner, &space.id, name)?;
+            if json_out {
+                return print_json(&json!({"deleted": g}));
+            }
+            writeln!(out, "Deleted group '{}' of space '{}'", g.name, space.name)?;
+        }
+        GroupCmd::Add { name, users } => {
+            let g = dir.add_group_members_as(&owner, &space.id, name, users)?;
+            if json_out {
+                return print_json(&g);
+            }
+            writeln!(
+                out,
+                "Group '{}' of space '{}': {}",
+                g.name,
+                space.name,
+                members_text(&g.members)
+            )?;
+        }
+        GroupCmd::Remove { name, users } => {
+            let g = dir.remove_group_members_as(&owner, &space.id, name, users)?;
+            if json_out {
+                return print_json(&g);
+            }
+            writeln!(
+                out,
+                "Group '{}' of space '{}': {}",
+                g.name,
+                space.name,
+                members_text(&g.members)
+            )?;
         }
     }
     Ok(())

@@ -161,6 +161,8 @@ table! {
             "Ingestion jobs run at once (1 to 64).";
         QUARRY_JOB_LEASE_SECS: Setting, None, WORKERS, "60",
             "How long a job's claim lasts without renewal; a dead worker's job is taken over after it (at least 2).";
+        QUARRY_SOURCE_LEASE_SECS: Setting, None, SOURCES, "600",
+            "How long a node's claim on a source it syncs lasts without renewal (at least 2): a running sync renews it every quarter of it, and a server node resumes a sync whose node stopped (killed, cut off) this long after, from what it had applied. The same on every node.";
         PATH: System, None, CONVERTING, "the system's",
             "Passed to converter children (to find `tesseract`).";
         USER: System, None, CONVERTING, "the system's", "Passed to converter children.";

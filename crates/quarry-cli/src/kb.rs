@@ -45,6 +45,28 @@ pub(crate) enum KbCmd {
         /// Only queue the files; a running `quarry serve` (or a later upload) processes them.
         #[arg(long)]
         no_wait: bool,
+        /// Only these readers (comma-separated `user:<name>`, `group:<name>`) and the
+        /// knowledge base's admins read the uploaded documents.
+        #[arg(long, value_name = "KEYS", value_delimiter = ',')]
+        readers: Option<Vec<String>>,
+    },
+    /// Change who reads a document beside the knowledge base's admins.
+    Readers {
+        name: String,
+        /// The document (id or file name).
+        document: String,
+        /// Reader keys (`user:<name>`, `group:<name>`), comma-separated; an empty value
+        /// leaves it to the admins alone.
+        #[arg(
+            long,
+            value_name = "KEYS",
+            value_delimiter = ',',
+            conflicts_with = "everyone"
+        )]
+        set: Option<Vec<String>>,
+        /// Every reader of the knowledge base reads it.
+        #[arg(long)]
+        everyone: bool,
     },
     /// List a knowledge base's documents with their status.
     Docs {
@@ -193,10 +215,41 @@ pub(crate) fn run(
                 writeln!(out, "Removed knowledge base '{}' ({n} documents)", kb.name)?;
             }
         }
+        KbCmd::Readers {
+            name,
+            document,
+            set,
+            everyone,
+        } => {
+            let readers: Option<Vec<String>> = match (set, everyone) {
+                (_, true) => None,
+                (Some(keys), false) => Some(
+                    keys.iter()
+                        .map(|k| k.trim().to_owned())
+                        .filter(|k| !k.is_empty())
+                        .collect(),
+                ),
+                (None, false) => {
+                    bail!("say who reads it: --set KEYS (empty: admins only) or --everyone")
+                }
+            };
+            let d = engine.set_document_readers(name, document, readers.as_deref())?;
+            if json_out {
+                print_json(&d)?;
+            } else {
+                let who = match &d.readers {
+                    None => "every reader of the knowledge base".to_owned(),
+                    Some(k) if k.is_empty() => "the knowledge base's admins only".to_owned(),
+                    Some(k) => format!("{} and the knowledge base's admins", k.join(", ")),
+                };
+                writeln!(out, "{} is read by {who}", d.display_path())?;
+            }
+        }
         KbCmd::Upload {
             name,
             files,
             no_wait,
+            readers,
         } => {
             let kb = engine.knowledge_base(name)?;
             let paths = expand(files)?;
@@ -211,7 +264,7 @@ pub(crate) fn run(
                     Err(r) => rejected.push(r),
                 }
             }
-            let outcomes = engine.add_uploads(&kb.id, uploads)?;
+            let outcomes = engine.add_uploads_for(&kb.id, uploads, readers.as_deref())?;
             let mut queued = Vec::new();
             let mut duplicates = Vec::new();
             for o in outcomes {

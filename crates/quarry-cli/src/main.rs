@@ -295,6 +295,9 @@ enum Command {
     /// Spaces (tenants) and who may use them, with which role.
     #[command(subcommand)]
     Space(access::SpaceCmd),
+    /// Groups of users in a space (--space): documents' readers name them.
+    #[command(subcommand)]
+    Group(access::GroupCmd),
     /// Access tokens for a shared server: create (shown once), list, revoke.
     #[command(subcommand)]
     Token(access::TokenCmd),
@@ -486,9 +489,11 @@ struct ServeArgs {
     /// selection is refused with an error naming the cap.
     #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u16).range(1..=1000))]
     max_tools: u16,
-    /// Addresses users' HTTP MCP servers and custom tools may reach besides public ones
-    /// (comma-separated CIDRs, e.g. `10.1.0.0/16,127.0.0.1/32`). Loopback, private,
-    /// link-local and metadata addresses are refused otherwise.
+    /// Addresses users' HTTP MCP servers, custom tools and sources (Git, S3, WebDAV, sites
+    /// attached by anyone but the machine's owner, and scheduled syncs of a server with
+    /// tokens) may reach besides public ones (comma-separated CIDRs, e.g.
+    /// `10.1.0.0/16,127.0.0.1/32`). Loopback, private, link-local and metadata addresses are
+    /// refused otherwise.
     #[arg(long, value_name = "CIDRS")]
     allow_net: Option<String>,
     /// Let users (not only the machine's owner) register stdio MCP servers — commands run
@@ -704,10 +709,21 @@ fn open(cli: &Cli, env: &config::Env) -> Result<Engine> {
             engine.with_blobs(std::sync::Arc::new(blobs))
         }
     };
+    // A server's sources: `--allow-net`, and guarded scheduled syncs when it takes tokens.
+    let serving = match &cli.command {
+        Command::Serve(a) => Some(a),
+        _ => None,
+    };
+    let sources = settings::source_options(
+        env,
+        serving.and_then(|a| a.allow_net.as_deref()),
+        serving.is_some_and(|a| auth_mode(a) == quarry_server::AuthMode::Token),
+    )?;
     let engine = engine
         .with_models(models)
         .with_fusion(fusion)
-        .with_ingest(ingest);
+        .with_ingest(ingest)
+        .with_sources(sources);
     let engine = match settings::secret_key(env)? {
         Some(key) => engine.with_secret_key(key),
         None => engine,
@@ -742,6 +758,7 @@ fn run(cli: Cli, env: &config::Env) -> Result<()> {
     match &cli.command {
         Command::User(cmd) => return access::user(&engine, cmd, cli.json),
         Command::Space(cmd) => return access::space(&engine, cmd, cli.json),
+        Command::Group(cmd) => return access::group(&engine, cmd, cli.json),
         Command::Token(cmd) => {
             return access::token(&engine, cmd, cli.json, cli.space.as_deref(), env);
         }
@@ -1134,6 +1151,7 @@ fn run(cli: Cli, env: &config::Env) -> Result<()> {
         | Command::Source(_)
         | Command::User(_)
         | Command::Space(_)
+        | Command::Group(_)
         | Command::Token(_)
         | Command::Audit(_)
         | Command::Hub(_) => {}
@@ -1147,6 +1165,15 @@ fn run(cli: Cli, env: &config::Env) -> Result<()> {
 
 /// Runs the servers on a tokio runtime. Logs go to stderr only: in stdio mode stdout carries
 /// the MCP protocol.
+/// The server's authentication: tokens when asked, or when bound beyond loopback.
+fn auth_mode(a: &ServeArgs) -> quarry_server::AuthMode {
+    match a.auth {
+        Some(AuthArg::Token) => quarry_server::AuthMode::Token,
+        None if !a.bind.is_loopback() => quarry_server::AuthMode::Token,
+        Some(AuthArg::None) | None => quarry_server::AuthMode::Open,
+    }
+}
+
 fn serve(
     engine: Engine,
     env: &config::Env,
@@ -1165,11 +1192,7 @@ fn serve(
         builder.init();
     }
     let auth = match args {
-        Some(a) => match a.auth {
-            Some(AuthArg::Token) => quarry_server::AuthMode::Token,
-            None if !a.bind.is_loopback() => quarry_server::AuthMode::Token,
-            Some(AuthArg::None) | None => quarry_server::AuthMode::Open,
-        },
+        Some(a) => auth_mode(a),
         None => quarry_server::AuthMode::Open,
     };
     let opts = match args {
@@ -1225,7 +1248,14 @@ fn serve(
     // A stdio session runs no workers (see below).
     let workers = match transport {
         Transport::Mcp => None,
-        _ => Some(settings::worker_options(env)?),
+        _ => {
+            let mut w = settings::worker_options(env)?;
+            // A sync whose node stopped is resumed within its lease and one poll: never a
+            // poll longer than half the lease.
+            let lease = settings::source_options(env, None, false)?.lease;
+            w.source_sync = Some(quarry_queue::SOURCE_SYNC_POLL.min(lease / 2));
+            Some(w)
+        }
     };
     let ui_assets = settings::ui_assets(env);
     let index_check = settings::index_check(env)?;

@@ -104,6 +104,31 @@ pub(crate) fn worker_options(env: &Env) -> Result<quarry_queue::WorkerOptions> {
     Ok(o)
 }
 
+/// How syncs of sources run (`QUARRY_SOURCE_LEASE_SECS`; for `serve`, `--allow-net` and
+/// whether its callers may be other than the machine's owner).
+pub(crate) fn source_options(
+    env: &Env,
+    allow_net: Option<&str>,
+    guard_scheduled: bool,
+) -> Result<quarry_engine::SourceOptions> {
+    let mut o = quarry_engine::SourceOptions {
+        guard_scheduled,
+        ..quarry_engine::SourceOptions::default()
+    };
+    if let Some(s) = env.u64(&config::QUARRY_SOURCE_LEASE_SECS)? {
+        let min = quarry_engine::MIN_SOURCE_LEASE.as_secs();
+        if s < min {
+            anyhow::bail!("QUARRY_SOURCE_LEASE_SECS={s}: use at least {min} (seconds)");
+        }
+        o.lease = Duration::from_secs(s);
+    }
+    if let Some(list) = allow_net {
+        o.net = quarry_hub::NetPolicy::parse_allow_list(list)
+            .map_err(|e| anyhow::anyhow!("--allow-net: {e}"))?;
+    }
+    Ok(o)
+}
+
 /// Model endpoints, keys and the Hub cache.
 pub(crate) fn model_env(env: &Env) -> ModelEnv {
     ModelEnv::from_vars(&env.lookup())

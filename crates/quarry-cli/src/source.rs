@@ -10,7 +10,9 @@ use std::time::Duration;
 
 use anyhow::{Result, bail};
 use clap::{Args, Subcommand};
-use quarry_engine::{AddSource, Engine, Location, Secret, SourceView, SyncReport};
+use quarry_engine::{
+    AddSource, Engine, Location, ReaderMapping, ReaderRule, Secret, SourceView, SyncReport,
+};
 use serde_json::json;
 
 use crate::print_json;
@@ -54,11 +56,23 @@ pub(crate) enum SourceCmd {
         /// Sync every this long (`15m`, `1h`, `1d`); `off` for only when asked.
         #[arg(long, value_name = "DURATION")]
         every: Option<String>,
+        /// Sync on change (a folder): a running server watches it.
+        #[arg(long, conflicts_with = "no_watch")]
+        watch: bool,
+        /// Stop syncing on change.
+        #[arg(long)]
+        no_watch: bool,
         #[command(flatten)]
         credential: CredentialArgs,
         /// Forget the stored credential.
         #[arg(long, conflicts_with_all = ["token_env", "password_stdin"])]
         forget_credential: bool,
+        #[command(flatten)]
+        readers: ReaderArgs,
+        /// Every reader of the knowledge base reads the source's documents again (no
+        /// mapping).
+        #[arg(long, conflicts_with_all = ["readers", "codeowners"])]
+        no_readers: bool,
     },
     /// Detach a source; its documents are deleted unless --keep-documents.
     #[command(alias = "remove")]
@@ -110,8 +124,61 @@ pub(crate) struct AddArgs {
     /// Sync every this long (`15m`, `1h`, `1d`); default: only when asked.
     #[arg(long, value_name = "DURATION")]
     every: Option<String>,
+    /// Sync on change (--folder): a running server (`quarry serve`) watches the folder,
+    /// syncs it in full when it starts watching, then each change within seconds.
+    #[arg(long, requires = "folder")]
+    watch: bool,
     #[command(flatten)]
     credential: CredentialArgs,
+    #[command(flatten)]
+    readers: ReaderArgs,
+}
+
+/// Who reads a source's documents: rules over its paths, optionally its CODEOWNERS file.
+#[derive(Args)]
+pub(crate) struct ReaderArgs {
+    /// Who reads the documents at these paths: `GLOBS=READERS`, e.g.
+    /// `--readers 'hr/**=group:hr,user:ann'` or `--readers 'public/**=everyone'`. Repeat it;
+    /// the first rule whose globs match a path decides. A path no rule (nor CODEOWNERS)
+    /// maps is read only by the knowledge base's admins.
+    #[arg(long, value_name = "GLOBS=READERS")]
+    readers: Vec<String>,
+    /// Map the paths no --readers rule matched by the source's CODEOWNERS file (`@org/team`
+    /// is group:team, `@name` is user:name).
+    #[arg(long)]
+    codeowners: bool,
+}
+
+impl ReaderArgs {
+    /// The mapping given, if any.
+    fn mapping(&self) -> Result<Option<ReaderMapping>> {
+        if self.readers.is_empty() && !self.codeowners {
+            return Ok(None);
+        }
+        let mut rules = Vec::with_capacity(self.readers.len());
+        for rule in &self.readers {
+            let Some((paths, readers)) = rule.split_once('=') else {
+                bail!(
+                    "--readers {rule:?}: give GLOBS=READERS, e.g. 'hr/**=group:hr' or 'public/**=everyone'"
+                );
+            };
+            rules.push(ReaderRule {
+                paths: paths.trim().to_owned(),
+                readers: readers
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|r| !r.is_empty())
+                    .map(str::to_owned)
+                    .collect(),
+            });
+        }
+        let mapping = ReaderMapping {
+            rules,
+            codeowners: self.codeowners,
+        };
+        mapping.compile()?;
+        Ok(Some(mapping))
+    }
 }
 
 /// A credential, never on the command line itself (it would show in `ps` and shell
@@ -213,6 +280,8 @@ pub(crate) fn run(
                     mask: a.mask.clone(),
                     interval,
                     secret: a.credential.secret()?,
+                    watch: a.watch,
+                    readers: a.readers.mapping()?,
                 },
             )?;
             if json_out {
@@ -227,6 +296,12 @@ pub(crate) fn run(
                     s.location.describe(),
                     s.id
                 )?;
+                if s.watch {
+                    writeln!(
+                        out,
+                        "Synced on change while a server runs on this machine (quarry serve): in full when it starts watching, then each change"
+                    )?;
+                }
             }
         }
         SourceCmd::List { kb } => {
@@ -293,13 +368,26 @@ pub(crate) fn run(
             id,
             mask,
             every,
+            watch,
+            no_watch,
             credential,
             forget_credential,
+            readers,
+            no_readers,
         } => {
             let secret = credential.secret()?;
-            if mask.is_none() && every.is_none() && secret.is_none() && !forget_credential {
+            let watch = (*watch || *no_watch).then_some(*watch);
+            let mapping = readers.mapping()?;
+            if mask.is_none()
+                && every.is_none()
+                && watch.is_none()
+                && secret.is_none()
+                && !forget_credential
+                && mapping.is_none()
+                && !no_readers
+            {
                 bail!(
-                    "nothing to change: give --mask, --every, a credential (--token-env or --password-stdin) or --forget-credential"
+                    "nothing to change: give --mask, --every, --watch/--no-watch, a credential (--token-env or --password-stdin), --forget-credential, --readers/--codeowners or --no-readers"
                 );
             }
             let interval = match every {
@@ -312,6 +400,12 @@ pub(crate) fn run(
             }
             if mask.is_some() || interval.is_some() {
                 s = engine.update_source(id, mask.as_deref(), interval)?;
+            }
+            if let Some(w) = watch {
+                s = engine.set_source_watch(id, w)?;
+            }
+            if mapping.is_some() || *no_readers {
+                s = engine.set_source_readers(id, mapping.as_ref())?;
             }
             if json_out {
                 print_json(&s)?;
@@ -348,9 +442,12 @@ pub(crate) fn run(
 }
 
 fn print_source(out: &mut impl Write, s: &SourceView) -> Result<()> {
-    let every = s
-        .interval_seconds
-        .map_or("when asked".to_owned(), |secs| format!("every {secs}s"));
+    let every = match (s.interval_seconds, s.watch) {
+        (Some(secs), true) => format!("on change and every {secs}s"),
+        (Some(secs), false) => format!("every {secs}s"),
+        (None, true) => "on change".to_owned(),
+        (None, false) => "when asked".to_owned(),
+    };
     writeln!(
         out,
         "{} {} → '{}' ({} documents; mask {}; synced {every})",
@@ -360,6 +457,23 @@ fn print_source(out: &mut impl Write, s: &SourceView) -> Result<()> {
         s.documents,
         s.mask
     )?;
+    if let Some(m) = &s.readers {
+        for rule in &m.rules {
+            writeln!(
+                out,
+                "  readers of {}: {}",
+                rule.paths,
+                rule.readers.join(", ")
+            )?;
+        }
+        if m.codeowners {
+            writeln!(out, "  readers of other paths: their CODEOWNERS")?;
+        }
+        writeln!(
+            out,
+            "  readers of unmapped paths: the knowledge base's admins"
+        )?;
+    }
     if let Some(e) = &s.last_error {
         writeln!(out, "  failing ({} in a row): {e}", s.failures)?;
     }

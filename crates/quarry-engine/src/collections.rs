@@ -118,6 +118,7 @@ impl Engine {
     pub fn collections(&self) -> Result<Vec<Collection>> {
         let mut all = self.store().collections(self.space())?;
         all.retain(|c| self.scope().allows(c.id));
+        self.uncount_hidden(&mut all)?;
         Ok(all)
     }
 

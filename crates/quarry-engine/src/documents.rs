@@ -263,10 +263,12 @@ impl Engine {
         }
         if let Some(hex) = name.strip_prefix('#') {
             let allowed = self.allowed_names()?;
+            let hidden = self.hidden_in(None)?;
             return self
                 .store()
                 .document_by_docid(self.space(), &format!("#{}", hex.to_ascii_lowercase()))?
                 .filter(|d| allowed.as_ref().is_none_or(|a| a.contains(&d.collection)))
+                .filter(|d| hidden.as_ref().is_none_or(|h| !h.hides(d.id)))
                 .ok_or_else(|| Error::not_found(format!("Document not found: {name}")));
         }
         let all = self.visible_summaries()?;
@@ -332,6 +334,10 @@ impl Engine {
         let mut all = self.store().document_summaries(self.space())?;
         if let Some(allowed) = self.allowed_names()? {
             all.retain(|d| allowed.contains(&d.collection));
+        }
+        // Hidden documents are not found, listed, matched by a glob or suggested.
+        if let Some(hidden) = self.hidden_in(None)? {
+            all.retain(|d| !hidden.hides(d.id));
         }
         Ok(all)
     }

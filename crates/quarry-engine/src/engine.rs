@@ -62,6 +62,8 @@ pub struct EngineShared {
     /// Seals and opens the credentials of sources (`QUARRY_SECRET_KEY`); `None`: no
     /// credential can be stored.
     pub(crate) secret_key: Option<Arc<quarry_secrets::SecretKey>>,
+    /// How syncs of sources run: their lease, and where their requests may go.
+    pub(crate) sources: crate::source_options::SourceOptions,
     /// This process as a node following the store's feed.
     pub(crate) node: node::NodeState,
 }
@@ -189,6 +191,7 @@ impl Engine {
                 blobs: OnceLock::new(),
                 ingest: knowledge::IngestOptions::default(),
                 secret_key: None,
+                sources: crate::source_options::SourceOptions::default(),
                 node: node::NodeState::default(),
             }),
             scope,
@@ -228,6 +231,13 @@ impl Engine {
     /// The key the credentials of sources are sealed with.
     pub fn with_secret_key(self, key: Arc<quarry_secrets::SecretKey>) -> Engine {
         self.configure(|s| s.secret_key = Some(key))
+    }
+
+    /// How syncs of sources run: the lease their claims hold, where the requests of a sync
+    /// for someone other than the machine's owner may go, whether scheduled syncs are
+    /// guarded (`source_options.rs`).
+    pub fn with_sources(self, sources: crate::source_options::SourceOptions) -> Engine {
+        self.configure(|s| s.sources = sources)
     }
 
     /// How `query` combines keyword and vector results (default [`fusion::Fusion::Calibrated`]).

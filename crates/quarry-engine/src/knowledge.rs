@@ -277,15 +277,19 @@ impl Engine {
     pub fn knowledge_bases(&self) -> Result<Vec<KnowledgeBase>> {
         let mut all = self.store().knowledge_bases(self.space())?;
         all.retain(|kb| self.scope().allows(kb.collection_id));
-        Ok(all)
+        all.into_iter()
+            .map(|kb| self.counted_for_caller(kb))
+            .collect()
     }
 
     /// By id or name; one this handle may not use is not found, like a missing one.
     pub fn knowledge_base(&self, key: &str) -> Result<KnowledgeBase> {
-        self.store()
+        let kb = self
+            .store()
             .knowledge_base(self.space(), key)?
             .filter(|kb| self.scope().allows(kb.collection_id))
-            .ok_or_else(|| Error::not_found(format!("knowledge base '{key}' not found")))
+            .ok_or_else(|| Error::not_found(format!("knowledge base '{key}' not found")))?;
+        self.counted_for_caller(kb)
     }
 
     /// The knowledge base named `name`, created when missing and the handle may write to its
@@ -371,6 +375,19 @@ impl Engine {
 
     /// Adds staged files to a knowledge base and queues them; returns at once.
     pub fn add_uploads(&self, kb_key: &str, uploads: Vec<Upload>) -> Result<Vec<UploadOutcome>> {
+        self.add_uploads_for(kb_key, uploads, None)
+    }
+
+    /// [`Engine::add_uploads`], the new documents readable only by `readers` (reader keys,
+    /// checked by [`crate::parse_reader_keys`]) beside the knowledge base's admins; `None`:
+    /// by every reader of the knowledge base.
+    pub fn add_uploads_for(
+        &self,
+        kb_key: &str,
+        uploads: Vec<Upload>,
+        readers: Option<&[String]>,
+    ) -> Result<Vec<UploadOutcome>> {
+        let readers = readers.map(crate::parse_reader_keys).transpose()?;
         let kb = self.knowledge_base(kb_key)?;
         self.require(Access::Write, "uploading documents")?;
         let blobs = self.blobs()?;
@@ -409,13 +426,23 @@ impl Engine {
                 mime: format.mime().to_owned(),
                 size,
                 note: None,
+                readers: readers.clone(),
             });
         }
         let added = self.store().add_files(kb.collection_id, &new_files)?;
-        for (slot, a) in slots.into_iter().zip(added) {
+        for ((slot, a), asked) in slots.into_iter().zip(added).zip(&new_files) {
             outcomes[slot] = Some(match a {
                 AddedFile::Added { file } => UploadOutcome::Added { document: file },
-                AddedFile::Duplicate { file } => UploadOutcome::Duplicate { document: file },
+                AddedFile::Duplicate { file } if self.may_read_file(&file) => {
+                    UploadOutcome::Duplicate { document: file }
+                }
+                // The same bytes as a document this caller may not read: which one (its
+                // name, its id) stays unsaid.
+                AddedFile::Duplicate { .. } => UploadOutcome::Rejected {
+                    file_name: asked.original_name.clone(),
+                    reason: "the same bytes are already in this knowledge base".to_owned(),
+                    kind: "duplicate",
+                },
             });
         }
         Ok(outcomes.into_iter().flatten().collect())
@@ -469,7 +496,9 @@ impl Engine {
     /// A knowledge base's documents matching `filter`.
     pub fn kb_documents(&self, kb_key: &str, filter: &FileFilter) -> Result<Vec<KbFile>> {
         let kb = self.knowledge_base(kb_key)?;
-        self.store().kb_files(kb.collection_id, filter)
+        let mut files = self.store().kb_files(kb.collection_id, filter)?;
+        files.retain(|f| self.may_read_file(f));
+        Ok(files)
     }
 
     /// A document of a knowledge base, by id or file name.
@@ -481,6 +510,7 @@ impl Engine {
     fn document_in(&self, kb: &KnowledgeBase, kb_key: &str, doc_key: &str) -> Result<KbFile> {
         self.store()
             .kb_file(kb.collection_id, doc_key)?
+            .filter(|f| self.may_read_file(f))
             .ok_or_else(|| {
                 Error::not_found(format!(
                     "document '{doc_key}' not found in knowledge base '{kb_key}'"
@@ -576,8 +606,17 @@ impl Engine {
         if !quarry_blobs::is_sha256(sha256) {
             return Err(missing());
         }
+        let hidden = self
+            .hidden_in(None)?
+            .map(|h| h.file_rows())
+            .unwrap_or_default();
         self.store()
-            .blob_visible(self.space(), self.scope().collections.as_deref(), sha256)?
+            .blob_visible(
+                self.space(),
+                self.scope().collections.as_deref(),
+                &hidden,
+                sha256,
+            )?
             .ok_or_else(missing)
     }
 

@@ -21,10 +21,18 @@ mod node;
 mod notes;
 mod passages;
 mod progress;
+mod readers;
 #[cfg(test)]
 mod scope_tests;
 mod search;
 mod semantic;
+mod source_options;
+#[cfg(test)]
+mod source_readers_tests;
+#[cfg(test)]
+mod source_resume_tests;
+#[cfg(test)]
+mod source_watch_tests;
 mod sources;
 mod vectors;
 
@@ -47,12 +55,13 @@ pub use notes::{MAX_NOTE_BYTES, NOTE_KINDS, NewNote, NoteChange, NoteFormat, Not
 pub use passages::PER_DOCUMENT;
 pub use progress::{NoProgress, Progress};
 pub use quarry_models::{ApiKey, ModelEnv, ModelSpec};
-pub use quarry_sources::{Location, Secret};
+pub use quarry_sources::{Location, ReaderMapping, ReaderRule, Secret};
 pub use quarry_store::{
     ChangeWaiter, FileFilter, FileStatus, Job, JobKind, KbFile, KnowledgeBase, NoteMeta,
     QueueCounts, owner_node,
 };
 pub use quarry_store::{SyncCounts, SyncLine, SyncReport};
+pub use readers::{MAX_READERS, parse_reader_keys};
 pub use search::{
     MAX_EXCERPT_CHARS, NO_VECTOR_INDEX, QueryResponse, SNIPPET_CHARS, SearchRequest,
     VSEARCH_MIN_SCORE, snippet,
@@ -61,4 +70,7 @@ pub use semantic::{
     ANN_EXPANSION, DEFAULT_EMBED_MODEL, EXACT_SEARCH_MAX, EmbedOptions, EmbedReport,
     EmbeddingProgress, ModelConfig, SemanticState, embed_input, model_key,
 };
-pub use sources::{AddSource, MIN_SYNC_INTERVAL, SOURCE_LEASE, SourceView, SyncOutcome};
+pub use source_options::{MIN_SOURCE_LEASE, SourceOptions};
+pub use sources::{
+    AddSource, MIN_SYNC_INTERVAL, SOURCE_LEASE, SourceView, SyncOutcome, WatchedFolder,
+};

@@ -199,12 +199,21 @@ impl Engine {
                     kind: note.kind,
                     summary: None,
                 }),
+                readers: None,
             }],
         )?;
         drop(_refs);
         let (file, duplicate) = match added.into_iter().next() {
             Some(AddedFile::Added { file }) => (file, false),
-            Some(AddedFile::Duplicate { file }) => return Ok((file, true)),
+            Some(AddedFile::Duplicate { file }) if self.may_read_file(&file) => {
+                return Ok((file, true));
+            }
+            // The same text as an entry this caller may not read: which one stays unsaid.
+            Some(AddedFile::Duplicate { .. }) => {
+                return Err(Error::Conflict(
+                    "the same content is already in this knowledge base".into(),
+                ));
+            }
             None => return Err(Error::Storage("note was not added".into())),
         };
         self.index_note_now(&file)?;
@@ -281,7 +290,7 @@ impl Engine {
             Ok(base) => self
                 .store()
                 .kb_file(base.collection_id, id)?
-                .filter(|f| f.id == id),
+                .filter(|f| f.id == id && self.may_read_file(f)),
             Err(Error::NotFound(_)) => None,
             Err(e) => return Err(e),
         };
@@ -303,6 +312,7 @@ impl Engine {
         for base in self.knowledge_bases()? {
             if let Some(f) = self.store().kb_file(base.collection_id, id)?
                 && f.id == id
+                && self.may_read_file(&f)
             {
                 return Ok(f);
             }
@@ -353,6 +363,7 @@ impl Engine {
             Err(Error::NotFound(_)) => Vec::new(),
             Err(e) => return Err(e),
         };
+        all.retain(|f| self.may_read_file(f));
         all.reverse();
         let total = all.len();
         Ok((all.into_iter().skip(offset).take(limit).collect(), total))

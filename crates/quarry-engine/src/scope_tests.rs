@@ -194,3 +194,140 @@ fn allow_lists_narrow_inside_a_space_and_access_levels_hold() {
         .unwrap_err();
     assert!(matches!(e, Error::Forbidden(_)), "{e}");
 }
+
+/// Per-document readers hold inside the indexes (keyword, passages, lookups), in counts and
+/// listings; a hidden document looks exactly like a missing one.
+#[test]
+fn documents_with_readers_are_hidden_from_everyone_else_before_ranking() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = engine(dir.path());
+    // Many hidden documents match better than the one readable one: a filter after a
+    // top-k cut would leave nothing.
+    let mut hidden_ids = Vec::new();
+    for i in 0..20 {
+        let (f, _) = root
+            .create_note(
+                "kb",
+                note(&format!(
+                    "# Pay {i}\n\nsalary salary salary band {i} secretword"
+                )),
+            )
+            .unwrap();
+        root.set_document_readers("kb", &f.id, Some(&["group:hr".to_owned()]))
+            .unwrap();
+        hidden_ids.push(f.id);
+    }
+    let (open, _) = root
+        .create_note("kb", note("# Handbook\n\nsalary reviews happen yearly"))
+        .unwrap();
+    let reader = |keys: &[&str]| {
+        root.scoped(Scope {
+            access: Access::Read,
+            machine_owner: false,
+            readers: Some(keys.iter().map(|k| (*k).to_owned()).collect()),
+            ..Scope::owner(quarry_core::DEFAULT_SPACE)
+        })
+    };
+    let eng = reader(&["user:bob", "group:eng"]);
+    let hr = reader(&["user:ann", "group:hr"]);
+    let mut req = SearchRequest::new("salary");
+    req.limit = 1;
+    let hits = eng.search(&req).unwrap();
+    assert_eq!(hits.len(), 1, "{hits:?}");
+    assert!(hits[0].snippet.contains("yearly"), "{:?}", hits[0]);
+    assert!(
+        eng.search(&SearchRequest::new("secretword"))
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        hr.search(&SearchRequest::new("secretword")).unwrap().len(),
+        10
+    );
+    let passages = eng
+        .knowledge_search(&crate::knowledge_search::KnowledgeSearch::new("secretword"))
+        .unwrap();
+    assert!(
+        passages.results.is_empty() && passages.total_count == 0,
+        "{:?}",
+        passages.results
+    );
+    // Counts and listings.
+    assert_eq!(eng.knowledge_base("kb").unwrap().document_count, 1);
+    assert_eq!(hr.knowledge_base("kb").unwrap().document_count, 21);
+    assert_eq!(eng.status().unwrap().total_documents, 1);
+    assert_eq!(
+        eng.kb_documents("kb", &crate::FileFilter::default())
+            .unwrap()
+            .len(),
+        1
+    );
+    let (listed, total) = eng.list_knowledge("kb", 0, 100).unwrap();
+    assert_eq!((listed.len(), total), (1, 1));
+    // Lookups: by id, by docid, by path, by glob — missing, in the same words.
+    let missing = eng
+        .kb_document("kb", &hidden_ids[0])
+        .unwrap_err()
+        .to_string();
+    let absent = eng.kb_document("kb", "no-such-id").unwrap_err().to_string();
+    assert_eq!(
+        missing.replace(&hidden_ids[0], "X"),
+        absent.replace("no-such-id", "X")
+    );
+    let docid = docid_of(&root, "kb", &hidden_ids[0]);
+    assert!(matches!(eng.get(&get_req(&docid)), Err(Error::NotFound(_))));
+    assert!(hr.get(&get_req(&docid)).is_ok());
+    let path = root
+        .kb_document("kb", &hidden_ids[0])
+        .unwrap()
+        .display_path();
+    assert!(matches!(eng.get(&get_req(&path)), Err(Error::NotFound(_))));
+    let many = eng
+        .multi_get(&crate::documents::MultiGetRequest::new("kb/*.md"))
+        .unwrap();
+    assert_eq!(many.items.len(), 1);
+    // A suggestion never names a hidden document.
+    let near = eng.get(&get_req("kb/pay-0.mdx")).unwrap_err().to_string();
+    let suggested = near.split("Did you mean").nth(1).unwrap_or_default();
+    assert!(suggested.contains("Handbook"), "{near}");
+    assert!(!suggested.to_lowercase().contains("pay"), "{near}");
+    // Its original is not readable either.
+    let sha = root.kb_document("kb", &hidden_ids[0]).unwrap().sha256;
+    assert!(eng.readable_blob(&sha).is_err());
+    assert!(hr.readable_blob(&sha).is_ok());
+    // An empty list: admins only.
+    root.set_document_readers("kb", &open.id, Some(&[]))
+        .unwrap();
+    assert!(
+        eng.search(&SearchRequest::new("yearly"))
+            .unwrap()
+            .is_empty()
+    );
+    assert!(hr.search(&SearchRequest::new("yearly")).unwrap().is_empty());
+    assert_eq!(root.search(&SearchRequest::new("yearly")).unwrap().len(), 1);
+    // Readers change: open to everyone again.
+    root.set_document_readers("kb", &hidden_ids[0], None)
+        .unwrap();
+    assert_eq!(
+        eng.search(&SearchRequest::new("secretword")).unwrap().len(),
+        1
+    );
+    // Only admins change readers, and keys are checked.
+    assert!(matches!(
+        hr.set_document_readers("kb", &hidden_ids[1], None),
+        Err(Error::Forbidden(_))
+    ));
+    assert!(matches!(
+        root.set_document_readers("kb", &hidden_ids[1], Some(&["hr".to_owned()])),
+        Err(Error::InvalidInput(_))
+    ));
+}
+
+fn get_req(file: &str) -> GetRequest {
+    GetRequest {
+        file: file.to_owned(),
+        from_line: None,
+        max_lines: None,
+        line_numbers: false,
+    }
+}

@@ -194,11 +194,14 @@ impl Engine {
         filter: Option<&[i64]>,
         depth: usize,
     ) -> Result<KeywordRanking> {
-        let raw = index.search(parsed, filter, depth)?;
+        // What the caller may not read is skipped inside the index, before any score is
+        // computed relative to the list.
+        let excluded = self.hidden_for_search()?.map(|h| h.documents.clone());
+        let raw = index.search_excluding(parsed, filter, excluded.clone(), depth)?;
         let (ranked, head) = self.rank_among(
             collection,
             raw,
-            |f| index.search(parsed, f, depth),
+            |f| index.search_excluding(parsed, f, excluded.clone(), depth),
             |h| h.id,
             |h| h.score,
         )?;

@@ -911,9 +911,24 @@ impl Engine {
         let Some(key) = self.vector_model()? else {
             return Err(Error::Unavailable(NO_VECTOR_INDEX.to_owned()));
         };
-        self.vectors
-            .nearest(self.store(), &key, query_vec, want, collections)?
-            .ok_or_else(|| Error::Unavailable(NO_VECTOR_INDEX.to_owned()))
+        // The chunks of documents the caller may not read are asked for on top and dropped:
+        // each can displace at most one of the `want` best it may read.
+        let hidden = self.hidden_chunks()?;
+        let mut found = self
+            .vectors
+            .nearest(
+                self.store(),
+                &key,
+                query_vec,
+                want.saturating_add(hidden.len()),
+                collections,
+            )?
+            .ok_or_else(|| Error::Unavailable(NO_VECTOR_INDEX.to_owned()))?;
+        if !hidden.is_empty() {
+            found.retain(|(chunk, _)| !hidden.contains(chunk));
+            found.truncate(want);
+        }
+        Ok(found)
     }
 
     /// Exact cosine similarity of `query_vec` to each of `chunk_ids` that the vector index

@@ -6,13 +6,17 @@
 //! its id; a deleted one leaves every index at once. Uploads and notes of the same knowledge
 //! base have no source and are never touched.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use quarry_convert::Format;
 use quarry_core::{Access, Error, Result};
-use quarry_sources::{Change, FileMask, Item, Known, Location, Secret, SourceError};
+use quarry_sources::readers::{CODEOWNERS_PATHS, MAX_CODEOWNERS_BYTES};
+use quarry_sources::{
+    Change, CodeOwners, CompiledMapping, FileMask, Item, Known, Location, Plan, ReaderMapping,
+    Secret, SourceError,
+};
 use quarry_store::{
     KbFile, NewKbFile, NewSource, SourceChange, SourceLease, SourceRow, SyncCounts, SyncLine,
     SyncReport,
@@ -23,10 +27,12 @@ use crate::engine::Engine;
 use crate::knowledge::clean_file_name;
 use crate::progress::Progress;
 
-/// How long a claim on a source lasts without renewal; a sync renews it as it goes.
+/// How long a claim on a source lasts without renewal unless `QUARRY_SOURCE_LEASE_SECS`
+/// says otherwise ([`crate::SourceOptions::lease`]); a running sync renews it as it goes.
 pub const SOURCE_LEASE: Duration = Duration::from_secs(600);
-/// How often a running sync renews its claim.
-const RENEW_EVERY: Duration = Duration::from_secs(60);
+/// How often a sync applies what it fetched so far that cannot be part of a rename (kept if
+/// its node stops; the next sync goes on from there) and records its progress on its report.
+const APPLY_EVERY: Duration = Duration::from_secs(2);
 /// Lines a report keeps (the counts cover everything).
 const REPORT_LINES: usize = 1000;
 /// The first back-off after a failed sync; doubled for each failure in a row.
@@ -49,6 +55,10 @@ pub struct AddSource {
     pub interval: Option<Duration>,
     /// A token or password for a private source; stored sealed, never shown again.
     pub secret: Option<Secret>,
+    /// Synced on change (a folder only): the server nodes watch it.
+    pub watch: bool,
+    /// Who reads its documents; every reader of the knowledge base when `None`.
+    pub readers: Option<ReaderMapping>,
 }
 
 /// A source as surfaces show it.
@@ -64,6 +74,8 @@ pub struct SourceView {
     pub mask: String,
     /// Seconds between scheduled syncs; `null`: only when asked.
     pub interval_seconds: Option<i64>,
+    /// Synced on change: every server node where the folder exists watches it.
+    pub watch: bool,
     /// Whether a credential is stored (it is never shown).
     pub has_secret: bool,
     /// Unix milliseconds.
@@ -78,8 +90,11 @@ pub struct SourceView {
     pub failures: u32,
     /// Why it keeps failing.
     pub last_error: Option<String>,
-    /// Documents it holds now.
+    /// Documents it holds now (those the caller may read).
     pub documents: u64,
+    /// How its documents' readers are decided; absent: every reader of the knowledge base.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub readers: Option<ReaderMapping>,
 }
 
 /// What a sync did: its report, and the documents it queued for processing.
@@ -96,7 +111,11 @@ impl Engine {
     /// Attaches a source to a knowledge base (admin access to it).
     pub fn add_source(&self, kb_key: &str, req: &AddSource) -> Result<SourceView> {
         self.require(Access::Admin, "attaching a source")?;
+        check_watch(&req.location, req.watch)?;
         let kb = self.knowledge_base(kb_key)?;
+        // Only the machine's owner names the server's disk; others only where the outbound
+        // address guard lets requests go (`source_options.rs`).
+        self.check_source_location(&req.location)?;
         let mask = match &req.mask {
             Some(m) => FileMask::parse(m)?,
             None => FileMask::default(),
@@ -114,7 +133,13 @@ impl Engine {
             mask: mask.text(),
             interval_ms,
             sealed_secret,
+            readers: mapping_column(req.readers.as_ref())?,
         })?;
+        let row = if req.watch {
+            self.store().set_source_watch(row.row_id, true)?
+        } else {
+            row
+        };
         self.source_view(row)
     }
 
@@ -166,6 +191,44 @@ impl Engine {
         };
         let row = self.store().update_source(row.row_id, &mask, interval_ms)?;
         self.source_view(row)
+    }
+
+    /// Replaces how a source's documents get their readers (`None`: every reader of the
+    /// knowledge base). The next sync applies it to every document the source holds.
+    pub fn set_source_readers(
+        &self,
+        id: &str,
+        mapping: Option<&ReaderMapping>,
+    ) -> Result<SourceView> {
+        self.require(Access::Admin, "changing who reads a source's documents")?;
+        let row = self.source_row(id)?;
+        let column = mapping_column(mapping)?;
+        let row = self
+            .store()
+            .set_source_readers(row.row_id, column.as_deref())?;
+        self.source_view(row)
+    }
+
+    /// Replaces who may read a knowledge base's document beside its admins (`None`: every
+    /// reader of the knowledge base). A synced document's readers are the source's to
+    /// decide: its next sync would undo the change, so it is refused.
+    pub fn set_document_readers(
+        &self,
+        kb_key: &str,
+        doc_key: &str,
+        readers: Option<&[String]>,
+    ) -> Result<KbFile> {
+        let readers = readers.map(crate::parse_reader_keys).transpose()?;
+        let file = self.kb_document(kb_key, doc_key)?;
+        self.require(Access::Admin, "changing who reads a document")?;
+        if file.synced {
+            return Err(Error::invalid(format!(
+                "document '{doc_key}' is synced from a source: change the source's reader mapping instead"
+            )));
+        }
+        self.store()
+            .set_file_readers(file.collection_id, file.row_id, readers.as_deref())?;
+        self.kb_document(kb_key, doc_key)
     }
 
     /// Sets (or, with `None`, forgets) the credential a source uses.
@@ -241,7 +304,7 @@ impl Engine {
     ) -> Result<SyncOutcome> {
         self.require(Access::Write, "syncing a source")?;
         let row = self.source_row(id)?;
-        self.sync_row(row, owner, progress)
+        self.sync_row(row, owner, None, progress)
     }
 
     /// The ids of sources (of every space) due for a scheduled sync: for a node's scheduler
@@ -261,7 +324,9 @@ impl Engine {
         let Some(row) = self.store().source(id)? else {
             return Ok(None);
         };
-        match self.sync_row(row, owner, &crate::progress::NoProgress) {
+        // Guarded unless every caller of this node is the machine's owner.
+        let node = self.scheduler_handle();
+        match node.sync_row(row, owner, None, &crate::progress::NoProgress) {
             Ok(outcome) => Ok(Some(outcome.report)),
             Err(Error::Conflict(_)) => Ok(None),
             Err(e) => Err(e),
@@ -272,12 +337,14 @@ impl Engine {
         &self,
         row: SourceRow,
         owner: &str,
+        paths: Option<&[String]>,
         progress: &dyn Progress,
     ) -> Result<SyncOutcome> {
-        let lease_ms = SOURCE_LEASE.as_millis() as i64;
+        let lease_ms = self.sources.lease_ms();
         let Some(lease) = self.store().claim_source(row.row_id, owner, lease_ms)? else {
             return Err(Error::Conflict(format!(
-                "a sync of source {} is already running",
+                "a sync of source {} is already running, on this node or another one of the \
+                 same server: its reports say how it goes; try again once it has finished",
                 row.id
             )));
         };
@@ -294,7 +361,10 @@ impl Engine {
             error: None,
         };
         let mut queued = Vec::new();
-        let result = self.run_sync(&row, lease, &mut report, &mut queued, progress);
+        // Renewed by a heartbeat while it runs (`source_options.rs`).
+        let result = self.with_heartbeat(lease, || {
+            self.run_sync(&row, lease, paths, &mut report, &mut queued, progress)
+        });
         let retry_after = match &result {
             Ok(()) => {
                 report.status = "succeeded".into();
@@ -328,24 +398,52 @@ impl Engine {
         &self,
         row: &SourceRow,
         lease: SourceLease,
+        paths: Option<&[String]>,
         report: &mut SyncReport,
         queued: &mut Vec<KbFile>,
         progress: &dyn Progress,
     ) -> Result<()> {
         let location = Location::from_json(&row.location)?;
-        let mask = FileMask::parse(&row.mask)?;
+        let mapping = reader_mapping(row)?;
+        let codeowners = mapping.as_ref().is_some_and(|m| m.uses_codeowners());
+        let mut mask = FileMask::parse(&row.mask)?;
+        if codeowners {
+            // Read for the mapping whatever the mask: it is never a document.
+            mask = mask.with_extra(&CODEOWNERS_PATHS)?;
+        }
         let work_dir = self.source_work_dir(&row.id);
         let secret = self.source_secret(row)?;
-        let mut source = quarry_sources::open(&location, secret.as_ref(), mask, &work_dir)?;
+        let net = self.source_net();
+        let mut source =
+            quarry_sources::open_with(&location, secret.as_ref(), mask, &work_dir, net.as_ref())?;
         progress.begin("Listing", 0);
-        let listing = source.list()?;
+        // A watched folder's changed paths, or everything.
+        let mut listing = match paths {
+            Some(paths) => source.list_paths(paths)?,
+            None => source.list()?,
+        };
         progress.end();
+        let owners = if codeowners {
+            read_codeowners(source.as_mut(), &mut listing, paths.is_some())?
+        } else {
+            None
+        };
+        let readers_of = |path: &str| -> Option<Vec<String>> {
+            mapping
+                .as_ref()
+                .and_then(|m| m.readers_for(path, owners.as_ref()))
+        };
         report.revision = listing.revision.clone();
-        let remembered = self.store().source_files(row.row_id)?;
+        let remembered = match paths {
+            Some(paths) => self.store().source_files_at(row.row_id, paths)?,
+            None => self.store().source_files(row.row_id)?,
+        };
         let rows: HashMap<&str, i64> = remembered
             .iter()
             .map(|f| (f.path.as_str(), f.file_row_id))
             .collect();
+        let by_path: HashMap<&str, &quarry_store::SourceFile> =
+            remembered.iter().map(|f| (f.path.as_str(), f)).collect();
         let known: Vec<Known> = remembered
             .iter()
             .map(|f| Known {
@@ -363,15 +461,38 @@ impl Engine {
         let blobs = self.blobs()?;
         // Held until every reference is committed: the collector waits (crate docs).
         let _refs = blobs.lock_shared()?;
-        let mut renewed = Instant::now();
         let mut fetched: Vec<(Item, String)> = Vec::with_capacity(plan.fetch.len());
         let mut sizes: HashMap<String, u64> = HashMap::new();
         let mut failing = 0usize;
+        let mut unchanged = plan.unchanged.len() as u64;
+        // What fetched bytes could be a rename of (held back until everything is fetched).
+        let gone: HashSet<String> = plan.gone.iter().map(|k| k.sha256.clone()).collect();
+        let mut applied_at = Instant::now();
         progress.begin("Fetching", plan.fetch.len() as u64);
         for item in &plan.fetch {
-            if renewed.elapsed() > RENEW_EVERY {
-                self.renew(lease)?;
-                renewed = Instant::now();
+            if applied_at.elapsed() >= APPLY_EVERY {
+                // A long sync keeps its progress: what cannot be part of a rename is applied
+                // now, and the report says how far it got.
+                let ready = settled(&mut fetched, &rows, &gone);
+                let outcome = quarry_sources::resolve(Plan::default(), &known, ready);
+                self.apply_changes(
+                    &outcome.changes,
+                    Applying {
+                        lease,
+                        rows: &rows,
+                        sizes: &sizes,
+                        readers_of: &readers_of,
+                        lines: &mut lines,
+                        queued,
+                        unchanged: &mut unchanged,
+                        progress: &crate::progress::NoProgress,
+                    },
+                )?;
+                let so_far = lines.so_far(unchanged);
+                if !self.store().record_sync_progress(lease, so_far)? {
+                    return Err(lost());
+                }
+                applied_at = Instant::now();
             }
             progress.advance(1);
             if Format::from_file_name(&item.path).is_none() {
@@ -412,16 +533,70 @@ impl Engine {
         progress.end();
         let outcome = quarry_sources::resolve(plan, &known, fetched);
         progress.begin("Applying", outcome.changes.len() as u64);
-        let mut unchanged = outcome.unchanged.len() as u64;
-        for change in &outcome.changes {
-            if renewed.elapsed() > RENEW_EVERY {
-                self.renew(lease)?;
-                renewed = Instant::now();
+        self.apply_changes(
+            &outcome.changes,
+            Applying {
+                lease,
+                rows: &rows,
+                sizes: &sizes,
+                readers_of: &readers_of,
+                lines: &mut lines,
+                queued,
+                unchanged: &mut unchanged,
+                progress,
+            },
+        )?;
+        // Unchanged documents whose readers changed (the mapping, or CODEOWNERS, did):
+        // only their readers move, each in its own fenced change.
+        for path in &outcome.unchanged {
+            let Some(known) = by_path.get(path.as_str()) else {
+                continue;
+            };
+            let readers = readers_of(path);
+            if readers == known.readers {
+                continue;
             }
+            let applied = self.store().apply_source_change(
+                lease,
+                &SourceChange::Touch {
+                    file_row_id: known.file_row_id,
+                    version: &known.version,
+                    readers: readers.as_deref(),
+                },
+            )?;
+            if applied.is_none() {
+                return Err(lost());
+            }
+            lines.push(path, "readers", Some(describe_readers(readers.as_deref())));
+        }
+        progress.end();
+        lines.finish(unchanged);
+        Ok(())
+    }
+
+    /// Applies `changes`, each in its own transaction fenced by the lease; added and changed
+    /// documents are queued. `Conflict` when the lease no longer holds.
+    fn apply_changes(&self, changes: &[Change], a: Applying<'_, '_>) -> Result<()> {
+        let Applying {
+            lease,
+            rows,
+            sizes,
+            readers_of,
+            lines,
+            queued,
+            unchanged,
+            progress,
+        } = a;
+        for change in changes {
             progress.advance(1);
             let applied = match change {
                 Change::Added { item, sha256 } => {
-                    let file = new_file(item, sha256, sizes.get(&item.path).copied())?;
+                    let file = new_file(
+                        item,
+                        sha256,
+                        sizes.get(&item.path).copied(),
+                        readers_of(&item.path),
+                    )?;
                     let r = self.store().apply_source_change(
                         lease,
                         &SourceChange::Add {
@@ -438,7 +613,12 @@ impl Engine {
                     sha256,
                     previous,
                 } => {
-                    let file = new_file(item, sha256, sizes.get(&item.path).copied())?;
+                    let file = new_file(
+                        item,
+                        sha256,
+                        sizes.get(&item.path).copied(),
+                        readers_of(&item.path),
+                    )?;
                     let r = self.store().apply_source_change(
                         lease,
                         &SourceChange::Replace {
@@ -451,12 +631,13 @@ impl Engine {
                     r
                 }
                 Change::Touched { item, previous } => {
-                    unchanged += 1;
+                    *unchanged += 1;
                     self.store().apply_source_change(
                         lease,
                         &SourceChange::Touch {
                             file_row_id: row_of(&rows, &previous.path)?,
                             version: &item.version,
+                            readers: readers_of(&item.path).as_deref(),
                         },
                     )?
                 }
@@ -468,6 +649,7 @@ impl Engine {
                             path: &item.path,
                             name: &document_name(&item.path),
                             version: &item.version,
+                            readers: readers_of(&item.path).as_deref(),
                         },
                     )?;
                     lines.count_and_push(
@@ -497,20 +679,7 @@ impl Engine {
                 queued.push(f);
             }
         }
-        progress.end();
-        lines.finish(unchanged);
         Ok(())
-    }
-
-    fn renew(&self, lease: SourceLease) -> Result<()> {
-        if self
-            .store()
-            .renew_source(lease, SOURCE_LEASE.as_millis() as i64)?
-        {
-            Ok(())
-        } else {
-            Err(lost())
-        }
     }
 
     /// A source row the handle may see: its knowledge base is in the handle's space and
@@ -526,13 +695,26 @@ impl Engine {
     }
 
     fn source_view(&self, row: SourceRow) -> Result<SourceView> {
-        let documents = self.store().source_files(row.row_id)?.len() as u64;
+        let documents = self
+            .store()
+            .source_files(row.row_id)?
+            .iter()
+            .filter(|f| self.scope().may_read(f.readers.as_deref()))
+            .count() as u64;
+        // Kept checked: a mapping that no longer reads is shown as none rather than failing
+        // every listing (its syncs say why they fail).
+        let readers = row
+            .readers
+            .as_deref()
+            .and_then(|text| ReaderMapping::from_json(text).ok());
         Ok(SourceView {
+            readers,
             location: Location::from_json(&row.location)?,
             id: row.id,
             knowledge_base: row.knowledge_base,
             mask: row.mask,
             interval_seconds: row.interval_ms.map(|ms| ms / 1000),
+            watch: row.watch,
             has_secret: row.has_secret,
             created_at: row.created_at,
             last_sync_at: row.last_sync_at,
@@ -548,6 +730,136 @@ impl Engine {
     fn source_work_dir(&self, id: &str) -> PathBuf {
         self.data_dir().join("sources").join(id)
     }
+}
+
+/// A folder source a server node watches (`quarry-queue`): its id, where it is, which
+/// paths it syncs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WatchedFolder {
+    /// The source's public id.
+    pub id: String,
+    /// The folder (on the machine that attached it).
+    pub path: PathBuf,
+    /// Its mask (comma-separated globs).
+    pub mask: String,
+}
+
+/// Folders that sync on change (issue 43): the schedule, and the sync of a few changed paths.
+impl Engine {
+    /// Turns syncing on change on or off (admin access; a folder source only).
+    pub fn set_source_watch(&self, id: &str, watch: bool) -> Result<SourceView> {
+        self.require(Access::Admin, "changing a source")?;
+        let row = self.source_row(id)?;
+        check_watch(&Location::from_json(&row.location)?, watch)?;
+        let row = self.store().set_source_watch(row.row_id, watch)?;
+        self.source_view(row)
+    }
+
+    /// The folder sources to watch, of every space: for a node's watcher (`quarry-queue`),
+    /// not for surfaces.
+    pub fn watched_folders(&self) -> Result<Vec<WatchedFolder>> {
+        Ok(self
+            .store()
+            .sources(None)?
+            .into_iter()
+            .filter(|r| r.watch)
+            .filter_map(|r| match Location::from_json(&r.location) {
+                Ok(Location::Folder { path }) => Some(WatchedFolder {
+                    id: r.id,
+                    path,
+                    mask: r.mask,
+                }),
+                _ => None,
+            })
+            .collect())
+    }
+
+    /// Syncs only `paths` of a source — what a watcher saw change: files, and folders that
+    /// stand for everything under them — as the node `owner`, whatever space it is in (for
+    /// a node's watcher, not for surfaces). Only these paths are listed and compared with
+    /// what the store remembers at or under them, so the time follows the change, not the
+    /// folder's size; the rest is a sync like any other: under the source's lease, each
+    /// change fenced, a rename (its old and new paths in `paths`) keeping the document's id
+    /// by content, added and changed documents queued, a report kept. `None` when the paths
+    /// change nothing the source syncs (an editor's temporary file, an ignored folder):
+    /// then nothing is claimed or reported. `Conflict` while another sync of the source
+    /// runs: try again after it.
+    pub fn sync_source_paths(
+        &self,
+        id: &str,
+        owner: &str,
+        paths: &[String],
+    ) -> Result<Option<SyncOutcome>> {
+        let Some(row) = self.store().source(id)? else {
+            return Err(Error::not_found(format!("source '{id}' not found")));
+        };
+        if paths.is_empty() || !self.paths_changed(&row, paths)? {
+            return Ok(None);
+        }
+        self.sync_row(row, owner, Some(paths), &crate::progress::NoProgress)
+            .map(Some)
+    }
+
+    /// Whether a sync of `paths` would do anything: their listing against what the store
+    /// remembers there, read without the lease.
+    fn paths_changed(&self, row: &SourceRow, paths: &[String]) -> Result<bool> {
+        let location = Location::from_json(&row.location)?;
+        let mask = FileMask::parse(&row.mask)?;
+        let secret = self.source_secret(row)?;
+        let work_dir = self.source_work_dir(&row.id);
+        let mut source = quarry_sources::open(&location, secret.as_ref(), mask, &work_dir)?;
+        let listing = source.list_paths(paths)?;
+        let known: Vec<Known> = self
+            .store()
+            .source_files_at(row.row_id, paths)?
+            .into_iter()
+            .map(|f| Known {
+                path: f.path,
+                version: f.version,
+                sha256: f.sha256,
+            })
+            .collect();
+        let plan = quarry_sources::plan(&known, &listing);
+        Ok(!plan.fetch.is_empty() || !plan.gone.is_empty())
+    }
+}
+
+/// Only a folder is watched: the other kinds have no notifications to follow.
+fn check_watch(location: &Location, watch: bool) -> Result<()> {
+    if watch && !matches!(location, Location::Folder { .. }) {
+        return Err(Error::invalid(format!(
+            "only a folder source syncs on change; a {} source syncs on its interval or when asked",
+            location.kind()
+        )));
+    }
+    Ok(())
+}
+
+/// What applying changes needs from the sync that runs them ([`Engine::apply_changes`]).
+struct Applying<'a, 'r> {
+    lease: SourceLease,
+    rows: &'a HashMap<&'a str, i64>,
+    sizes: &'a HashMap<String, u64>,
+    readers_of: &'a dyn Fn(&str) -> Option<Vec<String>>,
+    lines: &'a mut Lines<'r>,
+    queued: &'a mut Vec<KbFile>,
+    unchanged: &'a mut u64,
+    progress: &'a dyn Progress,
+}
+
+/// Takes from `fetched` the items whose change cannot be part of a rename — a path the
+/// store knows (changed or touched), or bytes no gone path had (added) — and leaves the
+/// others for the end of the sync, when every gone path's new place is known.
+fn settled(
+    fetched: &mut Vec<(Item, String)>,
+    rows: &HashMap<&str, i64>,
+    gone: &HashSet<String>,
+) -> Vec<(Item, String)> {
+    let (ready, held): (Vec<_>, Vec<_>) = std::mem::take(fetched)
+        .into_iter()
+        .partition(|(item, sha)| rows.contains_key(item.path.as_str()) || !gone.contains(sha));
+    *fetched = held;
+    ready
 }
 
 fn lost() -> Error {
@@ -587,7 +899,12 @@ fn document_name(path: &str) -> String {
         .join("/")
 }
 
-fn new_file(item: &Item, sha256: &str, size: Option<u64>) -> Result<NewKbFile> {
+fn new_file(
+    item: &Item,
+    sha256: &str,
+    size: Option<u64>,
+    readers: Option<Vec<String>>,
+) -> Result<NewKbFile> {
     let format = Format::from_file_name(&item.path).ok_or_else(|| {
         Error::Unsupported(format!("{}: not a format Quarry converts", item.path))
     })?;
@@ -598,7 +915,65 @@ fn new_file(item: &Item, sha256: &str, size: Option<u64>) -> Result<NewKbFile> {
         mime: format.mime().to_owned(),
         size: size.or(item.size).unwrap_or(0),
         note: None,
+        readers,
     })
+}
+
+/// A reader mapping as the store keeps it, checked.
+fn mapping_column(mapping: Option<&ReaderMapping>) -> Result<Option<String>> {
+    let Some(mapping) = mapping else {
+        return Ok(None);
+    };
+    mapping.compile()?;
+    Ok(Some(mapping.to_json()))
+}
+
+/// A source's reader mapping, ready to decide paths (`None`: no mapping).
+fn reader_mapping(row: &SourceRow) -> Result<Option<CompiledMapping>> {
+    let Some(text) = row.readers.as_deref() else {
+        return Ok(None);
+    };
+    Ok(Some(ReaderMapping::from_json(text)?.compile()?))
+}
+
+/// Takes the source's `CODEOWNERS` file out of `listing` (it is never a document) and
+/// reads it; a sync of a few paths looks it up by itself. `None` when the source has none.
+fn read_codeowners(
+    source: &mut dyn quarry_sources::Source,
+    listing: &mut quarry_sources::Listing,
+    partial: bool,
+) -> Result<Option<CodeOwners>> {
+    let is_codeowners = |p: &str| CODEOWNERS_PATHS.contains(&p);
+    let mut found: Vec<Item> = if partial {
+        let wanted: Vec<String> = CODEOWNERS_PATHS.iter().map(|p| (*p).to_owned()).collect();
+        source.list_paths(&wanted)?.items
+    } else {
+        listing
+            .items
+            .iter()
+            .filter(|i| is_codeowners(&i.path))
+            .cloned()
+            .collect()
+    };
+    listing.items.retain(|i| !is_codeowners(&i.path));
+    listing.problems.retain(|(p, _)| !is_codeowners(p));
+    found.retain(|i| is_codeowners(&i.path));
+    // GitHub's order: .github/, the root, docs/.
+    found.sort_by_key(|i| CODEOWNERS_PATHS.iter().position(|p| *p == i.path));
+    let Some(item) = found.first() else {
+        return Ok(None);
+    };
+    let bytes = source.fetch(item, MAX_CODEOWNERS_BYTES)?;
+    Ok(Some(CodeOwners::parse(&String::from_utf8_lossy(&bytes))))
+}
+
+/// Readers as a report line says them.
+fn describe_readers(readers: Option<&[String]>) -> String {
+    match readers {
+        None => "readers: everyone".to_owned(),
+        Some([]) => "readers: admins only".to_owned(),
+        Some(keys) => format!("readers: {}", keys.join(", ")),
+    }
 }
 
 /// A report's lines and counts, as a sync fills them.
@@ -634,6 +1009,12 @@ impl<'a> Lines<'a> {
             _ => {}
         }
         self.push(path, action, detail);
+    }
+
+    /// The report as it stands mid-sync, with `unchanged` counted so far.
+    fn so_far(&mut self, unchanged: u64) -> &SyncReport {
+        self.report.counts.unchanged = unchanged;
+        self.report
     }
 
     fn finish(self, unchanged: u64) {

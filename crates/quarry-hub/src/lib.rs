@@ -14,7 +14,8 @@
 //! `options`. Below them: upstream connections (`upstream`, `sse`), the
 //! catalog and its names (`catalog`, `package`, `names`, `search`), views (`view`,
 //! `endpoint`), custom HTTP tools (`custom`), the built-in `web` package (`web`), the outbound
-//! guard (`ssrf`) and what they share for reading HTTP responses (`fetch`).
+//! guard (`ssrf`: the `quarry-netguard` crate, which sources share) and what they share for
+//! reading HTTP responses (`fetch`).
 
 mod access;
 pub mod catalog;
@@ -29,7 +30,7 @@ mod pool;
 mod registry;
 pub mod search;
 pub mod sse;
-pub mod ssrf;
+pub use quarry_netguard as ssrf;
 pub mod upstream;
 pub mod view;
 pub mod web;

@@ -6,6 +6,9 @@
 //! non-UTF-8 content with a reason, and extracts the title and content hash.
 
 pub mod chunk;
+mod paths;
+
+pub use paths::{IgnoreRules, scan_paths};
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -79,7 +82,16 @@ pub fn scan(root: &Path, mask: &GlobMatcher) -> Result<ScanResult> {
     fs::read_dir(root).map_err(|e| Error::io(root, e))?;
 
     let mut out = ScanResult::default();
-    let walker = ignore::WalkBuilder::new(root)
+    walk(root, root, mask, &mut out);
+    settle(&mut out);
+    Ok(out)
+}
+
+/// Walks `start` (`root` or a folder inside it) as [`scan`] does, adding what it finds to
+/// `out` with paths relative to `root`. `start` itself is not checked against the rules
+/// (the caller has: [`scan`]'s root may be a hidden folder, [`scan_paths`] checks it).
+fn walk(root: &Path, start: &Path, mask: &GlobMatcher, out: &mut ScanResult) {
+    let walker = ignore::WalkBuilder::new(start)
         .hidden(false)
         .git_ignore(true)
         .git_exclude(true)
@@ -137,6 +149,10 @@ pub fn scan(root: &Path, mask: &GlobMatcher) -> Result<ScanResult> {
             Err(e) => out.problems.push((rel_path, e.to_string())),
         }
     }
+}
+
+/// Sorts `out.files` by path and keeps one file per name once normalised.
+fn settle(out: &mut ScanResult) {
     // Names that are one name once normalised (`café.md` written NFC and NFD): the one
     // spelled NFC on disk is indexed, the others are reported.
     let spelled_nfc = |f: &FileEntry| {
@@ -164,7 +180,6 @@ pub fn scan(root: &Path, mask: &GlobMatcher) -> Result<ScanResult> {
         }
     }
     out.files = kept;
-    Ok(out)
 }
 
 /// `name` in Unicode normalisation form C, so a name typed on one system and stored on

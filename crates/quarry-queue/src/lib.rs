@@ -15,7 +15,9 @@
 //! it uploads: a pool that stops once the documents it waits for are `ready` or `failed`.
 
 mod follower;
+mod watch;
 pub use follower::{Follower, HEARTBEAT, INDEX_CHECK, POLL, SHUTDOWN_WAIT};
+pub use watch::SOURCE_WATCH_POLL;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -47,6 +49,9 @@ pub struct WorkerOptions {
     pub source_sync: Option<Duration>,
     /// Told of each scheduled sync this node ran (a server records it in its audit log).
     pub on_source_sync: Option<SourceSyncHook>,
+    /// How often the node reads which folder sources sync on change, and watches those
+    /// whose folder exists on this machine (`watch.rs`); `None`: no watching (a CLI).
+    pub source_watch: Option<Duration>,
 }
 
 /// What a node's scheduler calls after each sync it ran: the source's id, and its report or
@@ -73,6 +78,7 @@ impl Default for WorkerOptions {
             embed_sweep: None,
             source_sync: None,
             on_source_sync: None,
+            source_watch: None,
         }
     }
 }
@@ -254,6 +260,15 @@ impl Workers {
                 .name("quarry-source-sync".into())
                 .spawn(move || source_sync_loop(&s, &owner, every))
                 .map_err(|e| Error::Storage(format!("cannot start the source scheduler: {e}")))?;
+            handles.push(h);
+        }
+        if let Some(every) = shared.opts.source_watch {
+            let s = shared.clone();
+            let owner = format!("{node}:watch");
+            let h = std::thread::Builder::new()
+                .name("quarry-source-watchers".into())
+                .spawn(move || watch::source_watch_loop(&s, &owner, every))
+                .map_err(|e| Error::Storage(format!("cannot start the folder watchers: {e}")))?;
             handles.push(h);
         }
         for i in 0..shared.opts.concurrency.max(1) {

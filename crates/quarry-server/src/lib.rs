@@ -140,6 +140,7 @@ pub fn app(state: Arc<AppState>, opts: &HttpOptions, shutdown: &CancellationToke
         .merge(compat::weknora::router())
         .merge(api::hub::router())
         .merge(api::endpoints::router())
+        .merge(api::groups::router())
         .layer(axum::extract::DefaultBodyLimit::max(opts.max_body_bytes))
         .layer(timeout())
         .layer(consistent())

@@ -208,6 +208,9 @@ impl AppState {
         opts.embed_sweep.get_or_insert(quarry_queue::EMBED_SWEEP);
         opts.source_sync
             .get_or_insert(quarry_queue::SOURCE_SYNC_POLL);
+        // Folder sources that sync on change are watched where their folder exists.
+        opts.source_watch
+            .get_or_insert(quarry_queue::SOURCE_WATCH_POLL);
         if opts.on_source_sync.is_none() {
             // Scheduled syncs go in the audit log like those asked for over REST (the log may
             // start after the workers: it is looked up at each sync).

@@ -30,6 +30,27 @@ impl FolderSource {
     }
 }
 
+impl FolderSource {
+    /// The items of a scan the mask admits, versioned by `stat`.
+    fn listing(&self, scan: quarry_ingest::ScanResult) -> Listing {
+        let items = scan
+            .files
+            .into_iter()
+            .filter(|f| self.mask.admits(&f.rel_path))
+            .map(|f| Item {
+                version: format!("{}:{}", f.size, f.stamp),
+                size: Some(f.size),
+                path: f.rel_path,
+            })
+            .collect();
+        Listing {
+            items,
+            revision: None,
+            problems: scan.problems,
+        }
+    }
+}
+
 impl Source for FolderSource {
     fn list(&mut self) -> Result<Listing, SourceError> {
         if !self.root.is_dir() {
@@ -44,21 +65,24 @@ impl Source for FolderSource {
             quarry_core::Error::Io { path, error } => SourceError::io(path.display(), error),
             other => SourceError::Unavailable(other.to_string()),
         })?;
-        let items = scan
-            .files
-            .into_iter()
-            .filter(|f| self.mask.admits(&f.rel_path))
-            .map(|f| Item {
-                version: format!("{}:{}", f.size, f.stamp),
-                size: Some(f.size),
-                path: f.rel_path,
-            })
-            .collect();
-        Ok(Listing {
-            items,
-            revision: None,
-            problems: scan.problems,
-        })
+        Ok(self.listing(scan))
+    }
+
+    fn list_paths(&mut self, paths: &[String]) -> Result<Listing, SourceError> {
+        if !self.root.is_dir() {
+            return Err(SourceError::NotFound(format!(
+                "the folder {} does not exist (or is not a directory)",
+                self.root.display()
+            )));
+        }
+        let everything =
+            quarry_ingest::compile_mask("**").map_err(|e| SourceError::Invalid(e.to_string()))?;
+        let scan =
+            quarry_ingest::scan_paths(&self.root, paths, &everything).map_err(|e| match e {
+                quarry_core::Error::Io { path, error } => SourceError::io(path.display(), error),
+                other => SourceError::Unavailable(other.to_string()),
+            })?;
+        Ok(self.listing(scan))
     }
 
     fn fetch(&mut self, item: &Item, max_bytes: u64) -> Result<Vec<u8>, SourceError> {
@@ -136,6 +160,35 @@ mod tests {
         let again = src.list().unwrap();
         assert_ne!(again.items[0].version, first.version);
         assert_eq!(again.items[1], listing.items[1]);
+    }
+
+    #[test]
+    fn listing_a_few_paths_gives_what_a_full_listing_gives_there() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("a/b")).unwrap();
+        std::fs::write(dir.path().join("a/b/one.md"), "1").unwrap();
+        std::fs::write(dir.path().join("a/two.md"), "2").unwrap();
+        std::fs::write(dir.path().join("a/skip.txt"), "x").unwrap();
+        std::fs::write(dir.path().join("three.md"), "3").unwrap();
+        let mut src = FolderSource::new(dir.path(), FileMask::parse("**/*.md").unwrap()).unwrap();
+        let full = src.list().unwrap();
+        let some = src
+            .list_paths(&[
+                "a".into(),
+                "three.md".into(),
+                "gone.md".into(),
+                "a/skip.txt".into(),
+            ])
+            .unwrap();
+        assert_eq!(some.items, full.items);
+        let one = src.list_paths(&["a/b/one.md".into()]).unwrap();
+        assert_eq!(one.items, full.items[..1]);
+        assert!(
+            src.list_paths(&["a/b/gone.md".into()])
+                .unwrap()
+                .items
+                .is_empty()
+        );
     }
 
     #[test]

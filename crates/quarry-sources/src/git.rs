@@ -8,6 +8,20 @@
 //! machine) `file` transports, and a credential given through a `credential-store` file
 //! readable by this user only, made for one fetch and removed after: a token is never in
 //! its environment or on its command line.
+//!
+//! Under the outbound address guard (a sync for someone other than the machine's owner),
+//! `git` resolves names itself, out of the guard's reach, so the source **resolves and
+//! pins**: before `git fetch` it checks the URL (scheme, literal address, metadata names),
+//! resolves the host itself and keeps only the addresses the policy allows (none: refused,
+//! nothing is started), then hands those to libcurl as `http.curloptResolve`
+//! (`CURLOPT_RESOLVE`), so every connection of that fetch goes to an address that was
+//! checked — a name re-resolving elsewhere between the check and the connection (DNS
+//! rebinding) changes nothing. Redirects are off (`http.followRedirects=false`, which also
+//! stops `http-alternates`), since a redirect could name another host that curl would
+//! resolve unchecked, and no proxy is used (`http.proxy` empty, a cleared environment).
+//! Refusing before spawning without pinning would leave the rebinding window open; pinning
+//! without refusing first would let a metadata name through to curl. A `git` older than 2.37
+//! ignores `http.curloptResolve`: the check before spawning still holds there.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -38,6 +52,8 @@ pub struct GitSource {
     mask: FileMask,
     work_dir: PathBuf,
     repo: PathBuf,
+    /// The outbound address guard; `None`: any address (the machine's owner).
+    net: Option<quarry_netguard::NetPolicy>,
 }
 
 impl GitSource {
@@ -47,6 +63,17 @@ impl GitSource {
         mask: FileMask,
         work_dir: &Path,
     ) -> Result<GitSource, SourceError> {
+        GitSource::new_with(opts, mask, work_dir, None)
+    }
+
+    /// [`GitSource::new`], fetching over http(s) under the outbound address guard `net` when
+    /// given (module docs: resolved, checked and pinned; no redirects).
+    pub fn new_with(
+        opts: GitOptions,
+        mask: FileMask,
+        work_dir: &Path,
+        net: Option<&quarry_netguard::NetPolicy>,
+    ) -> Result<GitSource, SourceError> {
         std::fs::create_dir_all(work_dir).map_err(|e| SourceError::io(work_dir.display(), e))?;
         let repo = work_dir.join("repo.git");
         let source = GitSource {
@@ -54,6 +81,7 @@ impl GitSource {
             mask,
             work_dir: work_dir.to_path_buf(),
             repo,
+            net: net.cloned(),
         };
         if !source.repo.join("HEAD").is_file() {
             let out = source
@@ -112,8 +140,11 @@ impl GitSource {
             Some(b) => format!("+refs/heads/{b}:{HEAD_REF}"),
             None => format!("+HEAD:{HEAD_REF}"),
         };
+        // Checked (and resolved) before anything is started.
+        let guard = self.guard_args()?;
         let credentials = self.credential_file()?;
         let mut cmd = self.git(&self.repo);
+        cmd.args(&guard);
         cmd.args(["-c", "credential.helper="]);
         if let Some((_dir, file)) = &credentials {
             cmd.arg("-c").arg(format!(
@@ -143,6 +174,50 @@ impl GitSource {
             .map_err(spawn_error)?;
         self.check(&out, "git rev-parse")?;
         Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    }
+
+    /// Under the guard, the settings that keep `git fetch` on checked addresses: no redirects,
+    /// no proxy, and the host pinned to the addresses the policy allows (module docs). Empty
+    /// without a guard, or for a repository on this machine (no network). A refusal is
+    /// [`SourceError::Refused`].
+    fn guard_args(&self) -> Result<Vec<String>, SourceError> {
+        let Some(policy) = &self.net else {
+            return Ok(Vec::new());
+        };
+        if !self.is_remote() {
+            return Ok(Vec::new());
+        }
+        let url = url::Url::parse(&self.opts.url)
+            .map_err(|e| SourceError::Invalid(format!("invalid Git URL: {e}")))?;
+        crate::http::guard_url(policy, &url, &url)?;
+        let mut args: Vec<String> = ["-c", "http.followRedirects=false", "-c", "http.proxy="]
+            .map(str::to_owned)
+            .to_vec();
+        // A literal address was judged by `guard_url`; a name is resolved and pinned.
+        if let (Some(url::Host::Domain(host)), Some(port)) =
+            (url.host(), url.port_or_known_default())
+        {
+            let addrs =
+                quarry_netguard::resolve_blocking(policy, host, port).map_err(|e| match e {
+                    quarry_netguard::ResolveError::Refused(r) => {
+                        crate::http::refused(&url, &url, &r)
+                    }
+                    other => SourceError::Unavailable(format!("{}: {other}", self.place())),
+                })?;
+            let list: Vec<String> = addrs
+                .iter()
+                .map(|a| match a.ip() {
+                    std::net::IpAddr::V4(ip) => ip.to_string(),
+                    std::net::IpAddr::V6(ip) => format!("[{ip}]"),
+                })
+                .collect();
+            args.push("-c".into());
+            args.push(format!(
+                "http.curloptResolve={host}:{port}:{}",
+                list.join(",")
+            ));
+        }
+        Ok(args)
     }
 
     /// A credential-store file (mode 0600, in a private temporary folder) for one fetch.

@@ -1,9 +1,18 @@
 //! The blocking HTTP client the WebDAV and site sources share: rustls with ring, redirects
 //! followed by hand and only within the same host (so a credential never leaves it), bodies
 //! read with a size limit, and errors that name the URL asked for, never a credential.
+//!
+//! Under the outbound address guard (a sync for someone other than the machine's owner) the
+//! client resolves names through `quarry_netguard::GuardedResolver` (a connection goes only
+//! to an address the policy allows, checked when it is made), uses no proxy, and every URL
+//! it sends to — the first and each redirect's — passes `quarry_netguard::check_url` first
+//! (the scheme, literal addresses, metadata host names).
 
 use std::io::Read;
+use std::sync::Arc;
 use std::time::Duration;
+
+use quarry_netguard::{GuardedResolver, NetPolicy, Refused};
 
 use reqwest::Method;
 use reqwest::blocking::{Client, Response};
@@ -38,25 +47,35 @@ fn ensure_crypto_provider() {
 pub(crate) struct Http {
     client: Client,
     basic: Option<(String, String)>,
+    /// The outbound address guard; `None`: any address (the machine's owner).
+    net: Option<NetPolicy>,
 }
 
 impl Http {
-    /// A client; with `basic`, every request carries it as HTTP basic authentication.
-    pub(crate) fn new(basic: Option<&Secret>) -> Result<Http, SourceError> {
+    /// A client; with `basic`, every request carries it as HTTP basic authentication; with
+    /// `net`, every request goes through the outbound address guard (module docs).
+    pub(crate) fn new(
+        basic: Option<&Secret>,
+        net: Option<&NetPolicy>,
+    ) -> Result<Http, SourceError> {
         ensure_crypto_provider();
-        let client = Client::builder()
+        let mut builder = Client::builder()
             // Redirects are followed by `send`, which refuses those to other hosts.
             .redirect(reqwest::redirect::Policy::none())
             .user_agent(USER_AGENT)
             .timeout(STALL)
-            .connect_timeout(CONNECT)
-            .build()
-            .map_err(|e| {
-                SourceError::Unavailable(format!(
-                    "cannot start the HTTP client: {}",
-                    quarry_core::error_chain(&e)
-                ))
-            })?;
+            .connect_timeout(CONNECT);
+        if let Some(policy) = net {
+            builder = builder
+                .no_proxy()
+                .dns_resolver(Arc::new(GuardedResolver::new(Arc::new(policy.clone()))));
+        }
+        let client = builder.build().map_err(|e| {
+            SourceError::Unavailable(format!(
+                "cannot start the HTTP client: {}",
+                quarry_core::error_chain(&e)
+            ))
+        })?;
         Ok(Http {
             client,
             basic: basic.map(|s| {
@@ -65,6 +84,7 @@ impl Http {
                     s.password().to_owned(),
                 )
             }),
+            net: net.cloned(),
         })
     }
 
@@ -105,6 +125,9 @@ impl Http {
         let mut method = method.clone();
         let mut body = body;
         for _ in 0..=MAX_REDIRECTS {
+            if let Some(policy) = &self.net {
+                guard_url(policy, url, &target)?;
+            }
             let mut req = self.client.request(method.clone(), target.clone());
             for (k, v) in headers {
                 req = req.header(*k, *v);
@@ -118,6 +141,10 @@ impl Http {
                 req = req.basic_auth(user, Some(password));
             }
             let resp = req.send().map_err(|e| {
+                // The guard's resolver refused every address of the name.
+                if let Some(r) = quarry_netguard::refusal_in(&e) {
+                    return refused(url, &target, r);
+                }
                 SourceError::Unavailable(format!(
                     "{url}: {}",
                     self.scrub(&quarry_core::error_chain(&e.without_url()))
@@ -159,6 +186,21 @@ impl Http {
             Some((_, p)) if !p.is_empty() => text.replace(p.as_str(), "[redacted]"),
             _ => text.to_owned(),
         }
+    }
+}
+
+/// Checks `target` (the URL asked for, `asked`, or a redirect from it) against the guard
+/// before anything is sent: the scheme, a literal address, a metadata host name.
+pub(crate) fn guard_url(policy: &NetPolicy, asked: &Url, target: &Url) -> Result<(), SourceError> {
+    quarry_netguard::check_url(policy, target).map_err(|r| refused(asked, target, &r))
+}
+
+/// The guard's refusal of `target`, reached from `asked`, as a [`SourceError`].
+pub(crate) fn refused(asked: &Url, target: &Url, r: &Refused) -> SourceError {
+    if asked == target {
+        SourceError::Refused(format!("{asked}: {r}"))
+    } else {
+        SourceError::Refused(format!("{asked} redirects to {target}: {r}"))
     }
 }
 

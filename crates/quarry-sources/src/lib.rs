@@ -29,13 +29,17 @@ mod http;
 mod location;
 mod mask;
 mod plan;
+pub mod readers;
 pub mod s3;
 pub mod site;
+pub mod watch;
 pub mod webdav;
 
 pub use location::{Location, Secret};
 pub use mask::FileMask;
 pub use plan::{Change, Known, Outcome, Plan, plan, resolve};
+pub use quarry_netguard::NetPolicy;
+pub use readers::{CodeOwners, CompiledMapping, ReaderMapping, ReaderRule};
 
 /// One file a source holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,6 +71,23 @@ pub trait Source: Send {
     fn list(&mut self) -> Result<Listing, SourceError>;
     /// One listed item's bytes, at most `max_bytes` of them (more is an error).
     fn fetch(&mut self, item: &Item, max_bytes: u64) -> Result<Vec<u8>, SourceError>;
+    /// What `paths` hold now — the items [`Source::list`] would give at or under each of
+    /// them (a path may be a folder) — for a sync of a few changed paths. A folder source
+    /// reads only these paths; the others list everything and keep those.
+    fn list_paths(&mut self, paths: &[String]) -> Result<Listing, SourceError> {
+        let mut listing = self.list()?;
+        let kept = |p: &str| paths.iter().any(|q| is_within(p, q));
+        listing.items.retain(|i| kept(&i.path));
+        listing.problems.retain(|(p, _)| kept(p));
+        Ok(listing)
+    }
+}
+
+/// Whether `path` is `prefix` or under it (`/`-separated; the empty prefix holds everything).
+pub fn is_within(path: &str, prefix: &str) -> bool {
+    prefix.is_empty()
+        || path == prefix
+        || (path.starts_with(prefix) && path[prefix.len()..].starts_with('/'))
 }
 
 /// Why a source could not be listed or read.
@@ -94,6 +115,11 @@ pub enum SourceError {
         /// The limit.
         limit: u64,
     },
+    /// The outbound address guard refused where the source points (a private, loopback,
+    /// link-local or metadata address, or a name resolving only to such addresses): the
+    /// place, then the guard's `refused: …`.
+    #[error("{0}")]
+    Refused(String),
     /// Reading or writing local files failed.
     #[error("{path}: {error}")]
     Io {
@@ -124,6 +150,7 @@ impl From<SourceError> for quarry_core::Error {
         match e {
             SourceError::Invalid(m) => quarry_core::Error::InvalidInput(m),
             SourceError::Unauthorized(m) => quarry_core::Error::Forbidden(m),
+            SourceError::Refused(m) => quarry_core::Error::Forbidden(m),
             SourceError::NotFound(m) => quarry_core::Error::NotFound(m),
             SourceError::Unavailable(m) => quarry_core::Error::Unavailable(m),
             e @ SourceError::TooLarge { .. } => quarry_core::Error::TooLarge(e.to_string()),
@@ -132,9 +159,10 @@ impl From<SourceError> for quarry_core::Error {
     }
 }
 
-/// Opens the source a location names, with its credential and its file mask. `work_dir`
-/// is where a source may keep a local copy between syncs (a Git source's bare clone); it is
-/// created when missing (by the sources that use it).
+/// Opens the source a location names, with its credential and its file mask, reaching any
+/// address (for the machine's owner: see [`open_with`]). `work_dir` is where a source may
+/// keep a local copy between syncs (a Git source's bare clone); it is created when missing
+/// (by the sources that use it).
 ///
 /// Credentials: a folder takes none; Git sends the secret as a token or password; S3 signs
 /// with the secret's user name as the access key id and its password as the secret key
@@ -147,9 +175,25 @@ pub fn open(
     mask: FileMask,
     work_dir: &std::path::Path,
 ) -> Result<Box<dyn Source>, SourceError> {
+    open_with(location, secret, mask, work_dir, None)
+}
+
+/// [`open`], with the outbound address guard when `net` is given (a sync for someone other
+/// than the machine's owner): every request the source makes — Git over http(s), S3, WebDAV,
+/// a site — reaches only public addresses and the ranges `net` allow-lists, checked on the
+/// addresses a name resolves to when the connection is made, and on every redirect. A
+/// refusal is [`SourceError::Refused`]. A folder, or a Git repository on this machine,
+/// makes no request (only the machine's owner attaches those).
+pub fn open_with(
+    location: &Location,
+    secret: Option<&Secret>,
+    mask: FileMask,
+    work_dir: &std::path::Path,
+    net: Option<&NetPolicy>,
+) -> Result<Box<dyn Source>, SourceError> {
     match location {
         Location::Folder { path } => Ok(Box::new(folder::FolderSource::new(path, mask)?)),
-        Location::Git { url, branch, path } => Ok(Box::new(git::GitSource::new(
+        Location::Git { url, branch, path } => Ok(Box::new(git::GitSource::new_with(
             git::GitOptions {
                 url: url.clone(),
                 branch: branch.clone(),
@@ -158,13 +202,14 @@ pub fn open(
             },
             mask,
             work_dir,
+            net,
         )?)),
         Location::S3 {
             bucket,
             prefix,
             endpoint,
             region,
-        } => Ok(Box::new(s3::S3Source::new(
+        } => Ok(Box::new(s3::S3Source::new_with(
             s3::S3Options {
                 bucket: bucket.clone(),
                 prefix: prefix.clone(),
@@ -174,15 +219,59 @@ pub fn open(
                 page_size: s3::DEFAULT_PAGE_SIZE,
             },
             mask,
+            net,
         )?)),
-        Location::WebDav { url } => Ok(Box::new(webdav::WebDavSource::new(url, secret, mask)?)),
+        Location::WebDav { url } => Ok(Box::new(webdav::WebDavSource::new_with(
+            url, secret, mask, net,
+        )?)),
         Location::Site { sitemap } => {
             if secret.is_some() {
                 return Err(SourceError::Invalid(
                     "a site source takes no credential: only public pages are synced".into(),
                 ));
             }
-            Ok(Box::new(site::SiteSource::new(sitemap, mask)?))
+            Ok(Box::new(site::SiteSource::new_with(sitemap, mask, net)?))
         }
     }
+}
+
+/// Checks, before a source is attached for someone other than the machine's owner, every
+/// URL its location names (a Git URL, an S3 endpoint, a WebDAV folder, a sitemap) against
+/// the outbound address guard: the scheme, a literal address, a metadata host name, and the
+/// addresses a name resolves to now. A name that does not resolve passes (its sync will
+/// say so); the guard checks again at every connection, so a name that later resolves
+/// elsewhere is still refused. A folder and a Git repository on this machine make no
+/// request and pass here (only the machine's owner may attach them: the engine's rule).
+pub fn check_location(location: &Location, net: &NetPolicy) -> Result<(), SourceError> {
+    let urls: Vec<&str> = match location {
+        Location::Folder { .. } => Vec::new(),
+        Location::Git { url, .. } => {
+            if url.starts_with("http://") || url.starts_with("https://") {
+                vec![url.as_str()]
+            } else {
+                Vec::new()
+            }
+        }
+        Location::S3 { endpoint, .. } => endpoint.iter().map(String::as_str).collect(),
+        Location::WebDav { url } => vec![url.as_str()],
+        Location::Site { sitemap } => vec![sitemap.as_str()],
+    };
+    for text in urls {
+        let url = url::Url::parse(text)
+            .map_err(|e| SourceError::Invalid(format!("invalid URL {text:?}: {e}")))?;
+        http::guard_url(net, &url, &url)?;
+        if let (Some(url::Host::Domain(host)), Some(port)) =
+            (url.host(), url.port_or_known_default())
+        {
+            match quarry_netguard::resolve_blocking(net, host, port) {
+                Ok(_) => {}
+                Err(quarry_netguard::ResolveError::Refused(r)) => {
+                    return Err(http::refused(&url, &url, &r));
+                }
+                // Not resolvable now: the sync will tell (and be checked then).
+                Err(_) => {}
+            }
+        }
+    }
+    Ok(())
 }

@@ -25,6 +25,12 @@
 //! or a failing store is [`SourceError::Unavailable`]. Messages name the bucket and endpoint,
 //! never the secret key.
 //!
+//! **Outbound guard**: with a policy ([`S3Source::new_with`], a sync for someone other than
+//! the machine's owner), the endpoint is checked before anything is sent and every request
+//! goes through a client built by `quarry_netguard::guarded_builder` (object_store's
+//! `HttpConnector`): names resolved through the guard's resolver when the connection is made,
+//! redirect hops checked, no proxy.
+//!
 //! **Blocking**: `list` and `fetch` run their requests on a small runtime the source owns
 //! (one worker thread) and wait for them: call them from plain or blocking threads. Called
 //! on an async runtime's worker they block that worker (they do not panic).
@@ -88,6 +94,16 @@ impl std::fmt::Debug for S3Source {
 impl S3Source {
     /// A source for `opts`, syncing the paths `mask` admits. Starts nothing on the network.
     pub fn new(opts: S3Options, mask: FileMask) -> Result<S3Source, SourceError> {
+        S3Source::new_with(opts, mask, None)
+    }
+
+    /// [`S3Source::new`], its every request under the outbound address guard `net` when
+    /// given (module docs).
+    pub fn new_with(
+        opts: S3Options,
+        mask: FileMask,
+        net: Option<&quarry_netguard::NetPolicy>,
+    ) -> Result<S3Source, SourceError> {
         if !(1..=DEFAULT_PAGE_SIZE).contains(&opts.page_size) {
             return Err(SourceError::Invalid(format!(
                 "the S3 page size must be 1 to {DEFAULT_PAGE_SIZE}, not {}",
@@ -131,6 +147,21 @@ impl S3Source {
             });
         if let Some(e) = &opts.endpoint {
             builder = builder.with_endpoint(e);
+        }
+        if let Some(policy) = net {
+            if let Some(e) = &opts.endpoint {
+                let url = url::Url::parse(e).map_err(|err| {
+                    SourceError::Invalid(format!("invalid S3 endpoint {e:?}: {err}"))
+                })?;
+                crate::http::guard_url(policy, &url, &url)?;
+            }
+            builder = builder.with_http_connector(GuardedConnector {
+                policy: policy.clone(),
+                allow_http: opts
+                    .endpoint
+                    .as_deref()
+                    .is_some_and(|e| e.starts_with("http://")),
+            });
         }
         match &opts.secret {
             Some(secret) => {
@@ -209,9 +240,40 @@ impl S3Source {
     }
 }
 
+/// object_store's HTTP client under the outbound address guard: a reqwest client from
+/// `quarry_netguard::guarded_builder` (guarded resolver, checked redirects, no proxy), with
+/// the timeouts this source sets.
+#[derive(Debug)]
+struct GuardedConnector {
+    policy: quarry_netguard::NetPolicy,
+    allow_http: bool,
+}
+
+impl object_store::client::HttpConnector for GuardedConnector {
+    fn connect(
+        &self,
+        _options: &ClientOptions,
+    ) -> object_store::Result<object_store::client::HttpClient> {
+        let client = quarry_netguard::guarded_builder(&self.policy, false)
+            .user_agent(crate::http::USER_AGENT)
+            .timeout(Duration::from_secs(300))
+            .connect_timeout(Duration::from_secs(15))
+            .https_only(!self.allow_http)
+            .build()
+            .map_err(|e| object_store::Error::Generic {
+                store: "S3",
+                source: Box::new(e),
+            })?;
+        Ok(object_store::client::HttpClient::new(client))
+    }
+}
+
 /// Which [`SourceError`] an `object_store` error is. List errors come as generic ones whose
 /// text carries the status and S3's error code, so both the kind and the text are read.
 fn classify(place: &str, signed: bool, e: &object_store::Error, text: &str) -> SourceError {
+    if let Some(r) = quarry_netguard::refusal_in(e) {
+        return SourceError::Refused(format!("{place}: {r}"));
+    }
     let has = |s: &str| text.contains(s);
     if has("NoSuchBucket") {
         return SourceError::NotFound(format!("{place}: the bucket does not exist"));

@@ -78,6 +78,16 @@ impl std::fmt::Debug for SiteSource {
 impl SiteSource {
     /// The pages the sitemap at `sitemap` lists.
     pub fn new(sitemap: &str, mask: FileMask) -> Result<SiteSource, SourceError> {
+        SiteSource::new_with(sitemap, mask, None)
+    }
+
+    /// [`SiteSource::new`], its every request under the outbound address guard `net` when
+    /// given (`crate::open_with`).
+    pub fn new_with(
+        sitemap: &str,
+        mask: FileMask,
+        net: Option<&crate::NetPolicy>,
+    ) -> Result<SiteSource, SourceError> {
         let mut url = Url::parse(sitemap)
             .map_err(|e| SourceError::Invalid(format!("invalid sitemap URL {sitemap:?}: {e}")))?;
         if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
@@ -93,7 +103,7 @@ impl SiteSource {
         url.set_fragment(None);
         Ok(SiteSource {
             sitemap: url,
-            http: Http::new(None)?,
+            http: Http::new(None, net)?,
             mask,
             urls: HashMap::new(),
             listed: false,

@@ -76,6 +76,17 @@ pub(crate) struct Entry {
 impl WebDavSource {
     /// The folder at `url` (`https://…`), with a credential when the server wants one.
     pub fn new(url: &str, secret: Option<&Secret>, mask: FileMask) -> Result<Self, SourceError> {
+        WebDavSource::new_with(url, secret, mask, None)
+    }
+
+    /// [`WebDavSource::new`], its every request under the outbound address guard `net` when
+    /// given (`crate::open_with`).
+    pub fn new_with(
+        url: &str,
+        secret: Option<&Secret>,
+        mask: FileMask,
+        net: Option<&crate::NetPolicy>,
+    ) -> Result<Self, SourceError> {
         let mut root = Url::parse(url)
             .map_err(|e| SourceError::Invalid(format!("invalid WebDAV URL {url:?}: {e}")))?;
         if !matches!(root.scheme(), "http" | "https") {
@@ -101,7 +112,7 @@ impl WebDavSource {
         }
         Ok(WebDavSource {
             root,
-            http: Http::new(secret)?,
+            http: Http::new(secret, net)?,
             mask,
             urls: HashMap::new(),
         })

@@ -48,7 +48,7 @@ pub(crate) fn router() -> Router<Arc<AppState>> {
         )
         .route(
             "/api/v1/knowledge-bases/{id}/documents/{doc_id}",
-            get(get_doc).delete(delete_doc),
+            get(get_doc).patch(update_doc).delete(delete_doc),
         )
         .route(
             "/api/v1/knowledge-bases/{id}/documents/{doc_id}/retry",
@@ -226,6 +226,7 @@ async fn upload_docs(
 
     let mut uploads = Vec::new();
     let mut rejected = Vec::new();
+    let mut readers: Option<Vec<String>> = None;
     loop {
         let field = match multipart.next_field().await {
             Ok(Some(f)) => f,
@@ -233,7 +234,19 @@ async fn upload_docs(
             Err(e) => return Err(multipart_error(e)),
         };
         let Some(file_name) = field.file_name().map(str::to_owned) else {
-            continue; // a plain form field, not a file
+            // A plain form field: `readers` (comma-separated reader keys) limits who reads
+            // the files of this upload; others are ignored.
+            if field.name() == Some("readers") {
+                let text = field.text().await.map_err(multipart_error)?;
+                readers = Some(
+                    text.split(',')
+                        .map(str::trim)
+                        .filter(|k| !k.is_empty())
+                        .map(str::to_owned)
+                        .collect(),
+                );
+            }
+            continue;
         };
         if uploads.len() + rejected.len() >= MAX_FILES_PER_UPLOAD {
             return Err(ApiError::new(
@@ -277,7 +290,8 @@ async fn upload_docs(
     }
     let engine = caller.engine.clone();
     let kb_key = kb.id.clone();
-    let mut outcomes = run_blocking(move || engine.add_uploads(&kb_key, uploads)).await?;
+    let mut outcomes =
+        run_blocking(move || engine.add_uploads_for(&kb_key, uploads, readers.as_deref())).await?;
     outcomes.extend(rejected);
     st.wake_workers();
     let accepted = outcomes
@@ -350,6 +364,26 @@ async fn get_doc(
 ) -> Result<Response, ApiError> {
     let engine = caller.engine.clone();
     let d = run_blocking(move || engine.kb_document(&id, &doc)).await?;
+    Ok(ok(d))
+}
+
+/// `PATCH` a document: who reads it beside the knowledge base's admins.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UpdateDocBody {
+    /// Reader keys (`user:<name>`, `group:<name>`); `null`: every reader of the knowledge
+    /// base.
+    readers: Option<Vec<String>>,
+}
+
+async fn update_doc(
+    caller: Caller,
+    Path((id, doc)): Path<(String, String)>,
+    Body(b): Body<UpdateDocBody>,
+) -> Result<Response, ApiError> {
+    let engine = caller.engine.clone();
+    let d =
+        run_blocking(move || engine.set_document_readers(&id, &doc, b.readers.as_deref())).await?;
     Ok(ok(d))
 }
 

@@ -5,6 +5,7 @@
 pub(crate) mod audit;
 pub(crate) mod chat;
 pub(crate) mod endpoints;
+pub(crate) mod groups;
 pub(crate) mod hub;
 pub(crate) mod knowledge;
 pub(crate) mod metrics;

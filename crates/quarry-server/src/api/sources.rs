@@ -5,10 +5,11 @@
 //! outlives the request timeout answers 408 and goes on), and read its reports.
 //!
 //! The rules are the engine's (who may attach, change or sync; a source is found only
-//! through a knowledge base the caller sees — anything else is the 404 of a missing one);
-//! this module adds one of its own: a remote caller naming a place on the server's disk —
-//! a `folder` source, or a Git "URL" that is a local path — is refused unless the caller is
-//! the machine's owner (a loopback server without `--auth`), as folder collections are.
+//! through a knowledge base the caller sees — anything else is the 404 of a missing one; a
+//! place on the server's disk — a `folder` source, or a Git "URL" that is a local path — only
+//! for the machine's owner, as folder collections are; a URL, for anyone else, only where the
+//! outbound address guard lets requests go). This module only makes sure a remote caller's
+//! folder is never looked at on the disk before the engine refuses it.
 //! Each change notes what it did for the audit log (`AuditNote::Change`): the source, its
 //! knowledge base, and for a sync its status and counts — never file contents, never a
 //! credential or a URL's user information.
@@ -22,7 +23,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use quarry_core::Error;
-use quarry_engine::{AddSource, Location, NoProgress, Secret, SourceView};
+use quarry_engine::{AddSource, Location, NoProgress, ReaderMapping, Secret, SourceView};
 use serde::{Deserialize, Deserializer};
 use serde_json::{Value, json};
 
@@ -71,8 +72,15 @@ struct AddBody {
     mask: Option<String>,
     #[serde(default, deserialize_with = "count")]
     interval_seconds: Option<u64>,
+    /// A folder that syncs on change.
+    #[serde(default)]
+    watch: bool,
     #[serde(default)]
     credential: Option<CredentialBody>,
+    /// Who reads its documents (rules, CODEOWNERS); absent: every reader of the knowledge
+    /// base.
+    #[serde(default)]
+    readers: Option<ReaderMapping>,
 }
 
 /// A private source's token or password (and the user name it goes with): sealed by the
@@ -99,9 +107,15 @@ struct UpdateBody {
     mask: Option<String>,
     #[serde(default, deserialize_with = "nullable_count")]
     interval_seconds: Option<Option<u64>>,
+    /// Sync on change (a folder), or stop.
+    #[serde(default)]
+    watch: Option<bool>,
     /// A new credential; `null` forgets the stored one.
     #[serde(default, deserialize_with = "nullable")]
     credential: Option<Option<CredentialBody>>,
+    /// A new reader mapping; `null`: every reader of the knowledge base again.
+    #[serde(default, deserialize_with = "nullable")]
+    readers: Option<Option<ReaderMapping>>,
 }
 
 /// A field that may be absent (`None`), `null` (`Some(None)`) or a count.
@@ -124,15 +138,6 @@ fn interval(seconds: Option<u64>) -> Option<Duration> {
     seconds.map(Duration::from_secs)
 }
 
-/// The refusal of a place on the server's disk named by a remote caller.
-fn disk_refusal(what: &str) -> ApiError {
-    ApiError::from(Error::Forbidden(format!(
-        "{what} reads the server's own disk: only the machine's owner may attach one (the \
-         quarry CLI on the server: 'quarry source add', or a loopback server started without \
-         --auth); attach a Git repository by its http(s):// URL instead"
-    )))
-}
-
 /// The location fields each kind takes, the required one first.
 const KIND_FIELDS: [(&str, &[&str]); 5] = [
     ("git", &["url", "branch", "path"]),
@@ -143,8 +148,9 @@ const KIND_FIELDS: [(&str, &[&str]); 5] = [
 ];
 
 /// Where the source is, checked as the CLI checks it (`Location::git`, `folder`, `s3`,
-/// `webdav`, `site`); a place on the server's disk only for the machine's owner, refused
-/// before the path is looked at (so a refusal says nothing of what the disk holds).
+/// `webdav`, `site`). A folder named by anyone but the machine's owner is taken as given,
+/// never looked at: the engine refuses it (`Engine::add_source`), and the refusal says
+/// nothing of what the disk holds.
 fn location_of(b: &AddBody, machine_owner: bool) -> Result<Location, ApiError> {
     let quoted = |fields: &mut dyn Iterator<Item = &&str>| {
         fields
@@ -194,20 +200,19 @@ fn location_of(b: &AddBody, machine_owner: bool) -> Result<Location, ApiError> {
     }
     let url = b.url.as_deref().unwrap_or_default();
     match *kind {
-        "git" => {
-            // `Location::git` reads an absolute path as a repository on this machine.
-            if std::path::Path::new(url.trim()).is_absolute() && !machine_owner {
-                return Err(disk_refusal("a Git source at a local path"));
-            }
-            checked(Location::git(url, b.branch.as_deref(), b.path.as_deref()))
-        }
+        // An absolute path is a repository on this machine (the engine's rule applies); it
+        // is not looked at here.
+        "git" => checked(Location::git(url, b.branch.as_deref(), b.path.as_deref())),
         "folder" => {
+            let path = std::path::Path::new(b.path.as_deref().unwrap_or_default());
             if !machine_owner {
-                return Err(disk_refusal("a folder source"));
+                // Refused by the engine, unread.
+                return Ok(Location::Folder {
+                    path: path.to_path_buf(),
+                });
             }
             // A folder that is missing is a mistake in the request, not a missing route.
-            let path = b.path.as_deref().unwrap_or_default();
-            checked(Location::folder(std::path::Path::new(path)))
+            checked(Location::folder(path))
         }
         "s3" => checked(Location::s3(
             url,
@@ -240,7 +245,9 @@ fn audit_source(s: &SourceView) -> Value {
         "location": location,
         "mask": s.mask,
         "interval_seconds": s.interval_seconds,
+        "watch": s.watch,
         "has_credential": s.has_secret,
+        "readers": s.readers,
     })
 }
 
@@ -266,6 +273,8 @@ async fn add_source(
         mask: b.mask,
         interval: interval(b.interval_seconds),
         secret,
+        watch: b.watch,
+        readers: b.readers,
     };
     let engine = caller.engine.clone();
     let s = run_blocking(move || engine.add_source(&id, &req)).await?;
@@ -284,10 +293,16 @@ async fn update_source(
     Path(id): Path<String>,
     Body(b): Body<UpdateBody>,
 ) -> Result<Response, ApiError> {
-    if b.mask.is_none() && b.interval_seconds.is_none() && b.credential.is_none() {
+    if b.mask.is_none()
+        && b.interval_seconds.is_none()
+        && b.watch.is_none()
+        && b.credential.is_none()
+        && b.readers.is_none()
+    {
         return Err(bad(
-            "nothing to change: give \"mask\", \"interval_seconds\" (null: sync only when asked) \
-             and/or \"credential\" (null: forget the stored one)",
+            "nothing to change: give \"mask\", \"interval_seconds\" (null: sync only when asked), \
+             \"watch\", \"credential\" (null: forget the stored one) and/or \"readers\" \
+             (null: every reader of the knowledge base)",
         ));
     }
     // Checked before anything changes.
@@ -299,11 +314,19 @@ async fn update_source(
     let engine = caller.engine.clone();
     let every = b.interval_seconds.map(interval);
     let mask = b.mask;
+    let watch = b.watch;
+    let readers = b.readers;
     let s = run_blocking(move || {
         // Found (or 404) and the mask and schedule checked before the credential moves.
         let mut s = engine.source(&id)?;
         if mask.is_some() || every.is_some() {
             s = engine.update_source(&id, mask.as_deref(), every)?;
+        }
+        if let Some(w) = watch {
+            s = engine.set_source_watch(&id, w)?;
+        }
+        if let Some(mapping) = &readers {
+            s = engine.set_source_readers(&id, mapping.as_ref())?;
         }
         if let Some(secret) = &secret {
             s = engine.set_source_secret(&id, secret.as_ref())?;
@@ -485,20 +508,25 @@ mod tests {
     }
 
     #[test]
-    fn places_on_the_servers_disk_are_for_the_machine_owner() {
+    fn places_on_the_servers_disk_are_not_looked_at_for_others() {
         let dir = std::env::temp_dir();
         let folder = body(json!({"kind": "folder", "path": dir}));
-        let err = location_of(&folder, false).unwrap_err();
-        assert_eq!(err.status, StatusCode::FORBIDDEN, "{}", err.detail);
         assert!(location_of(&folder, true).is_ok());
-        // Refused before the path is looked at: a missing folder reads the same.
-        let missing = body(json!({"kind": "folder", "path": "/no/such/dir"}));
-        assert_eq!(location_of(&missing, false).unwrap_err().detail, err.detail);
-        let local_git = body(json!({"kind": "git", "url": "/srv/repo.git"}));
+        // Taken as given for anyone else (the engine refuses it): a missing folder reads the
+        // same as one that exists.
         assert_eq!(
-            location_of(&local_git, false).unwrap_err().status,
-            StatusCode::FORBIDDEN
+            location_of(&folder, false).unwrap(),
+            Location::Folder { path: dir.clone() }
         );
+        let missing = body(json!({"kind": "folder", "path": "/no/such/dir"}));
+        assert_eq!(
+            location_of(&missing, false).unwrap(),
+            Location::Folder {
+                path: "/no/such/dir".into()
+            }
+        );
+        let local_git = body(json!({"kind": "git", "url": "/srv/repo.git"}));
+        assert!(location_of(&local_git, false).is_ok());
         let remote = body(json!({"kind": "git", "url": "https://example.com/r.git"}));
         assert!(location_of(&remote, false).is_ok());
         for v in [

@@ -4,6 +4,7 @@
 //! on disk.
 
 mod git;
+mod guard;
 mod s3;
 mod site;
 mod support;

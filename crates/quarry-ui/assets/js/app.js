@@ -224,6 +224,7 @@ const ICONS = {
   refresh: ["M20 11a8 8 0 0 0-15-3M4 4v4h4M4 13a8 8 0 0 0 15 3M20 20v-4h-4"],
   doc: ["M6 3h8l4 4v14H6zM14 3v4h4"],
   logout: ["M15 4h4v16h-4M10 8l-4 4 4 4M6 12h10"],
+  lock: ["M6 11h12v9H6zM8 11V8a4 4 0 0 1 8 0v3"],
 };
 
 /** Removes every child of `el` and appends `children`. */
@@ -863,8 +864,9 @@ async function route() {
 
 const loadedCss = new Map();
 
-/** Adds `/assets/css/<name>.css` once; resolves when it has loaded (no flash of unstyled page). */
-function loadCss(name) {
+/** Adds `/assets/css/<name>.css` once; resolves when it has loaded (no flash of unstyled page).
+ * Pages call it for the parts they load later (kb.js: the sources). */
+export function loadCss(name) {
   if (!name) return Promise.resolve();
   if (!loadedCss.has(name)) {
     loadedCss.set(

@@ -2,7 +2,9 @@
 // knowledge base — uploads with per-file progress, the document table (filters, sorting,
 // pages, retry/delete, bulk actions, live status), search with citations, and the preview
 // drawer (original / Markdown / chunks, opened at a page). `#/kb/<id>?doc=<id>&page=N`
-// opens the drawer directly. Everything shown comes from the server, so it survives a reload.
+// opens the drawer directly. `#/kb/<id>/sources` opens its Sources tab and
+// `#/kb/<id>/sources/<source id>` a source's page (js/sources.js, loaded on first use).
+// Everything shown comes from the server, so it survives a reload.
 
 import {
   ApiError,
@@ -16,6 +18,8 @@ import {
   fmtNumber,
   h,
   icon,
+  loadCss,
+  loadStrings,
   navigate,
   openDialog,
   pageHeader,
@@ -46,8 +50,14 @@ const SUPPORTED = ["pdf", "docx", "xlsx", "xlsm", "xls", "ods", "pptx", "csv", "
 const UPLOAD_CONCURRENCY = 3;
 
 export async function render(ctx) {
+  if (ctx.params[0] && ctx.params[1] === "sources" && ctx.params[2]) return (await sourcesModule()).sourcePage(ctx);
   if (ctx.params[0]) return kbPage(ctx);
   return listPage(ctx);
+}
+
+/** js/sources.js with its strings and styles, loaded on first use (not on the first screen). */
+function sourcesModule() {
+  return Promise.all([import("./sources.js"), loadStrings("sources"), loadCss("sources")]).then(([m]) => m);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1037,13 +1047,51 @@ async function kbPage({ root, params, query, signal, session }) {
     bulkBar,
     tableArea,
   );
+  // The Sources tab's address is `#/kb/<id>/sources` (a reload or a link comes back to it).
+  let tabsReady = false;
   const tabSet = tabs(
     [
       { id: "docs", label: t("kb.tab.docs"), render: (p) => p.append(uploadSection || "", docsSection) },
       { id: "search", label: t("kb.tab.search"), render: (p) => p.append(searchPanel()) },
+      { id: "sources", label: t("kb.tab.sources"), render: (p) => sourcesTab(p) },
     ],
-    { label: t("kb.tabs_label") },
+    {
+      label: t("kb.tabs_label"),
+      onChange: (id) => {
+        if (!tabsReady || signal.aborted) return;
+        const base = `#/kb/${encodeURIComponent(kb.id)}`;
+        if (id === "sources") history.replaceState(null, "", `${base}/sources`);
+        else if (/^#\/kb\/[^/?]+\/sources/.test(location.hash)) history.replaceState(null, "", base);
+      },
+    },
   );
+  const sourcesTabButton = tabSet.el.querySelector('[role="tab"]:last-child');
+  sourcesTabButton.dataset.testid = "sources-tab";
+  /** The tab's label with the number of sources (and of failing ones). */
+  const countSources = (n, failing) => {
+    sourcesTabButton.textContent = failing
+      ? t("kb.tab.sources_failing", { n: fmtNumber(n), failing: fmtNumber(failing) })
+      : n
+        ? t("kb.tab.sources_n", { n: fmtNumber(n) })
+        : t("kb.tab.sources");
+    sourcesTabButton.classList.toggle("kb-tab-failing", failing > 0);
+  };
+  function sourcesTab(panel) {
+    panel.append(h("p", { class: "loading" }, t("common.loading")));
+    sourcesModule()
+      .then((m) => m.sourcesPanel(panel, { kb, kbKey: kb.id, session, signal, onSynced: () => poll.kick(), onCount: countSources }))
+      .catch((e) => {
+        if (signal.aborted || e.name === "AbortError") return;
+        console.warn(e);
+        replace(
+          panel,
+          errorBlock(e, () => {
+            replace(panel);
+            sourcesTab(panel);
+          }),
+        );
+      });
+  }
   replace(
     root,
     h("nav", { class: "kb-crumbs", "aria-label": t("kb.breadcrumb") }, h("a", { href: "#/kb" }, t("kb.title")), h("span", { "aria-hidden": "true" }, " / "), h("span", { "aria-current": "page" }, kb.name)),
@@ -1054,6 +1102,8 @@ async function kbPage({ root, params, query, signal, session }) {
     tabSet.el,
   );
   replace(tableArea, h("p", { class: "loading" }, t("common.loading")));
+  if (params[1] === "sources") tabSet.select("sources");
+  tabsReady = true;
 
   try {
     poll.start(await load({ force: true }));
@@ -1062,6 +1112,13 @@ async function kbPage({ root, params, query, signal, session }) {
     replace(tableArea, errorBlock(e, () => poll.kick()));
   }
   root.dataset.ready = "true";
+  // How many sources sync this knowledge base, on the tab (a line that cannot be drawn is left out).
+  if (params[1] !== "sources") {
+    api("GET", `${BASE}/${encodeURIComponent(kb.id)}/sources`, { signal }).then(
+      (list) => list.length && countSources(list.length, list.filter((x) => x.failures > 0).length),
+      () => {},
+    );
+  }
 
   // --- Search -------------------------------------------------------------------------
   function searchPanel() {

@@ -1,7 +1,14 @@
-//! The outbound address guard (SSRF): which addresses Quarry's own HTTP requests may reach.
+//! The outbound address guard (SSRF): which addresses Quarry's requests made for users may
+//! reach.
 //!
-//! Custom HTTP tools send requests to URLs that a model helped to build, so every request
-//! goes through this guard. The rule: a request may reach only *public* addresses, unless an
+//! Custom HTTP tools send requests to URLs that a model helped to build, an MCP server a user
+//! registers is reached at the URL they gave, and a source a knowledge base's admin attaches
+//! (a Git repository over http(s), an S3 endpoint, a WebDAV folder, a site's sitemap) is
+//! fetched by the server: every such request goes through this guard. The machine's owner
+//! (the CLI, a loopback server without `--auth`) is not guarded; callers decide that and
+//! pass `None` or a policy.
+//!
+//! The rule: a request may reach only *public* addresses, unless an
 //! operator allow-lists a range (`--allow-net 10.0.0.0/8,127.0.0.1/32`). Refused unless
 //! allow-listed: loopback, unspecified, private (RFC 1918, unique-local), link-local (incl.
 //! the cloud metadata address 169.254.169.254), multicast, broadcast, shared/CGNAT
@@ -17,13 +24,22 @@
 //!   resolver for literals). The `url` crate's WHATWG parser has already turned decimal
 //!   (`http://2130706433/`), octal (`0177.0.0.1`), hex (`0x7f.1`) and short (`127.1`) hosts
 //!   into the address they mean, so those are judged as that address.
-//! - DNS names: *after* resolution, inside the client's resolver ([`GuardedResolver`]): it
-//!   drops refused addresses and fails when none remain, so the connection can only go to an
-//!   address that was checked (no window between check and connect, no DNS rebinding).
+//! - DNS names: *after* resolution, inside the client's resolver ([`GuardedResolver`], for
+//!   reqwest's async and blocking clients alike): it drops refused addresses and fails when
+//!   none remain, so the connection can only go to an address that was checked (no window
+//!   between check and connect, no DNS rebinding).
 //! - Redirects: every hop's URL goes through [`check_url`] (scheme, literal address, metadata
-//!   names) in the client's redirect policy, at most [`MAX_REDIRECTS`] hops; names on a hop go
-//!   through the resolver like any other.
+//!   names) in the client's redirect policy ([`guarded_builder`]), at most [`MAX_REDIRECTS`]
+//!   hops; names on a hop go through the resolver like any other. A caller that follows
+//!   redirects by hand calls [`check_url`] on each hop itself.
 //! - Proxies are off (`no_proxy`): a proxy would make the connection on our behalf, unchecked.
+//! - A child process that resolves names itself (the `git` command): [`resolve_blocking`]
+//!   gives the checked addresses, for the caller to pin the connection to them.
+//!
+//! The public face: [`NetPolicy`] (the allow-list, [`NetPolicy::check_ip`]), [`Cidr`],
+//! [`Refused`] (why, in words that start with `refused: `), [`check_url`], [`check_resolved`]
+//! and [`resolve_blocking`], [`GuardedResolver`], [`guarded_builder`], [`guarded_client`],
+//! [`shared_guarded_client`], [`refusal_in`], [`ensure_crypto_provider`].
 
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -642,6 +658,74 @@ pub async fn check_resolved(policy: &NetPolicy, url: &Url) -> Result<(), Resolve
         })
 }
 
+/// The addresses of `resolved` the policy allows (each once, in order); a
+/// [`Refused::NoAllowedAddress`] when none is, a lookup error when there were none.
+fn keep_allowed(
+    policy: &NetPolicy,
+    host: &str,
+    resolved: Vec<SocketAddr>,
+) -> Result<Vec<SocketAddr>, ResolveError> {
+    let mut allowed: Vec<SocketAddr> = Vec::new();
+    let mut refused: Vec<Refused> = Vec::new();
+    for addr in resolved {
+        match policy.check_ip(addr.ip()) {
+            Ok(()) => {
+                if !allowed.contains(&addr) {
+                    allowed.push(addr);
+                }
+            }
+            Err(r) => {
+                if !refused.contains(&r) {
+                    refused.push(r);
+                }
+            }
+        }
+    }
+    if allowed.is_empty() {
+        if refused.is_empty() {
+            return Err(ResolveError::Lookup(format!(
+                "{host}: the name resolved to no address"
+            )));
+        }
+        tracing::debug!(%host, "outbound guard: every resolved address refused");
+        return Err(ResolveError::Refused(Refused::NoAllowedAddress {
+            host: host.to_owned(),
+            refused,
+        }));
+    }
+    if !refused.is_empty() {
+        tracing::debug!(%host, dropped = refused.len(), "outbound guard: dropped refused addresses");
+    }
+    Ok(allowed)
+}
+
+/// Resolves `host` with the system resolver, blocking, and returns the addresses (with
+/// `port`) the policy allows: for a child process that resolves names itself (the `git`
+/// command), whose connection the caller then pins to these addresses. A metadata host name,
+/// or a name whose every address is refused, is [`ResolveError::Refused`]; an IP literal is
+/// checked as itself. Call it from a blocking thread.
+pub fn resolve_blocking(
+    policy: &NetPolicy,
+    host: &str,
+    port: u16,
+) -> Result<Vec<SocketAddr>, ResolveError> {
+    let bare = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host);
+    if let Ok(ip) = bare.parse::<IpAddr>() {
+        policy.check_ip(ip).map_err(ResolveError::Refused)?;
+        return Ok(vec![SocketAddr::new(ip, port)]);
+    }
+    policy
+        .check_host_name(bare)
+        .map_err(ResolveError::Refused)?;
+    let resolved: Vec<SocketAddr> = std::net::ToSocketAddrs::to_socket_addrs(&(bare, port))
+        .map_err(|e| ResolveError::Lookup(format!("{bare}: {e}")))?
+        .collect();
+    keep_allowed(policy, bare, resolved)
+}
+
 /// Finds a [`Refused`] in an error's source chain (a reqwest error wraps the resolver's or the
 /// redirect policy's refusal a few levels down).
 pub fn refusal_in<'a>(err: &'a (dyn std::error::Error + 'static)) -> Option<&'a Refused> {
@@ -678,32 +762,14 @@ impl reqwest::dns::Resolve for GuardedResolver {
             policy.check_host_name(&host)?;
             let resolved: Vec<SocketAddr> =
                 tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
-            let mut allowed: Vec<SocketAddr> = Vec::new();
-            let mut refused: Vec<Refused> = Vec::new();
-            for addr in resolved {
-                match policy.check_ip(addr.ip()) {
-                    Ok(()) => {
-                        if !allowed.contains(&addr) {
-                            allowed.push(addr);
-                        }
+            let allowed = keep_allowed(&policy, &host, resolved).map_err(
+                |e| -> Box<dyn std::error::Error + Send + Sync> {
+                    match e {
+                        ResolveError::Refused(r) => Box::new(r),
+                        other => other.to_string().into(),
                     }
-                    Err(r) => {
-                        if !refused.contains(&r) {
-                            refused.push(r);
-                        }
-                    }
-                }
-            }
-            if allowed.is_empty() {
-                if refused.is_empty() {
-                    return Err(format!("{host}: the name resolved to no address").into());
-                }
-                tracing::debug!(%host, "outbound guard: every resolved address refused");
-                return Err(Box::new(Refused::NoAllowedAddress { host, refused }) as _);
-            }
-            if !refused.is_empty() {
-                tracing::debug!(%host, dropped = refused.len(), "outbound guard: dropped refused addresses");
-            }
+                },
+            )?;
             let addrs: reqwest::dns::Addrs = Box::new(allowed.into_iter());
             Ok(addrs)
         })
@@ -741,6 +807,21 @@ pub fn ensure_crypto_provider() {
     }
 }
 
+/// The start of a reqwest client whose every connection goes through the guard: the
+/// [`GuardedResolver`], the checking redirect policy (with `same_origin_redirects`, only
+/// redirects that stay on the first URL's origin are followed), no proxy, no `Referer`; the
+/// crypto provider is installed. The caller adds timeouts and builds it. IP-literal URLs
+/// bypass the resolver: check them with [`check_url`] before sending.
+pub fn guarded_builder(policy: &NetPolicy, same_origin_redirects: bool) -> reqwest::ClientBuilder {
+    ensure_crypto_provider();
+    let policy = Arc::new(policy.clone());
+    reqwest::Client::builder()
+        .no_proxy()
+        .dns_resolver(GuardedResolver::new(policy.clone()))
+        .redirect(redirect_policy(policy, same_origin_redirects))
+        .referer(false)
+}
+
 /// A reqwest client whose every connection goes through the guard: the [`GuardedResolver`],
 /// the checking redirect policy, no proxy, no `Referer`, and `timeout` for the whole request
 /// (body included). IP-literal URLs bypass the resolver: check them with [`check_url`] before
@@ -760,13 +841,7 @@ pub fn guarded_client_with(
     timeout: Duration,
     same_origin_redirects: bool,
 ) -> Result<reqwest::Client, reqwest::Error> {
-    ensure_crypto_provider();
-    let policy = Arc::new(policy.clone());
-    reqwest::Client::builder()
-        .no_proxy()
-        .dns_resolver(GuardedResolver::new(policy.clone()))
-        .redirect(redirect_policy(policy, same_origin_redirects))
-        .referer(false)
+    guarded_builder(policy, same_origin_redirects)
         .timeout(timeout)
         .connect_timeout(timeout.min(Duration::from_secs(10)))
         .user_agent(concat!("quarry/", env!("CARGO_PKG_VERSION")))
@@ -1139,5 +1214,54 @@ mod tests {
             meta.err().as_deref().and_then(|e| refusal_in(e)),
             Some(Refused::HostName { .. })
         ));
+    }
+
+    #[test]
+    fn blocking_resolution_keeps_only_allowed_addresses() {
+        let strict = NetPolicy::default();
+        // A DNS name that resolves to loopback only.
+        match resolve_blocking(&strict, "localhost", 80) {
+            Err(ResolveError::Refused(r @ Refused::NoAllowedAddress { .. })) => {
+                assert!(
+                    r.to_string()
+                        .contains("localhost resolves only to refused addresses"),
+                    "{r}"
+                );
+            }
+            other => panic!("localhost must be refused: {other:?}"),
+        }
+        // Literals are judged as themselves, bracketed or not.
+        for host in [
+            "127.0.0.1",
+            "[::1]",
+            "::ffff:127.0.0.1",
+            "169.254.169.254",
+            "10.1.2.3",
+        ] {
+            assert!(
+                matches!(
+                    resolve_blocking(&strict, host, 80),
+                    Err(ResolveError::Refused(Refused::Address { .. }))
+                ),
+                "{host}"
+            );
+        }
+        assert!(matches!(
+            resolve_blocking(&strict, "metadata.google.internal", 80),
+            Err(ResolveError::Refused(Refused::HostName { .. }))
+        ));
+        assert_eq!(
+            resolve_blocking(&strict, "93.184.215.14", 443).unwrap(),
+            vec![SocketAddr::new(ip("93.184.215.14"), 443)]
+        );
+        // Allow-listed: the addresses come back with the port.
+        let open = NetPolicy::parse_allow_list("127.0.0.0/8,::1").unwrap();
+        let addrs = resolve_blocking(&open, "localhost", 8080).unwrap();
+        assert!(!addrs.is_empty());
+        assert!(
+            addrs
+                .iter()
+                .all(|a| a.ip().is_loopback() && a.port() == 8080)
+        );
     }
 }
