@@ -119,6 +119,7 @@ export async function render({ root, query, signal, session }) {
   const items = [
     { id: "spaces", label: t("access.tab.spaces"), render: (p) => spacesPanel(p, state, ctl) },
     { id: "members", label: t("access.tab.members"), render: (p) => membersPanel(p, state, ctl) },
+    { id: "groups", label: t("access.tab.groups"), render: (p) => groupsPanel(p, state, ctl) },
     { id: "tokens", label: t("access.tab.tokens"), render: (p) => tokensPanel(p, state, ctl) },
   ];
   if (state.machineOwner) items.push({ id: "users", label: t("access.tab.users"), render: (p) => usersPanel(p, state, ctl) });
@@ -283,6 +284,7 @@ function createSpaceDialog(state, ctl) {
       await ctl.refreshSession();
       ctl.rerender("spaces");
       ctl.rerender("members");
+      ctl.rerender("groups");
       ctl.rerender("tokens");
     } catch (err) {
       showError(error, err);
@@ -320,6 +322,7 @@ async function deleteSpace(s, state, ctl) {
     if (state.machineOwner) await ctl.loadUsers();
     ctl.rerender("spaces");
     ctl.rerender("members");
+    ctl.rerender("groups");
     ctl.rerender("tokens");
     ctl.rerender("users");
   } catch (err) {
@@ -383,6 +386,7 @@ function membersPanel(panel, state, ctl) {
       return;
     }
     space.members = list.length;
+    ctl.rerender("groups"); // its member picker offers the space's members
     replace(body, membersTable(list, space, state, canManage, canOwner, loadMembers));
     body.removeAttribute("aria-busy");
   }
@@ -527,6 +531,244 @@ function membersTable(list, space, state, canManage, canOwner, reload) {
     attrs: { "data-testid": "members-table" },
     caption: t("access.members.caption", { space: space.name }),
     columns: [t("access.members.user"), t("access.members.role"), t("access.members.joined"), t("common.actions")],
+    rows,
+  });
+}
+
+// ---------------------------------------------------------------------------------------
+// Groups (/api/v1/groups, in the chosen space: `?space_id=`; docs/access-api.md "Groups").
+// A document's readers name them `group:<name>`; only members of the space join them.
+
+function groupsPanel(panel, state, ctl) {
+  if (!state.spaces.length) {
+    replace(panel, section(t("access.tab.groups"), emptyState(t("access.space.none"))));
+    return;
+  }
+  const select = h(
+    "select",
+    {
+      onchange: () => {
+        state.member.space = select.value;
+        ctl.rerender("members");
+        groupsPanel(panel, state, ctl);
+        panel.querySelector("#groups-space")?.focus();
+      },
+    },
+    state.spaces.map((s) => h("option", { value: s.id, selected: s.id === state.member.space }, s.name)),
+  );
+  const space = state.spaces.find((s) => s.id === state.member.space) || state.spaces[0];
+  state.member.space = space.id;
+  const canManage = !state.readOnly && RANK[space.role] >= RANK.admin;
+  const q = { space_id: space.id };
+  const why = state.readOnly
+    ? t("access.groups.read_only")
+    : !canManage
+      ? t("access.groups.need_admin", { role: roleLabel(space.role) })
+      : null;
+  const body = h("div", { class: "access-groups", "aria-live": "polite", "aria-busy": "true" }, h("p", { class: "loading" }, t("common.loading")));
+  replace(
+    panel,
+    section(
+      t("access.tab.groups"),
+      h("div", { class: "access-toolbar" }, field("groups-space", t("access.members.space"), select), hint(t("access.groups.help"))),
+      why ? hint(why, { "data-testid": "groups-why" }) : null,
+      canManage ? createGroupForm(space, q, () => load()) : null,
+      body,
+    ),
+  );
+
+  async function load(focusSel) {
+    body.setAttribute("aria-busy", "true");
+    let groups;
+    let members = [];
+    try {
+      [groups, members] = await Promise.all([
+        api("GET", "/api/v1/groups", { signal: ctl.signal, query: q }),
+        canManage ? api("GET", `/api/v1/spaces/${encodeURIComponent(space.id)}/members`, { signal: ctl.signal }) : [],
+      ]);
+    } catch (e) {
+      if (ctl.signal.aborted) return;
+      replace(body, errorBlock(e, () => load()));
+      body.removeAttribute("aria-busy");
+      return;
+    }
+    replace(body, groupsTable(groups, members, space, q, canManage, load));
+    body.removeAttribute("aria-busy");
+    if (focusSel) body.querySelector(focusSel)?.focus();
+  }
+  load();
+}
+
+function createGroupForm(space, q, reload) {
+  const name = h("input", { name: "name", required: true, autocomplete: "off", spellcheck: "false", maxlength: "64" });
+  const desc = h("input", { name: "description", autocomplete: "off", maxlength: "1000" });
+  const error = h("p", { class: "form-error", role: "alert", dataset: { testid: "group-error" } });
+  const submit = h("button", { class: "btn btn-primary", type: "submit" }, icon("plus"), t("access.groups.new"));
+  const form = h(
+    "form",
+    { class: "card access-add", novalidate: true, "aria-label": t("access.groups.new_in", { space: space.name }) },
+    h(
+      "div",
+      { class: "access-add-row" },
+      field("group-name", t("common.name"), name, t("access.groups.name_rule")),
+      field("group-desc", t("common.description"), desc),
+      h("div", { class: "access-add-submit" }, submit),
+    ),
+    error,
+  );
+  form.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    error.textContent = "";
+    const v = name.value.trim();
+    if (!v) {
+      showError(error, { message: t("access.name_required") });
+      name.focus();
+      return;
+    }
+    submit.disabled = true;
+    try {
+      const body = { name: v };
+      if (desc.value.trim()) body.description = desc.value.trim();
+      const g = await api("POST", "/api/v1/groups", { body, query: q });
+      toast(t("access.groups.created", { group: g.name }), "success");
+      announce(t("access.groups.created", { group: g.name }));
+      name.value = "";
+      desc.value = "";
+      await reload();
+      name.focus();
+    } catch (err) {
+      showError(error, err);
+      name.focus();
+    } finally {
+      submit.disabled = false;
+    }
+  });
+  return form;
+}
+
+function groupsTable(groups, members, space, q, canManage, reload) {
+  if (!groups.length) return emptyState(canManage ? t("access.groups.none_admin") : t("access.groups.none"));
+  const gUrl = (g) => `/api/v1/groups/${encodeURIComponent(g.name)}`;
+  const fail = (err) => {
+    toast(err.message, "error");
+    announce(err.message, { assertive: true });
+  };
+  const rows = groups.map((g) => {
+    const chips = g.members.length
+      ? h(
+          "ul",
+          { class: "access-chips", "aria-label": t("access.groups.members_of", { group: g.name }) },
+          g.members.map((u) =>
+            h(
+              "li",
+              { class: "access-chip", dataset: { user: u } },
+              h("span", {}, u),
+              canManage
+                ? h(
+                    "button",
+                    {
+                      class: "btn btn-icon btn-small",
+                      type: "button",
+                      title: t("access.groups.remove_member"),
+                      "aria-label": t("access.groups.remove_named", { user: u, group: g.name }),
+                      onclick: async () => {
+                        try {
+                          await api("DELETE", `${gUrl(g)}/members/${encodeURIComponent(u)}`, { query: q });
+                          toast(t("access.groups.member_removed", { user: u, group: g.name }), "success");
+                          announce(t("access.groups.member_removed", { user: u, group: g.name }));
+                          await reload(`tr[data-group="${CSS.escape(g.name)}"] select`);
+                        } catch (err) {
+                          fail(err);
+                        }
+                      },
+                    },
+                    icon("close"),
+                  )
+                : null,
+            ),
+          ),
+        )
+      : h("span", { class: "muted" }, t("access.groups.no_members"));
+    let adder = null;
+    if (canManage) {
+      const free = members.map((m) => m.user).filter((u) => !g.members.includes(u));
+      const pick = h(
+        "select",
+        { "aria-label": t("access.groups.pick_for", { group: g.name }), dataset: { testid: "group-pick" } },
+        h("option", { value: "" }, free.length ? t("access.groups.pick") : t("access.groups.all_in")),
+        free.map((u) => h("option", { value: u }, u)),
+      );
+      const add = h("button", { class: "btn btn-small", type: "submit", disabled: !free.length }, icon("plus"), t("access.groups.add_member"));
+      adder = h("form", { class: "access-group-add", novalidate: true }, pick, add);
+      adder.addEventListener("submit", async (e) => {
+        e.preventDefault();
+        const u = pick.value;
+        if (!u) {
+          fail({ message: t("access.groups.pick_required") });
+          pick.focus();
+          return;
+        }
+        add.disabled = true;
+        try {
+          await api("PUT", `${gUrl(g)}/members/${encodeURIComponent(u)}`, { query: q });
+          toast(t("access.groups.member_added", { user: u, group: g.name }), "success");
+          announce(t("access.groups.member_added", { user: u, group: g.name }));
+          await reload(`tr[data-group="${CSS.escape(g.name)}"] select`);
+        } catch (err) {
+          add.disabled = false;
+          fail(err);
+        }
+      });
+    }
+    return h(
+      "tr",
+      { dataset: { group: g.name } },
+      h(
+        "td",
+        {},
+        h("span", { class: "access-name" }, g.name),
+        h("div", { class: "muted access-desc" }, h("code", {}, `group:${g.name}`)),
+        g.description ? h("div", { class: "muted access-desc" }, g.description) : null,
+      ),
+      h("td", {}, chips, adder),
+      h("td", { class: "access-date" }, fmtDate(g.created_at)),
+      canManage
+        ? h(
+            "td",
+            { class: "access-actions" },
+            h(
+              "button",
+              {
+                class: "btn btn-small btn-danger",
+                type: "button",
+                "aria-label": t("access.groups.delete_named", { group: g.name }),
+                onclick: async () => {
+                  const ok = await confirmDialog(t("access.groups.delete_confirm", { group: g.name }), {
+                    danger: true,
+                    confirmLabel: t("access.groups.delete"),
+                  });
+                  if (!ok) return;
+                  try {
+                    await api("DELETE", gUrl(g), { query: q });
+                    toast(t("access.groups.deleted", { group: g.name }), "success");
+                    announce(t("access.groups.deleted", { group: g.name }));
+                    await reload();
+                  } catch (err) {
+                    fail(err);
+                  }
+                },
+              },
+              icon("trash"),
+              t("common.delete"),
+            ),
+          )
+        : null,
+    );
+  });
+  return dataTable({
+    attrs: { "data-testid": "groups-table" },
+    caption: t("access.groups.caption", { space: space.name }),
+    columns: [t("common.name"), t("access.groups.members"), t("common.created"), canManage ? t("common.actions") : null],
     rows,
   });
 }

@@ -10,6 +10,7 @@ import {
   ApiError,
   announce,
   api,
+  app,
   confirmDialog,
   emptyState,
   errorBlock,
@@ -126,6 +127,63 @@ function rights(session) {
 const tn = (key, vars) => t(`${key}_${Number(vars.n) === 1 ? "one" : "other"}`, vars);
 const activeCount = (c) => (c ? (c.pending || 0) + (c.processing || 0) : 0);
 const ext = (name) => (/\.([^./\\]+)$/.exec(name || "")?.[1] || "").toLowerCase();
+
+// --- Readers of a document (README "Who reads which document") ---------------------------
+/** Reader keys typed in a field: comma- or space-separated, empty ones dropped. */
+export function readerKeys(text) {
+  return String(text || "").split(/[\s,]+/).map((k) => k.trim()).filter(Boolean);
+}
+/** `everyone` (absent: every reader of the knowledge base), `admins` (`[]`) or `listed`. */
+function readersKind(readers) {
+  return readers === undefined || readers === null ? "everyone" : readers.length ? "listed" : "admins";
+}
+/** The readers in words: "Everyone", "Admins only" or the keys. */
+function readersText(readers) {
+  const kind = readersKind(readers);
+  return kind === "everyone" ? t("kb.readers.everyone") : kind === "admins" ? t("kb.readers.admins") : readers.join(", ");
+}
+/** A small indicator of who reads a document (the keys shown up to three). */
+function readersBadge(readers) {
+  const kind = readersKind(readers);
+  const shown = kind === "listed" && readers.length > 3 ? `${readers.slice(0, 3).join(", ")} +${readers.length - 3}` : readersText(readers);
+  return h(
+    "span",
+    { class: `kb-readers kb-readers-${kind}`, dataset: { testid: "doc-readers", readers: kind }, title: readersText(readers) },
+    kind === "everyone" ? null : icon("lock"),
+    h("span", {}, shown),
+  );
+}
+/** Keys offered as suggestions: the space's groups and members (none when they cannot be read). */
+async function readerSuggestions(session, signal) {
+  const space = app.space || session?.space?.id;
+  const [groups, members] = await Promise.all([
+    api("GET", "/api/v1/groups", { signal }).catch(() => []),
+    space ? api("GET", `/api/v1/spaces/${encodeURIComponent(space)}/members`, { signal }).catch(() => []) : [],
+  ]);
+  return [...(groups || []).map((g) => `group:${g.name}`), ...(members || []).map((m) => `user:${m.user}`)];
+}
+/** Buttons that add a suggested key to a keys field. */
+function suggestionButtons(input, keys) {
+  if (!keys.length) return null;
+  return h(
+    "div",
+    { class: "kb-readers-suggest", role: "group", "aria-label": t("kb.readers.suggestions") },
+    h("span", { class: "hint" }, t("kb.readers.suggestions")),
+    keys.map((k) =>
+      h("button", {
+        class: "btn btn-small",
+        type: "button",
+        "aria-label": t("kb.readers.add_key", { key: k }),
+        onclick: () => {
+          const have = readerKeys(input.value);
+          if (!have.includes(k)) input.value = [...have, k].join(", ");
+          input.dispatchEvent(new Event("input"));
+          input.focus();
+        },
+      }, k),
+    ),
+  );
+}
 
 function statusBadge(status) {
   const cls = status === "ready" ? "badge-ok" : status === "failed" ? "badge-danger" : status === "pending" ? "" : "badge-info";
@@ -544,6 +602,7 @@ async function kbPage({ root, params, query, signal, session }) {
     {},
     canWrite ? h("th", { scope: "col", class: "kb-col-check" }, selectAll) : null,
     sortable.map(([k, label]) => sortHeader(k, label)),
+    h("th", { scope: "col" }, t("kb.col.readers")),
     h("th", { scope: "col" }, t("kb.col.stage")),
     h("th", { scope: "col" }, t("kb.col.pages")),
     sortHeader("updated_at", t("kb.col.updated")),
@@ -582,7 +641,7 @@ async function kbPage({ root, params, query, signal, session }) {
   };
 
   const row = (d) => {
-    const sig = [d.status, d.updated_at, d.error, d.chunk_count, d.pages, d.file_name, state.selected.has(d.id)].join("|");
+    const sig = [d.status, d.updated_at, d.error, d.chunk_count, d.pages, d.file_name, state.selected.has(d.id), JSON.stringify(d.readers ?? null), !!d.synced].join("|");
     const hit = rowCache.get(d.id);
     if (hit && hit.sig === sig) return hit.tr;
     const name = d.file_name;
@@ -622,6 +681,21 @@ async function kbPage({ root, params, query, signal, session }) {
         statusBadge(d.status),
         d.status === "failed" && d.error ? h("p", { class: "kb-error", dataset: { testid: "doc-error" } }, serverText(d.error)) : null,
       ),
+      h(
+        "td",
+        { class: "kb-col-readers" },
+        canAdmin && !d.synced
+          ? h("button", {
+              class: "btn-link kb-readers-btn",
+              type: "button",
+              dataset: { act: "readers" },
+              "aria-label": t("kb.readers.change_named", { name, readers: readersText(d.readers) }),
+              title: t("kb.readers.change"),
+              onclick: () => readersDialog(d),
+            }, readersBadge(d.readers))
+          : readersBadge(d.readers),
+        d.synced ? h("p", { class: "kb-notes muted", dataset: { testid: "doc-readers-synced" } }, t("kb.readers.by_source")) : null,
+      ),
       h("td", { class: "kb-col-stage" }, ACTIVE.has(d.status) ? h("span", { class: "kb-spinner", "aria-hidden": "true" }) : null, stageText(d)),
       h("td", { class: "kb-col-pages" }, pages.length ? pages.join(" · ") : "—"),
       h("td", { class: "kb-col-updated" }, fmtDate(d.updated_at)),
@@ -642,6 +716,92 @@ async function kbPage({ root, params, query, signal, session }) {
     rowCache.set(d.id, { sig, tr });
     return tr;
   };
+
+  /** Who reads an uploaded document, changed by an admin (PATCH …/documents/{doc} {readers}). */
+  function readersDialog(d) {
+    const dlg = openDialog({ title: t("kb.readers.title", { name: d.file_name }) });
+    dlg.dialog.dataset.testid = "readers-dialog";
+    const group = `kb-readers-${d.id}`;
+    const kind = readersKind(d.readers);
+    const keys = h("input", {
+      id: "kb-readers-keys",
+      name: "readers",
+      type: "text",
+      autocomplete: "off",
+      spellcheck: "false",
+      placeholder: "group:hr, user:ann",
+      value: kind === "listed" ? d.readers.join(", ") : "",
+    });
+    const choice = (value, label, hint) => {
+      const id = `${group}-${value}`;
+      return h(
+        "div",
+        { class: "kb-choice" },
+        h("input", { type: "radio", name: group, id, value, checked: value === kind }),
+        h("label", { for: id }, label, h("span", { class: "hint" }, hint)),
+      );
+    };
+    const keysHint = h("span", { class: "hint", id: "kb-readers-keys-hint" }, t("kb.readers.keys_hint"));
+    keys.setAttribute("aria-describedby", keysHint.id);
+    const suggest = h("div");
+    const error = h("p", { class: "form-error", role: "alert", dataset: { testid: "readers-error" } });
+    const save = h("button", { class: "btn btn-primary", type: "submit", form: "kb-readers-form" }, t("common.save"));
+    const form = h(
+      "form",
+      { id: "kb-readers-form", class: "kb-form", novalidate: true },
+      h(
+        "fieldset",
+        { class: "kb-choices" },
+        h("legend", {}, t("kb.readers.who")),
+        choice("everyone", t("kb.readers.everyone"), t("kb.readers.everyone_hint")),
+        choice("admins", t("kb.readers.admins"), t("kb.readers.admins_hint")),
+        choice("listed", t("kb.readers.listed"), t("kb.readers.listed_hint")),
+      ),
+      h("div", { class: "field" }, h("label", { for: keys.id }, t("kb.readers.keys")), keys, keysHint),
+      suggest,
+      error,
+    );
+    // Typing keys chooses "these readers".
+    keys.addEventListener("input", () => {
+      const listed = form.querySelector(`#${CSS.escape(group)}-listed`);
+      if (keys.value.trim()) listed.checked = true;
+    });
+    readerSuggestions(session, signal).then((list) => replace(suggest, suggestionButtons(keys, list)));
+    form.addEventListener("submit", async (e) => {
+      e.preventDefault();
+      error.textContent = "";
+      const picked = form.querySelector(`input[name="${CSS.escape(group)}"]:checked`)?.value || "everyone";
+      let readers = null;
+      if (picked === "admins") readers = [];
+      if (picked === "listed") {
+        readers = readerKeys(keys.value);
+        if (!readers.length) {
+          error.textContent = t("kb.readers.keys_required");
+          announce(error.textContent, { assertive: true });
+          keys.focus();
+          return;
+        }
+      }
+      save.disabled = true;
+      try {
+        await api("PATCH", `${docsUrl()}/${encodeURIComponent(d.id)}`, { body: { readers } });
+        dlg.close();
+        const msg = t("kb.readers.saved", { name: d.file_name, readers: readersText(readers) });
+        d.readers = readers === null ? undefined : readers;
+        drawTable();
+        toast(msg, "success");
+        announce(msg);
+        poll.kick();
+      } catch (err) {
+        save.disabled = false;
+        error.textContent = err.message;
+        announce(err.message, { assertive: true });
+      }
+    });
+    dlg.body.append(form);
+    dlg.footer.append(h("button", { class: "btn", type: "button", onclick: () => dlg.close() }, t("common.cancel")), save);
+    form.querySelector(`input[name="${CSS.escape(group)}"]:checked`)?.focus();
+  }
 
   const drawPager = () => {
     const total = state.docs.length;
@@ -865,6 +1025,23 @@ async function kbPage({ root, params, query, signal, session }) {
     for (const u of [...uploads]) if (!u.busy()) u.remove();
     clearDone.hidden = !uploads.some((u) => !u.busy());
   } }, t("kb.up.clear"));
+  // Who reads what is uploaded next (empty: every reader of the knowledge base).
+  const upReadersInput = h("input", {
+    id: "kb-up-readers",
+    name: "readers",
+    type: "text",
+    autocomplete: "off",
+    spellcheck: "false",
+    placeholder: "group:hr, user:ann",
+    "aria-describedby": "kb-up-readers-hint",
+  });
+  const upReaders = h(
+    "div",
+    { class: "field kb-up-readers" },
+    h("label", { for: upReadersInput.id }, t("kb.up.readers")),
+    upReadersInput,
+    h("span", { class: "hint", id: "kb-up-readers-hint" }, t("kb.up.readers_hint")),
+  );
   const uploadSection = canWrite
     ? h(
         "section",
@@ -875,6 +1052,7 @@ async function kbPage({ root, params, query, signal, session }) {
           clearDone,
         )),
         dropZone,
+        upReaders,
         fileInput,
         folderInput,
         uploadList,
@@ -943,6 +1121,7 @@ async function kbPage({ root, params, query, signal, session }) {
   }
 
   function uploadRow({ file, path }, supported) {
+    const readers = readerKeys(upReadersInput.value); // as the field was when the file was added
     const progress = h("progress", { max: "100", value: "0", "aria-label": path });
     const statusEl = h("span", { class: "kb-up-status", dataset: { testid: "upload-status" } });
     const msg = h("span", { class: "kb-up-msg" });
@@ -968,6 +1147,8 @@ async function kbPage({ root, params, query, signal, session }) {
       async start() {
         r.set("uploading", t("kb.up.uploading"), "info");
         const form = new FormData();
+        // The readers go before the file (the server reads the parts in order).
+        if (readers.length) form.append("readers", readers.join(","));
         form.append("files", file, file.name);
         try {
           const out = await upload(docsUrl(), form, {

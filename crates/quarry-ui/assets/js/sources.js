@@ -191,10 +191,39 @@ function stateRows(s, latest) {
     s.watch ? [t("src.f.watch"), t("src.watch.on"), "watch"] : null,
     [t("src.f.mask"), h("code", {}, s.mask || "**"), "mask"],
     [t("src.f.documents"), fmtNumber(s.documents), "documents"],
+    [t("src.f.readers"), mappingSummary(s.readers), "readers-mapping"],
     [t("src.f.last_sync"), lastSync, "last-sync"],
     s.interval_seconds ? [t("src.f.next_sync"), s.next_sync_at ? when(s.next_sync_at) : "—", "next-sync"] : null,
     [t("src.f.lag"), h("span", { title: t("src.lag_help") }, s.last_success_at ? fmtSpan(lag) : t("src.lag_never", { span: fmtSpan(lag) })), "lag"],
   ];
+}
+
+/** A reader mapping in one line: "Everyone (no mapping)", "2 rules · CODEOWNERS". */
+function mappingSummary(m) {
+  if (!m) return t("src.readers.none");
+  const parts = [];
+  if (m.rules?.length) parts.push(tn("src.readers.n_rules", { n: m.rules.length }));
+  if (m.codeowners) parts.push(t("src.readers.codeowners"));
+  return parts.length ? parts.join(" · ") : t("src.readers.admins_only");
+}
+
+/** A reader mapping's rules as a list: globs → readers. */
+function mappingList(m) {
+  if (!m) return h("p", { class: "muted", dataset: { testid: "readers-none" } }, t("src.readers.none_long"));
+  const keys = (r) => (r.readers.length ? r.readers.map((k) => (k === "everyone" ? t("src.readers.everyone") : k)).join(", ") : t("src.readers.admins_only"));
+  return h(
+    "div",
+    { dataset: { testid: "readers-mapping-list" } },
+    m.rules?.length
+      ? h(
+          "ol",
+          { class: "src-rules" },
+          m.rules.map((r) => h("li", { dataset: { testid: "readers-rule" } }, h("code", {}, r.paths), h("span", { "aria-hidden": "true" }, " → "), h("span", { class: "sr-only" }, " "), keys(r))),
+        )
+      : null,
+    h("p", { class: "muted" }, m.codeowners ? t("src.readers.codeowners_on") : t("src.readers.codeowners_off")),
+    h("p", { class: "hint" }, t("src.readers.rest_admins")),
+  );
 }
 
 /** Failures in a row and the last error, when the source is failing. */
@@ -770,10 +799,11 @@ export async function sourcePage({ root, params, signal, session }) {
           typeof s.watch === "boolean" && kind === "folder" ? [t("src.f.watch"), s.watch ? t("src.watch.on") : t("src.watch.off")] : null,
           kind !== "folder" ? [t("src.f.credential"), s.has_secret ? t("src.cred.stored") : t("src.cred.none")] : null,
         ]),
+        h("div", { class: "src-fieldset src-readers", dataset: { testid: "readers-view" } }, h("h3", {}, t("src.readers.title")), mappingList(s.readers)),
       );
       return;
     }
-    replace(settings, h("h2", { id: "src-settings-title" }, t("src.settings")), where, settingsForm(), kind !== "folder" ? credentialForm() : null);
+    replace(settings, h("h2", { id: "src-settings-title" }, t("src.settings")), where, settingsForm(), kind !== "folder" ? credentialForm() : null, readersForm());
   };
 
   function settingsForm() {
@@ -836,6 +866,103 @@ export async function sourcePage({ root, params, signal, session }) {
         fail(err.message, fieldOfMessage(err.message, kind));
       }
     });
+    return form;
+  }
+
+  /** The reader mapping: rules (globs → keys) in order, CODEOWNERS; saved or cleared. */
+  function readersForm() {
+    const m = s.readers;
+    const rulesBox = h("ol", { class: "src-rule-rows", dataset: { testid: "readers-rules" } });
+    const error = h("p", { class: "form-error", role: "alert", dataset: { testid: "readers-error" } });
+    const ruleRow = (rule) => {
+      const paths = textInput("paths", { value: rule?.paths || "", placeholder: "hr/**", "aria-label": t("src.readers.paths") });
+      const keys = textInput("readers", { value: (rule?.readers || []).join(", "), placeholder: "group:hr, user:ann", "aria-label": t("src.readers.keys") });
+      const li = h("li", { class: "src-rule-row", dataset: { testid: "readers-rule-row" } });
+      const renumber = () => [...rulesBox.children].forEach((row, i) => {
+        const [p, k, x] = row.querySelectorAll("input, button");
+        p.setAttribute("aria-label", t("src.readers.paths_n", { n: i + 1 }));
+        k.setAttribute("aria-label", t("src.readers.keys_n", { n: i + 1 }));
+        x.setAttribute("aria-label", t("src.readers.remove_rule_n", { n: i + 1 }));
+      });
+      const remove = h("button", { class: "btn btn-icon btn-small", type: "button", title: t("src.readers.remove_rule"), onclick: () => {
+        const next = li.nextElementSibling || li.previousElementSibling;
+        li.remove();
+        renumber();
+        (next?.querySelector("input") || addRule).focus();
+      } }, icon("close"));
+      li.append(paths, h("span", { class: "src-rule-arrow", "aria-hidden": "true" }, "→"), keys, remove);
+      li.renumber = renumber;
+      return li;
+    };
+    for (const r of m?.rules || []) rulesBox.append(ruleRow(r));
+    const addRule = h("button", { class: "btn btn-small", type: "button", dataset: { testid: "readers-add-rule" }, onclick: () => {
+      const li = ruleRow(null);
+      rulesBox.append(li);
+      li.renumber();
+      li.querySelector("input").focus();
+    } }, icon("plus"), t("src.readers.add_rule"));
+    [...rulesBox.children].forEach((li) => li.renumber());
+    const co = h("input", { type: "checkbox", id: uid("src-codeowners"), checked: !!m?.codeowners });
+    const coHint = h("span", { class: "hint", id: `${co.id}-hint` }, t("src.readers.codeowners_hint"));
+    co.setAttribute("aria-describedby", coHint.id);
+    const save = h("button", { class: "btn btn-primary", type: "submit" }, t("src.readers.save"));
+    const clear = m
+      ? h("button", { class: "btn btn-danger", type: "button", dataset: { testid: "readers-clear" }, onclick: () => clearMapping() }, t("src.readers.clear"))
+      : null;
+    const form = h(
+      "form",
+      { class: "kb-form src-form", novalidate: true, dataset: { testid: "readers-form" } },
+      h(
+        "fieldset",
+        { class: "src-fieldset src-readers" },
+        h("legend", {}, t("src.readers.title")),
+        h("p", { class: "src-readers-state", dataset: { testid: "readers-state" } }, mappingSummary(m)),
+        h("p", { class: "hint" }, t("src.readers.help")),
+        h("div", { class: "src-rule-head", "aria-hidden": "true" }, h("span", {}, t("src.readers.paths")), h("span", {}, t("src.readers.keys"))),
+        rulesBox,
+        h("div", { class: "row" }, addRule),
+        h("div", { class: "field src-watch" }, h("label", { class: "switch", for: co.id }, co, t("src.readers.codeowners_label")), coHint),
+        error,
+        h("div", { class: "row" }, save, clear),
+      ),
+    );
+    const done = (msg) => {
+      toast(msg, "success");
+      announce(msg);
+      drawSummary();
+      drawSettings();
+    };
+    form.addEventListener("submit", async (e) => {
+      e.preventDefault();
+      error.textContent = "";
+      const rules = [];
+      for (const li of rulesBox.children) {
+        const [p, k] = li.querySelectorAll("input");
+        const paths = p.value.trim();
+        const readers = k.value.split(/[\s,]+/).map((x) => x.trim()).filter(Boolean);
+        if (!paths && !readers.length) continue; // an empty row is left out
+        rules.push({ paths, readers });
+      }
+      save.disabled = true;
+      try {
+        s = await api("PATCH", sourceUrl(s.id), { body: { readers: { rules, codeowners: co.checked } } });
+        done(t("src.readers.saved"));
+      } catch (err) {
+        save.disabled = false;
+        error.textContent = err.message;
+        announce(err.message, { assertive: true });
+      }
+    });
+    async function clearMapping() {
+      if (!(await confirmDialog(t("src.readers.clear_confirm"), { danger: true, confirmLabel: t("src.readers.clear") }))) return;
+      try {
+        s = await api("PATCH", sourceUrl(s.id), { body: { readers: null } });
+        done(t("src.readers.cleared"));
+      } catch (err) {
+        error.textContent = err.message;
+        announce(err.message, { assertive: true });
+      }
+    }
     return form;
   }
 
@@ -996,7 +1123,7 @@ export async function sourcePage({ root, params, signal, session }) {
   // --- Loading ----------------------------------------------------------------------------
   async function load() {
     const [fresh, list] = await Promise.all([api("GET", sourceUrl(id), { signal }), api("GET", `${sourceUrl(id)}/reports`, { query: { limit }, signal })]);
-    const settingsChanged = fresh.mask !== s.mask || fresh.interval_seconds !== s.interval_seconds || fresh.has_secret !== s.has_secret || fresh.watch !== s.watch;
+    const settingsChanged = fresh.mask !== s.mask || fresh.interval_seconds !== s.interval_seconds || fresh.has_secret !== s.has_secret || fresh.watch !== s.watch || JSON.stringify(fresh.readers ?? null) !== JSON.stringify(s.readers ?? null);
     s = fresh;
     reports = list;
     drawSummary();
