@@ -55,7 +55,9 @@ def per_min(n, secs):
 def pages(tldr: Path) -> list[tuple[str, str]]:
     out = []
     for p in sorted((tldr / "pages").rglob("*.md")):
-        out.append((p.stem, p.read_text("utf-8", "replace")))
+        # `..md` (the `.` command) would make a hidden file, which no sync lists.
+        stem = p.stem if not p.stem.startswith(".") else "dot" + p.stem.lstrip(".")
+        out.append((stem, p.read_text("utf-8", "replace")))
     if not out:
         sys.exit(f"no tldr pages under {tldr}/pages")
     return out

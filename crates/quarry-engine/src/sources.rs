@@ -622,7 +622,7 @@ impl Engine {
                     let r = self.store().apply_source_change(
                         lease,
                         &SourceChange::Replace {
-                            file_row_id: row_of(&rows, &previous.path)?,
+                            file_row_id: row_of(rows, &previous.path)?,
                             version: &item.version,
                             file: &file,
                         },
@@ -635,7 +635,7 @@ impl Engine {
                     self.store().apply_source_change(
                         lease,
                         &SourceChange::Touch {
-                            file_row_id: row_of(&rows, &previous.path)?,
+                            file_row_id: row_of(rows, &previous.path)?,
                             version: &item.version,
                             readers: readers_of(&item.path).as_deref(),
                         },
@@ -645,7 +645,7 @@ impl Engine {
                     let r = self.store().apply_source_change(
                         lease,
                         &SourceChange::Rename {
-                            file_row_id: row_of(&rows, &from.path)?,
+                            file_row_id: row_of(rows, &from.path)?,
                             path: &item.path,
                             name: &document_name(&item.path),
                             version: &item.version,
@@ -663,7 +663,7 @@ impl Engine {
                     let r = self.store().apply_source_change(
                         lease,
                         &SourceChange::Delete {
-                            file_row_id: row_of(&rows, &known.path)?,
+                            file_row_id: row_of(rows, &known.path)?,
                         },
                     )?;
                     lines.count_and_push(&known.path, "deleted", None);
