@@ -253,6 +253,9 @@ def drop_queued_jobs(home: Home) -> int:
 def watch_latency(home: Home, source_id: str, folder: Path, n: int, edits: int,
                   src: list) -> dict:
     home.run("source", "set", source_id, "--watch")
+    # The reports before the server starts: its reconciliation is the first one after.
+    status, _ = home.run("source", "status", source_id, "--reports", "100")
+    before = {r["id"] for r in status.get("reports", [])}
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     logf = open(home.dir / "serve.log", "w")
@@ -262,7 +265,6 @@ def watch_latency(home: Home, source_id: str, folder: Path, n: int, edits: int,
                             stdin=subprocess.DEVNULL)
     res = {"files": n, "edits": edits, "load_before": loadavg()}
     try:
-        before = None
         deadline = time.time() + 3600
         # The reconciliation at start: a full sync that finds nothing changed.
         while time.time() < deadline:
@@ -274,8 +276,6 @@ def watch_latency(home: Home, source_id: str, folder: Path, n: int, edits: int,
                 time.sleep(0.2)
                 continue
             if st == 200:
-                if before is None:
-                    before = {r["id"] for r in body["data"]}
                 new = [r for r in body["data"] if r["id"] not in before and r["finished_at"]]
                 if new:
                     res["reconciliation_s_after_start"] = round(time.perf_counter() - t_start, 2)
@@ -303,7 +303,7 @@ def watch_latency(home: Home, source_id: str, folder: Path, n: int, edits: int,
                     break
                 time.sleep(0.02)
         st, body = http("GET", f"{base}/api/v1/sources/{source_id}/reports?limit=100")
-        incremental = [r for r in (body or {}).get("data", []) if r["id"] not in (before or set())][:-1]
+        incremental = [r for r in (body or {}).get("data", []) if r["id"] not in before][:-1]
         res.update({
             "searchable_s": [round(x, 3) for x in lat],
             "p50_s": round(percentile(lat, 50), 3) if lat else None,

@@ -34,6 +34,8 @@ mod source_resume_tests;
 #[cfg(test)]
 mod source_watch_tests;
 mod sources;
+#[cfg(test)]
+mod test_support;
 mod vectors;
 
 pub use collections::RESERVED_COLLECTION_NAMES;

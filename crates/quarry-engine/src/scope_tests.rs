@@ -5,19 +5,10 @@
 use quarry_core::{Access, Error, Scope};
 
 use crate::documents::GetRequest;
-use crate::engine::{Engine, EngineOptions};
+use crate::engine::Engine;
 use crate::notes::{NewNote, NoteFormat};
 use crate::search::SearchRequest;
-
-fn engine(dir: &std::path::Path) -> Engine {
-    Engine::open(EngineOptions {
-        home: dir.to_path_buf(),
-        index: "index".into(),
-        space: quarry_core::DEFAULT_SPACE.into(),
-        max_file_bytes: 1 << 20,
-    })
-    .unwrap()
-}
+use crate::test_support::engine;
 
 fn note(text: &str) -> NewNote {
     NewNote {

@@ -2,37 +2,15 @@
 //! then CODEOWNERS), in the change that adds or moves it; a changed mapping moves only the
 //! readers of the documents it concerns, and says so in the report.
 
-use std::path::Path;
-use std::time::Duration;
-
 use quarry_core::{Access, Scope};
 
-use crate::engine::{Engine, EngineOptions};
-use crate::knowledge::CreateKnowledgeBase;
+use crate::engine::Engine;
 use crate::progress::NoProgress;
 use crate::search::SearchRequest;
 use crate::sources::AddSource;
+use crate::test_support::{create_kb, drain, engine};
 use quarry_sources::{Location, ReaderMapping};
 use quarry_store::FileFilter;
-
-fn engine(dir: &Path) -> Engine {
-    Engine::open(EngineOptions {
-        home: dir.to_path_buf(),
-        index: "index".into(),
-        space: quarry_core::DEFAULT_SPACE.into(),
-        max_file_bytes: 1 << 20,
-    })
-    .unwrap()
-}
-
-fn drain(e: &Engine) {
-    while let Some(job) = e
-        .claim_job("test-worker:0", Duration::from_secs(60))
-        .unwrap()
-    {
-        e.run_job(&job, &NoProgress).unwrap();
-    }
-}
 
 fn readers_of(e: &Engine) -> Vec<(String, Option<Vec<String>>)> {
     let mut v: Vec<_> = e
@@ -65,13 +43,7 @@ fn a_mapping_decides_readers_per_path_and_a_changed_mapping_moves_them() {
     .unwrap();
     std::fs::write(folder.join("misc.md"), "# Misc\n\nunmapped zebraword").unwrap();
     let e = engine(&dir.path().join("home"));
-    e.create_knowledge_base(&CreateKnowledgeBase {
-        name: "handbook".into(),
-        description: String::new(),
-        chunk_size: None,
-        chunk_overlap: None,
-    })
-    .unwrap();
+    create_kb(&e, "handbook");
     let mapping = ReaderMapping::from_json(
         r#"{"rules":[{"paths":"hr/**","readers":["group:hr"]},
                      {"paths":"public/**","readers":["everyone"]}]}"#,

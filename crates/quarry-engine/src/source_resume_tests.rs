@@ -6,7 +6,6 @@
 //! URLs for anyone else only where the outbound address guard lets requests go.
 
 use std::collections::HashSet;
-use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -16,30 +15,14 @@ use quarry_sources::{FileMask, Location, NetPolicy};
 use quarry_store::{FileFilter, NewKbFile, SourceChange, SyncCounts, SyncReport};
 use quarry_test_http::{Reply, Request, Server};
 
-use crate::engine::{Engine, EngineOptions};
-use crate::knowledge::CreateKnowledgeBase;
+use crate::engine::Engine;
 use crate::progress::NoProgress;
 use crate::source_options::SourceOptions;
 use crate::sources::AddSource;
-
-fn engine(dir: &Path) -> Engine {
-    Engine::open(EngineOptions {
-        home: dir.to_path_buf(),
-        index: "index".into(),
-        space: quarry_core::DEFAULT_SPACE.into(),
-        max_file_bytes: 1 << 20,
-    })
-    .unwrap()
-}
+use crate::test_support::engine;
 
 fn kb(e: &Engine) {
-    e.create_knowledge_base(&CreateKnowledgeBase {
-        name: "notes".into(),
-        description: String::new(),
-        chunk_size: None,
-        chunk_overlap: None,
-    })
-    .unwrap();
+    crate::test_support::create_kb(e, "notes");
 }
 
 fn attach(e: &Engine, location: Location) -> Result<crate::SourceView, Error> {

@@ -1,40 +1,18 @@
 //! Folders that sync on change: the schedule's flag, and a sync of a few changed paths
 //! (`Engine::sync_source_paths`) — what it lists, what it changes, what it leaves alone.
 
-use std::path::Path;
-use std::time::Duration;
-
 use quarry_core::Error;
 
-use crate::engine::{Engine, EngineOptions};
+use crate::engine::Engine;
 use crate::knowledge::CreateKnowledgeBase;
 use crate::knowledge_search::{KnowledgeSearch, SearchMode};
 use crate::progress::NoProgress;
 use crate::sources::AddSource;
+use crate::test_support::{drain, engine};
 use quarry_sources::Location;
 use quarry_store::{FileFilter, FileStatus};
 
 const OWNER: &str = "test-node:watch";
-
-fn engine(dir: &Path) -> Engine {
-    Engine::open(EngineOptions {
-        home: dir.to_path_buf(),
-        index: "index".into(),
-        space: quarry_core::DEFAULT_SPACE.into(),
-        max_file_bytes: 1 << 20,
-    })
-    .unwrap()
-}
-
-/// Runs every queued job here.
-fn drain(e: &Engine) {
-    while let Some(job) = e
-        .claim_job("test-worker:0", Duration::from_secs(60))
-        .unwrap()
-    {
-        e.run_job(&job, &NoProgress).unwrap();
-    }
-}
 
 /// (name, id, status) of the knowledge base's documents, by name.
 fn documents(e: &Engine) -> Vec<(String, String, FileStatus)> {
