@@ -51,6 +51,14 @@ fn source_by_row(c: &mut impl postgres::GenericClient, row_id: i64) -> Result<Op
         .transpose()
 }
 
+/// The source `row_id` as an update of `n` rows left it: not found when it touched none.
+fn changed_source(c: &mut impl postgres::GenericClient, row_id: i64, n: u64) -> Result<SourceRow> {
+    if n == 0 {
+        return Err(Error::NotFound("source not found".into()));
+    }
+    source_by_row(c, row_id)?.ok_or_else(|| Error::Storage("source vanished".into()))
+}
+
 fn report_from_row(r: &postgres::Row) -> Result<SyncReport> {
     let counts: String = col(r, 6)?;
     let details: String = col(r, 7)?;
@@ -197,10 +205,7 @@ impl quarry_store::SourceStore for PgStore {
                     &[&row_id, &mask, &interval_ms, &now],
                 )
                 .map_err(db_err)?;
-            if n == 0 {
-                return Err(Error::NotFound("source not found".into()));
-            }
-            source_by_row(tx, row_id)?.ok_or_else(|| Error::Storage("source vanished".into()))
+            changed_source(tx, row_id, n)
         })
     }
 
@@ -212,10 +217,7 @@ impl quarry_store::SourceStore for PgStore {
                     &[&row_id, &watch, &quarry_core::now_millis()],
                 )
                 .map_err(db_err)?;
-            if n == 0 {
-                return Err(Error::NotFound("source not found".into()));
-            }
-            source_by_row(tx, row_id)?.ok_or_else(|| Error::Storage("source vanished".into()))
+            changed_source(tx, row_id, n)
         })
     }
 
@@ -227,10 +229,7 @@ impl quarry_store::SourceStore for PgStore {
                     &[&row_id, &mapping, &quarry_core::now_millis()],
                 )
                 .map_err(db_err)?;
-            if n == 0 {
-                return Err(Error::NotFound("source not found".into()));
-            }
-            source_by_row(tx, row_id)?.ok_or_else(|| Error::Storage("source vanished".into()))
+            changed_source(tx, row_id, n)
         })
     }
 

@@ -63,6 +63,14 @@ fn source_by_row(conn: &Connection, row_id: i64) -> Result<Option<SourceRow>> {
     .map_err(db_err)
 }
 
+/// The source `row_id` as an update of `n` rows left it: not found when it touched none.
+fn changed_source(conn: &Connection, row_id: i64, n: usize) -> Result<SourceRow> {
+    if n == 0 {
+        return Err(Error::NotFound("source not found".into()));
+    }
+    source_by_row(conn, row_id)?.ok_or_else(|| Error::Storage("source vanished".into()))
+}
+
 const REPORT_COLUMNS: &str = "r.uid, s.uid, r.started_at, r.finished_at, r.status, r.revision, \
      r.counts, r.details, r.error";
 
@@ -228,10 +236,7 @@ impl SourceStore for SqliteStore {
                     params![row_id, mask, interval_ms, now],
                 )
                 .map_err(db_err)?;
-            if n == 0 {
-                return Err(Error::NotFound("source not found".into()));
-            }
-            source_by_row(tx, row_id)?.ok_or_else(|| Error::Storage("source vanished".into()))
+            changed_source(tx, row_id, n)
         })
     }
 
@@ -243,10 +248,7 @@ impl SourceStore for SqliteStore {
                     params![row_id, mapping, quarry_core::now_millis()],
                 )
                 .map_err(db_err)?;
-            if n == 0 {
-                return Err(Error::NotFound("source not found".into()));
-            }
-            source_by_row(tx, row_id)?.ok_or_else(|| Error::Storage("source vanished".into()))
+            changed_source(tx, row_id, n)
         })
     }
 
@@ -258,10 +260,7 @@ impl SourceStore for SqliteStore {
                     params![row_id, watch, quarry_core::now_millis()],
                 )
                 .map_err(db_err)?;
-            if n == 0 {
-                return Err(Error::NotFound("source not found".into()));
-            }
-            source_by_row(tx, row_id)?.ok_or_else(|| Error::Storage("source vanished".into()))
+            changed_source(tx, row_id, n)
         })
     }
 
