@@ -378,10 +378,35 @@ def shared_home(quarry_bin: Path, corpus: Path, tmp_path_factory: pytest.TempPat
 # `quarry serve`.
 
 
+_next_port: list[int] = []
+_PORT_SLICE = 1500
+
+
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback port free now, for a child process to listen on.
+
+    Never from the kernel's ephemeral range (`bind(0)`): outgoing connections take their local
+    ports from that range too, so a port handed out that way could be taken by some client's
+    socket before the child binds it ("Port … is already in use"). Each xdist worker of each
+    pass (SQLite, PostgreSQL: they run side by side) gets its own slice of 20000–31999, so no
+    two of them hand out the same port."""
+    if not _next_port:
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+        slot = (int(worker) if worker.isdigit() else 0) % 4
+        if os.environ.get("QUARRY_TEST_BACKEND") == "postgres":
+            slot += 4
+        _next_port.append(20000 + slot * _PORT_SLICE)
+    base = 20000 + (_next_port[0] - 20000) // _PORT_SLICE * _PORT_SLICE
+    for _ in range(_PORT_SLICE):
+        port = _next_port[0]
+        _next_port[0] = base + (port + 1 - base) % _PORT_SLICE
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free loopback port in this worker's slice")
 
 
 @dataclass

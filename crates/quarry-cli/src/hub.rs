@@ -223,11 +223,17 @@ pub(crate) fn run(engine: Engine, cmd: &HubCmd, json_out: bool) -> Result<()> {
     out
 }
 
-/// An upstream once its first discovery finished (or after [`quarry_hub::ANSWER_GRACE`],
-/// still `connecting`).
+/// How long `hub add` / `hub enable` wait for the first discovery. Longer than the server's
+/// [`quarry_hub::ANSWER_GRACE`]: this process holds the only connection, and a cold `uvx` /
+/// Python server on a loaded machine can take well over 5 s to answer `initialize`; a person at
+/// a terminal would rather wait than get `connecting` and a tool count of 0.
+const CLI_DISCOVERY_WAIT: std::time::Duration = std::time::Duration::from_secs(45);
+
+/// An upstream once its first discovery finished (or after [`CLI_DISCOVERY_WAIT`], still
+/// `connecting`).
 async fn settle(hub: &Arc<Hub>, who: &Principal, id: &str) -> Result<UpstreamInfo> {
     if let Some(c) = off_async(|| hub.connecting(who, id))? {
-        c.discovered(quarry_hub::ANSWER_GRACE).await;
+        c.discovered(CLI_DISCOVERY_WAIT).await;
     }
     Ok(off_async(|| hub.upstream(who, id))?)
 }
@@ -341,7 +347,7 @@ async fn run_async(hub: &Arc<Hub>, who: &Principal, cmd: &HubCmd, json_out: bool
             let s = off_async(|| hub.find_upstream(who, server))?;
             let on = matches!(cmd, HubCmd::Enable { .. });
             if let Some(c) = off_async(|| hub.set_enabled(who, &s.id, Some(on)))? {
-                c.discovered(quarry_hub::ANSWER_GRACE).await;
+                c.discovered(CLI_DISCOVERY_WAIT).await;
             }
             print_server(&off_async(|| hub.upstream(who, &s.id))?, json_out)?;
         }

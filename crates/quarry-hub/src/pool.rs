@@ -17,9 +17,9 @@ use crate::custom::{CustomCall, CustomResponse, CustomToolError};
 use crate::upstream::{CallError, Connection, ProgressSink};
 use crate::web::{self, WEB_PACKAGE, WebSearch};
 
-/// How long enabling an upstream (and the CLI's `hub add`, whose process holds the only
-/// connection) waits for its first discovery before answering with the status it has
-/// (`connecting` for a slow or hanging upstream, which keeps trying in the background).
+/// How long enabling an upstream over HTTP waits for its first discovery before answering with
+/// the status it has (`connecting` for a slow or hanging upstream, which keeps trying in the
+/// background). The CLI waits longer (its process holds the only connection).
 /// Registration over HTTP does not wait at all: it answers `connecting` and clients poll.
 pub const ANSWER_GRACE: Duration = Duration::from_secs(5);
 
