@@ -7,7 +7,8 @@ for ``group:hr`` only, and one for the admins only; each carries a word no other
 exactly what a document that does not exist gets: no result, no count, no suggestion, the
 same "not found" in the same words — over REST (QMD routes, knowledge bases, the seed's
 knowledge search, Dify's retrieval), over MCP with the official Python SDK (QMD tools and
-the knowledge tools) and over QukaAI's capture endpoint. A group change bites on the next
+the knowledge tools), over QukaAI's capture endpoint and in chat (the passages a reader's
+answer cites and the prompt the provider gets, through fake_llm.py). A group change bites on the next
 request, and a source's reader mapping decides synced documents' readers. Runs on the
 embedded store and, with ``QUARRY_TEST_BACKEND=postgres``, through a second node.
 """
@@ -22,12 +23,14 @@ from pathlib import Path
 import pytest
 import requests
 from conftest import QuarryHome, QuarryServer, backend, make_home, second_node, start_server, wait_ready
+from fake_llm import FakeLLM
 from mcp import Client
 
 OPEN = "# Handbook\n\nThe heron guide: how we work, and the zebra policy.\n"
 HR = "# Pay bands\n\nThe ocelot salary bands, and the zebra policy for pay.\n"
 ADMINS = "# Board minutes\n\nThe vicuna acquisition, and the zebra policy for the board.\n"
 MISSING_ID = "0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9"
+CHAT_KEY = "sk-readers-chat-4b1f"
 
 
 @pytest.fixture(scope="module")
@@ -41,6 +44,7 @@ class World:
     srv: QuarryServer
     root: Path
     kb: str
+    fake: FakeLLM
     docs: dict[str, dict] = field(default_factory=dict)
     tokens: dict[str, str] = field(default_factory=dict)
 
@@ -56,8 +60,9 @@ class World:
 @pytest.fixture(scope="module")
 def world(quarry_bin: Path, corpus: Path, tmp_path_factory: pytest.TempPathFactory):
     root = tmp_path_factory.mktemp("readers")
-    home = make_home(quarry_bin, corpus, root / "home", env={"QUARRY_OCR": "off"})
-    w = World(home=home, srv=None, root=root, kb="")  # type: ignore[arg-type]
+    fake = FakeLLM.start()
+    home = make_home(quarry_bin, corpus, root / "home", env={"QUARRY_OCR": "off", **fake.env(CHAT_KEY)})
+    w = World(home=home, srv=None, root=root, kb="", fake=fake)  # type: ignore[arg-type]
     w.cli("space", "create", "acme")
     for user in ("owner", "ann", "bob", "eve"):
         w.cli("user", "add", user)
@@ -84,10 +89,11 @@ def world(quarry_bin: Path, corpus: Path, tmp_path_factory: pytest.TempPathFacto
     for user in ("owner", "ann", "bob", "eve"):
         w.tokens[user] = w.cli_json("token", "create", "--user", user, "--spaces", "acme")["token"]
     serving = second_node(home, root / "node-b") if backend() == "postgres" else home
-    w.srv = start_server(serving, "--auth", "token", logdir=root / "logs")
+    w.srv = start_server(serving, "--auth", "token", "--chat-model", "openai:fake-chat", logdir=root / "logs")
     wait_ready(w.srv)
     yield w
     w.srv.stop()
+    fake.stop()
 
 
 def http(srv: QuarryServer, method: str, path: str, token: str | None, **kw) -> requests.Response:
@@ -276,6 +282,37 @@ def test_quka_capture_tools_show_each_reader_only_what_it_may_read(world):
     assert json.dumps(hidden).replace(w.docs["hr"]["id"], "X") == json.dumps(missing).replace(MISSING_ID, "X")
     mine = json.dumps(capture(w, w.tokens["ann"], "get_knowledge", {"id": w.docs["hr"]["id"]}))
     assert "ocelot" in mine, mine
+
+
+def chat_sources(w: World, token: str, question: str) -> tuple[list[dict], str]:
+    """One RAG chat over the handbook: the passages the answer cites and the prompt the
+    provider got."""
+    w.fake.reset()
+    w.fake.script([{"text": "See [1]."}])
+    r = requests.post(w.srv.url("/api/v1/chat"), timeout=(10, 60), stream=True,
+                      headers={"Authorization": f"Bearer {token}", "Accept": "text/event-stream"},
+                      json={"stream": True, "messages": [{"role": "user", "content": question}], "kb_ids": ["handbook"]})
+    assert r.status_code == 200, r.text
+    events = [json.loads(line[5:]) for line in r.iter_lines(decode_unicode=True) if line.startswith("data:")]
+    assert events[-1]["type"] == "done", events
+    [rag] = [e["data"] for e in events if e["type"] == "rag_source"]
+    [req] = w.fake.streamed()
+    return rag, req.text()
+
+
+def test_chat_cites_and_prompts_only_what_the_reader_may_read(world):
+    w = world
+    everything = {"handbook.md", "pay.md", "board.md"}
+    for user, visible in (("bob", {"handbook.md"}), ("ann", {"handbook.md", "pay.md"}), ("owner", everything)):
+        sources, prompt = chat_sources(w, w.tokens[user], "What is the zebra policy?")
+        cited = {s["source"] for s in sources}
+        assert cited & everything == visible, (user, sources)
+        for word, doc in (("heron", "handbook.md"), ("ocelot", "pay.md"), ("vicuna", "board.md")):
+            assert (word in prompt) == (doc in visible), (user, word, prompt)
+    # A question only a hidden document answers: nothing is retrieved, nothing reaches the provider.
+    sources, prompt = chat_sources(w, w.tokens["bob"], "ocelot salary bands")
+    assert all(s["source"] == "handbook.md" for s in sources) and "ocelot" not in prompt.replace(
+        "ocelot salary bands", ""), (sources, prompt)
 
 
 def test_a_source_mapping_decides_readers_and_a_changed_mapping_moves_them(world):
