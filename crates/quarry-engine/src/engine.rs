@@ -3,7 +3,7 @@
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 use quarry_core::{Access, Error, Result, Scope, StatusReport};
 use quarry_fts::FtsIndex;
@@ -66,6 +66,9 @@ pub struct EngineShared {
     pub(crate) sources: crate::source_options::SourceOptions,
     /// This process as a node following the store's feed.
     pub(crate) node: node::NodeState,
+    /// When this process last listed every blob for stray files (see
+    /// [`Engine::collect_blobs`]); `None`: not yet.
+    pub(crate) stray_sweep: Mutex<Option<std::time::Instant>>,
 }
 
 /// The engine for one index, as one caller sees it: every call is limited to the handle's
@@ -193,6 +196,7 @@ impl Engine {
                 secret_key: None,
                 sources: crate::source_options::SourceOptions::default(),
                 node: node::NodeState::default(),
+                stray_sweep: Mutex::new(None),
             }),
             scope,
             ranking_scope: None,

@@ -37,6 +37,11 @@ pub const MAX_ATTEMPTS: u32 = 3;
 /// Blob files no row names are deleted once older than this (a crash between writing the
 /// bytes and committing the row leaves such files).
 const SWEEP_AGE: Duration = Duration::from_secs(3600);
+/// How often one process lists every blob for such files. Not on every cleanup: the listing
+/// costs a stat (or an S3 page) per blob, and a watched folder's every edit queues a cleanup
+/// (its old version's blob) — at 100,000 blobs that listing was most of an edit's time to
+/// searchable.
+const STRAY_SWEEP_EVERY: Duration = Duration::from_secs(15 * 60);
 /// Chunk texts one embed job claims: under a minute of a small model on a CPU, so a
 /// worker running embedding is free again for uploads soon, and several nodes split a
 /// collection's work in shares.
@@ -951,15 +956,36 @@ impl Engine {
             store.forget_blobs(&orphans)?;
             removed += orphans.len() as u64;
         }
+        if !self.stray_sweep_due() {
+            return Ok(removed);
+        }
         let now = SystemTime::now();
-        for (sha, modified) in blobs.list()? {
-            let old = now.duration_since(modified).unwrap_or_default() > SWEEP_AGE;
-            if old && !store.blob_known(&sha)? {
-                blobs.delete(&sha)?;
+        let old: Vec<String> = blobs
+            .list()?
+            .into_iter()
+            .filter(|(_, modified)| now.duration_since(*modified).unwrap_or_default() > SWEEP_AGE)
+            .map(|(sha, _)| sha)
+            .collect();
+        for batch in old.chunks(1000) {
+            let known = store.known_blobs(batch)?;
+            for sha in batch.iter().filter(|sha| !known.contains(*sha)) {
+                blobs.delete(sha)?;
                 removed += 1;
             }
         }
         Ok(removed)
+    }
+
+    /// Whether this process should list every blob for stray files now (its first cleanup,
+    /// then every [`STRAY_SWEEP_EVERY`]); marks the sweep as done when it says yes.
+    fn stray_sweep_due(&self) -> bool {
+        let mut last = self.stray_sweep.lock().unwrap_or_else(|p| p.into_inner());
+        let now = std::time::Instant::now();
+        if last.is_some_and(|t| now.duration_since(t) < STRAY_SWEEP_EVERY) {
+            return false;
+        }
+        *last = Some(now);
+        true
     }
 }
 
@@ -997,5 +1023,55 @@ mod tests {
             cleaned.len() <= 200 && cleaned.ends_with(".pdf"),
             "{cleaned}"
         );
+    }
+
+    /// Backdates the file of blob `sha` under `dir` past [`SWEEP_AGE`].
+    fn backdate(dir: &std::path::Path, sha: &str) {
+        let name = &sha[2..];
+        let mut todo = vec![dir.to_path_buf()];
+        while let Some(d) = todo.pop() {
+            for entry in std::fs::read_dir(&d).unwrap().flatten() {
+                let path = entry.path();
+                if path.is_dir() {
+                    todo.push(path);
+                } else if entry.file_name().to_string_lossy() == name {
+                    let f = std::fs::File::options().write(true).open(&path).unwrap();
+                    f.set_modified(SystemTime::now() - 2 * SWEEP_AGE).unwrap();
+                    return;
+                }
+            }
+        }
+        panic!("no file for blob {sha}");
+    }
+
+    #[test]
+    fn stray_blobs_go_at_a_processes_first_cleanup_and_then_once_per_sweep_interval() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = crate::test_support::engine(dir.path());
+        let blobs = e.blobs().unwrap();
+        let listed = |sha: &str| blobs.list().unwrap().iter().any(|(s, _)| s == sha);
+        // Bytes whose row never committed (a crash between the two): stray files.
+        let first = blobs.put(b"first stray bytes").unwrap();
+        backdate(dir.path(), &first);
+        let young = blobs.put(b"young stray bytes").unwrap();
+        e.cleanup(&crate::progress::NoProgress).unwrap();
+        assert!(
+            !listed(&first),
+            "an old stray file goes at the first cleanup"
+        );
+        assert!(
+            listed(&young),
+            "a young one may still be an upload in flight"
+        );
+        // The next cleanups (a watched folder's every edit queues one) skip the listing…
+        let second = blobs.put(b"second stray bytes").unwrap();
+        backdate(dir.path(), &second);
+        e.cleanup(&crate::progress::NoProgress).unwrap();
+        assert!(listed(&second));
+        // …until the interval has passed.
+        let long_ago = std::time::Instant::now().checked_sub(STRAY_SWEEP_EVERY);
+        *e.stray_sweep.lock().unwrap() = long_ago;
+        e.cleanup(&crate::progress::NoProgress).unwrap();
+        assert!(!listed(&second) && listed(&young));
     }
 }

@@ -634,6 +634,17 @@ impl KnowledgeStore for PgStore {
         col(&row, 0)
     }
 
+    fn known_blobs(&self, hashes: &[String]) -> Result<std::collections::HashSet<String>> {
+        if hashes.is_empty() {
+            return Ok(Default::default());
+        }
+        let rows = self
+            .conn()?
+            .query("SELECT hash FROM blobs WHERE hash = ANY($1)", &[&hashes])
+            .map_err(db_err)?;
+        rows.iter().map(|r| col(r, 0)).collect()
+    }
+
     fn forget_blobs(&self, hashes: &[String]) -> Result<()> {
         if hashes.is_empty() {
             return Ok(());

@@ -806,6 +806,20 @@ impl KnowledgeStore for SqliteStore {
         .map_err(db_err)
     }
 
+    fn known_blobs(&self, hashes: &[String]) -> Result<std::collections::HashSet<String>> {
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT hash FROM blobs WHERE hash IN (SELECT value FROM json_each(?1))",
+            )
+            .map_err(db_err)?;
+        let list = serde_json::to_string(hashes).map_err(|e| Error::storage(&e))?;
+        let rows = stmt
+            .query_map([list], |r| r.get::<_, String>(0))
+            .map_err(db_err)?;
+        rows.collect::<std::result::Result<_, _>>().map_err(db_err)
+    }
+
     fn forget_blobs(&self, hashes: &[String]) -> Result<()> {
         self.write(|tx| {
             let mut stmt = tx

@@ -505,6 +505,17 @@ pub trait KnowledgeStore {
     fn orphan_blobs(&self, limit: usize) -> Result<Vec<String>>;
     /// Whether any blob row names this hash (directory sweeps keep those).
     fn blob_known(&self, sha256: &str) -> Result<bool>;
+    /// Which of `hashes` a blob row names (one query per batch: a sweep of every blob asks
+    /// about all of them).
+    fn known_blobs(&self, hashes: &[String]) -> Result<std::collections::HashSet<String>> {
+        let mut known = std::collections::HashSet::new();
+        for h in hashes {
+            if self.blob_known(h)? {
+                known.insert(h.clone());
+            }
+        }
+        Ok(known)
+    }
     /// The blob store deleted these: forget them (unless referenced again meanwhile).
     fn forget_blobs(&self, hashes: &[String]) -> Result<()>;
     /// The answer recorded for idempotency key `key` of `scope` (who sent it, where), with

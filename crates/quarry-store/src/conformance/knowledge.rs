@@ -386,6 +386,14 @@ pub fn knowledge_deleting_a_file_queues_a_cleanup_and_orphans_its_blob(store: &d
     );
     assert!(store.orphan_blobs(0).expect("limit 0").is_empty());
     assert!(store.blob_known(&hash(1)).expect("known"));
+    assert_eq!(
+        store
+            .known_blobs(&[hash(1), hash(2), hash(99)])
+            .expect("known_blobs"),
+        [hash(1), hash(2)].into_iter().collect(),
+        "known_blobs names the rows there are, and only those"
+    );
+    assert!(store.known_blobs(&[]).expect("none asked").is_empty());
     store
         .forget_blobs(&[hash(1), hash(2), hash(99)])
         .expect("forget_blobs");
