@@ -11,7 +11,9 @@ the API itself (/api/v1/groups, the documents' ``readers``, the sources' reader 
 - a folder source with a reader mapping: its synced documents say their source decides (no
   change offered), the source's page shows the mapping, saves a new one (a bad key refused with
   the API's words) and clears it;
-- with ``--auth token``: a read-only session sees the groups and the indicators, no action.
+- with ``--auth token``: a read-only session sees the groups and the indicators, no action;
+- the Groups tab in Chinese, with the API's refusals (a bad name, a name in use) translated
+  through i18n/server.json.
 
 axe-core on the Groups tab, the readers dialog and the source's mapping; a screenshot of each.
 """
@@ -304,3 +306,15 @@ def test_groups_tab_in_chinese(ui_page_factory, ui_module_server, lang):
     text = panel(page).inner_text()
     for english in ("Groups", "New group", "Members"):
         assert english not in text, (english, text[:500])
+    # The API's refusals, in Chinese (i18n/server.json): a bad name, a name in use.
+    p = panel(page)
+    p.get_by_label("名称", exact=True).fill("bad name!")
+    p.get_by_role("button", name="新建用户组").click()
+    expect(p.get_by_test_id("group-error")).to_have_text(
+        "无效的用户组名称“bad name!”：请使用字母、数字、'-'、'_' 或 '.'，并以字母或数字开头（最多 64 个字符）"
+    )
+    expect(p.get_by_label("名称", exact=True)).to_have_value("bad name!")
+    ui_module_server.api("POST", "/api/v1/groups", {"name": "zh-taken"}, expect=201)
+    p.get_by_label("名称", exact=True).fill("zh-taken")
+    p.get_by_role("button", name="新建用户组").click()
+    expect(p.get_by_test_id("group-error")).to_have_text("空间“default”中已有用户组“zh-taken”")

@@ -141,3 +141,66 @@ def test_every_server_template_is_recognised_and_nothing_else_is_touched(ui_page
     )
     assert got[: len(cases)] == want
     assert got[len(cases) :] == list(extra.values())
+
+
+def refused(srv, method: str, path: str, body=None) -> str:
+    """The API's own words for a request it refuses."""
+    r = srv.http(method, path, body=body)
+    assert 400 <= r.status < 500, (method, path, r.status, r.text)
+    return r.json()["detail"]
+
+
+def test_group_and_reader_messages_of_the_server_are_translated(ui_page_factory, ui_module_server, tmp_path):
+    """The server's own words (not copies of them) for groups, a document's readers and a
+    source's reader mapping come out in Chinese: a change of wording on the server that the
+    table does not follow fails here."""
+    srv = ui_module_server
+    srv.add_user("ann", role="viewer")
+    srv.cli("user", "add", "zoe")  # in no space
+    srv.api("POST", "/api/v1/groups", {"name": "hr"}, expect=201)
+    kb = srv.create_kb("reader-words")
+    srv.upload(kb["id"], {"pay.md": "# Pay\nBands.\n"})
+    (doc,) = srv.wait_documents(kb["id"], 1)
+    doc_url = f"/api/v1/knowledge-bases/{kb['id']}/documents/{doc['id']}"
+    folder = tmp_path / "synced"
+    folder.mkdir()
+    (folder / "a.md").write_text("# A\nSynced.\n")
+    sources = f"/api/v1/knowledge-bases/{kb['id']}/sources"
+    s = srv.api("POST", sources, {"kind": "folder", "path": str(folder)}, expect=201)
+    srv.api("POST", f"/api/v1/sources/{s['id']}/sync")
+    synced = next(d for d in srv.documents(kb["id"]) if d.get("synced"))
+
+    def mapping(readers) -> str:
+        return refused(srv, "POST", sources, {"kind": "folder", "path": str(tmp_path), "readers": readers})
+
+    messages = [
+        refused(srv, "POST", "/api/v1/groups", {"name": "bad name!"}),
+        refused(srv, "POST", "/api/v1/groups", {"name": "123e4567-e89b-12d3-a456-426614174000"}),
+        refused(srv, "POST", "/api/v1/groups", {"name": "hr"}),
+        refused(srv, "DELETE", "/api/v1/groups/nope"),
+        refused(srv, "PUT", "/api/v1/groups/hr/members/nobody"),
+        refused(srv, "PUT", "/api/v1/groups/hr/members/zoe"),
+        refused(srv, "DELETE", "/api/v1/groups/hr/members/ann"),
+        refused(srv, "PATCH", doc_url, {"readers": ["hr"]}),
+        refused(srv, "PATCH", doc_url, {"readers": [f"user:u{i}" for i in range(101)]}),
+        refused(srv, "PATCH", f"/api/v1/knowledge-bases/{kb['id']}/documents/{synced['id']}", {"readers": ["group:hr"]}),
+        mapping({"rules": [{"paths": "hr/**", "readers": ["hr"]}]}),
+        mapping({"rules": []}),
+        mapping({"rules": [{"paths": "hr/[", "readers": ["group:hr"]}]}),
+        mapping({"rules": [{"paths": " , ", "readers": ["group:hr"]}]}),
+        mapping({"rules": [{"paths": "hr/**", "readers": ["everyone", "group:hr"]}]}),
+        mapping({"rules": [{"paths": f"d{i}/**", "readers": []} for i in range(201)]}),
+    ]
+    page = ui_page_factory(locale="zh-CN")
+    page.goto(f"{srv.base}/#/kb")
+    expect(page.locator(".page[data-ready=true]")).to_be_attached()
+    got = page.evaluate(
+        """async (texts) => {
+          const { serverText } = await import('/assets/js/app.js');
+          return texts.map((s) => serverText(s));
+        }""",
+        messages,
+    )
+    for sent, shown in zip(messages, got):
+        assert shown != sent and re.search(r"[\u4e00-\u9fff]", shown), f"not translated: {sent!r}"
+        assert not re.search(r"\b[a-z]+ [a-z]+ [a-z]+\b", shown), f"English left in {shown!r} (for {sent!r})"

@@ -15,6 +15,10 @@
   a failed report, the source marked failing) and replaced (the sync succeeds again);
 - a sync that outlives the request (``--request-timeout 1`` and a slow Git server): the page
   says it goes on on the server, polls, and shows its report when it is in;
+- who reads a source's documents, set in the add dialog: a rule with a bad reader key refused
+  with the API's words in the dialog's readers section (on the rule; nothing typed lost; the
+  same in Chinese), then the source added with the mapping as typed (checked through the API);
+  a source added without touching the section has no mapping;
 - with ``--auth token``: an admin who is not the machine's owner is not offered the folder kind
   and gets the API's refusal for a Git repository at a local path; a read-only session sees
   the sources and their reports but no action it cannot take.
@@ -452,3 +456,115 @@ def test_remote_admin_and_read_only_session(ui_page_factory, ui_server_factory, 
     # The API agrees: a read-only caller may not sync.
     r = srv.http("POST", f"/api/v1/sources/{added['id']}/sync", token=srv.token("erin", "--read-only"))
     assert r.status == 403, r.text
+
+
+# ---------------------------------------------------------------------------------------------
+# Who reads a source's documents, set in the add dialog
+
+
+def add_error(srv, kb_id: str, body: dict) -> str:
+    """The API's own words for an add it refuses (nothing is added)."""
+    r = srv.http("POST", f"/api/v1/knowledge-bases/{kb_id}/sources", body=body)
+    assert 400 <= r.status < 500, (r.status, r.text)
+    return r.json()["detail"]
+
+
+def test_add_dialog_sets_a_reader_mapping(ui_page, ui_module_server, tmp_path, axe_check):
+    page, srv = ui_page, ui_module_server
+    kb = srv.create_kb("readers-dialog")
+    folder = tmp_path / "readers-folder"
+    write(folder, {"hr/pay.md": "# Pay\nBands of the ibis team.\n", "public/hello.md": "# Hello\nWelcome.\n"})
+    where = str(folder)
+    sources_url = f"/api/v1/knowledge-bases/{kb['id']}/sources"
+
+    open_page(page, srv, f"#/kb/{kb['id']}/sources")
+    page.get_by_role("button", name="Add source").first.click()
+    dialog = page.get_by_role("dialog", name="Add a source to “readers-dialog”")
+    dialog.get_by_text("Folder on the server", exact=True).click()
+    dialog.get_by_label("Path on the server").fill(where)
+    readers = dialog.get_by_role("group", name="Who reads its documents (optional)")
+    expect(readers).to_be_visible()
+    # No rule yet: no mapping would be sent (every reader of the knowledge base).
+    expect(readers.get_by_test_id("readers-rule-row")).to_have_count(0)
+    readers.get_by_role("button", name="Add a rule").click()
+    expect(readers.get_by_label("Paths of rule 1")).to_be_focused()
+    readers.get_by_label("Paths of rule 1").fill("hr/**")
+    readers.get_by_label("Readers of rule 1").fill("hr")  # not a reader key: no user: or group:
+    readers.get_by_role("button", name="Add a rule").click()
+    readers.get_by_label("Paths of rule 2").fill("public/**")
+    readers.get_by_label("Readers of rule 2").fill("everyone")
+    readers.get_by_label("Use the source's CODEOWNERS file").check()
+    dialog.get_by_label("Sync it right after adding").uncheck()
+    quiet(page)
+    axe_check(page, "source-add-dialog-readers")
+
+    # A bad key: the API's own words in the readers section, on the rule; nothing typed lost.
+    bad = {"rules": [{"paths": "hr/**", "readers": ["hr"]}, {"paths": "public/**", "readers": ["everyone"]}], "codeowners": True}
+    detail = add_error(srv, kb["id"], {"kind": "folder", "path": where, "readers": bad})
+    assert "is not a reader" in detail, detail
+    dialog.get_by_role("button", name="Add source").click()
+    expect(readers.get_by_test_id("readers-error")).to_have_text(detail)
+    expect(dialog.get_by_test_id("form-error")).to_have_text("")
+    expect(readers.get_by_label("Readers of rule 1")).to_have_attribute("aria-invalid", "true")
+    expect(readers.get_by_label("Readers of rule 1")).to_be_focused()
+    expect(readers.get_by_label("Paths of rule 2")).not_to_have_attribute("aria-invalid", "true")
+    expect(dialog.get_by_label("Path on the server")).to_have_value(where)
+    expect(readers.get_by_label("Paths of rule 1")).to_have_value("hr/**")
+    expect(readers.get_by_label("Readers of rule 1")).to_have_value("hr")
+    expect(readers.get_by_label("Paths of rule 2")).to_have_value("public/**")
+    expect(readers.get_by_label("Readers of rule 2")).to_have_value("everyone")
+    expect(readers.get_by_label("Use the source's CODEOWNERS file")).to_be_checked()
+    assert srv.api("GET", sources_url) == []
+
+    # Fixed: the source is added with the mapping as typed (an empty row is left out).
+    readers.get_by_label("Readers of rule 1").fill("group:hr, user:ann")
+    readers.get_by_role("button", name="Add a rule").click()
+    dialog.get_by_role("button", name="Add source").click()
+    expect(dialog).to_be_hidden()
+    card = source_card(page, where)
+    expect(card.locator("[data-testid=readers-mapping]")).to_have_text("2 rules · CODEOWNERS")
+    (s,) = srv.api("GET", sources_url)
+    got = srv.api("GET", f"/api/v1/sources/{s['id']}")["readers"]
+    assert got == {
+        "rules": [
+            {"paths": "hr/**", "readers": ["group:hr", "user:ann"]},
+            {"paths": "public/**", "readers": ["everyone"]},
+        ],
+        "codeowners": True,
+    }, got
+
+    # A source added without touching the section has no mapping.
+    other = tmp_path / "plain-folder"
+    write(other, {"a.md": "# A\n"})
+    page.get_by_role("button", name="Add source").first.click()
+    dialog = page.get_by_role("dialog", name="Add a source to “readers-dialog”")
+    dialog.get_by_text("Folder on the server", exact=True).click()
+    dialog.get_by_label("Path on the server").fill(str(other))
+    dialog.get_by_label("Sync it right after adding").uncheck()
+    dialog.get_by_role("button", name="Add source").click()
+    expect(dialog).to_be_hidden()
+    expect(source_card(page, str(other)).locator("[data-testid=readers-mapping]")).to_have_text("Everyone (no mapping)")
+    plain = next(x for x in srv.api("GET", sources_url) if x["location"]["path"] == str(other))
+    assert srv.api("GET", f"/api/v1/sources/{plain['id']}").get("readers") is None
+
+
+def test_add_dialog_reader_error_in_chinese(ui_page_factory, ui_module_server, tmp_path):
+    """The API's words about a bad rule, in Chinese (i18n/server.json), in the readers section."""
+    page, srv = ui_page_factory(locale="zh-CN"), ui_module_server
+    kb = srv.create_kb("readers-dialog-zh")
+    folder = tmp_path / "zh-folder"
+    write(folder, {"a.md": "# A\n"})
+    open_page(page, srv, f"#/kb/{kb['id']}/sources")
+    page.get_by_role("button", name="添加来源").first.click()
+    dialog = page.get_by_role("dialog", name="为“readers-dialog-zh”添加来源")
+    dialog.get_by_text("服务器上的文件夹", exact=True).click()
+    dialog.get_by_label("服务器上的路径").fill(str(folder))
+    readers = dialog.get_by_role("group", name="谁可以读取其文档（可选）")
+    readers.get_by_role("button", name="添加规则").click()
+    readers.get_by_label("规则 1 的路径").fill("hr/**")
+    readers.get_by_label("规则 1 的读者").fill("group:hr, hr")
+    dialog.get_by_role("button", name="添加来源").click()
+    expect(readers.get_by_test_id("readers-error")).to_have_text("读者“hr”无效：请使用 user:<name>、group:<name> 或 everyone")
+    expect(readers.get_by_label("规则 1 的读者")).to_have_attribute("aria-invalid", "true")
+    expect(readers.get_by_label("规则 1 的读者")).to_have_value("group:hr, hr")
+    assert srv.api("GET", f"/api/v1/knowledge-bases/{kb['id']}/sources") == []

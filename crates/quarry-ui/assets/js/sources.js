@@ -1,10 +1,12 @@
 // Sources that sync a knowledge base (issue 43). Loaded by kb.js on first use:
 // - `sourcesPanel()`: the Sources tab of `#/kb/<id>/sources` — each source with where it is,
 //   its schedule, last sync, lag, failures and its latest report's counts; "Add source" (a
-//   dialog with the fields of the chosen kind, the mask, the schedule and a write-only
-//   credential); "Sync now" per source, with the report that comes back.
+//   dialog with the fields of the chosen kind, the mask, the schedule, a write-only
+//   credential and, optionally, who reads its documents); "Sync now" per source, with the
+//   report that comes back.
 // - `sourcePage()`: `#/kb/<id>/sources/<source id>` — the source's state, its settings (mask,
-//   schedule; credential replaced or forgotten), its recent reports with their per-file
+//   schedule; credential replaced or forgotten; its reader mapping — the same rule rows as
+//   the dialog's, `readerRules()`), its recent reports with their per-file
 //   lines, "Sync now" and "Detach" (keeping its documents or not) behind a confirmation.
 // Everything goes through the REST routes of crates/quarry-server/src/api/sources.rs; errors
 // are shown as the API words them (through serverText()).
@@ -431,6 +433,110 @@ function scheduleField(current) {
   };
 }
 
+/**
+ * The rules of a reader mapping (path globs → reader keys, tried in order) and its CODEOWNERS
+ * switch, as the source's settings and the add dialog both show them (`m`: the mapping to
+ * start from, or none). `.parts`: the help, the rule rows, "Add a rule", the switch and an
+ * error line, to put in a fieldset; `.value()` → `{rules, codeowners}` (a row left empty is
+ * left out); `.isEmpty()`: no rule and no CODEOWNERS; `.owns(message)`: whether an API
+ * message is about the mapping; `.fail(message)` shows it on the rule it names (what is
+ * typed stays); `.clear()`.
+ */
+function readerRules(m) {
+  const rulesBox = h("ol", { class: "src-rule-rows", dataset: { testid: "readers-rules" } });
+  const head = h("div", { class: "src-rule-head", "aria-hidden": "true" }, h("span", {}, t("src.readers.paths")), h("span", {}, t("src.readers.keys")));
+  const error = h("p", { class: "form-error", role: "alert", id: uid("src-readers-error"), dataset: { testid: "readers-error" } });
+  const rows = () => [...rulesBox.children].map((li) => {
+    const [paths, keys] = li.querySelectorAll("input");
+    return { li, paths, keys };
+  });
+  const splitKeys = (text) => text.split(/[\s,]+/).map((x) => x.trim()).filter(Boolean);
+  const renumber = () => {
+    rows().forEach(({ li, paths, keys }, i) => {
+      paths.setAttribute("aria-label", t("src.readers.paths_n", { n: i + 1 }));
+      keys.setAttribute("aria-label", t("src.readers.keys_n", { n: i + 1 }));
+      li.querySelector("button").setAttribute("aria-label", t("src.readers.remove_rule_n", { n: i + 1 }));
+    });
+    head.hidden = !rulesBox.children.length;
+  };
+  const ruleRow = (rule) => {
+    const paths = textInput("paths", { value: rule?.paths || "", placeholder: "hr/**", "aria-label": t("src.readers.paths") });
+    const keys = textInput("readers", { value: (rule?.readers || []).join(", "), placeholder: "group:hr, user:ann", "aria-label": t("src.readers.keys") });
+    const li = h("li", { class: "src-rule-row", dataset: { testid: "readers-rule-row" } });
+    const remove = h("button", { class: "btn btn-icon btn-small", type: "button", title: t("src.readers.remove_rule"), onclick: () => {
+      const next = li.nextElementSibling || li.previousElementSibling;
+      li.remove();
+      renumber();
+      (next?.querySelector("input") || addRule).focus();
+    } }, icon("close"));
+    li.append(paths, h("span", { class: "src-rule-arrow", "aria-hidden": "true" }, "→"), keys, remove);
+    return li;
+  };
+  for (const r of m?.rules || []) rulesBox.append(ruleRow(r));
+  const addRule = h("button", { class: "btn btn-small", type: "button", dataset: { testid: "readers-add-rule" }, onclick: () => {
+    const li = ruleRow(null);
+    rulesBox.append(li);
+    renumber();
+    li.querySelector("input").focus();
+  } }, icon("plus"), t("src.readers.add_rule"));
+  renumber();
+  const co = h("input", { type: "checkbox", id: uid("src-codeowners"), checked: !!m?.codeowners });
+  const coHint = h("span", { class: "hint", id: `${co.id}-hint` }, t("src.readers.codeowners_hint"));
+  co.setAttribute("aria-describedby", coHint.id);
+
+  const value = () => {
+    const rules = [];
+    for (const { paths, keys } of rows()) {
+      const p = paths.value.trim();
+      const readers = splitKeys(keys.value);
+      if (!p && !readers.length) continue; // an empty row is left out
+      rules.push({ paths: p, readers });
+    }
+    return { rules, codeowners: co.checked };
+  };
+  const clear = () => {
+    error.textContent = "";
+    for (const el of rulesBox.querySelectorAll("input")) {
+      el.removeAttribute("aria-invalid");
+      el.removeAttribute("aria-describedby");
+    }
+  };
+  return {
+    parts: [
+      h("p", { class: "hint" }, t("src.readers.help")),
+      head,
+      rulesBox,
+      h("div", { class: "row" }, addRule),
+      h("div", { class: "field src-watch" }, h("label", { class: "switch", for: co.id }, co, t("src.readers.codeowners_label")), coHint),
+      error,
+    ],
+    value,
+    isEmpty: () => !value().rules.length && !co.checked,
+    // The API's words (or their translation, i18n/server.json) for a rule or a reader.
+    owns: (message) => /\breaders?\b|\brules?\b|CODEOWNERS|读者|规则/i.test(String(message || "")),
+    clear,
+    fail(message) {
+      clear();
+      error.textContent = message;
+      // The rule the message names, by a reader key or a glob in quotes: its field is marked.
+      const named = /["“]([^"”]+)["”]/.exec(String(message || ""))?.[1];
+      let at = null;
+      if (named) {
+        for (const { paths, keys } of rows()) {
+          if (splitKeys(keys.value).includes(named)) at = keys;
+          else if (paths.value.trim() === named || paths.value.split(",").some((g) => g.trim() === named)) at = paths;
+          if (at) break;
+        }
+      }
+      if (at) {
+        at.setAttribute("aria-invalid", "true");
+        at.setAttribute("aria-describedby", error.id);
+      }
+      (at || rulesBox.querySelector("input") || addRule).focus();
+    },
+  };
+}
+
 /** The field that says where a source of `kind` is. */
 const MAIN_FIELD = { git: "url", s3: "url", webdav: "url", site: "sitemap", folder: "path" };
 
@@ -496,6 +602,16 @@ function addSourceDialog({ kb, session, onAdded }) {
   const credNote = h("p", { class: "src-cred-note", id: uid("src-cred-note") }, icon("lock"), t("src.cred.note"));
   secret.input.setAttribute("aria-describedby", `${credNote.id} ${secret.error.id}`);
   const credSet = h("fieldset", { class: "src-fieldset src-cred" }, h("legend", {}, t("src.cred.legend")), credNote, h("div", { class: "src-grid2" }, user.el, secret.el));
+  // Who reads its documents: no rule and no CODEOWNERS sends no mapping (every reader of the
+  // knowledge base), as the source's settings can set it later.
+  const readers = readerRules(null);
+  const readersSet = h(
+    "fieldset",
+    { class: "src-fieldset src-readers", dataset: { testid: "add-readers" } },
+    h("legend", {}, t("src.readers.legend_optional")),
+    h("p", { class: "hint" }, t("src.readers.add_hint")),
+    readers.parts,
+  );
   const syncAfter = h("input", { type: "checkbox", name: "sync_now", checked: true, id: uid("src-sync-after") });
   const error = h("p", { class: "form-error", role: "alert", dataset: { testid: "form-error" } });
   const form = h(
@@ -506,6 +622,7 @@ function addSourceDialog({ kb, session, onAdded }) {
     Object.values(groups),
     h("div", { class: "src-grid2" }, mask.el, schedule.el),
     credSet,
+    readersSet,
     h("label", { class: "switch src-sync-after", for: syncAfter.id }, syncAfter, t("src.sync_after_add")),
     error,
   );
@@ -530,6 +647,7 @@ function addSourceDialog({ kb, session, onAdded }) {
   const all = () => [...F[kind()], mask, ...schedule.fields, user, secret];
   function clear() {
     error.textContent = "";
+    readers.clear();
     for (const fs of [...Object.values(F).flat(), mask, ...schedule.fields, user, secret]) {
       fs.error.textContent = "";
       fs.input.removeAttribute("aria-invalid");
@@ -537,6 +655,7 @@ function addSourceDialog({ kb, session, onAdded }) {
   }
   const fail = (message, key) => {
     clear();
+    if (key === "readers") return readers.fail(message);
     const f = key && all().find((x) => x.key === key && !x.el.hidden);
     if (f) {
       f.error.textContent = message;
@@ -568,6 +687,7 @@ function addSourceDialog({ kb, session, onAdded }) {
       if (name && !token) return fail(t("src.cred.needs_secret"), "secret");
       if (token) body.credential = name ? { token, username: name } : { token };
     }
+    if (!readers.isEmpty()) body.readers = readers.value();
     submit.disabled = true;
     clear();
     try {
@@ -580,7 +700,7 @@ function addSourceDialog({ kb, session, onAdded }) {
       onAdded(s, { sync: syncAfter.checked });
     } catch (err) {
       submit.disabled = false;
-      fail(err.message, fieldOfMessage(err.message, k));
+      fail(err.message, body.readers && readers.owns(err.message) ? "readers" : fieldOfMessage(err.message, k));
     }
   });
   radios[0].querySelector("input").focus();
@@ -872,39 +992,7 @@ export async function sourcePage({ root, params, signal, session }) {
   /** The reader mapping: rules (globs → keys) in order, CODEOWNERS; saved or cleared. */
   function readersForm() {
     const m = s.readers;
-    const rulesBox = h("ol", { class: "src-rule-rows", dataset: { testid: "readers-rules" } });
-    const error = h("p", { class: "form-error", role: "alert", dataset: { testid: "readers-error" } });
-    const ruleRow = (rule) => {
-      const paths = textInput("paths", { value: rule?.paths || "", placeholder: "hr/**", "aria-label": t("src.readers.paths") });
-      const keys = textInput("readers", { value: (rule?.readers || []).join(", "), placeholder: "group:hr, user:ann", "aria-label": t("src.readers.keys") });
-      const li = h("li", { class: "src-rule-row", dataset: { testid: "readers-rule-row" } });
-      const renumber = () => [...rulesBox.children].forEach((row, i) => {
-        const [p, k, x] = row.querySelectorAll("input, button");
-        p.setAttribute("aria-label", t("src.readers.paths_n", { n: i + 1 }));
-        k.setAttribute("aria-label", t("src.readers.keys_n", { n: i + 1 }));
-        x.setAttribute("aria-label", t("src.readers.remove_rule_n", { n: i + 1 }));
-      });
-      const remove = h("button", { class: "btn btn-icon btn-small", type: "button", title: t("src.readers.remove_rule"), onclick: () => {
-        const next = li.nextElementSibling || li.previousElementSibling;
-        li.remove();
-        renumber();
-        (next?.querySelector("input") || addRule).focus();
-      } }, icon("close"));
-      li.append(paths, h("span", { class: "src-rule-arrow", "aria-hidden": "true" }, "→"), keys, remove);
-      li.renumber = renumber;
-      return li;
-    };
-    for (const r of m?.rules || []) rulesBox.append(ruleRow(r));
-    const addRule = h("button", { class: "btn btn-small", type: "button", dataset: { testid: "readers-add-rule" }, onclick: () => {
-      const li = ruleRow(null);
-      rulesBox.append(li);
-      li.renumber();
-      li.querySelector("input").focus();
-    } }, icon("plus"), t("src.readers.add_rule"));
-    [...rulesBox.children].forEach((li) => li.renumber());
-    const co = h("input", { type: "checkbox", id: uid("src-codeowners"), checked: !!m?.codeowners });
-    const coHint = h("span", { class: "hint", id: `${co.id}-hint` }, t("src.readers.codeowners_hint"));
-    co.setAttribute("aria-describedby", coHint.id);
+    const rules = readerRules(m);
     const save = h("button", { class: "btn btn-primary", type: "submit" }, t("src.readers.save"));
     const clear = m
       ? h("button", { class: "btn btn-danger", type: "button", dataset: { testid: "readers-clear" }, onclick: () => clearMapping() }, t("src.readers.clear"))
@@ -917,12 +1005,7 @@ export async function sourcePage({ root, params, signal, session }) {
         { class: "src-fieldset src-readers" },
         h("legend", {}, t("src.readers.title")),
         h("p", { class: "src-readers-state", dataset: { testid: "readers-state" } }, mappingSummary(m)),
-        h("p", { class: "hint" }, t("src.readers.help")),
-        h("div", { class: "src-rule-head", "aria-hidden": "true" }, h("span", {}, t("src.readers.paths")), h("span", {}, t("src.readers.keys"))),
-        rulesBox,
-        h("div", { class: "row" }, addRule),
-        h("div", { class: "field src-watch" }, h("label", { class: "switch", for: co.id }, co, t("src.readers.codeowners_label")), coHint),
-        error,
+        rules.parts,
         h("div", { class: "row" }, save, clear),
       ),
     );
@@ -934,22 +1017,14 @@ export async function sourcePage({ root, params, signal, session }) {
     };
     form.addEventListener("submit", async (e) => {
       e.preventDefault();
-      error.textContent = "";
-      const rules = [];
-      for (const li of rulesBox.children) {
-        const [p, k] = li.querySelectorAll("input");
-        const paths = p.value.trim();
-        const readers = k.value.split(/[\s,]+/).map((x) => x.trim()).filter(Boolean);
-        if (!paths && !readers.length) continue; // an empty row is left out
-        rules.push({ paths, readers });
-      }
+      rules.clear();
       save.disabled = true;
       try {
-        s = await api("PATCH", sourceUrl(s.id), { body: { readers: { rules, codeowners: co.checked } } });
+        s = await api("PATCH", sourceUrl(s.id), { body: { readers: rules.value() } });
         done(t("src.readers.saved"));
       } catch (err) {
         save.disabled = false;
-        error.textContent = err.message;
+        rules.fail(err.message);
         announce(err.message, { assertive: true });
       }
     });
@@ -959,7 +1034,7 @@ export async function sourcePage({ root, params, signal, session }) {
         s = await api("PATCH", sourceUrl(s.id), { body: { readers: null } });
         done(t("src.readers.cleared"));
       } catch (err) {
-        error.textContent = err.message;
+        rules.fail(err.message);
         announce(err.message, { assertive: true });
       }
     }
