@@ -16,6 +16,7 @@ embedded store and, with ``QUARRY_TEST_BACKEND=postgres``, through a second node
 from __future__ import annotations
 
 import json
+import time
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -145,6 +146,44 @@ def test_scores_of_what_a_reader_sees_do_not_depend_on_what_it_cannot(world):
     body = {"question": "zebra policy", "search_mode": "keyword", "min_score": 0}
     r = http(w.srv, "POST", "/api/v1/knowledge-search", w.tokens["bob"], json=body).json()
     assert [x["knowledge_filename"] for x in r["results"]] == ["handbook.md"] and r["total_count"] == 1, r
+
+    def scores(token: str) -> dict[str, float]:
+        got = {}
+        # One word bob's document holds, one only hidden ones do: its score's share of the
+        # query's weight follows the second word's document frequency.
+        for route, body in (("/search", {"query": "heron ocelot", "limit": 20, "minScore": 0}),
+                            ("/api/v1/knowledge-search", {"question": "heron ocelot", "search_mode": "keyword",
+                                                          "min_score": 0})):
+            r = http(w.srv, "POST", route, token, json=body)
+            assert r.status_code == 200, r.text
+            for x in r.json()["results"]:
+                got[f"{route} {x.get('file') or x.get('knowledge_filename')}"] = x["score"]
+        return got
+
+    # More documents bob may not read, holding the hidden word: what bob sees scores exactly
+    # as before (BM25's statistics leave hidden documents out), where the owner's, who reads
+    # them, move.
+    bob_before, owner_before = scores(w.tokens["bob"]), scores(w.tokens["owner"])
+    extra = []
+    for i in range(3):
+        (w.root / "files" / f"ocelot-{i}.md").write_text(f"# Ocelot board {i}\n\nThe ocelot census, part {i}.\n",
+                                                         encoding="utf-8")
+        extra.append(str(w.root / "files" / f"ocelot-{i}.md"))
+    up = w.cli_json("--space", "acme", "kb", "upload", "handbook", *extra, "--readers", "group:board")
+    docs = up["documents"]
+    assert len(docs) == 3, up
+    try:
+        deadline = time.monotonic() + 30
+        while sum("ocelot-" in k for k in scores(w.tokens["owner"])) < 6:
+            assert time.monotonic() < deadline, "the owner never found the new document"
+            time.sleep(0.2)
+        owner_after = scores(w.tokens["owner"])
+        assert scores(w.tokens["bob"]) == bob_before, (bob_before, scores(w.tokens["bob"]))
+        moved = [k for k in owner_before if k in owner_after and owner_after[k] != owner_before[k]]
+        assert moved, (owner_before, owner_after)
+    finally:
+        for d in docs:
+            w.cli("--space", "acme", "kb", "rm-doc", "handbook", d["id"])
 
 
 def test_counts_listings_and_lookups_say_nothing_of_hidden_documents(world):

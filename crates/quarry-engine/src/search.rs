@@ -206,7 +206,7 @@ impl Engine {
             |h| h.score,
         )?;
         let scores: Vec<f32> = ranked.iter().map(|(h, _)| h.score).collect();
-        let max = index.max_score(parsed);
+        let max = index.max_score(parsed, excluded.as_deref())?;
         let evidence = calibration::evidence_in_parts(&scores, head, |s| {
             calibration::keyword_evidence(s, max)
         });

@@ -19,11 +19,17 @@ use std::sync::Arc;
 use quarry_core::{Error, Result};
 use quarry_store::IndexWork;
 use tantivy::collector::{FilterCollector, TopDocs};
-use tantivy::query::{BooleanQuery, BoostQuery, Occur as TOccur, PhraseQuery, Query, TermQuery};
+use tantivy::query::{
+    Bm25StatisticsProvider, BooleanQuery, BoostQuery, Occur as TOccur, PhraseQuery, Query,
+    TermQuery,
+};
 use tantivy::schema::{
     FAST, Field, INDEXED, IndexRecordOption, STORED, Schema, TextFieldIndexing, TextOptions,
 };
-use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term, doc};
+use tantivy::{
+    DocId, DocSet, Index, IndexReader, IndexWriter, ReloadPolicy, Searcher, TERMINATED,
+    TantivyDocument, Term, doc,
+};
 
 pub use analyzer::QuarryTokenizer;
 pub use query::{Occur, ParsedQuery};
@@ -278,7 +284,9 @@ impl FtsIndex {
     /// [`FtsIndex::search`] without the entries of the documents in `excluded` (a document
     /// index's own ids, a passage index's documents): they are skipped while the best
     /// `limit` are collected, so `limit` hits come back whenever that many others match,
-    /// and their scores are the scores a search without them gives.
+    /// and BM25's statistics (documents, document frequencies, average length) leave them
+    /// out too — a caller who may not read them cannot tell from a score whether they hold
+    /// a word.
     pub fn search_excluding(
         &self,
         query: &ParsedQuery,
@@ -316,13 +324,18 @@ impl FtsIndex {
         let docs = match excluded.filter(|e| !e.is_empty()) {
             None => searcher.search(&query, &best),
             Some(excluded) => {
+                let stats = self.visible_statistics(&searcher, &excluded)?;
                 let field = if self.fields.doc.is_some() {
                     "doc"
                 } else {
                     "id"
                 };
                 let keep = move |document: u64| !excluded.contains(&document);
-                searcher.search(&query, &FilterCollector::new(field.into(), keep, best))
+                searcher.search_with_statistics_provider(
+                    &query,
+                    &FilterCollector::new(field.into(), keep, best),
+                    &stats,
+                )
             }
         }
         .map_err(idx_err)?;
@@ -354,12 +367,21 @@ impl FtsIndex {
     /// with saturated frequency: `Σ idf(t) · (k1 + 1)` over the terms the query scores.
     /// A hit's score divided by this is its *coverage* (0–1): how much of the query's
     /// information it matched, comparable across queries of any length (calibration input).
-    pub fn max_score(&self, query: &ParsedQuery) -> f32 {
+    /// Statistics without `excluded`'s entries, as [`FtsIndex::search_excluding`] scores.
+    pub fn max_score(&self, query: &ParsedQuery, excluded: Option<&HashSet<u64>>) -> Result<f32> {
         let searcher = self.reader.searcher();
-        let n = searcher.num_docs() as f32;
+        let visible = match excluded.filter(|e| !e.is_empty()) {
+            Some(e) => Some(self.visible_statistics(&searcher, e)?),
+            None => None,
+        };
+        let stats: &dyn Bm25StatisticsProvider = match &visible {
+            Some(v) => v,
+            None => &searcher,
+        };
+        let n = stats.total_num_docs().map_err(idx_err)? as f32;
         let field = self.fields.text;
         let idf = |text: &str| -> f32 {
-            let df = searcher
+            let df = stats
                 .doc_freq(&Term::from_field_text(field, text))
                 .unwrap_or(0) as f32;
             (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
@@ -371,7 +393,54 @@ impl FtsIndex {
             });
             total += scored.map(|t| idf(&t.text)).sum::<f32>();
         }
-        total * (1.0 + BM25_K1)
+        Ok(total * (1.0 + BM25_K1))
+    }
+
+    /// The entries of the `excluded` documents in `searcher`'s segments (found through the
+    /// indexed `id` / `doc` term: work in proportion to them, not to the index), and what
+    /// they add to BM25's statistics.
+    fn visible_statistics<'s>(
+        &self,
+        searcher: &'s Searcher,
+        excluded: &HashSet<u64>,
+    ) -> Result<VisibleStatistics<'s>> {
+        let key = self.fields.doc.unwrap_or(self.fields.id);
+        let mut stats = VisibleStatistics {
+            searcher,
+            text: self.fields.text,
+            hidden: Vec::with_capacity(searcher.segment_readers().len()),
+            hidden_alive: 0,
+            hidden_tokens: 0,
+        };
+        for segment in searcher.segment_readers() {
+            let inverted = segment.inverted_index(key).map_err(idx_err)?;
+            let norms = segment
+                .get_fieldnorms_reader(self.fields.text)
+                .map_err(idx_err)?;
+            let alive = segment.alive_bitset();
+            let mut entries: Vec<DocId> = Vec::new();
+            for &id in excluded {
+                let term = Term::from_field_u64(key, id);
+                let Some(mut postings) = inverted
+                    .read_postings(&term, IndexRecordOption::Basic)
+                    .map_err(|e| idx_err(e.into()))?
+                else {
+                    continue;
+                };
+                let mut d = postings.doc();
+                while d != TERMINATED {
+                    entries.push(d);
+                    if alive.is_none_or(|a| a.is_alive(d)) {
+                        stats.hidden_alive += 1;
+                        stats.hidden_tokens += u64::from(norms.fieldnorm(d));
+                    }
+                    d = postings.advance();
+                }
+            }
+            entries.sort_unstable();
+            stats.hidden.push(entries);
+        }
+        Ok(stats)
     }
 
     fn build_query(&self, query: &ParsedQuery) -> Option<Box<dyn Query>> {
@@ -519,6 +588,62 @@ impl FtsWriter {
     }
 }
 
+/// BM25's statistics over a searcher's segments as if some documents' entries were not
+/// there: tantivy's own counts (which include deleted entries in document frequencies and
+/// token totals, and only live ones in the document count) less what those entries add.
+struct VisibleStatistics<'s> {
+    searcher: &'s Searcher,
+    text: Field,
+    /// Per segment, in segment order: the excluded entries' doc ids, ascending.
+    hidden: Vec<Vec<DocId>>,
+    /// Live excluded entries.
+    hidden_alive: u64,
+    /// Tokens of the text field in the live excluded entries (from field norms, which round
+    /// long lengths: the remainder is a few tokens in millions).
+    hidden_tokens: u64,
+}
+
+impl Bm25StatisticsProvider for VisibleStatistics<'_> {
+    fn total_num_tokens(&self, field: Field) -> tantivy::Result<u64> {
+        let all = self.searcher.total_num_tokens(field)?;
+        Ok(if field == self.text {
+            all.saturating_sub(self.hidden_tokens)
+        } else {
+            all
+        })
+    }
+
+    fn total_num_docs(&self) -> tantivy::Result<u64> {
+        Ok(self.searcher.num_docs().saturating_sub(self.hidden_alive))
+    }
+
+    fn doc_freq(&self, term: &Term) -> tantivy::Result<u64> {
+        let all = self.searcher.doc_freq(term)?;
+        let mut hidden = 0u64;
+        for (segment, entries) in self.searcher.segment_readers().iter().zip(&self.hidden) {
+            if entries.is_empty() {
+                continue;
+            }
+            let inverted = segment.inverted_index(term.field())?;
+            let Some(mut postings) = inverted.read_postings(term, IndexRecordOption::Basic)? else {
+                continue;
+            };
+            for &d in entries {
+                if postings.doc() > d {
+                    continue;
+                }
+                if postings.seek(d) == d {
+                    hidden += 1;
+                }
+                if postings.doc() == TERMINATED {
+                    break;
+                }
+            }
+        }
+        Ok(all.saturating_sub(hidden))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -571,6 +696,111 @@ mod tests {
         let mut got = passages.entries()?;
         got.sort_unstable();
         assert_eq!(got, [(72, 7), (80, 8)]);
+        Ok(())
+    }
+
+    /// Scores (and the coverage maximum) of what stays visible, in an index that also holds
+    /// `hidden` documents excluded from the search, equal those of an index without them —
+    /// after deletes, across segments, in both kinds of index.
+    #[test]
+    fn excluded_documents_leave_no_trace_in_scores() -> Result<()> {
+        let visible = [
+            doc(1, "the zebra policy"),
+            doc(2, "a heron guide for the staff"),
+        ];
+        let hidden = [
+            doc(3, "zebra zebra bands"),
+            doc(4, "zebra minutes with a long body of many other words here"),
+            doc(5, "zebra"),
+        ];
+        let query = ParsedQuery::parse("zebra policy");
+        let scores = |index: &FtsIndex, excluded: Option<Arc<HashSet<u64>>>| -> Result<_> {
+            let max = index.max_score(&query, excluded.as_deref())?;
+            let hits = index.search_excluding(&query, None, excluded, 10)?;
+            Ok((
+                hits.iter().map(|h| (h.id, h.score)).collect::<Vec<_>>(),
+                max,
+            ))
+        };
+        let alone = FtsIndex::in_memory()?;
+        let mut w = alone.writer()?;
+        w.apply(&IndexWork {
+            upserts: visible.to_vec(),
+            deletes: vec![],
+        })?;
+        w.commit()?;
+        alone.reload()?;
+        let expected = scores(&alone, None)?;
+        assert_eq!(expected.0.len(), 1);
+
+        let mixed = FtsIndex::in_memory()?;
+        let mut w = mixed.writer()?;
+        w.apply(&IndexWork {
+            upserts: [visible[0].clone(), hidden[0].clone()].to_vec(),
+            deletes: vec![],
+        })?;
+        w.commit()?;
+        // A second segment, and a hidden document replaced (its old entry deleted).
+        w.apply(&IndexWork {
+            upserts: [visible[1].clone(), hidden[1].clone(), hidden[2].clone()].to_vec(),
+            deletes: vec![],
+        })?;
+        w.apply(&IndexWork {
+            upserts: vec![doc(3, "zebra bands again")],
+            deletes: vec![],
+        })?;
+        w.commit()?;
+        mixed.reload()?;
+        let excluded: HashSet<u64> = [3, 4, 5].into();
+        let got = scores(&mixed, Some(Arc::new(excluded)))?;
+        assert_eq!(got.0.len(), 1);
+        assert!(
+            (got.0[0].1 - expected.0[0].1).abs() < 1e-4,
+            "{got:?} vs {expected:?}"
+        );
+        assert!((got.1 - expected.1).abs() < 1e-4, "{got:?} vs {expected:?}");
+        // Without the exclusion the hidden documents do move the score: the test can fail.
+        let open = scores(&mixed, None)?;
+        assert!(
+            (open.0.iter().find(|h| h.0 == 1).map_or(0.0, |h| h.1) - expected.0[0].1).abs() > 1e-3
+        );
+
+        // A passage index: entries excluded by their document.
+        let dir = tempfile::tempdir().map_err(|e| Error::io("tmp", e))?;
+        let passages = FtsIndex::open_or_create_passages(dir.path())?;
+        let p = |id, document_id, text| PassageDoc {
+            id,
+            document_id,
+            collection_id: 1,
+            title: "",
+            heading: "",
+            text,
+        };
+        let mut w = passages.writer()?;
+        w.apply_passages(
+            &[7, 8],
+            &[
+                p(70, 7, "the zebra policy"),
+                p(80, 8, "zebra bands"),
+                p(81, 8, "zebra"),
+            ],
+        )?;
+        w.commit()?;
+        passages.reload()?;
+        let dir2 = tempfile::tempdir().map_err(|e| Error::io("tmp", e))?;
+        let only = FtsIndex::open_or_create_passages(dir2.path())?;
+        let mut w = only.writer()?;
+        w.apply_passages(&[7], &[p(70, 7, "the zebra policy")])?;
+        w.commit()?;
+        only.reload()?;
+        let expected = scores(&only, None)?;
+        let got = scores(&passages, Some(Arc::new([8u64].into())))?;
+        assert_eq!(got.0.len(), 1);
+        assert!(
+            (got.0[0].1 - expected.0[0].1).abs() < 1e-4,
+            "{got:?} vs {expected:?}"
+        );
+        assert!((got.1 - expected.1).abs() < 1e-4, "{got:?} vs {expected:?}");
         Ok(())
     }
 }
