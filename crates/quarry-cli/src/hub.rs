@@ -20,7 +20,8 @@ use crate::runtime::off_async;
 #[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 pub(crate) enum HubCmd {
-    /// Register an MCP server (discovers its tools now).
+    /// Register an MCP server (discovers its tools now: waits up to 45 s for its first
+    /// answer, then says `connecting` and the server keeps trying).
     Add {
         name: String,
         /// A stdio server: the command line to run.
