@@ -518,21 +518,12 @@ pub(crate) fn group(engine: &Engine, cmd: &GroupCmd, json_out: bool) -> Result<(
             }
             writeln!(out, "Deleted group '{}' of space '{}'", g.name, space.name)?;
         }
-        GroupCmd::Add { name, users } => {
-            let g = dir.add_group_members_as(&owner, &space.id, name, users)?;
-            if json_out {
-                return print_json(&g);
-            }
-            writeln!(
-                out,
-                "Group '{}' of space '{}': {}",
-                g.name,
-                space.name,
-                members_text(&g.members)
-            )?;
-        }
-        GroupCmd::Remove { name, users } => {
-            let g = dir.remove_group_members_as(&owner, &space.id, name, users)?;
+        GroupCmd::Add { name, users } | GroupCmd::Remove { name, users } => {
+            let g = if matches!(cmd, GroupCmd::Add { .. }) {
+                dir.add_group_members_as(&owner, &space.id, name, users)?
+            } else {
+                dir.remove_group_members_as(&owner, &space.id, name, users)?
+            };
             if json_out {
                 return print_json(&g);
             }

@@ -227,6 +227,23 @@ mod tests {
         crate::compile_mask("**").unwrap()
     }
 
+    /// The files of [`tree`], excluded or not.
+    const TREE_FILES: [&str; 13] = [
+        "one.md",
+        "x.log",
+        "keep.log",
+        "build/out.md",
+        "a/two.md",
+        "a/secret.md",
+        "a/b/three.md",
+        "a/b/deep.log",
+        "a/b/other.log",
+        ".hidden/h.md",
+        "a/.draft.md",
+        "node_modules/m/readme.md",
+        "c/d/e.md",
+    ];
+
     /// A tree with every kind of rule the scan applies.
     fn tree() -> tempfile::TempDir {
         let dir = tempfile::tempdir().unwrap();
@@ -234,21 +251,7 @@ mod tests {
         write(r, ".gitignore", "*.log\nbuild/\n!keep.log\n");
         write(r, "a/.ignore", "secret.md\n");
         write(r, "a/b/.gitignore", "!deep.log\n");
-        for f in [
-            "one.md",
-            "x.log",
-            "keep.log",
-            "build/out.md",
-            "a/two.md",
-            "a/secret.md",
-            "a/b/three.md",
-            "a/b/deep.log",
-            "a/b/other.log",
-            ".hidden/h.md",
-            "a/.draft.md",
-            "node_modules/m/readme.md",
-            "c/d/e.md",
-        ] {
+        for f in TREE_FILES {
             write(r, f, "# x");
         }
         dir
@@ -265,21 +268,7 @@ mod tests {
             .map(|f| f.rel_path)
             .collect();
         let mut rules = IgnoreRules::new(r);
-        for f in [
-            "one.md",
-            "x.log",
-            "keep.log",
-            "build/out.md",
-            "a/two.md",
-            "a/secret.md",
-            "a/b/three.md",
-            "a/b/deep.log",
-            "a/b/other.log",
-            ".hidden/h.md",
-            "a/.draft.md",
-            "node_modules/m/readme.md",
-            "c/d/e.md",
-        ] {
+        for f in TREE_FILES {
             assert_eq!(
                 !rules.excludes(f, false),
                 scanned.iter().any(|s| s == f),
