@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from conftest import CHINESE, CORPUS, JOURNAL_1, JOURNAL_CONTEXT, MEETING, PLAN, display
 
-TOOL_NAMES = {"search", "vsearch", "query", "get", "multi_get", "status"}
+TOOL_NAMES = {"search", "vsearch", "query", "get", "multi_get", "status", "metadata"}
 # SPEC §2.2: the built-in knowledge package lists QMD's six, knowledge_search and the
 # knowledge capture tools (seed 004).
 READ_TOOLS = TOOL_NAMES | {"knowledge_search", "get_knowledge", "query_knowledge", "list_knowledge"}
@@ -118,7 +118,7 @@ def test_tools_list(inspector, target):
     tools = inspector.result(target, "--method", "tools/list")["tools"]
     assert {t["name"] for t in tools} == ALL_TOOLS and len(tools) == len(ALL_TOOLS)
     by_name = {t["name"]: t for t in tools}
-    assert set(by_name["search"]["inputSchema"]["properties"]) == {"query", "limit", "minScore", "collection"}
+    assert set(by_name["search"]["inputSchema"]["properties"]) == {"query", "limit", "minScore", "collection", "filter"}
     assert by_name["vsearch"]["inputSchema"]["properties"]["minScore"]["default"] == 0.3
     assert by_name["multi_get"]["inputSchema"]["properties"]["maxBytes"]["default"] == 10240
     assert all(t["annotations"]["readOnlyHint"] is (t["name"] in READ_TOOLS) for t in tools)

@@ -45,7 +45,7 @@ pytestmark = pytest.mark.anyio
 MODERN = "2026-07-28"
 LEGACY = "2025-11-25"  # what the SDK offers in the initialize handshake
 
-TOOL_NAMES = {"search", "vsearch", "query", "get", "multi_get", "status"}
+TOOL_NAMES = {"search", "vsearch", "query", "get", "multi_get", "status", "metadata"}
 # SPEC §2.2: the built-in knowledge package lists QMD's six, knowledge_search and the
 # knowledge capture tools (seed 004); the machine's owner may write, so all are listed.
 READ_TOOLS = TOOL_NAMES | {"knowledge_search", "get_knowledge", "query_knowledge", "list_knowledge"}
@@ -183,7 +183,7 @@ async def test_tool_schemas_names_and_defaults(mcp):
     for name in ("search", "vsearch", "query"):
         schema = tools[name]["inputSchema"]
         assert schema["type"] == "object"
-        assert set(schema["properties"]) == {"query", "limit", "minScore", "collection"}, name
+        assert set(schema["properties"]) == {"query", "limit", "minScore", "collection", "filter"}, name
         assert schema["required"] == ["query"]
         assert schema["properties"]["limit"]["default"] == 10
         assert schema["properties"]["minScore"]["default"] == (0.3 if name == "vsearch" else 0)

@@ -35,7 +35,7 @@ from mcp.shared.exceptions import MCPError
 TOKEN_RE = re.compile(r"^qk_[0-9a-f]{64}$")
 UUID_RE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 
-QMD_TOOLS = {"search", "vsearch", "query", "get", "multi_get", "status"}
+QMD_TOOLS = {"search", "vsearch", "query", "get", "multi_get", "status", "metadata"}
 CAPTURE_TOOLS = {"create_knowledge", "get_knowledge", "query_knowledge", "list_knowledge", "update_knowledge", "delete_knowledge"}
 WRITE_TOOLS = {"create_knowledge", "update_knowledge", "delete_knowledge"}
 ALL_MCP_TOOLS = QMD_TOOLS | {"knowledge_search"} | CAPTURE_TOOLS
@@ -1138,7 +1138,7 @@ async def test_claude_code_style_setup(team):
     rw = team.new_token("owner", "--spaces", "acme", "--label", "MCP - Claude Code")
     async with mcp_session(mcp_url(srv, rw["token"], kb="docs")) as c:
         names = [t.name for t in (await c.list_tools()).tools]
-        assert len(names) == 13 and set(names) == ALL_MCP_TOOLS, names
+        assert len(names) == 14 and set(names) == ALL_MCP_TOOLS, names
         r = await tool_ok(c, "knowledge_search", {"query": "zanzibar", "search_mode": "keyword"})
         assert [h["knowledge_filename"] for h in r.structured_content["results"]] == ["acme-plan.md"]
         r = await tool_ok(c, "knowledge_search", {"query": "walrus", "search_mode": "keyword", "min_score": 0})
@@ -1182,7 +1182,7 @@ async def test_claude_code_style_setup(team):
 
     async with mcp_session(mcp_url(srv, team.tok("owner_ro"), kb="docs")) as c:
         names = {t.name for t in (await c.list_tools()).tools}
-        assert names == ALL_MCP_TOOLS - WRITE_TOOLS and len(names) == 10, names
+        assert names == ALL_MCP_TOOLS - WRITE_TOOLS and len(names) == 11, names
         await tool_refused(c, "create_knowledge", {"content": "read only"})
         r = await tool_ok(c, "knowledge_search", {"query": "zanzibar", "search_mode": "keyword"})
         assert r.structured_content["total_count"] == 1

@@ -166,6 +166,11 @@ pub struct ChatRequest {
     #[serde(default)]
     /// Sampling temperature passed to the model.
     pub temperature: Option<f64>,
+    #[serde(default)]
+    /// A metadata filter (issue 44) on the passages retrieved from the knowledge bases: a
+    /// JSON filter node, or a JSON string holding one. The server parses it and runs the
+    /// chat through a filtered engine handle ([`quarry_engine::Engine::filtered`]).
+    pub filter: Option<Value>,
 }
 
 impl ChatRequest {

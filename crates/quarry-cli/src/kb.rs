@@ -49,6 +49,11 @@ pub(crate) enum KbCmd {
         /// knowledge base's admins read the uploaded documents.
         #[arg(long, value_name = "KEYS", value_delimiter = ',')]
         readers: Option<Vec<String>>,
+        /// Metadata fields for every uploaded document, a JSON object
+        /// (`{"status":"published","priority":3}`); they win over front matter and
+        /// document properties.
+        #[arg(long, value_name = "JSON")]
+        metadata: Option<String>,
     },
     /// Change who reads a document beside the knowledge base's admins.
     Readers {
@@ -250,7 +255,16 @@ pub(crate) fn run(
             files,
             no_wait,
             readers,
+            metadata,
         } => {
+            let fields = match metadata {
+                Some(text) => {
+                    let json: serde_json::Value = serde_json::from_str(text)
+                        .map_err(|e| anyhow::anyhow!("--metadata is not valid JSON: {e}"))?;
+                    quarry_metadata::Metadata::from_json(&json)?
+                }
+                None => quarry_metadata::Metadata::default(),
+            };
             let kb = engine.knowledge_base(name)?;
             let paths = expand(files)?;
             if paths.is_empty() {
@@ -264,7 +278,7 @@ pub(crate) fn run(
                     Err(r) => rejected.push(r),
                 }
             }
-            let outcomes = engine.add_uploads_for(&kb.id, uploads, readers.as_deref())?;
+            let outcomes = engine.add_uploads_with(&kb.id, uploads, readers.as_deref(), &fields)?;
             let mut queued = Vec::new();
             let mut duplicates = Vec::new();
             for o in outcomes {

@@ -371,6 +371,9 @@ enum Command {
     Query(QueryArgs),
     /// Index health: documents, embeddings, collections.
     Status,
+    /// Metadata fields of the documents (front matter, document properties, fields given at
+    /// upload, and the built-in collection, path, title, indexed): types, counts, top values.
+    Metadata(MetadataArgs),
     /// Run the MCP server over stdio (for Claude Code, Cursor, Claude Desktop, …).
     Mcp(ServerModelArgs),
     /// Run the servers: MCP over Streamable HTTP at /mcp plus the REST API (`http`, default),
@@ -552,6 +555,91 @@ struct SearchArgs {
     /// Print `docid,score,file,context` lines only.
     #[arg(long)]
     files: bool,
+    /// Only documents whose metadata match this JSON filter (`@FILE` reads it from a file),
+    /// e.g. '{"field":"status","operator":"eq","value":"published"}'; see `quarry metadata`.
+    #[arg(long, value_name = "JSON")]
+    filter: Option<String>,
+}
+
+#[derive(Args)]
+struct MetadataArgs {
+    /// Only this collection.
+    #[arg(short = 'c', long)]
+    collection: Option<String>,
+    /// Only the documents this JSON filter matches (`@FILE` reads it from a file).
+    #[arg(long, value_name = "JSON")]
+    filter: Option<String>,
+    /// Most frequent values shown per field (1–50).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u16).range(1..=50))]
+    top: u16,
+}
+
+/// A `--filter` value: JSON text, or `@FILE` holding it.
+fn parse_filter_arg(arg: Option<&str>) -> Result<Option<quarry_engine::Filter>> {
+    let Some(arg) = arg else {
+        return Ok(None);
+    };
+    let text = match arg.strip_prefix('@') {
+        Some(path) => std::fs::read_to_string(path).map_err(|e| {
+            quarry_core::Error::invalid(format!("--filter: cannot read {path}: {e}"))
+        })?,
+        None => arg.to_owned(),
+    };
+    if text.trim().is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(quarry_engine::Filter::parse_str(&text)?))
+}
+
+/// A metadata report as a table: field, types, documents, top values.
+fn print_metadata(out: &mut impl Write, report: &quarry_engine::MetadataReport) -> Result<()> {
+    writeln!(
+        out,
+        "{} document{}",
+        report.documents,
+        if report.documents == 1 { "" } else { "s" }
+    )?;
+    if report.fields.is_empty() {
+        return Ok(());
+    }
+    let rows: Vec<[String; 4]> = report
+        .fields
+        .iter()
+        .map(|f| {
+            let values: Vec<String> = f
+                .top_values
+                .iter()
+                .map(|v| match &v.value {
+                    serde_json::Value::String(s) => format!("{s} ({})", v.count),
+                    other => format!("{other} ({})", v.count),
+                })
+                .collect();
+            [
+                f.field.clone(),
+                f.types.join("|"),
+                f.documents.to_string(),
+                values.join(", "),
+            ]
+        })
+        .collect();
+    let head = ["FIELD", "TYPES", "DOCS", "TOP VALUES"];
+    let width = |i: usize| {
+        rows.iter()
+            .map(|r| r[i].chars().count())
+            .chain([head[i].len()])
+            .max()
+            .unwrap_or(0)
+    };
+    let (w0, w1, w2) = (width(0), width(1), width(2));
+    writeln!(
+        out,
+        "{:w0$}  {:w1$}  {:>w2$}  {}",
+        head[0], head[1], head[2], head[3]
+    )?;
+    for r in &rows {
+        writeln!(out, "{:w0$}  {:w1$}  {:>w2$}  {}", r[0], r[1], r[2], r[3])?;
+    }
+    Ok(())
 }
 
 /// The name usage and help text show: `qmd` when the binary runs under that name (a
@@ -1008,6 +1096,7 @@ fn run(cli: Cli, env: &config::Env) -> Result<()> {
                 eprintln!("Indexed.");
             }
             let query = args.query.join(" ");
+            let engine = engine.filtered(parse_filter_arg(args.filter.as_deref())?);
             let mut req = SearchRequest {
                 query: query.clone(),
                 limit: args.limit,
@@ -1118,6 +1207,19 @@ fn run(cli: Cli, env: &config::Env) -> Result<()> {
                         MultiGetItem::Skipped { text, .. } => writeln!(out, "{text}\n")?,
                     }
                 }
+            }
+        }
+        Command::Metadata(args) => {
+            let filter = parse_filter_arg(args.filter.as_deref())?;
+            let report = engine.metadata_fields(
+                args.collection.as_deref(),
+                filter.as_ref(),
+                usize::from(args.top),
+            )?;
+            if cli.json {
+                print_json(&report)?;
+            } else {
+                print_metadata(&mut out, &report)?;
             }
         }
         Command::Status => {

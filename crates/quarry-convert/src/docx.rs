@@ -109,10 +109,11 @@ impl Converter for DocxConverter {
             md.push_str("\n\n");
             md.push_str(&notes);
         }
-        let title = pkg
+        let properties = pkg
             .read_text("docProps/core.xml")?
-            .and_then(|x| core_title(&x))
-            .or(first_heading);
+            .map(|x| crate::props::core_properties(&x))
+            .unwrap_or_default();
+        let title = properties.title.clone().or(first_heading);
         if images.len() > 1000 {
             warnings.push(format!("{} images extracted", images.len()));
         }
@@ -123,6 +124,7 @@ impl Converter for DocxConverter {
             title,
             images,
             warnings,
+            properties,
             ..Default::default()
         })
     }
@@ -404,25 +406,6 @@ fn parse_notes(xml: &str, tag: &str) -> Vec<(String, Option<String>, String)> {
         }
     }
     out
-}
-
-/// `dc:title` of `docProps/core.xml`, when set.
-pub(crate) fn core_title(xml: &str) -> Option<String> {
-    let mut reader = Reader::from_str(xml);
-    let mut in_title = false;
-    let mut title = String::new();
-    loop {
-        match reader.read_event() {
-            Ok(Event::Start(e)) if e.local_name().as_ref() == "title" => in_title = true,
-            Ok(Event::End(e)) if e.local_name().as_ref() == "title" => break,
-            Ok(Event::Text(t)) if in_title => title.push_str(&t.xml10_content()),
-            Ok(Event::GeneralRef(r)) if in_title => title.push_str(&resolve_ref(&r)),
-            Ok(Event::Eof) | Err(_) => break,
-            _ => {}
-        }
-    }
-    let title = title.split_whitespace().collect::<Vec<_>>().join(" ");
-    (!title.is_empty()).then_some(title)
 }
 
 #[derive(Debug)]

@@ -61,6 +61,7 @@ impl Converter for HtmlConverter {
                 detail: e.to_string(),
             })?;
         let title = find_title(&dom);
+        let properties = meta_properties(&dom);
         let root = content_root(&dom).unwrap_or_else(|| dom.clone());
         let is_body = !matches!(tag(&root).as_deref(), Some("main") | Some("article"));
         prune(&root, is_body, false, 0);
@@ -72,6 +73,7 @@ impl Converter for HtmlConverter {
             title,
             furniture,
             warnings: warning.into_iter().collect(),
+            properties,
             ..Default::default()
         })
     }
@@ -300,6 +302,29 @@ fn count(node: &Handle, pred: &dyn Fn(&Handle) -> bool, depth: usize) -> usize {
         .iter()
         .map(|c| count(c, pred, depth + 1))
         .sum::<usize>()
+}
+
+/// `<meta name="author">` and `<meta name="keywords">` (the first of each). The
+/// `<title>` stays [`Converted::title`]'s alone: pages rarely set a title apart from it.
+fn meta_properties(dom: &Handle) -> crate::types::DocProperties {
+    let meta = |name: &str| {
+        let node = find_first(
+            dom,
+            &|n| {
+                tag(n).as_deref() == Some("meta")
+                    && attr_of(n, "name").is_some_and(|v| v.trim().eq_ignore_ascii_case(name))
+            },
+            0,
+        )?;
+        attr_of(&node, "content")
+    };
+    crate::types::DocProperties {
+        author: meta("author").as_deref().and_then(crate::props::clean),
+        keywords: meta("keywords")
+            .map(|k| crate::props::keywords([k.as_str()]))
+            .unwrap_or_default(),
+        ..Default::default()
+    }
 }
 
 fn find_title(dom: &Handle) -> Option<String> {

@@ -21,7 +21,9 @@ use std::path::PathBuf;
 use std::process::{Command, ExitCode, Stdio};
 use std::time::Duration;
 
-use crate::types::{ConvertError, ConvertOptions, Converted, Format, Image, Limits, Ocr};
+use crate::types::{
+    ConvertError, ConvertOptions, Converted, DocProperties, Format, Image, Limits, Ocr,
+};
 use quarry_core::PageSpan;
 
 /// Where conversion runs.
@@ -269,6 +271,17 @@ fn put_str(out: &mut Vec<u8>, s: &str) {
     put_bytes(out, s.as_bytes());
 }
 
+/// `0`, or `1` and the string.
+fn put_opt_str(out: &mut Vec<u8>, s: Option<&str>) {
+    match s {
+        Some(s) => {
+            put_u64(out, 1);
+            put_str(out, s);
+        }
+        None => put_u64(out, 0),
+    }
+}
+
 fn put_u32s(out: &mut Vec<u8>, v: &[u32]) {
     put_u64(out, v.len() as u64);
     for &x in v {
@@ -318,6 +331,13 @@ impl<'a> Reader<'a> {
         String::from_utf8(self.bytes()?.to_vec()).ok()
     }
 
+    fn opt_string(&mut self) -> Option<Option<String>> {
+        match self.u64()? {
+            0 => Some(None),
+            _ => Some(Some(self.string()?)),
+        }
+    }
+
     fn u32s(&mut self) -> Option<Vec<u32>> {
         let n = self.usize()?;
         (0..n.min(self.0.len() / 8))
@@ -357,13 +377,7 @@ fn encode_answer(out: &mut Vec<u8>, result: &Result<Converted, ConvertError>) {
         Ok(c) => {
             out.push(0);
             put_str(out, &c.markdown);
-            match &c.title {
-                Some(t) => {
-                    put_u64(out, 1);
-                    put_str(out, t);
-                }
-                None => put_u64(out, 0),
-            }
+            put_opt_str(out, c.title.as_deref());
             put_u64(out, c.pages.len() as u64);
             for p in &c.pages {
                 put_u64(out, u64::from(p.page));
@@ -384,6 +398,16 @@ fn encode_answer(out: &mut Vec<u8>, result: &Result<Converted, ConvertError>) {
                 put_str(out, w);
             }
             put_str(out, &quarry_core::encode_furniture(&c.furniture));
+            let p = &c.properties;
+            for v in [&p.title, &p.author, &p.subject] {
+                put_opt_str(out, v.as_deref());
+            }
+            put_u64(out, p.keywords.len() as u64);
+            for k in &p.keywords {
+                put_str(out, k);
+            }
+            put_opt_str(out, p.created.as_deref());
+            put_opt_str(out, p.modified.as_deref());
         }
         Err(e) => {
             out.push(1);
@@ -399,10 +423,7 @@ fn decode_answer(input: &[u8]) -> Option<Result<Converted, ConvertError>> {
         return Some(Err(ConvertError::Failed(r.string()?)));
     }
     let markdown = r.string()?;
-    let title = match r.u64()? {
-        0 => None,
-        _ => Some(r.string()?),
-    };
+    let title = r.opt_string()?;
     let n = r.usize()?;
     let mut pages = Vec::with_capacity(n.min(r.0.len() / 24));
     for _ in 0..n {
@@ -430,6 +451,22 @@ fn decode_answer(input: &[u8]) -> Option<Result<Converted, ConvertError>> {
         warnings.push(r.string()?);
     }
     let furniture = quarry_core::decode_furniture(&r.string()?);
+    let title_prop = r.opt_string()?;
+    let author = r.opt_string()?;
+    let subject = r.opt_string()?;
+    let n = r.usize()?;
+    let mut keywords = Vec::with_capacity(n.min(r.0.len() / 8));
+    for _ in 0..n {
+        keywords.push(r.string()?);
+    }
+    let properties = DocProperties {
+        title: title_prop,
+        author,
+        subject,
+        keywords,
+        created: r.opt_string()?,
+        modified: r.opt_string()?,
+    };
     Some(Ok(Converted {
         markdown,
         title,
@@ -439,6 +476,7 @@ fn decode_answer(input: &[u8]) -> Option<Result<Converted, ConvertError>> {
         pages_without_text,
         pages_ocred,
         warnings,
+        properties,
     }))
 }
 
@@ -470,6 +508,14 @@ mod tests {
             pages_without_text: vec![2, 3],
             pages_ocred: vec![4],
             warnings: vec!["w".to_owned()],
+            properties: DocProperties {
+                title: Some("Doc".to_owned()),
+                author: Some("Ада".to_owned()),
+                subject: None,
+                keywords: vec!["a".to_owned(), "b c".to_owned()],
+                created: Some("2024-05-01T08:00:00Z".to_owned()),
+                modified: None,
+            },
         };
         let mut out = Vec::new();
         encode_answer(&mut out, &Ok(converted.clone()));

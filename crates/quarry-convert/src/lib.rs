@@ -16,8 +16,8 @@ pub use quarry_core::{Furniture, FurnitureKind, PageSpan, page_at};
 pub use editorjs::{EditorJsError, editorjs_to_markdown};
 pub use isolate::{Isolation, child_main};
 pub use types::{
-    ConvertError, ConvertOptions, Converted, Converter, DEFAULT_OCR_LANGUAGES, Format, Image,
-    Limits, Ocr, describe_pages, ocr_advice,
+    ConvertError, ConvertOptions, Converted, Converter, DEFAULT_OCR_LANGUAGES, DocProperties,
+    Format, Image, Limits, Ocr, describe_pages, ocr_advice,
 };
 
 use types::catch_panic;
@@ -32,6 +32,7 @@ mod pdf;
 mod pdf_columns;
 mod pdf_grid;
 mod pptx;
+mod props;
 mod sheet;
 mod text;
 mod types;

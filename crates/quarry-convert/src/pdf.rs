@@ -32,7 +32,10 @@ use pdf_oxide::layout::RectFilterMode;
 use quarry_core::{Furniture, FurnitureKind};
 
 use crate::ocr;
-use crate::types::{ConvertError, ConvertOptions, Converted, Converter, Deadline, Format, Ocr};
+use crate::props;
+use crate::types::{
+    ConvertError, ConvertOptions, Converted, Converter, Deadline, DocProperties, Format, Ocr,
+};
 use crate::util::is_cjk;
 use crate::{pdf_columns, util};
 
@@ -85,6 +88,7 @@ fn convert_pdf(bytes: &[u8], opts: &ConvertOptions) -> Result<Converted, Convert
         });
     }
     let title = doc_title(&doc);
+    let properties = doc_properties(&doc);
     let xy_cut = ConversionOptions {
         detect_headings: true,
         extract_tables: true,
@@ -234,6 +238,7 @@ fn convert_pdf(bytes: &[u8], opts: &ConvertOptions) -> Result<Converted, Convert
         pages_without_text,
         pages_ocred,
         warnings,
+        properties,
     })
 }
 
@@ -354,17 +359,7 @@ fn has_words(s: &str) -> bool {
 /// The document-information `/Title`, when it says something (not "untitled", not a file
 /// name like `Microsoft Word - draft3.doc`).
 fn doc_title(doc: &PdfDocument) -> Option<String> {
-    let info = doc.trailer().as_dict()?.get("Info")?.clone();
-    let info = match info.as_reference() {
-        Some(r) => doc.load_object(r).ok()?,
-        None => info,
-    };
-    let title = info.as_dict()?.get("Title")?.clone();
-    let title = match title.as_reference() {
-        Some(r) => doc.load_object(r).ok()?,
-        None => title,
-    };
-    let t = decode_text_string(title.as_string()?);
+    let t = info_text(doc, &info_dict(doc)?, "Title")?;
     let t = t.split_whitespace().collect::<Vec<_>>().join(" ");
     let lower = t.to_ascii_lowercase();
     let meaningless = t.chars().filter(|c| c.is_alphanumeric()).count() < 3
@@ -379,19 +374,144 @@ fn doc_title(doc: &PdfDocument) -> Option<String> {
     (!meaningless).then_some(t)
 }
 
-/// A PDF text string: UTF-16BE or UTF-8 with a BOM, else PDFDocEncoding (≈ Latin-1).
+/// The trailer's `/Info` dictionary, resolved.
+fn info_dict(doc: &PdfDocument) -> Option<pdf_oxide::object::Object> {
+    let info = doc.trailer().as_dict()?.get("Info")?.clone();
+    let info = match info.as_reference() {
+        Some(r) => doc.load_object(r).ok()?,
+        None => info,
+    };
+    info.as_dict().is_some().then_some(info)
+}
+
+/// A text string of the `/Info` dictionary `info`, decoded, following an indirect value.
+fn info_text(doc: &PdfDocument, info: &pdf_oxide::object::Object, key: &str) -> Option<String> {
+    let value = info.as_dict()?.get(key)?.clone();
+    let value = match value.as_reference() {
+        Some(r) => doc.load_object(r).ok()?,
+        None => value,
+    };
+    Some(decode_text_string(value.as_string()?))
+}
+
+/// The document's properties: the `/Info` dictionary, with the XMP metadata stream filling
+/// what it lacks. Never fails: what cannot be read is absent.
+fn doc_properties(doc: &PdfDocument) -> DocProperties {
+    let mut props = catch_unwind(AssertUnwindSafe(|| info_properties(doc))).unwrap_or_default();
+    if props.title.is_none()
+        || props.author.is_none()
+        || props.subject.is_none()
+        || props.keywords.is_empty()
+        || props.created.is_none()
+        || props.modified.is_none()
+    {
+        let xmp = catch_unwind(AssertUnwindSafe(|| {
+            pdf_oxide::extractors::XmpExtractor::extract(doc)
+        }));
+        if let Ok(Ok(Some(xmp))) = xmp {
+            props::fill_missing(&mut props, xmp_properties(&xmp));
+        }
+    }
+    props
+}
+
+fn info_properties(doc: &PdfDocument) -> DocProperties {
+    let Some(info) = info_dict(doc) else {
+        return DocProperties::default();
+    };
+    let get = |key: &str| info_text(doc, &info, key);
+    DocProperties {
+        title: get("Title").as_deref().and_then(props::clean),
+        author: get("Author").as_deref().and_then(props::clean),
+        subject: get("Subject").as_deref().and_then(props::clean),
+        keywords: get("Keywords")
+            .map(|k| props::keywords([k.as_str()]))
+            .unwrap_or_default(),
+        created: get("CreationDate")
+            .as_deref()
+            .and_then(props::pdf_date_to_utc),
+        modified: get("ModDate").as_deref().and_then(props::pdf_date_to_utc),
+    }
+}
+
+/// Properties from XMP (`dc:title`, `dc:creator`, `dc:description`, `pdf:Keywords` and
+/// `dc:subject`, `xmp:CreateDate`, `xmp:ModifyDate`).
+fn xmp_properties(xmp: &pdf_oxide::extractors::XmpMetadata) -> DocProperties {
+    let creators: Vec<&str> = xmp
+        .dc_creator
+        .iter()
+        .map(|c| c.trim())
+        .filter(|c| !c.is_empty())
+        .collect();
+    // XMP dates are ISO 8601; some producers copy the PDF form.
+    let date = |d: &Option<String>| {
+        d.as_deref()
+            .and_then(|d| props::iso_date_to_utc(d).or_else(|| props::pdf_date_to_utc(d)))
+    };
+    DocProperties {
+        title: xmp.dc_title.as_deref().and_then(props::clean),
+        author: props::clean(&creators.join("; ")),
+        subject: xmp.dc_description.as_deref().and_then(props::clean),
+        keywords: props::keywords(
+            xmp.pdf_keywords
+                .as_deref()
+                .into_iter()
+                .chain(xmp.dc_subject.iter().map(String::as_str)),
+        ),
+        created: date(&xmp.xmp_create_date),
+        modified: date(&xmp.xmp_modify_date),
+    }
+}
+
+/// A PDF text string: UTF-16BE (or, from some producers, UTF-16LE) or UTF-8 with a BOM, else
+/// PDFDocEncoding. Language marks in UTF-16 strings (`ESC lang ESC`) are dropped.
 fn decode_text_string(b: &[u8]) -> String {
-    if let Some(rest) = b.strip_prefix(b"\xFE\xFF") {
+    let utf16 = |rest: &[u8], be: bool| {
         let units: Vec<u16> = rest
             .chunks_exact(2)
-            .map(|c| u16::from_be_bytes([c[0], c[1]]))
+            .map(|c| {
+                if be {
+                    u16::from_be_bytes([c[0], c[1]])
+                } else {
+                    u16::from_le_bytes([c[0], c[1]])
+                }
+            })
             .collect();
-        return String::from_utf16_lossy(&units);
+        let text = String::from_utf16_lossy(&units);
+        let mut out = String::with_capacity(text.len());
+        for (i, part) in text.split('\u{1B}').enumerate() {
+            // Even parts are text, odd ones the language codes between two escapes.
+            if i % 2 == 0 {
+                out.push_str(part);
+            }
+        }
+        out
+    };
+    if let Some(rest) = b.strip_prefix(b"\xFE\xFF") {
+        return utf16(rest, true);
+    }
+    if let Some(rest) = b.strip_prefix(b"\xFF\xFE") {
+        return utf16(rest, false);
     }
     if let Some(rest) = b.strip_prefix(b"\xEF\xBB\xBF") {
         return String::from_utf8_lossy(rest).into_owned();
     }
-    b.iter().map(|&c| c as char).collect()
+    b.iter().map(|&c| pdf_doc_char(c)).collect()
+}
+
+/// A PDFDocEncoding byte (ISO 32000 Annex D): Latin-1 but for accents in 0x18–0x1F and
+/// typographic marks in 0x80–0xA0.
+fn pdf_doc_char(c: u8) -> char {
+    const LOW: [char; 8] = ['˘', 'ˇ', 'ˆ', '˙', '˝', '˛', '˚', '˜'];
+    const HIGH: [char; 33] = [
+        '•', '†', '‡', '…', '—', '–', 'ƒ', '⁄', '‹', '›', '−', '‰', '„', '“', '”', '‘', '’', '‚',
+        '™', 'ﬁ', 'ﬂ', 'Ł', 'Œ', 'Š', 'Ÿ', 'Ž', 'ı', 'ł', 'œ', 'š', 'ž', '\u{FFFD}', '€',
+    ];
+    match c {
+        0x18..=0x1F => LOW[usize::from(c - 0x18)],
+        0x80..=0xA0 => HIGH[usize::from(c - 0x80)],
+        _ => char::from(c),
+    }
 }
 
 /// OCRs the images of a page with no text layer (the large ones, in page order).

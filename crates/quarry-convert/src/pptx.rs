@@ -57,9 +57,11 @@ impl Converter for PptxConverter {
                 limit,
             });
         }
-        let title = pkg
+        let properties = pkg
             .read_text("docProps/core.xml")?
-            .and_then(|x| crate::docx::core_title(&x));
+            .map(|x| crate::props::core_properties(&x))
+            .unwrap_or_default();
+        let title = properties.title.clone();
 
         let mut md = String::new();
         let mut pages = Vec::new();
@@ -154,6 +156,7 @@ impl Converter for PptxConverter {
             pages,
             images,
             warnings,
+            properties,
             ..Default::default()
         })
     }

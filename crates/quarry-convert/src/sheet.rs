@@ -26,7 +26,7 @@ impl Converter for SheetConverter {
         let format = self.0;
         let deadline = Deadline::new(&opts.limits);
         let cursor = Cursor::new(bytes);
-        let mut title = None;
+        let mut properties = crate::types::DocProperties::default();
         let book = match format {
             Format::Xls => {
                 if !bytes.starts_with(b"\xD0\xCF\x11\xE0\xA1\xB1\x1A\xE1") {
@@ -67,16 +67,17 @@ impl Converter for SheetConverter {
                     });
                 }
                 pkg.check_all()?;
-                title = pkg
+                properties = pkg
                     .read_text("docProps/core.xml")?
-                    .and_then(|x| crate::docx::core_title(&x));
+                    .map(|x| crate::props::core_properties(&x))
+                    .unwrap_or_default();
                 calamine::open_workbook_from_rs(cursor)
                     .map(Sheets::Xlsx)
                     .map_err(|e| map_err(format, &e))?
             }
         };
         deadline.check()?;
-        convert_book(book, format, bytes, title, opts, &deadline)
+        convert_book(book, format, bytes, properties, opts, &deadline)
     }
 }
 
@@ -96,7 +97,7 @@ fn convert_book(
     mut book: Sheets<Cursor<&[u8]>>,
     format: Format,
     bytes: &[u8],
-    title: Option<String>,
+    properties: crate::types::DocProperties,
     opts: &ConvertOptions,
     deadline: &Deadline,
 ) -> Result<Converted, ConvertError> {
@@ -200,8 +201,9 @@ fn convert_book(
     }
     Ok(Converted {
         markdown: crate::util::tidy(&md),
-        title,
+        title: properties.title.clone(),
         warnings,
+        properties,
         ..Default::default()
     })
 }

@@ -246,6 +246,37 @@ pub struct Converted {
     /// Things a person should know that did not stop the conversion ("sheet 'Data' cut at
     /// 10,000 rows").
     pub warnings: Vec<String>,
+    /// The document's own properties (author, dates, keywords…), when it sets them.
+    pub properties: DocProperties,
+}
+
+/// A document's own properties (Office `docProps/core.xml`, a PDF's Info dictionary or XMP
+/// metadata, HTML `<meta>`), when set. Strings are trimmed, runs of whitespace collapsed, each
+/// cut at 1,000 characters; empty values are absent.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DocProperties {
+    /// Title (`dc:title`, PDF `/Title`), as the document sets it; [`Converted::title`] is
+    /// the title shown, which may come from a heading instead.
+    pub title: Option<String>,
+    /// Author (`dc:creator`, PDF `/Author`, HTML `<meta name="author">`).
+    pub author: Option<String>,
+    /// Subject (`dc:subject`, PDF `/Subject`).
+    pub subject: Option<String>,
+    /// Keywords (`cp:keywords`, PDF `/Keywords`, HTML `<meta name="keywords">`), split on
+    /// `,` and `;`, trimmed, without empties or repeats; at most 50.
+    pub keywords: Vec<String>,
+    /// When it was created, RFC 3339 in UTC (`2024-05-01T08:00:00Z`): `dcterms:created`,
+    /// PDF `/CreationDate`. Absent when unset or unparsable.
+    pub created: Option<String>,
+    /// When it was last modified, RFC 3339 in UTC: `dcterms:modified`, PDF `/ModDate`.
+    pub modified: Option<String>,
+}
+
+impl DocProperties {
+    /// Whether no property is set.
+    pub fn is_empty(&self) -> bool {
+        *self == DocProperties::default()
+    }
 }
 
 impl Converted {

@@ -105,6 +105,8 @@ pub struct Document {
     pub pages: Vec<PageSpan>,
     /// Furniture found at conversion (contents, running headers …), kept out of chunks.
     pub furniture: Vec<Furniture>,
+    /// Its metadata fields as stored (a JSON object; see `quarry-metadata`).
+    pub meta: String,
 }
 
 impl Document {
@@ -163,6 +165,9 @@ pub struct SearchHit {
     /// Page the snippet is on, for paged sources (PDF pages, slides).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub page: Option<u32>,
+    /// The document's metadata fields (absent when it has none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<serde_json::Value>,
 }
 
 /// Per-collection line of [`StatusReport`].
@@ -352,6 +357,9 @@ pub enum FurnitureKind {
     PageNumber,
     /// Other repeated boilerplate (navigation, cookie banners, legal footers).
     Boilerplate,
+    /// A Markdown document's front matter: its fields are the document's metadata, its
+    /// text is neither chunked nor keyword-indexed.
+    FrontMatter,
 }
 
 impl FurnitureKind {
@@ -364,6 +372,7 @@ impl FurnitureKind {
             FurnitureKind::RunningFooter => "running_footer",
             FurnitureKind::PageNumber => "page_number",
             FurnitureKind::Boilerplate => "boilerplate",
+            FurnitureKind::FrontMatter => "front_matter",
         }
     }
 
@@ -376,6 +385,7 @@ impl FurnitureKind {
             "running_footer" => FurnitureKind::RunningFooter,
             "page_number" => FurnitureKind::PageNumber,
             "boilerplate" => FurnitureKind::Boilerplate,
+            "front_matter" => FurnitureKind::FrontMatter,
             _ => return None,
         })
     }
@@ -391,6 +401,16 @@ pub struct Furniture {
     pub byte_start: usize,
     /// Byte offset just past the range's end.
     pub byte_end: usize,
+}
+
+/// The part of `body` the keyword index holds: all of it but a leading front matter.
+pub fn indexed_body<'a>(body: &'a str, furniture: &[Furniture]) -> &'a str {
+    match furniture.first() {
+        Some(f) if f.kind == FurnitureKind::FrontMatter && f.byte_start == 0 => {
+            body.get(f.byte_end..).unwrap_or(body)
+        }
+        _ => body,
+    }
 }
 
 /// A furniture list as stored: `kind:start:end` triples joined by `,`.

@@ -162,6 +162,7 @@ mod tests {
             context: None,
             snippet: String::new(),
             page: None,
+            metadata: None,
         };
         assert_eq!(
             format_search_summary(&[hit], "q"),

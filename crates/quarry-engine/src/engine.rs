@@ -82,6 +82,9 @@ pub struct Engine {
     /// For a search narrowed to some knowledge bases by its request: the scope it was
     /// narrowed from, which its scores are computed against (see [`Engine::rank_among`]).
     pub(crate) ranking_scope: Option<Arc<Scope>>,
+    /// For a search limited by a metadata filter: the filter, and the documents it lets
+    /// through once resolved (see [`Engine::filtered`]).
+    pub(crate) filter: Option<Arc<crate::metadata::FilterState>>,
 }
 
 impl std::ops::Deref for Engine {
@@ -200,6 +203,7 @@ impl Engine {
             }),
             scope,
             ranking_scope: None,
+            filter: None,
         })
     }
 
@@ -260,6 +264,7 @@ impl Engine {
             shared: self.shared.clone(),
             scope,
             ranking_scope: None,
+            filter: None,
         }
     }
 
@@ -275,6 +280,7 @@ impl Engine {
                     .clone()
                     .unwrap_or_else(|| Arc::new(self.scope.clone())),
             ),
+            filter: self.filter.clone(),
         }
     }
 
@@ -289,17 +295,24 @@ impl Engine {
         &self,
         collection: Option<&str>,
         filtered: Vec<H>,
-        search: impl FnOnce(Option<&[i64]>) -> Result<Vec<H>>,
+        search: impl FnOnce(&Engine, Option<&[i64]>) -> Result<Vec<H>>,
         id: impl Fn(&H) -> i64,
         score: impl Fn(&H) -> f32,
     ) -> Result<(Vec<(H, bool)>, usize)> {
-        let Some(ranking) = self.ranking_scope.as_ref().filter(|_| collection.is_none()) else {
+        // A search naming one collection ranks within it, unless a metadata filter narrows
+        // it further: then it ranks among that collection unfiltered.
+        let Some(ranking) = self
+            .ranking_scope
+            .as_ref()
+            .filter(|_| collection.is_none() || self.filter.is_some())
+        else {
             let n = filtered.len();
             return Ok((filtered.into_iter().map(|h| (h, true)).collect(), n));
         };
-        let reference = self.scoped((**ranking).clone()).search_filter(None)?;
+        let reference_engine = self.scoped((**ranking).clone());
+        let reference = reference_engine.search_filter(collection)?;
         let mut kept: std::collections::HashSet<i64> = filtered.iter().map(&id).collect();
-        let mut ranked: Vec<(H, bool)> = search(reference.as_deref())?
+        let mut ranked: Vec<(H, bool)> = search(&reference_engine, reference.as_deref())?
             .into_iter()
             .map(|h| {
                 let keep = kept.remove(&id(&h));

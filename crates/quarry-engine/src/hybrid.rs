@@ -340,7 +340,7 @@ impl Engine {
                     let (ranked, head) = self.rank_among(
                         collection,
                         hits,
-                        |f| self.vector_search(v, EVIDENCE_DEPTH, f),
+                        |e, f| e.vector_search(v, EVIDENCE_DEPTH, f),
                         |h| h.document_id,
                         |h| h.similarity,
                     )?;

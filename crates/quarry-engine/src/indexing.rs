@@ -198,6 +198,7 @@ impl Engine {
                                 report.added += 1;
                             }
                             batch.push(DocChange::Upsert {
+                                meta: file.meta,
                                 path: entry.rel_path.clone(),
                                 title: file.title,
                                 hash: file.hash,
@@ -701,6 +702,7 @@ fn load_document(
         title,
         pages: converted.pages,
         furniture: converted.furniture,
+        meta: crate::metadata::property_fields(&converted.properties).encode(),
         text: converted.markdown,
     })
 }

@@ -392,6 +392,24 @@ impl Engine {
         uploads: Vec<Upload>,
         readers: Option<&[String]>,
     ) -> Result<Vec<UploadOutcome>> {
+        self.add_uploads_with(
+            kb_key,
+            uploads,
+            readers,
+            &quarry_metadata::Metadata::default(),
+        )
+    }
+
+    /// [`Engine::add_uploads_for`], each new document carrying the metadata `fields` (they
+    /// win over its front matter and document properties).
+    pub fn add_uploads_with(
+        &self,
+        kb_key: &str,
+        uploads: Vec<Upload>,
+        readers: Option<&[String]>,
+        fields: &quarry_metadata::Metadata,
+    ) -> Result<Vec<UploadOutcome>> {
+        let meta = fields.encode();
         let readers = readers.map(crate::parse_reader_keys).transpose()?;
         let kb = self.knowledge_base(kb_key)?;
         self.require(Access::Write, "uploading documents")?;
@@ -425,6 +443,7 @@ impl Engine {
             slots.push(outcomes.len());
             outcomes.push(None);
             new_files.push(NewKbFile {
+                meta: meta.clone(),
                 original_name: name,
                 sha256,
                 format: format.as_str().to_owned(),
@@ -867,9 +886,10 @@ impl Engine {
             }
             Err(e) => return Err(e.into()),
         };
-        let converted = quarry_convert::convert(&file.file_name, &bytes, &self.ingest.convert)
+        let mut converted = quarry_convert::convert(&file.file_name, &bytes, &self.ingest.convert)
             .map_err(|e| JobError::permanent(e.to_string()))?;
         drop(bytes);
+        let meta = crate::metadata::converted_fields(&file, &mut converted);
 
         let title = file
             .note
@@ -908,6 +928,7 @@ impl Engine {
             lease,
             file_id,
             ConvertedFile {
+                meta,
                 title,
                 markdown: converted.markdown,
                 pages: converted.pages,

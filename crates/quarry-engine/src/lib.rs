@@ -17,6 +17,9 @@ mod hybrid;
 mod indexing;
 mod knowledge;
 mod knowledge_search;
+mod metadata;
+#[cfg(test)]
+mod metadata_tests;
 mod node;
 mod notes;
 mod passages;
@@ -52,10 +55,12 @@ pub use knowledge_search::{
     KnowledgeHit, KnowledgeSearch, KnowledgeSearchResult, MAX_QUERY_CHARS, MAX_TOP_K,
     PassageEvidence, RerankOutcome, SearchMode,
 };
+pub use metadata::{BUILT_IN_FIELDS, MetadataReport};
 pub use node::{NODE_IDLE_FORGET, NodeFeedState, READY_LAG};
 pub use notes::{MAX_NOTE_BYTES, NOTE_KINDS, NewNote, NoteChange, NoteFormat, NoteView};
 pub use passages::PER_DOCUMENT;
 pub use progress::{NoProgress, Progress};
+pub use quarry_metadata::{FieldSummary, Filter};
 pub use quarry_models::{ApiKey, ModelEnv, ModelSpec};
 pub use quarry_sources::{Location, ReaderMapping, ReaderRule, Secret};
 pub use quarry_store::{

@@ -57,6 +57,8 @@ pub struct NewNote {
     pub title: Option<String>,
     /// Its tags.
     pub tags: Vec<String>,
+    /// Metadata fields given with it (`create_knowledge`'s `metadata`).
+    pub fields: quarry_metadata::Metadata,
 }
 
 /// Changes to a note; `None` leaves a field as it is.
@@ -188,6 +190,7 @@ impl Engine {
         let added = self.store().add_files(
             kb.collection_id,
             &[NewKbFile {
+                meta: note.fields.encode(),
                 original_name: note_file_name(title.as_deref(), &markdown),
                 sha256,
                 format: "md".into(),

@@ -298,7 +298,7 @@ impl Engine {
         let (ranked, head) = self.rank_among(
             None,
             raw,
-            |f| self.nearest_chunks(q, PASSAGE_DEPTH, f),
+            |e, f| e.nearest_chunks(q, PASSAGE_DEPTH, f),
             |h| h.0 as i64,
             |h| h.1,
         )?;

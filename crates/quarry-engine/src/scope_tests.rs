@@ -17,6 +17,7 @@ fn note(text: &str) -> NewNote {
         kind: "text".into(),
         title: None,
         tags: Vec::new(),
+        fields: Default::default(),
     }
 }
 

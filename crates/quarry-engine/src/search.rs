@@ -121,7 +121,7 @@ impl Engine {
             let (ranked, head) = self.rank_among(
                 req.collection.as_deref(),
                 hits,
-                |f| self.vector_search(v, depth, f),
+                |e, f| e.vector_search(v, depth, f),
                 |h| h.document_id,
                 |h| h.similarity,
             )?;
@@ -197,11 +197,13 @@ impl Engine {
         // What the caller may not read is skipped inside the index, before any score is
         // computed relative to the list.
         let excluded = self.hidden_for_search()?.map(|h| h.documents.clone());
-        let raw = index.search_excluding(parsed, filter, excluded.clone(), depth)?;
+        // A metadata filter chooses among the rest (the reference list below is unfiltered).
+        let allowed = self.allowed_documents()?;
+        let raw = index.search_restricted(parsed, filter, excluded.clone(), allowed, depth)?;
         let (ranked, head) = self.rank_among(
             collection,
             raw,
-            |f| index.search_excluding(parsed, f, excluded.clone(), depth),
+            |_, f| index.search_excluding(parsed, f, excluded.clone(), depth),
             |h| h.id,
             |h| h.score,
         )?;
@@ -288,6 +290,7 @@ pub(crate) fn search_hit(
         score,
         page: snippet_page(doc, &snippet),
         snippet,
+        metadata: Engine::shown_metadata(&doc.meta),
     }
 }
 

@@ -30,6 +30,12 @@ use crate::engine::{Engine, WriteGuard};
 use crate::progress::Progress;
 use crate::search::NO_VECTOR_INDEX;
 
+/// A metadata filter letting through at most this many documents is searched exactly
+/// (every chunk of theirs scored): exact recall, and cheaper than over-asking the index.
+const EXACT_FILTERED_DOCUMENTS: usize = 5_000;
+/// The most chunks a filtered search asks the vector index for at once.
+const MAX_FILTERED_ASK: usize = 50_000;
+
 /// The embedding model used when none is configured and none was used before.
 pub const DEFAULT_EMBED_MODEL: &str = "intfloat/multilingual-e5-small";
 pub use crate::vectors::{ANN_EXPANSION, EXACT_SEARCH_MAX};
@@ -911,6 +917,9 @@ impl Engine {
         let Some(key) = self.vector_model()? else {
             return Err(Error::Unavailable(NO_VECTOR_INDEX.to_owned()));
         };
+        if let Some(allowed) = self.allowed_documents()? {
+            return self.nearest_allowed_chunks(&key, query_vec, want, collections, &allowed);
+        }
         // The chunks of documents the caller may not read are asked for on top and dropped:
         // each can displace at most one of the `want` best it may read.
         let hidden = self.hidden_chunks()?;
@@ -929,6 +938,80 @@ impl Engine {
             found.truncate(want);
         }
         Ok(found)
+    }
+
+    /// [`Engine::nearest_chunks`] among the chunks of `allowed` documents (a metadata
+    /// filter's; hidden ones are never in it). Few documents are scored exactly, every one
+    /// of their chunks; otherwise the index is asked for more in proportion to how much the
+    /// filter leaves out, and asked again for more while too few come back.
+    fn nearest_allowed_chunks(
+        &self,
+        key: &str,
+        query_vec: &[f32],
+        want: usize,
+        collections: Option<&[i64]>,
+        allowed: &HashSet<u64>,
+    ) -> Result<Vec<(u64, f32)>> {
+        if allowed.is_empty() || want == 0 {
+            return Ok(Vec::new());
+        }
+        let ids: Vec<i64> = allowed.iter().map(|&id| id as i64).collect();
+        let exact = |ids: &[i64]| -> Result<Vec<(u64, f32)>> {
+            let chunk_ids: Vec<i64> = self
+                .store()
+                .chunks_of_documents(ids)?
+                .into_iter()
+                .map(|c| c.id)
+                .collect();
+            let mut scored: Vec<(u64, f32)> = Vec::with_capacity(chunk_ids.len());
+            for part in chunk_ids.chunks(8192) {
+                scored.extend(
+                    self.chunk_similarities(query_vec, part)?
+                        .into_iter()
+                        .filter_map(|(k, s)| u64::try_from(k).ok().map(|k| (k, s))),
+                );
+            }
+            scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+            scored.truncate(want);
+            Ok(scored)
+        };
+        if ids.len() <= EXACT_FILTERED_DOCUMENTS {
+            return exact(&ids);
+        }
+        let total: usize = self
+            .collections()?
+            .iter()
+            .filter(|c| collections.is_none_or(|ids| ids.contains(&c.id)))
+            .map(|c| c.documents as usize)
+            .sum();
+        let share = (total.max(1) as f64 / ids.len() as f64).ceil() as usize;
+        let mut ask = want.saturating_mul(share.clamp(1, 256)).saturating_mul(2);
+        loop {
+            let found = self
+                .vectors
+                .nearest(self.store(), key, query_vec, ask, collections)?
+                .ok_or_else(|| Error::Unavailable(NO_VECTOR_INDEX.to_owned()))?;
+            let exhausted = found.len() < ask;
+            let chunk_ids: Vec<i64> = found.iter().map(|(k, _)| *k as i64).collect();
+            let docs: HashMap<i64, i64> = self
+                .store()
+                .chunk_refs(&chunk_ids)?
+                .into_iter()
+                .map(|c| (c.id, c.document_id))
+                .collect();
+            let mut kept: Vec<(u64, f32)> = found
+                .into_iter()
+                .filter(|(k, _)| {
+                    docs.get(&(*k as i64))
+                        .is_some_and(|d| u64::try_from(*d).is_ok_and(|d| allowed.contains(&d)))
+                })
+                .collect();
+            if kept.len() >= want || exhausted || ask >= MAX_FILTERED_ASK {
+                kept.truncate(want);
+                return Ok(kept);
+            }
+            ask = ask.saturating_mul(4).min(MAX_FILTERED_ASK);
+        }
     }
 
     /// Exact cosine similarity of `query_vec` to each of `chunk_ids` that the vector index

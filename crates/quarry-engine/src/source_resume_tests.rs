@@ -98,6 +98,7 @@ fn a_sync_whose_node_died_is_resumed_from_what_it_applied() {
         let bytes = std::fs::read(folder.path().join(&item.path)).unwrap();
         let sha = blobs.put(&bytes).unwrap();
         let file = NewKbFile {
+            meta: Default::default(),
             original_name: item.path.clone(),
             sha256: sha,
             format: "md".into(),

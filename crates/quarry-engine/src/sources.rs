@@ -909,6 +909,7 @@ fn new_file(
         Error::Unsupported(format!("{}: not a format Quarry converts", item.path))
     })?;
     Ok(NewKbFile {
+        meta: Default::default(),
         original_name: document_name(&item.path),
         sha256: sha256.to_owned(),
         format: format.as_str().to_owned(),

@@ -294,7 +294,22 @@ impl FtsIndex {
         excluded: Option<Arc<HashSet<u64>>>,
         limit: usize,
     ) -> Result<Vec<FtsHit>> {
-        if query.is_empty() || limit == 0 {
+        self.search_restricted(query, collections, excluded, None, limit)
+    }
+
+    /// [`FtsIndex::search_excluding`] limited further to the documents in `allowed` (those
+    /// a metadata filter matched), when given. Unlike `excluded`, `allowed` leaves BM25's
+    /// statistics as they are: a filter chooses which documents come back, not how a word
+    /// is weighed.
+    pub fn search_restricted(
+        &self,
+        query: &ParsedQuery,
+        collections: Option<&[i64]>,
+        excluded: Option<Arc<HashSet<u64>>>,
+        allowed: Option<Arc<HashSet<u64>>>,
+        limit: usize,
+    ) -> Result<Vec<FtsHit>> {
+        if query.is_empty() || limit == 0 || allowed.as_ref().is_some_and(|a| a.is_empty()) {
             return Ok(Vec::new());
         }
         let Some(content) = self.build_query(query) else {
@@ -321,16 +336,23 @@ impl FtsIndex {
         let searcher = self.reader.searcher();
         let query = BooleanQuery::new(top);
         let best = TopDocs::with_limit(limit).order_by_score();
-        let docs = match excluded.filter(|e| !e.is_empty()) {
-            None => searcher.search(&query, &best),
-            Some(excluded) => {
+        let field = if self.fields.doc.is_some() {
+            "doc"
+        } else {
+            "id"
+        };
+        let docs = match (excluded.filter(|e| !e.is_empty()), allowed) {
+            (None, None) => searcher.search(&query, &best),
+            (None, Some(allowed)) => {
+                let keep = move |document: u64| allowed.contains(&document);
+                searcher.search(&query, &FilterCollector::new(field.into(), keep, best))
+            }
+            (Some(excluded), allowed) => {
                 let stats = self.visible_statistics(&searcher, &excluded)?;
-                let field = if self.fields.doc.is_some() {
-                    "doc"
-                } else {
-                    "id"
+                let keep = move |document: u64| {
+                    !excluded.contains(&document)
+                        && allowed.as_ref().is_none_or(|a| a.contains(&document))
                 };
-                let keep = move |document: u64| !excluded.contains(&document);
                 searcher.search_with_statistics_provider(
                     &query,
                     &FilterCollector::new(field.into(), keep, best),

@@ -238,8 +238,10 @@ pub struct LoadedFile {
     pub title: String,
     /// Page map when the text was converted from a paged source (PDF, slides).
     pub pages: Vec<quarry_core::PageSpan>,
-    /// Furniture the converter found (empty for Markdown and text files).
+    /// Furniture: what the converter found, or a Markdown file's front matter.
     pub furniture: Vec<quarry_core::Furniture>,
+    /// Its metadata fields, encoded (a Markdown file's front matter; `{}`: none).
+    pub meta: String,
 }
 
 /// Why a file was not indexed. The message is shown to the user as-is.
@@ -281,13 +283,37 @@ pub fn decode(bytes: &[u8], rel_path: &str) -> Result<LoadedFile, Skip> {
         text.to_owned()
     };
     let title = extract_title(&text, rel_path);
+    let mut furniture = Vec::new();
+    let meta = front_matter_fields(&text, &mut furniture).encode();
     Ok(LoadedFile {
         text,
         hash,
         title,
         pages: Vec::new(),
-        furniture: Vec::new(),
+        furniture,
+        meta,
     })
+}
+
+/// A Markdown text's front matter fields; its range is added to `furniture` (first: it
+/// starts the text), so it is neither chunked nor keyword-indexed.
+pub fn front_matter_fields(
+    text: &str,
+    furniture: &mut Vec<quarry_core::Furniture>,
+) -> quarry_metadata::Metadata {
+    let Some(front) = quarry_metadata::front_matter(text) else {
+        return quarry_metadata::Metadata::default();
+    };
+    furniture.retain(|f| f.byte_start >= front.end);
+    furniture.insert(
+        0,
+        quarry_core::Furniture {
+            kind: quarry_core::FurnitureKind::FrontMatter,
+            byte_start: 0,
+            byte_end: front.end,
+        },
+    );
+    front.fields
 }
 
 /// Hex SHA-256 of `bytes`.

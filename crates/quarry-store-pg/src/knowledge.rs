@@ -7,7 +7,8 @@
 
 use postgres::GenericClient;
 use quarry_store::{
-    NoteMeta, RestrictedFile, StatusCounts, readers_from_column, readers_to_column,
+    NoteMeta, RestrictedFile, StatusCounts, metadata_from_column, readers_from_column,
+    readers_to_column,
 };
 
 use super::*;
@@ -48,7 +49,7 @@ const FILE_SELECT: &str = "SELECT f.id, f.uid, f.collection_id, c.name, f.name, 
      f.blob, f.format, f.mime, f.size, f.status, f.error, f.pages, f.pages_without_text, f.warnings, \
      d.docid, (SELECT count(*) FROM chunks k WHERE k.document_id = f.document_id), f.attempts, \
      f.created_at, f.updated_at, f.document_id, f.note_kind, f.note_title, f.note_tags, \
-     f.note_summary, f.readers, f.source_id IS NOT NULL FROM kb_files f JOIN collections c ON c.id = f.collection_id \
+     f.note_summary, f.readers, f.source_id IS NOT NULL, f.meta FROM kb_files f JOIN collections c ON c.id = f.collection_id \
      LEFT JOIN documents d ON d.id = f.document_id";
 
 fn lines(s: &str) -> Vec<String> {
@@ -94,6 +95,7 @@ fn file_from_row(r: &postgres::Row) -> Result<KbFile> {
         },
         readers: readers_from_column(col::<Option<String>>(r, 25)?.as_deref()),
         synced: col(r, 26)?,
+        metadata: metadata_from_column(&col::<String>(r, 27)?),
     })
 }
 
@@ -548,6 +550,7 @@ impl KnowledgeStore for PgStore {
                     body: converted.markdown,
                     pages: &converted.pages,
                     furniture: &converted.furniture,
+                    meta: &converted.meta,
                 },
             )?;
             remember_blobs(tx, &images, now)?;
@@ -750,8 +753,8 @@ pub(super) fn insert_file(
         .query_one(
             "WITH f AS (INSERT INTO kb_files (uid, collection_id, name, original_name, blob, \
              format, mime, size, status, created_at, updated_at, note_kind, note_title, note_tags, \
-             source_id, source_path, source_version, readers) VALUES ($1, $2, $3, $4, $5, $6, $7, \
-             $8, 'pending', $9, $9, $10, $11, $12, $13, $14, $15, $16) RETURNING id), \
+             source_id, source_path, source_version, readers, meta) VALUES ($1, $2, $3, $4, $5, $6, \
+             $7, $8, 'pending', $9, $9, $10, $11, $12, $13, $14, $15, $16, $17) RETURNING id), \
              j AS (INSERT INTO jobs (kind, file_id, status, not_before, created_at, updated_at) \
              SELECT 'ingest', f.id, 'enqueued', quarry_now_ms(), $9, $9 FROM f) SELECT id FROM f",
             &[
@@ -771,6 +774,7 @@ pub(super) fn insert_file(
                 &origin.map(|o| o.1),
                 &origin.map(|o| o.2),
                 &readers_to_column(f.readers.as_deref()),
+                &(if f.meta.trim().is_empty() { "{}" } else { f.meta.as_str() }),
             ],
         )
         .map_err(db_err)?;

@@ -20,10 +20,11 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (18, include_str!("../migrations/v18.sql")),
     (19, include_str!("../migrations/v19.sql")),
     (20, include_str!("../migrations/v20.sql")),
+    (21, include_str!("../migrations/v21.sql")),
 ];
 
 /// The newest schema version this binary knows.
-pub(crate) const SCHEMA_VERSION: i32 = 20;
+pub(crate) const SCHEMA_VERSION: i32 = 21;
 
 /// Serialises migrations across every process using the database.
 const MIGRATION_LOCK: i64 = 7_245_190_455_173_122_048;

@@ -19,8 +19,8 @@ use postgres::Statement;
 use postgres::row::Row;
 use quarry_core::docid_for_hash;
 use quarry_store::{
-    CollectionStore, FeedStore, IndexCensus, IndexDoc, NewChunk, SemanticStore, SessionStore,
-    SettingsStore,
+    CollectionStore, DocFields, FeedStore, IndexCensus, IndexDoc, NewChunk, SemanticStore,
+    SessionStore, SettingsStore,
 };
 
 use super::*;
@@ -293,6 +293,7 @@ impl CollectionStore for PgStore {
                         body,
                         pages,
                         furniture,
+                        meta,
                     } => {
                         work.upserts.push(writer.upsert(
                             tx,
@@ -305,6 +306,7 @@ impl CollectionStore for PgStore {
                                 body,
                                 pages: &pages,
                                 furniture: &furniture,
+                                meta: &meta,
                             },
                         )?);
                     }
@@ -329,6 +331,32 @@ impl CollectionStore for PgStore {
             }
             Ok(work)
         })
+    }
+
+    fn document_fields(&self, collection_ids: &[i64]) -> Result<Vec<DocFields>> {
+        if collection_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let rows = self
+            .conn()?
+            .query(
+                "SELECT d.id, c.name, d.path, d.title, d.indexed_at, d.meta FROM documents d \
+                 JOIN collections c ON c.id = d.collection_id WHERE d.collection_id = ANY($1)",
+                &[&collection_ids],
+            )
+            .map_err(db_err)?;
+        rows.iter()
+            .map(|r| {
+                Ok(DocFields {
+                    id: col(r, 0)?,
+                    collection: col(r, 1)?,
+                    path: col(r, 2)?,
+                    title: col(r, 3)?,
+                    indexed_at: col(r, 4)?,
+                    meta: col(r, 5)?,
+                })
+            })
+            .collect()
     }
 
     fn documents_by_ids(&self, ids: &[i64]) -> Result<Vec<Document>> {
@@ -529,7 +557,7 @@ impl FeedStore for PgStore {
         if let Some(after) = from.rebuilding_after {
             let rows = tx
                 .query(
-                    "SELECT id, collection_id, path, title, body FROM documents \
+                    "SELECT id, collection_id, path, title, body, furniture FROM documents \
                      WHERE id > $1 ORDER BY id LIMIT $2",
                     &[&after, &limit],
                 )
@@ -1173,7 +1201,7 @@ const COLLECTION_COLUMNS: &str = "c.id, c.space, c.name, c.kind, c.path, c.patte
      (SELECT COUNT(*) FROM documents d WHERE d.collection_id = c.id)";
 
 const DOCUMENT_COLUMNS: &str =
-    "d.id, c.name, d.path, d.title, d.hash, d.docid, d.body, d.pages, d.furniture";
+    "d.id, c.name, d.path, d.title, d.hash, d.docid, d.body, d.pages, d.furniture, d.meta";
 
 const CHUNK_COLUMNS: &str =
     "k.id, k.document_id, k.byte_start, k.byte_end, k.line_start, k.line_end, k.page, k.heading";
@@ -1228,6 +1256,7 @@ fn document_from_row(r: &Row) -> Result<Document> {
         body: col(r, 6)?,
         pages: quarry_core::decode_pages(&col::<String>(r, 7)?),
         furniture: quarry_core::decode_furniture(&col::<String>(r, 8)?),
+        meta: col(r, 9)?,
     })
 }
 
@@ -1258,7 +1287,7 @@ fn snapshot<'a>(conn: &'a mut PgConnection<'_>) -> Result<postgres::Transaction<
 fn index_work_of(c: &mut impl postgres::GenericClient, ids: &[i64]) -> Result<IndexWork> {
     let found = c
         .query(
-            "SELECT id, collection_id, path, title, body FROM documents \
+            "SELECT id, collection_id, path, title, body, furniture FROM documents \
              WHERE id = ANY($1) ORDER BY id",
             &[&ids],
         )
@@ -1270,13 +1299,25 @@ fn index_work_of(c: &mut impl postgres::GenericClient, ids: &[i64]) -> Result<In
 }
 
 fn index_doc(r: &Row) -> Result<IndexDoc> {
+    let furniture = quarry_core::decode_furniture(&col::<String>(r, 5)?);
     Ok(IndexDoc {
         id: col(r, 0)?,
         collection_id: col(r, 1)?,
         path: col(r, 2)?,
         title: col(r, 3)?,
-        body: col(r, 4)?,
+        body: keyword_body(col(r, 4)?, &furniture),
     })
+}
+
+/// A body as the keyword index holds it (front matter left out, see
+/// [`quarry_core::indexed_body`]).
+fn keyword_body(body: String, furniture: &[quarry_core::Furniture]) -> String {
+    let kept = quarry_core::indexed_body(&body, furniture);
+    if kept.len() == body.len() {
+        body
+    } else {
+        kept.to_owned()
+    }
 }
 
 fn position_from_row(r: &Row) -> Result<FeedPosition> {
@@ -1421,6 +1462,7 @@ pub(crate) struct UpsertDoc<'a> {
     pub(crate) body: String,
     pub(crate) pages: &'a [quarry_core::PageSpan],
     pub(crate) furniture: &'a [quarry_core::Furniture],
+    pub(crate) meta: &'a str,
 }
 
 /// Writes documents into one collection within a transaction that holds
@@ -1456,7 +1498,10 @@ impl DocWriter {
             body,
             pages,
             furniture,
+            meta,
         } = doc;
+        let meta = if meta.trim().is_empty() { "{}" } else { meta };
+        let spans = furniture;
         // PostgreSQL's text cannot hold NUL (a converter's stray control character): it is
         // stored as a space, which keeps every byte offset (chunks, pages, furniture) valid,
         // rather than failing the whole batch.
@@ -1500,13 +1545,13 @@ impl DocWriter {
         let insert = self.stmts.get(
             tx,
             "INSERT INTO documents (collection_id, path, title, hash, docid, size, stamp, body, \
-             body_bytes, indexed_at, pages, furniture) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, quarry_now_ms(), $10, $11) \
+             body_bytes, indexed_at, pages, furniture, meta) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, quarry_now_ms(), $10, $11, $12) \
              ON CONFLICT (collection_id, path) DO UPDATE SET title = EXCLUDED.title, \
              hash = EXCLUDED.hash, docid = EXCLUDED.docid, size = EXCLUDED.size, \
              stamp = EXCLUDED.stamp, body = EXCLUDED.body, body_bytes = EXCLUDED.body_bytes, \
              indexed_at = EXCLUDED.indexed_at, pages = EXCLUDED.pages, \
-             furniture = EXCLUDED.furniture \
+             furniture = EXCLUDED.furniture, meta = EXCLUDED.meta \
              RETURNING id",
         )?;
         let row = tx
@@ -1524,6 +1569,7 @@ impl DocWriter {
                     &to_i64(body.len(), "body")?,
                     &pages,
                     &furniture,
+                    &meta,
                 ],
             )
             .map_err(db_err)?;
@@ -1532,7 +1578,7 @@ impl DocWriter {
             collection_id: self.collection_id,
             path,
             title,
-            body,
+            body: keyword_body(body, spans),
         })
     }
 

@@ -12,7 +12,8 @@ use super::{
 use quarry_store::{
     AddedFile, ClaimedChunks, ConvertedFile, FileFilter, FileStatus, IndexWork, Job, JobKind,
     JobQueue, KbFile, KnowledgeBase, KnowledgeStore, Lease, NewKbFile, NoteMeta, QueueCounts,
-    RestrictedFile, StatusCounts, owner_node, readers_from_column, readers_to_column,
+    RestrictedFile, StatusCounts, metadata_from_column, owner_node, readers_from_column,
+    readers_to_column,
 };
 
 const KB_COLUMNS: &str = "c.id, c.uid, c.name, c.description, c.chunk_size, c.chunk_overlap, \
@@ -50,7 +51,7 @@ const FILE_COLUMNS: &str = "f.id, f.uid, f.collection_id, c.name, f.name, f.orig
      f.format, f.mime, f.size, f.status, f.error, f.pages, f.pages_without_text, f.warnings, d.docid, \
      (SELECT COUNT(*) FROM chunks k WHERE k.document_id = f.document_id), f.attempts, f.created_at, \
      f.updated_at, f.document_id, f.note_kind, f.note_title, f.note_tags, f.note_summary, f.readers, \
-     f.source_id IS NOT NULL";
+     f.source_id IS NOT NULL, f.meta";
 
 const FILE_FROM: &str = "kb_files f JOIN collections c ON c.id = f.collection_id \
      LEFT JOIN documents d ON d.id = f.document_id";
@@ -100,6 +101,7 @@ fn file_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<KbFile> {
         },
         readers: readers_from_column(r.get::<_, Option<String>>(25)?.as_deref()),
         synced: r.get(26)?,
+        metadata: metadata_from_column(&r.get::<_, String>(27)?),
     })
 }
 
@@ -121,6 +123,11 @@ pub(super) fn requeue_file(tx: &Transaction<'_>, row_id: i64, now: i64) -> Resul
     Ok(())
 }
 
+/// A metadata column's value: `{}` for none.
+pub(crate) fn meta_column(meta: &str) -> &str {
+    if meta.trim().is_empty() { "{}" } else { meta }
+}
+
 /// Where a synced file came from: (source row, path, version).
 pub(super) type FileOrigin<'a> = (i64, &'a str, &'a str);
 
@@ -138,8 +145,8 @@ pub(super) fn insert_file(
     tx.execute(
         "INSERT INTO kb_files (uid, collection_id, name, original_name, blob, format, mime, size, \
          status, created_at, updated_at, note_kind, note_title, note_tags, source_id, source_path, \
-         source_version, readers) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'pending', ?9, ?9, ?10, \
-         ?11, ?12, ?13, ?14, ?15, ?16)",
+         source_version, readers, meta) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'pending', ?9, ?9, \
+         ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
         params![
             uuid(),
             collection_id,
@@ -160,6 +167,7 @@ pub(super) fn insert_file(
             origin.map(|o| o.1),
             origin.map(|o| o.2),
             readers_to_column(f.readers.as_deref()),
+            meta_column(&f.meta),
         ],
     )
     .map_err(db_err)?;
@@ -721,6 +729,7 @@ impl KnowledgeStore for SqliteStore {
                     body: converted.markdown,
                     pages: &converted.pages,
                     furniture: &converted.furniture,
+                    meta: &converted.meta,
                 },
                 now,
             )?;
@@ -1276,6 +1285,7 @@ mod tests {
 
     fn file(name: &str, sha: &str) -> NewKbFile {
         NewKbFile {
+            meta: Default::default(),
             original_name: name.into(),
             sha256: sha.into(),
             format: "md".into(),
@@ -1342,6 +1352,7 @@ mod tests {
             .unwrap();
         let row = out[0].file().row_id;
         let converted = || ConvertedFile {
+            meta: Default::default(),
             title: "A".into(),
             markdown: "# A\n\nbody".into(),
             pages: Vec::new(),

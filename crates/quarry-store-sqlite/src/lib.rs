@@ -13,13 +13,13 @@ use quarry_core::{Collection, CollectionKind, Context, Document, Error, Result, 
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
 
 use quarry_store::{
-    ChunkRef, ChunkSource, CollectionStore, DocChange, DocChunks, DocSummary, EmbedJob,
+    ChunkRef, ChunkSource, CollectionStore, DocChange, DocChunks, DocFields, DocSummary, EmbedJob,
     EmbeddingState, FeedBatch, FeedPosition, FeedStore, FileState, IndexCensus, IndexDoc,
     IndexWork, SemanticStore, SessionStore, SettingsStore,
 };
 
 /// The newest schema version: the last of [`MIGRATIONS`].
-const SCHEMA_VERSION: i64 = 20;
+const SCHEMA_VERSION: i64 = 21;
 
 /// `(version, SQL)`, oldest first: the files in `migrations/`, each bringing the schema from
 /// the version before it to its own. Version 4 also gives old rows their UUIDs ([`assign_uids`]).
@@ -44,6 +44,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (18, include_str!("../migrations/v18.sql")),
     (19, include_str!("../migrations/v19.sql")),
     (20, include_str!("../migrations/v20.sql")),
+    (21, include_str!("../migrations/v21.sql")),
 ];
 
 /// The feed's last sequence number (0 before its first entry).
@@ -65,7 +66,7 @@ fn index_work_of(tx: &Connection, ids: &[i64]) -> Result<IndexWork> {
     } else {
         index_docs(
             tx,
-            "SELECT id, collection_id, path, title, body FROM documents \
+            "SELECT id, collection_id, path, title, body, furniture FROM documents \
              WHERE id IN (SELECT value FROM json_each(?1)) ORDER BY id",
             [knowledge::id_list(ids)],
         )?
@@ -73,16 +74,29 @@ fn index_work_of(tx: &Connection, ids: &[i64]) -> Result<IndexWork> {
     Ok(IndexWork::of(ids, found))
 }
 
+/// A body as the keyword index holds it (front matter left out, see
+/// [`quarry_core::indexed_body`]).
+fn keyword_body(body: String, furniture: &[quarry_core::Furniture]) -> String {
+    let kept = quarry_core::indexed_body(&body, furniture);
+    if kept.len() == body.len() {
+        body
+    } else {
+        kept.to_owned()
+    }
+}
+
 fn index_docs(tx: &Connection, sql: &str, args: impl rusqlite::Params) -> Result<Vec<IndexDoc>> {
     tx.prepare_cached(sql)
         .and_then(|mut s| {
             s.query_map(args, |r| {
+                let body: String = r.get(4)?;
+                let furniture = quarry_core::decode_furniture(&r.get::<_, String>(5)?);
                 Ok(IndexDoc {
                     id: r.get(0)?,
                     collection_id: r.get(1)?,
                     path: r.get(2)?,
                     title: r.get(3)?,
-                    body: r.get(4)?,
+                    body: keyword_body(body, &furniture),
                 })
             })?
             .collect::<rusqlite::Result<_>>()
@@ -370,7 +384,7 @@ fn collection_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Collection> {
 }
 
 const DOCUMENT_COLUMNS: &str =
-    "d.id, c.name, d.path, d.title, d.hash, d.docid, d.body, d.pages, d.furniture";
+    "d.id, c.name, d.path, d.title, d.hash, d.docid, d.body, d.pages, d.furniture, d.meta";
 
 fn document_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Document> {
     Ok(Document {
@@ -383,6 +397,7 @@ fn document_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Document> {
         body: r.get(6)?,
         pages: quarry_core::decode_pages(&r.get::<_, String>(7)?),
         furniture: quarry_core::decode_furniture(&r.get::<_, String>(8)?),
+        meta: r.get(9)?,
     })
 }
 
@@ -396,6 +411,7 @@ pub(crate) struct UpsertDoc<'a> {
     pub body: String,
     pub pages: &'a [quarry_core::PageSpan],
     pub furniture: &'a [quarry_core::Furniture],
+    pub meta: &'a str,
 }
 
 /// Inserts or replaces a document (by collection and path), marked for keyword indexing.
@@ -414,9 +430,12 @@ pub(crate) fn upsert_document(
         body,
         pages,
         furniture,
+        meta,
     } = doc;
+    let meta = knowledge::meta_column(meta);
     let pages = quarry_core::encode_pages(pages);
-    let furniture = quarry_core::encode_furniture(furniture);
+    let spans = furniture;
+    let furniture = quarry_core::encode_furniture(spans);
     let existing: Option<(i64, String, String, bool)> = tx
         .prepare_cached(
             "SELECT id, hash, docid, body = ?3 AND pages = ?4 AND furniture = ?5 \
@@ -449,12 +468,12 @@ pub(crate) fn upsert_document(
     };
     let id: i64 = tx
         .prepare_cached(
-            "INSERT INTO documents (collection_id, path, title, hash, docid, size, stamp, body, body_bytes, indexed_at, pages, furniture) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) \
+            "INSERT INTO documents (collection_id, path, title, hash, docid, size, stamp, body, body_bytes, indexed_at, pages, furniture, meta) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13) \
              ON CONFLICT (collection_id, path) DO UPDATE SET title = excluded.title, hash = excluded.hash, \
              docid = excluded.docid, size = excluded.size, stamp = excluded.stamp, \
              body = excluded.body, body_bytes = excluded.body_bytes, indexed_at = excluded.indexed_at, \
-             pages = excluded.pages, furniture = excluded.furniture \
+             pages = excluded.pages, furniture = excluded.furniture, meta = excluded.meta \
              RETURNING id",
         )
         .and_then(|mut s| {
@@ -471,7 +490,8 @@ pub(crate) fn upsert_document(
                     body.len() as i64,
                     now,
                     pages,
-                    furniture
+                    furniture,
+                    meta
                 ],
                 |r| r.get(0),
             )
@@ -482,7 +502,7 @@ pub(crate) fn upsert_document(
         collection_id,
         path,
         title,
-        body,
+        body: keyword_body(body, spans),
     })
 }
 
@@ -696,6 +716,7 @@ impl CollectionStore for SqliteStore {
                         body,
                         pages,
                         furniture,
+                        meta,
                     } => {
                         work.upserts.push(upsert_document(
                             tx,
@@ -709,6 +730,7 @@ impl CollectionStore for SqliteStore {
                                 body,
                                 pages: &pages,
                                 furniture: &furniture,
+                                meta: &meta,
                             },
                             now,
                         )?);
@@ -731,6 +753,32 @@ impl CollectionStore for SqliteStore {
             }
             Ok(work)
         })
+    }
+
+    fn document_fields(&self, collection_ids: &[i64]) -> Result<Vec<DocFields>> {
+        if collection_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let conn = self.conn();
+        conn.prepare_cached(
+            "SELECT d.id, c.name, d.path, d.title, d.indexed_at, d.meta FROM documents d \
+             JOIN collections c ON c.id = d.collection_id \
+             WHERE d.collection_id IN (SELECT value FROM json_each(?1))",
+        )
+        .and_then(|mut s| {
+            s.query_map([knowledge::id_list(collection_ids)], |r| {
+                Ok(DocFields {
+                    id: r.get(0)?,
+                    collection: r.get(1)?,
+                    path: r.get(2)?,
+                    title: r.get(3)?,
+                    indexed_at: r.get(4)?,
+                    meta: r.get(5)?,
+                })
+            })?
+            .collect::<rusqlite::Result<_>>()
+        })
+        .map_err(db_err)
     }
 
     fn documents_by_ids(&self, ids: &[i64]) -> Result<Vec<Document>> {
@@ -917,7 +965,7 @@ impl FeedStore for SqliteStore {
             if let Some(after) = from.rebuilding_after {
                 let upserts = index_docs(
                     tx,
-                    "SELECT id, collection_id, path, title, body FROM documents \
+                    "SELECT id, collection_id, path, title, body, furniture FROM documents \
                      WHERE id > ?1 ORDER BY id LIMIT ?2",
                     params![after, limit],
                 )?;
@@ -1581,6 +1629,7 @@ mod tests {
 
     fn upsert(path: &str, hash: &str) -> DocChange {
         DocChange::Upsert {
+            meta: Default::default(),
             path: path.into(),
             title: path.into(),
             hash: hash.into(),
@@ -1761,6 +1810,7 @@ mod tests {
             byte_end: 2,
         };
         let with = |furniture: Vec<quarry_core::Furniture>| DocChange::Upsert {
+            meta: Default::default(),
             path: "a.pdf".into(),
             title: "A".into(),
             hash: "h1111111".into(),

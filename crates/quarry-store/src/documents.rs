@@ -39,6 +39,8 @@ pub enum DocChange {
         pages: Vec<PageSpan>,
         /// Furniture found at conversion (empty for Markdown and text files).
         furniture: Vec<Furniture>,
+        /// Its metadata fields, encoded (`quarry_metadata::Metadata::encode`; `{}`: none).
+        meta: String,
     },
     /// Same content, new stat data (e.g. `touch`): no re-indexing needed.
     Touch {
@@ -106,6 +108,23 @@ impl IndexWork {
     }
 }
 
+/// A document's metadata as a filter reads it: its stored fields and the built-in ones.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DocFields {
+    /// The document's row id.
+    pub id: i64,
+    /// Its collection's name.
+    pub collection: String,
+    /// Path relative to the collection.
+    pub path: String,
+    /// Its title.
+    pub title: String,
+    /// Unix milliseconds it was last (re)indexed.
+    pub indexed_at: i64,
+    /// Its fields as stored (a JSON object).
+    pub meta: String,
+}
+
 /// A document's identity and size without its body (listing, globbing, suggestions).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DocSummary {
@@ -158,6 +177,8 @@ pub trait CollectionStore: Send + Sync {
     /// change also enters the document change feed in the same transaction (see
     /// [`FeedStore::feed_read`]); derived indexes follow the feed, not this return value.
     fn apply_changes(&self, collection_id: i64, changes: Vec<DocChange>) -> Result<IndexWork>;
+    /// The metadata of every document in `collection_ids`, by row id.
+    fn document_fields(&self, collection_ids: &[i64]) -> Result<Vec<DocFields>>;
     /// Documents by row id (missing ids are skipped).
     fn documents_by_ids(&self, ids: &[i64]) -> Result<Vec<Document>>;
     /// A document by collection and path.

@@ -166,6 +166,22 @@ pub struct KbFile {
     /// Whether a source synced it (its readers and content are the source's to decide).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub synced: bool,
+    /// Fields given at upload or on `create_knowledge` (a JSON object; front matter and
+    /// document properties are the document's, not the file's).
+    #[serde(skip_serializing_if = "is_empty_object")]
+    pub metadata: serde_json::Value,
+}
+
+fn is_empty_object(v: &serde_json::Value) -> bool {
+    v.as_object().is_none_or(|o| o.is_empty())
+}
+
+/// A stored metadata column as JSON (an object; anything else reads as no fields).
+pub fn metadata_from_column(column: &str) -> serde_json::Value {
+    match serde_json::from_str::<serde_json::Value>(column) {
+        Ok(v @ serde_json::Value::Object(_)) => v,
+        _ => serde_json::Value::Object(Default::default()),
+    }
 }
 
 /// What an agent said about a note it created (seed 004).
@@ -205,6 +221,8 @@ pub struct NewKbFile {
     pub note: Option<NoteMeta>,
     /// Its readers (see [`KbFile::readers`]); `None`: every reader of the knowledge base.
     pub readers: Option<Vec<String>>,
+    /// Fields given with it, encoded (`quarry_metadata::Metadata::encode`; empty: none).
+    pub meta: String,
 }
 
 /// A file with readers of its own, as a search needs it: which document to hide from a
@@ -281,6 +299,9 @@ pub struct ConvertedFile {
     pub pages: Vec<PageSpan>,
     /// Furniture the converter found (kept out of chunks).
     pub furniture: Vec<quarry_core::Furniture>,
+    /// The document's metadata fields, encoded (front matter, document properties and the
+    /// file's own fields, merged).
+    pub meta: String,
     /// Pages or slides of the original.
     pub page_count: Option<u32>,
     /// Pages that had no text layer and were not OCR'd.

@@ -32,7 +32,9 @@ pub use access::{
 };
 pub use audit::{AuditEvent, AuditQuery, AuditRecord, AuditStore, LimitStore};
 pub use chat::{ChatMessageRow, ChatStore, ConversationRow, ConversationSummary};
-pub use documents::{CollectionStore, DocChange, DocSummary, FileState, IndexDoc, IndexWork};
+pub use documents::{
+    CollectionStore, DocChange, DocFields, DocSummary, FileState, IndexDoc, IndexWork,
+};
 pub use feed::{
     ChangeListener, ChangeNotifier, ChangeWaiter, Channel, FeedBatch, FeedPosition, FeedStore,
     PollingListener,
@@ -43,7 +45,7 @@ pub use hub::{
 pub use knowledge::{
     AddedFile, ClaimedChunks, ConvertedFile, FileFilter, FileStatus, Job, JobKind, JobQueue,
     KbFile, KnowledgeBase, KnowledgeStore, Lease, NewKbFile, NoteMeta, QueueCounts, RestrictedFile,
-    StatusCounts, owner_node, readers_from_column, readers_to_column,
+    StatusCounts, metadata_from_column, owner_node, readers_from_column, readers_to_column,
 };
 pub use oauth::{
     OAuthClientRow, OAuthGrantRow, OAuthSecretKind, OAuthSecretRow, OAuthStore, Redeemed,

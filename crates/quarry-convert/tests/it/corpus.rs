@@ -554,3 +554,69 @@ fn furniture_of_english_pdfs_and_html() {
     assert!(in_furniture(&c, "1.1. Purpose](#purpose)"));
     assert!(!in_furniture(&c, "This standard enables"));
 }
+
+/// Document properties of real files: OOXML core properties, PDF Info dictionaries (UTF-16BE
+/// strings, dates with offsets, an RC4-encrypted file's decrypted strings, a `D:0000…`
+/// placeholder date). Prints every file's (`--nocapture`).
+#[test]
+fn document_properties_of_real_files() {
+    let Some(dir) = docs() else { return };
+    for sub in ["pdf", "docx", "xlsx", "pptx", "html"] {
+        let Ok(entries) = std::fs::read_dir(dir.join(sub)) else {
+            continue;
+        };
+        let mut names: Vec<String> = entries
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        for name in names {
+            let rel = format!("{sub}/{name}");
+            if let Ok(c) = conv(&dir, &rel) {
+                println!("{rel}: {:?}", c.properties);
+            }
+        }
+    }
+    let s = |v: &str| Some(v.to_owned());
+
+    let p = ok(&dir, "docx/sample-word2007-images.docx").properties;
+    assert_eq!(p.title, s("Word 2007 Sample File"));
+    assert_eq!(p.author, s("Dr Malcolm Murray"));
+    assert_eq!(p.subject, None, "empty element");
+    assert_eq!(p.keywords, vec!["BrowserTester"]);
+    assert_eq!(p.created, s("2009-01-28T21:34:00Z"));
+    assert_eq!(p.modified, s("2009-01-28T22:32:00Z"));
+
+    let p = ok(&dir, "xlsx/opendominion-simulator-14-sheets.xlsx").properties;
+    assert_eq!(p.title, s("Dominion OOP Simulator"));
+    assert_eq!(p.subject, s("www.kamikazegames.com"));
+    assert_eq!(p.author, None, "empty element");
+    assert_eq!(p.created, s("2002-01-18T13:56:58Z"));
+    assert_eq!(p.modified, s("2024-06-06T21:02:27Z"));
+
+    let p = ok(&dir, "pptx/sample-powerpoint-stcloud.pptx").properties;
+    assert_eq!(p.title, s("Sample PowerPoint File"));
+    assert_eq!(p.author, s("James Falkofske"));
+    assert_eq!(p.created, s("2009-05-06T22:06:09Z"));
+
+    // UTF-16BE Info strings; `D:20230204115901-00'00'`.
+    let p = ok(&dir, "pdf/zh-debian-reference.zh-cn.pdf").properties;
+    assert_eq!(p.title, s("Debian 参考手册"));
+    assert_eq!(p.author, s("Osamu Aoki (青木 修)"));
+    assert_eq!(p.created, s("2023-02-04T11:59:01Z"));
+    // `D:20150518143719-06'00'`.
+    let p = ok(&dir, "pdf/en-fhs-3.0.pdf").properties;
+    assert_eq!(p.created, s("2015-05-18T20:37:19Z"));
+    // `D:20220606143933+02'00'`.
+    let p = ok(&dir, "pdf/multi-script-hello-world.pdf").properties;
+    assert_eq!(p.created, s("2022-06-06T12:39:33Z"));
+    // Encrypted strings, decrypted; CreationDate `D:00000101000000Z` means "unset";
+    // ModDate `D:20011017180926-03'00'`.
+    let p = ok(&dir, "pdf/en-dmca-summary-1998.pdf").properties;
+    assert_eq!(p.title, s("The Digital Millennium Copyright Act of 1998"));
+    assert_eq!(p.author, s("United States Copyright Office - jmf"));
+    assert_eq!(p.subject, s("Copyright Office Summary of the DMCA"));
+    assert_eq!(p.keywords.len(), 1, "space-separated keywords stay one");
+    assert_eq!(p.created, None);
+    assert_eq!(p.modified, s("2001-10-17T21:09:26Z"));
+}

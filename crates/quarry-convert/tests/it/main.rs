@@ -5,3 +5,4 @@ mod corpus;
 mod generated;
 mod pdf_columns;
 mod pdf_pages_without_text;
+mod properties;

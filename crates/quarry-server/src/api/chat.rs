@@ -64,7 +64,12 @@ async fn chat(
         return Ok(limited);
     }
     let service = state.chat().clone();
-    let ctx = context(&caller);
+    let mut ctx = context(&caller);
+    // Retrieval only returns passages of documents the metadata filter matches (issue 44).
+    let filter = crate::service::filter::parse_filter(req.filter.as_ref())?;
+    if filter.is_some() {
+        ctx.engine = ctx.engine.filtered(filter);
+    }
     let streaming = req.streaming();
     let prepared = {
         let service = service.clone();

@@ -227,6 +227,7 @@ async fn upload_docs(
     let mut uploads = Vec::new();
     let mut rejected = Vec::new();
     let mut readers: Option<Vec<String>> = None;
+    let mut fields = quarry_metadata::Metadata::default();
     loop {
         let field = match multipart.next_field().await {
             Ok(Some(f)) => f,
@@ -235,8 +236,15 @@ async fn upload_docs(
         };
         let Some(file_name) = field.file_name().map(str::to_owned) else {
             // A plain form field: `readers` (comma-separated reader keys) limits who reads
-            // the files of this upload; others are ignored.
-            if field.name() == Some("readers") {
+            // the files of this upload, `metadata` (a JSON object of fields) is given to
+            // each of them; others are ignored.
+            if field.name() == Some("metadata") {
+                let text = field.text().await.map_err(multipart_error)?;
+                let json: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+                    ApiError::from(Error::invalid(format!("metadata is not valid JSON: {e}")))
+                })?;
+                fields = quarry_metadata::Metadata::from_json(&json)?;
+            } else if field.name() == Some("readers") {
                 let text = field.text().await.map_err(multipart_error)?;
                 readers = Some(
                     text.split(',')
@@ -290,8 +298,10 @@ async fn upload_docs(
     }
     let engine = caller.engine.clone();
     let kb_key = kb.id.clone();
-    let mut outcomes =
-        run_blocking(move || engine.add_uploads_for(&kb_key, uploads, readers.as_deref())).await?;
+    let mut outcomes = run_blocking(move || {
+        engine.add_uploads_with(&kb_key, uploads, readers.as_deref(), &fields)
+    })
+    .await?;
     outcomes.extend(rejected);
     st.wake_workers();
     let accepted = outcomes

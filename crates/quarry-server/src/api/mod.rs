@@ -8,6 +8,7 @@ pub(crate) mod endpoints;
 pub(crate) mod groups;
 pub(crate) mod hub;
 pub(crate) mod knowledge;
+pub(crate) mod metadata;
 pub(crate) mod metrics;
 pub(crate) mod oauth;
 pub(crate) mod qmd;

@@ -24,6 +24,7 @@ use serde_json::{Value, json};
 use crate::audit::AuditNote;
 use crate::auth::Caller;
 use crate::http::{ApiError, Body, count, run_blocking};
+use crate::service::filter::parse_filter;
 use crate::state::AppState;
 
 type ApiResult = Result<axum::Json<Value>, ApiError>;
@@ -80,6 +81,9 @@ struct SearchBody {
     #[serde(alias = "minScore")]
     min_score: Option<f64>,
     collection: Option<String>,
+    /// A metadata filter (issue 44): a JSON filter node, or a JSON string holding one.
+    #[serde(default)]
+    filter: Option<Value>,
 }
 
 impl SearchBody {
@@ -107,13 +111,18 @@ enum SearchKind {
     Hybrid,
 }
 
-async fn run_search(caller: Caller, b: SearchBody, kind: SearchKind) -> Result<Response, ApiError> {
+async fn run_search(
+    caller: Caller,
+    mut b: SearchBody,
+    kind: SearchKind,
+) -> Result<Response, ApiError> {
+    let filter = parse_filter(b.filter.take().as_ref())?;
     let req = b.into_request(if matches!(kind, SearchKind::Vector) {
         quarry_engine::VSEARCH_MIN_SCORE
     } else {
         0.0
     });
-    let engine = caller.engine.clone();
+    let engine = caller.engine.filtered(filter);
     let q = req.query.clone();
     let (hits, stages) = run_blocking(move || match kind {
         SearchKind::Keyword => engine.search(&req).map(|h| (h, None)),

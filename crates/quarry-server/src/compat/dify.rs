@@ -7,7 +7,7 @@ use axum::Router;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use quarry_engine::KnowledgeSearch;
+use quarry_engine::{Filter, KnowledgeSearch};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -35,6 +35,9 @@ struct RetrievalSetting {
     top_k: Option<usize>,
     #[serde(default)]
     score_threshold: Option<f64>,
+    /// Dify's metadata filter, where a client puts it inside the setting.
+    #[serde(default)]
+    metadata_condition: Option<Value>,
 }
 
 #[derive(Deserialize)]
@@ -43,10 +46,9 @@ struct RetrievalBody {
     query: String,
     #[serde(default)]
     retrieval_setting: Option<RetrievalSetting>,
-    /// Dify's metadata filter; accepted, not applied (Quarry has no per-document metadata
-    /// filters yet).
+    /// Dify's metadata filter (`logical_operator`, `conditions`), applied to the documents'
+    /// metadata fields (issue 44).
     #[serde(default)]
-    #[allow(dead_code)]
     metadata_condition: Option<Value>,
 }
 
@@ -66,12 +68,25 @@ async fn retrieval(caller: Caller, body: axum::body::Bytes) -> Response {
     let setting = b.retrieval_setting.unwrap_or(RetrievalSetting {
         top_k: None,
         score_threshold: None,
+        metadata_condition: None,
     });
+    // The top-level condition (Dify's shape), else one inside the setting.
+    let condition = b
+        .metadata_condition
+        .as_ref()
+        .or(setting.metadata_condition.as_ref())
+        .filter(|c| !c.is_null());
+    let filter = match condition.map(Filter::from_dify).transpose() {
+        Ok(f) => f.flatten(),
+        Err(e) => {
+            return dify_error(StatusCode::BAD_REQUEST, 400, crate::http::public_detail(&e));
+        }
+    };
     let mut req = KnowledgeSearch::new(b.query);
     req.top_k = setting.top_k.unwrap_or(5);
     req.min_score = setting.score_threshold.unwrap_or(0.0);
     req.knowledge_bases = Some(vec![b.knowledge_id.clone()]);
-    let engine = caller.engine.clone();
+    let engine = caller.engine.filtered(filter);
     let query = req.query.clone();
     match run_blocking(move || engine.knowledge_search(&req)).await {
         Ok(found) => {

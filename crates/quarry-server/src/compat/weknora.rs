@@ -9,7 +9,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use quarry_engine::{KnowledgeSearch, SearchMode};
 use serde::Deserialize;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::auth::Caller;
 use crate::http::{ApiError, Body, count, run_blocking};
@@ -44,6 +44,9 @@ struct SearchBody {
     /// Quarry's diagnostic: each result's retrieval evidence.
     #[serde(default)]
     explain: bool,
+    /// A metadata filter (issue 44): a JSON filter node, or a JSON string holding one.
+    #[serde(default)]
+    filter: Option<Value>,
 }
 
 async fn knowledge_search(caller: Caller, Body(b): Body<SearchBody>) -> Result<Response, ApiError> {
@@ -75,7 +78,9 @@ async fn knowledge_search(caller: Caller, Body(b): Body<SearchBody>) -> Result<R
     if !kbs.is_empty() {
         req.knowledge_bases = Some(kbs);
     }
-    let engine = caller.engine.clone();
+    let engine = caller
+        .engine
+        .filtered(crate::service::filter::parse_filter(b.filter.as_ref())?);
     let (query, named) = (req.query.clone(), req.knowledge_bases.clone());
     let found = run_blocking(move || engine.knowledge_search(&req)).await?;
     let note = crate::audit::AuditNote::Search {

@@ -1,23 +1,37 @@
-//! QMD's six tools (seed 001): their definitions, with the seed's parameter names and
-//! defaults, and how a call runs against the engine. Arguments are checked field by field, so
+//! QMD's six tools (seed 001) and `metadata` (issue 44): their definitions, with the seed's
+//! parameter names and defaults (the search tools add an optional `filter`), and how a call
+//! runs against the engine. Arguments are checked field by field, so
 //! a wrong type gets a message naming the field (`isError: true`), as the seed specifies.
 
 use std::sync::Arc;
 
 use quarry_core::{Error, SearchHit, StatusReport, format_search_summary};
 use quarry_engine::{
-    DocumentView, Engine, GetRequest, MultiGetItem, MultiGetRequest, SearchRequest,
+    DocumentView, Engine, Filter, GetRequest, MetadataReport, MultiGetItem, MultiGetRequest,
+    SearchRequest,
 };
 use rmcp::model::{
     CallToolResult, ContentBlock, JsonObject, MetaObject, ResourceContents, Tool, object,
 };
 use serde_json::{Value, json};
 
+use crate::service::filter::{filter_schema, parse_filter};
 use crate::service::tool_args::{Args, read_only, tool_error};
 
-/// QMD's six (seed 001).
-pub(super) const TOOL_NAMES: [&str; 6] =
-    ["search", "vsearch", "query", "get", "multi_get", "status"];
+/// QMD's six (seed 001), then `metadata` (issue 44: field discovery for filters).
+pub(super) const TOOL_NAMES: [&str; 7] = [
+    "search",
+    "vsearch",
+    "query",
+    "get",
+    "multi_get",
+    "status",
+    "metadata",
+];
+
+/// Most top values `metadata` lists per field, and its default.
+const MAX_TOP: u64 = 50;
+const DEFAULT_TOP: u64 = 10;
 
 fn search_input(min_score_default: f64, what: &str) -> Value {
     json!({
@@ -26,7 +40,8 @@ fn search_input(min_score_default: f64, what: &str) -> Value {
             "query": {"type": "string", "description": what},
             "limit": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 10, "description": "Maximum number of results"},
             "minScore": {"type": "number", "minimum": 0, "maximum": 1, "default": min_score_default, "description": "Minimum relevance score 0-1"},
-            "collection": {"type": "string", "description": "Only search this collection"}
+            "collection": {"type": "string", "description": "Only search this collection"},
+            "filter": filter_schema()
         },
         "required": ["query"]
     })
@@ -47,7 +62,8 @@ fn search_output() -> Value {
                         "score": {"type": "number", "minimum": 0, "maximum": 1},
                         "context": {"type": ["string", "null"]},
                         "snippet": {"type": "string", "description": "Excerpt with N: line numbers"},
-                        "page": {"type": "integer", "description": "Page of a paged source (PDF page, slide) the excerpt is on; absent otherwise"}
+                        "page": {"type": "integer", "description": "Page of a paged source (PDF page, slide) the excerpt is on; absent otherwise"},
+                        "metadata": {"type": "object", "description": "The document's metadata fields (front matter, document properties, fields given at upload); absent when it has none"}
                     },
                     "required": ["docid", "file", "title", "score", "context", "snippet"]
                 }
@@ -84,6 +100,29 @@ fn status_output() -> Value {
     })
 }
 
+fn metadata_output() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "documents": {"type": "integer", "description": "Documents summarised"},
+            "fields": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "field": {"type": "string"},
+                        "types": {"type": "array", "items": {"type": "string"}, "description": "string, number, bool, date, list; most frequent first"},
+                        "documents": {"type": "integer", "description": "Documents that have the field"},
+                        "top_values": {"type": "array", "items": {"type": "object", "properties": {"value": {}, "count": {"type": "integer"}}, "required": ["value", "count"]}}
+                    },
+                    "required": ["field", "types", "documents", "top_values"]
+                }
+            }
+        },
+        "required": ["documents", "fields"]
+    })
+}
+
 fn tool(name: &str, title: &str, description: &str, input: Value, output: Option<Value>) -> Tool {
     let mut t = Tool::new(name.to_owned(), description.to_owned(), object(input))
         .with_title(title)
@@ -94,7 +133,7 @@ fn tool(name: &str, title: &str, description: &str, input: Value, output: Option
     t
 }
 
-/// The six tools of seed 001, with its parameter names and defaults.
+/// The six tools of seed 001, with its parameter names and defaults, and `metadata`.
 pub(crate) fn tools() -> Vec<Tool> {
     vec![
         tool(
@@ -157,6 +196,20 @@ pub(crate) fn tools() -> Vec<Tool> {
             json!({"type": "object", "properties": {}}),
             Some(status_output()),
         ),
+        tool(
+            "metadata",
+            "Metadata fields",
+            "List the metadata fields of the documents you can search (front matter, document properties, fields given at upload, and the built-in collection, path, title, indexed): each field's types, how many documents have it and its most frequent values. Use it to write the `filter` of search, vsearch and query.",
+            json!({
+                "type": "object",
+                "properties": {
+                    "collection": {"type": "string", "description": "Only this collection"},
+                    "filter": filter_schema(),
+                    "top": {"type": "integer", "minimum": 1, "maximum": MAX_TOP, "default": DEFAULT_TOP, "description": "Most frequent values listed per field"}
+                }
+            }),
+            Some(metadata_output()),
+        ),
     ]
 }
 
@@ -169,6 +222,44 @@ fn search_request(args: &Args<'_>, default_min: f64) -> Result<SearchRequest, St
         rerank: true,
         excerpt_chars: quarry_engine::SNIPPET_CHARS,
     })
+}
+
+/// The `filter` argument, parsed (a message naming what is wrong otherwise).
+fn filter_arg(args: &Args<'_>) -> Result<Option<Filter>, String> {
+    parse_filter(args.0.get("filter")).map_err(|e| e.public_text())
+}
+
+/// A short text for a metadata report: one line per field.
+pub(crate) fn metadata_text(report: &MetadataReport) -> String {
+    let mut text = format!(
+        "{} document{}, {} field{}",
+        report.documents,
+        if report.documents == 1 { "" } else { "s" },
+        report.fields.len(),
+        if report.fields.len() == 1 { "" } else { "s" },
+    );
+    for f in &report.fields {
+        let values: Vec<String> = f
+            .top_values
+            .iter()
+            .take(5)
+            .map(|v| match &v.value {
+                Value::String(s) => format!("{s:?} ({})", v.count),
+                other => format!("{other} ({})", v.count),
+            })
+            .collect();
+        text.push_str(&format!(
+            "\n- {} [{}] in {} doc{}",
+            f.field,
+            f.types.join("|"),
+            f.documents,
+            if f.documents == 1 { "" } else { "s" }
+        ));
+        if !values.is_empty() {
+            text.push_str(&format!(": {}", values.join(", ")));
+        }
+    }
+    text
 }
 
 fn hits_result(hits: &[SearchHit], query: &str) -> CallToolResult {
@@ -222,6 +313,10 @@ pub(super) fn run(engine: &Engine, name: &str, args: &JsonObject) -> CallToolRes
                 Ok(r) => r,
                 Err(m) => return tool_error(m),
             };
+            let engine = match filter_arg(&args) {
+                Ok(f) => engine.filtered(f),
+                Err(m) => return tool_error(m),
+            };
             let hits = match name {
                 "search" => engine.search(&req),
                 "vsearch" => engine.vsearch(&req),
@@ -272,6 +367,29 @@ pub(super) fn run(engine: &Engine, name: &str, args: &JsonObject) -> CallToolRes
                     }
                     CallToolResult::success(content)
                 }),
+                Err(m) => return tool_error(m),
+            }
+        }
+        "metadata" => {
+            let parsed = (|| -> Result<_, String> {
+                let collection = args.string("collection")?;
+                let filter = filter_arg(&args)?;
+                let top = args.uint("top")?.unwrap_or(DEFAULT_TOP);
+                if top > MAX_TOP {
+                    return Err(format!("`top` must be at most {MAX_TOP}, got {top}"));
+                }
+                Ok((collection, filter, top as usize))
+            })();
+            match parsed {
+                Ok((collection, filter, top)) => engine
+                    .metadata_fields(collection.as_deref(), filter.as_ref(), top)
+                    .map(|report| {
+                        let mut r = CallToolResult::success(vec![ContentBlock::text(
+                            metadata_text(&report),
+                        )]);
+                        r.structured_content = serde_json::to_value(&report).ok();
+                        r
+                    }),
                 Err(m) => return tool_error(m),
             }
         }

@@ -15,6 +15,7 @@ use quarry_engine::{
 use rmcp::model::{CallToolResult, ContentBlock, Tool, ToolAnnotations, object};
 use serde_json::{Value, json};
 
+use super::filter::{filter_schema, parse_filter};
 use super::tool_args::{Args, read_only, tool_error};
 use crate::auth::Caller;
 use crate::http::run_blocking_raw;
@@ -107,7 +108,8 @@ pub(crate) fn knowledge_search_tool() -> Tool {
                     "min_score": {"type": "number", "minimum": 0, "maximum": 1, "default": 0.5,
                         "description": "Minimum relevance score threshold (0-1). Higher values return more relevant but fewer results."},
                     "rerank": {"type": "boolean", "default": true,
-                        "description": "Whether to apply reranking for improved relevance ordering. Recommended for important queries."}
+                        "description": "Whether to apply reranking for improved relevance ordering. Recommended for important queries."},
+                    "filter": filter_schema()
                 },
                 "required": ["query"]
             }),
@@ -154,6 +156,7 @@ pub(crate) fn capture_tools() -> Vec<Tool> {
                         "kind": {"type": "string", "enum": ["text", "image", "video", "url"], "default": "text", "description": "Type of knowledge"},
                         "title": {"type": "string", "description": "Optional title for the knowledge (will be auto-generated if not provided)"},
                         "tags": {"type": "array", "items": {"type": "string"}, "description": "Optional tags for categorization"},
+                        "metadata": {"type": "object", "description": "Optional metadata fields to filter by later, e.g. {\"status\": \"published\", \"priority\": 2, \"due\": \"2026-06-01\", \"tags\": [\"a\"]}: strings, numbers, bools, YYYY-MM-DD dates or lists of those (no nested objects)"},
                         "idempotency_key": {"type": "string", "minLength": 1, "maxLength": 255,
                             "description": "Optional: a unique string per entry you create (e.g. a UUID). Retrying with the same key returns the first answer (for 24 hours) instead of creating the entry again."}
                     },
@@ -181,7 +184,8 @@ pub(crate) fn capture_tools() -> Vec<Tool> {
                     "properties": {
                         "query": {"type": "string", "minLength": 1, "maxLength": 2000, "description": "What to look for"},
                         "limit": {"type": "integer", "minimum": 1, "maximum": 50, "default": 10, "description": "Maximum number of results (entries, each once)"},
-                        "min_score": {"type": "number", "minimum": 0, "maximum": 1, "default": 0.5, "description": "Minimum relevance score (0-1); lower it for more, weaker results"}
+                        "min_score": {"type": "number", "minimum": 0, "maximum": 1, "default": 0.5, "description": "Minimum relevance score (0-1); lower it for more, weaker results"},
+                        "filter": filter_schema()
                     },
                     "required": ["query"]
                 }),
@@ -466,12 +470,21 @@ struct Connection {
     idempotency_key: Option<String>,
 }
 
+/// The `filter` argument of a search tool (issue 44), parsed.
+fn filter_arg(args: &Args<'_>) -> Result<Option<quarry_engine::Filter>, String> {
+    parse_filter(args.0.get("filter")).map_err(|e| e.public_text())
+}
+
 fn run(conn: &Connection, name: &str, args: &Args<'_>) -> CallToolResult {
     let engine = &conn.engine;
     match name {
         KNOWLEDGE_SEARCH => {
             let (req, mode) = match parse_search(args) {
                 Ok(r) => r,
+                Err(m) => return tool_error(format!("Search failed: 400 - {m}")),
+            };
+            let engine = match filter_arg(args) {
+                Ok(f) => engine.filtered(f),
                 Err(m) => return tool_error(format!("Search failed: 400 - {m}")),
             };
             match engine.knowledge_search(&req) {
@@ -559,7 +572,13 @@ fn create(
     };
     let title = args.string("title")?;
     let tags = args.strings("tags")?.unwrap_or_default();
+    let fields = match args.0.get("metadata") {
+        None | Some(Value::Null) => quarry_metadata::Metadata::default(),
+        Some(v) => quarry_metadata::Metadata::from_json(v)
+            .map_err(|e| format!("`metadata`: {}", e.public_text()))?,
+    };
     let note = NewNote {
+        fields,
         content: args.required_string("content")?,
         format,
         kind: args.string("kind")?.unwrap_or_else(|| "text".into()),
@@ -617,6 +636,7 @@ fn capture(
         }
         QUERY | QUERY_ALIAS => {
             let mut req = KnowledgeSearch::new(args.required_string("query")?);
+            let engine = engine.filtered(filter_arg(args)?);
             let limit = args.uint("limit")?.unwrap_or(10).clamp(1, 50) as usize;
             // The same bar as knowledge_search (0.5 unless asked): ten results of which nine
             // score 0–4 % bury the one that answers.

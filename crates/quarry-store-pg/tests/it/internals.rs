@@ -32,6 +32,7 @@ fn with_store_db(f: impl FnOnce(&PgStore, &TestDatabase)) {
 
 fn doc(path: &str, body: &str) -> DocChange {
     DocChange::Upsert {
+        meta: Default::default(),
         path: path.into(),
         title: path.into(),
         hash: quarry_core::sha256_hex(body.as_bytes()),

@@ -48,6 +48,7 @@ fn hash(i: u64) -> String {
 
 fn new_file(name: &str, sha: &str) -> NewKbFile {
     NewKbFile {
+        meta: Default::default(),
         original_name: name.into(),
         sha256: sha.into(),
         format: "md".into(),
@@ -99,6 +100,7 @@ fn claim(store: &dyn Store, owner: &str) -> Option<Job> {
 
 fn converted(markdown: &str) -> ConvertedFile {
     ConvertedFile {
+        meta: Default::default(),
         title: "A".into(),
         markdown: markdown.into(),
         pages: Vec::new(),

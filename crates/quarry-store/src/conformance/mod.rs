@@ -93,6 +93,7 @@ const SPACE: &str = "default";
 
 fn doc(path: &str, body: &str) -> DocChange {
     DocChange::Upsert {
+        meta: Default::default(),
         path: path.into(),
         title: path.into(),
         // Distinct content, distinct hash (hex, as SHA-256 digests are).
@@ -532,6 +533,7 @@ pub fn jobs_two_claimers_never_hold_one_job(store: &dyn Store) {
         .expect("create_knowledge_base");
     let files: Vec<NewKbFile> = (0..40)
         .map(|i| NewKbFile {
+            meta: Default::default(),
             original_name: format!("{i}.md"),
             sha256: format!("{i:064x}"),
             format: "md".into(),
@@ -584,6 +586,7 @@ pub fn jobs_a_stale_claim_writes_nothing(store: &dyn Store) {
         .add_files(
             kb.collection_id,
             &[NewKbFile {
+                meta: Default::default(),
                 original_name: "a.md".into(),
                 sha256: format!("{:064x}", 1),
                 format: "md".into(),

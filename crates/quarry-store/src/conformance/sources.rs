@@ -57,6 +57,7 @@ fn source(
 
 fn file(name: &str, sha: &str) -> NewKbFile {
     NewKbFile {
+        meta: Default::default(),
         original_name: name.into(),
         sha256: sha.into(),
         format: "md".into(),
@@ -291,6 +292,7 @@ pub fn sources_changes_keep_ids_and_leave_uploads_alone(store: &dyn Store) {
             None,
             leave,
             crate::ConvertedFile {
+                meta: Default::default(),
                 title: "Leave".into(),
                 markdown: "# Leave\n\nbody".into(),
                 pages: Vec::new(),

@@ -337,6 +337,7 @@ pub fn store_apply_changes_upserts_touches_and_removes(store: &dyn Store) {
         store,
         c,
         vec![DocChange::Upsert {
+            meta: Default::default(),
             path: "p.pdf".into(),
             title: "Paged".into(),
             hash: hash_of("paged!"),
@@ -374,6 +375,7 @@ pub fn store_apply_changes_to_a_missing_collection_fails(store: &dyn Store) {
 pub fn store_docids_grow_on_collision_and_say_nothing_across_spaces(store: &dyn Store) {
     let c = collection(store, "c");
     let with_hash = |path: &str, hash: &str| DocChange::Upsert {
+        meta: Default::default(),
         path: path.into(),
         title: path.into(),
         hash: hash.into(),
@@ -833,6 +835,7 @@ pub fn store_a_new_layout_of_the_same_file_is_cut_again(store: &dyn Store) {
         byte_end: 2,
     };
     let with = |furniture: Vec<Furniture>| DocChange::Upsert {
+        meta: Default::default(),
         path: "a.pdf".into(),
         title: "A".into(),
         hash: "h1111111".into(),

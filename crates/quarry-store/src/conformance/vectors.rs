@@ -73,6 +73,7 @@ pub fn fill(
         .expect("collection");
     let changes = (0..n)
         .map(|i| DocChange::Upsert {
+            meta: Default::default(),
             path: format!("{i}.md"),
             title: format!("{name} {i}"),
             hash: format!("{name}-{i:060}"),

@@ -260,10 +260,26 @@ pub(crate) fn pptx() -> Vec<u8> {
 /// A PDF with `pages` page contents (content-stream operators), Helvetica as /F1, with a
 /// correct xref table and an `/Info` title.
 pub(crate) fn pdf(pages: &[String], title: &str) -> Vec<u8> {
+    pdf_with_info(
+        pages,
+        format!("<< /Title ({title}) /Producer (quarry tests) >>").as_bytes(),
+        None,
+    )
+}
+
+/// A PDF like [`pdf`] whose `/Info` dictionary is `info` (raw bytes: strings may be binary)
+/// and whose catalog has an XMP `/Metadata` stream when `xmp` is given.
+pub(crate) fn pdf_with_info(pages: &[String], info: &[u8], xmp: Option<&str>) -> Vec<u8> {
     let n = pages.len();
-    // Objects: 1 catalog, 2 pages, 3 font, 4 info, then (page, content) pairs.
+    // Objects: 1 catalog, 2 pages, 3 font, 4 info, then (page, content) pairs, then XMP.
     let mut objects: Vec<String> = Vec::new();
-    objects.push("<< /Type /Catalog /Pages 2 0 R >>".to_owned());
+    objects.push(match xmp {
+        Some(_) => format!(
+            "<< /Type /Catalog /Pages 2 0 R /Metadata {} 0 R >>",
+            5 + 2 * n
+        ),
+        None => "<< /Type /Catalog /Pages 2 0 R >>".to_owned(),
+    });
     let kids: Vec<String> = (0..n).map(|i| format!("{} 0 R", 5 + 2 * i)).collect();
     objects.push(format!(
         "<< /Type /Pages /Kids [{}] /Count {n} >>",
@@ -273,7 +289,7 @@ pub(crate) fn pdf(pages: &[String], title: &str) -> Vec<u8> {
         "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>"
             .to_owned(),
     );
-    objects.push(format!("<< /Title ({title}) /Producer (quarry tests) >>"));
+    objects.push(String::new()); // the Info dictionary, written as bytes below
     for (i, content) in pages.iter().enumerate() {
         objects.push(format!(
             "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 3 0 R >> >> /Contents {} 0 R >>",
@@ -284,11 +300,23 @@ pub(crate) fn pdf(pages: &[String], title: &str) -> Vec<u8> {
             content.len()
         ));
     }
+    if let Some(xmp) = xmp {
+        objects.push(format!(
+            "<< /Type /Metadata /Subtype /XML /Length {} >>\nstream\n{xmp}\nendstream",
+            xmp.len()
+        ));
+    }
     let mut out = b"%PDF-1.4\n%\xE2\xE3\xCF\xD3\n".to_vec();
     let mut offsets = Vec::new();
     for (i, obj) in objects.iter().enumerate() {
         offsets.push(out.len());
-        out.extend_from_slice(format!("{} 0 obj\n{obj}\nendobj\n", i + 1).as_bytes());
+        out.extend_from_slice(format!("{} 0 obj\n", i + 1).as_bytes());
+        if i == 3 {
+            out.extend_from_slice(info);
+        } else {
+            out.extend_from_slice(obj.as_bytes());
+        }
+        out.extend_from_slice(b"\nendobj\n");
     }
     let xref = out.len();
     out.extend_from_slice(
@@ -305,6 +333,28 @@ pub(crate) fn pdf(pages: &[String], title: &str) -> Vec<u8> {
         .as_bytes(),
     );
     out
+}
+
+/// `zip` with the part `name` set to `bytes` (replaced, or added), other parts unchanged.
+pub(crate) fn with_part(zip: &[u8], name: &str, bytes: &[u8]) -> Vec<u8> {
+    let mut archive = zip::ZipArchive::new(Cursor::new(zip)).expect("zip");
+    let mut entries: Vec<(String, Vec<u8>)> = Vec::new();
+    for i in 0..archive.len() {
+        let mut f = archive.by_index(i).expect("zip entry");
+        let entry = f.name().expect("entry name").into_owned();
+        if entry == name {
+            continue;
+        }
+        let mut data = Vec::new();
+        std::io::Read::read_to_end(&mut f, &mut data).expect("zip read");
+        entries.push((entry, data));
+    }
+    entries.push((name.to_owned(), bytes.to_vec()));
+    let refs: Vec<(&str, &[u8])> = entries
+        .iter()
+        .map(|(n, b)| (n.as_str(), b.as_slice()))
+        .collect();
+    zip_of(&refs)
 }
 
 /// Text at (x, y) in font size `size`.
