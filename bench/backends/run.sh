@@ -4,11 +4,17 @@
 # database and bucket, and runs `cargo bench -p quarry-cli --bench backends` with
 # all-MiniLM-L6-v2 from scripts/setup-models. Writes bench/results/backends.json.
 #   bash bench/backends/run.sh
+#   QUARRY_BENCH_ONLY=filtered bash bench/backends/run.sh
+# runs the metadata-filter measurement instead (issue 44; see the bench's docs) and writes
+# bench/results/backends-filtered.json; about 30 minutes on 2 cores with
+# QUARRY_BENCH_ROUNDS=1 QUARRY_BENCH_WARMUP=10.
 # About 60 minutes on 2 cores, most of it embedding the first copy with the model, twice (both backends index ~100k documents and ~110k chunks).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/quarry-target}"
 OUT="$PWD/bench/results"
+report=backends.json
+if [ "${QUARRY_BENCH_ONLY:-}" = filtered ]; then report=backends-filtered.json; fi
 mkdir -p "$OUT"
 
 eval "$(bash scripts/setup-models)"
@@ -31,7 +37,7 @@ query="${QUARRY_TEST_DATABASE_URL#"$url"}"
 QUARRY_BENCH_MODEL="$QUARRY_TEST_MINILM" \
 QUARRY_BENCH_DATABASE_URL="${url%/*}/$name$query" \
 QUARRY_BENCH_BLOBS_URL="s3://$bucket/blobs" \
-QUARRY_BENCH_OUT="$OUT/backends.json" \
+QUARRY_BENCH_OUT="$OUT/$report" \
   cargo bench -p quarry-cli --bench backends --quiet
 # Reports name places portably, never this machine's paths (bench/benchkit.py).
-python3 bench/benchkit.py scrub "$OUT/backends.json"
+python3 bench/benchkit.py scrub "$OUT/$report"

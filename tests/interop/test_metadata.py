@@ -14,6 +14,7 @@ nor shown in snippets; discovery answers over REST (``/api/v1/metadata``), the M
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -91,10 +92,18 @@ def world(quarry_bin: Path, corpus: Path, tmp_path_factory: pytest.TempPathFacto
     folder.mkdir()
     for name, text in DOCS.items():
         (folder / name).write_text(text, encoding="utf-8")
-    home = make_home(quarry_bin, corpus, root / "home")
+    model = os.environ.get("QUARRY_TEST_MINILM")
+    if not model:
+        if os.environ.get("CI") == "true":
+            pytest.fail("QUARRY_TEST_MINILM is not set (scripts/setup-models provides it)")
+        pytest.skip("QUARRY_TEST_MINILM is not set (scripts/setup-models provides it)")
+    home = make_home(quarry_bin, corpus, root / "home", env={"QUARRY_EMBED_MODEL": model})
     r = home.run("collection", "add", str(folder), "--name", COLL)
     assert r.returncode == 0, r.stderr
     r = home.run("index", COLL)
+    assert r.returncode == 0, r.stderr
+    # Embedded too: a filtered vector search runs (exactly, over the matched documents' chunks).
+    r = home.run("embed", "-c", COLL, timeout=900)
     assert r.returncode == 0, r.stderr
     srv = start_server(home, logdir=root / "logs")
     yield home, srv
@@ -109,10 +118,10 @@ def rest(srv: QuarryServer, path: str, body: dict) -> requests.Response:
     return requests.post(srv.url(path), json=body, timeout=30)
 
 
-@pytest.mark.parametrize("path", ["/search", "/query"])
+@pytest.mark.parametrize("path", ["/search", "/vsearch", "/query"])
 def test_rest_filters_narrow_and_keep_scores(world, path):
     _, srv = world
-    r = rest(srv, path, {"query": "lighthouse", "collection": COLL})
+    r = rest(srv, path, {"query": "lighthouse", "collection": COLL, "min_score": 0})
     assert r.status_code == 200, r.text
     all_hits = r.json()["results"]
     assert names(all_hits) == set(DOCS)
@@ -124,20 +133,22 @@ def test_rest_filters_narrow_and_keep_scores(world, path):
     assert alpha["metadata"]["priority"] == 3 and alpha["metadata"]["author.name"] == "Ann", alpha
     assert alpha["metadata"]["tags"] == ["rust", "search"], alpha
     for flt, expected in NARROWING:
-        r = rest(srv, path, {"query": "lighthouse", "collection": COLL, "filter": flt})
+        r = rest(srv, path, {"query": "lighthouse", "collection": COLL, "min_score": 0, "filter": flt})
         assert r.status_code == 200, (flt, r.text)
         hits = r.json()["results"]
         assert names(hits) == expected, flt
         for h in hits:  # a filter decides which documents come back, never how they score
             assert h["score"] == pytest.approx(score[h["file"]], abs=1e-9), (flt, h)
     # The filter as a JSON string is the same filter.
-    r = rest(srv, path, {"query": "lighthouse", "collection": COLL, "filter": json.dumps(PUBLISHED)})
+    r = rest(srv, path, {"query": "lighthouse", "collection": COLL, "min_score": 0, "filter": json.dumps(PUBLISHED)})
     assert r.status_code == 200 and names(r.json()["results"]) == {"alpha.md", "charlie.md"}, r.text
-    r = rest(srv, path, {"query": "lighthouse", "collection": COLL, "filter": NOTHING})
+    if path == "/query":
+        assert "vector" in " ".join(r.json().get("stages", [])), r.json()
+    r = rest(srv, path, {"query": "lighthouse", "collection": COLL, "min_score": 0, "filter": NOTHING})
     assert r.status_code == 200 and r.json()["results"] == [], r.text
 
 
-@pytest.mark.parametrize("path", ["/search", "/query"])
+@pytest.mark.parametrize("path", ["/search", "/vsearch", "/query"])
 def test_rest_bad_filters_are_clear_400s(world, path):
     _, srv = world
     r = rest(srv, path, {"query": "lighthouse", "filter": BAD_FIELD})

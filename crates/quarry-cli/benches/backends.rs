@@ -23,6 +23,18 @@
 //!   embedded backend runs
 //! - `QUARRY_BENCH_BLOBS_URL` — `s3://bucket/prefix` for the PostgreSQL run's blobs (the
 //!   `AWS_*` variables as the CLI reads them); without it a local folder
+//! - `QUARRY_BENCH_ONLY=filtered` — the metadata-filter run instead (issue 44): the corpus
+//!   is copied into the data directory with a YAML front matter `bucket: <n>` prepended to
+//!   each page (n = FNV-1a of the page's path in the corpus, mod 1000, so every copy of a page
+//!   has the same bucket and the same chunk texts), steps 1–2 as above, then warm `search`,
+//!   `vsearch` and `query` unfiltered and through `Engine::filtered` with `bucket lt 500`
+//!   (~50 %), `bucket lt 50` (~5 %) and `bucket eq 7` (~0.1 %): a fresh filtered handle per
+//!   request, so every request resolves the filter (reads every document's fields). Records
+//!   the documents each filter matches and asserts every result satisfies it. Steps 3's scope,
+//!   4, 5 and 6 are skipped. `QUARRY_BENCH_WARMUP` (default: every query) bounds the warm-up
+//!   pass of each measurement; `QUARRY_BENCH_PAGE_STRIDE` (default 1) keeps every n-th page
+//!   only (with as many more copies, the same ~100,000 documents and a fraction of the
+//!   chunks to embed)
 //! - `QUARRY_BENCH_CORPUS` (default `../shared/corpora/tldr/pages`), `QUARRY_BENCH_COPIES`
 //!   (13), `QUARRY_BENCH_ROUNDS` (3), `QUARRY_BENCH_UPLOADS` (400), `QUARRY_BENCH_HOME`
 //!   (default: a fresh folder under `~/.cache/quarry-bench/backends`), `QUARRY_BENCH_OUT`
@@ -93,9 +105,19 @@ fn open(home: &Path, database: Option<&str>, blobs: Option<&str>, model: &str) -
 fn timed(
     queries: &[String],
     rounds: usize,
+    f: impl FnMut(&str) -> Res<()>,
+) -> Res<Vec<Duration>> {
+    timed_warm(queries, rounds, queries.len(), f)
+}
+
+/// [`timed`] with a warm-up pass over the first `warmup` queries only.
+fn timed_warm(
+    queries: &[String],
+    rounds: usize,
+    warmup: usize,
     mut f: impl FnMut(&str) -> Res<()>,
 ) -> Res<Vec<Duration>> {
-    for q in queries {
+    for q in queries.iter().take(warmup) {
         f(q)?;
     }
     let mut lat = Vec::with_capacity(queries.len() * rounds);
@@ -152,6 +174,203 @@ struct Bench {
     rounds: usize,
     uploads: usize,
     queries: Vec<String>,
+    /// `QUARRY_BENCH_ONLY=filtered`: the metadata-filter run (see the module docs).
+    only_filtered: bool,
+    warmup: usize,
+    /// `QUARRY_BENCH_PAGE_STRIDE`: in the filtered run, every n-th page only.
+    stride: usize,
+}
+
+/// The bucket of a page: FNV-1a of its path in the corpus (`/`-separated), mod 1000.
+fn bucket_of(rel: &Path) -> u64 {
+    let text = rel
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect::<Vec<_>>()
+        .join("/");
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in text.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h % 1000
+}
+
+/// Copies the corpus's pages into `dest` with a front matter `bucket: <n>` prepended; the
+/// buckets of the pages, by their path in the corpus.
+/// With `stride` > 1 only every `stride`-th page (by path) is copied.
+fn corpus_with_buckets(corpus: &Path, dest: &Path, stride: usize) -> Res<Vec<(PathBuf, u64)>> {
+    let mut out = Vec::new();
+    let mut files = walk_md(corpus)?;
+    files.sort();
+    for f in files.into_iter().step_by(stride.max(1)) {
+        let rel = f.strip_prefix(corpus)?.to_path_buf();
+        let bucket = bucket_of(&rel);
+        let target = dest.join(&rel);
+        if let Some(parent) = target.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        let body = std::fs::read_to_string(&f)?;
+        std::fs::write(&target, format!("---\nbucket: {bucket}\n---\n{body}"))?;
+        out.push((rel, bucket));
+    }
+    Ok(out)
+}
+
+/// The metadata filters measured: label, JSON, and the same test on a bucket.
+type FilterCase = (&'static str, serde_json::Value, fn(u64) -> bool);
+
+fn filter_cases() -> Vec<FilterCase> {
+    vec![
+        (
+            "50",
+            serde_json::json!({"field": "bucket", "operator": "lt", "value": 500}),
+            |b| b < 500,
+        ),
+        (
+            "5",
+            serde_json::json!({"field": "bucket", "operator": "lt", "value": 50}),
+            |b| b < 50,
+        ),
+        (
+            "0.1",
+            serde_json::json!({"field": "bucket", "operator": "eq", "value": 7}),
+            |b| b == 7,
+        ),
+    ]
+}
+
+/// Asserts every hit is in a bucket `test` accepts: the hit's `bucket` field, or (where a
+/// result carries no fields) the bucket of its path. Returns how many hits carried no fields.
+fn check_hits(hits: &[quarry_core::SearchHit], label: &str, test: fn(u64) -> bool) -> usize {
+    let mut bare = 0;
+    for h in hits {
+        let field = h
+            .metadata
+            .as_ref()
+            .and_then(|m| m.get("bucket"))
+            .and_then(serde_json::Value::as_f64);
+        let bucket = match field {
+            Some(b) => b as u64,
+            None => {
+                bare += 1;
+                let rel = h.file.split_once('/').map_or(h.file.as_str(), |(_, r)| r);
+                bucket_of(Path::new(rel))
+            }
+        };
+        assert!(
+            test(bucket),
+            "filter {label} %: {} (bucket {bucket}, field {field:?}) does not satisfy it",
+            h.file
+        );
+    }
+    bare
+}
+
+/// The metadata-filter measurement (`QUARRY_BENCH_ONLY=filtered`), after steps 1–2.
+fn measure_filters(
+    engine: &Engine,
+    bench: &Bench,
+    pages: &[(PathBuf, u64)],
+    documents: u64,
+) -> Res<serde_json::Value> {
+    let (queries, rounds, warmup) = (&bench.queries, bench.rounds, bench.warmup);
+    let req = |q: &str| SearchRequest::new(q);
+    let mut out = serde_json::Map::new();
+    let t = Instant::now();
+    let search = timed_warm(queries, rounds, warmup, |q| {
+        engine.search(&req(q))?;
+        Ok(())
+    })?;
+    let vsearch = timed_warm(queries, rounds, warmup, |q| {
+        engine.vsearch(&req(q))?;
+        Ok(())
+    })?;
+    let query = timed_warm(queries, rounds, warmup, |q| {
+        engine.query(&req(q))?;
+        Ok(())
+    })?;
+    eprintln!(
+        "unfiltered ({:.0} s): search {}, vsearch {}, query {}",
+        t.elapsed().as_secs_f64(),
+        summary(&search),
+        summary(&vsearch),
+        summary(&query)
+    );
+    out.insert(
+        "unfiltered".into(),
+        serde_json::json!({
+            "matched_documents": documents,
+            "search_ms": summary(&search),
+            "vsearch_ms": summary(&vsearch),
+            "query_ms": summary(&query),
+        }),
+    );
+    let copies = bench.copies as u64;
+    for (label, json, test) in filter_cases() {
+        let t = Instant::now();
+        let filter = quarry_engine::Filter::parse(&json)?;
+        let matched = engine.metadata_fields(None, Some(&filter), 0)?.documents;
+        // Every copy holds every page, `sel` the `common/` ones again.
+        let expected: u64 = pages
+            .iter()
+            .filter(|(_, b)| test(*b))
+            .map(|(rel, _)| copies + u64::from(rel.starts_with("common")))
+            .sum();
+        if matched != expected {
+            eprintln!("filter {label} %: {matched} documents match, {expected} expected");
+        }
+        let handle = || -> Res<Engine> {
+            Ok(engine.filtered(Some(quarry_engine::Filter::parse(&json)?)))
+        };
+        let (mut hits_search, mut hits_vsearch, mut hits_query) = (0usize, 0usize, 0usize);
+        let mut bare = 0usize;
+        let search = timed_warm(queries, rounds, warmup, |q| {
+            let hits = handle()?.search(&req(q))?;
+            bare += check_hits(&hits, label, test);
+            hits_search += hits.len();
+            Ok(())
+        })?;
+        let vsearch = timed_warm(queries, rounds, warmup, |q| {
+            let hits = handle()?.vsearch(&req(q))?;
+            bare += check_hits(&hits, label, test);
+            hits_vsearch += hits.len();
+            Ok(())
+        })?;
+        let query = timed_warm(queries, rounds, warmup, |q| {
+            let hits = handle()?.query(&req(q))?.results;
+            bare += check_hits(&hits, label, test);
+            hits_query += hits.len();
+            Ok(())
+        })?;
+        let calls = (warmup.min(queries.len()) + queries.len() * rounds).max(1) as f64;
+        eprintln!(
+            "filter {label} % ({matched} documents, {:.0} s): search {}, vsearch {}, query {}",
+            t.elapsed().as_secs_f64(),
+            summary(&search),
+            summary(&vsearch),
+            summary(&query)
+        );
+        out.insert(
+            format!("filter_{label}"),
+            serde_json::json!({
+                "filter": json,
+                "matched_documents": matched,
+                "expected_documents": expected,
+                "selectivity": matched as f64 / documents.max(1) as f64,
+                "search_ms": summary(&search),
+                "vsearch_ms": summary(&vsearch),
+                "query_ms": summary(&query),
+                "hits_without_fields": bare,
+                "mean_hits": {
+                    "search": hits_search as f64 / calls,
+                    "vsearch": hits_vsearch as f64 / calls,
+                    "query": hits_query as f64 / calls,
+                },
+            }),
+        );
+    }
+    Ok(serde_json::Value::Object(out))
 }
 
 fn run_backend(
@@ -168,11 +387,25 @@ fn run_backend(
         rounds,
         uploads,
         queries,
+        only_filtered,
+        ..
     } = bench;
     let (corpus, copies, rounds, uploads) = (corpus.as_path(), *copies, *rounds, *uploads);
     std::fs::create_dir_all(home)?;
     let engine = open(home, database, blobs, model)?;
     eprintln!("== {label}");
+    let bucketed = home.join("corpus-with-buckets");
+    let pages = if *only_filtered {
+        let _ = std::fs::remove_dir_all(&bucketed);
+        corpus_with_buckets(corpus, &bucketed, bench.stride)?
+    } else {
+        Vec::new()
+    };
+    let corpus = if *only_filtered {
+        bucketed.as_path()
+    } else {
+        corpus
+    };
 
     // 1. Keyword corpus.
     let t = Instant::now();
@@ -213,6 +446,19 @@ fn run_backend(
         Ok(n)
     };
     let total_chunks = all.total_chunks.max(1) as f64;
+
+    if *only_filtered {
+        let latency = measure_filters(&engine, bench, &pages, documents)?;
+        return Ok(serde_json::json!({
+            "backend": label,
+            "documents": documents,
+            "chunks": all.total_chunks,
+            "ingest_seconds": ingest_s,
+            "first_embed": { "chunks": first.chunks_embedded, "seconds": first.seconds },
+            "index_all_seconds": grow_s,
+            "latency": latency,
+        }));
+    }
 
     // 3. Warm latency, whole space and filtered.
     let req = |q: &str| SearchRequest::new(q);
@@ -398,6 +644,36 @@ fn main() -> Res<()> {
         rounds,
         uploads,
         queries,
+        only_filtered: std::env::var("QUARRY_BENCH_ONLY").is_ok_and(|v| v == "filtered"),
+        warmup: env_or("QUARRY_BENCH_WARMUP", usize::MAX),
+        stride: env_or("QUARRY_BENCH_PAGE_STRIDE", 1),
+    };
+    let report = |runs: &[serde_json::Value]| -> Res<String> {
+        let mut report = serde_json::json!({
+            "model": model,
+            "corpus": corpus.display().to_string(),
+            "queries": bench.queries.len(),
+            "rounds": rounds,
+            "loadavg": std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim(),
+            "runs": runs,
+        });
+        if bench.only_filtered {
+            report["warmup_queries"] = bench.warmup.min(bench.queries.len()).into();
+            report["copies"] = bench.copies.into();
+            report["page_stride"] = bench.stride.into();
+            report["date"] = std::process::Command::new("date")
+                .args(["-u", "+%Y-%m-%dT%H:%M:%SZ"])
+                .output()
+                .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+                .unwrap_or_default()
+                .into();
+        }
+        let text = serde_json::to_string_pretty(&report)?;
+        // Written after each backend, so a run stopped early keeps what it measured.
+        if let Some(out) = std::env::var_os("QUARRY_BENCH_OUT") {
+            std::fs::write(out, &text)?;
+        }
+        Ok(text)
     };
     let mut runs = vec![run_backend(
         &bench,
@@ -406,6 +682,7 @@ fn main() -> Res<()> {
         None,
         None,
     )?];
+    report(&runs)?;
     match database.as_deref() {
         Some(url) => runs.push(run_backend(
             &bench,
@@ -420,19 +697,7 @@ fn main() -> Res<()> {
         )?),
         None => eprintln!("QUARRY_BENCH_DATABASE_URL is not set: the PostgreSQL run is skipped"),
     }
-    let report = serde_json::json!({
-        "model": model,
-        "corpus": corpus.display().to_string(),
-        "queries": bench.queries.len(),
-        "rounds": rounds,
-        "loadavg": std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim(),
-        "runs": runs,
-    });
-    let text = serde_json::to_string_pretty(&report)?;
-    println!("{text}");
-    if let Some(out) = std::env::var_os("QUARRY_BENCH_OUT") {
-        std::fs::write(out, text)?;
-    }
+    println!("{}", report(&runs)?);
     if std::env::var_os("QUARRY_BENCH_KEEP").is_none() {
         let _ = std::fs::remove_dir_all(&root);
     }

@@ -39,6 +39,196 @@ pub const RERANK_CANDIDATES: usize = 30;
 /// Longest passage handed to the reranker, in characters.
 const RERANK_PASSAGE_CHARS: usize = 2000;
 
+/// Most typed sub-queries one `query` takes (qmd 2.8's MCP `query` tool: `searches`
+/// `.max(10)`).
+pub const MAX_SEARCHES: usize = 10;
+
+/// The retriever a typed sub-query runs (qmd's `searches[].type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SubQueryType {
+    /// Keywords: the keyword (BM25) retriever only.
+    Lex,
+    /// A natural-language question: the vector retriever only.
+    Vec,
+    /// A hypothetical answer passage, embedded and searched with the vector retriever only.
+    Hyde,
+}
+
+impl SubQueryType {
+    /// `lex`, `vec` or `hyde`.
+    pub fn parse(s: &str) -> Option<SubQueryType> {
+        match s {
+            "lex" => Some(SubQueryType::Lex),
+            "vec" => Some(SubQueryType::Vec),
+            "hyde" => Some(SubQueryType::Hyde),
+            _ => None,
+        }
+    }
+
+    /// The type's name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SubQueryType::Lex => "lex",
+            SubQueryType::Vec => "vec",
+            SubQueryType::Hyde => "hyde",
+        }
+    }
+}
+
+/// One typed sub-query of `searches`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubQuery {
+    /// Which retriever it runs.
+    pub kind: SubQueryType,
+    /// Its text.
+    pub query: String,
+}
+
+impl SubQuery {
+    /// `searches[index]` from its type name and text (messages name the field).
+    pub fn new(index: usize, kind: &str, query: &str) -> Result<SubQuery> {
+        let Some(kind) = SubQueryType::parse(kind) else {
+            return Err(Error::invalid(format!(
+                "searches[{index}].type: unknown type {kind:?}; types: lex, vec, hyde"
+            )));
+        };
+        if query.trim().is_empty() {
+            return Err(Error::invalid(format!(
+                "searches[{index}].query: must not be empty"
+            )));
+        }
+        Ok(SubQuery {
+            kind,
+            query: query.to_owned(),
+        })
+    }
+
+    /// `searches[index]` from the CLI's `TYPE:TEXT` (`lex:connection pool`).
+    pub fn parse_spec(index: usize, spec: &str) -> Result<SubQuery> {
+        let Some((kind, text)) = spec.split_once(':') else {
+            return Err(Error::invalid(format!(
+                "--search {spec:?}: expected TYPE:TEXT with TYPE one of lex, vec, hyde"
+            )));
+        };
+        SubQuery::new(index, kind.trim(), text)
+    }
+
+    /// The JSON `searches` array of REST and MCP: `[{"type": "lex", "query": "..."}, ...]`
+    /// (`null` is none).
+    pub fn list_from_json(v: Option<&serde_json::Value>) -> Result<Vec<SubQuery>> {
+        let items = match v {
+            None | Some(serde_json::Value::Null) => return Ok(Vec::new()),
+            Some(serde_json::Value::Array(items)) => items,
+            Some(_) => {
+                return Err(Error::invalid(
+                    "searches: expected an array of {\"type\", \"query\"} objects",
+                ));
+            }
+        };
+        if items.len() > MAX_SEARCHES {
+            return Err(Error::invalid(format!(
+                "searches: at most {MAX_SEARCHES} sub-queries, got {}",
+                items.len()
+            )));
+        }
+        items
+            .iter()
+            .enumerate()
+            .map(|(i, item)| {
+                let Some(o) = item.as_object() else {
+                    return Err(Error::invalid(format!(
+                        "searches[{i}]: expected an object with \"type\" and \"query\""
+                    )));
+                };
+                if let Some(k) = o.keys().find(|k| *k != "type" && *k != "query") {
+                    return Err(Error::invalid(format!(
+                        "searches[{i}].{k}: unknown field; fields: type, query"
+                    )));
+                }
+                let field = |name: &str| match o.get(name) {
+                    Some(serde_json::Value::String(s)) => Ok(s.as_str()),
+                    Some(_) => Err(Error::invalid(format!(
+                        "searches[{i}].{name}: expected a string"
+                    ))),
+                    None => Err(Error::invalid(format!("searches[{i}].{name}: missing"))),
+                };
+                SubQuery::new(i, field("type")?, field("query")?)
+            })
+            .collect()
+    }
+}
+
+/// What qmd 2.8's `query` adds to a [`SearchRequest`]: typed sub-queries, an intent,
+/// several collections and the reranker's candidate count. The default adds nothing: the
+/// query runs exactly as [`Engine::query`] runs it.
+#[derive(Debug, Clone, Default)]
+pub struct QueryOptions {
+    /// Typed sub-queries (at most [`MAX_SEARCHES`]). With them the query's text, when given,
+    /// is the first sub-query, run through both retrievers; no expansion runs. The first
+    /// sub-query weighs twice the others in RRF (as the query as written weighs against its
+    /// expansions) and is undiscounted in the calibrated fusion.
+    pub searches: Vec<SubQuery>,
+    /// What the searcher wants: when a reranker runs it scores passages against
+    /// `intent + "\n" + query`. It retrieves nothing on its own.
+    pub intent: Option<String>,
+    /// Results from any of these collections (with the request's `collection`, if any).
+    pub collections: Vec<String>,
+    /// Fused candidates the reranker scores (default [`RERANK_CANDIDATES`]).
+    pub candidate_limit: Option<usize>,
+}
+
+impl QueryOptions {
+    /// Checks what can be checked without the index.
+    pub fn validate(&self, query: &str) -> Result<()> {
+        if query.trim().is_empty() && self.searches.is_empty() {
+            return Err(Error::invalid(
+                "provide either 'query' (plain text) or 'searches' (typed sub-queries)",
+            ));
+        }
+        if self.searches.len() > MAX_SEARCHES {
+            return Err(Error::invalid(format!(
+                "searches: at most {MAX_SEARCHES} sub-queries, got {}",
+                self.searches.len()
+            )));
+        }
+        for (i, s) in self.searches.iter().enumerate() {
+            if s.query.trim().is_empty() {
+                return Err(Error::invalid(format!(
+                    "searches[{i}].query: must not be empty"
+                )));
+            }
+        }
+        if let Some(n) = self.candidate_limit
+            && !(1..=crate::search::MAX_LIMIT).contains(&n)
+        {
+            return Err(Error::invalid(format!(
+                "candidateLimit: must be between 1 and {}, got {n}",
+                crate::search::MAX_LIMIT
+            )));
+        }
+        for (i, c) in self.collections.iter().enumerate() {
+            if c.trim().is_empty() {
+                return Err(Error::invalid(format!(
+                    "collections[{i}]: must not be empty"
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Which retrievers one entry of a hybrid query runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Retrieve {
+    /// Both (the query as written and its expansions).
+    Both,
+    /// The keyword retriever only (`lex`).
+    Keyword,
+    /// The vector retriever only (`vec`, `hyde`).
+    Vector,
+}
+
 /// Best-matching chunk of a document from vector search (for the snippet and the rerank
 /// passage).
 #[derive(Clone)]
@@ -146,16 +336,24 @@ fn min_max(scores: &[f64]) -> Vec<f64> {
 
 /// Default fusion: each query's ranking ([`per_query_ranking`]) merged by
 /// [`best_over_variants`]; `queries` are the texts behind `evidence`'s lists.
-fn calibrated_fusion(evidence: &Evidence, queries: &[String]) -> Vec<(i64, f64)> {
+/// A `lex` sub-query ranks by its keyword list alone, a `vec`/`hyde` one by its vector
+/// list alone (each document's calibrated vector probability, as `vsearch` scores it).
+fn calibrated_fusion(
+    evidence: &Evidence,
+    queries: &[String],
+    retrieve: &[Retrieve],
+) -> Vec<(i64, f64)> {
     let rankings = evidence.keyword.iter().enumerate().map(|(i, kw)| {
         let vec = evidence.vector.as_ref().map(|v| v[i].as_slice());
         let question = queries
             .get(i)
             .is_some_and(|q| calibration::phrased_as_question(q));
-        per_query_ranking(kw, vec, question)
-            .into_iter()
-            .map(|(id, p)| (id, p, ()))
-            .collect()
+        let ranking = match retrieve.get(i).copied().unwrap_or(Retrieve::Both) {
+            Retrieve::Both => per_query_ranking(kw, vec, question),
+            Retrieve::Keyword => per_query_ranking(kw, None, question),
+            Retrieve::Vector => vector_ranking(vec.unwrap_or(&[])),
+        };
+        ranking.into_iter().map(|(id, p)| (id, p, ())).collect()
     });
     best_over_variants(rankings)
         .into_iter()
@@ -163,16 +361,34 @@ fn calibrated_fusion(evidence: &Evidence, queries: &[String]) -> Vec<(i64, f64)>
         .collect()
 }
 
+/// A vector list alone, scored by the calibrated vector probability (as in `vsearch`).
+fn vector_ranking(vector: &[(i64, VectorEvidence)]) -> Vec<(i64, f64)> {
+    let evidence: Vec<VectorEvidence> = vector.iter().map(|(_, e)| *e).collect();
+    let probabilities =
+        calibration::list_probabilities(&evidence, |e| calibration::DOCUMENTS.vector(e));
+    vector.iter().map(|(id, _)| *id).zip(probabilities).collect()
+}
+
 /// QMD's fusion (`QUARRY_FUSION=rrf`): every keyword and vector list into RRF; the score is
 /// the fused score relative to the best possible (first in every list). Not calibrated.
-fn rrf_fusion(evidence: &Evidence, weight: &dyn Fn(usize) -> f64) -> Vec<(i64, f64)> {
+/// A `lex` sub-query contributes its keyword list only, a `vec`/`hyde` one its vector list.
+fn rrf_fusion(
+    evidence: &Evidence,
+    weight: &dyn Fn(usize) -> f64,
+    retrieve: &[Retrieve],
+) -> Vec<(i64, f64)> {
     let mut lists = Vec::new();
     for (i, kw) in evidence.keyword.iter().enumerate() {
-        lists.push(
-            RankedList::new(kw.iter().map(|h| h.0).collect(), weight(i))
-                .with_scores(kw.iter().map(|h| f64::from(h.1.bm25)).collect()),
-        );
-        if let Some(v) = evidence.vector.as_ref().map(|v| &v[i]) {
+        let runs = retrieve.get(i).copied().unwrap_or(Retrieve::Both);
+        if runs != Retrieve::Vector {
+            lists.push(
+                RankedList::new(kw.iter().map(|h| h.0).collect(), weight(i))
+                    .with_scores(kw.iter().map(|h| f64::from(h.1.bm25)).collect()),
+            );
+        }
+        if let Some(v) = evidence.vector.as_ref().map(|v| &v[i])
+            && runs != Retrieve::Keyword
+        {
             lists.push(
                 RankedList::new(v.iter().map(|h| h.0).collect(), weight(i))
                     .with_scores(v.iter().map(|h| f64::from(h.1.similarity)).collect()),
@@ -191,15 +407,72 @@ impl Engine {
     /// Hybrid search. Without a vector index it degrades to keyword search, without a
     /// reranker to fused order, and reports the stages that ran.
     pub fn query(&self, req: &SearchRequest) -> Result<QueryResponse> {
-        req.validate()?;
-        let filter = self.search_filter(req.collection.as_deref())?;
+        self.query_with(req, &QueryOptions::default())
+    }
+
+    /// Hybrid search with qmd 2.8's options ([`QueryOptions`]): typed sub-queries, an
+    /// intent for the reranker, several collections, the reranker's candidate count. With
+    /// the default options this is [`Engine::query`].
+    pub fn query_with(&self, req: &SearchRequest, opts: &QueryOptions) -> Result<QueryResponse> {
+        if opts.searches.is_empty() {
+            req.validate()?;
+        } else {
+            req.validate_params()?;
+        }
+        opts.validate(&req.query)?;
+        // Collections: the request's one and `collections`, each one this handle may use.
+        let mut names: Vec<String> = req.collection.iter().cloned().collect();
+        for (i, c) in opts.collections.iter().enumerate() {
+            if self.collection(c).is_err() {
+                return Err(Error::invalid(format!(
+                    "collections[{i}]: unknown collection {c:?}"
+                )));
+            }
+            if !names.contains(c) {
+                names.push(c.clone());
+            }
+        }
+        let (collection, filter) = if names.len() > 1 {
+            let mut ids = Vec::with_capacity(names.len());
+            for n in &names {
+                ids.push(self.collection(n)?.id);
+            }
+            (None, Some(ids))
+        } else {
+            let one = names.into_iter().next();
+            let filter = self.search_filter(one.as_deref())?;
+            (one, filter)
+        };
         let mut stages: Vec<&'static str> = Vec::new();
         let mut warnings = Vec::new();
 
-        let queries = self.query_variants(&req.query, &mut warnings);
-        if queries.len() > 1 {
-            stages.push("expansion");
-        }
+        let (queries, retrieve) = if opts.searches.is_empty() {
+            let queries = self.query_variants(&req.query, &mut warnings);
+            if queries.len() > 1 {
+                stages.push("expansion");
+            }
+            let retrieve = vec![Retrieve::Both; queries.len()];
+            (queries, retrieve)
+        } else {
+            // Typed sub-queries run as given (qmd: no expansion); the query's text, when
+            // given too, is the first and runs through both retrievers.
+            let mut queries = Vec::new();
+            let mut retrieve = Vec::new();
+            if !req.query.trim().is_empty() {
+                queries.push(req.query.clone());
+                retrieve.push(Retrieve::Both);
+            }
+            for s in &opts.searches {
+                queries.push(s.query.clone());
+                retrieve.push(match s.kind {
+                    SubQueryType::Lex => Retrieve::Keyword,
+                    SubQueryType::Vec | SubQueryType::Hyde => Retrieve::Vector,
+                });
+            }
+            (queries, retrieve)
+        };
+        // The first query weighs twice the others (the query as written against its
+        // expansions; the first typed sub-query against the rest).
         let weight = |i: usize| {
             if i == 0 {
                 fusion::ORIGINAL_WEIGHT
@@ -210,16 +483,34 @@ impl Engine {
 
         let evidence = self.gather_evidence(
             &queries,
-            req.collection.as_deref(),
+            &retrieve,
+            collection.as_deref(),
             filter.as_deref(),
             &mut stages,
             &mut warnings,
         )?;
         let mut fused = match self.fusion {
-            Fusion::Calibrated => calibrated_fusion(&evidence, &queries),
-            Fusion::Rrf => rrf_fusion(&evidence, &weight),
+            Fusion::Calibrated => calibrated_fusion(&evidence, &queries, &retrieve),
+            Fusion::Rrf => rrf_fusion(&evidence, &weight, &retrieve),
         };
         fused.retain(|(id, _)| !evidence.outside.contains(id));
+        // The text snippets are cut around and the reranker reads: the query, else (qmd)
+        // the first `lex` sub-query, else the first `vec`, else the first.
+        let primary: &str = if req.query.trim().is_empty() {
+            opts.searches
+                .iter()
+                .find(|s| s.kind == SubQueryType::Lex)
+                .or_else(|| opts.searches.iter().find(|s| s.kind == SubQueryType::Vec))
+                .or(opts.searches.first())
+                .map_or("", |s| s.query.as_str())
+        } else {
+            &req.query
+        };
+        let rerank_query = match opts.intent.as_deref().map(str::trim) {
+            Some(intent) if !intent.is_empty() => format!("{intent}\n{primary}"),
+            _ => primary.to_owned(),
+        };
+        let candidate_limit = opts.candidate_limit.unwrap_or(RERANK_CANDIDATES);
         let keyword_ids: std::collections::HashSet<i64> = evidence
             .keyword
             .iter()
@@ -229,11 +520,11 @@ impl Engine {
         let candidates = evidence.chunks;
         let top: Vec<i64> = fused
             .iter()
-            .take(RERANK_CANDIDATES.max(req.limit))
+            .take(candidate_limit.max(req.limit))
             .map(|(id, _)| *id)
             .collect();
         let docs = self.store().documents_by_ids(&top)?;
-        let terms = self.highlight_terms(&req.query)?;
+        let terms = self.highlight_terms(primary)?;
 
         let mut ranked: Option<Vec<(i64, f64)>> = None;
         let reranker = if req.rerank {
@@ -243,10 +534,10 @@ impl Engine {
         };
         match reranker {
             Ok(Some(reranker)) => {
-                let pool: Vec<i64> = top.iter().take(RERANK_CANDIDATES).copied().collect();
+                let pool: Vec<i64> = top.iter().take(candidate_limit).copied().collect();
                 match self.rerank_scores(
                     reranker.as_ref(),
-                    &req.query,
+                    &rerank_query,
                     &pool,
                     &docs,
                     &candidates,

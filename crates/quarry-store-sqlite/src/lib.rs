@@ -1744,6 +1744,36 @@ mod tests {
     }
 
     #[test]
+    fn version_20_documents_with_front_matter_are_read_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("q.db");
+        {
+            let conn = Connection::open(&path).unwrap();
+            schema_at(&conn, 20);
+            conn.execute_batch(
+                "PRAGMA user_version = 20; \
+                 INSERT INTO spaces (id, created_at) VALUES ('default', 0); \
+                 INSERT INTO collections (space, name, kind, path, pattern, created_at) VALUES ('default', 'c', 'folder', '/x', '*.md', 0); \
+                 INSERT INTO documents (collection_id, path, title, hash, docid, size, stamp, body, body_bytes, indexed_at) \
+                 VALUES (1, 'a.md', 'A', 'aaaaaaaa', '#aaaaaa', 4, 7, '---
+tag: x
+---
+body', 4, 0), \
+                        (1, 'b.md', 'B', 'bbbbbbbb', '#bbbbbb', 4, 7, '# B
+
+body', 4, 0);",
+            )
+            .unwrap();
+        }
+        let store = SqliteStore::open(&path).unwrap();
+        let states = store.file_states(1).unwrap();
+        assert_eq!((states["a.md"].hash.as_str(), states["a.md"].stamp), ("", 0));
+        assert_eq!((states["b.md"].hash.as_str(), states["b.md"].stamp), ("bbbbbbbb", 7));
+        let docs = store.documents_by_ids(&[1, 2]).unwrap();
+        assert!(docs.iter().all(|d| d.meta == "{}"));
+    }
+
+    #[test]
     fn version_7_databases_gain_furniture_and_headings_and_are_chunked_again() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("q.db");

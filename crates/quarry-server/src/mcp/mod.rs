@@ -304,6 +304,13 @@ Best for: Getting content from multiple files at once.
 ### 6. status (Index info)
 Shows collection info, document counts, and embedding status.
 
+### 7. metadata (Fields to filter on)
+Lists the metadata fields of the documents you can read (front matter, document properties,
+fields given at upload), with their types, counts and most frequent values.
+- Call it before filtering: never guess a field name
+- `search`, `vsearch` and `query` take `filter`, e.g.
+  `{"field": "status", "operator": "eq", "value": "published"}`; combine with `and`/`or`/`not`
+
 ## Resources
 
 You can also access documents directly via the `qmd://` URI scheme:
@@ -322,6 +329,7 @@ You can also access documents directly via the `qmd://` URI scheme:
 
 - Use `minScore: 0.5` to filter low-relevance results
 - Use `collection: "notes"` to search only in a specific collection
+- Use `filter` to search only documents with some metadata (dates as ranges: `{"field": "date", "operator": "gte", "value": "2026-06-01"}`)
 - Check the "Context" field - it describes what kind of content the file contains
 - File paths are relative to their collection (e.g., `pages/meeting.md`)
 - For glob patterns, match on display_path (e.g., `journals/2025-*.md`)
