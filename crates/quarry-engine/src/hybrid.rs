@@ -598,9 +598,14 @@ impl Engine {
     /// Keyword evidence for every query, then vector evidence when vectors exist (the
     /// stages that ran are pushed to `stages`; a vector stage that could not run, to
     /// `warnings`).
+    ///
+    /// `retrieve[i]` says which retrievers query `i` runs: a list it does not run stays
+    /// empty. A vector stage that cannot run when some query needs only it is a warning,
+    /// unless no query can run without it: then its error.
     fn gather_evidence(
         &self,
         queries: &[String],
+        retrieve: &[Retrieve],
         collection: Option<&str>,
         filter: Option<&[i64]>,
         stages: &mut Vec<&'static str>,
@@ -611,6 +616,9 @@ impl Engine {
         if let Some(fts) = self.fts()? {
             fts.reload()?;
             for (i, q) in queries.iter().enumerate() {
+                if retrieve[i] == Retrieve::Vector {
+                    continue;
+                }
                 let parsed = fts.parse_query(q);
                 let (ranked, ev) =
                     self.keyword_ranking(&fts, &parsed, collection, filter, EVIDENCE_DEPTH)?;
@@ -622,11 +630,21 @@ impl Engine {
 
         let mut chunks: HashMap<i64, Candidate> = HashMap::new();
         let mut vector = None;
-        let refs: Vec<&str> = queries.iter().map(String::as_str).collect();
-        match self.embed_queries_for_search(&refs) {
+        let wanted: Vec<usize> = (0..queries.len())
+            .filter(|&i| retrieve[i] != Retrieve::Keyword)
+            .collect();
+        let refs: Vec<&str> = wanted.iter().map(|&i| queries[i].as_str()).collect();
+        let embedded = if refs.is_empty() {
+            // Only `lex` sub-queries: no vector stage.
+            Ok(Vec::new())
+        } else {
+            self.embed_queries_for_search(&refs)
+        };
+        match embedded {
+            Ok(vectors) if refs.is_empty() => debug_assert!(vectors.is_empty()),
             Ok(vectors) => {
-                let mut per_query = Vec::with_capacity(vectors.len());
-                for v in &vectors {
+                let mut per_query = vec![Vec::new(); queries.len()];
+                for (&at, v) in wanted.iter().zip(&vectors) {
                     let hits = self.vector_search(v, EVIDENCE_DEPTH, filter)?;
                     let (ranked, head) = self.rank_among(
                         collection,
@@ -660,7 +678,7 @@ impl Engine {
                             );
                         }
                     }
-                    per_query.push(hits.into_iter().map(|(h, e)| (h.document_id, e)).collect());
+                    per_query[at] = hits.into_iter().map(|(h, e)| (h.document_id, e)).collect();
                 }
                 vector = Some(per_query);
                 stages.push("vector");
@@ -668,9 +686,15 @@ impl Engine {
             // No vectors yet is the expected degradation, and so is `--embed-model none`
             // where nothing was ever embedded; anything else is worth saying.
             Err(Error::Unavailable(m)) => {
+                if retrieve.iter().all(|r| *r == Retrieve::Vector) {
+                    // Only `vec`/`hyde` sub-queries: nothing can run.
+                    return Err(Error::Unavailable(m));
+                }
                 let expected = m == NO_VECTOR_INDEX
                     || (m == crate::semantic::EMBEDDING_OFF && self.vector_model()?.is_none());
-                if !expected {
+                if retrieve.contains(&Retrieve::Vector) {
+                    warnings.push(format!("vec and hyde sub-queries skipped: {m}"));
+                } else if !expected {
                     warnings.push(format!("vector search skipped: {m}"));
                 }
             }
@@ -692,6 +716,7 @@ impl Engine {
         let filter = self.search_filter(req.collection.as_deref())?;
         let evidence = self.gather_evidence(
             std::slice::from_ref(&req.query),
+            &[Retrieve::Both],
             req.collection.as_deref(),
             filter.as_deref(),
             &mut Vec::new(),
@@ -817,6 +842,161 @@ mod tests {
 
     fn ids(ranking: &[(i64, f64)]) -> Vec<i64> {
         ranking.iter().map(|(id, _)| *id).collect()
+    }
+
+    #[test]
+    fn sub_queries_are_checked_field_by_field() {
+        let err = |r: Result<Vec<SubQuery>>| r.unwrap_err().to_string();
+        let ok = SubQuery::list_from_json(Some(&serde_json::json!([
+            {"type": "lex", "query": "pool"},
+            {"type": "vec", "query": "how are connections reused"},
+            {"type": "hyde", "query": "Connections are kept in a pool."},
+        ])))
+        .unwrap();
+        assert_eq!(
+            ok.iter().map(|s| s.kind).collect::<Vec<_>>(),
+            [SubQueryType::Lex, SubQueryType::Vec, SubQueryType::Hyde]
+        );
+        let bad = serde_json::json!([
+            {"type": "lex", "query": "a"}, {"type": "vec", "query": "b"},
+            {"type": "lex", "query": "c"}, {"type": "lexx", "query": "d"},
+        ]);
+        let m = err(SubQuery::list_from_json(Some(&bad)));
+        assert!(
+            m.contains(r#"searches[3].type: unknown type "lexx"; types: lex, vec, hyde"#),
+            "{m}"
+        );
+        let eleven = serde_json::Value::Array(vec![
+            serde_json::json!({"type": "lex", "query": "x"});
+            MAX_SEARCHES + 1
+        ]);
+        let m = err(SubQuery::list_from_json(Some(&eleven)));
+        assert!(m.contains("searches: at most 10"), "{m}");
+        let m = err(SubQuery::list_from_json(Some(
+            &serde_json::json!([{"type": "vec", "query": "  "}]),
+        )));
+        assert!(m.contains("searches[0].query: must not be empty"), "{m}");
+        let m = err(SubQuery::list_from_json(Some(
+            &serde_json::json!([{"type": "vec"}]),
+        )));
+        assert!(m.contains("searches[0].query: missing"), "{m}");
+        assert!(SubQuery::list_from_json(None).unwrap().is_empty());
+        assert_eq!(
+            SubQuery::parse_spec(0, "lex:connection pool").unwrap(),
+            SubQuery {
+                kind: SubQueryType::Lex,
+                query: "connection pool".into()
+            }
+        );
+        assert!(SubQuery::parse_spec(0, "nocolon").is_err());
+        let m = QueryOptions::default().validate(" ").unwrap_err().to_string();
+        assert!(m.contains("provide either 'query'"), "{m}");
+        let m = QueryOptions {
+            candidate_limit: Some(0),
+            ..QueryOptions::default()
+        }
+        .validate("q")
+        .unwrap_err()
+        .to_string();
+        assert!(m.contains("candidateLimit"), "{m}");
+    }
+
+    /// Notes in `kb` for the engine tests (keyword index only: no model is configured).
+    fn engine_with_notes(dir: &std::path::Path) -> Engine {
+        let e = crate::test_support::engine(dir);
+        for text in [
+            "# Harbor\n\nthe harbor master keeps the ships' ledger",
+            "# Lighthouse\n\nthe lighthouse keeper trims the lamp",
+            "# Market\n\nthe fish market opens at dawn",
+        ] {
+            e.create_note(
+                "kb",
+                crate::notes::NewNote {
+                    content: text.to_owned(),
+                    format: crate::notes::NoteFormat::Markdown,
+                    kind: "text".into(),
+                    title: None,
+                    tags: Vec::new(),
+                    fields: quarry_metadata::Metadata::default(),
+                },
+            )
+            .unwrap();
+        }
+        crate::test_support::drain(&e);
+        e
+    }
+
+    fn lex(q: &str) -> SubQuery {
+        SubQuery::new(0, "lex", q).unwrap()
+    }
+
+    #[test]
+    fn lex_sub_queries_search_keywords_only_and_the_first_weighs_most() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = engine_with_notes(dir.path());
+        let req = SearchRequest::new("");
+        let titles = |opts: &QueryOptions| -> Vec<String> {
+            let r = e.query_with(&req, opts).unwrap();
+            assert_eq!(r.stages, ["keyword"], "{r:?}");
+            r.results.iter().map(|h| h.title.clone()).collect()
+        };
+        let opts = |searches: Vec<SubQuery>| QueryOptions {
+            searches,
+            ..QueryOptions::default()
+        };
+        assert_eq!(titles(&opts(vec![lex("lighthouse")])), ["Lighthouse"]);
+        // Two sub-queries naming different documents: the first one's leads.
+        let t = titles(&opts(vec![lex("harbor"), lex("market")]));
+        assert_eq!(t, ["Harbor", "Market"]);
+        let t = titles(&opts(vec![lex("market"), lex("harbor")]));
+        assert_eq!(t, ["Market", "Harbor"]);
+        // With the query too, the query is the first.
+        let r = e
+            .query_with(&SearchRequest::new("lamp"), &opts(vec![lex("dawn")]))
+            .unwrap();
+        let t: Vec<&str> = r.results.iter().map(|h| h.title.as_str()).collect();
+        assert_eq!(t, ["Lighthouse", "Market"]);
+        // An unknown collection names the field; a known one narrows nothing here.
+        let m = e
+            .query_with(
+                &req,
+                &QueryOptions {
+                    searches: vec![lex("harbor")],
+                    collections: vec!["kb".into(), "nope".into()],
+                    ..QueryOptions::default()
+                },
+            )
+            .unwrap_err()
+            .to_string();
+        assert!(m.contains(r#"collections[1]: unknown collection "nope""#), "{m}");
+    }
+
+    #[test]
+    fn vector_sub_queries_without_vectors_are_skipped_or_fail_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = engine_with_notes(dir.path());
+        let req = SearchRequest::new("");
+        let vec_only = QueryOptions {
+            searches: vec![SubQuery::new(0, "vec", "who keeps the lamp").unwrap()],
+            ..QueryOptions::default()
+        };
+        assert!(matches!(
+            e.query_with(&req, &vec_only),
+            Err(Error::Unavailable(_))
+        ));
+        let mixed = QueryOptions {
+            searches: vec![
+                SubQuery::new(0, "hyde", "The keeper trims the lamp.").unwrap(),
+                lex("harbor"),
+            ],
+            ..QueryOptions::default()
+        };
+        let r = e.query_with(&req, &mixed).unwrap();
+        assert_eq!(r.results[0].title, "Harbor");
+        assert!(
+            r.warnings.iter().any(|w| w.contains("sub-queries skipped")),
+            "{r:?}"
+        );
     }
 
     #[test]

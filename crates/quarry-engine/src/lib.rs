@@ -45,7 +45,10 @@ pub use collections::RESERVED_COLLECTION_NAMES;
 pub use documents::{DocumentView, GetRequest, MultiGetItem, MultiGetRequest, MultiGetResult};
 pub use engine::{Engine, EngineOptions, EngineShared};
 pub use fusion::EXPANSION_DISCOUNT;
-pub use hybrid::{CandidateEvidence, LIST_DEPTH, RERANK_CANDIDATES};
+pub use hybrid::{
+    CandidateEvidence, LIST_DEPTH, MAX_SEARCHES, QueryOptions, RERANK_CANDIDATES, SubQuery,
+    SubQueryType,
+};
 pub use indexing::{CollectionReport, IndexCheck, UpdateOptions, UpdateReport};
 pub use knowledge::{
     ChunkView, CreateKnowledgeBase, IngestOptions, JobOutcome, MAX_ATTEMPTS, MAX_CHUNK_CHARS,

@@ -54,6 +54,12 @@ impl SearchRequest {
         if self.query.trim().is_empty() {
             return Err(Error::invalid("query must not be empty"));
         }
+        self.validate_params()
+    }
+
+    /// Everything [`SearchRequest::validate`] checks but the query text (a hybrid query
+    /// with typed sub-queries may leave it empty).
+    pub(crate) fn validate_params(&self) -> Result<()> {
         if self.limit == 0 || self.limit > MAX_LIMIT {
             return Err(Error::invalid(format!(
                 "limit must be between 1 and {MAX_LIMIT}, got {}",
