@@ -261,20 +261,9 @@ fn parse_expiry(s: &str) -> Result<i64> {
         && (1..=12).contains(&m)
         && (1..=31).contains(&d)
     {
-        return Ok(days_from_civil(y, m, d) * 86_400_000);
+        return Ok(quarry_core::days_from_civil(y, m, d) * 86_400_000);
     }
     bail!("invalid --expires {s:?}: use 30d, 12h, 90m or a date like 2027-01-31")
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
 }
 
 fn when(ms: Option<i64>) -> String {

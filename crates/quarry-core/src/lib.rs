@@ -21,7 +21,7 @@ pub use text::{
     add_line_numbers, constant_time_eq, decode_uri_path, docid_for_hash, encode_uri_path,
     format_search_summary, hex_lower, levenshtein, lines, round_score, sha256_hex,
 };
-pub use time::{iso8601_millis, now_millis};
+pub use time::{civil_from_days, days_from_civil, iso8601_millis, now_millis};
 
 use serde::Serialize;
 
@@ -410,6 +410,16 @@ pub fn indexed_body<'a>(body: &'a str, furniture: &[Furniture]) -> &'a str {
             body.get(f.byte_end..).unwrap_or(body)
         }
         _ => body,
+    }
+}
+
+/// [`indexed_body`] of an owned body (no copy when nothing is left out).
+pub fn into_indexed_body(body: String, furniture: &[Furniture]) -> String {
+    let kept = indexed_body(&body, furniture);
+    if kept.len() == body.len() {
+        body
+    } else {
+        kept.to_owned()
     }
 }
 

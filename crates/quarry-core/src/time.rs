@@ -23,8 +23,9 @@ pub fn iso8601_millis(ms: i64) -> String {
     )
 }
 
-// Howard Hinnant's days-to-civil algorithm; avoids a date crate for one formatter.
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
+/// The proleptic Gregorian date `(year, month, day)` `z` days after 1970-01-01 (Howard
+/// Hinnant's algorithm; no date crate for a few conversions).
+pub fn civil_from_days(z: i64) -> (i64, u32, u32) {
     let z = z + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z.rem_euclid(146_097);
@@ -35,6 +36,18 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
     let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
     let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
     (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm; the
+/// inverse of [`civil_from_days`]).
+pub fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
 }
 
 #[cfg(test)]
@@ -49,5 +62,14 @@ mod tests {
             "2025-06-18T12:34:56.789Z"
         );
         assert_eq!(iso8601_millis(951_782_400_000), "2000-02-29T00:00:00.000Z");
+    }
+
+    #[test]
+    fn days_and_dates_round_trip() {
+        for days in [-800_000, -1, 0, 11_016, 20_000, 2_932_896] {
+            let (y, m, d) = civil_from_days(days);
+            assert_eq!(days_from_civil(y, i64::from(m), i64::from(d)), days);
+        }
+        assert_eq!(days_from_civil(2000, 2, 29), 11_016);
     }
 }

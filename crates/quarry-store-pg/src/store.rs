@@ -1305,19 +1305,8 @@ fn index_doc(r: &Row) -> Result<IndexDoc> {
         collection_id: col(r, 1)?,
         path: col(r, 2)?,
         title: col(r, 3)?,
-        body: keyword_body(col(r, 4)?, &furniture),
+        body: quarry_core::into_indexed_body(col(r, 4)?, &furniture),
     })
-}
-
-/// A body as the keyword index holds it (front matter left out, see
-/// [`quarry_core::indexed_body`]).
-fn keyword_body(body: String, furniture: &[quarry_core::Furniture]) -> String {
-    let kept = quarry_core::indexed_body(&body, furniture);
-    if kept.len() == body.len() {
-        body
-    } else {
-        kept.to_owned()
-    }
 }
 
 fn position_from_row(r: &Row) -> Result<FeedPosition> {
@@ -1578,7 +1567,7 @@ impl DocWriter {
             collection_id: self.collection_id,
             path,
             title,
-            body: keyword_body(body, spans),
+            body: quarry_core::into_indexed_body(body, spans),
         })
     }
 

@@ -74,17 +74,6 @@ fn index_work_of(tx: &Connection, ids: &[i64]) -> Result<IndexWork> {
     Ok(IndexWork::of(ids, found))
 }
 
-/// A body as the keyword index holds it (front matter left out, see
-/// [`quarry_core::indexed_body`]).
-fn keyword_body(body: String, furniture: &[quarry_core::Furniture]) -> String {
-    let kept = quarry_core::indexed_body(&body, furniture);
-    if kept.len() == body.len() {
-        body
-    } else {
-        kept.to_owned()
-    }
-}
-
 fn index_docs(tx: &Connection, sql: &str, args: impl rusqlite::Params) -> Result<Vec<IndexDoc>> {
     tx.prepare_cached(sql)
         .and_then(|mut s| {
@@ -96,7 +85,7 @@ fn index_docs(tx: &Connection, sql: &str, args: impl rusqlite::Params) -> Result
                     collection_id: r.get(1)?,
                     path: r.get(2)?,
                     title: r.get(3)?,
-                    body: keyword_body(body, &furniture),
+                    body: quarry_core::into_indexed_body(body, &furniture),
                 })
             })?
             .collect::<rusqlite::Result<_>>()
@@ -502,7 +491,7 @@ pub(crate) fn upsert_document(
         collection_id,
         path,
         title,
-        body: keyword_body(body, spans),
+        body: quarry_core::into_indexed_body(body, spans),
     })
 }
 
@@ -1767,8 +1756,14 @@ body', 4, 0);",
         }
         let store = SqliteStore::open(&path).unwrap();
         let states = store.file_states(1).unwrap();
-        assert_eq!((states["a.md"].hash.as_str(), states["a.md"].stamp), ("", 0));
-        assert_eq!((states["b.md"].hash.as_str(), states["b.md"].stamp), ("bbbbbbbb", 7));
+        assert_eq!(
+            (states["a.md"].hash.as_str(), states["a.md"].stamp),
+            ("", 0)
+        );
+        assert_eq!(
+            (states["b.md"].hash.as_str(), states["b.md"].stamp),
+            ("bbbbbbbb", 7)
+        );
         let docs = store.documents_by_ids(&[1, 2]).unwrap();
         assert!(docs.iter().all(|d| d.meta == "{}"));
     }
