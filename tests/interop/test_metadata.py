@@ -295,6 +295,7 @@ async def test_create_knowledge_metadata_is_filterable(world):
                     break
             await anyio.sleep(0.25)
         assert hits and all("final" in h["content"] for h in hits), text_of(r)
+        assert all(h["metadata"] == {"stage": "final", "rank": 2} for h in hits), hits
         r = await c.call_tool("query_knowledge", {"query": "quokka census", "min_score": 0, "filter": flt})
         assert r.is_error is not True, text_of(r)
         assert [x["knowledge_title"] for x in r.structured_content["results"]] == ["Kept"], r.structured_content

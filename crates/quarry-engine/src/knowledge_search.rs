@@ -159,6 +159,9 @@ pub struct KnowledgeHit {
     /// What each retriever said (only when the request asked to `explain`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub evidence: Option<PassageEvidence>,
+    /// The document's metadata fields (absent when it has none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<serde_json::Value>,
 }
 
 /// Whether the results were reranked, and if not, why.

@@ -237,6 +237,7 @@ impl Engine {
                 knowledge_base: kb.to_owned(),
                 file,
                 evidence: req.explain.then_some(c.evidence),
+                metadata: Engine::shown_metadata(&doc.meta),
             });
         }
         Ok(KnowledgeSearchResult {

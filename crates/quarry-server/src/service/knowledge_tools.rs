@@ -122,7 +122,8 @@ pub(crate) fn knowledge_search_tool() -> Tool {
                         "knowledge_title": {"type": "string"}, "knowledge_filename": {"type": "string"},
                         "match_type": {"type": "string", "enum": ["hybrid", "vector", "keyword"]},
                         "page": {"type": "integer"}, "docid": {"type": "string"},
-                        "knowledge_base": {"type": "string"}, "file": {"type": "string"}
+                        "knowledge_base": {"type": "string"}, "file": {"type": "string"},
+                        "metadata": {"type": "object", "description": "The document's metadata fields (absent when it has none)"}
                     }, "required": ["id", "content", "score", "knowledge_id", "knowledge_title", "knowledge_filename", "match_type", "docid"]}},
                     "total_count": {"type": "integer"},
                     "search_mode": {"type": "string"}
