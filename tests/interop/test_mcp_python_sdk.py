@@ -183,8 +183,16 @@ async def test_tool_schemas_names_and_defaults(mcp):
     for name in ("search", "vsearch", "query"):
         schema = tools[name]["inputSchema"]
         assert schema["type"] == "object"
-        assert set(schema["properties"]) == {"query", "limit", "minScore", "collection", "filter"}, name
-        assert schema["required"] == ["query"]
+        base = {"query", "limit", "minScore", "collection", "filter"}
+        if name == "query":
+            # qmd 2.8's typed query (issue 44 item 3): `query` or `searches`, so neither is required.
+            extra = {"searches", "intent", "collections", "candidateLimit", "rerank"}
+            assert set(schema["properties"]) == base | extra, name
+            assert not schema.get("required"), name
+            assert schema["properties"]["searches"]["maxItems"] == 10
+        else:
+            assert set(schema["properties"]) == base, name
+            assert schema["required"] == ["query"]
         assert schema["properties"]["limit"]["default"] == 10
         assert schema["properties"]["minScore"]["default"] == (0.3 if name == "vsearch" else 0)
         assert schema["properties"]["query"]["type"] == "string"

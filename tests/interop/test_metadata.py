@@ -323,7 +323,8 @@ def test_uploads_carry_given_fields_and_document_properties(world):
     r = api(srv, "POST", f"/api/v1/knowledge-bases/{kb['id']}/documents", timeout=120,
             files=[("metadata", (None, json.dumps({"team": "docs", "reviewed": "2026-06-02"}))),
                    ("files", ("word.docx", word, "application/octet-stream")),
-                   ("files", ("fhs.pdf", pdf, "application/pdf"))])
+                   ("files", ("fhs.pdf", pdf, "application/pdf")),
+                   ("files", ("fm.md", b"---\nstatus: published\nsecret: quagga\n---\n# Front\n\nThe wombat census.\n", "text/markdown"))])
     assert r.status_code == 202, r.text
     ids = [o["document"]["id"] for o in r.json()["data"]]
     assert all(o["document"]["metadata"] == {"team": "docs", "reviewed": "2026-06-02"} for o in r.json()["data"]), r.text
@@ -332,11 +333,19 @@ def test_uploads_carry_given_fields_and_document_properties(world):
 
     report = requests.get(srv.url("/api/v1/metadata"), params={"collection": "props", "top": 5}, timeout=30).json()
     by_field = {f["field"]: f for f in report["fields"]}
-    assert by_field["team"]["documents"] == 2, report
+    assert by_field["team"]["documents"] == 3, report
     assert by_field["reviewed"]["types"] == ["date"], report
     assert {"value": "Dr Malcolm Murray", "count": 1} in by_field["author"]["top_values"], report
     assert by_field["created"]["types"] == ["date"], report
 
+    # A knowledge base's Markdown with front matter: its passages are found, the front
+    # matter's words are not, and the passage carries the fields.
+    found = requests.post(srv.url("/api/v1/knowledge-search"), timeout=60, json={
+        "query": "wombat census", "knowledge_base_ids": [kb["id"]], "search_mode": "keyword"}).json()["results"]
+    assert [h["knowledge_id"] for h in found] == [ids[2]], found
+    assert found[0]["metadata"]["status"] == "published" and "status" not in found[0]["content"], found
+    assert requests.post(srv.url("/api/v1/knowledge-search"), timeout=60, json={
+        "query": "quagga", "knowledge_base_ids": [kb["id"]], "search_mode": "keyword"}).json()["results"] == []
     r = requests.post(srv.url("/api/v1/knowledge-search"), timeout=60, json={
         "query": "filesystem hierarchy", "knowledge_base_ids": [kb["id"]],
         "filter": {"field": "created", "operator": "gt", "value": "2015-01-01"}})

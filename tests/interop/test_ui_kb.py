@@ -403,6 +403,78 @@ def test_search_citation_opens_the_cited_page(kb_page, ui_module_server, library
     expect(drawer.locator("[data-testid=preview-frame]")).to_have_attribute("src", re.compile(r"#page=3$"))
 
 
+def test_search_metadata_filter(ui_page, ui_module_server, axe_check, shot):
+    """The search's metadata filter (issue 44): the field list comes from `GET /api/v1/metadata`
+    (with document counts), a condition becomes a chip, chips are combined with AND, a filter
+    matching nothing shows the empty state, removing the chips brings every document back."""
+    page, srv = ui_page, ui_module_server
+    kb = srv.create_kb("filtered")
+    # Each document's `status` given with its upload (the `metadata` form field).
+    for name, status, text in (
+        ("published.md", "published", "# Pump guide\n\nPrime the centrifugal pump before starting it.\n"),
+        ("draft.md", "draft", "# Pump notes\n\nThe centrifugal pump is noisy when dry.\n"),
+    ):
+        boundary = "quarry-metadata-test"
+        body = (
+            f'--{boundary}\r\nContent-Disposition: form-data; name="metadata"\r\n\r\n{{"status": "{status}"}}\r\n'
+            f'--{boundary}\r\nContent-Disposition: form-data; name="files"; filename="{name}"\r\n'
+            f"Content-Type: text/markdown\r\n\r\n{text}\r\n--{boundary}--\r\n"
+        ).encode()
+        r = srv.http(
+            "POST", f"/api/v1/knowledge-bases/{kb['id']}/documents", data=body,
+            headers={"Content-Type": f"multipart/form-data; boundary={boundary}"},
+        )
+        assert r.status in (200, 201, 202), r.text
+    docs = srv.wait_documents(kb["id"], 2)
+    assert all(d["status"] == "ready" for d in docs), docs
+    open_page(page, srv, f"#/kb/{kb['id']}")
+    page.get_by_role("tab", name="Search").click()
+    box = page.locator("[data-testid=search-filter]")
+    expect(box).to_be_visible()
+    field = box.get_by_label("Field", exact=True)
+    expect(field.locator("option[value=status]")).to_have_text("status (2)")
+    page.get_by_label("Minimum score (0–1)").fill("0")
+    page.get_by_label("Search this knowledge base").fill("centrifugal pump")
+    search = page.get_by_role("button", name="Search", exact=True)
+    cites = page.locator("[data-testid=citation]")
+
+    # Unfiltered: both documents.
+    search.click()
+    expect(cites.filter(has_text="published.md").first).to_be_visible()
+    expect(cites.filter(has_text="draft.md").first).to_be_visible()
+
+    # status is published: only that one; the condition is now a chip.
+    field.select_option("status")
+    box.get_by_label("Condition", exact=True).select_option(label="is")
+    value = box.get_by_label("Value", exact=True)
+    expect(page.locator("#kb-filter-values option[value=published]")).to_be_attached()
+    value.fill("published")
+    search.click()
+    chips = box.locator("[data-testid=filter-chip]")
+    expect(chips).to_have_count(1)
+    expect(chips.first).to_contain_text("status is published")
+    expect(cites.filter(has_text="published.md").first).to_be_visible()
+    expect(cites.filter(has_text="draft.md")).to_have_count(0)
+    axe_check(page, "kb-search-filter", schemes=("light",))
+    shot(page, "kb-search-filter")
+
+    # AND with status is archived: nothing matches.
+    value.fill("archived")
+    box.get_by_role("button", name="Add condition").click()
+    expect(chips).to_have_count(2)
+    search.click()
+    expect(page.locator(".kb-results").get_by_text("Nothing matched")).to_be_visible()
+    expect(cites).to_have_count(0)
+
+    # Chips removed (by keyboard on the second): both documents again.
+    box.get_by_role("button", name="Remove condition: status is archived").press("Enter")
+    box.get_by_role("button", name="Remove condition: status is published").click()
+    expect(chips).to_have_count(0)
+    search.click()
+    expect(cites.filter(has_text="published.md").first).to_be_visible()
+    expect(cites.filter(has_text="draft.md").first).to_be_visible()
+
+
 # ---------------------------------------------------------------------------------------------
 # Editing and deleting from the knowledge base's page; Chinese
 

@@ -166,9 +166,24 @@ struct VsearchArgs {
 
 // `quarry query`: a search with every model.
 #[derive(Args)]
+#[command(mut_arg("query", |a| a.required(false)))]
 struct QueryArgs {
     #[command(flatten)]
     search: SearchArgs,
+    /// A typed sub-query `TYPE:TEXT`, TYPE one of lex (keywords), vec (a question), hyde (a
+    /// hypothetical answer passage); repeatable, up to 10, the first weighs 2x. The query,
+    /// when given too, runs first through both retrievers.
+    #[arg(long = "search", value_name = "TYPE:TEXT")]
+    searches: Vec<String>,
+    /// What you are looking for, for the reranker (it scores against intent + query).
+    #[arg(long)]
+    intent: Option<String>,
+    /// Results from any of these collections (comma-separated or repeated; with `-c`).
+    #[arg(long, value_delimiter = ',', value_name = "NAMES")]
+    collections: Vec<String>,
+    /// Fused candidates the reranker scores (default 30).
+    #[arg(long, value_name = "N")]
+    candidate_limit: Option<usize>,
     #[command(flatten)]
     embed: EmbedModelArg,
     #[command(flatten)]
@@ -1112,8 +1127,19 @@ fn run(cli: Cli, env: &config::Env) -> Result<()> {
                     }
                     engine.vsearch(&req)?
                 }
-                Command::Query(_) => {
-                    let res = engine.query(&req)?;
+                Command::Query(q) => {
+                    let opts = quarry_engine::QueryOptions {
+                        searches: q
+                            .searches
+                            .iter()
+                            .enumerate()
+                            .map(|(i, spec)| quarry_engine::SubQuery::parse_spec(i, spec))
+                            .collect::<std::result::Result<_, _>>()?,
+                        intent: q.intent.clone(),
+                        collections: q.collections.clone(),
+                        candidate_limit: q.candidate_limit,
+                    };
+                    let res = engine.query_with(&req, &opts)?;
                     if cli.json {
                         // The stages that ran travel with the results (issue: `--json` says
                         // which stages ran).

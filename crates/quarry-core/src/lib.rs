@@ -273,6 +273,20 @@ mod tests {
     use super::*;
 
     #[test]
+    fn front_matter_is_blanked_in_place() {
+        let body = "---\ntitle: Café\n---\n# Body\n".to_owned();
+        let front = Furniture {
+            kind: FurnitureKind::FrontMatter,
+            byte_start: 0,
+            byte_end: 21,
+        };
+        let kept = into_indexed_body(body.clone(), &[front]);
+        assert_eq!(kept.len(), body.len());
+        assert_eq!(kept, "   \n            \n   \n# Body\n");
+        assert_eq!(into_indexed_body(body.clone(), &[]), body);
+    }
+
+    #[test]
     fn most_specific_context_wins() {
         let contexts = vec![
             Context {
@@ -403,24 +417,27 @@ pub struct Furniture {
     pub byte_end: usize,
 }
 
-/// The part of `body` the keyword index holds: all of it but a leading front matter.
-pub fn indexed_body<'a>(body: &'a str, furniture: &[Furniture]) -> &'a str {
-    match furniture.first() {
-        Some(f) if f.kind == FurnitureKind::FrontMatter && f.byte_start == 0 => {
-            body.get(f.byte_end..).unwrap_or(body)
-        }
-        _ => body,
-    }
-}
-
-/// [`indexed_body`] of an owned body (no copy when nothing is left out).
+/// `body` as the keyword indexes hold it: a leading front matter blanked (each of its
+/// characters but line breaks replaced by as many spaces as it has bytes), so its words are
+/// not indexed while every byte offset and line number — chunks', passages' — stays valid.
 pub fn into_indexed_body(body: String, furniture: &[Furniture]) -> String {
-    let kept = indexed_body(&body, furniture);
-    if kept.len() == body.len() {
-        body
-    } else {
-        kept.to_owned()
+    let end = match furniture.first() {
+        Some(f) if f.kind == FurnitureKind::FrontMatter && f.byte_start == 0 => f.byte_end,
+        _ => return body,
+    };
+    let Some(front) = body.get(..end) else {
+        return body;
+    };
+    let mut out = String::with_capacity(body.len());
+    for c in front.chars() {
+        if c == '\n' {
+            out.push('\n');
+        } else {
+            out.extend(std::iter::repeat_n(' ', c.len_utf8()));
+        }
     }
+    out.push_str(&body[end..]);
+    out
 }
 
 /// A furniture list as stored: `kind:start:end` triples joined by `,`.

@@ -366,7 +366,11 @@ fn vector_ranking(vector: &[(i64, VectorEvidence)]) -> Vec<(i64, f64)> {
     let evidence: Vec<VectorEvidence> = vector.iter().map(|(_, e)| *e).collect();
     let probabilities =
         calibration::list_probabilities(&evidence, |e| calibration::DOCUMENTS.vector(e));
-    vector.iter().map(|(id, _)| *id).zip(probabilities).collect()
+    vector
+        .iter()
+        .map(|(id, _)| *id)
+        .zip(probabilities)
+        .collect()
 }
 
 /// QMD's fusion (`QUARRY_FUSION=rrf`): every keyword and vector list into RRF; the score is
@@ -423,10 +427,14 @@ impl Engine {
         // Collections: the request's one and `collections`, each one this handle may use.
         let mut names: Vec<String> = req.collection.iter().cloned().collect();
         for (i, c) in opts.collections.iter().enumerate() {
-            if self.collection(c).is_err() {
-                return Err(Error::invalid(format!(
-                    "collections[{i}]: unknown collection {c:?}"
-                )));
+            match self.collection(c) {
+                Ok(_) => {}
+                Err(Error::NotFound(_)) => {
+                    return Err(Error::invalid(format!(
+                        "collections[{i}]: unknown collection {c:?}"
+                    )));
+                }
+                Err(e) => return Err(e),
             }
             if !names.contains(c) {
                 names.push(c.clone());
@@ -889,7 +897,10 @@ mod tests {
             }
         );
         assert!(SubQuery::parse_spec(0, "nocolon").is_err());
-        let m = QueryOptions::default().validate(" ").unwrap_err().to_string();
+        let m = QueryOptions::default()
+            .validate(" ")
+            .unwrap_err()
+            .to_string();
         assert!(m.contains("provide either 'query'"), "{m}");
         let m = QueryOptions {
             candidate_limit: Some(0),
@@ -968,7 +979,10 @@ mod tests {
             )
             .unwrap_err()
             .to_string();
-        assert!(m.contains(r#"collections[1]: unknown collection "nope""#), "{m}");
+        assert!(
+            m.contains(r#"collections[1]: unknown collection "nope""#),
+            "{m}"
+        );
     }
 
     #[test]

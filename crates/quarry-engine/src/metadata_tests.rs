@@ -52,10 +52,27 @@ fn filters_narrow_without_moving_scores_and_front_matter_is_not_ranked() {
     .unwrap();
     drain(&e);
 
-    // Front matter is neither keyword-ranked nor shown.
+    // Front matter is neither keyword-ranked nor shown, in documents or passages; the
+    // passages of a document with front matter are found like any other's.
     assert!(
         e.search(&SearchRequest::new("zanzibar"))
             .unwrap()
+            .is_empty()
+    );
+    let passages = e
+        .knowledge_search(&crate::knowledge_search::KnowledgeSearch::new("pooling"))
+        .unwrap();
+    assert_eq!(passages.results.len(), 2, "{passages:?}");
+    assert!(
+        passages
+            .results
+            .iter()
+            .all(|p| !p.content.contains("status"))
+    );
+    assert!(
+        e.knowledge_search(&crate::knowledge_search::KnowledgeSearch::new("zanzibar"))
+            .unwrap()
+            .results
             .is_empty()
     );
     let all = e.search(&SearchRequest::new("connection pooling")).unwrap();

@@ -17,7 +17,9 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
 use axum::{Extension, Router};
 use quarry_core::{Error, format_search_summary};
-use quarry_engine::{GetRequest, MultiGetItem, MultiGetRequest, SearchRequest, UpdateOptions};
+use quarry_engine::{
+    GetRequest, MultiGetItem, MultiGetRequest, QueryOptions, SearchRequest, SubQuery, UpdateOptions,
+};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -99,6 +101,32 @@ impl SearchBody {
     }
 }
 
+/// `POST /query`'s body: the search body plus qmd 2.8's `searches`, `intent`,
+/// `collections`, `candidateLimit` and `rerank`. Either `query` or `searches` is needed.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct QueryBody {
+    #[serde(default)]
+    query: String,
+    #[serde(default, deserialize_with = "count")]
+    limit: Option<usize>,
+    #[serde(alias = "minScore")]
+    min_score: Option<f64>,
+    collection: Option<String>,
+    #[serde(default)]
+    filter: Option<Value>,
+    /// Typed sub-queries `[{"type": "lex"|"vec"|"hyde", "query": "..."}]`, checked by the
+    /// engine's parser so every surface words its errors alike.
+    #[serde(default)]
+    searches: Option<Value>,
+    intent: Option<String>,
+    #[serde(default)]
+    collections: Option<Vec<String>>,
+    #[serde(default, alias = "candidateLimit", deserialize_with = "count")]
+    candidate_limit: Option<usize>,
+    rerank: Option<bool>,
+}
+
 fn hits_body(hits: &[quarry_core::SearchHit], query: &str) -> Value {
     json!({ "results": hits, "content": format_search_summary(hits, query) })
 }
@@ -122,13 +150,30 @@ async fn run_search(
     } else {
         0.0
     });
+    run_request(caller, filter, req, kind, QueryOptions::default()).await
+}
+
+async fn run_request(
+    caller: Caller,
+    filter: Option<quarry_engine::Filter>,
+    req: SearchRequest,
+    kind: SearchKind,
+    opts: QueryOptions,
+) -> Result<Response, ApiError> {
     let engine = caller.engine.filtered(filter);
-    let q = req.query.clone();
+    // What the summary and the audit name: the query, else the first sub-query.
+    let q = if req.query.trim().is_empty() {
+        opts.searches
+            .first()
+            .map_or_else(String::new, |s| s.query.clone())
+    } else {
+        req.query.clone()
+    };
     let (hits, stages) = run_blocking(move || match kind {
         SearchKind::Keyword => engine.search(&req).map(|h| (h, None)),
         SearchKind::Vector => engine.vsearch(&req).map(|h| (h, None)),
         SearchKind::Hybrid => engine
-            .query(&req)
+            .query_with(&req, &opts)
             .map(|r| (r.results, Some((r.stages, r.warnings)))),
     })
     .await?;
@@ -160,8 +205,23 @@ async fn vsearch(caller: Caller, Body(b): Body<SearchBody>) -> Result<Response, 
     run_search(caller, b, SearchKind::Vector).await
 }
 
-async fn query(caller: Caller, Body(b): Body<SearchBody>) -> Result<Response, ApiError> {
-    run_search(caller, b, SearchKind::Hybrid).await
+async fn query(caller: Caller, Body(b): Body<QueryBody>) -> Result<Response, ApiError> {
+    let filter = parse_filter(b.filter.as_ref())?;
+    let opts = QueryOptions {
+        searches: SubQuery::list_from_json(b.searches.as_ref())?,
+        intent: b.intent,
+        collections: b.collections.unwrap_or_default(),
+        candidate_limit: b.candidate_limit,
+    };
+    let req = SearchRequest {
+        query: b.query,
+        limit: b.limit.unwrap_or(10),
+        min_score: b.min_score.unwrap_or(0.0),
+        collection: b.collection,
+        rerank: b.rerank.unwrap_or(true),
+        excerpt_chars: quarry_engine::SNIPPET_CHARS,
+    };
+    run_request(caller, filter, req, SearchKind::Hybrid, opts).await
 }
 
 #[derive(Deserialize)]

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use quarry_core::{Error, SearchHit, StatusReport, format_search_summary};
 use quarry_engine::{
     DocumentView, Engine, Filter, GetRequest, MetadataReport, MultiGetItem, MultiGetRequest,
-    SearchRequest,
+    QueryOptions, SearchRequest, SubQuery,
 };
 use rmcp::model::{
     CallToolResult, ContentBlock, JsonObject, MetaObject, ResourceContents, Tool, object,
@@ -45,6 +45,52 @@ fn search_input(min_score_default: f64, what: &str) -> Value {
         },
         "required": ["query"]
     })
+}
+
+/// The `query` tool's input: the search tools' plus qmd 2.8's `searches`, `intent`,
+/// `collections`, `candidateLimit` and `rerank`; `query` or `searches` (or both) is needed.
+fn query_input() -> Value {
+    let mut v = search_input(
+        0.0,
+        "Natural-language query, expanded and searched with both retrievers. Optional when 'searches' is given; with both, it runs as the first (2x-weighted) sub-query.",
+    );
+    v.as_object_mut().map(|o| o.remove("required"));
+    let props = v["properties"]
+        .as_object_mut()
+        .expect("search_input has properties");
+    props.insert(
+        "searches".into(),
+        json!({
+            "type": "array",
+            "maxItems": quarry_engine::MAX_SEARCHES,
+            "description": "Typed sub-queries to execute (lex/vec/hyde), run as given without expansion. First gets 2x weight.",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "type": {"type": "string", "enum": ["lex", "vec", "hyde"], "description": "lex = BM25 keywords (supports \"phrase\" and -negation); vec = semantic question; hyde = hypothetical answer passage"},
+                    "query": {"type": "string", "description": "The query text. For lex: keywords, \"quoted phrases\", -negation. For vec: a natural-language question. For hyde: a 50-100 word answer passage."}
+                },
+                "required": ["type", "query"]
+            }
+        }),
+    );
+    props.insert(
+        "intent".into(),
+        json!({"type": "string", "description": "Background context to disambiguate the query (e.g. query 'performance', intent 'web page load times'). When a reranker runs it scores passages against intent + newline + query. Does not search on its own."}),
+    );
+    props.insert(
+        "collections".into(),
+        json!({"type": "array", "items": {"type": "string"}, "description": "Filter to collections (OR match)"}),
+    );
+    props.insert(
+        "candidateLimit".into(),
+        json!({"type": "integer", "minimum": 1, "maximum": 1000, "default": quarry_engine::RERANK_CANDIDATES, "description": "Maximum candidates to rerank (lower = faster but may miss results)"}),
+    );
+    props.insert(
+        "rerank".into(),
+        json!({"type": "boolean", "default": true, "description": "Rerank results when a reranker is configured (default: true)"}),
+    );
+    v
 }
 
 fn search_output() -> Value {
@@ -153,8 +199,8 @@ pub(crate) fn tools() -> Vec<Tool> {
         tool(
             "query",
             "Hybrid search",
-            "Highest-quality search: keyword plus semantic retrieval fused and re-ranked. Falls back to keyword search when no vector index exists.",
-            search_input(0.0, "Natural-language query"),
+            "Highest-quality search: keyword plus semantic retrieval fused and re-ranked. Falls back to keyword search when no vector index exists. Give 'query' (plain text, auto-expanded) and/or 'searches' (typed lex/vec/hyde sub-queries; the first weighs 2x).",
+            query_input(),
             Some(search_output()),
         ),
         tool(
@@ -213,9 +259,40 @@ pub(crate) fn tools() -> Vec<Tool> {
     ]
 }
 
+/// The `query` tool's request and options (`query` may be absent when `searches` is given).
+fn query_request(args: &Args<'_>) -> Result<(SearchRequest, QueryOptions), String> {
+    let searches = SubQuery::list_from_json(args.0.get("searches")).map_err(|e| e.public_text())?;
+    let mut req = if searches.is_empty() {
+        search_request(args, 0.0)?
+    } else {
+        SearchRequest {
+            query: args.string("query")?.unwrap_or_default(),
+            ..search_request_with(args, 0.0, String::new())?
+        }
+    };
+    req.rerank = args.bool("rerank")?.unwrap_or(true);
+    let opts = QueryOptions {
+        searches,
+        intent: args.string("intent")?,
+        collections: args.strings("collections")?.unwrap_or_default(),
+        candidate_limit: args
+            .uint("candidateLimit")?
+            .map(|n| n.min(usize::MAX as u64) as usize),
+    };
+    Ok((req, opts))
+}
+
 fn search_request(args: &Args<'_>, default_min: f64) -> Result<SearchRequest, String> {
+    search_request_with(args, default_min, args.required_string("query")?)
+}
+
+fn search_request_with(
+    args: &Args<'_>,
+    default_min: f64,
+    query: String,
+) -> Result<SearchRequest, String> {
     Ok(SearchRequest {
-        query: args.required_string("query")?,
+        query,
         limit: args.uint("limit")?.unwrap_or(10).min(usize::MAX as u64) as usize,
         min_score: args.number("minScore")?.unwrap_or(default_min),
         collection: args.string("collection")?,
@@ -309,7 +386,12 @@ pub(super) fn run(engine: &Engine, name: &str, args: &JsonObject) -> CallToolRes
             } else {
                 0.0
             };
-            let req = match search_request(&args, default_min) {
+            let parsed = if name == "query" {
+                query_request(&args)
+            } else {
+                search_request(&args, default_min).map(|r| (r, QueryOptions::default()))
+            };
+            let (req, opts) = match parsed {
                 Ok(r) => r,
                 Err(m) => return tool_error(m),
             };
@@ -320,9 +402,14 @@ pub(super) fn run(engine: &Engine, name: &str, args: &JsonObject) -> CallToolRes
             let hits = match name {
                 "search" => engine.search(&req),
                 "vsearch" => engine.vsearch(&req),
-                _ => engine.query(&req).map(|r| r.results),
+                _ => engine.query_with(&req, &opts).map(|r| r.results),
             };
-            hits.map(|h| hits_result(&h, &req.query))
+            // The summary names the query, else the first sub-query.
+            let shown = match opts.searches.first() {
+                Some(s) if req.query.trim().is_empty() => s.query.as_str(),
+                _ => req.query.as_str(),
+            };
+            hits.map(|h| hits_result(&h, shown))
         }
         "get" => {
             let req = (|| -> Result<GetRequest, String> {

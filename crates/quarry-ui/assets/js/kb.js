@@ -1310,6 +1310,7 @@ async function kbPage({ root, params, query, signal, session }) {
     const results = h("div", { class: "kb-results", "aria-live": "polite", "aria-busy": "false" });
     const button = h("button", { class: "btn btn-primary", type: "submit" }, icon("search"), t("common.search"));
     let controller = null;
+    const filter = filterRow();
     const form = h(
       "form",
       { class: "kb-search card", role: "search" },
@@ -1318,11 +1319,15 @@ async function kbPage({ root, params, query, signal, session }) {
         h("div", { class: "field" }, h("label", { for: "kb-search-mode" }, t("kb.search.mode")), mode),
         h("div", { class: "field" }, h("label", { for: "kb-search-k" }, t("kb.search.top_k")), topK),
         h("div", { class: "field" }, h("label", { for: "kb-search-min" }, t("kb.search.min_score")), minScore)),
+      filter.el,
     );
     form.addEventListener("submit", async (e) => {
       e.preventDefault();
       const q = input.value.trim();
       if (!q) return input.focus();
+      // A condition filled in but not yet added goes in too (and becomes a chip).
+      filter.commit();
+      const node = filter.node();
       if (controller) controller.abort();
       controller = new AbortController();
       signal.addEventListener("abort", () => controller.abort(), { once: true });
@@ -1332,7 +1337,7 @@ async function kbPage({ root, params, query, signal, session }) {
       try {
         const min = Number(minScore.value);
         const out = await api("POST", "/api/v1/knowledge-search", {
-          body: { query: q, knowledge_base_ids: [kb.id], search_mode: mode.value, top_k: Number(topK.value), min_score: Number.isFinite(min) ? Math.min(1, Math.max(0, min)) : 0.3 },
+          body: { query: q, knowledge_base_ids: [kb.id], search_mode: mode.value, top_k: Number(topK.value), min_score: Number.isFinite(min) ? Math.min(1, Math.max(0, min)) : 0.3, filter: node },
           signal: controller.signal,
         });
         drawResults(results, q, out);
@@ -1345,6 +1350,112 @@ async function kbPage({ root, params, query, signal, session }) {
       }
     });
     return h("section", { class: "kb-search-section" }, h("h2", { class: "sr-only" }, t("kb.search.title")), form, results);
+  }
+
+  // The search's metadata filter (issue 44): conditions on the documents' fields (from
+  // `GET /api/v1/metadata`, loaded once), each a chip, all of them combined with AND.
+  function filterRow() {
+    const OPS = ["eq", "ne", "lt", "lte", "gt", "gte", "in", "contains", "starts_with", "ends_with", "exists"];
+    const BUILT_IN = new Set(["collection", "path", "indexed"]);
+    let fields = [];
+    const conditions = [];
+    const opLabel = (op, type) => (type === "date" && ["lt", "lte", "gt", "gte"].includes(op) ? t(`kb.filter.op.date.${op}`) : t(`kb.filter.op.${op}`));
+    const typeOf = (name) => {
+      const f = fields.find((x) => x.field === name);
+      const types = f?.types || [];
+      return types.length === 1 ? types[0] : types.includes("list") ? "list" : "string";
+    };
+    const field = h("select", { id: "kb-filter-field" }, h("option", { value: "" }, t("kb.filter.any_field")));
+    const op = h("select", { id: "kb-filter-op" });
+    const list = h("datalist", { id: "kb-filter-values" });
+    const value = h("input", { id: "kb-filter-value", type: "text", autocomplete: "off", list: "kb-filter-values" });
+    const add = h("button", { class: "btn", type: "button" }, icon("plus"), t("kb.filter.add"));
+    const chips = h("ul", { class: "kb-filter-chips", "aria-label": t("kb.filter.conditions") });
+    const el = h(
+      "fieldset",
+      { class: "kb-filter", hidden: true, dataset: { testid: "search-filter" } },
+      h("legend", {}, t("kb.filter.legend")),
+      h("div", { class: "kb-search-opts" },
+        h("div", { class: "field" }, h("label", { for: "kb-filter-field" }, t("kb.filter.field")), field),
+        h("div", { class: "field" }, h("label", { for: "kb-filter-op" }, t("kb.filter.operator")), op),
+        h("div", { class: "field" }, h("label", { for: "kb-filter-value" }, t("kb.filter.value")), value, list),
+        h("div", { class: "field kb-filter-add" }, add)),
+      chips,
+    );
+    const fillOps = () => {
+      const type = typeOf(field.value);
+      const keep = op.value;
+      replace(op, OPS.map((o) => h("option", { value: o, selected: o === keep }, opLabel(o, type))));
+      value.type = type === "date" ? "date" : type === "number" ? "number" : "text";
+      const f = fields.find((x) => x.field === field.value);
+      replace(list, (f?.top_values || []).map((v) => h("option", { value: String(v.value) }, t("kb.filter.value_count", { value: String(v.value), n: fmtNumber(v.count) }))));
+      syncValue();
+    };
+    const syncValue = () => {
+      value.disabled = op.value === "exists";
+      value.placeholder = op.value === "in" ? t("kb.filter.in_hint") : "";
+      if (op.value === "in") value.type = "text";
+    };
+    field.addEventListener("change", fillOps);
+    op.addEventListener("change", () => {
+      if (op.value !== "in") value.type = { date: "date", number: "number" }[typeOf(field.value)] || "text";
+      syncValue();
+    });
+    const typed = (raw, type) => {
+      raw = raw.trim();
+      if (type === "number" && raw !== "" && Number.isFinite(Number(raw))) return Number(raw);
+      if (type === "bool" && /^(true|false)$/i.test(raw)) return raw.toLowerCase() === "true";
+      return raw;
+    };
+    const drawChips = () =>
+      replace(
+        chips,
+        conditions.map((c, i) =>
+          h("li", { class: "kb-filter-chip", dataset: { testid: "filter-chip" } },
+            h("span", {}, c.text),
+            h("button", {
+              class: "btn btn-icon", type: "button", "aria-label": t("kb.filter.remove", { condition: c.text }), title: t("kb.filter.remove", { condition: c.text }),
+              onclick: () => {
+                conditions.splice(i, 1);
+                drawChips();
+                (chips.querySelector("button") || field).focus();
+              },
+            }, icon("close"))),
+        ),
+      );
+    /** Adds the condition in the inputs as a chip; false when it is incomplete. */
+    const commit = () => {
+      if (!field.value) return false;
+      const type = typeOf(field.value);
+      const raw = value.value.trim();
+      let node;
+      if (op.value === "exists") node = { field: field.value, operator: "exists" };
+      else if (!raw) return false;
+      else if (op.value === "in") node = { field: field.value, operator: "in", value: raw.split(",").map((v) => typed(v, type)).filter((v) => v !== "") };
+      else node = { field: field.value, operator: op.value, value: typed(raw, type === "list" ? "string" : type) };
+      const shown = op.value === "exists" ? "" : ` ${raw}`;
+      conditions.push({ node, text: `${field.value} ${opLabel(op.value, type)}${shown}` });
+      value.value = "";
+      drawChips();
+      return true;
+    };
+    add.addEventListener("click", () => (commit() ? value.focus() : (field.value ? value : field).focus()));
+    api("GET", `/api/v1/metadata?collection=${encodeURIComponent(kb.name)}&top=10`, { signal }).then(
+      (out) => {
+        // Shown only when the documents have a field of their own (their title is listed too).
+        fields = (out?.fields || []).filter((f) => !BUILT_IN.has(f.field));
+        if (!fields.some((f) => f.field !== "title")) return;
+        field.append(...fields.map((f) => h("option", { value: f.field }, t("kb.filter.field_count", { field: f.field, n: fmtNumber(f.documents) }))));
+        fillOps();
+        el.hidden = false;
+      },
+      () => {},
+    );
+    return {
+      el,
+      commit,
+      node: () => (conditions.length === 0 ? undefined : conditions.length === 1 ? conditions[0].node : { and: conditions.map((c) => c.node) }),
+    };
   }
 
   // Words a search ignores, so they are not marked in results either.
@@ -1422,6 +1533,11 @@ async function kbPage({ root, params, query, signal, session }) {
               h("span", { class: "badge badge-info", title: t("kb.search.score") }, t("kb.search.score_is", { score: Number(hit.score).toFixed(2) })),
               h("span", { class: "badge" }, t(`kb.search.match.${hit.match_type}`))),
             hit.knowledge_title && hit.knowledge_title !== file ? h("p", { class: "kb-hit-title muted" }, hit.knowledge_title) : null,
+            // The document's own metadata fields, when the result carries them.
+            hit.metadata && typeof hit.metadata === "object" && Object.keys(hit.metadata).length
+              ? h("p", { class: "kb-hit-meta", dataset: { testid: "hit-metadata" } },
+                Object.entries(hit.metadata).slice(0, 8).map(([k, v]) => h("span", { class: "badge" }, `${k}: ${Array.isArray(v) ? v.join(", ") : String(v)}`)))
+              : null,
             snippet((hit.content || "").trim()),
           );
         }),
