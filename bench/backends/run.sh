@@ -6,8 +6,8 @@
 #   bash bench/backends/run.sh
 #   QUARRY_BENCH_ONLY=filtered bash bench/backends/run.sh
 # runs the metadata-filter measurement instead (issue 44; see the bench's docs) and writes
-# bench/results/backends-filtered.json; about 30 minutes on 2 cores with
-# QUARRY_BENCH_ROUNDS=1 QUARRY_BENCH_WARMUP=10.
+# bench/results/backends-filtered.json (bench/README.md gives the settings it was run with:
+# QUARRY_BENCH_ROUNDS=1 QUARRY_BENCH_WARMUP=5 QUARRY_BENCH_PAGE_STRIDE=4 QUARRY_BENCH_COPIES=54).
 # About 60 minutes on 2 cores, most of it embedding the first copy with the model, twice (both backends index ~100k documents and ~110k chunks).
 set -euo pipefail
 cd "$(dirname "$0")/../.."

@@ -102,11 +102,7 @@ fn open(home: &Path, database: Option<&str>, blobs: Option<&str>, model: &str) -
 }
 
 /// Runs `f` once per query as a warm-up, then `rounds` timed passes; sorted latencies.
-fn timed(
-    queries: &[String],
-    rounds: usize,
-    f: impl FnMut(&str) -> Res<()>,
-) -> Res<Vec<Duration>> {
+fn timed(queries: &[String], rounds: usize, f: impl FnMut(&str) -> Res<()>) -> Res<Vec<Duration>> {
     timed_warm(queries, rounds, queries.len(), f)
 }
 
@@ -225,17 +221,17 @@ fn filter_cases() -> Vec<FilterCase> {
         (
             "50",
             serde_json::json!({"field": "bucket", "operator": "lt", "value": 500}),
-            |b| b < 500,
+            (|b: u64| b < 500) as fn(u64) -> bool,
         ),
         (
             "5",
             serde_json::json!({"field": "bucket", "operator": "lt", "value": 50}),
-            |b| b < 50,
+            (|b: u64| b < 50) as fn(u64) -> bool,
         ),
         (
             "0.1",
             serde_json::json!({"field": "bucket", "operator": "eq", "value": 7}),
-            |b| b == 7,
+            (|b: u64| b == 7) as fn(u64) -> bool,
         ),
     ]
 }
@@ -320,9 +316,8 @@ fn measure_filters(
         if matched != expected {
             eprintln!("filter {label} %: {matched} documents match, {expected} expected");
         }
-        let handle = || -> Res<Engine> {
-            Ok(engine.filtered(Some(quarry_engine::Filter::parse(&json)?)))
-        };
+        let handle =
+            || -> Res<Engine> { Ok(engine.filtered(Some(quarry_engine::Filter::parse(&json)?))) };
         let (mut hits_search, mut hits_vsearch, mut hits_query) = (0usize, 0usize, 0usize);
         let mut bare = 0usize;
         let search = timed_warm(queries, rounds, warmup, |q| {

@@ -16,6 +16,9 @@ use crate::{PgStore, db_err};
 /// Filters leaving at most this many chunks are searched exactly (the embedded mode's
 /// threshold too): faster than the graph, and perfect recall.
 pub const EXACT_SEARCH_MAX: i64 = 4096;
+/// The largest `hnsw.ef_search` pgvector accepts.
+const PGVECTOR_MAX_EF_SEARCH: usize = 1000;
+
 /// HNSW candidate list per search (`hnsw.ef_search`), the embedded index's expansion.
 pub(crate) const EF_SEARCH: usize = 128;
 /// pgvector indexes `halfvec` up to this many dimensions.
@@ -116,9 +119,11 @@ impl VectorSearch for PgStore {
         // Through the model's HNSW index: nearest chunk texts (hashes) that some chunk in
         // the filter still has, then those chunks.
         let mut tx = conn.transaction().map_err(db_err)?;
+        // pgvector refuses an ef_search above 1,000; a larger `want` is served by the
+        // iterative scan, which keeps going past the first ef_search candidates.
         tx.batch_execute(&format!(
             "SET LOCAL hnsw.ef_search = {}; SET LOCAL hnsw.iterative_scan = relaxed_order",
-            self.ef_search.max(want)
+            self.ef_search.max(want).min(PGVECTOR_MAX_EF_SEARCH)
         ))
         .map_err(db_err)?;
         let rows = tx
