@@ -275,13 +275,17 @@ impl Engine {
         Engine {
             shared: self.shared.clone(),
             scope: self.scope.narrowed(ids),
-            ranking_scope: Some(
-                self.ranking_scope
-                    .clone()
-                    .unwrap_or_else(|| Arc::new(self.scope.clone())),
-            ),
+            ranking_scope: Some(self.ranking_scope_or_own()),
             filter: self.filter.clone(),
         }
+    }
+
+    /// The scope a narrowed search's scores are computed against: the one this handle was
+    /// narrowed from, else its own.
+    pub(crate) fn ranking_scope_or_own(&self) -> Arc<Scope> {
+        self.ranking_scope
+            .clone()
+            .unwrap_or_else(|| Arc::new(self.scope.clone()))
     }
 
     /// `filtered` (hits of a search limited to this handle's collections) placed among the

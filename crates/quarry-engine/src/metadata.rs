@@ -61,11 +61,7 @@ impl Engine {
         Engine {
             shared: self.shared.clone(),
             scope: self.scope.clone(),
-            ranking_scope: Some(
-                self.ranking_scope
-                    .clone()
-                    .unwrap_or_else(|| Arc::new(self.scope.clone())),
-            ),
+            ranking_scope: Some(self.ranking_scope_or_own()),
             filter: Some(Arc::new(FilterState {
                 filter,
                 allowed: OnceLock::new(),

@@ -13,15 +13,7 @@ impl Date {
     /// an offset, converted to UTC); anything else is `None`.
     pub fn parse(text: &str) -> Option<Date> {
         if text.len() == 10 {
-            return parse_ymd(text).and_then(|date| {
-                let ts = jiff::tz::Offset::UTC
-                    .to_timestamp(date.at(0, 0, 0, 0))
-                    .ok()?;
-                Some(Date {
-                    millis: ts.as_millisecond(),
-                    has_time: false,
-                })
-            });
+            return parse_ymd(text).and_then(Date::from_civil);
         }
         if !rfc3339_shape(text) {
             return None;
@@ -35,7 +27,11 @@ impl Date {
 
     /// A date (no time of day) from its parts.
     pub fn from_ymd(year: i16, month: i8, day: i8) -> Option<Date> {
-        let date = jiff::civil::Date::new(year, month, day).ok()?;
+        Date::from_civil(jiff::civil::Date::new(year, month, day).ok()?)
+    }
+
+    /// A calendar date as a date (its midnight, UTC).
+    fn from_civil(date: jiff::civil::Date) -> Option<Date> {
         let ts = jiff::tz::Offset::UTC
             .to_timestamp(date.at(0, 0, 0, 0))
             .ok()?;
