@@ -256,6 +256,12 @@ impl FtsIndex {
         let threads = std::thread::available_parallelism()
             .map(|n| n.get().min(4))
             .unwrap_or(1);
+        self.writer_with_threads(threads)
+    }
+
+    /// A writer with `threads` indexing threads: each commit makes up to that many segments,
+    /// which documents land in depending on which thread takes them.
+    fn writer_with_threads(&self, threads: usize) -> Result<FtsWriter> {
         let writer = self
             .index
             .writer_with_num_threads(threads, 48_000_000 * threads)
@@ -452,9 +458,11 @@ impl FtsIndex {
                 let mut d = postings.doc();
                 while d != TERMINATED {
                     entries.push(d);
+                    // A segment's token total counts its deleted entries until a merge drops
+                    // them, so every hidden entry's tokens come off, alive or not.
+                    stats.hidden_tokens += u64::from(norms.fieldnorm(d));
                     if alive.is_none_or(|a| a.is_alive(d)) {
                         stats.hidden_alive += 1;
-                        stats.hidden_tokens += u64::from(norms.fieldnorm(d));
                     }
                     d = postings.advance();
                 }
@@ -620,8 +628,9 @@ struct VisibleStatistics<'s> {
     hidden: Vec<Vec<DocId>>,
     /// Live excluded entries.
     hidden_alive: u64,
-    /// Tokens of the text field in the live excluded entries (from field norms, which round
-    /// long lengths: the remainder is a few tokens in millions).
+    /// Tokens of the text field in the excluded entries, deleted ones included as tantivy's
+    /// totals include them (from field norms, which round long lengths: the remainder is a
+    /// few tokens in millions).
     hidden_tokens: u64,
 }
 
@@ -755,8 +764,10 @@ mod tests {
         let expected = scores(&alone, None)?;
         assert_eq!(expected.0.len(), 1);
 
+        // One indexing thread, so the replaced hidden entry shares its segment with a visible
+        // one (a segment of deleted entries only is dropped at commit, hiding the case).
         let mixed = FtsIndex::in_memory()?;
-        let mut w = mixed.writer()?;
+        let mut w = mixed.writer_with_threads(1)?;
         w.apply(&IndexWork {
             upserts: [visible[0].clone(), hidden[0].clone()].to_vec(),
             deletes: vec![],
