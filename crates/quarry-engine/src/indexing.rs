@@ -386,9 +386,12 @@ impl<'a> IndexSession<'a> {
     fn index_position(&self) -> Result<Option<FeedPosition>> {
         let (database, analyzer, passages) = self.stamp()?;
         let mut position: Option<FeedPosition> = None;
-        for index in [self.engine.fts()?, self.engine.passage_index()?] {
-            let Some(index) = index else {
-                return Ok(None);
+        for index in [self.engine.fts(), self.engine.passage_index()] {
+            let index = match index {
+                Ok(Some(index)) => index,
+                // None yet, or one written with another schema (an older version's): rebuilt.
+                Ok(None) | Err(Error::Index(_)) => return Ok(None),
+                Err(e) => return Err(e),
             };
             let Some(payload) = index.commit_payload()? else {
                 return Ok(None);
@@ -467,10 +470,11 @@ impl<'a> IndexSession<'a> {
     /// Whether the indexes were committed without any payload (written before per-node
     /// positions), as opposed to with a stamp of another database or version.
     fn legacy_index(&self) -> Result<bool> {
-        for index in [self.engine.fts()?, self.engine.passage_index()?] {
+        for index in [self.engine.fts(), self.engine.passage_index()] {
             match index {
-                Some(index) if index.commit_payload()?.is_none() => {}
-                _ => return Ok(false),
+                Ok(Some(index)) if index.commit_payload()?.is_none() => {}
+                Ok(_) | Err(Error::Index(_)) => return Ok(false),
+                Err(e) => return Err(e),
             }
         }
         Ok(true)

@@ -9,12 +9,11 @@
 //! are computed as for the same search without the filter, so a filter decides which
 //! documents come back, never how they score.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, OnceLock};
 
 use quarry_core::{Error, Result};
-use quarry_metadata::{Date, FieldSummary, Filter, Metadata, Value};
-use quarry_store::DocFields;
+use quarry_metadata::{FieldSummary, Fields, Filter, Metadata, Value};
 
 use crate::Engine;
 
@@ -24,30 +23,37 @@ pub const BUILT_IN_FIELDS: [&str; 4] = ["collection", "path", "title", "indexed"
 /// Most values discovery lists per field.
 pub(crate) const MAX_TOP_VALUES: usize = 50;
 
-/// A document's fields as a filter reads them: the built-in ones, then its stored ones
-/// (which win where names meet).
-pub(crate) fn document_metadata(doc: &DocFields) -> Metadata {
-    let mut fields = Metadata::default();
-    fields
-        .0
-        .insert("collection".into(), Value::String(doc.collection.clone()));
-    fields
-        .0
-        .insert("path".into(), Value::String(doc.path.clone()));
-    fields
-        .0
-        .insert("title".into(), Value::String(doc.title.clone()));
-    fields.0.insert(
-        "indexed".into(),
-        Value::Date(Date {
-            millis: doc.indexed_at,
-            has_time: true,
-        }),
-    );
-    if doc.meta.len() > 2 {
-        fields.merge(Metadata::decode(&doc.meta));
+/// A document's fields with its collection's name (the fourth built-in field, read at
+/// request time: renaming a collection re-indexes nothing). Its stored fields win where
+/// names meet, as over the other built-in ones.
+struct InCollection<'a> {
+    collection: &'a Value,
+    fields: &'a Metadata,
+}
+
+impl Fields for InCollection<'_> {
+    fn field(&self, name: &str) -> Option<&Value> {
+        self.fields
+            .field(name)
+            .or_else(|| (name == "collection").then_some(self.collection))
     }
-    fields
+}
+
+impl InCollection<'_> {
+    /// Whether the document has `name` at all.
+    fn has(&self, name: &str) -> bool {
+        self.field(name).is_some()
+    }
+
+    /// A copy with `collection` in it (what discovery summarises).
+    fn to_metadata(&self) -> Metadata {
+        let mut fields = self.fields.clone();
+        fields
+            .0
+            .entry("collection".into())
+            .or_insert_with(|| self.collection.clone());
+        fields
+    }
 }
 
 impl Engine {
@@ -80,56 +86,91 @@ impl Engine {
             return Ok(Some(allowed.clone()));
         }
         let filter = &state.filter;
-        let docs = self.readable_fields(None)?;
-        let metadata: Vec<(i64, Metadata)> =
-            docs.iter().map(|d| (d.id, document_metadata(d))).collect();
-        let mut known: BTreeSet<&str> = BUILT_IN_FIELDS.into_iter().collect();
-        for (_, m) in &metadata {
-            known.extend(m.0.keys().map(String::as_str));
-        }
-        for field in filter.fields() {
-            if !known.contains(field) {
-                let list: Vec<&str> = known.iter().copied().collect();
-                return Err(Error::invalid(format!(
-                    "no document in reach has the field {field:?}; fields here: {} \
-                     (see 'quarry metadata' or GET /api/v1/metadata)",
-                    list.join(", ")
-                )));
+        let mut missing: Vec<&str> = filter
+            .fields()
+            .into_iter()
+            .filter(|f| !BUILT_IN_FIELDS.contains(f))
+            .collect();
+        let mut allowed = HashSet::new();
+        self.visit_readable(None, &mut |id, doc| {
+            if !missing.is_empty() {
+                missing.retain(|f| !doc.has(f));
             }
-        }
-        let allowed: Arc<HashSet<u64>> = Arc::new(
-            metadata
-                .iter()
-                .filter(|(_, m)| filter.matches(m))
-                .filter_map(|(id, _)| u64::try_from(*id).ok())
-                .collect(),
-        );
-        Ok(Some(state.allowed.get_or_init(|| allowed).clone()))
-    }
-
-    /// The fields of the documents this handle may read in `collection` (all it may use
-    /// when `None`).
-    fn readable_fields(&self, collection: Option<&str>) -> Result<Vec<DocFields>> {
-        let ids: Vec<i64> = match collection {
-            Some(name) => self
-                .collections()?
-                .iter()
-                .filter(|c| c.name == name)
-                .map(|c| c.id)
-                .collect(),
-            None => self.collections()?.iter().map(|c| c.id).collect(),
-        };
-        if collection.is_some() && ids.is_empty() {
-            return Err(Error::NotFound(format!(
-                "collection {:?} not found",
-                collection.unwrap_or_default()
+            if filter.matches(doc)
+                && let Ok(id) = u64::try_from(id)
+            {
+                allowed.insert(id);
+            }
+        })?;
+        if let Some(field) = missing.first() {
+            let mut known: BTreeSet<String> =
+                BUILT_IN_FIELDS.into_iter().map(str::to_owned).collect();
+            self.visit_readable(None, &mut |_, doc| {
+                known.extend(doc.fields.0.keys().cloned());
+            })?;
+            let list: Vec<&str> = known.iter().map(String::as_str).collect();
+            return Err(Error::invalid(format!(
+                "no document in reach has the field {field:?}; fields here: {} \
+                 (see 'quarry metadata' or GET /api/v1/metadata)",
+                list.join(", ")
             )));
         }
-        let mut docs = self.store().document_fields(&ids)?;
-        if let Some(hidden) = self.hidden_in(Some(&ids))? {
-            docs.retain(|d| !hidden.hides(d.id));
+        Ok(Some(
+            state.allowed.get_or_init(|| Arc::new(allowed)).clone(),
+        ))
+    }
+
+    /// Calls `visit` with each document this handle may read in `collection` (all it may
+    /// use when `None`) and its fields: from this node's keyword index, which follows the
+    /// store's feed and keeps each document's fields parsed ([`quarry_fts::FtsIndex::field_table`]),
+    /// or from the store while this node has no index yet.
+    fn visit_readable(
+        &self,
+        collection: Option<&str>,
+        visit: &mut dyn FnMut(i64, &InCollection<'_>),
+    ) -> Result<()> {
+        let names: HashMap<i64, Value> = self
+            .collections()?
+            .iter()
+            .filter(|c| collection.is_none_or(|name| c.name == name))
+            .map(|c| (c.id, Value::String(c.name.clone())))
+            .collect();
+        if let (Some(name), true) = (collection, names.is_empty()) {
+            return Err(Error::NotFound(format!("collection {name:?} not found")));
         }
-        Ok(docs)
+        let ids: Vec<i64> = names.keys().copied().collect();
+        let hidden = self.hidden_in(Some(&ids))?;
+        let hides = |id: i64| hidden.as_ref().is_some_and(|h| h.hides(id));
+        if let Some(index) = self.fts()? {
+            index.reload()?;
+            for doc in index.field_table()?.iter() {
+                if let Some(collection) = names.get(&doc.collection_id)
+                    && !hides(doc.id)
+                {
+                    let fields = InCollection {
+                        collection,
+                        fields: &doc.fields,
+                    };
+                    visit(doc.id, &fields);
+                }
+            }
+            return Ok(());
+        }
+        for doc in self.store().document_fields(&ids)? {
+            if hides(doc.id) {
+                continue;
+            }
+            let fields = Metadata::of_document(&doc.path, &doc.title, doc.indexed_at, &doc.meta);
+            let collection = Value::String(doc.collection);
+            visit(
+                doc.id,
+                &InCollection {
+                    collection: &collection,
+                    fields: &fields,
+                },
+            );
+        }
+        Ok(())
     }
 
     /// Discovery: the fields of the documents this handle may read (in `collection`, or all
@@ -141,12 +182,12 @@ impl Engine {
         filter: Option<&Filter>,
         top: usize,
     ) -> Result<MetadataReport> {
-        let docs = self.readable_fields(collection)?;
-        let metadata: Vec<Metadata> = docs
-            .iter()
-            .map(document_metadata)
-            .filter(|m| filter.is_none_or(|f| f.matches(m)))
-            .collect();
+        let mut metadata: Vec<Metadata> = Vec::new();
+        self.visit_readable(collection, &mut |_, doc| {
+            if filter.is_none_or(|f| f.matches(doc)) {
+                metadata.push(doc.to_metadata());
+            }
+        })?;
         Ok(MetadataReport {
             documents: metadata.len() as u64,
             fields: quarry_metadata::summarize(&metadata, top.min(MAX_TOP_VALUES)),

@@ -194,3 +194,64 @@ fn a_reader_neither_finds_nor_discovers_fields_of_documents_it_may_not_read() {
     );
     assert_eq!(e.metadata_fields(None, None, 10).unwrap().documents, 2);
 }
+
+/// Filters resolve against this node's keyword index, which follows every write: a note's
+/// changed tags, a deleted note, and an index an older version wrote with another schema
+/// (rebuilt from the store, fields included).
+#[test]
+fn filters_follow_edits_deletes_and_a_rebuilt_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = engine(dir.path());
+    let mut first = note("# Ferry\n\nferry timetable for the harbour", json!({}));
+    first.tags = vec!["harbour".into()];
+    let (ferry, _) = e.create_note("kb", first).unwrap();
+    let (tram, _) = e
+        .create_note("kb", note("# Tram\n\ntram timetable", json!({"line": 4})))
+        .unwrap();
+    drain(&e);
+    let titles = |f: serde_json::Value| -> Vec<String> {
+        let mut t: Vec<String> = e
+            .filtered(filter(f))
+            .search(&SearchRequest::new("timetable"))
+            .unwrap()
+            .into_iter()
+            .map(|h| h.title)
+            .collect();
+        t.sort();
+        t
+    };
+    let tagged = |tag: &str| json!({"field": "tags", "operator": "contains", "value": tag});
+    assert_eq!(titles(tagged("harbour")), ["Ferry"]);
+
+    // New tags replace the old ones for filters at once.
+    e.update_note(
+        &ferry,
+        crate::notes::NoteChange {
+            content: None,
+            title: None,
+            tags: Some(vec!["night".into()]),
+        },
+    )
+    .unwrap();
+    assert!(titles(tagged("harbour")).is_empty());
+    assert_eq!(titles(tagged("night")), ["Ferry"]);
+
+    // A deleted note leaves discovery and filters once the node has followed the feed (a
+    // server's follower does at once; search results never show it meanwhile).
+    e.delete_knowledge(&tram).unwrap();
+    e.follow_feed().unwrap();
+    let report = e.metadata_fields(None, None, 5).unwrap();
+    assert_eq!(report.documents, 1, "{report:?}");
+    assert!(
+        !report.fields.iter().any(|f| f.field == "line"),
+        "{report:?}"
+    );
+
+    // An index written with another schema: unreadable, then rebuilt with every field.
+    *e.fts.write().unwrap() = None;
+    std::fs::remove_dir_all(e.fts_dir()).unwrap();
+    drop(quarry_fts::FtsIndex::open_or_create_passages(&e.fts_dir()).unwrap());
+    assert!(matches!(e.fts(), Err(Error::Index(_))));
+    assert!(e.ensure_indexes(|_| {}).unwrap());
+    assert_eq!(titles(tagged("night")), ["Ferry"]);
+}

@@ -120,12 +120,19 @@ impl Engine {
     }
 
     /// Builds this data directory's keyword and passage indexes from the store when it has
-    /// none while the store holds documents — a fresh directory over a shared database, where
+    /// none (or only ones an older version wrote with another schema) while the store holds
+    /// documents — a fresh directory over a shared database, where
     /// a search would otherwise answer "No results found" as if the data were gone (issue
     /// 41, item 10). `building(n)` is told before `n` documents are indexed; `true` when it
     /// built them.
     pub fn ensure_indexes(&self, building: impl FnOnce(usize)) -> Result<bool> {
-        if self.fts()?.is_some() && self.passage_index()?.is_some() {
+        // One written by an older version with another schema cannot be read: it is rebuilt.
+        let usable = |index: Result<Option<_>>| match index {
+            Ok(Some(_)) => Ok(true),
+            Ok(None) | Err(Error::Index(_)) => Ok(false),
+            Err(e) => Err(e),
+        };
+        if usable(self.fts())? && usable(self.passage_index())? {
             return Ok(false);
         }
         let documents = self.store().index_census()?.documents.len();

@@ -409,7 +409,8 @@ impl Engine {
             tags.as_deref(),
         )?;
         drop(refs);
-        if content.is_some() || title.is_some() {
+        // Tags are a field too (`tags`): a filter on them must see the new ones.
+        if content.is_some() || title.is_some() || tags.is_some() {
             self.index_note_now(&updated)?;
         }
         Ok(updated)

@@ -957,12 +957,25 @@ impl Engine {
         }
         let ids: Vec<i64> = allowed.iter().map(|&id| id as i64).collect();
         let exact = |ids: &[i64]| -> Result<Vec<(u64, f32)>> {
-            let chunk_ids: Vec<i64> = self
-                .store()
-                .chunks_of_documents(ids)?
-                .into_iter()
-                .map(|c| c.id)
-                .collect();
+            // The chunks of the matched documents: from this node's passage index (one pass
+            // over its fast columns) rather than every chunk's row and text from the store.
+            let chunk_ids: Vec<i64> = match self.passage_index()? {
+                Some(passages) => {
+                    passages.reload()?;
+                    passages
+                        .entries()?
+                        .into_iter()
+                        .filter(|(_, doc)| u64::try_from(*doc).is_ok_and(|d| allowed.contains(&d)))
+                        .map(|(chunk, _)| chunk)
+                        .collect()
+                }
+                None => self
+                    .store()
+                    .chunks_of_documents(ids)?
+                    .into_iter()
+                    .map(|c| c.id)
+                    .collect(),
+            };
             let mut scored: Vec<(u64, f32)> = Vec::with_capacity(chunk_ids.len());
             for part in chunk_ids.chunks(8192) {
                 scored.extend(

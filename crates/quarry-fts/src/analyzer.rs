@@ -16,9 +16,10 @@
 //!   `-xzf`) is also emitted whole, case kept, as a compound, so `lsof -p` and `--force` find
 //!   the page that documents that flag.
 
-/// Bumped whenever the terms produced for a text change: indexes built by an older analyzer
-/// are rebuilt from the store by the next writer.
-pub const ANALYZER_VERSION: u32 = 4;
+/// Bumped whenever the terms produced for a text, or what a keyword index holds for an entry,
+/// change: indexes built by an older version are rebuilt from the store by the next writer
+/// (5: documents' stored fields for metadata filters).
+pub const ANALYZER_VERSION: u32 = 5;
 
 use std::sync::OnceLock;
 

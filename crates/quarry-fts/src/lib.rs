@@ -1,8 +1,10 @@
 //! Quarry's keyword index: BM25 over tantivy with field weights title > path > body
 //! (see [`TITLE_WEIGHT`]).
 //!
-//! The index is derived data: it stores no text, only postings and a fast `id` column that
-//! points back at the store's document id. A *passage* index ([`FtsIndex::open_passages`])
+//! The index is derived data: postings, a fast `id` column that points back at the store's
+//! document id and, in a document index, each document's path, title, indexing time and
+//! metadata as stored fields, read (once per segment, [`FtsIndex::field_table`]) by metadata
+//! filters. A *passage* index ([`FtsIndex::open_passages`])
 //! has one entry per chunk instead (`id` is the chunk's id) and a `doc` column with its
 //! document's id, so a document's passages are replaced together. [`FtsIndex::apply`] deletes each id before
 //! re-adding it, so replaying work after a crash never duplicates a document. A tantivy
@@ -10,6 +12,7 @@
 //! never half of one.
 
 pub mod analyzer;
+mod fields;
 pub mod query;
 
 use std::collections::HashSet;
@@ -24,7 +27,8 @@ use tantivy::query::{
     TermQuery,
 };
 use tantivy::schema::{
-    FAST, Field, INDEXED, IndexRecordOption, STORED, Schema, TextFieldIndexing, TextOptions,
+    FAST, Field, INDEXED, IndexRecordOption, STORED, Schema, SchemaBuilder, TextFieldIndexing,
+    TextOptions,
 };
 use tantivy::{
     DocId, DocSet, Index, IndexReader, IndexWriter, ReloadPolicy, Searcher, TERMINATED,
@@ -32,6 +36,7 @@ use tantivy::{
 };
 
 pub use analyzer::QuarryTokenizer;
+pub use fields::{FieldTable, IndexedFields};
 pub use query::{Occur, ParsedQuery};
 
 use analyzer::TokenKind;
@@ -61,6 +66,19 @@ struct Fields {
     text: Field,
     /// Passage indexes only: the document a passage belongs to.
     doc: Option<Field>,
+    /// Document indexes only: what a metadata filter reads ([`FtsIndex::field_table`]).
+    stored: Option<StoredFields>,
+}
+
+/// The stored (not indexed) fields of a document index's entries: the document's path,
+/// title, when it was indexed and its metadata, so a node resolves a metadata filter from
+/// its own index (which follows the store's feed) without reading every document's row.
+#[derive(Clone, Copy)]
+struct StoredFields {
+    path: Field,
+    title: Field,
+    indexed: Field,
+    meta: Field,
 }
 
 /// One passage to index.
@@ -81,11 +99,7 @@ pub struct PassageDoc<'a> {
 }
 
 fn passage_schema() -> (Schema, Fields) {
-    let (schema, fields) = schema();
-    let mut b = Schema::builder();
-    for (_, entry) in schema.fields() {
-        b.add_field(entry.clone());
-    }
+    let (mut b, fields) = base_schema();
     let doc = b.add_u64_field("doc", INDEXED | FAST);
     (
         b.build(),
@@ -96,7 +110,8 @@ fn passage_schema() -> (Schema, Fields) {
     )
 }
 
-fn schema() -> (Schema, Fields) {
+/// What both kinds of index have: the entry's id, its collection and the searched text.
+fn base_schema() -> (SchemaBuilder, Fields) {
     let mut b = Schema::builder();
     let text = TextOptions::default().set_indexing_options(
         TextFieldIndexing::default()
@@ -108,8 +123,27 @@ fn schema() -> (Schema, Fields) {
         collection: b.add_u64_field("collection", INDEXED | FAST),
         text: b.add_text_field("text", text),
         doc: None,
+        stored: None,
     };
-    (b.build(), fields)
+    (b, fields)
+}
+
+/// A document index: the base fields and the stored ones a metadata filter reads.
+fn schema() -> (Schema, Fields) {
+    let (mut b, fields) = base_schema();
+    let stored = StoredFields {
+        path: b.add_text_field("path", STORED),
+        title: b.add_text_field("title", STORED),
+        indexed: b.add_i64_field("indexed", STORED),
+        meta: b.add_text_field("meta", STORED),
+    };
+    (
+        b.build(),
+        Fields {
+            stored: Some(stored),
+            ..fields
+        },
+    )
 }
 
 fn idx_err(e: tantivy::TantivyError) -> Error {
@@ -121,6 +155,7 @@ pub struct FtsIndex {
     index: Index,
     fields: Fields,
     reader: IndexReader,
+    field_cache: fields::FieldCache,
 }
 
 /// A raw BM25 hit: the store's document id (a passage index: the chunk's id) and its score.
@@ -204,6 +239,7 @@ impl FtsIndex {
             index,
             fields,
             reader,
+            field_cache: fields::FieldCache::default(),
         })
     }
 
@@ -592,6 +628,12 @@ impl FtsWriter {
                 doc.add_text(f.text, &d.path);
             }
             doc.add_text(f.text, &d.body);
+            if let Some(stored) = f.stored {
+                doc.add_text(stored.path, &d.path);
+                doc.add_text(stored.title, &d.title);
+                doc.add_i64(stored.indexed, d.indexed_at);
+                doc.add_text(stored.meta, &d.meta);
+            }
             self.writer.add_document(doc).map_err(idx_err)?;
         }
         Ok(())
@@ -687,6 +729,8 @@ mod tests {
             path: format!("{id}.md"),
             title: String::new(),
             body: body.into(),
+            indexed_at: 0,
+            meta: String::new(),
         }
     }
 

@@ -53,6 +53,8 @@ impl CatalogIndex {
                     t.category,
                     t.tags.join(" ")
                 ),
+                indexed_at: 0,
+                meta: String::new(),
             });
         }
         let mut writer = fts.writer()?;

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use quarry_core::{Error, Result};
 
 use crate::{
-    Condition, Date, Filter, MAX_CONDITIONS, MAX_DEPTH, MAX_NAME_CHARS, Metadata, Operator, Value,
+    Condition, Date, Fields, Filter, MAX_CONDITIONS, MAX_DEPTH, MAX_NAME_CHARS, Operator, Value,
 };
 
 const OPERATORS: &str = "eq, ne, lt, lte, gt, gte, in, contains, exists, starts_with, ends_with";
@@ -394,12 +394,12 @@ impl Filter {
     }
 
     /// Whether a document's fields match (see the crate docs for the rules).
-    pub fn matches(&self, metadata: &Metadata) -> bool {
+    pub fn matches<F: Fields + ?Sized>(&self, fields: &F) -> bool {
         match self {
-            Filter::And(nodes) => nodes.iter().all(|n| n.matches(metadata)),
-            Filter::Or(nodes) => nodes.iter().any(|n| n.matches(metadata)),
-            Filter::Not(node) => !node.matches(metadata),
-            Filter::Condition(c) => c.matches(metadata),
+            Filter::And(nodes) => nodes.iter().all(|n| n.matches(fields)),
+            Filter::Or(nodes) => nodes.iter().any(|n| n.matches(fields)),
+            Filter::Not(node) => !node.matches(fields),
+            Filter::Condition(c) => c.matches(fields),
         }
     }
 
@@ -627,8 +627,8 @@ fn unix_seconds(seconds: f64) -> Option<Date> {
 
 impl Condition {
     /// Whether a document's fields match this condition.
-    pub fn matches(&self, metadata: &Metadata) -> bool {
-        let Some(field) = metadata.0.get(&self.field) else {
+    pub fn matches<F: Fields + ?Sized>(&self, fields: &F) -> bool {
+        let Some(field) = fields.field(&self.field) else {
             return match self.operator {
                 Operator::Ne => true,
                 Operator::Exists => self.value == Some(Value::Bool(false)),

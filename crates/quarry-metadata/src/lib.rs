@@ -222,7 +222,47 @@ pub struct ValueCount {
     pub count: u64,
 }
 
+/// Where a filter reads a document's fields: a [`Metadata`], or a view that adds fields to
+/// one without copying it (a search adds the document's collection name, which a rename
+/// changes without touching the document).
+pub trait Fields {
+    /// The value of a field, if the document has it.
+    fn field(&self, name: &str) -> Option<&Value>;
+}
+
+impl Fields for Metadata {
+    fn field(&self, name: &str) -> Option<&Value> {
+        self.0.get(name)
+    }
+}
+
+/// The built-in fields every document has, beside `collection` (see [`Metadata::of_document`]).
+pub const DOCUMENT_FIELDS: [&str; 3] = ["path", "title", "indexed"];
+
 impl Metadata {
+    /// A document's fields as filters and discovery read them: its stored fields (the
+    /// storage form, [`Metadata::encode`]) over the built-in `path`, `title` and `indexed`
+    /// (the instant it was last indexed, Unix milliseconds) — stored fields win where names
+    /// meet. The one place a document's fields are put together, whether they are read from
+    /// the store or from a node's keyword index.
+    pub fn of_document(path: &str, title: &str, indexed_at: i64, stored: &str) -> Metadata {
+        let mut fields = BTreeMap::new();
+        fields.insert("path".to_owned(), Value::String(path.to_owned()));
+        fields.insert("title".to_owned(), Value::String(title.to_owned()));
+        fields.insert(
+            "indexed".to_owned(),
+            Value::Date(Date {
+                millis: indexed_at,
+                has_time: true,
+            }),
+        );
+        let mut fields = Metadata(fields);
+        if stored.len() > 2 {
+            fields.merge(Metadata::decode(stored));
+        }
+        fields
+    }
+
     /// Fields given by a user (an upload form, `create_knowledge`): a JSON object of fields,
     /// checked against the limits (see the crate docs). Nulls are left out; strings that are
     /// dates become [`Value::Date`].

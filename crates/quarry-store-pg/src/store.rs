@@ -557,7 +557,7 @@ impl FeedStore for PgStore {
         if let Some(after) = from.rebuilding_after {
             let rows = tx
                 .query(
-                    "SELECT id, collection_id, path, title, body, furniture FROM documents \
+                    "SELECT id, collection_id, path, title, body, furniture, indexed_at, meta FROM documents \
                      WHERE id > $1 ORDER BY id LIMIT $2",
                     &[&after, &limit],
                 )
@@ -1287,7 +1287,7 @@ fn snapshot<'a>(conn: &'a mut PgConnection<'_>) -> Result<postgres::Transaction<
 fn index_work_of(c: &mut impl postgres::GenericClient, ids: &[i64]) -> Result<IndexWork> {
     let found = c
         .query(
-            "SELECT id, collection_id, path, title, body, furniture FROM documents \
+            "SELECT id, collection_id, path, title, body, furniture, indexed_at, meta FROM documents \
              WHERE id = ANY($1) ORDER BY id",
             &[&ids],
         )
@@ -1306,6 +1306,8 @@ fn index_doc(r: &Row) -> Result<IndexDoc> {
         path: col(r, 2)?,
         title: col(r, 3)?,
         body: quarry_core::into_indexed_body(col(r, 4)?, &furniture),
+        indexed_at: col(r, 6)?,
+        meta: col(r, 7)?,
     })
 }
 
@@ -1541,7 +1543,7 @@ impl DocWriter {
              stamp = EXCLUDED.stamp, body = EXCLUDED.body, body_bytes = EXCLUDED.body_bytes, \
              indexed_at = EXCLUDED.indexed_at, pages = EXCLUDED.pages, \
              furniture = EXCLUDED.furniture, meta = EXCLUDED.meta \
-             RETURNING id",
+             RETURNING id, indexed_at",
         )?;
         let row = tx
             .query_one(
@@ -1568,6 +1570,8 @@ impl DocWriter {
             path,
             title,
             body: quarry_core::into_indexed_body(body, spans),
+            indexed_at: col(&row, 1)?,
+            meta: meta.to_owned(),
         })
     }
 

@@ -58,7 +58,7 @@ fn feed_head(tx: &Connection) -> Result<i64> {
 }
 
 /// Documents as the keyword index takes them, from `sql` selecting
-/// `id, collection_id, path, title, body`.
+/// `id, collection_id, path, title, body, furniture, indexed_at, meta`.
 /// The index work for documents `ids` as they are now ([`IndexWork::of`]).
 fn index_work_of(tx: &Connection, ids: &[i64]) -> Result<IndexWork> {
     let found = if ids.is_empty() {
@@ -66,8 +66,8 @@ fn index_work_of(tx: &Connection, ids: &[i64]) -> Result<IndexWork> {
     } else {
         index_docs(
             tx,
-            "SELECT id, collection_id, path, title, body, furniture FROM documents \
-             WHERE id IN (SELECT value FROM json_each(?1)) ORDER BY id",
+            "SELECT id, collection_id, path, title, body, furniture, indexed_at, meta \
+             FROM documents WHERE id IN (SELECT value FROM json_each(?1)) ORDER BY id",
             [knowledge::id_list(ids)],
         )?
     };
@@ -86,6 +86,8 @@ fn index_docs(tx: &Connection, sql: &str, args: impl rusqlite::Params) -> Result
                     path: r.get(2)?,
                     title: r.get(3)?,
                     body: quarry_core::into_indexed_body(body, &furniture),
+                    indexed_at: r.get(6)?,
+                    meta: r.get(7)?,
                 })
             })?
             .collect::<rusqlite::Result<_>>()
@@ -492,6 +494,8 @@ pub(crate) fn upsert_document(
         path,
         title,
         body: quarry_core::into_indexed_body(body, spans),
+        indexed_at: now,
+        meta: meta.to_owned(),
     })
 }
 
@@ -954,8 +958,8 @@ impl FeedStore for SqliteStore {
             if let Some(after) = from.rebuilding_after {
                 let upserts = index_docs(
                     tx,
-                    "SELECT id, collection_id, path, title, body, furniture FROM documents \
-                     WHERE id > ?1 ORDER BY id LIMIT ?2",
+                    "SELECT id, collection_id, path, title, body, furniture, indexed_at, meta \
+                     FROM documents WHERE id > ?1 ORDER BY id LIMIT ?2",
                     params![after, limit],
                 )?;
                 if let Some(last) = upserts.last() {

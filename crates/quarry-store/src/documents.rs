@@ -71,6 +71,11 @@ pub struct IndexDoc {
     pub title: String,
     /// Its body, as indexed.
     pub body: String,
+    /// Unix milliseconds it was last (re)indexed (the built-in field `indexed`).
+    pub indexed_at: i64,
+    /// Its fields as stored (a JSON object, `quarry_metadata::Metadata::encode`): a node's
+    /// keyword index keeps them so a metadata filter resolves without reading the store.
+    pub meta: String,
 }
 
 /// Derived-index work left to do: documents to (re)index and ids to delete.
