@@ -1105,7 +1105,7 @@ fn run(cli: Cli, env: &config::Env) -> Result<()> {
         | Command::Query(QueryArgs { search: args, .. }) => {
             if engine.ensure_indexes(|n| {
                 eprintln!(
-                    "This data directory has no keyword index yet (or one from an older version): indexing {n} documents from the store…"
+                    "This data directory has no keyword index yet: indexing {n} documents from the store…"
                 )
             })? {
                 eprintln!("Indexed.");
