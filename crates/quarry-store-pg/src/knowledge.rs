@@ -45,11 +45,17 @@ fn kb_from_row(r: &postgres::Row) -> Result<KnowledgeBase> {
     })
 }
 
-const FILE_SELECT: &str = "SELECT f.id, f.uid, f.collection_id, c.name, f.name, f.original_name, \
+pub(super) const FILE_SELECT: &str = "SELECT f.id, f.uid, f.collection_id, c.name, f.name, f.original_name, \
      f.blob, f.format, f.mime, f.size, f.status, f.error, f.pages, f.pages_without_text, f.warnings, \
      d.docid, (SELECT count(*) FROM chunks k WHERE k.document_id = f.document_id), f.attempts, \
      f.created_at, f.updated_at, f.document_id, f.note_kind, f.note_title, f.note_tags, \
-     f.note_summary, f.readers, f.source_id IS NOT NULL, f.meta FROM kb_files f JOIN collections c ON c.id = f.collection_id \
+     f.note_summary, f.readers, f.source_id IS NOT NULL, f.meta, f.entry_key, \
+     COALESCE(f.valid_from, f.created_at), f.valid_to, f.expires_at, f.valid_until, \
+     (SELECT s.uid FROM kb_files s WHERE s.id = f.superseded_by), \
+     (SELECT p.uid FROM kb_files p WHERE p.superseded_by = f.id), f.provenance, \
+     (SELECT string_agg(s.uid, E'\\n' ORDER BY s.id) FROM kb_derivations x \
+      JOIN kb_files s ON s.id = x.source_id WHERE x.file_id = f.id) \
+     FROM kb_files f JOIN collections c ON c.id = f.collection_id \
      LEFT JOIN documents d ON d.id = f.document_id";
 
 fn lines(s: &str) -> Vec<String> {
@@ -59,7 +65,7 @@ fn lines(s: &str) -> Vec<String> {
         .collect()
 }
 
-fn file_from_row(r: &postgres::Row) -> Result<KbFile> {
+pub(super) fn file_from_row(r: &postgres::Row) -> Result<KbFile> {
     let status: String = col(r, 10)?;
     let warnings: String = col(r, 14)?;
     Ok(KbFile {
@@ -96,6 +102,18 @@ fn file_from_row(r: &postgres::Row) -> Result<KbFile> {
         readers: readers_from_column(col::<Option<String>>(r, 25)?.as_deref()),
         synced: col(r, 26)?,
         metadata: metadata_from_column(&col::<String>(r, 27)?),
+        entry: quarry_store::EntryColumns {
+            key: col(r, 28)?,
+            valid_from: col(r, 29)?,
+            valid_to: col(r, 30)?,
+            expires_at: col(r, 31)?,
+            valid_until: col(r, 32)?,
+            superseded_by: col(r, 33)?,
+            supersedes: col(r, 34)?,
+            provenance: col(r, 35)?,
+            derived_from: col(r, 36)?,
+        }
+        .version(),
     })
 }
 
@@ -217,7 +235,8 @@ impl KnowledgeStore for PgStore {
                 let existing = tx
                     .query_opt(
                         &format!(
-                            "{FILE_SELECT} WHERE f.collection_id = $1 AND f.blob = $2 AND f.source_id IS NULL"
+                            "{FILE_SELECT} WHERE f.collection_id = $1 AND f.blob = $2 AND f.source_id IS NULL \
+                             AND f.superseded_by IS NULL"
                         ),
                         &[&collection_id, &f.sha256],
                     )
@@ -823,7 +842,7 @@ fn kb_by_id(c: &mut impl GenericClient, id: i64) -> Result<Option<KnowledgeBase>
         .transpose()
 }
 
-fn file_by_row(c: &mut impl GenericClient, row_id: i64) -> Result<Option<KbFile>> {
+pub(super) fn file_by_row(c: &mut impl GenericClient, row_id: i64) -> Result<Option<KbFile>> {
     c.query_opt(&format!("{FILE_SELECT} WHERE f.id = $1"), &[&row_id])
         .map_err(db_err)?
         .as_ref()

@@ -179,6 +179,7 @@ mod audit;
 mod blob_locks;
 mod chat;
 mod copy;
+mod entries;
 mod hub;
 mod jobs;
 mod knowledge;

@@ -270,7 +270,7 @@ impl quarry_store::SourceStore for PgStore {
                             "UPDATE kb_files SET source_id = NULL, source_path = NULL, \
                              source_version = NULL WHERE id = $1 AND NOT EXISTS (SELECT 1 FROM \
                              kb_files o WHERE o.collection_id = kb_files.collection_id \
-                             AND o.blob = kb_files.blob AND o.source_id IS NULL)",
+                             AND o.blob = kb_files.blob AND o.source_id IS NULL AND o.superseded_by IS NULL)",
                             &[&f],
                         )
                         .map_err(db_err)?

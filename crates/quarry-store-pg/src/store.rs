@@ -177,7 +177,11 @@ impl CollectionStore for PgStore {
                     "WITH images AS (DELETE FROM file_images WHERE file_id IN \
                      (SELECT id FROM kb_files WHERE collection_id = $1)), \
                      jobs AS (DELETE FROM jobs WHERE file_id IN \
-                     (SELECT id FROM kb_files WHERE collection_id = $1)) \
+                     (SELECT id FROM kb_files WHERE collection_id = $1)), \
+                     derivations AS (DELETE FROM kb_derivations WHERE file_id IN \
+                     (SELECT id FROM kb_files WHERE collection_id = $1) OR source_id IN \
+                     (SELECT id FROM kb_files WHERE collection_id = $1)), \
+                     history AS (DELETE FROM kb_history WHERE collection_id = $1) \
                      DELETE FROM kb_files WHERE collection_id = $1",
                     &[&id],
                 )

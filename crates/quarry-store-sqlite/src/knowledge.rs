@@ -10,10 +10,10 @@ use super::{
     ensure_name_free, ensure_space, rename_collection_tx, upsert_document,
 };
 use quarry_store::{
-    AddedFile, ClaimedChunks, ConvertedFile, FileFilter, FileStatus, IndexWork, Job, JobKind,
-    JobQueue, KbFile, KnowledgeBase, KnowledgeStore, Lease, NewKbFile, NoteMeta, QueueCounts,
-    RestrictedFile, StatusCounts, metadata_from_column, owner_node, readers_from_column,
-    readers_to_column,
+    AddedFile, ClaimedChunks, ConvertedFile, EntryColumns, FileFilter, FileStatus, IndexWork, Job,
+    JobKind, JobQueue, KbFile, KnowledgeBase, KnowledgeStore, Lease, NewKbFile, NoteMeta,
+    QueueCounts, RestrictedFile, StatusCounts, metadata_from_column, owner_node,
+    readers_from_column, readers_to_column,
 };
 
 const KB_COLUMNS: &str = "c.id, c.uid, c.name, c.description, c.chunk_size, c.chunk_overlap, \
@@ -47,16 +47,21 @@ fn kb_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<KnowledgeBase> {
     })
 }
 
-const FILE_COLUMNS: &str = "f.id, f.uid, f.collection_id, c.name, f.name, f.original_name, f.blob, \
+pub(super) const FILE_COLUMNS: &str = "f.id, f.uid, f.collection_id, c.name, f.name, f.original_name, f.blob, \
      f.format, f.mime, f.size, f.status, f.error, f.pages, f.pages_without_text, f.warnings, d.docid, \
      (SELECT COUNT(*) FROM chunks k WHERE k.document_id = f.document_id), f.attempts, f.created_at, \
      f.updated_at, f.document_id, f.note_kind, f.note_title, f.note_tags, f.note_summary, f.readers, \
-     f.source_id IS NOT NULL, f.meta";
+     f.source_id IS NOT NULL, f.meta, f.entry_key, COALESCE(f.valid_from, f.created_at), \
+     f.valid_to, f.expires_at, f.valid_until, \
+     (SELECT s.uid FROM kb_files s WHERE s.id = f.superseded_by), \
+     (SELECT p.uid FROM kb_files p WHERE p.superseded_by = f.id), f.provenance, \
+     (SELECT group_concat(s.uid, char(10)) FROM kb_derivations x JOIN kb_files s ON s.id = x.source_id \
+      WHERE x.file_id = f.id)";
 
-const FILE_FROM: &str = "kb_files f JOIN collections c ON c.id = f.collection_id \
+pub(super) const FILE_FROM: &str = "kb_files f JOIN collections c ON c.id = f.collection_id \
      LEFT JOIN documents d ON d.id = f.document_id";
 
-fn file_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<KbFile> {
+pub(super) fn file_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<KbFile> {
     let status: String = r.get(10)?;
     let warnings: String = r.get(14)?;
     Ok(KbFile {
@@ -102,6 +107,18 @@ fn file_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<KbFile> {
         readers: readers_from_column(r.get::<_, Option<String>>(25)?.as_deref()),
         synced: r.get(26)?,
         metadata: metadata_from_column(&r.get::<_, String>(27)?),
+        entry: EntryColumns {
+            key: r.get(28)?,
+            valid_from: r.get(29)?,
+            valid_to: r.get(30)?,
+            expires_at: r.get(31)?,
+            valid_until: r.get(32)?,
+            superseded_by: r.get(33)?,
+            supersedes: r.get(34)?,
+            provenance: r.get(35)?,
+            derived_from: r.get(36)?,
+        }
+        .version(),
     })
 }
 
@@ -199,7 +216,7 @@ fn kb_by_key(conn: &Connection, space: &str, key: &str) -> Result<Option<Knowled
     .map_err(db_err)
 }
 
-fn file_by_row(conn: &Connection, row_id: i64) -> Result<Option<KbFile>> {
+pub(super) fn file_by_row(conn: &Connection, row_id: i64) -> Result<Option<KbFile>> {
     conn.query_row(
         &format!("SELECT {FILE_COLUMNS} FROM {FILE_FROM} WHERE f.id = ?1"),
         [row_id],
@@ -318,6 +335,18 @@ pub(super) fn delete_files_of_collection(tx: &Transaction<'_>, collection_id: i6
         [collection_id],
     )
     .map_err(db_err)?;
+    // Its entries' derivations and history go with it.
+    tx.execute(
+        "DELETE FROM kb_derivations WHERE file_id IN (SELECT id FROM kb_files WHERE collection_id = ?1) \
+         OR source_id IN (SELECT id FROM kb_files WHERE collection_id = ?1)",
+        [collection_id],
+    )
+    .map_err(db_err)?;
+    tx.execute(
+        "DELETE FROM kb_history WHERE collection_id = ?1",
+        [collection_id],
+    )
+    .map_err(db_err)?;
     let n = tx
         .execute(
             "DELETE FROM kb_files WHERE collection_id = ?1",
@@ -413,7 +442,8 @@ impl KnowledgeStore for SqliteStore {
             for f in files {
                 let existing: Option<i64> = tx
                     .query_row(
-                        "SELECT id FROM kb_files WHERE collection_id = ?1 AND blob = ?2 AND source_id IS NULL",
+                        "SELECT id FROM kb_files WHERE collection_id = ?1 AND blob = ?2 AND source_id IS NULL \
+                         AND superseded_by IS NULL",
                         params![collection_id, f.sha256],
                         |r| r.get(0),
                     )

@@ -19,7 +19,7 @@ use quarry_store::{
 };
 
 /// The newest schema version: the last of [`MIGRATIONS`].
-const SCHEMA_VERSION: i64 = 21;
+const SCHEMA_VERSION: i64 = 22;
 
 /// `(version, SQL)`, oldest first: the files in `migrations/`, each bringing the schema from
 /// the version before it to its own. Version 4 also gives old rows their UUIDs ([`assign_uids`]).
@@ -45,6 +45,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (19, include_str!("../migrations/v19.sql")),
     (20, include_str!("../migrations/v20.sql")),
     (21, include_str!("../migrations/v21.sql")),
+    (22, include_str!("../migrations/v22.sql")),
 ];
 
 /// The feed's last sequence number (0 before its first entry).
@@ -147,6 +148,7 @@ mod access;
 mod audit;
 mod chat;
 mod copy;
+mod entries;
 mod hub;
 mod knowledge;
 mod oauth;

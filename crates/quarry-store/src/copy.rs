@@ -31,6 +31,8 @@ pub const COPIED_TABLES: &[&str] = &[
     "expansions",
     "blobs",
     "kb_files",
+    "kb_derivations",
+    "kb_history",
     "file_images",
     "sync_reports",
     "jobs",

@@ -170,6 +170,9 @@ pub struct KbFile {
     /// document properties are the document's, not the file's).
     #[serde(skip_serializing_if = "is_empty_object")]
     pub metadata: serde_json::Value,
+    /// Its version facts, for an entry written as one ([`crate::EntryStore::add_entry`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub entry: Option<crate::EntryVersion>,
 }
 
 fn is_empty_object(v: &serde_json::Value) -> bool {

@@ -17,6 +17,7 @@ mod chat;
 pub mod conformance;
 pub mod copy;
 mod documents;
+mod entries;
 mod feed;
 mod hub;
 mod knowledge;
@@ -35,6 +36,7 @@ pub use chat::{ChatMessageRow, ChatStore, ConversationRow, ConversationSummary};
 pub use documents::{
     CollectionStore, DocChange, DocFields, DocSummary, FileState, IndexDoc, IndexWork,
 };
+pub use entries::{AddedEntry, EntryColumns, EntryStore, EntryVersion, HistoryEvent, NewEntry};
 pub use feed::{
     ChangeListener, ChangeNotifier, ChangeWaiter, Channel, FeedBatch, FeedPosition, FeedStore,
     PollingListener,
@@ -65,8 +67,8 @@ pub use sources::{
 /// tools): `use quarry_store::prelude::*;`.
 pub mod prelude {
     pub use crate::{
-        AccessStore, AuditStore, ChangeNotifier, ChatStore, CollectionStore, FeedStore, HubStore,
-        JobQueue, KnowledgeStore, LimitStore, OAuthStore, SemanticStore, SessionStore,
+        AccessStore, AuditStore, ChangeNotifier, ChatStore, CollectionStore, EntryStore, FeedStore,
+        HubStore, JobQueue, KnowledgeStore, LimitStore, OAuthStore, SemanticStore, SessionStore,
         SettingsStore, SourceStore, Store, VectorSearch,
     };
 }
@@ -87,6 +89,7 @@ pub trait Store:
     + SemanticStore
     + SettingsStore
     + KnowledgeStore
+    + EntryStore
     + JobQueue
     + AccessStore
     + AuditStore
@@ -104,6 +107,7 @@ impl<T> Store for T
 where
     T: CollectionStore,
     T: FeedStore,
+    T: EntryStore,
     T: SessionStore,
     T: SemanticStore,
     T: SettingsStore,

@@ -1,0 +1,365 @@
+//! Conformance cases for knowledge entries with time (`EntryStore`): supersession by key and
+//! by id, validity windows and expiry, reads of the past, derivations and cascading
+//! deletes, and the history that remembers all of it. Each case is a
+//! `pub fn entries_…(store: &dyn Store)` listed in the macro below.
+
+use quarry_core::Error;
+
+use crate::{AddedEntry, ConvertedFile, KbFile, NewEntry, NewKbFile, NoteMeta, Store};
+
+/// The cases of this module, for [`store_conformance!`](crate::store_conformance).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __conformance_entries {
+    ($open:expr) => {
+        $crate::store_conformance!(@in entries, $open;
+            entries_a_key_supersedes_its_current_entry_and_history_keeps_both,
+            entries_supersedes_names_only_a_current_entry_of_its_key,
+            entries_windows_expiry_and_reads_of_the_past,
+            entries_deleting_a_source_deletes_what_was_derived_and_relinks_versions,
+        );
+    };
+}
+
+const SPACE: &str = "default";
+
+fn note(sha: u64) -> NewKbFile {
+    NewKbFile {
+        meta: Default::default(),
+        original_name: format!("n{sha}.md"),
+        sha256: format!("{sha:064x}"),
+        format: "md".into(),
+        mime: "text/markdown".into(),
+        size: 3,
+        note: Some(NoteMeta {
+            title: None,
+            tags: Vec::new(),
+            kind: "text".into(),
+            summary: None,
+        }),
+        readers: None,
+    }
+}
+
+fn kb(store: &dyn Store, name: &str) -> i64 {
+    store
+        .create_knowledge_base(SPACE, name, "", None)
+        .expect("create_knowledge_base")
+        .collection_id
+}
+
+fn keyed(key: &str) -> NewEntry {
+    NewEntry {
+        key: Some(key.into()),
+        provenance: r#"{"user":"ann","client":"test"}"#.into(),
+        ..NewEntry::default()
+    }
+}
+
+fn added(r: quarry_core::Result<AddedEntry>) -> (KbFile, Option<KbFile>) {
+    match r.expect("add_entry") {
+        AddedEntry::Added { file, superseded } => (file, superseded.map(|b| *b)),
+        AddedEntry::Duplicate { file } => panic!("unexpected duplicate of {}", file.id),
+    }
+}
+
+/// Stores a document for the entry, as its ingest would, and returns its id.
+fn with_document(store: &dyn Store, file: &KbFile) -> i64 {
+    store
+        .file_converted(
+            None,
+            file.row_id,
+            ConvertedFile {
+                meta: Default::default(),
+                title: file.file_name.clone(),
+                markdown: format!("# {}\n\nbody", file.id),
+                pages: Vec::new(),
+                furniture: Vec::new(),
+                page_count: None,
+                pages_without_text: None,
+                warnings: Vec::new(),
+                images: Vec::new(),
+            },
+        )
+        .expect("file_converted");
+    store
+        .kb_file_by_row(file.row_id)
+        .expect("kb_file_by_row")
+        .and_then(|f| f.document_id)
+        .expect("a document")
+}
+
+fn reload(store: &dyn Store, file: &KbFile) -> KbFile {
+    store
+        .kb_file_by_row(file.row_id)
+        .expect("kb_file_by_row")
+        .expect("the entry")
+}
+
+/// A second write of a key supersedes the first: the old entry's window ends where the new
+/// one's starts and both say so; the same content again under the key is no new version; a
+/// value that returns after a change is a new version; the history lists every step.
+pub fn entries_a_key_supersedes_its_current_entry_and_history_keeps_both(store: &dyn Store) {
+    let c = kb(store, "memory");
+    let (first, none) = added(store.add_entry(c, &note(1), &keyed("ceo")));
+    assert!(none.is_none());
+    let v1 = first.entry.clone().expect("an entry's version facts");
+    assert_eq!(v1.key.as_deref(), Some("ceo"));
+    assert_eq!(v1.valid_until, None);
+    assert_eq!(v1.provenance["user"], "ann");
+    let (second, old) = added(store.add_entry(
+        c,
+        &note(2),
+        &NewEntry {
+            valid_from: Some(v1.valid_from + 1_000),
+            ..keyed("ceo")
+        },
+    ));
+    let old = old.expect("the superseded entry");
+    assert_eq!(old.id, first.id);
+    let old_v = old.entry.expect("version");
+    assert_eq!(old_v.superseded_by.as_deref(), Some(second.id.as_str()));
+    assert_eq!(old_v.valid_until, Some(v1.valid_from + 1_000));
+    let new_v = second.entry.clone().expect("version");
+    assert_eq!(new_v.supersedes.as_deref(), Some(first.id.as_str()));
+    assert_eq!(new_v.valid_from, v1.valid_from + 1_000);
+    // The current content again under its key: nothing new.
+    match store.add_entry(c, &note(2), &keyed("ceo")).expect("again") {
+        AddedEntry::Duplicate { file } => assert_eq!(file.id, second.id),
+        AddedEntry::Added { file, .. } => panic!("a second copy {}", file.id),
+    }
+    // The first value back: a third version, though its bytes are the first one's.
+    let (third, old) = added(store.add_entry(c, &note(1), &keyed("ceo")));
+    assert_eq!(old.map(|o| o.id), Some(second.id.clone()));
+    let versions = store.entry_versions(c, "ceo").expect("entry_versions");
+    assert_eq!(
+        versions.iter().map(|f| f.id.as_str()).collect::<Vec<_>>(),
+        [first.id.as_str(), second.id.as_str(), third.id.as_str()]
+    );
+    // Another key is another chain; keys are per knowledge base.
+    let other = kb(store, "other");
+    let (elsewhere, none) = added(store.add_entry(other, &note(1), &keyed("ceo")));
+    assert!(none.is_none(), "{elsewhere:?}");
+    let history = store.entry_history(c, &first.id).expect("entry_history");
+    let events: Vec<(&str, &str)> = history
+        .iter()
+        .map(|e| (e.entry.as_str(), e.event.as_str()))
+        .collect();
+    assert_eq!(
+        events,
+        [
+            (first.id.as_str(), "created"),
+            (second.id.as_str(), "created"),
+            (first.id.as_str(), "superseded"),
+            (third.id.as_str(), "created"),
+            (second.id.as_str(), "superseded"),
+        ]
+    );
+    assert_eq!(history[2].detail["by"], second.id.as_str());
+    assert_eq!(history[0].detail["by"]["client"], "test");
+}
+
+/// `supersedes` names the entry replaced: an unknown one is not found, one already
+/// superseded is a conflict naming its successor, as is one of another key; without a key
+/// the new entry takes the superseded one's.
+pub fn entries_supersedes_names_only_a_current_entry_of_its_key(store: &dyn Store) {
+    let c = kb(store, "memory");
+    let (a, _) = added(store.add_entry(c, &note(1), &keyed("plan")));
+    let (b, _) = added(store.add_entry(c, &note(2), &keyed("plan")));
+    let (other, _) = added(store.add_entry(c, &note(3), &keyed("budget")));
+    let by_id = |id: i64, key: Option<&str>| NewEntry {
+        supersedes: Some(id),
+        key: key.map(str::to_owned),
+        provenance: "{}".into(),
+        ..NewEntry::default()
+    };
+    match store.add_entry(c, &note(4), &by_id(a.row_id, None)) {
+        Err(Error::Conflict(m)) => assert!(m.contains(&b.id), "{m}"),
+        other => panic!("expected a conflict naming the successor, got {other:?}"),
+    }
+    match store.add_entry(c, &note(4), &by_id(other.row_id, Some("plan"))) {
+        Err(Error::Conflict(m)) => assert!(m.contains("budget"), "{m}"),
+        other => panic!("expected a conflict naming the key, got {other:?}"),
+    }
+    match store.add_entry(c, &note(4), &by_id(i64::MAX, None)) {
+        Err(Error::NotFound(_)) => {}
+        other => panic!("expected NotFound, got {other:?}"),
+    }
+    match store.add_entry(
+        c,
+        &note(4),
+        &NewEntry {
+            derived_from: vec![i64::MAX],
+            ..keyed("x")
+        },
+    ) {
+        Err(Error::NotFound(m)) => assert!(m.contains("derived_from"), "{m}"),
+        other => panic!("expected NotFound, got {other:?}"),
+    }
+    // Nothing was left half-written by the refusals.
+    assert_eq!(store.entry_versions(c, "x").expect("versions").len(), 0);
+    let (c2, old) = added(store.add_entry(c, &note(5), &by_id(b.row_id, None)));
+    assert_eq!(old.map(|o| o.id), Some(b.id.clone()));
+    assert_eq!(
+        c2.entry.and_then(|e| e.key).as_deref(),
+        Some("plan"),
+        "the key is inherited"
+    );
+}
+
+/// Windows: `valid_to` and `expires_at` end one, `valid_from` (else the moment of writing)
+/// starts it; a read at a moment leaves out what was not valid then.
+pub fn entries_windows_expiry_and_reads_of_the_past(store: &dyn Store) {
+    let c = kb(store, "memory");
+    let (plain, _) = added(store.add_entry(
+        c,
+        &note(1),
+        &NewEntry {
+            provenance: "{}".into(),
+            ..NewEntry::default()
+        },
+    ));
+    let start = plain.entry.clone().expect("version").valid_from;
+    let (bounded, _) = added(store.add_entry(
+        c,
+        &note(2),
+        &NewEntry {
+            valid_from: Some(start - 10_000),
+            valid_to: Some(start - 5_000),
+            provenance: "{}".into(),
+            ..NewEntry::default()
+        },
+    ));
+    let (expiring, _) = added(store.add_entry(
+        c,
+        &note(3),
+        &NewEntry {
+            expires_at: Some(start + 60_000),
+            provenance: "{}".into(),
+            ..NewEntry::default()
+        },
+    ));
+    let (future, _) = added(store.add_entry(
+        c,
+        &note(4),
+        &NewEntry {
+            valid_from: Some(start + 3_600_000),
+            provenance: "{}".into(),
+            ..NewEntry::default()
+        },
+    ));
+    assert_eq!(
+        expiring.entry.clone().expect("version").valid_until,
+        Some(start + 60_000)
+    );
+    let docs: Vec<i64> = [&plain, &bounded, &expiring, &future]
+        .iter()
+        .map(|f| with_document(store, f))
+        .collect();
+    let out = |at: i64| {
+        let mut got = store
+            .entries_out_of_time(&[c], at)
+            .expect("entries_out_of_time");
+        got.sort_unstable();
+        got
+    };
+    let sorted = |mut v: Vec<i64>| {
+        v.sort_unstable();
+        v
+    };
+    // Now (the entries were written within seconds of `start`): the ended one and the
+    // future one are out.
+    assert_eq!(out(start + 30_000), sorted(vec![docs[1], docs[3]]));
+    // After the expiry, that one too.
+    assert_eq!(
+        out(start + 120_000),
+        sorted(vec![docs[1], docs[2], docs[3]])
+    );
+    // Inside the bounded one's window (written later, valid then): only it was valid; the
+    // others start when they were written.
+    assert_eq!(out(start - 7_000), sorted(vec![docs[0], docs[2], docs[3]]));
+    assert!(
+        store
+            .entries_out_of_time(&[], start)
+            .expect("none")
+            .is_empty()
+    );
+}
+
+/// Deleting an entry deletes, transitively, the entries derived from it (in any knowledge
+/// base), says so in each one's history, and gives its key's chain back to its predecessor.
+pub fn entries_deleting_a_source_deletes_what_was_derived_and_relinks_versions(store: &dyn Store) {
+    let c = kb(store, "memory");
+    let other = kb(store, "summaries");
+    let (source, _) = added(store.add_entry(c, &note(1), &keyed("fact")));
+    let (derived, _) = added(store.add_entry(
+        other,
+        &note(2),
+        &NewEntry {
+            derived_from: vec![source.row_id],
+            provenance: "{}".into(),
+            ..NewEntry::default()
+        },
+    ));
+    let (second_order, _) = added(store.add_entry(
+        c,
+        &note(3),
+        &NewEntry {
+            derived_from: vec![derived.row_id, source.row_id],
+            provenance: "{}".into(),
+            ..NewEntry::default()
+        },
+    ));
+    let (unrelated, _) = added(store.add_entry(c, &note(4), &keyed("other")));
+    assert_eq!(
+        reload(store, &derived).entry.expect("version").derived_from,
+        [source.id.clone()]
+    );
+    // A newer version of the source's key, then the newer one deleted: the source is
+    // current again.
+    let (newer, _) = added(store.add_entry(c, &note(5), &keyed("fact")));
+    let gone = store
+        .delete_entry(c, newer.row_id, r#"{"user":"ann"}"#)
+        .expect("delete the newer version");
+    assert!(gone.is_empty());
+    let back = reload(store, &source).entry.expect("version");
+    assert_eq!(back.superseded_by, None);
+    assert_eq!(back.valid_until, None);
+    match store.delete_entry(other, source.row_id, "{}") {
+        Err(Error::NotFound(_)) => {}
+        other => panic!("a delete through another knowledge base: {other:?}"),
+    }
+    let mut gone = store
+        .delete_entry(c, source.row_id, r#"{"user":"ann"}"#)
+        .expect("delete the source");
+    gone.sort();
+    let mut expected = vec![derived.id.clone(), second_order.id.clone()];
+    expected.sort();
+    assert_eq!(gone, expected);
+    for f in [&source, &derived, &second_order] {
+        assert_eq!(
+            store.kb_file_by_row(f.row_id).expect("read"),
+            None,
+            "{}",
+            f.id
+        );
+    }
+    assert!(
+        store
+            .kb_file_by_row(unrelated.row_id)
+            .expect("read")
+            .is_some()
+    );
+    let history = store.entry_history(other, &derived.id).expect("history");
+    let last = history.last().expect("events");
+    assert_eq!(last.event, "deleted_with_source");
+    assert_eq!(last.detail["source"], source.id.as_str());
+    let history = store.entry_history(c, &source.id).expect("history");
+    let events: Vec<&str> = history.iter().map(|e| e.event.as_str()).collect();
+    assert!(events.contains(&"current_again"), "{events:?}");
+    assert_eq!(history.last().map(|e| e.event.as_str()), Some("deleted"));
+    assert_eq!(
+        history.last().map(|e| &e.detail["by"]["user"]),
+        Some(&"ann".into())
+    );
+}
