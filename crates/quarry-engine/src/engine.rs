@@ -85,6 +85,9 @@ pub struct Engine {
     /// For a search limited by a metadata filter: the filter, and the documents it lets
     /// through once resolved (see [`Engine::filtered`]).
     pub(crate) filter: Option<Arc<crate::metadata::FilterState>>,
+    /// The moment searches and listings read knowledge entries at (Unix ms; `None`: now;
+    /// see [`Engine::at`]).
+    pub(crate) as_of: Option<i64>,
 }
 
 impl std::ops::Deref for Engine {
@@ -204,6 +207,7 @@ impl Engine {
             scope,
             ranking_scope: None,
             filter: None,
+            as_of: None,
         })
     }
 
@@ -265,6 +269,7 @@ impl Engine {
             scope,
             ranking_scope: None,
             filter: None,
+            as_of: None,
         }
     }
 
@@ -277,6 +282,7 @@ impl Engine {
             scope: self.scope.narrowed(ids),
             ranking_scope: Some(self.ranking_scope_or_own()),
             filter: self.filter.clone(),
+            as_of: self.as_of,
         }
     }
 

@@ -547,13 +547,13 @@ impl Engine {
         self.store().kb_file_by_row(row_id)
     }
 
-    /// Deletes a document: gone for readers when this returns.
+    /// Deletes a document: gone for readers when this returns — with, for a knowledge
+    /// entry, every entry derived from it ([`Engine::delete_knowledge_by`]).
     pub fn delete_kb_document(&self, kb_key: &str, doc_key: &str) -> Result<KbFile> {
         let file = self.kb_document(kb_key, doc_key)?;
-        self.require(Access::Write, "deleting a document")?;
-        self.store()
-            .delete_kb_file(file.collection_id, file.row_id)?;
-        Ok(file)
+        Ok(self
+            .delete_knowledge_by(&file, &serde_json::Map::new())?
+            .file)
     }
 
     /// Queues a failed document again.

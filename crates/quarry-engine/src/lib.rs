@@ -12,6 +12,9 @@ mod chunking;
 mod collections;
 mod documents;
 mod engine;
+mod entries;
+#[cfg(test)]
+mod entries_tests;
 pub mod fusion;
 mod hybrid;
 mod indexing;
@@ -44,6 +47,11 @@ mod vectors;
 pub use collections::RESERVED_COLLECTION_NAMES;
 pub use documents::{DocumentView, GetRequest, MultiGetItem, MultiGetRequest, MultiGetResult};
 pub use engine::{Engine, EngineOptions, EngineShared};
+pub use entries::{
+    CreatedEntry, DeletedKnowledge, EntryHistory, EntryOptions, MAX_KEY_CHARS, MAX_SOURCES,
+    NEAR_DUPLICATE_JACCARD, NEAR_DUPLICATE_OVERLAP, NearDuplicate, OnDuplicate, near_duplicate,
+    parse_instant,
+};
 pub use fusion::EXPANSION_DISCOUNT;
 pub use hybrid::{
     CandidateEvidence, LIST_DEPTH, MAX_SEARCHES, QueryOptions, RERANK_CANDIDATES, SubQuery,

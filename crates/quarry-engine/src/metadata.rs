@@ -72,6 +72,7 @@ impl Engine {
                 filter,
                 allowed: OnceLock::new(),
             })),
+            as_of: self.as_of,
         }
     }
 
@@ -140,7 +141,10 @@ impl Engine {
         }
         let ids: Vec<i64> = names.keys().copied().collect();
         let hidden = self.hidden_in(Some(&ids))?;
-        let hides = |id: i64| hidden.as_ref().is_some_and(|h| h.hides(id));
+        // Knowledge entries not valid at this handle's moment are history, not fields here.
+        let out_of_time: HashSet<i64> = self.out_of_time(&ids)?.into_iter().collect();
+        let hides =
+            |id: i64| hidden.as_ref().is_some_and(|h| h.hides(id)) || out_of_time.contains(&id);
         if let Some(index) = self.fts()? {
             index.reload()?;
             for doc in index.field_table()?.iter() {

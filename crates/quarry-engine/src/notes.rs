@@ -3,7 +3,7 @@
 //! the call returns; embedding runs later on the ingestion queue like any upload.
 
 use quarry_core::{Access, Error, Result};
-use quarry_store::{AddedFile, FileFilter, FileStatus, KbFile, NewKbFile, NoteMeta};
+use quarry_store::{FileFilter, FileStatus, KbFile};
 use serde::Serialize;
 
 use crate::engine::Engine;
@@ -84,7 +84,7 @@ pub struct NoteView {
     pub content: String,
 }
 
-fn check_title(title: &Option<String>) -> Result<Option<String>> {
+pub(crate) fn check_title(title: &Option<String>) -> Result<Option<String>> {
     let t = title.as_deref().map(str::trim).filter(|t| !t.is_empty());
     if let Some(t) = t {
         if t.chars().count() > MAX_TITLE_CHARS {
@@ -100,7 +100,7 @@ fn check_title(title: &Option<String>) -> Result<Option<String>> {
     Ok(t.map(quarry_ingest::nfc))
 }
 
-fn check_tags(tags: &[String]) -> Result<Vec<String>> {
+pub(crate) fn check_tags(tags: &[String]) -> Result<Vec<String>> {
     if tags.len() > MAX_TAGS {
         return Err(Error::invalid(format!("at most {MAX_TAGS} tags")));
     }
@@ -123,7 +123,7 @@ fn check_tags(tags: &[String]) -> Result<Vec<String>> {
 }
 
 /// The Markdown of `content`.
-fn to_markdown(content: &str, format: NoteFormat) -> Result<String> {
+pub(crate) fn to_markdown(content: &str, format: NoteFormat) -> Result<String> {
     let md = match format {
         NoteFormat::Markdown => content.to_owned(),
         NoteFormat::Blocks => quarry_convert::editorjs_to_markdown(content)
@@ -142,7 +142,7 @@ fn to_markdown(content: &str, format: NoteFormat) -> Result<String> {
 }
 
 /// A file name for a note: its title (or first words), made safe, `.md`.
-fn note_file_name(title: Option<&str>, markdown: &str) -> String {
+pub(crate) fn note_file_name(title: Option<&str>, markdown: &str) -> String {
     let basis = title.unwrap_or_else(|| {
         markdown
             .lines()
@@ -171,56 +171,11 @@ fn note_file_name(title: Option<&str>, markdown: &str) -> String {
 impl Engine {
     /// Creates a note in the knowledge base `kb` (created when missing and the caller may
     /// write to its space). Returns the note and whether the same content was already there
-    /// (then nothing new is created).
+    /// (then nothing new is created). A note is a knowledge entry without a key (see
+    /// [`Engine::create_entry`] for one with a key, a window or sources).
     pub fn create_note(&self, kb: &str, note: NewNote) -> Result<(KbFile, bool)> {
-        self.require(Access::Write, "creating knowledge")?;
-        if !NOTE_KINDS.contains(&note.kind.as_str()) {
-            return Err(Error::invalid(format!(
-                "kind must be one of text, image, video, url; got {:?}",
-                note.kind
-            )));
-        }
-        let title = check_title(&note.title)?;
-        let tags = check_tags(&note.tags)?;
-        let markdown = to_markdown(&note.content, note.format)?;
-        let kb = self.knowledge_base_for_writing(kb)?;
-        let blobs = self.blobs()?;
-        let _refs = blobs.lock_shared()?;
-        let sha256 = blobs.put(markdown.as_bytes())?;
-        let added = self.store().add_files(
-            kb.collection_id,
-            &[NewKbFile {
-                meta: note.fields.encode(),
-                original_name: note_file_name(title.as_deref(), &markdown),
-                sha256,
-                format: "md".into(),
-                mime: "text/markdown".into(),
-                size: markdown.len() as u64,
-                note: Some(NoteMeta {
-                    title,
-                    tags,
-                    kind: note.kind,
-                    summary: None,
-                }),
-                readers: None,
-            }],
-        )?;
-        drop(_refs);
-        let (file, duplicate) = match added.into_iter().next() {
-            Some(AddedFile::Added { file }) => (file, false),
-            Some(AddedFile::Duplicate { file }) if self.may_read_file(&file) => {
-                return Ok((file, true));
-            }
-            // The same text as an entry this caller may not read: which one stays unsaid.
-            Some(AddedFile::Duplicate { .. }) => {
-                return Err(Error::Conflict(
-                    "the same content is already in this knowledge base".into(),
-                ));
-            }
-            None => return Err(Error::Storage("note was not added".into())),
-        };
-        self.index_note_now(&file)?;
-        Ok((file, duplicate))
+        let created = self.create_entry(kb, note, &crate::entries::EntryOptions::default())?;
+        Ok((created.file, created.duplicate))
     }
 
     /// Runs `work` once per idempotency `key` of `owner` (a user's UUID, or `local`) in this
@@ -271,7 +226,7 @@ impl Engine {
     }
 
     /// Stores and keyword-indexes a note's Markdown at once; the queued job embeds it.
-    fn index_note_now(&self, file: &KbFile) -> Result<()> {
+    pub(crate) fn index_note_now(&self, file: &KbFile) -> Result<()> {
         match self.convert_and_index(None, file.row_id, &NoProgress) {
             Ok(_) => Ok(()),
             Err(e) => {
@@ -352,7 +307,8 @@ impl Engine {
         })
     }
 
-    /// Documents of `kb` (all it holds, uploads and notes), newest first, paged.
+    /// Documents of `kb` (its uploads, and the notes valid at this handle's moment), newest
+    /// first, paged.
     pub fn list_knowledge(
         &self,
         kb: &str,
@@ -366,7 +322,8 @@ impl Engine {
             Err(Error::NotFound(_)) => Vec::new(),
             Err(e) => return Err(e),
         };
-        all.retain(|f| self.may_read_file(f));
+        // Entries valid at this handle's moment (superseded and expired ones are history).
+        all.retain(|f| self.may_read_file(f) && self.valid_now(f));
         all.reverse();
         let total = all.len();
         Ok((all.into_iter().skip(offset).take(limit).collect(), total))

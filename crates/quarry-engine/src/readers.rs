@@ -119,14 +119,34 @@ impl Engine {
         })))
     }
 
-    /// What a search by this handle must leave out: hidden in the scope its scores are
+    /// The documents a search by this handle must leave out, in the scope its scores are
     /// computed against (the ranking scope of a narrowed search, see
-    /// [`Engine::rank_among`]), so a hidden document neither comes back nor moves a score.
-    pub(crate) fn hidden_for_search(&self) -> Result<HiddenSet> {
-        match &self.ranking_scope {
-            Some(ranking) => self.scoped((**ranking).clone()).hidden_in(None),
-            None => self.hidden_in(None),
+    /// [`Engine::rank_among`]): those hidden from the caller, and the knowledge entries not
+    /// valid at its moment ([`Engine::at`]: superseded, expired, not yet valid). Either kind
+    /// neither comes back nor moves a score.
+    pub(crate) fn hidden_for_search(&self) -> Result<Option<Arc<HashSet<u64>>>> {
+        let ranking = match &self.ranking_scope {
+            Some(scope) => self.scoped((**scope).clone()).at(self.as_of),
+            None => self.clone(),
+        };
+        let hidden = ranking.hidden_in(None)?.map(|h| h.documents.clone());
+        let knowledge_bases: Vec<i64> = ranking
+            .collections()?
+            .iter()
+            .filter(|c| c.kind == quarry_core::CollectionKind::KnowledgeBase)
+            .map(|c| c.id)
+            .collect();
+        let out_of_time = ranking.out_of_time(&knowledge_bases)?;
+        if out_of_time.is_empty() {
+            return Ok(hidden);
         }
+        let mut documents: HashSet<u64> = hidden.map(|h| (*h).clone()).unwrap_or_default();
+        documents.extend(
+            out_of_time
+                .into_iter()
+                .filter_map(|d| u64::try_from(d).ok()),
+        );
+        Ok(Some(Arc::new(documents)))
     }
 
     /// The chunks of the documents a search must leave out (see
@@ -135,7 +155,7 @@ impl Engine {
         let Some(hidden) = self.hidden_for_search()? else {
             return Ok(HashSet::new());
         };
-        let ids: Vec<i64> = hidden.documents.iter().map(|&id| id as i64).collect();
+        let ids: Vec<i64> = hidden.iter().map(|&id| id as i64).collect();
         Ok(self
             .store()
             .chunks_of_documents(&ids)?

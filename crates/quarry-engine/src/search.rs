@@ -202,7 +202,7 @@ impl Engine {
     ) -> Result<KeywordRanking> {
         // What the caller may not read is skipped inside the index, before any score is
         // computed relative to the list.
-        let excluded = self.hidden_for_search()?.map(|h| h.documents.clone());
+        let excluded = self.hidden_for_search()?;
         // A metadata filter chooses among the rest (the reference list below is unfiltered).
         let allowed = self.allowed_documents()?;
         let raw = index.search_restricted(parsed, filter, excluded.clone(), allowed, depth)?;

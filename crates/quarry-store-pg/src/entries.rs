@@ -325,7 +325,12 @@ impl EntryStore for PgStore {
         .collect()
     }
 
-    fn delete_entry(&self, collection_id: i64, row_id: i64, by: &str) -> Result<Vec<String>> {
+    fn delete_entry(
+        &self,
+        collection_id: i64,
+        row_id: i64,
+        by: &str,
+    ) -> Result<Vec<(i64, String)>> {
         self.write(|tx| {
             tx.query_opt(
                 "SELECT 1 FROM collections WHERE id = $1 FOR NO KEY UPDATE",
@@ -380,7 +385,7 @@ impl EntryStore for PgStore {
                         &serde_json::json!({"by": by}),
                     )?,
                     Some(source) => {
-                        derived_uids.push(row.uid.clone());
+                        derived_uids.push((*collection, row.uid.clone()));
                         history(
                             tx,
                             *collection,

@@ -310,7 +310,12 @@ impl EntryStore for SqliteStore {
         rows.collect::<rusqlite::Result<Vec<_>>>().map_err(db_err)
     }
 
-    fn delete_entry(&self, collection_id: i64, row_id: i64, by: &str) -> Result<Vec<String>> {
+    fn delete_entry(
+        &self,
+        collection_id: i64,
+        row_id: i64,
+        by: &str,
+    ) -> Result<Vec<(i64, String)>> {
         self.write(|tx| {
             let now = quarry_core::now_millis();
             let by: serde_json::Value = serde_json::from_str(by).unwrap_or_default();
@@ -364,7 +369,7 @@ impl EntryStore for SqliteStore {
                         &serde_json::json!({"by": by}),
                     )?,
                     Some(source) => {
-                        derived_uids.push(row.uid.clone());
+                        derived_uids.push((*collection, row.uid.clone()));
                         history(
                             tx,
                             *collection,

@@ -134,8 +134,10 @@ pub trait EntryStore {
     /// Deletes an entry and, transitively, every entry derived from it (cleanup queued as
     /// [`crate::KnowledgeStore::delete_kb_file`] does); the entry it superseded becomes
     /// current again when it was the key's current one. `by` (a JSON object) is recorded in
-    /// the history. Returns the public ids of the entries derived from it that went with it.
-    fn delete_entry(&self, collection_id: i64, row_id: i64, by: &str) -> Result<Vec<String>>;
+    /// the history. Returns the entries derived from it that went with it (their knowledge
+    /// base's collection and public id).
+    fn delete_entry(&self, collection_id: i64, row_id: i64, by: &str)
+    -> Result<Vec<(i64, String)>>;
 }
 
 /// An entry's columns as both stores select them (see their `FILE_COLUMNS`), for

@@ -1,0 +1,297 @@
+//! Knowledge entries with time through the engine (issue 44, item 4): a key's new version
+//! replaces the old one in every search and listing, `as_of` reads the past, expiry ends an
+//! entry, near-duplicates are reported or merged, and deletes cascade to derived entries.
+
+use quarry_core::Error;
+use quarry_metadata::Metadata;
+use serde_json::json;
+
+use crate::entries::{EntryOptions, OnDuplicate};
+use crate::knowledge_search::KnowledgeSearch;
+use crate::notes::{NewNote, NoteFormat};
+use crate::search::SearchRequest;
+use crate::test_support::{drain, engine};
+
+fn note(text: &str) -> NewNote {
+    NewNote {
+        content: text.to_owned(),
+        format: NoteFormat::Markdown,
+        kind: "text".into(),
+        title: None,
+        tags: Vec::new(),
+        fields: Metadata::default(),
+    }
+}
+
+fn keyed(key: &str) -> EntryOptions {
+    let mut provenance = serde_json::Map::new();
+    provenance.insert("user".into(), json!("ann"));
+    EntryOptions {
+        key: Some(key.into()),
+        provenance,
+        ..EntryOptions::default()
+    }
+}
+
+fn titles(hits: Vec<quarry_core::SearchHit>) -> Vec<String> {
+    let mut t: Vec<String> = hits.into_iter().map(|h| h.title).collect();
+    t.sort();
+    t
+}
+
+#[test]
+fn a_keys_new_version_replaces_the_old_one_and_as_of_reads_the_past() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = engine(dir.path());
+    let first = e
+        .create_entry(
+            "memory",
+            note("# Chief executive\n\nThe chief executive is Ann Lee."),
+            &keyed("ceo"),
+        )
+        .unwrap();
+    assert!(!first.duplicate && first.superseded.is_none());
+    let between = quarry_core::now_millis();
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    let second = e
+        .create_entry(
+            "memory",
+            note("# Chief executive now\n\nThe chief executive is Bo Chen."),
+            &keyed("ceo"),
+        )
+        .unwrap();
+    assert_eq!(
+        second.superseded.as_ref().map(|f| &f.id),
+        Some(&first.file.id)
+    );
+    drain(&e);
+
+    // Now: the current version only, in search, passages and listings.
+    assert_eq!(
+        titles(e.search(&SearchRequest::new("chief executive")).unwrap()),
+        ["Chief executive now"]
+    );
+    let passages = e
+        .knowledge_search(&KnowledgeSearch::new("chief executive"))
+        .unwrap();
+    assert!(
+        passages
+            .results
+            .iter()
+            .all(|p| p.knowledge_id == second.file.id),
+        "{passages:?}"
+    );
+    let (listed, total) = e.list_knowledge("memory", 0, 10).unwrap();
+    assert_eq!((listed.len(), total), (1, 1));
+    // As of before the second write: the first one.
+    let past = e.at(Some(between));
+    assert_eq!(
+        titles(past.search(&SearchRequest::new("chief executive")).unwrap()),
+        ["Chief executive"]
+    );
+    assert_eq!(past.list_knowledge("memory", 0, 10).unwrap().1, 1);
+    // Before either: nothing.
+    assert!(
+        e.at(Some(between - 3_600_000))
+            .search(&SearchRequest::new("chief executive"))
+            .unwrap()
+            .is_empty()
+    );
+
+    // The old version stays readable by id, with its window and successor; the history
+    // lists both versions.
+    let old = e.find_knowledge(Some("memory"), &first.file.id).unwrap();
+    let v = old.entry.clone().unwrap();
+    assert_eq!(v.superseded_by.as_deref(), Some(second.file.id.as_str()));
+    assert!(v.valid_until.is_some());
+    assert_eq!(v.provenance["user"], "ann");
+    let history = e.entry_history(&old).unwrap();
+    assert_eq!(history.versions.len(), 2);
+    assert_eq!(
+        history
+            .events
+            .iter()
+            .map(|e| e.event.as_str())
+            .collect::<Vec<_>>(),
+        ["created", "created", "superseded"]
+    );
+
+    // The same content again under the key: nothing new.
+    let again = e
+        .create_entry(
+            "memory",
+            note("# Chief executive now\n\nThe chief executive is Bo Chen."),
+            &keyed("ceo"),
+        )
+        .unwrap();
+    assert!(again.duplicate);
+    assert_eq!(again.file.id, second.file.id);
+}
+
+#[test]
+fn expiry_windows_and_bad_options_are_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = engine(dir.path());
+    let now = quarry_core::now_millis();
+    let expiring = e
+        .create_entry(
+            "memory",
+            note("# Parking\n\nVisitor parking is in lot C this week."),
+            &EntryOptions {
+                ttl_seconds: Some(3600),
+                ..EntryOptions::default()
+            },
+        )
+        .unwrap();
+    drain(&e);
+    let until = expiring.file.entry.as_ref().unwrap().valid_until.unwrap();
+    assert!((until - now - 3_600_000).abs() < 60_000, "{until}");
+    assert_eq!(e.search(&SearchRequest::new("parking")).unwrap().len(), 1);
+    assert!(
+        e.at(Some(now + 7_200_000))
+            .search(&SearchRequest::new("parking"))
+            .unwrap()
+            .is_empty()
+    );
+
+    let bad = |options: EntryOptions| match e.create_entry(
+        "memory",
+        note("# X\n\nsomething else entirely"),
+        &options,
+    ) {
+        Err(Error::InvalidInput(m)) => m,
+        other => panic!("expected a refusal, got {other:?}"),
+    };
+    assert!(
+        bad(EntryOptions {
+            valid_from: Some(now),
+            valid_to: Some(now - 1),
+            ..EntryOptions::default()
+        })
+        .contains("valid_to")
+    );
+    assert!(
+        bad(EntryOptions {
+            expires_at: Some(now - 1_000),
+            ..EntryOptions::default()
+        })
+        .contains("past")
+    );
+    assert!(
+        bad(EntryOptions {
+            expires_at: Some(now + 1_000),
+            ttl_seconds: Some(5),
+            ..EntryOptions::default()
+        })
+        .contains("not both")
+    );
+    assert!(
+        bad(EntryOptions {
+            key: Some(" ".into()),
+            ..EntryOptions::default()
+        })
+        .contains("key")
+    );
+    match e.create_entry(
+        "memory",
+        note("# Y\n\nyet another thing"),
+        &EntryOptions {
+            supersedes: Some("nope".into()),
+            ..EntryOptions::default()
+        },
+    ) {
+        Err(Error::NotFound(m)) => assert!(m.contains("supersedes"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+    match e.create_entry(
+        "memory",
+        note("# Z\n\nand one more"),
+        &EntryOptions {
+            derived_from: vec!["nope".into()],
+            ..EntryOptions::default()
+        },
+    ) {
+        Err(Error::NotFound(m)) => assert!(m.contains("derived_from"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+    // Nothing was stored by the refusals.
+    assert_eq!(e.list_knowledge("memory", 0, 10).unwrap().1, 1);
+}
+
+#[test]
+fn near_duplicates_are_reported_or_merged_and_deletes_cascade() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = engine(dir.path());
+    let original = e
+        .create_entry(
+            "memory",
+            note("The staging database password rotates every 30 days."),
+            &EntryOptions::default(),
+        )
+        .unwrap();
+    let reworded = e
+        .create_entry(
+            "memory",
+            note("Every 30 days the staging database password rotates."),
+            &EntryOptions::default(),
+        )
+        .unwrap();
+    assert_eq!(reworded.near_duplicates.len(), 1, "{reworded:?}");
+    assert_eq!(reworded.near_duplicates[0].id, original.file.id);
+    assert!(!reworded.merged && reworded.superseded.is_none());
+    let unrelated = e
+        .create_entry(
+            "memory",
+            note("Lunch is served at noon in the atrium."),
+            &EntryOptions::default(),
+        )
+        .unwrap();
+    assert!(unrelated.near_duplicates.is_empty());
+    // Merged: the new wording becomes the closest one's new version.
+    let merged = e
+        .create_entry(
+            "memory",
+            note("The staging database password rotates every 30 days, at midnight."),
+            &EntryOptions {
+                on_duplicate: OnDuplicate::Merge,
+                ..EntryOptions::default()
+            },
+        )
+        .unwrap();
+    assert!(merged.merged);
+    assert!(merged.superseded.is_some());
+
+    // Derived entries go with their source, transitively.
+    let summary = e
+        .create_entry(
+            "summaries",
+            note("Summary: lunch at noon."),
+            &EntryOptions {
+                derived_from: vec![unrelated.file.id.clone()],
+                ..EntryOptions::default()
+            },
+        )
+        .unwrap();
+    let digest = e
+        .create_entry(
+            "summaries",
+            note("Digest of summaries."),
+            &EntryOptions {
+                derived_from: vec![summary.file.id.clone()],
+                ..EntryOptions::default()
+            },
+        )
+        .unwrap();
+    let mut by = serde_json::Map::new();
+    by.insert("user".into(), json!("ann"));
+    let deleted = e.delete_knowledge_by(&unrelated.file, &by).unwrap();
+    let mut derived = deleted.derived.clone();
+    derived.sort();
+    let mut expected = vec![summary.file.id.clone(), digest.file.id.clone()];
+    expected.sort();
+    assert_eq!(derived, expected);
+    assert!(matches!(
+        e.find_knowledge(None, &digest.file.id),
+        Err(Error::NotFound(_))
+    ));
+}
