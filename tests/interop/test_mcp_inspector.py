@@ -118,7 +118,7 @@ def test_tools_list(inspector, target):
     tools = inspector.result(target, "--method", "tools/list")["tools"]
     assert {t["name"] for t in tools} == ALL_TOOLS and len(tools) == len(ALL_TOOLS)
     by_name = {t["name"]: t for t in tools}
-    assert set(by_name["search"]["inputSchema"]["properties"]) == {"query", "limit", "minScore", "collection", "filter"}
+    assert set(by_name["search"]["inputSchema"]["properties"]) == {"query", "limit", "minScore", "collection", "filter", "as_of"}
     assert by_name["vsearch"]["inputSchema"]["properties"]["minScore"]["default"] == 0.3
     assert by_name["multi_get"]["inputSchema"]["properties"]["maxBytes"]["default"] == 10240
     assert all(t["annotations"]["readOnlyHint"] is (t["name"] in READ_TOOLS) for t in tools)

@@ -183,7 +183,7 @@ async def test_tool_schemas_names_and_defaults(mcp):
     for name in ("search", "vsearch", "query"):
         schema = tools[name]["inputSchema"]
         assert schema["type"] == "object"
-        base = {"query", "limit", "minScore", "collection", "filter"}
+        base = {"query", "limit", "minScore", "collection", "filter", "as_of"}
         if name == "query":
             # qmd 2.8's typed query (issue 44 item 3): `query` or `searches`, so neither is required.
             extra = {"searches", "intent", "collections", "candidateLimit", "rerank"}

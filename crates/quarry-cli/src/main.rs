@@ -574,6 +574,10 @@ struct SearchArgs {
     /// e.g. '{"field":"status","operator":"eq","value":"published"}'; see `quarry metadata`.
     #[arg(long, value_name = "JSON")]
     filter: Option<String>,
+    /// Read knowledge entries as they were valid at this moment (RFC 3339 timestamp,
+    /// YYYY-MM-DD or Unix milliseconds): superseded and expired entries are left out.
+    #[arg(long, value_name = "WHEN")]
+    as_of: Option<String>,
 }
 
 #[derive(Args)]
@@ -1111,7 +1115,14 @@ fn run(cli: Cli, env: &config::Env) -> Result<()> {
                 eprintln!("Indexed.");
             }
             let query = args.query.join(" ");
-            let engine = engine.filtered(parse_filter_arg(args.filter.as_deref())?);
+            let as_of = args
+                .as_of
+                .as_deref()
+                .map(|w| quarry_engine::parse_instant("--as-of", &serde_json::json!(w)))
+                .transpose()?;
+            let engine = engine
+                .filtered(parse_filter_arg(args.filter.as_deref())?)
+                .at(as_of);
             let mut req = SearchRequest {
                 query: query.clone(),
                 limit: args.limit,

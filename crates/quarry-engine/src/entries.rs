@@ -341,7 +341,8 @@ impl Engine {
         Ok(NewEntry {
             key: options.key.clone(),
             supersedes,
-            valid_from: options.valid_from,
+            // The moment a ttl counts from, so the window is exactly as long as asked.
+            valid_from: Some(options.valid_from.unwrap_or(now)),
             valid_to: options.valid_to,
             expires_at,
             provenance: serde_json::Value::Object(options.provenance.clone()).to_string(),

@@ -32,7 +32,7 @@ use crate::search::NO_VECTOR_INDEX;
 
 /// A metadata filter letting through at most this many documents is searched exactly
 /// (every chunk of theirs scored): exact recall, and cheaper than over-asking the index.
-const EXACT_FILTERED_DOCUMENTS: usize = 5_000;
+const EXACT_FILTERED_DOCUMENTS: usize = 20_000;
 /// The most chunks a filtered search asks the vector index for at once.
 const MAX_FILTERED_ASK: usize = 50_000;
 

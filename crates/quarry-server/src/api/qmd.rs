@@ -26,6 +26,7 @@ use serde_json::{Value, json};
 use crate::audit::AuditNote;
 use crate::auth::Caller;
 use crate::http::{ApiError, Body, count, run_blocking};
+use crate::service::entries::parse_as_of;
 use crate::service::filter::parse_filter;
 use crate::state::AppState;
 
@@ -86,6 +87,9 @@ struct SearchBody {
     /// A metadata filter (issue 44): a JSON filter node, or a JSON string holding one.
     #[serde(default)]
     filter: Option<Value>,
+    /// The moment knowledge entries are read at (issue 44).
+    #[serde(default)]
+    as_of: Option<Value>,
 }
 
 impl SearchBody {
@@ -115,6 +119,8 @@ struct QueryBody {
     collection: Option<String>,
     #[serde(default)]
     filter: Option<Value>,
+    #[serde(default)]
+    as_of: Option<Value>,
     /// Typed sub-queries `[{"type": "lex"|"vec"|"hyde", "query": "..."}]`, checked by the
     /// engine's parser so every surface words its errors alike.
     #[serde(default)]
@@ -145,22 +151,23 @@ async fn run_search(
     kind: SearchKind,
 ) -> Result<Response, ApiError> {
     let filter = parse_filter(b.filter.take().as_ref())?;
+    let as_of = parse_as_of(b.as_of.take().as_ref())?;
     let req = b.into_request(if matches!(kind, SearchKind::Vector) {
         quarry_engine::VSEARCH_MIN_SCORE
     } else {
         0.0
     });
-    run_request(caller, filter, req, kind, QueryOptions::default()).await
+    run_request(caller, (filter, as_of), req, kind, QueryOptions::default()).await
 }
 
 async fn run_request(
     caller: Caller,
-    filter: Option<quarry_engine::Filter>,
+    (filter, as_of): (Option<quarry_engine::Filter>, Option<i64>),
     req: SearchRequest,
     kind: SearchKind,
     opts: QueryOptions,
 ) -> Result<Response, ApiError> {
-    let engine = caller.engine.filtered(filter);
+    let engine = caller.engine.filtered(filter).at(as_of);
     // What the summary and the audit name: the query, else the first sub-query.
     let q = if req.query.trim().is_empty() {
         opts.searches
@@ -207,6 +214,7 @@ async fn vsearch(caller: Caller, Body(b): Body<SearchBody>) -> Result<Response, 
 
 async fn query(caller: Caller, Body(b): Body<QueryBody>) -> Result<Response, ApiError> {
     let filter = parse_filter(b.filter.as_ref())?;
+    let as_of = parse_as_of(b.as_of.as_ref())?;
     let opts = QueryOptions {
         searches: SubQuery::list_from_json(b.searches.as_ref())?,
         intent: b.intent,
@@ -221,7 +229,7 @@ async fn query(caller: Caller, Body(b): Body<QueryBody>) -> Result<Response, Api
         rerank: b.rerank.unwrap_or(true),
         excerpt_chars: quarry_engine::SNIPPET_CHARS,
     };
-    run_request(caller, filter, req, SearchKind::Hybrid, opts).await
+    run_request(caller, (filter, as_of), req, SearchKind::Hybrid, opts).await
 }
 
 #[derive(Deserialize)]

@@ -61,6 +61,17 @@ pub(crate) struct Caller {
     /// The request's `Idempotency-Key` header: a retried `create_knowledge` gets the first
     /// answer again.
     pub idempotency_key: Option<String>,
+    /// Where a tool call comes from (what a knowledge entry's provenance records).
+    pub origin: CallOrigin,
+}
+
+/// The client and call a request comes from, as far as the protocol says.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct CallOrigin {
+    /// An MCP client's name and version (`claude-code/2.1.0`), else the HTTP `User-Agent`.
+    pub client: Option<String>,
+    /// The JSON-RPC id of the tool call.
+    pub call: Option<String>,
 }
 
 impl Caller {
@@ -71,6 +82,7 @@ impl Caller {
             principal,
             resource: resource.unwrap_or_else(|| DEFAULT_RESOURCE.to_owned()),
             idempotency_key: None,
+            origin: CallOrigin::default(),
         }
     }
 

@@ -47,6 +47,9 @@ struct SearchBody {
     /// A metadata filter (issue 44): a JSON filter node, or a JSON string holding one.
     #[serde(default)]
     filter: Option<Value>,
+    /// The moment knowledge entries are read at (issue 44).
+    #[serde(default)]
+    as_of: Option<Value>,
 }
 
 async fn knowledge_search(caller: Caller, Body(b): Body<SearchBody>) -> Result<Response, ApiError> {
@@ -80,7 +83,8 @@ async fn knowledge_search(caller: Caller, Body(b): Body<SearchBody>) -> Result<R
     }
     let engine = caller
         .engine
-        .filtered(crate::service::filter::parse_filter(b.filter.as_ref())?);
+        .filtered(crate::service::filter::parse_filter(b.filter.as_ref())?)
+        .at(crate::service::entries::parse_as_of(b.as_of.as_ref())?);
     let (query, named) = (req.query.clone(), req.knowledge_bases.clone());
     let found = run_blocking(move || engine.knowledge_search(&req)).await?;
     let note = crate::audit::AuditNote::Search {

@@ -15,6 +15,7 @@ use rmcp::model::{
 };
 use serde_json::{Value, json};
 
+use crate::service::entries::{as_of_schema, parse_as_of};
 use crate::service::filter::{filter_schema, parse_filter};
 use crate::service::tool_args::{Args, read_only, tool_error};
 
@@ -41,7 +42,8 @@ fn search_input(min_score_default: f64, what: &str) -> Value {
             "limit": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 10, "description": "Maximum number of results"},
             "minScore": {"type": "number", "minimum": 0, "maximum": 1, "default": min_score_default, "description": "Minimum relevance score 0-1"},
             "collection": {"type": "string", "description": "Only search this collection"},
-            "filter": filter_schema()
+            "filter": filter_schema(),
+            "as_of": as_of_schema()
         },
         "required": ["query"]
     })
@@ -395,8 +397,9 @@ pub(super) fn run(engine: &Engine, name: &str, args: &JsonObject) -> CallToolRes
                 Ok(r) => r,
                 Err(m) => return tool_error(m),
             };
-            let engine = match filter_arg(&args) {
-                Ok(f) => engine.filtered(f),
+            let as_of = parse_as_of(args.0.get("as_of")).map_err(|e| e.public_text());
+            let engine = match filter_arg(&args).and_then(|f| Ok((f, as_of?))) {
+                Ok((f, as_of)) => engine.filtered(f).at(as_of),
                 Err(m) => return tool_error(m),
             };
             let hits = match name {

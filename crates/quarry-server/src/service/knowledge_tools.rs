@@ -15,6 +15,7 @@ use quarry_engine::{
 use rmcp::model::{CallToolResult, ContentBlock, Tool, ToolAnnotations, object};
 use serde_json::{Value, json};
 
+use super::entries::{as_of_schema, entry_options, entry_properties, parse_as_of, provenance};
 use super::filter::{filter_schema, parse_filter};
 use super::tool_args::{Args, read_only, tool_error};
 use crate::auth::Caller;
@@ -83,6 +84,14 @@ fn writes(title: &str, destructive: bool) -> ToolAnnotations {
         .open_world(false)
 }
 
+/// `schema` with `extra` added to its properties.
+fn with_properties(mut schema: Value, extra: serde_json::Map<String, Value>) -> Value {
+    if let Some(properties) = schema["properties"].as_object_mut() {
+        properties.extend(extra);
+    }
+    schema
+}
+
 fn make(name: &str, description: &str, input: Value, output: Option<Value>) -> Tool {
     let mut t = Tool::new(name.to_owned(), description.to_owned(), object(input));
     if let Some(o) = output {
@@ -109,7 +118,8 @@ pub(crate) fn knowledge_search_tool() -> Tool {
                         "description": "Minimum relevance score threshold (0-1). Higher values return more relevant but fewer results."},
                     "rerank": {"type": "boolean", "default": true,
                         "description": "Whether to apply reranking for improved relevance ordering. Recommended for important queries."},
-                    "filter": filter_schema()
+                    "filter": filter_schema(),
+                    "as_of": as_of_schema()
                 },
                 "required": ["query"]
             }),
@@ -147,22 +157,25 @@ pub(crate) fn capture_tools() -> Vec<Tool> {
         with_annotations(
             make(
                 CREATE,
-                "Create a new knowledge entry. The knowledge will be processed asynchronously (summarization and embedding) in the background. Content already stored is not stored twice: the answer names the existing entry. To retry a call safely, send the same idempotency_key (or Idempotency-Key header): the retry gets the first answer instead of creating again.",
-                json!({
-                    "type": "object",
-                    "properties": {
-                        "content": {"type": "string", "description": "The content of the knowledge (markdown or plain text)"},
-                        "content_type": {"type": "string", "enum": ["markdown", "blocks"], "default": "markdown",
-                            "description": "Content format type. Default is markdown, use 'blocks' for EditorJS format."},
-                        "kind": {"type": "string", "enum": ["text", "image", "video", "url"], "default": "text", "description": "Type of knowledge"},
-                        "title": {"type": "string", "description": "Optional title for the knowledge (will be auto-generated if not provided)"},
-                        "tags": {"type": "array", "items": {"type": "string"}, "description": "Optional tags for categorization"},
-                        "metadata": {"type": "object", "description": "Optional metadata fields to filter by later, e.g. {\"status\": \"published\", \"priority\": 2, \"due\": \"2026-06-01\", \"tags\": [\"a\"]}: strings, numbers, bools, YYYY-MM-DD dates or lists of those (no nested objects)"},
-                        "idempotency_key": {"type": "string", "minLength": 1, "maxLength": 255,
-                            "description": "Optional: a unique string per entry you create (e.g. a UUID). Retrying with the same key returns the first answer (for 24 hours) instead of creating the entry again."}
-                    },
-                    "required": ["content"]
-                }),
+                "Create a new knowledge entry. The knowledge will be processed asynchronously (summarization and embedding) in the background. Content already stored is not stored twice: the answer names the existing entry. To correct a fact, write it again with the same `key` (or `supersedes` the entry's id): searches then return the new version and the old one stays in the history. Entries may carry a validity window (valid_from, valid_to) or expire (expires_at, ttl). An entry that nearly repeats a current one is reported in the answer (or merged with on_duplicate: merge). To retry a call safely, send the same idempotency_key (or Idempotency-Key header): the retry gets the first answer instead of creating again.",
+                with_properties(
+                    json!({
+                        "type": "object",
+                        "properties": {
+                            "content": {"type": "string", "description": "The content of the knowledge (markdown or plain text)"},
+                            "content_type": {"type": "string", "enum": ["markdown", "blocks"], "default": "markdown",
+                                "description": "Content format type. Default is markdown, use 'blocks' for EditorJS format."},
+                            "kind": {"type": "string", "enum": ["text", "image", "video", "url"], "default": "text", "description": "Type of knowledge"},
+                            "title": {"type": "string", "description": "Optional title for the knowledge (will be auto-generated if not provided)"},
+                            "tags": {"type": "array", "items": {"type": "string"}, "description": "Optional tags for categorization"},
+                            "metadata": {"type": "object", "description": "Optional metadata fields to filter by later, e.g. {\"status\": \"published\", \"priority\": 2, \"due\": \"2026-06-01\", \"tags\": [\"a\"]}: strings, numbers, bools, YYYY-MM-DD dates or lists of those (no nested objects)"},
+                            "idempotency_key": {"type": "string", "minLength": 1, "maxLength": 255,
+                                "description": "Optional: a unique string per entry you create (e.g. a UUID). Retrying with the same key returns the first answer (for 24 hours) instead of creating the entry again."}
+                        },
+                        "required": ["content"]
+                    }),
+                    entry_properties(),
+                ),
                 Some(status_output.clone()),
             ),
             writes("Create knowledge", false),
@@ -170,8 +183,8 @@ pub(crate) fn capture_tools() -> Vec<Tool> {
         with_annotations(
             make(
                 GET,
-                "Get one knowledge entry: its title, tags, processing status and full Markdown content.",
-                json!({"type": "object", "properties": {"id": id}, "required": ["id"]}),
+                "Get one knowledge entry: its title, tags, processing status, full Markdown content and, for an entry with versions, its validity, key and provenance. With history: true, also every version of its key and what happened to them.",
+                json!({"type": "object", "properties": {"id": id, "history": {"type": "boolean", "default": false, "description": "Also return every version of the entry's key and its history (superseded, deleted, derived)"}}, "required": ["id"]}),
                 None,
             ),
             read_only("Get knowledge"),
@@ -186,7 +199,8 @@ pub(crate) fn capture_tools() -> Vec<Tool> {
                         "query": {"type": "string", "minLength": 1, "maxLength": 2000, "description": "What to look for"},
                         "limit": {"type": "integer", "minimum": 1, "maximum": 50, "default": 10, "description": "Maximum number of results (entries, each once)"},
                         "min_score": {"type": "number", "minimum": 0, "maximum": 1, "default": 0.5, "description": "Minimum relevance score (0-1); lower it for more, weaker results"},
-                        "filter": filter_schema()
+                        "filter": filter_schema(),
+                        "as_of": as_of_schema()
                     },
                     "required": ["query"]
                 }),
@@ -197,12 +211,13 @@ pub(crate) fn capture_tools() -> Vec<Tool> {
         with_annotations(
             make(
                 LIST,
-                "List the knowledge entries of this connection's resource, newest first.",
+                "List the knowledge entries of this connection's resource valid now (or as_of a moment), newest first.",
                 json!({
                     "type": "object",
                     "properties": {
                         "limit": {"type": "integer", "minimum": 1, "maximum": 100, "default": 20},
-                        "offset": {"type": "integer", "minimum": 0, "default": 0}
+                        "offset": {"type": "integer", "minimum": 0, "default": 0},
+                        "as_of": as_of_schema()
                     }
                 }),
                 None,
@@ -231,7 +246,7 @@ pub(crate) fn capture_tools() -> Vec<Tool> {
         with_annotations(
             make(
                 DELETE,
-                "Delete a knowledge entry.",
+                "Delete a knowledge entry, and every entry derived from it (the answer names them).",
                 json!({"type": "object", "properties": {"id": id}, "required": ["id"]}),
                 None,
             ),
@@ -395,7 +410,44 @@ fn note_json(file: &KbFile) -> Value {
         "docid": file.docid,
         "created_at": file.created_at,
         "updated_at": file.updated_at,
+        "entry": file.entry,
     })
+}
+
+/// A moment as text (`2026-06-01T10:30:00Z`).
+fn instant_text(millis: i64) -> String {
+    quarry_metadata::Date {
+        millis,
+        has_time: true,
+    }
+    .to_string()
+}
+
+/// An entry's versions and history, as text after its content.
+fn history_text(h: &quarry_engine::EntryHistory) -> String {
+    let mut text = String::from("\n\n## Versions\n");
+    for v in &h.versions {
+        let e = v.entry.as_ref();
+        text.push_str(&format!(
+            "\n- [{}] valid from {}{}{}",
+            v.id,
+            e.map_or(String::new(), |e| instant_text(e.valid_from)),
+            e.and_then(|e| e.valid_until)
+                .map_or(String::new(), |u| format!(" until {}", instant_text(u))),
+            e.and_then(|e| e.superseded_by.as_deref())
+                .map_or(String::new(), |s| format!(", superseded by {s}")),
+        ));
+    }
+    text.push_str("\n\n## History\n");
+    for ev in &h.events {
+        text.push_str(&format!(
+            "\n- {} {} {}",
+            instant_text(ev.at),
+            ev.entry,
+            ev.event
+        ));
+    }
+    text
 }
 
 fn view_json(v: &NoteView) -> Value {
@@ -448,6 +500,7 @@ pub(crate) async fn call(
         resource: caller.resource.clone(),
         owner: caller.idempotency_owner().to_owned(),
         idempotency_key: caller.idempotency_key.clone(),
+        caller: caller.clone(),
     };
     let name = name.to_owned();
     let joined = run_blocking_raw(move || run(&conn, &name, &Args(&args))).await;
@@ -469,11 +522,18 @@ struct Connection {
     owner: String,
     /// The request's `Idempotency-Key` header.
     idempotency_key: Option<String>,
+    /// Who calls, from where (a knowledge entry's provenance).
+    caller: Caller,
 }
 
 /// The `filter` argument of a search tool (issue 44), parsed.
 fn filter_arg(args: &Args<'_>) -> Result<Option<quarry_engine::Filter>, String> {
     parse_filter(args.0.get("filter")).map_err(|e| e.public_text())
+}
+
+/// The `as_of` argument of a read tool (issue 44), parsed.
+fn as_of_arg(args: &Args<'_>) -> Result<Option<i64>, String> {
+    parse_as_of(args.0.get("as_of")).map_err(|e| e.public_text())
 }
 
 fn run(conn: &Connection, name: &str, args: &Args<'_>) -> CallToolResult {
@@ -484,8 +544,8 @@ fn run(conn: &Connection, name: &str, args: &Args<'_>) -> CallToolResult {
                 Ok(r) => r,
                 Err(m) => return tool_error(format!("Search failed: 400 - {m}")),
             };
-            let engine = match filter_arg(args) {
-                Ok(f) => engine.filtered(f),
+            let engine = match filter_arg(args).and_then(|f| Ok((f, as_of_arg(args)?))) {
+                Ok((f, as_of)) => engine.filtered(f).at(as_of),
                 Err(m) => return tool_error(format!("Search failed: 400 - {m}")),
             };
             match engine.knowledge_search(&req) {
@@ -500,7 +560,7 @@ fn run(conn: &Connection, name: &str, args: &Args<'_>) -> CallToolResult {
             Ok(r) => r,
             Err(m) => tool_error(m),
         },
-        _ => match capture(engine, &conn.resource, name, args) {
+        _ => match capture(conn, name, args) {
             Ok(r) => r,
             Err(m) => tool_error(m),
         },
@@ -519,7 +579,7 @@ fn create_once(conn: &Connection, args: &Args<'_>) -> Result<CallToolResult, Str
         (None, header) => header.clone(),
     };
     let Some(key) = key else {
-        return create(&conn.engine, &conn.resource, args);
+        return create(conn, args);
     };
     // What makes a retry the same request: the resource and every argument but the key.
     let sorted: std::collections::BTreeMap<&String, &Value> = args
@@ -532,7 +592,7 @@ fn create_once(conn: &Connection, args: &Args<'_>) -> Result<CallToolResult, Str
     );
     let mut failure = None;
     let answer = conn.engine.once(&conn.owner, &key, &fingerprint, || {
-        match create(&conn.engine, &conn.resource, args) {
+        match create(conn, args) {
             Ok(r) => Ok(json!({
                 "text": first_text(&r),
                 "structured": r.structured_content,
@@ -561,11 +621,8 @@ fn first_text(r: &CallToolResult) -> String {
 }
 
 /// `create_knowledge` itself.
-fn create(
-    engine: &quarry_engine::Engine,
-    resource: &str,
-    args: &Args<'_>,
-) -> Result<CallToolResult, String> {
+fn create(conn: &Connection, args: &Args<'_>) -> Result<CallToolResult, String> {
+    let (engine, resource) = (&conn.engine, conn.resource.as_str());
     let fail = |e: Error| crate::http::public_detail(&e);
     let format = match args.string("content_type")? {
         Some(f) => NoteFormat::parse(&f).map_err(fail)?,
@@ -578,6 +635,7 @@ fn create(
         Some(v) => quarry_metadata::Metadata::from_json(v)
             .map_err(|e| format!("`metadata`: {}", e.public_text()))?,
     };
+    let options = entry_options(args.0, &conn.caller, "mcp").map_err(fail)?;
     let note = NewNote {
         fields,
         content: args.required_string("content")?,
@@ -586,12 +644,44 @@ fn create(
         title: title.clone(),
         tags: tags.clone(),
     };
-    let (file, duplicate) = engine.create_note(resource, note).map_err(fail)?;
-    if !duplicate {
-        return Ok(with_structured(
-            format!("Knowledge created: {}", file.id),
-            json!({"id": file.id, "status": "processing", "message": "Knowledge created successfully, processing in background"}),
-        ));
+    let created = engine
+        .create_entry(resource, note, &options)
+        .map_err(fail)?;
+    let file = &created.file;
+    if !created.duplicate {
+        let mut text = format!("Knowledge created: {}", file.id);
+        let mut structured = json!({"id": file.id, "status": "processing", "message": "Knowledge created successfully, processing in background"});
+        if let Some(entry) = &file.entry {
+            structured["valid_from"] = json!(entry.valid_from);
+            if let Some(key) = &entry.key {
+                structured["key"] = json!(key);
+            }
+            if let Some(until) = entry.valid_until {
+                structured["valid_until"] = json!(until);
+            }
+        }
+        if let Some(old) = &created.superseded {
+            text.push_str(&format!(
+                "\nIt supersedes {}{}: searches return the new entry; the old one stays in its history (get_knowledge with history: true).",
+                old.id,
+                if created.merged { " (merged: it said nearly the same)" } else { "" }
+            ));
+            structured["superseded"] = json!(old.id);
+            structured["merged"] = json!(created.merged);
+        }
+        if !created.merged && !created.near_duplicates.is_empty() {
+            text.push_str("\nCurrent entries that say nearly the same (to replace one, write again with its key, or supersedes: its id):");
+            for d in &created.near_duplicates {
+                text.push_str(&format!(
+                    "\n- [{}] {} ({:.0}% of words shared)",
+                    d.id,
+                    d.title,
+                    d.similarity * 100.0
+                ));
+            }
+            structured["near_duplicates"] = json!(created.near_duplicates);
+        }
+        return Ok(with_structured(text, structured));
     }
     // Nothing new was stored: say so, and what became of the title and tags given.
     let existing = file
@@ -618,26 +708,32 @@ fn create(
     ))
 }
 
-fn capture(
-    engine: &quarry_engine::Engine,
-    resource: &str,
-    name: &str,
-    args: &Args<'_>,
-) -> Result<CallToolResult, String> {
+fn capture(conn: &Connection, name: &str, args: &Args<'_>) -> Result<CallToolResult, String> {
+    let (engine, resource) = (&conn.engine, conn.resource.as_str());
     let fail = |e: Error| crate::http::public_detail(&e);
     match name {
         GET => {
             let id = args.required_string("id")?;
             let file = engine.find_knowledge(Some(resource), &id).map_err(fail)?;
+            let history = if args.bool("history")?.unwrap_or(false) {
+                Some(engine.entry_history(&file).map_err(fail)?)
+            } else {
+                None
+            };
             let view = engine.knowledge_view(file).map_err(fail)?;
-            Ok(with_structured(
-                titled(&view.title, &view.content),
-                view_json(&view),
-            ))
+            let mut text = titled(&view.title, &view.content);
+            let mut structured = view_json(&view);
+            if let Some(h) = history {
+                text.push_str(&history_text(&h));
+                structured["versions"] =
+                    json!(h.versions.iter().map(note_json).collect::<Vec<_>>());
+                structured["history"] = json!(h.events);
+            }
+            Ok(with_structured(text, structured))
         }
         QUERY | QUERY_ALIAS => {
             let mut req = KnowledgeSearch::new(args.required_string("query")?);
-            let engine = engine.filtered(filter_arg(args)?);
+            let engine = engine.filtered(filter_arg(args)?).at(as_of_arg(args)?);
             let limit = args.uint("limit")?.unwrap_or(10).clamp(1, 50) as usize;
             // The same bar as knowledge_search (0.5 unless asked): ten results of which nine
             // score 0–4 % bury the one that answers.
@@ -679,6 +775,7 @@ fn capture(
             let limit = args.uint("limit")?.unwrap_or(20).min(100) as usize;
             let offset = args.index("offset")?.unwrap_or(0).min(usize::MAX as u64) as usize;
             let (items, total) = engine
+                .at(as_of_arg(args)?)
                 .list_knowledge(resource, offset, limit)
                 .map_err(fail)?;
             let mut text = format!(
@@ -717,10 +814,19 @@ fn capture(
         DELETE => {
             let id = args.required_string("id")?;
             let file = engine.resource_knowledge(resource, &id).map_err(fail)?;
-            let file = engine.delete_knowledge(&file).map_err(fail)?;
+            let deleted = engine
+                .delete_knowledge_by(&file, &provenance(&conn.caller, "mcp"))
+                .map_err(fail)?;
+            let mut text = format!("Knowledge deleted: {}", deleted.file.id);
+            if !deleted.derived.is_empty() {
+                text.push_str(&format!(
+                    "\nDeleted with it, as derived from it: {}",
+                    deleted.derived.join(", ")
+                ));
+            }
             Ok(with_structured(
-                format!("Knowledge deleted: {}", file.id),
-                json!({"id": file.id, "deleted": true}),
+                text,
+                json!({"id": deleted.file.id, "deleted": true, "derived_deleted": deleted.derived}),
             ))
         }
         other => Err(format!("Unknown tool: {other}")),

@@ -5,6 +5,7 @@
 //! the catalog). Nothing here defines a route.
 
 pub(crate) mod endpoints;
+pub(crate) mod entries;
 pub(crate) mod filter;
 pub(crate) mod knowledge_tools;
 mod spaces;

@@ -22,15 +22,33 @@ pub(crate) fn request_caller(
     fixed: Option<&Caller>,
     context: &RequestContext<RoleServer>,
 ) -> Result<Caller, McpError> {
-    if let Some(c) = fixed {
-        return Ok(c.clone());
-    }
-    context
-        .extensions
-        .get::<axum::http::request::Parts>()
-        .and_then(|p| p.extensions.get::<Caller>())
-        .cloned()
-        .ok_or_else(|| McpError::internal_error("request has no authenticated caller", None))
+    let parts = context.extensions.get::<axum::http::request::Parts>();
+    let mut caller = match fixed {
+        Some(c) => c.clone(),
+        None => parts
+            .and_then(|p| p.extensions.get::<Caller>())
+            .cloned()
+            .ok_or_else(|| McpError::internal_error("request has no authenticated caller", None))?,
+    };
+    // A request without an `initialize` before it (the stateless era, QukaAI's curl
+    // examples) gets rmcp's own identity as its peer's: that names no client.
+    let own = rmcp::model::Implementation::from_build_env();
+    let client = context
+        .peer
+        .peer_info()
+        .filter(|p| p.client_info.name != own.name || p.client_info.version != own.version)
+        .map(|p| format!("{}/{}", p.client_info.name, p.client_info.version))
+        .or_else(|| {
+            parts
+                .and_then(|p| p.headers.get(axum::http::header::USER_AGENT))
+                .and_then(|v| v.to_str().ok())
+                .map(|v| v.chars().take(200).collect())
+        });
+    caller.origin = crate::auth::CallOrigin {
+        client,
+        call: Some(context.id.to_string()),
+    };
+    Ok(caller)
 }
 
 /// One `tools/call` as every MCP endpoint runs it (`/mcp`, `/api/mcp`, `/mcp/e/<name>`,
