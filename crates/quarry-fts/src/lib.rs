@@ -473,7 +473,7 @@ impl FtsIndex {
             searcher,
             text: self.fields.text,
             hidden: Vec::with_capacity(searcher.segment_readers().len()),
-            hidden_alive: 0,
+            hidden_entries: 0,
             hidden_tokens: 0,
         };
         for segment in searcher.segment_readers() {
@@ -494,12 +494,11 @@ impl FtsIndex {
                 let mut d = postings.doc();
                 while d != TERMINATED {
                     entries.push(d);
-                    // A segment's token total counts its deleted entries until a merge drops
-                    // them, so every hidden entry's tokens come off, alive or not.
+                    // tantivy's totals (documents, tokens, document frequencies) count deleted
+                    // entries until a merge drops them, so every hidden entry comes off, alive
+                    // or not.
                     stats.hidden_tokens += u64::from(norms.fieldnorm(d));
-                    if alive.is_none_or(|a| a.is_alive(d)) {
-                        stats.hidden_alive += 1;
-                    }
+                    stats.hidden_entries += 1;
                     d = postings.advance();
                 }
             }
@@ -661,15 +660,15 @@ impl FtsWriter {
 }
 
 /// BM25's statistics over a searcher's segments as if some documents' entries were not
-/// there: tantivy's own counts (which include deleted entries in document frequencies and
-/// token totals, and only live ones in the document count) less what those entries add.
+/// there: tantivy's own counts (which include deleted entries in the document count,
+/// document frequencies and token totals alike) less what those entries add.
 struct VisibleStatistics<'s> {
     searcher: &'s Searcher,
     text: Field,
     /// Per segment, in segment order: the excluded entries' doc ids, ascending.
     hidden: Vec<Vec<DocId>>,
-    /// Live excluded entries.
-    hidden_alive: u64,
+    /// Excluded entries, deleted ones included.
+    hidden_entries: u64,
     /// Tokens of the text field in the excluded entries, deleted ones included as tantivy's
     /// totals include them (from field norms, which round long lengths: the remainder is a
     /// few tokens in millions).
@@ -687,7 +686,15 @@ impl Bm25StatisticsProvider for VisibleStatistics<'_> {
     }
 
     fn total_num_docs(&self) -> tantivy::Result<u64> {
-        Ok(self.searcher.num_docs().saturating_sub(self.hidden_alive))
+        // As tantivy counts for BM25: every entry, deleted ones too (document frequencies
+        // count them as well; counting only live ones could put a frequency above the total).
+        let all: u64 = self
+            .searcher
+            .segment_readers()
+            .iter()
+            .map(|s| u64::from(s.max_doc()))
+            .sum();
+        Ok(all.saturating_sub(self.hidden_entries))
     }
 
     fn doc_freq(&self, term: &Term) -> tantivy::Result<u64> {
@@ -771,6 +778,48 @@ mod tests {
         let mut got = passages.entries()?;
         got.sort_unstable();
         assert_eq!(got, [(72, 7), (80, 8)]);
+        Ok(())
+    }
+
+    /// Visible documents replaced many times leave deleted entries that tantivy's document
+    /// frequencies count until a merge: the statistics without the excluded documents must
+    /// count them in the document total too, or a frequency exceeds the total (tantivy's
+    /// `idf` asserts it does not: the search panicked).
+    #[test]
+    fn replaced_visible_documents_keep_exclusion_statistics_consistent() -> Result<()> {
+        let index = FtsIndex::in_memory()?;
+        let mut w = index.writer_with_threads(1)?;
+        w.apply(&IndexWork {
+            upserts: vec![
+                doc(1, "zebra one"),
+                doc(2, "zebra two"),
+                doc(3, "zebra three"),
+            ],
+            deletes: vec![],
+        })?;
+        w.commit()?;
+        for round in 0..5 {
+            w.apply(&IndexWork {
+                upserts: vec![
+                    doc(1, &format!("zebra one {round}")),
+                    doc(2, &format!("zebra two {round}")),
+                ],
+                deletes: vec![],
+            })?;
+        }
+        w.commit()?;
+        index.reload()?;
+        let query = ParsedQuery::parse("zebra");
+        let excluded: Arc<HashSet<u64>> = Arc::new([3].into());
+        let hits = index.search_excluding(&query, None, Some(excluded.clone()), 10)?;
+        let mut ids: Vec<i64> = hits.iter().map(|h| h.id).collect();
+        ids.sort_unstable();
+        assert_eq!(ids, [1, 2]);
+        assert!(
+            hits.iter().all(|h| h.score.is_finite() && h.score > 0.0),
+            "{hits:?}"
+        );
+        assert!(index.max_score(&query, Some(&excluded))? > 0.0);
         Ok(())
     }
 
