@@ -203,12 +203,21 @@ def test_a_file_whose_worker_keeps_dying_ends_failed(home, tmp_path):
     def status() -> str:
         return db_rows(home.env, home.home, "SELECT status FROM kb_files")[0][0]
 
+    def claims() -> int:
+        # Grows with every claim of the file's job (its fencing token).
+        rows = db_rows(home.env, home.home, "SELECT lease_token FROM jobs WHERE file_id IS NOT NULL")
+        return rows[0][0] if rows else -1
+
+    claimed = claims()
     for i in range(3):
         srv = start_server(home, logdir=tmp_path / f"logs{i}")
-        deadline = time.monotonic() + 60
-        while status() != "converting":
-            assert time.monotonic() < deadline, status()
+        deadline = time.monotonic() + 90
+        # This server's own claim: the status left by the last one killed says `converting`
+        # too, and killing a server before it claims would not count as an attempt.
+        while not (status() == "converting" and claims() > claimed):
+            assert time.monotonic() < deadline, (status(), claims(), claimed)
             time.sleep(0.1)
+        claimed = claims()
         srv.proc.send_signal(signal.SIGKILL)
         srv.proc.wait(10)
     srv = start_server(home, logdir=tmp_path / "logs-final")

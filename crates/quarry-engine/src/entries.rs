@@ -174,13 +174,27 @@ fn words(text: &str) -> HashSet<String> {
 /// Whether two entries' texts say the same thing in nearly the same words, and how
 /// similar they are: `Some(overlap)` when at least [`NEAR_DUPLICATE_OVERLAP`] of the
 /// smaller one's distinct words (as the keyword index cuts and stems them, so "limits" and
-/// "limit" meet, and Chinese or Japanese are cut into words) are in the other and their
-/// Jaccard similarity is at least [`NEAR_DUPLICATE_JACCARD`]; texts of fewer than three
-/// words never match (too little to tell). The thresholds are measured in `eval/memory`.
+/// "limit" meet, and Chinese or Japanese are cut into words) are in the other, their
+/// Jaccard similarity is at least [`NEAR_DUPLICATE_JACCARD`], and they state the same
+/// numbers (a text that changes a number — a limit, a version, a date — is an update, not
+/// a rewording); texts of fewer than three words never match (too little to tell). The
+/// rule is measured in `eval/memory`.
 pub fn near_duplicate(a: &str, b: &str) -> Option<f32> {
     let (a, b) = (words(a), words(b));
     let smaller = a.len().min(b.len());
     if smaller < 3 {
+        return None;
+    }
+    let numbers = |w: &HashSet<String>| -> Vec<String> {
+        let mut n: Vec<String> = w
+            .iter()
+            .filter(|t| t.chars().any(|c| c.is_ascii_digit()))
+            .cloned()
+            .collect();
+        n.sort_unstable();
+        n
+    };
+    if numbers(&a) != numbers(&b) {
         return None;
     }
     let shared = a.intersection(&b).count();
@@ -203,10 +217,16 @@ impl Engine {
         self.as_of.unwrap_or_else(quarry_core::now_millis)
     }
 
-    /// The documents of entries in `collections` not valid at this handle's moment.
-    pub(crate) fn out_of_time(&self, collections: &[i64]) -> Result<Vec<i64>> {
+    /// The documents of the entries this handle may use (in `collections` only, when
+    /// given) that are not valid at its moment.
+    pub(crate) fn out_of_time(&self, collections: Option<&[i64]>) -> Result<Vec<i64>> {
+        let scoped = self.scope().collections.as_deref();
+        let ids = match (collections, scoped) {
+            (Some(ids), _) => Some(ids),
+            (None, scoped) => scoped,
+        };
         self.store()
-            .entries_out_of_time(collections, self.read_moment())
+            .entries_out_of_time(self.space(), ids, self.read_moment())
     }
 
     /// Creates a note as a knowledge entry (see the module docs): with a key (or

@@ -295,3 +295,24 @@ fn near_duplicates_are_reported_or_merged_and_deletes_cascade() {
         Err(Error::NotFound(_))
     ));
 }
+
+#[test]
+fn the_near_duplicate_rule_wants_the_same_words_and_the_same_numbers() {
+    use crate::entries::near_duplicate;
+    let a = "The staging database password rotates every 30 days.";
+    assert!(near_duplicate(a, "Every 30 days the staging database password rotates.").is_some());
+    // Another number is an update, not a rewording.
+    assert!(near_duplicate(a, "The staging database password rotates every 60 days.").is_none());
+    // Other words, or too few.
+    assert!(near_duplicate(a, "Lunch is served at noon in the atrium.").is_none());
+    assert!(near_duplicate("rotate keys", "rotate keys").is_none());
+    // Stemmed and cut as the keyword index cuts them (Chinese too).
+    assert!(near_duplicate("支付服务的值班工程师是王伟", "王伟是支付服务的值班工程师").is_some());
+    assert!(
+        near_duplicate(
+            "The API limits requests strictly",
+            "The API strictly limit requests"
+        )
+        .is_some()
+    );
+}

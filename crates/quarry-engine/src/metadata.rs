@@ -131,10 +131,13 @@ impl Engine {
         visit: &mut dyn FnMut(i64, &InCollection<'_>),
     ) -> Result<()> {
         let names: HashMap<i64, Value> = self
-            .collections()?
-            .iter()
-            .filter(|c| collection.is_none_or(|name| c.name == name))
-            .map(|c| (c.id, Value::String(c.name.clone())))
+            .store()
+            .collection_names(self.space())?
+            .into_iter()
+            .filter(|(id, name)| {
+                self.scope().allows(*id) && collection.is_none_or(|wanted| name == wanted)
+            })
+            .map(|(id, name)| (id, Value::String(name)))
             .collect();
         if let (Some(name), true) = (collection, names.is_empty()) {
             return Err(Error::NotFound(format!("collection {name:?} not found")));
@@ -142,7 +145,7 @@ impl Engine {
         let ids: Vec<i64> = names.keys().copied().collect();
         let hidden = self.hidden_in(Some(&ids))?;
         // Knowledge entries not valid at this handle's moment are history, not fields here.
-        let out_of_time: HashSet<i64> = self.out_of_time(&ids)?.into_iter().collect();
+        let out_of_time: HashSet<i64> = self.out_of_time(Some(&ids))?.into_iter().collect();
         let hides =
             |id: i64| hidden.as_ref().is_some_and(|h| h.hides(id)) || out_of_time.contains(&id);
         if let Some(index) = self.fts()? {

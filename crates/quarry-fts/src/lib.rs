@@ -481,7 +481,6 @@ impl FtsIndex {
             let norms = segment
                 .get_fieldnorms_reader(self.fields.text)
                 .map_err(idx_err)?;
-            let alive = segment.alive_bitset();
             let mut entries: Vec<DocId> = Vec::new();
             for &id in excluded {
                 let term = Term::from_field_u64(key, id);

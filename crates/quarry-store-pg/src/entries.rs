@@ -262,17 +262,23 @@ impl EntryStore for PgStore {
         })
     }
 
-    fn entries_out_of_time(&self, collection_ids: &[i64], at: i64) -> Result<Vec<i64>> {
-        if collection_ids.is_empty() {
+    fn entries_out_of_time(
+        &self,
+        space: &str,
+        collection_ids: Option<&[i64]>,
+        at: i64,
+    ) -> Result<Vec<i64>> {
+        if collection_ids.is_some_and(<[i64]>::is_empty) {
             return Ok(Vec::new());
         }
         self.conn()?
             .query(
-                "SELECT document_id FROM kb_files WHERE collection_id = ANY($1) \
-                 AND document_id IS NOT NULL AND valid_until <= $2 \
-                 UNION SELECT document_id FROM kb_files WHERE collection_id = ANY($1) \
-                 AND document_id IS NOT NULL AND valid_from > $2",
-                &[&collection_ids, &at],
+                "SELECT f.document_id FROM kb_files f JOIN collections c ON c.id = f.collection_id \
+                 WHERE f.id IN (SELECT id FROM kb_files WHERE valid_until <= $3 \
+                 UNION SELECT id FROM kb_files WHERE valid_from > $3) \
+                 AND f.document_id IS NOT NULL AND c.space = $1 \
+                 AND ($2::bigint[] IS NULL OR f.collection_id = ANY($2))",
+                &[&space, &collection_ids, &at],
             )
             .map_err(db_err)?
             .iter()

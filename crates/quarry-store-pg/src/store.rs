@@ -453,6 +453,18 @@ impl CollectionStore for PgStore {
         Ok(to_u64(col(&row, 0)?))
     }
 
+    fn collection_names(&self, space: &str) -> Result<Vec<(i64, String)>> {
+        self.conn()?
+            .query(
+                "SELECT id, name FROM collections WHERE space = $1 ORDER BY name",
+                &[&space],
+            )
+            .map_err(db_err)?
+            .iter()
+            .map(|r| Ok((col(r, 0)?, col(r, 1)?)))
+            .collect()
+    }
+
     fn collections_outside(&self, space: &str) -> Result<bool> {
         let row = self
             .conn()?

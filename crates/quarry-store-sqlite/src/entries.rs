@@ -244,22 +244,30 @@ impl EntryStore for SqliteStore {
         })
     }
 
-    fn entries_out_of_time(&self, collection_ids: &[i64], at: i64) -> Result<Vec<i64>> {
-        if collection_ids.is_empty() {
+    fn entries_out_of_time(
+        &self,
+        space: &str,
+        collection_ids: Option<&[i64]>,
+        at: i64,
+    ) -> Result<Vec<i64>> {
+        if collection_ids.is_some_and(<[i64]>::is_empty) {
             return Ok(Vec::new());
         }
-        // Two ranges, each on its partial index.
+        // Two ranges, each on its partial index, then the space and collections.
         let conn = self.conn();
         let mut stmt = conn
             .prepare_cached(
-                "SELECT document_id FROM kb_files WHERE collection_id IN (SELECT value FROM json_each(?1)) \
-                 AND document_id IS NOT NULL AND valid_until <= ?2 \
-                 UNION SELECT document_id FROM kb_files WHERE collection_id IN \
-                 (SELECT value FROM json_each(?1)) AND document_id IS NOT NULL AND valid_from > ?2",
+                "SELECT f.document_id FROM kb_files f JOIN collections c ON c.id = f.collection_id \
+                 WHERE f.id IN (SELECT id FROM kb_files WHERE valid_until <= ?3 \
+                 UNION SELECT id FROM kb_files WHERE valid_from > ?3) \
+                 AND f.document_id IS NOT NULL AND c.space = ?1 \
+                 AND (?2 IS NULL OR f.collection_id IN (SELECT value FROM json_each(?2)))",
             )
             .map_err(db_err)?;
         let rows = stmt
-            .query_map(params![id_list(collection_ids), at], |r| r.get(0))
+            .query_map(params![space, collection_ids.map(id_list), at], |r| {
+                r.get(0)
+            })
             .map_err(db_err)?;
         rows.collect::<rusqlite::Result<Vec<i64>>>().map_err(db_err)
     }

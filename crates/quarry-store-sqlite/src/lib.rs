@@ -582,6 +582,17 @@ impl CollectionStore for SqliteStore {
         rows.collect::<rusqlite::Result<Vec<_>>>().map_err(db_err)
     }
 
+    fn collection_names(&self, space: &str) -> Result<Vec<(i64, String)>> {
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare_cached("SELECT id, name FROM collections WHERE space = ?1 ORDER BY name")
+            .map_err(db_err)?;
+        let rows = stmt
+            .query_map([space], |r| Ok((r.get(0)?, r.get(1)?)))
+            .map_err(db_err)?;
+        rows.collect::<rusqlite::Result<Vec<_>>>().map_err(db_err)
+    }
+
     fn collection(&self, space: &str, name: &str) -> Result<Option<Collection>> {
         let conn = self.conn();
         conn.query_row(

@@ -168,6 +168,9 @@ pub trait CollectionStore: Send + Sync {
     ) -> Result<Collection>;
     /// The space's collections, by name.
     fn collections(&self, space: &str) -> Result<Vec<Collection>>;
+    /// The space's collections' ids and names, without counting their documents (what a
+    /// request resolving a filter needs, at every request).
+    fn collection_names(&self, space: &str) -> Result<Vec<(i64, String)>>;
     /// One collection of the space by name.
     fn collection(&self, space: &str, name: &str) -> Result<Option<Collection>>;
     /// Renames a collection; a taken name is a conflict.

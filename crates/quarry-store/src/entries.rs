@@ -123,9 +123,15 @@ pub trait EntryStore {
         file: &NewKbFile,
         entry: &NewEntry,
     ) -> Result<AddedEntry>;
-    /// The documents of entries in `collection_ids` whose validity window does not hold
-    /// `at` (files that are not entries have no window: never these).
-    fn entries_out_of_time(&self, collection_ids: &[i64], at: i64) -> Result<Vec<i64>>;
+    /// The documents of entries in `space` (in `collection_ids` only, when given) whose
+    /// validity window does not hold `at` (files that are not entries have no window: never
+    /// these). Every search asks, so it reads no more than those entries.
+    fn entries_out_of_time(
+        &self,
+        space: &str,
+        collection_ids: Option<&[i64]>,
+        at: i64,
+    ) -> Result<Vec<i64>>;
     /// Every version of the key `key` in a knowledge base, in the order they were written.
     fn entry_versions(&self, collection_id: i64, key: &str) -> Result<Vec<KbFile>>;
     /// The history of an entry (by public id) and of every version of its key, oldest

@@ -258,7 +258,7 @@ pub fn entries_windows_expiry_and_reads_of_the_past(store: &dyn Store) {
         .collect();
     let out = |at: i64| {
         let mut got = store
-            .entries_out_of_time(&[c], at)
+            .entries_out_of_time(SPACE, Some(&[c]), at)
             .expect("entries_out_of_time");
         got.sort_unstable();
         got
@@ -280,8 +280,20 @@ pub fn entries_windows_expiry_and_reads_of_the_past(store: &dyn Store) {
     assert_eq!(out(start - 7_000), sorted(vec![docs[0], docs[2], docs[3]]));
     assert!(
         store
-            .entries_out_of_time(&[], start)
+            .entries_out_of_time(SPACE, Some(&[]), start)
             .expect("none")
+            .is_empty()
+    );
+    // The whole space: the same entries; another space: none of them.
+    let mut space = store
+        .entries_out_of_time(SPACE, None, start + 30_000)
+        .expect("space");
+    space.sort_unstable();
+    assert_eq!(space, sorted(vec![docs[1], docs[3]]));
+    assert!(
+        store
+            .entries_out_of_time("elsewhere", None, start + 30_000)
+            .expect("other space")
             .is_empty()
     );
 }
