@@ -34,9 +34,13 @@ pub const MAX_KEY_CHARS: usize = 200;
 pub const MAX_SOURCES: usize = 100;
 /// Longest time to live: a hundred years, in seconds.
 const MAX_TTL_SECONDS: u64 = 100 * 366 * 24 * 3600;
-/// Near-duplicate rule: the share of the smaller entry's words the other has too…
-pub const NEAR_DUPLICATE_OVERLAP: f32 = 0.8;
-/// …and the share of all their distinct words they have in common (see [`near_duplicate`]).
+/// Near-duplicate rule: the share of the shorter entry's content words the other must have
+/// too — all of them for a short entry; this share from [`NEAR_DUPLICATE_LONG_WORDS`] on…
+pub const NEAR_DUPLICATE_OVERLAP: f32 = 0.9;
+/// …(content words of the shorter entry from which a little rewording is tolerated)…
+pub const NEAR_DUPLICATE_LONG_WORDS: usize = 10;
+/// …and the share of all their distinct content words they have in common (see
+/// [`near_duplicate`]).
 pub const NEAR_DUPLICATE_JACCARD: f32 = 0.5;
 /// Candidates (keyword hits in the knowledge base) compared with a new entry.
 const NEAR_DUPLICATE_CANDIDATES: usize = 8;
@@ -101,7 +105,7 @@ pub struct NearDuplicate {
     /// Its key, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub key: Option<String>,
-    /// The word overlap (see [`near_duplicate`]), 0–1.
+    /// The share of their content words in common (see [`near_duplicate`]), 0–1.
     pub similarity: f32,
 }
 
@@ -163,26 +167,35 @@ pub fn parse_instant(name: &str, value: &serde_json::Value) -> Result<i64> {
     }
 }
 
-/// The words of a text as the keyword index sees them, each once.
+/// The content words of a text as the keyword index sees them (cut, stemmed, lower-cased;
+/// function words left out), each once.
 fn words(text: &str) -> HashSet<String> {
     quarry_fts::analyzer::tokens(text)
         .into_iter()
         .map(|t| t.text)
+        .filter(|w| !quarry_fts::query::is_stop_word(w))
         .collect()
 }
 
-/// Whether two entries' texts say the same thing in nearly the same words, and how
-/// similar they are: `Some(overlap)` when at least [`NEAR_DUPLICATE_OVERLAP`] of the
-/// smaller one's distinct words (as the keyword index cuts and stems them, so "limits" and
-/// "limit" meet, and Chinese or Japanese are cut into words) are in the other, their
-/// Jaccard similarity is at least [`NEAR_DUPLICATE_JACCARD`], and they state the same
-/// numbers (a text that changes a number — a limit, a version, a date — is an update, not
-/// a rewording); texts of fewer than three words never match (too little to tell). The
-/// rule is measured in `eval/memory`.
+/// Whether two entries' texts state the same fact, the later one at most adding to it, and
+/// how similar they are (`Some(jaccard)`). Content words are compared as the keyword index
+/// cuts and stems them (so "limits" meets "limit", and Chinese or Japanese are cut into
+/// words), function words left out. They match when every content word of the shorter text
+/// is in the other — the same stem, or one stem the other's start — (at least
+/// [`NEAR_DUPLICATE_OVERLAP`] of them once it has
+/// [`NEAR_DUPLICATE_LONG_WORDS`]), their Jaccard similarity is at least
+/// [`NEAR_DUPLICATE_JACCARD`] (a long document containing a short fact is not its
+/// duplicate), and they state the same numbers. So a text that names another service, person
+/// or value — each side has a word the other lacks — is an update or another fact, never a
+/// duplicate; texts of fewer than three content words never match. Measured in `eval/memory`.
 pub fn near_duplicate(a: &str, b: &str) -> Option<f32> {
     let (a, b) = (words(a), words(b));
-    let smaller = a.len().min(b.len());
-    if smaller < 3 {
+    let (shorter, longer) = if a.len() <= b.len() {
+        (&a, &b)
+    } else {
+        (&b, &a)
+    };
+    if shorter.len() < 3 {
         return None;
     }
     let numbers = |w: &HashSet<String>| -> Vec<String> {
@@ -197,10 +210,27 @@ pub fn near_duplicate(a: &str, b: &str) -> Option<f32> {
     if numbers(&a) != numbers(&b) {
         return None;
     }
-    let shared = a.intersection(&b).count();
-    let overlap = shared as f32 / smaller as f32;
+    // A word of the shorter text is found when the longer has it, or — for texts of a few
+    // hundred words at most — a word one of whose stems is the other's start (stems of
+    // five letters or more: "primari" / "primarili").
+    let found = |w: &String| {
+        longer.contains(w)
+            || (longer.len() <= 300
+                && w.chars().count() >= 5
+                && longer.iter().any(|l| {
+                    l.chars().count() >= 5
+                        && (l.starts_with(w.as_str()) || w.starts_with(l.as_str()))
+                }))
+    };
+    let shared = shorter.iter().filter(|w| found(w)).count();
+    let needed = if shorter.len() >= NEAR_DUPLICATE_LONG_WORDS {
+        NEAR_DUPLICATE_OVERLAP
+    } else {
+        1.0
+    };
+    let contained = shared as f32 / shorter.len() as f32;
     let jaccard = shared as f32 / (a.len() + b.len() - shared) as f32;
-    (overlap >= NEAR_DUPLICATE_OVERLAP && jaccard >= NEAR_DUPLICATE_JACCARD).then_some(overlap)
+    (contained >= needed && jaccard >= NEAR_DUPLICATE_JACCARD).then_some(jaccard)
 }
 
 impl Engine {

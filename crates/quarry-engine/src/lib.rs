@@ -49,8 +49,8 @@ pub use documents::{DocumentView, GetRequest, MultiGetItem, MultiGetRequest, Mul
 pub use engine::{Engine, EngineOptions, EngineShared};
 pub use entries::{
     CreatedEntry, DeletedKnowledge, EntryHistory, EntryOptions, MAX_KEY_CHARS, MAX_SOURCES,
-    NEAR_DUPLICATE_JACCARD, NEAR_DUPLICATE_OVERLAP, NearDuplicate, OnDuplicate, near_duplicate,
-    parse_instant,
+    NEAR_DUPLICATE_JACCARD, NEAR_DUPLICATE_LONG_WORDS, NEAR_DUPLICATE_OVERLAP, NearDuplicate,
+    OnDuplicate, near_duplicate, parse_instant,
 };
 pub use fusion::EXPANSION_DISCOUNT;
 pub use hybrid::{

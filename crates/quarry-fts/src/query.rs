@@ -147,7 +147,13 @@ fn strip_not(s: &str) -> Option<&str> {
 
 /// Stop words, and single Latin letters (the `s` of `user's`, the `m` of `I'm`).
 fn is_stop(t: &Token) -> bool {
-    STOP_WORDS.contains(&t.text.as_str()) || (t.text.len() == 1 && t.text.is_ascii())
+    is_stop_word(&t.text)
+}
+
+/// Whether an analysed word (as [`crate::analyzer::tokens`] gives it) is a function word or a
+/// single Latin letter, which say nothing about what a text is about.
+pub fn is_stop_word(text: &str) -> bool {
+    STOP_WORDS.contains(&text) || (text.len() == 1 && text.is_ascii())
 }
 
 impl ParsedQuery {
