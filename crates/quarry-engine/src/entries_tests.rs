@@ -3,25 +3,12 @@
 //! entry, near-duplicates are reported or merged, and deletes cascade to derived entries.
 
 use quarry_core::Error;
-use quarry_metadata::Metadata;
 use serde_json::json;
 
 use crate::entries::{EntryOptions, OnDuplicate};
 use crate::knowledge_search::KnowledgeSearch;
-use crate::notes::{NewNote, NoteFormat};
 use crate::search::SearchRequest;
-use crate::test_support::{drain, engine};
-
-fn note(text: &str) -> NewNote {
-    NewNote {
-        content: text.to_owned(),
-        format: NoteFormat::Markdown,
-        kind: "text".into(),
-        title: None,
-        tags: Vec::new(),
-        fields: Metadata::default(),
-    }
-}
+use crate::test_support::{drain, engine, note};
 
 fn keyed(key: &str) -> EntryOptions {
     let mut provenance = serde_json::Map::new();

@@ -6,18 +6,14 @@ use quarry_core::{Access, Error, Scope};
 use quarry_metadata::{Filter, Metadata};
 use serde_json::json;
 
-use crate::notes::{NewNote, NoteFormat};
+use crate::notes::NewNote;
 use crate::search::SearchRequest;
 use crate::test_support::{drain, engine};
 
 fn note(text: &str, fields: serde_json::Value) -> NewNote {
     NewNote {
-        content: text.to_owned(),
-        format: NoteFormat::Markdown,
-        kind: "text".into(),
-        title: None,
-        tags: Vec::new(),
         fields: Metadata::from_json(&fields).unwrap(),
+        ..crate::test_support::note(text)
     }
 }
 

@@ -6,20 +6,8 @@ use quarry_core::{Access, Error, Scope};
 
 use crate::documents::GetRequest;
 use crate::engine::Engine;
-use crate::notes::{NewNote, NoteFormat};
 use crate::search::SearchRequest;
-use crate::test_support::engine;
-
-fn note(text: &str) -> NewNote {
-    NewNote {
-        content: text.to_owned(),
-        format: NoteFormat::Markdown,
-        kind: "text".into(),
-        title: None,
-        tags: Vec::new(),
-        fields: Default::default(),
-    }
-}
+use crate::test_support::{engine, note};
 
 fn docid_of(e: &Engine, kb: &str, id: &str) -> String {
     e.kb_document(kb, id).unwrap().docid.unwrap()

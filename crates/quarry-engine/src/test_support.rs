@@ -39,3 +39,15 @@ pub(crate) fn drain(e: &Engine) {
         e.run_job(&job, &NoProgress).unwrap();
     }
 }
+
+/// A Markdown note with `text` and nothing else.
+pub(crate) fn note(text: &str) -> crate::notes::NewNote {
+    crate::notes::NewNote {
+        content: text.to_owned(),
+        format: crate::notes::NoteFormat::Markdown,
+        kind: "text".into(),
+        title: None,
+        tags: Vec::new(),
+        fields: Default::default(),
+    }
+}

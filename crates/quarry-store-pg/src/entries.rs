@@ -4,7 +4,7 @@
 
 use std::collections::HashSet;
 
-use quarry_store::{AddedEntry, EntryStore, HistoryEvent, NewEntry};
+use quarry_store::{AddedEntry, EntryStore, HistoryEvent, NewEntry, window_end};
 
 use super::knowledge::{
     FILE_SELECT, delete_file, enqueue_cleanup_tx, file_by_row, file_from_row, insert_file,
@@ -69,11 +69,6 @@ fn entry_row(
         })
     })
     .transpose()
-}
-
-/// `valid_until` of an entry with these bounds whose successor (if any) starts at `next`.
-fn window_end(valid_to: Option<i64>, expires_at: Option<i64>, next: Option<i64>) -> Option<i64> {
-    [valid_to, expires_at, next].into_iter().flatten().min()
 }
 
 impl EntryStore for PgStore {

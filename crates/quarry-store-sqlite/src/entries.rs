@@ -5,7 +5,7 @@ use std::collections::HashSet;
 use quarry_core::{Error, Result};
 use rusqlite::{OptionalExtension, Transaction, params};
 
-use quarry_store::{AddedEntry, EntryStore, HistoryEvent, KbFile, NewEntry, NewKbFile};
+use quarry_store::{AddedEntry, EntryStore, HistoryEvent, KbFile, NewEntry, NewKbFile, window_end};
 
 use super::knowledge::{
     FILE_COLUMNS, FILE_FROM, delete_file_tx, enqueue_cleanup_tx, file_by_row, id_list, insert_file,
@@ -58,11 +58,6 @@ fn entry_row(tx: &Transaction<'_>, collection_id: i64, id: i64) -> Result<Option
     )
     .optional()
     .map_err(db_err)
-}
-
-/// `valid_until` of an entry with these bounds whose successor (if any) starts at `next`.
-fn window_end(valid_to: Option<i64>, expires_at: Option<i64>, next: Option<i64>) -> Option<i64> {
-    [valid_to, expires_at, next].into_iter().flatten().min()
 }
 
 impl EntryStore for SqliteStore {

@@ -75,6 +75,16 @@ impl EntryVersion {
     }
 }
 
+/// `valid_until` of an entry with these bounds whose successor (if any) starts at `next`:
+/// the earliest of them (open when none), as both stores keep it.
+pub fn window_end(
+    valid_to: Option<i64>,
+    expires_at: Option<i64>,
+    next: Option<i64>,
+) -> Option<i64> {
+    [valid_to, expires_at, next].into_iter().flatten().min()
+}
+
 /// What [`EntryStore::add_entry`] did.
 #[derive(Debug, Clone)]
 pub enum AddedEntry {

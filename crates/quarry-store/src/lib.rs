@@ -36,7 +36,9 @@ pub use chat::{ChatMessageRow, ChatStore, ConversationRow, ConversationSummary};
 pub use documents::{
     CollectionStore, DocChange, DocFields, DocSummary, FileState, IndexDoc, IndexWork,
 };
-pub use entries::{AddedEntry, EntryColumns, EntryStore, EntryVersion, HistoryEvent, NewEntry};
+pub use entries::{
+    AddedEntry, EntryColumns, EntryStore, EntryVersion, HistoryEvent, NewEntry, window_end,
+};
 pub use feed::{
     ChangeListener, ChangeNotifier, ChangeWaiter, Channel, FeedBatch, FeedPosition, FeedStore,
     PollingListener,
