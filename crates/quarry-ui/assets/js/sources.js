@@ -1197,7 +1197,10 @@ export async function sourcePage({ root, params, signal, session }) {
 
   // --- Loading ----------------------------------------------------------------------------
   async function load() {
-    const [fresh, list] = await Promise.all([api("GET", sourceUrl(id), { signal }), api("GET", `${sourceUrl(id)}/reports`, { query: { limit }, signal })]);
+    // The reports first, then the source: a sync ends its report after its documents are in,
+    // so a finished report never shows beside the source's counts from before the sync.
+    const list = await api("GET", `${sourceUrl(id)}/reports`, { query: { limit }, signal });
+    const fresh = await api("GET", sourceUrl(id), { signal });
     const settingsChanged = fresh.mask !== s.mask || fresh.interval_seconds !== s.interval_seconds || fresh.has_secret !== s.has_secret || fresh.watch !== s.watch || JSON.stringify(fresh.readers ?? null) !== JSON.stringify(s.readers ?? null);
     s = fresh;
     reports = list;
