@@ -1,12 +1,19 @@
 //! Cutting documents into chunks: the passages answers are ranked by, cited by page, and
 //! embedded. Chunks are cut once, when a document is keyword-indexed (so a passage is
-//! searchable by keyword from the moment its document is), in characters: the knowledge
-//! base's own size and overlap, else seed 003's 1,000 characters with 200 overlap. The
-//! embedding model never re-cuts them: an input longer than the model's window is truncated
-//! by the model, and the keyword index still holds all of its text.
+//! searchable by keyword from the moment its document is), in characters: the document's own
+//! size and overlap (a person re-cut it), else its knowledge base's, else seed 003's 1,000
+//! characters with 200 overlap. The embedding model never re-cuts them: an input longer than
+//! the model's window is truncated by the model, and the keyword index still holds all of its
+//! text.
+//!
+//! People's edits (`quarry_store::ChunkEdit`) are applied as chunks are cut: an edit names
+//! the chunk it changes by [`chunk_key`] (its heading path and text as cut), so it holds
+//! whenever a cut yields that chunk again — a re-sync that left its text alone, a re-cut — and
+//! lapses with the text it was made on. A disabled chunk is not stored at all: no passage, no
+//! vector, nothing to leave out later.
 
-use quarry_ingest::chunk::{CharSizer, ChunkOptions, Layout, chunk_document};
-use quarry_store::{ChunkSource, DocChunks, NewChunk};
+use quarry_ingest::chunk::{CharSizer, Chunk, ChunkOptions, Layout, chunk_document};
+use quarry_store::{ChunkEdit, ChunkSource, DocChunks, NewChunk};
 
 use crate::semantic::embed_input;
 
@@ -26,25 +33,62 @@ pub(crate) fn chunk_options(src: &ChunkSource) -> ChunkOptions {
     }
 }
 
-/// A document's chunks, ready to store: cut inside pages, furniture left out, each with its
-/// page and heading path.
-pub(crate) fn cut(src: &ChunkSource) -> DocChunks {
+/// The key an edit names a chunk by: its heading path and text as cut (not the document's
+/// title, which a re-sync may change while the chunk's text stays).
+pub(crate) fn chunk_key(heading: &str, text: &str) -> String {
+    let mut h = quarry_ingest::content_hash(format!("{heading}\n{text}").as_bytes());
+    h.truncate(16);
+    h
+}
+
+/// One chunk as the chunker cut it, with its key and the edit that applies to it.
+pub(crate) struct CutChunk<'a> {
+    /// The span the chunker cut.
+    pub chunk: Chunk,
+    /// Its [`chunk_key`].
+    pub key: String,
+    /// A person's change to it, if any.
+    pub edit: Option<&'a ChunkEdit>,
+}
+
+/// The document's chunks as cut, in order, each with its edit: every chunk, disabled ones
+/// included (what the curation view lists).
+pub(crate) fn cut_chunks(src: &ChunkSource) -> Vec<CutChunk<'_>> {
     let layout = Layout {
         pages: &src.pages,
         furniture: &src.furniture,
     };
-    let chunks = chunk_document(&src.body, layout, chunk_options(src), &CharSizer)
+    chunk_document(&src.body, layout, chunk_options(src), &CharSizer)
         .into_iter()
-        .map(|c| NewChunk {
-            hash: quarry_ingest::content_hash(
-                embed_input(&src.title, &c.heading, c.text(&src.body)).as_bytes(),
-            ),
-            page: c.page,
-            byte_start: c.start,
-            byte_end: c.end,
-            line_start: c.line_start,
-            line_end: c.line_end,
-            heading: c.heading,
+        .map(|chunk| {
+            let key = chunk_key(&chunk.heading, chunk.text(&src.body));
+            let edit = src.edits.iter().find(|e| e.key == key);
+            CutChunk { chunk, key, edit }
+        })
+        .collect()
+}
+
+/// A document's chunks, ready to store: cut inside pages, furniture left out, each with its
+/// page and heading path; people's edits applied, disabled chunks left out.
+pub(crate) fn cut(src: &ChunkSource) -> DocChunks {
+    let chunks = cut_chunks(src)
+        .into_iter()
+        .filter(|c| !c.edit.is_some_and(|e| e.disabled))
+        .map(|CutChunk { chunk: c, edit, .. }| {
+            let text = edit.and_then(|e| e.text.clone());
+            let embedded = text.as_deref().unwrap_or_else(|| c.text(&src.body));
+            NewChunk {
+                hash: quarry_ingest::content_hash(
+                    embed_input(&src.title, &c.heading, embedded).as_bytes(),
+                ),
+                page: c.page,
+                byte_start: c.start,
+                byte_end: c.end,
+                line_start: c.line_start,
+                line_end: c.line_end,
+                heading: c.heading,
+                text,
+            }
         })
         .collect();
     DocChunks {

@@ -809,17 +809,19 @@ impl Engine {
                 continue;
             };
             let body = doc.body.as_str();
-            let span = |c: &ChunkRef| body.get(c.byte_start..c.byte_end).unwrap_or("");
+            fn span<'a>(c: &'a ChunkRef, body: &'a str) -> &'a str {
+                c.text_in(body).unwrap_or("")
+            }
             let chunk = match candidates.get(id) {
                 Some(c) => Some(&c.chunk),
                 None => chunks_by_doc.get(id).and_then(|cs| {
                     cs.iter().max_by_key(|c| {
-                        let t = span(c).to_lowercase();
+                        let t = span(c, body).to_lowercase();
                         terms.iter().filter(|w| t.contains(w.as_str())).count()
                     })
                 }),
             };
-            let (heading, text) = chunk.map_or(("", body), |c| (c.heading.as_str(), span(c)));
+            let (heading, text) = chunk.map_or(("", body), |c| (c.heading.as_str(), span(c, body)));
             let text: String = text.chars().take(RERANK_PASSAGE_CHARS).collect();
             passages.push(crate::semantic::embed_input(&doc.title, heading, &text));
             ids.push(*id);

@@ -565,7 +565,7 @@ impl<'a> IndexSession<'a> {
                     collection_id: d.collection_id,
                     title: &d.title,
                     heading: &c.heading,
-                    text: d.body.get(c.byte_start..c.byte_end)?,
+                    text: c.text_in(&d.body)?,
                 })
             })
             .collect();

@@ -127,27 +127,6 @@ pub enum UploadOutcome {
 }
 
 /// A chunk as the chunk viewer shows it.
-#[derive(Debug, Clone, Serialize)]
-pub struct ChunkView {
-    /// Position in the document (from 0).
-    pub index: usize,
-    /// The page or slide the chunk's text is on (paged sources).
-    pub page: Option<u32>,
-    /// The heading path the chunk sits under (`3 The Root Filesystem › 3.15 /tmp`), empty
-    /// before the document's first heading.
-    pub heading: String,
-    /// First line (1-based).
-    pub line_start: usize,
-    /// Last line (1-based, inclusive).
-    pub line_end: usize,
-    /// Byte offset of the chunk's start in the Markdown.
-    pub byte_start: usize,
-    /// Byte offset just past the chunk's end.
-    pub byte_end: usize,
-    /// The chunk's text.
-    pub content: String,
-}
-
 /// What [`Engine::run_job`] did.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "outcome", rename_all = "snake_case")]
@@ -252,28 +231,7 @@ impl Engine {
         if req.description.chars().count() > 2000 {
             return Err(Error::invalid("description is longer than 2000 characters"));
         }
-        let chunking = match (req.chunk_size, req.chunk_overlap) {
-            (None, None) => None,
-            (None, Some(_)) => {
-                return Err(Error::invalid(
-                    "chunk_overlap needs chunk_size (both in characters)",
-                ));
-            }
-            (Some(size), overlap) => {
-                let overlap = overlap.unwrap_or(size / 5);
-                if !(100..=MAX_CHUNK_CHARS).contains(&size) {
-                    return Err(Error::invalid(format!(
-                        "chunk_size must be between 100 and {MAX_CHUNK_CHARS} characters (got {size})"
-                    )));
-                }
-                if overlap >= size / 2 {
-                    return Err(Error::invalid(format!(
-                        "chunk_overlap must be less than half of chunk_size (got {overlap} for {size})"
-                    )));
-                }
-                Some((size, overlap))
-            }
-        };
+        let chunking = validate_chunking(req.chunk_size, req.chunk_overlap)?;
         self.store()
             .create_knowledge_base(self.space(), &req.name, &req.description, chunking)
     }
@@ -591,36 +549,6 @@ impl Engine {
             .into_iter()
             .next()
             .ok_or_else(not_yet)
-    }
-
-    /// A document's chunks (cut when it was keyword-indexed: what citations point at),
-    /// ordered by page, then position.
-    pub fn kb_document_chunks(&self, kb_key: &str, doc_key: &str) -> Result<Vec<ChunkView>> {
-        let kb = self.knowledge_base(kb_key)?;
-        let file = self.document_in(&kb, kb_key, doc_key)?;
-        let doc = self.converted_document(&file)?;
-        let body = &doc.body;
-        let mut views: Vec<ChunkView> = self
-            .store()
-            .chunks_of_documents(&[doc.id])?
-            .into_iter()
-            .enumerate()
-            .map(|(index, c)| ChunkView {
-                index,
-                page: c.page,
-                heading: c.heading,
-                line_start: c.line_start,
-                line_end: c.line_end,
-                byte_start: c.byte_start,
-                byte_end: c.byte_end,
-                content: body
-                    .get(c.byte_start..c.byte_end)
-                    .unwrap_or_default()
-                    .to_owned(),
-            })
-            .collect();
-        views.sort_by_key(|v| (v.page.unwrap_or(0), v.index));
-        Ok(views)
     }
 
     /// Size and MIME type of a blob this space may read (an original or an extracted image
@@ -1022,6 +950,37 @@ fn unsupported_reason(name: &str) -> String {
             supported.join(", ")
         ),
     }
+}
+
+/// A chunk size and overlap in characters as given (a knowledge base's, a document's re-cut):
+/// the size between 100 and [`MAX_CHUNK_CHARS`], the overlap (default a fifth of the size)
+/// under half of it; `None` when neither is given.
+pub(crate) fn validate_chunking(
+    size: Option<u32>,
+    overlap: Option<u32>,
+) -> Result<Option<(u32, u32)>> {
+    Ok(match (size, overlap) {
+        (None, None) => None,
+        (None, Some(_)) => {
+            return Err(Error::invalid(
+                "chunk_overlap needs chunk_size (both in characters)",
+            ));
+        }
+        (Some(size), overlap) => {
+            let overlap = overlap.unwrap_or(size / 5);
+            if !(100..=MAX_CHUNK_CHARS).contains(&size) {
+                return Err(Error::invalid(format!(
+                    "chunk_size must be between 100 and {MAX_CHUNK_CHARS} characters (got {size})"
+                )));
+            }
+            if overlap >= size / 2 {
+                return Err(Error::invalid(format!(
+                    "chunk_overlap must be less than half of chunk_size (got {overlap} for {size})"
+                )));
+            }
+            Some((size, overlap))
+        }
+    })
 }
 
 #[cfg(test)]

@@ -125,6 +125,26 @@ pub struct PassageEvidence {
     pub vector: Option<VectorEvidence>,
     /// Whether the passage has a vector.
     pub embedded: bool,
+    /// The retrieval score: both retrievers' evidence calibrated into one probability,
+    /// before any reranking (the result's `score` when it was not reranked).
+    pub retrieval: f64,
+    /// The reranker's own score for the passage (0–1), when it was reranked; the result's
+    /// `score` is then `0.4 × retrieval + 0.6 × rerank`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rerank: Option<f64>,
+}
+
+/// What limited a search besides the query (only when the request asked to `explain`): the
+/// metadata filter as understood, how many readable documents it lets through, and the
+/// moment knowledge entries were read at.
+#[derive(Debug, Clone, Serialize)]
+pub struct SearchExplanation {
+    /// The filter in Quarry's canonical form (qmd's and Dify's shapes translated), or null.
+    pub filter: Option<serde_json::Value>,
+    /// Documents the caller may read that the filter lets through (null without a filter).
+    pub documents_matching_filter: Option<usize>,
+    /// The moment entries were read at (Unix milliseconds; null: now).
+    pub as_of: Option<i64>,
 }
 
 /// One result, in the seed's shape plus page, docid and knowledge base.
@@ -192,6 +212,9 @@ pub struct KnowledgeSearchResult {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     /// Why a stage did not run as asked.
     pub warnings: Vec<String>,
+    /// What limited the search (only when the request asked to `explain`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub explain: Option<SearchExplanation>,
 }
 
 /// A snippet's text without its `N: ` line numbers; the first line number.

@@ -10,6 +10,9 @@
 pub mod calibration;
 mod chunking;
 mod collections;
+mod curation;
+#[cfg(test)]
+mod curation_tests;
 mod documents;
 mod engine;
 mod entries;
@@ -45,6 +48,10 @@ mod test_support;
 mod vectors;
 
 pub use collections::RESERVED_COLLECTION_NAMES;
+pub use curation::{
+    ChunkChange, ChunkView, Chunking, ChunkingFrom, DocumentChunks, EmbeddingNow,
+    MAX_CHUNK_EDIT_CHARS, Recut,
+};
 pub use documents::{DocumentView, GetRequest, MultiGetItem, MultiGetRequest, MultiGetResult};
 pub use engine::{Engine, EngineOptions, EngineShared};
 pub use entries::{
@@ -59,8 +66,8 @@ pub use hybrid::{
 };
 pub use indexing::{CollectionReport, IndexCheck, UpdateOptions, UpdateReport};
 pub use knowledge::{
-    ChunkView, CreateKnowledgeBase, IngestOptions, JobOutcome, MAX_ATTEMPTS, MAX_CHUNK_CHARS,
-    Upload, UploadOutcome, clean_file_name, is_supported_file, parse_ocr,
+    CreateKnowledgeBase, IngestOptions, JobOutcome, MAX_ATTEMPTS, MAX_CHUNK_CHARS, Upload,
+    UploadOutcome, clean_file_name, is_supported_file, parse_ocr,
 };
 pub use knowledge_search::{
     KnowledgeHit, KnowledgeSearch, KnowledgeSearchResult, MAX_QUERY_CHARS, MAX_TOP_K,

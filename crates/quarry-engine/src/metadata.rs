@@ -76,6 +76,16 @@ impl Engine {
         }
     }
 
+    /// What limits this handle's searches besides the query, for a request that asked to
+    /// explain: the filter as understood, the readable documents it lets through, the moment.
+    pub(crate) fn search_explanation(&self) -> Result<crate::knowledge_search::SearchExplanation> {
+        Ok(crate::knowledge_search::SearchExplanation {
+            filter: self.filter.as_deref().map(|f| f.filter.to_json()),
+            documents_matching_filter: self.allowed_documents()?.map(|a| a.len()),
+            as_of: self.as_of,
+        })
+    }
+
     /// The documents (keyword-index ids) this handle's filter lets through among those it
     /// may read; `None` without a filter. A field no readable document has is an error
     /// naming the fields there are: an agent that guessed a key learns the right one.

@@ -129,7 +129,7 @@ impl Engine {
         let texts = |c: &Candidate| -> Option<(&ChunkRef, &quarry_core::Document, &str)> {
             let chunk = chunks.get(&c.chunk_id)?;
             let doc = docs.get(&chunk.document_id)?;
-            let text = doc.body.get(chunk.byte_start..chunk.byte_end)?;
+            let text = chunk.text_in(&doc.body)?;
             Some((chunk, doc, text))
         };
 
@@ -160,6 +160,7 @@ impl Engine {
                         Ok(scores) if scores.len() == head => {
                             for (c, s) in candidates.iter_mut().zip(scores) {
                                 let s = f64::from(s).clamp(0.0, 1.0);
+                                c.evidence.rerank = Some(s);
                                 c.score = (1.0 - RERANK_WEIGHT) * c.score + RERANK_WEIGHT * s;
                             }
                             candidates[..head].sort_by(|a, b| b.score.total_cmp(&a.score));
@@ -246,6 +247,11 @@ impl Engine {
             search_mode: ran,
             rerank,
             warnings,
+            explain: if req.explain {
+                Some(self.search_explanation()?)
+            } else {
+                None
+            },
         })
     }
 
@@ -361,6 +367,8 @@ fn combine(
                     keyword: Some(*e),
                     vector: None,
                     embedded: false,
+                    retrieval: p,
+                    rerank: None,
                 },
                 score: p,
                 found_by: FoundBy::Keyword,
@@ -389,6 +397,8 @@ fn combine(
                             keyword: keyword_of.get(id).copied(),
                             vector: None,
                             embedded: true,
+                            retrieval: 0.0,
+                            rerank: None,
                         },
                         score: 0.0,
                         found_by: FoundBy::Vector,
@@ -403,6 +413,7 @@ fn combine(
         if let Some(ve) = &c.evidence.vector {
             c.score = calibration::PASSAGES.hybrid(c.evidence.keyword.as_ref(), Some(ve));
         }
+        c.evidence.retrieval = c.score;
     }
     out
 }

@@ -502,7 +502,7 @@ impl Engine {
     }
 
     /// The identity key of `model`, asking a remote model once for its dimensions if needed.
-    fn identity_key(model: &dyn Embedder) -> Result<String> {
+    pub(crate) fn identity_key(model: &dyn Embedder) -> Result<String> {
         if model.identity().dimensions == 0 {
             model
                 .embed_queries(&["dimension probe"])

@@ -403,6 +403,29 @@ impl Filter {
         }
     }
 
+    /// The filter in the canonical form of the grammar (`field`/`operator`/`value` under
+    /// `and`/`or`/`not`): how a qmd or Dify shape was understood. [`Filter::parse`] reads it
+    /// back to the same filter.
+    pub fn to_json(&self) -> serde_json::Value {
+        let list = |nodes: &[Filter]| {
+            serde_json::Value::Array(nodes.iter().map(Filter::to_json).collect())
+        };
+        match self {
+            Filter::And(nodes) => serde_json::json!({ "and": list(nodes) }),
+            Filter::Or(nodes) => serde_json::json!({ "or": list(nodes) }),
+            Filter::Not(node) => serde_json::json!({ "not": node.to_json() }),
+            Filter::Condition(c) => {
+                let mut map = serde_json::Map::new();
+                map.insert("field".into(), c.field.clone().into());
+                map.insert("operator".into(), c.operator.name().into());
+                if let Some(v) = &c.value {
+                    map.insert("value".into(), v.to_json());
+                }
+                serde_json::Value::Object(map)
+            }
+        }
+    }
+
     /// The distinct field names the filter mentions, sorted.
     pub fn fields(&self) -> Vec<&str> {
         fn walk<'a>(f: &'a Filter, out: &mut BTreeSet<&'a str>) {

@@ -1083,3 +1083,23 @@ fn summaries() {
         )
     );
 }
+
+#[test]
+fn a_filter_written_back_as_json_reads_back_the_same() {
+    for text in [
+        r#"{"field": "author", "operator": "eq", "value": "Ada"}"#,
+        r#"{"key": "year", "op": "gte", "value": 2020}"#,
+        r#"{"and": [{"field": "tags", "operator": "contains", "value": "ops"},
+                    {"not": {"field": "draft", "operator": "exists"}}]}"#,
+        r#"{"or": [{"field": "modified", "operator": "gt", "value": "2026-06-01"},
+                   {"field": "team", "operator": "in", "value": ["a", "b"]}]}"#,
+    ] {
+        let filter = Filter::parse_str(text).unwrap();
+        let json = filter.to_json();
+        assert_eq!(Filter::parse(&json).unwrap(), filter, "{json}");
+        assert!(
+            json.get("key").is_none() && json.get("op").is_none(),
+            "{json}"
+        );
+    }
+}

@@ -164,7 +164,7 @@ impl JobQueue for PgStore {
             let mut rows = tx
                 .query(
                     "SELECT * FROM (SELECT DISTINCT ON (k.hash) k.hash, d.title, k.heading, \
-                     k.document_id, k.byte_start, k.byte_end \
+                     k.document_id, k.byte_start, k.byte_end, k.text \
                      FROM chunks k JOIN documents d ON d.id = k.document_id \
                      JOIN collections c ON c.id = d.collection_id \
                      WHERE c.space = $1 AND d.collection_id = $2 \

@@ -19,8 +19,8 @@ use postgres::Statement;
 use postgres::row::Row;
 use quarry_core::docid_for_hash;
 use quarry_store::{
-    CollectionStore, DocFields, FeedStore, IndexCensus, IndexDoc, NewChunk, SemanticStore,
-    SessionStore, SettingsStore,
+    ChunkEdit, CollectionStore, DocFields, FeedStore, IndexCensus, IndexDoc, NewChunk,
+    SemanticStore, SessionStore, SettingsStore,
 };
 
 use super::*;
@@ -829,37 +829,92 @@ impl SemanticStore for PgStore {
         if document_ids.is_empty() {
             return Ok(Vec::new());
         }
-        let rows = self
-            .conn()?
+        let mut conn = self.conn()?;
+        let rows = conn
             .query(
-                "SELECT d.id, d.hash, d.title, d.body, d.pages, c.chunk_size, c.chunk_overlap, \
-                 d.furniture \
-                 FROM unnest($1::bigint[]) WITH ORDINALITY AS i(id, ord) \
-                 JOIN documents d ON d.id = i.id JOIN collections c ON c.id = d.collection_id \
-                 WHERE d.chunked_hash IS DISTINCT FROM d.hash ORDER BY i.ord",
+                &format!(
+                    "SELECT {CHUNK_SOURCE_COLUMNS} \
+                     FROM unnest($1::bigint[]) WITH ORDINALITY AS i(id, ord) \
+                     JOIN documents d ON d.id = i.id JOIN collections c ON c.id = d.collection_id \
+                     WHERE d.chunked_hash IS DISTINCT FROM d.hash ORDER BY i.ord"
+                ),
                 &[&document_ids],
             )
             .map_err(db_err)?;
-        rows.iter()
-            .map(|r| {
-                let size: Option<i32> = col(r, 5)?;
-                let overlap: Option<i32> = col(r, 6)?;
-                Ok(ChunkSource {
-                    id: col(r, 0)?,
-                    hash: col(r, 1)?,
-                    title: col(r, 2)?,
-                    body: col(r, 3)?,
-                    pages: quarry_core::decode_pages(&col::<String>(r, 4)?),
-                    furniture: quarry_core::decode_furniture(&col::<String>(r, 7)?),
-                    chunk_chars: size.map(|s| {
-                        (
-                            usize::try_from(s.max(1)).unwrap_or(1),
-                            usize::try_from(overlap.unwrap_or(0).max(0)).unwrap_or(0),
-                        )
-                    }),
-                })
-            })
-            .collect()
+        let mut sources = rows
+            .iter()
+            .map(chunk_source_from_row)
+            .collect::<Result<Vec<_>>>()?;
+        with_chunk_edits(&mut *conn, &mut sources)?;
+        Ok(sources)
+    }
+
+    fn chunk_source(&self, document_id: i64) -> Result<Option<ChunkSource>> {
+        let mut conn = self.conn()?;
+        let row = conn
+            .query_opt(
+                &format!(
+                    "SELECT {CHUNK_SOURCE_COLUMNS} \
+                     FROM documents d JOIN collections c ON c.id = d.collection_id WHERE d.id = $1"
+                ),
+                &[&document_id],
+            )
+            .map_err(db_err)?;
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        let mut sources = vec![chunk_source_from_row(&row)?];
+        with_chunk_edits(&mut *conn, &mut sources)?;
+        Ok(sources.pop())
+    }
+
+    fn set_chunk_edit(
+        &self,
+        document_id: i64,
+        key: &str,
+        edit: Option<&ChunkEdit>,
+    ) -> Result<bool> {
+        self.write(|tx| {
+            if !recut(tx, document_id)? {
+                return Ok(false);
+            }
+            match edit {
+                Some(e) => tx.execute(
+                    "INSERT INTO chunk_edits (document_id, key, text, disabled, edited_by, edited_at) \
+                     VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (document_id, key) DO UPDATE SET \
+                     text = excluded.text, disabled = excluded.disabled, \
+                     edited_by = excluded.edited_by, edited_at = excluded.edited_at",
+                    &[&document_id, &key, &e.text, &e.disabled, &e.edited_by, &e.edited_at],
+                ),
+                None => tx.execute(
+                    "DELETE FROM chunk_edits WHERE document_id = $1 AND key = $2",
+                    &[&document_id, &key],
+                ),
+            }
+            .map_err(db_err)?;
+            Ok(true)
+        })
+    }
+
+    fn set_document_chunking(
+        &self,
+        document_id: i64,
+        chars: Option<(usize, usize)>,
+    ) -> Result<bool> {
+        let chars = chars
+            .map(|(s, o)| Ok::<_, Error>((to_i32(s, "chunk size")?, to_i32(o, "chunk overlap")?)))
+            .transpose()?;
+        self.write(|tx| {
+            if !recut(tx, document_id)? {
+                return Ok(false);
+            }
+            tx.execute(
+                "UPDATE documents SET chunk_size = $2, chunk_overlap = $3 WHERE id = $1",
+                &[&document_id, &chars.map(|c| c.0), &chars.map(|c| c.1)],
+            )
+            .map_err(db_err)?;
+            Ok(true)
+        })
     }
 
     fn reset_all_chunks(&self) -> Result<()> {
@@ -927,9 +982,9 @@ impl SemanticStore for PgStore {
             if !rows.document_id.is_empty() {
                 tx.execute(
                     "INSERT INTO chunks (document_id, seq, byte_start, byte_end, line_start, \
-                     line_end, hash, page, heading) \
+                     line_end, hash, page, heading, text) \
                      SELECT * FROM unnest($1::bigint[], $2::integer[], $3::bigint[], $4::bigint[], \
-                     $5::bigint[], $6::bigint[], $7::text[], $8::integer[], $9::text[])",
+                     $5::bigint[], $6::bigint[], $7::text[], $8::integer[], $9::text[], $10::text[])",
                     &[
                         &rows.document_id,
                         &rows.seq,
@@ -940,6 +995,7 @@ impl SemanticStore for PgStore {
                         &rows.hash,
                         &rows.page,
                         &rows.heading,
+                        &rows.text,
                     ],
                 )
                 .map_err(db_err)?;
@@ -967,7 +1023,7 @@ impl SemanticStore for PgStore {
         let rows = conn
             .query(
                 "SELECT DISTINCT ON (k.hash) k.hash, d.title, k.heading, k.document_id, \
-                 k.byte_start, k.byte_end \
+                 k.byte_start, k.byte_end, k.text \
                  FROM chunks k JOIN documents d ON d.id = k.document_id \
                  JOIN collections c ON c.id = d.collection_id \
                  WHERE c.space = $1 AND ($2::bigint IS NULL OR d.collection_id = $2) \
@@ -1219,8 +1275,85 @@ const COLLECTION_COLUMNS: &str = "c.id, c.space, c.name, c.kind, c.path, c.patte
 const DOCUMENT_COLUMNS: &str =
     "d.id, c.name, d.path, d.title, d.hash, d.docid, d.body, d.pages, d.furniture, d.meta";
 
-const CHUNK_COLUMNS: &str =
-    "k.id, k.document_id, k.byte_start, k.byte_end, k.line_start, k.line_end, k.page, k.heading";
+const CHUNK_COLUMNS: &str = "k.id, k.document_id, k.byte_start, k.byte_end, k.line_start, \
+     k.line_end, k.page, k.heading, k.text";
+
+/// What [`chunk_source_from_row`] reads, over `documents d JOIN collections c`.
+const CHUNK_SOURCE_COLUMNS: &str = "d.id, d.hash, d.title, d.body, d.pages, \
+     COALESCE(d.chunk_size, c.chunk_size), \
+     CASE WHEN d.chunk_size IS NULL THEN c.chunk_overlap ELSE d.chunk_overlap END, \
+     d.furniture, d.chunk_size IS NOT NULL";
+
+/// A `ChunkSource` (without its edits) from [`CHUNK_SOURCE_COLUMNS`].
+fn chunk_source_from_row(r: &Row) -> Result<ChunkSource> {
+    let size: Option<i32> = col(r, 5)?;
+    let overlap: Option<i32> = col(r, 6)?;
+    Ok(ChunkSource {
+        id: col(r, 0)?,
+        hash: col(r, 1)?,
+        title: col(r, 2)?,
+        body: col(r, 3)?,
+        pages: quarry_core::decode_pages(&col::<String>(r, 4)?),
+        furniture: quarry_core::decode_furniture(&col::<String>(r, 7)?),
+        chunk_chars: size.map(|s| {
+            (
+                usize::try_from(s.max(1)).unwrap_or(1),
+                usize::try_from(overlap.unwrap_or(0).max(0)).unwrap_or(0),
+            )
+        }),
+        own_chunking: col(r, 8)?,
+        edits: Vec::new(),
+    })
+}
+
+/// Fills in the edits people made to these documents' chunks, in one query.
+fn with_chunk_edits(
+    client: &mut impl postgres::GenericClient,
+    sources: &mut [ChunkSource],
+) -> Result<()> {
+    if sources.is_empty() {
+        return Ok(());
+    }
+    let ids: Vec<i64> = sources.iter().map(|s| s.id).collect();
+    let rows = client
+        .query(
+            "SELECT document_id, key, text, disabled, edited_by, edited_at FROM chunk_edits \
+             WHERE document_id = ANY($1)",
+            &[&ids],
+        )
+        .map_err(db_err)?;
+    let mut by_doc: HashMap<i64, Vec<ChunkEdit>> = HashMap::new();
+    for r in &rows {
+        by_doc.entry(col(r, 0)?).or_default().push(ChunkEdit {
+            key: col(r, 1)?,
+            text: col(r, 2)?,
+            disabled: col(r, 3)?,
+            edited_by: col(r, 4)?,
+            edited_at: col(r, 5)?,
+        });
+    }
+    for s in sources {
+        s.edits = by_doc.remove(&s.id).unwrap_or_default();
+    }
+    Ok(())
+}
+
+/// Has a document cut again by every node: its chunks are forgotten and it enters the
+/// change feed (the `curation` counter's trigger). `false` when it does not exist.
+fn recut(tx: &mut postgres::Transaction<'_>, document_id: i64) -> Result<bool> {
+    let n = tx
+        .execute(
+            "UPDATE documents SET chunked_hash = NULL, curation = curation + 1 WHERE id = $1",
+            &[&document_id],
+        )
+        .map_err(db_err)?;
+    Ok(n > 0)
+}
+
+/// A size given in characters as the database's `integer`.
+fn to_i32(n: usize, what: &str) -> Result<i32> {
+    i32::try_from(n).map_err(|_| Error::invalid(format!("{what} {n} is too large")))
+}
 
 /// A count or size the database holds as `bigint` (never negative) as `u64`.
 fn to_u64(n: i64) -> u64 {
@@ -1286,6 +1419,7 @@ fn chunk_from_row(r: &Row) -> Result<ChunkRef> {
         line_end: to_usize(col(r, 5)?)?,
         page: col::<Option<i32>>(r, 6)?.and_then(|p| u32::try_from(p).ok()),
         heading: col(r, 7)?,
+        text: col(r, 8)?,
     })
 }
 
@@ -1660,6 +1794,7 @@ struct ChunkRows<'a> {
     hash: Vec<&'a str>,
     page: Vec<Option<i32>>,
     heading: Vec<&'a str>,
+    text: Vec<Option<&'a str>>,
 }
 
 impl<'a> ChunkRows<'a> {
@@ -1679,13 +1814,14 @@ impl<'a> ChunkRows<'a> {
                 .transpose()?,
         );
         self.heading.push(&c.heading);
+        self.text.push(c.text.as_deref());
         Ok(())
     }
 }
 
-/// The chunk texts of `rows` (`hash, title, heading, document_id, byte_start, byte_end`): the
-/// spans are cut from the bodies here, each body fetched once, rather than by the database
-/// once per chunk.
+/// The chunk texts of `rows` (`hash, title, heading, document_id, byte_start, byte_end,
+/// text`): an edited chunk's text, else its span cut from the body here, each body fetched
+/// once, rather than by the database once per chunk.
 pub(crate) fn embed_texts(
     client: &mut impl postgres::GenericClient,
     rows: &[postgres::Row],
@@ -1715,7 +1851,10 @@ pub(crate) fn embed_texts(
                 hash: col(r, 0)?,
                 title: col(r, 1)?,
                 heading: col(r, 2)?,
-                text: byte_span(body, col(r, 4)?, col(r, 5)?),
+                text: match col::<Option<String>>(r, 6)? {
+                    Some(text) => text,
+                    None => byte_span(body, col(r, 4)?, col(r, 5)?),
+                },
             })
         })
         .collect()

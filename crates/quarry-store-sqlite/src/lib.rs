@@ -13,13 +13,13 @@ use quarry_core::{Collection, CollectionKind, Context, Document, Error, Result, 
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
 
 use quarry_store::{
-    ChunkRef, ChunkSource, CollectionStore, DocChange, DocChunks, DocFields, DocSummary, EmbedJob,
-    EmbeddingState, FeedBatch, FeedPosition, FeedStore, FileState, IndexCensus, IndexDoc,
+    ChunkEdit, ChunkRef, ChunkSource, CollectionStore, DocChange, DocChunks, DocFields, DocSummary,
+    EmbedJob, EmbeddingState, FeedBatch, FeedPosition, FeedStore, FileState, IndexCensus, IndexDoc,
     IndexWork, SemanticStore, SessionStore, SettingsStore,
 };
 
 /// The newest schema version: the last of [`MIGRATIONS`].
-const SCHEMA_VERSION: i64 = 22;
+const SCHEMA_VERSION: i64 = 23;
 
 /// `(version, SQL)`, oldest first: the files in `migrations/`, each bringing the schema from
 /// the version before it to its own. Version 4 also gives old rows their UUIDs ([`assign_uids`]).
@@ -46,6 +46,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (20, include_str!("../migrations/v20.sql")),
     (21, include_str!("../migrations/v21.sql")),
     (22, include_str!("../migrations/v22.sql")),
+    (23, include_str!("../migrations/v23.sql")),
 ];
 
 /// The feed's last sequence number (0 before its first entry).
@@ -246,7 +247,7 @@ impl SqliteStore {
 /// [`embed_text_row`]. Offsets are byte offsets on char boundaries; substr on a BLOB counts
 /// bytes.
 pub(crate) const EMBED_TEXT_COLUMNS: &str = "k.hash, d.title, k.heading, \
-     CAST(substr(CAST(d.body AS BLOB), k.byte_start + 1, k.byte_end - k.byte_start) AS TEXT)";
+     COALESCE(k.text, CAST(substr(CAST(d.body AS BLOB), k.byte_start + 1, k.byte_end - k.byte_start) AS TEXT))";
 
 /// A row of [`EMBED_TEXT_COLUMNS`].
 pub(crate) fn embed_text_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<EmbedJob> {
@@ -1183,11 +1184,11 @@ impl SemanticStore for SqliteStore {
     fn chunk_sources(&self, document_ids: &[i64]) -> Result<Vec<ChunkSource>> {
         let conn = self.conn();
         let mut stmt = conn
-            .prepare_cached(
-                "SELECT d.id, d.hash, d.title, d.body, d.pages, c.chunk_size, c.chunk_overlap, d.furniture \
+            .prepare_cached(&format!(
+                "SELECT {CHUNK_SOURCE_COLUMNS} \
                  FROM documents d JOIN collections c ON c.id = d.collection_id \
-                 WHERE d.id = ?1 AND (d.chunked_hash IS NULL OR d.chunked_hash != d.hash)",
-            )
+                 WHERE d.id = ?1 AND (d.chunked_hash IS NULL OR d.chunked_hash != d.hash)"
+            ))
             .map_err(db_err)?;
         let mut out = Vec::new();
         for id in document_ids {
@@ -1195,9 +1196,76 @@ impl SemanticStore for SqliteStore {
                 .query_row([id], chunk_source_from_row)
                 .optional()
                 .map_err(db_err)?;
-            out.extend(row);
+            if let Some(mut src) = row {
+                src.edits = chunk_edits_of(&conn, src.id)?;
+                out.push(src);
+            }
         }
         Ok(out)
+    }
+
+    fn chunk_source(&self, document_id: i64) -> Result<Option<ChunkSource>> {
+        let conn = self.conn();
+        let row = conn
+            .prepare_cached(&format!(
+                "SELECT {CHUNK_SOURCE_COLUMNS} \
+                 FROM documents d JOIN collections c ON c.id = d.collection_id WHERE d.id = ?1"
+            ))
+            .and_then(|mut s| s.query_row([document_id], chunk_source_from_row).optional())
+            .map_err(db_err)?;
+        let Some(mut src) = row else {
+            return Ok(None);
+        };
+        src.edits = chunk_edits_of(&conn, document_id)?;
+        Ok(Some(src))
+    }
+
+    fn set_chunk_edit(
+        &self,
+        document_id: i64,
+        key: &str,
+        edit: Option<&ChunkEdit>,
+    ) -> Result<bool> {
+        self.write(|tx| {
+            if !recut(tx, document_id)? {
+                return Ok(false);
+            }
+            match edit {
+                Some(e) => tx.execute(
+                    "INSERT INTO chunk_edits (document_id, key, text, disabled, edited_by, edited_at) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (document_id, key) DO UPDATE SET \
+                     text = excluded.text, disabled = excluded.disabled, \
+                     edited_by = excluded.edited_by, edited_at = excluded.edited_at",
+                    params![document_id, key, e.text, e.disabled, e.edited_by, e.edited_at],
+                ),
+                None => tx.execute(
+                    "DELETE FROM chunk_edits WHERE document_id = ?1 AND key = ?2",
+                    params![document_id, key],
+                ),
+            }
+            .map_err(db_err)?;
+            Ok(true)
+        })
+    }
+
+    fn set_document_chunking(
+        &self,
+        document_id: i64,
+        chars: Option<(usize, usize)>,
+    ) -> Result<bool> {
+        self.write(|tx| {
+            if !recut(tx, document_id)? {
+                return Ok(false);
+            }
+            let (size, overlap) =
+                chars.map_or((None, None), |(s, o)| (Some(s as i64), Some(o as i64)));
+            tx.execute(
+                "UPDATE documents SET chunk_size = ?2, chunk_overlap = ?3 WHERE id = ?1",
+                params![document_id, size, overlap],
+            )
+            .map_err(db_err)?;
+            Ok(true)
+        })
     }
 
     fn reset_all_chunks(&self) -> Result<()> {
@@ -1215,8 +1283,8 @@ impl SemanticStore for SqliteStore {
                 .map_err(db_err)?;
             let mut insert = tx
                 .prepare_cached(
-                    "INSERT INTO chunks (document_id, seq, byte_start, byte_end, line_start, line_end, hash, ann_dirty, page, heading) \
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 1, ?8, ?9)",
+                    "INSERT INTO chunks (document_id, seq, byte_start, byte_end, line_start, line_end, hash, ann_dirty, page, heading, text) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 1, ?8, ?9, ?10)",
                 )
                 .map_err(db_err)?;
             let mut mark = tx
@@ -1256,7 +1324,8 @@ impl SemanticStore for SqliteStore {
                             c.line_end as i64,
                             c.hash,
                             c.page,
-                            c.heading
+                            c.heading,
+                            c.text
                         ])
                         .map_err(db_err)?;
                 }
@@ -1566,9 +1635,15 @@ impl SettingsStore for SqliteStore {
 }
 
 const CHUNK_COLUMNS: &str =
-    "id, document_id, byte_start, byte_end, line_start, line_end, page, heading";
+    "id, document_id, byte_start, byte_end, line_start, line_end, page, heading, text";
 
-/// A `ChunkSource` from `id, hash, title, body, pages, chunk_size, chunk_overlap, furniture`.
+/// What [`chunk_source_from_row`] reads, over `documents d JOIN collections c`.
+const CHUNK_SOURCE_COLUMNS: &str = "d.id, d.hash, d.title, d.body, d.pages, \
+     COALESCE(d.chunk_size, c.chunk_size), \
+     CASE WHEN d.chunk_size IS NULL THEN c.chunk_overlap ELSE d.chunk_overlap END, \
+     d.furniture, d.chunk_size IS NOT NULL";
+
+/// A `ChunkSource` (without its edits) from [`CHUNK_SOURCE_COLUMNS`].
 fn chunk_source_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ChunkSource> {
     let size: Option<i64> = r.get(5)?;
     let overlap: Option<i64> = r.get(6)?;
@@ -1580,7 +1655,41 @@ fn chunk_source_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ChunkSource>
         pages: quarry_core::decode_pages(&r.get::<_, String>(4)?),
         furniture: quarry_core::decode_furniture(&r.get::<_, String>(7)?),
         chunk_chars: size.map(|s| (s.max(1) as usize, overlap.unwrap_or(0).max(0) as usize)),
+        own_chunking: r.get(8)?,
+        edits: Vec::new(),
     })
+}
+
+/// The edits people made to a document's chunks.
+fn chunk_edits_of(conn: &Connection, document_id: i64) -> Result<Vec<ChunkEdit>> {
+    conn.prepare_cached(
+        "SELECT key, text, disabled, edited_by, edited_at FROM chunk_edits WHERE document_id = ?1",
+    )
+    .and_then(|mut s| {
+        s.query_map([document_id], |r| {
+            Ok(ChunkEdit {
+                key: r.get(0)?,
+                text: r.get(1)?,
+                disabled: r.get(2)?,
+                edited_by: r.get(3)?,
+                edited_at: r.get(4)?,
+            })
+        })?
+        .collect()
+    })
+    .map_err(db_err)
+}
+
+/// Has a document cut again by every node: its chunks are forgotten and it enters the
+/// change feed (the `curation` counter's trigger). `false` when it does not exist.
+fn recut(tx: &Transaction<'_>, document_id: i64) -> Result<bool> {
+    let n = tx
+        .execute(
+            "UPDATE documents SET chunked_hash = NULL, curation = curation + 1 WHERE id = ?1",
+            [document_id],
+        )
+        .map_err(db_err)?;
+    Ok(n > 0)
 }
 
 fn chunk_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ChunkRef> {
@@ -1593,6 +1702,7 @@ fn chunk_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ChunkRef> {
         line_end: r.get::<_, i64>(5)? as usize,
         page: r.get(6)?,
         heading: r.get(7)?,
+        text: r.get(8)?,
     })
 }
 

@@ -26,6 +26,7 @@ pub const COPIED_TABLES: &[&str] = &[
     "sources",
     "documents",
     "contexts",
+    "chunk_edits",
     "chunks",
     "embeddings",
     "expansions",

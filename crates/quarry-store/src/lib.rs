@@ -55,7 +55,7 @@ pub use oauth::{
     OAuthClientRow, OAuthGrantRow, OAuthSecretKind, OAuthSecretRow, OAuthStore, Redeemed,
 };
 pub use semantic::{
-    ChunkRef, ChunkSource, DocChunks, EmbedJob, EmbeddingState, IndexCensus, NewChunk,
+    ChunkEdit, ChunkRef, ChunkSource, DocChunks, EmbedJob, EmbeddingState, IndexCensus, NewChunk,
     SemanticStore, VectorSearch,
 };
 pub use sessions::{MCP_SESSION_KEPT_MS, SessionStore};

@@ -32,9 +32,31 @@ pub struct ChunkSource {
     pub pages: Vec<PageSpan>,
     /// Furniture found at conversion: no chunk holds it.
     pub furniture: Vec<Furniture>,
-    /// The collection's own chunk size and overlap in characters (a knowledge base that set
-    /// them at creation); `None`: seed 003's 1,000 characters with 200 overlap.
+    /// The chunk size and overlap in characters: the document's own (a re-cut with other
+    /// settings), else its collection's (a knowledge base that set them at creation);
+    /// `None`: seed 003's 1,000 characters with 200 overlap.
     pub chunk_chars: Option<(usize, usize)>,
+    /// Whether `chunk_chars` are the document's own.
+    pub own_chunking: bool,
+    /// What people changed in its chunks, applied when it is cut.
+    pub edits: Vec<ChunkEdit>,
+}
+
+/// What a person changed in one chunk of a document, keyed by the chunk as cut (a hash of
+/// its heading path and text, computed by the engine): it applies whenever a cut produces
+/// that chunk again — a re-sync that left its text alone, a re-cut.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChunkEdit {
+    /// The chunk as cut: a hash of its heading path and text.
+    pub key: String,
+    /// The text that replaces the chunk's (`None`: its text as cut).
+    pub text: Option<String>,
+    /// Left out of retrieval: the chunk is not stored, indexed or embedded.
+    pub disabled: bool,
+    /// Who changed it (a user, a token's name).
+    pub edited_by: String,
+    /// When (Unix milliseconds).
+    pub edited_at: i64,
 }
 
 /// One chunk to store: a span of its document and the hash of the exact text embedded for it.
@@ -54,6 +76,8 @@ pub struct NewChunk {
     pub page: Option<u32>,
     /// The heading path the chunk sits under (`A › B`), empty if none.
     pub heading: String,
+    /// An edited chunk's text (`None`: its span of the body).
+    pub text: Option<String>,
 }
 
 /// The chunks cut from one version (`doc_hash`) of a document.
@@ -101,6 +125,18 @@ pub struct ChunkRef {
     pub page: Option<u32>,
     /// The heading path the chunk sits under, empty if none.
     pub heading: String,
+    /// An edited chunk's text (`None`: its span of the body).
+    pub text: Option<String>,
+}
+
+impl ChunkRef {
+    /// The chunk's text: its edit, else its span of `body` (its document's body).
+    pub fn text_in<'a>(&'a self, body: &'a str) -> Option<&'a str> {
+        match &self.text {
+            Some(text) => Some(text),
+            None => body.get(self.byte_start..self.byte_end),
+        }
+    }
 }
 
 /// How far embedding has got in a space, for one model.
@@ -122,6 +158,21 @@ pub trait SemanticStore: Send + Sync {
     /// Those of `document_ids` whose chunks are missing or were cut from other content
     /// (chunks are cut when a document is keyword-indexed).
     fn chunk_sources(&self, document_ids: &[i64]) -> Result<Vec<ChunkSource>>;
+    /// One document's chunk source whatever its chunks' state (`None`: no such document):
+    /// what its chunks are cut from, and the edits applied when they are.
+    fn chunk_source(&self, document_id: i64) -> Result<Option<ChunkSource>>;
+    /// Records (`Some`) or forgets (`None`) a person's change to the document's chunk
+    /// `key`, and has the document cut again on every node (its chunks are forgotten and it
+    /// enters the change feed). `false` when the document does not exist.
+    fn set_chunk_edit(&self, document_id: i64, key: &str, edit: Option<&ChunkEdit>)
+    -> Result<bool>;
+    /// Gives the document its own chunk size and overlap (`None`: its collection's again)
+    /// and has it cut again on every node. `false` when the document does not exist.
+    fn set_document_chunking(
+        &self,
+        document_id: i64,
+        chars: Option<(usize, usize)>,
+    ) -> Result<bool>;
     /// Forgets the chunking of every document of every space (the chunker changed): the
     /// next index flush cuts them again.
     fn reset_all_chunks(&self) -> Result<()>;

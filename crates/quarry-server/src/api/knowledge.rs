@@ -66,6 +66,14 @@ pub(crate) fn router() -> Router<Arc<AppState>> {
             "/api/v1/knowledge-bases/{id}/documents/{doc_id}/chunks",
             get(chunks_doc),
         )
+        .route(
+            "/api/v1/knowledge-bases/{id}/documents/{doc_id}/chunks/{chunk_id}",
+            axum::routing::patch(edit_chunk),
+        )
+        .route(
+            "/api/v1/knowledge-bases/{id}/documents/{doc_id}/reparse",
+            post(reparse_doc),
+        )
         .route("/api/v1/files/{bucket}/{*path}", get(file))
         .route("/api/v1/queue", get(queue))
         .route("/api/v1/openapi.json", get(openapi))
@@ -441,8 +449,94 @@ async fn chunks_doc(
     Path((id, doc)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
     let engine = caller.engine.clone();
-    let chunks = run_blocking(move || engine.kb_document_chunks(&id, &doc)).await?;
-    Ok(ok_list(&chunks))
+    let found = run_blocking(move || engine.kb_document_chunks(&id, &doc)).await?;
+    Ok(axum::Json(json!({
+        "success": true,
+        "data": found.chunks,
+        "total": found.chunks.len(),
+        "chunking": found.chunking,
+    }))
+    .into_response())
+}
+
+/// `{"content": text | null, "enabled": bool}`: `content` null restores the text as cut.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EditChunkBody {
+    #[serde(default, deserialize_with = "present")]
+    content: Option<Option<String>>,
+    #[serde(default)]
+    enabled: Option<bool>,
+}
+
+/// A field given as null (`Some(None)`) apart from one left out (`None`).
+fn present<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(d).map(Some)
+}
+
+/// Edits, restores, disables or enables one chunk; answers the chunk as it now is and
+/// whether its text was embedded before the answer.
+async fn edit_chunk(
+    caller: Caller,
+    Path((id, doc, chunk)): Path<(String, String, String)>,
+    Body(b): Body<EditChunkBody>,
+) -> Result<Response, ApiError> {
+    let editor = crate::service::entries::editor(&caller);
+    let change = quarry_engine::ChunkChange {
+        content: b.content,
+        enabled: b.enabled,
+    };
+    let engine = caller.engine.clone();
+    let note = json!({
+        "knowledge_base": id, "document": doc, "chunk": chunk,
+        "content": match &change.content { None => "kept", Some(None) => "restored", Some(Some(_)) => "edited" },
+        "enabled": change.enabled,
+    });
+    let (view, embedding) =
+        run_blocking(move || engine.edit_kb_chunk(&id, &doc, &chunk, &change, &editor)).await?;
+    let mut response = axum::Json(json!({ "success": true, "data": view, "embedding": embedding }))
+        .into_response();
+    response
+        .extensions_mut()
+        .insert(crate::audit::AuditNote::Change(note));
+    Ok(response)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReparseBody {
+    #[serde(default)]
+    chunk_size: Option<u32>,
+    #[serde(default)]
+    chunk_overlap: Option<u32>,
+}
+
+/// Cuts a document again with its own chunk size and overlap (none given: its knowledge
+/// base's again); the new chunks' embedding is queued.
+async fn reparse_doc(
+    State(st): State<Arc<AppState>>,
+    caller: Caller,
+    Path((id, doc)): Path<(String, String)>,
+    Body(b): Body<ReparseBody>,
+) -> Result<Response, ApiError> {
+    let engine = caller.engine.clone();
+    let note = json!({
+        "knowledge_base": id, "document": doc, "reparse": true,
+        "chunk_size": b.chunk_size, "chunk_overlap": b.chunk_overlap,
+    });
+    let recut =
+        run_blocking(move || engine.recut_kb_document(&id, &doc, b.chunk_size, b.chunk_overlap))
+            .await?;
+    st.wake_workers();
+    let mut response = ok(recut);
+    response
+        .extensions_mut()
+        .insert(crate::audit::AuditNote::Change(note));
+    Ok(response)
 }
 
 async fn preview_doc(

@@ -93,16 +93,16 @@ async fn knowledge_search(caller: Caller, Body(b): Body<SearchBody>) -> Result<R
         results: found.results.len(),
         query,
     };
-    Ok((
-        axum::Extension(note),
-        axum::Json(json!({
-            "success": true,
-            "results": found.results,
-            "total_count": found.total_count,
-            "search_mode": found.search_mode,
-            "rerank": found.rerank,
-            "warnings": found.warnings,
-        })),
-    )
-        .into_response())
+    let mut body = json!({
+        "success": true,
+        "results": found.results,
+        "total_count": found.total_count,
+        "search_mode": found.search_mode,
+        "rerank": found.rerank,
+        "warnings": found.warnings,
+    });
+    if let Some(explain) = found.explain {
+        body["explain"] = json!(explain);
+    }
+    Ok((axum::Extension(note), axum::Json(body)).into_response())
 }

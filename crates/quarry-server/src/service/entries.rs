@@ -162,6 +162,18 @@ pub(crate) fn provenance(caller: &Caller, via: &str) -> Map<String, Value> {
     p
 }
 
+/// Who a curation change is recorded as: the caller's user name (the machine's owner
+/// without one), and the token's id when a token made it.
+pub(crate) fn editor(caller: &Caller) -> String {
+    match &caller.principal.identity {
+        Some(id) => match &id.token_id {
+            Some(token) => format!("{} (token {token})", id.user),
+            None => id.user.clone(),
+        },
+        None => quarry_core::MACHINE_OWNER.to_owned(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

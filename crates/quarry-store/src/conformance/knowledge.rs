@@ -955,6 +955,7 @@ pub fn knowledge_jobs_nodes_share_a_collections_embedding(store: &dyn Store) {
                 hash: format!("{name}-{i}"),
                 page: None,
                 heading: String::new(),
+                text: None,
             })
             .collect();
         texts_of.push(chunks.iter().map(|k| k.hash.clone()).collect::<Vec<_>>());

@@ -44,6 +44,7 @@ fn chunk(start: usize, end: usize, hash: &str) -> NewChunk {
         hash: hash.into(),
         page: None,
         heading: String::new(),
+        text: None,
     }
 }
 
@@ -595,6 +596,7 @@ pub fn store_chunks_and_embeddings_follow_the_documents(store: &dyn Store) {
                 NewChunk {
                     page: Some(2),
                     heading: "A › B".into(),
+                    text: None,
                     ..chunk(0, 2, "k1")
                 },
                 chunk(2, 4, "k1"),

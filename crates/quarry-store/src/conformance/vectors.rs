@@ -105,6 +105,7 @@ pub fn fill(
                     hash,
                     page: None,
                     heading: String::new(),
+                    text: None,
                 }],
             }
         })
