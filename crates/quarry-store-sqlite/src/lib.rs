@@ -1817,6 +1817,7 @@ mod tests {
             line_start: 1,
             line_end: 1,
             hash: hash.into(),
+            text: None,
         }
     }
 

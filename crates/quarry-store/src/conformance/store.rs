@@ -4,7 +4,7 @@
 use quarry_core::{CollectionKind, Error, Furniture, FurnitureKind, PageSpan};
 
 use super::{Model, SPACE, collection, doc, drain, id_of, position, read, truth};
-use crate::{DocChange, DocChunks, NewChunk, Store};
+use crate::{ChunkEdit, DocChange, DocChunks, NewChunk, Store};
 
 /// The cases of this module, for [`store_conformance!`](crate::store_conformance).
 #[doc(hidden)]
@@ -31,6 +31,7 @@ macro_rules! __conformance_store {
             store_feed_concurrent_writers_and_readers_converge,
             store_concurrent_writers_get_distinct_docids,
             store_chunking_racing_writes_never_keeps_stale_chunks,
+            store_chunk_edits_and_own_chunking_have_a_document_cut_again,
         );
     };
 }
@@ -1405,4 +1406,165 @@ pub fn store_collections_to_embed_across_spaces_after_failures(store: &dyn Store
     let (new_top, new_count) = store.chunk_fingerprint().expect("chunk_fingerprint");
     assert_eq!(new_count, count);
     assert!(new_top > top, "new chunks get new ids: {new_top} vs {top}");
+}
+
+/// A person's chunk edit, and a document's own chunk settings, are stored with the document,
+/// handed to whoever cuts it, and have it cut again on every node: its chunks are forgotten
+/// and it enters the change feed. An edited chunk's text is stored with it and is the text
+/// embedded. Both go with the document; a missing document changes nothing.
+pub fn store_chunk_edits_and_own_chunking_have_a_document_cut_again(store: &dyn Store) {
+    let c = collection(store, "curated");
+    let id = upsert(store, c, vec![doc("a.md", "alpha beta")]).upserts[0].id;
+    let cut = |text: Option<&str>| DocChunks {
+        document_id: id,
+        doc_hash: hash_of("alpha beta"),
+        chunks: vec![NewChunk {
+            text: text.map(str::to_owned),
+            ..chunk(0, 5, text.map_or("k-alpha", |_| "k-edited"))
+        }],
+    };
+    store.replace_chunks(&[cut(None)]).expect("replace_chunks");
+    let src = store
+        .chunk_source(id)
+        .expect("chunk_source")
+        .expect("exists");
+    assert!(src.edits.is_empty() && !src.own_chunking && src.chunk_chars.is_none());
+    assert!(
+        store
+            .chunk_sources(&[id])
+            .expect("chunk_sources")
+            .is_empty()
+    );
+    let _ = read(store, position(store, "cur"), 100);
+    store
+        .feed_ack("cur", read(store, position(store, "cur"), 100).position)
+        .expect("feed_ack");
+
+    let edit = ChunkEdit {
+        key: "k1".into(),
+        text: Some("ALPHA".into()),
+        disabled: false,
+        edited_by: "ann".into(),
+        edited_at: 7,
+    };
+    assert!(
+        store
+            .set_chunk_edit(id, "k1", Some(&edit))
+            .expect("set_chunk_edit")
+    );
+    let again = store.chunk_sources(&[id]).expect("chunk_sources");
+    assert_eq!(again.len(), 1, "an edit has the document cut again");
+    assert_eq!(again[0].edits, [edit.clone()]);
+    let batch = read(store, position(store, "cur"), 100);
+    assert_eq!(
+        batch.work.upserts.iter().map(|d| d.id).collect::<Vec<_>>(),
+        [id],
+        "an edit puts the document on the feed"
+    );
+    store.feed_ack("cur", batch.position).expect("feed_ack");
+    // The cut with the edit applied: the chunk's text is the edit's, and so is the text
+    // embedding jobs hand out.
+    store
+        .replace_chunks(&[cut(Some("ALPHA"))])
+        .expect("replace_chunks");
+    let chunks = store.chunks_of_documents(&[id]).expect("chunks");
+    assert_eq!(chunks[0].text.as_deref(), Some("ALPHA"));
+    assert_eq!(chunks[0].text_in("alpha beta"), Some("ALPHA"));
+    let jobs = store
+        .embed_jobs(SPACE, Some(c), "m", None)
+        .expect("embed_jobs");
+    assert_eq!(
+        jobs.iter().map(|j| j.text.as_str()).collect::<Vec<_>>(),
+        ["ALPHA"]
+    );
+    let refs = store.chunk_refs(&[chunks[0].id]).expect("chunk_refs");
+    assert_eq!(refs[0].text.as_deref(), Some("ALPHA"));
+
+    // Updated in place (one edit per key), then forgotten.
+    let disabled = ChunkEdit {
+        text: None,
+        disabled: true,
+        ..edit.clone()
+    };
+    assert!(
+        store
+            .set_chunk_edit(id, "k1", Some(&disabled))
+            .expect("set_chunk_edit")
+    );
+    let src = store
+        .chunk_source(id)
+        .expect("chunk_source")
+        .expect("exists");
+    assert_eq!(src.edits, [disabled]);
+    assert!(
+        store
+            .set_chunk_edit(id, "k1", None)
+            .expect("set_chunk_edit")
+    );
+    assert!(
+        store
+            .chunk_source(id)
+            .expect("chunk_source")
+            .expect("exists")
+            .edits
+            .is_empty()
+    );
+
+    // The document's own chunk settings, then its collection's again.
+    assert!(
+        store
+            .set_document_chunking(id, Some((300, 30)))
+            .expect("set_document_chunking")
+    );
+    let src = store
+        .chunk_source(id)
+        .expect("chunk_source")
+        .expect("exists");
+    assert_eq!((src.chunk_chars, src.own_chunking), (Some((300, 30)), true));
+    assert_eq!(store.chunk_sources(&[id]).expect("chunk_sources").len(), 1);
+    assert!(
+        store
+            .set_document_chunking(id, None)
+            .expect("set_document_chunking")
+    );
+    let src = store
+        .chunk_source(id)
+        .expect("chunk_source")
+        .expect("exists");
+    assert_eq!((src.chunk_chars, src.own_chunking), (None, false));
+
+    // A missing document: nothing to change.
+    assert!(
+        !store
+            .set_chunk_edit(id + 1_000_000, "k1", Some(&edit))
+            .expect("set_chunk_edit")
+    );
+    assert!(
+        !store
+            .set_document_chunking(id + 1_000_000, None)
+            .expect("set_document_chunking")
+    );
+    assert!(
+        store
+            .chunk_source(id + 1_000_000)
+            .expect("chunk_source")
+            .is_none()
+    );
+
+    // Edits go with their document.
+    store
+        .set_chunk_edit(id, "k1", Some(&edit))
+        .expect("set_chunk_edit");
+    store
+        .apply_changes(c, vec![DocChange::Remove { id }])
+        .expect("remove");
+    let id2 = upsert(store, c, vec![doc("a.md", "alpha beta")]).upserts[0].id;
+    assert!(
+        store
+            .chunk_source(id2)
+            .expect("chunk_source")
+            .expect("exists")
+            .edits
+            .is_empty()
+    );
 }

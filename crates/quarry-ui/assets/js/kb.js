@@ -3,13 +3,17 @@
 // pages, retry/delete, bulk actions, live status), search with citations, and the preview
 // drawer (original / Markdown / chunks, opened at a page). `#/kb/<id>?doc=<id>&page=N`
 // opens the drawer directly. `#/kb/<id>/sources` opens its Sources tab and
-// `#/kb/<id>/sources/<source id>` a source's page (js/sources.js, loaded on first use).
+// `#/kb/<id>/sources/<source id>` a source's page (js/sources.js, loaded on first use), and
+// `#/kb/<id>/test` the retrieval test page (js/retrieval.js, loaded on first use). Writers
+// curate a document's chunks in the drawer: edit a chunk's text (and restore the cut text),
+// disable or enable it, and re-chunk the document with another size and overlap.
 // Everything shown comes from the server, so it survives a reload.
 
 import {
   ApiError,
   announce,
   api,
+  apiHeaders,
   app,
   confirmDialog,
   emptyState,
@@ -52,6 +56,7 @@ const UPLOAD_CONCURRENCY = 3;
 
 export async function render(ctx) {
   if (ctx.params[0] && ctx.params[1] === "sources" && ctx.params[2]) return (await sourcesModule()).sourcePage(ctx);
+  if (ctx.params[0] && ctx.params[1] === "test") return (await retrievalModule()).retrievalPage(ctx);
   if (ctx.params[0]) return kbPage(ctx);
   return listPage(ctx);
 }
@@ -59,6 +64,38 @@ export async function render(ctx) {
 /** js/sources.js with its strings and styles, loaded on first use (not on the first screen). */
 function sourcesModule() {
   return Promise.all([import("./sources.js"), loadStrings("sources"), loadCss("sources")]).then(([m]) => m);
+}
+
+/** js/retrieval.js (the retrieval test page) with its strings and styles, loaded on first use. */
+function retrievalModule() {
+  return Promise.all([import("./retrieval.js"), loadStrings("retrieval"), loadCss("retrieval")]).then(([m]) => m);
+}
+
+/**
+ * Like api(), but resolves to the whole JSON answer, for the fields an envelope carries beside
+ * `data` (a chunk's PATCH answers `embedding` there). Errors are ApiErrors with the API's message.
+ */
+async function apiAnswer(method, path, { body, signal } = {}) {
+  const init = { method, credentials: "same-origin", signal, headers: apiHeaders() };
+  if (body !== undefined) {
+    init.body = JSON.stringify(body);
+    init.headers["Content-Type"] = "application/json";
+  }
+  const r = await fetch(path, init);
+  const text = await r.text();
+  let json = null;
+  try {
+    json = text ? JSON.parse(text) : null;
+  } catch {
+    json = null;
+  }
+  if (!r.ok || json?.success === false) {
+    // An ended session: a plain request lets the shell show the login form.
+    if (r.status === 401) api("GET", BASE).catch(() => {});
+    const m = json && (json.detail ?? json.message ?? json.error?.message ?? json.error);
+    throw new ApiError(r.status, typeof m === "string" ? serverText(m) : text || `HTTP ${r.status}`, json?.error_code || json?.code);
+  }
+  return json;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -529,7 +566,14 @@ async function kbPage({ root, params, query, signal, session }) {
         ),
       ]
     : [];
-  const head = h("div", { class: "page-head" }, title, h("div", { class: "page-actions" }, headActions));
+  // The retrieval test page (js/retrieval.js): what a search returns here, and why.
+  const testLink = h(
+    "a",
+    { class: "btn", href: `#/kb/${encodeURIComponent(kb.id)}/test`, dataset: { testid: "retrieval-test-link" } },
+    icon("search"),
+    t("kb.rt_link"),
+  );
+  const head = h("div", { class: "page-head" }, title, h("div", { class: "page-actions" }, testLink, headActions));
   drawHeader();
 
   // --- State ----------------------------------------------------------------------------
@@ -1611,7 +1655,16 @@ async function kbPage({ root, params, query, signal, session }) {
     const converted = !!doc.docid || ["indexing", "embedding", "ready"].includes(doc.status);
     const notConverted = () => Promise.reject(new ApiError(503, doc.status === "failed" ? t("kb.pv.failed", { reason: serverText(doc.error) || "—" }) : t("kb.pv.not_yet", { status: t(`kb.status.${doc.status}`) })));
     const markdown = () => (mdP ||= converted ? api("GET", `${url}/markdown`, { signal }) : notConverted());
-    const chunks = () => (chunksP ||= converted ? api("GET", `${url}/chunks`, { signal }) : notConverted());
+    // The chunk list answers `chunking` beside its `data`: the size and overlap the document
+    // was cut with, and where they come from (`document`, `knowledge_base` or `default`).
+    let chunking = null;
+    const chunks = () =>
+      (chunksP ||= converted
+        ? apiAnswer("GET", `${url}/chunks`, { signal }).then((out) => {
+            chunking = out?.chunking || null;
+            return Array.isArray(out?.data) ? out.data : [];
+          })
+        : notConverted());
     let frame = null;
     let mdBox = null;
     let chunkList = null;
@@ -1718,35 +1771,316 @@ async function kbPage({ root, params, query, signal, session }) {
       {
         id: "chunks",
         label: t("kb.pv.chunks"),
-        async render(panel) {
-          panel.append(loadingP());
-          try {
-            const cs = await chunks();
-            if (!cs.length) return replace(panel, h("p", { class: "muted" }, t("kb.pv.no_chunks")));
-            chunkList = h(
-              "ol",
-              { class: "kb-chunks", "aria-label": t("kb.pv.chunk_list", { n: cs.length }) },
-              cs.map((c) =>
-                h(
-                  "li",
-                  { class: "kb-chunk", dataset: { testid: "chunk", page: c.page ?? "", index: String(c.index), lineStart: String(c.line_start), lineEnd: String(c.line_end) } },
-                  h("div", { class: "kb-chunk-head" },
-                    c.page ? h("span", { class: "badge badge-info" }, t("kb.pv.page", { page: c.page })) : null,
-                    h("span", { class: "badge" }, t("kb.pv.chunk_n", { n: c.index + 1 })),
-                    h("span", { class: "muted" }, t("kb.pv.chunk_meta", { from: c.line_start, to: c.line_end, chars: fmtNumber([...c.content].length) })),
-                    c.heading ? h("span", { class: "kb-chunk-heading muted", dataset: { testid: "chunk-heading" } }, c.heading) : null),
-                  h("pre", { class: "kb-chunk-text" }, c.content),
-                ),
-              ),
-            );
-            replace(panel, h("p", { class: "muted kb-chunk-count" }, tn("kb.pv.chunk_count", { n: fmtNumber(cs.length) })), chunkList);
-            highlightChunks(activeTab === "chunks");
-          } catch (e) {
-            if (!signal.aborted) replace(panel, unavailable(e));
-          }
-        },
+        render: (panel) => chunksTab(panel),
       },
     ];
+    // --- Chunks: the list, and for writers the curation (edit, restore, disable, re-chunk) ---
+    const chunkCount = h("p", { class: "muted kb-chunk-count" });
+    // One polite line says what the last change did (role=status: read without moving focus).
+    const chunkStatus = h("p", { class: "kb-chunk-status", role: "status", dataset: { testid: "chunk-status" } });
+    const chunkBox = h("div", { class: "kb-chunk-box" });
+
+    let rc = null;
+    function chunksTab(panel) {
+      rc = canWrite && converted ? reparseControl() : null;
+      replace(
+        panel,
+        h("div", { class: "kb-chunk-bar" }, chunkCount, rc ? rc.button : null),
+        rc ? rc.box : null,
+        chunkStatus,
+        chunkBox,
+      );
+      return loadChunkList();
+    }
+
+    async function loadChunkList() {
+      replace(chunkBox, loadingP());
+      try {
+        const cs = await chunks();
+        rc?.prefill(chunking);
+        if (!cs.length) {
+          chunkList = null;
+          chunkCount.textContent = "";
+          replace(chunkBox, h("p", { class: "muted" }, t("kb.pv.no_chunks")));
+          return;
+        }
+        chunkList = h("ol", { class: "kb-chunks", "aria-label": t("kb.pv.chunk_list", { n: cs.length }) }, cs.map(chunkItem));
+        chunkCount.textContent = tn("kb.pv.chunk_count", { n: fmtNumber(cs.length) });
+        replace(chunkBox, chunkList);
+        highlightChunks(activeTab === "chunks");
+      } catch (e) {
+        if (!signal.aborted && e.name !== "AbortError") replace(chunkBox, unavailable(e));
+      }
+    }
+
+    /** Tells what a change did, in the status line: "Chunk 3 saved; re-embedded." */
+    function chunkSaid(message, embedding) {
+      const how = embedding === "done" ? t("kb.ch.embedded") : embedding === "queued" ? t("kb.ch.queued") : "";
+      chunkStatus.textContent = how ? t("kb.ch.said_embedding", { what: message, embedding: how }) : t("kb.ch.said", { what: message });
+    }
+
+    /** One chunk, drawn from the API's chunk and drawn again from each PATCH's answer. */
+    function chunkItem(first) {
+      let c = first;
+      let editing = false;
+      let busy = false;
+      const li = h("li", { class: "kb-chunk" });
+      const chunkUrl = () => `${url}/chunks/${encodeURIComponent(c.id)}`;
+      const uid = `kb-chunk-${String(c.id).replace(/[^\w-]/g, "_")}-${Math.random().toString(36).slice(2, 6)}`;
+      let error = null;
+      let editor = null;
+      let buttons = [];
+
+      function draw(focus) {
+        const enabled = c.enabled !== false;
+        const edited = !!c.edited;
+        const n = c.index + 1;
+        li.classList.toggle("is-disabled", !enabled);
+        li.classList.toggle("is-edited", edited);
+        Object.assign(li.dataset, {
+          testid: "chunk",
+          id: String(c.id),
+          page: c.page ?? "",
+          index: String(c.index),
+          lineStart: String(c.line_start),
+          lineEnd: String(c.line_end),
+          enabled: String(enabled),
+          edited: String(edited),
+        });
+        error = h("p", { class: "kb-chunk-error", id: `${uid}-error`, role: "alert", dataset: { testid: "chunk-error" } });
+        const head = h(
+          "div",
+          { class: "kb-chunk-head" },
+          c.page ? h("span", { class: "badge badge-info" }, t("kb.pv.page", { page: c.page })) : null,
+          h("span", { class: "badge" }, t("kb.pv.chunk_n", { n })),
+          edited ? h("span", { class: "badge badge-warn", dataset: { testid: "chunk-edited" } }, t("kb.ch.edited")) : null,
+          enabled ? null : h("span", { class: "badge badge-danger", dataset: { testid: "chunk-disabled" } }, t("kb.ch.disabled")),
+          h("span", { class: "muted" }, t("kb.pv.chunk_meta", { from: c.line_start, to: c.line_end, chars: fmtNumber([...(c.content || "")].length) })),
+          c.heading ? h("span", { class: "kb-chunk-heading muted", dataset: { testid: "chunk-heading" } }, c.heading) : null,
+        );
+        const by =
+          (edited || !enabled) && (c.edited_by || c.edited_at)
+            ? h("p", { class: "kb-chunk-by muted" }, t(edited ? "kb.ch.edited_by" : "kb.ch.disabled_by", { who: c.edited_by || "—", date: fmtDate(c.edited_at) }))
+            : null;
+        let body;
+        buttons = [];
+        if (editing) {
+          editor = h("textarea", {
+            id: `${uid}-text`,
+            class: "kb-chunk-editor",
+            name: "content",
+            rows: String(Math.min(18, Math.max(4, Math.ceil([...(c.content || "")].length / 70) + 1))),
+            spellcheck: "true",
+            "aria-describedby": `${uid}-error ${uid}-keys`,
+            dataset: { testid: "chunk-editor" },
+          });
+          editor.value = editing.draft;
+          editor.addEventListener("input", () => (editing.draft = editor.value));
+          editor.addEventListener("keydown", (e) => {
+            if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) {
+              e.preventDefault();
+              save();
+            } else if (e.key === "Escape") {
+              // Esc leaves the editor, not the drawer; a changed text is never thrown away by it.
+              e.preventDefault();
+              e.stopPropagation();
+              if (editor.value === c.content) cancel();
+            }
+          });
+          const saveBtn = h("button", { class: "btn btn-primary btn-small", type: "submit", dataset: { testid: "chunk-save" } }, t("common.save"));
+          const cancelBtn = h("button", { class: "btn btn-small", type: "button", dataset: { testid: "chunk-cancel" }, onclick: () => cancel() }, t("common.cancel"));
+          buttons = [saveBtn, cancelBtn];
+          body = h(
+            "form",
+            { class: "kb-chunk-form", novalidate: true, onsubmit: (e) => (e.preventDefault(), save()) },
+            h("label", { for: editor.id }, t("kb.ch.text_of", { n })),
+            editor,
+            h("span", { class: "hint", id: `${uid}-keys` }, t("kb.ch.keys")),
+            error,
+            h("div", { class: "row" }, saveBtn, cancelBtn),
+          );
+        } else {
+          editor = null;
+          body = h("pre", { class: "kb-chunk-text", dataset: { testid: "chunk-text" } }, c.content);
+        }
+        const original =
+          edited && typeof c.original_content === "string"
+            ? h(
+                "details",
+                { class: "kb-chunk-original", dataset: { testid: "chunk-original" } },
+                h("summary", {}, t("kb.ch.original")),
+                h("pre", { class: "kb-chunk-text" }, c.original_content),
+              )
+            : null;
+        let actions = null;
+        if (canWrite && !editing) {
+          const edit = h("button", { class: "btn btn-small", type: "button", dataset: { testid: "chunk-edit", act: "edit" }, "aria-label": t("kb.ch.edit_n", { n }), onclick: () => startEdit() }, icon("edit"), t("common.edit"));
+          const restore = edited
+            ? h("button", { class: "btn btn-small", type: "button", dataset: { testid: "chunk-restore", act: "restore" }, "aria-label": t("kb.ch.restore_n", { n }), onclick: () => change({ content: null }, "restored", "edit") }, icon("retry"), t("kb.ch.restore"))
+            : null;
+          const toggle = h(
+            "button",
+            {
+              class: `btn btn-small${enabled ? "" : " btn-primary"}`,
+              type: "button",
+              dataset: { testid: "chunk-toggle", act: "toggle" },
+              "aria-label": t(enabled ? "kb.ch.disable_n" : "kb.ch.enable_n", { n }),
+              onclick: () => change({ enabled: !enabled }, enabled ? "disabled_now" : "enabled_now", "toggle"),
+            },
+            t(enabled ? "kb.ch.disable" : "kb.ch.enable"),
+          );
+          buttons = [edit, restore, toggle].filter(Boolean);
+          actions = h("div", { class: "kb-chunk-actions row" }, buttons, error);
+        }
+        li.replaceChildren(head, by || "", body, original || "", actions || "");
+        if (!editing && !actions) li.append(error);
+        for (const b of buttons) b.disabled = busy;
+        if (focus === "editor" && editor) editor.focus();
+        else if (focus) li.querySelector(`[data-act="${focus}"]`)?.focus();
+      }
+
+      function startEdit() {
+        editing = { draft: c.content };
+        draw("editor");
+        editor.setSelectionRange(editor.value.length, editor.value.length);
+      }
+      function cancel() {
+        editing = false;
+        draw("edit");
+      }
+      function save() {
+        if (!editing || busy) return;
+        const text = editor.value;
+        if (text === c.content) return cancel(); // nothing changed: no request
+        change({ content: text }, "saved", "edit");
+      }
+      function setBusy(on) {
+        busy = on;
+        li.setAttribute("aria-busy", String(on));
+        for (const b of buttons) b.disabled = on;
+        if (editor) editor.readOnly = on;
+      }
+
+      /** PATCHes the chunk; draws it from the answer, or shows the API's refusal (keeping the text). */
+      async function change(body, what, focus) {
+        if (busy) return;
+        setBusy(true);
+        error.textContent = "";
+        editor?.removeAttribute("aria-invalid");
+        try {
+          const out = await apiAnswer("PATCH", chunkUrl(), { body, signal });
+          if (out?.data && typeof out.data === "object") c = out.data;
+          chunksP = null; // the drawer's cached list is stale now: read again on next use
+          mdP = null;
+          editing = false;
+          busy = false;
+          draw(focus);
+          chunkSaid(t(`kb.ch.${what}`, { n: c.index + 1 }), out?.embedding);
+        } catch (e) {
+          if (signal.aborted || e.name === "AbortError") return;
+          setBusy(false);
+          error.textContent = e.message;
+          if (editor) {
+            editor.setAttribute("aria-invalid", "true");
+            editor.focus();
+          }
+        } finally {
+          if (busy) setBusy(false);
+        }
+      }
+
+      draw();
+      return li;
+    }
+
+    /** "Re-chunk": the document cut again with another size and overlap (empty: the knowledge base's). */
+    function reparseControl() {
+      const id = (f) => `kb-rc-${String(doc.id).replace(/[^\w-]/g, "_")}-${f}`;
+      const settings = kb.chunk_size ? t("kb.chunking_is", { size: kb.chunk_size, overlap: kb.chunk_overlap ?? 0 }) : t("kb.chunking_default");
+      const input = (name, min) =>
+        h("input", { id: id(name), name, type: "number", min, step: "1", inputmode: "numeric", "aria-describedby": `${id("hint")} ${id("error")}` });
+      const size = input("chunk_size", "100");
+      const overlap = input("chunk_overlap", "0");
+      size.max = "20000";
+      size.placeholder = kb.chunk_size ? String(kb.chunk_size) : t("kb.form.chunk_default");
+      overlap.placeholder = kb.chunk_size ? String(kb.chunk_overlap ?? 0) : t("kb.form.overlap_default");
+      /** The document's own size and overlap (none when it follows the knowledge base's). */
+      const prefill = (c) => {
+        const mine = c && c.from === "document" ? c : null;
+        size.value = mine?.chunk_size != null ? String(mine.chunk_size) : "";
+        overlap.value = mine?.chunk_overlap != null ? String(mine.chunk_overlap) : "";
+      };
+      const error = h("p", { class: "form-error", id: id("error"), role: "alert", dataset: { testid: "reparse-error" } });
+      const result = h("p", { class: "kb-rc-result", role: "status", dataset: { testid: "reparse-result" } });
+      const submit = h("button", { class: "btn btn-primary btn-small", type: "submit", dataset: { testid: "reparse-submit" } }, t("kb.rc.submit"));
+      const form = h(
+        "form",
+        { id: id("form"), class: "kb-form kb-rc-form", novalidate: true, hidden: true, dataset: { testid: "reparse-form" }, "aria-labelledby": id("title") },
+        h("h3", { id: id("title") }, t("kb.rc.title")),
+        h("p", { class: "hint", id: id("hint") }, t("kb.rc.hint", { settings })),
+        h(
+          "div",
+          { class: "kb-form-row" },
+          h("div", { class: "field" }, h("label", { for: size.id }, t("kb.form.chunk_size")), size),
+          h("div", { class: "field" }, h("label", { for: overlap.id }, t("kb.form.chunk_overlap")), overlap),
+        ),
+        error,
+        h("div", { class: "row" }, submit),
+      );
+      const button = h(
+        "button",
+        { class: "btn btn-small", type: "button", "aria-expanded": "false", "aria-controls": form.id, dataset: { testid: "reparse-open" } },
+        icon("refresh"),
+        t("kb.rc.open"),
+      );
+      button.addEventListener("click", () => {
+        form.hidden = !form.hidden;
+        button.setAttribute("aria-expanded", String(!form.hidden));
+        if (!form.hidden) size.focus();
+      });
+      const fail = (message) => {
+        error.textContent = message;
+        for (const el of [size, overlap]) el.removeAttribute("aria-invalid");
+        const key = message ? fieldOf(message) : null;
+        const el = key === "chunk_size" ? size : key === "chunk_overlap" ? overlap : null;
+        if (el) {
+          el.setAttribute("aria-invalid", "true");
+          el.focus();
+        }
+      };
+      form.addEventListener("submit", async (e) => {
+        e.preventDefault();
+        const body = {};
+        if (size.value.trim()) body.chunk_size = Number(size.value);
+        if (overlap.value.trim()) body.chunk_overlap = Number(overlap.value);
+        fail("");
+        result.textContent = "";
+        submit.disabled = true;
+        try {
+          const out = await api("POST", `${url}/reparse`, { body, signal });
+          const n = Number(out?.chunks ?? 0);
+          const kept = Number(out?.edits_kept ?? 0);
+          const lost = Number(out?.edits_unmatched ?? 0);
+          result.textContent = [
+            tn("kb.rc.done", { n: fmtNumber(n), kept: tn("kb.rc.kept", { n: fmtNumber(kept) }) }),
+            lost ? tn("kb.rc.unmatched", { n: fmtNumber(lost) }) : null,
+            out?.embedding === "done" ? t("kb.rc.embedded") : out?.embedding === "queued" ? t("kb.rc.queued") : null,
+          ].filter(Boolean).join(" ");
+          chunksP = null;
+          mdP = null;
+          chunkStatus.textContent = "";
+          await loadChunkList();
+          poll.kick(); // the table's chunk count
+        } catch (err) {
+          if (signal.aborted || err.name === "AbortError") return;
+          fail(err.message);
+        } finally {
+          submit.disabled = false;
+        }
+      });
+      return { button, box: h("div", { class: "kb-rc" }, form, result), prefill };
+    }
+
     const firstTab = tab || (isPdf || isImage ? "original" : "markdown");
     activeTab = firstTab;
     const set = tabs(
