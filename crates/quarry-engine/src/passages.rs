@@ -237,7 +237,12 @@ impl Engine {
                 docid: doc.docid.clone(),
                 knowledge_base: kb.to_owned(),
                 file,
-                evidence: req.explain.then_some(c.evidence),
+                // Rounded as the score is: `retrieval` is the score of a passage not reranked.
+                evidence: req.explain.then_some(PassageEvidence {
+                    retrieval: round_score(c.evidence.retrieval),
+                    rerank: c.evidence.rerank.map(round_score),
+                    ..c.evidence
+                }),
                 metadata: Engine::shown_metadata(&doc.meta),
             });
         }
