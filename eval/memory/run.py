@@ -99,13 +99,18 @@ class Server:
         return r.json()["results"]
 
     def wait_embedded(self) -> None:
-        for _ in range(1200):
+        """Until no file waits for conversion, indexing or embedding, and no chunk for a vector
+        (superseded entries are files too: `document_count` counts the current ones only)."""
+        waiting = ("queued", "converting", "indexing", "embedding")
+        for _ in range(2400):
             r = requests.get(self.base + "/api/v1/knowledge-bases", timeout=30).json()
             kbs = r.get("data", r) if isinstance(r, dict) else r
-            if all(kb["status_counts"]["ready"] == kb["document_count"] for kb in kbs):
+            queue = requests.get(self.base + "/api/v1/queue", timeout=30).json()["data"]
+            pending = (queue.get("embedding") or {}).get("chunks_pending", 0)
+            if not pending and all(kb["status_counts"].get(s, 0) == 0 for kb in kbs for s in waiting):
                 return
             time.sleep(0.5)
-        raise SystemExit("documents were not all ready after 10 minutes")
+        raise SystemExit("documents were not all embedded after 20 minutes")
 
     def stop(self, keep: bool = False) -> None:
         self.proc.terminate()
