@@ -1454,7 +1454,7 @@ pub fn store_chunk_edits_and_own_chunking_have_a_document_cut_again(store: &dyn 
     );
     let again = store.chunk_sources(&[id]).expect("chunk_sources");
     assert_eq!(again.len(), 1, "an edit has the document cut again");
-    assert_eq!(again[0].edits, [edit.clone()]);
+    assert_eq!(again[0].edits, std::slice::from_ref(&edit));
     let batch = read(store, position(store, "cur"), 100);
     assert_eq!(
         batch.work.upserts.iter().map(|d| d.id).collect::<Vec<_>>(),
