@@ -7,10 +7,9 @@ use quarry_core::Error;
 
 use crate::curation::{ChunkChange, ChunkingFrom, EmbeddingNow};
 use crate::engine::Engine;
-use crate::knowledge_search::{KnowledgeSearch, SearchMode};
 use crate::progress::NoProgress;
 use crate::sources::AddSource;
-use crate::test_support::{drain, engine};
+use crate::test_support::{drain, engine, keyword_passages};
 use quarry_sources::Location;
 
 const OWNER: &str = "test-node:curation";
@@ -30,13 +29,7 @@ fn manual(second: &str) -> String {
 
 /// The passages' texts found for `word` by keyword (every score, no reranking).
 fn found(e: &Engine, word: &str) -> Vec<String> {
-    let mut req = KnowledgeSearch::new(word);
-    req.mode = SearchMode::Keyword;
-    req.min_score = 0.0;
-    req.rerank = false;
-    e.knowledge_search(&req)
-        .unwrap()
-        .results
+    keyword_passages(e, word)
         .into_iter()
         .map(|h| h.content)
         .collect()

@@ -5,10 +5,9 @@ use quarry_core::Error;
 
 use crate::engine::Engine;
 use crate::knowledge::CreateKnowledgeBase;
-use crate::knowledge_search::{KnowledgeSearch, SearchMode};
 use crate::progress::NoProgress;
 use crate::sources::AddSource;
-use crate::test_support::{drain, engine};
+use crate::test_support::{drain, engine, keyword_passages};
 use quarry_sources::Location;
 use quarry_store::{FileFilter, FileStatus};
 
@@ -27,13 +26,7 @@ fn documents(e: &Engine) -> Vec<(String, String, FileStatus)> {
 }
 
 fn found(e: &Engine, word: &str) -> Vec<String> {
-    let mut req = KnowledgeSearch::new(word);
-    req.mode = SearchMode::Keyword;
-    req.min_score = 0.0;
-    req.rerank = false;
-    e.knowledge_search(&req)
-        .unwrap()
-        .results
+    keyword_passages(e, word)
         .into_iter()
         .map(|h| h.knowledge_filename)
         .collect()

@@ -51,3 +51,12 @@ pub(crate) fn note(text: &str) -> crate::notes::NewNote {
         fields: Default::default(),
     }
 }
+
+/// The passages a keyword knowledge search finds for `query`: every score, no reranking.
+pub(crate) fn keyword_passages(e: &Engine, query: &str) -> Vec<crate::KnowledgeHit> {
+    let mut req = crate::knowledge_search::KnowledgeSearch::new(query);
+    req.mode = crate::knowledge_search::SearchMode::Keyword;
+    req.min_score = 0.0;
+    req.rerank = false;
+    e.knowledge_search(&req).unwrap().results
+}
