@@ -1084,6 +1084,53 @@ def test_non_streaming_answer(world: World, kb: dict):
     assert msg["id"] == body["message_id"] and msg["content"] == body["content"] and msg["status"] == "complete", msg
 
 
+def test_retrieval_honours_filter_and_as_of(world: World):
+    """Chat retrieves only passages of documents the metadata filter matches, and knowledge
+    entries as they stood at `as_of` (issue 44); a bad one is refused before the model runs."""
+    fake, srv = world.fake, world.srv
+
+    def quka(name: str, args: dict) -> dict:
+        r = requests.post(srv.url("/api/v1/mcp"), timeout=30, headers={"X-Resource": "ledger"},
+                          json={"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": name, "arguments": args}})
+        assert r.status_code == 200 and r.json()["result"]["isError"] is False, r.text
+        return r.json()["result"]["structuredContent"]
+
+    quka("create_knowledge", {"content": "# Gate code\n\nThe loading bay gate code is 4471.", "key": "gate",
+                                      "tags": ["site"]})
+    time.sleep(0.05)
+    between = int(time.time() * 1000)
+    time.sleep(0.05)
+    quka("create_knowledge", {"content": "# Gate code\n\nThe loading bay gate code is 9088.", "key": "gate", "tags": ["site"]})
+    deadline = time.monotonic() + 60
+    while True:  # until the correction is searchable
+        r = requests.post(srv.url("/api/v1/knowledge-search"), timeout=30,
+                          json={"question": "gate code", "search_mode": "keyword", "min_score": 0})
+        if any("9088" in h["content"] for h in r.json()["results"]):
+            break
+        assert time.monotonic() < deadline, r.text
+        time.sleep(0.2)
+
+    def sources(extra: dict) -> list[str]:
+        fake.reset()
+        fake.script([{"text": "The code [1]."}])
+        r = post_chat(srv, {"messages": user("What is the loading bay gate code?"), "kb_ids": ["ledger"],
+                            "stream": False, **extra}, stream=False)
+        assert r.status_code == 200, r.text
+        return [s["content"] for s in r.json()["sources"]]
+
+    assert any("9088" in c for c in sources({})) and not any("4471" in c for c in sources({}))
+    past = sources({"as_of": between})
+    assert any("4471" in c for c in past) and not any("9088" in c for c in past), past
+    assert sources({"filter": {"field": "tags", "operator": "contains", "value": "nosuchtag"}}) == []
+    assert any("9088" in c for c in sources({"filter": {"field": "tags", "operator": "contains", "value": "site"}}))
+    fake.reset()
+    for bad, words in (({"as_of": "someday"}, "as_of"), ({"filter": {"field": "tags", "operator": "like"}}, "operator")):
+        r = post_chat(srv, {"messages": user("gate code?"), "kb_ids": ["ledger"], "stream": False, **bad},
+                      stream=False)
+        assert r.status_code == 400 and words in r.json()["detail"], r.text
+    assert fake.streamed() == [] and fake.completions() == [], "a refused chat reached the model"
+
+
 # ---------------------------------------------------------------------------------------------
 # The built-in web_search.
 

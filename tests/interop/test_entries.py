@@ -222,6 +222,16 @@ def test_rest_and_cli_read_as_of(world):
                       json={"question": "office wifi password", "min_score": 0, "search_mode": "keyword", "as_of": between})
     assert r.status_code == 200, r.text
     assert {x["knowledge_id"] for x in r.json()["results"] if "wifi" in x["content"]} == {old["id"]}, r.text
+    # Dify's retrieval takes it too (Quarry's field beside Dify's body).
+    dify = {"knowledge_id": "knowledge", "query": "office wifi password",
+            "retrieval_setting": {"top_k": 10, "score_threshold": 0}}
+    for at, word in ((None, "osprey"), (between, "heron")):
+        r = requests.post(srv.url("/retrieval"), json={**dify, "as_of": at}, timeout=30)
+        assert r.status_code == 200, r.text
+        texts = [rec["content"] for rec in r.json()["records"] if "wifi" in rec["content"]]
+        assert texts and all(word in t for t in texts), (at, texts)
+    r = requests.post(srv.url("/retrieval"), json={**dify, "as_of": "tomorrow"}, timeout=30)
+    assert r.status_code == 400 and "as_of" in r.json()["error_msg"], r.text
 
     cli = home.run("search", "office wifi password", "--json")
     assert cli.returncode == 0, cli.stderr

@@ -171,6 +171,11 @@ pub struct ChatRequest {
     /// JSON filter node, or a JSON string holding one. The server parses it and runs the
     /// chat through a filtered engine handle ([`quarry_engine::Engine::filtered`]).
     pub filter: Option<Value>,
+    #[serde(default)]
+    /// The moment knowledge entries are read at (issue 44): RFC 3339, `YYYY-MM-DD` or Unix
+    /// milliseconds; absent: now. The server runs the chat through
+    /// [`quarry_engine::Engine::at`].
+    pub as_of: Option<Value>,
 }
 
 impl ChatRequest {

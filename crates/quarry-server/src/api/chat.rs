@@ -70,6 +70,11 @@ async fn chat(
     if filter.is_some() {
         ctx.engine = ctx.engine.filtered(filter);
     }
+    // ... and, for knowledge entries, those valid at `as_of`.
+    let as_of = crate::service::entries::parse_as_of(req.as_of.as_ref())?;
+    if as_of.is_some() {
+        ctx.engine = ctx.engine.at(as_of);
+    }
     let streaming = req.streaming();
     let prepared = {
         let service = service.clone();

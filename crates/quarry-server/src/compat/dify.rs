@@ -50,6 +50,9 @@ struct RetrievalBody {
     /// metadata fields (issue 44).
     #[serde(default)]
     metadata_condition: Option<Value>,
+    /// Quarry's: the moment knowledge entries are read at (issue 44).
+    #[serde(default)]
+    as_of: Option<Value>,
 }
 
 /// `POST /retrieval` (Dify External Knowledge API): `knowledge_id` names a knowledge base
@@ -82,11 +85,17 @@ async fn retrieval(caller: Caller, body: axum::body::Bytes) -> Response {
             return dify_error(StatusCode::BAD_REQUEST, 400, crate::http::public_detail(&e));
         }
     };
+    let as_of = match crate::service::entries::parse_as_of(b.as_of.as_ref()) {
+        Ok(at) => at,
+        Err(e) => {
+            return dify_error(StatusCode::BAD_REQUEST, 400, crate::http::public_detail(&e));
+        }
+    };
     let mut req = KnowledgeSearch::new(b.query);
     req.top_k = setting.top_k.unwrap_or(5);
     req.min_score = setting.score_threshold.unwrap_or(0.0);
     req.knowledge_bases = Some(vec![b.knowledge_id.clone()]);
-    let engine = caller.engine.filtered(filter);
+    let engine = caller.engine.filtered(filter).at(as_of);
     let query = req.query.clone();
     match run_blocking(move || engine.knowledge_search(&req)).await {
         Ok(found) => {
