@@ -463,19 +463,10 @@ async fn chunks_doc(
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct EditChunkBody {
-    #[serde(default, deserialize_with = "present")]
+    #[serde(default, deserialize_with = "crate::http::nullable")]
     content: Option<Option<String>>,
     #[serde(default)]
     enabled: Option<bool>,
-}
-
-/// A field given as null (`Some(None)`) apart from one left out (`None`).
-fn present<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
-where
-    D: serde::Deserializer<'de>,
-    T: Deserialize<'de>,
-{
-    Option::<T>::deserialize(d).map(Some)
 }
 
 /// Edits, restores, disables or enables one chunk; answers the chunk as it now is and

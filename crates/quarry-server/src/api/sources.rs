@@ -111,23 +111,16 @@ struct UpdateBody {
     #[serde(default)]
     watch: Option<bool>,
     /// A new credential; `null` forgets the stored one.
-    #[serde(default, deserialize_with = "nullable")]
+    #[serde(default, deserialize_with = "crate::http::nullable")]
     credential: Option<Option<CredentialBody>>,
     /// A new reader mapping; `null`: every reader of the knowledge base again.
-    #[serde(default, deserialize_with = "nullable")]
+    #[serde(default, deserialize_with = "crate::http::nullable")]
     readers: Option<Option<ReaderMapping>>,
 }
 
 /// A field that may be absent (`None`), `null` (`Some(None)`) or a count.
 fn nullable_count<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Option<u64>>, D::Error> {
     count(d).map(Some)
-}
-
-/// A field that may be absent (`None`), `null` (`Some(None)`) or a value.
-fn nullable<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
-    d: D,
-) -> Result<Option<Option<T>>, D::Error> {
-    Option::<T>::deserialize(d).map(Some)
 }
 
 fn bad(detail: impl Into<String>) -> ApiError {

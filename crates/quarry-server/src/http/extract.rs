@@ -139,6 +139,14 @@ where
     }
 }
 
+/// A field that may be absent (`None`), `null` (`Some(None)`) or a value: for changes where
+/// `null` means "back to the default" and absence "leave it".
+pub(crate) fn nullable<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+    d: D,
+) -> Result<Option<Option<T>>, D::Error> {
+    Option::<T>::deserialize(d).map(Some)
+}
+
 #[cfg(test)]
 mod tests {
     use super::has_nul;
