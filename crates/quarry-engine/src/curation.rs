@@ -212,7 +212,11 @@ impl Engine {
         };
         let src = store.chunk_source(doc.id)?.ok_or_else(missing)?;
         let cut = cut_chunks(&src);
-        let target = cut.iter().find(|c| c.key == chunk_id).ok_or_else(missing)?;
+        let (index, target) = cut
+            .iter()
+            .enumerate()
+            .find(|(_, c)| c.key == chunk_id)
+            .ok_or_else(missing)?;
         let original = target.chunk.text(&src.body);
         let mut text = target.edit.and_then(|e| e.text.clone());
         if let Some(content) = &change.content {
@@ -230,8 +234,6 @@ impl Engine {
             edited_by: editor.to_owned(),
             edited_at: quarry_core::now_millis(),
         });
-        let heading = target.chunk.heading.clone();
-        drop(cut);
         if !store.set_chunk_edit(doc.id, chunk_id, edit.as_ref())? {
             return Err(missing());
         }
@@ -242,17 +244,16 @@ impl Engine {
             let embedded = text.as_deref().unwrap_or(original);
             self.embed_now(
                 file.collection_id,
-                &crate::semantic::embed_input(&src.title, &heading, embedded),
+                &crate::semantic::embed_input(&src.title, &target.chunk.heading, embedded),
             )?
         };
-        let src = store.chunk_source(doc.id)?.ok_or_else(missing)?;
-        let cut = cut_chunks(&src);
-        let (index, after) = cut
-            .iter()
-            .enumerate()
-            .find(|(_, c)| c.key == chunk_id)
-            .ok_or_else(missing)?;
-        Ok((view(after, index, &src.body), embedding))
+        // An edit never moves the cut: the chunk as it now is, without reading it again.
+        let after = CutChunk {
+            chunk: target.chunk.clone(),
+            key: target.key.clone(),
+            edit: edit.as_ref(),
+        };
+        Ok((view(&after, index, &src.body), embedding))
     }
 
     /// Cuts a document again with its own chunk size and overlap (`None`: its knowledge

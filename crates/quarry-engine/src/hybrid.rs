@@ -922,18 +922,8 @@ mod tests {
             "# Lighthouse\n\nthe lighthouse keeper trims the lamp",
             "# Market\n\nthe fish market opens at dawn",
         ] {
-            e.create_note(
-                "kb",
-                crate::notes::NewNote {
-                    content: text.to_owned(),
-                    format: crate::notes::NoteFormat::Markdown,
-                    kind: "text".into(),
-                    title: None,
-                    tags: Vec::new(),
-                    fields: quarry_metadata::Metadata::default(),
-                },
-            )
-            .unwrap();
+            e.create_note("kb", crate::test_support::note(text))
+                .unwrap();
         }
         crate::test_support::drain(&e);
         e
