@@ -184,6 +184,7 @@ mod hub;
 mod jobs;
 mod knowledge;
 mod oauth;
+mod policies;
 mod sources;
 mod store;
 #[cfg(feature = "testing")]

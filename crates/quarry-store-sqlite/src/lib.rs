@@ -19,7 +19,7 @@ use quarry_store::{
 };
 
 /// The newest schema version: the last of [`MIGRATIONS`].
-const SCHEMA_VERSION: i64 = 23;
+const SCHEMA_VERSION: i64 = 24;
 
 /// `(version, SQL)`, oldest first: the files in `migrations/`, each bringing the schema from
 /// the version before it to its own. Version 4 also gives old rows their UUIDs ([`assign_uids`]).
@@ -47,6 +47,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (21, include_str!("../migrations/v21.sql")),
     (22, include_str!("../migrations/v22.sql")),
     (23, include_str!("../migrations/v23.sql")),
+    (24, include_str!("../migrations/v24.sql")),
 ];
 
 /// The feed's last sequence number (0 before its first entry).
@@ -153,6 +154,7 @@ mod entries;
 mod hub;
 mod knowledge;
 mod oauth;
+mod policies;
 mod sources;
 
 /// SQLite-backed [`Store`].

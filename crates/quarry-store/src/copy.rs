@@ -44,6 +44,8 @@ pub const COPIED_TABLES: &[&str] = &[
     "hub_custom_tools",
     "hub_generations",
     "tool_endpoints",
+    "tool_policies",
+    "tool_approvals",
     "chat_conversations",
     "chat_messages",
     "idempotency_keys",

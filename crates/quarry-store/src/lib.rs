@@ -22,6 +22,7 @@ mod feed;
 mod hub;
 mod knowledge;
 mod oauth;
+mod policies;
 mod semantic;
 mod sessions;
 mod settings;
@@ -54,6 +55,9 @@ pub use knowledge::{
 pub use oauth::{
     OAuthClientRow, OAuthGrantRow, OAuthSecretKind, OAuthSecretRow, OAuthStore, Redeemed,
 };
+pub use policies::{
+    ApprovalDecision, ApprovalRow, PolicyRow, PolicyStore, approval_status,
+};
 pub use semantic::{
     ChunkEdit, ChunkRef, ChunkSource, DocChunks, EmbedJob, EmbeddingState, IndexCensus, NewChunk,
     SemanticStore, VectorSearch,
@@ -71,7 +75,7 @@ pub mod prelude {
     pub use crate::{
         AccessStore, AuditStore, ChangeNotifier, ChatStore, CollectionStore, EntryStore, FeedStore,
         HubStore, JobQueue, KnowledgeStore, LimitStore, OAuthStore, SemanticStore, SessionStore,
-        SettingsStore, SourceStore, Store, VectorSearch,
+        PolicyStore, SettingsStore, SourceStore, Store, VectorSearch,
     };
 }
 
@@ -100,6 +104,7 @@ pub trait Store:
     + HubStore
     + ChatStore
     + SourceStore
+    + PolicyStore
     + Send
     + Sync
 {
@@ -118,6 +123,7 @@ where
     T: AccessStore,
     T: AuditStore,
     T: LimitStore,
+    T: PolicyStore,
     T: OAuthStore,
     T: HubStore,
     T: ChatStore,
