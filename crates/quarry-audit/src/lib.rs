@@ -32,6 +32,11 @@ pub const WRITE: &str = "write";
 /// A sync a node ran on its source's schedule (target: the source's id; detail: its
 /// knowledge base, status and counts). A sync asked for over REST is a [`WRITE`].
 pub const SOURCE_SYNC: &str = "source.sync";
+/// A tool call held for a person's approval made a new request (target: the tool; detail:
+/// the approval's id, its policies, the redacted arguments). The decision is a [`WRITE`]
+/// (or the `decide_approval` [`TOOL_CALL`]) and the run a [`TOOL_CALL`], each with the same
+/// `approval_id` in its detail: together, the approval's receipt.
+pub const APPROVAL_REQUEST: &str = "approval.request";
 /// A request refused before it reached anything (target: the error code).
 pub const AUTH_FAILURE: &str = "auth.failure";
 /// Someone signed in to the web UI.

@@ -18,7 +18,9 @@ use std::time::{Duration, Instant};
 
 use quarry_core::{Error, Result};
 use quarry_engine::{Engine, KnowledgeSearch, MAX_QUERY_CHARS, SearchMode};
-use quarry_hub::{DefaultView, Hub, KNOWLEDGE_PACKAGE, Selection, View, ViewError};
+use quarry_hub::{
+    APPROVALS_PACKAGE, DefaultView, Hub, KNOWLEDGE_PACKAGE, Selection, View, ViewError,
+};
 use quarry_store::{ChatMessageRow, ChatStore, ConversationRow};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -221,6 +223,8 @@ pub struct ChatService {
     settings: ChatSettings,
     store: Arc<dyn ChatStore>,
     hub: Arc<Hub>,
+    /// Tool policies: a tool the model calls passes them as an agent's call does.
+    gate: quarry_policy::Gate,
 }
 
 /// How a run ended (the server maps it to a status for `stream: false`).
@@ -310,12 +314,14 @@ impl ChatService {
         settings: ChatSettings,
         store: Arc<dyn ChatStore>,
         hub: Arc<Hub>,
+        gate: quarry_policy::Gate,
     ) -> ChatService {
         ChatService {
             provider,
             settings,
             store,
             hub,
+            gate,
         }
     }
 
@@ -533,7 +539,8 @@ impl ChatService {
             &DefaultView::Everything,
             // Retrieval covers the knowledge tools, which run in the server, not the hub.
             &ctx.principal,
-            &|t| t.package != KNOWLEDGE_PACKAGE,
+            // Quarry's knowledge is the chat's own retrieval; approvals are for people.
+            &|t| t.package != KNOWLEDGE_PACKAGE && t.package != APPROVALS_PACKAGE,
             self.hub.options().max_tools,
         )
         .map_err(view_error)?;
@@ -847,6 +854,7 @@ impl ChatService {
             emit(ChatEvent::ToolCall(record.clone()));
             run.calls.push(record);
             let hub = self.hub.clone();
+            let gate = self.gate.clone();
             let caller = ctx.principal.clone();
             let timeout = self.settings.tool_timeout;
             let name = call.name.clone();
@@ -865,7 +873,7 @@ impl ChatService {
                         duration: Duration::ZERO,
                     },
                     (Some(t), Ok(args)) => {
-                        tools.call(&hub, &caller, &t, args, timeout, cancel).await
+                        tools.call(&hub, &gate, &caller, &t, args, timeout, cancel).await
                     }
                 };
                 (i, outcome)

@@ -74,9 +74,11 @@ impl ToolSet {
 
     /// Runs one call through the hub, bounded by `timeout` and `cancel`. Every failure is
     /// an outcome the model reads, never an error of the chat.
+    #[allow(clippy::too_many_arguments)]
     pub async fn call(
         &self,
         hub: &Arc<Hub>,
+        gate: &quarry_policy::Gate,
         caller: &Principal,
         tool: &CatalogTool,
         arguments: Map<String, Value>,
@@ -88,9 +90,28 @@ impl ToolSet {
         let call_cancel = cancel.child_token();
         // The registry lookup (store-backed) runs on the blocking pool; the call itself is
         // the hub's async connection work.
+        // The tool's policies first (as for an agent's call): a refused or held call ends
+        // here with what the model should know (which policy, which approval to wait for).
         let (registry, who, target) = (hub.clone(), caller.clone(), tool.clone());
+        let (gate, args) = (gate.clone(), arguments.clone());
         let routed = tokio::task::spawn_blocking(move || {
-            quarry_store::thread_guard::allow_blocking(|| registry.route_tool(&who, &target))
+            quarry_store::thread_guard::allow_blocking(|| {
+                let call = quarry_policy::Call {
+                    principal: &who,
+                    endpoint: None,
+                    tool: &target.full_name,
+                    arguments: &args,
+                };
+                match gate.check(&call, quarry_core::now_millis()) {
+                    Ok(verdict) => {
+                        if let Some(refusal) = verdict.refusal() {
+                            return Err(CallError::Refused(refusal));
+                        }
+                    }
+                    Err(e) => return Err(CallError::Unavailable(format!("tool policies: {e}"))),
+                }
+                registry.route_tool(&who, &target)
+            })
         })
         .await;
         let run = async {
@@ -124,6 +145,7 @@ impl ToolSet {
                     d.as_secs_f32()
                 ),
             ),
+            Err(CallError::Refused(why)) => (false, why),
             Err(e) => (false, format!("the tool {} failed: {e}", tool.full_name)),
         };
         ToolOutcome {

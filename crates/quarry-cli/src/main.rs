@@ -7,6 +7,7 @@ mod eval;
 mod hub;
 mod kb;
 mod migrate;
+mod policy;
 mod progress;
 mod runtime;
 mod settings;
@@ -318,6 +319,13 @@ enum Command {
     Token(access::TokenCmd),
     /// The audit log: tool calls, changes, searches, sign-ins and refusals, newest first.
     Audit(access::AuditArgs),
+    /// Tool policies of a space (--space): refuse calls, or hold them for approval, by
+    /// tool and arguments.
+    #[command(subcommand)]
+    Policy(policy::PolicyCmd),
+    /// Tool calls held for a person's approval: list, show, approve, deny.
+    #[command(subcommand)]
+    Approvals(policy::ApprovalCmd),
     /// The tool hub: register MCP servers, browse and search the tool catalog.
     #[command(subcommand)]
     Hub(hub::HubCmd),
@@ -872,6 +880,8 @@ fn run(cli: Cli, env: &config::Env) -> Result<()> {
         Command::Audit(args) => {
             return access::audit(&engine, args, cli.json, cli.space.as_deref());
         }
+        Command::Policy(cmd) => return policy::policy(&engine, cmd, cli.json),
+        Command::Approvals(cmd) => return policy::approvals(&engine, cmd, cli.json),
         _ => {}
     }
     if let Command::Kb(k) = &cli.command {
@@ -1293,6 +1303,8 @@ fn run(cli: Cli, env: &config::Env) -> Result<()> {
         | Command::Group(_)
         | Command::Token(_)
         | Command::Audit(_)
+        | Command::Policy(_)
+        | Command::Approvals(_)
         | Command::Hub(_) => {}
         Command::Serve(args) => {
             drop(out);

@@ -23,6 +23,9 @@ pub use crate::package::{CatalogTool, EXTRA_META_KEY, Package, PackageKind};
 pub const MAX_SCHEMA_BYTES: usize = 64 * 1024;
 /// The built-in package of Quarry's own knowledge tools.
 pub const KNOWLEDGE_PACKAGE: &str = "knowledge";
+/// The id of the approver tools' package (`list_approvals`, `decide_approval`), which the
+/// server adds: for people who decide held calls, never a chat model's tool.
+pub const APPROVALS_PACKAGE: &str = "approvals";
 /// The package every owner's custom HTTP tools belong to.
 pub const CUSTOM_PACKAGE: &str = "custom";
 

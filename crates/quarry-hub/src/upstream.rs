@@ -329,6 +329,9 @@ pub enum CallError {
     InputRequired,
     /// The connection failed while the call was in flight.
     Transport(String),
+    /// Refused before it reached anything (a tool policy, an approval to wait for); the
+    /// text is what the caller is told.
+    Refused(String),
 }
 
 impl std::fmt::Display for CallError {
@@ -339,6 +342,7 @@ impl std::fmt::Display for CallError {
                 write!(f, "upstream did not answer within {} s", d.as_secs_f32())
             }
             CallError::Cancelled => f.write_str("call cancelled"),
+            CallError::Refused(why) => f.write_str(why),
             CallError::Upstream { code, message } => write!(f, "upstream error {code}: {message}"),
             CallError::InputRequired => f.write_str(
                 "the upstream asked for client input (sampling or elicitation), which the hub does not relay",

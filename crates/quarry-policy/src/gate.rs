@@ -11,10 +11,37 @@
 
 use quarry_core::iso8601_millis;
 use quarry_core::{Access, Error, Principal, Result};
+use std::sync::Arc;
+
 use quarry_store::{AccessStore, ApprovalDecision, ApprovalRow, PolicyStore, approval_status};
 use serde_json::{Map, Value, json};
 
 use crate::rule::{Effect, Policy};
+
+/// The stores the gate reads and writes, shared by every surface that runs tool calls (MCP,
+/// chat) and every surface that decides approvals (REST, MCP, the CLI). Its calls block.
+#[derive(Clone)]
+pub struct Gate {
+    policies: Arc<dyn PolicyStore>,
+    access: Arc<dyn AccessStore>,
+}
+
+impl Gate {
+    /// A gate over the store's policies and tokens.
+    pub fn new(policies: Arc<dyn PolicyStore>, access: Arc<dyn AccessStore>) -> Gate {
+        Gate { policies, access }
+    }
+
+    /// [`check`] against this gate's stores.
+    pub fn check(&self, call: &Call<'_>, now: i64) -> Result<Verdict> {
+        check(self.policies.as_ref(), self.access.as_ref(), call, now)
+    }
+
+    /// The policies and approvals.
+    pub fn policies(&self) -> &dyn PolicyStore {
+        self.policies.as_ref()
+    }
+}
 
 /// The named endpoint a call came through.
 #[derive(Debug, Clone, Copy)]
@@ -36,8 +63,6 @@ pub struct Call<'a> {
     pub tool: &'a str,
     /// Its arguments, exactly as given.
     pub arguments: &'a Map<String, Value>,
-    /// The arguments as an approver may see them (secret-looking values redacted).
-    pub shown_arguments: &'a Value,
 }
 
 /// What the gate decided.
@@ -106,6 +131,43 @@ fn policy_names(a: &ApprovalRow) -> String {
         .filter_map(|p| p.get("name").and_then(Value::as_str).map(|n| format!("policy '{n}'")))
         .collect();
     names.join(", ")
+}
+
+/// Longest string an approval shows whole; longer ones are cut, saying how much is left out
+/// (the digest still binds every byte).
+const SHOWN_CHARS: usize = 20_000;
+
+/// Whether an argument's name says it holds a secret.
+fn secret_key(key: &str) -> bool {
+    let k = key.to_ascii_lowercase().replace(['-', '_'], "");
+    ["password", "passwd", "secret", "token", "apikey", "authorization", "credential", "privatekey", "cookie"]
+        .iter()
+        .any(|s| k.contains(s))
+}
+
+/// The arguments as an approver sees them: exactly, but for values under secret-looking
+/// names (`[hidden: N chars]`) and strings past [`SHOWN_CHARS`].
+fn shown(v: &Value, key: Option<&str>) -> Value {
+    if key.is_some_and(secret_key) && !v.is_null() {
+        let n = match v {
+            Value::String(s) => s.chars().count(),
+            other => other.to_string().chars().count(),
+        };
+        return json!(format!("[hidden: {n} chars]"));
+    }
+    match v {
+        Value::String(s) if s.chars().count() > SHOWN_CHARS => {
+            let head: String = s.chars().take(SHOWN_CHARS).collect();
+            json!(format!("{head}… [{} more chars]", s.chars().count() - SHOWN_CHARS))
+        }
+        Value::Array(items) => Value::Array(items.iter().map(|i| shown(i, None)).collect()),
+        Value::Object(o) => Value::Object(
+            o.iter()
+                .map(|(k, v)| (k.clone(), shown(v, Some(k))))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
 }
 
 /// Who an approval binds: the token chain's first token (stable across an OAuth grant's
@@ -216,6 +278,8 @@ pub fn check(
     call: &Call<'_>,
     now: i64,
 ) -> Result<Verdict> {
+    // What an approver and a refusal may show: the arguments, secret-looking values hidden.
+    let shown_arguments = shown(&Value::Object(call.arguments.clone()), None);
     let mut holding: Vec<Policy> = Vec::new();
     for p in applicable(policies, access, call)? {
         let policy = match p {
@@ -247,7 +311,7 @@ pub fn check(
                         .into_iter()
                         .filter_map(|a| {
                             let top = a.split('.').next().unwrap_or(a);
-                            call.shown_arguments.get(top).map(|v| {
+                            shown_arguments.get(top).map(|v| {
                                 let mut s = v.to_string();
                                 if s.len() > 200 {
                                     let cut = (0..=200).rev().find(|i| s.is_char_boundary(*i)).unwrap_or(0);
@@ -311,7 +375,7 @@ pub fn check(
         space_id: space.clone(),
         tool: call.tool.to_owned(),
         args_digest,
-        arguments: call.shown_arguments.to_string(),
+        arguments: shown_arguments.to_string(),
         caller_key: key,
         requester_user_id: identity.map(|i| i.user_id.clone()),
         requester_name: identity.map(|i| i.user.clone()),
@@ -449,4 +513,31 @@ pub fn list(
     }
     let mine = (!may_govern(p)).then(|| caller_key(p));
     policies.approvals(&p.space_id, mine.as_deref(), status, now, limit)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn digests_ignore_key_order_and_see_every_byte() {
+        let a: Map<String, Value> = serde_json::from_str(r#"{"b": 1, "a": {"y": [1, 2], "x": "s"}}"#).unwrap();
+        let b: Map<String, Value> = serde_json::from_str(r#"{"a": {"x": "s", "y": [1, 2]}, "b": 1}"#).unwrap();
+        let c: Map<String, Value> = serde_json::from_str(r#"{"a": {"x": "s", "y": [2, 1]}, "b": 1}"#).unwrap();
+        assert_eq!(digest("t.x", &a), digest("t.x", &b));
+        assert_ne!(digest("t.x", &a), digest("t.x", &c));
+        assert_ne!(digest("t.x", &a), digest("t.y", &a));
+    }
+
+    #[test]
+    fn approvers_see_arguments_but_not_secrets() {
+        let v = json!({"path": "/srv/a", "api_key": "sk-123", "headers": {"Authorization": "Bearer x"},
+                       "n": 3, "long": "x".repeat(SHOWN_CHARS + 5)});
+        let s = shown(&v, None);
+        assert_eq!(s["path"], "/srv/a");
+        assert_eq!(s["n"], 3);
+        assert_eq!(s["api_key"], "[hidden: 6 chars]");
+        assert_eq!(s["headers"]["Authorization"], "[hidden: 8 chars]");
+        assert!(s["long"].as_str().unwrap().ends_with("… [5 more chars]"));
+    }
 }

@@ -6,13 +6,15 @@
 //! the store's [`quarry_store::PolicyStore`]; the surfaces audit what the gate decides.
 
 mod gate;
+mod manage;
 mod predicate;
 mod rule;
 
 pub use gate::{
-    Call, EndpointRef, Verdict, approval_json, caller_key, check, decide, digest, list,
+    Call, EndpointRef, Gate, Verdict, approval_json, caller_key, check, decide, digest, list,
     may_govern, may_see, shown_status,
 };
+pub use manage::{create_policy, delete_policy, policies, policy, update_policy};
 pub use predicate::{Operand, Operator, Predicate};
 pub use rule::{
     AppliesTo, DEFAULT_APPROVAL_TTL_SECS, Effect, MAX_APPROVAL_TTL_SECS, Policy, PolicySpec,

@@ -271,17 +271,24 @@ fn reach(principal: &Principal) -> Option<Vec<String>> {
 /// the client named it), the outcome (`ok`, `tool_error`, `protocol_error` as the metrics
 /// word them), how long, the endpoint, and the arguments already redacted
 /// ([`quarry_audit::redact_object`]).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn tool_call(
     state: &AppState,
     principal: &Principal,
     tool: &str,
     arguments: Value,
     outcome: &'static str,
+    gate: Option<Value>,
     elapsed: Duration,
     parts: Option<&axum::http::request::Parts>,
 ) {
     crate::telemetry::record_tool_call(tool, outcome, elapsed);
+    let stopped = gate
+        .as_ref()
+        .is_some_and(|g| g["outcome"] != "approved");
     let outcome = match outcome {
+        // Refused or held by a tool policy: the call never ran.
+        _ if stopped => DENIED,
         "ok" => OK,
         // Unknown tools are refused the same way whether missing or out of scope.
         "protocol_error" => DENIED,
@@ -289,13 +296,50 @@ pub(crate) fn tool_call(
     };
     let mut e = quarry_audit::event(Some(principal), quarry_audit::TOOL_CALL, tool, outcome);
     e.duration_ms = Some(elapsed.as_millis().min(i64::MAX as u128) as i64);
-    let endpoint = parts.map(|p| {
+    let mut detail = json!({
+        "endpoint": endpoint_of(parts),
+        "arguments": arguments,
+    });
+    if let Some(g) = gate {
+        if let Some(id) = g.get("approval_id") {
+            detail["approval_id"] = id.clone();
+        }
+        detail["gate"] = g;
+    }
+    e.detail = detail.to_string();
+    record(state, e, parts.and_then(|p| client_of(&p.extensions)));
+}
+
+/// The endpoint a request came through: a named endpoint's name, else the path.
+fn endpoint_of(parts: Option<&axum::http::request::Parts>) -> Option<&str> {
+    parts.map(|p| {
         p.extensions
             .get::<Endpoint>()
             .map_or_else(|| p.uri.path(), |e| e.0.as_str())
-    });
+    })
+}
+
+/// A tool call held for approval made a new request: the receipt's first line.
+pub(crate) fn approval_request(
+    state: &AppState,
+    principal: &Principal,
+    tool: &str,
+    arguments: &Value,
+    gate: &Value,
+    parts: Option<&axum::http::request::Parts>,
+) {
+    // The catalog's name (`package.tool`), as approvals and policies name tools.
+    let target = gate.get("tool").and_then(Value::as_str).unwrap_or(tool);
+    let mut e = quarry_audit::event(
+        Some(principal),
+        quarry_audit::APPROVAL_REQUEST,
+        target,
+        quarry_audit::OK,
+    );
     e.detail = json!({
-        "endpoint": endpoint,
+        "approval_id": gate.get("approval_id"),
+        "expires_at": gate.get("expires_at"),
+        "endpoint": endpoint_of(parts),
         "arguments": arguments,
     })
     .to_string();

@@ -142,6 +142,7 @@ pub fn app(state: Arc<AppState>, opts: &HttpOptions, shutdown: &CancellationToke
         .merge(api::hub::router())
         .merge(api::endpoints::router())
         .merge(api::groups::router())
+        .merge(api::policies::router())
         .layer(axum::extract::DefaultBodyLimit::max(opts.max_body_bytes))
         .layer(timeout())
         .layer(consistent())

@@ -51,6 +51,8 @@ pub struct AppState {
     /// The origin clients reach this server at (`--public-url`), when set: the OAuth
     /// issuer and resource identifiers. Unset: taken from each request's checked `Host`.
     public_url: std::sync::OnceLock<String>,
+    /// Tool policies and approvals: every tool call (MCP, chat) passes it before it runs.
+    gate: quarry_policy::Gate,
 }
 
 impl AppState {
@@ -70,7 +72,9 @@ impl AppState {
         auth: auth::AuthMode,
         ui_assets: quarry_ui::Assets,
     ) -> Arc<Self> {
+        let store = engine.store_handle();
         Arc::new(AppState {
+            gate: quarry_policy::Gate::new(store.clone(), store),
             directory: quarry_access::Directory::new(engine.store_handle()),
             root: Arc::new(engine),
             default_space: std::sync::OnceLock::new(),
@@ -113,7 +117,10 @@ impl AppState {
     pub fn start_hub(&self, opts: quarry_hub::HubOptions) -> Result<(), Error> {
         let hub = quarry_hub::Hub::new(
             self.root.store_handle(),
-            vec![mcp::knowledge_package()],
+            vec![
+                mcp::knowledge_package(),
+                crate::service::approver_tools::package(),
+            ],
             opts,
         );
         if self.hub.set(hub).is_err() {
@@ -122,12 +129,20 @@ impl AppState {
         self.hub().start()
     }
 
+    /// Tool policies and approvals.
+    pub fn gate(&self) -> &quarry_policy::Gate {
+        &self.gate
+    }
+
     /// The tool hub.
     pub fn hub(&self) -> &Arc<quarry_hub::Hub> {
         self.hub.get_or_init(|| {
             quarry_hub::Hub::new(
                 self.root.store_handle(),
-                vec![mcp::knowledge_package()],
+                vec![
+                mcp::knowledge_package(),
+                crate::service::approver_tools::package(),
+            ],
                 quarry_hub::HubOptions::default(),
             )
         })
@@ -149,6 +164,7 @@ impl AppState {
             settings,
             self.root.store_handle(),
             self.hub().clone(),
+            self.gate.clone(),
         );
         if self.chat.set(Arc::new(service)).is_err() {
             return Err(Error::Conflict("chat is already configured".into()));
@@ -164,6 +180,7 @@ impl AppState {
                 quarry_chat::ChatSettings::default(),
                 self.root.store_handle(),
                 self.hub().clone(),
+                self.gate.clone(),
             ))
         })
     }

@@ -20,7 +20,7 @@ use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::json;
 
 use crate::auth::Caller;
-use crate::service::knowledge_tools;
+use crate::service::{gate, knowledge_tools};
 use crate::service::tool_args::{audited_call, request_caller};
 use crate::state::AppState;
 
@@ -71,13 +71,13 @@ impl ServerHandler for QukaMcp {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let caller = request_caller(None, &context)?;
-        let c = &caller;
+        let (c, ctx) = (&caller, &context);
         audited_call(
             &self.state,
             c,
             request,
-            &context,
-            move |name, args| async move { self.run(c, &name, args).await },
+            ctx,
+            move |name, args| async move { self.run(c, &name, args, ctx).await },
         )
         .await
     }
@@ -91,6 +91,7 @@ impl QukaMcp {
         caller: &Caller,
         name: &str,
         args: JsonObject,
+        context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
         // A write tool called by a read-only caller is known (and refused by the engine, as
         // a tool error naming why); only names this endpoint does not serve are unknown, and
@@ -107,7 +108,18 @@ impl QukaMcp {
             ));
         }
         crate::limits::tool_call(&self.state, &caller.principal).await?;
-        Ok(knowledge_tools::call(&self.state, caller, name, args).await)
+        // The capture tools are the catalog's `knowledge` tools: the same policies apply.
+        let name = if name == knowledge_tools::QUERY_ALIAS {
+            knowledge_tools::QUERY
+        } else {
+            name
+        };
+        let full_name = format!("{}.{name}", quarry_hub::KNOWLEDGE_PACKAGE);
+        let state = &self.state;
+        gate::gated(state, caller, &full_name, args, context, |args| async move {
+            Ok(knowledge_tools::call(state, caller, name, args).await)
+        })
+        .await
     }
 }
 

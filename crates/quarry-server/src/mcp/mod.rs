@@ -29,7 +29,7 @@ use serde_json::{Value, json};
 
 use crate::auth::Caller;
 use crate::http::{run_blocking, run_blocking_raw};
-use crate::service::knowledge_tools;
+use crate::service::{approver_tools, gate, knowledge_tools};
 use crate::service::tool_args::{Args, audited_call, request_caller, tool_error};
 use crate::state::AppState;
 use qmd_tools::{TOOL_NAMES, tools};
@@ -163,8 +163,26 @@ impl QuarryMcp {
         args: JsonObject,
         context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
+        // Every catalogued tool, Quarry's own included, passes the caller's policies first.
+        gate::gated(&self.state, caller, &tool.full_name, args, context, |args| {
+            self.run_catalogued(caller, tool, args, context)
+        })
+        .await
+    }
+
+    /// Runs a catalogued tool the gate let through.
+    async fn run_catalogued(
+        &self,
+        caller: &Caller,
+        tool: &CatalogTool,
+        args: JsonObject,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
         if tool.package == KNOWLEDGE_PACKAGE {
             return self.run_tool(caller, &tool.name, args).await;
+        }
+        if tool.package == approver_tools::APPROVALS_PACKAGE {
+            return Ok(approver_tools::call(&self.state, caller, &tool.name, args).await);
         }
         let progress: Option<ProgressSink> = context.meta.get_progress_token().map(|token| {
             let peer = context.peer.clone();

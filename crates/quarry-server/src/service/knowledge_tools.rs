@@ -25,9 +25,9 @@ use crate::state::AppState;
 pub(crate) const KNOWLEDGE_SEARCH: &str = "knowledge_search";
 const CREATE: &str = "create_knowledge";
 const GET: &str = "get_knowledge";
-const QUERY: &str = "query_knowledge";
+pub(crate) const QUERY: &str = "query_knowledge";
 /// QukaAI's own name for `query_knowledge`, accepted on calls (not listed).
-const QUERY_ALIAS: &str = "search_knowledges";
+pub(crate) const QUERY_ALIAS: &str = "search_knowledges";
 const LIST: &str = "list_knowledge";
 const UPDATE: &str = "update_knowledge";
 const DELETE: &str = "delete_knowledge";
@@ -265,7 +265,11 @@ pub(crate) fn usable_by(caller: &Caller, name: &str) -> bool {
 /// package's tool, and the knowledge tools [`usable_by`] allows. (A token's tool scope is
 /// `quarry_hub::may_use`'s, applied beside this.)
 pub(crate) fn catalog_tool_usable_by(caller: &Caller, t: &quarry_hub::CatalogTool) -> bool {
-    t.package != quarry_hub::KNOWLEDGE_PACKAGE || usable_by(caller, &t.name)
+    match t.package.as_str() {
+        quarry_hub::KNOWLEDGE_PACKAGE => usable_by(caller, &t.name),
+        super::approver_tools::APPROVALS_PACKAGE => super::approver_tools::usable_by(caller),
+        _ => true,
+    }
 }
 
 /// The capture tools `caller` may use (no write tools for read-only callers).

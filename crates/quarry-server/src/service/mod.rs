@@ -4,9 +4,11 @@
 //! the UI session), and who sees which named tool endpoint (its API, its MCP route, tokens,
 //! the catalog). Nothing here defines a route.
 
+pub(crate) mod approver_tools;
 pub(crate) mod endpoints;
 pub(crate) mod entries;
 pub(crate) mod filter;
+pub(crate) mod gate;
 pub(crate) mod knowledge_tools;
 mod spaces;
 pub(crate) mod tool_args;

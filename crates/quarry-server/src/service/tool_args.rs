@@ -76,14 +76,24 @@ where
         Ok(_) => "ok",
         Err(_) => "protocol_error",
     };
+    let gated = result
+        .as_ref()
+        .ok()
+        .and_then(crate::service::gate::gate_meta)
+        .cloned();
+    let parts = context.extensions.get::<axum::http::request::Parts>();
+    if let Some(g) = gated.as_ref().filter(|g| g["outcome"] == "held" && g["new"] == true) {
+        crate::audit::approval_request(state, &caller.principal, &name, &redacted, g, parts);
+    }
     crate::audit::tool_call(
         state,
         &caller.principal,
         &name,
         redacted,
         outcome,
+        gated,
         started.elapsed(),
-        context.extensions.get::<axum::http::request::Parts>(),
+        parts,
     );
     result.map(Into::into)
 }
