@@ -107,7 +107,14 @@ pub(crate) fn policy(engine: &Engine, cmd: &PolicyCmd, json_out: bool) -> Result
                 writeln!(out, "No tool policies in this space.")?;
             }
             for x in &all {
-                writeln!(out, "{}  v{}  {}  {}", x.name, x.version, attach(&x.applies_to), x.summary())?;
+                writeln!(
+                    out,
+                    "{}  v{}  {}  {}",
+                    x.name,
+                    x.version,
+                    attach(&x.applies_to),
+                    x.summary()
+                )?;
             }
             return Ok(());
         }
@@ -119,7 +126,9 @@ pub(crate) fn policy(engine: &Engine, cmd: &PolicyCmd, json_out: bool) -> Result
         PolicyCmd::Remove { policy } => {
             let gone = quarry_policy::delete_policy(store, &p, policy)?;
             if json_out {
-                return print_json(&serde_json::json!({"deleted": true, "id": gone.id, "name": gone.name}));
+                return print_json(
+                    &serde_json::json!({"deleted": true, "id": gone.id, "name": gone.name}),
+                );
             }
             println!("Removed policy {}.", gone.name);
             return Ok(());

@@ -39,7 +39,8 @@ pub use quarry_core::MACHINE_OWNER;
 
 pub use access::{annotated_read_only, may_use, require_write, usable};
 pub use catalog::{
-    APPROVALS_PACKAGE, BuiltinPackage, CUSTOM_PACKAGE, Catalog, CatalogTool, KNOWLEDGE_PACKAGE, Package, PackageKind,
+    APPROVALS_PACKAGE, BuiltinPackage, CUSTOM_PACKAGE, Catalog, CatalogTool, KNOWLEDGE_PACKAGE,
+    Package, PackageKind,
 };
 pub use custom::CustomCall;
 pub use endpoint::{EndpointSelection, EndpointSelectionError};

@@ -128,7 +128,11 @@ fn policy_names(a: &ApprovalRow) -> String {
     let names: Vec<String> = serde_json::from_str::<Vec<Value>>(&a.policies)
         .unwrap_or_default()
         .iter()
-        .filter_map(|p| p.get("name").and_then(Value::as_str).map(|n| format!("policy '{n}'")))
+        .filter_map(|p| {
+            p.get("name")
+                .and_then(Value::as_str)
+                .map(|n| format!("policy '{n}'"))
+        })
         .collect();
     names.join(", ")
 }
@@ -140,9 +144,19 @@ const SHOWN_CHARS: usize = 20_000;
 /// Whether an argument's name says it holds a secret.
 fn secret_key(key: &str) -> bool {
     let k = key.to_ascii_lowercase().replace(['-', '_'], "");
-    ["password", "passwd", "secret", "token", "apikey", "authorization", "credential", "privatekey", "cookie"]
-        .iter()
-        .any(|s| k.contains(s))
+    [
+        "password",
+        "passwd",
+        "secret",
+        "token",
+        "apikey",
+        "authorization",
+        "credential",
+        "privatekey",
+        "cookie",
+    ]
+    .iter()
+    .any(|s| k.contains(s))
 }
 
 /// The arguments as an approver sees them: exactly, but for values under secret-looking
@@ -158,7 +172,10 @@ fn shown(v: &Value, key: Option<&str>) -> Value {
     match v {
         Value::String(s) if s.chars().count() > SHOWN_CHARS => {
             let head: String = s.chars().take(SHOWN_CHARS).collect();
-            json!(format!("{head}… [{} more chars]", s.chars().count() - SHOWN_CHARS))
+            json!(format!(
+                "{head}… [{} more chars]",
+                s.chars().count() - SHOWN_CHARS
+            ))
         }
         Value::Array(items) => Value::Array(items.iter().map(|i| shown(i, None)).collect()),
         Value::Object(o) => Value::Object(
@@ -186,7 +203,10 @@ pub fn caller_key(p: &Principal) -> String {
 /// SHA-256 (hex) of the tool's name and its arguments in canonical JSON.
 pub fn digest(tool: &str, arguments: &Map<String, Value>) -> String {
     let mut text = String::new();
-    canonical(&json!({"tool": tool, "arguments": Value::Object(arguments.clone())}), &mut text);
+    canonical(
+        &json!({"tool": tool, "arguments": Value::Object(arguments.clone())}),
+        &mut text,
+    );
     quarry_core::sha256_hex(text.as_bytes())
 }
 
@@ -248,13 +268,7 @@ fn applicable(
             "token" => match (&token, &row.attach_id) {
                 (Some(t), Some(want)) => {
                     if lineage.is_none() {
-                        lineage = Some(
-                            access
-                                .token_chain(t)?
-                                .into_iter()
-                                .map(|r| r.id)
-                                .collect(),
-                        );
+                        lineage = Some(access.token_chain(t)?.into_iter().map(|r| r.id).collect());
                     }
                     lineage.as_ref().is_some_and(|l| l.contains(want))
                 }
@@ -286,7 +300,9 @@ pub fn check(
             Ok(policy) => policy,
             Err((name, why)) => {
                 return Ok(Verdict::Refused {
-                    message: format!("Refused: policy '{name}' cannot be read ({why}); ask an admin to fix it."),
+                    message: format!(
+                        "Refused: policy '{name}' cannot be read ({why}); ask an admin to fix it."
+                    ),
                     policy: name,
                 });
             }
@@ -314,7 +330,10 @@ pub fn check(
                             shown_arguments.get(top).map(|v| {
                                 let mut s = v.to_string();
                                 if s.len() > 200 {
-                                    let cut = (0..=200).rev().find(|i| s.is_char_boundary(*i)).unwrap_or(0);
+                                    let cut = (0..=200)
+                                        .rev()
+                                        .find(|i| s.is_char_boundary(*i))
+                                        .unwrap_or(0);
                                     s.truncate(cut);
                                     s.push('…');
                                 }
@@ -366,7 +385,12 @@ pub fn check(
                 // Another identical call used it first: this one needs its own approval.
             }
             approval_status::DENIED => return Ok(Verdict::Denied(open)),
-            _ => return Ok(Verdict::Held { approval: open, new: false }),
+            _ => {
+                return Ok(Verdict::Held {
+                    approval: open,
+                    new: false,
+                });
+            }
         }
     }
     let identity = call.principal.identity.as_ref();
@@ -521,9 +545,12 @@ mod tests {
 
     #[test]
     fn digests_ignore_key_order_and_see_every_byte() {
-        let a: Map<String, Value> = serde_json::from_str(r#"{"b": 1, "a": {"y": [1, 2], "x": "s"}}"#).unwrap();
-        let b: Map<String, Value> = serde_json::from_str(r#"{"a": {"x": "s", "y": [1, 2]}, "b": 1}"#).unwrap();
-        let c: Map<String, Value> = serde_json::from_str(r#"{"a": {"x": "s", "y": [2, 1]}, "b": 1}"#).unwrap();
+        let a: Map<String, Value> =
+            serde_json::from_str(r#"{"b": 1, "a": {"y": [1, 2], "x": "s"}}"#).unwrap();
+        let b: Map<String, Value> =
+            serde_json::from_str(r#"{"a": {"x": "s", "y": [1, 2]}, "b": 1}"#).unwrap();
+        let c: Map<String, Value> =
+            serde_json::from_str(r#"{"a": {"x": "s", "y": [2, 1]}, "b": 1}"#).unwrap();
         assert_eq!(digest("t.x", &a), digest("t.x", &b));
         assert_ne!(digest("t.x", &a), digest("t.x", &c));
         assert_ne!(digest("t.x", &a), digest("t.y", &a));

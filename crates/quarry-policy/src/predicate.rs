@@ -155,8 +155,12 @@ impl Predicate {
                 }
                 Value::Object(o)
             }
-            Predicate::And(ps) => json!({"and": ps.iter().map(Predicate::to_json).collect::<Vec<_>>()}),
-            Predicate::Or(ps) => json!({"or": ps.iter().map(Predicate::to_json).collect::<Vec<_>>()}),
+            Predicate::And(ps) => {
+                json!({"and": ps.iter().map(Predicate::to_json).collect::<Vec<_>>()})
+            }
+            Predicate::Or(ps) => {
+                json!({"or": ps.iter().map(Predicate::to_json).collect::<Vec<_>>()})
+            }
             Predicate::Not(p) => json!({"not": p.to_json()}),
         }
     }
@@ -460,9 +464,7 @@ fn value_holds(v: &Value, operator: Operator, operand: &Operand) -> bool {
         (Operator::Under, Operand::Paths(prefixes)) => {
             v.as_str().is_some_and(|p| path_under(p, prefixes))
         }
-        (Operator::HostIn, Operand::Hosts(hosts)) => {
-            v.as_str().is_some_and(|u| host_in(u, hosts))
-        }
+        (Operator::HostIn, Operand::Hosts(hosts)) => v.as_str().is_some_and(|u| host_in(u, hosts)),
         (Operator::In, Operand::Scalars(items)) => items.iter().any(|i| scalar_eq(v, i)),
         (Operator::Eq, Operand::Scalar(want)) => scalar_eq(v, want),
         (Operator::Ne, Operand::Scalar(want)) => scalar(v) && !scalar_eq(v, want),
@@ -517,7 +519,10 @@ fn resolved(p: &Path) -> PathBuf {
             }
             return out;
         }
-        match (existing.file_name().map(ToOwned::to_owned), existing.parent()) {
+        match (
+            existing.file_name().map(ToOwned::to_owned),
+            existing.parent(),
+        ) {
             (Some(name), Some(parent)) => {
                 rest.push(name);
                 existing = parent.to_path_buf();
@@ -577,7 +582,8 @@ mod tests {
         std::fs::create_dir_all(root.join("secret")).unwrap();
         #[cfg(unix)]
         std::os::unix::fs::symlink(root.join("secret"), allowed.join("link")).unwrap();
-        let rule = p(json!({"argument": "path", "operator": "under", "value": allowed.to_str().unwrap()}));
+        let rule =
+            p(json!({"argument": "path", "operator": "under", "value": allowed.to_str().unwrap()}));
         let a = |s: String| args(json!({ "path": s }));
         let base = allowed.to_str().unwrap();
         assert!(rule.holds(&a(format!("{base}/sub/new.txt"))));
@@ -593,13 +599,18 @@ mod tests {
         assert!(!rule.holds(&args(json!({"path": 3}))));
         // A list: every element.
         let many = p(json!({"argument": "paths", "operator": "under", "value": [base]}));
-        assert!(many.holds(&args(json!({"paths": [format!("{base}/a"), format!("{base}/b")]}))));
-        assert!(!many.holds(&args(json!({"paths": [format!("{base}/a"), "/etc/passwd"]}))));
+        assert!(many.holds(&args(
+            json!({"paths": [format!("{base}/a"), format!("{base}/b")]})
+        )));
+        assert!(!many.holds(&args(
+            json!({"paths": [format!("{base}/a"), "/etc/passwd"]})
+        )));
     }
 
     #[test]
     fn several_argument_names_need_one_given_and_all_given_to_hold() {
-        let rule = p(json!({"argument": ["source", "destination"], "operator": "under", "value": "/srv"}));
+        let rule =
+            p(json!({"argument": ["source", "destination"], "operator": "under", "value": "/srv"}));
         assert!(rule.holds(&args(json!({"source": "/srv/a", "destination": "/srv/b"}))));
         assert!(!rule.holds(&args(json!({"source": "/srv/a", "destination": "/tmp/b"}))));
         assert!(rule.holds(&args(json!({"source": "/srv/a"}))));
@@ -608,8 +619,14 @@ mod tests {
 
     #[test]
     fn values_numbers_patterns_and_hosts() {
-        assert!(p(json!({"argument": "repo", "operator": "in", "value": ["a", "b"]})).holds(&args(json!({"repo": "b"}))));
-        assert!(!p(json!({"argument": "repo", "operator": "in", "value": ["a"]})).holds(&args(json!({"repo": "c"}))));
+        assert!(
+            p(json!({"argument": "repo", "operator": "in", "value": ["a", "b"]}))
+                .holds(&args(json!({"repo": "b"})))
+        );
+        assert!(
+            !p(json!({"argument": "repo", "operator": "in", "value": ["a"]}))
+                .holds(&args(json!({"repo": "c"})))
+        );
         let max = p(json!({"argument": "amount", "operator": "lte", "value": 100}));
         assert!(max.holds(&args(json!({"amount": 100}))));
         assert!(!max.holds(&args(json!({"amount": 100.5}))));
@@ -617,7 +634,9 @@ mod tests {
         let pat = p(json!({"argument": "branch", "operator": "matches", "value": "feature/.+"}));
         assert!(pat.holds(&args(json!({"branch": "feature/x"}))));
         assert!(!pat.holds(&args(json!({"branch": "main; feature/x"}))));
-        let host = p(json!({"argument": "url", "operator": "host_in", "value": ["example.com", "*.corp.net"]}));
+        let host = p(
+            json!({"argument": "url", "operator": "host_in", "value": ["example.com", "*.corp.net"]}),
+        );
         assert!(host.holds(&args(json!({"url": "https://EXAMPLE.com./x"}))));
         assert!(host.holds(&args(json!({"url": "http://a.b.corp.net/"}))));
         assert!(!host.holds(&args(json!({"url": "http://corp.net/"}))));
@@ -627,7 +646,8 @@ mod tests {
         let exists = p(json!({"argument": "force", "operator": "exists"}));
         assert!(exists.holds(&args(json!({"force": false}))));
         assert!(!exists.holds(&args(json!({"force": null}))));
-        let nested = p(json!({"not": {"argument": "opts.dry_run", "operator": "eq", "value": true}}));
+        let nested =
+            p(json!({"not": {"argument": "opts.dry_run", "operator": "eq", "value": true}}));
         assert!(nested.holds(&args(json!({"opts": {"dry_run": false}}))));
         assert!(!nested.holds(&args(json!({"opts": {"dry_run": true}}))));
     }
@@ -637,13 +657,31 @@ mod tests {
         for (v, want) in [
             (json!([]), "when: expected an object"),
             (json!({"argument": "p"}), "when.operator: missing"),
-            (json!({"argument": "p", "operator": "near"}), "unknown operator 'near'"),
+            (
+                json!({"argument": "p", "operator": "near"}),
+                "unknown operator 'near'",
+            ),
             (json!({"and": []}), "when.and: expected a non-empty array"),
-            (json!({"and": [{"argument": "p", "operator": "lt", "value": "x"}]}), "when.and[0].value: expected a number"),
-            (json!({"argument": "p", "operator": "under", "value": "rel"}), "not an absolute path"),
-            (json!({"argument": "p", "operator": "matches", "value": "("}), "not a valid regular expression"),
-            (json!({"argument": "p", "operator": "eq", "value": 1, "x": 2}), "when.x: unknown field"),
-            (json!({"argument": "", "operator": "exists"}), "when.argument: expected"),
+            (
+                json!({"and": [{"argument": "p", "operator": "lt", "value": "x"}]}),
+                "when.and[0].value: expected a number",
+            ),
+            (
+                json!({"argument": "p", "operator": "under", "value": "rel"}),
+                "not an absolute path",
+            ),
+            (
+                json!({"argument": "p", "operator": "matches", "value": "("}),
+                "not a valid regular expression",
+            ),
+            (
+                json!({"argument": "p", "operator": "eq", "value": 1, "x": 2}),
+                "when.x: unknown field",
+            ),
+            (
+                json!({"argument": "", "operator": "exists"}),
+                "when.argument: expected",
+            ),
         ] {
             let e = Predicate::parse(&v, "when").unwrap_err();
             assert!(e.contains(want), "{v}: {e}");
@@ -652,7 +690,8 @@ mod tests {
 
     #[test]
     fn described_and_written_back() {
-        let v = json!({"not": {"argument": "path", "operator": "under", "value": ["/srv", "/data"]}});
+        let v =
+            json!({"not": {"argument": "path", "operator": "under", "value": ["/srv", "/data"]}});
         let pred = p(v.clone());
         assert_eq!(pred.describe(), "not (path under /srv, /data)");
         assert_eq!(pred.to_json(), v);

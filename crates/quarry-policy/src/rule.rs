@@ -371,10 +371,14 @@ mod tests {
         let back = Policy::from_row(&row).unwrap();
         assert_eq!(back.applies_to, AppliesTo::Space);
         assert_eq!(back.approval_ttl_secs, DEFAULT_APPROVAL_TTL_SECS);
-        assert_eq!(back.summary(), "deny filesystem.* when not (path under /srv)");
+        assert_eq!(
+            back.summary(),
+            "deny filesystem.* when not (path under /srv)"
+        );
         assert!(back.covers("filesystem.write_file"));
         // A partial body keeps the rest.
-        let patched = PolicySpec::parse(&json!({"effect": "require_approval"}), Some(&back)).unwrap();
+        let patched =
+            PolicySpec::parse(&json!({"effect": "require_approval"}), Some(&back)).unwrap();
         assert_eq!(patched.name, "fs");
         assert!(patched.when.is_some());
         let cleared = PolicySpec::parse(&json!({"when": null}), Some(&back)).unwrap();
@@ -386,13 +390,34 @@ mod tests {
         for (body, want) in [
             (json!({"tools": ["a"], "effect": "deny"}), "name: missing"),
             (json!({"name": "x", "effect": "deny"}), "tools: missing"),
-            (json!({"name": "x", "tools": [], "effect": "deny"}), "tools: expected"),
-            (json!({"name": "x", "tools": ["a b"], "effect": "deny"}), "tools[0]"),
-            (json!({"name": "x", "tools": ["a"], "effect": "allow"}), "effect: expected"),
-            (json!({"name": "x", "tools": ["a"], "effect": "deny", "applies_to": {"user": "u"}}), "applies_to"),
-            (json!({"name": "x", "tools": ["a"], "effect": "deny", "approval_ttl_secs": 0}), "approval_ttl_secs"),
-            (json!({"name": "x", "tools": ["a"], "effect": "deny", "colour": 1}), "colour: unknown field"),
-            (json!({"name": "x", "tools": ["a"], "effect": "deny", "when": {"argument": "p", "operator": "lt"}}), "when.value: expected a number"),
+            (
+                json!({"name": "x", "tools": [], "effect": "deny"}),
+                "tools: expected",
+            ),
+            (
+                json!({"name": "x", "tools": ["a b"], "effect": "deny"}),
+                "tools[0]",
+            ),
+            (
+                json!({"name": "x", "tools": ["a"], "effect": "allow"}),
+                "effect: expected",
+            ),
+            (
+                json!({"name": "x", "tools": ["a"], "effect": "deny", "applies_to": {"user": "u"}}),
+                "applies_to",
+            ),
+            (
+                json!({"name": "x", "tools": ["a"], "effect": "deny", "approval_ttl_secs": 0}),
+                "approval_ttl_secs",
+            ),
+            (
+                json!({"name": "x", "tools": ["a"], "effect": "deny", "colour": 1}),
+                "colour: unknown field",
+            ),
+            (
+                json!({"name": "x", "tools": ["a"], "effect": "deny", "when": {"argument": "p", "operator": "lt"}}),
+                "when.value: expected a number",
+            ),
         ] {
             let e = PolicySpec::parse(&body, None).unwrap_err();
             assert!(e.contains(want), "{body}: {e}");

@@ -283,9 +283,7 @@ pub(crate) fn tool_call(
     parts: Option<&axum::http::request::Parts>,
 ) {
     crate::telemetry::record_tool_call(tool, outcome, elapsed);
-    let stopped = gate
-        .as_ref()
-        .is_some_and(|g| g["outcome"] != "approved");
+    let stopped = gate.as_ref().is_some_and(|g| g["outcome"] != "approved");
     let outcome = match outcome {
         // Refused or held by a tool policy: the call never ran.
         _ if stopped => DENIED,

@@ -140,9 +140,9 @@ impl AppState {
             quarry_hub::Hub::new(
                 self.root.store_handle(),
                 vec![
-                mcp::knowledge_package(),
-                crate::service::approver_tools::package(),
-            ],
+                    mcp::knowledge_package(),
+                    crate::service::approver_tools::package(),
+                ],
                 quarry_hub::HubOptions::default(),
             )
         })

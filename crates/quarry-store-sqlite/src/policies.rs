@@ -168,7 +168,9 @@ impl PolicyStore for SqliteStore {
     fn approval(&self, space_id: &str, id: &str) -> Result<Option<ApprovalRow>> {
         let conn = self.conn();
         conn.query_row(
-            &format!("SELECT {APPROVAL_COLUMNS} FROM tool_approvals WHERE space_id = ?1 AND id = ?2"),
+            &format!(
+                "SELECT {APPROVAL_COLUMNS} FROM tool_approvals WHERE space_id = ?1 AND id = ?2"
+            ),
             params![space_id, id],
             approval_from_row,
         )

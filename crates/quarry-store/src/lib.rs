@@ -55,9 +55,7 @@ pub use knowledge::{
 pub use oauth::{
     OAuthClientRow, OAuthGrantRow, OAuthSecretKind, OAuthSecretRow, OAuthStore, Redeemed,
 };
-pub use policies::{
-    ApprovalDecision, ApprovalRow, PolicyRow, PolicyStore, approval_status,
-};
+pub use policies::{ApprovalDecision, ApprovalRow, PolicyRow, PolicyStore, approval_status};
 pub use semantic::{
     ChunkEdit, ChunkRef, ChunkSource, DocChunks, EmbedJob, EmbeddingState, IndexCensus, NewChunk,
     SemanticStore, VectorSearch,
@@ -74,8 +72,8 @@ pub use sources::{
 pub mod prelude {
     pub use crate::{
         AccessStore, AuditStore, ChangeNotifier, ChatStore, CollectionStore, EntryStore, FeedStore,
-        HubStore, JobQueue, KnowledgeStore, LimitStore, OAuthStore, SemanticStore, SessionStore,
-        PolicyStore, SettingsStore, SourceStore, Store, VectorSearch,
+        HubStore, JobQueue, KnowledgeStore, LimitStore, OAuthStore, PolicyStore, SemanticStore,
+        SessionStore, SettingsStore, SourceStore, Store, VectorSearch,
     };
 }
 

@@ -82,9 +82,7 @@ async fn update_policy(
     let gate = st.gate().clone();
     let p = caller.principal;
     let policy = st
-        .write(move || {
-            quarry_policy::update_policy(gate.policies(), &p, &key, &body, now_millis())
-        })
+        .write(move || quarry_policy::update_policy(gate.policies(), &p, &key, &body, now_millis()))
         .await?;
     Ok(ok(policy.to_json()))
 }

@@ -20,8 +20,8 @@ use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::json;
 
 use crate::auth::Caller;
-use crate::service::{gate, knowledge_tools};
 use crate::service::tool_args::{audited_call, request_caller};
+use crate::service::{gate, knowledge_tools};
 use crate::state::AppState;
 
 /// The QukaAI-compatible MCP server; one per request (stateless).
@@ -72,13 +72,9 @@ impl ServerHandler for QukaMcp {
     ) -> Result<CallToolResponse, McpError> {
         let caller = request_caller(None, &context)?;
         let (c, ctx) = (&caller, &context);
-        audited_call(
-            &self.state,
-            c,
-            request,
-            ctx,
-            move |name, args| async move { self.run(c, &name, args, ctx).await },
-        )
+        audited_call(&self.state, c, request, ctx, move |name, args| async move {
+            self.run(c, &name, args, ctx).await
+        })
         .await
     }
 }
@@ -116,9 +112,14 @@ impl QukaMcp {
         };
         let full_name = format!("{}.{name}", quarry_hub::KNOWLEDGE_PACKAGE);
         let state = &self.state;
-        gate::gated(state, caller, &full_name, args, context, |args| async move {
-            Ok(knowledge_tools::call(state, caller, name, args).await)
-        })
+        gate::gated(
+            state,
+            caller,
+            &full_name,
+            args,
+            context,
+            |args| async move { Ok(knowledge_tools::call(state, caller, name, args).await) },
+        )
         .await
     }
 }

@@ -29,8 +29,8 @@ use serde_json::{Value, json};
 
 use crate::auth::Caller;
 use crate::http::{run_blocking, run_blocking_raw};
-use crate::service::{approver_tools, gate, knowledge_tools};
 use crate::service::tool_args::{Args, audited_call, request_caller, tool_error};
+use crate::service::{approver_tools, gate, knowledge_tools};
 use crate::state::AppState;
 use qmd_tools::{TOOL_NAMES, tools};
 use quarry_hub::view::{CALL_TOOL, SEARCH_TOOLS};
@@ -164,9 +164,14 @@ impl QuarryMcp {
         context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
         // Every catalogued tool, Quarry's own included, passes the caller's policies first.
-        gate::gated(&self.state, caller, &tool.full_name, args, context, |args| {
-            self.run_catalogued(caller, tool, args, context)
-        })
+        gate::gated(
+            &self.state,
+            caller,
+            &tool.full_name,
+            args,
+            context,
+            |args| self.run_catalogued(caller, tool, args, context),
+        )
         .await
     }
 

@@ -27,37 +27,43 @@ fn annotated(mut t: Tool, a: ToolAnnotations) -> Tool {
 
 /// The package, as the hub catalogs it.
 pub(crate) fn package() -> BuiltinPackage {
-    let list = annotated(Tool::new(
-        LIST,
-        "List tool calls held for a person's approval in this space (newest first): the tool, \
+    let list = annotated(
+        Tool::new(
+            LIST,
+            "List tool calls held for a person's approval in this space (newest first): the tool, \
          the exact arguments, who asked, and until when. Pending ones by default.",
-        object_schema(json!({
-            "type": "object",
-            "properties": {
-                "status": {"type": "string", "enum": ["pending", "approved", "denied", "used", "expired"],
-                           "description": "Which ones (default pending)"},
-                "limit": {"type": "integer", "minimum": 1, "maximum": 100, "description": "At most this many (default 20)"}
-            }
-        })),
-    ), read_only("List approvals"));
-    let decide = annotated(Tool::new(
-        DECIDE,
-        "Approve or deny one held tool call by its approval id. An approved call runs once, \
+            object_schema(json!({
+                "type": "object",
+                "properties": {
+                    "status": {"type": "string", "enum": ["pending", "approved", "denied", "used", "expired"],
+                               "description": "Which ones (default pending)"},
+                    "limit": {"type": "integer", "minimum": 1, "maximum": 100, "description": "At most this many (default 20)"}
+                }
+            })),
+        ),
+        read_only("List approvals"),
+    );
+    let decide = annotated(
+        Tool::new(
+            DECIDE,
+            "Approve or deny one held tool call by its approval id. An approved call runs once, \
          when its caller retries it with exactly the same arguments.",
-        object_schema(json!({
-            "type": "object",
-            "properties": {
-                "id": {"type": "string", "description": "The approval's id"},
-                "decision": {"type": "string", "enum": ["approve", "deny"]},
-                "reason": {"type": "string", "description": "Why (shown to the caller on a denial)"}
-            },
-            "required": ["id", "decision"]
-        })),
-    ), ToolAnnotations::with_title("Decide an approval")
+            object_schema(json!({
+                "type": "object",
+                "properties": {
+                    "id": {"type": "string", "description": "The approval's id"},
+                    "decision": {"type": "string", "enum": ["approve", "deny"]},
+                    "reason": {"type": "string", "description": "Why (shown to the caller on a denial)"}
+                },
+                "required": ["id", "decision"]
+            })),
+        ),
+        ToolAnnotations::with_title("Decide an approval")
             .read_only(false)
             .destructive(false)
             .idempotent(false)
-            .open_world(false));
+            .open_world(false),
+    );
     BuiltinPackage {
         id: APPROVALS_PACKAGE.into(),
         name: "Quarry approvals".into(),

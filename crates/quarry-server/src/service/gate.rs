@@ -39,7 +39,10 @@ where
     };
     let mut result = run(args).await?;
     if let Some(id) = approval {
-        with_gate_meta(&mut result, json!({"outcome": "approved", "approval_id": id}));
+        with_gate_meta(
+            &mut result,
+            json!({"outcome": "approved", "approval_id": id}),
+        );
     }
     Ok(result)
 }
@@ -74,9 +77,7 @@ async fn before_call(
     let verdict = run_blocking_raw(move || {
         let call = Call {
             principal: &principal,
-            endpoint: endpoint
-                .as_ref()
-                .map(|(id, name)| EndpointRef { id, name }),
+            endpoint: endpoint.as_ref().map(|(id, name)| EndpointRef { id, name }),
             tool: &tool_name,
             arguments: &args,
         };
@@ -113,5 +114,8 @@ fn with_gate_meta(result: &mut CallToolResult, outcome: Value) {
 
 /// The gate's outcome on a result, if it has one.
 pub(crate) fn gate_meta(result: &CallToolResult) -> Option<&Value> {
-    result.meta.as_ref().and_then(|m: &MetaObject| m.0.get(GATE_META))
+    result
+        .meta
+        .as_ref()
+        .and_then(|m: &MetaObject| m.0.get(GATE_META))
 }

@@ -82,7 +82,10 @@ where
         .and_then(crate::service::gate::gate_meta)
         .cloned();
     let parts = context.extensions.get::<axum::http::request::Parts>();
-    if let Some(g) = gated.as_ref().filter(|g| g["outcome"] == "held" && g["new"] == true) {
+    if let Some(g) = gated
+        .as_ref()
+        .filter(|g| g["outcome"] == "held" && g["new"] == true)
+    {
         crate::audit::approval_request(state, &caller.principal, &name, &redacted, g, parts);
     }
     crate::audit::tool_call(

@@ -26,6 +26,7 @@ pub mod groups;
 pub mod hub;
 pub mod knowledge;
 pub mod oauth;
+pub mod policies;
 pub mod sources;
 pub mod store;
 pub mod vectors;
@@ -47,6 +48,7 @@ macro_rules! store_conformance {
         $crate::__conformance_hub!($open);
         $crate::__conformance_knowledge!($open);
         $crate::__conformance_oauth!($open);
+        $crate::__conformance_policies!($open);
         $crate::__conformance_sources!($open);
         $crate::__conformance_store!($open);
         $crate::store_conformance!(@cases $open;
