@@ -170,7 +170,7 @@ pub(crate) fn approvals(engine: &Engine, cmd: &ApprovalCmd, json_out: bool) -> R
             if json_out {
                 let v: Vec<Value> = rows
                     .iter()
-                    .map(|r| quarry_policy::approval_json(r, now))
+                    .map(|r| quarry_policy::approval_json(r, now, &p))
                     .collect();
                 return print_json(&v);
             }
@@ -215,9 +215,9 @@ pub(crate) fn approvals(engine: &Engine, cmd: &ApprovalCmd, json_out: bool) -> R
         }
     };
     if json_out {
-        return print_json(&quarry_policy::approval_json(&row, now));
+        return print_json(&quarry_policy::approval_json(&row, now, &p));
     }
-    let v = quarry_policy::approval_json(&row, now);
+    let v = quarry_policy::approval_json(&row, now, &p);
     println!(
         "{}  {}  {}\narguments: {}\nrequested by {} at {}, expires {}",
         row.id,

@@ -355,7 +355,16 @@ impl View {
         let packages: Vec<&str> = packages.into_iter().collect();
         let index = self.catalog.index()?;
         // Tool-level selections are narrower than packages: over-fetch, then keep the scope.
-        let hits = index.search(query, Some(&packages), self.scope.len().max(limit))?;
+        let mut hits = index.search(query, Some(&packages), self.scope.len().max(limit))?;
+        // Equal scores (tools described alike) in one order every time, by name: the index's
+        // own order of ties depends on how its segments were written.
+        hits.sort_by(|(a, sa), (b, sb)| {
+            sb.total_cmp(sa).then_with(|| {
+                self.catalog.tools[*a]
+                    .full_name
+                    .cmp(&self.catalog.tools[*b].full_name)
+            })
+        });
         Ok(hits
             .into_iter()
             .filter(|(i, _)| self.scope.binary_search(i).is_ok())

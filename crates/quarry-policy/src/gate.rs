@@ -434,6 +434,20 @@ pub fn may_see(p: &Principal, a: &ApprovalRow) -> bool {
     may_govern(p) || a.caller_key == caller_key(p)
 }
 
+/// Whether `a` was asked for by `p`'s own token chain: a token never approves what its own
+/// chain asked for; a person (a session, the machine's owner) approving what their agent
+/// asked is the point.
+fn own_chain(p: &Principal, a: &ApprovalRow) -> bool {
+    p.identity.as_ref().is_some_and(|i| i.token_id.is_some())
+        && a.caller_key.starts_with("token:")
+        && a.caller_key == caller_key(p)
+}
+
+/// Whether `p` may decide `a` now (what [`decide`] would allow, but for a race).
+pub fn may_decide(p: &Principal, a: &ApprovalRow, now: i64) -> bool {
+    may_govern(p) && !own_chain(p, a) && shown_status(a, now) == approval_status::PENDING
+}
+
 /// Decides approval `id` as `p`. `NotFound` when `p` may not see it; `Forbidden` when `p`
 /// may not decide, or would decide its own token chain's request; `Conflict` when it is no
 /// longer pending (decided, used or expired).
@@ -454,12 +468,7 @@ pub fn decide(
             "only the space's admins and owners decide approvals".into(),
         ));
     }
-    // A token never approves what its own chain asked for; a person (a session, the
-    // machine's owner) approving what their agent asked is the point.
-    if p.identity.as_ref().is_some_and(|i| i.token_id.is_some())
-        && current.caller_key.starts_with("token:")
-        && current.caller_key == caller_key(p)
-    {
+    if own_chain(p, &current) {
         return Err(Error::Forbidden(
             "a request cannot be decided with the token (or a token of the chain) that made it"
                 .into(),
@@ -494,8 +503,8 @@ pub fn shown_status(a: &ApprovalRow, now: i64) -> &str {
     }
 }
 
-/// An approval as the API shows it.
-pub fn approval_json(a: &ApprovalRow, now: i64) -> Value {
+/// An approval as the API shows it to `viewer` (`can_decide`: whether it may decide it now).
+pub fn approval_json(a: &ApprovalRow, now: i64, viewer: &Principal) -> Value {
     let arguments: Value = serde_json::from_str(&a.arguments).unwrap_or(Value::Null);
     let policies: Value = serde_json::from_str(&a.policies).unwrap_or(Value::Null);
     json!({
@@ -517,6 +526,7 @@ pub fn approval_json(a: &ApprovalRow, now: i64) -> Value {
         "used_at": a.used_at.map(iso8601_millis),
         "created_at": iso8601_millis(a.created_at),
         "expires_at": iso8601_millis(a.expires_at),
+        "can_decide": may_decide(viewer, a, now),
     })
 }
 

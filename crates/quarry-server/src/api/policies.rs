@@ -130,13 +130,14 @@ async fn list_approvals(
     let gate = st.gate().clone();
     let p = caller.principal;
     let now = now_millis();
+    let viewer = p.clone();
     let rows = run_blocking(move || {
         quarry_policy::list(gate.policies(), &p, q.status.as_deref(), limit, now)
     })
     .await?;
     let shown: Vec<Value> = rows
         .iter()
-        .map(|a| quarry_policy::approval_json(a, now))
+        .map(|a| quarry_policy::approval_json(a, now, &viewer))
         .collect();
     Ok(ok_list(&shown))
 }
@@ -149,6 +150,7 @@ async fn get_approval(
 ) -> Result<Response, ApiError> {
     let gate = st.gate().clone();
     let p = caller.principal;
+    let viewer = p.clone();
     let row = run_blocking(move || {
         gate.policies()
             .approval(&p.space_id, &id)?
@@ -156,7 +158,11 @@ async fn get_approval(
             .ok_or_else(|| Error::NotFound(format!("no approval '{id}' in this space")))
     })
     .await?;
-    Ok(ok(quarry_policy::approval_json(&row, now_millis())))
+    Ok(ok(quarry_policy::approval_json(
+        &row,
+        now_millis(),
+        &viewer,
+    )))
 }
 
 #[derive(Deserialize)]
@@ -189,13 +195,14 @@ async fn decide(
     }
     let gate = st.gate().clone();
     let p = caller.principal;
+    let viewer = p.clone();
     let now = now_millis();
     let row = st
         .write(move || {
             quarry_policy::decide(gate.policies(), &p, &id, approve, b.reason.as_deref(), now)
         })
         .await?;
-    let mut response = ok(quarry_policy::approval_json(&row, now));
+    let mut response = ok(quarry_policy::approval_json(&row, now, &viewer));
     response
         .extensions_mut()
         .insert(crate::audit::AuditNote::Change(json!({

@@ -102,7 +102,7 @@ pub(crate) async fn call(
             };
             run_blocking(move || {
                 quarry_policy::list(gate.policies(), &p, Some(&status), limit, now).map(|rows| {
-                    json!({"approvals": rows.iter().map(|r| quarry_policy::approval_json(r, now)).collect::<Vec<_>>()})
+                    json!({"approvals": rows.iter().map(|r| quarry_policy::approval_json(r, now, &p)).collect::<Vec<_>>()})
                 })
             })
             .await
@@ -128,7 +128,7 @@ pub(crate) async fn call(
             state
                 .write(move || {
                     quarry_policy::decide(gate.policies(), &p, &id, approve, reason.as_deref(), now)
-                        .map(|row| quarry_policy::approval_json(&row, now))
+                        .map(|row| quarry_policy::approval_json(&row, now, &p))
                 })
                 .await
         }

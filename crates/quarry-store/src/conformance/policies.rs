@@ -66,6 +66,7 @@ fn decision(approve: bool, at: i64) -> ApprovalDecision<'static> {
     }
 }
 
+/// Names are unique per space; an update replaces the rule and adds one to the version.
 pub fn policies_are_named_once_per_space_and_versioned(store: &dyn Store) {
     store
         .insert_tool_policy(&policy("s1", "p1", "writes"))
@@ -119,6 +120,8 @@ pub fn policies_are_named_once_per_space_and_versioned(store: &dyn Store) {
     assert_eq!(store.tool_policies("s1").unwrap().len(), 1);
 }
 
+/// An open approval is found only for its caller, tool, digest and policies, unexpired;
+/// listings filter by status (expired derived from the time).
 pub fn approvals_match_exactly_their_call_and_filter_by_status(store: &dyn Store) {
     store
         .insert_approval(&approval("a1", "d1", 100, 1_000))
@@ -200,6 +203,7 @@ pub fn approvals_match_exactly_their_call_and_filter_by_status(store: &dyn Store
     );
 }
 
+/// Racing deciders decide once; racing users use once; an expired approval is not used.
 pub fn approvals_are_decided_once_and_used_once_across_threads(store: &dyn Store) {
     store
         .insert_approval(&approval("r1", "d1", 100, 10_000))

@@ -11,6 +11,9 @@ const ROUTES = [
   { path: "kb", module: "./kb.js", ns: ["kb"], css: "kb", nav: "nav.kb" },
   { path: "tools", module: "./tools.js", ns: ["tools"], css: "tools", nav: "nav.tools" },
   { path: "hub", module: "./hub.js", ns: ["tools"], css: "tools", nav: "nav.hub" },
+  { path: "policies", module: "./policies.js", ns: ["approvals"], css: "approvals", nav: "nav.policies" },
+  // The inbox of tool calls held for a person's approval; its link counts the pending ones.
+  { path: "approvals", module: "./approvals.js", ns: ["approvals"], css: "approvals", nav: "nav.approvals", badge: "approvals" },
   { path: "chat", module: "./chat.js", ns: ["chat"], css: "chat", nav: "nav.chat" },
   { path: "access", module: "./access.js", ns: ["access"], css: "access", nav: "nav.access" },
   // The OAuth consent page: reached from /oauth/authorize, never from the nav.
@@ -751,8 +754,9 @@ function renderChrome() {
       ? ROUTES.filter((r) => !r.hidden).map((r) =>
           h(
             "a",
-            { href: `#/${r.path}`, class: "nav-link", "aria-current": r.path === current ? "page" : null },
+            { href: `#/${r.path}`, class: "nav-link", "aria-current": r.path === current ? "page" : null, dataset: { route: r.path } },
             t(r.nav),
+            r.badge ? navBadge(r.badge) : null,
           ),
         )
       : [],
@@ -801,6 +805,7 @@ function renderChrome() {
               app.space = e.target.value;
               localStorage.setItem("quarry.space", app.space);
               route();
+              watchPending();
             },
           },
           spaces.map((sp) => h("option", { value: sp.id, selected: sp.id === app.space }, sp.name)),
@@ -825,6 +830,69 @@ function renderChrome() {
     }
   }
   replace(tools, parts);
+}
+
+// ---------------------------------------------------------------------------------------
+// Nav badges: a count beside a link (the approvals waiting for a person).
+
+const navCounts = {};
+
+function navBadge(name) {
+  const n = navCounts[name] || 0;
+  if (!n) return null;
+  const shown = n > 99 ? "99+" : String(n);
+  return h(
+    "span",
+    { class: "nav-badge", dataset: { testid: `nav-badge-${name}` } },
+    h("span", { class: "badge badge-warn", "aria-hidden": "true", style: { marginLeft: ".35rem" } }, shown),
+    h("span", { class: "sr-only" }, ` ${t(`nav.${name}_pending`, { n: shown })}`),
+  );
+}
+
+/** Sets the count beside the nav link of `name` (0 hides it); pages that know it call this. */
+export function setNavCount(name, n) {
+  n = Number(n) || 0;
+  if (navCounts[name] === n) return;
+  navCounts[name] = n;
+  const link = document.querySelector(`#nav a[data-route="${name}"]`);
+  if (!link) return;
+  link.querySelector(".nav-badge")?.remove();
+  const badge = navBadge(name);
+  if (badge) link.append(badge);
+}
+
+const PENDING_POLL_MS = 10_000;
+let pendingTimer = null;
+
+/** Counts the pending approvals now and every 10 s while the app is open and visible
+ * (`?status=pending&limit=100`, one small request). A server without the route (404), or a
+ * caller it refuses, stops the polling until the next sign-in. */
+function watchPending() {
+  clearInterval(pendingTimer);
+  const poll = async () => {
+    if (!app.session || document.hidden) return;
+    let r;
+    try {
+      r = await fetch("/api/v1/approvals?status=pending&limit=100", { credentials: "same-origin", headers: apiHeaders() });
+    } catch {
+      return; // the server is away for a moment: try again on the next tick
+    }
+    if (r.status === 401 || r.status === 403 || r.status === 404) {
+      clearInterval(pendingTimer);
+      return;
+    }
+    if (!r.ok) return;
+    try {
+      const body = await r.json();
+      // `{"success", "data": [approval…]}` (a list envelope), or `data: {"items": […]}`.
+      const items = Array.isArray(body?.data) ? body.data : body?.data?.items;
+      if (Array.isArray(items)) setNavCount("approvals", items.filter((a) => a.status === "pending").length);
+    } catch {
+      clearInterval(pendingTimer);
+    }
+  };
+  pendingTimer = setInterval(poll, PENDING_POLL_MS);
+  poll();
 }
 
 function parseHash() {
@@ -897,6 +965,7 @@ async function start() {
     return;
   }
   renderChrome();
+  watchPending();
   if (!started) {
     started = true;
     window.addEventListener("hashchange", () => {
