@@ -239,17 +239,21 @@ async def quarry_results(base: str, headers: dict, servers: list[str], tasks: li
     from mcp.client.streamable_http import streamable_http_client
 
     url = f"{base}/api/mcp?mode=search&servers={','.join(servers)}"
-    async with httpx2.AsyncClient(headers=headers, timeout=120) as hc:
-        async with Client(streamable_http_client(url, http_client=hc), read_timeout_seconds=120) as c:
+    # The first vector or hybrid call embeds the catalog (every tool not in the store's cache
+    # yet): minutes on 2 cores with a debug binary.
+    async with httpx2.AsyncClient(headers=headers, timeout=900) as hc:
+        async with Client(streamable_http_client(url, http_client=hc), read_timeout_seconds=900) as c:
             listed = {t.name: t for t in (await c.list_tools()).tools}
             if "search_tools" not in listed:
                 sys.exit(f"{url} lists no search_tools: {sorted(listed)}")
-            if mode != "keyword" and "mode" not in (listed["search_tools"].input_schema.get("properties") or {}):
+            declares_mode = "mode" in (listed["search_tools"].input_schema.get("properties") or {})
+            if mode != "keyword" and not declares_mode:
                 return None, "search_tools declares no `mode` argument"
             out = []
             for task in tasks:
                 args = {"query": task["task"], "limit": LIMIT}
-                if mode != "keyword":
+                # Always named when declared: a server with an embedding model defaults to hybrid.
+                if declares_mode:
                     args["mode"] = mode
                 r = await c.call_tool("search_tools", args)
                 if r.is_error:

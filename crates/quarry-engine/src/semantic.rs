@@ -1135,3 +1135,74 @@ mod tests {
         assert_eq!(embed_input("T", "T", "text"), "T\n\ntext");
     }
 }
+
+/// Texts embedded once for every node and kept in the store beside chunks' vectors, under a
+/// model key of their own (`<namespace>:<model key>`), so no document search ever meets them.
+impl Engine {
+    /// Whether an embedding model is there to use without fetching one: configured, recorded
+    /// by an earlier `embed`, or already loaded (the default model is not fetched for this).
+    pub fn embedding_ready(&self) -> bool {
+        if self.models.config.embed_off {
+            return false;
+        }
+        match self.embed_choice() {
+            Ok((_, false)) => true,
+            Ok((spec, true)) => self.loaded_embedder(&spec.to_string()).is_some(),
+            Err(_) => false,
+        }
+    }
+
+    /// Passage vectors of `texts` with the embedding model: each looked up in the store by a
+    /// hash of `namespace` and the text, and only the missing ones embedded (then stored,
+    /// for this node and every other). Returns the model's key and the vectors in order.
+    pub fn cached_passage_vectors(
+        &self,
+        namespace: &str,
+        texts: &[String],
+    ) -> Result<(String, Vec<Vec<f32>>)> {
+        if self.models.config.embed_off {
+            return Err(Error::Unavailable(EMBEDDING_OFF.to_owned()));
+        }
+        let model = self.embedder(&crate::progress::NoProgress)?;
+        let key = format!("{namespace}:{}", Self::identity_key(model.as_ref())?);
+        let hashes: Vec<String> = texts
+            .iter()
+            .map(|t| quarry_core::sha256_hex(format!("{namespace}\0{t}").as_bytes()))
+            .collect();
+        let mut known: HashMap<String, Vec<f32>> = self
+            .store()
+            .embeddings_for(&key, &hashes)?
+            .into_iter()
+            .collect();
+        let missing: Vec<usize> = (0..texts.len())
+            .filter(|&i| !known.contains_key(&hashes[i]))
+            .collect();
+        for batch in missing.chunks(64) {
+            let refs: Vec<&str> = batch.iter().map(|&i| texts[i].as_str()).collect();
+            let vectors = model.embed_passages(&refs).map_err(model_err)?;
+            let rows: Vec<(String, Vec<f32>)> = batch
+                .iter()
+                .zip(vectors)
+                .map(|(&i, v)| (hashes[i].clone(), v))
+                .collect();
+            self.store().put_embeddings(&key, &rows)?;
+            known.extend(rows);
+        }
+        let vectors = hashes
+            .iter()
+            .map(|h| known.get(h).cloned().unwrap_or_default())
+            .collect();
+        Ok((key, vectors))
+    }
+
+    /// The query vector of `text` with the embedding model (no vector index needed).
+    pub fn query_vector(&self, text: &str) -> Result<Vec<f32>> {
+        if self.models.config.embed_off {
+            return Err(Error::Unavailable(EMBEDDING_OFF.to_owned()));
+        }
+        let model = self.embedder(&crate::progress::NoProgress)?;
+        let mut v = model.embed_queries(&[text]).map_err(model_err)?;
+        v.pop()
+            .ok_or_else(|| Error::Unavailable("the embedding model returned no vector".into()))
+    }
+}

@@ -57,6 +57,10 @@ pub struct Catalog {
     by_full: HashMap<String, usize>,
     by_wire: HashMap<String, usize>,
     index: OnceLock<std::result::Result<Arc<CatalogIndex>, String>>,
+    /// Each tool's passage vector (in catalog order), set once a search needed them.
+    vectors: OnceLock<Arc<Vec<Vec<f32>>>>,
+    /// Whether someone took on computing `vectors` in the background.
+    vectors_claimed: std::sync::atomic::AtomicBool,
 }
 
 impl Catalog {
@@ -210,6 +214,8 @@ impl Catalog {
             by_full,
             by_wire,
             index: OnceLock::new(),
+            vectors: OnceLock::new(),
+            vectors_claimed: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -239,6 +245,50 @@ impl Catalog {
     /// The tools of one package.
     pub fn tools_of<'a>(&'a self, package: &'a str) -> impl Iterator<Item = &'a CatalogTool> + 'a {
         self.tools.iter().filter(move |t| t.package == package)
+    }
+
+    /// What each tool is embedded as for vector search (in catalog order): its name in
+    /// words, title, description and package. The same text always makes the same vector,
+    /// so a tool that did not change is never embedded again (the store keeps them by hash).
+    pub fn tool_texts(&self) -> Vec<String> {
+        self.tools
+            .iter()
+            .map(|t| {
+                let package = self
+                    .package(&t.package)
+                    .map(|p| p.name.as_str())
+                    .unwrap_or(t.package.as_str());
+                let mut text = t.name.replace(['_', '-'], " ");
+                if let Some(title) = &t.tool.title {
+                    text.push_str(". ");
+                    text.push_str(title);
+                }
+                text.push_str(". ");
+                text.push_str(t.description());
+                text.push_str(" (");
+                text.push_str(package);
+                text.push(')');
+                text
+            })
+            .collect()
+    }
+
+    /// The tools' vectors, if a search already computed them for this snapshot.
+    pub fn vectors(&self) -> Option<Arc<Vec<Vec<f32>>>> {
+        self.vectors.get().cloned()
+    }
+
+    /// True for the one caller that should compute the vectors in the background (every
+    /// later caller gets false): a search that may not wait claims the work.
+    pub fn claim_vectors(&self) -> bool {
+        !self
+            .vectors_claimed
+            .swap(true, std::sync::atomic::Ordering::AcqRel)
+    }
+
+    /// Keeps the tools' vectors with this snapshot (the first ones set win).
+    pub fn set_vectors(&self, vectors: Vec<Vec<f32>>) -> Arc<Vec<Vec<f32>>> {
+        self.vectors.get_or_init(|| Arc::new(vectors)).clone()
     }
 
     /// The BM25 index over this catalog, built on first use.

@@ -6,7 +6,7 @@
 //! see the same tools. `tools/call` resolves names only inside the view: a hidden tool is
 //! exactly as unknown as a tool that does not exist.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use quarry_core::Principal;
@@ -20,6 +20,57 @@ use crate::names::Selection;
 pub const SEARCH_TOOLS: &str = "search_tools";
 /// The meta-tool of search mode that calls a tool found by `search_tools`.
 pub const CALL_TOOL: &str = "call_tool";
+/// How `search_tools` ranks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SearchMode {
+    /// BM25 over names, descriptions, categories, tags and the package.
+    Keyword,
+    /// Cosine similarity of the tools' and the query's vectors.
+    Vector,
+    /// Both, fused by reciprocal rank.
+    Hybrid,
+}
+
+impl SearchMode {
+    /// `keyword`, `vector` or `hybrid`.
+    pub fn parse(s: &str) -> Option<SearchMode> {
+        match s {
+            "keyword" => Some(SearchMode::Keyword),
+            "vector" => Some(SearchMode::Vector),
+            "hybrid" => Some(SearchMode::Hybrid),
+            _ => None,
+        }
+    }
+
+    /// The mode's name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SearchMode::Keyword => "keyword",
+            SearchMode::Vector => "vector",
+            SearchMode::Hybrid => "hybrid",
+        }
+    }
+}
+
+/// Reciprocal-rank fusion's constant for hybrid tool search.
+const RRF_K: f64 = 60.0;
+/// Cosine similarity at or below which a tool is not a vector match.
+const MIN_COSINE: f32 = 0.0;
+
+fn cosine(a: &[f32], b: &[f32]) -> f32 {
+    let (mut dot, mut na, mut nb) = (0.0f32, 0.0f32, 0.0f32);
+    for (x, y) in a.iter().zip(b) {
+        dot += x * y;
+        na += x * x;
+        nb += y * y;
+    }
+    if na == 0.0 || nb == 0.0 {
+        0.0
+    } else {
+        dot / (na.sqrt() * nb.sqrt())
+    }
+}
+
 /// Most results `search_tools` returns.
 pub const SEARCH_LIMIT_MAX: usize = 10;
 
@@ -339,14 +390,79 @@ impl View {
         Some(&self.catalog.tools[i])
     }
 
-    /// `search_tools`: the best tools of the scope for `query`, with full schemas.
+    /// `search_tools`: the best tools of the scope for `query`, with full schemas. With
+    /// `vectors` (each catalog tool's vector and the query's), `mode` ranks by cosine
+    /// similarity (`Vector`) or fuses both rankings by reciprocal rank (`Hybrid`).
     pub fn search(
         &self,
         query: &str,
         category: Option<&str>,
         limit: usize,
+        mode: SearchMode,
+        vectors: Option<(&[Vec<f32>], &[f32])>,
     ) -> quarry_core::Result<Vec<&CatalogTool>> {
         let limit = limit.clamp(1, SEARCH_LIMIT_MAX);
+        let keyword = || self.keyword_ranking(query);
+        let ranked: Vec<usize> = match (mode, vectors) {
+            (SearchMode::Keyword, _) | (_, None) => keyword()?,
+            (SearchMode::Vector, Some((tools, q))) => self.vector_ranking(tools, q),
+            (SearchMode::Hybrid, Some((tools, q))) => {
+                let (k, v) = (keyword()?, self.vector_ranking(tools, q));
+                let mut fused: HashMap<usize, f64> = HashMap::new();
+                for list in [&k, &v] {
+                    for (rank, &i) in list.iter().enumerate() {
+                        *fused.entry(i).or_default() += 1.0 / (RRF_K + rank as f64 + 1.0);
+                    }
+                }
+                let mut all: Vec<(usize, f64)> = fused.into_iter().collect();
+                all.sort_by(|(a, sa), (b, sb)| {
+                    sb.total_cmp(sa).then_with(|| {
+                        self.catalog.tools[*a]
+                            .full_name
+                            .cmp(&self.catalog.tools[*b].full_name)
+                    })
+                });
+                all.into_iter().map(|(i, _)| i).collect()
+            }
+        };
+        Ok(ranked
+            .into_iter()
+            .map(|i| &self.catalog.tools[i])
+            .filter(|t| category.is_none_or(|c| t.category == c))
+            .take(limit)
+            .collect())
+    }
+
+    /// The scope's tools by cosine similarity to `query`, best first (ties by name).
+    fn vector_ranking(&self, tools: &[Vec<f32>], query: &[f32]) -> Vec<usize> {
+        let mut scored: Vec<(usize, f32)> = self
+            .scope
+            .iter()
+            .filter_map(|&i| {
+                tools
+                    .get(i)
+                    .filter(|v| v.len() == query.len())
+                    .map(|v| (i, cosine(v, query)))
+            })
+            .collect();
+        scored.sort_by(|(a, sa), (b, sb)| {
+            sb.total_cmp(sa).then_with(|| {
+                self.catalog.tools[*a]
+                    .full_name
+                    .cmp(&self.catalog.tools[*b].full_name)
+            })
+        });
+        // Below this a tool has nothing to do with the query: keyword search would not have
+        // listed it either.
+        scored
+            .into_iter()
+            .filter(|(_, s)| *s > MIN_COSINE)
+            .map(|(i, _)| i)
+            .collect()
+    }
+
+    /// The scope's tools that match `query`'s words, best BM25 first (ties by name).
+    fn keyword_ranking(&self, query: &str) -> quarry_core::Result<Vec<usize>> {
         let packages: BTreeSet<&str> = self
             .scope
             .iter()
@@ -355,7 +471,7 @@ impl View {
         let packages: Vec<&str> = packages.into_iter().collect();
         let index = self.catalog.index()?;
         // Tool-level selections are narrower than packages: over-fetch, then keep the scope.
-        let mut hits = index.search(query, Some(&packages), self.scope.len().max(limit))?;
+        let mut hits = index.search(query, Some(&packages), self.scope.len().max(1))?;
         // Equal scores (tools described alike) in one order every time, by name: the index's
         // own order of ties depends on how its segments were written.
         hits.sort_by(|(a, sa), (b, sb)| {
@@ -368,9 +484,7 @@ impl View {
         Ok(hits
             .into_iter()
             .filter(|(i, _)| self.scope.binary_search(i).is_ok())
-            .map(|(i, _)| &self.catalog.tools[i])
-            .filter(|t| category.is_none_or(|c| t.category == c))
-            .take(limit)
+            .map(|(i, _)| i)
             .collect())
     }
 
@@ -433,7 +547,9 @@ impl View {
             "properties": {
                 "query": {"type": "string", "description": "What you want to do, in a few words"},
                 "limit": {"type": "integer", "minimum": 1, "maximum": SEARCH_LIMIT_MAX, "default": 5},
-                "category": {"type": "string", "description": "Only tools of this category"}
+                "category": {"type": "string", "description": "Only tools of this category"},
+                "mode": {"type": "string", "enum": ["keyword", "vector", "hybrid"],
+                         "description": "keyword (words), vector (meaning) or hybrid (both); default: hybrid where the server has an embedding model, else keyword"}
             },
             "required": ["query"]
         })));

@@ -1064,6 +1064,23 @@ impl SemanticStore for PgStore {
         Ok(())
     }
 
+    fn embeddings_for(&self, model: &str, hashes: &[String]) -> Result<Vec<(String, Vec<f32>)>> {
+        if hashes.is_empty() {
+            return Ok(Vec::new());
+        }
+        let rows = self
+            .conn()?
+            .query(
+                "SELECT hash, vector::vector::real[] FROM embeddings \
+                 WHERE model = $1 AND hash = ANY($2::text[])",
+                &[&model, &hashes],
+            )
+            .map_err(db_err)?;
+        rows.iter()
+            .map(|r| Ok((r.try_get(0).map_err(db_err)?, r.try_get(1).map_err(db_err)?)))
+            .collect()
+    }
+
     fn delete_embeddings(
         &self,
         space: &str,

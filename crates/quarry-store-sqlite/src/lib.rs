@@ -1378,6 +1378,30 @@ impl SemanticStore for SqliteStore {
         })
     }
 
+    fn embeddings_for(&self, model: &str, hashes: &[String]) -> Result<Vec<(String, Vec<f32>)>> {
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT hash, vector FROM embeddings \
+                 WHERE model = ?1 AND hash IN (SELECT value FROM json_each(?2))",
+            )
+            .map_err(db_err)?;
+        let mut out = Vec::with_capacity(hashes.len());
+        for part in hashes.chunks(2000) {
+            let list = serde_json::to_string(part).map_err(|e| Error::Storage(e.to_string()))?;
+            let rows = stmt
+                .query_map(params![model, list], |r| {
+                    Ok((r.get::<_, String>(0)?, r.get::<_, Vec<u8>>(1)?))
+                })
+                .map_err(db_err)?;
+            for row in rows {
+                let (hash, blob) = row.map_err(db_err)?;
+                out.push((hash, blob_to_vector(&blob)?));
+            }
+        }
+        Ok(out)
+    }
+
     fn delete_embeddings(
         &self,
         space: &str,

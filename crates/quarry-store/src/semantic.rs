@@ -192,6 +192,10 @@ pub trait SemanticStore: Send + Sync {
     ) -> Result<Vec<EmbedJob>>;
     /// Stores vectors for chunk hashes under `model` (replacing any).
     fn put_embeddings(&self, model: &str, vectors: &[(String, Vec<f32>)]) -> Result<()>;
+    /// The vectors stored under `model` for those of `hashes` that have one (any order): the
+    /// cache of texts embedded once for every node (the hub's tool descriptions, under a
+    /// model key of their own).
+    fn embeddings_for(&self, model: &str, hashes: &[String]) -> Result<Vec<(String, Vec<f32>)>>;
     /// Deletes `model`'s embeddings of the space's (or one collection's) chunks (`--force`).
     fn delete_embeddings(
         &self,

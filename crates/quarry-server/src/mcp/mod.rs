@@ -33,7 +33,7 @@ use crate::service::tool_args::{Args, audited_call, request_caller, tool_error};
 use crate::service::{approver_tools, gate, knowledge_tools};
 use crate::state::AppState;
 use qmd_tools::{TOOL_NAMES, tools};
-use quarry_hub::view::{CALL_TOOL, SEARCH_TOOLS};
+use quarry_hub::view::{CALL_TOOL, SEARCH_TOOLS, SearchMode};
 use quarry_hub::{
     BuiltinPackage, CatalogTool, DefaultView, KNOWLEDGE_PACKAGE, ProgressSink, Selection, View,
     ViewError,
@@ -370,7 +370,7 @@ impl QuarryMcp {
         context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
         if view.is_search_mode() && name == SEARCH_TOOLS {
-            return Ok(search_tools_result(view, &args));
+            return Ok(search_tools_result(caller, view, &args).await);
         }
         if view.is_search_mode() && name == CALL_TOOL {
             let a = Args(&args);
@@ -424,8 +424,28 @@ fn upstream_error(e: quarry_hub::CallError) -> McpError {
     }
 }
 
+/// The tools' vectors (computed for this catalog snapshot on first use: each tool looked up
+/// in the store's cache, only new or changed ones embedded) and the query's.
+fn tool_vectors(
+    engine: &quarry_engine::Engine,
+    catalog: &quarry_hub::Catalog,
+    query: &str,
+) -> Result<(Arc<Vec<Vec<f32>>>, Vec<f32>), Error> {
+    let tools = match catalog.vectors() {
+        Some(v) => v,
+        None => {
+            let (_, vectors) = engine.cached_passage_vectors("hub-tools", &catalog.tool_texts())?;
+            catalog.set_vectors(vectors)
+        }
+    };
+    if query.is_empty() {
+        return Ok((tools, Vec::new()));
+    }
+    Ok((tools, engine.query_vector(query)?))
+}
+
 /// `search_tools`: names and full schemas of the best tools of the scope.
-fn search_tools_result(view: &View, args: &JsonObject) -> CallToolResult {
+async fn search_tools_result(caller: &Caller, view: &View, args: &JsonObject) -> CallToolResult {
     let a = Args(args);
     let query = match a.required_string("query") {
         Ok(q) => q,
@@ -445,7 +465,71 @@ fn search_tools_result(view: &View, args: &JsonObject) -> CallToolResult {
         Ok(c) => c,
         Err(m) => return tool_error(m),
     };
-    match view.search(&query, category.as_deref(), limit) {
+    let asked = match a.string("mode") {
+        Ok(None) => None,
+        Ok(Some(m)) => match SearchMode::parse(&m) {
+            Some(mode) => Some(mode),
+            None => {
+                return tool_error(format!(
+                    "mode: expected keyword, vector or hybrid, not '{m}'"
+                ));
+            }
+        },
+        Err(m) => return tool_error(m),
+    };
+    // Without a mode: hybrid where an embedding model is at hand, else keyword (a first
+    // search never waits for a model to download).
+    let engine = caller.engine.clone();
+    let mode = match asked {
+        Some(m) => m,
+        None => {
+            let e = engine.clone();
+            if run_blocking_raw(move || e.embedding_ready())
+                .await
+                .unwrap_or(false)
+            {
+                SearchMode::Hybrid
+            } else {
+                SearchMode::Keyword
+            }
+        }
+    };
+    let catalog = view.catalog().clone();
+    let vectors = if mode == SearchMode::Keyword {
+        None
+    } else if asked.is_none() && catalog.vectors().is_none() {
+        // By default a search never waits for the catalog to be embedded: keyword now, and
+        // the vectors computed in the background (only new or changed tools are embedded).
+        if catalog.claim_vectors() {
+            let engine = engine.clone();
+            tokio::task::spawn_blocking(move || {
+                quarry_store::thread_guard::allow_blocking(|| {
+                    if let Err(e) = tool_vectors(&engine, &catalog, "") {
+                        tracing::warn!(error = %e, "embedding the tool catalog failed; search_tools stays on keywords");
+                    }
+                })
+            });
+        }
+        None
+    } else {
+        let q = query.clone();
+        match run_blocking_raw(move || tool_vectors(&engine, &catalog, &q)).await {
+            Ok(Ok(v)) => Some(v),
+            // Asked for by name: say why it cannot run. Chosen by default: keyword instead.
+            Ok(Err(e)) if asked.is_some() => {
+                return tool_error(format!("mode {}: {e}", mode.as_str()));
+            }
+            Err(e) if asked.is_some() => return tool_error(e.detail),
+            _ => None,
+        }
+    };
+    let mode = if vectors.is_some() {
+        mode
+    } else {
+        SearchMode::Keyword
+    };
+    let pair = vectors.as_ref().map(|(t, q)| (t.as_slice(), q.as_slice()));
+    match view.search(&query, category.as_deref(), limit, mode, pair) {
         Ok(found) => {
             let tools: Vec<Value> = found
                 .iter()
@@ -465,7 +549,7 @@ fn search_tools_result(view: &View, args: &JsonObject) -> CallToolResult {
                 serde_json::to_string_pretty(&tools).unwrap_or_default()
             };
             let mut r = CallToolResult::success(vec![ContentBlock::text(text)]);
-            r.structured_content = Some(json!({ "tools": tools }));
+            r.structured_content = Some(json!({ "tools": tools, "mode": mode.as_str() }));
             r
         }
         Err(e) => tool_error(format!("search failed: {e}")),
