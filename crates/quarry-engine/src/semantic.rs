@@ -1116,26 +1116,6 @@ impl Engine {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::embed_input;
-
-    #[test]
-    fn the_embedded_text_carries_the_heading_path() {
-        // Without a path: exactly the text of before, so stored vectors stay valid.
-        assert_eq!(embed_input("FHS", "", "body"), "FHS\n\nbody");
-        assert_eq!(embed_input("FHS", "", "# FHS\n\nbody"), "# FHS\n\nbody");
-        assert_eq!(embed_input("", "", "body"), "body");
-        // With one: title, path, text.
-        assert_eq!(
-            embed_input("FHS", "3 Root › 3.18 /tmp", "The /tmp directory"),
-            "FHS\n3 Root › 3.18 /tmp\n\nThe /tmp directory"
-        );
-        assert_eq!(embed_input("", "3.18 /tmp", "text"), "3.18 /tmp\n\ntext");
-        assert_eq!(embed_input("T", "T", "text"), "T\n\ntext");
-    }
-}
-
 /// Texts embedded once for every node and kept in the store beside chunks' vectors, under a
 /// model key of their own (`<namespace>:<model key>`), so no document search ever meets them.
 impl Engine {
@@ -1204,5 +1184,25 @@ impl Engine {
         let mut v = model.embed_queries(&[text]).map_err(model_err)?;
         v.pop()
             .ok_or_else(|| Error::Unavailable("the embedding model returned no vector".into()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::embed_input;
+
+    #[test]
+    fn the_embedded_text_carries_the_heading_path() {
+        // Without a path: exactly the text of before, so stored vectors stay valid.
+        assert_eq!(embed_input("FHS", "", "body"), "FHS\n\nbody");
+        assert_eq!(embed_input("FHS", "", "# FHS\n\nbody"), "# FHS\n\nbody");
+        assert_eq!(embed_input("", "", "body"), "body");
+        // With one: title, path, text.
+        assert_eq!(
+            embed_input("FHS", "3 Root › 3.18 /tmp", "The /tmp directory"),
+            "FHS\n3 Root › 3.18 /tmp\n\nThe /tmp directory"
+        );
+        assert_eq!(embed_input("", "3.18 /tmp", "text"), "3.18 /tmp\n\ntext");
+        assert_eq!(embed_input("T", "T", "text"), "T\n\ntext");
     }
 }

@@ -424,13 +424,16 @@ fn upstream_error(e: quarry_hub::CallError) -> McpError {
     }
 }
 
+/// Every catalog tool's vector (in catalog order) and the query's.
+type ToolVectors = (Arc<Vec<Vec<f32>>>, Vec<f32>);
+
 /// The tools' vectors (computed for this catalog snapshot on first use: each tool looked up
 /// in the store's cache, only new or changed ones embedded) and the query's.
 fn tool_vectors(
     engine: &quarry_engine::Engine,
     catalog: &quarry_hub::Catalog,
     query: &str,
-) -> Result<(Arc<Vec<Vec<f32>>>, Vec<f32>), Error> {
+) -> Result<ToolVectors, Error> {
     let tools = match catalog.vectors() {
         Some(v) => v,
         None => {
