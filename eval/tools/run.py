@@ -220,11 +220,15 @@ def register_all(base: str, headers: dict, catalog: list[dict], replay_base: str
     deadline = time.monotonic() + timeout
     while True:
         rows = {s["name"]: s for s in requests.get(api, headers=headers, params={"limit": 1000}, timeout=30).json()["data"]}
-        waiting = [n for n in want if rows.get(n, {}).get("status") == "connecting"]
+        # A registration may read `ready` a moment before its tools are in the catalog
+        # (bench/hub-scale saw it): wait for the tools too, not just the status.
+        waiting = [n for n, c in want.items()
+                   if rows.get(n, {}).get("status") == "connecting"
+                   or (rows.get(n, {}).get("status") == "ready" and rows[n].get("tool_count") != c)]
         if not waiting:
             break
         if time.monotonic() > deadline:
-            sys.exit(f"upstreams still connecting after {timeout} s: {', '.join(waiting)}")
+            sys.exit(f"upstreams still connecting or listing after {timeout} s: {', '.join(waiting)}")
         time.sleep(0.2)
     bad = [f"{n}: {rows[n].get('status')} {rows[n].get('tool_count')}/{c} {rows[n].get('last_error') or ''}"
            for n, c in want.items() if rows[n].get("status") != "ready" or rows[n].get("tool_count") != c]
