@@ -281,6 +281,38 @@ def test_chat_offers_and_runs_only_scoped_tools(world):
     assert_rest_error(r, 400, fragment="unknown tool 'time.get_current_time'")
 
 
+def test_a_chat_tool_call_passes_the_tool_policies(world):
+    """Issue 45: a model's tool call passes the same policies as an agent's; the approver
+    tools are never offered to a model, even an admin's."""
+    w = world
+    owner = w.tok("owner")
+    r = http(w.srv, "POST", "/api/v1/policies", owner, json={
+        "name": "no-tokyo-time-in-chat", "tools": ["time.get_current_time"], "effect": "deny",
+        "when": {"argument": "timezone", "operator": "eq", "value": "Asia/Tokyo"}})
+    assert r.status_code == 201, r.text
+    pid = r.json()["data"]["id"]
+    token = w.cli_json("token", "create", "--user", "owner", "--spaces", "acme", "--label", "policy-chat")["token"]
+    try:
+        w.fake.reset()
+        w.fake.script([
+            {"tool_calls": [{"id": "c1", "tool": "time__get_current_time", "arguments": {"timezone": "Asia/Tokyo"}},
+                            {"id": "c2", "tool": "time__get_current_time", "arguments": {"timezone": "UTC"}}]},
+            {"text": "done"},
+        ])
+        r = http(w.srv, "POST", "/api/v1/chat", token,
+                 json={"messages": [{"role": "user", "content": "What time is it in Tokyo and in UTC?"}],
+                       "stream": False})
+        assert r.status_code == 200, r.text
+        offered = w.fake.streamed()[0].tool_names
+        assert "time__get_current_time" in offered and not [n for n in offered if n.startswith("approvals__")], offered
+        calls = {c["id"]: c for c in r.json()["tool_calls"]}
+        assert calls["c1"]["status"] == "error", calls
+        assert "Refused by policy 'no-tokyo-time-in-chat'" in calls["c1"]["result"], calls
+        assert calls["c2"]["status"] == "success" and "UTC" in calls["c2"]["result"], calls
+    finally:
+        assert http(w.srv, "DELETE", f"/api/v1/policies/{pid}", owner).status_code == 204
+
+
 # ---------------------------------------------------------------------------------------------
 # The audit log: every probe above is recorded with its principal and outcome; nothing secret.
 
