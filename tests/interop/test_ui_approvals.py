@@ -23,16 +23,14 @@ calls are held.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
-import threading
 from pathlib import Path
 
 import pytest
 from conftest import everything_js, node, settled
 from playwright.sync_api import expect
-from ui_support import login, start_ui_server
+from ui_support import in_thread, login, start_ui_server
 
 POLICY = "echo-needs-approval"
 DENY_POLICY = "no-big-sums"
@@ -63,26 +61,6 @@ def world(quarry_bin: Path, corpus: Path, tmp_path_factory: pytest.TempPathFacto
         yield {"srv": srv, "ada": ada, "bob": bob}
     finally:
         srv.stop()
-
-
-def in_thread(coro_fn):
-    """Runs an async function on a fresh event loop in another thread (Playwright's sync API
-    owns this thread's loop) and returns its result."""
-    box: dict = {}
-
-    def run():
-        try:
-            box["value"] = asyncio.run(coro_fn())
-        except BaseException as e:  # noqa: BLE001
-            box["error"] = e
-
-    th = threading.Thread(target=run)
-    th.start()
-    th.join(120)
-    assert not th.is_alive(), "the MCP client did not finish within 120 s"
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
 
 
 def call(srv, token: str, tool: str, args: dict) -> tuple[bool, str]:

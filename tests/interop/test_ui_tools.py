@@ -18,7 +18,6 @@ and the bundle's URL against the hub's MCP endpoint with the official MCP Python
 
 from __future__ import annotations
 
-import asyncio
 import json
 import socket
 import sys
@@ -28,7 +27,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from playwright.sync_api import expect
 from conftest import everything_js, node, settled
-from ui_support import login
+from ui_support import in_thread, login
 
 GREETING_SECRET = "greeting-secret-5d1c"
 HEADER_SECRET = "header-secret-93ab"
@@ -84,26 +83,6 @@ def ensure_everything(srv) -> dict:
          "category": "testing"},
         expect=201,
     ))
-
-
-def in_thread(coro_fn):
-    """Runs an async function on a fresh event loop in another thread (Playwright's sync API
-    owns this thread's loop) and returns its result."""
-    box: dict = {}
-
-    def run():
-        try:
-            box["value"] = asyncio.run(coro_fn())
-        except BaseException as e:  # noqa: BLE001
-            box["error"] = e
-
-    th = threading.Thread(target=run)
-    th.start()
-    th.join(120)
-    assert not th.is_alive(), "the MCP client did not finish within 120 s"
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -58,9 +58,11 @@ Helpers (plain functions; ``UiServer`` methods call them)
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
+import threading
 import time
 import urllib.error
 import urllib.parse
@@ -605,3 +607,23 @@ def shot():
         return paths
 
     return take
+
+
+def in_thread(coro_fn):
+    """Runs an async function on a fresh event loop in another thread (Playwright's sync API
+    owns this thread's loop) and returns its result."""
+    box: dict = {}
+
+    def run():
+        try:
+            box["value"] = asyncio.run(coro_fn())
+        except BaseException as e:  # noqa: BLE001
+            box["error"] = e
+
+    th = threading.Thread(target=run)
+    th.start()
+    th.join(120)
+    assert not th.is_alive(), "the MCP client did not finish within 120 s"
+    if "error" in box:
+        raise box["error"]
+    return box["value"]

@@ -462,15 +462,24 @@ fn members_text(members: &[String]) -> String {
     }
 }
 
-pub(crate) fn group(engine: &Engine, cmd: &GroupCmd, json_out: bool) -> Result<()> {
-    let dir = Directory::new(engine.store_handle());
-    // The CLI acts as the machine's owner of the space --space names.
+/// The space `--space` names (the default space without it) and the machine's owner in
+/// it: who the CLI acts as for a space's groups, policies and approvals.
+pub(crate) fn cli_space(
+    dir: &Directory,
+    engine: &Engine,
+) -> Result<(quarry_access::Space, quarry_core::Principal)> {
     let space = if engine.space() == quarry_core::DEFAULT_SPACE {
         dir.default_space()?
     } else {
         dir.space(engine.space())?
     };
     let owner = quarry_access::owner_principal(&space);
+    Ok((space, owner))
+}
+
+pub(crate) fn group(engine: &Engine, cmd: &GroupCmd, json_out: bool) -> Result<()> {
+    let dir = Directory::new(engine.store_handle());
+    let (space, owner) = cli_space(&dir, engine)?;
     let mut out = std::io::stdout().lock();
     match cmd {
         GroupCmd::Create { name, description } => {

@@ -70,12 +70,7 @@ pub(crate) enum ApprovalCmd {
 /// The machine's owner in the space `--space` names.
 fn owner(engine: &Engine) -> Result<Principal> {
     let dir = Directory::new(engine.store_handle());
-    let space = if engine.space() == quarry_core::DEFAULT_SPACE {
-        dir.default_space()?
-    } else {
-        dir.space(engine.space())?
-    };
-    Ok(quarry_access::owner_principal(&space))
+    Ok(crate::access::cli_space(&dir, engine)?.1)
 }
 
 /// A JSON argument: inline, `-` (stdin) or `@FILE`.

@@ -1134,12 +1134,12 @@ impl Engine {
 
     /// Passage vectors of `texts` with the embedding model: each looked up in the store by a
     /// hash of `namespace` and the text, and only the missing ones embedded (then stored,
-    /// for this node and every other). Returns the model's key and the vectors in order.
+    /// for this node and every other). The vectors, in order.
     pub fn cached_passage_vectors(
         &self,
         namespace: &str,
         texts: &[String],
-    ) -> Result<(String, Vec<Vec<f32>>)> {
+    ) -> Result<Vec<Vec<f32>>> {
         if self.models.config.embed_off {
             return Err(Error::Unavailable(EMBEDDING_OFF.to_owned()));
         }
@@ -1168,11 +1168,10 @@ impl Engine {
             self.store().put_embeddings(&key, &rows)?;
             known.extend(rows);
         }
-        let vectors = hashes
+        Ok(hashes
             .iter()
             .map(|h| known.get(h).cloned().unwrap_or_default())
-            .collect();
-        Ok((key, vectors))
+            .collect())
     }
 
     /// The query vector of `text` with the embedding model (no vector index needed).

@@ -414,15 +414,7 @@ impl View {
                         *fused.entry(i).or_default() += 1.0 / (RRF_K + rank as f64 + 1.0);
                     }
                 }
-                let mut all: Vec<(usize, f64)> = fused.into_iter().collect();
-                all.sort_by(|(a, sa), (b, sb)| {
-                    sb.total_cmp(sa).then_with(|| {
-                        self.catalog.tools[*a]
-                            .full_name
-                            .cmp(&self.catalog.tools[*b].full_name)
-                    })
-                });
-                all.into_iter().map(|(i, _)| i).collect()
+                self.best_first(fused.into_iter().collect())
             }
         };
         Ok(ranked
@@ -435,7 +427,9 @@ impl View {
 
     /// The scope's tools by cosine similarity to `query`, best first (ties by name).
     fn vector_ranking(&self, tools: &[Vec<f32>], query: &[f32]) -> Vec<usize> {
-        let mut scored: Vec<(usize, f32)> = self
+        // At or below MIN_COSINE a tool has nothing to do with the query: keyword search
+        // would not have listed it either.
+        let scored: Vec<(usize, f64)> = self
             .scope
             .iter()
             .filter_map(|&i| {
@@ -444,7 +438,16 @@ impl View {
                     .filter(|v| v.len() == query.len())
                     .map(|v| (i, cosine(v, query)))
             })
+            .filter(|(_, s)| *s > MIN_COSINE)
+            .map(|(i, s)| (i, f64::from(s)))
             .collect();
+        self.best_first(scored)
+    }
+
+    /// Catalog positions by score, best first; equal scores (tools described alike) in one
+    /// order every time, by name: an index's own order of ties depends on how its segments
+    /// were written.
+    fn best_first(&self, mut scored: Vec<(usize, f64)>) -> Vec<usize> {
         scored.sort_by(|(a, sa), (b, sb)| {
             sb.total_cmp(sa).then_with(|| {
                 self.catalog.tools[*a]
@@ -452,13 +455,7 @@ impl View {
                     .cmp(&self.catalog.tools[*b].full_name)
             })
         });
-        // Below this a tool has nothing to do with the query: keyword search would not have
-        // listed it either.
-        scored
-            .into_iter()
-            .filter(|(_, s)| *s > MIN_COSINE)
-            .map(|(i, _)| i)
-            .collect()
+        scored.into_iter().map(|(i, _)| i).collect()
     }
 
     /// The scope's tools that match `query`'s words, best BM25 first (ties by name).
@@ -471,21 +468,13 @@ impl View {
         let packages: Vec<&str> = packages.into_iter().collect();
         let index = self.catalog.index()?;
         // Tool-level selections are narrower than packages: over-fetch, then keep the scope.
-        let mut hits = index.search(query, Some(&packages), self.scope.len().max(1))?;
-        // Equal scores (tools described alike) in one order every time, by name: the index's
-        // own order of ties depends on how its segments were written.
-        hits.sort_by(|(a, sa), (b, sb)| {
-            sb.total_cmp(sa).then_with(|| {
-                self.catalog.tools[*a]
-                    .full_name
-                    .cmp(&self.catalog.tools[*b].full_name)
-            })
-        });
-        Ok(hits
-            .into_iter()
-            .filter(|(i, _)| self.scope.binary_search(i).is_ok())
-            .map(|(i, _)| i)
-            .collect())
+        let hits = index.search(query, Some(&packages), self.scope.len().max(1))?;
+        Ok(self.best_first(
+            hits.into_iter()
+                .filter(|(i, _)| self.scope.binary_search(i).is_ok())
+                .map(|(i, s)| (i, f64::from(s)))
+                .collect(),
+        ))
     }
 
     /// Categories and packages of the scope, for the meta-tools' descriptions (agents skip

@@ -187,6 +187,17 @@ fn shown(v: &Value, key: Option<&str>) -> Value {
     }
 }
 
+/// What an approver and a refusal may show of a call's arguments (worked out only when a
+/// policy holds: most calls never need it).
+fn shown_call_arguments(call: &Call<'_>) -> Value {
+    Value::Object(
+        call.arguments
+            .iter()
+            .map(|(k, v)| (k.clone(), shown(v, Some(k))))
+            .collect(),
+    )
+}
+
 /// Who an approval binds: the token chain's first token (stable across an OAuth grant's
 /// refreshes), else the user, else the machine's owner.
 pub fn caller_key(p: &Principal) -> String {
@@ -292,8 +303,6 @@ pub fn check(
     call: &Call<'_>,
     now: i64,
 ) -> Result<Verdict> {
-    // What an approver and a refusal may show: the arguments, secret-looking values hidden.
-    let shown_arguments = shown(&Value::Object(call.arguments.clone()), None);
     let mut holding: Vec<Policy> = Vec::new();
     for p in applicable(policies, access, call)? {
         let policy = match p {
@@ -322,6 +331,7 @@ pub fn check(
                 );
                 if let Some(w) = &policy.when {
                     message.push_str(&format!(" when {}", w.describe()));
+                    let shown_arguments = shown_call_arguments(call);
                     let shown: Vec<String> = w
                         .arguments()
                         .into_iter()
@@ -399,7 +409,7 @@ pub fn check(
         space_id: space.clone(),
         tool: call.tool.to_owned(),
         args_digest,
-        arguments: shown_arguments.to_string(),
+        arguments: shown_call_arguments(call).to_string(),
         caller_key: key,
         requester_user_id: identity.map(|i| i.user_id.clone()),
         requester_name: identity.map(|i| i.user.clone()),

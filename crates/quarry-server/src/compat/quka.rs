@@ -105,11 +105,7 @@ impl QukaMcp {
         }
         crate::limits::tool_call(&self.state, &caller.principal).await?;
         // The capture tools are the catalog's `knowledge` tools: the same policies apply.
-        let name = if name == knowledge_tools::QUERY_ALIAS {
-            knowledge_tools::QUERY
-        } else {
-            name
-        };
+        let name = knowledge_tools::capture_tool_name(name);
         let full_name = format!("{}.{name}", quarry_hub::KNOWLEDGE_PACKAGE);
         let state = &self.state;
         gate::gated(

@@ -437,7 +437,7 @@ fn tool_vectors(
     let tools = match catalog.vectors() {
         Some(v) => v,
         None => {
-            let (_, vectors) = engine.cached_passage_vectors("hub-tools", &catalog.tool_texts())?;
+            let vectors = engine.cached_passage_vectors("hub-tools", &catalog.tool_texts())?;
             catalog.set_vectors(vectors)
         }
     };
@@ -483,8 +483,11 @@ async fn search_tools_result(caller: &Caller, view: &View, args: &JsonObject) ->
     // Without a mode: hybrid where an embedding model is at hand, else keyword (a first
     // search never waits for a model to download).
     let engine = caller.engine.clone();
+    let catalog = view.catalog().clone();
     let mode = match asked {
         Some(m) => m,
+        // Vectors already computed for this catalog: a model was at hand.
+        None if catalog.vectors().is_some() => SearchMode::Hybrid,
         None => {
             let e = engine.clone();
             if run_blocking_raw(move || e.embedding_ready())
@@ -497,7 +500,6 @@ async fn search_tools_result(caller: &Caller, view: &View, args: &JsonObject) ->
             }
         }
     };
-    let catalog = view.catalog().clone();
     let vectors = if mode == SearchMode::Keyword {
         None
     } else if asked.is_none() && catalog.vectors().is_none() {

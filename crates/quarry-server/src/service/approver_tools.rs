@@ -4,35 +4,26 @@
 
 use quarry_core::now_millis;
 use quarry_hub::BuiltinPackage;
-use rmcp::model::{CallToolResult, ContentBlock, JsonObject, Tool, ToolAnnotations};
+use rmcp::model::{CallToolResult, ContentBlock, JsonObject, Tool, ToolAnnotations, object};
 use serde_json::json;
 
 use crate::auth::Caller;
 use crate::http::run_blocking;
-use crate::service::tool_args::{Args, read_only, tool_error};
+use crate::service::tool_args::{Args, read_only, tool_error, with_annotations};
 use crate::state::AppState;
 
 pub(crate) use quarry_hub::APPROVALS_PACKAGE;
 const LIST: &str = "list_approvals";
 const DECIDE: &str = "decide_approval";
 
-fn object_schema(v: serde_json::Value) -> JsonObject {
-    v.as_object().cloned().unwrap_or_default()
-}
-
-fn annotated(mut t: Tool, a: ToolAnnotations) -> Tool {
-    t.annotations = Some(a);
-    t
-}
-
 /// The package, as the hub catalogs it.
 pub(crate) fn package() -> BuiltinPackage {
-    let list = annotated(
+    let list = with_annotations(
         Tool::new(
             LIST,
             "List tool calls held for a person's approval in this space (newest first): the tool, \
          the exact arguments, who asked, and until when. Pending ones by default.",
-            object_schema(json!({
+            object(json!({
                 "type": "object",
                 "properties": {
                     "status": {"type": "string", "enum": ["pending", "approved", "denied", "used", "expired"],
@@ -43,12 +34,12 @@ pub(crate) fn package() -> BuiltinPackage {
         ),
         read_only("List approvals"),
     );
-    let decide = annotated(
+    let decide = with_annotations(
         Tool::new(
             DECIDE,
             "Approve or deny one held tool call by its approval id. An approved call runs once, \
          when its caller retries it with exactly the same arguments.",
-            object_schema(json!({
+            object(json!({
                 "type": "object",
                 "properties": {
                     "id": {"type": "string", "description": "The approval's id"},

@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 
 use super::entries::{as_of_schema, entry_options, entry_properties, parse_as_of, provenance};
 use super::filter::{filter_schema, parse_filter};
-use super::tool_args::{Args, read_only, tool_error};
+use super::tool_args::{Args, read_only, tool_error, with_annotations};
 use crate::auth::Caller;
 use crate::http::run_blocking_raw;
 use crate::state::AppState;
@@ -25,9 +25,9 @@ use crate::state::AppState;
 pub(crate) const KNOWLEDGE_SEARCH: &str = "knowledge_search";
 const CREATE: &str = "create_knowledge";
 const GET: &str = "get_knowledge";
-pub(crate) const QUERY: &str = "query_knowledge";
+const QUERY: &str = "query_knowledge";
 /// QukaAI's own name for `query_knowledge`, accepted on calls (not listed).
-pub(crate) const QUERY_ALIAS: &str = "search_knowledges";
+const QUERY_ALIAS: &str = "search_knowledges";
 const LIST: &str = "list_knowledge";
 const UPDATE: &str = "update_knowledge";
 const DELETE: &str = "delete_knowledge";
@@ -70,11 +70,6 @@ If results are insufficient, consider:
 1. Rephrasing with different keywords
 2. Breaking complex queries into simpler parts
 3. Using more specific terminology from the domain"#;
-
-fn with_annotations(mut t: Tool, a: ToolAnnotations) -> Tool {
-    t.annotations = Some(a);
-    t
-}
 
 fn writes(title: &str, destructive: bool) -> ToolAnnotations {
     ToolAnnotations::with_title(title)
@@ -282,10 +277,15 @@ pub(crate) fn capture_tools_for(caller: &Caller) -> Vec<Tool> {
         .collect()
 }
 
-/// [`in_tool_scope`] for a capture tool called by name (seed 004's alias
-/// `search_knowledges` is `query_knowledge`); false for a name that is none.
+/// A capture tool's own name: seed 004's alias `search_knowledges` is `query_knowledge`.
+pub(crate) fn capture_tool_name(name: &str) -> &str {
+    if name == QUERY_ALIAS { QUERY } else { name }
+}
+
+/// [`in_tool_scope`] for a capture tool called by name ([`capture_tool_name`]); false for a
+/// name that is none.
 pub(crate) fn capture_tool_in_scope(caller: &Caller, name: &str) -> bool {
-    let name = if name == QUERY_ALIAS { QUERY } else { name };
+    let name = capture_tool_name(name);
     capture_tools()
         .iter()
         .find(|t| t.name == name)

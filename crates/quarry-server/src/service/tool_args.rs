@@ -5,7 +5,7 @@
 use std::time::Instant;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, JsonObject,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, JsonObject, Tool,
     ToolAnnotations,
 };
 use rmcp::service::RequestContext;
@@ -99,6 +99,12 @@ where
         parts,
     );
     result.map(Into::into)
+}
+
+/// `t` with annotations `a`.
+pub(crate) fn with_annotations(mut t: Tool, a: ToolAnnotations) -> Tool {
+    t.annotations = Some(a);
+    t
 }
 
 /// Annotations of a tool that only reads (and reads only Quarry's own data).
