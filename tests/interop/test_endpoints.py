@@ -249,3 +249,85 @@ def test_endpoint_names_are_unique_per_owner(world):
     assert w.api("POST", "/api/v1/endpoints", json={"name": "both", "servers": ["time"]}).status_code == 201
     assert w.api("GET", "/api/v1/endpoints/both").json()["data"]["owner"]["kind"] == "user"
     assert w.api("GET", "/api/v1/endpoints/both", who="viewer").json()["data"]["owner"]["kind"] == "space"
+
+
+async def listed_at(w: World, path: str, token: str) -> dict[str, str | None]:
+    """Each listed tool's name and description."""
+    async with create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}) as http:
+        async with Client(streamable_http_client(w.srv.url(path), http_client=http), read_timeout_seconds=60) as c:
+            return {t.name: t.description for t in (await c.list_tools()).tools}
+
+
+def test_an_endpoint_renames_and_redescribes_its_tools(world):
+    """Per-endpoint overrides (MetaMCP's tool renames): a named endpoint lists a tool under its
+    own name with its own description and answers to that name only; every other URL shows the
+    tool as it is; a bad override is a 400 naming the problem that leaves the endpoint as it was."""
+    w = world
+    description = "查询当前时间：返回某个时区（IANA 名称，如 Asia/Shanghai）的此刻。\nCurrent time: a, b & c = d"
+    tools = ["time.get_current_time", "time.convert_time"]
+    overrides = {"time.get_current_time": {"name": "clock_now", "description": description}}
+    r = w.api("POST", "/api/v1/endpoints", json={"name": "renamed", "tools": tools, "overrides": overrides})
+    assert r.status_code == 201, r.text
+    assert r.json()["data"]["overrides"] == overrides, r.text
+    listed = anyio.run(listed_at, w, "/mcp/e/renamed", w.tok("owner"))
+    assert listed.get("clock_now") == description, listed
+    assert "time__get_current_time" not in listed and "time__convert_time" in listed, listed
+    ok, text = anyio.run(call_at, w, "/mcp/e/renamed", w.tok("owner"), "clock_now", {"timezone": "UTC"})
+    assert ok and "UTC" in text, text
+    # The old name is unknown there, like any name the endpoint does not list.
+    ok, text = anyio.run(call_at, w, "/mcp/e/renamed", w.tok("owner"), "time__get_current_time", {"timezone": "UTC"})
+    assert not ok and "Unknown tool" in text, text
+    # An ad-hoc URL gets no overrides.
+    plain = anyio.run(listed_at, w, "/api/mcp?tools=time.get_current_time", w.tok("owner"))
+    assert list(plain) == ["time__get_current_time"] and plain["time__get_current_time"] != description, plain
+    ok, text = anyio.run(call_at, w, "/api/mcp?tools=time.get_current_time", w.tok("owner"), "clock_now", {"timezone": "UTC"})
+    assert not ok, text
+
+    # Bad overrides: 400 naming the problem, on create and on update, and nothing changes.
+    before = w.api("GET", "/api/v1/endpoints/renamed").json()["data"]
+    cur = "time.get_current_time"
+    for bad, fragment, tool in (
+        ({"time.nosuch": {"name": "x"}}, "not a tool of this endpoint's selection", "time.nosuch"),
+        ({"knowledge.search": {"name": "x"}}, "not a tool of this endpoint's selection", "knowledge.search"),
+        ({cur: {"name": "time__convert_time"}}, "already called", "time.convert_time"),
+        ({cur: {"name": "same"}, "time.convert_time": {"name": "same"}}, "renamed 'same' too", cur),
+        ({cur: {"name": "clock now"}}, "invalid new name", cur),
+        ({cur: {"name": "x" * 65}}, "invalid new name", cur),
+        ({cur: {"name": "search_tools"}}, "search_tools", cur),
+        ({cur: {}}, "neither a name nor a description", cur),
+        ({cur: {"name": None, "description": None}}, "neither a name nor a description", cur),
+        ({cur: {"description": ""}}, "1-4000", cur),
+        ({cur: {"description": "d" * 4001}}, "1-4000", cur),
+        ({cur: {"title": "x"}}, "title", None),
+    ):
+        for method, path, name in (("PUT", "/api/v1/endpoints/renamed", "renamed"),
+                                   ("POST", "/api/v1/endpoints", "renamed-bad")):
+            r = w.api(method, path, json={"name": name, "tools": tools, "overrides": bad})
+            assert r.status_code == 400, (method, bad, r.text)
+            detail = r.json()["detail"]
+            assert fragment in detail and (tool is None or tool in detail), (method, bad, detail)
+    assert w.api("GET", "/api/v1/endpoints/renamed").json()["data"] == before
+    assert w.api("GET", "/api/v1/endpoints/renamed-bad").status_code == 404
+    assert anyio.run(listed_at, w, "/mcp/e/renamed", w.tok("owner")).get("clock_now") == description
+
+    # A PUT without overrides keeps them (so a client that knows nothing of them loses none)…
+    r = w.api("PUT", "/api/v1/endpoints/renamed", json={"name": "renamed", "tools": tools, "description": "Clock"})
+    assert r.status_code == 200 and r.json()["data"]["overrides"] == overrides, r.text
+    # …and so refuses a selection that drops the renamed tool, naming it.
+    r = w.api("PUT", "/api/v1/endpoints/renamed", json={"name": "renamed", "tools": ["time.convert_time"]})
+    assert r.status_code == 400 and "time.get_current_time" in r.json()["detail"], r.text
+    # In search mode, search_tools shows the new name and description, and call_tool takes it.
+    r = w.api("PUT", "/api/v1/endpoints/renamed", json={"name": "renamed", "servers": ["time"], "mode": "search"})
+    assert r.status_code == 200, r.text
+    ok, text = anyio.run(call_at, w, "/mcp/e/renamed", w.tok("owner"), "search_tools",
+                         {"query": "current time", "mode": "keyword"})
+    assert ok and '"clock_now"' in text and "查询当前时间" in text and "time__get_current_time" not in text, text
+    ok, text = anyio.run(call_at, w, "/mcp/e/renamed", w.tok("owner"), "call_tool",
+                         {"name": "clock_now", "arguments": {"timezone": "UTC"}})
+    assert ok and "UTC" in text, text
+    # `{}` removes them: the tool has its own name again.
+    r = w.api("PUT", "/api/v1/endpoints/renamed", json={"name": "renamed", "tools": tools, "overrides": {}})
+    assert r.status_code == 200 and r.json()["data"]["overrides"] == {}, r.text
+    listed = anyio.run(listed_at, w, "/mcp/e/renamed", w.tok("owner"))
+    assert "time__get_current_time" in listed and "clock_now" not in listed, listed
+    assert w.api("DELETE", "/api/v1/endpoints/renamed").status_code == 200

@@ -1377,7 +1377,10 @@ fn serve(
         }
         None => quarry_server::HttpOptions::default(),
     };
-    let mut hub_opts = quarry_hub::HubOptions::default();
+    let mut hub_opts = quarry_hub::HubOptions {
+        secret_key: settings::secret_key(env)?,
+        ..Default::default()
+    };
     if let Some(a) = args {
         hub_opts.max_tools = usize::from(a.max_tools);
         hub_opts.users_may_run_commands = a.hub_allow_commands;

@@ -36,6 +36,17 @@ pub mod view;
 pub mod web;
 
 pub use quarry_core::MACHINE_OWNER;
+pub use quarry_oauth_client::ClientCredentials;
+
+/// Runs store work from async code on the blocking pool (store calls never run on an async
+/// runtime thread).
+pub(crate) async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> quarry_core::Result<T> + Send + 'static,
+) -> quarry_core::Result<T> {
+    tokio::task::spawn_blocking(move || quarry_store::thread_guard::allow_blocking(f))
+        .await
+        .map_err(|e| quarry_core::Error::Storage(format!("a hub task failed: {e}")))?
+}
 
 pub use access::{annotated_read_only, may_use, require_write, usable};
 pub use catalog::{
@@ -43,12 +54,13 @@ pub use catalog::{
     Package, PackageKind,
 };
 pub use custom::CustomCall;
-pub use endpoint::{EndpointSelection, EndpointSelectionError};
+pub use endpoint::{EndpointSelection, EndpointSelectionError, ToolOverride};
 pub use names::{Selection, SelectionError};
 pub use options::{DEFAULT_MAX_TOOLS, HubOptions};
 pub use pool::{ANSWER_GRACE, Connecting, Refreshing, Route};
 pub use registry::{
-    CustomToolInfo, Hub, RECONCILE_POLL, RegisterUpstream, UpstreamInfo, UpstreamPatch, mask_url,
+    CustomToolInfo, Hub, RECONCILE_POLL, RegisterUpstream, SIGN_IN_SECS, SignInInfo, SignInStarted,
+    SignedIn, UpstreamInfo, UpstreamPatch, mask_url,
 };
 pub use ssrf::NetPolicy;
 pub use upstream::{CallError, Health, ProgressSink, TransportKind};

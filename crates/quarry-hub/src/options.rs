@@ -22,6 +22,9 @@ pub struct HubOptions {
     /// The built-in `web` package (`web.web_search`) and its backend; `None` leaves it out.
     /// The server sets it from [`WebSearchOptions::from_lookup`].
     pub web: Option<WebSearchOptions>,
+    /// Seals the OAuth sign-ins of upstreams (`QUARRY_SECRET_KEY`); `None`: they cannot
+    /// sign in.
+    pub secret_key: Option<std::sync::Arc<quarry_secrets::SecretKey>>,
 }
 
 impl Default for HubOptions {
@@ -32,6 +35,7 @@ impl Default for HubOptions {
             net: NetPolicy::default(),
             users_may_run_commands: false,
             web: None,
+            secret_key: None,
         }
     }
 }

@@ -111,10 +111,29 @@ pub struct UpstreamSecrets {
     pub env: BTreeMap<String, String>,
     /// Headers for an HTTP upstream.
     pub headers: BTreeMap<String, String>,
+    /// The upstream's OAuth sign-in (client, tokens, a sign-in under way), sealed under
+    /// `QUARRY_SECRET_KEY` (`registry/signin.rs` owns its shape).
+    pub oauth: Option<String>,
 }
 
+/// Where a connection gets the bearer token of a signed-in upstream: called with the token
+/// the upstream just refused (if any), it answers the token to send now — refreshed first
+/// when the stored one expires soon or was the refused one — or `None` when nobody has
+/// signed in.
+pub type BearerSource = Arc<
+    dyn Fn(
+            Option<String>,
+        ) -> futures_util::future::BoxFuture<'static, Result<Option<String>, String>>
+        + Send
+        + Sync,
+>;
+
+/// How a connection error that needs a person to sign in begins (its status is then
+/// `auth_required`).
+pub const SIGN_IN_REQUIRED: &str = "sign-in required";
+
 /// What a supervisor needs to (re)connect.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct ConnectSpec {
     /// The upstream's display name (for logs).
     pub name: String,
@@ -131,6 +150,8 @@ pub struct ConnectSpec {
     /// The registration's `updated_at` this connection was opened from: a node whose
     /// connection is older than the stored row reconnects (an edit made on another node).
     pub revision: i64,
+    /// The bearer token of an OAuth sign-in (Streamable HTTP upstreams).
+    pub bearer: Option<BearerSource>,
 }
 
 /// Variables a child gets from Quarry's own environment: what programs need to start
@@ -685,35 +706,80 @@ async fn connect(
                 }
             }
             TransportKind::Http => {
-                let http = guarded_http_client(spec).await?;
-                let mut headers = HashMap::new();
-                for (k, v) in &spec.secrets.headers {
-                    let name = http::HeaderName::from_bytes(k.as_bytes())
-                        .map_err(|_| format!("invalid header name '{k}'"))?;
-                    let value = http::HeaderValue::from_str(v)
-                        .map_err(|_| format!("invalid value for header '{k}'"))?;
-                    headers.insert(name, value);
+                let http = guarded_http_client(&spec.config, spec.net.as_ref()).await?;
+                let mut bearer = match &spec.bearer {
+                    Some(source) => source(None).await?,
+                    None => None,
+                };
+                let mut retried = false;
+                loop {
+                    let challenge: Arc<Mutex<Option<String>>> = Arc::default();
+                    let mut headers = HashMap::new();
+                    for (k, v) in &spec.secrets.headers {
+                        let name = http::HeaderName::from_bytes(k.as_bytes())
+                            .map_err(|_| format!("invalid header name '{k}'"))?;
+                        let value = http::HeaderValue::from_str(v)
+                            .map_err(|_| format!("invalid value for header '{k}'"))?;
+                        headers.insert(name, value);
+                    }
+                    if let Some(token) = &bearer {
+                        let value = http::HeaderValue::from_str(&format!("Bearer {token}"))
+                            .map_err(|_| {
+                                "the upstream's access token is not a valid header value".to_owned()
+                            })?;
+                        headers.insert(http::header::AUTHORIZATION, value);
+                    }
+                    let config =
+                        rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
+                            spec.config.as_str(),
+                        )
+                        .custom_headers(headers);
+                    let transport = rmcp::transport::StreamableHttpClientTransport::with_client(
+                        SessionClient {
+                            http: http.clone(),
+                            challenge: challenge.clone(),
+                        },
+                        config,
+                    );
+                    match client
+                        .clone()
+                        .serve_with_lifecycle(
+                            LateDiscoverFilter::new(transport, Arc::new(Default::default())),
+                            lifecycle.clone(),
+                        )
+                        .await
+                    {
+                        Ok(running) => break Ok((running, None)),
+                        Err(e) => {
+                            let asked = challenge.lock().unwrap_or_else(|p| p.into_inner()).take();
+                            let Some(asked) = asked else {
+                                break Err(handshake_error(e));
+                            };
+                            // A refused token is refreshed once; then a person must sign in.
+                            if let (Some(source), Some(token), false) =
+                                (&spec.bearer, bearer.clone(), retried)
+                            {
+                                retried = true;
+                                let fresh = source(Some(token.clone())).await?;
+                                if fresh.is_some() && fresh.as_ref() != Some(&token) {
+                                    bearer = fresh;
+                                    continue;
+                                }
+                            }
+                            let what = if bearer.is_some() {
+                                "the upstream refused its access token and it could not be refreshed"
+                            } else {
+                                "the upstream asks for OAuth"
+                            };
+                            break Err(format!(
+                                "{SIGN_IN_REQUIRED}: {what} ({asked}); sign in from the web UI's Tools page or with POST /api/v1/mcp/servers/<id>/oauth"
+                            ));
+                        }
+                    }
                 }
-                let config =
-                    rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
-                        spec.config.as_str(),
-                    )
-                    .custom_headers(headers);
-                let transport = rmcp::transport::StreamableHttpClientTransport::with_client(
-                    SessionClient(http),
-                    config,
-                );
-                client
-                    .serve_with_lifecycle(
-                        LateDiscoverFilter::new(transport, Arc::new(Default::default())),
-                        lifecycle,
-                    )
-                    .await
-                    .map(|running| (running, None))
-                    .map_err(handshake_error)
             }
             TransportKind::Sse => {
-                let http = guarded_http_client(spec).await?;
+                let http = guarded_http_client(&spec.config, spec.net.as_ref()).await?;
                 let mut headers = http::HeaderMap::new();
                 for (k, v) in &spec.secrets.headers {
                     let name = http::HeaderName::from_bytes(k.as_bytes())
@@ -837,9 +903,12 @@ fn causes(e: &(dyn std::error::Error + 'static)) -> String {
 
 /// The HTTP client for an upstream, after its URL passed the outbound guard (the literal
 /// URL, and the addresses its name resolves to).
-async fn guarded_http_client(spec: &ConnectSpec) -> Result<reqwest::Client, String> {
-    let client = http_client(spec)?;
-    if let (Some(policy), Ok(url)) = (&spec.net, url::Url::parse(&spec.config)) {
+pub(crate) async fn guarded_http_client(
+    config: &str,
+    net: Option<&NetPolicy>,
+) -> Result<reqwest::Client, String> {
+    let client = http_client(config, net)?;
+    if let (Some(policy), Ok(url)) = (net, url::Url::parse(config)) {
         crate::ssrf::check_resolved(policy, &url)
             .await
             .map_err(|e| e.to_string())?;
@@ -847,9 +916,9 @@ async fn guarded_http_client(spec: &ConnectSpec) -> Result<reqwest::Client, Stri
     Ok(client)
 }
 
-fn http_client(spec: &ConnectSpec) -> Result<reqwest::Client, String> {
+fn http_client(config: &str, net: Option<&NetPolicy>) -> Result<reqwest::Client, String> {
     crate::ssrf::ensure_crypto_provider();
-    let url = url::Url::parse(&spec.config).map_err(|e| format!("invalid URL: {e}"))?;
+    let url = url::Url::parse(config).map_err(|e| format!("invalid URL: {e}"))?;
     if !matches!(url.scheme(), "http" | "https") {
         return Err("the URL must start with http:// or https://".into());
     }
@@ -860,7 +929,7 @@ fn http_client(spec: &ConnectSpec) -> Result<reqwest::Client, String> {
         .no_proxy()
         .redirect(reqwest::redirect::Policy::none())
         .connect_timeout(Duration::from_secs(10));
-    match &spec.net {
+    match net {
         Some(policy) => {
             crate::ssrf::check_url(policy, &url).map_err(|e| e.to_string())?;
             builder
@@ -879,7 +948,21 @@ fn http_client(spec: &ConnectSpec) -> Result<reqwest::Client, String> {
 /// would wait out its timeout. As `SessionExpired`, rmcp re-initialises and retries the
 /// request once.
 #[derive(Clone)]
-struct SessionClient(reqwest::Client);
+struct SessionClient {
+    http: reqwest::Client,
+    /// The `WWW-Authenticate` challenge of a `401`, kept for the connection to tell a
+    /// server that wants a sign-in from one that is down.
+    challenge: Arc<Mutex<Option<String>>>,
+}
+
+impl SessionClient {
+    fn note(&self, result: &PostResult) {
+        if let Err(StreamableHttpError::AuthRequired(e)) = result {
+            *self.challenge.lock().unwrap_or_else(|p| p.into_inner()) =
+                Some(e.www_authenticate_header.clone());
+        }
+    }
+}
 
 type PostResult = Result<StreamableHttpPostResponse, StreamableHttpError<reqwest::Error>>;
 
@@ -917,9 +1000,10 @@ impl StreamableHttpClient for SessionClient {
         let in_session_request = sent_in_session(&session_id, &message);
         async move {
             let result = self
-                .0
+                .http
                 .post_message(uri, message, session_id, auth_header, custom_headers)
                 .await;
+            self.note(&result);
             session_lost(in_session_request, result)
         }
     }
@@ -936,7 +1020,7 @@ impl StreamableHttpClient for SessionClient {
         let in_session_request = sent_in_session(&session_id, &message);
         async move {
             let result = self
-                .0
+                .http
                 .post_message_with_max_sse_event_size(
                     uri,
                     message,
@@ -946,6 +1030,7 @@ impl StreamableHttpClient for SessionClient {
                     max_sse_event_size,
                 )
                 .await;
+            self.note(&result);
             session_lost(in_session_request, result)
         }
     }
@@ -958,7 +1043,7 @@ impl StreamableHttpClient for SessionClient {
         custom_headers: HashMap<http::HeaderName, http::HeaderValue>,
     ) -> impl std::future::Future<Output = Result<(), StreamableHttpError<reqwest::Error>>> + Send + '_
     {
-        self.0
+        self.http
             .delete_session(uri, session_id, auth_header, custom_headers)
     }
 
@@ -973,7 +1058,7 @@ impl StreamableHttpClient for SessionClient {
         Output = Result<BoxedSseResponse, StreamableHttpError<reqwest::Error>>,
     > + Send
     + '_ {
-        self.0
+        self.http
             .get_stream(uri, session_id, last_event_id, auth_header, custom_headers)
     }
 
@@ -989,7 +1074,7 @@ impl StreamableHttpClient for SessionClient {
         Output = Result<BoxedSseResponse, StreamableHttpError<reqwest::Error>>,
     > + Send
     + '_ {
-        self.0.get_stream_with_max_sse_event_size(
+        self.http.get_stream_with_max_sse_event_size(
             uri,
             session_id,
             last_event_id,
@@ -1225,7 +1310,11 @@ async fn supervise(conn: Arc<Connection>, spec: ConnectSpec, on_discovered: OnDi
             Err(e) => {
                 tracing::warn!(upstream = %conn.name, "cannot connect: {e}");
                 conn.set_health(|h| {
-                    h.status = "error";
+                    h.status = if e.starts_with(SIGN_IN_REQUIRED) {
+                        "auth_required"
+                    } else {
+                        "error"
+                    };
                     h.last_error = Some(e);
                 });
                 conn.discovered.send_modify(|n| *n += 1);

@@ -6,7 +6,7 @@
 //! see the same tools. `tools/call` resolves names only inside the view: a hidden tool is
 //! exactly as unknown as a tool that does not exist.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use quarry_core::Principal;
@@ -14,6 +14,7 @@ use rmcp::model::Tool;
 use serde_json::{Value, json};
 
 use crate::catalog::{Catalog, CatalogTool};
+use crate::endpoint::ToolOverride;
 use crate::names::Selection;
 
 /// The meta-tools of search mode.
@@ -135,6 +136,9 @@ pub struct View {
     /// Packages whose resources and prompts the endpoint offers: those chosen whole
     /// (`?servers=`, or all for `/api/mcp` without a selection).
     whole_packages: Vec<String>,
+    /// A named endpoint's new names and descriptions, by catalog name (only tools of the
+    /// scope; see [`View::with_overrides`]).
+    overrides: BTreeMap<String, ToolOverride>,
 }
 
 impl View {
@@ -268,7 +272,110 @@ impl View {
             bare,
             search_mode: selection.search_mode,
             whole_packages,
+            overrides: BTreeMap::new(),
         })
+    }
+
+    /// The view with a named endpoint's overrides ([`crate::EndpointSelection::overrides`]):
+    /// it lists each overridden tool under its new name and with its new description (its
+    /// title and everything else unchanged), `search_tools` returns them so, and
+    /// [`View::resolve`] finds a renamed tool by its new name or its catalog name
+    /// (`package.tool`) — no longer by the name it had (its wire name, or its own name with
+    /// `?names=tool`), so an agent sees one name per tool.
+    ///
+    /// Refused, with a message naming the tool: a tool that is not in this view's scope, an
+    /// override [`crate::endpoint::check_override`] refuses, and a new name another tool of
+    /// the scope answers to (its listed name or its wire name) or that two tools are given.
+    pub fn with_overrides(
+        mut self,
+        overrides: &BTreeMap<String, ToolOverride>,
+    ) -> Result<View, ViewError> {
+        if overrides.is_empty() {
+            return Ok(self);
+        }
+        for (full_name, o) in overrides {
+            if !self.reaches(full_name) {
+                return Err(ViewError::Invalid(format!(
+                    "override of '{full_name}': not a tool of this endpoint's selection (use the package.tool name of a tool it selects)"
+                )));
+            }
+            crate::endpoint::check_override(full_name, o).map_err(ViewError::Invalid)?;
+        }
+        self.check_new_names(overrides)?;
+        self.overrides = overrides.clone();
+        Ok(self)
+    }
+
+    /// Refuses a new name another tool of the scope that keeps its name answers to (its
+    /// listed name or its wire name), and one given to two tools.
+    fn check_new_names(&self, overrides: &BTreeMap<String, ToolOverride>) -> Result<(), ViewError> {
+        let is_renamed =
+            |full_name: &str| overrides.get(full_name).is_some_and(|o| o.name.is_some());
+        // What every tool that keeps its name answers to, and whose name it is.
+        let mut taken: HashMap<&str, &str> = HashMap::new();
+        for &i in &self.scope {
+            let t = &self.catalog.tools[i];
+            if is_renamed(t.full_name.as_str()) {
+                continue;
+            }
+            if self.bare {
+                taken.insert(t.name.as_str(), t.full_name.as_str());
+            }
+            taken.insert(t.wire_name.as_str(), t.full_name.as_str());
+        }
+        let mut new_names: HashMap<&str, &str> = HashMap::new();
+        for (full_name, o) in overrides {
+            let Some(name) = o.name.as_deref() else {
+                continue;
+            };
+            if let Some(other) = taken.get(name) {
+                return Err(ViewError::Invalid(format!(
+                    "cannot rename '{full_name}' to '{name}': tool '{other}' of this endpoint is already called that"
+                )));
+            }
+            if let Some(other) = new_names.insert(name, full_name.as_str()) {
+                return Err(ViewError::Invalid(format!(
+                    "cannot rename '{full_name}' to '{name}': '{other}' is renamed '{name}' too"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The override of the tool at catalog position `i`, if it is renamed: its new name.
+    fn new_name(&self, i: usize) -> Option<&str> {
+        self.overrides
+            .get(&self.catalog.tools[i].full_name)
+            .and_then(|o| o.name.as_deref())
+    }
+
+    /// The name this endpoint gives `tool` instead of its own, if it renames it.
+    pub fn renamed(&self, tool: &CatalogTool) -> Option<&str> {
+        self.overrides
+            .get(&tool.full_name)
+            .and_then(|o| o.name.as_deref())
+    }
+
+    /// The description this endpoint gives `tool` instead of its own, if it replaces it.
+    pub fn described(&self, tool: &CatalogTool) -> Option<&str> {
+        self.overrides
+            .get(&tool.full_name)
+            .and_then(|o| o.description.as_deref())
+    }
+
+    /// `tool` as this view lists it: under its wire name (its own with `?names=tool`) or the
+    /// endpoint's new name, with the endpoint's description if it has one.
+    pub fn exposed(&self, tool: &CatalogTool) -> Tool {
+        let mut t = tool.exposed(self.bare);
+        if let Some(o) = self.overrides.get(&tool.full_name) {
+            if let Some(name) = &o.name {
+                t.name = name.clone().into();
+            }
+            if let Some(description) = &o.description {
+                t.description = Some(description.clone().into());
+            }
+        }
+        t
     }
 
     /// The catalog the view was computed from.
@@ -364,7 +471,7 @@ impl View {
         let mut out: Vec<Tool> = self
             .listed
             .iter()
-            .map(|&i| self.catalog.tools[i].exposed(self.bare))
+            .map(|&i| self.exposed(&self.catalog.tools[i]))
             .collect();
         if self.search_mode {
             out.insert(0, self.search_tools_tool());
@@ -376,18 +483,26 @@ impl View {
     /// The tool `name` refers to, if the view reaches it (by its exposed name, its wire name
     /// or its catalog name): a listed tool, or in search mode any tool of the scope, so a
     /// name `search_tools` returned can be called directly as well as through `call_tool`.
+    /// A tool the endpoint renamed answers to its new name and its catalog name only.
     /// Meta-tools are not catalog tools and resolve to `None`.
     pub fn resolve(&self, name: &str) -> Option<&CatalogTool> {
         let set = &self.scope;
+        if let Some(&i) = set.iter().find(|&&i| self.new_name(i) == Some(name)) {
+            return Some(&self.catalog.tools[i]);
+        }
         let i = if self.bare {
             set.iter()
                 .copied()
-                .find(|&i| self.catalog.tools[i].name == name)
+                .find(|&i| self.catalog.tools[i].name == name && self.new_name(i).is_none())
         } else {
             None
         }
         .or_else(|| position(&self.catalog, name).filter(|i| set.binary_search(i).is_ok()))?;
-        Some(&self.catalog.tools[i])
+        let tool = &self.catalog.tools[i];
+        if self.new_name(i).is_some() && name != tool.full_name {
+            return None;
+        }
+        Some(tool)
     }
 
     /// `search_tools`: the best tools of the scope for `query`, with full schemas. With
@@ -578,4 +693,286 @@ fn object(v: Value) -> serde_json::Map<String, Value> {
 /// A catalog tool's position by catalog name or wire name.
 fn position(catalog: &Catalog, name: &str) -> Option<usize> {
     catalog.position(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::BuiltinPackage;
+
+    fn package(id: &str, tools: &[(&str, &str)]) -> BuiltinPackage {
+        BuiltinPackage {
+            id: id.into(),
+            name: id.into(),
+            description: String::new(),
+            category: "dev".into(),
+            tags: Vec::new(),
+            tools: tools
+                .iter()
+                .map(|(name, description)| {
+                    Tool::new(
+                        name.to_string(),
+                        description.to_string(),
+                        Arc::new(object(json!({"type": "object"}))),
+                    )
+                    .with_title(format!("Title of {name}"))
+                })
+                .collect(),
+        }
+    }
+
+    fn catalog() -> Arc<Catalog> {
+        Arc::new(Catalog::build(
+            0,
+            &[
+                package(
+                    "time",
+                    &[
+                        ("get_current_time", "Current time"),
+                        ("convert_time", "Convert"),
+                    ],
+                ),
+                package("git", &[("git_log", "Commits"), ("git_status", "Status")]),
+            ],
+            Vec::new(),
+            Vec::new(),
+            &[],
+            &[],
+            48,
+        ))
+    }
+
+    fn view(query: &str) -> View {
+        View::compute(
+            catalog(),
+            &Selection::from_query(Some(query)).unwrap(),
+            &DefaultView::Everything,
+            &Principal::owner("default", ""),
+            &|_| true,
+            32,
+        )
+        .unwrap()
+    }
+
+    fn rename(pairs: &[(&str, Option<&str>, Option<&str>)]) -> BTreeMap<String, ToolOverride> {
+        pairs
+            .iter()
+            .map(|(tool, name, description)| {
+                (
+                    tool.to_string(),
+                    ToolOverride {
+                        name: name.map(str::to_owned),
+                        description: description.map(str::to_owned),
+                    },
+                )
+            })
+            .collect()
+    }
+
+    fn names(v: &View) -> Vec<String> {
+        v.list().into_iter().map(|t| t.name.to_string()).collect()
+    }
+
+    #[test]
+    fn a_renamed_tool_is_listed_and_called_by_its_new_name_only() {
+        let v = view("servers=time")
+            .with_overrides(&rename(&[(
+                "time.get_current_time",
+                Some("clock_now"),
+                Some("现在几点：当前时间"),
+            )]))
+            .unwrap();
+        let listed = v.list();
+        assert_eq!(names(&v), ["time__convert_time", "clock_now"]);
+        let clock = listed.iter().find(|t| t.name == "clock_now").unwrap();
+        assert_eq!(clock.description.as_deref(), Some("现在几点：当前时间"));
+        assert_eq!(
+            clock.title.as_deref(),
+            Some("Title of get_current_time"),
+            "the title is the tool's own"
+        );
+        let convert = listed
+            .iter()
+            .find(|t| t.name == "time__convert_time")
+            .unwrap();
+        assert_eq!(convert.description.as_deref(), Some("Convert"));
+        // The new name and the catalog name reach it; the old exposed name does not.
+        assert_eq!(
+            v.resolve("clock_now").map(|t| t.full_name.as_str()),
+            Some("time.get_current_time")
+        );
+        assert_eq!(
+            v.resolve("time.get_current_time")
+                .map(|t| t.full_name.as_str()),
+            Some("time.get_current_time")
+        );
+        assert!(v.resolve("time__get_current_time").is_none());
+        assert!(v.resolve("get_current_time").is_none());
+        // Others are untouched.
+        assert_eq!(
+            v.resolve("time__convert_time")
+                .map(|t| t.full_name.as_str()),
+            Some("time.convert_time")
+        );
+        let t = v.catalog().by_full_name("time.get_current_time").unwrap();
+        assert_eq!(v.renamed(t), Some("clock_now"));
+        assert_eq!(v.described(t), Some("现在几点：当前时间"));
+        assert_eq!(v.exposed(t).name, "clock_now");
+        let c = v.catalog().by_full_name("time.convert_time").unwrap();
+        assert_eq!((v.renamed(c), v.described(c)), (None, None));
+    }
+
+    #[test]
+    fn only_a_description_keeps_the_name() {
+        let v = view("tools=git.git_log&names=tool")
+            .with_overrides(&rename(&[(
+                "git.git_log",
+                None,
+                Some("History of the repo"),
+            )]))
+            .unwrap();
+        let listed = v.list();
+        assert_eq!(listed.len(), 1);
+        assert_eq!(listed[0].name, "git_log");
+        assert_eq!(
+            listed[0].description.as_deref(),
+            Some("History of the repo")
+        );
+        assert!(v.resolve("git_log").is_some());
+    }
+
+    #[test]
+    fn renames_with_own_names_drop_the_own_name() {
+        let v = view("servers=git&names=tool")
+            .with_overrides(&rename(&[("git.git_log", Some("history"), None)]))
+            .unwrap();
+        assert_eq!(names(&v), ["history", "git_status"]);
+        assert!(v.resolve("git_log").is_none());
+        assert!(v.resolve("git__git_log").is_none());
+        assert!(v.resolve("history").is_some());
+        assert!(v.resolve("git_status").is_some());
+    }
+
+    #[test]
+    fn search_mode_reaches_a_renamed_tool_by_its_new_name() {
+        let v = view("servers=time,git&mode=search")
+            .with_overrides(&rename(&[("git.git_log", Some("history"), None)]))
+            .unwrap();
+        assert_eq!(names(&v), [SEARCH_TOOLS, CALL_TOOL]);
+        assert_eq!(
+            v.resolve("history").map(|t| t.full_name.as_str()),
+            Some("git.git_log")
+        );
+        assert!(v.resolve("git__git_log").is_none());
+    }
+
+    #[test]
+    fn clashes_and_strangers_are_refused() {
+        let err = |query: &str, o: BTreeMap<String, ToolOverride>| -> String {
+            match view(query).with_overrides(&o) {
+                Ok(_) => panic!("{o:?} was accepted"),
+                Err(e) => e.to_string(),
+            }
+        };
+        // Another listed tool's name.
+        let e = err(
+            "servers=time",
+            rename(&[("time.get_current_time", Some("time__convert_time"), None)]),
+        );
+        assert!(
+            e.contains("time.get_current_time") && e.contains("time.convert_time"),
+            "{e}"
+        );
+        // With own names, another tool's own name.
+        let e = err(
+            "servers=git&names=tool",
+            rename(&[("git.git_log", Some("git_status"), None)]),
+        );
+        assert!(
+            e.contains("git.git_log") && e.contains("git.git_status"),
+            "{e}"
+        );
+        // A tool search mode reaches but does not list.
+        let e = err(
+            "servers=time,git&mode=search",
+            rename(&[("git.git_log", Some("git__git_status"), None)]),
+        );
+        assert!(e.contains("git.git_status"), "{e}");
+        // Two tools, one new name.
+        let e = err(
+            "servers=git",
+            rename(&[
+                ("git.git_log", Some("same"), None),
+                ("git.git_status", Some("same"), None),
+            ]),
+        );
+        assert!(
+            e.contains("git.git_log") && e.contains("git.git_status"),
+            "{e}"
+        );
+        // A tool outside the selection, or one that does not exist.
+        for stranger in ["git.git_log", "time.nosuch", "nosuch"] {
+            let e = err("servers=time", rename(&[(stranger, Some("x"), None)]));
+            assert!(
+                e.contains(stranger) && e.contains("not a tool of this endpoint's selection"),
+                "{e}"
+            );
+        }
+        // What the override says on its own.
+        let e = err("servers=time", rename(&[("time.convert_time", None, None)]));
+        assert!(
+            e.contains("time.convert_time") && e.contains("neither"),
+            "{e}"
+        );
+        let e = err(
+            "servers=time",
+            rename(&[("time.convert_time", Some("call_tool"), None)]),
+        );
+        assert!(e.contains("call_tool"), "{e}");
+        let e = err(
+            "servers=time",
+            rename(&[("time.convert_time", Some("bad name"), None)]),
+        );
+        assert!(e.contains("invalid new name"), "{e}");
+        // Swapping two names is fine: each answers to its new one only.
+        let v = view("servers=git&names=tool")
+            .with_overrides(&rename(&[
+                ("git.git_log", Some("git_status"), None),
+                ("git.git_status", Some("git_log"), None),
+            ]))
+            .unwrap();
+        assert_eq!(names(&v), ["git_status", "git_log"]);
+        assert_eq!(
+            v.resolve("git_status").map(|t| t.full_name.as_str()),
+            Some("git.git_log")
+        );
+        assert_eq!(
+            v.resolve("git_log").map(|t| t.full_name.as_str()),
+            Some("git.git_status")
+        );
+        // Renaming a tool to its own old name is harmless.
+        let v = view("servers=time")
+            .with_overrides(&rename(&[(
+                "time.convert_time",
+                Some("time__convert_time"),
+                None,
+            )]))
+            .unwrap();
+        assert!(v.resolve("time__convert_time").is_some());
+    }
+
+    #[test]
+    fn no_overrides_change_nothing() {
+        let plain = view("servers=time,git");
+        let same = view("servers=time,git")
+            .with_overrides(&BTreeMap::new())
+            .unwrap();
+        assert_eq!(plain.list(), same.list());
+        for name in ["time__get_current_time", "git.git_log", "nosuch"] {
+            assert_eq!(
+                plain.resolve(name).map(|t| t.full_name.clone()),
+                same.resolve(name).map(|t| t.full_name.clone())
+            );
+        }
+    }
 }

@@ -213,6 +213,7 @@ pub fn app(state: Arc<AppState>, opts: &HttpOptions, shutdown: &CancellationToke
         .merge(chat)
         .merge(metrics)
         .merge(api::qmd::public_router())
+        .merge(api::hub::public_router().layer(timeout()))
         .merge(
             api::oauth::public_router()
                 .layer(axum::extract::DefaultBodyLimit::max(64 * 1024))

@@ -159,6 +159,16 @@ impl HubStore for PgStore {
         Ok(())
     }
 
+    fn swap_upstream_secrets(&self, id: &str, expected: &str, new: &str) -> Result<bool> {
+        self.conn()?
+            .execute(
+                "UPDATE hub_upstreams SET secrets = $3 WHERE id = $1 AND secrets = $2",
+                &[&id, &expected, &new],
+            )
+            .map(|n| n == 1)
+            .map_err(db_err)
+    }
+
     fn upstreams(&self, owner: Option<&str>) -> Result<Vec<UpstreamRow>> {
         read_all(self.conn()?.query(
             &format!(

@@ -228,6 +228,17 @@ impl HubStore for SqliteStore {
         })
     }
 
+    fn swap_upstream_secrets(&self, id: &str, expected: &str, new: &str) -> Result<bool> {
+        self.write(|tx| {
+            tx.execute(
+                "UPDATE hub_upstreams SET secrets = ?3 WHERE id = ?1 AND secrets = ?2",
+                params![id, expected, new],
+            )
+            .map(|n| n == 1)
+            .map_err(db_err)
+        })
+    }
+
     fn upstreams(&self, owner: Option<&str>) -> Result<Vec<UpstreamRow>> {
         let conn = self.conn();
         let mut stmt = conn

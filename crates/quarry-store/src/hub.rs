@@ -158,6 +158,10 @@ pub trait HubStore: crate::ChangeNotifier {
     /// Replaces an upstream's mutable fields: everything but its owner, id, package and
     /// creation time.
     fn update_upstream(&self, upstream: &UpstreamRow) -> Result<()>;
+    /// Replaces an upstream's secrets if they are still `expected` (compare-and-swap, so
+    /// nodes refreshing one sign-in never both spend its refresh token); its `updated_at`
+    /// stays, so no node reconnects for it. False when they had changed (or it is gone).
+    fn swap_upstream_secrets(&self, id: &str, expected: &str, new: &str) -> Result<bool>;
     /// The owner's upstreams, or every owner's when `None` (the hub connects them at start).
     fn upstreams(&self, owner: Option<&str>) -> Result<Vec<UpstreamRow>>;
     /// One of the owner's upstreams by id.

@@ -9,9 +9,11 @@
 //! `custom_tools.rs` the owner's custom HTTP tools.
 
 mod custom_tools;
+mod signin;
 mod upstreams;
 
 pub use custom_tools::CustomToolInfo;
+pub use signin::{SIGN_IN_SECS, SignInInfo, SignInStarted, SignedIn};
 pub use upstreams::{RegisterUpstream, UpstreamInfo, UpstreamPatch, mask_url};
 
 use std::collections::HashMap;
@@ -185,6 +187,7 @@ impl Hub {
             secrets,
             net: (row.owner != MACHINE_OWNER).then(|| self.opts.net.clone()),
             revision: row.updated_at,
+            bearer: (transport == TransportKind::Http).then(|| self.bearer_source(&row.id)),
         };
         let hub = Arc::downgrade(self);
         let owner = row.owner.clone();

@@ -170,6 +170,9 @@ pub struct UpstreamInfo {
     pub usable_tool_count: usize,
     /// Tools the package's manifest declares that the upstream does not offer (not exposed).
     pub missing_tools: Vec<String>,
+    /// The OAuth sign-in of an upstream that asked for one (never a token).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub oauth: Option<super::SignInInfo>,
     /// The discovered tools as listed (seed 003's `tools_cache`): the upstream's definitions,
     /// with a manifest's description and input schema where it gives them.
     pub tools_cache: Vec<Value>,
@@ -419,6 +422,7 @@ impl Hub {
         let secrets = UpstreamSecrets {
             env: req.env.clone(),
             headers: req.headers.clone(),
+            oauth: None,
         };
         Ok(Launch {
             transport,
@@ -447,6 +451,14 @@ impl Hub {
             .transport_type
             .as_deref()
             .is_some_and(|t| t.trim() != row.transport);
+        // A sign-in belongs to the server it was made with: another URL signs in anew.
+        let kept_sign_in = secrets.oauth.clone().filter(|_| {
+            !new_transport
+                && patch
+                    .config
+                    .as_deref()
+                    .is_none_or(|c| c.trim() == row.config)
+        });
         let (args, cwd, env, headers) = if new_transport {
             Default::default()
         } else {
@@ -476,7 +488,8 @@ impl Hub {
             ..Default::default()
         };
         let name = upstream_name(&req.name)?;
-        let launch = self.launch(caller, &req)?;
+        let mut launch = self.launch(caller, &req)?;
+        launch.secrets.oauth = kept_sign_in;
         row.name = name;
         row.transport = launch.transport.as_str().into();
         row.config = launch.config;
@@ -512,7 +525,7 @@ impl Hub {
     }
 
     /// The caller's upstream by id, or by name or package id (both unique per owner).
-    fn row(&self, caller: &Principal, key: &str) -> Result<UpstreamRow> {
+    pub(super) fn row(&self, caller: &Principal, key: &str) -> Result<UpstreamRow> {
         let found = match self.store.upstream(caller.owner_key(), key)? {
             Some(row) => Some(row),
             None => self
@@ -574,6 +587,7 @@ impl Hub {
             tool_count: tools.len(),
             usable_tool_count,
             missing_tools: pkg.map(|p| p.missing_tools.clone()).unwrap_or_default(),
+            oauth: self.sign_in_info(row),
             tools_cache: tools,
             created_at: quarry_core::iso8601_millis(row.created_at),
             updated_at: quarry_core::iso8601_millis(row.updated_at),

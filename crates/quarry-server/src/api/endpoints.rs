@@ -1,8 +1,10 @@
 //! Named tool endpoints over REST (`/api/v1/endpoints`): list, create, read, change and
 //! delete the saved selections served at `/mcp/e/<name>`. Who sees and edits which endpoint
-//! is `service::endpoints`'; a selection is checked against the caller's own catalog when it
-//! is saved, so a typo is a 400 rather than an endpoint that lists nothing.
+//! is `service::endpoints`'; a selection (and its overrides: new names and descriptions of
+//! its tools) is checked against the caller's own catalog when it is saved, so a typo is a
+//! 400 rather than an endpoint that lists nothing.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use axum::Router;
@@ -11,7 +13,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use quarry_core::{Access, Error};
-use quarry_hub::{EndpointSelection, Selection, endpoint};
+use quarry_hub::{EndpointSelection, Selection, ToolOverride, endpoint};
 use quarry_store::ToolEndpointRow;
 use serde::Deserialize;
 
@@ -62,6 +64,20 @@ struct EndpointBody {
     /// The most tools it may list (at most the server's cap).
     #[serde(default, deserialize_with = "count")]
     cap: Option<usize>,
+    /// New names and descriptions of its tools, by `package.tool`: a `PUT` without it keeps
+    /// the endpoint's, `{}` removes them.
+    #[serde(default)]
+    overrides: Option<BTreeMap<String, OverrideBody>>,
+}
+
+/// One tool's override: a new name, a new description, or both.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OverrideBody {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    description: Option<String>,
 }
 
 fn bad(message: impl Into<String>) -> ApiError {
@@ -133,9 +149,21 @@ fn saved_selection(b: &EndpointBody) -> Result<EndpointSelection, ApiError> {
             "description is longer than {MAX_DESCRIPTION} characters"
         )));
     }
+    let mut overrides = BTreeMap::new();
+    for (tool, o) in b.overrides.iter().flatten() {
+        let o = ToolOverride {
+            name: o.name.clone(),
+            description: o.description.clone(),
+        };
+        // What needs no catalog; whether the endpoint selects the tool, and whether its new
+        // name is free, are checked against the catalog before saving.
+        endpoint::check_override(tool, &o).map_err(|m| bad(format!("overrides: {m}")))?;
+        overrides.insert(tool.clone(), o);
+    }
     Ok(EndpointSelection {
         selection,
         cap: b.cap,
+        overrides,
     })
 }
 
@@ -150,7 +178,7 @@ async fn check_against_catalog(
     let max_tools = hub.options().max_tools;
     run_blocking(move || {
         let catalog = hub.catalog(caller.principal.owner_key())?;
-        endpoints::view_of(&row, catalog, &caller, max_tools)
+        endpoints::checked_view_of(&row, catalog, &caller, max_tools)
             .map_err(|e| Error::invalid(e.to_string()))?;
         Ok(row)
     })
@@ -254,7 +282,7 @@ fn forbid_edit(caller: &Caller, row: &ToolEndpointRow) -> Result<(), ApiError> {
 }
 
 /// `PUT`: replaces the name, selection and description (clients keep their URL unless the
-/// name changes).
+/// name changes); the overrides too when the body has them, else the endpoint keeps its own.
 async fn update(
     State(st): State<Arc<AppState>>,
     caller: Caller,
@@ -262,12 +290,17 @@ async fn update(
     Path(name): Path<String>,
     Body(b): Body<EndpointBody>,
 ) -> Result<Response, ApiError> {
-    let saved = saved_selection(&b)?;
+    let mut saved = saved_selection(&b)?;
     if b.owner.is_some() {
         return Err(bad("an endpoint's owner cannot change: create a new one"));
     }
     let row = find(&st, &caller, name).await?;
     forbid_edit(&caller, &row)?;
+    if b.overrides.is_none() {
+        saved.overrides = EndpointSelection::from_query(&row.selection)
+            .map(|old| old.overrides)
+            .unwrap_or_default();
+    }
     let new_name = b.name.clone().unwrap_or_else(|| row.name.clone());
     let row = ToolEndpointRow {
         name: new_name,

@@ -110,6 +110,10 @@ pub(crate) fn router() -> Router<Arc<AppState>> {
         )
         .route("/api/v1/mcp/servers/{id}/toggle", patch(toggle_server))
         .route("/api/v1/mcp/servers/{id}/refresh", post(refresh_server))
+        .route(
+            "/api/v1/mcp/servers/{id}/oauth",
+            post(begin_sign_in).delete(sign_out),
+        )
         .route("/api/v1/mcp/servers/{id}/tools", get(server_tools))
         .route("/api/v1/mcp/tools", get(all_mcp_tools))
         .route("/api/v1/tools", get(all_tools).post(create_custom))
@@ -126,6 +130,126 @@ pub(crate) fn router() -> Router<Arc<AppState>> {
         .route("/api/catalog/search", get(catalog_search))
         .route("/api/catalog/{key}", get(catalog_category))
         .route("/api/catalog/{key}/tools", get(catalog_package_tools))
+}
+
+/// Where an upstream's authorization server sends the browser back (public: the `state`
+/// authenticates it).
+pub(crate) fn public_router() -> Router<Arc<AppState>> {
+    Router::new().route(UPSTREAM_CALLBACK, get(sign_in_callback))
+}
+
+/// The redirect URI Quarry registers with upstreams' authorization servers.
+const UPSTREAM_CALLBACK: &str = "/oauth/upstream/callback";
+
+/// A client registered by hand, for authorization servers without dynamic registration.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SignInBody {
+    client_id: Option<String>,
+    client_secret: Option<String>,
+}
+
+/// `POST /api/v1/mcp/servers/{id}/oauth`: starts signing in; answers the address the person
+/// opens to consent.
+async fn begin_sign_in(
+    call: HubCall,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Result<Response, ApiError> {
+    // The body is optional: most authorization servers register Quarry themselves.
+    let body: SignInBody = if body.iter().all(u8::is_ascii_whitespace) {
+        SignInBody::default()
+    } else {
+        serde_json::from_slice(&body)
+            .map_err(|e| ApiError::from(Error::InvalidInput(format!("invalid JSON body: {e}"))))?
+    };
+    let client = match (body.client_id, body.client_secret) {
+        (Some(client_id), client_secret) if !client_id.trim().is_empty() => {
+            Some(quarry_hub::ClientCredentials {
+                client_id,
+                client_secret,
+            })
+        }
+        (None, None) => None,
+        _ => {
+            return Err(ApiError::from(Error::InvalidInput(
+                "client_secret needs a client_id".into(),
+            )));
+        }
+    };
+    let redirect_uri = format!("{}{UPSTREAM_CALLBACK}", base_url(&headers));
+    let hub = call.state.hub().clone();
+    let started = hub
+        .begin_sign_in(&call.caller.principal, &id, &redirect_uri, client)
+        .await?;
+    Ok(ok(started))
+}
+
+/// `DELETE /api/v1/mcp/servers/{id}/oauth`: forgets the sign-in.
+async fn sign_out(call: HubCall, Path(id): Path<String>) -> Result<Response, ApiError> {
+    let key = id.clone();
+    call.run(move |hub, who| hub.sign_out(who, &key)).await?;
+    call.reply(move |hub, who| hub.upstream(who, &id)).await
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct CallbackQuery {
+    state: Option<String>,
+    code: Option<String>,
+    error: Option<String>,
+    error_description: Option<String>,
+}
+
+/// `GET /oauth/upstream/callback`: the browser comes back from the authorization server; the
+/// code is exchanged and the person is told how it went.
+async fn sign_in_callback(
+    axum::extract::State(st): axum::extract::State<Arc<AppState>>,
+    Query(q): Query<CallbackQuery>,
+) -> Response {
+    let error = q.error.as_deref().map(|e| match &q.error_description {
+        Some(d) => format!("{e} ({d})"),
+        None => e.to_owned(),
+    });
+    let outcome = match q.state.as_deref() {
+        Some(state) => {
+            st.hub()
+                .finish_sign_in(state, q.code.as_deref(), error.as_deref())
+                .await
+        }
+        None => Err(Error::InvalidInput(
+            "the authorization server sent no state".into(),
+        )),
+    };
+    let (status, title, text) = match &outcome {
+        Ok(done) => (
+            StatusCode::OK,
+            "Signed in".to_owned(),
+            format!(
+                "Quarry is signed in to the MCP server '{}'. Its tools are being listed; you can close this window.",
+                done.name
+            ),
+        ),
+        Err(e) => (
+            crate::http::http_status(e),
+            "Sign-in failed".to_owned(),
+            crate::http::public_detail(e),
+        ),
+    };
+    let page = format!(
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{title} · Quarry</title></head>\
+         <body><main><h1>{title}</h1><p class=\"sign-in-result\">{}</p><p><a href=\"/#/tools\">Back to Quarry's tools</a></p></main></body></html>",
+        crate::http::html_escape(&text)
+    );
+    (
+        status,
+        [
+            (axum::http::header::CONTENT_TYPE, "text/html; charset=utf-8"),
+            (axum::http::header::CACHE_CONTROL, "no-store"),
+        ],
+        page,
+    )
+        .into_response()
 }
 
 async fn list_servers(call: HubCall) -> Result<Response, ApiError> {

@@ -21,7 +21,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::auth::{Caller, oauth};
-use crate::http::{ApiError, Body, ok, run_blocking, run_blocking_raw};
+use crate::http::{ApiError, Body, html_escape, ok, run_blocking, run_blocking_raw};
 use crate::state::AppState;
 
 /// Public routes (no token: clients call them before they have one).
@@ -140,13 +140,6 @@ async fn register(State(st): State<Arc<AppState>>, body: Bytes) -> Response {
         Ok(Err(e)) => oauth_error(&e),
         Err(e) => oauth_error(&internal(e.detail)),
     }
-}
-
-fn html_escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
 }
 
 /// A refusal shown to the person (never redirected: the client or redirect URI is not one

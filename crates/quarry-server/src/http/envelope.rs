@@ -29,3 +29,11 @@ pub(crate) fn base_url(headers: &HeaderMap) -> String {
         .unwrap_or("http");
     format!("{scheme}://{host}")
 }
+
+/// Text made safe inside an HTML element or a double-quoted attribute.
+pub(crate) fn html_escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}

@@ -12,7 +12,7 @@ mod extract;
 pub(crate) mod guard;
 
 pub(crate) use blocking::{run_blocking, run_blocking_raw};
-pub(crate) use envelope::{base_url, ok, ok_list};
+pub(crate) use envelope::{base_url, html_escape, ok, ok_list};
 pub(crate) use error::{ApiError, http_status, public_detail, status_of};
 pub(crate) use extract::{Body, count, nullable};
 pub(crate) use quarry_core::ErrorCode;

@@ -539,10 +539,11 @@ async fn search_tools_result(caller: &Caller, view: &View, args: &JsonObject) ->
             let tools: Vec<Value> = found
                 .iter()
                 .map(|t| {
+                    // A named endpoint's new name and description, where it gives them.
                     json!({
-                        "name": t.wire_name,
+                        "name": view.renamed(t).unwrap_or(t.wire_name.as_str()),
                         "catalog_name": t.full_name,
-                        "description": t.description(),
+                        "description": view.described(t).unwrap_or(t.description()),
                         "category": t.category,
                         "inputSchema": &*t.tool.input_schema,
                     })

@@ -7,12 +7,15 @@
 //! space (`space:<UUID>`: its members see it when they act in that space; its admins and
 //! owners edit it). One nobody may see is as missing as one that does not exist. An endpoint
 //! never widens a caller's reach: its view is computed over the caller's own catalog with the
-//! caller's token scope applied, like any other.
+//! caller's token scope applied, like any other. Its overrides (new names and descriptions of
+//! its tools) apply to that view only: ad-hoc URLs (`/api/mcp?tools=…`) show the tools as
+//! they are.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use quarry_core::{Access, Error, Principal};
-use quarry_hub::{Catalog, DefaultView, EndpointSelection, View, ViewError};
+use quarry_hub::{Catalog, DefaultView, EndpointSelection, ToolOverride, View, ViewError};
 use quarry_store::{Store, ToolEndpointRow};
 use serde_json::{Value, json};
 
@@ -56,24 +59,74 @@ pub(crate) fn may_edit(principal: &Principal, endpoint: &ToolEndpointRow) -> boo
 }
 
 /// The endpoint's view for `caller` over its catalog (its token scope and knowledge-tool
-/// access apply), capped at the endpoint's own cap or the server's, whichever is lower.
+/// access apply), capped at the endpoint's own cap or the server's, whichever is lower, with
+/// the endpoint's overrides. An override of a tool this view does not reach (switched off
+/// since, or beyond this caller's reach) is left out rather than failing the endpoint.
 pub(crate) fn view_of(
     endpoint: &ToolEndpointRow,
     catalog: Arc<Catalog>,
     caller: &Caller,
     server_cap: usize,
 ) -> Result<View, ViewError> {
+    view_with(endpoint, catalog, caller, server_cap, false)
+}
+
+/// [`view_of`] as saving an endpoint checks it: every override must name a tool of the view
+/// (a typo is a 400 naming it, not an override that never applies).
+pub(crate) fn checked_view_of(
+    endpoint: &ToolEndpointRow,
+    catalog: Arc<Catalog>,
+    caller: &Caller,
+    server_cap: usize,
+) -> Result<View, ViewError> {
+    view_with(endpoint, catalog, caller, server_cap, true)
+}
+
+fn view_with(
+    endpoint: &ToolEndpointRow,
+    catalog: Arc<Catalog>,
+    caller: &Caller,
+    server_cap: usize,
+    every_override: bool,
+) -> Result<View, ViewError> {
     let saved = EndpointSelection::from_query(&endpoint.selection)
         .map_err(|e| ViewError::Invalid(e.to_string()))?;
     let cap = saved.cap.map_or(server_cap, |c| c.min(server_cap));
-    View::compute(
+    let view = View::compute(
         catalog,
         &saved.selection,
         &DefaultView::Everything,
         &caller.principal,
         &|t| knowledge_tools::catalog_tool_usable_by(caller, t),
         cap,
-    )
+    )?;
+    if every_override {
+        return view.with_overrides(&saved.overrides);
+    }
+    let reached: BTreeMap<String, ToolOverride> = saved
+        .overrides
+        .into_iter()
+        .filter(|(tool, _)| view.reaches(tool))
+        .collect();
+    view.with_overrides(&reached)
+}
+
+/// An endpoint's overrides as the API shows them: `{"package.tool": {"name"?, "description"?}}`.
+fn overrides_json(overrides: &BTreeMap<String, ToolOverride>) -> Value {
+    let map: serde_json::Map<String, Value> = overrides
+        .iter()
+        .map(|(tool, o)| {
+            let mut entry = serde_json::Map::new();
+            if let Some(name) = &o.name {
+                entry.insert("name".into(), Value::String(name.clone()));
+            }
+            if let Some(description) = &o.description {
+                entry.insert("description".into(), Value::String(description.clone()));
+            }
+            (tool.clone(), Value::Object(entry))
+        })
+        .collect();
+    Value::Object(map)
 }
 
 /// How the API shows an endpoint: its URL at `base`, its selection spelled out.
@@ -96,6 +149,7 @@ pub(crate) fn describe(endpoint: &ToolEndpointRow, principal: &Principal, base: 
         "mode": if s.search_mode { "search" } else { "list" },
         "names": if s.own_names { "tool" } else { "package" },
         "cap": saved.cap,
+        "overrides": overrides_json(&saved.overrides),
         "editable": may_edit(principal, endpoint),
         "created_at": quarry_core::iso8601_millis(endpoint.created_at),
         "updated_at": quarry_core::iso8601_millis(endpoint.updated_at),

@@ -240,6 +240,33 @@ pub fn hub_upstreams_round_trip_and_update(store: &dyn Store) {
         Some(&got),
         "failed updates changed nothing"
     );
+
+    // Secrets swap only from what the caller read (two nodes refreshing one sign-in: one
+    // wins), and leave `updated_at` alone so no node reconnects for it.
+    let g = generation(store, "alice");
+    assert!(
+        store
+            .swap_upstream_secrets("u1", "{}", r#"{"oauth":"v1:a"}"#)
+            .expect("swap")
+    );
+    assert!(
+        !store
+            .swap_upstream_secrets("u1", "{}", r#"{"oauth":"v1:b"}"#)
+            .expect("swap"),
+        "a swap from stale secrets is refused"
+    );
+    assert!(
+        !store
+            .swap_upstream_secrets("nope", "{}", "{}")
+            .expect("swap of an unknown id")
+    );
+    let swapped = store
+        .upstream("alice", "u1")
+        .expect("upstream")
+        .expect("still there");
+    assert_eq!(swapped.secrets, r#"{"oauth":"v1:a"}"#);
+    assert_eq!(swapped.updated_at, got.updated_at);
+    assert_eq!(generation(store, "alice"), g, "secrets are not the catalog");
 }
 
 /// Within one owner, an upstream's name and package are unique (`Conflict`, naming the
