@@ -136,7 +136,7 @@ table! {
         AWS_ALLOW_HTTP: System, None, EVERY, "`false`",
             "`true` lets `--blobs` use a plain-http endpoint (a store on a private network).";
         QUARRY_SECRET_KEY: Secret, None, SOURCES, "unset (no credential can be stored)",
-            "Seals the credentials of sources (a Git token, a WebDAV password) at rest: 32 random bytes as 64 hexadecimal digits (`openssl rand -hex 32`). The same on every node of a team's server; a credential stored under one key does not open under another.";
+            "Seals the credentials of sources (a Git token, a WebDAV password) and the OAuth sign-ins of upstream MCP servers at rest: 32 random bytes as 64 hexadecimal digits (`openssl rand -hex 32`). The same on every node of a team's server; a credential stored under one key does not open under another.";
         QUARRY_SPACE: Setting, Some("--space"), EVERY, "`default`",
             "Work in this space (name or UUID); the CLI acts as its owner.";
         QUARRY_MAX_FILE_BYTES: Setting, None, INDEXING, "67108864 (64 MiB)",

@@ -487,7 +487,10 @@ impl View {
     /// Meta-tools are not catalog tools and resolve to `None`.
     pub fn resolve(&self, name: &str) -> Option<&CatalogTool> {
         let set = &self.scope;
-        if let Some(&i) = set.iter().find(|&&i| self.new_name(i) == Some(name)) {
+        // Only an endpoint with overrides pays for looking through them.
+        if !self.overrides.is_empty()
+            && let Some(&i) = set.iter().find(|&&i| self.new_name(i) == Some(name))
+        {
             return Some(&self.catalog.tools[i]);
         }
         let i = if self.bare {

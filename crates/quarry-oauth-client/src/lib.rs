@@ -343,7 +343,7 @@ pub async fn discover(
     let issuer_url = Url::parse(&issuer).map_err(|e| {
         OAuthClientError::Discovery(format!("authorization server {issuer:?}: {e}"))
     })?;
-    let has_path = issuer_url.path().trim_end_matches('/') != "";
+    let has_path = !issuer_url.path().trim_end_matches('/').is_empty();
     let mut as_places = vec![well_known(&issuer_url, "oauth-authorization-server")];
     as_places.push(well_known(&issuer_url, "openid-configuration"));
     if has_path {

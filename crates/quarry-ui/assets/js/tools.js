@@ -3,7 +3,7 @@
 // schema-aware editor and a "Test" form generated from the tool's input schema).
 //
 // Routes (crates/quarry-server/src/hub_api.rs): /api/v1/mcp/servers[/{id}[/toggle|/refresh|
-// /tools]], /api/v1/hub/tools/{pkg.tool}/toggle, /api/v1/tools[/builtin[/{name}/toggle]],
+// /tools|/oauth]], /api/v1/hub/tools/{pkg.tool}/toggle, /api/v1/tools[/builtin[/{name}/toggle]],
 // /api/v1/tools/{id}[/toggle|/test]. Secret values (env, headers) never come back from the
 // API: lists carry their names only, and so does this page.
 //
@@ -23,6 +23,7 @@ import {
   tabs,
   fmtDate,
   fmtNumber,
+  serverText,
   pageHeader,
   emptyState,
   errorBlock,
@@ -216,7 +217,38 @@ const STATUS = {
   error: { cls: "badge-danger", key: "tools.status.error" },
   disabled: { cls: "", key: "tools.status.disabled" },
   idle: { cls: "", key: "tools.status.idle" },
+  auth_required: { cls: "badge-warn", key: "tools.status.auth_required" },
 };
+
+/** How `last_error` starts while an upstream waits for a person to sign in (OAuth). */
+const SIGN_IN_REQUIRED = "sign-in required";
+
+/**
+ * Whether a server waits for a sign-in: `auth_required`, or reconnecting (`connecting`, the
+ * supervisor retries now and then) with the sign-in still missing, so the button stays put.
+ */
+function needsSignIn(info) {
+  if (info.status === "auth_required") return true;
+  return (
+    info.status === "connecting" &&
+    typeof info.last_error === "string" &&
+    info.last_error.startsWith(SIGN_IN_REQUIRED) &&
+    info.oauth?.state !== "signed_in"
+  );
+}
+
+/** Waits `ms`, or less when `signal` aborts. */
+function sleep(ms, signal) {
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      signal.removeEventListener("abort", done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal.addEventListener("abort", done, { once: true });
+  });
+}
 
 function statusBadge(status) {
   const s = STATUS[status] || { cls: "", key: null };
@@ -450,6 +482,7 @@ function serverCard(initial, ctx, state) {
     icon("trash"),
     t("common.delete"),
   );
+  const auth = signInSection(() => info, ctx, state);
 
   const el = h(
     "article",
@@ -457,6 +490,7 @@ function serverCard(initial, ctx, state) {
     h("div", { class: "tl-server-head" }, h("div", { class: "tl-server-title" }, title, badges), sw.el),
     meta,
     errorBox,
+    auth.el,
     h("div", { class: "row tl-server-actions" }, toggleTools, refreshBtn, deleteBtn),
     toolsPanel,
   );
@@ -512,7 +546,9 @@ function serverCard(initial, ctx, state) {
         h("dd", {}, fmtDate(info.updated_at)),
       ),
     );
-    if (info.last_error) {
+    // A server waiting for a sign-in says why in its sign-in part, not as a failure.
+    const waits = needsSignIn(info);
+    if (info.last_error && !waits) {
       errorBox.hidden = false;
       replace(
         errorBox,
@@ -533,6 +569,8 @@ function serverCard(initial, ctx, state) {
       errorBox.replaceChildren();
     }
     el.classList.toggle("tl-server-failed", info.status === "error");
+    el.classList.toggle("tl-server-auth", waits);
+    auth.update(info);
     renderToolsButton();
     if (before && before !== info.status) {
       announce(t("tools.servers.now_status", { name: info.name, status: statusText(info.status) }));
@@ -584,6 +622,202 @@ function serverCard(initial, ctx, state) {
 
 function statusText(status) {
   return STATUS[status] ? t(STATUS[status].key) : status;
+}
+
+/** How long "Sign in" watches for the sign-in to finish (the started sign-in lapses then too). */
+const SIGN_IN_WAIT_MS = 10 * 60 * 1000;
+const SIGN_IN_POLL_MS = 2000;
+
+/**
+ * A server card's sign-in (OAuth) part, drawn by `update(info)` from the server's row.
+ *
+ * While the server waits for a sign-in (`auth_required`): why, and "Sign in", which starts one
+ * (`POST …/oauth`), opens the authorization server's page (`authorization_url`) in a new window,
+ * and reads the server every 2 s (for 10 minutes at most, until the page changes) until it
+ * waits no more. Once signed in (`oauth.state === "signed_in"`): who signed in where, when the
+ * access token expires, and "Sign out" (`DELETE …/oauth`, after a confirmation). Refusals of
+ * both show beside the buttons, in the API's words.
+ */
+function signInSection(getInfo, ctx, state) {
+  const { signal } = ctx;
+  const oauthPath = () => `/api/v1/mcp/servers/${encodeURIComponent(getInfo().id)}/oauth`;
+  const detail = h("p", { class: "tl-auth-detail muted", "data-testid": "server-oauth-detail" });
+  const signInBtn = h(
+    "button",
+    {
+      class: "btn btn-primary",
+      type: "button",
+      disabled: ctx.readOnly,
+      "data-testid": "server-sign-in",
+      onclick: () => startSignIn(),
+    },
+    icon("lock"),
+    t("tools.oauth.sign_in"),
+  );
+  // What the sign-in is doing: starting, waiting for the other window.
+  const progress = h("span", { class: "tl-auth-status", role: "status", "aria-live": "polite", "data-testid": "server-oauth-status" });
+  const need = h(
+    "div",
+    { class: "tl-auth-need", hidden: true },
+    h("p", { class: "tl-auth-intro" }, t("tools.oauth.required")),
+    detail,
+    h("div", { class: "row tl-auth-actions" }, signInBtn, progress),
+  );
+  const who = h("p", { class: "tl-auth-who", "aria-live": "polite", "data-testid": "server-oauth" });
+  const signOutBtn = h(
+    "button",
+    {
+      class: "btn btn-small btn-danger",
+      type: "button",
+      disabled: ctx.readOnly,
+      "data-testid": "server-sign-out",
+      onclick: () => signOut(),
+    },
+    icon("logout"),
+    t("tools.oauth.sign_out"),
+  );
+  const signed = h("div", { class: "row tl-auth-signed", hidden: true }, who, signOutBtn);
+  const sealed = h("p", { class: "tl-note tl-auth-sealed", role: "note", hidden: true }, t("tools.oauth.sealed"));
+  const error = h("p", { class: "form-error", role: "alert", "data-testid": "server-oauth-error" });
+  const el = h("div", { class: "tl-auth", "data-testid": "server-auth", hidden: true }, need, signed, sealed, error);
+
+  // The current sign-in's number: a newer one stops the polling of an older one.
+  let run = 0;
+  // After "Sign out", focus goes to "Sign in" once it is back (the button pressed is gone).
+  let focusSignIn = false;
+
+  const showError = (message) => {
+    error.textContent = message;
+    el.hidden = false;
+  };
+
+  const startSignIn = async () => {
+    const mine = ++run;
+    const name = getInfo().name;
+    error.textContent = "";
+    signInBtn.disabled = true;
+    signInBtn.setAttribute("aria-busy", "true");
+    progress.textContent = t("tools.oauth.starting", { name });
+    let started;
+    try {
+      started = await api("POST", oauthPath(), { signal });
+    } catch (e) {
+      if (!isAbort(e)) {
+        progress.textContent = "";
+        showError(e.message);
+      }
+      return;
+    } finally {
+      signInBtn.disabled = !!ctx.readOnly;
+      signInBtn.removeAttribute("aria-busy");
+    }
+    if (run !== mine || signal.aborted) return;
+    const url = started.authorization_url;
+    // `noopener`: the authorization server's page gets no handle on this one. It also makes
+    // window.open answer null whether or not a popup blocker stopped it, so the link to
+    // click is always offered.
+    window.open(url, "_blank", "noopener");
+    replace(
+      progress,
+      t("tools.oauth.waiting"),
+      " ",
+      t("tools.oauth.no_window"),
+      " ",
+      h("a", { href: url, target: "_blank", rel: "noopener noreferrer", "data-testid": "server-oauth-link" }, t("tools.oauth.open_link")),
+    );
+    await watch(mine);
+  };
+
+  /** Reads the server every 2 s until it waits for a sign-in no more. */
+  const watch = async (mine) => {
+    const deadline = Date.now() + SIGN_IN_WAIT_MS;
+    const id = getInfo().id;
+    while (run === mine && !signal.aborted) {
+      if (Date.now() >= deadline) {
+        progress.textContent = "";
+        showError(t("tools.oauth.timed_out"));
+        return;
+      }
+      await sleep(SIGN_IN_POLL_MS, signal);
+      if (run !== mine || signal.aborted) return;
+      let now;
+      try {
+        now = await api("GET", `/api/v1/mcp/servers/${encodeURIComponent(id)}`, { signal });
+      } catch (e) {
+        if (isAbort(e) || (e && e.status === 404)) return; // left the page, or deleted
+        continue; // a passing failure: ask again
+      }
+      if (run !== mine) return;
+      state.update(now);
+      if (!needsSignIn(now)) {
+        progress.textContent = "";
+        if (now.oauth?.state === "signed_in") {
+          error.textContent = "";
+          const msg = t("tools.oauth.done", { name: now.name });
+          toast(msg, "success");
+          announce(msg);
+        }
+        return;
+      }
+    }
+  };
+
+  const signOut = async () => {
+    const { name } = getInfo();
+    const yes = await confirmDialog(t("tools.oauth.sign_out_confirm", { name }), {
+      danger: true,
+      confirmLabel: t("tools.oauth.sign_out"),
+    });
+    if (!yes) return;
+    error.textContent = "";
+    signOutBtn.disabled = true;
+    signOutBtn.setAttribute("aria-busy", "true");
+    try {
+      const updated = await api("DELETE", oauthPath(), { signal });
+      focusSignIn = true;
+      state.update(updated);
+      const msg = t("tools.oauth.signed_out", { name: updated.name });
+      toast(msg, "success");
+      announce(msg);
+    } catch (e) {
+      if (isAbort(e)) return;
+      showError(e.message);
+      // Signed out meanwhile (in another tab, by another admin): show the server as it is now.
+      if (e.status === 404) state.reload();
+    } finally {
+      signOutBtn.disabled = !!ctx.readOnly;
+      signOutBtn.removeAttribute("aria-busy");
+    }
+  };
+
+  const update = (info) => {
+    const waits = needsSignIn(info);
+    const oauth = info.oauth || null;
+    const signedIn = oauth?.state === "signed_in";
+    signInBtn.setAttribute("aria-label", t("tools.oauth.sign_in_name", { name: info.name }));
+    signOutBtn.setAttribute("aria-label", t("tools.oauth.sign_out_name", { name: info.name }));
+    need.hidden = !waits;
+    detail.textContent = waits && info.last_error ? serverText(info.last_error) : "";
+    detail.hidden = !detail.textContent;
+    if (!waits) progress.replaceChildren();
+    signed.hidden = !signedIn;
+    let line = "";
+    if (signedIn) {
+      line = t("tools.oauth.signed_in_as", { user: oauth.user || "—", issuer: oauth.issuer || "—" });
+      if (oauth.expires_at) line += ` · ${t("tools.oauth.expires", { time: fmtDate(oauth.expires_at) })}`;
+    }
+    // Unchanged text is not written again (the line is a live region).
+    if (who.textContent !== line) who.textContent = line;
+    sealed.hidden = oauth?.state !== "sealed";
+    el.hidden = need.hidden && signed.hidden && sealed.hidden && !error.textContent;
+    if (focusSignIn && waits) {
+      focusSignIn = false;
+      const active = document.activeElement;
+      if (!active || active === document.body) signInBtn.focus();
+    }
+  };
+
+  return { el, update };
 }
 
 /** One discovered tool: name, description, schema, switch (PATCH /api/v1/hub/tools/{full}/toggle). */
@@ -871,7 +1105,7 @@ function registrationOutcome(info) {
     info.status === "ready"
       ? t("tools.register.done_ready", { name: info.name, tools: plural("tools.count", info.tool_count) })
       : t("tools.register.done_status", { name: info.name, status: statusText(info.status) });
-  toast(msg, info.status === "ready" ? "success" : "error");
+  toast(msg, info.status === "ready" ? "success" : info.status === "auth_required" ? "info" : "error");
   announce(msg);
 }
 
