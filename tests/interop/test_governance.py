@@ -291,12 +291,18 @@ def test_a_chat_tool_call_passes_the_tool_policies(world):
         "when": {"argument": "timezone", "operator": "eq", "value": "Asia/Tokyo"}})
     assert r.status_code == 201, r.text
     pid = r.json()["data"]["id"]
+    r = http(w.srv, "POST", "/api/v1/policies", owner, json={
+        "name": "paris-time-needs-approval", "tools": ["time.get_current_time"], "effect": "require_approval",
+        "when": {"argument": "timezone", "operator": "eq", "value": "Europe/Paris"}})
+    assert r.status_code == 201, r.text
+    held_pid = r.json()["data"]["id"]
     token = w.cli_json("token", "create", "--user", "owner", "--spaces", "acme", "--label", "policy-chat")["token"]
     try:
         w.fake.reset()
         w.fake.script([
             {"tool_calls": [{"id": "c1", "tool": "time__get_current_time", "arguments": {"timezone": "Asia/Tokyo"}},
-                            {"id": "c2", "tool": "time__get_current_time", "arguments": {"timezone": "UTC"}}]},
+                            {"id": "c2", "tool": "time__get_current_time", "arguments": {"timezone": "UTC"}},
+                            {"id": "c3", "tool": "time__get_current_time", "arguments": {"timezone": "Europe/Paris"}}]},
             {"text": "done"},
         ])
         r = http(w.srv, "POST", "/api/v1/chat", token,
@@ -309,8 +315,23 @@ def test_a_chat_tool_call_passes_the_tool_policies(world):
         assert calls["c1"]["status"] == "error", calls
         assert "Refused by policy 'no-tokyo-time-in-chat'" in calls["c1"]["result"], calls
         assert calls["c2"]["status"] == "success" and "UTC" in calls["c2"]["result"], calls
+        assert calls["c1"]["gate"] == {"outcome": "refused", "policy": "no-tokyo-time-in-chat"}, calls["c1"]
+        assert "gate" not in calls["c2"], calls["c2"]
+        # A held call: the model is told the approval; the receipt has its request.
+        g = calls["c3"]["gate"]
+        assert calls["c3"]["status"] == "error" and "Held for approval" in calls["c3"]["result"], calls["c3"]
+        assert g["outcome"] == "held" and g["new"] is True and g["approval_id"] in calls["c3"]["result"], g
+        events = http(w.srv, "GET", "/api/v1/audit", owner, params={"action": "approval.request"}).json()["data"]["items"]
+        mine = [e for e in events if e["detail"].get("approval_id") == g["approval_id"]]
+        assert len(mine) == 1 and mine[0]["target"] == "time.get_current_time", events
+        # Redacted as every logged argument is: the shape, never the value.
+        assert mine[0]["detail"]["arguments"] == {"timezone": "<12 chars>"}, mine
+        calls_ = http(w.srv, "GET", "/api/v1/audit", owner, params={"action": "tool.call", "outcome": "denied"}).json()["data"]["items"]
+        assert [e for e in calls_ if e["detail"].get("approval_id") == g["approval_id"]
+                and e["detail"]["endpoint"] == "/api/v1/chat"], calls_
     finally:
         assert http(w.srv, "DELETE", f"/api/v1/policies/{pid}", owner).status_code == 204
+        assert http(w.srv, "DELETE", f"/api/v1/policies/{held_pid}", owner).status_code == 204
 
 
 # ---------------------------------------------------------------------------------------------

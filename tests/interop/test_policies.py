@@ -273,6 +273,63 @@ def test_a_held_write_runs_once_after_approval_and_only_with_its_arguments(world
     assert len(runs) == 1, runs
 
 
+@pytest.mark.parametrize("mode", SDK_MODES)
+def test_a_client_that_can_show_a_url_waits_for_the_decision(world, mode):
+    """A client that declares URL elicitation is sent to the approval's page (2026-07-28: an
+    `InputRequiredResult`; a 2025-11-25 session: `elicitation/create` during the call); once
+    the person accepts, the call waits for the approver and then runs, once. A person who
+    declines gets the held result."""
+    import mcp_types as types
+
+    w = world
+    url = gateway(w.srv, w.tok("agent"))
+    target = w.allowed / "notes" / f"elicited-{mode}.txt"
+    args = {"path": str(target), "content": f"elicited {mode}"}
+    asked: list = []
+
+    async def approve_there(context, params):
+        asked.append(params)
+        # The person opens the page and an approver decides there (here: over REST).
+        aid = params.elicitation_id
+        r = await anyio.to_thread.run_sync(lambda: decide(w, w.tok("approver"), aid, "approve", reason="seen"))
+        assert r.status_code == 200, r.text
+        return types.ElicitResult(action="accept")
+
+    async def decline(context, params):
+        asked.append(params)
+        return types.ElicitResult(action="decline")
+
+    async def go(callback, arguments):
+        async with Client(url, mode=mode, read_timeout_seconds=60, elicitation_callback=callback) as c:
+            r = await c.call_tool("filesystem__write_file", arguments)
+            meta = (r.model_dump(by_alias=True).get("_meta") or {}).get("io.quarry/gate") or {}
+            return r.is_error is not True, "\n".join(texts(r)), meta
+
+    ok, text, meta = anyio.run(go, approve_there, args)
+    assert ok, text
+    assert len(asked) == 1 and asked[0].mode == "url", asked
+    aid = asked[0].elicitation_id
+    assert asked[0].url == w.srv.url(f"/#/approvals/{aid}"), asked[0]
+    assert "writes-need-approval" in asked[0].message, asked[0].message
+    assert meta == {"outcome": "approved", "approval_id": aid}, meta
+    assert target.read_text() == f"elicited {mode}"
+    used = http(w.srv, "GET", f"/api/v1/approvals/{aid}", w.tok("approver")).json()["data"]
+    assert used["status"] == "used", used
+    # One receipt each: the request, the decision, the run.
+    assert len([e for e in audit(w, action="approval.request") if e["detail"].get("approval_id") == aid]) == 1
+    assert [e for e in audit(w, action="write") if e["detail"].get("approval_id") == aid]
+    runs = [e for e in audit(w, action="tool.call", outcome="ok") if e["detail"].get("approval_id") == aid]
+    assert len(runs) == 1, runs
+
+    # Declined: nothing runs, and the answer is the held result.
+    asked.clear()
+    other = {"path": str(target), "content": "declined"}
+    ok, text, meta = anyio.run(go, decline, other)
+    assert not ok and len(asked) == 1, (text, asked)
+    assert held(text, meta) == asked[0].elicitation_id
+    assert target.read_text() == f"elicited {mode}"
+
+
 def test_approver_tools_over_mcp_deny_with_a_reason_and_the_cli(world):
     w = world
     url = gateway(w.srv, w.tok("agent"))

@@ -47,6 +47,10 @@ pub struct ToolCallRecord {
     pub round: usize,
     /// Milliseconds, to the microsecond.
     pub duration_ms: Option<f64>,
+    /// What the tool policies decided (`{"outcome": "held", "approval_id", …}`), if any
+    /// applied.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate: Option<Value>,
 }
 
 /// The end of a chat that reached an answer.

@@ -850,6 +850,7 @@ impl ChatService {
                 result: None,
                 round,
                 duration_ms: None,
+                gate: None,
             };
             emit(ChatEvent::ToolCall(record.clone()));
             run.calls.push(record);
@@ -866,11 +867,13 @@ impl ChatService {
                         ok: false,
                         text: format!("there is no tool named '{name}' in this chat; use one of the tools offered"),
                         duration: Duration::ZERO,
+                        gate: None,
                     },
                     (Some(_), Err(why)) => tools::ToolOutcome {
                         ok: false,
                         text: format!("{why}; call {name} again with a JSON object of arguments"),
                         duration: Duration::ZERO,
+                        gate: None,
                     },
                     (Some(t), Ok(args)) => {
                         tools.call(&hub, &gate, &caller, &t, args, timeout, cancel).await
@@ -885,6 +888,7 @@ impl ChatService {
             record.status = if outcome.ok { "success" } else { "error" }.into();
             record.result = Some(outcome.text.clone());
             record.duration_ms = Some(millis(outcome.duration));
+            record.gate = outcome.gate.clone();
             if !cancel.is_cancelled() {
                 emit(ChatEvent::ToolResult(record.clone()));
             }

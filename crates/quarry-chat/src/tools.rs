@@ -27,6 +27,8 @@ pub struct ToolOutcome {
     pub text: String,
     /// How long the call took.
     pub duration: Duration,
+    /// What the tool policies decided ([`quarry_policy::Verdict::outcome`]), if any applied.
+    pub gate: Option<Value>,
 }
 
 /// The tools offered in one chat.
@@ -94,7 +96,7 @@ impl ToolSet {
         // here with what the model should know (which policy, which approval to wait for).
         let (registry, who, target) = (hub.clone(), caller.clone(), tool.clone());
         let (gate, args) = (gate.clone(), arguments.clone());
-        let routed = tokio::task::spawn_blocking(move || {
+        let checked = tokio::task::spawn_blocking(move || {
             quarry_store::thread_guard::allow_blocking(|| {
                 let call = quarry_policy::Call {
                     principal: &who,
@@ -104,16 +106,24 @@ impl ToolSet {
                 };
                 match gate.check(&call, quarry_core::now_millis()) {
                     Ok(verdict) => {
+                        let decided = verdict.outcome();
                         if let Some(refusal) = verdict.refusal() {
-                            return Err(CallError::Refused(refusal));
+                            return (decided, Err(CallError::Refused(refusal)));
                         }
+                        (decided, registry.route_tool(&who, &target))
                     }
-                    Err(e) => return Err(CallError::Unavailable(format!("tool policies: {e}"))),
+                    Err(e) => (
+                        None,
+                        Err(CallError::Unavailable(format!("tool policies: {e}"))),
+                    ),
                 }
-                registry.route_tool(&who, &target)
             })
         })
         .await;
+        let (decided, routed) = match checked {
+            Ok((decided, routed)) => (decided, Ok(routed)),
+            Err(e) => (None, Err(e)),
+        };
         let run = async {
             match routed {
                 Ok(Ok(route)) => {
@@ -152,6 +162,7 @@ impl ToolSet {
             ok,
             text: clip_result(text),
             duration: started.elapsed(),
+            gate: decided,
         }
     }
 }

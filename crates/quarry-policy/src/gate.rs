@@ -91,6 +91,25 @@ pub enum Verdict {
 }
 
 impl Verdict {
+    /// The decision as programs read it (the MCP result's `_meta["io.quarry/gate"]`, a
+    /// chat call's and the audit log's `gate`): `{"outcome": "approved"|"refused"|"held"|
+    /// "denied", …}`; `None` when no policy was involved.
+    pub fn outcome(&self) -> Option<Value> {
+        Some(match self {
+            Verdict::Allow => return None,
+            Verdict::Approved(a) => json!({"outcome": "approved", "approval_id": a.id}),
+            Verdict::Refused { policy, .. } => json!({"outcome": "refused", "policy": policy}),
+            Verdict::Held { approval, new } => json!({
+                "outcome": "held",
+                "approval_id": approval.id,
+                "tool": approval.tool,
+                "new": new,
+                "expires_at": iso8601_millis(approval.expires_at),
+            }),
+            Verdict::Denied(a) => json!({"outcome": "denied", "approval_id": a.id}),
+        })
+    }
+
     /// What the caller is told when the call does not run (`None` when it runs).
     pub fn refusal(&self) -> Option<String> {
         match self {
@@ -124,7 +143,8 @@ impl Verdict {
     }
 }
 
-fn policy_names(a: &ApprovalRow) -> String {
+/// The policies that held `a`, in words (`policy 'x', policy 'y'`).
+pub fn policy_names(a: &ApprovalRow) -> String {
     let names: Vec<String> = serde_json::from_str::<Vec<Value>>(&a.policies)
         .unwrap_or_default()
         .iter()

@@ -12,7 +12,7 @@ mod rule;
 
 pub use gate::{
     Call, EndpointRef, Gate, Verdict, approval_json, caller_key, check, decide, digest, list,
-    may_decide, may_govern, may_see, shown_status,
+    may_decide, may_govern, may_see, policy_names, shown_status,
 };
 pub use manage::{create_policy, delete_policy, policies, policy, update_policy};
 pub use predicate::{Operand, Operator, Predicate};

@@ -350,12 +350,25 @@ pub(crate) fn chat_tool_call(
     principal: &Principal,
     call: &quarry_chat::ToolCallRecord,
 ) {
+    let stopped = call
+        .gate
+        .as_ref()
+        .is_some_and(|g| g["outcome"] != "approved");
     let outcome = match call.status.as_str() {
         "success" => OK,
-        // The model named a tool the chat does not offer (hidden or missing alike).
-        _ if call.tool.is_empty() => DENIED,
+        // The model named a tool the chat does not offer (hidden or missing alike), or a
+        // policy stopped the call.
+        _ if call.tool.is_empty() || stopped => DENIED,
         _ => ERROR,
     };
+    let arguments = quarry_audit::redact(&call.arguments);
+    if let Some(g) = call
+        .gate
+        .as_ref()
+        .filter(|g| g["outcome"] == "held" && g["new"] == true)
+    {
+        approval_request(state, principal, &call.tool, &arguments, g, None);
+    }
     let target = if call.tool.is_empty() {
         &call.name
     } else {
@@ -366,7 +379,9 @@ pub(crate) fn chat_tool_call(
     e.detail = json!({
         "endpoint": "/api/v1/chat",
         "round": call.round,
-        "arguments": quarry_audit::redact(&call.arguments),
+        "arguments": arguments,
+        "gate": call.gate,
+        "approval_id": call.gate.as_ref().and_then(|g| g.get("approval_id")),
     })
     .to_string();
     record(state, e, None);

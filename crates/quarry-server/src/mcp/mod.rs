@@ -607,6 +607,12 @@ impl ServerHandler for QuarryMcp {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let caller = self.caller(&context)?;
+        let mut context = context;
+        // A 2026-07-28 retry carrying the person's answer to a held call's approval.
+        if let Some(answer) = gate::ApprovalAnswer::from_responses(request.input_responses.as_ref())
+        {
+            context.extensions.insert(answer);
+        }
         let (c, ctx) = (&caller, &context);
         audited_call(&self.state, c, request, ctx, move |name, args| async move {
             crate::limits::tool_call(&self.state, &c.principal).await?;

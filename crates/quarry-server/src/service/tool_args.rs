@@ -98,6 +98,14 @@ where
         started.elapsed(),
         parts,
     );
+    // A held call its client can take to a person: the 2026-07-28 way of asking.
+    if let Some(asked) = result
+        .as_ref()
+        .ok()
+        .and_then(crate::service::gate::input_required)
+    {
+        return Ok(CallToolResponse::InputRequired(asked));
+    }
     result.map(Into::into)
 }
 
