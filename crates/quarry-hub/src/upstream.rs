@@ -714,14 +714,8 @@ async fn connect(
                 let mut retried = false;
                 loop {
                     let challenge: Arc<Mutex<Option<String>>> = Arc::default();
-                    let mut headers = HashMap::new();
-                    for (k, v) in &spec.secrets.headers {
-                        let name = http::HeaderName::from_bytes(k.as_bytes())
-                            .map_err(|_| format!("invalid header name '{k}'"))?;
-                        let value = http::HeaderValue::from_str(v)
-                            .map_err(|_| format!("invalid value for header '{k}'"))?;
-                        headers.insert(name, value);
-                    }
+                    let mut headers: HashMap<_, _> =
+                        configured_headers(spec)?.into_iter().collect();
                     if let Some(token) = &bearer {
                         let value = http::HeaderValue::from_str(&format!("Bearer {token}"))
                             .map_err(|_| {
@@ -780,14 +774,7 @@ async fn connect(
             }
             TransportKind::Sse => {
                 let http = guarded_http_client(&spec.config, spec.net.as_ref()).await?;
-                let mut headers = http::HeaderMap::new();
-                for (k, v) in &spec.secrets.headers {
-                    let name = http::HeaderName::from_bytes(k.as_bytes())
-                        .map_err(|_| format!("invalid header name '{k}'"))?;
-                    let value = http::HeaderValue::from_str(v)
-                        .map_err(|_| format!("invalid value for header '{k}'"))?;
-                    headers.insert(name, value);
-                }
+                let headers: http::HeaderMap = configured_headers(spec)?.into_iter().collect();
                 let transport = SseClientTransport::connect(
                     http,
                     SseClientConfig {
@@ -811,6 +798,23 @@ async fn connect(
         Ok(r) => r,
         Err(_) => Err(format!("no MCP handshake within {} s", timeout.as_secs())),
     }
+}
+
+/// The headers an HTTP or SSE upstream was registered with.
+fn configured_headers(
+    spec: &ConnectSpec,
+) -> Result<Vec<(http::HeaderName, http::HeaderValue)>, String> {
+    spec.secrets
+        .headers
+        .iter()
+        .map(|(k, v)| {
+            let name = http::HeaderName::from_bytes(k.as_bytes())
+                .map_err(|_| format!("invalid header name '{k}'"))?;
+            let value = http::HeaderValue::from_str(v)
+                .map_err(|_| format!("invalid value for header '{k}'"))?;
+            Ok((name, value))
+        })
+        .collect()
 }
 
 /// Starts a stdio upstream's process (its own process group, a clean environment, stderr

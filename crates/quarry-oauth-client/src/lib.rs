@@ -246,6 +246,20 @@ async fn get_json(http: &reqwest::Client, guard: UrlGuard<'_>, url: &str) -> Res
     }
 }
 
+/// The first of `places` that has a document.
+async fn first_json(
+    http: &reqwest::Client,
+    guard: UrlGuard<'_>,
+    places: &[String],
+) -> Result<Option<Value>> {
+    for place in places {
+        if let Some(doc) = get_json(http, guard, place).await? {
+            return Ok(Some(doc));
+        }
+    }
+    Ok(None)
+}
+
 fn text(doc: &Value, key: &str) -> Option<String> {
     doc.get(key)
         .and_then(Value::as_str)
@@ -319,14 +333,7 @@ pub async fn discover(
         "{}/.well-known/oauth-protected-resource",
         url.origin().ascii_serialization()
     ));
-    let mut resource_doc = None;
-    for place in &places {
-        if let Some(doc) = get_json(http, guard, place).await? {
-            resource_doc = Some(doc);
-            break;
-        }
-    }
-    let resource_doc = resource_doc.ok_or_else(|| {
+    let resource_doc = first_json(http, guard, &places).await?.ok_or_else(|| {
         OAuthClientError::Discovery(format!(
             "no protected-resource metadata at {}",
             places.join(" or ")
@@ -352,14 +359,7 @@ pub async fn discover(
             issuer.trim_end_matches('/')
         ));
     }
-    let mut as_doc = None;
-    for place in &as_places {
-        if let Some(doc) = get_json(http, guard, place).await? {
-            as_doc = Some(doc);
-            break;
-        }
-    }
-    let as_doc = as_doc.ok_or_else(|| {
+    let as_doc = first_json(http, guard, &as_places).await?.ok_or_else(|| {
         OAuthClientError::Discovery(format!(
             "no authorization-server metadata for {issuer} (tried {})",
             as_places.join(", ")

@@ -313,17 +313,7 @@ impl Hub {
             )
         };
         let (id, nonce) = state.split_once('.').ok_or_else(expired)?;
-        let hub = self.clone();
-        let wanted = id.to_owned();
-        let row = crate::blocking(move || {
-            Ok(hub
-                .store
-                .upstreams(None)?
-                .into_iter()
-                .find(|r| r.id == wanted))
-        })
-        .await?
-        .ok_or_else(expired)?;
+        let row = self.upstream_by_id(id).await?.ok_or_else(expired)?;
         let (_, secrets) = stored_settings(&row)?;
         let mut sign_in = self.open_sign_in(&row.id, &secrets)?;
         let pending = sign_in
@@ -412,6 +402,20 @@ impl Hub {
         Ok(())
     }
 
+    /// Any owner's upstream by id (the callback and a connection know only the id).
+    async fn upstream_by_id(self: &Arc<Self>, id: &str) -> Result<Option<UpstreamRow>> {
+        let hub = self.clone();
+        let wanted = id.to_owned();
+        crate::blocking(move || {
+            Ok(hub
+                .store
+                .upstreams(None)?
+                .into_iter()
+                .find(|r| r.id == wanted))
+        })
+        .await
+    }
+
     async fn blocking_row(self: &Arc<Self>, caller: &Principal, key: &str) -> Result<UpstreamRow> {
         let hub = self.clone();
         let (caller, key) = (caller.clone(), key.to_owned());
@@ -444,17 +448,7 @@ impl Hub {
     ) -> Result<Option<String>> {
         let started = std::time::Instant::now();
         loop {
-            let hub = self.clone();
-            let wanted = id.to_owned();
-            let Some(row) = crate::blocking(move || {
-                Ok(hub
-                    .store
-                    .upstreams(None)?
-                    .into_iter()
-                    .find(|r| r.id == wanted))
-            })
-            .await?
-            else {
+            let Some(row) = self.upstream_by_id(id).await? else {
                 return Ok(None);
             };
             let (_, secrets) = stored_settings(&row)?;
