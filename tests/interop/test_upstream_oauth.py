@@ -20,7 +20,7 @@ from pathlib import Path
 import anyio
 import pytest
 import requests
-from conftest import db_rows, make_home, start_server
+from conftest import backend, db_rows, make_home, second_node, start_server, wait_ready
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
@@ -121,11 +121,13 @@ def start_sign_in(p: Pair, sid: str) -> dict:
     return r.json()["data"]
 
 
-async def call_upstream(p: Pair, tool: str, args: dict) -> tuple[bool, str]:
-    """Calls ``tool`` through A's gateway with zoe's token (the SDK in its default mode)."""
+async def call_upstream(p: Pair, tool: str, args: dict, srv=None) -> tuple[bool, str]:
+    """Calls ``tool`` through A's gateway (or another node of A) with zoe's token (the SDK in
+    its default mode)."""
     headers = {"Authorization": f"Bearer {p.a.tok('zoe')}"}
+    node = srv or p.a.srv
     async with create_mcp_http_client(headers=headers) as http:
-        async with Client(streamable_http_client(p.a.srv.url(f"/api/mcp?tools={tool}"), http_client=http)) as c:
+        async with Client(streamable_http_client(node.url(f"/api/mcp?tools={tool}"), http_client=http)) as c:
             res = await c.call_tool(tool.replace(".", "__"), args)
             text = "".join(getattr(x, "text", "") for x in res.content)
             return (not res.is_error, text)
@@ -223,23 +225,71 @@ def test_a_refused_token_is_refreshed(pair, signed_in):
     p = pair
     sid = signed_in["id"]
     before = stored_secrets(p, sid)
-    tokens = p.b.cli_json("token", "list", "--user", "ann")
-    access = [t for t in tokens if t.get("parent_id") and not t.get("revoked")]
-    assert access, tokens
-    for t in access:
-        if t.get("expires_at"):
-            p.b.cli("token", "revoke", t["id"])
-    tool = search_tool(p.server(sid))
-    deadline = time.monotonic() + 90
-    while True:
-        ok, text = anyio.run(call_upstream, p, tool, {"query": "kestrel ledger"})
-        if ok and "kestrel" in text.lower():
-            break
-        if time.monotonic() > deadline:
-            pytest.fail(f"calls never worked again after the token was refused: {text}")
-        time.sleep(1)
+    revoke_access_tokens_on_b(p)
+    calls_work_again(p, search_tool(p.server(sid)), p.a.srv)
     assert stored_secrets(p, sid) != before, "the refreshed tokens were not stored"
     assert p.server(sid)["oauth"]["state"] == "signed_in"
+
+
+def revoke_access_tokens_on_b(p: Pair) -> None:
+    """ann revokes, on B, the access tokens A holds (children of the OAuth grant); the grant
+    and its refresh token stay."""
+    tokens = p.b.cli_json("token", "list", "--user", "ann")
+    access = [t for t in tokens if t.get("parent_id") and not t.get("revoked") and t.get("expires_at")]
+    assert access, tokens
+    for t in access:
+        p.b.cli("token", "revoke", t["id"])
+
+
+def calls_work_again(p: Pair, tool: str, srv, timeout: float = 90) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        ok, text = anyio.run(call_upstream, p, tool, {"query": "kestrel ledger"}, srv)
+        if ok and "kestrel" in text.lower():
+            return
+        if time.monotonic() > deadline:
+            pytest.fail(f"calls through {srv.url('')} never worked again: {text}")
+        time.sleep(0.5)
+
+
+@pytest.mark.skipif(backend() != "postgres", reason="two nodes of A share one PostgreSQL database")
+def test_two_nodes_share_the_sign_in_and_spend_a_refresh_token_once(pair, signed_in, tmp_path):
+    """A second node of A uses the stored sign-in; when B refuses the token both hold, both
+    nodes recover at once — one refreshes, the other waits for its tokens. B rotates refresh
+    tokens and revokes the grant when one is replayed, so a refresh spent twice would leave
+    both nodes signed out."""
+    import threading
+
+    p = pair
+    sid = signed_in["id"]
+    tool = search_tool(p.server(sid))
+    node2 = start_server(second_node(p.a.home, tmp_path / "a2"), "--auth", "token", "--allow-net", "127.0.0.1/32",
+                         logdir=tmp_path / "logs-a2")
+    try:
+        wait_ready(node2)
+        calls_work_again(p, tool, node2)
+        revoke_access_tokens_on_b(p)
+        failures: list[BaseException] = []
+
+        def recover(srv) -> None:
+            try:
+                calls_work_again(p, tool, srv)
+            except BaseException as e:  # noqa: BLE001  (reported below)
+                failures.append(e)
+
+        threads = [threading.Thread(target=recover, args=(srv,)) for srv in (p.a.srv, node2, p.a.srv, node2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not failures, failures
+        # Still signed in (a replayed refresh token would have revoked the grant), on both.
+        assert p.server(sid)["oauth"]["state"] == "signed_in"
+        for srv in (p.a.srv, node2):
+            ok, text = anyio.run(call_upstream, p, tool, {"query": "kestrel ledger"}, srv)
+            assert ok and "kestrel" in text.lower(), text
+    finally:
+        node2.stop()
 
 
 def test_declined_consent_and_sign_out(pair, signed_in):
