@@ -102,6 +102,8 @@ fn protected(s256: bool, announce: bool) -> (Server, Arc<OnceLock<String>>) {
 }
 
 fn client() -> reqwest::Client {
+    // The workspace builds reqwest without a built-in TLS provider; the hub installs ring's.
+    quarry_netguard::ensure_crypto_provider();
     reqwest::Client::builder()
         .no_proxy()
         .build()
