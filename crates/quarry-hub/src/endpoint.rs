@@ -21,11 +21,15 @@ pub const MAX_TOOL_DESCRIPTION: usize = 4000;
 /// What one endpoint shows of one tool instead of the catalog's: another name, another
 /// description, or both (at least one). Policies and the gate keep matching the tool's
 /// catalog name.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// As the REST API reads and shows it: `{"name"?, "description"?}`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ToolOverride {
     /// The name the endpoint lists the tool under, and the one it answers to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
     /// The description the endpoint lists the tool with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
 }
 

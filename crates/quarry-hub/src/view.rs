@@ -344,9 +344,7 @@ impl View {
 
     /// The override of the tool at catalog position `i`, if it is renamed: its new name.
     fn new_name(&self, i: usize) -> Option<&str> {
-        self.overrides
-            .get(&self.catalog.tools[i].full_name)
-            .and_then(|o| o.name.as_deref())
+        self.renamed(&self.catalog.tools[i])
     }
 
     /// The name this endpoint gives `tool` instead of its own, if it renames it.

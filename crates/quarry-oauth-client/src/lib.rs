@@ -17,6 +17,7 @@
 
 use std::time::Duration;
 
+use quarry_core::error_chain;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use url::Url;
@@ -196,7 +197,7 @@ async fn read_body(response: reqwest::Response) -> Result<(u16, Vec<u8>)> {
     let bytes = response
         .bytes()
         .await
-        .map_err(|e| OAuthClientError::Transport(causes(&e)))?;
+        .map_err(|e| OAuthClientError::Transport(error_chain(&e)))?;
     if bytes.len() > MAX_BODY {
         return Err(OAuthClientError::Transport(format!(
             "an answer of {} bytes is too large",
@@ -204,19 +205,6 @@ async fn read_body(response: reqwest::Response) -> Result<(u16, Vec<u8>)> {
         )));
     }
     Ok((status, bytes.to_vec()))
-}
-
-fn causes(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut parts = vec![e.to_string()];
-    let mut next = e.source();
-    while let Some(s) = next {
-        let t = s.to_string();
-        if !parts.iter().any(|p| p.contains(&t)) {
-            parts.push(t);
-        }
-        next = s.source();
-    }
-    parts.join(": ")
 }
 
 /// GETs a JSON object; `None` for a 404 (the caller tries the next place).
@@ -228,7 +216,7 @@ async fn get_json(http: &reqwest::Client, guard: UrlGuard<'_>, url: &str) -> Res
         .timeout(REQUEST_TIMEOUT)
         .send()
         .await
-        .map_err(|e| OAuthClientError::Discovery(format!("{url}: {}", causes(&e))))?;
+        .map_err(|e| OAuthClientError::Discovery(format!("{url}: {}", error_chain(&e))))?;
     let (status, body) = read_body(response).await?;
     if status == 404 {
         return Ok(None);
@@ -313,7 +301,7 @@ pub async fn discover(
         .timeout(REQUEST_TIMEOUT)
         .send()
         .await
-        .map_err(|e| OAuthClientError::Discovery(format!("{mcp_url}: {}", causes(&e))))?;
+        .map_err(|e| OAuthClientError::Discovery(format!("{mcp_url}: {}", error_chain(&e))))?;
     let status = response.status().as_u16();
     let challenge = response
         .headers()
@@ -431,7 +419,7 @@ pub async fn register(
         .timeout(REQUEST_TIMEOUT)
         .send()
         .await
-        .map_err(|e| OAuthClientError::Registration(format!("{endpoint}: {}", causes(&e))))?;
+        .map_err(|e| OAuthClientError::Registration(format!("{endpoint}: {}", error_chain(&e))))?;
     let (status, body) = read_body(response).await?;
     let doc: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     if !(200..300).contains(&status) {
@@ -569,7 +557,7 @@ async fn token_request(
         .send()
         .await
         .map_err(|e| {
-            OAuthClientError::Transport(format!("{}: {}", server.token_endpoint, causes(&e)))
+            OAuthClientError::Transport(format!("{}: {}", server.token_endpoint, error_chain(&e)))
         })?;
     let (status, body) = read_body(response).await?;
     let doc: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);

@@ -187,7 +187,7 @@ impl Hub {
             secrets,
             net: (row.owner != MACHINE_OWNER).then(|| self.opts.net.clone()),
             revision: row.updated_at,
-            bearer: (transport == TransportKind::Http).then(|| self.bearer_source(&row.id)),
+            bearer: (transport == TransportKind::Http).then(|| self.bearer_source(row)),
         };
         let hub = Arc::downgrade(self);
         let owner = row.owner.clone();

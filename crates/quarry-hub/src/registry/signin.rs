@@ -160,13 +160,15 @@ impl Hub {
         Ok(secrets)
     }
 
-    /// Writes a changed sign-in if the row's secrets are still what `row` says (false when
-    /// another request or node changed them first).
-    fn swap_sign_in(&self, row: &UpstreamRow, sign_in: &SignIn) -> Result<bool> {
+    /// Writes a changed sign-in if the row's secrets are still what `row` says: the secrets
+    /// now stored, or `None` when another request or node changed them first.
+    fn swap_sign_in(&self, row: &UpstreamRow, sign_in: &SignIn) -> Result<Option<String>> {
         let (_, secrets) = stored_settings(row)?;
         let new = json_text(&self.with_sign_in(&row.id, secrets, sign_in)?)?;
-        self.store
-            .swap_upstream_secrets(&row.id, &row.secrets, &new)
+        Ok(self
+            .store
+            .swap_upstream_secrets(&row.id, &row.secrets, &new)?
+            .then_some(new))
     }
 
     /// What a listing shows of `row`'s sign-in; `None` when it has none.
@@ -285,7 +287,7 @@ impl Hub {
         let hub = self.clone();
         let id = row.id.clone();
         let stored = crate::blocking(move || hub.swap_sign_in(&row, &sign_in)).await?;
-        if !stored {
+        if stored.is_none() {
             return Err(Error::Conflict(
                 "the MCP server changed while signing in started; try again".into(),
             ));
@@ -313,7 +315,7 @@ impl Hub {
             )
         };
         let (id, nonce) = state.split_once('.').ok_or_else(expired)?;
-        let row = self.upstream_by_id(id).await?.ok_or_else(expired)?;
+        let row = self.upstream_by_id(None, id).await?.ok_or_else(expired)?;
         let (_, secrets) = stored_settings(&row)?;
         let mut sign_in = self.open_sign_in(&row.id, &secrets)?;
         let pending = sign_in
@@ -330,7 +332,10 @@ impl Hub {
         };
         let hub = self.clone();
         let (row_now, cleared) = (row.clone(), sign_in.clone());
-        if !crate::blocking(move || hub.swap_sign_in(&row_now, &cleared)).await? {
+        if crate::blocking(move || hub.swap_sign_in(&row_now, &cleared))
+            .await?
+            .is_none()
+        {
             return Err(expired());
         }
         if let Some(e) = error {
@@ -363,9 +368,7 @@ impl Hub {
         crate::blocking(move || {
             let mut row = hub
                 .store
-                .upstreams(None)?
-                .into_iter()
-                .find(|r| r.id == row.id)
+                .upstream(&row.owner, &row.id)?
                 .ok_or_else(|| Error::NotFound("the MCP server was deleted".into()))?;
             let (_, secrets) = stored_settings(&row)?;
             row.secrets = json_text(&hub.with_sign_in(&row.id, secrets, &sign_in)?)?;
@@ -402,16 +405,22 @@ impl Hub {
         Ok(())
     }
 
-    /// Any owner's upstream by id (the callback and a connection know only the id).
-    async fn upstream_by_id(self: &Arc<Self>, id: &str) -> Result<Option<UpstreamRow>> {
+    /// An upstream by id: `owner`'s (a connection knows it), or any owner's (the callback
+    /// knows only the id its `state` names).
+    async fn upstream_by_id(
+        self: &Arc<Self>,
+        owner: Option<&str>,
+        id: &str,
+    ) -> Result<Option<UpstreamRow>> {
         let hub = self.clone();
-        let wanted = id.to_owned();
-        crate::blocking(move || {
-            Ok(hub
+        let (owner, wanted) = (owner.map(str::to_owned), id.to_owned());
+        crate::blocking(move || match owner {
+            Some(owner) => hub.store.upstream(&owner, &wanted),
+            None => Ok(hub
                 .store
                 .upstreams(None)?
                 .into_iter()
-                .find(|r| r.id == wanted))
+                .find(|r| r.id == wanted)),
         })
         .await
     }
@@ -422,33 +431,34 @@ impl Hub {
         crate::blocking(move || hub.row(&caller, &key)).await
     }
 
-    /// The bearer source of upstream `id`'s connection (see [`BearerSource`]).
-    pub(super) fn bearer_source(self: &Arc<Self>, id: &str) -> BearerSource {
+    /// The bearer source of `row`'s connection (see [`BearerSource`]).
+    pub(super) fn bearer_source(self: &Arc<Self>, row: &UpstreamRow) -> BearerSource {
         let hub = Arc::downgrade(self);
-        let id = id.to_owned();
+        let (owner, id) = (row.owner.clone(), row.id.clone());
         Arc::new(move |refused: Option<String>| {
-            let (hub, id) = (hub.clone(), id.clone());
+            let (hub, owner, id) = (hub.clone(), owner.clone(), id.clone());
             Box::pin(async move {
                 let Some(hub) = hub.upgrade() else {
                     return Ok(None);
                 };
-                hub.current_bearer(&id, refused.as_deref())
+                hub.current_bearer(&owner, &id, refused.as_deref())
                     .await
                     .map_err(|e| e.to_string())
             })
         })
     }
 
-    /// The access token to send to upstream `id` now, refreshed first when it expires
-    /// within [`REFRESH_AHEAD_MS`] or is the one the upstream just `refused`.
+    /// The access token to send to `owner`'s upstream `id` now, refreshed first when it
+    /// expires within [`REFRESH_AHEAD_MS`] or is the one the upstream just `refused`.
     async fn current_bearer(
         self: &Arc<Self>,
+        owner: &str,
         id: &str,
         refused: Option<&str>,
     ) -> Result<Option<String>> {
         let started = std::time::Instant::now();
         loop {
-            let Some(row) = self.upstream_by_id(id).await? else {
+            let Some(row) = self.upstream_by_id(Some(owner), id).await? else {
                 return Ok(None);
             };
             let (_, secrets) = stored_settings(&row)?;
@@ -486,20 +496,15 @@ impl Hub {
             sign_in.refreshing_until = Some(now + REFRESH_CLAIM_MS);
             let hub = self.clone();
             let (claim_row, claimed) = (row.clone(), sign_in.clone());
-            let claim = crate::blocking(move || {
-                if !hub.swap_sign_in(&claim_row, &claimed)? {
-                    return Ok(None);
-                }
-                // What the row now holds: the swap's expected value for the write-back.
-                Ok(hub
-                    .store
-                    .upstreams(None)?
-                    .into_iter()
-                    .find(|r| r.id == claim_row.id))
-            })
-            .await?;
-            let Some(claimed_row) = claim else {
+            let Some(claimed) =
+                crate::blocking(move || hub.swap_sign_in(&claim_row, &claimed)).await?
+            else {
                 continue;
+            };
+            // What the row now holds: the swap's expected value for the write-back.
+            let claimed_row = UpstreamRow {
+                secrets: claimed,
+                ..row.clone()
             };
             let (http, _) = self.sign_in_client(&row).await?;
             let outcome =
@@ -521,7 +526,7 @@ impl Hub {
             };
             let hub = self.clone();
             let written = crate::blocking(move || hub.swap_sign_in(&claimed_row, &sign_in)).await?;
-            if !written {
+            if written.is_none() {
                 tracing::warn!(upstream = %row.name, "the sign-in changed while its token was refreshed");
             }
             return answer;

@@ -67,17 +67,7 @@ struct EndpointBody {
     /// New names and descriptions of its tools, by `package.tool`: a `PUT` without it keeps
     /// the endpoint's, `{}` removes them.
     #[serde(default)]
-    overrides: Option<BTreeMap<String, OverrideBody>>,
-}
-
-/// One tool's override: a new name, a new description, or both.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct OverrideBody {
-    #[serde(default)]
-    name: Option<String>,
-    #[serde(default)]
-    description: Option<String>,
+    overrides: Option<BTreeMap<String, ToolOverride>>,
 }
 
 fn bad(message: impl Into<String>) -> ApiError {
@@ -149,16 +139,11 @@ fn saved_selection(b: &EndpointBody) -> Result<EndpointSelection, ApiError> {
             "description is longer than {MAX_DESCRIPTION} characters"
         )));
     }
-    let mut overrides = BTreeMap::new();
-    for (tool, o) in b.overrides.iter().flatten() {
-        let o = ToolOverride {
-            name: o.name.clone(),
-            description: o.description.clone(),
-        };
+    let overrides = b.overrides.clone().unwrap_or_default();
+    for (tool, o) in &overrides {
         // What needs no catalog; whether the endpoint selects the tool, and whether its new
         // name is free, are checked against the catalog before saving.
-        endpoint::check_override(tool, &o).map_err(|m| bad(format!("overrides: {m}")))?;
-        overrides.insert(tool.clone(), o);
+        endpoint::check_override(tool, o).map_err(|m| bad(format!("overrides: {m}")))?;
     }
     Ok(EndpointSelection {
         selection,

@@ -111,24 +111,6 @@ fn view_with(
     view.with_overrides(&reached)
 }
 
-/// An endpoint's overrides as the API shows them: `{"package.tool": {"name"?, "description"?}}`.
-fn overrides_json(overrides: &BTreeMap<String, ToolOverride>) -> Value {
-    let map: serde_json::Map<String, Value> = overrides
-        .iter()
-        .map(|(tool, o)| {
-            let mut entry = serde_json::Map::new();
-            if let Some(name) = &o.name {
-                entry.insert("name".into(), Value::String(name.clone()));
-            }
-            if let Some(description) = &o.description {
-                entry.insert("description".into(), Value::String(description.clone()));
-            }
-            (tool.clone(), Value::Object(entry))
-        })
-        .collect();
-    Value::Object(map)
-}
-
 /// How the API shows an endpoint: its URL at `base`, its selection spelled out.
 pub(crate) fn describe(endpoint: &ToolEndpointRow, principal: &Principal, base: &str) -> Value {
     let saved = EndpointSelection::from_query(&endpoint.selection).unwrap_or_default();
@@ -149,7 +131,7 @@ pub(crate) fn describe(endpoint: &ToolEndpointRow, principal: &Principal, base: 
         "mode": if s.search_mode { "search" } else { "list" },
         "names": if s.own_names { "tool" } else { "package" },
         "cap": saved.cap,
-        "overrides": overrides_json(&saved.overrides),
+        "overrides": saved.overrides,
         "editable": may_edit(principal, endpoint),
         "created_at": quarry_core::iso8601_millis(endpoint.created_at),
         "updated_at": quarry_core::iso8601_millis(endpoint.updated_at),

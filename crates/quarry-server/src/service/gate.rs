@@ -177,48 +177,42 @@ async fn before_call(
             quarry_policy::policy_names(approval)
         );
         let (mode, url) = match approval_url(context, &approval.id) {
-            Some(url) => (mode, url),
-            None => (Elicit::No, String::new()),
+            Some(url) => (mode, Some(url)),
+            None => (Elicit::No, None),
         };
-        let go_wait = match (mode, answered) {
-            (Elicit::Session, _) => {
+        let go_wait = match (mode, answered, url) {
+            (Elicit::Session, _, Some(url)) => {
                 if *new {
                     // Recorded now: the call may end approved, and its result then says so.
-                    let mut g = json!({"approval_id": approval.id, "tool": approval.tool,
-                                       "expires_at": quarry_core::iso8601_millis(approval.expires_at)});
-                    g["new"] = json!(true);
                     let parts = context.extensions.get::<axum::http::request::Parts>();
                     crate::audit::approval_request(
                         state,
                         &caller.principal,
                         tool,
                         &quarry_audit::redact_object(args),
-                        &g,
+                        &verdict.outcome().unwrap_or_default(),
                         parts,
                     );
                 }
-                match url::Url::parse(&url) {
-                    Ok(url) => matches!(
-                        context
-                            .peer
-                            .elicit_url_with_timeout(
-                                message.clone(),
-                                url,
-                                approval.id.clone(),
-                                Some(APPROVAL_WAIT),
-                            )
-                            .await,
-                        Ok(ElicitationAction::Accept)
-                    ),
-                    Err(_) => false,
-                }
+                matches!(
+                    context
+                        .peer
+                        .elicit_url_with_timeout(
+                            message.clone(),
+                            url,
+                            approval.id.clone(),
+                            Some(APPROVAL_WAIT),
+                        )
+                        .await,
+                    Ok(ElicitationAction::Accept)
+                )
             }
-            (Elicit::InputRequired, Some(ApprovalAnswer(accepted))) => accepted,
-            (Elicit::InputRequired, None) => {
-                elicit = Some(json!({"url": url, "message": message, "id": approval.id}));
+            (Elicit::InputRequired, Some(ApprovalAnswer(accepted)), _) => accepted,
+            (Elicit::InputRequired, None, Some(url)) => {
+                elicit = Some(json!({"url": url.as_str(), "message": message, "id": approval.id}));
                 false
             }
-            (Elicit::No, _) => false,
+            _ => false,
         };
         if go_wait {
             let approval_id = approval.id.clone();
@@ -231,12 +225,10 @@ async fn before_call(
                 }
                 verdict = check().await?;
             }
-            // Recorded above (a session) or by the first round (2026-07-28).
-            if let Verdict::Held { new, .. } = &mut verdict {
-                *new = false;
-            }
             tracing::debug!(approval = %approval_id, "a held call waited for its decision");
-        } else if mode == Elicit::Session
+        }
+        // Its request is recorded: above (a session) or by the first round (2026-07-28).
+        if (go_wait || mode == Elicit::Session)
             && let Verdict::Held { new, .. } = &mut verdict
         {
             *new = false;
@@ -261,10 +253,13 @@ async fn before_call(
 
 /// The web UI's page of approval `id`, at the address this request came to (`None` outside
 /// HTTP, or for a `Host` that makes no URL).
-fn approval_url(context: &RequestContext<RoleServer>, id: &str) -> Option<String> {
+fn approval_url(context: &RequestContext<RoleServer>, id: &str) -> Option<url::Url> {
     let parts = context.extensions.get::<axum::http::request::Parts>()?;
-    let url = format!("{}/#/approvals/{id}", crate::http::base_url(&parts.headers));
-    url::Url::parse(&url).ok().map(String::from)
+    url::Url::parse(&format!(
+        "{}/#/approvals/{id}",
+        crate::http::base_url(&parts.headers)
+    ))
+    .ok()
 }
 
 /// A held result a 2026-07-28 client may answer with the person (its gate outcome carries
