@@ -22,7 +22,7 @@ use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use quarry_core::format_search_summary;
 use quarry_engine::{
     EmbedOptions, Engine, GetRequest, ModelConfig, ModelSpec, MultiGetItem, MultiGetRequest,
-    SearchRequest, UpdateOptions, UpdateReport,
+    SearchAnswer, SearchCommand, SearchVerb, UpdateOptions, UpdateReport,
 };
 use serde_json::json;
 
@@ -586,6 +586,11 @@ struct SearchArgs {
     /// YYYY-MM-DD or Unix milliseconds): superseded and expired entries are left out.
     #[arg(long, value_name = "WHEN")]
     as_of: Option<String>,
+    /// Search in this process even when a server of this data directory is running (by
+    /// default it answers, with its index open and its models loaded, when it runs with
+    /// this command's settings).
+    #[arg(long)]
+    no_server: bool,
 }
 
 #[derive(Args)]
@@ -601,8 +606,8 @@ struct MetadataArgs {
     top: u16,
 }
 
-/// A `--filter` value: JSON text, or `@FILE` holding it.
-fn parse_filter_arg(arg: Option<&str>) -> Result<Option<quarry_engine::Filter>> {
+/// A `--filter` value's JSON text: the value, or the file `@FILE` names.
+fn filter_text(arg: Option<&str>) -> Result<Option<String>> {
     let Some(arg) = arg else {
         return Ok(None);
     };
@@ -612,10 +617,118 @@ fn parse_filter_arg(arg: Option<&str>) -> Result<Option<quarry_engine::Filter>> 
         })?,
         None => arg.to_owned(),
     };
-    if text.trim().is_empty() {
+    Ok(Some(text).filter(|t| !t.trim().is_empty()))
+}
+
+/// A `--filter` value: JSON text, or `@FILE` holding it.
+fn parse_filter_arg(arg: Option<&str>) -> Result<Option<quarry_engine::Filter>> {
+    match filter_text(arg)? {
+        None => Ok(None),
+        Some(text) => Ok(Some(quarry_engine::Filter::parse_str(&text)?)),
+    }
+}
+
+/// The search `quarry search|vsearch|query` asks for, with the options that shape its output.
+fn search_command(command: &Command) -> Result<Option<(SearchCommand, &SearchArgs)>> {
+    let (mode, args, q) = match command {
+        Command::Search(args) => (SearchVerb::Search, args, None),
+        Command::Vsearch(v) => (SearchVerb::Vsearch, &v.search, None),
+        Command::Query(q) => (SearchVerb::Query, &q.search, Some(q)),
+        _ => return Ok(None),
+    };
+    let cmd = SearchCommand {
+        verb: mode,
+        query: args.query.join(" "),
+        limit: args.limit,
+        min_score: args.min_score,
+        collection: args.collection.clone(),
+        filter: filter_text(args.filter.as_deref())?,
+        as_of: args.as_of.clone(),
+        searches: q.map(|q| q.searches.clone()).unwrap_or_default(),
+        intent: q.and_then(|q| q.intent.clone()),
+        collections: q.map(|q| q.collections.clone()).unwrap_or_default(),
+        candidate_limit: q.and_then(|q| q.candidate_limit),
+    };
+    Ok(Some((cmd, args)))
+}
+
+/// A search answered by a running server of this data directory (its index open, its
+/// models loaded) when one runs with this command's settings; `None`: search here.
+fn search_through_server(
+    cli: &Cli,
+    matches: &clap::ArgMatches,
+    env: &config::Env,
+    cmd: &SearchCommand,
+) -> Result<Option<SearchAnswer>> {
+    let dir = settings::engine_options(env, cli.index.as_deref())?.data_dir();
+    let socket = dir.join(quarry_server::SOCKET_NAME);
+    if !socket.exists() {
         return Ok(None);
     }
-    Ok(Some(quarry_engine::Filter::parse_str(&text)?))
+    let mode = cmd.verb.name();
+    let digest = settings::search_settings_digest(&Cli::command(), matches, mode, mode, env);
+    match quarry_server::ask_local(&socket, &digest, cmd) {
+        quarry_server::LocalOutcome::Answer(answer) => Ok(Some(answer)),
+        quarry_server::LocalOutcome::Failed(message) => Err(anyhow::anyhow!(message)),
+        quarry_server::LocalOutcome::NotServed(_) => Ok(None),
+    }
+}
+
+/// A search's answer as `search`, `vsearch` and `query` print it.
+fn print_search_answer(
+    json: bool,
+    args: &SearchArgs,
+    query: &str,
+    answer: &SearchAnswer,
+) -> Result<()> {
+    if json {
+        // `query --json` carries the stages that ran; the others print the results alone.
+        return match answer.stages {
+            Some(_) => print_json(answer),
+            None => print_json(&answer.results),
+        };
+    }
+    if let Some(stages) = &answer.stages {
+        eprintln!("stages: {}", stages.join(", "));
+    }
+    for w in &answer.warnings {
+        eprintln!("warning: {w}");
+    }
+    let hits = &answer.results;
+    let mut out = std::io::stdout().lock();
+    if args.files {
+        for h in hits {
+            writeln!(
+                out,
+                "{},{},{},{}",
+                h.docid,
+                h.score,
+                h.file,
+                h.context.as_deref().unwrap_or("")
+            )?;
+        }
+    } else if hits.is_empty() {
+        writeln!(out, "{}", format_search_summary(hits, query))?;
+    } else {
+        for h in hits {
+            writeln!(
+                out,
+                "{} {}% {} - {}",
+                h.docid,
+                (h.score * 100.0).round(),
+                h.file,
+                h.title
+            )?;
+            if let Some(c) = &h.context {
+                writeln!(out, "  Context: {c}")?;
+            }
+            for line in h.snippet.lines() {
+                writeln!(out, "  {line}")?;
+            }
+            writeln!(out)?;
+        }
+    }
+    Ok(())
 }
 
 /// A metadata report as a table: field, types, documents, top values.
@@ -708,7 +821,7 @@ fn main() -> ExitCode {
         Command::Serve(args) if args.print_config => print_config(&cli, &matches, &env),
         // Reads the embedded data directory whatever --database says (that names the target).
         Command::Migrate(args) => migrate::run(&cli, args, &env),
-        _ => run(cli, &env),
+        _ => run(cli, &matches, &env),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -868,8 +981,26 @@ pub(crate) fn print_json(v: &impl serde::Serialize) -> Result<()> {
     Ok(())
 }
 
-fn run(cli: Cli, env: &config::Env) -> Result<()> {
+fn run(cli: Cli, matches: &clap::ArgMatches, env: &config::Env) -> Result<()> {
+    let search = search_command(&cli.command)?;
+    if let Some((cmd, args)) = &search
+        && !args.no_server
+        && let Some(answer) = search_through_server(&cli, matches, env, cmd)?
+    {
+        return print_search_answer(cli.json, args, &cmd.query, &answer);
+    }
     let engine = open(&cli, env)?;
+    if let Some((cmd, args)) = &search {
+        if engine.ensure_indexes(|n| {
+            eprintln!(
+                "This data directory has no keyword index yet: indexing {n} documents from the store…"
+            )
+        })? {
+            eprintln!("Indexed.");
+        }
+        let answer = engine.run_search_command(cmd)?;
+        return print_search_answer(cli.json, args, &cmd.query, &answer);
+    }
     match &cli.command {
         Command::User(cmd) => return access::user(&engine, cmd, cli.json),
         Command::Space(cmd) => return access::space(&engine, cmd, cli.json),
@@ -1114,102 +1245,6 @@ fn run(cli: Cli, env: &config::Env) -> Result<()> {
                 )?;
             }
         }
-        Command::Search(args)
-        | Command::Vsearch(VsearchArgs { search: args, .. })
-        | Command::Query(QueryArgs { search: args, .. }) => {
-            if engine.ensure_indexes(|n| {
-                eprintln!(
-                    "This data directory has no keyword index yet: indexing {n} documents from the store…"
-                )
-            })? {
-                eprintln!("Indexed.");
-            }
-            let query = args.query.join(" ");
-            let as_of = args
-                .as_of
-                .as_deref()
-                .map(|w| quarry_engine::parse_instant("--as-of", &serde_json::json!(w)))
-                .transpose()?;
-            let engine = engine
-                .filtered(parse_filter_arg(args.filter.as_deref())?)
-                .at(as_of);
-            let mut req = SearchRequest {
-                query: query.clone(),
-                limit: args.limit,
-                min_score: args.min_score.unwrap_or(0.0),
-                collection: args.collection.clone(),
-                rerank: true,
-                excerpt_chars: quarry_engine::SNIPPET_CHARS,
-            };
-            let hits = match &cli.command {
-                Command::Vsearch(_) => {
-                    if args.min_score.is_none() {
-                        req.min_score = quarry_engine::VSEARCH_MIN_SCORE;
-                    }
-                    engine.vsearch(&req)?
-                }
-                Command::Query(q) => {
-                    let opts = quarry_engine::QueryOptions {
-                        searches: q
-                            .searches
-                            .iter()
-                            .enumerate()
-                            .map(|(i, spec)| quarry_engine::SubQuery::parse_spec(i, spec))
-                            .collect::<std::result::Result<_, _>>()?,
-                        intent: q.intent.clone(),
-                        collections: q.collections.clone(),
-                        candidate_limit: q.candidate_limit,
-                    };
-                    let res = engine.query_with(&req, &opts)?;
-                    if cli.json {
-                        // The stages that ran travel with the results (issue: `--json` says
-                        // which stages ran).
-                        print_json(&res)?;
-                        return Ok(());
-                    }
-                    eprintln!("stages: {}", res.stages.join(", "));
-                    for w in &res.warnings {
-                        eprintln!("warning: {w}");
-                    }
-                    res.results
-                }
-                _ => engine.search(&req)?,
-            };
-            if cli.json {
-                print_json(&hits)?;
-            } else if args.files {
-                for h in &hits {
-                    writeln!(
-                        out,
-                        "{},{},{},{}",
-                        h.docid,
-                        h.score,
-                        h.file,
-                        h.context.as_deref().unwrap_or("")
-                    )?;
-                }
-            } else if hits.is_empty() {
-                writeln!(out, "{}", format_search_summary(&hits, &query))?;
-            } else {
-                for h in &hits {
-                    writeln!(
-                        out,
-                        "{} {}% {} - {}",
-                        h.docid,
-                        (h.score * 100.0).round(),
-                        h.file,
-                        h.title
-                    )?;
-                    if let Some(c) = &h.context {
-                        writeln!(out, "  Context: {c}")?;
-                    }
-                    for line in h.snippet.lines() {
-                        writeln!(out, "  {line}")?;
-                    }
-                    writeln!(out)?;
-                }
-            }
-        }
         Command::Get {
             file,
             from,
@@ -1293,10 +1328,14 @@ fn run(cli: Cli, env: &config::Env) -> Result<()> {
         Command::Migrate(args) => return migrate::run(&cli, args, env),
         Command::Mcp(_) => {
             drop(out);
-            serve(engine, env, Transport::Mcp, None)?
+            let local = local_socket(&engine, matches, "mcp", env);
+            serve(engine, env, Transport::Mcp, None, local)?
         }
         // Handled before the engine is shared (above).
-        Command::Kb(_)
+        Command::Search(_)
+        | Command::Vsearch(_)
+        | Command::Query(_)
+        | Command::Kb(_)
         | Command::Source(_)
         | Command::User(_)
         | Command::Space(_)
@@ -1308,7 +1347,8 @@ fn run(cli: Cli, env: &config::Env) -> Result<()> {
         | Command::Hub(_) => {}
         Command::Serve(args) => {
             drop(out);
-            serve(engine, env, args.transport, Some(args))?
+            let local = local_socket(&engine, matches, "serve", env);
+            serve(engine, env, args.transport, Some(args), local)?
         }
     }
     Ok(())
@@ -1325,11 +1365,34 @@ fn auth_mode(a: &ServeArgs) -> quarry_server::AuthMode {
     }
 }
 
+/// Where a server answers its command line's searches (`quarry_server::serve_local`), and
+/// the settings each search command runs with here.
+fn local_socket(
+    engine: &Engine,
+    matches: &clap::ArgMatches,
+    running: &str,
+    env: &config::Env,
+) -> quarry_server::LocalSocket {
+    let root = Cli::command();
+    quarry_server::LocalSocket {
+        path: engine.data_dir().join(quarry_server::SOCKET_NAME),
+        settings: [SearchVerb::Search, SearchVerb::Vsearch, SearchVerb::Query]
+            .into_iter()
+            .map(|m| {
+                let digest =
+                    settings::search_settings_digest(&root, matches, running, m.name(), env);
+                (m.name().to_owned(), digest)
+            })
+            .collect(),
+    }
+}
+
 fn serve(
     engine: Engine,
     env: &config::Env,
     transport: Transport,
     args: Option<&ServeArgs>,
+    local: quarry_server::LocalSocket,
 ) -> Result<()> {
     let json_logs = args.is_some_and(|a| a.log_format == LogFormat::Json);
     let filter = settings::log_filter(env);
@@ -1467,6 +1530,14 @@ fn serve(
             Ok(())
         })?;
         let shutdown = quarry_server::shutdown_on_signals();
+        // The command line's searches, until the servers stop (a stdio session's end stops
+        // them without a signal).
+        let local_stop = shutdown.child_token();
+        let local_task = tokio::spawn(quarry_server::serve_local(
+            state.clone(),
+            local,
+            local_stop.clone(),
+        ));
         let workers_state = state.clone();
         let http = |state, shutdown| {
             quarry_server::serve_http(state, opts, shutdown, |addr| {
@@ -1502,6 +1573,8 @@ fn serve(
                 served?;
             }
         }
+        local_stop.cancel();
+        let _ = local_task.await;
         // Upstream children are killed with their process groups.
         workers_state.hub().shutdown();
         tokio::task::spawn_blocking(move || {

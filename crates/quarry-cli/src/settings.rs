@@ -291,6 +291,63 @@ pub(crate) fn effective(
     Ok(out)
 }
 
+/// A digest of the settings `reader` (`search`, `vsearch` or `query`) runs with in the
+/// running command `matched` (that command itself, or `serve` / `mcp`): every variable
+/// `reader` reads, the value of its option where `matched` has one. The CLI asks a running
+/// server to search for it only when both digests agree ([`quarry_server::LocalSocket`]).
+/// The variables that only locate the data directory are left out: the socket is in it.
+pub(crate) fn search_settings_digest(
+    root: &clap::Command,
+    matches: &clap::ArgMatches,
+    matched: &str,
+    reader: &str,
+    env: &Env,
+) -> String {
+    let levels = [
+        (
+            root.find_subcommand(matched),
+            matches.subcommand_matches(matched),
+        ),
+        (Some(root), Some(matches)),
+    ];
+    // `Some(value)` when the running command has the option (`None` inside: not given).
+    let option = |long: &str| -> Option<Option<String>> {
+        levels.iter().find_map(|(cmd, m)| {
+            let arg = (*cmd)?
+                .get_arguments()
+                .find(|a| a.get_long() == Some(long))?;
+            Some((*m)?.get_raw(arg.get_id().as_str()).map(|vals| {
+                vals.map(|v| v.to_string_lossy().into_owned())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            }))
+        })
+    };
+    let mut text = String::new();
+    for v in config::ALL {
+        let reads = v
+            .read_by
+            .iter()
+            .any(|c| *c == reader || *c == "every command");
+        if !reads
+            || v.kind == Kind::TestsOnly
+            || v.name == config::QUARRY_HOME.name
+            || v.name == config::XDG_DATA_HOME.name
+        {
+            continue;
+        }
+        let value = match v.flag.and_then(|f| option(f.trim_start_matches("--"))) {
+            Some(given) => given,
+            None => env.raw(v).map(str::to_owned),
+        };
+        match value {
+            Some(value) => text.push_str(&format!("{}={value}\n", v.name)),
+            None => text.push_str(&format!("{} unset\n", v.name)),
+        }
+    }
+    quarry_core::sha256_hex(text.as_bytes())
+}
+
 /// `--print-config` as text: one setting per line, its value and where it came from.
 pub(crate) fn print_effective(settings: &[Effective], out: &mut impl std::io::Write) -> Result<()> {
     let width = settings.iter().map(|s| s.setting.len()).max().unwrap_or(0);

@@ -23,7 +23,7 @@ pub use text::{
 };
 pub use time::{civil_from_days, days_from_civil, iso8601_millis, now_millis};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The tenant everything belongs to. Local mode has exactly one: [`DEFAULT_SPACE`].
 pub const DEFAULT_SPACE: &str = "default";
@@ -148,7 +148,7 @@ fn prefix_applies(prefix: &str, display_path: &str) -> bool {
 }
 
 /// One search result, the seed's `SearchResultItem`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SearchHit {
     /// `#` + hex, the document's short id.
     pub docid: String,

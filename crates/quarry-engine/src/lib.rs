@@ -34,6 +34,7 @@ mod readers;
 #[cfg(test)]
 mod scope_tests;
 mod search;
+mod search_command;
 mod semantic;
 mod source_options;
 #[cfg(test)]
@@ -91,6 +92,7 @@ pub use search::{
     MAX_EXCERPT_CHARS, NO_VECTOR_INDEX, QueryResponse, SNIPPET_CHARS, SearchRequest,
     VSEARCH_MIN_SCORE, snippet,
 };
+pub use search_command::{SearchAnswer, SearchCommand, SearchVerb};
 pub use semantic::{
     ANN_EXPANSION, DEFAULT_EMBED_MODEL, EXACT_SEARCH_MAX, EmbedOptions, EmbedReport,
     EmbeddingProgress, ModelConfig, SemanticState, embed_input, model_key,

@@ -8,6 +8,7 @@
 //!
 //! Source layout (a route module never imports another; `tests/it/layering.rs` checks it):
 //! - `state.rs`: `AppState`, what every handler shares, and `HttpOptions`;
+//! - `local.rs`: the CLI's fast path, searches over a Unix socket in the data directory;
 //! - `http/`: the error contract, extractors, envelopes, the one blocking runner, the
 //!   Host/Origin guard;
 //! - `auth/`: who is calling (the middleware that resolves a request's principal), the web
@@ -24,6 +25,7 @@ mod auth;
 mod compat;
 mod http;
 mod limits;
+mod local;
 mod mcp;
 mod service;
 mod state;
@@ -45,6 +47,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use auth::AuthMode;
 use http::{ApiError, ErrorCode};
+pub use local::{LocalOutcome, LocalSocket, SOCKET_NAME, ask_local, serve_local};
 pub use mcp::{QuarryMcp, knowledge_package};
 pub use state::{AppState, DEFAULT_PORT, HttpOptions};
 
