@@ -10,7 +10,8 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
 use postgres::config::Host;
-use postgres::{Client, Config};
+use postgres::types::ToSql;
+use postgres::{Client, Config, Row, Statement};
 use quarry_core::{Error, Result};
 use tokio_postgres_rustls::MakeRustlsConnect;
 
@@ -37,9 +38,15 @@ pub(crate) struct Pool {
 }
 
 struct State {
-    idle: Vec<Client>,
+    idle: Vec<(Client, Statements)>,
     open: usize,
 }
+
+/// A connection's prepared statements by their SQL text.
+type Statements = std::collections::HashMap<String, Statement>;
+/// Statements kept per connection; past it the cache starts over (statements whose text
+/// varies, such as a vector search's dimensions, must not grow it without bound).
+const MAX_STATEMENTS: usize = 256;
 
 impl Pool {
     /// A pool for `url`; nothing is opened yet. A malformed URL is an error that names the
@@ -81,10 +88,11 @@ impl Pool {
     pub(crate) fn get(&self) -> Result<PgConnection<'_>> {
         let mut state = self.lock();
         loop {
-            while let Some(client) = state.idle.pop() {
+            while let Some((client, statements)) = state.idle.pop() {
                 if !client.is_closed() {
                     return Ok(PgConnection {
                         client: Some(client),
+                        statements,
                         pool: self,
                     });
                 }
@@ -96,6 +104,7 @@ impl Pool {
                 return match self.connect_dedicated() {
                     Ok(client) => Ok(PgConnection {
                         client: Some(client),
+                        statements: Statements::new(),
                         pool: self,
                     }),
                     Err(e) => {
@@ -152,12 +161,12 @@ impl Pool {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn put_back(&self, client: Client) {
+    fn put_back(&self, client: Client, statements: Statements) {
         let mut state = self.lock();
         if client.is_closed() {
             state.open -= 1;
         } else {
-            state.idle.push(client);
+            state.idle.push((client, statements));
         }
         drop(state);
         self.freed.notify_one();
@@ -177,9 +186,74 @@ impl Drop for Pool {
 }
 
 /// A connection borrowed from the pool; it goes back when dropped.
+///
+/// Its `query`, `query_one` and `query_opt` prepare each statement once per connection and
+/// keep it: a repeated read then costs one round trip instead of two (parse and describe,
+/// then bind and execute) and PostgreSQL may reuse its plan. They shadow `Client`'s methods
+/// of the same names, so every read through a pooled connection gets them; transactions
+/// (`transaction()`) run as `Client` does.
 pub struct PgConnection<'a> {
     client: Option<Client>,
+    statements: Statements,
     pool: &'a Pool,
+}
+
+impl PgConnection<'_> {
+    /// The rows of `sql` (see the type's docs).
+    pub(crate) fn query(
+        &mut self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<Row>, postgres::Error> {
+        let statement = self.prepared(sql)?;
+        let client = self.client.as_mut().unwrap_or_else(|| unreachable!());
+        match client.query(&statement, params) {
+            // A schema change (another node's migration) outdated the statement: once more,
+            // freshly prepared.
+            Err(e) if e.code() == Some(&postgres::error::SqlState::FEATURE_NOT_SUPPORTED) => {
+                self.statements.remove(sql);
+                let statement = self.prepared(sql)?;
+                let client = self.client.as_mut().unwrap_or_else(|| unreachable!());
+                client.query(&statement, params)
+            }
+            other => other,
+        }
+    }
+
+    /// The one row of `sql`; an error when there is none or more than one.
+    pub(crate) fn query_one(
+        &mut self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Row, postgres::Error> {
+        let statement = self.prepared(sql)?;
+        let client = self.client.as_mut().unwrap_or_else(|| unreachable!());
+        client.query_one(&statement, params)
+    }
+
+    /// The row of `sql`, if any; an error when there is more than one.
+    pub(crate) fn query_opt(
+        &mut self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Option<Row>, postgres::Error> {
+        let statement = self.prepared(sql)?;
+        let client = self.client.as_mut().unwrap_or_else(|| unreachable!());
+        client.query_opt(&statement, params)
+    }
+
+    fn prepared(&mut self, sql: &str) -> Result<Statement, postgres::Error> {
+        if let Some(s) = self.statements.get(sql) {
+            return Ok(s.clone());
+        }
+        let client = self.client.as_mut().unwrap_or_else(|| unreachable!());
+        let statement = client.prepare(sql)?;
+        if self.statements.len() >= MAX_STATEMENTS {
+            self.statements.clear();
+        }
+        self.statements.insert(sql.to_owned(), statement.clone());
+        Ok(statement)
+    }
 }
 
 impl Deref for PgConnection<'_> {
@@ -200,7 +274,8 @@ impl DerefMut for PgConnection<'_> {
 impl Drop for PgConnection<'_> {
     fn drop(&mut self) {
         if let Some(client) = self.client.take() {
-            self.pool.put_back(client);
+            self.pool
+                .put_back(client, std::mem::take(&mut self.statements));
         }
     }
 }

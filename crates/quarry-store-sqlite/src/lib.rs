@@ -1,11 +1,17 @@
 //! The embedded [`Store`]: one SQLite database in WAL mode.
 //!
-//! WAL lets any number of reader processes run while one process writes, so a search never
-//! sees "database is locked"; writers wait on `busy_timeout` (the engine also serialises
-//! writers with a lock file). `synchronous = FULL` makes every acknowledged commit durable.
+//! WAL lets any number of readers run while one writer writes, so a search never sees
+//! "database is locked"; writers wait on `busy_timeout` (the engine also serialises writers
+//! with a lock file). `synchronous = FULL` makes every acknowledged commit durable.
+//!
+//! In one process, writes go through one connection ([`SqliteStore::write`]) and reads
+//! through a pool of read-only ones ([`SqliteStore::conn`]): with a single connection every
+//! search of every client waited for every other store call, and for each commit's fsync
+//! (issue 46: 8 clients got no more queries per second than 1).
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::ops::{Deref, DerefMut};
+use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -159,7 +165,79 @@ mod sources;
 
 /// SQLite-backed [`Store`].
 pub struct SqliteStore {
-    conn: Mutex<Connection>,
+    path: PathBuf,
+    /// The one connection that writes.
+    writer: Mutex<Connection>,
+    /// Idle read-only connections (at most [`IDLE_READERS`]); a read that finds none opens
+    /// another.
+    readers: Mutex<Vec<Connection>>,
+}
+
+/// Read connections kept open between reads: more than the threads that read at once on a
+/// busy server (each keeps its own page and statement caches warm).
+const IDLE_READERS: usize = 16;
+
+/// A connection for reading: a pooled read-only one, or — when another cannot be opened
+/// (file descriptors exhausted) — the writer's, as before the pool.
+pub(crate) enum ReadConn<'a> {
+    Pooled {
+        conn: Option<Connection>,
+        pool: &'a Mutex<Vec<Connection>>,
+    },
+    Writer(MutexGuard<'a, Connection>),
+}
+
+impl Deref for ReadConn<'_> {
+    type Target = Connection;
+    fn deref(&self) -> &Connection {
+        match self {
+            // `conn` is only taken in `drop`.
+            ReadConn::Pooled { conn: Some(c), .. } => c,
+            ReadConn::Pooled { conn: None, .. } => {
+                unreachable!("a read connection used after drop")
+            }
+            ReadConn::Writer(g) => g,
+        }
+    }
+}
+
+impl DerefMut for ReadConn<'_> {
+    fn deref_mut(&mut self) -> &mut Connection {
+        match self {
+            ReadConn::Pooled { conn: Some(c), .. } => c,
+            ReadConn::Pooled { conn: None, .. } => {
+                unreachable!("a read connection used after drop")
+            }
+            ReadConn::Writer(g) => g,
+        }
+    }
+}
+
+impl Drop for ReadConn<'_> {
+    fn drop(&mut self) {
+        if let ReadConn::Pooled { conn, pool } = self
+            && let Some(c) = conn.take()
+        {
+            let mut idle = pool.lock().unwrap_or_else(|p| p.into_inner());
+            if idle.len() < IDLE_READERS {
+                idle.push(c);
+            }
+        }
+    }
+}
+
+/// Settings every connection of this store runs with.
+fn configure(conn: &Connection) -> Result<()> {
+    conn.busy_timeout(Duration::from_secs(30)).map_err(db_err)?;
+    // A stable plan per statement: without it, the bundled SQLite (built with STAT4)
+    // marks bound parameters as plan-relevant and recompiles a cached statement on every
+    // new binding — half of a token check's time went to re-preparing its two queries.
+    conn.set_db_config(
+        rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG,
+        true,
+    )
+    .map_err(db_err)?;
+    Ok(())
 }
 
 fn db_err(e: rusqlite::Error) -> Error {
@@ -194,17 +272,9 @@ impl SqliteStore {
                 quarry_core::error_chain(&e)
             ))
         })?;
-        conn.busy_timeout(Duration::from_secs(30)).map_err(db_err)?;
+        configure(&conn)?;
         conn.execute_batch(
             "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;",
-        )
-        .map_err(db_err)?;
-        // A stable plan per statement: without it, the bundled SQLite (built with STAT4)
-        // marks bound parameters as plan-relevant and recompiles a cached statement on every
-        // new binding — half of a token check's time went to re-preparing its two queries.
-        conn.set_db_config(
-            rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG,
-            true,
         )
         .map_err(db_err)?;
         let version: i64 = conn
@@ -222,20 +292,54 @@ impl SqliteStore {
             })?;
         }
         Ok(SqliteStore {
-            conn: Mutex::new(conn),
+            path: path.to_owned(),
+            writer: Mutex::new(conn),
+            readers: Mutex::new(Vec::new()),
         })
     }
 
+    /// A connection to read with (read-only: a write through it fails).
     #[track_caller]
-    pub(crate) fn conn(&self) -> MutexGuard<'_, Connection> {
+    pub(crate) fn conn(&self) -> ReadConn<'_> {
+        quarry_store::thread_guard::check();
+        let idle = self.readers.lock().unwrap_or_else(|p| p.into_inner()).pop();
+        let conn = match idle {
+            Some(c) => c,
+            None => match self.open_reader() {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot open another read connection; reading through the writer's");
+                    return ReadConn::Writer(self.writer());
+                }
+            },
+        };
+        ReadConn::Pooled {
+            conn: Some(conn),
+            pool: &self.readers,
+        }
+    }
+
+    fn open_reader(&self) -> Result<Connection> {
+        use rusqlite::OpenFlags;
+        let conn = Connection::open_with_flags(
+            &self.path,
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(db_err)?;
+        configure(&conn)?;
+        Ok(conn)
+    }
+
+    #[track_caller]
+    fn writer(&self) -> MutexGuard<'_, Connection> {
         quarry_store::thread_guard::check();
         // A panic while holding the lock leaves SQLite consistent (transactions roll back),
         // so a poisoned mutex is safe to keep using.
-        self.conn.lock().unwrap_or_else(|p| p.into_inner())
+        self.writer.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     pub(crate) fn write<T>(&self, f: impl FnOnce(&Transaction<'_>) -> Result<T>) -> Result<T> {
-        let mut conn = self.conn();
+        let mut conn = self.writer();
         let tx = conn
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
             .map_err(db_err)?;
