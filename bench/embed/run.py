@@ -16,8 +16,20 @@ Two parts, one run:
    - sentence-transformers on PyTorch CPU (PyPI `sentence-transformers`, `torch`),
    - ONNX Runtime (PyPI `onnxruntime`) on an ONNX export of the same model directory
      (`torch.onnx.export`, made here: no ONNX file ships with these models),
+   - ONNX Runtime dynamic int8 (`onnxruntime.quantization.quantize_dynamic` of that export:
+     int8 weights, activations quantised per call),
    each with every core, batch 32, the model's own input limit and prefixes; each tool runs once
-   per round, in turn, and the best of 3 rounds counts.
+   per round, in turn, and the best of 3 rounds counts. Quarry runs once per kernel path this
+   CPU has (`embed_bench --path=`: fp32 AVX-512 and fp32 through the gemm crate (AVX2), int8
+   AVX512-VNNI and int8 AVX2); every tool's vectors are compared by cosine with
+   sentence-transformers' fp32 ones, and each int8 tool's with its own fp32 ones.
+3. **The machine's peaks, same run.** fp32: torch and numpy matmul at the encoder's shapes
+   and at 1024³; int8: PyTorch's dynamically quantised Linear (fbgemm, VNNI where present) at
+   the encoder's shapes; plus `embed_bench`'s register-level peaks. Each Quarry path's GFLOP/s
+   (GOP/s for int8) is reported as a share of the measured peak of its kind.
+
+`--skip-document` with no passages from an earlier run takes whole tldr pages
+(`--tldr`, ~150–250 tokens each) as the passages.
 
 Usage (from the repository root; `bench/embed/run.sh` builds what it needs first):
 
@@ -193,15 +205,38 @@ def sample(passages, n, out):
     return len(picked)
 
 
-def quarry_bench(embed_bench, model, passages, n, engine="fused"):
+def quarry_bench(embed_bench, model, passages, n, engine="fused", path=None, vectors=None):
     env = dict(os.environ, QUARRY_BENCH_PASSAGES=f"file:{passages}", QUARRY_BENCH_RUNS="1",
                QUARRY_BENCH_ENGINE=engine)
-    r = subprocess.run([str(embed_bench), str(model), str(n)], env=env, capture_output=True,
-                       text=True, timeout=3600)
+    cmd = [str(embed_bench), str(model), str(n)]
+    if path:
+        cmd.append(f"--path={path}")
+    if vectors:
+        cmd.append(f"--vectors={vectors}")
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=3600)
     if r.returncode != 0:
         raise RuntimeError(f"embed_bench failed: {r.stderr[-2000:]}")
     line = next(ln for ln in r.stdout.splitlines() if ln.startswith("json "))
     return json.loads(line[5:])
+
+
+def read_vectors(path):
+    import numpy as np
+    return np.array([json.loads(ln) for ln in Path(path).read_text().splitlines() if ln.strip()],
+                    dtype=np.float64)
+
+
+def cosines(a, b):
+    """Worst and mean cosine between matching rows of two vector lists."""
+    import numpy as np
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    c = (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+    return {"min": round(float(c.min()), 5), "mean": round(float(c.mean()), 5)}
+
+
+# Quarry's kernel paths, by (engine, --path): the best this CPU has and the AVX2 one.
+QUARRY_PATHS = [("fp32_avx512", "fused", "avx512"), ("fp32_gemm_avx2", "fused", "avx2"),
+                ("int8_vnni", "int8", "avx512"), ("int8_avx2", "int8", "avx2")]
 
 
 def prefix_for(model):
@@ -224,9 +259,12 @@ def sentence_transformers_runner(model, texts, threads):
         assert len(v) == len(texts)
         return time.perf_counter() - t
 
+    def vectors():
+        return st.encode(inputs, batch_size=32, normalize_embeddings=True)
+
     return {"tool": f"sentence-transformers {__import__('sentence_transformers').__version__} "
                     f"(torch {torch.__version__}, {threads} threads)",
-            "max_seq_length": st.max_seq_length}, once
+            "max_seq_length": st.max_seq_length}, once, vectors
 
 
 def onnx_export(model, dest):
@@ -257,19 +295,34 @@ def onnx_export(model, dest):
     return dest
 
 
-def onnxruntime_runner(model, texts, threads, max_len, workdir):
-    """Exports and loads the model; returns its description and a function timing one pass."""
+def onnx_quantize(src, dest):
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    if not dest.exists():
+        quantize_dynamic(str(src), str(dest), weight_type=QuantType.QInt8)
+    return dest
+
+
+def onnxruntime_runner(model, texts, threads, max_len, workdir, int8=False):
+    """Exports (and with `int8` dynamically quantises) and loads the model; returns its
+    description, a function timing one pass and a function returning the vectors."""
     import numpy as np
     import onnxruntime as ort
     from tokenizers import Tokenizer
 
     path = onnx_export(model, workdir / f"{Path(model).name}.onnx")
+    if int8:
+        path = onnx_quantize(path, workdir / f"{Path(model).name}.int8.onnx")
     so = ort.SessionOptions()
     so.intra_op_num_threads = threads
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     sess = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
     tok = Tokenizer.from_file(str(Path(model) / "tokenizer.json"))
     tok.enable_truncation(max_len)
+    # all-MiniLM-L6-v2's tokenizer.json pads every text to 128 tokens: without this, short
+    # texts were pooled over their padding (mask built from the padded length) and computed
+    # at 128 tokens.
+    tok.no_padding()
     inputs = [prefix_for(model) + t for t in texts]
 
     def run():
@@ -300,13 +353,65 @@ def onnxruntime_runner(model, texts, threads, max_len, workdir):
         assert len(v) == len(texts)
         return time.perf_counter() - t
 
-    return {"tool": f"onnxruntime {ort.__version__} ({threads} threads, ORT_ENABLE_ALL)"}, once
+    kind = "dynamic int8 (quantize_dynamic, QInt8 weights)" if int8 else "fp32"
+    return ({"tool": f"onnxruntime {ort.__version__} {kind} ({threads} threads, ORT_ENABLE_ALL)"},
+            once, run)
+
+
+def measured_peaks(threads, shapes):
+    """fp32 and int8 GEMM peaks of this machine at `threads` threads: torch and numpy fp32
+    matmul at the encoder's shapes and 1024³, PyTorch's dynamic int8 Linear (fbgemm) at the
+    encoder's shapes. GFLOP/s / GOP/s, 2 per multiply-add, best of a few repetitions."""
+    import numpy as np
+    import torch
+
+    torch.set_num_threads(threads)
+
+    def best(fn, ops, reps=5):
+        fn()
+        t = min(_timed(fn) for _ in range(reps))
+        return round(ops / t / 1e9, 1)
+
+    out = {"threads": threads, "fp32_torch": {}, "fp32_numpy": {}, "int8_torch_dynamic": {}}
+    for (m, k, n) in shapes + [(1024, 1024, 1024)]:
+        key = f"{m}x{k}x{n}"
+        a, b = torch.randn(m, k), torch.randn(k, n)
+        out["fp32_torch"][key] = best(lambda: torch.mm(a, b), 2 * m * k * n)
+        an, bn = a.numpy(), b.numpy()
+        out["fp32_numpy"][key] = best(lambda: an @ bn, 2 * m * k * n)
+        if (m, k, n) != (1024, 1024, 1024):
+            lin = torch.nn.Linear(k, n)
+            q = torch.ao.quantization.quantize_dynamic(torch.nn.Sequential(lin), {torch.nn.Linear},
+                                                       dtype=torch.qint8)
+            with torch.inference_mode():
+                out["int8_torch_dynamic"][key] = best(lambda: q(a), 2 * m * k * n)
+    out["fp32_peak_gflops"] = max(max(out["fp32_torch"].values()), max(out["fp32_numpy"].values()))
+    out["int8_peak_gops"] = max(out["int8_torch_dynamic"].values())
+    out["numpy_config"] = _numpy_blas()
+    return out
+
+
+def _timed(fn):
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t
+
+
+def _numpy_blas():
+    import numpy as np
+    try:
+        cfg = np.show_config(mode="dicts")
+        return cfg.get("Build Dependencies", {}).get("blas", {}).get("name")
+    except Exception:  # older numpy
+        return None
 
 
 def models_side_by_side(embed_bench, models, passages, n, threads, workdir, rounds=3):
-    """Each tool once per round, the rounds interleaved (Quarry, sentence-transformers, ONNX
-    Runtime, then again): a shared machine's speed drifts over minutes, and a tool timed only
-    early or late would carry that drift. Best round per tool."""
+    """Each tool once per round, the rounds interleaved (Quarry's paths, sentence-transformers,
+    ONNX Runtime fp32 and int8, then again): a shared machine's speed drifts over minutes, and
+    a tool timed only early or late would carry that drift. Best round per tool."""
+    import numpy as np
+
     picked = workdir / "sample.jsonl"
     n = sample(passages, n, picked)
     texts = [json.loads(ln) for ln in picked.read_text().splitlines() if ln.strip()]
@@ -314,28 +419,47 @@ def models_side_by_side(embed_bench, models, passages, n, threads, workdir, roun
     for model in models:
         name = Path(model).name
         log(f"{name}: loading sentence-transformers and ONNX Runtime")
-        st, st_once = sentence_transformers_runner(model, texts, threads)
-        try:
-            ox, ox_once = onnxruntime_runner(model, texts, threads, st["max_seq_length"], workdir)
-        except Exception as e:  # an export that fails is reported, not fatal
-            ox, ox_once = {"tool": "onnxruntime", "error": str(e)[:500]}, None
-        q, q8, st_times, ox_times = None, None, [], []
+        st, st_once, st_vectors = sentence_transformers_runner(model, texts, threads)
+        ox, ox_once, ox_vecs = {}, {}, {}
+        for key, int8 in (("onnxruntime", False), ("onnxruntime_int8", True)):
+            try:
+                ox[key], ox_once[key], run = onnxruntime_runner(
+                    model, texts, threads, st["max_seq_length"], workdir, int8=int8)
+                ox_vecs[key] = np.array(run())
+            except Exception as e:  # an export that fails is reported, not fatal
+                ox[key] = {"tool": "onnxruntime", "error": str(e)[:500]}
+        ref = np.array(st_vectors())
+        quarry, times = {}, {"st": [], **{k: [] for k in ox_once}}
+        vec_files = {}
         for r in range(rounds):
             log(f"{name}: round {r + 1} of {rounds}")
-            run = quarry_bench(embed_bench, model, picked, n)
-            if q is None or run["chunks_per_s"] > q["chunks_per_s"]:
-                q = run
-            run = quarry_bench(embed_bench, model, picked, n, engine="int8")
-            if q8 is None or run["chunks_per_s"] > q8["chunks_per_s"]:
-                q8 = run
-            st_times.append(st_once())
-            if ox_once:
-                ox_times.append(ox_once())
-        st.update(seconds=min(st_times), chunks_per_s=n / min(st_times))
-        if ox_times:
-            ox.update(seconds=min(ox_times), chunks_per_s=n / min(ox_times))
-        rows.append({"model": name, "passages": n, "rounds": rounds, "quarry": q,
-                     "quarry_int8": q8, "sentence_transformers": st, "onnxruntime": ox})
+            for key, engine, path in QUARRY_PATHS:
+                vec_files[key] = workdir / f"{name}.{key}.vectors.jsonl"
+                run = quarry_bench(embed_bench, model, picked, n, engine=engine, path=path,
+                                   vectors=vec_files[key])
+                if key not in quarry or run["chunks_per_s"] > quarry[key]["chunks_per_s"]:
+                    quarry[key] = run
+            times["st"].append(st_once())
+            for key, once in ox_once.items():
+                times[key].append(once())
+        st.update(seconds=min(times["st"]), chunks_per_s=n / min(times["st"]))
+        for key in ox_once:
+            ox[key].update(seconds=min(times[key]), chunks_per_s=n / min(times[key]),
+                           cosine_to_sentence_transformers=cosines(ox_vecs[key], ref))
+        if "onnxruntime_int8" in ox_vecs and "onnxruntime" in ox_vecs:
+            ox["onnxruntime_int8"]["cosine_to_own_fp32"] = cosines(ox_vecs["onnxruntime_int8"],
+                                                                   ox_vecs["onnxruntime"])
+        qv = {k: read_vectors(f) for k, f in vec_files.items()}
+        for key, run in quarry.items():
+            run["cosine_to_sentence_transformers"] = cosines(qv[key], ref)
+            if key.startswith("int8"):
+                run["cosine_to_own_fp32"] = cosines(qv[key], qv["fp32_avx512"])
+        rows.append({"model": name, "passages": n, "rounds": rounds,
+                     # The fields earlier reports had: the best paths this CPU has.
+                     "quarry": quarry["fp32_avx512"], "quarry_int8": quarry["int8_vnni"],
+                     "quarry_paths": quarry, "sentence_transformers": st,
+                     "onnxruntime": ox["onnxruntime"],
+                     "onnxruntime_int8": ox.get("onnxruntime_int8")})
     return rows
 
 
@@ -379,6 +503,46 @@ def text_report(rep):
             "same run; GFLOP/s and the share of peak are the fp32 engine's, over the encoder's "
             "matrix products for the real tokens. int8: QUARRY_EMBED_QUANTIZE=int8 (int8 weights "
             "and activations; the peers run fp32)."]
+    pk = rep.get("peaks")
+    if pk:
+        out += ["", f"## This machine's measured peaks ({pk['threads']} threads, same run)",
+                f"fp32 GEMM peak     {pk['fp32_peak_gflops']} GFLOP/s "
+                f"(torch {pk['fp32_torch']}, numpy/{pk.get('numpy_config')} {pk['fp32_numpy']})",
+                f"int8 GEMM peak     {pk['int8_peak_gops']} GOP/s "
+                f"(PyTorch dynamic int8 Linear {pk['int8_torch_dynamic']})"]
+    for r in rep.get("models", []):
+        paths = r.get("quarry_paths")
+        if not paths:
+            continue
+        st = r["sentence_transformers"]
+        out += ["", f"## {r['model']}: per path ({r['passages']} passages, "
+                    f"mean {r['quarry']['mean_tokens']:.0f} tokens; chunks/s, best of {r['rounds']})",
+                f"{'tool / path':34} {'chunks/s':>9} {'G(FL)OP/s':>10} {'of peak':>8} "
+                f"{'of reg.':>8} {'cos s-t':>8} {'cos fp32':>9}"]
+        for key, q in paths.items():
+            kind = "int8_peak_gops" if key.startswith("int8") else "fp32_peak_gflops"
+            share = f"{100 * q['gflops_real'] / pk[kind]:.1f}%" if pk else "-"
+            own = q.get("cosine_to_own_fp32", {}).get("min", "")
+            out.append(f"{'quarry ' + key:34} {q['chunks_per_s']:>9.2f} {q['gflops_real']:>10.1f} "
+                       f"{share:>8} {100 * q.get('share_of_register_peak', 0):>7.1f}% "
+                       f"{q['cosine_to_sentence_transformers']['min']:>8} {own:>9}")
+        out.append(f"{'sentence-transformers fp32':34} {st['chunks_per_s']:>9.2f}")
+        for key in ("onnxruntime", "onnxruntime_int8"):
+            ox = r.get(key)
+            if not ox:
+                continue
+            if "chunks_per_s" not in ox:
+                out.append(f"{key:34} error: {ox.get('error', '')[:80]}")
+                continue
+            own = ox.get("cosine_to_own_fp32", {}).get("min", "")
+            out.append(f"{key:34} {ox['chunks_per_s']:>9.2f} {'':>10} {'':>8} {'':>8} "
+                       f"{ox['cosine_to_sentence_transformers']['min']:>8} {own:>9}")
+    if pk:
+        out += ["", "of peak: GFLOP/s (int8: GOP/s) over the encoder's matrix products for the real "
+                "tokens, as a share of the measured GEMM peak of its kind above; of reg.: of "
+                "embed_bench's register-level peak (fp32 zmm FMA, int8 zmm vpdpbusd) at the same "
+                "threads. cos s-t: worst cosine to sentence-transformers' fp32 vectors; cos fp32: "
+                "worst cosine of an int8 tool's vectors to its own fp32 ones."]
     return "\n".join(out) + "\n"
 
 
@@ -400,6 +564,9 @@ def main():
                     help="no document run with QUARRY_EMBED_QUANTIZE=int8")
     ap.add_argument("--baseline-quarry", type=Path,
                     help="an earlier build: the document part runs with it too, first")
+    ap.add_argument("--tldr", type=Path, default=Path("/work/shared/corpora/tldr/pages"),
+                    help="whole pages as passages when --skip-document finds none")
+    ap.add_argument("--skip-peaks", action="store_true")
     ap.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "quarry-embed-bench")
     ap.add_argument("--timeout", type=float, default=3600)
     ap.add_argument("--out", type=Path, default=Path("bench/results/embed.json"))
@@ -425,6 +592,18 @@ def main():
         rep["document_int8"], _ = document_end_to_end(a.quarry, doc_model, a.doc, a.workdir,
                                                       a.timeout, quantize="int8")
         log(json.dumps({k: v for k, v in rep["document_int8"].items() if k != "queue_samples"}))
+    if a.skip_document and not passages.exists():
+        pages = sorted(a.tldr.rglob("*.md"))
+        with open(passages, "w") as f:
+            for p in pages[:: max(1, len(pages) // 400)]:
+                f.write(json.dumps(p.read_text(), ensure_ascii=False) + "\n")
+        rep["meta"]["passages"] = f"whole tldr pages from {a.tldr}"
+    if not a.skip_peaks:
+        log("measuring this machine's fp32 and int8 GEMM peaks")
+        # The encoder's products for a batch of 32 page-length chunks (~4096 tokens).
+        rep["peaks"] = measured_peaks(a.threads, [(4096, 384, 1152), (4096, 384, 1536),
+                                                  (4096, 1536, 384)])
+        log(json.dumps(rep["peaks"]))
     rep["models"] = [] if a.skip_models else models_side_by_side(
         a.embed_bench, [a.minilm, a.e5], passages, a.sample, a.threads, a.workdir)
     save(rep, a.out, text_report)

@@ -7,6 +7,9 @@
 # bench/results/embed.json and embed.txt.
 #   bash bench/embed/run.sh
 #   QUARRY_BENCH_SAMPLE=64 bash bench/embed/run.sh      # fewer passages per model comparison
+#   QUARRY_BENCH_SKIP_DOCUMENT=1 bash bench/embed/run.sh # models and peaks only, no quarry build
+#     (passages: the previous run's chunks in $TMPDIR/quarry-embed-bench, else whole tldr pages)
+#     and writes bench/results/embed-paths.{json,txt} (embed.json keeps the document part)
 # About 20 minutes on 2 cores, release builds not included.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -14,7 +17,10 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/quarry-target}"
 OUT="$PWD/bench/results"
 mkdir -p "$OUT"
 DOCS="${QUARRY_TEST_DOCS:-$HOME/.cache/quarry-docs}"
-if [ ! -f "$DOCS/pdf/zh-debian-reference.zh-cn.pdf" ]; then
+SKIP_DOC="${QUARRY_BENCH_SKIP_DOCUMENT:-}"
+REPORT=embed.json
+[ -z "$SKIP_DOC" ] || REPORT=embed-paths.json
+if [ -z "$SKIP_DOC" ] && [ ! -f "$DOCS/pdf/zh-debian-reference.zh-cn.pdf" ]; then
   bash ../shared/corpora/documents/fetch.sh "$DOCS" >&2
 fi
 
@@ -25,7 +31,7 @@ if ! "$VENV/bin/python" -c "import torch, sentence_transformers, onnxruntime, on
   "$VENV/bin/pip" install -q --disable-pip-version-check torch sentence-transformers onnxruntime onnx >&2
 fi
 
-cargo build --release -q -p quarry-cli
+[ -n "$SKIP_DOC" ] || cargo build --release -q -p quarry-cli
 cargo build --release -q -p quarry-models --example embed_bench
 
 "$VENV/bin/python" bench/embed/run.py \
@@ -34,4 +40,5 @@ cargo build --release -q -p quarry-models --example embed_bench
   --doc "$DOCS/pdf/zh-debian-reference.zh-cn.pdf" \
   --minilm "$QUARRY_TEST_MINILM" --e5 "$QUARRY_TEST_E5" \
   --sample "${QUARRY_BENCH_SAMPLE:-128}" \
-  --out "$OUT/embed.json"
+  ${SKIP_DOC:+--skip-document} \
+  --out "$OUT/$REPORT"

@@ -24,6 +24,14 @@
 //! `QUARRY_BENCH_ENGINE=candle` runs candle-transformers' BertModel / XLMRobertaModel instead of
 //! the default fused engine; `QUARRY_BENCH_ENGINE=int8` the fused engine on int8 weights.
 //!
+//! `--path=avx512|avxvnni|avx2|portable` (anywhere in the arguments) caps the fused engine's
+//! kernels ([`quarry_models::KernelPath`]; default: the best this CPU has), so that each path
+//! can be measured on one machine. `--vectors=FILE` writes the last run's vectors there, one
+//! JSON array per line in passage order (bench/embed/run.py compares them across tools). Besides candle's matmul, the report gives this machine's
+//! register-level peaks at the same thread count: fp32 FMA (zmm with AVX-512F, else ymm) and
+//! int8 multiply-accumulate (`vpdpbusd` zmm with AVX512-VNNI, else `vpmaddubsw`+`vpmaddwd`),
+//! counting 2 operations per multiply-add, and the engine's share of the one of its kind.
+//!
 //! Threads: candle sizes its pools from RAYON_NUM_THREADS / CANDLE_NUM_THREADS (default: the
 //! physical cores).
 
@@ -31,7 +39,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use candle_core::{Device, Tensor};
-use quarry_models::{Embedder, Engine, LocalEmbedder, LocalOptions};
+use quarry_models::{Embedder, Engine, KernelPath, LocalEmbedder, LocalOptions};
 
 fn tldr_passages(root: &Path, n: usize) -> Vec<String> {
     let mut files = Vec::new();
@@ -115,8 +123,165 @@ fn flops(d: &Dims, n: usize) -> f64 {
     d.num_hidden_layers as f64 * (8.0 * n * h * h + 4.0 * n * h * f + 4.0 * n * n * h)
 }
 
+/// Register-level peaks (GFLOP/s fp32, GOP/s int8) of `threads` threads at once.
+fn register_peaks(threads: usize) -> (f64, f64) {
+    let run = |f: fn() -> f64| -> f64 {
+        let mut best = 0f64;
+        for _ in 0..3 {
+            let total: f64 = std::thread::scope(|s| {
+                let hs: Vec<_> = (0..threads).map(|_| s.spawn(f)).collect();
+                hs.into_iter().map(|h| h.join().unwrap_or(0.0)).sum()
+            });
+            best = best.max(total);
+        }
+        best
+    };
+    (run(peak::fp32_gflops), run(peak::int8_gops))
+}
+
+mod peak {
+    //! One thread's multiply-accumulate rate with the operands in registers (12 independent
+    //! chains), ×2 operations per multiply-add.
+    #![cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    const ITERS: u64 = 20_000_000;
+    const CHAINS: usize = 12;
+
+    pub(super) fn fp32_gflops() -> f64 {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::is_x86_feature_detected!("avx512f") {
+                // SAFETY: AVX-512F detected.
+                return unsafe { x86::fp32_zmm() };
+            }
+            if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+                // SAFETY: AVX2 + FMA detected.
+                return unsafe { x86::fp32_ymm() };
+            }
+        }
+        0.0
+    }
+
+    pub(super) fn int8_gops() -> f64 {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::is_x86_feature_detected!("avx512vnni") {
+                // SAFETY: AVX512-VNNI (and so AVX-512F) detected.
+                return unsafe { x86::int8_vnni_zmm() };
+            }
+            if std::is_x86_feature_detected!("avx2") {
+                // SAFETY: AVX2 detected.
+                return unsafe { x86::int8_maddubs_ymm() };
+            }
+        }
+        0.0
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    mod x86 {
+        use super::{CHAINS, ITERS};
+        use std::arch::x86_64::*;
+        use std::time::Instant;
+
+        #[target_feature(enable = "avx512f")]
+        pub(super) unsafe fn fp32_zmm() -> f64 {
+            let a = _mm512_set1_ps(1.000_01);
+            let w: [__m512; CHAINS] =
+                std::array::from_fn(|i| _mm512_set1_ps(0.999 + i as f32 * 1e-4));
+            let mut acc = [_mm512_setzero_ps(); CHAINS];
+            let t = Instant::now();
+            for _ in 0..ITERS {
+                for j in 0..CHAINS {
+                    acc[j] = _mm512_fmadd_ps(a, w[j], acc[j]);
+                }
+            }
+            let secs = t.elapsed().as_secs_f64();
+            std::hint::black_box(acc);
+            2.0 * (ITERS * CHAINS as u64 * 16) as f64 / secs / 1e9
+        }
+
+        #[target_feature(enable = "avx2,fma")]
+        pub(super) unsafe fn fp32_ymm() -> f64 {
+            let a = _mm256_set1_ps(1.000_01);
+            let w: [__m256; CHAINS] =
+                std::array::from_fn(|i| _mm256_set1_ps(0.999 + i as f32 * 1e-4));
+            let mut acc = [_mm256_setzero_ps(); CHAINS];
+            let t = Instant::now();
+            for _ in 0..ITERS {
+                for j in 0..CHAINS {
+                    acc[j] = _mm256_fmadd_ps(a, w[j], acc[j]);
+                }
+            }
+            let secs = t.elapsed().as_secs_f64();
+            std::hint::black_box(acc);
+            2.0 * (ITERS * CHAINS as u64 * 8) as f64 / secs / 1e9
+        }
+
+        #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+        pub(super) unsafe fn int8_vnni_zmm() -> f64 {
+            let mut a = _mm512_set1_epi8(3);
+            let one = _mm512_set1_epi8(1);
+            let w: [__m512i; CHAINS] = std::array::from_fn(|i| _mm512_set1_epi8(i as i8 + 1));
+            let mut acc = [_mm512_setzero_si512(); CHAINS];
+            let t = Instant::now();
+            for _ in 0..ITERS {
+                for j in 0..CHAINS {
+                    acc[j] = _mm512_dpbusd_epi32(acc[j], a, w[j]);
+                }
+                a = _mm512_xor_si512(a, one);
+            }
+            let secs = t.elapsed().as_secs_f64();
+            std::hint::black_box(acc);
+            2.0 * (ITERS * CHAINS as u64 * 64) as f64 / secs / 1e9
+        }
+
+        #[target_feature(enable = "avx2")]
+        pub(super) unsafe fn int8_maddubs_ymm() -> f64 {
+            let mut a = _mm256_set1_epi8(3);
+            let ones = _mm256_set1_epi16(1);
+            let w: [__m256i; CHAINS] = std::array::from_fn(|i| _mm256_set1_epi8(i as i8 + 1));
+            let mut acc = [_mm256_setzero_si256(); CHAINS];
+            let t = Instant::now();
+            for _ in 0..ITERS {
+                for j in 0..CHAINS {
+                    let p = _mm256_madd_epi16(_mm256_maddubs_epi16(a, w[j]), ones);
+                    acc[j] = _mm256_add_epi32(acc[j], p);
+                }
+                a = _mm256_xor_si256(a, ones);
+            }
+            let secs = t.elapsed().as_secs_f64();
+            std::hint::black_box(acc);
+            2.0 * (ITERS * CHAINS as u64 * 32) as f64 / secs / 1e9
+        }
+    }
+}
+
+fn parse_path(v: &str) -> Result<KernelPath, String> {
+    Ok(match v {
+        "avx512" => KernelPath::Avx512,
+        "avxvnni" => KernelPath::AvxVnni,
+        "avx2" => KernelPath::Avx2,
+        "portable" => KernelPath::Portable,
+        other => {
+            return Err(format!(
+                "--path={other}: expected avx512, avxvnni, avx2 or portable"
+            ));
+        }
+    })
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut path = KernelPath::detect();
+    let mut vectors_out: Option<PathBuf> = None;
+    let mut args = Vec::new();
+    for a in std::env::args().skip(1) {
+        if let Some(v) = a.strip_prefix("--path=") {
+            path = parse_path(v)?;
+        } else if let Some(v) = a.strip_prefix("--vectors=") {
+            vectors_out = Some(PathBuf::from(v));
+        } else {
+            args.push(a);
+        }
+    }
     let Some(dir) = args.first().map(PathBuf::from) else {
         eprintln!("usage: embed_bench MODEL_DIR [N=512] [CORPUS_DIR] [BATCH=32]");
         std::process::exit(2);
@@ -148,14 +313,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         _ => Engine::Fused,
     };
     let t = Instant::now();
-    let model = LocalEmbedder::load(
-        &dir,
-        LocalOptions {
-            batch_size: batch,
-            engine,
-            ..LocalOptions::default()
-        },
-    )?;
+    let model = quarry_models::with_kernel_path(path, || {
+        LocalEmbedder::load(
+            &dir,
+            LocalOptions {
+                batch_size: batch,
+                engine,
+                ..LocalOptions::default()
+            },
+        )
+    })?;
+    let kernel = match engine {
+        Engine::Candle => "candle (gemm crate)",
+        Engine::FusedInt8 => path.int8_name(),
+        _ => path.f32_name(),
+    };
     let load_s = t.elapsed().as_secs_f64();
     let dims: Dims = serde_json::from_str(&std::fs::read_to_string(dir.join("config.json"))?)?;
     let refs: Vec<&str> = passages.iter().map(String::as_str).collect();
@@ -205,6 +377,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         if vectors.len() != refs.len() {
             return Err("wrong number of vectors".into());
         }
+        if let Some(f) = &vectors_out {
+            let lines: Vec<String> = vectors
+                .iter()
+                .map(serde_json::to_string)
+                .collect::<Result<_, _>>()?;
+            std::fs::write(f, lines.join("\n") + "\n")?;
+        }
         peak = peak.max(matmul_peak_gflops()?);
     }
     // Tokenisation alone, one text after another on this thread (the embedder tokenises a
@@ -215,12 +394,22 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         model.count_tokens(p)?;
     }
     let tokenize_s = t.elapsed().as_secs_f64();
+    let threads_n = std::env::var("RAYON_NUM_THREADS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let (fma_peak, int8_peak) = register_peaks(threads_n);
     let achieved = real_flops / secs / 1e9;
+    let kind_peak = if engine == Engine::FusedInt8 {
+        int8_peak
+    } else {
+        fma_peak
+    };
     let achieved_padded = padded_flops / secs / 1e9;
     let threads = std::env::var("RAYON_NUM_THREADS").unwrap_or_else(|_| "default".into());
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!(
-        "model            {} ({}), engine {engine:?}",
+        "model            {} ({}), engine {engine:?}, kernel {kernel} (path {path:?})",
         model.identity().name,
         model.identity().revision
     );
@@ -256,9 +445,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         100.0 * achieved / peak,
         100.0 * achieved_padded / peak
     );
+    println!(
+        "register peaks   fp32 FMA {fma_peak:.0} GFLOP/s, int8 MAC {int8_peak:.0} GOP/s ({threads_n} threads)"
+    );
+    println!(
+        "share            {:.1} % of this kind's register peak",
+        100.0 * achieved / kind_peak.max(1e-9)
+    );
     let summary = serde_json::json!({
         "model": model.identity().name,
         "engine": format!("{engine:?}"),
+        "path": format!("{path:?}"),
+        "kernel": kernel,
         "passages": refs.len(),
         "mean_tokens": real_tokens as f64 / refs.len() as f64,
         "batch": batch,
@@ -269,6 +467,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "peak_gflops": peak,
         "share_of_peak": achieved / peak,
         "tokenize_seconds_one_thread": tokenize_s,
+        "threads": threads_n,
+        "fp32_fma_peak_gflops": fma_peak,
+        "int8_mac_peak_gops": int8_peak,
+        "share_of_register_peak": achieved / kind_peak.max(1e-9),
     });
     println!("json {summary}");
     Ok(())

@@ -12,9 +12,11 @@
 //!   `[b, heads, len, len]` score tensor, no mask);
 //! * `bias + GELU` and `bias + residual + LayerNorm` are single passes.
 //!
-//! The large matrix products are candle's (gemm, multi-threaded); the per-head attention
-//! products call the same `gemm` single-threaded, one task per sequence and head. The
-//! element-wise kernels ([`crate::kernels`]) run in parallel over rows with rayon, vectorised,
+//! The large matrix products are, on a CPU with AVX-512F, this crate's packed AVX-512 kernel
+//! ([`crate::sgemm`]; the `gemm` crate is built without its AVX-512 kernels), else candle's
+//! (gemm, multi-threaded); int8 ones [`crate::qgemm`]'s. The kernel path is chosen once, at
+//! load ([`crate::cpu`]). The per-head attention products call `gemm` single-threaded, one
+//! task per sequence and head. The element-wise kernels ([`crate::kernels`]) run in parallel over rows with rayon, vectorised,
 //! with AVX2 + FMA where the CPU has them. With candle's own ops these steps took ~40 % of the
 //! forward pass on MiniLM.
 
@@ -24,8 +26,10 @@ use candle_core::{
 use candle_nn::VarBuilder;
 use rayon::prelude::*;
 
+use crate::cpu::{F32Kernel, KernelPath};
 use crate::kernels::{self, Act};
 use crate::qgemm::QuantLinear;
+use crate::sgemm::PackedF32;
 
 pub(crate) struct FusedConfig {
     pub vocab_size: usize,
@@ -43,23 +47,34 @@ pub(crate) struct FusedConfig {
     pub int8: bool,
 }
 
-/// A layer's weight: fp32 (transposed for candle's matrix product) or int8.
+/// A layer's weight: fp32 (transposed for candle's matrix product, or packed for this
+/// crate's AVX-512 kernel) or int8.
 enum Linear {
     F32(Tensor),
+    F32Packed(PackedF32),
     Int8(QuantLinear),
 }
 
 impl Linear {
     /// From PyTorch's `[out, in]` weight.
-    fn new(w: Tensor, int8: bool) -> Result<Linear> {
-        if !int8 {
-            return Ok(Linear::F32(w.t()?));
-        }
+    fn new(w: Tensor, int8: bool, path: KernelPath) -> Result<Linear> {
         let (n, k) = w.dims2()?;
+        if !int8 {
+            return Ok(match path.f32_kernel() {
+                F32Kernel::Gemm => Linear::F32(w.t()?),
+                F32Kernel::Avx512 => Linear::F32Packed(PackedF32::new(
+                    &w.flatten_all()?.to_vec1::<f32>()?,
+                    n,
+                    k,
+                    true,
+                )),
+            });
+        }
         Ok(Linear::Int8(QuantLinear::new(
             &w.flatten_all()?.to_vec1::<f32>()?,
             n,
             k,
+            path.int8_kernel(),
         )))
     }
 
@@ -67,6 +82,7 @@ impl Linear {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
         match self {
             Linear::F32(wt) => x.matmul(wt),
+            Linear::F32Packed(p) => x.apply_op1_no_bwd(&PackedMatmul(p)),
             Linear::Int8(q) => x.apply_op1_no_bwd(&QuantMatmul(q)),
         }
     }
@@ -104,8 +120,11 @@ fn ln(vb: &VarBuilder, h: usize) -> Result<(Vec<f32>, Vec<f32>)> {
 
 impl FusedEncoder {
     /// Loads from a VarBuilder rooted at the encoder (`embeddings.*`, `encoder.layer.*`).
+    /// The kernels are chosen here, once ([`KernelPath::current`]): int8 weights are
+    /// quantised for the kernel that will run them.
     pub(crate) fn load(vb: &VarBuilder, cfg: FusedConfig) -> Result<Self> {
         let (h, f) = (cfg.hidden_size, cfg.intermediate_size);
+        let path = KernelPath::current();
         let e = vb.pp("embeddings");
         let word = e.get((cfg.vocab_size, h), "word_embeddings.weight")?;
         let pos = e
@@ -130,16 +149,16 @@ impl FusedEncoder {
             bqkv.extend(vec1(&s, h, "key.bias")?);
             bqkv.extend(vec1(&s, h, "value.bias")?);
             let o = a.pp("output");
-            let q = cfg.int8;
+            let linear = |w: Tensor| Linear::new(w, cfg.int8, path);
             layers.push(Layer {
-                wqkv: Linear::new(wqkv, q)?,
+                wqkv: linear(wqkv)?,
                 bqkv,
-                wo: Linear::new(o.get((h, h), "dense.weight")?, q)?,
+                wo: linear(o.get((h, h), "dense.weight")?)?,
                 bo: vec1(&o, h, "dense.bias")?,
                 ln1: ln(&o.pp("LayerNorm"), h)?,
-                wi: Linear::new(l.get((f, h), "intermediate.dense.weight")?, q)?,
+                wi: linear(l.get((f, h), "intermediate.dense.weight")?)?,
                 bi: vec1(&l, f, "intermediate.dense.bias")?,
-                wo2: Linear::new(l.get((h, f), "output.dense.weight")?, q)?,
+                wo2: linear(l.get((h, f), "output.dense.weight")?)?,
                 bo2: vec1(&l, h, "output.dense.bias")?,
                 ln2: ln(&l.pp("output.LayerNorm"), h)?,
             });
@@ -313,6 +332,27 @@ impl CustomOp1 for QuantMatmul<'_> {
         if k != self.0.in_features() {
             bail!(
                 "int8 matmul: {k} inputs for a {}-input layer",
+                self.0.in_features()
+            );
+        }
+        let y = self.0.forward(x);
+        Ok((CpuStorage::F32(y), Shape::from((m, self.0.out_features()))))
+    }
+}
+
+/// `x · wᵀ` on packed fp32 weights (AVX-512): `x` `[m, k]` → `[m, n]`.
+struct PackedMatmul<'a>(&'a PackedF32);
+
+impl CustomOp1 for PackedMatmul<'_> {
+    fn name(&self) -> &'static str {
+        "quarry-f32-matmul"
+    }
+    fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> Result<(CpuStorage, Shape)> {
+        let x = contiguous_f32(s, l)?;
+        let (m, k) = l.shape().dims2()?;
+        if k != self.0.in_features() {
+            bail!(
+                "fp32 matmul: {k} inputs for a {}-input layer",
                 self.0.in_features()
             );
         }

@@ -106,6 +106,7 @@
 //! ```
 
 mod annotate;
+mod cpu;
 mod error;
 mod expand;
 mod fused;
@@ -114,10 +115,12 @@ mod kernels;
 mod local;
 mod qgemm;
 mod remote;
+mod sgemm;
 mod spec;
 mod types;
 
 pub use annotate::{NoteAnnotation, NoteAnnotator};
+pub use cpu::{KernelPath, with_kernel_path};
 pub use error::{ModelError, REQUIRED_FILES_HINT};
 pub use expand::{ChatOptions, OpenAiChatExpander, QueryExpander};
 pub use hub::{HubProgress, ModelCacheOptions, fetch_model};

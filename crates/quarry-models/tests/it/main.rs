@@ -5,5 +5,6 @@ mod bad_inputs;
 mod common;
 mod hub;
 mod parity;
+mod paths;
 mod reranker;
 mod spec;
