@@ -6,11 +6,21 @@
 # fresh database and writes bench/results/pgvector-<chunks>.json.
 #   bash bench/pgvector/run.sh                          # 1,000,000 chunks of 384 dimensions
 #   QUARRY_BENCH_CHUNKS=100000 bash bench/pgvector/run.sh
+#   QUARRY_BENCH_VECTORS=~/.cache/quarry-bench/vectors/tldr-minilm.json bash bench/pgvector/run.sh
+#       real embeddings of real text (bench/vectors/make_dataset.py makes them), all of them
+#       unless QUARRY_BENCH_CHUNKS says fewer: bench/results/pgvector-tldr-minilm-<chunks>.json
 # At 1M chunks on 2 cores: about 5 GB of disk and most of an hour (two HNSW builds).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/quarry-target}"
-chunks="${QUARRY_BENCH_CHUNKS:-1000000}"
+vectors="${QUARRY_BENCH_VECTORS:-}"
+if [ -n "$vectors" ]; then
+    chunks="${QUARRY_BENCH_CHUNKS:-$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["count"])' "$vectors")}"
+    result="pgvector-$(basename "$vectors" .json)-$chunks.json"
+else
+    chunks="${QUARRY_BENCH_CHUNKS:-1000000}"
+    result="pgvector-$chunks.json"
+fi
 OUT="$PWD/bench/results"
 mkdir -p "$OUT"
 
@@ -26,8 +36,9 @@ name="quarry_pgvector_$(date +%s)"
 url="${QUARRY_TEST_DATABASE_URL%%\?*}"
 query="${QUARRY_TEST_DATABASE_URL#"$url"}"
 QUARRY_BENCH_CHUNKS="$chunks" \
+QUARRY_BENCH_VECTORS="$vectors" \
 QUARRY_BENCH_DATABASE_URL="${url%/*}/$name$query" \
-QUARRY_BENCH_OUT="$OUT/pgvector-$chunks.json" \
+QUARRY_BENCH_OUT="$OUT/$result" \
   cargo bench -p quarry-store-pg --bench pgvector --quiet
 # Reports name places portably, never this machine's paths (bench/benchkit.py).
-python3 bench/benchkit.py scrub "$OUT/pgvector-$chunks.json"
+python3 bench/benchkit.py scrub "$OUT/$result"

@@ -25,8 +25,10 @@ use crate::progress::Progress;
 #[cfg(test)]
 mod conformance;
 
-/// Collections with at most this many chunks are searched exactly (faster and perfect
-/// recall when a filter would reject most of the graph).
+/// Filters keeping at most this many chunks are always searched exactly (faster and perfect
+/// recall when a filter would reject most of the graph): `ANN_EXPANSION · 2M`, the graph
+/// search's worst case. More are, where a filter keeps a small share of a large index
+/// (`VectorIndex::search_among`).
 pub const EXACT_SEARCH_MAX: usize = 4096;
 /// HNSW search effort for engine queries: recall@10 ≥ 0.97 on embedding data at 100k.
 pub const ANN_EXPANSION: usize = 128;
@@ -276,13 +278,13 @@ impl VectorBackend for LocalAnnFile {
                             .map(|i| i as u64),
                     );
                 }
-                if ids.len() <= EXACT_SEARCH_MAX {
-                    Self::exact(&index, &mut ids.iter().copied(), query, want)?
-                } else {
-                    let keep = |k: u64| ids.contains(&k);
-                    let found = index.search(query, want, Some(&keep)).map_err(idx_err)?;
-                    Self::exact(&index, &mut found.into_iter().map(|(k, _)| k), query, want)?
-                }
+                // Exact over the filter's chunks where that costs no more than the graph
+                // search would (at least `EXACT_SEARCH_MAX` of them), else the graph with
+                // `ef` scaled to the share the filter keeps (`VectorIndex::search_among`).
+                let found = index
+                    .search_among(query, want, &ids, ANN_EXPANSION)
+                    .map_err(idx_err)?;
+                Self::exact(&index, &mut found.into_iter().map(|(k, _)| k), query, want)?
             }
         };
         Ok(Some(found))

@@ -23,8 +23,18 @@
 //!    and for filtered searches Quarry's exact path too (recall and latency), whatever the
 //!    filter keeps: the figures behind `EXACT_SEARCH_MAX`.
 //!
+//! With `QUARRY_BENCH_VECTORS=path/to/tldr-minilm.json` (bench/vectors/make_dataset.py: real
+//! embeddings of real text) the corpus and the queries are read from that dataset instead —
+//! its documents, spread over the 100 collections the same way — and `QUARRY_BENCH_CHUNKS`
+//! (default: all of it) takes its first vectors.
+//!
+//! "before" is the query path and index of Quarry before issue 46 (pgvector's default graph
+//! parameters, `ef_search` 128 whatever the filter, `LIMIT k` over the relaxed-order scan), on
+//! the same vectors loaded a second time under another model key, so both are measured in
+//! one run on one server.
+//!
 //! Environment: `QUARRY_BENCH_DATABASE_URL` (an empty database with pgvector; required),
-//! `QUARRY_BENCH_CHUNKS` (1000000), `QUARRY_BENCH_DIMS` (384), `QUARRY_BENCH_QUERIES` (200),
+//! `QUARRY_BENCH_VECTORS` (a dataset, else synthetic vectors), `QUARRY_BENCH_CHUNKS` (1000000), `QUARRY_BENCH_DIMS` (384), `QUARRY_BENCH_QUERIES` (200),
 //! `QUARRY_BENCH_EF` (comma-separated sweep, default 40,64,100,128,200,400),
 //! `QUARRY_BENCH_LATENCY_QUERIES` (queries per client per latency run, 200),
 //! `QUARRY_BENCH_OUT` (a JSON file for the results).
@@ -48,6 +58,8 @@ use serde_json::{Value, json};
 type Res<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
 const MODEL: &str = "bench-synthetic";
+/// The same vectors, indexed and searched as before issue 46.
+const MODEL_BEFORE: &str = "bench-before";
 const COLLECTIONS: i64 = 100;
 const CHUNKS_PER_DOCUMENT: usize = 20;
 const TOP_K: usize = 10;
@@ -133,11 +145,13 @@ fn cosine(a: &[f32], b: &[f32], norm_b: f32) -> f32 {
     dot / norm_b.max(f32::MIN_POSITIVE)
 }
 
-/// The stored data: vector `i` is chunk `i + 1` of document `i / 20 + 1`.
+/// The stored data: vector `i` is chunk `i + 1` of document `document_of_chunk[i] + 1`.
 struct Corpus {
     dims: usize,
     values: Vec<f32>,
     norms: Vec<f32>,
+    /// Document (0-based) of each chunk.
+    document_of_chunk: Vec<usize>,
     /// Collection (1-based) of each document.
     collection_of_document: Vec<i64>,
 }
@@ -147,15 +161,24 @@ impl Corpus {
         &self.values[i * self.dims..(i + 1) * self.dims]
     }
     fn collection_of_chunk(&self, i: usize) -> i64 {
-        self.collection_of_document[i / CHUNKS_PER_DOCUMENT]
+        self.collection_of_document[self.document_of_chunk[i]]
     }
 }
 
 fn main() -> Res<()> {
     let url = std::env::var("QUARRY_BENCH_DATABASE_URL")
         .map_err(|_| "QUARRY_BENCH_DATABASE_URL is required (bench/pgvector/run.sh sets it)")?;
-    let n: usize = env_or("QUARRY_BENCH_CHUNKS", 1_000_000);
-    let dims: usize = env_or("QUARRY_BENCH_DIMS", 384);
+    let dataset = match std::env::var("QUARRY_BENCH_VECTORS") {
+        Ok(path) if !path.is_empty() => Some(Dataset::read(&path)?),
+        _ => None,
+    };
+    let n: usize = env_or(
+        "QUARRY_BENCH_CHUNKS",
+        dataset.as_ref().map_or(1_000_000, |d| d.count),
+    );
+    let dims: usize = dataset
+        .as_ref()
+        .map_or_else(|| env_or("QUARRY_BENCH_DIMS", 384), |d| d.dims);
     let n_queries: usize = env_or("QUARRY_BENCH_QUERIES", 200);
     let latency_queries: usize = env_or("QUARRY_BENCH_LATENCY_QUERIES", 200);
     let sweep: Vec<usize> = std::env::var("QUARRY_BENCH_EF")
@@ -163,7 +186,8 @@ fn main() -> Res<()> {
         .split(',')
         .filter_map(|s| s.trim().parse().ok())
         .collect();
-    let mut report = json!({"chunks": n, "dims": dims, "queries": n_queries});
+    let mut report = json!({"chunks": n, "dims": dims, "queries": n_queries,
+        "vectors": dataset.as_ref().map_or_else(|| json!("synthetic"), |d| json!(d.describe()))});
     // Written after every phase, so a run cut short still leaves what it measured.
     let save = |report: &Value| -> Res<()> {
         if let Ok(path) = std::env::var("QUARRY_BENCH_OUT") {
@@ -179,7 +203,9 @@ fn main() -> Res<()> {
 
     eprintln!("generating and loading {n} vectors of {dims} dimensions…");
     let t = Instant::now();
-    let (corpus, queries) = load(&mut admin, n, dims, n_queries)?;
+    let (corpus, queries) = load(&mut admin, dataset.as_ref(), n, dims, n_queries)?;
+    report["chunks"] = json!(corpus.norms.len());
+    report["documents"] = json!(corpus.collection_of_document.len());
     report["load_seconds"] = json!(t.elapsed().as_secs_f64());
 
     eprintln!("building Quarry's HNSW index…");
@@ -191,6 +217,16 @@ fn main() -> Res<()> {
         "table_bytes": scalar_i64(&mut admin, "SELECT pg_table_size('embeddings')")?,
         "ef_search_default": 128,
         "exact_search_max": quarry_store_pg::EXACT_SEARCH_MAX,
+    });
+    eprintln!("building the index as before issue 46 (pgvector's defaults)…");
+    let t = Instant::now();
+    admin.batch_execute(&format!(
+        "CREATE INDEX embeddings_before_hnsw ON embeddings \
+         USING hnsw ((vector::halfvec({dims})) halfvec_cosine_ops) WHERE model = '{MODEL_BEFORE}'"
+    ))?;
+    report["before"] = json!({
+        "build_seconds": t.elapsed().as_secs_f64(),
+        "index_bytes": relation_size(&mut admin, "embeddings_before_hnsw")?,
     });
     eprintln!("building WeKnora's table and index…");
     let t = Instant::now();
@@ -222,17 +258,20 @@ fn main() -> Res<()> {
         let mut row = serde_json::Map::new();
         for (f, (name, keep)) in FILTERS.iter().enumerate() {
             let filter: Vec<i64> = (1..=*keep).collect();
-            let (mut q_hits, mut w_hits) = (0usize, 0usize);
+            let (mut q_hits, mut w_hits, mut b_hits) = (0usize, 0usize, 0usize);
             for (qi, query) in queries.iter().enumerate() {
                 let found = quarry_search(&quarry, query, &filter, *keep)?;
                 q_hits += overlap(&found, &truth[qi][f]);
+                let found = before_search(&mut admin, query, dims, &filter, *keep, ef)?;
+                b_hits += overlap(&found, &truth[qi][f]);
                 let found = weknora_search(&mut admin, query, dims, &filter, *keep, ef)?;
                 w_hits += overlap(&found, &truth[qi][f]);
             }
             let total = (queries.len() * TOP_K) as f64;
             row.insert(
                 (*name).into(),
-                json!({"quarry": q_hits as f64 / total, "weknora": w_hits as f64 / total}),
+                json!({"quarry": q_hits as f64 / total, "before": b_hits as f64 / total,
+                       "weknora": w_hits as f64 / total}),
             );
         }
         eprintln!("ef_search {ef}: {}", Value::Object(row.clone()));
@@ -281,10 +320,16 @@ fn main() -> Res<()> {
                     weknora_search(client, query, dims, &filter, keep, 100).map(|_| ())
                 }
             })?;
-            eprintln!("{clients} client(s), {name}: quarry {q} exact {e} weknora {w}");
+            let b = run_clients_with_client(&url, clients, latency_queries, &queries, {
+                let filter = filter.clone();
+                move |client, query| {
+                    before_search(client, query, dims, &filter, keep, 128).map(|_| ())
+                }
+            })?;
+            eprintln!("{clients} client(s), {name}: quarry {q} before {b} exact {e} weknora {w}");
             latency.insert(
                 format!("{clients}_clients_{name}"),
-                json!({"quarry": q, "quarry_exact": e, "weknora": w}),
+                json!({"quarry": q, "before": b, "quarry_exact": e, "weknora": w}),
             );
             report["latency_ms"] = Value::Object(latency.clone());
             save(&report)?;
@@ -337,13 +382,29 @@ fn server_facts(client: &mut Client) -> Res<Value> {
 /// Generates the corpus and the queries and loads the corpus into Quarry's tables.
 fn load(
     client: &mut Client,
+    dataset: Option<&Dataset>,
     n: usize,
     dims: usize,
     n_queries: usize,
 ) -> Res<(Corpus, Vec<Vec<f32>>)> {
     let mut rng = Rng(0x5EED_0025);
     let space = Space::new(dims, (n / 1000).max(20), &mut rng);
-    let documents = n.div_ceil(CHUNKS_PER_DOCUMENT);
+    let n = dataset.map_or(n, |d| n.min(d.count));
+    // Documents renumbered from 0 in the order their first chunk comes.
+    let document_of_chunk: Vec<usize> = match dataset {
+        None => (0..n).map(|i| i / CHUNKS_PER_DOCUMENT).collect(),
+        Some(d) => {
+            let mut seen = std::collections::HashMap::new();
+            d.documents[..n]
+                .iter()
+                .map(|doc| {
+                    let next = seen.len();
+                    *seen.entry(*doc).or_insert(next)
+                })
+                .collect()
+        }
+    };
+    let documents = document_of_chunk.iter().max().map_or(0, |d| d + 1);
     client.batch_execute(
         "INSERT INTO spaces (id, uid, created_at) VALUES ('bench', 'bench', 0) \
          ON CONFLICT DO NOTHING",
@@ -374,13 +435,9 @@ fn load(
         "COPY chunks (id, document_id, seq, byte_start, byte_end, line_start, line_end, hash) \
          FROM STDIN",
     )?;
-    for i in 0..n {
-        let (id, doc) = (i + 1, i / CHUNKS_PER_DOCUMENT + 1);
-        writeln!(
-            chunks,
-            "{id}\t{doc}\t{}\t0\t10\t1\t1\tc{i:x}",
-            i % CHUNKS_PER_DOCUMENT
-        )?;
+    for (i, doc) in document_of_chunk.iter().enumerate() {
+        let (id, doc) = (i + 1, doc + 1);
+        writeln!(chunks, "{id}\t{doc}\t{i}\t0\t10\t1\t1\tc{i:x}")?;
     }
     chunks.finish()?;
     client.batch_execute(
@@ -390,35 +447,123 @@ fn load(
 
     let halfvec = halfvec_type(client)?;
     let sink = client.copy_in("COPY embeddings (model, hash, vector) FROM STDIN BINARY")?;
-    let mut writer = BinaryCopyInWriter::new(sink, &[Type::TEXT, Type::TEXT, halfvec]);
+    let mut writer = BinaryCopyInWriter::new(sink, &[Type::TEXT, Type::TEXT, halfvec.clone()]);
     let mut values = Vec::with_capacity(n * dims);
     let mut norms = Vec::with_capacity(n);
+    let mut halves = Vec::with_capacity(n);
     let mut centre = Vec::new();
     for i in 0..n {
-        if i % CHUNKS_PER_DOCUMENT == 0 {
-            centre = space.document(&mut rng);
-        }
-        let (half, v) = space.chunk(&centre, &mut rng);
+        let (half, v) = match dataset {
+            Some(d) => as_half(d.vector(i)),
+            None => {
+                if i % CHUNKS_PER_DOCUMENT == 0 {
+                    centre = space.document(&mut rng);
+                }
+                space.chunk(&centre, &mut rng)
+            }
+        };
         writer.write(&[&MODEL, &format!("c{i:x}"), &half])?;
         norms.push(v.iter().map(|x| x * x).sum::<f32>().sqrt());
         values.extend(v);
+        halves.push(half);
     }
     writer.finish()?;
-    let queries = (0..n_queries)
-        .map(|_| {
-            let centre = space.document(&mut rng);
-            space.chunk(&centre, &mut rng).1
-        })
-        .collect();
+    // The same vectors under the "before" model key, for the old index and query.
+    let sink = client.copy_in("COPY embeddings (model, hash, vector) FROM STDIN BINARY")?;
+    let mut writer = BinaryCopyInWriter::new(sink, &[Type::TEXT, Type::TEXT, halfvec]);
+    for (i, half) in halves.iter().enumerate() {
+        writer.write(&[&MODEL_BEFORE, &format!("c{i:x}"), half])?;
+    }
+    writer.finish()?;
+    let queries = match dataset {
+        Some(d) => (0..n_queries.min(d.queries))
+            .map(|i| d.query(i).to_vec())
+            .collect(),
+        None => (0..n_queries)
+            .map(|_| {
+                let centre = space.document(&mut rng);
+                space.chunk(&centre, &mut rng).1
+            })
+            .collect(),
+    };
     Ok((
         Corpus {
             dims,
             values,
             norms,
+            document_of_chunk,
             collection_of_document,
         },
         queries,
     ))
+}
+
+/// A vector as stored (half precision) and the f32 values of those halves.
+fn as_half(v: &[f32]) -> (HalfVector, Vec<f32>) {
+    let half = HalfVector::from_f32_slice(v);
+    let values = half.to_vec().iter().map(|h| h.to_f32()).collect();
+    (half, values)
+}
+
+/// Real embeddings of real text (bench/vectors/make_dataset.py): `count` corpus vectors then
+/// `queries` held-out query vectors, `dims` little-endian f32 each, and the document of each
+/// corpus vector.
+struct Dataset {
+    path: String,
+    count: usize,
+    queries: usize,
+    dims: usize,
+    model: String,
+    values: Vec<f32>,
+    documents: Vec<u64>,
+}
+
+impl Dataset {
+    fn read(path: &str) -> Res<Dataset> {
+        let meta: Value = serde_json::from_slice(&std::fs::read(path)?)?;
+        let field = |k: &str| -> Res<usize> {
+            meta[k]
+                .as_u64()
+                .and_then(|v| usize::try_from(v).ok())
+                .ok_or_else(|| format!("{path}: no \"{k}\"").into())
+        };
+        let (count, queries, dims) = (field("count")?, field("queries")?, field("dims")?);
+        let documents: Vec<u64> = meta["documents"]
+            .as_array()
+            .map(|a| a.iter().filter_map(Value::as_u64).collect())
+            .unwrap_or_default();
+        let data = std::path::Path::new(path).with_extension("f32");
+        let bytes = std::fs::read(&data)?;
+        if documents.len() != count || bytes.len() != (count + queries) * dims * 4 {
+            return Err(format!("{}: does not match {path}", data.display()).into());
+        }
+        let values = bytes
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .collect();
+        Ok(Dataset {
+            path: path.to_owned(),
+            count,
+            queries,
+            dims,
+            model: meta["model"].as_str().unwrap_or("?").to_owned(),
+            values,
+            documents,
+        })
+    }
+    fn vector(&self, i: usize) -> &[f32] {
+        &self.values[i * self.dims..(i + 1) * self.dims]
+    }
+    fn query(&self, i: usize) -> &[f32] {
+        self.vector(self.count + i)
+    }
+    fn describe(&self) -> Value {
+        let name = std::path::Path::new(&self.path)
+            .file_name()
+            .map_or_else(String::new, |f| f.to_string_lossy().into_owned());
+        json!({"dataset": name, "model": self.model, "count": self.count,
+               "held_out_queries": self.queries})
+    }
 }
 
 fn halfvec_type(client: &mut Client) -> Res<Type> {
@@ -511,6 +656,65 @@ fn quarry_search(store: &PgStore, query: &[f32], filter: &[i64], keep: i64) -> R
         .into_iter()
         .map(|(id, _)| id)
         .collect())
+}
+
+/// Quarry's search before issue 46, on the "before" model's vectors and index: exact at
+/// ≤ 4,096 filtered chunks, else `ef_search` as given whatever the filter, relaxed-order
+/// iterative scan with pgvector's default `max_scan_tuples`, `LIMIT k` inside.
+fn before_search(
+    client: &mut Client,
+    query: &[f32],
+    dims: usize,
+    filter: &[i64],
+    keep: i64,
+    ef_search: usize,
+) -> Res<Vec<i64>> {
+    let q = HalfVector::from_f32_slice(query);
+    let filtered = keep < COLLECTIONS;
+    let limit = TOP_K as i64;
+    if filtered {
+        let in_filter: i64 = client
+            .query_one(
+                "SELECT count(*) FROM chunks c JOIN documents d ON d.id = c.document_id \
+                 WHERE d.collection_id = ANY($1)",
+                &[&filter],
+            )?
+            .get(0);
+        if in_filter <= 4096 {
+            let rows = client.query(
+                "SELECT c.id FROM chunks c JOIN documents d ON d.id = c.document_id \
+                 JOIN embeddings e ON e.model = $1 AND e.hash = c.hash \
+                 WHERE d.collection_id = ANY($3) ORDER BY e.vector <=> $2, c.id LIMIT $4",
+                &[&MODEL_BEFORE, &q, &filter, &limit],
+            )?;
+            return Ok(rows.iter().map(|r| r.get(0)).collect());
+        }
+    }
+    let mut tx = client.transaction()?;
+    tx.batch_execute(&format!(
+        "SET LOCAL hnsw.ef_search = {}; SET LOCAL hnsw.iterative_scan = relaxed_order",
+        ef_search.clamp(TOP_K, 1000)
+    ))?;
+    let rows = tx.query(
+        &format!(
+            "WITH near AS (
+                 SELECT e.hash, e.vector::halfvec({dims}) <=> $2::halfvec({dims}) AS dist
+                 FROM embeddings e
+                 WHERE e.model = $1 AND EXISTS (
+                     SELECT 1 FROM chunks c JOIN documents d ON d.id = c.document_id
+                     WHERE c.hash = e.hash AND (NOT $3 OR d.collection_id = ANY($4)))
+                 ORDER BY e.vector::halfvec({dims}) <=> $2::halfvec({dims})
+                 LIMIT $5)
+             SELECT c.id FROM near
+             JOIN chunks c ON c.hash = near.hash
+             JOIN documents d ON d.id = c.document_id
+             WHERE NOT $3 OR d.collection_id = ANY($4)
+             ORDER BY near.dist, c.id LIMIT $5"
+        ),
+        &[&MODEL_BEFORE, &q, &filtered, &filter, &limit],
+    )?;
+    tx.commit()?;
+    Ok(rows.iter().map(|r| r.get(0)).collect())
 }
 
 /// WeKnora's vector retrieval (internal/application/repository/retriever/postgres), its SQL

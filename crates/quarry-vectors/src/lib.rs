@@ -125,7 +125,7 @@ mod index;
 
 pub use error::{Result, VectorError};
 pub use exact::{dot, exact_search};
-pub use index::VectorIndex;
+pub use index::{MAX_FILTERED_EF, VectorIndex, filtered_ef};
 
 /// Similarity metric of an index.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
