@@ -205,19 +205,7 @@ impl PgConnection<'_> {
         sql: &str,
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<Vec<Row>, postgres::Error> {
-        let statement = self.prepared(sql)?;
-        let client = self.client.as_mut().unwrap_or_else(|| unreachable!());
-        match client.query(&statement, params) {
-            // A schema change (another node's migration) outdated the statement: once more,
-            // freshly prepared.
-            Err(e) if e.code() == Some(&postgres::error::SqlState::FEATURE_NOT_SUPPORTED) => {
-                self.statements.remove(sql);
-                let statement = self.prepared(sql)?;
-                let client = self.client.as_mut().unwrap_or_else(|| unreachable!());
-                client.query(&statement, params)
-            }
-            other => other,
-        }
+        self.with_statement(sql, |client, statement| client.query(statement, params))
     }
 
     /// The one row of `sql`; an error when there is none or more than one.
@@ -226,9 +214,7 @@ impl PgConnection<'_> {
         sql: &str,
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<Row, postgres::Error> {
-        let statement = self.prepared(sql)?;
-        let client = self.client.as_mut().unwrap_or_else(|| unreachable!());
-        client.query_one(&statement, params)
+        self.with_statement(sql, |client, statement| client.query_one(statement, params))
     }
 
     /// The row of `sql`, if any; an error when there is more than one.
@@ -237,9 +223,27 @@ impl PgConnection<'_> {
         sql: &str,
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<Option<Row>, postgres::Error> {
+        self.with_statement(sql, |client, statement| client.query_opt(statement, params))
+    }
+
+    /// `run` with `sql` prepared on this connection; once more, freshly prepared, when a
+    /// schema change (another node's migration) outdated the kept statement.
+    fn with_statement<T>(
+        &mut self,
+        sql: &str,
+        run: impl Fn(&mut Client, &Statement) -> Result<T, postgres::Error>,
+    ) -> Result<T, postgres::Error> {
         let statement = self.prepared(sql)?;
         let client = self.client.as_mut().unwrap_or_else(|| unreachable!());
-        client.query_opt(&statement, params)
+        match run(client, &statement) {
+            Err(e) if e.code() == Some(&postgres::error::SqlState::FEATURE_NOT_SUPPORTED) => {
+                self.statements.remove(sql);
+                let statement = self.prepared(sql)?;
+                let client = self.client.as_mut().unwrap_or_else(|| unreachable!());
+                run(client, &statement)
+            }
+            other => other,
+        }
     }
 
     fn prepared(&mut self, sql: &str) -> Result<Statement, postgres::Error> {
