@@ -21,8 +21,11 @@ pub use quarry_store::{Group, Membership, Role, Space, TokenGrant, TokenRecord, 
 
 mod groups;
 mod manage;
+mod token_cache;
+
 pub use groups::{MAX_GROUP_NAME, group_reader_key, user_reader_key, validate_group_name};
 pub use manage::{Member, SpaceView, UserSpace, UserView, parse_role};
+use token_cache::{Resolved, TokenCache, TokenKey};
 
 /// Every token starts with this.
 pub const TOKEN_PREFIX: &str = "qk_";
@@ -179,6 +182,8 @@ pub struct SpaceAccess {
 #[derive(Clone)]
 pub struct Directory {
     store: Arc<dyn AccessStore>,
+    /// Tokens resolved here, trusted while the access generation holds (see the module).
+    tokens: Arc<TokenCache>,
 }
 
 fn bad(msg: impl Into<String>) -> Error {
@@ -351,7 +356,10 @@ pub fn token_hash(secret: &str) -> String {
 impl Directory {
     /// A directory over `store`.
     pub fn new(store: Arc<dyn AccessStore>) -> Directory {
-        Directory { store }
+        Directory {
+            store,
+            tokens: Arc::default(),
+        }
     }
 
     // Spaces.
@@ -750,12 +758,48 @@ impl Directory {
         if !is_token_shaped(secret) {
             return Ok(Err(AuthFailure::Invalid));
         }
-        let Some(grant) = self.store.token_by_hash(&token_hash(secret))? else {
+        let key = TokenKey {
+            hash: token_hash(secret),
+            space: space
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned),
+            first_space,
+        };
+        // Read before the token's rows: a change committed after this read bumps it past
+        // the generation the rows are kept at.
+        let generation = self.store.access_generation()?;
+        let outcome = match self.tokens.get(&key, generation) {
+            Some(kept) => kept,
+            None => {
+                let read = Arc::new(self.read_token(&key)?);
+                self.tokens.put(key, generation, read.clone());
+                read
+            }
+        };
+        let resolved = match &*outcome {
+            Ok(resolved) => resolved,
+            Err(f) => return Ok(Err(f.clone())),
+        };
+        let now = quarry_core::now_millis();
+        if let Err(f) = chain_state(&resolved.chain, now) {
+            return Ok(Err(f));
+        }
+        if resolved.claim_touch(now, TOUCH_EVERY_MS)
+            && let Some(token) = resolved.chain.first()
+        {
+            self.store.touch_token(&token.id, now)?;
+        }
+        Ok(Ok(resolved.principal.clone()))
+    }
+
+    /// What the token `key` names resolves to, read from the store now.
+    fn read_token(&self, key: &TokenKey) -> Result<token_cache::Outcome> {
+        let Some(grant) = self.store.token_by_hash(&key.hash)? else {
             return Ok(Err(AuthFailure::Invalid));
         };
         let token = &grant.token;
         let now = quarry_core::now_millis();
-        // The token and every token that created it, read now (nothing is cached).
         let chain: Vec<TokenRecord> = std::iter::once(token.clone())
             .chain(grant.ancestors.iter().cloned())
             .collect();
@@ -769,15 +813,15 @@ impl Directory {
             .iter()
             .filter(|m| token.spaces.contains(&m.space_id))
             .collect();
-        let chosen = match space.map(str::trim).filter(|s| !s.is_empty()) {
-            Some(key) => usable
+        let chosen = match key.space.as_deref() {
+            Some(wanted) => usable
                 .iter()
-                .find(|m| m.space == key || m.space_id == key)
+                .find(|m| m.space == wanted || m.space_id == wanted)
                 .copied(),
             None => match usable.as_slice() {
                 [one] => Some(*one),
                 [] => None,
-                [first, ..] if first_space => Some(*first),
+                [first, ..] if key.first_space => Some(*first),
                 _ => return Ok(Err(AuthFailure::SpaceRequired)),
             },
         };
@@ -802,10 +846,7 @@ impl Directory {
         if token.read_only {
             access = access.min(Access::Read);
         }
-        if token.last_used_at.is_none_or(|t| now - t >= TOUCH_EVERY_MS) {
-            self.store.touch_token(&token.id, now)?;
-        }
-        Ok(Ok(Principal {
+        let principal = Principal {
             identity: Some(Identity {
                 user_id: token.user_id.clone(),
                 user: token.user.clone(),
@@ -825,7 +866,8 @@ impl Directory {
                 readers,
             },
             space_id: m.space_id.clone(),
-        }))
+        };
+        Ok(Ok(Resolved::new(principal, chain)))
     }
 
     /// The principal narrowed to the knowledge bases named by `keys` (names or UUIDs, a

@@ -963,3 +963,212 @@ fn a_token_reads_as_its_user_and_groups_unless_its_role_reads_everything() {
             .is_none()
     );
 }
+
+/// The store of one node, counting the token lookups that reach it.
+struct CountingStore {
+    inner: Arc<dyn Store>,
+    token_reads: std::sync::atomic::AtomicUsize,
+}
+
+mod counting {
+    use std::sync::atomic::Ordering;
+
+    use quarry_core::Result;
+    use quarry_store::{
+        AccessStore, Group, Membership, NewToken, Role, Space, TokenGrant, TokenRecord, User,
+    };
+
+    impl AccessStore for super::CountingStore {
+        fn create_space(&self, name: &str, description: &str) -> Result<Space> {
+            self.inner.create_space(name, description)
+        }
+        fn spaces(&self) -> Result<Vec<Space>> {
+            self.inner.spaces()
+        }
+        fn space(&self, key: &str) -> Result<Option<Space>> {
+            self.inner.space(key)
+        }
+        fn delete_space(&self, name: &str) -> Result<()> {
+            self.inner.delete_space(name)
+        }
+        fn create_user(&self, name: &str) -> Result<User> {
+            self.inner.create_user(name)
+        }
+        fn users(&self) -> Result<Vec<User>> {
+            self.inner.users()
+        }
+        fn user(&self, key: &str) -> Result<Option<(i64, User)>> {
+            self.inner.user(key)
+        }
+        fn delete_user(&self, user_row: i64) -> Result<()> {
+            self.inner.delete_user(user_row)
+        }
+        fn grant(&self, user_row: i64, space: &str, role: Role) -> Result<()> {
+            self.inner.grant(user_row, space, role)
+        }
+        fn revoke_membership(&self, user_row: i64, space: &str) -> Result<bool> {
+            self.inner.revoke_membership(user_row, space)
+        }
+        fn memberships(&self, user_row: Option<i64>) -> Result<Vec<Membership>> {
+            self.inner.memberships(user_row)
+        }
+        fn insert_token(&self, new: &NewToken) -> Result<TokenRecord> {
+            self.inner.insert_token(new)
+        }
+        fn tokens(&self, user_row: Option<i64>) -> Result<Vec<TokenRecord>> {
+            self.inner.tokens(user_row)
+        }
+        fn token_by_hash(&self, hash: &str) -> Result<Option<TokenGrant>> {
+            self.token_reads.fetch_add(1, Ordering::Relaxed);
+            self.inner.token_by_hash(hash)
+        }
+        fn token_chain(&self, id: &str) -> Result<Vec<TokenRecord>> {
+            self.inner.token_chain(id)
+        }
+        fn revoke_token(&self, key: &str, user_row: Option<i64>, at: i64) -> Result<bool> {
+            self.inner.revoke_token(key, user_row, at)
+        }
+        fn touch_token(&self, id: &str, at: i64) -> Result<()> {
+            self.inner.touch_token(id, at)
+        }
+        fn access_generation(&self) -> Result<i64> {
+            self.inner.access_generation()
+        }
+        fn create_group(&self, space: &str, name: &str, description: &str) -> Result<Group> {
+            self.inner.create_group(space, name, description)
+        }
+        fn groups(&self, space: &str) -> Result<Vec<Group>> {
+            self.inner.groups(space)
+        }
+        fn group(&self, space: &str, key: &str) -> Result<Option<Group>> {
+            self.inner.group(space, key)
+        }
+        fn delete_group(&self, space: &str, name: &str) -> Result<bool> {
+            self.inner.delete_group(space, name)
+        }
+        fn add_group_member(&self, space: &str, group: &str, user_row: i64) -> Result<bool> {
+            self.inner.add_group_member(space, group, user_row)
+        }
+        fn remove_group_member(&self, space: &str, group: &str, user_row: i64) -> Result<bool> {
+            self.inner.remove_group_member(space, group, user_row)
+        }
+        fn user_groups(&self, space: &str, user_row: i64) -> Result<Vec<String>> {
+            self.inner.user_groups(space, user_row)
+        }
+        fn collection_ids(&self, space: &str, keys: &[String]) -> Result<Vec<(i64, String)>> {
+            self.inner.collection_ids(space, keys)
+        }
+    }
+}
+
+impl CountingStore {
+    fn node(store: &Arc<dyn Store>) -> (Arc<CountingStore>, Directory) {
+        let counting = Arc::new(CountingStore {
+            inner: store.clone(),
+            token_reads: Default::default(),
+        });
+        (counting.clone(), Directory::new(counting))
+    }
+
+    fn reads(&self) -> usize {
+        self.token_reads.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+#[test]
+fn a_kept_token_answers_without_reading_it_until_a_change_anywhere_makes_it_read_again() {
+    let (_dir, admin, store) = directory();
+    admin.create_space("team", "").unwrap();
+    admin.create_space("lab", "").unwrap();
+    admin.create_user("ann").unwrap();
+    admin.grant("ann", "team", Role::Editor).unwrap();
+    admin.grant("ann", "lab", Role::Viewer).unwrap();
+    let t = token(&admin, "ann", &["team", "lab"]);
+    // Two nodes over one store, each with its own cache.
+    let (a_store, a) = CountingStore::node(&store);
+    let (b_store, b) = CountingStore::node(&store);
+    for _ in 0..5 {
+        assert_eq!(
+            a.authenticate(&t.token, None).unwrap().err(),
+            Some(AuthFailure::SpaceRequired)
+        );
+        assert_eq!(
+            b.authenticate(&t.token, Some("lab"))
+                .unwrap()
+                .unwrap()
+                .scope
+                .access,
+            Access::Read
+        );
+    }
+    assert_eq!(
+        (a_store.reads(), b_store.reads()),
+        (1, 1),
+        "kept tokens are read once"
+    );
+    // Unknown tokens are kept too (a guess costs one read per generation).
+    let bogus = format!("qk_{}", "0".repeat(64));
+    for _ in 0..3 {
+        assert_eq!(
+            a.authenticate(&bogus, None).unwrap().err(),
+            Some(AuthFailure::Invalid)
+        );
+    }
+    assert_eq!(a_store.reads(), 2);
+    // A membership revoked elsewhere: both read again; the token's one space is now implied.
+    admin.revoke_membership("ann", "lab").unwrap();
+    assert_eq!(
+        a.authenticate(&t.token, None).unwrap().unwrap().scope.space,
+        "team"
+    );
+    assert_eq!(
+        b.authenticate(&t.token, Some("lab")).unwrap().err(),
+        Some(AuthFailure::SpaceForbidden)
+    );
+    assert_eq!((a_store.reads(), b_store.reads()), (3, 2));
+    admin.grant("ann", "lab", Role::Viewer).unwrap();
+    // A role changed by node A shows on node B's next request.
+    a.grant("ann", "lab", Role::Editor).unwrap();
+    assert_eq!(
+        b.authenticate(&t.token, Some("lab"))
+            .unwrap()
+            .unwrap()
+            .scope
+            .access,
+        Access::Write
+    );
+    // Revoked on node B: node A's next request is refused, though A kept the token.
+    assert!(a.authenticate(&t.token, Some("team")).unwrap().is_ok());
+    b.revoke_token(&t.record.id, None).unwrap();
+    assert_eq!(
+        a.authenticate(&t.token, Some("team")).unwrap().err(),
+        Some(AuthFailure::Revoked)
+    );
+    assert_eq!(
+        b.authenticate(&t.token, None).unwrap().err(),
+        Some(AuthFailure::Revoked)
+    );
+}
+
+#[test]
+fn a_kept_token_still_expires_on_time() {
+    let (_dir, d, _store) = directory();
+    d.create_space("team", "").unwrap();
+    d.create_user("ann").unwrap();
+    d.grant("ann", "team", Role::Editor).unwrap();
+    let soon = quarry_core::now_millis() + 300;
+    let t = d
+        .create_token(&TokenRequest {
+            user: "ann".into(),
+            label: "short".into(),
+            expires_at: Some(soon),
+            ..Default::default()
+        })
+        .unwrap();
+    assert!(d.authenticate(&t.token, None).unwrap().is_ok());
+    std::thread::sleep(std::time::Duration::from_millis(400));
+    assert_eq!(
+        d.authenticate(&t.token, None).unwrap().err(),
+        Some(AuthFailure::Expired)
+    );
+}

@@ -1184,8 +1184,13 @@ async fn supervise(conn: Arc<Connection>, spec: ConnectSpec, on_discovered: OnDi
         if conn.stop.is_cancelled() {
             break;
         }
-        // `last_error` stays: while reconnecting, it says why.
-        conn.set_health(|h| h.status = "connecting");
+        // `last_error` stays: while reconnecting, it says why. An upstream waiting for a
+        // sign-in stays `auth_required` while it is retried: only a person can change that.
+        conn.set_health(|h| {
+            if h.status != "auth_required" {
+                h.status = "connecting";
+            }
+        });
         let connected = tokio::select! {
             r = connect(&spec, conn.client.clone(), &conn) => r,
             _ = conn.stop.cancelled() => break,

@@ -443,6 +443,14 @@ impl AccessStore for PgStore {
         row.try_get(0).map_err(db_err)
     }
 
+    fn access_generation(&self) -> Result<i64> {
+        let row = self
+            .conn()?
+            .query_one("SELECT n FROM access_generation WHERE id = 1", &[])
+            .map_err(db_err)?;
+        col(&row, 0)
+    }
+
     fn touch_token(&self, id: &str, at: i64) -> Result<()> {
         self.conn()?
             .execute(

@@ -463,6 +463,13 @@ impl AccessStore for SqliteStore {
         })
     }
 
+    fn access_generation(&self) -> Result<i64> {
+        self.conn()
+            .prepare_cached("SELECT n FROM access_generation WHERE id = 1")
+            .and_then(|mut s| s.query_row([], |r| r.get(0)))
+            .map_err(db_err)
+    }
+
     fn touch_token(&self, id: &str, at: i64) -> Result<()> {
         self.write(|tx| {
             tx.execute(

@@ -230,6 +230,11 @@ pub trait AccessStore: Send + Sync {
     fn revoke_token(&self, key: &str, user_row: Option<i64>, at: i64) -> Result<bool>;
     /// Records a token's use at `at` (milliseconds since the epoch).
     fn touch_token(&self, id: &str, at: i64) -> Result<()>;
+    /// A number that grows, in the same transaction, with every change that can change
+    /// what a token resolves to (tokens, users, spaces, memberships, groups and their
+    /// members; not a token's use). Every node reads the same one: a token resolved at one
+    /// generation resolves the same while it is unchanged.
+    fn access_generation(&self) -> Result<i64>;
 
     /// Creates a group in `space` (by name), with no members; `Conflict` if the space has a
     /// group of that name, `NotFound` if there is no such space.

@@ -24,6 +24,7 @@ macro_rules! __conformance_access {
             access_revoking_a_token_revokes_what_it_created,
             access_collection_ids_resolve_uuids_and_names_in_order,
             access_racing_creations_have_one_winner,
+            access_every_change_a_token_resolves_through_moves_the_generation,
         );
     };
 }
@@ -857,4 +858,65 @@ pub fn access_racing_creations_have_one_winner(store: &dyn Store) {
     assert_eq!((spaces, users), (1, 1), "one winner each: {outcomes:?}");
     assert_eq!(store.spaces().expect("spaces").len(), 1);
     assert_eq!(store.users().expect("users").len(), 1);
+}
+
+/// Every change that can alter what a token resolves to moves the access generation (the
+/// server's token cache trusts a token's rows only while it holds); a token's use does not.
+pub fn access_every_change_a_token_resolves_through_moves_the_generation(store: &dyn Store) {
+    let generation = || store.access_generation().expect("access_generation");
+    let last = std::cell::Cell::new(generation());
+    let moved = |what: &str| {
+        let now = generation();
+        assert!(
+            now > last.get(),
+            "{what} left the access generation at {now}"
+        );
+        last.set(now);
+    };
+    let team = space(store, "team");
+    let other = space(store, "other");
+    let ann = user(store, "ann");
+    let bob = user(store, "bob");
+    store.grant(ann, "team", Role::Editor).expect("grant");
+    moved("a membership granted");
+    store.grant(ann, "team", Role::Viewer).expect("grant");
+    moved("a role changed");
+    let token = insert(store, &new_token(ann, "h1", &[&team.id, &other.id]));
+    moved("a token created");
+    let before = generation();
+    store.touch_token(&token.id, 1_000).expect("touch_token");
+    assert_eq!(
+        generation(),
+        before,
+        "a token's use moved the access generation"
+    );
+    last.set(before);
+    store.create_group("team", "eng", "").expect("create_group");
+    store
+        .add_group_member("team", "eng", ann)
+        .expect("add_group_member");
+    moved("a group member added");
+    store
+        .remove_group_member("team", "eng", ann)
+        .expect("remove_group_member");
+    moved("a group member removed");
+    store.delete_group("team", "eng").expect("delete_group");
+    moved("a group deleted");
+    assert!(
+        store
+            .revoke_token(&token.id, None, 2_000)
+            .expect("revoke_token")
+    );
+    moved("a token revoked");
+    store.grant(bob, "other", Role::Viewer).expect("grant");
+    assert!(
+        store
+            .revoke_membership(bob, "other")
+            .expect("revoke_membership")
+    );
+    moved("a membership revoked");
+    store.delete_space("other").expect("delete_space");
+    moved("a space deleted");
+    store.delete_user(bob).expect("delete_user");
+    moved("a user deleted");
 }
