@@ -9,7 +9,8 @@
 //!    document. Queries are chunks of documents that were never stored. Documents are spread
 //!    evenly over 100 collections, independently of their topic, so a filter on one collection
 //!    keeps 1 % of the chunks and a filter on five keeps 5 % — the hard case for a graph
-//!    search, whose neighbours mostly fail the filter.
+//!    search, whose neighbours mostly fail the filter. (The generator is shared with
+//!    quarry-vectors' recall bench: quarry-vectors/benches/common/vectors.rs.)
 //! 2. Loaded into Quarry's own schema (collections, documents, chunks, embeddings) with
 //!    COPY; then Quarry's per-model HNSW index is built (`VectorSearch::prepare_vectors`, as
 //!    `quarry migrate` does after a copy): build time and size.
@@ -41,19 +42,23 @@
 
 #[path = "../../quarry-engine/benches/common/mod.rs"]
 mod common;
+#[path = "../../quarry-vectors/benches/common/vectors.rs"]
+mod vectors;
 
-use std::collections::HashSet;
 use std::io::Write;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use common::{env_or, percentile};
 use pgvector::HalfVector;
 use postgres::binary_copy::BinaryCopyInWriter;
-use postgres::types::{Kind, Type};
+use postgres::types::{Kind, ToSql, Type};
 use postgres::{Client, NoTls};
 use quarry_store::VectorSearch;
 use quarry_store_pg::PgStore;
 use serde_json::{Value, json};
+use vectors::{
+    CHUNKS_PER_DOCUMENT, Dataset, Rng, SYNTHETIC_SEED, Space, client_latencies, normalised, overlap,
+};
 
 type Res<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
@@ -61,84 +66,9 @@ const MODEL: &str = "bench-synthetic";
 /// The same vectors, indexed and searched as before issue 46.
 const MODEL_BEFORE: &str = "bench-before";
 const COLLECTIONS: i64 = 100;
-const CHUNKS_PER_DOCUMENT: usize = 20;
 const TOP_K: usize = 10;
 /// The filters measured: name, collections kept.
 const FILTERS: [(&str, i64); 3] = [("unfiltered", COLLECTIONS), ("5%", 5), ("1%", 1)];
-
-/// splitmix64: a seeded, dependency-free generator (the data must be the same every run).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn uniform(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
-    /// A standard normal (Box–Muller).
-    fn normal(&mut self) -> f32 {
-        let u = self.uniform().max(f64::MIN_POSITIVE);
-        let v = self.uniform();
-        ((-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()) as f32
-    }
-    fn gaussian(&mut self, dims: usize, scale: f32) -> Vec<f32> {
-        (0..dims).map(|_| self.normal() * scale).collect()
-    }
-}
-
-/// The generator of realistic-looking embeddings: shared direction, topics, documents.
-struct Space {
-    dims: usize,
-    shared: Vec<f32>,
-    topics: Vec<Vec<f32>>,
-}
-
-impl Space {
-    fn new(dims: usize, topics: usize, rng: &mut Rng) -> Space {
-        let unit = 1.0 / (dims as f32).sqrt();
-        Space {
-            dims,
-            shared: normalised(rng.gaussian(dims, unit)),
-            topics: (0..topics).map(|_| rng.gaussian(dims, unit)).collect(),
-        }
-    }
-    /// A document's centre: a topic (popular ones far more often) plus its own direction.
-    fn document(&self, rng: &mut Rng) -> Vec<f32> {
-        let t = ((self.topics.len() as f64) * rng.uniform().powi(3)) as usize;
-        let unit = 0.7 / (self.dims as f32).sqrt();
-        let topic = &self.topics[t.min(self.topics.len() - 1)];
-        topic.iter().map(|x| x + rng.normal() * unit).collect()
-    }
-    /// One chunk of a document, as the model would embed it: normalised, then stored in half
-    /// precision (returned as the f32 values of those halves, for the exact answer).
-    fn chunk(&self, document: &[f32], rng: &mut Rng) -> (HalfVector, Vec<f32>) {
-        let unit = 0.55 / (self.dims as f32).sqrt();
-        let v: Vec<f32> = document
-            .iter()
-            .zip(&self.shared)
-            .map(|(d, s)| d + 0.45 * s + rng.normal() * unit)
-            .collect();
-        let half = HalfVector::from_f32_slice(&normalised(v));
-        let values = half.to_vec().iter().map(|h| h.to_f32()).collect();
-        (half, values)
-    }
-}
-
-fn normalised(mut v: Vec<f32>) -> Vec<f32> {
-    let n = v
-        .iter()
-        .map(|x| x * x)
-        .sum::<f32>()
-        .sqrt()
-        .max(f32::MIN_POSITIVE);
-    v.iter_mut().for_each(|x| *x /= n);
-    v
-}
 
 fn cosine(a: &[f32], b: &[f32], norm_b: f32) -> f32 {
     let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
@@ -168,9 +98,13 @@ impl Corpus {
 fn main() -> Res<()> {
     let url = std::env::var("QUARRY_BENCH_DATABASE_URL")
         .map_err(|_| "QUARRY_BENCH_DATABASE_URL is required (bench/pgvector/run.sh sets it)")?;
-    let dataset = match std::env::var("QUARRY_BENCH_VECTORS") {
-        Ok(path) if !path.is_empty() => Some(Dataset::read(&path)?),
-        _ => None,
+    let (dataset, vectors) = match std::env::var("QUARRY_BENCH_VECTORS") {
+        Ok(path) if !path.is_empty() => {
+            let dataset = Dataset::read(&path)?;
+            let described = describe(&path, &dataset)?;
+            (Some(dataset), described)
+        }
+        _ => (None, json!("synthetic")),
     };
     let n: usize = env_or(
         "QUARRY_BENCH_CHUNKS",
@@ -186,8 +120,7 @@ fn main() -> Res<()> {
         .split(',')
         .filter_map(|s| s.trim().parse().ok())
         .collect();
-    let mut report = json!({"chunks": n, "dims": dims, "queries": n_queries,
-        "vectors": dataset.as_ref().map_or_else(|| json!("synthetic"), |d| json!(d.describe()))});
+    let mut report = json!({"chunks": n, "dims": dims, "queries": n_queries, "vectors": vectors});
     // Written after every phase, so a run cut short still leaves what it measured.
     let save = |report: &Value| -> Res<()> {
         if let Ok(path) = std::env::var("QUARRY_BENCH_OUT") {
@@ -261,11 +194,11 @@ fn main() -> Res<()> {
             let (mut q_hits, mut w_hits, mut b_hits) = (0usize, 0usize, 0usize);
             for (qi, query) in queries.iter().enumerate() {
                 let found = quarry_search(&quarry, query, &filter, *keep)?;
-                q_hits += overlap(&found, &truth[qi][f]);
+                q_hits += overlap(&found, &truth[qi][f], TOP_K);
                 let found = before_search(&mut admin, query, dims, &filter, *keep, ef)?;
-                b_hits += overlap(&found, &truth[qi][f]);
+                b_hits += overlap(&found, &truth[qi][f], TOP_K);
                 let found = weknora_search(&mut admin, query, dims, &filter, *keep, ef)?;
-                w_hits += overlap(&found, &truth[qi][f]);
+                w_hits += overlap(&found, &truth[qi][f], TOP_K);
             }
             let total = (queries.len() * TOP_K) as f64;
             row.insert(
@@ -291,6 +224,7 @@ fn main() -> Res<()> {
             hits += overlap(
                 &quarry_search(&exact, query, &filter, *keep)?,
                 &truth[qi][f],
+                TOP_K,
             );
         }
         exact_recall.insert(
@@ -387,8 +321,9 @@ fn load(
     dims: usize,
     n_queries: usize,
 ) -> Res<(Corpus, Vec<Vec<f32>>)> {
-    let mut rng = Rng(0x5EED_0025);
-    let space = Space::new(dims, (n / 1000).max(20), &mut rng);
+    // Drawn with a dataset too: the collections below come next from the same generator.
+    let mut rng = Rng(SYNTHETIC_SEED);
+    let space = Space::new(dims, n, &mut rng);
     let n = dataset.map_or(n, |d| n.min(d.count));
     // Documents renumbered from 0 in the order their first chunk comes.
     let document_of_chunk: Vec<usize> = match dataset {
@@ -451,17 +386,11 @@ fn load(
     let mut values = Vec::with_capacity(n * dims);
     let mut norms = Vec::with_capacity(n);
     let mut halves = Vec::with_capacity(n);
-    let mut centre = Vec::new();
-    for i in 0..n {
-        let (half, v) = match dataset {
-            Some(d) => as_half(d.vector(i)),
-            None => {
-                if i % CHUNKS_PER_DOCUMENT == 0 {
-                    centre = space.document(&mut rng);
-                }
-                space.chunk(&centre, &mut rng)
-            }
-        };
+    let stored: Box<dyn Iterator<Item = (HalfVector, Vec<f32>)>> = match dataset {
+        Some(d) => Box::new((0..n).map(|i| as_half(d.vector(i)))),
+        None => Box::new(space.chunks(n, &mut rng).map(|v| as_half(&v))),
+    };
+    for (i, (half, v)) in stored.enumerate() {
         writer.write(&[&MODEL, &format!("c{i:x}"), &half])?;
         norms.push(v.iter().map(|x| x * x).sum::<f32>().sqrt());
         values.extend(v);
@@ -480,10 +409,7 @@ fn load(
             .map(|i| d.query(i).to_vec())
             .collect(),
         None => (0..n_queries)
-            .map(|_| {
-                let centre = space.document(&mut rng);
-                space.chunk(&centre, &mut rng).1
-            })
+            .map(|_| as_half(&space.query(&mut rng)).1)
             .collect(),
     };
     Ok((
@@ -505,65 +431,13 @@ fn as_half(v: &[f32]) -> (HalfVector, Vec<f32>) {
     (half, values)
 }
 
-/// Real embeddings of real text (bench/vectors/make_dataset.py): `count` corpus vectors then
-/// `queries` held-out query vectors, `dims` little-endian f32 each, and the document of each
-/// corpus vector.
-struct Dataset {
-    path: String,
-    count: usize,
-    queries: usize,
-    dims: usize,
-    model: String,
-    values: Vec<f32>,
-    documents: Vec<u64>,
-}
-
-impl Dataset {
-    fn read(path: &str) -> Res<Dataset> {
-        let meta: Value = serde_json::from_slice(&std::fs::read(path)?)?;
-        let field = |k: &str| -> Res<usize> {
-            meta[k]
-                .as_u64()
-                .and_then(|v| usize::try_from(v).ok())
-                .ok_or_else(|| format!("{path}: no \"{k}\"").into())
-        };
-        let (count, queries, dims) = (field("count")?, field("queries")?, field("dims")?);
-        let documents: Vec<u64> = meta["documents"]
-            .as_array()
-            .map(|a| a.iter().filter_map(Value::as_u64).collect())
-            .unwrap_or_default();
-        let data = std::path::Path::new(path).with_extension("f32");
-        let bytes = std::fs::read(&data)?;
-        if documents.len() != count || bytes.len() != (count + queries) * dims * 4 {
-            return Err(format!("{}: does not match {path}", data.display()).into());
-        }
-        let values = bytes
-            .chunks_exact(4)
-            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-            .collect();
-        Ok(Dataset {
-            path: path.to_owned(),
-            count,
-            queries,
-            dims,
-            model: meta["model"].as_str().unwrap_or("?").to_owned(),
-            values,
-            documents,
-        })
-    }
-    fn vector(&self, i: usize) -> &[f32] {
-        &self.values[i * self.dims..(i + 1) * self.dims]
-    }
-    fn query(&self, i: usize) -> &[f32] {
-        self.vector(self.count + i)
-    }
-    fn describe(&self) -> Value {
-        let name = std::path::Path::new(&self.path)
-            .file_name()
-            .map_or_else(String::new, |f| f.to_string_lossy().into_owned());
-        json!({"dataset": name, "model": self.model, "count": self.count,
-               "held_out_queries": self.queries})
-    }
+/// The dataset as the report names it (its model read from the JSON).
+fn describe(path: &str, dataset: &Dataset) -> Res<Value> {
+    let meta: Value = serde_json::from_slice(&std::fs::read(path)?)?;
+    let model = meta["model"].as_str().unwrap_or("?");
+    let described = json!({"dataset": dataset.name, "model": model, "count": dataset.count,
+        "held_out_queries": dataset.queries});
+    Ok(described)
 }
 
 fn halfvec_type(client: &mut Client) -> Res<Type> {
@@ -639,15 +513,6 @@ fn exact_one(corpus: &Corpus, query: &[f32]) -> Vec<Vec<i64>> {
         .collect()
 }
 
-fn overlap(found: &[i64], truth: &[i64]) -> usize {
-    let truth: HashSet<i64> = truth.iter().copied().collect();
-    found
-        .iter()
-        .take(TOP_K)
-        .filter(|id| truth.contains(id))
-        .count()
-}
-
 /// Quarry's search: exactly what a knowledge search scoped to `keep` collections calls.
 fn quarry_search(store: &PgStore, query: &[f32], filter: &[i64], keep: i64) -> Res<Vec<i64>> {
     let scope = (keep < COLLECTIONS).then_some(filter);
@@ -690,12 +555,10 @@ fn before_search(
             return Ok(rows.iter().map(|r| r.get(0)).collect());
         }
     }
-    let mut tx = client.transaction()?;
-    tx.batch_execute(&format!(
-        "SET LOCAL hnsw.ef_search = {}; SET LOCAL hnsw.iterative_scan = relaxed_order",
-        ef_search.clamp(TOP_K, 1000)
-    ))?;
-    let rows = tx.query(
+    scan_ids(
+        client,
+        ef_search.clamp(TOP_K, 1000),
+        "relaxed_order",
         &format!(
             "WITH near AS (
                  SELECT e.hash, e.vector::halfvec({dims}) <=> $2::halfvec({dims}) AS dist
@@ -712,9 +575,7 @@ fn before_search(
              ORDER BY near.dist, c.id LIMIT $5"
         ),
         &[&MODEL_BEFORE, &q, &filtered, &filter, &limit],
-    )?;
-    tx.commit()?;
-    Ok(rows.iter().map(|r| r.get(0)).collect())
+    )
 }
 
 /// WeKnora's vector retrieval (internal/application/repository/retriever/postgres), its SQL
@@ -732,7 +593,7 @@ fn weknora_search(
     let candidates = (TOP_K as i64 * 2).clamp(100, 200);
     let top_k = TOP_K as i64;
     let filtered = keep < COLLECTIONS;
-    let mut params: Vec<&(dyn postgres::types::ToSql + Sync)> = vec![&q, &candidates, &top_k];
+    let mut params: Vec<&(dyn ToSql + Sync)> = vec![&q, &candidates, &top_k];
     if filtered {
         params.push(&kbs);
     }
@@ -741,12 +602,10 @@ fn weknora_search(
     } else {
         ""
     };
-    let mut tx = client.transaction()?;
-    tx.batch_execute(&format!(
-        "SET LOCAL hnsw.ef_search = {}; SET LOCAL hnsw.iterative_scan = strict_order",
-        ef_search.max(40)
-    ))?;
-    let rows = tx.query(
+    scan_ids(
+        client,
+        ef_search.max(40),
+        "strict_order",
         &format!(
             "SELECT chunk_id, (1 - distance) AS score FROM (
                  SELECT chunk_id, embedding::halfvec({dims}) <=> $1::halfvec({dims}) AS distance
@@ -757,43 +616,41 @@ fn weknora_search(
              WHERE distance <= 2 ORDER BY distance ASC LIMIT $3"
         ),
         &params,
-    )?;
+    )
+}
+
+/// The ids (first column) `sql` returns with `hnsw.ef_search` and `hnsw.iterative_scan` set
+/// for its transaction.
+fn scan_ids(
+    client: &mut Client,
+    ef_search: usize,
+    iterative_scan: &str,
+    sql: &str,
+    params: &[&(dyn ToSql + Sync)],
+) -> Res<Vec<i64>> {
+    let mut tx = client.transaction()?;
+    tx.batch_execute(&format!(
+        "SET LOCAL hnsw.ef_search = {ef_search}; SET LOCAL hnsw.iterative_scan = {iterative_scan}"
+    ))?;
+    let rows = tx.query(sql, params)?;
     tx.commit()?;
     Ok(rows.iter().map(|r| r.get(0)).collect())
 }
 
-/// `clients` threads, each running `per_client` queries through `f`: latency percentiles
-/// and throughput.
+/// [`client_latencies`] as latency percentiles and throughput.
 fn run_clients(
     clients: usize,
     per_client: usize,
     queries: &[Vec<f32>],
     f: impl Fn(usize, &[f32]) -> Res<()> + Sync,
 ) -> Res<Value> {
-    let t = Instant::now();
-    let times: Res<Vec<Vec<Duration>>> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..clients)
-            .map(|c| {
-                let f = &f;
-                s.spawn(move || -> Res<Vec<Duration>> {
-                    (0..per_client)
-                        .map(|i| {
-                            let query = &queries[(c * 7919 + i) % queries.len()];
-                            let t = Instant::now();
-                            f(c, query)?;
-                            Ok(t.elapsed())
-                        })
-                        .collect()
-                })
-            })
-            .collect();
-        let mut all = Vec::new();
-        for h in handles {
-            all.push(h.join().map_err(|_| "a client thread panicked")??);
-        }
-        Ok(all)
-    });
-    summarise(times?, t.elapsed())
+    let (all, wall) = client_latencies(clients, per_client, queries, f)?;
+    Ok(json!({
+        "n": all.len(),
+        "p50": percentile(&all, 0.50),
+        "p99": percentile(&all, 0.99),
+        "qps": all.len() as f64 / wall.as_secs_f64(),
+    }))
 }
 
 /// [`run_clients`] where each client has its own connection (WeKnora's shape runs raw SQL).
@@ -813,15 +670,4 @@ fn run_clients_with_client(
             .map_err(|_| "a client thread panicked")?;
         f(&mut client, query)
     })
-}
-
-fn summarise(times: Vec<Vec<Duration>>, wall: Duration) -> Res<Value> {
-    let mut all: Vec<Duration> = times.into_iter().flatten().collect();
-    all.sort();
-    Ok(json!({
-        "n": all.len(),
-        "p50": percentile(&all, 0.50),
-        "p99": percentile(&all, 0.99),
-        "qps": all.len() as f64 / wall.as_secs_f64(),
-    }))
 }

@@ -10,23 +10,29 @@
 //! Vectors: `QUARRY_BENCH_VECTORS=path/to/tldr-minilm.json` (bench/vectors/make_dataset.py:
 //! real embeddings of real text, their documents spread evenly over 100 collections
 //! independently of topic) or, without it, `QUARRY_BENCH_CHUNKS` synthetic ones (shared
-//! direction, topics of unequal size, documents of 20 chunks: bench/pgvector's generator).
+//! direction, topics of unequal size, documents of 20 chunks: benches/common/vectors.rs, as
+//! bench/pgvector's).
 //!
 //! Environment: `QUARRY_BENCH_VECTORS`, `QUARRY_BENCH_CHUNKS` (all of the dataset, else
 //! 100000), `QUARRY_BENCH_QUERIES` (200), `QUARRY_BENCH_EF` (sweep, 32,64,128,256),
 //! `QUARRY_BENCH_LATENCY_QUERIES` (per client, 200), `QUARRY_BENCH_M` (16),
 //! `QUARRY_BENCH_EF_ADD` (128), `QUARRY_BENCH_OUT` (a JSON file for the results).
 
+#[path = "common/vectors.rs"]
+mod vectors;
+
 use std::collections::HashSet;
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
 use quarry_vectors::{SearchEffort, VectorIndex, VectorIndexOptions, exact_search};
+use vectors::{
+    CHUNKS_PER_DOCUMENT, Dataset, Rng, SYNTHETIC_SEED, Space, client_latencies, overlap,
+};
 
 type Res<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
 const COLLECTIONS: u64 = 100;
-const CHUNKS_PER_DOCUMENT: usize = 20;
 const TOP_K: usize = 10;
 /// The engine's search effort (`quarry_engine::ANN_EXPANSION`).
 const ENGINE_EF: usize = 128;
@@ -39,41 +45,6 @@ fn env_or<T: std::str::FromStr>(key: &str, default: T) -> T {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
-}
-
-/// splitmix64, as bench/pgvector's.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn uniform(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
-    fn normal(&mut self) -> f32 {
-        let u = self.uniform().max(f64::MIN_POSITIVE);
-        let v = self.uniform();
-        ((-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()) as f32
-    }
-    fn gaussian(&mut self, dims: usize, scale: f32) -> Vec<f32> {
-        (0..dims).map(|_| self.normal() * scale).collect()
-    }
-}
-
-fn normalised(mut v: Vec<f32>) -> Vec<f32> {
-    let n = v
-        .iter()
-        .map(|x| x * x)
-        .sum::<f32>()
-        .sqrt()
-        .max(f32::MIN_POSITIVE);
-    v.iter_mut().for_each(|x| *x /= n);
-    v
 }
 
 /// The corpus: vector `i` (key `i + 1`) belongs to document `documents[i]`.
@@ -94,94 +65,30 @@ impl Data {
     }
 }
 
-/// The number after `"key":` in a flat JSON header (this crate has no JSON parser).
-fn json_number(text: &str, key: &str) -> Option<usize> {
-    let at = text.find(&format!("\"{key}\""))?;
-    let rest = text[at + key.len() + 2..].trim_start().strip_prefix(':')?;
-    let digits: String = rest
-        .trim_start()
-        .chars()
-        .take_while(char::is_ascii_digit)
-        .collect();
-    digits.parse().ok()
-}
-
+/// A dataset's first `limit` vectors and first `n_queries` queries.
 fn read_dataset(path: &str, limit: Option<usize>, n_queries: usize) -> Res<Data> {
-    let meta = std::fs::read_to_string(path)?;
-    let field =
-        |k: &str| json_number(&meta, k).ok_or_else(|| format!("{path}: no \"{k}\"").to_string());
-    let (count, queries, dims) = (field("count")?, field("queries")?, field("dims")?);
-    let base = std::path::Path::new(path);
-    let bytes = std::fs::read(base.with_extension("f32"))?;
-    let docs = std::fs::read(base.with_extension("docs"))?;
-    if bytes.len() != (count + queries) * dims * 4 || docs.len() != count * 4 {
-        return Err(format!("{path}: the .f32 or .docs file does not match").into());
-    }
-    let n = limit.unwrap_or(count).min(count);
-    let floats: Vec<f32> = bytes
-        .chunks_exact(4)
-        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    let dataset = Dataset::read(path)?;
+    let n = limit.unwrap_or(dataset.count).min(dataset.count);
+    let queries = (0..n_queries.min(dataset.queries))
+        .map(|q| dataset.query(q).to_vec())
         .collect();
-    let documents = docs
-        .chunks_exact(4)
-        .take(n)
-        .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
-        .collect();
-    let queries = (0..n_queries.min(queries))
-        .map(|q| floats[(count + q) * dims..(count + q + 1) * dims].to_vec())
-        .collect();
-    let name = base
-        .file_name()
-        .map_or_else(String::new, |f| f.to_string_lossy().into_owned());
+    let mut values = dataset.values;
+    values.truncate(n * dataset.dims);
     Ok(Data {
-        dims,
-        values: floats[..n * dims].to_vec(),
-        documents,
+        dims: dataset.dims,
+        values,
+        documents: dataset.documents[..n].iter().map(|&d| d as usize).collect(),
         queries,
-        source: name,
+        source: dataset.name,
     })
 }
 
-/// bench/pgvector's synthetic vectors (its generator, f32 only).
+/// `n` synthetic chunks and `n_queries` queries, as bench/pgvector generates them.
 fn synthetic(n: usize, dims: usize, n_queries: usize) -> Data {
-    let mut rng = Rng(0x5EED_0025);
-    let unit = 1.0 / (dims as f32).sqrt();
-    let shared = normalised(rng.gaussian(dims, unit));
-    let topics: Vec<Vec<f32>> = (0..(n / 1000).max(20))
-        .map(|_| rng.gaussian(dims, unit))
-        .collect();
-    let document = |rng: &mut Rng| -> Vec<f32> {
-        let t = ((topics.len() as f64) * rng.uniform().powi(3)) as usize;
-        let u = 0.7 / (dims as f32).sqrt();
-        topics[t.min(topics.len() - 1)]
-            .iter()
-            .map(|x| x + rng.normal() * u)
-            .collect()
-    };
-    let chunk = |centre: &[f32], rng: &mut Rng| -> Vec<f32> {
-        let u = 0.55 / (dims as f32).sqrt();
-        normalised(
-            centre
-                .iter()
-                .zip(&shared)
-                .map(|(d, s)| d + 0.45 * s + rng.normal() * u)
-                .collect(),
-        )
-    };
-    let mut values = Vec::with_capacity(n * dims);
-    let mut centre = Vec::new();
-    for i in 0..n {
-        if i % CHUNKS_PER_DOCUMENT == 0 {
-            centre = document(&mut rng);
-        }
-        values.extend(chunk(&centre, &mut rng));
-    }
-    let queries = (0..n_queries)
-        .map(|_| {
-            let c = document(&mut rng);
-            chunk(&c, &mut rng)
-        })
-        .collect();
+    let mut rng = Rng(SYNTHETIC_SEED);
+    let space = Space::new(dims, n, &mut rng);
+    let values = space.chunks(n, &mut rng).flatten().collect();
+    let queries = (0..n_queries).map(|_| space.query(&mut rng)).collect();
     Data {
         dims,
         values,
@@ -330,8 +237,8 @@ fn main() -> Res<()> {
         for (f, (name, keep)) in FILTERS.iter().enumerate() {
             let (mut now, mut before) = (0usize, 0usize);
             for (qi, q) in data.queries.iter().enumerate() {
-                now += overlap(&search(q, *keep, ef, false)?, &truth[qi][f]);
-                before += overlap(&search(q, *keep, ef, true)?, &truth[qi][f]);
+                now += overlap(&search(q, *keep, ef, false)?, &truth[qi][f], TOP_K);
+                before += overlap(&search(q, *keep, ef, true)?, &truth[qi][f], TOP_K);
             }
             let total = (data.queries.len() * TOP_K) as f64;
             let _ = write!(
@@ -381,15 +288,6 @@ fn main() -> Res<()> {
     Ok(())
 }
 
-fn overlap(found: &[u64], truth: &[u64]) -> usize {
-    let truth: HashSet<u64> = truth.iter().copied().collect();
-    found
-        .iter()
-        .take(TOP_K)
-        .filter(|k| truth.contains(k))
-        .count()
-}
-
 fn percentile(sorted: &[Duration], p: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
@@ -398,43 +296,19 @@ fn percentile(sorted: &[Duration], p: f64) -> f64 {
     sorted[i].as_secs_f64() * 1000.0
 }
 
-/// `clients` threads of `per_client` queries each: p50/p99 in ms and queries per second.
+/// [`client_latencies`] as p50/p99 in ms and queries per second.
 fn run_clients(
     clients: usize,
     per_client: usize,
     queries: &[Vec<f32>],
     f: impl Fn(&[f32]) -> Res<()> + Sync,
 ) -> Res<String> {
-    let t = Instant::now();
-    let mut all: Vec<Duration> = std::thread::scope(|s| -> Res<Vec<Duration>> {
-        let handles: Vec<_> = (0..clients)
-            .map(|c| {
-                let f = &f;
-                s.spawn(move || -> Res<Vec<Duration>> {
-                    (0..per_client)
-                        .map(|i| {
-                            let q = &queries[(c * 7919 + i) % queries.len()];
-                            let t = Instant::now();
-                            f(q)?;
-                            Ok(t.elapsed())
-                        })
-                        .collect()
-                })
-            })
-            .collect();
-        let mut all = Vec::new();
-        for h in handles {
-            all.extend(h.join().map_err(|_| "a client thread panicked")??);
-        }
-        Ok(all)
-    })?;
-    let wall = t.elapsed().as_secs_f64();
-    all.sort();
+    let (all, wall) = client_latencies(clients, per_client, queries, |_, q| f(q))?;
     Ok(format!(
         "{{\"n\": {}, \"p50\": {:.3}, \"p99\": {:.3}, \"qps\": {:.1}}}",
         all.len(),
         percentile(&all, 0.5),
         percentile(&all, 0.99),
-        all.len() as f64 / wall
+        all.len() as f64 / wall.as_secs_f64()
     ))
 }
