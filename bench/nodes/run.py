@@ -12,7 +12,9 @@ Each scenario gets a fresh database and bucket and fresh data directories:
   seconds per query (from /proc, every `postgres` process) so the scaling can be extrapolated
   beyond this machine's two cores;
 * ingestion: 600 small notes uploaded at once; docs/min until every one is ready, with the
-  workers of 1 node and of 2;
+  workers of 1 node and of 2 (`--repeat N`: N runs of each in turn, the median; `--pin`:
+  each node on a core of its own with `RAYON_NUM_THREADS=1`, PostgreSQL, moto and the
+  client on every core — on a 2-core machine the 2-node run shares its cores with them);
 * failover: kill -9 of node A during a 200-note batch; seconds until node B finished it;
 * embedding: the 251-page Chinese manual uploaded to 1 node and to 2, each node held to one
   core (`RAYON_NUM_THREADS=1`, standing for a machine of its own), with a local model
@@ -42,6 +44,10 @@ from benchkit import cpu_model, default_quarry, free_port, isolated_env, loadavg
 ROOT = Path(__file__).resolve().parents[2]
 TLDR = ROOT.parent / "shared" / "corpora" / "tldr" / "pages" / "common"
 QUERIES = [json.loads(line)["query"] for line in (ROOT / "eval" / "tldr-en.jsonl").read_text().splitlines() if line.strip()]
+
+
+PIN = False
+REPEAT = 1
 
 
 def http(method: str, url: str, body: bytes | None = None, headers: dict | None = None, timeout: float = 120):
@@ -96,7 +102,14 @@ class Deployment:
         home.mkdir()
         port = free_port()
         log = open(home.parent / f"{home.name}.log", "wb")
-        proc = subprocess.Popen([str(self.binary), "serve", "--port", str(port)], env=self.env(home),
+        cmd = [str(self.binary), "serve", "--port", str(port)]
+        env = self.env(home)
+        if PIN:
+            # One core per node, standing for a machine of its own (PostgreSQL, moto and this
+            # client stay unpinned, on every core).
+            cmd = ["taskset", "-c", str(len(self.nodes) % (os.cpu_count() or 1))] + cmd
+            env["RAYON_NUM_THREADS"] = "1"
+        proc = subprocess.Popen(cmd, env=env,
                                 stdin=subprocess.DEVNULL, stdout=log, stderr=log)
         base = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + timeout
@@ -286,24 +299,32 @@ def queries(binary: Path, root: Path, seconds: float = 20, clients: int = 4) -> 
 
 
 def ingestion(binary: Path, root: Path, n: int = 600) -> dict:
+    """1 node, then 2, `REPEAT` times in turn; the median run of each."""
+    runs: dict[int, list[float]] = {1: [], 2: []}
+    for r in range(REPEAT):
+        for n_nodes in (1, 2):
+            d = Deployment(binary, root, f"ingest{n_nodes}_{r}")
+            try:
+                a = d.start_node()
+                for _ in range(n_nodes - 1):
+                    d.start_node()
+                kb = create_kb(a, "ingest")
+                files = notes("i", n)
+                t0 = time.monotonic()
+                ids = []
+                for i in range(0, n, 100):
+                    ids += upload(a, kb, files[i:i + 100])
+                wait_ready(a, kb, ids)
+                runs[n_nodes].append(time.monotonic() - t0)
+            finally:
+                d.stop()
     out = {}
-    for n_nodes in (1, 2):
-        d = Deployment(binary, root, f"ingest{n_nodes}")
-        try:
-            a = d.start_node()
-            for _ in range(n_nodes - 1):
-                d.start_node()
-            kb = create_kb(a, "ingest")
-            files = notes("i", n)
-            t0 = time.monotonic()
-            ids = []
-            for i in range(0, n, 100):
-                ids += upload(a, kb, files[i:i + 100])
-            wait_ready(a, kb, ids)
-            took = time.monotonic() - t0
-            out[f"{n_nodes}_node"] = {"documents": n, "seconds": round(took, 2), "docs_per_min": round(n / took * 60)}
-        finally:
-            d.stop()
+    for n_nodes, times in runs.items():
+        took = sorted(times)[len(times) // 2]
+        out[f"{n_nodes}_node"] = {"documents": n, "seconds": round(took, 2), "docs_per_min": round(n / took * 60),
+                                  "runs_s": [round(t, 2) for t in times]}
+    out["speedup"] = round(out["1_node"]["seconds"] / out["2_node"]["seconds"], 2)
+    out["pinned"] = PIN
     return out
 
 
@@ -376,8 +397,13 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "nodes.json")
     ap.add_argument("--only", nargs="*", default=["catch_up", "catch_up_polling", "queries", "ingestion", "failover", "rebuild"])
+    ap.add_argument("--pin", action="store_true",
+                    help="each node on a core of its own (taskset) with RAYON_NUM_THREADS=1")
+    ap.add_argument("--repeat", type=int, default=1, help="ingestion runs of 1 and 2 nodes, in turn (median)")
     ap.add_argument("--embed-model", help="model directory for the embedding scenario (default: QUARRY_TEST_MINILM)")
     args = ap.parse_args()
+    global PIN, REPEAT
+    PIN, REPEAT = args.pin, max(1, args.repeat)
     if args.embed_model:
         global EMBED_MODEL
         EMBED_MODEL = args.embed_model

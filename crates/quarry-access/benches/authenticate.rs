@@ -1,6 +1,12 @@
 //! What checking a token costs per request, in process: `Directory::authenticate` over a
-//! store with 10 spaces, 100 users and 1,000 tokens (the hash lookup, the memberships, the
-//! scope). Prints p50/p90/p99; with `QUARRY_BENCH_OUT=FILE` also writes them there.
+//! store with 10 spaces, 100 users and 1,000 tokens, on the embedded store and — with
+//! `QUARRY_BENCH_DATABASE_URL` naming an empty database — on PostgreSQL, in one run:
+//! - kept: the node has checked the token before (one read of the access generation);
+//! - first: a directory that never saw it (the generation, the token with its memberships
+//!   and chain, the scope — what every check cost before tokens were kept);
+//! - unknown: a token that does not exist, kept as such.
+//!
+//! Prints p50/p90/p99; with `QUARRY_BENCH_OUT=FILE` also writes them there.
 //!
 //!     cargo bench -p quarry-access --bench authenticate
 
@@ -11,15 +17,36 @@ use quarry_access::{Directory, Role, TokenRequest};
 use quarry_store::Store;
 use quarry_store_sqlite::SqliteStore;
 
+type Res<T> = Result<T, Box<dyn std::error::Error>>;
+
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
     sorted[i.min(sorted.len() - 1)]
 }
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let dir = tempfile::tempdir()?;
-    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.path().join("q.db"))?);
-    let d = Directory::new(store);
+/// Microseconds of `n` calls of `check(i)`, sorted.
+fn timed(n: usize, mut check: impl FnMut(usize) -> Res<()>) -> Res<Vec<f64>> {
+    let mut micros = Vec::with_capacity(n);
+    for i in 0..n {
+        let start = Instant::now();
+        check(i)?;
+        micros.push(start.elapsed().as_secs_f64() * 1e6);
+    }
+    micros.sort_by(f64::total_cmp);
+    Ok(micros)
+}
+
+fn line(label: &str, m: &[f64]) -> String {
+    format!(
+        "  {label:8} p50 {:>7.1} µs  p90 {:>7.1} µs  p99 {:>7.1} µs\n",
+        percentile(m, 0.5),
+        percentile(m, 0.9),
+        percentile(m, 0.99)
+    )
+}
+
+fn measure(name: &str, store: Arc<dyn Store>) -> Res<String> {
+    let d = Directory::new(store.clone());
     for s in 0..10 {
         d.create_space(&format!("space{s}"), "")?;
     }
@@ -39,40 +66,45 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             );
         }
     }
-    // Warm the statement cache and the page cache.
-    for t in tokens.iter().take(200) {
+    let pick = |i: usize| &tokens[(i * 7919) % tokens.len()];
+    let valid = |d: &Directory, t: &str| -> Res<()> {
         d.authenticate(t, None)?.map_err(|e| e.to_string())?;
+        Ok(())
+    };
+    // Every token kept once (and the statement caches and pages warm).
+    for t in &tokens {
+        valid(&d, t)?;
     }
     let n = 20_000;
-    let mut micros = Vec::with_capacity(n);
-    for i in 0..n {
-        let t = &tokens[(i * 7919) % tokens.len()];
-        let start = Instant::now();
-        let p = d.authenticate(t, None)?;
-        micros.push(start.elapsed().as_secs_f64() * 1e6);
-        assert!(p.is_ok());
-    }
-    // A wrong token costs only the shape check and one lookup.
+    let kept = timed(n, |i| valid(&d, pick(i)))?;
+    let first = timed(n / 4, |i| valid(&Directory::new(store.clone()), pick(i)))?;
     let bogus = format!("qk_{}", "0".repeat(64));
-    let mut bad = Vec::with_capacity(n);
-    for _ in 0..n {
-        let start = Instant::now();
+    let unknown = timed(n, |_| {
         let _ = d.authenticate(&bogus, None)?;
-        bad.push(start.elapsed().as_secs_f64() * 1e6);
-    }
-    micros.sort_by(f64::total_cmp);
-    bad.sort_by(f64::total_cmp);
-    let report = format!(
-        "Directory::authenticate, 10 spaces, 100 users, 1000 tokens, {n} calls (release build)\n\
-         valid token:   p50 {:.1} µs  p90 {:.1} µs  p99 {:.1} µs\n\
-         unknown token: p50 {:.1} µs  p90 {:.1} µs  p99 {:.1} µs\n",
-        percentile(&micros, 0.5),
-        percentile(&micros, 0.9),
-        percentile(&micros, 0.99),
-        percentile(&bad, 0.5),
-        percentile(&bad, 0.9),
-        percentile(&bad, 0.99),
+        Ok(())
+    })?;
+    Ok(format!(
+        "{name}\n{}{}{}",
+        line("kept", &kept),
+        line("first", &first),
+        line("unknown", &unknown)
+    ))
+}
+
+fn main() -> Res<()> {
+    let dir = tempfile::tempdir()?;
+    let mut report = String::from(
+        "Directory::authenticate, 10 spaces, 100 users, 1000 tokens (release build)\n",
     );
+    let sqlite: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.path().join("q.db"))?);
+    report += &measure("embedded (SQLite)", sqlite)?;
+    match std::env::var("QUARRY_BENCH_DATABASE_URL") {
+        Ok(url) => {
+            let pg: Arc<dyn Store> = Arc::new(quarry_store_pg::PgStore::connect(&url)?);
+            report += &measure("PostgreSQL", pg)?;
+        }
+        Err(_) => report += "PostgreSQL: skipped (QUARRY_BENCH_DATABASE_URL is not set)\n",
+    }
     print!("{report}");
     if let Ok(path) = std::env::var("QUARRY_BENCH_OUT") {
         std::fs::write(path, report)?;

@@ -843,15 +843,23 @@ impl Engine {
         }
 
         // Images and the document's row are committed under the blob lock (no collector
-        // between storing bytes and referencing them) and the write lock (the keyword index
-        // follows the store in order).
-        let refs = blobs.lock_shared()?;
+        // between storing bytes and referencing them). The row is committed before this
+        // node's write lock is taken, not under it: the keyword index follows the store's
+        // feed, so whichever worker takes the lock next indexes every document committed by
+        // then in one commit, and the workers that wait behind it find theirs done (group
+        // commit: one index commit per document cost more than the document's own work).
+        // A document without images stores no bytes here: no lock to take (on PostgreSQL
+        // it is a connection of its own).
+        let refs = if converted.images.is_empty() {
+            None
+        } else {
+            Some(blobs.lock_shared()?)
+        };
         let mut images = Vec::with_capacity(converted.images.len());
         for img in &converted.images {
             let sha = blobs.put(&img.bytes)?;
             images.push((sha, img.bytes.len() as u64, img.mime.clone()));
         }
-        let guard = self.lock_writes(progress)?;
         let work = store.file_converted(
             lease,
             file_id,
@@ -871,6 +879,7 @@ impl Engine {
         if work.is_none() {
             return Ok(None);
         }
+        let guard = self.lock_writes(progress)?;
         self.flush_index(&guard)?;
         drop(guard);
         Ok(Some(file))

@@ -556,8 +556,6 @@ impl KnowledgeStore for PgStore {
                 return Ok(None);
             };
             let now = quarry_core::now_millis();
-            // Writers that allocate docids take their lock (see store.rs).
-            lock(tx, crate::DOCID_LOCK)?;
             let doc = crate::store::DocWriter::new(file.collection_id).upsert(
                 tx,
                 crate::store::UpsertDoc {

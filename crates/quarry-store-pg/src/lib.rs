@@ -168,11 +168,11 @@ pub(crate) fn lock(tx: &mut postgres::Transaction<'_>, key: i64) -> Result<()> {
     Ok(())
 }
 
-/// Serialises the document writers that allocate docids (folder batches, converted
-/// uploads, collection removal): reading which docids are free and taking one is then
-/// safe. Writers take it first, before any row lock. (The feed needs no such lock: it is
-/// read in transaction order, see `store.rs`.)
-pub(crate) const DOCID_LOCK: i64 = 7_245_190_455_173_122_049;
+/// The key space of the docid locks (`pg_advisory_xact_lock(DOCID_LOCKS, key)`, apart from
+/// the single-number locks): document writers lock the six-digit prefix of the docids they
+/// may take, so writers of different content never wait for each other (see `store.rs`).
+/// The feed needs no such lock: it is read in transaction order.
+pub(crate) const DOCID_LOCKS: i32 = 0x5144_4944;
 
 mod access;
 mod audit;

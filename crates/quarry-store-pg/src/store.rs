@@ -2,9 +2,12 @@
 //!
 //! Locking, so that several nodes writing at once stay correct without SQLite's single
 //! writer:
-//! - **Writers that allocate docids take `DOCID_LOCK` first**, before any row lock, so
-//!   reading which docids are free and then taking one is safe, and no writer holds a
-//!   document row while it waits for the lock.
+//! - **Writers that allocate docids lock the docids they may take**: every docid a content
+//!   hash can get starts with the same six hex digits, so a transaction-scoped advisory lock
+//!   on those six (in `DOCID_LOCKS`' key space) makes reading which docids are free and then
+//!   taking one safe, while writers of other content go on at once. A batch takes all its
+//!   locks in one order, after its row locks and before it writes; a single document takes
+//!   its one lock last.
 //! - **The feed is read in transaction order** (`(txid, seq)`, only below the oldest
 //!   running transaction: `feed_read`), so writers need not commit in `seq` order and
 //!   several nodes write documents at once.
@@ -25,7 +28,7 @@ use quarry_store::{
 
 use super::*;
 
-use crate::DOCID_LOCK;
+use crate::DOCID_LOCKS;
 
 /// Serialises registering, acknowledging and forgetting feed consumers with trimming the
 /// feed: a consumer registering at the feed's head while another's acknowledgement trims it
@@ -137,7 +140,6 @@ impl CollectionStore for PgStore {
 
     fn remove_collection(&self, space: &str, name: &str) -> Result<u64> {
         self.write(|tx| {
-            lock(tx, DOCID_LOCK)?;
             let id: i64 = match tx
                 .query_opt(
                     "SELECT id FROM collections WHERE space = $1 AND name = $2 FOR UPDATE",
@@ -246,14 +248,6 @@ impl CollectionStore for PgStore {
             return Ok(work);
         }
         self.write(|tx| {
-            // Touches alone write no feed entry (nor docid), so they need not queue behind
-            // the documents' writers.
-            if changes
-                .iter()
-                .any(|c| !matches!(c, DocChange::Touch { .. }))
-            {
-                lock(tx, DOCID_LOCK)?;
-            }
             // A collection removed since the caller looked it up: say so (a foreign-key
             // failure would read as a storage error). Its row stays locked against removal
             // until this batch commits.
@@ -286,6 +280,14 @@ impl CollectionStore for PgStore {
             )
             .map_err(db_err)?;
             let mut writer = DocWriter::new(collection_id);
+            let hashes: Vec<&str> = changes
+                .iter()
+                .filter_map(|c| match c {
+                    DocChange::Upsert { hash, .. } => Some(hash.as_str()),
+                    _ => None,
+                })
+                .collect();
+            writer.lock_docids(tx, &hashes)?;
             for change in changes {
                 match change {
                     DocChange::Upsert {
@@ -1623,8 +1625,8 @@ pub(crate) struct UpsertDoc<'a> {
     pub(crate) meta: &'a str,
 }
 
-/// Writes documents into one collection within a transaction that holds
-/// `DOCID_LOCK` (so the docids it finds free stay free until it commits).
+/// Writes documents into one collection, locking the docids it may take (so the docids it
+/// finds free stay free until it commits).
 pub(crate) struct DocWriter {
     collection_id: i64,
     stmts: Statements,
@@ -1751,6 +1753,8 @@ impl DocWriter {
         own_id: Option<i64>,
     ) -> Result<String> {
         let basis = self.docid_basis(tx, hash)?;
+        // Held already when a batch locked its docids; else taken now, last.
+        lock_docid_keys(tx, &[docid_key(&basis)])?;
         let candidates: Vec<String> = (6..=basis.len())
             .map(|len| docid_for_hash(&basis, len))
             .collect();
@@ -1770,6 +1774,22 @@ impl DocWriter {
                 Some(id) => Some(*id) == own_id,
             })
             .ok_or_else(|| Error::Storage(format!("no free docid for hash {basis}")))
+    }
+
+    /// Locks the docids documents of these content hashes may take, in one order for every
+    /// writer (see the module's docs).
+    pub(crate) fn lock_docids(
+        &mut self,
+        tx: &mut postgres::Transaction<'_>,
+        hashes: &[&str],
+    ) -> Result<()> {
+        let mut keys = Vec::with_capacity(hashes.len());
+        for hash in hashes {
+            keys.push(docid_key(&self.docid_basis(tx, hash)?));
+        }
+        keys.sort_unstable();
+        keys.dedup();
+        lock_docid_keys(tx, &keys)
     }
 
     /// What a document's docid is cut from. In the default space it is the content hash
@@ -1875,4 +1895,34 @@ pub(crate) fn embed_texts(
             })
         })
         .collect()
+}
+
+/// The lock key of every docid cut from `basis`: its first six hex digits (each docid is
+/// `#` and a prefix of at least six), as a number.
+fn docid_key(basis: &str) -> i32 {
+    let six = basis.get(..6).unwrap_or(basis);
+    match i32::from_str_radix(six, 16) {
+        Ok(key) => key,
+        // Not hex (no real hash): any stable number will do.
+        Err(_) => six
+            .bytes()
+            .fold(0x811c_9dc5_u32, |h, b| {
+                (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+            })
+            .cast_signed(),
+    }
+}
+
+/// Takes the docid locks `keys` (sorted), in that order, until the transaction ends.
+fn lock_docid_keys(tx: &mut postgres::Transaction<'_>, keys: &[i32]) -> Result<()> {
+    if keys.is_empty() {
+        return Ok(());
+    }
+    // unnest yields the array in order: the locks are taken in it.
+    tx.execute(
+        "SELECT pg_advisory_xact_lock($1::int4, k) FROM unnest($2::int4[]) AS k",
+        &[&DOCID_LOCKS, &keys],
+    )
+    .map_err(db_err)?;
+    Ok(())
 }
