@@ -147,6 +147,13 @@ pub fn migrate(
                 None => break,
             }
         }
+        // Every row read is what makes the copy whole: a page read short must not end as
+        // a report of success (the source is unchanged; running again resumes).
+        if done < total {
+            return Err(Error::Storage(format!(
+                "read {done} of the {total} rows of {table} from the source: the copy is                  incomplete (the source is unchanged)"
+            )));
+        }
         t.target = target.count_rows(table)?;
         report.tables.push(t);
     }

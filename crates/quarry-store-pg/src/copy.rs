@@ -101,6 +101,15 @@ impl RowCopy for PgStore {
             }
             Ok(())
         })?;
+        // Statistics now, not when autovacuum gets to it: a migrated node's first searches
+        // are planned on the copied row counts, not on an empty table's.
+        let tables: Vec<String> = quarry_store::copy::COPIED_TABLES
+            .iter()
+            .map(|t| quote(t))
+            .collect();
+        self.conn()?
+            .batch_execute(&format!("ANALYZE {}", tables.join(", ")))
+            .map_err(db_err)?;
         // The copied vectors' model gets its index now, not at the first `embed`.
         let model = self.meta("ann.model")?;
         let dims = self.meta("ann.dims")?.and_then(|d| d.parse::<usize>().ok());

@@ -56,8 +56,10 @@ impl RowCopy for SqliteStore {
                         .collect::<rusqlite::Result<_>>()
                 })
                 .map_err(db_err)?;
+            // row_number() numbers the whole ordered table before OFFSET applies: it is
+            // already the row's position, the next page's offset.
             format!(
-                "SELECT ?1 + row_number() OVER (ORDER BY {k}), * FROM {table} ORDER BY {k} \
+                "SELECT row_number() OVER (ORDER BY {k}), * FROM {table} ORDER BY {k} \
                  LIMIT ?2 OFFSET ?1",
                 k = key.join(", ")
             )
@@ -100,5 +102,58 @@ impl RowCopy for SqliteStore {
 
     fn finish_import(&self) -> Result<()> {
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every row of `table`, page by page as `quarry migrate` reads them.
+    fn export_all(store: &SqliteStore, table: &str, limit: usize) -> Vec<Row> {
+        let (mut rows, mut from) = (Vec::new(), 0);
+        loop {
+            let page = store.export_rows(table, from, limit).unwrap();
+            rows.extend(page.rows);
+            match page.next {
+                Some(next) => from = next,
+                None => return rows,
+            }
+        }
+    }
+
+    #[test]
+    fn every_row_is_exported_once_across_pages_with_and_without_rowid() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&dir.path().join("q.db")).unwrap();
+        {
+            let conn = store.writer();
+            for i in 0..25 {
+                conn.execute(
+                    "INSERT INTO embeddings (model, hash, vector) VALUES ('m', ?1, x'0000803f')",
+                    [format!("h{i:02}")],
+                )
+                .unwrap();
+                conn.execute(
+                    "INSERT INTO meta (key, value) VALUES (?1, 'v')",
+                    [format!("k{i:02}")],
+                )
+                .unwrap();
+            }
+        }
+        for limit in [1, 7, 10, 25, 100] {
+            // embeddings is WITHOUT ROWID (paged by offset), meta pages by rowid.
+            let hashes: Vec<String> = export_all(&store, "embeddings", limit)
+                .iter()
+                .map(|r| r["hash"].as_str().unwrap_or_default().to_owned())
+                .collect();
+            let want: Vec<String> = (0..25).map(|i| format!("h{i:02}")).collect();
+            assert_eq!(hashes, want, "embeddings at {limit} a page");
+            let keys = export_all(&store, "meta", limit)
+                .iter()
+                .filter(|r| r["key"].as_str().is_some_and(|k| k.starts_with('k')))
+                .count();
+            assert_eq!(keys, 25, "meta at {limit} a page");
+        }
     }
 }
