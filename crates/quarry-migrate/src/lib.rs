@@ -151,7 +151,8 @@ pub fn migrate(
         // a report of success (the source is unchanged; running again resumes).
         if done < total {
             return Err(Error::Storage(format!(
-                "read {done} of the {total} rows of {table} from the source: the copy is                  incomplete (the source is unchanged)"
+                "read {done} of the {total} rows of {table} from the source: the copy is \
+                 incomplete (the source is unchanged)"
             )));
         }
         t.target = target.count_rows(table)?;

@@ -17,6 +17,8 @@
 //! - **Feed consumers** are registered, moved and forgotten under `FEED_CONSUMERS_LOCK`, so
 //!   trimming never drops an entry that a consumer registering at the same moment needs.
 
+use std::collections::HashSet;
+
 use pgvector::HalfVector;
 use postgres::Statement;
 use postgres::row::Row;
@@ -1632,6 +1634,8 @@ pub(crate) struct DocWriter {
     stmts: Statements,
     /// The space and its UUID, read at the first upsert.
     space: Option<(String, String)>,
+    /// Docid locks this transaction holds already (see [`DocWriter::lock_docids`]).
+    locked: HashSet<i32>,
 }
 
 impl DocWriter {
@@ -1640,6 +1644,7 @@ impl DocWriter {
             collection_id,
             stmts: Statements::default(),
             space: None,
+            locked: HashSet::new(),
         }
     }
 
@@ -1754,7 +1759,10 @@ impl DocWriter {
     ) -> Result<String> {
         let basis = self.docid_basis(tx, hash)?;
         // Held already when a batch locked its docids; else taken now, last.
-        lock_docid_keys(tx, &[docid_key(&basis)])?;
+        let key = docid_key(&basis);
+        if self.locked.insert(key) {
+            lock_docid_keys(tx, &[key])?;
+        }
         let candidates: Vec<String> = (6..=basis.len())
             .map(|len| docid_for_hash(&basis, len))
             .collect();
@@ -1789,7 +1797,10 @@ impl DocWriter {
         }
         keys.sort_unstable();
         keys.dedup();
-        lock_docid_keys(tx, &keys)
+        keys.retain(|k| !self.locked.contains(k));
+        lock_docid_keys(tx, &keys)?;
+        self.locked.extend(keys);
+        Ok(())
     }
 
     /// What a document's docid is cut from. In the default space it is the content hash
