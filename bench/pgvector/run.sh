@@ -9,7 +9,11 @@
 #   QUARRY_BENCH_VECTORS=~/.cache/quarry-bench/vectors/tldr-minilm.json bash bench/pgvector/run.sh
 #       real embeddings of real text (bench/vectors/make_dataset.py makes them), all of them
 #       unless QUARRY_BENCH_CHUNKS says fewer: bench/results/pgvector-tldr-minilm-<chunks>.json
-# At 1M chunks on 2 cores: about 5 GB of disk and most of an hour (two HNSW builds).
+# At 1M chunks on 2 cores: about 5 GB of disk and most of an hour (three HNSW builds).
+#   QUARRY_BENCH_BIN=path/to/pgvector-bench bash bench/pgvector/run.sh
+#       a bench binary built elsewhere (`cargo bench -p quarry-store-pg --bench pgvector
+#       --no-run` prints its path): for a machine without a Rust toolchain, such as a larger
+#       one lent for the 1M point (bench/README.md, "At a million chunks").
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/quarry-target}"
@@ -28,7 +32,7 @@ export QUARRY_TEST_SERVICES_DIR="${QUARRY_TEST_SERVICES_DIR:-${TMPDIR:-/tmp}/qua
 # A server a team would size for this table: the graph build wants its memory, and the
 # index should fit the buffer cache (the test default is 64 MB).
 export QUARRY_TEST_PG_CONF="${QUARRY_TEST_PG_CONF:-shared_buffers = 2GB\nmaintenance_work_mem = 3GB\nmax_parallel_maintenance_workers = $(( $(nproc) - 1 ))\nmax_parallel_workers = $(nproc)\nmax_worker_processes = $(( $(nproc) + 8 ))}"
-eval "$(bash scripts/test-services start)"
+eval "$(bash scripts/test-services start-pg)"
 trap 'bash scripts/test-services stop >&2 || true' EXIT
 
 name="quarry_pgvector_$(date +%s)"
@@ -39,6 +43,6 @@ QUARRY_BENCH_CHUNKS="$chunks" \
 QUARRY_BENCH_VECTORS="$vectors" \
 QUARRY_BENCH_DATABASE_URL="${url%/*}/$name$query" \
 QUARRY_BENCH_OUT="$OUT/$result" \
-  cargo bench -p quarry-store-pg --bench pgvector --quiet
+  ${QUARRY_BENCH_BIN:-cargo bench -p quarry-store-pg --bench pgvector --quiet}
 # Reports name places portably, never this machine's paths (bench/benchkit.py).
 python3 bench/benchkit.py scrub "$OUT/$result"

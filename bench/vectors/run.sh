@@ -5,6 +5,8 @@
 # beside the engine's path before issue 46. Writes bench/results/vectors-<dataset>-<chunks>.json.
 #   bash bench/vectors/run.sh                      # real embeddings (made first if missing)
 #   QUARRY_BENCH_VECTORS= QUARRY_BENCH_CHUNKS=300000 bash bench/vectors/run.sh   # synthetic
+#   QUARRY_BENCH_BIN=path/to/recall-bench …        # a bench binary built elsewhere (no toolchain
+#                                                  # needed: bench/README.md, "At a million chunks")
 # The dataset: bench/vectors/make_dataset.py (all-MiniLM-L6-v2 over the tldr pages, ~15 min
 # on 2 cores the first time; cached under ~/.cache/quarry-bench/vectors).
 set -euo pipefail
@@ -26,6 +28,6 @@ else
     result="vectors-synthetic-$chunks.json"
 fi
 QUARRY_BENCH_VECTORS="$vectors" QUARRY_BENCH_CHUNKS="$chunks" QUARRY_BENCH_OUT="$OUT/$result" \
-    cargo bench -p quarry-vectors --bench recall --quiet
+    ${QUARRY_BENCH_BIN:-cargo bench -p quarry-vectors --bench recall --quiet}
 python3 bench/benchkit.py scrub "$OUT/$result"
 echo "wrote bench/results/$result" >&2

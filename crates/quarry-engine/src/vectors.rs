@@ -17,7 +17,7 @@ use std::time::SystemTime;
 
 use quarry_core::{Error, Result};
 use quarry_store::{Store, VectorSearch};
-use quarry_vectors::{VectorIndex, VectorIndexOptions};
+use quarry_vectors::{SearchEffort, VectorIndex, VectorIndexOptions};
 
 use crate::engine::WriteGuard;
 use crate::progress::Progress;
@@ -30,7 +30,8 @@ mod conformance;
 /// search's worst case. More are, where a filter keeps a small share of a large index
 /// (`VectorIndex::search_among`).
 pub const EXACT_SEARCH_MAX: usize = 4096;
-/// HNSW search effort for engine queries: recall@10 ≥ 0.97 on embedding data at 100k.
+/// HNSW search effort for engine queries up to 100k vectors (recall@10 ≥ 0.97 on real
+/// embeddings at 113k); larger indexes search with more (`quarry_store::ef_for_size`).
 pub const ANN_EXPANSION: usize = 128;
 
 const VECTORS_FILE: &str = "vectors.usearch";
@@ -263,9 +264,14 @@ impl VectorBackend for LocalAnnFile {
         // the graph's own distances (on quantised vectors) differ slightly, and the
         // calibration's z-scores would turn that into a score that depends on whether a
         // search named its knowledge bases.
+        // The effort grows with the index (`ef_for_size`): a fixed `ef` loses recall as the
+        // graph grows.
+        let ef = quarry_store::ef_for_size(ANN_EXPANSION, index.len());
         let found = match collections {
             None => {
-                let found = index.search(query, want, None).map_err(idx_err)?;
+                let found = index
+                    .search_with(query, want, None, SearchEffort::Auto(ef))
+                    .map_err(idx_err)?;
                 Self::exact(&index, &mut found.into_iter().map(|(k, _)| k), query, want)?
             }
             Some(cids) => {
@@ -281,9 +287,7 @@ impl VectorBackend for LocalAnnFile {
                 // Exact over the filter's chunks where that costs no more than the graph
                 // search would (at least `EXACT_SEARCH_MAX` of them), else the graph with
                 // `ef` scaled to the share the filter keeps (`VectorIndex::search_among`).
-                let found = index
-                    .search_among(query, want, &ids, ANN_EXPANSION)
-                    .map_err(idx_err)?;
+                let found = index.search_among(query, want, &ids, ef).map_err(idx_err)?;
                 Self::exact(&index, &mut found.into_iter().map(|(k, _)| k), query, want)?
             }
         };

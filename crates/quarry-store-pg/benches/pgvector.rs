@@ -36,7 +36,10 @@
 //!
 //! Environment: `QUARRY_BENCH_DATABASE_URL` (an empty database with pgvector; required),
 //! `QUARRY_BENCH_VECTORS` (a dataset, else synthetic vectors), `QUARRY_BENCH_CHUNKS` (1000000), `QUARRY_BENCH_DIMS` (384), `QUARRY_BENCH_QUERIES` (200),
-//! `QUARRY_BENCH_EF` (comma-separated sweep, default 40,64,100,128,200,400),
+//! `QUARRY_BENCH_EF` (comma-separated sweep, default 40,64,100,128,200,400: Quarry's base
+//! `ef_search`, which it grows with the collection as it does by default —
+//! `quarry_store::ef_for_size`, `ef_search_at_size` in the report — and the literal
+//! `ef_search` of "before" and WeKnora's shape),
 //! `QUARRY_BENCH_LATENCY_QUERIES` (queries per client per latency run, 200),
 //! `QUARRY_BENCH_OUT` (a JSON file for the results).
 
@@ -149,6 +152,7 @@ fn main() -> Res<()> {
         "index_bytes": relation_size(&mut admin, "embeddings_hnsw_%")?,
         "table_bytes": scalar_i64(&mut admin, "SELECT pg_table_size('embeddings')")?,
         "ef_search_default": 128,
+        "ef_search_at_size": quarry_store::ef_for_size(128, n),
         "exact_search_max": quarry_store_pg::EXACT_SEARCH_MAX,
     });
     eprintln!("building the index as before issue 46 (pgvector's defaults)…");

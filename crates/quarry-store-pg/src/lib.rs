@@ -37,6 +37,8 @@ pub struct PgStore {
     /// Filters keeping at most this many chunks are searched exactly
     /// ([`PgStore::with_exact_search_max`]).
     exact_search_max: i64,
+    /// The planner's estimate of all chunks and when it was read ([`PgStore::chunk_estimate`]).
+    chunk_estimate: std::sync::Mutex<Option<(std::time::Instant, i64)>>,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -62,6 +64,7 @@ impl PgStore {
             pool,
             ef_search: vectors::EF_SEARCH,
             exact_search_max: EXACT_SEARCH_MAX,
+            chunk_estimate: std::sync::Mutex::new(None),
         })
     }
 
@@ -74,7 +77,8 @@ impl PgStore {
     }
 
     /// Filtered vector searches whose filter keeps at most `chunks` chunks scan them exactly
-    /// instead of walking the graph (default [`EXACT_SEARCH_MAX`]): perfect recall, at a cost
+    /// instead of walking the graph (default [`EXACT_SEARCH_MAX`]; filters keeping a small
+    /// share of a large collection are searched exactly past it): perfect recall, at a cost
     /// that grows with the chunks kept (bench/pgvector measures both paths).
     pub fn with_exact_search_max(mut self, chunks: i64) -> Self {
         self.exact_search_max = chunks;

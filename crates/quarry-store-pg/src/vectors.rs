@@ -4,10 +4,11 @@
 //! model with its own partial HNSW index over `vector::halfvec(dims)` (an index needs one
 //! dimension count; models differ), built with [`HNSW_M`] and [`HNSW_EF_CONSTRUCTION`].
 //!
-//! A search runs exactly when a filter leaves few chunks, else through the index with
+//! A search runs exactly when a filter leaves few chunks (or a small share of a large
+//! collection: [`SELECTIVE_EXACT_MAX`]), else through the index with
 //! `hnsw.iterative_scan = relaxed_order` (without it a selective filter discards most of the
 //! `ef_search` candidates and returns about half the rows asked for: 4.98 of 10 at 5 %).
-//! Through the index, `ef_search` grows as the filter narrows (the graph walks the whole
+//! Through the index, `ef_search` grows with the collection and as the filter narrows (the graph walks the whole
 //! collection, and most of what it finds fails a selective filter: [`ef_search_for`]), the iterative scan may
 //! visit enough tuples to reach them (`hnsw.max_scan_tuples`), and more candidates than asked
 //! for are fetched and ordered exactly by distance (relaxed order returns them only roughly
@@ -24,6 +25,14 @@ use crate::{PgStore, db_err};
 /// Filters leaving at most this many chunks are searched exactly (the embedded mode's
 /// threshold too): faster than the graph, and perfect recall.
 pub const EXACT_SEARCH_MAX: i64 = 4096;
+/// Filters keeping at most [`SELECTIVE_SHARE`] of all chunks are searched exactly up to this
+/// many chunks: the graph walk loses true neighbours there however large `ef_search` is
+/// (recall@10 0.844 at 1 % of a million synthetic chunks, against 0.955 at 5 %), and the exact
+/// scan of 10,000 chunks took 41 ms at p50, 47 ms at p99 with 8 clients on 16 cores
+/// (bench/results/pgvector-1000000-16cores.json).
+const SELECTIVE_EXACT_MAX: i64 = 16_384;
+/// See [`SELECTIVE_EXACT_MAX`].
+const SELECTIVE_SHARE: f64 = 0.02;
 /// The largest `hnsw.ef_search` pgvector accepts.
 const PGVECTOR_MAX_EF_SEARCH: usize = 1000;
 
@@ -81,22 +90,34 @@ fn check_dims(dims: usize) -> Result<()> {
     Ok(())
 }
 
-/// `hnsw.ef_search` for a search through the index whose filter keeps `in_filter` of `total`
-/// chunks (`None`: unfiltered): `base / √share`, at least `base` and `want`, at most what
-/// pgvector accepts (a larger `want` is served by the iterative scan, which keeps going).
-/// Not `base / share`: the iterative scan goes on past the first `ef` candidates until enough
+/// `hnsw.ef_search` for a search through the index over about `total` chunks whose filter
+/// keeps `in_filter` of them (`None`: unfiltered): `base` grown with the collection
+/// ([`quarry_store::ef_for_size`]), then divided by √share of the filter; at least that and
+/// `want`, at most what pgvector accepts (a larger `want` is served by the iterative scan,
+/// which keeps going).
+/// Not `/ share`: the iterative scan goes on past the first `ef` candidates until enough
 /// pass the filter, so `ef` only sets how good that first neighbourhood is; at 5 % of 113k real
 /// embeddings `base / share` (capped at 1,000) gave recall@10 0.9965 but a p99 of 171 ms with
 /// 8 clients on 2 cores, where 1,000 candidates cost more than an exact scan.
-pub(crate) fn ef_search_for(base: usize, want: usize, filter: Option<(i64, i64)>) -> usize {
-    let ef = match filter {
-        Some((in_filter, total)) if in_filter > 0 && total > in_filter => {
+pub(crate) fn ef_search_for(base: usize, want: usize, total: i64, in_filter: Option<i64>) -> usize {
+    let sized = quarry_store::ef_for_size(base, usize::try_from(total).unwrap_or(0));
+    let ef = match in_filter {
+        Some(in_filter) if in_filter > 0 && total > in_filter => {
             let share = in_filter as f64 / total as f64;
-            (base as f64 / share.sqrt()).ceil() as usize
+            (sized as f64 / share.sqrt()).ceil() as usize
         }
-        _ => base,
+        _ => sized,
     };
-    ef.max(base).max(want).min(PGVECTOR_MAX_EF_SEARCH)
+    ef.max(sized).max(want).min(PGVECTOR_MAX_EF_SEARCH)
+}
+
+/// Whether a filter keeping `in_filter` of `total` chunks is searched exactly: when it keeps
+/// at most `exact_max` ([`EXACT_SEARCH_MAX`] by default), or a small share of a large
+/// collection ([`SELECTIVE_EXACT_MAX`]).
+fn searched_exactly(in_filter: i64, total: i64, exact_max: i64) -> bool {
+    in_filter <= exact_max
+        || (in_filter <= SELECTIVE_EXACT_MAX
+            && in_filter as f64 <= SELECTIVE_SHARE * total.max(1) as f64)
 }
 
 /// `hnsw.max_scan_tuples` for a filtered search: enough tuples for `fetch` of them to pass a
@@ -108,6 +129,38 @@ fn max_scan_tuples(ef: usize, fetch: usize, in_filter: i64, total: i64) -> usize
         .saturating_add(ef)
         .saturating_mul(2)
         .max(MIN_SCAN_TUPLES)
+}
+
+/// How long a node keeps the planner's estimate of all chunks before reading it again.
+const CHUNK_ESTIMATE_KEPT: std::time::Duration = std::time::Duration::from_secs(30);
+
+impl PgStore {
+    /// About how many chunks the store holds (`pg_class.reltuples`, kept for
+    /// [`CHUNK_ESTIMATE_KEPT`]): an unfiltered search's effort grows with it. A hint, not
+    /// shared state — nodes may read it at different moments and still search correctly —
+    /// so an unfiltered search costs no extra round trip for it.
+    fn chunk_estimate(&self, conn: &mut crate::PgConnection<'_>) -> Result<i64> {
+        let kept = || {
+            self.chunk_estimate
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+        };
+        if let Some((read, chunks)) = *kept()
+            && read.elapsed() < CHUNK_ESTIMATE_KEPT
+        {
+            return Ok(chunks);
+        }
+        let row = conn
+            .query_one(
+                "SELECT greatest(reltuples, 0)::bigint FROM pg_class \
+                 WHERE oid = 'chunks'::regclass",
+                &[],
+            )
+            .map_err(db_err)?;
+        let chunks: i64 = row.get(0);
+        *kept() = Some((std::time::Instant::now(), chunks));
+        Ok(chunks)
+    }
 }
 
 impl VectorSearch for PgStore {
@@ -165,8 +218,7 @@ impl VectorSearch for PgStore {
         let filter = collections.unwrap_or(&all);
         let filtered = collections.is_some();
         let mut conn = self.conn()?;
-        let mut shares = None;
-        if filtered {
+        let (total, in_filter) = if filtered {
             // The chunks the filter keeps, and (the planner's estimate, free) all chunks.
             let row = conn
                 .query_one(
@@ -178,8 +230,9 @@ impl VectorSearch for PgStore {
                 )
                 .map_err(db_err)?;
             let in_filter: i64 = row.get(0);
-            let total: Option<i64> = row.get(1);
-            if in_filter <= self.exact_search_max {
+            // A stale estimate below the filter's own count means "most of the table".
+            let total = row.get::<_, Option<i64>>(1).unwrap_or(0).max(in_filter);
+            if searched_exactly(in_filter, total, self.exact_search_max) {
                 // Exact: `vector <=> $2` is not the index's expression, so nothing but a
                 // scan of the filtered chunks can answer it.
                 let rows = conn
@@ -194,28 +247,36 @@ impl VectorSearch for PgStore {
                     .map_err(db_err)?;
                 return Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect());
             }
-            // A stale estimate below the filter's own count means "most of the table".
-            shares = Some((in_filter, total.unwrap_or(0).max(in_filter)));
-        }
-        let ef = ef_search_for(self.ef_search, want, shares);
+            (total, Some(in_filter))
+        } else {
+            (self.chunk_estimate(&mut conn)?, None)
+        };
+        let ef = ef_search_for(self.ef_search, want, total, in_filter);
         let fetch = want.saturating_mul(OVERFETCH).min(ef.max(want));
-        let mut settings = format!(
-            "SET LOCAL hnsw.ef_search = {ef}; SET LOCAL hnsw.iterative_scan = relaxed_order"
-        );
-        if let Some((in_filter, total)) = shares {
-            settings.push_str(&format!(
-                "; SET LOCAL hnsw.max_scan_tuples = {}; \
-                 SET LOCAL hnsw.scan_mem_multiplier = {SCAN_MEM_MULTIPLIER}",
-                max_scan_tuples(ef, fetch, in_filter, total)
-            ));
-        }
+        let scan_tuples = match in_filter {
+            Some(in_filter) => max_scan_tuples(ef, fetch, in_filter, total),
+            None => MIN_SCAN_TUPLES,
+        };
+        let memory = if in_filter.is_some() {
+            SCAN_MEM_MULTIPLIER
+        } else {
+            1
+        };
+        // Session settings, not `SET LOCAL` in a transaction of its own (BEGIN and COMMIT
+        // are two more round trips per search): every search through the index sets all
+        // four, so what the last search on this pooled connection left never applies, and
+        // nothing but an HNSW scan reads them.
+        conn.batch_execute(&format!(
+            "SET hnsw.ef_search = {ef}; SET hnsw.iterative_scan = relaxed_order; \
+             SET hnsw.max_scan_tuples = {scan_tuples}; SET hnsw.scan_mem_multiplier = {memory}"
+        ))
+        .map_err(db_err)?;
         let fetch = i64::try_from(fetch).unwrap_or(i64::MAX);
         // Through the model's HNSW index: the `fetch` nearest chunk texts (hashes) that some
         // chunk in the filter still has, materialised so they are ordered exactly after the
-        // relaxed scan, then those chunks.
-        let mut tx = conn.transaction().map_err(db_err)?;
-        tx.batch_execute(&settings).map_err(db_err)?;
-        let rows = tx
+        // relaxed scan, then those chunks. Prepared once per connection (`dims` is part of
+        // the text).
+        let rows = conn
             .query(
                 &format!(
                     "WITH near AS MATERIALIZED (
@@ -235,7 +296,6 @@ impl VectorSearch for PgStore {
                 &[&model, &q, &filtered, &filter, &limit, &fetch],
             )
             .map_err(db_err)?;
-        tx.commit().map_err(db_err)?;
         Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
     }
 
@@ -333,15 +393,31 @@ mod tests {
     use super::*;
 
     #[test]
-    fn ef_search_grows_as_the_filter_narrows() {
-        assert_eq!(ef_search_for(128, 10, None), 128);
-        assert_eq!(ef_search_for(128, 500, None), 500);
-        assert_eq!(ef_search_for(128, 10, Some((25_000, 100_000))), 256);
-        assert_eq!(ef_search_for(128, 10, Some((5_000, 100_000))), 573);
-        assert_eq!(ef_search_for(128, 10, Some((1_000, 100_000))), 1000);
+    fn ef_search_grows_as_the_filter_narrows_and_the_collection_grows() {
+        assert_eq!(ef_search_for(128, 10, 100_000, None), 128);
+        assert_eq!(ef_search_for(128, 500, 100_000, None), 500);
+        assert_eq!(ef_search_for(128, 10, 100_000, Some(25_000)), 256);
+        assert_eq!(ef_search_for(128, 10, 100_000, Some(5_000)), 573);
+        assert_eq!(ef_search_for(128, 10, 100_000, Some(1_000)), 1000);
+        // A collection ten times the reference searches with √10 times the effort.
+        assert_eq!(ef_search_for(128, 10, 1_000_000, None), 405);
+        assert_eq!(ef_search_for(128, 10, 1_000_000, Some(250_000)), 810);
         // A stale or missing estimate never lowers the effort.
-        assert_eq!(ef_search_for(128, 10, Some((5_000, 0))), 128);
-        assert_eq!(ef_search_for(128, 2000, None), 1000);
+        assert_eq!(ef_search_for(128, 10, 0, Some(5_000)), 128);
+        assert_eq!(ef_search_for(128, 10, -1, None), 128);
+        assert_eq!(ef_search_for(128, 2000, 100_000, None), 1000);
+    }
+
+    #[test]
+    fn small_filters_and_small_shares_of_large_collections_are_searched_exactly() {
+        assert!(searched_exactly(4_096, 100_000, EXACT_SEARCH_MAX));
+        assert!(!searched_exactly(5_000, 100_000, EXACT_SEARCH_MAX));
+        // 1 % of a million: past the fixed threshold, but a share the graph serves badly.
+        assert!(searched_exactly(10_000, 1_000_000, EXACT_SEARCH_MAX));
+        assert!(!searched_exactly(50_000, 1_000_000, EXACT_SEARCH_MAX));
+        // A small share of a huge collection costs too much to scan.
+        assert!(!searched_exactly(20_000, 10_000_000, EXACT_SEARCH_MAX));
+        assert!(searched_exactly(1 << 40, 1 << 41, i64::MAX));
     }
 
     #[test]

@@ -57,8 +57,8 @@ pub use oauth::{
 };
 pub use policies::{ApprovalDecision, ApprovalRow, PolicyRow, PolicyStore, approval_status};
 pub use semantic::{
-    ChunkEdit, ChunkRef, ChunkSource, DocChunks, EmbedJob, EmbeddingState, IndexCensus, NewChunk,
-    SemanticStore, VectorSearch,
+    ChunkEdit, ChunkRef, ChunkSource, DocChunks, EF_REFERENCE_VECTORS, EmbedJob, EmbeddingState,
+    IndexCensus, NewChunk, SemanticStore, VectorSearch, ef_for_size,
 };
 pub use sessions::{MCP_SESSION_KEPT_MS, SessionStore};
 pub use settings::SettingsStore;

@@ -25,6 +25,7 @@ use std::collections::HashSet;
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
+use quarry_store::ef_for_size;
 use quarry_vectors::{SearchEffort, VectorIndex, VectorIndexOptions, exact_search};
 use vectors::{
     CHUNKS_PER_DOCUMENT, Dataset, Rng, SYNTHETIC_SEED, Space, client_latencies, overlap,
@@ -170,7 +171,8 @@ fn main() -> Res<()> {
         report,
         "{{\"vectors\": \"{}\", \"chunks\": {}, \"documents\": {documents}, \"dims\": {}, \
          \"queries\": {}, \"cores\": {threads}, \"connectivity\": {}, \"expansion_add\": {}, \
-         \"engine_ef\": {ENGINE_EF}, \"build_seconds\": {build_seconds:.2}, \
+         \"engine_ef\": {ENGINE_EF}, \"engine_ef_at_size\": {}, \
+         \"build_seconds\": {build_seconds:.2}, \
          \"memory_bytes\": {}, \"simd\": \"{}\"",
         data.source,
         data.len(),
@@ -178,6 +180,7 @@ fn main() -> Res<()> {
         data.queries.len(),
         options.connectivity,
         options.expansion_add,
+        ef_for_size(ENGINE_EF, index.len()),
         index.memory_usage(),
         index.hardware_acceleration()
     );
@@ -215,6 +218,12 @@ fn main() -> Res<()> {
             .collect()
     };
     let search = |query: &[f32], keep: u64, ef: usize, before: bool| -> Res<Vec<u64>> {
+        // The engine grows its effort with the index; "before" searched with `ef` as given.
+        let ef = if before {
+            ef
+        } else {
+            ef_for_size(ef, index.len())
+        };
         let found = if keep >= COLLECTIONS {
             index.search_with(query, TOP_K, None, SearchEffort::Auto(ef))?
         } else {
