@@ -10,7 +10,7 @@
 //! conversation (two tabs, two nodes) therefore run one after the other and never pick the
 //! same number; appends to different conversations do not wait for each other.
 
-use postgres::{Row, Statement, Transaction};
+use postgres::{Row, Statement};
 
 use super::*;
 
@@ -94,8 +94,8 @@ impl ChatStore for PgStore {
     ) -> Result<()> {
         self.write(|tx| {
             if new {
-                insert_conversation(tx, conversation)?;
-            } else if !update_conversation(tx, conversation)? {
+                insert_conversation(&mut **tx, conversation)?;
+            } else if !update_conversation(&mut **tx, conversation)? {
                 return Err(Error::NotFound(format!(
                     "conversation '{}' not found",
                     conversation.id
@@ -206,7 +206,7 @@ struct Appender {
 }
 
 impl Appender {
-    fn prepare(tx: &mut Transaction<'_>) -> Result<Appender> {
+    fn prepare(tx: &mut crate::PgTransaction<'_>) -> Result<Appender> {
         Ok(Appender {
             lock: tx
                 .prepare(
@@ -228,7 +228,12 @@ impl Appender {
 
     /// Appends `m` inside `tx`; returns its seq. The caller's transaction undoes the
     /// `updated_at` move when the insert is refused.
-    fn append(&self, tx: &mut Transaction<'_>, owner: &str, m: &ChatMessageRow) -> Result<i64> {
+    fn append(
+        &self,
+        tx: &mut crate::PgTransaction<'_>,
+        owner: &str,
+        m: &ChatMessageRow,
+    ) -> Result<i64> {
         let n = tx
             .execute(&self.lock, &[&owner, &m.conversation_id, &m.created_at])
             .map_err(db_err)?;

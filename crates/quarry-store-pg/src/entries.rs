@@ -13,7 +13,7 @@ use super::knowledge::{
 use super::*;
 
 fn history(
-    tx: &mut postgres::Transaction<'_>,
+    tx: &mut crate::PgTransaction<'_>,
     collection_id: i64,
     entry: &str,
     key: Option<&str>,
@@ -48,7 +48,7 @@ struct EntryRow {
 }
 
 fn entry_row(
-    tx: &mut postgres::Transaction<'_>,
+    tx: &mut crate::PgTransaction<'_>,
     collection_id: i64,
     id: i64,
 ) -> Result<Option<EntryRow>> {
@@ -248,9 +248,9 @@ impl EntryStore for PgStore {
             )
             .map_err(db_err)?;
             let file =
-                file_by_row(tx, id)?.ok_or_else(|| Error::Storage("entry vanished".into()))?;
+                file_by_row(&mut **tx, id)?.ok_or_else(|| Error::Storage("entry vanished".into()))?;
             let superseded = match &target {
-                Some(t) => file_by_row(tx, t.id)?.map(Box::new),
+                Some(t) => file_by_row(&mut **tx, t.id)?.map(Box::new),
                 None => None,
             };
             Ok(AddedEntry::Added { file, superseded })

@@ -23,7 +23,7 @@ const EMBED_ENQUEUE_LOCK: &str = "quarry.embed.enqueue.";
 /// Claims the oldest runnable job matching `kinds_sql` (a condition on `jobs o`, which may
 /// use `node` as `$3`), ordered by `order_sql`; returns the claim's columns.
 fn claim_where(
-    tx: &mut postgres::Transaction<'_>,
+    tx: &mut crate::PgTransaction<'_>,
     owner: &str,
     lease_ms: i64,
     kinds_sql: &str,
@@ -185,7 +185,7 @@ impl JobQueue for PgStore {
                 &[&model, &hashes, &lease.job],
             )
             .map_err(db_err)?;
-            let texts = crate::store::embed_texts(&mut *tx, &rows)?;
+            let texts = crate::store::embed_texts(&mut **tx, &rows)?;
             Ok(Some(ClaimedChunks { texts, more }))
         })
     }

@@ -144,7 +144,7 @@ impl KnowledgeStore for PgStore {
                     &[&space, &name, &now, &uuid(), &description, &size, &overlap],
                 )
                 .map_err(|e| conflict_or_db(e, || format!("collection '{name}' already exists")))?;
-            kb_by_id(tx, col(&row, 0)?)?
+            kb_by_id(&mut **tx, col(&row, 0)?)?
                 .ok_or_else(|| Error::Storage("knowledge base vanished after insert".into()))
         })
     }
@@ -177,7 +177,7 @@ impl KnowledgeStore for PgStore {
         description: Option<&str>,
     ) -> Result<KnowledgeBase> {
         self.write(|tx| {
-            let Some(kb) = kb_by_key(tx, space, key)? else {
+            let Some(kb) = kb_by_key(&mut **tx, space, key)? else {
                 return Err(Error::NotFound(format!("knowledge base '{key}' not found")));
             };
             let new_name = name.filter(|n| *n != kb.name);
@@ -214,7 +214,7 @@ impl KnowledgeStore for PgStore {
                 )
                 .map_err(db_err)?;
             }
-            kb_by_id(tx, kb.collection_id)?
+            kb_by_id(&mut **tx, kb.collection_id)?
                 .ok_or_else(|| Error::Storage("knowledge base vanished after update".into()))
         })
     }
@@ -248,7 +248,7 @@ impl KnowledgeStore for PgStore {
                     continue;
                 }
                 let id = insert_file(tx, collection_id, f, None, now)?;
-                let file = file_by_row(tx, id)?
+                let file = file_by_row(&mut **tx, id)?
                     .ok_or_else(|| Error::Storage("file vanished".into()))?;
                 out.push(AddedFile::Added { file });
             }
@@ -425,7 +425,7 @@ impl KnowledgeStore for PgStore {
             if content.is_some() || title.is_some() {
                 requeue_file(tx, row_id, now)?;
             }
-            file_by_row(tx, row_id)?.ok_or_else(|| Error::Storage("file vanished".into()))
+            file_by_row(&mut **tx, row_id)?.ok_or_else(|| Error::Storage("file vanished".into()))
         })
     }
 
@@ -481,7 +481,7 @@ impl KnowledgeStore for PgStore {
                 )));
             }
             requeue_file(tx, row_id, quarry_core::now_millis())?;
-            file_by_row(tx, row_id)?.ok_or_else(|| Error::Storage("file vanished".into()))
+            file_by_row(&mut **tx, row_id)?.ok_or_else(|| Error::Storage("file vanished".into()))
         })
     }
 
@@ -756,7 +756,7 @@ pub(super) type FileOrigin<'a> = (i64, &'a str, &'a str);
 /// its blob and queues its ingest job; returns its row id. `origin` is set for a file a
 /// source synced.
 pub(super) fn insert_file(
-    tx: &mut postgres::Transaction<'_>,
+    tx: &mut crate::PgTransaction<'_>,
     collection_id: i64,
     f: &NewKbFile,
     origin: Option<FileOrigin<'_>>,
@@ -800,7 +800,7 @@ pub(super) fn insert_file(
 
 /// Removes one file's document (its removal enters the feed, by trigger, for the derived
 /// indexes), images, job and row; the caller has locked the file.
-pub(super) fn delete_file(tx: &mut postgres::Transaction<'_>, file_row_id: i64) -> Result<()> {
+pub(super) fn delete_file(tx: &mut crate::PgTransaction<'_>, file_row_id: i64) -> Result<()> {
     tx.execute(
         "WITH f AS (SELECT document_id FROM kb_files WHERE id = $1), \
          c AS (DELETE FROM chunks WHERE document_id = (SELECT document_id FROM f)), \
@@ -850,7 +850,7 @@ pub(super) fn file_by_row(c: &mut impl GenericClient, row_id: i64) -> Result<Opt
 
 /// Locks a file's job (if it has one), then the file's row, until commit (see the lock
 /// order in the module docs), and reads the file.
-pub(super) fn lock_file(tx: &mut postgres::Transaction<'_>, row_id: i64) -> Result<Option<KbFile>> {
+pub(super) fn lock_file(tx: &mut crate::PgTransaction<'_>, row_id: i64) -> Result<Option<KbFile>> {
     tx.query_opt(
         "SELECT 1 FROM jobs WHERE file_id = $1 FOR UPDATE",
         &[&row_id],
@@ -869,10 +869,7 @@ pub(super) fn lock_file(tx: &mut postgres::Transaction<'_>, row_id: i64) -> Resu
 /// Whether a job's side effect may apply: no lease (not a job's), or the job is still
 /// processing under this claim's token. The job's row stays locked until commit, so no
 /// claim (which bumps the token) can slip between this check and the write.
-pub(super) fn lease_holds(
-    tx: &mut postgres::Transaction<'_>,
-    lease: Option<Lease>,
-) -> Result<bool> {
+pub(super) fn lease_holds(tx: &mut crate::PgTransaction<'_>, lease: Option<Lease>) -> Result<bool> {
     let Some(lease) = lease else {
         return Ok(true);
     };
@@ -889,7 +886,7 @@ pub(super) fn lease_holds(
 /// `report.pdf`, then `report (2).pdf`, `report (3).pdf`, … — the first name not taken in
 /// the knowledge base (the caller holds the collection's lock).
 pub(super) fn free_file_name(
-    tx: &mut postgres::Transaction<'_>,
+    tx: &mut crate::PgTransaction<'_>,
     collection_id: i64,
     wanted: &str,
 ) -> Result<String> {
@@ -924,7 +921,7 @@ pub(super) fn free_file_name(
 /// alone so that it stays row-locked until this transaction commits: `forget_blobs` waits for
 /// that and then sees the new reference (see there).
 pub(super) fn remember_blobs(
-    tx: &mut postgres::Transaction<'_>,
+    tx: &mut crate::PgTransaction<'_>,
     blobs: &[(&str, i64, &str)],
     now: i64,
 ) -> Result<()> {
@@ -952,11 +949,7 @@ pub(super) fn remember_blobs(
 /// Sets a file back to `pending` and (re)queues its ingest job from scratch (due now by the
 /// database's clock). A worker still holding the old job loses it: its fenced effects need
 /// `status = 'processing'`.
-pub(super) fn requeue_file(
-    tx: &mut postgres::Transaction<'_>,
-    row_id: i64,
-    now: i64,
-) -> Result<()> {
+pub(super) fn requeue_file(tx: &mut crate::PgTransaction<'_>, row_id: i64, now: i64) -> Result<()> {
     tx.execute(
         "WITH f AS (UPDATE kb_files SET status = 'pending', error = NULL, attempts = 0, \
          updated_at = $2 WHERE id = $1) \
@@ -976,7 +969,7 @@ const CLEANUP_LOCK: i64 = 0x7175_6172_7279_0001;
 
 /// Enqueues a cleanup job unless one is already waiting. Two nodes deleting at once would
 /// both see none waiting: a transaction-level advisory lock serialises the check and insert.
-pub(super) fn enqueue_cleanup_tx(tx: &mut postgres::Transaction<'_>) -> Result<()> {
+pub(super) fn enqueue_cleanup_tx(tx: &mut crate::PgTransaction<'_>) -> Result<()> {
     lock(tx, CLEANUP_LOCK)?;
     tx.execute(
         "INSERT INTO jobs (kind, status, not_before, created_at, updated_at) \

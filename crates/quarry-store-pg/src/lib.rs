@@ -26,7 +26,7 @@ use quarry_store::{
 mod migrate;
 mod pool;
 
-pub use pool::PgConnection;
+pub use pool::{PgConnection, PgTransaction};
 pub use vectors::EXACT_SEARCH_MAX;
 
 /// PostgreSQL-backed [`Store`].
@@ -96,10 +96,10 @@ impl PgStore {
     #[track_caller]
     pub(crate) fn write<T>(
         &self,
-        f: impl FnOnce(&mut postgres::Transaction<'_>) -> Result<T>,
+        f: impl FnOnce(&mut PgTransaction<'_>) -> Result<T>,
     ) -> Result<T> {
         let mut conn = self.conn()?;
-        let mut tx = conn.transaction().map_err(db_err)?;
+        let mut tx = conn.cached_transaction().map_err(db_err)?;
         let out = f(&mut tx)?;
         tx.commit().map_err(db_err)?;
         Ok(out)
@@ -166,7 +166,7 @@ pub(crate) fn to_i64<T: TryInto<i64> + std::fmt::Display + Copy>(n: T, what: &st
 }
 
 /// Takes a transaction-level advisory lock (released at commit or rollback).
-pub(crate) fn lock(tx: &mut postgres::Transaction<'_>, key: i64) -> Result<()> {
+pub(crate) fn lock(tx: &mut crate::PgTransaction<'_>, key: i64) -> Result<()> {
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&key])
         .map_err(db_err)?;
     Ok(())

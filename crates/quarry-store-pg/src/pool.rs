@@ -190,8 +190,9 @@ impl Drop for Pool {
 /// Its `query`, `query_one` and `query_opt` prepare each statement once per connection and
 /// keep it: a repeated read then costs one round trip instead of two (parse and describe,
 /// then bind and execute) and PostgreSQL may reuse its plan. They shadow `Client`'s methods
-/// of the same names, so every read through a pooled connection gets them; transactions
-/// (`transaction()`) run as `Client` does.
+/// of the same names, so every read through a pooled connection gets them; so do the
+/// statements of a [`PgConnection::cached_transaction`] (every `PgStore::write`), while
+/// `transaction()` runs as `Client`'s does.
 pub struct PgConnection<'a> {
     client: Option<Client>,
     statements: Statements,
@@ -247,16 +248,177 @@ impl PgConnection<'_> {
     }
 
     fn prepared(&mut self, sql: &str) -> Result<Statement, postgres::Error> {
-        if let Some(s) = self.statements.get(sql) {
-            return Ok(s.clone());
-        }
         let client = self.client.as_mut().unwrap_or_else(|| unreachable!());
-        let statement = client.prepare(sql)?;
-        if self.statements.len() >= MAX_STATEMENTS {
-            self.statements.clear();
+        kept_or_prepared(&mut self.statements, sql, |sql| client.prepare(sql))
+    }
+
+    /// A transaction whose `query`, `query_one`, `query_opt` and `execute` use this
+    /// connection's kept statements as reads do: a write transaction's statements cost one
+    /// round trip each instead of two.
+    pub(crate) fn cached_transaction(&mut self) -> Result<PgTransaction<'_>, postgres::Error> {
+        let client = self.client.as_mut().unwrap_or_else(|| unreachable!());
+        Ok(PgTransaction {
+            tx: client.transaction()?,
+            statements: &mut self.statements,
+        })
+    }
+}
+
+/// What [`PgTransaction`]'s methods run: SQL text (prepared once per connection and kept) or
+/// a statement prepared already.
+pub(crate) trait Sql {
+    /// The statement to run, from `statements` or prepared by `prepare`.
+    fn statement(
+        &self,
+        statements: &mut Statements,
+        prepare: impl FnOnce(&str) -> Result<Statement, postgres::Error>,
+    ) -> Result<Statement, postgres::Error>;
+    /// The SQL text a kept statement is filed under, if it is kept.
+    fn text(&self) -> Option<&str>;
+}
+
+impl Sql for str {
+    fn statement(
+        &self,
+        statements: &mut Statements,
+        prepare: impl FnOnce(&str) -> Result<Statement, postgres::Error>,
+    ) -> Result<Statement, postgres::Error> {
+        kept_or_prepared(statements, self, prepare)
+    }
+    fn text(&self) -> Option<&str> {
+        Some(self)
+    }
+}
+
+impl Sql for String {
+    fn statement(
+        &self,
+        statements: &mut Statements,
+        prepare: impl FnOnce(&str) -> Result<Statement, postgres::Error>,
+    ) -> Result<Statement, postgres::Error> {
+        kept_or_prepared(statements, self, prepare)
+    }
+    fn text(&self) -> Option<&str> {
+        Some(self)
+    }
+}
+
+impl Sql for Statement {
+    fn statement(
+        &self,
+        _: &mut Statements,
+        _: impl FnOnce(&str) -> Result<Statement, postgres::Error>,
+    ) -> Result<Statement, postgres::Error> {
+        Ok(self.clone())
+    }
+    fn text(&self) -> Option<&str> {
+        None
+    }
+}
+
+/// `statements`' statement for `sql`, prepared by `prepare` and kept when it is new.
+fn kept_or_prepared(
+    statements: &mut Statements,
+    sql: &str,
+    prepare: impl FnOnce(&str) -> Result<Statement, postgres::Error>,
+) -> Result<Statement, postgres::Error> {
+    if let Some(s) = statements.get(sql) {
+        return Ok(s.clone());
+    }
+    let statement = prepare(sql)?;
+    if statements.len() >= MAX_STATEMENTS {
+        statements.clear();
+    }
+    statements.insert(sql.to_owned(), statement.clone());
+    Ok(statement)
+}
+
+/// A transaction on a pooled connection (see [`PgConnection::cached_transaction`]); its other
+/// methods are `postgres::Transaction`'s. Prepared statements outlive a rollback (they belong
+/// to the session), so a kept statement stays valid whatever the transaction's outcome; one
+/// that a schema change outdated fails the transaction and is dropped from the cache, so the
+/// retry prepares it afresh.
+pub struct PgTransaction<'a> {
+    tx: postgres::Transaction<'a>,
+    statements: &'a mut Statements,
+}
+
+impl PgTransaction<'_> {
+    /// The rows of `sql`.
+    pub(crate) fn query<S: Sql + ?Sized>(
+        &mut self,
+        sql: &S,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<Row>, postgres::Error> {
+        self.with_statement(sql, |tx, statement| tx.query(statement, params))
+    }
+
+    /// The one row of `sql`; an error when there is none or more than one.
+    pub(crate) fn query_one<S: Sql + ?Sized>(
+        &mut self,
+        sql: &S,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Row, postgres::Error> {
+        self.with_statement(sql, |tx, statement| tx.query_one(statement, params))
+    }
+
+    /// The row of `sql`, if any; an error when there is more than one.
+    pub(crate) fn query_opt<S: Sql + ?Sized>(
+        &mut self,
+        sql: &S,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Option<Row>, postgres::Error> {
+        self.with_statement(sql, |tx, statement| tx.query_opt(statement, params))
+    }
+
+    /// The rows `sql` changed.
+    pub(crate) fn execute<S: Sql + ?Sized>(
+        &mut self,
+        sql: &S,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<u64, postgres::Error> {
+        self.with_statement(sql, |tx, statement| tx.execute(statement, params))
+    }
+
+    /// `sql` prepared on this connection once and kept, for a loop that binds it per item.
+    pub(crate) fn prepare_kept(&mut self, sql: &str) -> Result<Statement, postgres::Error> {
+        let tx = &mut self.tx;
+        kept_or_prepared(self.statements, sql, |sql| tx.prepare(sql))
+    }
+
+    /// Commits the transaction.
+    pub(crate) fn commit(self) -> Result<(), postgres::Error> {
+        self.tx.commit()
+    }
+
+    fn with_statement<S: Sql + ?Sized, T>(
+        &mut self,
+        sql: &S,
+        run: impl FnOnce(&mut postgres::Transaction<'_>, &Statement) -> Result<T, postgres::Error>,
+    ) -> Result<T, postgres::Error> {
+        let tx = &mut self.tx;
+        let statement = sql.statement(self.statements, |sql| tx.prepare(sql))?;
+        let out = run(&mut self.tx, &statement);
+        if let (Err(e), Some(text)) = (&out, sql.text())
+            && e.code() == Some(&postgres::error::SqlState::FEATURE_NOT_SUPPORTED)
+        {
+            self.statements.remove(text);
         }
-        self.statements.insert(sql.to_owned(), statement.clone());
-        Ok(statement)
+        out
+    }
+}
+
+impl<'a> Deref for PgTransaction<'a> {
+    type Target = postgres::Transaction<'a>;
+
+    fn deref(&self) -> &postgres::Transaction<'a> {
+        &self.tx
+    }
+}
+
+impl<'a> DerefMut for PgTransaction<'a> {
+    fn deref_mut(&mut self) -> &mut postgres::Transaction<'a> {
+        &mut self.tx
     }
 }
 
@@ -461,5 +623,61 @@ mod tests {
             tx.execute("SELECT 1", &[]).is_err(),
             "the idle transaction's session was ended"
         );
+    }
+
+    /// A write transaction keeps its statements on the connection as reads do; one that a
+    /// schema change outdated fails that transaction, is forgotten, and the retry works.
+    #[test]
+    fn write_transactions_keep_their_statements_and_forget_an_outdated_one() {
+        let Ok(url) = std::env::var("QUARRY_TEST_DATABASE_URL") else {
+            eprintln!("skipped: QUARRY_TEST_DATABASE_URL is not set");
+            return;
+        };
+        let pool = Pool::new(&url, 1).unwrap();
+        let mut conn = pool.get().unwrap();
+        conn.batch_execute("CREATE TEMP TABLE kept_statements (a int)")
+            .unwrap();
+        let select = "SELECT * FROM kept_statements";
+        let insert = "INSERT INTO kept_statements VALUES ($1)";
+        let prepared = |conn: &mut PgConnection<'_>| -> i64 {
+            let client: &mut Client = conn;
+            client
+                .query_one("SELECT count(*) FROM pg_prepared_statements", &[])
+                .unwrap()
+                .get(0)
+        };
+        for i in 0..2i32 {
+            let mut tx = conn.cached_transaction().unwrap();
+            tx.execute(insert, &[&i]).unwrap();
+            assert_eq!(tx.query(select, &[]).unwrap().len(), i as usize + 1);
+            tx.commit().unwrap();
+        }
+        let before = prepared(&mut conn);
+        let mut tx = conn.cached_transaction().unwrap();
+        tx.execute(insert, &[&9i32]).unwrap();
+        drop(tx); // rolled back: the statement belongs to the session and stays
+        assert!(conn.statements.contains_key(insert));
+        assert_eq!(
+            conn.query(select, &[]).unwrap().len(),
+            2,
+            "the read shares it"
+        );
+        assert_eq!(prepared(&mut conn), before, "nothing was prepared again");
+
+        conn.batch_execute("ALTER TABLE kept_statements ADD COLUMN b text")
+            .unwrap();
+        let mut tx = conn.cached_transaction().unwrap();
+        let err = tx.query(select, &[]).unwrap_err();
+        assert_eq!(
+            err.code(),
+            Some(&postgres::error::SqlState::FEATURE_NOT_SUPPORTED),
+            "{err}"
+        );
+        drop(tx);
+        assert!(!conn.statements.contains_key(select));
+        let mut tx = conn.cached_transaction().unwrap();
+        let rows = tx.query(select, &[]).unwrap();
+        assert_eq!((rows.len(), rows[0].len()), (2, 2));
+        tx.commit().unwrap();
     }
 }

@@ -78,7 +78,7 @@ fn report_from_row(r: &postgres::Row) -> Result<SyncReport> {
 }
 
 /// The source's collection while `lease` holds it (its row locked until commit), else `None`.
-fn lease_holds(tx: &mut postgres::Transaction<'_>, lease: SourceLease) -> Result<Option<i64>> {
+fn lease_holds(tx: &mut crate::PgTransaction<'_>, lease: SourceLease) -> Result<Option<i64>> {
     tx.query_opt(
         "SELECT collection_id FROM sources WHERE id = $1 AND lease_token = $2 \
          AND lease_until >= quarry_now_ms() FOR UPDATE",
@@ -90,7 +90,7 @@ fn lease_holds(tx: &mut postgres::Transaction<'_>, lease: SourceLease) -> Result
 }
 
 /// Locks a document this source made (job, then file), or `NotFound`.
-fn lock_owned(tx: &mut postgres::Transaction<'_>, source: i64, file_row_id: i64) -> Result<()> {
+fn lock_owned(tx: &mut crate::PgTransaction<'_>, source: i64, file_row_id: i64) -> Result<()> {
     let owned = tx
         .query_opt(
             "SELECT 1 FROM kb_files WHERE id = $1 AND source_id = $2",
@@ -135,7 +135,7 @@ impl quarry_store::SourceStore for PgStore {
                         "the knowledge base already has a source at that location".into()
                     })
                 })?;
-            source_by_row(tx, col(&row, 0)?)?
+            source_by_row(&mut **tx, col(&row, 0)?)?
                 .ok_or_else(|| Error::Storage("source vanished".into()))
         })
     }
@@ -205,7 +205,7 @@ impl quarry_store::SourceStore for PgStore {
                     &[&row_id, &mask, &interval_ms, &now],
                 )
                 .map_err(db_err)?;
-            changed_source(tx, row_id, n)
+            changed_source(&mut **tx, row_id, n)
         })
     }
 
@@ -217,7 +217,7 @@ impl quarry_store::SourceStore for PgStore {
                     &[&row_id, &watch, &quarry_core::now_millis()],
                 )
                 .map_err(db_err)?;
-            changed_source(tx, row_id, n)
+            changed_source(&mut **tx, row_id, n)
         })
     }
 
@@ -229,7 +229,7 @@ impl quarry_store::SourceStore for PgStore {
                     &[&row_id, &mapping, &quarry_core::now_millis()],
                 )
                 .map_err(db_err)?;
-            changed_source(tx, row_id, n)
+            changed_source(&mut **tx, row_id, n)
         })
     }
 

@@ -319,7 +319,7 @@ impl CollectionStore for PgStore {
                         )?);
                     }
                     DocChange::Touch { id, size, stamp } => {
-                        let stmt = writer.stmts.get(
+                        let stmt = kept(
                             tx,
                             "UPDATE documents SET size = $2, stamp = $3 WHERE id = $1",
                         )?;
@@ -327,7 +327,7 @@ impl CollectionStore for PgStore {
                             .map_err(db_err)?;
                     }
                     DocChange::Remove { id } => {
-                        let stmt = writer.stmts.get(
+                        let stmt = kept(
                             tx,
                             "WITH gone AS (DELETE FROM chunks WHERE document_id = $1) \
                              DELETE FROM documents WHERE id = $1",
@@ -1361,7 +1361,7 @@ fn with_chunk_edits(
 
 /// Has a document cut again by every node: its chunks are forgotten and it enters the
 /// change feed (the `curation` counter's trigger). `false` when it does not exist.
-fn recut(tx: &mut postgres::Transaction<'_>, document_id: i64) -> Result<bool> {
+fn recut(tx: &mut crate::PgTransaction<'_>, document_id: i64) -> Result<bool> {
     let n = tx
         .execute(
             "UPDATE documents SET chunked_hash = NULL, curation = curation + 1 WHERE id = $1",
@@ -1391,7 +1391,7 @@ fn name_taken(name: &str) -> String {
 }
 
 /// Registers `space` if it is new.
-pub(crate) fn ensure_space(tx: &mut postgres::Transaction<'_>, space: &str) -> Result<()> {
+pub(crate) fn ensure_space(tx: &mut crate::PgTransaction<'_>, space: &str) -> Result<()> {
     tx.execute(
         "INSERT INTO spaces (id, uid, created_at) VALUES ($1, $2, quarry_now_ms()) \
          ON CONFLICT (id) DO NOTHING",
@@ -1507,7 +1507,7 @@ fn parse_trimmed(value: Option<&str>) -> (i64, i64) {
 /// Drops the feed entries every consumer is past (those of every finished transaction when
 /// no consumer is left) and records how far the feed was trimmed. Run under
 /// `FEED_CONSUMERS_LOCK`.
-fn trim_feed(tx: &mut postgres::Transaction<'_>) -> Result<()> {
+fn trim_feed(tx: &mut crate::PgTransaction<'_>) -> Result<()> {
     let cut = tx
         .query_one(
             &format!(
@@ -1599,19 +1599,10 @@ fn like_escape(s: &str) -> String {
         .replace('_', "\\_")
 }
 
-/// Statements prepared once per transaction, for the loops that run them per item.
-#[derive(Default)]
-struct Statements(HashMap<&'static str, Statement>);
-
-impl Statements {
-    fn get(&mut self, tx: &mut postgres::Transaction<'_>, sql: &'static str) -> Result<Statement> {
-        if let Some(s) = self.0.get(sql) {
-            return Ok(s.clone());
-        }
-        let s = tx.prepare(sql).map_err(db_err)?;
-        self.0.insert(sql, s.clone());
-        Ok(s)
-    }
+/// `sql` prepared on the transaction's connection, once per connection (the loops that run a
+/// statement per item bind it once).
+fn kept(tx: &mut crate::PgTransaction<'_>, sql: &str) -> Result<Statement> {
+    tx.prepare_kept(sql).map_err(db_err)
 }
 
 /// A new or changed document's fields ([`DocChange::Upsert`]).
@@ -1631,7 +1622,6 @@ pub(crate) struct UpsertDoc<'a> {
 /// finds free stay free until it commits).
 pub(crate) struct DocWriter {
     collection_id: i64,
-    stmts: Statements,
     /// The space and its UUID, read at the first upsert.
     space: Option<(String, String)>,
     /// Docid locks this transaction holds already (see [`DocWriter::lock_docids`]).
@@ -1642,7 +1632,6 @@ impl DocWriter {
     pub(crate) fn new(collection_id: i64) -> Self {
         DocWriter {
             collection_id,
-            stmts: Statements::default(),
             space: None,
             locked: HashSet::new(),
         }
@@ -1651,7 +1640,7 @@ impl DocWriter {
     /// Inserts or replaces a document (by collection and path).
     pub(crate) fn upsert(
         &mut self,
-        tx: &mut postgres::Transaction<'_>,
+        tx: &mut crate::PgTransaction<'_>,
         doc: UpsertDoc<'_>,
     ) -> Result<IndexDoc> {
         let UpsertDoc {
@@ -1674,7 +1663,7 @@ impl DocWriter {
         let body = without_nul(body);
         let pages = quarry_core::encode_pages(pages);
         let furniture = quarry_core::encode_furniture(furniture);
-        let find = self.stmts.get(
+        let find = kept(
             tx,
             "SELECT id, hash, docid, body = $3 AND pages = $4 AND furniture = $5 \
              FROM documents WHERE collection_id = $1 AND path = $2",
@@ -1693,7 +1682,7 @@ impl DocWriter {
         if let Some((id, old_hash, _, same_layout)) = &existing
             && (*old_hash != hash || !same_layout)
         {
-            let drop = self.stmts.get(
+            let drop = kept(
                 tx,
                 "WITH gone AS (DELETE FROM chunks WHERE document_id = $1) \
                  UPDATE documents SET chunked_hash = NULL WHERE id = $1",
@@ -1707,7 +1696,7 @@ impl DocWriter {
             Some((id, _, _, _)) => self.free_docid(tx, &hash, Some(*id))?,
             None => self.free_docid(tx, &hash, None)?,
         };
-        let insert = self.stmts.get(
+        let insert = kept(
             tx,
             "INSERT INTO documents (collection_id, path, title, hash, docid, size, stamp, body, \
              body_bytes, indexed_at, pages, furniture, meta) \
@@ -1753,7 +1742,7 @@ impl DocWriter {
     /// looked up at once.
     fn free_docid(
         &mut self,
-        tx: &mut postgres::Transaction<'_>,
+        tx: &mut crate::PgTransaction<'_>,
         hash: &str,
         own_id: Option<i64>,
     ) -> Result<String> {
@@ -1766,9 +1755,7 @@ impl DocWriter {
         let candidates: Vec<String> = (6..=basis.len())
             .map(|len| docid_for_hash(&basis, len))
             .collect();
-        let holders = self
-            .stmts
-            .get(tx, "SELECT docid, id FROM documents WHERE docid = ANY($1)")?;
+        let holders = kept(tx, "SELECT docid, id FROM documents WHERE docid = ANY($1)")?;
         let taken: HashMap<String, i64> = tx
             .query(&holders, &[&candidates])
             .map_err(db_err)?
@@ -1788,7 +1775,7 @@ impl DocWriter {
     /// writer (see the module's docs).
     pub(crate) fn lock_docids(
         &mut self,
-        tx: &mut postgres::Transaction<'_>,
+        tx: &mut crate::PgTransaction<'_>,
         hashes: &[&str],
     ) -> Result<()> {
         let mut keys = Vec::with_capacity(hashes.len());
@@ -1807,7 +1794,7 @@ impl DocWriter {
     /// (QMD's docid); in any other space it is a hash of the space's UUID and the content
     /// hash, so a docid — and whether it had to grow past 6 characters — says nothing about
     /// what another space holds.
-    fn docid_basis(&mut self, tx: &mut postgres::Transaction<'_>, hash: &str) -> Result<String> {
+    fn docid_basis(&mut self, tx: &mut crate::PgTransaction<'_>, hash: &str) -> Result<String> {
         if self.space.is_none() {
             let row = tx
                 .query_opt(
@@ -1925,7 +1912,7 @@ fn docid_key(basis: &str) -> i32 {
 }
 
 /// Takes the docid locks `keys` (sorted), in that order, until the transaction ends.
-fn lock_docid_keys(tx: &mut postgres::Transaction<'_>, keys: &[i32]) -> Result<()> {
+fn lock_docid_keys(tx: &mut crate::PgTransaction<'_>, keys: &[i32]) -> Result<()> {
     if keys.is_empty() {
         return Ok(());
     }
