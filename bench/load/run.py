@@ -7,7 +7,7 @@ keep-alive connection sending `POST /query` (or `--route /search`) for `--second
 drawn in turn from the eval questions: queries per second, p50/p99 latency, errors. Every
 `--quarry LABEL=PATH` binary runs on the same home in the same run (e.g. before and after a
 change), and with `--database URL` the same data on PostgreSQL is measured beside it
-(`quarry migrate` copies it there first).
+(`quarry migrate` copies it there first; one `--database` per binary, the last binary first).
 
 Part `cli`: `quarry query Q --json` as separate processes, `--runs` times each: with a
 server of the same data directory running (the fast path) and with `--no-server` (the CLI
@@ -153,10 +153,11 @@ def warm_up(port: int, route: str, qs: list[str], most: float = 90.0) -> float:
 def part_clients(args, binaries, env, root, qs) -> dict:
     out = {}
     targets = [(label, path, env) for label, path in binaries]
-    if args.database:
-        label, path = binaries[-1]
-        pg_env = dict(env, QUARRY_DATABASE_URL=args.database)
-        subprocess.run([str(path), "migrate", "--to", args.database], env=env, check=True, capture_output=True)
+    # Each empty database given takes the same data through one binary's `quarry migrate`,
+    # the last binary's first: `--database A --database B` measures the last two on PostgreSQL.
+    for (label, path), url in zip(reversed(binaries), args.database):
+        pg_env = dict(env, QUARRY_DATABASE_URL=url)
+        subprocess.run([str(path), "migrate", "--to", url], env=env, check=True, capture_output=True)
         targets.append((f"{label} on PostgreSQL", path, pg_env))
     for label, path, e in targets:
         srv = Server(path, e, root / f"serve-{label.replace(' ', '_')}.log")
@@ -234,7 +235,8 @@ def main() -> None:
     ap.add_argument("--clients", default="1,2,4,8")
     ap.add_argument("--seconds", type=float, default=10)
     ap.add_argument("--runs", type=int, default=20)
-    ap.add_argument("--database")
+    ap.add_argument("--database", action="append", default=[],
+                    help="an empty database per binary measured on PostgreSQL too (last binary first)")
     ap.add_argument("--parts", default="clients,cli")
     ap.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "load.json")
     args = ap.parse_args()

@@ -267,52 +267,31 @@ impl PgConnection<'_> {
 /// What [`PgTransaction`]'s methods run: SQL text (prepared once per connection and kept) or
 /// a statement prepared already.
 pub(crate) trait Sql {
-    /// The statement to run, from `statements` or prepared by `prepare`.
-    fn statement(
-        &self,
-        statements: &mut Statements,
-        prepare: impl FnOnce(&str) -> Result<Statement, postgres::Error>,
-    ) -> Result<Statement, postgres::Error>;
-    /// The SQL text a kept statement is filed under, if it is kept.
-    fn text(&self) -> Option<&str>;
+    /// The text or the statement.
+    fn as_sql(&self) -> SqlRef<'_>;
+}
+
+/// See [`Sql`].
+pub(crate) enum SqlRef<'a> {
+    Text(&'a str),
+    Prepared(&'a Statement),
 }
 
 impl Sql for str {
-    fn statement(
-        &self,
-        statements: &mut Statements,
-        prepare: impl FnOnce(&str) -> Result<Statement, postgres::Error>,
-    ) -> Result<Statement, postgres::Error> {
-        kept_or_prepared(statements, self, prepare)
-    }
-    fn text(&self) -> Option<&str> {
-        Some(self)
+    fn as_sql(&self) -> SqlRef<'_> {
+        SqlRef::Text(self)
     }
 }
 
 impl Sql for String {
-    fn statement(
-        &self,
-        statements: &mut Statements,
-        prepare: impl FnOnce(&str) -> Result<Statement, postgres::Error>,
-    ) -> Result<Statement, postgres::Error> {
-        kept_or_prepared(statements, self, prepare)
-    }
-    fn text(&self) -> Option<&str> {
-        Some(self)
+    fn as_sql(&self) -> SqlRef<'_> {
+        SqlRef::Text(self)
     }
 }
 
 impl Sql for Statement {
-    fn statement(
-        &self,
-        _: &mut Statements,
-        _: impl FnOnce(&str) -> Result<Statement, postgres::Error>,
-    ) -> Result<Statement, postgres::Error> {
-        Ok(self.clone())
-    }
-    fn text(&self) -> Option<&str> {
-        None
+    fn as_sql(&self) -> SqlRef<'_> {
+        SqlRef::Prepared(self)
     }
 }
 
@@ -396,10 +375,13 @@ impl PgTransaction<'_> {
         sql: &S,
         run: impl FnOnce(&mut postgres::Transaction<'_>, &Statement) -> Result<T, postgres::Error>,
     ) -> Result<T, postgres::Error> {
-        let tx = &mut self.tx;
-        let statement = sql.statement(self.statements, |sql| tx.prepare(sql))?;
+        let text = match sql.as_sql() {
+            SqlRef::Text(text) => text,
+            SqlRef::Prepared(statement) => return run(&mut self.tx, statement),
+        };
+        let statement = self.prepare_kept(text)?;
         let out = run(&mut self.tx, &statement);
-        if let (Err(e), Some(text)) = (&out, sql.text())
+        if let Err(e) = &out
             && e.code() == Some(&postgres::error::SqlState::FEATURE_NOT_SUPPORTED)
         {
             self.statements.remove(text);
