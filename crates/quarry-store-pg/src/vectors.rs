@@ -8,11 +8,11 @@
 //! collection: [`SELECTIVE_EXACT_MAX`]), else through the index with
 //! `hnsw.iterative_scan = relaxed_order` (without it a selective filter discards most of the
 //! `ef_search` candidates and returns about half the rows asked for: 4.98 of 10 at 5 %).
-//! Through the index, `ef_search` grows with the collection and as the filter narrows (the graph walks the whole
-//! collection, and most of what it finds fails a selective filter: [`ef_search_for`]), the iterative scan may
-//! visit enough tuples to reach them (`hnsw.max_scan_tuples`), and more candidates than asked
-//! for are fetched and ordered exactly by distance (relaxed order returns them only roughly
-//! sorted). bench/pgvector measures the figures behind every constant here.
+//! Through the index, `ef_search` grows with the collection and as the filter narrows (the
+//! graph walks the whole collection, and most of what it finds fails a selective filter:
+//! [`ef_search_for`]), the iterative scan may visit enough tuples to reach them
+//! (`hnsw.max_scan_tuples`), and more candidates than asked for are fetched and ordered
+//! exactly by distance (relaxed order returns them only roughly sorted). bench/pgvector measures the figures behind every constant here.
 
 use std::collections::HashMap;
 
