@@ -12,7 +12,8 @@
 //! graph walks the whole collection, and most of what it finds fails a selective filter:
 //! [`ef_search_for`]), the iterative scan may visit enough tuples to reach them
 //! (`hnsw.max_scan_tuples`), and more candidates than asked for are fetched and ordered
-//! exactly by distance (relaxed order returns them only roughly sorted). bench/pgvector measures the figures behind every constant here.
+//! exactly by distance (relaxed order returns them only roughly sorted). bench/pgvector
+//! measures the figures behind every constant here.
 
 use std::collections::HashMap;
 
