@@ -88,6 +88,36 @@ pub struct Engine {
     /// The moment searches and listings read knowledge entries at (Unix ms; `None`: now;
     /// see [`Engine::at`]).
     pub(crate) as_of: Option<i64>,
+    /// For the handle of one search request ([`Engine::for_one_request`]): what its steps
+    /// read once and share. Every other handle has none, and a handle made from this one
+    /// with another scope, filter or moment starts without it.
+    pub(crate) request: Option<Arc<RequestReads>>,
+}
+
+/// What the steps of one search request (its keyword and vector halves, every query
+/// variant) would otherwise each read from the store: read by the first that needs it, for
+/// this request's handle only, never shared with another request.
+#[derive(Default)]
+pub(crate) struct RequestReads {
+    /// [`Engine::hidden_for_search`].
+    pub(crate) hidden: OnceLock<Option<Arc<std::collections::HashSet<u64>>>>,
+    /// [`Engine::vector_model`].
+    pub(crate) vector_model: OnceLock<Option<String>>,
+}
+
+/// `slot`'s value, else `read`'s, kept in `slot` when there is one.
+pub(crate) fn read_once<T: Clone>(
+    slot: Option<&OnceLock<T>>,
+    read: impl FnOnce() -> Result<T>,
+) -> Result<T> {
+    let Some(slot) = slot else {
+        return read();
+    };
+    if let Some(value) = slot.get() {
+        return Ok(value.clone());
+    }
+    let value = read()?;
+    Ok(slot.get_or_init(|| value).clone())
 }
 
 impl std::ops::Deref for Engine {
@@ -208,6 +238,7 @@ impl Engine {
             ranking_scope: None,
             filter: None,
             as_of: None,
+            request: None,
         })
     }
 
@@ -270,6 +301,18 @@ impl Engine {
             ranking_scope: None,
             filter: None,
             as_of: None,
+            request: None,
+        }
+    }
+
+    /// This handle for one search request: the hidden documents and the vector index's
+    /// model are read once, by the first step that needs them, and shared by the others
+    /// (each is otherwise one more store round trip per step). Made per request, dropped
+    /// with it.
+    pub(crate) fn for_one_request(&self) -> Engine {
+        Engine {
+            request: Some(Arc::default()),
+            ..self.clone()
         }
     }
 
@@ -283,6 +326,7 @@ impl Engine {
             ranking_scope: Some(self.ranking_scope_or_own()),
             filter: self.filter.clone(),
             as_of: self.as_of,
+            request: None,
         }
     }
 
@@ -319,7 +363,8 @@ impl Engine {
             let n = filtered.len();
             return Ok((filtered.into_iter().map(|h| (h, true)).collect(), n));
         };
-        let reference_engine = self.scoped((**ranking).clone());
+        // At this handle's moment: entries not valid then leave the reference list too.
+        let reference_engine = self.scoped((**ranking).clone()).at(self.as_of);
         let reference = reference_engine.search_filter(collection)?;
         let mut kept: std::collections::HashSet<i64> = filtered.iter().map(&id).collect();
         let mut ranked: Vec<(H, bool)> = search(&reference_engine, reference.as_deref())?

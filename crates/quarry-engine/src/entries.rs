@@ -239,6 +239,7 @@ impl Engine {
     pub fn at(&self, as_of: Option<i64>) -> Engine {
         let mut e = self.clone();
         e.as_of = as_of;
+        e.request = None;
         e
     }
 

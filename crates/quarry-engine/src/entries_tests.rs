@@ -303,3 +303,63 @@ fn the_near_duplicate_rule_wants_the_same_words_and_the_same_numbers() {
         .is_some()
     );
 }
+
+/// A search request's handle reads what it leaves out once and keeps it for that request
+/// only: the next request on the same handle sees an entry superseded in between, and a
+/// handle made from a request's (another moment, scope or narrowing) reads afresh.
+#[test]
+fn what_a_search_leaves_out_is_read_once_per_request_and_never_kept_across_requests() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = engine(dir.path());
+    let first = e
+        .create_entry(
+            "memory",
+            note("# Chief executive\n\nThe chief executive is Ann Lee."),
+            &keyed("ceo"),
+        )
+        .unwrap();
+    drain(&e);
+    let query = SearchRequest::new("chief executive");
+    let found = |e: &crate::Engine| titles(e.query(&query).unwrap().results);
+    assert_eq!(found(&e), ["Chief executive"]);
+
+    let request = e.for_one_request();
+    assert_eq!(request.hidden_for_search().unwrap(), None);
+    e.create_entry(
+        "memory",
+        note("# Chief executive now\n\nThe chief executive is Bo Chen."),
+        &keyed("ceo"),
+    )
+    .unwrap();
+    drain(&e);
+    // The request's handle answers from what it read…
+    assert_eq!(request.hidden_for_search().unwrap(), None);
+    // …while the next request, on the same long-lived handle, reads the supersession.
+    assert_eq!(found(&e), ["Chief executive now"]);
+    let first_doc = e
+        .store()
+        .kb_file_by_row(first.file.row_id)
+        .unwrap()
+        .and_then(|f| f.document_id);
+    let hidden_now = |h: &crate::Engine| -> Vec<u64> {
+        let mut ids: Vec<u64> = h
+            .hidden_for_search()
+            .unwrap()
+            .map(|s| s.iter().copied().collect())
+            .unwrap_or_default();
+        ids.sort();
+        ids
+    };
+    let expected: Vec<u64> = first_doc.into_iter().map(|d| d as u64).collect();
+    assert_eq!(expected.len(), 1);
+    assert_eq!(hidden_now(&e.for_one_request()), expected);
+    // Handles made from the request's start without what it read.
+    for derived in [
+        request.at(None),
+        request.scoped(request.scope().clone()),
+        request.narrowed_for_search(&[]),
+    ] {
+        assert!(derived.request.is_none());
+        assert_eq!(hidden_now(&derived), expected);
+    }
+}

@@ -418,6 +418,11 @@ impl Engine {
     /// intent for the reranker, several collections, the reranker's candidate count. With
     /// the default options this is [`Engine::query`].
     pub fn query_with(&self, req: &SearchRequest, opts: &QueryOptions) -> Result<QueryResponse> {
+        self.for_one_request().hybrid_request(req, opts)
+    }
+
+    /// [`Engine::query_with`] on the request's handle.
+    fn hybrid_request(&self, req: &SearchRequest, opts: &QueryOptions) -> Result<QueryResponse> {
         if opts.searches.is_empty() {
             req.validate()?;
         } else {

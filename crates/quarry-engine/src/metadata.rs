@@ -73,6 +73,7 @@ impl Engine {
                 allowed: OnceLock::new(),
             })),
             as_of: self.as_of,
+            request: None,
         }
     }
 

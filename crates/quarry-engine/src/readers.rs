@@ -124,7 +124,14 @@ impl Engine {
     /// [`Engine::rank_among`]): those hidden from the caller, and the knowledge entries not
     /// valid at its moment ([`Engine::at`]: superseded, expired, not yet valid). Either kind
     /// neither comes back nor moves a score.
+    /// Read once per request on a request's handle ([`Engine::for_one_request`]).
     pub(crate) fn hidden_for_search(&self) -> Result<Option<Arc<HashSet<u64>>>> {
+        crate::engine::read_once(self.request.as_deref().map(|r| &r.hidden), || {
+            self.read_hidden_for_search()
+        })
+    }
+
+    fn read_hidden_for_search(&self) -> Result<Option<Arc<HashSet<u64>>>> {
         let ranking = match &self.ranking_scope {
             Some(scope) => self.scoped((**scope).clone()).at(self.as_of),
             None => self.clone(),

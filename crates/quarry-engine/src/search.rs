@@ -106,6 +106,11 @@ impl Engine {
     /// cosine similarity of their best chunk to the query, scored by the calibrated
     /// probability of relevance. Needs `embed` to have run.
     pub fn vsearch(&self, req: &SearchRequest) -> Result<Vec<SearchHit>> {
+        self.for_one_request().vector_request(req)
+    }
+
+    /// [`Engine::vsearch`] on the request's handle.
+    fn vector_request(&self, req: &SearchRequest) -> Result<Vec<SearchHit>> {
         req.validate()?;
         let filter = self.search_filter(req.collection.as_deref())?;
         // Expansions are searched too (seed 001); a document keeps its best probability,

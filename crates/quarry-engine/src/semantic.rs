@@ -877,12 +877,15 @@ impl Engine {
         }
     }
 
-    /// The model key of the vector index, if `embed` has built one.
+    /// The model key of the vector index, if `embed` has built one (read once per request
+    /// on a request's handle, [`Engine::for_one_request`]).
     pub(crate) fn vector_model(&self) -> Result<Option<String>> {
-        if !self.vectors.exists() {
-            return Ok(None);
-        }
-        self.store().meta(META_ANN_MODEL)
+        crate::engine::read_once(self.request.as_deref().map(|r| &r.vector_model), || {
+            if !self.vectors.exists() {
+                return Ok(None);
+            }
+            self.store().meta(META_ANN_MODEL)
+        })
     }
 
     /// Checks that vector search can run and embeds the queries with the index's model.

@@ -38,12 +38,21 @@ pub(crate) struct Pool {
 }
 
 struct State {
-    idle: Vec<(Client, Statements)>,
+    idle: Vec<(Client, Kept)>,
     open: usize,
 }
 
 /// A connection's prepared statements by their SQL text.
 type Statements = std::collections::HashMap<String, Statement>;
+
+/// What a pooled connection keeps between checkouts besides the session itself.
+#[derive(Default)]
+struct Kept {
+    statements: Statements,
+    /// The session settings last run through [`PgConnection::set_session`], once they
+    /// succeeded.
+    settings: Option<String>,
+}
 /// Statements kept per connection; past it the cache starts over (statements whose text
 /// varies, such as a vector search's dimensions, must not grow it without bound).
 const MAX_STATEMENTS: usize = 256;
@@ -88,11 +97,11 @@ impl Pool {
     pub(crate) fn get(&self) -> Result<PgConnection<'_>> {
         let mut state = self.lock();
         loop {
-            while let Some((client, statements)) = state.idle.pop() {
+            while let Some((client, kept)) = state.idle.pop() {
                 if !client.is_closed() {
                     return Ok(PgConnection {
                         client: Some(client),
-                        statements,
+                        kept,
                         pool: self,
                     });
                 }
@@ -104,7 +113,7 @@ impl Pool {
                 return match self.connect_dedicated() {
                     Ok(client) => Ok(PgConnection {
                         client: Some(client),
-                        statements: Statements::new(),
+                        kept: Kept::default(),
                         pool: self,
                     }),
                     Err(e) => {
@@ -161,12 +170,12 @@ impl Pool {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn put_back(&self, client: Client, statements: Statements) {
+    fn put_back(&self, client: Client, kept: Kept) {
         let mut state = self.lock();
         if client.is_closed() {
             state.open -= 1;
         } else {
-            state.idle.push((client, statements));
+            state.idle.push((client, kept));
         }
         drop(state);
         self.freed.notify_one();
@@ -195,7 +204,7 @@ impl Drop for Pool {
 /// `transaction()` runs as `Client`'s does.
 pub struct PgConnection<'a> {
     client: Option<Client>,
-    statements: Statements,
+    kept: Kept,
     pool: &'a Pool,
 }
 
@@ -238,7 +247,7 @@ impl PgConnection<'_> {
         let client = self.client.as_mut().unwrap_or_else(|| unreachable!());
         match run(client, &statement) {
             Err(e) if e.code() == Some(&postgres::error::SqlState::FEATURE_NOT_SUPPORTED) => {
-                self.statements.remove(sql);
+                self.kept.statements.remove(sql);
                 let statement = self.prepared(sql)?;
                 let client = self.client.as_mut().unwrap_or_else(|| unreachable!());
                 run(client, &statement)
@@ -249,7 +258,23 @@ impl PgConnection<'_> {
 
     fn prepared(&mut self, sql: &str) -> Result<Statement, postgres::Error> {
         let client = self.client.as_mut().unwrap_or_else(|| unreachable!());
-        kept_or_prepared(&mut self.statements, sql, |sql| client.prepare(sql))
+        kept_or_prepared(&mut self.kept.statements, sql, |sql| client.prepare(sql))
+    }
+
+    /// Runs `settings` (`SET` statements of session settings, one round trip) unless they
+    /// are what this connection last ran through here: a search that needs the settings the
+    /// previous one left costs no round trip for them. Settings changed this way must be
+    /// changed only this way, or the connection's record of them would be wrong.
+    pub(crate) fn set_session(&mut self, settings: &str) -> Result<(), postgres::Error> {
+        if self.kept.settings.as_deref() == Some(settings) {
+            return Ok(());
+        }
+        // Unknown until the batch has succeeded.
+        self.kept.settings = None;
+        let client = self.client.as_mut().unwrap_or_else(|| unreachable!());
+        client.batch_execute(settings)?;
+        self.kept.settings = Some(settings.to_owned());
+        Ok(())
     }
 
     /// A transaction whose `query`, `query_one`, `query_opt` and `execute` use this
@@ -259,7 +284,7 @@ impl PgConnection<'_> {
         let client = self.client.as_mut().unwrap_or_else(|| unreachable!());
         Ok(PgTransaction {
             tx: client.transaction()?,
-            statements: &mut self.statements,
+            statements: &mut self.kept.statements,
         })
     }
 }
@@ -422,8 +447,7 @@ impl DerefMut for PgConnection<'_> {
 impl Drop for PgConnection<'_> {
     fn drop(&mut self) {
         if let Some(client) = self.client.take() {
-            self.pool
-                .put_back(client, std::mem::take(&mut self.statements));
+            self.pool.put_back(client, std::mem::take(&mut self.kept));
         }
     }
 }
@@ -638,7 +662,7 @@ mod tests {
         let mut tx = conn.cached_transaction().unwrap();
         tx.execute(insert, &[&9i32]).unwrap();
         drop(tx); // rolled back: the statement belongs to the session and stays
-        assert!(conn.statements.contains_key(insert));
+        assert!(conn.kept.statements.contains_key(insert));
         assert_eq!(
             conn.query(select, &[]).unwrap().len(),
             2,
@@ -656,10 +680,51 @@ mod tests {
             "{err}"
         );
         drop(tx);
-        assert!(!conn.statements.contains_key(select));
+        assert!(!conn.kept.statements.contains_key(select));
         let mut tx = conn.cached_transaction().unwrap();
         let rows = tx.query(select, &[]).unwrap();
         assert_eq!((rows.len(), rows[0].len()), (2, 2));
         tx.commit().unwrap();
+    }
+
+    /// Session settings run once per connection while they stay the same; new ones run,
+    /// and a failed batch is not remembered as applied.
+    #[test]
+    fn session_settings_run_only_when_they_change() {
+        let Ok(url) = std::env::var("QUARRY_TEST_DATABASE_URL") else {
+            eprintln!("skipped: QUARRY_TEST_DATABASE_URL is not set");
+            return;
+        };
+        let pool = Pool::new(&url, 1).unwrap();
+        let show = |conn: &mut PgConnection<'_>| -> String {
+            let client: &mut Client = conn;
+            client
+                .query_one("SELECT current_setting('quarry_test.effort')", &[])
+                .unwrap()
+                .get(0)
+        };
+        let mut conn = pool.get().unwrap();
+        conn.set_session("SET quarry_test.effort = 7").unwrap();
+        assert_eq!(show(&mut conn), "7");
+        // Changed behind its back (which only set_session may do): the same settings are
+        // not run again, which is what saves the round trip.
+        conn.batch_execute("SET quarry_test.effort = 1").unwrap();
+        conn.set_session("SET quarry_test.effort = 7").unwrap();
+        assert_eq!(show(&mut conn), "1");
+        drop(conn);
+        // The record travels with the connection through the pool.
+        let mut conn = pool.get().unwrap();
+        assert_eq!(
+            conn.kept.settings.as_deref(),
+            Some("SET quarry_test.effort = 7")
+        );
+        conn.set_session("SET quarry_test.effort = 8").unwrap();
+        assert_eq!(show(&mut conn), "8");
+        // Half applied, then failed: nothing is remembered, so the next call runs it all.
+        let broken = "SET quarry_test.effort = 9; SET no_such_setting = 1";
+        assert!(conn.set_session(broken).is_err());
+        assert_eq!(conn.kept.settings, None);
+        conn.set_session("SET quarry_test.effort = 8").unwrap();
+        assert_eq!(show(&mut conn), "8");
     }
 }

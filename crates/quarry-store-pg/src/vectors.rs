@@ -264,10 +264,11 @@ impl VectorSearch for PgStore {
             1
         };
         // Session settings, not `SET LOCAL` in a transaction of its own (BEGIN and COMMIT
-        // are two more round trips per search): every search through the index sets all
-        // four, so what the last search on this pooled connection left never applies, and
-        // nothing but an HNSW scan reads them.
-        conn.batch_execute(&format!(
+        // are two more round trips per search): every search through the index asks for
+        // all four, so what the last search on this pooled connection left never applies,
+        // and nothing but an HNSW scan reads them. Unchanged since that search (the usual
+        // case for unfiltered searches), they cost no round trip.
+        conn.set_session(&format!(
             "SET hnsw.ef_search = {ef}; SET hnsw.iterative_scan = relaxed_order; \
              SET hnsw.max_scan_tuples = {scan_tuples}; SET hnsw.scan_mem_multiplier = {memory}"
         ))
