@@ -123,8 +123,8 @@ impl Engine {
     /// computed against (the ranking scope of a narrowed search, see
     /// [`Engine::rank_among`]): those hidden from the caller, and the knowledge entries not
     /// valid at its moment ([`Engine::at`]: superseded, expired, not yet valid). Either kind
-    /// neither comes back nor moves a score.
-    /// Read once per request on a request's handle ([`Engine::for_one_request`]).
+    /// neither comes back nor moves a score. Read once per request on a request's handle
+    /// ([`Engine::for_one_request`]).
     pub(crate) fn hidden_for_search(&self) -> Result<Option<Arc<HashSet<u64>>>> {
         crate::engine::read_once(self.request.as_deref().map(|r| &r.hidden), || {
             self.read_hidden_for_search()

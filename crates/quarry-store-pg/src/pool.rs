@@ -53,6 +53,7 @@ struct Kept {
     /// succeeded.
     settings: Option<String>,
 }
+
 /// Statements kept per connection; past it the cache starts over (statements whose text
 /// varies, such as a vector search's dimensions, must not grow it without bound).
 const MAX_STATEMENTS: usize = 256;
