@@ -807,6 +807,12 @@ fn parse_cli() -> (Cli, clap::ArgMatches) {
 /// `quarry_convert::Isolation::Child`); not a command people type.
 const CONVERT_CHILD_ARG: &str = "__convert";
 
+/// How long `serve` waits on SIGTERM for jobs in progress. `docker stop` sends SIGKILL 10 s
+/// after SIGTERM by default: the jobs get half of that, the feed follower and the audit
+/// flush the rest. A job still running then (a sync waiting on a slow address, say) keeps its
+/// lease and is taken over once it lapses.
+const WORKER_STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+
 fn main() -> ExitCode {
     if std::env::args_os()
         .nth(1)
@@ -1579,7 +1585,7 @@ fn serve(
         workers_state.hub().shutdown();
         tokio::task::spawn_blocking(move || {
             quarry_store::thread_guard::allow_blocking(|| {
-                workers_state.stop_workers(std::time::Duration::from_secs(10))
+                workers_state.stop_workers(WORKER_STOP_GRACE)
             })
         })
         .await
