@@ -10,7 +10,7 @@
 //! conversation (two tabs, two nodes) therefore run one after the other and never pick the
 //! same number; appends to different conversations do not wait for each other.
 
-use postgres::{Row, Statement};
+use postgres::Row;
 
 use super::*;
 
@@ -83,7 +83,7 @@ impl ChatStore for PgStore {
     }
 
     fn append_message(&self, owner: &str, m: &ChatMessageRow) -> Result<i64> {
-        self.write(|tx| Appender::prepare(tx)?.append(tx, owner, m))
+        self.write(|tx| append(tx, owner, m))
     }
 
     fn store_turn(
@@ -104,9 +104,8 @@ impl ChatStore for PgStore {
             if messages.is_empty() {
                 return Ok(());
             }
-            let appender = Appender::prepare(tx)?;
             for m in messages {
-                appender.append(tx, &conversation.owner, m)?;
+                append(tx, &conversation.owner, m)?;
             }
             Ok(())
         })
@@ -197,72 +196,49 @@ fn update_conversation(
     Ok(n > 0)
 }
 
-/// The two statements of an append, prepared once per transaction (a turn appends several).
-struct Appender {
-    /// Moves `updated_at` and row-locks the conversation (see the module's note).
-    lock: Statement,
-    /// Inserts at the highest `seq` + 1, read after the lock was granted.
-    insert: Statement,
-}
+/// Moves `updated_at` and row-locks the conversation (see the module's note).
+const APPEND_LOCK: &str =
+    "UPDATE chat_conversations SET updated_at = $3 WHERE owner = $1 AND id = $2";
+/// Inserts at the highest `seq` + 1, read after the lock was granted.
+const APPEND_INSERT: &str = "INSERT INTO chat_messages (id, conversation_id, seq, role, content, \
+     sources, tool_calls, status, usage, created_at) \
+     SELECT $1::text, $2::text, COALESCE(max(seq), 0) + 1, $3::text, \
+       $4::text, $5::text, $6::text, $7::text, $8::text, $9::bigint \
+     FROM chat_messages WHERE conversation_id = $2::text \
+     ON CONFLICT (id) DO NOTHING RETURNING seq::bigint";
 
-impl Appender {
-    fn prepare(tx: &mut crate::PgTransaction<'_>) -> Result<Appender> {
-        Ok(Appender {
-            lock: tx
-                .prepare(
-                    "UPDATE chat_conversations SET updated_at = $3 WHERE owner = $1 AND id = $2",
-                )
-                .map_err(db_err)?,
-            insert: tx
-                .prepare(
-                    "INSERT INTO chat_messages (id, conversation_id, seq, role, content, \
-                     sources, tool_calls, status, usage, created_at) \
-                     SELECT $1::text, $2::text, COALESCE(max(seq), 0) + 1, $3::text, \
-                       $4::text, $5::text, $6::text, $7::text, $8::text, $9::bigint \
-                     FROM chat_messages WHERE conversation_id = $2::text \
-                     ON CONFLICT (id) DO NOTHING RETURNING seq::bigint",
-                )
-                .map_err(db_err)?,
-        })
+/// Appends `m` inside `tx` (both statements kept on the connection, so a turn of several
+/// messages prepares them at most once); returns its seq. The caller's transaction undoes
+/// the `updated_at` move when the insert is refused.
+fn append(tx: &mut crate::PgTransaction<'_>, owner: &str, m: &ChatMessageRow) -> Result<i64> {
+    let n = tx
+        .execute(APPEND_LOCK, &[&owner, &m.conversation_id, &m.created_at])
+        .map_err(db_err)?;
+    if n == 0 {
+        // The same words whether the id is unknown or another owner's.
+        return Err(Error::NotFound(format!(
+            "conversation '{}' not found",
+            m.conversation_id
+        )));
     }
-
-    /// Appends `m` inside `tx`; returns its seq. The caller's transaction undoes the
-    /// `updated_at` move when the insert is refused.
-    fn append(
-        &self,
-        tx: &mut crate::PgTransaction<'_>,
-        owner: &str,
-        m: &ChatMessageRow,
-    ) -> Result<i64> {
-        let n = tx
-            .execute(&self.lock, &[&owner, &m.conversation_id, &m.created_at])
-            .map_err(db_err)?;
-        if n == 0 {
-            // The same words whether the id is unknown or another owner's.
-            return Err(Error::NotFound(format!(
-                "conversation '{}' not found",
-                m.conversation_id
-            )));
-        }
-        let row = tx
-            .query_opt(
-                &self.insert,
-                &[
-                    &m.id,
-                    &m.conversation_id,
-                    &m.role,
-                    &m.content,
-                    &m.sources,
-                    &m.tool_calls,
-                    &m.status,
-                    &m.usage,
-                    &m.created_at,
-                ],
-            )
-            .map_err(|e| conflict_or_db(e, || format!("message '{}' already exists", m.id)))?
-            .ok_or_else(|| Error::Conflict(format!("message '{}' already exists", m.id)))?;
-        row.try_get(0).map_err(db_err)
-    }
+    let row = tx
+        .query_opt(
+            APPEND_INSERT,
+            &[
+                &m.id,
+                &m.conversation_id,
+                &m.role,
+                &m.content,
+                &m.sources,
+                &m.tool_calls,
+                &m.status,
+                &m.usage,
+                &m.created_at,
+            ],
+        )
+        .map_err(|e| conflict_or_db(e, || format!("message '{}' already exists", m.id)))?
+        .ok_or_else(|| Error::Conflict(format!("message '{}' already exists", m.id)))?;
+    row.try_get(0).map_err(db_err)
 }
 
 fn conversation_from_row(r: &Row) -> Result<ConversationRow> {
