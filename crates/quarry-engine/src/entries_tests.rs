@@ -20,6 +20,15 @@ fn keyed(key: &str) -> EntryOptions {
     }
 }
 
+/// The key `ceo`'s first version and its correction.
+const CEO_ANN: &str = "# Chief executive\n\nThe chief executive is Ann Lee.";
+const CEO_BO: &str = "# Chief executive now\n\nThe chief executive is Bo Chen.";
+
+/// Writes `text` as the current version of the key `ceo` in `memory`.
+fn ceo_entry(e: &crate::Engine, text: &str) -> crate::entries::CreatedEntry {
+    e.create_entry("memory", note(text), &keyed("ceo")).unwrap()
+}
+
 fn titles(hits: Vec<quarry_core::SearchHit>) -> Vec<String> {
     let mut t: Vec<String> = hits.into_iter().map(|h| h.title).collect();
     t.sort();
@@ -30,23 +39,11 @@ fn titles(hits: Vec<quarry_core::SearchHit>) -> Vec<String> {
 fn a_keys_new_version_replaces_the_old_one_and_as_of_reads_the_past() {
     let dir = tempfile::tempdir().unwrap();
     let e = engine(dir.path());
-    let first = e
-        .create_entry(
-            "memory",
-            note("# Chief executive\n\nThe chief executive is Ann Lee."),
-            &keyed("ceo"),
-        )
-        .unwrap();
+    let first = ceo_entry(&e, CEO_ANN);
     assert!(!first.duplicate && first.superseded.is_none());
     let between = quarry_core::now_millis();
     std::thread::sleep(std::time::Duration::from_millis(5));
-    let second = e
-        .create_entry(
-            "memory",
-            note("# Chief executive now\n\nThe chief executive is Bo Chen."),
-            &keyed("ceo"),
-        )
-        .unwrap();
+    let second = ceo_entry(&e, CEO_BO);
     assert_eq!(
         second.superseded.as_ref().map(|f| &f.id),
         Some(&first.file.id)
@@ -104,13 +101,7 @@ fn a_keys_new_version_replaces_the_old_one_and_as_of_reads_the_past() {
     );
 
     // The same content again under the key: nothing new.
-    let again = e
-        .create_entry(
-            "memory",
-            note("# Chief executive now\n\nThe chief executive is Bo Chen."),
-            &keyed("ceo"),
-        )
-        .unwrap();
+    let again = ceo_entry(&e, CEO_BO);
     assert!(again.duplicate);
     assert_eq!(again.file.id, second.file.id);
 }
@@ -311,13 +302,7 @@ fn the_near_duplicate_rule_wants_the_same_words_and_the_same_numbers() {
 fn what_a_search_leaves_out_is_read_once_per_request_and_never_kept_across_requests() {
     let dir = tempfile::tempdir().unwrap();
     let e = engine(dir.path());
-    let first = e
-        .create_entry(
-            "memory",
-            note("# Chief executive\n\nThe chief executive is Ann Lee."),
-            &keyed("ceo"),
-        )
-        .unwrap();
+    let first = ceo_entry(&e, CEO_ANN);
     drain(&e);
     let query = SearchRequest::new("chief executive");
     let found = |e: &crate::Engine| titles(e.query(&query).unwrap().results);
@@ -325,12 +310,7 @@ fn what_a_search_leaves_out_is_read_once_per_request_and_never_kept_across_reque
 
     let request = e.for_one_request();
     assert_eq!(request.hidden_for_search().unwrap(), None);
-    e.create_entry(
-        "memory",
-        note("# Chief executive now\n\nThe chief executive is Bo Chen."),
-        &keyed("ceo"),
-    )
-    .unwrap();
+    ceo_entry(&e, CEO_BO);
     drain(&e);
     // The request's handle answers from what it read…
     assert_eq!(request.hidden_for_search().unwrap(), None);
