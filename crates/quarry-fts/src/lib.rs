@@ -965,7 +965,11 @@ mod tests {
         let leftovers = |dir: &Path| -> Result<Vec<String>> {
             let mut names = Vec::new();
             for entry in std::fs::read_dir(dir).map_err(io)? {
-                let name = entry.map_err(io)?.file_name().to_string_lossy().into_owned();
+                let name = entry
+                    .map_err(io)?
+                    .file_name()
+                    .to_string_lossy()
+                    .into_owned();
                 if name.ends_with(".del") {
                     names.push(name);
                 }

@@ -25,7 +25,7 @@ use serde_json::{Value, json};
 
 use crate::audit::AuditNote;
 use crate::auth::Caller;
-use crate::http::{ApiError, Body, count, run_blocking};
+use crate::http::{ApiError, Body, consistency, count, run_blocking};
 use crate::service::entries::parse_as_of;
 use crate::service::filter::parse_filter;
 use crate::state::AppState;
@@ -33,12 +33,13 @@ use crate::state::AppState;
 type ApiResult = Result<axum::Json<Value>, ApiError>;
 
 pub(crate) fn router() -> Router<Arc<AppState>> {
-    Router::new()
+    let reads = Router::new()
         .route("/search", post(search))
         .route("/vsearch", post(vsearch))
         .route("/query", post(query))
         .route("/get", post(get_document))
-        .route("/multi_get", post(multi_get))
+        .route("/multi_get", post(multi_get));
+    consistency::reads(reads)
         .route("/status", get(status))
         .route("/embed", post(embed))
         .route("/collections", get(list_collections))

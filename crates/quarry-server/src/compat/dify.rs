@@ -12,12 +12,12 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::auth::Caller;
-use crate::http::{count, run_blocking};
+use crate::http::{consistency, count, run_blocking};
 use crate::state::AppState;
 
 /// Dify's External Knowledge API (its own error shape).
 pub(crate) fn router() -> Router<Arc<AppState>> {
-    Router::new().route("/retrieval", post(retrieval))
+    consistency::reads(Router::new().route("/retrieval", post(retrieval)))
 }
 
 /// Dify's error: `{"error_code", "error_msg"}`.

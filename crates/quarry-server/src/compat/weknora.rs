@@ -12,12 +12,12 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::auth::Caller;
-use crate::http::{ApiError, Body, count, run_blocking};
+use crate::http::{ApiError, Body, consistency, count, run_blocking};
 use crate::state::AppState;
 
 /// `POST /api/v1/knowledge-search` (REST error shape, one space).
 pub(crate) fn router() -> Router<Arc<AppState>> {
-    Router::new().route("/api/v1/knowledge-search", post(knowledge_search))
+    consistency::reads(Router::new().route("/api/v1/knowledge-search", post(knowledge_search)))
 }
 
 /// Seed 000's body (`question`, `knowledge_base_ids`) and WeKnora's (`query`,

@@ -8,7 +8,8 @@
 //! anyway, saying so with `X-Quarry-Caught-Up: false`.
 //!
 //! Event-stream responses (MCP over SSE) carry no position: their headers leave before the
-//! work they stream has happened.
+//! work they stream has happened. Nor do searches sent by POST ([`reads`]): they write
+//! nothing a later read could wait for, and the position would cost a round trip each.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -55,6 +56,21 @@ fn presented(req: &Request) -> Result<Option<i64>, ApiError> {
     }
 }
 
+/// Marks a response as a read's whatever its method: it carries no position.
+#[derive(Clone, Copy)]
+struct Read;
+
+/// The routes of `router` added so far answer reads (searches and fetches sent by POST):
+/// their responses carry no `X-Quarry-Txid`. Routes added after this call are not marked.
+pub(crate) fn reads<S: Clone + Send + Sync + 'static>(router: axum::Router<S>) -> axum::Router<S> {
+    router.route_layer(axum::middleware::map_response(
+        |mut response: Response| async move {
+            response.extensions_mut().insert(Read);
+            response
+        },
+    ))
+}
+
 /// The middleware (inside authentication: only callers make a node wait).
 pub(crate) async fn read_your_writes(
     State(state): State<Arc<AppState>>,
@@ -73,8 +89,9 @@ pub(crate) async fn read_your_writes(
             Err(e) => return e.into_response(),
         }
     }
-    let writes = !matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS);
+    let posted = !matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS);
     let mut response = next.run(req).await;
+    let writes = posted && response.extensions().get::<Read>().is_none();
     if !caught_up {
         response
             .headers_mut()
