@@ -274,6 +274,34 @@ impl VectorSearch for PgStore {
         ))
         .map_err(db_err)?;
         let fetch = i64::try_from(fetch).unwrap_or(i64::MAX);
+        if !filtered {
+            // Unfiltered, first without asking of each candidate whether a chunk still
+            // uses it: that question, inside the scan, is a semi-join over every chunk
+            // and document when the planner scans exactly (most of the search's time on
+            // small collections). Its answer only matters for an embedding kept after its
+            // last chunk went (`embeddings` is a cache by text): such an embedding takes a
+            // place among the `fetch` here, so an answer short of `want` is asked again
+            // below, skipping them inside the scan. Otherwise both answers are the same:
+            // every live text nearer than the last one returned is among the `fetch`.
+            let rows = conn
+                .query(
+                    &format!(
+                        "WITH near AS MATERIALIZED (
+                             SELECT e.hash, e.vector::halfvec({dims}) <=> $2::halfvec({dims}) AS dist
+                             FROM embeddings e WHERE e.model = $1
+                             ORDER BY e.vector::halfvec({dims}) <=> $2::halfvec({dims})
+                             LIMIT $4)
+                         SELECT c.id, (1 - near.dist)::real FROM near
+                         JOIN chunks c ON c.hash = near.hash
+                         ORDER BY near.dist, c.id LIMIT $3"
+                    ),
+                    &[&model, &q, &limit, &fetch],
+                )
+                .map_err(db_err)?;
+            if rows.len() >= want {
+                return Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect());
+            }
+        }
         // Through the model's HNSW index: the `fetch` nearest chunk texts (hashes) that some
         // chunk in the filter still has, materialised so they are ordered exactly after the
         // relaxed scan, then those chunks. Prepared once per connection (`dims` is part of

@@ -120,6 +120,47 @@ fn filtered_and_unfiltered_search_find_the_true_neighbours() {
     );
 }
 
+/// An embedding no chunk uses any more (the cache keeps it by text) is never an answer and
+/// never crowds one out: here hundreds of them lie nearer the query than any chunk.
+#[test]
+fn embeddings_no_chunk_uses_take_no_place_among_the_nearest() {
+    let Some((_db, store)) = store() else { return };
+    let mut rng = UnitVectors::new(0x51ed_2701_a3c4_9b17, DIMS);
+    let (_, live) = fill(&store, "live", 300, &mut rng);
+    store.prepare_vectors(MODEL, DIMS).expect("prepare_vectors");
+    let q = rng.unit();
+    let near_q = |i: usize| -> Vec<f32> {
+        let mut v = q.clone();
+        v[i % DIMS] += 0.01;
+        v
+    };
+    let orphans: Vec<(String, Vec<f32>)> = (0..400)
+        .map(|i| (format!("orphan-{i}"), near_q(i)))
+        .collect();
+    store
+        .put_embeddings(MODEL, &orphans)
+        .expect("put_embeddings");
+    for want in [1, 10, 40] {
+        let found = store.nearest_chunks(MODEL, &q, want, None).expect("search");
+        assert_eq!(found.len(), want, "want {want}: {found:?}");
+        assert!(
+            found
+                .iter()
+                .all(|(id, _)| live.iter().any(|(l, _)| l == id)),
+            "only chunks: {found:?}"
+        );
+        assert_eq!(
+            recall(&found, &oracle(&live, &q, want), &live, &q),
+            1.0,
+            "want {want}"
+        );
+    }
+    // And with no orphan near: the same answers.
+    let far = rng.unit();
+    let found = store.nearest_chunks(MODEL, &far, 10, None).expect("search");
+    assert_eq!(recall(&found, &oracle(&live, &far, 10), &live, &far), 1.0);
+}
+
 #[test]
 fn bad_dimensions_are_clear_errors() {
     let Some((_db, store)) = store() else { return };
