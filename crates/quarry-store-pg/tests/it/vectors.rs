@@ -155,7 +155,7 @@ fn embeddings_no_chunk_uses_take_no_place_among_the_nearest() {
             "want {want}"
         );
     }
-    // And with no orphan near: the same answers.
+    // A query elsewhere in the space: the true neighbours as well.
     let far = rng.unit();
     let found = store.nearest_chunks(MODEL, &far, 10, None).expect("search");
     assert_eq!(recall(&found, &oracle(&live, &far, 10), &live, &far), 1.0);
