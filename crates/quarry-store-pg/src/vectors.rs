@@ -235,12 +235,17 @@ impl VectorSearch for PgStore {
             let total = row.get::<_, Option<i64>>(1).unwrap_or(0).max(in_filter);
             if searched_exactly(in_filter, total, self.exact_search_max) {
                 // Exact: `vector <=> $2` is not the index's expression, so nothing but a
-                // scan of the filtered chunks can answer it.
+                // scan of the filtered chunks can answer it — from the filter's documents,
+                // their chunks and each one's vector by key (`LATERAL … OFFSET 0`; joined,
+                // the planner scans every chunk and embedding: 29 ms where this takes 17 ms
+                // for 5,000 of 110,000 chunks, and far less for a small filter).
                 let rows = conn
                     .query(
-                        "SELECT c.id, (1 - (e.vector <=> $2))::real FROM chunks c \
-                         JOIN documents d ON d.id = c.document_id \
-                         JOIN embeddings e ON e.model = $1 AND e.hash = c.hash \
+                        "SELECT c.id, (1 - (e.vector <=> $2))::real FROM documents d \
+                         CROSS JOIN LATERAL (SELECT c.id, c.hash FROM chunks c \
+                             WHERE c.document_id = d.id OFFSET 0) c \
+                         CROSS JOIN LATERAL (SELECT e.vector FROM embeddings e \
+                             WHERE e.model = $1 AND e.hash = c.hash OFFSET 0) e \
                          WHERE d.collection_id = ANY($3) \
                          ORDER BY e.vector <=> $2, c.id LIMIT $4",
                         &[&model, &q, &filter, &limit],
