@@ -46,17 +46,29 @@ fn recall(found: &[(i64, f32)], truth: &[(i64, f32)], pool: &[(i64, Vec<f32>)], 
 
 #[test]
 fn filtered_and_unfiltered_search_find_the_true_neighbours() {
-    let Some((_db, store)) = store() else { return };
+    let Some((db, store)) = store() else { return };
     let mut rng = UnitVectors::new(0x9e37_79b9_7f4a_7c15, DIMS);
     // `small` is searched exactly (few chunks), `large` through the index with a filter.
     let (small, small_vecs) = fill(&store, "small", 300, &mut rng);
     let (large, large_vecs) = fill(&store, "large", 4_500, &mut rng);
+    // `tiny` (2 % of the chunks) is searched exactly, read chunk by chunk; `small` (6 %)
+    // exactly through joins.
+    let (tiny, tiny_vecs) = fill(&store, "tiny", 100, &mut rng);
+    // The planner's count of all chunks, as autovacuum leaves it (shares are taken of it).
+    db.client()
+        .batch_execute("ANALYZE chunks")
+        .expect("ANALYZE chunks");
     store.prepare_vectors(MODEL, DIMS).expect("prepare_vectors");
     store
         .prepare_vectors(MODEL, DIMS)
         .expect("prepare_vectors again is cheap");
-    let all: Vec<(i64, Vec<f32>)> = small_vecs.iter().chain(&large_vecs).cloned().collect();
-    let (mut r_all, mut r_small, mut r_large) = (0.0, 0.0, 0.0);
+    let all: Vec<(i64, Vec<f32>)> = small_vecs
+        .iter()
+        .chain(&large_vecs)
+        .chain(&tiny_vecs)
+        .cloned()
+        .collect();
+    let (mut r_all, mut r_small, mut r_large, mut r_tiny) = (0.0, 0.0, 0.0, 0.0);
     let queries = 20;
     for _ in 0..queries {
         let q = rng.unit();
@@ -77,6 +89,17 @@ fn filtered_and_unfiltered_search_find_the_true_neighbours() {
             "filter"
         );
         r_small += recall(&found, &oracle(&small_vecs, &q, 10), &small_vecs, &q);
+        let found = store
+            .nearest_chunks(MODEL, &q, 10, Some(&[tiny]))
+            .expect("search");
+        assert_eq!(found.len(), 10);
+        assert!(
+            found
+                .iter()
+                .all(|(id, _)| tiny_vecs.iter().any(|(s, _)| s == id)),
+            "filter"
+        );
+        r_tiny += recall(&found, &oracle(&tiny_vecs, &q, 10), &tiny_vecs, &q);
         let found = store
             .nearest_chunks(MODEL, &q, 10, Some(&[large]))
             .expect("search");
@@ -109,6 +132,7 @@ fn filtered_and_unfiltered_search_find_the_true_neighbours() {
     }
     let n = f64::from(queries);
     assert_eq!(r_small / n, 1.0, "the small filter is searched exactly");
+    assert_eq!(r_tiny / n, 1.0, "the tiny filter is searched exactly");
     assert!(r_all / n >= 0.95, "unfiltered recall@10 {}", r_all / n);
     assert!(r_large / n >= 0.95, "filtered recall@10 {}", r_large / n);
     // Another model's vectors, or none: nothing found, no error.
