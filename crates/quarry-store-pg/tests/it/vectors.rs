@@ -44,6 +44,27 @@ fn recall(found: &[(i64, f32)], truth: &[(i64, f32)], pool: &[(i64, Vec<f32>)], 
     hit.min(truth.len()) as f64 / truth.len() as f64
 }
 
+/// The 10 nearest chunks to `q` in `collection`, each checked to be one of its `chunks`, and
+/// their recall against the oracle over those chunks.
+fn search_in(
+    store: &PgStore,
+    q: &[f32],
+    collection: i64,
+    chunks: &[(i64, Vec<f32>)],
+) -> (Vec<(i64, f32)>, f64) {
+    let found = store
+        .nearest_chunks(MODEL, q, 10, Some(&[collection]))
+        .expect("search");
+    assert!(
+        found
+            .iter()
+            .all(|(id, _)| chunks.iter().any(|(s, _)| s == id)),
+        "filter"
+    );
+    let r = recall(&found, &oracle(chunks, q, 10), chunks, q);
+    (found, r)
+}
+
 #[test]
 fn filtered_and_unfiltered_search_find_the_true_neighbours() {
     let Some((db, store)) = store() else { return };
@@ -79,42 +100,18 @@ fn filtered_and_unfiltered_search_find_the_true_neighbours() {
             "best first: {found:?}"
         );
         r_all += recall(&found, &oracle(&all, &q, 10), &all, &q);
-        let found = store
-            .nearest_chunks(MODEL, &q, 10, Some(&[small]))
-            .expect("search");
-        assert!(
-            found
-                .iter()
-                .all(|(id, _)| small_vecs.iter().any(|(s, _)| s == id)),
-            "filter"
-        );
-        r_small += recall(&found, &oracle(&small_vecs, &q, 10), &small_vecs, &q);
-        let found = store
-            .nearest_chunks(MODEL, &q, 10, Some(&[tiny]))
-            .expect("search");
+        let (_, r) = search_in(&store, &q, small, &small_vecs);
+        r_small += r;
+        let (found, r) = search_in(&store, &q, tiny, &tiny_vecs);
         assert_eq!(found.len(), 10);
-        assert!(
-            found
-                .iter()
-                .all(|(id, _)| tiny_vecs.iter().any(|(s, _)| s == id)),
-            "filter"
-        );
-        r_tiny += recall(&found, &oracle(&tiny_vecs, &q, 10), &tiny_vecs, &q);
-        let found = store
-            .nearest_chunks(MODEL, &q, 10, Some(&[large]))
-            .expect("search");
+        r_tiny += r;
+        let (found, r) = search_in(&store, &q, large, &large_vecs);
         assert_eq!(
             found.len(),
             10,
             "a filtered index search still fills its answer"
         );
-        assert!(
-            found
-                .iter()
-                .all(|(id, _)| large_vecs.iter().any(|(s, _)| s == id)),
-            "filter"
-        );
-        r_large += recall(&found, &oracle(&large_vecs, &q, 10), &large_vecs, &q);
+        r_large += r;
         // Similarities agree with the oracle to half precision.
         let ids: Vec<i64> = small_vecs.iter().take(5).map(|(id, _)| *id).collect();
         let sims = store
