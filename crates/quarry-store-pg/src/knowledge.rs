@@ -1,9 +1,12 @@
 //! [`quarry_store::KnowledgeStore`] on PostgreSQL.
 //!
-//! Lock order, everywhere in this file and in `jobs.rs`: a file's job row, then the file's
-//! row (`kb_files`), then blob rows. A worker's fenced side effect locks its job first; the
-//! user-facing writes (`delete_kb_file`, `update_note`, `retry_kb_file`) lock the file's job
-//! before the file, so the two never wait on each other in opposite orders.
+//! Lock order, everywhere in this file and in `jobs.rs`: the file's knowledge base's row
+//! (`collections`), then a file's job row, then the file's row (`kb_files`), then blob rows.
+//! A worker's fenced side effect locks its job first; the user-facing writes
+//! (`delete_kb_file`, `update_note`, `retry_kb_file`) lock the file's job before the file, so
+//! the two never wait on each other in opposite orders. Whatever writes a document takes
+//! the collection first ([`lock_file`] does): inserting one checks the collection's key, and
+//! removing the collection holds it while it waits for the files' jobs.
 
 use postgres::GenericClient;
 use quarry_store::{
@@ -491,8 +494,11 @@ impl KnowledgeStore for PgStore {
         self.write(|tx| {
             let n = tx
                 .execute(
+                    // In id order, as removing the collection locks them.
                     "UPDATE kb_files f SET status = 'ready', error = NULL, updated_at = $3 \
-                     WHERE f.collection_id = $1 AND f.status = 'embedding' \
+                     WHERE f.id IN (SELECT id FROM kb_files WHERE collection_id = $1 \
+                                    AND status = 'embedding' ORDER BY id FOR UPDATE) \
+                     AND f.collection_id = $1 AND f.status = 'embedding' \
                      AND f.document_id IS NOT NULL \
                      AND EXISTS (SELECT 1 FROM documents d WHERE d.id = f.document_id \
                                  AND d.chunked_hash = d.hash) \
@@ -547,14 +553,15 @@ impl KnowledgeStore for PgStore {
             images.push((hash.as_str(), to_i64(*size, "image size")?, mime.as_str()));
         }
         self.write(|tx| {
-            if !lease_holds(tx, lease)? {
-                return Ok(None);
-            }
             // The file's row stays locked until commit: a delete waits for this document to
-            // land (and removes it), or went first and this finds nothing.
+            // land (and removes it), or went first and this finds nothing. Locked before the
+            // lease is checked (the same job row), so the collection comes first.
             let Some(file) = lock_file(tx, row_id)? else {
                 return Ok(None);
             };
+            if !lease_holds(tx, lease)? {
+                return Ok(None);
+            }
             let now = quarry_core::now_millis();
             let doc = crate::store::DocWriter::new(file.collection_id).upsert(
                 tx,
@@ -848,9 +855,16 @@ pub(super) fn file_by_row(c: &mut impl GenericClient, row_id: i64) -> Result<Opt
         .transpose()
 }
 
-/// Locks a file's job (if it has one), then the file's row, until commit (see the lock
+/// Locks the file's knowledge base (`FOR KEY SHARE`: uploads and other files' writes go
+/// on), the file's job (if it has one), then the file's row, until commit (see the lock
 /// order in the module docs), and reads the file.
 pub(super) fn lock_file(tx: &mut crate::PgTransaction<'_>, row_id: i64) -> Result<Option<KbFile>> {
+    tx.execute(
+        "SELECT 1 FROM collections WHERE id = (SELECT collection_id FROM kb_files WHERE id = $1) \
+         FOR KEY SHARE",
+        &[&row_id],
+    )
+    .map_err(db_err)?;
     tx.query_opt(
         "SELECT 1 FROM jobs WHERE file_id = $1 FOR UPDATE",
         &[&row_id],

@@ -13,6 +13,11 @@
 //!   several nodes write documents at once.
 //! - **Document rows are locked in id order** (`SELECT … ORDER BY id FOR UPDATE`) by every
 //!   method here that locks more than one, so two of them never deadlock.
+//! - **Rows of different tables are locked in one order**: a source, its collection, a
+//!   file's job, the file, documents. Removing a collection takes all of them in that order
+//!   before it deletes anything; a writer that puts a document into a knowledge base holds
+//!   the collection (at least `FOR KEY SHARE`, what the foreign-key check takes) before it
+//!   locks a file's job (`knowledge.rs`).
 //! - **Names sort by bytes** (`COLLATE "C"`), as on SQLite, whatever the database's locale.
 //! - **Feed consumers** are registered, moved and forgotten under `FEED_CONSUMERS_LOCK`, so
 //!   trimming never drops an entry that a consumer registering at the same moment needs.
@@ -142,21 +147,42 @@ impl CollectionStore for PgStore {
 
     fn remove_collection(&self, space: &str, name: &str) -> Result<u64> {
         self.write(|tx| {
+            let not_found = || Error::NotFound(format!("collection '{name}' not found"));
             let id: i64 = match tx
                 .query_opt(
-                    "SELECT id FROM collections WHERE space = $1 AND name = $2 FOR UPDATE",
+                    "SELECT id FROM collections WHERE space = $1 AND name = $2",
                     &[&space, &name],
                 )
                 .map_err(db_err)?
             {
                 Some(row) => col(&row, 0)?,
-                None => return Err(Error::NotFound(format!("collection '{name}' not found"))),
+                None => return Err(not_found()),
             };
+            // Everything it removes is locked first, in the order every other writer takes
+            // the same rows (see the module docs): its sources, the collection, its files'
+            // jobs, its files, its documents. A sync holds its source before the collection,
+            // and a conversion the collection before the file's job, so taking them in
+            // another order here would close a cycle and deadlock.
             tx.execute(
-                "SELECT 1 FROM documents WHERE collection_id = $1 ORDER BY id FOR UPDATE",
+                "SELECT 1 FROM sources WHERE collection_id = $1 ORDER BY id FOR UPDATE",
                 &[&id],
             )
             .map_err(db_err)?;
+            if tx
+                .query_opt("SELECT 1 FROM collections WHERE id = $1 FOR UPDATE", &[&id])
+                .map_err(db_err)?
+                .is_none()
+            {
+                return Err(not_found());
+            }
+            for lock in [
+                "SELECT 1 FROM jobs WHERE file_id IN \
+                 (SELECT id FROM kb_files WHERE collection_id = $1) ORDER BY id FOR UPDATE",
+                "SELECT 1 FROM kb_files WHERE collection_id = $1 ORDER BY id FOR UPDATE",
+                "SELECT 1 FROM documents WHERE collection_id = $1 ORDER BY id FOR UPDATE",
+            ] {
+                tx.execute(lock, &[&id]).map_err(db_err)?;
+            }
             let n = tx
                 .execute(
                     "WITH gone AS (DELETE FROM chunks WHERE document_id IN \

@@ -211,3 +211,176 @@ fn an_entry_that_commits_out_of_order_is_not_skipped() {
         assert_eq!(got, ["a.md", "b.md"]);
     });
 }
+
+/// Waits until `n` sessions of this database wait for a lock (the writers the test paused).
+fn wait_for_lock_waiters(raw: &mut postgres::Client, n: i64) {
+    for _ in 0..1_000 {
+        let waiting: i64 = raw
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity \
+                 WHERE datname = current_database() AND wait_event_type = 'Lock'",
+                &[],
+            )
+            .unwrap()
+            .get(0);
+        if waiting >= n {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    panic!("{n} writers never waited for a lock");
+}
+
+fn upload(name: &str) -> quarry_store::NewKbFile {
+    quarry_store::NewKbFile {
+        original_name: name.into(),
+        sha256: quarry_core::sha256_hex(name.as_bytes()),
+        format: "md".into(),
+        mime: "text/markdown".into(),
+        size: 10,
+        note: None,
+        readers: None,
+        meta: String::new(),
+    }
+}
+
+fn converted(body: &str) -> quarry_store::ConvertedFile {
+    quarry_store::ConvertedFile {
+        title: body.into(),
+        markdown: body.into(),
+        pages: Vec::new(),
+        furniture: Vec::new(),
+        meta: String::new(),
+        page_count: None,
+        pages_without_text: None,
+        warnings: Vec::new(),
+        images: Vec::new(),
+    }
+}
+
+/// A conversion landing its document (the file's job and row locked, then a document
+/// inserted, which checks the collection's key) while the knowledge base is removed (the
+/// collection locked, then the files' jobs): both finish, and nothing of the knowledge base
+/// is left. Taken in opposite orders, the two locks deadlocked and PostgreSQL aborted one.
+#[test]
+fn removing_a_knowledge_base_while_a_conversion_lands_deadlocks_neither() {
+    with_store_db(|store, db| {
+        let kb = store
+            .create_knowledge_base("default", "kb", "", None)
+            .unwrap();
+        let file = match &store
+            .add_files(kb.collection_id, &[upload("a.md")])
+            .unwrap()[0]
+        {
+            quarry_store::AddedFile::Added { file } => file.row_id,
+            other => panic!("not added: {other:?}"),
+        };
+        // The test holds the file's row, so the conversion stops right after its first locks.
+        let mut holder = db.client();
+        let mut hold = holder.transaction().unwrap();
+        hold.execute(
+            "SELECT 1 FROM kb_files WHERE id = $1 FOR KEY SHARE",
+            &[&file],
+        )
+        .unwrap();
+        let mut raw = db.client();
+        std::thread::scope(|s| {
+            let landing = s.spawn(|| store.file_converted(None, file, converted("# A\n\nbody")));
+            wait_for_lock_waiters(&mut raw, 1);
+            let removing = s.spawn(|| store.remove_collection("default", "kb"));
+            wait_for_lock_waiters(&mut raw, 2);
+            hold.commit().unwrap();
+            let landed = landing.join().unwrap();
+            let removed = removing.join().unwrap();
+            assert!(landed.is_ok(), "the conversion failed: {landed:?}");
+            assert!(removed.is_ok(), "the removal failed: {removed:?}");
+        });
+        for table in [
+            "collections",
+            "kb_files",
+            "documents",
+            "jobs WHERE kind <> 'cleanup'",
+        ] {
+            let left: i64 = raw
+                .query_one(&format!("SELECT count(*) FROM {table}"), &[])
+                .unwrap()
+                .get(0);
+            assert_eq!(left, 0, "rows left in {table}");
+        }
+    });
+}
+
+/// A sync adding a file (its source locked, then the knowledge base's row for a free name)
+/// while the knowledge base is removed: the removal takes the source first, so the sync
+/// waits and then finds its lease gone. Removing took the collection before the source and
+/// deadlocked with it.
+#[test]
+fn removing_a_knowledge_base_while_its_source_syncs_deadlocks_neither() {
+    with_store_db(|store, db| {
+        let kb = store
+            .create_knowledge_base("default", "kb", "", None)
+            .unwrap();
+        let source = store
+            .create_source(&quarry_store::NewSource {
+                collection_id: kb.collection_id,
+                kind: "folder".into(),
+                location: "/docs".into(),
+                mask: "**".into(),
+                interval_ms: None,
+                sealed_secret: None,
+                readers: None,
+            })
+            .unwrap();
+        let lease = store
+            .claim_source(source.row_id, "node-1", 60_000)
+            .unwrap()
+            .expect("a new source is free");
+        let add = |name: &'static str| {
+            let file = upload(name);
+            store.apply_source_change(
+                lease,
+                &quarry_store::SourceChange::Add {
+                    path: name,
+                    version: "v1",
+                    file: &file,
+                },
+            )
+        };
+        let first = add("one.md").unwrap().expect("the lease holds");
+        store
+            .file_converted(None, first, converted("# One"))
+            .unwrap()
+            .expect("converted");
+        // The test holds the knowledge base's document, so the removal stops once it has
+        // locked what comes before documents.
+        let mut holder = db.client();
+        let mut hold = holder.transaction().unwrap();
+        hold.execute(
+            "SELECT 1 FROM documents WHERE collection_id = $1 FOR KEY SHARE",
+            &[&kb.collection_id],
+        )
+        .unwrap();
+        let mut raw = db.client();
+        std::thread::scope(|s| {
+            let removing = s.spawn(|| store.remove_collection("default", "kb"));
+            wait_for_lock_waiters(&mut raw, 1);
+            let syncing = s.spawn(|| add("two.md"));
+            wait_for_lock_waiters(&mut raw, 2);
+            hold.commit().unwrap();
+            let removed = removing.join().unwrap();
+            let synced = syncing.join().unwrap();
+            assert!(matches!(removed, Ok(1)), "the removal failed: {removed:?}");
+            assert!(
+                matches!(synced, Ok(None)),
+                "the sync should find its source gone: {synced:?}"
+            );
+        });
+        for table in ["collections", "sources", "kb_files", "documents"] {
+            let left: i64 = raw
+                .query_one(&format!("SELECT count(*) FROM {table}"), &[])
+                .unwrap()
+                .get(0);
+            assert_eq!(left, 0, "rows left in {table}");
+        }
+    });
+}
