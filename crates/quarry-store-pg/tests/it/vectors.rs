@@ -69,16 +69,18 @@ fn search_in(
 fn filtered_and_unfiltered_search_find_the_true_neighbours() {
     let Some((db, store)) = store() else { return };
     let mut rng = UnitVectors::new(0x9e37_79b9_7f4a_7c15, DIMS);
-    // `small` is searched exactly (few chunks), `large` through the index with a filter.
+    // `small` is searched exactly (few chunks), `large` through the index with a filter
+    // (its chunks counted up to 4,097, its share read from the statistics).
     let (small, small_vecs) = fill(&store, "small", 300, &mut rng);
     let (large, large_vecs) = fill(&store, "large", 4_500, &mut rng);
     // `tiny` (2 % of the chunks) is searched exactly, read chunk by chunk; `small` (6 %)
     // exactly through joins.
     let (tiny, tiny_vecs) = fill(&store, "tiny", 100, &mut rng);
-    // The planner's count of all chunks, as autovacuum leaves it (shares are taken of it).
+    // The planner's statistics, as autovacuum leaves them: shares are taken of its count
+    // of all chunks, and `large`'s (past what is worth counting) of its documents'.
     db.client()
-        .batch_execute("ANALYZE chunks")
-        .expect("ANALYZE chunks");
+        .batch_execute("ANALYZE chunks, documents")
+        .expect("ANALYZE");
     store.prepare_vectors(MODEL, DIMS).expect("prepare_vectors");
     store
         .prepare_vectors(MODEL, DIMS)
@@ -191,4 +193,153 @@ fn bad_dimensions_are_clear_errors() {
     assert!(err.to_string().contains("0 dimensions"), "{err}");
     let err = store.prepare_vectors(MODEL, 5000).expect_err("too many");
     assert!(err.to_string().contains("1 to 4000"), "{err}");
+}
+
+/// The model's HNSW indexes on `embeddings`: (name, valid, definition).
+fn model_indexes(db: &TestDatabase) -> Vec<(String, bool, String)> {
+    db.client()
+        .query(
+            "SELECT c.relname::text, i.indisvalid, pg_get_indexdef(i.indexrelid) FROM pg_index i \
+             JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_class t ON t.oid = i.indrelid \
+             WHERE t.relname = 'embeddings' AND pg_get_indexdef(i.indexrelid) LIKE '%hnsw%' \
+             ORDER BY 1",
+            &[],
+        )
+        .expect("indexes")
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect()
+}
+
+/// An index built with older graph parameters (here pgvector's defaults, under the bare
+/// name earlier releases gave it) is replaced by one with today's, and searches find the
+/// true neighbours before, during and after; two nodes preparing at once both succeed
+/// and leave one index. An interrupted concurrent build (an invalid index under today's
+/// name) is dropped and built again.
+#[test]
+fn an_index_with_older_parameters_is_rebuilt_while_searches_go_on() {
+    let Some((db, store)) = store() else { return };
+    let mut rng = UnitVectors::new(0x0dd5_11fe_4b2a_77c3, DIMS);
+    let (_, chunks) = fill(&store, "docs", 400, &mut rng);
+    store.prepare_vectors(MODEL, DIMS).expect("prepare_vectors");
+    let [(today, true, def)] = &model_indexes(&db)[..] else {
+        panic!("one valid index: {:?}", model_indexes(&db));
+    };
+    // Today's name is the bare name and the parameters; the bare name alone is older.
+    let bare = today
+        .rsplit_once("_m")
+        .map(|(bare, _)| bare.to_owned())
+        .expect("the name carries the parameters");
+    let (head, tail) = def.split_once(" WITH (").expect("built with parameters");
+    let (_, filter) = tail.split_once(") WHERE ").expect("a partial index");
+    let older_def = format!("{} WHERE {filter}", head.replacen(today.as_str(), &bare, 1));
+    let mut raw = db.client();
+    raw.batch_execute(&format!("DROP INDEX {today}; {older_def}"))
+        .expect("an index as an older release built it");
+    assert_eq!(
+        model_indexes(&db)
+            .iter()
+            .map(|(n, v, _)| (n.as_str(), *v))
+            .collect::<Vec<_>>(),
+        [(bare.as_str(), true)]
+    );
+    let searched = |store: &PgStore| {
+        for _ in 0..5 {
+            let q = rng_query(&chunks);
+            let found = store.nearest_chunks(MODEL, &q, 10, None).expect("search");
+            assert_eq!(recall(&found, &oracle(&chunks, &q, 10), &chunks, &q), 1.0);
+        }
+    };
+    searched(&store);
+    let second = PgStore::connect(&db.url).expect("a second node");
+    std::thread::scope(|s| {
+        let one = s.spawn(|| store.prepare_vectors(MODEL, DIMS));
+        let two = s.spawn(|| second.prepare_vectors(MODEL, DIMS));
+        let searching = s.spawn(|| searched(&second));
+        one.join().unwrap().expect("node one prepares");
+        two.join().unwrap().expect("node two prepares");
+        searching.join().unwrap();
+    });
+    // The node that lost the race returned at once; whichever built, one index is left.
+    store.prepare_vectors(MODEL, DIMS).expect("prepare again");
+    let after = model_indexes(&db);
+    assert_eq!(
+        after
+            .iter()
+            .map(|(n, v, _)| (n.as_str(), *v))
+            .collect::<Vec<_>>(),
+        [(today.as_str(), true)]
+    );
+    assert!(after[0].2.contains("ef_construction"), "{}", after[0].2);
+    searched(&store);
+    // A `CREATE INDEX CONCURRENTLY` interrupted (here cancelled while it waits for a writer
+    // to finish) leaves its index behind, invalid.
+    raw.batch_execute(&format!("DROP INDEX {today}"))
+        .expect("drop today's index");
+    let mut writer = db.client();
+    let mut writing = writer.transaction().expect("begin");
+    writing
+        .execute(
+            "UPDATE embeddings SET vector = vector WHERE hash = (SELECT min(hash) FROM embeddings)",
+            &[],
+        )
+        .expect("a write in progress");
+    let create = def.replacen("CREATE INDEX", "CREATE INDEX CONCURRENTLY", 1);
+    std::thread::scope(|s| {
+        let building = s.spawn(|| db.client().batch_execute(&create));
+        let mut waiting = None;
+        for _ in 0..1_000 {
+            waiting = raw
+                .query_opt(
+                    "SELECT pid FROM pg_stat_activity WHERE datname = current_database() \
+                     AND wait_event_type = 'Lock' AND query LIKE 'CREATE INDEX%'",
+                    &[],
+                )
+                .expect("pg_stat_activity")
+                .map(|r| r.get::<_, i32>(0));
+            if waiting.is_some() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let pid = waiting.expect("the build waits for the writer");
+        raw.execute("SELECT pg_cancel_backend($1)", &[&pid])
+            .expect("cancel the build");
+        let failed = building.join().unwrap().expect_err("cancelled");
+        let why = failed.as_db_error().map(|e| e.message().to_owned());
+        assert!(
+            why.as_deref().is_some_and(|m| m.contains("cancel")),
+            "{failed:?}"
+        );
+    });
+    writing.rollback().expect("rollback");
+    assert_eq!(
+        model_indexes(&db)
+            .iter()
+            .map(|(n, v, _)| (n.as_str(), *v))
+            .collect::<Vec<_>>(),
+        [(today.as_str(), false)]
+    );
+    store
+        .prepare_vectors(MODEL, DIMS)
+        .expect("prepare over an invalid index");
+    assert_eq!(
+        model_indexes(&db)
+            .iter()
+            .map(|(n, v, _)| (n.as_str(), *v))
+            .collect::<Vec<_>>(),
+        [(today.as_str(), true)]
+    );
+    searched(&store);
+}
+
+/// A query near one of `chunks` (its vector, nudged): a different one each call.
+fn rng_query(chunks: &[(i64, Vec<f32>)]) -> Vec<f32> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let i = NEXT.fetch_add(7, Ordering::Relaxed) % chunks.len();
+    let mut q = chunks[i].1.clone();
+    let at = i % DIMS;
+    q[at] += 0.05;
+    q
 }
