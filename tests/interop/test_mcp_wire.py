@@ -308,6 +308,42 @@ def test_oversized_body_is_413(server_factory):
     assert status == 413, text
 
 
+def test_only_a_tool_call_that_writes_answers_with_a_feed_position(server_factory):
+    """X-Quarry-Txid (read-your-writes across nodes) costs a store round trip per answer. On
+    the JSON endpoint (QukaAI's /api/v1/mcp) a listing or a read-only knowledge tool answers
+    without it, a knowledge write with it; /mcp streams its answers, which carry none."""
+    srv = server_factory()
+
+    def call(method: str, params: dict | None = None, headers: dict | None = None) -> tuple[dict, dict]:
+        body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params or {}}
+        status, rh, text = request(srv, body, headers, path="/api/v1/mcp")
+        assert status == 200, text
+        assert rh.get("content-type", "").startswith("application/json"), rh
+        [msg] = messages(rh, text)
+        assert "error" not in msg and not msg["result"].get("isError"), msg
+        return rh, msg["result"]
+
+    for method, params in [
+        ("tools/list", None),
+        ("tools/call", {"name": "query_knowledge", "arguments": {"query": "zanzibar"}}),
+        ("tools/call", {"name": "list_knowledge", "arguments": {}}),
+    ]:
+        rh, _ = call(method, params)
+        assert "x-quarry-txid" not in rh, (method, params, rh)
+    rh, result = call("tools/call", {"name": "create_knowledge",
+                                     "arguments": {"content": "The quokka census ran in May.", "title": "Quokka"}})
+    assert rh.get("x-quarry-txid", "").isdigit(), (rh, result)
+    # The position it answered with is one a read may present.
+    rh, result = call("tools/call", {"name": "query_knowledge", "arguments": {"query": "quokka census"}},
+                      {"X-Quarry-Txid": rh["x-quarry-txid"]})
+    assert "quokka" in json.dumps(result).lower(), result
+    assert rh.get("x-quarry-caught-up") != "false", rh
+    body, headers = modern("tools/call", {"name": "search", "arguments": {"query": "quokka"}})
+    status, rh, text = request(srv, body, headers)
+    assert status == 200 and rh.get("content-type", "").startswith("text/event-stream"), (rh, text)
+    assert "x-quarry-txid" not in rh, rh
+
+
 # ---------------------------------------------------------------------------------------------
 # stdio
 

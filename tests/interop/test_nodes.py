@@ -222,6 +222,8 @@ def test_a_note_created_on_a_is_found_on_b_with_its_txid(nodes):
     assert r.status_code == 200, r.text
     assert r.headers.get("X-Quarry-Caught-Up") != "false", dict(r.headers)
     assert "ocelot" in r.text.lower(), r.text
+    # A read-only tool's answer carries no position of its own.
+    assert "X-Quarry-Txid" not in r.headers, dict(r.headers)
     # A search sent by POST is a read: it presents the position but answers with none.
     r = search(b, "ocelot budget", headers={"X-Quarry-Txid": txid})
     assert r.status_code == 200 and "ocelot" in r.text.lower(), r.text

@@ -20,7 +20,7 @@ use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::json;
 
 use crate::auth::Caller;
-use crate::service::tool_args::{audited_call, request_caller};
+use crate::service::tool_args::{answer_is_read_unless_it_writes, audited_call, request_caller};
 use crate::service::{gate, knowledge_tools};
 use crate::state::AppState;
 
@@ -106,6 +106,12 @@ impl QukaMcp {
         crate::limits::tool_call(&self.state, &caller.principal).await?;
         // The capture tools are the catalog's `knowledge` tools: the same policies apply.
         let name = knowledge_tools::capture_tool_name(name);
+        if let Some(tool) = knowledge_tools::capture_tools()
+            .iter()
+            .find(|t| t.name == name)
+        {
+            answer_is_read_unless_it_writes(context, quarry_hub::KNOWLEDGE_PACKAGE, tool);
+        }
         let full_name = format!("{}.{name}", quarry_hub::KNOWLEDGE_PACKAGE);
         let state = &self.state;
         gate::gated(

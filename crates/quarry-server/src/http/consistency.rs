@@ -8,10 +8,13 @@
 //! anyway, saying so with `X-Quarry-Caught-Up: false`.
 //!
 //! Event-stream responses (MCP over SSE) carry no position: their headers leave before the
-//! work they stream has happened. Nor do searches sent by POST ([`reads`]): they write
-//! nothing a later read could wait for, and the position would cost a round trip each.
+//! work they stream has happened. Nor do reads sent by POST: searches ([`reads`]), MCP
+//! messages other than tool calls, and calls of tools that write no documents
+//! ([`mark_read`]). They write nothing a later read could wait for, and the position would
+//! cost a store round trip each.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use axum::extract::{Request, State};
@@ -56,25 +59,46 @@ fn presented(req: &Request) -> Result<Option<i64>, ApiError> {
     }
 }
 
-/// Marks a response as a read's whatever its method: it carries no position.
-#[derive(Clone, Copy)]
-struct Read;
+/// In a request's extensions: set, its answer is a read's whatever its method and carries
+/// no position. A layer outside [`read_your_writes`] that knows from the request alone puts
+/// one in already set ([`ReadMark::read`]); otherwise the middleware puts in an unset one,
+/// which a handler sets once it knows ([`mark_read`]). Shared, so a handler's copy of the
+/// request's extensions (rmcp's) sets the same mark.
+#[derive(Clone, Default)]
+pub(crate) struct ReadMark(Arc<AtomicBool>);
+
+impl ReadMark {
+    /// A mark already set: the request is a read.
+    pub(crate) fn read() -> Self {
+        ReadMark(Arc::new(AtomicBool::new(true)))
+    }
+
+    fn is_read(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// Marks the request whose extensions these are as a read: its answer carries no
+/// `X-Quarry-Txid`. Nothing happens outside [`read_your_writes`] (no mark to set).
+pub(crate) fn mark_read(extensions: &axum::http::Extensions) {
+    if let Some(mark) = extensions.get::<ReadMark>() {
+        mark.0.store(true, Ordering::Relaxed);
+    }
+}
 
 /// The routes of `router` added so far answer reads (searches and fetches sent by POST):
 /// their responses carry no `X-Quarry-Txid`. Routes added after this call are not marked.
 pub(crate) fn reads<S: Clone + Send + Sync + 'static>(router: axum::Router<S>) -> axum::Router<S> {
-    router.route_layer(axum::middleware::map_response(
-        |mut response: Response| async move {
-            response.extensions_mut().insert(Read);
-            response
-        },
-    ))
+    router.route_layer(axum::middleware::map_request(|req: Request| async move {
+        mark_read(req.extensions());
+        req
+    }))
 }
 
 /// The middleware (inside authentication: only callers make a node wait).
 pub(crate) async fn read_your_writes(
     State(state): State<Arc<AppState>>,
-    req: Request,
+    mut req: Request,
     next: Next,
 ) -> Response {
     let token = match presented(&req) {
@@ -90,8 +114,14 @@ pub(crate) async fn read_your_writes(
         }
     }
     let posted = !matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS);
+    let read = req
+        .extensions()
+        .get::<ReadMark>()
+        .cloned()
+        .unwrap_or_default();
+    req.extensions_mut().insert(read.clone());
     let mut response = next.run(req).await;
-    let writes = posted && response.extensions().get::<Read>().is_none();
+    let writes = posted && !read.is_read();
     if !caught_up {
         response
             .headers_mut()

@@ -42,7 +42,7 @@ fn is_json(req: &Request) -> bool {
 /// accepts only 200/204 there and warns otherwise.
 pub(crate) async fn http_guard(State(limit): State<usize>, req: Request, next: Next) -> Response {
     if req.method() == Method::POST && is_json(&req) {
-        let (parts, body) = req.into_parts();
+        let (mut parts, body) = req.into_parts();
         let bytes = match axum::body::to_bytes(body, limit).await {
             Ok(b) => b,
             Err(_) => {
@@ -64,6 +64,13 @@ pub(crate) async fn http_guard(State(limit): State<usize>, req: Request, next: N
         };
         if let Err(refusal) = check_message(&message) {
             return (StatusCode::BAD_REQUEST, axum::Json(refusal)).into_response();
+        }
+        // Only a tool call may write documents; whether it does, its tool tells
+        // (`service::tool_args::answer_is_read`).
+        if message.get("method").and_then(Value::as_str) != Some("tools/call") {
+            parts
+                .extensions
+                .insert(crate::http::consistency::ReadMark::read());
         }
         let response = next
             .run(Request::from_parts(parts, Body::from(bytes)))

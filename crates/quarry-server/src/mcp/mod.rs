@@ -29,7 +29,9 @@ use serde_json::{Value, json};
 
 use crate::auth::Caller;
 use crate::http::{run_blocking, run_blocking_raw};
-use crate::service::tool_args::{Args, audited_call, request_caller, tool_error};
+use crate::service::tool_args::{
+    Args, answer_is_read_unless_it_writes, audited_call, request_caller, tool_error,
+};
 use crate::service::{approver_tools, gate, knowledge_tools};
 use crate::state::AppState;
 use qmd_tools::{TOOL_NAMES, tools};
@@ -163,6 +165,7 @@ impl QuarryMcp {
         args: JsonObject,
         context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
+        answer_is_read_unless_it_writes(context, &tool.package, &tool.tool);
         // Every catalogued tool, Quarry's own included, passes the caller's policies first.
         gate::gated(
             &self.state,
@@ -370,6 +373,9 @@ impl QuarryMcp {
         context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
         if view.is_search_mode() && name == SEARCH_TOOLS {
+            if let Some(parts) = context.extensions.get::<axum::http::request::Parts>() {
+                crate::http::consistency::mark_read(&parts.extensions);
+            }
             return Ok(search_tools_result(caller, view, &args).await);
         }
         if view.is_search_mode() && name == CALL_TOOL {

@@ -18,6 +18,20 @@ use crate::state::AppState;
 /// The caller of one MCP request: fixed (stdio), or the one the HTTP auth middleware put on
 /// the request. Neither is an error, never a default: a request nobody vouched for reads
 /// nothing.
+/// Marks a tool call's HTTP request as a read (its answer carries no `X-Quarry-Txid`, see
+/// `http::consistency`) unless `tool` may write documents: Quarry's own knowledge tools that
+/// are not annotated read-only. Upstream tools write nothing into this store.
+pub(crate) fn answer_is_read_unless_it_writes(
+    context: &RequestContext<RoleServer>,
+    package: &str,
+    tool: &rmcp::model::Tool,
+) {
+    let writes = package == quarry_hub::KNOWLEDGE_PACKAGE && !quarry_hub::annotated_read_only(tool);
+    if !writes && let Some(parts) = context.extensions.get::<axum::http::request::Parts>() {
+        crate::http::consistency::mark_read(&parts.extensions);
+    }
+}
+
 pub(crate) fn request_caller(
     fixed: Option<&Caller>,
     context: &RequestContext<RoleServer>,
