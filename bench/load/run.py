@@ -70,10 +70,10 @@ def make_home(root: Path, quarry: Path, docs: int, embed: str | None) -> dict[st
 
 
 class Server:
-    def __init__(self, quarry: Path, env: dict[str, str], log: Path):
+    def __init__(self, quarry: Path, env: dict[str, str], log: Path, extra: tuple[str, ...] = ()):
         self.port = free_port()
         self.log = open(log, "wb")
-        self.proc = subprocess.Popen([str(quarry), "serve", "--port", str(self.port)], env=env,
+        self.proc = subprocess.Popen([str(quarry), "serve", *extra, "--port", str(self.port)], env=env,
                                      stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log)
         deadline = time.monotonic() + 300
         while True:
@@ -98,7 +98,8 @@ class Server:
         self.log.close()
 
 
-def load(port: int, route: str, qs: list[str], clients: int, seconds: float) -> dict:
+def load(port: int, route: str, qs: list[str], clients: int, seconds: float, fields: dict | None = None) -> dict:
+    """`clients` keep-alive clients asking `route` for `seconds`; `fields` join each body."""
     lat: list[list[float]] = [[] for _ in range(clients)]
     errors = [0] * clients
     stop = time.monotonic() + seconds
@@ -107,7 +108,7 @@ def load(port: int, route: str, qs: list[str], clients: int, seconds: float) -> 
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
         n = i
         while time.monotonic() < stop:
-            body = json.dumps({"query": qs[n % len(qs)], "limit": 10})
+            body = json.dumps({"query": qs[n % len(qs)], "limit": 10, **(fields or {})})
             n += clients
             t = time.perf_counter()
             try:
