@@ -15,9 +15,6 @@ use serde_json::Value;
 use crate::auth::Caller;
 use crate::state::AppState;
 
-/// The caller of one MCP request: fixed (stdio), or the one the HTTP auth middleware put on
-/// the request. Neither is an error, never a default: a request nobody vouched for reads
-/// nothing.
 /// Marks a tool call's HTTP request as a read (its answer carries no `X-Quarry-Txid`, see
 /// `http::consistency`) unless `tool` may write documents: Quarry's own knowledge tools that
 /// are not annotated read-only. Upstream tools write nothing into this store.
@@ -32,6 +29,9 @@ pub(crate) fn answer_is_read_unless_it_writes(
     }
 }
 
+/// The caller of one MCP request: fixed (stdio), or the one the HTTP auth middleware put on
+/// the request. Neither is an error, never a default: a request nobody vouched for reads
+/// nothing.
 pub(crate) fn request_caller(
     fixed: Option<&Caller>,
     context: &RequestContext<RoleServer>,
