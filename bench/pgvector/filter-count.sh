@@ -53,14 +53,12 @@ after() {  # the new statement around one count ($1: probed | joined)
           WHERE d.collection_id = ANY(ARRAY[:coll]::bigint[])"
   fi
   cat <<SQL
-SELECT n.kept, n.total, CASE WHEN n.kept >= :cap THEN
+SELECT n.kept, CASE WHEN n.kept >= :cap THEN
     (SELECT sum(m.f)::float8 FROM pg_stats s CROSS JOIN LATERAL
      unnest(s.most_common_vals::text::bigint[], s.most_common_freqs) AS m(v, f)
      WHERE s.schemaname = current_schema() AND s.tablename = 'documents'
      AND s.attname = 'collection_id' AND m.v = ANY(ARRAY[:coll]::bigint[])) END
-FROM (SELECT ($count) AS kept,
-      (SELECT greatest(reltuples, 0)::bigint FROM pg_class WHERE oid = 'chunks'::regclass) AS total
-      OFFSET 0) n;
+FROM (SELECT ($count) AS kept OFFSET 0) n;
 SQL
 }
 after probed >"$dir/after-probed.sql"

@@ -2,7 +2,7 @@
 //! down (half-precision vectors, the feed's trimming, NUL in text), read with a raw client.
 //! On the server `QUARRY_TEST_DATABASE_URL` names (skipped without one).
 
-use crate::common::TestDatabase;
+use crate::common::{TestDatabase, wait_for_lock_waiters};
 use pgvector::HalfVector;
 use quarry_core::CollectionKind;
 use quarry_store::prelude::*;
@@ -212,23 +212,15 @@ fn an_entry_that_commits_out_of_order_is_not_skipped() {
     });
 }
 
-/// Waits until `n` sessions of this database wait for a lock (the writers the test paused).
-fn wait_for_lock_waiters(raw: &mut postgres::Client, n: i64) {
-    for _ in 0..1_000 {
-        let waiting: i64 = raw
-            .query_one(
-                "SELECT count(*) FROM pg_stat_activity \
-                 WHERE datname = current_database() AND wait_event_type = 'Lock'",
-                &[],
-            )
+/// Fails unless `tables` hold no rows (each may carry its own `WHERE`).
+fn assert_no_rows(raw: &mut postgres::Client, tables: &[&str]) {
+    for table in tables {
+        let left: i64 = raw
+            .query_one(&format!("SELECT count(*) FROM {table}"), &[])
             .unwrap()
             .get(0);
-        if waiting >= n {
-            return;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
+        assert_eq!(left, 0, "rows left in {table}");
     }
-    panic!("{n} writers never waited for a lock");
 }
 
 fn upload(name: &str) -> quarry_store::NewKbFile {
@@ -286,27 +278,24 @@ fn removing_a_knowledge_base_while_a_conversion_lands_deadlocks_neither() {
         let mut raw = db.client();
         std::thread::scope(|s| {
             let landing = s.spawn(|| store.file_converted(None, file, converted("# A\n\nbody")));
-            wait_for_lock_waiters(&mut raw, 1);
+            wait_for_lock_waiters(&mut raw, 1, "%");
             let removing = s.spawn(|| store.remove_collection("default", "kb"));
-            wait_for_lock_waiters(&mut raw, 2);
+            wait_for_lock_waiters(&mut raw, 2, "%");
             hold.commit().unwrap();
             let landed = landing.join().unwrap();
             let removed = removing.join().unwrap();
             assert!(landed.is_ok(), "the conversion failed: {landed:?}");
             assert!(removed.is_ok(), "the removal failed: {removed:?}");
         });
-        for table in [
-            "collections",
-            "kb_files",
-            "documents",
-            "jobs WHERE kind <> 'cleanup'",
-        ] {
-            let left: i64 = raw
-                .query_one(&format!("SELECT count(*) FROM {table}"), &[])
-                .unwrap()
-                .get(0);
-            assert_eq!(left, 0, "rows left in {table}");
-        }
+        assert_no_rows(
+            &mut raw,
+            &[
+                "collections",
+                "kb_files",
+                "documents",
+                "jobs WHERE kind <> 'cleanup'",
+            ],
+        );
     });
 }
 
@@ -363,9 +352,9 @@ fn removing_a_knowledge_base_while_its_source_syncs_deadlocks_neither() {
         let mut raw = db.client();
         std::thread::scope(|s| {
             let removing = s.spawn(|| store.remove_collection("default", "kb"));
-            wait_for_lock_waiters(&mut raw, 1);
+            wait_for_lock_waiters(&mut raw, 1, "%");
             let syncing = s.spawn(|| add("two.md"));
-            wait_for_lock_waiters(&mut raw, 2);
+            wait_for_lock_waiters(&mut raw, 2, "%");
             hold.commit().unwrap();
             let removed = removing.join().unwrap();
             let synced = syncing.join().unwrap();
@@ -375,12 +364,9 @@ fn removing_a_knowledge_base_while_its_source_syncs_deadlocks_neither() {
                 "the sync should find its source gone: {synced:?}"
             );
         });
-        for table in ["collections", "sources", "kb_files", "documents"] {
-            let left: i64 = raw
-                .query_one(&format!("SELECT count(*) FROM {table}"), &[])
-                .unwrap()
-                .get(0);
-            assert_eq!(left, 0, "rows left in {table}");
-        }
+        assert_no_rows(
+            &mut raw,
+            &["collections", "sources", "kb_files", "documents"],
+        );
     });
 }

@@ -2,7 +2,7 @@
 //! against a brute-force oracle, the exact path for small filters, and similarities of
 //! named chunks. On the server `QUARRY_TEST_DATABASE_URL` names (see conformance.rs).
 
-use crate::common::TestDatabase;
+use crate::common::{TestDatabase, wait_for_lock_waiters};
 use quarry_store::conformance::vectors::{self, UnitVectors, cosine, oracle};
 use quarry_store::prelude::*;
 use quarry_store_pg::PgStore;
@@ -211,6 +211,14 @@ fn model_indexes(db: &TestDatabase) -> Vec<(String, bool, String)> {
         .collect()
 }
 
+/// The model's HNSW indexes: (name, valid).
+fn index_states(db: &TestDatabase) -> Vec<(String, bool)> {
+    model_indexes(db)
+        .into_iter()
+        .map(|(name, valid, _)| (name, valid))
+        .collect()
+}
+
 /// An index built with older graph parameters (here pgvector's defaults, under the bare
 /// name earlier releases gave it) is replaced by one with today's, and searches find the
 /// true neighbours before, during and after; two nodes preparing at once both succeed
@@ -236,18 +244,12 @@ fn an_index_with_older_parameters_is_rebuilt_while_searches_go_on() {
     let mut raw = db.client();
     raw.batch_execute(&format!("DROP INDEX {today}; {older_def}"))
         .expect("an index as an older release built it");
-    assert_eq!(
-        model_indexes(&db)
-            .iter()
-            .map(|(n, v, _)| (n.as_str(), *v))
-            .collect::<Vec<_>>(),
-        [(bare.as_str(), true)]
-    );
+    assert_eq!(index_states(&db), [(bare.clone(), true)]);
+    let queries: Vec<Vec<f32>> = (0..5).map(|_| rng.unit()).collect();
     let searched = |store: &PgStore| {
-        for _ in 0..5 {
-            let q = rng_query(&chunks);
-            let found = store.nearest_chunks(MODEL, &q, 10, None).expect("search");
-            assert_eq!(recall(&found, &oracle(&chunks, &q, 10), &chunks, &q), 1.0);
+        for q in &queries {
+            let found = store.nearest_chunks(MODEL, q, 10, None).expect("search");
+            assert_eq!(recall(&found, &oracle(&chunks, q, 10), &chunks, q), 1.0);
         }
     };
     searched(&store);
@@ -262,15 +264,11 @@ fn an_index_with_older_parameters_is_rebuilt_while_searches_go_on() {
     });
     // The node that lost the race returned at once; whichever built, one index is left.
     store.prepare_vectors(MODEL, DIMS).expect("prepare again");
-    let after = model_indexes(&db);
-    assert_eq!(
-        after
-            .iter()
-            .map(|(n, v, _)| (n.as_str(), *v))
-            .collect::<Vec<_>>(),
-        [(today.as_str(), true)]
-    );
-    assert!(after[0].2.contains("ef_construction"), "{}", after[0].2);
+    let [(name, true, rebuilt)] = &model_indexes(&db)[..] else {
+        panic!("one valid index: {:?}", model_indexes(&db));
+    };
+    assert_eq!(name, today);
+    assert!(rebuilt.contains("ef_construction"), "{rebuilt}");
     searched(&store);
     // A `CREATE INDEX CONCURRENTLY` interrupted (here cancelled while it waits for a writer
     // to finish) leaves its index behind, invalid.
@@ -287,22 +285,7 @@ fn an_index_with_older_parameters_is_rebuilt_while_searches_go_on() {
     let create = def.replacen("CREATE INDEX", "CREATE INDEX CONCURRENTLY", 1);
     std::thread::scope(|s| {
         let building = s.spawn(|| db.client().batch_execute(&create));
-        let mut waiting = None;
-        for _ in 0..1_000 {
-            waiting = raw
-                .query_opt(
-                    "SELECT pid FROM pg_stat_activity WHERE datname = current_database() \
-                     AND wait_event_type = 'Lock' AND query LIKE 'CREATE INDEX%'",
-                    &[],
-                )
-                .expect("pg_stat_activity")
-                .map(|r| r.get::<_, i32>(0));
-            if waiting.is_some() {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
-        let pid = waiting.expect("the build waits for the writer");
+        let pid = wait_for_lock_waiters(&mut raw, 1, "CREATE INDEX%")[0];
         raw.execute("SELECT pg_cancel_backend($1)", &[&pid])
             .expect("cancel the build");
         let failed = building.join().unwrap().expect_err("cancelled");
@@ -313,33 +296,10 @@ fn an_index_with_older_parameters_is_rebuilt_while_searches_go_on() {
         );
     });
     writing.rollback().expect("rollback");
-    assert_eq!(
-        model_indexes(&db)
-            .iter()
-            .map(|(n, v, _)| (n.as_str(), *v))
-            .collect::<Vec<_>>(),
-        [(today.as_str(), false)]
-    );
+    assert_eq!(index_states(&db), [(today.clone(), false)]);
     store
         .prepare_vectors(MODEL, DIMS)
         .expect("prepare over an invalid index");
-    assert_eq!(
-        model_indexes(&db)
-            .iter()
-            .map(|(n, v, _)| (n.as_str(), *v))
-            .collect::<Vec<_>>(),
-        [(today.as_str(), true)]
-    );
+    assert_eq!(index_states(&db), [(today.clone(), true)]);
     searched(&store);
-}
-
-/// A query near one of `chunks` (its vector, nudged): a different one each call.
-fn rng_query(chunks: &[(i64, Vec<f32>)]) -> Vec<f32> {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    let i = NEXT.fetch_add(7, Ordering::Relaxed) % chunks.len();
-    let mut q = chunks[i].1.clone();
-    let at = i % DIMS;
-    q[at] += 0.05;
-    q
 }
