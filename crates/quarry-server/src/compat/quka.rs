@@ -93,7 +93,7 @@ impl QukaMcp {
         // a tool error naming why); only names this endpoint does not serve are unknown, and
         // one outside the token's tool scope is as unknown as those (`knowledge_search` is
         // not a capture tool, so it is never in scope here).
-        if !knowledge_tools::capture_tool_in_scope(caller, name) {
+        let Some(tool) = knowledge_tools::capture_tool_in_scope(caller, name) else {
             let available: Vec<String> = knowledge_tools::capture_tools_for(caller)
                 .iter()
                 .map(|t| t.name.to_string())
@@ -102,16 +102,11 @@ impl QukaMcp {
                 format!("Unknown tool: {name}"),
                 Some(json!({ "tool": name, "available": available })),
             ));
-        }
+        };
         crate::limits::tool_call(&self.state, &caller.principal).await?;
+        answer_is_read_unless_it_writes(context, quarry_hub::KNOWLEDGE_PACKAGE, &tool);
         // The capture tools are the catalog's `knowledge` tools: the same policies apply.
         let name = knowledge_tools::capture_tool_name(name);
-        if let Some(tool) = knowledge_tools::capture_tools()
-            .iter()
-            .find(|t| t.name == name)
-        {
-            answer_is_read_unless_it_writes(context, quarry_hub::KNOWLEDGE_PACKAGE, tool);
-        }
         let full_name = format!("{}.{name}", quarry_hub::KNOWLEDGE_PACKAGE);
         let state = &self.state;
         gate::gated(

@@ -282,14 +282,14 @@ pub(crate) fn capture_tool_name(name: &str) -> &str {
     if name == QUERY_ALIAS { QUERY } else { name }
 }
 
-/// [`in_tool_scope`] for a capture tool called by name ([`capture_tool_name`]); false for a
-/// name that is none.
-pub(crate) fn capture_tool_in_scope(caller: &Caller, name: &str) -> bool {
+/// The capture tool called by name ([`capture_tool_name`]) when it is in the caller's
+/// scope ([`in_tool_scope`]); `None` for a name that is none or out of scope.
+pub(crate) fn capture_tool_in_scope(caller: &Caller, name: &str) -> Option<Tool> {
     let name = capture_tool_name(name);
     capture_tools()
-        .iter()
+        .into_iter()
         .find(|t| t.name == name)
-        .is_some_and(|t| in_tool_scope(caller, t))
+        .filter(|t| in_tool_scope(caller, t))
 }
 
 /// Whether the caller's token reaches knowledge tool `t` (its tool scope and read-only
