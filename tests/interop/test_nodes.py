@@ -694,3 +694,67 @@ def test_an_oauth_grant_moves_between_nodes(quarry_bin: Path, corpus: Path, tmp_
     finally:
         srv_a.stop()
         srv_b.stop()
+
+
+def test_access_changes_through_either_node_or_the_cli_bite_on_the_next_request_on_both(
+        quarry_bin: Path, corpus: Path, tmp_path: Path):
+    """Nodes check tokens from the access generation they watch, with no round trip (issue
+    46): a token made on one node works on the other at once; revoked through either node's
+    REST API or the CLI, it is refused by both nodes' very next request; a membership taken
+    away and given back likewise — changes spread over time and over the nodes, so some land
+    while a node is renewing its watch and some between renewals."""
+    a = make_home(quarry_bin, corpus, tmp_path / "a")
+    b = second_node(a, tmp_path / "b")
+    for args in (("space", "create", "acme"), ("user", "add", "ann"), ("space", "grant", "acme", "ann", "--role", "editor")):
+        r = a.run(*args)
+        assert r.returncode == 0, r.stderr
+    ann = json.loads(a.run("--json", "token", "create", "--user", "ann").stdout)["token"]
+    srv_a = start_server(a, "--auth", "token", logdir=tmp_path / "logs-a")
+    srv_b = start_server(b, "--auth", "token", logdir=tmp_path / "logs-b")
+    nodes = (srv_a, srv_b)
+
+    def status(srv, token: str) -> requests.Response:
+        return requests.get(srv.url("/status"), headers={"Authorization": f"Bearer {token}"}, timeout=30)
+
+    try:
+        for srv in nodes:
+            assert status(srv, ann).status_code == 200
+        for i in range(12):
+            maker, other = nodes[i % 2], nodes[1 - i % 2]
+            r = requests.post(maker.url("/api/v1/user/access-token"), json={"desc": f"round {i}"},
+                              headers={"Authorization": f"Bearer {ann}"}, timeout=30)
+            assert r.status_code == 201, r.text
+            made = r.json()["data"]
+            assert status(other, made["token"]).status_code == 200, f"round {i}: the other node refused a new token"
+            assert status(maker, made["token"]).status_code == 200
+            how = ("the other node", "the node that made it", "the CLI")[i % 3]
+            if how == "the CLI":
+                r = b.run("token", "revoke", made["id"])
+                assert r.returncode == 0, r.stderr
+            else:
+                revoker = other if how == "the other node" else maker
+                r = requests.delete(revoker.url(f"/api/v1/tokens/{made['id']}"),
+                                    headers={"Authorization": f"Bearer {ann}"}, timeout=30)
+                assert r.status_code == 200, r.text
+            for srv in nodes:
+                r = status(srv, made["token"])
+                assert r.status_code == 401 and r.json()["error_code"] == "TOKEN_REVOKED", \
+                    f"round {i}, revoked through {how}: {srv.url('')} answered {r.status_code} {r.text}"
+            time.sleep((i * 0.137) % 0.6)
+        # A membership taken away (CLI) and given back: both nodes follow at once.
+        r = a.run("space", "revoke", "acme", "ann")
+        assert r.returncode == 0, r.stderr
+        for srv in nodes:
+            assert status(srv, ann).status_code in (401, 403)
+        r = b.run("space", "grant", "acme", "ann", "--role", "viewer")
+        assert r.returncode == 0, r.stderr
+        for srv in nodes:
+            assert status(srv, ann).status_code == 200
+        # Each node watches with one connection of its own, and each has its row.
+        watching = db_rows(a.env, a.home, "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'quarry access watch' "
+                           "AND datname = current_database()")
+        assert watching == [(2,)], watching
+        assert db_rows(a.env, a.home, "SELECT count(*) FROM access_watchers") == [(2,)]
+    finally:
+        for srv in nodes:
+            srv.stop()

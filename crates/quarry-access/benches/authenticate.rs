@@ -1,10 +1,14 @@
 //! What checking a token costs per request, in process: `Directory::authenticate` over a
 //! store with 10 spaces, 100 users and 1,000 tokens, on the embedded store and — with
 //! `QUARRY_BENCH_DATABASE_URL` naming an empty database — on PostgreSQL, in one run:
-//! - kept: the node has checked the token before (one read of the access generation);
+//! - kept: the node has checked the token before (the access generation: on PostgreSQL the
+//!   one the node watches, a read of it until the watch has started);
 //! - first: a directory that never saw it (the generation, the token with its memberships
 //!   and chain, the scope — what every check cost before tokens were kept);
-//! - unknown: a token that does not exist, kept as such.
+//! - unknown: a token that does not exist, kept as such;
+//! - revoke: a token revoked while another node (a second store on the same database or
+//!   file) has it kept; the other node's next check must refuse it. On PostgreSQL the
+//!   revocation returns once every node watching the access generation has seen it.
 //!
 //! Prints p50/p90/p99; with `QUARRY_BENCH_OUT=FILE` also writes them there.
 //!
@@ -45,7 +49,7 @@ fn line(label: &str, m: &[f64]) -> String {
     )
 }
 
-fn measure(name: &str, store: Arc<dyn Store>) -> Res<String> {
+fn measure(name: &str, store: Arc<dyn Store>, other: Arc<dyn Store>) -> Res<String> {
     let d = Directory::new(store.clone());
     for s in 0..10 {
         d.create_space(&format!("space{s}"), "")?;
@@ -83,11 +87,32 @@ fn measure(name: &str, store: Arc<dyn Store>) -> Res<String> {
         let _ = d.authenticate(&bogus, None)?;
         Ok(())
     })?;
+    let other = Directory::new(other);
+    let mut issued = Vec::new();
+    for i in 0..200 {
+        let t = d.create_token(&TokenRequest {
+            user: format!("user{}", i % 100),
+            label: "revoked".into(),
+            ..Default::default()
+        })?;
+        valid(&other, &t.token)?;
+        issued.push(t);
+    }
+    let revoke = timed(issued.len(), |i| {
+        d.revoke_token(&issued[i].record.id, None)?;
+        Ok(())
+    })?;
+    for t in &issued {
+        if other.authenticate(&t.token, None)?.is_ok() {
+            return Err("the other node accepted a revoked token".into());
+        }
+    }
     Ok(format!(
-        "{name}\n{}{}{}",
+        "{name}\n{}{}{}{}",
         line("kept", &kept),
         line("first", &first),
-        line("unknown", &unknown)
+        line("unknown", &unknown),
+        line("revoke", &revoke)
     ))
 }
 
@@ -96,12 +121,18 @@ fn main() -> Res<()> {
     let mut report = String::from(
         "Directory::authenticate, 10 spaces, 100 users, 1000 tokens (release build)\n",
     );
-    let sqlite: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.path().join("q.db"))?);
-    report += &measure("embedded (SQLite)", sqlite)?;
+    let file = dir.path().join("q.db");
+    let sqlite: Arc<dyn Store> = Arc::new(SqliteStore::open(&file)?);
+    report += &measure(
+        "embedded (SQLite)",
+        sqlite,
+        Arc::new(SqliteStore::open(&file)?),
+    )?;
     match std::env::var("QUARRY_BENCH_DATABASE_URL") {
         Ok(url) => {
             let pg: Arc<dyn Store> = Arc::new(quarry_store_pg::PgStore::connect(&url)?);
-            report += &measure("PostgreSQL", pg)?;
+            let node_b = Arc::new(quarry_store_pg::PgStore::connect(&url)?);
+            report += &measure("PostgreSQL", pg, node_b)?;
         }
         Err(_) => report += "PostgreSQL: skipped (QUARRY_BENCH_DATABASE_URL is not set)\n",
     }

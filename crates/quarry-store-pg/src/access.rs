@@ -33,6 +33,15 @@ const GROUP_COLUMNS: &str = "g.uid, g.space, g.name, g.description, g.created_at
 const MEMBERSHIP_SELECT: &str = "SELECT u.name, s.id, s.uid, m.role, m.created_at \
      FROM memberships m JOIN users u ON u.id = m.user_id JOIN spaces s ON s.id = m.space";
 
+impl PgStore {
+    /// `out`, once every node answers from the generation the change produced
+    /// ([`PgStore::settle_access`]): what each access write returns.
+    fn settled<T>(&self, out: T) -> Result<T> {
+        self.settle_access()?;
+        Ok(out)
+    }
+}
+
 impl AccessStore for PgStore {
     fn create_space(&self, name: &str, description: &str) -> Result<Space> {
         let conflict = || format!("space '{name}' already exists");
@@ -137,7 +146,8 @@ impl AccessStore for PgStore {
             tx.execute("DELETE FROM spaces WHERE id = $1", &[&name])
                 .map_err(db_err)?;
             Ok(())
-        })
+        })?;
+        self.settled(())
     }
 
     fn create_user(&self, name: &str) -> Result<User> {
@@ -222,7 +232,8 @@ impl AccessStore for PgStore {
             tx.execute("DELETE FROM users WHERE id = $1", &[&user_row])
                 .map_err(db_err)?;
             Ok(())
-        })
+        })?;
+        self.settled(())
     }
 
     fn grant(&self, user_row: i64, space: &str, role: Role) -> Result<()> {
@@ -235,7 +246,7 @@ impl AccessStore for PgStore {
                 &[&user_row, &space, &role.as_str()],
             )
             .map_err(db_err)?;
-        Ok(())
+        self.settled(())
     }
 
     fn revoke_membership(&self, user_row: i64, space: &str) -> Result<bool> {
@@ -250,7 +261,7 @@ impl AccessStore for PgStore {
                 &[&user_row, &space],
             )
             .map_err(db_err)?;
-        Ok(col::<i64>(&row, 0)? > 0)
+        self.settled(col::<i64>(&row, 0)? > 0)
     }
 
     fn memberships(&self, user_row: Option<i64>) -> Result<Vec<Membership>> {
@@ -316,7 +327,7 @@ impl AccessStore for PgStore {
                 new.user_row
             ))
         })?;
-        token_from_row(&row)
+        self.settled(token_from_row(&row)?)
     }
 
     fn tokens(&self, user_row: Option<i64>) -> Result<Vec<TokenRecord>> {
@@ -440,10 +451,15 @@ impl AccessStore for PgStore {
                 &[&key, &user_row, &at, &MAX_TOKEN_CHAIN],
             )
             .map_err(db_err)?;
-        row.try_get(0).map_err(db_err)
+        self.settled(row.try_get(0).map_err(db_err)?)
     }
 
     fn access_generation(&self) -> Result<i64> {
+        quarry_store::thread_guard::check();
+        if let Some(n) = self.access_watch.trusted() {
+            return Ok(n);
+        }
+        self.access_watch.start(|| self.pool.connector());
         let row = self
             .conn()?
             .query_one("SELECT n FROM access_generation WHERE id = 1", &[])
@@ -525,7 +541,7 @@ impl AccessStore for PgStore {
     }
 
     fn delete_group(&self, space: &str, name: &str) -> Result<bool> {
-        self.write(|tx| {
+        let out = self.write(|tx| {
             // Locked first: a member being added waits, then fails its foreign key.
             let Some(row) = tx
                 .query_opt(
@@ -542,7 +558,8 @@ impl AccessStore for PgStore {
             tx.execute("DELETE FROM groups WHERE id = $1", &[&id])
                 .map_err(db_err)?;
             Ok(true)
-        })
+        })?;
+        self.settled(out)
     }
 
     fn add_group_member(&self, space: &str, group: &str, user_row: i64) -> Result<bool> {
@@ -564,7 +581,7 @@ impl AccessStore for PgStore {
                 "group '{group}' not found in space '{space}'"
             )));
         }
-        col(&row, 1)
+        self.settled(col(&row, 1)?)
     }
 
     fn remove_group_member(&self, space: &str, group: &str, user_row: i64) -> Result<bool> {
@@ -576,7 +593,7 @@ impl AccessStore for PgStore {
                 &[&space, &group, &user_row],
             )
             .map_err(db_err)?;
-        Ok(n > 0)
+        self.settled(n > 0)
     }
 
     fn user_groups(&self, space: &str, user_row: i64) -> Result<Vec<String>> {

@@ -39,6 +39,8 @@ pub struct PgStore {
     exact_search_max: i64,
     /// The planner's estimate of all chunks and when it was read ([`PgStore::chunk_estimate`]).
     chunk_estimate: std::sync::Mutex<Option<(std::time::Instant, i64)>>,
+    /// The access generation this node watches (token checks without a round trip).
+    access_watch: access_watch::AccessWatch,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -65,6 +67,7 @@ impl PgStore {
             ef_search: vectors::EF_SEARCH,
             exact_search_max: EXACT_SEARCH_MAX,
             chunk_estimate: std::sync::Mutex::new(None),
+            access_watch: access_watch::AccessWatch::new(),
         })
     }
 
@@ -179,6 +182,7 @@ pub(crate) fn lock(tx: &mut crate::PgTransaction<'_>, key: i64) -> Result<()> {
 pub(crate) const DOCID_LOCKS: i32 = 0x5144_4944;
 
 mod access;
+mod access_watch;
 mod audit;
 mod blob_locks;
 mod chat;

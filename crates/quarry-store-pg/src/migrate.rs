@@ -25,10 +25,11 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (23, include_str!("../migrations/v23.sql")),
     (24, include_str!("../migrations/v24.sql")),
     (25, include_str!("../migrations/v25.sql")),
+    (26, include_str!("../migrations/v26.sql")),
 ];
 
 /// The newest schema version this binary knows.
-pub(crate) const SCHEMA_VERSION: i32 = 25;
+pub(crate) const SCHEMA_VERSION: i32 = 26;
 
 /// Serialises migrations across every process using the database.
 const MIGRATION_LOCK: i64 = 7_245_190_455_173_122_048;

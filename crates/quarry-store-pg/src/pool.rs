@@ -29,9 +29,7 @@ const CHECKOUT_WAIT: Duration = Duration::from_secs(30);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 pub(crate) struct Pool {
-    config: Config,
-    tls: MakeRustlsConnect,
-    describe: String,
+    connector: Connector,
     size: usize,
     state: Mutex<State>,
     freed: Condvar,
@@ -76,9 +74,11 @@ impl Pool {
         }
         let describe = describe(&config);
         Ok(Pool {
-            config,
-            tls: tls(root_cert.as_deref())?,
-            describe,
+            connector: Connector {
+                config,
+                tls: tls(root_cert.as_deref())?,
+                describe,
+            },
             size: size.max(1),
             state: Mutex::new(State {
                 idle: Vec::new(),
@@ -90,7 +90,12 @@ impl Pool {
 
     /// `user@host:port/database`, for messages (never the password).
     pub(crate) fn describe(&self) -> String {
-        self.describe.clone()
+        self.connector.describe.clone()
+    }
+
+    /// What opens this pool's connections, for a thread that keeps one of its own.
+    pub(crate) fn connector(&self) -> Connector {
+        self.connector.clone()
     }
 
     /// A connection: an idle healthy one, else a new one while under the pool's size, else
@@ -133,7 +138,7 @@ impl Pool {
                 return Err(Error::StorageUnavailable(format!(
                     "all {} connections to PostgreSQL at {} stayed busy for {}s",
                     self.size,
-                    self.describe,
+                    self.connector.describe,
                     CHECKOUT_WAIT.as_secs()
                 )));
             }
@@ -142,6 +147,39 @@ impl Pool {
 
     /// A connection of its own, outside the pool (for session-level locks).
     pub(crate) fn connect_dedicated(&self) -> Result<Client> {
+        self.connector.connect()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // The state is two plain fields, consistent between statements: a panic elsewhere
+        // leaves nothing half-done.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn put_back(&self, client: Client, kept: Kept) {
+        let mut state = self.lock();
+        if client.is_closed() {
+            state.open -= 1;
+        } else {
+            state.idle.push((client, kept));
+        }
+        drop(state);
+        self.freed.notify_one();
+    }
+}
+
+/// The settings that open a connection: the URL's, TLS, and how to name the server in
+/// messages.
+#[derive(Clone)]
+pub(crate) struct Connector {
+    config: Config,
+    tls: MakeRustlsConnect,
+    describe: String,
+}
+
+impl Connector {
+    /// A connection of its own, outside any pool.
+    pub(crate) fn connect(&self) -> Result<Client> {
         let unavailable = |e: postgres::Error| {
             Error::StorageUnavailable(format!(
                 "cannot connect to PostgreSQL at {}: {}",
@@ -163,23 +201,6 @@ impl Pool {
                 .map_err(unavailable)?;
         }
         Ok(client)
-    }
-
-    fn lock(&self) -> MutexGuard<'_, State> {
-        // The state is two plain fields, consistent between statements: a panic elsewhere
-        // leaves nothing half-done.
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn put_back(&self, client: Client, kept: Kept) {
-        let mut state = self.lock();
-        if client.is_closed() {
-            state.open -= 1;
-        } else {
-            state.idle.push((client, kept));
-        }
-        drop(state);
-        self.freed.notify_one();
     }
 }
 

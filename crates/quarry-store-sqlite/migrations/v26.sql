@@ -1,0 +1,2 @@
+-- Version 26 (issue 46): nothing changes in the embedded store. PostgreSQL's nodes register
+-- the access generation they watch (quarry-store-pg's v26); one process reads its own file.
