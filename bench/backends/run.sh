@@ -8,13 +8,18 @@
 # runs the metadata-filter measurement instead (issue 44; see the bench's docs) and writes
 # bench/results/backends-filtered.json (bench/README.md gives the settings it was run with:
 # QUARRY_BENCH_ROUNDS=1 QUARRY_BENCH_WARMUP=5 QUARRY_BENCH_PAGE_STRIDE=4 QUARRY_BENCH_COPIES=54).
+#   QUARRY_BENCH_ONLY=uploads bash bench/backends/run.sh
+# measures uploads alone, into empty stores (a few minutes; bench/results/backends-uploads.json).
 # About 60 minutes on 2 cores, most of it embedding the first copy with the model, twice (both backends index ~100k documents and ~110k chunks).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/quarry-target}"
 OUT="$PWD/bench/results"
 report=backends.json
-if [ "${QUARRY_BENCH_ONLY:-}" = filtered ]; then report=backends-filtered.json; fi
+case "${QUARRY_BENCH_ONLY:-}" in
+  filtered) report=backends-filtered.json ;;
+  uploads) report=backends-uploads.json ;;
+esac
 mkdir -p "$OUT"
 
 eval "$(bash scripts/setup-models)"

@@ -35,6 +35,7 @@
 //!   pass of each measurement; `QUARRY_BENCH_PAGE_STRIDE` (default 1) keeps every n-th page
 //!   only (with as many more copies, the same ~100,000 documents and a fraction of the
 //!   chunks to embed)
+//! - `QUARRY_BENCH_ONLY=uploads` — step 6 alone, into empty stores (a few minutes)
 //! - `QUARRY_BENCH_CORPUS` (default `../shared/corpora/tldr/pages`), `QUARRY_BENCH_COPIES`
 //!   (13), `QUARRY_BENCH_ROUNDS` (3), `QUARRY_BENCH_UPLOADS` (400), `QUARRY_BENCH_HOME`
 //!   (default: a fresh folder under `~/.cache/quarry-bench/backends`), `QUARRY_BENCH_OUT`
@@ -172,6 +173,8 @@ struct Bench {
     queries: Vec<String>,
     /// `QUARRY_BENCH_ONLY=filtered`: the metadata-filter run (see the module docs).
     only_filtered: bool,
+    /// `QUARRY_BENCH_ONLY=uploads`: step 6 alone, into empty stores.
+    only_uploads: bool,
     warmup: usize,
     /// `QUARRY_BENCH_PAGE_STRIDE`: in the filtered run, every n-th page only.
     stride: usize,
@@ -389,6 +392,12 @@ fn run_backend(
     std::fs::create_dir_all(home)?;
     let engine = open(home, database, blobs, model)?;
     eprintln!("== {label}");
+    if bench.only_uploads {
+        // Loaded before the clock starts, as the full run's earlier steps have it.
+        engine.embedder(&NoProgress)?;
+        let upload = measure_uploads(engine, corpus, uploads)?;
+        return Ok(serde_json::json!({ "backend": label, "upload": upload }));
+    }
     let bucketed = home.join("corpus-with-buckets");
     let pages = if *only_filtered {
         let _ = std::fs::remove_dir_all(&bucketed);
@@ -532,41 +541,7 @@ fn run_backend(
     })?;
 
     // 6. Upload throughput.
-    let kb = engine.create_knowledge_base(&CreateKnowledgeBase {
-        name: "uploads".into(),
-        description: String::new(),
-        chunk_size: None,
-        chunk_overlap: None,
-    })?;
-    let mut files: Vec<PathBuf> = walk_md(&corpus.join("linux"))?;
-    files.sort();
-    files.truncate(uploads);
-    let engine = Arc::new(engine);
-    let t = Instant::now();
-    let mut staged = Vec::new();
-    for f in &files {
-        if let Ok(u) = engine.upload_from_path(f)? {
-            staged.push(u);
-        }
-    }
-    let mut queued = Vec::new();
-    for o in engine.add_uploads(&kb.id, staged)? {
-        if let UploadOutcome::Added { document } = o {
-            queued.push(document);
-        }
-    }
-    let done = quarry_queue::drain(
-        &engine,
-        &queued,
-        quarry_queue::WorkerOptions::default(),
-        &NoProgress,
-    )?;
-    let upload_s = t.elapsed().as_secs_f64();
-    let ready = done
-        .iter()
-        .filter(|f| f.status == quarry_engine::FileStatus::Ready)
-        .count();
-    eprintln!("{ready}/{} uploads ready in {upload_s:.1} s", files.len());
+    let upload = measure_uploads(engine, corpus, uploads)?;
 
     Ok(serde_json::json!({
         "backend": label,
@@ -588,12 +563,59 @@ fn run_backend(
         },
         "token_check_ms": summary(&check),
         "token_refused_ms": summary(&refused),
-        "upload": {
-            "files": files.len(),
-            "ready": ready,
-            "seconds": upload_s,
-            "docs_per_minute": ready as f64 * 60.0 / upload_s.max(1e-9),
-        },
+        "upload": upload,
+    }))
+}
+
+/// Step 6: `uploads` pages of the corpus's `linux/` uploaded into a new knowledge base and
+/// processed by the queue's workers until every one is ready.
+fn measure_uploads(engine: Engine, corpus: &Path, uploads: usize) -> Res<serde_json::Value> {
+    let kb = engine.create_knowledge_base(&CreateKnowledgeBase {
+        name: "uploads".into(),
+        description: String::new(),
+        chunk_size: None,
+        chunk_overlap: None,
+    })?;
+    let mut files: Vec<PathBuf> = walk_md(&corpus.join("linux"))?;
+    files.sort();
+    files.truncate(uploads);
+    let engine = Arc::new(engine);
+    let t = Instant::now();
+    let mut staged = Vec::new();
+    for f in &files {
+        if let Ok(u) = engine.upload_from_path(f)? {
+            staged.push(u);
+        }
+    }
+    let staged_s = t.elapsed().as_secs_f64();
+    let mut queued = Vec::new();
+    for o in engine.add_uploads(&kb.id, staged)? {
+        if let UploadOutcome::Added { document } = o {
+            queued.push(document);
+        }
+    }
+    let added_s = t.elapsed().as_secs_f64();
+    let done = quarry_queue::drain(
+        &engine,
+        &queued,
+        quarry_queue::WorkerOptions::default(),
+        &NoProgress,
+    )?;
+    let upload_s = t.elapsed().as_secs_f64();
+    let ready = done
+        .iter()
+        .filter(|f| f.status == quarry_engine::FileStatus::Ready)
+        .count();
+    eprintln!("{ready}/{} uploads ready in {upload_s:.1} s", files.len());
+
+    Ok(serde_json::json!({
+        "files": files.len(),
+        "ready": ready,
+        "seconds": upload_s,
+        "staging_seconds": staged_s,
+        "adding_seconds": added_s - staged_s,
+        "processing_seconds": upload_s - added_s,
+        "docs_per_minute": ready as f64 * 60.0 / upload_s.max(1e-9),
     }))
 }
 
@@ -640,6 +662,7 @@ fn main() -> Res<()> {
         uploads,
         queries,
         only_filtered: std::env::var("QUARRY_BENCH_ONLY").is_ok_and(|v| v == "filtered"),
+        only_uploads: std::env::var("QUARRY_BENCH_ONLY").is_ok_and(|v| v == "uploads"),
         warmup: env_or("QUARRY_BENCH_WARMUP", usize::MAX),
         stride: env_or("QUARRY_BENCH_PAGE_STRIDE", 1),
     };

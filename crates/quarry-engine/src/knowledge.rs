@@ -505,6 +505,12 @@ impl Engine {
         self.store().kb_file_by_row(row_id)
     }
 
+    /// The documents of these row ids that still exist, in any space and no particular
+    /// order (the CLI's progress over many uploads: one read).
+    pub fn kb_documents_by_rows(&self, row_ids: &[i64]) -> Result<Vec<KbFile>> {
+        self.store().kb_files_by_rows(row_ids)
+    }
+
     /// Deletes a document: gone for readers when this returns — with, for a knowledge
     /// entry, every entry derived from it ([`Engine::delete_knowledge_by`]).
     pub fn delete_kb_document(&self, kb_key: &str, doc_key: &str) -> Result<KbFile> {

@@ -303,6 +303,18 @@ impl KnowledgeStore for PgStore {
         file_by_row(&mut *self.conn()?, row_id)
     }
 
+    fn kb_files_by_rows(&self, row_ids: &[i64]) -> Result<Vec<KbFile>> {
+        if row_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.conn()?
+            .query(&format!("{FILE_SELECT} WHERE f.id = ANY($1)"), &[&row_ids])
+            .map_err(db_err)?
+            .iter()
+            .map(file_from_row)
+            .collect()
+    }
+
     fn kb_file_ids(&self, document_ids: &[i64]) -> Result<HashMap<i64, String>> {
         if document_ids.is_empty() {
             return Ok(HashMap::new());

@@ -449,6 +449,15 @@ pub trait KnowledgeStore {
     fn kb_file(&self, collection_id: i64, key: &str) -> Result<Option<KbFile>>;
     /// A file by row id.
     fn kb_file_by_row(&self, row_id: i64) -> Result<Option<KbFile>>;
+    /// The files of these row ids that exist, in no particular order (one read for a
+    /// caller that watches many files; a store over the network overrides the loop).
+    fn kb_files_by_rows(&self, row_ids: &[i64]) -> Result<Vec<KbFile>> {
+        let mut out = Vec::with_capacity(row_ids.len());
+        for &row in row_ids {
+            out.extend(self.kb_file_by_row(row)?);
+        }
+        Ok(out)
+    }
     /// The public file id of each of these documents that belongs to a knowledge base
     /// (document id → file id); documents of folder collections are absent.
     fn kb_file_ids(&self, document_ids: &[i64]) -> Result<HashMap<i64, String>>;

@@ -329,6 +329,14 @@ pub fn knowledge_files_are_filtered_and_found_by_id_or_name(store: &dyn Store) {
     let other = kb(store, "other");
     assert_eq!(store.kb_file(other, &files[0].id).expect("elsewhere"), None);
     assert_eq!(store.kb_file_by_row(i64::MAX).expect("unknown row"), None);
+    // Many at once: those that exist, each as read one by one, an unknown row skipped.
+    let mut many = store
+        .kb_files_by_rows(&[files[2].row_id, i64::MAX, files[0].row_id, files[1].row_id])
+        .expect("by rows");
+    many.sort_by_key(|f| f.row_id);
+    let one_by_one: Vec<KbFile> = files.iter().map(|f| file(store, f.row_id)).collect();
+    assert_eq!(many, one_by_one);
+    assert!(store.kb_files_by_rows(&[]).expect("none").is_empty());
     let note = file(store, files[2].row_id).note.expect("a note");
     assert_eq!(note.kind, "text");
     assert_eq!(note.title.as_deref(), Some("An idea"));
