@@ -233,7 +233,9 @@ pub trait AccessStore: Send + Sync {
     /// A number that grows, in the same transaction, with every change that can change
     /// what a token resolves to (tokens, users, spaces, memberships, groups and their
     /// members; not a token's use). Every node reads the same one: a token resolved at one
-    /// generation resolves the same while it is unchanged.
+    /// generation resolves the same while it is unchanged. A store may answer from a value
+    /// it watches rather than read it (PostgreSQL does), provided each change returns only
+    /// once no node would answer an older one.
     fn access_generation(&self) -> Result<i64>;
 
     /// Creates a group in `space` (by name), with no members; `Conflict` if the space has a
