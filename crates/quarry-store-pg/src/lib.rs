@@ -37,8 +37,9 @@ pub struct PgStore {
     /// Filters keeping at most this many chunks are searched exactly
     /// ([`PgStore::with_exact_search_max`]).
     exact_search_max: i64,
-    /// The planner's estimate of all chunks and when it was read ([`PgStore::chunk_estimate`]).
-    chunk_estimate: std::sync::Mutex<Option<(std::time::Instant, i64)>>,
+    /// The planner's statistics of all chunks and when they were read
+    /// ([`PgStore::chunk_stats`]).
+    chunk_stats: std::sync::Mutex<Option<(std::time::Instant, vectors::ChunkStats)>>,
     /// The access generation this node watches (token checks without a round trip).
     access_watch: access_watch::AccessWatch,
 }
@@ -66,7 +67,7 @@ impl PgStore {
             pool,
             ef_search: vectors::EF_SEARCH,
             exact_search_max: EXACT_SEARCH_MAX,
-            chunk_estimate: std::sync::Mutex::new(None),
+            chunk_stats: std::sync::Mutex::new(None),
             access_watch: access_watch::AccessWatch::new(),
         })
     }

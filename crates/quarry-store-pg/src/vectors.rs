@@ -134,40 +134,88 @@ fn max_scan_tuples(ef: usize, fetch: usize, in_filter: i64, total: i64) -> usize
         .max(MIN_SCAN_TUPLES)
 }
 
+/// How much more a graph candidate's check costs, per chunk of its text looked up, than
+/// reading one of the filter's chunks up front (measured on bench/backends' data: see
+/// [`filter_read_first`]).
+const PROBE_PER_READ: f64 = 1.0;
+
+/// Whether a filtered search through the index reads the filter's chunks first and tests
+/// each candidate against the set of their texts, rather than looking up each candidate's
+/// chunks and their documents: reading costs the `in_filter` chunks once, the lookups cost
+/// every chunk of each of at least `ef` candidates' texts (`per_text` each). Where texts
+/// repeat across collections (the same pages in several knowledge bases), the lookups were
+/// most of a 5 % search's time.
+fn filter_read_first(in_filter: i64, ef: usize, per_text: f64) -> bool {
+    in_filter as f64 <= ef as f64 * (1.0 + per_text) * PROBE_PER_READ
+}
+
 /// The largest share of all chunks an exact filtered search reads by key, chunk by chunk,
 /// rather than through joins over every chunk (measured crossover: between 4.6 % of 110,000
 /// chunks, where the probes took 60 % of the joins' time, and all of 3,300, 3.6×).
 const PROBED_SHARE_MAX: f64 = 0.05;
 
-/// How long a node keeps the planner's estimate of all chunks before reading it again.
-const CHUNK_ESTIMATE_KEPT: std::time::Duration = std::time::Duration::from_secs(30);
+/// How long a node keeps the planner's statistics of all chunks before reading them again.
+const CHUNK_STATS_KEPT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// What the planner's statistics say of all chunks ([`PgStore::chunk_stats`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct ChunkStats {
+    /// About how many chunks the store holds (`pg_class.reltuples`).
+    pub(crate) chunks: i64,
+    /// About how many chunks share each chunk text (1 when texts do not repeat, or before
+    /// the first `ANALYZE`): each candidate of a filtered search through the index is
+    /// checked against the filter through every chunk of its text.
+    pub(crate) per_text: f64,
+}
+
+/// Chunks per text from `reltuples` and `pg_stats.n_distinct` of `chunks.hash` (a positive
+/// count of distinct texts, or minus their share of the rows; `None` before any `ANALYZE`).
+fn chunks_per_text(chunks: i64, n_distinct: Option<f32>) -> f64 {
+    let per_text = match n_distinct {
+        Some(d) if d < 0.0 => 1.0 / f64::from(-d),
+        Some(d) if d > 0.0 => chunks.max(0) as f64 / f64::from(d),
+        _ => 1.0,
+    };
+    if per_text.is_finite() {
+        per_text.max(1.0)
+    } else {
+        1.0
+    }
+}
 
 impl PgStore {
-    /// About how many chunks the store holds (`pg_class.reltuples`, kept for
-    /// [`CHUNK_ESTIMATE_KEPT`]): an unfiltered search's effort grows with it. A hint, not
-    /// shared state — nodes may read it at different moments and still search correctly —
-    /// so an unfiltered search costs no extra round trip for it.
-    fn chunk_estimate(&self, conn: &mut crate::PgConnection<'_>) -> Result<i64> {
+    /// About how many chunks the store holds and how many share each text (the planner's
+    /// statistics, kept for [`CHUNK_STATS_KEPT`]): an unfiltered search's effort grows with
+    /// the first, a filtered one's way of checking candidates depends on the second. Hints,
+    /// not shared state — nodes may read them at different moments and still search
+    /// correctly — so an unfiltered search costs no extra round trip for them.
+    fn chunk_stats(&self, conn: &mut crate::PgConnection<'_>) -> Result<ChunkStats> {
         let kept = || {
-            self.chunk_estimate
+            self.chunk_stats
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
         };
-        if let Some((read, chunks)) = *kept()
-            && read.elapsed() < CHUNK_ESTIMATE_KEPT
+        if let Some((read, stats)) = *kept()
+            && read.elapsed() < CHUNK_STATS_KEPT
         {
-            return Ok(chunks);
+            return Ok(stats);
         }
         let row = conn
             .query_one(
-                "SELECT greatest(reltuples, 0)::bigint FROM pg_class \
-                 WHERE oid = 'chunks'::regclass",
+                "SELECT greatest(c.reltuples, 0)::bigint, \
+                     (SELECT s.n_distinct FROM pg_stats s WHERE s.schemaname = current_schema() \
+                      AND s.tablename = 'chunks' AND s.attname = 'hash') \
+                 FROM pg_class c WHERE c.oid = 'chunks'::regclass",
                 &[],
             )
             .map_err(db_err)?;
         let chunks: i64 = row.get(0);
-        *kept() = Some((std::time::Instant::now(), chunks));
-        Ok(chunks)
+        let stats = ChunkStats {
+            chunks,
+            per_text: chunks_per_text(chunks, row.get(1)),
+        };
+        *kept() = Some((std::time::Instant::now(), stats));
+        Ok(stats)
     }
 }
 
@@ -207,7 +255,7 @@ fn count_cap(total: i64, exact_max: i64) -> i64 {
 
 impl PgStore {
     /// How many chunks `filter` keeps and all chunks (the planner's estimate,
-    /// [`PgStore::chunk_estimate`], as an unfiltered search reads it). Counting is bounded
+    /// [`PgStore::chunk_stats`], as an unfiltered search reads it). Counting is bounded
     /// ([`count_cap`]):
     /// a filter on a collection that holds most of the store made every search count every
     /// chunk (34 ms at 105,000 of 110,000, 3.3 ms bounded: bench/pgvector/filter-count.sh),
@@ -218,7 +266,7 @@ impl PgStore {
         conn: &mut crate::PgConnection<'_>,
         filter: &[i64],
     ) -> Result<(i64, i64)> {
-        let estimate = self.chunk_estimate(conn)?;
+        let estimate = self.chunk_stats(conn)?.chunks;
         let cap = count_cap(estimate, self.exact_search_max);
         // A store no larger than the cap has nothing to bound, and over most of a small
         // store joins beat probes (0.8 ms against 1.7 for all of 3,300 chunks).
@@ -345,7 +393,7 @@ impl VectorSearch for PgStore {
             }
             (total, Some(in_filter))
         } else {
-            (self.chunk_estimate(&mut conn)?, None)
+            (self.chunk_stats(&mut conn)?.chunks, None)
         };
         let ef = ef_search_for(self.ef_search, want, total, in_filter);
         let fetch = want.saturating_mul(OVERFETCH).min(ef.max(want));
@@ -398,6 +446,38 @@ impl VectorSearch for PgStore {
                 return Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect());
             }
         }
+        if let Some(in_filter) = in_filter
+            && filter_read_first(in_filter, ef, self.chunk_stats(&mut conn)?.per_text)
+        {
+            // The filter's chunks read once, by key from its documents, and each graph
+            // candidate tested against the set of their texts (a hashed subplan: the `OR`
+            // keeps the planner from turning it into a join, which would drop the index scan
+            // for an exact one), then the nearest texts' chunks taken from that read.
+            let rows = conn
+                .query(
+                    &format!(
+                        "WITH kept AS MATERIALIZED (
+                             SELECT c.id, c.hash FROM documents d
+                             CROSS JOIN LATERAL (
+                                 SELECT c.id, c.hash FROM chunks c
+                                 WHERE c.document_id = d.id OFFSET 0) c
+                             WHERE d.collection_id = ANY($3)),
+                         near AS MATERIALIZED (
+                             SELECT e.hash, e.vector::halfvec({dims}) <=> $2::halfvec({dims}) AS dist
+                             FROM embeddings e
+                             WHERE e.model = $1 AND (e.hash IN (SELECT k.hash FROM kept k) OR $6)
+                             ORDER BY e.vector::halfvec({dims}) <=> $2::halfvec({dims})
+                             LIMIT $5)
+                         SELECT k.id, (1 - near.dist)::real FROM near
+                         JOIN kept k ON k.hash = near.hash
+                         ORDER BY near.dist, k.id LIMIT $4"
+                    ),
+                    &[&model, &q, &filter, &limit, &fetch, &false],
+                )
+                .map_err(db_err)?;
+            return Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect());
+        }
+
         // Through the model's HNSW index: the `fetch` nearest chunk texts (hashes) that some
         // chunk in the filter still has, materialised so they are ordered exactly after the
         // relaxed scan, then those chunks. Prepared once per connection (`dims` is part of

@@ -143,6 +143,68 @@ fn filtered_and_unfiltered_search_find_the_true_neighbours() {
     );
 }
 
+/// Collections that share their texts (the same pages in several knowledge bases): a filter
+/// to one of them through the index — where each candidate text is tested against the set of
+/// the filter's texts read first, not through every chunk of that text — answers with its own
+/// chunks only, never a copy's, and finds the true neighbours among them.
+#[test]
+fn a_filter_over_texts_other_collections_share_keeps_to_its_own_chunks() {
+    let Some((db, store)) = store() else { return };
+    // Every filter here goes through the index: 100 chunks at most are searched exactly.
+    let store = store.with_exact_search_max(100);
+    let mut rng = UnitVectors::new(0x2545_f491_4f6c_dd1d, DIMS);
+    let (_, first) = vectors::fill(&store, "first", 600, MODEL, &mut rng);
+    // Each copy holds a quarter of the texts, every text is in two copies: a candidate
+    // text outside the filter is most of the nearest.
+    let copies: Vec<(i64, Vec<(i64, Vec<f32>)>)> = (0..8)
+        .map(|i| {
+            let texts: Vec<_> = first
+                .iter()
+                .cycle()
+                .skip(i * 75)
+                .take(150)
+                .cloned()
+                .collect();
+            let (c, chunks) = vectors::copy(&store, &format!("copy{i}"), &texts);
+            (c, chunks.into_iter().map(|k| (k.id, k.vector)).collect())
+        })
+        .collect();
+    db.client()
+        .batch_execute("ANALYZE chunks, documents")
+        .expect("ANALYZE");
+    store.prepare_vectors(MODEL, DIMS).expect("prepare_vectors");
+    let queries = 20;
+    let mut r = 0.0;
+    for i in 0..queries {
+        let q = rng.unit();
+        let (collection, chunks) = &copies[i % copies.len()];
+        let (found, recall) = search_in(&store, &q, *collection, chunks);
+        assert_eq!(found.len(), 10, "the answer is filled: {found:?}");
+        assert!(
+            found.windows(2).all(|w| w[0].1 >= w[1].1),
+            "best first: {found:?}"
+        );
+        r += recall;
+        // Two collections: the nearest of both, each a chunk of one of them.
+        let (other, other_chunks) = &copies[(i + 1) % copies.len()];
+        let found = store
+            .nearest_chunks(MODEL, &q, 10, Some(&[*collection, *other]))
+            .expect("search");
+        assert_eq!(found.len(), 10);
+        assert!(
+            found
+                .iter()
+                .all(|(id, _)| chunks.iter().chain(other_chunks).any(|(s, _)| s == id)),
+            "filter: {found:?}"
+        );
+    }
+    assert!(
+        r / queries as f64 >= 0.95,
+        "filtered recall@10 {}",
+        r / queries as f64
+    );
+}
+
 /// An embedding no chunk uses any more (the cache keeps it by text) is never an answer and
 /// never crowds one out: here hundreds of them lie nearer the query than any chunk.
 #[test]

@@ -50,6 +50,7 @@ pub fn oracle(pool: &[(i64, Vec<f32>)], q: &[f32], k: usize) -> Vec<(i64, f32)> 
 
 /// A chunk [`fill`] stored: its id, the hash of its text (the embeddings' key) and the
 /// `model` vector stored for it.
+#[derive(Clone, Debug)]
 pub struct FilledChunk {
     /// The chunk's row id.
     pub id: i64,
@@ -128,6 +129,67 @@ pub fn fill(
             id: chunk_of[&d.id],
             hash,
             vector,
+        })
+        .collect();
+    (c.id, chunks)
+}
+
+/// A new collection `name` of one-chunk documents whose chunks reuse the texts (hashes) of
+/// `of`, as the same pages in several knowledge bases do: no vector is stored, each chunk
+/// has its text's. Returns the collection id and its chunks, in `of`'s order.
+pub fn copy(store: &dyn Store, name: &str, of: &[FilledChunk]) -> (i64, Vec<FilledChunk>) {
+    let c = store
+        .create_collection("default", name, CollectionKind::Folder, "/x", "**/*.md")
+        .expect("collection");
+    let changes = (0..of.len())
+        .map(|i| DocChange::Upsert {
+            meta: Default::default(),
+            path: format!("{i}.md"),
+            title: format!("{name} {i}"),
+            hash: format!("{name}-{i:060}"),
+            size: 10,
+            stamp: 1,
+            body: format!("document {i} of {name}"),
+            pages: Vec::new(),
+            furniture: Vec::new(),
+        })
+        .collect();
+    let work = store.apply_changes(c.id, changes).expect("apply_changes");
+    let docs: Vec<DocChunks> = work
+        .upserts
+        .iter()
+        .zip(of)
+        .map(|(d, chunk)| DocChunks {
+            document_id: d.id,
+            doc_hash: store.documents_by_ids(&[d.id]).expect("documents_by_ids")[0]
+                .hash
+                .clone(),
+            chunks: vec![NewChunk {
+                byte_start: 0,
+                byte_end: d.body.len(),
+                line_start: 1,
+                line_end: 1,
+                hash: chunk.hash.clone(),
+                page: None,
+                heading: String::new(),
+                text: None,
+            }],
+        })
+        .collect();
+    store.replace_chunks(&docs).expect("replace_chunks");
+    let ids: Vec<i64> = work.upserts.iter().map(|d| d.id).collect();
+    let refs = store
+        .chunks_of_documents(&ids)
+        .expect("chunks_of_documents");
+    let chunk_of: HashMap<i64, i64> = refs.iter().map(|r| (r.document_id, r.id)).collect();
+    let chunks = work
+        .upserts
+        .iter()
+        .zip(of)
+        .map(|(d, chunk)| FilledChunk {
+            id: chunk_of[&d.id],
+            hash: chunk.hash.clone(),
+            vector: chunk.vector.clone(),
         })
         .collect();
     (c.id, chunks)
