@@ -16,13 +16,11 @@ fn store() -> Option<(TestDatabase, PgStore)> {
     Some((db, store))
 }
 
+/// A collection's id and its chunks' (id, vector) pairs.
+type Filled = (i64, Vec<(i64, Vec<f32>)>);
+
 /// `n` one-chunk documents in a new collection `name`; returns (chunk id, vector) pairs.
-fn fill(
-    store: &PgStore,
-    name: &str,
-    n: usize,
-    rng: &mut UnitVectors,
-) -> (i64, Vec<(i64, Vec<f32>)>) {
+fn fill(store: &PgStore, name: &str, n: usize, rng: &mut UnitVectors) -> Filled {
     let (c, chunks) = vectors::fill(store, name, n, MODEL, rng);
     (c, chunks.into_iter().map(|k| (k.id, k.vector)).collect())
 }
@@ -156,7 +154,7 @@ fn a_filter_over_texts_other_collections_share_keeps_to_its_own_chunks() {
     let (_, first) = vectors::fill(&store, "first", 600, MODEL, &mut rng);
     // Each copy holds a quarter of the texts, every text is in two copies: a candidate
     // text outside the filter is most of the nearest.
-    let copies: Vec<(i64, Vec<(i64, Vec<f32>)>)> = (0..8)
+    let copies: Vec<Filled> = (0..8)
         .map(|i| {
             let texts: Vec<_> = first
                 .iter()
