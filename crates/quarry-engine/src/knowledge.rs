@@ -500,11 +500,6 @@ impl Engine {
             })
     }
 
-    /// A document by its internal row id, in any space (workers and the CLI's progress).
-    pub fn kb_document_by_row(&self, row_id: i64) -> Result<Option<KbFile>> {
-        self.store().kb_file_by_row(row_id)
-    }
-
     /// The documents of these row ids that still exist, in any space and no particular
     /// order (the CLI's progress over many uploads: one read).
     pub fn kb_documents_by_rows(&self, row_ids: &[i64]) -> Result<Vec<KbFile>> {

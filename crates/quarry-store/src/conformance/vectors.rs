@@ -69,6 +69,50 @@ pub fn fill(
     model: &str,
     vectors: &mut UnitVectors,
 ) -> (i64, Vec<FilledChunk>) {
+    let (c, chunks) = one_chunk_documents(store, name, n, |_, document_id| {
+        format!("chunk-{name}-{document_id}")
+    });
+    let embeddings: Vec<(String, Vec<f32>)> = chunks
+        .iter()
+        .map(|(_, hash)| (hash.clone(), vectors.unit()))
+        .collect();
+    store
+        .put_embeddings(model, &embeddings)
+        .expect("put_embeddings");
+    let chunks = chunks
+        .into_iter()
+        .zip(embeddings)
+        .map(|((id, hash), (_, vector))| FilledChunk { id, hash, vector })
+        .collect();
+    (c, chunks)
+}
+
+/// A new collection `name` of one-chunk documents whose chunks reuse the texts (hashes) of
+/// `of`, as the same pages in several knowledge bases do: no vector is stored, each chunk
+/// has its text's. Returns the collection id and its chunks, in `of`'s order.
+pub fn copy(store: &dyn Store, name: &str, of: &[FilledChunk]) -> (i64, Vec<FilledChunk>) {
+    let (c, chunks) = one_chunk_documents(store, name, of.len(), |i, _| of[i].hash.clone());
+    let chunks = chunks
+        .into_iter()
+        .zip(of)
+        .map(|((id, hash), chunk)| FilledChunk {
+            id,
+            hash,
+            vector: chunk.vector.clone(),
+        })
+        .collect();
+    (c, chunks)
+}
+
+/// `n` one-chunk documents in a new collection `name` of the default space, the `i`th
+/// document's chunk with the text hash `hash_of(i, document id)`; returns the collection's
+/// id and each chunk's (id, hash), in document order.
+fn one_chunk_documents(
+    store: &dyn Store,
+    name: &str,
+    n: usize,
+    mut hash_of: impl FnMut(usize, i64) -> String,
+) -> (i64, Vec<(i64, String)>) {
     let c = store
         .create_collection("default", name, CollectionKind::Folder, "/x", "**/*.md")
         .expect("collection");
@@ -86,80 +130,17 @@ pub fn fill(
         })
         .collect();
     let work = store.apply_changes(c.id, changes).expect("apply_changes");
-    let mut embeddings = Vec::new();
+    let hashes: Vec<String> = work
+        .upserts
+        .iter()
+        .enumerate()
+        .map(|(i, d)| hash_of(i, d.id))
+        .collect();
     let docs: Vec<DocChunks> = work
         .upserts
         .iter()
-        .map(|d| {
-            let hash = format!("chunk-{name}-{}", d.id);
-            embeddings.push((hash.clone(), vectors.unit()));
-            DocChunks {
-                document_id: d.id,
-                doc_hash: store.documents_by_ids(&[d.id]).expect("documents_by_ids")[0]
-                    .hash
-                    .clone(),
-                chunks: vec![NewChunk {
-                    byte_start: 0,
-                    byte_end: d.body.len(),
-                    line_start: 1,
-                    line_end: 1,
-                    hash,
-                    page: None,
-                    heading: String::new(),
-                    text: None,
-                }],
-            }
-        })
-        .collect();
-    store.replace_chunks(&docs).expect("replace_chunks");
-    store
-        .put_embeddings(model, &embeddings)
-        .expect("put_embeddings");
-    let ids: Vec<i64> = work.upserts.iter().map(|d| d.id).collect();
-    let refs = store
-        .chunks_of_documents(&ids)
-        .expect("chunks_of_documents");
-    assert_eq!(refs.len(), n, "one chunk per document");
-    let chunk_of: HashMap<i64, i64> = refs.iter().map(|r| (r.document_id, r.id)).collect();
-    let chunks = work
-        .upserts
-        .iter()
-        .zip(embeddings)
-        .map(|(d, (hash, vector))| FilledChunk {
-            id: chunk_of[&d.id],
-            hash,
-            vector,
-        })
-        .collect();
-    (c.id, chunks)
-}
-
-/// A new collection `name` of one-chunk documents whose chunks reuse the texts (hashes) of
-/// `of`, as the same pages in several knowledge bases do: no vector is stored, each chunk
-/// has its text's. Returns the collection id and its chunks, in `of`'s order.
-pub fn copy(store: &dyn Store, name: &str, of: &[FilledChunk]) -> (i64, Vec<FilledChunk>) {
-    let c = store
-        .create_collection("default", name, CollectionKind::Folder, "/x", "**/*.md")
-        .expect("collection");
-    let changes = (0..of.len())
-        .map(|i| DocChange::Upsert {
-            meta: Default::default(),
-            path: format!("{i}.md"),
-            title: format!("{name} {i}"),
-            hash: format!("{name}-{i:060}"),
-            size: 10,
-            stamp: 1,
-            body: format!("document {i} of {name}"),
-            pages: Vec::new(),
-            furniture: Vec::new(),
-        })
-        .collect();
-    let work = store.apply_changes(c.id, changes).expect("apply_changes");
-    let docs: Vec<DocChunks> = work
-        .upserts
-        .iter()
-        .zip(of)
-        .map(|(d, chunk)| DocChunks {
+        .zip(&hashes)
+        .map(|(d, hash)| DocChunks {
             document_id: d.id,
             doc_hash: store.documents_by_ids(&[d.id]).expect("documents_by_ids")[0]
                 .hash
@@ -169,7 +150,7 @@ pub fn copy(store: &dyn Store, name: &str, of: &[FilledChunk]) -> (i64, Vec<Fill
                 byte_end: d.body.len(),
                 line_start: 1,
                 line_end: 1,
-                hash: chunk.hash.clone(),
+                hash: hash.clone(),
                 page: None,
                 heading: String::new(),
                 text: None,
@@ -181,16 +162,13 @@ pub fn copy(store: &dyn Store, name: &str, of: &[FilledChunk]) -> (i64, Vec<Fill
     let refs = store
         .chunks_of_documents(&ids)
         .expect("chunks_of_documents");
+    assert_eq!(refs.len(), n, "one chunk per document");
     let chunk_of: HashMap<i64, i64> = refs.iter().map(|r| (r.document_id, r.id)).collect();
     let chunks = work
         .upserts
         .iter()
-        .zip(of)
-        .map(|(d, chunk)| FilledChunk {
-            id: chunk_of[&d.id],
-            hash: chunk.hash.clone(),
-            vector: chunk.vector.clone(),
-        })
+        .zip(hashes)
+        .map(|(d, hash)| (chunk_of[&d.id], hash))
         .collect();
     (c.id, chunks)
 }
