@@ -40,7 +40,7 @@ PDF_PAGES = [
     "Wildlife. The quokka lives on Rottnest Island and is most active at dusk.",
 ]
 QUESTION = "Where do quokkas live, and how do ferries reach the island?"
-TOOL_DELAY = 1.0  # seconds the lookup tool takes, so its "calling" state can be seen
+HOLD_LIMIT = 60.0  # seconds a held lookup waits for the test before answering anyway
 
 
 # ---------------------------------------------------------------------------------------------
@@ -77,9 +77,17 @@ def make_pdf(pages: list[str]) -> bytes:
 
 
 class ToolTarget:
-    """127.0.0.1:0 answering ``/lookup/<q>`` (JSON, after TOOL_DELAY) and ``/fail`` (HTTP 500)."""
+    """127.0.0.1:0 answering ``/lookup/<q>`` (JSON) and ``/fail`` (HTTP 500).
+
+    While a test holds it (``hold``), a lookup waits until ``release``: a test that checks the
+    "calling" state sees it for as long as it needs, however loaded the machine (a fixed delay
+    was shorter than one slow browser poll in CI)."""
 
     def __init__(self) -> None:
+        self.released = threading.Event()
+        self.released.set()
+        released = self.released
+
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
@@ -88,7 +96,7 @@ class ToolTarget:
                     status, data = 500, b"upstream exploded: the lookup backend is on fire"
                     ctype = "text/plain"
                 elif self.path.startswith("/lookup/"):
-                    time.sleep(TOOL_DELAY)
+                    released.wait(HOLD_LIMIT)
                     q = self.path.split("/lookup/", 1)[1].split("?")[0]
                     status, data, ctype = 200, json.dumps({"answer": f"lookup says {q}-42"}).encode(), "application/json"
                 else:
@@ -109,6 +117,12 @@ class ToolTarget:
     def url(self, path: str) -> str:
         return f"http://127.0.0.1:{self.httpd.server_address[1]}{path}"
 
+    def hold(self) -> None:
+        self.released.clear()
+
+    def release(self) -> None:
+        self.released.set()
+
     def stop(self) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
@@ -124,6 +138,7 @@ class World:
     fake: FakeLLM
     kb: dict
     docs: dict  # file name → document
+    target: ToolTarget
 
 
 @pytest.fixture(scope="module")
@@ -140,6 +155,14 @@ def fresh_fake(fake):
     yield
     fake_llm.EVENT_PAUSE = pause
     fake.reset()
+
+
+@pytest.fixture
+def held_lookup(world: World):
+    """The lookup tool held until the test calls ``release()``; released after the test anyway."""
+    world.target.hold()
+    yield world.target
+    world.target.release()
 
 
 @pytest.fixture(scope="module")
@@ -166,7 +189,7 @@ def world(quarry_bin: Path, corpus: Path, tmp_path_factory: pytest.TempPathFacto
         srv.upload(kb["id"], {MD_NAME: MD_TEXT, PDF_NAME: make_pdf(PDF_PAGES)})
         docs = srv.wait_documents(kb["id"], 2)
         assert all(d["status"] == "ready" for d in docs), docs
-        yield World(srv=srv, fake=fake, kb=kb, docs={d["file_name"]: d for d in docs})
+        yield World(srv=srv, fake=fake, kb=kb, docs={d["file_name"]: d for d in docs}, target=target)
     finally:
         try:
             srv.stop()
@@ -317,7 +340,9 @@ def test_empty_chat_page_and_the_knowledge_base_picker(world: World, ui_page, ax
     expect(options).to_have_attribute("aria-expanded", "false")
 
 
-def test_answer_streams_with_sources_tools_and_a_link_to_the_preview(world: World, ui_page, axe_check, shot):
+def test_answer_streams_with_sources_tools_and_a_link_to_the_preview(
+    world: World, held_lookup: ToolTarget, ui_page, axe_check, shot
+):
     page, srv, fake = ui_page, world.srv, world.fake
     fake_llm.EVENT_PAUSE = 0.12  # slow enough that the deltas arrive one by one
     answer_text = "Quokkas live on **Rottnest Island** [1]; ferries leave Fremantle every morning [2]."
@@ -337,6 +362,7 @@ def test_answer_streams_with_sources_tools_and_a_link_to_the_preview(world: Worl
     expect(tool).to_have_attribute("data-state", "calling")
     expect(tool).to_contain_text("Calling…")
     expect(tool).to_contain_text("lookup")
+    held_lookup.release()
     expect(tool).to_have_attribute("data-state", "success")
     expect(tool).to_contain_text("Succeeded")
 
@@ -414,7 +440,7 @@ def test_answer_streams_with_sources_tools_and_a_link_to_the_preview(world: Worl
     expect(page.locator("dialog[open]")).to_contain_text(MD_NAME)
 
 
-def test_tool_calls_calling_then_succeeded_or_failed(world: World, ui_page):
+def test_tool_calls_calling_then_succeeded_or_failed(world: World, held_lookup: ToolTarget, ui_page):
     page, srv, fake = ui_page, world.srv, world.fake
     fake.script([
         {"tool_calls": [{"id": "call_ok", "tool": "lookup", "arguments": {"q": "zebra"}}]},
@@ -428,6 +454,7 @@ def test_tool_calls_calling_then_succeeded_or_failed(world: World, ui_page):
     expect(ok).to_have_attribute("data-state", "calling")
     expect(ok.locator(".tool-badge")).to_have_text("Calling…")
     expect(page.locator("#live-polite")).to_have_text("Calling tool lookup")
+    held_lookup.release()
     expect(ok).to_have_attribute("data-state", "success")
     expect(ok.locator(".tool-badge")).to_have_text("Succeeded")
     bad = blocks.nth(1)
@@ -595,7 +622,7 @@ def test_without_a_chat_model_the_page_says_how_to_configure_one(ui_server_facto
     assert srv.api("GET", "/api/v1/conversations") == []
 
 
-def test_chat_in_simplified_chinese(world: World, ui_page_factory):
+def test_chat_in_simplified_chinese(world: World, held_lookup: ToolTarget, ui_page_factory):
     page = ui_page_factory(locale="zh-CN")
     world.fake.script([
         {"tool_calls": [{"tool": "lookup", "arguments": {"q": "袋鼠"}}]},
@@ -611,6 +638,7 @@ def test_chat_in_simplified_chinese(world: World, ui_page_factory):
     box.fill("查一下袋鼠")
     page.get_by_role("button", name="发送").click()
     expect(page.get_by_test_id("tool-call")).to_contain_text("调用中…")
+    held_lookup.release()
     expect(page.get_by_test_id("tool-call").locator(".tool-badge")).to_have_text("成功")
     answer = wait_complete(page)
     expect(answer.get_by_test_id("answer")).to_have_text("查到了。")
