@@ -316,18 +316,22 @@ async def test_search_mode(hub):
 
 
 @pytest.mark.anyio
-async def test_progress_passes_through(hub):
+async def test_progress_passes_through_in_order_before_the_answer(hub):
+    """Every step's progress reaches the caller, in order, before the call returns: with no
+    pause between steps the last notification arrives just before the answer (the hub once
+    lost it there, and relayed each one in a task of its own)."""
     url = hub["srv"].url("/api/mcp?tools=everything.trigger-long-running-operation")
-    seen = []
-
-    async def on_progress(progress, total, message):
-        seen.append((progress, total))
-
     async with mcp(url) as c:
-        r = await c.call_tool("everything__trigger-long-running-operation", {"duration": 1, "steps": 4},
-                              progress_callback=on_progress)
-        assert not r.is_error
-    assert len(seen) >= 3 and seen[-1][1] == 4, seen
+        for duration in (1, 0, 0, 0, 0, 0, 0, 0):
+            seen = []
+
+            async def on_progress(progress, total, message):
+                seen.append((progress, total))
+
+            r = await c.call_tool("everything__trigger-long-running-operation", {"duration": duration, "steps": 4},
+                                  progress_callback=on_progress)
+            assert not r.is_error
+            assert seen == [(1, 4), (2, 4), (3, 4), (4, 4)], (duration, seen)
 
 
 @pytest.mark.anyio

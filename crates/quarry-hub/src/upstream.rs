@@ -16,7 +16,8 @@ use std::time::Duration;
 use rmcp::model::{
     CallToolRequestParams, CallToolResult, CancelledNotificationParam, ClientCapabilities,
     ClientJsonRpcMessage, ClientRequest, Implementation, InitializeRequestParams,
-    ProgressNotificationParam, ProgressToken, ProtocolVersion, ServerResult, Tool,
+    ProgressNotificationParam, ProgressToken, ProtocolVersion, ServerNotification, ServerResult,
+    Tool,
 };
 use rmcp::service::{
     ClientLifecycleMode, ClientServiceExt, NotificationContext, Peer, PeerRequestOptions,
@@ -282,8 +283,8 @@ pub type ProgressSink = Arc<dyn Fn(ProgressNotificationParam) + Send + Sync>;
 #[derive(Clone)]
 struct HubClient {
     /// rmcp gives every request its own progress token; the hub maps it back to the
-    /// downstream caller's.
-    progress: Arc<Mutex<HashMap<ProgressToken, ProgressSink>>>,
+    /// downstream caller's (delivered by [`InOrderProgress`] as the wire is read).
+    progress: ProgressSinks,
     tools_changed: Arc<Notify>,
 }
 
@@ -300,22 +301,6 @@ pub fn client_info() -> InitializeRequestParams {
 impl ClientHandler for HubClient {
     fn get_info(&self) -> InitializeRequestParams {
         client_info()
-    }
-
-    async fn on_progress(
-        &self,
-        params: ProgressNotificationParam,
-        _context: NotificationContext<RoleClient>,
-    ) {
-        let sink = self
-            .progress
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&params.progress_token)
-            .cloned();
-        if let Some(sink) = sink {
-            sink(params);
-        }
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
@@ -664,6 +649,7 @@ async fn connect(
         legacy_version: None,
     };
     let timeout = Duration::from_secs(spec.options.connect_timeout_secs.max(1));
+    let sinks = client.progress.clone();
     let fut = async {
         match spec.transport {
             TransportKind::Stdio => {
@@ -671,7 +657,7 @@ async fn connect(
                 let (child, transport) = spawn_stdio(spec, conn, late.clone())?;
                 match client
                     .clone()
-                    .serve_with_lifecycle(transport, lifecycle)
+                    .serve_with_lifecycle(InOrderProgress::new(transport, &sinks), lifecycle)
                     .await
                 {
                     Ok(running) => Ok((running, Some(child))),
@@ -693,7 +679,7 @@ async fn connect(
                         )?;
                         client
                             .serve_with_lifecycle(
-                                transport,
+                                InOrderProgress::new(transport, &sinks),
                                 ClientLifecycleMode::Discover {
                                     preferred_versions: vec![ProtocolVersion::V_2026_07_28],
                                 },
@@ -738,7 +724,10 @@ async fn connect(
                     match client
                         .clone()
                         .serve_with_lifecycle(
-                            LateDiscoverFilter::new(transport, Arc::new(Default::default())),
+                            InOrderProgress::new(
+                                LateDiscoverFilter::new(transport, Arc::new(Default::default())),
+                                &sinks,
+                            ),
                             lifecycle.clone(),
                         )
                         .await
@@ -787,7 +776,10 @@ async fn connect(
                 .map_err(|e| e.to_string())?;
                 // The legacy transport predates `server/discover`.
                 client
-                    .serve_with_lifecycle(transport, ClientLifecycleMode::Initialize)
+                    .serve_with_lifecycle(
+                        InOrderProgress::new(transport, &sinks),
+                        ClientLifecycleMode::Initialize,
+                    )
                     .await
                     .map(|running| (running, None))
                     .map_err(handshake_error)
@@ -1397,6 +1389,71 @@ async fn record_discovery(
 
 /// Longest line the tee inspects (a `tools/list` answer larger than this is not captured).
 const TEE_LINE_MAX: usize = 16 << 20;
+
+/// Progress sinks by the token rmcp gave each call ([`Connection::call`]).
+type ProgressSinks = Arc<Mutex<HashMap<ProgressToken, ProgressSink>>>;
+
+/// Hands each progress notification to its call's sink as it is read off the wire, in the
+/// wire's order, before any later message — the call's answer included — is read. rmcp runs
+/// every notification handler in a task of its own, so a progress notification sent just
+/// before the answer reached `on_progress` after the call had returned and dropped its sink
+/// (the conformance suite's `tools-call-with-progress` through the hub saw 2 of 3).
+/// Notifications for no live call pass on to rmcp.
+struct InOrderProgress<T> {
+    inner: T,
+    sinks: ProgressSinks,
+}
+
+impl<T> InOrderProgress<T> {
+    fn new(inner: T, sinks: &ProgressSinks) -> Self {
+        InOrderProgress {
+            inner,
+            sinks: sinks.clone(),
+        }
+    }
+}
+
+impl<T: rmcp::transport::Transport<RoleClient>> rmcp::transport::Transport<RoleClient>
+    for InOrderProgress<T>
+{
+    type Error = T::Error;
+
+    fn name() -> std::borrow::Cow<'static, str> {
+        T::name()
+    }
+
+    fn send(
+        &mut self,
+        item: rmcp::service::TxJsonRpcMessage<RoleClient>,
+    ) -> impl std::future::Future<Output = Result<(), Self::Error>> + Send + 'static {
+        self.inner.send(item)
+    }
+
+    async fn receive(&mut self) -> Option<rmcp::service::RxJsonRpcMessage<RoleClient>> {
+        loop {
+            let message = self.inner.receive().await?;
+            if let rmcp::model::ServerJsonRpcMessage::Notification(n) = &message
+                && let ServerNotification::ProgressNotification(p) = &n.notification
+            {
+                let sink = self
+                    .sinks
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .get(&p.params.progress_token)
+                    .cloned();
+                if let Some(sink) = sink {
+                    sink(p.params.clone());
+                    continue;
+                }
+            }
+            return Some(message);
+        }
+    }
+
+    fn close(&mut self) -> impl std::future::Future<Output = Result<(), Self::Error>> + Send {
+        self.inner.close()
+    }
+}
 
 /// Drops a late answer to an abandoned `server/discover`, and says whether it was a success.
 /// rmcp's `Auto` lifecycle gives the probe 10 s (its own constant), then sends `initialize`

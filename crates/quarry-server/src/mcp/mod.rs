@@ -10,6 +10,7 @@
 pub(crate) mod hub_sse;
 pub(crate) mod jsonrpc;
 pub(crate) mod named;
+mod progress;
 mod qmd_tools;
 pub(crate) mod sessions;
 
@@ -192,18 +193,11 @@ impl QuarryMcp {
         if tool.package == approver_tools::APPROVALS_PACKAGE {
             return Ok(approver_tools::call(&self.state, caller, &tool.name, args).await);
         }
-        let progress: Option<ProgressSink> = context.meta.get_progress_token().map(|token| {
-            let peer = context.peer.clone();
-            let sink: ProgressSink = Arc::new(move |p: rmcp::model::ProgressNotificationParam| {
-                let peer = peer.clone();
-                let mut p = p;
-                p.progress_token = token.clone();
-                tokio::spawn(async move {
-                    let _ = peer.notify_progress(p).await;
-                });
-            });
-            sink
-        });
+        let relay = context
+            .meta
+            .get_progress_token()
+            .map(|token| progress::ProgressRelay::start(context.peer.clone(), token));
+        let progress: Option<ProgressSink> = relay.as_ref().map(progress::ProgressRelay::sink);
         let (hub, who, target) = (
             self.state.hub().clone(),
             caller.principal.clone(),
@@ -214,12 +208,15 @@ impl QuarryMcp {
             Ok(Err(e)) => return Ok(tool_error(format!("{}: {e}", tool.full_name))),
             Err(e) => return Err(McpError::internal_error(e.detail, None)),
         };
-        match self
+        let answer = self
             .state
             .hub()
             .call(route, tool, Some(args), progress, context.ct.clone())
-            .await
-        {
+            .await;
+        if let Some(relay) = relay {
+            relay.flush().await;
+        }
+        match answer {
             // The upstream answered in its own protocol era; the client may speak another.
             Ok(r) => Ok(quarry_hub::era::call_result(r)),
             Err(e) => Ok(tool_error(format!("{}: {e}", tool.full_name))),
