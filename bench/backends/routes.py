@@ -18,6 +18,10 @@ Keep the bench's data first (run.sh drops its database), e.g.:
     python3 bench/backends/routes.py --home /tmp/bk --database ${QUARRY_TEST_DATABASE_URL%/*}/bk \\
       embedded=$CARGO_TARGET_DIR/release/quarry after=$CARGO_TARGET_DIR/release/quarry
 
+A binary of a newer schema than another's runs on a copy (`--for LABEL HOME DATABASE`: e.g.
+`CREATE DATABASE bk27 TEMPLATE bk`, and a home whose `sqlite` links to the first's and whose
+`postgres` is empty — the node builds its keyword index from the database).
+
 Prints a table and writes bench/results/backends-http.txt. Figures, never pass/fail.
 """
 
@@ -45,16 +49,21 @@ def main() -> None:
     ap.add_argument("--database", required=True, help="the database that run filled")
     ap.add_argument("--model", default=os.path.expanduser("~/.cache/quarry-models/all-MiniLM-L6-v2"))
     ap.add_argument("--seconds", type=float, default=8)
+    ap.add_argument("--for", dest="own", nargs=3, action="append", default=[], metavar=("LABEL", "HOME", "DATABASE"),
+                    help="another home and database for one binary (a copy migrated to a newer schema: "
+                         "CREATE DATABASE … TEMPLATE, so older and newer binaries run side by side)")
     args = ap.parse_args()
     qs = questions()
     rows = []
     logs = Path(tempfile.mkdtemp(prefix="quarry-routes-"))
+    own = {label: (Path(home), database) for label, home, database in args.own}
     for label, binary in (b.split("=", 1) for b in args.binaries):
         embedded = label.startswith("embedded")
+        home, database = own.get(label, (args.home, args.database))
         env = {k: v for k, v in os.environ.items() if k != "QUARRY_DATABASE_URL"}
-        env.update(QUARRY_HOME=str(args.home / ("sqlite" if embedded else "postgres")), QUARRY_EMBED_MODEL=args.model)
+        env.update(QUARRY_HOME=str(home / ("sqlite" if embedded else "postgres")), QUARRY_EMBED_MODEL=args.model)
         if not embedded:
-            env["QUARRY_DATABASE_URL"] = args.database
+            env["QUARRY_DATABASE_URL"] = database
         server = Server(Path(binary), env, logs / f"{label}.log", ("--index", "bench"))
         try:
             for route, fields in ROUTES:

@@ -968,40 +968,41 @@ impl SemanticStore for PgStore {
         self.write(|tx| {
             // The documents' rows, locked in id order: an upsert changing one waits for
             // this transaction (and then drops these chunks), or is seen here.
-            let current: HashMap<i64, (String, Option<String>)> = tx
+            let current: HashMap<i64, (String, Option<String>, i64)> = tx
                 .query(
-                    "SELECT id, hash, chunked_hash FROM documents WHERE id = ANY($1) ORDER BY id FOR UPDATE",
+                    "SELECT id, hash, chunked_hash, collection_id FROM documents \
+                     WHERE id = ANY($1) ORDER BY id FOR UPDATE",
                     &[&ids],
                 )
                 .map_err(db_err)?
                 .iter()
-                .map(|r| Ok((col(r, 0)?, (col(r, 1)?, col(r, 2)?))))
+                .map(|r| Ok((col(r, 0)?, (col(r, 1)?, col(r, 2)?, col(r, 3)?))))
                 .collect::<Result<_>>()?;
             // As if applied in order: a document's last entry cut from its current content
             // wins; one removed or changed since it was chunked is left alone, and so is one
             // already cut from this content — by another node since our `chunk_sources`:
             // that node's passage index holds those chunks' ids, and replacing them would
             // leave it pointing at rows that no longer exist (issue 41, item 9).
-            let mut latest: HashMap<i64, &DocChunks> = HashMap::new();
+            let mut latest: HashMap<i64, (&DocChunks, i64)> = HashMap::new();
             for doc in docs {
-                if let Some((hash, chunked)) = current.get(&doc.document_id)
+                if let Some((hash, chunked, collection_id)) = current.get(&doc.document_id)
                     && *hash == doc.doc_hash
                     && chunked.as_deref() != Some(hash.as_str())
                 {
-                    latest.insert(doc.document_id, doc);
+                    latest.insert(doc.document_id, (doc, *collection_id));
                 }
             }
             if latest.is_empty() {
                 return Ok(());
             }
-            let mut chosen: Vec<&DocChunks> = latest.into_values().collect();
-            chosen.sort_by_key(|d| d.document_id);
-            let doc_ids: Vec<i64> = chosen.iter().map(|d| d.document_id).collect();
-            let hashes: Vec<&str> = chosen.iter().map(|d| d.doc_hash.as_str()).collect();
+            let mut chosen: Vec<(&DocChunks, i64)> = latest.into_values().collect();
+            chosen.sort_by_key(|(d, _)| d.document_id);
+            let doc_ids: Vec<i64> = chosen.iter().map(|(d, _)| d.document_id).collect();
+            let hashes: Vec<&str> = chosen.iter().map(|(d, _)| d.doc_hash.as_str()).collect();
             let mut rows = ChunkRows::default();
-            for doc in &chosen {
+            for (doc, collection_id) in &chosen {
                 for (seq, c) in doc.chunks.iter().enumerate() {
-                    rows.push(doc.document_id, seq, c)?;
+                    rows.push(doc.document_id, *collection_id, seq, c)?;
                 }
             }
             tx.execute(
@@ -1012,9 +1013,10 @@ impl SemanticStore for PgStore {
             if !rows.document_id.is_empty() {
                 tx.execute(
                     "INSERT INTO chunks (document_id, seq, byte_start, byte_end, line_start, \
-                     line_end, hash, page, heading, text) \
+                     line_end, hash, page, heading, text, collection_id) \
                      SELECT * FROM unnest($1::bigint[], $2::integer[], $3::bigint[], $4::bigint[], \
-                     $5::bigint[], $6::bigint[], $7::text[], $8::integer[], $9::text[], $10::text[])",
+                     $5::bigint[], $6::bigint[], $7::text[], $8::integer[], $9::text[], $10::text[], \
+                     $11::bigint[])",
                     &[
                         &rows.document_id,
                         &rows.seq,
@@ -1026,6 +1028,7 @@ impl SemanticStore for PgStore {
                         &rows.page,
                         &rows.heading,
                         &rows.text,
+                        &rows.collection_id,
                     ],
                 )
                 .map_err(db_err)?;
@@ -1847,6 +1850,7 @@ impl DocWriter {
 #[derive(Default)]
 struct ChunkRows<'a> {
     document_id: Vec<i64>,
+    collection_id: Vec<i64>,
     seq: Vec<i32>,
     byte_start: Vec<i64>,
     byte_end: Vec<i64>,
@@ -1859,8 +1863,15 @@ struct ChunkRows<'a> {
 }
 
 impl<'a> ChunkRows<'a> {
-    fn push(&mut self, document_id: i64, seq: usize, c: &'a NewChunk) -> Result<()> {
+    fn push(
+        &mut self,
+        document_id: i64,
+        collection_id: i64,
+        seq: usize,
+        c: &'a NewChunk,
+    ) -> Result<()> {
         self.document_id.push(document_id);
+        self.collection_id.push(collection_id);
         self.seq.push(
             i32::try_from(seq).map_err(|_| Error::invalid("too many chunks in one document"))?,
         );

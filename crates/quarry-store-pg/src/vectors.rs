@@ -15,11 +15,11 @@
 //! [`ef_search_for`]), the iterative scan may visit enough tuples to reach them
 //! (`hnsw.max_scan_tuples`), and more candidates than asked for are fetched and ordered
 //! exactly by distance (relaxed order returns them only roughly sorted). Each candidate is
-//! checked against the filter through the chunks of its text, or — where texts repeat across
-//! collections enough that those lookups cost more than reading the filter's chunks
-//! ([`filter_read_first`], from the planner's chunks per text) — against the set of the
-//! filter's texts read first. bench/pgvector and bench/backends measure the figures behind
-//! every constant here.
+//! checked against the filter by its text and the filter's collections in one index
+//! (`chunks_hash_collection`: every chunk carries its document's collection, schema v27), or
+//! — for a filter small beside the candidates it would check ([`filter_read_first`]) —
+//! against the set of the filter's texts read first (`chunks_collection`). bench/pgvector and
+//! bench/backends measure the figures behind every constant here.
 
 use std::collections::HashMap;
 
@@ -138,20 +138,22 @@ fn max_scan_tuples(ef: usize, fetch: usize, in_filter: i64, total: i64) -> usize
         .max(MIN_SCAN_TUPLES)
 }
 
-/// How much more a graph candidate's check costs, per chunk of its text looked up (that chunk
+/// How much more a graph candidate's check cost, per chunk of its text looked up (that chunk
 /// and its document by key), than reading one of the filter's chunks up front: 2.0 µs against
-/// 1.0 on bench/backends' data (`sel`, 5,066 of 109,625 chunks, 14 chunks per text).
+/// 1.0 on bench/backends' data (`sel`, 5,066 of 109,625 chunks, 14 chunks per text), before
+/// chunks carried their collection (schema v27).
 const PROBE_PER_READ: f64 = 2.0;
 
 /// Whether a filtered search through the index reads the filter's chunks first and tests
-/// each candidate against the set of their texts, rather than looking up each candidate's
-/// chunks and their documents: reading costs the `in_filter` chunks once, the lookups cost
-/// every chunk of each of at least `ef` candidates' texts (`per_text` each). Where texts
-/// repeat across collections (the same pages in several knowledge bases), the lookups were
-/// most of a 5 % search's time: 18.2 ms at p50 against 11.0 read first, in psql on
-/// bench/backends' data (where the planner then scans the few embeddings exactly, through
-/// the set, rather than the graph). Unique texts keep the lookups: a 5 % filter's chunks cost
-/// more to read than the candidates' few.
+/// each candidate against the set of their texts, rather than checking each candidate in
+/// `chunks_hash_collection`: reading costs the `in_filter` chunks once, the checks at least
+/// `ef` candidates each. The rule was set when a check looked up every chunk of the
+/// candidate's text and its document (`per_text` each: 18.2 ms at p50 against 11.0 read
+/// first for `sel` in psql); since v27 a check is one index probe, and both statements got
+/// faster, but the rule still picks the faster one on every filter measured (psql, p50,
+/// bench/backends' data, where the planner scans a small set's embeddings exactly rather than
+/// walk the graph): `sel` (5,066 chunks) 10.0 checked against 8.2 read first, `c0` (8,043)
+/// 14.3 against 11.5 — both read first —, `c0` and `c1` together 9.1 against 18.0, checked.
 fn filter_read_first(in_filter: i64, ef: usize, per_text: f64) -> bool {
     in_filter as f64 <= ef as f64 * (1.0 + per_text) * PROBE_PER_READ
 }
@@ -227,7 +229,7 @@ impl PgStore {
 }
 
 /// The chunks a filter keeps, counted only up to `cap` (`counted`), and what the store says
-/// of the rest: all chunks (`total`, the planner's estimate) and the share of documents in
+/// of the rest: all chunks (`total`, the planner's estimate) and the share of chunks in
 /// the filter's collections (`share`, from the planner's most common values; `None` when it
 /// has none for them). `None` when only a count to the end will do.
 fn filter_estimate(counted: i64, cap: i64, total: i64, share: Option<f64>) -> Option<i64> {
@@ -240,16 +242,12 @@ fn filter_estimate(counted: i64, cap: i64, total: i64, share: Option<f64>) -> Op
     }
 }
 
-/// Every chunk a filter (`$1`) keeps, joined.
-const FILTER_COUNT_JOINED: &str = "SELECT count(*) FROM chunks c \
-     JOIN documents d ON d.id = c.document_id WHERE d.collection_id = ANY($1)";
+/// Every chunk a filter (`$1`) keeps (a range of `chunks_collection` per collection).
+const FILTER_COUNT: &str = "SELECT count(*) FROM chunks WHERE collection_id = ANY($1)";
 
-/// Up to `$2` chunks a filter (`$1`) keeps, from its documents, their chunks by key
-/// (`LATERAL … OFFSET 0`): joined under a `LIMIT`, the planner starts from every chunk
-/// (43 ms for 5,000 of 110,000).
-const FILTER_COUNT_PROBED: &str = "SELECT count(*) FROM (SELECT 1 FROM documents d \
-     CROSS JOIN LATERAL (SELECT 1 FROM chunks c WHERE c.document_id = d.id OFFSET 0) c \
-     WHERE d.collection_id = ANY($1) LIMIT $2) k";
+/// Up to `$2` chunks a filter (`$1`) keeps.
+const FILTER_COUNT_BOUNDED: &str = "SELECT count(*) FROM (SELECT 1 FROM chunks \
+     WHERE collection_id = ANY($1) LIMIT $2) k";
 
 /// The most chunks of a filter worth counting: past it no search runs exactly (see
 /// [`searched_exactly`]), and only the filter's share steers the graph search.
@@ -274,16 +272,13 @@ impl PgStore {
         filter: &[i64],
     ) -> Result<(i64, i64)> {
         let estimate = self.chunk_stats(conn)?.chunks;
-        let cap = count_cap(estimate, self.exact_search_max);
-        // A store no larger than the cap has nothing to bound, and over most of a small
-        // store joins beat probes (0.8 ms against 1.7 for all of 3,300 chunks).
-        let (count, cap) = if estimate < cap {
-            (FILTER_COUNT_JOINED, i64::MAX)
-        } else {
-            (FILTER_COUNT_PROBED, cap)
+        // A store no larger than the cap has nothing to bound.
+        let cap = match count_cap(estimate, self.exact_search_max) {
+            cap if estimate < cap => i64::MAX,
+            cap => cap,
         };
         // One round trip: the count and — only when it reached the cap (`CASE` runs the
-        // subquery lazily) — the share of documents in the filter's collections among the
+        // subquery lazily) — the share of chunks in the filter's collections among the
         // most common values. `OFFSET 0` keeps the count a column counted once: pulled up,
         // it was counted again for the `CASE`.
         let row = conn
@@ -293,9 +288,9 @@ impl PgStore {
                          (SELECT sum(m.f)::float8 FROM pg_stats s CROSS JOIN LATERAL \
                           unnest(s.most_common_vals::text::bigint[], s.most_common_freqs) \
                           AS m(v, f) WHERE s.schemaname = current_schema() \
-                          AND s.tablename = 'documents' AND s.attname = 'collection_id' \
+                          AND s.tablename = 'chunks' AND s.attname = 'collection_id' \
                           AND m.v = ANY($1)) END \
-                     FROM (SELECT ({count}) AS kept OFFSET 0) n"
+                     FROM (SELECT ({FILTER_COUNT_BOUNDED}) AS kept OFFSET 0) n"
                 ),
                 &[&filter, &cap],
             )
@@ -304,7 +299,7 @@ impl PgStore {
         let in_filter = match filter_estimate(counted, cap, estimate, row.get(1)) {
             Some(n) => n,
             None => conn
-                .query_one(FILTER_COUNT_JOINED, &[&filter])
+                .query_one(FILTER_COUNT, &[&filter])
                 .map_err(db_err)?
                 .get(0),
         };
@@ -373,24 +368,21 @@ impl VectorSearch for PgStore {
             if searched_exactly(in_filter, total, self.exact_search_max) {
                 // Exact: `vector <=> $2` is not the index's expression, so nothing but a
                 // scan of the filtered chunks can answer it. A small share of a large store
-                // is read from the filter's documents, their chunks and each chunk's vector
-                // by key (`LATERAL … OFFSET 0`); joined, the planner scans every chunk and
-                // embedding (29 ms where the probes take 17 ms, for 5,000 of 110,000
-                // chunks). Most of a small store is the other way round (2.4 ms joined,
-                // 8.7 ms probed, for all of 3,300).
+                // is read from the filter's chunks and each chunk's vector by key
+                // (`LATERAL … OFFSET 0`); joined, the planner scans every embedding (29 ms
+                // where the probes take 17 ms, for 5,000 of 110,000 chunks). Most of a small
+                // store is the other way round (2.4 ms joined, 8.7 ms probed, for all of
+                // 3,300).
                 let sql = if in_filter as f64 <= PROBED_SHARE_MAX * total as f64 {
-                    "SELECT c.id, (1 - (e.vector <=> $2))::real FROM documents d \
-                     CROSS JOIN LATERAL (SELECT c.id, c.hash FROM chunks c \
-                         WHERE c.document_id = d.id OFFSET 0) c \
+                    "SELECT c.id, (1 - (e.vector <=> $2))::real FROM chunks c \
                      CROSS JOIN LATERAL (SELECT e.vector FROM embeddings e \
                          WHERE e.model = $1 AND e.hash = c.hash OFFSET 0) e \
-                     WHERE d.collection_id = ANY($3) \
+                     WHERE c.collection_id = ANY($3) \
                      ORDER BY e.vector <=> $2, c.id LIMIT $4"
                 } else {
                     "SELECT c.id, (1 - (e.vector <=> $2))::real FROM chunks c \
-                     JOIN documents d ON d.id = c.document_id \
                      JOIN embeddings e ON e.model = $1 AND e.hash = c.hash \
-                     WHERE d.collection_id = ANY($3) \
+                     WHERE c.collection_id = ANY($3) \
                      ORDER BY e.vector <=> $2, c.id LIMIT $4"
                 };
                 let rows = conn
@@ -456,20 +448,15 @@ impl VectorSearch for PgStore {
         if let Some(in_filter) = in_filter
             && filter_read_first(in_filter, ef, self.chunk_stats(&mut conn)?.per_text)
         {
-            // The filter's chunks read once, by key from its documents, and each candidate
-            // tested against the set of their texts (a hashed subplan: the `OR` keeps the
-            // planner from pulling it up into a join), then the nearest texts' chunks taken
-            // from that read. Over few embeddings the planner may scan them all through the
+            // The filter's chunks read once, and each candidate tested against the set of
+            // their texts (a hashed subplan: the `OR` keeps the planner from pulling it up
+            // into a join), then the nearest texts' chunks taken from that read. Over few embeddings the planner may scan them all through the
             // set instead of walking the graph (bench/backends' 8,029): exact, and cheaper.
             let rows = conn
                 .query(
                     &format!(
                         "WITH kept AS MATERIALIZED (
-                             SELECT c.id, c.hash FROM documents d
-                             CROSS JOIN LATERAL (
-                                 SELECT c.id, c.hash FROM chunks c
-                                 WHERE c.document_id = d.id OFFSET 0) c
-                             WHERE d.collection_id = ANY($3)),
+                             SELECT c.id, c.hash FROM chunks c WHERE c.collection_id = ANY($3)),
                          near AS MATERIALIZED (
                              SELECT e.hash, e.vector::halfvec({dims}) <=> $2::halfvec({dims}) AS dist
                              FROM embeddings e
@@ -500,14 +487,14 @@ impl VectorSearch for PgStore {
                          SELECT e.hash, e.vector::halfvec({dims}) <=> $2::halfvec({dims}) AS dist
                          FROM embeddings e
                          WHERE e.model = $1 AND EXISTS (
-                             SELECT 1 FROM chunks c JOIN documents d ON d.id = c.document_id
-                             WHERE c.hash = e.hash AND (NOT $3 OR d.collection_id = ANY($4)))
+                             SELECT 1 FROM chunks c
+                             WHERE c.hash = e.hash AND (NOT $3 OR c.collection_id = ANY($4)))
                          ORDER BY e.vector::halfvec({dims}) <=> $2::halfvec({dims})
                          LIMIT $6)
                      SELECT c.id, (1 - near.dist)::real FROM near
                      CROSS JOIN LATERAL (
-                         SELECT c.id FROM chunks c JOIN documents d ON d.id = c.document_id
-                         WHERE c.hash = near.hash AND (NOT $3 OR d.collection_id = ANY($4))
+                         SELECT c.id FROM chunks c
+                         WHERE c.hash = near.hash AND (NOT $3 OR c.collection_id = ANY($4))
                          OFFSET 0) c
                      ORDER BY near.dist, c.id LIMIT $5"
                 ),

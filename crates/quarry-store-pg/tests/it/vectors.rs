@@ -203,6 +203,102 @@ fn a_filter_over_texts_other_collections_share_keeps_to_its_own_chunks() {
     );
 }
 
+/// Each chunk carries its document's collection (schema v27): a database from before is
+/// filled in when it is opened (the chunks of no document dropped), a chunk written without
+/// it (a copy from the embedded store) gets its document's, and one that moved with its
+/// document follows it; filtered searches keep to the filter throughout.
+#[test]
+fn chunks_know_their_collection_from_before_v27_and_after() {
+    let Some((db, store)) = store() else { return };
+    let store = store.with_exact_search_max(10);
+    let mut rng = UnitVectors::new(0x51_7cc1_b727_220a, DIMS);
+    let (a, a_chunks) = fill(&store, "a", 120, &mut rng);
+    let (b, b_chunks) = fill(&store, "b", 120, &mut rng);
+    let (_, first) = vectors::fill(&store, "c", 60, MODEL, &mut rng);
+    let (d, d_chunks) = vectors::copy(&store, "d", &first);
+    let mut raw = db.client();
+    // The schema as v26 left it, with a chunk whose document is gone.
+    raw.batch_execute(
+        "DROP TRIGGER chunks_collection_filled ON chunks; \
+         DROP TRIGGER documents_moved_chunks ON documents; \
+         DROP FUNCTION quarry_chunk_collection(); DROP FUNCTION quarry_document_moved(); \
+         ALTER TABLE chunks DROP COLUMN collection_id; \
+         CREATE INDEX chunks_hash ON chunks(hash); \
+         DELETE FROM quarry_schema WHERE version = 27; \
+         INSERT INTO chunks (document_id, seq, byte_start, byte_end, line_start, line_end, hash) \
+         VALUES (-1, 0, 0, 1, 1, 1, 'orphan')",
+    )
+    .expect("back to v26");
+    drop(store);
+    let store = PgStore::connect(&db.url)
+        .expect("open and upgrade")
+        .with_exact_search_max(10);
+    let wrong = |raw: &mut postgres::Client| -> i64 {
+        raw.query_one(
+            "SELECT count(*) FROM chunks c LEFT JOIN documents d ON d.id = c.document_id \
+             WHERE d.collection_id IS DISTINCT FROM c.collection_id",
+            &[],
+        )
+        .expect("compare")
+        .get(0)
+    };
+    assert_eq!(
+        wrong(&mut raw),
+        0,
+        "every chunk has its document's collection"
+    );
+    let total: i64 = raw
+        .query_one("SELECT count(*) FROM chunks", &[])
+        .expect("count")
+        .get(0);
+    assert_eq!(
+        total,
+        120 + 120 + 60 + 60,
+        "the orphan is gone, nothing else"
+    );
+    raw.batch_execute("ANALYZE chunks, documents")
+        .expect("ANALYZE");
+    store.prepare_vectors(MODEL, DIMS).expect("prepare_vectors");
+    let d_pairs: Vec<(i64, Vec<f32>)> = d_chunks.iter().map(|k| (k.id, k.vector.clone())).collect();
+    for _ in 0..5 {
+        let q = rng.unit();
+        for (collection, chunks) in [(a, &a_chunks), (b, &b_chunks), (d, &d_pairs)] {
+            let (found, recall) = search_in(&store, &q, collection, chunks);
+            assert_eq!(found.len(), 10, "{found:?}");
+            assert!(recall >= 0.9, "recall@10 {recall} in {collection}");
+        }
+    }
+    // A row written without its collection (as `quarry migrate` copies them) gets its
+    // document's; a document that moves takes its chunks along.
+    let a_doc: i64 = raw
+        .query_one(
+            "SELECT id FROM documents WHERE collection_id = $1 ORDER BY id LIMIT 1",
+            &[&a],
+        )
+        .expect("a document")
+        .get(0);
+    raw.execute(
+        "INSERT INTO chunks (document_id, seq, byte_start, byte_end, line_start, line_end, hash) \
+         VALUES ($1, 1, 0, 1, 1, 1, 'copied')",
+        &[&a_doc],
+    )
+    .expect("insert without a collection");
+    raw.execute(
+        "UPDATE documents SET collection_id = $1, path = 'moved.md' WHERE id = $2",
+        &[&b, &a_doc],
+    )
+    .expect("move the document");
+    assert_eq!(wrong(&mut raw), 0, "chunks follow their document");
+    let moved: i64 = raw
+        .query_one(
+            "SELECT count(*) FROM chunks WHERE document_id = $1 AND collection_id = $2",
+            &[&a_doc, &b],
+        )
+        .expect("moved")
+        .get(0);
+    assert_eq!(moved, 2);
+}
+
 /// An embedding no chunk uses any more (the cache keeps it by text) is never an answer and
 /// never crowds one out: here hundreds of them lie nearer the query than any chunk.
 #[test]

@@ -1,0 +1,3 @@
+-- Version 27 (issue 46): nothing changes in the embedded store. PostgreSQL's chunks carry
+-- their document's collection (quarry-store-pg's v27) for its filtered vector search; the
+-- embedded store filters in its own index.
