@@ -223,7 +223,7 @@ fn chunks_know_their_collection_from_before_v27_and_after() {
          DROP TRIGGER documents_moved_chunks ON documents; \
          DROP FUNCTION quarry_chunk_collection(); DROP FUNCTION quarry_document_moved(); \
          ALTER TABLE chunks DROP COLUMN collection_id; \
-         CREATE INDEX chunks_hash ON chunks(hash); \
+         DROP FUNCTION quarry_document_collection(bigint); \
          DELETE FROM quarry_schema WHERE version = 27; \
          INSERT INTO chunks (document_id, seq, byte_start, byte_end, line_start, line_end, hash) \
          VALUES (-1, 0, 0, 1, 1, 1, 'orphan')",
