@@ -122,9 +122,17 @@ impl Engine {
         Ok(all)
     }
 
-    /// The id of an optional collection filter (`NotFound` for an unknown name).
+    /// The id of an optional collection filter (`NotFound` for an unknown name, or one this
+    /// handle may not use, exactly like [`Engine::collection`]).
     pub(crate) fn collection_id(&self, name: Option<&str>) -> Result<Option<i64>> {
-        name.map(|n| self.collection(n).map(|c| c.id)).transpose()
+        let Some(name) = name else {
+            return Ok(None);
+        };
+        self.store()
+            .collection_id(self.space(), name)?
+            .filter(|id| self.scope().allows(*id))
+            .map(Some)
+            .ok_or_else(|| Error::not_found(format!("collection '{name}' not found")))
     }
 
     /// The collection ids a search must be limited to, inside the indexes: the named one,

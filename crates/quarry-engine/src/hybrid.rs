@@ -432,7 +432,7 @@ impl Engine {
         // Collections: the request's one and `collections`, each one this handle may use.
         let mut names: Vec<String> = req.collection.iter().cloned().collect();
         for (i, c) in opts.collections.iter().enumerate() {
-            match self.collection(c) {
+            match self.collection_id(Some(c)) {
                 Ok(_) => {}
                 Err(Error::NotFound(_)) => {
                     return Err(Error::invalid(format!(
@@ -448,7 +448,7 @@ impl Engine {
         let (collection, filter) = if names.len() > 1 {
             let mut ids = Vec::with_capacity(names.len());
             for n in &names {
-                ids.push(self.collection(n)?.id);
+                ids.extend(self.collection_id(Some(n))?);
             }
             (None, Some(ids))
         } else {

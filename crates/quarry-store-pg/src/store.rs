@@ -495,6 +495,17 @@ impl CollectionStore for PgStore {
             .collect()
     }
 
+    fn collection_id(&self, space: &str, name: &str) -> Result<Option<i64>> {
+        self.conn()?
+            .query_opt(
+                "SELECT id FROM collections WHERE space = $1 AND name = $2",
+                &[&space, &name],
+            )
+            .map_err(db_err)?
+            .map(|r| col(&r, 0))
+            .transpose()
+    }
+
     fn collections_outside(&self, space: &str) -> Result<bool> {
         let row = self
             .conn()?

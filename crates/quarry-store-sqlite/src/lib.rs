@@ -692,6 +692,15 @@ impl CollectionStore for SqliteStore {
         rows.collect::<rusqlite::Result<Vec<_>>>().map_err(db_err)
     }
 
+    fn collection_id(&self, space: &str, name: &str) -> Result<Option<i64>> {
+        self.conn()
+            .prepare_cached("SELECT id FROM collections WHERE space = ?1 AND name = ?2")
+            .map_err(db_err)?
+            .query_row(params![space, name], |r| r.get(0))
+            .optional()
+            .map_err(db_err)
+    }
+
     fn collection_names(&self, space: &str) -> Result<Vec<(i64, String)>> {
         let conn = self.conn();
         let mut stmt = conn

@@ -173,6 +173,9 @@ pub trait CollectionStore: Send + Sync {
     fn collection_names(&self, space: &str) -> Result<Vec<(i64, String)>>;
     /// One collection of the space by name.
     fn collection(&self, space: &str, name: &str) -> Result<Option<Collection>>;
+    /// The id of one collection of the space by name, without counting its documents (what a
+    /// search in a named collection needs, at every request).
+    fn collection_id(&self, space: &str, name: &str) -> Result<Option<i64>>;
     /// Renames a collection; a taken name is a conflict.
     fn rename_collection(&self, space: &str, old: &str, new: &str) -> Result<()>;
     /// Removes a collection and its documents; returns how many documents went.

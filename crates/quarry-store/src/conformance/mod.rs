@@ -506,9 +506,10 @@ pub fn feed_horizon_covers_committed_writes(store: &dyn Store) {
     panic!("the horizon never reached {after}");
 }
 
-/// Collection names are unique within a space (a clash is `Conflict`), not across spaces.
+/// Collection names are unique within a space (a clash is `Conflict`), not across spaces;
+/// `collection_id` finds a name in its own space only.
 pub fn collection_names_conflict_within_a_space_only(store: &dyn Store) {
-    collection(store, "notes");
+    let notes = collection(store, "notes");
     match store.create_collection(SPACE, "notes", CollectionKind::Folder, "/y", "**/*.md") {
         Err(Error::Conflict(_)) => {}
         other => panic!("expected Conflict, got {other:?}"),
@@ -527,6 +528,18 @@ pub fn collection_names_conflict_within_a_space_only(store: &dyn Store) {
             "**/*.md",
         )
         .expect("the same name in another space");
+    let elsewhere = store
+        .collection_id("elsewhere", "notes")
+        .expect("collection_id");
+    assert!(elsewhere.is_some_and(|id| id != notes), "{elsewhere:?}");
+    assert_eq!(
+        store.collection_id(SPACE, "notes").expect("collection_id"),
+        Some(notes)
+    );
+    assert_eq!(
+        store.collection_id(SPACE, "nope").expect("collection_id"),
+        None
+    );
 }
 
 /// Two workers claiming at once (two nodes, or two threads) never get the same job, and
