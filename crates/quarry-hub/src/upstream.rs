@@ -283,7 +283,7 @@ pub type ProgressSink = Arc<dyn Fn(ProgressNotificationParam) + Send + Sync>;
 #[derive(Clone)]
 struct HubClient {
     /// rmcp gives every request its own progress token; the hub maps it back to the
-    /// downstream caller's (delivered by [`InOrderProgress`] as the wire is read).
+    /// downstream caller's (delivered by [`UpstreamWire`] as the wire is read).
     progress: ProgressSinks,
     tools_changed: Arc<Notify>,
 }
@@ -649,7 +649,6 @@ async fn connect(
         legacy_version: None,
     };
     let timeout = Duration::from_secs(spec.options.connect_timeout_secs.max(1));
-    let sinks = client.progress.clone();
     let fut = async {
         match spec.transport {
             TransportKind::Stdio => {
@@ -657,7 +656,7 @@ async fn connect(
                 let (child, transport) = spawn_stdio(spec, conn, late.clone())?;
                 match client
                     .clone()
-                    .serve_with_lifecycle(InOrderProgress::new(transport, &sinks), lifecycle)
+                    .serve_with_lifecycle(transport, lifecycle)
                     .await
                 {
                     Ok(running) => Ok((running, Some(child))),
@@ -679,7 +678,7 @@ async fn connect(
                         )?;
                         client
                             .serve_with_lifecycle(
-                                InOrderProgress::new(transport, &sinks),
+                                transport,
                                 ClientLifecycleMode::Discover {
                                     preferred_versions: vec![ProtocolVersion::V_2026_07_28],
                                 },
@@ -724,9 +723,10 @@ async fn connect(
                     match client
                         .clone()
                         .serve_with_lifecycle(
-                            InOrderProgress::new(
-                                LateDiscoverFilter::new(transport, Arc::new(Default::default())),
-                                &sinks,
+                            UpstreamWire::new(
+                                transport,
+                                &client.progress,
+                                Arc::new(Default::default()),
                             ),
                             lifecycle.clone(),
                         )
@@ -774,12 +774,10 @@ async fn connect(
                 )
                 .await
                 .map_err(|e| e.to_string())?;
+                let wire = UpstreamWire::new(transport, &client.progress, Arc::default());
                 // The legacy transport predates `server/discover`.
                 client
-                    .serve_with_lifecycle(
-                        InOrderProgress::new(transport, &sinks),
-                        ClientLifecycleMode::Initialize,
-                    )
+                    .serve_with_lifecycle(wire, ClientLifecycleMode::Initialize)
                     .await
                     .map(|running| (running, None))
                     .map_err(handshake_error)
@@ -859,8 +857,9 @@ fn spawn_stdio(
         });
     }
     let reader = TeeReader::new(stdout, conn.raw_tools.clone());
-    let transport = LateDiscoverFilter::new(
+    let transport = UpstreamWire::new(
         rmcp::transport::async_rw::AsyncRwTransport::new_client(reader, stdin),
+        &conn.client.progress,
         late,
     );
     Ok((child, transport))
@@ -1393,77 +1392,24 @@ const TEE_LINE_MAX: usize = 16 << 20;
 /// Progress sinks by the token rmcp gave each call ([`Connection::call`]).
 type ProgressSinks = Arc<Mutex<HashMap<ProgressToken, ProgressSink>>>;
 
-/// Hands each progress notification to its call's sink as it is read off the wire, in the
-/// wire's order, before any later message — the call's answer included — is read. rmcp runs
-/// every notification handler in a task of its own, so a progress notification sent just
-/// before the answer reached `on_progress` after the call had returned and dropped its sink
-/// (the conformance suite's `tools-call-with-progress` through the hub saw 2 of 3).
-/// Notifications for no live call pass on to rmcp.
-struct InOrderProgress<T> {
+/// What the hub does to every upstream's wire as rmcp reads it, in the wire's order:
+///
+/// - Hands each progress notification of a live call to the call's sink before any later
+///   message — the call's answer included — is read. rmcp runs every notification handler in
+///   a task of its own, so a progress notification sent just before the answer reached
+///   `on_progress` after the call had returned and dropped its sink (the conformance suite's
+///   `tools-call-with-progress` through the hub saw 2 of 3). Notifications for no live call
+///   pass on to rmcp.
+/// - Drops a late answer to an abandoned `server/discover`, and says whether it was a
+///   success. rmcp's `Auto` lifecycle gives the probe 10 s (its own constant), then sends
+///   `initialize` on the same wire and fails on any other response id ("conflict initialized
+///   response id: expected 1, got 0"). An upstream slower than that to start (a cold `uvx`,
+///   `npx` or `docker run`) reads the probe first and answers it: a legacy server's late
+///   error is dropped and its `initialize` goes on; a modern server's late success sets
+///   `late`, and the connection is made again with `server/discover` alone (issue 41, item 11).
+struct UpstreamWire<T> {
     inner: T,
     sinks: ProgressSinks,
-}
-
-impl<T> InOrderProgress<T> {
-    fn new(inner: T, sinks: &ProgressSinks) -> Self {
-        InOrderProgress {
-            inner,
-            sinks: sinks.clone(),
-        }
-    }
-}
-
-impl<T: rmcp::transport::Transport<RoleClient>> rmcp::transport::Transport<RoleClient>
-    for InOrderProgress<T>
-{
-    type Error = T::Error;
-
-    fn name() -> std::borrow::Cow<'static, str> {
-        T::name()
-    }
-
-    fn send(
-        &mut self,
-        item: rmcp::service::TxJsonRpcMessage<RoleClient>,
-    ) -> impl std::future::Future<Output = Result<(), Self::Error>> + Send + 'static {
-        self.inner.send(item)
-    }
-
-    async fn receive(&mut self) -> Option<rmcp::service::RxJsonRpcMessage<RoleClient>> {
-        loop {
-            let message = self.inner.receive().await?;
-            if let rmcp::model::ServerJsonRpcMessage::Notification(n) = &message
-                && let ServerNotification::ProgressNotification(p) = &n.notification
-            {
-                let sink = self
-                    .sinks
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .get(&p.params.progress_token)
-                    .cloned();
-                if let Some(sink) = sink {
-                    sink(p.params.clone());
-                    continue;
-                }
-            }
-            return Some(message);
-        }
-    }
-
-    fn close(&mut self) -> impl std::future::Future<Output = Result<(), Self::Error>> + Send {
-        self.inner.close()
-    }
-}
-
-/// Drops a late answer to an abandoned `server/discover`, and says whether it was a success.
-/// rmcp's `Auto` lifecycle gives the probe 10 s (its own constant), then sends `initialize`
-/// on the same wire and fails on any other response id ("conflict initialized response id:
-/// expected 1, got 0"). An upstream slower than that to start (a cold `uvx`, `npx` or
-/// `docker run`) reads the probe first and answers it: a legacy server's late error is
-/// dropped and its `initialize` goes on; a modern server's late success sets `late`, and the
-/// connection is made again with `server/discover` alone (issue 41, item 11).
-struct LateDiscoverFilter<T> {
-    inner: T,
     /// The `server/discover` sent and not yet answered.
     pending: Option<rmcp::model::RequestId>,
     /// The `server/discover` given up on when `initialize` was sent.
@@ -1472,10 +1418,11 @@ struct LateDiscoverFilter<T> {
     late: Arc<std::sync::atomic::AtomicBool>,
 }
 
-impl<T> LateDiscoverFilter<T> {
-    fn new(inner: T, late: Arc<std::sync::atomic::AtomicBool>) -> Self {
-        LateDiscoverFilter {
+impl<T> UpstreamWire<T> {
+    fn new(inner: T, sinks: &ProgressSinks, late: Arc<std::sync::atomic::AtomicBool>) -> Self {
+        UpstreamWire {
             inner,
+            sinks: sinks.clone(),
             pending: None,
             abandoned: None,
             late,
@@ -1484,7 +1431,7 @@ impl<T> LateDiscoverFilter<T> {
 }
 
 impl<T: rmcp::transport::Transport<RoleClient>> rmcp::transport::Transport<RoleClient>
-    for LateDiscoverFilter<T>
+    for UpstreamWire<T>
 {
     type Error = T::Error;
 
@@ -1509,6 +1456,20 @@ impl<T: rmcp::transport::Transport<RoleClient>> rmcp::transport::Transport<RoleC
     async fn receive(&mut self) -> Option<rmcp::service::RxJsonRpcMessage<RoleClient>> {
         loop {
             let message = self.inner.receive().await?;
+            if let rmcp::model::ServerJsonRpcMessage::Notification(n) = &message
+                && let ServerNotification::ProgressNotification(p) = &n.notification
+            {
+                let sink = self
+                    .sinks
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .get(&p.params.progress_token)
+                    .cloned();
+                if let Some(sink) = sink {
+                    sink(p.params.clone());
+                    continue;
+                }
+            }
             let id = match &message {
                 rmcp::model::ServerJsonRpcMessage::Response(r) => Some(&r.id),
                 rmcp::model::ServerJsonRpcMessage::Error(e) => e.id.as_ref(),
