@@ -97,6 +97,34 @@ fn check_dims(dims: usize) -> Result<()> {
     Ok(())
 }
 
+/// The `$fetch` texts nearest to `$2` among the model's (`$1`) embeddings that pass `texts`
+/// (a condition on `e`, or none), materialised so they are ordered exactly after the HNSW
+/// scan's relaxed order, then the chunks of each that pass `chunks` (on `c`) until `$limit`
+/// are out. Prepared once per connection (`dims` is part of the text).
+///
+/// A text's chunks are looked up by hash, one index probe per text (`LATERAL … OFFSET 0`
+/// keeps the planner from joining instead): where texts repeat across collections the
+/// planner, costing random reads as on disk, otherwise scans every chunk (15 ms of 17 at 110k
+/// chunks). The texts are taken in order of distance (`near` sorted again: a plain CTE scan
+/// has no order the planner knows), so an incremental sort stops probing once `$limit`
+/// chunks are out: where each text has 14 chunks (bench/backends) the unfiltered statement
+/// probed all of `$fetch` texts for 4,464 chunks to return 160 (6.9 ms at p50 in psql; 2.6
+/// in order).
+fn nearest_texts_statement(dims: usize, texts: &str, chunks: &str, limit: u8, fetch: u8) -> String {
+    format!(
+        "WITH near AS MATERIALIZED (
+             SELECT e.hash, e.vector::halfvec({dims}) <=> $2::halfvec({dims}) AS dist
+             FROM embeddings e WHERE e.model = $1{texts}
+             ORDER BY e.vector::halfvec({dims}) <=> $2::halfvec({dims})
+             LIMIT ${fetch})
+         SELECT c.id, (1 - near.dist)::real
+         FROM (SELECT * FROM near ORDER BY dist) near
+         CROSS JOIN LATERAL (
+             SELECT c.id FROM chunks c WHERE c.hash = near.hash{chunks} OFFSET 0) c
+         ORDER BY near.dist, c.id LIMIT ${limit}"
+    )
+}
+
 /// `hnsw.ef_search` for a search through the index over about `total` chunks whose filter
 /// keeps `in_filter` of them (`None`: unfiltered): `base` grown with the collection
 /// ([`quarry_store::ef_for_size`]), then divided by √share of the filter; at least that and
@@ -449,18 +477,7 @@ impl VectorSearch for PgStore {
             // every live text nearer than the last one returned is among the `fetch`.
             let rows = conn
                 .query(
-                    &format!(
-                        "WITH near AS MATERIALIZED (
-                             SELECT e.hash, e.vector::halfvec({dims}) <=> $2::halfvec({dims}) AS dist
-                             FROM embeddings e WHERE e.model = $1
-                             ORDER BY e.vector::halfvec({dims}) <=> $2::halfvec({dims})
-                             LIMIT $4)
-                         SELECT c.id, (1 - near.dist)::real
-                         FROM (SELECT * FROM near ORDER BY dist) near
-                         CROSS JOIN LATERAL (
-                             SELECT c.id FROM chunks c WHERE c.hash = near.hash OFFSET 0) c
-                         ORDER BY near.dist, c.id LIMIT $3"
-                    ),
+                    &nearest_texts_statement(dims, "", "", 3, 4),
                     &[&model, &q, &limit, &fetch],
                 )
                 .map_err(db_err)?;
@@ -473,8 +490,9 @@ impl VectorSearch for PgStore {
         {
             // The filter's chunks read once, and each candidate tested against the set of
             // their texts (a hashed subplan: the `OR` keeps the planner from pulling it up
-            // into a join), then the nearest texts' chunks taken from that read. Over few embeddings the planner may scan them all through the
-            // set instead of walking the graph (bench/backends' 8,029): exact, and cheaper.
+            // into a join), then the nearest texts' chunks taken from that read. Over few
+            // embeddings the planner may scan them all through the set instead of walking the
+            // graph (bench/backends' 8,029): exact, and cheaper.
             let rows = conn
                 .query(
                     &format!(
@@ -497,34 +515,19 @@ impl VectorSearch for PgStore {
         }
 
         // Through the model's HNSW index: the `fetch` nearest chunk texts (hashes) that some
-        // chunk in the filter still has, materialised so they are ordered exactly after the
-        // relaxed scan, then those chunks. Prepared once per connection (`dims` is part of
-        // the text). In both statements the chunks of each text are looked up by hash, one
-        // index probe per text (`LATERAL … OFFSET 0` keeps the planner from joining instead):
-        // where texts repeat across collections the planner, costing random reads as on disk,
-        // otherwise scans every chunk (15 ms of 17 at 110k chunks). The texts are taken in
-        // order of distance (`near` sorted again: a plain CTE scan has no order the planner
-        // knows), so an incremental sort stops probing once `want` chunks are out: where
-        // each text has 14 chunks (bench/backends) the unfiltered statement probed all
-        // `fetch` texts for 4,464 chunks to return 160 (6.9 ms at p50 in psql; 2.6 streamed).
+        // chunk in the filter still has, then those chunks.
+        let chunk_in_filter = " AND (NOT $3 OR c.collection_id = ANY($4))";
         let rows = conn
             .query(
-                &format!(
-                    "WITH near AS MATERIALIZED (
-                         SELECT e.hash, e.vector::halfvec({dims}) <=> $2::halfvec({dims}) AS dist
-                         FROM embeddings e
-                         WHERE e.model = $1 AND EXISTS (
-                             SELECT 1 FROM chunks c
-                             WHERE c.hash = e.hash AND (NOT $3 OR c.collection_id = ANY($4)))
-                         ORDER BY e.vector::halfvec({dims}) <=> $2::halfvec({dims})
-                         LIMIT $6)
-                     SELECT c.id, (1 - near.dist)::real
-                     FROM (SELECT * FROM near ORDER BY dist) near
-                     CROSS JOIN LATERAL (
-                         SELECT c.id FROM chunks c
-                         WHERE c.hash = near.hash AND (NOT $3 OR c.collection_id = ANY($4))
-                         OFFSET 0) c
-                     ORDER BY near.dist, c.id LIMIT $5"
+                &nearest_texts_statement(
+                    dims,
+                    &format!(
+                        " AND EXISTS (SELECT 1 FROM chunks c \
+                         WHERE c.hash = e.hash{chunk_in_filter})"
+                    ),
+                    chunk_in_filter,
+                    5,
+                    6,
                 ),
                 &[&model, &q, &filtered, &filter, &limit, &fetch],
             )
