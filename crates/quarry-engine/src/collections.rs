@@ -128,10 +128,15 @@ impl Engine {
         let Some(name) = name else {
             return Ok(None);
         };
-        self.store()
-            .collection_id(self.space(), name)?
-            .filter(|id| self.scope().allows(*id))
-            .map(Some)
+        let found = self.store().collection_id(self.space(), name)?;
+        self.usable(name, found, |&id| id).map(Some)
+    }
+
+    /// `found` (the collection called `name`, or something of it) when this handle may use
+    /// it; otherwise the same `NotFound` as for a name that does not exist.
+    fn usable<T>(&self, name: &str, found: Option<T>, id: impl Fn(&T) -> i64) -> Result<T> {
+        found
+            .filter(|c| self.scope().allows(id(c)))
             .ok_or_else(|| Error::not_found(format!("collection '{name}' not found")))
     }
 
@@ -161,10 +166,8 @@ impl Engine {
     /// One collection of the space by name; one this handle may not use is not found,
     /// exactly like a missing one.
     pub fn collection(&self, name: &str) -> Result<Collection> {
-        self.store()
-            .collection(self.space(), name)?
-            .filter(|c| self.scope().allows(c.id))
-            .ok_or_else(|| Error::not_found(format!("collection '{name}' not found")))
+        let found = self.store().collection(self.space(), name)?;
+        self.usable(name, found, |c| c.id)
     }
 
     /// Removes a collection and everything indexed from it; returns the documents removed.

@@ -429,30 +429,35 @@ impl Engine {
             req.validate_params()?;
         }
         opts.validate(&req.query)?;
-        // Collections: the request's one and `collections`, each one this handle may use.
-        let mut names: Vec<String> = req.collection.iter().cloned().collect();
+        // Collections: the request's one and `collections`, each one this handle may use,
+        // each resolved once (the request's own only when it is one of several).
+        let mut names: Vec<(String, Option<i64>)> =
+            req.collection.iter().map(|c| (c.clone(), None)).collect();
         for (i, c) in opts.collections.iter().enumerate() {
-            match self.collection_id(Some(c)) {
-                Ok(_) => {}
+            let id = match self.collection_id(Some(c)) {
+                Ok(id) => id,
                 Err(Error::NotFound(_)) => {
                     return Err(Error::invalid(format!(
                         "collections[{i}]: unknown collection {c:?}"
                     )));
                 }
                 Err(e) => return Err(e),
-            }
-            if !names.contains(c) {
-                names.push(c.clone());
+            };
+            if !names.iter().any(|(n, _)| n == c) {
+                names.push((c.clone(), id));
             }
         }
         let (collection, filter) = if names.len() > 1 {
             let mut ids = Vec::with_capacity(names.len());
-            for n in &names {
-                ids.extend(self.collection_id(Some(n))?);
+            for (n, id) in &names {
+                match id {
+                    Some(id) => ids.push(*id),
+                    None => ids.extend(self.collection_id(Some(n))?),
+                }
             }
             (None, Some(ids))
         } else {
-            let one = names.into_iter().next();
+            let one = names.into_iter().next().map(|(n, _)| n);
             let filter = self.search_filter(one.as_deref())?;
             (one, filter)
         };
