@@ -27,10 +27,11 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (25, include_str!("../migrations/v25.sql")),
     (26, include_str!("../migrations/v26.sql")),
     (27, include_str!("../migrations/v27.sql")),
+    (28, include_str!("../migrations/v28.sql")),
 ];
 
 /// The newest schema version this binary knows.
-pub(crate) const SCHEMA_VERSION: i32 = 27;
+pub(crate) const SCHEMA_VERSION: i32 = 28;
 
 /// Serialises migrations across every process using the database.
 const MIGRATION_LOCK: i64 = 7_245_190_455_173_122_048;

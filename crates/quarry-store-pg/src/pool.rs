@@ -209,9 +209,15 @@ impl Connector {
             .filter(|(name, _)| !options.contains(name))
             .map(|(name, value)| format!("SET {name} = {value};"))
             .collect();
-        if !settings.is_empty() {
-            client.batch_execute(&settings).map_err(unavailable)?;
-        }
+        // Whatever the URL or the server's configuration say: writes must see what others
+        // committed before each statement (`chunk_vectors`' triggers read the other side of
+        // a write once they hold its lock, schema v28); reads that need one snapshot ask
+        // for it.
+        client
+            .batch_execute(&format!(
+                "{settings}SET default_transaction_isolation = 'read committed';"
+            ))
+            .map_err(unavailable)?;
         Ok(client)
     }
 }

@@ -182,14 +182,9 @@ const PROBE_PER_READ: f64 = 2.0;
 /// bench/backends' data, where the planner scans a small set's embeddings exactly rather than
 /// walk the graph): `sel` (5,066 chunks) 10.0 checked against 8.2 read first, `c0` (8,043)
 /// 14.3 against 11.5 — both read first —, `c0` and `c1` together 9.1 against 18.0, checked.
-fn filter_read_first(in_filter: i64, ef: usize, per_text: f64) -> bool {
+fn filter_read_whole(in_filter: i64, ef: usize, per_text: f64) -> bool {
     in_filter as f64 <= ef as f64 * (1.0 + per_text) * PROBE_PER_READ
 }
-
-/// The largest share of all chunks an exact filtered search reads by key, chunk by chunk,
-/// rather than through joins over every chunk (measured crossover: between 4.6 % of 110,000
-/// chunks, where the probes took 60 % of the joins' time, and all of 3,300, 3.6×).
-const PROBED_SHARE_MAX: f64 = 0.05;
 
 /// How long a node keeps the planner's statistics of all chunks before reading them again.
 const CHUNK_STATS_KEPT: std::time::Duration = std::time::Duration::from_secs(30);
@@ -358,6 +353,29 @@ impl PgStore {
     }
 }
 
+/// The `limit` chunks in `filter` nearest to `q`, exactly: every vector of the filter's
+/// chunks (`chunk_vectors`, one range of its collection index) and its distance. Cheaper
+/// than any walk of the graph when the filter is small, or small beside the candidates a walk
+/// would check ([`searched_exactly`], [`filter_read_whole`]); `vector <=> $2` is not the
+/// index's expression, so nothing but this scan can answer it.
+fn exact_in_filter(
+    conn: &mut crate::PgConnection<'_>,
+    model: &str,
+    q: &HalfVector,
+    filter: &[i64],
+    limit: i64,
+) -> Result<Vec<(i64, f32)>> {
+    let rows = conn
+        .query(
+            "SELECT v.chunk_id, (1 - (v.vector <=> $2))::real FROM chunk_vectors v \
+             WHERE v.collection_id = ANY($3) AND v.model = $1 \
+             ORDER BY v.vector <=> $2, v.chunk_id LIMIT $4",
+            &[&model, q, &filter, &limit],
+        )
+        .map_err(db_err)?;
+    Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+}
+
 impl VectorSearch for PgStore {
     /// Makes sure `model`'s index exists with today's parameters. The first index of a
     /// model is built in place (`CREATE INDEX`, writes to `embeddings` wait). An index built
@@ -415,30 +433,11 @@ impl VectorSearch for PgStore {
         let mut conn = self.conn()?;
         let (total, in_filter) = if filtered {
             let (in_filter, total) = self.filter_size(&mut conn, filter)?;
-            if searched_exactly(in_filter, total, self.exact_search_max) {
-                // Exact: `vector <=> $2` is not the index's expression, so nothing but a
-                // scan of the filtered chunks can answer it. A small share of a large store
-                // is read from the filter's chunks and each chunk's vector by key
-                // (`LATERAL … OFFSET 0`); joined, the planner scans every embedding (29 ms
-                // where the probes take 17 ms, for 5,000 of 110,000 chunks). Most of a small
-                // store is the other way round (2.4 ms joined, 8.7 ms probed, for all of
-                // 3,300).
-                let sql = if in_filter as f64 <= PROBED_SHARE_MAX * total as f64 {
-                    "SELECT c.id, (1 - (e.vector <=> $2))::real FROM chunks c \
-                     CROSS JOIN LATERAL (SELECT e.vector FROM embeddings e \
-                         WHERE e.model = $1 AND e.hash = c.hash OFFSET 0) e \
-                     WHERE c.collection_id = ANY($3) \
-                     ORDER BY e.vector <=> $2, c.id LIMIT $4"
-                } else {
-                    "SELECT c.id, (1 - (e.vector <=> $2))::real FROM chunks c \
-                     JOIN embeddings e ON e.model = $1 AND e.hash = c.hash \
-                     WHERE c.collection_id = ANY($3) \
-                     ORDER BY e.vector <=> $2, c.id LIMIT $4"
-                };
-                let rows = conn
-                    .query(sql, &[&model, &q, &filter, &limit])
-                    .map_err(db_err)?;
-                return Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect());
+            let ef = ef_search_for(self.ef_search, want, total, Some(in_filter));
+            if searched_exactly(in_filter, total, self.exact_search_max)
+                || filter_read_whole(in_filter, ef, self.chunk_stats(&mut conn)?.per_text)
+            {
+                return exact_in_filter(&mut conn, model, &q, filter, limit);
             }
             (total, Some(in_filter))
         } else {
@@ -485,35 +484,6 @@ impl VectorSearch for PgStore {
                 return Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect());
             }
         }
-        if let Some(in_filter) = in_filter
-            && filter_read_first(in_filter, ef, self.chunk_stats(&mut conn)?.per_text)
-        {
-            // The filter's chunks read once, and each candidate tested against the set of
-            // their texts (a hashed subplan: the `OR` keeps the planner from pulling it up
-            // into a join), then the nearest texts' chunks taken from that read. Over few
-            // embeddings the planner may scan them all through the set instead of walking the
-            // graph (bench/backends' 8,029): exact, and cheaper.
-            let rows = conn
-                .query(
-                    &format!(
-                        "WITH kept AS MATERIALIZED (
-                             SELECT c.id, c.hash FROM chunks c WHERE c.collection_id = ANY($3)),
-                         near AS MATERIALIZED (
-                             SELECT e.hash, e.vector::halfvec({dims}) <=> $2::halfvec({dims}) AS dist
-                             FROM embeddings e
-                             WHERE e.model = $1 AND (e.hash IN (SELECT k.hash FROM kept k) OR $6)
-                             ORDER BY e.vector::halfvec({dims}) <=> $2::halfvec({dims})
-                             LIMIT $5)
-                         SELECT k.id, (1 - near.dist)::real FROM near
-                         JOIN kept k ON k.hash = near.hash
-                         ORDER BY near.dist, k.id LIMIT $4"
-                    ),
-                    &[&model, &q, &filter, &limit, &fetch, &false],
-                )
-                .map_err(db_err)?;
-            return Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect());
-        }
-
         // Through the model's HNSW index: the `fetch` nearest chunk texts (hashes) that some
         // chunk in the filter still has, then those chunks.
         let chunk_in_filter = " AND (NOT $3 OR c.collection_id = ANY($4))";
@@ -549,8 +519,8 @@ impl VectorSearch for PgStore {
         let rows = self
             .conn()?
             .query(
-                "SELECT c.id, (1 - (e.vector <=> $2))::real FROM chunks c \
-                 JOIN embeddings e ON e.model = $1 AND e.hash = c.hash WHERE c.id = ANY($3)",
+                "SELECT v.chunk_id, (1 - (v.vector <=> $2))::real FROM chunk_vectors v \
+                 WHERE v.chunk_id = ANY($3) AND v.model = $1",
                 &[&model, &q, &chunk_ids],
             )
             .map_err(db_err)?;
@@ -731,10 +701,10 @@ mod tests {
     fn a_filter_is_read_first_where_texts_repeat() {
         // 5 % of 110,000 chunks at ef 629: unique texts are checked candidate by candidate,
         // texts in 14 collections through the filter's set.
-        assert!(!filter_read_first(5_060, 629, 1.0));
-        assert!(filter_read_first(5_060, 629, 13.7));
+        assert!(!filter_read_whole(5_060, 629, 1.0));
+        assert!(filter_read_whole(5_060, 629, 13.7));
         // A filter much larger than the candidates' chunks is never read whole.
-        assert!(!filter_read_first(60_000, 629, 13.7));
+        assert!(!filter_read_whole(60_000, 629, 13.7));
     }
 
     #[test]

@@ -25,7 +25,7 @@ use quarry_store::{
 };
 
 /// The newest schema version: the last of [`MIGRATIONS`].
-const SCHEMA_VERSION: i64 = 27;
+const SCHEMA_VERSION: i64 = 28;
 
 /// `(version, SQL)`, oldest first: the files in `migrations/`, each bringing the schema from
 /// the version before it to its own. Version 4 also gives old rows their UUIDs ([`assign_uids`]).
@@ -57,6 +57,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (25, include_str!("../migrations/v25.sql")),
     (26, include_str!("../migrations/v26.sql")),
     (27, include_str!("../migrations/v27.sql")),
+    (28, include_str!("../migrations/v28.sql")),
 ];
 
 /// The feed's last sequence number (0 before its first entry).

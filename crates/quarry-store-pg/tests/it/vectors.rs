@@ -218,6 +218,7 @@ fn chunks_know_their_collection_from_before_v27_and_after() {
     let (d, d_chunks) = vectors::copy(&store, "d", &first);
     let mut raw = db.client();
     // The schema as v26 left it, with a chunk whose document is gone.
+    raw.batch_execute(BACK_TO_V27).expect("back to v27");
     raw.batch_execute(
         "DROP TRIGGER chunks_collection_filled ON chunks; \
          DROP TRIGGER documents_moved_chunks ON documents; \
@@ -297,6 +298,205 @@ fn chunks_know_their_collection_from_before_v27_and_after() {
         .expect("moved")
         .get(0);
     assert_eq!(moved, 2);
+}
+
+/// Undoes schema v28 (`chunk_vectors` and what keeps it), as a database written by the
+/// previous release holds it.
+const BACK_TO_V27: &str = "DROP TRIGGER chunks_vectors_added ON chunks; \
+     DROP TRIGGER chunks_vectors_removed ON chunks; \
+     DROP TRIGGER chunks_vectors_changed ON chunks; \
+     DROP TRIGGER embeddings_vectors_added ON embeddings; \
+     DROP TRIGGER embeddings_vectors_changed ON embeddings; \
+     DROP TRIGGER embeddings_vectors_removed ON embeddings; \
+     DROP FUNCTION quarry_chunks_added(), quarry_chunks_removed(), quarry_chunks_changed(), \
+         quarry_embeddings_stored(), quarry_embeddings_removed(); \
+     DROP TABLE chunk_vectors; DROP INDEX embeddings_hash; \
+     DELETE FROM quarry_schema WHERE version = 28";
+
+/// Rows of `chunk_vectors` that differ from what it derives from (each chunk with each
+/// embedding of its text), both ways, and how many it holds.
+fn vectors_out_of_step(raw: &mut postgres::Client) -> (i64, i64) {
+    let row = raw
+        .query_one(
+            "WITH want AS (SELECT c.id, e.model, c.collection_id, e.vector::text AS v \
+                 FROM chunks c JOIN embeddings e ON e.hash = c.hash), \
+             have AS (SELECT chunk_id, model, collection_id, vector::text AS v FROM chunk_vectors) \
+             SELECT (SELECT count(*) FROM (SELECT * FROM want EXCEPT ALL SELECT * FROM have) m) \
+                  + (SELECT count(*) FROM (SELECT * FROM have EXCEPT ALL SELECT * FROM want) x), \
+                 (SELECT count(*) FROM chunk_vectors)",
+            &[],
+        )
+        .expect("compare chunk_vectors");
+    (row.get(0), row.get(1))
+}
+
+/// Filtered searches read each chunk's vector beside its collection (`chunk_vectors`,
+/// schema v28), derived from chunks and embeddings by triggers: after every kind of write
+/// on either side — chunks whose texts already have vectors, new and changed vectors, a
+/// document that moves, vectors and documents removed — and after an upgrade from v27, it
+/// holds exactly a row per chunk and embedding of its text, and searches find the vectors
+/// as they are now.
+#[test]
+fn chunk_vectors_follow_every_write_of_either_side() {
+    let Some((db, store)) = store() else { return };
+    let store = store.with_exact_search_max(1_000);
+    let mut raw = db.client();
+    let mut rng = UnitVectors::new(0x6a09_e667_f3bc_c908, DIMS);
+    let (a, a_chunks) = vectors::fill(&store, "a", 80, MODEL, &mut rng);
+    let (_, b_chunks) = fill(&store, "b", 40, &mut rng);
+    assert_eq!(
+        vectors_out_of_step(&mut raw),
+        (0, 120),
+        "new texts, then vectors"
+    );
+    // Chunks whose texts have vectors already.
+    let (d, d_chunks) = vectors::copy(&store, "d", &a_chunks[..30]);
+    assert_eq!(
+        vectors_out_of_step(&mut raw),
+        (0, 150),
+        "chunks of embedded texts"
+    );
+    // New vectors for texts a and d share: both collections' searches see them.
+    let changed: Vec<(String, Vec<f32>)> = a_chunks[..5]
+        .iter()
+        .map(|k| (k.hash.clone(), rng.unit()))
+        .collect();
+    store.put_embeddings(MODEL, &changed).expect("new vectors");
+    assert_eq!(vectors_out_of_step(&mut raw), (0, 150), "changed vectors");
+    for (collection, chunk) in [(a, &a_chunks[2]), (d, &d_chunks[2])] {
+        let q = &changed[2].1;
+        let found = store
+            .nearest_chunks(MODEL, q, 1, Some(&[collection]))
+            .expect("search");
+        assert_eq!(found.first().map(|f| f.0), Some(chunk.id), "{found:?}");
+        assert!(found[0].1 > 0.999, "the new vector: {found:?}");
+    }
+    let similar = store
+        .chunk_similarities(MODEL, &changed[0].1, &[a_chunks[0].id, d_chunks[0].id])
+        .expect("similarities");
+    assert!(similar.values().all(|s| *s > 0.999), "{similar:?}");
+    // A document that moves takes its chunks' vectors along.
+    raw.execute(
+        "UPDATE documents SET collection_id = $1, path = 'moved.md' \
+         WHERE id = (SELECT document_id FROM chunks WHERE id = $2)",
+        &[&d, &b_chunks[0].0],
+    )
+    .expect("move a document");
+    assert_eq!(vectors_out_of_step(&mut raw), (0, 150), "a moved document");
+    let moved = store
+        .nearest_chunks(MODEL, &b_chunks[0].1, 1, Some(&[d]))
+        .expect("search");
+    assert_eq!(moved.first().map(|f| f.0), Some(b_chunks[0].0));
+    // Vectors removed (a model's, for a collection), then documents removed.
+    let removed = store
+        .delete_embeddings("default", Some(a), MODEL)
+        .expect("delete_embeddings");
+    assert_eq!(removed, 80);
+    assert_eq!(vectors_out_of_step(&mut raw), (0, 40), "vectors removed");
+    assert!(
+        store
+            .nearest_chunks(MODEL, &rng.unit(), 10, Some(&[a, d]))
+            .expect("search")
+            .len()
+            == 1,
+        "only the moved document's chunk is left with a vector in a and d"
+    );
+    store.remove_collection("default", "b").expect("remove b");
+    assert_eq!(vectors_out_of_step(&mut raw), (0, 1), "documents removed");
+    // A database from before v28 gets the table filled when it is opened.
+    let (_, e_chunks) = fill(&store, "e", 60, &mut rng);
+    raw.batch_execute(BACK_TO_V27).expect("back to v27");
+    drop(store);
+    let store = PgStore::connect(&db.url)
+        .expect("open and upgrade")
+        .with_exact_search_max(1_000);
+    assert_eq!(vectors_out_of_step(&mut raw), (0, 61), "upgraded from v27");
+    let found = store
+        .nearest_chunks(MODEL, &e_chunks[7].1, 1, None)
+        .expect("search");
+    assert_eq!(found.first().map(|f| f.0), Some(e_chunks[7].0));
+}
+
+/// A chunk written while an embedding of its text commits in another transaction (another
+/// node's embedding batch), and a chunk removed while one does, leave `chunk_vectors` exact
+/// whichever side commits first: the second waits for the first (the triggers' lock) and
+/// then reads what it wrote.
+#[test]
+fn chunks_and_embeddings_written_at_once_keep_chunk_vectors_exact() {
+    let Some((db, store)) = store() else { return };
+    let mut rng = UnitVectors::new(0xbb67_ae85_84ca_a73b, DIMS);
+    let (_, chunks) = fill(&store, "a", 3, &mut rng);
+    let mut raw = db.client();
+    let document: i64 = raw
+        .query_one(
+            "SELECT document_id FROM chunks WHERE id = $1",
+            &[&chunks[0].0],
+        )
+        .expect("a document")
+        .get(0);
+    let halfvec = |v: &[f32]| {
+        let parts: Vec<String> = v.iter().map(|x| x.to_string()).collect();
+        format!("[{}]", parts.join(","))
+    };
+    let insert_chunk = "INSERT INTO chunks (document_id, seq, byte_start, byte_end, line_start, \
+         line_end, hash) VALUES ($1, 9, 0, 1, 1, 1, $2) RETURNING id";
+    // A chunk's transaction first, the embedding's statement during it.
+    let mut first = db.client();
+    let mut tx = first.transaction().expect("begin");
+    let chunk: i64 = tx
+        .query_one(insert_chunk, &[&document, &"race-1"])
+        .expect("a chunk")
+        .get(0);
+    std::thread::scope(|s| {
+        let embedding = s.spawn(|| store.put_embeddings(MODEL, &[("race-1".into(), rng.unit())]));
+        wait_for_lock_waiters(&mut raw, 1, "INSERT INTO embeddings%");
+        tx.commit().expect("commit the chunk");
+        embedding.join().unwrap().expect("put_embeddings");
+    });
+    assert_eq!(vectors_out_of_step(&mut raw), (0, 4), "chunk first");
+    // An embedding's transaction first, a chunk of its text during it.
+    let v = rng.unit();
+    let mut tx = first.transaction().expect("begin");
+    tx.execute(
+        "INSERT INTO embeddings (model, hash, vector) VALUES ($1, 'race-2', $2::text::halfvec)",
+        &[&MODEL, &halfvec(&v)],
+    )
+    .expect("an embedding");
+    let mut second = db.client();
+    std::thread::scope(|s| {
+        let chunk = s.spawn(|| second.query_one(insert_chunk, &[&document, &"race-2"]));
+        wait_for_lock_waiters(&mut raw, 1, "INSERT INTO chunks%");
+        tx.commit().expect("commit the embedding");
+        chunk.join().unwrap().expect("insert the chunk");
+    });
+    assert_eq!(vectors_out_of_step(&mut raw), (0, 5), "embedding first");
+    // A chunk removed while an embedding of its text commits.
+    let mut tx = first.transaction().expect("begin");
+    tx.execute(
+        "DELETE FROM chunks WHERE hash = 'race-3' OR id = $1",
+        &[&chunk],
+    )
+    .expect("remove the chunk");
+    std::thread::scope(|s| {
+        let embedding = s.spawn(|| {
+            store.put_embeddings(
+                MODEL,
+                &[("race-1".into(), rng.unit()), ("race-3".into(), v.clone())],
+            )
+        });
+        wait_for_lock_waiters(&mut raw, 1, "INSERT INTO embeddings%");
+        tx.commit().expect("commit the removal");
+        embedding.join().unwrap().expect("put_embeddings");
+    });
+    assert_eq!(vectors_out_of_step(&mut raw), (0, 4), "removed first");
+    let left: i64 = raw
+        .query_one(
+            "SELECT count(*) FROM chunk_vectors WHERE chunk_id = $1",
+            &[&chunk],
+        )
+        .expect("count")
+        .get(0);
+    assert_eq!(left, 0, "no vector of a removed chunk");
 }
 
 /// An embedding no chunk uses any more (the cache keeps it by text) is never an answer and

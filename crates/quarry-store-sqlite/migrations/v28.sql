@@ -1,0 +1,3 @@
+-- Version 28 (issue 46): nothing changes in the embedded store. PostgreSQL keeps each
+-- chunk's vector beside its collection (quarry-store-pg's v28) for its filtered vector
+-- search; the embedded store filters in its own index.
