@@ -3,11 +3,15 @@
 //! re-ordering of graph candidates alike, is computed on those half-precision values), each
 //! model with its own partial HNSW index over `vector::halfvec(dims)` (an index needs one
 //! dimension count; models differ), built with [`HNSW_M`] and [`HNSW_EF_CONSTRUCTION`].
+//! `embeddings` holds a vector per model and text; `chunk_vectors` (schema v28) the same
+//! vectors per chunk, beside the chunk's collection, for filtered search — derived by
+//! triggers from both tables, never written here.
 //!
-//! A search runs exactly when a filter leaves few chunks (or a small share of a large
-//! collection: [`SELECTIVE_EXACT_MAX`]; the filter's chunks are counted only that far, the
-//! share of a larger filter taken from the planner's statistics: `PgStore::filter_size`),
-//! else through the index with
+//! A filtered search runs exactly over the filter's `chunk_vectors` when the filter leaves
+//! few chunks (or a small share of a large collection: [`SELECTIVE_EXACT_MAX`]; the filter's
+//! chunks are counted only that far, the share of a larger filter taken from the planner's
+//! statistics: `PgStore::filter_size`), or few beside the candidates a walk of the graph
+//! would check ([`filter_read_whole`]); else, and unfiltered, through the index with
 //! `hnsw.iterative_scan = relaxed_order` (without it a selective filter discards most of the
 //! `ef_search` candidates and returns about half the rows asked for: 4.98 of 10 at 5 %).
 //! Through the index, `ef_search` grows with the collection and as the filter narrows (the
@@ -16,10 +20,8 @@
 //! (`hnsw.max_scan_tuples`), and more candidates than asked for are fetched and ordered
 //! exactly by distance (relaxed order returns them only roughly sorted). Each candidate is
 //! checked against the filter by its text and the filter's collections in one index
-//! (`chunks_hash_collection`: every chunk carries its document's collection, schema v27), or
-//! — for a filter small beside the candidates it would check ([`filter_read_first`]) —
-//! against the set of the filter's texts read first (`chunks_collection`). bench/pgvector and
-//! bench/backends measure the figures behind every constant here.
+//! (`chunks_hash_collection`: every chunk carries its document's collection, schema v27).
+//! bench/pgvector and bench/backends measure the figures behind every constant here.
 
 use std::collections::HashMap;
 
@@ -169,19 +171,19 @@ fn max_scan_tuples(ef: usize, fetch: usize, in_filter: i64, total: i64) -> usize
 /// How much more a graph candidate's check cost, per chunk of its text looked up (that chunk
 /// and its document by key), than reading one of the filter's chunks up front: 2.0 µs against
 /// 1.0 on bench/backends' data (`sel`, 5,066 of 109,625 chunks, 14 chunks per text), before
-/// chunks carried their collection (schema v27).
+/// chunks carried their collection (schema v27). Kept since: the rule below still picks the
+/// faster path on every filter measured.
 const PROBE_PER_READ: f64 = 2.0;
 
-/// Whether a filtered search through the index reads the filter's chunks first and tests
-/// each candidate against the set of their texts, rather than checking each candidate in
-/// `chunks_hash_collection`: reading costs the `in_filter` chunks once, the checks at least
-/// `ef` candidates each. The rule was set when a check looked up every chunk of the
-/// candidate's text and its document (`per_text` each: 18.2 ms at p50 against 11.0 read
-/// first for `sel` in psql); since v27 a check is one index probe, and both statements got
-/// faster, but the rule still picks the faster one on every filter measured (psql, p50,
-/// bench/backends' data, where the planner scans a small set's embeddings exactly rather than
-/// walk the graph): `sel` (5,066 chunks) 10.0 checked against 8.2 read first, `c0` (8,043)
-/// 14.3 against 11.5 — both read first —, `c0` and `c1` together 9.1 against 18.0, checked.
+/// Whether a filtered search reads every vector of the filter's chunks (exact, over
+/// `chunk_vectors`) rather than walk the graph and check each candidate in
+/// `chunks_hash_collection`: reading costs the `in_filter` chunks once, the walk at least
+/// `ef` candidates, each checked through the chunks of its text (`per_text`). Measured with
+/// `chunk_vectors` (schema v28; psql, p50 of 22 stored vectors as queries, 160 chunks asked
+/// for, bench/backends' data with 14 chunks per text), the rule picks the faster path on each
+/// filter: `sel` (5,066 chunks) 1.97 ms read against 6.54 walked, `c0` (8,043) 2.84 against
+/// 7.48 — both read —, `c0` and `c1` (16,086) 4.92 against 4.05, and four collections
+/// (32,172) 14.0 against 5.4 — both walked.
 fn filter_read_whole(in_filter: i64, ef: usize, per_text: f64) -> bool {
     in_filter as f64 <= ef as f64 * (1.0 + per_text) * PROBE_PER_READ
 }
@@ -698,11 +700,15 @@ mod tests {
     }
 
     #[test]
-    fn a_filter_is_read_first_where_texts_repeat() {
+    fn a_filter_is_read_whole_where_texts_repeat() {
         // 5 % of 110,000 chunks at ef 629: unique texts are checked candidate by candidate,
-        // texts in 14 collections through the filter's set.
+        // texts in 14 collections read whole.
         assert!(!filter_read_whole(5_060, 629, 1.0));
         assert!(filter_read_whole(5_060, 629, 13.7));
+        // bench/backends' filters as measured: one collection read, two or four walked.
+        assert!(filter_read_whole(8_043, 473, 13.6));
+        assert!(!filter_read_whole(16_086, 335, 13.6));
+        assert!(!filter_read_whole(32_172, 240, 13.6));
         // A filter much larger than the candidates' chunks is never read whole.
         assert!(!filter_read_whole(60_000, 629, 13.7));
     }

@@ -71,8 +71,7 @@ fn filtered_and_unfiltered_search_find_the_true_neighbours() {
     // (its chunks counted up to 4,097, its share read from the statistics).
     let (small, small_vecs) = fill(&store, "small", 300, &mut rng);
     let (large, large_vecs) = fill(&store, "large", 4_500, &mut rng);
-    // `tiny` (2 % of the chunks) is searched exactly, read chunk by chunk; `small` (6 %)
-    // exactly through joins.
+    // `tiny` (2 % of the chunks) is searched exactly too.
     let (tiny, tiny_vecs) = fill(&store, "tiny", 100, &mut rng);
     // The planner's statistics, as autovacuum leaves them: shares are taken of its count
     // of all chunks, and `large`'s (past what is worth counting) of its documents'.
@@ -142,9 +141,9 @@ fn filtered_and_unfiltered_search_find_the_true_neighbours() {
 }
 
 /// Collections that share their texts (the same pages in several knowledge bases): a filter
-/// to one of them through the index — where each candidate text is tested against the set of
-/// the filter's texts read first, not through every chunk of that text — answers with its own
-/// chunks only, never a copy's, and finds the true neighbours among them.
+/// to one of them past the exact search's size — read whole from `chunk_vectors` rather than
+/// walked, as its chunks are few beside the candidates' chunks a walk would check — answers
+/// with its own chunks only, never a copy's, and finds the true neighbours among them.
 #[test]
 fn a_filter_over_texts_other_collections_share_keeps_to_its_own_chunks() {
     let Some((db, store)) = store() else { return };
