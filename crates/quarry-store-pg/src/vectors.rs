@@ -433,7 +433,7 @@ impl VectorSearch for PgStore {
         let filter = collections.unwrap_or(&all);
         let filtered = collections.is_some();
         let mut conn = self.conn()?;
-        let (total, in_filter) = if filtered {
+        let (total, in_filter, ef) = if filtered {
             let (in_filter, total) = self.filter_size(&mut conn, filter)?;
             let ef = ef_search_for(self.ef_search, want, total, Some(in_filter));
             if searched_exactly(in_filter, total, self.exact_search_max)
@@ -441,11 +441,15 @@ impl VectorSearch for PgStore {
             {
                 return exact_in_filter(&mut conn, model, &q, filter, limit);
             }
-            (total, Some(in_filter))
+            (total, Some(in_filter), ef)
         } else {
-            (self.chunk_stats(&mut conn)?.chunks, None)
+            let total = self.chunk_stats(&mut conn)?.chunks;
+            (
+                total,
+                None,
+                ef_search_for(self.ef_search, want, total, None),
+            )
         };
-        let ef = ef_search_for(self.ef_search, want, total, in_filter);
         let fetch = want.saturating_mul(OVERFETCH).min(ef.max(want));
         let scan_tuples = match in_filter {
             Some(in_filter) => max_scan_tuples(ef, fetch, in_filter, total),
