@@ -266,11 +266,14 @@ impl EntryStore for PgStore {
         if collection_ids.is_some_and(<[i64]>::is_empty) {
             return Ok(Vec::new());
         }
+        // Asked by every search. `OR`, not a `UNION` of the two windows' ids: the planner
+        // still combines both partial indexes (a `BitmapOr`; checked on 200,000 files), and
+        // planning it — at every bind, `force_custom_plan` — took 0.1 ms in psql against 0.24
+        // (0.6–0.95 ms of each search in the server's statement log).
         self.conn()?
             .query(
                 "SELECT f.document_id FROM kb_files f JOIN collections c ON c.id = f.collection_id \
-                 WHERE f.id IN (SELECT id FROM kb_files WHERE valid_until <= $3 \
-                 UNION SELECT id FROM kb_files WHERE valid_from > $3) \
+                 WHERE (f.valid_until <= $3 OR f.valid_from > $3) \
                  AND f.document_id IS NOT NULL AND c.space = $1 \
                  AND ($2::bigint[] IS NULL OR f.collection_id = ANY($2))",
                 &[&space, &collection_ids, &at],
