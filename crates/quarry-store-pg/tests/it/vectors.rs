@@ -66,6 +66,9 @@ fn search_in(
 #[test]
 fn filtered_and_unfiltered_search_find_the_true_neighbours() {
     let Some((db, store)) = store() else { return };
+    // The threshold the sizes below were chosen for (the default is larger): `large` must
+    // go through the graph.
+    let store = store.with_exact_search_max(4_096);
     let mut rng = UnitVectors::new(0x9e37_79b9_7f4a_7c15, DIMS);
     // `small` is searched exactly (few chunks), `large` through the index with a filter
     // (its chunks counted up to 4,097, its share read from the statistics).
