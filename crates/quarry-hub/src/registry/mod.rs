@@ -152,6 +152,7 @@ impl Hub {
     /// were opened (by another node: this node's own changes stop them at once); returns how
     /// many stopped. Their child processes exit with them.
     pub fn reconcile(&self) -> Result<usize> {
+        let read = std::time::Instant::now();
         let rows: HashMap<String, (bool, i64)> = self
             .store
             .upstreams(None)?
@@ -159,6 +160,11 @@ impl Hub {
             .map(|r| (r.id, (r.enabled, r.updated_at)))
             .collect();
         Ok(self.pool.remove_where(|id, conn| match rows.get(id) {
+            // Opened after the rows were read (this node enabled or edited it meanwhile):
+            // they say nothing of it; the next reconcile does. Judged by them, an upstream
+            // disabled and enabled again at once lost its new connection to the disable's
+            // notification (seen in CI: `test_toggles` on PostgreSQL answered `idle`).
+            Some(_) if conn.age() < read.elapsed() => false,
             // Edited since it was opened: the next use connects the stored settings.
             Some((enabled, revision)) => !enabled || *revision != conn.revision(),
             // A registration opens its connection before its row commits: a young
