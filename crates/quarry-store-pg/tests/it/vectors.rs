@@ -436,10 +436,6 @@ fn chunks_and_embeddings_written_at_once_keep_chunk_vectors_exact() {
         )
         .expect("a document")
         .get(0);
-    let halfvec = |v: &[f32]| {
-        let parts: Vec<String> = v.iter().map(|x| x.to_string()).collect();
-        format!("[{}]", parts.join(","))
-    };
     let insert_chunk = "INSERT INTO chunks (document_id, seq, byte_start, byte_end, line_start, \
          line_end, hash) VALUES ($1, 9, 0, 1, 1, 1, $2) RETURNING id";
     // A chunk's transaction first, the embedding's statement during it.
@@ -460,8 +456,8 @@ fn chunks_and_embeddings_written_at_once_keep_chunk_vectors_exact() {
     let v = rng.unit();
     let mut tx = first.transaction().expect("begin");
     tx.execute(
-        "INSERT INTO embeddings (model, hash, vector) VALUES ($1, 'race-2', $2::text::halfvec)",
-        &[&MODEL, &halfvec(&v)],
+        "INSERT INTO embeddings (model, hash, vector) VALUES ($1, 'race-2', $2)",
+        &[&MODEL, &pgvector::HalfVector::from_f32_slice(&v)],
     )
     .expect("an embedding");
     let mut second = db.client();
