@@ -520,8 +520,9 @@ impl Hub {
     /// An upstream by id, name or package id.
     pub fn find_upstream(&self, caller: &Principal, key: &str) -> Result<UpstreamInfo> {
         let row = self.row(caller, key)?;
+        let health = self.health(&row);
         let catalog = self.catalog(caller.owner_key())?;
-        Ok(self.info(caller, &row, &catalog))
+        Ok(self.info(caller, &row, health, &catalog))
     }
 
     /// The caller's upstream by id, or by name or package id (both unique per owner).
@@ -540,9 +541,15 @@ impl Hub {
             .ok_or_else(|| Error::NotFound(format!("MCP server '{key}' not found")))
     }
 
-    fn info(&self, caller: &Principal, row: &UpstreamRow, catalog: &Catalog) -> UpstreamInfo {
-        let options: UpstreamOptions = serde_json::from_str(&row.options).unwrap_or_default();
-        let health = if row.enabled {
+    /// Where an upstream's connection in this process stands.
+    ///
+    /// Read it *before* the catalog that goes with it in an [`UpstreamInfo`]: a connection
+    /// reports `ready` only once the store holds what its discovery found, so a catalog read
+    /// after a `ready` has the tools. Read the other way round, a discovery that ended between
+    /// the two reads gave `ready` with the catalog from before it — no tools (seen in CI: a
+    /// freshly registered server-memory polled as `ready` with `tool_count` 0).
+    fn health(&self, row: &UpstreamRow) -> Health {
+        if row.enabled {
             self.pool
                 .get(&row.id)
                 .map(|c| c.health())
@@ -550,7 +557,19 @@ impl Hub {
                 .unwrap_or_else(|| Health::new("idle"))
         } else {
             Health::new("disabled")
-        };
+        }
+    }
+
+    /// An upstream's listing from its row, its `health` and a `catalog` read after the
+    /// health ([`Hub::health`] says why that order).
+    fn info(
+        &self,
+        caller: &Principal,
+        row: &UpstreamRow,
+        health: Health,
+        catalog: &Catalog,
+    ) -> UpstreamInfo {
+        let options: UpstreamOptions = serde_json::from_str(&row.options).unwrap_or_default();
         let pkg = catalog.package(&row.package);
         let tools: Vec<Value> = catalog
             .tools_of(&row.package)
@@ -596,21 +615,30 @@ impl Hub {
 
     /// The caller's upstreams, with their health.
     pub fn upstreams(&self, caller: &Principal) -> Result<Vec<UpstreamInfo>> {
-        let catalog = self.catalog(caller.owner_key())?;
-        Ok(self
+        let rows: Vec<(UpstreamRow, Health)> = self
             .store
             .upstreams(Some(caller.owner_key()))?
-            .iter()
+            .into_iter()
             .filter(|r| caller.reaches_package(&r.package))
-            .map(|r| self.info(caller, r, &catalog))
+            .map(|r| {
+                let health = self.health(&r);
+                (r, health)
+            })
+            .collect();
+        // After the healths: a `ready` among them has its tools in this catalog.
+        let catalog = self.catalog(caller.owner_key())?;
+        Ok(rows
+            .into_iter()
+            .map(|(r, health)| self.info(caller, &r, health, &catalog))
             .collect())
     }
 
     /// One of the caller's upstreams; another owner's is not found.
     pub fn upstream(&self, caller: &Principal, id: &str) -> Result<UpstreamInfo> {
         let row = self.row(caller, id)?;
+        let health = self.health(&row);
         let catalog = self.catalog(caller.owner_key())?;
-        Ok(self.info(caller, &row, &catalog))
+        Ok(self.info(caller, &row, health, &catalog))
     }
 
     /// The upstream's catalogued tools (those the caller may use).
