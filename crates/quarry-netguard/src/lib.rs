@@ -35,11 +35,19 @@
 //! - Proxies are off (`no_proxy`): a proxy would make the connection on our behalf, unchecked.
 //! - A child process that resolves names itself (the `git` command): [`resolve_blocking`]
 //!   gives the checked addresses, for the caller to pin the connection to them.
+//! - Before any of that, the URL's text: [`unambiguous_url`] refuses a URL that parsers read
+//!   differently (curl and `git`, Python's `urllib` and httpx, browsers' WHATWG parser, which
+//!   the `url` crate follows) — a backslash before the path, whitespace or control
+//!   characters, a user name or password, `%`-escapes or non-ASCII in the host, IPv4 hosts in
+//!   odd forms (`0x7f.1`, `127.1`) — and returns the parsed URL, whose re-serialisation
+//!   (`Url::as_str`) is what a child process or a client is then handed: the URL that was
+//!   checked, never the raw text.
 //!
 //! The public face: [`NetPolicy`] (the allow-list, [`NetPolicy::check_ip`]), [`Cidr`],
 //! [`Refused`] (why, in words that start with `refused: `), [`check_url`], [`check_resolved`]
 //! and [`resolve_blocking`], [`GuardedResolver`], [`guarded_builder`], [`guarded_client`],
-//! [`shared_guarded_client`], [`refusal_in`], [`ensure_crypto_provider`].
+//! [`shared_guarded_client`], [`refusal_in`], [`ensure_crypto_provider`], [`unambiguous_url`]
+//! and its [`AmbiguousUrl`].
 
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -598,6 +606,234 @@ pub fn check_url(policy: &NetPolicy, url: &Url) -> Result<(), Refused> {
         Some(Host::Ipv4(ip)) => policy.check_ip(IpAddr::V4(ip)),
         Some(Host::Ipv6(ip)) => policy.check_ip(IpAddr::V6(ip)),
     }
+}
+
+/// Why a URL's text is refused by [`unambiguous_url`]: parsers would read it differently, or
+/// it is not a URL. `Display` says what is wrong and how to write it; it never repeats the URL
+/// (which could hold a password).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AmbiguousUrl {
+    /// Not a URL at all (the parser's reason).
+    NotAUrl(String),
+    /// No `scheme://` at its start (`http:/host`, `http:\\host`, `host:8080/x`).
+    NoAuthority,
+    /// Whitespace or a control character (which one, and its position, counted in
+    /// characters from 1).
+    Character {
+        /// `a line break`, `a tab`, `a space`, `a control character` …
+        what: &'static str,
+        /// Its position in the URL, from 1.
+        at: usize,
+    },
+    /// A backslash before the path (in the scheme, user information or host).
+    Backslash,
+    /// A user name or password before the host (`user@host`).
+    UserInfo,
+    /// A `%`-escape in the host, user information or port.
+    PercentInAuthority,
+    /// A character outside ASCII in the host.
+    NonAsciiHost,
+    /// A character no host name has (the character).
+    HostCharacter(char),
+    /// `scheme://` followed by no host, where the parser found one further on.
+    EmptyHost,
+    /// The host as written differs from how the parser reads it (`0x7f.1` is `127.0.0.1`).
+    HostReadAs {
+        /// The host as written.
+        written: String,
+        /// The host as the parser reads it.
+        read: String,
+    },
+    /// A port that is not a number from 0 to 65535, or is read as another.
+    Port(String),
+}
+
+impl fmt::Display for AmbiguousUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AmbiguousUrl::NotAUrl(why) => write!(f, "it is not a URL ({why})"),
+            AmbiguousUrl::NoAuthority => f.write_str(
+                "the URL does not start with a scheme and \"//\" (write it as https://host/path)",
+            ),
+            AmbiguousUrl::Character { what, at } => write!(
+                f,
+                "the URL has {what} at character {at}: remove it (some programs drop it, others \
+                 stop reading there, so they would not reach the same place)"
+            ),
+            AmbiguousUrl::Backslash => f.write_str(
+                "the URL has a backslash before its path: rewrite it without it (some programs \
+                 read it as \"/\", others as part of the host or user name)",
+            ),
+            AmbiguousUrl::UserInfo => f.write_str(
+                "the URL has a user name or password before its host (\"…@\"): leave it out \
+                 (programs disagree on where the host starts)",
+            ),
+            AmbiguousUrl::PercentInAuthority => f.write_str(
+                "the URL has a %-escape in its host, user name or port: write the host as plain \
+                 text (some programs decode it, others do not)",
+            ),
+            AmbiguousUrl::NonAsciiHost => f.write_str(
+                "the URL's host has a character outside ASCII: write the host in its ASCII \
+                 (xn--) form",
+            ),
+            AmbiguousUrl::HostCharacter(c) => write!(
+                f,
+                "the URL's host has {c:?}, which no host name has (letters, digits, '-', '.' \
+                 and '_'; an IPv6 address in [brackets])"
+            ),
+            AmbiguousUrl::EmptyHost => f.write_str(
+                "the URL has no host after \"//\" (some programs take the next part as the host)",
+            ),
+            AmbiguousUrl::HostReadAs { written, read } => write!(
+                f,
+                "the URL's host {written:?} is read as {read:?} by some programs and differently \
+                 by others: write {read:?}"
+            ),
+            AmbiguousUrl::Port(p) => write!(
+                f,
+                "the URL's port {p:?} is not written as a plain number from 0 to 65535"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for AmbiguousUrl {}
+
+/// Parses `raw` as a URL that common parsers read the same way, or says why not.
+///
+/// The `url` crate follows the WHATWG URL standard (browsers); curl (and `git`, which uses
+/// it), Python's `urllib.parse` and httpx follow RFC 3986 more or less loosely. They agree on a
+/// URL's scheme, host and port only when its text is plain, so anything else is refused:
+///
+/// - whitespace or a control character anywhere (WHATWG drops tabs and line breaks and trims
+///   the ends; the others keep them or stop there);
+/// - a backslash before the path (`http://a.example\@127.0.0.1/`: WHATWG reads `\` as `/`, so
+///   the host is `a.example`; curl and `urllib` read `a.example\` as a user name and the host
+///   as `127.0.0.1`);
+/// - any user information (`user:password@`: where it ends is what parsers disagree on);
+/// - `%`-escapes in the authority (WHATWG decodes `%2e` in a host, the others do not), and
+///   characters outside ASCII in the host (IDNA versions differ);
+/// - a host the parser reads as something other than its text: IPv4 in odd forms
+///   (`0x7f.1`, `127.1`, `2130706433`, `0177.0.0.1`, a trailing dot), which WHATWG and curl
+///   turn into `127.0.0.1` while `urllib` keeps the text (and the system resolver may
+///   do either); a port written as other than a plain number.
+///
+/// Upper-case scheme and host letters, an IPv6 address in any of its spellings and a default
+/// port written out are fine: every parser reads them alike. The path, query and fragment are
+/// left to the parser (they cannot move the host): hand every program the returned URL's
+/// `as_str()`, the text that was checked, never `raw`.
+pub fn unambiguous_url(raw: &str) -> Result<Url, AmbiguousUrl> {
+    for (i, c) in raw.chars().enumerate() {
+        let what = match c {
+            '\n' | '\r' => "a line break",
+            '\t' => "a tab",
+            ' ' => "a space",
+            c if c.is_whitespace() => "a space character",
+            c if c.is_control() => "a control character",
+            _ => continue,
+        };
+        return Err(AmbiguousUrl::Character { what, at: i + 1 });
+    }
+    // The scheme and authority as RFC 3986 parsers cut them: the authority ends at the first
+    // '/', '?' or '#' (WHATWG also ends it at '\', refused below).
+    let Some((scheme, rest)) = raw.split_once("://") else {
+        return Err(match Url::parse(raw) {
+            Err(e) => AmbiguousUrl::NotAUrl(e.to_string()),
+            Ok(_) if raw.contains('\\') => AmbiguousUrl::Backslash,
+            Ok(_) => AmbiguousUrl::NoAuthority,
+        });
+    };
+    let scheme_ok = scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+        && scheme
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
+    if !scheme_ok {
+        return Err(if scheme.contains('\\') {
+            AmbiguousUrl::Backslash
+        } else {
+            AmbiguousUrl::NoAuthority
+        });
+    }
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let authority = &rest[..end];
+    if authority.contains('\\') {
+        return Err(AmbiguousUrl::Backslash);
+    }
+    if authority.contains('@') {
+        return Err(AmbiguousUrl::UserInfo);
+    }
+    if authority.contains('%') {
+        return Err(AmbiguousUrl::PercentInAuthority);
+    }
+    if !authority.is_ascii() {
+        return Err(AmbiguousUrl::NonAsciiHost);
+    }
+    let url = Url::parse(raw).map_err(|e| AmbiguousUrl::NotAUrl(e.to_string()))?;
+    if !url.scheme().eq_ignore_ascii_case(scheme) {
+        return Err(AmbiguousUrl::NoAuthority);
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(AmbiguousUrl::UserInfo);
+    }
+    // Host and port as written: `[v6]` or a name, then `:port`.
+    let (host, port) = if let Some(after) = authority.strip_prefix('[') {
+        let Some((v6, tail)) = after.split_once(']') else {
+            return Err(AmbiguousUrl::HostCharacter('['));
+        };
+        let parsed: Ipv6Addr = v6.parse().map_err(|_| AmbiguousUrl::HostReadAs {
+            written: format!("[{v6}]"),
+            read: url.host_str().unwrap_or_default().to_owned(),
+        })?;
+        if url.host() != Some(Host::Ipv6(parsed)) {
+            return Err(AmbiguousUrl::HostReadAs {
+                written: format!("[{v6}]"),
+                read: url.host_str().unwrap_or_default().to_owned(),
+            });
+        }
+        match tail {
+            "" => (None, None),
+            t => match t.strip_prefix(':') {
+                Some(p) => (None, Some(p)),
+                None => return Err(AmbiguousUrl::HostCharacter(']')),
+            },
+        }
+    } else {
+        let (h, p) = match authority.split_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (authority, None),
+        };
+        if let Some(c) = h
+            .chars()
+            .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_')))
+        {
+            return Err(AmbiguousUrl::HostCharacter(c));
+        }
+        (Some(h), p)
+    };
+    if let Some(written) = host {
+        match url.host_str() {
+            None | Some("") if written.is_empty() => {}
+            _ if written.is_empty() => return Err(AmbiguousUrl::EmptyHost),
+            Some(read) if read.eq_ignore_ascii_case(written) => {}
+            read => {
+                return Err(AmbiguousUrl::HostReadAs {
+                    written: written.to_owned(),
+                    read: read.unwrap_or_default().to_owned(),
+                });
+            }
+        }
+    }
+    if let Some(p) = port {
+        // An empty port is the default for WHATWG and curl, an error for others.
+        let number = (!p.is_empty() && p.len() <= 5 && p.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| p.parse::<u16>().ok())
+            .flatten();
+        if number.is_none() || number != url.port_or_known_default() {
+            return Err(AmbiguousUrl::Port(p.to_owned()));
+        }
+    }
+    Ok(url)
 }
 
 /// Why a host name cannot be reached ([`check_resolved`]).
@@ -1174,6 +1410,274 @@ mod tests {
                 r.to_string().contains("is a cloud metadata host name"),
                 "{r}"
             );
+        }
+    }
+
+    /// Parser differentials: (URL, what the WHATWG parser — the `url` crate — reads as its
+    /// host, what curl / `git` / httpx / `urllib.parse` read, and the refusal now).
+    #[test]
+    fn urls_that_parsers_read_differently_are_refused() {
+        use AmbiguousUrl as A;
+        type Case = (
+            &'static str,
+            Option<&'static str>,
+            &'static str,
+            fn(&AmbiguousUrl) -> bool,
+        );
+        let cases: &[Case] = &[
+            // WHATWG: `\` is `/`, host 1.1.1.1; curl and urllib: user `1.1.1.1\`, host 127.0.0.1.
+            (
+                "http://1.1.1.1\\@127.0.0.1:18993/internal.git",
+                Some("1.1.1.1"),
+                "127.0.0.1",
+                |e| *e == A::Backslash,
+            ),
+            (
+                "http://allowed.example\\@127.0.0.1:18996/secret",
+                Some("allowed.example"),
+                "127.0.0.1",
+                |e| *e == A::Backslash,
+            ),
+            (
+                "http://allowed.example\\.evil.org/",
+                Some("allowed.example"),
+                "allowed.example\\.evil.org",
+                |e| *e == A::Backslash,
+            ),
+            ("http:\\\\127.0.0.1/", Some("127.0.0.1"), "(no host)", |e| {
+                *e == A::Backslash
+            }),
+            // WHATWG drops tabs and line breaks anywhere; the others keep them or stop there.
+            (
+                "http://127.0.0.1\t.example.com/",
+                Some("127.0.0.1.example.com"),
+                "127.0.0.1\t.example.com",
+                |e| {
+                    matches!(
+                        e,
+                        A::Character {
+                            what: "a tab",
+                            at: 17
+                        }
+                    )
+                },
+            ),
+            (
+                "http://exa\nmple.com/",
+                Some("example.com"),
+                "exa\nmple.com (or refused)",
+                |e| {
+                    matches!(
+                        e,
+                        A::Character {
+                            what: "a line break",
+                            ..
+                        }
+                    )
+                },
+            ),
+            (
+                "http://example.com/a\r\nHost: evil",
+                Some("example.com"),
+                "example.com, header injected",
+                |e| {
+                    matches!(
+                        e,
+                        A::Character {
+                            what: "a line break",
+                            ..
+                        }
+                    )
+                },
+            ),
+            (
+                "http://example.com /x",
+                None,
+                "example.com (or refused)",
+                |e| {
+                    matches!(
+                        e,
+                        A::Character {
+                            what: "a space",
+                            ..
+                        }
+                    )
+                },
+            ),
+            ("http://exa\u{0}mple.com/", None, "exa (cut at NUL)", |e| {
+                matches!(
+                    e,
+                    A::Character {
+                        what: "a control character",
+                        ..
+                    }
+                )
+            }),
+            ("http://example.com\u{7f}/", None, "example.com\\x7f", |e| {
+                matches!(
+                    e,
+                    A::Character {
+                        what: "a control character",
+                        ..
+                    }
+                )
+            }),
+            ("http://example.com\u{a0}/", None, "example.com\\xa0", |e| {
+                matches!(
+                    e,
+                    A::Character {
+                        what: "a space character",
+                        ..
+                    }
+                )
+            }),
+            // %-escapes in the authority: WHATWG decodes them in a host, the others do not.
+            (
+                "http://127.0.0.1%2eexample.com/",
+                Some("127.0.0.1.example.com"),
+                "127.0.0.1%2eexample.com",
+                |e| *e == A::PercentInAuthority,
+            ),
+            (
+                "http://%31%32%37.0.0.1/",
+                Some("127.0.0.1"),
+                "%31%32%37.0.0.1",
+                |e| *e == A::PercentInAuthority,
+            ),
+            (
+                "http://a%40b@127.0.0.1/",
+                Some("127.0.0.1"),
+                "127.0.0.1",
+                |e| *e == A::UserInfo || *e == A::PercentInAuthority,
+            ),
+            // User information: where it ends is what parsers disagree on.
+            (
+                "http://user:pw@example.com/",
+                Some("example.com"),
+                "example.com",
+                |e| *e == A::UserInfo,
+            ),
+            (
+                "http://a@b@127.0.0.1/",
+                Some("127.0.0.1"),
+                "127.0.0.1 (or b)",
+                |e| *e == A::UserInfo,
+            ),
+            ("http://u\\:p@127.0.0.1/", Some("u"), "127.0.0.1", |e| {
+                *e == A::Backslash
+            }),
+            // IPv4 in odd forms: WHATWG and curl read 127.0.0.1, urllib keeps the text.
+            (
+                "http://0x7f.1/",
+                Some("127.0.0.1"),
+                "0x7f.1",
+                |e| matches!(e, A::HostReadAs { read, .. } if read == "127.0.0.1"),
+            ),
+            ("http://127.1/", Some("127.0.0.1"), "127.1", |e| {
+                matches!(e, A::HostReadAs { .. })
+            }),
+            ("http://2130706433/", Some("127.0.0.1"), "2130706433", |e| {
+                matches!(e, A::HostReadAs { .. })
+            }),
+            ("http://0177.0.0.1/", Some("127.0.0.1"), "0177.0.0.1", |e| {
+                matches!(e, A::HostReadAs { .. })
+            }),
+            ("http://127.0.0.1./", Some("127.0.0.1"), "127.0.0.1.", |e| {
+                matches!(e, A::HostReadAs { .. })
+            }),
+            // Non-ASCII hosts: IDNA 2003 and 2008 differ (ß).
+            (
+                "http://faß.example/",
+                Some("xn--fa-hia.example"),
+                "fass.example (IDNA 2003)",
+                |e| *e == A::NonAsciiHost,
+            ),
+            // No `//`, or nothing between it and the next part.
+            ("http:/127.0.0.1/", Some("127.0.0.1"), "(no host)", |e| {
+                *e == A::NoAuthority
+            }),
+            ("http:///127.0.0.1/", Some("127.0.0.1"), "(no host)", |e| {
+                *e == A::EmptyHost
+            }),
+            (
+                "http://example.com:/",
+                Some("example.com"),
+                "example.com, port ''",
+                |e| matches!(e, A::Port(p) if p.is_empty()),
+            ),
+            ("http://example.com:8o/", None, "(refused)", |e| {
+                matches!(e, A::NotAUrl(_))
+            }),
+            ("http://exa_mple.com!/", None, "exa_mple.com!", |e| {
+                *e == A::HostCharacter('!') || matches!(e, A::NotAUrl(_))
+            }),
+            ("not a url", None, "(refused)", |e| {
+                matches!(e, A::Character { .. })
+            }),
+            ("example.com/x", None, "(refused)", |e| {
+                matches!(e, A::NotAUrl(_))
+            }),
+            ("localhost:8080/x", Some(""), "localhost", |e| {
+                *e == A::NoAuthority
+            }),
+        ];
+        for (raw, whatwg, others, is) in cases {
+            if let Some(host) = whatwg {
+                // What the WHATWG parser alone says, for the record.
+                let parsed = Url::parse(raw).map(|u| u.host_str().unwrap_or_default().to_owned());
+                assert_eq!(parsed.as_deref(), Ok(*host), "{raw:?} (others: {others})");
+            }
+            match unambiguous_url(raw) {
+                Err(e) => {
+                    assert!(is(&e), "{raw:?}: {e:?}");
+                    let text = e.to_string();
+                    assert!(
+                        !text.contains("pw") && !text.contains(raw),
+                        "{raw:?}: {text}"
+                    );
+                }
+                Ok(u) => panic!("{raw:?} passed as {u}"),
+            }
+        }
+        assert!(
+            AmbiguousUrl::Backslash
+                .to_string()
+                .starts_with("the URL has a backslash before its path: rewrite it without it")
+        );
+    }
+
+    #[test]
+    fn plain_urls_pass_and_come_back_as_checked() {
+        for (raw, serialised) in [
+            (
+                "https://example.com/a/b?q=1#f",
+                "https://example.com/a/b?q=1#f",
+            ),
+            ("HTTPS://Example.COM/x", "https://example.com/x"),
+            ("http://example.com", "http://example.com/"),
+            ("http://example.com:80/x", "http://example.com/x"),
+            (
+                "http://127.0.0.1:18993/r.git",
+                "http://127.0.0.1:18993/r.git",
+            ),
+            ("http://[::1]:8080/", "http://[::1]:8080/"),
+            ("http://[0:0:0:0:0:0:0:1]/", "http://[::1]/"),
+            ("http://[::ffff:127.0.0.1]/", "http://[::ffff:7f00:1]/"),
+            ("https://example.com./x", "https://example.com./x"),
+            ("https://a-b_c.example.com/", "https://a-b_c.example.com/"),
+            // The path is the parser's: a `\` there cannot move the host, and what is sent is
+            // the re-serialised text.
+            ("http://example.com/a\\b", "http://example.com/a/b"),
+            ("http://example.com/a/../b", "http://example.com/b"),
+            ("http://example.com/ü", "http://example.com/%C3%BC"),
+            ("http://example.com/?u=a@b", "http://example.com/?u=a@b"),
+            ("s3://bucket/prefix", "s3://bucket/prefix"),
+            ("file:///etc/passwd", "file:///etc/passwd"),
+        ] {
+            match unambiguous_url(raw) {
+                Ok(u) => assert_eq!(u.as_str(), serialised, "{raw}"),
+                Err(e) => panic!("{raw}: {e}"),
+            }
         }
     }
 

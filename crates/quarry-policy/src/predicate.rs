@@ -23,8 +23,10 @@ const REGEX_SIZE_LIMIT: usize = 256 * 1024;
 /// One condition's operator.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Operator {
-    /// A path (absolute) at or under one of the prefixes, after `.`/`..` and, where the path
-    /// exists on this machine, symbolic links are resolved.
+    /// A path (absolute) at or under one of the prefixes, both as written (`.`/`..` resolved
+    /// lexically) and where it leads on this machine (component by component: each symbolic
+    /// link by its target, a dangling one by where its target would be created, `..` after a
+    /// link from the link's target; missing components as plain names).
     Under,
     /// A value (string, number or boolean) equal to one in the list.
     In,
@@ -42,7 +44,8 @@ pub enum Operator {
     Gte,
     /// A string the regular expression matches whole.
     Matches,
-    /// A URL whose host is one of the list (`*.example.com`: any subdomain of it).
+    /// A URL whose host is one of the list (`*.example.com`: any subdomain of it); never a URL
+    /// that parsers would read differently (`quarry_netguard::unambiguous_url`).
     HostIn,
     /// The argument is given (and not null); `value` is `true` or absent, or `false` for
     /// "not given".
@@ -506,47 +509,116 @@ fn lexical(p: &str) -> Option<PathBuf> {
     Some(out)
 }
 
-/// `p` (lexically clean) with symbolic links resolved as far as it exists on this machine;
-/// the rest is appended as written.
-fn resolved(p: &Path) -> PathBuf {
-    let mut existing = p.to_path_buf();
-    let mut rest: Vec<std::ffi::OsString> = Vec::new();
-    loop {
-        if let Ok(real) = existing.canonicalize() {
-            let mut out = real;
-            for part in rest.iter().rev() {
-                out.push(part);
-            }
-            return out;
+/// Most symbolic links followed while resolving one path (Linux's `MAXSYMLINKS`); more is a
+/// loop, and the path is judged outside.
+const MAX_LINK_HOPS: usize = 40;
+
+/// Where `p` (absolute) leads on this machine, resolved component by component as the kernel
+/// walks it: a symbolic link is replaced by its target (a relative target read from the
+/// link's folder), recursively, so a `..` after a link climbs from where the link leads, not
+/// from the link's name; a *dangling* link leads where its target would be created. Below a
+/// component that does not exist, names are plain names (a file or folders a tool may
+/// create); a `..` climbing back into folders that exist makes their links count again. `None` when the walk cannot be judged: more than
+/// [`MAX_LINK_HOPS`] links, a component that cannot be read (permissions), or a file used as a
+/// folder — the condition is then false, so `not under` fails closed.
+fn physical(p: &Path) -> Option<PathBuf> {
+    if !p.is_absolute() {
+        return None;
+    }
+    let mut pending: Vec<std::ffi::OsString> = Vec::new();
+    // Components still to walk, last first (so a link's target is pushed on top).
+    push_components(&mut pending, p);
+    let mut cur = PathBuf::from("/");
+    let mut hops = 0usize;
+    // How many components deep `cur` is below the last folder that exists (0: it exists).
+    let mut missing = 0usize;
+    while let Some(part) = pending.pop() {
+        if part == "/" {
+            cur = PathBuf::from("/");
+            continue;
         }
-        match (
-            existing.file_name().map(ToOwned::to_owned),
-            existing.parent(),
-        ) {
-            (Some(name), Some(parent)) => {
-                rest.push(name);
-                existing = parent.to_path_buf();
+        if part == "." {
+            continue;
+        }
+        if part == ".." {
+            // At the root, `..` is the root (as the kernel has it). Out of a folder still to
+            // be created, back towards one that exists, whose links count again.
+            cur.pop();
+            missing = missing.saturating_sub(1);
+            continue;
+        }
+        let next = cur.join(&part);
+        if missing > 0 {
+            missing += 1;
+            cur = next;
+            continue;
+        }
+        match std::fs::symlink_metadata(&next) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                hops += 1;
+                if hops > MAX_LINK_HOPS {
+                    return None;
+                }
+                let target = std::fs::read_link(&next).ok()?;
+                // A relative target is read from the link's folder, `cur`; an absolute one
+                // from the root (its leading `/` resets `cur`).
+                push_components(&mut pending, &target);
             }
-            _ => return p.to_path_buf(),
+            Ok(meta) => {
+                // A file with more path after it is walked no further by the kernel.
+                if !meta.is_dir() && pending.iter().any(|c| c != "." && c != "/") {
+                    return None;
+                }
+                cur = next;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                missing = 1;
+                cur = next;
+            }
+            Err(_) => return None,
         }
     }
+    Some(cur)
 }
 
-/// Whether `p` is at or under one of `prefixes`, both as written (after `.`/`..`) and with
-/// symbolic links resolved: a link inside the prefix that points outside it is outside.
+/// Pushes `p`'s components onto `stack` so that its first component is popped first (`/` for
+/// the root of an absolute path; `.` and `..` kept, for the walk to resolve physically).
+fn push_components(stack: &mut Vec<std::ffi::OsString>, p: &Path) {
+    let parts: Vec<std::ffi::OsString> = p
+        .components()
+        .map(|c| match c {
+            Component::RootDir | Component::Prefix(_) => std::ffi::OsString::from("/"),
+            Component::CurDir => std::ffi::OsString::from("."),
+            Component::ParentDir => std::ffi::OsString::from(".."),
+            Component::Normal(n) => n.to_owned(),
+        })
+        .collect();
+    stack.extend(parts.into_iter().rev());
+}
+
+/// Whether `p` is at or under one of `prefixes`, both as written (after `.`/`..`, lexically)
+/// and where it leads on this machine ([`physical`]: each symbolic link judged by its target,
+/// a dangling one by where its target would be created, `..` after a link climbing from the
+/// link's target). A link inside the prefix that points outside it is outside.
 fn path_under(p: &str, prefixes: &[String]) -> bool {
     let Some(clean) = lexical(p) else {
         return false;
     };
-    let real = resolved(&clean);
+    let Some(real) = physical(Path::new(p)) else {
+        return false;
+    };
     prefixes.iter().filter_map(|pre| lexical(pre)).any(|pre| {
-        let real_pre = resolved(&pre);
-        clean.starts_with(&pre) && real.starts_with(&real_pre)
+        physical(&pre)
+            .is_some_and(|real_pre| clean.starts_with(&pre) && real.starts_with(&real_pre))
     })
 }
 
+/// Whether `u` is a URL whose host is one of `hosts`. A URL that parsers would read
+/// differently (a backslash or user information before the host, whitespace or control
+/// characters, `%`-escapes or odd IPv4 forms in the host: `quarry_netguard::unambiguous_url`)
+/// is not: the tool behind the policy might read another host than the one checked.
 fn host_in(u: &str, hosts: &[String]) -> bool {
-    let Ok(url) = url::Url::parse(u) else {
+    let Ok(url) = quarry_netguard::unambiguous_url(u) else {
         return false;
     };
     let Some(host) = url.host_str() else {
@@ -607,6 +679,85 @@ mod tests {
         )));
     }
 
+    /// The cases the OS resolves differently from a lexical reading, on a real folder tree:
+    /// `files/allowed` with links into `files/outside`.
+    #[cfg(unix)]
+    #[test]
+    fn paths_are_resolved_as_the_kernel_walks_them() {
+        use std::os::unix::fs::symlink;
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let allowed = root.join("allowed");
+        let outside = root.join("outside");
+        std::fs::create_dir_all(allowed.join("sub")).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(allowed.join("hello.txt"), "hi").unwrap();
+        std::fs::write(allowed.join("secret2.txt"), "inside twin").unwrap();
+        std::fs::write(root.join("secret2.txt"), "SECRET").unwrap();
+        // A dangling link inside `allowed` whose target would be created outside.
+        symlink("../outside/pwn2.txt", allowed.join("t2.txt")).unwrap();
+        // A dangling link whose target would be created inside.
+        symlink("sub/new.txt", allowed.join("t3.txt")).unwrap();
+        // A dangling absolute link out.
+        symlink(outside.join("pwn3.txt"), allowed.join("t4.txt")).unwrap();
+        // A link to a folder outside: `link/..` is `root`, not `allowed`.
+        symlink("../outside", allowed.join("link")).unwrap();
+        // A link inside to a folder inside: `inner/..` is `allowed`.
+        symlink("sub", allowed.join("inner")).unwrap();
+        // A chain ending in a dangling link outside.
+        symlink("t2.txt", allowed.join("chain")).unwrap();
+        // A loop.
+        symlink("loop-b", allowed.join("loop-a")).unwrap();
+        symlink("loop-a", allowed.join("loop-b")).unwrap();
+        // A missing folder, then `..` back into `allowed`, then the link out.
+        let base = allowed.to_str().unwrap().to_owned();
+        let rule = p(json!({"argument": "path", "operator": "under", "value": base}));
+        let holds = |s: String| rule.holds(&args(json!({ "path": s })));
+        for (path, inside) in [
+            (format!("{base}/hello.txt"), true),
+            (format!("{base}/sub/new/deeper.txt"), true),
+            (format!("{base}/t3.txt"), true),
+            (format!("{base}/inner/../hello.txt"), true),
+            (format!("{base}/inner/x.txt"), true),
+            // Dangling links out: the file would be created outside.
+            (format!("{base}/t2.txt"), false),
+            (format!("{base}/t4.txt"), false),
+            (format!("{base}/chain"), false),
+            // `..` after a link climbs from its target: root/secret2.txt.
+            (format!("{base}/link/../secret2.txt"), false),
+            (format!("{base}/link/../allowed/hello.txt"), true),
+            (format!("{base}/link/x"), false),
+            // Through a folder that does not exist yet, back into the link.
+            (format!("{base}/newdir/../link/x"), false),
+            (format!("{base}/newdir/../hello.txt"), true),
+            // A loop cannot be judged: not under.
+            (format!("{base}/loop-a"), false),
+            // A file used as a folder.
+            (format!("{base}/hello.txt/x"), false),
+        ] {
+            assert_eq!(holds(path.clone()), inside, "{path}");
+        }
+        // `physical` itself: where each leads.
+        assert_eq!(
+            physical(&allowed.join("t2.txt")),
+            Some(outside.join("pwn2.txt"))
+        );
+        assert_eq!(
+            physical(Path::new(&format!("{base}/link/../secret2.txt"))),
+            Some(root.join("secret2.txt"))
+        );
+        assert_eq!(physical(Path::new("/../..")), Some(PathBuf::from("/")));
+        // A prefix that is itself a link is judged by its target too.
+        let via = root.join("via");
+        symlink(&allowed, &via).unwrap();
+        let rule =
+            p(json!({"argument": "path", "operator": "under", "value": via.to_str().unwrap()}));
+        assert!(rule.holds(&args(
+            json!({"path": format!("{}/hello.txt", via.display())})
+        )));
+        assert!(!rule.holds(&args(json!({"path": format!("{}/t2.txt", via.display())}))));
+    }
+
     #[test]
     fn several_argument_names_need_one_given_and_all_given_to_hold() {
         let rule =
@@ -643,6 +794,30 @@ mod tests {
         assert!(!host.holds(&args(json!({"url": "http://evilcorp.net/"}))));
         assert!(!host.holds(&args(json!({"url": "http://example.com.evil.org/"}))));
         assert!(!host.holds(&args(json!({"url": "not a url"}))));
+        // Parser differentials fail closed: httpx, curl and urllib would reach another host
+        // than the WHATWG parser's (the first host named).
+        let local = p(
+            json!({"argument": "url", "operator": "host_in", "value": ["allowed.example", "127.0.0.1"]}),
+        );
+        assert!(local.holds(&args(json!({"url": "http://allowed.example/x"}))));
+        assert!(local.holds(&args(json!({"url": "http://127.0.0.1:8080/x"}))));
+        for url in [
+            "http://allowed.example\\@127.0.0.1:18996/secret",
+            "http://allowed.example\\.evil.org/",
+            "http://allowed.example@evil.org/",
+            "http://u:p@allowed.example/",
+            "http://allowed.example\t/",
+            "http://allowed.exa\nmple/",
+            "http://allowed.example /",
+            "http://allowed%2eexample/",
+            "http://0x7f.1/",
+            "http://127.1/",
+            "http://2130706433/",
+            "http:/allowed.example/",
+            "http:///allowed.example/",
+        ] {
+            assert!(!local.holds(&args(json!({ "url": url }))), "{url:?}");
+        }
         let exists = p(json!({"argument": "force", "operator": "exists"}));
         assert!(exists.holds(&args(json!({"force": false}))));
         assert!(!exists.holds(&args(json!({"force": null}))));

@@ -22,6 +22,13 @@
 //! Refusing before spawning without pinning would leave the rebinding window open; pinning
 //! without refusing first would let a metadata name through to curl. A `git` older than 2.37
 //! ignores `http.curloptResolve`: the check before spawning still holds there.
+//!
+//! The URL `git` is handed is the one the guard checked: the `url` crate's re-serialisation,
+//! never the text given, and a URL that parsers read differently is refused before anything
+//! starts (`quarry_netguard::unambiguous_url`: `http://1.1.1.1\@127.0.0.1/` is host 1.1.1.1 to
+//! the WHATWG parser but 127.0.0.1 to libcurl). A refusal is decided from the URL and the
+//! policy alone, before any connection, so its words never depend on whether something
+//! listens there.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -69,11 +76,18 @@ impl GitSource {
     /// [`GitSource::new`], fetching over http(s) under the outbound address guard `net` when
     /// given (module docs: resolved, checked and pinned; no redirects).
     pub fn new_with(
-        opts: GitOptions,
+        mut opts: GitOptions,
         mask: FileMask,
         work_dir: &Path,
         net: Option<&quarry_netguard::NetPolicy>,
     ) -> Result<GitSource, SourceError> {
+        if opts.url.starts_with("http://") || opts.url.starts_with("https://") {
+            // `git` (libcurl) is handed the URL as the parser re-serialises it, the one the
+            // guard checks; a URL that parsers read differently is refused (module docs).
+            opts.url = crate::location::unambiguous(&opts.url, "Git URL")?
+                .as_str()
+                .to_owned();
+        }
         std::fs::create_dir_all(work_dir).map_err(|e| SourceError::io(work_dir.display(), e))?;
         let repo = work_dir.join("repo.git");
         let source = GitSource {
@@ -187,8 +201,7 @@ impl GitSource {
         if !self.is_remote() {
             return Ok(Vec::new());
         }
-        let url = url::Url::parse(&self.opts.url)
-            .map_err(|e| SourceError::Invalid(format!("invalid Git URL: {e}")))?;
+        let url = crate::location::unambiguous(&self.opts.url, "Git URL")?;
         crate::http::guard_url(policy, &url, &url)?;
         let mut args: Vec<String> = ["-c", "http.followRedirects=false", "-c", "http.proxy="]
             .map(str::to_owned)
@@ -453,6 +466,71 @@ mod tests {
             stdout: Vec::new(),
             stderr: stderr.as_bytes().to_vec(),
         }
+    }
+
+    fn opts(url: &str) -> GitOptions {
+        GitOptions {
+            url: url.into(),
+            branch: None,
+            subdir: None,
+            secret: None,
+        }
+    }
+
+    /// `git` is handed the URL the guard checked, never the text given: a URL that parsers
+    /// read differently is refused before anything starts, under the guard or not, and the
+    /// refusal is the same whether or not anything listens at the address libcurl would
+    /// have reached.
+    #[test]
+    fn git_gets_the_checked_url_and_ambiguous_ones_are_refused() {
+        let work = tempfile::tempdir().unwrap();
+        let listening = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let open_port = listening.local_addr().unwrap().port();
+        let closed_port = quarry_test_http::unused_port();
+        let policy = quarry_netguard::NetPolicy::default();
+        let mut said = Vec::new();
+        for port in [open_port, closed_port] {
+            for url in [
+                format!("http://1.1.1.1\\@127.0.0.1:{port}/internal.git"),
+                format!("http://1.1.1.1/\t@127.0.0.1:{port}/internal.git"),
+                format!("http://0x7f.1:{port}/internal.git"),
+            ] {
+                for net in [None, Some(&policy)] {
+                    match GitSource::new_with(opts(&url), FileMask::default(), work.path(), net) {
+                        Err(SourceError::Invalid(m)) => {
+                            assert!(m.starts_with("invalid Git URL: the URL"), "{m}");
+                            said.push(m);
+                        }
+                        Err(other) => panic!("{url:?}: {other:?}"),
+                        Ok(_) => panic!("{url:?} was accepted"),
+                    }
+                }
+            }
+            // A plain loopback URL under the guard: refused from the URL alone, in the same
+            // words whether or not something listens there.
+            let mut source = GitSource::new_with(
+                opts(&format!("http://127.0.0.1:{port}/internal.git")),
+                FileMask::default(),
+                work.path(),
+                Some(&policy),
+            )
+            .unwrap();
+            match source.list() {
+                Err(SourceError::Refused(m)) => said.push(m.replace(&port.to_string(), "PORT")),
+                other => panic!("{other:?}"),
+            }
+        }
+        let half = said.len() / 2;
+        assert_eq!(said[..half], said[half..], "{said:#?}");
+        // Kept as re-serialised: what `git fetch` gets.
+        let source = GitSource::new(
+            opts("https://Example.COM:443/team/./r.git"),
+            FileMask::default(),
+            work.path(),
+        )
+        .unwrap();
+        assert_eq!(source.opts.url, "https://example.com/team/r.git");
+        drop(listening);
     }
 
     #[test]

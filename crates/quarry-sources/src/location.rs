@@ -80,26 +80,30 @@ impl Location {
         path: Option<&str>,
     ) -> Result<Location, SourceError> {
         let url = url.trim();
-        if url.starts_with("http://") || url.starts_with("https://") {
-            let parsed = url::Url::parse(url)
-                .map_err(|e| SourceError::Invalid(format!("invalid Git URL: {e}")))?;
-            if !parsed.username().is_empty() || parsed.password().is_some() {
-                return Err(SourceError::Invalid(
-                    "the Git URL must not carry a user name or password: give the credential \
-                     with --token-env or --password-stdin, which stores it encrypted"
-                        .into(),
-                ));
-            }
+        // An http(s) URL is kept as the parser re-serialises it: `git` is handed exactly the
+        // URL the outbound guard checks.
+        let checked;
+        let url = if url.starts_with("http://") || url.starts_with("https://") {
+            let parsed = unambiguous(url, "Git URL")?;
             if parsed.host_str().is_none_or(str::is_empty) {
-                return Err(SourceError::Invalid(format!(
-                    "the Git URL {url} has no host"
-                )));
+                return Err(SourceError::Invalid("the Git URL has no host".into()));
             }
-        } else if !Path::new(url).is_absolute() {
+            checked = parsed;
+            checked.as_str()
+        } else if url.chars().any(char::is_control) {
+            return Err(SourceError::Invalid(
+                "the Git repository's path has a control character (a line break, a tab …): \
+                 remove it"
+                    .into(),
+            ));
+        } else if Path::new(url).is_absolute() {
+            url
+        } else {
             return Err(SourceError::Invalid(format!(
-                "unsupported Git location {url:?}: give an http(s):// URL or an absolute path"
+                "unsupported Git location {}: give an http(s):// URL or an absolute path",
+                shown_url(url)
             )));
-        }
+        };
         let branch = branch.map(str::trim).filter(|b| !b.is_empty());
         if let Some(b) = branch {
             check_branch(b)?;
@@ -342,10 +346,23 @@ impl Location {
     }
 }
 
-/// An `http(s)://` URL with a host and without a user name or password, as given (trimmed).
+/// `url` parsed, when every common parser reads it alike
+/// ([`quarry_netguard::unambiguous_url`]); `what` names it in the error (`Git URL`), which
+/// never repeats the URL.
+pub(crate) fn unambiguous(url: &str, what: &str) -> Result<url::Url, SourceError> {
+    quarry_netguard::unambiguous_url(url).map_err(|e| match e {
+        quarry_netguard::AmbiguousUrl::UserInfo => SourceError::Invalid(format!(
+            "the {what} must not carry a user name or password: give the credential with \
+             --token-env or --password-stdin, which stores it encrypted"
+        )),
+        other => SourceError::Invalid(format!("invalid {what}: {other}")),
+    })
+}
+
+/// An `http(s)://` URL with a host and without a user name or password, that every common
+/// parser reads alike, as the parser re-serialises it (what the source then fetches).
 fn check_http_url(url: &str, what: &str) -> Result<String, SourceError> {
-    let parsed = url::Url::parse(url)
-        .map_err(|e| SourceError::Invalid(format!("invalid {what} {}: {e}", shown_url(url))))?;
+    let parsed = unambiguous(url, what)?;
     if !matches!(parsed.scheme(), "http" | "https") {
         return Err(SourceError::Invalid(format!(
             "the {what} {} must start with https:// (or http://)",
@@ -364,7 +381,7 @@ fn check_http_url(url: &str, what: &str) -> Result<String, SourceError> {
             shown_url(url)
         )));
     }
-    Ok(url.to_owned())
+    Ok(parsed.as_str().to_owned())
 }
 
 /// A URL as an error may show it: never with what could be a credential before an `@`.
@@ -642,6 +659,72 @@ mod tests {
                 "{bad}"
             );
         }
+    }
+
+    /// URLs that parsers read differently are refused for every kind that takes a URL, with
+    /// words that say what is wrong and never repeat the URL; the ones kept are stored as the
+    /// parser re-serialises them (what `git` and the HTTP clients are then handed).
+    #[test]
+    fn urls_that_parsers_read_differently_are_refused_for_every_kind() {
+        let cases = [
+            (
+                "http://1.1.1.1\\@127.0.0.1:18993/internal.git",
+                "backslash before its path",
+            ),
+            (
+                "http://h.example\\.evil.org/r.git",
+                "backslash before its path",
+            ),
+            ("http://example.com/r\n.git", "a line break at character 21"),
+            ("http://example.com/r\t.git", "a tab"),
+            ("http://example.com/r .git", "a space"),
+            ("http://exa\u{1}mple.com/r.git", "a control character"),
+            ("http://127.0.0.1%2eevil.org/r.git", "%-escape in its host"),
+            ("http://u\\:pw@127.0.0.1/r.git", "backslash before its path"),
+            (
+                "http://ann:pw@example.com/r.git",
+                "must not carry a user name",
+            ),
+            ("http://0x7f.1/r.git", "is read as \"127.0.0.1\""),
+            ("http://127.1/r.git", "is read as \"127.0.0.1\""),
+            ("http://2130706433/r.git", "is read as \"127.0.0.1\""),
+            ("http:///example.com/r.git", "no host after"),
+        ];
+        type Make = fn(&str) -> Result<Location, SourceError>;
+        let kinds: [(&str, Make); 4] = [
+            ("git", |u| Location::git(u, None, None)),
+            ("webdav", Location::webdav),
+            ("site", Location::site),
+            ("s3", |u| Location::s3("s3://docs", Some(u), None)),
+        ];
+        for (kind, make) in kinds {
+            for (url, says) in cases {
+                match make(url) {
+                    Err(SourceError::Invalid(m)) => {
+                        assert!(m.contains(says), "{kind} {url:?}: {m}");
+                        assert!(!m.contains(url) && !m.contains("pw"), "{m}");
+                    }
+                    other => panic!("{kind} {url:?}: {other:?}"),
+                }
+            }
+        }
+        // A stored location is checked again: one attached before this check stops syncing.
+        let stored = r#"{"kind":"git","url":"http://1.1.1.1\\@127.0.0.1:18993/internal.git"}"#;
+        assert!(matches!(
+            Location::from_json(stored),
+            Err(SourceError::Invalid(m)) if m.contains("backslash")
+        ));
+        // Kept as re-serialised.
+        let l = Location::git("HTTP://Example.COM:80/a/../r.git", None, None);
+        assert!(l.is_err(), "only http:// and https:// as written: {l:?}");
+        let l = Location::git("https://Example.COM:443/team/./r.git", None, None).unwrap();
+        assert_eq!(l.describe(), "https://example.com/team/r.git");
+        let l = Location::webdav("https://Cloud.example.com/dav/ü").unwrap();
+        assert_eq!(l.describe(), "https://cloud.example.com/dav/%C3%BC");
+        let l = Location::s3("s3://docs", Some("HTTP://127.0.0.1:9000"), None).unwrap();
+        assert_eq!(l.describe(), "s3://docs (http://127.0.0.1:9000)");
+        let l = Location::site("https://example.com/a/../sitemap.xml").unwrap();
+        assert_eq!(l.describe(), "https://example.com/sitemap.xml");
     }
 
     #[test]

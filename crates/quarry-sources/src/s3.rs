@@ -100,10 +100,16 @@ impl S3Source {
     /// [`S3Source::new`], its every request under the outbound address guard `net` when
     /// given (module docs).
     pub fn new_with(
-        opts: S3Options,
+        mut opts: S3Options,
         mask: FileMask,
         net: Option<&quarry_netguard::NetPolicy>,
     ) -> Result<S3Source, SourceError> {
+        if let Some(e) = &opts.endpoint {
+            // The endpoint every parser reads alike, as re-serialised: what the client is
+            // given is what the guard checks.
+            let url = crate::location::unambiguous(e, "S3 endpoint")?;
+            opts.endpoint = Some(url.as_str().trim_end_matches('/').to_owned());
+        }
         if !(1..=DEFAULT_PAGE_SIZE).contains(&opts.page_size) {
             return Err(SourceError::Invalid(format!(
                 "the S3 page size must be 1 to {DEFAULT_PAGE_SIZE}, not {}",
@@ -150,9 +156,7 @@ impl S3Source {
         }
         if let Some(policy) = net {
             if let Some(e) = &opts.endpoint {
-                let url = url::Url::parse(e).map_err(|err| {
-                    SourceError::Invalid(format!("invalid S3 endpoint {e:?}: {err}"))
-                })?;
+                let url = crate::location::unambiguous(e, "S3 endpoint")?;
                 crate::http::guard_url(policy, &url, &url)?;
             }
             builder = builder.with_http_connector(GuardedConnector {

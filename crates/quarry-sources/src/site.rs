@@ -88,8 +88,9 @@ impl SiteSource {
         mask: FileMask,
         net: Option<&crate::NetPolicy>,
     ) -> Result<SiteSource, SourceError> {
-        let mut url = Url::parse(sitemap)
-            .map_err(|e| SourceError::Invalid(format!("invalid sitemap URL {sitemap:?}: {e}")))?;
+        // The URL every parser reads alike, as re-serialised: what is fetched is what the
+        // guard checks.
+        let mut url = crate::location::unambiguous(sitemap, "sitemap URL")?;
         if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
             return Err(SourceError::Invalid(format!(
                 "the sitemap URL {sitemap:?} must be an https:// (or http://) URL"

@@ -87,8 +87,9 @@ impl WebDavSource {
         mask: FileMask,
         net: Option<&crate::NetPolicy>,
     ) -> Result<Self, SourceError> {
-        let mut root = Url::parse(url)
-            .map_err(|e| SourceError::Invalid(format!("invalid WebDAV URL {url:?}: {e}")))?;
+        // The URL every parser reads alike, as re-serialised: what is fetched is what the
+        // guard checks.
+        let mut root = crate::location::unambiguous(url, "WebDAV URL")?;
         if !matches!(root.scheme(), "http" | "https") {
             return Err(SourceError::Invalid(format!(
                 "the WebDAV URL {url:?} must start with https:// (or http://)"
