@@ -166,22 +166,52 @@ def search(base: str, q: str, limit: int = 10) -> list[str]:
     return [r["file"] for r in jpost(base + "/search", {"query": q, "limit": limit})["results"]]
 
 
+def _proc_cpu(stat: str) -> int:
+    """User + system ticks of one process (every thread) from its /proc/PID/stat line."""
+    fields = stat[stat.rfind(")") + 2:].split()
+    return int(fields[11]) + int(fields[12])
+
+
 def postgres_cpu_seconds() -> float:
     """User + system CPU of every `postgres` process (the server and its backends)."""
+    return cpu_by_role([])["postgres"]
+
+
+def cpu_by_role(nodes: list[int]) -> dict[str, float]:
+    """CPU seconds so far of each node (by pid), of every `postgres` process, of moto, of
+    this client, and the machine's busy and total seconds (every core, /proc/stat), so a
+    scenario can say where its time went and whether the cores were saturated."""
     tick = os.sysconf("SC_CLK_TCK")
-    total = 0
+    out = {f"node{i}": 0.0 for i in range(len(nodes))}
+    pg = moto = 0
     for p in Path("/proc").iterdir():
         if not p.name.isdigit():
             continue
         try:
             stat = (p / "stat").read_text()
+            comm = stat[stat.find("(") + 1:stat.rfind(")")]
+            if comm.startswith("postgres"):
+                pg += _proc_cpu(stat)
+            elif int(p.name) in nodes:
+                out[f"node{nodes.index(int(p.name))}"] = _proc_cpu(stat) / tick
+            elif b"moto_server" in (p / "cmdline").read_bytes():
+                moto += _proc_cpu(stat)
         except OSError:
             continue
-        comm = stat[stat.find("(") + 1:stat.rfind(")")]
-        if comm.startswith("postgres"):
-            fields = stat[stat.rfind(")") + 2:].split()
-            total += int(fields[11]) + int(fields[12])
-    return total / tick
+    t = os.times()
+    out.update(postgres=pg / tick, moto=moto / tick, client=t.user + t.system)
+    cpu = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = cpu[3] + cpu[4]  # idle + iowait
+    out.update(machine_busy=(sum(cpu[:8]) - idle) / tick, machine_total=sum(cpu[:8]) / tick)
+    return out
+
+
+def cpu_spent(before: dict[str, float], after: dict[str, float], docs: int) -> dict:
+    """CPU ms per document by role, and the share of the machine's cores kept busy."""
+    per_doc = {k: round((after[k] - before[k]) / docs * 1000, 2) for k in after
+               if not k.startswith("machine_")}
+    busy = (after["machine_busy"] - before["machine_busy"]) / max(after["machine_total"] - before["machine_total"], 1e-9)
+    return {"cpu_ms_per_doc": per_doc, "machine_busy_share": round(busy, 3)}
 
 
 def notes(prefix: str, n: int) -> list[tuple[str, bytes]]:
@@ -301,6 +331,7 @@ def queries(binary: Path, root: Path, seconds: float = 20, clients: int = 4) -> 
 def ingestion(binary: Path, root: Path, n: int = 600) -> dict:
     """1 node, then 2, `REPEAT` times in turn; the median run of each."""
     runs: dict[int, list[float]] = {1: [], 2: []}
+    cpu: dict[int, list[dict]] = {1: [], 2: []}
     for r in range(REPEAT):
         for n_nodes in (1, 2):
             d = Deployment(binary, root, f"ingest{n_nodes}_{r}")
@@ -310,19 +341,23 @@ def ingestion(binary: Path, root: Path, n: int = 600) -> dict:
                     d.start_node()
                 kb = create_kb(a, "ingest")
                 files = notes("i", n)
+                pids = [proc.pid for proc, _ in d.nodes]
+                cpu0 = cpu_by_role(pids)
                 t0 = time.monotonic()
                 ids = []
                 for i in range(0, n, 100):
                     ids += upload(a, kb, files[i:i + 100])
                 wait_ready(a, kb, ids)
                 runs[n_nodes].append(time.monotonic() - t0)
+                cpu[n_nodes].append(cpu_spent(cpu0, cpu_by_role(pids), n))
             finally:
                 d.stop()
     out = {}
     for n_nodes, times in runs.items():
-        took = sorted(times)[len(times) // 2]
+        median = sorted(range(len(times)), key=times.__getitem__)[len(times) // 2]
+        took = times[median]
         out[f"{n_nodes}_node"] = {"documents": n, "seconds": round(took, 2), "docs_per_min": round(n / took * 60),
-                                  "runs_s": [round(t, 2) for t in times]}
+                                  "runs_s": [round(t, 2) for t in times], **cpu[n_nodes][median]}
     out["speedup"] = round(out["1_node"]["seconds"] / out["2_node"]["seconds"], 2)
     out["pinned"] = PIN
     return out

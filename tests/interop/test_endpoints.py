@@ -46,7 +46,9 @@ def world(quarry_bin: Path, corpus: Path, tmp_path_factory: pytest.TempPathFacto
     for user, role in (("owner", "owner"), ("viewer", "viewer")):
         w.cli("user", "add", user)
         w.cli("space", "grant", "acme", user, "--role", role)
-        w.tokens[user] = w.cli_json("token", "create", "--user", user, "--spaces", "acme")
+        # The owner's own credential manages (the space's endpoints); the viewer's is plain.
+        manage = ("--manage",) if user == "owner" else ()
+        w.tokens[user] = w.cli_json("token", "create", "--user", user, "--spaces", "acme", *manage)
     w.srv = start_server(home, "--auth", "token", "--hub-allow-commands", logdir=root / "logs")
     try:
         r = w.api("POST", "/api/v1/mcp/servers", json={"name": "time", "transport_type": "stdio",
@@ -217,6 +219,17 @@ def test_bad_input_is_refused_clearly(world):
     assert r.status_code == 200 and r.json()["data"]["name"] == "dup", r.text
     r = w.api("POST", "/api/v1/endpoints", json={"servers": ["time"]})
     assert r.status_code == 400 and "name is required" in r.json()["detail"], r.text
+    # Another `name` in a PUT no longer renames silently (issue 65 item 8: clients of
+    # /mcp/e/dup lost it); a rename is said with `rename`.
+    r = w.api("PUT", "/api/v1/endpoints/dup", json={"name": "dup2", "tools": ["time.get_current_time"]})
+    assert r.status_code == 400 and '"rename": "dup2"' in r.json()["detail"], r.text
+    assert w.api("GET", "/api/v1/endpoints/dup").status_code == 200
+    assert w.api("GET", "/api/v1/endpoints/dup2").status_code == 404
+    r = w.api("PUT", "/api/v1/endpoints/dup", json={"rename": "dup2", "tools": ["time.get_current_time"]})
+    assert r.status_code == 200 and r.json()["data"]["name"] == "dup2", r.text
+    assert w.api("GET", "/api/v1/endpoints/dup").status_code == 404
+    r = w.api("PUT", "/api/v1/endpoints/dup2", json={"rename": "Bad Name", "servers": ["time"]})
+    assert r.status_code == 400, r.text
 
 
 def test_endpoint_names_are_unique_per_owner(world):
@@ -226,7 +239,7 @@ def test_endpoint_names_are_unique_per_owner(world):
     w.cli("space", "create", "beta")
     w.cli("user", "add", "stranger")
     w.cli("space", "grant", "beta", "stranger", "--role", "owner")
-    w.tokens["stranger"] = w.cli_json("token", "create", "--user", "stranger", "--spaces", "beta")
+    w.tokens["stranger"] = w.cli_json("token", "create", "--user", "stranger", "--spaces", "beta", "--manage")
     for owner in ("user", "space"):
         name = f"taken-{owner}"
         r = w.api("POST", "/api/v1/endpoints", json={"name": name, "owner": owner, "servers": ["knowledge"]})

@@ -58,7 +58,9 @@ def world(quarry_bin: Path, corpus: Path, tmp_path_factory: pytest.TempPathFacto
     for user, role in (("owner", "owner"), ("viewer", "viewer")):
         w.cli("user", "add", user)
         w.cli("space", "grant", "acme", user, "--role", role)
-    w.tokens["owner"] = w.cli_json("token", "create", "--user", "owner", "--spaces", "acme", "--label", "owner")
+    # The owner's own credential manages (policies, the audit log); the tokens below are agents'.
+    w.tokens["owner"] = w.cli_json("token", "create", "--user", "owner", "--spaces", "acme", "--label", "owner",
+                                   "--manage")
     w.tokens["viewer"] = w.cli_json("token", "create", "--user", "viewer", "--spaces", "acme", "--label", "viewer")
     w.srv = start_server(home, "--auth", "token", "--hub-allow-commands", "--chat-model", f"openai:{MODEL}",
                          logdir=root / "logs")

@@ -60,7 +60,9 @@ def world(quarry_bin: Path, corpus: Path, tmp_path_factory: pytest.TempPathFacto
     w.cli("user", "add", "ann")
     w.cli("space", "grant", "acme", "ann", "--role", "owner")
     w.cli("space", "grant", "lab", "ann", "--role", "editor")
-    w.tokens["ann"] = w.cli_json("token", "create", "--user", "ann", "--label", "browser")
+    # ann signs in with her own management credential; what she grants a connector still
+    # manages nothing (test_a_connectors_token_manages_nothing).
+    w.tokens["ann"] = w.cli_json("token", "create", "--user", "ann", "--label", "browser", "--manage")
     w.srv = start_server(home, "--auth", "token", "--hub-allow-commands", logdir=root / "logs")
     try:
         r = requests.post(w.url("/api/v1/mcp/servers"), headers={"Authorization": f"Bearer {w.tok('ann')}",
@@ -600,3 +602,26 @@ def test_consent_page_picks_knowledge_bases_and_tools(world):
     assert g["tools"] == ["time.get_current_time"], g
     tools = anyio.run(gateway_tools, w, t["access_token"])
     assert len(tools) == 1 and "get_current_time" in tools[0], tools
+
+
+def test_a_connectors_token_manages_nothing(world):
+    """Issue 65 item 1: a token minted for an MCP connector carries no management powers, even
+    when the person consented while signed in with a management credential."""
+    w = world
+    info = register(w, token_endpoint_auth_method="client_secret_basic")
+    access = grant(w, info, Consent(spaces=("acme",), read_only=False))["access_token"]
+    headers = {"Authorization": f"Bearer {access}", "X-Space-ID": "acme"}
+    assert requests.get(w.url("/api/v1/knowledge-bases"), headers=headers, timeout=30).status_code == 200
+    for method, path, body in (
+        ("GET", "/api/v1/policies", None),
+        ("POST", "/api/v1/policies", {"name": "gone", "tools": ["time.*"], "effect": "deny"}),
+        ("POST", "/api/v1/groups", {"name": "ops"}),
+        ("PUT", "/api/v1/spaces/acme/members/ann", {"role": "admin"}),
+        ("GET", "/api/v1/audit", None),
+        ("POST", "/api/v1/endpoints", {"name": "team", "owner": "space", "servers": ["time"]}),
+        ("POST", "/api/v1/tokens", {"label": "escalated", "manage": True}),
+    ):
+        r = requests.request(method, w.url(path), headers=headers, json=body, timeout=30)
+        assert r.status_code == 403 and r.json()["error_code"] == "MANAGEMENT_FORBIDDEN", (method, path, r.text)
+    listed = {t["id"] for t in requests.get(w.url("/api/v1/tokens"), headers=headers, timeout=30).json()["data"]}
+    assert w.tokens["ann"]["id"] not in listed, listed

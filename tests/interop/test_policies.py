@@ -8,7 +8,7 @@ call once.
 
 One home: space ``acme`` with ``owner`` (owner) and ``ed`` (editor); the owner's ``agent``
 token makes the calls, its ``approver`` token (another token of the same person, not of the
-agent's chain) decides them.
+agent's chain, made with the management scope) decides them.
 """
 
 from __future__ import annotations
@@ -71,7 +71,9 @@ def world(quarry_bin: Path, corpus: Path, tmp_path_factory: pytest.TempPathFacto
     for user, role in (("owner", "owner"), ("ed", "editor")):
         assert home.run("user", "add", user).returncode == 0
         assert home.run("space", "grant", "acme", user, "--role", role).returncode == 0
-    tokens = {key: cli_json("token", "create", "--user", user, "--spaces", "acme", "--label", key)
+    # The approver is the person's credential, made to manage; the agent's is not.
+    tokens = {key: cli_json("token", "create", "--user", user, "--spaces", "acme", "--label", key,
+                            *(("--manage",) if key == "approver" else ()))
               for key, user in (("approver", "owner"), ("agent", "owner"), ("ed", "ed"))}
     # The filesystem server may reach all of `files`; the policy narrows it to `allowed`.
     files = root / "files"

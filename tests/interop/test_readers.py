@@ -88,7 +88,9 @@ def world(quarry_bin: Path, corpus: Path, tmp_path_factory: pytest.TempPathFacto
     d = w.cli_json("--space", "acme", "kb", "readers", "handbook", w.docs["admins"]["id"], "--set", "")
     assert d["readers"] == [], d
     for user in ("owner", "ann", "bob", "eve"):
-        w.tokens[user] = w.cli_json("token", "create", "--user", user, "--spaces", "acme")["token"]
+        # The owner's token manages (who reads a source's documents); the others are plain.
+        manage = ("--manage",) if user == "owner" else ()
+        w.tokens[user] = w.cli_json("token", "create", "--user", user, "--spaces", "acme", *manage)["token"]
     serving = second_node(home, root / "node-b") if backend() == "postgres" else home
     w.srv = start_server(serving, "--auth", "token", "--chat-model", "openai:fake-chat", logdir=root / "logs")
     wait_ready(w.srv)

@@ -634,3 +634,22 @@ def test_a_nul_in_an_uploaded_file_name_is_explained(server):
     assert_error(status, answer, 400, "file name must not contain control characters")
     status, docs, _ = get(server.base, f"/api/v1/knowledge-bases/{kb['data']['id']}/documents")
     assert status == 200 and docs["total"] == 0, docs
+
+
+def test_serve_on_a_taken_port_says_so_at_once(quarry_home):
+    """Issue 65 item 16: the port is bound before anything slow starts (the model's load), and
+    a taken one is named with what to do — not a bare "Address already in use (os error 98)"."""
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        t0 = time.monotonic()
+        r = quarry_home.run("serve", "--port", str(port), timeout=60)
+        took = time.monotonic() - t0
+    assert r.returncode != 0, (r.stdout, r.stderr)
+    assert f"cannot listen on 127.0.0.1:{port}" in r.stderr and "--port" in r.stderr, r.stderr
+    assert "already in use" in r.stderr, r.stderr
+    assert "models loaded" not in r.stderr, r.stderr
+    print(f"refused in {took:.2f} s")

@@ -219,7 +219,7 @@ def world(quarry_bin: Path, tmp_path_factory: pytest.TempPathFactory):
     synced = w.cli("--space", "acme", "source", "sync", w.acme["source"])
     assert synced["report"]["counts"]["added"] == 1, synced
     for key, args in (
-        ("admin", ()),
+        ("admin", ("--manage",)),  # alice's own credential: it manages sources
         ("docs_only", ("--kb", "docs")),
         ("read_only", ("--read-only",)),
     ):
@@ -807,3 +807,24 @@ def test_a_remote_admin_reaches_no_address_the_guard_refuses(world):
     new_kb(w, "owned")
     assert add(w, "owned", {"kind": "git", "url": f"http://127.0.0.2:{port}/guide.git"})
     assert add(w, "owned", {"kind": "site", "sitemap": "http://169.254.169.254/latest/sitemap.xml"})
+
+
+def test_control_characters_in_synced_names_never_reach_the_terminal(quarry_home, tmp_path):
+    """Issue 65 item 7: a synced file named ``ctl<ESC>[2Jclear.md`` cleared the admin's screen
+    through ``quarry source status``; the CLI prints such names escaped."""
+    folder = tmp_path / "odd"
+    folder.mkdir()
+    (folder / "ctl\x1b[2Jclear.md").write_text("# Odd\n\nan odd name\n")
+    (folder / "bell\x07.md").write_text("# Bell\n\nanother\n")
+    r = quarry_home.run("kb", "create", "odd")
+    assert r.returncode == 0, r.stderr
+    r = quarry_home.run("source", "add", "odd", "--folder", str(folder), "--json")
+    assert r.returncode == 0, r.stderr
+    sid = json.loads(r.stdout)["id"]
+    for args in (("source", "sync", sid), ("source", "status", sid), ("kb", "docs", "odd")):
+        r = quarry_home.run(*args)
+        assert r.returncode == 0, (args, r.stderr)
+        shown = r.stdout + r.stderr
+        assert "\x1b" not in shown and "\x07" not in shown, (args, shown)
+        if args[1] == "status":
+            assert "ctl\\u{1b}[2Jclear.md" in shown, (args, shown)

@@ -90,7 +90,8 @@ def world(quarry_bin, corpus, tmp_path_factory):
         ("vic", "vic", ("--spaces", "team")),
         ("ozzy", "ozzy", ("--spaces", "other")),
     ):
-        w.tokens[key] = w.token(user, *args)
+        # People managing their spaces: each token made with the management scope.
+        w.tokens[key] = w.token(user, *args, *(() if "--read-only" in args else ("--manage",)))
     yield w
     srv.stop()
 
@@ -230,7 +231,7 @@ def test_token_users_create_spaces_they_own_but_their_token_does_not_gain(world)
     assert [x["name"] for x in w.ok("GET", "/api/v1/spaces", w.tokens["vic"])["data"]] == ["team"]
     error(w.call("GET", "/api/v1/spaces/lab/members", w.tokens["vic"]), 404)
     # ...but vic owns it: a token naming it shows it, with vic as owner.
-    lab_tok = w.token("vic", "--spaces", "lab")
+    lab_tok = w.token("vic", "--spaces", "lab", "--manage")
     assert [(x["name"], x["role"]) for x in w.ok("GET", "/api/v1/spaces", lab_tok)["data"]] == [("lab", "owner")]
     members = w.ok("GET", "/api/v1/spaces/lab/members", lab_tok)["data"]
     assert [(m["user"], m["role"]) for m in members] == [("vic", "owner")]
@@ -252,7 +253,7 @@ def test_deleting_spaces(world):
     w.ok("POST", "/api/v1/spaces", body={"name": "doomed"}, status=201)
     w.ok("PUT", "/api/v1/spaces/doomed/members/ozzy", body={"role": "owner"})
     w.ok("PUT", "/api/v1/spaces/doomed/members/eve", body={"role": "editor"})
-    ozzy = w.token("ozzy", "--spaces", "doomed")
+    ozzy = w.token("ozzy", "--spaces", "doomed", "--manage")
     eve_both = w.token("eve", "--spaces", "team,doomed")
     kb = w.ok("POST", "/api/v1/knowledge-bases", ozzy, {"name": "plans"}, status=201)["data"]
     detail = error(w.call("DELETE", "/api/v1/spaces/doomed", ozzy), 409, "plans")

@@ -223,7 +223,14 @@ class UiServer:
         return self.token_info(user, *args)["token"]
 
     def token_info(self, user: str, *args: str) -> dict:
-        """The whole ``token create --json`` answer (``token``, ``id``, ``prefix``, ``expires_at``…)."""
+        """The whole ``token create --json`` answer (``token``, ``id``, ``prefix``, ``expires_at``…).
+        A person signs in to the web UI: the token has the management scope unless ``args``
+        narrow it or make it read-only (or say ``--plain``: a token as an agent holds it)."""
+        narrowed = {"--read-only", "--kb", "--tools", "--endpoint"} & set(args)
+        if "--plain" in args:
+            args = tuple(a for a in args if a != "--plain")
+        elif not narrowed:
+            args = (*args, "--manage")
         return self.cli_json("token", "create", "--user", user, *args)
 
     def expiring_token(self, token: str, seconds: float, label: str = "expiring") -> dict:

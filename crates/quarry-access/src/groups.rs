@@ -70,6 +70,7 @@ impl Directory {
                 role.as_str()
             )));
         }
+        actor.require_manage("managing the groups of a space")?;
         Ok(space)
     }
 

@@ -163,6 +163,11 @@ pub struct TokenRequest {
     /// further than it (spaces, knowledge bases, read-only), expires no later (by default,
     /// when it does), and stops working when it does.
     pub parent: Option<String>,
+    /// Whether the token manages governance (policies, approvals, groups, roles and
+    /// members, other chains' tokens, sources, the audit log) as far as its user's role
+    /// allows. Refused with any narrowing (tools, knowledge bases, an endpoint), and under a
+    /// parent whose chain lacks it.
+    pub manage: bool,
 }
 
 /// A space a user belongs to, as `GET /api/v1/user/spaces` lists it.
@@ -207,6 +212,16 @@ fn chain_state(chain: &[TokenRecord], now: i64) -> std::result::Result<Option<i6
     Ok(expires_at)
 }
 
+/// Whether every token of `chain` was made with the management scope and the first is not
+/// narrowed: what lets it manage governance. A token made by one without the scope (an
+/// agent's child, an OAuth connector's grant) never has it.
+fn chain_manages(chain: &[TokenRecord]) -> bool {
+    chain
+        .first()
+        .is_some_and(|t| t.tools.is_none() && t.collections.is_none() && t.endpoint.is_none())
+        && chain.iter().all(|t| t.manage)
+}
+
 /// The first token of `chain` (see [`quarry_store::AccessStore::token_chain`]) as a parent of a new token:
 /// usable now (its whole chain unrevoked and unexpired) and, when `user_row` is given, that
 /// user's. Its `expires_at` is the earliest of its chain's.
@@ -224,6 +239,7 @@ fn usable_parent(chain: &[TokenRecord], user_row: Option<i64>, now: i64) -> Resu
     match chain_state(chain, now) {
         Ok(expires_at) => Ok(TokenRecord {
             expires_at,
+            manage: chain_manages(chain),
             ..first.clone()
         }),
         Err(f) => Err(Error::Forbidden(format!(
@@ -654,6 +670,18 @@ impl Directory {
                 _ => {}
             }
         }
+        if req.manage {
+            if tools.is_some() || collections.is_some() || endpoint.is_some() {
+                return Err(bad(
+                    "a management token cannot be narrowed to tools, knowledge bases or an endpoint: make one token to manage with and narrowed ones for agents",
+                ));
+            }
+            if parent.as_ref().is_some_and(|p| !p.manage) {
+                return Err(Error::ManagementForbidden(
+                    "a token without the management scope cannot create one with it".into(),
+                ));
+            }
+        }
         let token = new_secret()?;
         let record = self.store.insert_token(&NewToken {
             user_row: row,
@@ -667,6 +695,7 @@ impl Directory {
             endpoint,
             expires_at,
             parent_id: parent.map(|p| p.id),
+            manage: req.manage,
         })?;
         Ok(IssuedToken { token, record })
     }
@@ -695,6 +724,7 @@ impl Directory {
             expires_at: Some(parent.expires_at.map_or(until, |at| at.min(until))),
             endpoint: None,
             parent: Some(parent.id),
+            manage: false,
         })
     }
 
@@ -864,6 +894,7 @@ impl Directory {
                 access,
                 machine_owner: false,
                 readers,
+                manage: chain_manages(&chain),
             },
             space_id: m.space_id.clone(),
         };

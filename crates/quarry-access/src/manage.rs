@@ -18,7 +18,7 @@
 use quarry_core::{Error, Result};
 use serde::Serialize;
 
-use crate::{Directory, Principal, Role, Space, User};
+use crate::{Directory, Principal, Role, Space, TokenRecord, User};
 
 /// Who is managing: the part of a [`Principal`] these rules read.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,6 +33,8 @@ pub(crate) enum Actor {
         token_spaces: Vec<String>,
         /// Whether the token may only read.
         read_only: bool,
+        /// Whether the credential manages governance ([`quarry_core::Scope::manage`]).
+        manage: bool,
     },
 }
 
@@ -45,6 +47,7 @@ impl Actor {
                 name: c.user.clone(),
                 token_spaces: c.spaces.clone(),
                 read_only: c.read_only,
+                manage: principal.scope.manage,
             },
         }
     }
@@ -58,6 +61,18 @@ impl Actor {
                 "this token is read-only: it cannot change spaces, members, groups, users or tokens"
                     .into(),
             )),
+            _ => Ok(()),
+        }
+    }
+
+    /// `ManagementForbidden` for a credential that does not manage governance (members,
+    /// roles, groups, a space's deletion); `what` names the action.
+    pub(crate) fn require_manage(&self, what: &str) -> Result<()> {
+        match self {
+            Actor::User { manage: false, .. } => Err(Error::ManagementForbidden(format!(
+                "{what} needs a management credential: {}",
+                quarry_core::MANAGEMENT_HINT
+            ))),
             _ => Ok(()),
         }
     }
@@ -262,6 +277,7 @@ impl Directory {
                 role.as_str()
             )));
         }
+        actor.require_manage("deleting a space")?;
         if space.name == quarry_core::DEFAULT_SPACE {
             return Err(Error::invalid(
                 "the default space cannot be deleted (it is where requests that name no space go)",
@@ -309,6 +325,7 @@ impl Directory {
                 mine.as_str()
             )));
         }
+        actor.require_manage("managing the members of a space")?;
         let (row, user) = self.user_row(user)?;
         let current = self
             .store
@@ -416,5 +433,54 @@ impl Directory {
         let actor = &Actor::of(principal);
         actor.require_machine_owner("adding a user")?;
         self.create_user(name.trim())
+    }
+
+    /// The tokens `principal` may list and revoke: with a management credential its user's
+    /// (every token for the machine's owner); otherwise only its own token and the tokens
+    /// made from it, so an agent's token never sees or revokes its person's other
+    /// credentials.
+    pub fn tokens_as(&self, principal: &Principal) -> Result<Vec<TokenRecord>> {
+        let identity = principal.identity.as_ref();
+        let all = self.tokens(identity.map(|c| c.user.as_str()))?;
+        if principal.scope.manage {
+            return Ok(all);
+        }
+        let Some(mine) = identity.and_then(|c| c.token_id.clone()) else {
+            return Ok(Vec::new());
+        };
+        let mut reached = vec![mine];
+        loop {
+            let before = reached.len();
+            for t in &all {
+                if !reached.contains(&t.id)
+                    && t.parent_id.as_ref().is_some_and(|p| reached.contains(p))
+                {
+                    reached.push(t.id.clone());
+                }
+            }
+            if reached.len() == before {
+                break;
+            }
+        }
+        Ok(all
+            .into_iter()
+            .filter(|t| reached.contains(&t.id))
+            .collect())
+    }
+
+    /// Revokes a token (UUID or display prefix) that `principal` may reach
+    /// ([`Directory::tokens_as`]); any other is "not found", exactly like a missing one.
+    pub fn revoke_token_as(&self, principal: &Principal, key: &str) -> Result<()> {
+        let user = principal.identity.as_ref().map(|c| c.user.as_str());
+        if principal.scope.manage {
+            return self.revoke_token(key, user);
+        }
+        let key = key.trim();
+        let found = self
+            .tokens_as(principal)?
+            .into_iter()
+            .find(|t| t.id == key || t.prefix == key)
+            .ok_or_else(|| Error::not_found(format!("token '{key}' not found")))?;
+        self.revoke_token(&found.id, user)
     }
 }

@@ -1172,3 +1172,93 @@ fn a_kept_token_still_expires_on_time() {
         Some(AuthFailure::Expired)
     );
 }
+
+/// Issue 65: only a token made with the management scope, whose whole chain has it and that
+/// nothing narrows, manages governance; a narrowed one cannot be made, a child of an
+/// unmanaging token cannot gain it, and a connector's (OAuth) child never has it.
+#[test]
+fn only_unnarrowed_management_chains_manage() {
+    let (_dir, d, _store) = directory();
+    d.create_space("team", "").unwrap();
+    d.create_user("ann").unwrap();
+    d.grant("ann", "team", Role::Owner).unwrap();
+    let make = |req: TokenRequest| {
+        d.create_token(&TokenRequest {
+            user: "ann".into(),
+            spaces: vec!["team".into()],
+            ..req
+        })
+    };
+    let manages = |t: &IssuedToken| {
+        d.authenticate(&t.token, Some("team"))
+            .unwrap()
+            .unwrap()
+            .scope
+            .manage
+    };
+    let person = make(TokenRequest {
+        manage: true,
+        ..Default::default()
+    })
+    .unwrap();
+    let agent = make(TokenRequest::default()).unwrap();
+    assert!(manages(&person) && !manages(&agent));
+    for narrowed in [
+        TokenRequest {
+            tools: Some(vec!["time".into()]),
+            ..Default::default()
+        },
+        TokenRequest {
+            collections: Some(vec![]),
+            ..Default::default()
+        },
+    ] {
+        let e = make(TokenRequest {
+            manage: true,
+            ..narrowed
+        })
+        .unwrap_err();
+        assert!(matches!(e, Error::InvalidInput(_)), "{e}");
+    }
+    // A child of the agent's token cannot gain it; one of the person's may, if asked.
+    let e = make(TokenRequest {
+        manage: true,
+        parent: Some(agent.record.id.clone()),
+        ..Default::default()
+    })
+    .unwrap_err();
+    assert!(matches!(e, Error::ManagementForbidden(_)), "{e}");
+    let script = make(TokenRequest {
+        manage: true,
+        parent: Some(person.record.id.clone()),
+        ..Default::default()
+    })
+    .unwrap();
+    let plain_child = make(TokenRequest {
+        parent: Some(person.record.id.clone()),
+        ..Default::default()
+    })
+    .unwrap();
+    assert!(manages(&script) && !manages(&plain_child));
+    // A narrowed child of a managing token: not made with it, so it does not manage.
+    let narrowed_child = make(TokenRequest {
+        tools: Some(vec!["time".into()]),
+        parent: Some(person.record.id.clone()),
+        ..Default::default()
+    })
+    .unwrap();
+    assert!(!manages(&narrowed_child));
+    // What the OAuth server issues under a grant.
+    let connector = d
+        .create_child_token(&person.record.id, "OAuth: client", 60_000)
+        .unwrap();
+    assert!(!manages(&connector));
+    // `?kb=` narrowing takes it away too.
+    let p = d
+        .authenticate(&person.token, Some("team"))
+        .unwrap()
+        .unwrap();
+    assert!(!p.scope.narrowed(&[]).manage);
+    // The machine's owner always manages.
+    assert!(owner_principal(&d.space("team").unwrap()).scope.manage);
+}

@@ -528,6 +528,7 @@ fn run_backend(
         endpoint: None,
         expires_at: None,
         parent: None,
+        manage: false,
     })?;
     let valid: Vec<String> = (0..500).map(|_| token.token.clone()).collect();
     let check = timed(&valid, 2, |t| match dir.authenticate(t, None)? {

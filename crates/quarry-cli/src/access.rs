@@ -124,6 +124,12 @@ pub(crate) enum TokenCmd {
         /// nowhere else, and sees what the endpoint selects as it changes.
         #[arg(long, value_name = "NAME")]
         endpoint: Option<String>,
+        /// The management scope: the token may also manage governance — policies,
+        /// approvals, groups, roles and members, other tokens, sources, the audit log — as far
+        /// as the user's role allows. For a person's scripts, never an agent: a token without
+        /// it cannot change the guardrails that bind it. Not with --kb, --tools or --endpoint.
+        #[arg(long)]
+        manage: bool,
     },
     /// List tokens (never the secrets).
     #[command(alias = "ls")]
@@ -309,7 +315,8 @@ fn token_line(t: &TokenRecord, memberships: &[quarry_access::Membership]) -> Str
             + &t.tools
                 .as_ref()
                 .map(|t| format!(" tools={}", t.join(",")))
-                .unwrap_or_default(),
+                .unwrap_or_default()
+            + if t.manage { " manage" } else { "" },
         t.label,
         when(t.expires_at),
         when(t.last_used_at),
@@ -556,6 +563,7 @@ pub(crate) fn token(
             tools,
             expires,
             endpoint,
+            manage,
         } => {
             let expires_at = expires.as_deref().map(parse_expiry).transpose()?;
             let endpoint = match endpoint {
@@ -602,6 +610,7 @@ pub(crate) fn token(
                 endpoint,
                 expires_at,
                 parent: None,
+                manage: *manage,
             })?;
             if json_out {
                 return print_json(&issued);

@@ -158,7 +158,7 @@ table! {
         QUARRY_INGEST_RETRY_SECS: Setting, None, CONVERTING, "5",
             "Delay before the first retry of a job that failed for a reason that may pass; doubled for each later one.";
         QUARRY_INGEST_WORKERS: Setting, None, WORKERS, "2",
-            "Ingestion jobs run at once (1 to 64).";
+            "Files converted (or embedding jobs run) at once per process (1 to 64); it runs four job threads for each, so files that wait for their keyword flush leave the next ones converting, and one flush takes them all.";
         QUARRY_JOB_LEASE_SECS: Setting, None, WORKERS, "60",
             "How long a job's claim lasts without renewal; a dead worker's job is taken over after it (at least 2).";
         QUARRY_SOURCE_LEASE_SECS: Setting, None, SOURCES, "600",

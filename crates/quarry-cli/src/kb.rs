@@ -247,7 +247,11 @@ pub(crate) fn run(
                     Some(k) if k.is_empty() => "the knowledge base's admins only".to_owned(),
                     Some(k) => format!("{} and the knowledge base's admins", k.join(", ")),
                 };
-                writeln!(out, "{} is read by {who}", d.display_path())?;
+                writeln!(
+                    out,
+                    "{} is read by {who}",
+                    quarry_core::terminal_safe(&d.display_path())
+                )?;
             }
         }
         KbCmd::Upload {
@@ -374,7 +378,11 @@ pub(crate) fn run(
             if json_out {
                 print_json(&json!({"status": "removed", "document": d}))?;
             } else {
-                writeln!(out, "Removed {}", d.display_path())?;
+                writeln!(
+                    out,
+                    "Removed {}",
+                    quarry_core::terminal_safe(&d.display_path())
+                )?;
             }
         }
     }
@@ -391,12 +399,12 @@ fn print_doc(out: &mut impl Write, d: &KbFile) -> Result<()> {
         out,
         "{:<10} {} {docid} ({}, {} bytes{pages})",
         d.status.as_str(),
-        d.display_path(),
+        quarry_core::terminal_safe(&d.display_path()),
         d.format,
         d.size
     )?;
     if let Some(e) = &d.error {
-        write!(out, ": {e}")?;
+        write!(out, ": {}", quarry_core::terminal_safe(e))?;
     }
     if let Some(p) = &d.pages_without_text {
         write!(out, " [no text layer on {p}]")?;

@@ -1446,6 +1446,11 @@ fn serve(
         }
         None => quarry_server::HttpOptions::default(),
     };
+    // Bound before anything slow (the model's load): a taken port is said at once.
+    let listener = match transport {
+        Transport::Mcp => None,
+        _ => Some(quarry_server::bind_http(&opts).map_err(|e| anyhow::anyhow!(e))?),
+    };
     let mut hub_opts = quarry_hub::HubOptions {
         secret_key: settings::secret_key(env)?,
         ..Default::default()
@@ -1545,14 +1550,18 @@ fn serve(
             local_stop.clone(),
         ));
         let workers_state = state.clone();
-        let http = |state, shutdown| {
-            quarry_server::serve_http(state, opts, shutdown, |addr| {
+        let http = |state, shutdown, listener: Option<std::net::TcpListener>| async move {
+            let Some(listener) = listener else {
+                return Err(std::io::Error::other("no HTTP listener was bound"));
+            };
+            quarry_server::serve_http(state, opts, listener, shutdown, |addr| {
                 tracing::info!(%addr, auth = ?auth, "serving the web UI at http://{addr}/, MCP at http://{addr}/mcp and the REST API");
             })
+            .await
         };
         match transport {
             Transport::Mcp => quarry_server::serve_stdio(state, shutdown).await?,
-            Transport::Http => http(state, shutdown).await?,
+            Transport::Http => http(state, shutdown, listener).await?,
             Transport::Both => {
                 // A stdio client that ran a session and went away ends the process, HTTP
                 // included (an agent started it). Stdin that never carried a session —
@@ -1563,7 +1572,7 @@ fn serve(
                     state.clone(),
                     shutdown.child_token(),
                 ));
-                let server = http(state, shutdown);
+                let server = http(state, shutdown, listener);
                 let stdio_watch = async move {
                     match stdio.await {
                         Ok(Ok(())) => stdio_done.cancel(),

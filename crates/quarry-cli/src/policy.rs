@@ -87,8 +87,8 @@ fn read_json(arg: &str) -> Result<Value> {
 
 pub(crate) fn policy(engine: &Engine, cmd: &PolicyCmd, json_out: bool) -> Result<()> {
     let p = owner(engine)?;
-    let store = engine.store_handle();
-    let store: &dyn quarry_store::PolicyStore = store.as_ref();
+    let handle = engine.store_handle();
+    let store = handle.as_ref();
     let now = now_millis();
     let shown = match cmd {
         PolicyCmd::List => {

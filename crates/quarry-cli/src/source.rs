@@ -452,7 +452,7 @@ fn print_source(out: &mut impl Write, s: &SourceView) -> Result<()> {
         out,
         "{} {} → '{}' ({} documents; mask {}; synced {every})",
         s.id,
-        s.location.describe(),
+        quarry_core::terminal_safe(&s.location.describe()),
         s.knowledge_base,
         s.documents,
         s.mask
@@ -499,12 +499,15 @@ fn print_report(out: &mut impl Write, r: &SyncReport) -> Result<()> {
             .unwrap_or_default()
     )?;
     if let Some(e) = &r.error {
-        writeln!(out, "  error: {e}")?;
+        writeln!(out, "  error: {}", quarry_core::terminal_safe(e))?;
     }
+    // Paths and reasons come from the source (a synced file's name): nothing in them may
+    // drive the terminal.
+    let safe = quarry_core::terminal_safe;
     for l in &r.details {
         match &l.detail {
-            Some(d) => writeln!(out, "  {:<9} {} ({d})", l.action, l.path)?,
-            None => writeln!(out, "  {:<9} {}", l.action, l.path)?,
+            Some(d) => writeln!(out, "  {:<9} {} ({})", l.action, safe(&l.path), safe(d))?,
+            None => writeln!(out, "  {:<9} {}", l.action, safe(&l.path))?,
         }
     }
     Ok(())

@@ -161,7 +161,7 @@ pub fn ocr_advice(ocr: Ocr) -> &'static str {
     match ocr {
         Ocr::Off => "OCR is off (QUARRY_OCR=off or --ocr off); turn it on to read them",
         Ocr::Auto if !ocr::available() => {
-            "install tesseract (Debian/Ubuntu: apt install tesseract-ocr) and upload again to read them by OCR"
+            "install tesseract (Debian/Ubuntu: apt install tesseract-ocr), then retry the document to read them by OCR (quarry kb retry KB DOC, or the web UI's Retry; uploading the same bytes again is refused as a duplicate)"
         }
         Ocr::Auto => "OCR found no text on them",
     }

@@ -14,6 +14,12 @@ pub enum Error {
     /// (HTTP 403). Never used for objects the caller cannot see: those are `NotFound`.
     #[error("{0}")]
     Forbidden(String),
+    /// The credential may not manage governance (policies, approvals, groups, roles,
+    /// members, other chains' tokens, sources, the audit log), or the change would alter a
+    /// guardrail that binds the calling token's own chain (HTTP 403,
+    /// `MANAGEMENT_FORBIDDEN`).
+    #[error("{0}")]
+    ManagementForbidden(String),
     /// A name is already taken (HTTP 409).
     #[error("{0}")]
     Conflict(String),

@@ -81,6 +81,8 @@ error_codes! {
         "The route exists, but not with this method.";
     Request Forbidden = "FORBIDDEN", 403, "403",
         "The caller may see the object but not do this to it (a read-only token writing, a role too low).";
+    Request ManagementForbidden = "MANAGEMENT_FORBIDDEN", 403, "403",
+        "The credential may not manage governance (policies, approvals, groups, roles and members, other chains' tokens, sources, the audit log): a token narrowed to tools, knowledge bases or an endpoint, an MCP connector's token, or one made without the management scope (`quarry token create --manage`); or the change would alter a policy that binds the calling token's own chain.";
     Request Conflict = "CONFLICT", 409, "409",
         "A name is already taken, or the change conflicts with the current state.";
     Request TooLarge = "TOO_LARGE", 413, "413",

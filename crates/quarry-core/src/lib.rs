@@ -16,10 +16,10 @@ mod time;
 pub use error::{Error, Result, STORAGE_UNAVAILABLE, SettingError, error_chain};
 pub use error_code::{CodeTable, ErrorCode};
 pub use principal::{Identity, MACHINE_OWNER, Principal};
-pub use scope::{Access, Scope};
+pub use scope::{Access, MANAGEMENT_HINT, Scope};
 pub use text::{
     add_line_numbers, constant_time_eq, decode_uri_path, docid_for_hash, encode_uri_path,
-    format_search_summary, hex_lower, levenshtein, lines, round_score, sha256_hex,
+    format_search_summary, hex_lower, levenshtein, lines, round_score, sha256_hex, terminal_safe,
 };
 pub use time::{civil_from_days, days_from_civil, iso8601_millis, now_millis};
 

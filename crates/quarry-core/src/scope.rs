@@ -47,7 +47,17 @@ pub struct Scope {
     /// `group:<name>` per group of the space it is in). `None`: it reads every document of
     /// the collections it may use (the space's admins and owners, the machine's owner).
     pub readers: Option<Arc<[String]>>,
+    /// Whether the credential may manage governance — policies, approvals, groups, roles
+    /// and members, other chains' tokens, sources, the audit log — within what its role
+    /// allows: the machine's owner, or a token made with the management scope that nothing
+    /// narrows (docs/governance.md). A credential never changes the guardrails that bind
+    /// it, so a token narrowed to tools, knowledge bases or an endpoint, an MCP connector's
+    /// (OAuth) token, and a request narrowed by `?kb=` have no such power.
+    pub manage: bool,
 }
+
+/// What a refused management request is told: which credentials manage, and how to get one.
+pub const MANAGEMENT_HINT: &str = "this token is narrowed (to tools, knowledge bases or an endpoint), was made for an MCP connector, or was made without the management scope. Guardrails are changed with a credential made for it: the quarry CLI on the server, or a token made with `quarry token create --manage` (REST: \"manage\": true) that no narrowing limits";
 
 impl Scope {
     /// Everything in `space`, as the machine's owner.
@@ -58,6 +68,7 @@ impl Scope {
             access: Access::Admin,
             machine_owner: true,
             readers: None,
+            manage: true,
         }
     }
 
@@ -83,13 +94,34 @@ impl Scope {
     }
 
     /// The same scope narrowed to `ids` (kept only where already allowed): a URL's `?kb=`
-    /// can narrow a token's reach, never widen it.
+    /// can narrow a token's reach, never widen it. A narrowed scope manages nothing.
     pub fn narrowed(&self, ids: &[i64]) -> Scope {
         let kept: Vec<i64> = ids.iter().copied().filter(|id| self.allows(*id)).collect();
         Scope {
             collections: Some(kept.into()),
+            manage: false,
             ..self.clone()
         }
+    }
+
+    /// `Ok` when the caller may manage governance (`what`, e.g. "changing a policy") at
+    /// `access` or above: [`Error::Forbidden`](crate::Error::Forbidden) for a role too low,
+    /// else [`Error::ManagementForbidden`](crate::Error::ManagementForbidden) for a
+    /// credential without the management scope.
+    pub fn require_manage(&self, access: Access, what: &str) -> crate::Result<()> {
+        if !self.can(access) {
+            return Err(crate::Error::Forbidden(format!(
+                "{what} needs {} access; this caller has {} access",
+                access.as_str(),
+                self.access.as_str()
+            )));
+        }
+        if !self.manage {
+            return Err(crate::Error::ManagementForbidden(format!(
+                "{what} needs a management credential: {MANAGEMENT_HINT}"
+            )));
+        }
+        Ok(())
     }
 
     /// The same scope with at most `access`.

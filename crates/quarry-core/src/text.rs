@@ -189,10 +189,43 @@ mod tests {
     }
 
     #[test]
+    fn terminal_safe_escapes_control_characters() {
+        assert_eq!(terminal_safe("plain ü.md"), "plain ü.md");
+        assert_eq!(terminal_safe("ctl\x1b[2Jclear.md"), "ctl\\u{1b}[2Jclear.md");
+        assert_eq!(terminal_safe("a\nb\\c\u{9b}d"), "a\\nb\\\\c\\u{9b}d");
+    }
+
+    #[test]
     fn docid_prefix() {
         assert_eq!(docid_for_hash("abcdef0123", 6), "#abcdef");
         assert_eq!(docid_for_hash("abcdef0123", 8), "#abcdef01");
     }
+}
+
+/// `s` safe to print on a terminal: every control character (C0, DEL, C1 — an escape
+/// sequence that clears the screen, moves the cursor or retitles the window) written as a
+/// visible escape (`\x1b`, `\n`), backslashes doubled so nothing reads ambiguously. Names
+/// that come from outside (a synced file's, an upload's) go through this before the CLI
+/// prints them.
+pub fn terminal_safe(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.chars().any(|c| c.is_control() || c == '\\') {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            c if c.is_control() => {
+                use std::fmt::Write;
+                let _ = write!(out, "\\u{{{:x}}}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 /// Lower-case hex of some bytes (a digest).

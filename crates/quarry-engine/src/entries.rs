@@ -273,6 +273,7 @@ impl Engine {
         let (file, markdown) = self.prepare_note(note)?;
         let base = self.knowledge_base_for_writing(kb)?;
         let mut entry = self.new_entry(base.collection_id, options)?;
+        self.check_key_readable(base.collection_id, &entry)?;
         let mut near = Vec::new();
         let mut merged = false;
         if entry.key.is_none() && entry.supersedes.is_none() {
@@ -401,6 +402,42 @@ impl Engine {
         })
     }
 
+    /// A key write only ever reaches entries the writer may read: when the current entry of
+    /// the key it writes (given, or the superseded entry's) is hidden from the writer, the
+    /// write is refused — it neither supersedes that entry nor names it, and the words are
+    /// the same whichever entry it is (its id, title, readers and time stay unsaid).
+    fn check_key_readable(&self, collection_id: i64, entry: &NewEntry) -> Result<()> {
+        if self.scope().readers.is_none() {
+            return Ok(());
+        }
+        let key = match (&entry.key, entry.supersedes) {
+            (Some(key), _) => Some(key.clone()),
+            (None, Some(row)) => self
+                .store()
+                .kb_file_by_row(row)?
+                .and_then(|f| f.entry.and_then(|e| e.key)),
+            (None, None) => None,
+        };
+        let Some(key) = key else {
+            return Ok(());
+        };
+        let hidden_current = self
+            .store()
+            .entry_versions(collection_id, &key)?
+            .iter()
+            .any(|f| {
+                f.entry.as_ref().is_some_and(|e| e.superseded_by.is_none())
+                    && !self.may_read_file(f)
+            });
+        if hidden_current {
+            return Err(Error::Conflict(format!(
+                "the key {key:?} cannot be written in this knowledge base: write it under \
+                 another key"
+            )));
+        }
+        Ok(())
+    }
+
     /// The current entries of a knowledge base that `markdown` nearly duplicates, closest
     /// first (candidates: its keyword hits there; the rule: [`near_duplicate`]).
     fn near_duplicates(&self, collection_id: i64, markdown: &str) -> Result<Vec<NearDuplicate>> {
@@ -452,16 +489,25 @@ impl Engine {
     /// without a key) and its history, as far as the caller may read them.
     pub fn entry_history(&self, file: &KbFile) -> Result<EntryHistory> {
         let key = file.entry.as_ref().and_then(|e| e.key.clone());
-        let versions = match &key {
+        let (versions, hidden): (Vec<KbFile>, Vec<KbFile>) = match &key {
             Some(key) => self
                 .store()
                 .entry_versions(file.collection_id, key)?
                 .into_iter()
-                .filter(|f| self.may_read_file(f))
-                .collect(),
-            None => vec![file.clone()],
+                .partition(|f| self.may_read_file(f)),
+            None => (vec![file.clone()], Vec::new()),
         };
-        let events = self.store().entry_history(file.collection_id, &file.id)?;
+        let mut events = self.store().entry_history(file.collection_id, &file.id)?;
+        if self.scope().readers.is_some() {
+            // Only what happened to versions the caller may read, and no event that names
+            // one it may not (a version deleted since is not known to be readable).
+            let readable: HashSet<&str> = versions.iter().map(|f| f.id.as_str()).collect();
+            events.retain(|e| {
+                let detail = e.detail.to_string();
+                readable.contains(e.entry.as_str())
+                    && !hidden.iter().any(|h| detail.contains(h.id.as_str()))
+            });
+        }
         Ok(EntryHistory { versions, events })
     }
 

@@ -343,3 +343,79 @@ fn what_a_search_leaves_out_is_read_once_per_request_and_never_kept_across_reque
         assert_eq!(hidden_now(&derived), expected);
     }
 }
+
+/// A key write never reaches an entry its writer may not read: the hidden current entry of
+/// the key stays current and unnamed, and a history read by the writer lists only the
+/// versions it may read (issue 65, item 5).
+#[test]
+fn a_key_write_never_supersedes_or_names_a_hidden_entry() {
+    use quarry_core::{Access, Scope};
+    let dir = tempfile::tempdir().unwrap();
+    let e = engine(dir.path());
+    let editor = |keys: &[&str]| {
+        e.scoped(Scope {
+            access: Access::Write,
+            machine_owner: false,
+            readers: Some(keys.iter().map(|k| (*k).to_owned()).collect()),
+            ..Scope::owner(quarry_core::DEFAULT_SPACE)
+        })
+    };
+    let (ann, bob) = (editor(&["user:ann", "group:hr"]), editor(&["user:bob"]));
+    // An open version, then hr's, restricted by an admin.
+    let open = ann
+        .create_entry(
+            "memory",
+            note("# Plan\n\nThe plan is open."),
+            &keyed("plan"),
+        )
+        .unwrap();
+    let hidden = ann
+        .create_entry(
+            "memory",
+            note("# Plan\n\nThe plan is 4 percent."),
+            &keyed("plan"),
+        )
+        .unwrap();
+    e.set_document_readers(
+        "memory",
+        &hidden.file.id,
+        Some(&["group:hr".to_owned()][..]),
+    )
+    .unwrap();
+    for options in [
+        keyed("plan"),
+        EntryOptions {
+            supersedes: Some(open.file.id.clone()),
+            ..EntryOptions::default()
+        },
+    ] {
+        match bob.create_entry("memory", note("# Plan\n\nThe plan is 0."), &options) {
+            Err(Error::Conflict(words)) => assert!(!words.contains(&hidden.file.id), "{words}"),
+            other => panic!("{other:?}"),
+        }
+    }
+    // hr's version is still the key's current entry.
+    let now = ann.find_knowledge(None, &hidden.file.id).unwrap();
+    assert!(now.entry.as_ref().unwrap().superseded_by.is_none());
+    // bob's history of the open version: itself alone, no event naming hr's.
+    let old = bob.find_knowledge(None, &open.file.id).unwrap();
+    let h = bob.entry_history(&old).unwrap();
+    assert_eq!(
+        h.versions.iter().map(|f| f.id.as_str()).collect::<Vec<_>>(),
+        [open.file.id.as_str()]
+    );
+    assert!(h.events.iter().all(|ev| ev.entry == open.file.id));
+    assert!(
+        !serde_json::to_string(&h.events)
+            .unwrap()
+            .contains(&hidden.file.id)
+    );
+    assert_eq!(ann.entry_history(&old).unwrap().versions.len(), 2);
+    // A key whose current entry bob reads is written as always.
+    bob.create_entry(
+        "memory",
+        note("# Other\n\nAnother fact here."),
+        &keyed("other"),
+    )
+    .unwrap();
+}

@@ -374,8 +374,13 @@ impl<'a> IndexSession<'a> {
 
     /// The versions that build this process's indexes, for the commit payload.
     fn stamp(&self) -> Result<(String, String, String)> {
-        let store = self.engine.store();
-        let database = store.meta(META_DATABASE_ID)?.unwrap_or_default();
+        let database = match self.engine.node.database.get() {
+            Some(id) => id.clone(),
+            None => match self.engine.store().meta(META_DATABASE_ID)? {
+                Some(id) => self.engine.node.database.get_or_init(|| id).clone(),
+                None => String::new(),
+            },
+        };
         let analyzer = quarry_fts::analyzer::ANALYZER_VERSION.to_string();
         let passages = format!("{}/{analyzer}", crate::chunking::PASSAGES_VERSION);
         Ok((database, analyzer, passages))

@@ -621,8 +621,16 @@ impl Engine {
     }
 
     /// Runs a claimed job and records its outcome in the store. Each of its writes presents
-    /// the claim's lease, so a worker that lost the job records nothing.
-    pub fn run_job(&self, job: &Job, progress: &dyn Progress) -> Result<JobOutcome> {
+    /// the claim's lease, so a worker that lost the job records nothing. `converted` is
+    /// called once an ingest job's file is read and converted, before its store write and
+    /// keyword flush (a caller that bounds conversions rather than jobs frees a place
+    /// there; it may be called again for the same job); other jobs never call it.
+    pub fn run_job(
+        &self,
+        job: &Job,
+        progress: &dyn Progress,
+        converted: &dyn Fn(),
+    ) -> Result<JobOutcome> {
         let lease = job.lease();
         let result = match job.kind {
             // Its workers keep dying on this file (a process killed mid-conversion, out of
@@ -635,7 +643,7 @@ impl Engine {
                 )))
             }
             JobKind::Ingest => match job.file_id {
-                Some(id) => self.ingest_file(lease, id, progress),
+                Some(id) => self.ingest_file(lease, id, progress, converted),
                 None => Err(JobError::permanent("ingest job without a document")),
             },
             JobKind::Cleanup => self.cleanup(progress).map_err(JobError::from),
@@ -674,14 +682,16 @@ impl Engine {
         lease: Lease,
         file_id: i64,
         progress: &dyn Progress,
+        converted: &dyn Fn(),
     ) -> Result<(), JobError> {
-        let Some(mut file) = self.convert_and_index(Some(lease), file_id, progress)? else {
+        let Some(mut file) = self.convert_and_index(Some(lease), file_id, progress, converted)?
+        else {
             return Ok(()); // deleted while queued or converting, or the job lost
         };
         let store = self.store();
         if file.note.is_some() && self.annotate_note(lease, &file)? {
             // A new title is the document's title too: index it again (cheap for a note).
-            match self.convert_and_index(Some(lease), file_id, progress)? {
+            match self.convert_and_index(Some(lease), file_id, progress, converted)? {
                 Some(f) => file = f,
                 None => return Ok(()),
             }
@@ -797,6 +807,7 @@ impl Engine {
         lease: Option<Lease>,
         file_id: i64,
         progress: &dyn Progress,
+        converted: &dyn Fn(),
     ) -> Result<Option<KbFile>, JobError> {
         let store = self.store();
         let Some(file) = store.kb_file_by_row(file_id)? else {
@@ -815,9 +826,10 @@ impl Engine {
             }
             Err(e) => return Err(e.into()),
         };
-        let mut converted = quarry_convert::convert(&file.file_name, &bytes, &self.ingest.convert)
-            .map_err(|e| JobError::permanent(e.to_string()))?;
+        let conversion = quarry_convert::convert(&file.file_name, &bytes, &self.ingest.convert);
         drop(bytes);
+        converted();
+        let mut converted = conversion.map_err(|e| JobError::permanent(e.to_string()))?;
         let meta = crate::metadata::converted_fields(&file, &mut converted);
 
         let title = file
@@ -850,16 +862,17 @@ impl Engine {
         // then in one commit, and the workers that wait behind it find theirs done (group
         // commit: one index commit per document cost more than the document's own work).
         // A document without images stores no bytes here: no lock to take (on PostgreSQL
-        // it is a connection of its own).
+        // it is a connection of its own). Each image is freed once stored: a job waiting for
+        // the flush, its conversion place given back, holds only its Markdown.
         let refs = if converted.images.is_empty() {
             None
         } else {
             Some(blobs.lock_shared()?)
         };
         let mut images = Vec::with_capacity(converted.images.len());
-        for img in &converted.images {
+        for img in std::mem::take(&mut converted.images) {
             let sha = blobs.put(&img.bytes)?;
-            images.push((sha, img.bytes.len() as u64, img.mime.clone()));
+            images.push((sha, img.bytes.len() as u64, img.mime));
         }
         let work = store.file_converted(
             lease,
@@ -880,9 +893,7 @@ impl Engine {
         if work.is_none() {
             return Ok(None);
         }
-        let guard = self.lock_writes(progress)?;
-        self.flush_index(&guard)?;
-        drop(guard);
+        self.index_through(store.feed_horizon()?, progress)?;
         Ok(Some(file))
     }
 

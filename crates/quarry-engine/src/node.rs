@@ -16,7 +16,7 @@ use quarry_store::FeedPosition;
 use serde::Serialize;
 
 use crate::engine::Engine;
-use crate::progress::NoProgress;
+use crate::progress::{NoProgress, Progress};
 
 /// A consumer that acknowledged nothing for this long is a node that stopped: it is
 /// forgotten, so the feed no longer waits for it (it rebuilds if it comes back).
@@ -57,6 +57,9 @@ fn is_node_id(s: &str) -> bool {
 #[derive(Default)]
 pub(crate) struct NodeState {
     id: std::sync::OnceLock<String>,
+    /// The store's `database.id` (given when the database was created), read once: every
+    /// index session stamps its commits with it.
+    pub(crate) database: std::sync::OnceLock<String>,
     /// Whether this process has checked its index's position against the store (resumed
     /// or rebuilt); later sessions start from the index's payload without asking again.
     pub(crate) resumed: AtomicBool,
@@ -150,17 +153,36 @@ impl Engine {
     pub fn wait_for_horizon(&self, token: i64, timeout: Duration) -> Result<bool> {
         let deadline = Instant::now() + timeout;
         loop {
-            if self.node.applied_horizon.load(Ordering::Acquire) >= token {
+            if self.applied(token) {
                 return Ok(true);
             }
             if Instant::now() >= deadline {
                 return Ok(false);
             }
-            self.follow_feed()?;
-            if self.node.applied_horizon.load(Ordering::Acquire) < token {
+            self.index_through(token, &NoProgress)?;
+            if !self.applied(token) {
                 std::thread::sleep(Duration::from_millis(20));
             }
         }
+    }
+
+    /// Whether every write committed before `token` (a [`quarry_store::FeedStore::feed_horizon`])
+    /// is searchable on this node.
+    pub(crate) fn applied(&self, token: i64) -> bool {
+        self.node.applied_horizon.load(Ordering::Acquire) >= token
+    }
+
+    /// Makes every write committed before `token` searchable on this node: a flush under
+    /// the write lock, unless one that finished while this waited for the lock took them.
+    /// The ingest jobs and read-your-writes requests queued behind one flush then run no
+    /// session of their own (on PostgreSQL one with nothing to index still costs a dozen
+    /// round trips, all under the lock; ingestion ran one per document).
+    pub(crate) fn index_through(&self, token: i64, progress: &dyn Progress) -> Result<()> {
+        let guard = self.lock_writes(progress)?;
+        if !self.applied(token) {
+            self.flush_index(&guard)?;
+        }
+        Ok(())
     }
 
     /// A waiter on the store's feed, for [`Engine::wait_for_feed`].

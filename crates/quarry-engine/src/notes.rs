@@ -227,7 +227,7 @@ impl Engine {
 
     /// Stores and keyword-indexes a note's Markdown at once; the queued job embeds it.
     pub(crate) fn index_note_now(&self, file: &KbFile) -> Result<()> {
-        match self.convert_and_index(None, file.row_id, &NoProgress) {
+        match self.convert_and_index(None, file.row_id, &NoProgress, &|| {}) {
             Ok(_) => Ok(()),
             Err(e) => {
                 self.store().set_file_status(

@@ -131,3 +131,104 @@ fn a_mapping_decides_readers_per_path_and_a_changed_mapping_moves_them() {
         again.report.details
     );
 }
+
+/// A sync report names and counts, for a caller who may not read every document, only the
+/// files it may read (by their readers when the sync ran, and now); the knowledge base's
+/// admins see every line. The same for the report a caller's own sync answers with.
+#[test]
+fn reports_name_and_count_only_what_the_caller_may_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let folder = dir.path().join("src");
+    std::fs::create_dir_all(folder.join("hr")).unwrap();
+    std::fs::write(folder.join("hr/pay.md"), "# Pay\n\nsalary bands").unwrap();
+    std::fs::write(folder.join("hr/logo.png"), b"not converted").unwrap();
+    std::fs::write(folder.join("hr/old.md"), "# Old\n\nstays as it is").unwrap();
+    std::fs::write(folder.join("intro.md"), "# Intro\n\nwelcome").unwrap();
+    let e = engine(&dir.path().join("home"));
+    create_kb(&e, "handbook");
+    let mapping = ReaderMapping::from_json(
+        r#"{"rules":[{"paths":"hr/**","readers":["group:hr"]},
+                     {"paths":"**","readers":["everyone"]}]}"#,
+    )
+    .unwrap();
+    let s = e
+        .add_source(
+            "handbook",
+            &AddSource {
+                location: Location::folder(&folder).unwrap(),
+                mask: None,
+                interval: None,
+                secret: None,
+                watch: false,
+                readers: Some(mapping),
+            },
+        )
+        .unwrap();
+    let first = e.sync_source(&s.id, "test", &NoProgress).unwrap().report;
+    assert_eq!((first.counts.added, first.counts.skipped), (3, 1));
+    assert_eq!(first.counts.restricted, None, "kept, never shown");
+    let reader = |keys: &[&str]| {
+        e.scoped(Scope {
+            access: Access::Write,
+            machine_owner: false,
+            readers: Some(keys.iter().map(|k| (*k).to_owned()).collect()),
+            ..Scope::owner(quarry_core::DEFAULT_SPACE)
+        })
+    };
+    let lines = |r: &quarry_store::SyncReport| -> Vec<(String, String)> {
+        let mut v: Vec<_> = r
+            .details
+            .iter()
+            .map(|l| (l.path.clone(), l.action.clone()))
+            .collect();
+        v.sort();
+        v
+    };
+    let bob = reader(&["user:bob"]);
+    let [seen] = &bob.sync_reports(&s.id, 10).unwrap()[..] else {
+        panic!("one report")
+    };
+    assert_eq!(lines(seen), [("intro.md".to_owned(), "added".to_owned())]);
+    assert_eq!((seen.counts.added, seen.counts.skipped), (1, 0));
+    assert_eq!(seen.counts.added, bob.source(&s.id).unwrap().documents);
+    assert!(seen.details.iter().all(|l| l.readers.is_none()));
+    let ann = reader(&["user:ann", "group:hr"]);
+    let [seen] = &ann.sync_reports(&s.id, 10).unwrap()[..] else {
+        panic!("one report")
+    };
+    assert_eq!(lines(seen).len(), 4);
+    assert_eq!((seen.counts.added, seen.counts.skipped), (3, 1));
+    // The owner sees every line, with its readers.
+    let [seen] = &e.sync_reports(&s.id, 10).unwrap()[..] else {
+        panic!("one report")
+    };
+    assert_eq!(lines(seen), lines(&first));
+    assert!(seen.details.iter().any(|l| l.readers.is_some()));
+    // bob's own sync: hr's deletion and addition unsaid, unchanged hr files uncounted.
+    std::fs::remove_file(folder.join("hr/pay.md")).unwrap();
+    std::fs::write(folder.join("hr/bonus.md"), "# Bonus\n\nthe pool").unwrap();
+    std::fs::write(folder.join("intro.md"), "# Intro\n\nwelcome again").unwrap();
+    let outcome = bob.sync_source(&s.id, "test", &NoProgress).unwrap();
+    let queued: Vec<&str> = outcome
+        .queued
+        .iter()
+        .map(|f| f.file_name.as_str())
+        .collect();
+    assert_eq!(queued, ["intro.md"], "hr/bonus.md is queued, unnamed");
+    let mine = outcome.report;
+    assert_eq!(
+        lines(&mine),
+        [("intro.md".to_owned(), "changed".to_owned())]
+    );
+    let c = &mine.counts;
+    assert_eq!(
+        (c.added, c.changed, c.deleted, c.unchanged, c.skipped),
+        (0, 1, 0, 0, 0)
+    );
+    let all = &e.sync_reports(&s.id, 1).unwrap()[0];
+    assert_eq!(
+        (all.counts.added, all.counts.deleted, all.counts.unchanged),
+        (1, 1, 1),
+        "hr/old.md unchanged, counted for the owner only"
+    );
+}

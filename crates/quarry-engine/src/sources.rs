@@ -18,8 +18,8 @@ use quarry_sources::{
     Secret, SourceError,
 };
 use quarry_store::{
-    KbFile, NewKbFile, NewSource, SourceChange, SourceLease, SourceRow, SyncCounts, SyncLine,
-    SyncReport,
+    KbFile, NewKbFile, NewSource, RestrictedCounts, SourceChange, SourceLease, SourceRow,
+    SyncCounts, SyncLine, SyncReport,
 };
 use serde::Serialize;
 
@@ -113,6 +113,9 @@ impl Engine {
         self.require(Access::Admin, "attaching a source")?;
         check_watch(&req.location, req.watch)?;
         let kb = self.knowledge_base(kb_key)?;
+        // After the lookup: a knowledge base out of a narrowed token's reach is "not found".
+        self.scope
+            .require_manage(Access::Admin, "attaching a source")?;
         // Only the machine's owner names the server's disk; others only where the outbound
         // address guard lets requests go (`source_options.rs`).
         self.check_source_location(&req.location)?;
@@ -166,10 +169,15 @@ impl Engine {
         self.source_view(row)
     }
 
-    /// The source's latest sync reports, newest first.
+    /// The source's latest sync reports, newest first, as this handle may see them (see
+    /// `report_for_caller`).
     pub fn sync_reports(&self, id: &str, limit: usize) -> Result<Vec<SyncReport>> {
         let row = self.source_row(id)?;
-        self.store().sync_reports(row.row_id, limit.clamp(1, 100))
+        self.store()
+            .sync_reports(row.row_id, limit.clamp(1, 100))?
+            .into_iter()
+            .map(|r| self.report_for_caller(&row, r))
+            .collect()
     }
 
     /// Changes which paths a source syncs and how often.
@@ -179,7 +187,8 @@ impl Engine {
         mask: Option<&str>,
         interval: Option<Option<Duration>>,
     ) -> Result<SourceView> {
-        self.require(Access::Admin, "changing a source")?;
+        self.scope
+            .require_manage(Access::Admin, "changing a source")?;
         let row = self.source_row(id)?;
         let mask = match mask {
             Some(m) => FileMask::parse(m)?.text(),
@@ -200,7 +209,8 @@ impl Engine {
         id: &str,
         mapping: Option<&ReaderMapping>,
     ) -> Result<SourceView> {
-        self.require(Access::Admin, "changing who reads a source's documents")?;
+        self.scope
+            .require_manage(Access::Admin, "changing who reads a source's documents")?;
         let row = self.source_row(id)?;
         let column = mapping_column(mapping)?;
         let row = self
@@ -220,7 +230,8 @@ impl Engine {
     ) -> Result<KbFile> {
         let readers = readers.map(crate::parse_reader_keys).transpose()?;
         let file = self.kb_document(kb_key, doc_key)?;
-        self.require(Access::Admin, "changing who reads a document")?;
+        self.scope
+            .require_manage(Access::Admin, "changing who reads a document")?;
         if file.synced {
             return Err(Error::invalid(format!(
                 "document '{doc_key}' is synced from a source: change the source's reader mapping instead"
@@ -233,7 +244,8 @@ impl Engine {
 
     /// Sets (or, with `None`, forgets) the credential a source uses.
     pub fn set_source_secret(&self, id: &str, secret: Option<&Secret>) -> Result<SourceView> {
-        self.require(Access::Admin, "changing a source's credential")?;
+        self.scope
+            .require_manage(Access::Admin, "changing a source's credential")?;
         let row = self.source_row(id)?;
         let sealed = match secret {
             Some(s) => Some(self.seal_secret(s, &row.location)?),
@@ -285,7 +297,8 @@ impl Engine {
     /// Detaches a source: its documents are deleted with it, or kept as ordinary documents
     /// of the knowledge base (no longer synced).
     pub fn remove_source(&self, id: &str, keep_documents: bool) -> Result<SourceView> {
-        self.require(Access::Admin, "detaching a source")?;
+        self.scope
+            .require_manage(Access::Admin, "detaching a source")?;
         let row = self.source_row(id)?;
         let view = self.source_view(row.clone())?;
         self.store().delete_source(row.row_id, keep_documents)?;
@@ -356,7 +369,11 @@ impl Engine {
             finished_at: None,
             status: "running".into(),
             revision: None,
-            counts: SyncCounts::default(),
+            counts: SyncCounts {
+                // Files that name their readers are counted apart too (`report_for_caller`).
+                restricted: Some(Vec::new()),
+                ..SyncCounts::default()
+            },
             details: Vec::new(),
             error: None,
         };
@@ -389,9 +406,58 @@ impl Engine {
             )));
         }
         match result {
-            Ok(()) => Ok(SyncOutcome { report, queued }),
+            Ok(()) => Ok(SyncOutcome {
+                report: self.report_for_caller(&row, report)?,
+                // The documents queued, those the caller may read (the workers take them
+                // all from the store).
+                queued: queued
+                    .into_iter()
+                    .filter(|f| self.may_read_file(f))
+                    .collect(),
+            }),
             Err(e) => Err(e),
         }
+    }
+
+    /// A sync report as this handle may see it. Whoever reads every document of the
+    /// knowledge base (its admins and owners) sees it whole; anyone else sees neither the
+    /// lines nor the counts of files it may not read — by their readers when the sync ran,
+    /// and a line also not when its document is hidden from it now — so what a report
+    /// says agrees with the documents the caller finds. A report kept before readers were
+    /// counted shows such a caller its outcome only (no lines, no counts).
+    fn report_for_caller(&self, row: &SourceRow, mut report: SyncReport) -> Result<SyncReport> {
+        let restricted = report.counts.restricted.take();
+        if self.scope().readers.is_none() {
+            return Ok(report);
+        }
+        let Some(restricted) = restricted else {
+            report.counts = SyncCounts::default();
+            report.details.clear();
+            return Ok(report);
+        };
+        let scope = self.scope();
+        for r in restricted
+            .iter()
+            .filter(|r| !scope.may_read(Some(&r.readers)))
+        {
+            report.counts.subtract(&r.counts);
+        }
+        let now: HashMap<String, Option<Vec<String>>> = self
+            .store()
+            .source_files(row.row_id)?
+            .into_iter()
+            .map(|f| (f.path, f.readers))
+            .collect();
+        report.details.retain(|l| {
+            scope.may_read(l.readers.as_deref())
+                && now
+                    .get(&l.path)
+                    .is_none_or(|readers| scope.may_read(readers.as_deref()))
+        });
+        for line in &mut report.details {
+            line.readers = None;
+        }
+        Ok(report)
     }
 
     fn run_sync(
@@ -454,7 +520,7 @@ impl Engine {
             .collect();
         let mut lines = Lines::new(report);
         for (path, reason) in &listing.problems {
-            lines.push(path, "skipped", Some(reason.clone()));
+            lines.push(path, "skipped", Some(reason.clone()), readers_of(path));
         }
         let plan = quarry_sources::plan(&known, &listing);
         let max_bytes = self.ingest_options().convert.limits.max_bytes;
@@ -464,7 +530,9 @@ impl Engine {
         let mut fetched: Vec<(Item, String)> = Vec::with_capacity(plan.fetch.len());
         let mut sizes: HashMap<String, u64> = HashMap::new();
         let mut failing = 0usize;
-        let mut unchanged = plan.unchanged.len() as u64;
+        for path in &plan.unchanged {
+            lines.unchanged(readers_of(path));
+        }
         // What fetched bytes could be a rename of (held back until everything is fetched).
         let gone: HashSet<String> = plan.gone.iter().map(|k| k.sha256.clone()).collect();
         let mut applied_at = Instant::now();
@@ -482,13 +550,13 @@ impl Engine {
                         rows: &rows,
                         sizes: &sizes,
                         readers_of: &readers_of,
+                        stored: &by_path,
                         lines: &mut lines,
                         queued,
-                        unchanged: &mut unchanged,
                         progress: &crate::progress::NoProgress,
                     },
                 )?;
-                let so_far = lines.so_far(unchanged);
+                let so_far = lines.so_far();
                 if !self.store().record_sync_progress(lease, so_far)? {
                     return Err(lost());
                 }
@@ -500,6 +568,7 @@ impl Engine {
                     &item.path,
                     "skipped",
                     Some("not a format Quarry converts".into()),
+                    readers_of(&item.path),
                 );
                 continue;
             }
@@ -518,12 +587,22 @@ impl Engine {
                             return Err(e.into());
                         }
                     }
-                    lines.push(&item.path, "skipped", Some(e.to_string()));
+                    lines.push(
+                        &item.path,
+                        "skipped",
+                        Some(e.to_string()),
+                        readers_of(&item.path),
+                    );
                     continue;
                 }
             };
             if bytes.is_empty() {
-                lines.push(&item.path, "skipped", Some("empty file".into()));
+                lines.push(
+                    &item.path,
+                    "skipped",
+                    Some("empty file".into()),
+                    readers_of(&item.path),
+                );
                 continue;
             }
             let sha = blobs.put(&bytes)?;
@@ -540,9 +619,9 @@ impl Engine {
                 rows: &rows,
                 sizes: &sizes,
                 readers_of: &readers_of,
+                stored: &by_path,
                 lines: &mut lines,
                 queued,
-                unchanged: &mut unchanged,
                 progress,
             },
         )?;
@@ -567,10 +646,10 @@ impl Engine {
             if applied.is_none() {
                 return Err(lost());
             }
-            lines.push(path, "readers", Some(describe_readers(readers.as_deref())));
+            let detail = describe_readers(readers.as_deref());
+            lines.push(path, "readers", Some(detail), readers);
         }
         progress.end();
-        lines.finish(unchanged);
         Ok(())
     }
 
@@ -582,9 +661,9 @@ impl Engine {
             rows,
             sizes,
             readers_of,
+            stored,
             lines,
             queued,
-            unchanged,
             progress,
         } = a;
         for change in changes {
@@ -605,7 +684,7 @@ impl Engine {
                             file: &file,
                         },
                     )?;
-                    lines.count_and_push(&item.path, "added", None);
+                    lines.push(&item.path, "added", None, readers_of(&item.path));
                     r
                 }
                 Change::Changed {
@@ -627,19 +706,21 @@ impl Engine {
                             file: &file,
                         },
                     )?;
-                    lines.count_and_push(&item.path, "changed", None);
+                    lines.push(&item.path, "changed", None, readers_of(&item.path));
                     r
                 }
                 Change::Touched { item, previous } => {
-                    *unchanged += 1;
-                    self.store().apply_source_change(
+                    let readers = readers_of(&item.path);
+                    let r = self.store().apply_source_change(
                         lease,
                         &SourceChange::Touch {
                             file_row_id: row_of(rows, &previous.path)?,
                             version: &item.version,
-                            readers: readers_of(&item.path).as_deref(),
+                            readers: readers.as_deref(),
                         },
-                    )?
+                    )?;
+                    lines.unchanged(readers);
+                    r
                 }
                 Change::Renamed { from, item } => {
                     let r = self.store().apply_source_change(
@@ -652,10 +733,11 @@ impl Engine {
                             readers: readers_of(&item.path).as_deref(),
                         },
                     )?;
-                    lines.count_and_push(
+                    lines.push(
                         &item.path,
                         "renamed",
                         Some(format!("from {}", from.path)),
+                        readers_of(&item.path),
                     );
                     r
                 }
@@ -666,7 +748,12 @@ impl Engine {
                             file_row_id: row_of(rows, &known.path)?,
                         },
                     )?;
-                    lines.count_and_push(&known.path, "deleted", None);
+                    // The readers the document had: whoever could not read it is not told
+                    // it went.
+                    let had = stored
+                        .get(known.path.as_str())
+                        .map_or_else(|| readers_of(&known.path), |f| f.readers.clone());
+                    lines.push(&known.path, "deleted", None, had);
                     r
                 }
             };
@@ -748,7 +835,8 @@ pub struct WatchedFolder {
 impl Engine {
     /// Turns syncing on change on or off (admin access; a folder source only).
     pub fn set_source_watch(&self, id: &str, watch: bool) -> Result<SourceView> {
-        self.require(Access::Admin, "changing a source")?;
+        self.scope
+            .require_manage(Access::Admin, "changing a source")?;
         let row = self.source_row(id)?;
         check_watch(&Location::from_json(&row.location)?, watch)?;
         let row = self.store().set_source_watch(row.row_id, watch)?;
@@ -841,9 +929,10 @@ struct Applying<'a, 'r> {
     rows: &'a HashMap<&'a str, i64>,
     sizes: &'a HashMap<String, u64>,
     readers_of: &'a dyn Fn(&str) -> Option<Vec<String>>,
+    /// What the last sync remembered, by path (a deleted document's readers).
+    stored: &'a HashMap<&'a str, &'a quarry_store::SourceFile>,
     lines: &'a mut Lines<'r>,
     queued: &'a mut Vec<KbFile>,
-    unchanged: &'a mut u64,
     progress: &'a dyn Progress,
 }
 
@@ -977,7 +1066,10 @@ fn describe_readers(readers: Option<&[String]>) -> String {
     }
 }
 
-/// A report's lines and counts, as a sync fills them.
+/// A report's lines and counts, as a sync fills them: each file counted under its action,
+/// and apart under its readers when it names them (`SyncCounts::restricted`), each line
+/// with the readers its file had — so a caller who may not read a file neither sees its
+/// line nor counts it ([`Engine::report_for_caller`]).
 struct Lines<'a> {
     report: &'a mut SyncReport,
 }
@@ -987,38 +1079,55 @@ impl<'a> Lines<'a> {
         Lines { report }
     }
 
-    fn push(&mut self, path: &str, action: &str, detail: Option<String>) {
-        if action == "skipped" {
-            self.report.counts.skipped += 1;
+    fn count(&mut self, action: &str, readers: Option<&[String]>) {
+        if action == "readers" {
+            return; // counted as unchanged
         }
+        let counts = &mut self.report.counts;
+        counts.count(action);
+        let Some(keys) = readers else {
+            return;
+        };
+        let restricted = counts.restricted.get_or_insert_with(Vec::new);
+        match restricted.iter_mut().find(|r| r.readers == keys) {
+            Some(r) => r.counts.count(action),
+            None => {
+                let mut counts = SyncCounts::default();
+                counts.count(action);
+                restricted.push(RestrictedCounts {
+                    readers: keys.to_vec(),
+                    counts,
+                });
+            }
+        }
+    }
+
+    /// A line (and its count, for an action that is counted).
+    fn push(
+        &mut self,
+        path: &str,
+        action: &str,
+        detail: Option<String>,
+        readers: Option<Vec<String>>,
+    ) {
+        self.count(action, readers.as_deref());
         if self.report.details.len() < REPORT_LINES {
             self.report.details.push(SyncLine {
                 path: path.to_owned(),
                 action: action.to_owned(),
                 detail,
+                readers,
             });
         }
     }
 
-    fn count_and_push(&mut self, path: &str, action: &str, detail: Option<String>) {
-        let c = &mut self.report.counts;
-        match action {
-            "added" => c.added += 1,
-            "changed" => c.changed += 1,
-            "renamed" => c.renamed += 1,
-            "deleted" => c.deleted += 1,
-            _ => {}
-        }
-        self.push(path, action, detail);
+    /// A file as it was (no line).
+    fn unchanged(&mut self, readers: Option<Vec<String>>) {
+        self.count("unchanged", readers.as_deref());
     }
 
-    /// The report as it stands mid-sync, with `unchanged` counted so far.
-    fn so_far(&mut self, unchanged: u64) -> &SyncReport {
-        self.report.counts.unchanged = unchanged;
+    /// The report as it stands mid-sync.
+    fn so_far(&mut self) -> &SyncReport {
         self.report
-    }
-
-    fn finish(self, unchanged: u64) {
-        self.report.counts.unchanged = unchanged;
     }
 }

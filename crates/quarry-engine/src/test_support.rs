@@ -36,7 +36,7 @@ pub(crate) fn drain(e: &Engine) {
         .claim_job("test-worker:0", Duration::from_secs(60))
         .unwrap()
     {
-        e.run_job(&job, &NoProgress).unwrap();
+        e.run_job(&job, &NoProgress, &|| {}).unwrap();
     }
 }
 

@@ -891,6 +891,8 @@ impl OAuthServer {
             expires_at: None,
             endpoint: None,
             parent: Some(signed_in_with),
+            // A connector's token never manages what binds the agent using it.
+            manage: false,
         })?;
         let now = quarry_core::now_millis();
         self.store.insert_oauth_grant(&OAuthGrantRow {

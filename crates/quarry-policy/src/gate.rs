@@ -453,9 +453,21 @@ pub fn check(
 }
 
 /// Whether `p` may decide approvals and manage policies in its space: an admin or owner of
-/// the space (or the machine's owner) with a token that may write.
+/// the space (or the machine's owner) with a management credential that may write.
 pub fn may_govern(p: &Principal) -> bool {
-    p.scope.can(Access::Admin) && !p.read_only()
+    p.scope.manage && p.scope.can(Access::Admin) && !p.read_only()
+}
+
+/// `Ok` when `p` may govern ([`may_govern`]): else `ManagementForbidden` for a credential
+/// without the management scope, `Forbidden` for a role too low or a read-only token.
+pub(crate) fn require_govern(p: &Principal, what: &str) -> Result<()> {
+    p.scope.require_manage(Access::Admin, what)?;
+    if p.read_only() {
+        return Err(Error::Forbidden(format!(
+            "{what}: this token may only read"
+        )));
+    }
+    Ok(())
 }
 
 /// Whether `p` may see approval `a`: those who govern see every one of the space, others
@@ -489,15 +501,16 @@ pub fn decide(
     reason: Option<&str>,
     now: i64,
 ) -> Result<ApprovalRow> {
+    let what = "deciding an approval (the space's admins and owners decide)";
+    if p.scope.can(Access::Admin) {
+        // An admin's credential that may not manage is told so whichever request it names.
+        require_govern(p, what)?;
+    }
     let current = policies
         .approval(&p.space_id, id)?
         .filter(|a| may_see(p, a))
         .ok_or_else(|| Error::NotFound(format!("no approval '{id}' in this space")))?;
-    if !may_govern(p) {
-        return Err(Error::Forbidden(
-            "only the space's admins and owners decide approvals".into(),
-        ));
-    }
+    require_govern(p, what)?;
     if own_chain(p, &current) {
         return Err(Error::Forbidden(
             "a request cannot be decided with the token (or a token of the chain) that made it"

@@ -14,7 +14,7 @@ pub use gate::{
     Call, EndpointRef, Gate, Verdict, approval_json, caller_key, check, decide, digest, list,
     may_decide, may_govern, may_see, policy_names, shown_status,
 };
-pub use manage::{create_policy, delete_policy, policies, policy, update_policy};
+pub use manage::{GovernanceStore, create_policy, delete_policy, policies, policy, update_policy};
 pub use predicate::{Operand, Operator, Predicate};
 pub use rule::{
     AppliesTo, DEFAULT_APPROVAL_TTL_SECS, Effect, MAX_APPROVAL_TTL_SECS, Policy, PolicySpec,

@@ -253,6 +253,24 @@ pub fn app(state: Arc<AppState>, opts: &HttpOptions, shutdown: &CancellationToke
         .layer(middleware::from_fn(telemetry::track_http))
 }
 
+/// Binds `opts`' address and port for [`serve_http`]; the error names the address and what
+/// to do (another port, another process listening there).
+pub fn bind_http(opts: &HttpOptions) -> Result<std::net::TcpListener, String> {
+    let addr = SocketAddr::new(opts.bind, opts.port);
+    std::net::TcpListener::bind(addr).map_err(|e| match e.kind() {
+        std::io::ErrorKind::AddrInUse => format!(
+            "cannot listen on {addr}: the address is already in use (another quarry serve, or another program, listens there); stop it or pick another port with --port"
+        ),
+        std::io::ErrorKind::PermissionDenied => format!(
+            "cannot listen on {addr}: permission denied (ports below 1024 need privileges); pick another port with --port"
+        ),
+        std::io::ErrorKind::AddrNotAvailable => format!(
+            "cannot listen on {addr}: no network interface of this machine has that address; check --bind"
+        ),
+        _ => format!("cannot listen on {addr}: {e}"),
+    })
+}
+
 /// Serves HTTP until `shutdown` is cancelled, then stops accepting, answers requests that
 /// arrive on open connections with 503, and finishes the ones in flight.
 ///
@@ -264,13 +282,18 @@ pub fn app(state: Arc<AppState>, opts: &HttpOptions, shutdown: &CancellationToke
 /// balancer keeps the node while one client holds its slots; `http::admission`). Slow or
 /// idle clients can exhaust neither the process's file descriptors nor the connections of
 /// those already served.
+///
+/// `listener` is bound by the caller before anything slow starts (a model's load), so a port
+/// that is taken is said at once ([`bind_http`]).
 pub async fn serve_http(
     state: Arc<AppState>,
     opts: HttpOptions,
+    listener: std::net::TcpListener,
     shutdown: CancellationToken,
     on_ready: impl FnOnce(SocketAddr),
 ) -> std::io::Result<()> {
-    let listener = tokio::net::TcpListener::bind((opts.bind, opts.port)).await?;
+    listener.set_nonblocking(true)?;
+    let listener = tokio::net::TcpListener::from_std(listener)?;
     let addr = listener.local_addr()?;
     let app = app(state.clone(), &opts, &shutdown);
     on_ready(addr);

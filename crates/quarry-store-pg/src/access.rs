@@ -22,7 +22,7 @@ const SPACE_COLUMNS: &str = "s.id, s.uid, s.description, s.created_at";
 /// The columns [`token_from_row`] reads, from `access_tokens t JOIN users u`.
 const TOKEN_COLUMNS: &str = "t.uid, t.user_id, u.name, t.label, t.prefix, t.spaces, \
      t.collections, t.read_only, t.created_at, t.expires_at, t.last_used_at, t.revoked_at, \
-     u.uid, t.parent, t.tools, t.endpoint";
+     u.uid, t.parent, t.tools, t.endpoint, t.manage";
 
 /// The columns [`group_from_row`] reads, from `groups g`: the members as one array, by
 /// name in byte order.
@@ -284,7 +284,7 @@ impl AccessStore for PgStore {
         let spaces = new.spaces.join(",");
         let collections = new.collections.as_ref().map(|c| c.join(","));
         let tools = new.tools.as_ref().map(|t| t.join(","));
-        let params: [&(dyn ToSql + Sync); 12] = [
+        let params: [&(dyn ToSql + Sync); 13] = [
             &uid,
             &new.user_row,
             &new.hash,
@@ -297,6 +297,7 @@ impl AccessStore for PgStore {
             &new.parent_id,
             &tools,
             &new.endpoint,
+            &new.manage,
         ];
         // Insert and read back with the owner's name and UUID in one round trip.
         let row = self
@@ -305,8 +306,9 @@ impl AccessStore for PgStore {
                 &format!(
                     "WITH t AS (INSERT INTO access_tokens (uid, user_id, hash, prefix, label, \
                        spaces, collections, read_only, created_at, expires_at, parent, tools, \
-                       endpoint) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, quarry_now_ms(), $9, $10, $11, $12) \
+                       endpoint, manage) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, quarry_now_ms(), $9, $10, $11, $12, \
+                       $13) \
                      RETURNING *) \
                      SELECT {TOKEN_COLUMNS} FROM t JOIN users u ON u.id = t.user_id"
                 ),
@@ -380,10 +382,10 @@ impl AccessStore for PgStore {
             return Ok(None);
         };
         let token = token_from_row(first)?;
-        let spaces: Vec<String> = list(first, 16)?;
-        let space_ids: Vec<String> = list(first, 17)?;
-        let roles: Vec<String> = list(first, 18)?;
-        let joined: Vec<i64> = list(first, 19)?;
+        let spaces: Vec<String> = list(first, 17)?;
+        let space_ids: Vec<String> = list(first, 18)?;
+        let roles: Vec<String> = list(first, 19)?;
+        let joined: Vec<i64> = list(first, 20)?;
         if [space_ids.len(), roles.len(), joined.len()] != [spaces.len(); 3] {
             return Err(Error::Storage("memberships read unevenly".into()));
         }
@@ -686,6 +688,7 @@ fn token_from_row(r: &Row) -> Result<TokenRecord> {
         parent_id: r.try_get(13).map_err(db_err)?,
         tools: tools.as_deref().map(split_list),
         endpoint: r.try_get(15).map_err(db_err)?,
+        manage: r.try_get(16).map_err(db_err)?,
     })
 }
 

@@ -28,10 +28,12 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (26, include_str!("../migrations/v26.sql")),
     (27, include_str!("../migrations/v27.sql")),
     (28, include_str!("../migrations/v28.sql")),
+    (29, include_str!("../migrations/v29.sql")),
+    (30, include_str!("../migrations/v30.sql")),
 ];
 
 /// The newest schema version this binary knows.
-pub(crate) const SCHEMA_VERSION: i32 = 28;
+pub(crate) const SCHEMA_VERSION: i32 = 30;
 
 /// Serialises migrations across every process using the database.
 const MIGRATION_LOCK: i64 = 7_245_190_455_173_122_048;

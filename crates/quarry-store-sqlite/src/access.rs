@@ -20,7 +20,7 @@ fn space_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Space> {
 const SPACE_COLUMNS: &str = "s.id, s.uid, s.description, s.created_at";
 
 const TOKEN_COLUMNS: &str = "t.uid, t.user_id, u.name, t.label, t.prefix, t.spaces, t.collections, \
-     t.read_only, t.created_at, t.expires_at, t.last_used_at, t.revoked_at, u.uid, t.parent, t.tools, t.endpoint";
+     t.read_only, t.created_at, t.expires_at, t.last_used_at, t.revoked_at, u.uid, t.parent, t.tools, t.endpoint, t.manage";
 
 /// Longest chain of tokens creating tokens that is followed (a guard: chains cannot loop,
 /// since a parent exists before its child).
@@ -51,6 +51,7 @@ fn token_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<TokenRecord> {
         parent_id: r.get(13)?,
         tools: r.get::<_, Option<String>>(14)?.map(|s| split_list(&s)),
         endpoint: r.get(15)?,
+        manage: r.get::<_, i64>(16)? != 0,
     })
 }
 
@@ -338,8 +339,8 @@ impl AccessStore for SqliteStore {
         self.write(|tx| {
             tx.execute(
                 "INSERT INTO access_tokens (uid, user_id, hash, prefix, label, spaces, collections, \
-                 read_only, created_at, expires_at, parent, tools, endpoint) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+                 read_only, created_at, expires_at, parent, tools, endpoint, manage) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
                 params![
                     uid,
                     new.user_row,
@@ -354,6 +355,7 @@ impl AccessStore for SqliteStore {
                     new.parent_id,
                     new.tools.as_ref().map(|t| t.join(",")),
                     new.endpoint,
+                    new.manage as i64,
                 ],
             )
             .map_err(db_err)?;

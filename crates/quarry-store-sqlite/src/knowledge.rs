@@ -6,8 +6,8 @@ use quarry_core::{Error, Result};
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
 
 use super::{
-    EMBED_TEXT_COLUMNS, SqliteStore, UpsertDoc, db_err, drop_chunks_of, embed_text_row,
-    ensure_name_free, ensure_space, rename_collection_tx, upsert_document,
+    EMBED_TEXT_COLUMNS, SqliteStore, UpsertDoc, db_err, drop_chunks_of, embed_span_row,
+    embed_texts, ensure_name_free, ensure_space, rename_collection_tx, upsert_document,
 };
 use quarry_store::{
     AddedFile, ClaimedChunks, ConvertedFile, EntryColumns, FileFilter, FileStatus, IndexWork, Job,
@@ -1030,7 +1030,7 @@ impl JobQueue for SqliteStore {
             )
             .map_err(db_err)?;
             let limit = i64::try_from(limit).unwrap_or(i64::MAX - 1);
-            let mut texts = {
+            let mut spans = {
                 let mut stmt = tx
                     .prepare_cached(&format!(
                         "SELECT {EMBED_TEXT_COLUMNS} FROM chunks k JOIN documents d ON d.id = k.document_id \
@@ -1046,13 +1046,14 @@ impl JobQueue for SqliteStore {
                 let rows = stmt
                     .query_map(
                         params![space, collection_id, model, now, limit + 1],
-                        embed_text_row,
+                        embed_span_row,
                     )
                     .map_err(db_err)?;
                 rows.collect::<rusqlite::Result<Vec<_>>>().map_err(db_err)?
             };
-            let more = texts.len() as i64 > limit;
-            texts.truncate(limit as usize);
+            let more = spans.len() as i64 > limit;
+            spans.truncate(limit as usize);
+            let texts = embed_texts(tx, spans)?;
             let mut put = tx
                 .prepare_cached(
                     "INSERT OR REPLACE INTO embed_claims (model, hash, job_id) VALUES (?1, ?2, ?3)",
@@ -1324,6 +1325,30 @@ mod tests {
             note: None,
             readers: None,
         }
+    }
+
+    /// Every file read names the entry that superseded it: that lookup goes through
+    /// `kb_files_superseded_by` (schema v29), not a scan of every file per file read, which
+    /// made a listing quadratic in the knowledge base's size.
+    #[test]
+    fn reading_files_looks_up_successors_by_index() {
+        let (_d, s) = store();
+        let conn = s.conn();
+        let mut plan = conn
+            .prepare(&format!(
+                "EXPLAIN QUERY PLAN SELECT {FILE_COLUMNS} FROM {FILE_FROM} WHERE f.collection_id = ?1"
+            ))
+            .unwrap();
+        let steps: Vec<String> = plan
+            .query_map([1], |r| r.get::<_, String>(3))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert!(
+            steps.iter().any(|s| s.contains("kb_files_superseded_by")),
+            "{steps:#?}"
+        );
+        assert!(!steps.iter().any(|s| s.starts_with("SCAN")), "{steps:#?}");
     }
 
     #[test]

@@ -147,6 +147,9 @@ pub struct TokenRecord {
     /// The token that created this one (its UUID), if a token did: this one lives only as
     /// long as that one.
     pub parent_id: Option<String>,
+    /// Whether it was made with the management scope (schema v30): with every token of its
+    /// chain made so, and nothing narrowing it, it manages governance.
+    pub manage: bool,
 }
 
 /// What [`AccessStore::insert_token`] records.
@@ -174,6 +177,8 @@ pub struct NewToken {
     pub expires_at: Option<i64>,
     /// The creating token's UUID.
     pub parent_id: Option<String>,
+    /// Whether it is made with the management scope.
+    pub manage: bool,
 }
 
 /// A token found by its hash, with its owner's memberships (one round trip per request).

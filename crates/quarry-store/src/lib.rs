@@ -63,8 +63,8 @@ pub use semantic::{
 pub use sessions::{MCP_SESSION_KEPT_MS, SessionStore};
 pub use settings::SettingsStore;
 pub use sources::{
-    NewSource, SYNC_INTERRUPTED, SourceChange, SourceFile, SourceLease, SourceRow, SourceStore,
-    SyncCounts, SyncLine, SyncReport,
+    NewSource, RestrictedCounts, SYNC_INTERRUPTED, SourceChange, SourceFile, SourceLease,
+    SourceRow, SourceStore, SyncCounts, SyncLine, SyncReport,
 };
 
 /// Every store trait, for code that calls a backend's methods on its concrete type (tests,

@@ -169,6 +169,48 @@ pub struct SyncCounts {
     pub unchanged: u64,
     /// Files not synced (each with its reason in the report).
     pub skipped: u64,
+    /// The share of the counts above of files that name their readers, per readers list
+    /// (what a caller who may not read those files leaves out); `None` on reports kept
+    /// before readers were counted. Kept with the report, never shown.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub restricted: Option<Vec<RestrictedCounts>>,
+}
+
+/// Counts of a sync's files that one readers list may read (see [`SyncCounts::restricted`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(default)]
+pub struct RestrictedCounts {
+    /// The readers list (reader keys; empty: the knowledge base's admins only).
+    pub readers: Vec<String>,
+    /// The counts of its files (`restricted` always `None`).
+    pub counts: SyncCounts,
+}
+
+impl SyncCounts {
+    /// Counts one file under `action` (`added`, `changed`, `renamed`, `deleted`,
+    /// `unchanged`, `skipped`; anything else counts nothing).
+    pub fn count(&mut self, action: &str) {
+        let slot = match action {
+            "added" => &mut self.added,
+            "changed" => &mut self.changed,
+            "renamed" => &mut self.renamed,
+            "deleted" => &mut self.deleted,
+            "unchanged" => &mut self.unchanged,
+            "skipped" => &mut self.skipped,
+            _ => return,
+        };
+        *slot += 1;
+    }
+
+    /// Takes `other`'s counts away (not below zero).
+    pub fn subtract(&mut self, other: &SyncCounts) {
+        self.added = self.added.saturating_sub(other.added);
+        self.changed = self.changed.saturating_sub(other.changed);
+        self.renamed = self.renamed.saturating_sub(other.renamed);
+        self.deleted = self.deleted.saturating_sub(other.deleted);
+        self.unchanged = self.unchanged.saturating_sub(other.unchanged);
+        self.skipped = self.skipped.saturating_sub(other.skipped);
+    }
 }
 
 /// A sync's report, kept per run.
@@ -205,6 +247,10 @@ pub struct SyncLine {
     /// The reason of a skip, the old path of a rename.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
+    /// The readers of the line's file when the sync wrote the line (`None`: every reader of
+    /// the knowledge base): a caller who may not read them is not shown the line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub readers: Option<Vec<String>>,
 }
 
 /// The error of a sync whose node stopped before it finished (its report read or closed as

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -15,7 +15,7 @@ use quarry_core::{Access, Error};
 use serde_json::{Value, json};
 
 use crate::auth::Caller;
-use crate::http::{ApiError, ok, run_blocking};
+use crate::http::{ApiError, Params, ok, run_blocking};
 use crate::state::AppState;
 
 /// Events per page by default, and at most.
@@ -76,15 +76,14 @@ fn record_json(r: &AuditRecord) -> Value {
 async fn list(
     State(st): State<Arc<AppState>>,
     caller: Caller,
-    Query(params): Query<Vec<(String, String)>>,
+    Params(params): Params<Vec<(String, String)>>,
 ) -> Result<Response, ApiError> {
     let p = parse(&params)?;
     // Space admins read their space's log; nobody reads another space's.
-    if !caller.engine.scope().can(Access::Admin) {
-        return Err(ApiError::from(Error::Forbidden(
-            "the audit log is for the space's admins and owners".into(),
-        )));
-    }
+    caller.engine.scope().require_manage(
+        Access::Admin,
+        "reading the audit log (its space's admins and owners)",
+    )?;
     if p.all_spaces && !caller.principal.is_machine_owner() {
         return Err(ApiError::from(Error::Forbidden(
             "all_spaces is for the machine's owner (the CLI, or a server without --auth)".into(),

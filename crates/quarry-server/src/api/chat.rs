@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::auth::Caller;
-use crate::http::{ApiError, Body, ErrorCode, ok, run_blocking};
+use crate::http::{ApiError, Body, ErrorCode, Params, ok, run_blocking};
 use crate::state::AppState;
 
 /// A comment line sent while nothing else is, so proxies keep the stream open.
@@ -216,7 +216,7 @@ async fn chat_config(State(state): State<Arc<AppState>>, _caller: Caller) -> Res
 async fn list_conversations(
     State(state): State<Arc<AppState>>,
     caller: Caller,
-    Query(p): Query<ListParams>,
+    Params(p): Params<ListParams>,
 ) -> Result<Response, ApiError> {
     let limit = p.limit.unwrap_or(100);
     if !(1..=1000).contains(&limit) {

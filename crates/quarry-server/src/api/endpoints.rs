@@ -37,10 +37,14 @@ pub(crate) fn router() -> Router<Arc<AppState>> {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct EndpointBody {
-    /// The URL's name (`/mcp/e/<name>`): required to create; a `PUT` without it keeps the
-    /// endpoint's name.
+    /// The URL's name (`/mcp/e/<name>`): required to create; a `PUT` may repeat the
+    /// endpoint's own name, never another (its clients would lose it): see `rename`.
     #[serde(default)]
     name: Option<String>,
+    /// A `PUT`'s new name for the endpoint, said explicitly: `/mcp/e/<old name>` stops
+    /// answering.
+    #[serde(default)]
+    rename: Option<String>,
     #[serde(default)]
     description: Option<String>,
     /// `user` (default: the caller's own) or `space` (the request's space; admins).
@@ -80,7 +84,7 @@ fn not_found(name: &str) -> ApiError {
 
 /// The body as a saved selection, its shape checked (names against the catalog later).
 fn saved_selection(b: &EndpointBody) -> Result<EndpointSelection, ApiError> {
-    if let Some(name) = &b.name {
+    for name in [&b.name, &b.rename].into_iter().flatten() {
         endpoint::check_name(name)?;
     }
     let trim = |v: &Vec<String>| -> Vec<String> {
@@ -196,6 +200,11 @@ async fn create(
     let Some(name) = b.name.clone() else {
         return Err(bad("name is required: the endpoint's URL is /mcp/e/<name>"));
     };
+    if b.rename.is_some() {
+        return Err(bad(
+            "\"rename\" is for changing an endpoint (PUT): give its \"name\"",
+        ));
+    }
     let p = &caller.principal;
     if p.read_only() {
         return Err(ApiError::from(Error::Forbidden(
@@ -204,11 +213,12 @@ async fn create(
     }
     let owner = match b.owner.as_deref() {
         None | Some("user") => endpoints::user_owner(p),
-        Some("space") if p.scope.can(Access::Admin) => endpoints::space_owner(p),
         Some("space") => {
-            return Err(ApiError::from(Error::Forbidden(
-                "only the space's admins and owners create endpoints for the whole space".into(),
-            )));
+            p.scope.require_manage(
+                Access::Admin,
+                "creating a tool endpoint for the whole space",
+            )?;
+            endpoints::space_owner(p)
         }
         Some(other) => return Err(bad(format!("unknown owner '{other}': use user or space"))),
     };
@@ -256,7 +266,13 @@ async fn read(
 }
 
 fn forbid_edit(caller: &Caller, row: &ToolEndpointRow) -> Result<(), ApiError> {
-    if endpoints::may_edit(&caller.principal, row) {
+    let p = &caller.principal;
+    if row.owner == endpoints::space_owner(p) {
+        // A space's endpoint is a guardrail of every agent that uses it.
+        p.scope
+            .require_manage(Access::Admin, "changing a space's tool endpoint")?;
+    }
+    if endpoints::may_edit(p, row) {
         Ok(())
     } else {
         Err(ApiError::from(Error::Forbidden(format!(
@@ -286,7 +302,15 @@ async fn update(
             .map(|old| old.overrides)
             .unwrap_or_default();
     }
-    let new_name = b.name.clone().unwrap_or_else(|| row.name.clone());
+    if let Some(n) = &b.name
+        && *n != row.name
+    {
+        return Err(bad(format!(
+            "\"name\" is '{n}' but this is endpoint '{}': a PUT keeps its name, since its clients use /mcp/e/{}; to rename it, send \"rename\": \"{n}\"",
+            row.name, row.name
+        )));
+    }
+    let new_name = b.rename.clone().unwrap_or_else(|| row.name.clone());
     let row = ToolEndpointRow {
         name: new_name,
         selection: saved.to_query(),

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use axum::Router;
-use axum::extract::{FromRequestParts, Path, Query};
+use axum::extract::{FromRequestParts, Path};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::auth::Caller;
-use crate::http::{ApiError, Body, base_url, ok, ok_list, run_blocking};
+use crate::http::{ApiError, Body, Params, base_url, ok, ok_list, run_blocking};
 use crate::service::{endpoints, knowledge_tools};
 use crate::state::AppState;
 
@@ -205,7 +205,7 @@ struct CallbackQuery {
 /// code is exchanged and the person is told how it went.
 async fn sign_in_callback(
     axum::extract::State(st): axum::extract::State<Arc<AppState>>,
-    Query(q): Query<CallbackQuery>,
+    Params(q): Params<CallbackQuery>,
 ) -> Response {
     let error = q.error.as_deref().map(|e| match &q.error_description {
         Some(d) => format!("{e} ({d})"),
@@ -810,7 +810,7 @@ struct SearchParams {
 async fn catalog_search(
     call: HubCall,
     headers: HeaderMap,
-    Query(params): Query<SearchParams>,
+    Params(params): Params<SearchParams>,
 ) -> Result<Response, ApiError> {
     let limit = match params.limit.as_deref() {
         None | Some("") => 20,

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::body::Body as HttpBody;
-use axum::extract::{Multipart, Path, Query, State};
+use axum::extract::{Multipart, Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -21,7 +21,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::auth::Caller;
-use crate::http::{ApiError, Body, ok, ok_list, run_blocking, run_blocking_raw};
+use crate::http::{ApiError, Body, Params, ok, ok_list, run_blocking, run_blocking_raw};
 use crate::state::AppState;
 
 /// Largest upload request (all files together); each file is also bounded by the
@@ -201,7 +201,7 @@ fn parse_filter(q: DocsQuery) -> Result<FileFilter, ApiError> {
 async fn list_docs(
     caller: Caller,
     Path(id): Path<String>,
-    Query(q): Query<DocsQuery>,
+    Params(q): Params<DocsQuery>,
 ) -> Result<Response, ApiError> {
     let filter = parse_filter(q)?;
     let engine = caller.engine.clone();

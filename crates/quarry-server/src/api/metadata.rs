@@ -5,12 +5,11 @@
 use std::sync::Arc;
 
 use axum::Router;
-use axum::extract::Query;
 use axum::routing::get;
 use serde_json::Value;
 
 use crate::auth::Caller;
-use crate::http::{ApiError, run_blocking};
+use crate::http::{ApiError, Params, run_blocking};
 use crate::service::filter::parse_filter_text;
 use crate::state::AppState;
 
@@ -28,7 +27,7 @@ fn bad(detail: String) -> ApiError {
 
 async fn metadata(
     caller: Caller,
-    Query(params): Query<Vec<(String, String)>>,
+    Params(params): Params<Vec<(String, String)>>,
 ) -> Result<axum::Json<Value>, ApiError> {
     let (mut collection, mut filter, mut top) = (None, None, DEFAULT_TOP);
     for (key, value) in params {

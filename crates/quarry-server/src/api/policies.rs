@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use axum::Router;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -16,7 +16,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::auth::Caller;
-use crate::http::{ApiError, Body, ok, ok_list, run_blocking};
+use crate::http::{ApiError, Body, Params, ok, ok_list, run_blocking};
 use crate::state::AppState;
 
 /// Most approvals one listing returns.
@@ -64,12 +64,14 @@ async fn create_policy(
     caller: Caller,
     Body(body): Body<Value>,
 ) -> Result<Response, ApiError> {
-    let gate = st.gate().clone();
+    let store = st.root_engine().store_handle();
     let p = caller.principal;
     let policy = st
-        .write(move || quarry_policy::create_policy(gate.policies(), &p, &body, now_millis()))
+        .write(move || quarry_policy::create_policy(store.as_ref(), &p, &body, now_millis()))
         .await?;
-    Ok((StatusCode::CREATED, ok(policy.to_json())).into_response())
+    let mut response = (StatusCode::CREATED, ok(policy.to_json())).into_response();
+    note_policy(&mut response, &policy);
+    Ok(response)
 }
 
 /// `PATCH /api/v1/policies/{policy}`: the fields given change, the version grows.
@@ -79,12 +81,14 @@ async fn update_policy(
     Path(key): Path<String>,
     Body(body): Body<Value>,
 ) -> Result<Response, ApiError> {
-    let gate = st.gate().clone();
+    let store = st.root_engine().store_handle();
     let p = caller.principal;
     let policy = st
-        .write(move || quarry_policy::update_policy(gate.policies(), &p, &key, &body, now_millis()))
+        .write(move || quarry_policy::update_policy(store.as_ref(), &p, &key, &body, now_millis()))
         .await?;
-    Ok(ok(policy.to_json()))
+    let mut response = ok(policy.to_json());
+    note_policy(&mut response, &policy);
+    Ok(response)
 }
 
 /// `DELETE /api/v1/policies/{policy}`: 204.
@@ -93,18 +97,26 @@ async fn delete_policy(
     caller: Caller,
     Path(key): Path<String>,
 ) -> Result<Response, ApiError> {
-    let gate = st.gate().clone();
+    let store = st.root_engine().store_handle();
     let p = caller.principal;
     let gone = st
-        .write(move || quarry_policy::delete_policy(gate.policies(), &p, &key))
+        .write(move || quarry_policy::delete_policy(store.as_ref(), &p, &key))
         .await?;
     let mut response = StatusCode::NO_CONTENT.into_response();
+    note_policy(&mut response, &gone);
+    Ok(response)
+}
+
+/// Names the policy a change touched in its audit event (a refused change is audited by
+/// the middleware with its route and status).
+fn note_policy(response: &mut Response, policy: &quarry_policy::Policy) {
     response
         .extensions_mut()
-        .insert(crate::audit::AuditNote::Change(
-            json!({"policy": gone.id, "name": gone.name}),
-        ));
-    Ok(response)
+        .insert(crate::audit::AuditNote::Change(json!({
+            "policy": policy.id,
+            "name": policy.name,
+            "version": policy.version,
+        })));
 }
 
 #[derive(Deserialize)]
@@ -119,7 +131,7 @@ struct ListParams {
 async fn list_approvals(
     State(st): State<Arc<AppState>>,
     caller: Caller,
-    Query(q): Query<ListParams>,
+    Params(q): Params<ListParams>,
 ) -> Result<Response, ApiError> {
     let limit = q.limit.unwrap_or(100);
     if limit == 0 || limit > LIST_MAX {

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -29,7 +29,7 @@ use serde_json::{Value, json};
 
 use crate::audit::AuditNote;
 use crate::auth::Caller;
-use crate::http::{ApiError, Body, ErrorCode, count, ok, ok_list, run_blocking};
+use crate::http::{ApiError, Body, ErrorCode, Params, count, ok, ok_list, run_blocking};
 use crate::state::AppState;
 
 /// Reports listed when `?limit=` is not given.
@@ -357,7 +357,7 @@ async fn remove_source(
     State(st): State<Arc<AppState>>,
     caller: Caller,
     Path(id): Path<String>,
-    Query(params): Query<Vec<(String, String)>>,
+    Params(params): Params<Vec<(String, String)>>,
 ) -> Result<Response, ApiError> {
     let keep = keep_documents(&params)?;
     let engine = caller.engine.clone();
@@ -474,7 +474,7 @@ async fn sync_source(
 async fn list_reports(
     caller: Caller,
     Path(id): Path<String>,
-    Query(params): Query<Vec<(String, String)>>,
+    Params(params): Params<Vec<(String, String)>>,
 ) -> Result<Response, ApiError> {
     let limit = match params.iter().rev().find(|(k, _)| k == "limit") {
         None => REPORTS_DEFAULT,

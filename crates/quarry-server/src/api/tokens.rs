@@ -60,6 +60,9 @@ struct NewTokenBody {
     /// A named tool endpoint (`/mcp/e/<name>`) the token is for: it works there only.
     #[serde(default)]
     endpoint: Option<String>,
+    /// The management scope (docs/governance.md): only a caller that manages may give it.
+    #[serde(default)]
+    manage: bool,
 }
 
 fn expiry(b: &NewTokenBody) -> Result<Option<i64>, ApiError> {
@@ -84,6 +87,12 @@ fn expiry(b: &NewTokenBody) -> Result<Option<i64>, ApiError> {
 
 async fn issue(st: Arc<AppState>, caller: Caller, b: NewTokenBody) -> Result<Response, ApiError> {
     let expires_at = expiry(&b)?;
+    if b.manage && !caller.principal.scope.manage {
+        return Err(ApiError::from(Error::ManagementForbidden(format!(
+            "making a token with the management scope needs a management credential: {}",
+            quarry_core::MANAGEMENT_HINT
+        ))));
+    }
     let scope = caller.engine.scope().clone();
     let user = match (&caller.principal.identity, &b.user) {
         (Some(c), None) => c.user.clone(),
@@ -162,6 +171,7 @@ async fn issue(st: Arc<AppState>, caller: Caller, b: NewTokenBody) -> Result<Res
             .identity
             .as_ref()
             .and_then(|c| c.token_id.clone()),
+        manage: b.manage,
     };
     let hub = st.hub().clone();
     let issued = run_blocking(move || {
@@ -202,14 +212,15 @@ async fn create_access_token(
     issue(st, caller, b).await
 }
 
-/// The caller's own tokens (every token for the machine's owner); never the secrets.
+/// The caller's own tokens (every token for the machine's owner; a token without the
+/// management scope: itself and the tokens made from it); never the secrets.
 async fn list_tokens(
     State(st): State<Arc<AppState>>,
     caller: Caller,
 ) -> Result<Response, ApiError> {
     let directory = st.directory().clone();
-    let user = caller.principal.identity.map(|c| c.user);
-    let tokens = run_blocking(move || directory.tokens(user.as_deref())).await?;
+    let principal = caller.principal;
+    let tokens = run_blocking(move || directory.tokens_as(&principal)).await?;
     Ok(ok(tokens))
 }
 
@@ -219,8 +230,8 @@ async fn revoke_token(
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     let directory = st.directory().clone();
-    let user = caller.principal.identity.map(|c| c.user);
-    run_blocking(move || directory.revoke_token(&id, user.as_deref())).await?;
+    let principal = caller.principal;
+    run_blocking(move || directory.revoke_token_as(&principal, &id)).await?;
     Ok(ok(json!({"revoked": true})))
 }
 

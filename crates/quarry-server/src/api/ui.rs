@@ -164,6 +164,8 @@ async fn session(State(st): State<Arc<AppState>>, caller: Caller) -> Result<Resp
         "token_id": p.identity.as_ref().and_then(|c| c.token_id.clone()),
         "read_only": p.read_only(),
         "machine_owner": p.scope.machine_owner,
+        // Whether this credential manages governance (docs/governance.md).
+        "manage": p.scope.manage,
         "access": p.scope.access,
         "space": space.unwrap_or_else(|| json!({"id": p.space_id, "name": p.scope.space})),
         "spaces": spaces,

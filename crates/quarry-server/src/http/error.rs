@@ -75,6 +75,7 @@ fn error_code(e: &Error) -> ErrorCode {
         Error::InvalidInput(_) | Error::Io { .. } => ErrorCode::InvalidInput,
         Error::NotFound(_) => ErrorCode::NotFound,
         Error::Forbidden(_) => ErrorCode::Forbidden,
+        Error::ManagementForbidden(_) => ErrorCode::ManagementForbidden,
         Error::Conflict(_) => ErrorCode::Conflict,
         Error::Unavailable(_) | Error::StorageUnavailable(_) => ErrorCode::Unavailable,
         Error::TooLarge(_) => ErrorCode::TooLarge,

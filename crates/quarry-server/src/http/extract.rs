@@ -35,6 +35,33 @@ impl<S: Send + Sync, T: serde::de::DeserializeOwned> FromRequest<S> for Body<T> 
     }
 }
 
+/// `Query<T>` whose rejections (an unknown parameter, `limit=-1`, a word for a number) answer
+/// in the REST error shape, 400 with the parameter named, instead of axum's plain text.
+pub(crate) struct Params<T>(pub T);
+
+impl<S: Send + Sync, T: serde::de::DeserializeOwned> axum::extract::FromRequestParts<S>
+    for Params<T>
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &S,
+    ) -> Result<Self, Self::Rejection> {
+        match axum::extract::Query::<T>::from_request_parts(parts, state).await {
+            Ok(axum::extract::Query(v)) => Ok(Params(v)),
+            Err(rejection) => {
+                let text = rejection.body_text();
+                let detail = text
+                    .split_once("Failed to deserialize query string: ")
+                    .map(|(_, why)| format!("invalid query parameters: {why}"))
+                    .unwrap_or(text);
+                Err(ApiError::new(StatusCode::BAD_REQUEST, detail))
+            }
+        }
+    }
+}
+
 /// `application/json` or a `+json` type (parameters aside), as axum's `Json` accepts.
 fn is_json(headers: &axum::http::HeaderMap) -> bool {
     headers

@@ -1,5 +1,5 @@
 //! HTTP plumbing every surface shares: the error contract ([`ApiError`], [`ErrorCode`]),
-//! extractors ([`Body`], [`count`]), the `/api/v1` envelopes ([`ok`], [`ok_list`]), the one
+//! extractors ([`Body`], [`Params`], [`count`]), the `/api/v1` envelopes ([`ok`], [`ok_list`]), the one
 //! blocking runner ([`run_blocking`]) and the Host/Origin guard. Route modules (`api/`,
 //! `compat/`, `mcp/`) use this and `auth/`; nothing here knows a route.
 
@@ -14,5 +14,5 @@ pub(crate) mod guard;
 pub(crate) use blocking::{run_blocking, run_blocking_raw};
 pub(crate) use envelope::{base_url, html_escape, ok, ok_list};
 pub(crate) use error::{ApiError, http_status, public_detail, status_of};
-pub(crate) use extract::{Body, count, nullable};
+pub(crate) use extract::{Body, Params, count, nullable};
 pub(crate) use quarry_core::ErrorCode;

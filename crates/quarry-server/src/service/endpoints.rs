@@ -55,7 +55,9 @@ pub(crate) fn may_edit(principal: &Principal, endpoint: &ToolEndpointRow) -> boo
     if endpoint.owner == user_owner(principal) {
         return true;
     }
-    endpoint.owner == space_owner(principal) && principal.scope.can(Access::Admin)
+    endpoint.owner == space_owner(principal)
+        && principal.scope.manage
+        && principal.scope.can(Access::Admin)
 }
 
 /// The endpoint's view for `caller` over its catalog (its token scope and knowledge-tool

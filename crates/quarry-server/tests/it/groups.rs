@@ -47,6 +47,8 @@ fn token_of(f: &Fixture, user: &str, spaces: &[&str], read_only: bool) -> String
             label: "test".into(),
             spaces: spaces.iter().map(|s| (*s).to_owned()).collect(),
             read_only,
+            // These tests are about the roles' rules: a credential that may manage.
+            manage: !read_only,
             ..TokenRequest::default()
         })
         .expect("token")

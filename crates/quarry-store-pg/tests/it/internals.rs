@@ -44,6 +44,32 @@ fn doc(path: &str, body: &str) -> DocChange {
     }
 }
 
+/// Every file read names the entry that superseded it (`FILE_SELECT`): that lookup has
+/// `kb_files_superseded_by` (schema v29) to go through, not only a scan of every file per
+/// file read, which made a listing quadratic in the knowledge base's size. (Sequential
+/// scans are turned off so the planner shows what it could use on a table this small.)
+#[test]
+fn reading_files_can_look_up_successors_by_index() {
+    with_store(|_store, raw| {
+        raw.batch_execute("SET enable_seqscan = off").expect("set");
+        let plan: Vec<String> = raw
+            .query(
+                "EXPLAIN SELECT f.id, (SELECT p.uid FROM kb_files p WHERE p.superseded_by = f.id) \
+                 FROM kb_files f WHERE f.collection_id = 1",
+                &[],
+            )
+            .expect("explain")
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        assert!(
+            plan.iter()
+                .any(|l| l.contains("kb_files_superseded_by on kb_files p")),
+            "{plan:#?}"
+        );
+    });
+}
+
 /// Vectors go in as `halfvec` (replacing what a hash had) and hold the values at half
 /// precision.
 #[test]

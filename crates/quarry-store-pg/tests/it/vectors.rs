@@ -302,8 +302,8 @@ fn chunks_know_their_collection_from_before_v27_and_after() {
     assert_eq!(moved, 2);
 }
 
-/// Undoes schema v28 (`chunk_vectors` and what keeps it), as a database written by the
-/// previous release holds it.
+/// Undoes schema v30 (a token column), v29 (an index) and v28 (`chunk_vectors` and what
+/// keeps it), as a database written by the release before v28 holds it.
 const BACK_TO_V27: &str = "DROP TRIGGER chunks_vectors_added ON chunks; \
      DROP TRIGGER chunks_vectors_removed ON chunks; \
      DROP TRIGGER chunks_vectors_changed ON chunks; \
@@ -312,8 +312,9 @@ const BACK_TO_V27: &str = "DROP TRIGGER chunks_vectors_added ON chunks; \
      DROP TRIGGER embeddings_vectors_removed ON embeddings; \
      DROP FUNCTION quarry_chunks_added(), quarry_chunks_removed(), quarry_chunks_changed(), \
          quarry_embeddings_stored(), quarry_embeddings_removed(); \
-     DROP TABLE chunk_vectors; DROP INDEX embeddings_hash; \
-     DELETE FROM quarry_schema WHERE version = 28";
+     DROP TABLE chunk_vectors; DROP INDEX embeddings_hash; DROP INDEX kb_files_superseded_by; \
+     ALTER TABLE access_tokens DROP COLUMN manage; \
+     DELETE FROM quarry_schema WHERE version >= 28";
 
 /// Rows of `chunk_vectors` that differ from what it derives from (each chunk with each
 /// embedding of its text), both ways, and how many it holds.

@@ -59,6 +59,7 @@ fn new_token(user_row: i64, hash: &str, spaces: &[&str]) -> NewToken {
         parent_id: None,
         tools: None,
         endpoint: None,
+        manage: false,
     }
 }
 
@@ -436,6 +437,7 @@ pub fn access_tokens_round_trip_without_their_secret(store: &dyn Store) {
         parent_id: None,
         tools: Some(vec!["time".into(), "git.git_status".into()]),
         endpoint: Some("e-uuid-1".into()),
+        manage: true,
     };
     let rec = insert(store, &new);
     assert!(is_uuid(&rec.id), "a UUID: {}", rec.id);
@@ -452,6 +454,7 @@ pub fn access_tokens_round_trip_without_their_secret(store: &dyn Store) {
     assert_eq!(rec.tools, new.tools);
     assert_eq!(rec.endpoint, new.endpoint);
     assert!(rec.read_only);
+    assert!(rec.manage, "the management scope round-trips");
     assert!(rec.created_at > 0);
     assert_eq!(rec.expires_at, Some(4_102_444_800_000));
     assert_eq!(

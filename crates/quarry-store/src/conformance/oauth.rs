@@ -175,6 +175,7 @@ pub fn oauth_prune_drops_expired_secrets_and_grant_tokens(store: &dyn Store) {
                 endpoint: None,
                 expires_at,
                 parent_id: parent,
+                manage: false,
             })
             .expect("insert token")
     };

@@ -116,12 +116,21 @@ fn report(id: &str, source: &SourceRow, error: Option<&str>) -> SyncReport {
         counts: SyncCounts {
             added: 2,
             skipped: 1,
+            // Kept with the report: what a caller who may not read hr's files leaves out.
+            restricted: Some(vec![crate::RestrictedCounts {
+                readers: vec!["group:hr".into()],
+                counts: SyncCounts {
+                    skipped: 1,
+                    ..SyncCounts::default()
+                },
+            }]),
             ..SyncCounts::default()
         },
         details: vec![crate::SyncLine {
             path: "logo.png".into(),
             action: "skipped".into(),
             detail: Some("not a format Quarry converts".into()),
+            readers: Some(vec!["group:hr".into()]),
         }],
         error: error.map(str::to_owned),
     }

@@ -37,6 +37,8 @@ function newState(session) {
     session,
     machineOwner: session.machine_owner === true || !session.user,
     readOnly: !!session.read_only,
+    // A credential without the management scope changes no member, role or group.
+    noManage: session.manage === false,
     spaces: [],
     users: [],
     member: { space: null },
@@ -353,12 +355,14 @@ function membersPanel(panel, state, ctl) {
   const space = state.spaces.find((s) => s.id === state.member.space) || state.spaces[0];
   state.member.space = space.id;
   const myRole = space.role;
-  const canManage = !state.readOnly && RANK[myRole] >= RANK.admin;
-  const canOwner = !state.readOnly && myRole === "owner";
+  const canManage = !state.readOnly && !state.noManage && RANK[myRole] >= RANK.admin;
+  const canOwner = canManage && myRole === "owner";
   const body = h("div", { class: "access-members", "aria-live": "polite", "aria-busy": "true" }, h("p", { class: "loading" }, t("common.loading")));
   const why = state.readOnly
     ? t("access.members.read_only")
-    : !canManage
+    : state.noManage && RANK[myRole] >= RANK.admin
+      ? t("access.members.no_manage")
+      : !canManage
       ? t("access.members.need_admin", { role: roleLabel(myRole) })
       : !canOwner
         ? t("access.members.admin_note")
@@ -558,11 +562,13 @@ function groupsPanel(panel, state, ctl) {
   );
   const space = state.spaces.find((s) => s.id === state.member.space) || state.spaces[0];
   state.member.space = space.id;
-  const canManage = !state.readOnly && RANK[space.role] >= RANK.admin;
+  const canManage = !state.readOnly && !state.noManage && RANK[space.role] >= RANK.admin;
   const q = { space_id: space.id };
   const why = state.readOnly
     ? t("access.groups.read_only")
-    : !canManage
+    : state.noManage && RANK[space.role] >= RANK.admin
+      ? t("access.groups.no_manage")
+      : !canManage
       ? t("access.groups.need_admin", { role: roleLabel(space.role) })
       : null;
   const body = h("div", { class: "access-groups", "aria-live": "polite", "aria-busy": "true" }, h("p", { class: "loading" }, t("common.loading")));

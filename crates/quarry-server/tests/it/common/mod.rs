@@ -79,6 +79,9 @@ impl Fixture {
                 user: "ann".into(),
                 label: "test".into(),
                 expires_at,
+                // ann's own credential: the tests here probe roles, not the management scope
+                // (tests/interop/test_guardrails.py walks that).
+                manage: true,
                 ..TokenRequest::default()
             })
             .expect("token");
