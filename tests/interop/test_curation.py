@@ -110,7 +110,10 @@ def world(quarry_bin: Path, corpus: Path, tmp_path_factory: pytest.TempPathFacto
     for user, role in (("owner", "owner"), ("ann", "viewer")):
         w.cli("user", "add", user)
         w.cli("space", "grant", "acme", user, "--role", role)
-        w.tokens[user] = json.loads(w.cli("--json", "token", "create", "--user", user, "--spaces", "acme").stdout)["token"]
+        # The owner's own credential manages (who reads a document); ann's is plain.
+        manage = ["--manage"] if user == "owner" else []
+        w.tokens[user] = json.loads(w.cli("--json", "token", "create", "--user", user, "--spaces", "acme",
+                                          *manage).stdout)["token"]
     serving = second_node(home, root / "node-b") if backend() == "postgres" else home
     w.srv = start_server(serving, "--auth", "token", logdir=root / "logs")
     wait_ready(w.srv)
