@@ -14,6 +14,7 @@ import json
 import random
 import re
 import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -53,9 +54,10 @@ def home_for(quarry_bin: Path, tmp_path: Path, fake: FakeModels, name: str = "ho
     return QuarryHome(bin=quarry_bin, home=home, env=env, corpus=tmp_path)
 
 
-def batch_files(n: int = BATCH) -> list[tuple[str, bytes]]:
-    """`n` documents of distinct prose-like text, about 20 chunks each."""
-    rng = random.Random(22)
+def batch_files(n: int = BATCH, seed: int = 22, prefix: str = "report") -> list[tuple[str, bytes]]:
+    """`n` documents of distinct prose-like text, about 20 chunks each (another `seed`:
+    other texts)."""
+    rng = random.Random(seed)
     syllables = ["ka", "lo", "mi", "ten", "ra", "su", "vo", "pel", "dri", "an", "ost", "bu", "ce", "nor"]
     out = []
     for i in range(n):
@@ -63,7 +65,8 @@ def batch_files(n: int = BATCH) -> list[tuple[str, bytes]]:
         for p in range(24):
             words = ["".join(rng.choice(syllables) for _ in range(rng.randint(2, 4))) for _ in range(90)]
             paras.append(f"## Part {p}\n\n" + " ".join(words) + ".")
-        out.append((f"report-{i:02}.md", (f"# Report {i}\n\n" + "\n\n".join(paras) + "\n").encode()))
+        title = f"Report {i}" if prefix == "report" else f"{prefix.title()} {i}"
+        out.append((f"{prefix}-{i:02}.md", (f"# {title}\n\n" + "\n\n".join(paras) + "\n").encode()))
     return out
 
 
@@ -373,5 +376,124 @@ def test_the_server_embeds_folder_collections_it_never_queued(quarry_bin, tmp_pa
         # Each text embedded once: the sweep queued nothing already done.
         embedded = fake_models.embedded_texts()
         assert len(embedded) == len(set(embedded)), embedded
+    finally:
+        srv.stop()
+
+
+def queue_embedding(srv) -> dict:
+    return api(srv, "GET", "/api/v1/queue").json()["data"]["embedding"]
+
+
+def test_the_eta_is_what_the_chunks_actually_finished_leave(quarry_bin, tmp_path, slow_models):
+    """Issue 65 item 19: `/api/v1/queue` said 43–47 chunks/s and an ETA of 4 minutes while
+    `chunks_pending` fell by 12.8 a second. The rate was what the last round's model time
+    measured (and an average of past rounds), not what was finished: here a first batch
+    embeds at once, then embedding gets slow (as when other work takes the cores) and the
+    queue must say how long the rest really takes, from how fast chunks are finished now."""
+    slow_models.embed_delay = 0.0
+    home = home_for(quarry_bin, tmp_path, slow_models)
+    srv = start_server(home, logdir=tmp_path / "logs")
+    try:
+        kb = create_kb(srv, "reports")
+        first = upload(srv, kb["id"], batch_files())
+        wait_for(srv, kb["id"], [d["id"] for d in first])
+        # A pause longer than one stretch of embedding may hold (30 s): the next backlog's
+        # rate is measured from where its own embedding begins.
+        time.sleep(35)
+        slow = 0.05  # at most 20 texts a second
+        slow_models.embed_delay = slow
+        second = upload(srv, kb["id"], batch_files(2 * BATCH, seed=65, prefix="memo"))
+        ids = [d["id"] for d in second]
+        # Every file converted (its chunks cut: from now on the backlog only falls) and a
+        # few batches embedded at the slow speed.
+        deadline = time.monotonic() + 240
+        peak = 0
+        while True:
+            e = queue_embedding(srv)
+            peak = max(peak, e["chunks_pending"])
+            docs = documents(srv, kb["id"])
+            converted = all(docs[i]["status"] in {"embedding", "ready"} for i in ids)
+            if converted and peak - e["chunks_pending"] >= 192 and e["eta_seconds"] is not None:
+                break
+            assert time.monotonic() < deadline, (e, {docs[i]["status"] for i in ids})
+            time.sleep(0.25)
+        t1, p1 = time.monotonic(), e["chunks_pending"]
+        time.sleep(15)
+        e = queue_embedding(srv)
+        t2, p2 = time.monotonic(), e["chunks_pending"]
+        assert p2 > 0, f"the backlog ran out before the second look ({p1} → {p2}); make it longer"
+        fell = (p1 - p2) / (t2 - t1)
+        assert fell > 0, (p1, p2)
+        assert fell <= 1.1 / slow, (fell, p1, p2)  # the fake's speed bounds what was finished
+        honest = p2 / fell
+        rate, eta = e["chunks_per_second"], e["eta_seconds"]
+        print(f"chunks fell by {fell:.1f}/s; the queue said {rate}/s and {eta} s for {p2} chunks "
+              f"({honest:.0f} s at the observed rate)")
+        assert honest / 2 <= eta <= honest * 2, (
+            f"eta_seconds {eta} for {p2} chunks at {rate}/s, while they were finished at "
+            f"{fell:.1f}/s (about {honest:.0f} s left)"
+        )
+        assert fell / 2 <= rate <= fell * 2, (rate, fell)
+        assert abs(eta - p2 / rate) <= 1 + 0.02 * eta, e
+        # `quarry status` shows the same estimate.
+        st = json.loads(home.run("--json", "status").stdout)
+        if st["chunks_needing_embedding"] > 0:
+            assert st.get("embedding_eta_seconds") is not None, st
+            assert st["embedding_eta_seconds"] <= 3 * honest + 30, (st, honest)
+        final = wait_for(srv, kb["id"], ids)
+        assert {d["status"] for d in final.values()} == {"ready"}
+    finally:
+        srv.stop()
+
+
+def test_kb_upload_beside_a_running_server_leaves_the_work_to_it(quarry_bin, tmp_path, slow_models):
+    """Issue 65 item 11: a `quarry kb upload` beside a running server embedded in its own
+    process too (`nodes_embedding: 2`, both on the same cores) while its progress line counted
+    documents only — `Processing: 37/47 (0.0/s, about 3 min 36 s left)` for 15 minutes. Now it
+    leaves the work to the server, waits, and its line says what embedding still needs."""
+    slow_models.embed_delay = 0.05
+    home = home_for(quarry_bin, tmp_path, slow_models)
+    srv = start_server(home, logdir=tmp_path / "logs")
+    files = tmp_path / "upload"
+    files.mkdir()
+    for name, data in batch_files(BATCH, seed=11, prefix="note"):
+        (files / name).write_bytes(data)
+    try:
+        wait_ready(srv)
+        r = home.run("kb", "create", "notes")
+        assert r.returncode == 0, r.stderr
+        mark = slow_models.mark()
+        cli = subprocess.Popen(
+            [str(home.bin), "kb", "upload", "notes", str(files)],
+            env=home.env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        nodes, rates = set(), []
+        deadline = time.monotonic() + 300
+        try:
+            while cli.poll() is None:
+                e = queue_embedding(srv)
+                nodes.add(e["nodes_embedding"])
+                if e["chunks_pending"] and e["chunks_per_second"]:
+                    rates.append(e["chunks_per_second"])
+                assert time.monotonic() < deadline, "kb upload never finished"
+                time.sleep(0.2)
+        finally:
+            if cli.poll() is None:
+                cli.kill()
+            out, err = cli.communicate()
+        print(err)
+        assert cli.returncode == 0, err
+        assert nodes >= {1}, nodes
+        assert max(nodes) == 1, f"the CLI embedded beside the server: nodes_embedding {sorted(nodes)}"
+        # Its progress said what embedding still needs, and that the server does the work.
+        assert "chunks to embed" in err, err
+        assert "a server" in err, err
+        assert f"{BATCH} ready, 0 failed" in out, out
+        # Every text embedded once, by the server (the CLI never called the model for them:
+        # it embedded nothing).
+        texts = slow_models.embedded_texts(mark)
+        assert len(texts) == len(set(texts)) and texts, f"{len(texts) - len(set(texts))} texts embedded twice"
+        docs = json.loads(home.run("--json", "kb", "docs", "notes").stdout)["documents"]
+        assert {d["status"] for d in docs} == {"ready"} and len(docs) == BATCH, docs
     finally:
         srv.stop()

@@ -282,9 +282,12 @@ def test_a_stdio_upstream_slower_than_ten_seconds_to_start_connects(srv, tmp_pat
     mcp-server-time`, like a cold uvx/npx) cycled connecting/error with "conflict initialized
     response id: expected 1, got 0" for ever: rmcp's `server/discover` probe gives up at 10 s,
     and the late answer to it broke the `initialize` that followed. It connects within its
-    connect_timeout_secs, and its tools work."""
+    connect_timeout_secs, and its tools work. It is started once (issue 65 item 15: the late
+    answer made the hub kill it and start it again, another 12 s)."""
     slow = tmp_path / "slow-time"
-    slow.write_text(f"#!/bin/sh\nsleep 12\nexec {Path(sys.executable).parent / 'mcp-server-time'} \"$@\"\n")
+    starts = tmp_path / "starts"
+    slow.write_text(f"#!/bin/sh\necho started >> '{starts}'\nsleep 12\n"
+                    f"exec {Path(sys.executable).parent / 'mcp-server-time'} \"$@\"\n")
     slow.chmod(0o755)
     row, _ = register(srv, {"name": "slowtime", "transport_type": "stdio", "config": str(slow),
                             "connect_timeout_secs": 40})
@@ -299,5 +302,6 @@ def test_a_stdio_upstream_slower_than_ten_seconds_to_start_connects(srv, tmp_pat
                 return r.is_error, "".join(x.text for x in r.content if x.type == "text")
         is_error, text = anyio.run(call)
         assert not is_error and "UTC" in text, text
+        assert starts.read_text().count("started") == 1, starts.read_text()
     finally:
         requests.delete(srv.url(f"/api/v1/mcp/servers/{row['id']}"), timeout=30)

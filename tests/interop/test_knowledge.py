@@ -144,7 +144,11 @@ def test_upload_errors(kb_home, tmp_path):
         # Unknown knowledge base / document.
         assert_error(upload(srv, "nope", [("a.md", b"# a")]), 404, "not found")
         assert_error(api(srv, "GET", f"{path}/nope"), 404, "not found")
-        assert_error(api(srv, "GET", f"{path}?status=done"), 400, "unknown status")
+        assert_error(api(srv, "GET", f"{path}?status=done"), 400, "use pending, processing")
+        # `processing` is the queue's and the web UI's word: converting, indexing or embedding.
+        r = api(srv, "GET", f"{path}?status=processing")
+        assert r.status_code == 200, r.text
+        assert {d["status"] for d in r.json()["data"]} <= {"converting", "indexing", "embedding"}, r.text
         assert_error(api(srv, "GET", "/api/v1/files/images/" + "0" * 64 + ".png"), 404)
         assert_error(api(srv, "GET", "/api/v1/files/images/../../quarry.db"), 404)
         assert_error(api(srv, "GET", "/api/v1/files/elsewhere/x"), 404)
@@ -408,6 +412,10 @@ def test_cli_upload_and_folder_collections(kb_home, tmp_path):
     assert r.returncode == 1 and "no such file" in r.stderr
     r = kb_home.run("--json", "kb", "docs", "papers", "--status", "failed")
     assert [d["file_name"] for d in json.loads(r.stdout)["documents"]] == ["locked.pdf"]
+    r = kb_home.run("--json", "kb", "docs", "papers", "--status", "processing")
+    assert r.returncode == 0 and json.loads(r.stdout)["documents"] == [], (r.stdout, r.stderr)
+    r = kb_home.run("kb", "docs", "papers", "--status", "busy")
+    assert r.returncode == 2 and "processing (converting, indexing or embedding)" in r.stderr, r.stderr
     r = kb_home.run("kb", "retry", "papers", "locked.pdf")
     assert r.returncode == 1 and "failed again" in r.stderr
     r = kb_home.run("--json", "search", "shinyama", "-c", "papers")

@@ -156,6 +156,24 @@ def test_bad_spellings_and_numbers(shared_server, path, payload, fragments):
     assert_error(status, body, 400, *fragments)
 
 
+@pytest.mark.parametrize(
+    "path,fragment",
+    [
+        ("/api/v1/approvals?limit=-1", "limit"),
+        ("/api/v1/approvals?limit=ten", "limit"),
+        ("/api/v1/conversations?limit=-5", "limit"),
+        ("/api/v1/knowledge-bases/nope/documents?status=%FF", "unknown status"),
+        ("/api/v1/approvals?limit=1&limit=2", "limit"),
+    ],
+)
+def test_bad_query_parameters_answer_in_the_error_shape(shared_server, path, fragment):
+    """A query string that does not parse answers 400 in docs/errors.md's JSON shape, naming
+    the parameter, not axum's plain text (issue 65 item 8)."""
+    status, body, headers = get(shared_server.base, path)
+    assert headers.get("content-type", "").startswith("application/json"), headers
+    assert_error(status, body, 400, fragment)
+
+
 def test_malformed_json_and_wrong_content_type(shared_server):
     status, body, _ = post(shared_server.base, "/search", raw=b'{"query": ')
     assert_error(status, body, 400, "JSON")

@@ -202,6 +202,24 @@ def test_skip_link_moves_focus_to_main_without_leaving_the_page(ui_page, ui_modu
     assert page.evaluate("() => location.hash") == "#/kb", "the skip link changed the route"
 
 
+def test_navigation_focuses_main_without_framing_the_page(ui_page, ui_module_server):
+    """Each navigation moves focus to `#main` (screen readers start there) — by keyboard too,
+    where `:focus-visible` applies — without drawing a frame around the whole page."""
+    page = ui_page
+    page.goto(f"{ui_module_server.base}/#/kb")
+    expect(nav_link(page, "Knowledge bases")).to_be_visible()
+    link = nav_link(page, "Tools")
+    link.focus()
+    page.keyboard.press("Enter")
+    expect(page.locator("#main")).to_be_focused()
+    style = page.evaluate("() => { const s = getComputedStyle(document.getElementById('main')); return [s.outlineStyle, s.outlineWidth]; }")
+    assert style[0] == "none" or style[1] == "0px", f"#main is framed after a navigation: {style}"
+    # Other controls keep their keyboard focus ring.
+    page.keyboard.press("Tab")
+    ring = page.evaluate("() => getComputedStyle(document.activeElement).outlineStyle")
+    assert ring != "none", ring
+
+
 # ---------------------------------------------------------------------------------------------
 # HTTP: headers, caching, compression, 404s, path traversal (no browser)
 

@@ -253,6 +253,8 @@ table! {
             "The web search backend's URL (required for `searxng`).";
         QUARRY_WEB_SEARCH_TIMEOUT: Setting, None, SERVE, "10",
             "Longest web search request, in seconds.";
+        QUARRY_HUB_UPSTREAM_STARTS: Setting, None, SERVE, "twice the CPUs, 4 to 16",
+            "Most stdio MCP upstreams started at once (1 to 256), each from its start to its first tool list; the others wait their turn as `connecting`, a restart reconnecting all of them included. While the server loads its models they start one at a time.";
     }
     "Chat" {
         QUARRY_CHAT_MODEL: Setting, Some("--chat-model"), SERVE, "none (chat answers 503)",

@@ -1,6 +1,8 @@
 //! `quarry kb …`: knowledge bases from the command line. Uploads are queued in the store
 //! and processed right here (a progress bar on a terminal) unless `--no-wait`; a running
-//! server shares the queue, so either may process what the other enqueued.
+//! server shares the queue, so either may process what the other enqueued. While a server
+//! of the same data directory runs, the command leaves the processing to it and waits,
+//! rather than convert and embed beside it on the same cores.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -9,7 +11,8 @@ use std::sync::Arc;
 use anyhow::{Result, bail};
 use clap::Subcommand;
 use quarry_engine::{
-    CreateKnowledgeBase, Engine, FileFilter, FileStatus, KbFile, Progress, UploadOutcome,
+    CreateKnowledgeBase, Engine, FileFilter, FileStatus, KbFile, Progress, StatusFilter,
+    UploadOutcome,
 };
 use serde_json::json;
 
@@ -77,8 +80,8 @@ pub(crate) enum KbCmd {
     Docs {
         name: String,
         /// Only documents in this state.
-        #[arg(long, value_parser = parse_status)]
-        status: Option<FileStatus>,
+        #[arg(long, value_parser = StatusFilter::parse)]
+        status: Option<StatusFilter>,
         /// Only file names containing this text.
         #[arg(long = "name", value_name = "TEXT")]
         name_filter: Option<String>,
@@ -94,14 +97,6 @@ pub(crate) enum KbCmd {
     /// Delete one document.
     #[command(name = "rm-doc")]
     RmDoc { name: String, doc: String },
-}
-
-fn parse_status(s: &str) -> Result<FileStatus, String> {
-    FileStatus::parse(s).ok_or_else(|| {
-        format!(
-            "unknown status {s:?}: use pending, converting, indexing, embedding, ready or failed"
-        )
-    })
 }
 
 const GLOB_CHARS: &[char] = &['*', '?', '[', '{'];
@@ -311,7 +306,7 @@ pub(crate) fn run(
             let finished = if *no_wait || queued.is_empty() {
                 queued.clone()
             } else {
-                quarry_queue::drain(&engine, &queued, workers.clone(), &progress)?
+                wait_for_uploads(&engine, &queued, workers.clone(), &progress)?
             };
             report_upload(
                 &mut out,
@@ -359,7 +354,7 @@ pub(crate) fn run(
             let finished = if *no_wait {
                 vec![d]
             } else {
-                quarry_queue::drain(&engine, &[d], workers.clone(), &progress)?
+                wait_for_uploads(&engine, &[d], workers.clone(), &progress)?
             };
             if json_out {
                 print_json(&json!({ "documents": finished }))?;
@@ -456,4 +451,83 @@ fn report_upload(
         )?;
     }
     Ok(())
+}
+
+/// How often the wait for uploads reads what their embedding still needs.
+const BACKLOG_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Waits until `waiting` are `ready` or `failed` ([`quarry_queue::wait_for`]): processed
+/// here, or by a server of this data directory while one runs — this process then runs no
+/// workers of its own, so it neither converts nor embeds beside it (issue 65 item 11). The
+/// progress line counts the documents finished, those still converting, and what their
+/// embedding needs: chunks without vectors, the rate embedding proceeds at (what every node
+/// finished lately, from the store) and the time that leaves.
+fn wait_for_uploads(
+    engine: &Arc<Engine>,
+    waiting: &[KbFile],
+    workers: quarry_queue::WorkerOptions,
+    progress: &CliProgress,
+) -> Result<Vec<KbFile>> {
+    progress.begin_detailed("Processing", waiting.len() as u64);
+    // Whether the last look found another process doing the work (`None`: not looked yet).
+    let mut elsewhere: Option<bool> = None;
+    let mut backlog: Option<(std::time::Instant, String)> = None;
+    let result = quarry_queue::wait_for(engine, waiting, workers, progress, &mut |r| {
+        let now_elsewhere = !r.working_here;
+        if now_elsewhere && elsewhere != Some(true) {
+            progress.waiting(
+                "another quarry process of this data directory (a server) processes the queue: \
+                 waiting for it to process these uploads",
+            );
+        } else if !now_elsewhere && elsewhere == Some(true) {
+            progress
+                .waiting("no other process processes the queue any more: processing the rest here");
+        }
+        elsewhere = Some(now_elsewhere);
+        if backlog
+            .as_ref()
+            .is_none_or(|(at, _)| at.elapsed() >= BACKLOG_EVERY)
+        {
+            backlog = Some((std::time::Instant::now(), backlog_text(engine, r.pending)));
+        }
+        let text = backlog.as_ref().map_or("", |(_, t)| t.as_str());
+        progress.update(r.finished as u64, text);
+    });
+    progress.end();
+    Ok(result?)
+}
+
+/// What the documents still processed need, after the count of those finished: `; 2
+/// converting; 1234 chunks to embed (12.8/s, about 1 min 36 s left)`. Empty when nothing
+/// can be said (a store error is the wait's to report, not the line's).
+fn backlog_text(engine: &Engine, pending: &[KbFile]) -> String {
+    let mut text = String::new();
+    let converting = pending
+        .iter()
+        .filter(|f| f.status != FileStatus::Embedding)
+        .count();
+    if converting > 0 {
+        text.push_str(&format!("; {converting} converting"));
+    }
+    let embedding: Vec<i64> = pending
+        .iter()
+        .filter(|f| f.status == FileStatus::Embedding)
+        .filter_map(|f| f.document_id)
+        .collect();
+    if embedding.is_empty() {
+        return text;
+    }
+    let Ok(e) = engine.documents_embedding_progress(&embedding) else {
+        return text;
+    };
+    text.push_str(&format!("; {} chunks to embed", e.chunks_pending));
+    if let (Some(rate), Some(eta)) = (e.chunks_per_second, e.eta_seconds)
+        && e.chunks_pending > 0
+    {
+        text.push_str(&format!(
+            " ({rate:.1}/s, about {} left)",
+            crate::progress::duration_text(eta as f64)
+        ));
+    }
+    text
 }

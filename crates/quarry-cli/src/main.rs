@@ -303,7 +303,8 @@ enum Command {
     Collection(CollectionCmd),
     /// Knowledge bases: upload PDFs, Office files, spreadsheets, CSV, HTML, Markdown.
     Kb(KbArgs),
-    /// Sources that sync a knowledge base: a folder or a Git repository.
+    /// Sources that sync a knowledge base: a folder, a Git repository, an S3 bucket, a
+    /// WebDAV folder or a website's sitemap.
     Source(SourceArgs),
     /// Users of a shared server (who tokens belong to).
     #[command(subcommand)]
@@ -519,7 +520,8 @@ struct ServeArgs {
     /// attached by anyone but the machine's owner, and scheduled syncs of a server with
     /// tokens) may reach besides public ones (comma-separated CIDRs, e.g.
     /// `10.1.0.0/16,127.0.0.1/32`). Loopback, private, link-local and metadata addresses are
-    /// refused otherwise.
+    /// refused otherwise. One source may reach more of its own (`quarry source set ID
+    /// --allow-net`); a restart with another list retries at once the sources it refused.
     #[arg(long, value_name = "CIDRS")]
     allow_net: Option<String>,
     /// Let users (not only the machine's owner) register stdio MCP servers — commands run
@@ -795,12 +797,61 @@ fn invoked_name() -> &'static str {
     }
 }
 
+/// `cmd` with the commands its help names (`quarry embed`) spelled under `name`, the name
+/// it runs as: a user of the `qmd` drop-in is told to run `qmd embed`.
+fn named_in_help(cmd: clap::Command, name: &str) -> clap::Command {
+    if name == "quarry" {
+        return cmd;
+    }
+    let respell = |text: &clap::builder::StyledStr| {
+        text.to_string()
+            .replace("`quarry ", &format!("`{name} "))
+            .replace("'quarry ", &format!("'{name} "))
+    };
+    let about = cmd.get_about().map(respell);
+    let long_about = cmd.get_long_about().map(respell);
+    let mut cmd = cmd
+        .mut_args(|arg| {
+            let help = arg.get_help().map(respell);
+            let long_help = arg.get_long_help().map(respell);
+            let arg = match help {
+                Some(h) => arg.help(h),
+                None => arg,
+            };
+            match long_help {
+                Some(h) => arg.long_help(h),
+                None => arg,
+            }
+        })
+        .mut_subcommands(|sub| named_in_help(sub, name));
+    if let Some(a) = about {
+        cmd = cmd.about(a);
+    }
+    if let Some(a) = long_about {
+        cmd = cmd.long_about(a);
+    }
+    cmd
+}
+
 /// The command line, parsed, and its matches (which say where each value came from).
 fn parse_cli() -> (Cli, clap::ArgMatches) {
     let name = invoked_name();
-    let matches = Cli::command().name(name).bin_name(name).get_matches();
+    let matches = named_in_help(Cli::command(), name)
+        .name(name)
+        .bin_name(name)
+        .get_matches();
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     (cli, matches)
+}
+
+/// What `serve` serves, with the HTTP listener it bound before anything slow.
+enum Serving {
+    /// MCP over stdio only.
+    Stdio,
+    /// MCP over Streamable HTTP, the REST API and the web UI.
+    Http(std::net::TcpListener),
+    /// Both, sharing one engine.
+    Both(std::net::TcpListener),
 }
 
 /// The hidden first argument that makes this binary a converter child (see
@@ -1025,7 +1076,14 @@ fn run(cli: Cli, matches: &clap::ArgMatches, env: &config::Env) -> Result<()> {
         return kb::run(engine, &k.cmd, cli.json, settings::worker_options(env)?);
     }
     if let Command::Source(k) = &cli.command {
-        return source::run(engine, &k.cmd, cli.json, settings::worker_options(env)?);
+        let space_named = cli.space.as_deref().is_some_and(|s| !s.trim().is_empty());
+        return source::run(
+            engine,
+            &k.cmd,
+            cli.json,
+            settings::worker_options(env)?,
+            space_named,
+        );
     }
     if let Command::Hub(cmd) = &cli.command {
         return hub::run(engine, cmd, cli.json);
@@ -1447,12 +1505,22 @@ fn serve(
         None => quarry_server::HttpOptions::default(),
     };
     // Bound before anything slow (the model's load): a taken port is said at once.
-    let listener = match transport {
-        Transport::Mcp => None,
-        _ => Some(quarry_server::bind_http(&opts).map_err(|e| anyhow::anyhow!(e))?),
+    let serving = match transport {
+        Transport::Mcp => Serving::Stdio,
+        Transport::Http => {
+            Serving::Http(quarry_server::bind_http(&opts).map_err(|e| anyhow::anyhow!(e))?)
+        }
+        Transport::Both => {
+            Serving::Both(quarry_server::bind_http(&opts).map_err(|e| anyhow::anyhow!(e))?)
+        }
     };
+    // Upstreams start one at a time until the models are in: 70 children starting beside
+    // the embedding model's load kept it waiting for minutes (issue 65, item 15).
+    let models_loading = quarry_hub::PriorityWork::new();
     let mut hub_opts = quarry_hub::HubOptions {
         secret_key: settings::secret_key(env)?,
+        upstream_starts: settings::hub_upstream_starts(env)?,
+        narrow_starts_while: Some(models_loading.clone()),
         ..Default::default()
     };
     if let Some(a) = args {
@@ -1494,6 +1562,7 @@ fn serve(
         // model, with progress on stderr); /health reports model_loaded once they are in.
         let preload = state.root_engine().clone();
         tokio::task::spawn_blocking(move || {
+            let _loaded = models_loading.finish_on_drop();
             let progress = progress::CliProgress::new();
             match quarry_store::thread_guard::allow_blocking(|| preload.preload_models(&progress)) {
                 Ok(names) if !names.is_empty() => tracing::info!(models = ?names, "models loaded"),
@@ -1550,19 +1619,16 @@ fn serve(
             local_stop.clone(),
         ));
         let workers_state = state.clone();
-        let http = |state, shutdown, listener: Option<std::net::TcpListener>| async move {
-            let Some(listener) = listener else {
-                return Err(std::io::Error::other("no HTTP listener was bound"));
-            };
+        let http = |state, shutdown, listener: std::net::TcpListener| async move {
             quarry_server::serve_http(state, opts, listener, shutdown, |addr| {
                 tracing::info!(%addr, auth = ?auth, "serving the web UI at http://{addr}/, MCP at http://{addr}/mcp and the REST API");
             })
             .await
         };
-        match transport {
-            Transport::Mcp => quarry_server::serve_stdio(state, shutdown).await?,
-            Transport::Http => http(state, shutdown, listener).await?,
-            Transport::Both => {
+        match serving {
+            Serving::Stdio => quarry_server::serve_stdio(state, shutdown).await?,
+            Serving::Http(listener) => http(state, shutdown, listener).await?,
+            Serving::Both(listener) => {
                 // A stdio client that ran a session and went away ends the process, HTTP
                 // included (an agent started it). Stdin that never carried a session —
                 // `nohup`, systemd, a closed or foreign stdin — leaves HTTP serving

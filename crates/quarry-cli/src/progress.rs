@@ -30,6 +30,9 @@ struct Lines {
     done: u64,
     /// The counts are bytes (a download): written in MB.
     bytes: bool,
+    /// What the caller says of the work after the counts ([`CliProgress::update`]), written
+    /// instead of a rate and time left of this process's own counting.
+    detail: Option<String>,
     started: Instant,
     /// When the last line was written; `None` before the first.
     written: Option<Instant>,
@@ -49,6 +52,10 @@ impl Lines {
         } else {
             format!("{}: {}", self.label, n(self.done))
         };
+        if let Some(detail) = &self.detail {
+            line.push_str(detail);
+            return line;
+        }
         if self.done > 0 && secs >= 1.0 {
             if self.bytes {
                 line.push_str(&format!(" ({:.1} MB/s", rate / 1e6));
@@ -74,7 +81,7 @@ impl Lines {
 }
 
 /// `42 s`, `3 min 5 s`, `2 h 10 min`.
-fn duration_text(secs: f64) -> String {
+pub(crate) fn duration_text(secs: f64) -> String {
     let s = secs.round() as u64;
     match s {
         0..60 => format!("{s} s"),
@@ -107,6 +114,7 @@ impl CliProgress {
                 total,
                 done: 0,
                 bytes,
+                detail: None,
                 started: Instant::now(),
                 // A download is rare and may be large: always said, however quick.
                 written: bytes.then(Instant::now),
@@ -145,6 +153,51 @@ impl CliProgress {
         bar.set_style(style);
         bar.set_message(label.to_owned());
         *self.bar() = Some(bar);
+    }
+}
+
+impl CliProgress {
+    /// Starts a phase of `total` steps whose rate and time left the caller knows better than
+    /// this process's own counting could (a wait for uploads another process may process):
+    /// its line says what [`CliProgress::update`] gives.
+    pub(crate) fn begin_detailed(&self, label: &str, total: u64) {
+        if !self.tty {
+            self.start(label, total, false);
+            if let Some(l) = self.lines().as_mut() {
+                l.detail = Some(String::new());
+            }
+            return;
+        }
+        let bar = ProgressBar::new(total);
+        let style =
+            ProgressStyle::with_template("{prefix} [{bar:30}] {human_pos}/{human_len}{msg}")
+                .map(|s| s.progress_chars("=> "))
+                .unwrap_or_else(|_| ProgressStyle::default_bar());
+        bar.set_style(style);
+        bar.set_prefix(label.to_owned());
+        *self.bar() = Some(bar);
+    }
+
+    /// `done` steps of a [`CliProgress::begin_detailed`] phase are done, and `detail` says
+    /// the rest (written after the counts, e.g. `; 1234 chunks to embed (12.8/s, about
+    /// 1 min 36 s left)`). Lines are written as for [`Progress::advance`].
+    pub(crate) fn update(&self, done: u64, detail: &str) {
+        if let Some(b) = self.bar().as_ref() {
+            b.set_position(done);
+            b.set_message(detail.to_owned());
+        }
+        if let Some(l) = self.lines().as_mut() {
+            l.done = done;
+            l.detail = Some(detail.to_owned());
+            let due = match l.written {
+                None => l.started.elapsed() >= FIRST_LINE_AFTER,
+                Some(at) => at.elapsed() >= LINE_EVERY,
+            };
+            if due {
+                l.written = Some(Instant::now());
+                eprintln!("{}", l.line());
+            }
+        }
     }
 }
 
@@ -196,6 +249,9 @@ impl Progress for CliProgress {
     }
 
     fn waiting(&self, message: &str) {
-        eprintln!("{message}");
+        match self.bar().as_ref() {
+            Some(b) => b.println(message),
+            None => eprintln!("{message}"),
+        }
     }
 }

@@ -148,6 +148,15 @@ pub(crate) fn web_search(env: &Env) -> Result<Option<quarry_hub::WebSearchOption
     quarry_hub::WebSearchOptions::from_lookup(env.lookup()).map_err(|e| anyhow::anyhow!(e))
 }
 
+/// Most stdio upstreams the hub starts at once (`QUARRY_HUB_UPSTREAM_STARTS`).
+pub(crate) fn hub_upstream_starts(env: &Env) -> Result<usize> {
+    match env.u64(&config::QUARRY_HUB_UPSTREAM_STARTS)? {
+        None => Ok(quarry_hub::default_upstream_starts()),
+        Some(n @ 1..=256) => Ok(n as usize),
+        Some(n) => anyhow::bail!("QUARRY_HUB_UPSTREAM_STARTS={n}: use 1 to 256"),
+    }
+}
+
 /// The audit log's retention and whether it keeps query text.
 pub(crate) fn audit(env: &Env) -> Result<quarry_audit::AuditSettings> {
     quarry_audit::AuditSettings::from_lookup(env.lookup()).map_err(|e| anyhow::anyhow!(e))

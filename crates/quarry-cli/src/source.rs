@@ -1,7 +1,9 @@
 //! `quarry source …`: sources that sync a knowledge base — a folder or a Git repository
 //! attached once, synced when asked (and, on a server, on their schedule). A sync's added and
 //! changed documents are processed right here (a progress bar on a terminal) unless
-//! `--no-wait`.
+//! `--no-wait`. A source id is global: without `--space`, the verbs that take one find the
+//! source in whichever space it is (the CLI is the machine's owner, who reaches them all);
+//! with `--space`, only there.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -46,7 +48,8 @@ pub(crate) enum SourceCmd {
         #[arg(long, default_value_t = 5)]
         reports: usize,
     },
-    /// Change which files a source syncs or how often.
+    /// Change which files a source syncs, how often, its credential, readers or the
+    /// addresses it may reach.
     Set {
         /// The source's id.
         id: String,
@@ -73,6 +76,11 @@ pub(crate) enum SourceCmd {
         /// mapping).
         #[arg(long, conflicts_with_all = ["readers", "codeowners"])]
         no_readers: bool,
+        #[command(flatten)]
+        net: AllowNetArgs,
+        /// Forget the source's own address allowance.
+        #[arg(long, conflicts_with = "allow_net")]
+        no_allow_net: bool,
     },
     /// Detach a source; its documents are deleted unless --keep-documents.
     #[command(alias = "remove")]
@@ -132,6 +140,20 @@ pub(crate) struct AddArgs {
     credential: CredentialArgs,
     #[command(flatten)]
     readers: ReaderArgs,
+    #[command(flatten)]
+    net: AllowNetArgs,
+}
+
+/// A source's own address allowance: ranges its syncs may reach on a server whose outbound
+/// address guard would refuse them, without opening the whole server (`serve --allow-net`).
+#[derive(Args)]
+pub(crate) struct AllowNetArgs {
+    /// Address ranges this source's syncs may reach besides public ones and the server's
+    /// --allow-net, comma-separated or repeated (`127.0.0.1/32`, `10.1.2.3`): the server's
+    /// scheduled syncs (on a server with access tokens) go through its outbound address
+    /// guard. Never the cloud metadata address.
+    #[arg(long, value_name = "RANGES", value_delimiter = ',')]
+    allow_net: Vec<String>,
 }
 
 /// Who reads a source's documents: rules over its paths, optionally its CODEOWNERS file.
@@ -243,12 +265,19 @@ fn parse_every(text: &str) -> Result<Option<Duration>> {
 }
 
 /// Runs a `source` command; a sync's documents are processed by workers with `workers`.
+/// `space_named`: `--space` was given, so a source id is looked up there only; otherwise in
+/// whichever space the source is.
 pub(crate) fn run(
     engine: Engine,
     cmd: &SourceCmd,
     json_out: bool,
     workers: quarry_queue::WorkerOptions,
+    space_named: bool,
 ) -> Result<()> {
+    let engine = match cmd.source_id() {
+        Some(id) if !space_named => engine.in_source_space(id)?,
+        _ => engine,
+    };
     let engine = Arc::new(engine);
     let progress = CliProgress::new();
     let mut out = std::io::stdout().lock();
@@ -282,8 +311,10 @@ pub(crate) fn run(
                     secret: a.credential.secret()?,
                     watch: a.watch,
                     readers: a.readers.mapping()?,
+                    allow_net: a.net.allow_net.clone(),
                 },
             )?;
+            warn(&s);
             if json_out {
                 print_json(&s)?;
             } else {
@@ -374,6 +405,8 @@ pub(crate) fn run(
             forget_credential,
             readers,
             no_readers,
+            net,
+            no_allow_net,
         } => {
             let secret = credential.secret()?;
             let watch = (*watch || *no_watch).then_some(*watch);
@@ -385,9 +418,11 @@ pub(crate) fn run(
                 && !forget_credential
                 && mapping.is_none()
                 && !no_readers
+                && net.allow_net.is_empty()
+                && !no_allow_net
             {
                 bail!(
-                    "nothing to change: give --mask, --every, --watch/--no-watch, a credential (--token-env or --password-stdin), --forget-credential, --readers/--codeowners or --no-readers"
+                    "nothing to change: give --mask, --every, --watch/--no-watch, a credential (--token-env or --password-stdin), --forget-credential, --readers/--codeowners, --no-readers, --allow-net or --no-allow-net"
                 );
             }
             let interval = match every {
@@ -406,6 +441,10 @@ pub(crate) fn run(
             }
             if mapping.is_some() || *no_readers {
                 s = engine.set_source_readers(id, mapping.as_ref())?;
+            }
+            if !net.allow_net.is_empty() || *no_allow_net {
+                s = engine.set_source_allow_net(id, &net.allow_net)?;
+                warn(&s);
             }
             if json_out {
                 print_json(&s)?;
@@ -441,6 +480,27 @@ pub(crate) fn run(
     Ok(())
 }
 
+impl SourceCmd {
+    /// The source id the command names, if it names one.
+    fn source_id(&self) -> Option<&str> {
+        match self {
+            SourceCmd::Sync { id, .. }
+            | SourceCmd::Status { id, .. }
+            | SourceCmd::Set { id, .. }
+            | SourceCmd::Rm { id, .. } => Some(id),
+            SourceCmd::Add(_) | SourceCmd::List { .. } => None,
+        }
+    }
+}
+
+/// The warnings of an attach or a change (the guard of the server's scheduled syncs would
+/// refuse the source), on standard error whatever the output format.
+fn warn(s: &SourceView) {
+    for w in &s.warnings {
+        eprintln!("warning: {}", quarry_core::terminal_safe(w));
+    }
+}
+
 fn print_source(out: &mut impl Write, s: &SourceView) -> Result<()> {
     let every = match (s.interval_seconds, s.watch) {
         (Some(secs), true) => format!("on change and every {secs}s"),
@@ -474,8 +534,16 @@ fn print_source(out: &mut impl Write, s: &SourceView) -> Result<()> {
             "  readers of unmapped paths: the knowledge base's admins"
         )?;
     }
+    if !s.allow_net.is_empty() {
+        writeln!(out, "  may also reach: {}", s.allow_net.join(", "))?;
+    }
     if let Some(e) = &s.last_error {
-        writeln!(out, "  failing ({} in a row): {e}", s.failures)?;
+        writeln!(
+            out,
+            "  failing ({} in a row): {}",
+            s.failures,
+            quarry_core::terminal_safe(e)
+        )?;
     }
     Ok(())
 }

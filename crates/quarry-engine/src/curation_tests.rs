@@ -54,6 +54,7 @@ fn synced(e: &Engine, dir: &std::path::Path) -> String {
                 secret: None,
                 watch: false,
                 readers: None,
+                allow_net: Vec::new(),
             },
         )
         .unwrap();

@@ -522,11 +522,12 @@ impl Engine {
         let collections = self.collections()?;
         let total: u64 = collections.iter().map(|c| c.documents).sum();
         let model = self.backlog_model()?;
-        let embedding = self.store.embedding_state(
+        let mut embedding = self.store.embedding_state(
             self.space(),
             self.scope.collections.as_deref(),
             model.as_deref(),
         )?;
+        self.uncount_hidden_embedding(&mut embedding, model.as_deref())?;
         // The machine's owner sees every space's backlog: a team server embeds them all.
         let mut spaces = Vec::new();
         if self.scope.machine_owner && self.scope.collections.is_none() {

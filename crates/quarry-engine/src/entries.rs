@@ -273,7 +273,7 @@ impl Engine {
         let (file, markdown) = self.prepare_note(note)?;
         let base = self.knowledge_base_for_writing(kb)?;
         let mut entry = self.new_entry(base.collection_id, options)?;
-        self.check_key_readable(base.collection_id, &entry)?;
+        self.check_key_readable(base.collection_id, &entry, file.readers.as_deref())?;
         let mut near = Vec::new();
         let mut merged = false;
         if entry.key.is_none() && entry.supersedes.is_none() {
@@ -402,13 +402,33 @@ impl Engine {
         })
     }
 
-    /// A key write only ever reaches entries the writer may read: when the current entry of
-    /// the key it writes (given, or the superseded entry's) is hidden from the writer, the
-    /// write is refused — it neither supersedes that entry nor names it, and the words are
+    /// A key write only ever reaches entries the writer may read. A key names one current
+    /// entry per set of readers (the store's rule), so a write whose readers differ from a
+    /// hidden current entry's starts a chain of its own, exactly as for a free key, and never
+    /// learns of the hidden one (issue 65 item 5). Only a write that names readers it is not
+    /// among, the hidden entry's own, would reach it: that one is refused, in words that are
     /// the same whichever entry it is (its id, title, readers and time stay unsaid).
-    fn check_key_readable(&self, collection_id: i64, entry: &NewEntry) -> Result<()> {
+    fn check_key_readable(
+        &self,
+        collection_id: i64,
+        entry: &NewEntry,
+        readers: Option<&[String]>,
+    ) -> Result<()> {
         if self.scope().readers.is_none() {
             return Ok(());
+        }
+        // A version named by id whose successor is hidden: the store's answer would name the
+        // successor, so the words here say only that it is not current.
+        if let Some(row) = entry.supersedes
+            && let Some(target) = self.store().kb_file_by_row(row)?
+            && let Some(next) = target.entry.as_ref().and_then(|e| e.superseded_by.clone())
+            && let Some(successor) = self.store().kb_file(collection_id, &next)?
+            && !self.may_read_file(&successor)
+        {
+            return Err(Error::Conflict(format!(
+                "entry {} is not the current version of its key: write the key to add a version",
+                target.id
+            )));
         }
         let key = match (&entry.key, entry.supersedes) {
             (Some(key), _) => Some(key.clone()),
@@ -427,6 +447,7 @@ impl Engine {
             .iter()
             .any(|f| {
                 f.entry.as_ref().is_some_and(|e| e.superseded_by.is_none())
+                    && f.readers.as_deref() == readers
                     && !self.may_read_file(f)
             });
         if hidden_current {

@@ -344,9 +344,11 @@ fn what_a_search_leaves_out_is_read_once_per_request_and_never_kept_across_reque
     }
 }
 
-/// A key write never reaches an entry its writer may not read: the hidden current entry of
-/// the key stays current and unnamed, and a history read by the writer lists only the
-/// versions it may read (issue 65, item 5).
+/// A key write never reaches an entry its writer may not read: written by key, it starts a
+/// chain of the writer's own exactly as a free key would (a key names one current entry per
+/// set of readers); superseding by id a version whose successor is hidden is refused without
+/// naming it. The hidden current entry of the key stays current and unnamed, and a history
+/// read by the writer lists only the versions it may read (issue 65, item 5).
 #[test]
 fn a_key_write_never_supersedes_or_names_a_hidden_entry() {
     use quarry_core::{Access, Scope};
@@ -382,35 +384,51 @@ fn a_key_write_never_supersedes_or_names_a_hidden_entry() {
         Some(&["group:hr".to_owned()][..]),
     )
     .unwrap();
-    for options in [
-        keyed("plan"),
-        EntryOptions {
-            supersedes: Some(open.file.id.clone()),
-            ..EntryOptions::default()
-        },
-    ] {
-        match bob.create_entry("memory", note("# Plan\n\nThe plan is 0."), &options) {
-            Err(Error::Conflict(words)) => assert!(!words.contains(&hidden.file.id), "{words}"),
-            other => panic!("{other:?}"),
-        }
+    let by_id = EntryOptions {
+        supersedes: Some(open.file.id.clone()),
+        ..EntryOptions::default()
+    };
+    match bob.create_entry("memory", note("# Plan\n\nThe plan is 0."), &by_id) {
+        Err(Error::Conflict(words)) => assert!(!words.contains(&hidden.file.id), "{words}"),
+        other => panic!("{other:?}"),
     }
+    let mine = bob
+        .create_entry("memory", note("# Plan\n\nThe plan is 0."), &keyed("plan"))
+        .unwrap();
+    let free = bob
+        .create_entry(
+            "memory",
+            note("# Free\n\nA key nobody used."),
+            &keyed("free"),
+        )
+        .unwrap();
+    assert!(
+        mine.superseded.is_none() && free.superseded.is_none(),
+        "as for a free key"
+    );
     // hr's version is still the key's current entry.
     let now = ann.find_knowledge(None, &hidden.file.id).unwrap();
     assert!(now.entry.as_ref().unwrap().superseded_by.is_none());
-    // bob's history of the open version: itself alone, no event naming hr's.
+    // bob's history of the open version: the versions he reads (it and his own chain's),
+    // no event naming hr's.
     let old = bob.find_knowledge(None, &open.file.id).unwrap();
     let h = bob.entry_history(&old).unwrap();
     assert_eq!(
         h.versions.iter().map(|f| f.id.as_str()).collect::<Vec<_>>(),
-        [open.file.id.as_str()]
+        [open.file.id.as_str(), mine.file.id.as_str()]
     );
-    assert!(h.events.iter().all(|ev| ev.entry == open.file.id));
+    assert!(
+        h.events
+            .iter()
+            .all(|ev| ev.entry == open.file.id || ev.entry == mine.file.id)
+    );
     assert!(
         !serde_json::to_string(&h.events)
             .unwrap()
             .contains(&hidden.file.id)
     );
-    assert_eq!(ann.entry_history(&old).unwrap().versions.len(), 2);
+    // ann reads every version of the key: the open one, hr's and bob's chain beside it.
+    assert_eq!(ann.entry_history(&old).unwrap().versions.len(), 3);
     // A key whose current entry bob reads is written as always.
     bob.create_entry(
         "memory",

@@ -584,7 +584,17 @@ impl Engine {
             return self.store().queue_counts(None);
         }
         let ids: Vec<i64> = self.collections()?.iter().map(|c| c.id).collect();
-        self.store().queue_counts(Some(&ids))
+        let mut counts = self.store().queue_counts(Some(&ids))?;
+        // The jobs of files the caller may not read are not counted either (issue 65 item 6):
+        // a hidden document looks exactly like one that does not exist.
+        if let Some(hidden) = self.hidden_in(Some(&ids))? {
+            let rows: Vec<i64> = hidden.files.iter().map(|f| f.row_id).collect();
+            let theirs = self.store().file_queue_counts(&rows)?;
+            counts.enqueued = counts.enqueued.saturating_sub(theirs.enqueued);
+            counts.processing = counts.processing.saturating_sub(theirs.processing);
+            counts.failed = counts.failed.saturating_sub(theirs.failed);
+        }
+        Ok(counts)
     }
 
     /// Owners holding leases on running jobs.

@@ -84,7 +84,7 @@ pub use quarry_models::{ApiKey, ModelEnv, ModelSpec};
 pub use quarry_sources::{Location, ReaderMapping, ReaderRule, Secret};
 pub use quarry_store::{
     ChangeWaiter, FileFilter, FileStatus, Job, JobKind, KbFile, KnowledgeBase, NoteMeta,
-    QueueCounts, owner_node,
+    QueueCounts, StatusFilter, owner_node,
 };
 pub use quarry_store::{SyncCounts, SyncLine, SyncReport};
 pub use readers::{MAX_READERS, parse_reader_keys};
@@ -97,7 +97,7 @@ pub use semantic::{
     ANN_EXPANSION, DEFAULT_EMBED_MODEL, EXACT_SEARCH_MAX, EmbedOptions, EmbedReport,
     EmbeddingProgress, ModelConfig, SemanticState, embed_input, model_key,
 };
-pub use source_options::{MIN_SOURCE_LEASE, SourceOptions};
+pub use source_options::{MIN_SOURCE_LEASE, SourceOptions, check_allow_net};
 pub use sources::{
     AddSource, MIN_SYNC_INTERVAL, SOURCE_LEASE, SourceView, SyncOutcome, WatchedFolder,
 };

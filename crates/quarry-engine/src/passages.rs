@@ -14,7 +14,9 @@
 //! ago) is scored on its keyword evidence alone, exactly as keyword search scores it without
 //! a model: fresh content is never hidden behind embedding. Scores are calibrated probabilities
 //! (`calibration.rs`); results are ranked by them, at most [`PER_DOCUMENT`] passages per
-//! document.
+//! document while other documents have passages to offer — the places left then go to the
+//! best passages the cap held back, so a manual that alone answers a question shows as many
+//! of its pages as asked for.
 
 use std::collections::HashMap;
 
@@ -31,8 +33,9 @@ use crate::progress::NoProgress;
 
 /// Passages each retriever contributes.
 pub(crate) const PASSAGE_DEPTH: usize = 100;
-/// At most this many passages of one document among the results: a long manual may hold
-/// the three best answers, but not crowd out every other document.
+/// At most this many passages of one document among the results while other documents have
+/// passages to offer: a long manual may hold the three best answers, but not crowd out every
+/// other document. Places no other document fills go to the passages the cap held back.
 pub const PER_DOCUMENT: usize = 3;
 /// Characters of a passage handed to the reranker.
 const RERANK_CHARS: usize = 2000;
@@ -182,37 +185,61 @@ impl Engine {
             }
         };
 
+        // A passage that scores 0 has no evidence at all: `min_score: 0` asks for every passage
+        // with some, not for padding.
+        let kept = |score: f64| score >= req.min_score && score > 0.0;
         let total_count = candidates
             .iter()
-            .filter(|c| round_score(c.score) >= req.min_score)
+            .filter(|c| kept(round_score(c.score)))
             .count();
         let terms = self.passage_terms(&req.query)?;
         let file_ids = self.store().kb_file_ids(&doc_ids)?;
+        // Chosen in two passes over the candidates (best first): with the cap per document,
+        // then, in the places left, the passages the cap held back. Each passage mostly inside
+        // one already chosen (overlapping chunks) adds nothing.
         let mut per_doc: HashMap<i64, Vec<(usize, usize)>> = HashMap::new();
-        let mut results = Vec::with_capacity(req.top_k);
-        for c in &candidates {
-            if results.len() == req.top_k {
+        let mut chosen: Vec<usize> = Vec::with_capacity(req.top_k);
+        let mut held_back: Vec<usize> = Vec::new();
+        for (i, c) in candidates.iter().enumerate() {
+            if chosen.len() == req.top_k || !kept(round_score(c.score)) {
                 break;
             }
-            let score = round_score(c.score);
-            if score < req.min_score {
-                break;
-            }
-            let Some((chunk, doc, text)) = texts(c) else {
+            let Some((chunk, doc, _)) = texts(c) else {
                 continue;
             };
             let taken = per_doc.entry(doc.id).or_default();
-            // A passage mostly inside one already chosen (overlapping chunks) adds nothing.
-            let overlaps = taken.iter().any(|&(s, e)| {
-                let shared = e
-                    .min(chunk.byte_end)
-                    .saturating_sub(s.max(chunk.byte_start));
-                shared * 2 > chunk.byte_end - chunk.byte_start
-            });
-            if taken.len() >= PER_DOCUMENT || overlaps {
+            if overlaps_any(taken, chunk) {
+                continue;
+            }
+            if taken.len() >= PER_DOCUMENT {
+                held_back.push(i);
                 continue;
             }
             taken.push((chunk.byte_start, chunk.byte_end));
+            chosen.push(i);
+        }
+        for i in held_back {
+            if chosen.len() == req.top_k {
+                break;
+            }
+            let Some((chunk, doc, _)) = texts(&candidates[i]) else {
+                continue;
+            };
+            let taken = per_doc.entry(doc.id).or_default();
+            if !overlaps_any(taken, chunk) {
+                taken.push((chunk.byte_start, chunk.byte_end));
+                chosen.push(i);
+            }
+        }
+        // Best first, whichever pass chose them.
+        chosen.sort_unstable();
+        let mut results = Vec::with_capacity(chosen.len());
+        for i in chosen {
+            let c = &candidates[i];
+            let score = round_score(c.score);
+            let Some((chunk, doc, text)) = texts(c) else {
+                continue;
+            };
             let file = doc.display_path();
             let (kb, rel) = (doc.collection.as_str(), doc.path.as_str());
             // A knowledge base's file id; a folder collection's document is its docid.
@@ -448,4 +475,15 @@ fn excerpt(heading: &str, text: &str, terms: &[String], max_chars: usize) -> Str
         Some((cut, _)) => plain[..cut].trim_end().to_owned(),
         None => plain,
     }
+}
+
+/// Whether `chunk` lies mostly (more than half of it) inside one of the spans already taken
+/// from its document.
+fn overlaps_any(taken: &[(usize, usize)], chunk: &ChunkRef) -> bool {
+    taken.iter().any(|&(s, e)| {
+        let shared = e
+            .min(chunk.byte_end)
+            .saturating_sub(s.max(chunk.byte_start));
+        shared * 2 > chunk.byte_end - chunk.byte_start
+    })
 }

@@ -181,6 +181,29 @@ impl Engine {
         Ok(())
     }
 
+    /// An embedding backlog as this handle sees it: the chunks and documents of files hidden
+    /// from it left out (issue 65 item 6: `/api/v1/queue` and `status` counted them).
+    pub(crate) fn uncount_hidden_embedding(
+        &self,
+        state: &mut quarry_store::EmbeddingState,
+        model: Option<&str>,
+    ) -> Result<()> {
+        let Some(hidden) = self.hidden_in(None)? else {
+            return Ok(());
+        };
+        let documents: Vec<i64> = hidden.files.iter().filter_map(|f| f.document_id).collect();
+        if documents.is_empty() {
+            return Ok(());
+        }
+        let theirs = self.store().documents_embedding_state(&documents, model)?;
+        state.documents_pending = state
+            .documents_pending
+            .saturating_sub(theirs.documents_pending);
+        state.chunks = state.chunks.saturating_sub(theirs.chunks);
+        state.chunks_pending = state.chunks_pending.saturating_sub(theirs.chunks_pending);
+        Ok(())
+    }
+
     /// A knowledge base's counts as this handle sees them: hidden files left out.
     pub(crate) fn counted_for_caller(&self, mut kb: KnowledgeBase) -> Result<KnowledgeBase> {
         let Some(hidden) = self.hidden_in(Some(&[kb.collection_id]))? else {

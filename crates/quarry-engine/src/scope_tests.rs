@@ -236,6 +236,16 @@ fn documents_with_readers_are_hidden_from_everyone_else_before_ranking() {
     assert_eq!(eng.knowledge_base("kb").unwrap().document_count, 1);
     assert_eq!(hr.knowledge_base("kb").unwrap().document_count, 21);
     assert_eq!(eng.status().unwrap().total_documents, 1);
+    // Nor the embedding backlog (issue 65 item 6): the hidden notes' chunks are not counted.
+    let (seen, all) = (eng.status().unwrap(), hr.status().unwrap());
+    assert_eq!((seen.needs_embedding, all.needs_embedding), (1, 21));
+    assert!(
+        seen.chunks_needing_embedding >= 1
+            && seen.chunks_needing_embedding + 20 <= all.chunks_needing_embedding,
+        "{} of {}",
+        seen.chunks_needing_embedding,
+        all.chunks_needing_embedding
+    );
     assert_eq!(
         eng.kb_documents("kb", &crate::FileFilter::default())
             .unwrap()

@@ -23,7 +23,7 @@ use quarry_core::{Error, Result};
 use quarry_models::{
     Embedder, HubProgress, ModelEnv, ModelError, ModelIdentity, ModelSpec, QueryExpander, Reranker,
 };
-use quarry_store::{ChunkRef, Lease};
+use quarry_store::{ChunkRef, EmbeddedBatch, Lease};
 use serde::Serialize;
 
 use crate::engine::{Engine, WriteGuard};
@@ -44,9 +44,23 @@ const META_ANN_MODEL: &str = "ann.model";
 pub(crate) const META_ANN_DIMS: &str = "ann.dims";
 const META_EMBED_SPEC: &str = "embed.spec";
 const META_EMBED_NAME: &str = "embed.name";
-/// The rate the last embedding round measured (`{"model", "chunks_per_s"}`): in the store,
-/// so every node's queue report estimates from the same figure.
+/// The rate embedding last proceeded at (`{"model", "chunks_per_s"}`): what the window
+/// measured when a round ended (else that round's own chunks over its wall-clock time). In
+/// the store, so every node falls back on the same figure while the window has too little.
 const META_EMBED_RATE: &str = "embed.rate";
+/// The window over which the rate of embedding is measured: the chunks every node finished
+/// (vectors written) in the last two minutes, over those two minutes of wall-clock time — or
+/// over the time since embedding began, when that is shorter.
+pub(crate) const RATE_WINDOW_MS: i64 = 120_000;
+/// A pause longer than this between one batch's end and the next one's start (all nodes
+/// together) ends a stretch of embedding: the rate of a new backlog is measured from where
+/// its embedding began, not averaged with the idle time before it. Shorter pauses (between
+/// rounds, a conversion taking the node's places) belong to the stretch and slow its rate,
+/// as they slow the embedding.
+pub(crate) const RATE_GAP_MS: i64 = 30_000;
+/// The least wall-clock time a measured rate covers: below it (the first batch of a backlog)
+/// the last rate measured stands in.
+pub(crate) const RATE_MIN_SPAN_MS: i64 = 5_000;
 /// Chunk texts per store commit while embedding: bounds what a kill can lose.
 const EMBED_COMMIT: usize = 64;
 
@@ -55,11 +69,11 @@ const EMBED_COMMIT: usize = 64;
 /// not all at the end.
 const EMBED_CHECKPOINT: std::time::Duration = std::time::Duration::from_secs(30);
 
-/// What an embedding run did: texts embedded, and the time the model took for them.
+/// What an embedding run did: texts embedded, and the wall-clock time it took.
 #[derive(Default)]
 struct EmbedRun {
     done: u64,
-    model_time: std::time::Duration,
+    took: std::time::Duration,
 }
 
 /// Which chunk texts an embedding run takes.
@@ -189,6 +203,56 @@ pub(crate) fn eta_seconds(pending: u64, rate: f64) -> u64 {
     (pending as f64 / rate).ceil() as u64
 }
 
+/// Milliseconds of a duration, saturating.
+fn millis(d: std::time::Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// The rate embedding proceeds at, in chunks a second, from the batches every node recorded
+/// (`now_ms` and the batches on the store's clock): the chunks finished in the last
+/// [`RATE_WINDOW_MS`], or since the stretch of embedding going on began when that is later
+/// (batches separated by pauses of at most [`RATE_GAP_MS`] make one stretch), over that
+/// wall-clock time up to now. A batch that began before the window counts for the share of
+/// its time inside it. `None` when that covers less than [`RATE_MIN_SPAN_MS`] or finished
+/// nothing.
+pub(crate) fn measured_rate(now_ms: i64, batches: &[EmbeddedBatch]) -> Option<f64> {
+    let window_start = now_ms - RATE_WINDOW_MS;
+    let mut latest_first: Vec<&EmbeddedBatch> = batches
+        .iter()
+        .filter(|b| b.ended_ms >= window_start && b.ended_ms <= now_ms)
+        .collect();
+    latest_first.sort_by_key(|b| std::cmp::Reverse(b.ended_ms));
+    // Back from the latest batch, while each ended no more than a pause before the
+    // earliest start seen so far (several nodes' batches overlap).
+    let mut began = i64::MAX;
+    let mut stretch = Vec::new();
+    for b in latest_first {
+        if !stretch.is_empty() && b.ended_ms < began.saturating_sub(RATE_GAP_MS) {
+            break;
+        }
+        began = began.min(b.ended_ms - b.elapsed_ms.max(0));
+        stretch.push(b);
+    }
+    let from = began.max(window_start);
+    let span = now_ms.checked_sub(from)?;
+    if stretch.is_empty() || span < RATE_MIN_SPAN_MS {
+        return None;
+    }
+    let chunks: f64 = stretch
+        .iter()
+        .map(|b| {
+            let elapsed = b.elapsed_ms.max(0);
+            let inside = if b.ended_ms - elapsed >= from || elapsed == 0 {
+                1.0
+            } else {
+                ((b.ended_ms - from) as f64 / elapsed as f64).clamp(0.0, 1.0)
+            };
+            b.chunks as f64 * inside
+        })
+        .sum();
+    (chunks > 0.0).then(|| chunks / (span as f64 / 1000.0))
+}
+
 /// How far embedding has got ([`Engine::embedding_progress`]), as `/api/v1/queue` reports it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct EmbeddingProgress {
@@ -198,8 +262,10 @@ pub struct EmbeddingProgress {
     pub chunks_pending: u64,
     /// Chunks in all.
     pub chunks: u64,
-    /// The rate embedding proceeds at: what the last round measured (model time only),
-    /// times the nodes embedding now; `None` before any round.
+    /// The rate embedding proceeds at, every node together: the chunks finished (vectors
+    /// written) over the last two minutes of wall-clock time, or since the embedding going on
+    /// began when that is shorter ([`measured_rate`]); while that covers under five seconds,
+    /// the rate last measured; `None` before any.
     pub chunks_per_second: Option<f64>,
     /// Nodes embedding now (each runs one embed job at a time).
     pub nodes_embedding: u64,
@@ -738,6 +804,10 @@ impl Engine {
         checkpoint: &mut dyn FnMut() -> Result<()>,
     ) -> Result<EmbedRun> {
         let store = self.store();
+        let run_started = Instant::now();
+        // Where the next batch's time starts: the run's start (reading the texts is part of
+        // the first batch), then each batch's end.
+        let mut batch_started = run_started;
         let mut jobs = match work {
             EmbedWork::All(collection_id) => {
                 store.embed_jobs(self.space(), collection_id, key, None)?
@@ -771,7 +841,6 @@ impl Engine {
         order.sort_by_key(|&i| std::cmp::Reverse(inputs[i].0.len()));
         progress.begin("Embedding", inputs.len() as u64);
         let mut done = 0u64;
-        let mut model_time = std::time::Duration::ZERO;
         let mut checkpointed = Instant::now();
         for batch in order.chunks(EMBED_COMMIT) {
             if checkpointed.elapsed() >= EMBED_CHECKPOINT {
@@ -779,9 +848,7 @@ impl Engine {
                 checkpointed = Instant::now();
             }
             let texts: Vec<&str> = batch.iter().map(|&i| inputs[i].0.as_str()).collect();
-            let started = Instant::now();
             let vectors = model.embed_passages(&texts).map_err(model_err)?;
-            model_time += started.elapsed();
             if vectors.len() != texts.len() {
                 return Err(Error::Unavailable(format!(
                     "embedding model returned {} vectors for {} texts",
@@ -795,24 +862,40 @@ impl Engine {
                 .map(|(&i, v)| (inputs[i].1.clone(), v))
                 .collect();
             store.put_embeddings(key, &rows)?;
-            done += rows.len() as u64;
-            progress.advance(rows.len() as u64);
+            // What the rate is measured from: the chunks these vectors finished, and the
+            // wall-clock time since the last batch (the model, the writes, a checkpoint).
+            let hashes: Vec<String> = rows.into_iter().map(|(hash, _)| hash).collect();
+            store.record_embedded(key, &hashes, millis(batch_started.elapsed()))?;
+            batch_started = Instant::now();
+            done += hashes.len() as u64;
+            progress.advance(hashes.len() as u64);
         }
         progress.end();
-        Ok(EmbedRun { done, model_time })
+        Ok(EmbedRun {
+            done,
+            took: run_started.elapsed(),
+        })
     }
 
-    /// Records the rate a run measured, once its vectors are in the index: a status that
-    /// shows an estimate also shows the index.
+    /// Records the rate embedding proceeds at once a run's vectors are in the index (a
+    /// status that shows an estimate also shows the index), for when the window has too
+    /// little to measure: what the window measures now, else the run's own chunks over its
+    /// wall-clock time.
     fn record_embed_rate(&self, key: &str, run: &EmbedRun) -> Result<()> {
-        if run.done > 0 && !run.model_time.is_zero() {
-            let measured = run.done as f64 / run.model_time.as_secs_f64();
-            // Weighted by the chunks behind each figure: a 4-chunk upload's round (all
-            // per-call overhead) barely moves an estimate a thousand chunks made, so the
-            // time left does not leap from one round to the next.
-            let previous = self.stored_embed_rate(Some(key))?;
-            let weight = run.done as f64 / (run.done as f64 + 512.0);
-            let rate = previous.map_or(measured, |p| p * (1.0 - weight) + measured * weight);
+        if run.done > 0 && !run.took.is_zero() {
+            let recent = self.store().recent_embedding(key, RATE_WINDOW_MS)?;
+            let rate = match measured_rate(recent.now_ms, &recent.batches) {
+                Some(rate) => rate,
+                None => {
+                    let measured = run.done as f64 / run.took.as_secs_f64();
+                    // Weighted by the chunks behind each figure: a 4-chunk upload's round
+                    // (all per-call overhead) barely moves an estimate a thousand chunks
+                    // made, so the time left does not leap from one round to the next.
+                    let previous = self.stored_embed_rate(Some(key))?;
+                    let weight = run.done as f64 / (run.done as f64 + 512.0);
+                    previous.map_or(measured, |p| p * (1.0 - weight) + measured * weight)
+                }
+            };
             let rate = serde_json::json!({
                 "model": key,
                 "chunks_per_s": rate,
@@ -823,18 +906,19 @@ impl Engine {
     }
 
     /// What is left to embed of what the caller may read (its space, limited to its
-    /// collections), with the rate the last round measured and the time that leaves; `None`
-    /// when no embedding model is configured.
+    /// collections), with the rate embedding proceeds at ([`Engine::embed_rate`]) and the
+    /// time that leaves; `None` when no embedding model is configured.
     pub fn embedding_progress(&self) -> Result<Option<EmbeddingProgress>> {
         if !self.embedding_enabled()? {
             return Ok(None);
         }
         let model = self.backlog_model()?;
-        let state = self.store().embedding_state(
+        let mut state = self.store().embedding_state(
             self.space(),
             self.scope().collections.as_deref(),
             model.as_deref(),
         )?;
+        self.uncount_hidden_embedding(&mut state, model.as_deref())?;
         let (rate, nodes) = self.embed_rate(model.as_deref())?;
         Ok(Some(EmbeddingProgress {
             documents_pending: state.documents_pending,
@@ -846,17 +930,49 @@ impl Engine {
         }))
     }
 
-    /// The rate embedding proceeds at, with the nodes embedding now: chunks per second the
-    /// last embedding round measured, if it used `model` (the index's model; any while there
-    /// is none yet: a rate of another model says nothing of this one), times those nodes
-    /// (every node embeds its own share of the work).
+    /// The rate embedding proceeds at, with the nodes embedding now: the chunks every node
+    /// finished with `model` (the index's model) over the last [`RATE_WINDOW_MS`] of
+    /// wall-clock time, or since the embedding going on began ([`measured_rate`]); while
+    /// that window holds too little, the rate last recorded, if it was measured with `model`
+    /// (any while there is none yet: a rate of another model says nothing of this one).
     pub(crate) fn embed_rate(&self, model: Option<&str>) -> Result<(Option<f64>, u64)> {
         let nodes = self.store().live_embed_jobs()?;
-        let rate = self.stored_embed_rate(model)?;
-        Ok((rate.map(|r| r * nodes.max(1) as f64), nodes))
+        let measured = match model {
+            Some(m) => {
+                let recent = self.store().recent_embedding(m, RATE_WINDOW_MS)?;
+                measured_rate(recent.now_ms, &recent.batches)
+            }
+            None => None,
+        };
+        let rate = match measured {
+            Some(rate) => Some(rate),
+            None => self.stored_embed_rate(model)?,
+        };
+        Ok((rate, nodes))
     }
 
-    /// One node's rate as recorded, if it was measured with `model` (any when `None`).
+    /// Embedding progress of some documents (a CLI waiting for its uploads): their chunks,
+    /// those without a vector yet, the documents not yet searchable by meaning, and the time
+    /// that leaves at the rate embedding proceeds at ([`Engine::embed_rate`]). Whoever embeds
+    /// them (this process or a server) records what it finished in the store, so the figures
+    /// are the same everywhere.
+    pub fn documents_embedding_progress(&self, document_ids: &[i64]) -> Result<EmbeddingProgress> {
+        let model = self.backlog_model()?;
+        let state = self
+            .store()
+            .documents_embedding_state(document_ids, model.as_deref())?;
+        let (rate, nodes) = self.embed_rate(model.as_deref())?;
+        Ok(EmbeddingProgress {
+            documents_pending: state.documents_pending,
+            chunks_pending: state.chunks_pending,
+            chunks: state.chunks,
+            chunks_per_second: rate.map(|r| (r * 100.0).round() / 100.0),
+            nodes_embedding: nodes,
+            eta_seconds: rate.map(|r| eta_seconds(state.chunks_pending, r)),
+        })
+    }
+
+    /// The rate last recorded, if it was measured with `model` (any when `None`).
     fn stored_embed_rate(&self, model: Option<&str>) -> Result<Option<f64>> {
         Ok(self
             .store()
@@ -1191,7 +1307,115 @@ impl Engine {
 
 #[cfg(test)]
 mod tests {
-    use super::embed_input;
+    use super::{
+        EmbeddedBatch, RATE_GAP_MS, RATE_MIN_SPAN_MS, RATE_WINDOW_MS, embed_input, eta_seconds,
+        measured_rate,
+    };
+
+    /// A batch of `chunks` that ended at `end_s` seconds and took `took_s`.
+    fn batch(end_s: f64, took_s: f64, chunks: u64) -> EmbeddedBatch {
+        EmbeddedBatch {
+            ended_ms: (end_s * 1000.0) as i64,
+            elapsed_ms: (took_s * 1000.0) as i64,
+            chunks,
+        }
+    }
+
+    /// A node that finishes `chunks` every `every_s` seconds from `from_s` to `to_s`.
+    fn steady(from_s: f64, to_s: f64, every_s: f64, chunks: u64) -> Vec<EmbeddedBatch> {
+        let mut out = Vec::new();
+        let mut end = from_s + every_s;
+        while end <= to_s + 1e-9 {
+            out.push(batch(end, every_s, chunks));
+            end += every_s;
+        }
+        out
+    }
+
+    fn close(got: Option<f64>, want: f64) -> bool {
+        got.is_some_and(|g| (g - want).abs() <= want * 0.02)
+    }
+
+    #[test]
+    fn the_rate_is_what_was_finished_over_the_window_of_wall_clock_time() {
+        // 64 chunks every 5 s for ten minutes: 12.8 a second, whatever the model's own
+        // speed was inside each batch (issue 65 item 19).
+        let b = steady(0.0, 600.0, 5.0, 64);
+        assert!(
+            close(measured_rate(600_000, &b), 12.8),
+            "{:?}",
+            measured_rate(600_000, &b)
+        );
+        // Half-way through a batch: the one in flight counts for nothing yet, the one that
+        // began before the window for its half inside it.
+        let r = measured_rate(602_500, &b);
+        assert!(close(r, (23.0 * 64.0 + 32.0) / 120.0), "{r:?}");
+        // Only the window counts: a faster start long ago does not lift it.
+        let mut fast_then_slow = steady(0.0, 300.0, 1.0, 64);
+        fast_then_slow.extend(steady(300.0, 600.0, 5.0, 64));
+        assert!(close(measured_rate(600_000, &fast_then_slow), 12.8));
+        // Out of order, and with batches outside the window or in the future: the same.
+        let mut shuffled = b.clone();
+        shuffled.reverse();
+        shuffled.push(batch(700.0, 5.0, 10_000));
+        assert!(close(measured_rate(600_000, &shuffled), 12.8));
+    }
+
+    #[test]
+    fn several_nodes_add_up_and_a_batch_across_the_window_counts_for_its_share() {
+        // Two nodes, each 32 chunks every 5 s, staggered: 12.8 a second together.
+        let mut b = steady(0.0, 600.0, 5.0, 32);
+        b.extend(steady(2.5, 597.5, 5.0, 32));
+        let r = measured_rate(600_000, &b);
+        assert!(close(r, 12.8), "{r:?}");
+        // One slow batch of 120 chunks in 120 s that began 20 s before the window: the 100
+        // chunks of its time inside count.
+        let slow = [batch(200.0, 120.0, 120)];
+        let r = measured_rate(220_000, &slow);
+        let window = RATE_WINDOW_MS as f64 / 1000.0;
+        assert!(close(r, 100.0 / window), "{r:?}");
+    }
+
+    #[test]
+    fn a_new_backlog_is_measured_from_where_its_embedding_began() {
+        // Fast embedding that ended 60 s ago (a pause longer than RATE_GAP_MS), then a slow
+        // backlog for the last 40 s: the rate is the slow one, not the mix.
+        assert!(RATE_GAP_MS < 60_000);
+        let mut b = steady(0.0, 40.0, 1.0, 64);
+        b.extend(steady(100.0, 140.0, 5.0, 20));
+        let r = measured_rate(140_000, &b);
+        assert!(close(r, 4.0), "{r:?}");
+        // Pauses shorter than the gap (between rounds) belong to it and slow it.
+        let mut rounds = Vec::new();
+        for round in 0..6 {
+            let start = 10.0 * f64::from(round);
+            rounds.push(batch(start + 5.0, 5.0, 50));
+        }
+        // 6 rounds of 50 chunks in 55 s (each 5 s of work, 5 s apart).
+        let r = measured_rate(55_000, &rounds);
+        assert!(close(r, 300.0 / 55.0), "{r:?}");
+        // Embedding that stopped: the rate falls as the window passes without batches.
+        let stopped = steady(0.0, 100.0, 5.0, 64);
+        let then = measured_rate(100_000, &stopped).unwrap_or(0.0);
+        let later = measured_rate(160_000, &stopped).unwrap_or(0.0);
+        assert!(later < then * 0.6, "{then} then, {later} later");
+        assert_eq!(measured_rate(100_000 + RATE_WINDOW_MS + 1, &stopped), None);
+    }
+
+    #[test]
+    fn too_little_history_measures_nothing() {
+        assert_eq!(measured_rate(1_000_000, &[]), None);
+        // One batch of 2 s, just finished: under the least span, the recorded rate stands in.
+        let first = [batch(1_000.0, 2.0, 64)];
+        assert!(2_000 < RATE_MIN_SPAN_MS);
+        assert_eq!(measured_rate(1_000_000, &first), None);
+        // Once the span is long enough, the batch's own time counts from its start.
+        let r = measured_rate(1_003_000, &first);
+        assert!(close(r, 64.0 / 5.0), "{r:?}");
+        // Batches that finished no chunk (texts whose chunks were deleted meanwhile).
+        assert_eq!(measured_rate(1_010_000, &[batch(1_000.0, 10.0, 0)]), None);
+        assert_eq!(eta_seconds(100, 12.8), 8);
+    }
 
     #[test]
     fn the_embedded_text_carries_the_heading_path() {

@@ -17,12 +17,24 @@
 //!   `--allow-net`): checked when the source is attached, and at every connection of every
 //!   sync. A folder, or a Git repository by its path on this machine, reads the server's disk:
 //!   only the machine's owner attaches those, whatever the surface.
+//! - **One source's own allowance.** A source may carry ranges of its own (`allow_net`, set
+//!   with a management credential): its syncs go through the same guard with the operator's
+//!   list and these ranges, so an owner lets one source reach its own address without
+//!   opening the whole server. Never the cloud metadata address (nor a range holding it:
+//!   `0.0.0.0/0`), which only the operator's `--allow-net` can open.
+//! - **What scheduled syncs will meet.** A server node records the network policy its
+//!   scheduled syncs run under in the store (`sources.scheduled_net`: `open`, or `guarded:`
+//!   and its allow-list) when its scheduler starts, so attaching a source from any process
+//!   (the CLI beside a token server) warns when that policy would refuse it; and it makes
+//!   every source whose last sync the guard refused under another policy due at once
+//!   ([`Engine::start_source_scheduler`]), so a restart with a changed `--allow-net` retries
+//!   them instead of waiting out their back-off.
 
 use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
 use quarry_core::{Error, Result};
-use quarry_sources::{Location, NetPolicy};
+use quarry_sources::{Cidr, Location, NetPolicy, Refused};
 use quarry_store::SourceLease;
 
 use crate::engine::Engine;
@@ -31,6 +43,17 @@ use crate::sources::SOURCE_LEASE;
 
 /// The shortest lease accepted (a renewal every half second).
 pub const MIN_SOURCE_LEASE: Duration = Duration::from_secs(2);
+
+/// The store setting where a server node records the network policy of its scheduled syncs
+/// ([`SourceOptions::policy_key`]) when its scheduler starts.
+const SCHEDULED_NET: &str = "sources.scheduled_net";
+
+/// The most ranges one source's allowance holds.
+const MAX_ALLOWED_RANGES: usize = 32;
+
+/// Addresses no source's own allowance may hold: the cloud metadata service (IPv4, its
+/// IPv6 forms and AWS's IPv6 address). Only the operator's `--allow-net` opens them.
+const NEVER_PER_SOURCE: [&str; 3] = ["169.254.169.254", "::ffff:169.254.169.254", "fd00:ec2::254"];
 
 /// How syncs of sources run on this engine (set once, [`Engine::with_sources`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,25 +96,194 @@ impl SourceOptions {
     pub(crate) fn renew_every(&self) -> Duration {
         self.lease() / 4
     }
+
+    /// This node's network policy for scheduled syncs, as the store records it: `open`
+    /// without the guard, else [`SourceOptions::guarded_key`].
+    pub fn policy_key(&self) -> String {
+        if self.guard_scheduled {
+            self.guarded_key()
+        } else {
+            "open".to_owned()
+        }
+    }
+
+    /// The policy a guarded sync on this node runs under: `guarded:` and the allow-list,
+    /// comma-separated in the order given. What a sync the guard refused records.
+    pub(crate) fn guarded_key(&self) -> String {
+        let list: Vec<String> = self.net.allowed().iter().map(Cidr::to_string).collect();
+        format!("guarded:{}", list.join(","))
+    }
+}
+
+/// The policy a recorded key names: `None` for `open` (no guard), the allow-list for
+/// `guarded:…`; `None` for anything else (nothing to warn about).
+fn policy_of_key(key: &str) -> Option<NetPolicy> {
+    NetPolicy::parse_allow_list(key.strip_prefix("guarded:")?).ok()
+}
+
+/// A source's own allowance checked: ranges or single addresses (`127.0.0.1/32`,
+/// `10.1.2.3`, `::1`), at most [`MAX_ALLOWED_RANGES`], none holding the cloud metadata
+/// address; duplicates dropped. `None` when empty. `InvalidInput` naming the bad entry.
+pub(crate) fn parse_allow_net(entries: &[String]) -> Result<Option<Vec<Cidr>>> {
+    let mut ranges: Vec<Cidr> = Vec::new();
+    for entry in entries.iter().map(|e| e.trim()) {
+        if entry.is_empty() {
+            return Err(Error::invalid(
+                "allow_net: an entry is empty; give address ranges such as 127.0.0.1/32",
+            ));
+        }
+        let cidr: Cidr = entry.parse().map_err(|e| {
+            Error::invalid(format!(
+                "allow_net: {entry:?} is not an address range ({e}); give ranges such as \
+                 127.0.0.1/32 or 10.0.0.0/8"
+            ))
+        })?;
+        if let Some(ip) = NEVER_PER_SOURCE
+            .iter()
+            .filter_map(|a| a.parse::<std::net::IpAddr>().ok())
+            .find(|ip| cidr.contains(*ip))
+        {
+            return Err(Error::invalid(format!(
+                "allow_net: {entry} holds the cloud metadata address {ip}, which no source may \
+                 reach: allow the source's own address (its /32 or /128)"
+            )));
+        }
+        if !ranges.contains(&cidr) {
+            ranges.push(cidr);
+        }
+    }
+    if ranges.len() > MAX_ALLOWED_RANGES {
+        return Err(Error::invalid(format!(
+            "allow_net: at most {MAX_ALLOWED_RANGES} ranges"
+        )));
+    }
+    Ok((!ranges.is_empty()).then_some(ranges))
+}
+
+/// Checks a source's own allowance as attaching or changing a source would (see
+/// `allow_net` on [`crate::AddSource`]), for a surface that changes several settings at once
+/// and must refuse a bad one before any changes.
+pub fn check_allow_net(entries: &[String]) -> Result<()> {
+    parse_allow_net(entries).map(|_| ())
+}
+
+/// An allowance as the store keeps it (comma-separated ranges).
+pub(crate) fn allow_net_column(ranges: Option<&[Cidr]>) -> Option<String> {
+    ranges.map(|r| r.iter().map(Cidr::to_string).collect::<Vec<_>>().join(","))
+}
+
+/// The allowance a source row holds (checked when it was set; a range that no longer reads
+/// is left out rather than failing the sync).
+pub(crate) fn allowance_of(column: Option<&str>) -> Vec<Cidr> {
+    column
+        .unwrap_or_default()
+        .split(',')
+        .filter_map(|r| r.trim().parse().ok())
+        .collect()
+}
+
+/// `net` with `extra` ranges allowed too.
+fn widened(net: &NetPolicy, extra: &[Cidr]) -> NetPolicy {
+    let mut allow = net.allowed().to_vec();
+    for c in extra {
+        if !allow.contains(c) {
+            allow.push(*c);
+        }
+    }
+    NetPolicy::with_allowed(allow)
+}
+
+/// The ranges that would let a refusal through (`--allow-net` hints).
+fn allow_hints(r: &Refused) -> Vec<String> {
+    let mut hints: Vec<String> = match r {
+        Refused::NoAllowedAddress { refused, .. } => {
+            refused.iter().filter_map(Refused::allow_hint).collect()
+        }
+        other => other.allow_hint().into_iter().collect(),
+    };
+    hints.dedup();
+    hints
 }
 
 impl Engine {
     /// The guard a sync through this handle goes through: `None` for the machine's owner
-    /// (any address), the operator's allow-list for anyone else.
-    pub(crate) fn source_net(&self) -> Option<NetPolicy> {
+    /// (any address), for anyone else the operator's allow-list and `extra`, the source's
+    /// own allowance.
+    pub(crate) fn source_net(&self, extra: &[Cidr]) -> Option<NetPolicy> {
         if self.scope().machine_owner {
             None
         } else {
-            Some(self.sources.net.clone())
+            Some(widened(&self.sources.net, extra))
         }
+    }
+
+    /// The policy a server's scheduled syncs of this data run under, as the last node to
+    /// start its scheduler recorded it (else this process's own, when it guards them);
+    /// `None` when they are not guarded.
+    fn scheduled_net(&self) -> Result<Option<NetPolicy>> {
+        match self.store().meta(SCHEDULED_NET)? {
+            Some(key) => Ok(policy_of_key(&key)),
+            None if self.sources.guard_scheduled => Ok(Some(self.sources.net.clone())),
+            None => Ok(None),
+        }
+    }
+
+    /// What to tell whoever attaches or changes source `id` at `location` (with its own
+    /// allowance `extra`): that the guard of the server's scheduled syncs would refuse it,
+    /// and how to allow it — though a manual sync by the machine's owner, who is not
+    /// guarded, works. Empty when nothing stands in the way (or a guarded caller was already
+    /// checked against the same policy when it attached).
+    pub(crate) fn source_warnings(
+        &self,
+        id: &str,
+        location: &Location,
+        extra: &[Cidr],
+    ) -> Result<Vec<String>> {
+        let Some(server) = self.scheduled_net()? else {
+            return Ok(Vec::new());
+        };
+        let net = widened(&server, extra);
+        let Ok(Some((url, refused))) = quarry_sources::location_refusal(location, &net) else {
+            return Ok(Vec::new());
+        };
+        let mut warning = format!(
+            "scheduled syncs run on the server under its outbound address guard (it takes \
+             access tokens), which will refuse this source — {url}: {refused}"
+        );
+        let hints = allow_hints(&refused);
+        if !hints.is_empty() {
+            let list = hints.join(",");
+            let json = hints
+                .iter()
+                .map(|h| format!("\"{h}\""))
+                .collect::<Vec<_>>()
+                .join(", ");
+            warning.push_str(&format!(
+                ". Allow it for this source only: quarry source set {id} --allow-net {list} \
+                 (REST: \"allow_net\": [{json}]); or for the whole server: quarry serve \
+                 --allow-net {list}"
+            ));
+        }
+        Ok(vec![warning])
+    }
+
+    /// For a node's source scheduler as it starts: records this node's network policy for
+    /// scheduled syncs in the store (what attaching a source elsewhere warns against), and
+    /// makes every source whose last sync the guard refused under another policy due at once
+    /// (a restart with a changed `--allow-net`). Returns how many were made due.
+    pub fn start_source_scheduler(&self) -> Result<u64> {
+        let key = self.sources.policy_key();
+        self.store().set_meta(SCHEDULED_NET, &key)?;
+        self.store().retry_refused_sources(&key)
     }
 
     /// Who may attach a source at `location`: a folder, or a Git repository by its path on
     /// this machine, only the machine's owner (it reads the server's disk); a URL, anyone
     /// with the right to attach, but for someone other than the machine's owner only where
-    /// the outbound address guard lets requests go (checked now, and again at every
-    /// connection of every sync). `Forbidden` otherwise, saying why.
-    pub(crate) fn check_source_location(&self, location: &Location) -> Result<()> {
+    /// the outbound address guard lets requests go, with the source's own allowance `extra`
+    /// (checked now, and again at every connection of every sync). `Forbidden` otherwise,
+    /// saying why.
+    pub(crate) fn check_source_location(&self, location: &Location, extra: &[Cidr]) -> Result<()> {
         let on_disk = match location {
             Location::Folder { .. } => Some("a folder source"),
             Location::Git { url, .. } if std::path::Path::new(url.trim()).is_absolute() => {
@@ -108,7 +300,7 @@ impl Engine {
                  started without --auth); attach a Git repository by its http(s):// URL instead"
             )));
         }
-        match self.source_net() {
+        match self.source_net(extra) {
             Some(net) => Ok(quarry_sources::check_location(location, &net)?),
             None => Ok(()),
         }

@@ -59,6 +59,7 @@ fn a_mapping_decides_readers_per_path_and_a_changed_mapping_moves_them() {
                 secret: None,
                 watch: false,
                 readers: Some(mapping),
+                allow_net: Vec::new(),
             },
         )
         .unwrap();
@@ -161,6 +162,7 @@ fn reports_name_and_count_only_what_the_caller_may_read() {
                 secret: None,
                 watch: false,
                 readers: Some(mapping),
+                allow_net: Vec::new(),
             },
         )
         .unwrap();

@@ -35,6 +35,7 @@ fn attach(e: &Engine, location: Location) -> Result<crate::SourceView, Error> {
             secret: None,
             watch: false,
             readers: None,
+            allow_net: Vec::new(),
         },
     )
 }
@@ -393,15 +394,231 @@ fn a_scheduled_sync_is_guarded_unless_every_caller_is_the_owner() {
     let home = tempfile::tempdir().unwrap();
     let e = engine(home.path());
     assert!(!e.scheduler_handle().scope().machine_owner);
-    assert!(e.scheduler_handle().source_net().is_some());
+    assert!(e.scheduler_handle().source_net(&[]).is_some());
     let home2 = tempfile::tempdir().unwrap();
     let open = engine(home2.path()).with_sources(SourceOptions {
         guard_scheduled: false,
         ..SourceOptions::default()
     });
-    assert!(open.scheduler_handle().source_net().is_none());
+    assert!(open.scheduler_handle().source_net(&[]).is_none());
     assert!(
-        e.source_net().is_none(),
+        e.source_net(&[]).is_none(),
         "the owner's own syncs are not guarded"
     );
+}
+
+/// A one-page site on loopback (`/sitemap.xml`, `/page`), as a source's location.
+fn loopback_site() -> (Server, Location) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let server = Server::on(listener, move |r: &Request| match r.path() {
+        "/robots.txt" => Reply::empty(404),
+        "/sitemap.xml" => Reply::ok(
+            "application/xml",
+            format!(
+                "<?xml version=\"1.0\"?><urlset \
+                 xmlns=\"http://www.sitemaps.org/schemas/sitemap/0.9\">\
+                 <url><loc>{base}/page</loc></url></urlset>"
+            ),
+        ),
+        _ => Reply::ok(
+            "text/html",
+            "<html><body><h1>Page</h1><p>The heron.</p></body></html>",
+        ),
+    })
+    .unwrap();
+    let location = Location::site(&format!("{}/sitemap.xml", server.base())).unwrap();
+    (server, location)
+}
+
+#[test]
+fn a_loopback_source_warns_at_attach_and_its_own_allowance_lets_scheduled_syncs_through() {
+    // Issue 65 item 14: the machine's owner attaches a loopback source on a server whose
+    // scheduled syncs are guarded; its manual sync works, the scheduled one is refused.
+    let (_server, location) = loopback_site();
+    let home = tempfile::tempdir().unwrap();
+    let e = engine(home.path());
+    kb(&e);
+    let s = attach(&e, location.clone()).unwrap();
+    let [warning] = s.warnings.as_slice() else {
+        panic!("one warning: {:?}", s.warnings)
+    };
+    assert!(
+        warning.contains("127.0.0.1 is a loopback address")
+            && warning.contains(&format!(
+                "quarry source set {} --allow-net 127.0.0.1/32",
+                s.id
+            ))
+            && warning.contains("\"allow_net\": [\"127.0.0.1/32\"]")
+            && warning.contains("quarry serve --allow-net 127.0.0.1/32"),
+        "{warning}"
+    );
+    assert!(
+        e.source(&s.id).unwrap().warnings.is_empty(),
+        "said once, to whoever attached it"
+    );
+    e.sync_source(&s.id, "n:0", &NoProgress).unwrap();
+    match e.sync_scheduled_source(&s.id, "n:sources") {
+        Err(Error::Forbidden(m)) => assert!(m.contains("loopback"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+    let row = e.store().source(&s.id).unwrap().unwrap();
+    assert_eq!(row.refused_under.as_deref(), Some("guarded:"));
+    assert_eq!(row.failures, 1);
+    // A restart under the same policy leaves it to its back-off.
+    assert_eq!(e.start_source_scheduler().unwrap(), 0);
+    assert!(e.due_sources(10).unwrap().is_empty());
+
+    // Its own allowance: checked, kept, shown; the refused source is due at once, and the
+    // scheduled sync goes through — while the guard still refuses everything else.
+    for (bad, why) in [
+        ("127.0.0.1/33", "prefix length 33"),
+        ("10.0.0.1/8", "host bits set"),
+        ("localhost", "is not an address range"),
+        ("", "empty"),
+        ("169.254.0.0/16", "cloud metadata"),
+        ("0.0.0.0/0", "cloud metadata"),
+        ("::/0", "cloud metadata"),
+    ] {
+        match e.set_source_allow_net(&s.id, &[bad.to_owned()]) {
+            Err(Error::InvalidInput(m)) => {
+                assert!(
+                    m.starts_with("allow_net: ") && m.contains(why),
+                    "{bad}: {m}"
+                )
+            }
+            other => panic!("{bad}: {other:?}"),
+        }
+    }
+    let changed = e
+        .set_source_allow_net(&s.id, &["127.0.0.1".to_owned(), "127.0.0.1/32".to_owned()])
+        .unwrap();
+    assert_eq!(changed.allow_net, ["127.0.0.1/32"]);
+    assert!(changed.warnings.is_empty(), "{:?}", changed.warnings);
+    assert_eq!(e.due_sources(10).unwrap(), vec![s.id.clone()]);
+    let report = e
+        .sync_scheduled_source(&s.id, "n:sources")
+        .unwrap()
+        .unwrap();
+    assert_eq!(report.status, "succeeded");
+    assert_eq!(
+        e.store().source(&s.id).unwrap().unwrap().refused_under,
+        None
+    );
+    // A remote admin's source with that allowance still reaches nothing else.
+    let admin = remote(&e, Access::Admin);
+    let other = admin.add_source(
+        "notes",
+        &AddSource {
+            location: Location::git("http://127.0.0.2:9/r.git", None, None).unwrap(),
+            mask: None,
+            interval: None,
+            secret: None,
+            watch: false,
+            readers: None,
+            allow_net: vec!["127.0.0.1/32".into()],
+        },
+    );
+    assert!(
+        matches!(&other, Err(Error::Forbidden(m)) if m.contains("127.0.0.2 is a loopback")),
+        "{other:?}"
+    );
+    // Without a management credential, nobody sets one.
+    let mut narrowed = admin.scope().clone();
+    narrowed.manage = false;
+    assert!(matches!(
+        e.scoped(narrowed)
+            .set_source_allow_net(&s.id, &["127.0.0.1/32".to_owned()]),
+        Err(Error::ManagementForbidden(_))
+    ));
+    // Forgotten with an empty list.
+    assert!(
+        e.set_source_allow_net(&s.id, &[])
+            .unwrap()
+            .allow_net
+            .is_empty()
+    );
+}
+
+#[test]
+fn a_restart_under_another_network_policy_retries_refused_sources_at_once() {
+    let (_server, location) = loopback_site();
+    let home = tempfile::tempdir().unwrap();
+    let s = {
+        let e = engine(home.path());
+        kb(&e);
+        assert_eq!(e.start_source_scheduler().unwrap(), 0);
+        let s = attach(&e, location).unwrap();
+        assert!(e.sync_scheduled_source(&s.id, "n:sources").is_err());
+        assert!(e.due_sources(10).unwrap().is_empty(), "backing off");
+        s
+    };
+    // The node again, with the loopback address allowed: due at once, and synced.
+    let e = engine(home.path()).with_sources(SourceOptions {
+        net: NetPolicy::parse_allow_list("127.0.0.1/32").unwrap(),
+        ..SourceOptions::default()
+    });
+    assert_eq!(e.start_source_scheduler().unwrap(), 1);
+    assert_eq!(e.due_sources(10).unwrap(), vec![s.id.clone()]);
+    let report = e
+        .sync_scheduled_source(&s.id, "n:sources")
+        .unwrap()
+        .unwrap();
+    assert_eq!(report.counts.added, 1, "{report:?}");
+    // What it recorded is what attaching elsewhere is warned against: nothing, now.
+    let (_server2, location2) = loopback_site();
+    let elsewhere = engine(home.path()).with_sources(SourceOptions {
+        guard_scheduled: false,
+        ..SourceOptions::default()
+    });
+    let mut owner = elsewhere.scope().clone();
+    owner.machine_owner = true;
+    let s2 = attach(&elsewhere.scoped(owner), location2.clone()).unwrap();
+    assert!(s2.warnings.is_empty(), "{:?}", s2.warnings);
+    // A server that guards with no allow-list starts: the CLI's attach warns.
+    let guarded = engine(home.path());
+    guarded.start_source_scheduler().unwrap();
+    let cli = engine(home.path()).with_sources(SourceOptions {
+        guard_scheduled: false,
+        ..SourceOptions::default()
+    });
+    cli.remove_source(&s2.id, false).unwrap();
+    let s3 = attach(&cli, location2).unwrap();
+    assert_eq!(s3.warnings.len(), 1, "{s3:?}");
+}
+
+#[test]
+fn a_source_id_is_found_in_its_own_space_by_the_machine_owner_only() {
+    let home = tempfile::tempdir().unwrap();
+    let folder = tempfile::tempdir().unwrap();
+    std::fs::write(folder.path().join("a.md"), "# A").unwrap();
+    let e = engine(home.path());
+    let acme = e.scoped(Scope::owner("acme"));
+    crate::test_support::create_kb(&acme, "docs");
+    let s = acme
+        .add_source(
+            "docs",
+            &AddSource {
+                location: Location::folder(folder.path()).unwrap(),
+                mask: None,
+                interval: None,
+                secret: None,
+                watch: false,
+                readers: None,
+                allow_net: Vec::new(),
+            },
+        )
+        .unwrap();
+    assert_eq!(e.source_space(&s.id).unwrap().as_deref(), Some("acme"));
+    assert_eq!(e.source_space("no-such-id").unwrap(), None);
+    // The default space's handle does not see it; moved to its space, it does.
+    assert!(matches!(e.source(&s.id), Err(Error::NotFound(_))));
+    let moved = e.in_source_space(&s.id).unwrap();
+    assert_eq!(moved.space(), "acme");
+    assert_eq!(moved.source(&s.id).unwrap().knowledge_base, "docs");
+    // Anyone else stays where they are.
+    let admin = remote(&e, Access::Admin);
+    assert_eq!(admin.in_source_space(&s.id).unwrap().space(), "default");
+    let unknown = e.in_source_space("no-such-id").unwrap();
+    assert_eq!(unknown.space(), "default");
 }

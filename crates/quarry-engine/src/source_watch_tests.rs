@@ -63,6 +63,7 @@ fn a_few_changed_paths_sync_like_a_full_sync_would() {
             secret: None,
             watch: true,
             readers: None,
+            allow_net: Vec::new(),
         },
     );
     assert!(matches!(git, Err(Error::InvalidInput(_))), "{git:?}");
@@ -76,6 +77,7 @@ fn a_few_changed_paths_sync_like_a_full_sync_would() {
                 secret: None,
                 watch: true,
                 readers: None,
+                allow_net: Vec::new(),
             },
         )
         .unwrap();

@@ -6,6 +6,7 @@
 //! its id; a deleted one leaves every index at once. Uploads and notes of the same knowledge
 //! base have no source and are never touched.
 
+use std::cell::Cell;
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -26,6 +27,7 @@ use serde::Serialize;
 use crate::engine::Engine;
 use crate::knowledge::clean_file_name;
 use crate::progress::Progress;
+use crate::source_options::{allow_net_column, allowance_of, parse_allow_net};
 
 /// How long a claim on a source lasts without renewal unless `QUARRY_SOURCE_LEASE_SECS`
 /// says otherwise ([`crate::SourceOptions::lease`]); a running sync renews it as it goes.
@@ -59,6 +61,9 @@ pub struct AddSource {
     pub watch: bool,
     /// Who reads its documents; every reader of the knowledge base when `None`.
     pub readers: Option<ReaderMapping>,
+    /// Address ranges its syncs may reach besides public ones and the server's
+    /// `--allow-net` (`127.0.0.1/32`); none when empty.
+    pub allow_net: Vec<String>,
 }
 
 /// A source as surfaces show it.
@@ -95,6 +100,14 @@ pub struct SourceView {
     /// How its documents' readers are decided; absent: every reader of the knowledge base.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub readers: Option<ReaderMapping>,
+    /// Address ranges its syncs may reach besides public ones and the server's
+    /// `--allow-net`: this source's own allowance.
+    pub allow_net: Vec<String>,
+    /// What whoever attached or changed it should know (the answer to that request only):
+    /// the server's scheduled syncs would be refused by its outbound address guard, and how
+    /// to allow the address. Absent when there is nothing to say.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// What a sync did: its report, and the documents it queued for processing.
@@ -116,9 +129,11 @@ impl Engine {
         // After the lookup: a knowledge base out of a narrowed token's reach is "not found".
         self.scope
             .require_manage(Access::Admin, "attaching a source")?;
+        let allow = parse_allow_net(&req.allow_net)?;
         // Only the machine's owner names the server's disk; others only where the outbound
-        // address guard lets requests go (`source_options.rs`).
-        self.check_source_location(&req.location)?;
+        // address guard lets requests go, with the source's own allowance
+        // (`source_options.rs`).
+        self.check_source_location(&req.location, allow.as_deref().unwrap_or_default())?;
         let mask = match &req.mask {
             Some(m) => FileMask::parse(m)?,
             None => FileMask::default(),
@@ -137,13 +152,39 @@ impl Engine {
             interval_ms,
             sealed_secret,
             readers: mapping_column(req.readers.as_ref())?,
+            allow_net: allow_net_column(allow.as_deref()),
         })?;
         let row = if req.watch {
             self.store().set_source_watch(row.row_id, true)?
         } else {
             row
         };
-        self.source_view(row)
+        let mut view = self.source_view(row)?;
+        view.warnings = self.source_warnings(
+            &view.id,
+            &req.location,
+            allow.as_deref().unwrap_or_default(),
+        )?;
+        Ok(view)
+    }
+
+    /// Replaces the address ranges a source's syncs may reach besides public ones and the
+    /// server's `--allow-net` (empty: none) — a management credential's change. Checked
+    /// like `--allow-net` (never the cloud metadata address); a source the guard refused
+    /// is due at once. The answer carries the warnings attaching would.
+    pub fn set_source_allow_net(&self, id: &str, allow: &[String]) -> Result<SourceView> {
+        self.scope
+            .require_manage(Access::Admin, "changing which addresses a source may reach")?;
+        let row = self.source_row(id)?;
+        let ranges = parse_allow_net(allow)?;
+        let row = self
+            .store()
+            .set_source_allow_net(row.row_id, allow_net_column(ranges.as_deref()).as_deref())?;
+        let location = Location::from_json(&row.location)?;
+        let mut view = self.source_view(row)?;
+        view.warnings =
+            self.source_warnings(&view.id, &location, ranges.as_deref().unwrap_or_default())?;
+        Ok(view)
     }
 
     /// The sources of a knowledge base, or of every knowledge base the handle reaches.
@@ -161,6 +202,35 @@ impl Engine {
             .into_iter()
             .map(|r| self.source_view(r))
             .collect()
+    }
+
+    /// The space a source is in, whoever may see it (`None`: no such source): for surfaces
+    /// that decide which space a request about a source id acts in — a source id is global
+    /// — never shown to a caller. The handle for that space still decides whether the
+    /// caller sees the source.
+    pub fn source_space(&self, id: &str) -> Result<Option<String>> {
+        let Some(row) = self.store().source(id.trim())? else {
+            return Ok(None);
+        };
+        self.store().collection_space(row.collection_id)
+    }
+
+    /// This handle moved to the space source `id` is in, for the machine's owner (who
+    /// reaches every space) — so `quarry source sync ID` finds a source of any space; any
+    /// other handle, or an unknown id, is returned as it is (its lookups then say whether
+    /// it sees the source).
+    pub fn in_source_space(&self, id: &str) -> Result<Engine> {
+        if !self.scope().machine_owner || self.scope().collections.is_some() {
+            return Ok(self.clone());
+        }
+        match self.source_space(id)? {
+            Some(space) if space != self.space() => {
+                let mut scope = self.scope().clone();
+                scope.space = space;
+                Ok(self.scoped(scope))
+            }
+            _ => Ok(self.clone()),
+        }
     }
 
     /// A source by id, when the handle reaches its knowledge base.
@@ -378,10 +448,24 @@ impl Engine {
             error: None,
         };
         let mut queued = Vec::new();
+        // Set when the outbound address guard refused what failed the sync.
+        let refused = Cell::new(false);
         // Renewed by a heartbeat while it runs (`source_options.rs`).
         let result = self.with_heartbeat(lease, || {
-            self.run_sync(&row, lease, paths, &mut report, &mut queued, progress)
+            self.run_sync(
+                &row,
+                Running {
+                    lease,
+                    paths,
+                    refused: &refused,
+                },
+                &mut report,
+                &mut queued,
+                progress,
+            )
         });
+        // The policy it was refused under: a node started with another retries it at once.
+        let refused_under = (result.is_err() && refused.get()).then(|| self.sources.guarded_key());
         let retry_after = match &result {
             Ok(()) => {
                 report.status = "succeeded".into();
@@ -398,6 +482,7 @@ impl Engine {
             lease,
             &report,
             retry_after.map(|d| d.as_millis() as i64),
+            refused_under.as_deref(),
         )?;
         if !recorded {
             return Err(Error::Conflict(format!(
@@ -463,12 +548,23 @@ impl Engine {
     fn run_sync(
         &self,
         row: &SourceRow,
-        lease: SourceLease,
-        paths: Option<&[String]>,
+        run: Running<'_>,
         report: &mut SyncReport,
         queued: &mut Vec<KbFile>,
         progress: &dyn Progress,
     ) -> Result<()> {
+        let Running {
+            lease,
+            paths,
+            refused,
+        } = run;
+        // A source error as the sync fails with it, noting a refusal by the guard.
+        let failed = |e: SourceError| -> Error {
+            if matches!(e, SourceError::Refused(_)) {
+                refused.set(true);
+            }
+            e.into()
+        };
         let location = Location::from_json(&row.location)?;
         let mapping = reader_mapping(row)?;
         let codeowners = mapping.as_ref().is_some_and(|m| m.uses_codeowners());
@@ -479,18 +575,21 @@ impl Engine {
         }
         let work_dir = self.source_work_dir(&row.id);
         let secret = self.source_secret(row)?;
-        let net = self.source_net();
+        // The operator's allow-list and the source's own allowance.
+        let net = self.source_net(&allowance_of(row.allow_net.as_deref()));
         let mut source =
-            quarry_sources::open_with(&location, secret.as_ref(), mask, &work_dir, net.as_ref())?;
+            quarry_sources::open_with(&location, secret.as_ref(), mask, &work_dir, net.as_ref())
+                .map_err(failed)?;
         progress.begin("Listing", 0);
         // A watched folder's changed paths, or everything.
         let mut listing = match paths {
-            Some(paths) => source.list_paths(paths)?,
-            None => source.list()?,
-        };
+            Some(paths) => source.list_paths(paths),
+            None => source.list(),
+        }
+        .map_err(failed)?;
         progress.end();
         let owners = if codeowners {
-            read_codeowners(source.as_mut(), &mut listing, paths.is_some())?
+            read_codeowners(source.as_mut(), &mut listing, paths.is_some()).map_err(failed)?
         } else {
             None
         };
@@ -584,7 +683,7 @@ impl Engine {
                     if e.is_transient() && !matches!(e, SourceError::Io { .. }) {
                         failing += 1;
                         if failing >= GIVE_UP_AFTER {
-                            return Err(e.into());
+                            return Err(failed(e));
                         }
                     }
                     lines.push(
@@ -810,6 +909,11 @@ impl Engine {
             failures: row.failures,
             last_error: row.last_error,
             documents,
+            allow_net: allowance_of(row.allow_net.as_deref())
+                .iter()
+                .map(ToString::to_string)
+                .collect(),
+            warnings: Vec::new(),
         })
     }
 
@@ -923,6 +1027,14 @@ fn check_watch(location: &Location, watch: bool) -> Result<()> {
     Ok(())
 }
 
+/// What a running sync holds: its lease, the paths it syncs (a watched folder's changed
+/// paths; `None`: everything), and where it notes that the guard refused it.
+struct Running<'a> {
+    lease: SourceLease,
+    paths: Option<&'a [String]>,
+    refused: &'a Cell<bool>,
+}
+
 /// What applying changes needs from the sync that runs them ([`Engine::apply_changes`]).
 struct Applying<'a, 'r> {
     lease: SourceLease,
@@ -1032,7 +1144,7 @@ fn read_codeowners(
     source: &mut dyn quarry_sources::Source,
     listing: &mut quarry_sources::Listing,
     partial: bool,
-) -> Result<Option<CodeOwners>> {
+) -> std::result::Result<Option<CodeOwners>, SourceError> {
     let is_codeowners = |p: &str| CODEOWNERS_PATHS.contains(&p);
     let mut found: Vec<Item> = if partial {
         let wanted: Vec<String> = CODEOWNERS_PATHS.iter().map(|p| (*p).to_owned()).collect();

@@ -56,7 +56,9 @@ pub use catalog::{
 pub use custom::CustomCall;
 pub use endpoint::{EndpointSelection, EndpointSelectionError, ToolOverride};
 pub use names::{Selection, SelectionError};
-pub use options::{DEFAULT_MAX_TOOLS, HubOptions};
+pub use options::{
+    DEFAULT_MAX_TOOLS, FinishOnDrop, HubOptions, PriorityWork, default_upstream_starts,
+};
 pub use pool::{ANSWER_GRACE, Connecting, Refreshing, Route};
 pub use registry::{
     CustomToolInfo, Hub, RECONCILE_POLL, RegisterUpstream, SIGN_IN_SECS, SignInInfo, SignInStarted,

@@ -1,11 +1,59 @@
 //! The hub's settings, fixed at start ([`HubOptions`]).
 
+use tokio_util::sync::{CancellationToken, DropGuard};
+
 use crate::names;
 use crate::ssrf::NetPolicy;
 use crate::web::WebSearchOptions;
 
 /// Default cap on the tools of one endpoint (Cursor stops at 40).
 pub const DEFAULT_MAX_TOOLS: usize = 32;
+
+/// Default number of stdio upstreams started at once: twice the CPUs, from 4 to 16. A child
+/// starting (`npx`, `uvx`, `docker run`, an interpreter loading its packages) is mostly CPU
+/// and disk; 70 at once on a busy machine each took over 10 s (issue 65, item 15).
+pub fn default_upstream_starts() -> usize {
+    std::thread::available_parallelism()
+        .map_or(2, usize::from)
+        .saturating_mul(2)
+        .clamp(4, 16)
+}
+
+/// Work more urgent than starting upstreams, under way (the server's model load): while it
+/// is, stdio upstreams start one at a time ([`HubOptions::narrow_starts_while`]). It ends
+/// with [`PriorityWork::finish`], or when the guard of [`PriorityWork::finish_on_drop`]
+/// drops (a panic included).
+#[derive(Debug, Clone, Default)]
+pub struct PriorityWork(CancellationToken);
+
+impl PriorityWork {
+    /// Work under way.
+    pub fn new() -> PriorityWork {
+        PriorityWork::default()
+    }
+
+    /// The work is done: upstreams start as many at once as the hub allows.
+    pub fn finish(&self) {
+        self.0.cancel();
+    }
+
+    /// Finishes the work when the returned guard drops.
+    pub fn finish_on_drop(&self) -> FinishOnDrop {
+        FinishOnDrop {
+            _guard: self.0.clone().drop_guard(),
+        }
+    }
+
+    pub(crate) fn token(&self) -> &CancellationToken {
+        &self.0
+    }
+}
+
+/// Finishes a [`PriorityWork`] when dropped.
+#[must_use = "the work finishes when this guard drops"]
+pub struct FinishOnDrop {
+    _guard: DropGuard,
+}
 
 /// Hub settings, fixed at start.
 #[derive(Debug, Clone)]
@@ -25,6 +73,14 @@ pub struct HubOptions {
     /// Seals the OAuth sign-ins of upstreams (`QUARRY_SECRET_KEY`); `None`: they cannot
     /// sign in.
     pub secret_key: Option<std::sync::Arc<quarry_secrets::SecretKey>>,
+    /// Most stdio upstreams being started at once, each from its spawn to its first tool
+    /// list (at least 1); the others wait their turn, showing `connecting`. A restart
+    /// reconnecting every upstream goes through it too. HTTP and SSE upstreams, which start
+    /// nothing here, are not counted.
+    pub upstream_starts: usize,
+    /// While this work is under way, stdio upstreams start one at a time (the server's
+    /// model load: children starting beside it kept it waiting for minutes).
+    pub narrow_starts_while: Option<PriorityWork>,
 }
 
 impl Default for HubOptions {
@@ -36,6 +92,8 @@ impl Default for HubOptions {
             users_may_run_commands: false,
             web: None,
             secret_key: None,
+            upstream_starts: default_upstream_starts(),
+            narrow_starts_while: None,
         }
     }
 }

@@ -153,6 +153,93 @@ pub struct ConnectSpec {
     pub revision: i64,
     /// The bearer token of an OAuth sign-in (Streamable HTTP upstreams).
     pub bearer: Option<BearerSource>,
+    /// The upstream's id (with `revision`, the key of the protocol it answered).
+    pub id: String,
+    /// What every connection of the hub shares: how many stdio upstreams start at once, and
+    /// the protocol each one answered.
+    pub starts: Starts,
+}
+
+/// How an upstream was asked to start its MCP lifecycle, remembered once it answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Era {
+    /// `server/discover` (2026-07-28).
+    Discover,
+    /// `initialize` (older servers).
+    Initialize,
+}
+
+/// What the connections of one hub share (issue 65, item 15): how many stdio upstreams are
+/// being started at once, each from its spawn to its first tool list — 70 children started
+/// together on a busy machine each took over 10 s, and starved the model load beside them —
+/// and the protocol each upstream answered in this process, so that its restarts ask with
+/// that at once (`server/discover` with the whole connect timeout, or `initialize`) instead
+/// of probing again.
+#[derive(Clone)]
+pub struct Starts {
+    permits: Arc<Semaphore>,
+    /// While this work is under way, one start at a time (its one permit is taken on top).
+    narrow: Option<(CancellationToken, Arc<Semaphore>)>,
+    /// By upstream id and revision.
+    eras: Arc<Mutex<HashMap<String, Era>>>,
+}
+
+/// A start's turn: held from the spawn to the first tool list.
+struct StartTurn {
+    _narrow: Option<tokio::sync::OwnedSemaphorePermit>,
+    _permit: Option<tokio::sync::OwnedSemaphorePermit>,
+}
+
+impl Starts {
+    /// At most `limit` (at least 1) starts at once; one at a time while `narrow_while` is
+    /// under way.
+    pub fn new(limit: usize, narrow_while: Option<&crate::PriorityWork>) -> Starts {
+        Starts {
+            permits: Arc::new(Semaphore::new(limit.max(1))),
+            narrow: narrow_while.map(|w| (w.token().clone(), Arc::new(Semaphore::new(1)))),
+            eras: Arc::default(),
+        }
+    }
+
+    /// Waits for a start's turn.
+    async fn turn(&self) -> StartTurn {
+        let narrow = match &self.narrow {
+            Some((until, one)) if !until.is_cancelled() => tokio::select! {
+                p = one.clone().acquire_owned() => p.ok(),
+                // Finished meanwhile: the waiters go on to the ordinary limit.
+                _ = until.cancelled() => None,
+            },
+            _ => None,
+        };
+        StartTurn {
+            _narrow: narrow,
+            _permit: self.permits.clone().acquire_owned().await.ok(),
+        }
+    }
+
+    fn eras(&self) -> std::sync::MutexGuard<'_, HashMap<String, Era>> {
+        self.eras.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn era(&self, key: &str) -> Option<Era> {
+        self.eras().get(key).copied()
+    }
+
+    /// Remembers what `key` answered; `None` forgets it (what it answered before failed).
+    fn remember(&self, key: &str, era: Option<Era>) {
+        match era {
+            Some(era) => self.eras().insert(key.to_owned(), era),
+            None => self.eras().remove(key),
+        };
+    }
+}
+
+impl ConnectSpec {
+    /// The key of the protocol this upstream answered: an edit (a new command, new
+    /// arguments) asks again.
+    fn era_key(&self) -> String {
+        format!("{}@{}", self.id, self.revision)
+    }
 }
 
 /// Variables a child gets from Quarry's own environment: what programs need to start
@@ -652,42 +739,63 @@ async fn connect(
     let fut = async {
         match spec.transport {
             TransportKind::Stdio => {
+                let key = spec.era_key();
+                let known = spec.starts.era(&key);
+                let first = match known {
+                    Some(Era::Discover) => discover_only(),
+                    Some(Era::Initialize) => ClientLifecycleMode::Initialize,
+                    None => lifecycle.clone(),
+                };
                 let late = Arc::new(std::sync::atomic::AtomicBool::new(false));
-                let (child, transport) = spawn_stdio(spec, conn, late.clone())?;
-                match client
+                let (child, wire) = spawn_stdio(spec, conn, late.clone())?;
+                let slot = Arc::new(Mutex::new(None));
+                let outcome = match client
                     .clone()
-                    .serve_with_lifecycle(transport, lifecycle)
+                    .serve_with_lifecycle(Reclaim::new(wire, &slot), first)
                     .await
                 {
-                    Ok(running) => Ok((running, Some(child))),
-                    // It answered `server/discover` after rmcp had given up on it (10 s) and
-                    // sent `initialize`, which a 2026-07-28 server refuses on that wire: a
-                    // modern server slow to start (a cold uvx, npx or docker run). Started
-                    // again and asked with `server/discover` alone, it connects within
-                    // `connect_timeout_secs` (issue 41, item 11).
+                    Ok(running) => Ok(running),
+                    // It answered `server/discover` after rmcp had given up on it (10 s, its
+                    // own constant) and sent `initialize`, which a 2026-07-28 server refuses
+                    // on that wire: a modern server slow to start (a cold uvx, npx or docker
+                    // run; issue 41, item 11). Both answers have been read, so the same
+                    // process is asked again with `server/discover` alone: never started
+                    // twice (issue 65, item 15).
                     Err(_) if late.load(std::sync::atomic::Ordering::Acquire) => {
                         tracing::info!(
                             upstream = %conn.name,
-                            "answered server/discover after the 10 s probe; starting it again with server/discover"
+                            "answered server/discover after the 10 s probe; asking it again with server/discover"
                         );
-                        drop(child);
-                        let (child, transport) = spawn_stdio(
-                            spec,
-                            conn,
-                            Arc::new(std::sync::atomic::AtomicBool::new(false)),
-                        )?;
-                        client
-                            .serve_with_lifecycle(
-                                transport,
-                                ClientLifecycleMode::Discover {
-                                    preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-                                },
-                            )
-                            .await
-                            .map(|running| (running, Some(child)))
-                            .map_err(handshake_error)
+                        let wire = slot.lock().unwrap_or_else(|p| p.into_inner()).take();
+                        match wire {
+                            Some(wire) => client
+                                .serve_with_lifecycle(wire, discover_only())
+                                .await
+                                .map_err(handshake_error),
+                            None => Err("the upstream's stdio closed during the handshake".into()),
+                        }
                     }
                     Err(e) => Err(handshake_error(e)),
+                };
+                match outcome {
+                    Ok(running) => {
+                        let era = running.peer().peer_info().map(|i| {
+                            if i.protocol_version.has_initialize() {
+                                Era::Initialize
+                            } else {
+                                Era::Discover
+                            }
+                        });
+                        spec.starts.remember(&key, era);
+                        Ok((running, Some(child)))
+                    }
+                    Err(e) => {
+                        // What it answered before failed: the next start probes again.
+                        if known.is_some() {
+                            spec.starts.remember(&key, None);
+                        }
+                        Err(e)
+                    }
                 }
             }
             TransportKind::Http => {
@@ -787,6 +895,14 @@ async fn connect(
     match tokio::time::timeout(timeout, fut).await {
         Ok(r) => r,
         Err(_) => Err(format!("no MCP handshake within {} s", timeout.as_secs())),
+    }
+}
+
+/// The lifecycle of an upstream known to answer `server/discover`: asked with it alone,
+/// waiting for the whole connect timeout.
+fn discover_only() -> ClientLifecycleMode {
+    ClientLifecycleMode::Discover {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
     }
 }
 
@@ -1182,6 +1298,14 @@ async fn supervise(conn: Arc<Connection>, spec: ConnectSpec, on_discovered: OnDi
                 h.status = "connecting";
             }
         });
+        // A stdio child's start waits its turn, and keeps it until its first tool list.
+        let turn = match spec.transport {
+            TransportKind::Stdio => tokio::select! {
+                t = spec.starts.turn() => Some(t),
+                _ = conn.stop.cancelled() => break,
+            },
+            TransportKind::Http | TransportKind::Sse => None,
+        };
         let connected = tokio::select! {
             r = connect(&spec, conn.client.clone(), &conn) => r,
             _ = conn.stop.cancelled() => break,
@@ -1210,7 +1334,9 @@ async fn supervise(conn: Arc<Connection>, spec: ConnectSpec, on_discovered: OnDi
                 // A connection whose tools cannot be listed is not ready: it is dropped
                 // and tried again with backoff (the catalog keeps what was found before).
                 let first = discover(&conn, &peer, discover_timeout).await;
-                if !record_discovery(&conn, first, &on_discovered).await {
+                let discovered = record_discovery(&conn, first, &on_discovered).await;
+                drop(turn);
+                if !discovered {
                     running.cancellation_token().cancel();
                     if !wait_backoff(&conn, &mut backoff).await {
                         break;
@@ -1308,6 +1434,7 @@ async fn supervise(conn: Arc<Connection>, spec: ConnectSpec, on_discovered: OnDi
                 }
             }
             Err(e) => {
+                drop(turn);
                 tracing::warn!(upstream = %conn.name, "cannot connect: {e}");
                 conn.set_health(|h| {
                     h.status = if e.starts_with(SIGN_IN_REQUIRED) {
@@ -1406,7 +1533,8 @@ type ProgressSinks = Arc<Mutex<HashMap<ProgressToken, ProgressSink>>>;
 ///   response id: expected 1, got 0"). An upstream slower than that to start (a cold `uvx`,
 ///   `npx` or `docker run`) reads the probe first and answers it: a legacy server's late
 ///   error is dropped and its `initialize` goes on; a modern server's late success sets
-///   `late`, and the connection is made again with `server/discover` alone (issue 41, item 11).
+///   `late`, and the same process is asked again with `server/discover` alone once its
+///   refusal of `initialize` was read (issue 41, item 11; issue 65, item 15).
 struct UpstreamWire<T> {
     inner: T,
     sinks: ProgressSinks,
@@ -1494,6 +1622,91 @@ impl<T: rmcp::transport::Transport<RoleClient>> rmcp::transport::Transport<RoleC
 
     fn close(&mut self) -> impl std::future::Future<Output = Result<(), Self::Error>> + Send {
         self.inner.close()
+    }
+}
+
+/// A wire that rmcp hands back when it drops it: after a failed handshake, into `slot`, so
+/// the same child can be asked again. Once a handshake succeeded nobody holds the slot, and
+/// the wire closes with the connection as any other.
+struct Reclaim<T> {
+    wire: Option<T>,
+    slot: std::sync::Weak<Mutex<Option<T>>>,
+}
+
+impl<T> Reclaim<T> {
+    fn new(wire: T, slot: &Arc<Mutex<Option<T>>>) -> Self {
+        Reclaim {
+            wire: Some(wire),
+            slot: Arc::downgrade(slot),
+        }
+    }
+}
+
+impl<T> Drop for Reclaim<T> {
+    fn drop(&mut self) {
+        if let (Some(wire), Some(slot)) = (self.wire.take(), self.slot.upgrade()) {
+            *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(wire);
+        }
+    }
+}
+
+/// [`Reclaim`]'s errors: the wire's own, or a use after it was handed back (which rmcp,
+/// having dropped it, cannot make).
+#[derive(Debug)]
+enum ReclaimError<E> {
+    Wire(E),
+    HandedBack,
+}
+
+impl<E: std::fmt::Display> std::fmt::Display for ReclaimError<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReclaimError::Wire(e) => e.fmt(f),
+            ReclaimError::HandedBack => f.write_str("the wire was handed back"),
+        }
+    }
+}
+
+impl<E: std::error::Error + 'static> std::error::Error for ReclaimError<E> {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ReclaimError::Wire(e) => e.source(),
+            ReclaimError::HandedBack => None,
+        }
+    }
+}
+
+impl<T: rmcp::transport::Transport<RoleClient>> rmcp::transport::Transport<RoleClient>
+    for Reclaim<T>
+{
+    type Error = ReclaimError<T::Error>;
+
+    fn name() -> std::borrow::Cow<'static, str> {
+        T::name()
+    }
+
+    fn send(
+        &mut self,
+        item: rmcp::service::TxJsonRpcMessage<RoleClient>,
+    ) -> impl std::future::Future<Output = Result<(), Self::Error>> + Send + 'static {
+        let sent = self.wire.as_mut().map(|w| w.send(item));
+        async move {
+            match sent {
+                Some(sent) => sent.await.map_err(ReclaimError::Wire),
+                None => Err(ReclaimError::HandedBack),
+            }
+        }
+    }
+
+    async fn receive(&mut self) -> Option<rmcp::service::RxJsonRpcMessage<RoleClient>> {
+        self.wire.as_mut()?.receive().await
+    }
+
+    async fn close(&mut self) -> Result<(), Self::Error> {
+        match self.wire.as_mut() {
+            Some(w) => w.close().await.map_err(ReclaimError::Wire),
+            None => Ok(()),
+        }
     }
 }
 

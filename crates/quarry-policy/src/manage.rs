@@ -24,6 +24,17 @@ fn actor(p: &Principal) -> Option<String> {
 /// The space's policies, by name.
 pub fn policies<S: PolicyStore + ?Sized>(store: &S, p: &Principal) -> Result<Vec<Policy>> {
     require_govern(p, "reading tool policies")?;
+    space_policies(store, p)
+}
+
+/// One policy, by id or name.
+pub fn policy<S: PolicyStore + ?Sized>(store: &S, p: &Principal, key: &str) -> Result<Policy> {
+    require_govern(p, "reading tool policies")?;
+    space_policy(store, p, key)
+}
+
+/// The space's policies, for a caller already found to govern.
+fn space_policies<S: PolicyStore + ?Sized>(store: &S, p: &Principal) -> Result<Vec<Policy>> {
     store
         .tool_policies(&p.space_id)?
         .iter()
@@ -31,9 +42,9 @@ pub fn policies<S: PolicyStore + ?Sized>(store: &S, p: &Principal) -> Result<Vec
         .collect()
 }
 
-/// One policy, by id or name.
-pub fn policy<S: PolicyStore + ?Sized>(store: &S, p: &Principal, key: &str) -> Result<Policy> {
-    policies(store, p)?
+/// One policy by id or name, for a caller already found to govern.
+fn space_policy<S: PolicyStore + ?Sized>(store: &S, p: &Principal, key: &str) -> Result<Policy> {
+    space_policies(store, p)?
         .into_iter()
         .find(|x| x.id == key || x.name == key)
         .ok_or_else(|| Error::NotFound(format!("no policy '{key}' in this space")))
@@ -64,15 +75,20 @@ fn check_target<S: GovernanceStore + ?Sized>(
         }
         AppliesTo::Endpoint(key) => {
             let mut owners = vec![format!("space:{}", p.space_id)];
-            for m in store
+            // Two reads whatever the number of members (a lookup per member was N + 1).
+            let members: std::collections::HashSet<String> = store
                 .memberships(None)?
                 .into_iter()
                 .filter(|m| m.space_id == p.space_id)
-            {
-                if let Some((_, user)) = store.user(&m.user)? {
-                    owners.push(format!("user:{}", user.id));
-                }
-            }
+                .map(|m| m.user)
+                .collect();
+            owners.extend(
+                store
+                    .users()?
+                    .into_iter()
+                    .filter(|u| members.contains(&u.name))
+                    .map(|u| format!("user:{}", u.id)),
+            );
             if let Some(i) = &p.identity {
                 owners.push(format!("user:{}", i.user_id));
             }
@@ -149,7 +165,7 @@ pub fn update_policy<S: GovernanceStore + ?Sized>(
     now: i64,
 ) -> Result<Policy> {
     require_govern(p, "changing a tool policy")?;
-    let current = policy(store, p, key)?;
+    let current = space_policy(store, p, key)?;
     check_not_own(store, p, &current.applies_to)?;
     let spec = PolicySpec::parse(body, Some(&current)).map_err(Error::invalid)?;
     if spec.applies_to != current.applies_to {
@@ -171,7 +187,7 @@ pub fn delete_policy<S: GovernanceStore + ?Sized>(
     key: &str,
 ) -> Result<Policy> {
     require_govern(p, "removing a tool policy")?;
-    let current = policy(store, p, key)?;
+    let current = space_policy(store, p, key)?;
     check_not_own(store, p, &current.applies_to)?;
     if !store.delete_tool_policy(&p.space_id, &current.id)? {
         return Err(Error::NotFound(format!("no policy '{key}' in this space")));

@@ -485,10 +485,26 @@ pub const QUIET_AFTER_EMBED_FAILURE: Duration = Duration::from_secs(15 * 60);
 pub const EMBED_SWEEP: Duration = Duration::from_secs(30);
 
 /// Runs the syncs that fall due, one at a time: a sync is mostly waiting on its source, and
-/// what it changes is queued for the ingest workers.
+/// what it changes is queued for the ingest workers. First it records this node's network
+/// policy and makes the sources the guard refused under another policy due
+/// ([`Engine::start_source_scheduler`]); it looks for due sources at once, then every
+/// `every`.
 fn source_sync_loop(shared: &Shared, owner: &str, every: Duration) {
+    match shared.engine.start_source_scheduler() {
+        Ok(0) => {}
+        Ok(n) => tracing::info!(
+            sources = n,
+            "retrying at once the sources whose syncs the outbound address guard refused under another network policy"
+        ),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot record this node's network policy for scheduled syncs")
+        }
+    }
+    let mut first = true;
     while !shared.stop.load(Ordering::Relaxed) {
-        shared.wait_stop(every);
+        if !std::mem::take(&mut first) {
+            shared.wait_stop(every);
+        }
         if shared.stop.load(Ordering::Relaxed) {
             return;
         }
@@ -630,11 +646,116 @@ pub fn drain(
     opts: WorkerOptions,
     progress: &dyn Progress,
 ) -> Result<Vec<KbFile>> {
-    let workers = Workers::start(engine.clone(), opts)?;
     progress.begin("Processing", waiting.len() as u64);
+    let mut finished_before = 0;
+    let (result, workers) = wait_loop(engine, waiting, opts, progress, false, &mut |r| {
+        progress.advance((r.finished - finished_before) as u64);
+        finished_before = r.finished;
+    });
+    progress.end();
+    if let Some(workers) = workers {
+        workers.shutdown(Duration::from_secs(600));
+    }
+    result
+}
+
+/// Whether another process of this data directory runs workers now — a `quarry serve` on
+/// this machine, or another CLI processing its uploads: the lock of its node in `nodes/` is
+/// held (see `local_nodes`). Call it before this process starts workers of its own (their
+/// lock would count too).
+pub fn workers_running_elsewhere(engine: &Engine) -> Result<bool> {
+    let dir = engine.data_dir().join("nodes");
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(Error::io(&dir, e)),
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.extension().and_then(|e| e.to_str()) != Some("lock") {
+            continue;
+        }
+        let Ok(file) = std::fs::File::options().write(true).open(&path) else {
+            continue;
+        };
+        // Lockable: its process is gone (the lock goes with `file`). Held: a live node.
+        if let Err(std::fs::TryLockError::WouldBlock) = file.try_lock() {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// Where the documents [`wait_for`] waits for stand, each time it looks.
+#[derive(Debug)]
+pub struct WaitReport<'a> {
+    /// The documents still being processed, as just read.
+    pub pending: &'a [KbFile],
+    /// How many are finished (`ready` or `failed`) or were deleted.
+    pub finished: usize,
+    /// Whether this process runs workers; `false` while another process of the data
+    /// directory does the work ([`workers_running_elsewhere`]).
+    pub working_here: bool,
+}
+
+/// How often a waiting CLI looks again whether another process still does the work.
+const ELSEWHERE_CHECK: Duration = Duration::from_secs(1);
+
+/// Waits until every document in `waiting` (by row) is `ready` or `failed` (or deleted),
+/// as [`drain`] does, but leaves the work to another process of this data directory that
+/// runs workers (a `quarry serve` on this machine, [`workers_running_elsewhere`]): while one
+/// does, this process runs none — it would convert and embed on the same cores beside it
+/// (issue 65 item 11) — and it starts its own only once none does (none ran, or it
+/// stopped). `report` is called after each look (every 100 ms); failures are told to
+/// `progress` as warnings.
+pub fn wait_for(
+    engine: &Arc<Engine>,
+    waiting: &[KbFile],
+    opts: WorkerOptions,
+    progress: &dyn Progress,
+    report: &mut dyn FnMut(&WaitReport<'_>),
+) -> Result<Vec<KbFile>> {
+    let (result, workers) = wait_loop(engine, waiting, opts, progress, true, report);
+    if let Some(workers) = workers {
+        workers.shutdown(Duration::from_secs(600));
+    }
+    result
+}
+
+/// [`drain`] and [`wait_for`]: with `leave_to_others`, workers start here only while no
+/// other process of the data directory runs any. Returns the workers it started, for the
+/// caller to stop once it has said the wait is over.
+fn wait_loop(
+    engine: &Arc<Engine>,
+    waiting: &[KbFile],
+    opts: WorkerOptions,
+    progress: &dyn Progress,
+    leave_to_others: bool,
+    report: &mut dyn FnMut(&WaitReport<'_>),
+) -> (Result<Vec<KbFile>>, Option<Workers>) {
+    let mut workers = None;
+    let mut checked: Option<Instant> = None;
     let mut pending: Vec<KbFile> = waiting.to_vec();
     let mut finished = Vec::with_capacity(waiting.len());
+    let mut gone = 0;
     let result = loop {
+        if workers.is_none() && checked.is_none_or(|t| t.elapsed() >= ELSEWHERE_CHECK) {
+            checked = Some(Instant::now());
+            let elsewhere = if leave_to_others {
+                match workers_running_elsewhere(engine) {
+                    Ok(e) => e,
+                    Err(e) => break Err(e),
+                }
+            } else {
+                false
+            };
+            if !elsewhere {
+                match Workers::start(engine.clone(), opts.clone()) {
+                    Ok(w) => workers = Some(w),
+                    Err(e) => break Err(e),
+                }
+            }
+        }
         // One read for every file still waited for: a read each, 400 round trips every
         // 100 ms on PostgreSQL, took CPU from the workers (bench/backends, uploads alone).
         let rows: Vec<i64> = pending.iter().map(|f| f.row_id).collect();
@@ -648,7 +769,7 @@ pub fn drain(
         for f in pending.drain(..) {
             match now.remove(&f.row_id) {
                 // Deleted meanwhile: nothing more to wait for.
-                None => progress.advance(1),
+                None => gone += 1,
                 Some(n) if !n.status.is_active() => {
                     if n.status == FileStatus::Failed {
                         progress.warn(&format!(
@@ -657,21 +778,23 @@ pub fn drain(
                             n.error.as_deref().unwrap_or("unknown reason")
                         ));
                     }
-                    progress.advance(1);
                     finished.push(n);
                 }
                 Some(n) => still.push(n),
             }
         }
         pending = still;
+        report(&WaitReport {
+            pending: &pending,
+            finished: finished.len() + gone,
+            working_here: workers.is_some(),
+        });
         if pending.is_empty() {
             break Ok(finished);
         }
         std::thread::sleep(Duration::from_millis(100));
     };
-    progress.end();
-    workers.shutdown(Duration::from_secs(600));
-    result
+    (result, workers)
 }
 
 #[cfg(test)]

@@ -205,6 +205,11 @@ pub fn app(state: Arc<AppState>, opts: &HttpOptions, shutdown: &CancellationToke
         .layer(timeout())
         .layer(consistent())
         .route_layer(authenticated(auth::Surface::Rest));
+    // A source id is global: without a space in the request, its own space.
+    let sources = api::sources::by_id_router()
+        .layer(timeout())
+        .layer(consistent())
+        .route_layer(authenticated(auth::Surface::Source));
     let metrics = api::metrics::router().route_layer(authenticated(auth::Surface::Rest));
     Router::new()
         .merge(mcp)
@@ -213,6 +218,7 @@ pub fn app(state: Arc<AppState>, opts: &HttpOptions, shutdown: &CancellationToke
         .merge(account)
         .merge(dify)
         .merge(knowledge)
+        .merge(sources)
         .merge(chat)
         .merge(metrics)
         .merge(api::qmd::public_router())

@@ -38,7 +38,7 @@ pub mod webdav;
 pub use location::{Location, Secret};
 pub use mask::FileMask;
 pub use plan::{Change, Known, Outcome, Plan, plan, resolve};
-pub use quarry_netguard::NetPolicy;
+pub use quarry_netguard::{Cidr, NetPolicy, Refused};
 pub use readers::{CodeOwners, CompiledMapping, ReaderMapping, ReaderRule};
 
 /// One file a source holds.
@@ -243,6 +243,20 @@ pub fn open_with(
 /// elsewhere is still refused. A folder and a Git repository on this machine make no
 /// request and pass here (only the machine's owner may attach them: the engine's rule).
 pub fn check_location(location: &Location, net: &NetPolicy) -> Result<(), SourceError> {
+    match location_refusal(location, net)? {
+        Some((url, r)) => Err(http::refused(&url, &url, &r)),
+        None => Ok(()),
+    }
+}
+
+/// What [`check_location`] would refuse, without making it an error: the URL the guard
+/// refuses and why (its [`Refused::allow_hint`] names the range that would let it
+/// through), or `None` when `net` lets every URL of the location through (or it names none).
+/// A URL that does not parse is [`SourceError::Invalid`].
+pub fn location_refusal(
+    location: &Location,
+    net: &NetPolicy,
+) -> Result<Option<(url::Url, Refused)>, SourceError> {
     let urls: Vec<&str> = match location {
         Location::Folder { .. } => Vec::new(),
         Location::Git { url, .. } => {
@@ -259,19 +273,19 @@ pub fn check_location(location: &Location, net: &NetPolicy) -> Result<(), Source
     for text in urls {
         let url = url::Url::parse(text)
             .map_err(|e| SourceError::Invalid(format!("invalid URL {text:?}: {e}")))?;
-        http::guard_url(net, &url, &url)?;
+        if let Err(r) = quarry_netguard::check_url(net, &url) {
+            return Ok(Some((url, r)));
+        }
         if let (Some(url::Host::Domain(host)), Some(port)) =
             (url.host(), url.port_or_known_default())
         {
             match quarry_netguard::resolve_blocking(net, host, port) {
                 Ok(_) => {}
-                Err(quarry_netguard::ResolveError::Refused(r)) => {
-                    return Err(http::refused(&url, &url, &r));
-                }
+                Err(quarry_netguard::ResolveError::Refused(r)) => return Ok(Some((url, r))),
                 // Not resolvable now: the sync will tell (and be checked then).
                 Err(_) => {}
             }
         }
     }
-    Ok(())
+    Ok(None)
 }

@@ -7,10 +7,46 @@ use std::collections::HashSet;
 use quarry_store::{AddedEntry, EntryStore, HistoryEvent, NewEntry, window_end};
 
 use super::knowledge::{
-    FILE_SELECT, delete_file, enqueue_cleanup_tx, file_by_row, file_from_row, insert_file,
-    lock_file,
+    FILE_SELECT, delete_file, enqueue_cleanup_tx, file_by_row, file_from_row, free_file_name,
+    insert_file, lock_file,
 };
 use super::*;
+
+/// The current version keeps the key's name: the version `row_id` it replaces, when it holds
+/// the name its successor asks for (`wanted`), steps aside to [`quarry_store::superseded_name`]
+/// — its document's path with it (the caller holds the collection's lock).
+fn step_aside(
+    tx: &mut crate::PgTransaction<'_>,
+    collection_id: i64,
+    row_id: i64,
+    wanted: &str,
+    now: i64,
+) -> Result<()> {
+    let name: String = col(
+        &tx.query_one("SELECT name FROM kb_files WHERE id = $1", &[&row_id])
+            .map_err(db_err)?,
+        0,
+    )?;
+    if name != wanted {
+        return Ok(());
+    }
+    let aside = free_file_name(
+        tx,
+        collection_id,
+        &quarry_store::superseded_name(&name, now),
+    )?;
+    tx.execute(
+        "UPDATE kb_files SET name = $2 WHERE id = $1",
+        &[&row_id, &aside],
+    )
+    .map_err(db_err)?;
+    tx.execute(
+        "UPDATE documents SET path = $2 WHERE id = (SELECT document_id FROM kb_files WHERE id = $1)",
+        &[&row_id, &aside],
+    )
+    .map_err(db_err)?;
+    Ok(())
+}
 
 fn history(
     tx: &mut crate::PgTransaction<'_>,
@@ -110,8 +146,12 @@ impl EntryStore for PgStore {
                 Some(key) => tx
                     .query_opt(
                         "SELECT id FROM kb_files WHERE collection_id = $1 AND entry_key = $2 \
-                         AND superseded_by IS NULL",
-                        &[&collection_id, key],
+                         AND superseded_by IS NULL AND readers IS NOT DISTINCT FROM $3",
+                        &[
+                            &collection_id,
+                            key,
+                            &quarry_store::readers_to_column(file.readers.as_deref()),
+                        ],
                     )
                     .map_err(db_err)?
                     .map(|r| col(&r, 0))
@@ -166,9 +206,14 @@ impl EntryStore for PgStore {
                 .query_opt(
                     &format!(
                         "{FILE_SELECT} WHERE f.collection_id = $1 AND f.blob = $2 \
-                         AND f.source_id IS NULL AND f.superseded_by IS NULL"
+                         AND f.source_id IS NULL AND f.superseded_by IS NULL \
+                         AND f.readers IS NOT DISTINCT FROM $3"
                     ),
-                    &[&collection_id, &file.sha256],
+                    &[
+                        &collection_id,
+                        &file.sha256,
+                        &quarry_store::readers_to_column(file.readers.as_deref()),
+                    ],
                 )
                 .map_err(db_err)?;
             if let Some(row) = same {
@@ -182,6 +227,7 @@ impl EntryStore for PgStore {
                     &[&t.id],
                 )
                 .map_err(db_err)?;
+                step_aside(tx, collection_id, t.id, &file.original_name, now)?;
             }
             let id = insert_file(tx, collection_id, file, None, now)?;
             let uid: String = col(
@@ -431,16 +477,32 @@ impl EntryStore for PgStore {
                 .map_err(db_err)?;
                 delete_file(tx, row.id)?;
                 if let Some(p) = predecessor {
+                    // Current again, unless its key already has a current entry with its
+                    // readers (another chain): it then joins that one.
+                    let successor: Option<i64> = match row.superseded_by {
+                        Some(next) => Some(next),
+                        None => tx
+                            .query_opt(
+                                "SELECT c.id FROM kb_files c JOIN kb_files p ON p.id = $1 \
+                                 WHERE c.collection_id = p.collection_id AND c.entry_key = p.entry_key \
+                                 AND c.readers IS NOT DISTINCT FROM p.readers \
+                                 AND c.superseded_by IS NULL AND c.id <> p.id LIMIT 1",
+                                &[&p.id],
+                            )
+                            .map_err(db_err)?
+                            .map(|r| col(&r, 0))
+                            .transpose()?,
+                    };
                     tx.execute(
                         "UPDATE kb_files SET superseded_by = $2, valid_until = $3 WHERE id = $1",
                         &[
                             &p.id,
-                            &row.superseded_by,
+                            &successor,
                             &window_end(p.valid_to, p.expires_at, next_start),
                         ],
                     )
                     .map_err(db_err)?;
-                    if row.superseded_by.is_none() {
+                    if successor.is_none() {
                         history(
                             tx,
                             *collection,

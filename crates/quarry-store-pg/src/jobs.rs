@@ -405,4 +405,25 @@ impl JobQueue for PgStore {
             failed: count(2)?,
         })
     }
+
+    fn file_queue_counts(&self, file_rows: &[i64]) -> Result<QueueCounts> {
+        if file_rows.is_empty() {
+            return Ok(QueueCounts::default());
+        }
+        let row = self
+            .conn()?
+            .query_one(
+                "SELECT count(*) FILTER (WHERE status = 'enqueued'), \
+                 count(*) FILTER (WHERE status = 'processing'), \
+                 count(*) FILTER (WHERE status = 'failed') FROM jobs WHERE file_id = ANY($1)",
+                &[&file_rows],
+            )
+            .map_err(db_err)?;
+        let count = |i: usize| -> Result<u64> { Ok(col::<i64>(&row, i)?.max(0) as u64) };
+        Ok(QueueCounts {
+            enqueued: count(0)?,
+            processing: count(1)?,
+            failed: count(2)?,
+        })
+    }
 }

@@ -239,9 +239,13 @@ impl KnowledgeStore for PgStore {
                     .query_opt(
                         &format!(
                             "{FILE_SELECT} WHERE f.collection_id = $1 AND f.blob = $2 AND f.source_id IS NULL \
-                             AND f.superseded_by IS NULL"
+                             AND f.superseded_by IS NULL AND f.readers IS NOT DISTINCT FROM $3"
                         ),
-                        &[&collection_id, &f.sha256],
+                        &[
+                            &collection_id,
+                            &f.sha256,
+                            &readers_to_column(f.readers.as_deref()),
+                        ],
                     )
                     .map_err(db_err)?;
                 if let Some(row) = existing {
@@ -269,12 +273,12 @@ impl KnowledgeStore for PgStore {
             .query(
                 &format!(
                     "{FILE_SELECT} WHERE f.collection_id = $1 \
-                     AND ($2::text IS NULL OR f.status = $2) \
+                     AND ($2::text[] IS NULL OR f.status = ANY($2)) \
                      AND ($3::text IS NULL OR strpos(lower(f.name), lower($3)) > 0) ORDER BY f.id"
                 ),
                 &[
                     &collection_id,
-                    &filter.status.map(FileStatus::as_str),
+                    &filter.status.map(|s| s.stored().to_vec()),
                     &filter.name.as_deref(),
                 ],
             )
@@ -375,7 +379,13 @@ impl KnowledgeStore for PgStore {
                         &quarry_core::now_millis(),
                     ],
                 )
-                .map_err(db_err)?;
+                .map_err(|e| {
+                    if crate::is_unique_violation(&e) {
+                        Error::Conflict(quarry_store::SAME_BYTES_SAME_READERS.into())
+                    } else {
+                        db_err(e)
+                    }
+                })?;
             Ok(n > 0)
         })
     }

@@ -30,10 +30,13 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (28, include_str!("../migrations/v28.sql")),
     (29, include_str!("../migrations/v29.sql")),
     (30, include_str!("../migrations/v30.sql")),
+    (31, include_str!("../migrations/v31.sql")),
+    (32, include_str!("../migrations/v32.sql")),
+    (33, include_str!("../migrations/v33.sql")),
 ];
 
 /// The newest schema version this binary knows.
-pub(crate) const SCHEMA_VERSION: i32 = 30;
+pub(crate) const SCHEMA_VERSION: i32 = 33;
 
 /// Serialises migrations across every process using the database.
 const MIGRATION_LOCK: i64 = 7_245_190_455_173_122_048;

@@ -17,8 +17,8 @@ use super::*;
 
 const SOURCE_SELECT: &str = "SELECT s.id, s.uid, s.collection_id, c.name, s.kind, s.location, \
      s.mask, s.interval_ms, s.secret IS NOT NULL, s.created_at, s.updated_at, s.last_sync_at, \
-     s.last_success_at, s.next_sync_at, s.failures, s.last_error, s.readers, s.watch \
-     FROM sources s JOIN collections c ON c.id = s.collection_id";
+     s.last_success_at, s.next_sync_at, s.failures, s.last_error, s.readers, s.watch, \
+     s.allow_net, s.refused_under FROM sources s JOIN collections c ON c.id = s.collection_id";
 
 fn source_from_row(r: &postgres::Row) -> Result<SourceRow> {
     Ok(SourceRow {
@@ -40,6 +40,8 @@ fn source_from_row(r: &postgres::Row) -> Result<SourceRow> {
         last_error: col(r, 15)?,
         readers: col(r, 16)?,
         watch: col(r, 17)?,
+        allow_net: col(r, 18)?,
+        refused_under: col(r, 19)?,
     })
 }
 
@@ -114,8 +116,8 @@ impl quarry_store::SourceStore for PgStore {
             let row = tx
                 .query_one(
                     "INSERT INTO sources (uid, collection_id, kind, location, mask, interval_ms, \
-                     secret, created_at, updated_at, next_sync_at, readers) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8, $9, $10) RETURNING id",
+                     secret, created_at, updated_at, next_sync_at, readers, allow_net) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8, $9, $10, $11) RETURNING id",
                     &[
                         &uuid(),
                         &source.collection_id,
@@ -128,6 +130,7 @@ impl quarry_store::SourceStore for PgStore {
                         // A scheduled source is due at once; one synced when asked never is.
                         &source.interval_ms.map(|_| now),
                         &source.readers,
+                        &source.allow_net,
                     ],
                 )
                 .map_err(|e| {
@@ -231,6 +234,34 @@ impl quarry_store::SourceStore for PgStore {
                 .map_err(db_err)?;
             changed_source(&mut **tx, row_id, n)
         })
+    }
+
+    fn set_source_allow_net(&self, row_id: i64, allow: Option<&str>) -> Result<SourceRow> {
+        self.write(|tx| {
+            // A source the guard refused is due at once: the allowance may let it through.
+            let n = tx
+                .execute(
+                    "UPDATE sources SET allow_net = $2, updated_at = $3, \
+                     next_sync_at = CASE WHEN refused_under IS NULL THEN next_sync_at \
+                       ELSE quarry_now_ms() END WHERE id = $1",
+                    &[&row_id, &allow, &quarry_core::now_millis()],
+                )
+                .map_err(db_err)?;
+            changed_source(&mut **tx, row_id, n)
+        })
+    }
+
+    fn retry_refused_sources(&self, policy: &str) -> Result<u64> {
+        self.conn()?
+            .execute(
+                // Rows taken in id order (two nodes starting at once never deadlock); one
+                // another write holds is left alone (a sync or a change of it is under way).
+                "UPDATE sources SET next_sync_at = quarry_now_ms() WHERE id IN (SELECT id FROM \
+                 sources WHERE refused_under IS NOT NULL AND refused_under <> $1 \
+                 AND lease_until IS NULL ORDER BY id FOR UPDATE SKIP LOCKED)",
+                &[&policy],
+            )
+            .map_err(db_err)
     }
 
     fn delete_source(&self, row_id: i64, keep_documents: bool) -> Result<()> {
@@ -560,6 +591,7 @@ impl quarry_store::SourceStore for PgStore {
         lease: SourceLease,
         report: &SyncReport,
         retry_after_ms: Option<i64>,
+        refused_under: Option<&str>,
     ) -> Result<bool> {
         let counts =
             serde_json::to_string(&report.counts).map_err(|e| Error::Storage(e.to_string()))?;
@@ -590,9 +622,16 @@ impl quarry_store::SourceStore for PgStore {
                  last_success_at = CASE WHEN $3 THEN last_success_at ELSE $2 END, \
                  failures = CASE WHEN $3 THEN failures + 1 ELSE 0 END, last_error = $4, \
                  next_sync_at = CASE WHEN $3 AND $5::bigint IS NOT NULL THEN $2 + $5 \
-                   WHEN interval_ms IS NULL THEN NULL ELSE $2 + interval_ms END \
-                 WHERE id = $1",
-                &[&lease.source, &now, &failed, &report.error, &retry_after_ms],
+                   WHEN interval_ms IS NULL THEN NULL ELSE $2 + interval_ms END, \
+                 refused_under = $6 WHERE id = $1",
+                &[
+                    &lease.source,
+                    &now,
+                    &failed,
+                    &report.error,
+                    &retry_after_ms,
+                    &refused_under,
+                ],
             )
             .map_err(db_err)?;
             Ok(true)

@@ -29,8 +29,8 @@ use postgres::Statement;
 use postgres::row::Row;
 use quarry_core::docid_for_hash;
 use quarry_store::{
-    ChunkEdit, CollectionStore, DocFields, FeedStore, IndexCensus, IndexDoc, NewChunk,
-    SemanticStore, SessionStore, SettingsStore,
+    ChunkEdit, CollectionStore, DocFields, EmbeddedBatch, FeedStore, IndexCensus, IndexDoc,
+    NewChunk, RecentEmbedding, SemanticStore, SessionStore, SettingsStore,
 };
 
 use super::*;
@@ -1270,6 +1270,81 @@ impl SemanticStore for PgStore {
             chunks_pending: to_u64(col(&row, 2)?),
         })
     }
+
+    fn documents_embedding_state(
+        &self,
+        document_ids: &[i64],
+        model: Option<&str>,
+    ) -> Result<EmbeddingState> {
+        if document_ids.is_empty() {
+            return Ok(EmbeddingState::default());
+        }
+        let row = self
+            .conn()?
+            .query_one(
+                "SELECT \
+                 (SELECT COUNT(*) FROM documents d WHERE d.id = ANY($1) \
+                  AND (d.chunked_hash IS DISTINCT FROM d.hash OR EXISTS (SELECT 1 FROM chunks k \
+                  WHERE k.document_id = d.id AND NOT EXISTS \
+                  (SELECT 1 FROM embeddings e WHERE e.model = $2 AND e.hash = k.hash)))), \
+                 COUNT(*), \
+                 COUNT(*) FILTER (WHERE NOT EXISTS \
+                  (SELECT 1 FROM embeddings e WHERE e.model = $2 AND e.hash = k.hash)) \
+                 FROM chunks k WHERE k.document_id = ANY($1)",
+                &[&document_ids, &model.unwrap_or("")],
+            )
+            .map_err(db_err)?;
+        Ok(EmbeddingState {
+            documents_pending: to_u64(col(&row, 0)?),
+            chunks: to_u64(col(&row, 1)?),
+            chunks_pending: to_u64(col(&row, 2)?),
+        })
+    }
+
+    fn record_embedded(&self, model: &str, hashes: &[String], elapsed_ms: i64) -> Result<()> {
+        self.conn()?
+            .execute(
+                "WITH gone AS (DELETE FROM embedded_batches WHERE ended_at < quarry_now_ms() - $4) \
+                 INSERT INTO embedded_batches (model, ended_at, elapsed_ms, chunks) \
+                 SELECT $1, quarry_now_ms(), $2, count(*) FROM chunks WHERE hash = ANY($3)",
+                &[
+                    &model,
+                    &elapsed_ms.max(0),
+                    &hashes,
+                    &quarry_store::EMBEDDED_BATCHES_KEPT_MS,
+                ],
+            )
+            .map_err(db_err)?;
+        Ok(())
+    }
+
+    fn recent_embedding(&self, model: &str, within_ms: i64) -> Result<RecentEmbedding> {
+        let rows = self
+            .conn()?
+            .query(
+                "SELECT n.now, b.ended_at, b.elapsed_ms, b.chunks \
+                 FROM (SELECT quarry_now_ms() AS now) n LEFT JOIN embedded_batches b \
+                 ON b.model = $1 AND b.ended_at >= n.now - $2 ORDER BY b.ended_at, b.id",
+                &[&model, &within_ms.max(0)],
+            )
+            .map_err(db_err)?;
+        let mut out = RecentEmbedding::default();
+        for r in &rows {
+            out.now_ms = col(r, 0)?;
+            if let (Some(ended_ms), Some(elapsed_ms), Some(chunks)) = (
+                col::<Option<i64>>(r, 1)?,
+                col::<Option<i64>>(r, 2)?,
+                col::<Option<i64>>(r, 3)?,
+            ) {
+                out.batches.push(EmbeddedBatch {
+                    ended_ms,
+                    elapsed_ms,
+                    chunks: to_u64(chunks),
+                });
+            }
+        }
+        Ok(out)
+    }
 }
 
 impl SettingsStore for PgStore {
@@ -1612,18 +1687,6 @@ impl quarry_store::ChangeListener for Notifications {
     }
 }
 
-/// The bytes `start..end` of `body` (clamped to it; a span off a character boundary is
-/// decoded lossily rather than refused).
-fn byte_span(body: &str, start: i64, end: i64) -> String {
-    let len = body.len();
-    let start = usize::try_from(start).unwrap_or(0).min(len);
-    let end = usize::try_from(end).unwrap_or(0).clamp(start, len);
-    match body.get(start..end) {
-        Some(s) => s.to_owned(),
-        None => String::from_utf8_lossy(&body.as_bytes()[start..end]).into_owned(),
-    }
-}
-
 /// `s` with each NUL as a space (same length in bytes).
 fn without_nul(s: String) -> String {
     if s.contains('\0') {
@@ -1903,44 +1966,42 @@ impl<'a> ChunkRows<'a> {
 }
 
 /// The chunk texts of `rows` (`hash, title, heading, document_id, byte_start, byte_end,
-/// text`): an edited chunk's text, else its span cut from the body here, each body fetched
-/// once, rather than by the database once per chunk.
+/// text`), in order: an edited chunk's text, else its span cut from the body here — each body
+/// fetched once, rather than by the database once per chunk, and let go before the next
+/// (memory: one body and the texts, whatever the documents' sizes).
 pub(crate) fn embed_texts(
     client: &mut impl postgres::GenericClient,
     rows: &[postgres::Row],
 ) -> Result<Vec<EmbedJob>> {
-    if rows.is_empty() {
-        return Ok(Vec::new());
+    let mut jobs = Vec::with_capacity(rows.len());
+    let mut by_doc: HashMap<i64, Vec<(usize, i64, i64)>> = HashMap::new();
+    for (i, r) in rows.iter().enumerate() {
+        let edited: Option<String> = col(r, 6)?;
+        if edited.is_none() {
+            by_doc
+                .entry(col(r, 3)?)
+                .or_default()
+                .push((i, col(r, 4)?, col(r, 5)?));
+        }
+        jobs.push(EmbedJob {
+            hash: col(r, 0)?,
+            title: col(r, 1)?,
+            heading: col(r, 2)?,
+            text: edited.unwrap_or_default(),
+        });
     }
-    let mut doc_ids: Vec<i64> = rows.iter().map(|r| col(r, 3)).collect::<Result<Vec<_>>>()?;
-    doc_ids.sort_unstable();
-    doc_ids.dedup();
-    let bodies: HashMap<i64, String> = client
-        .query(
-            "SELECT id, body FROM documents WHERE id = ANY($1)",
-            &[&doc_ids],
-        )
-        .map_err(db_err)?
-        .iter()
-        .map(|r| Ok((col(r, 0)?, col(r, 1)?)))
-        .collect::<Result<_>>()?;
-    rows.iter()
-        .map(|r| {
-            let body = bodies
-                .get(&col::<i64>(r, 3)?)
-                .map(String::as_str)
-                .unwrap_or("");
-            Ok(EmbedJob {
-                hash: col(r, 0)?,
-                title: col(r, 1)?,
-                heading: col(r, 2)?,
-                text: match col::<Option<String>>(r, 6)? {
-                    Some(text) => text,
-                    None => byte_span(body, col(r, 4)?, col(r, 5)?),
-                },
-            })
-        })
-        .collect()
+    for (doc, spans) in by_doc {
+        let body: String = client
+            .query_opt("SELECT body FROM documents WHERE id = $1", &[&doc])
+            .map_err(db_err)?
+            .map(|r| col(&r, 0))
+            .transpose()?
+            .unwrap_or_default();
+        for (i, start, end) in spans {
+            jobs[i].text = quarry_store::byte_span(&body, start, end);
+        }
+    }
+    Ok(jobs)
 }
 
 /// The lock key of every docid cut from `basis`: its first six hex digits (each docid is

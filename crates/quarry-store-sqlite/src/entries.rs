@@ -8,9 +8,46 @@ use rusqlite::{OptionalExtension, Transaction, params};
 use quarry_store::{AddedEntry, EntryStore, HistoryEvent, KbFile, NewEntry, NewKbFile, window_end};
 
 use super::knowledge::{
-    FILE_COLUMNS, FILE_FROM, delete_file_tx, enqueue_cleanup_tx, file_by_row, id_list, insert_file,
+    FILE_COLUMNS, FILE_FROM, delete_file_tx, enqueue_cleanup_tx, file_by_row, free_file_name,
+    id_list, insert_file,
 };
 use super::{SqliteStore, db_err};
+
+/// The current version keeps the key's name: the version `row_id` it replaces, when it holds
+/// the name its successor asks for (`wanted`), steps aside to [`quarry_store::superseded_name`]
+/// — its document's path with it.
+fn step_aside(
+    tx: &Transaction<'_>,
+    collection_id: i64,
+    row_id: i64,
+    wanted: &str,
+    now: i64,
+) -> Result<()> {
+    let name: String = tx
+        .query_row("SELECT name FROM kb_files WHERE id = ?1", [row_id], |r| {
+            r.get(0)
+        })
+        .map_err(db_err)?;
+    if name != wanted {
+        return Ok(());
+    }
+    let aside = free_file_name(
+        tx,
+        collection_id,
+        &quarry_store::superseded_name(&name, now),
+    )?;
+    tx.execute(
+        "UPDATE kb_files SET name = ?2 WHERE id = ?1",
+        params![row_id, aside],
+    )
+    .map_err(db_err)?;
+    tx.execute(
+        "UPDATE documents SET path = ?2 WHERE id = (SELECT document_id FROM kb_files WHERE id = ?1)",
+        params![row_id, aside],
+    )
+    .map_err(db_err)?;
+    Ok(())
+}
 
 fn history(
     tx: &Transaction<'_>,
@@ -88,8 +125,12 @@ impl EntryStore for SqliteStore {
                 Some(key) => tx
                     .query_row(
                         "SELECT id FROM kb_files WHERE collection_id = ?1 AND entry_key = ?2 \
-                         AND superseded_by IS NULL",
-                        params![collection_id, key],
+                         AND superseded_by IS NULL AND readers IS ?3",
+                        params![
+                            collection_id,
+                            key,
+                            quarry_store::readers_to_column(file.readers.as_deref())
+                        ],
                         |r| r.get::<_, i64>(0),
                     )
                     .optional()
@@ -146,8 +187,12 @@ impl EntryStore for SqliteStore {
             let same: Option<i64> = tx
                 .query_row(
                     "SELECT id FROM kb_files WHERE collection_id = ?1 AND blob = ?2 \
-                     AND source_id IS NULL AND superseded_by IS NULL",
-                    params![collection_id, file.sha256],
+                     AND source_id IS NULL AND superseded_by IS NULL AND readers IS ?3",
+                    params![
+                        collection_id,
+                        file.sha256,
+                        quarry_store::readers_to_column(file.readers.as_deref())
+                    ],
                     |r| r.get(0),
                 )
                 .optional()
@@ -164,6 +209,7 @@ impl EntryStore for SqliteStore {
                     [t.id],
                 )
                 .map_err(db_err)?;
+                step_aside(tx, collection_id, t.id, &file.original_name, now)?;
             }
             let id = insert_file(tx, collection_id, file, None, now)?;
             tx.execute(
@@ -414,16 +460,31 @@ impl EntryStore for SqliteStore {
                 .map_err(db_err)?;
                 delete_file_tx(tx, row.id)?;
                 if let Some(p) = predecessor {
+                    // Current again, unless its key already has a current entry with its
+                    // readers (another chain): it then joins that one.
+                    let successor = match row.superseded_by {
+                        Some(next) => Some(next),
+                        None => tx
+                            .query_row(
+                                "SELECT c.id FROM kb_files c JOIN kb_files p ON p.id = ?1 \
+                                 WHERE c.collection_id = p.collection_id AND c.entry_key = p.entry_key \
+                                 AND c.readers IS p.readers AND c.superseded_by IS NULL AND c.id <> p.id",
+                                [p.id],
+                                |r| r.get::<_, i64>(0),
+                            )
+                            .optional()
+                            .map_err(db_err)?,
+                    };
                     tx.execute(
                         "UPDATE kb_files SET superseded_by = ?2, valid_until = ?3 WHERE id = ?1",
                         params![
                             p.id,
-                            row.superseded_by,
+                            successor,
                             window_end(p.valid_to, p.expires_at, next_start)
                         ],
                     )
                     .map_err(db_err)?;
-                    if row.superseded_by.is_none() {
+                    if successor.is_none() {
                         history(
                             tx,
                             *collection,

@@ -12,7 +12,7 @@ use super::{
 use quarry_store::{
     AddedFile, ClaimedChunks, ConvertedFile, EntryColumns, FileFilter, FileStatus, IndexWork, Job,
     JobKind, JobQueue, KbFile, KnowledgeBase, KnowledgeStore, Lease, NewKbFile, NoteMeta,
-    QueueCounts, RestrictedFile, StatusCounts, metadata_from_column, owner_node,
+    QueueCounts, RestrictedFile, StatusCounts, StatusFilter, metadata_from_column, owner_node,
     readers_from_column, readers_to_column,
 };
 
@@ -443,8 +443,12 @@ impl KnowledgeStore for SqliteStore {
                 let existing: Option<i64> = tx
                     .query_row(
                         "SELECT id FROM kb_files WHERE collection_id = ?1 AND blob = ?2 AND source_id IS NULL \
-                         AND superseded_by IS NULL",
-                        params![collection_id, f.sha256],
+                         AND superseded_by IS NULL AND readers IS ?3",
+                        params![
+                            collection_id,
+                            f.sha256,
+                            readers_to_column(f.readers.as_deref())
+                        ],
                         |r| r.get(0),
                     )
                     .optional()
@@ -474,16 +478,19 @@ impl KnowledgeStore for SqliteStore {
         let mut stmt = conn
             .prepare_cached(&format!(
                 "SELECT {FILE_COLUMNS} FROM {FILE_FROM} WHERE f.collection_id = ?1 \
-                 AND (?2 IS NULL OR f.status = ?2) AND (?3 IS NULL OR instr(lower(f.name), lower(?3)) > 0) \
-                 ORDER BY f.id"
+                 AND (?2 IS NULL OR f.status IN (?2, ?4, ?5)) \
+                 AND (?3 IS NULL OR instr(lower(f.name), lower(?3)) > 0) ORDER BY f.id"
             ))
             .map_err(db_err)?;
+        let statuses = filter.status.map(StatusFilter::stored);
         let rows = stmt
             .query_map(
                 params![
                     collection_id,
-                    filter.status.map(FileStatus::as_str),
-                    filter.name.as_deref()
+                    statuses.map(|s| s[0]),
+                    filter.name.as_deref(),
+                    statuses.map(|s| s[1]),
+                    statuses.map(|s| s[2]),
                 ],
                 file_from_row,
             )
@@ -572,7 +579,13 @@ impl KnowledgeStore for SqliteStore {
                      WHERE id = ?1 AND collection_id = ?2",
                     params![row_id, collection_id, readers_to_column(readers), now],
                 )
-                .map_err(db_err)?;
+                .map_err(|e| {
+                    if super::is_unique_violation(&e) {
+                        Error::Conflict(quarry_store::SAME_BYTES_SAME_READERS.into())
+                    } else {
+                        db_err(e)
+                    }
+                })?;
             Ok(n > 0)
         })
     }
@@ -1264,6 +1277,27 @@ impl JobQueue for SqliteStore {
             },
         )
         .map_err(db_err)
+    }
+
+    fn file_queue_counts(&self, file_rows: &[i64]) -> Result<QueueCounts> {
+        if file_rows.is_empty() {
+            return Ok(QueueCounts::default());
+        }
+        self.conn()
+            .query_row(
+                "SELECT COALESCE(SUM(status = 'enqueued'), 0), COALESCE(SUM(status = 'processing'), 0), \
+                 COALESCE(SUM(status = 'failed'), 0) FROM jobs \
+                 WHERE file_id IN (SELECT value FROM json_each(?1))",
+                [id_list(file_rows)],
+                |r| {
+                    Ok(QueueCounts {
+                        enqueued: r.get::<_, i64>(0)?.max(0) as u64,
+                        processing: r.get::<_, i64>(1)?.max(0) as u64,
+                        failed: r.get::<_, i64>(2)?.max(0) as u64,
+                    })
+                },
+            )
+            .map_err(db_err)
     }
 
     fn live_embed_jobs(&self) -> Result<u64> {

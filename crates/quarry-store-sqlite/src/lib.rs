@@ -20,12 +20,12 @@ use rusqlite::{Connection, OptionalExtension, Transaction, params};
 
 use quarry_store::{
     ChunkEdit, ChunkRef, ChunkSource, CollectionStore, DocChange, DocChunks, DocFields, DocSummary,
-    EmbedJob, EmbeddingState, FeedBatch, FeedPosition, FeedStore, FileState, IndexCensus, IndexDoc,
-    IndexWork, SemanticStore, SessionStore, SettingsStore,
+    EmbedJob, EmbeddedBatch, EmbeddingState, FeedBatch, FeedPosition, FeedStore, FileState,
+    IndexCensus, IndexDoc, IndexWork, RecentEmbedding, SemanticStore, SessionStore, SettingsStore,
 };
 
 /// The newest schema version: the last of [`MIGRATIONS`].
-const SCHEMA_VERSION: i64 = 30;
+const SCHEMA_VERSION: i64 = 33;
 
 /// `(version, SQL)`, oldest first: the files in `migrations/`, each bringing the schema from
 /// the version before it to its own. Version 4 also gives old rows their UUIDs ([`assign_uids`]).
@@ -60,6 +60,9 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (28, include_str!("../migrations/v28.sql")),
     (29, include_str!("../migrations/v29.sql")),
     (30, include_str!("../migrations/v30.sql")),
+    (31, include_str!("../migrations/v31.sql")),
+    (32, include_str!("../migrations/v32.sql")),
+    (33, include_str!("../migrations/v33.sql")),
 ];
 
 /// The feed's last sequence number (0 before its first entry).
@@ -414,7 +417,7 @@ pub(crate) fn embed_texts(conn: &Connection, spans: Vec<EmbedSpan>) -> Result<Ve
             .map_err(db_err)?
             .unwrap_or_default();
         for i in rows {
-            texts[i] = Some(byte_span(&body, spans[i].start, spans[i].end));
+            texts[i] = Some(quarry_store::byte_span(&body, spans[i].start, spans[i].end));
         }
     }
     Ok(spans
@@ -425,18 +428,6 @@ pub(crate) fn embed_texts(conn: &Connection, spans: Vec<EmbedSpan>) -> Result<Ve
             None => s.job,
         })
         .collect())
-}
-
-/// `body[start..end]` (byte offsets, clamped to the body; a span that does not fall on
-/// character boundaries is read lossily rather than refused).
-fn byte_span(body: &str, start: i64, end: i64) -> String {
-    let len = body.len();
-    let start = usize::try_from(start).unwrap_or(0).min(len);
-    let end = usize::try_from(end).unwrap_or(0).clamp(start, len);
-    match body.get(start..end) {
-        Some(s) => s.to_owned(),
-        None => String::from_utf8_lossy(&body.as_bytes()[start..end]).into_owned(),
-    }
 }
 
 /// Brings the schema to [`SCHEMA_VERSION`] in one immediate transaction. The version is read
@@ -1791,6 +1782,84 @@ impl SemanticStore for SqliteStore {
             documents_pending: pending as u64,
             chunks: chunks as u64,
             chunks_pending: chunks_pending as u64,
+        })
+    }
+
+    fn documents_embedding_state(
+        &self,
+        document_ids: &[i64],
+        model: Option<&str>,
+    ) -> Result<EmbeddingState> {
+        if document_ids.is_empty() {
+            return Ok(EmbeddingState::default());
+        }
+        let conn = self.conn();
+        let ids = knowledge::id_list(document_ids);
+        let model = model.unwrap_or("");
+        let pending: i64 = conn
+            .prepare_cached(
+                "SELECT COUNT(*) FROM documents d WHERE d.id IN (SELECT value FROM json_each(?1)) \
+                 AND (d.chunked_hash IS NULL OR d.chunked_hash != d.hash \
+                 OR EXISTS (SELECT 1 FROM chunks k WHERE k.document_id = d.id AND (k.ann_dirty = 1 \
+                 OR NOT EXISTS (SELECT 1 FROM embeddings e WHERE e.model = ?2 AND e.hash = k.hash))))",
+            )
+            .and_then(|mut s| s.query_row(params![ids, model], |r| r.get(0)))
+            .map_err(db_err)?;
+        let (chunks, chunks_pending): (i64, i64) = conn
+            .prepare_cached(
+                "SELECT COUNT(*), COALESCE(SUM(NOT EXISTS (SELECT 1 FROM embeddings e \
+                 WHERE e.model = ?2 AND e.hash = k.hash)), 0) FROM chunks k \
+                 WHERE k.document_id IN (SELECT value FROM json_each(?1))",
+            )
+            .and_then(|mut s| s.query_row(params![ids, model], |r| Ok((r.get(0)?, r.get(1)?))))
+            .map_err(db_err)?;
+        Ok(EmbeddingState {
+            documents_pending: pending.max(0) as u64,
+            chunks: chunks.max(0) as u64,
+            chunks_pending: chunks_pending.max(0) as u64,
+        })
+    }
+
+    fn record_embedded(&self, model: &str, hashes: &[String], elapsed_ms: i64) -> Result<()> {
+        let list = serde_json::to_string(hashes).map_err(|e| Error::Storage(e.to_string()))?;
+        self.write(|tx| {
+            let now = quarry_core::now_millis();
+            tx.prepare_cached("DELETE FROM embedded_batches WHERE ended_at < ?1")
+                .and_then(|mut s| s.execute([now - quarry_store::EMBEDDED_BATCHES_KEPT_MS]))
+                .map_err(db_err)?;
+            tx.prepare_cached(
+                "INSERT INTO embedded_batches (model, ended_at, elapsed_ms, chunks) \
+                 SELECT ?1, ?2, ?3, COUNT(*) FROM chunks \
+                 WHERE hash IN (SELECT value FROM json_each(?4))",
+            )
+            .and_then(|mut s| s.execute(params![model, now, elapsed_ms.max(0), list]))
+            .map_err(db_err)?;
+            Ok(())
+        })
+    }
+
+    fn recent_embedding(&self, model: &str, within_ms: i64) -> Result<RecentEmbedding> {
+        let conn = self.conn();
+        let now = quarry_core::now_millis();
+        let batches = conn
+            .prepare_cached(
+                "SELECT ended_at, elapsed_ms, chunks FROM embedded_batches \
+                 WHERE ended_at >= ?1 AND model = ?2 ORDER BY ended_at, id",
+            )
+            .and_then(|mut s| {
+                s.query_map(params![now - within_ms.max(0), model], |r| {
+                    Ok(EmbeddedBatch {
+                        ended_ms: r.get(0)?,
+                        elapsed_ms: r.get(1)?,
+                        chunks: r.get::<_, i64>(2)?.max(0) as u64,
+                    })
+                })?
+                .collect::<rusqlite::Result<Vec<_>>>()
+            })
+            .map_err(db_err)?;
+        Ok(RecentEmbedding {
+            now_ms: now,
+            batches,
         })
     }
 }

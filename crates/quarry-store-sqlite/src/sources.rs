@@ -15,7 +15,8 @@ use quarry_store::{
 
 const SOURCE_COLUMNS: &str = "s.id, s.uid, s.collection_id, c.name, s.kind, s.location, s.mask, \
      s.interval_ms, s.secret IS NOT NULL, s.created_at, s.updated_at, s.last_sync_at, \
-     s.last_success_at, s.next_sync_at, s.failures, s.last_error, s.readers, s.watch";
+     s.last_success_at, s.next_sync_at, s.failures, s.last_error, s.readers, s.watch, \
+     s.allow_net, s.refused_under";
 
 const SOURCE_FROM: &str = "sources s JOIN collections c ON c.id = s.collection_id";
 
@@ -39,6 +40,8 @@ fn source_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SourceRow> {
         last_error: r.get(15)?,
         readers: r.get(16)?,
         watch: r.get(17)?,
+        allow_net: r.get(18)?,
+        refused_under: r.get(19)?,
     })
 }
 
@@ -149,8 +152,8 @@ impl SourceStore for SqliteStore {
             }
             tx.execute(
                 "INSERT INTO sources (uid, collection_id, kind, location, mask, interval_ms, secret, \
-                 created_at, updated_at, next_sync_at, readers) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8, ?9, ?10)",
+                 created_at, updated_at, next_sync_at, readers, allow_net) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8, ?9, ?10, ?11)",
                 params![
                     uuid(),
                     source.collection_id,
@@ -163,6 +166,7 @@ impl SourceStore for SqliteStore {
                     // A scheduled source is due at once; one synced when asked never is.
                     source.interval_ms.map(|_| now),
                     source.readers,
+                    source.allow_net,
                 ],
             )
             .map_err(db_err)?;
@@ -261,6 +265,35 @@ impl SourceStore for SqliteStore {
                 )
                 .map_err(db_err)?;
             changed_source(tx, row_id, n)
+        })
+    }
+
+    fn set_source_allow_net(&self, row_id: i64, allow: Option<&str>) -> Result<SourceRow> {
+        self.write(|tx| {
+            let now = quarry_core::now_millis();
+            // A source the guard refused is due at once: the allowance may let it through.
+            let n = tx
+                .execute(
+                    "UPDATE sources SET allow_net = ?2, updated_at = ?3, \
+                     next_sync_at = CASE WHEN refused_under IS NULL THEN next_sync_at ELSE ?3 END \
+                     WHERE id = ?1",
+                    params![row_id, allow, now],
+                )
+                .map_err(db_err)?;
+            changed_source(tx, row_id, n)
+        })
+    }
+
+    fn retry_refused_sources(&self, policy: &str) -> Result<u64> {
+        self.write(|tx| {
+            let n = tx
+                .execute(
+                    "UPDATE sources SET next_sync_at = ?2 WHERE refused_under IS NOT NULL \
+                     AND refused_under <> ?1 AND lease_until IS NULL",
+                    params![policy, quarry_core::now_millis()],
+                )
+                .map_err(db_err)?;
+            Ok(n as u64)
         })
     }
 
@@ -596,6 +629,7 @@ impl SourceStore for SqliteStore {
         lease: SourceLease,
         report: &SyncReport,
         retry_after_ms: Option<i64>,
+        refused_under: Option<&str>,
     ) -> Result<bool> {
         let counts =
             serde_json::to_string(&report.counts).map_err(|e| Error::Storage(e.to_string()))?;
@@ -626,9 +660,16 @@ impl SourceStore for SqliteStore {
                  last_success_at = CASE WHEN ?3 THEN last_success_at ELSE ?2 END, \
                  failures = CASE WHEN ?3 THEN failures + 1 ELSE 0 END, last_error = ?4, \
                  next_sync_at = CASE WHEN ?3 AND ?5 IS NOT NULL THEN ?2 + ?5 \
-                   WHEN interval_ms IS NULL THEN NULL ELSE ?2 + interval_ms END \
-                 WHERE id = ?1",
-                params![lease.source, now, failed, report.error, retry_after_ms],
+                   WHEN interval_ms IS NULL THEN NULL ELSE ?2 + interval_ms END, \
+                 refused_under = ?6 WHERE id = ?1",
+                params![
+                    lease.source,
+                    now,
+                    failed,
+                    report.error,
+                    retry_after_ms,
+                    refused_under
+                ],
             )
             .map_err(db_err)?;
             Ok(true)

@@ -11,7 +11,7 @@ use quarry_core::{Error, Result};
 /// The tables a copy carries, parents before the rows that point at them. What is derived
 /// or belongs to one process is left out: the change feed and its consumers (each node
 /// rebuilds its keyword index), node heartbeats, MCP sessions, embed jobs' chunk claims, the
-/// embedded store's ANN bookkeeping.
+/// batches the rate of embedding is measured from, the embedded store's ANN bookkeeping.
 pub const COPIED_TABLES: &[&str] = &[
     "spaces",
     "users",

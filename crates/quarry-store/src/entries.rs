@@ -118,12 +118,29 @@ pub struct HistoryEvent {
     pub detail: serde_json::Value,
 }
 
+/// The name a superseded version steps aside to when its successor asks for its name, so that
+/// the current fact keeps the key's name (`CEO.md`) rather than looking like a copy
+/// (`CEO (2).md`): `CEO (superseded 2026-12-06).md`, the day it was superseded (made free by
+/// the store's `(2)` rule when a version of the same day holds it).
+pub fn superseded_name(name: &str, at_ms: i64) -> String {
+    let day: String = quarry_core::iso8601_millis(at_ms)
+        .chars()
+        .take(10)
+        .collect();
+    match name.rsplit_once('.') {
+        Some((stem, ext)) if !stem.is_empty() => format!("{stem} (superseded {day}).{ext}"),
+        _ => format!("{name} (superseded {day})"),
+    }
+}
+
 /// Knowledge entries' versions, validity and provenance (see the module docs).
 pub trait EntryStore {
     /// Adds a note (its original stored already) as a knowledge entry, in one transaction:
-    /// with `entry.key`, the key's current entry (or `entry.supersedes`) is superseded — its
-    /// validity ends where the new one's starts — and the history records both. A current
-    /// entry with the same content and key is given back instead (nothing new). Errors:
+    /// with `entry.key`, the key's current entry with the new entry's readers (or
+    /// `entry.supersedes`) is superseded — its validity ends where the new one's starts — and
+    /// the history records both: a key names one current entry per set of readers, so a write
+    /// never reaches an entry with other readers, which some of its readers may not read. A
+    /// current entry with the same content and readers is given back instead (nothing new). Errors:
     /// `Conflict` when `supersedes` names an entry already superseded (naming its successor)
     /// or of another key; `NotFound` when it or a source in `derived_from` is not in this
     /// store.
@@ -149,7 +166,9 @@ pub trait EntryStore {
     fn entry_history(&self, collection_id: i64, entry: &str) -> Result<Vec<HistoryEvent>>;
     /// Deletes an entry and, transitively, every entry derived from it (cleanup queued as
     /// [`crate::KnowledgeStore::delete_kb_file`] does); the entry it superseded becomes
-    /// current again when it was the key's current one. `by` (a JSON object) is recorded in
+    /// current again when it was the key's current one (unless the key has a current entry
+    /// with the predecessor's readers: it then joins that chain — a key names one current
+    /// entry per set of readers). `by` (a JSON object) is recorded in
     /// the history. Returns the entries derived from it that went with it (their knowledge
     /// base's collection and public id).
     fn delete_entry(&self, collection_id: i64, row_id: i64, by: &str)
@@ -202,5 +221,25 @@ impl EntryColumns {
                 .map(str::to_owned)
                 .collect(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::superseded_name;
+
+    #[test]
+    fn a_superseded_version_steps_aside_under_its_day() {
+        // 2026-12-06T10:00:00Z
+        let at = 1_796_551_200_000;
+        assert_eq!(
+            superseded_name("CEO.md", at),
+            "CEO (superseded 2026-12-06).md"
+        );
+        assert_eq!(
+            superseded_name("notes", at),
+            "notes (superseded 2026-12-06)"
+        );
+        assert_eq!(superseded_name(".env", at), ".env (superseded 2026-12-06)");
     }
 }

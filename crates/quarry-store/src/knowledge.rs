@@ -67,6 +67,44 @@ impl FileStatus {
     }
 }
 
+/// The statuses a listing filters by: one status, or `processing` — converting, indexing or
+/// embedding, the word the queue, the counts and the web UI use for them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StatusFilter {
+    /// Exactly this status.
+    Is(FileStatus),
+    /// Converting, indexing or embedding.
+    Processing,
+}
+
+impl StatusFilter {
+    /// The words a filter accepts, for errors and help.
+    pub const WORDS: &'static str = "pending, processing (converting, indexing or embedding), converting, indexing, embedding, ready or failed";
+
+    /// The filter named `s`, or an error that lists the words.
+    pub fn parse(s: &str) -> std::result::Result<StatusFilter, String> {
+        if s == "processing" {
+            return Ok(StatusFilter::Processing);
+        }
+        FileStatus::parse(s)
+            .map(StatusFilter::Is)
+            .ok_or_else(|| format!("unknown status {s:?}: use {}", StatusFilter::WORDS))
+    }
+
+    /// The statuses it lets through, as stored: three, repeated where fewer, so that a
+    /// statement binds `status IN (?, ?, ?)` whatever the filter.
+    pub fn stored(self) -> [&'static str; 3] {
+        match self {
+            StatusFilter::Is(s) => [s.as_str(); 3],
+            StatusFilter::Processing => [
+                FileStatus::Converting.as_str(),
+                FileStatus::Indexing.as_str(),
+                FileStatus::Embedding.as_str(),
+            ],
+        }
+    }
+}
+
 /// Documents of a knowledge base per status.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct StatusCounts {
@@ -251,6 +289,12 @@ pub fn readers_to_column(readers: Option<&[String]>) -> Option<String> {
     readers.map(|r| serde_json::Value::from(r.to_vec()).to_string())
 }
 
+/// Why readers cannot be set: the same bytes are one document, and a key names one current
+/// entry, among current files with the same readers — and another one has them (only those
+/// who may change readers, who read every document, are told).
+pub const SAME_BYTES_SAME_READERS: &str = "another current document of this knowledge base has \
+     these readers and the same bytes or entry key: delete or supersede one of the two first";
+
 /// Reader keys from their column. A value that is not a list of strings reads as an empty
 /// list: a file nobody but the admins may read, never one everybody may.
 pub fn readers_from_column(column: Option<&str>) -> Option<Vec<String>> {
@@ -285,8 +329,8 @@ impl AddedFile {
 /// Filters of [`KnowledgeStore::kb_files`].
 #[derive(Debug, Clone, Default)]
 pub struct FileFilter {
-    /// Only files in this state.
-    pub status: Option<FileStatus>,
+    /// Only files in these states.
+    pub status: Option<StatusFilter>,
     /// Case-insensitive substring of the file name.
     pub name: Option<String>,
 }
@@ -635,6 +679,9 @@ pub trait JobQueue {
     fn chunk_fingerprint(&self) -> Result<(i64, i64)>;
     /// Job counts: all jobs, or those of files in `collections`.
     fn queue_counts(&self, collections: Option<&[i64]>) -> Result<QueueCounts>;
+    /// Job counts of these files alone (row ids): what a count for a caller who may not read
+    /// them leaves out.
+    fn file_queue_counts(&self, file_rows: &[i64]) -> Result<QueueCounts>;
     /// Embed jobs being processed under a live lease: the nodes embedding now (each runs
     /// one at most).
     fn live_embed_jobs(&self) -> Result<u64>;

@@ -38,7 +38,8 @@ pub use documents::{
     CollectionStore, DocChange, DocFields, DocSummary, FileState, IndexDoc, IndexWork,
 };
 pub use entries::{
-    AddedEntry, EntryColumns, EntryStore, EntryVersion, HistoryEvent, NewEntry, window_end,
+    AddedEntry, EntryColumns, EntryStore, EntryVersion, HistoryEvent, NewEntry, superseded_name,
+    window_end,
 };
 pub use feed::{
     ChangeListener, ChangeNotifier, ChangeWaiter, Channel, FeedBatch, FeedPosition, FeedStore,
@@ -50,15 +51,17 @@ pub use hub::{
 pub use knowledge::{
     AddedFile, ClaimedChunks, ConvertedFile, FileFilter, FileStatus, Job, JobKind, JobQueue,
     KbFile, KnowledgeBase, KnowledgeStore, Lease, NewKbFile, NoteMeta, QueueCounts, RestrictedFile,
-    StatusCounts, metadata_from_column, owner_node, readers_from_column, readers_to_column,
+    SAME_BYTES_SAME_READERS, StatusCounts, StatusFilter, metadata_from_column, owner_node,
+    readers_from_column, readers_to_column,
 };
 pub use oauth::{
     OAuthClientRow, OAuthGrantRow, OAuthSecretKind, OAuthSecretRow, OAuthStore, Redeemed,
 };
 pub use policies::{ApprovalDecision, ApprovalRow, PolicyRow, PolicyStore, approval_status};
 pub use semantic::{
-    ChunkEdit, ChunkRef, ChunkSource, DocChunks, EF_REFERENCE_VECTORS, EmbedJob, EmbeddingState,
-    IndexCensus, NewChunk, SemanticStore, VectorSearch, ef_for_size,
+    ChunkEdit, ChunkRef, ChunkSource, DocChunks, EF_REFERENCE_VECTORS, EMBEDDED_BATCHES_KEPT_MS,
+    EmbedJob, EmbeddedBatch, EmbeddingState, IndexCensus, NewChunk, RecentEmbedding, SemanticStore,
+    VectorSearch, byte_span, ef_for_size,
 };
 pub use sessions::{MCP_SESSION_KEPT_MS, SessionStore};
 pub use settings::SettingsStore;

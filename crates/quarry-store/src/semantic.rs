@@ -106,6 +106,19 @@ pub struct EmbedJob {
     pub text: String,
 }
 
+/// The bytes `start..end` of `body` (clamped to it; a span off a character boundary is
+/// decoded lossily rather than refused): a chunk's text, as both stores cut it from the body
+/// they read once per document.
+pub fn byte_span(body: &str, start: i64, end: i64) -> String {
+    let len = body.len();
+    let start = usize::try_from(start).unwrap_or(0).min(len);
+    let end = usize::try_from(end).unwrap_or(0).clamp(start, len);
+    match body.get(start..end) {
+        Some(s) => s.to_owned(),
+        None => String::from_utf8_lossy(&body.as_bytes()[start..end]).into_owned(),
+    }
+}
+
 /// Where a chunk lies, for mapping a vector hit back to a document and its lines.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChunkRef {
@@ -149,6 +162,32 @@ pub struct EmbeddingState {
     /// Chunks already cut that have no vector for the model yet (documents not chunked yet
     /// are counted in `documents_pending` only).
     pub chunks_pending: u64,
+}
+
+/// How long the batches of [`SemanticStore::record_embedded`] are kept: ample for the rate's
+/// window (the engine reads two minutes at most).
+pub const EMBEDDED_BATCHES_KEPT_MS: i64 = 10 * 60 * 1000;
+
+/// A batch of vectors an embedding run wrote ([`SemanticStore::record_embedded`]): the rate of
+/// embedding is measured from these, across every node that shares the store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EmbeddedBatch {
+    /// When its vectors were written, on the store's clock (milliseconds since the epoch).
+    pub ended_ms: i64,
+    /// How long it took: since the node's previous batch of the same run, or the run's start.
+    pub elapsed_ms: i64,
+    /// Chunks its vectors finished (every chunk whose text it embedded).
+    pub chunks: u64,
+}
+
+/// What [`SemanticStore::recent_embedding`] answers: the store's clock, and the batches that
+/// ended within the window asked for, oldest first.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecentEmbedding {
+    /// The store's clock now (milliseconds since the epoch).
+    pub now_ms: i64,
+    /// The batches, by `ended_ms`.
+    pub batches: Vec<EmbeddedBatch>,
 }
 
 /// Chunks, embeddings and the ANN protocol (the semantic layer): chunks are cut from a
@@ -237,6 +276,21 @@ pub trait SemanticStore: Send + Sync {
         collections: Option<&[i64]>,
         model: Option<&str>,
     ) -> Result<EmbeddingState>;
+    /// Embedding progress of these documents for `model` (`None`: nothing embedded yet);
+    /// ids of documents that do not exist count for nothing.
+    fn documents_embedding_state(
+        &self,
+        document_ids: &[i64],
+        model: Option<&str>,
+    ) -> Result<EmbeddingState>;
+    /// Records that the vectors of the chunk texts `hashes` were just written under `model`
+    /// by a batch that took `elapsed_ms`: every chunk with one of those texts counts as
+    /// finished now, on the store's clock. Batches older than [`EMBEDDED_BATCHES_KEPT_MS`]
+    /// are forgotten.
+    fn record_embedded(&self, model: &str, hashes: &[String], elapsed_ms: i64) -> Result<()>;
+    /// The store's clock, and the batches recorded for `model` that ended within the last
+    /// `within_ms` (by every node), oldest first.
+    fn recent_embedding(&self, model: &str, within_ms: i64) -> Result<RecentEmbedding>;
 }
 
 /// Vectors at which the base HNSW effort of both vector backends was calibrated

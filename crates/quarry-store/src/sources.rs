@@ -55,6 +55,14 @@ pub struct SourceRow {
     /// Synced on change (a folder watched by each server node where it exists), beside the
     /// interval if there is one.
     pub watch: bool,
+    /// The addresses this source's syncs may reach besides public ones and the server's
+    /// `--allow-net` (comma-separated ranges, as the engine checked them); `None`: none.
+    pub allow_net: Option<String>,
+    /// The network policy of the node whose guard refused this source's last sync (the
+    /// engine's `SourceOptions::policy_key`); `None` when the last sync was not refused by
+    /// the guard. A node started with another policy retries it at once
+    /// ([`SourceStore::retry_refused_sources`]).
+    pub refused_under: Option<String>,
 }
 
 /// A source to attach.
@@ -74,6 +82,9 @@ pub struct NewSource {
     pub sealed_secret: Option<String>,
     /// How its documents' readers are decided (JSON); `None`: everyone.
     pub readers: Option<String>,
+    /// The addresses its syncs may reach besides public ones (see
+    /// [`SourceRow::allow_net`]).
+    pub allow_net: Option<String>,
 }
 
 /// A node's hold on a source while it syncs it: every change the sync applies presents it,
@@ -278,6 +289,14 @@ pub trait SourceStore: Send + Sync {
     fn set_source_readers(&self, row_id: i64, mapping: Option<&str>) -> Result<SourceRow>;
     /// Turns syncing on change on or off (a folder source watched by the server nodes).
     fn set_source_watch(&self, row_id: i64, watch: bool) -> Result<SourceRow>;
+    /// Replaces the addresses the source's syncs may reach besides public ones (`None`:
+    /// none). A source whose last sync the guard refused is due at once: the new allowance
+    /// may let it through.
+    fn set_source_allow_net(&self, row_id: i64, allow: Option<&str>) -> Result<SourceRow>;
+    /// Makes every source whose last sync the guard refused under a network policy other
+    /// than `policy` due at once (a node started with a changed `--allow-net`, or without
+    /// the guard), unless a sync of it runs; returns how many.
+    fn retry_refused_sources(&self, policy: &str) -> Result<u64>;
     /// Detaches a source. Its documents are deleted with it, or, with `keep_documents`,
     /// become ordinary documents of the knowledge base (no longer synced).
     fn delete_source(&self, row_id: i64, keep_documents: bool) -> Result<()>;
@@ -322,12 +341,15 @@ pub trait SourceStore: Send + Sync {
     fn start_sync_report(&self, lease: SourceLease, revision: Option<&str>) -> Result<String>;
     /// Records how a sync ended and releases the claim: a success clears the failures and
     /// schedules the next sync by the interval; a failure counts and backs off
-    /// (`retry_after_ms`). `false` when the lease no longer held (nothing recorded).
+    /// (`retry_after_ms`). `refused_under` is the network policy under which the guard
+    /// refused the sync ([`SourceRow::refused_under`]; `None`: it was not refused). `false`
+    /// when the lease no longer held (nothing recorded).
     fn finish_sync_report(
         &self,
         lease: SourceLease,
         report: &SyncReport,
         retry_after_ms: Option<i64>,
+        refused_under: Option<&str>,
     ) -> Result<bool>;
     /// The source's latest reports, newest first. A report still `running` whose claim no
     /// longer holds (its node died and the lease lapsed) reads as `failed`, interrupted.

@@ -42,8 +42,19 @@ fn the_binary_answers_to_the_name_qmd() {
     assert!(help.contains("Usage: qmd "), "{help}");
     assert!(!help.contains("Usage: quarry"), "{help}");
     assert!(help.contains("[alias: server]"), "{help}");
+    // The commands the help text tells the reader to run are spelled under that name too.
+    assert!(help.contains("needs `qmd embed`"), "{help}");
+    assert!(!help.contains("`quarry "), "{help}");
+    let out = q
+        .cmd_as(&qmd, &["source", "--help"])
+        .output()
+        .expect("run qmd");
+    let sub = stdout(&out);
+    assert!(!sub.contains("`quarry "), "{sub}");
+    assert!(sub.contains("`qmd source sync ID`"), "{sub}");
     let help = q.ok(&["--help"]);
     assert!(help.contains("Usage: quarry "), "{help}");
+    assert!(help.contains("needs `quarry embed`"), "{help}");
 
     // `qmd server --help` (QMD's spelling of `serve`).
     let out = q

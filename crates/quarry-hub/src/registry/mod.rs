@@ -58,6 +58,8 @@ pub struct Hub {
     catalogs: Mutex<HashMap<String, Arc<Catalog>>>,
     /// Set by [`Hub::shutdown`]: the follower thread exits.
     stopped: AtomicBool,
+    /// How many stdio upstreams start at once, and what each one answered.
+    starts: upstream::Starts,
 }
 
 /// The hub follower's loop: until the hub is dropped, stop what other nodes disabled.
@@ -115,6 +117,7 @@ impl Hub {
         if web.is_some() && !builtin.iter().any(|b| b.id == WEB_PACKAGE) {
             builtin.push(web::web_package());
         }
+        let starts = upstream::Starts::new(opts.upstream_starts, opts.narrow_starts_while.as_ref());
         Arc::new(Hub {
             store,
             builtin,
@@ -122,6 +125,7 @@ impl Hub {
             pool: Pool::new(web),
             catalogs: Mutex::new(HashMap::new()),
             stopped: AtomicBool::new(false),
+            starts,
         })
     }
 
@@ -194,6 +198,8 @@ impl Hub {
             net: (row.owner != MACHINE_OWNER).then(|| self.opts.net.clone()),
             revision: row.updated_at,
             bearer: (transport == TransportKind::Http).then(|| self.bearer_source(row)),
+            id: row.id.clone(),
+            starts: self.starts.clone(),
         };
         let hub = Arc::downgrade(self);
         let owner = row.owner.clone();

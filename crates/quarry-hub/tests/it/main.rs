@@ -3,3 +3,4 @@
 mod custom;
 mod registry;
 mod sse;
+mod starts;

@@ -16,7 +16,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use quarry_core::Error;
-use quarry_engine::{CreateKnowledgeBase, FileFilter, FileStatus, Upload, UploadOutcome};
+use quarry_engine::{CreateKnowledgeBase, FileFilter, StatusFilter, Upload, UploadOutcome};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -183,14 +183,9 @@ async fn delete_kb(
 fn parse_filter(q: DocsQuery) -> Result<FileFilter, ApiError> {
     let status = match q.status.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
         None => None,
-        Some(s) => Some(FileStatus::parse(s).ok_or_else(|| {
-            ApiError::new(
-                StatusCode::BAD_REQUEST,
-                format!(
-                    "unknown status {s:?}: use pending, converting, indexing, embedding, ready or failed"
-                ),
-            )
-        })?),
+        Some(s) => {
+            Some(StatusFilter::parse(s).map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e))?)
+        }
     };
     Ok(FileFilter {
         status,

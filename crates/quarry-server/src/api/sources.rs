@@ -4,6 +4,10 @@
 //! (its added and changed documents go to the ingestion workers like uploads; a sync that
 //! outlives the request timeout answers 408 and goes on), and read its reports.
 //!
+//! A source id is global: the routes under `/api/v1/sources/{id}` ([`by_id_router`]) act in
+//! the space the source is in when the request names none (`auth::Surface::Source`), as long
+//! as the credential reaches that space — otherwise the 404 of a missing source.
+//!
 //! The rules are the engine's (who may attach, change or sync; a source is found only
 //! through a knowledge base the caller sees — anything else is the 404 of a missing one; a
 //! place on the server's disk — a `folder` source, or a Git "URL" that is a local path — only
@@ -37,12 +41,18 @@ const REPORTS_DEFAULT: usize = 20;
 /// The most reports one request lists (the engine keeps to the same bound).
 const REPORTS_MAX: usize = 100;
 
+/// The routes under a knowledge base (its space is the request's).
 pub(crate) fn router() -> Router<Arc<AppState>> {
+    Router::new().route(
+        "/api/v1/knowledge-bases/{id}/sources",
+        get(list_sources).post(add_source),
+    )
+}
+
+/// The routes that name a source by its id, mounted behind `auth::Surface::Source`: without
+/// a space in the request, they act in the source's own.
+pub(crate) fn by_id_router() -> Router<Arc<AppState>> {
     Router::new()
-        .route(
-            "/api/v1/knowledge-bases/{id}/sources",
-            get(list_sources).post(add_source),
-        )
         .route(
             "/api/v1/sources/{source_id}",
             get(get_source).patch(update_source).delete(remove_source),
@@ -81,6 +91,10 @@ struct AddBody {
     /// base.
     #[serde(default)]
     readers: Option<ReaderMapping>,
+    /// Address ranges its syncs may reach besides public ones and the server's
+    /// `--allow-net` (a management credential's setting).
+    #[serde(default)]
+    allow_net: Option<Vec<String>>,
 }
 
 /// A private source's token or password (and the user name it goes with): sealed by the
@@ -116,6 +130,9 @@ struct UpdateBody {
     /// A new reader mapping; `null`: every reader of the knowledge base again.
     #[serde(default, deserialize_with = "crate::http::nullable")]
     readers: Option<Option<ReaderMapping>>,
+    /// The source's own address allowance; `null` or `[]`: none.
+    #[serde(default, deserialize_with = "crate::http::nullable")]
+    allow_net: Option<Option<Vec<String>>>,
 }
 
 /// A field that may be absent (`None`), `null` (`Some(None)`) or a count.
@@ -241,6 +258,7 @@ fn audit_source(s: &SourceView) -> Value {
         "watch": s.watch,
         "has_credential": s.has_secret,
         "readers": s.readers,
+        "allow_net": s.allow_net,
     })
 }
 
@@ -268,6 +286,7 @@ async fn add_source(
         secret,
         watch: b.watch,
         readers: b.readers,
+        allow_net: b.allow_net.unwrap_or_default(),
     };
     let engine = caller.engine.clone();
     let s = run_blocking(move || engine.add_source(&id, &req)).await?;
@@ -291,14 +310,18 @@ async fn update_source(
         && b.watch.is_none()
         && b.credential.is_none()
         && b.readers.is_none()
+        && b.allow_net.is_none()
     {
         return Err(bad(
             "nothing to change: give \"mask\", \"interval_seconds\" (null: sync only when asked), \
-             \"watch\", \"credential\" (null: forget the stored one) and/or \"readers\" \
-             (null: every reader of the knowledge base)",
+             \"watch\", \"credential\" (null: forget the stored one), \"readers\" \
+             (null: every reader of the knowledge base) and/or \"allow_net\" (null: none)",
         ));
     }
     // Checked before anything changes.
+    if let Some(Some(allow)) = &b.allow_net {
+        quarry_engine::check_allow_net(allow)?;
+    }
     let secret = match &b.credential {
         Some(Some(c)) => Some(Some(c.secret()?)),
         Some(None) => Some(None),
@@ -309,6 +332,7 @@ async fn update_source(
     let mask = b.mask;
     let watch = b.watch;
     let readers = b.readers;
+    let allow_net = b.allow_net;
     let s = run_blocking(move || {
         // Found (or 404) and the mask and schedule checked before the credential moves.
         let mut s = engine.source(&id)?;
@@ -323,6 +347,10 @@ async fn update_source(
         }
         if let Some(secret) = &secret {
             s = engine.set_source_secret(&id, secret.as_ref())?;
+        }
+        // Last: its answer carries the warnings about the source's reach.
+        if let Some(allow) = &allow_net {
+            s = engine.set_source_allow_net(&id, allow.as_deref().unwrap_or_default())?;
         }
         Ok(s)
     })

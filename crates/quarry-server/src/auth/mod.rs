@@ -48,6 +48,13 @@ pub(crate) enum Surface {
     JsonRpc,
     /// Dify's External Knowledge API: `{"error_code": 1002, "error_msg"}`.
     Dify,
+    /// REST routes that name a source by its id (`/api/v1/sources/{id}…`), in REST's words.
+    /// A source id is global: a request that names no space acts in the space the source is
+    /// in, when the credential reaches it; otherwise (no such source, or a space the
+    /// credential does not reach) in the credential's first space, where the handler answers
+    /// the 404 of a missing source — the same answer either way, so nothing tells whether
+    /// the source exists.
+    Source,
 }
 
 /// The resolved caller of one request.
@@ -126,6 +133,15 @@ struct Credentials {
     resource: Option<String>,
     kb: Option<Vec<String>>,
     idempotency_key: Option<String>,
+    /// The source id the path names (`Surface::Source` routes).
+    source_id: Option<String>,
+}
+
+/// The source id a path under `/api/v1/sources/` names.
+fn source_id_of(path: &str) -> Option<&str> {
+    let rest = path.strip_prefix("/api/v1/sources/")?;
+    let id = rest.split('/').next()?;
+    (!id.is_empty()).then_some(id)
 }
 
 fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
@@ -200,7 +216,32 @@ enum Refusal {
 fn resolve(state: &AppState, surface: Surface, c: &Credentials) -> Result<Caller, Refusal> {
     let directory = state.directory();
     let internal = |e: quarry_core::Error| Refusal::Store(ApiError::from(e));
+    // A request about a source that names no space: the source's own space.
+    let source_space = match (surface, &c.space, &c.source_id) {
+        (Surface::Source, None, Some(id)) => {
+            state.root_engine().source_space(id).map_err(internal)?
+        }
+        _ => None,
+    };
     let principal = match (&c.token, state.auth_mode()) {
+        (Some(token), _) if surface == Surface::Source && c.space.is_none() => {
+            let in_source_space = match &source_space {
+                Some(space) => directory
+                    .authenticate(token, Some(space))
+                    .map_err(internal)?,
+                None => Err(AuthFailure::SpaceForbidden),
+            };
+            match in_source_space {
+                Ok(p) => p,
+                // A space the credential does not reach, or no such source: its first
+                // space, where the source is not found.
+                Err(AuthFailure::SpaceForbidden) => directory
+                    .authenticate_any_space(token, None)
+                    .map_err(internal)?
+                    .map_err(Refusal::Auth)?,
+                Err(f) => return Err(Refusal::Auth(f)),
+            }
+        }
         (Some(token), _) => if surface == Surface::Account {
             directory.authenticate_any_space(token, c.space.as_deref())
         } else {
@@ -210,7 +251,7 @@ fn resolve(state: &AppState, surface: Surface, c: &Credentials) -> Result<Caller
         .map_err(Refusal::Auth)?,
         (None, AuthMode::Token) => return Err(Refusal::Auth(AuthFailure::Missing)),
         (None, AuthMode::Open) => {
-            let space = match &c.space {
+            let space = match c.space.as_ref().or(source_space.as_ref()) {
                 Some(key) => match directory.space(key) {
                     Ok(s) => s,
                     Err(quarry_core::Error::NotFound(_)) => {
@@ -252,7 +293,9 @@ fn refusal_response(surface: Surface, refusal: Refusal) -> Response {
         ),
     };
     let body = match surface {
-        Surface::Rest | Surface::Account => ApiError::with_code(status, code, message).body(),
+        Surface::Rest | Surface::Account | Surface::Source => {
+            ApiError::with_code(status, code, message).body()
+        }
         Surface::JsonRpc => jsonrpc_refusal(code, &message),
         // Dify: 1001 malformed Authorization header, 1002 authorization failed.
         Surface::Dify => json!({
@@ -313,7 +356,10 @@ pub(crate) async fn authenticate(
     mut req: Request,
     next: Next,
 ) -> Response {
-    let creds = credentials(&req);
+    let mut creds = credentials(&req);
+    if surface == Surface::Source {
+        creds.source_id = source_id_of(req.uri().path()).map(str::to_owned);
+    }
     let client = crate::audit::client_of(req.extensions());
     if needs_csrf(&req, &creds) && !session::csrf_ok(req.headers()) {
         crate::telemetry::record_auth_failure(ErrorCode::CsrfFailed);
@@ -423,6 +469,20 @@ mod tests {
             b = b.header(*k, *v);
         }
         b.body(axum::body::Body::empty()).unwrap()
+    }
+
+    #[test]
+    fn a_source_route_names_its_source() {
+        let id = "5232236f-1c45-4597-900f-17ea3e3c8c73";
+        for path in [
+            format!("/api/v1/sources/{id}"),
+            format!("/api/v1/sources/{id}/sync"),
+            format!("/api/v1/sources/{id}/reports"),
+        ] {
+            assert_eq!(source_id_of(&path), Some(id), "{path}");
+        }
+        assert_eq!(source_id_of("/api/v1/sources/"), None);
+        assert_eq!(source_id_of("/api/v1/knowledge-bases/x/sources"), None);
     }
 
     #[test]

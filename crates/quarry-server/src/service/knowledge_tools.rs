@@ -304,10 +304,11 @@ pub(crate) fn in_tool_scope(caller: &Caller, t: &Tool) -> bool {
 
 /// The seed's result text for `knowledge_search`, plus `structuredContent`.
 pub(crate) fn knowledge_search_result(
-    query: &str,
+    req: &KnowledgeSearch,
     requested: SearchMode,
     found: &KnowledgeSearchResult,
 ) -> CallToolResult {
+    let query = &req.query;
     let results = &found.results;
     // The mode that ran (issue 41: the text said "hybrid" when it had run as keyword); the
     // one asked for beside it when they differ, since the text is what the model reads.
@@ -370,7 +371,10 @@ pub(crate) fn knowledge_search_result(
             s.push_str("- Use more general terms if query is too specific\n");
             s.push_str("- Check if the topic exists in the knowledge bases\n");
         } else {
-            s.push_str("- Consider lowering min_score to get more results\n");
+            // Only a threshold that cut something can be lowered.
+            if req.min_score > 0.0 {
+                s.push_str("- Consider lowering min_score to get more results\n");
+            }
             s.push_str("- Try breaking the query into smaller parts\n");
             s.push_str("- Use \"keyword\" mode if looking for exact terms\n");
         }
@@ -553,7 +557,7 @@ fn run(conn: &Connection, name: &str, args: &Args<'_>) -> CallToolResult {
                 Err(m) => return tool_error(format!("Search failed: 400 - {m}")),
             };
             match engine.knowledge_search(&req) {
-                Ok(found) => knowledge_search_result(&req.query, mode, &found),
+                Ok(found) => knowledge_search_result(&req, mode, &found),
                 Err(e) => tool_error(format!(
                     "Search failed: {} - {e}",
                     crate::http::http_status(&e).as_u16()

@@ -344,6 +344,7 @@ fn removing_a_knowledge_base_while_its_source_syncs_deadlocks_neither() {
                 interval_ms: None,
                 sealed_secret: None,
                 readers: None,
+                allow_net: None,
             })
             .unwrap();
         let lease = store

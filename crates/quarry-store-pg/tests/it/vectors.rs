@@ -314,6 +314,13 @@ const BACK_TO_V27: &str = "DROP TRIGGER chunks_vectors_added ON chunks; \
          quarry_embeddings_stored(), quarry_embeddings_removed(); \
      DROP TABLE chunk_vectors; DROP INDEX embeddings_hash; DROP INDEX kb_files_superseded_by; \
      ALTER TABLE access_tokens DROP COLUMN manage; \
+     ALTER TABLE sources DROP COLUMN allow_net; ALTER TABLE sources DROP COLUMN refused_under; \
+     DROP TABLE embedded_batches; \
+     DROP INDEX kb_files_current_key; DROP INDEX kb_files_upload_blob; \
+     CREATE UNIQUE INDEX kb_files_current_key ON kb_files(collection_id, entry_key) \
+         WHERE entry_key IS NOT NULL AND superseded_by IS NULL; \
+     CREATE UNIQUE INDEX kb_files_upload_blob ON kb_files(collection_id, blob) \
+         WHERE source_id IS NULL AND superseded_by IS NULL; \
      DELETE FROM quarry_schema WHERE version >= 28";
 
 /// Rows of `chunk_vectors` that differ from what it derives from (each chunk with each

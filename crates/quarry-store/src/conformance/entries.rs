@@ -15,6 +15,8 @@ macro_rules! __conformance_entries {
         $crate::store_conformance!(@in entries, $open;
             entries_a_key_supersedes_its_current_entry_and_history_keeps_both,
             entries_supersedes_names_only_a_current_entry_of_its_key,
+            entries_a_new_version_keeps_the_name_of_the_one_it_replaces,
+            entries_a_key_names_one_current_entry_per_set_of_readers,
             entries_windows_expiry_and_reads_of_the_past,
             entries_deleting_a_source_deletes_what_was_derived_and_relinks_versions,
         );
@@ -157,6 +159,121 @@ pub fn entries_a_key_supersedes_its_current_entry_and_history_keeps_both(store: 
     );
     assert_eq!(history[2].detail["by"], second.id.as_str());
     assert_eq!(history[0].detail["by"]["client"], "test");
+}
+
+/// A new version of a key under the same name keeps that name (the current fact does not look
+/// like a copy, `CEO (2).md`): the version it replaces steps aside to `CEO (superseded DAY).md`,
+/// its document's path with it, and a lookup by name finds the current version. A version
+/// whose name differs keeps it; a file beside them under the same name gets a free one.
+pub fn entries_a_new_version_keeps_the_name_of_the_one_it_replaces(store: &dyn Store) {
+    let c = kb(store, "names");
+    let named = |sha: u64, name: &str| NewKbFile {
+        original_name: name.into(),
+        ..note(sha)
+    };
+    let (first, _) = added(store.add_entry(c, &named(1, "CEO.md"), &keyed("ceo")));
+    let doc = with_document(store, &first);
+    let (second, old) = added(store.add_entry(c, &named(2, "CEO.md"), &keyed("ceo")));
+    let old = old.expect("the superseded version");
+    assert_eq!(old.id, first.id);
+    assert_eq!(second.file_name, "CEO.md");
+    let aside = old.file_name.clone();
+    assert!(
+        aside.starts_with("CEO (superseded ") && aside.ends_with(").md"),
+        "{aside}"
+    );
+    assert_eq!(reload(store, &first).file_name, aside);
+    let moved = store
+        .documents_by_ids(&[doc])
+        .expect("documents_by_ids")
+        .pop()
+        .expect("its document");
+    assert_eq!(moved.path, aside, "its document's path steps aside with it");
+    assert_eq!(
+        store.kb_file(c, "CEO.md").expect("kb_file").map(|f| f.id),
+        Some(second.id.clone()),
+        "the current version answers to the name"
+    );
+    // Again the same day: the next free name.
+    let (third, _) = added(store.add_entry(c, &named(3, "CEO.md"), &keyed("ceo")));
+    assert_eq!(third.file_name, "CEO.md");
+    let second_aside = reload(store, &second).file_name;
+    assert_ne!(second_aside, aside);
+    assert!(
+        second_aside.starts_with("CEO (superseded "),
+        "{second_aside}"
+    );
+    // A version under another name leaves the old one's name alone.
+    let (fourth, _) = added(store.add_entry(c, &named(4, "Chief executive.md"), &keyed("ceo")));
+    assert_eq!(fourth.file_name, "Chief executive.md");
+    assert_eq!(reload(store, &third).file_name, "CEO.md");
+    let (beside, none) =
+        added(store.add_entry(c, &named(5, "Chief executive.md"), &NewEntry::default()));
+    assert!(none.is_none());
+    assert_eq!(
+        beside.file_name, "Chief executive (2).md",
+        "a current file holds its name"
+    );
+}
+
+/// A key names one current entry per set of readers: a write with other readers than the
+/// key's restricted entry starts a chain of its own (as for a free key) and supersedes
+/// nothing; a write with the same readers supersedes it. A chain's current entry deleted while
+/// another chain holds the key for its predecessor's readers: the predecessor joins that chain
+/// rather than becoming a second current entry.
+pub fn entries_a_key_names_one_current_entry_per_set_of_readers(store: &dyn Store) {
+    let c = kb(store, "readers");
+    let hr = |sha: u64| NewKbFile {
+        readers: Some(vec!["group:hr".to_owned()]),
+        ..note(sha)
+    };
+    let (restricted, _) = added(store.add_entry(c, &hr(1), &keyed("comp-plan")));
+    let (open, superseded) = added(store.add_entry(c, &note(2), &keyed("comp-plan")));
+    assert!(
+        superseded.is_none(),
+        "a write with other readers supersedes nothing"
+    );
+    assert_eq!(
+        reload(store, &restricted)
+            .entry
+            .and_then(|e| e.superseded_by),
+        None
+    );
+    let (hr_next, superseded) = added(store.add_entry(c, &hr(3), &keyed("comp-plan")));
+    assert_eq!(superseded.map(|s| s.id), Some(restricted.id.clone()));
+    assert_eq!(
+        reload(store, &open).entry.and_then(|e| e.superseded_by),
+        None
+    );
+    let current: Vec<String> = store
+        .entry_versions(c, "comp-plan")
+        .expect("entry_versions")
+        .into_iter()
+        .filter(|f| f.entry.as_ref().is_some_and(|e| e.superseded_by.is_none()))
+        .map(|f| f.id)
+        .collect();
+    assert_eq!(current, [open.id.clone(), hr_next.id.clone()]);
+
+    // v1 open, v2 (superseding it by id) for hr, then another open chain; v2 deleted.
+    let (v1, _) = added(store.add_entry(c, &note(10), &keyed("bonus")));
+    let (v2, _) = added(store.add_entry(
+        c,
+        &hr(11),
+        &NewEntry {
+            supersedes: Some(v1.row_id),
+            ..keyed("bonus")
+        },
+    ));
+    let (other, superseded) = added(store.add_entry(c, &note(12), &keyed("bonus")));
+    assert!(
+        superseded.is_none(),
+        "the open version is superseded already"
+    );
+    store
+        .delete_entry(c, v2.row_id, r#"{"user":"ann"}"#)
+        .expect("delete_entry");
+    let v1 = reload(store, &v1).entry.expect("version");
+    assert_eq!(v1.superseded_by.as_deref(), Some(other.id.as_str()));
 }
 
 /// `supersedes` names the entry replaced: an unknown one is not found, one already

@@ -5,7 +5,7 @@ use quarry_core::{Error, PageSpan};
 
 use crate::{
     AddedFile, ConvertedFile, DocChunks, FileFilter, FileStatus, Job, JobKind, KbFile, Lease,
-    NewChunk, NewKbFile, NoteMeta, QueueCounts, Store,
+    NewChunk, NewKbFile, NoteMeta, QueueCounts, StatusFilter, Store,
 };
 
 /// The cases of this module, for [`store_conformance!`](crate::store_conformance).
@@ -17,6 +17,7 @@ macro_rules! __conformance_knowledge {
             knowledge_bases_are_created_listed_found_and_updated,
             knowledge_same_bytes_make_no_second_file_and_same_names_get_distinct_ones,
             knowledge_files_are_filtered_and_found_by_id_or_name,
+            knowledge_a_restricted_file_holds_no_bytes_against_other_readers,
             knowledge_deleting_a_file_queues_a_cleanup_and_orphans_its_blob,
             knowledge_converting_a_file_stores_its_document_and_keeps_its_docid,
             knowledge_blobs_are_visible_only_to_their_space_and_collections,
@@ -301,7 +302,7 @@ pub fn knowledge_files_are_filtered_and_found_by_id_or_name(store: &dyn Store) {
         .kb_files(
             c,
             &FileFilter {
-                status: Some(FileStatus::Failed),
+                status: Some(StatusFilter::Is(FileStatus::Failed)),
                 name: None,
             },
         )
@@ -315,7 +316,7 @@ pub fn knowledge_files_are_filtered_and_found_by_id_or_name(store: &dyn Store) {
         .kb_files(
             c,
             &FileFilter {
-                status: Some(FileStatus::Failed),
+                status: Some(StatusFilter::Is(FileStatus::Failed)),
                 name: Some("report".into()),
             },
         )
@@ -342,6 +343,96 @@ pub fn knowledge_files_are_filtered_and_found_by_id_or_name(store: &dyn Store) {
     assert_eq!(note.title.as_deref(), Some("An idea"));
     assert_eq!(note.tags, ["x", "y"]);
     assert_eq!(note.summary, None);
+    // `processing` is converting, indexing or embedding: the word the queue and the UI use.
+    let processing = |store: &dyn Store| {
+        store
+            .kb_files(
+                c,
+                &FileFilter {
+                    status: Some(StatusFilter::Processing),
+                    name: None,
+                },
+            )
+            .expect("processing")
+            .into_iter()
+            .map(|f| f.file_name)
+            .collect::<Vec<_>>()
+    };
+    assert!(
+        processing(store).is_empty(),
+        "pending and failed files are not processing"
+    );
+    assert!(
+        store
+            .set_file_status(None, files[0].row_id, FileStatus::Embedding, None)
+            .expect("set_file_status")
+    );
+    assert_eq!(processing(store), vec![files[0].file_name.clone()]);
+    assert!(
+        store
+            .set_file_status(None, files[0].row_id, FileStatus::Pending, None)
+            .expect("set_file_status")
+    );
+}
+
+/// The same bytes are one document only among files with the same readers: an upload of a
+/// restricted file's bytes with other readers is a document of its own, so the answer does not
+/// tell its uploader that a hidden one exists (issue 65 item 6); with the same readers it is
+/// the same document, as before. Readers that would make two current copies alike conflict.
+/// The jobs of given files are counted apart (what a caller who may not read them is not
+/// shown).
+pub fn knowledge_a_restricted_file_holds_no_bytes_against_other_readers(store: &dyn Store) {
+    let c = kb(store, "kb");
+    let hr = |name: &str, sha: &str| NewKbFile {
+        readers: Some(vec!["group:hr".to_owned()]),
+        ..new_file(name, sha)
+    };
+    let hidden = add(store, c, &[hr("layoffs.md", &hash(9))]).remove(0);
+    let added = store
+        .add_files(
+            c,
+            &[
+                new_file("layoffs.md", &hash(10)),
+                new_file("copy.md", &hash(9)),
+                hr("again.md", &hash(9)),
+                hr("layoffs.md", &hash(11)),
+            ],
+        )
+        .expect("add_files");
+    let results: Vec<&str> = added
+        .iter()
+        .map(|a| match a {
+            AddedFile::Added { .. } => "added",
+            AddedFile::Duplicate { .. } => "duplicate",
+        })
+        .collect();
+    assert_eq!(
+        results,
+        ["added", "added", "duplicate", "added"],
+        "a hidden file holds no bytes against other readers; the same readers' files do"
+    );
+    assert_eq!(added[2].file().id, hidden.id);
+    // Readers that would make two current copies of the same bytes alike: a conflict, and
+    // nothing changes.
+    let copy = added[1].file().clone();
+    match store.set_file_readers(c, copy.row_id, Some(&["group:hr".to_owned()])) {
+        Err(Error::Conflict(why)) => assert!(why.contains("these readers"), "{why}"),
+        other => panic!("expected a conflict, got {other:?}"),
+    }
+    assert_eq!(file(store, copy.row_id).readers, None);
+    // What a count for a caller who may not read the hidden file leaves out: its job.
+    assert_eq!(
+        store.file_queue_counts(&[hidden.row_id]).expect("counts"),
+        QueueCounts {
+            enqueued: 1,
+            processing: 0,
+            failed: 0
+        }
+    );
+    assert_eq!(
+        store.file_queue_counts(&[]).expect("none"),
+        QueueCounts::default()
+    );
 }
 
 /// Deleting a file takes its job and document with it and queues one cleanup; its blob is

@@ -21,6 +21,7 @@ use crate::{DocChange, FeedPosition, NewKbFile, Store};
 pub mod access;
 pub mod audit;
 pub mod chat;
+pub mod embedding;
 pub mod entries;
 pub mod groups;
 pub mod hub;
@@ -43,6 +44,7 @@ macro_rules! store_conformance {
         $crate::__conformance_access!($open);
         $crate::__conformance_audit!($open);
         $crate::__conformance_chat!($open);
+        $crate::__conformance_embedding!($open);
         $crate::__conformance_entries!($open);
         $crate::__conformance_groups!($open);
         $crate::__conformance_hub!($open);

@@ -24,6 +24,7 @@ macro_rules! __conformance_sources {
             sources_watched_and_their_files_at_paths,
             sources_readers_follow_every_change_and_the_mapping_is_kept,
             sources_an_interrupted_sync_is_due_and_its_report_says_so,
+            sources_a_refused_sync_is_retried_under_another_network_policy,
         );
     };
 }
@@ -51,6 +52,7 @@ fn source(
             interval_ms,
             sealed_secret: Some("sealed-bytes".into()),
             readers: None,
+            allow_net: None,
         })
         .unwrap_or_else(|e| panic!("create_source {location}: {e}"))
 }
@@ -161,6 +163,7 @@ pub fn sources_are_created_listed_and_unique_per_location(store: &dyn Store) {
         interval_ms: None,
         sealed_secret: None,
         readers: Some(r#"{"codeowners":true}"#.into()),
+        allow_net: None,
     });
     assert!(matches!(again, Err(Error::Conflict(_))), "{again:?}");
     let all: Vec<String> = store
@@ -244,13 +247,13 @@ pub fn sources_one_claim_at_a_time_and_a_stale_one_writes_nothing(store: &dyn St
     assert!(store.start_sync_report(first, None).is_err());
     assert!(
         !store
-            .finish_sync_report(first, &report("r0", &s, None), None)
+            .finish_sync_report(first, &report("r0", &s, None), None, None)
             .unwrap()
     );
     let id = store.start_sync_report(second, Some("abc")).unwrap();
     assert!(
         store
-            .finish_sync_report(second, &report(&id, &s, None), None)
+            .finish_sync_report(second, &report(&id, &s, None), None, None)
             .unwrap()
     );
     // Released: claimable again at once.
@@ -459,7 +462,8 @@ pub fn sources_reports_failures_and_schedules(store: &dyn Store) {
             .finish_sync_report(
                 lease,
                 &report(&id, &s, Some("the folder does not exist")),
-                Some(60_000)
+                Some(60_000),
+                None
             )
             .unwrap()
     );
@@ -478,7 +482,7 @@ pub fn sources_reports_failures_and_schedules(store: &dyn Store) {
     let id2 = store.start_sync_report(lease, Some("abc123")).unwrap();
     assert!(
         store
-            .finish_sync_report(lease, &report(&id2, &s, None), None)
+            .finish_sync_report(lease, &report(&id2, &s, None), None, None)
             .unwrap()
     );
     let ok = store.source(&s.id).unwrap().unwrap();
@@ -742,7 +746,7 @@ pub fn sources_an_interrupted_sync_is_due_and_its_report_says_so(store: &dyn Sto
     assert!(due_ids(store).is_empty(), "held again");
     assert!(
         store
-            .finish_sync_report(lease, &report(&id2, &manual, None), None)
+            .finish_sync_report(lease, &report(&id2, &manual, None), None, None)
             .unwrap()
     );
     assert!(due_ids(store).is_empty());
@@ -755,4 +759,83 @@ pub fn sources_an_interrupted_sync_is_due_and_its_report_says_so(store: &dyn Sto
     assert_eq!(reports[1].error.as_deref(), Some(crate::SYNC_INTERRUPTED));
     assert!(reports[1].finished_at.is_some(), "closed by the next sync");
     assert_eq!(reports[1].counts.added, 3);
+}
+
+/// A source's own network allowance is kept; a sync the guard refused remembers the policy
+/// it was refused under, and is due at once when a node with another policy asks
+/// (`retry_refused_sources`) or when its allowance changes — never under the same policy.
+pub fn sources_a_refused_sync_is_retried_under_another_network_policy(store: &dyn Store) {
+    let a = kb(store, "a");
+    let s = source(store, &a, "refused", Some(3_600_000));
+    assert_eq!(s.allow_net, None);
+    assert_eq!(s.refused_under, None);
+    let other = source(store, &a, "failing", Some(3_600_000));
+    let fail = |s: &SourceRow, refused_under: Option<&str>| {
+        let lease = claim(store, s, "n:0");
+        let id = store.start_sync_report(lease, None).unwrap();
+        assert!(
+            store
+                .finish_sync_report(
+                    lease,
+                    &report(&id, s, Some("refused: 127.0.0.1 is a loopback address")),
+                    Some(3_600_000),
+                    refused_under,
+                )
+                .unwrap()
+        );
+        store.source(&s.id).unwrap().unwrap()
+    };
+    let refused = fail(&s, Some("guarded:"));
+    assert_eq!(refused.refused_under.as_deref(), Some("guarded:"));
+    let failed = fail(&other, None);
+    assert_eq!(failed.refused_under, None, "not refused by the guard");
+    let due_ids = || -> Vec<String> {
+        store
+            .due_sources(10)
+            .unwrap()
+            .into_iter()
+            .map(|r| r.id)
+            .collect()
+    };
+    assert!(due_ids().is_empty(), "both back off");
+    // The same policy retries nothing; another one retries the refused source only.
+    assert_eq!(store.retry_refused_sources("guarded:").unwrap(), 0);
+    assert!(due_ids().is_empty());
+    assert_eq!(
+        store.retry_refused_sources("guarded:127.0.0.1/32").unwrap(),
+        1
+    );
+    assert_eq!(due_ids(), vec![s.id.clone()]);
+    // A sync that succeeds forgets the refusal.
+    let lease = claim(store, &s, "n:0");
+    let id = store.start_sync_report(lease, None).unwrap();
+    assert!(
+        store
+            .finish_sync_report(lease, &report(&id, &s, None), None, None)
+            .unwrap()
+    );
+    let ok = store.source(&s.id).unwrap().unwrap();
+    assert_eq!(ok.refused_under, None);
+    assert_eq!(store.retry_refused_sources("open").unwrap(), 0);
+    assert!(due_ids().is_empty());
+    // An allowance is kept; set on a refused source, it makes it due at once.
+    let refused = fail(&s, Some("guarded:"));
+    assert!(refused.next_sync_at.unwrap() > quarry_core::now_millis());
+    let allowed = store
+        .set_source_allow_net(s.row_id, Some("127.0.0.1/32"))
+        .unwrap();
+    assert_eq!(allowed.allow_net.as_deref(), Some("127.0.0.1/32"));
+    assert_eq!(due_ids(), vec![s.id.clone()]);
+    let kept = store.sources(Some(&[a.collection_id])).unwrap();
+    assert_eq!(kept[0].allow_net.as_deref(), Some("127.0.0.1/32"));
+    // On a source that was not refused, the schedule stays.
+    let unchanged = store
+        .set_source_allow_net(other.row_id, Some("10.0.0.0/8"))
+        .unwrap();
+    assert_eq!(unchanged.next_sync_at, failed.next_sync_at);
+    let cleared = store.set_source_allow_net(other.row_id, None).unwrap();
+    assert_eq!(cleared.allow_net, None);
+    // A held source is left to the sync that holds it.
+    let _lease = claim(store, &s, "n:1");
+    assert_eq!(store.retry_refused_sources("open").unwrap(), 0);
 }
