@@ -250,9 +250,10 @@ async def test_history_lists_only_the_versions_the_reader_may_read(world):
 
 def test_a_hidden_document_looks_like_one_that_does_not_exist(world):
     """Item 6: an upload of a hidden document's exact bytes is a document of the uploader's own
-    (no "the same bytes are already in this knowledge base"), and `/api/v1/queue` counts no job
-    of a document the caller may not read. (Names are still unique per knowledge base, so an
-    upload under a hidden document's name gets `(2)`: left for the planners, see the note.)"""
+    (no "the same bytes are already in this knowledge base"); an upload under a hidden
+    document's name gets that name exactly, as under a name nobody uses (a name names one
+    document per set of readers), and is found by that name, searched and read as the
+    uploader's own; and `/api/v1/queue` counts no job of a document the caller may not read."""
     w = world
     docs = f"/api/v1/knowledge-bases/{w.kb}/documents"
     secret = b"# Layoffs 2027\n\nThe quokka plant closes in March.\n"
@@ -282,6 +283,32 @@ def test_a_hidden_document_looks_like_one_that_does_not_exist(world):
     got = http(w, "GET", f"{docs}/{hidden['layoffs-2027.md']}", "ann")
     assert got.status_code == 200 and got.json()["data"]["file_name"] == "layoffs-2027.md", got.text
     assert http(w, "GET", f"{docs}/{hidden['layoffs-2027.md']}", "bob").status_code == 404
+
+    # The hidden document's name, and a name nobody uses: the same answer, each name as asked.
+    r = http(w, "POST", docs, "bob", files=[
+        ("files", ("layoffs-2027.md", b"# Layoffs 2027\n\nBob's own rumour list.\n", "text/markdown")),
+        ("files", ("never-used-2027.md", b"# Never used\n\nA name nobody had.\n", "text/markdown")),
+    ])
+    assert r.status_code == 202, r.text
+    mine, free = r.json()["data"]
+    assert (mine["result"], mine["document"]["file_name"]) == ("added", "layoffs-2027.md"), mine
+    assert (free["result"], free["document"]["file_name"]) == ("added", "never-used-2027.md"), free
+    assert sorted(mine["document"]) == sorted(free["document"]), (mine, free)
+    deadline = time.monotonic() + 60
+    while http(w, "GET", f"{docs}/{mine['document']['id']}", "bob").json()["data"]["status"] != "ready":
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    # By name, bob reaches his own document; its text is his, the hidden one's never.
+    got = http(w, "GET", f"{docs}/layoffs-2027.md", "bob")
+    assert got.status_code == 200 and got.json()["data"]["id"] == mine["document"]["id"], got.text
+    found = http(w, "POST", "/search", "bob", json={"query": "Layoffs 2027 quokka rumour", "min_score": 0})
+    assert found.status_code == 200, found.text
+    named = [h["snippet"] for h in found.json()["results"] if h["file"].endswith("/layoffs-2027.md")]
+    assert len(named) == 1 and "rumour" in named[0] and "quokka" not in named[0], found.text
+    # ann (hr) reads both: by name she is asked to pick one by id, both ids offered.
+    both = http(w, "GET", f"{docs}/layoffs-2027.md", "ann")
+    assert both.status_code == 400, both.text
+    assert hidden["layoffs-2027.md"] in both.text and mine["document"]["id"] in both.text, both.text
 
     counts = {u: http(w, "GET", "/api/v1/queue", u).json()["data"] for u in ("owner", "bob")}
     assert counts["owner"]["failed"] == counts["bob"]["failed"] + 1, counts

@@ -63,6 +63,8 @@ const SOURCES: &[&str] = &["source", "serve"];
 const EMBEDDING: &[&str] = &[
     "embed", "vsearch", "query", "eval", "kb", "source", "serve", "mcp",
 ];
+/// Commands that run an embedding backlog to its end in one run.
+const EMBED: &[&str] = &["embed"];
 /// Commands that may load a reranker.
 const QUERYING: &[&str] = &["query", "eval", "serve", "mcp"];
 /// Commands that may load a query expander (seed 001: `vsearch` expands as well as `query`).
@@ -155,6 +157,10 @@ table! {
             "Longest conversion of one file, in seconds.";
         QUARRY_CONVERT_MEMORY_MB: Setting, None, CONVERTING, "2048",
             "Address space of a converter child process, in MiB (0: no limit).";
+        QUARRY_CHUNK_TIMEOUT_SECS: Setting, None, CONVERTING, "60",
+            "Longest cut of one document into chunks, in seconds. Chunking runs in the Quarry process itself, not in a converter child, and checks this as it goes: an upload past it fails with the reason (nothing of it is stored), a folder's file is skipped with it.";
+        QUARRY_CHUNK_MEMORY_MB: Setting, None, CONVERTING, "1024",
+            "Working memory of cutting one document into chunks, in MiB, counted as it grows (0: no limit); past it, as `QUARRY_CHUNK_TIMEOUT_SECS`. Ordinary text needs about its own size or less; a document of millions of near-empty lines needs many times its size.";
         QUARRY_INGEST_RETRY_SECS: Setting, None, CONVERTING, "5",
             "Delay before the first retry of a job that failed for a reason that may pass; doubled for each later one.";
         QUARRY_INGEST_WORKERS: Setting, None, WORKERS, "2",
@@ -181,6 +187,8 @@ table! {
         QUARRY_EMBED_MODEL: Setting, Some("--embed-model"), EMBEDDING,
             "the model the index was embedded with, else `intfloat/multilingual-e5-small` (fetched from the Hub on first use)",
             "Embedding model: a model directory, a Hugging Face id (`org/name[@rev]`, `hf:name`), `openai:MODEL`, `ollama:MODEL`, or `none`: keyword search only (no model loaded or fetched, uploads not embedded). A server that cannot fetch the default model (offline) searches by keyword and says so in its log and in `/status`.";
+        QUARRY_EMBED_CHECKPOINT_SECS: Setting, None, EMBED, "30",
+            "How often `quarry embed` adds the vectors it embedded so far to the vector index, in seconds, so documents become searchable as it goes rather than at its end (`0`: after every batch of 64 chunks).";
         QUARRY_EMBED_QUANTIZE: Setting, None, EMBEDDING, "`none`",
             "`int8`: local embedding models run their matrix products on int8 weights and activations, about 1.5× faster on AVX2 CPUs and 1.8× on AVX512-VNNI ones, with vectors within cosine 0.99 of full precision (the same model: an index needs no re-embedding). Speed and quality figures: the README's \"Semantic search and models\".";
         QUARRY_RERANK_MODEL: Setting, Some("--rerank-model"), QUERYING, "none",

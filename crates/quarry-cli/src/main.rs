@@ -1008,6 +1008,7 @@ fn open(cli: &Cli, env: &config::Env) -> Result<Engine> {
         .with_models(models)
         .with_fusion(fusion)
         .with_ingest(ingest)
+        .with_embed_checkpoint(settings::embed_checkpoint(env)?)
         .with_sources(sources);
     let engine = match settings::secret_key(env)? {
         Some(key) => engine.with_secret_key(key),

@@ -69,6 +69,12 @@ pub(crate) fn ingest_options(
     if let Some(mb) = env.u64(&config::QUARRY_CONVERT_MEMORY_MB)? {
         limits.max_memory_bytes = mb.saturating_mul(1024 * 1024);
     }
+    if let Some(s) = env.u64(&config::QUARRY_CHUNK_TIMEOUT_SECS)? {
+        o.chunk.timeout = Some(Duration::from_secs(s.max(1)));
+    }
+    if let Some(mb) = env.u64(&config::QUARRY_CHUNK_MEMORY_MB)? {
+        o.chunk.max_memory_bytes = (mb > 0).then(|| mb.saturating_mul(1024 * 1024));
+    }
     if let Some(s) = env.u64(&config::QUARRY_INGEST_RETRY_SECS)? {
         o.retry_base = Duration::from_secs(s);
     }
@@ -87,6 +93,14 @@ pub(crate) fn ingest_options(
             .collect(),
     };
     Ok(o)
+}
+
+/// How often `quarry embed` adds what it embedded so far to the vector index
+/// (`QUARRY_EMBED_CHECKPOINT_SECS`).
+pub(crate) fn embed_checkpoint(env: &Env) -> Result<Duration> {
+    Ok(env
+        .u64(&config::QUARRY_EMBED_CHECKPOINT_SECS)?
+        .map_or(quarry_engine::EMBED_CHECKPOINT, Duration::from_secs))
 }
 
 /// How many ingestion workers run and how long their leases last.
@@ -403,6 +417,9 @@ mod tests {
             ("QUARRY_MAX_PAGES", "7"),
             ("QUARRY_CONVERT_TIMEOUT_SECS", "0"),
             ("QUARRY_CONVERT_MEMORY_MB", "64"),
+            ("QUARRY_CHUNK_TIMEOUT_SECS", "0"),
+            ("QUARRY_CHUNK_MEMORY_MB", "0"),
+            ("QUARRY_EMBED_CHECKPOINT_SECS", "0"),
             ("QUARRY_INGEST_RETRY_SECS", "1"),
             ("QUARRY_OCR_LANGS", "eng+deu"),
             ("PATH", "/bin"),
@@ -415,6 +432,18 @@ mod tests {
         assert_eq!(o.convert.limits.max_pages, 7);
         assert_eq!(o.convert.limits.timeout, Duration::from_secs(1));
         assert_eq!(o.convert.limits.max_memory_bytes, 64 * 1024 * 1024);
+        assert_eq!(o.chunk.timeout, Some(Duration::from_secs(1)));
+        assert_eq!(o.chunk.max_memory_bytes, None);
+        assert_eq!(embed_checkpoint(&env).unwrap(), Duration::ZERO);
+        let defaults = ingest_options(&Env::default(), None, "/q".into(), vec![]).unwrap();
+        assert_eq!(defaults.chunk, quarry_engine::ChunkLimits::default());
+        assert_eq!(
+            embed_checkpoint(&Env::default()).unwrap(),
+            Duration::from_secs(30)
+        );
+        let chunk = Env::from_pairs(&[("QUARRY_CHUNK_MEMORY_MB", "16")]);
+        let o16 = ingest_options(&chunk, None, "/q".into(), vec![]).unwrap();
+        assert_eq!(o16.chunk.max_memory_bytes, Some(16 << 20));
         assert_eq!(o.retry_base, Duration::from_secs(1));
         assert_eq!(o.convert.ocr, quarry_convert::Ocr::Off);
         assert_eq!(o.convert.ocr_languages, "eng+deu");

@@ -11,8 +11,18 @@
 //! whenever a cut yields that chunk again — a re-sync that left its text alone, a re-cut — and
 //! lapses with the text it was made on. A disabled chunk is not stored at all: no passage, no
 //! vector, nothing to leave out later.
+//!
+//! Cutting runs in this process, not in a converter child, so it keeps to the chunking limits
+//! itself ([`ChunkLimits`]: `QUARRY_CHUNK_TIMEOUT_SECS`, `QUARRY_CHUNK_MEMORY_MB`). An upload
+//! is checked against them before it is stored ([`check_limits`]) and fails with the reason,
+//! as one past the conversion limits does; a folder's file is skipped with it. What still
+//! meets them when the passages are cut (a re-cut with other settings, a slower moment) is
+//! stored without passages, searchable whole by keyword, rather than holding up the rest.
 
-use quarry_ingest::chunk::{CharSizer, Chunk, ChunkOptions, Layout, chunk_document};
+use quarry_core::Error;
+use quarry_ingest::chunk::{
+    CharSizer, Chunk, ChunkError, ChunkLimits, ChunkOptions, Layout, chunk_document_bounded,
+};
 use quarry_store::{ChunkEdit, ChunkSource, DocChunks, NewChunk};
 
 use crate::semantic::embed_input;
@@ -24,7 +34,12 @@ pub(crate) const PASSAGES_VERSION: &str = "2";
 
 /// The options a document's chunks are cut with.
 pub(crate) fn chunk_options(src: &ChunkSource) -> ChunkOptions {
-    match src.chunk_chars {
+    options_for(src.chunk_chars)
+}
+
+/// The options for a chunk size and overlap in characters (`None`: seed 003's).
+fn options_for(chunk_chars: Option<(usize, usize)>) -> ChunkOptions {
+    match chunk_chars {
         Some((size, overlap)) => ChunkOptions {
             max_size: size,
             overlap: overlap.min(size / 2),
@@ -51,27 +66,60 @@ pub(crate) struct CutChunk<'a> {
     pub edit: Option<&'a ChunkEdit>,
 }
 
-/// The document's chunks as cut, in order, each with its edit: every chunk, disabled ones
-/// included (what the curation view lists).
-pub(crate) fn cut_chunks(src: &ChunkSource) -> Vec<CutChunk<'_>> {
+/// Whether a document's Markdown (with its pages and furniture) can be cut with
+/// `chunk_chars` (see [`options_for`]) within `limits`: what an upload is checked with before
+/// it is stored.
+pub(crate) fn check_limits(
+    markdown: &str,
+    layout: Layout<'_>,
+    chunk_chars: Option<(usize, usize)>,
+    limits: &ChunkLimits,
+) -> Result<(), ChunkError> {
+    chunk_document_bounded(
+        markdown,
+        layout,
+        options_for(chunk_chars),
+        &CharSizer,
+        limits,
+    )
+    .map(drop)
+}
+
+/// A cut past its limits, as the engine's error for a request that needed it.
+pub(crate) fn limit_error(e: ChunkError) -> Error {
+    match e {
+        ChunkError::Timeout(_) => Error::Unavailable(e.to_string()),
+        ChunkError::OutOfMemory { .. } => Error::TooLarge(e.to_string()),
+    }
+}
+
+/// The document's chunks as cut within `limits`, in order, each with its edit: every chunk,
+/// disabled ones included (what the curation view lists).
+pub(crate) fn cut_chunks<'a>(
+    src: &'a ChunkSource,
+    limits: &ChunkLimits,
+) -> Result<Vec<CutChunk<'a>>, ChunkError> {
     let layout = Layout {
         pages: &src.pages,
         furniture: &src.furniture,
     };
-    chunk_document(&src.body, layout, chunk_options(src), &CharSizer)
+    let chunks = chunk_document_bounded(&src.body, layout, chunk_options(src), &CharSizer, limits)?;
+    Ok(chunks
         .into_iter()
         .map(|chunk| {
             let key = chunk_key(&chunk.heading, chunk.text(&src.body));
             let edit = src.edits.iter().find(|e| e.key == key);
             CutChunk { chunk, key, edit }
         })
-        .collect()
+        .collect())
 }
 
 /// A document's chunks, ready to store: cut inside pages, furniture left out, each with its
-/// page and heading path; people's edits applied, disabled chunks left out.
-pub(crate) fn cut(src: &ChunkSource) -> DocChunks {
-    let chunks = cut_chunks(src)
+/// page and heading path; people's edits applied, disabled chunks left out. A document that
+/// cannot be cut within `limits` gets none (module docs).
+pub(crate) fn cut(src: &ChunkSource, limits: &ChunkLimits) -> DocChunks {
+    let chunks = cut_chunks(src, limits)
+        .unwrap_or_default()
         .into_iter()
         .filter(|c| !c.edit.is_some_and(|e| e.disabled))
         .map(|CutChunk { chunk: c, edit, .. }| {

@@ -12,7 +12,7 @@ use quarry_core::{Access, Error, Result};
 use quarry_store::ChunkEdit;
 use serde::Serialize;
 
-use crate::chunking::{CutChunk, cut_chunks};
+use crate::chunking::{CutChunk, cut_chunks, limit_error};
 use crate::engine::Engine;
 use crate::progress::NoProgress;
 
@@ -158,7 +158,8 @@ impl Engine {
             .store()
             .chunk_source(doc.id)?
             .ok_or_else(|| Error::not_found(format!("document '{doc_key}' not found")))?;
-        let mut chunks: Vec<ChunkView> = cut_chunks(&src)
+        let mut chunks: Vec<ChunkView> = cut_chunks(&src, &self.ingest.chunk)
+            .map_err(limit_error)?
             .iter()
             .enumerate()
             .map(|(i, c)| view(c, i, &src.body))
@@ -211,7 +212,7 @@ impl Engine {
             ))
         };
         let src = store.chunk_source(doc.id)?.ok_or_else(missing)?;
-        let cut = cut_chunks(&src);
+        let cut = cut_chunks(&src, &self.ingest.chunk).map_err(limit_error)?;
         let (index, target) = cut
             .iter()
             .enumerate()
@@ -279,7 +280,7 @@ impl Engine {
         }
         self.follow_feed()?;
         let src = store.chunk_source(doc.id)?.ok_or_else(missing)?;
-        let cut = cut_chunks(&src);
+        let cut = cut_chunks(&src, &self.ingest.chunk).map_err(limit_error)?;
         let edits_kept = src
             .edits
             .iter()

@@ -306,14 +306,17 @@ impl Engine {
         };
         // Names are stored in NFC (`quarry_ingest::nfc`): so is the one asked for.
         let display = quarry_ingest::nfc(&display);
-        if let Some(d) = all.iter().find(|d| d.display_path() == display) {
-            return Ok(d.clone());
-        }
-        let suffix = format!("/{display}");
-        let matches: Vec<&DocSummary> = all
-            .iter()
-            .filter(|d| d.display_path().ends_with(&suffix))
-            .collect();
+        // A knowledge base's name names one document per set of readers: a caller who
+        // reads two of one path names one by its docid.
+        let exact: Vec<&DocSummary> = all.iter().filter(|d| d.display_path() == display).collect();
+        let matches = if exact.is_empty() {
+            let suffix = format!("/{display}");
+            all.iter()
+                .filter(|d| d.display_path().ends_with(&suffix))
+                .collect()
+        } else {
+            exact
+        };
         match matches.as_slice() {
             [one] => Ok((*one).clone()),
             [] => Err(Error::not_found(not_found_message(name, all))),
@@ -322,7 +325,7 @@ impl Engine {
                 many.len(),
                 many.iter()
                     .take(10)
-                    .map(|d| format!("  - {}", d.display_path()))
+                    .map(|d| format!("  - {} ({})", d.display_path(), d.docid))
                     .collect::<Vec<_>>()
                     .join("\n")
             ))),

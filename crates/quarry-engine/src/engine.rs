@@ -59,6 +59,9 @@ pub struct EngineShared {
     pub(crate) fusion: fusion::Fusion,
     pub(crate) blobs: OnceLock<Arc<dyn quarry_blobs::BlobStore>>,
     pub(crate) ingest: knowledge::IngestOptions,
+    /// How often a long embedding run (`quarry embed`) adds what it embedded so far to the
+    /// vector index ([`crate::EMBED_CHECKPOINT`] unless set).
+    pub(crate) embed_checkpoint: std::time::Duration,
     /// Seals and opens the credentials of sources (`QUARRY_SECRET_KEY`); `None`: no
     /// credential can be stored.
     pub(crate) secret_key: Option<Arc<quarry_secrets::SecretKey>>,
@@ -229,6 +232,7 @@ impl Engine {
                 fusion: fusion::Fusion::default(),
                 blobs: OnceLock::new(),
                 ingest: knowledge::IngestOptions::default(),
+                embed_checkpoint: semantic::EMBED_CHECKPOINT,
                 secret_key: None,
                 sources: crate::source_options::SourceOptions::default(),
                 node: node::NodeState::default(),
@@ -269,6 +273,19 @@ impl Engine {
     /// How uploads are converted and retried.
     pub fn with_ingest(self, ingest: knowledge::IngestOptions) -> Engine {
         self.configure(|s| s.ingest = ingest)
+    }
+
+    /// How often a long embedding run (`quarry embed`) adds the vectors it embedded so far to
+    /// the vector index, so documents become searchable as it goes (default
+    /// [`crate::EMBED_CHECKPOINT`], 30 s; zero: after every batch).
+    pub fn with_embed_checkpoint(self, every: std::time::Duration) -> Engine {
+        self.configure(|s| s.embed_checkpoint = every)
+    }
+
+    /// This engine with `model` as its embedding model, loaded already.
+    #[cfg(test)]
+    pub(crate) fn with_test_embedder(self, model: Arc<dyn quarry_models::Embedder>) -> Engine {
+        self.configure(|s| s.models = semantic::Models::with_embedder(model))
     }
 
     /// The key the credentials of sources are sealed with.

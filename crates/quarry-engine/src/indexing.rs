@@ -18,6 +18,7 @@ use quarry_store::{DocChange, FeedPosition, IndexWork};
 use serde::Serialize;
 
 use crate::engine::{Engine, WriteGuard};
+use crate::knowledge::IngestOptions;
 use crate::progress::Progress;
 
 /// Store changes per transaction (each commit is fsync'd).
@@ -178,7 +179,7 @@ impl Engine {
             for (entry, loaded) in changed.iter().zip(load_parallel(
                 &changed,
                 self.opts.max_file_bytes,
-                &self.ingest_options().convert,
+                self.ingest_options(),
             )) {
                 let state = known.get(&entry.rel_path);
                 match loaded {
@@ -549,10 +550,11 @@ impl<'a> IndexSession<'a> {
     fn apply_passages(&mut self, work: &IndexWork) -> Result<()> {
         let store = self.engine.store();
         let ids: Vec<i64> = work.upserts.iter().map(|d| d.id).collect();
+        let limits = self.engine.ingest.chunk;
         let cut: Vec<_> = store
             .chunk_sources(&ids)?
             .iter()
-            .map(crate::chunking::cut)
+            .map(|src| crate::chunking::cut(src, &limits))
             .collect();
         if !cut.is_empty() {
             store.replace_chunks(&cut)?;
@@ -683,8 +685,25 @@ impl Batch {
 
 /// Reads one file: Markdown and text as they are; PDF, Office, spreadsheet, CSV, HTML and
 /// JSON files through `quarry-convert` (so a QMD-style folder of PDFs works without
-/// uploading). The content hash is always of the file's bytes.
+/// uploading). The content hash is always of the file's bytes. A file that cannot be cut
+/// into chunks within the chunking limits is skipped with the reason.
 fn load_document(
+    entry: &FileEntry,
+    max_bytes: u64,
+    ingest: &IngestOptions,
+) -> Result<LoadedFile, Skip> {
+    let file = read_document(entry, max_bytes, &ingest.convert)?;
+    let layout = quarry_ingest::chunk::Layout {
+        pages: &file.pages,
+        furniture: &file.furniture,
+    };
+    crate::chunking::check_limits(&file.text, layout, None, &ingest.chunk)
+        .map_err(|e| Skip(e.to_string()))?;
+    Ok(file)
+}
+
+/// [`load_document`] but for the chunking limits.
+fn read_document(
     entry: &FileEntry,
     max_bytes: u64,
     convert: &ConvertOptions,
@@ -720,7 +739,7 @@ fn load_document(
 fn load_parallel(
     files: &[&FileEntry],
     max_bytes: u64,
-    convert: &ConvertOptions,
+    ingest: &IngestOptions,
 ) -> Vec<Result<LoadedFile, Skip>> {
     let threads = std::thread::available_parallelism()
         .map(|n| n.get())
@@ -729,7 +748,7 @@ fn load_parallel(
     if threads <= 1 {
         return files
             .iter()
-            .map(|f| load_document(f, max_bytes, convert))
+            .map(|f| load_document(f, max_bytes, ingest))
             .collect();
     }
     let per = files.len().div_ceil(threads);
@@ -739,7 +758,7 @@ fn load_parallel(
             .map(|part| {
                 let h = s.spawn(move || {
                     part.iter()
-                        .map(|f| load_document(f, max_bytes, convert))
+                        .map(|f| load_document(f, max_bytes, ingest))
                         .collect::<Vec<_>>()
                 });
                 (part.len(), h)

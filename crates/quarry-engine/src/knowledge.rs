@@ -21,6 +21,7 @@ use std::time::{Duration, SystemTime};
 use quarry_blobs::{BlobStore, FsBlobStore, Staged};
 use quarry_convert::{ConvertOptions, Format, Ocr};
 use quarry_core::{Access, Error, Result};
+use quarry_ingest::chunk::{ChunkLimits, Layout};
 use quarry_store::{
     AddedFile, ConvertedFile, FileFilter, FileStatus, Job, JobKind, KbFile, KnowledgeBase, Lease,
     NewKbFile, QueueCounts,
@@ -52,6 +53,9 @@ const EMBED_ROUND_CHUNKS: usize = 256;
 pub struct IngestOptions {
     /// Limits, OCR and where conversion runs.
     pub convert: ConvertOptions,
+    /// Bounds on cutting one document into chunks, which runs in this process (no converter
+    /// child): an upload or folder file past them is refused with the reason.
+    pub chunk: ChunkLimits,
     /// Attempts before a transient failure fails the document.
     pub max_attempts: u32,
     /// Delay before the first retry; doubled for each later one.
@@ -62,6 +66,7 @@ impl Default for IngestOptions {
     fn default() -> Self {
         IngestOptions {
             convert: ConvertOptions::default(),
+            chunk: ChunkLimits::default(),
             max_attempts: MAX_ATTEMPTS,
             retry_base: Duration::from_secs(5),
         }
@@ -489,15 +494,29 @@ impl Engine {
     }
 
     /// A document of a knowledge base already looked up (`kb_key` as the caller named it).
+    /// A name names one document per set of readers: among those of `doc_key`'s name, the
+    /// one this caller may read; several readable ones are asked apart by id.
     fn document_in(&self, kb: &KnowledgeBase, kb_key: &str, doc_key: &str) -> Result<KbFile> {
-        self.store()
-            .kb_file(kb.collection_id, doc_key)?
+        let mut readable: Vec<KbFile> = self
+            .store()
+            .kb_files_by_key(kb.collection_id, doc_key)?
+            .into_iter()
             .filter(|f| self.may_read_file(f))
-            .ok_or_else(|| {
-                Error::not_found(format!(
-                    "document '{doc_key}' not found in knowledge base '{kb_key}'"
-                ))
-            })
+            .collect();
+        match readable.len() {
+            0 => Err(Error::not_found(format!(
+                "document '{doc_key}' not found in knowledge base '{kb_key}'"
+            ))),
+            1 => Ok(readable.remove(0)),
+            n => Err(Error::invalid(format!(
+                "{n} documents of knowledge base '{kb_key}' are named '{doc_key}' (for different readers); name one by its id: {}",
+                readable
+                    .iter()
+                    .map(|f| f.id.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))),
+        }
     }
 
     /// The documents of these row ids that still exist, in any space and no particular
@@ -841,6 +860,20 @@ impl Engine {
         converted();
         let mut converted = conversion.map_err(|e| JobError::permanent(e.to_string()))?;
         let meta = crate::metadata::converted_fields(&file, &mut converted);
+        // Chunks are cut in this process, not in a converter child: a document that cannot
+        // be cut within the chunking limits fails here, with the reason, before anything of
+        // it is stored (as one past the conversion limits does).
+        let layout = Layout {
+            pages: &converted.pages,
+            furniture: &converted.furniture,
+        };
+        crate::chunking::check_limits(
+            &converted.markdown,
+            layout,
+            self.kb_chunk_chars(&file)?,
+            &self.ingest.chunk,
+        )
+        .map_err(|e| JobError::permanent(e.to_string()))?;
 
         let title = file
             .note
@@ -905,6 +938,22 @@ impl Engine {
         }
         self.index_through(store.feed_horizon()?, progress)?;
         Ok(Some(file))
+    }
+
+    /// The chunk size and overlap in characters of `file`'s knowledge base, when it set its
+    /// own (`None`: the default, also when it is gone).
+    fn kb_chunk_chars(&self, file: &KbFile) -> Result<Option<(usize, usize)>> {
+        let store = self.store();
+        let Some(space) = store.collection_space(file.collection_id)? else {
+            return Ok(None);
+        };
+        Ok(store
+            .knowledge_base(&space, &file.knowledge_base)?
+            .filter(|kb| kb.collection_id == file.collection_id)
+            .and_then(|kb| {
+                let size = kb.chunk_size?;
+                Some((size as usize, kb.chunk_overlap.unwrap_or(0) as usize))
+            }))
     }
 
     /// Finishes derived-index removals and deletes blobs nothing references (what the
@@ -1034,6 +1083,135 @@ mod tests {
             cleaned.len() <= 200 && cleaned.ends_with(".pdf"),
             "{cleaned}"
         );
+    }
+
+    /// Uploads `text` as the file `name` to the knowledge base `kb`.
+    fn upload(e: &Engine, kb: &str, name: &str, text: &str) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        let upload = e.upload_from_path(&path).unwrap().unwrap();
+        let outcome = e.add_uploads(kb, vec![upload]).unwrap();
+        assert!(
+            matches!(outcome[..], [UploadOutcome::Added { .. }]),
+            "{outcome:?}"
+        );
+    }
+
+    /// The status and error of `kb`'s file `name`.
+    fn file_state(e: &Engine, kb: &str, name: &str) -> (FileStatus, Option<String>) {
+        let files = e.kb_documents(kb, &FileFilter::default()).unwrap();
+        let f = files.iter().find(|f| f.file_name == name).unwrap();
+        (f.status, f.error.clone())
+    }
+
+    /// Markdown is cut into chunks in this process, not in a converter child: a document the
+    /// chunker cannot cut within its limits fails alone, with the reason, and nothing of it
+    /// is stored; the knowledge base's other documents stay searchable, and later ones are
+    /// processed (issue 65 item 21).
+    #[test]
+    fn a_document_past_the_chunking_limits_fails_with_the_reason_and_the_rest_is_served() {
+        use crate::test_support::{create_kb, drain, engine, keyword_passages};
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let e = engine(dir.path());
+            create_kb(&e, "kb");
+            upload(
+                &e,
+                "kb",
+                "harbor.md",
+                "# Harbor\n\nThe harbor master keeps the ledger.\n",
+            );
+            drain(&e);
+        }
+        let with_chunking = |chunk: ChunkLimits| {
+            engine(dir.path()).with_ingest(IngestOptions {
+                chunk,
+                ..IngestOptions::default()
+            })
+        };
+        // A deadline that has passed when the cut starts: the upload fails with the reason.
+        let e = with_chunking(ChunkLimits {
+            timeout: Some(Duration::ZERO),
+            ..ChunkLimits::NONE
+        });
+        upload(
+            &e,
+            "kb",
+            "lighthouse.md",
+            "# Lighthouse\n\nThe keeper trims the lamp.\n",
+        );
+        drain(&e);
+        assert_eq!(
+            file_state(&e, "kb", "lighthouse.md"),
+            (
+                FileStatus::Failed,
+                Some("chunking took longer than 0 s (QUARRY_CHUNK_TIMEOUT_SECS)".into())
+            )
+        );
+        assert!(keyword_passages(&e, "lamp").is_empty());
+        let found = keyword_passages(&e, "ledger");
+        assert_eq!(found.len(), 1, "{found:?}");
+        drop(e);
+        // A memory limit that a short note keeps to and 100,000 blank-line-separated lines
+        // do not: the one fails, the other is searchable.
+        let e = with_chunking(ChunkLimits {
+            max_memory_bytes: Some(256 * 1024),
+            ..ChunkLimits::NONE
+        });
+        upload(&e, "kb", "lines.md", &"line\n\n".repeat(100_000));
+        upload(
+            &e,
+            "kb",
+            "market.md",
+            "# Market\n\nThe fish market opens at dawn.\n",
+        );
+        drain(&e);
+        assert_eq!(
+            file_state(&e, "kb", "lines.md"),
+            (
+                FileStatus::Failed,
+                Some(
+                    "chunking needs more than 262144 bytes of memory (QUARRY_CHUNK_MEMORY_MB)"
+                        .into()
+                )
+            )
+        );
+        assert_eq!(file_state(&e, "kb", "market.md").0, FileStatus::Ready);
+        assert_eq!(keyword_passages(&e, "dawn").len(), 1);
+        assert_eq!(keyword_passages(&e, "ledger").len(), 1);
+        // A folder's file past the limits is skipped with the reason; the others are indexed.
+        let folder = dir.path().join("folder");
+        std::fs::create_dir(&folder).unwrap();
+        std::fs::write(folder.join("lines.md"), "line\n\n".repeat(100_000)).unwrap();
+        std::fs::write(
+            folder.join("bell.md"),
+            "# Bell\n\nThe bell rings at noon.\n",
+        )
+        .unwrap();
+        let (_, report) = e
+            .add_collection(
+                &folder,
+                Some("folder"),
+                None,
+                false,
+                &crate::progress::NoProgress,
+            )
+            .unwrap();
+        assert_eq!(report.added, 1);
+        let skipped: Vec<(&str, &str)> = report
+            .skipped
+            .iter()
+            .map(|s| (s.path.as_str(), s.reason.as_str()))
+            .collect();
+        assert_eq!(
+            skipped,
+            [(
+                "lines.md",
+                "chunking needs more than 262144 bytes of memory (QUARRY_CHUNK_MEMORY_MB)"
+            )]
+        );
+        assert_eq!(keyword_passages(&e, "noon").len(), 1);
     }
 
     /// Backdates the file of blob `sha` under `dir` past [`SWEEP_AGE`].

@@ -79,6 +79,7 @@ pub use node::{NODE_IDLE_FORGET, NodeFeedState, READY_LAG};
 pub use notes::{MAX_NOTE_BYTES, NOTE_KINDS, NewNote, NoteChange, NoteFormat, NoteView};
 pub use passages::PER_DOCUMENT;
 pub use progress::{NoProgress, Progress};
+pub use quarry_ingest::chunk::ChunkLimits;
 pub use quarry_metadata::{FieldSummary, Filter};
 pub use quarry_models::{ApiKey, ModelEnv, ModelSpec};
 pub use quarry_sources::{Location, ReaderMapping, ReaderRule, Secret};
@@ -94,8 +95,8 @@ pub use search::{
 };
 pub use search_command::{SearchAnswer, SearchCommand, SearchVerb};
 pub use semantic::{
-    ANN_EXPANSION, DEFAULT_EMBED_MODEL, EXACT_SEARCH_MAX, EmbedOptions, EmbedReport,
-    EmbeddingProgress, ModelConfig, SemanticState, embed_input, model_key,
+    ANN_EXPANSION, DEFAULT_EMBED_MODEL, EMBED_CHECKPOINT, EXACT_SEARCH_MAX, EmbedOptions,
+    EmbedReport, EmbeddingProgress, ModelConfig, SemanticState, embed_input, model_key,
 };
 pub use source_options::{MIN_SOURCE_LEASE, SourceOptions, check_allow_net};
 pub use sources::{

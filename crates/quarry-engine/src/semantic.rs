@@ -66,8 +66,9 @@ const EMBED_COMMIT: usize = 64;
 
 /// How often a long `quarry embed` adds what it embedded so far to the vector index (under
 /// the write lock, briefly): documents become searchable and leave the backlog as it goes,
-/// not all at the end.
-const EMBED_CHECKPOINT: std::time::Duration = std::time::Duration::from_secs(30);
+/// not all at the end. The default of [`Engine::with_embed_checkpoint`]
+/// (`QUARRY_EMBED_CHECKPOINT_SECS`).
+pub const EMBED_CHECKPOINT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// What an embedding run did: texts embedded, and the wall-clock time it took.
 #[derive(Default)]
@@ -130,6 +131,21 @@ impl Models {
     pub(crate) fn new(config: ModelConfig) -> Models {
         Models {
             config,
+            ..Models::default()
+        }
+    }
+
+    /// Models whose embedding model is `model`, configured and loaded already (tests: no
+    /// weights, no download).
+    #[cfg(test)]
+    pub(crate) fn with_embedder(model: Arc<dyn Embedder>) -> Models {
+        let spec = ModelSpec::OpenAi("test-embedder".into());
+        Models {
+            embedder: Mutex::new(Some((spec.to_string(), model))),
+            config: ModelConfig {
+                embed: Some(spec),
+                ..ModelConfig::default()
+            },
             ..Models::default()
         }
     }
@@ -794,7 +810,8 @@ impl Engine {
     }
 
     /// Embeds chunk texts that have no vector for `key` (those `work` names), calling
-    /// `checkpoint` every [`EMBED_CHECKPOINT`] with what it committed so far.
+    /// `checkpoint` between batches once [`Engine::with_embed_checkpoint`]'s interval
+    /// ([`EMBED_CHECKPOINT`]) has passed since the last, with what it committed so far.
     fn embed_pending(
         &self,
         work: EmbedWork,
@@ -843,7 +860,7 @@ impl Engine {
         let mut done = 0u64;
         let mut checkpointed = Instant::now();
         for batch in order.chunks(EMBED_COMMIT) {
-            if checkpointed.elapsed() >= EMBED_CHECKPOINT {
+            if done > 0 && checkpointed.elapsed() >= self.embed_checkpoint {
                 checkpoint()?;
                 checkpointed = Instant::now();
             }
@@ -1415,6 +1432,64 @@ mod tests {
         // Batches that finished no chunk (texts whose chunks were deleted meanwhile).
         assert_eq!(measured_rate(1_010_000, &[batch(1_000.0, 10.0, 0)]), None);
         assert_eq!(eta_seconds(100, 12.8), 8);
+    }
+
+    /// A `quarry embed` over three batches of chunks adds each batch's vectors to the vector
+    /// index at the next checkpoint, while the run goes on: they are found by a vector
+    /// search before it ends (issue 65 item 21).
+    #[test]
+    fn a_long_embedding_run_makes_its_vectors_searchable_at_each_checkpoint() {
+        use std::sync::{Arc, mpsc};
+        use std::time::Duration;
+
+        use crate::progress::NoProgress;
+        use crate::test_support::HashEmbedder;
+
+        let dir = tempfile::tempdir().unwrap();
+        let notes = dir.path().join("notes");
+        std::fs::create_dir(&notes).unwrap();
+        // One chunk each: batches of 64, 64 and 22.
+        const NOTES: usize = 2 * super::EMBED_COMMIT + 22;
+        for i in 0..NOTES {
+            let text = format!("# Note {i}\n\nword{i} and the words all notes share\n");
+            std::fs::write(notes.join(format!("n{i:03}.md")), text).unwrap();
+        }
+        // Before each batch the model waits until the test has searched.
+        let (batch_starts, started) = mpsc::channel::<usize>();
+        let (go_on, wait) = mpsc::channel::<()>();
+        let model = HashEmbedder::new(move |n| {
+            let _ = batch_starts.send(n);
+            let _ = wait.recv();
+        });
+        let e = crate::test_support::engine(dir.path())
+            .with_test_embedder(Arc::new(model))
+            .with_embed_checkpoint(Duration::ZERO);
+        e.add_collection(&notes, Some("notes"), None, false, &NoProgress)
+            .unwrap();
+        let searchable = || {
+            let query = HashEmbedder::vector("the words all notes share");
+            e.nearest_chunks(&query, 10 * NOTES, None)
+                .map_or(0, |found| found.len())
+        };
+        let run = {
+            let e = e.clone();
+            std::thread::spawn(move || e.embed_scope(None, false, &NoProgress))
+        };
+        let mut seen = Vec::new();
+        for size in [super::EMBED_COMMIT, super::EMBED_COMMIT, 22] {
+            let n = started
+                .recv_timeout(Duration::from_secs(120))
+                .expect("the next batch starts");
+            assert_eq!(n, size);
+            seen.push(searchable());
+            go_on.send(()).unwrap();
+        }
+        let report = run.join().unwrap().unwrap();
+        assert_eq!(report.chunks_embedded, NOTES as u64);
+        // Before the second batch, the first is in the index; before the third, both.
+        assert_eq!(seen, [0, super::EMBED_COMMIT, 2 * super::EMBED_COMMIT]);
+        assert_eq!(searchable(), NOTES);
+        assert_eq!(report.vectors_indexed, NOTES as u64);
     }
 
     #[test]

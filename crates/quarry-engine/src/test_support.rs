@@ -2,7 +2,10 @@
 //! queued jobs run in place of the workers.
 
 use std::path::Path;
+use std::sync::Mutex;
 use std::time::Duration;
+
+use quarry_models::{Embedder, ModelError, ModelIdentity};
 
 use crate::engine::{Engine, EngineOptions};
 use crate::knowledge::CreateKnowledgeBase;
@@ -59,4 +62,67 @@ pub(crate) fn keyword_passages(e: &Engine, query: &str) -> Vec<crate::KnowledgeH
     req.min_score = 0.0;
     req.rerank = false;
     e.knowledge_search(&req).unwrap().results
+}
+
+/// What [`HashEmbedder`] calls before it embeds a batch of passages, with the batch's size.
+type BeforeBatch = Box<dyn FnMut(usize) + Send>;
+
+/// An embedding model without weights: a text's vector counts its words by hash, so texts
+/// that share words are near. Before each batch of passages it calls a hook (a test looks at
+/// the index while an embedding run is under way).
+pub(crate) struct HashEmbedder {
+    identity: ModelIdentity,
+    before_batch: Mutex<BeforeBatch>,
+}
+
+impl HashEmbedder {
+    /// Vector length.
+    const DIMENSIONS: usize = 16;
+
+    pub(crate) fn new(before_batch: impl FnMut(usize) + Send + 'static) -> HashEmbedder {
+        HashEmbedder {
+            identity: ModelIdentity {
+                name: "test-embedder".into(),
+                dimensions: Self::DIMENSIONS,
+                revision: "words-by-hash".into(),
+            },
+            before_batch: Mutex::new(Box::new(before_batch)),
+        }
+    }
+
+    /// The vector of `text`, unit length.
+    pub(crate) fn vector(text: &str) -> Vec<f32> {
+        let mut v = [0f32; Self::DIMENSIONS];
+        v[0] = 1e-3;
+        for word in text.split_whitespace() {
+            let h = quarry_core::sha256_hex(word.to_lowercase().as_bytes());
+            let i = usize::from_str_radix(&h[..4], 16).unwrap_or(0) % Self::DIMENSIONS;
+            v[i] += 1.0;
+        }
+        let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+        v.iter().map(|x| x / norm).collect()
+    }
+}
+
+impl Embedder for HashEmbedder {
+    fn identity(&self) -> &ModelIdentity {
+        &self.identity
+    }
+
+    fn embed_queries(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, ModelError> {
+        Ok(texts.iter().map(|t| Self::vector(t)).collect())
+    }
+
+    fn embed_passages(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, ModelError> {
+        (self.before_batch.lock().unwrap_or_else(|p| p.into_inner()))(texts.len());
+        Ok(texts.iter().map(|t| Self::vector(t)).collect())
+    }
+
+    fn max_tokens(&self) -> usize {
+        512
+    }
+
+    fn count_tokens(&self, text: &str) -> Result<usize, ModelError> {
+        Ok(text.split_whitespace().count())
+    }
 }

@@ -41,6 +41,17 @@
 //!
 //! Every chunk records its byte range in the document and its 1-based line range, so a result
 //! can cite `path:line`.
+//!
+//! **Limits.** Converters run in child processes that are killed past their time and memory;
+//! the chunker runs in the server's own process, so [`chunk_document_bounded`] keeps to its
+//! [`ChunkLimits`] itself: its loops check the clock, and the working data it builds (blocks,
+//! line index, heading paths, pieces, chunks) is counted as it grows. A document past either
+//! is not cut ([`ChunkError`]); its time is linear in the document, so only a pathological
+//! document or a starved machine meets them.
+
+use std::cell::Cell;
+use std::fmt;
+use std::time::{Duration, Instant};
 
 use quarry_core::{Furniture, PageSpan};
 
@@ -85,6 +96,147 @@ impl ChunkOptions {
         max_size: 1000,
         overlap: 200,
     };
+}
+
+/// Bounds on cutting one document (module docs, **Limits**). The default suits a shared
+/// server: 60 s and 1 GiB.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChunkLimits {
+    /// Wall time of one document's cut; `None`: no limit.
+    pub timeout: Option<Duration>,
+    /// Bytes the cut's working data may hold at once (counted as its vectors and strings
+    /// grow: about 40 bytes a line, 30 a block, 100 a chunk, plus heading paths); `None`: no
+    /// limit.
+    pub max_memory_bytes: Option<u64>,
+}
+
+impl ChunkLimits {
+    /// No limit: what [`chunk_document`] cuts with.
+    pub const NONE: ChunkLimits = ChunkLimits {
+        timeout: None,
+        max_memory_bytes: None,
+    };
+}
+
+impl Default for ChunkLimits {
+    fn default() -> Self {
+        ChunkLimits {
+            timeout: Some(Duration::from_secs(60)),
+            max_memory_bytes: Some(1 << 30),
+        }
+    }
+}
+
+/// Why a document was not cut: it ran past a [`ChunkLimits`] bound.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ChunkError {
+    /// The cut ran past [`ChunkLimits::timeout`] (the limit).
+    Timeout(Duration),
+    /// Its working data grew past [`ChunkLimits::max_memory_bytes`].
+    OutOfMemory {
+        /// The limit in bytes.
+        limit: u64,
+    },
+}
+
+impl fmt::Display for ChunkError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ChunkError::Timeout(t) if t.as_secs() > 0 || t.is_zero() => write!(
+                f,
+                "chunking took longer than {} s (QUARRY_CHUNK_TIMEOUT_SECS)",
+                t.as_secs()
+            ),
+            ChunkError::Timeout(t) => write!(
+                f,
+                "chunking took longer than {} ms (QUARRY_CHUNK_TIMEOUT_SECS)",
+                t.as_millis()
+            ),
+            ChunkError::OutOfMemory { limit } if *limit >= 1 << 20 => write!(
+                f,
+                "chunking needs more than {} MB of memory (QUARRY_CHUNK_MEMORY_MB)",
+                limit >> 20
+            ),
+            ChunkError::OutOfMemory { limit } => write!(
+                f,
+                "chunking needs more than {limit} bytes of memory (QUARRY_CHUNK_MEMORY_MB)"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for ChunkError {}
+
+/// [`ChunkLimits`] applied to one cut: its deadline, and the bytes its working data holds.
+struct Budget {
+    deadline: Option<(Instant, Duration)>,
+    max_bytes: u64,
+    held: Cell<u64>,
+    ticks: Cell<u32>,
+}
+
+/// Steps of a cheap loop between two looks at the clock.
+const TICKS_PER_CHECK: u32 = 64;
+
+impl Budget {
+    fn new(limits: &ChunkLimits) -> Budget {
+        Budget {
+            deadline: limits
+                .timeout
+                .and_then(|t| Some((Instant::now().checked_add(t)?, t))),
+            max_bytes: limits.max_memory_bytes.unwrap_or(u64::MAX),
+            held: Cell::new(0),
+            ticks: Cell::new(0),
+        }
+    }
+
+    /// Fails once the deadline has passed.
+    fn check_time(&self) -> Result<(), ChunkError> {
+        match self.deadline {
+            Some((at, timeout)) if Instant::now() >= at => Err(ChunkError::Timeout(timeout)),
+            _ => Ok(()),
+        }
+    }
+
+    /// [`Budget::check_time`] on every [`TICKS_PER_CHECK`]th call (the first included): for
+    /// the steps of loops, each of which is short.
+    fn tick(&self) -> Result<(), ChunkError> {
+        let n = self.ticks.get();
+        self.ticks.set(n.wrapping_add(1));
+        if n.is_multiple_of(TICKS_PER_CHECK) {
+            self.check_time()
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Counts `bytes` more of working data; fails past the limit.
+    fn take(&self, bytes: usize) -> Result<(), ChunkError> {
+        let held = self.held.get().saturating_add(bytes as u64);
+        self.held.set(held);
+        if held > self.max_bytes {
+            return Err(ChunkError::OutOfMemory {
+                limit: self.max_bytes,
+            });
+        }
+        Ok(())
+    }
+
+    /// Counts `bytes` of working data freed.
+    fn give(&self, bytes: usize) {
+        self.held.set(self.held.get().saturating_sub(bytes as u64));
+    }
+
+    /// Brings what `v`'s allocation is counted at (`*counted`, in bytes) up to its capacity.
+    fn hold<T>(&self, counted: &mut usize, v: &Vec<T>) -> Result<(), ChunkError> {
+        let now = v.capacity() * std::mem::size_of::<T>();
+        if now > *counted {
+            let more = now - *counted;
+            *counted = now;
+            self.take(more)?;
+        }
+        Ok(())
+    }
 }
 
 /// Where a document's pages lie and which of its byte ranges are furniture (both empty for a
@@ -161,12 +313,15 @@ fn fence_marker(line: &str) -> Option<&str> {
 }
 
 /// Splits `text` into blocks (see module docs). Blank lines between blocks belong to no block.
-fn blocks(text: &str) -> Vec<Block> {
+/// The blocks' memory stays counted in `budget` (`*counted` bytes).
+fn blocks(text: &str, budget: &Budget, counted: &mut usize) -> Result<Vec<Block>, ChunkError> {
     let mut out = Vec::new();
     let mut cur: Option<Block> = None;
     let mut fence: Option<&str> = None;
     let mut pos = 0;
     for line in text.split_inclusive('\n') {
+        budget.tick()?;
+        budget.hold(counted, &out)?;
         let (start, end) = (pos, pos + line.len());
         pos = end;
         let content = line.trim_end_matches(['\n', '\r']);
@@ -217,14 +372,16 @@ fn blocks(text: &str) -> Vec<Block> {
     }
     // An unclosed fence runs to the end of the document.
     out.extend(cur);
+    budget.hold(counted, &out)?;
     // A numbered title set in bold on a line of its own is a heading (converters of PDF and
     // DOCX often give section titles no `#`).
     for b in &mut out {
+        budget.tick()?;
         if b.kind == BlockKind::Text && is_bold_title(&text[b.start..b.end]) {
             b.kind = BlockKind::Heading;
         }
     }
-    out
+    Ok(out)
 }
 
 /// `**3.18. /tmp : Temporary files**` alone on its line: bold, numbered, with a title.
@@ -261,57 +418,89 @@ fn is_cjk(c: char) -> bool {
         | 0x20000..=0x3FFFF) // extension ideographs
 }
 
-/// Positions inside `text` (after its first character) where a new piece may start, each with
-/// the best kind of cut it is: after a line break, after a sentence or clause end, at a word
-/// start, or next to a CJK character. Positions are on character boundaries and never at
-/// whitespace.
-fn cut_points(text: &str) -> Vec<(usize, Cut)> {
-    let mut out = Vec::new();
-    let mut prev: Option<char> = None;
+/// Positions inside `text` (after byte `from` and its character) where a new piece may
+/// start, each with the best kind of cut it is: after a line break, after a sentence or
+/// clause end, at a word start, or next to a CJK character. Positions are on character
+/// boundaries and never at whitespace. Found as they are asked for (a huge block holds one per
+/// word), and from 0 or from one of them they are exactly the whole text's after it: the
+/// state the scan carries is the same at such a position whatever came before it.
+struct CutPoints<'a> {
+    chars: std::str::CharIndices<'a>,
+    base: usize,
+    prev: Option<char>,
     // The whitespace run just before the current char: any, with a newline.
-    let (mut ws, mut ws_newline) = (false, false);
-    let mut last_visible: Option<char> = None;
-    for (i, c) in text.char_indices() {
-        if c.is_whitespace() {
-            ws = true;
-            ws_newline |= c == '\n';
-            prev = Some(c);
-            continue;
+    ws: bool,
+    ws_newline: bool,
+    last_visible: Option<char>,
+}
+
+impl<'a> CutPoints<'a> {
+    fn new(text: &'a str, from: usize) -> CutPoints<'a> {
+        CutPoints {
+            chars: text[from..].char_indices(),
+            base: from,
+            prev: None,
+            ws: false,
+            ws_newline: false,
+            last_visible: None,
         }
-        if let Some(p) = prev {
-            let lv = last_visible.unwrap_or(p);
-            let kind = if ws_newline {
-                Some(Cut::Line)
-            } else if ws {
-                Some(match lv {
-                    '.' | '!' | '?' | '。' | '！' | '？' => Cut::Sentence,
-                    ',' | ';' | ':' | '，' | '；' | '：' | '、' => Cut::Clause,
-                    _ => Cut::Word,
-                })
-            } else {
-                match p {
-                    '。' | '！' | '？' => Some(Cut::Sentence),
-                    '，' | '；' | '：' | '、' => Some(Cut::Clause),
-                    // No spaces in CJK text: a character boundary is the word boundary we have.
-                    _ if is_cjk(p) || is_cjk(c) => Some(Cut::Word),
-                    _ => None,
+    }
+}
+
+impl Iterator for CutPoints<'_> {
+    type Item = (usize, Cut);
+
+    fn next(&mut self) -> Option<(usize, Cut)> {
+        for (i, c) in self.chars.by_ref() {
+            if c.is_whitespace() {
+                self.ws = true;
+                self.ws_newline |= c == '\n';
+                self.prev = Some(c);
+                continue;
+            }
+            let kind = self.prev.and_then(|p| {
+                let lv = self.last_visible.unwrap_or(p);
+                if self.ws_newline {
+                    Some(Cut::Line)
+                } else if self.ws {
+                    Some(match lv {
+                        '.' | '!' | '?' | '。' | '！' | '？' => Cut::Sentence,
+                        ',' | ';' | ':' | '，' | '；' | '：' | '、' => Cut::Clause,
+                        _ => Cut::Word,
+                    })
+                } else {
+                    match p {
+                        '。' | '！' | '？' => Some(Cut::Sentence),
+                        '，' | '；' | '：' | '、' => Some(Cut::Clause),
+                        // No spaces in CJK text: a character boundary is the word boundary we
+                        // have.
+                        _ if is_cjk(p) || is_cjk(c) => Some(Cut::Word),
+                        _ => None,
+                    }
                 }
-            };
+            });
+            self.ws = false;
+            self.ws_newline = false;
+            self.last_visible = Some(c);
+            self.prev = Some(c);
             if let Some(k) = kind {
-                out.push((i, k));
+                return Some((self.base + i, k));
             }
         }
-        ws = false;
-        ws_newline = false;
-        last_visible = Some(c);
-        prev = Some(c);
+        None
     }
-    out
 }
 
 /// Splits an oversized text block into pieces of at most `max` (by `sizer`): at line breaks if
 /// that is enough, else sentences, clauses, words, and characters as the last resort.
-fn split_block(text: &str, base: usize, max: usize, sizer: &dyn Sizer, out: &mut Vec<Block>) {
+fn split_block(
+    text: &str,
+    base: usize,
+    max: usize,
+    sizer: &dyn Sizer,
+    out: &mut Vec<Block>,
+    budget: &Budget,
+) -> Result<(), ChunkError> {
     let whole = |out: &mut Vec<Block>| {
         out.push(Block {
             start: base,
@@ -321,24 +510,19 @@ fn split_block(text: &str, base: usize, max: usize, sizer: &dyn Sizer, out: &mut
     };
     if sizer.size(text) <= max || text.chars().nth(1).is_none() {
         whole(out);
-        return;
+        return Ok(());
     }
-    let points = cut_points(text);
-    // Each strategy's cut points, ascending; the last (any character) is made only if every
-    // other fails, as it holds one entry per character of what may be a huge block.
-    let kinds = [Cut::Line, Cut::Sentence, Cut::Clause, Cut::Word];
-    for strategy in 0..=kinds.len() {
-        let points: Vec<usize> = match kinds.get(strategy) {
-            Some(&worst) => points
-                .iter()
-                .filter(|&&(_, k)| k <= worst)
-                .map(|&(i, _)| i)
-                .collect(),
-            None => text.char_indices().skip(1).map(|(i, _)| i).collect(),
-        };
-        if points.is_empty() {
-            continue;
-        }
+    // Each strategy's cut points, worst kind allowed; the last (any character) is tried only
+    // if every other fails. They are found as the scan reaches them, never all at once: a
+    // huge block holds one per word, or per character.
+    let kinds = [
+        Some(Cut::Line),
+        Some(Cut::Sentence),
+        Some(Cut::Clause),
+        Some(Cut::Word),
+        None,
+    ];
+    for worst in kinds {
         // Greedy: the furthest cut that keeps the piece within `max`. Linear in the block:
         // the search resumes where the last piece ended, and the rest of the block is only
         // measured when it may fit.
@@ -346,16 +530,38 @@ fn split_block(text: &str, base: usize, max: usize, sizer: &dyn Sizer, out: &mut
         let mut pieces = Vec::new();
         let mut ok = true;
         while start < text.len() {
+            budget.tick()?;
             if fits(&text[start..], max, sizer) {
                 pieces.push((start, text.len()));
                 break;
             }
-            let from = points.partition_point(|&p| p <= start);
-            let best = points[from..]
-                .iter()
-                .copied()
-                .take_while(|&p| sizer.size(&text[start..p]) <= max)
-                .last();
+            let within = |p: usize| sizer.size(&text[start..p]) <= max;
+            let best = match worst {
+                Some(worst) => {
+                    // Past a position that does not fit, none does (sizes grow with the
+                    // text): the scan stops at the first it meets, looking at positions of
+                    // worse kinds than the strategy's at doubling distances only.
+                    let mut probe = max.max(1);
+                    CutPoints::new(text, start)
+                        .take_while(|&(p, _)| {
+                            if p - start < probe {
+                                return true;
+                            }
+                            probe = 2 * (p - start);
+                            within(p)
+                        })
+                        .filter(|&(_, k)| k <= worst)
+                        .map(|(p, _)| p)
+                        .take_while(|&p| within(p))
+                        .last()
+                }
+                None => text[start..]
+                    .char_indices()
+                    .skip(1)
+                    .map(|(i, _)| start + i)
+                    .take_while(|&p| within(p))
+                    .last(),
+            };
             match best {
                 Some(p) => {
                     pieces.push((start, p));
@@ -379,10 +585,11 @@ fn split_block(text: &str, base: usize, max: usize, sizer: &dyn Sizer, out: &mut
                     });
                 }
             }
-            return;
+            return Ok(());
         }
     }
     whole(out);
+    Ok(())
 }
 
 /// Whether `text` measures at most `max`, without measuring all of a long text: a prefix
@@ -508,17 +715,21 @@ fn regions(text: &str, pages: &[PageSpan], cut: &[(usize, usize)]) -> Vec<Region
 }
 
 /// The blocks of one region, clipped to it (clipped edges lose their whitespace), oversized
-/// text split to `piece_max`.
+/// text split to `piece_max`. Their memory stays counted in `budget` (`*counted` bytes).
 fn region_pieces(
     text: &str,
     blocks: &[Block],
     r: Region,
     piece_max: usize,
     sizer: &dyn Sizer,
-) -> Vec<Block> {
+    budget: &Budget,
+    counted: &mut usize,
+) -> Result<Vec<Block>, ChunkError> {
     let mut out = Vec::new();
     let first = blocks.partition_point(|b| b.end <= r.start);
     for b in &blocks[first..] {
+        budget.tick()?;
+        budget.hold(counted, &out)?;
         if b.start >= r.end {
             break;
         }
@@ -539,7 +750,7 @@ fn region_pieces(
             BlockKind::Code => false,
         };
         if cuttable && sizer.size(&text[s..e]) > piece_max {
-            split_block(&text[s..e], s, piece_max, sizer, &mut out);
+            split_block(&text[s..e], s, piece_max, sizer, &mut out, budget)?;
         } else {
             out.push(Block {
                 start: s,
@@ -548,7 +759,8 @@ fn region_pieces(
             });
         }
     }
-    out
+    budget.hold(counted, &out)?;
+    Ok(out)
 }
 
 /// Where the next chunk starts so that it repeats the end of `[start, end)` (the chunk made
@@ -581,7 +793,7 @@ fn overlap_start(
         if p.kind != BlockKind::Text {
             continue;
         }
-        for (i, k) in cut_points(&text[p.start..p.end]) {
+        for (i, k) in CutPoints::new(&text[p.start..p.end], 0) {
             let q = p.start + i;
             if q > start && q >= low {
                 by_kind[1 + k as usize].push(q);
@@ -606,18 +818,23 @@ fn overlap_start(
 }
 
 /// Packs one region's pieces into chunks: `(start, end, body)` where `body` is where the
-/// chunk's first non-heading text starts (`end` when it has none).
+/// chunk's first non-heading text starts (`end` when it has none). Their memory stays counted
+/// in `budget` (`*counted` bytes).
 fn pack(
     text: &str,
     pieces: &[Block],
     max: usize,
     overlap: usize,
     sizer: &dyn Sizer,
-) -> Vec<(usize, usize, usize)> {
+    budget: &Budget,
+    counted: &mut usize,
+) -> Result<Vec<(usize, usize, usize)>, ChunkError> {
     let mut out = Vec::new();
     let mut carry: Option<usize> = None;
     let mut i = 0;
     while i < pieces.len() {
+        budget.tick()?;
+        budget.hold(counted, &out)?;
         let mut start = carry.take().unwrap_or(pieces[i].start);
         // Only an oversized code block can fail to fit after the overlap: it goes alone.
         if start < pieces[i].start && sizer.size(&text[start..pieces[i].end]) > max {
@@ -655,7 +872,8 @@ fn pack(
         }
         i = j;
     }
-    out
+    budget.hold(counted, &out)?;
+    Ok(out)
 }
 
 /// Where the text of the chunk's largest section starts (`None`: headings only). A chunk
@@ -780,12 +998,22 @@ struct Outline {
 }
 
 impl Outline {
-    fn new(text: &str, blocks: &[Block], cut: &[(usize, usize)]) -> Outline {
+    /// The outline of `blocks`; its memory stays counted in `budget` (`*counted` bytes).
+    fn new(
+        text: &str,
+        blocks: &[Block],
+        cut: &[(usize, usize)],
+        budget: &Budget,
+        counted: &mut usize,
+    ) -> Result<Outline, ChunkError> {
         let mut stack: Vec<Entry> = Vec::new();
         let mut events = Vec::new();
+        let mut paths = 0;
         // Was the previous block (furniture aside) a heading?
         let mut after_heading = false;
         for b in blocks {
+            budget.tick()?;
+            budget.hold(&mut paths, &events)?;
             if in_furniture(cut, b.start, b.end) {
                 continue;
             }
@@ -836,9 +1064,14 @@ impl Outline {
                 }
             }
             after_heading = true;
-            events.push((b.start, path_of(&stack)));
+            let path = path_of(&stack);
+            budget.take(path.capacity())?;
+            *counted += path.capacity();
+            events.push((b.start, path));
         }
-        Outline { events }
+        budget.hold(&mut paths, &events)?;
+        *counted += paths;
+        Ok(Outline { events })
     }
 
     /// The path in effect at byte `pos` (headings starting before it).
@@ -872,40 +1105,89 @@ pub fn chunk_markdown(text: &str, opts: ChunkOptions, sizer: &dyn Sizer) -> Vec<
     chunk_document(text, Layout::default(), opts, sizer)
 }
 
-/// Chunks a document (module docs). Empty or whitespace-only documents give no chunks.
+/// Chunks a document (module docs), without limits. Empty or whitespace-only documents give
+/// no chunks.
 pub fn chunk_document(
     text: &str,
     layout: Layout<'_>,
     opts: ChunkOptions,
     sizer: &dyn Sizer,
 ) -> Vec<Chunk> {
+    // Nothing fails without limits.
+    chunk_document_bounded(text, layout, opts, sizer, &ChunkLimits::NONE).unwrap_or_default()
+}
+
+/// Chunks a document (module docs) within `limits`: the clock is checked and the working data
+/// counted as the cut proceeds, and a document past either is not cut. Empty or
+/// whitespace-only documents give no chunks.
+pub fn chunk_document_bounded(
+    text: &str,
+    layout: Layout<'_>,
+    opts: ChunkOptions,
+    sizer: &dyn Sizer,
+    limits: &ChunkLimits,
+) -> Result<Vec<Chunk>, ChunkError> {
+    let budget = Budget::new(limits);
+    budget.check_time()?;
     let max = opts.max_size.max(1);
     let overlap = opts.overlap.min(max / 2);
     let piece_max = max - overlap;
-    let blocks = blocks(text);
+    let mut held = 0;
+    let blocks = blocks(text, &budget, &mut held)?;
     let cut = furniture_ranges(text, layout.furniture);
-    let outline = Outline::new(text, &blocks, &cut);
-    let lines = LineIndex::new(text);
+    budget.hold(&mut held, &cut)?;
+    let outline = Outline::new(text, &blocks, &cut, &budget, &mut held)?;
+    let lines = LineIndex::new(text, &budget)?;
+    let spans = regions(text, layout.pages, &cut);
+    budget.hold(&mut held, &spans)?;
     let mut chunks = Vec::new();
+    let mut counted_chunks = 0;
     let mut headings_only = Vec::new();
-    for r in regions(text, layout.pages, &cut) {
-        let pieces = region_pieces(text, &blocks, r, piece_max, sizer);
-        for (start, end, body) in pack(text, &pieces, max, overlap, sizer) {
+    let mut counted_headings = 0;
+    for r in spans {
+        let (mut pieces_held, mut packed_held) = (0, 0);
+        let pieces = region_pieces(
+            text,
+            &blocks,
+            r,
+            piece_max,
+            sizer,
+            &budget,
+            &mut pieces_held,
+        )?;
+        let packed = pack(
+            text,
+            &pieces,
+            max,
+            overlap,
+            sizer,
+            &budget,
+            &mut packed_held,
+        )?;
+        for (start, end, body) in packed {
+            budget.tick()?;
             if body == end {
                 headings_only.push(chunks.len());
+                budget.hold(&mut counted_headings, &headings_only)?;
             }
+            let heading = outline.at(body).to_owned();
+            budget.take(heading.capacity())?;
             chunks.push(Chunk {
                 start,
                 end,
                 line_start: lines.line_of(start),
                 line_end: lines.line_of(end.saturating_sub(1).max(start)),
                 page: r.page,
-                heading: outline.at(body).to_owned(),
+                heading,
             });
+            budget.hold(&mut counted_chunks, &chunks)?;
         }
+        // A region's pieces are freed before the next region's are made.
+        budget.give(pieces_held + packed_held);
     }
     // Headings alone (a title at the foot of a page) whose path the next chunk carries: they
     // head it, no need for a chunk of their own. A slide of nothing but its title keeps its.
+    budget.take(chunks.len())?;
     let carried: Vec<bool> = (0..chunks.len())
         .map(|k| {
             headings_only.binary_search(&k).is_ok()
@@ -920,7 +1202,7 @@ pub fn chunk_document(
         k += 1;
         !carried[k - 1]
     });
-    chunks
+    Ok(chunks)
 }
 
 /// Whether heading path `next` is `path` or lies under it: whole headings, so "Heading 10"
@@ -936,15 +1218,19 @@ struct LineIndex {
 }
 
 impl LineIndex {
-    fn new(text: &str) -> LineIndex {
-        LineIndex {
-            newlines: text
-                .bytes()
+    /// The index of `text`, its memory counted in `budget` before it is taken.
+    fn new(text: &str, budget: &Budget) -> Result<LineIndex, ChunkError> {
+        let count = text.bytes().filter(|&b| b == b'\n').count();
+        budget.take(count * std::mem::size_of::<usize>())?;
+        budget.check_time()?;
+        let mut newlines = Vec::with_capacity(count);
+        newlines.extend(
+            text.bytes()
                 .enumerate()
                 .filter(|&(_, b)| b == b'\n')
-                .map(|(i, _)| i)
-                .collect(),
-        }
+                .map(|(i, _)| i),
+        );
+        Ok(LineIndex { newlines })
     }
 
     fn line_of(&self, at: usize) -> usize {
@@ -1707,6 +1993,135 @@ mod tests {
             got,
             [(Some(1), "Slide 1: Results 2024"), (Some(2), "Slide 2")]
         );
+    }
+
+    #[test]
+    fn cut_points_found_from_a_cut_point_are_the_whole_texts_after_it() {
+        for text in [
+            "One. Two, three; four\nfive  six!\n\n  Seven? eight: nine",
+            "知识库检索。系统，初始化；第二章：测试、结束！abc def",
+            "  leading space, then words.\tTabbed\r\nCRLF line",
+        ] {
+            let all: Vec<(usize, Cut)> = CutPoints::new(text, 0).collect();
+            assert!(!all.is_empty());
+            for &(p, _) in &all {
+                let after: Vec<(usize, Cut)> =
+                    all.iter().copied().filter(|&(q, _)| q > p).collect();
+                let from: Vec<(usize, Cut)> = CutPoints::new(text, p).collect();
+                assert_eq!(from, after, "from {p} in {text:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn an_expired_deadline_or_a_small_memory_limit_stops_the_cut() {
+        let text: String = (0..2000)
+            .map(|i| format!("## Part {i}\n\nParagraph {i} says a little.\n\n"))
+            .collect();
+        let unbounded = chunk_markdown(&text, ChunkOptions::RAG_CHARS, &CharSizer);
+        let bounded = |limits: ChunkLimits, sizer: &dyn Sizer| {
+            chunk_document_bounded(
+                &text,
+                Layout::default(),
+                ChunkOptions::RAG_CHARS,
+                sizer,
+                &limits,
+            )
+        };
+        // Within the default limits: the same chunks as without any.
+        assert_eq!(
+            bounded(ChunkLimits::default(), &CharSizer).as_ref(),
+            Ok(&unbounded)
+        );
+        // A deadline already past: nothing is cut, and the error says which limit.
+        let expired = ChunkLimits {
+            timeout: Some(Duration::ZERO),
+            ..ChunkLimits::NONE
+        };
+        let e = bounded(expired, &CharSizer).unwrap_err();
+        assert_eq!(e, ChunkError::Timeout(Duration::ZERO));
+        assert_eq!(
+            e.to_string(),
+            "chunking took longer than 0 s (QUARRY_CHUNK_TIMEOUT_SECS)"
+        );
+        // A deadline that passes mid-cut stops it there, in the chunker's loops: each size
+        // measured here takes a millisecond, and the whole cut would take seconds.
+        let slow = |t: &str| {
+            std::thread::sleep(Duration::from_millis(1));
+            t.chars().count()
+        };
+        let started = Instant::now();
+        let short = ChunkLimits {
+            timeout: Some(Duration::from_millis(50)),
+            ..ChunkLimits::NONE
+        };
+        assert_eq!(
+            bounded(short, &slow),
+            Err(ChunkError::Timeout(Duration::from_millis(50)))
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "{:?}",
+            started.elapsed()
+        );
+        assert_eq!(
+            ChunkError::Timeout(Duration::from_millis(50)).to_string(),
+            "chunking took longer than 50 ms (QUARRY_CHUNK_TIMEOUT_SECS)"
+        );
+        // A memory limit below what the blocks, lines and heading paths take.
+        let tiny = ChunkLimits {
+            max_memory_bytes: Some(4096),
+            ..ChunkLimits::NONE
+        };
+        let e = bounded(tiny, &CharSizer).unwrap_err();
+        assert_eq!(e, ChunkError::OutOfMemory { limit: 4096 });
+        assert_eq!(
+            e.to_string(),
+            "chunking needs more than 4096 bytes of memory (QUARRY_CHUNK_MEMORY_MB)"
+        );
+        assert_eq!(
+            ChunkError::OutOfMemory { limit: 64 << 20 }.to_string(),
+            "chunking needs more than 64 MB of memory (QUARRY_CHUNK_MEMORY_MB)"
+        );
+    }
+
+    #[test]
+    fn the_memory_counted_grows_with_lines_and_blocks_not_with_prose() {
+        let limit = |bytes: usize| ChunkLimits {
+            max_memory_bytes: Some(bytes as u64),
+            ..ChunkLimits::NONE
+        };
+        let cut = |text: &str, limits: ChunkLimits| {
+            chunk_document_bounded(
+                text,
+                Layout::default(),
+                ChunkOptions::RAG_CHARS,
+                &CharSizer,
+                &limits,
+            )
+        };
+        // A megabyte of prose in one block: its working data is a small part of its size.
+        let one_block = prose(200_000);
+        assert!(one_block.len() > 1 << 20);
+        assert!(cut(&one_block, limit(one_block.len() / 4)).is_ok());
+        // Short paragraphs (46 bytes, two lines each): about their size.
+        let paragraphs: String = (0..30_000)
+            .map(|i| format!("Paragraph {i:05} says a little more than that.\n\n"))
+            .collect();
+        assert!(cut(&paragraphs, limit(2 * paragraphs.len())).is_ok());
+        // The pathological shapes hold many times their size: a block per three bytes, a
+        // heading (and its path) per four.
+        for shape in ["a\n\n", "# a\n"] {
+            let text = shape.repeat(300_000);
+            assert_eq!(
+                cut(&text, limit(4 * text.len())),
+                Err(ChunkError::OutOfMemory {
+                    limit: 4 * text.len() as u64
+                }),
+                "{shape:?}"
+            );
+            assert!(cut(&text, ChunkLimits::NONE).is_ok());
+        }
     }
 
     #[test]

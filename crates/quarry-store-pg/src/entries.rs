@@ -22,11 +22,13 @@ fn step_aside(
     wanted: &str,
     now: i64,
 ) -> Result<()> {
-    let name: String = col(
-        &tx.query_one("SELECT name FROM kb_files WHERE id = $1", &[&row_id])
-            .map_err(db_err)?,
-        0,
-    )?;
+    let row = tx
+        .query_one(
+            "SELECT name, readers FROM kb_files WHERE id = $1",
+            &[&row_id],
+        )
+        .map_err(db_err)?;
+    let (name, readers): (String, Option<String>) = (col(&row, 0)?, col(&row, 1)?);
     if name != wanted {
         return Ok(());
     }
@@ -34,6 +36,7 @@ fn step_aside(
         tx,
         collection_id,
         &quarry_store::superseded_name(&name, now),
+        readers.as_deref(),
     )?;
     tx.execute(
         "UPDATE kb_files SET name = $2 WHERE id = $1",

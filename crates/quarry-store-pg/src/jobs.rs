@@ -398,12 +398,7 @@ impl JobQueue for PgStore {
                 &[&collections],
             )
             .map_err(db_err)?;
-        let count = |i: usize| -> Result<u64> { Ok(col::<i64>(&row, i)?.max(0) as u64) };
-        Ok(QueueCounts {
-            enqueued: count(0)?,
-            processing: count(1)?,
-            failed: count(2)?,
-        })
+        queue_counts_from_row(&row)
     }
 
     fn file_queue_counts(&self, file_rows: &[i64]) -> Result<QueueCounts> {
@@ -419,11 +414,16 @@ impl JobQueue for PgStore {
                 &[&file_rows],
             )
             .map_err(db_err)?;
-        let count = |i: usize| -> Result<u64> { Ok(col::<i64>(&row, i)?.max(0) as u64) };
-        Ok(QueueCounts {
-            enqueued: count(0)?,
-            processing: count(1)?,
-            failed: count(2)?,
-        })
+        queue_counts_from_row(&row)
     }
+}
+
+/// Jobs waiting, running and failed, from a row of those three counts.
+fn queue_counts_from_row(row: &postgres::Row) -> Result<QueueCounts> {
+    let count = |i: usize| -> Result<u64> { Ok(col::<i64>(row, i)?.max(0) as u64) };
+    Ok(QueueCounts {
+        enqueued: count(0)?,
+        processing: count(1)?,
+        failed: count(2)?,
+    })
 }

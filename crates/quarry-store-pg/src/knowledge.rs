@@ -288,19 +288,21 @@ impl KnowledgeStore for PgStore {
             .collect()
     }
 
-    fn kb_file(&self, collection_id: i64, key: &str) -> Result<Option<KbFile>> {
+    fn kb_files_by_key(&self, collection_id: i64, key: &str) -> Result<Vec<KbFile>> {
+        // By public id first: a name that happens to be another file's id never hides it.
         self.conn()?
-            .query_opt(
+            .query(
                 &format!(
                     "{FILE_SELECT} WHERE f.collection_id = $1 AND (f.uid = $2 OR f.name = $2) \
-                     ORDER BY (f.uid = $2) DESC LIMIT 1"
+                     ORDER BY (f.uid = $2) DESC, f.id"
                 ),
                 &[&collection_id, &key],
             )
             .map_err(db_err)?
-            .as_ref()
+            .iter()
             .map(file_from_row)
-            .transpose()
+            .collect::<Result<Vec<_>>>()
+            .map(|files| quarry_store::by_id_else_all(files, key))
     }
 
     fn kb_file_by_row(&self, row_id: i64) -> Result<Option<KbFile>> {
@@ -368,25 +370,21 @@ impl KnowledgeStore for PgStore {
         readers: Option<&[String]>,
     ) -> Result<bool> {
         self.write(|tx| {
-            let n = tx
-                .execute(
-                    "UPDATE kb_files SET readers = $3, updated_at = $4 \
-                     WHERE id = $1 AND collection_id = $2",
-                    &[
-                        &row_id,
-                        &collection_id,
-                        &readers_to_column(readers),
-                        &quarry_core::now_millis(),
-                    ],
-                )
-                .map_err(|e| {
-                    if crate::is_unique_violation(&e) {
-                        Error::Conflict(quarry_store::SAME_BYTES_SAME_READERS.into())
-                    } else {
-                        db_err(e)
-                    }
-                })?;
-            Ok(n > 0)
+            // The name may move (see `move_to_readers`): the collection's lock first.
+            tx.query_opt(
+                "SELECT 1 FROM collections WHERE id = $1 FOR NO KEY UPDATE",
+                &[&collection_id],
+            )
+            .map_err(db_err)?;
+            if lock_file(tx, row_id)?.is_none_or(|f| f.collection_id != collection_id) {
+                return Ok(false);
+            }
+            move_to_readers(
+                tx,
+                row_id,
+                readers_to_column(readers).as_deref(),
+                quarry_core::now_millis(),
+            )
         })
     }
 
@@ -597,6 +595,7 @@ impl KnowledgeStore for PgStore {
                     pages: &converted.pages,
                     furniture: &converted.furniture,
                     meta: &converted.meta,
+                    kb_file: Some(row_id),
                 },
             )?;
             remember_blobs(tx, &images, now)?;
@@ -793,7 +792,8 @@ pub(super) fn insert_file(
 ) -> Result<i64> {
     let size = to_i64(f.size, "file size")?;
     remember_blobs(tx, &[(f.sha256.as_str(), size, f.mime.as_str())], now)?;
-    let name = free_file_name(tx, collection_id, &f.original_name)?;
+    let readers = readers_to_column(f.readers.as_deref());
+    let name = free_file_name(tx, collection_id, &f.original_name, readers.as_deref())?;
     let note = f.note.as_ref();
     let row = tx
         .query_one(
@@ -819,7 +819,7 @@ pub(super) fn insert_file(
                 &origin.map(|o| o.0),
                 &origin.map(|o| o.1),
                 &origin.map(|o| o.2),
-                &readers_to_column(f.readers.as_deref()),
+                &readers,
                 &(if f.meta.trim().is_empty() { "{}" } else { f.meta.as_str() }),
             ],
         )
@@ -920,11 +920,14 @@ pub(super) fn lease_holds(tx: &mut crate::PgTransaction<'_>, lease: Option<Lease
 }
 
 /// `report.pdf`, then `report (2).pdf`, `report (3).pdf`, … — the first name not taken in
-/// the knowledge base (the caller holds the collection's lock).
+/// the knowledge base among files with `readers` (their column form; the caller holds the
+/// collection's lock): a name names one file per set of readers, so a file of other readers
+/// (maybe hidden from the writer) never moves the name a writer gets.
 pub(super) fn free_file_name(
     tx: &mut crate::PgTransaction<'_>,
     collection_id: i64,
     wanted: &str,
+    readers: Option<&str>,
 ) -> Result<String> {
     let (stem, ext) = match wanted.rsplit_once('.') {
         Some((s, e)) if !s.is_empty() => (s, format!(".{e}")),
@@ -933,8 +936,9 @@ pub(super) fn free_file_name(
     // Every name that could collide, in one round trip.
     let taken: std::collections::HashSet<String> = tx
         .query(
-            "SELECT name FROM kb_files WHERE collection_id = $1 AND starts_with(name, $2)",
-            &[&collection_id, &stem],
+            "SELECT name FROM kb_files WHERE collection_id = $1 AND starts_with(name, $2) \
+             AND COALESCE(readers, '') = COALESCE($3, '')",
+            &[&collection_id, &stem, &readers],
         )
         .map_err(db_err)?
         .iter()
@@ -951,6 +955,53 @@ pub(super) fn free_file_name(
         }
     }
     Err(Error::Storage("no free file name".into()))
+}
+
+/// Gives a file other readers (their column form) and the name it had if that is free among
+/// them, else the next free one (its document follows: the feed tells the indexes); returns
+/// whether the file exists. The caller holds the collection's lock (`FOR NO KEY UPDATE`,
+/// as for [`free_file_name`]) and the file's.
+pub(super) fn move_to_readers(
+    tx: &mut crate::PgTransaction<'_>,
+    row_id: i64,
+    readers: Option<&str>,
+    now: i64,
+) -> Result<bool> {
+    let Some(row) = tx
+        .query_opt(
+            "SELECT collection_id, name, readers FROM kb_files WHERE id = $1",
+            &[&row_id],
+        )
+        .map_err(db_err)?
+    else {
+        return Ok(false);
+    };
+    let (collection_id, name, before): (i64, String, Option<String>) =
+        (col(&row, 0)?, col(&row, 1)?, col(&row, 2)?);
+    if before.as_deref() == readers {
+        return Ok(true);
+    }
+    // Its own name is free first.
+    tx.execute(
+        "UPDATE kb_files SET name = 'renaming:' || uid WHERE id = $1",
+        &[&row_id],
+    )
+    .map_err(db_err)?;
+    let free = free_file_name(tx, collection_id, &name, readers)?;
+    // The name is free among these readers: a conflict is the bytes or the entry key.
+    tx.execute(
+        "UPDATE kb_files SET name = $2, readers = $3, updated_at = $4 WHERE id = $1",
+        &[&row_id, &free, &readers, &now],
+    )
+    .map_err(|e| conflict_or_db(e, || quarry_store::SAME_BYTES_SAME_READERS.into()))?;
+    if free != name {
+        tx.execute(
+            "UPDATE documents SET path = $2 WHERE id = (SELECT document_id FROM kb_files WHERE id = $1)",
+            &[&row_id, &free],
+        )
+        .map_err(db_err)?;
+    }
+    Ok(true)
 }
 
 /// Records blobs (hash, size, mime) as known. An existing row is upserted rather than left

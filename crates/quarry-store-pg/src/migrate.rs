@@ -33,10 +33,11 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (31, include_str!("../migrations/v31.sql")),
     (32, include_str!("../migrations/v32.sql")),
     (33, include_str!("../migrations/v33.sql")),
+    (34, include_str!("../migrations/v34.sql")),
 ];
 
 /// The newest schema version this binary knows.
-pub(crate) const SCHEMA_VERSION: i32 = 33;
+pub(crate) const SCHEMA_VERSION: i32 = 34;
 
 /// Serialises migrations across every process using the database.
 const MIGRATION_LOCK: i64 = 7_245_190_455_173_122_048;

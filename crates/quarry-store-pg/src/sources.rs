@@ -10,8 +10,8 @@ use quarry_store::{
 };
 
 use super::knowledge::{
-    delete_file, enqueue_cleanup_tx, free_file_name, insert_file, lock_file, remember_blobs,
-    requeue_file, uuid,
+    delete_file, enqueue_cleanup_tx, free_file_name, insert_file, lock_file, move_to_readers,
+    remember_blobs, requeue_file, uuid,
 };
 use super::*;
 
@@ -107,6 +107,34 @@ fn lock_owned(tx: &mut crate::PgTransaction<'_>, source: i64, file_row_id: i64) 
             "document {file_row_id} does not belong to this source"
         )))
     }
+}
+
+/// [`lock_owned`], the knowledge base's row first (`FOR NO KEY UPDATE`) when the file's
+/// readers change: its name may move among the new readers' ([`move_to_readers`]), and a
+/// name is picked under that lock. Unchanged readers leave uploads to the knowledge base
+/// unblocked.
+fn lock_owned_for_readers(
+    tx: &mut crate::PgTransaction<'_>,
+    source: i64,
+    file_row_id: i64,
+    readers: Option<&str>,
+) -> Result<()> {
+    let change = tx
+        .query_opt(
+            "SELECT collection_id FROM kb_files WHERE id = $1 \
+             AND readers IS DISTINCT FROM $2",
+            &[&file_row_id, &readers],
+        )
+        .map_err(db_err)?;
+    if let Some(row) = change {
+        let collection_id: i64 = col(&row, 0)?;
+        tx.query_opt(
+            "SELECT 1 FROM collections WHERE id = $1 FOR NO KEY UPDATE",
+            &[&collection_id],
+        )
+        .map_err(db_err)?;
+    }
+    lock_owned(tx, source, file_row_id)
 }
 
 impl quarry_store::SourceStore for PgStore {
@@ -461,13 +489,14 @@ impl quarry_store::SourceStore for PgStore {
                     version,
                     file,
                 } => {
-                    lock_owned(tx, lease.source, *file_row_id)?;
+                    let readers = readers_to_column(file.readers.as_deref());
+                    lock_owned_for_readers(tx, lease.source, *file_row_id, readers.as_deref())?;
                     let size = to_i64(file.size, "file size")?;
                     remember_blobs(tx, &[(file.sha256.as_str(), size, file.mime.as_str())], now)?;
                     tx.execute(
                         "UPDATE kb_files SET blob = $2, size = $3, format = $4, mime = $5, \
                          source_version = $6, warnings = '', pages = NULL, \
-                         pages_without_text = NULL, readers = $7 WHERE id = $1",
+                         pages_without_text = NULL WHERE id = $1",
                         &[
                             file_row_id,
                             &file.sha256,
@@ -475,10 +504,10 @@ impl quarry_store::SourceStore for PgStore {
                             &file.format,
                             &file.mime,
                             version,
-                            &readers_to_column(file.readers.as_deref()),
                         ],
                     )
                     .map_err(db_err)?;
+                    move_to_readers(tx, *file_row_id, readers.as_deref(), now)?;
                     requeue_file(tx, *file_row_id, now)?;
                     enqueue_cleanup_tx(tx)?;
                     Some(*file_row_id)
@@ -488,12 +517,14 @@ impl quarry_store::SourceStore for PgStore {
                     version,
                     readers,
                 } => {
-                    lock_owned(tx, lease.source, *file_row_id)?;
+                    let readers = readers_to_column(*readers);
+                    lock_owned_for_readers(tx, lease.source, *file_row_id, readers.as_deref())?;
                     tx.execute(
-                        "UPDATE kb_files SET source_version = $2, readers = $3 WHERE id = $1",
-                        &[file_row_id, version, &readers_to_column(*readers)],
+                        "UPDATE kb_files SET source_version = $2 WHERE id = $1",
+                        &[file_row_id, version],
                     )
                     .map_err(db_err)?;
+                    move_to_readers(tx, *file_row_id, readers.as_deref(), now)?;
                     Some(*file_row_id)
                 }
                 SourceChange::Rename {
@@ -515,7 +546,12 @@ impl quarry_store::SourceStore for PgStore {
                         &[file_row_id],
                     )
                     .map_err(db_err)?;
-                    let free = free_file_name(tx, collection_id, name)?;
+                    let free = free_file_name(
+                        tx,
+                        collection_id,
+                        name,
+                        readers_to_column(*readers).as_deref(),
+                    )?;
                     tx.execute(
                         "UPDATE kb_files SET name = $2, original_name = $3, source_path = $4, \
                          source_version = $5, updated_at = $6, readers = $7 WHERE id = $1",

@@ -341,6 +341,7 @@ impl CollectionStore for PgStore {
                                 pages: &pages,
                                 furniture: &furniture,
                                 meta: &meta,
+                                kb_file: None,
                             },
                         )?);
                     }
@@ -1719,6 +1720,10 @@ pub(crate) struct UpsertDoc<'a> {
     pub(crate) pages: &'a [quarry_core::PageSpan],
     pub(crate) furniture: &'a [quarry_core::Furniture],
     pub(crate) meta: &'a str,
+    /// The knowledge-base file (row id) this is the document of: its document is found by
+    /// the file, not by the path (two files of one name, for other readers, have two
+    /// documents). `None`: a folder's document, one per path.
+    pub(crate) kb_file: Option<i64>,
 }
 
 /// Writes documents into one collection, locking the docids it may take (so the docids it
@@ -1740,7 +1745,7 @@ impl DocWriter {
         }
     }
 
-    /// Inserts or replaces a document (by collection and path).
+    /// Inserts or replaces a document (a knowledge-base file's, else by collection and path).
     pub(crate) fn upsert(
         &mut self,
         tx: &mut crate::PgTransaction<'_>,
@@ -1756,6 +1761,7 @@ impl DocWriter {
             pages,
             furniture,
             meta,
+            kb_file,
         } = doc;
         let meta = if meta.trim().is_empty() { "{}" } else { meta };
         let spans = furniture;
@@ -1769,12 +1775,20 @@ impl DocWriter {
         let find = kept(
             tx,
             "SELECT id, hash, docid, body = $3 AND pages = $4 AND furniture = $5 \
-             FROM documents WHERE collection_id = $1 AND path = $2",
+             FROM documents WHERE CASE WHEN $6::bigint IS NULL \
+               THEN collection_id = $1 AND path = $2 AND kb_file IS NULL ELSE kb_file = $6 END",
         )?;
         let existing: Option<(i64, String, String, bool)> = tx
             .query_opt(
                 &find,
-                &[&self.collection_id, &path, &body, &pages, &furniture],
+                &[
+                    &self.collection_id,
+                    &path,
+                    &body,
+                    &pages,
+                    &furniture,
+                    &kb_file,
+                ],
             )
             .map_err(db_err)?
             .map(|r| Ok((col(&r, 0)?, col(&r, 1)?, col(&r, 2)?, col(&r, 3)?)))
@@ -1799,17 +1813,33 @@ impl DocWriter {
             Some((id, _, _, _)) => self.free_docid(tx, &hash, Some(*id))?,
             None => self.free_docid(tx, &hash, None)?,
         };
+        // A folder's document is one per path (two nodes syncing one folder meet in the
+        // conflict); a knowledge-base file's is one per file (a renamed file takes its
+        // document along).
         let insert = kept(
             tx,
-            "INSERT INTO documents (collection_id, path, title, hash, docid, size, stamp, body, \
-             body_bytes, indexed_at, pages, furniture, meta) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, quarry_now_ms(), $10, $11, $12) \
-             ON CONFLICT (collection_id, path) DO UPDATE SET title = EXCLUDED.title, \
-             hash = EXCLUDED.hash, docid = EXCLUDED.docid, size = EXCLUDED.size, \
-             stamp = EXCLUDED.stamp, body = EXCLUDED.body, body_bytes = EXCLUDED.body_bytes, \
-             indexed_at = EXCLUDED.indexed_at, pages = EXCLUDED.pages, \
-             furniture = EXCLUDED.furniture, meta = EXCLUDED.meta \
-             RETURNING id, indexed_at",
+            if kb_file.is_none() {
+                "INSERT INTO documents (collection_id, path, title, hash, docid, size, stamp, body, \
+                 body_bytes, indexed_at, pages, furniture, meta, kb_file) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, quarry_now_ms(), $10, $11, $12, $13) \
+                 ON CONFLICT (collection_id, path) WHERE kb_file IS NULL DO UPDATE SET \
+                 title = EXCLUDED.title, hash = EXCLUDED.hash, docid = EXCLUDED.docid, \
+                 size = EXCLUDED.size, stamp = EXCLUDED.stamp, body = EXCLUDED.body, \
+                 body_bytes = EXCLUDED.body_bytes, indexed_at = EXCLUDED.indexed_at, \
+                 pages = EXCLUDED.pages, furniture = EXCLUDED.furniture, meta = EXCLUDED.meta \
+                 RETURNING id, indexed_at"
+            } else {
+                "INSERT INTO documents (collection_id, path, title, hash, docid, size, stamp, body, \
+                 body_bytes, indexed_at, pages, furniture, meta, kb_file) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, quarry_now_ms(), $10, $11, $12, $13) \
+                 ON CONFLICT (kb_file) WHERE kb_file IS NOT NULL DO UPDATE SET \
+                 path = EXCLUDED.path, title = EXCLUDED.title, hash = EXCLUDED.hash, \
+                 docid = EXCLUDED.docid, size = EXCLUDED.size, stamp = EXCLUDED.stamp, \
+                 body = EXCLUDED.body, body_bytes = EXCLUDED.body_bytes, \
+                 indexed_at = EXCLUDED.indexed_at, pages = EXCLUDED.pages, \
+                 furniture = EXCLUDED.furniture, meta = EXCLUDED.meta \
+                 RETURNING id, indexed_at"
+            },
         )?;
         let row = tx
             .query_one(
@@ -1827,6 +1857,7 @@ impl DocWriter {
                     &pages,
                     &furniture,
                     &meta,
+                    &kb_file,
                 ],
             )
             .map_err(db_err)?;

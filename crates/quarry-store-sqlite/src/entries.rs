@@ -23,10 +23,12 @@ fn step_aside(
     wanted: &str,
     now: i64,
 ) -> Result<()> {
-    let name: String = tx
-        .query_row("SELECT name FROM kb_files WHERE id = ?1", [row_id], |r| {
-            r.get(0)
-        })
+    let (name, readers): (String, Option<String>) = tx
+        .query_row(
+            "SELECT name, readers FROM kb_files WHERE id = ?1",
+            [row_id],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
         .map_err(db_err)?;
     if name != wanted {
         return Ok(());
@@ -35,6 +37,7 @@ fn step_aside(
         tx,
         collection_id,
         &quarry_store::superseded_name(&name, now),
+        readers.as_deref(),
     )?;
     tx.execute(
         "UPDATE kb_files SET name = ?2 WHERE id = ?1",

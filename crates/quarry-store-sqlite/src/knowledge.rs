@@ -158,7 +158,8 @@ pub(super) fn insert_file(
     now: i64,
 ) -> Result<i64> {
     remember_blob(tx, &f.sha256, f.size, &f.mime, now)?;
-    let name = free_file_name(tx, collection_id, &f.original_name)?;
+    let readers = readers_to_column(f.readers.as_deref());
+    let name = free_file_name(tx, collection_id, &f.original_name, readers.as_deref())?;
     tx.execute(
         "INSERT INTO kb_files (uid, collection_id, name, original_name, blob, format, mime, size, \
          status, created_at, updated_at, note_kind, note_title, note_tags, source_id, source_path, \
@@ -183,7 +184,7 @@ pub(super) fn insert_file(
             origin.map(|o| o.0),
             origin.map(|o| o.1),
             origin.map(|o| o.2),
-            readers_to_column(f.readers.as_deref()),
+            readers,
             meta_column(&f.meta),
         ],
     )
@@ -227,15 +228,19 @@ pub(super) fn file_by_row(conn: &Connection, row_id: i64) -> Result<Option<KbFil
 }
 
 /// `report.pdf`, then `report (2).pdf`, `report (3).pdf`, … — the first name not taken in
-/// the knowledge base.
+/// the knowledge base among files with `readers` (their column form): a name names one file
+/// per set of readers, so a file of other readers (maybe hidden from the writer) never moves
+/// the name a writer gets.
 pub(super) fn free_file_name(
     tx: &Transaction<'_>,
     collection_id: i64,
     wanted: &str,
+    readers: Option<&str>,
 ) -> Result<String> {
     let mut stmt = tx
         .prepare_cached(
-            "SELECT EXISTS(SELECT 1 FROM kb_files WHERE collection_id = ?1 AND name = ?2)",
+            "SELECT EXISTS(SELECT 1 FROM kb_files WHERE collection_id = ?1 AND name = ?2 \
+             AND COALESCE(readers, '') = COALESCE(?3, ''))",
         )
         .map_err(db_err)?;
     let (stem, ext) = match wanted.rsplit_once('.') {
@@ -249,13 +254,59 @@ pub(super) fn free_file_name(
             format!("{stem} ({n}){ext}")
         };
         let taken: bool = stmt
-            .query_row(params![collection_id, candidate], |r| r.get(0))
+            .query_row(params![collection_id, candidate, readers], |r| r.get(0))
             .map_err(db_err)?;
         if !taken {
             return Ok(candidate);
         }
     }
     Err(Error::Storage("no free file name".into()))
+}
+
+/// Gives a file other readers (their column form) and the name it had if that is free among
+/// them, else the next free one (its document follows: the feed tells the indexes); returns
+/// whether the file exists.
+pub(super) fn move_to_readers(
+    tx: &Transaction<'_>,
+    row_id: i64,
+    readers: Option<&str>,
+    now: i64,
+) -> Result<bool> {
+    let Some((collection_id, name, before)): Option<(i64, String, Option<String>)> = tx
+        .query_row(
+            "SELECT collection_id, name, readers FROM kb_files WHERE id = ?1",
+            [row_id],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .optional()
+        .map_err(db_err)?
+    else {
+        return Ok(false);
+    };
+    if before.as_deref() == readers {
+        return Ok(true);
+    }
+    // Its own name is free first.
+    tx.execute(
+        "UPDATE kb_files SET name = 'renaming:' || uid WHERE id = ?1",
+        [row_id],
+    )
+    .map_err(db_err)?;
+    let free = free_file_name(tx, collection_id, &name, readers)?;
+    // The name is free among these readers: a conflict is the bytes or the entry key.
+    tx.execute(
+        "UPDATE kb_files SET name = ?2, readers = ?3, updated_at = ?4 WHERE id = ?1",
+        params![row_id, free, readers, now],
+    )
+    .map_err(|e| super::conflict_or_db(e, || quarry_store::SAME_BYTES_SAME_READERS.into()))?;
+    if free != name {
+        tx.execute(
+            "UPDATE documents SET path = ?2 WHERE id = (SELECT document_id FROM kb_files WHERE id = ?1)",
+            params![row_id, free],
+        )
+        .map_err(db_err)?;
+    }
+    Ok(true)
 }
 
 pub(super) fn remember_blob(
@@ -498,18 +549,21 @@ impl KnowledgeStore for SqliteStore {
         rows.collect::<rusqlite::Result<Vec<_>>>().map_err(db_err)
     }
 
-    fn kb_file(&self, collection_id: i64, key: &str) -> Result<Option<KbFile>> {
+    fn kb_files_by_key(&self, collection_id: i64, key: &str) -> Result<Vec<KbFile>> {
         let conn = self.conn();
-        conn.query_row(
-            &format!(
+        // By public id first: a name that happens to be another file's id never hides it.
+        let mut stmt = conn
+            .prepare_cached(&format!(
                 "SELECT {FILE_COLUMNS} FROM {FILE_FROM} WHERE f.collection_id = ?1 AND (f.uid = ?2 OR f.name = ?2) \
-                 ORDER BY (f.uid = ?2) DESC LIMIT 1"
-            ),
-            params![collection_id, key],
-            file_from_row,
-        )
-        .optional()
-        .map_err(db_err)
+                 ORDER BY (f.uid = ?2) DESC, f.id"
+            ))
+            .map_err(db_err)?;
+        let files = stmt
+            .query_map(params![collection_id, key], file_from_row)
+            .map_err(db_err)?
+            .collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(db_err)?;
+        Ok(quarry_store::by_id_else_all(files, key))
     }
 
     fn kb_file_by_row(&self, row_id: i64) -> Result<Option<KbFile>> {
@@ -573,20 +627,17 @@ impl KnowledgeStore for SqliteStore {
     ) -> Result<bool> {
         self.write(|tx| {
             let now = quarry_core::now_millis();
-            let n = tx
-                .execute(
-                    "UPDATE kb_files SET readers = ?3, updated_at = ?4 \
-                     WHERE id = ?1 AND collection_id = ?2",
-                    params![row_id, collection_id, readers_to_column(readers), now],
+            let here: bool = tx
+                .query_row(
+                    "SELECT EXISTS(SELECT 1 FROM kb_files WHERE id = ?1 AND collection_id = ?2)",
+                    params![row_id, collection_id],
+                    |r| r.get(0),
                 )
-                .map_err(|e| {
-                    if super::is_unique_violation(&e) {
-                        Error::Conflict(quarry_store::SAME_BYTES_SAME_READERS.into())
-                    } else {
-                        db_err(e)
-                    }
-                })?;
-            Ok(n > 0)
+                .map_err(db_err)?;
+            if !here {
+                return Ok(false);
+            }
+            move_to_readers(tx, row_id, readers_to_column(readers).as_deref(), now)
         })
     }
 
@@ -773,6 +824,7 @@ impl KnowledgeStore for SqliteStore {
                     pages: &converted.pages,
                     furniture: &converted.furniture,
                     meta: &converted.meta,
+                    kb_file: Some(row_id),
                 },
                 now,
             )?;
@@ -1268,13 +1320,7 @@ impl JobQueue for SqliteStore {
              COALESCE(SUM(j.status = 'failed'), 0) FROM jobs j LEFT JOIN kb_files f ON f.id = j.file_id \
              WHERE ?1 IS NULL OR COALESCE(f.collection_id, j.collection_id) IN (SELECT value FROM json_each(?1))",
             [allowed],
-            |r| {
-                Ok(QueueCounts {
-                    enqueued: r.get::<_, i64>(0)?.max(0) as u64,
-                    processing: r.get::<_, i64>(1)?.max(0) as u64,
-                    failed: r.get::<_, i64>(2)?.max(0) as u64,
-                })
-            },
+            queue_counts_from_row,
         )
         .map_err(db_err)
     }
@@ -1289,13 +1335,7 @@ impl JobQueue for SqliteStore {
                  COALESCE(SUM(status = 'failed'), 0) FROM jobs \
                  WHERE file_id IN (SELECT value FROM json_each(?1))",
                 [id_list(file_rows)],
-                |r| {
-                    Ok(QueueCounts {
-                        enqueued: r.get::<_, i64>(0)?.max(0) as u64,
-                        processing: r.get::<_, i64>(1)?.max(0) as u64,
-                        failed: r.get::<_, i64>(2)?.max(0) as u64,
-                    })
-                },
+                queue_counts_from_row,
             )
             .map_err(db_err)
     }
@@ -1311,6 +1351,16 @@ impl JobQueue for SqliteStore {
             .map(|n| n.max(0) as u64)
             .map_err(db_err)
     }
+}
+
+/// Jobs waiting, running and failed, from a row of those three counts.
+fn queue_counts_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<QueueCounts> {
+    let count = |i: usize| -> rusqlite::Result<u64> { Ok(r.get::<_, i64>(i)?.max(0) as u64) };
+    Ok(QueueCounts {
+        enqueued: count(0)?,
+        processing: count(1)?,
+        failed: count(2)?,
+    })
 }
 
 /// Whether a job's side effect may apply: no lease (not a job's), or the job is still

@@ -25,7 +25,7 @@ use quarry_store::{
 };
 
 /// The newest schema version: the last of [`MIGRATIONS`].
-const SCHEMA_VERSION: i64 = 33;
+const SCHEMA_VERSION: i64 = 34;
 
 /// `(version, SQL)`, oldest first: the files in `migrations/`, each bringing the schema from
 /// the version before it to its own. Version 4 also gives old rows their UUIDs ([`assign_uids`]).
@@ -63,6 +63,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (31, include_str!("../migrations/v31.sql")),
     (32, include_str!("../migrations/v32.sql")),
     (33, include_str!("../migrations/v33.sql")),
+    (34, include_str!("../migrations/v34.sql")),
 ];
 
 /// The feed's last sequence number (0 before its first entry).
@@ -577,9 +578,14 @@ pub(crate) struct UpsertDoc<'a> {
     pub pages: &'a [quarry_core::PageSpan],
     pub furniture: &'a [quarry_core::Furniture],
     pub meta: &'a str,
+    /// The knowledge-base file (row id) this is the document of: its document is found by
+    /// the file, not by the path (two files of one name, for other readers, have two
+    /// documents). `None`: a folder's document, one per path.
+    pub kb_file: Option<i64>,
 }
 
-/// Inserts or replaces a document (by collection and path), marked for keyword indexing.
+/// Inserts or replaces a document (a knowledge-base file's, else by collection and path),
+/// marked for keyword indexing.
 pub(crate) fn upsert_document(
     tx: &Transaction<'_>,
     collection_id: i64,
@@ -596,6 +602,7 @@ pub(crate) fn upsert_document(
         pages,
         furniture,
         meta,
+        kb_file,
     } = doc;
     let meta = knowledge::meta_column(meta);
     let pages = quarry_core::encode_pages(pages);
@@ -604,12 +611,14 @@ pub(crate) fn upsert_document(
     let existing: Option<(i64, String, String, bool)> = tx
         .prepare_cached(
             "SELECT id, hash, docid, body = ?3 AND pages = ?4 AND furniture = ?5 \
-             FROM documents WHERE collection_id = ?1 AND path = ?2",
+             FROM documents WHERE CASE WHEN ?6 IS NULL \
+               THEN collection_id = ?1 AND path = ?2 AND kb_file IS NULL ELSE kb_file = ?6 END",
         )
         .and_then(|mut s| {
-            s.query_row(params![collection_id, path, body, pages, furniture], |r| {
-                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
-            })
+            s.query_row(
+                params![collection_id, path, body, pages, furniture, kb_file],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+            )
             .optional()
         })
         .map_err(db_err)?;
@@ -631,37 +640,64 @@ pub(crate) fn upsert_document(
         Some((id, _, _, _)) => free_docid(tx, &docid_basis(tx, collection_id, &hash)?, Some(*id))?,
         None => free_docid(tx, &docid_basis(tx, collection_id, &hash)?, None)?,
     };
-    let id: i64 = tx
-        .prepare_cached(
-            "INSERT INTO documents (collection_id, path, title, hash, docid, size, stamp, body, body_bytes, indexed_at, pages, furniture, meta) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13) \
-             ON CONFLICT (collection_id, path) DO UPDATE SET title = excluded.title, hash = excluded.hash, \
-             docid = excluded.docid, size = excluded.size, stamp = excluded.stamp, \
-             body = excluded.body, body_bytes = excluded.body_bytes, indexed_at = excluded.indexed_at, \
-             pages = excluded.pages, furniture = excluded.furniture, meta = excluded.meta \
-             RETURNING id",
-        )
-        .and_then(|mut s| {
-            s.query_row(
-                params![
-                    collection_id,
-                    path,
-                    title,
-                    hash,
-                    docid,
-                    size as i64,
-                    stamp,
-                    body,
-                    body.len() as i64,
-                    now,
-                    pages,
-                    furniture,
-                    meta
-                ],
-                |r| r.get(0),
+    // In the writer's transaction, right after the look-up: the row found is the row
+    // replaced (a knowledge-base file's also takes the file's current name).
+    let id: i64 = match &existing {
+        Some((id, ..)) => tx
+            .prepare_cached(
+                "UPDATE documents SET path = ?2, title = ?3, hash = ?4, docid = ?5, size = ?6, \
+                 stamp = ?7, body = ?8, body_bytes = ?9, indexed_at = ?10, pages = ?11, \
+                 furniture = ?12, meta = ?13 WHERE id = ?1 RETURNING id",
             )
-        })
-        .map_err(db_err)?;
+            .and_then(|mut s| {
+                s.query_row(
+                    params![
+                        id,
+                        path,
+                        title,
+                        hash,
+                        docid,
+                        size as i64,
+                        stamp,
+                        body,
+                        body.len() as i64,
+                        now,
+                        pages,
+                        furniture,
+                        meta
+                    ],
+                    |r| r.get(0),
+                )
+            }),
+        None => tx
+            .prepare_cached(
+                "INSERT INTO documents (collection_id, path, title, hash, docid, size, stamp, body, \
+                 body_bytes, indexed_at, pages, furniture, meta, kb_file) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14) RETURNING id",
+            )
+            .and_then(|mut s| {
+                s.query_row(
+                    params![
+                        collection_id,
+                        path,
+                        title,
+                        hash,
+                        docid,
+                        size as i64,
+                        stamp,
+                        body,
+                        body.len() as i64,
+                        now,
+                        pages,
+                        furniture,
+                        meta,
+                        kb_file
+                    ],
+                    |r| r.get(0),
+                )
+            }),
+    }
+    .map_err(db_err)?;
     Ok(IndexDoc {
         id,
         collection_id,
@@ -918,6 +954,7 @@ impl CollectionStore for SqliteStore {
                                 pages: &pages,
                                 furniture: &furniture,
                                 meta: &meta,
+                                kb_file: None,
                             },
                             now,
                         )?);
@@ -2143,6 +2180,73 @@ mod tests {
         // Opening again does not migrate twice.
         drop(store);
         SqliteStore::open(&path).unwrap();
+    }
+
+    #[test]
+    fn version_33_databases_keep_their_rows_when_names_go_per_readers() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("q.db");
+        {
+            let conn = Connection::open(&path).unwrap();
+            schema_at(&conn, 33);
+            conn.execute_batch(
+                "PRAGMA user_version = 33; PRAGMA foreign_keys = ON; \
+                 INSERT INTO spaces (id, created_at) VALUES ('default', 0); \
+                 INSERT INTO collections (space, name, kind, path, pattern, created_at) VALUES ('default', 'kb', 'knowledge_base', '', '', 0); \
+                 INSERT INTO collections (space, name, kind, path, pattern, created_at) VALUES ('default', 'f', 'folder', '/x', '*.md', 0); \
+                 INSERT INTO documents (id, collection_id, path, title, hash, docid, size, stamp, body, body_bytes, indexed_at) \
+                 VALUES (7, 1, 'a.md', 'A', 'aaaaaaaa', '#aaaaaa', 4, 0, 'body', 4, 0), \
+                        (8, 2, 'b.md', 'B', 'bbbbbbbb', '#bbbbbb', 4, 7, 'body', 4, 0), \
+                        (40, 2, 'gone.md', 'G', 'cccccccc', '#cccccc', 4, 7, 'body', 4, 0); \
+                 DELETE FROM documents WHERE id = 40; \
+                 INSERT INTO kb_files (id, uid, collection_id, name, original_name, blob, format, mime, size, status, created_at, updated_at, document_id) \
+                 VALUES (3, 'u3', 1, 'a.md', 'a.md', 'aaaaaaaa', 'md', 'text/markdown', 4, 'ready', 0, 0, 7), \
+                        (90, 'u90', 1, 'x.md', 'x.md', 'dddddddd', 'md', 'text/markdown', 4, 'ready', 0, 0, NULL); \
+                 DELETE FROM kb_files WHERE id = 90; \
+                 INSERT INTO chunk_edits (document_id, key, text, disabled, edited_by, edited_at) VALUES (7, 'k', 'edited', 0, 'ann', 0);",
+            )
+            .unwrap();
+        }
+        let feed = |conn: &Connection| -> i64 {
+            conn.query_row("SELECT count(*) FROM feed", [], |r| r.get(0))
+                .unwrap()
+        };
+        let before = feed(&Connection::open(&path).unwrap());
+        let store = SqliteStore::open(&path).unwrap();
+        let conn = store.conn();
+        assert_eq!(feed(&conn), before, "no document enters the feed");
+        let owners: Vec<(i64, Option<i64>)> = conn
+            .prepare("SELECT id, kb_file FROM documents ORDER BY id")
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap();
+        assert_eq!(owners, [(7, Some(3)), (8, None)]);
+        let edits: i64 = conn
+            .query_row(
+                "SELECT count(*) FROM chunk_edits WHERE document_id = 7",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(edits, 1, "curation edits survive the rebuild");
+        let seq = |table: &str| -> i64 {
+            conn.query_row(
+                "SELECT seq FROM sqlite_sequence WHERE name = ?1",
+                [table],
+                |r| r.get(0),
+            )
+            .unwrap()
+        };
+        assert_eq!(
+            (seq("documents"), seq("kb_files")),
+            (40, 90),
+            "ids are never handed out again"
+        );
+        drop(conn);
+        let found = quarry_store::KnowledgeStore::kb_file(&store, 1, "a.md").unwrap();
+        assert_eq!(found.map(|f| f.row_id), Some(3));
     }
 
     #[test]

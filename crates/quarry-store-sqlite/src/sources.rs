@@ -4,8 +4,8 @@ use quarry_core::{Error, Result};
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
 
 use super::knowledge::{
-    delete_file_tx, enqueue_cleanup_tx, free_file_name, insert_file, remember_blob, requeue_file,
-    uuid,
+    delete_file_tx, enqueue_cleanup_tx, free_file_name, insert_file, move_to_readers,
+    remember_blob, requeue_file, uuid,
 };
 use super::{SqliteStore, db_err};
 use quarry_store::{
@@ -507,7 +507,7 @@ impl SourceStore for SqliteStore {
                     tx.execute(
                         "UPDATE kb_files SET blob = ?2, size = ?3, format = ?4, mime = ?5, \
                          source_version = ?6, warnings = '', pages = NULL, \
-                         pages_without_text = NULL, readers = ?7 WHERE id = ?1",
+                         pages_without_text = NULL WHERE id = ?1",
                         params![
                             file_row_id,
                             file.sha256,
@@ -515,10 +515,15 @@ impl SourceStore for SqliteStore {
                             file.format,
                             file.mime,
                             version,
-                            readers_to_column(file.readers.as_deref()),
                         ],
                     )
                     .map_err(db_err)?;
+                    move_to_readers(
+                        tx,
+                        *file_row_id,
+                        readers_to_column(file.readers.as_deref()).as_deref(),
+                        now,
+                    )?;
                     requeue_file(tx, *file_row_id, now)?;
                     // The old original may now be unreferenced.
                     enqueue_cleanup_tx(tx)?;
@@ -531,10 +536,16 @@ impl SourceStore for SqliteStore {
                 } => {
                     check_owned(tx, lease.source, *file_row_id)?;
                     tx.execute(
-                        "UPDATE kb_files SET source_version = ?2, readers = ?3 WHERE id = ?1",
-                        params![file_row_id, version, readers_to_column(*readers)],
+                        "UPDATE kb_files SET source_version = ?2 WHERE id = ?1",
+                        params![file_row_id, version],
                     )
                     .map_err(db_err)?;
+                    move_to_readers(
+                        tx,
+                        *file_row_id,
+                        readers_to_column(*readers).as_deref(),
+                        now,
+                    )?;
                     Some(*file_row_id)
                 }
                 SourceChange::Rename {
@@ -551,7 +562,12 @@ impl SourceStore for SqliteStore {
                         [file_row_id],
                     )
                     .map_err(db_err)?;
-                    let free = free_file_name(tx, collection_id, name)?;
+                    let free = free_file_name(
+                        tx,
+                        collection_id,
+                        name,
+                        readers_to_column(*readers).as_deref(),
+                    )?;
                     tx.execute(
                         "UPDATE kb_files SET name = ?2, original_name = ?3, source_path = ?4, \
                          source_version = ?5, updated_at = ?6, readers = ?7 WHERE id = ?1",

@@ -284,6 +284,15 @@ pub struct RestrictedFile {
     pub readers: Vec<String>,
 }
 
+/// What [`KnowledgeStore::kb_files_by_key`] answers from the files whose id or name is
+/// `key` (the one with that id first): that file alone, else all of them.
+pub fn by_id_else_all(mut files: Vec<KbFile>, key: &str) -> Vec<KbFile> {
+    if files.first().is_some_and(|f| f.id == key) {
+        files.truncate(1);
+    }
+    files
+}
+
 /// Reader keys as stored: a JSON array, or NULL for a file every reader may read.
 pub fn readers_to_column(readers: Option<&[String]>) -> Option<String> {
     readers.map(|r| serde_json::Value::from(r.to_vec()).to_string())
@@ -489,8 +498,14 @@ pub trait KnowledgeStore {
     fn add_files(&self, collection_id: i64, files: &[NewKbFile]) -> Result<Vec<AddedFile>>;
     /// A knowledge base's files matching `filter`.
     fn kb_files(&self, collection_id: i64, filter: &FileFilter) -> Result<Vec<KbFile>>;
-    /// By public id or file name.
-    fn kb_file(&self, collection_id: i64, key: &str) -> Result<Option<KbFile>>;
+    /// The file whose public id is `key`, else every file named `key` (one per set of
+    /// readers), oldest first.
+    fn kb_files_by_key(&self, collection_id: i64, key: &str) -> Result<Vec<KbFile>>;
+    /// By public id, else the oldest file of that name (a caller that applies readers picks
+    /// among [`KnowledgeStore::kb_files_by_key`]).
+    fn kb_file(&self, collection_id: i64, key: &str) -> Result<Option<KbFile>> {
+        Ok(self.kb_files_by_key(collection_id, key)?.into_iter().next())
+    }
     /// A file by row id.
     fn kb_file_by_row(&self, row_id: i64) -> Result<Option<KbFile>>;
     /// The files of these row ids that exist, in no particular order (one read for a

@@ -51,8 +51,8 @@ pub use hub::{
 pub use knowledge::{
     AddedFile, ClaimedChunks, ConvertedFile, FileFilter, FileStatus, Job, JobKind, JobQueue,
     KbFile, KnowledgeBase, KnowledgeStore, Lease, NewKbFile, NoteMeta, QueueCounts, RestrictedFile,
-    SAME_BYTES_SAME_READERS, StatusCounts, StatusFilter, metadata_from_column, owner_node,
-    readers_from_column, readers_to_column,
+    SAME_BYTES_SAME_READERS, StatusCounts, StatusFilter, by_id_else_all, metadata_from_column,
+    owner_node, readers_from_column, readers_to_column,
 };
 pub use oauth::{
     OAuthClientRow, OAuthGrantRow, OAuthSecretKind, OAuthSecretRow, OAuthStore, Redeemed,

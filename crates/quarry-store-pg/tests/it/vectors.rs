@@ -321,6 +321,10 @@ const BACK_TO_V27: &str = "DROP TRIGGER chunks_vectors_added ON chunks; \
          WHERE entry_key IS NOT NULL AND superseded_by IS NULL; \
      CREATE UNIQUE INDEX kb_files_upload_blob ON kb_files(collection_id, blob) \
          WHERE source_id IS NULL AND superseded_by IS NULL; \
+     DROP INDEX kb_files_name; \
+     ALTER TABLE kb_files ADD CONSTRAINT kb_files_collection_id_name_key UNIQUE (collection_id, name); \
+     DROP INDEX documents_path; DROP INDEX documents_kb_file; ALTER TABLE documents DROP COLUMN kb_file; \
+     ALTER TABLE documents ADD CONSTRAINT documents_collection_id_path_key UNIQUE (collection_id, path); \
      DELETE FROM quarry_schema WHERE version >= 28";
 
 /// Rows of `chunk_vectors` that differ from what it derives from (each chunk with each

@@ -18,6 +18,7 @@ macro_rules! __conformance_knowledge {
             knowledge_same_bytes_make_no_second_file_and_same_names_get_distinct_ones,
             knowledge_files_are_filtered_and_found_by_id_or_name,
             knowledge_a_restricted_file_holds_no_bytes_against_other_readers,
+            knowledge_a_name_names_one_file_per_set_of_readers,
             knowledge_deleting_a_file_queues_a_cleanup_and_orphans_its_blob,
             knowledge_converting_a_file_stores_its_document_and_keeps_its_docid,
             knowledge_blobs_are_visible_only_to_their_space_and_collections,
@@ -433,6 +434,96 @@ pub fn knowledge_a_restricted_file_holds_no_bytes_against_other_readers(store: &
         store.file_queue_counts(&[]).expect("none"),
         QueueCounts::default()
     );
+}
+
+/// A name names one file per set of readers (issue 65 item 6): an upload of a name that
+/// only a restricted file holds gets that name exactly, as a free name would, and a
+/// document of its own beside the restricted one's (same path); the same readers' names
+/// still go `(2)`. A look-up by name finds every file of it (by id, one). Readers that
+/// bring a name into a set that has it move the file (and its document) to the next free one.
+pub fn knowledge_a_name_names_one_file_per_set_of_readers(store: &dyn Store) {
+    let c = kb(store, "kb");
+    let hr = |name: &str, sha: &str| NewKbFile {
+        readers: Some(vec!["group:hr".to_owned()]),
+        ..new_file(name, sha)
+    };
+    let hidden = add(store, c, &[hr("layoffs-2027.md", &hash(20))]).remove(0);
+    let added = add(
+        store,
+        c,
+        &[
+            new_file("layoffs-2027.md", &hash(21)),
+            new_file("layoffs-2027.md", &hash(22)),
+            hr("layoffs-2027.md", &hash(23)),
+        ],
+    );
+    let names: Vec<&str> = added.iter().map(|f| f.file_name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "layoffs-2027.md",
+            "layoffs-2027 (2).md",
+            "layoffs-2027 (2).md"
+        ],
+        "another set of readers' name is free; the same readers' is not"
+    );
+    let open = added[0].clone();
+    // Each file converts into a document of its own, under the same path.
+    let document = |row: i64, markdown: &str| {
+        store
+            .file_converted(None, row, converted(markdown))
+            .expect("file_converted")
+            .expect("converted")
+            .upserts[0]
+            .id
+    };
+    let hidden_doc = document(hidden.row_id, "# Hidden\n\nthe hr plan");
+    let open_doc = document(open.row_id, "# Open\n\nthe public note");
+    assert_ne!(hidden_doc, open_doc);
+    assert_eq!(
+        document(hidden.row_id, "# Hidden\n\nthe hr plan, revised"),
+        hidden_doc,
+        "converting again replaces the file's own document"
+    );
+    let docs = store
+        .documents_by_ids(&[hidden_doc, open_doc])
+        .expect("documents");
+    let mut seen: Vec<(&str, &str)> = docs
+        .iter()
+        .map(|d| (d.path.as_str(), d.body.as_str()))
+        .collect();
+    seen.sort();
+    assert_eq!(
+        seen,
+        [
+            ("layoffs-2027.md", "# Hidden\n\nthe hr plan, revised"),
+            ("layoffs-2027.md", "# Open\n\nthe public note")
+        ]
+    );
+    // Found by name: both, oldest first; by id: that one.
+    let ids = |key: &str| -> Vec<String> {
+        store
+            .kb_files_by_key(c, key)
+            .expect("by key")
+            .into_iter()
+            .map(|f| f.id)
+            .collect()
+    };
+    assert_eq!(ids("layoffs-2027.md"), [hidden.id.clone(), open.id.clone()]);
+    assert_eq!(ids(&open.id), std::slice::from_ref(&open.id));
+    // The open file given hr's readers: hr has its name and `(2)` already.
+    assert!(
+        store
+            .set_file_readers(c, open.row_id, Some(&["group:hr".to_owned()]))
+            .expect("set readers")
+    );
+    let moved = file(store, open.row_id);
+    assert_eq!(moved.file_name, "layoffs-2027 (3).md");
+    let doc = store.documents_by_ids(&[open_doc]).expect("document");
+    assert_eq!(doc[0].path, "layoffs-2027 (3).md", "its document follows");
+    // And back: the name it has is free among every reader's files, so it keeps it.
+    assert!(store.set_file_readers(c, open.row_id, None).expect("unset"));
+    assert_eq!(file(store, open.row_id).file_name, "layoffs-2027 (3).md");
 }
 
 /// Deleting a file takes its job and document with it and queues one cleanup; its blob is
