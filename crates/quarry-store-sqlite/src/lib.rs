@@ -640,44 +640,64 @@ pub(crate) fn upsert_document(
         Some((id, _, _, _)) => free_docid(tx, &docid_basis(tx, collection_id, &hash)?, Some(*id))?,
         None => free_docid(tx, &docid_basis(tx, collection_id, &hash)?, None)?,
     };
-    // In the writer's transaction, right after the look-up: the update finds the row found
-    // there by the same condition (a knowledge-base file's also takes the file's current
-    // name). Both statements take the same values.
-    let sql = if existing.is_some() {
-        "UPDATE documents SET path = ?2, title = ?3, hash = ?4, docid = ?5, size = ?6, \
-         stamp = ?7, body = ?8, body_bytes = ?9, indexed_at = ?10, pages = ?11, \
-         furniture = ?12, meta = ?13 WHERE CASE WHEN ?14 IS NULL \
-           THEN collection_id = ?1 AND path = ?2 AND kb_file IS NULL ELSE kb_file = ?14 END \
-         RETURNING id"
-    } else {
-        "INSERT INTO documents (collection_id, path, title, hash, docid, size, stamp, body, \
-         body_bytes, indexed_at, pages, furniture, meta, kb_file) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14) RETURNING id"
-    };
-    let id: i64 = tx
-        .prepare_cached(sql)
-        .and_then(|mut s| {
-            s.query_row(
-                params![
-                    collection_id,
-                    path,
-                    title,
-                    hash,
-                    docid,
-                    size as i64,
-                    stamp,
-                    body,
-                    body.len() as i64,
-                    now,
-                    pages,
-                    furniture,
-                    meta,
-                    kb_file
-                ],
-                |r| r.get(0),
+    // In the writer's transaction, right after the look-up: the row found is the row
+    // replaced (a knowledge-base file's also takes the file's current name).
+    let id: i64 = match &existing {
+        Some((id, ..)) => tx
+            .prepare_cached(
+                "UPDATE documents SET path = ?2, title = ?3, hash = ?4, docid = ?5, size = ?6, \
+                 stamp = ?7, body = ?8, body_bytes = ?9, indexed_at = ?10, pages = ?11, \
+                 furniture = ?12, meta = ?13 WHERE id = ?1 RETURNING id",
             )
-        })
-        .map_err(db_err)?;
+            .and_then(|mut s| {
+                s.query_row(
+                    params![
+                        id,
+                        path,
+                        title,
+                        hash,
+                        docid,
+                        size as i64,
+                        stamp,
+                        body,
+                        body.len() as i64,
+                        now,
+                        pages,
+                        furniture,
+                        meta
+                    ],
+                    |r| r.get(0),
+                )
+            }),
+        None => tx
+            .prepare_cached(
+                "INSERT INTO documents (collection_id, path, title, hash, docid, size, stamp, body, \
+                 body_bytes, indexed_at, pages, furniture, meta, kb_file) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14) RETURNING id",
+            )
+            .and_then(|mut s| {
+                s.query_row(
+                    params![
+                        collection_id,
+                        path,
+                        title,
+                        hash,
+                        docid,
+                        size as i64,
+                        stamp,
+                        body,
+                        body.len() as i64,
+                        now,
+                        pages,
+                        furniture,
+                        meta,
+                        kb_file
+                    ],
+                    |r| r.get(0),
+                )
+            }),
+    }
+    .map_err(db_err)?;
     Ok(IndexDoc {
         id,
         collection_id,
