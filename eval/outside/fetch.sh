@@ -28,4 +28,6 @@ get ShootingWong/DomainRAG f6ca1941a71ff19f6d73bd7588842bb92a6113e3 \
     BCM/labeled_data/extractive_qa/basic_qa_retrieved_dense.jsonl \
     BCM/labeled_data/time-sensitive_qa/time_sensitive_retrieved_bm25.jsonl \
     BCM/labeled_data/time-sensitive_qa/time_sensitive_retrieved_dense.jsonl
+get HowieHwong/MetaTool 35e81bb7576826e980c80fed8f8c0a2b4a1e6fbb LICENSE \
+    dataset/plugin_des.json dataset/data/all_clean_data.csv dataset/data/multi_tool_query_golden.json
 echo "fetched into $dest"

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Converts public retrieval sets nobody on the team wrote into eval/outside/data/<set>/.
 
-    python3 eval/outside/prepare.py --src DIR [--sets seal-tools,locomo,gorilla,domainrag] [--out DIR]
+    python3 eval/outside/prepare.py --src DIR [--sets seal-tools,locomo,gorilla,domainrag,metatool] [--out DIR]
 
 DIR holds each source repository's files at their repository paths, under
 `<owner>__<name>/` (what `eval/outside/fetch.sh DIR` writes: a clone at the pinned commit, or
@@ -13,12 +13,15 @@ Output per set, one JSON object per line (UTF-8, keys sorted, ids stable):
     corpus.jsonl   {"id", "title", "text", ["lang"], ["group"]}
     queries.jsonl  {"id", "query", "relevant": [corpus ids], "answerable", ["group"], ["kind"]}
     meta.json      source repo, commit, files with sha256, licence, selection rule, counts
+    LICENSE        (MetaTool only) the source's MIT notice, which must travel with copies
 
 `group` (LoCoMo): a query is asked only of the corpus items of its own group (one
 conversation = one memory). Stdlib only; deterministic (selection by sha1 of a stable key).
 """
 import argparse
+import csv
 import hashlib
+import io
 import json
 import re
 import sys
@@ -70,6 +73,18 @@ SOURCES = {
             "BCM/labeled_data/extractive_qa/basic_qa_retrieved_dense.jsonl": "",
             "BCM/labeled_data/time-sensitive_qa/time_sensitive_retrieved_bm25.jsonl": "",
             "BCM/labeled_data/time-sensitive_qa/time_sensitive_retrieved_dense.jsonl": "",
+        },
+    },
+    "metatool": {
+        "repo": "HowieHwong/MetaTool",
+        "commit": "35e81bb7576826e980c80fed8f8c0a2b4a1e6fbb",
+        "licence": "MIT, Copyright (c) 2023 Yue Huang (LICENSE in the repository, copied beside the data)",
+        "commit_data": True,
+        "files": {
+            "LICENSE": "",
+            "dataset/plugin_des.json": "",
+            "dataset/data/all_clean_data.csv": "",
+            "dataset/data/multi_tool_query_golden.json": "",
         },
     },
 }
@@ -283,7 +298,68 @@ def domainrag(src, check):
     return list(passages.values()), queries, rule
 
 
-CONVERTERS = {"seal-tools": seal_tools, "locomo": locomo, "gorilla": gorilla, "domainrag": domainrag}
+# --------------------------------------------------------------------------- MetaTool (ToolE)
+
+METATOOL_SINGLE = 400
+METATOOL_MULTI = 100
+
+
+def metatool(src, check):
+    # MIT asks for its notice in every copy: written as data/metatool/LICENSE by write()
+    SOURCES["metatool"]["licence_text"] = read(src, "metatool", "LICENSE", check)
+    des = json.loads(read(src, "metatool", "dataset/plugin_des.json", check))
+    corpus = [{"id": name, "title": name, "text": " ".join(d.split()), "lang": "en"} for name, d in des.items()]
+    ids = set(des)
+    data = read(src, "metatool", "dataset/data/all_clean_data.csv", check).decode("utf-8")
+    rows = list(csv.DictReader(io.StringIO(data, newline="")))
+    multi = json.loads(read(src, "metatool", "dataset/data/multi_tool_query_golden.json", check))
+    # the same query text may occur more than once; with one tool it is kept once (first row),
+    # with different tools the labels disagree and every copy is dropped
+    labels, first = {}, {}
+    for i, r in enumerate(rows):
+        text = " ".join(r["Query"].split())
+        if not text:
+            continue
+        labels.setdefault(text, set()).add(r["Tool"].strip())
+        first.setdefault(text, i)
+    single, conflicting, unknown = [], 0, 0
+    for text, i in first.items():
+        tools = labels[text]
+        if len(tools) > 1:
+            conflicting += 1
+            continue
+        if not tools <= ids:
+            unknown += 1
+            continue
+        single.append({"id": f"single/{i}", "query": text, "relevant": sorted(tools), "answerable": True,
+                       "kind": "single"})
+    pool_multi, seen = [], set(first)
+    for i, m in enumerate(multi):
+        text = " ".join(m["query"].split())
+        tools = sorted({t.strip() for t in m["tool"]})
+        if not text or text in seen:
+            continue
+        seen.add(text)
+        if not tools or not set(tools) <= ids:
+            unknown += 1
+            continue
+        pool_multi.append({"id": f"multi/{i}", "query": text, "relevant": tools, "answerable": True,
+                           "kind": "multi"})
+    queries = (sorted(single, key=lambda q: key("metatool:" + q["id"]))[:METATOOL_SINGLE]
+               + sorted(pool_multi, key=lambda q: key("metatool:" + q["id"]))[:METATOOL_MULTI])
+    queries.sort(key=lambda q: (q["kind"] != "single", int(q["id"].split("/")[1])))
+    rule = (f"all {len(corpus)} tools of plugin_des.json (tool name as title, its description as text); "
+            f"queries: of the {len(rows)} rows of all_clean_data.csv (one tool each) the {len(single)} distinct "
+            f"query texts ({conflicting} texts labelled with different tools dropped, duplicates kept once), "
+            f"the {METATOOL_SINGLE} with the smallest sha1('metatool:single/'+row), and of the {len(multi)} "
+            f"queries of multi_tool_query_golden.json (two tools each) the {METATOOL_MULTI} with the smallest "
+            f"sha1('metatool:multi/'+index); relevant = the labelled tool(s); {unknown} queries whose label "
+            f"names no tool of plugin_des.json dropped")
+    return corpus, queries, rule
+
+
+CONVERTERS = {"seal-tools": seal_tools, "locomo": locomo, "gorilla": gorilla, "domainrag": domainrag,
+              "metatool": metatool}
 
 
 def dedupe(corpus, queries):
@@ -321,6 +397,8 @@ def write(out, name, corpus, queries, rule):
             "files_sha256": s["files"], "selection": rule, "corpus": len(corpus), "queries": len(queries),
             "answerable": sum(q["answerable"] for q in queries), "committed": s["commit_data"]}
     (d / "meta.json").write_text(json.dumps(meta, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    if s.get("licence_text"):
+        (d / "LICENSE").write_bytes(s["licence_text"])
     size = sum((d / f).stat().st_size for f in ("corpus.jsonl", "queries.jsonl"))
     eprint(f"{name}: {len(corpus)} corpus items, {len(queries)} queries ({meta['answerable']} answerable), "
            f"{size / 1e6:.2f} MB -> {d}")

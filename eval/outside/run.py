@@ -29,6 +29,7 @@ per run) and results/<set>.md, and prints the table. Needs rank_bm25 and jieba
 """
 import argparse
 import datetime
+import hashlib
 import json
 import math
 import os
@@ -60,6 +61,25 @@ def load(set_dir, limit):
         # deterministic: the first `limit` answerable queries in file order (ids are stable)
         queries = [q for q in queries if q["answerable"]][:limit]
     return corpus, queries
+
+
+# Sets about the same kind of thing (tools and APIs): their questions are not asked of each
+# other's corpus as "unrelated" ones, since a tool set can answer another's requests.
+RELATED = [{"seal-tools", "gorilla", "metatool"}]
+
+
+def unrelated_queries(data, own, n):
+    """The first `n` answerable queries (by sha1 of set and id) of every set unrelated to `own`:
+    questions its corpus cannot answer, for the share the default threshold leaves empty."""
+    out = []
+    for d in sorted(p for p in Path(data).iterdir() if (p / "queries.jsonl").is_file()):
+        s = d.name
+        if s == own or any(own in r and s in r for r in RELATED):
+            continue
+        _, qs = load(d, 0)
+        qs = sorted((q for q in qs if q["answerable"]), key=lambda q: hashlib.sha1(f"{s}:{q['id']}".encode()).hexdigest())
+        out += [dict(q, id=f"{s}/{q['id']}", set=s, foreign=True, answerable=False, relevant=[]) for q in qs[:n]]
+    return out
 
 
 def groups_of(corpus):
@@ -179,7 +199,13 @@ def ask_all(srv, names, set_name, queries, runs, workers):
     """runs: [(label, search_mode or None, min_score or None, top_k)] -> {label: {qid: [ids]}}"""
     def ask(task):
         label, mode, min_score, top_k, q = task
-        kb = kb_name(set_name, q.get("group", ""))
+        group = q.get("group", "")
+        if q.get("foreign"):
+            # an unrelated question goes to one of the set's knowledge bases, chosen by its id
+            kbs = sorted(names)
+            kb = kbs[int(hashlib.sha1(q["id"].encode()).hexdigest(), 16) % len(kbs)]
+        else:
+            kb = kb_name(set_name, group)
         body = {"query": q["query"], "knowledge_base_ids": [kb], "top_k": top_k}
         if mode:
             body["search_mode"] = mode
@@ -234,6 +260,9 @@ def metrics(queries, ranked, default=False):
     m = {"queries": n, "hit@1": h1 / n, "hit@5": h5 / n, "recall@5": r5 / n, "ndcg@10": nd / n, "mrr@10": mrr / n}
     if default:
         m["empty"] = empty / n
+        foreign = [q for q in queries if q.get("foreign")]
+        if foreign:
+            m["unrelated_empty"] = sum(not ranked.get(q["id"]) for q in foreign) / len(foreign)
     return m
 
 
@@ -248,14 +277,15 @@ def cpu_model():
 
 
 def table(set_name, rows):
-    out = [f"| {set_name}: retriever | model | Hit@1 | Hit@5 | Recall@5 | nDCG@10 | MRR@10 | empty at default |",
-           "|---|---|---:|---:|---:|---:|---:|---:|"]
+    out = [f"| {set_name}: retriever | model | Hit@1 | Hit@5 | Recall@5 | nDCG@10 | MRR@10 | answerable empty at default | unrelated empty at default |",
+           "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     for label, model, m in rows:
         if not m:
             continue
         e = f"{m['empty']:.3f}" if "empty" in m else ""
+        u = f"{m['unrelated_empty']:.3f}" if "unrelated_empty" in m else ""
         out.append(f"| {label} | {model} | {m['hit@1']:.3f} | {m['hit@5']:.3f} | {m['recall@5']:.3f} | "
-                   f"{m['ndcg@10']:.3f} | {m['mrr@10']:.3f} | {e} |")
+                   f"{m['ndcg@10']:.3f} | {m['mrr@10']:.3f} | {e} | {u} |")
     return "\n".join(out)
 
 
@@ -274,6 +304,11 @@ def main():
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--timeout", type=int, default=3600, help="seconds to wait for indexing/embedding per home")
     ap.add_argument("--home-root", help="keep the homes here (default: temporary, removed)")
+    ap.add_argument("--reuse", action="store_true",
+                    help="with --home-root: a home that holds the set already (names.json, written after "
+                         "indexing, also by evidence.py) is asked again without indexing")
+    ap.add_argument("--unrelated", type=int, default=100,
+                    help="per unrelated set, this many of its questions asked at the default threshold")
     ap.add_argument("--out", default=str(HERE / "results"))
     ap.add_argument("--no-quarry", action="store_true", help="BM25 only")
     a = ap.parse_args()
@@ -297,7 +332,8 @@ def main():
             sys.exit(f"{set_dir} has no corpus.jsonl: run eval/outside/prepare.py")
         meta = json.loads((set_dir / "meta.json").read_text(encoding="utf-8"))
         corpus, queries = load(set_dir, a.limit)
-        eprint(f"{set_name}: {len(corpus)} items, {len(queries)} queries")
+        unrelated = unrelated_queries(a.data, set_name, a.unrelated) if a.unrelated else []
+        eprint(f"{set_name}: {len(corpus)} items, {len(queries)} queries, {len(unrelated)} unrelated")
         ranked, timing, rows = {}, {}, []
         t0 = time.monotonic()
         ranked["bm25"] = bm25_rankings(corpus, queries)
@@ -305,18 +341,25 @@ def main():
         homes = [] if a.no_quarry else [("none", None)] + models
         for mname, mpath in homes:
             tmp = None
+            names = None
             if a.home_root:
                 home = Path(a.home_root) / f"{set_name}-{mname}"
-                if home.exists():
-                    sys.exit(f"{home} exists: the harness wants a fresh home (remove it or pick another --home-root)")
+                if a.reuse and (home / "names.json").is_file():
+                    names = json.loads((home / "names.json").read_text(encoding="utf-8"))
+                elif home.exists():
+                    sys.exit(f"{home} exists: the harness wants a fresh home (remove it, pick another "
+                             "--home-root, or --reuse one that names.json says is complete)")
             else:
                 tmp = tempfile.TemporaryDirectory(prefix=f"quarry-outside-{set_name}-")
                 home = tmp.name
             eprint(f" home {home} (model: {mname})")
             srv = Server(a.quarry, home, mpath)
             try:
-                names, took = index(srv, set_name, corpus, mpath is not None, a.timeout)
-                timing[f"index/{mname}"] = took
+                if names is None:
+                    names, took = index(srv, set_name, corpus, mpath is not None, a.timeout)
+                    timing[f"index/{mname}"] = took
+                    if a.home_root:
+                        (Path(home) / "names.json").write_text(json.dumps(names), encoding="utf-8")
                 if mpath is None:
                     runs = [("keyword", "keyword", 0, TOP_K), ("default/none", None, None, 10)]
                 else:
@@ -324,6 +367,9 @@ def main():
                             (f"default/{mname}", None, None, 10), (f"keyword/{mname}", "keyword", 0, TOP_K)]
                 t1 = time.monotonic()
                 ranked.update(ask_all(srv, names, set_name, queries, runs, a.workers))
+                defaults = [r for r in runs if r[0].startswith("default")]
+                for lab, ids in ask_all(srv, names, set_name, unrelated, defaults, a.workers).items():
+                    ranked[lab].update(ids)
                 timing[f"queries/{mname}"] = time.monotonic() - t1
             finally:
                 srv.stop()
@@ -342,7 +388,8 @@ def main():
         summary = {}
         for k in order:
             if k in ranked:
-                summary[k] = metrics(queries, ranked[k], default=k.startswith("default"))
+                summary[k] = metrics(queries + (unrelated if k.startswith("default") else []), ranked[k],
+                                     default=k.startswith("default"))
                 rows.append((label[k][0], label[k][1], summary[k]))
         md = table(set_name, rows)
         by_kind = {}

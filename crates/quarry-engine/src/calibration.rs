@@ -100,6 +100,20 @@ impl VectorModel {
 #[derive(Debug, Clone, Copy)]
 struct HybridModel([f64; 7]);
 
+impl HybridModel {
+    /// `lk`, `lv`: each retriever's logit where it found the hit; `rk`, `rv`: its ranks.
+    fn logit(&self, lk: Option<f64>, lv: Option<f64>, rk: usize, rv: usize) -> f64 {
+        let rank_term = |r: usize| 10.0 / (10.0 + r as f64);
+        let c = &self.0;
+        c[0] + c[1] * lk.unwrap_or(0.0)
+            + c[2] * lv.unwrap_or(0.0)
+            + c[3] * f64::from(u8::from(lk.is_some()))
+            + c[4] * f64::from(u8::from(lv.is_some()))
+            + c[5] * rank_term(rk)
+            + c[6] * rank_term(rv)
+    }
+}
+
 /// Where a mode's logit meets seed 000's bands: `half` is scored 0.5 (below it a hit is
 /// tangential: the best result of a question the documents do not answer falls under it),
 /// `high` is scored 0.8 (directly relevant: at least 80 % of the hits above it answer the
@@ -147,9 +161,8 @@ pub const DOCUMENTS: Calibration = Calibration {
 /// of `eval/long-docs.jsonl` (multilingual-e5-small vectors); eval/README.md has the
 /// held-out tables. Vector evidence adds the raw similarity: on passages of long documents
 /// the list's shape alone cannot tell a question the documents answer from one they do not.
-/// The bands put 0.5 where the best passage of an unanswerable question stays below it
-/// (at least 90 % of them on the fitting half) while as few answerable questions as
-/// possible are left empty, and 0.8 where at least 80 % of passages answer. A passage with a
+/// The bands put 0.8 where at least 80 % of passages answer, and 0.5 where the outside sets
+/// put it ([`KEYWORD_HALF`], [`HYBRID_HALF`]). A passage with a
 /// vector is scored by the hybrid model in every mode (`passages.rs`), one without by the
 /// keyword model; the vector model feeds the hybrid one, so its band is not used here.
 pub const PASSAGES: Calibration = Calibration {
@@ -158,7 +171,7 @@ pub const PASSAGES: Calibration = Calibration {
     hybrid: HybridModel([-1.924, 0.4397, 0.4534, 4.805, -1.924, 0.0, 0.0]),
     bands: [
         Band {
-            half: -0.004979,
+            half: KEYWORD_HALF,
             high: 1.381,
         },
         Band {
@@ -166,11 +179,24 @@ pub const PASSAGES: Calibration = Calibration {
             high: 2.059,
         },
         Band {
-            half: -0.43418,
+            half: HYBRID_HALF,
             high: 0.9521,
         },
     ],
 };
+
+/// Where a passage's keyword logit scores 0.5, set on the outside sets (`eval/outside/`,
+/// `fit_fusion.py --thresholds`): the lowest that leaves at least 60 % of questions from an
+/// unrelated set empty on every set it was chosen on. Leaving each set out in turn, it
+/// answers 64–100 % of the held-out set's questions and leaves 46–98 % of unrelated ones
+/// empty. (Fitted on long-docs' unanswerable questions — same documents, other topics — the
+/// point was -0.005: at the default `min_score` it left 23–91 % of the outside sets'
+/// answerable questions without a result.)
+const KEYWORD_HALF: f64 = -3.25;
+/// Where a passage's hybrid logit scores 0.5, chosen the same way: held out, 63–95 % of
+/// questions answered and 44–96 % of unrelated ones left empty (was -0.434: 35–79 %
+/// answered).
+const HYBRID_HALF: f64 = -2.5;
 
 /// The rank a retriever is taken to have given a hit it did not return.
 const ABSENT_RANK: usize = 60;
@@ -193,20 +219,44 @@ impl Calibration {
         keyword: Option<&KeywordEvidence>,
         vector: Option<&VectorEvidence>,
     ) -> f64 {
-        let (lk, fk) = keyword.map_or((0.0, 0.0), |e| (self.keyword.logit(e), 1.0));
-        let (lv, fv) = vector.map_or((0.0, 0.0), |e| (self.vector.logit(e), 1.0));
-        let rank_term = |r: usize| 10.0 / (10.0 + r as f64);
-        let rk = keyword.map_or(ABSENT_RANK, |e| e.rank);
-        let rv = vector.map_or(ABSENT_RANK, |e| e.rank);
-        let c = &self.hybrid.0;
-        self.bands[2].score(
-            c[0] + c[1] * lk
-                + c[2] * lv
-                + c[3] * fk
-                + c[4] * fv
-                + c[5] * rank_term(rk)
-                + c[6] * rank_term(rv),
-        )
+        self.bands[2].score(self.hybrid.logit(
+            keyword.map(|e| self.keyword.logit(e)),
+            vector.map(|e| self.vector.logit(e)),
+            keyword.map_or(ABSENT_RANK, |e| e.rank),
+            vector.map_or(ABSENT_RANK, |e| e.rank),
+        ))
+    }
+}
+
+/// Below this coverage (the share of the query's weight a passage matched) keyword evidence
+/// alone never makes a passage "directly relevant": one word a question shares with a
+/// passage, however rare, is no answer (issue 66). The vector's own evidence can.
+pub const DIRECT_COVERAGE: f64 = 0.5;
+/// The highest score of a passage held below the "directly relevant" band.
+const BELOW_DIRECT: f64 = 0.79;
+
+impl Calibration {
+    /// A passage's probability (`passages.rs`): the hybrid model's where it has a vector,
+    /// the keyword model's where it has none yet, held below 0.8 while its keyword match
+    /// covers less than [`DIRECT_COVERAGE`] of the query and its vector alone does not reach
+    /// 0.8.
+    pub fn passage(
+        &self,
+        keyword: Option<&KeywordEvidence>,
+        vector: Option<&VectorEvidence>,
+    ) -> f64 {
+        let p = match (keyword, vector) {
+            (_, Some(v)) => self.hybrid(keyword, Some(v)),
+            (Some(k), None) => self.keyword(k),
+            (None, None) => 0.0,
+        };
+        let partial = keyword.is_some_and(|k| k.coverage < DIRECT_COVERAGE);
+        let vector_direct = vector.is_some_and(|v| self.vector(v) >= 0.8);
+        if partial && !vector_direct {
+            p.min(BELOW_DIRECT)
+        } else {
+            p
+        }
     }
 }
 
@@ -430,6 +480,39 @@ mod tests {
         assert!(DOCUMENTS.hybrid(Some(&k[0]), None) > DOCUMENTS.hybrid(Some(&k[1]), None));
         assert!(DOCUMENTS.hybrid(None, Some(&v[0])) > DOCUMENTS.hybrid(None, Some(&v[4])));
         assert!((0.0..=1.0).contains(&best) && DOCUMENTS.hybrid(None, None) < 0.05);
+    }
+
+    #[test]
+    fn one_shared_word_is_never_directly_relevant() {
+        // The only hit, far ahead of nothing, matching one word of five: the keyword model
+        // alone would call it directly relevant.
+        let one_word = KeywordEvidence {
+            bm25: 6.0,
+            coverage: 0.25,
+            relative: 1.0,
+            rank: 0,
+            margin: 1.0,
+        };
+        assert!(PASSAGES.keyword(&one_word) > 0.8);
+        assert!(PASSAGES.passage(Some(&one_word), None) < 0.8);
+        // Most of the query matched: no cap.
+        let most = KeywordEvidence {
+            coverage: 0.8,
+            ..one_word
+        };
+        assert!(PASSAGES.passage(Some(&most), None) > 0.8);
+        // A vector that alone reaches the band lifts the cap; a middling one does not.
+        let mut sharp = vec![0.95f32];
+        sharp.extend((0..39).map(|i| 0.3 - 0.005 * i as f32));
+        let sharp = vector_evidence(&sharp);
+        let flat = vector_evidence(&[0.31, 0.3, 0.3, 0.29, 0.29, 0.28]);
+        assert!(PASSAGES.vector(&sharp[0]) >= 0.8 && PASSAGES.vector(&flat[0]) < 0.8);
+        assert!(PASSAGES.passage(Some(&one_word), Some(&flat[0])) < 0.8);
+        assert_eq!(
+            PASSAGES.passage(Some(&one_word), Some(&sharp[0])),
+            PASSAGES.hybrid(Some(&one_word), Some(&sharp[0]))
+        );
+        assert_eq!(PASSAGES.passage(None, None), 0.0);
     }
 
     #[test]

@@ -126,7 +126,9 @@ pub struct PassageEvidence {
     /// Whether the passage has a vector.
     pub embedded: bool,
     /// The retrieval score: both retrievers' evidence calibrated into one probability,
-    /// before any reranking (the result's `score` when it was not reranked).
+    /// before any reranking. The same in every mode that lists the passage; the result's
+    /// `score`, when it was not reranked, is this capped by the scores above it (scores never
+    /// rise down a list).
     pub retrieval: f64,
     /// The reranker's own score for the passage (0–1), when it was reranked; the result's
     /// `score` is then `0.4 × retrieval + 0.6 × rerank`.

@@ -9,14 +9,19 @@
 //! Each passage gathers the evidence of both retrievers: BM25 over the passage index
 //! (`passages/`), and the cosine similarity of its vector — for every keyword candidate
 //! that has one, not only those in the vector list's top. Every mode gathers both: `keyword`
-//! and `vector` only choose which passages compete, so one passage scores the same in every
-//! mode that lists it. A passage without a vector yet (its document was uploaded a second
-//! ago) is scored on its keyword evidence alone, exactly as keyword search scores it without
-//! a model: fresh content is never hidden behind embedding. Scores are calibrated probabilities
-//! (`calibration.rs`); results are ranked by them, at most [`PER_DOCUMENT`] passages per
-//! document while other documents have passages to offer — the places left then go to the
-//! best passages the cap held back, so a manual that alone answers a question shows as many
-//! of its pages as asked for.
+//! and `vector` only choose which passages compete, so one passage has the same calibrated
+//! probability (`calibration.rs`, the explained `retrieval`) in every mode that lists it. A
+//! passage without a vector yet (its document was uploaded a second ago) is scored on its
+//! keyword evidence alone, exactly as keyword search scores it without a model: fresh
+//! content is never hidden behind embedding.
+//!
+//! The mode ranks: keyword by BM25, vector by similarity, hybrid by both lists' standard
+//! scores fused (`fusion::StandardScores`), so a passage one retriever ranks far above the
+//! rest keeps its place whatever the other says. A result's score is its probability capped
+//! by those above it: scores never rise down a list, and `min_score` cuts it at one place.
+//! At most [`PER_DOCUMENT`] passages per document while other documents have passages to
+//! offer — the places left then go to the best passages the cap held back, so a manual that
+//! alone answers a question shows as many of its pages as asked for.
 
 use std::collections::HashMap;
 
@@ -25,6 +30,7 @@ use quarry_store::ChunkRef;
 
 use crate::calibration::{self, KeywordEvidence, VectorEvidence};
 use crate::engine::Engine;
+use crate::fusion::{self, StandardScores};
 use crate::knowledge_search::{
     KnowledgeHit, KnowledgeSearch, KnowledgeSearchResult, PassageEvidence, RerankOutcome,
     SearchMode,
@@ -48,6 +54,9 @@ struct Candidate {
     chunk_id: i64,
     evidence: PassageEvidence,
     score: f64,
+    /// Where the mode ranks it: its standard score in the mode's list, or both lists'
+    /// standard scores fused in hybrid mode (`fusion::StandardScores`).
+    rank_key: f64,
     found_by: FoundBy,
 }
 
@@ -108,7 +117,15 @@ impl Engine {
             Err(e) => return Err(e),
         };
         let mut candidates = combine(&keyword, vector.as_ref(), req.mode);
-        candidates.sort_by(|a, b| b.score.total_cmp(&a.score));
+        // Ranked by the mode's standard scores, scored by the calibrated probability, which
+        // never rises down the list: a score says how likely this passage and those below
+        // it are to answer, so `min_score` cuts the list at one place.
+        candidates.sort_by(|a, b| b.rank_key.total_cmp(&a.rank_key));
+        let mut cap = 1.0f64;
+        for c in &mut candidates {
+            cap = cap.min(c.score);
+            c.score = cap;
+        }
         candidates.truncate(COUNT_DEPTH);
 
         let chunk_ids: Vec<i64> = candidates.iter().map(|c| c.chunk_id).collect();
@@ -264,7 +281,7 @@ impl Engine {
                 docid: doc.docid.clone(),
                 knowledge_base: kb.to_owned(),
                 file,
-                // Rounded as the score is: `retrieval` is the score of a passage not reranked.
+                // Rounded as the score is.
                 evidence: req.explain.then_some(PassageEvidence {
                     retrieval: round_score(c.evidence.retrieval),
                     rerank: c.evidence.rerank.map(round_score),
@@ -389,7 +406,7 @@ fn combine(
     if mode != SearchMode::Vector {
         let kw_probabilities = calibration::list_probabilities(
             &keyword.iter().map(|(_, e)| *e).collect::<Vec<_>>(),
-            |e| calibration::PASSAGES.keyword(e),
+            |e| calibration::PASSAGES.passage(Some(e), None),
         );
         for ((id, e), p) in keyword.iter().zip(kw_probabilities) {
             at.insert(*id, out.len());
@@ -403,11 +420,22 @@ fn combine(
                     rerank: None,
                 },
                 score: p,
+                rank_key: 0.0,
                 found_by: FoundBy::Keyword,
             });
         }
     }
+    let keyword_z = StandardScores::of(
+        &keyword
+            .iter()
+            .map(|(_, e)| f64::from(e.bm25))
+            .collect::<Vec<_>>(),
+    );
+    let z_keyword = |c: &Candidate| keyword_z.z(c.evidence.keyword.map(|e| f64::from(e.bm25)));
     let Some(v) = vector else {
+        for c in &mut out {
+            c.rank_key = z_keyword(c);
+        }
         return out;
     };
     if mode != SearchMode::Keyword {
@@ -433,19 +461,45 @@ fn combine(
                             rerank: None,
                         },
                         score: 0.0,
+                        rank_key: 0.0,
                         found_by: FoundBy::Vector,
                     });
                 }
             }
         }
     }
+    let vector_z = StandardScores::of(
+        &v.order
+            .iter()
+            .filter_map(|id| v.evidence.get(id))
+            .map(|e| f64::from(e.similarity))
+            .collect::<Vec<_>>(),
+    );
+    let leader = |list: &StandardScores, top: Option<f64>| top.map_or(0.0, |t| list.z(Some(t)));
+    let share = fusion::keyword_share(
+        keyword.first().map_or(0.0, |(_, e)| e.coverage),
+        leader(&keyword_z, keyword.first().map(|(_, e)| f64::from(e.bm25))),
+        leader(
+            &vector_z,
+            v.order
+                .first()
+                .and_then(|id| v.evidence.get(id))
+                .map(|e| f64::from(e.similarity)),
+        ),
+    );
     for c in &mut out {
         c.evidence.vector = v.evidence.get(&c.chunk_id).copied();
         c.evidence.embedded = c.evidence.vector.is_some();
         if let Some(ve) = &c.evidence.vector {
-            c.score = calibration::PASSAGES.hybrid(c.evidence.keyword.as_ref(), Some(ve));
+            c.score = calibration::PASSAGES.passage(c.evidence.keyword.as_ref(), Some(ve));
         }
         c.evidence.retrieval = c.score;
+        let z_vector = vector_z.z(c.evidence.vector.map(|e| f64::from(e.similarity)));
+        c.rank_key = match mode {
+            SearchMode::Keyword => z_keyword(c),
+            SearchMode::Vector => z_vector,
+            SearchMode::Hybrid => fusion::standard_fusion(share, z_keyword(c), z_vector),
+        };
     }
     out
 }
