@@ -31,6 +31,7 @@ mod ocr;
 mod pdf;
 mod pdf_columns;
 mod pdf_grid;
+mod pdf_structure;
 mod pptx;
 mod props;
 mod sheet;

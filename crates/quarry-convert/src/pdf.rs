@@ -17,6 +17,11 @@
 //! ([`restore_from_plain`]). Arabic or Hebrew that a producer stored in visual order is put
 //! in reading order ([`rtl_in_visual_order`]).
 //!
+//! Each page's headings and tables are then checked against how filings and reports are set
+//! (`pdf_structure`): headings that are no titles (addresses, figures) go back to body text,
+//! a filing's `PART`/`Item`/`Note` numbering makes headings, and lone currency or percent
+//! cells join their figures.
+//!
 //! Layout furniture stays in the Markdown and is reported as byte ranges
 //! ([`find_furniture`]): running headers and footers, page numbers, tables of contents (and
 //! lists of tables/figures) and back-of-book indexes.
@@ -1054,7 +1059,7 @@ pub(crate) fn clean_page(md: &str) -> String {
             }
         }
     }
-    util::tidy(&out)
+    crate::pdf_structure::structure_page(&util::tidy(&out))
 }
 
 /// Furniture of each page: `(start, end, kind)` byte ranges of whole lines (newline
@@ -1467,8 +1472,21 @@ fn split_section_heading(line: &str) -> Option<(String, String)> {
     if number.is_empty() || !number.chars().next().is_some_and(|c| c.is_ascii_digit()) {
         return None;
     }
+    // A number run into a word is part of a name, not a section number: "340B Drug Pricing
+    // Program", "3M COMPANY" (Chinese and Japanese titles may follow without a space).
+    if bold[number_end..]
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_alphanumeric() && !is_cjk(c))
+    {
+        return None;
+    }
     let depth = number.split('.').filter(|p| !p.is_empty()).count();
     if depth == 0 || depth > 5 || number.split('.').any(|p| p.len() > 3) {
+        return None;
+    }
+    // A chapter numbered past 99 is a house number or an amount ("929 Long Bridge Drive").
+    if depth == 1 && number.len() > 2 {
         return None;
     }
     let bold_title = bold[number_end..].trim();
@@ -1512,6 +1530,13 @@ fn split_section_heading(line: &str) -> Option<(String, String)> {
         .chars()
         .next()
         .is_some_and(|c| c.is_alphabetic() || is_cjk(c))
+    {
+        return None;
+    }
+    // Addresses and figures are no titles ("1 Meta Way, Menlo Park, California 94025").
+    let numbered = format!("{number} {title}");
+    if crate::pdf_structure::is_address(&numbered)
+        || !crate::pdf_structure::plausible_heading(&numbered)
     {
         return None;
     }
@@ -1717,5 +1742,27 @@ mod tests {
             "**12,000** people came.\n"
         );
         assert_eq!(clean_page("a [b] c [d](e f)\n"), "a [b] c [d](e f)\n");
+    }
+
+    #[test]
+    fn names_and_addresses_in_bold_are_no_numbered_sections() {
+        // A number run into a word is a name: no heading, no space put inside it.
+        for line in [
+            "**340B Drug Pricing Program**\n",
+            "**3M COMPANY AND SUBSIDIARIES**\n",
+            "**929 Long Bridge Drive Arlington, VA**\n",
+            "**83 Tower Road North**\n",
+            "**1 Meta Way, Menlo Park, California 94025**\n",
+        ] {
+            assert_eq!(clean_page(line), line, "{line}");
+        }
+        assert_eq!(
+            clean_page("**3.1启动过程概述**\n"),
+            "### 3.1 启动过程概述\n"
+        );
+        assert_eq!(
+            clean_page("**12 Leases** The Company leases offices.\n"),
+            "## 12 Leases\n\nThe Company leases offices.\n"
+        );
     }
 }

@@ -40,6 +40,8 @@ struct Line {
     bottom: f32,
     size: f32,
     mono: bool,
+    /// Every word bold.
+    bold: bool,
     cells: Vec<Cell>,
     /// `cells` with runs of figures split, one cell per figure ([`split_figures`]).
     parts: Vec<Cell>,
@@ -56,6 +58,7 @@ impl Line {
             bottom,
             size,
             mono,
+            bold: false,
             cells,
             parts,
             grid_row,
@@ -174,6 +177,7 @@ fn visual_lines(words: &[Word]) -> Vec<Line> {
             g.sort_by(|a, b| a.bbox.x.total_cmp(&b.bbox.x));
             let size = median(g.iter().map(|w| w.avg_font_size).collect()).max(1.0);
             let mono = g.iter().all(|w| is_mono_font(&w.dominant_font));
+            let bold = g.iter().all(|w| w.is_bold);
             let top = g
                 .iter()
                 .map(|w| w.bbox.y + w.bbox.height)
@@ -191,7 +195,10 @@ fn visual_lines(words: &[Word]) -> Vec<Line> {
                     _ => cells.push(Cell { x0, x1, text }),
                 }
             }
-            Line::new(top, bottom, size, mono, cells)
+            Line {
+                bold,
+                ..Line::new(top, bottom, size, mono, cells)
+            }
         })
         .collect()
 }
@@ -485,6 +492,16 @@ fn push_text_lines(out: &mut String, lines: &[Line], body_size: f32) {
             prev = Some(line);
             continue;
         }
+        // A filing's section title in bold ("Note 4 – Financial Instruments") stands
+        // alone, for `pdf_structure` to make it a heading.
+        if line.bold && crate::pdf_structure::filing_level(&text).is_some() {
+            flush_para(out, &mut para);
+            out.push_str("**");
+            out.push_str(&text);
+            out.push_str("**\n\n");
+            prev = Some(line);
+            continue;
+        }
         if let Some(p) = prev
             && p.bottom - line.top > line.size * 0.9
         {
@@ -657,6 +674,43 @@ mod tests {
 
     fn line(y: f32, cells: Vec<Cell>) -> Line {
         Line::new(y + 8.0, y, 8.0, false, cells)
+    }
+
+    #[test]
+    fn a_bold_filing_section_title_stands_alone() {
+        let title = Line {
+            bold: true,
+            ..line(
+                90.0,
+                vec![cell(10.0, 200.0, "Note 4 – Financial Instruments")],
+            )
+        };
+        let lines = vec![
+            line(100.0, vec![cell(10.0, 300.0, "The end of note 3.")]),
+            title,
+            line(
+                80.0,
+                vec![cell(10.0, 300.0, "Cash, Cash Equivalents and Securities")],
+            ),
+        ];
+        let mut out = String::new();
+        push_text_lines(&mut out, &lines, 8.0);
+        assert_eq!(
+            out,
+            "The end of note 3.\n\n**Note 4 – Financial Instruments**\n\n\
+             Cash, Cash Equivalents and Securities\n\n"
+        );
+        // A bold line that is no section title stays in its paragraph.
+        let lines = vec![
+            line(100.0, vec![cell(10.0, 300.0, "Some text")]),
+            Line {
+                bold: true,
+                ..line(90.0, vec![cell(10.0, 200.0, "in bold")])
+            },
+        ];
+        let mut out = String::new();
+        push_text_lines(&mut out, &lines, 8.0);
+        assert_eq!(out, "Some text in bold\n\n");
     }
 
     #[test]

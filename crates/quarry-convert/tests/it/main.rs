@@ -4,5 +4,6 @@ mod common;
 mod corpus;
 mod generated;
 mod pdf_columns;
+mod pdf_filings;
 mod pdf_pages_without_text;
 mod properties;
