@@ -128,6 +128,9 @@ def fit_share(runs):
               f"{mean_ndcg(qs, lambda q: 0.75):.3f}")
     lead = {w: {n: mean_ndcg(qs, lambda q: share_of(w, q)) - max(alone[n]) for n, qs in answerable.items()}
             for w in GRID}
+    shipped = (-0.5, 8, 0.25)  # fusion.rs SHARE
+    print(f"share in fusion.rs {shipped}: hybrid minus the better retriever alone: "
+          + ", ".join(f"{n} {x:+.3f}" for n, x in lead[shipped].items()))
     w = max(GRID, key=lambda w: min(lead[w].values()))
     print(f"\nshare fitted on every run: {w}; hybrid minus the better retriever alone: "
           + ", ".join(f"{n} {x:+.3f}" for n, x in lead[w].items()))

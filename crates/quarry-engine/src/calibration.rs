@@ -186,15 +186,15 @@ pub const PASSAGES: Calibration = Calibration {
 };
 
 /// Where a passage's keyword logit scores 0.5, set on the outside sets (`eval/outside/`,
-/// `fit_fusion.py --thresholds`): the lowest that leaves at least 60 % of questions from an
-/// unrelated set empty on every set it was chosen on. Leaving each set out in turn, it
-/// answers 64–100 % of the held-out set's questions and leaves 46–98 % of unrelated ones
-/// empty. (Fitted on long-docs' unanswerable questions — same documents, other topics — the
-/// point was -0.005: at the default `min_score` it left 23–91 % of the outside sets'
-/// answerable questions without a result.)
-const KEYWORD_HALF: f64 = -3.25;
-/// Where a passage's hybrid logit scores 0.5, chosen the same way: held out, 63–95 % of
-/// questions answered and 44–96 % of unrelated ones left empty (was -0.434: 35–79 %
+/// `fit_fusion.py`): the lowest that leaves at least 60 % of questions from an unrelated set
+/// empty on every set it was chosen on. Leaving each set out in turn, it answers 66–100 % of
+/// the held-out set's questions and leaves 56–97 % of unrelated ones empty. (Fitted on
+/// long-docs' unanswerable questions — same documents, other topics — the point was -0.005:
+/// at the default `min_score` it left 23–91 % of the outside sets' answerable questions
+/// without a result.)
+const KEYWORD_HALF: f64 = -2.5;
+/// Where a passage's hybrid logit scores 0.5, chosen the same way: held out, 53–95 % of
+/// questions answered and 39–95 % of unrelated ones left empty (was -0.434: 35–79 %
 /// answered).
 const HYBRID_HALF: f64 = -2.5;
 
