@@ -83,6 +83,10 @@ pub struct StandardScores {
     mean: f64,
     sd: f64,
     floor: f64,
+    /// A hit the list did not have: its floor, or one below it when the list has no spread
+    /// (one hit, or hits all tied), where every listed hit stands at 0 and what the list
+    /// found must still outrank what it did not.
+    absent: f64,
 }
 
 impl StandardScores {
@@ -94,24 +98,36 @@ impl StandardScores {
                 mean: 0.0,
                 sd: 1.0,
                 floor: 0.0,
+                absent: 0.0,
             };
         }
         let n = head.len() as f64;
         let mean = head.iter().sum::<f64>() / n;
         let var = head.iter().map(|s| (s - mean).powi(2)).sum::<f64>() / n;
-        // A list of equal scores has no spread: every hit stands at 0.
-        let sd = var.sqrt().max(1e-9 * mean.abs().max(1.0));
+        let tiny = 1e-9 * mean.abs().max(1.0);
+        if var.sqrt() <= tiny {
+            // No spread: every listed hit at 0, one the list missed below them.
+            return StandardScores {
+                mean,
+                sd: 1.0,
+                floor: 0.0,
+                absent: -1.0,
+            };
+        }
+        let sd = var.sqrt();
         let last = head.iter().copied().fold(f64::INFINITY, f64::min);
+        let floor = (last - mean) / sd;
         StandardScores {
             mean,
             sd,
-            floor: (last - mean) / sd,
+            floor,
+            absent: floor,
         }
     }
 
     /// The standard score of `score` (`None`: the list did not have the hit).
     pub fn z(&self, score: Option<f64>) -> f64 {
-        score.map_or(self.floor, |s| ((s - self.mean) / self.sd).max(self.floor))
+        score.map_or(self.absent, |s| ((s - self.mean) / self.sd).max(self.floor))
     }
 }
 
@@ -343,7 +359,10 @@ mod tests {
         // Degenerate lists.
         assert_eq!(StandardScores::of(&[]).z(Some(5.0)), 5.0);
         assert_eq!(StandardScores::of(&[2.0, 2.0]).z(Some(2.0)), 0.0);
-        assert_eq!(StandardScores::of(&[2.0]).z(None), 0.0);
+        // One hit (a rare word only a fresh note has): what the list found outranks what it
+        // did not, though it has no spread to stand out in.
+        let one = StandardScores::of(&[7.5]);
+        assert!(one.z(Some(7.5)) > one.z(None));
     }
 
     #[test]
