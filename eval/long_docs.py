@@ -118,6 +118,17 @@ class Server:
         self.stop()
         sys.exit(f"quarry serve did not answer /health within 60 s; see {self.log.name}")
 
+    def wait_ready(self, timeout=3600):
+        """Until the node's indexes are built and caught up (`/health/ready`): a home made by
+        an older analyzer is re-indexed from its store when the server starts."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            code, body = self.request("GET", "/health/ready", timeout=10)
+            if code == 200 and body.get("caught_up"):
+                return
+            time.sleep(1)
+        sys.exit(f"quarry serve was not ready within {timeout} s; see {self.log.name}")
+
     def request(self, method, path, body=None, headers=None, timeout=120):
         data = json.dumps(body).encode() if isinstance(body, (dict, list)) else body
         h = {"Content-Type": "application/json"} if isinstance(body, (dict, list)) else {}

@@ -136,6 +136,7 @@ def right(question: dict, results: list[dict]) -> bool:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--mode", choices=["keyword", "hybrid"], default="keyword")
+    ap.add_argument("--keep", action="store_true", help="keep the server's home (printed) for a look")
     args = ap.parse_args()
     binary = os.environ.get("QUARRY_BIN") or shutil.which("quarry")
     if not binary:
@@ -162,14 +163,15 @@ def main() -> None:
         t = time.time()
         for q in questions:
             as_of = q.get("date")
-            v = right(q, srv.search("mem-versioned", q["question"], args.mode, as_of))
+            found = srv.search("mem-versioned", q["question"], args.mode, as_of)
+            v = right(q, found)
             a_question = q["question"].rstrip("?") + (f" on {as_of}?" if as_of else "?")
             a = right(q, srv.search("mem-append", a_question, args.mode, None))
             slot = by_kind.setdefault(q["kind"], {"versioned": [], "append": []})
             slot["versioned"].append(v)
             slot["append"].append(a)
             if not v:
-                misses.append(q)
+                misses.append({**q, "top": found[0]["content"] if found else None})
         query_s = time.time() - t
         # Near-duplicate rule on labelled pairs, each in a knowledge base of its own.
         outcome = {"tp": 0, "fp": 0, "fn": 0, "tn": 0}
@@ -183,7 +185,7 @@ def main() -> None:
             per_kind.setdefault(p["kind"], []).append(said)
         ok = True
     finally:
-        srv.stop(keep=not ok)
+        srv.stop(keep=args.keep or not ok)
 
     def acc(xs: list[bool]) -> float:
         return round(sum(xs) / len(xs), 3) if xs else 0.0
@@ -205,7 +207,7 @@ def main() -> None:
                             "recall": round(recall, 3),
                             "said_duplicate_by_kind": {k: f"{sum(v)}/{len(v)}" for k, v in sorted(per_kind.items())}},
         "seconds": {"writes": round(write_s, 1), "queries": round(query_s, 1)},
-        "versioned_misses": misses[:10],
+        "versioned_misses": misses,
     }
     (HERE / f"results-{args.mode}.json").write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
     print(f"| question kind | questions | versioned top-1 | append-only top-1 |\n|---|---:|---:|---:|")

@@ -77,6 +77,7 @@ def main():
         try:
             if names_file.is_file():
                 names = json.loads(names_file.read_text())
+                srv.wait_ready(a.timeout)
             else:
                 names, took = index(srv, set_name, corpus, True, a.timeout)
                 names_file.write_text(json.dumps(names))

@@ -355,6 +355,8 @@ def main():
             eprint(f" home {home} (model: {mname})")
             srv = Server(a.quarry, home, mpath)
             try:
+                if names is not None:
+                    srv.wait_ready(a.timeout)
                 if names is None:
                     names, took = index(srv, set_name, corpus, mpath is not None, a.timeout)
                     timing[f"index/{mname}"] = took

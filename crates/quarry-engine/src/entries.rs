@@ -167,11 +167,23 @@ pub fn parse_instant(name: &str, value: &serde_json::Value) -> Result<i64> {
     }
 }
 
+/// A key has 1 to [`MAX_KEY_CHARS`] characters, none of them control characters.
+fn check_key(key: &str) -> Result<()> {
+    let n = key.chars().count();
+    if key.trim().is_empty() || n > MAX_KEY_CHARS || key.chars().any(char::is_control) {
+        return Err(Error::invalid(format!(
+            "key must have 1 to {MAX_KEY_CHARS} characters and no control characters"
+        )));
+    }
+    Ok(())
+}
+
 /// The content words of a text as the keyword index sees them (cut, stemmed, lower-cased;
 /// function words left out), each once.
 fn words(text: &str) -> HashSet<String> {
     quarry_fts::analyzer::tokens(text)
         .into_iter()
+        .filter(|t| t.kind != quarry_fts::analyzer::TokenKind::Exact)
         .map(|t| t.text)
         .filter(|w| !quarry_fts::query::is_stop_word(w))
         .collect()
@@ -270,7 +282,17 @@ impl Engine {
         options: &EntryOptions,
     ) -> Result<CreatedEntry> {
         self.require(Access::Write, "creating knowledge")?;
-        let (file, markdown) = self.prepare_note(note)?;
+        if let Some(key) = &options.key {
+            check_key(key)?;
+        }
+        let untitled = note.title.is_none();
+        let (mut file, markdown) = self.prepare_note(note)?;
+        // A keyed fact without a title is named by its key: the key says what the fact is
+        // about ("search.team"), and a file's name is indexed with its passages, so "which
+        // team owns the search service?" finds this fact before another service's team.
+        if let Some(key) = options.key.as_deref().filter(|_| untitled) {
+            file.original_name = crate::notes::note_file_name(Some(key), &markdown);
+        }
         let base = self.knowledge_base_for_writing(kb)?;
         let mut entry = self.new_entry(base.collection_id, options)?;
         self.check_key_readable(base.collection_id, &entry, file.readers.as_deref())?;
@@ -329,12 +351,7 @@ impl Engine {
     /// read, bounds in order, one of `expires_at` and `ttl`.
     fn new_entry(&self, collection_id: i64, options: &EntryOptions) -> Result<NewEntry> {
         if let Some(key) = &options.key {
-            let n = key.chars().count();
-            if key.trim().is_empty() || n > MAX_KEY_CHARS || key.chars().any(char::is_control) {
-                return Err(Error::invalid(format!(
-                    "key must have 1 to {MAX_KEY_CHARS} characters and no control characters"
-                )));
-            }
+            check_key(key)?;
         }
         if let (Some(from), Some(to)) = (options.valid_from, options.valid_to)
             && to <= from

@@ -437,3 +437,60 @@ fn a_key_write_never_supersedes_or_names_a_hidden_entry() {
     )
     .unwrap();
 }
+
+#[test]
+fn a_keyed_fact_is_named_by_its_key_and_found_by_subject_and_attribute() {
+    // Issue 66 item 7 (eval/memory's misses): "which team owns the search service?" must not
+    // answer with another service's team, nor with the search service's on-call engineer.
+    let dir = tempfile::tempdir().unwrap();
+    let e = engine(dir.path());
+    let facts = [
+        (
+            "search.team",
+            "Ownership of the search service sits with team Lynx.",
+        ),
+        (
+            "search.oncall",
+            "Jia Li is the on-call engineer for the search service.",
+        ),
+        (
+            "storage.team",
+            "The storage service is owned by the Badger team.",
+        ),
+        (
+            "billing.team",
+            "The billing service is owned by the Puffin team.",
+        ),
+        (
+            "storage.oncall",
+            "The on-call engineer for the storage service is Bruno Silva.",
+        ),
+    ];
+    for (key, text) in facts {
+        let created = e.create_entry("memory", note(text), &keyed(key)).unwrap();
+        assert_eq!(
+            created.file.original_name,
+            format!("{}.md", key.replace('.', "-"))
+        );
+    }
+    // A title given keeps naming the file.
+    let titled = crate::notes::NewNote {
+        title: Some("Region".into()),
+        ..note("The search service runs in eu-west-1.")
+    };
+    let created = e
+        .create_entry("memory", titled, &keyed("search.region"))
+        .unwrap();
+    assert_eq!(created.file.original_name, "Region.md");
+    drain(&e);
+    let mut req = KnowledgeSearch::new("Which team owns the search service?");
+    req.mode = crate::knowledge_search::SearchMode::Keyword;
+    let found = e.knowledge_search(&req).unwrap();
+    assert!(
+        found
+            .results
+            .first()
+            .is_some_and(|h| h.content.contains("Lynx")),
+        "{found:?}"
+    );
+}

@@ -571,6 +571,7 @@ impl<'a> IndexSession<'a> {
                     document_id: d.id,
                     collection_id: d.collection_id,
                     title: &d.title,
+                    path: &d.path,
                     heading: &c.heading,
                     text: c.text_in(&d.body)?,
                 })

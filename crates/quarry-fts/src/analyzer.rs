@@ -1,10 +1,15 @@
 //! Text analysis shared by indexing and querying, so both sides see the same terms.
 //!
 //! - Latin/other alphabetic runs: lower-cased, English-stemmed parts; a run joined by
-//!   `-`, `.`, `_`, `+` or `/` between alphanumerics (`gpt-4o`, `v1.2.3`, `foo_bar`) is also
-//!   emitted whole, unstemmed, so identifiers and versions can be found exactly; a path's
+//!   `-`, `.`, `_`, `+`, `&` or `/` between alphanumerics (`gpt-4o`, `v1.2.3`, `foo_bar`,
+//!   `AT&T`, `PP&E`) is also emitted whole, unstemmed, so identifiers and versions can be
+//!   found exactly; a path's
 //!   tails and segments of several parts are emitted too (`sources.list`,
 //!   `apt/sources.list` in `/etc/apt/sources.list`), so a file is found by its name.
+//! - Beside its stem, each word of three or more ASCII letters is also emitted as written ([`TokenKind::Exact`]:
+//!   lower-cased, a plural `s` removed, marked with a leading `=` so it never meets a stem):
+//!   stemming finds `customers` for `customer`, and the exact form ranks `customer` above
+//!   `custom`, which has the same stem.
 //! - Han runs: jieba word segmentation in search mode (dictionary words inside longer
 //!   words are emitted too, at the position of the word that contains them).
 //! - Kana runs: overlapping character bigrams (no dictionary is needed for recall).
@@ -18,8 +23,8 @@
 
 /// Bumped whenever the terms produced for a text, or what a keyword index holds for an entry,
 /// change: indexes built by an older version are rebuilt from the store by the next writer
-/// (5: documents' stored fields for metadata filters).
-pub const ANALYZER_VERSION: u32 = 5;
+/// (5: documents' stored fields for metadata filters; 6: exact forms beside stems, `&` joins).
+pub const ANALYZER_VERSION: u32 = 6;
 
 use std::sync::OnceLock;
 
@@ -38,7 +43,14 @@ pub enum TokenKind {
     Compound,
     /// A dictionary word inside a longer CJK word, at the position of that word.
     Sub,
+    /// A word of three or more ASCII letters as written (lower-cased, without a plural
+    /// `s`), prefixed with
+    /// [`EXACT_MARK`], at its stem's position: ranks the word above others of its stem.
+    Exact,
 }
+
+/// What starts an [`TokenKind::Exact`] token's text; no other token starts with it.
+pub const EXACT_MARK: char = '=';
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 /// One token of analysed text.
@@ -97,7 +109,7 @@ fn classify(c: char) -> Class {
         | 0x1000..=0x1049
         | 0x1050..=0x109F => Class::Unspaced,
         _ if c.is_alphanumeric() => Class::Word,
-        _ if matches!(c, '-' | '.' | '_' | '+' | '/') => Class::Joiner,
+        _ if matches!(c, '-' | '.' | '_' | '+' | '/' | '&') => Class::Joiner,
         _ => Class::Other,
     }
 }
@@ -212,6 +224,11 @@ pub fn analyze(text: &str, mut emit: impl FnMut(Token)) {
                     let lower = text[from..to].to_lowercase();
                     let stemmed = stemmer().stem(&lower).into_owned();
                     if push(&mut emit, stemmed, from, to, position, TokenKind::Primary) {
+                        // Words the stemmer can change (Porter leaves shorter ones alone).
+                        if lower.len() >= 3 && lower.bytes().all(|b| b.is_ascii_lowercase()) {
+                            let exact = format!("{EXACT_MARK}{}", singular(&lower));
+                            push(&mut emit, exact, from, to, position, TokenKind::Exact);
+                        }
                         position += 1;
                     }
                 }
@@ -265,6 +282,34 @@ pub fn analyze(text: &str, mut emit: impl FnMut(Token)) {
             Class::Joiner | Class::Other => i += 1,
         }
     }
+}
+
+/// `word` (lower-case ASCII) without a plural ending: `files` → `file`, `policies` →
+/// `policy`, `boxes` → `box`; `status`, `class`, `analysis` and `news` stay. Deliberately
+/// lighter than a stemmer: it only folds plurals, so `customer` and `custom` stay apart.
+fn singular(word: &str) -> String {
+    const KEEP: &[&str] = &["news", "series", "species", "always", "perhaps", "whereas"];
+    let n = word.len();
+    if n < 4 || !word.ends_with('s') || KEEP.contains(&word) {
+        return word.to_owned();
+    }
+    if let Some(base) = word.strip_suffix("ies")
+        && !base.ends_with(['a', 'e'])
+    {
+        return format!("{base}y");
+    }
+    if let Some(base) = word.strip_suffix("es")
+        && (base.ends_with(['x', 'z'])
+            || base.ends_with("ss")
+            || base.ends_with("ch")
+            || base.ends_with("sh"))
+    {
+        return base.to_owned();
+    }
+    if word.ends_with("ss") || word.ends_with("us") || word.ends_with("is") {
+        return word.to_owned();
+    }
+    word[..n - 1].to_owned()
 }
 
 /// Vowel signs, tone marks and other combining marks of the unspaced scripts: they attach to
@@ -453,8 +498,17 @@ impl tantivy::tokenizer::TokenStream for QuarryTokenStream {
 mod tests {
     use super::*;
 
+    /// Tokens without exact forms (tested on their own).
     fn texts(s: &str) -> Vec<(String, TokenKind)> {
-        tokens(s).into_iter().map(|t| (t.text, t.kind)).collect()
+        tokens(s)
+            .into_iter()
+            .filter(|t| t.kind != TokenKind::Exact)
+            .map(|t| (t.text, t.kind))
+            .collect()
+    }
+
+    fn words(s: &str) -> Vec<String> {
+        texts(s).into_iter().map(|(w, _)| w).collect()
     }
 
     #[test]
@@ -473,7 +527,11 @@ mod tests {
     #[test]
     fn a_path_is_found_by_its_file_name_inside_chinese_text() {
         // Issue 41 item 13: the Debian reference writes the path inside Chinese sentences.
-        let t = tokens("编辑“/etc/apt/sources.list.d/debian.sources”和/etc/apt/sources.list文件");
+        let t: Vec<Token> =
+            tokens("编辑“/etc/apt/sources.list.d/debian.sources”和/etc/apt/sources.list文件")
+                .into_iter()
+                .filter(|t| t.kind != TokenKind::Exact)
+                .collect();
         let compounds: Vec<&str> = t
             .iter()
             .filter(|t| t.kind == TokenKind::Compound)
@@ -504,7 +562,6 @@ mod tests {
 
     #[test]
     fn languages_named_with_plus_plus_or_sharp_are_words() {
-        let words = |s: &str| -> Vec<String> { tokens(s).into_iter().map(|t| t.text).collect() };
         assert_eq!(words("指定 C++ 语言标准")[..3], ["指定", "c++", "c"]);
         assert_eq!(words("clang++ and C#")[..2], ["clang++", "clang"]);
         assert!(words("clang++ and C#").contains(&"c#".to_owned()));
@@ -515,7 +572,6 @@ mod tests {
 
     #[test]
     fn flags_are_kept_whole_with_their_dashes() {
-        let words = |s: &str| -> Vec<String> { tokens(s).into_iter().map(|t| t.text).collect() };
         assert_eq!(words("lsof -p pid"), ["lsof", "-p", "p", "pid"]);
         assert_eq!(
             words("`git push {{[-f|--force]}}`"),
@@ -535,11 +591,65 @@ mod tests {
 
     #[test]
     fn english_is_stemmed() {
-        let words: Vec<String> = tokens("Extracting archives")
+        let all: Vec<String> = tokens("Extracting archives")
             .into_iter()
             .map(|t| t.text)
             .collect();
-        assert_eq!(words, ["extract", "archiv"]);
+        assert_eq!(all, ["extract", "=extracting", "archiv", "=archive"]);
+    }
+
+    #[test]
+    fn exact_forms_keep_words_of_one_stem_apart() {
+        let exact = |s: &str| -> Vec<String> {
+            tokens(s)
+                .into_iter()
+                .filter(|t| t.kind == TokenKind::Exact)
+                .map(|t| t.text)
+                .collect()
+        };
+        // One stem, two words: the exact forms differ; plurals fold.
+        assert_eq!(tokens("customer")[0].text, tokens("custom")[0].text);
+        assert_eq!(exact("customer customers"), ["=customer", "=customer"]);
+        assert_eq!(exact("custom"), ["=custom"]);
+        assert_eq!(
+            exact("policies boxes classes status analysis news files"),
+            [
+                "=policy",
+                "=box",
+                "=class",
+                "=status",
+                "=analysis",
+                "=news",
+                "=file"
+            ]
+        );
+        // Numbers, short words and non-ASCII words have no exact form; an exact form shares
+        // its stem's position, so phrases are unchanged.
+        assert!(exact("2024 4o by größe").is_empty());
+        let t = tokens("open files");
+        assert_eq!(
+            (t[1].kind, t[1].position),
+            (TokenKind::Exact, t[0].position)
+        );
+        assert_eq!(t[2].position, t[0].position + 1);
+    }
+
+    #[test]
+    fn ampersand_identifiers_are_whole_tokens_and_parts() {
+        let compounds = |s: &str| -> Vec<String> {
+            tokens(s)
+                .into_iter()
+                .filter(|t| t.kind == TokenKind::Compound)
+                .map(|t| t.text)
+                .collect()
+        };
+        assert_eq!(compounds("AT&T and PP&E, S&P 500"), ["at&t", "pp&e", "s&p"]);
+        // A lone ampersand between words joins nothing.
+        assert!(compounds("salt & pepper").is_empty());
+        assert_eq!(
+            compounds("C++ and 10-K for Q2-23"),
+            ["c++", "10-k", "q2-23"]
+        );
     }
 
     #[test]
@@ -559,7 +669,6 @@ mod tests {
 
     #[test]
     fn thai_is_cut_into_cluster_bigrams_the_same_way_in_text_and_query() {
-        let words = |s: &str| -> Vec<String> { tokens(s).into_iter().map(|t| t.text).collect() };
         // ส วั ส ดี: the vowel marks stay on their letters.
         assert_eq!(words("สวัสดี"), ["สวั", "วัส", "สดี"]);
         // "Hello world" in one unspaced run: the greeting's bigrams are all there, in order,

@@ -55,6 +55,32 @@ pub const PATH_WEIGHT: usize = 2;
 /// tantivy's BM25 `k1`.
 const BM25_K1: f32 = 1.2;
 
+/// Share of a query word's weight that its exact form ([`analyzer::TokenKind::Exact`])
+/// carries, the stem the rest: a text with the word as written scores it in full, one with
+/// another word of its stem (`custom` for "customer", `configuration` for "configure") at
+/// 1 − this. A word weighs what it weighed before either way, so English words in a mixed
+/// query do not outweigh its Chinese ones.
+pub const EXACT_SHARE: f32 = 0.3;
+
+/// The weight of each of `tokens` (one clause) in a query, relative to its IDF: a stem with
+/// an exact form beside it shares its weight with it ([`EXACT_SHARE`]).
+fn token_weights(tokens: &[analyzer::Token]) -> Vec<f32> {
+    tokens
+        .iter()
+        .map(|t| match t.kind {
+            TokenKind::Exact => EXACT_SHARE,
+            TokenKind::Primary
+                if tokens
+                    .iter()
+                    .any(|e| e.kind == TokenKind::Exact && (e.from, e.to) == (t.from, t.to)) =>
+            {
+                1.0 - EXACT_SHARE
+            }
+            _ => 1.0,
+        })
+        .collect()
+}
+
 /// Weight of a passage's heading path (and its document's title) in a passage index: the
 /// words of the section a passage sits under describe it, as a title describes a document.
 pub const HEADING_WEIGHT: usize = 2;
@@ -81,6 +107,24 @@ struct StoredFields {
     meta: Field,
 }
 
+/// What of a document's path a passage index holds: the path without its extension (every
+/// passage of a format would share `md`), none when that has no letter (`00042.pdf`,
+/// `2024/0113.md` say nothing a question could name).
+fn telling_path(path: &str) -> Option<&str> {
+    let stem = match path.rsplit_once('.') {
+        Some((stem, ext))
+            if !stem.is_empty()
+                && !ext.contains('/')
+                && ext.len() <= 5
+                && ext.chars().all(|c| c.is_ascii_alphanumeric()) =>
+        {
+            stem
+        }
+        _ => path,
+    };
+    stem.chars().any(char::is_alphabetic).then_some(stem)
+}
+
 /// One passage to index.
 #[derive(Debug, Clone)]
 pub struct PassageDoc<'a> {
@@ -92,6 +136,9 @@ pub struct PassageDoc<'a> {
     pub collection_id: i64,
     /// The document's title.
     pub title: &'a str,
+    /// The document's path in its collection: a file's name says what it is about ("3M
+    /// 2018 10-K", "search.team"), for every passage of it.
+    pub path: &'a str,
     /// The chunk's heading path.
     pub heading: &'a str,
     /// The chunk's text.
@@ -456,10 +503,22 @@ impl FtsIndex {
         };
         let mut total = 0.0;
         for c in query.clauses.iter().filter(|c| c.occur != Occur::MustNot) {
-            let scored = c.tokens.iter().filter(|t| {
-                (c.occur == Occur::Should && !c.phrase) || t.kind == TokenKind::Primary
-            });
-            total += scored.map(|t| idf(&t.text)).sum::<f32>();
+            if c.occur == Occur::Should && !c.phrase {
+                let weights = token_weights(&c.tokens);
+                total += c
+                    .tokens
+                    .iter()
+                    .zip(weights)
+                    .map(|(t, w)| idf(&t.text) * w)
+                    .sum::<f32>();
+            } else {
+                total += c
+                    .tokens
+                    .iter()
+                    .filter(|t| t.kind == TokenKind::Primary)
+                    .map(|t| idf(&t.text))
+                    .sum::<f32>();
+            }
         }
         Ok(total * (1.0 + BM25_K1))
     }
@@ -532,9 +591,14 @@ impl FtsIndex {
                 Box::new(PhraseQuery::new_with_offset(primaries))
             } else if c.occur == Occur::Should {
                 // Every token is an independent OR term; compounds and sub-words add
-                // their own (high-IDF) evidence.
-                for t in &c.tokens {
-                    clauses.push((TOccur::Should, term(&t.text)));
+                // their own (high-IDF) evidence; a stem shares its weight with its exact form.
+                for (t, w) in c.tokens.iter().zip(token_weights(&c.tokens)) {
+                    let q = if w == 1.0 {
+                        term(&t.text)
+                    } else {
+                        Box::new(BoostQuery::new(term(&t.text), w))
+                    };
+                    clauses.push((TOccur::Should, q));
                 }
                 continue;
             } else {
@@ -599,6 +663,9 @@ impl FtsWriter {
                 doc_field => p.document_id as u64,
             );
             doc.add_text(f.text, p.title);
+            if let Some(name) = telling_path(p.path) {
+                doc.add_text(f.text, name);
+            }
             for _ in 0..HEADING_WEIGHT {
                 doc.add_text(f.text, p.heading);
             }
@@ -744,6 +811,55 @@ mod tests {
         }
     }
 
+    /// Ids of `query`'s hits in `index`, best first.
+    fn ranked(index: &FtsIndex, query: &str) -> Result<Vec<i64>> {
+        let hits = index.search(&index.parse_query(query), None, 10)?;
+        Ok(hits.into_iter().map(|h| h.id).collect())
+    }
+
+    #[test]
+    fn a_passage_index_holds_a_paths_telling_part() {
+        assert_eq!(telling_path("search-team.md"), Some("search-team"));
+        assert_eq!(
+            telling_path("reports/3M 2018 10-K.pdf"),
+            Some("reports/3M 2018 10-K")
+        );
+        assert_eq!(telling_path("00042.md"), None);
+        assert_eq!(telling_path("2024/0113.md"), None);
+        assert_eq!(telling_path("Makefile"), Some("Makefile"));
+        assert_eq!(telling_path("v1.2/notes"), Some("v1.2/notes"));
+    }
+
+    #[test]
+    fn a_words_exact_form_ranks_above_others_of_its_stem() -> Result<()> {
+        let index = FtsIndex::in_memory()?;
+        let mut w = index.writer()?;
+        w.apply(&IndexWork {
+            upserts: vec![
+                doc(1, "Custom fields for the export"),
+                doc(2, "Customer fields for the export"),
+                doc(3, "Customers and their fields"),
+                doc(4, "Billing at the T station"),
+                doc(5, "AT&T billing"),
+            ],
+            deletes: vec![],
+        })?;
+        w.commit()?;
+        index.reload()?;
+        // One stem (`custom`), two words: each query ranks its own word first, and a plural
+        // still finds the singular's texts.
+        let customer = ranked(&index, "customer fields")?;
+        assert!(
+            customer[..2].contains(&2) && customer[..2].contains(&3),
+            "{customer:?}"
+        );
+        assert_eq!(ranked(&index, "custom fields")?[0], 1);
+        assert!(ranked(&index, "customers")?.contains(&2));
+        // An identifier with `&` is one term as well as its parts.
+        assert_eq!(ranked(&index, "AT&T billing")?[0], 5);
+        Ok(())
+    }
+
     #[test]
     fn entries_list_what_searches_see() -> Result<()> {
         let keyword = FtsIndex::in_memory()?;
@@ -770,6 +886,7 @@ mod tests {
             document_id,
             collection_id: 1,
             title: "",
+            path: "",
             heading: "",
             text: "text",
         };
@@ -902,6 +1019,7 @@ mod tests {
             document_id,
             collection_id: 1,
             title: "",
+            path: "",
             heading: "",
             text,
         };

@@ -209,14 +209,29 @@ impl ParsedQuery {
 
     fn drop_stop_words(&mut self) {
         let informative = self.clauses.iter().any(|c| {
-            c.occur != Occur::MustNot && (c.phrase || c.tokens.iter().any(|t| !is_stop(t)))
+            c.occur != Occur::MustNot
+                && (c.phrase
+                    || c.tokens
+                        .iter()
+                        .any(|t| t.kind != TokenKind::Exact && !is_stop(t)))
         });
         if !informative {
             return;
         }
         for c in &mut self.clauses {
             if c.occur == Occur::Should && !c.phrase {
-                c.tokens.retain(|t| !is_stop(t));
+                // A stop word's exact form goes with it (same place in the text).
+                let stops: Vec<(usize, usize)> = c
+                    .tokens
+                    .iter()
+                    .filter(|t| t.kind == TokenKind::Primary && is_stop(t))
+                    .map(|t| (t.from, t.to))
+                    .collect();
+                c.tokens.retain(|t| {
+                    let exact_of_stop =
+                        t.kind == TokenKind::Exact && stops.contains(&(t.from, t.to));
+                    !(is_stop(t) || exact_of_stop)
+                });
             }
         }
         self.clauses.retain(|c| !c.tokens.is_empty());
@@ -235,6 +250,7 @@ impl ParsedQuery {
             .iter()
             .filter(|c| c.occur != Occur::MustNot)
             .flat_map(|c| c.tokens.iter())
+            .filter(|t| t.kind != TokenKind::Exact)
             .filter(|t| t.kind != TokenKind::Sub || t.text.chars().count() >= 2)
             .map(|t| t.text.clone())
             .filter(|t| t.chars().count() >= 2 || !t.is_ascii())
@@ -257,10 +273,31 @@ mod tests {
                 (
                     c.occur,
                     c.phrase,
-                    c.tokens.into_iter().map(|t| t.text).collect(),
+                    c.tokens
+                        .into_iter()
+                        .filter(|t| t.kind != TokenKind::Exact)
+                        .map(|t| t.text)
+                        .collect(),
                 )
             })
             .collect()
+    }
+
+    #[test]
+    fn exact_forms_follow_their_words() {
+        let exact = |q: &str| -> Vec<String> {
+            ParsedQuery::parse(q)
+                .clauses
+                .into_iter()
+                .flat_map(|c| c.tokens)
+                .filter(|t| t.kind == TokenKind::Exact)
+                .map(|t| t.text)
+                .collect()
+        };
+        // A dropped stop word takes its exact form along; a kept one keeps it.
+        assert_eq!(exact("the customers of AT&T"), ["=customer"]);
+        assert_eq!(exact("the a"), ["=the"]);
+        assert!(ParsedQuery::parse("customer").highlight_terms() == ["custom"]);
     }
 
     #[test]
