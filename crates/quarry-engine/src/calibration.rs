@@ -23,7 +23,7 @@
 use serde::Serialize;
 
 /// How many hits of each retriever the features are computed over (and `query` fuses).
-pub const EVIDENCE_DEPTH: usize = 40;
+pub const EVIDENCE_DEPTH: usize = quarry_rank::EVIDENCE_DEPTH;
 
 /// Keyword evidence about one hit.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]

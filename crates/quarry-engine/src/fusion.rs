@@ -10,11 +10,13 @@
 //!    any list gets a bonus of 0.05, one ranked second or third 0.02. On the English tldr set
 //!    with all-MiniLM-L6-v2 plain RRF scored nDCG@10 0.714 against vector-only 0.746: averaging
 //!    ranks lets the weaker retriever drag the stronger one down.
-//! 2. [`StandardScores`]: how passages are ranked in hybrid mode (`passages.rs`). Each
-//!    retriever's raw scores (BM25, cosine similarity) are standardised over its own top
-//!    [`EVIDENCE_DEPTH`] hits, and a passage ranks by w·z_keyword + (1 − w)·z_vector, a
-//!    retriever that did not list it giving it its list's floor, with the query's keyword
-//!    share w from [`keyword_share`]. A hit far above the rest of one list keeps its lead
+//! 2. [`StandardScores`]: how passages are ranked in hybrid mode (`passages.rs`), from the
+//!    `quarry-rank` crate (tool search ranks by the same arithmetic). Each retriever's raw
+//!    scores (BM25, cosine similarity) are standardised over its own top
+//!    [`EVIDENCE_DEPTH`](crate::calibration::EVIDENCE_DEPTH) hits, and a passage ranks by
+//!    w·z_keyword + (1 − w)·z_vector ([`standard_fusion`]), a retriever that did not list
+//!    it giving it its list's floor, with the query's keyword share w from
+//!    [`keyword_share`]. A hit far above the rest of one list keeps its lead
 //!    whatever the other list says (ranks alone cannot tell a clear winner from the first
 //!    of a crowd), and neither model's similarity scale nor the query's length moves the
 //!    balance.
@@ -24,7 +26,7 @@
 
 use std::collections::HashMap;
 
-use crate::calibration::EVIDENCE_DEPTH;
+pub use quarry_rank::{StandardScores, keyword_share, standard_fusion};
 
 /// RRF's rank constant.
 pub const RRF_K: f64 = 60.0;
@@ -53,88 +55,6 @@ impl Fusion {
             _ => None,
         }
     }
-}
-
-/// Coefficients of the keyword list's share of a hybrid passage ranking,
-/// `σ(a + b·coverage + c·(z_keyword − z_vector))` ([`keyword_share`]). Fitted on the outside
-/// sets (`eval/outside/`, `fit_fusion.py`; six runs: Seal-Tools, LoCoMo, MetaTool with
-/// all-MiniLM-L6-v2, Gorilla with it and multilingual-e5-small, DomainRAG with e5) to
-/// maximise the smallest lead of hybrid over the better retriever alone (nDCG@10): every run
-/// within 0.001 of it or ahead. A fixed share cannot: keyword is the stronger retriever on
-/// four of the sets and vectors on MetaTool (short one-line tool descriptions), and 0.75
-/// lost 0.067 there while 0.5 lost 0.027 on Seal-Tools.
-const SHARE: [f64; 3] = [-0.5, 8.0, 0.25];
-
-/// The keyword list's share of one query's hybrid ranking: large when the keyword leader
-/// covers much of the query (`coverage`, BM25 over the query's saturated maximum) and stands
-/// further above its list than the vector leader does above its own (`z_keyword`,
-/// `z_vector`: the leaders' standard scores); small when the words of the query barely
-/// meet the documents', where meaning is all there is to go on.
-pub fn keyword_share(coverage: f64, z_keyword: f64, z_vector: f64) -> f64 {
-    let x = SHARE[0] + SHARE[1] * coverage + SHARE[2] * (z_keyword - z_vector);
-    1.0 / (1.0 + (-x).exp())
-}
-
-/// One retriever's list, standardised: a score's distance from the mean of the list's top
-/// [`EVIDENCE_DEPTH`] in standard deviations, never below the floor (the last of those), so
-/// a hit the list did not reach — or ranked past its top — counts as its weakest listed one.
-#[derive(Debug, Clone, Copy)]
-pub struct StandardScores {
-    mean: f64,
-    sd: f64,
-    floor: f64,
-    /// A hit the list did not have: its floor, or one below it when the list has no spread
-    /// (one hit, or hits all tied), where every listed hit stands at 0 and what the list
-    /// found must still outrank what it did not.
-    absent: f64,
-}
-
-impl StandardScores {
-    /// The statistics of a list's scores, best first (an empty list standardises to 0).
-    pub fn of(scores: &[f64]) -> StandardScores {
-        let head = &scores[..scores.len().min(EVIDENCE_DEPTH)];
-        if head.is_empty() {
-            return StandardScores {
-                mean: 0.0,
-                sd: 1.0,
-                floor: 0.0,
-                absent: 0.0,
-            };
-        }
-        let n = head.len() as f64;
-        let mean = head.iter().sum::<f64>() / n;
-        let var = head.iter().map(|s| (s - mean).powi(2)).sum::<f64>() / n;
-        let tiny = 1e-9 * mean.abs().max(1.0);
-        if var.sqrt() <= tiny {
-            // No spread: every listed hit at 0, one the list missed below them.
-            return StandardScores {
-                mean,
-                sd: 1.0,
-                floor: 0.0,
-                absent: -1.0,
-            };
-        }
-        let sd = var.sqrt();
-        let last = head.iter().copied().fold(f64::INFINITY, f64::min);
-        let floor = (last - mean) / sd;
-        StandardScores {
-            mean,
-            sd,
-            floor,
-            absent: floor,
-        }
-    }
-
-    /// The standard score of `score` (`None`: the list did not have the hit).
-    pub fn z(&self, score: Option<f64>) -> f64 {
-        score.map_or(self.absent, |s| ((s - self.mean) / self.sd).max(self.floor))
-    }
-}
-
-/// A hybrid passage's rank key from its standard scores in the keyword and vector lists,
-/// given the query's [`keyword_share`].
-pub fn standard_fusion(share: f64, z_keyword: f64, z_vector: f64) -> f64 {
-    share * z_keyword + (1.0 - share) * z_vector
 }
 
 /// Bonus of a document ranked first in some list.
@@ -332,37 +252,6 @@ mod tests {
         assert_eq!(Fusion::parse("RRF"), Some(Fusion::Rrf));
         assert_eq!(Fusion::parse("calibrated"), Some(Fusion::Calibrated));
         assert_eq!(Fusion::parse("x"), None);
-    }
-
-    #[test]
-    fn standard_scores_keep_a_clear_winner_of_one_list_ahead() {
-        // Keyword: one passage far above a crowd. Vector: a flat list it is not in.
-        let keyword = StandardScores::of(&[30.0, 6.0, 5.5, 5.0, 4.8, 4.5]);
-        let vector = StandardScores::of(&[0.52, 0.51, 0.50, 0.50, 0.49, 0.48]);
-        let share = keyword_share(0.2, keyword.z(Some(30.0)), vector.z(Some(0.52)));
-        let clear_keyword_winner = standard_fusion(share, keyword.z(Some(30.0)), vector.z(None));
-        // A passage both lists hold in their crowd.
-        let crowd = standard_fusion(share, keyword.z(Some(6.0)), vector.z(Some(0.52)));
-        assert!(
-            clear_keyword_winner > crowd,
-            "{clear_keyword_winner} {crowd}"
-        );
-        // The share follows how much of the query the keyword leader covers.
-        assert!(keyword_share(0.6, 1.0, 1.0) > 0.95 && keyword_share(0.0, 1.0, 1.0) < 0.4);
-        assert!(keyword_share(0.1, 4.0, 1.0) > keyword_share(0.1, 1.0, 4.0));
-        // Unlisted and below-the-top hits count as the list's weakest.
-        assert_eq!(vector.z(None), vector.z(Some(0.10)));
-        assert!(keyword.z(Some(4.5)) < 0.0 && keyword.z(Some(30.0)) > 2.0);
-        // Scale-free: the same shape at another scale standardises the same.
-        let scaled = StandardScores::of(&[300.0, 60.0, 55.0, 50.0, 48.0, 45.0]);
-        assert!((scaled.z(Some(300.0)) - keyword.z(Some(30.0))).abs() < 1e-9);
-        // Degenerate lists.
-        assert_eq!(StandardScores::of(&[]).z(Some(5.0)), 5.0);
-        assert_eq!(StandardScores::of(&[2.0, 2.0]).z(Some(2.0)), 0.0);
-        // One hit (a rare word only a fresh note has): what the list found outranks what it
-        // did not, though it has no spread to stand out in.
-        let one = StandardScores::of(&[7.5]);
-        assert!(one.z(Some(7.5)) > one.z(None));
     }
 
     #[test]

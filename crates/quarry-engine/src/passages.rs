@@ -20,8 +20,9 @@
 //! rest keeps its place whatever the other says. A result's score is its probability capped
 //! by those above it: scores never rise down a list, and `min_score` cuts it at one place.
 //! At most [`PER_DOCUMENT`] passages per document while other documents have passages to
-//! offer — the places left then go to the best passages the cap held back, so a manual that
-//! alone answers a question shows as many of its pages as asked for.
+//! offer — unless a passage scores [`DOMINANCE_MARGIN`] above every other document's still
+//! to come — and the places left then go to the best passages the cap held back, so a manual
+//! that alone answers a question shows as many of its pages as asked for.
 
 use std::collections::HashMap;
 
@@ -37,12 +38,31 @@ use crate::knowledge_search::{
 };
 use crate::progress::NoProgress;
 
+/// Whether candidate `i` (best first) scores [`DOMINANCE_MARGIN`] above the next candidate
+/// of another document that `shown` would show, or no other document has one to come.
+fn dominates(
+    candidates: &[Candidate],
+    i: usize,
+    document_of: impl Fn(&Candidate) -> Option<i64>,
+    shown: impl Fn(&Candidate) -> bool,
+) -> bool {
+    let own = document_of(&candidates[i]);
+    let next_other = candidates[i + 1..]
+        .iter()
+        .find(|c| shown(c) && document_of(c).is_some_and(|d| Some(d) != own));
+    next_other.is_none_or(|o| candidates[i].score - o.score >= DOMINANCE_MARGIN)
+}
+
 /// Passages each retriever contributes.
 pub(crate) const PASSAGE_DEPTH: usize = 100;
 /// At most this many passages of one document among the results while other documents have
 /// passages to offer: a long manual may hold the three best answers, but not crowd out every
 /// other document. Places no other document fills go to the passages the cap held back.
 pub const PER_DOCUMENT: usize = 3;
+/// A passage past its document's [`PER_DOCUMENT`] still takes its place when it scores at
+/// least this much above the best passage of any other document still to come: a manual that
+/// alone answers a question shows its better pages before other documents' clearly weaker ones.
+pub(crate) const DOMINANCE_MARGIN: f64 = 0.1;
 /// Characters of a passage handed to the reranker.
 const RERANK_CHARS: usize = 2000;
 /// Weight of the reranker's score against the retrieval score.
@@ -228,7 +248,9 @@ impl Engine {
             if overlaps_any(taken, chunk) {
                 continue;
             }
-            if taken.len() >= PER_DOCUMENT {
+            let document_of = |c: &Candidate| texts(c).map(|(_, d, _)| d.id);
+            let shown = |c: &Candidate| kept(round_score(c.score));
+            if taken.len() >= PER_DOCUMENT && !dominates(&candidates, i, document_of, shown) {
                 held_back.push(i);
                 continue;
             }
@@ -540,4 +562,44 @@ fn overlaps_any(taken: &[(usize, usize)], chunk: &ChunkRef) -> bool {
             .saturating_sub(s.max(chunk.byte_start));
         shared * 2 > chunk.byte_end - chunk.byte_start
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Candidates best first: (document, score).
+    fn candidates(list: &[(i64, f64)]) -> Vec<Candidate> {
+        list.iter()
+            .enumerate()
+            .map(|(i, &(document, score))| Candidate {
+                chunk_id: document * 100 + i as i64,
+                evidence: PassageEvidence {
+                    keyword: None,
+                    vector: None,
+                    embedded: false,
+                    retrieval: score,
+                    rerank: None,
+                },
+                score,
+                rank_key: score,
+                found_by: FoundBy::Keyword,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_dominant_documents_clearly_better_passage_passes_the_cap() {
+        let document_of = |c: &Candidate| Some(c.chunk_id / 100);
+        let shown = |c: &Candidate| c.score >= 0.5;
+        // The manual's fourth passage (0.8) is far above the other document's best (0.6).
+        let c = candidates(&[(1, 0.9), (1, 0.9), (1, 0.85), (1, 0.8), (2, 0.6)]);
+        assert!(dominates(&c, 3, document_of, shown));
+        // Close to it: the cap holds, the other document shows first.
+        let c = candidates(&[(1, 0.9), (1, 0.9), (1, 0.85), (1, 0.8), (2, 0.75)]);
+        assert!(!dominates(&c, 3, document_of, shown));
+        // Nothing of another document that would be shown: nothing to make room for.
+        let c = candidates(&[(1, 0.9), (1, 0.9), (1, 0.85), (1, 0.8), (2, 0.4)]);
+        assert!(dominates(&c, 3, document_of, shown));
+    }
 }

@@ -7,7 +7,7 @@
 //!   tails and segments of several parts are emitted too (`sources.list`,
 //!   `apt/sources.list` in `/etc/apt/sources.list`), so a file is found by its name.
 //! - Beside its stem, each word of three or more ASCII letters is also emitted as written ([`TokenKind::Exact`]:
-//!   lower-cased, a plural `s` removed, marked with a leading `=` so it never meets a stem):
+//!   lower-cased, its inflection folded, marked with a leading `=` so it never meets a stem):
 //!   stemming finds `customers` for `customer`, and the exact form ranks `customer` above
 //!   `custom`, which has the same stem.
 //! - Han runs: jieba word segmentation in search mode (dictionary words inside longer
@@ -23,8 +23,9 @@
 
 /// Bumped whenever the terms produced for a text, or what a keyword index holds for an entry,
 /// change: indexes built by an older version are rebuilt from the store by the next writer
-/// (5: documents' stored fields for metadata filters; 6: exact forms beside stems, `&` joins).
-pub const ANALYZER_VERSION: u32 = 6;
+/// (5: documents' stored fields for metadata filters; 6: exact forms beside stems, `&` joins;
+/// 7: exact forms fold inflections, in a field of their own).
+pub const ANALYZER_VERSION: u32 = 7;
 
 use std::sync::OnceLock;
 
@@ -43,8 +44,8 @@ pub enum TokenKind {
     Compound,
     /// A dictionary word inside a longer CJK word, at the position of that word.
     Sub,
-    /// A word of three or more ASCII letters as written (lower-cased, without a plural
-    /// `s`), prefixed with
+    /// A word of three or more ASCII letters as written (lower-cased, its inflection folded:
+    /// [`inflection_base`]), prefixed with
     /// [`EXACT_MARK`], at its stem's position: ranks the word above others of its stem.
     Exact,
 }
@@ -226,7 +227,7 @@ pub fn analyze(text: &str, mut emit: impl FnMut(Token)) {
                     if push(&mut emit, stemmed, from, to, position, TokenKind::Primary) {
                         // Words the stemmer can change (Porter leaves shorter ones alone).
                         if lower.len() >= 3 && lower.bytes().all(|b| b.is_ascii_lowercase()) {
-                            let exact = format!("{EXACT_MARK}{}", singular(&lower));
+                            let exact = format!("{EXACT_MARK}{}", inflection_base(&lower));
                             push(&mut emit, exact, from, to, position, TokenKind::Exact);
                         }
                         position += 1;
@@ -284,13 +285,52 @@ pub fn analyze(text: &str, mut emit: impl FnMut(Token)) {
     }
 }
 
-/// `word` (lower-case ASCII) without a plural ending: `files` → `file`, `policies` →
-/// `policy`, `boxes` → `box`; `status`, `class`, `analysis` and `news` stay. Deliberately
-/// lighter than a stemmer: it only folds plurals, so `customer` and `custom` stay apart.
-fn singular(word: &str) -> String {
-    const KEEP: &[&str] = &["news", "series", "species", "always", "perhaps", "whereas"];
+/// `word` (lower-case ASCII) with its inflection folded, so the forms of one word meet and
+/// the words of one stem do not: a plural (`files`, `policies`, `boxes`), `-ed` and `-ing`
+/// (`limited`, `stopped`, `running`) and a final `e` (`use`, `used`, `using` all give `us`)
+/// go; `status`, `class`, `analysis`, `news` and `string` stay. Derivations stay apart:
+/// `customer` ≠ `custom`, `configuration` ≠ `configure`, `ownership` ≠ `own`. Deliberately
+/// lighter than a stemmer; the same on both sides, which is all an exact form needs.
+fn inflection_base(word: &str) -> String {
+    const KEEP: &[&str] = &[
+        "news", "series", "species", "always", "perhaps", "whereas", "need", "seed", "feed",
+        "speed", "bed", "red", "shed", "hundred", "indeed",
+    ];
+    if KEEP.contains(&word) {
+        return word.to_owned();
+    }
+    let plural_free = plural_base(word);
+    let mut base = plural_free.as_str();
+    for ending in ["ing", "ed"] {
+        if let Some(b) = base.strip_suffix(ending)
+            && b.len() >= 2
+            && b.bytes().any(|c| b"aeiouy".contains(&c))
+        {
+            base = b;
+            break;
+        }
+    }
+    let mut base = base.to_owned();
+    // A doubled final consonant of `stopped`, `running` (not `ll`, `ss`: `called`, `passed`).
+    let bytes = base.as_bytes();
+    if base.len() >= 4
+        && base.len() < plural_free.len()
+        && bytes[bytes.len() - 1] == bytes[bytes.len() - 2]
+        && !b"aeioulsz".contains(&bytes[bytes.len() - 1])
+    {
+        base.pop();
+    }
+    if base.len() >= 3 && base.ends_with('e') && !base.ends_with("ee") {
+        base.pop();
+    }
+    base
+}
+
+/// `word` without a plural ending (`files` → `file`, `policies` → `policy`, `boxes` →
+/// `box`; `status`, `class`, `analysis` stay).
+fn plural_base(word: &str) -> String {
     let n = word.len();
-    if n < 4 || !word.ends_with('s') || KEEP.contains(&word) {
+    if n < 4 || !word.ends_with('s') {
         return word.to_owned();
     }
     if let Some(base) = word.strip_suffix("ies")
@@ -451,9 +491,25 @@ pub fn tokens(text: &str) -> Vec<Token> {
     out
 }
 
-/// The tantivy side of [`analyze`], registered as the `quarry` tokenizer.
+/// The tantivy side of [`analyze`]: [`QuarryTokenizer::words`] (registered as `quarry`)
+/// gives every token but the exact forms, [`QuarryTokenizer::exact_forms`] (`quarry-exact`)
+/// only those, each for a field of its own.
 #[derive(Clone, Default)]
-pub struct QuarryTokenizer;
+pub struct QuarryTokenizer {
+    exact_forms: bool,
+}
+
+impl QuarryTokenizer {
+    /// Words, stems, compounds and sub-words: everything but the exact forms.
+    pub fn words() -> QuarryTokenizer {
+        QuarryTokenizer { exact_forms: false }
+    }
+
+    /// The exact forms only.
+    pub fn exact_forms() -> QuarryTokenizer {
+        QuarryTokenizer { exact_forms: true }
+    }
+}
 
 /// The tokens of one text, as tantivy reads them.
 pub struct QuarryTokenStream {
@@ -466,7 +522,11 @@ impl tantivy::tokenizer::Tokenizer for QuarryTokenizer {
 
     fn token_stream<'a>(&'a mut self, text: &'a str) -> QuarryTokenStream {
         let mut tokens = Vec::new();
+        let exact_forms = self.exact_forms;
         analyze(text, |t| {
+            if (t.kind == TokenKind::Exact) != exact_forms {
+                return;
+            }
             tokens.push(tantivy::tokenizer::Token {
                 offset_from: t.from,
                 offset_to: t.to,
@@ -595,7 +655,7 @@ mod tests {
             .into_iter()
             .map(|t| t.text)
             .collect();
-        assert_eq!(all, ["extract", "=extracting", "archiv", "=archive"]);
+        assert_eq!(all, ["extract", "=extract", "archiv", "=archiv"]);
     }
 
     #[test]
@@ -607,22 +667,36 @@ mod tests {
                 .map(|t| t.text)
                 .collect()
         };
-        // One stem, two words: the exact forms differ; plurals fold.
+        // One stem, two words: the exact forms differ; a word's inflections fold.
         assert_eq!(tokens("customer")[0].text, tokens("custom")[0].text);
         assert_eq!(exact("customer customers"), ["=customer", "=customer"]);
         assert_eq!(exact("custom"), ["=custom"]);
-        assert_eq!(
-            exact("policies boxes classes status analysis news files"),
-            [
-                "=policy",
-                "=box",
-                "=class",
-                "=status",
-                "=analysis",
-                "=news",
-                "=file"
-            ]
-        );
+        let same = |words: &str| {
+            let forms = exact(words);
+            assert!(forms.windows(2).all(|w| w[0] == w[1]), "{words}: {forms:?}");
+        };
+        for words in [
+            "policy policies",
+            "box boxes",
+            "class classes",
+            "limit limits limited limiting",
+            "stop stops stopped stopping",
+            "run runs running",
+            "use uses used using",
+            "own owns owned owning",
+            "configure configured configures",
+            "call called calling",
+        ] {
+            same(words);
+        }
+        let apart = |a: &str, b: &str| assert_ne!(exact(a), exact(b), "{a} / {b}");
+        apart("customer", "custom");
+        apart("configuration", "configure");
+        apart("ownership", "own");
+        apart("news", "new");
+        apart("string", "str");
+        apart("status", "statu");
+        apart("analysis", "analysi");
         // Numbers, short words and non-ASCII words have no exact form; an exact form shares
         // its stem's position, so phrases are unchanged.
         assert!(exact("2024 4o by größe").is_empty());

@@ -42,6 +42,8 @@ pub use query::{Occur, ParsedQuery};
 use analyzer::TokenKind;
 
 const TOKENIZER: &str = "quarry";
+/// The tokenizer of the `exact` field: the words' exact forms only.
+const EXACT_TOKENIZER: &str = "quarry-exact";
 
 /// Field weights, BM25F-style: the title is indexed this many times, the path that many,
 /// the body once, all into one field. Term frequencies then combine *before* BM25's
@@ -90,6 +92,9 @@ struct Fields {
     id: Field,
     collection: Field,
     text: Field,
+    /// The same text's exact forms ([`analyzer::TokenKind::Exact`]), a field of their own so
+    /// they neither lengthen `text` (BM25's length norm) nor share its statistics.
+    exact: Field,
     /// Passage indexes only: the document a passage belongs to.
     doc: Option<Field>,
     /// Document indexes only: what a metadata filter reads ([`FtsIndex::field_table`]).
@@ -123,6 +128,12 @@ fn telling_path(path: &str) -> Option<&str> {
         _ => path,
     };
     stem.chars().any(char::is_alphabetic).then_some(stem)
+}
+
+/// Adds `text` to an entry's searched fields: its words and their exact forms.
+fn add_searched(doc: &mut TantivyDocument, fields: &Fields, text: &str) {
+    doc.add_text(fields.text, text);
+    doc.add_text(fields.exact, text);
 }
 
 /// One passage to index.
@@ -165,10 +176,16 @@ fn base_schema() -> (SchemaBuilder, Fields) {
             .set_tokenizer(TOKENIZER)
             .set_index_option(IndexRecordOption::WithFreqsAndPositions),
     );
+    let exact = TextOptions::default().set_indexing_options(
+        TextFieldIndexing::default()
+            .set_tokenizer(EXACT_TOKENIZER)
+            .set_index_option(IndexRecordOption::WithFreqs),
+    );
     let fields = Fields {
         id: b.add_u64_field("id", INDEXED | FAST | STORED),
         collection: b.add_u64_field("collection", INDEXED | FAST),
         text: b.add_text_field("text", text),
+        exact: b.add_text_field("exact", exact),
         doc: None,
         stored: None,
     };
@@ -276,7 +293,10 @@ impl FtsIndex {
         }
         index
             .tokenizers()
-            .register(TOKENIZER, analyzer::QuarryTokenizer);
+            .register(TOKENIZER, analyzer::QuarryTokenizer::words());
+        index
+            .tokenizers()
+            .register(EXACT_TOKENIZER, analyzer::QuarryTokenizer::exact_forms());
         let reader = index
             .reader_builder()
             .reload_policy(ReloadPolicy::Manual)
@@ -494,11 +514,8 @@ impl FtsIndex {
             None => &searcher,
         };
         let n = stats.total_num_docs().map_err(idx_err)? as f32;
-        let field = self.fields.text;
-        let idf = |text: &str| -> f32 {
-            let df = stats
-                .doc_freq(&Term::from_field_text(field, text))
-                .unwrap_or(0) as f32;
+        let idf = |t: &analyzer::Token| -> f32 {
+            let df = stats.doc_freq(&self.term(t)).unwrap_or(0) as f32;
             (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
         };
         let mut total = 0.0;
@@ -509,14 +526,14 @@ impl FtsIndex {
                     .tokens
                     .iter()
                     .zip(weights)
-                    .map(|(t, w)| idf(&t.text) * w)
+                    .map(|(t, w)| idf(t) * w)
                     .sum::<f32>();
             } else {
                 total += c
                     .tokens
                     .iter()
                     .filter(|t| t.kind == TokenKind::Primary)
-                    .map(|t| idf(&t.text))
+                    .map(idf)
                     .sum::<f32>();
             }
         }
@@ -538,11 +555,16 @@ impl FtsIndex {
             hidden: Vec::with_capacity(searcher.segment_readers().len()),
             hidden_entries: 0,
             hidden_tokens: 0,
+            exact: self.fields.exact,
+            hidden_exact_tokens: 0,
         };
         for segment in searcher.segment_readers() {
             let inverted = segment.inverted_index(key).map_err(idx_err)?;
             let norms = segment
                 .get_fieldnorms_reader(self.fields.text)
+                .map_err(idx_err)?;
+            let exact_norms = segment
+                .get_fieldnorms_reader(self.fields.exact)
                 .map_err(idx_err)?;
             let mut entries: Vec<DocId> = Vec::new();
             for &id in excluded {
@@ -560,6 +582,7 @@ impl FtsIndex {
                     // entries until a merge drops them, so every hidden entry comes off, alive
                     // or not.
                     stats.hidden_tokens += u64::from(norms.fieldnorm(d));
+                    stats.hidden_exact_tokens += u64::from(exact_norms.fieldnorm(d));
                     stats.hidden_entries += 1;
                     d = postings.advance();
                 }
@@ -570,13 +593,20 @@ impl FtsIndex {
         Ok(stats)
     }
 
+    /// The term a query token looks up: an exact form in the `exact` field, the rest in
+    /// `text`.
+    fn term(&self, t: &analyzer::Token) -> Term {
+        let field = match t.kind {
+            TokenKind::Exact => self.fields.exact,
+            _ => self.fields.text,
+        };
+        Term::from_field_text(field, &t.text)
+    }
+
     fn build_query(&self, query: &ParsedQuery) -> Option<Box<dyn Query>> {
         let field = self.fields.text;
-        let term = |text: &str| -> Box<dyn Query> {
-            Box::new(TermQuery::new(
-                Term::from_field_text(field, text),
-                IndexRecordOption::WithFreqs,
-            ))
+        let term = |t: &analyzer::Token| -> Box<dyn Query> {
+            Box::new(TermQuery::new(self.term(t), IndexRecordOption::WithFreqs))
         };
         let mut clauses: Vec<(TOccur, Box<dyn Query>)> = Vec::new();
         for c in &query.clauses {
@@ -594,9 +624,9 @@ impl FtsIndex {
                 // their own (high-IDF) evidence; a stem shares its weight with its exact form.
                 for (t, w) in c.tokens.iter().zip(token_weights(&c.tokens)) {
                     let q = if w == 1.0 {
-                        term(&t.text)
+                        term(t)
                     } else {
-                        Box::new(BoostQuery::new(term(&t.text), w))
+                        Box::new(BoostQuery::new(term(t), w))
                     };
                     clauses.push((TOccur::Should, q));
                 }
@@ -618,7 +648,7 @@ impl FtsIndex {
                 ));
                 match c.tokens.iter().find(|t| t.kind == TokenKind::Compound) {
                     Some(comp) => Box::new(BooleanQuery::new(vec![
-                        (TOccur::Should, term(&comp.text)),
+                        (TOccur::Should, term(comp)),
                         (TOccur::Should, parts_q),
                     ])),
                     None => parts_q,
@@ -662,14 +692,14 @@ impl FtsWriter {
                 f.collection => p.collection_id as u64,
                 doc_field => p.document_id as u64,
             );
-            doc.add_text(f.text, p.title);
+            add_searched(&mut doc, &f, p.title);
             if let Some(name) = telling_path(p.path) {
-                doc.add_text(f.text, name);
+                add_searched(&mut doc, &f, name);
             }
             for _ in 0..HEADING_WEIGHT {
-                doc.add_text(f.text, p.heading);
+                add_searched(&mut doc, &f, p.heading);
             }
-            doc.add_text(f.text, p.text);
+            add_searched(&mut doc, &f, p.text);
             self.writer.add_document(doc).map_err(idx_err)?;
         }
         Ok(())
@@ -690,13 +720,13 @@ impl FtsWriter {
                 f.collection => d.collection_id as u64,
             );
             for _ in 0..TITLE_WEIGHT {
-                doc.add_text(f.text, &d.title);
+                add_searched(&mut doc, &f, &d.title);
             }
             // The path relative to its collection: renaming a collection needs no re-index.
             for _ in 0..PATH_WEIGHT {
-                doc.add_text(f.text, &d.path);
+                add_searched(&mut doc, &f, &d.path);
             }
-            doc.add_text(f.text, &d.body);
+            add_searched(&mut doc, &f, &d.body);
             if let Some(stored) = f.stored {
                 doc.add_text(stored.path, &d.path);
                 doc.add_text(stored.title, &d.title);
@@ -739,10 +769,13 @@ struct VisibleStatistics<'s> {
     hidden: Vec<Vec<DocId>>,
     /// Excluded entries, deleted ones included.
     hidden_entries: u64,
-    /// Tokens of the text field in the excluded entries, deleted ones included as tantivy's
+    /// Tokens of the `text` field in the excluded entries, deleted ones included as tantivy's
     /// totals include them (from field norms, which round long lengths: the remainder is a
     /// few tokens in millions).
     hidden_tokens: u64,
+    /// The same for the `exact` field.
+    exact: Field,
+    hidden_exact_tokens: u64,
 }
 
 impl Bm25StatisticsProvider for VisibleStatistics<'_> {
@@ -750,6 +783,8 @@ impl Bm25StatisticsProvider for VisibleStatistics<'_> {
         let all = self.searcher.total_num_tokens(field)?;
         Ok(if field == self.text {
             all.saturating_sub(self.hidden_tokens)
+        } else if field == self.exact {
+            all.saturating_sub(self.hidden_exact_tokens)
         } else {
             all
         })

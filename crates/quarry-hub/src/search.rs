@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 
 use quarry_core::Result;
-use quarry_fts::FtsIndex;
+use quarry_fts::{FtsIndex, ParsedQuery};
 use quarry_store::{IndexDoc, IndexWork};
 
 use crate::package::{CatalogTool, Package};
@@ -73,6 +73,36 @@ impl CatalogIndex {
         limit: usize,
     ) -> Result<Vec<(usize, f32)>> {
         let parsed = self.fts.parse_query(query);
+        self.hits(&parsed, packages, limit)
+    }
+
+    /// [`CatalogIndex::search`] with the query's saturated maximum: the BM25 score a tool
+    /// matching every word of the query with saturated frequency would get
+    /// (`FtsIndex::max_score`), over which a hit's score is its coverage of the query
+    /// ([`KeywordHits::coverage`]), an input of hybrid search's keyword share
+    /// (`quarry_rank::KeywordShare`).
+    pub fn search_with_max(
+        &self,
+        query: &str,
+        packages: Option<&[&str]>,
+        limit: usize,
+    ) -> Result<KeywordHits> {
+        let parsed = self.fts.parse_query(query);
+        let hits = self.hits(&parsed, packages, limit)?;
+        let max_score = if hits.is_empty() {
+            0.0
+        } else {
+            self.fts.max_score(&parsed, None)?
+        };
+        Ok(KeywordHits { hits, max_score })
+    }
+
+    fn hits(
+        &self,
+        parsed: &ParsedQuery,
+        packages: Option<&[&str]>,
+        limit: usize,
+    ) -> Result<Vec<(usize, f32)>> {
         let ids: Option<Vec<i64>> = packages.map(|ps| {
             ps.iter()
                 .filter_map(|p| self.packages.get(*p).copied())
@@ -81,7 +111,29 @@ impl CatalogIndex {
         if ids.as_ref().is_some_and(Vec::is_empty) {
             return Ok(Vec::new());
         }
-        let hits = self.fts.search(&parsed, ids.as_deref(), limit)?;
+        let hits = self.fts.search(parsed, ids.as_deref(), limit)?;
         Ok(hits.into_iter().map(|h| (h.id as usize, h.score)).collect())
+    }
+}
+
+/// A keyword search's hits and the query's saturated maximum.
+#[derive(Debug, Clone, Default)]
+pub struct KeywordHits {
+    /// Tool positions and BM25 scores, best first.
+    pub hits: Vec<(usize, f32)>,
+    /// The BM25 score of a tool matching every word of the query with saturated frequency
+    /// (0 without hits).
+    pub max_score: f32,
+}
+
+impl KeywordHits {
+    /// How much of the query a hit scored `bm25` covers: its share of the saturated maximum
+    /// (0–1; 0 when there is none).
+    pub fn coverage(&self, bm25: f64) -> f64 {
+        if self.max_score > 0.0 {
+            (bm25 / f64::from(self.max_score)).clamp(0.0, 1.0)
+        } else {
+            0.0
+        }
     }
 }

@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use quarry_core::Principal;
+use quarry_rank::{KeywordShare, StandardScores, standard_fusion};
 use rmcp::model::Tool;
 use serde_json::{Value, json};
 
@@ -28,7 +29,7 @@ pub enum SearchMode {
     Keyword,
     /// Cosine similarity of the tools' and the query's vectors.
     Vector,
-    /// Both, fused by reciprocal rank.
+    /// Both, by their standard scores weighed per query (`fuse` in this module).
     Hybrid,
 }
 
@@ -53,8 +54,93 @@ impl SearchMode {
     }
 }
 
-/// Reciprocal-rank fusion's constant for hybrid tool search.
-const RRF_K: f64 = 60.0;
+/// The keyword list's share of a hybrid tool ranking ([`fuse`]): σ(0.25 + 0.25·(z_keyword −
+/// z_vector)), the leaders' standard scores, so 0.56 when both leaders stand out alike.
+/// The passages' share ([`quarry_rank::SHARE`], fitted on longer documents) gives a typical
+/// task 0.8–0.9 keyword weight (its keyword leader covers 0.2–0.35 of it): on `eval/tools/`
+/// it lost Hit@5 0.740 → 0.725 with all-MiniLM-L6-v2 against reciprocal-rank fusion, where
+/// this share reaches 0.760 (multilingual-e5-small: 0.725 both, Hit@1 0.459 against 0.490).
+/// A tool's text is a name and a line or two, and a task shares common words with dozens of
+/// them, so the leader's coverage says little about whether it is right: over a grid of the
+/// passages' form on those 516 tasks with both models, the best points with and without a
+/// coverage weight lie within two tasks of each other. This share keeps the passages' lead
+/// term, which favours the list whose leader stands out (eval/tools/README.md).
+const TOOL_SHARE: KeywordShare = KeywordShare {
+    intercept: 0.25,
+    coverage: 0.0,
+    lead: 0.25,
+};
+
+/// Hybrid tool search's rank keys: each list's raw scores (BM25, cosine similarity)
+/// standardised over its own top `quarry_rank::EVIDENCE_DEPTH` (a tool a list did not have
+/// at its floor), weighed by the query's keyword share ([`TOOL_SHARE`]) — the arithmetic
+/// of the knowledge base's passage fusion. A tool far above the rest of one list keeps its
+/// lead whatever the other says, where reciprocal-rank fusion averaged ranks: a long task
+/// matching dozens of tools by common words pushed vector search's clear first out of the
+/// top 5. Inputs best first; the output in no order, in standard-score units.
+fn fuse(keyword: &[(usize, f64)], coverage: f64, vector: &[(usize, f64)]) -> Vec<(usize, f64)> {
+    let (kz, vz) = (standard(keyword), standard(vector));
+    let leader =
+        |z: &StandardScores, l: &[(usize, f64)]| l.first().map_or(0.0, |&(_, s)| z.z(Some(s)));
+    let share = TOOL_SHARE.of(coverage, leader(&kz, keyword), leader(&vz, vector));
+    let mut both: HashMap<usize, (Option<f64>, Option<f64>)> = HashMap::new();
+    for &(i, s) in keyword {
+        both.entry(i).or_default().0 = Some(s);
+    }
+    for &(i, s) in vector {
+        both.entry(i).or_default().1 = Some(s);
+    }
+    both.into_iter()
+        .map(|(i, (k, v))| (i, standard_fusion(share, kz.z(k), vz.z(v))))
+        .collect()
+}
+
+/// The standard scores of a list of (tool, raw score), best first.
+fn standard(list: &[(usize, f64)]) -> StandardScores {
+    StandardScores::of(&list.iter().map(|&(_, s)| s).collect::<Vec<f64>>())
+}
+
+/// How close, in standard scores, another package's tool must come to the tool it would
+/// pass over for [`diversify`] to take it.
+const DIVERSITY_MARGIN: f64 = 0.25;
+
+/// The first `limit` tools of `ranked` (best first, with rank keys in standard-score
+/// units), no package holding more than `limit − 1` of them (at least 1) while another
+/// package has a tool scoring within [`DIVERSITY_MARGIN`] of the one it would pass over:
+/// place by place, the best tool left, unless its package already holds its share and the
+/// best tool left of a package that does not is that close, which then takes the place. A
+/// task with several needs ("open a GitHub issue and tell the team on Slack") no longer gets
+/// five look-alike tools of one server; a task about one server keeps them wherever no
+/// other server comes close, and a scope of one package is never changed.
+fn diversify<'a>(
+    ranked: &[(usize, f64)],
+    limit: usize,
+    package: impl Fn(usize) -> &'a str,
+) -> Vec<usize> {
+    let cap = limit.saturating_sub(1).max(1);
+    let mut taken = vec![false; ranked.len()];
+    let mut held: HashMap<&str, usize> = HashMap::new();
+    let mut out = Vec::with_capacity(limit);
+    while out.len() < limit {
+        let Some(best) = taken.iter().position(|t| !t) else {
+            break;
+        };
+        let full = |j: usize| held.get(package(ranked[j].0)).copied().unwrap_or(0) >= cap;
+        let pick = if full(best) {
+            (best + 1..ranked.len())
+                .find(|&j| !taken[j] && !full(j))
+                .filter(|&j| ranked[j].1 >= ranked[best].1 - DIVERSITY_MARGIN)
+                .unwrap_or(best)
+        } else {
+            best
+        };
+        taken[pick] = true;
+        *held.entry(package(ranked[pick].0)).or_default() += 1;
+        out.push(ranked[pick].0);
+    }
+    out
+}
+
 /// Cosine similarity at or below which a tool is not a vector match.
 const MIN_COSINE: f32 = 0.0;
 
@@ -508,7 +594,8 @@ impl View {
 
     /// `search_tools`: the best tools of the scope for `query`, with full schemas. With
     /// `vectors` (each catalog tool's vector and the query's), `mode` ranks by cosine
-    /// similarity (`Vector`) or fuses both rankings by reciprocal rank (`Hybrid`).
+    /// similarity (`Vector`) or by both lists' standard scores (`Hybrid`, `fuse`); no
+    /// package fills every place while another's tool comes close (`diversify`).
     pub fn search(
         &self,
         query: &str,
@@ -518,31 +605,34 @@ impl View {
         vectors: Option<(&[Vec<f32>], &[f32])>,
     ) -> quarry_core::Result<Vec<&CatalogTool>> {
         let limit = limit.clamp(1, SEARCH_LIMIT_MAX);
-        let keyword = || self.keyword_ranking(query);
-        let ranked: Vec<usize> = match (mode, vectors) {
-            (SearchMode::Keyword, _) | (_, None) => keyword()?,
-            (SearchMode::Vector, Some((tools, q))) => self.vector_ranking(tools, q),
+        // Rank keys in standard-score units in every mode, for `diversify`'s margin (a
+        // single list's standard scores keep its order).
+        let in_units = |list: Vec<(usize, f64)>| -> Vec<(usize, f64)> {
+            let z = standard(&list);
+            list.into_iter().map(|(i, s)| (i, z.z(Some(s)))).collect()
+        };
+        let ranked: Vec<(usize, f64)> = match (mode, vectors) {
+            (SearchMode::Keyword, _) | (_, None) => in_units(self.keyword_ranking(query)?.0),
+            (SearchMode::Vector, Some((tools, q))) => in_units(self.vector_ranking(tools, q)),
             (SearchMode::Hybrid, Some((tools, q))) => {
-                let (k, v) = (keyword()?, self.vector_ranking(tools, q));
-                let mut fused: HashMap<usize, f64> = HashMap::new();
-                for list in [&k, &v] {
-                    for (rank, &i) in list.iter().enumerate() {
-                        *fused.entry(i).or_default() += 1.0 / (RRF_K + rank as f64 + 1.0);
-                    }
-                }
-                self.best_first(fused.into_iter().collect())
+                let (keyword, coverage) = self.keyword_ranking(query)?;
+                let vector = self.vector_ranking(tools, q);
+                self.best_first(fuse(&keyword, coverage, &vector))
             }
         };
-        Ok(ranked
+        let tools = &self.catalog.tools;
+        let ranked: Vec<(usize, f64)> = ranked
             .into_iter()
-            .map(|i| &self.catalog.tools[i])
-            .filter(|t| category.is_none_or(|c| t.category == c))
-            .take(limit)
+            .filter(|&(i, _)| category.is_none_or(|c| tools[i].category == c))
+            .collect();
+        Ok(diversify(&ranked, limit, |i| tools[i].package.as_str())
+            .into_iter()
+            .map(|i| &tools[i])
             .collect())
     }
 
     /// The scope's tools by cosine similarity to `query`, best first (ties by name).
-    fn vector_ranking(&self, tools: &[Vec<f32>], query: &[f32]) -> Vec<usize> {
+    fn vector_ranking(&self, tools: &[Vec<f32>], query: &[f32]) -> Vec<(usize, f64)> {
         // At or below MIN_COSINE a tool has nothing to do with the query: keyword search
         // would not have listed it either.
         let scored: Vec<(usize, f64)> = self
@@ -560,10 +650,10 @@ impl View {
         self.best_first(scored)
     }
 
-    /// Catalog positions by score, best first; equal scores (tools described alike) in one
-    /// order every time, by name: an index's own order of ties depends on how its segments
-    /// were written.
-    fn best_first(&self, mut scored: Vec<(usize, f64)>) -> Vec<usize> {
+    /// Catalog positions with their scores, best first; equal scores (tools described
+    /// alike) in one order every time, by name: an index's own order of ties depends on how
+    /// its segments were written.
+    fn best_first(&self, mut scored: Vec<(usize, f64)>) -> Vec<(usize, f64)> {
         scored.sort_by(|(a, sa), (b, sb)| {
             sb.total_cmp(sa).then_with(|| {
                 self.catalog.tools[*a]
@@ -571,11 +661,13 @@ impl View {
                     .cmp(&self.catalog.tools[*b].full_name)
             })
         });
-        scored.into_iter().map(|(i, _)| i).collect()
+        scored
     }
 
-    /// The scope's tools that match `query`'s words, best BM25 first (ties by name).
-    fn keyword_ranking(&self, query: &str) -> quarry_core::Result<Vec<usize>> {
+    /// The scope's tools that match `query`'s words with their BM25 scores, best first
+    /// (ties by name), and the query's keyword coverage (the best hit's share of the
+    /// query's saturated maximum).
+    fn keyword_ranking(&self, query: &str) -> quarry_core::Result<(Vec<(usize, f64)>, f64)> {
         let packages: BTreeSet<&str> = self
             .scope
             .iter()
@@ -584,13 +676,16 @@ impl View {
         let packages: Vec<&str> = packages.into_iter().collect();
         let index = self.catalog.index()?;
         // Tool-level selections are narrower than packages: over-fetch, then keep the scope.
-        let hits = index.search(query, Some(&packages), self.scope.len().max(1))?;
-        Ok(self.best_first(
-            hits.into_iter()
-                .filter(|(i, _)| self.scope.binary_search(i).is_ok())
-                .map(|(i, s)| (i, f64::from(s)))
-                .collect(),
-        ))
+        let found = index.search_with_max(query, Some(&packages), self.scope.len().max(1))?;
+        let hits: Vec<(usize, f64)> = found
+            .hits
+            .iter()
+            .filter(|(i, _)| self.scope.binary_search(i).is_ok())
+            .map(|&(i, s)| (i, f64::from(s)))
+            .collect();
+        // The scope's own best: a tool-level selection may leave out the index's.
+        let coverage = hits.first().map_or(0.0, |&(_, s)| found.coverage(s));
+        Ok((self.best_first(hits), coverage))
     }
 
     /// Categories and packages of the scope, for the meta-tools' descriptions (agents skip
@@ -960,6 +1055,218 @@ mod tests {
             )]))
             .unwrap();
         assert!(v.resolve("time__convert_time").is_some());
+    }
+
+    /// A catalog of `packages` (id, tools with descriptions) and a view of them in search
+    /// mode through `query`.
+    fn search_view(packages: &[(&str, &[(&str, &str)])], query: &str) -> View {
+        let built: Vec<BuiltinPackage> = packages
+            .iter()
+            .map(|(id, tools)| package(id, tools))
+            .collect();
+        let catalog = Arc::new(Catalog::build(
+            0,
+            &built,
+            Vec::new(),
+            Vec::new(),
+            &[],
+            &[],
+            48,
+        ));
+        View::compute(
+            catalog,
+            &Selection::from_query(Some(query)).unwrap(),
+            &DefaultView::Everything,
+            &Principal::owner("default", ""),
+            &|_| true,
+            32,
+        )
+        .unwrap()
+    }
+
+    /// Each catalog tool's vector: `near` (by catalog name) at the given cosine-like
+    /// closeness to the query `[1, 0, …]`, every other tool spread over weak similarities.
+    fn vectors_for(v: &View, near: &[(&str, f32)]) -> (Vec<Vec<f32>>, Vec<f32>) {
+        let tools = v
+            .catalog()
+            .tools
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let c = near
+                    .iter()
+                    .find(|(n, _)| *n == t.full_name)
+                    .map_or(0.10 + 0.01 * (i % 7) as f32, |&(_, c)| c);
+                vec![c, (1.0 - c * c).max(0.0).sqrt(), 0.0]
+            })
+            .collect();
+        (tools, vec![1.0, 0.0, 0.0])
+    }
+
+    fn found(
+        v: &View,
+        query: &str,
+        mode: SearchMode,
+        vectors: &(Vec<Vec<f32>>, Vec<f32>),
+    ) -> Vec<String> {
+        v.search(query, None, 5, mode, Some((&vectors.0, &vectors.1)))
+            .unwrap()
+            .into_iter()
+            .map(|t| t.full_name.clone())
+            .collect()
+    }
+
+    const TRACKER: &[(&str, &str)] = &[
+        ("release_notes", "Write release notes on a team page"),
+        ("history", "Show the history of a team page"),
+        ("move_to", "Move a team page to another space"),
+        ("people_list", "List the people on a team page"),
+        ("export", "Export a team page as a file"),
+        ("view_count", "Number of views of a document"),
+    ];
+
+    #[test]
+    fn hybrid_keeps_a_clear_vector_winner_first() {
+        // The task shares common words with most tools, alike; none of them is what it asks.
+        // Vector search puts the one tool that does far ahead of the rest.
+        let v = search_view(&[("wiki", TRACKER)], "servers=wiki&mode=search");
+        let query = "how often was our team page opened";
+        let vectors = vectors_for(&v, &[("wiki.view_count", 0.90)]);
+        let keyword = found(&v, query, SearchMode::Keyword, &vectors);
+        assert!(
+            !keyword.contains(&"wiki.view_count".to_string()),
+            "{keyword:?}"
+        );
+        let hybrid = found(&v, query, SearchMode::Hybrid, &vectors);
+        assert_eq!(hybrid[0], "wiki.view_count", "{hybrid:?}");
+    }
+
+    #[test]
+    fn hybrid_keeps_an_exact_name_first() {
+        // The task names a tool; the vectors like a neighbour a little better.
+        let v = search_view(&[("wiki", TRACKER)], "servers=wiki&mode=search");
+        let vectors = vectors_for(&v, &[("wiki.history", 0.62), ("wiki.people_list", 0.58)]);
+        let hybrid = found(&v, "people_list", SearchMode::Hybrid, &vectors);
+        assert_eq!(hybrid[0], "wiki.people_list", "{hybrid:?}");
+        assert!(hybrid.contains(&"wiki.history".to_string()), "{hybrid:?}");
+    }
+
+    const CHAT: &[(&str, &str)] = &[
+        ("send_message", "Send a message to a channel"),
+        ("post_message", "Post a message in a channel"),
+        ("reply_message", "Reply to a message in a thread"),
+        ("schedule_message", "Schedule a message for later"),
+        ("update_message", "Update a message you sent"),
+        ("delete_message", "Delete a message"),
+    ];
+    const ISSUES: &[(&str, &str)] = &[
+        ("create_issue", "Open a new issue in a repository"),
+        ("list_commits", "List the commits of a branch"),
+    ];
+
+    #[test]
+    fn a_task_with_two_needs_gets_both_servers() {
+        let query = "send a message to the channel and open an issue";
+        let v = search_view(
+            &[("chat", CHAT), ("issues", ISSUES)],
+            "servers=chat,issues&mode=search",
+        );
+        let vectors = vectors_for(
+            &v,
+            &[
+                ("chat.send_message", 0.70),
+                ("chat.post_message", 0.69),
+                ("chat.reply_message", 0.64),
+                ("chat.schedule_message", 0.62),
+                ("chat.update_message", 0.60),
+                ("issues.create_issue", 0.58),
+            ],
+        );
+        for mode in [SearchMode::Keyword, SearchMode::Vector, SearchMode::Hybrid] {
+            let top = found(&v, query, mode, &vectors);
+            assert_eq!(top.len(), 5);
+            assert!(
+                top.contains(&"issues.create_issue".to_string()),
+                "{mode:?} {top:?}"
+            );
+            assert!(top[0].starts_with("chat."), "{mode:?} {top:?}");
+        }
+        // Without the rule the vector list's first five are all one server's.
+        let mut plain = v.vector_ranking(&vectors.0, &vectors.1);
+        plain.truncate(5);
+        assert!(
+            plain
+                .iter()
+                .all(|&(i, _)| v.catalog().tools[i].package == "chat")
+        );
+    }
+
+    #[test]
+    fn one_package_scopes_keep_their_ranking() {
+        let query = "send a message to the channel and open an issue";
+        let v = search_view(
+            &[("chat", CHAT), ("issues", ISSUES)],
+            "servers=chat&mode=search",
+        );
+        let vectors = vectors_for(
+            &v,
+            &[("chat.send_message", 0.70), ("issues.create_issue", 0.9)],
+        );
+        let (keyword, coverage) = v.keyword_ranking(query).unwrap();
+        let vector = v.vector_ranking(&vectors.0, &vectors.1);
+        let expected: Vec<String> = v
+            .best_first(fuse(&keyword, coverage, &vector))
+            .into_iter()
+            .take(5)
+            .map(|(i, _)| v.catalog().tools[i].full_name.clone())
+            .collect();
+        assert_eq!(found(&v, query, SearchMode::Hybrid, &vectors), expected);
+        assert!(
+            expected.iter().all(|n| n.starts_with("chat.")),
+            "{expected:?}"
+        );
+    }
+
+    #[test]
+    fn keyword_coverage_is_the_best_hits_share_of_the_query() {
+        let v = search_view(&[("chat", CHAT)], "servers=chat&mode=search");
+        let (hits, full) = v.keyword_ranking("send_message").unwrap();
+        let (_, part) = v
+            .keyword_ranking("send a message, then order pizza for the whole office")
+            .unwrap();
+        assert!(!hits.is_empty());
+        assert!(full <= 1.0 && full > part && part > 0.0, "{full} {part}");
+        assert_eq!(v.keyword_ranking("zzzz").unwrap(), (Vec::new(), 0.0));
+    }
+
+    #[test]
+    fn diversify_yields_only_to_close_candidates() {
+        let package = |i: usize| if i < 10 { "a" } else { "b" };
+        // Five of `a` ahead of `b`'s best: within the margin it takes the fifth place.
+        let ranked = [
+            (0, 3.0),
+            (1, 2.9),
+            (2, 2.8),
+            (3, 2.7),
+            (4, 2.6),
+            (10, 2.4),
+            (5, 2.3),
+        ];
+        assert_eq!(diversify(&ranked, 5, package), [0, 1, 2, 3, 10]);
+        // Too far behind: `a` keeps all five.
+        let far = [(0, 3.0), (1, 2.9), (2, 2.8), (3, 2.7), (4, 2.6), (10, 1.0)];
+        assert_eq!(diversify(&far, 5, package), [0, 1, 2, 3, 4]);
+        // Only one package: nothing changes; fewer tools than places: all of them.
+        let one = [(0, 3.0), (1, 2.9), (2, 2.8), (3, 2.7), (4, 2.6), (5, 2.5)];
+        assert_eq!(diversify(&one, 5, package), [0, 1, 2, 3, 4]);
+        assert_eq!(diversify(&one[..2], 5, package), [0, 1]);
+        // One place: the best, whatever its package.
+        assert_eq!(diversify(&ranked, 1, package), [0]);
+        // Two places: one each when the second package comes close.
+        assert_eq!(
+            diversify(&[(0, 1.0), (1, 0.9), (10, 0.8)], 2, package),
+            [0, 10]
+        );
     }
 
     #[test]
