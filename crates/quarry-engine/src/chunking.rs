@@ -29,9 +29,10 @@ use crate::semantic::embed_input;
 
 /// Bumped whenever the chunker or the passage index's layout changes: every document is then
 /// cut and passage-indexed again by the next writer (stored embeddings are kept: they are
-/// keyed by the text embedded, so unchanged chunks are not embedded again). 3: passages
-/// index their document's path.
-pub(crate) const PASSAGES_VERSION: &str = "3";
+/// keyed by the text embedded, so unchanged chunks are not embedded again). The passage
+/// index's own layout follows the analyzer's version (`ANALYZER_VERSION`): a change there
+/// rebuilds the index from the chunks as they are.
+pub(crate) const PASSAGES_VERSION: &str = "2";
 
 /// The options a document's chunks are cut with.
 pub(crate) fn chunk_options(src: &ChunkSource) -> ChunkOptions {

@@ -425,9 +425,14 @@ impl<'a> IndexSession<'a> {
         let (_, analyzer, passages) = self.stamp()?;
         // Chunks are shared by every node: the first with another chunker cuts them again
         // (this node's passage index is then rebuilt below; the others see the new
-        // chunker's stamp missing from their indexes when they run it).
+        // chunker's stamp missing from their indexes when they run it). Another analyzer
+        // alone rebuilds the passage index from the chunks as they are: cutting them again
+        // gives them new ids, which the vector index then lacks until an embedding run adds
+        // their (stored) vectors.
         let mut chunks_reset = false;
-        if store.meta(META_PASSAGES)?.as_deref() != Some(passages.as_str()) {
+        let recorded = store.meta(META_PASSAGES)?;
+        let recorded_chunker = recorded.as_deref().and_then(|p| p.split('/').next());
+        if recorded_chunker != Some(crate::chunking::PASSAGES_VERSION) {
             store.reset_all_chunks()?;
             store.set_meta(META_PASSAGES, &passages)?;
             node.resumed

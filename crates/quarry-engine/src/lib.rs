@@ -21,6 +21,8 @@ mod entries_tests;
 pub mod fusion;
 mod hybrid;
 mod indexing;
+#[cfg(test)]
+mod indexing_tests;
 mod knowledge;
 mod knowledge_search;
 mod metadata;
