@@ -180,9 +180,10 @@ def index(srv, set_name, corpus, want_vectors, timeout):
         line = f"ready {ready}/{len(corpus)} failed {failed}"
         pending = len(corpus) - ready - failed
         if not pending and want_vectors:
+            # Chunks, not documents (see wait_embedded).
             code, st = srv.request("GET", "/status")
-            need = st.get("needsEmbedding", st.get("needs_embedding", 0)) if code == 200 else 0
-            line += f" needs embedding {need}"
+            need = st.get("chunks_needing_embedding", 1) if code == 200 else 1
+            line += f" chunks to embed {need}"
             pending = need
         if line != last:
             eprint(f"  [{time.monotonic() - t0:5.0f}s] {line}")

@@ -442,6 +442,8 @@ impl<'a> IndexSession<'a> {
         let consumer = self.engine.keyword_consumer()?;
         let resumed = node.resumed.load(std::sync::atomic::Ordering::Acquire);
         let from = match self.index_position()? {
+            // Every document is cut again: its passages are all new.
+            _ if chunks_reset => None,
             Some(p) if resumed => Some(p),
             Some(p) => store.feed_resume(&consumer, p)?.then_some(p),
             // An index from before per-node positions, built by this analyzer from this
@@ -475,7 +477,15 @@ impl<'a> IndexSession<'a> {
             .store(true, std::sync::atomic::Ordering::Release);
         self.read = Some(from);
         self.catch_up()?;
-        self.commit()
+        self.commit()?;
+        if chunks_reset && self.engine.vector_model()?.is_some() {
+            // The cut chunks have new ids: the vector index gets them (their vectors are
+            // stored by text, so nothing is embedded twice) from an embed job per collection.
+            for collection in store.collections_to_embed(None, 0)? {
+                store.enqueue_embed(collection)?;
+            }
+        }
+        Ok(())
     }
 
     /// Whether the indexes were committed without any payload (written before per-node
