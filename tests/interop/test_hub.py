@@ -154,7 +154,7 @@ def test_an_upstream_is_edited_in_place_and_reconnects(hub):
     srv = hub["srv"]
     base = srv.url("/api/v1/mcp/servers")
     ghost = register(srv, {"name": "edit-me", "transport_type": "stdio", "config": "/nonexistent/mcp-server",
-                           "env": {"TZ_SECRET": "keep-me"}, "connect_timeout_secs": 5})
+                           "env": {"TZ_SECRET": "keep-me"}, "connect_timeout_secs": 30})
     assert ghost["status"] == "error", ghost
     try:
         # The command fixed by an edit: it connects and discovers, the secret stays.
@@ -162,7 +162,7 @@ def test_an_upstream_is_edited_in_place_and_reconnects(hub):
         assert r.status_code == 200, r.text
         fixed = settled(srv, r.json()["data"])
         assert fixed["status"] == "ready" and fixed["tool_count"] == 2, fixed
-        assert fixed["env"] == ["TZ_SECRET"] and fixed["connect_timeout_secs"] == 5, fixed
+        assert fixed["env"] == ["TZ_SECRET"] and fixed["connect_timeout_secs"] == 30, fixed
         assert fixed["package"] == ghost["package"] and fixed["id"] == ghost["id"]
         # By name, as the CLI and the UI name servers; a rename keeps the id.
         r = requests.put(f"{base}/edit-me", json={"name": "edited", "call_timeout_secs": 7}, timeout=60)

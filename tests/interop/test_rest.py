@@ -22,10 +22,11 @@ from conftest import CHINESE, JOURNAL_1, JOURNAL_2, LARGE, MEETING, PASSWD_MARKE
 TLDR_PAGES = Path(__file__).resolve().parents[3] / "shared" / "corpora" / "tldr" / "pages"
 
 
-def request(base: str, method: str, path: str, body=None, headers: dict | None = None, raw: bytes | None = None):
+def request(base: str, method: str, path: str, body=None, headers: dict | None = None, raw: bytes | None = None,
+            timeout: float = 60):
     """One HTTP request; returns (status, parsed JSON or text, headers)."""
     host, port = base.removeprefix("http://").split(":")
-    conn = http.client.HTTPConnection(host, int(port), timeout=60)
+    conn = http.client.HTTPConnection(host, int(port), timeout=timeout)
     hdrs = {"Content-Type": "application/json"}
     hdrs.update(headers or {})
     data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
@@ -572,13 +573,14 @@ def test_shutdown_finishes_in_flight_work_and_refuses_new(server_factory):
     result = {}
 
     def long_write():
-        result["resp"] = post(srv.base, "/collections/add", {"name": "tldr", "path": str(TLDR_PAGES)})
+        # Minutes on a loaded machine: the answer, not its speed, is under test.
+        result["resp"] = post(srv.base, "/collections/add", {"name": "tldr", "path": str(TLDR_PAGES)}, timeout=600)
 
     t = threading.Thread(target=long_write)
     t.start()
     time.sleep(0.15)  # the add (several thousand files) is now in flight
     srv.proc.send_signal(signal.SIGTERM)
-    t.join(timeout=60)
+    t.join(timeout=600)
     status, body, _ = result["resp"]
     assert status == 200, body
     assert body["status"] == "added" and body["documents"] > 7000

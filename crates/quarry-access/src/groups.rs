@@ -13,10 +13,12 @@
 
 use std::sync::Arc;
 
-use quarry_core::{Error, Result};
+use quarry_core::{Error, Principal, Result};
+use quarry_store::{Group, Role, Space};
 
+use crate::directory::Directory;
 use crate::manage::{Actor, checked_description};
-use crate::{Directory, Group, Principal, Role, Space, looks_like_uuid};
+use crate::names::looks_like_uuid;
 
 /// Longest group name.
 pub const MAX_GROUP_NAME: usize = 64;

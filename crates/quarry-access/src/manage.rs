@@ -15,10 +15,11 @@
 //! The checks and the writes are separate statements: a server runs these one at a time
 //! (its write queue), so two requests cannot both remove "the other" owner.
 
-use quarry_core::{Error, Result};
+use quarry_core::{Error, Principal, Result};
+use quarry_store::{Role, Space, TokenRecord, User};
 use serde::Serialize;
 
-use crate::{Directory, Principal, Role, Space, TokenRecord, User};
+use crate::directory::Directory;
 
 /// Who is managing: the part of a [`Principal`] these rules read.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,10 +1,12 @@
 use std::sync::Arc;
 
-use quarry_core::{Access, Error};
+use quarry_core::{Access, Error, Result};
 use quarry_store::{Role, Store};
 use quarry_store_sqlite::SqliteStore;
 
 use super::*;
+use crate::directory::DAY_MS;
+use crate::secrets::DISPLAY_PREFIX;
 
 fn directory() -> (tempfile::TempDir, Directory, Arc<dyn Store>) {
     let dir = tempfile::tempdir().unwrap();

@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use quarry_core::Principal;
 use quarry_store::TokenRecord;
 
-use crate::AuthFailure;
+use crate::auth_failure::AuthFailure;
 
 /// Most tokens kept; past it, entries of older generations go first, then all of them (a
 /// flood of guessed tokens costs the guessers' rows, never a wrong answer).

@@ -179,15 +179,6 @@ fn display_endpoint(builder: &AmazonS3Builder) -> String {
     }
 }
 
-/// Makes sure rustls has a process-wide crypto provider (ring), which reqwest's
-/// `rustls-no-provider` build needs before a client is built. Keeps one already installed.
-fn ensure_crypto_provider() {
-    if rustls::crypto::CryptoProvider::get_default().is_none() {
-        // Losing a race with another installer is fine: a provider is installed either way.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    }
-}
-
 impl ObjectBlobStore {
     /// Opens the blobs at `url` (`s3://bucket[/prefix]`) with `settings` named as the usual
     /// environment variables (`("AWS_ENDPOINT_URL", "http://…")`, `("AWS_REGION", …)`,
@@ -232,7 +223,7 @@ impl ObjectBlobStore {
             )))
         };
 
-        ensure_crypto_provider();
+        quarry_netguard::ensure_crypto_provider();
         // The check at open gives up quickly; the store itself keeps object_store's patient
         // defaults (retries with backoff for up to three minutes).
         let probe = builder

@@ -20,7 +20,7 @@ use std::time::{Duration, SystemTime};
 
 use quarry_core::{Error, Result, sha256_hex};
 
-use crate::BlobStore;
+use crate::store::{BlobStore, is_sha256};
 
 /// One conformance case: panics, naming what broke, when the store misbehaves.
 pub type Case = fn(&dyn BlobStore);
@@ -85,7 +85,7 @@ pub fn blob_store_conformance(store: &dyn BlobStore) {
 #[macro_export]
 macro_rules! blob_store_conformance {
     ($open:expr) => {
-        $crate::blob_store_conformance!(@cases $open;
+        $crate::conformance::__blob_store_cases!($open;
             staged_bytes_read_back_whole_and_by_range,
             an_empty_blob_is_a_blob,
             absent_blobs_have_no_size_and_delete_quietly,
@@ -100,7 +100,14 @@ macro_rules! blob_store_conformance {
             writers_share_the_lock_the_collector_takes_alone,
         );
     };
-    (@cases $open:expr; $($case:ident),* $(,)?) => {
+}
+
+/// The tests [`blob_store_conformance!`] expands to: one `#[test]` per case named, each on
+/// a store from `$open`.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __blob_store_cases {
+    ($open:expr; $($case:ident),* $(,)?) => {
         $(
             #[test]
             fn $case() {
@@ -112,6 +119,9 @@ macro_rules! blob_store_conformance {
         )*
     };
 }
+
+#[doc(hidden)]
+pub use __blob_store_cases;
 
 /// The value of `r`, or a panic naming `what` and the error.
 fn ok<T>(r: Result<T>, what: &str) -> T {
@@ -247,7 +257,7 @@ pub fn list_names_every_blob_with_a_recent_time(store: &dyn BlobStore) {
         );
     }
     for (sha, _) in &all {
-        assert!(crate::is_sha256(sha), "list returns only hashes: {sha:?}");
+        assert!(is_sha256(sha), "list returns only hashes: {sha:?}");
     }
 }
 

@@ -411,7 +411,7 @@ pub struct Provider {
 impl Provider {
     /// A client for `config` (sends nothing yet).
     pub fn new(config: ProviderConfig) -> Result<Provider, ConfigError> {
-        quarry_hub::ssrf::ensure_crypto_provider();
+        quarry_netguard::ensure_crypto_provider();
         let client = reqwest::Client::builder()
             .connect_timeout(config.timeout.min(Duration::from_secs(30)))
             .read_timeout(config.timeout)

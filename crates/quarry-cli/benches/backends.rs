@@ -590,7 +590,7 @@ fn measure_uploads(engine: Engine, corpus: &Path, uploads: usize) -> Res<serde_j
     }
     let staged_s = t.elapsed().as_secs_f64();
     let mut queued = Vec::new();
-    for o in engine.add_uploads(&kb.id, staged)? {
+    for o in engine.add_uploads(&kb.id, staged, &quarry_engine::UploadOptions::default())? {
         if let UploadOutcome::Added { document } = o {
             queued.push(document);
         }

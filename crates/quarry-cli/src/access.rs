@@ -10,7 +10,7 @@ use quarry_core::Scope;
 use quarry_engine::{Engine, NoProgress};
 use serde_json::json;
 
-use crate::print_json;
+use crate::output::print_json;
 
 #[derive(Subcommand)]
 pub(crate) enum UserCmd {

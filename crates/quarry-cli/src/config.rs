@@ -510,7 +510,7 @@ mod tests {
     #[test]
     fn configuration_doc_is_current() {
         use clap::CommandFactory as _;
-        let rendered = render_markdown(&crate::Cli::command());
+        let rendered = render_markdown(&crate::cli::Cli::command());
         let path = repo_root().join("docs/configuration.md");
         if std::env::var(QUARRY_UPDATE_DOCS.name).is_ok_and(|v| v == "1") {
             std::fs::write(&path, &rendered).expect("write docs/configuration.md");

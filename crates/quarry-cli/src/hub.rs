@@ -13,7 +13,7 @@ use quarry_engine::Engine;
 use quarry_hub::{Hub, HubOptions, RegisterUpstream, UpstreamInfo};
 use serde_json::{Value, json};
 
-use crate::print_json;
+use crate::output::print_json;
 use crate::runtime::off_async;
 
 // Parsed once per process: the size of its largest variant does not matter.

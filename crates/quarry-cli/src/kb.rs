@@ -12,11 +12,11 @@ use anyhow::{Result, bail};
 use clap::Subcommand;
 use quarry_engine::{
     CreateKnowledgeBase, Engine, FileFilter, FileStatus, KbFile, Progress, StatusFilter,
-    UploadOutcome,
+    UploadOptions, UploadOutcome,
 };
 use serde_json::json;
 
-use crate::print_json;
+use crate::output::print_json;
 use crate::progress::CliProgress;
 
 #[derive(Subcommand)]
@@ -277,7 +277,14 @@ pub(crate) fn run(
                     Err(r) => rejected.push(r),
                 }
             }
-            let outcomes = engine.add_uploads_with(&kb.id, uploads, readers.as_deref(), &fields)?;
+            let outcomes = engine.add_uploads(
+                &kb.id,
+                uploads,
+                &UploadOptions {
+                    readers: readers.clone(),
+                    fields,
+                },
+            )?;
             let mut queued = Vec::new();
             let mut duplicates = Vec::new();
             for o in outcomes {

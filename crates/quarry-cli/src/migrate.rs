@@ -8,7 +8,8 @@ use std::sync::Arc;
 use anyhow::{Context as _, Result, bail};
 use clap::Args;
 
-use crate::{Cli, config, print_json, settings};
+use crate::output::print_json;
+use crate::{config, settings};
 
 #[derive(Args)]
 pub(crate) struct MigrateArgs {
@@ -18,12 +19,18 @@ pub(crate) struct MigrateArgs {
     to: Option<String>,
 }
 
-pub(crate) fn run(cli: &Cli, args: &MigrateArgs, env: &config::Env) -> Result<()> {
-    let database = cli
-        .database
-        .as_deref()
-        .map(str::trim)
-        .filter(|s| !s.is_empty());
+/// Runs `quarry migrate`; `index`, `database`, `blobs` and `json` are the global options
+/// (given one by one rather than as `Cli`, which names `MigrateArgs` and so sits above
+/// this module).
+pub(crate) fn run(
+    args: &MigrateArgs,
+    index: Option<&str>,
+    database: Option<&str>,
+    blobs: Option<&str>,
+    json: bool,
+    env: &config::Env,
+) -> Result<()> {
+    let database = database.map(str::trim).filter(|s| !s.is_empty());
     let to = match (args.to.as_deref().map(str::trim), database) {
         (Some(to), Some(db)) if to != db => bail!(
             "--to and --database / QUARRY_DATABASE_URL name different databases; migrate \
@@ -33,7 +40,7 @@ pub(crate) fn run(cli: &Cli, args: &MigrateArgs, env: &config::Env) -> Result<()
         (_, Some(db)) => db.to_owned(),
         _ => bail!("name the PostgreSQL database to copy into: quarry migrate --to postgres://…"),
     };
-    let opts = settings::engine_options(env, cli.index.as_deref())?;
+    let opts = settings::engine_options(env, index)?;
     let dir = opts.data_dir();
     let db = dir.join("quarry.db");
     if !db.exists() {
@@ -64,36 +71,32 @@ pub(crate) fn run(cli: &Cli, args: &MigrateArgs, env: &config::Env) -> Result<()
         quarry_store_pg::PgStore::connect(&to).context("cannot open the target database")?,
     );
     let object_blobs;
-    let target_blobs: &dyn quarry_blobs::BlobStore = match cli
-        .blobs
-        .as_deref()
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-    {
-        Some(url) => {
-            let settings: Vec<(&str, &str)> = config::BLOBS_ENV
-                .iter()
-                .filter_map(|v| Some((v.name, env.get(v)?)))
-                .collect();
-            object_blobs = quarry_blobs_object::ObjectBlobStore::open(
-                url,
-                &dir.join("blob-staging"),
-                target.clone(),
-                &settings,
-            )
-            .context("cannot open the blob store given by --blobs / QUARRY_BLOBS_URL")?;
-            &object_blobs
-        }
-        None => {
-            eprintln!(
-                "note: uploaded originals stay in {}: a node over this database must use this \
+    let target_blobs: &dyn quarry_blobs::BlobStore =
+        match blobs.map(str::trim).filter(|s| !s.is_empty()) {
+            Some(url) => {
+                let settings: Vec<(&str, &str)> = config::BLOBS_ENV
+                    .iter()
+                    .filter_map(|v| Some((v.name, env.get(v)?)))
+                    .collect();
+                object_blobs = quarry_blobs_object::ObjectBlobStore::open(
+                    url,
+                    &dir.join("blob-staging"),
+                    target.clone(),
+                    &settings,
+                )
+                .context("cannot open the blob store given by --blobs / QUARRY_BLOBS_URL")?;
+                &object_blobs
+            }
+            None => {
+                eprintln!(
+                    "note: uploaded originals stay in {}: a node over this database must use this \
                  directory (pass --blobs s3://… to copy them to shared storage)",
-                dir.join("blobs").display()
-            );
-            &source_blobs
-        }
-    };
-    let quiet = cli.json;
+                    dir.join("blobs").display()
+                );
+                &source_blobs
+            }
+        };
+    let quiet = json;
     let report = quarry_migrate::migrate(
         &source,
         &source_blobs,
@@ -126,7 +129,7 @@ pub(crate) fn run(cli: &Cli, args: &MigrateArgs, env: &config::Env) -> Result<()
         refusal => anyhow::Error::new(refusal).context("nothing was copied"),
     })?;
     drop(lock);
-    if cli.json {
+    if json {
         print_json(&report)?;
     } else {
         let mut out = std::io::stdout().lock();
@@ -152,7 +155,7 @@ pub(crate) fn run(cli: &Cli, args: &MigrateArgs, env: &config::Env) -> Result<()
             out,
             "Start `quarry serve` with QUARRY_DATABASE_URL{} on each node: every node builds its \
              keyword index from the database.",
-            if cli.blobs.is_some() {
+            if blobs.is_some() {
                 " and QUARRY_BLOBS_URL"
             } else {
                 ""

@@ -12,7 +12,7 @@ use quarry_core::{Principal, now_millis};
 use quarry_engine::Engine;
 use serde_json::Value;
 
-use crate::print_json;
+use crate::output::print_json;
 
 #[derive(Subcommand, Debug)]
 pub(crate) enum PolicyCmd {

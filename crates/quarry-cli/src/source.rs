@@ -17,7 +17,7 @@ use quarry_engine::{
 };
 use serde_json::json;
 
-use crate::print_json;
+use crate::output::print_json;
 use crate::progress::CliProgress;
 
 #[derive(Subcommand)]

@@ -4,9 +4,10 @@
 //! deep, 200,000 nested `<div>`s) and allocate in proportion to what a file claims. A stack
 //! overflow or an allocation failure aborts the whole process — no `catch_unwind` catches
 //! it — so a server converting on a thread would die, and die again on every restart while
-//! the job waits in the queue. [`Isolation::Child`] runs the converter in a child process
-//! (the same binary, through a hidden entry point that calls [`child_main`]) under rlimits:
-//! address space ([`crate::types::Limits::max_memory_bytes`]), CPU seconds, no core file. The parent
+//! the job waits in the queue. [`Isolation::Child`](crate::Isolation::Child) runs the
+//! converter in a child process (the same binary, through a hidden entry point that calls
+//! [`child_main`](crate::child_main), in `child.rs`) under rlimits: address space
+//! ([`crate::types::Limits::max_memory_bytes`]), CPU seconds, no core file. The parent
 //! kills it at the wall-time limit. Whatever happens to the child becomes a
 //! [`ConvertError`] whose text says why.
 //!
@@ -18,38 +19,17 @@
 use std::ffi::OsString;
 use std::io::{Read, Write};
 use std::path::PathBuf;
-use std::process::{Command, ExitCode, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use crate::types::{
-    ConvertError, ConvertOptions, Converted, DocProperties, Format, Image, Limits, Ocr,
+    ConvertError, ConvertOptions, Converted, DocProperties, Format, Image, Isolation, Limits, Ocr,
 };
 use quarry_core::PageSpan;
 
-/// Where conversion runs.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub enum Isolation {
-    /// On a thread of this process (with a large stack). A parser that overflows even that
-    /// stack or exhausts memory aborts the process: for library use and tests of converters.
-    #[default]
-    InProcess,
-    /// In a child process: `program args…` must call [`child_main`]. What the `quarry`
-    /// binary uses for every upload and folder file. The child's environment is `env` and
-    /// nothing else (no secret of the caller reaches it): what it and `tesseract` need, such
-    /// as `PATH`, locale and temp dir.
-    Child {
-        /// The binary to run (the `quarry` binary itself).
-        program: PathBuf,
-        /// Arguments that make it a converter child (`__convert`).
-        args: Vec<String>,
-        /// The child's whole environment.
-        env: Vec<(OsString, OsString)>,
-    },
-}
-
 /// Extra wall time the parent allows beyond the converter's own timeout, so that the child
 /// reports a cooperative timeout itself when it can.
-const KILL_GRACE: Duration = Duration::from_secs(5);
+pub(crate) const KILL_GRACE: Duration = Duration::from_secs(5);
 /// Bytes of the child's stderr kept to explain how it ended.
 const STDERR_KEPT: usize = 16 * 1024;
 
@@ -175,87 +155,6 @@ fn explain_exit(
     ConvertError::Failed(format!("the converter stopped unexpectedly ({status})"))
 }
 
-/// The child's side: reads a request on stdin, limits itself, converts, writes the answer on
-/// stdout. The `quarry` binary calls this for its hidden `__convert` command.
-pub fn child_main() -> ExitCode {
-    die_with_parent();
-    let mut input = Vec::new();
-    if std::io::stdin().lock().read_to_end(&mut input).is_err() {
-        return ExitCode::FAILURE;
-    }
-    let Some((file_name, opts, bytes)) = decode_request(&input) else {
-        eprintln!("quarry: malformed conversion request");
-        return ExitCode::FAILURE;
-    };
-    if let Err(e) = limit_self(&opts.limits) {
-        eprintln!("quarry: cannot limit the converter: {e}");
-        return ExitCode::FAILURE;
-    }
-    let opts = ConvertOptions {
-        isolation: Isolation::InProcess,
-        ..opts
-    };
-    let result = crate::convert(&file_name, bytes, &opts);
-    let mut out = Vec::new();
-    encode_answer(&mut out, &result);
-    let mut stdout = std::io::stdout().lock();
-    if stdout
-        .write_all(&out)
-        .and_then(|()| stdout.flush())
-        .is_err()
-    {
-        return ExitCode::FAILURE;
-    }
-    // An abandoned converter thread (cooperative timeout) must not keep the process alive.
-    std::process::exit(0)
-}
-
-/// A converter whose parent died (a server killed mid-conversion) stops with it rather than
-/// burning CPU for nobody. The parent's spawning thread waits for this child, so the
-/// thread-scoped signal only fires when the parent is gone.
-#[cfg(target_os = "linux")]
-fn die_with_parent() {
-    // SAFETY: prctl(PR_SET_PDEATHSIG) only sets a flag of this process.
-    unsafe {
-        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-    }
-}
-
-#[cfg(not(target_os = "linux"))]
-fn die_with_parent() {}
-
-/// Address space, CPU time and core files of this (child) process.
-#[cfg(unix)]
-fn limit_self(limits: &Limits) -> std::io::Result<()> {
-    let set = |resource, value: u64| {
-        let lim = libc::rlimit {
-            rlim_cur: value as libc::rlim_t,
-            rlim_max: value as libc::rlim_t,
-        };
-        // SAFETY: setrlimit reads the struct we pass and changes only this process's limits.
-        if unsafe { libc::setrlimit(resource, &lim) } != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        Ok(())
-    };
-    set(libc::RLIMIT_CORE, 0)?;
-    if limits.max_memory_bytes > 0 {
-        set(libc::RLIMIT_AS, limits.max_memory_bytes)?;
-    }
-    // CPU seconds can only exceed wall seconds with threads; the parent's wall-time kill
-    // is the real bound, this one catches a child orphaned by a dead parent.
-    set(
-        libc::RLIMIT_CPU,
-        limits.timeout.saturating_add(KILL_GRACE).as_secs().max(1) * 2,
-    )?;
-    Ok(())
-}
-
-#[cfg(not(unix))]
-fn limit_self(_limits: &Limits) -> std::io::Result<()> {
-    Ok(())
-}
-
 // ---- wire format ----------------------------------------------------------------------
 
 fn put_u64(out: &mut Vec<u8>, v: u64) {
@@ -347,7 +246,7 @@ impl<'a> Reader<'a> {
     }
 }
 
-fn decode_request(input: &[u8]) -> Option<(String, ConvertOptions, &[u8])> {
+pub(crate) fn decode_request(input: &[u8]) -> Option<(String, ConvertOptions, &[u8])> {
     let mut r = Reader(input);
     let file_name = r.string()?;
     let limits = Limits {
@@ -372,7 +271,7 @@ fn decode_request(input: &[u8]) -> Option<(String, ConvertOptions, &[u8])> {
     Some((file_name, opts, r.0))
 }
 
-fn encode_answer(out: &mut Vec<u8>, result: &Result<Converted, ConvertError>) {
+pub(crate) fn encode_answer(out: &mut Vec<u8>, result: &Result<Converted, ConvertError>) {
     match result {
         Ok(c) => {
             out.push(0);

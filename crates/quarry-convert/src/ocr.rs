@@ -10,6 +10,9 @@ use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+/// OCR languages when none are configured.
+pub const DEFAULT_OCR_LANGUAGES: &str = "eng";
+
 /// Whether `tesseract` runs on this machine (checked once).
 pub(crate) fn available() -> bool {
     static AVAILABLE: OnceLock<bool> = OnceLock::new();
@@ -32,7 +35,7 @@ fn langs(languages: &str) -> &str {
     {
         l
     } else {
-        crate::types::DEFAULT_OCR_LANGUAGES
+        DEFAULT_OCR_LANGUAGES
     }
 }
 

@@ -52,7 +52,7 @@ impl Converter for PdfConverter {
     }
 
     fn convert(&self, bytes: &[u8], opts: &ConvertOptions) -> Result<Converted, ConvertError> {
-        crate::catch_panic(Format::Pdf, || convert_pdf(bytes, opts))
+        crate::types::catch_panic(Format::Pdf, || convert_pdf(bytes, opts))
     }
 }
 

@@ -1,13 +1,13 @@
-//! What every converter shares: the [`Format`]s, the [`Limits`] and [`ConvertOptions`] they
-//! honour, what they produce ([`Converted`], [`Image`]), how they fail ([`ConvertError`]),
-//! the [`Converter`] trait, and the cooperative [`Deadline`].
+//! What every converter shares: the [`Format`]s, the [`Limits`], [`ConvertOptions`] and
+//! [`Isolation`] they honour, what they produce ([`Converted`], [`Image`]), how they fail
+//! ([`ConvertError`]), the [`Converter`] trait, and the cooperative [`Deadline`].
 
+use std::ffi::OsString;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use crate::ocr;
+use crate::ocr::{self, DEFAULT_OCR_LANGUAGES};
 use quarry_core::{PageSpan, page_at};
-
-use crate::isolate::Isolation;
 
 /// Formats Quarry converts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -195,8 +195,26 @@ pub struct ConvertOptions {
     pub isolation: Isolation,
 }
 
-/// OCR languages when none are configured.
-pub const DEFAULT_OCR_LANGUAGES: &str = "eng";
+/// Where conversion runs.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Isolation {
+    /// On a thread of this process (with a large stack). A parser that overflows even that
+    /// stack or exhausts memory aborts the process: for library use and tests of converters.
+    #[default]
+    InProcess,
+    /// In a child process: `program args…` must call [`child_main`](crate::child_main). What
+    /// the `quarry` binary uses for every upload and folder file. The child's environment is
+    /// `env` and nothing else (no secret of the caller reaches it): what it and `tesseract`
+    /// need, such as `PATH`, locale and temp dir.
+    Child {
+        /// The binary to run (the `quarry` binary itself).
+        program: PathBuf,
+        /// Arguments that make it a converter child (`__convert`).
+        args: Vec<String>,
+        /// The child's whole environment.
+        env: Vec<(OsString, OsString)>,
+    },
+}
 
 impl Default for ConvertOptions {
     fn default() -> Self {

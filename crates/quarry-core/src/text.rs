@@ -32,7 +32,7 @@ pub fn round_score(score: f64) -> f64 {
 }
 
 /// The seed's `formatSearchSummary`: `Found N results for "q":` then one line per hit.
-pub fn format_search_summary(hits: &[crate::SearchHit], query: &str) -> String {
+pub fn format_search_summary(hits: &[crate::search::SearchHit], query: &str) -> String {
     if hits.is_empty() {
         return format!("No results found for \"{query}\"");
     }
@@ -125,7 +125,7 @@ pub fn levenshtein(a: &str, b: &str) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::SearchHit;
+    use crate::search::SearchHit;
 
     #[test]
     fn line_numbers_match_seed() {

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use quarry_core::{Access, Collection, CollectionKind, Context, Error, Result};
 
 use crate::engine::Engine;
-use crate::indexing::CollectionReport;
+use crate::index::indexing::CollectionReport;
 use crate::progress::Progress;
 
 /// Names a new collection may not take because a REST route owns that path segment
@@ -83,7 +83,7 @@ impl Engine {
             root_str,
             &mask,
         )?;
-        let mut session = crate::indexing::IndexSession::new(self, &guard);
+        let mut session = crate::index::indexing::IndexSession::new(self, &guard);
         let outcome = self
             .index_collection(&mut session, &collection, progress)
             .and_then(|r| session.finish().map(|()| r))

@@ -5,10 +5,10 @@
 
 use quarry_core::Error;
 
-use crate::curation::{ChunkChange, ChunkingFrom, EmbeddingNow};
 use crate::engine::Engine;
+use crate::kb::curation::{ChunkChange, ChunkingFrom, EmbeddingNow};
+use crate::kb::sources::AddSource;
 use crate::progress::NoProgress;
-use crate::sources::AddSource;
 use crate::test_support::{drain, engine, keyword_passages};
 use quarry_sources::Location;
 
@@ -37,7 +37,7 @@ fn found(e: &Engine, word: &str) -> Vec<String> {
 
 /// A folder source over `dir` in the knowledge base `manuals`, synced once.
 fn synced(e: &Engine, dir: &std::path::Path) -> String {
-    e.create_knowledge_base(&crate::knowledge::CreateKnowledgeBase {
+    e.create_knowledge_base(&crate::kb::knowledge::CreateKnowledgeBase {
         name: "manuals".into(),
         description: String::new(),
         chunk_size: Some(300),
@@ -205,7 +205,9 @@ fn a_recut_keeps_the_edits_its_chunks_match_and_bad_changes_change_nothing() {
             enabled: None,
         },
         ChunkChange {
-            content: Some(Some("x".repeat(crate::curation::MAX_CHUNK_EDIT_CHARS + 1))),
+            content: Some(Some(
+                "x".repeat(crate::kb::curation::MAX_CHUNK_EDIT_CHARS + 1),
+            )),
             enabled: None,
         },
     ];

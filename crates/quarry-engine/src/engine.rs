@@ -10,9 +10,21 @@ use quarry_fts::FtsIndex;
 use quarry_store::Store;
 use quarry_store_sqlite::SqliteStore;
 
+use crate::index::models::{ModelConfig, Models};
+use crate::index::node_state::NodeState;
+use crate::index::vectors;
+use crate::index::write_lock::WriteGuard;
+use crate::kb::filter_state::FilterState;
+use crate::kb::ingest_options::IngestOptions;
+use crate::kb::source_options::SourceOptions;
 use crate::progress::Progress;
-use crate::semantic::ModelConfig;
-use crate::{fusion, knowledge, node, semantic, vectors};
+use crate::retrieval::fusion;
+
+/// How often a long `quarry embed` adds what it embedded so far to the vector index (under
+/// the write lock, briefly): documents become searchable and leave the backlog as it goes,
+/// not all at the end. The default of [`Engine::with_embed_checkpoint`]
+/// (`QUARRY_EMBED_CHECKPOINT_SECS`).
+pub const EMBED_CHECKPOINT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Where the data lives and how to behave.
 #[derive(Debug, Clone)]
@@ -54,11 +66,11 @@ pub struct EngineShared {
     pub(crate) fts: RwLock<Option<Arc<FtsIndex>>>,
     /// The passage index (one entry per chunk; `passages/`).
     pub(crate) passages: RwLock<Option<Arc<FtsIndex>>>,
-    pub(crate) models: semantic::Models,
+    pub(crate) models: Models,
     pub(crate) vectors: Box<dyn vectors::VectorBackend>,
     pub(crate) fusion: fusion::Fusion,
     pub(crate) blobs: OnceLock<Arc<dyn quarry_blobs::BlobStore>>,
-    pub(crate) ingest: knowledge::IngestOptions,
+    pub(crate) ingest: IngestOptions,
     /// How often a long embedding run (`quarry embed`) adds what it embedded so far to the
     /// vector index ([`crate::EMBED_CHECKPOINT`] unless set).
     pub(crate) embed_checkpoint: std::time::Duration,
@@ -66,9 +78,9 @@ pub struct EngineShared {
     /// credential can be stored.
     pub(crate) secret_key: Option<Arc<quarry_secrets::SecretKey>>,
     /// How syncs of sources run: their lease, and where their requests may go.
-    pub(crate) sources: crate::source_options::SourceOptions,
+    pub(crate) sources: SourceOptions,
     /// This process as a node following the store's feed.
-    pub(crate) node: node::NodeState,
+    pub(crate) node: NodeState,
     /// When this process last listed every blob for stray files (see
     /// [`Engine::collect_blobs`]); `None`: not yet.
     pub(crate) stray_sweep: Mutex<Option<std::time::Instant>>,
@@ -87,7 +99,7 @@ pub struct Engine {
     pub(crate) ranking_scope: Option<Arc<Scope>>,
     /// For a search limited by a metadata filter: the filter, and the documents it lets
     /// through once resolved (see [`Engine::filtered`]).
-    pub(crate) filter: Option<Arc<crate::metadata::FilterState>>,
+    pub(crate) filter: Option<Arc<FilterState>>,
     /// The moment searches and listings read knowledge entries at (Unix ms; `None`: now;
     /// see [`Engine::at`]).
     pub(crate) as_of: Option<i64>,
@@ -167,23 +179,6 @@ pub(crate) fn drop_index(slot: &RwLock<Option<Arc<FtsIndex>>>, dir: &Path) -> Re
     }
 }
 
-/// Exclusive right to write, across processes; released on drop.
-pub(crate) struct WriteGuard {
-    _file: File,
-}
-
-#[cfg(test)]
-impl WriteGuard {
-    /// The write lock of a test's data directory `dir`.
-    pub(crate) fn in_dir(dir: &std::path::Path) -> WriteGuard {
-        let path = dir.join("write.lock");
-        match File::create(&path).and_then(|f| f.lock().map(|()| f)) {
-            Ok(file) => WriteGuard { _file: file },
-            Err(e) => panic!("lock {}: {e}", path.display()),
-        }
-    }
-}
-
 pub(crate) fn validate_index_name(name: &str) -> Result<()> {
     let ok = !name.is_empty()
         && name.len() <= 64
@@ -227,15 +222,15 @@ impl Engine {
                 store,
                 fts: RwLock::new(None),
                 passages: RwLock::new(None),
-                models: semantic::Models::default(),
+                models: Models::default(),
                 vectors,
                 fusion: fusion::Fusion::default(),
                 blobs: OnceLock::new(),
-                ingest: knowledge::IngestOptions::default(),
-                embed_checkpoint: semantic::EMBED_CHECKPOINT,
+                ingest: IngestOptions::default(),
+                embed_checkpoint: EMBED_CHECKPOINT,
                 secret_key: None,
-                sources: crate::source_options::SourceOptions::default(),
-                node: node::NodeState::default(),
+                sources: SourceOptions::default(),
+                node: NodeState::default(),
                 stray_sweep: Mutex::new(None),
             }),
             scope,
@@ -271,7 +266,7 @@ impl Engine {
     }
 
     /// How uploads are converted and retried.
-    pub fn with_ingest(self, ingest: knowledge::IngestOptions) -> Engine {
+    pub fn with_ingest(self, ingest: IngestOptions) -> Engine {
         self.configure(|s| s.ingest = ingest)
     }
 
@@ -285,7 +280,7 @@ impl Engine {
     /// This engine with `model` as its embedding model, loaded already.
     #[cfg(test)]
     pub(crate) fn with_test_embedder(self, model: Arc<dyn quarry_models::Embedder>) -> Engine {
-        self.configure(|s| s.models = semantic::Models::with_embedder(model))
+        self.configure(|s| s.models = Models::with_embedder(model))
     }
 
     /// The key the credentials of sources are sealed with.
@@ -296,7 +291,7 @@ impl Engine {
     /// How syncs of sources run: the lease their claims hold, where the requests of a sync
     /// for someone other than the machine's owner may go, whether scheduled syncs are
     /// guarded (`source_options.rs`).
-    pub fn with_sources(self, sources: crate::source_options::SourceOptions) -> Engine {
+    pub fn with_sources(self, sources: SourceOptions) -> Engine {
         self.configure(|s| s.sources = sources)
     }
 
@@ -307,7 +302,7 @@ impl Engine {
 
     /// Sets the models this engine uses (they load on first use).
     pub fn with_models(self, config: ModelConfig) -> Engine {
-        self.configure(|s| s.models = semantic::Models::new(config))
+        self.configure(|s| s.models = Models::new(config))
     }
 
     /// A handle limited to `scope`, sharing this engine's store, indexes and models.
@@ -531,7 +526,7 @@ impl Engine {
             }
             Err(std::fs::TryLockError::Error(e)) => return Err(Error::io(&path, e)),
         }
-        Ok(WriteGuard { _file: file })
+        Ok(WriteGuard::holding(file))
     }
 
     /// Index health (seed `status`).
@@ -576,7 +571,7 @@ impl Engine {
             chunks_needing_embedding: embedding.chunks_pending,
             embedding_eta_seconds: rate
                 .filter(|_| embedding.chunks_pending > 0)
-                .map(|r| semantic::eta_seconds(embedding.chunks_pending, r)),
+                .map(|r| crate::index::embed_rate::eta_seconds(embedding.chunks_pending, r)),
             spaces,
             has_vector_index: self.vector_model()?.is_some(),
             collections: collections

@@ -5,9 +5,9 @@
 use quarry_core::Error;
 use serde_json::json;
 
-use crate::entries::{EntryOptions, OnDuplicate};
-use crate::knowledge_search::KnowledgeSearch;
-use crate::search::SearchRequest;
+use crate::kb::entries::{EntryOptions, OnDuplicate};
+use crate::retrieval::knowledge_search::KnowledgeSearch;
+use crate::retrieval::search::SearchRequest;
 use crate::test_support::{drain, engine, note};
 
 fn keyed(key: &str) -> EntryOptions {
@@ -25,7 +25,7 @@ const CEO_ANN: &str = "# Chief executive\n\nThe chief executive is Ann Lee.";
 const CEO_BO: &str = "# Chief executive now\n\nThe chief executive is Bo Chen.";
 
 /// Writes `text` as the current version of the key `ceo` in `memory`.
-fn ceo_entry(e: &crate::Engine, text: &str) -> crate::entries::CreatedEntry {
+fn ceo_entry(e: &crate::Engine, text: &str) -> crate::kb::entries::CreatedEntry {
     e.create_entry("memory", note(text), &keyed("ceo")).unwrap()
 }
 
@@ -276,7 +276,7 @@ fn near_duplicates_are_reported_or_merged_and_deletes_cascade() {
 
 #[test]
 fn the_near_duplicate_rule_wants_the_same_words_and_the_same_numbers() {
-    use crate::entries::near_duplicate;
+    use crate::kb::entries::near_duplicate;
     let a = "The staging database password rotates every 30 days.";
     assert!(near_duplicate(a, "Every 30 days the staging database password rotates.").is_some());
     // Another number is an update, not a rewording.
@@ -474,7 +474,7 @@ fn a_keyed_fact_is_named_by_its_key_and_found_by_subject_and_attribute() {
         );
     }
     // A title given keeps naming the file.
-    let titled = crate::notes::NewNote {
+    let titled = crate::kb::notes::NewNote {
         title: Some("Region".into()),
         ..note("The search service runs in eu-west-1.")
     };
@@ -484,7 +484,7 @@ fn a_keyed_fact_is_named_by_its_key_and_found_by_subject_and_attribute() {
     assert_eq!(created.file.original_name, "Region.md");
     drain(&e);
     let mut req = KnowledgeSearch::new("Which team owns the search service?");
-    req.mode = crate::knowledge_search::SearchMode::Keyword;
+    req.mode = crate::retrieval::knowledge_search::SearchMode::Keyword;
     let found = e.knowledge_search(&req).unwrap();
     assert!(
         found

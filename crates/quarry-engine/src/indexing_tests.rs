@@ -60,7 +60,7 @@ fn another_analyzer_keeps_the_chunks_and_another_chunker_cuts_them_again() {
     e.check_indexes().unwrap();
     let now = format!(
         "{}/{}",
-        crate::chunking::PASSAGES_VERSION,
+        crate::index::chunking::PASSAGES_VERSION,
         quarry_fts::analyzer::ANALYZER_VERSION
     );
     assert_eq!(stamp(&e), now);

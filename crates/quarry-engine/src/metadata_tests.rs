@@ -6,8 +6,8 @@ use quarry_core::{Access, Error, Scope};
 use quarry_metadata::{Filter, Metadata};
 use serde_json::json;
 
-use crate::notes::NewNote;
-use crate::search::SearchRequest;
+use crate::kb::notes::NewNote;
+use crate::retrieval::search::SearchRequest;
 use crate::test_support::{drain, engine};
 
 fn note(text: &str, fields: serde_json::Value) -> NewNote {
@@ -56,7 +56,9 @@ fn filters_narrow_without_moving_scores_and_front_matter_is_not_ranked() {
             .is_empty()
     );
     let passages = e
-        .knowledge_search(&crate::knowledge_search::KnowledgeSearch::new("pooling"))
+        .knowledge_search(&crate::retrieval::knowledge_search::KnowledgeSearch::new(
+            "pooling",
+        ))
         .unwrap();
     assert_eq!(passages.results.len(), 2, "{passages:?}");
     assert!(
@@ -66,10 +68,12 @@ fn filters_narrow_without_moving_scores_and_front_matter_is_not_ranked() {
             .all(|p| !p.content.contains("status"))
     );
     assert!(
-        e.knowledge_search(&crate::knowledge_search::KnowledgeSearch::new("zanzibar"))
-            .unwrap()
-            .results
-            .is_empty()
+        e.knowledge_search(&crate::retrieval::knowledge_search::KnowledgeSearch::new(
+            "zanzibar"
+        ))
+        .unwrap()
+        .results
+        .is_empty()
     );
     let all = e.search(&SearchRequest::new("connection pooling")).unwrap();
     assert_eq!(all.len(), 3, "{all:?}");
@@ -222,7 +226,7 @@ fn filters_follow_edits_deletes_and_a_rebuilt_index() {
     // New tags replace the old ones for filters at once.
     e.update_note(
         &ferry,
-        crate::notes::NoteChange {
+        crate::kb::notes::NoteChange {
             content: None,
             title: None,
             tags: Some(vec!["night".into()]),

@@ -6,7 +6,7 @@ use quarry_core::{Access, Error, Scope};
 
 use crate::documents::GetRequest;
 use crate::engine::Engine;
-use crate::search::SearchRequest;
+use crate::retrieval::search::SearchRequest;
 use crate::test_support::{engine, note};
 
 fn docid_of(e: &Engine, kb: &str, id: &str) -> String {
@@ -225,7 +225,9 @@ fn documents_with_readers_are_hidden_from_everyone_else_before_ranking() {
         10
     );
     let passages = eng
-        .knowledge_search(&crate::knowledge_search::KnowledgeSearch::new("secretword"))
+        .knowledge_search(&crate::retrieval::knowledge_search::KnowledgeSearch::new(
+            "secretword",
+        ))
         .unwrap();
     assert!(
         passages.results.is_empty() && passages.total_count == 0,

@@ -5,9 +5,9 @@
 use quarry_core::{Access, Scope};
 
 use crate::engine::Engine;
+use crate::kb::sources::AddSource;
 use crate::progress::NoProgress;
-use crate::search::SearchRequest;
-use crate::sources::AddSource;
+use crate::retrieval::search::SearchRequest;
 use crate::test_support::{create_kb, drain, engine};
 use quarry_sources::{Location, ReaderMapping};
 use quarry_store::FileFilter;

@@ -16,9 +16,9 @@ use quarry_store::{FileFilter, NewKbFile, SourceChange, SyncCounts, SyncReport};
 use quarry_test_http::{Reply, Request, Server};
 
 use crate::engine::Engine;
+use crate::kb::source_options::SourceOptions;
+use crate::kb::sources::AddSource;
 use crate::progress::NoProgress;
-use crate::source_options::SourceOptions;
-use crate::sources::AddSource;
 use crate::test_support::engine;
 
 fn kb(e: &Engine) {

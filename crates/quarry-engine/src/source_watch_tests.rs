@@ -4,9 +4,9 @@
 use quarry_core::Error;
 
 use crate::engine::Engine;
-use crate::knowledge::CreateKnowledgeBase;
+use crate::kb::knowledge::CreateKnowledgeBase;
+use crate::kb::sources::AddSource;
 use crate::progress::NoProgress;
-use crate::sources::AddSource;
 use crate::test_support::{drain, engine, keyword_passages};
 use quarry_sources::Location;
 use quarry_store::{FileFilter, FileStatus};

@@ -8,7 +8,7 @@ use std::time::Duration;
 use quarry_models::{Embedder, ModelError, ModelIdentity};
 
 use crate::engine::{Engine, EngineOptions};
-use crate::knowledge::CreateKnowledgeBase;
+use crate::kb::knowledge::CreateKnowledgeBase;
 use crate::progress::NoProgress;
 
 /// The embedded engine of `dir` (index `index`, the default space, files up to 1 MiB).
@@ -44,10 +44,10 @@ pub(crate) fn drain(e: &Engine) {
 }
 
 /// A Markdown note with `text` and nothing else.
-pub(crate) fn note(text: &str) -> crate::notes::NewNote {
-    crate::notes::NewNote {
+pub(crate) fn note(text: &str) -> crate::kb::notes::NewNote {
+    crate::kb::notes::NewNote {
         content: text.to_owned(),
-        format: crate::notes::NoteFormat::Markdown,
+        format: crate::kb::notes::NoteFormat::Markdown,
         kind: "text".into(),
         title: None,
         tags: Vec::new(),
@@ -57,8 +57,8 @@ pub(crate) fn note(text: &str) -> crate::notes::NewNote {
 
 /// The passages a keyword knowledge search finds for `query`: every score, no reranking.
 pub(crate) fn keyword_passages(e: &Engine, query: &str) -> Vec<crate::KnowledgeHit> {
-    let mut req = crate::knowledge_search::KnowledgeSearch::new(query);
-    req.mode = crate::knowledge_search::SearchMode::Keyword;
+    let mut req = crate::retrieval::knowledge_search::KnowledgeSearch::new(query);
+    req.mode = crate::retrieval::knowledge_search::SearchMode::Keyword;
     req.min_score = 0.0;
     req.rerank = false;
     e.knowledge_search(&req).unwrap().results

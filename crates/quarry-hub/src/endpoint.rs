@@ -8,8 +8,7 @@ use std::collections::BTreeMap;
 
 use quarry_core::Error;
 
-use crate::names::{Selection, SelectionError};
-use crate::view::{CALL_TOOL, SEARCH_TOOLS};
+use crate::names::{CALL_TOOL, SEARCH_TOOLS, Selection, SelectionError};
 
 /// Longest endpoint name.
 pub const MAX_NAME: usize = 64;

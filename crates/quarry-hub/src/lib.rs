@@ -13,9 +13,9 @@
 //! read a resource, get a prompt). Who may use or change what is `access`; settings are
 //! `options`. Below them: upstream connections (`upstream`, `sse`), the
 //! catalog and its names (`catalog`, `package`, `names`, `search`), views (`view`,
-//! `endpoint`), custom HTTP tools (`custom`), the built-in `web` package (`web`), the outbound
-//! guard (`ssrf`: the `quarry-netguard` crate, which sources share) and what they share for
-//! reading HTTP responses (`fetch`).
+//! `endpoint`), custom HTTP tools (`custom`), the built-in `web` package (`web`) and what they
+//! share for reading HTTP responses (`fetch`). The outbound guard is the `quarry-netguard`
+//! crate, which sources share.
 
 mod access;
 pub mod catalog;
@@ -27,26 +27,16 @@ pub mod names;
 mod options;
 mod package;
 mod pool;
+mod priority;
 mod registry;
 pub mod search;
 pub mod sse;
-pub use quarry_netguard as ssrf;
 pub mod upstream;
 pub mod view;
 pub mod web;
 
 pub use quarry_core::MACHINE_OWNER;
 pub use quarry_oauth_client::ClientCredentials;
-
-/// Runs store work from async code on the blocking pool (store calls never run on an async
-/// runtime thread).
-pub(crate) async fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> quarry_core::Result<T> + Send + 'static,
-) -> quarry_core::Result<T> {
-    tokio::task::spawn_blocking(move || quarry_store::thread_guard::allow_blocking(f))
-        .await
-        .map_err(|e| quarry_core::Error::Storage(format!("a hub task failed: {e}")))?
-}
 
 pub use access::{annotated_read_only, may_use, require_write, usable};
 pub use catalog::{
@@ -56,15 +46,14 @@ pub use catalog::{
 pub use custom::CustomCall;
 pub use endpoint::{EndpointSelection, EndpointSelectionError, ToolOverride};
 pub use names::{Selection, SelectionError};
-pub use options::{
-    DEFAULT_MAX_TOOLS, FinishOnDrop, HubOptions, PriorityWork, default_upstream_starts,
-};
+pub use options::{DEFAULT_MAX_TOOLS, HubOptions, default_upstream_starts};
 pub use pool::{ANSWER_GRACE, Connecting, Refreshing, Route};
+pub use priority::{FinishOnDrop, PriorityWork};
+pub use quarry_netguard::NetPolicy;
 pub use registry::{
     CustomToolInfo, Hub, RECONCILE_POLL, RegisterUpstream, SIGN_IN_SECS, SignInInfo, SignInStarted,
     SignedIn, UpstreamInfo, UpstreamPatch, mask_url,
 };
-pub use ssrf::NetPolicy;
 pub use upstream::{CallError, Health, ProgressSink, TransportKind};
 pub use view::{DefaultView, View, ViewError};
 pub use web::{WEB_PACKAGE, WebBackend, WebSearchOptions};

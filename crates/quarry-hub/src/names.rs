@@ -16,6 +16,10 @@ pub const WIRE_SEPARATOR: &str = "__";
 pub const DEFAULT_WIRE_NAME_MAX: usize = 48;
 /// Longest package id.
 pub const PACKAGE_ID_MAX: usize = 40;
+/// The meta-tools of search mode.
+pub const SEARCH_TOOLS: &str = "search_tools";
+/// The meta-tool of search mode that calls a tool found by `search_tools`.
+pub const CALL_TOOL: &str = "call_tool";
 
 /// A package id that breaks the rules ([`check_package_id`]).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,9 +1,9 @@
 //! The hub's settings, fixed at start ([`HubOptions`]).
 
-use tokio_util::sync::{CancellationToken, DropGuard};
+use quarry_netguard::NetPolicy;
 
 use crate::names;
-use crate::ssrf::NetPolicy;
+use crate::priority::PriorityWork;
 use crate::web::WebSearchOptions;
 
 /// Default cap on the tools of one endpoint (Cursor stops at 40).
@@ -17,42 +17,6 @@ pub fn default_upstream_starts() -> usize {
         .map_or(2, usize::from)
         .saturating_mul(2)
         .clamp(4, 16)
-}
-
-/// Work more urgent than starting upstreams, under way (the server's model load): while it
-/// is, stdio upstreams start one at a time ([`HubOptions::narrow_starts_while`]). It ends
-/// with [`PriorityWork::finish`], or when the guard of [`PriorityWork::finish_on_drop`]
-/// drops (a panic included).
-#[derive(Debug, Clone, Default)]
-pub struct PriorityWork(CancellationToken);
-
-impl PriorityWork {
-    /// Work under way.
-    pub fn new() -> PriorityWork {
-        PriorityWork::default()
-    }
-
-    /// The work is done: upstreams start as many at once as the hub allows.
-    pub fn finish(&self) {
-        self.0.cancel();
-    }
-
-    /// Finishes the work when the returned guard drops.
-    pub fn finish_on_drop(&self) -> FinishOnDrop {
-        FinishOnDrop {
-            _guard: self.0.clone().drop_guard(),
-        }
-    }
-
-    pub(crate) fn token(&self) -> &CancellationToken {
-        &self.0
-    }
-}
-
-/// Finishes a [`PriorityWork`] when dropped.
-#[must_use = "the work finishes when this guard drops"]
-pub struct FinishOnDrop {
-    _guard: DropGuard,
 }
 
 /// Hub settings, fixed at start.

@@ -13,6 +13,7 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use quarry_netguard::NetPolicy;
 use rmcp::model::{
     CallToolRequestParams, CallToolResult, CancelledNotificationParam, ClientCapabilities,
     ClientJsonRpcMessage, ClientRequest, Implementation, InitializeRequestParams,
@@ -33,8 +34,8 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::sync::{Notify, Semaphore, watch};
 use tokio_util::sync::CancellationToken;
 
+use crate::priority::PriorityWork;
 use crate::sse::{SseClientConfig, SseClientTransport};
-use crate::ssrf::NetPolicy;
 
 /// How Quarry reaches an upstream (seed 003's `transport_type`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -193,7 +194,7 @@ struct StartTurn {
 impl Starts {
     /// At most `limit` (at least 1) starts at once; one at a time while `narrow_while` is
     /// under way.
-    pub fn new(limit: usize, narrow_while: Option<&crate::PriorityWork>) -> Starts {
+    pub fn new(limit: usize, narrow_while: Option<&PriorityWork>) -> Starts {
         Starts {
             permits: Arc::new(Semaphore::new(limit.max(1))),
             narrow: narrow_while.map(|w| (w.token().clone(), Arc::new(Semaphore::new(1)))),
@@ -1020,7 +1021,7 @@ pub(crate) async fn guarded_http_client(
 ) -> Result<reqwest::Client, String> {
     let client = http_client(config, net)?;
     if let (Some(policy), Ok(url)) = (net, url::Url::parse(config)) {
-        crate::ssrf::check_resolved(policy, &url)
+        quarry_netguard::check_resolved(policy, &url)
             .await
             .map_err(|e| e.to_string())?;
     }
@@ -1028,7 +1029,7 @@ pub(crate) async fn guarded_http_client(
 }
 
 fn http_client(config: &str, net: Option<&NetPolicy>) -> Result<reqwest::Client, String> {
-    crate::ssrf::ensure_crypto_provider();
+    quarry_netguard::ensure_crypto_provider();
     let url = url::Url::parse(config).map_err(|e| format!("invalid URL: {e}"))?;
     if !matches!(url.scheme(), "http" | "https") {
         return Err("the URL must start with http:// or https://".into());
@@ -1042,9 +1043,11 @@ fn http_client(config: &str, net: Option<&NetPolicy>) -> Result<reqwest::Client,
         .connect_timeout(Duration::from_secs(10));
     match net {
         Some(policy) => {
-            crate::ssrf::check_url(policy, &url).map_err(|e| e.to_string())?;
+            quarry_netguard::check_url(policy, &url).map_err(|e| e.to_string())?;
             builder
-                .dns_resolver(crate::ssrf::GuardedResolver::new(Arc::new(policy.clone())))
+                .dns_resolver(quarry_netguard::GuardedResolver::new(Arc::new(
+                    policy.clone(),
+                )))
                 .build()
                 .map_err(|e| e.to_string())
         }

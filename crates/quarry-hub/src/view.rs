@@ -18,10 +18,9 @@ use crate::catalog::{Catalog, CatalogTool};
 use crate::endpoint::ToolOverride;
 use crate::names::Selection;
 
-/// The meta-tools of search mode.
-pub const SEARCH_TOOLS: &str = "search_tools";
-/// The meta-tool of search mode that calls a tool found by `search_tools`.
-pub const CALL_TOOL: &str = "call_tool";
+// The meta-tools' names live with the naming rules, which endpoints check them against too.
+pub use crate::names::{CALL_TOOL, SEARCH_TOOLS};
+
 /// How `search_tools` ranks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SearchMode {

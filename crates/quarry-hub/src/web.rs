@@ -12,7 +12,7 @@
 //!   `settings.yml` must list `json` in `search.formats`, or it answers 403).
 //!
 //! The backend URL is configuration, not user input, so requests do not pass the users'
-//! outbound guard ([`crate::ssrf`]). One `reqwest::Client` is kept per [`WebSearch`]; every
+//! outbound guard ([`quarry_netguard`]). One `reqwest::Client` is kept per [`WebSearch`]; every
 //! request has the configured timeout, follows at most 3 redirects and reads at most
 //! [`MAX_BODY_BYTES`]. Failures are tool errors (`isError`) whose text names the backend and
 //! the reason, with at most 200 characters of a response body.
@@ -504,7 +504,7 @@ impl WebSearch {
 }
 
 fn build_client(opts: &WebSearchOptions) -> Result<reqwest::Client, String> {
-    crate::ssrf::ensure_crypto_provider();
+    quarry_netguard::ensure_crypto_provider();
     let mut builder = reqwest::Client::builder()
         .user_agent(USER_AGENT)
         .timeout(opts.timeout)

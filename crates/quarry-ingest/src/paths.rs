@@ -1,4 +1,4 @@
-//! The same decisions as [`scan`](crate::scan), for a few paths rather than a whole folder:
+//! The same decisions as [`scan`](fn@crate::scan), for a few paths rather than a whole folder:
 //! what a watched folder's changed paths hold now ([`scan_paths`]), and whether one path is
 //! left out ([`IgnoreRules`]) — a hidden entry or `node_modules` on its way, or a
 //! `.gitignore`, `.ignore` or `.git/info/exclude` rule of a folder above it — without
@@ -18,7 +18,7 @@ use ignore::Match;
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use quarry_core::{Error, Result};
 
-use crate::{FileEntry, ScanResult, is_hidden, nfc, settle, stat_stamp, walk};
+use crate::scan::{FileEntry, ScanResult, is_hidden, nfc, scan, settle, stat_stamp, walk};
 
 /// The ignore rules of one folder.
 #[derive(Default)]
@@ -34,7 +34,7 @@ struct FolderRules {
     repository: bool,
 }
 
-/// Whether paths inside a root are left out by the rules [`scan`](crate::scan) applies. Rules
+/// Whether paths inside a root are left out by the rules [`scan`](fn@crate::scan) applies. Rules
 /// files are read once per folder for the life of the value: make a new one to see edits.
 pub struct IgnoreRules {
     root: PathBuf,
@@ -131,7 +131,7 @@ impl IgnoreRules {
     }
 }
 
-/// What `paths` (inside `root`, `/`-separated) hold now, by [`scan`](crate::scan)'s rules:
+/// What `paths` (inside `root`, `/`-separated) hold now, by [`scan`](fn@crate::scan)'s rules:
 /// a file is itself, a folder everything under it, a path that is gone or left out
 /// nothing. Only these paths are read (a folder's whole tree), never the folders beside
 /// them. A path that cannot be examined is a problem, so a caller comparing with what it
@@ -159,7 +159,7 @@ pub fn scan_paths(root: &Path, paths: &[String], mask: &GlobMatcher) -> Result<S
         kept.push(p);
     }
     if kept.first().is_some_and(|p| p.is_empty()) {
-        return crate::scan(root, mask);
+        return scan(root, mask);
     }
     let mut out = ScanResult::default();
     let mut rules = IgnoreRules::new(root);

@@ -4,9 +4,61 @@ use std::collections::BTreeSet;
 
 use quarry_core::{Error, Result};
 
-use crate::{
-    Condition, Date, Fields, Filter, MAX_CONDITIONS, MAX_DEPTH, MAX_NAME_CHARS, Operator, Value,
-};
+use crate::fields::Fields;
+use crate::limits::{MAX_CONDITIONS, MAX_DEPTH, MAX_NAME_CHARS};
+use crate::value::{Date, Value};
+
+/// A filter: conditions combined with and/or/not.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Filter {
+    /// Every one matches.
+    And(Vec<Filter>),
+    /// At least one matches.
+    Or(Vec<Filter>),
+    /// It does not match.
+    Not(Box<Filter>),
+    /// One field compared to a value.
+    Condition(Condition),
+}
+
+/// `field operator value`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Condition {
+    /// The field's name.
+    pub field: String,
+    /// The comparison.
+    pub operator: Operator,
+    /// The value compared to (`None` for `exists`; `exists` with `Some(Bool(false))` means
+    /// the field is absent).
+    pub value: Option<Value>,
+}
+
+/// The comparisons a condition can make.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Operator {
+    /// Equal.
+    Eq,
+    /// Not equal.
+    Ne,
+    /// Less than.
+    Lt,
+    /// Less than or equal.
+    Lte,
+    /// Greater than.
+    Gt,
+    /// Greater than or equal.
+    Gte,
+    /// One of a list.
+    In,
+    /// A list holding the value, or text holding it.
+    Contains,
+    /// The field is present.
+    Exists,
+    /// Text starting with the value.
+    StartsWith,
+    /// Text ending with the value.
+    EndsWith,
+}
 
 const OPERATORS: &str = "eq, ne, lt, lte, gt, gte, in, contains, exists, starts_with, ends_with";
 const NODE_HINT: &str = "a filter node is a condition {\"field\", \"operator\", \"value\"} or \

@@ -2,10 +2,18 @@
 
 use std::collections::BTreeMap;
 
-use crate::{
-    Date, FrontMatter, MAX_FIELDS, MAX_LIST_ITEMS, MAX_NAME_CHARS, MAX_STRING_CHARS, Metadata,
-    Value,
-};
+use crate::fields::Metadata;
+use crate::limits::{MAX_FIELDS, MAX_LIST_ITEMS, MAX_NAME_CHARS, MAX_STRING_CHARS};
+use crate::value::{Date, Value};
+
+/// A Markdown document's front matter.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FrontMatter {
+    /// Byte offset just past the closing delimiter line (and its newline).
+    pub end: usize,
+    /// The fields it holds.
+    pub fields: Metadata,
+}
 
 /// The front matter at the start of `text` (already without a byte order mark, with `\n` line
 /// ends): a YAML block between `---` lines (closed by `---` or `...`) or a TOML block between

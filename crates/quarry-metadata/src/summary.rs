@@ -2,7 +2,30 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::{FieldSummary, Metadata, Value, ValueCount};
+use crate::fields::Metadata;
+use crate::value::Value;
+
+/// What discovery says about one field in a scope.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct FieldSummary {
+    /// The field's name.
+    pub field: String,
+    /// Its types, most frequent first (`string`, `number`, `bool`, `date`, `list`).
+    pub types: Vec<&'static str>,
+    /// Documents that have it.
+    pub documents: u64,
+    /// Its most frequent values (list items counted one by one), with their counts.
+    pub top_values: Vec<ValueCount>,
+}
+
+/// A value and how many documents have it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ValueCount {
+    /// The value as JSON.
+    pub value: serde_json::Value,
+    /// Documents with it.
+    pub count: u64,
+}
 
 #[derive(Default)]
 struct Tally {

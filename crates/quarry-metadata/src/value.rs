@@ -4,7 +4,32 @@ use std::fmt;
 
 use quarry_core::{Error, Result};
 
-use crate::{Date, MAX_LIST_ITEMS, MAX_NAME_CHARS, MAX_STRING_CHARS, Value};
+use crate::limits::{MAX_LIST_ITEMS, MAX_NAME_CHARS, MAX_STRING_CHARS};
+
+/// A date or an instant, kept as milliseconds since the Unix epoch (UTC) and shown in its
+/// canonical form: `2026-06-01` for a date, `2026-06-01T12:30:00Z` for an instant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Date {
+    /// Milliseconds since the Unix epoch (a date: its midnight, UTC).
+    pub millis: i64,
+    /// Whether it has a time of day (an instant) or not (a date).
+    pub has_time: bool,
+}
+
+/// One field's value.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    /// Text.
+    String(String),
+    /// A number (integers and decimals alike).
+    Number(f64),
+    /// `true` or `false`.
+    Bool(bool),
+    /// A date or an instant.
+    Date(Date),
+    /// A list of scalars.
+    List(Vec<Value>),
+}
 
 const MILLIS_PER_DAY: i64 = 86_400_000;
 

@@ -342,7 +342,7 @@ fn kernel_portable(
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use super::{Dequant, MR, MR_VNNI, NR};
+    use crate::qgemm::{Dequant, MR, MR_VNNI, NR};
     use std::arch::x86_64::*;
 
     /// [`super::quantize`], 32 values per step (same arithmetic, so the same bytes).
@@ -379,7 +379,7 @@ mod x86 {
             }
             i += 32;
         }
-        super::quantize(&x[i..n], &mut a[i..n], inv, zero);
+        crate::qgemm::quantize(&x[i..n], &mut a[i..n], inv, zero);
     }
 
     /// Defines a 256-bit `MR × NR` kernel over one panel, 4 k per step: each row's 4

@@ -109,15 +109,6 @@ enum RedirectAuth {
     SameHost,
 }
 
-/// reqwest's `rustls-no-provider` build needs a process-wide crypto provider before a client
-/// is built: ring, as everywhere in Quarry (one already installed is kept).
-fn ensure_crypto_provider() {
-    if rustls::crypto::CryptoProvider::get_default().is_none() {
-        // Losing a race with another installer is fine: a provider is installed either way.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    }
-}
-
 /// A blocking HTTP client plus the API key it sends as `Authorization: Bearer`.
 ///
 /// Blocking: call it from plain threads (the engine's callers hand model work to blocking
@@ -166,7 +157,7 @@ impl Http {
         stall: Option<Duration>,
         url: &str,
     ) -> Result<Self, ModelError> {
-        ensure_crypto_provider();
+        quarry_netguard::ensure_crypto_provider();
         let mut builder = reqwest::blocking::Client::builder()
             // Redirects are followed by `send`, which decides hop by hop whether the key goes
             // along: reqwest's own policy restores the first request's headers on every hop

@@ -268,7 +268,7 @@ fn has_avx512f() -> bool {
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use super::{MR, NR};
+    use crate::sgemm::{MR, NR};
     use std::arch::x86_64::*;
 
     /// `c (+)= a · b` for an MR × NR tile in 24 zmm accumulators: per k, three loads of `b`,

@@ -32,7 +32,7 @@ use quarry_engine::{SyncReport, WatchedFolder};
 use quarry_sources::watch::{FolderWatcher, WatchEvent, WatchOptions};
 use quarry_sources::{FileMask, SourceError};
 
-use crate::Shared;
+use crate::shared::Shared;
 
 /// How often a server's node reads which folders to watch (`WorkerOptions::source_watch`).
 pub const SOURCE_WATCH_POLL: Duration = Duration::from_secs(3);

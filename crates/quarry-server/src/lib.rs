@@ -6,11 +6,13 @@
 //! (413 in the seed's error shape) and a request timeout; the MCP endpoint has rmcp's own body
 //! limit and long-lived SSE streams.
 //!
-//! Source layout (a route module never imports another; `tests/it/layering.rs` checks it):
-//! - `state.rs`: `AppState`, what every handler shares, and `HttpOptions`;
+//! Source layout (files form a tree, and a route module never imports another;
+//! `quarry-core`'s `tests/layering.rs` checks both):
+//! - `state.rs`: `AppState`, what every handler shares (a bottom file: its public
+//!   constructors, which hand it Quarry's own tool packages, are in `assembly.rs`);
 //! - `local.rs`: the CLI's fast path, searches over a Unix socket in the data directory;
 //! - `http/`: the error contract, extractors, envelopes, the one blocking runner, the
-//!   Host/Origin guard;
+//!   Host/Origin guard, the listener's settings (`HttpOptions`);
 //! - `auth/`: who is calling (the middleware that resolves a request's principal), the web
 //!   UI's session cookie and CSRF check;
 //! - `service/`: work two surfaces share (the knowledge tools of MCP and QukaAI, MCP tool
@@ -20,6 +22,7 @@
 //!   rewriting, the hub's SSE gateway).
 
 mod api;
+mod assembly;
 mod audit;
 mod auth;
 mod compat;
@@ -46,10 +49,11 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use tokio_util::sync::CancellationToken;
 
 pub use auth::AuthMode;
+pub use http::options::{DEFAULT_PORT, HttpOptions};
 use http::{ApiError, ErrorCode};
 pub use local::{LocalOutcome, LocalSocket, SOCKET_NAME, ask_local, serve_local};
 pub use mcp::{QuarryMcp, knowledge_package};
-pub use state::{AppState, DEFAULT_PORT, HttpOptions};
+pub use state::AppState;
 
 async fn refuse_while_draining(
     State(state): State<Arc<AppState>>,

@@ -20,7 +20,7 @@ use quarry_engine::{SearchAnswer, SearchCommand};
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use crate::AppState;
+use crate::state::AppState;
 
 /// The socket's file name in the data directory.
 pub const SOCKET_NAME: &str = "quarry.sock";

@@ -1,31 +1,30 @@
 //! [`AppState`], what every request handler shares (the engine, the hub, chat, the write
-//! queue, limits, audit, OAuth), and [`HttpOptions`], the listener's settings.
+//! queue, limits, audit, OAuth). A bottom file: what it needs from above (Quarry's own tool
+//! packages) is handed to it by its constructors (`assembly.rs`).
 
-use std::net::IpAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use quarry_core::Error;
 use quarry_engine::Engine;
+use quarry_hub::BuiltinPackage;
 use tokio_util::sync::CancellationToken;
 
-use crate::http::ApiError;
-use crate::{auth, http, mcp};
-
-/// Default HTTP port (seed 001).
-pub const DEFAULT_PORT: u16 = 18765;
+use crate::audit::scheduled_sync;
+use crate::auth::AuthMode;
+use crate::http::{ApiError, run_blocking};
 
 /// What every request handler shares.
 pub struct AppState {
     /// The machine owner's handle: startup, workers, and the base every caller's scoped
-    /// handle is made from. Request handlers use [`auth::Caller::engine`] instead.
+    /// handle is made from. Request handlers use [`crate::auth::Caller::engine`] instead.
     root: Arc<Engine>,
     directory: quarry_access::Directory,
     /// The default space, looked up on first use (it is never removed), so an open-mode
     /// request does not query the store for it.
     default_space: std::sync::OnceLock<quarry_access::Space>,
-    auth: auth::AuthMode,
+    auth: AuthMode,
     /// Serialises writes made through this server (collections, index, update, contexts).
     write_queue: tokio::sync::Mutex<()>,
     /// Serialises `/embed` requests through the one model instance.
@@ -37,6 +36,9 @@ pub struct AppState {
     follower: std::sync::Mutex<Option<quarry_queue::Follower>>,
     /// The tool hub (upstream connections, catalogs), made on first use.
     hub: std::sync::OnceLock<Arc<quarry_hub::Hub>>,
+    /// Quarry's own tool packages (knowledge, approvals), catalogued by the hub when it is
+    /// made.
+    builtin_packages: Vec<BuiltinPackage>,
     /// Chat (provider client, settings), made on first use without a model.
     chat: std::sync::OnceLock<Arc<quarry_chat::ChatService>>,
     /// Cancelled at shutdown: chats in progress stop (and store what they have).
@@ -56,21 +58,13 @@ pub struct AppState {
 }
 
 impl AppState {
-    /// A server in open mode (no token needed on loopback); see [`AppState::with_auth`].
-    pub fn new(engine: Engine) -> Arc<Self> {
-        Self::with_auth(engine, auth::AuthMode::Open)
-    }
-
-    /// A server that authenticates requests as `auth` says.
-    pub fn with_auth(engine: Engine, auth: auth::AuthMode) -> Arc<Self> {
-        Self::with_ui_assets(engine, auth, quarry_ui::Assets::embedded())
-    }
-
-    /// A server whose web UI serves `ui_assets` (a directory during UI development).
-    pub fn with_ui_assets(
+    /// The state of a server that authenticates as `auth` says, serves `ui_assets` and
+    /// whose hub catalogs `builtin_packages` (the public constructors, `assembly.rs`).
+    pub(crate) fn from_parts(
         engine: Engine,
-        auth: auth::AuthMode,
+        auth: AuthMode,
         ui_assets: quarry_ui::Assets,
+        builtin_packages: Vec<BuiltinPackage>,
     ) -> Arc<Self> {
         let store = engine.store_handle();
         Arc::new(AppState {
@@ -85,6 +79,7 @@ impl AppState {
             workers: std::sync::Mutex::new(None),
             follower: std::sync::Mutex::new(None),
             hub: std::sync::OnceLock::new(),
+            builtin_packages,
             chat: std::sync::OnceLock::new(),
             runs: CancellationToken::new(),
             ui_assets,
@@ -98,7 +93,7 @@ impl AppState {
     /// host, optional port, nothing else). Behind a proxy or load balancer every node must
     /// be given the same one: OAuth clients compare it as a string.
     pub fn set_public_url(&self, url: &str) -> Result<(), Error> {
-        let origin = auth::oauth::checked_origin(url)?;
+        let origin = checked_origin(url)?;
         self.public_url
             .set(origin)
             .map_err(|_| Error::Conflict("the public URL is already set".into()))
@@ -117,10 +112,7 @@ impl AppState {
     pub fn start_hub(&self, opts: quarry_hub::HubOptions) -> Result<(), Error> {
         let hub = quarry_hub::Hub::new(
             self.root.store_handle(),
-            vec![
-                mcp::knowledge_package(),
-                crate::service::approver_tools::package(),
-            ],
+            self.builtin_packages.clone(),
             opts,
         );
         if self.hub.set(hub).is_err() {
@@ -139,10 +131,7 @@ impl AppState {
         self.hub.get_or_init(|| {
             quarry_hub::Hub::new(
                 self.root.store_handle(),
-                vec![
-                    mcp::knowledge_package(),
-                    crate::service::approver_tools::package(),
-                ],
+                self.builtin_packages.clone(),
                 quarry_hub::HubOptions::default(),
             )
         })
@@ -237,7 +226,7 @@ impl AppState {
             opts.on_source_sync = Some(quarry_queue::SourceSyncHook(Arc::new(
                 move |id: &str, outcome: Result<&quarry_engine::SyncReport, &Error>| {
                     if let Some(log) = audit.get() {
-                        crate::audit::scheduled_sync(log, store.as_ref(), &directory, id, outcome);
+                        scheduled_sync(log, store.as_ref(), &directory, id, outcome);
                     }
                 },
             )));
@@ -295,13 +284,13 @@ impl AppState {
         }
     }
 
-    /// Runs a write through [`http::run_blocking`], one at a time, in arrival order.
+    /// Runs a write through [`run_blocking`], one at a time, in arrival order.
     pub async fn write<T: Send + 'static>(
         &self,
         f: impl FnOnce() -> Result<T, Error> + Send + 'static,
     ) -> Result<T, ApiError> {
         let _turn = self.write_queue.lock().await;
-        http::run_blocking(f).await
+        run_blocking(f).await
     }
 
     /// The machine owner's engine (see the field's note).
@@ -329,7 +318,7 @@ impl AppState {
     }
 
     /// How requests are authenticated.
-    pub fn auth_mode(&self) -> auth::AuthMode {
+    pub fn auth_mode(&self) -> AuthMode {
         self.auth
     }
 
@@ -345,48 +334,9 @@ impl AppState {
     }
 }
 
-/// HTTP listener settings.
-#[derive(Debug, Clone)]
-pub struct HttpOptions {
-    /// Address to listen on.
-    pub bind: IpAddr,
-    /// Port to listen on (0: any free port).
-    pub port: u16,
-    /// Extra `Host` names accepted besides loopback names and the bind address.
-    pub allowed_hosts: Vec<String>,
-    /// Extra `Origin`s accepted besides loopback origins (e.g. `https://app.example`).
-    pub allowed_origins: Vec<String>,
-    /// Largest request body accepted (uploads have their own limit).
-    pub max_body_bytes: usize,
-    /// Longest a REST request may run (the MCP endpoint's streams are exempt).
-    pub request_timeout: Duration,
-    /// Longest a client may take to send a request's headers, counted from when the
-    /// connection opens or its previous response ended: so also how long an idle
-    /// connection stays open.
-    pub header_timeout: Duration,
-    /// Most connections served at once; one more is answered 503 and closed at once (a
-    /// `GET /health` is still answered, from a small reserve).
-    pub max_connections: usize,
-    /// Most of those from one client address.
-    pub max_connections_per_address: usize,
-    /// Longest a new connection may stay silent before it is closed (at most
-    /// `header_timeout`).
-    pub first_byte_timeout: Duration,
-}
-
-impl Default for HttpOptions {
-    fn default() -> Self {
-        HttpOptions {
-            bind: IpAddr::from([127, 0, 0, 1]),
-            port: DEFAULT_PORT,
-            allowed_hosts: Vec::new(),
-            allowed_origins: Vec::new(),
-            max_body_bytes: 4 << 20,
-            request_timeout: Duration::from_secs(300),
-            header_timeout: Duration::from_secs(30),
-            max_connections: 512,
-            max_connections_per_address: 128,
-            first_byte_timeout: Duration::from_secs(10),
-        }
-    }
+/// `url` as an origin (`--public-url`), or why it is not one.
+fn checked_origin(url: &str) -> Result<String, Error> {
+    Ok(quarry_oauth::Endpoints::from_public_url(url)?
+        .origin()
+        .to_owned())
 }

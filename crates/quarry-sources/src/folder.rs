@@ -6,7 +6,9 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use crate::{FileMask, Item, Listing, Source, SourceError};
+use crate::error::SourceError;
+use crate::mask::FileMask;
+use crate::source::{Item, Listing, Source};
 
 /// A folder source.
 pub struct FolderSource {

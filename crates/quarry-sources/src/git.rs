@@ -33,7 +33,10 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use crate::{FileMask, Item, Listing, Secret, Source, SourceError};
+use crate::error::SourceError;
+use crate::location::Secret;
+use crate::mask::FileMask;
+use crate::source::{Item, Listing, Source};
 
 /// The ref the synced commit is fetched into.
 const HEAD_REF: &str = "refs/quarry/head";

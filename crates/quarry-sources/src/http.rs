@@ -19,7 +19,8 @@ use reqwest::blocking::{Client, Response};
 use reqwest::header::{HeaderValue, LOCATION};
 use url::Url;
 
-use crate::{Secret, SourceError};
+use crate::error::SourceError;
+use crate::location::Secret;
 
 /// Redirects followed before giving up.
 const MAX_REDIRECTS: usize = 5;
@@ -30,15 +31,6 @@ const CONNECT: Duration = Duration::from_secs(15);
 /// What the source sends as `User-Agent` (`quarry` is the product token `robots.txt`
 /// groups name).
 pub(crate) const USER_AGENT: &str = concat!("quarry/", env!("CARGO_PKG_VERSION"));
-
-/// reqwest's `rustls-no-provider` build needs a process-wide crypto provider before a client
-/// is built: ring, as everywhere in Quarry (one already installed is kept).
-fn ensure_crypto_provider() {
-    if rustls::crypto::CryptoProvider::get_default().is_none() {
-        // Losing a race with another installer is fine: a provider is installed either way.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    }
-}
 
 /// A blocking client and the basic-authentication credential it sends.
 ///
@@ -58,7 +50,7 @@ impl Http {
         basic: Option<&Secret>,
         net: Option<&NetPolicy>,
     ) -> Result<Http, SourceError> {
-        ensure_crypto_provider();
+        quarry_netguard::ensure_crypto_provider();
         let mut builder = Client::builder()
             // Redirects are followed by `send`, which refuses those to other hosts.
             .redirect(reqwest::redirect::Policy::none())

@@ -23,6 +23,7 @@
 //! prints and never enters a child process's environment or command line, a URL or an
 //! error.
 
+mod error;
 pub mod folder;
 pub mod git;
 mod http;
@@ -32,133 +33,17 @@ mod plan;
 pub mod readers;
 pub mod s3;
 pub mod site;
+mod source;
 pub mod watch;
 pub mod webdav;
 
+pub use error::SourceError;
 pub use location::{Location, Secret};
 pub use mask::FileMask;
 pub use plan::{Change, Known, Outcome, Plan, plan, resolve};
 pub use quarry_netguard::{Cidr, NetPolicy, Refused};
 pub use readers::{CodeOwners, CompiledMapping, ReaderMapping, ReaderRule};
-
-/// One file a source holds.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Item {
-    /// Path inside the source, `/`-separated, without a leading `/`.
-    pub path: String,
-    /// What changes when the content may have changed (a Git blob id, a size and stat
-    /// stamp, an ETag). Equal versions mean "unchanged" without fetching.
-    pub version: String,
-    /// Size in bytes, when the listing says.
-    pub size: Option<u64>,
-}
-
-/// What a source holds now.
-#[derive(Debug, Clone, Default)]
-pub struct Listing {
-    /// Every item the mask admits, sorted by path.
-    pub items: Vec<Item>,
-    /// The revision listed, where the source has one (a Git commit id).
-    pub revision: Option<String>,
-    /// Entries that could not be listed: (path, reason). They are neither synced nor
-    /// deleted.
-    pub problems: Vec<(String, String)>,
-}
-
-/// A place documents come from.
-pub trait Source: Send {
-    /// Everything it holds now (items the mask admits), sorted by path.
-    fn list(&mut self) -> Result<Listing, SourceError>;
-    /// One listed item's bytes, at most `max_bytes` of them (more is an error).
-    fn fetch(&mut self, item: &Item, max_bytes: u64) -> Result<Vec<u8>, SourceError>;
-    /// What `paths` hold now — the items [`Source::list`] would give at or under each of
-    /// them (a path may be a folder) — for a sync of a few changed paths. A folder source
-    /// reads only these paths; the others list everything and keep those.
-    fn list_paths(&mut self, paths: &[String]) -> Result<Listing, SourceError> {
-        let mut listing = self.list()?;
-        let kept = |p: &str| paths.iter().any(|q| is_within(p, q));
-        listing.items.retain(|i| kept(&i.path));
-        listing.problems.retain(|(p, _)| kept(p));
-        Ok(listing)
-    }
-}
-
-/// Whether `path` is `prefix` or under it (`/`-separated; the empty prefix holds everything).
-pub fn is_within(path: &str, prefix: &str) -> bool {
-    prefix.is_empty()
-        || path == prefix
-        || (path.starts_with(prefix) && path[prefix.len()..].starts_with('/'))
-}
-
-/// Why a source could not be listed or read.
-#[derive(Debug, thiserror::Error)]
-pub enum SourceError {
-    /// The configuration is wrong (a malformed URL, a folder that is not one).
-    #[error("{0}")]
-    Invalid(String),
-    /// The source refused the credentials (or asked for some and none are set).
-    #[error("{0}")]
-    Unauthorized(String),
-    /// The source (a repository, a branch, a folder) does not exist.
-    #[error("{0}")]
-    NotFound(String),
-    /// The source could not be reached or failed; worth retrying later.
-    #[error("{0}")]
-    Unavailable(String),
-    /// One item is larger than the limit.
-    #[error("{path} is {size} bytes, more than the limit of {limit}")]
-    TooLarge {
-        /// The item.
-        path: String,
-        /// Its size.
-        size: u64,
-        /// The limit.
-        limit: u64,
-    },
-    /// The outbound address guard refused where the source points (a private, loopback,
-    /// link-local or metadata address, or a name resolving only to such addresses): the
-    /// place, then the guard's `refused: …`.
-    #[error("{0}")]
-    Refused(String),
-    /// Reading or writing local files failed.
-    #[error("{path}: {error}")]
-    Io {
-        /// The file or directory.
-        path: String,
-        /// What went wrong.
-        error: std::io::Error,
-    },
-}
-
-impl SourceError {
-    fn io(path: impl std::fmt::Display, error: std::io::Error) -> SourceError {
-        SourceError::Io {
-            path: path.to_string(),
-            error,
-        }
-    }
-
-    /// Whether trying again later may succeed (the source is down, a network failed), as
-    /// opposed to a configuration a person must fix.
-    pub fn is_transient(&self) -> bool {
-        matches!(self, SourceError::Unavailable(_) | SourceError::Io { .. })
-    }
-}
-
-impl From<SourceError> for quarry_core::Error {
-    fn from(e: SourceError) -> quarry_core::Error {
-        match e {
-            SourceError::Invalid(m) => quarry_core::Error::InvalidInput(m),
-            SourceError::Unauthorized(m) => quarry_core::Error::Forbidden(m),
-            SourceError::Refused(m) => quarry_core::Error::Forbidden(m),
-            SourceError::NotFound(m) => quarry_core::Error::NotFound(m),
-            SourceError::Unavailable(m) => quarry_core::Error::Unavailable(m),
-            e @ SourceError::TooLarge { .. } => quarry_core::Error::TooLarge(e.to_string()),
-            SourceError::Io { path, error } => quarry_core::Error::io(path, error),
-        }
-    }
-}
-
+pub use source::{Item, Listing, Source, is_within};
 /// Opens the source a location names, with its credential and its file mask, reaching any
 /// address (for the machine's owner: see [`open_with`]). `work_dir` is where a source may
 /// keep a local copy between syncs (a Git source's bare clone); it is created when missing

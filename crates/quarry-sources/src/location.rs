@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::SourceError;
+use crate::error::SourceError;
 
 /// Where a source's files are. Never holds a credential: a URL with a user name or
 /// password in it is refused (the credential goes in a [`Secret`], stored encrypted).

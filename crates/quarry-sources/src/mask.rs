@@ -2,7 +2,7 @@
 
 use globset::{GlobMatcher, GlobSet, GlobSetBuilder};
 
-use crate::SourceError;
+use crate::error::SourceError;
 
 /// Which paths a source syncs: globs over the path inside the source (`**/*.md`,
 /// `handbook/**/*.pdf`); a path matching any of them is synced.

@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use crate::{Item, Listing};
+use crate::source::{Item, Listing};
 
 /// What the last sync remembered of one path.
 #[derive(Debug, Clone, PartialEq, Eq)]

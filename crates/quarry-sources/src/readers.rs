@@ -10,7 +10,7 @@
 use globset::{GlobBuilder, GlobMatcher};
 use serde::{Deserialize, Serialize};
 
-use crate::SourceError;
+use crate::error::SourceError;
 
 /// Where a `CODEOWNERS` file is looked for, in GitHub's order.
 pub const CODEOWNERS_PATHS: [&str; 3] = [".github/CODEOWNERS", "CODEOWNERS", "docs/CODEOWNERS"];

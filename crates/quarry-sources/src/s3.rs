@@ -47,7 +47,10 @@ use object_store::path::Path;
 use object_store::{BackoffConfig, ClientOptions, ObjectStoreExt, RetryConfig};
 use tokio::runtime::Runtime;
 
-use crate::{FileMask, Item, Listing, Secret, Source, SourceError};
+use crate::error::SourceError;
+use crate::location::Secret;
+use crate::mask::FileMask;
+use crate::source::{Item, Listing, Source};
 
 /// S3's largest (and default) page of `ListObjectsV2`.
 pub const DEFAULT_PAGE_SIZE: usize = 1000;
@@ -183,7 +186,7 @@ impl S3Source {
             // Unsigned: never an instance role or another ambient credential.
             None => builder = builder.with_skip_signature(true),
         }
-        ensure_crypto_provider();
+        quarry_netguard::ensure_crypto_provider();
         let s3 = builder.build().map_err(|e| {
             SourceError::Invalid(format!(
                 "{place}: {}",
@@ -321,14 +324,6 @@ fn redact(text: &str, secret: Option<&Secret>) -> String {
     match secret {
         Some(s) if !s.password().is_empty() => text.replace(s.password(), "[redacted]"),
         _ => text.to_owned(),
-    }
-}
-
-/// reqwest's `rustls-no-provider` build needs a process-wide crypto provider before a client
-/// is built: ring (one already installed is kept).
-fn ensure_crypto_provider() {
-    if rustls::crypto::CryptoProvider::get_default().is_none() {
-        let _ = rustls::crypto::ring::default_provider().install_default();
     }
 }
 

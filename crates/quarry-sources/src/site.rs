@@ -41,9 +41,11 @@ use quick_xml::events::Event;
 use reqwest::Method;
 use url::Url;
 
+use crate::error::SourceError;
 use crate::http::{Http, origin, read_body, same_origin, status_text};
+use crate::mask::FileMask;
+use crate::source::{Item, Listing, Source};
 use crate::webdav::resolve_ref;
-use crate::{FileMask, Item, Listing, Source, SourceError};
 
 /// The sitemap protocol's largest sitemap (50 MB uncompressed).
 const MAX_SITEMAP: u64 = 50 * 1024 * 1024;
@@ -86,7 +88,7 @@ impl SiteSource {
     pub fn new_with(
         sitemap: &str,
         mask: FileMask,
-        net: Option<&crate::NetPolicy>,
+        net: Option<&quarry_netguard::NetPolicy>,
     ) -> Result<SiteSource, SourceError> {
         // The URL every parser reads alike, as re-serialised: what is fetched is what the
         // guard checks.

@@ -36,7 +36,8 @@ use std::time::{Duration, Instant};
 use notify::{EventKind, RecursiveMode, Watcher};
 use quarry_ingest::IgnoreRules;
 
-use crate::{FileMask, SourceError};
+use crate::error::SourceError;
+use crate::mask::FileMask;
 
 /// How a watcher debounces.
 #[derive(Debug, Clone)]

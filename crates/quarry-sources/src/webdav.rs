@@ -31,8 +31,11 @@ use quick_xml::name::{Namespace, ResolveResult};
 use reqwest::Method;
 use url::Url;
 
+use crate::error::SourceError;
 use crate::http::{Http, read_body, same_origin, status_text};
-use crate::{FileMask, Item, Listing, Secret, Source, SourceError};
+use crate::location::Secret;
+use crate::mask::FileMask;
+use crate::source::{Item, Listing, Source};
 
 /// The largest multistatus answer read for one folder.
 const MAX_MULTISTATUS: u64 = 64 * 1024 * 1024;
@@ -85,7 +88,7 @@ impl WebDavSource {
         url: &str,
         secret: Option<&Secret>,
         mask: FileMask,
-        net: Option<&crate::NetPolicy>,
+        net: Option<&quarry_netguard::NetPolicy>,
     ) -> Result<Self, SourceError> {
         // The URL every parser reads alike, as re-serialised: what is fetched is what the
         // guard checks.

@@ -9,9 +9,14 @@
 
 use postgres::Row;
 use postgres::types::ToSql;
-use quarry_store::Group;
+use quarry_core::{Error, Result};
+use quarry_store::{
+    AccessStore, Group, Membership, NewToken, Role, Space, TokenGrant, TokenRecord, User,
+};
 
-use super::*;
+use crate::error::{conflict_or_db, db_err, is_unique_violation};
+use crate::pg_store::PgStore;
+use crate::sql::col;
 
 /// Longest chain of tokens creating tokens that is followed (a guard: chains cannot loop,
 /// since a parent exists before its child). The same bound as the embedded store's.

@@ -9,7 +9,7 @@
 //! counted from *before* it asked.
 //!
 //! A change that bumps the generation is not done when it commits: its writer then waits
-//! ([`PgStore::settle_access`]) until every watcher row has seen its generation or has run out
+//! ([`PgStore::settle_access`](crate::PgStore::settle_access)) until every watcher row has seen its generation or has run out
 //! ([`LEASE`] + [`MARGIN`] past its renewal at the database's clock, when the writer removes
 //! it). So once a revocation returns, no node still trusts a generation from before it:
 //!
@@ -38,8 +38,9 @@ use postgres::Client;
 use postgres::fallible_iterator::FallibleIterator;
 use quarry_core::{Error, Result};
 
-use crate::pool::Connector;
-use crate::{PgStore, col, db_err};
+use crate::error::db_err;
+use crate::pool::{Connector, PgConnection};
+use crate::sql::col;
 
 /// How long a node trusts a generation it confirmed, counted from before it asked.
 pub(crate) const LEASE: Duration = Duration::from_secs(2);
@@ -220,41 +221,32 @@ fn wait_for_change(client: &mut Client) -> Result<()> {
     Ok(())
 }
 
-impl PgStore {
-    /// Waits until no node still answers token checks from a generation older than the
-    /// current one: called after every change that bumps it, so that the change bites on
-    /// the next request on every node.
-    pub(crate) fn settle_access(&self) -> Result<()> {
-        let gone_after = i64::try_from((LEASE + MARGIN).as_millis()).unwrap_or(i64::MAX);
-        let deadline = Instant::now() + SETTLE_WAIT;
-        let mut target: Option<i64> = None;
-        let mut pause = SETTLE_POLL;
-        loop {
-            let row = self
-                .conn()?
-                .query_one(SETTLE, &[&gone_after, &target])
-                .map_err(db_err)?;
-            target = Some(col(&row, 0)?);
-            let behind: i64 = col(&row, 1)?;
-            if behind == 0 {
-                return Ok(());
-            }
-            if Instant::now() >= deadline {
-                return Err(Error::Unavailable(format!(
-                    "the access change is saved, but {behind} Quarry node(s) have not confirmed \
-                     it within {}s; until they do they may still accept what it took away",
-                    SETTLE_WAIT.as_secs()
-                )));
-            }
-            std::thread::sleep(pause);
-            pause = (pause * 2).min(SETTLE_POLL_MAX);
+/// Waits until no node still answers token checks from a generation older than the
+/// current one, asking on connections from `conn`: called after every change that bumps it
+/// ([`PgStore::settle_access`](crate::PgStore::settle_access)), so that the change bites on
+/// the next request on every node.
+pub(crate) fn settle<'p>(mut conn: impl FnMut() -> Result<PgConnection<'p>>) -> Result<()> {
+    let gone_after = i64::try_from((LEASE + MARGIN).as_millis()).unwrap_or(i64::MAX);
+    let deadline = Instant::now() + SETTLE_WAIT;
+    let mut target: Option<i64> = None;
+    let mut pause = SETTLE_POLL;
+    loop {
+        let row = conn()?
+            .query_one(SETTLE, &[&gone_after, &target])
+            .map_err(db_err)?;
+        target = Some(col(&row, 0)?);
+        let behind: i64 = col(&row, 1)?;
+        if behind == 0 {
+            return Ok(());
         }
-    }
-
-    /// Whether this node's token checks are answered from the access generation it watches
-    /// (no round trip), rather than by reading it from the database: true a moment after
-    /// the first check, while the watching connection works.
-    pub fn watches_access(&self) -> bool {
-        self.access_watch.trusted().is_some()
+        if Instant::now() >= deadline {
+            return Err(Error::Unavailable(format!(
+                "the access change is saved, but {behind} Quarry node(s) have not confirmed \
+                 it within {}s; until they do they may still accept what it took away",
+                SETTLE_WAIT.as_secs()
+            )));
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(SETTLE_POLL_MAX);
     }
 }

@@ -2,9 +2,12 @@
 //! trip), reads use the `(space_id, id)` index newest first.
 
 use postgres::types::ToSql;
+use quarry_core::Result;
 use quarry_store::{AuditEvent, AuditQuery, AuditRecord, AuditStore};
 
-use super::*;
+use crate::error::db_err;
+use crate::pg_store::PgStore;
+use crate::sql::col;
 
 /// Columns of one event, in insert order.
 const EVENT_COLUMNS: usize = 11;

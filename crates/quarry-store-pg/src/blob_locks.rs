@@ -8,7 +8,7 @@ use postgres::Client;
 use quarry_blobs::{BlobLock, BlobLocks};
 use quarry_core::{Error, Result};
 
-use crate::PgStore;
+use crate::pg_store::PgStore;
 
 /// The advisory lock key of blob collection.
 const BLOB_LOCK: i64 = 7_245_190_455_173_122_051;

@@ -11,8 +11,11 @@
 //! same number; appends to different conversations do not wait for each other.
 
 use postgres::Row;
+use quarry_core::{Error, Result};
+use quarry_store::{ChatMessageRow, ChatStore, ConversationRow, ConversationSummary};
 
-use super::*;
+use crate::error::{conflict_or_db, db_err};
+use crate::pg_store::PgStore;
 
 const CONVERSATION_COLUMNS: &str =
     "c.id, c.owner, c.title, c.kb_ids, c.model, c.created_at, c.updated_at";

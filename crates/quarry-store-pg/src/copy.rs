@@ -7,7 +7,9 @@ use quarry_core::{Error, Result};
 use quarry_store::SettingsStore;
 use quarry_store::copy::{Row, RowCopy, RowPage, copied_table};
 
-use super::*;
+use crate::error::db_err;
+use crate::pg_store::PgStore;
+use crate::sql::col;
 
 fn quote(ident: &str) -> String {
     format!("\"{}\"", ident.replace('"', "\"\""))

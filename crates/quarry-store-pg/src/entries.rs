@@ -4,13 +4,16 @@
 
 use std::collections::HashSet;
 
-use quarry_store::{AddedEntry, EntryStore, HistoryEvent, NewEntry, window_end};
+use quarry_core::{Error, Result};
+use quarry_store::{AddedEntry, EntryStore, HistoryEvent, KbFile, NewEntry, NewKbFile, window_end};
 
 use super::knowledge::{
     FILE_SELECT, delete_file, enqueue_cleanup_tx, file_by_row, file_from_row, free_file_name,
     insert_file, lock_file,
 };
-use super::*;
+use crate::error::db_err;
+use crate::pg_store::PgStore;
+use crate::sql::col;
 
 /// The current version keeps the key's name: the version `row_id` it replaces, when it holds
 /// the name its successor asks for (`wanted`), steps aside to [`quarry_store::superseded_name`]

@@ -11,8 +11,11 @@
 
 use postgres::Row;
 use postgres::types::{ToSql, Type};
+use quarry_core::{Error, Result};
+use quarry_store::{CustomToolRow, HubStore, PackageRow, ToolEndpointRow, ToolRow, UpstreamRow};
 
-use super::*;
+use crate::error::{conflict_or_db, db_err};
+use crate::pg_store::PgStore;
 
 /// A hub row read from a `SELECT` of its table's column list: one reader per row type, which
 /// every query returning that type goes through.

@@ -6,10 +6,15 @@
 //! whatever machine a worker runs on. Every claim bumps the job's `lease_token`, the fencing
 //! token each side effect presents.
 
-use quarry_store::{ClaimedChunks, JobKind, owner_node};
+use quarry_core::Result;
+use quarry_store::{
+    ClaimedChunks, FileStatus, Job, JobKind, JobQueue, Lease, QueueCounts, owner_node,
+};
 
 use super::knowledge::{enqueue_cleanup_tx, lease_holds};
-use super::*;
+use crate::error::db_err;
+use crate::pg_store::PgStore;
+use crate::sql::col;
 
 /// Advisory-lock key serialising embed job claims ("one embed job per node at a time").
 const EMBED_CLAIM_LOCK: i64 = 0x7175_6172_7279_0002;

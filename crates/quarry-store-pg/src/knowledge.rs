@@ -8,13 +8,19 @@
 //! the collection first ([`lock_file`] does): inserting one checks the collection's key, and
 //! removing the collection holds it while it waits for the files' jobs.
 
+use std::collections::HashMap;
+
 use postgres::GenericClient;
+use quarry_core::{Error, Result};
 use quarry_store::{
-    NoteMeta, RestrictedFile, StatusCounts, metadata_from_column, readers_from_column,
-    readers_to_column,
+    AddedFile, ConvertedFile, FileFilter, FileStatus, IndexWork, KbFile, KnowledgeBase,
+    KnowledgeStore, Lease, NewKbFile, NoteMeta, RestrictedFile, StatusCounts, metadata_from_column,
+    readers_from_column, readers_to_column,
 };
 
-use super::*;
+use crate::error::{conflict_or_db, db_err};
+use crate::pg_store::PgStore;
+use crate::sql::{col, lock, to_i64};
 
 /// The knowledge base's columns and its file counts, over `collections c`.
 const KB_SELECT: &str = "SELECT c.id, c.uid, c.name, c.description, c.chunk_size, c.chunk_overlap, \

@@ -6,6 +6,7 @@
 
 use quarry_core::{Error, Result};
 
+use crate::error::db_err;
 use crate::pool::PgConnection;
 
 /// `(logical version, SQL)`, oldest first. Version 12 is where PostgreSQL starts: the whole
@@ -49,7 +50,7 @@ pub(crate) fn ensure_vector_extension(conn: &mut PgConnection<'_>, db: &str) -> 
             "SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'vector')",
             &[],
         )
-        .map_err(crate::db_err)?
+        .map_err(db_err)?
         .get(0);
     if installed {
         return Ok(());
@@ -59,7 +60,7 @@ pub(crate) fn ensure_vector_extension(conn: &mut PgConnection<'_>, db: &str) -> 
             "SELECT EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'vector')",
             &[],
         )
-        .map_err(crate::db_err)?
+        .map_err(db_err)?
         .get(0);
     if !available {
         return Err(Error::Unavailable(format!(
@@ -81,9 +82,9 @@ pub(crate) fn ensure_vector_extension(conn: &mut PgConnection<'_>, db: &str) -> 
 
 /// Brings the schema to [`SCHEMA_VERSION`].
 pub(crate) fn migrate(conn: &mut PgConnection<'_>, db: &str) -> Result<()> {
-    let mut tx = conn.transaction().map_err(crate::db_err)?;
+    let mut tx = conn.transaction().map_err(db_err)?;
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
-        .map_err(crate::db_err)?;
+        .map_err(db_err)?;
     tx.batch_execute(
         "CREATE TABLE IF NOT EXISTS quarry_schema (
              version integer PRIMARY KEY,
@@ -91,13 +92,13 @@ pub(crate) fn migrate(conn: &mut PgConnection<'_>, db: &str) -> Result<()> {
              applied_at timestamptz NOT NULL DEFAULT now()
          )",
     )
-    .map_err(crate::db_err)?;
+    .map_err(db_err)?;
     let applied: Vec<(i32, String)> = tx
         .query(
             "SELECT version, checksum FROM quarry_schema ORDER BY version",
             &[],
         )
-        .map_err(crate::db_err)?
+        .map_err(db_err)?
         .iter()
         .map(|r| (r.get(0), r.get(1)))
         .collect();
@@ -132,9 +133,9 @@ pub(crate) fn migrate(conn: &mut PgConnection<'_>, db: &str) -> Result<()> {
             "INSERT INTO quarry_schema (version, checksum) VALUES ($1, $2)",
             &[version, &sum],
         )
-        .map_err(crate::db_err)?;
+        .map_err(db_err)?;
     }
-    tx.commit().map_err(crate::db_err)
+    tx.commit().map_err(db_err)
 }
 
 fn checksum(sql: &str) -> String {

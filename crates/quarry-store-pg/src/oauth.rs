@@ -2,11 +2,13 @@
 //! `UPDATE … RETURNING`, so of two nodes redeeming it at once only one gets it.
 
 use postgres::Row;
+use quarry_core::Result;
 use quarry_store::{
     OAuthClientRow, OAuthGrantRow, OAuthSecretKind, OAuthSecretRow, OAuthStore, Redeemed,
 };
 
-use super::*;
+use crate::error::db_err;
+use crate::pg_store::PgStore;
 
 const SECRET_COLUMNS: &str = "hash, kind, client_id, grant_id, redirect_uri, code_challenge, resource, scope, expires_at, used_at";
 

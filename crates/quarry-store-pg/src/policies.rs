@@ -2,9 +2,11 @@
 //! `UPDATE … WHERE status = …`, so across nodes an approval is decided once and used once.
 
 use postgres::Row;
+use quarry_core::Result;
 use quarry_store::{ApprovalDecision, ApprovalRow, PolicyRow, PolicyStore, approval_status};
 
-use super::*;
+use crate::error::{conflict_or_db, db_err};
+use crate::pg_store::PgStore;
 
 const POLICY_COLUMNS: &str =
     "id, space_id, name, attach, attach_id, rule, version, created_by, created_at, updated_at";

@@ -4,6 +4,7 @@
 //! `FOR UPDATE`, so a new claim cannot slip between the check and the write), then the
 //! knowledge base's row (new names), then a file's job and the file (`knowledge.rs`).
 
+use quarry_core::{Error, Result};
 use quarry_store::{
     NewSource, SYNC_INTERRUPTED, SourceChange, SourceFile, SourceLease, SourceRow, SyncCounts,
     SyncLine, SyncReport, readers_from_column, readers_to_column,
@@ -13,7 +14,9 @@ use super::knowledge::{
     delete_file, enqueue_cleanup_tx, free_file_name, insert_file, lock_file, move_to_readers,
     remember_blobs, requeue_file, uuid,
 };
-use super::*;
+use crate::error::{conflict_or_db, db_err};
+use crate::pg_store::PgStore;
+use crate::sql::{col, to_i64};
 
 const SOURCE_SELECT: &str = "SELECT s.id, s.uid, s.collection_id, c.name, s.kind, s.location, \
      s.mask, s.interval_ms, s.secret IS NOT NULL, s.created_at, s.updated_at, s.last_sync_at, \

@@ -22,20 +22,29 @@
 //! - **Feed consumers** are registered, moved and forgotten under `FEED_CONSUMERS_LOCK`, so
 //!   trimming never drops an entry that a consumer registering at the same moment needs.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use pgvector::HalfVector;
 use postgres::Statement;
 use postgres::row::Row;
-use quarry_core::docid_for_hash;
+use quarry_core::{Collection, CollectionKind, Context, Document, Error, Result, docid_for_hash};
 use quarry_store::{
-    ChunkEdit, CollectionStore, DocFields, EmbeddedBatch, FeedStore, IndexCensus, IndexDoc,
-    NewChunk, RecentEmbedding, SemanticStore, SessionStore, SettingsStore,
+    ChunkEdit, ChunkRef, ChunkSource, CollectionStore, DocChange, DocChunks, DocFields, DocSummary,
+    EmbedJob, EmbeddedBatch, EmbeddingState, FeedBatch, FeedPosition, FeedStore, FileState,
+    IndexCensus, IndexDoc, IndexWork, NewChunk, RecentEmbedding, SemanticStore, SessionStore,
+    SettingsStore,
 };
 
-use super::*;
+use crate::error::{conflict_or_db, db_err};
+use crate::pg_store::PgStore;
+use crate::pool::PgConnection;
+use crate::sql::{col, lock, to_i64};
 
-use crate::DOCID_LOCKS;
+/// The key space of the docid locks (`pg_advisory_xact_lock(DOCID_LOCKS, key)`, apart from
+/// the single-number locks): document writers lock the six-digit prefix of the docids they
+/// may take, so writers of different content never wait for each other (see the module docs).
+/// The feed needs no such lock: it is read in transaction order.
+const DOCID_LOCKS: i32 = 0x5144_4944;
 
 /// Serialises registering, acknowledging and forgetting feed consumers with trimming the
 /// feed: a consumer registering at the feed's head while another's acknowledgement trims it

@@ -26,53 +26,55 @@
 use std::collections::HashMap;
 
 use pgvector::HalfVector;
+
 use quarry_core::{Error, Result};
+
 use quarry_store::VectorSearch;
 
-use crate::{PgStore, db_err};
+use crate::error::db_err;
+use crate::pg_store::PgStore;
+use crate::vector_tuning::ChunkStats;
 
-/// Filters leaving at most this many chunks are searched exactly: faster than the graph,
-/// and perfect recall. Twice the embedded mode's since each chunk's vector sits beside its
-/// collection (`chunk_vectors`, schema v28): at 5 % of 100,000 synthetic chunks (5,000) the
-/// exact scan took 3.2 ms at p50 against the graph's 5.1 (recall@10 1.0 against 0.95), 13.1 /
-/// 27.2 ms at p50 / p99 against 23.1 / 64.8 with 8 clients on 2 cores
-/// (bench/results/pgvector-100000.json); 8,192 chunks cost about 5 ms.
-pub const EXACT_SEARCH_MAX: i64 = 8192;
 /// Filters keeping at most [`SELECTIVE_SHARE`] of all chunks are searched exactly up to this
 /// many chunks: the graph walk loses true neighbours there however large `ef_search` is
 /// (recall@10 0.844 at 1 % of a million synthetic chunks, against 0.955 at 5 %), and the exact
 /// scan of 10,000 chunks took 41 ms at p50, 47 ms at p99 with 8 clients on 16 cores
 /// (bench/results/pgvector-1000000-16cores.json).
 const SELECTIVE_EXACT_MAX: i64 = 16_384;
+
 /// See [`SELECTIVE_EXACT_MAX`].
 const SELECTIVE_SHARE: f64 = 0.02;
+
 /// The largest `hnsw.ef_search` pgvector accepts.
 const PGVECTOR_MAX_EF_SEARCH: usize = 1000;
 
-/// HNSW candidate list of an unfiltered search (`hnsw.ef_search`); a filtered search scales it
-/// by the share of chunks its filter keeps ([`ef_search_for`]).
-pub(crate) const EF_SEARCH: usize = 128;
 /// Candidates fetched from the index per result asked for, then ordered exactly: the iterative
 /// scan's relaxed order can put a true neighbour after a worse candidate, so a `LIMIT k` over
 /// it would cut that neighbour off. Every candidate costs a lookup of its chunks' collections,
 /// and a filtered scan visits `fetch / share` tuples to pass `fetch`: 4× cost a 5 % search
 /// 19 ms at p50 (113k real embeddings, 2 cores), twice `LIMIT k`'s 8.7.
 const OVERFETCH: usize = 2;
+
 /// Floor of `hnsw.max_scan_tuples` (pgvector's default): the scan stops after visiting this
 /// many tuples even when too few passed the filter.
 const MIN_SCAN_TUPLES: usize = 20_000;
+
 /// `hnsw.scan_mem_multiplier` for filtered searches: an iterative scan that visits many
 /// tuples needs more than `work_mem` for its candidate queue, and stops early without it.
 const SCAN_MEM_MULTIPLIER: usize = 4;
+
 /// HNSW graph parameters of every model's index. pgvector's defaults (16, 64) give recall@10
 /// 0.81 at a million chunks at `ef_search` 128; a wider construction list gives every node
 /// better-chosen neighbours for about twice the build time. Changing these makes
 /// [`VectorSearch::prepare_vectors`] rebuild existing indexes (see there).
 pub(crate) const HNSW_M: usize = 16;
+
 /// See [`HNSW_M`].
 pub(crate) const HNSW_EF_CONSTRUCTION: usize = 128;
+
 /// pgvector indexes `halfvec` up to this many dimensions.
 const MAX_INDEXED_DIMS: usize = 4000;
+
 /// Serialises index creation between nodes (`CREATE INDEX IF NOT EXISTS` races).
 const INDEX_LOCK: i64 = 7_245_190_455_173_122_050;
 
@@ -153,7 +155,7 @@ pub(crate) fn ef_search_for(base: usize, want: usize, total: i64, in_filter: Opt
 }
 
 /// Whether a filter keeping `in_filter` of `total` chunks is searched exactly: when it keeps
-/// at most `exact_max` ([`EXACT_SEARCH_MAX`] by default), or a small share of a large
+/// at most `exact_max` ([`EXACT_SEARCH_MAX`](crate::EXACT_SEARCH_MAX) by default), or a small share of a large
 /// collection ([`SELECTIVE_EXACT_MAX`]).
 fn searched_exactly(in_filter: i64, total: i64, exact_max: i64) -> bool {
     in_filter <= exact_max
@@ -194,34 +196,6 @@ fn filter_read_whole(in_filter: i64, ef: usize, per_text: f64) -> bool {
 
 /// How long a node keeps the planner's statistics of all chunks before reading them again.
 const CHUNK_STATS_KEPT: std::time::Duration = std::time::Duration::from_secs(30);
-
-/// What the planner's statistics say of all chunks ([`PgStore::chunk_stats`]).
-#[derive(Clone, Debug, PartialEq)]
-pub(crate) struct ChunkStats {
-    /// About how many chunks the store holds (`pg_class.reltuples`).
-    pub(crate) chunks: i64,
-    /// About how many chunks share each chunk text (1 when texts do not repeat, or before
-    /// the first `ANALYZE`): each candidate of a filtered search through the index is
-    /// checked against the filter through every chunk of its text.
-    pub(crate) per_text: f64,
-    /// The collections holding most chunks, each with its share of all chunks (the
-    /// planner's most common values of `chunks.collection_id`).
-    pub(crate) collection_shares: std::sync::Arc<[(i64, f64)]>,
-}
-
-impl ChunkStats {
-    /// The share of all chunks in `filter`'s collections, as far as the statistics tell
-    /// (`None` when none of them is among the most common values).
-    fn share_of(&self, filter: &[i64]) -> Option<f64> {
-        let mut found = None;
-        for (id, share) in self.collection_shares.iter() {
-            if filter.contains(id) {
-                *found.get_or_insert(0.0) += share;
-            }
-        }
-        found
-    }
-}
 
 /// Chunks per text from `reltuples` and `pg_stats.n_distinct` of `chunks.hash` (a positive
 /// count of distinct texts, or minus their share of the rows; `None` before any `ANALYZE`).
@@ -607,6 +581,7 @@ fn build_index(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::vector_tuning::EXACT_SEARCH_MAX;
 
     #[test]
     fn ef_search_grows_as_the_filter_narrows_and_the_collection_grows() {

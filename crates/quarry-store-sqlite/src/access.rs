@@ -3,7 +3,8 @@
 use quarry_core::{Error, Result};
 use rusqlite::{OptionalExtension, params};
 
-use super::{SqliteStore, db_err};
+use crate::error::db_err;
+use crate::store::SqliteStore;
 use quarry_store::{
     AccessStore, Group, Membership, NewToken, Role, Space, TokenGrant, TokenRecord, User,
 };

@@ -3,7 +3,8 @@
 use quarry_core::Result;
 use rusqlite::{OptionalExtension, params};
 
-use super::{SqliteStore, db_err};
+use crate::error::db_err;
+use crate::store::SqliteStore;
 use quarry_store::{AuditEvent, AuditQuery, AuditRecord, AuditStore};
 
 impl AuditStore for SqliteStore {

@@ -7,7 +7,8 @@
 use quarry_core::{Error, Result};
 use rusqlite::{OptionalExtension, Transaction, params};
 
-use super::{SqliteStore, conflict_or_db, db_err};
+use crate::error::{conflict_or_db, db_err};
+use crate::store::SqliteStore;
 use quarry_store::{ChatMessageRow, ChatStore, ConversationRow, ConversationSummary};
 
 const CONVERSATION_COLUMNS: &str =
@@ -244,7 +245,7 @@ mod tests {
     use super::*;
     use rusqlite::Connection;
 
-    use crate::SCHEMA_VERSION;
+    use crate::migrate::SCHEMA_VERSION;
 
     fn conversation(owner: &str, id: &str, at: i64) -> ConversationRow {
         ConversationRow {
@@ -282,7 +283,7 @@ mod tests {
         let path = dir.path().join("q.db");
         {
             let conn = Connection::open(&path).unwrap();
-            crate::schema_at(&conn, 5);
+            crate::migrate::schema_at(&conn, 5);
             conn.execute_batch(
                 "PRAGMA user_version = 5; \
                  INSERT INTO hub_generations (owner, generation) VALUES ('alice', 7);",

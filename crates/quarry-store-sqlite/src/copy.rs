@@ -6,7 +6,9 @@ use quarry_store::copy::{Row, RowCopy, RowPage, copied_table};
 use rusqlite::types::ValueRef;
 use serde_json::Value;
 
-use super::{SqliteStore, blob_to_vector, db_err};
+use crate::error::db_err;
+use crate::sql::blob_to_vector;
+use crate::store::SqliteStore;
 
 /// A column's value as the copy carries it (see `quarry_store::copy`).
 fn value(table: &str, column: &str, v: ValueRef<'_>) -> Result<Value> {

@@ -5,7 +5,7 @@ use quarry_store::{
     ConvertedFile, DocChunks, JobKind, JobQueue, KnowledgeStore, NewChunk, NewKbFile, SemanticStore,
 };
 
-use super::SqliteStore;
+use crate::store::SqliteStore;
 
 /// Chunks of the long document, each `CHUNK` bytes: the body is `CHUNKS * CHUNK` bytes.
 const CHUNKS: usize = 1_200;

@@ -9,9 +9,11 @@ use quarry_store::{AddedEntry, EntryStore, HistoryEvent, KbFile, NewEntry, NewKb
 
 use super::knowledge::{
     FILE_COLUMNS, FILE_FROM, delete_file_tx, enqueue_cleanup_tx, file_by_row, free_file_name,
-    id_list, insert_file,
+    insert_file,
 };
-use super::{SqliteStore, db_err};
+use crate::error::db_err;
+use crate::sql::id_list;
+use crate::store::SqliteStore;
 
 /// The current version keeps the key's name: the version `row_id` it replaces, when it holds
 /// the name its successor asks for (`wanted`), steps aside to [`quarry_store::superseded_name`]

@@ -3,7 +3,8 @@
 use quarry_core::{Error, Result};
 use rusqlite::{OptionalExtension, Transaction, params};
 
-use super::{SqliteStore, conflict_or_db, db_err};
+use crate::error::{conflict_or_db, db_err};
+use crate::store::SqliteStore;
 use quarry_store::{CustomToolRow, HubStore, PackageRow, ToolEndpointRow, ToolRow, UpstreamRow};
 
 const ENDPOINT_COLUMNS: &str =

@@ -5,10 +5,14 @@ use std::collections::HashMap;
 use quarry_core::{Error, Result};
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
 
-use super::{
-    EMBED_TEXT_COLUMNS, SqliteStore, UpsertDoc, db_err, drop_chunks_of, embed_span_row,
-    embed_texts, ensure_name_free, ensure_space, rename_collection_tx, upsert_document,
+use crate::documents::{
+    UpsertDoc, drop_chunks_of, ensure_name_free, ensure_space, rename_collection_tx,
+    upsert_document,
 };
+use crate::embed_texts::{EMBED_TEXT_COLUMNS, embed_span_row, embed_texts};
+use crate::error::{conflict_or_db, db_err};
+use crate::sql::{id_list, meta_column};
+use crate::store::SqliteStore;
 use quarry_store::{
     AddedFile, ClaimedChunks, ConvertedFile, EntryColumns, FileFilter, FileStatus, IndexWork, Job,
     JobKind, JobQueue, KbFile, KnowledgeBase, KnowledgeStore, Lease, NewKbFile, NoteMeta,
@@ -138,11 +142,6 @@ pub(super) fn requeue_file(tx: &Transaction<'_>, row_id: i64, now: i64) -> Resul
     )
     .map_err(db_err)?;
     Ok(())
-}
-
-/// A metadata column's value: `{}` for none.
-pub(crate) fn meta_column(meta: &str) -> &str {
-    if meta.trim().is_empty() { "{}" } else { meta }
 }
 
 /// Where a synced file came from: (source row, path, version).
@@ -298,7 +297,7 @@ pub(super) fn move_to_readers(
         "UPDATE kb_files SET name = ?2, readers = ?3, updated_at = ?4 WHERE id = ?1",
         params![row_id, free, readers, now],
     )
-    .map_err(|e| super::conflict_or_db(e, || quarry_store::SAME_BYTES_SAME_READERS.into()))?;
+    .map_err(|e| conflict_or_db(e, || quarry_store::SAME_BYTES_SAME_READERS.into()))?;
     if free != name {
         tx.execute(
             "UPDATE documents SET path = ?2 WHERE id = (SELECT document_id FROM kb_files WHERE id = ?1)",
@@ -1375,12 +1374,6 @@ fn lease_holds(tx: &Transaction<'_>, lease: Option<Lease>) -> Result<bool> {
         |r| r.get(0),
     )
     .map_err(db_err)
-}
-
-/// `[1,2,3]`, for `json_each` in a query.
-pub(crate) fn id_list(ids: &[i64]) -> String {
-    let parts: Vec<String> = ids.iter().map(i64::to_string).collect();
-    format!("[{}]", parts.join(","))
 }
 
 /// How long the row of a node that stopped sending heartbeats is kept (it says nothing

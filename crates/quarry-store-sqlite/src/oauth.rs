@@ -3,7 +3,8 @@
 use quarry_core::Result;
 use rusqlite::{OptionalExtension, Row, params};
 
-use super::{SqliteStore, db_err};
+use crate::error::db_err;
+use crate::store::SqliteStore;
 use quarry_store::{
     OAuthClientRow, OAuthGrantRow, OAuthSecretKind, OAuthSecretRow, OAuthStore, Redeemed,
 };

@@ -3,7 +3,8 @@
 use quarry_core::Result;
 use rusqlite::{OptionalExtension, params};
 
-use super::{SqliteStore, conflict_or_db, db_err};
+use crate::error::{conflict_or_db, db_err};
+use crate::store::SqliteStore;
 use quarry_store::{ApprovalDecision, ApprovalRow, PolicyRow, PolicyStore, approval_status};
 
 const POLICY_COLUMNS: &str =

@@ -7,7 +7,8 @@ use super::knowledge::{
     delete_file_tx, enqueue_cleanup_tx, free_file_name, insert_file, move_to_readers,
     remember_blob, requeue_file, uuid,
 };
-use super::{SqliteStore, db_err};
+use crate::error::db_err;
+use crate::store::SqliteStore;
 use quarry_store::{
     NewSource, SYNC_INTERRUPTED, SourceChange, SourceFile, SourceLease, SourceRow, SourceStore,
     SyncCounts, SyncLine, SyncReport, readers_from_column, readers_to_column,
@@ -177,7 +178,7 @@ impl SourceStore for SqliteStore {
 
     fn sources(&self, collection_ids: Option<&[i64]>) -> Result<Vec<SourceRow>> {
         let conn = self.conn();
-        let ids = collection_ids.map(super::knowledge::id_list);
+        let ids = collection_ids.map(crate::sql::id_list);
         let mut stmt = conn
             .prepare_cached(&format!(
                 "SELECT {SOURCE_COLUMNS} FROM {SOURCE_FROM} WHERE ?1 IS NULL \

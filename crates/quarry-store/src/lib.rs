@@ -18,6 +18,7 @@ pub mod conformance;
 pub mod copy;
 mod documents;
 mod entries;
+mod entry_version;
 mod feed;
 mod hub;
 mod knowledge;
@@ -27,6 +28,7 @@ mod semantic;
 mod sessions;
 mod settings;
 mod sources;
+mod store;
 pub mod thread_guard;
 
 pub use access::{
@@ -38,9 +40,9 @@ pub use documents::{
     CollectionStore, DocChange, DocFields, DocSummary, FileState, IndexDoc, IndexWork,
 };
 pub use entries::{
-    AddedEntry, EntryColumns, EntryStore, EntryVersion, HistoryEvent, NewEntry, superseded_name,
-    window_end,
+    AddedEntry, EntryColumns, EntryStore, HistoryEvent, NewEntry, superseded_name, window_end,
 };
+pub use entry_version::EntryVersion;
 pub use feed::{
     ChangeListener, ChangeNotifier, ChangeWaiter, Channel, FeedBatch, FeedPosition, FeedStore,
     PollingListener,
@@ -69,6 +71,7 @@ pub use sources::{
     NewSource, RestrictedCounts, SYNC_INTERRUPTED, SourceChange, SourceFile, SourceLease,
     SourceRow, SourceStore, SyncCounts, SyncLine, SyncReport,
 };
+pub use store::Store;
 
 /// Every store trait, for code that calls a backend's methods on its concrete type (tests,
 /// tools): `use quarry_store::prelude::*;`.
@@ -78,57 +81,4 @@ pub mod prelude {
         HubStore, JobQueue, KnowledgeStore, LimitStore, OAuthStore, PolicyStore, SemanticStore,
         SessionStore, SettingsStore, SourceStore, Store, VectorSearch,
     };
-}
-
-/// Storage of Quarry's metadata and documents for one data directory.
-///
-/// Every method is scoped to a space; names are unique within a space. Implementations
-/// must be safe to share between threads and must tolerate other processes reading while
-/// one writes.
-///
-/// `Store` is every part together, for the engine and the server that use them all; each
-/// service takes only the part it uses (the hub a [`HubStore`], the directory an
-/// [`AccessStore`], …). Any type that implements every part is a `Store`.
-pub trait Store:
-    CollectionStore
-    + FeedStore
-    + SessionStore
-    + SemanticStore
-    + SettingsStore
-    + KnowledgeStore
-    + EntryStore
-    + JobQueue
-    + AccessStore
-    + AuditStore
-    + LimitStore
-    + OAuthStore
-    + HubStore
-    + ChatStore
-    + SourceStore
-    + PolicyStore
-    + Send
-    + Sync
-{
-}
-
-impl<T> Store for T
-where
-    T: CollectionStore,
-    T: FeedStore,
-    T: EntryStore,
-    T: SessionStore,
-    T: SemanticStore,
-    T: SettingsStore,
-    T: KnowledgeStore,
-    T: JobQueue,
-    T: AccessStore,
-    T: AuditStore,
-    T: LimitStore,
-    T: PolicyStore,
-    T: OAuthStore,
-    T: HubStore,
-    T: ChatStore,
-    T: SourceStore,
-    T: Send + Sync,
-{
 }

@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use crate::{Reply, Request, Server, cgi};
+use crate::server::{Reply, Request, Server, cgi};
 
 /// The user name a token is sent with (what Quarry's Git sources send).
 pub const TOKEN_USER: &str = "x-access-token";

@@ -24,7 +24,7 @@ use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 
 use crate::error::{Result, VectorError};
-use crate::{Metric, Quantization};
+use crate::options::{Metric, Quantization};
 
 pub(crate) const TRAILER_LEN: usize = 48;
 pub(crate) const MAGIC: [u8; 8] = *b"QRYVEC\x00\x01";

@@ -15,7 +15,7 @@ use usearch::{Index, IndexOptions, MetricKind, ScalarKind};
 use crate::error::{Result, VectorError};
 use crate::exact::sort_best_first;
 use crate::format::{self, TRAILER_LEN, Trailer};
-use crate::{Metric, Quantization, SearchEffort, VectorIndexOptions};
+use crate::options::{Metric, Quantization, SearchEffort, VectorIndexOptions};
 
 /// Capacity reserved by `create` (and the floor after `open`); grows ×2 from there.
 const INITIAL_CAPACITY: usize = 1024;

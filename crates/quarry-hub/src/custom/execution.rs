@@ -5,6 +5,7 @@ use std::fmt;
 use std::time::Instant;
 
 use http::header::{CONTENT_TYPE, HeaderValue};
+use quarry_netguard::{NetPolicy, Refused};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use url::Url;
@@ -13,7 +14,6 @@ use super::schema::{Violations, validate_args, with_defaults};
 use super::spec::{CustomToolSpec, SpecError, build_headers, parse_method, validate_spec};
 use super::template::{BodyKind, TemplateError, render_body, render_url};
 use crate::fetch::{RawResponse, error_chain, redacted, send_and_read, trim_partial_utf8};
-use crate::ssrf::{self, NetPolicy, Refused};
 
 /// What a truncated body's text ends with (followed by a note and `]`).
 pub const TRUNCATION_MARKER: &str = "\n[truncated:";
@@ -128,7 +128,7 @@ impl std::error::Error for CustomToolError {
 }
 
 fn map_error(err: reqwest::Error, secs: u64, target: &str) -> CustomToolError {
-    if let Some(refused) = ssrf::refusal_in(&err) {
+    if let Some(refused) = quarry_netguard::refusal_in(&err) {
         return CustomToolError::Refused(refused.clone());
     }
     if err.is_timeout() {
@@ -145,9 +145,9 @@ fn map_error(err: reqwest::Error, secs: u64, target: &str) -> CustomToolError {
 
 /// Runs a custom tool: validates the spec and the arguments (schema `default`s filled in
 /// first), renders the URL and body, checks the URL with the guard, and sends the request
-/// through [`ssrf::shared_guarded_client`] (DNS answers and redirect hops checked too). Nothing is
-/// sent when validation, rendering or the guard fails. Any HTTP status is a response; the body
-/// is truncated at the spec's cap (see [`crate::custom`]'s docs).
+/// through [`quarry_netguard::shared_guarded_client`] (DNS answers and redirect hops checked
+/// too). Nothing is sent when validation, rendering or the guard fails. Any HTTP status is a
+/// response; the body is truncated at the spec's cap (see [`crate::custom`]'s docs).
 pub async fn execute(
     spec: &CustomToolSpec,
     args: &Value,
@@ -162,7 +162,7 @@ pub async fn execute(
     let url_text = render_url(&spec.http_url, &args)
         .map_err(|e| InvalidArguments(ArgumentError::Template(e)))?;
     let url = Url::parse(&url_text).map_err(|e| InvalidArguments(ArgumentError::RenderedUrl(e)))?;
-    ssrf::check_url(policy, &url).map_err(CustomToolError::Refused)?;
+    quarry_netguard::check_url(policy, &url).map_err(CustomToolError::Refused)?;
 
     let body = match &spec.http_body_template {
         Some(template) => {
@@ -189,8 +189,8 @@ pub async fn execute(
     let timeout = spec.timeout();
     let secs = timeout.as_secs();
     let target = redacted(&url);
-    let client =
-        ssrf::shared_guarded_client(policy, !spec.http_headers.is_empty()).map_err(|e| {
+    let client = quarry_netguard::shared_guarded_client(policy, !spec.http_headers.is_empty())
+        .map_err(|e| {
             CustomToolError::Http(format!(
                 "could not build the HTTP client: {}",
                 error_chain(&e)

@@ -1,6 +1,6 @@
 //! Custom HTTP tools (seed "RAG + MCP client + plugins" §5.3): a tool defined by a JSON Schema
 //! for its arguments and an HTTP request template, sent through the outbound guard
-//! ([`crate::ssrf`]).
+//! ([`quarry_netguard`]).
 //!
 //! # Templates
 //!

@@ -9,7 +9,7 @@ use quarry_store::{CustomToolRow, PackageRow};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::{Hub, json_text, uuid_v4};
+use super::hub::{Hub, json_text, uuid_v4};
 use crate::access::{may_use_custom, require_write};
 use crate::catalog::CUSTOM_PACKAGE;
 use crate::custom::{self, CustomCall, CustomToolError, CustomToolSpec, SpecError};

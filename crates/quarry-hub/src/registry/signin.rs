@@ -23,9 +23,8 @@ use quarry_store::UpstreamRow;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::{Hub, json_text, stored_settings};
+use super::hub::{Hub, json_text, stored_settings};
 use crate::access::require_write;
-use crate::ssrf;
 use crate::upstream::{self, BearerSource, TransportKind, UpstreamSecrets};
 
 /// How long a started sign-in waits for the person to consent.
@@ -103,6 +102,14 @@ pub struct SignInInfo {
     pub expires_at: Option<i64>,
     /// The scopes granted.
     pub scope: Option<String>,
+}
+
+/// Runs store work from async code on the blocking pool (store calls never run on an async
+/// runtime thread).
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
+    tokio::task::spawn_blocking(move || quarry_store::thread_guard::allow_blocking(f))
+        .await
+        .map_err(|e| Error::Storage(format!("a hub task failed: {e}")))?
 }
 
 fn context(id: &str) -> String {
@@ -211,7 +218,7 @@ impl Hub {
     async fn sign_in_client(
         &self,
         row: &UpstreamRow,
-    ) -> Result<(reqwest::Client, Option<ssrf::NetPolicy>)> {
+    ) -> Result<(reqwest::Client, Option<quarry_netguard::NetPolicy>)> {
         let net = (row.owner != MACHINE_OWNER).then(|| self.opts.net.clone());
         let http = upstream::guarded_http_client(&row.config, net.as_ref())
             .await
@@ -243,7 +250,7 @@ impl Hub {
             match &net {
                 Some(policy) => {
                     let url = url::Url::parse(u).map_err(|e| e.to_string())?;
-                    ssrf::check_url(policy, &url).map_err(|e| e.to_string())
+                    quarry_netguard::check_url(policy, &url).map_err(|e| e.to_string())
                 }
                 None => Ok(()),
             }
@@ -286,7 +293,7 @@ impl Hub {
         sign_in.redirect_uri = Some(redirect_uri.to_owned());
         let hub = self.clone();
         let id = row.id.clone();
-        let stored = crate::blocking(move || hub.swap_sign_in(&row, &sign_in)).await?;
+        let stored = blocking(move || hub.swap_sign_in(&row, &sign_in)).await?;
         if stored.is_none() {
             return Err(Error::Conflict(
                 "the MCP server changed while signing in started; try again".into(),
@@ -332,7 +339,7 @@ impl Hub {
         };
         let hub = self.clone();
         let (row_now, cleared) = (row.clone(), sign_in.clone());
-        if crate::blocking(move || hub.swap_sign_in(&row_now, &cleared))
+        if blocking(move || hub.swap_sign_in(&row_now, &cleared))
             .await?
             .is_none()
         {
@@ -365,7 +372,7 @@ impl Hub {
         sign_in.refreshing_until = None;
         // Written as an edit, so every node reconnects with the new token now.
         let hub = self.clone();
-        crate::blocking(move || {
+        blocking(move || {
             let mut row = hub
                 .store
                 .upstream(&row.owner, &row.id)?
@@ -414,7 +421,7 @@ impl Hub {
     ) -> Result<Option<UpstreamRow>> {
         let hub = self.clone();
         let (owner, wanted) = (owner.map(str::to_owned), id.to_owned());
-        crate::blocking(move || match owner {
+        blocking(move || match owner {
             Some(owner) => hub.store.upstream(&owner, &wanted),
             None => Ok(hub
                 .store
@@ -428,7 +435,7 @@ impl Hub {
     async fn blocking_row(self: &Arc<Self>, caller: &Principal, key: &str) -> Result<UpstreamRow> {
         let hub = self.clone();
         let (caller, key) = (caller.clone(), key.to_owned());
-        crate::blocking(move || hub.row(&caller, &key)).await
+        blocking(move || hub.row(&caller, &key)).await
     }
 
     /// The bearer source of `row`'s connection (see [`BearerSource`]).
@@ -496,8 +503,7 @@ impl Hub {
             sign_in.refreshing_until = Some(now + REFRESH_CLAIM_MS);
             let hub = self.clone();
             let (claim_row, claimed) = (row.clone(), sign_in.clone());
-            let Some(claimed) =
-                crate::blocking(move || hub.swap_sign_in(&claim_row, &claimed)).await?
+            let Some(claimed) = blocking(move || hub.swap_sign_in(&claim_row, &claimed)).await?
             else {
                 continue;
             };
@@ -525,7 +531,7 @@ impl Hub {
                 Err(e) => Err(client_error(e)),
             };
             let hub = self.clone();
-            let written = crate::blocking(move || hub.swap_sign_in(&claimed_row, &sign_in)).await?;
+            let written = blocking(move || hub.swap_sign_in(&claimed_row, &sign_in)).await?;
             if written.is_none() {
                 tracing::warn!(upstream = %row.name, "the sign-in changed while its token was refreshed");
             }

@@ -9,11 +9,10 @@ use quarry_store::{PackageRow, UpstreamRow};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{Hub, json_text, stored_settings, uuid_v4};
+use super::hub::{Hub, json_text, stored_settings, uuid_v4};
 use crate::access::{may_use, require_write, usable};
 use crate::catalog::{self, CUSTOM_PACKAGE, Catalog, CatalogTool, Manifest, package_rows};
 use crate::pool::{Connecting, Refreshing};
-use crate::ssrf;
 use crate::upstream::{self, Health, TransportKind, UpstreamOptions, UpstreamSecrets};
 
 /// A request to register an upstream (`POST /api/v1/mcp/servers`, `quarry hub add`).
@@ -375,7 +374,7 @@ impl Hub {
                     ));
                 }
                 if !caller.is_machine_owner() {
-                    ssrf::check_url(&self.opts.net, &url)
+                    quarry_netguard::check_url(&self.opts.net, &url)
                         .map_err(|e| Error::InvalidInput(e.to_string()))?;
                 }
                 if !req.env.is_empty() || !req.args.is_empty() {

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use quarry_hub::custom::{CustomToolError, CustomToolSpec, TRUNCATION_MARKER, execute};
-use quarry_hub::ssrf::{self, NetPolicy, Refused};
+use quarry_netguard::{NetPolicy, Refused};
 use quarry_test_http::{Reply, Request, Server, unused_port};
 use serde_json::{Value, json};
 
@@ -205,7 +205,7 @@ async fn redirects_are_limited_and_same_origin_ones_followed() {
     assert_eq!(
         r,
         Refused::TooManyRedirects {
-            max: ssrf::MAX_REDIRECTS
+            max: quarry_netguard::MAX_REDIRECTS
         }
     );
     assert_eq!(text, "refused: more than 5 redirects");
@@ -215,7 +215,7 @@ async fn redirects_are_limited_and_same_origin_ones_followed() {
         .iter()
         .filter(|r| r.target.starts_with("/loop/"))
         .count();
-    assert_eq!(loops, 1 + ssrf::MAX_REDIRECTS);
+    assert_eq!(loops, 1 + quarry_netguard::MAX_REDIRECTS);
 }
 
 #[tokio::test]
@@ -509,11 +509,15 @@ async fn guarded_client_checks_names_and_redirects_on_its_own() {
     let target = Server::start(|_| Reply::ok("text/plain", "secret"));
     let to = target.url("/");
     let first = serve_on("127.0.0.2:0", move |_| Reply::redirect(&to));
-    let client = ssrf::guarded_client(&allow("127.0.0.2/32"), Duration::from_secs(5)).unwrap();
+    let client =
+        quarry_netguard::guarded_client(&allow("127.0.0.2/32"), Duration::from_secs(5)).unwrap();
 
     let err = client.get(first.url("/")).send().await.unwrap_err();
     assert!(
-        matches!(ssrf::refusal_in(&err), Some(Refused::Address { .. })),
+        matches!(
+            quarry_netguard::refusal_in(&err),
+            Some(Refused::Address { .. })
+        ),
         "{err:?}"
     );
     let err = client
@@ -523,7 +527,7 @@ async fn guarded_client_checks_names_and_redirects_on_its_own() {
         .unwrap_err();
     assert!(
         matches!(
-            ssrf::refusal_in(&err),
+            quarry_netguard::refusal_in(&err),
             Some(Refused::NoAllowedAddress { .. })
         ),
         "{err:?}"

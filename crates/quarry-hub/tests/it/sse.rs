@@ -50,7 +50,7 @@ fn config(url: String, timeout: Duration) -> SseClientConfig {
 
 /// reqwest is built without a default rustls crypto provider: install the crate's first.
 fn http_client() -> reqwest::Client {
-    quarry_hub::ssrf::ensure_crypto_provider();
+    quarry_netguard::ensure_crypto_provider();
     reqwest::Client::new()
 }
 

@@ -16,7 +16,10 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use quarry_core::Error;
-use quarry_engine::{CreateKnowledgeBase, FileFilter, StatusFilter, Upload, UploadOutcome};
+use quarry_engine::{
+    CreateKnowledgeBase, FileFilter, RejectedKind, StatusFilter, Upload, UploadOptions,
+    UploadOutcome,
+};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -288,7 +291,7 @@ async fn upload_docs(
             Some(reason) => rejected.push(UploadOutcome::Rejected {
                 file_name: quarry_engine::clean_file_name(&file_name),
                 reason,
-                kind: "too_large",
+                kind: RejectedKind::TooLarge,
             }),
             None => uploads.push(Upload { file_name, staged }),
         }
@@ -302,7 +305,7 @@ async fn upload_docs(
     let engine = caller.engine.clone();
     let kb_key = kb.id.clone();
     let mut outcomes = run_blocking(move || {
-        engine.add_uploads_with(&kb_key, uploads, readers.as_deref(), &fields)
+        engine.add_uploads(&kb_key, uploads, &UploadOptions { readers, fields })
     })
     .await?;
     outcomes.extend(rejected);
@@ -316,7 +319,7 @@ async fn upload_docs(
             matches!(
                 o,
                 UploadOutcome::Rejected {
-                    kind: "unsupported",
+                    kind: RejectedKind::Unsupported,
                     ..
                 }
             )
@@ -326,7 +329,7 @@ async fn upload_docs(
             matches!(
                 o,
                 UploadOutcome::Rejected {
-                    kind: "too_large",
+                    kind: RejectedKind::TooLarge,
                     ..
                 }
             )

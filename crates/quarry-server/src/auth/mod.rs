@@ -23,18 +23,11 @@ use serde_json::json;
 use crate::http::{ApiError, ErrorCode, run_blocking_raw, status_of};
 use crate::state::AppState;
 
+mod mode;
 pub(crate) mod oauth;
 pub(crate) mod session;
 
-/// Whether requests must carry a token.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AuthMode {
-    /// Loopback without `--auth`: a request without a token is the machine's owner (a token,
-    /// when presented, is still checked and applied).
-    Open,
-    /// Every request but `/health` needs a valid token.
-    Token,
-}
+pub use mode::AuthMode;
 
 /// How a surface words an authentication failure, and whether its routes read a space.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -142,6 +135,14 @@ fn source_id_of(path: &str) -> Option<&str> {
     let rest = path.strip_prefix("/api/v1/sources/")?;
     let id = rest.split('/').next()?;
     (!id.is_empty()).then_some(id)
+}
+
+/// The endpoint name of a path that is exactly `/mcp/e/<name>`: one non-empty segment, no
+/// trailing slash, nothing after it. Other paths under `/mcp/e/` fall through to the plain
+/// `/mcp` service, so a token bound to an endpoint must be refused there (issue 41).
+pub(crate) fn endpoint_name(path: &str) -> Option<&str> {
+    path.strip_prefix("/mcp/e/")
+        .filter(|name| !name.is_empty() && !name.contains('/'))
 }
 
 fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
@@ -388,7 +389,7 @@ pub(crate) async fn authenticate(
             .identity
             .as_ref()
             .is_some_and(|i| i.endpoint.is_some());
-        if bound && crate::mcp::named::endpoint_name(req.uri().path()).is_none() {
+        if bound && endpoint_name(req.uri().path()).is_none() {
             Err(Refusal::Auth(AuthFailure::EndpointOnly))
         } else {
             Ok(caller)

@@ -2,16 +2,10 @@
 //! carries so an MCP client can find them (RFC 9728 §5.1).
 
 use axum::http::{HeaderMap, HeaderValue};
-use quarry_core::Error;
 use quarry_oauth::Endpoints;
 
 use crate::auth::AuthMode;
 use crate::state::AppState;
-
-/// `url` as an origin (`--public-url`), or why it is not one.
-pub(crate) fn checked_origin(url: &str) -> Result<String, Error> {
-    Ok(Endpoints::from_public_url(url)?.origin().to_owned())
-}
 
 /// The OAuth endpoints for a request: at `--public-url` when set, else at the origin the
 /// request was sent to — its `Host`, which the Host check already limited to names this

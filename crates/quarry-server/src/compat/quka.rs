@@ -20,7 +20,7 @@ use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::json;
 
 use crate::auth::Caller;
-use crate::service::tool_args::{answer_is_read_unless_it_writes, audited_call, request_caller};
+use crate::service::tool_call::{answer_is_read_unless_it_writes, audited_call, request_caller};
 use crate::service::{gate, knowledge_tools};
 use crate::state::AppState;
 

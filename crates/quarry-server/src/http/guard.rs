@@ -7,8 +7,8 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
+use super::options::HttpOptions;
 use super::{ApiError, ErrorCode};
-use crate::state::HttpOptions;
 
 /// The Host/Origin policy derived from [`HttpOptions`].
 #[derive(Clone)]

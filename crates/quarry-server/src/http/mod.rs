@@ -1,7 +1,8 @@
 //! HTTP plumbing every surface shares: the error contract ([`ApiError`], [`ErrorCode`]),
 //! extractors ([`Body`], [`Params`], [`count`]), the `/api/v1` envelopes ([`ok`], [`ok_list`]), the one
-//! blocking runner ([`run_blocking`]) and the Host/Origin guard. Route modules (`api/`,
-//! `compat/`, `mcp/`) use this and `auth/`; nothing here knows a route.
+//! blocking runner ([`run_blocking`]), the Host/Origin guard and the listener's settings
+//! ([`options::HttpOptions`]). Route modules (`api/`, `compat/`, `mcp/`) use this and
+//! `auth/`; nothing here knows a route.
 
 pub(crate) mod admission;
 mod blocking;
@@ -10,6 +11,7 @@ mod envelope;
 mod error;
 mod extract;
 pub(crate) mod guard;
+pub(crate) mod options;
 
 pub(crate) use blocking::{run_blocking, run_blocking_raw};
 pub(crate) use envelope::{base_url, html_escape, ok, ok_list};

@@ -24,18 +24,18 @@ use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
-use axum::http::{HeaderValue, Method, StatusCode, Uri, header, request::Parts};
+use axum::http::{HeaderValue, Method, StatusCode, Uri, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use quarry_hub::{Catalog, Selection};
+use quarry_hub::Selection;
 use rmcp::model::{ClientJsonRpcMessage, GetExtensions, ServerJsonRpcMessage};
-use rmcp::service::RequestContext;
-use rmcp::{ErrorData as McpError, RoleServer, ServiceExt};
+use rmcp::{RoleServer, ServiceExt};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::QuarryMcp;
+use super::narrowing::InitializeTools;
 use crate::auth::Caller;
 use crate::state::AppState;
 
@@ -47,10 +47,6 @@ const MAX_SESSIONS: usize = 1024;
 const QUEUE: usize = 64;
 /// A comment line this often keeps proxies from closing an idle stream.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
-
-/// `params.tools` of a legacy SSE session's `initialize`, put on each of its messages.
-#[derive(Debug, Clone)]
-pub(crate) struct InitializeTools(pub Vec<String>);
 
 /// The open legacy SSE sessions of one server, and the `params.tools` of Streamable HTTP
 /// sessions (keyed by `Mcp-Session-Id`).
@@ -483,54 +479,4 @@ impl rmcp::transport::Transport<RoleServer> for ChannelTransport {
         self.inbox.close();
         Ok(())
     }
-}
-
-/// The selection a request is viewed through: the URL's, narrowed to `params.tools` when the
-/// session's `initialize` named some. Each named tool must be in the URL's selection (all of
-/// the caller's tools when it selects none): `params.tools` never widens it.
-pub(crate) fn narrowed(
-    selection: Selection,
-    catalog: &Catalog,
-    context: &RequestContext<RoleServer>,
-) -> Result<Selection, McpError> {
-    let Some(InitializeTools(names)) = context
-        .extensions
-        .get::<Parts>()
-        .and_then(|p| p.extensions.get::<InitializeTools>())
-    else {
-        return Ok(selection);
-    };
-    let picked_by_url = |i: usize| {
-        if selection.tools.is_none() && selection.servers.is_none() {
-            return true;
-        }
-        let in_tools = selection
-            .tools
-            .iter()
-            .flatten()
-            .any(|n| catalog.position(n) == Some(i));
-        let in_servers = selection
-            .servers
-            .iter()
-            .flatten()
-            .any(|p| *p == catalog.tools[i].package);
-        in_tools || in_servers
-    };
-    for name in names {
-        let inside = catalog.position(name).is_some_and(picked_by_url);
-        if !inside {
-            return Err(McpError::invalid_params(
-                format!(
-                    "params.tools names '{name}', which is not a tool of this endpoint's selection \
-                     (params.tools can only narrow the URL's selection)"
-                ),
-                None,
-            ));
-        }
-    }
-    Ok(Selection {
-        tools: Some(names.clone()),
-        servers: None,
-        ..selection
-    })
 }

@@ -66,7 +66,7 @@ pub(crate) async fn http_guard(State(limit): State<usize>, req: Request, next: N
             return (StatusCode::BAD_REQUEST, axum::Json(refusal)).into_response();
         }
         // Only a tool call may write documents; whether it does, its tool tells
-        // (`service::tool_args::answer_is_read_unless_it_writes`).
+        // (`service::tool_call::answer_is_read_unless_it_writes`).
         if message.get("method").and_then(Value::as_str) != Some("tools/call") {
             parts
                 .extensions

@@ -10,6 +10,7 @@
 pub(crate) mod hub_sse;
 pub(crate) mod jsonrpc;
 pub(crate) mod named;
+mod narrowing;
 mod progress;
 mod qmd_tools;
 pub(crate) mod sessions;
@@ -30,9 +31,8 @@ use serde_json::{Value, json};
 
 use crate::auth::Caller;
 use crate::http::{run_blocking, run_blocking_raw};
-use crate::service::tool_args::{
-    Args, answer_is_read_unless_it_writes, audited_call, request_caller, tool_error,
-};
+use crate::service::tool_args::{Args, tool_error};
+use crate::service::tool_call::{answer_is_read_unless_it_writes, audited_call, request_caller};
 use crate::service::{approver_tools, gate, knowledge_tools};
 use crate::state::AppState;
 use qmd_tools::{TOOL_NAMES, tools};
@@ -133,7 +133,7 @@ impl QuarryMcp {
         let catalog = run_blocking(move || registry.catalog(&owner))
             .await
             .map_err(|e| McpError::internal_error(e.detail, None))?;
-        let selection = hub_sse::narrowed(selection, &catalog, context)?;
+        let selection = narrowing::narrowed(selection, &catalog, context)?;
         // The cap limits selections; the unselected view lists everything (SPEC §2.2).
         let cap = if selection.chooses_tools() {
             hub.options().max_tools

@@ -9,18 +9,10 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use quarry_access::AuthFailure;
 
-use crate::auth::{Caller, jsonrpc_refusal};
+use crate::auth::{Caller, endpoint_name, jsonrpc_refusal};
 use crate::http::{ErrorCode, run_blocking_raw, status_of};
 use crate::service::endpoints;
 use crate::state::AppState;
-
-/// The endpoint name of a path that is exactly `/mcp/e/<name>`: one non-empty segment, no
-/// trailing slash, nothing after it. Other paths under `/mcp/e/` fall through to the plain
-/// `/mcp` service, so a token bound to an endpoint must be refused there (issue 41).
-pub(crate) fn endpoint_name(path: &str) -> Option<&str> {
-    path.strip_prefix("/mcp/e/")
-        .filter(|name| !name.is_empty() && !name.contains('/'))
-}
 
 /// A JSON-RPC refusal (`-32000`, `data.error_code`) with its code's HTTP status.
 fn envelope(code: ErrorCode, message: &str) -> Response {

@@ -12,5 +12,6 @@ pub(crate) mod gate;
 pub(crate) mod knowledge_tools;
 mod spaces;
 pub(crate) mod tool_args;
+pub(crate) mod tool_call;
 
 pub(crate) use spaces::visible_spaces;

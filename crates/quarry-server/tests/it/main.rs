@@ -2,7 +2,6 @@
 
 mod common;
 mod groups;
-mod layering;
 mod openapi;
 mod router;
 mod sources;

@@ -106,7 +106,7 @@ struct Writer {
 
 impl Writer {
     fn new(endpoint: &str, bucket: &str, key_id: &str, secret_key: &str) -> Writer {
-        let _ = rustls::crypto::ring::default_provider().install_default();
+        quarry_netguard::ensure_crypto_provider();
         let s3 = AmazonS3Builder::new()
             .with_endpoint(endpoint)
             .with_allow_http(true)

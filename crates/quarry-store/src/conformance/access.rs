@@ -10,7 +10,7 @@ use crate::{NewToken, Role, Store, TokenRecord};
 #[macro_export]
 macro_rules! __conformance_access {
     ($open:expr) => {
-        $crate::store_conformance!(@in access, $open;
+        $crate::conformance::harness::__conformance_tests!($open; [$crate::conformance::access];
             access_spaces_are_unique_and_found_by_name_or_uuid,
             access_deleting_a_space_forgets_its_members_and_its_place_in_tokens,
             access_a_space_with_collections_is_not_deleted,
@@ -28,6 +28,9 @@ macro_rules! __conformance_access {
         );
     };
 }
+
+#[doc(hidden)]
+pub use __conformance_access;
 
 fn space(store: &dyn Store, name: &str) -> crate::Space {
     store

@@ -7,7 +7,7 @@ use crate::{AuditEvent, AuditQuery, Store};
 #[macro_export]
 macro_rules! __conformance_audit {
     ($open:expr) => {
-        $crate::store_conformance!(@in audit, $open;
+        $crate::conformance::harness::__conformance_tests!($open; [$crate::conformance::audit];
             audit_events_round_trip_newest_first,
             audit_filters_and_pages,
             audit_prune_removes_only_older_events,
@@ -16,6 +16,9 @@ macro_rules! __conformance_audit {
         );
     };
 }
+
+#[doc(hidden)]
+pub use __conformance_audit;
 
 fn event(at: i64, space: Option<&str>, action: &str, outcome: &str) -> AuditEvent {
     AuditEvent {

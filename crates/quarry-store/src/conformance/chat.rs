@@ -10,7 +10,7 @@ use crate::{ChatMessageRow, ConversationRow, ConversationSummary, Store};
 #[macro_export]
 macro_rules! __conformance_chat {
     ($open:expr) => {
-        $crate::store_conformance!(@in chat, $open;
+        $crate::conformance::harness::__conformance_tests!($open; [$crate::conformance::chat];
             chat_conversations_and_messages_round_trip,
             chat_conversations_are_listed_by_last_activity_with_counts,
             chat_seq_counts_up_per_conversation_and_updates_keep_it,
@@ -23,6 +23,9 @@ macro_rules! __conformance_chat {
         );
     };
 }
+
+#[doc(hidden)]
+pub use __conformance_chat;
 
 fn conversation(owner: &str, id: &str, at: i64) -> ConversationRow {
     ConversationRow {

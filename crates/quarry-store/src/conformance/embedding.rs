@@ -3,7 +3,7 @@
 //! documents (what `quarry kb upload` waits for). Each case is a `pub fn embedding_…(store:
 //! &dyn Store)` listed in the macro below.
 
-use super::{SPACE, collection, doc};
+use super::fixtures::{SPACE, collection, doc};
 use crate::{DocChunks, NewChunk, Store};
 
 /// The cases of this module, for [`store_conformance!`](crate::store_conformance).
@@ -11,12 +11,15 @@ use crate::{DocChunks, NewChunk, Store};
 #[macro_export]
 macro_rules! __conformance_embedding {
     ($open:expr) => {
-        $crate::store_conformance!(@in embedding, $open;
+        $crate::conformance::harness::__conformance_tests!($open; [$crate::conformance::embedding];
             embedding_batches_count_the_chunks_they_finish_per_model,
             embedding_state_of_documents_counts_their_own_chunks,
         );
     };
 }
+
+#[doc(hidden)]
+pub use __conformance_embedding;
 
 fn chunk(start: usize, end: usize, hash: &str) -> NewChunk {
     NewChunk {

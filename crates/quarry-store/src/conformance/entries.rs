@@ -12,7 +12,7 @@ use crate::{AddedEntry, ConvertedFile, KbFile, NewEntry, NewKbFile, NoteMeta, St
 #[macro_export]
 macro_rules! __conformance_entries {
     ($open:expr) => {
-        $crate::store_conformance!(@in entries, $open;
+        $crate::conformance::harness::__conformance_tests!($open; [$crate::conformance::entries];
             entries_a_key_supersedes_its_current_entry_and_history_keeps_both,
             entries_supersedes_names_only_a_current_entry_of_its_key,
             entries_a_new_version_keeps_the_name_of_the_one_it_replaces,
@@ -22,6 +22,9 @@ macro_rules! __conformance_entries {
         );
     };
 }
+
+#[doc(hidden)]
+pub use __conformance_entries;
 
 const SPACE: &str = "default";
 

@@ -10,7 +10,7 @@ use crate::{Role, Store};
 #[macro_export]
 macro_rules! __conformance_groups {
     ($open:expr) => {
-        $crate::store_conformance!(@in groups, $open;
+        $crate::conformance::harness::__conformance_tests!($open; [$crate::conformance::groups];
             groups_are_unique_per_space_and_found_by_name_or_uuid,
             groups_members_are_added_once_and_listed_by_name,
             groups_deleting_a_group_takes_its_memberships,
@@ -19,6 +19,9 @@ macro_rules! __conformance_groups {
         );
     };
 }
+
+#[doc(hidden)]
+pub use __conformance_groups;
 
 fn space(store: &dyn Store, name: &str) {
     store

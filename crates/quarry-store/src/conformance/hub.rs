@@ -10,7 +10,7 @@ use crate::{CustomToolRow, PackageRow, Store, ToolEndpointRow, ToolRow, Upstream
 #[macro_export]
 macro_rules! __conformance_hub {
     ($open:expr) => {
-        $crate::store_conformance!(@in hub, $open;
+        $crate::conformance::harness::__conformance_tests!($open; [$crate::conformance::hub];
             hub_upstreams_round_trip_and_update,
             hub_upstream_names_and_packages_conflict_per_owner,
             hub_deleting_an_upstream_takes_its_package_and_tools,
@@ -25,6 +25,9 @@ macro_rules! __conformance_hub {
         );
     };
 }
+
+#[doc(hidden)]
+pub use __conformance_hub;
 
 /// Secrets as a client might send them: quotes, backslashes, newlines, non-ASCII.
 const SECRET: &str = "{\"env\":{\"K\":\"s3cr\\\"et \\\\ \\n ünï 🔑\"},\"headers\":{}}";

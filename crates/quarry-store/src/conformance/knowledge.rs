@@ -13,7 +13,7 @@ use crate::{
 #[macro_export]
 macro_rules! __conformance_knowledge {
     ($open:expr) => {
-        $crate::store_conformance!(@in knowledge, $open;
+        $crate::conformance::harness::__conformance_tests!($open; [$crate::conformance::knowledge];
             knowledge_bases_are_created_listed_found_and_updated,
             knowledge_same_bytes_make_no_second_file_and_same_names_get_distinct_ones,
             knowledge_files_are_filtered_and_found_by_id_or_name,
@@ -41,6 +41,9 @@ macro_rules! __conformance_knowledge {
         );
     };
 }
+
+#[doc(hidden)]
+pub use __conformance_knowledge;
 
 const SPACE: &str = "default";
 

@@ -12,18 +12,20 @@
 //!
 //! Each case takes the store and panics, naming what broke, when the backend misbehaves.
 
-use std::collections::BTreeMap;
-
 use quarry_core::{CollectionKind, Error};
 
 use crate::{DocChange, FeedPosition, NewKbFile, Store};
+use fixtures::{Model, SPACE, collection, doc, drain, id_of, position, read, truth};
 
 pub mod access;
 pub mod audit;
 pub mod chat;
 pub mod embedding;
 pub mod entries;
+mod fixtures;
 pub mod groups;
+#[doc(hidden)]
+pub mod harness;
 pub mod hub;
 pub mod knowledge;
 pub mod oauth;
@@ -37,23 +39,24 @@ pub mod vectors;
 /// `None` to skip).
 ///
 /// Each area's cases live in a module of their own (`conformance/<area>.rs`), listed by
-/// that module's `__conformance_<area>!`, so areas grow without touching each other.
+/// that module's `__conformance_<area>!` (named here through the module, which re-exports
+/// it), so areas grow without touching each other.
 #[macro_export]
 macro_rules! store_conformance {
     ($open:expr) => {
-        $crate::__conformance_access!($open);
-        $crate::__conformance_audit!($open);
-        $crate::__conformance_chat!($open);
-        $crate::__conformance_embedding!($open);
-        $crate::__conformance_entries!($open);
-        $crate::__conformance_groups!($open);
-        $crate::__conformance_hub!($open);
-        $crate::__conformance_knowledge!($open);
-        $crate::__conformance_oauth!($open);
-        $crate::__conformance_policies!($open);
-        $crate::__conformance_sources!($open);
-        $crate::__conformance_store!($open);
-        $crate::store_conformance!(@cases $open;
+        $crate::conformance::access::__conformance_access!($open);
+        $crate::conformance::audit::__conformance_audit!($open);
+        $crate::conformance::chat::__conformance_chat!($open);
+        $crate::conformance::embedding::__conformance_embedding!($open);
+        $crate::conformance::entries::__conformance_entries!($open);
+        $crate::conformance::groups::__conformance_groups!($open);
+        $crate::conformance::hub::__conformance_hub!($open);
+        $crate::conformance::knowledge::__conformance_knowledge!($open);
+        $crate::conformance::oauth::__conformance_oauth!($open);
+        $crate::conformance::policies::__conformance_policies!($open);
+        $crate::conformance::sources::__conformance_sources!($open);
+        $crate::conformance::store::__conformance_store!($open);
+        $crate::conformance::harness::__conformance_tests!($open; [$crate::conformance];
             feed_every_consumer_sees_every_change,
             feed_unacknowledged_work_is_read_again,
             feed_new_consumer_reads_a_snapshot_first,
@@ -71,128 +74,6 @@ macro_rules! store_conformance {
             jobs_a_stale_claim_writes_nothing,
         );
     };
-    (@in $module:ident, $open:expr; $($case:ident),* $(,)?) => {
-        $(
-            #[test]
-            fn $case() {
-                let Some((_keep, store)) = ($open)() else {
-                    return;
-                };
-                $crate::conformance::$module::$case(&*store);
-            }
-        )*
-    };
-    (@cases $open:expr; $($case:ident),* $(,)?) => {
-        $(
-            #[test]
-            fn $case() {
-                let Some((_keep, store)) = ($open)() else {
-                    return;
-                };
-                $crate::conformance::$case(&*store);
-            }
-        )*
-    };
-}
-
-const SPACE: &str = "default";
-
-fn doc(path: &str, body: &str) -> DocChange {
-    DocChange::Upsert {
-        meta: Default::default(),
-        path: path.into(),
-        title: path.into(),
-        // Distinct content, distinct hash (hex, as SHA-256 digests are).
-        hash: body.bytes().map(|b| format!("{b:02x}")).collect(),
-        size: body.len() as u64,
-        stamp: 1,
-        body: body.into(),
-        pages: Vec::new(),
-        furniture: Vec::new(),
-    }
-}
-
-/// What a consumer's index holds: document id → body.
-type Model = BTreeMap<i64, String>;
-
-/// Reads and acknowledges the feed until it is empty, applying each batch to `model` as a
-/// derived index would; returns how many batches it took.
-fn drain(store: &dyn Store, consumer: &str, limit: usize, model: &mut Model) -> usize {
-    let mut from = store.feed_position(consumer).expect("feed_position");
-    let mut batches = 0;
-    loop {
-        let batch = read(store, from, limit);
-        let done = batch.work.is_empty();
-        for id in &batch.work.deletes {
-            model.remove(id);
-        }
-        for d in batch.work.upserts {
-            model.insert(d.id, d.body);
-        }
-        if batch.position != from {
-            from = batch.position;
-            store.feed_ack(consumer, from).expect("feed_ack");
-        }
-        if done {
-            return batches;
-        }
-        batches += 1;
-        assert!(batches < 10_000, "{consumer}: the feed never ends");
-    }
-}
-
-/// Reads a batch that covers every write committed before the call: a store with several
-/// writers at once hands out entries only below its oldest running transaction, which
-/// another writer (another test on the same database) may hold back for a moment.
-fn read(store: &dyn Store, from: FeedPosition, limit: usize) -> crate::FeedBatch {
-    let token = store.feed_horizon().expect("feed_horizon");
-    for _ in 0..1_000 {
-        let batch = store.feed_read(from, limit).expect("feed_read");
-        match batch.horizon {
-            Some(h) if h < token && batch.work.is_empty() => {
-                std::thread::sleep(std::time::Duration::from_millis(10));
-            }
-            _ => return batch,
-        }
-    }
-    panic!("the feed's horizon never reached {token}");
-}
-
-fn position(store: &dyn Store, consumer: &str) -> FeedPosition {
-    store.feed_position(consumer).expect("feed_position")
-}
-
-/// The store's documents, as a derived index should hold them.
-fn truth(store: &dyn Store) -> Model {
-    let ids: Vec<i64> = store
-        .document_summaries(SPACE)
-        .expect("document_summaries")
-        .iter()
-        .map(|d| d.id)
-        .collect();
-    store
-        .documents_by_ids(&ids)
-        .expect("documents_by_ids")
-        .into_iter()
-        .map(|d| (d.id, d.body))
-        .collect()
-}
-
-fn collection(store: &dyn Store, name: &str) -> i64 {
-    store
-        .create_collection(SPACE, name, CollectionKind::Folder, "/x", "**/*.md")
-        .expect("create_collection")
-        .id
-}
-
-fn id_of(store: &dyn Store, path: &str) -> i64 {
-    store
-        .document_summaries(SPACE)
-        .expect("document_summaries")
-        .into_iter()
-        .find(|d| d.path == path)
-        .unwrap_or_else(|| panic!("no document {path}"))
-        .id
 }
 
 /// Two derived indexes (two nodes' keyword indexes) follow one store: each sees every

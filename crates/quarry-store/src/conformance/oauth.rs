@@ -10,7 +10,7 @@ use crate::{
 #[macro_export]
 macro_rules! __conformance_oauth {
     ($open:expr) => {
-        $crate::store_conformance!(@in oauth, $open;
+        $crate::conformance::harness::__conformance_tests!($open; [$crate::conformance::oauth];
             oauth_clients_and_grants_round_trip,
             oauth_secrets_are_redeemed_once,
             oauth_concurrent_redeemers_never_both_win,
@@ -18,6 +18,9 @@ macro_rules! __conformance_oauth {
         );
     };
 }
+
+#[doc(hidden)]
+pub use __conformance_oauth;
 
 fn secret(hash: &str, kind: OAuthSecretKind, expires_at: i64) -> OAuthSecretRow {
     OAuthSecretRow {

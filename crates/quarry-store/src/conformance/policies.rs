@@ -9,13 +9,16 @@ use quarry_core::Error;
 #[macro_export]
 macro_rules! __conformance_policies {
     ($open:expr) => {
-        $crate::store_conformance!(@in policies, $open;
+        $crate::conformance::harness::__conformance_tests!($open; [$crate::conformance::policies];
             policies_are_named_once_per_space_and_versioned,
             approvals_match_exactly_their_call_and_filter_by_status,
             approvals_are_decided_once_and_used_once_across_threads,
         );
     };
 }
+
+#[doc(hidden)]
+pub use __conformance_policies;
 
 fn policy(space: &str, id: &str, name: &str) -> PolicyRow {
     PolicyRow {

@@ -14,7 +14,7 @@ use crate::{
 #[macro_export]
 macro_rules! __conformance_sources {
     ($open:expr) => {
-        $crate::store_conformance!(@in sources, $open;
+        $crate::conformance::harness::__conformance_tests!($open; [$crate::conformance::sources];
             sources_are_created_listed_and_unique_per_location,
             sources_one_claim_at_a_time_and_a_stale_one_writes_nothing,
             sources_changes_keep_ids_and_leave_uploads_alone,
@@ -28,6 +28,9 @@ macro_rules! __conformance_sources {
         );
     };
 }
+
+#[doc(hidden)]
+pub use __conformance_sources;
 
 const SPACE: &str = "default";
 

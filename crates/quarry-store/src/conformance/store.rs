@@ -3,7 +3,7 @@
 
 use quarry_core::{CollectionKind, Error, Furniture, FurnitureKind, PageSpan};
 
-use super::{Model, SPACE, collection, doc, drain, id_of, position, read, truth};
+use super::fixtures::{Model, SPACE, collection, doc, drain, id_of, position, read, truth};
 use crate::{ChunkEdit, DocChange, DocChunks, NewChunk, Store};
 
 /// The cases of this module, for [`store_conformance!`](crate::store_conformance).
@@ -11,7 +11,7 @@ use crate::{ChunkEdit, DocChange, DocChunks, NewChunk, Store};
 #[macro_export]
 macro_rules! __conformance_store {
     ($open:expr) => {
-        $crate::store_conformance!(@in store, $open;
+        $crate::conformance::harness::__conformance_tests!($open; [$crate::conformance::store];
             store_collections_are_listed_by_name_with_counts,
             store_rename_carries_contexts_and_refuses_clashes,
             store_remove_collection_takes_its_documents_chunks_and_contexts,
@@ -35,6 +35,9 @@ macro_rules! __conformance_store {
         );
     };
 }
+
+#[doc(hidden)]
+pub use __conformance_store;
 
 fn chunk(start: usize, end: usize, hash: &str) -> NewChunk {
     NewChunk {

@@ -1,0 +1,26 @@
+//! Search results as every surface returns them.
+
+use serde::{Deserialize, Serialize};
+
+/// One search result, the seed's `SearchResultItem`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SearchHit {
+    /// `#` + hex, the document's short id.
+    pub docid: String,
+    /// Display path.
+    pub file: String,
+    /// The document's title.
+    pub title: String,
+    /// Relevance in 0–1, rounded to 2 decimals.
+    pub score: f64,
+    /// The most specific context of the document's path.
+    pub context: Option<String>,
+    /// About 300 characters around the best match, each line prefixed `N: `.
+    pub snippet: String,
+    /// Page the snippet is on, for paged sources (PDF pages, slides).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub page: Option<u32>,
+    /// The document's metadata fields (absent when it has none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<serde_json::Value>,
+}

@@ -1,0 +1,120 @@
+//! One MCP `tools/call` as the MCP endpoints and QukaAI's run it: the caller of the
+//! request, the audit record (with what the tool-policy gate decided) and whether the answer
+//! counts as a read.
+
+use std::time::Instant;
+
+use rmcp::model::{CallToolRequestParams, CallToolResponse, CallToolResult, JsonObject};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData as McpError, RoleServer};
+
+use crate::auth::Caller;
+use crate::state::AppState;
+
+/// Marks a tool call's HTTP request as a read (its answer carries no `X-Quarry-Txid`, see
+/// `http::consistency`) unless `tool` may write documents: Quarry's own knowledge tools that
+/// are not annotated read-only. Upstream tools write nothing into this store.
+pub(crate) fn answer_is_read_unless_it_writes(
+    context: &RequestContext<RoleServer>,
+    package: &str,
+    tool: &rmcp::model::Tool,
+) {
+    let writes = package == quarry_hub::KNOWLEDGE_PACKAGE && !quarry_hub::annotated_read_only(tool);
+    if !writes && let Some(parts) = context.extensions.get::<axum::http::request::Parts>() {
+        crate::http::consistency::mark_read(&parts.extensions);
+    }
+}
+
+/// The caller of one MCP request: fixed (stdio), or the one the HTTP auth middleware put on
+/// the request. Neither is an error, never a default: a request nobody vouched for reads
+/// nothing.
+pub(crate) fn request_caller(
+    fixed: Option<&Caller>,
+    context: &RequestContext<RoleServer>,
+) -> Result<Caller, McpError> {
+    let parts = context.extensions.get::<axum::http::request::Parts>();
+    let mut caller = match fixed {
+        Some(c) => c.clone(),
+        None => parts
+            .and_then(|p| p.extensions.get::<Caller>())
+            .cloned()
+            .ok_or_else(|| McpError::internal_error("request has no authenticated caller", None))?,
+    };
+    // A request without an `initialize` before it (the stateless era, QukaAI's curl
+    // examples) gets rmcp's own identity as its peer's: that names no client.
+    let own = rmcp::model::Implementation::from_build_env();
+    let client = context
+        .peer
+        .peer_info()
+        .filter(|p| p.client_info.name != own.name || p.client_info.version != own.version)
+        .map(|p| format!("{}/{}", p.client_info.name, p.client_info.version))
+        .or_else(|| {
+            parts
+                .and_then(|p| p.headers.get(axum::http::header::USER_AGENT))
+                .and_then(|v| v.to_str().ok())
+                .map(|v| v.chars().take(200).collect())
+        });
+    caller.origin = crate::auth::CallOrigin {
+        client,
+        call: Some(context.id.to_string()),
+    };
+    Ok(caller)
+}
+
+/// One `tools/call` as every MCP endpoint runs it (`/mcp`, `/api/mcp`, `/mcp/e/<name>`,
+/// stdio, QukaAI's `/api/v1/mcp`): `run` gets the tool's name and arguments and answers;
+/// whatever it answers is counted and written to the audit log
+/// ([`crate::audit::tool_call`]: arguments redacted, the endpoint and client from the HTTP
+/// request when there is one) before it is returned.
+pub(crate) async fn audited_call<Fut>(
+    state: &AppState,
+    caller: &Caller,
+    request: CallToolRequestParams,
+    context: &RequestContext<RoleServer>,
+    run: impl FnOnce(String, JsonObject) -> Fut,
+) -> Result<CallToolResponse, McpError>
+where
+    Fut: Future<Output = Result<CallToolResult, McpError>>,
+{
+    let started = Instant::now();
+    let name = request.name.to_string();
+    let args = request.arguments.unwrap_or_default();
+    let redacted = quarry_audit::redact_object(&args);
+    let result = run(name.clone(), args).await;
+    let outcome = match &result {
+        Ok(r) if r.is_error == Some(true) => "tool_error",
+        Ok(_) => "ok",
+        Err(_) => "protocol_error",
+    };
+    let gated = result
+        .as_ref()
+        .ok()
+        .and_then(crate::service::gate::gate_meta)
+        .cloned();
+    let parts = context.extensions.get::<axum::http::request::Parts>();
+    if let Some(g) = gated
+        .as_ref()
+        .filter(|g| g["outcome"] == "held" && g["new"] == true)
+    {
+        crate::audit::approval_request(state, &caller.principal, &name, &redacted, g, parts);
+    }
+    crate::audit::tool_call(
+        state,
+        &caller.principal,
+        &name,
+        redacted,
+        outcome,
+        gated,
+        started.elapsed(),
+        parts,
+    );
+    // A held call its client can take to a person: the 2026-07-28 way of asking.
+    if let Some(asked) = result
+        .as_ref()
+        .ok()
+        .and_then(crate::service::gate::input_required)
+    {
+        return Ok(CallToolResponse::InputRequired(asked));
+    }
+    result.map(Into::into)
+}
