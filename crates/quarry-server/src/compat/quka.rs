@@ -68,9 +68,10 @@ impl ServerHandler for QukaMcp {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        context: RequestContext<RoleServer>,
+        mut context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let caller = request_caller(None, &context)?;
+        gate::GateRecord::attach(&mut context);
         let (c, ctx) = (&caller, &context);
         audited_call(&self.state, c, request, ctx, move |name, args| async move {
             self.run(c, &name, args, ctx).await

@@ -616,6 +616,7 @@ impl ServerHandler for QuarryMcp {
         {
             context.extensions.insert(answer);
         }
+        gate::GateRecord::attach(&mut context);
         let (c, ctx) = (&caller, &context);
         audited_call(&self.state, c, request, ctx, move |name, args| async move {
             crate::limits::tool_call(&self.state, &c.principal).await?;

@@ -1,10 +1,11 @@
 //! The tool-policy gate on an MCP `tools/call`: every MCP endpoint runs its catalogued
 //! tools through [`gated`].
 //!
-//! What the gate decided travels on the result's `_meta` under [`GATE_META`]
-//! (`{"outcome": "held"|"denied"|"refused"|"approved", "approval_id", "policy", "new"}`):
-//! clients read the approval's id there, and `audited_call` reads it to record the call as
-//! refused and, for a new request, an `approval.request` event.
+//! What the gate decided is a [`GateOutcome`], put in the request's [`GateRecord`] beside
+//! the result: `audited_call` records the call from it. Clients read the same decision on
+//! the result's `_meta` under [`GATE_META`] (`{"outcome": "held"|"denied"|"refused"|
+//! "approved", "approval_id", "policy", "new"}`). A new approval request is recorded once,
+//! by the gate, when the call makes it (`approval.request`).
 //!
 //! A held call waits for its decision where the client can show a person a URL (URL-mode
 //! elicitation, MCP 2025-11-25): the approval's page in the web UI is offered, and once the
@@ -15,12 +16,13 @@
 //! (`audited_call` turns a held result marked `elicit` into it), and its retry with the
 //! person's answer waits the same way. Every other client gets the held `isError` result.
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use quarry_policy::{Call, EndpointRef, Verdict};
 use rmcp::model::{
     CallToolResult, ElicitRequestParams, ElicitationAction, InputRequest, InputRequiredResult,
-    JsonObject, MetaObject,
+    JsonObject,
 };
 use rmcp::service::{ElicitationMode, RequestContext};
 use rmcp::{ErrorData as McpError, RoleServer};
@@ -101,26 +103,90 @@ pub(crate) async fn gated<Fut>(
 where
     Fut: Future<Output = Result<CallToolResult, McpError>>,
 {
-    let approval = match before_call(state, caller, tool, &args, context).await? {
-        Cleared::Stopped(result) => return Ok(result),
-        Cleared::Run(approval) => approval,
+    let used = match before_call(state, caller, tool, &args, context).await? {
+        Cleared::Stopped(mut result, outcome) => {
+            with_gate_meta(&mut result, outcome.meta());
+            GateRecord::put(context, outcome);
+            return Ok(result);
+        }
+        Cleared::Run(used) => used,
     };
     let mut result = run(args).await?;
-    if let Some(id) = approval {
-        with_gate_meta(
-            &mut result,
-            json!({"outcome": "approved", "approval_id": id}),
-        );
+    if let Some(outcome) = used {
+        with_gate_meta(&mut result, outcome.meta());
+        GateRecord::put(context, outcome);
     }
     Ok(result)
 }
 
+/// What the gate decided about one call that a policy was involved in (never `Allow`).
+#[derive(Debug, Clone)]
+pub(crate) struct GateOutcome {
+    /// The decision.
+    pub(crate) verdict: Verdict,
+    /// Where a 2026-07-28 client may send a person for a held call: the approval's page,
+    /// what to tell them, and the approval's id.
+    elicit: Option<(String, String, String)>,
+}
+
+impl GateOutcome {
+    /// The decision as clients and the audit log read it (the `_meta` body).
+    pub(crate) fn meta(&self) -> Value {
+        let mut meta = self.verdict.outcome().unwrap_or_default();
+        if let Some((url, message, id)) = &self.elicit {
+            meta["elicit"] = json!({"url": url, "message": message, "id": id});
+        }
+        meta
+    }
+
+    /// A held call a 2026-07-28 client may answer with the person, as the
+    /// `InputRequiredResult` asking for it; `None` for any other outcome.
+    pub(crate) fn input_required(&self) -> Option<InputRequiredResult> {
+        let (url, message, id) = self.elicit.clone()?;
+        let params = ElicitRequestParams::UrlElicitationParams {
+            meta: None,
+            message,
+            url,
+            elicitation_id: id.clone(),
+        };
+        let request = InputRequest::Elicitation(rmcp::model::ElicitRequest::new(params));
+        let mut requests = rmcp::model::InputRequests::new();
+        requests.insert(APPROVAL_INPUT.to_owned(), request);
+        Some(InputRequiredResult::new(Some(requests), Some(id)))
+    }
+}
+
+/// Where the gate puts its outcome for one `tools/call`: each call attaches its own to the
+/// request's extensions ([`GateRecord::attach`]), and its `audited_call` takes it back.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct GateRecord(Arc<Mutex<Option<GateOutcome>>>);
+
+impl GateRecord {
+    /// A fresh record on `context`'s extensions.
+    pub(crate) fn attach(context: &mut RequestContext<RoleServer>) -> GateRecord {
+        let record = GateRecord::default();
+        context.extensions.insert(record.clone());
+        record
+    }
+
+    /// What the gate decided, if a policy was involved (taken: recorded once).
+    pub(crate) fn take(&self) -> Option<GateOutcome> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
+
+    fn put(context: &RequestContext<RoleServer>, outcome: GateOutcome) {
+        if let Some(record) = context.extensions.get::<GateRecord>() {
+            *record.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(outcome);
+        }
+    }
+}
+
 /// What the gate left a call.
 enum Cleared {
-    /// It runs; `Some` when an approval was used for it (its id goes on the result).
-    Run(Option<String>),
-    /// It does not run: the result to answer.
-    Stopped(CallToolResult),
+    /// It runs; `Some` when an approval was used for it.
+    Run(Option<GateOutcome>),
+    /// It does not run: the result to answer, and why.
+    Stopped(CallToolResult, GateOutcome),
 }
 
 /// Passes `tool` (`package.tool`) with `args` through the caller's policies.
@@ -166,9 +232,22 @@ async fn before_call(
         }
     };
     let mut verdict = check().await?;
+    // A request this call made is recorded now, once: the call may wait for the decision,
+    // and end approved.
+    if let Verdict::Held { new: true, .. } = &verdict {
+        let parts = context.extensions.get::<axum::http::request::Parts>();
+        crate::audit::approval_request(
+            state,
+            &caller.principal,
+            tool,
+            &quarry_audit::redact_object(args),
+            &verdict.outcome().unwrap_or_default(),
+            parts,
+        );
+    }
     // A held call whose client can send a person to the approval waits for the decision.
     let mut elicit = None;
-    if let Verdict::Held { approval, new } = &verdict {
+    if let Verdict::Held { approval, .. } = &verdict {
         let mode = elicit_mode(context);
         let answered = context.extensions.get::<ApprovalAnswer>().copied();
         let message = format!(
@@ -182,18 +261,6 @@ async fn before_call(
         };
         let go_wait = match (mode, answered, url) {
             (Elicit::Session, _, Some(url)) => {
-                if *new {
-                    // Recorded now: the call may end approved, and its result then says so.
-                    let parts = context.extensions.get::<axum::http::request::Parts>();
-                    crate::audit::approval_request(
-                        state,
-                        &caller.principal,
-                        tool,
-                        &quarry_audit::redact_object(args),
-                        &verdict.outcome().unwrap_or_default(),
-                        parts,
-                    );
-                }
                 matches!(
                     context
                         .peer
@@ -209,7 +276,7 @@ async fn before_call(
             }
             (Elicit::InputRequired, Some(ApprovalAnswer(accepted)), _) => accepted,
             (Elicit::InputRequired, None, Some(url)) => {
-                elicit = Some(json!({"url": url.as_str(), "message": message, "id": approval.id}));
+                elicit = Some((url.to_string(), message, approval.id.clone()));
                 false
             }
             _ => false,
@@ -227,7 +294,8 @@ async fn before_call(
             }
             tracing::debug!(approval = %approval_id, "a held call waited for its decision");
         }
-        // Its request is recorded: above (a session) or by the first round (2026-07-28).
+        // `new` tells the client this round made the request and answers held: not after
+        // a wait, nor for a session asked in the middle of the call.
         if (go_wait || mode == Elicit::Session)
             && let Verdict::Held { new, .. } = &mut verdict
         {
@@ -235,20 +303,17 @@ async fn before_call(
         }
     }
     let refusal = verdict.refusal();
-    let meta = match &verdict {
-        Verdict::Allow => return Ok(Cleared::Run(None)),
-        Verdict::Approved(a) => return Ok(Cleared::Run(Some(a.id.clone()))),
-        _ => {
-            let mut meta = verdict.outcome().unwrap_or_default();
-            if let Some(e) = elicit {
-                meta["elicit"] = e;
-            }
-            meta
-        }
-    };
-    let mut result = tool_error(refusal.unwrap_or_default());
-    with_gate_meta(&mut result, meta);
-    Ok(Cleared::Stopped(result))
+    match verdict {
+        Verdict::Allow => Ok(Cleared::Run(None)),
+        verdict @ Verdict::Approved(_) => Ok(Cleared::Run(Some(GateOutcome {
+            verdict,
+            elicit: None,
+        }))),
+        verdict => Ok(Cleared::Stopped(
+            tool_error(refusal.unwrap_or_default()),
+            GateOutcome { verdict, elicit },
+        )),
+    }
 }
 
 /// The web UI's page of approval `id`, at the address this request came to (`None` outside
@@ -262,36 +327,9 @@ fn approval_url(context: &RequestContext<RoleServer>, id: &str) -> Option<url::U
     .ok()
 }
 
-/// A held result a 2026-07-28 client may answer with the person (its gate outcome carries
-/// `elicit`), as the `InputRequiredResult` asking for it; `None` for any other result.
-pub(crate) fn input_required(result: &CallToolResult) -> Option<InputRequiredResult> {
-    let e = gate_meta(result)?.get("elicit")?;
-    let params = ElicitRequestParams::UrlElicitationParams {
-        meta: None,
-        message: e.get("message")?.as_str()?.to_owned(),
-        url: e.get("url")?.as_str()?.to_owned(),
-        elicitation_id: e.get("id")?.as_str()?.to_owned(),
-    };
-    let request = InputRequest::Elicitation(rmcp::model::ElicitRequest::new(params));
-    let mut requests = rmcp::model::InputRequests::new();
-    requests.insert(APPROVAL_INPUT.to_owned(), request);
-    Some(InputRequiredResult::new(
-        Some(requests),
-        e.get("id").and_then(Value::as_str).map(str::to_owned),
-    ))
-}
-
 /// Puts the gate's outcome on `result`'s `_meta`.
 fn with_gate_meta(result: &mut CallToolResult, outcome: Value) {
     let mut meta = result.meta.take().unwrap_or_default();
     meta.0.insert(GATE_META.into(), outcome);
     result.meta = Some(meta);
-}
-
-/// The gate's outcome on a result, if it has one.
-pub(crate) fn gate_meta(result: &CallToolResult) -> Option<&Value> {
-    result
-        .meta
-        .as_ref()
-        .and_then(|m: &MetaObject| m.0.get(GATE_META))
 }

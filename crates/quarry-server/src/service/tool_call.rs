@@ -9,6 +9,7 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer};
 
 use crate::auth::Caller;
+use crate::service::gate::{GateOutcome, GateRecord};
 use crate::state::AppState;
 
 /// Marks a tool call's HTTP request as a read (its answer carries no `X-Quarry-Txid`, see
@@ -63,7 +64,8 @@ pub(crate) fn request_caller(
 
 /// One `tools/call` as every MCP endpoint runs it (`/mcp`, `/api/mcp`, `/mcp/e/<name>`,
 /// stdio, QukaAI's `/api/v1/mcp`): `run` gets the tool's name and arguments and answers;
-/// whatever it answers is counted and written to the audit log
+/// the request carries a [`GateRecord`] (attached by the caller) for what the tool-policy
+/// gate decides. Whatever `run` answers is counted and written to the audit log
 /// ([`crate::audit::tool_call`]: arguments redacted, the endpoint and client from the HTTP
 /// request when there is one) before it is returned.
 pub(crate) async fn audited_call<Fut>(
@@ -76,6 +78,12 @@ pub(crate) async fn audited_call<Fut>(
 where
     Fut: Future<Output = Result<CallToolResult, McpError>>,
 {
+    // Where the gate puts what it decided (the caller attached it to the request).
+    let record = context
+        .extensions
+        .get::<GateRecord>()
+        .cloned()
+        .ok_or_else(|| McpError::internal_error("tools/call without a gate record", None))?;
     let started = Instant::now();
     let name = request.name.to_string();
     let args = request.arguments.unwrap_or_default();
@@ -86,33 +94,21 @@ where
         Ok(_) => "ok",
         Err(_) => "protocol_error",
     };
-    let gated = result
-        .as_ref()
-        .ok()
-        .and_then(crate::service::gate::gate_meta)
-        .cloned();
+    let gated = record.take();
     let parts = context.extensions.get::<axum::http::request::Parts>();
-    if let Some(g) = gated
-        .as_ref()
-        .filter(|g| g["outcome"] == "held" && g["new"] == true)
-    {
-        crate::audit::approval_request(state, &caller.principal, &name, &redacted, g, parts);
-    }
     crate::audit::tool_call(
         state,
         &caller.principal,
         &name,
         redacted,
         outcome,
-        gated,
+        gated.as_ref().map(GateOutcome::meta),
         started.elapsed(),
         parts,
     );
     // A held call its client can take to a person: the 2026-07-28 way of asking.
-    if let Some(asked) = result
-        .as_ref()
-        .ok()
-        .and_then(crate::service::gate::input_required)
+    if result.is_ok()
+        && let Some(asked) = gated.as_ref().and_then(GateOutcome::input_required)
     {
         return Ok(CallToolResponse::InputRequired(asked));
     }
