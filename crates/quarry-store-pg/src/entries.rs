@@ -2,10 +2,10 @@
 //! history. Writers of one knowledge base are serialised by its collection row's lock (as
 //! `add_files` is), so two nodes writing one key at once supersede one after the other.
 
-use std::collections::HashSet;
-
-use quarry_core::{Error, Result};
-use quarry_store::{AddedEntry, EntryStore, HistoryEvent, KbFile, NewEntry, NewKbFile, window_end};
+use postgres::types::ToSql;
+use quarry_core::Result;
+use quarry_store::entry_rules::{self, Derived, EntryColumnsWrite, EntryRow, EntryTx, HistoryRow};
+use quarry_store::{AddedEntry, EntryStore, HistoryEvent, KbFile, NewEntry, NewKbFile};
 
 use super::knowledge::{
     FILE_SELECT, delete_file, enqueue_cleanup_tx, file_by_row, file_from_row, free_file_name,
@@ -13,104 +13,296 @@ use super::knowledge::{
 };
 use crate::error::db_err;
 use crate::pg_store::PgStore;
+use crate::pool::PgTransaction;
 use crate::sql::col;
 
-/// The current version keeps the key's name: the version `row_id` it replaces, when it holds
-/// the name its successor asks for (`wanted`), steps aside to [`quarry_store::superseded_name`]
-/// — its document's path with it (the caller holds the collection's lock).
-fn step_aside(
-    tx: &mut crate::PgTransaction<'_>,
-    collection_id: i64,
-    row_id: i64,
-    wanted: &str,
-    now: i64,
-) -> Result<()> {
-    let row = tx
-        .query_one(
-            "SELECT name, readers FROM kb_files WHERE id = $1",
-            &[&row_id],
-        )
-        .map_err(db_err)?;
-    let (name, readers): (String, Option<String>) = (col(&row, 0)?, col(&row, 1)?);
-    if name != wanted {
-        return Ok(());
+/// The entry rules' statements ([`EntryTx`]) on a PostgreSQL write transaction. Writers of
+/// one knowledge base are serialised by its collection row's lock.
+struct PgEntryTx<'a, 'c>(&'a mut PgTransaction<'c>);
+
+impl PgEntryTx<'_, '_> {
+    fn optional_i64(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Option<i64>> {
+        self.0
+            .query_opt(sql, params)
+            .map_err(db_err)?
+            .map(|r| col(&r, 0))
+            .transpose()
     }
-    let aside = free_file_name(
-        tx,
-        collection_id,
-        &quarry_store::superseded_name(&name, now),
-        readers.as_deref(),
-    )?;
-    tx.execute(
-        "UPDATE kb_files SET name = $2 WHERE id = $1",
-        &[&row_id, &aside],
-    )
-    .map_err(db_err)?;
-    tx.execute(
-        "UPDATE documents SET path = $2 WHERE id = (SELECT document_id FROM kb_files WHERE id = $1)",
-        &[&row_id, &aside],
-    )
-    .map_err(db_err)?;
-    Ok(())
 }
 
-fn history(
-    tx: &mut crate::PgTransaction<'_>,
-    collection_id: i64,
-    entry: &str,
-    key: Option<&str>,
-    event: &str,
-    at: i64,
-    detail: &serde_json::Value,
-) -> Result<()> {
-    tx.execute(
-        "INSERT INTO kb_history (collection_id, entry, entry_key, event, at, detail) \
-         VALUES ($1, $2, $3, $4, $5, $6)",
-        &[
-            &collection_id,
-            &entry,
-            &key,
-            &event,
-            &at,
-            &detail.to_string(),
-        ],
-    )
-    .map_err(db_err)?;
-    Ok(())
-}
+impl EntryTx for PgEntryTx<'_, '_> {
+    fn lock_collection(&mut self, collection_id: i64) -> Result<()> {
+        self.0
+            .query_opt(
+                "SELECT 1 FROM collections WHERE id = $1 FOR NO KEY UPDATE",
+                &[&collection_id],
+            )
+            .map_err(db_err)?;
+        Ok(())
+    }
 
-/// An entry's row as the versioning needs it.
-struct EntryRow {
-    id: i64,
-    uid: String,
-    key: Option<String>,
-    superseded_by: Option<i64>,
-    valid_to: Option<i64>,
-    expires_at: Option<i64>,
-}
+    fn lock_file(&mut self, id: i64) -> Result<Option<i64>> {
+        Ok(lock_file(self.0, id)?.map(|f| f.collection_id))
+    }
 
-fn entry_row(
-    tx: &mut crate::PgTransaction<'_>,
-    collection_id: i64,
-    id: i64,
-) -> Result<Option<EntryRow>> {
-    tx.query_opt(
-        "SELECT id, uid, entry_key, superseded_by, valid_to, expires_at FROM kb_files \
-         WHERE id = $1 AND collection_id = $2",
-        &[&id, &collection_id],
-    )
-    .map_err(db_err)?
-    .map(|r| {
-        Ok(EntryRow {
-            id: col(&r, 0)?,
-            uid: col(&r, 1)?,
-            key: col(&r, 2)?,
-            superseded_by: col(&r, 3)?,
-            valid_to: col(&r, 4)?,
-            expires_at: col(&r, 5)?,
-        })
-    })
-    .transpose()
+    fn count_files(&mut self, ids: &[i64]) -> Result<usize> {
+        let n: i64 = col(
+            &self
+                .0
+                .query_one("SELECT count(*) FROM kb_files WHERE id = ANY($1)", &[&ids])
+                .map_err(db_err)?,
+            0,
+        )?;
+        Ok(usize::try_from(n).unwrap_or(0))
+    }
+
+    fn current_of_key(
+        &mut self,
+        collection_id: i64,
+        key: &str,
+        readers: Option<&str>,
+    ) -> Result<Option<i64>> {
+        self.optional_i64(
+            "SELECT id FROM kb_files WHERE collection_id = $1 AND entry_key = $2 \
+             AND superseded_by IS NULL AND readers IS NOT DISTINCT FROM $3",
+            &[&collection_id, &key, &readers],
+        )
+    }
+
+    fn other_current_of_key(&mut self, id: i64) -> Result<Option<i64>> {
+        self.optional_i64(
+            "SELECT c.id FROM kb_files c JOIN kb_files p ON p.id = $1 \
+             WHERE c.collection_id = p.collection_id AND c.entry_key = p.entry_key \
+             AND c.readers IS NOT DISTINCT FROM p.readers \
+             AND c.superseded_by IS NULL AND c.id <> p.id LIMIT 1",
+            &[&id],
+        )
+    }
+
+    fn entry_row(&mut self, collection_id: i64, id: i64) -> Result<Option<EntryRow>> {
+        self.0
+            .query_opt(
+                "SELECT id, uid, entry_key, superseded_by, valid_to, expires_at FROM kb_files \
+                 WHERE id = $1 AND collection_id = $2",
+                &[&id, &collection_id],
+            )
+            .map_err(db_err)?
+            .map(|r| {
+                Ok(EntryRow {
+                    id: col(&r, 0)?,
+                    uid: col(&r, 1)?,
+                    key: col(&r, 2)?,
+                    superseded_by: col(&r, 3)?,
+                    valid_to: col(&r, 4)?,
+                    expires_at: col(&r, 5)?,
+                })
+            })
+            .transpose()
+    }
+
+    fn uid(&mut self, id: i64) -> Result<Option<String>> {
+        self.0
+            .query_opt("SELECT uid FROM kb_files WHERE id = $1", &[&id])
+            .map_err(db_err)?
+            .map(|r| col(&r, 0))
+            .transpose()
+    }
+
+    fn current_with_content(
+        &mut self,
+        collection_id: i64,
+        sha256: &str,
+        readers: Option<&str>,
+    ) -> Result<Option<KbFile>> {
+        self.0
+            .query_opt(
+                &format!(
+                    "{FILE_SELECT} WHERE f.collection_id = $1 AND f.blob = $2 \
+                     AND f.source_id IS NULL AND f.superseded_by IS NULL \
+                     AND f.readers IS NOT DISTINCT FROM $3"
+                ),
+                &[&collection_id, &sha256, &readers],
+            )
+            .map_err(db_err)?
+            .as_ref()
+            .map(file_from_row)
+            .transpose()
+    }
+
+    fn file(&mut self, id: i64) -> Result<Option<KbFile>> {
+        file_by_row(&mut **self.0, id)
+    }
+
+    fn name_and_readers(&mut self, id: i64) -> Result<(String, Option<String>)> {
+        let row = self
+            .0
+            .query_one("SELECT name, readers FROM kb_files WHERE id = $1", &[&id])
+            .map_err(db_err)?;
+        Ok((col(&row, 0)?, col(&row, 1)?))
+    }
+
+    fn free_name(
+        &mut self,
+        collection_id: i64,
+        name: &str,
+        readers: Option<&str>,
+    ) -> Result<String> {
+        free_file_name(self.0, collection_id, name, readers)
+    }
+
+    fn rename(&mut self, id: i64, name: &str) -> Result<()> {
+        self.0
+            .execute("UPDATE kb_files SET name = $2 WHERE id = $1", &[&id, &name])
+            .map_err(db_err)?;
+        self.0
+            .execute(
+                "UPDATE documents SET path = $2 \
+                 WHERE id = (SELECT document_id FROM kb_files WHERE id = $1)",
+                &[&id, &name],
+            )
+            .map_err(db_err)?;
+        Ok(())
+    }
+
+    fn insert_file(&mut self, collection_id: i64, file: &NewKbFile, now: i64) -> Result<i64> {
+        insert_file(self.0, collection_id, file, None, now)
+    }
+
+    fn set_entry(
+        &mut self,
+        id: i64,
+        key: Option<&str>,
+        entry: &EntryColumnsWrite<'_>,
+    ) -> Result<String> {
+        col(
+            &self
+                .0
+                .query_one(
+                    "UPDATE kb_files SET entry_key = $2, valid_from = $3, valid_to = $4, \
+                     expires_at = $5, valid_until = $6, provenance = $7 WHERE id = $1 \
+                     RETURNING uid",
+                    &[
+                        &id,
+                        &key,
+                        &entry.valid_from,
+                        &entry.valid_to,
+                        &entry.expires_at,
+                        &entry.valid_until,
+                        &entry.provenance,
+                    ],
+                )
+                .map_err(db_err)?,
+            0,
+        )
+    }
+
+    fn leave_current(&mut self, id: i64) -> Result<()> {
+        self.0
+            .execute(
+                "UPDATE kb_files SET superseded_by = 0 WHERE id = $1",
+                &[&id],
+            )
+            .map_err(db_err)?;
+        Ok(())
+    }
+
+    fn set_successor(
+        &mut self,
+        id: i64,
+        superseded_by: Option<i64>,
+        valid_until: Option<i64>,
+    ) -> Result<()> {
+        self.0
+            .execute(
+                "UPDATE kb_files SET superseded_by = $2, valid_until = $3 WHERE id = $1",
+                &[&id, &superseded_by, &valid_until],
+            )
+            .map_err(db_err)?;
+        Ok(())
+    }
+
+    fn add_derivation(&mut self, file_id: i64, source_id: i64) -> Result<()> {
+        self.0
+            .execute(
+                "INSERT INTO kb_derivations (file_id, source_id) VALUES ($1, $2)",
+                &[&file_id, &source_id],
+            )
+            .map_err(db_err)?;
+        Ok(())
+    }
+
+    fn derived_from_any(&mut self, sources: &[i64]) -> Result<Vec<Derived>> {
+        self.0
+            .query(
+                "SELECT x.file_id, f.collection_id, s.uid FROM kb_derivations x \
+                 JOIN kb_files f ON f.id = x.file_id JOIN kb_files s ON s.id = x.source_id \
+                 WHERE x.source_id = ANY($1) ORDER BY x.file_id",
+                &[&sources],
+            )
+            .map_err(db_err)?
+            .iter()
+            .map(|r| {
+                Ok(Derived {
+                    id: col(r, 0)?,
+                    collection_id: col(r, 1)?,
+                    source_uid: col(r, 2)?,
+                })
+            })
+            .collect()
+    }
+
+    fn predecessor(&mut self, id: i64) -> Result<Option<i64>> {
+        self.optional_i64("SELECT id FROM kb_files WHERE superseded_by = $1", &[&id])
+    }
+
+    fn valid_start(&mut self, id: i64) -> Result<Option<i64>> {
+        self.optional_i64(
+            "SELECT COALESCE(valid_from, created_at) FROM kb_files WHERE id = $1",
+            &[&id],
+        )
+    }
+
+    fn delete_file(&mut self, id: i64) -> Result<()> {
+        self.0
+            .execute(
+                "DELETE FROM kb_derivations WHERE file_id = $1 OR source_id = $1",
+                &[&id],
+            )
+            .map_err(db_err)?;
+        delete_file(self.0, id)
+    }
+
+    fn enqueue_cleanup(&mut self) -> Result<()> {
+        enqueue_cleanup_tx(self.0)
+    }
+
+    fn history(&mut self, collection_id: i64, event: &HistoryRow<'_>) -> Result<()> {
+        self.0
+            .execute(
+                "INSERT INTO kb_history (collection_id, entry, entry_key, event, at, detail) \
+                 VALUES ($1, $2, $3, $4, $5, $6)",
+                &[
+                    &collection_id,
+                    &event.entry,
+                    &event.key,
+                    &event.event,
+                    &event.at,
+                    &event.detail.to_string(),
+                ],
+            )
+            .map_err(db_err)?;
+        Ok(())
+    }
+
+    fn touch_collection(&mut self, collection_id: i64, now: i64) -> Result<()> {
+        self.0
+            .execute(
+                "UPDATE collections SET updated_at = $2 WHERE id = $1",
+                &[&collection_id, &now],
+            )
+            .map_err(db_err)?;
+        Ok(())
+    }
 }
 
 impl EntryStore for PgStore {
@@ -120,193 +312,7 @@ impl EntryStore for PgStore {
         file: &NewKbFile,
         entry: &NewEntry,
     ) -> Result<AddedEntry> {
-        self.write(|tx| {
-            tx.query_opt(
-                "SELECT 1 FROM collections WHERE id = $1 FOR NO KEY UPDATE",
-                &[&collection_id],
-            )
-            .map_err(db_err)?;
-            let now = quarry_core::now_millis();
-            let valid_from = entry.valid_from.unwrap_or(now);
-            let sources: Vec<i64> = entry
-                .derived_from
-                .iter()
-                .copied()
-                .collect::<HashSet<_>>()
-                .into_iter()
-                .collect();
-            let found: i64 = col(
-                &tx.query_one(
-                    "SELECT count(*) FROM kb_files WHERE id = ANY($1)",
-                    &[&sources],
-                )
-                .map_err(db_err)?,
-                0,
-            )?;
-            if usize::try_from(found).unwrap_or(0) != sources.len() {
-                return Err(Error::NotFound(
-                    "derived_from: an entry it names is not there".into(),
-                ));
-            }
-            let current: Option<i64> = match &entry.key {
-                Some(key) => tx
-                    .query_opt(
-                        "SELECT id FROM kb_files WHERE collection_id = $1 AND entry_key = $2 \
-                         AND superseded_by IS NULL AND readers IS NOT DISTINCT FROM $3",
-                        &[
-                            &collection_id,
-                            key,
-                            &quarry_store::readers_to_column(file.readers.as_deref()),
-                        ],
-                    )
-                    .map_err(db_err)?
-                    .map(|r| col(&r, 0))
-                    .transpose()?,
-                None => None,
-            };
-            let target = match entry.supersedes {
-                Some(id) => {
-                    let row = entry_row(tx, collection_id, id)?.ok_or_else(|| {
-                        Error::NotFound("supersedes: no such entry in this knowledge base".into())
-                    })?;
-                    if let Some(next) = row.superseded_by {
-                        let next_uid: String = tx
-                            .query_opt("SELECT uid FROM kb_files WHERE id = $1", &[&next])
-                            .map_err(db_err)?
-                            .map(|r| col(&r, 0))
-                            .transpose()?
-                            .unwrap_or_default();
-                        return Err(Error::Conflict(format!(
-                            "entry {} was already superseded by {next_uid}; supersede that one",
-                            row.uid
-                        )));
-                    }
-                    if let (Some(given), Some(has)) = (&entry.key, &row.key)
-                        && given != has
-                    {
-                        return Err(Error::Conflict(format!(
-                            "entry {} has the key {has:?}, not {given:?}",
-                            row.uid
-                        )));
-                    }
-                    if let Some(c) = current
-                        && c != row.id
-                    {
-                        return Err(Error::Conflict(format!(
-                            "supersedes names {}, but the key's current entry is another one",
-                            row.uid
-                        )));
-                    }
-                    Some(row)
-                }
-                None => match current {
-                    Some(id) => entry_row(tx, collection_id, id)?,
-                    None => None,
-                },
-            };
-            let key = entry
-                .key
-                .clone()
-                .or_else(|| target.as_ref().and_then(|t| t.key.clone()));
-            let same = tx
-                .query_opt(
-                    &format!(
-                        "{FILE_SELECT} WHERE f.collection_id = $1 AND f.blob = $2 \
-                         AND f.source_id IS NULL AND f.superseded_by IS NULL \
-                         AND f.readers IS NOT DISTINCT FROM $3"
-                    ),
-                    &[
-                        &collection_id,
-                        &file.sha256,
-                        &quarry_store::readers_to_column(file.readers.as_deref()),
-                    ],
-                )
-                .map_err(db_err)?;
-            if let Some(row) = same {
-                return Ok(AddedEntry::Duplicate {
-                    file: file_from_row(&row)?,
-                });
-            }
-            if let Some(t) = &target {
-                tx.execute(
-                    "UPDATE kb_files SET superseded_by = 0 WHERE id = $1",
-                    &[&t.id],
-                )
-                .map_err(db_err)?;
-                step_aside(tx, collection_id, t.id, &file.original_name, now)?;
-            }
-            let id = insert_file(tx, collection_id, file, None, now)?;
-            let uid: String = col(
-                &tx.query_one(
-                    "UPDATE kb_files SET entry_key = $2, valid_from = $3, valid_to = $4, \
-                     expires_at = $5, valid_until = $6, provenance = $7 WHERE id = $1 RETURNING uid",
-                    &[
-                        &id,
-                        &key,
-                        &valid_from,
-                        &entry.valid_to,
-                        &entry.expires_at,
-                        &window_end(entry.valid_to, entry.expires_at, None),
-                        &entry.provenance,
-                    ],
-                )
-                .map_err(db_err)?,
-                0,
-            )?;
-            for source in &sources {
-                tx.execute(
-                    "INSERT INTO kb_derivations (file_id, source_id) VALUES ($1, $2)",
-                    &[&id, source],
-                )
-                .map_err(db_err)?;
-            }
-            let provenance: serde_json::Value =
-                serde_json::from_str(&entry.provenance).unwrap_or_default();
-            history(
-                tx,
-                collection_id,
-                &uid,
-                key.as_deref(),
-                "created",
-                now,
-                &serde_json::json!({
-                    "supersedes": target.as_ref().map(|t| &t.uid),
-                    "by": provenance,
-                }),
-            )?;
-            if let Some(t) = &target {
-                tx.execute(
-                    "UPDATE kb_files SET superseded_by = $2, valid_until = $3 WHERE id = $1",
-                    &[
-                        &t.id,
-                        &id,
-                        &window_end(t.valid_to, t.expires_at, Some(valid_from)),
-                    ],
-                )
-                .map_err(db_err)?;
-                history(
-                    tx,
-                    collection_id,
-                    &t.uid,
-                    key.as_deref(),
-                    "superseded",
-                    now,
-                    &serde_json::json!({"by": uid, "valid_until": valid_from}),
-                )?;
-            }
-            tx.execute(
-                "UPDATE collections SET updated_at = $2 WHERE id = $1",
-                &[&collection_id, &now],
-            )
-            .map_err(db_err)?;
-            let file =
-                file_by_row(&mut **tx, id)?.ok_or_else(|| Error::Storage("entry vanished".into()))?;
-            let superseded = match &target {
-                Some(t) => file_by_row(&mut **tx, t.id)?.map(Box::new),
-                None => None,
-            };
-            Ok(AddedEntry::Added { file, superseded })
-        })
+        self.write(|tx| entry_rules::add_entry(&mut PgEntryTx(tx), collection_id, file, entry))
     }
 
     fn entries_out_of_time(
@@ -387,142 +393,6 @@ impl EntryStore for PgStore {
         row_id: i64,
         by: &str,
     ) -> Result<Vec<(i64, String)>> {
-        self.write(|tx| {
-            tx.query_opt(
-                "SELECT 1 FROM collections WHERE id = $1 FOR NO KEY UPDATE",
-                &[&collection_id],
-            )
-            .map_err(db_err)?;
-            let now = quarry_core::now_millis();
-            let by: serde_json::Value = serde_json::from_str(by).unwrap_or_default();
-            if lock_file(tx, row_id)?.is_none_or(|f| f.collection_id != collection_id) {
-                return Err(Error::NotFound("document not found".into()));
-            }
-            let root = entry_row(tx, collection_id, row_id)?
-                .ok_or_else(|| Error::NotFound("document not found".into()))?;
-            let mut gone: Vec<(EntryRow, i64, Option<String>)> = vec![(root, collection_id, None)];
-            let mut seen: HashSet<i64> = HashSet::from([row_id]);
-            let mut level = vec![row_id];
-            while !level.is_empty() {
-                let mut next = Vec::new();
-                let derived: Vec<(i64, i64, String)> = tx
-                    .query(
-                        "SELECT x.file_id, f.collection_id, s.uid FROM kb_derivations x \
-                         JOIN kb_files f ON f.id = x.file_id JOIN kb_files s ON s.id = x.source_id \
-                         WHERE x.source_id = ANY($1) ORDER BY x.file_id",
-                        &[&level],
-                    )
-                    .map_err(db_err)?
-                    .iter()
-                    .map(|r| Ok((col(r, 0)?, col(r, 1)?, col(r, 2)?)))
-                    .collect::<Result<_>>()?;
-                for (id, collection, source) in derived {
-                    if seen.insert(id) {
-                        lock_file(tx, id)?;
-                        if let Some(row) = entry_row(tx, collection, id)? {
-                            next.push(id);
-                            gone.push((row, collection, Some(source)));
-                        }
-                    }
-                }
-                level = next;
-            }
-            let mut derived_uids = Vec::new();
-            for (row, collection, source) in &gone {
-                let key = row.key.as_deref();
-                match source {
-                    None => history(
-                        tx,
-                        *collection,
-                        &row.uid,
-                        key,
-                        "deleted",
-                        now,
-                        &serde_json::json!({"by": by}),
-                    )?,
-                    Some(source) => {
-                        derived_uids.push((*collection, row.uid.clone()));
-                        history(
-                            tx,
-                            *collection,
-                            &row.uid,
-                            key,
-                            "deleted_with_source",
-                            now,
-                            &serde_json::json!({"source": source, "by": by}),
-                        )?;
-                    }
-                }
-                let predecessor: Option<i64> = tx
-                    .query_opt(
-                        "SELECT id FROM kb_files WHERE superseded_by = $1",
-                        &[&row.id],
-                    )
-                    .map_err(db_err)?
-                    .map(|r| col(&r, 0))
-                    .transpose()?;
-                let predecessor = match predecessor {
-                    Some(id) => entry_row(tx, *collection, id)?,
-                    None => None,
-                };
-                let next_start: Option<i64> = match row.superseded_by {
-                    Some(next) => tx
-                        .query_opt(
-                            "SELECT COALESCE(valid_from, created_at) FROM kb_files WHERE id = $1",
-                            &[&next],
-                        )
-                        .map_err(db_err)?
-                        .map(|r| col(&r, 0))
-                        .transpose()?,
-                    None => None,
-                };
-                tx.execute(
-                    "DELETE FROM kb_derivations WHERE file_id = $1 OR source_id = $1",
-                    &[&row.id],
-                )
-                .map_err(db_err)?;
-                delete_file(tx, row.id)?;
-                if let Some(p) = predecessor {
-                    // Current again, unless its key already has a current entry with its
-                    // readers (another chain): it then joins that one.
-                    let successor: Option<i64> = match row.superseded_by {
-                        Some(next) => Some(next),
-                        None => tx
-                            .query_opt(
-                                "SELECT c.id FROM kb_files c JOIN kb_files p ON p.id = $1 \
-                                 WHERE c.collection_id = p.collection_id AND c.entry_key = p.entry_key \
-                                 AND c.readers IS NOT DISTINCT FROM p.readers \
-                                 AND c.superseded_by IS NULL AND c.id <> p.id LIMIT 1",
-                                &[&p.id],
-                            )
-                            .map_err(db_err)?
-                            .map(|r| col(&r, 0))
-                            .transpose()?,
-                    };
-                    tx.execute(
-                        "UPDATE kb_files SET superseded_by = $2, valid_until = $3 WHERE id = $1",
-                        &[
-                            &p.id,
-                            &successor,
-                            &window_end(p.valid_to, p.expires_at, next_start),
-                        ],
-                    )
-                    .map_err(db_err)?;
-                    if successor.is_none() {
-                        history(
-                            tx,
-                            *collection,
-                            &p.uid,
-                            p.key.as_deref(),
-                            "current_again",
-                            now,
-                            &serde_json::json!({"because_deleted": row.uid}),
-                        )?;
-                    }
-                }
-            }
-            enqueue_cleanup_tx(tx)?;
-            Ok(derived_uids)
-        })
+        self.write(|tx| entry_rules::delete_entry(&mut PgEntryTx(tx), collection_id, row_id, by))
     }
 }

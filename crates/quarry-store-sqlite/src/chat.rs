@@ -243,36 +243,10 @@ fn append_message(tx: &Transaction<'_>, owner: &str, m: &ChatMessageRow) -> Resu
 #[cfg(test)]
 mod tests {
     use super::*;
+    use quarry_store::conformance::chat::{conversation, message};
     use rusqlite::Connection;
 
     use crate::migrate::SCHEMA_VERSION;
-
-    fn conversation(owner: &str, id: &str, at: i64) -> ConversationRow {
-        ConversationRow {
-            id: id.into(),
-            owner: owner.into(),
-            title: format!("about {id}"),
-            kb_ids: r#"["kb1"]"#.into(),
-            model: None,
-            created_at: at,
-            updated_at: at,
-        }
-    }
-
-    fn message(conversation_id: &str, id: &str, role: &str, at: i64) -> ChatMessageRow {
-        ChatMessageRow {
-            id: id.into(),
-            conversation_id: conversation_id.into(),
-            seq: 0,
-            role: role.into(),
-            content: format!("text of {id}"),
-            sources: "[]".into(),
-            tool_calls: "[]".into(),
-            status: "complete".into(),
-            usage: None,
-            created_at: at,
-        }
-    }
 
     // The chat store's behaviour is checked on every backend by the conformance suite
     // (`quarry_store::conformance::chat`); what is left here is this backend's own.

@@ -18,6 +18,7 @@ pub mod conformance;
 pub mod copy;
 mod documents;
 mod entries;
+pub mod entry_rules;
 mod entry_version;
 mod feed;
 mod hub;

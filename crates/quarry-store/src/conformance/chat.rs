@@ -27,7 +27,8 @@ macro_rules! __conformance_chat {
 #[doc(hidden)]
 pub use __conformance_chat;
 
-fn conversation(owner: &str, id: &str, at: i64) -> ConversationRow {
+/// A conversation of `owner` created and updated at `at` (also for a backend's own tests).
+pub fn conversation(owner: &str, id: &str, at: i64) -> ConversationRow {
     ConversationRow {
         id: id.into(),
         owner: owner.into(),
@@ -39,7 +40,8 @@ fn conversation(owner: &str, id: &str, at: i64) -> ConversationRow {
     }
 }
 
-fn message(conversation_id: &str, id: &str, role: &str, at: i64) -> ChatMessageRow {
+/// A complete message with no sources or tool calls (also for a backend's own tests).
+pub fn message(conversation_id: &str, id: &str, role: &str, at: i64) -> ChatMessageRow {
     ChatMessageRow {
         id: id.into(),
         conversation_id: conversation_id.into(),
