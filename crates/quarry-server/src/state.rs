@@ -104,8 +104,6 @@ impl AppState {
         self.public_url.get().map(String::as_str)
     }
 
-    /// Starts ingestion workers over the engine's queue (uploads, retries, cleanups; also
-    /// what a CLI enqueued).
     /// Sets the hub's options and connects the registered upstreams (needs a Tokio
     /// runtime). Without this, the hub has default options and connects upstreams only as
     /// they are registered.

@@ -23,6 +23,7 @@ mod entry_version;
 mod feed;
 mod hub;
 mod knowledge;
+mod limits;
 mod oauth;
 mod policies;
 mod semantic;
@@ -35,7 +36,7 @@ pub mod thread_guard;
 pub use access::{
     AccessStore, Group, Membership, NewToken, Role, Space, TokenGrant, TokenRecord, User,
 };
-pub use audit::{AuditEvent, AuditQuery, AuditRecord, AuditStore, LimitStore};
+pub use audit::{AuditEvent, AuditQuery, AuditRecord, AuditStore};
 pub use chat::{ChatMessageRow, ChatStore, ConversationRow, ConversationSummary};
 pub use documents::{
     CollectionStore, DocChange, DocFields, DocSummary, FileState, IndexDoc, IndexWork,
@@ -57,6 +58,7 @@ pub use knowledge::{
     SAME_BYTES_SAME_READERS, StatusCounts, StatusFilter, by_id_else_all, metadata_from_column,
     owner_node, readers_from_column, readers_to_column,
 };
+pub use limits::LimitStore;
 pub use oauth::{
     OAuthClientRow, OAuthGrantRow, OAuthSecretKind, OAuthSecretRow, OAuthStore, Redeemed,
 };
