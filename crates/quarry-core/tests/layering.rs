@@ -455,7 +455,7 @@ impl Crate {
     /// Where `path`, written in `from`, leads; `None` for what lies outside the crate.
     fn resolve(&self, from: &ModPath, path: &[String], depth: usize) -> Option<Target> {
         let (first, rest) = path.split_first()?;
-        let mut at: ModPath = match first.as_str() {
+        let at: ModPath = match first.as_str() {
             "crate" => Vec::new(),
             "self" => from.clone(),
             "super" => {
@@ -468,6 +468,7 @@ impl Crate {
                 }
                 return self.walk(m, rest, depth);
             }
+            // A child module named first.
             child if self.child_of(from, child) => {
                 let mut m = from.clone();
                 m.push(child.to_owned());
@@ -475,12 +476,7 @@ impl Crate {
             }
             _ => return None,
         };
-        if first == "crate" || first == "self" {
-            return self.walk(at, rest, depth);
-        }
-        // A child module named first.
-        let module = std::mem::take(&mut at);
-        self.walk(module, rest, depth)
+        self.walk(at, rest, depth)
     }
 
     fn child_of(&self, module: &ModPath, name: &str) -> bool {

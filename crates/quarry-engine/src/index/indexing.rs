@@ -482,9 +482,7 @@ impl<'a> IndexSession<'a> {
         if chunks_reset && self.engine.vector_model()?.is_some() {
             // The cut chunks have new ids: the vector index gets them (their vectors are
             // stored by text, so nothing is embedded twice) from an embed job per collection.
-            for collection in store.collections_to_embed(None, 0)? {
-                store.enqueue_embed(collection)?;
-            }
+            self.engine.queue_embedding(None, 0)?;
         }
         Ok(())
     }

@@ -728,9 +728,16 @@ impl Engine {
             return Ok(0);
         }
         let model = self.vector_model()?;
-        let store = self.store();
         let window = i64::try_from(quiet_after_failure.as_millis()).unwrap_or(i64::MAX);
-        let collections = store.collections_to_embed(model.as_deref(), window)?;
+        self.queue_embedding(model.as_deref(), window)
+    }
+
+    /// Queues an embed job for every collection with chunks that have no vector of `model`
+    /// (`None`: every collection with chunks), leaving out those whose embedding failed for
+    /// good in the last `quiet_ms`; how many were queued.
+    pub(crate) fn queue_embedding(&self, model: Option<&str>, quiet_ms: i64) -> Result<usize> {
+        let store = self.store();
+        let collections = store.collections_to_embed(model, quiet_ms)?;
         for &c in &collections {
             store.enqueue_embed(c)?;
         }
