@@ -6,8 +6,10 @@
 //! none for the space's admins and owners, who read every document). Tokens are `qk_` + 64
 //! hex digits (256 random bits; the prefix lets secret scanners find leaked ones), shown once
 //! and stored only as a SHA-256 — a token has too much entropy for a slow hash to add
-//! anything, and a fast one keeps a check at a few microseconds. Nothing here is cached: a revoked token, a removed membership or an expired
-//! token fails on the very next request.
+//! anything, and a fast one keeps a check at a few microseconds. A resolved token is kept only
+//! while the store's access generation is the one it was read at (`token_cache.rs`), and every
+//! change to tokens or memberships bumps it: a revoked token, a removed membership or an expired
+//! token fails on the very next request, on every node.
 //!
 //! [`Scope`]: quarry_core::Scope
 

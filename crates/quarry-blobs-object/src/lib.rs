@@ -1,7 +1,8 @@
 //! Quarry's blobs in S3-compatible object storage: [`ObjectBlobStore`] implements
 //! [`quarry_blobs::BlobStore`] over Apache Arrow's `object_store` crate, so several nodes can
-//! share one bucket (AWS S3, MinIO, Ceph RGW, R2, …). This crate is the only one that links
-//! `object_store` (with its S3 client on reqwest, rustls and ring).
+//! share one bucket (AWS S3, MinIO, Ceph RGW, R2, …). It is the one blob store on
+//! `object_store` (with its S3 client on reqwest, rustls and ring); `quarry-sources` links
+//! `object_store` too, for its S3 source.
 //!
 //! A store is named by a URL, `s3://bucket` or `s3://bucket/some/prefix`; credentials,
 //! region and endpoint are settings named as the usual environment variables, which the

@@ -6,7 +6,7 @@
 //! metadata as stored fields, read (once per segment, [`FtsIndex::field_table`]) by metadata
 //! filters. A *passage* index ([`FtsIndex::open_passages`])
 //! has one entry per chunk instead (`id` is the chunk's id) and a `doc` column with its
-//! document's id, so a document's passages are replaced together. [`FtsIndex::apply`] deletes each id before
+//! document's id, so a document's passages are replaced together. [`FtsWriter::apply`] deletes each id before
 //! re-adding it, so replaying work after a crash never duplicates a document. A tantivy
 //! commit is atomic, so readers in other processes see either the old or the new index,
 //! never half of one.

@@ -8,8 +8,11 @@
 //!
 //! Source layout (files form a tree, and a route module never imports another;
 //! `quarry-core`'s `tests/layering.rs` checks both):
-//! - `state.rs`: `AppState`, what every handler shares (a bottom file: its public
-//!   constructors, which hand it Quarry's own tool packages, are in `assembly.rs`);
+//! - `state.rs`: `AppState`, what every handler shares. It imports from `crate::audit`,
+//!   `crate::auth` and `crate::http` only what they re-export from files below it
+//!   (`audit/sources.rs`, `auth/mode.rs`, `http/error.rs`, `http/blocking.rs`), none of which
+//!   imports it; its public constructors, which hand it Quarry's own tool packages, are in
+//!   `assembly.rs`;
 //! - `local.rs`: the CLI's fast path, searches over a Unix socket in the data directory;
 //! - `http/`: the error contract, extractors, envelopes, the one blocking runner, the
 //!   Host/Origin guard, the listener's settings (`HttpOptions`);

@@ -1,6 +1,7 @@
 //! [`AppState`], what every request handler shares (the engine, the hub, chat, the write
-//! queue, limits, audit, OAuth). A bottom file: what it needs from above (Quarry's own tool
-//! packages) is handed to it by its constructors (`assembly.rs`).
+//! queue, limits, audit, OAuth). What it needs from the route modules (Quarry's own tool
+//! packages) is handed to it by its constructors (`assembly.rs`); it imports only files that
+//! never import it (`audit/sources.rs`, `auth/mode.rs`, `http/error.rs`, `http/blocking.rs`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

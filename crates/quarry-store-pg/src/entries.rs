@@ -5,7 +5,7 @@
 use postgres::types::ToSql;
 use quarry_core::Result;
 use quarry_store::entry_rules::{self, Derived, EntryColumnsWrite, EntryRow, EntryTx, HistoryRow};
-use quarry_store::{AddedEntry, EntryStore, HistoryEvent, KbFile, NewEntry, NewKbFile};
+use quarry_store::{AddedEntry, EntryStore, HistoryEvent, KbFile, NewEntry, NewKbFile, PageSource};
 
 use super::knowledge::{
     FILE_SELECT, delete_file, enqueue_cleanup_tx, file_by_row, file_from_row, free_file_name,
@@ -231,6 +231,33 @@ impl EntryTx for PgEntryTx<'_, '_> {
         Ok(())
     }
 
+    fn add_page_source(&mut self, entry_id: i64, position: u32, source: &PageSource) -> Result<()> {
+        let number = |n: u32| {
+            i32::try_from(n)
+                .map_err(|_| quarry_core::Error::invalid("a cited line or page is out of range"))
+        };
+        let page = source.page.map(number).transpose()?;
+        self.0
+            .execute(
+                "INSERT INTO page_sources (page_id, position, file_uid, line_start, line_end, \
+                 page, document_sha256, passage_sha256, passage) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+                &[
+                    &entry_id,
+                    &number(position)?,
+                    &source.file,
+                    &number(source.line_start)?,
+                    &number(source.line_end)?,
+                    &page,
+                    &source.document_sha256,
+                    &source.passage_sha256,
+                    &source.passage,
+                ],
+            )
+            .map_err(db_err)?;
+        Ok(())
+    }
+
     fn derived_from_any(&mut self, sources: &[i64]) -> Result<Vec<Derived>> {
         self.0
             .query(
@@ -394,5 +421,39 @@ impl EntryStore for PgStore {
         by: &str,
     ) -> Result<Vec<(i64, String)>> {
         self.write(|tx| entry_rules::delete_entry(&mut PgEntryTx(tx), collection_id, row_id, by))
+    }
+
+    fn page_sources(&self, entry_ids: &[i64]) -> Result<Vec<(i64, PageSource)>> {
+        if entry_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let number = |r: &postgres::Row, i: usize| -> Result<u32> {
+            u32::try_from(col::<i32>(r, i)?)
+                .map_err(|_| quarry_core::Error::Storage("a negative line in page_sources".into()))
+        };
+        self.conn()?
+            .query(
+                "SELECT page_id, file_uid, line_start, line_end, page, document_sha256, \
+                 passage_sha256, passage FROM page_sources \
+                 WHERE page_id = ANY($1) ORDER BY page_id, position",
+                &[&entry_ids],
+            )
+            .map_err(db_err)?
+            .iter()
+            .map(|r| {
+                Ok((
+                    col(r, 0)?,
+                    PageSource {
+                        file: col(r, 1)?,
+                        line_start: number(r, 2)?,
+                        line_end: number(r, 3)?,
+                        page: col::<Option<i32>>(r, 4)?.and_then(|p| u32::try_from(p).ok()),
+                        document_sha256: col(r, 5)?,
+                        passage_sha256: col(r, 6)?,
+                        passage: col(r, 7)?,
+                    },
+                ))
+            })
+            .collect()
     }
 }

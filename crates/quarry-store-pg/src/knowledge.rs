@@ -841,6 +841,7 @@ pub(super) fn delete_file(tx: &mut crate::PgTransaction<'_>, file_row_id: i64) -
          c AS (DELETE FROM chunks WHERE document_id = (SELECT document_id FROM f)), \
          d AS (DELETE FROM documents WHERE id = (SELECT document_id FROM f)), \
          i AS (DELETE FROM file_images WHERE file_id = $1), \
+         p AS (DELETE FROM page_sources WHERE page_id = $1), \
          j AS (DELETE FROM jobs WHERE file_id = $1) \
          DELETE FROM kb_files WHERE id = $1",
         &[&file_row_id],

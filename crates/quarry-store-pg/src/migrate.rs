@@ -35,10 +35,11 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (32, include_str!("../migrations/v32.sql")),
     (33, include_str!("../migrations/v33.sql")),
     (34, include_str!("../migrations/v34.sql")),
+    (35, include_str!("../migrations/v35.sql")),
 ];
 
 /// The newest schema version this binary knows.
-pub(crate) const SCHEMA_VERSION: i32 = 34;
+pub(crate) const SCHEMA_VERSION: i32 = 35;
 
 /// Serialises migrations across every process using the database.
 const MIGRATION_LOCK: i64 = 7_245_190_455_173_122_048;

@@ -220,7 +220,9 @@ impl CollectionStore for PgStore {
                      derivations AS (DELETE FROM kb_derivations WHERE file_id IN \
                      (SELECT id FROM kb_files WHERE collection_id = $1) OR source_id IN \
                      (SELECT id FROM kb_files WHERE collection_id = $1)), \
-                     history AS (DELETE FROM kb_history WHERE collection_id = $1) \
+                     history AS (DELETE FROM kb_history WHERE collection_id = $1), \
+                     cited AS (DELETE FROM page_sources WHERE page_id IN \
+                     (SELECT id FROM kb_files WHERE collection_id = $1)) \
                      DELETE FROM kb_files WHERE collection_id = $1",
                     &[&id],
                 )

@@ -4,7 +4,7 @@ use quarry_core::Result;
 use rusqlite::{OptionalExtension, Transaction, params};
 
 use quarry_store::entry_rules::{self, Derived, EntryColumnsWrite, EntryRow, EntryTx, HistoryRow};
-use quarry_store::{AddedEntry, EntryStore, HistoryEvent, KbFile, NewEntry, NewKbFile};
+use quarry_store::{AddedEntry, EntryStore, HistoryEvent, KbFile, NewEntry, NewKbFile, PageSource};
 
 use super::knowledge::{
     FILE_COLUMNS, FILE_FROM, delete_file_tx, enqueue_cleanup_tx, file_by_row, file_from_row,
@@ -224,6 +224,28 @@ impl EntryTx for SqliteEntryTx<'_, '_> {
         Ok(())
     }
 
+    fn add_page_source(&mut self, entry_id: i64, position: u32, source: &PageSource) -> Result<()> {
+        self.0
+            .execute(
+                "INSERT INTO page_sources (page_id, position, file_uid, line_start, line_end, \
+                 page, document_sha256, passage_sha256, passage) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                params![
+                    entry_id,
+                    position,
+                    source.file,
+                    source.line_start,
+                    source.line_end,
+                    source.page,
+                    source.document_sha256,
+                    source.passage_sha256,
+                    source.passage,
+                ],
+            )
+            .map_err(db_err)?;
+        Ok(())
+    }
+
     fn derived_from_any(&mut self, sources: &[i64]) -> Result<Vec<Derived>> {
         let mut stmt = self
             .0
@@ -403,5 +425,36 @@ impl EntryStore for SqliteStore {
         self.write(|tx| {
             entry_rules::delete_entry(&mut SqliteEntryTx(tx), collection_id, row_id, by)
         })
+    }
+
+    fn page_sources(&self, entry_ids: &[i64]) -> Result<Vec<(i64, PageSource)>> {
+        if entry_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT page_id, file_uid, line_start, line_end, page, document_sha256, \
+                 passage_sha256, passage FROM page_sources \
+                 WHERE page_id IN (SELECT value FROM json_each(?1)) ORDER BY page_id, position",
+            )
+            .map_err(db_err)?;
+        let rows = stmt
+            .query_map([id_list(entry_ids)], |r| {
+                Ok((
+                    r.get(0)?,
+                    PageSource {
+                        file: r.get(1)?,
+                        line_start: r.get(2)?,
+                        line_end: r.get(3)?,
+                        page: r.get(4)?,
+                        document_sha256: r.get(5)?,
+                        passage_sha256: r.get(6)?,
+                        passage: r.get(7)?,
+                    },
+                ))
+            })
+            .map_err(db_err)?;
+        rows.collect::<rusqlite::Result<Vec<_>>>().map_err(db_err)
     }
 }

@@ -354,6 +354,8 @@ pub(super) fn delete_file_tx(tx: &Transaction<'_>, row_id: i64) -> Result<()> {
     }
     tx.execute("DELETE FROM file_images WHERE file_id = ?1", [row_id])
         .map_err(db_err)?;
+    tx.execute("DELETE FROM page_sources WHERE page_id = ?1", [row_id])
+        .map_err(db_err)?;
     tx.execute("DELETE FROM jobs WHERE file_id = ?1", [row_id])
         .map_err(db_err)?;
     tx.execute("DELETE FROM kb_files WHERE id = ?1", [row_id])
@@ -394,6 +396,11 @@ pub(super) fn delete_files_of_collection(tx: &Transaction<'_>, collection_id: i6
     .map_err(db_err)?;
     tx.execute(
         "DELETE FROM kb_history WHERE collection_id = ?1",
+        [collection_id],
+    )
+    .map_err(db_err)?;
+    tx.execute(
+        "DELETE FROM page_sources WHERE page_id IN (SELECT id FROM kb_files WHERE collection_id = ?1)",
         [collection_id],
     )
     .map_err(db_err)?;

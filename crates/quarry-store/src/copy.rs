@@ -34,6 +34,7 @@ pub const COPIED_TABLES: &[&str] = &[
     "kb_files",
     "kb_derivations",
     "kb_history",
+    "page_sources",
     "file_images",
     "sync_reports",
     "jobs",

@@ -36,6 +36,29 @@ pub struct NewEntry {
     pub provenance: String,
     /// The entries (row ids) it was derived from.
     pub derived_from: Vec<i64>,
+    /// The passages it cites, in order (a wiki page's sources; empty for other entries).
+    pub sources: Vec<PageSource>,
+}
+
+/// A passage an entry cites (a wiki page's source), as it was when cited: enough to tell,
+/// from the document as it is now, whether the passage changed, moved or went.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PageSource {
+    /// The cited document's knowledge-base file (public id).
+    pub file: String,
+    /// First line of the passage (1-based).
+    pub line_start: u32,
+    /// Last line (1-based, inclusive).
+    pub line_end: u32,
+    /// The page or slide the passage is on (paged documents).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub page: Option<u32>,
+    /// SHA-256 of the document's text when cited.
+    pub document_sha256: String,
+    /// SHA-256 of the passage's text.
+    pub passage_sha256: String,
+    /// The passage's text when cited.
+    pub passage: String,
 }
 
 /// `valid_until` of an entry with these bounds whose successor (if any) starts at `next`:
@@ -136,6 +159,9 @@ pub trait EntryStore {
     /// base's collection and public id).
     fn delete_entry(&self, collection_id: i64, row_id: i64, by: &str)
     -> Result<Vec<(i64, String)>>;
+    /// The passages the entries `entry_ids` (row ids) cite, each entry's in the order it
+    /// gave them: `(entry row id, source)`.
+    fn page_sources(&self, entry_ids: &[i64]) -> Result<Vec<(i64, PageSource)>>;
 }
 
 /// An entry's columns as both stores select them (see their `FILE_COLUMNS`), for

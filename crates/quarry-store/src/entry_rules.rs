@@ -8,7 +8,7 @@ use std::collections::HashSet;
 
 use quarry_core::{Error, Result};
 
-use crate::entries::{AddedEntry, NewEntry, superseded_name, window_end};
+use crate::entries::{AddedEntry, NewEntry, PageSource, superseded_name, window_end};
 use crate::knowledge::{KbFile, NewKbFile};
 
 /// An entry's row as the rules need it.
@@ -107,13 +107,15 @@ pub trait EntryTx {
     ) -> Result<()>;
     /// Records that `file_id` was derived from `source_id`.
     fn add_derivation(&mut self, file_id: i64, source_id: i64) -> Result<()>;
+    /// Records the passage the entry `entry_id` cites at `position` (0-based).
+    fn add_page_source(&mut self, entry_id: i64, position: u32, source: &PageSource) -> Result<()>;
     /// The entries derived from any of `sources`, by row id.
     fn derived_from_any(&mut self, sources: &[i64]) -> Result<Vec<Derived>>;
     /// The entry whose successor is `id`.
     fn predecessor(&mut self, id: i64) -> Result<Option<i64>>;
     /// When the validity of the file `id` starts (`valid_from`, else `created_at`).
     fn valid_start(&mut self, id: i64) -> Result<Option<i64>>;
-    /// Deletes the file `id` with its derivations (both ways), queueing what must be cleaned.
+    /// Deletes the file `id` with its derivations (both ways) and the passages it cites.
     fn delete_file(&mut self, id: i64) -> Result<()>;
     /// Queues the cleanup of what deleted files left.
     fn enqueue_cleanup(&mut self) -> Result<()>;
@@ -218,6 +220,9 @@ pub fn add_entry(
     )?;
     for source in &sources {
         tx.add_derivation(id, *source)?;
+    }
+    for (position, cited) in (0u32..).zip(&entry.sources) {
+        tx.add_page_source(id, position, cited)?;
     }
     let provenance: serde_json::Value = serde_json::from_str(&entry.provenance).unwrap_or_default();
     tx.history(

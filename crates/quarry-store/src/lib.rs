@@ -42,7 +42,8 @@ pub use documents::{
     CollectionStore, DocChange, DocFields, DocSummary, FileState, IndexDoc, IndexWork,
 };
 pub use entries::{
-    AddedEntry, EntryColumns, EntryStore, HistoryEvent, NewEntry, superseded_name, window_end,
+    AddedEntry, EntryColumns, EntryStore, HistoryEvent, NewEntry, PageSource, superseded_name,
+    window_end,
 };
 pub use entry_version::EntryVersion;
 pub use feed::{

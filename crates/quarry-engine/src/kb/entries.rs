@@ -425,6 +425,7 @@ impl Engine {
             expires_at,
             provenance: serde_json::Value::Object(options.provenance.clone()).to_string(),
             derived_from,
+            sources: Vec::new(),
         })
     }
 

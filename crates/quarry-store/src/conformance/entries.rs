@@ -5,7 +5,7 @@
 
 use quarry_core::Error;
 
-use crate::{AddedEntry, ConvertedFile, KbFile, NewEntry, NewKbFile, NoteMeta, Store};
+use crate::{AddedEntry, ConvertedFile, KbFile, NewEntry, NewKbFile, NoteMeta, PageSource, Store};
 
 /// The cases of this module, for [`store_conformance!`](crate::store_conformance).
 #[doc(hidden)]
@@ -19,6 +19,7 @@ macro_rules! __conformance_entries {
             entries_a_key_names_one_current_entry_per_set_of_readers,
             entries_windows_expiry_and_reads_of_the_past,
             entries_deleting_a_source_deletes_what_was_derived_and_relinks_versions,
+            entries_a_page_keeps_the_passages_each_version_cites,
         );
     };
 }
@@ -494,4 +495,83 @@ pub fn entries_deleting_a_source_deletes_what_was_derived_and_relinks_versions(s
         history.last().map(|e| &e.detail["by"]["user"]),
         Some(&"ann".into())
     );
+}
+
+fn cited(file: &str, lines: (u32, u32), text: &str) -> PageSource {
+    PageSource {
+        file: file.into(),
+        line_start: lines.0,
+        line_end: lines.1,
+        page: (lines.0 > 100).then_some(7),
+        document_sha256: format!("{:064x}", text.len()),
+        passage_sha256: format!("{:064x}", lines.0),
+        passage: text.into(),
+    }
+}
+
+/// A page (an entry with sources) keeps the passages each of its versions cites, in the order
+/// given; a new version's sources are its own and the old version keeps its; deleting a
+/// version, or the knowledge base, takes its citations with it; an entry without sources
+/// has none.
+pub fn entries_a_page_keeps_the_passages_each_version_cites(store: &dyn Store) {
+    let c = kb(store, "wiki");
+    let first_sources = vec![
+        cited("doc-a", (3, 9), "The launch is on 4 May."),
+        cited(
+            "doc-b",
+            (120, 124),
+            "Budget: 40,000 EUR, with a page number.",
+        ),
+    ];
+    let (v1, _) = added(store.add_entry(
+        c,
+        &note(1),
+        &NewEntry {
+            sources: first_sources.clone(),
+            ..keyed("page:launch")
+        },
+    ));
+    let (plain, _) = added(store.add_entry(c, &note(9), &keyed("fact")));
+    let (v2, old) = added(store.add_entry(
+        c,
+        &note(2),
+        &NewEntry {
+            sources: vec![cited("doc-a", (3, 10), "The launch moved to 11 May.")],
+            ..keyed("page:launch")
+        },
+    ));
+    assert_eq!(old.map(|o| o.row_id), Some(v1.row_id));
+    let of = |ids: &[i64]| store.page_sources(ids).expect("page_sources");
+    let all = of(&[v2.row_id, plain.row_id, v1.row_id]);
+    let v1_sources: Vec<PageSource> = all
+        .iter()
+        .filter(|(id, _)| *id == v1.row_id)
+        .map(|(_, s)| s.clone())
+        .collect();
+    assert_eq!(
+        v1_sources, first_sources,
+        "the first version keeps its citations, in order"
+    );
+    let v2_sources: Vec<&PageSource> = all
+        .iter()
+        .filter(|(id, _)| *id == v2.row_id)
+        .map(|(_, s)| s)
+        .collect();
+    assert_eq!(v2_sources.len(), 1);
+    assert_eq!(v2_sources[0].passage, "The launch moved to 11 May.");
+    assert_eq!(v2_sources[0].page, None);
+    assert!(all.iter().all(|(id, _)| *id != plain.row_id));
+    assert!(of(&[]).is_empty());
+    // Deleting the current version takes its citations; the old version is current again
+    // and keeps its own.
+    store
+        .delete_entry(c, v2.row_id, r#"{"user":"ann"}"#)
+        .expect("delete_entry");
+    assert!(of(&[v2.row_id]).is_empty());
+    assert_eq!(of(&[v1.row_id]).len(), 2);
+    // The knowledge base's deletion takes every citation in it.
+    store
+        .remove_collection(SPACE, "wiki")
+        .expect("remove_collection");
+    assert!(of(&[v1.row_id]).is_empty());
 }
