@@ -21,8 +21,9 @@ from conftest import CHINESE, CORPUS, JOURNAL_1, JOURNAL_CONTEXT, MEETING, PLAN,
 TOOL_NAMES = {"search", "vsearch", "query", "get", "multi_get", "status", "metadata"}
 # SPEC §2.2: the built-in knowledge package lists QMD's six, knowledge_search and the
 # knowledge capture tools (seed 004).
-READ_TOOLS = TOOL_NAMES | {"knowledge_search", "get_knowledge", "query_knowledge", "list_knowledge"}
-ALL_TOOLS = READ_TOOLS | {"create_knowledge", "update_knowledge", "delete_knowledge"}
+READ_TOOLS = TOOL_NAMES | {"knowledge_search", "get_knowledge", "query_knowledge", "list_knowledge",
+                          "wiki_index", "read_page", "lint_wiki"}
+ALL_TOOLS = READ_TOOLS | {"create_knowledge", "update_knowledge", "delete_knowledge", "write_page"}
 PREFIX = Path(os.environ.get("QUARRY_NODE_PREFIX") or os.path.expanduser("~/.cache/quarry-node"))
 CLI = Path(
     os.environ.get("QUARRY_INSPECTOR_CLI")

@@ -48,8 +48,9 @@ LEGACY = "2025-11-25"  # what the SDK offers in the initialize handshake
 TOOL_NAMES = {"search", "vsearch", "query", "get", "multi_get", "status", "metadata"}
 # SPEC §2.2: the built-in knowledge package lists QMD's six, knowledge_search and the
 # knowledge capture tools (seed 004); the machine's owner may write, so all are listed.
-READ_TOOLS = TOOL_NAMES | {"knowledge_search", "get_knowledge", "query_knowledge", "list_knowledge"}
-ALL_TOOLS = READ_TOOLS | {"create_knowledge", "update_knowledge", "delete_knowledge"}
+READ_TOOLS = TOOL_NAMES | {"knowledge_search", "get_knowledge", "query_knowledge", "list_knowledge",
+                          "wiki_index", "read_page", "lint_wiki"}
+ALL_TOOLS = READ_TOOLS | {"create_knowledge", "update_knowledge", "delete_knowledge", "write_page"}
 VECTOR_INDEX_MISSING = "Vector index not found. Run 'quarry embed' first to create embeddings."
 CONTEXT_COMMENT = f"<!-- Context: {JOURNAL_CONTEXT} -->\n\n"
 RESULT_LINE = re.compile(r"^(#[0-9a-f]{6,}) (\d{1,3})% (.+) - (.+)$")

@@ -38,6 +38,9 @@ pub struct NewEntry {
     pub derived_from: Vec<i64>,
     /// The passages it cites, in order (a wiki page's sources; empty for other entries).
     pub sources: Vec<PageSource>,
+    /// The key must have no current entry with these readers (a first version, written by
+    /// a caller who read that there was none): `Conflict` otherwise.
+    pub first_version: bool,
 }
 
 /// A passage an entry cites (a wiki page's source), as it was when cited: enough to tell,

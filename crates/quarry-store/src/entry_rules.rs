@@ -185,6 +185,11 @@ pub fn add_entry(
         Some(key) => tx.current_of_key(collection_id, key, readers.as_deref())?,
         None => None,
     };
+    if entry.first_version && current.is_some() {
+        return Err(Error::Conflict(
+            "this key already has a current entry: write the new one as its next version".into(),
+        ));
+    }
     let target = match entry.supersedes {
         Some(id) => Some(checked_target(tx, collection_id, id, entry, current)?),
         None => match current {

@@ -71,6 +71,19 @@ impl OnDuplicate {
     }
 }
 
+/// What a wiki page's write adds to an entry's ([`Engine::create_entry_with`]).
+#[derive(Debug, Default)]
+pub(crate) struct EntryExtras {
+    /// The file's name (else one made from the title or key).
+    pub file_name: Option<String>,
+    /// Who may read it (`None`: every reader of the knowledge base).
+    pub readers: Option<Vec<String>>,
+    /// The passages it cites.
+    pub sources: Vec<quarry_store::PageSource>,
+    /// The key must have no current entry with these readers (a page's first version).
+    pub first_version: bool,
+}
+
 /// How a note is written as an entry (all optional; see the module docs).
 #[derive(Debug, Clone, Default)]
 pub struct EntryOptions {
@@ -290,6 +303,17 @@ impl Engine {
         note: NewNote,
         options: &EntryOptions,
     ) -> Result<CreatedEntry> {
+        self.create_entry_with(kb, note, options, EntryExtras::default())
+    }
+
+    /// [`Engine::create_entry`], with what a wiki page's write adds ([`EntryExtras`]).
+    pub(crate) fn create_entry_with(
+        &self,
+        kb: &str,
+        note: NewNote,
+        options: &EntryOptions,
+        extras: EntryExtras,
+    ) -> Result<CreatedEntry> {
         self.require(Access::Write, "creating knowledge")?;
         if let Some(key) = &options.key {
             check_key(key)?;
@@ -302,8 +326,14 @@ impl Engine {
         if let Some(key) = options.key.as_deref().filter(|_| untitled) {
             file.original_name = crate::kb::notes::note_file_name(Some(key), &markdown);
         }
+        if let Some(name) = extras.file_name {
+            file.original_name = name;
+        }
+        file.readers = extras.readers;
         let base = self.knowledge_base_for_writing(kb)?;
         let mut entry = self.new_entry(base.collection_id, options)?;
+        entry.sources = extras.sources;
+        entry.first_version = extras.first_version;
         self.check_key_readable(base.collection_id, &entry, file.readers.as_deref())?;
         let mut near = Vec::new();
         let mut merged = false;
@@ -426,6 +456,7 @@ impl Engine {
             provenance: serde_json::Value::Object(options.provenance.clone()).to_string(),
             derived_from,
             sources: Vec::new(),
+            first_version: false,
         })
     }
 

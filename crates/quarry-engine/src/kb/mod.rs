@@ -1,4 +1,4 @@
-//! Knowledge bases: uploads and the job queue, sources that sync, entries and notes, curation, readers and metadata.
+//! Knowledge bases: uploads and the job queue, sources that sync, entries and notes, wiki pages, curation, readers and metadata.
 
 pub(crate) mod curation;
 pub(crate) mod entries;
@@ -7,6 +7,7 @@ pub(crate) mod ingest_options;
 pub(crate) mod knowledge;
 pub(crate) mod metadata;
 pub(crate) mod notes;
+pub(crate) mod pages;
 pub(crate) mod readers;
 pub(crate) mod source_options;
 pub(crate) mod source_runs;

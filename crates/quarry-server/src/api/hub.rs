@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 
 use crate::auth::Caller;
 use crate::http::{ApiError, Body, Params, base_url, ok, ok_list, run_blocking};
-use crate::service::{endpoints, knowledge_tools};
+use crate::service::{catalog_tools, endpoints};
 use crate::state::AppState;
 
 /// The shell every handler here shares: the state and the request's caller, taken as one
@@ -400,7 +400,7 @@ fn tools_of_kinds(caller: &Caller, catalog: &Catalog, kinds: &[PackageKind]) -> 
                 .package(&t.package)
                 .is_some_and(|p| kinds.contains(&p.kind))
                 && quarry_hub::may_use(&caller.principal, t)
-                && knowledge_tools::catalog_tool_usable_by(caller, t)
+                && catalog_tools::catalog_tool_usable_by(caller, t)
         })
         .map(|t| tool_json(t, catalog))
         .collect()
@@ -644,7 +644,7 @@ fn usable<'a>(caller: &Caller, catalog: &'a Catalog) -> Vec<&'a CatalogTool> {
 }
 
 fn is_usable(caller: &Caller, t: &CatalogTool) -> bool {
-    quarry_hub::usable(&caller.principal, t) && knowledge_tools::catalog_tool_usable_by(caller, t)
+    quarry_hub::usable(&caller.principal, t) && catalog_tools::catalog_tool_usable_by(caller, t)
 }
 
 /// The catalog's packages this caller's tool scope reaches (all, without one).

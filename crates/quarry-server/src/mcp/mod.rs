@@ -33,7 +33,7 @@ use crate::auth::Caller;
 use crate::http::{run_blocking, run_blocking_raw};
 use crate::service::tool_args::{Args, tool_error};
 use crate::service::tool_call::{answer_is_read_unless_it_writes, audited_call, request_caller};
-use crate::service::{approver_tools, gate, knowledge_tools};
+use crate::service::{approver_tools, catalog_tools, gate, knowledge_tools, wiki_tools};
 use crate::state::AppState;
 use qmd_tools::{TOOL_NAMES, tools};
 use quarry_hub::view::{CALL_TOOL, SEARCH_TOOLS, SearchMode};
@@ -145,7 +145,7 @@ impl QuarryMcp {
             &selection,
             &self.default_view,
             &caller.principal,
-            &|t| knowledge_tools::catalog_tool_usable_by(caller, t),
+            &|t| catalog_tools::catalog_tool_usable_by(caller, t),
             cap,
         )
         .map_err(|e| {
@@ -230,6 +230,7 @@ pub(crate) fn tools_for(caller: &Caller) -> Vec<Tool> {
     let mut all = tools();
     all.push(knowledge_tools::knowledge_search_tool());
     all.extend(knowledge_tools::capture_tools_for(caller));
+    all.extend(wiki_tools::wiki_tools_for(caller));
     all
 }
 
@@ -239,6 +240,7 @@ pub fn knowledge_package() -> BuiltinPackage {
     let mut all = tools();
     all.push(knowledge_tools::knowledge_search_tool());
     all.extend(knowledge_tools::capture_tools());
+    all.extend(wiki_tools::wiki_tools());
     BuiltinPackage {
         id: KNOWLEDGE_PACKAGE.into(),
         name: "Quarry knowledge".into(),
@@ -266,6 +268,9 @@ impl QuarryMcp {
     ) -> Result<CallToolResult, McpError> {
         if knowledge_tools::handles(name) {
             return Ok(knowledge_tools::call(&self.state, caller, name, args).await);
+        }
+        if wiki_tools::handles(name) {
+            return Ok(wiki_tools::call(&self.state, caller, name, args).await);
         }
         if !TOOL_NAMES.contains(&name) {
             let available: Vec<String> = tools_for(caller)
@@ -601,6 +606,7 @@ impl ServerHandler for QuarryMcp {
         let mut all = tools();
         all.push(knowledge_tools::knowledge_search_tool());
         all.extend(knowledge_tools::capture_tools());
+        all.extend(wiki_tools::wiki_tools());
         all.into_iter().find(|t| t.name == name)
     }
 

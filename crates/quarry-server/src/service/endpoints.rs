@@ -19,7 +19,7 @@ use quarry_hub::{Catalog, DefaultView, EndpointSelection, ToolOverride, View, Vi
 use quarry_store::{Store, ToolEndpointRow};
 use serde_json::{Value, json};
 
-use super::knowledge_tools;
+use super::catalog_tools;
 use crate::auth::Caller;
 
 /// The owner word of a user's endpoint.
@@ -99,7 +99,7 @@ fn view_with(
         &saved.selection,
         &DefaultView::Everything,
         &caller.principal,
-        &|t| knowledge_tools::catalog_tool_usable_by(caller, t),
+        &|t| catalog_tools::catalog_tool_usable_by(caller, t),
         cap,
     )?;
     if every_override {

@@ -17,7 +17,8 @@ use serde_json::{Value, json};
 
 use super::entries::{as_of_schema, entry_options, entry_properties, parse_as_of, provenance};
 use super::filter::{filter_schema, parse_filter};
-use super::tool_args::{Args, read_only, tool_error, with_annotations};
+use super::tool_args::{Args, read_only, tool_error, with_annotations, with_structured};
+use super::tool_scope::in_tool_scope;
 use crate::auth::Caller;
 use crate::http::run_blocking_raw;
 use crate::state::AppState;
@@ -256,17 +257,6 @@ pub(crate) fn usable_by(caller: &Caller, name: &str) -> bool {
     !WRITE_TOOLS.contains(&name) || caller.engine.scope().can(Access::Write)
 }
 
-/// Whether `caller` may use catalog tool `t` as far as the knowledge package goes: any other
-/// package's tool, and the knowledge tools [`usable_by`] allows. (A token's tool scope is
-/// `quarry_hub::may_use`'s, applied beside this.)
-pub(crate) fn catalog_tool_usable_by(caller: &Caller, t: &quarry_hub::CatalogTool) -> bool {
-    match t.package.as_str() {
-        quarry_hub::KNOWLEDGE_PACKAGE => usable_by(caller, &t.name),
-        super::approver_tools::APPROVALS_PACKAGE => super::approver_tools::usable_by(caller),
-        _ => true,
-    }
-}
-
 /// The capture tools `caller` may use (no write tools for read-only callers).
 pub(crate) fn capture_tools_for(caller: &Caller) -> Vec<Tool> {
     let write = caller.engine.scope().can(Access::Write);
@@ -290,16 +280,6 @@ pub(crate) fn capture_tool_in_scope(caller: &Caller, name: &str) -> Option<Tool>
         .into_iter()
         .find(|t| t.name == name)
         .filter(|t| in_tool_scope(caller, t))
-}
-
-/// Whether the caller's token reaches knowledge tool `t` (its tool scope and read-only
-/// rule, as `quarry_hub::may_use` applies them to catalogued tools).
-pub(crate) fn in_tool_scope(caller: &Caller, t: &Tool) -> bool {
-    caller.principal.may_use_tool(
-        quarry_hub::KNOWLEDGE_PACKAGE,
-        &quarry_hub::names::catalog_name(quarry_hub::KNOWLEDGE_PACKAGE, &t.name),
-        quarry_hub::annotated_read_only(t),
-    )
 }
 
 /// The seed's result text for `knowledge_search`, plus `structuredContent`.
@@ -479,12 +459,6 @@ fn titled(title: &str, content: &str) -> String {
     } else {
         format!("# {title}\n\n{content}")
     }
-}
-
-fn with_structured(text: String, structured: Value) -> CallToolResult {
-    let mut r = CallToolResult::success(vec![ContentBlock::text(text)]);
-    r.structured_content = Some(structured);
-    r
 }
 
 fn content_change(args: &Args<'_>) -> Result<Option<(String, NoteFormat)>, String> {

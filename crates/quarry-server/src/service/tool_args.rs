@@ -20,6 +20,13 @@ pub(crate) fn read_only(title: &str) -> ToolAnnotations {
 }
 
 /// A tool-level failure shown to the model (`isError: true`).
+/// A successful tool result: `text` for the model, `structured` as `structuredContent`.
+pub(crate) fn with_structured(text: String, structured: serde_json::Value) -> CallToolResult {
+    let mut r = CallToolResult::success(vec![rmcp::model::ContentBlock::text(text)]);
+    r.structured_content = Some(structured);
+    r
+}
+
 pub(crate) fn tool_error(msg: impl Into<String>) -> CallToolResult {
     CallToolResult::error(vec![ContentBlock::text(msg.into())])
 }

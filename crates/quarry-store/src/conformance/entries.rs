@@ -512,7 +512,7 @@ fn cited(file: &str, lines: (u32, u32), text: &str) -> PageSource {
 /// A page (an entry with sources) keeps the passages each of its versions cites, in the order
 /// given; a new version's sources are its own and the old version keeps its; deleting a
 /// version, or the knowledge base, takes its citations with it; an entry without sources
-/// has none.
+/// has none; a first version of a key that has a current entry is a conflict.
 pub fn entries_a_page_keeps_the_passages_each_version_cites(store: &dyn Store) {
     let c = kb(store, "wiki");
     let first_sources = vec![
@@ -532,6 +532,18 @@ pub fn entries_a_page_keeps_the_passages_each_version_cites(store: &dyn Store) {
         },
     ));
     let (plain, _) = added(store.add_entry(c, &note(9), &keyed("fact")));
+    // A first version of a key that has one is refused, and writes nothing.
+    match store.add_entry(
+        c,
+        &note(8),
+        &NewEntry {
+            first_version: true,
+            ..keyed("page:launch")
+        },
+    ) {
+        Err(Error::Conflict(_)) => {}
+        other => panic!("expected a conflict, got {other:?}"),
+    }
     let (v2, old) = added(store.add_entry(
         c,
         &note(2),

@@ -1,0 +1,169 @@
+"""Wiki pages (issue 68), with the official MCP Python SDK as the agent, in its default mode.
+
+Three documents come from a folder source synced into the connection's knowledge base. The
+agent finds passages with ``knowledge_search``, writes five pages citing them (by the hits'
+passage ids and by line ranges), then a source file is edited and synced: exactly the pages
+that cite the changed passage turn stale, with the old and new text, and ``lint_wiki`` says
+so; the agent rewrites one on the version ``read_page`` gave and it is current again. A write
+on an old version, a citation of nothing and bad arguments are refused with what to do, and
+change nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+from conftest import make_home, start_server
+from mcp import Client
+
+KB = "knowledge"  # the connection's resource by default
+
+DOCS = {
+    "launch.md": "# Launch plan\n\nThe launch plan covers the spring release of the harbour app.\n\n"
+                 "## Date\n\nThe launch is on 4 May, at the harbour office.\nPress is invited for ten o'clock.\n\n"
+                 "## Risks\n\nThe app store review may take a week.\n",
+    "budget.md": "# Budget\n\nThe budget for the release is 40,000 EUR.\nIt was approved in March.\n",
+    "team.md": "# Team\n\nAnn leads the release; Bob runs the support desk.\n",
+}
+
+
+@pytest.fixture(scope="module")
+def anyio_backend():
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+def world(quarry_bin: Path, corpus: Path, tmp_path_factory: pytest.TempPathFactory):
+    root = tmp_path_factory.mktemp("wiki")
+    folder = root / "docs"
+    folder.mkdir()
+    for name, text in DOCS.items():
+        (folder / name).write_text(text)
+    home = make_home(quarry_bin, corpus, root / "home", env={"QUARRY_EMBED_MODEL": "none"})
+    r = home.run("kb", "create", KB)
+    assert r.returncode == 0, r.stderr
+    r = home.run("source", "add", KB, "--folder", str(folder), "--json")
+    assert r.returncode == 0, r.stderr
+    source = json.loads(r.stdout)["id"]
+    r = home.run("source", "sync", source)
+    assert r.returncode == 0, r.stderr
+    srv = start_server(home, logdir=root / "logs")
+    yield {"home": home, "srv": srv, "folder": folder, "source": source}
+    srv.stop()
+
+
+def text_of(result) -> str:
+    return "\n".join(c.text for c in result.content if c.type == "text")
+
+
+async def ok(c, tool: str, args: dict) -> dict:
+    r = await c.call_tool(tool, args)
+    assert r.is_error is not True, text_of(r)
+    return r.structured_content
+
+
+async def refused(c, tool: str, args: dict) -> str:
+    r = await c.call_tool(tool, args)
+    assert r.is_error is True, text_of(r)
+    return text_of(r)
+
+
+async def hit(c, query: str, file_name: str) -> dict:
+    """The best keyword passage of `file_name` for `query` (waits for ingestion)."""
+    deadline = time.time() + 60
+    while True:
+        found = await ok(c, "knowledge_search", {"query": query, "search_mode": "keyword", "min_score": 0})
+        hits = [h for h in found["results"] if h["knowledge_filename"] == file_name]
+        if hits:
+            return hits[0]
+        assert time.time() < deadline, f"{file_name} never found for {query!r}: {found}"
+        time.sleep(0.3)
+
+
+async def stale_pages(c) -> set[str]:
+    index = await ok(c, "wiki_index", {"limit": 50})
+    return {p["slug"] for p in index["pages"] if p["stale"]}
+
+
+@pytest.mark.anyio
+async def test_an_agent_writes_pages_and_exactly_those_citing_a_changed_passage_turn_stale(world):
+    srv, home = world["srv"], world["home"]
+    async with Client(srv.mcp_url, read_timeout_seconds=60) as c:
+        names = {t.name for t in (await c.list_tools()).tools}
+        assert {"wiki_index", "read_page", "write_page", "lint_wiki"} <= names, names
+
+        date = await hit(c, "launch harbour office press", "launch.md")
+        budget = await hit(c, "budget approved March", "budget.md")
+        team = await hit(c, "support desk", "team.md")
+        docid = date["id"].split(":")[0]
+        # Lines 7-8 of launch.md are the date; its intro (line 3) is cited by "release".
+        pages = [
+            ("launch", "The launch is on 4 May. Paid from [[budget]].", [f"{docid}:7-8"]),
+            ("budget", "The release has 40,000 EUR.", [budget["id"]]),
+            ("release", "The spring release of the harbour app; see [[launch]].",
+             [{"document": date["knowledge_id"], "lines": [3, 3]}, budget["id"]]),
+            ("team", "Ann leads; Bob runs support.", [team["id"]]),
+            ("index", "[[launch]] [[budget]] [[release]] [[team]]", []),
+        ]
+        versions = {}
+        for slug, body, sources in pages:
+            written = await ok(c, "write_page", {"slug": slug, "title": slug.title(), "body": body,
+                                                 "type": "index" if slug == "index" else "summary",
+                                                 "sources": sources})
+            assert written["stale"] is False and written["slug"] == slug, written
+            versions[slug] = written["version"]
+        assert await stale_pages(c) == set()
+        launch = await ok(c, "read_page", {"slug": "launch"})
+        assert launch["sources"][0]["text"] == "The launch is on 4 May, at the harbour office.\nPress is invited for ten o'clock."
+        assert launch["backlinks"] == ["index", "release"] and launch["links"] == ["budget"], launch
+        assert launch["written_by"]["via"] == "mcp", launch
+
+        # The date changes in the source folder; the next sync brings it in.
+        (world["folder"] / "launch.md").write_text(DOCS["launch.md"].replace("4 May", "11 May"))
+        r = home.run("source", "sync", world["source"])
+        assert r.returncode == 0, r.stderr
+        deadline = time.time() + 60
+        while await stale_pages(c) != {"launch"}:
+            assert time.time() < deadline, await ok(c, "wiki_index", {"limit": 50})
+            time.sleep(0.3)
+        launch = await ok(c, "read_page", {"slug": "launch"})
+        assert launch["stale"] is True and launch["sources"][0]["state"] == "changed", launch
+        assert "11 May" in launch["stale_reasons"][0] and "4 May" in launch["stale_reasons"][0], launch
+        release = await ok(c, "read_page", {"slug": "release"})
+        assert release["stale"] is False, release
+        r = await c.call_tool("lint_wiki", {})
+        findings = r.structured_content["findings"]
+        assert [(f["kind"], f["page"]) for f in findings if f["kind"] == "stale"] == [("stale", "launch")], findings
+        assert "- [stale] launch: lines 7-8" in text_of(r), text_of(r)
+
+        # The agent rewrites it from the passage as it is now (a docid names content: the
+        # edited document has a new one; the page keeps citing the document's id).
+        date = await hit(c, "launch harbour office press 11", "launch.md")
+        assert date["id"].split(":")[0] != docid and date["knowledge_id"] == launch["sources"][0]["document"]
+        docid = date["id"].split(":")[0]
+        again = await ok(c, "write_page", {"slug": "launch", "title": "Launch", "body": "The launch is on 11 May.",
+                                           "sources": [f"{docid}:7-8"], "base_version": versions["launch"]})
+        # Written on the old version by someone who read it before: refused, naming the new one.
+        assert again["stale"] is False and again["version"] != versions["launch"], again
+        late = await refused(c, "write_page", {"slug": "launch", "title": "Launch", "body": "late",
+                                               "base_version": versions["launch"]})
+        assert again["version"] in late and "read_page" in late, late
+        assert await stale_pages(c) == set()
+
+        # Bad input: refused with what to do, and nothing changes.
+        for args, words in [
+            ({"slug": "x", "title": "X", "body": "b", "sources": ["#ffffff:3"]}, "source 1"),
+            ({"slug": "x", "title": "X", "body": "b", "sources": [f"{docid}:7-900"]}, "source 1"),
+            ({"slug": "x", "title": "X", "body": "b", "sources": ["not a citation"]}, "source 1"),
+            ({"slug": "Bad Slug", "title": "X", "body": "b"}, "slug"),
+            ({"slug": "x", "title": "X", "body": "b", "status": "stale"}, "status"),
+            ({"slug": "x", "title": "X"}, "body"),
+        ]:
+            m = await refused(c, "write_page", args)
+            assert words in m, (args, m)
+        index = await ok(c, "wiki_index", {"limit": 50})
+        assert sorted(p["slug"] for p in index["pages"]) == ["budget", "index", "launch", "release", "team"], index
+        assert (await refused(c, "read_page", {"slug": "x"})).startswith("no page 'x'")
