@@ -398,7 +398,9 @@ def main():
         want = json.loads(BASELINE.read_text()).get(a.mode) if BASELINE.exists() else None
         failures = []
         got = quarry["all"]["hit_at_5"]
-        if want is not None and got < want["hit_at_5"] - 1.0 / len(tasks) - 1e-9:
+        # In tasks, not in the rounded rates the baseline keeps: 349/516 is kept as 0.6764,
+        # and 348/516 (one task fewer, 0.67442) fell below 0.6764 - 1/516.
+        if want is not None and quarry["all"]["hit5"] < round(want["hit_at_5"] * len(tasks)) - 1:
             failures.append(f"Hit@5 {got:.3f} < baseline {want['hit_at_5']:.3f} by more than one task")
         if got < bm25["all"]["hit_at_5"]:
             failures.append(f"Hit@5 {got:.3f} < BM25's {bm25['all']['hit_at_5']:.3f}")

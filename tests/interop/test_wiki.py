@@ -167,3 +167,68 @@ async def test_an_agent_writes_pages_and_exactly_those_citing_a_changed_passage_
         index = await ok(c, "wiki_index", {"limit": 50})
         assert sorted(p["slug"] for p in index["pages"]) == ["budget", "index", "launch", "release", "team"], index
         assert (await refused(c, "read_page", {"slug": "x"})).startswith("no page 'x'")
+
+
+def test_rest_and_the_cli_read_and_write_the_same_pages(world):
+    """The REST routes and `quarry kb pages|page|write-page|lint` are the tools' equivalents:
+    a page written over REST is read by the CLI, a CLI write is read over REST, a stale base
+    is 409 over REST and an error exit in the CLI, and the lint exits 1 with findings."""
+    import requests
+
+    srv, home, folder = world["srv"], world["home"], world["folder"]
+    base = srv.url(f"/api/v1/knowledge-bases/{KB}")
+    docs = requests.get(f"{base}/documents", timeout=30).json()["data"]
+    budget = next(d for d in docs if d["file_name"] == "budget.md")
+    r = requests.put(f"{base}/pages/rest-budget", timeout=30,
+                     json={"title": "Budget (REST)", "body": "40,000 EUR. See [[cli-team]].",
+                           "sources": [{"document": budget["id"], "lines": [3, 3]}]})
+    assert r.status_code == 201, r.text
+    page = r.json()["data"]
+    assert page["sources"][0]["text"] == "The budget for the release is 40,000 EUR." and not page["stale"], page
+    # The slug is the path's: a body naming one is refused; so are bad citations and types.
+    for body, status in [({"slug": "x", "title": "X", "body": "b"}, 400),
+                         ({"title": "X", "body": "b", "sources": [{"document": budget["id"], "lines": [3]}]}, 400),
+                         ({"title": "X", "body": "b", "sources": ["nowhere:1-2"]}, 404),
+                         ({"title": "X", "body": "b", "type": "Not A Type"}, 400)]:
+        r = requests.put(f"{base}/pages/rest-bad", json=body, timeout=30)
+        assert r.status_code == status, (body, r.status_code, r.text)
+    r = requests.put(f"{base}/pages/rest-budget", timeout=30, data="{}")
+    assert r.status_code == 415, r.text
+
+    r = home.run("kb", "page", KB, "rest-budget")
+    assert r.returncode == 0 and "Budget (REST)" in r.stdout and "source 1:" in r.stdout, r.stdout + r.stderr
+    team = next(d for d in docs if d["file_name"] == "team.md")
+    body = folder.parent / "team-page.md"
+    body.write_text("Ann leads the release.\n")
+    r = home.run("kb", "write-page", KB, "cli-team", "--title", "Team (CLI)", "--body", str(body),
+                 "--source", f"{team['id']}:3-3", "--json")
+    assert r.returncode == 0, r.stderr
+    first = json.loads(r.stdout)["version"]
+    r = home.run("kb", "write-page", KB, "cli-team", "--title", "Team", "--body", str(body),
+                 "--source", "not a citation")
+    assert r.returncode != 0 and "--source 1" in r.stderr, r.stderr
+    r = requests.get(f"{base}/pages/cli-team", timeout=30)
+    assert r.status_code == 200 and r.json()["data"]["version"] == first, r.text
+    assert r.json()["data"]["written_by"]["via"] == "cli", r.text
+    assert r.json()["data"]["backlinks"] == ["rest-budget"], r.text
+    # Over REST on the CLI's version, then the CLI again on that old version: refused.
+    r = requests.put(f"{base}/pages/cli-team", timeout=30,
+                     json={"title": "Team", "body": "Ann and Bob.", "base_version": first,
+                           "sources": [f"{team['id']}:3-3"]})
+    assert r.status_code == 200 and r.json()["data"]["version"] != first, r.text
+    r = home.run("kb", "write-page", KB, "cli-team", "--title", "Team", "--body", str(body),
+                 "--base-version", first)
+    assert r.returncode != 0 and "read_page" in r.stderr, r.stderr
+
+    r = requests.get(f"{base}/pages", params={"limit": 2}, timeout=30)
+    listed = r.json()["data"]
+    assert r.status_code == 200 and len(listed["pages"]) == 2 and listed["next"], listed
+    r = home.run("kb", "pages", KB, "--json")
+    slugs = [p["slug"] for p in json.loads(r.stdout)["pages"]]
+    assert {"rest-budget", "cli-team"} <= set(slugs) and slugs == sorted(slugs), slugs
+    r = requests.get(f"{base}/lint", timeout=30)
+    findings = r.json()["data"]["findings"]
+    assert r.status_code == 200 and isinstance(findings, list), r.text
+    r = home.run("kb", "lint", KB)
+    assert (r.returncode == 0) == (findings == []), (r.returncode, findings)
+    assert f"{len(findings)} findings" in r.stdout, r.stdout

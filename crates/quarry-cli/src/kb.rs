@@ -11,8 +11,9 @@ use std::sync::Arc;
 use anyhow::{Result, bail};
 use clap::Subcommand;
 use quarry_engine::{
-    CreateKnowledgeBase, Engine, FileFilter, FileStatus, KbFile, Progress, StatusFilter,
-    UploadOptions, UploadOutcome,
+    Citation, CreateKnowledgeBase, Engine, FileFilter, FileStatus, KbFile, MAX_INDEX_LIMIT,
+    PageStatus, PageView, PageWrite, Progress, StatusFilter, UploadOptions, UploadOutcome,
+    WikiIndexRequest,
 };
 use serde_json::json;
 
@@ -97,6 +98,45 @@ pub(crate) enum KbCmd {
     /// Delete one document.
     #[command(name = "rm-doc")]
     RmDoc { name: String, doc: String },
+    /// List a knowledge base's wiki pages (docs/wiki.md), stale ones marked.
+    Pages {
+        name: String,
+        /// Only pages of this type.
+        #[arg(long = "type", value_name = "TYPE")]
+        page_type: Option<String>,
+        /// Only pages with this tag.
+        #[arg(long)]
+        tag: Option<String>,
+    },
+    /// Show one wiki page: its Markdown, why it is stale, its sources as they are now.
+    Page { name: String, slug: String },
+    /// Write a wiki page (a new one, or the next version of --base-version).
+    #[command(name = "write-page")]
+    WritePage {
+        name: String,
+        slug: String,
+        #[arg(long)]
+        title: String,
+        /// A file with the page's Markdown (`-`: standard input).
+        #[arg(long, value_name = "FILE")]
+        body: PathBuf,
+        /// A cited passage: `#docid:12`, `#docid:12-20` or `<document id>:12-20` (repeat).
+        #[arg(long = "source", value_name = "CITATION")]
+        sources: Vec<String>,
+        /// The version this write replaces (`kb page` shows it).
+        #[arg(long, value_name = "VERSION")]
+        base_version: Option<String>,
+        #[arg(long = "type", value_name = "TYPE", default_value = "summary")]
+        page_type: String,
+        /// draft, published or archived.
+        #[arg(long, default_value = "published")]
+        status: String,
+        #[arg(long, value_delimiter = ',')]
+        tags: Vec<String>,
+    },
+    /// Check a knowledge base's wiki: stale pages, broken links, pages citing nothing,
+    /// orphans, titles used twice. Exits 1 when there are findings.
+    Lint { name: String },
 }
 
 const GLOB_CHARS: &[char] = &['*', '?', '[', '{'];
@@ -374,6 +414,118 @@ pub(crate) fn run(
                 bail!("the document failed again");
             }
         }
+        KbCmd::Pages {
+            name,
+            page_type,
+            tag,
+        } => {
+            let mut req = WikiIndexRequest {
+                page_type: page_type.clone(),
+                tag: tag.clone(),
+                after: None,
+                limit: MAX_INDEX_LIMIT,
+            };
+            let mut pages = Vec::new();
+            loop {
+                let part = engine.wiki_index(name, &req)?;
+                pages.extend(part.pages);
+                match part.next {
+                    Some(next) => req.after = Some(next),
+                    None => break,
+                }
+            }
+            if json_out {
+                print_json(&json!({ "pages": pages }))?;
+            } else {
+                for p in &pages {
+                    writeln!(
+                        out,
+                        "- {} {} ({}, {}{}) {}",
+                        p.slug,
+                        quarry_core::terminal_safe(&p.title),
+                        p.page_type,
+                        p.status.as_str(),
+                        if p.stale { ", STALE" } else { "" },
+                        quarry_core::terminal_safe(&p.summary)
+                    )?;
+                }
+                writeln!(out, "{} pages", pages.len())?;
+            }
+        }
+        KbCmd::Page { name, slug } => {
+            let page = engine.read_page(name, slug)?;
+            if json_out {
+                print_json(&page)?;
+            } else {
+                print_page(&mut out, &page)?;
+            }
+        }
+        KbCmd::WritePage {
+            name,
+            slug,
+            title,
+            body,
+            sources,
+            base_version,
+            page_type,
+            status,
+            tags,
+        } => {
+            let text = if body.as_os_str() == "-" {
+                std::io::read_to_string(std::io::stdin())?
+            } else {
+                std::fs::read_to_string(body)
+                    .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", body.display()))?
+            };
+            let mut cited = Vec::with_capacity(sources.len());
+            for (i, s) in sources.iter().enumerate() {
+                cited.push(
+                    Citation::parse(s).map_err(|e| anyhow::anyhow!("--source {}: {e}", i + 1))?,
+                );
+            }
+            let mut provenance = serde_json::Map::new();
+            provenance.insert("via".into(), json!("cli"));
+            provenance.insert("user".into(), json!(quarry_core::MACHINE_OWNER));
+            let page = engine.write_page(
+                name,
+                PageWrite {
+                    slug: slug.clone(),
+                    title: title.clone(),
+                    page_type: page_type.clone(),
+                    body: text,
+                    status: PageStatus::parse(status)?,
+                    tags: tags.clone(),
+                    sources: cited,
+                    base_version: base_version.clone(),
+                    provenance,
+                },
+            )?;
+            if json_out {
+                print_json(&page)?;
+            } else {
+                writeln!(out, "Wrote page {} version {}", page.slug, page.version)?;
+            }
+        }
+        KbCmd::Lint { name } => {
+            let findings = engine.lint_wiki(name)?;
+            if json_out {
+                print_json(&json!({ "findings": findings }))?;
+            } else {
+                for f in &findings {
+                    writeln!(
+                        out,
+                        "- [{}] {}: {}",
+                        f.kind,
+                        f.page,
+                        quarry_core::terminal_safe(&f.detail)
+                    )?;
+                }
+                writeln!(out, "{} findings", findings.len())?;
+            }
+            if !findings.is_empty() {
+                bail!("the wiki has {} findings", findings.len());
+            }
+        }
         KbCmd::RmDoc { name, doc } => {
             let d = engine.delete_kb_document(name, doc)?;
             engine.cleanup(&progress)?;
@@ -387,6 +539,40 @@ pub(crate) fn run(
                 )?;
             }
         }
+    }
+    Ok(())
+}
+
+fn print_page(out: &mut impl Write, p: &PageView) -> Result<()> {
+    let safe = quarry_core::terminal_safe;
+    writeln!(
+        out,
+        "# {} ({}, {}, {}{})\nversion {}\n\n{}",
+        safe(&p.title),
+        p.slug,
+        p.page_type,
+        p.status.as_str(),
+        if p.stale { ", STALE" } else { "" },
+        p.version,
+        safe(&p.body)
+    )?;
+    for r in &p.stale_reasons {
+        writeln!(out, "stale: {}", safe(r))?;
+    }
+    for (i, s) in p.sources.iter().enumerate() {
+        writeln!(
+            out,
+            "source {}: {} '{}' lines {}-{} ({})",
+            i + 1,
+            s.document,
+            safe(&s.title),
+            s.lines[0],
+            s.lines[1],
+            s.state
+        )?;
+    }
+    if !p.backlinks.is_empty() {
+        writeln!(out, "linked from: {}", p.backlinks.join(", "))?;
     }
     Ok(())
 }

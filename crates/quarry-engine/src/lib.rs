@@ -88,7 +88,7 @@ pub use retrieval::hybrid::{
     SubQueryType,
 };
 pub use retrieval::knowledge_search::{
-    KnowledgeHit, KnowledgeSearch, KnowledgeSearchResult, MAX_QUERY_CHARS, MAX_TOP_K,
+    KnowledgeHit, KnowledgeSearch, KnowledgeSearchResult, MAX_QUERY_CHARS, MAX_TOP_K, PageMark,
     PassageEvidence, RerankOutcome, SearchMode,
 };
 pub use retrieval::passages::PER_DOCUMENT;

@@ -209,6 +209,7 @@ pub fn app(state: Arc<AppState>, opts: &HttpOptions, shutdown: &CancellationToke
         .route_layer(authenticated(auth::Surface::Rest));
     let knowledge = api::knowledge::router()
         .merge(api::sources::router())
+        .merge(api::pages::router())
         .layer(timeout())
         .layer(consistent())
         .route_layer(authenticated(auth::Surface::Rest));

@@ -23,6 +23,7 @@ use serde::Serialize;
 use crate::engine::Engine;
 use crate::kb::entries::{EntryExtras, EntryOptions};
 use crate::kb::notes::{NewNote, NoteFormat};
+use crate::retrieval::knowledge_search::{KnowledgeHit, PageMark};
 
 /// The key prefix of a page's entries.
 pub const PAGE_KEY_PREFIX: &str = "page:";
@@ -577,7 +578,8 @@ impl Engine {
             ..EntryOptions::default()
         };
         let extras = EntryExtras {
-            file_name: Some(format!("{}.md", write.slug)),
+            // Under `pages/`, apart from the documents' names (`launch.md` stays the document's).
+            file_name: Some(format!("pages/{}.md", write.slug)),
             readers,
             sources,
             first_version: write.base_version.is_none(),
@@ -774,13 +776,80 @@ impl Engine {
         Ok(findings)
     }
 
+    /// Marks the hits that come from a wiki page with its slug and whether it is stale, so a
+    /// search never passes a stale page off as current (issue 68).
+    pub(crate) fn mark_page_hits(&self, hits: &mut [KnowledgeHit]) -> Result<()> {
+        let mut cache = DocumentCache::new();
+        let mut marks: HashMap<String, Option<PageMark>> = HashMap::new();
+        for hit in hits.iter_mut() {
+            let is_page = hit
+                .metadata
+                .as_ref()
+                .and_then(|m| m.get("kind"))
+                .and_then(|k| k.as_str())
+                == Some("page");
+            if !is_page {
+                continue;
+            }
+            if !marks.contains_key(&hit.knowledge_id) {
+                let mark = self.page_mark(&hit.knowledge_base, &hit.knowledge_id, &mut cache)?;
+                marks.insert(hit.knowledge_id.clone(), mark);
+            }
+            hit.wiki_page = marks.get(&hit.knowledge_id).cloned().flatten();
+        }
+        Ok(())
+    }
+
+    /// The state of the page version `id` of the knowledge base `kb` (`None` when it is no
+    /// page this caller may read).
+    fn page_mark(&self, kb: &str, id: &str, cache: &mut DocumentCache) -> Result<Option<PageMark>> {
+        let file = match self.find_knowledge(Some(kb), id) {
+            Ok(f) => f,
+            Err(Error::NotFound(_)) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let Some(slug) = file
+            .entry
+            .as_ref()
+            .and_then(|e| e.key.as_deref())
+            .and_then(|k| k.strip_prefix(PAGE_KEY_PREFIX))
+            .map(str::to_owned)
+        else {
+            return Ok(None);
+        };
+        let sources = self
+            .sources_of(&[file.row_id])?
+            .remove(&file.row_id)
+            .unwrap_or_default();
+        let mut stale_reasons = Vec::new();
+        for s in &sources {
+            let doc = match self.cited_document(&s.file, cache) {
+                Ok(d) => d,
+                // A page citing what this caller may not read is no page to it.
+                Err(Error::NotFound(_)) => return Ok(None),
+                Err(e) => return Err(e),
+            };
+            let state = source_state(s, doc.as_ref().map(|(_, d)| d));
+            if state.is_stale() {
+                stale_reasons.push(stale_reason(&state));
+            }
+        }
+        Ok(Some(PageMark {
+            slug,
+            stale: !stale_reasons.is_empty(),
+            stale_reasons,
+        }))
+    }
+
     /// The current page versions of `base` this caller may read (by its readers), by slug.
     fn current_pages(&self, base: &KnowledgeBase) -> Result<Vec<PageRow>> {
         let mut by_slug: BTreeMap<String, KbFile> = BTreeMap::new();
-        for file in self
-            .store()
-            .kb_files(base.collection_id, &FileFilter::default())?
-        {
+        // Page files are named `pages/<slug>.md`: the store lists those, not every document.
+        let filter = FileFilter {
+            name: Some("pages/".into()),
+            ..FileFilter::default()
+        };
+        for file in self.store().kb_files(base.collection_id, &filter)? {
             let Some(slug) = file
                 .entry
                 .as_ref()

@@ -184,6 +184,22 @@ pub struct KnowledgeHit {
     /// The document's metadata fields (absent when it has none).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub metadata: Option<serde_json::Value>,
+    /// For a wiki page's passage: its slug and whether a passage it cites changed or went
+    /// (`read_page` has the sources).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wiki_page: Option<PageMark>,
+}
+
+/// A wiki page's state, on a search hit from it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PageMark {
+    /// The page's slug.
+    pub slug: String,
+    /// Whether a passage it cites changed or went.
+    pub stale: bool,
+    /// Why, one line per stale citation.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub stale_reasons: Vec<String>,
 }
 
 /// Whether the results were reranked, and if not, why.
@@ -274,12 +290,14 @@ impl Engine {
         content_chars: usize,
     ) -> Result<KnowledgeSearchResult> {
         req.validate()?;
-        match &req.knowledge_bases {
+        let mut found = match &req.knowledge_bases {
             None => self.rank_passages(req, content_chars),
             Some(keys) => self
                 .narrowed_for_search(&self.knowledge_base_ids(keys)?)
                 .rank_passages(req, content_chars),
-        }
+        }?;
+        self.mark_page_hits(&mut found.results)?;
+        Ok(found)
     }
 }
 

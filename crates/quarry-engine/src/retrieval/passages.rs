@@ -314,6 +314,7 @@ impl Engine {
                     ..c.evidence
                 }),
                 metadata: Engine::shown_metadata(&doc.meta),
+                wiki_page: None,
             });
         }
         Ok(KnowledgeSearchResult {

@@ -11,6 +11,7 @@ pub(crate) mod knowledge;
 pub(crate) mod metadata;
 pub(crate) mod metrics;
 pub(crate) mod oauth;
+pub(crate) mod pages;
 pub(crate) mod policies;
 pub(crate) mod qmd;
 pub(crate) mod sources;

@@ -230,6 +230,44 @@ fn lint_text(findings: &[LintFinding]) -> String {
     text
 }
 
+/// A page write from tool or request arguments (`slug` from them unless given), written as
+/// `caller` through `via`.
+pub(crate) fn page_write(
+    caller: &Caller,
+    slug: Option<String>,
+    args: &Args<'_>,
+    via: &str,
+) -> Result<PageWrite, String> {
+    let sources = match args.0.get("sources") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(items)) => items
+            .iter()
+            .enumerate()
+            .map(|(i, v)| citation(i, v))
+            .collect::<Result<_, _>>()?,
+        Some(_) => return Err("`sources` must be an array".into()),
+    };
+    let status = match args.string("status")? {
+        Some(s) => PageStatus::parse(&s).map_err(|e| e.public_text())?,
+        None => PageStatus::Published,
+    };
+    let slug = match slug {
+        Some(s) => s,
+        None => args.required_string("slug")?,
+    };
+    Ok(PageWrite {
+        slug,
+        title: args.required_string("title")?,
+        page_type: args.string("type")?.unwrap_or_else(|| "summary".into()),
+        body: args.required_string("body")?,
+        status,
+        tags: args.strings("tags")?.unwrap_or_default(),
+        sources,
+        base_version: args.string("base_version")?,
+        provenance: provenance(caller, via),
+    })
+}
+
 fn run(caller: &Caller, name: &str, args: &Args<'_>) -> Result<CallToolResult, String> {
     let (engine, kb) = (&caller.engine, caller.resource.as_str());
     let fail = |e: quarry_core::Error| crate::http::public_detail(&e);
@@ -273,30 +311,7 @@ fn run(caller: &Caller, name: &str, args: &Args<'_>) -> Result<CallToolResult, S
             Ok(with_structured(page_text(&page), json!(page)))
         }
         WRITE_PAGE => {
-            let sources = match args.0.get("sources") {
-                None | Some(Value::Null) => Vec::new(),
-                Some(Value::Array(items)) => items
-                    .iter()
-                    .enumerate()
-                    .map(|(i, v)| citation(i, v))
-                    .collect::<Result<_, _>>()?,
-                Some(_) => return Err("`sources` must be an array".into()),
-            };
-            let status = match args.string("status")? {
-                Some(s) => PageStatus::parse(&s).map_err(fail)?,
-                None => PageStatus::Published,
-            };
-            let write = PageWrite {
-                slug: args.required_string("slug")?,
-                title: args.required_string("title")?,
-                page_type: args.string("type")?.unwrap_or_else(|| "summary".into()),
-                body: args.required_string("body")?,
-                status,
-                tags: args.strings("tags")?.unwrap_or_default(),
-                sources,
-                base_version: args.string("base_version")?,
-                provenance: provenance(caller, "mcp"),
-            };
+            let write = page_write(caller, None, args, "mcp")?;
             let page = engine.write_page(kb, write).map_err(fail)?;
             Ok(with_structured(
                 format!(

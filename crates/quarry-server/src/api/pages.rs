@@ -1,0 +1,99 @@
+//! Wiki pages over REST (issue 68), the wiki tools' verbs under a knowledge base:
+//! `GET /api/v1/knowledge-bases/{id}/pages` (the index, paged by slug),
+//! `GET|PUT /api/v1/knowledge-bases/{id}/pages/{slug}` (read; create or write the next
+//! version) and `GET /api/v1/knowledge-bases/{id}/lint`. Arguments are read as the tools read
+//! them (`service/wiki_tools.rs`); every rule lives in the engine.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use quarry_engine::{MAX_INDEX_LIMIT, WikiIndexRequest};
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::auth::Caller;
+use crate::http::{ApiError, Body, Params, ok, run_blocking};
+use crate::service::tool_args::Args;
+use crate::service::wiki_tools::page_write;
+use crate::state::AppState;
+
+pub(crate) fn router() -> Router<Arc<AppState>> {
+    Router::new()
+        .route("/api/v1/knowledge-bases/{id}/pages", get(index))
+        .route(
+            "/api/v1/knowledge-bases/{id}/pages/{slug}",
+            get(read).put(write),
+        )
+        .route("/api/v1/knowledge-bases/{id}/lint", get(lint))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct IndexQuery {
+    #[serde(rename = "type")]
+    page_type: Option<String>,
+    tag: Option<String>,
+    after: Option<String>,
+    limit: Option<usize>,
+}
+
+async fn index(
+    caller: Caller,
+    Path(id): Path<String>,
+    Params(q): Params<IndexQuery>,
+) -> Result<Response, ApiError> {
+    let engine = caller.engine.clone();
+    let req = WikiIndexRequest {
+        page_type: q.page_type,
+        tag: q.tag,
+        after: q.after,
+        limit: q.limit.unwrap_or(50).min(MAX_INDEX_LIMIT),
+    };
+    let index = run_blocking(move || engine.wiki_index(&id, &req)).await?;
+    Ok(ok(index))
+}
+
+async fn read(
+    caller: Caller,
+    Path((id, slug)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    let engine = caller.engine.clone();
+    let page = run_blocking(move || engine.read_page(&id, &slug)).await?;
+    Ok(ok(page))
+}
+
+async fn write(
+    State(st): State<Arc<AppState>>,
+    caller: Caller,
+    Path((id, slug)): Path<(String, String)>,
+    Body(body): Body<serde_json::Map<String, serde_json::Value>>,
+) -> Result<Response, ApiError> {
+    if body.contains_key("slug") {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "the page's slug is the path's last segment: leave `slug` out of the body",
+        ));
+    }
+    let write = page_write(&caller, Some(slug), &Args(&body), "rest")
+        .map_err(|m| ApiError::new(StatusCode::BAD_REQUEST, m))?;
+    let created = write.base_version.is_none();
+    let engine = caller.engine.clone();
+    let page = run_blocking(move || engine.write_page(&id, write)).await?;
+    st.wake_workers();
+    let status = if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok((status, ok(page)).into_response())
+}
+
+async fn lint(caller: Caller, Path(id): Path<String>) -> Result<Response, ApiError> {
+    let engine = caller.engine.clone();
+    let findings = run_blocking(move || engine.lint_wiki(&id)).await?;
+    Ok(ok(json!({"findings": findings})))
+}
