@@ -196,7 +196,8 @@ const KEYWORD_HALF: f64 = -2.5;
 /// Where a passage's hybrid logit scores 0.5, chosen the same way: held out, 53–95 % of
 /// questions answered and 39–95 % of unrelated ones left empty (was -0.434: 35–79 %
 /// answered). With a passage never below its keyword score ([`Calibration::passage`]), the
-/// default answers 86–100 % and leaves 47–93 % of unrelated questions empty.
+/// default answers 86–100 % and leaves 46–93 % of unrelated questions empty (served,
+/// `eval/outside/README.md`).
 const HYBRID_HALF: f64 = -2.5;
 
 /// The rank a retriever is taken to have given a hit it did not return.
