@@ -350,7 +350,7 @@ fn writes_refuse_a_stale_base_unknown_sources_and_bad_input_and_change_nothing()
 #[test]
 fn a_page_is_seen_only_by_those_who_may_read_all_it_cites() {
     let dir = tempfile::tempdir().unwrap();
-    let (e, _) = synced(&dir.path().join("home"), &dir.path().join("docs"));
+    let (e, source) = synced(&dir.path().join("home"), &dir.path().join("docs"));
     e.write_page(
         KB,
         page(
@@ -404,6 +404,28 @@ fn a_page_is_seen_only_by_those_who_may_read_all_it_cites() {
     let mut seen = found(&hr);
     seen.sort();
     assert_eq!(seen, ["public.md", "support-pay.md"]);
+    // The source narrows team.md to the HR group after the pages were written: "public"
+    // (whose own readers were set for everyone) leaves Bob's index and search at once.
+    e.set_source_readers(
+        &source,
+        Some(
+            &ReaderMapping::from_json(
+                r#"{"rules":[{"paths":"hr/**","readers":["group:hr"]},
+                             {"paths":"team.md","readers":["group:hr"]},
+                             {"paths":"**","readers":["everyone"]}]}"#,
+            )
+            .unwrap(),
+        ),
+    )
+    .unwrap();
+    resync(&e, &source);
+    assert!(slugs(&bob).is_empty());
+    assert!(matches!(
+        bob.read_page(KB, "public"),
+        Err(Error::NotFound(_))
+    ));
+    assert!(found(&bob).is_empty(), "{:?}", found(&bob));
+    assert_eq!(slugs(&hr), ["public", "support-pay"]);
     // Bob cannot cite what he cannot read, and learns nothing of it.
     let writer = e.scoped(Scope {
         readers: Some(vec!["user:bob".to_owned()].into()),

@@ -777,8 +777,10 @@ impl Engine {
     }
 
     /// Marks the hits that come from a wiki page with its slug and whether it is stale, so a
-    /// search never passes a stale page off as current (issue 68).
-    pub(crate) fn mark_page_hits(&self, hits: &mut [KnowledgeHit]) -> Result<()> {
+    /// search never passes a stale page off as current (issue 68), and drops those of pages
+    /// citing a document this caller may no longer read (a page's readers are set when it is
+    /// written; its sources' may change since). Returns how many hits went.
+    pub(crate) fn mark_page_hits(&self, hits: &mut Vec<KnowledgeHit>) -> Result<usize> {
         let mut cache = DocumentCache::new();
         let mut marks: HashMap<String, Option<PageMark>> = HashMap::new();
         for hit in hits.iter_mut() {
@@ -797,7 +799,9 @@ impl Engine {
             }
             hit.wiki_page = marks.get(&hit.knowledge_id).cloned().flatten();
         }
-        Ok(())
+        let before = hits.len();
+        hits.retain(|h| !matches!(marks.get(&h.knowledge_id), Some(None)));
+        Ok(before - hits.len())
     }
 
     /// The state of the page version `id` of the knowledge base `kb` (`None` when it is no

@@ -296,7 +296,8 @@ impl Engine {
                 .narrowed_for_search(&self.knowledge_base_ids(keys)?)
                 .rank_passages(req, content_chars),
         }?;
-        self.mark_page_hits(&mut found.results)?;
+        let hidden = self.mark_page_hits(&mut found.results)?;
+        found.total_count = found.total_count.saturating_sub(hidden);
         Ok(found)
     }
 }
