@@ -196,7 +196,7 @@ def test_rest_and_the_cli_read_and_write_the_same_pages(world):
     assert r.status_code == 415, r.text
 
     r = home.run("kb", "page", KB, "rest-budget")
-    assert r.returncode == 0 and "Budget (REST)" in r.stdout and "source 1:" in r.stdout, r.stdout + r.stderr
+    assert r.returncode == 0 and "Budget (REST)" in r.stdout and "\nSources:\n1. " in r.stdout, r.stdout + r.stderr
     team = next(d for d in docs if d["file_name"] == "team.md")
     body = folder.parent / "team-page.md"
     body.write_text("Ann leads the release.\n")
@@ -231,4 +231,4 @@ def test_rest_and_the_cli_read_and_write_the_same_pages(world):
     assert r.status_code == 200 and isinstance(findings, list), r.text
     r = home.run("kb", "lint", KB)
     assert (r.returncode == 0) == (findings == []), (r.returncode, findings)
-    assert f"{len(findings)} findings" in r.stdout, r.stdout
+    assert (f"{len(findings)} finding(s):" if findings else "No findings") in r.stdout, r.stdout

@@ -12,8 +12,7 @@ use anyhow::{Result, bail};
 use clap::Subcommand;
 use quarry_engine::{
     Citation, CreateKnowledgeBase, Engine, FileFilter, FileStatus, KbFile, MAX_INDEX_LIMIT,
-    PageStatus, PageView, PageWrite, Progress, StatusFilter, UploadOptions, UploadOutcome,
-    WikiIndexRequest,
+    PageStatus, PageWrite, Progress, StatusFilter, UploadOptions, UploadOutcome, WikiIndexRequest,
 };
 use serde_json::json;
 
@@ -438,16 +437,7 @@ pub(crate) fn run(
                 print_json(&json!({ "pages": pages }))?;
             } else {
                 for p in &pages {
-                    writeln!(
-                        out,
-                        "- {} {} ({}, {}{}) {}",
-                        p.slug,
-                        quarry_core::terminal_safe(&p.title),
-                        p.page_type,
-                        p.status.as_str(),
-                        if p.stale { ", STALE" } else { "" },
-                        quarry_core::terminal_safe(&p.summary)
-                    )?;
+                    print_lines(&mut out, &quarry_engine::index_line(p))?;
                 }
                 writeln!(out, "{} pages", pages.len())?;
             }
@@ -457,7 +447,7 @@ pub(crate) fn run(
             if json_out {
                 print_json(&page)?;
             } else {
-                print_page(&mut out, &page)?;
+                print_lines(&mut out, &quarry_engine::page_text(&page))?;
             }
         }
         KbCmd::WritePage {
@@ -503,7 +493,11 @@ pub(crate) fn run(
             if json_out {
                 print_json(&page)?;
             } else {
-                writeln!(out, "Wrote page {} version {}", page.slug, page.version)?;
+                writeln!(
+                    out,
+                    "Wrote page {} version {}",
+                    page.head.slug, page.head.version
+                )?;
             }
         }
         KbCmd::Lint { name } => {
@@ -511,16 +505,7 @@ pub(crate) fn run(
             if json_out {
                 print_json(&json!({ "findings": findings }))?;
             } else {
-                for f in &findings {
-                    writeln!(
-                        out,
-                        "- [{}] {}: {}",
-                        f.kind,
-                        f.page,
-                        quarry_core::terminal_safe(&f.detail)
-                    )?;
-                }
-                writeln!(out, "{} findings", findings.len())?;
+                print_lines(&mut out, &quarry_engine::lint_text(&findings))?;
             }
             if !findings.is_empty() {
                 bail!("the wiki has {} findings", findings.len());
@@ -543,36 +528,10 @@ pub(crate) fn run(
     Ok(())
 }
 
-fn print_page(out: &mut impl Write, p: &PageView) -> Result<()> {
-    let safe = quarry_core::terminal_safe;
-    writeln!(
-        out,
-        "# {} ({}, {}, {}{})\nversion {}\n\n{}",
-        safe(&p.title),
-        p.slug,
-        p.page_type,
-        p.status.as_str(),
-        if p.stale { ", STALE" } else { "" },
-        p.version,
-        safe(&p.body)
-    )?;
-    for r in &p.stale_reasons {
-        writeln!(out, "stale: {}", safe(r))?;
-    }
-    for (i, s) in p.sources.iter().enumerate() {
-        writeln!(
-            out,
-            "source {}: {} '{}' lines {}-{} ({})",
-            i + 1,
-            s.document,
-            safe(&s.title),
-            s.lines[0],
-            s.lines[1],
-            s.state
-        )?;
-    }
-    if !p.backlinks.is_empty() {
-        writeln!(out, "linked from: {}", p.backlinks.join(", "))?;
+/// `text` a line at a time, each made safe for a terminal.
+fn print_lines(out: &mut impl Write, text: &str) -> Result<()> {
+    for line in text.lines() {
+        writeln!(out, "{}", quarry_core::terminal_safe(line))?;
     }
     Ok(())
 }

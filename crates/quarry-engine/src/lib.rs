@@ -64,10 +64,11 @@ pub use kb::knowledge::{
 };
 pub use kb::metadata::{BUILT_IN_FIELDS, MetadataReport};
 pub use kb::notes::{MAX_NOTE_BYTES, NOTE_KINDS, NewNote, NoteChange, NoteFormat, NoteView};
+pub use kb::page_text::{index_line, lint_text, page_text};
 pub use kb::pages::{
-    Citation, LintFinding, MAX_CITED_LINES, MAX_INDEX_LIMIT, MAX_PAGE_SOURCES, PAGE_KEY_PREFIX,
-    PAGE_TYPES, PageStatus, PageSummary, PageView, PageWrite, SourceState, WikiIndex,
-    WikiIndexRequest, page_links,
+    Citation, CitedLines, LintFinding, MAX_CITED_LINES, MAX_INDEX_LIMIT, MAX_PAGE_SOURCES,
+    PAGE_KEY_PREFIX, PAGE_TYPES, PageHead, PageStatus, PageSummary, PageView, PageWrite,
+    SourceState, WikiIndex, WikiIndexRequest, page_links,
 };
 pub use kb::readers::{MAX_READERS, parse_reader_keys};
 pub use kb::source_options::{MIN_SOURCE_LEASE, SOURCE_LEASE, SourceOptions, check_allow_net};

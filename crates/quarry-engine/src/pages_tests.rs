@@ -9,7 +9,7 @@ use std::path::Path;
 use quarry_core::{Access, Error, Scope};
 
 use crate::engine::Engine;
-use crate::kb::pages::{Citation, PageStatus, PageView, PageWrite, WikiIndexRequest};
+use crate::kb::pages::{Citation, CitedLines, PageStatus, PageView, PageWrite, WikiIndexRequest};
 use crate::kb::sources::AddSource;
 use crate::progress::NoProgress;
 use crate::test_support::{create_kb, drain, engine, keyword_passages};
@@ -81,8 +81,7 @@ fn id_of(e: &Engine, name: &str) -> String {
 fn cite(e: &Engine, name: &str, from: u32, to: u32) -> Citation {
     Citation {
         document: id_of(e, name),
-        lines: Some((from, to)),
-        start: None,
+        lines: CitedLines::Range(from, to),
     }
 }
 
@@ -116,8 +115,8 @@ fn stale_slugs(e: &Engine) -> Vec<String> {
     index
         .pages
         .into_iter()
-        .filter(|p| p.stale)
-        .map(|p| p.slug)
+        .filter(|p| p.head.stale)
+        .map(|p| p.head.slug)
         .collect()
 }
 
@@ -146,7 +145,7 @@ fn a_page_turns_stale_exactly_when_a_passage_it_cites_changes_or_goes() {
             ),
         )
         .unwrap();
-    assert!(!launch.stale, "{launch:?}");
+    assert!(!launch.head.stale, "{launch:?}");
     assert_eq!(
         launch.sources[0].text,
         "The launch is on 4 May, at the harbour office.\nPress is invited for ten o'clock."
@@ -202,7 +201,7 @@ fn a_page_turns_stale_exactly_when_a_passage_it_cites_changes_or_goes() {
     resync(&e, &source);
     assert_eq!(stale_slugs(&e), ["launch", "team"]);
     let launch: PageView = e.read_page(KB, "launch").unwrap();
-    assert!(launch.stale);
+    assert!(launch.head.stale);
     assert_eq!(launch.sources[0].state, "changed");
     assert_eq!(
         launch.sources[0].text,
@@ -212,10 +211,13 @@ fn a_page_turns_stale_exactly_when_a_passage_it_cites_changes_or_goes() {
         launch.stale_reasons[0].contains("11 May") && launch.stale_reasons[0].contains("4 May")
     );
     let budget = e.read_page(KB, "budget").unwrap();
-    assert_eq!((budget.stale, budget.sources[0].state), (false, "moved"));
+    assert_eq!(
+        (budget.head.stale, budget.sources[0].state),
+        (false, "moved")
+    );
     assert_eq!(budget.sources[0].moved_to, Some([5, 6]));
     let team = e.read_page(KB, "team").unwrap();
-    assert_eq!((team.stale, team.sources[0].state), (true, "deleted"));
+    assert_eq!((team.head.stale, team.sources[0].state), (true, "deleted"));
     // A search hit on a page says which page and whether it is stale; a document's says
     // nothing of pages.
     drain(&e);
@@ -261,9 +263,9 @@ fn a_page_turns_stale_exactly_when_a_passage_it_cites_changes_or_goes() {
         "The launch is on 11 May.",
         vec![cite(&e, "launch.md", 7, 8)],
     );
-    again.base_version = Some(launch.version.clone());
+    again.base_version = Some(launch.head.version.clone());
     let again = e.write_page(KB, again).unwrap();
-    assert!(!again.stale && again.version != launch.version);
+    assert!(!again.head.stale && again.head.version != launch.head.version);
     assert_eq!(stale_slugs(&e), ["team"]);
     // The page's versions are the entry's history: who wrote each, the old one kept.
     let versions = e
@@ -282,21 +284,21 @@ fn writes_refuse_a_stale_base_unknown_sources_and_bad_input_and_change_nothing()
         .unwrap();
     // The slug exists: the answer names the version to build on.
     match e.write_page(KB, page("plan", "mine", Vec::new())) {
-        Err(Error::Conflict(m)) => assert!(m.contains(&first.version), "{m}"),
+        Err(Error::Conflict(m)) => assert!(m.contains(&first.head.version), "{m}"),
         other => panic!("expected a conflict, got {other:?}"),
     }
     let mut second = page("plan", "v2", vec![cite(&e, "launch.md", 7, 7)]);
-    second.base_version = Some(first.version.clone());
+    second.base_version = Some(first.head.version.clone());
     let second = e.write_page(KB, second).unwrap();
     // Written on the first version after the second: refused, naming the second.
     let mut late = page("plan", "v2 by someone else", Vec::new());
-    late.base_version = Some(first.version.clone());
+    late.base_version = Some(first.head.version.clone());
     match e.write_page(KB, late) {
-        Err(Error::Conflict(m)) => assert!(m.contains(&second.version), "{m}"),
+        Err(Error::Conflict(m)) => assert!(m.contains(&second.head.version), "{m}"),
         other => panic!("expected a conflict, got {other:?}"),
     }
     let mut ghost = page("ghost", "x", Vec::new());
-    ghost.base_version = Some(first.version.clone());
+    ghost.base_version = Some(first.head.version.clone());
     assert!(matches!(e.write_page(KB, ghost), Err(Error::Conflict(_))));
     let bad_citations = [
         Citation::parse("no-such-document:1-2").unwrap(),
@@ -307,7 +309,7 @@ fn writes_refuse_a_stale_base_unknown_sources_and_bad_input_and_change_nothing()
     ];
     for (i, c) in bad_citations.into_iter().enumerate() {
         let mut w = page("plan", "bad", vec![c]);
-        w.base_version = Some(second.version.clone());
+        w.base_version = Some(second.head.version.clone());
         match e.write_page(KB, w) {
             Err(Error::NotFound(m)) if i < 2 => assert!(m.starts_with("source 1: "), "{m}"),
             Err(Error::InvalidInput(m)) if i >= 2 => assert!(m.starts_with("source 1: "), "{m}"),
@@ -338,7 +340,7 @@ fn writes_refuse_a_stale_base_unknown_sources_and_bad_input_and_change_nothing()
         )
         .unwrap();
     assert_eq!(index.total, 1);
-    assert_eq!(index.pages[0].version, second.version);
+    assert_eq!(index.pages[0].head.version, second.head.version);
     assert_eq!(e.read_page(KB, "plan").unwrap().body, "v2");
     // A read-only caller may not write.
     assert!(matches!(
@@ -387,7 +389,7 @@ fn a_page_is_seen_only_by_those_who_may_read_all_it_cites() {
         .unwrap()
         .pages
         .into_iter()
-        .map(|p| p.slug)
+        .map(|p| p.head.slug)
         .collect()
     };
     assert_eq!(slugs(&bob), ["public"]);
@@ -458,7 +460,7 @@ fn the_index_pages_through_by_slug_with_its_filters() {
     loop {
         let part = e.wiki_index(KB, &req).unwrap();
         assert_eq!(part.total, 7);
-        seen.extend(part.pages.iter().map(|p| p.slug.clone()));
+        seen.extend(part.pages.iter().map(|p| p.head.slug.clone()));
         match part.next {
             Some(next) => req.after = Some(next),
             None => break,
@@ -653,7 +655,7 @@ fn stale_detection_on_real_pages_catches_every_cited_change_and_little_else() {
             .unwrap()
             .pages
             .into_iter()
-            .map(|p| (p.slug, p.version))
+            .map(|p| (p.head.slug, p.head.version))
             .collect();
         for (n, _) in &originals {
             let file = e
@@ -672,13 +674,12 @@ fn stale_detection_on_real_pages_catches_every_cited_change_and_little_else() {
                 &format!("How to use {n}."),
                 vec![Citation {
                     document: file.id.clone(),
-                    lines: Some((i, i + 2)),
-                    start: None,
+                    lines: CitedLines::Range(i, i + 2),
                 }],
             );
             w.base_version = base;
             let written = e.write_page(KB, w).unwrap();
-            assert!(!written.stale, "{written:?}");
+            assert!(!written.head.stale, "{written:?}");
         }
     };
     write_pages(&e);
@@ -707,8 +708,8 @@ fn stale_detection_on_real_pages_catches_every_cited_change_and_little_else() {
             .unwrap()
             .pages
             .into_iter()
-            .filter(|p| p.stale)
-            .map(|p| p.slug)
+            .filter(|p| p.head.stale)
+            .map(|p| p.head.slug)
             .collect();
         for (d, (n, _)) in originals.iter().enumerate() {
             let kind = &EDIT_KINDS[(d + round) % EDIT_KINDS.len()];

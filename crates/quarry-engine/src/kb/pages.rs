@@ -83,17 +83,23 @@ impl PageStatus {
     }
 }
 
-/// A passage a write cites: a document and, unless it is a search hit's passage id
-/// (`#docid:line`, the passage starting there), its lines.
+/// Which lines of its document a citation names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CitedLines {
+    /// First and last line (1-based, inclusive).
+    Range(u32, u32),
+    /// The passage (chunk) that starts at this line, as a search hit's passage id names it
+    /// (else the one that holds it).
+    PassageAt(u32),
+}
+
+/// A passage a write cites: a document and which of its lines.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Citation {
     /// The document: a knowledge-base document's id, or `#docid`.
     pub document: String,
-    /// First and last line (1-based, inclusive); `None`: the passage that starts at
-    /// `start` (a passage id) — `start` then must be set.
-    pub lines: Option<(u32, u32)>,
-    /// The passage id's line, when no range is given.
-    pub start: Option<u32>,
+    /// Its lines.
+    pub lines: CitedLines,
 }
 
 impl Citation {
@@ -111,21 +117,16 @@ impl Citation {
             return Err(bad());
         }
         let number = |s: &str| s.trim().parse::<u32>().ok().filter(|n| *n > 0);
-        match lines.split_once('-') {
+        let lines = match lines.split_once('-') {
             Some((a, b)) => {
-                let (a, b) = (number(a).ok_or_else(bad)?, number(b).ok_or_else(bad)?);
-                Ok(Citation {
-                    document: document.to_owned(),
-                    lines: Some((a, b)),
-                    start: None,
-                })
+                CitedLines::Range(number(a).ok_or_else(bad)?, number(b).ok_or_else(bad)?)
             }
-            None => Ok(Citation {
-                document: document.to_owned(),
-                lines: None,
-                start: Some(number(lines).ok_or_else(bad)?),
-            }),
-        }
+            None => CitedLines::PassageAt(number(lines).ok_or_else(bad)?),
+        };
+        Ok(Citation {
+            document: document.to_owned(),
+            lines,
+        })
     }
 }
 
@@ -183,9 +184,9 @@ impl SourceState {
     }
 }
 
-/// A page as a caller reads it ([`Engine::read_page`]).
+/// What a page's index line and its full view both say of it.
 #[derive(Debug, Clone, Serialize)]
-pub struct PageView {
+pub struct PageHead {
     /// Its slug.
     pub slug: String,
     /// Its title.
@@ -197,17 +198,25 @@ pub struct PageView {
     pub status: PageStatus,
     /// Whether a passage it cites changed or went.
     pub stale: bool,
-    /// Why, one line per stale citation.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub stale_reasons: Vec<String>,
+    /// Its tags.
+    pub tags: Vec<String>,
     /// This version's id: the `base_version` of the next write.
     pub version: String,
     /// When it was written (Unix ms).
     pub updated_at: i64,
+}
+
+/// A page as a caller reads it ([`Engine::read_page`]).
+#[derive(Debug, Clone, Serialize)]
+pub struct PageView {
+    /// Slug, title, type, status, staleness, tags and version.
+    #[serde(flatten)]
+    pub head: PageHead,
+    /// Why it is stale, one line per stale citation.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub stale_reasons: Vec<String>,
     /// Who wrote this version, from where.
     pub written_by: serde_json::Value,
-    /// Its tags.
-    pub tags: Vec<String>,
     /// Its Markdown.
     pub body: String,
     /// Its citations, as their documents are now.
@@ -221,25 +230,11 @@ pub struct PageView {
 /// One line of [`Engine::wiki_index`].
 #[derive(Debug, Clone, Serialize)]
 pub struct PageSummary {
-    /// Its slug.
-    pub slug: String,
-    /// Its title.
-    pub title: String,
-    /// Its type.
-    #[serde(rename = "type")]
-    pub page_type: String,
-    /// As written.
-    pub status: PageStatus,
-    /// Whether a passage it cites changed or went.
-    pub stale: bool,
+    /// Slug, title, type, status, staleness, tags and version.
+    #[serde(flatten)]
+    pub head: PageHead,
     /// Its first sentence (at most 160 characters).
     pub summary: String,
-    /// Its tags.
-    pub tags: Vec<String>,
-    /// Its current version.
-    pub version: String,
-    /// When that was written (Unix ms).
-    pub updated_at: i64,
 }
 
 /// Which pages [`Engine::wiki_index`] lists.
@@ -600,16 +595,11 @@ impl Engine {
                 )),
                 other => other,
             })?;
-        let row = PageRow {
-            slug: write.slug.clone(),
-            sources: self
-                .sources_of(&[created.file.row_id])?
-                .remove(&created.file.row_id)
-                .unwrap_or_default(),
-            file: created.file,
-        };
-        let all = self.current_pages(&base)?;
-        self.page_view(&row, &all, &mut cache)
+        let row = self
+            .page_rows([created.file])?
+            .pop()
+            .ok_or_else(|| Error::Storage("a page just written was not read back".into()))?;
+        self.page_view(&base, &row, &mut cache)
     }
 
     /// A page of the knowledge base `kb` by slug, with its citations as their documents are
@@ -619,12 +609,10 @@ impl Engine {
         self.require(Access::Read, "reading wiki pages")?;
         check_slug(slug)?;
         let base = self.knowledge_base(kb)?;
-        let all = self.current_pages(&base)?;
         let mut cache = DocumentCache::new();
-        let found = all.iter().find(|p| p.slug == slug);
-        match found {
-            Some(row) if self.sources_visible(row, &mut cache)? => {
-                self.page_view(row, &all, &mut cache)
+        match self.current_page(&base, slug)? {
+            Some(row) if self.sources_visible(&row, &mut cache)? => {
+                self.page_view(&base, &row, &mut cache)
             }
             _ => Err(Error::not_found(format!(
                 "no page '{slug}' in '{kb}': wiki_index lists the pages there are"
@@ -640,51 +628,36 @@ impl Engine {
         let mut cache = DocumentCache::new();
         let mut matching = Vec::new();
         for row in self.current_pages(&base)? {
-            let page_type = field_str(&row.file, "page_type").unwrap_or_default();
-            let tags = row
-                .file
-                .note
+            if req
+                .page_type
                 .as_ref()
-                .map(|n| n.tags.clone())
-                .unwrap_or_default();
-            if req.page_type.as_ref().is_some_and(|t| *t != page_type)
-                || req.tag.as_ref().is_some_and(|t| !tags.contains(t))
+                .is_some_and(|t| field_str(&row.file, "page_type").as_ref() != Some(t))
+                || req
+                    .tag
+                    .as_ref()
+                    .is_some_and(|t| !tags_of(&row.file).contains(t))
                 || !self.sources_visible(&row, &mut cache)?
             {
                 continue;
             }
-            matching.push((row, page_type, tags));
+            matching.push(row);
         }
         let total = matching.len();
         let mut pages = Vec::new();
         let mut next = None;
-        for (row, page_type, tags) in matching
+        for row in matching
             .into_iter()
-            .filter(|(r, _, _)| req.after.as_ref().is_none_or(|a| r.slug > *a))
+            .filter(|r| req.after.as_ref().is_none_or(|a| r.slug > *a))
         {
             if pages.len() == limit {
-                next = pages.last().map(|p: &PageSummary| p.slug.clone());
+                next = pages.last().map(|p: &PageSummary| p.head.slug.clone());
                 break;
             }
-            let states: Vec<SourceState> = row
-                .sources
-                .iter()
-                .map(|s| {
-                    let now = self.cited_document(&s.file, &mut cache).ok().flatten();
-                    source_state(s, now.as_ref().map(|(_, d)| d))
-                })
-                .collect();
+            let states = self.source_states(&row, &mut cache)?;
             let body = self.page_body(&row.file)?;
             pages.push(PageSummary {
-                title: self.page_title(&row.file),
-                page_type,
-                status: page_status(&row.file),
-                stale: states.iter().any(SourceState::is_stale),
+                head: page_head(&row, &states),
                 summary: first_sentence(&body),
-                tags,
-                version: row.file.id.clone(),
-                updated_at: row.file.created_at,
-                slug: row.slug,
             });
         }
         Ok(WikiIndex { pages, next, total })
@@ -742,7 +715,7 @@ impl Engine {
                 }
             }
             titles
-                .entry(self.page_title(&row.file).to_lowercase())
+                .entry(page_title(&row.file).to_lowercase())
                 .or_default()
                 .push(row.slug.clone());
         }
@@ -812,13 +785,7 @@ impl Engine {
             Err(Error::NotFound(_)) => return Ok(None),
             Err(e) => return Err(e),
         };
-        let Some(slug) = file
-            .entry
-            .as_ref()
-            .and_then(|e| e.key.as_deref())
-            .and_then(|k| k.strip_prefix(PAGE_KEY_PREFIX))
-            .map(str::to_owned)
-        else {
+        let Some(slug) = slug_of(&file) else {
             return Ok(None);
         };
         let sources = self
@@ -845,22 +812,29 @@ impl Engine {
         }))
     }
 
-    /// The current page versions of `base` this caller may read (by its readers), by slug.
-    fn current_pages(&self, base: &KnowledgeBase) -> Result<Vec<PageRow>> {
+    /// The current page versions of `base` this caller may read (by its readers), by slug,
+    /// without their citations; only `slug`'s when given.
+    fn current_page_files(
+        &self,
+        base: &KnowledgeBase,
+        slug: Option<&str>,
+    ) -> Result<BTreeMap<String, KbFile>> {
         let mut by_slug: BTreeMap<String, KbFile> = BTreeMap::new();
         // Page files are named `pages/<slug>.md`: the store lists those, not every document.
         let filter = FileFilter {
-            name: Some("pages/".into()),
+            name: Some(match slug {
+                Some(slug) => format!("pages/{slug}.md"),
+                None => "pages/".into(),
+            }),
             ..FileFilter::default()
         };
         for file in self.store().kb_files(base.collection_id, &filter)? {
-            let Some(slug) = file
+            let current = file
                 .entry
                 .as_ref()
-                .filter(|e| e.superseded_by.is_none())
-                .and_then(|e| e.key.as_deref())
-                .and_then(|k| k.strip_prefix(PAGE_KEY_PREFIX))
-                .map(str::to_owned)
+                .is_some_and(|e| e.superseded_by.is_none());
+            let Some(found) =
+                slug_of(&file).filter(|found| current && slug.is_none_or(|s| s == found))
             else {
                 continue;
             };
@@ -868,30 +842,41 @@ impl Engine {
                 continue;
             }
             // Two current versions (chains of other readers): the newest.
-            match by_slug.get(&slug) {
+            match by_slug.get(&found) {
                 Some(kept) if kept.row_id > file.row_id => {}
                 _ => {
-                    by_slug.insert(slug, file);
+                    by_slug.insert(found, file);
                 }
             }
         }
-        let ids: Vec<i64> = by_slug.values().map(|f| f.row_id).collect();
+        Ok(by_slug)
+    }
+
+    /// `files` (current page versions) with their citations.
+    fn page_rows(&self, files: impl IntoIterator<Item = KbFile>) -> Result<Vec<PageRow>> {
+        let files: Vec<KbFile> = files.into_iter().collect();
+        let ids: Vec<i64> = files.iter().map(|f| f.row_id).collect();
         let mut sources = self.sources_of(&ids)?;
-        Ok(by_slug
+        Ok(files
             .into_iter()
-            .map(|(slug, file)| PageRow {
+            .map(|file| PageRow {
                 sources: sources.remove(&file.row_id).unwrap_or_default(),
-                slug,
+                slug: slug_of(&file).unwrap_or_default(),
                 file,
             })
             .collect())
     }
 
+    /// The current page versions of `base` this caller may read, by slug, with their
+    /// citations.
+    fn current_pages(&self, base: &KnowledgeBase) -> Result<Vec<PageRow>> {
+        self.page_rows(self.current_page_files(base, None)?.into_values())
+    }
+
+    /// The current version of the page `slug` of `base` this caller may read.
     fn current_page(&self, base: &KnowledgeBase, slug: &str) -> Result<Option<PageRow>> {
-        Ok(self
-            .current_pages(base)?
-            .into_iter()
-            .find(|p| p.slug == slug))
+        let files = self.current_page_files(base, Some(slug))?;
+        Ok(self.page_rows(files.into_values())?.pop())
     }
 
     fn sources_of(&self, ids: &[i64]) -> Result<HashMap<i64, Vec<PageSource>>> {
@@ -950,12 +935,9 @@ impl Engine {
     /// The passage `cite` names, as it is now, for a page to store.
     fn cited_passage(&self, cite: &Citation, cache: &mut DocumentCache) -> Result<PageSource> {
         let (file, doc) = self.citable_document(&cite.document, cache)?;
-        let (from, to) = match (cite.lines, cite.start) {
-            (Some(range), _) => range,
-            (None, Some(start)) => self.passage_at(&doc, start)?,
-            (None, None) => {
-                return Err(Error::invalid("give the cited lines, or a passage id"));
-            }
+        let (from, to) = match cite.lines {
+            CitedLines::Range(from, to) => (from, to),
+            CitedLines::PassageAt(start) => self.passage_at(&doc, start)?,
         };
         if to < from || to - from >= MAX_CITED_LINES {
             return Err(Error::invalid(format!(
@@ -1061,61 +1043,92 @@ impl Engine {
         Ok(body_of(&String::from_utf8_lossy(&stored)).to_owned())
     }
 
-    fn page_title(&self, file: &KbFile) -> String {
-        file.note
-            .as_ref()
-            .and_then(|n| n.title.clone())
-            .unwrap_or_else(|| file.file_name.clone())
+    /// Its citations as their documents are now.
+    fn source_states(&self, row: &PageRow, cache: &mut DocumentCache) -> Result<Vec<SourceState>> {
+        let mut states = Vec::with_capacity(row.sources.len());
+        for s in &row.sources {
+            let doc = self.cited_document(&s.file, cache)?;
+            states.push(source_state(s, doc.as_ref().map(|(_, d)| d)));
+        }
+        Ok(states)
     }
 
     fn page_view(
         &self,
+        base: &KnowledgeBase,
         row: &PageRow,
-        all: &[PageRow],
         cache: &mut DocumentCache,
     ) -> Result<PageView> {
         let body = self.page_body(&row.file)?;
-        let mut sources = Vec::with_capacity(row.sources.len());
-        for s in &row.sources {
-            let doc = self.cited_document(&s.file, cache)?;
-            sources.push(source_state(s, doc.as_ref().map(|(_, d)| d)));
-        }
+        let sources = self.source_states(row, cache)?;
+        // Backlinks from the pages' link lists, kept beside each page: only the pages that
+        // link here have their citations read, to tell which this caller may see.
+        let linking: Vec<KbFile> = self
+            .current_page_files(base, None)?
+            .into_iter()
+            .filter(|(slug, f)| *slug != row.slug && links_of(f).contains(&row.slug))
+            .map(|(_, f)| f)
+            .collect();
         let mut backlinks = Vec::new();
-        for other in all.iter().filter(|p| p.slug != row.slug) {
-            if links_of(&other.file).contains(&row.slug) && self.sources_visible(other, cache)? {
-                backlinks.push(other.slug.clone());
+        for other in self.page_rows(linking)? {
+            if self.sources_visible(&other, cache)? {
+                backlinks.push(other.slug);
             }
         }
         Ok(PageView {
-            slug: row.slug.clone(),
-            title: self.page_title(&row.file),
-            page_type: field_str(&row.file, "page_type").unwrap_or_default(),
-            status: page_status(&row.file),
-            stale: sources.iter().any(SourceState::is_stale),
+            head: page_head(row, &sources),
             stale_reasons: sources
                 .iter()
                 .filter(|s| s.is_stale())
                 .map(stale_reason)
                 .collect(),
-            version: row.file.id.clone(),
-            updated_at: row.file.created_at,
             written_by: row
                 .file
                 .entry
                 .as_ref()
                 .map(|e| e.provenance.clone())
                 .unwrap_or_default(),
-            tags: row
-                .file
-                .note
-                .as_ref()
-                .map(|n| n.tags.clone())
-                .unwrap_or_default(),
             links: page_links(&body),
             body,
             sources,
             backlinks,
         })
+    }
+}
+
+/// The slug of a page version's file (`None`: not a page).
+fn slug_of(file: &KbFile) -> Option<String> {
+    file.entry
+        .as_ref()
+        .and_then(|e| e.key.as_deref())
+        .and_then(|k| k.strip_prefix(PAGE_KEY_PREFIX))
+        .map(str::to_owned)
+}
+
+fn tags_of(file: &KbFile) -> Vec<String> {
+    file.note
+        .as_ref()
+        .map(|n| n.tags.clone())
+        .unwrap_or_default()
+}
+
+fn page_title(file: &KbFile) -> String {
+    file.note
+        .as_ref()
+        .and_then(|n| n.title.clone())
+        .unwrap_or_else(|| file.file_name.clone())
+}
+
+fn page_head(row: &PageRow, sources: &[SourceState]) -> PageHead {
+    PageHead {
+        slug: row.slug.clone(),
+        title: page_title(&row.file),
+        page_type: field_str(&row.file, "page_type").unwrap_or_default(),
+        status: page_status(&row.file),
+        stale: sources.iter().any(SourceState::is_stale),
+        tags: tags_of(&row.file),
+        version: row.file.id.clone(),
+        updated_at: row.file.created_at,
     }
 }
 
@@ -1135,13 +1148,12 @@ mod tests {
             Citation::parse("#a1b2c3:12").unwrap(),
             Citation {
                 document: "#a1b2c3".into(),
-                lines: None,
-                start: Some(12)
+                lines: CitedLines::PassageAt(12),
             }
         );
         assert_eq!(
             Citation::parse(" 5f0c-uid:3-9 ").unwrap().lines,
-            Some((3, 9))
+            CitedLines::Range(3, 9)
         );
         for bad in ["", "#a1b2c3", ":3", "#a:0", "#a:x-2", "#a:3-"] {
             assert!(Citation::parse(bad).is_err(), "{bad:?}");

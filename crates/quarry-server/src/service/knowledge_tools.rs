@@ -18,9 +18,9 @@ use serde_json::{Value, json};
 use super::entries::{as_of_schema, entry_options, entry_properties, parse_as_of, provenance};
 use super::filter::{filter_schema, parse_filter};
 use super::tool_args::{Args, read_only, tool_error, with_annotations, with_structured};
+use super::tool_call::run_own_tool;
 use super::tool_scope::in_tool_scope;
 use crate::auth::Caller;
-use crate::http::run_blocking_raw;
 use crate::state::AppState;
 
 pub(crate) const KNOWLEDGE_SEARCH: &str = "knowledge_search";
@@ -485,15 +485,7 @@ pub(crate) async fn call(
         caller: caller.clone(),
     };
     let name = name.to_owned();
-    let joined = run_blocking_raw(move || run(&conn, &name, &Args(&args))).await;
-    let result = match joined {
-        Ok(r) => r,
-        Err(e) => tool_error(format!("Search error: {e}")),
-    };
-    if result.is_error != Some(true) {
-        state.wake_workers();
-    }
-    result
+    run_own_tool(state, "Search", move || run(&conn, &name, &Args(&args))).await
 }
 
 /// What a tool call may use of its connection.

@@ -2,6 +2,7 @@
 //! request, the audit record (with what the tool-policy gate decided) and whether the answer
 //! counts as a read.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use rmcp::model::{CallToolRequestParams, CallToolResponse, CallToolResult, JsonObject};
@@ -9,8 +10,27 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer};
 
 use crate::auth::Caller;
+use crate::http::run_blocking_raw;
 use crate::service::gate::{GateOutcome, GateRecord};
+use crate::service::tool_args::tool_error;
 use crate::state::AppState;
+
+/// Runs one of Quarry's own tools: `work` on a blocking thread (store and engine calls never
+/// run on the runtime), a worker that died worded as a tool error naming `what`, and the
+/// background workers woken after a call that did not fail (it may have queued work).
+pub(crate) async fn run_own_tool(
+    state: &Arc<AppState>,
+    what: &str,
+    work: impl FnOnce() -> CallToolResult + Send + 'static,
+) -> CallToolResult {
+    let result = run_blocking_raw(work)
+        .await
+        .unwrap_or_else(|e| tool_error(format!("{what} error: {e}")));
+    if result.is_error != Some(true) {
+        state.wake_workers();
+    }
+    result
+}
 
 /// Marks a tool call's HTTP request as a read (its answer carries no `X-Quarry-Txid`, see
 /// `http::consistency`) unless `tool` may write documents: Quarry's own knowledge tools that

@@ -7,17 +7,17 @@ use std::sync::Arc;
 
 use quarry_core::Access;
 use quarry_engine::{
-    Citation, LintFinding, MAX_INDEX_LIMIT, MAX_PAGE_SOURCES, PAGE_TYPES, PageStatus, PageView,
-    PageWrite, WikiIndexRequest,
+    Citation, CitedLines, MAX_INDEX_LIMIT, MAX_PAGE_SOURCES, PAGE_TYPES, PageStatus, PageWrite,
+    WikiIndexRequest, index_line, lint_text, page_text,
 };
 use rmcp::model::{CallToolResult, Tool, ToolAnnotations, object};
 use serde_json::{Value, json};
 
 use super::entries::provenance;
 use super::tool_args::{Args, read_only, tool_error, with_annotations, with_structured};
+use super::tool_call::run_own_tool;
 use super::tool_scope::in_tool_scope;
 use crate::auth::Caller;
-use crate::http::run_blocking_raw;
 use crate::state::AppState;
 
 const WIKI_INDEX: &str = "wiki_index";
@@ -133,16 +133,10 @@ pub(crate) async fn call(
 ) -> CallToolResult {
     let caller = caller.clone();
     let name = name.to_owned();
-    let result = run_blocking_raw(move || match run(&caller, &name, &Args(&args)) {
-        Ok(r) => r,
-        Err(m) => tool_error(m),
+    run_own_tool(state, "Wiki", move || {
+        run(&caller, &name, &Args(&args)).unwrap_or_else(tool_error)
     })
     .await
-    .unwrap_or_else(|e| tool_error(format!("Wiki error: {e}")));
-    if result.is_error != Some(true) {
-        state.wake_workers();
-    }
-    result
 }
 
 fn citation(i: usize, v: &Value) -> Result<Citation, String> {
@@ -168,8 +162,7 @@ fn citation(i: usize, v: &Value) -> Result<Citation, String> {
             match lines.as_slice() {
                 [a, b] if *a >= 1 => Ok(Citation {
                     document: document.to_owned(),
-                    lines: Some((*a, *b)),
-                    start: None,
+                    lines: CitedLines::Range(*a, *b),
                 }),
                 _ => Err(format!(
                     "source {n}: `lines` must be [first, last], two line numbers from 1"
@@ -180,54 +173,6 @@ fn citation(i: usize, v: &Value) -> Result<Citation, String> {
             "source {n}: give a passage id string or {{\"document\", \"lines\"}}"
         )),
     }
-}
-
-fn page_text(p: &PageView) -> String {
-    let mut text = format!(
-        "# {} ([[{}]], {}, {}{})\nversion: {}\n\n{}\n",
-        p.title,
-        p.slug,
-        p.page_type,
-        p.status.as_str(),
-        if p.stale { ", STALE" } else { "" },
-        p.version,
-        p.body
-    );
-    if p.stale {
-        text.push_str("\nStale because:\n");
-        for r in &p.stale_reasons {
-            text.push_str(&format!("- {r}\n"));
-        }
-    }
-    if !p.sources.is_empty() {
-        text.push_str("\nSources:\n");
-        for (i, s) in p.sources.iter().enumerate() {
-            text.push_str(&format!(
-                "{}. {} '{}' lines {}-{} ({})\n",
-                i + 1,
-                s.document,
-                s.title,
-                s.lines[0],
-                s.lines[1],
-                s.state
-            ));
-        }
-    }
-    if !p.backlinks.is_empty() {
-        text.push_str(&format!("\nLinked from: {}\n", p.backlinks.join(", ")));
-    }
-    text
-}
-
-fn lint_text(findings: &[LintFinding]) -> String {
-    if findings.is_empty() {
-        return "The wiki has no findings.".into();
-    }
-    let mut text = format!("{} finding(s):\n", findings.len());
-    for f in findings {
-        text.push_str(&format!("- [{}] {}: {}\n", f.kind, f.page, f.detail));
-    }
-    text
 }
 
 /// A page write from tool or request arguments (`slug` from them unless given), written as
@@ -289,15 +234,8 @@ fn run(caller: &Caller, name: &str, args: &Args<'_>) -> Result<CallToolResult, S
                 index.pages.len()
             );
             for p in &index.pages {
-                text.push_str(&format!(
-                    "\n- [[{}]] {} ({}, {}{}): {}",
-                    p.slug,
-                    p.title,
-                    p.page_type,
-                    p.status.as_str(),
-                    if p.stale { ", STALE" } else { "" },
-                    p.summary
-                ));
+                text.push('\n');
+                text.push_str(&index_line(p));
             }
             if let Some(next) = &index.next {
                 text.push_str(&format!("\nMore: call again with after = {next:?}"));
@@ -316,8 +254,8 @@ fn run(caller: &Caller, name: &str, args: &Args<'_>) -> Result<CallToolResult, S
             Ok(with_structured(
                 format!(
                     "Page written: [[{}]] version {}\n\n{}",
-                    page.slug,
-                    page.version,
+                    page.head.slug,
+                    page.head.version,
                     page_text(&page)
                 ),
                 json!(page),
