@@ -88,6 +88,38 @@ async def stale_pages(c) -> set[str]:
     return {p["slug"] for p in index["pages"] if p["stale"]}
 
 
+def stale_on_every_search_surface(srv, home) -> None:
+    """QMD's `/search` and `/query`, Dify's `/retrieval` and `quarry search` mark the launch
+    page's hit stale with the reason, the release page's current, and a document's not at all."""
+    import requests
+
+    def marks(hits, path_of):
+        """Each hit's path (`pages/<slug>.md` for a page) and its `wiki_page`."""
+        return {path_of(h): h.get("wiki_page") for h in hits}
+
+    q = "launch harbour spring release"
+    found = []
+    for route in ("/search", "/query"):
+        r = requests.post(srv.url(route), json={"query": q, "limit": 20, "minScore": 0}, timeout=60)
+        assert r.status_code == 200, r.text
+        found.append((route, marks(r.json()["results"], lambda h: h["file"])))
+    r = requests.post(srv.url("/retrieval"), timeout=60, json={
+        "knowledge_id": KB, "query": q, "retrieval_setting": {"top_k": 20, "score_threshold": 0}})
+    assert r.status_code == 200, r.text
+    found.append(("/retrieval", marks([rec["metadata"] for rec in r.json()["records"]], lambda m: m["path"])))
+    cli = home.run("search", q, "--json", "-n", "20", "--min-score", "0")
+    assert cli.returncode == 0, cli.stderr
+    found.append(("cli", marks(json.loads(cli.stdout), lambda h: h["file"])))
+    for where, m in found:
+        launch = [v for p, v in m.items() if p.endswith("pages/launch.md")]
+        assert launch and launch[0]["slug"] == "launch" and launch[0]["stale"] is True, (where, m)
+        assert "11 May" in launch[0]["stale_reasons"][0], (where, m)
+        release = [v for p, v in m.items() if p.endswith("pages/release.md")]
+        assert release and release[0] == {"slug": "release", "stale": False}, (where, m)
+        documents = [v for p, v in m.items() if "pages/" not in p]
+        assert documents and documents == [None] * len(documents), (where, m)
+
+
 @pytest.mark.anyio
 async def test_an_agent_writes_pages_and_exactly_those_citing_a_changed_passage_turn_stale(world):
     srv, home = world["srv"], world["home"]
@@ -138,6 +170,7 @@ async def test_an_agent_writes_pages_and_exactly_those_citing_a_changed_passage_
         findings = r.structured_content["findings"]
         assert [(f["kind"], f["page"]) for f in findings if f["kind"] == "stale"] == [("stale", "launch")], findings
         assert "- [stale] launch: lines 7-8" in text_of(r), text_of(r)
+        stale_on_every_search_surface(srv, home)
 
         # The agent rewrites it from the passage as it is now (a docid names content: the
         # edited document has a new one; the page keeps citing the document's id).

@@ -31,7 +31,7 @@ pub use furniture::{
 pub use page_map::{PageSpan, decode_pages, encode_pages, page_at};
 pub use principal::{Identity, MACHINE_OWNER, Principal};
 pub use scope::{Access, MANAGEMENT_HINT, Scope};
-pub use search::SearchHit;
+pub use search::{PageMark, SearchHit};
 pub use status::{CollectionStatus, SpaceEmbedding, StatusReport};
 pub use text::{
     add_line_numbers, constant_time_eq, decode_uri_path, docid_for_hash, encode_uri_path,

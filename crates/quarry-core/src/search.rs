@@ -23,4 +23,20 @@ pub struct SearchHit {
     /// The document's metadata fields (absent when it has none).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub metadata: Option<serde_json::Value>,
+    /// When the hit is a wiki page: its slug and whether it is stale (absent otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wiki_page: Option<PageMark>,
+}
+
+/// A wiki page's state on a search hit from it, so a stale page is never passed off as
+/// current.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PageMark {
+    /// The page's slug.
+    pub slug: String,
+    /// Whether a passage it cites changed or went.
+    pub stale: bool,
+    /// Why, one line per stale citation.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stale_reasons: Vec<String>,
 }

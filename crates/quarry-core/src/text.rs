@@ -42,8 +42,13 @@ pub fn format_search_summary(hits: &[crate::search::SearchHit], query: &str) -> 
         if hits.len() == 1 { "" } else { "s" }
     )];
     for h in hits {
+        // A stale wiki page says so where the model reads the list.
+        let stale = match &h.wiki_page {
+            Some(p) if p.stale => " [stale wiki page: a passage it cites changed]",
+            _ => "",
+        };
         lines.push(format!(
-            "{} {}% {} - {}",
+            "{} {}% {} - {}{stale}",
             h.docid,
             (h.score * 100.0).round() as i64,
             h.file,
@@ -163,6 +168,7 @@ mod tests {
             snippet: String::new(),
             page: None,
             metadata: None,
+            wiki_page: None,
         };
         assert_eq!(
             format_search_summary(&[hit], "q"),

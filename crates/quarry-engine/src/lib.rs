@@ -89,7 +89,7 @@ pub use retrieval::hybrid::{
     SubQueryType,
 };
 pub use retrieval::knowledge_search::{
-    KnowledgeHit, KnowledgeSearch, KnowledgeSearchResult, MAX_QUERY_CHARS, MAX_TOP_K, PageMark,
+    KnowledgeHit, KnowledgeSearch, KnowledgeSearchResult, MAX_QUERY_CHARS, MAX_TOP_K,
     PassageEvidence, RerankOutcome, SearchMode,
 };
 pub use retrieval::passages::PER_DOCUMENT;

@@ -12,6 +12,7 @@ use crate::engine::Engine;
 use crate::kb::pages::{Citation, CitedLines, PageStatus, PageView, PageWrite, WikiIndexRequest};
 use crate::kb::sources::AddSource;
 use crate::progress::NoProgress;
+use crate::retrieval::search::SearchRequest;
 use crate::test_support::{create_kb, drain, engine, keyword_passages};
 use quarry_sources::{Location, ReaderMapping};
 use quarry_store::FileFilter;
@@ -238,6 +239,25 @@ fn a_page_turns_stale_exactly_when_a_passage_it_cites_changes_or_goes() {
         .find(|h| h.wiki_page.is_some())
         .expect("the budget page is found");
     assert!(!on_budget.wiki_page.unwrap().stale);
+    // QMD's search and query mark them the same way (and a document's hit carries no mark).
+    let mut req = SearchRequest::new("launch harbour");
+    req.min_score = 0.0;
+    for hits in [
+        e.search(&req).unwrap(),
+        e.query(&req).unwrap().results,
+    ] {
+        let page = hits
+            .iter()
+            .find(|h| h.file.contains("pages/launch.md"))
+            .unwrap_or_else(|| panic!("the launch page is found: {hits:?}"));
+        let mark = page.wiki_page.as_ref().expect("marked as a page");
+        assert!(mark.stale && mark.stale_reasons[0].contains("11 May"), "{mark:?}");
+        let document = hits
+            .iter()
+            .find(|h| h.file.ends_with("/launch.md") && !h.file.contains("pages/"))
+            .expect("the launch document is found");
+        assert_eq!(document.wiki_page, None);
+    }
     assert!(
         team.stale_reasons[0].contains("deleted"),
         "{:?}",

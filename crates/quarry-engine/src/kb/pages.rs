@@ -23,7 +23,6 @@ use serde::Serialize;
 use crate::engine::Engine;
 use crate::kb::entries::{EntryExtras, EntryOptions};
 use crate::kb::notes::{NewNote, NoteFormat};
-use crate::retrieval::knowledge_search::{KnowledgeHit, PageMark};
 
 /// The key prefix of a page's entries.
 pub const PAGE_KEY_PREFIX: &str = "page:";
@@ -281,7 +280,7 @@ struct PageRow {
 }
 
 /// Documents looked up once per call, by file id (`None`: no such file anywhere).
-type DocumentCache = HashMap<String, Option<(KbFile, Document)>>;
+pub(super) type DocumentCache = HashMap<String, Option<(KbFile, Document)>>;
 
 fn check_slug(slug: &str) -> Result<()> {
     let ok = !slug.is_empty()
@@ -343,7 +342,7 @@ fn lines_of(body: &str, from: u32, to: u32) -> Option<String> {
 }
 
 /// Where a cited passage stands in its document as the document is now.
-fn source_state(source: &PageSource, now: Option<&Document>) -> SourceState {
+pub(super) fn source_state(source: &PageSource, now: Option<&Document>) -> SourceState {
     let mut state = SourceState {
         document: source.file.clone(),
         title: String::new(),
@@ -384,7 +383,7 @@ fn source_state(source: &PageSource, now: Option<&Document>) -> SourceState {
     state
 }
 
-fn stale_reason(s: &SourceState) -> String {
+pub(super) fn stale_reason(s: &SourceState) -> String {
     let [a, b] = s.lines;
     let was: String = s.was.as_deref().unwrap_or("").chars().take(200).collect();
     match s.state {
@@ -749,69 +748,6 @@ impl Engine {
         Ok(findings)
     }
 
-    /// Marks the hits that come from a wiki page with its slug and whether it is stale, so a
-    /// search never passes a stale page off as current (issue 68), and drops those of pages
-    /// citing a document this caller may no longer read (a page's readers are set when it is
-    /// written; its sources' may change since). Returns how many hits went.
-    pub(crate) fn mark_page_hits(&self, hits: &mut Vec<KnowledgeHit>) -> Result<usize> {
-        let mut cache = DocumentCache::new();
-        let mut marks: HashMap<String, Option<PageMark>> = HashMap::new();
-        for hit in hits.iter_mut() {
-            let is_page = hit
-                .metadata
-                .as_ref()
-                .and_then(|m| m.get("kind"))
-                .and_then(|k| k.as_str())
-                == Some("page");
-            if !is_page {
-                continue;
-            }
-            if !marks.contains_key(&hit.knowledge_id) {
-                let mark = self.page_mark(&hit.knowledge_base, &hit.knowledge_id, &mut cache)?;
-                marks.insert(hit.knowledge_id.clone(), mark);
-            }
-            hit.wiki_page = marks.get(&hit.knowledge_id).cloned().flatten();
-        }
-        let before = hits.len();
-        hits.retain(|h| !matches!(marks.get(&h.knowledge_id), Some(None)));
-        Ok(before - hits.len())
-    }
-
-    /// The state of the page version `id` of the knowledge base `kb` (`None` when it is no
-    /// page this caller may read).
-    fn page_mark(&self, kb: &str, id: &str, cache: &mut DocumentCache) -> Result<Option<PageMark>> {
-        let file = match self.find_knowledge(Some(kb), id) {
-            Ok(f) => f,
-            Err(Error::NotFound(_)) => return Ok(None),
-            Err(e) => return Err(e),
-        };
-        let Some(slug) = slug_of(&file) else {
-            return Ok(None);
-        };
-        let sources = self
-            .sources_of(&[file.row_id])?
-            .remove(&file.row_id)
-            .unwrap_or_default();
-        let mut stale_reasons = Vec::new();
-        for s in &sources {
-            let doc = match self.cited_document(&s.file, cache) {
-                Ok(d) => d,
-                // A page citing what this caller may not read is no page to it.
-                Err(Error::NotFound(_)) => return Ok(None),
-                Err(e) => return Err(e),
-            };
-            let state = source_state(s, doc.as_ref().map(|(_, d)| d));
-            if state.is_stale() {
-                stale_reasons.push(stale_reason(&state));
-            }
-        }
-        Ok(Some(PageMark {
-            slug,
-            stale: !stale_reasons.is_empty(),
-            stale_reasons,
-        }))
-    }
-
     /// The current page versions of `base` this caller may read (by its readers), by slug,
     /// without their citations; only `slug`'s when given.
     fn current_page_files(
@@ -879,7 +815,7 @@ impl Engine {
         Ok(self.page_rows(files.into_values())?.pop())
     }
 
-    fn sources_of(&self, ids: &[i64]) -> Result<HashMap<i64, Vec<PageSource>>> {
+    pub(super) fn sources_of(&self, ids: &[i64]) -> Result<HashMap<i64, Vec<PageSource>>> {
         let mut out: HashMap<i64, Vec<PageSource>> = HashMap::new();
         for (id, source) in self.store().page_sources(ids)? {
             out.entry(id).or_default().push(source);
@@ -900,7 +836,7 @@ impl Engine {
     /// The cited file `id` and its document as they are now: `Ok(None)` when no knowledge
     /// base of the space holds it (deleted), `Err` when one does but this caller may not
     /// read it.
-    fn cited_document(
+    pub(super) fn cited_document(
         &self,
         id: &str,
         cache: &mut DocumentCache,
@@ -1097,7 +1033,7 @@ impl Engine {
 }
 
 /// The slug of a page version's file (`None`: not a page).
-fn slug_of(file: &KbFile) -> Option<String> {
+pub(super) fn slug_of(file: &KbFile) -> Option<String> {
     file.entry
         .as_ref()
         .and_then(|e| e.key.as_deref())

@@ -605,6 +605,14 @@ impl Engine {
                 _ => "keyword",
             });
         }
+        // Pages hidden from this caller go with their match types.
+        let keep = self.mark_page_search_hits(&mut results)?;
+        let (results, match_types) = results
+            .into_iter()
+            .zip(match_types)
+            .zip(keep)
+            .filter_map(|(pair, k)| k.then_some(pair))
+            .unzip();
         Ok(QueryResponse {
             results,
             stages,

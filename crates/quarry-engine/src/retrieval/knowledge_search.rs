@@ -3,7 +3,7 @@
 //! base, file, page and whether keyword or vector retrieval found it. Results are passages
 //! (`passages.rs`): `id` names a chunk, `total_count` counts passages.
 
-use quarry_core::{Error, Result};
+use quarry_core::{Error, PageMark, Result};
 use serde::Serialize;
 
 use crate::engine::Engine;
@@ -188,18 +188,6 @@ pub struct KnowledgeHit {
     /// (`read_page` has the sources).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wiki_page: Option<PageMark>,
-}
-
-/// A wiki page's state, on a search hit from it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct PageMark {
-    /// The page's slug.
-    pub slug: String,
-    /// Whether a passage it cites changed or went.
-    pub stale: bool,
-    /// Why, one line per stale citation.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub stale_reasons: Vec<String>,
 }
 
 /// Whether the results were reranked, and if not, why.

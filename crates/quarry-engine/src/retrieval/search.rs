@@ -177,7 +177,17 @@ impl Engine {
                 req.excerpt_chars,
             ));
         }
-        Ok(hits)
+        self.marked_page_hits(hits)
+    }
+
+    /// `hits` with those from wiki pages marked, less pages hidden from this caller.
+    fn marked_page_hits(&self, mut hits: Vec<SearchHit>) -> Result<Vec<SearchHit>> {
+        let keep = self.mark_page_search_hits(&mut hits)?;
+        Ok(hits
+            .into_iter()
+            .zip(keep)
+            .filter_map(|(h, k)| k.then_some(h))
+            .collect())
     }
 
     /// Lower-cased query terms for choosing snippet lines (the keyword analyzer's view when
@@ -277,7 +287,7 @@ impl Engine {
                 req.excerpt_chars,
             ));
         }
-        Ok(hits)
+        self.marked_page_hits(hits)
     }
 }
 
@@ -302,6 +312,7 @@ pub(crate) fn search_hit(
         page: snippet_page(doc, &snippet),
         snippet,
         metadata: Engine::shown_metadata(&doc.meta),
+        wiki_page: None,
     }
 }
 

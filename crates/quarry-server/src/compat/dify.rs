@@ -103,17 +103,22 @@ async fn retrieval(caller: Caller, body: axum::body::Bytes) -> Response {
                 .results
                 .iter()
                 .map(|r| {
+                    let mut metadata = json!({
+                        "path": r.file,
+                        "description": r.knowledge_filename,
+                        "docid": r.docid,
+                        "page": r.page,
+                        "knowledge_id": r.knowledge_id,
+                    });
+                    // A wiki page's slug and staleness, as knowledge_search gives them.
+                    if let Some(mark) = &r.wiki_page {
+                        metadata["wiki_page"] = json!(mark);
+                    }
                     json!({
                         "content": r.content,
                         "score": r.score,
                         "title": r.knowledge_title,
-                        "metadata": {
-                            "path": r.file,
-                            "description": r.knowledge_filename,
-                            "docid": r.docid,
-                            "page": r.page,
-                            "knowledge_id": r.knowledge_id,
-                        }
+                        "metadata": metadata,
                     })
                 })
                 .collect();
