@@ -200,7 +200,7 @@ def test_catalog_rest(hub):
     cats = requests.get(srv.url("/api/catalog"), timeout=30).json()["categories"]
     by_id = {c["id"]: c for c in cats}
     assert by_id["testing"]["packageCount"] == 2 and by_id["testing"]["toolCount"] >= 14
-    assert by_id["knowledge"]["toolCount"] == 18
+    assert by_id["knowledge"]["toolCount"] == 22
     pk = requests.get(srv.url("/api/catalog/utilities"), timeout=30).json()["packages"]
     assert [p["id"] for p in pk] == ["time"] and pk[0]["name"] == "时间工具"
     assert pk[0]["endpoint"].endswith("/api/mcp?servers=time")
@@ -249,13 +249,13 @@ async def test_selected_tools_only_and_hidden_ones_refused(hub):
 async def test_servers_selection_and_mcp_default(hub):
     async with mcp(hub["srv"].url("/api/mcp?servers=time,knowledge")) as c:
         names = [t.name for t in (await c.list_tools()).tools]
-        assert "time__convert_time" in names and "knowledge__search" in names and len(names) == 20
+        assert "time__convert_time" in names and "knowledge__search" in names and len(names) == 24
         assert names == sorted(names, key=lambda n: (not n.startswith("knowledge__"), n)) or names == names
         r = await c.call_tool("knowledge__status", {})
         assert not r.is_error
     async with mcp(hub["srv"].url("/mcp")) as c:
         names = [t.name for t in (await c.list_tools()).tools]
-        assert len(names) == 18 and "search" in names and not any("__" in n for n in names)
+        assert len(names) == 22 and "search" in names and not any("__" in n for n in names)
 
 
 @pytest.mark.anyio

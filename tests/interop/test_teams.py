@@ -39,7 +39,8 @@ QMD_TOOLS = {"search", "vsearch", "query", "get", "multi_get", "status", "metada
 CAPTURE_TOOLS = {"create_knowledge", "get_knowledge", "query_knowledge", "list_knowledge", "update_knowledge", "delete_knowledge"}
 WRITE_TOOLS = {"create_knowledge", "update_knowledge", "delete_knowledge", "write_page"}
 WIKI_TOOLS = {"wiki_index", "read_page", "write_page", "lint_wiki"}
-ALL_MCP_TOOLS = QMD_TOOLS | {"knowledge_search"} | CAPTURE_TOOLS | WIKI_TOOLS
+BROWSE_TOOLS = {"ls", "find", "grep", "cat"}
+ALL_MCP_TOOLS = QMD_TOOLS | {"knowledge_search"} | CAPTURE_TOOLS | WIKI_TOOLS | BROWSE_TOOLS
 
 ACME_PLAN = "# Acme Launch Plan\n\nThe zanzibar rollout starts on Monday.\nThe pelican team owns the rollout.\n"
 ACME_NOTES = "Acme notes about walrus migrations and the pelican budget.\n"
@@ -1143,7 +1144,7 @@ async def test_claude_code_style_setup(team):
     rw = team.new_token("owner", "--spaces", "acme", "--label", "MCP - Claude Code")
     async with mcp_session(mcp_url(srv, rw["token"], kb="docs")) as c:
         names = [t.name for t in (await c.list_tools()).tools]
-        assert len(names) == 18 and set(names) == ALL_MCP_TOOLS, names
+        assert len(names) == 22 and set(names) == ALL_MCP_TOOLS, names
         r = await tool_ok(c, "knowledge_search", {"query": "zanzibar", "search_mode": "keyword"})
         assert [h["knowledge_filename"] for h in r.structured_content["results"]] == ["acme-plan.md"]
         r = await tool_ok(c, "knowledge_search", {"query": "walrus", "search_mode": "keyword", "min_score": 0})
@@ -1187,7 +1188,7 @@ async def test_claude_code_style_setup(team):
 
     async with mcp_session(mcp_url(srv, team.tok("owner_ro"), kb="docs")) as c:
         names = {t.name for t in (await c.list_tools()).tools}
-        assert names == ALL_MCP_TOOLS - WRITE_TOOLS and len(names) == 14, names
+        assert names == ALL_MCP_TOOLS - WRITE_TOOLS and len(names) == 18, names
         await tool_refused(c, "create_knowledge", {"content": "read only"})
         r = await tool_ok(c, "knowledge_search", {"query": "zanzibar", "search_mode": "keyword"})
         assert r.structured_content["total_count"] == 1

@@ -202,6 +202,55 @@ async def test_an_agent_writes_pages_and_exactly_those_citing_a_changed_passage_
         assert (await refused(c, "read_page", {"slug": "x"})).startswith("no page 'x'")
 
 
+@pytest.mark.anyio
+async def test_an_agent_browses_documents_and_pages_like_files(world):
+    """`ls`, `find`, `grep` and `cat` over MCP (and `quarry ls|find|grep|cat`): the knowledge
+    base's folders and documents, its pages under pages/ (current versions only), a grep hit's
+    line read back with cat, and bad input refused with what to do."""
+    srv, home = world["srv"], world["home"]
+    async with Client(srv.mcp_url, read_timeout_seconds=60) as c:
+        top = await ok(c, "ls", {})
+        assert f"{KB}/" in [e["path"] for e in top["entries"]], top
+        here = await ok(c, "ls", {"path": KB})
+        paths = [e["path"] for e in here["entries"]]
+        assert paths[0] == f"{KB}/pages/" and {f"{KB}/launch.md", f"{KB}/budget.md", f"{KB}/team.md"} <= set(paths), paths
+        pages = await ok(c, "find", {"pattern": f"{KB}/pages/*.md"})
+        slugs = sorted(e["path"].rsplit("/", 1)[1][:-3] for e in pages["entries"])
+        index = await ok(c, "wiki_index", {"limit": 200})
+        # One file per page: superseded versions are not current, so not listed.
+        assert slugs == sorted(p["slug"] for p in index["pages"]) and pages["total"] == len(slugs), (slugs, index)
+        assert all(e["kind"] == "page" for e in pages["entries"]), pages
+        found = await ok(c, "grep", {"pattern": r"launch is on \d+ May", "path": KB, "ignore_case": True})
+        where = {(m["path"], m["line"]) for m in found["matches"]}
+        assert (f"{KB}/launch.md", 7) in where and any(p.startswith(f"{KB}/pages/") for p, _ in where), found
+        line = await ok(c, "cat", {"path": f"{KB}/launch.md", "from": 7, "lines": 1})
+        assert line["text"].endswith("The launch is on 11 May, at the harbour office."), line
+        r = await c.call_tool("cat", {"path": f"{KB}/launch.md", "from": 5, "lines": 2})
+        assert "(more: cat with from = 7)" in text_of(r), text_of(r)
+        for tool, args, words in [
+            ("grep", {"pattern": "("}, "invalid regular expression"),
+            ("grep", {"pattern": "x", "path": f"{KB}/nowhere"}, "ls"),
+            ("ls", {"path": f"{KB}/../etc"}, ".."),
+            ("ls", {"path": "no-such-collection"}, "nothing at"),
+            ("find", {"pattern": f"{KB}/["}, "glob"),
+            ("cat", {"path": f"{KB}/launch.md", "from": 999}, "past the end"),
+        ]:
+            m = await refused(c, tool, args)
+            assert words in m, (tool, args, m)
+
+    r = home.run("ls", KB)
+    assert r.returncode == 0 and f"{KB}/pages/" in r.stdout and "launch.md" in r.stdout, r.stdout + r.stderr
+    r = home.run("find", f"{KB}/pages/*.md", "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["total"] == len(slugs), r.stdout + r.stderr
+    r = home.run("grep", "harbour office", KB, "-C", "1")
+    assert r.returncode == 0 and f"{KB}/launch.md:7:The launch is on 11 May" in r.stdout, r.stdout + r.stderr
+    assert f"{KB}/launch.md-8-Press is invited" in r.stdout, r.stdout
+    r = home.run("grep", "no such words anywhere", KB)
+    assert r.returncode != 0 and "no line matches" in r.stderr, r.stdout + r.stderr
+    r = home.run("cat", f"{KB}/launch.md:7", "-l", "1")
+    assert r.returncode == 0 and r.stdout.strip() == "The launch is on 11 May, at the harbour office.", r.stdout + r.stderr
+
+
 def test_rest_and_the_cli_read_and_write_the_same_pages(world):
     """The REST routes and `quarry kb pages|page|write-page|lint` are the tools' equivalents:
     a page written over REST is read by the CLI, a CLI write is read over REST, a stale base

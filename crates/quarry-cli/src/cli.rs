@@ -331,7 +331,8 @@ pub(crate) enum Command {
     },
     /// Keyword (BM25) search. Words are OR-ed and ranked; "quoted phrase", +required, -excluded.
     Search(SearchArgs),
-    /// Show one document: path, #docid, or path:LINE.
+    /// Show one document, or some of its lines: path, #docid, or path:LINE.
+    #[command(visible_alias = "cat")]
     Get {
         file: String,
         /// First line to show (1-based); `file:LINE` takes precedence.
@@ -344,6 +345,13 @@ pub(crate) enum Command {
         #[arg(long)]
         line_numbers: bool,
     },
+    /// List what is at a path: collections and knowledge bases, then their folders and
+    /// documents (wiki pages under `<kb>/pages/`), as far as you may read them.
+    Ls(crate::browse::LsArgs),
+    /// Documents whose path matches a glob (`wiki/pages/*.md`, `**/*.pdf`).
+    Find(crate::browse::FindArgs),
+    /// Lines matching a regular expression, with their numbers (`get PATH:LINE` reads on).
+    Grep(crate::browse::GrepArgs),
     /// Show several documents by glob (`notes/2025-*.md`) or comma list.
     MultiGet {
         pattern: String,

@@ -2,6 +2,7 @@
 //! readable by default, JSON with `--json`. No engine logic lives here.
 
 mod access;
+mod browse;
 mod cli;
 mod config;
 mod eval;
@@ -676,6 +677,9 @@ fn run(cli: Cli, matches: &clap::ArgMatches, env: &config::Env) -> Result<()> {
                 )?;
             }
         }
+        Command::Ls(args) => browse::ls(&engine, args, cli.json)?,
+        Command::Find(args) => browse::find(&engine, args, cli.json)?,
+        Command::Grep(args) => browse::grep(&engine, args, cli.json)?,
         Command::Get {
             file,
             from,

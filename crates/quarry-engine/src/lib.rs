@@ -8,6 +8,7 @@
 //! - `vectors.usearch` — HNSW index over chunk embeddings (derived, rebuilt from the store)
 //! - `write.lock` — held by whichever process is writing; readers never take it.
 
+mod browse;
 mod collections;
 #[cfg(test)]
 mod curation_tests;
@@ -36,6 +37,10 @@ mod source_watch_tests;
 #[cfg(test)]
 mod test_support;
 
+pub use browse::{
+    BrowseEntry, FIND_LIMIT, FindResult, GREP_LIMIT, GrepMatch, GrepRequest, GrepResult,
+    MAX_GREP_CONTEXT,
+};
 pub use collections::RESERVED_COLLECTION_NAMES;
 pub use documents::{DocumentView, GetRequest, MultiGetItem, MultiGetRequest, MultiGetResult};
 pub use engine::EMBED_CHECKPOINT;

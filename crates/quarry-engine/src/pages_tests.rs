@@ -242,16 +242,16 @@ fn a_page_turns_stale_exactly_when_a_passage_it_cites_changes_or_goes() {
     // QMD's search and query mark them the same way (and a document's hit carries no mark).
     let mut req = SearchRequest::new("launch harbour");
     req.min_score = 0.0;
-    for hits in [
-        e.search(&req).unwrap(),
-        e.query(&req).unwrap().results,
-    ] {
+    for hits in [e.search(&req).unwrap(), e.query(&req).unwrap().results] {
         let page = hits
             .iter()
             .find(|h| h.file.contains("pages/launch.md"))
             .unwrap_or_else(|| panic!("the launch page is found: {hits:?}"));
         let mark = page.wiki_page.as_ref().expect("marked as a page");
-        assert!(mark.stale && mark.stale_reasons[0].contains("11 May"), "{mark:?}");
+        assert!(
+            mark.stale && mark.stale_reasons[0].contains("11 May"),
+            "{mark:?}"
+        );
         let document = hits
             .iter()
             .find(|h| h.file.ends_with("/launch.md") && !h.file.contains("pages/"))
@@ -764,4 +764,154 @@ fn stale_detection_on_real_pages_catches_every_cited_change_and_little_else() {
     );
     assert_eq!(tp + fp + fn_ + tn, 210);
     assert!(recall == 1.0 && precision >= 0.95, "{misses:#?}");
+}
+
+#[test]
+fn browsing_lists_finds_greps_and_reads_only_what_the_caller_may_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let (e, _) = synced(&dir.path().join("home"), &dir.path().join("docs"));
+    let first = e
+        .write_page(
+            KB,
+            page(
+                "launch",
+                "Launch on 4 May.",
+                vec![cite(&e, "launch.md", 7, 7)],
+            ),
+        )
+        .unwrap();
+    let mut again = page(
+        "launch",
+        "Launch on 4 May; press at ten.",
+        vec![cite(&e, "launch.md", 7, 8)],
+    );
+    again.base_version = Some(first.head.version.clone());
+    e.write_page(KB, again).unwrap();
+    e.write_page(
+        KB,
+        page(
+            "pay",
+            "Paid on the 25th.",
+            vec![cite(&e, "hr/pay.md", 3, 3)],
+        ),
+    )
+    .unwrap();
+    drain(&e);
+    let bob = reader(&e, &["user:bob"]);
+    let hr = reader(&e, &["user:cy", "group:hr"]);
+    let paths = |entries: Vec<crate::BrowseEntry>| -> Vec<String> {
+        entries.into_iter().map(|x| x.path).collect()
+    };
+
+    // ls: the knowledge base, its folders with counts, its documents; hr/ only for hr, and
+    // one version of a page (the superseded one is not current).
+    let top = e.ls("").unwrap();
+    assert!(
+        top.iter()
+            .any(|x| x.path == "wiki/" && x.kind == "collection"),
+        "{top:?}"
+    );
+    assert_eq!(
+        paths(bob.ls("wiki").unwrap()),
+        [
+            "wiki/pages/",
+            "wiki/budget.md",
+            "wiki/launch.md",
+            "wiki/team.md"
+        ]
+    );
+    let listed = hr.ls("wiki/").unwrap();
+    assert_eq!(
+        paths(listed.clone()),
+        [
+            "wiki/hr/",
+            "wiki/pages/",
+            "wiki/budget.md",
+            "wiki/launch.md",
+            "wiki/team.md"
+        ]
+    );
+    assert_eq!(listed[0].documents, Some(1));
+    assert_eq!(listed[1].documents, Some(2));
+    assert_eq!(
+        paths(bob.ls("wiki/pages").unwrap()),
+        ["wiki/pages/launch.md"]
+    );
+    let pages = hr.ls("wiki/pages").unwrap();
+    assert_eq!(
+        paths(pages.clone()),
+        ["wiki/pages/launch.md", "wiki/pages/pay.md"]
+    );
+    assert!(pages.iter().all(|x| x.kind == "page"), "{pages:?}");
+    for hidden in ["wiki/hr", "wiki/hr/pay.md", "wiki/pages/pay.md", "nowhere"] {
+        assert!(
+            matches!(bob.ls(hidden), Err(Error::NotFound(_))),
+            "{hidden}"
+        );
+    }
+    assert!(matches!(bob.ls("wiki/../x"), Err(Error::InvalidInput(_))));
+
+    // find: by glob, counted as the caller sees them.
+    let found = bob.find("wiki/**/*.md", 0).unwrap();
+    assert_eq!(found.total, 4, "{found:?}");
+    assert_eq!(hr.find("wiki/**/*.md", 2).unwrap().entries.len(), 2);
+    assert_eq!(hr.find("**/pay.md", 0).unwrap().total, 2);
+    assert_eq!(bob.find("**/pay.md", 0).unwrap().total, 0);
+    assert!(matches!(bob.find("wiki/[", 0), Err(Error::InvalidInput(_))));
+
+    // grep: lines and numbers as `get` counts them, bounded, context, never hidden text.
+    let req = |pattern: &str, path: Option<&str>| crate::GrepRequest {
+        pattern: pattern.into(),
+        path: path.map(str::to_owned),
+        ..Default::default()
+    };
+    let found = bob.grep(&req("25th", None)).unwrap();
+    assert!(found.matches.is_empty(), "{found:?}");
+    let found = hr.grep(&req("25th", None)).unwrap();
+    assert_eq!(
+        found
+            .matches
+            .iter()
+            .map(|m| (m.path.as_str(), m.line))
+            .collect::<Vec<_>>(),
+        [("wiki/hr/pay.md", 3), ("wiki/pages/pay.md", 1)]
+    );
+    let dated = bob
+        .grep(&crate::GrepRequest {
+            context: 1,
+            ignore_case: true,
+            ..req("LAUNCH IS ON", Some("wiki/launch.md"))
+        })
+        .unwrap();
+    assert_eq!(dated.matches.len(), 1);
+    assert_eq!(dated.matches[0].line, 7);
+    assert_eq!(dated.matches[0].before, [""]);
+    assert_eq!(
+        dated.matches[0].after,
+        ["Press is invited for ten o'clock."]
+    );
+    let view = bob
+        .get(&crate::GetRequest {
+            file: "wiki/launch.md".into(),
+            from_line: Some(7),
+            max_lines: Some(1),
+            line_numbers: false,
+        })
+        .unwrap();
+    assert_eq!(view.text, "The launch is on 4 May, at the harbour office.");
+    let capped = hr
+        .grep(&crate::GrepRequest {
+            limit: 2,
+            ..req("e", None)
+        })
+        .unwrap();
+    assert!(capped.truncated && capped.matches.len() == 2, "{capped:?}");
+    assert!(matches!(
+        bob.grep(&req("(", None)),
+        Err(Error::InvalidInput(_))
+    ));
+    assert!(matches!(
+        bob.grep(&req("x", Some("wiki/hr"))),
+        Err(Error::NotFound(_))
+    ));
 }

@@ -33,7 +33,9 @@ use crate::auth::Caller;
 use crate::http::{run_blocking, run_blocking_raw};
 use crate::service::tool_args::{Args, tool_error};
 use crate::service::tool_call::{answer_is_read_unless_it_writes, audited_call, request_caller};
-use crate::service::{approver_tools, catalog_tools, gate, knowledge_tools, wiki_tools};
+use crate::service::{
+    approver_tools, browse_tools, catalog_tools, gate, knowledge_tools, wiki_tools,
+};
 use crate::state::AppState;
 use qmd_tools::{TOOL_NAMES, tools};
 use quarry_hub::view::{CALL_TOOL, SEARCH_TOOLS, SearchMode};
@@ -231,6 +233,7 @@ pub(crate) fn tools_for(caller: &Caller) -> Vec<Tool> {
     all.push(knowledge_tools::knowledge_search_tool());
     all.extend(knowledge_tools::capture_tools_for(caller));
     all.extend(wiki_tools::wiki_tools_for(caller));
+    all.extend(browse_tools::browse_tools_for(caller));
     all
 }
 
@@ -241,6 +244,7 @@ pub fn knowledge_package() -> BuiltinPackage {
     all.push(knowledge_tools::knowledge_search_tool());
     all.extend(knowledge_tools::capture_tools());
     all.extend(wiki_tools::wiki_tools());
+    all.extend(browse_tools::browse_tools());
     BuiltinPackage {
         id: KNOWLEDGE_PACKAGE.into(),
         name: "Quarry knowledge".into(),
@@ -271,6 +275,9 @@ impl QuarryMcp {
         }
         if wiki_tools::handles(name) {
             return Ok(wiki_tools::call(&self.state, caller, name, args).await);
+        }
+        if browse_tools::handles(name) {
+            return Ok(browse_tools::call(&self.state, caller, name, args).await);
         }
         if !TOOL_NAMES.contains(&name) {
             let available: Vec<String> = tools_for(caller)
@@ -607,6 +614,7 @@ impl ServerHandler for QuarryMcp {
         all.push(knowledge_tools::knowledge_search_tool());
         all.extend(knowledge_tools::capture_tools());
         all.extend(wiki_tools::wiki_tools());
+        all.extend(browse_tools::browse_tools());
         all.into_iter().find(|t| t.name == name)
     }
 

@@ -5,6 +5,7 @@
 //! the catalog). Nothing here defines a route.
 
 pub(crate) mod approver_tools;
+pub(crate) mod browse_tools;
 pub(crate) mod catalog_tools;
 pub(crate) mod endpoints;
 pub(crate) mod entries;
