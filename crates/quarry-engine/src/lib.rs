@@ -69,6 +69,7 @@ pub use kb::knowledge::{
 };
 pub use kb::metadata::{BUILT_IN_FIELDS, MetadataReport};
 pub use kb::notes::{MAX_NOTE_BYTES, NOTE_KINDS, NewNote, NoteChange, NoteFormat, NoteView};
+pub use kb::page_history::PageVersion;
 pub use kb::page_text::{index_line, lint_text, page_text};
 pub use kb::pages::{
     Citation, CitedLines, LintFinding, MAX_CITED_LINES, MAX_INDEX_LIMIT, MAX_PAGE_SOURCES,

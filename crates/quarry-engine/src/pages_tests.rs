@@ -503,6 +503,103 @@ fn the_index_pages_through_by_slug_with_its_filters() {
     assert_eq!(tagged.total, 3);
 }
 
+#[test]
+fn a_pages_history_lists_its_versions_newest_first_to_those_who_may_read_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let (e, _) = synced(&dir.path().join("home"), &dir.path().join("docs"));
+    // Version 1 cites the HR-only pay file; versions 2 and 3 only what everyone reads.
+    let first = e
+        .write_page(
+            KB,
+            page(
+                "support",
+                "Support is paid on the 25th.",
+                vec![cite(&e, "hr/pay.md", 3, 3), cite(&e, "team.md", 3, 3)],
+            ),
+        )
+        .unwrap();
+    let mut w = page(
+        "support",
+        "Bob runs support.",
+        vec![cite(&e, "team.md", 3, 3)],
+    );
+    w.base_version = Some(first.head.version.clone());
+    let second = e.write_page(KB, w).unwrap();
+    let mut w = page(
+        "support",
+        "Bob runs support.\n\nAnn leads.",
+        vec![cite(&e, "team.md", 3, 3)],
+    );
+    w.base_version = Some(second.head.version.clone());
+    w.title = "Support".into();
+    w.status = PageStatus::Draft;
+    w.provenance = serde_json::json!({"user": "bob", "client": "ui"})
+        .as_object()
+        .cloned()
+        .unwrap();
+    let third = e.write_page(KB, w).unwrap();
+
+    let all = e.page_history(KB, "support").unwrap();
+    let ids: Vec<&str> = all.iter().map(|v| v.version.as_str()).collect();
+    assert_eq!(
+        ids,
+        [
+            &third.head.version,
+            &second.head.version,
+            &first.head.version
+        ]
+    );
+    assert_eq!(all[0].body, "Bob runs support.\n\nAnn leads.");
+    assert_eq!(all[0].title, "Support");
+    assert_eq!(all[0].status, PageStatus::Draft);
+    assert_eq!(all[0].written_by["user"], "bob");
+    assert!(all[0].current && !all[1].current && !all[2].current);
+    assert_eq!(all[1].body, "Bob runs support.");
+    assert_eq!(all[1].written_by["user"], "ann");
+    assert_eq!(all[2].body, "Support is paid on the 25th.");
+    assert_eq!(all[2].sources.len(), 2);
+    assert_eq!(all[2].sources[1], format!("{}:3-3", id_of(&e, "team.md")));
+    assert!(all.windows(2).all(|p| p[0].updated_at >= p[1].updated_at));
+
+    // HR reads every version; Bob, who may not read the pay file, not the one citing it.
+    let hr = reader(&e, &["user:cy", "group:hr"]);
+    assert_eq!(hr.page_history(KB, "support").unwrap().len(), 3);
+    let bob = reader(&e, &["user:bob"]);
+    let seen: Vec<String> = bob
+        .page_history(KB, "support")
+        .unwrap()
+        .into_iter()
+        .map(|v| v.version)
+        .collect();
+    assert_eq!(
+        seen,
+        [third.head.version.clone(), second.head.version.clone()]
+    );
+    // A page Bob may not read has no history for him, as read_page finds none.
+    e.write_page(
+        KB,
+        page(
+            "pay",
+            "Paid on the 25th.",
+            vec![cite(&e, "hr/pay.md", 3, 3)],
+        ),
+    )
+    .unwrap();
+    assert!(matches!(
+        bob.page_history(KB, "pay"),
+        Err(Error::NotFound(_))
+    ));
+    assert_eq!(hr.page_history(KB, "pay").unwrap().len(), 1);
+    assert!(matches!(
+        e.page_history(KB, "nope"),
+        Err(Error::NotFound(_))
+    ));
+    assert!(matches!(
+        e.page_history(KB, "Not A Slug"),
+        Err(Error::InvalidInput(_))
+    ));
+}
+
 /// A page's slug for the tldr page `name`.
 fn slug_of(name: &str) -> String {
     format!("p-{}", name.trim_end_matches(".md"))

@@ -7,6 +7,7 @@ pub(crate) mod ingest_options;
 pub(crate) mod knowledge;
 pub(crate) mod metadata;
 pub(crate) mod notes;
+pub(crate) mod page_history;
 pub(crate) mod page_marks;
 pub(crate) mod page_text;
 pub(crate) mod pages;

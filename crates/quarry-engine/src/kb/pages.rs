@@ -273,16 +273,16 @@ pub struct LintFinding {
 }
 
 /// A current page version the caller may read, with what it cites.
-struct PageRow {
-    file: KbFile,
-    slug: String,
-    sources: Vec<PageSource>,
+pub(super) struct PageRow {
+    pub(super) file: KbFile,
+    pub(super) slug: String,
+    pub(super) sources: Vec<PageSource>,
 }
 
 /// Documents looked up once per call, by file id (`None`: no such file anywhere).
 pub(super) type DocumentCache = HashMap<String, Option<(KbFile, Document)>>;
 
-fn check_slug(slug: &str) -> Result<()> {
+pub(super) fn check_slug(slug: &str) -> Result<()> {
     let ok = !slug.is_empty()
         && slug.len() <= MAX_SLUG_CHARS
         && slug
@@ -472,7 +472,7 @@ fn links_of(file: &KbFile) -> Vec<String> {
         .unwrap_or_default()
 }
 
-fn field_str(file: &KbFile, name: &str) -> Option<String> {
+pub(super) fn field_str(file: &KbFile, name: &str) -> Option<String> {
     file.metadata
         .get(name)
         .and_then(|v| v.as_str())
@@ -810,7 +810,7 @@ impl Engine {
     }
 
     /// The current version of the page `slug` of `base` this caller may read.
-    fn current_page(&self, base: &KnowledgeBase, slug: &str) -> Result<Option<PageRow>> {
+    pub(super) fn current_page(&self, base: &KnowledgeBase, slug: &str) -> Result<Option<PageRow>> {
         let files = self.current_page_files(base, Some(slug))?;
         Ok(self.page_rows(files.into_values())?.pop())
     }
@@ -824,7 +824,7 @@ impl Engine {
     }
 
     /// Whether this caller may read every document `row` cites that is still there.
-    fn sources_visible(&self, row: &PageRow, cache: &mut DocumentCache) -> Result<bool> {
+    pub(super) fn sources_visible(&self, row: &PageRow, cache: &mut DocumentCache) -> Result<bool> {
         for s in &row.sources {
             if self.cited_document(&s.file, cache).is_err() {
                 return Ok(false);
@@ -974,7 +974,7 @@ impl Engine {
             })
     }
 
-    fn page_body(&self, file: &KbFile) -> Result<String> {
+    pub(super) fn page_body(&self, file: &KbFile) -> Result<String> {
         let stored = self.blobs()?.read(&file.sha256)?;
         Ok(body_of(&String::from_utf8_lossy(&stored)).to_owned())
     }
@@ -1041,14 +1041,14 @@ pub(super) fn slug_of(file: &KbFile) -> Option<String> {
         .map(str::to_owned)
 }
 
-fn tags_of(file: &KbFile) -> Vec<String> {
+pub(super) fn tags_of(file: &KbFile) -> Vec<String> {
     file.note
         .as_ref()
         .map(|n| n.tags.clone())
         .unwrap_or_default()
 }
 
-fn page_title(file: &KbFile) -> String {
+pub(super) fn page_title(file: &KbFile) -> String {
     file.note
         .as_ref()
         .and_then(|n| n.title.clone())
@@ -1068,7 +1068,7 @@ fn page_head(row: &PageRow, sources: &[SourceState]) -> PageHead {
     }
 }
 
-fn page_status(file: &KbFile) -> PageStatus {
+pub(super) fn page_status(file: &KbFile) -> PageStatus {
     field_str(file, "status")
         .and_then(|s| PageStatus::parse(&s).ok())
         .unwrap_or(PageStatus::Published)

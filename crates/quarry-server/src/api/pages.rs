@@ -1,7 +1,8 @@
 //! Wiki pages over REST (issue 68), the wiki tools' verbs under a knowledge base:
 //! `GET /api/v1/knowledge-bases/{id}/pages` (the index, paged by slug),
 //! `GET|PUT /api/v1/knowledge-bases/{id}/pages/{slug}` (read; create or write the next
-//! version) and `GET /api/v1/knowledge-bases/{id}/lint`. Arguments are read as the tools read
+//! version), `GET /api/v1/knowledge-bases/{id}/pages/{slug}/history` (its versions, newest
+//! first) and `GET /api/v1/knowledge-bases/{id}/lint`. Arguments are read as the tools read
 //! them (`service/wiki_tools.rs`); every rule lives in the engine.
 
 use std::sync::Arc;
@@ -27,6 +28,10 @@ pub(crate) fn router() -> Router<Arc<AppState>> {
         .route(
             "/api/v1/knowledge-bases/{id}/pages/{slug}",
             get(read).put(write),
+        )
+        .route(
+            "/api/v1/knowledge-bases/{id}/pages/{slug}/history",
+            get(history),
         )
         .route("/api/v1/knowledge-bases/{id}/lint", get(lint))
 }
@@ -64,6 +69,15 @@ async fn read(
     let engine = caller.engine.clone();
     let page = run_blocking(move || engine.read_page(&id, &slug)).await?;
     Ok(ok(page))
+}
+
+async fn history(
+    caller: Caller,
+    Path((id, slug)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    let engine = caller.engine.clone();
+    let versions = run_blocking(move || engine.page_history(&id, &slug)).await?;
+    Ok(ok(json!({"versions": versions})))
 }
 
 async fn write(
