@@ -4,7 +4,8 @@
 // drawer (original / Markdown / chunks, opened at a page). `#/kb/<id>?doc=<id>&page=N`
 // opens the drawer directly. `#/kb/<id>/sources` opens its Sources tab and
 // `#/kb/<id>/sources/<source id>` a source's page (js/sources.js, loaded on first use), and
-// `#/kb/<id>/test` the retrieval test page (js/retrieval.js, loaded on first use). Writers
+// `#/kb/<id>/test` the retrieval test page (js/retrieval.js, loaded on first use), and
+// `#/kb/<id>/wiki[/<slug>[/history]]` its wiki (js/wiki.js, loaded on first use). Writers
 // curate a document's chunks in the drawer: edit a chunk's text (and restore the cut text),
 // disable or enable it, and re-chunk the document with another size and overlap.
 // Everything shown comes from the server, so it survives a reload.
@@ -57,6 +58,7 @@ const UPLOAD_CONCURRENCY = 3;
 export async function render(ctx) {
   if (ctx.params[0] && ctx.params[1] === "sources" && ctx.params[2]) return (await sourcesModule()).sourcePage(ctx);
   if (ctx.params[0] && ctx.params[1] === "test") return (await retrievalModule()).retrievalPage(ctx);
+  if (ctx.params[0] && ctx.params[1] === "wiki") return (await wikiModule()).wikiPage(ctx);
   if (ctx.params[0]) return kbPage(ctx);
   return listPage(ctx);
 }
@@ -69,6 +71,11 @@ function sourcesModule() {
 /** js/retrieval.js (the retrieval test page) with its strings and styles, loaded on first use. */
 function retrievalModule() {
   return Promise.all([import("./retrieval.js"), loadStrings("retrieval"), loadCss("retrieval")]).then(([m]) => m);
+}
+
+/** js/wiki.js (the wiki: index, pages, history, editing) with its strings and styles, loaded on first use. */
+function wikiModule() {
+  return Promise.all([import("./wiki.js"), loadStrings("wiki"), loadCss("wiki")]).then(([m]) => m);
 }
 
 /**
@@ -573,7 +580,9 @@ async function kbPage({ root, params, query, signal, session }) {
     icon("search"),
     t("kb.rt_link"),
   );
-  const head = h("div", { class: "page-head" }, title, h("div", { class: "page-actions" }, testLink, headActions));
+  // The wiki (js/wiki.js): the pages agents wrote from this knowledge base, and what is stale.
+  const wikiLink = h("a", { class: "btn", href: `#/kb/${encodeURIComponent(kb.id)}/wiki`, dataset: { testid: "wiki-link" } }, icon("doc"), t("kb.wiki_link"));
+  const head = h("div", { class: "page-head" }, title, h("div", { class: "page-actions" }, wikiLink, testLink, headActions));
   drawHeader();
 
   // --- State ----------------------------------------------------------------------------
@@ -2123,7 +2132,9 @@ async function kbPage({ root, params, query, signal, session }) {
 
   // --- Deep link ------------------------------------------------------------------------
   const deepDoc = query?.get("doc");
-  if (deepDoc) openPreview(deepDoc, { page: Number(query.get("page")) || 1, tab: query.get("tab") || undefined });
+  // `&line=N` (a wiki page's source) marks the chunk holding that line on the Chunks tab.
+  const deepLine = Number(query?.get("line")) || undefined;
+  if (deepDoc) openPreview(deepDoc, { page: Number(query.get("page")) || 1, line: deepLine, tab: query.get("tab") || undefined });
 }
 
 /** Files (with relative paths) from a drop; folders are walked. */
