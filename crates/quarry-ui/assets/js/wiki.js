@@ -12,7 +12,7 @@
 //   chosen version (`?v=<version>`) and the one before it.
 // Every text of a page is put in the DOM as text (js/markdown.js builds nodes, never HTML).
 
-import { ApiError, announce, api, errorBlock, fmtDate, fmtNumber, h, icon, navigate, replace, serverText, t, toast } from "./app.js";
+import { ApiError, announce, api, errorBlock, fmtDate, fmtNumber, h, icon, navigate, replace, t, toast } from "./app.js";
 import { renderMarkdown } from "./markdown.js";
 
 const KB_BASE = "/api/v1/knowledge-bases";
@@ -95,7 +95,7 @@ function writer(by) {
 
 // --- The index ------------------------------------------------------------------------------
 
-async function indexView({ root, query, signal, session }, kb) {
+async function indexView({ root, query, signal }, kb) {
   document.title = `${t("wiki.title")} · ${kb.name} · Quarry`;
   const state = {
     type: query?.get("type") || "",
@@ -207,7 +207,6 @@ async function indexView({ root, query, signal, session }, kb) {
 
   await Promise.all([load(null), loadLint()]);
   if (!signal.aborted) root.dataset.ready = "true";
-  void session;
 }
 
 function pageItem(kb, p) {
