@@ -72,7 +72,7 @@ def hub(sdk_mode: str, quarry_bin: Path, corpus: Path, tmp_path_factory: pytest.
     """One loopback server (the machine's owner) with everything, time and hanging registered."""
     root = tmp_path_factory.mktemp("hub")
     home = make_home(quarry_bin, corpus, root / "home", env={"QUARRY_CANARY_SECRET": "canary-7f3a"})
-    srv = start_server(home, "--max-tools", "20", logdir=root / "logs")
+    srv = start_server(home, "--max-tools", "24", logdir=root / "logs")
     try:
         everything = register(srv, {"name": "everything", "transport_type": "stdio", "config": everything_cmd(),
                                     "env": {"GREETING": "hello-from-quarry"}, "category": "testing",
@@ -264,7 +264,7 @@ async def test_cap_refuses_a_wide_selection_naming_it(hub):
         with pytest.raises(MCPError) as e:
             await c.list_tools()
     msg = str(e.value)
-    assert "cap of 20" in msg and "exposes 30 tools" in msg, msg
+    assert "cap of 24" in msg and "exposes 34 tools" in msg, msg
     async with mcp(hub["srv"].url("/api/mcp?tools=nope.tool")) as c:
         with pytest.raises(MCPError) as e:
             await c.list_tools()

@@ -5,14 +5,15 @@
 //! rather than convert and embed beside it on the same cores.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{Result, bail};
 use clap::Subcommand;
 use quarry_engine::{
     Citation, CreateKnowledgeBase, Engine, FileFilter, FileStatus, KbFile, MAX_INDEX_LIMIT,
-    PageStatus, PageWrite, Progress, StatusFilter, UploadOptions, UploadOutcome, WikiIndexRequest,
+    PageStatus, PageWrite, Progress, StatusFilter, UploadOptions, UploadOutcome, WikiExport,
+    WikiFile, WikiIndexRequest,
 };
 use serde_json::json;
 
@@ -136,6 +137,58 @@ pub(crate) enum KbCmd {
     /// Check a knowledge base's wiki: stale pages, broken links, pages citing nothing,
     /// orphans, titles used twice. Exits 1 when there are findings.
     Lint { name: String },
+    /// Write a knowledge base's wiki into a folder: a Markdown tree (index.md, log.md,
+    /// pages/<slug>.md with its sources in front matter) that `import-wiki` reads back, or
+    /// with --skill an Agent Skills folder (SKILL.md, references/<slug>.md).
+    #[command(name = "export-wiki")]
+    ExportWiki {
+        name: String,
+        dir: PathBuf,
+        /// An Agent Skills folder instead of the tree.
+        #[arg(long)]
+        skill: bool,
+    },
+    /// Write the pages of an exported tree (DIR/pages/*.md) into a knowledge base: new
+    /// pages created, changed ones as their next version, unchanged ones left. Exits 1 when
+    /// a page was refused (each is named, with why).
+    #[command(name = "import-wiki")]
+    ImportWiki {
+        name: String,
+        dir: PathBuf,
+        /// Cite the lines as they are now where a passage changed since the export (else
+        /// such a page is refused).
+        #[arg(long)]
+        recite: bool,
+    },
+}
+
+/// The files of an exported wiki tree under `dir`: `pages/*.md`.
+fn read_wiki_tree(dir: &Path) -> Result<Vec<WikiFile>> {
+    let pages = dir.join("pages");
+    let entries = std::fs::read_dir(&pages).map_err(|e| {
+        anyhow::anyhow!(
+            "cannot read {}: {e} (import-wiki reads the pages/ folder export-wiki writes)",
+            pages.display()
+        )
+    })?;
+    let mut files = Vec::new();
+    for entry in entries {
+        let path = entry?.path();
+        let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+            continue;
+        };
+        if !name.ends_with(".md") || !path.is_file() {
+            continue;
+        }
+        let content = std::fs::read_to_string(&path)
+            .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+        files.push(WikiFile {
+            path: format!("pages/{name}"),
+            content,
+        });
+    }
+    files.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(files)
 }
 
 const GLOB_CHARS: &[char] = &['*', '?', '[', '{'];
@@ -509,6 +562,54 @@ pub(crate) fn run(
             }
             if !findings.is_empty() {
                 bail!("the wiki has {} findings", findings.len());
+            }
+        }
+        KbCmd::ExportWiki { name, dir, skill } => {
+            let shape = if *skill {
+                WikiExport::Skill
+            } else {
+                WikiExport::Tree
+            };
+            let files = engine.export_wiki(name, shape)?;
+            for f in &files {
+                // Paths are the engine's (`pages/<slug>.md`, slugs of [a-z0-9-]).
+                let path = dir.join(&f.path);
+                if let Some(parent) = path.parent() {
+                    std::fs::create_dir_all(parent)
+                        .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", parent.display()))?;
+                }
+                std::fs::write(&path, &f.content)
+                    .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
+            }
+            if json_out {
+                let paths: Vec<&str> = files.iter().map(|f| f.path.as_str()).collect();
+                print_json(&json!({ "dir": dir, "files": paths }))?;
+            } else {
+                writeln!(out, "Wrote {} files into {}", files.len(), dir.display())?;
+            }
+        }
+        KbCmd::ImportWiki { name, dir, recite } => {
+            let files = read_wiki_tree(dir)?;
+            let mut provenance = serde_json::Map::new();
+            provenance.insert("via".into(), json!("cli import-wiki"));
+            provenance.insert("user".into(), json!(quarry_core::MACHINE_OWNER));
+            let report = engine.import_wiki(name, &files, *recite, &provenance)?;
+            if json_out {
+                print_json(&report)?;
+            } else {
+                writeln!(
+                    out,
+                    "{} written, {} unchanged, {} refused",
+                    report.written.len(),
+                    report.unchanged.len(),
+                    report.refused.len()
+                )?;
+                for r in &report.refused {
+                    print_lines(&mut out, &format!("refused {}: {}", r.path, r.reason))?;
+                }
+            }
+            if !report.refused.is_empty() {
+                bail!("{} page(s) refused", report.refused.len());
             }
         }
         KbCmd::RmDoc { name, doc } => {

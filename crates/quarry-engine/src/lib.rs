@@ -79,6 +79,7 @@ pub use kb::pages::{
 pub use kb::readers::{MAX_READERS, parse_reader_keys};
 pub use kb::source_options::{MIN_SOURCE_LEASE, SOURCE_LEASE, SourceOptions, check_allow_net};
 pub use kb::sources::{AddSource, MIN_SYNC_INTERVAL, SourceView, SyncOutcome, WatchedFolder};
+pub use kb::wiki_export::{ImportRefusal, WikiExport, WikiFile, WikiImport};
 pub use progress::{NoProgress, Progress};
 pub use quarry_ingest::chunk::ChunkLimits;
 pub use quarry_metadata::{FieldSummary, Filter};

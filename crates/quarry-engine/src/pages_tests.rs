@@ -1012,3 +1012,162 @@ fn browsing_lists_finds_greps_and_reads_only_what_the_caller_may_read() {
         Err(Error::NotFound(_))
     ));
 }
+
+#[test]
+fn a_wiki_exports_as_a_tree_that_imports_back_and_as_an_agent_skill() {
+    use crate::{WikiExport, WikiFile};
+    let dir = tempfile::tempdir().unwrap();
+    let (e, _) = synced(&dir.path().join("a"), &dir.path().join("docs"));
+    let mut launch = page(
+        "launch",
+        "# Launch\n\nThe launch is on 4 May. See [[budget]].",
+        vec![cite(&e, "launch.md", 7, 8)],
+    );
+    launch.tags = vec!["dates".into()];
+    launch.status = PageStatus::Draft;
+    e.write_page(KB, launch).unwrap();
+    e.write_page(
+        KB,
+        page("budget", "40,000 EUR.", vec![cite(&e, "budget.md", 3, 4)]),
+    )
+    .unwrap();
+    let tree = e.export_wiki(KB, WikiExport::Tree).unwrap();
+    let paths: Vec<&str> = tree.iter().map(|f| f.path.as_str()).collect();
+    assert_eq!(
+        paths,
+        ["index.md", "log.md", "pages/budget.md", "pages/launch.md"]
+    );
+    assert!(
+        tree[0].content.contains("(pages/launch.md)"),
+        "{}",
+        tree[0].content
+    );
+    assert_eq!(
+        tree[1].content.matches("[[").count(),
+        2,
+        "{}",
+        tree[1].content
+    );
+    let launch_file = &tree[3].content;
+    assert!(
+        launch_file.starts_with("---\nslug: \"launch\"\n"),
+        "{launch_file}"
+    );
+    assert!(
+        launch_file.contains("\"lines\":[7,8],\"name\":\"launch.md\""),
+        "{launch_file}"
+    );
+
+    // Another home with the same documents (other ids): the pages come back as they were.
+    let (b, _) = synced(&dir.path().join("b"), &dir.path().join("docs"));
+    let who = serde_json::Map::new();
+    let report = b.import_wiki(KB, &tree, false, &who).unwrap();
+    assert_eq!(
+        (report.written.len(), report.refused.len()),
+        (2, 0),
+        "{report:?}"
+    );
+    for slug in ["launch", "budget"] {
+        let (was, now) = (
+            e.read_page(KB, slug).unwrap(),
+            b.read_page(KB, slug).unwrap(),
+        );
+        assert_eq!(
+            (&was.body, &was.head.title, &was.head.tags),
+            (&now.body, &now.head.title, &now.head.tags)
+        );
+        assert_eq!(was.head.status, now.head.status);
+        assert_eq!(was.sources[0].lines, now.sources[0].lines);
+        assert_ne!(was.sources[0].document, now.sources[0].document);
+        assert!(!now.head.stale);
+    }
+    assert_eq!(
+        b.read_page(KB, "launch").unwrap().backlinks,
+        Vec::<String>::new()
+    );
+    assert_eq!(b.read_page(KB, "budget").unwrap().backlinks, ["launch"]);
+    // Again: nothing to write. An edited page: one new version.
+    let again = b.import_wiki(KB, &tree, false, &who).unwrap();
+    assert_eq!(
+        (again.written.len(), again.unchanged.len()),
+        (0, 2),
+        "{again:?}"
+    );
+    let mut edited = tree.clone();
+    edited[2].content = edited[2]
+        .content
+        .replace("40,000 EUR.", "40,000 EUR, approved.");
+    let report = b.import_wiki(KB, &edited, false, &who).unwrap();
+    assert_eq!(report.written, ["budget"]);
+    assert_eq!(b.page_history(KB, "budget").unwrap().len(), 2);
+
+    // A cited passage that changed since the export is refused (the page would claim a
+    // passage that is gone), unless told to cite the lines as they are now; bad files are
+    // refused one by one.
+    let folder = dir.path().join("docs");
+    let (c, source) = synced(&dir.path().join("c"), &folder);
+    std::fs::write(folder.join("budget.md"), BUDGET.replace("40,000", "55,000")).unwrap();
+    resync(&c, &source);
+    let broken = vec![
+        WikiFile {
+            path: "pages/other-name.md".into(),
+            content: tree[2].content.clone(),
+        },
+        WikiFile {
+            path: "pages/x.md".into(),
+            content: "no front matter".into(),
+        },
+    ];
+    let report = c
+        .import_wiki(KB, &[tree.clone(), broken].concat(), false, &who)
+        .unwrap();
+    assert_eq!(report.written, ["launch"], "{report:?}");
+    let reasons: Vec<&str> = report.refused.iter().map(|r| r.reason.as_str()).collect();
+    assert_eq!(reasons.len(), 3, "{reasons:?}");
+    assert!(
+        reasons[0].contains("changed since") && reasons[0].contains("--recite"),
+        "{reasons:?}"
+    );
+    assert!(reasons[1].contains("pages/budget.md"), "{reasons:?}");
+    assert!(reasons[2].contains("front matter"), "{reasons:?}");
+    let report = c.import_wiki(KB, &tree, true, &who).unwrap();
+    assert_eq!(report.written, ["budget"]);
+    assert!(
+        c.read_page(KB, "budget").unwrap().sources[0]
+            .text
+            .contains("55,000")
+    );
+
+    // As an Agent Skill: SKILL.md with its name and description, the pages as references.
+    let skill = e.export_wiki(KB, WikiExport::Skill).unwrap();
+    let paths: Vec<&str> = skill.iter().map(|f| f.path.as_str()).collect();
+    assert_eq!(
+        paths,
+        ["SKILL.md", "references/budget.md", "references/launch.md"]
+    );
+    assert!(
+        skill[0]
+            .content
+            .starts_with("---\nname: \"wiki\"\ndescription: \""),
+        "{}",
+        skill[0].content
+    );
+    assert!(
+        skill[0].content.contains("(references/launch.md)"),
+        "{}",
+        skill[0].content
+    );
+    // A reader who may not read a cited document gets no page citing it.
+    e.write_page(
+        KB,
+        page(
+            "pay",
+            "Paid on the 25th.",
+            vec![cite(&e, "hr/pay.md", 3, 3)],
+        ),
+    )
+    .unwrap();
+    let bob = reader(&e, &["user:bob"]);
+    assert_eq!(bob.export_wiki(KB, WikiExport::Tree).unwrap().len(), 4);
+    assert_eq!(e.export_wiki(KB, WikiExport::Tree).unwrap().len(), 5);
+}

@@ -15,3 +15,4 @@ pub(crate) mod readers;
 pub(crate) mod source_options;
 pub(crate) mod source_runs;
 pub(crate) mod sources;
+pub(crate) mod wiki_export;

@@ -332,7 +332,7 @@ pub fn page_links(body: &str) -> Vec<String> {
 }
 
 /// Lines `from..=to` (1-based) of `body`, or `None` when they are not all there.
-fn lines_of(body: &str, from: u32, to: u32) -> Option<String> {
+pub(super) fn lines_of(body: &str, from: u32, to: u32) -> Option<String> {
     let (from, to) = (usize::try_from(from).ok()?, usize::try_from(to).ok()?);
     if from == 0 || to < from {
         return None;
@@ -417,7 +417,7 @@ fn shared_readers<'a>(all: impl Iterator<Item = Option<&'a [String]>>) -> Option
 
 /// The first sentence of a body (its first paragraph that is not a heading), cut at 160
 /// characters.
-fn first_sentence(body: &str) -> String {
+pub(super) fn first_sentence(body: &str) -> String {
     let para = body
         .split("\n\n")
         .map(str::trim)
@@ -805,7 +805,7 @@ impl Engine {
 
     /// The current page versions of `base` this caller may read, by slug, with their
     /// citations.
-    fn current_pages(&self, base: &KnowledgeBase) -> Result<Vec<PageRow>> {
+    pub(super) fn current_pages(&self, base: &KnowledgeBase) -> Result<Vec<PageRow>> {
         self.page_rows(self.current_page_files(base, None)?.into_values())
     }
 
