@@ -72,7 +72,7 @@ def hub(sdk_mode: str, quarry_bin: Path, corpus: Path, tmp_path_factory: pytest.
     """One loopback server (the machine's owner) with everything, time and hanging registered."""
     root = tmp_path_factory.mktemp("hub")
     home = make_home(quarry_bin, corpus, root / "home", env={"QUARRY_CANARY_SECRET": "canary-7f3a"})
-    srv = start_server(home, "--max-tools", "24", logdir=root / "logs")
+    srv = start_server(home, "--max-tools", "25", logdir=root / "logs")
     try:
         everything = register(srv, {"name": "everything", "transport_type": "stdio", "config": everything_cmd(),
                                     "env": {"GREETING": "hello-from-quarry"}, "category": "testing",
@@ -200,7 +200,7 @@ def test_catalog_rest(hub):
     cats = requests.get(srv.url("/api/catalog"), timeout=30).json()["categories"]
     by_id = {c["id"]: c for c in cats}
     assert by_id["testing"]["packageCount"] == 2 and by_id["testing"]["toolCount"] >= 14
-    assert by_id["knowledge"]["toolCount"] == 22
+    assert by_id["knowledge"]["toolCount"] == 23
     pk = requests.get(srv.url("/api/catalog/utilities"), timeout=30).json()["packages"]
     assert [p["id"] for p in pk] == ["time"] and pk[0]["name"] == "时间工具"
     assert pk[0]["endpoint"].endswith("/api/mcp?servers=time")
@@ -249,13 +249,13 @@ async def test_selected_tools_only_and_hidden_ones_refused(hub):
 async def test_servers_selection_and_mcp_default(hub):
     async with mcp(hub["srv"].url("/api/mcp?servers=time,knowledge")) as c:
         names = [t.name for t in (await c.list_tools()).tools]
-        assert "time__convert_time" in names and "knowledge__search" in names and len(names) == 24
+        assert "time__convert_time" in names and "knowledge__search" in names and len(names) == 25
         assert names == sorted(names, key=lambda n: (not n.startswith("knowledge__"), n)) or names == names
         r = await c.call_tool("knowledge__status", {})
         assert not r.is_error
     async with mcp(hub["srv"].url("/mcp")) as c:
         names = [t.name for t in (await c.list_tools()).tools]
-        assert len(names) == 22 and "search" in names and not any("__" in n for n in names)
+        assert len(names) == 23 and "search" in names and not any("__" in n for n in names)
 
 
 @pytest.mark.anyio
@@ -264,7 +264,7 @@ async def test_cap_refuses_a_wide_selection_naming_it(hub):
         with pytest.raises(MCPError) as e:
             await c.list_tools()
     msg = str(e.value)
-    assert "cap of 24" in msg and "exposes 34 tools" in msg, msg
+    assert "cap of 25" in msg and "exposes 35 tools" in msg, msg
     async with mcp(hub["srv"].url("/api/mcp?tools=nope.tool")) as c:
         with pytest.raises(MCPError) as e:
             await c.list_tools()

@@ -23,7 +23,7 @@ TOOL_NAMES = {"search", "vsearch", "query", "get", "multi_get", "status", "metad
 # knowledge capture tools (seed 004).
 READ_TOOLS = TOOL_NAMES | {"knowledge_search", "get_knowledge", "query_knowledge", "list_knowledge",
                           "wiki_index", "read_page", "lint_wiki", "ls", "find", "grep", "cat"}
-ALL_TOOLS = READ_TOOLS | {"create_knowledge", "update_knowledge", "delete_knowledge", "write_page"}
+ALL_TOOLS = READ_TOOLS | {"create_knowledge", "update_knowledge", "delete_knowledge", "write_page", "wiki_log"}
 PREFIX = Path(os.environ.get("QUARRY_NODE_PREFIX") or os.path.expanduser("~/.cache/quarry-node"))
 CLI = Path(
     os.environ.get("QUARRY_INSPECTOR_CLI")

@@ -50,7 +50,7 @@ TOOL_NAMES = {"search", "vsearch", "query", "get", "multi_get", "status", "metad
 # knowledge capture tools (seed 004); the machine's owner may write, so all are listed.
 READ_TOOLS = TOOL_NAMES | {"knowledge_search", "get_knowledge", "query_knowledge", "list_knowledge",
                           "wiki_index", "read_page", "lint_wiki", "ls", "find", "grep", "cat"}
-ALL_TOOLS = READ_TOOLS | {"create_knowledge", "update_knowledge", "delete_knowledge", "write_page"}
+ALL_TOOLS = READ_TOOLS | {"create_knowledge", "update_knowledge", "delete_knowledge", "write_page", "wiki_log"}
 VECTOR_INDEX_MISSING = "Vector index not found. Run 'quarry embed' first to create embeddings."
 CONTEXT_COMMENT = f"<!-- Context: {JOURNAL_CONTEXT} -->\n\n"
 RESULT_LINE = re.compile(r"^(#[0-9a-f]{6,}) (\d{1,3})% (.+) - (.+)$")

@@ -37,8 +37,8 @@ UUID_RE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]
 
 QMD_TOOLS = {"search", "vsearch", "query", "get", "multi_get", "status", "metadata"}
 CAPTURE_TOOLS = {"create_knowledge", "get_knowledge", "query_knowledge", "list_knowledge", "update_knowledge", "delete_knowledge"}
-WRITE_TOOLS = {"create_knowledge", "update_knowledge", "delete_knowledge", "write_page"}
-WIKI_TOOLS = {"wiki_index", "read_page", "write_page", "lint_wiki"}
+WRITE_TOOLS = {"create_knowledge", "update_knowledge", "delete_knowledge", "write_page", "wiki_log"}
+WIKI_TOOLS = {"wiki_index", "read_page", "write_page", "lint_wiki", "wiki_log"}
 BROWSE_TOOLS = {"ls", "find", "grep", "cat"}
 ALL_MCP_TOOLS = QMD_TOOLS | {"knowledge_search"} | CAPTURE_TOOLS | WIKI_TOOLS | BROWSE_TOOLS
 
@@ -1144,7 +1144,7 @@ async def test_claude_code_style_setup(team):
     rw = team.new_token("owner", "--spaces", "acme", "--label", "MCP - Claude Code")
     async with mcp_session(mcp_url(srv, rw["token"], kb="docs")) as c:
         names = [t.name for t in (await c.list_tools()).tools]
-        assert len(names) == 22 and set(names) == ALL_MCP_TOOLS, names
+        assert len(names) == 23 and set(names) == ALL_MCP_TOOLS, names
         r = await tool_ok(c, "knowledge_search", {"query": "zanzibar", "search_mode": "keyword"})
         assert [h["knowledge_filename"] for h in r.structured_content["results"]] == ["acme-plan.md"]
         r = await tool_ok(c, "knowledge_search", {"query": "walrus", "search_mode": "keyword", "min_score": 0})

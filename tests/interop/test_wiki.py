@@ -370,3 +370,39 @@ def test_the_wiki_exports_as_a_markdown_tree_and_an_agent_skill_and_imports_back
     text = (skill / "SKILL.md").read_text()
     assert text.startswith(f'---\nname: "{KB}"\ndescription: "') and "(references/launch.md)" in text, text
     assert sorted(p.name[:-3] for p in (skill / "references").iterdir()) == slugs
+
+
+@pytest.mark.anyio
+async def test_instructions_log_entries_and_contradicting_facts(world):
+    """The instructions page rides along with wiki_index; wiki_log (and POST …/log) append
+    signed, dated lines to the page 'log'; lint_wiki reports two pages that state different
+    values for one `key:: value`."""
+    import requests
+
+    srv = world["srv"]
+    async with Client(srv.mcp_url, read_timeout_seconds=60) as c:
+        await ok(c, "write_page", {"slug": "instructions", "title": "How we write", "type": "instructions",
+                                   "body": "One page per topic. State dates as `date:: …`."})
+        index = await ok(c, "wiki_index", {"limit": 1})
+        assert "One page per topic" in index["instructions"], index
+        r = await c.call_tool("wiki_index", {"limit": 1})
+        assert "This wiki's instructions (page 'instructions')" in text_of(r), text_of(r)
+        logged = await ok(c, "wiki_log", {"entry": "Wrote [[instructions]]."})
+        assert logged["entry"].endswith(": Wrote [[instructions]]."), logged
+        assert "isError" not in logged
+        m = await refused(c, "wiki_log", {"entry": ""})
+        assert "entry" in m, m
+        budget = await hit(c, "budget approved March", "budget.md")
+        for slug, value in (("fact-a", "4 May"), ("fact-b", "11 May")):
+            await ok(c, "write_page", {"slug": slug, "title": slug, "body": f"launch date:: {value}\n[[index]]",
+                                       "sources": [budget["id"]]})
+        r = await c.call_tool("lint_wiki", {})
+        found = [(f["page"], f["detail"]) for f in r.structured_content["findings"] if f["kind"] == "contradiction"]
+        assert sorted(p for p, _ in found) == ["fact-a", "fact-b"], found
+        assert any('fact-b says "11 May"' in d for _, d in found), found
+    r = requests.post(srv.url(f"/api/v1/knowledge-bases/{KB}/log"), json={"entry": "From REST."}, timeout=30)
+    assert r.status_code == 200 and r.json()["data"]["body"].rstrip().endswith(": From REST."), r.text
+    lines = [l for l in r.json()["data"]["body"].splitlines() if l.startswith("- ")]
+    assert len(lines) == 2 and "Wrote [[instructions]]" in lines[0], lines
+    r = requests.post(srv.url(f"/api/v1/knowledge-bases/{KB}/log"), json={}, timeout=30)
+    assert r.status_code == 400 and "entry" in r.text, r.text

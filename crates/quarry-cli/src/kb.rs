@@ -137,6 +137,8 @@ pub(crate) enum KbCmd {
     /// Check a knowledge base's wiki: stale pages, broken links, pages citing nothing,
     /// orphans, titles used twice. Exits 1 when there are findings.
     Lint { name: String },
+    /// Append an entry to a knowledge base's wiki log (the page `log`).
+    Log { name: String, entry: String },
     /// Write a knowledge base's wiki into a folder: a Markdown tree (index.md, log.md,
     /// pages/<slug>.md with its sources in front matter) that `import-wiki` reads back, or
     /// with --skill an Agent Skills folder (SKILL.md, references/<slug>.md).
@@ -562,6 +564,18 @@ pub(crate) fn run(
             }
             if !findings.is_empty() {
                 bail!("the wiki has {} findings", findings.len());
+            }
+        }
+        KbCmd::Log { name, entry } => {
+            let mut provenance = serde_json::Map::new();
+            provenance.insert("via".into(), json!("cli"));
+            provenance.insert("user".into(), json!(quarry_core::MACHINE_OWNER));
+            let page = engine.append_log(name, entry, &provenance)?;
+            if json_out {
+                print_json(&page)?;
+            } else {
+                let last = page.body.lines().last().unwrap_or_default();
+                print_lines(&mut out, &format!("Logged: {last}"))?;
             }
         }
         KbCmd::ExportWiki { name, dir, skill } => {

@@ -72,14 +72,16 @@ pub use kb::notes::{MAX_NOTE_BYTES, NOTE_KINDS, NewNote, NoteChange, NoteFormat,
 pub use kb::page_history::PageVersion;
 pub use kb::page_text::{index_line, lint_text, page_text};
 pub use kb::pages::{
-    Citation, CitedLines, LintFinding, MAX_CITED_LINES, MAX_INDEX_LIMIT, MAX_PAGE_SOURCES,
-    PAGE_KEY_PREFIX, PAGE_TYPES, PageHead, PageStatus, PageSummary, PageView, PageWrite,
-    SourceState, WikiIndex, WikiIndexRequest, page_links,
+    Citation, CitedLines, INSTRUCTIONS_SLUG, LOG_SLUG, LintFinding, MAX_CITED_LINES,
+    MAX_INDEX_LIMIT, MAX_PAGE_SOURCES, PAGE_KEY_PREFIX, PAGE_TYPES, PageHead, PageStatus,
+    PageSummary, PageView, PageWrite, SourceState, WikiIndex, WikiIndexRequest, page_facts,
+    page_links,
 };
 pub use kb::readers::{MAX_READERS, parse_reader_keys};
 pub use kb::source_options::{MIN_SOURCE_LEASE, SOURCE_LEASE, SourceOptions, check_allow_net};
 pub use kb::sources::{AddSource, MIN_SYNC_INTERVAL, SourceView, SyncOutcome, WatchedFolder};
 pub use kb::wiki_export::{ImportRefusal, WikiExport, WikiFile, WikiImport};
+pub use kb::wiki_log::MAX_LOG_ENTRY_CHARS;
 pub use progress::{NoProgress, Progress};
 pub use quarry_ingest::chunk::ChunkLimits;
 pub use quarry_metadata::{FieldSummary, Filter};

@@ -1171,3 +1171,105 @@ fn a_wiki_exports_as_a_tree_that_imports_back_and_as_an_agent_skill() {
     assert_eq!(bob.export_wiki(KB, WikiExport::Tree).unwrap().len(), 4);
     assert_eq!(e.export_wiki(KB, WikiExport::Tree).unwrap().len(), 5);
 }
+
+#[test]
+fn instructions_log_and_contradicting_facts() {
+    let dir = tempfile::tempdir().unwrap();
+    let (e, _) = synced(&dir.path().join("home"), &dir.path().join("docs"));
+    let all = || WikiIndexRequest {
+        limit: 50,
+        ..Default::default()
+    };
+    assert_eq!(e.wiki_index(KB, &all()).unwrap().instructions, None);
+    let mut rules = page(
+        crate::INSTRUCTIONS_SLUG,
+        "# How this wiki is written\n\nOne page per release; cite the plan.",
+        Vec::new(),
+    );
+    rules.page_type = "instructions".into();
+    e.write_page(KB, rules).unwrap();
+    let index = e.wiki_index(KB, &all()).unwrap();
+    assert!(
+        index
+            .instructions
+            .as_deref()
+            .is_some_and(|t| t.contains("One page per release")),
+        "{index:?}"
+    );
+
+    // Keyed facts: two pages disagreeing on a key are both reported, with what the other
+    // says; the same value written differently is no contradiction.
+    e.write_page(
+        KB,
+        page(
+            "launch",
+            "Launch-Date:: 4 May\nbudget:: 40,000 EUR\nSee [[budget]].",
+            vec![cite(&e, "launch.md", 7, 7)],
+        ),
+    )
+    .unwrap();
+    e.write_page(
+        KB,
+        page(
+            "budget",
+            "- **launch-date**:: 11 May\n- budget::  40,000   eur\n[[launch]]",
+            vec![cite(&e, "budget.md", 3, 3)],
+        ),
+    )
+    .unwrap();
+    let findings = e.lint_wiki(KB).unwrap();
+    let contradictions: Vec<_> = findings
+        .iter()
+        .filter(|f| f.kind == "contradiction")
+        .collect();
+    assert_eq!(contradictions.len(), 2, "{findings:?}");
+    assert!(
+        contradictions
+            .iter()
+            .any(|f| f.page == "launch" && f.detail.contains("budget says \"11 May\"")),
+        "{contradictions:?}"
+    );
+    // The instructions page needs neither sources nor links.
+    assert!(
+        !findings.iter().any(|f| f.page == crate::INSTRUCTIONS_SLUG),
+        "{findings:?}"
+    );
+
+    // The log: appends land in order, each a version; bad entries are refused.
+    let who = serde_json::json!({"user": "ann"})
+        .as_object()
+        .cloned()
+        .unwrap();
+    e.append_log(KB, "Ingested the spring plan.", &who).unwrap();
+    let log = e
+        .append_log(KB, "Wrote [[launch]]\nand [[budget]].", &who)
+        .unwrap();
+    assert_eq!(log.head.page_type, "log");
+    let lines: Vec<&str> = log.body.lines().filter(|l| l.starts_with("- ")).collect();
+    assert_eq!(lines.len(), 2, "{}", log.body);
+    assert!(
+        lines[0].ends_with("ann: Ingested the spring plan."),
+        "{lines:?}"
+    );
+    assert!(
+        lines[1].ends_with("ann: Wrote [[launch]] and [[budget]]."),
+        "{lines:?}"
+    );
+    assert_eq!(e.page_history(KB, crate::LOG_SLUG).unwrap().len(), 2);
+    assert!(matches!(
+        e.append_log(KB, "  ", &who),
+        Err(Error::InvalidInput(_))
+    ));
+    let long = "x".repeat(crate::MAX_LOG_ENTRY_CHARS + 1);
+    assert!(matches!(
+        e.append_log(KB, &long, &who),
+        Err(Error::InvalidInput(_))
+    ));
+    assert!(
+        !e.lint_wiki(KB)
+            .unwrap()
+            .iter()
+            .any(|f| f.page == crate::LOG_SLUG),
+        "the log needs no sources or links"
+    );
+}

@@ -16,3 +16,4 @@ pub(crate) mod source_options;
 pub(crate) mod source_runs;
 pub(crate) mod sources;
 pub(crate) mod wiki_export;
+pub(crate) mod wiki_log;

@@ -27,7 +27,7 @@ use crate::kb::notes::{NewNote, NoteFormat};
 /// The key prefix of a page's entries.
 pub const PAGE_KEY_PREFIX: &str = "page:";
 /// The page types Quarry names; any other lower-case word is accepted too.
-pub const PAGE_TYPES: [&str; 7] = [
+pub const PAGE_TYPES: [&str; 8] = [
     "summary",
     "entity",
     "concept",
@@ -35,7 +35,17 @@ pub const PAGE_TYPES: [&str; 7] = [
     "how-to",
     "index",
     "log",
+    "instructions",
 ];
+/// The slug of a knowledge base's instructions page: what its pages are for, how they are
+/// named and written. `wiki_index` hands it to every agent that starts there.
+pub const INSTRUCTIONS_SLUG: &str = "instructions";
+/// The slug of the page `wiki_log` appends to.
+pub const LOG_SLUG: &str = "log";
+/// Most characters of the instructions page `wiki_index` carries.
+const INSTRUCTIONS_CHARS: usize = 4_000;
+/// Page types that need neither sources nor links to them (they are about the wiki).
+const WIKI_TYPES: [&str; 3] = ["index", "log", "instructions"];
 /// Most passages one page cites.
 pub const MAX_PAGE_SOURCES: usize = 50;
 /// Most lines one citation spans.
@@ -259,12 +269,16 @@ pub struct WikiIndex {
     pub next: Option<String>,
     /// How many pages match, in all.
     pub total: usize,
+    /// The knowledge base's instructions page (slug `instructions`): how this wiki's pages
+    /// are meant to be written — read before writing. Absent when it has none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub instructions: Option<String>,
 }
 
 /// One finding of [`Engine::lint_wiki`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct LintFinding {
-    /// `stale`, `broken_link`, `no_sources`, `orphan` or `duplicate_title`.
+    /// `stale`, `broken_link`, `no_sources`, `orphan`, `duplicate_title` or `contradiction`.
     pub kind: &'static str,
     /// The page.
     pub page: String,
@@ -329,6 +343,38 @@ pub fn page_links(body: &str) -> Vec<String> {
         rest = &rest[close + 2..];
     }
     out
+}
+
+/// The keyed facts a body states: lines `key:: value` (the inline-field form of Obsidian's
+/// Dataview and Logseq), keys lower-cased, each key once (its first value).
+pub fn page_facts(body: &str) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    for line in body.lines() {
+        let line = line.trim().trim_start_matches(['-', '*']).trim();
+        let Some((key, value)) = line.split_once("::") else {
+            continue;
+        };
+        let key = key.trim().trim_matches('*').trim().to_lowercase();
+        let value = value.trim();
+        let plain_key = !key.is_empty()
+            && key.chars().count() <= 60
+            && key
+                .chars()
+                .all(|c| c.is_alphanumeric() || matches!(c, ' ' | '-' | '_' | '.'));
+        if plain_key && !value.is_empty() && !out.iter().any(|(k, _)| *k == key) {
+            out.push((key, value.to_owned()));
+        }
+    }
+    out
+}
+
+/// A value as compared across pages: case and spacing aside.
+fn fact_value_key(value: &str) -> String {
+    value
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .to_lowercase()
 }
 
 /// Lines `from..=to` (1-based) of `body`, or `None` when they are not all there.
@@ -557,6 +603,19 @@ impl Engine {
                 Value::List(links.into_iter().map(Value::String).collect()),
             );
         }
+        // So is what it states by key, for the lint's contradictions.
+        let facts = page_facts(&write.body);
+        if !facts.is_empty() {
+            fields.0.insert(
+                "facts".into(),
+                Value::List(
+                    facts
+                        .into_iter()
+                        .map(|(k, v)| Value::String(format!("{k}:: {v}")))
+                        .collect(),
+                ),
+            );
+        }
         let note = NewNote {
             content: stored_markdown(&write.slug, &write.body, &sources),
             format: NoteFormat::Markdown,
@@ -659,7 +718,25 @@ impl Engine {
                 summary: first_sentence(&body),
             });
         }
-        Ok(WikiIndex { pages, next, total })
+        let instructions = match self.current_page(&base, INSTRUCTIONS_SLUG)? {
+            Some(row) if self.sources_visible(&row, &mut cache)? => {
+                let body = self.page_body(&row.file)?;
+                let mut text: String = body.chars().take(INSTRUCTIONS_CHARS).collect();
+                if text.len() < body.len() {
+                    text.push_str(&format!(
+                        "\n\n[… read_page '{INSTRUCTIONS_SLUG}' for the rest]"
+                    ));
+                }
+                Some(text)
+            }
+            _ => None,
+        };
+        Ok(WikiIndex {
+            pages,
+            next,
+            total,
+            instructions,
+        })
     }
 
     /// What is wrong with the wiki of `kb`, as far as this caller may read it: stale pages,
@@ -695,7 +772,7 @@ impl Engine {
                 }
             }
             let page_type = field_str(&row.file, "page_type").unwrap_or_default();
-            if row.sources.is_empty() && !matches!(page_type.as_str(), "index" | "log") {
+            if row.sources.is_empty() && !WIKI_TYPES.contains(&page_type.as_str()) {
                 findings.push(LintFinding {
                     kind: "no_sources",
                     page: row.slug.clone(),
@@ -720,7 +797,7 @@ impl Engine {
         }
         for row in &rows {
             let page_type = field_str(&row.file, "page_type").unwrap_or_default();
-            if !linked.contains(&row.slug) && !matches!(page_type.as_str(), "index" | "log") {
+            if !linked.contains(&row.slug) && !WIKI_TYPES.contains(&page_type.as_str()) {
                 findings.push(LintFinding {
                     kind: "orphan",
                     page: row.slug.clone(),
@@ -745,6 +822,7 @@ impl Engine {
                 });
             }
         }
+        findings.extend(contradictions(&rows));
         Ok(findings)
     }
 
@@ -1030,6 +1108,59 @@ impl Engine {
             backlinks,
         })
     }
+}
+
+/// The keyed facts a stored page version states (kept beside it when written).
+fn facts_of(file: &KbFile) -> Vec<(String, String)> {
+    file.metadata
+        .get("facts")
+        .and_then(|v| v.as_array())
+        .map(|a| {
+            a.iter()
+                .filter_map(|f| f.as_str()?.split_once(":: "))
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Pages that state different values for the same key (`key:: value`): one finding on each,
+/// naming the others and what they say.
+fn contradictions(rows: &[PageRow]) -> Vec<LintFinding> {
+    // key → value as compared → (value as written, pages saying it)
+    let mut by_key: BTreeMap<String, BTreeMap<String, (String, Vec<String>)>> = BTreeMap::new();
+    for row in rows {
+        for (key, value) in facts_of(&row.file) {
+            by_key
+                .entry(key)
+                .or_default()
+                .entry(fact_value_key(&value))
+                .or_insert_with(|| (value, Vec::new()))
+                .1
+                .push(row.slug.clone());
+        }
+    }
+    let mut findings = Vec::new();
+    for (key, values) in by_key.into_iter().filter(|(_, v)| v.len() > 1) {
+        for (own, (value, pages)) in &values {
+            let others: Vec<String> = values
+                .iter()
+                .filter(|(k, _)| *k != own)
+                .map(|(_, (v, p))| format!("{} says {v:?}", p.join(", ")))
+                .collect();
+            for page in pages {
+                findings.push(LintFinding {
+                    kind: "contradiction",
+                    page: page.clone(),
+                    detail: format!(
+                        "states {key}:: {value:?}, but {}: check the sources and make them agree",
+                        others.join("; ")
+                    ),
+                });
+            }
+        }
+    }
+    findings
 }
 
 /// The slug of a page version's file (`None`: not a page).

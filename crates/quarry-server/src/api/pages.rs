@@ -11,7 +11,7 @@ use axum::Router;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use quarry_engine::{MAX_INDEX_LIMIT, WikiIndexRequest};
 use serde::Deserialize;
 use serde_json::json;
@@ -34,6 +34,7 @@ pub(crate) fn router() -> Router<Arc<AppState>> {
             get(history),
         )
         .route("/api/v1/knowledge-bases/{id}/lint", get(lint))
+        .route("/api/v1/knowledge-bases/{id}/log", post(log))
 }
 
 #[derive(Deserialize)]
@@ -110,4 +111,21 @@ async fn lint(caller: Caller, Path(id): Path<String>) -> Result<Response, ApiErr
     let engine = caller.engine.clone();
     let findings = run_blocking(move || engine.lint_wiki(&id)).await?;
     Ok(ok(json!({"findings": findings})))
+}
+
+/// `POST …/log` `{"entry": "…"}`: one line appended to the wiki's log page.
+async fn log(
+    State(st): State<Arc<AppState>>,
+    caller: Caller,
+    Path(id): Path<String>,
+    Body(body): Body<serde_json::Map<String, serde_json::Value>>,
+) -> Result<Response, ApiError> {
+    let entry = Args(&body)
+        .required_string("entry")
+        .map_err(|m| ApiError::new(StatusCode::BAD_REQUEST, m.to_string()))?;
+    let provenance = crate::service::entries::provenance(&caller, "rest");
+    let engine = caller.engine.clone();
+    let page = run_blocking(move || engine.append_log(&id, &entry, &provenance)).await?;
+    st.wake_workers();
+    Ok(ok(page))
 }

@@ -7,8 +7,9 @@ use std::sync::Arc;
 
 use quarry_core::Access;
 use quarry_engine::{
-    Citation, CitedLines, MAX_INDEX_LIMIT, MAX_PAGE_SOURCES, PAGE_TYPES, PageStatus, PageWrite,
-    WikiIndexRequest, index_line, lint_text, page_text,
+    Citation, CitedLines, INSTRUCTIONS_SLUG, LOG_SLUG, MAX_INDEX_LIMIT, MAX_LOG_ENTRY_CHARS,
+    MAX_PAGE_SOURCES, PAGE_TYPES, PageStatus, PageWrite, WikiIndexRequest, index_line, lint_text,
+    page_text,
 };
 use rmcp::model::{CallToolResult, Tool, ToolAnnotations, object};
 use serde_json::{Value, json};
@@ -24,10 +25,14 @@ const WIKI_INDEX: &str = "wiki_index";
 const READ_PAGE: &str = "read_page";
 const WRITE_PAGE: &str = "write_page";
 const LINT_WIKI: &str = "lint_wiki";
+const WIKI_LOG: &str = "wiki_log";
 
 /// Whether `name` is one of the wiki tools.
 pub(crate) fn handles(name: &str) -> bool {
-    matches!(name, WIKI_INDEX | READ_PAGE | WRITE_PAGE | LINT_WIKI)
+    matches!(
+        name,
+        WIKI_INDEX | READ_PAGE | WRITE_PAGE | LINT_WIKI | WIKI_LOG
+    )
 }
 
 fn tool(name: &str, description: &str, input: Value, annotations: ToolAnnotations) -> Tool {
@@ -48,7 +53,7 @@ pub(crate) fn wiki_tools() -> Vec<Tool> {
     vec![
         tool(
             WIKI_INDEX,
-            "List the wiki pages of this connection's knowledge base, by slug, with their type, status, whether they are stale and a one-line summary. Paged: pass `next` back as `after` for more. Start here to find what the wiki already says before writing.",
+            "List the wiki pages of this connection's knowledge base, by slug, with their type, status, whether they are stale and a one-line summary. Paged: pass `next` back as `after` for more. Start here to find what the wiki already says before writing; the answer carries the wiki's instructions page (slug 'instructions': what pages are for, naming, style) when it has one — follow it.",
             json!({
                 "type": "object",
                 "properties": {
@@ -100,8 +105,20 @@ pub(crate) fn wiki_tools() -> Vec<Tool> {
                 .open_world(false),
         ),
         tool(
+            WIKI_LOG,
+            "Append one entry to this wiki's log (the page 'log'): what you ingested, which pages you wrote or updated and why, with [[slug]] links. Each entry is dated and signed with who wrote it.",
+            json!({"type": "object", "properties": {
+                "entry": {"type": "string", "minLength": 1, "maxLength": MAX_LOG_ENTRY_CHARS}
+            }, "required": ["entry"]}),
+            ToolAnnotations::with_title("Log to wiki")
+                .read_only(false)
+                .destructive(false)
+                .idempotent(false)
+                .open_world(false),
+        ),
+        tool(
             LINT_WIKI,
-            "Check the wiki of this connection's knowledge base: stale pages (a cited passage changed or went), links to pages that do not exist, pages that cite nothing, pages nothing links to, and titles used twice — each with what to do.",
+            "Check the wiki of this connection's knowledge base: stale pages (a cited passage changed or went), links to pages that do not exist, pages that cite nothing, pages nothing links to, titles used twice, and pages that state different values for the same keyed fact (lines 'key:: value') — each with what to do.",
             json!({"type": "object", "properties": {}}),
             read_only("Lint wiki"),
         ),
@@ -114,14 +131,14 @@ pub(crate) fn wiki_tools_for(caller: &Caller) -> Vec<Tool> {
     let write = caller.engine.scope().can(Access::Write);
     wiki_tools()
         .into_iter()
-        .filter(|t| write || t.name != WRITE_PAGE)
+        .filter(|t| write || (t.name != WRITE_PAGE && t.name != WIKI_LOG))
         .filter(|t| in_tool_scope(caller, t))
         .collect()
 }
 
 /// Whether `caller` may use the wiki tool `name`.
 pub(crate) fn usable_by(caller: &Caller, name: &str) -> bool {
-    name != WRITE_PAGE || caller.engine.scope().can(Access::Write)
+    !matches!(name, WRITE_PAGE | WIKI_LOG) || caller.engine.scope().can(Access::Write)
 }
 
 /// Runs one wiki tool on a blocking thread; failures are tool errors worded for the model.
@@ -240,6 +257,11 @@ fn run(caller: &Caller, name: &str, args: &Args<'_>) -> Result<CallToolResult, S
             if let Some(next) = &index.next {
                 text.push_str(&format!("\nMore: call again with after = {next:?}"));
             }
+            if let Some(rules) = &index.instructions {
+                text.push_str(&format!(
+                    "\n\nThis wiki's instructions (page '{INSTRUCTIONS_SLUG}'):\n{rules}"
+                ));
+            }
             Ok(with_structured(text, json!(index)))
         }
         READ_PAGE => {
@@ -259,6 +281,23 @@ fn run(caller: &Caller, name: &str, args: &Args<'_>) -> Result<CallToolResult, S
                     page_text(&page)
                 ),
                 json!(page),
+            ))
+        }
+        WIKI_LOG => {
+            let page = engine
+                .append_log(
+                    kb,
+                    &args.required_string("entry")?,
+                    &provenance(caller, "mcp"),
+                )
+                .map_err(fail)?;
+            let last = page.body.lines().last().unwrap_or_default().to_owned();
+            Ok(with_structured(
+                format!(
+                    "Logged: {last}\n(page [[{LOG_SLUG}]] version {})",
+                    page.head.version
+                ),
+                json!({"entry": last, "version": page.head.version}),
             ))
         }
         LINT_WIKI => {
