@@ -33,6 +33,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -131,24 +132,19 @@ def write_pages(srv, names, set_name, corpus):
     return cites, texts
 
 
-def wait_pages_indexed(srv, cites, mode, want_vectors, timeout):
-    """Until every page is found by a search for its own title (keyword), then until nothing
-    waits for a vector."""
+def wait_pages_indexed(srv, n_docs, n_pages, want_vectors, timeout):
+    """Until the index holds every document and every page (`/status`'s `total_documents`) and
+    the node is caught up (`/health/ready`), then until nothing waits for a vector."""
     t0 = time.monotonic()
-    todo = [(kb, slug) for kb in cites for slug in cites[kb]]
-    while todo:
-        kb, slug = todo[0]
-        code, page = srv.request("GET", f"/api/v1/knowledge-bases/{kb}/pages/{slug}")
-        title = page.get("data", {}).get("title", slug) if code == 200 else slug
-        code, out = srv.request("POST", "/api/v1/knowledge-search",
-                                {"query": title, "knowledge_base_ids": [kb], "top_k": 50,
-                                 "search_mode": "keyword", "min_score": 0})
-        if code == 200 and any((r.get("wiki_page") or {}).get("slug") == slug for r in out.get("results", [])):
-            todo.pop(0)
-            continue
+    while True:
+        code, st = srv.request("GET", "/status")
+        have = st.get("total_documents", 0) if code == 200 else 0
+        if have >= n_docs + n_pages:
+            break
         if time.monotonic() - t0 > timeout:
-            sys.exit(f"page {kb}/{slug} not found by search after {timeout}s")
+            sys.exit(f"{have} of {n_docs + n_pages} documents and pages indexed after {timeout}s")
         time.sleep(1)
+    srv.wait_ready(timeout)
     if want_vectors:
         R.wait_embedded(srv, timeout)
     return time.monotonic() - t0
@@ -341,11 +337,14 @@ def main():
     ap.add_argument("--no-keyword-home", action="store_true", help="only the model homes")
     ap.add_argument("--limit", type=int, default=0,
                     help="score only N answerable queries per set: the smallest sha1('pages:' + id)")
+    ap.add_argument("--groups", default="", help="comma list: only these groups of a grouped set "
+                    "(LoCoMo conversations), corpus and questions")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--timeout", type=int, default=3600)
     ap.add_argument("--home-root", default=os.path.expanduser("~/.cache/quarry-outside/pages-homes"))
     ap.add_argument("--out", default=str(HERE / "results"))
     a = ap.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stops `quarry serve` on the way out
     started = datetime.datetime.now(datetime.timezone.utc)
     command = " ".join(["python3", "eval/outside/pages/run.py"] + sys.argv[1:])
     models = [m.strip() for m in a.models.split(",") if m.strip()]
@@ -362,6 +361,10 @@ def main():
         meta = json.loads((set_dir / "meta.json").read_text(encoding="utf-8"))
         corpus, queries = R.load(set_dir, 0)
         queries = [q for q in queries if q["answerable"]]
+        if a.groups:
+            keep_g = {g.strip() for g in a.groups.split(",")}
+            corpus = [c for c in corpus if c.get("group", "") in keep_g]
+            queries = [q for q in queries if q.get("group", "") in keep_g]
         total_q = len(queries)
         note = ""
         if a.limit and a.limit < total_q:
@@ -369,6 +372,8 @@ def main():
                               key=lambda i: hashlib.sha1(f"pages:{i}".encode()).hexdigest())[:a.limit])
             queries = [q for q in queries if q["id"] in keep]
             note = f" (of {total_q} answerable: the {a.limit} with the smallest sha1('pages:' + id))"
+        if a.groups:
+            note += f" (groups {a.groups} only)"
         R.eprint(f"{set_name}: {len(corpus)} items, {len(queries)} queries{note}")
         res_path = out_dir / f"{set_name}.json"
         prev = json.loads(res_path.read_text(encoding="utf-8")) if res_path.is_file() else {}
@@ -387,7 +392,8 @@ def main():
                 t0 = time.monotonic()
                 cites, texts = write_pages(srv, names, set_name, corpus)
                 timing[f"pages_write/{mname}"] = time.monotonic() - t0
-                timing[f"pages_indexed/{mname}"] = wait_pages_indexed(srv, cites, mode, mpath is not None, a.timeout)
+                timing[f"pages_indexed/{mname}"] = wait_pages_indexed(
+                    srv, len(corpus), sum(len(v) for v in cites.values()), mpath is not None, a.timeout)
                 R.eprint(f"  pages written in {timing[f'pages_write/{mname}']:.0f}s, searchable after "
                          f"{timing[f'pages_indexed/{mname}']:.0f}s more")
                 ranked[f"B/{mname}"] = ask_all(srv, names, set_name, queries, mode, a.workers)
