@@ -406,3 +406,67 @@ async def test_instructions_log_entries_and_contradicting_facts(world):
     assert len(lines) == 2 and "Wrote [[instructions]]" in lines[0], lines
     r = requests.post(srv.url(f"/api/v1/knowledge-bases/{KB}/log"), json={}, timeout=30)
     assert r.status_code == 400 and "entry" in r.text, r.text
+
+
+def test_a_configured_model_drafts_pages_under_the_same_rules(quarry_bin: Path, corpus: Path, tmp_path: Path):
+    """POST …/drafts: the chat model (the fake OpenAI-compatible server) reads each document
+    with line numbers and answers a page; Quarry writes it as a draft citing the lines the
+    model named — and refuses, writing nothing, a draft citing lines the document does not
+    have, an answer that is not the JSON asked for, and a document nobody has. No model
+    configured: 503 saying how to configure one."""
+    import requests
+    from fake_llm import FakeLLM
+
+    fake = FakeLLM.start()
+    try:
+        folder = tmp_path / "docs"
+        folder.mkdir()
+        for name, text in DOCS.items():
+            (folder / name).write_text(text)
+        home = make_home(quarry_bin, corpus, tmp_path / "home",
+                         env={"QUARRY_EMBED_MODEL": "none", **fake.env("sk-draft")})
+        assert home.run("kb", "create", KB).returncode == 0
+        r = home.run("source", "add", KB, "--folder", str(folder), "--json")
+        assert r.returncode == 0, r.stderr
+        assert home.run("source", "sync", json.loads(r.stdout)["id"]).returncode == 0
+        srv = start_server(home, "--chat-model", "openai:fake-model", logdir=tmp_path / "logs")
+        try:
+            base = srv.url(f"/api/v1/knowledge-bases/{KB}")
+            docs = {d["file_name"]: d["id"] for d in requests.get(f"{base}/documents", timeout=30).json()["data"]}
+            fake.script_complete([
+                'Here is the page:\n```json\n{"slug": "budget-summary", "title": "Budget", '
+                '"body": "The release has a budget.\\nbudget:: 40,000 EUR", "sources": [[3, 4]]}\n```',
+                '{"slug": "team-summary", "title": "Team", "body": "Ann leads.", "sources": [[30, 31]]}',
+                "I cannot answer in JSON today.",
+            ])
+            r = requests.post(f"{base}/drafts", timeout=120, json={
+                "documents": [docs["budget.md"], docs["team.md"], docs["launch.md"], "no-such-document"]})
+            assert r.status_code == 200, r.text
+            drafts = r.json()["data"]["drafts"]
+            assert [d["status"] for d in drafts] == ["drafted", "refused", "refused", "refused"], drafts
+            page = drafts[0]["page"]
+            assert page["status"] == "draft" and page["tags"] == ["drafted"] and not page["stale"], page
+            assert page["sources"][0]["text"] == "The budget for the release is 40,000 EUR.\nIt was approved in March.", page
+            assert page["written_by"]["model"] == "openai:fake-model", page
+            assert "source 1" in drafts[1]["detail"] and "lines 30-31" in drafts[1]["detail"], drafts[1]
+            assert "JSON" in drafts[2]["detail"], drafts[2]
+            assert "no-such-document" in drafts[3]["detail"], drafts[3]
+            # The model saw the document with line numbers; nothing else was written.
+            asked = [q.body for q in fake.snapshot() if not q.stream]
+            assert len(asked) == 3 and "3: The budget for the release is 40,000 EUR." in asked[0]["messages"][1]["content"], asked
+            index = requests.get(f"{base}/pages", timeout=30).json()["data"]
+            assert [p["slug"] for p in index["pages"]] == ["budget-summary"], index
+            for body, status in [({"documents": []}, 400), ({"documents": ["x"] * 21}, 400),
+                                 ({"documents": "x"}, 400), ({"documents": ["x"], "extra": 1}, 400)]:
+                r = requests.post(f"{base}/drafts", json=body, timeout=30)
+                assert r.status_code == status, (body, r.status_code, r.text)
+        finally:
+            srv.stop()
+        plain = start_server(home, logdir=tmp_path / "logs-plain")
+        try:
+            r = requests.post(plain.url(f"/api/v1/knowledge-bases/{KB}/drafts"), json={"documents": ["x"]}, timeout=30)
+            assert r.status_code == 503 and "--chat-model" in r.text, r.text
+        finally:
+            plain.stop()
+    finally:
+        fake.stop()

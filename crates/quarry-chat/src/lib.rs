@@ -8,6 +8,7 @@
 //! holds no per-user state: the caller's engine handle (already scoped) and hub identity come
 //! with each request, conversations live in the store.
 
+pub mod drafts;
 pub mod events;
 pub mod prompt;
 pub mod provider;
@@ -336,7 +337,8 @@ impl ChatService {
         })
     }
 
-    fn provider(&self) -> Result<&Provider> {
+    /// The configured model, or `Unavailable` saying how to configure one.
+    pub fn provider(&self) -> Result<&Provider> {
         self.provider.as_ref().ok_or_else(|| {
             Error::Unavailable(
                 "no chat model is configured: start the server with --chat-model openai:MODEL (or deepseek:, qwen:, ollama:), or set QUARRY_CHAT_MODEL; QUARRY_CHAT_BASE_URL and QUARRY_CHAT_API_KEY point it at the API (see docs/chat.md)".into(),

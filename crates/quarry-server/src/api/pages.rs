@@ -35,6 +35,7 @@ pub(crate) fn router() -> Router<Arc<AppState>> {
         )
         .route("/api/v1/knowledge-bases/{id}/lint", get(lint))
         .route("/api/v1/knowledge-bases/{id}/log", post(log))
+        .route("/api/v1/knowledge-bases/{id}/drafts", post(draft))
 }
 
 #[derive(Deserialize)]
@@ -128,4 +129,31 @@ async fn log(
     let page = run_blocking(move || engine.append_log(&id, &entry, &provenance)).await?;
     st.wake_workers();
     Ok(ok(page))
+}
+
+/// `POST …/drafts` `{"documents": [knowledge_id, …], "type": "summary"}`: a `draft` page per
+/// document, written by the configured chat model under `write_page`'s rules
+/// (`quarry_chat::drafts`); each document's outcome, drafted or refused with why.
+async fn draft(
+    State(st): State<Arc<AppState>>,
+    caller: Caller,
+    Path(id): Path<String>,
+    Body(req): Body<quarry_chat::drafts::DraftRequest>,
+) -> Result<Response, ApiError> {
+    let service = st.chat().clone();
+    let provider = service.provider().map_err(ApiError::from)?;
+    let provenance = crate::service::entries::provenance(&caller, "rest drafts");
+    let cancel = st.shutdown_token().child_token();
+    let drafts = quarry_chat::drafts::draft_pages(
+        provider,
+        caller.engine.clone(),
+        id,
+        req,
+        provenance,
+        &cancel,
+    )
+    .await
+    .map_err(ApiError::from)?;
+    st.wake_workers();
+    Ok(ok(json!({ "drafts": drafts })))
 }
