@@ -84,9 +84,9 @@ impl Engine {
 
     /// What the knowledge-base file `id` is to the wiki, for this caller.
     fn page_lookup(&self, id: &str, cache: &mut DocumentCache) -> Result<PageLookup> {
-        let file = match self.find_knowledge(None, id) {
-            Ok(f) => f,
-            Err(Error::NotFound(_)) => return Ok(PageLookup::Hidden),
+        let file = match self.cited_document(id, cache) {
+            Ok(Some((file, _))) => file,
+            Ok(None) | Err(Error::NotFound(_)) => return Ok(PageLookup::Hidden),
             Err(e) => return Err(e),
         };
         let Some(slug) = slug_of(&file) else {

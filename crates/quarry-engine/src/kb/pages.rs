@@ -293,8 +293,19 @@ pub(super) struct PageRow {
     pub(super) sources: Vec<PageSource>,
 }
 
-/// Documents looked up once per call, by file id (`None`: no such file anywhere).
-pub(super) type DocumentCache = HashMap<String, Option<(KbFile, Document)>>;
+/// What one call looks up once: documents by file id (`None`: no such file anywhere), and
+/// the space's knowledge bases (a page may cite any of them), uncounted.
+#[derive(Default)]
+pub(super) struct DocumentCache {
+    documents: HashMap<String, Option<(KbFile, Document)>>,
+    bases: Option<Vec<KnowledgeBase>>,
+}
+
+impl DocumentCache {
+    pub(super) fn new() -> DocumentCache {
+        DocumentCache::default()
+    }
+}
 
 pub(super) fn check_slug(slug: &str) -> Result<()> {
     let ok = !slug.is_empty()
@@ -555,6 +566,7 @@ impl Engine {
         }
         let readers = shared_readers(sources.iter().map(|s| {
             cache
+                .documents
                 .get(&s.file)
                 .and_then(|d| d.as_ref())
                 .and_then(|(f, _)| f.readers.as_deref())
@@ -919,30 +931,31 @@ impl Engine {
         id: &str,
         cache: &mut DocumentCache,
     ) -> Result<Option<(KbFile, Document)>> {
-        if let Some(hit) = cache.get(id) {
+        if let Some(hit) = cache.documents.get(id) {
             return Ok(hit.clone());
         }
-        let found = match self.find_knowledge(None, id) {
-            Ok(file) => {
-                let doc = self.converted_document(&file)?;
-                Some((file, doc))
+        if cache.bases.is_none() {
+            cache.bases = Some(self.store().knowledge_bases(self.space())?);
+        }
+        let mut found = None;
+        for kb in cache.bases.iter().flatten() {
+            let Some(file) = self
+                .store()
+                .kb_file(kb.collection_id, id)?
+                .filter(|f| f.id == id)
+            else {
+                continue;
+            };
+            // Hidden from this caller (its readers, or a knowledge base outside its token's
+            // reach) is not gone: only a file that is nowhere is.
+            if !self.scope().allows(kb.collection_id) || !self.may_read_file(&file) {
+                return Err(Error::not_found(format!("document '{id}' not found")));
             }
-            Err(Error::NotFound(_)) => {
-                // Hidden from this caller, or gone: only a file that is nowhere is gone.
-                for kb in self.store().knowledge_bases(self.space())? {
-                    if self
-                        .store()
-                        .kb_file(kb.collection_id, id)?
-                        .is_some_and(|f| f.id == id)
-                    {
-                        return Err(Error::not_found(format!("document '{id}' not found")));
-                    }
-                }
-                None
-            }
-            Err(e) => return Err(e),
-        };
-        cache.insert(id.to_owned(), found.clone());
+            let doc = self.converted_document(&file)?;
+            found = Some((file, doc));
+            break;
+        }
+        cache.documents.insert(id.to_owned(), found.clone());
         Ok(found)
     }
 
