@@ -297,11 +297,33 @@ pub(super) struct PageRow {
 /// the space's knowledge bases (a page may cite any of them), uncounted.
 #[derive(Default)]
 pub(super) struct DocumentCache {
-    documents: HashMap<String, Option<(KbFile, Document)>>,
+    /// Cited files by id, as this caller finds them.
+    files: HashMap<String, CitedFile>,
+    /// Their documents (bodies), loaded only where a passage is read.
+    documents: HashMap<String, Document>,
     bases: Option<Vec<KnowledgeBase>>,
 }
 
+/// A cited file as one caller finds it.
+#[derive(Clone)]
+enum CitedFile {
+    /// There, and this caller may read it.
+    Readable(KbFile),
+    /// There, but not for this caller.
+    Hidden,
+    /// In no knowledge base of the space (deleted).
+    Gone,
+}
+
 impl DocumentCache {
+    /// The readers of a cited file this call found readable.
+    fn readers_of(&self, id: &str) -> Option<&[String]> {
+        match self.files.get(id) {
+            Some(CitedFile::Readable(f)) => f.readers.as_deref(),
+            _ => None,
+        }
+    }
+
     pub(super) fn new() -> DocumentCache {
         DocumentCache::default()
     }
@@ -564,13 +586,7 @@ impl Engine {
                 other => other,
             })?);
         }
-        let readers = shared_readers(sources.iter().map(|s| {
-            cache
-                .documents
-                .get(&s.file)
-                .and_then(|d| d.as_ref())
-                .and_then(|(f, _)| f.readers.as_deref())
-        }));
+        let readers = shared_readers(sources.iter().map(|s| cache.readers_of(&s.file)));
         let current = self.current_page(&base, &write.slug)?;
         match (&current, &write.base_version) {
             (Some(cur), Some(given)) if cur.file.id != *given => {
@@ -916,7 +932,7 @@ impl Engine {
     /// Whether this caller may read every document `row` cites that is still there.
     pub(super) fn sources_visible(&self, row: &PageRow, cache: &mut DocumentCache) -> Result<bool> {
         for s in &row.sources {
-            if self.cited_document(&s.file, cache).is_err() {
+            if self.cited_file(&s.file, cache).is_err() {
                 return Ok(false);
             }
         }
@@ -931,13 +947,40 @@ impl Engine {
         id: &str,
         cache: &mut DocumentCache,
     ) -> Result<Option<(KbFile, Document)>> {
-        if let Some(hit) = cache.documents.get(id) {
-            return Ok(hit.clone());
+        let Some(file) = self.cited_file(id, cache)? else {
+            return Ok(None);
+        };
+        if let Some(doc) = cache.documents.get(id) {
+            return Ok(Some((file, doc.clone())));
         }
+        let doc = self.converted_document(&file)?;
+        cache.documents.insert(id.to_owned(), doc.clone());
+        Ok(Some((file, doc)))
+    }
+
+    /// The cited file `id` as it is now, without its document: `Ok(None)` when no
+    /// knowledge base of the space holds it (deleted), `Err` when one does but this caller
+    /// may not read it. Enough to say who may read a page, so listings load no bodies.
+    pub(super) fn cited_file(&self, id: &str, cache: &mut DocumentCache) -> Result<Option<KbFile>> {
+        let cited = match cache.files.get(id) {
+            Some(known) => known.clone(),
+            None => {
+                let found = self.find_cited_file(id, cache)?;
+                cache.files.insert(id.to_owned(), found.clone());
+                found
+            }
+        };
+        match cited {
+            CitedFile::Readable(file) => Ok(Some(file)),
+            CitedFile::Hidden => Err(Error::not_found(format!("document '{id}' not found"))),
+            CitedFile::Gone => Ok(None),
+        }
+    }
+
+    fn find_cited_file(&self, id: &str, cache: &mut DocumentCache) -> Result<CitedFile> {
         if cache.bases.is_none() {
             cache.bases = Some(self.store().knowledge_bases(self.space())?);
         }
-        let mut found = None;
         for kb in cache.bases.iter().flatten() {
             let Some(file) = self
                 .store()
@@ -949,14 +992,11 @@ impl Engine {
             // Hidden from this caller (its readers, or a knowledge base outside its token's
             // reach) is not gone: only a file that is nowhere is.
             if !self.scope().allows(kb.collection_id) || !self.may_read_file(&file) {
-                return Err(Error::not_found(format!("document '{id}' not found")));
+                return Ok(CitedFile::Hidden);
             }
-            let doc = self.converted_document(&file)?;
-            found = Some((file, doc));
-            break;
+            return Ok(CitedFile::Readable(file));
         }
-        cache.documents.insert(id.to_owned(), found.clone());
-        Ok(found)
+        Ok(CitedFile::Gone)
     }
 
     /// The passage `cite` names, as it is now, for a page to store.
