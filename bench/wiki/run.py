@@ -132,7 +132,11 @@ def main() -> None:
     ap.add_argument("--pages", type=int, default=10000)
     ap.add_argument("--threads", type=int, default=4)
     ap.add_argument("--samples", type=int, default=30)
+    ap.add_argument("--index-samples", type=int, default=None, help="samples of each index variant (default --samples)")
     ap.add_argument("--lint-samples", type=int, default=10)
+    ap.add_argument("--reuse", action="store_true",
+                    help="measure on the home a previous run left in --work (its documents and pages, the write "
+                         "figures it saved in writes.json) instead of making one: the same --seed, --docs and --pages")
     ap.add_argument("--edits", type=int, default=10)
     ap.add_argument("--seed", type=int, default=68)
     ap.add_argument("--write-budget-s", type=float, default=None,
@@ -143,15 +147,16 @@ def main() -> None:
     rng = random.Random(args.seed)
     meta = {"cpu": cpu_model(), "load_start": loadavg(), "quarry": str(args.quarry.resolve()),
             "docs": args.docs, "pages": args.pages, "threads": args.threads, "samples": args.samples,
-            "lint_samples": args.lint_samples, "edits": args.edits, "seed": args.seed, "store": "embedded (SQLite)",
+            "index_samples": args.index_samples, "lint_samples": args.lint_samples, "reuse": args.reuse, "edits": args.edits, "seed": args.seed, "store": "embedded (SQLite)",
             "embed_model": "none", "corpus": str(TLDR), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
     print(f"{meta['cpu']}, load {meta['load_start']}", flush=True)
 
     # The documents: an evenly spaced sample of tldr pages with at least two examples.
-    if args.work.exists():
-        shutil.rmtree(args.work)
     folder = args.work / "docs"
-    folder.mkdir(parents=True)
+    if not args.reuse:
+        if args.work.exists():
+            shutil.rmtree(args.work)
+        folder.mkdir(parents=True)
     all_pages = sorted(TLDR.glob("*/*.md"))
     usable = [p for p in all_pages if len(examples(p.read_text(encoding="utf-8"))) >= 2]
     step = max(1, len(usable) // args.docs)
@@ -160,7 +165,8 @@ def main() -> None:
     for p in chosen:
         name = f"{p.parent.name}-{p.name}"
         texts[name] = p.read_text(encoding="utf-8")
-        (folder / name).write_text(texts[name], encoding="utf-8")
+        if not args.reuse:
+            (folder / name).write_text(texts[name], encoding="utf-8")
     env = isolated_env(args.work / "home")
     env["QUARRY_EMBED_MODEL"] = "none"
 
@@ -170,12 +176,16 @@ def main() -> None:
             raise SystemExit(f"quarry {' '.join(a)} failed:\n{r.stderr[-3000:]}")
         return r.stdout
 
-    cli("kb", "create", KB)
-    source = json.loads(cli("source", "add", KB, "--folder", str(folder), "--json"))["id"]
-    t = time.monotonic()
-    cli("source", "sync", source)
-    sync_s = time.monotonic() - t
-    docs = json.loads(cli("kb", "docs", KB, "--json"))["documents"]
+    if args.reuse:
+        source = json.loads(cli("source", "list", "--json"))["sources"][0]["id"]
+        sync_s = json.loads((args.work / "writes.json").read_text())["first_sync_s"]
+    else:
+        cli("kb", "create", KB)
+        source = json.loads(cli("source", "add", KB, "--folder", str(folder), "--json"))["id"]
+        t = time.monotonic()
+        cli("source", "sync", source)
+        sync_s = time.monotonic() - t
+    docs = [d for d in json.loads(cli("kb", "docs", KB, "--json"))["documents"] if not d["file_name"].startswith("pages/")]
     by_name = {d["file_name"]: d for d in docs}
     assert set(by_name) == set(texts), (len(by_name), len(texts))
     print(f"{len(docs)} documents synced in {sync_s:.1f} s", flush=True)
@@ -229,7 +239,7 @@ def main() -> None:
         batches = []
         t_all = time.monotonic()
         with ThreadPoolExecutor(args.threads) as pool:
-            for start in range(0, args.pages, 1000):
+            for start in range(0, 0 if args.reuse else args.pages, 1000):
                 t = time.monotonic()
                 list(pool.map(write, range(start, min(start + 1000, args.pages))))
                 wall = time.monotonic() - t
@@ -243,11 +253,16 @@ def main() -> None:
                     print(f"write budget spent: measuring at {len(write_ms)} pages", flush=True)
                     break
         write_wall = time.monotonic() - t_all
-        written = len(write_ms)
+        if args.reuse:
+            writes = json.loads((args.work / "writes.json").read_text())["writes"]
+            written = writes["pages"]
+        else:
+            written = len(write_ms)
+            writes = {"pages": written, "planned": args.pages, "wall_s": round(write_wall, 1),
+                      "writes_per_s": round(written / write_wall, 1),
+                      **stats([ms for _, ms in write_ms]), "per_1000": batches}
+            (args.work / "writes.json").write_text(json.dumps({"first_sync_s": sync_s, "writes": writes}))
         plan, slugs = plan[:written], slugs[:written]
-        writes = {"pages": written, "planned": args.pages, "wall_s": round(write_wall, 1),
-                  "writes_per_s": round(written / write_wall, 1),
-                  **stats([ms for _, ms in write_ms]), "per_1000": batches}
 
         # Reads, warm (one call first, not counted).
         def measure(label: str, path_of, n: int, check=None) -> dict:
@@ -269,14 +284,15 @@ def main() -> None:
             assert a["data"]["total"] > 0 and 0 < len(a["data"]["pages"]) <= 50, a["data"].get("total")
 
         reads = {}
-        reads["index_first"] = measure("index, first 50", lambda k: f"{base}/pages?limit=50", args.samples, full_index)
+        isamp = args.samples if args.index_samples is None else args.index_samples
+        reads["index_first"] = measure("index, first 50", lambda k: f"{base}/pages?limit=50", isamp, full_index)
         deep = slugs[written // 2]
         reads["index_deep"] = measure(f"index, 50 after {deep}", lambda k: f"{base}/pages?limit=50&after={deep}",
-                                      args.samples, full_index)
+                                      isamp, full_index)
         reads["index_type"] = measure("index, type=how-to", lambda k: f"{base}/pages?limit=50&type=how-to",
-                                      args.samples, full_index)
+                                      isamp, full_index)
         reads["index_type_tag"] = measure("index, type=entity&tag=batch-3",
-                                          lambda k: f"{base}/pages?limit=50&type=entity&tag=batch-3", args.samples)
+                                          lambda k: f"{base}/pages?limit=50&type=entity&tag=batch-3", isamp)
         picks = [rng.choice(slugs) for _ in range(args.samples)]
         reads["read_page"] = measure("read_page", lambda k: f"{base}/pages/{picks[k % len(picks)]}", args.samples)
         lint_answer = {}
