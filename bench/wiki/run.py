@@ -439,18 +439,23 @@ def text_report(rep: dict) -> str:
     for key, label in labels.items():
         x = r[key]
         out.append(f"  {label:34s} {x['p50_ms']:8.1f} {x['p95_ms']:8.1f} {x['max_ms']:8.1f} {x['n']:4d}")
-    out.append(f"  lint findings before the edits: {r['lint']['findings']}")
+    if "findings" in r["lint"]:
+        out.append(f"  lint findings before the edits: {r['lint']['findings']}")
+    if "findings" in r.get("lint_after_edits", {}):
+        out.append(f"  lint findings after the edits: {r['lint_after_edits']['findings']}")
     out.append(f"  search: {r['search']['page_hits_per_query']} page hits per query (top 10)")
     out += ["",
             f"stale after editing {len(s['edited_documents'])} cited documents (one cited command line each) "
             f"and a source sync ({s['resync_s']} s): expected {s['expected']} pages (of "
             f"{s['pages_citing_edited_documents']} citing those documents), lint says {s['lint_stale_pages']}, "
             f"the index {s['index_stale_pages']}; missed {s['missed']}, extra {s['extra']}; searches for the "
-            f"edited commands: {s['search_page_hits_checked']} page hits, {s['search_marks_wrong']} marked wrong", "",
-            "in-process, the CLI on the same home with the server stopped (wall ms, process start included; 3 runs):"]
+            f"edited commands: {s['search_page_hits_checked']} page hits, {s['search_marks_wrong']} marked wrong", ""]
+    if rep.get("cli"):
+        out.append("in-process, the CLI on the same home with the server stopped (wall ms, process start included; 3 runs):")
     for label, x in rep.get("cli", {}).items():
         out.append(f"  quarry {label:28s} p50 {x['p50_ms']:8.1f}  max {x['max_ms']:8.1f}")
     out.append("")
+    out += [f"note: {n}" for n in rep.get("notes", [])]
     return "\n".join(out)
 
 
