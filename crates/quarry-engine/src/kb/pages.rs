@@ -308,7 +308,7 @@ pub(super) struct DocumentCache {
 #[derive(Clone)]
 enum CitedFile {
     /// There, and this caller may read it.
-    Readable(KbFile),
+    Readable(Box<KbFile>),
     /// There, but not for this caller.
     Hidden,
     /// In no knowledge base of the space (deleted).
@@ -971,7 +971,7 @@ impl Engine {
             }
         };
         match cited {
-            CitedFile::Readable(file) => Ok(Some(file)),
+            CitedFile::Readable(file) => Ok(Some(*file)),
             CitedFile::Hidden => Err(Error::not_found(format!("document '{id}' not found"))),
             CitedFile::Gone => Ok(None),
         }
@@ -994,7 +994,7 @@ impl Engine {
             if !self.scope().allows(kb.collection_id) || !self.may_read_file(&file) {
                 return Ok(CitedFile::Hidden);
             }
-            return Ok(CitedFile::Readable(file));
+            return Ok(CitedFile::Readable(Box::new(file)));
         }
         Ok(CitedFile::Gone)
     }
