@@ -302,6 +302,11 @@ pub(super) struct DocumentCache {
     /// Their documents (bodies), loaded only where a passage is read.
     documents: HashMap<String, Document>,
     bases: Option<Vec<KnowledgeBase>>,
+    /// A call that reads many pages' citations lists each knowledge base's files once
+    /// (one query) instead of asking for each cited file (one query each).
+    listing: bool,
+    /// The knowledge bases already listed.
+    listed: HashSet<i64>,
 }
 
 /// A cited file as one caller finds it.
@@ -326,6 +331,14 @@ impl DocumentCache {
 
     pub(super) fn new() -> DocumentCache {
         DocumentCache::default()
+    }
+
+    /// For a call that reads every page's citations (the index, the lint, an export).
+    pub(super) fn for_listing() -> DocumentCache {
+        DocumentCache {
+            listing: true,
+            ..DocumentCache::default()
+        }
     }
 }
 
@@ -711,7 +724,7 @@ impl Engine {
         self.require(Access::Read, "reading wiki pages")?;
         let base = self.knowledge_base(kb)?;
         let limit = req.limit.clamp(1, MAX_INDEX_LIMIT);
-        let mut cache = DocumentCache::new();
+        let mut cache = DocumentCache::for_listing();
         let mut matching = Vec::new();
         for row in self.current_pages(&base)? {
             if req
@@ -773,7 +786,7 @@ impl Engine {
     pub fn lint_wiki(&self, kb: &str) -> Result<Vec<LintFinding>> {
         self.require(Access::Read, "reading wiki pages")?;
         let base = self.knowledge_base(kb)?;
-        let mut cache = DocumentCache::new();
+        let mut cache = DocumentCache::for_listing();
         let mut rows = Vec::new();
         for row in self.current_pages(&base)? {
             if self.sources_visible(&row, &mut cache)? {
@@ -980,6 +993,28 @@ impl Engine {
     fn find_cited_file(&self, id: &str, cache: &mut DocumentCache) -> Result<CitedFile> {
         if cache.bases.is_none() {
             cache.bases = Some(self.store().knowledge_bases(self.space())?);
+        }
+        if cache.listing {
+            let ids: Vec<i64> = cache
+                .bases
+                .iter()
+                .flatten()
+                .map(|k| k.collection_id)
+                .collect();
+            for collection in ids {
+                if !cache.listed.insert(collection) {
+                    continue;
+                }
+                for file in self.store().kb_files(collection, &FileFilter::default())? {
+                    let state = if self.scope().allows(collection) && self.may_read_file(&file) {
+                        CitedFile::Readable(Box::new(file.clone()))
+                    } else {
+                        CitedFile::Hidden
+                    };
+                    cache.files.entry(file.id).or_insert(state);
+                }
+            }
+            return Ok(cache.files.get(id).cloned().unwrap_or(CitedFile::Gone));
         }
         for kb in cache.bases.iter().flatten() {
             let Some(file) = self

@@ -199,7 +199,7 @@ impl Engine {
     pub fn export_wiki(&self, kb: &str, shape: WikiExport) -> Result<Vec<WikiFile>> {
         self.require(quarry_core::Access::Read, "reading wiki pages")?;
         let base = self.knowledge_base(kb)?;
-        let mut cache = DocumentCache::new();
+        let mut cache = DocumentCache::for_listing();
         let mut rows = Vec::new();
         for row in self.current_pages(&base)? {
             if self.sources_visible(&row, &mut cache)? {
