@@ -781,18 +781,14 @@ impl Engine {
     }
 
     /// What is wrong with the wiki of `kb`, as far as this caller may read it: stale pages,
-    /// links to no page, pages citing nothing, pages nothing links to (index and log pages
-    /// aside) and titles used twice.
+    /// links to no page, pages citing nothing and pages nothing links to (index, log and
+    /// instructions pages aside), titles used twice, and pages stating different values for
+    /// one keyed fact.
     pub fn lint_wiki(&self, kb: &str) -> Result<Vec<LintFinding>> {
         self.require(Access::Read, "reading wiki pages")?;
         let base = self.knowledge_base(kb)?;
         let mut cache = DocumentCache::for_listing();
-        let mut rows = Vec::new();
-        for row in self.current_pages(&base)? {
-            if self.sources_visible(&row, &mut cache)? {
-                rows.push(row);
-            }
-        }
+        let rows = self.visible_pages(&base, &mut cache)?;
         let slugs: HashSet<&str> = rows.iter().map(|r| r.slug.as_str()).collect();
         let mut linked: HashSet<String> = HashSet::new();
         let mut titles: BTreeMap<String, Vec<String>> = BTreeMap::new();
@@ -920,6 +916,22 @@ impl Engine {
                 file,
             })
             .collect())
+    }
+
+    /// The current pages of `base` this caller may read, citations and all (a page citing a
+    /// document it may not read is none), by slug.
+    pub(super) fn visible_pages(
+        &self,
+        base: &KnowledgeBase,
+        cache: &mut DocumentCache,
+    ) -> Result<Vec<PageRow>> {
+        let mut rows = Vec::new();
+        for row in self.current_pages(base)? {
+            if self.sources_visible(&row, cache)? {
+                rows.push(row);
+            }
+        }
+        Ok(rows)
     }
 
     /// The current page versions of `base` this caller may read, by slug, with their

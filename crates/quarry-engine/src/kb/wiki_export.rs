@@ -200,12 +200,7 @@ impl Engine {
         self.require(quarry_core::Access::Read, "reading wiki pages")?;
         let base = self.knowledge_base(kb)?;
         let mut cache = DocumentCache::for_listing();
-        let mut rows = Vec::new();
-        for row in self.current_pages(&base)? {
-            if self.sources_visible(&row, &mut cache)? {
-                rows.push(row);
-            }
-        }
+        let rows = self.visible_pages(&base, &mut cache)?;
         let mut pages = Vec::with_capacity(rows.len());
         for row in &rows {
             pages.push((row, self.page_body(&row.file)?));

@@ -32,7 +32,9 @@ use serde_json::{Value, json};
 use crate::auth::Caller;
 use crate::http::{run_blocking, run_blocking_raw};
 use crate::service::tool_args::{Args, tool_error};
-use crate::service::tool_call::{answer_is_read_unless_it_writes, audited_call, request_caller};
+use crate::service::tool_call::{
+    answer_is_read_unless_it_writes, audited_call, call_with_caller, request_caller,
+};
 use crate::service::{
     approver_tools, browse_tools, catalog_tools, gate, knowledge_tools, wiki_tools,
 };
@@ -274,10 +276,12 @@ impl QuarryMcp {
             return Ok(knowledge_tools::call(&self.state, caller, name, args).await);
         }
         if wiki_tools::handles(name) {
-            return Ok(wiki_tools::call(&self.state, caller, name, args).await);
+            let run = wiki_tools::run;
+            return Ok(call_with_caller(&self.state, "Wiki", run, caller, name, args).await);
         }
         if browse_tools::handles(name) {
-            return Ok(browse_tools::call(&self.state, caller, name, args).await);
+            let run = browse_tools::run;
+            return Ok(call_with_caller(&self.state, "Browse", run, caller, name, args).await);
         }
         if !TOOL_NAMES.contains(&name) {
             let available: Vec<String> = tools_for(caller)

@@ -9,11 +9,9 @@ use quarry_engine::{FIND_LIMIT, GREP_LIMIT, GetRequest, GrepRequest, MAX_GREP_CO
 use rmcp::model::{CallToolResult, Tool, object};
 use serde_json::{Value, json};
 
-use super::tool_args::{Args, read_only, tool_error, with_annotations, with_structured};
-use super::tool_call::run_own_tool;
+use super::tool_args::{Args, read_only, with_annotations, with_structured};
 use super::tool_scope::in_tool_scope;
 use crate::auth::Caller;
-use crate::state::AppState;
 
 const LS: &str = "ls";
 const FIND: &str = "find";
@@ -91,28 +89,14 @@ pub(crate) fn browse_tools_for(caller: &Caller) -> Vec<Tool> {
         .collect()
 }
 
-/// Runs one browse tool on a blocking thread; failures are tool errors worded for the model.
-pub(crate) async fn call(
-    state: &Arc<AppState>,
-    caller: &Caller,
-    name: &str,
-    args: rmcp::model::JsonObject,
-) -> CallToolResult {
-    let caller = caller.clone();
-    let name = name.to_owned();
-    run_own_tool(state, "Browse", move || {
-        run(&caller, &name, &Args(&args)).unwrap_or_else(tool_error)
-    })
-    .await
-}
-
 fn limit(args: &Args<'_>, most: usize) -> Result<usize, String> {
     Ok(args
         .uint("limit")?
         .map_or(0, |n| usize::try_from(n).unwrap_or(most).min(most)))
 }
 
-fn run(caller: &Caller, name: &str, args: &Args<'_>) -> Result<CallToolResult, String> {
+/// Runs one of these tools as `caller` (see `tool_call::call_with_caller`).
+pub(crate) fn run(caller: &Caller, name: &str, args: &Args<'_>) -> Result<CallToolResult, String> {
     let engine = &caller.engine;
     let fail = |e: quarry_core::Error| crate::http::public_detail(&e);
     match name {

@@ -12,7 +12,7 @@ use rmcp::{ErrorData as McpError, RoleServer};
 use crate::auth::Caller;
 use crate::http::run_blocking_raw;
 use crate::service::gate::{GateOutcome, GateRecord};
-use crate::service::tool_args::tool_error;
+use crate::service::tool_args::{Args, tool_error};
 use crate::state::AppState;
 
 /// Runs one of Quarry's own tools: `work` on a blocking thread (store and engine calls never
@@ -30,6 +30,28 @@ pub(crate) async fn run_own_tool(
         state.wake_workers();
     }
     result
+}
+
+/// What a tool module runs for one call: the caller, the tool's name and its arguments; an
+/// `Err` is worded for the model.
+pub(crate) type CallerTool = fn(&Caller, &str, &Args<'_>) -> Result<CallToolResult, String>;
+
+/// Runs one tool of a module whose tools need only the caller (`run_own_tool`); its failure is
+/// a tool error.
+pub(crate) async fn call_with_caller(
+    state: &Arc<AppState>,
+    what: &str,
+    run: CallerTool,
+    caller: &Caller,
+    name: &str,
+    args: JsonObject,
+) -> CallToolResult {
+    let caller = caller.clone();
+    let name = name.to_owned();
+    run_own_tool(state, what, move || {
+        run(&caller, &name, &Args(&args)).unwrap_or_else(tool_error)
+    })
+    .await
 }
 
 /// Marks a tool call's HTTP request as a read (its answer carries no `X-Quarry-Txid`, see

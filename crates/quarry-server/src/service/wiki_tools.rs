@@ -15,11 +15,9 @@ use rmcp::model::{CallToolResult, Tool, ToolAnnotations, object};
 use serde_json::{Value, json};
 
 use super::entries::provenance;
-use super::tool_args::{Args, read_only, tool_error, with_annotations, with_structured};
-use super::tool_call::run_own_tool;
+use super::tool_args::{Args, read_only, with_annotations, with_structured};
 use super::tool_scope::in_tool_scope;
 use crate::auth::Caller;
-use crate::state::AppState;
 
 const WIKI_INDEX: &str = "wiki_index";
 const READ_PAGE: &str = "read_page";
@@ -141,21 +139,6 @@ pub(crate) fn usable_by(caller: &Caller, name: &str) -> bool {
     !matches!(name, WRITE_PAGE | WIKI_LOG) || caller.engine.scope().can(Access::Write)
 }
 
-/// Runs one wiki tool on a blocking thread; failures are tool errors worded for the model.
-pub(crate) async fn call(
-    state: &Arc<AppState>,
-    caller: &Caller,
-    name: &str,
-    args: rmcp::model::JsonObject,
-) -> CallToolResult {
-    let caller = caller.clone();
-    let name = name.to_owned();
-    run_own_tool(state, "Wiki", move || {
-        run(&caller, &name, &Args(&args)).unwrap_or_else(tool_error)
-    })
-    .await
-}
-
 fn citation(i: usize, v: &Value) -> Result<Citation, String> {
     let n = i + 1;
     match v {
@@ -230,7 +213,8 @@ pub(crate) fn page_write(
     })
 }
 
-fn run(caller: &Caller, name: &str, args: &Args<'_>) -> Result<CallToolResult, String> {
+/// Runs one of these tools as `caller` (see `tool_call::call_with_caller`).
+pub(crate) fn run(caller: &Caller, name: &str, args: &Args<'_>) -> Result<CallToolResult, String> {
     let (engine, kb) = (&caller.engine, caller.resource.as_str());
     let fail = |e: quarry_core::Error| crate::http::public_detail(&e);
     match name {
