@@ -92,9 +92,10 @@ class Consent:
     picked_tools: tuple[str, ...] = ()  # packages or `package.tool`s ticked in the tool list
 
 
-async def consent_in_browser(w: World, authorize_url: str, consent: Consent) -> str:
-    """Opens ``authorize_url`` in headless Chromium, signs in as ann, answers the consent page
-    and returns the URL the browser was sent back to (the client's redirect URI)."""
+async def consent_in_browser(w: World, authorize_url: str, consent: Consent, sign_in=None) -> str:
+    """Opens ``authorize_url`` in headless Chromium, signs in (as ann with her token, or with
+    ``await sign_in(page)``), answers the consent page and returns the URL the browser was
+    sent back to (the client's redirect URI)."""
     from playwright.async_api import async_playwright, expect
 
     landed: list[str] = []
@@ -110,8 +111,11 @@ async def consent_in_browser(w: World, authorize_url: str, consent: Consent) -> 
             await page.route(f"http://127.0.0.1:{CALLBACK_PORT}/**", catch)
             await page.goto(authorize_url)
             # Not signed in yet: the login form, then the consent page at the same address.
-            await page.locator("#login-token").fill(w.tok("ann"))
-            await page.locator("form.login button[type=submit]").click()
+            if sign_in is None:
+                await page.locator("#login-token").fill(w.tok("ann"))
+                await page.locator("form.login button[type=submit]").click()
+            else:
+                await sign_in(page)
             title = page.get_by_role("heading", level=1)
             await expect(title).to_contain_text("Connect", timeout=30_000)
             form = page.locator("form.oauth-consent")
@@ -499,7 +503,7 @@ def test_audit_log_records_grants_and_refusals_without_secrets(world):
     assert consents and all(e["user_name"] == "ann" for e in consents), events[:5]
     signins = [e for e in events if e["action"] == "signin" and e["target"] == "/oauth/token"]
     assert signins and all(e["user_name"] == "ann" and e["token_id"] for e in signins), signins[:3]
-    assert not re.search(r"q[krcs]_[0-9a-f]{64}", export), "a secret in the audit log"
+    assert not re.search(r"q[krcsw]_[0-9a-f]{64}", export), "a secret in the audit log"
     # Refused token requests are counted per client address, and recorded outside any space.
     for _ in range(50):  # the server's writer appends every 100 ms
         out = w.cli("audit", "--action", "auth.failure", "--limit", "1000", "--jsonl").stdout

@@ -25,6 +25,8 @@ pub enum AuthFailure {
     KnowledgeBaseNotFound(String),
     /// The token was made for one named tool endpoint and used somewhere else.
     EndpointOnly,
+    /// A web session's token presented anywhere but the session cookie.
+    SessionOutsideBrowser,
 }
 
 impl AuthFailure {
@@ -40,6 +42,7 @@ impl AuthFailure {
             AuthFailure::SpaceRequired => ErrorCode::SpaceRequired,
             AuthFailure::KnowledgeBaseNotFound(_) => ErrorCode::KbNotFound,
             AuthFailure::EndpointOnly => ErrorCode::EndpointOnly,
+            AuthFailure::SessionOutsideBrowser => ErrorCode::AuthFailed,
         }
     }
 
@@ -78,6 +81,9 @@ impl fmt::Display for AuthFailure {
             }
             AuthFailure::EndpointOnly => {
                 "this token was made for one tool endpoint and works only there (/mcp/e/<name>)"
+            }
+            AuthFailure::SessionOutsideBrowser => {
+                "this is a web session's token: it works only from the web UI's session cookie; make an access token for scripts and agents"
             }
         })
     }

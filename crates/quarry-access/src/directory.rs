@@ -9,7 +9,9 @@ use serde::Serialize;
 
 use crate::auth_failure::AuthFailure;
 use crate::names::validate_name;
-use crate::secrets::{DISPLAY_PREFIX, is_token_shaped, new_secret, token_hash};
+use crate::secrets::{
+    DISPLAY_PREFIX, SESSION_PREFIX, TOKEN_PREFIX, is_token_shaped, new_secret, token_hash,
+};
 use crate::token_cache::{self, Resolved, TokenCache, TokenKey};
 use crate::tool_scope::{normalize_tool_scope, scope_covers};
 
@@ -299,6 +301,12 @@ impl Directory {
 
     /// Creates a token; the secret is in the result and nowhere else.
     pub fn create_token(&self, req: &TokenRequest) -> Result<IssuedToken> {
+        self.issue(req, TOKEN_PREFIX)
+    }
+
+    /// [`Directory::create_token`] with a secret starting `prefix`: `qk_` for tokens,
+    /// `qw_` for web sessions (`people.rs`).
+    pub(crate) fn issue(&self, req: &TokenRequest, prefix: &str) -> Result<IssuedToken> {
         let (row, user) = self.user_row(&req.user)?;
         let label = req.label.trim();
         if label.chars().count() > MAX_LABEL_CHARS {
@@ -457,7 +465,7 @@ impl Directory {
                 ));
             }
         }
-        let token = new_secret()?;
+        let token = new_secret(prefix)?;
         let record = self.store.insert_token(&NewToken {
             user_row: row,
             hash: token_hash(&token),
@@ -662,6 +670,7 @@ impl Directory {
                 tools: token.tools.clone(),
                 endpoint: token.endpoint.clone(),
                 root_token_id: Some(chain.last().unwrap_or(token).id.clone()),
+                session: token.prefix.starts_with(SESSION_PREFIX),
             }),
             scope: Scope {
                 space: m.space.clone(),

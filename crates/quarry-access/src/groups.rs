@@ -63,17 +63,7 @@ impl Directory {
     /// The space `key` as `actor` manages its groups: visible, a token that may write, and
     /// the admin or owner role there.
     fn group_admin(&self, actor: &Actor, key: &str) -> Result<Space> {
-        let (space, role) = self.visible_space_of(actor, key)?;
-        actor.require_write()?;
-        if role < Role::Admin {
-            return Err(Error::Forbidden(format!(
-                "managing the groups of space '{}' needs the admin or owner role; you are {}",
-                space.name,
-                role.as_str()
-            )));
-        }
-        actor.require_manage("managing the groups of a space")?;
-        Ok(space)
+        Ok(self.space_admin(actor, key, "managing the groups")?.0)
     }
 
     /// The group `key` (name or UUID) of `space`, or `NotFound`.

@@ -18,6 +18,7 @@ mod directory;
 mod groups;
 mod manage;
 mod names;
+mod people;
 mod secrets;
 mod token_cache;
 mod tool_scope;
@@ -32,7 +33,10 @@ pub use directory::{
 pub use groups::{MAX_GROUP_NAME, group_reader_key, user_reader_key, validate_group_name};
 pub use manage::{Member, SpaceView, UserSpace, UserView, parse_role};
 pub use names::validate_name;
-pub use secrets::{TOKEN_PREFIX, is_token_shaped, random_secret, token_hash};
+pub use people::{GroupRule, Person, SessionView, SignedIn};
+pub use secrets::{
+    SESSION_PREFIX, TOKEN_PREFIX, is_session_token, is_token_shaped, random_secret, token_hash,
+};
 pub use tool_scope::{MAX_TOOL_SCOPE, normalize_tool_scope};
 
 /// The machine's owner (CLI, stdio, a loopback server without `--auth`) in `space`.

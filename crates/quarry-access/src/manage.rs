@@ -295,7 +295,7 @@ impl Directory {
         Ok((space, members))
     }
 
-    fn space_members(&self, space: &Space) -> Result<Vec<Member>> {
+    pub(crate) fn space_members(&self, space: &Space) -> Result<Vec<Member>> {
         Ok(self
             .store
             .memberships(None)?
@@ -317,16 +317,7 @@ impl Directory {
         key: &str,
         user: &str,
     ) -> Result<(Space, Role, User, Option<Role>)> {
-        let (space, mine) = self.visible_space_of(actor, key)?;
-        actor.require_write()?;
-        if mine < Role::Admin {
-            return Err(Error::Forbidden(format!(
-                "managing the members of space '{}' needs the admin or owner role; you are {}",
-                space.name,
-                mine.as_str()
-            )));
-        }
-        actor.require_manage("managing the members of a space")?;
+        let (space, mine) = self.space_admin(actor, key, "managing the members")?;
         let (row, user) = self.user_row(user)?;
         let current = self
             .store
@@ -335,6 +326,27 @@ impl Directory {
             .find(|m| m.space_id == space.id)
             .map(|m| m.role);
         Ok((space, mine, user, current))
+    }
+
+    /// The space `key` as `actor` administers it (`what`: "managing the members"): visible,
+    /// a token that may write and manage, and the admin or owner role there.
+    pub(crate) fn space_admin(
+        &self,
+        actor: &Actor,
+        key: &str,
+        what: &str,
+    ) -> Result<(Space, Role)> {
+        let (space, mine) = self.visible_space_of(actor, key)?;
+        actor.require_write()?;
+        if mine < Role::Admin {
+            return Err(Error::Forbidden(format!(
+                "{what} of space '{}' needs the admin or owner role; you are {}",
+                space.name,
+                mine.as_str()
+            )));
+        }
+        actor.require_manage(&format!("{what} of a space"))?;
+        Ok((space, mine))
     }
 
     fn is_last_owner(&self, space: &Space) -> Result<bool> {

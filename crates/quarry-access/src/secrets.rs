@@ -2,8 +2,11 @@
 
 use quarry_core::{Error, Result};
 
-/// Every token starts with this.
+/// Every access token starts with this.
 pub const TOKEN_PREFIX: &str = "qk_";
+/// Every web session's token starts with this: the server takes it from the session cookie
+/// only, never as a bearer token or URL parameter.
+pub const SESSION_PREFIX: &str = "qw_";
 /// Hex digits after the prefix (32 random bytes).
 const TOKEN_HEX: usize = 64;
 /// Characters of a token kept for display (`qk_` and 6 hex digits).
@@ -18,16 +21,24 @@ pub fn random_secret(prefix: &str, bytes: usize) -> Result<String> {
     Ok(format!("{prefix}{}", quarry_core::hex_lower(&buf)))
 }
 
-/// A new random token secret.
-pub(crate) fn new_secret() -> Result<String> {
-    random_secret(TOKEN_PREFIX, TOKEN_HEX / 2)
+/// A new random token secret starting `prefix` ([`TOKEN_PREFIX`] or [`SESSION_PREFIX`]).
+pub(crate) fn new_secret(prefix: &str) -> Result<String> {
+    random_secret(prefix, TOKEN_HEX / 2)
 }
 
-/// Whether `s` has a token's shape (checked before any lookup).
+/// Whether `s` has a token's shape, an access token's or a session's (checked before any
+/// lookup).
 pub fn is_token_shaped(s: &str) -> bool {
-    s.strip_prefix(TOKEN_PREFIX).is_some_and(|hex| {
-        hex.len() == TOKEN_HEX && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
-    })
+    s.strip_prefix(TOKEN_PREFIX)
+        .or_else(|| s.strip_prefix(SESSION_PREFIX))
+        .is_some_and(|hex| {
+            hex.len() == TOKEN_HEX && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+        })
+}
+
+/// Whether `s` is shaped like a web session's token.
+pub fn is_session_token(s: &str) -> bool {
+    s.starts_with(SESSION_PREFIX) && is_token_shaped(s)
 }
 
 /// What is stored for a secret.

@@ -226,6 +226,7 @@ fn user_actor(d: &Directory, user: &str, spaces: &[&str], read_only: bool) -> Pr
             tools: None,
             endpoint: None,
             root_token_id: Some("t".into()),
+            session: false,
         }),
         scope: quarry_core::Scope {
             machine_owner: false,
@@ -980,6 +981,42 @@ mod counting {
         AccessStore, Group, Membership, NewToken, Role, Space, TokenGrant, TokenRecord, User,
     };
 
+    impl quarry_store::SignInStore for super::CountingStore {
+        fn put_sign_in_request(&self, r: &quarry_store::SignInRequest) -> Result<()> {
+            self.inner.put_sign_in_request(r)
+        }
+        fn take_sign_in_request(
+            &self,
+            state_hash: &str,
+            now: i64,
+        ) -> Result<Option<quarry_store::SignInRequest>> {
+            self.inner.take_sign_in_request(state_hash, now)
+        }
+        fn identity_user(&self, issuer: &str, subject: &str) -> Result<Option<(i64, String)>> {
+            self.inner.identity_user(issuer, subject)
+        }
+        fn link_identity(
+            &self,
+            issuer: &str,
+            subject: &str,
+            user_row: i64,
+            email: Option<&str>,
+            now: i64,
+        ) -> Result<()> {
+            self.inner
+                .link_identity(issuer, subject, user_row, email, now)
+        }
+        fn identities(&self) -> Result<Vec<quarry_store::LinkedIdentity>> {
+            self.inner.identities()
+        }
+        fn put_web_session(&self, s: &quarry_store::WebSession) -> Result<()> {
+            self.inner.put_web_session(s)
+        }
+        fn web_session(&self, token_id: &str) -> Result<Option<quarry_store::WebSession>> {
+            self.inner.web_session(token_id)
+        }
+    }
+
     impl AccessStore for super::CountingStore {
         fn create_space(&self, name: &str, description: &str) -> Result<Space> {
             self.inner.create_space(name, description)
@@ -1263,4 +1300,208 @@ fn only_unnarrowed_management_chains_manage() {
     assert!(!p.scope.narrowed(&[]).manage);
     // The machine's owner always manages.
     assert!(owner_principal(&d.space("team").unwrap()).scope.manage);
+}
+
+fn person(subject: &str, name: &str, email: &str, groups: &[&str]) -> Person {
+    Person {
+        issuer: "https://idp.example".into(),
+        subject: subject.into(),
+        preferred_name: Some(name.into()),
+        email: Some(email.into()),
+        groups: strings(groups),
+    }
+}
+
+fn rule(group: &str, space: &str, role: Option<Role>, readers: &[&str]) -> GroupRule {
+    GroupRule {
+        group: group.into(),
+        space: space.into(),
+        role,
+        reader_groups: strings(readers),
+    }
+}
+
+/// A first sign-in makes a user and a session; later ones find the user by issuer and
+/// subject only; provider groups decide roles and reader groups in the spaces the rules
+/// name, and leave the others alone; an account in no space is refused.
+#[test]
+fn people_sign_in_by_subject_and_their_groups_decide_mapped_spaces() {
+    let (_dir, d, store) = directory();
+    d.create_space("eng", "").unwrap();
+    d.create_space("hr", "").unwrap();
+    d.create_space("side", "").unwrap();
+    let rules = [
+        rule("engineers", "eng", Some(Role::Editor), &["engineers"]),
+        rule("leads", "eng", Some(Role::Admin), &[]),
+        rule("people-ops", "hr", Some(Role::Viewer), &["hr-staff"]),
+        rule("payroll", "hr", None, &["payroll"]),
+    ];
+    let hour = 3_600_000;
+
+    let ann = person(
+        "s-1",
+        "Ann",
+        "ann@example.com",
+        &["engineers", "people-ops"],
+    );
+    let first = d.sign_in_person(&ann, &rules, "web session", hour).unwrap();
+    assert!(first.created);
+    assert_eq!(first.user.name, "ann");
+    assert!(first.session.token.starts_with(SESSION_PREFIX));
+    assert!(is_session_token(&first.session.token));
+    assert!(!is_session_token(&token(&d, "ann", &[]).token));
+    let roles = |user: &str| -> Vec<(String, Role)> {
+        let mut v: Vec<_> = d
+            .memberships(Some(user))
+            .unwrap()
+            .into_iter()
+            .map(|m| (m.space, m.role))
+            .collect();
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        v
+    };
+    assert_eq!(
+        roles("ann"),
+        vec![("eng".into(), Role::Editor), ("hr".into(), Role::Viewer)]
+    );
+    // The session reaches both spaces, with the person's role, and expires.
+    let p = d
+        .authenticate(&first.session.token, Some("hr"))
+        .unwrap()
+        .unwrap();
+    assert_eq!(p.scope.access, Access::Read);
+    assert!(p.identity.unwrap().expires_at.is_some());
+    let readers = p_readers(&d, &first.session.token, "hr");
+    assert!(
+        readers.contains(&"group:hr-staff".to_string()),
+        "{readers:?}"
+    );
+
+    // An owner's own grant in a space no rule names stays.
+    d.grant("ann", "side", Role::Viewer).unwrap();
+    // Another account claiming ann's e-mail is someone else.
+    let impostor = person("s-2", "Ann", "ann@example.com", &["engineers"]);
+    let other = d
+        .sign_in_person(&impostor, &rules, "web session", hour)
+        .unwrap();
+    assert!(other.created);
+    assert_eq!(other.user.name, "ann-2");
+
+    // Ann leaves people-ops and joins leads and payroll: hr is left, eng is admin.
+    let ann = person(
+        "s-1",
+        "Ann",
+        "ann@new.example",
+        &["engineers", "leads", "payroll"],
+    );
+    let again = d.sign_in_person(&ann, &rules, "web session", hour).unwrap();
+    assert!(!again.created);
+    assert_eq!(again.user.id, first.user.id);
+    assert_eq!(
+        roles("ann"),
+        vec![("eng".into(), Role::Admin), ("side".into(), Role::Viewer)]
+    );
+    // payroll gives a reader group only where the person has a role: not in hr now.
+    assert!(
+        store
+            .groups("hr")
+            .unwrap()
+            .iter()
+            .all(|g| g.members.is_empty())
+    );
+    let eng = store.groups("eng").unwrap();
+    assert_eq!(eng.len(), 1);
+    // The impostor is in engineers too (as another user).
+    assert_eq!(eng[0].members, strings(&["ann", "ann-2"]));
+
+    // Leaving engineers drops the reader group; with no group at all, side remains.
+    let ann = person("s-1", "Ann", "ann@new.example", &[]);
+    d.sign_in_person(&ann, &rules, "web session", hour).unwrap();
+    assert_eq!(roles("ann"), vec![("side".into(), Role::Viewer)]);
+    assert_eq!(store.groups("eng").unwrap()[0].members, strings(&["ann-2"]));
+
+    // An account the rules give nothing, with no grant, is refused in words.
+    let nobody = person("s-3", "Carl", "carl@example.com", &["guests"]);
+    let e = d
+        .sign_in_person(&nobody, &rules, "web session", hour)
+        .unwrap_err();
+    assert!(matches!(e, Error::Forbidden(_)), "{e}");
+    assert!(e.to_string().contains("not a member of any space"), "{e}");
+
+    let linked = store.identities().unwrap();
+    assert_eq!(linked.len(), 3);
+    assert_eq!(linked[0].email.as_deref(), Some("ann@new.example"));
+}
+
+fn p_readers(d: &Directory, token: &str, space: &str) -> Vec<String> {
+    d.authenticate(token, Some(space))
+        .unwrap()
+        .unwrap()
+        .scope
+        .readers
+        .map(|r| r.to_vec())
+        .unwrap_or_default()
+}
+
+/// A space's admins and owners see and end its members' web sessions; nobody else does,
+/// and a session of someone outside the space is "not found" there.
+#[test]
+fn space_admins_see_and_end_their_members_sessions() {
+    let (_dir, d) = managed();
+    let sign_in = |user: &str| {
+        let p = Person {
+            issuer: "https://idp".into(),
+            subject: format!("sub-{user}"),
+            preferred_name: Some(user.into()),
+            email: None,
+            groups: vec![],
+        };
+        // The person's user exists already (an owner added it): link it first.
+        let (row, _) = d.user_row(user).unwrap();
+        d.store
+            .link_identity("https://idp", &p.subject, row, None, 1)
+            .unwrap();
+        d.sign_in_person(&p, &[], "web session: test", 3_600_000)
+            .unwrap()
+    };
+    let eve = sign_in("eve");
+    let ozzy = sign_in("ozzy");
+    // A plain token is no session.
+    token(&d, "vic", &["team"]);
+    let adam = user_actor(&d, "adam", &["team"], false);
+    let (_, seen) = d.sessions_as(&adam, "team").unwrap();
+    assert_eq!(
+        seen.iter().map(|s| s.user.as_str()).collect::<Vec<_>>(),
+        vec!["eve"]
+    );
+    assert_eq!(seen[0].id, eve.session.record.id);
+    // An editor may not; a read-only admin token may not.
+    let eve_actor = user_actor(&d, "eve", &["team"], false);
+    assert!(matches!(
+        d.sessions_as(&eve_actor, "team"),
+        Err(Error::Forbidden(_))
+    ));
+    assert!(
+        d.sessions_as(&user_actor(&d, "adam", &["team"], true), "team")
+            .is_err()
+    );
+    // ozzy's session is not team's to end.
+    assert!(matches!(
+        d.revoke_session_as(&adam, "team", &ozzy.session.record.id),
+        Err(Error::NotFound(_))
+    ));
+    d.revoke_session_as(&adam, "team", &eve.session.record.id)
+        .unwrap();
+    assert!(d.sessions_as(&adam, "team").unwrap().1.is_empty());
+    assert_eq!(
+        d.authenticate(&eve.session.token, Some("team"))
+            .unwrap()
+            .unwrap_err(),
+        AuthFailure::Revoked
+    );
+    assert!(
+        d.authenticate(&ozzy.session.token, Some("other"))
+            .unwrap()
+            .is_ok()
+    );
 }

@@ -34,6 +34,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             tools: Some(vec!["time".into(), "git.git_status".into()]),
             endpoint: None,
             root_token_id: Some("4a1e2b7c-9d3f-4e21-8f5a-2c6b1d0e9f33".into()),
+            session: false,
         }),
         scope: Scope {
             machine_owner: false,

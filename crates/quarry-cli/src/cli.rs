@@ -499,6 +499,15 @@ pub(crate) struct ServeArgs {
     /// as issuer and resource. Every node of a team server gets the same one.
     #[arg(long, env = config::QUARRY_PUBLIC_URL.name, value_name = "URL")]
     pub(crate) public_url: Option<String>,
+    /// Identity providers people sign in with (OpenID Connect), from a JSON file:
+    /// providers, their group mappings and the session length (docs/sign-in.md). Needs
+    /// --auth token.
+    #[arg(long, env = config::QUARRY_OIDC_CONFIG.name, value_name = "FILE")]
+    pub(crate) oidc_config: Option<std::path::PathBuf>,
+    /// One identity provider's issuer, without a file (its client id and secret from
+    /// QUARRY_OIDC_CLIENT_ID and QUARRY_OIDC_CLIENT_SECRET).
+    #[arg(long, env = config::QUARRY_OIDC_ISSUER.name, value_name = "URL")]
+    pub(crate) oidc_issuer: Option<String>,
     /// Most tools one MCP endpoint (`/api/mcp`, `/mcp?tools=…`) may expose; a wider
     /// selection is refused with an error naming the cap.
     #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u16).range(1..=1000))]

@@ -253,6 +253,14 @@ table! {
             "Failed authentications per client address (not loopback) and per presented token in 15 minutes answered at once; past them each refusal waits 250 ms, doubling up to 10 s.";
         QUARRY_PUBLIC_URL: Setting, Some("--public-url"), SERVE, "the origin each request was sent to",
             "The origin clients reach the server at (`https://kb.example.com`): the OAuth issuer and resource identifiers. Set it behind a proxy or load balancer, the same on every node.";
+        QUARRY_OIDC_CONFIG: Setting, Some("--oidc-config"), SERVE, "none",
+            "A JSON file naming the identity providers people sign in with (OpenID Connect; several allowed), each provider's mapping of its groups to spaces, roles and reader groups, and how long a web session lasts: docs/sign-in.md. A provider's `client_secret_env` names another variable that holds its client secret (read only for that). The same file on every node.";
+        QUARRY_OIDC_ISSUER: Setting, Some("--oidc-issuer"), SERVE, "none",
+            "One identity provider without a file (`https://login.example.com/realms/main`), with `QUARRY_OIDC_CLIENT_ID` and `QUARRY_OIDC_CLIENT_SECRET`: people sign in with it, and those in no space are told to ask an owner (group mappings need `QUARRY_OIDC_CONFIG`).";
+        QUARRY_OIDC_CLIENT_ID: Setting, None, SERVE, "none",
+            "The client id Quarry is registered under at `QUARRY_OIDC_ISSUER`.";
+        QUARRY_OIDC_CLIENT_SECRET: Secret, None, SERVE, "none (a public client, PKCE only)",
+            "The client secret of `QUARRY_OIDC_CLIENT_ID`.";
         QUARRY_UI_DIR: Setting, None, SERVE, "unset (the embedded files)",
             "Serve the web UI's files from this folder, read on every request (UI development).";
         QUARRY_WEB_SEARCH: Setting, None, SERVE, "`duckduckgo`",

@@ -151,6 +151,7 @@ fn caller(engine: &Engine, user: Option<&str>) -> Result<Principal> {
                     tools: None,
                     endpoint: None,
                     root_token_id: None,
+                    session: false,
                 }),
                 ..owner
             })

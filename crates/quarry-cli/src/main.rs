@@ -916,6 +916,10 @@ fn serve(
         None => None,
     };
     let chat_settings = settings::chat_settings(env)?;
+    let sign_in = match args {
+        Some(a) => settings::sign_in(env, a.oidc_config.as_deref(), a.oidc_issuer.as_deref())?,
+        None => quarry_oidc::OidcConfig::default(),
+    };
     let audit_settings = settings::audit(env)?;
     let limit_settings = settings::limits(env)?;
     if transport != Transport::Mcp {
@@ -977,6 +981,9 @@ fn serve(
                     .set_public_url(url)
                     .map_err(|e| anyhow::anyhow!("--public-url: {e}"))?;
             }
+            state
+                .start_sign_in(sign_in)
+                .map_err(|e| anyhow::anyhow!("sign-in: {e}"))?;
             // A stdio session (`quarry mcp`, started per agent session) lists the knowledge
             // tools; it connects upstreams only if a call needs one, never all of them at
             // start.

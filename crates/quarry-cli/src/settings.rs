@@ -181,6 +181,32 @@ pub(crate) fn limits(env: &Env) -> Result<quarry_limits::LimitSettings> {
     quarry_limits::LimitSettings::from_lookup(env.lookup()).map_err(|e| anyhow::anyhow!(e))
 }
 
+/// The identity providers people sign in with (`--oidc-config`, `--oidc-issuer`); an error
+/// names the file or variable and what is wrong, so the server does not start.
+pub(crate) fn sign_in(
+    env: &Env,
+    file: Option<&std::path::Path>,
+    issuer: Option<&str>,
+) -> Result<quarry_oidc::OidcConfig> {
+    let text = match file {
+        Some(path) => Some((
+            path.display().to_string(),
+            std::fs::read_to_string(path)
+                .map_err(|e| anyhow::anyhow!("--oidc-config {}: {e}", path.display()))?,
+        )),
+        None => None,
+    };
+    let sources = quarry_oidc::ConfigSources {
+        file: text.as_ref().map(|(p, t)| (p.as_str(), t.as_str())),
+        issuer: issuer.map(str::trim).filter(|s| !s.is_empty()),
+        client_id: env.get(&config::QUARRY_OIDC_CLIENT_ID),
+        client_secret: env.get(&config::QUARRY_OIDC_CLIENT_SECRET),
+    };
+    // `client_secret_env` names a variable the operator chose: read for that alone.
+    let named = |var: &str| std::env::var(var).ok();
+    quarry_oidc::load(&sources, &named).map_err(|e| anyhow::anyhow!("sign-in: {e}"))
+}
+
 /// Chat's retrieval and tool-loop settings.
 pub(crate) fn chat_settings(env: &Env) -> Result<quarry_chat::ChatSettings> {
     quarry_chat::ChatSettings::from_vars(&env.lookup()).map_err(|e| anyhow::anyhow!(e))

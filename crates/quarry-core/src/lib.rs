@@ -6,6 +6,7 @@
 //! exact output is part of a public contract (docids, line numbers, `qmd://` URI encoding,
 //! ISO 8601 timestamps, the search summary text).
 
+mod base64;
 mod collection;
 mod context;
 mod document;
@@ -20,6 +21,7 @@ mod status;
 mod text;
 mod time;
 
+pub use base64::{base64_decode, base64_encode, base64url_decode, base64url_encode};
 pub use collection::{Collection, CollectionKind, DEFAULT_MASK, DEFAULT_SPACE};
 pub use context::{Context, context_for};
 pub use document::{Document, display_path};

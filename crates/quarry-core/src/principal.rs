@@ -36,6 +36,24 @@ pub struct Identity {
     /// a person made it): what rate limits count, so tokens minted from a throttled token,
     /// or refreshed by an OAuth grant, share its budget.
     pub root_token_id: Option<String>,
+    /// Whether the token is a web session's (`qw_…`, made by signing in with an identity
+    /// provider): it authenticates only from the browser's session cookie, and what a
+    /// person consents to while signed in does not end with the session.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub session: bool,
+}
+
+impl Identity {
+    /// The token that tokens this credential makes are made under (they then live and reach
+    /// no further than it): the credential's own, except a web session's, which is the
+    /// person themself signed in: what they make outlives the browser's session.
+    pub fn parent_for_new_tokens(&self) -> Option<String> {
+        if self.session {
+            None
+        } else {
+            self.token_id.clone()
+        }
+    }
 }
 
 /// A resolved caller: who (no identity: the machine's owner itself) and what it may reach.
@@ -145,6 +163,7 @@ mod tests {
                 tools: None,
                 endpoint: None,
                 root_token_id: Some("t1".into()),
+                session: false,
             }),
             scope: Scope {
                 machine_owner: false,
@@ -168,6 +187,7 @@ mod tests {
                 tools: tools.map(|t| t.iter().map(|s| (*s).to_owned()).collect()),
                 endpoint: None,
                 root_token_id: Some("t1".into()),
+                session: false,
             }),
             scope: Scope::owner("default"),
             space_id: "s1".into(),

@@ -248,14 +248,17 @@ async fn first_json(
     Ok(None)
 }
 
-fn text(doc: &Value, key: &str) -> Option<String> {
+/// A metadata document's (or token answer's) non-empty string field `key` (shared with
+/// `quarry-oidc`, which reads an OpenID provider's documents the same way).
+pub fn metadata_text(doc: &Value, key: &str) -> Option<String> {
     doc.get(key)
         .and_then(Value::as_str)
         .filter(|s| !s.is_empty())
         .map(str::to_owned)
 }
 
-fn list(doc: &Value, key: &str) -> Vec<String> {
+/// A metadata document's list of strings `key` (other items skipped; absent: empty).
+pub fn metadata_list(doc: &Value, key: &str) -> Vec<String> {
     doc.get(key)
         .and_then(Value::as_array)
         .map(|a| {
@@ -327,7 +330,7 @@ pub async fn discover(
             places.join(" or ")
         ))
     })?;
-    let issuer = list(&resource_doc, "authorization_servers")
+    let issuer = metadata_list(&resource_doc, "authorization_servers")
         .into_iter()
         .next()
         .ok_or_else(|| {
@@ -353,7 +356,7 @@ pub async fn discover(
             as_places.join(", ")
         ))
     })?;
-    if !list(&as_doc, "code_challenge_methods_supported")
+    if !metadata_list(&as_doc, "code_challenge_methods_supported")
         .iter()
         .any(|m| m == "S256")
     {
@@ -362,24 +365,24 @@ pub async fn discover(
         )));
     }
     let need = |key: &str| {
-        text(&as_doc, key)
+        metadata_text(&as_doc, key)
             .ok_or_else(|| OAuthClientError::Discovery(format!("{issuer}'s metadata has no {key}")))
     };
     let scope = challenge.scope.clone().or_else(|| {
-        let s = list(&resource_doc, "scopes_supported");
+        let s = metadata_list(&resource_doc, "scopes_supported");
         (!s.is_empty()).then(|| s.join(" "))
     });
-    let auth_methods = list(&as_doc, "token_endpoint_auth_methods_supported");
+    let auth_methods = metadata_list(&as_doc, "token_endpoint_auth_methods_supported");
     let authorization_endpoint = need("authorization_endpoint")?;
     let token_endpoint = need("token_endpoint")?;
-    let registration_endpoint = text(&as_doc, "registration_endpoint");
+    let registration_endpoint = metadata_text(&as_doc, "registration_endpoint");
     guarded(guard, &token_endpoint)?;
     if let Some(r) = &registration_endpoint {
         guarded(guard, r)?;
     }
     Ok(AuthServer {
-        resource: text(&resource_doc, "resource").unwrap_or_else(|| mcp_url.to_owned()),
-        issuer: text(&as_doc, "issuer").unwrap_or(issuer.clone()),
+        resource: metadata_text(&resource_doc, "resource").unwrap_or_else(|| mcp_url.to_owned()),
+        issuer: metadata_text(&as_doc, "issuer").unwrap_or(issuer.clone()),
         authorization_endpoint,
         token_endpoint,
         registration_endpoint,
@@ -423,19 +426,19 @@ pub async fn register(
     let (status, body) = read_body(response).await?;
     let doc: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     if !(200..300).contains(&status) {
-        let why = text(&doc, "error_description")
-            .or_else(|| text(&doc, "error"))
+        let why = metadata_text(&doc, "error_description")
+            .or_else(|| metadata_text(&doc, "error"))
             .unwrap_or_else(|| format!("status {status}"));
         return Err(OAuthClientError::Registration(format!(
             "{endpoint} refused: {why}"
         )));
     }
-    let client_id = text(&doc, "client_id").ok_or_else(|| {
+    let client_id = metadata_text(&doc, "client_id").ok_or_else(|| {
         OAuthClientError::Registration(format!("{endpoint} returned no client_id"))
     })?;
     Ok(ClientCredentials {
         client_id,
-        client_secret: text(&doc, "client_secret"),
+        client_secret: metadata_text(&doc, "client_secret"),
     })
 }
 
@@ -563,17 +566,17 @@ async fn token_request(
     let doc: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     if !(200..300).contains(&status) {
         return Err(OAuthClientError::Refused {
-            error: text(&doc, "error").unwrap_or_else(|| format!("status {status}")),
-            description: text(&doc, "error_description"),
+            error: metadata_text(&doc, "error").unwrap_or_else(|| format!("status {status}")),
+            description: metadata_text(&doc, "error_description"),
         });
     }
-    let access_token = text(&doc, "access_token").ok_or_else(|| {
+    let access_token = metadata_text(&doc, "access_token").ok_or_else(|| {
         OAuthClientError::Transport(format!(
             "{} returned no access_token",
             server.token_endpoint
         ))
     })?;
-    if let Some(kind) = text(&doc, "token_type")
+    if let Some(kind) = metadata_text(&doc, "token_type")
         && !kind.eq_ignore_ascii_case("bearer")
     {
         return Err(OAuthClientError::Transport(format!(
@@ -583,13 +586,13 @@ async fn token_request(
     }
     Ok(Tokens {
         access_token,
-        refresh_token: text(&doc, "refresh_token"),
+        refresh_token: metadata_text(&doc, "refresh_token"),
         expires_at: doc
             .get("expires_in")
             .and_then(Value::as_i64)
             .filter(|s| *s > 0)
             .map(|s| now_ms.saturating_add(s.saturating_mul(1000))),
-        scope: text(&doc, "scope"),
+        scope: metadata_text(&doc, "scope"),
     })
 }
 

@@ -349,49 +349,6 @@ fn new_secret(prefix: &str) -> OAuthResult<String> {
     Ok(quarry_access::random_secret(prefix, 32)?)
 }
 
-/// Base64url without padding (RFC 7636's encoding of the S256 challenge).
-fn base64url(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
-    for chunk in bytes.chunks(3) {
-        let b = [
-            chunk[0],
-            chunk.get(1).copied().unwrap_or(0),
-            chunk.get(2).copied().unwrap_or(0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        let chars = chunk.len() + 1;
-        for i in 0..chars {
-            out.push(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize] as char);
-        }
-    }
-    out
-}
-
-/// Standard base64 (with or without padding) decoded, or `None`.
-fn base64_decode(s: &str) -> Option<Vec<u8>> {
-    let mut out = Vec::with_capacity(s.len() * 3 / 4);
-    let (mut acc, mut bits) = (0u32, 0u32);
-    for c in s.trim_end_matches('=').bytes() {
-        let v = match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'+' => 62,
-            b'/' => 63,
-            _ => return None,
-        };
-        acc = (acc << 6) | u32::from(v);
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((acc >> bits) as u8);
-            acc &= (1 << bits) - 1;
-        }
-    }
-    Some(out)
-}
-
 /// The client id and secret of an `Authorization: Basic …` header value (RFC 6749 §2.3.1:
 /// each form-urlencoded, then joined by `:` and base64-encoded); `None` for any other
 /// scheme or a malformed value.
@@ -400,7 +357,7 @@ pub fn basic_credentials(header: &str) -> Option<(String, String)> {
     if !scheme.eq_ignore_ascii_case("basic") {
         return None;
     }
-    let raw = String::from_utf8(base64_decode(rest.trim())?).ok()?;
+    let raw = String::from_utf8(quarry_core::base64_decode(rest.trim())?).ok()?;
     let (id, secret) = raw.split_once(':')?;
     let decode = |s: &str| -> String {
         url::form_urlencoded::parse(format!("x={s}").as_bytes())
@@ -414,7 +371,7 @@ pub fn basic_credentials(header: &str) -> Option<(String, String)> {
 /// The S256 challenge of a PKCE verifier.
 pub fn s256_challenge(verifier: &str) -> String {
     use sha2::{Digest, Sha256};
-    base64url(&Sha256::digest(verifier.as_bytes()))
+    quarry_core::base64url_encode(&Sha256::digest(verifier.as_bytes()))
 }
 
 /// RFC 7636 §4.1: 43–128 characters of `[A-Za-z0-9-._~]`.
@@ -870,11 +827,11 @@ impl OAuthServer {
                 "sign in with a user's access token to connect an application (the machine's owner has no account to lend)",
             ));
         };
-        let Some(signed_in_with) = who.token_id.clone() else {
+        if who.token_id.is_none() {
             return Err(Error::invalid(
                 "sign in with an access token to connect an application",
             ));
-        };
+        }
         if consent.spaces.is_empty() {
             return Err(Error::invalid(
                 "pick at least one space the application may use",
@@ -890,7 +847,9 @@ impl OAuthServer {
             tools: consent.tools.clone(),
             expires_at: None,
             endpoint: None,
-            parent: Some(signed_in_with),
+            // Under the token the person signed in with, so it reaches no further (a web
+            // session's grant outlives the session: `parent_for_new_tokens`).
+            parent: who.parent_for_new_tokens(),
             // A connector's token never manages what binds the agent using it.
             manage: false,
         })?;

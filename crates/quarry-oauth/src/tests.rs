@@ -147,9 +147,6 @@ fn s256_is_rfc_7636s_example() {
         s256_challenge("dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk"),
         "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"
     );
-    assert_eq!(base64url(b"f"), "Zg");
-    assert_eq!(base64url(b"fo"), "Zm8");
-    assert_eq!(base64url(b"foo"), "Zm9v");
 }
 
 #[test]

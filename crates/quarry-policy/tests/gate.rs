@@ -106,6 +106,7 @@ fn with_token(user: &str, token: &str) -> Principal {
         tools: None,
         endpoint: None,
         root_token_id: None,
+        session: false,
     });
     p
 }

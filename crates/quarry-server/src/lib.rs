@@ -238,6 +238,7 @@ pub fn app(state: Arc<AppState>, opts: &HttpOptions, shutdown: &CancellationToke
         )
         .merge(
             api::ui::public_router()
+                .merge(api::sign_in::public_router())
                 .layer(axum::extract::DefaultBodyLimit::max(64 * 1024))
                 .layer(timeout()),
         )

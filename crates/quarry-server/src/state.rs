@@ -56,6 +56,9 @@ pub struct AppState {
     public_url: std::sync::OnceLock<String>,
     /// Tool policies and approvals: every tool call (MCP, chat) passes it before it runs.
     gate: quarry_policy::Gate,
+    /// People's sign-in through identity providers, when configured
+    /// ([`AppState::start_sign_in`]).
+    sign_in: std::sync::OnceLock<Arc<quarry_oidc::SignIn>>,
 }
 
 impl AppState {
@@ -87,6 +90,7 @@ impl AppState {
             audit: Arc::new(std::sync::OnceLock::new()),
             limits: std::sync::OnceLock::new(),
             public_url: std::sync::OnceLock::new(),
+            sign_in: std::sync::OnceLock::new(),
         })
     }
 
@@ -118,6 +122,28 @@ impl AppState {
             return Err(Error::Conflict("the hub is already running".into()));
         }
         self.hub().start()
+    }
+
+    /// Lets people sign in with the identity providers of `config` (the web UI and the
+    /// OAuth consent page). Only a server that requires tokens has anyone to sign in.
+    pub fn start_sign_in(&self, config: quarry_oidc::OidcConfig) -> Result<(), Error> {
+        if config.is_empty() {
+            return Ok(());
+        }
+        if self.auth != AuthMode::Token {
+            return Err(Error::invalid(
+                "signing in with an identity provider needs a server that requires access tokens (--auth token)",
+            ));
+        }
+        let service = quarry_oidc::SignIn::new(config).map_err(Error::invalid)?;
+        self.sign_in
+            .set(Arc::new(service))
+            .map_err(|_| Error::Conflict("sign-in is already configured".into()))
+    }
+
+    /// People's sign-in through identity providers, when configured.
+    pub(crate) fn sign_in(&self) -> Option<&Arc<quarry_oidc::SignIn>> {
+        self.sign_in.get()
     }
 
     /// Tool policies and approvals.

@@ -606,10 +606,20 @@ mod tests {
         for i in 0..1200 {
             h.write(&format!("burst/many-{i:04}.md"), "x");
         }
-        let (_, rescans, _) = h.collect(Duration::from_millis(2000));
+        // Usually one batch past the limit, answered by a rescan; on a loaded machine the
+        // events may trickle in as smaller batches, which must then name every file.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut seen = BTreeSet::new();
+        let mut rescans = Vec::new();
+        while rescans.is_empty() && seen.len() < 1200 && Instant::now() < deadline {
+            let (paths, more, _) = h.collect(Duration::from_millis(500));
+            seen.extend(paths.into_iter().filter(|p| p.contains("many-")));
+            rescans.extend(more);
+        }
         assert!(
-            rescans.iter().any(|r| r.contains("more than 1000")),
-            "{rescans:?}"
+            rescans.iter().any(|r| r.contains("more than 1000")) || seen.len() == 1200,
+            "rescans {rescans:?}, {} of 1200 paths",
+            seen.len()
         );
     }
 

@@ -228,7 +228,10 @@ impl AccessStore for PgStore {
                 return Ok(());
             }
             tx.execute(
-                "WITH t AS (DELETE FROM access_tokens WHERE user_id = $1), \
+                "WITH w AS (DELETE FROM web_sessions WHERE token_uid IN \
+                   (SELECT uid FROM access_tokens WHERE user_id = $1)), \
+                 i AS (DELETE FROM user_identities WHERE user_id = $1), \
+                 t AS (DELETE FROM access_tokens WHERE user_id = $1), \
                  g AS (DELETE FROM group_members WHERE user_id = $1) \
                  DELETE FROM memberships WHERE user_id = $1",
                 &[&user_row],

@@ -296,19 +296,26 @@ impl KnowledgeStore for PgStore {
 
     fn kb_files_by_key(&self, collection_id: i64, key: &str) -> Result<Vec<KbFile>> {
         // By public id first: a name that happens to be another file's id never hides it.
-        self.conn()?
-            .query(
-                &format!(
-                    "{FILE_SELECT} WHERE f.collection_id = $1 AND (f.uid = $2 OR f.name = $2) \
-                     ORDER BY (f.uid = $2) DESC, f.id"
-                ),
+        // Two lookups, each on its own index (`uid`, `kb_files_name`) rather than one
+        // `uid = $2 OR name = $2`.
+        let mut conn = self.conn()?;
+        let by_id = conn
+            .query_opt(
+                &format!("{FILE_SELECT} WHERE f.uid = $2 AND f.collection_id = $1"),
                 &[&collection_id, &key],
             )
-            .map_err(db_err)?
-            .iter()
-            .map(file_from_row)
-            .collect::<Result<Vec<_>>>()
-            .map(|files| quarry_store::by_id_else_all(files, key))
+            .map_err(db_err)?;
+        if let Some(row) = by_id {
+            return Ok(vec![file_from_row(&row)?]);
+        }
+        conn.query(
+            &format!("{FILE_SELECT} WHERE f.collection_id = $1 AND f.name = $2 ORDER BY f.id"),
+            &[&collection_id, &key],
+        )
+        .map_err(db_err)?
+        .iter()
+        .map(file_from_row)
+        .collect()
     }
 
     fn kb_file_by_row(&self, row_id: i64) -> Result<Option<KbFile>> {

@@ -26,6 +26,7 @@ mod oauth;
 mod pg_store;
 mod policies;
 mod pool;
+mod sign_ins;
 mod sources;
 mod sql;
 mod store;

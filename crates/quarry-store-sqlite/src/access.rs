@@ -279,6 +279,16 @@ impl AccessStore for SqliteStore {
 
     fn delete_user(&self, user_row: i64) -> Result<()> {
         self.write(|tx| {
+            // A removed user's sessions and provider links go with it: signing in again
+            // makes a new user.
+            tx.execute(
+                "DELETE FROM web_sessions WHERE token_uid IN \
+                 (SELECT uid FROM access_tokens WHERE user_id = ?1)",
+                [user_row],
+            )
+            .map_err(db_err)?;
+            tx.execute("DELETE FROM user_identities WHERE user_id = ?1", [user_row])
+                .map_err(db_err)?;
             tx.execute("DELETE FROM access_tokens WHERE user_id = ?1", [user_row])
                 .map_err(db_err)?;
             tx.execute("DELETE FROM memberships WHERE user_id = ?1", [user_row])

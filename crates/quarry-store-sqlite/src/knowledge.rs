@@ -558,10 +558,23 @@ impl KnowledgeStore for SqliteStore {
     fn kb_files_by_key(&self, collection_id: i64, key: &str) -> Result<Vec<KbFile>> {
         let conn = self.conn();
         // By public id first: a name that happens to be another file's id never hides it.
+        // Two lookups, each on its own index (`uid`, `kb_files_name`): one `uid = ? OR
+        // name = ?` scans the knowledge base's files.
+        let by_id = conn
+            .prepare_cached(&format!(
+                "SELECT {FILE_COLUMNS} FROM {FILE_FROM} WHERE f.uid = ?2 AND f.collection_id = ?1"
+            ))
+            .map_err(db_err)?
+            .query_row(params![collection_id, key], file_from_row)
+            .optional()
+            .map_err(db_err)?;
+        if let Some(file) = by_id {
+            return Ok(vec![file]);
+        }
         let mut stmt = conn
             .prepare_cached(&format!(
-                "SELECT {FILE_COLUMNS} FROM {FILE_FROM} WHERE f.collection_id = ?1 AND (f.uid = ?2 OR f.name = ?2) \
-                 ORDER BY (f.uid = ?2) DESC, f.id"
+                "SELECT {FILE_COLUMNS} FROM {FILE_FROM} WHERE f.collection_id = ?1 AND f.name = ?2 \
+                 ORDER BY f.id"
             ))
             .map_err(db_err)?;
         let files = stmt
@@ -569,7 +582,7 @@ impl KnowledgeStore for SqliteStore {
             .map_err(db_err)?
             .collect::<rusqlite::Result<Vec<_>>>()
             .map_err(db_err)?;
-        Ok(quarry_store::by_id_else_all(files, key))
+        Ok(files)
     }
 
     fn kb_file_by_row(&self, row_id: i64) -> Result<Option<KbFile>> {

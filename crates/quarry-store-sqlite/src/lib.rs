@@ -29,6 +29,7 @@ mod policies;
 mod semantic;
 mod sessions;
 mod settings;
+mod sign_ins;
 mod sources;
 mod sql;
 mod store;

@@ -3,7 +3,7 @@
 use rusqlite::{Connection, params};
 
 /// The newest schema version: the last of [`MIGRATIONS`].
-pub(crate) const SCHEMA_VERSION: i64 = 35;
+pub(crate) const SCHEMA_VERSION: i64 = 36;
 
 /// `(version, SQL)`, oldest first: the files in `migrations/`, each bringing the schema from
 /// the version before it to its own. Version 4 also gives old rows their UUIDs ([`assign_uids`]).
@@ -43,6 +43,7 @@ pub(crate) const MIGRATIONS: &[(i64, &str)] = &[
     (33, include_str!("../migrations/v33.sql")),
     (34, include_str!("../migrations/v34.sql")),
     (35, include_str!("../migrations/v35.sql")),
+    (36, include_str!("../migrations/v36.sql")),
 ];
 
 /// Gives every space and collection without one a UUID (rows from before version 4).

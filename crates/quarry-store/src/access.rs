@@ -193,7 +193,7 @@ pub struct TokenGrant {
 }
 
 /// Principals behind one trait, like everything the store keeps.
-pub trait AccessStore: Send + Sync {
+pub trait AccessStore: crate::SignInStore + Send + Sync {
     /// Creates a space; `Conflict` if the name is taken.
     fn create_space(&self, name: &str, description: &str) -> Result<Space>;
     /// Every space, by name.

@@ -11,7 +11,8 @@ use quarry_core::{Error, Result};
 /// The tables a copy carries, parents before the rows that point at them. What is derived
 /// or belongs to one process is left out: the change feed and its consumers (each node
 /// rebuilds its keyword index), node heartbeats, MCP sessions, embed jobs' chunk claims, the
-/// batches the rate of embedding is measured from, the embedded store's ANN bookkeeping.
+/// batches the rate of embedding is measured from, the embedded store's ANN bookkeeping,
+/// sign-ins under way (ten minutes at most: whoever was signing in signs in again).
 pub const COPIED_TABLES: &[&str] = &[
     "spaces",
     "users",
@@ -19,6 +20,8 @@ pub const COPIED_TABLES: &[&str] = &[
     "groups",
     "group_members",
     "access_tokens",
+    "user_identities",
+    "web_sessions",
     "oauth_clients",
     "oauth_grants",
     "oauth_secrets",

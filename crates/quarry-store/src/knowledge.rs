@@ -284,15 +284,6 @@ pub struct RestrictedFile {
     pub readers: Vec<String>,
 }
 
-/// What [`KnowledgeStore::kb_files_by_key`] answers from the files whose id or name is
-/// `key` (the one with that id first): that file alone, else all of them.
-pub fn by_id_else_all(mut files: Vec<KbFile>, key: &str) -> Vec<KbFile> {
-    if files.first().is_some_and(|f| f.id == key) {
-        files.truncate(1);
-    }
-    files
-}
-
 /// Reader keys as stored: a JSON array, or NULL for a file every reader may read.
 pub fn readers_to_column(readers: Option<&[String]>) -> Option<String> {
     readers.map(|r| serde_json::Value::from(r.to_vec()).to_string())

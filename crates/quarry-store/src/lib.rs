@@ -29,6 +29,7 @@ mod policies;
 mod semantic;
 mod sessions;
 mod settings;
+mod sign_ins;
 mod sources;
 mod store;
 pub mod thread_guard;
@@ -56,8 +57,8 @@ pub use hub::{
 pub use knowledge::{
     AddedFile, ClaimedChunks, ConvertedFile, FileFilter, FileStatus, Job, JobKind, JobQueue,
     KbFile, KnowledgeBase, KnowledgeStore, Lease, NewKbFile, NoteMeta, QueueCounts, RestrictedFile,
-    SAME_BYTES_SAME_READERS, StatusCounts, StatusFilter, by_id_else_all, metadata_from_column,
-    owner_node, readers_from_column, readers_to_column,
+    SAME_BYTES_SAME_READERS, StatusCounts, StatusFilter, metadata_from_column, owner_node,
+    readers_from_column, readers_to_column,
 };
 pub use limits::LimitStore;
 pub use oauth::{
@@ -71,6 +72,7 @@ pub use semantic::{
 };
 pub use sessions::{MCP_SESSION_KEPT_MS, SessionStore};
 pub use settings::SettingsStore;
+pub use sign_ins::{LinkedIdentity, SIGN_IN_REQUEST_MS, SignInRequest, SignInStore, WebSession};
 pub use sources::{
     NewSource, RestrictedCounts, SYNC_INTERRUPTED, SourceChange, SourceFile, SourceLease,
     SourceRow, SourceStore, SyncCounts, SyncLine, SyncReport,
@@ -83,6 +85,6 @@ pub mod prelude {
     pub use crate::{
         AccessStore, AuditStore, ChangeNotifier, ChatStore, CollectionStore, EntryStore, FeedStore,
         HubStore, JobQueue, KnowledgeStore, LimitStore, OAuthStore, PolicyStore, SemanticStore,
-        SessionStore, SettingsStore, SourceStore, Store, VectorSearch,
+        SessionStore, SettingsStore, SignInStore, SourceStore, Store, VectorSearch,
     };
 }

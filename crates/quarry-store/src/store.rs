@@ -3,7 +3,7 @@
 use crate::{
     AccessStore, AuditStore, ChatStore, CollectionStore, EntryStore, FeedStore, HubStore, JobQueue,
     KnowledgeStore, LimitStore, OAuthStore, PolicyStore, SemanticStore, SessionStore,
-    SettingsStore, SourceStore,
+    SettingsStore, SignInStore, SourceStore,
 };
 
 /// Storage of Quarry's metadata and documents for one data directory.
@@ -32,6 +32,7 @@ pub trait Store:
     + ChatStore
     + SourceStore
     + PolicyStore
+    + SignInStore
     + Send
     + Sync
 {
@@ -55,6 +56,7 @@ where
     T: HubStore,
     T: ChatStore,
     T: SourceStore,
+    T: SignInStore,
     T: Send + Sync,
 {
 }

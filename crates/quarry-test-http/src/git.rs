@@ -14,8 +14,12 @@ pub const TOKEN_USER: &str = "x-access-token";
 /// authentication gets a 401 asking for it.
 pub fn serve(root: &Path, token: Option<&str>) -> Server {
     let root = root.to_path_buf();
-    let expected =
-        token.map(|t| format!("Basic {}", base64(format!("{TOKEN_USER}:{t}").as_bytes())));
+    let expected = token.map(|t| {
+        format!(
+            "Basic {}",
+            quarry_core::base64_encode(format!("{TOKEN_USER}:{t}").as_bytes())
+        )
+    });
     Server::start(move |req: &Request| {
         if let Some(expected) = &expected
             && req.header("authorization") != Some(expected.as_str())
@@ -62,42 +66,4 @@ pub fn run(dir: &Path, args: &[&str]) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// Standard base64 with padding.
-pub fn base64(bytes: &[u8]) -> String {
-    const A: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
-    for chunk in bytes.chunks(3) {
-        let n = chunk
-            .iter()
-            .enumerate()
-            .fold(0u32, |n, (i, b)| n | (u32::from(*b) << (16 - 8 * i)));
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(char::from(A[((n >> (18 - 6 * i)) & 63) as usize]));
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn base64_of_known_strings() {
-        for (plain, encoded) in [
-            ("", ""),
-            ("f", "Zg=="),
-            ("fo", "Zm8="),
-            ("foo", "Zm9v"),
-            ("x-access-token:t0k", "eC1hY2Nlc3MtdG9rZW46dDBr"),
-        ] {
-            assert_eq!(base64(plain.as_bytes()), encoded, "{plain}");
-        }
-    }
 }

@@ -14,6 +14,7 @@ pub(crate) mod oauth;
 pub(crate) mod pages;
 pub(crate) mod policies;
 pub(crate) mod qmd;
+pub(crate) mod sign_in;
 pub(crate) mod sources;
 pub(crate) mod spaces;
 pub(crate) mod tokens;

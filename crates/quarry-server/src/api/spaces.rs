@@ -10,7 +10,7 @@ use axum::Router;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, put};
+use axum::routing::{delete, get, put};
 use quarry_access::parse_role;
 use quarry_core::{Error, Scope};
 use quarry_engine::NoProgress;
@@ -30,6 +30,11 @@ pub(crate) fn router() -> Router<Arc<AppState>> {
         .route(
             "/api/v1/spaces/{id}/members/{user}",
             put(set_member).delete(remove_member),
+        )
+        .route("/api/v1/spaces/{id}/sessions", get(list_sessions))
+        .route(
+            "/api/v1/spaces/{id}/sessions/{session}",
+            delete(end_session),
         )
         .route("/api/v1/users", get(list_users).post(create_user))
 }
@@ -228,6 +233,33 @@ async fn remove_member(
     st.write(move || directory.remove_member_as(&actor, &id, &user))
         .await?;
     Ok(ok(json!({"removed": true, "user": who})))
+}
+
+/// `GET /api/v1/spaces/{id}/sessions`: the live web sessions of the space's members (made by
+/// signing in with an identity provider), for its admins and owners.
+async fn list_sessions(
+    State(st): State<Arc<AppState>>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    let directory = st.directory().clone();
+    let actor = caller.principal.clone();
+    let (_, sessions) = run_blocking(move || directory.sessions_as(&actor, &id)).await?;
+    Ok(ok_list(&sessions))
+}
+
+/// `DELETE /api/v1/spaces/{id}/sessions/{session}`: signs a member out, on every node.
+async fn end_session(
+    State(st): State<Arc<AppState>>,
+    caller: Caller,
+    Path((id, session)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    let directory = st.directory().clone();
+    let actor = caller.principal.clone();
+    let ended = session.clone();
+    st.write(move || directory.revoke_session_as(&actor, &id, &session))
+        .await?;
+    Ok(ok(json!({"ended": true, "id": ended})))
 }
 
 /// `GET /api/v1/users`: the machine's owner only (users are server-wide).

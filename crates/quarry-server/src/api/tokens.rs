@@ -165,12 +165,13 @@ async fn issue(st: Arc<AppState>, caller: Caller, b: NewTokenBody) -> Result<Res
         tools: b.tools,
         endpoint,
         expires_at,
-        // A token's tokens live and reach no further than it (checked in quarry-access).
+        // A token's tokens live and reach no further than it (checked in quarry-access); a
+        // web session's are the person's own.
         parent: caller
             .principal
             .identity
             .as_ref()
-            .and_then(|c| c.token_id.clone()),
+            .and_then(|c| c.parent_for_new_tokens()),
         manage: b.manage,
     };
     let hub = st.hub().clone();

@@ -1,8 +1,9 @@
 //! The web UI's routes: the shell at `/`, its assets at `/assets/*` (from `quarry-ui`), and
 //! the cookie session: `GET /ui/session`, `POST /ui/login`, `POST /ui/logout`.
 //!
-//! The UI is a client of the same REST API as everyone else. Its session is the access token
-//! itself, kept in an HttpOnly, Secure, SameSite=Strict cookie (`quarry_session`) that
+//! The UI is a client of the same REST API as everyone else. Its session is an access token
+//! (pasted at `/ui/login`, or a web session's made by signing in with an identity provider,
+//! `api/sign_in.rs`), kept in an HttpOnly, Secure, SameSite=Strict cookie (`quarry_session`) that
 //! [`crate::auth`] reads when a request carries no other credential. State-changing requests
 //! authenticated by that cookie must echo the `quarry_csrf` cookie in `X-Quarry-CSRF`
 //! (double submit; checked in `auth`), and so must `/ui/login` and `/ui/logout`.
@@ -19,20 +20,15 @@ use serde_json::json;
 
 use crate::auth::session::{
     CSRF_COOKIE, SESSION_COOKIE, cookie, csrf_ok, csrf_refusal, random_hex, secure_for,
+    session_cookie,
 };
 use crate::auth::{self, Caller};
-use crate::http::{ApiError, Body, ok, run_blocking};
+use crate::http::{ApiError, Body, ok, run_blocking, security_headers};
 use crate::service::visible_spaces;
 use crate::state::AppState;
 
 /// Longest a session cookie lives when the token itself does not expire sooner.
 const SESSION_MAX_AGE_SECS: i64 = 30 * 24 * 3600;
-
-/// Everything the UI loads comes from this origin; nothing inline, nothing evaluated.
-/// `frame-src 'self'` lets the preview drawer show an original PDF from the API.
-const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; \
-font-src 'self'; connect-src 'self'; frame-src 'self'; object-src 'none'; base-uri 'none'; \
-form-action 'self'; frame-ancestors 'none'";
 
 /// Routes needing no caller: the shell, assets, login and logout.
 pub(crate) fn public_router() -> Router<Arc<AppState>> {
@@ -48,22 +44,6 @@ pub(crate) fn public_router() -> Router<Arc<AppState>> {
 /// Routes with a caller (mounted under the Account surface: no space needs naming).
 pub(crate) fn router() -> Router<Arc<AppState>> {
     Router::new().route("/ui/session", get(session))
-}
-
-fn security_headers(headers: &mut HeaderMap) {
-    headers.insert(
-        header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static(CSP),
-    );
-    headers.insert(
-        header::X_CONTENT_TYPE_OPTIONS,
-        HeaderValue::from_static("nosniff"),
-    );
-    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
-    headers.insert(
-        header::REFERRER_POLICY,
-        HeaderValue::from_static("same-origin"),
-    );
 }
 
 /// `GET /`: the HTML shell, with a CSRF cookie when the browser has none yet.
@@ -136,9 +116,26 @@ fn serve_asset(st: &AppState, path: &str, headers: &HeaderMap) -> Response {
 }
 
 /// `GET /ui/config`: what the login screen needs before anyone is signed in: whether this
-/// server also works without a token (local mode), so a stale session can be left.
+/// server also works without a token (local mode), so a stale session can be left, and
+/// the identity providers people sign in with (a button each).
 async fn config(State(st): State<Arc<AppState>>) -> Response {
-    ok(json!({"mode": mode_name(st.auth_mode())}))
+    let providers: Vec<_> = st
+        .sign_in()
+        .map(|s| {
+            s.config()
+                .providers
+                .iter()
+                .map(|p| {
+                    json!({
+                        "name": p.name,
+                        "title": p.title,
+                        "start": format!("/ui/oidc/{}/start", p.name),
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    ok(json!({"mode": mode_name(st.auth_mode()), "providers": providers}))
 }
 
 fn mode_name(mode: auth::AuthMode) -> &'static str {
@@ -163,6 +160,8 @@ async fn session(State(st): State<Arc<AppState>>, caller: Caller) -> Result<Resp
         "user": p.identity.as_ref().map(|c| json!({"id": c.user_id, "name": c.user})),
         "token_id": p.identity.as_ref().and_then(|c| c.token_id.clone()),
         "read_only": p.read_only(),
+        // Signed in with an identity provider (a web session) rather than a pasted token.
+        "web_session": p.identity.as_ref().is_some_and(|c| c.session),
         "machine_owner": p.scope.machine_owner,
         // Whether this credential manages governance (docs/governance.md).
         "manage": p.scope.manage,
@@ -199,6 +198,11 @@ async fn login(
         return Err(csrf_refusal());
     }
     let token = b.token.trim().to_owned();
+    if quarry_access::is_session_token(&token) {
+        return Err(auth::rest_refusal(
+            quarry_access::AuthFailure::SessionOutsideBrowser,
+        ));
+    }
     let directory = st.directory().clone();
     let secret = token.clone();
     let principal = run_blocking(move || directory.authenticate_any_space(&secret, None))
@@ -220,9 +224,7 @@ async fn login(
         Some(ms) => ((ms - quarry_core::now_millis()) / 1000).clamp(1, SESSION_MAX_AGE_SECS),
         None => SESSION_MAX_AGE_SECS,
     };
-    let cookie = format!(
-        "{SESSION_COOKIE}={token}; Path=/; HttpOnly; Secure; SameSite=Strict; Max-Age={max_age}"
-    );
+    let cookie = session_cookie(&token, max_age);
     let mut response = ok(json!({"user": {"id": who.user_id, "name": who.user}}));
     if let Ok(v) = HeaderValue::from_str(&cookie) {
         response.headers_mut().append(header::SET_COOKIE, v);
@@ -233,12 +235,43 @@ async fn login(
     Ok(response)
 }
 
-/// `POST /ui/logout`: forgets the session cookie (the token itself stays valid).
-async fn logout(headers: HeaderMap) -> Result<Response, Response> {
+/// `POST /ui/logout`: forgets the session cookie. A web session (signed in with an identity
+/// provider) ends for good, on every node; the answer's `logout_url`, when the provider
+/// offers one, ends the provider's session too. A pasted token stays valid.
+async fn logout(State(st): State<Arc<AppState>>, headers: HeaderMap) -> Result<Response, Response> {
     if !csrf_ok(&headers) {
         return Err(csrf_refusal());
     }
-    let mut response = ok(json!({"signed_out": true}));
+    let mut logout_url = None;
+    if let Some(token) = cookie(&headers, SESSION_COOKIE)
+        .filter(|t| quarry_access::is_session_token(t))
+        .map(str::to_owned)
+    {
+        let directory = st.directory().clone();
+        let store = st.root_engine().store_handle();
+        let ended = run_blocking(move || {
+            let Ok(principal) = directory.authenticate_any_space(&token, None)? else {
+                return Ok(None);
+            };
+            let Some(id) = principal.identity.and_then(|i| i.token_id) else {
+                return Ok(None);
+            };
+            directory.revoke_token(&id, None)?;
+            store.web_session(&id)
+        })
+        .await
+        .map_err(IntoResponse::into_response)?;
+        if let (Some(session), Some(service)) = (ended, st.sign_in()) {
+            let back = match st.public_url() {
+                Some(origin) => format!("{origin}/"),
+                None => format!("{}/", crate::http::base_url(&headers).to_ascii_lowercase()),
+            };
+            logout_url = service
+                .logout_url(&session.provider, &session.id_token, &back)
+                .await;
+        }
+    }
+    let mut response = ok(json!({"signed_out": true, "logout_url": logout_url}));
     response.headers_mut().append(
         header::SET_COOKIE,
         HeaderValue::from_static(

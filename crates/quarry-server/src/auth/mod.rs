@@ -224,6 +224,14 @@ fn resolve(state: &AppState, surface: Surface, c: &Credentials) -> Result<Caller
         }
         _ => None,
     };
+    // A web session's token is the browser's: taken from anywhere else it is a stolen
+    // cookie or a mistake.
+    if let Some(token) = &c.token
+        && !c.from_cookie
+        && quarry_access::is_session_token(token)
+    {
+        return Err(Refusal::Auth(AuthFailure::SessionOutsideBrowser));
+    }
     let principal = match (&c.token, state.auth_mode()) {
         (Some(token), _) if surface == Surface::Source && c.space.is_none() => {
             let in_source_space = match &source_space {

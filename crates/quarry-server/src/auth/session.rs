@@ -1,6 +1,7 @@
 //! The web UI's cookie session as the auth middleware sees it: the session cookie carries
-//! the access token; state changes it authenticates must echo the CSRF cookie in
-//! [`CSRF_HEADER`] (double submit). Setting the cookies is the UI routes' job
+//! the access token (one pasted at `/ui/login`, or a web session's `qw_…` token made by
+//! signing in with an identity provider); state changes it authenticates must echo the CSRF
+//! cookie in [`CSRF_HEADER`] (double submit). Setting the cookies is the UI routes' job
 //! (`api/ui.rs`); reading and checking them is here, so both sides share one definition.
 
 use axum::http::{HeaderMap, Method, header};
@@ -14,6 +15,15 @@ pub(crate) const SESSION_COOKIE: &str = "quarry_session";
 /// The CSRF cookie: random, readable by the page, echoed in [`CSRF_HEADER`].
 pub(crate) const CSRF_COOKIE: &str = "quarry_csrf";
 pub(crate) const CSRF_HEADER: &str = "x-quarry-csrf";
+/// A started sign-in's `state` (`api/sign_in.rs`), until the provider sends the browser back.
+pub(crate) const SIGN_IN_STATE_COOKIE: &str = "quarry_oidc_state";
+
+/// The `Set-Cookie` value of a session cookie holding `token` for `max_age` seconds.
+pub(crate) fn session_cookie(token: &str, max_age: i64) -> String {
+    format!(
+        "{SESSION_COOKIE}={token}; Path=/; HttpOnly; Secure; SameSite=Strict; Max-Age={max_age}"
+    )
+}
 
 /// Whether the browser will keep a Secure cookie from this request: loopback (browsers
 /// treat it as a secure context) or HTTPS through a proxy that says so.

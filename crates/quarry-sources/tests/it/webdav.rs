@@ -384,7 +384,7 @@ fn a_server_without_etags_and_with_absolute_hrefs() {
     let requests = server.requests();
     let expected = format!(
         "Basic {}",
-        quarry_test_http::git::base64(format!("{USER}:{PASSWORD}").as_bytes())
+        quarry_core::base64_encode(format!("{USER}:{PASSWORD}").as_bytes())
     );
     for r in &requests {
         assert_eq!(

@@ -30,6 +30,7 @@ pub mod hub;
 pub mod knowledge;
 pub mod oauth;
 pub mod policies;
+pub mod sign_ins;
 pub mod sources;
 pub mod store;
 pub mod vectors;
@@ -54,6 +55,7 @@ macro_rules! store_conformance {
         $crate::conformance::knowledge::__conformance_knowledge!($open);
         $crate::conformance::oauth::__conformance_oauth!($open);
         $crate::conformance::policies::__conformance_policies!($open);
+        $crate::conformance::sign_ins::__conformance_sign_ins!($open);
         $crate::conformance::sources::__conformance_sources!($open);
         $crate::conformance::store::__conformance_store!($open);
         $crate::conformance::harness::__conformance_tests!($open; [$crate::conformance];

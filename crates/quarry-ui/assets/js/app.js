@@ -709,10 +709,35 @@ function showLogin(message) {
   });
   replace(main, form);
   input.focus();
-  // Local mode works without a token: offer to leave a stale session instead.
   api("GET", "/ui/config")
     .then((cfg) => {
-      if (cfg.mode !== "open" || !form.isConnected) return;
+      if (!form.isConnected) return;
+      // Identity providers first: a person signs in with their company account; the token
+      // field stays for scripts' owners and admins.
+      const providers = cfg.providers || [];
+      if (providers.length) {
+        const back = location.pathname + location.search + location.hash;
+        const links = providers.map((p) =>
+          h(
+            "a",
+            {
+              class: "btn btn-primary login-provider",
+              id: `login-provider-${p.name}`,
+              href: `${p.start}?return_to=${encodeURIComponent(back)}`,
+            },
+            p.title,
+          ),
+        );
+        form.querySelector("h1").after(
+          h("div", { class: "login-providers" }, ...links),
+          h("p", { class: "muted login-or" }, t("login.or_token")),
+        );
+        form.querySelector("p.muted:not(.login-or)")?.remove();
+        button.classList.remove("btn-primary");
+        links[0].focus();
+      }
+      // Local mode works without a token: offer to leave a stale session instead.
+      if (cfg.mode !== "open") return;
       form.append(
         h(
           "button",
@@ -733,13 +758,22 @@ function showLogin(message) {
 }
 
 async function logout() {
+  let out = null;
+  let failed = null;
   try {
-    await api("POST", "/ui/logout");
-  } finally {
-    app.session = null;
-    location.hash = "";
-    showLogin();
+    out = await api("POST", "/ui/logout");
+  } catch (err) {
+    failed = err;
   }
+  app.session = null;
+  // A web session made with an identity provider: end the provider's session too.
+  if (out?.logout_url) {
+    location.assign(out.logout_url);
+    return;
+  }
+  location.hash = "";
+  showLogin();
+  if (failed) throw failed;
 }
 
 // ---------------------------------------------------------------------------------------
