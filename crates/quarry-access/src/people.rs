@@ -257,6 +257,18 @@ impl Directory {
     /// Applies `rules` to a person in `groups` (see the module): roles first, so that
     /// reader groups are joined in spaces the person is now a member of.
     fn apply_group_rules(&self, row: i64, groups: &[String], rules: &[GroupRule]) -> Result<()> {
+        // A rule about a space that does not exist (yet) waits for it (the server warns at
+        // start-up).
+        let mut existing: Vec<&str> = Vec::new();
+        for r in rules {
+            if !existing.contains(&r.space.as_str()) && self.store.space(&r.space)?.is_some() {
+                existing.push(&r.space);
+            }
+        }
+        let rules: Vec<&GroupRule> = rules
+            .iter()
+            .filter(|r| existing.contains(&r.space.as_str()))
+            .collect();
         let matches = |r: &GroupRule| groups.contains(&r.group);
         let mut spaces: Vec<&str> = rules
             .iter()

@@ -1335,6 +1335,8 @@ fn people_sign_in_by_subject_and_their_groups_decide_mapped_spaces() {
         rule("leads", "eng", Some(Role::Admin), &[]),
         rule("people-ops", "hr", Some(Role::Viewer), &["hr-staff"]),
         rule("payroll", "hr", None, &["payroll"]),
+        // A space that does not exist (yet): the rule waits for it.
+        rule("engineers", "future", Some(Role::Admin), &["engineers"]),
     ];
     let hour = 3_600_000;
 

@@ -125,7 +125,8 @@ impl AppState {
     }
 
     /// Lets people sign in with the identity providers of `config` (the web UI and the
-    /// OAuth consent page). Only a server that requires tokens has anyone to sign in.
+    /// OAuth consent page). Only a server that requires tokens has anyone to sign in. Reads
+    /// the store (whether mapped spaces exist): call it off the async threads.
     pub fn start_sign_in(&self, config: quarry_oidc::OidcConfig) -> Result<(), Error> {
         if config.is_empty() {
             return Ok(());
@@ -134,6 +135,19 @@ impl AppState {
             return Err(Error::invalid(
                 "signing in with an identity provider needs a server that requires access tokens (--auth token)",
             ));
+        }
+        // A mapping to a space that does not exist is skipped until it does: say so now.
+        for p in &config.providers {
+            for rule in &p.rules {
+                if let Err(Error::NotFound(_)) = self.directory.space(&rule.space) {
+                    tracing::warn!(
+                        provider = %p.name,
+                        group = %rule.group,
+                        space = %rule.space,
+                        "a group rule names a space that does not exist: it is skipped until the space is made"
+                    );
+                }
+            }
         }
         let service = quarry_oidc::SignIn::new(config).map_err(Error::invalid)?;
         self.sign_in
