@@ -473,21 +473,13 @@ pub(crate) fn run(
             page_type,
             tag,
         } => {
-            let mut req = WikiIndexRequest {
+            let req = WikiIndexRequest {
                 page_type: page_type.clone(),
                 tag: tag.clone(),
                 after: None,
                 limit: MAX_INDEX_LIMIT,
             };
-            let mut pages = Vec::new();
-            loop {
-                let part = engine.wiki_index(name, &req)?;
-                pages.extend(part.pages);
-                match part.next {
-                    Some(next) => req.after = Some(next),
-                    None => break,
-                }
-            }
+            let pages = engine.wiki_index_all(name, &req)?.pages;
             if json_out {
                 print_json(&json!({ "pages": pages }))?;
             } else {

@@ -721,9 +721,19 @@ impl Engine {
 
     /// The pages of `kb` this caller may read, by slug, a page of the list at a time.
     pub fn wiki_index(&self, kb: &str, req: &WikiIndexRequest) -> Result<WikiIndex> {
+        self.index_pages(kb, req, req.limit.clamp(1, MAX_INDEX_LIMIT))
+    }
+
+    /// Every page of `kb` this caller may read after `req.after` (its `limit` aside), in one
+    /// pass: for an in-process caller that lists them all (`quarry kb pages`). Paging through
+    /// [`Engine::wiki_index`] reads every page's citations once per call instead.
+    pub fn wiki_index_all(&self, kb: &str, req: &WikiIndexRequest) -> Result<WikiIndex> {
+        self.index_pages(kb, req, usize::MAX)
+    }
+
+    fn index_pages(&self, kb: &str, req: &WikiIndexRequest, limit: usize) -> Result<WikiIndex> {
         self.require(Access::Read, "reading wiki pages")?;
         let base = self.knowledge_base(kb)?;
-        let limit = req.limit.clamp(1, MAX_INDEX_LIMIT);
         let mut cache = DocumentCache::for_listing();
         let mut matching = Vec::new();
         for row in self.current_pages(&base)? {
