@@ -21,8 +21,9 @@ use axum::routing::get;
 use quarry_oidc::{OidcError, state_hash};
 use serde::Deserialize;
 
+use crate::auth::oauth::public_origin;
 use crate::auth::session::{SIGN_IN_STATE_COOKIE, cookie, secure_for, session_cookie};
-use crate::http::{base_url, message_page, run_blocking_raw};
+use crate::http::{message_page, run_blocking, run_blocking_raw};
 use crate::state::AppState;
 
 /// Routes needing no caller (the person is signing in).
@@ -34,11 +35,7 @@ pub(crate) fn public_router() -> Router<Arc<AppState>> {
 
 /// Where this server's callback is, as the provider must have it registered.
 fn redirect_uri(st: &AppState, headers: &HeaderMap) -> String {
-    let origin = st
-        .public_url()
-        .map(str::to_owned)
-        .unwrap_or_else(|| base_url(headers).to_ascii_lowercase());
-    format!("{origin}/ui/oidc/callback")
+    format!("{}/ui/oidc/callback", public_origin(st, headers))
 }
 
 /// A path on this server to go back to (`/`, `/#/authorize?…`); anything else is `/`.
@@ -120,10 +117,8 @@ async fn start(
     };
     let store = st.root_engine().store_handle();
     let request = started.request;
-    match run_blocking_raw(move || store.put_sign_in_request(&request)).await {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => return crate::http::ApiError::from(e).into_response(),
-        Err(e) => return e.into_response(),
+    if let Err(e) = run_blocking(move || store.put_sign_in_request(&request)).await {
+        return e.into_response();
     }
     let mut response = (StatusCode::FOUND, ()).into_response();
     let h = response.headers_mut();
@@ -181,18 +176,16 @@ async fn callback(
     let store = st.root_engine().store_handle();
     let hash = state_hash(state);
     let taken =
-        run_blocking_raw(move || store.take_sign_in_request(&hash, quarry_core::now_millis()))
-            .await;
+        run_blocking(move || store.take_sign_in_request(&hash, quarry_core::now_millis())).await;
     let request = match taken {
-        Ok(Ok(Some(r))) => r,
-        Ok(Ok(None)) => {
+        Ok(Some(r)) => r,
+        Ok(None) => {
             return refuse(
                 "SIGN_IN_STATE",
                 StatusCode::BAD_REQUEST,
                 "this sign-in was already used or has expired: start it again",
             );
         }
-        Ok(Err(e)) => return crate::http::ApiError::from(e).into_response(),
         Err(e) => return e.into_response(),
     };
     if let Some(error) = &q.error {

@@ -262,10 +262,7 @@ async fn logout(State(st): State<Arc<AppState>>, headers: HeaderMap) -> Result<R
         .await
         .map_err(IntoResponse::into_response)?;
         if let (Some(session), Some(service)) = (ended, st.sign_in()) {
-            let back = match st.public_url() {
-                Some(origin) => format!("{origin}/"),
-                None => format!("{}/", crate::http::base_url(&headers).to_ascii_lowercase()),
-            };
+            let back = format!("{}/", crate::auth::oauth::public_origin(&st, &headers));
             logout_url = service
                 .logout_url(&session.provider, &session.id_token, &back)
                 .await;

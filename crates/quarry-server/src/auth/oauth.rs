@@ -7,14 +7,20 @@ use quarry_oauth::Endpoints;
 use crate::auth::AuthMode;
 use crate::state::AppState;
 
-/// The OAuth endpoints for a request: at `--public-url` when set, else at the origin the
+/// The origin clients reach this server at: `--public-url` when set, else the origin the
 /// request was sent to — its `Host`, which the Host check already limited to names this
-/// server answers to, and `https` when a proxy says so (`X-Forwarded-Proto`).
-pub(crate) fn endpoints(state: &AppState, headers: &HeaderMap) -> Endpoints {
+/// server answers to, and `https` when a proxy says so (`X-Forwarded-Proto`). OAuth's
+/// endpoints and the identity providers' redirect URIs are made from it.
+pub(crate) fn public_origin(state: &AppState, headers: &HeaderMap) -> String {
     match state.public_url() {
-        Some(origin) => Endpoints::new(origin),
-        None => Endpoints::new(&crate::http::base_url(headers).to_ascii_lowercase()),
+        Some(origin) => origin.to_owned(),
+        None => crate::http::base_url(headers).to_ascii_lowercase(),
     }
+}
+
+/// The OAuth endpoints for a request, at [`public_origin`].
+pub(crate) fn endpoints(state: &AppState, headers: &HeaderMap) -> Endpoints {
+    Endpoints::new(&public_origin(state, headers))
 }
 
 /// Whether this server signs clients in with OAuth: only when it requires tokens (an open
