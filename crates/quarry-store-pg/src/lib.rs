@@ -19,6 +19,7 @@ mod copy;
 mod entries;
 mod error;
 mod hub;
+mod insight;
 mod jobs;
 mod knowledge;
 mod migrate;

@@ -37,10 +37,11 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (34, include_str!("../migrations/v34.sql")),
     (35, include_str!("../migrations/v35.sql")),
     (36, include_str!("../migrations/v36.sql")),
+    (37, include_str!("../migrations/v37.sql")),
 ];
 
 /// The newest schema version this binary knows.
-pub(crate) const SCHEMA_VERSION: i32 = 36;
+pub(crate) const SCHEMA_VERSION: i32 = 37;
 
 /// Serialises migrations across every process using the database.
 const MIGRATION_LOCK: i64 = 7_245_190_455_173_122_048;

@@ -22,6 +22,7 @@ mod entries;
 mod error;
 mod feed;
 mod hub;
+mod insight;
 mod knowledge;
 mod migrate;
 mod oauth;

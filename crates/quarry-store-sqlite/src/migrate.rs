@@ -3,7 +3,7 @@
 use rusqlite::{Connection, params};
 
 /// The newest schema version: the last of [`MIGRATIONS`].
-pub(crate) const SCHEMA_VERSION: i64 = 36;
+pub(crate) const SCHEMA_VERSION: i64 = 37;
 
 /// `(version, SQL)`, oldest first: the files in `migrations/`, each bringing the schema from
 /// the version before it to its own. Version 4 also gives old rows their UUIDs ([`assign_uids`]).
@@ -44,6 +44,7 @@ pub(crate) const MIGRATIONS: &[(i64, &str)] = &[
     (34, include_str!("../migrations/v34.sql")),
     (35, include_str!("../migrations/v35.sql")),
     (36, include_str!("../migrations/v36.sql")),
+    (37, include_str!("../migrations/v37.sql")),
 ];
 
 /// Gives every space and collection without one a UUID (rows from before version 4).

@@ -54,6 +54,8 @@ pub const COPIED_TABLES: &[&str] = &[
     "chat_messages",
     "idempotency_keys",
     "audit_events",
+    "search_log",
+    "usage_daily",
     "meta",
 ];
 

@@ -22,6 +22,7 @@ pub mod entry_rules;
 mod entry_version;
 mod feed;
 mod hub;
+mod insight;
 mod knowledge;
 mod limits;
 mod oauth;
@@ -54,6 +55,9 @@ pub use feed::{
 pub use hub::{
     CustomToolRow, HubStore, PackageRow, ToolEndpointRow, ToolRow, UpstreamRow, first_by_owner,
 };
+pub use insight::{
+    DAY_MS, InsightStore, InsightWindow, SearchRecord, UnansweredGroup, UsageCount, merge_usage,
+};
 pub use knowledge::{
     AddedFile, ClaimedChunks, ConvertedFile, FileFilter, FileStatus, Job, JobKind, JobQueue,
     KbFile, KnowledgeBase, KnowledgeStore, Lease, NewKbFile, NoteMeta, QueueCounts, RestrictedFile,
@@ -84,7 +88,7 @@ pub use store::Store;
 pub mod prelude {
     pub use crate::{
         AccessStore, AuditStore, ChangeNotifier, ChatStore, CollectionStore, EntryStore, FeedStore,
-        HubStore, JobQueue, KnowledgeStore, LimitStore, OAuthStore, PolicyStore, SemanticStore,
-        SessionStore, SettingsStore, SignInStore, SourceStore, Store, VectorSearch,
+        HubStore, InsightStore, JobQueue, KnowledgeStore, LimitStore, OAuthStore, PolicyStore,
+        SemanticStore, SessionStore, SettingsStore, SignInStore, SourceStore, Store, VectorSearch,
     };
 }

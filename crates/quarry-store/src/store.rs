@@ -1,9 +1,9 @@
 //! [`Store`]: every part of the system of record together.
 
 use crate::{
-    AccessStore, AuditStore, ChatStore, CollectionStore, EntryStore, FeedStore, HubStore, JobQueue,
-    KnowledgeStore, LimitStore, OAuthStore, PolicyStore, SemanticStore, SessionStore,
-    SettingsStore, SignInStore, SourceStore,
+    AccessStore, AuditStore, ChatStore, CollectionStore, EntryStore, FeedStore, HubStore,
+    InsightStore, JobQueue, KnowledgeStore, LimitStore, OAuthStore, PolicyStore, SemanticStore,
+    SessionStore, SettingsStore, SignInStore, SourceStore,
 };
 
 /// Storage of Quarry's metadata and documents for one data directory.
@@ -26,6 +26,7 @@ pub trait Store:
     + JobQueue
     + AccessStore
     + AuditStore
+    + InsightStore
     + LimitStore
     + OAuthStore
     + HubStore
@@ -50,6 +51,7 @@ where
     T: JobQueue,
     T: AccessStore,
     T: AuditStore,
+    T: InsightStore,
     T: LimitStore,
     T: PolicyStore,
     T: OAuthStore,

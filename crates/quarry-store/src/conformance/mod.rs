@@ -27,6 +27,7 @@ pub mod groups;
 #[doc(hidden)]
 pub mod harness;
 pub mod hub;
+pub mod insight;
 pub mod knowledge;
 pub mod oauth;
 pub mod policies;
@@ -52,6 +53,7 @@ macro_rules! store_conformance {
         $crate::conformance::entries::__conformance_entries!($open);
         $crate::conformance::groups::__conformance_groups!($open);
         $crate::conformance::hub::__conformance_hub!($open);
+        $crate::conformance::insight::__conformance_insight!($open);
         $crate::conformance::knowledge::__conformance_knowledge!($open);
         $crate::conformance::oauth::__conformance_oauth!($open);
         $crate::conformance::policies::__conformance_policies!($open);

@@ -1,0 +1,213 @@
+//! [`InsightStore`] on PostgreSQL: a batch of searches is one `INSERT … SELECT FROM unnest`
+//! and its day counts one upsert (one round trip each, in one transaction; keys merged and
+//! sorted first, so nodes adding to the same rows lock them in the same order).
+
+use quarry_core::Result;
+use quarry_store::{
+    DAY_MS, InsightStore, InsightWindow, SearchRecord, UnansweredGroup, UsageCount, merge_usage,
+};
+
+use crate::error::db_err;
+use crate::pg_store::PgStore;
+use crate::sql::col;
+
+fn count(n: i64) -> u64 {
+    u64::try_from(n).unwrap_or(0)
+}
+
+fn signed(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+impl InsightStore for PgStore {
+    fn append_insight(&self, searches: &[SearchRecord], usage: &[UsageCount]) -> Result<()> {
+        if searches.is_empty() && usage.is_empty() {
+            return Ok(());
+        }
+        let usage = merge_usage(usage);
+        self.write(|tx| {
+            if !searches.is_empty() {
+                let at: Vec<i64> = searches.iter().map(|s| s.at).collect();
+                let text = |f: fn(&SearchRecord) -> &str| -> Vec<&str> {
+                    searches.iter().map(f).collect()
+                };
+                let results: Vec<i32> = searches
+                    .iter()
+                    .map(|s| i32::try_from(s.results).unwrap_or(i32::MAX))
+                    .collect();
+                let top: Vec<Option<f64>> = searches.iter().map(|s| s.top_score).collect();
+                let unanswered: Vec<bool> = searches.iter().map(|s| s.unanswered).collect();
+                let query: Vec<Option<&str>> =
+                    searches.iter().map(|s| s.query.as_deref()).collect();
+                tx.execute(
+                    "INSERT INTO search_log (at, space_id, knowledge_base, user_id, token_id, \
+                     surface, results, top_score, unanswered, wording, query) \
+                     SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], \
+                     $5::text[], $6::text[], $7::int[], $8::float8[], $9::bool[], $10::text[], \
+                     $11::text[])",
+                    &[
+                        &at,
+                        &text(|s| &s.space_id),
+                        &text(|s| &s.knowledge_base),
+                        &text(|s| &s.user_id),
+                        &text(|s| &s.token_id),
+                        &text(|s| &s.surface),
+                        &results,
+                        &top,
+                        &unanswered,
+                        &text(|s| &s.wording),
+                        &query,
+                    ],
+                )
+                .map_err(db_err)?;
+            }
+            if !usage.is_empty() {
+                let text =
+                    |f: fn(&UsageCount) -> &str| -> Vec<&str> { usage.iter().map(f).collect() };
+                let day: Vec<i64> = usage.iter().map(|u| u.day).collect();
+                let counts: Vec<i64> = usage.iter().map(|u| signed(u.count)).collect();
+                let totals: Vec<i64> = usage.iter().map(|u| signed(u.total)).collect();
+                tx.execute(
+                    "INSERT INTO usage_daily AS u (space_id, day, metric, subject, user_id, \
+                     token_id, count, total) \
+                     SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], \
+                     $5::text[], $6::text[], $7::bigint[], $8::bigint[]) \
+                     ON CONFLICT (space_id, day, metric, subject, user_id, token_id) DO UPDATE \
+                     SET count = u.count + excluded.count, total = u.total + excluded.total",
+                    &[
+                        &text(|u| &u.space_id),
+                        &day,
+                        &text(|u| &u.metric),
+                        &text(|u| &u.subject),
+                        &text(|u| &u.user_id),
+                        &text(|u| &u.token_id),
+                        &counts,
+                        &totals,
+                    ],
+                )
+                .map_err(db_err)?;
+            }
+            Ok(())
+        })
+    }
+
+    fn unanswered_groups(&self, w: &InsightWindow, limit: usize) -> Result<Vec<UnansweredGroup>> {
+        let mut conn = self.conn()?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = conn
+            .query(
+                "SELECT wording, COUNT(*) AS n, MIN(at), MAX(at) FROM search_log \
+                 WHERE space_id = $1 AND unanswered AND at >= $2 AND at < $3 \
+                 AND ($4::text IS NULL OR knowledge_base = $4) \
+                 GROUP BY wording ORDER BY n DESC, MAX(at) DESC, wording LIMIT $5",
+                &[&w.space_id, &w.since, &w.until, &w.knowledge_base, &limit],
+            )
+            .map_err(db_err)?;
+        let mut found = rows
+            .iter()
+            .map(|r| {
+                Ok(UnansweredGroup {
+                    wording: col(r, 0)?,
+                    count: count(col(r, 1)?),
+                    first_at: col(r, 2)?,
+                    last_at: col(r, 3)?,
+                    query: None,
+                    best_score: None,
+                    days: Vec::new(),
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        if found.is_empty() {
+            return Ok(found);
+        }
+        let wordings: Vec<&str> = found.iter().map(|g| g.wording.as_str()).collect();
+        // Every group's days and latest text in two statements, not two per group.
+        let days = conn
+            .query(
+                "SELECT wording, at / $5, COUNT(*), MAX(top_score) FROM search_log \
+                 WHERE space_id = $1 AND wording = ANY($2) AND unanswered \
+                 AND at >= $3 AND at < $4 AND ($6::text IS NULL OR knowledge_base = $6) \
+                 GROUP BY 1, 2 ORDER BY 1, 2",
+                &[
+                    &w.space_id,
+                    &wordings,
+                    &w.since,
+                    &w.until,
+                    &DAY_MS,
+                    &w.knowledge_base,
+                ],
+            )
+            .map_err(db_err)?;
+        let latest = conn
+            .query(
+                "SELECT DISTINCT ON (wording) wording, query FROM search_log \
+                 WHERE space_id = $1 AND wording = ANY($2) AND unanswered \
+                 AND at >= $3 AND at < $4 AND ($5::text IS NULL OR knowledge_base = $5) \
+                 AND query IS NOT NULL ORDER BY wording, at DESC",
+                &[
+                    &w.space_id,
+                    &wordings,
+                    &w.since,
+                    &w.until,
+                    &w.knowledge_base,
+                ],
+            )
+            .map_err(db_err)?;
+        for g in &mut found {
+            for r in days.iter().filter(|r| r.get::<_, &str>(0) == g.wording) {
+                g.days.push((col(r, 1)?, count(col(r, 2)?)));
+                let best: Option<f64> = col(r, 3)?;
+                g.best_score = match (g.best_score, best) {
+                    (Some(a), Some(b)) => Some(a.max(b)),
+                    (a, b) => a.or(b),
+                };
+            }
+            g.query = latest
+                .iter()
+                .find(|r| r.get::<_, &str>(0) == g.wording)
+                .map(|r| col(r, 1))
+                .transpose()?;
+        }
+        Ok(found)
+    }
+
+    fn usage_counts(&self, w: &InsightWindow) -> Result<Vec<UsageCount>> {
+        let rows = self
+            .conn()?
+            .query(
+                "SELECT space_id, day, metric, subject, user_id, token_id, count, total \
+                 FROM usage_daily WHERE space_id = $1 AND day >= $2 AND day <= $3 \
+                 ORDER BY day, metric, subject, user_id, token_id",
+                &[&w.space_id, &(w.since / DAY_MS), &((w.until - 1) / DAY_MS)],
+            )
+            .map_err(db_err)?;
+        rows.iter()
+            .map(|r| {
+                Ok(UsageCount {
+                    space_id: col(r, 0)?,
+                    day: col(r, 1)?,
+                    metric: col(r, 2)?,
+                    subject: col(r, 3)?,
+                    user_id: col(r, 4)?,
+                    token_id: col(r, 5)?,
+                    count: count(col(r, 6)?),
+                    total: count(col(r, 7)?),
+                })
+            })
+            .collect()
+    }
+
+    fn prune_insight(&self, before: i64) -> Result<u64> {
+        self.write(|tx| {
+            let n = tx
+                .execute("DELETE FROM search_log WHERE at < $1", &[&before])
+                .map_err(db_err)?;
+            tx.execute(
+                "DELETE FROM usage_daily WHERE day < $1",
+                &[&before.div_euclid(DAY_MS)],
+            )
+            .map_err(db_err)?;
+            Ok(n)
+        })
+    }
+}

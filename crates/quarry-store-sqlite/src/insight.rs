@@ -1,0 +1,212 @@
+//! [`InsightStore`] on SQLite: searches appended and day counts added in one write
+//! transaction; the unanswered view's group-by reads `search_log_unanswered` only, and each
+//! group's days come from `search_log_wording`.
+
+use quarry_core::Result;
+use rusqlite::params;
+
+use crate::error::db_err;
+use crate::store::SqliteStore;
+use quarry_store::{
+    DAY_MS, InsightStore, InsightWindow, SearchRecord, UnansweredGroup, UsageCount, merge_usage,
+};
+
+fn count(n: i64) -> u64 {
+    u64::try_from(n).unwrap_or(0)
+}
+
+fn signed(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+impl InsightStore for SqliteStore {
+    fn append_insight(&self, searches: &[SearchRecord], usage: &[UsageCount]) -> Result<()> {
+        if searches.is_empty() && usage.is_empty() {
+            return Ok(());
+        }
+        self.write(|tx| {
+            let mut insert = tx
+                .prepare_cached(
+                    "INSERT INTO search_log (at, space_id, knowledge_base, user_id, token_id, \
+                     surface, results, top_score, unanswered, wording, query) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                )
+                .map_err(db_err)?;
+            for s in searches {
+                insert
+                    .execute(params![
+                        s.at,
+                        s.space_id,
+                        s.knowledge_base,
+                        s.user_id,
+                        s.token_id,
+                        s.surface,
+                        s.results,
+                        s.top_score,
+                        s.unanswered,
+                        s.wording,
+                        s.query,
+                    ])
+                    .map_err(db_err)?;
+            }
+            let mut add = tx
+                .prepare_cached(
+                    "INSERT INTO usage_daily (space_id, day, metric, subject, user_id, token_id, \
+                     count, total) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) \
+                     ON CONFLICT (space_id, day, metric, subject, user_id, token_id) DO UPDATE \
+                     SET count = count + excluded.count, total = total + excluded.total",
+                )
+                .map_err(db_err)?;
+            for u in merge_usage(usage) {
+                add.execute(params![
+                    u.space_id,
+                    u.day,
+                    u.metric,
+                    u.subject,
+                    u.user_id,
+                    u.token_id,
+                    signed(u.count),
+                    signed(u.total),
+                ])
+                .map_err(db_err)?;
+            }
+            Ok(())
+        })
+    }
+
+    fn unanswered_groups(&self, w: &InsightWindow, limit: usize) -> Result<Vec<UnansweredGroup>> {
+        let conn = self.conn();
+        let mut groups = conn
+            .prepare_cached(
+                "SELECT wording, COUNT(*) AS n, MIN(at), MAX(at) FROM search_log \
+                 INDEXED BY search_log_unanswered \
+                 WHERE space_id = ?1 AND unanswered = 1 AND at >= ?2 AND at < ?3 \
+                 AND (?4 IS NULL OR knowledge_base = ?4) \
+                 GROUP BY wording ORDER BY n DESC, MAX(at) DESC, wording LIMIT ?5",
+            )
+            .map_err(db_err)?;
+        let mut found: Vec<UnansweredGroup> = groups
+            .query_map(
+                params![
+                    w.space_id,
+                    w.since,
+                    w.until,
+                    w.knowledge_base,
+                    i64::try_from(limit).unwrap_or(i64::MAX)
+                ],
+                |r| {
+                    Ok(UnansweredGroup {
+                        wording: r.get(0)?,
+                        count: count(r.get(1)?),
+                        first_at: r.get(2)?,
+                        last_at: r.get(3)?,
+                        query: None,
+                        best_score: None,
+                        days: Vec::new(),
+                    })
+                },
+            )
+            .map_err(db_err)?
+            .collect::<rusqlite::Result<_>>()
+            .map_err(db_err)?;
+        let mut days = conn
+            .prepare_cached(
+                "SELECT at / ?5, COUNT(*), MAX(top_score) FROM search_log \
+                 INDEXED BY search_log_wording \
+                 WHERE space_id = ?1 AND wording = ?2 AND unanswered = 1 AND at >= ?3 AND at < ?4 \
+                 AND (?6 IS NULL OR knowledge_base = ?6) GROUP BY 1 ORDER BY 1",
+            )
+            .map_err(db_err)?;
+        let mut latest = conn
+            .prepare_cached(
+                "SELECT query FROM search_log INDEXED BY search_log_wording \
+                 WHERE space_id = ?1 AND wording = ?2 AND unanswered = 1 AND at >= ?3 AND at < ?4 \
+                 AND (?5 IS NULL OR knowledge_base = ?5) AND query IS NOT NULL \
+                 ORDER BY at DESC LIMIT 1",
+            )
+            .map_err(db_err)?;
+        for g in &mut found {
+            let rows = days
+                .query_map(
+                    params![
+                        w.space_id,
+                        g.wording,
+                        w.since,
+                        w.until,
+                        DAY_MS,
+                        w.knowledge_base
+                    ],
+                    |r| {
+                        Ok((
+                            r.get::<_, i64>(0)?,
+                            r.get::<_, i64>(1)?,
+                            r.get::<_, Option<f64>>(2)?,
+                        ))
+                    },
+                )
+                .map_err(db_err)?;
+            for row in rows {
+                let (day, n, best) = row.map_err(db_err)?;
+                g.days.push((day, count(n)));
+                g.best_score = match (g.best_score, best) {
+                    (Some(a), Some(b)) => Some(a.max(b)),
+                    (a, b) => a.or(b),
+                };
+            }
+            g.query = latest
+                .query_row(
+                    params![w.space_id, g.wording, w.since, w.until, w.knowledge_base],
+                    |r| r.get(0),
+                )
+                .map(Some)
+                .or_else(|e| match e {
+                    rusqlite::Error::QueryReturnedNoRows => Ok(None),
+                    e => Err(db_err(e)),
+                })?;
+        }
+        Ok(found)
+    }
+
+    fn usage_counts(&self, w: &InsightWindow) -> Result<Vec<UsageCount>> {
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT space_id, day, metric, subject, user_id, token_id, count, total \
+                 FROM usage_daily WHERE space_id = ?1 AND day >= ?2 AND day <= ?3 \
+                 ORDER BY day, metric, subject, user_id, token_id",
+            )
+            .map_err(db_err)?;
+        let rows = stmt
+            .query_map(
+                params![w.space_id, w.since / DAY_MS, (w.until - 1) / DAY_MS],
+                |r| {
+                    Ok(UsageCount {
+                        space_id: r.get(0)?,
+                        day: r.get(1)?,
+                        metric: r.get(2)?,
+                        subject: r.get(3)?,
+                        user_id: r.get(4)?,
+                        token_id: r.get(5)?,
+                        count: count(r.get(6)?),
+                        total: count(r.get(7)?),
+                    })
+                },
+            )
+            .map_err(db_err)?;
+        rows.collect::<rusqlite::Result<_>>().map_err(db_err)
+    }
+
+    fn prune_insight(&self, before: i64) -> Result<u64> {
+        self.write(|tx| {
+            let n = tx
+                .execute("DELETE FROM search_log WHERE at < ?1", params![before])
+                .map_err(db_err)?;
+            tx.execute(
+                "DELETE FROM usage_daily WHERE day < ?1",
+                params![before.div_euclid(DAY_MS)],
+            )
+            .map_err(db_err)?;
+            Ok(u64::try_from(n).unwrap_or(0))
+        })
+    }
+}
