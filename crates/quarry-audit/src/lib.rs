@@ -18,8 +18,15 @@ use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, TrySendError, sync_cha
 use std::time::{Duration, Instant};
 
 use quarry_core::{Principal, Result, SettingError, now_millis};
-use quarry_store::AuditStore;
-pub use quarry_store::{AuditEvent, AuditQuery, AuditRecord};
+pub use quarry_store::{AuditEvent, AuditQuery, AuditRecord, SearchRecord};
+use quarry_store::{AuditStore, InsightStore, Store};
+
+pub mod usage;
+pub mod wording;
+
+/// The store the writer appends to: the audit log and the insight log.
+pub trait LogStore: AuditStore + InsightStore {}
+impl<T: AuditStore + InsightStore + ?Sized> LogStore for T {}
 use serde_json::{Map, Value, json};
 
 /// A tool called over MCP (target `package.tool`, or the tool's name on `/mcp`).
@@ -59,16 +66,24 @@ const BATCH_WINDOW: Duration = Duration::from_millis(100);
 const PRUNE_EVERY: Duration = Duration::from_secs(3600);
 /// Tries to write one batch before it is dropped (and counted).
 const WRITE_TRIES: u32 = 3;
-const DAY_MS: i64 = 86_400_000;
+const DAY_MS: i64 = quarry_store::DAY_MS;
+/// Most characters of a query the insight log keeps.
+const QUERY_CHARS: usize = 500;
 
-/// What the administrator chose (`QUARRY_AUDIT_RETENTION_DAYS`, `QUARRY_AUDIT_QUERIES`).
+/// What the administrator chose (`QUARRY_AUDIT_RETENTION_DAYS`, `QUARRY_AUDIT_QUERIES`,
+/// `QUARRY_INSIGHT_RETENTION_DAYS`, `QUARRY_INSIGHT_QUERIES`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AuditSettings {
     /// Events older than this many days are removed; 0 keeps them forever.
     pub retention_days: u32,
-    /// Whether a search's query text is recorded (off by default: queries can hold what
-    /// the documents hold).
+    /// Whether a search's query text is recorded in the audit log (off by default: queries
+    /// can hold what the documents hold).
     pub record_queries: bool,
+    /// Searches and usage counts older than this many days are removed; 0 keeps them forever.
+    pub insight_retention_days: u32,
+    /// Whether the insight log keeps the text of searches that found nothing (on by default:
+    /// owners read it to learn what to write; off keeps only a hash that groups them).
+    pub insight_queries: bool,
 }
 
 impl Default for AuditSettings {
@@ -76,6 +91,8 @@ impl Default for AuditSettings {
         AuditSettings {
             retention_days: 90,
             record_queries: false,
+            insight_retention_days: 90,
+            insight_queries: true,
         }
     }
 }
@@ -84,6 +101,28 @@ impl Default for AuditSettings {
 pub const ENV_RETENTION_DAYS: &str = "QUARRY_AUDIT_RETENTION_DAYS";
 /// `QUARRY_AUDIT_QUERIES`: `on` records search query text.
 pub const ENV_QUERIES: &str = "QUARRY_AUDIT_QUERIES";
+/// `QUARRY_INSIGHT_RETENTION_DAYS`: days searches and usage counts are kept (0: forever).
+pub const ENV_INSIGHT_RETENTION_DAYS: &str = "QUARRY_INSIGHT_RETENTION_DAYS";
+/// `QUARRY_INSIGHT_QUERIES`: `off` keeps no text of unanswered searches.
+pub const ENV_INSIGHT_QUERIES: &str = "QUARRY_INSIGHT_QUERIES";
+
+fn switch(name: &str, v: &str) -> std::result::Result<bool, SettingError> {
+    match v.to_ascii_lowercase().as_str() {
+        "on" | "true" | "1" | "yes" => Ok(true),
+        "off" | "false" | "0" | "no" => Ok(false),
+        _ => Err(SettingError::new(name, v, "use on or off")),
+    }
+}
+
+fn days(name: &str, v: &str, what: &str) -> std::result::Result<u32, SettingError> {
+    v.parse().map_err(|_| {
+        SettingError::new(
+            name,
+            v,
+            &format!("give a whole number of days (0 keeps {what} forever)"),
+        )
+    })
+}
 
 impl AuditSettings {
     /// The settings from the process's variables, read through `get` (the CLI's table).
@@ -97,20 +136,16 @@ impl AuditSettings {
         };
         let mut s = AuditSettings::default();
         if let Some(v) = var(ENV_RETENTION_DAYS) {
-            s.retention_days = v.parse().map_err(|_| {
-                SettingError::new(
-                    ENV_RETENTION_DAYS,
-                    &v,
-                    "give a whole number of days (0 keeps events forever)",
-                )
-            })?;
+            s.retention_days = days(ENV_RETENTION_DAYS, &v, "events")?;
         }
         if let Some(v) = var(ENV_QUERIES) {
-            s.record_queries = match v.to_ascii_lowercase().as_str() {
-                "on" | "true" | "1" | "yes" => true,
-                "off" | "false" | "0" | "no" => false,
-                _ => return Err(SettingError::new(ENV_QUERIES, v, "use on or off")),
-            };
+            s.record_queries = switch(ENV_QUERIES, &v)?;
+        }
+        if let Some(v) = var(ENV_INSIGHT_RETENTION_DAYS) {
+            s.insight_retention_days = days(ENV_INSIGHT_RETENTION_DAYS, &v, "searches")?;
+        }
+        if let Some(v) = var(ENV_INSIGHT_QUERIES) {
+            s.insight_queries = switch(ENV_INSIGHT_QUERIES, &v)?;
         }
         Ok(s)
     }
@@ -119,6 +154,7 @@ impl AuditSettings {
 /// The writer's queue.
 enum Message {
     Event(Box<AuditEvent>),
+    Search(Box<SearchRecord>),
     /// Answered once every event queued before it is written (or dropped).
     Flush(SyncSender<()>),
 }
@@ -135,7 +171,7 @@ pub struct AuditLog {
 
 impl AuditLog {
     /// Starts the writer thread over `store`.
-    pub fn start(store: Arc<dyn AuditStore>, settings: AuditSettings) -> Result<Arc<AuditLog>> {
+    pub fn start(store: Arc<dyn Store>, settings: AuditSettings) -> Result<Arc<AuditLog>> {
         let (sender, receiver) = sync_channel(QUEUE_CAPACITY);
         let dropped = Arc::new(AtomicU64::new(0));
         let written = Arc::new(AtomicU64::new(0));
@@ -145,6 +181,7 @@ impl AuditLog {
             dropped: dropped.clone(),
             written: written.clone(),
             retention_days: settings.retention_days,
+            insight_retention_days: settings.insight_retention_days,
         };
         // The thread ends once the log is dropped (its queue's sender goes with it).
         let handle = std::thread::Builder::new()
@@ -169,7 +206,49 @@ impl AuditLog {
 
     /// Queues an event; never blocks (a full queue drops it and counts it).
     pub fn record(&self, event: AuditEvent) {
-        match self.sender.try_send(Message::Event(Box::new(event))) {
+        self.queue(Message::Event(Box::new(event)));
+    }
+
+    /// Queues a search for the insight log ([`AuditLog::search`] makes one); never blocks.
+    pub fn record_search(&self, search: SearchRecord) {
+        self.queue(Message::Search(Box::new(search)));
+    }
+
+    /// A search by `principal` on `surface` as the insight log keeps it: unanswered when
+    /// nothing came back; its text kept only then, and only when the administrator keeps
+    /// text (else its wording is a hash). `knowledge_base`: the one knowledge base it was
+    /// limited to, if it was.
+    pub fn search(
+        &self,
+        principal: &Principal,
+        surface: &str,
+        knowledge_base: Option<&str>,
+        query: &str,
+        results: usize,
+        top_score: Option<f64>,
+    ) -> SearchRecord {
+        let identity = principal.identity.as_ref();
+        let unanswered = results == 0;
+        let readable = self.settings.insight_queries && unanswered;
+        SearchRecord {
+            at: now_millis(),
+            space_id: principal.space_id.clone(),
+            knowledge_base: knowledge_base.unwrap_or_default().to_owned(),
+            user_id: identity.map(|i| i.user_id.clone()).unwrap_or_default(),
+            token_id: identity
+                .and_then(|i| i.token_id.clone())
+                .unwrap_or_default(),
+            surface: surface.to_owned(),
+            results: u32::try_from(results).unwrap_or(u32::MAX),
+            top_score: top_score.filter(|s| s.is_finite()),
+            unanswered,
+            wording: wording::wording(query, readable),
+            query: readable.then(|| query.chars().take(QUERY_CHARS).collect()),
+        }
+    }
+
+    fn queue(&self, message: Message) {
+        match self.sender.try_send(message) {
             Ok(()) => {}
             Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
                 if self.dropped.fetch_add(1, Ordering::Relaxed) == 0 {
@@ -213,11 +292,29 @@ impl AuditLog {
 }
 
 struct Writer {
-    store: Arc<dyn AuditStore>,
+    store: Arc<dyn Store>,
     receiver: Receiver<Message>,
     dropped: Arc<AtomicU64>,
     written: Arc<AtomicU64>,
     retention_days: u32,
+    insight_retention_days: u32,
+}
+
+/// What the writer has queued for the store.
+#[derive(Default)]
+struct Batch {
+    events: Vec<AuditEvent>,
+    searches: Vec<SearchRecord>,
+}
+
+impl Batch {
+    fn len(&self) -> usize {
+        self.events.len() + self.searches.len()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 impl Writer {
@@ -225,28 +322,27 @@ impl Writer {
     /// a request's `record` then never has to wake this thread, only queue.
     fn run(self) {
         let mut next_prune = Instant::now();
-        let mut batch: Vec<AuditEvent> = Vec::with_capacity(BATCH_MAX);
+        let mut batch = Batch::default();
         let mut waiting: Vec<SyncSender<()>> = Vec::new();
         loop {
-            if self.retention_days > 0 && Instant::now() >= next_prune {
+            if Instant::now() >= next_prune {
                 self.prune();
                 next_prune = Instant::now() + PRUNE_EVERY;
             }
             let mut closed = false;
             loop {
                 match self.receiver.try_recv() {
-                    Ok(Message::Event(e)) => {
-                        batch.push(*e);
-                        if batch.len() >= BATCH_MAX {
-                            self.write(&mut batch);
-                        }
-                    }
+                    Ok(Message::Event(e)) => batch.events.push(*e),
+                    Ok(Message::Search(r)) => batch.searches.push(*r),
                     Ok(Message::Flush(done)) => waiting.push(done),
                     Err(TryRecvError::Empty) => break,
                     Err(TryRecvError::Disconnected) => {
                         closed = true;
                         break;
                     }
+                }
+                if batch.len() >= BATCH_MAX {
+                    self.write(&mut batch);
                 }
             }
             self.write(&mut batch);
@@ -260,38 +356,65 @@ impl Writer {
         }
     }
 
-    fn write(&self, batch: &mut Vec<AuditEvent>) {
+    /// Writes the events, then the searches with the usage counts both add (two
+    /// transactions: a failure of one does not lose the other).
+    fn write(&self, batch: &mut Batch) {
         if batch.is_empty() {
             return;
         }
+        let usage: Vec<_> = batch
+            .events
+            .iter()
+            .flat_map(usage::of_event)
+            .chain(batch.searches.iter().flat_map(usage::of_search))
+            .collect();
+        let events = std::mem::take(&mut batch.events);
+        let searches = std::mem::take(&mut batch.searches);
+        if !events.is_empty() {
+            self.retry("audit", events.len(), || self.store.append_audit(&events));
+        }
+        if !searches.is_empty() || !usage.is_empty() {
+            self.retry("insight", searches.len(), || {
+                self.store.append_insight(&searches, &usage)
+            });
+        }
+    }
+
+    /// Tries `append` up to [`WRITE_TRIES`] times; counts `n` rows written or dropped.
+    fn retry(&self, what: &str, n: usize, append: impl Fn() -> Result<()>) {
         for attempt in 1..=WRITE_TRIES {
-            match self.store.append_audit(batch) {
+            match append() {
                 Ok(()) => {
-                    self.written
-                        .fetch_add(batch.len() as u64, Ordering::Relaxed);
-                    batch.clear();
+                    self.written.fetch_add(n as u64, Ordering::Relaxed);
                     return;
                 }
                 Err(e) if attempt < WRITE_TRIES => {
-                    tracing::warn!(error = %e, attempt, "audit batch not written; retrying");
+                    tracing::warn!(error = %e, attempt, "{what} batch not written; retrying");
                     std::thread::sleep(Duration::from_millis(200 * u64::from(attempt)));
                 }
                 Err(e) => {
-                    tracing::error!(error = %e, events = batch.len(), "audit batch dropped");
-                    self.dropped
-                        .fetch_add(batch.len() as u64, Ordering::Relaxed);
+                    tracing::error!(error = %e, rows = n, "{what} batch dropped");
+                    self.dropped.fetch_add(n as u64, Ordering::Relaxed);
                 }
             }
         }
-        batch.clear();
     }
 
     fn prune(&self) {
-        let cut = now_millis().saturating_sub(i64::from(self.retention_days) * DAY_MS);
-        match self.store.prune_audit(cut) {
-            Ok(0) => {}
-            Ok(n) => tracing::info!(events = n, "audit events past the retention removed"),
-            Err(e) => tracing::warn!(error = %e, "audit log not pruned"),
+        let cut = |days: u32| now_millis().saturating_sub(i64::from(days) * DAY_MS);
+        if self.retention_days > 0 {
+            match self.store.prune_audit(cut(self.retention_days)) {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(events = n, "audit events past the retention removed"),
+                Err(e) => tracing::warn!(error = %e, "audit log not pruned"),
+            }
+        }
+        if self.insight_retention_days > 0 {
+            match self.store.prune_insight(cut(self.insight_retention_days)) {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(searches = n, "searches past the retention removed"),
+                Err(e) => tracing::warn!(error = %e, "insight log not pruned"),
+            }
         }
     }
 }

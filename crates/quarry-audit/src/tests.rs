@@ -77,7 +77,7 @@ fn retention_prunes_old_events_at_start() {
         store.clone(),
         AuditSettings {
             retention_days: 7,
-            record_queries: false,
+            ..AuditSettings::default()
         },
     )
     .unwrap();
@@ -143,15 +143,166 @@ fn settings_from_variables() {
     let s = AuditSettings::from_lookup(get(&[
         ("QUARRY_AUDIT_RETENTION_DAYS", " 0 "),
         ("QUARRY_AUDIT_QUERIES", "on"),
+        ("QUARRY_INSIGHT_RETENTION_DAYS", "30"),
+        ("QUARRY_INSIGHT_QUERIES", "off"),
     ]))
     .unwrap();
     assert_eq!((s.retention_days, s.record_queries), (0, true));
+    assert_eq!((s.insight_retention_days, s.insight_queries), (30, false));
     for bad in [
         &[("QUARRY_AUDIT_RETENTION_DAYS", "-1")][..],
         &[("QUARRY_AUDIT_RETENTION_DAYS", "ninety")],
         &[("QUARRY_AUDIT_QUERIES", "maybe")],
+        &[("QUARRY_INSIGHT_RETENTION_DAYS", "a month")],
+        &[("QUARRY_INSIGHT_QUERIES", "sometimes")],
     ] {
         let e = AuditSettings::from_lookup(get(bad)).unwrap_err();
         assert_eq!((e.var.as_str(), e.value.as_str()), bad[0], "{e}");
     }
+}
+
+#[test]
+fn wordings_group_rephrased_questions_and_hash_when_text_is_not_kept() {
+    use crate::wording::wording;
+    assert_eq!(
+        wording("How do I reset my password?", true),
+        "password reset"
+    );
+    assert_eq!(wording("password resets", true), "password reset");
+    assert_eq!(wording("What is the VPN address", true), "address vpn");
+    // Unspaced scripts are read in overlapping pairs, as the keyword index reads them.
+    assert_eq!(wording("如何重置密码", true), "何重 如何 密码 置密 重置");
+    // Only common words: the question itself.
+    assert_eq!(wording("  What is it? ", true), "what is it?");
+    let hashed = wording("How do I reset my password?", false);
+    assert!(hashed.starts_with("h:") && hashed.len() == 18, "{hashed}");
+    assert_eq!(hashed, wording("password resets", false));
+    assert_ne!(hashed, wording("vpn", false));
+}
+
+#[test]
+fn similar_groups_merge_into_the_larger_one() {
+    use quarry_store::UnansweredGroup;
+    let group = |wording: &str, count: u64, day: i64| UnansweredGroup {
+        wording: wording.into(),
+        count,
+        first_at: day * DAY_MS,
+        last_at: day * DAY_MS,
+        query: Some(format!("q {wording}")),
+        best_score: Some(count as f64 / 10.0),
+        days: vec![(day, count)],
+    };
+    let merged = wording::merge_similar(vec![
+        group("expense policy travel", 5, 3),
+        group("vpn", 4, 1),
+        group("expense policy", 3, 2),
+        group("h:00", 2, 1),
+        group("h:01", 1, 1),
+    ]);
+    let summary: Vec<(&str, u64)> = merged
+        .iter()
+        .map(|(g, _)| (g.wording.as_str(), g.count))
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            ("expense policy travel", 8),
+            ("vpn", 4),
+            ("h:00", 2),
+            ("h:01", 1)
+        ]
+    );
+    let (travel, variants) = &merged[0];
+    assert_eq!(travel.days, [(2, 3), (3, 5)]);
+    assert_eq!((travel.first_at, travel.last_at), (2 * DAY_MS, 3 * DAY_MS));
+    assert_eq!(travel.best_score, Some(0.5));
+    assert_eq!(variants, &["q expense policy"]);
+}
+
+#[test]
+fn searches_and_events_reach_the_insight_log_with_usage_counts() {
+    use quarry_store::InsightWindow;
+    let (_dir, store) = store();
+    let log = AuditLog::start(store.clone(), AuditSettings::default()).unwrap();
+    let owner = Principal::owner("default", "space-1");
+    let unanswered = log.search(
+        &owner,
+        "mcp",
+        Some("kb-1"),
+        "Where is the VPN guide?",
+        0,
+        None,
+    );
+    assert_eq!(unanswered.wording, "guide vpn");
+    assert_eq!(unanswered.query.as_deref(), Some("Where is the VPN guide?"));
+    let answered = log.search(&owner, "rest", None, "holiday calendar", 3, Some(0.8));
+    assert_eq!(answered.query, None, "an answered search keeps no text");
+    assert!(answered.wording.starts_with("h:"));
+    log.record_search(unanswered);
+    log.record_search(answered);
+    let mut call = event(Some(&owner), TOOL_CALL, "git.git_log", ERROR);
+    call.duration_ms = Some(40);
+    log.record(call);
+    let mut chat = event(Some(&owner), WRITE, "POST /api/v1/chat", OK);
+    chat.detail = json!({"path": "/api/v1/chat", "status": 200}).to_string();
+    log.record(chat);
+    log.record(event(None, AUTH_FAILURE, "unauthorized", DENIED));
+    log.flush(Duration::from_secs(10));
+    let window = InsightWindow {
+        space_id: "space-1".into(),
+        knowledge_base: None,
+        since: 0,
+        until: now_millis() + DAY_MS,
+    };
+    let groups = store.unanswered_groups(&window, 10).unwrap();
+    assert_eq!(groups.len(), 1);
+    assert_eq!(groups[0].wording, "guide vpn");
+    let mut counts: Vec<(String, String, u64, u64)> = store
+        .usage_counts(&window)
+        .unwrap()
+        .into_iter()
+        .map(|u| (u.metric, u.subject, u.count, u.total))
+        .collect();
+    counts.sort();
+    let want = [
+        ("chat_answers", "", 1, 0),
+        ("searches", "mcp", 1, 0),
+        ("searches", "rest", 1, 0),
+        ("tool_calls", "git.git_log", 1, 40),
+        ("tool_failures", "git.git_log", 1, 0),
+        ("unanswered", "mcp", 1, 0),
+    ];
+    let want: Vec<(String, String, u64, u64)> = want
+        .iter()
+        .map(|(m, s, c, t)| ((*m).to_owned(), (*s).to_owned(), *c, *t))
+        .collect();
+    assert_eq!(counts, want);
+}
+
+#[test]
+fn text_is_not_kept_when_the_administrator_turns_it_off() {
+    let (_dir, store) = store();
+    let log = AuditLog::start(
+        store,
+        AuditSettings {
+            insight_queries: false,
+            ..AuditSettings::default()
+        },
+    )
+    .unwrap();
+    let owner = Principal::owner("default", "space-1");
+    let s = log.search(
+        &owner,
+        "rest",
+        None,
+        "secret project codename",
+        0,
+        Some(f64::NAN),
+    );
+    assert_eq!(s.query, None);
+    assert!(s.wording.starts_with("h:"), "{}", s.wording);
+    assert_eq!(
+        s.top_score, None,
+        "a score that is not a number is not kept"
+    );
 }
