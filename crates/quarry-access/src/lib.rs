@@ -31,7 +31,7 @@ pub use directory::{
     Directory, IssuedToken, MAX_LABEL_CHARS, MAX_TOKEN_DAYS, SpaceAccess, TokenRequest,
 };
 pub use groups::{MAX_GROUP_NAME, group_reader_key, user_reader_key, validate_group_name};
-pub use manage::{Member, SpaceView, UserSpace, UserView, parse_role};
+pub use manage::{Member, SpaceView, UsageNames, UserSpace, UserView, parse_role};
 pub use names::validate_name;
 pub use people::{GroupRule, Person, SessionView, SignedIn};
 pub use secrets::{

@@ -119,6 +119,15 @@ pub struct Member {
     pub joined_at: i64,
 }
 
+/// The names behind the ids a space's usage counts carry ([`Directory::usage_names_as`]).
+#[derive(Debug, Clone, Default)]
+pub struct UsageNames {
+    /// User UUID → name.
+    pub users: std::collections::BTreeMap<String, String>,
+    /// Token UUID → label.
+    pub tokens: std::collections::BTreeMap<String, String>,
+}
+
 /// A user with the spaces it belongs to (for the machine's owner).
 #[derive(Debug, Clone, Serialize)]
 pub struct UserView {
@@ -293,6 +302,36 @@ impl Directory {
         let (space, _) = self.visible_space_of(actor, key)?;
         let members = self.space_members(&space)?;
         Ok((space, members))
+    }
+
+    /// For the admins of space `key` reading its insight (`what` names the view in a
+    /// refusal): the space, and the names behind the user and token ids its usage counts
+    /// carry (users by UUID → name; tokens by UUID → label). Only this space's members and
+    /// their tokens are named.
+    pub fn usage_names_as(
+        &self,
+        principal: &Principal,
+        key: &str,
+        what: &str,
+    ) -> Result<(Space, UsageNames)> {
+        let (space, _) = self.space_admin(&Actor::of(principal), key, what)?;
+        let members: Vec<String> = self
+            .space_members(&space)?
+            .into_iter()
+            .map(|m| m.user)
+            .collect();
+        let mut names = UsageNames::default();
+        for user in self.store.users()? {
+            if members.contains(&user.name) {
+                names.users.insert(user.id, user.name);
+            }
+        }
+        for token in self.store.tokens(None)? {
+            if members.contains(&token.user) {
+                names.tokens.insert(token.id, token.label);
+            }
+        }
+        Ok((space, names))
     }
 
     pub(crate) fn space_members(&self, space: &Space) -> Result<Vec<Member>> {

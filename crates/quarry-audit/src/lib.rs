@@ -119,7 +119,7 @@ fn days(name: &str, v: &str, what: &str) -> std::result::Result<u32, SettingErro
         SettingError::new(
             name,
             v,
-            &format!("give a whole number of days (0 keeps {what} forever)"),
+            format!("give a whole number of days (0 keeps {what} forever)"),
         )
     })
 }

@@ -218,6 +218,18 @@ pub struct Prepared {
     max_tool_rounds: usize,
 }
 
+impl Prepared {
+    /// The latest user question, as asked.
+    pub fn question(&self) -> &str {
+        &self.question
+    }
+
+    /// The knowledge bases it retrieves from (none: no retrieval).
+    pub fn knowledge_bases(&self) -> &[String] {
+        &self.knowledge_bases
+    }
+}
+
 /// Chat for one server: the provider client and settings. Shared by every request.
 pub struct ChatService {
     provider: Option<Provider>,

@@ -245,6 +245,10 @@ table! {
             "Days the audit log keeps events (tool calls, writes, searches, refusals); `0` keeps them forever.";
         QUARRY_AUDIT_QUERIES: Setting, None, SERVERS, "`off`",
             "`on` records search query text in the audit log (off: only who searched which knowledge bases and how many results).";
+        QUARRY_INSIGHT_RETENTION_DAYS: Setting, None, SERVERS, "90",
+            "Days the insight log keeps searches and daily usage counts (the owners' unanswered questions and usage charts); `0` keeps them forever.";
+        QUARRY_INSIGHT_QUERIES: Setting, None, SERVERS, "`on`",
+            "`off` keeps no text of searches that found nothing (they still group, by a hash of their terms); answered searches never keep text.";
         QUARRY_RATE_TOOL_CALLS: Setting, None, SERVE, "600",
             "Tool calls per access token per minute, on every MCP endpoint, shared by every node (`0`: no limit); over it, a JSON-RPC error `RATE_LIMITED` with the seconds to wait.";
         QUARRY_RATE_CHATS: Setting, None, SERVE, "60",

@@ -147,6 +147,7 @@ pub fn app(state: Arc<AppState>, opts: &HttpOptions, shutdown: &CancellationToke
     let rest = api::qmd::router()
         .merge(api::tokens::router())
         .merge(api::audit::router())
+        .merge(api::insight::router())
         .merge(api::metadata::router())
         .merge(compat::weknora::router())
         .merge(api::hub::router())

@@ -133,6 +133,17 @@ pub(crate) async fn track_http(req: Request, next: Next) -> Response {
     response
 }
 
+/// A search on `surface` that found something or nothing (`quarry_searches_total`; the
+/// insight log keeps them per space, person and token).
+pub(crate) fn record_search(surface: &str, answered: bool) {
+    metrics::counter!(
+        "quarry_searches_total",
+        "surface" => surface.to_owned(),
+        "answered" => if answered { "yes" } else { "no" }
+    )
+    .increment(1);
+}
+
 #[cfg(test)]
 mod tests {
     use super::label_value;

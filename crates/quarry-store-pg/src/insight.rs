@@ -98,7 +98,7 @@ impl InsightStore for PgStore {
             .query(
                 "SELECT wording, COUNT(*) AS n, MIN(at), MAX(at) FROM search_log \
                  WHERE space_id = $1 AND unanswered AND at >= $2 AND at < $3 \
-                 AND ($4::text IS NULL OR knowledge_base = $4) \
+                 AND ($4::text[] IS NULL OR knowledge_base = ANY($4)) \
                  GROUP BY wording ORDER BY n DESC, MAX(at) DESC, wording LIMIT $5",
                 &[&w.space_id, &w.since, &w.until, &w.knowledge_base, &limit],
             )
@@ -126,7 +126,7 @@ impl InsightStore for PgStore {
             .query(
                 "SELECT wording, at / $5, COUNT(*), MAX(top_score) FROM search_log \
                  WHERE space_id = $1 AND wording = ANY($2) AND unanswered \
-                 AND at >= $3 AND at < $4 AND ($6::text IS NULL OR knowledge_base = $6) \
+                 AND at >= $3 AND at < $4 AND ($6::text[] IS NULL OR knowledge_base = ANY($6)) \
                  GROUP BY 1, 2 ORDER BY 1, 2",
                 &[
                     &w.space_id,
@@ -142,7 +142,7 @@ impl InsightStore for PgStore {
             .query(
                 "SELECT DISTINCT ON (wording) wording, query FROM search_log \
                  WHERE space_id = $1 AND wording = ANY($2) AND unanswered \
-                 AND at >= $3 AND at < $4 AND ($5::text IS NULL OR knowledge_base = $5) \
+                 AND at >= $3 AND at < $4 AND ($5::text[] IS NULL OR knowledge_base = ANY($5)) \
                  AND query IS NOT NULL ORDER BY wording, at DESC",
                 &[
                     &w.space_id,

@@ -75,13 +75,17 @@ impl InsightStore for SqliteStore {
     }
 
     fn unanswered_groups(&self, w: &InsightWindow, limit: usize) -> Result<Vec<UnansweredGroup>> {
+        let kb = w
+            .knowledge_base
+            .as_ref()
+            .map(|names| serde_json::Value::from(names.clone()).to_string());
         let conn = self.conn();
         let mut groups = conn
             .prepare_cached(
                 "SELECT wording, COUNT(*) AS n, MIN(at), MAX(at) FROM search_log \
                  INDEXED BY search_log_unanswered \
                  WHERE space_id = ?1 AND unanswered = 1 AND at >= ?2 AND at < ?3 \
-                 AND (?4 IS NULL OR knowledge_base = ?4) \
+                 AND (?4 IS NULL OR knowledge_base IN (SELECT value FROM json_each(?4))) \
                  GROUP BY wording ORDER BY n DESC, MAX(at) DESC, wording LIMIT ?5",
             )
             .map_err(db_err)?;
@@ -91,7 +95,7 @@ impl InsightStore for SqliteStore {
                     w.space_id,
                     w.since,
                     w.until,
-                    w.knowledge_base,
+                    kb,
                     i64::try_from(limit).unwrap_or(i64::MAX)
                 ],
                 |r| {
@@ -114,28 +118,23 @@ impl InsightStore for SqliteStore {
                 "SELECT at / ?5, COUNT(*), MAX(top_score) FROM search_log \
                  INDEXED BY search_log_wording \
                  WHERE space_id = ?1 AND wording = ?2 AND unanswered = 1 AND at >= ?3 AND at < ?4 \
-                 AND (?6 IS NULL OR knowledge_base = ?6) GROUP BY 1 ORDER BY 1",
+                 AND (?6 IS NULL OR knowledge_base IN (SELECT value FROM json_each(?6))) \
+                 GROUP BY 1 ORDER BY 1",
             )
             .map_err(db_err)?;
         let mut latest = conn
             .prepare_cached(
                 "SELECT query FROM search_log INDEXED BY search_log_wording \
                  WHERE space_id = ?1 AND wording = ?2 AND unanswered = 1 AND at >= ?3 AND at < ?4 \
-                 AND (?5 IS NULL OR knowledge_base = ?5) AND query IS NOT NULL \
+                 AND (?5 IS NULL OR knowledge_base IN (SELECT value FROM json_each(?5))) \
+                 AND query IS NOT NULL \
                  ORDER BY at DESC LIMIT 1",
             )
             .map_err(db_err)?;
         for g in &mut found {
             let rows = days
                 .query_map(
-                    params![
-                        w.space_id,
-                        g.wording,
-                        w.since,
-                        w.until,
-                        DAY_MS,
-                        w.knowledge_base
-                    ],
+                    params![w.space_id, g.wording, w.since, w.until, DAY_MS, kb],
                     |r| {
                         Ok((
                             r.get::<_, i64>(0)?,
@@ -154,10 +153,9 @@ impl InsightStore for SqliteStore {
                 };
             }
             g.query = latest
-                .query_row(
-                    params![w.space_id, g.wording, w.since, w.until, w.knowledge_base],
-                    |r| r.get(0),
-                )
+                .query_row(params![w.space_id, g.wording, w.since, w.until, kb], |r| {
+                    r.get(0)
+                })
                 .map(Some)
                 .or_else(|e| match e {
                     rusqlite::Error::QueryReturnedNoRows => Ok(None),

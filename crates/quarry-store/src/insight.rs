@@ -47,8 +47,9 @@ pub struct SearchRecord {
 pub struct InsightWindow {
     /// The space (UUID).
     pub space_id: String,
-    /// Only searches limited to this knowledge base.
-    pub knowledge_base: Option<String>,
+    /// Only searches limited to one knowledge base, recorded under any of these names (its
+    /// UUID, name or collection id: surfaces record it as they were asked).
+    pub knowledge_base: Option<Vec<String>>,
     /// From (Unix milliseconds, inclusive).
     pub since: i64,
     /// Until (Unix milliseconds, exclusive).
@@ -119,7 +120,9 @@ pub trait InsightStore: Send + Sync {
 /// one upsert statement needs, in one order on every node (so two nodes adding to the same
 /// days take their row locks in the same order).
 pub fn merge_usage(usage: &[UsageCount]) -> Vec<UsageCount> {
-    let mut merged: std::collections::BTreeMap<(&str, i64, &str, &str, &str, &str), (u64, u64)> =
+    // (space, day, metric, subject, user, token) → (count, total)
+    type Key<'a> = (&'a str, i64, &'a str, &'a str, &'a str, &'a str);
+    let mut merged: std::collections::BTreeMap<Key<'_>, (u64, u64)> =
         std::collections::BTreeMap::new();
     for u in usage {
         let e = merged

@@ -87,26 +87,28 @@ async fn chat(
         // rather than dropping it half-way: tool calls pass the cancellation upstream and the
         // answer is stored as interrupted.
         let guard = CancelOnDrop(cancel.clone());
+        let asked = Asked::of(&prepared);
         let answer =
-            tokio::spawn(async move { collect(&state, &service, &ctx, prepared, cancel).await })
-                .await
-                .map_err(|e| {
-                    ApiError::new(
-                        StatusCode::INTERNAL_SERVER_ERROR,
-                        format!("the chat stopped: {e}"),
-                    )
-                })?;
+            tokio::spawn(
+                async move { collect(&state, &service, &ctx, prepared, &asked, cancel).await },
+            )
+            .await
+            .map_err(|e| {
+                ApiError::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    format!("the chat stopped: {e}"),
+                )
+            })?;
         drop(guard);
         return Ok(answer);
     }
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<ChatEvent>();
     let run_cancel = cancel.clone();
     let run_ctx = ctx.clone();
+    let asked = Asked::of(&prepared);
     tokio::spawn(async move {
         let emit = move |e: ChatEvent| {
-            if let ChatEvent::ToolResult(call) = &e {
-                crate::audit::chat_tool_call(&state, &run_ctx.principal, call);
-            }
+            asked.note(&state, &run_ctx.principal, &e);
             let _ = tx.send(e);
         };
         service.run(&ctx, prepared, &emit, run_cancel).await;
@@ -133,19 +135,51 @@ async fn chat(
         .into_response())
 }
 
+/// What a chat asked, for what its events tell the audit and insight logs.
+struct Asked {
+    question: String,
+    knowledge_bases: Vec<String>,
+}
+
+impl Asked {
+    fn of(prepared: &quarry_chat::Prepared) -> Asked {
+        Asked {
+            question: prepared.question().to_owned(),
+            knowledge_bases: prepared.knowledge_bases().to_vec(),
+        }
+    }
+
+    /// A tool round into the audit log; the passages retrieved into the insight log (none
+    /// found: an unanswered question).
+    fn note(&self, state: &AppState, principal: &quarry_access::Principal, e: &ChatEvent) {
+        match e {
+            ChatEvent::ToolResult(call) => crate::audit::chat_tool_call(state, principal, call),
+            ChatEvent::RagSource(sources) => crate::audit::search(
+                state,
+                principal,
+                "chat",
+                Some(&self.knowledge_bases),
+                &self.question,
+                sources.len(),
+                sources.iter().map(|s| s.score).reduce(f64::max),
+            ),
+            _ => {}
+        }
+    }
+}
+
 /// Runs a chat to its end and answers one JSON object (`"stream": false`).
 async fn collect(
     state: &AppState,
     service: &Arc<ChatService>,
     ctx: &ChatContext,
     prepared: quarry_chat::Prepared,
+    asked: &Asked,
     cancel: CancellationToken,
 ) -> Response {
     let events = std::sync::Mutex::new(Vec::new());
     let emit = |e: ChatEvent| {
-        if let ChatEvent::ToolResult(call) = &e {
-            crate::audit::chat_tool_call(state, &ctx.principal, call);
-        }
+        asked.note(state, &ctx.principal, &e);
         events.lock().unwrap_or_else(|p| p.into_inner()).push(e);
     };
     let outcome = service.run(ctx, prepared, &emit, cancel).await;

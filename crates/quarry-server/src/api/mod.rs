@@ -7,6 +7,7 @@ pub(crate) mod chat;
 pub(crate) mod endpoints;
 pub(crate) mod groups;
 pub(crate) mod hub;
+pub(crate) mod insight;
 pub(crate) mod knowledge;
 pub(crate) mod metadata;
 pub(crate) mod metrics;

@@ -221,6 +221,8 @@ async fn decide(
             "approval_id": row.id,
             "decision": row.status,
             "tool": row.tool,
+            // How long the call waited for a person (the usage charts' waiting time).
+            "waited_ms": row.decided_at.map(|d| d.saturating_sub(row.created_at).max(0)),
         })));
     Ok(response)
 }

@@ -200,6 +200,7 @@ async fn run_request(
         },
         knowledge_bases: None,
         results: hits.len(),
+        top_score: hits.iter().map(|h| h.score).reduce(f64::max),
         query: q,
     };
     Ok((Extension(note), axum::Json(body)).into_response())

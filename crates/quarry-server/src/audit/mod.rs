@@ -74,6 +74,8 @@ pub(crate) enum AuditNote {
         surface: &'static str,
         knowledge_bases: Option<Vec<String>>,
         results: usize,
+        /// The best result's score (the insight log's near-miss figure).
+        top_score: Option<f64>,
         query: String,
     },
     /// A POST that only reads (QMD's `/get`, `/multi_get`): not a write.
@@ -127,8 +129,21 @@ pub(crate) fn after_request(
             surface,
             knowledge_bases,
             results,
+            top_score,
             query,
         }) => {
+            if quarry_audit::outcome_of_status(status) == OK {
+                let named = knowledge_bases.clone().or_else(|| reach(principal));
+                search(
+                    state,
+                    principal,
+                    surface,
+                    named.as_deref(),
+                    query,
+                    *results,
+                    *top_score,
+                );
+            }
             let mut e = quarry_audit::event(
                 Some(principal),
                 quarry_audit::SEARCH,
@@ -168,6 +183,94 @@ pub(crate) fn after_request(
     };
     e.duration_ms = Some(elapsed.as_millis().min(i64::MAX as u128) as i64);
     record(state, e, client);
+}
+
+/// A search that ran, into the insight log (and `/metrics`): on `surface`, over the
+/// knowledge bases named (`None`: all the principal reaches; one alone is the search's
+/// knowledge base), what it found.
+pub(crate) fn search(
+    state: &AppState,
+    principal: &Principal,
+    surface: &str,
+    knowledge_bases: Option<&[String]>,
+    query: &str,
+    results: usize,
+    top_score: Option<f64>,
+) {
+    crate::telemetry::record_search(surface, results > 0);
+    if let Some(log) = state.audit() {
+        let one = match knowledge_bases {
+            Some([kb]) => Some(kb.as_str()),
+            _ => None,
+        };
+        log.record_search(log.search(principal, surface, one, query, results, top_score));
+    }
+}
+
+/// The query of an MCP call of one of Quarry's own search tools (`search`, `vsearch`,
+/// `query`, `knowledge_search`, bare or under the knowledge package), else `None`: an
+/// upstream's tool of the same name is not a search of this knowledge.
+pub(crate) fn mcp_search_query(
+    tool: &str,
+    args: &serde_json::Map<String, Value>,
+) -> Option<String> {
+    let bare = match tool.split_once('.') {
+        None => tool,
+        Some((package, name)) if package == quarry_hub::KNOWLEDGE_PACKAGE => name,
+        Some(_) => return None,
+    };
+    if !["search", "vsearch", "query", "knowledge_search"].contains(&bare) {
+        return None;
+    }
+    let text = args
+        .get("query")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .trim();
+    if !text.is_empty() {
+        return Some(text.to_owned());
+    }
+    // `query` with typed sub-queries only: the first names the question.
+    args.get("searches")?
+        .as_array()?
+        .iter()
+        .find_map(|s| s.get("query").and_then(Value::as_str))
+        .map(str::to_owned)
+}
+
+/// What an MCP search tool answered, into the insight log: its `structuredContent`'s
+/// `results` and their best `score`. A failed call is no search.
+pub(crate) fn mcp_search(
+    state: &AppState,
+    principal: &Principal,
+    tool: &str,
+    query: &str,
+    result: &rmcp::model::CallToolResult,
+) {
+    if result.is_error == Some(true) {
+        return;
+    }
+    let hits = result
+        .structured_content
+        .as_ref()
+        .and_then(|c| c.get("results"))
+        .and_then(Value::as_array);
+    let results = hits.map_or(0, Vec::len);
+    let top = hits.and_then(|h| {
+        h.iter()
+            .filter_map(|r| r.get("score").and_then(Value::as_f64))
+            .reduce(f64::max)
+    });
+    let surface = format!("mcp:{}", tool.rsplit('.').next().unwrap_or(tool));
+    search(
+        state,
+        principal,
+        &surface,
+        reach(principal).as_deref(),
+        query,
+        results,
+        top,
+    );
 }
 
 /// The knowledge bases a principal is limited to (`None`: all of its space).

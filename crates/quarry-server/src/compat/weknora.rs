@@ -91,6 +91,7 @@ async fn knowledge_search(caller: Caller, Body(b): Body<SearchBody>) -> Result<R
         surface: "/api/v1/knowledge-search",
         knowledge_bases: named,
         results: found.results.len(),
+        top_score: found.results.iter().map(|r| r.score).reduce(f64::max),
         query,
     };
     let mut body = json!({

@@ -130,7 +130,11 @@ where
     let name = request.name.to_string();
     let args = request.arguments.unwrap_or_default();
     let redacted = quarry_audit::redact_object(&args);
+    let searched = crate::audit::mcp_search_query(&name, &args);
     let result = run(name.clone(), args).await;
+    if let (Some(query), Ok(r)) = (&searched, &result) {
+        crate::audit::mcp_search(state, &caller.principal, &name, query, r);
+    }
     let outcome = match &result {
         Ok(r) if r.is_error == Some(true) => "tool_error",
         Ok(_) => "ok",

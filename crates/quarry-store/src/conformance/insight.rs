@@ -42,7 +42,7 @@ fn search(day: i64, space: &str, kb: &str, wording: &str, found: u32) -> SearchR
 fn window(space: &str, kb: Option<&str>, from: i64, to: i64) -> InsightWindow {
     InsightWindow {
         space_id: space.into(),
-        knowledge_base: kb.map(str::to_owned),
+        knowledge_base: kb.map(|k| vec!["other-name".to_owned(), k.to_owned()]),
         since: at(from) - DAY_MS / 2,
         until: at(to) - DAY_MS / 2,
     }
