@@ -169,6 +169,9 @@ fn wordings_group_rephrased_questions_and_hash_when_text_is_not_kept() {
         "password reset"
     );
     assert_eq!(wording("password resets", true), "password reset");
+    assert_eq!(wording("Resetting passwords", true), "password reset");
+    assert_eq!(wording("bicycle parking", true), "bicycle park");
+    assert_eq!(wording("calling king", true), "call king");
     assert_eq!(wording("What is the VPN address", true), "address vpn");
     // Unspaced scripts are read in overlapping pairs, as the keyword index reads them.
     assert_eq!(wording("如何重置密码", true), "何重 如何 密码 置密 重置");

@@ -1,6 +1,7 @@
 //! How similar questions are grouped: a query's *wording* is its terms, lower-cased, without
-//! the words every question has, singular, sorted and unique — so "How do I reset my
-//! password?" and "password resets" share the wording `password reset`. Where query text is
+//! the words every question has, without plural `s` or `-ing`, sorted and unique — so "How
+//! do I reset my password?", "resetting passwords" and "password resets" share the wording
+//! `password reset`. Where query text is
 //! not kept the wording is a hash of those terms: searches still group, nothing readable is
 //! stored. [`merge_similar`] then joins groups whose terms mostly overlap.
 
@@ -31,7 +32,21 @@ fn unspaced(c: char) -> bool {
         0x3040..=0x30FF | 0x3400..=0x4DBF | 0x4E00..=0x9FFF | 0xF900..=0xFAFF | 0xAC00..=0xD7AF)
 }
 
-fn singular(word: &str) -> &str {
+/// A word without its plural `s` or its `-ing` ("passwords" → "password", "resetting" →
+/// "reset", "parking" → "park"): enough for rephrasings of one question to meet.
+fn stem(word: &str) -> &str {
+    if word.len() > 5
+        && let Some(base) = word.strip_suffix("ing")
+    {
+        let b = base.as_bytes();
+        // "resetting" → "resett" → "reset"; "calling" keeps its double l.
+        return match b {
+            [.., x, y] if x == y && !b"lsz".contains(y) && y.is_ascii_alphabetic() => {
+                &base[..base.len() - 1]
+            }
+            _ => base,
+        };
+    }
     if word.len() > 3 && word.ends_with('s') && !word.ends_with("ss") {
         &word[..word.len() - 1]
     } else {
@@ -48,7 +63,7 @@ pub fn terms(query: &str) -> BTreeSet<String> {
     let flush = |word: &mut String, run: &mut Vec<char>, out: &mut BTreeSet<String>| {
         if !word.is_empty() {
             if !STOPWORDS.contains(&word.as_str()) {
-                out.insert(singular(word).to_owned());
+                out.insert(stem(word).to_owned());
             }
             word.clear();
         }

@@ -1,0 +1,274 @@
+"""Insight for owners (issue 69, item 4) through the real binary: what a space is asked and
+cannot answer, and its usage over time, over REST (``/api/v1/insight/unanswered``,
+``/api/v1/insight/usage``, CSV) and ``/metrics``. Searches come from every surface a person or
+agent uses: REST knowledge search (WeKnora's shape), QMD's ``/search``, MCP through the official
+Python SDK in its default mode and the legacy handshake (``knowledge_search``, ``search``), and
+chat (its retrieval, with the fake LLM).
+
+Checked:
+- rephrasings of one question group together (with their count per day and the latest
+  wording); answered searches are not listed; a knowledge base's view holds only searches
+  limited to it; each surface adds to the usage counts, per person and token, with the tool
+  calls an agent made; the CSV export has the same lines; ``quarry_searches_total``;
+- only the space's admins (with a managing credential) read it: an editor, a viewer and an
+  owner's agent token without ``--manage`` are refused; bad parameters are refused naming
+  them; an unknown knowledge base is not found;
+- ``QUARRY_INSIGHT_QUERIES=off`` keeps no question text (groups by a hash), and nothing
+  answered keeps text either way;
+- two nodes over PostgreSQL: a search on either node is in the views read on both.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import anyio
+import pytest
+import requests
+from conftest import QuarryHome, backend, make_home, second_node, start_server, wait_ready
+from fake_llm import FakeLLM
+from mcp import Client
+from test_teams import assert_rest_error, http, ksearch, mcp_url
+
+HANDBOOK = "# Employee Handbook\n\nThe heron policy says lunch starts at noon.\n"
+MODEL = "gpt-insight"
+API_KEY = "sk-insight-test"
+# One question, asked four ways on four surfaces; another asked once; one that is answered.
+VPN = [
+    "How do I reset my VPN password?",
+    "vpn password reset",
+    "Resetting the VPN password",
+    "reset vpn passwords",
+]
+PARKING = "Where can I park a bicycle?"
+ANSWERED = "heron policy lunch"
+
+
+@pytest.fixture(scope="module")
+def anyio_backend():
+    return "asyncio"
+
+
+@dataclass
+class World:
+    home: QuarryHome
+    root: Path
+    srv: object = None
+    fake: FakeLLM | None = None
+    kbs: dict[str, str] = field(default_factory=dict)
+    tokens: dict[str, dict] = field(default_factory=dict)
+
+    def tok(self, key: str) -> str:
+        return self.tokens[key]["token"]
+
+    def cli_json(self, *args: str):
+        r = self.home.run("--json", *args)
+        assert r.returncode == 0, f"quarry {' '.join(args)}: {r.stdout}\n{r.stderr}"
+        return json.loads(r.stdout)
+
+
+def build_world(quarry_bin: Path, corpus: Path, root: Path, env: dict[str, str] | None = None) -> World:
+    fake = FakeLLM.start()
+    home = make_home(quarry_bin, corpus, root / "home",
+                     env={**fake.env(API_KEY), "QUARRY_OCR": "off", "QUARRY_WEB_SEARCH": "off", **(env or {})})
+    w = World(home=home, root=root, fake=fake)
+    w.cli_json("space", "create", "acme")
+    for user, role in (("owner", "owner"), ("editor", "editor"), ("viewer", "viewer")):
+        home.run("user", "add", user)
+        assert home.run("space", "grant", "acme", user, "--role", role).returncode == 0
+    files = root / "files"
+    files.mkdir()
+    (files / "handbook.md").write_text(HANDBOOK, encoding="utf-8")
+    for kb in ("handbook", "travel"):
+        w.kbs[kb] = w.cli_json("--space", "acme", "kb", "create", kb)["id"]
+    up = w.cli_json("--space", "acme", "kb", "upload", "handbook", str(files / "handbook.md"))
+    assert [d["status"] for d in up["documents"]] == ["ready"], up
+    for key, user, args in (
+        ("owner", "owner", ("--manage",)),
+        ("owner_agent", "owner", ()),
+        ("editor", "editor", ()),
+        ("viewer", "viewer", ()),
+        ("handbook_agent", "editor", ("--kb", "handbook")),
+    ):
+        w.tokens[key] = w.cli_json("token", "create", "--user", user, "--spaces", "acme", "--label", key, *args)
+    return w
+
+
+@pytest.fixture(scope="module")
+def world(quarry_bin: Path, corpus: Path, tmp_path_factory: pytest.TempPathFactory):
+    w = build_world(quarry_bin, corpus, tmp_path_factory.mktemp("insight"))
+    w.srv = start_server(w.home, "--auth", "token", "--chat-model", f"openai:{MODEL}", logdir=w.root / "logs")
+    try:
+        ask_everywhere(w)
+        yield w
+    finally:
+        w.srv.stop()
+        if w.fake:
+            w.fake.stop()
+
+
+async def mcp_search(url: str, mode: str, tool: str, args: dict) -> None:
+    async with Client(url, mode=mode, read_timeout_seconds=60) as c:
+        r = await c.call_tool(tool, args)
+        assert r.is_error is not True, r
+
+
+def ask_everywhere(w: World) -> None:
+    """The searches every test below reads back."""
+    editor = w.tok("editor")
+    # REST knowledge search, limited to one knowledge base (WeKnora's shape).
+    r = ksearch(w.srv, editor, {"question": VPN[0], "knowledge_base_id": w.kbs["handbook"]})
+    assert r.status_code == 200 and r.json()["results"] == [], r.text
+    # QMD's /search over the whole space.
+    r = http(w.srv, "POST", "/search", editor, json={"query": VPN[1]})
+    assert r.status_code == 200 and r.json()["results"] == [], r.text
+    # MCP: the SDK's default mode with a knowledge-base-limited token, then the legacy handshake.
+    anyio.run(mcp_search, mcp_url(w.srv, w.tok("handbook_agent")), "auto", "knowledge_search", {"query": VPN[2]})
+    anyio.run(mcp_search, mcp_url(w.srv, editor), "legacy", "search", {"query": PARKING})
+    # Chat: its retrieval finds nothing for the question.
+    w.fake.script([{"text": "I do not know."}])
+    r = http(w.srv, "POST", "/api/v1/chat", editor,
+             json={"message": VPN[3], "kb_ids": [w.kbs["handbook"]], "stream": False})
+    assert r.status_code == 200, r.text
+    assert r.json()["sources"] == [], r.json()
+    # An answered search, from another person.
+    r = ksearch(w.srv, w.tok("viewer"), {"question": ANSWERED, "min_score": 0})
+    assert r.status_code == 200 and r.json()["results"], r.text
+
+
+def insight(w: World, view: str, token: str | None = None, srv=None, **params) -> requests.Response:
+    return http(srv or w.srv, "GET", f"/api/v1/insight/{view}", token or w.tok("owner"), params=params)
+
+
+def groups_of(r: requests.Response) -> list[dict]:
+    assert r.status_code == 200, r.text
+    return r.json()["data"]["groups"]
+
+
+def test_unanswered_questions_group_rephrasings_from_every_surface(world):
+    w = world
+    data = insight(w, "unanswered").json()["data"]
+    assert data["queries_kept"] is True and data["days"] == 30, data
+    groups = data["groups"]
+    assert [g["count"] for g in groups] == [4, 1], groups
+    vpn, parking = groups
+    assert vpn["wording"] == "password reset vpn", vpn
+    # Every rephrasing has the same terms: one wording, the latest text shown.
+    assert vpn["question"] == VPN[3] and vpn["variants"] == [], vpn
+    assert sum(d["count"] for d in vpn["days"]) == 4 and len(vpn["days"]) == 1, vpn
+    assert parking["question"] == PARKING and parking["wording"] == "bicycle park", parking
+    listed = json.dumps(groups)
+    assert "heron" not in listed, "an answered search is no unanswered question"
+
+    # One knowledge base: only the searches limited to it (by id or by name).
+    for key in (w.kbs["handbook"], "handbook"):
+        only = insight(w, "unanswered", knowledge_base=key).json()["data"]
+        assert only["knowledge_base"] == {"id": w.kbs["handbook"], "name": "handbook"}, only
+        assert [g["count"] for g in only["groups"]] == [3], only
+    assert groups_of(insight(w, "unanswered", knowledge_base="travel")) == []
+    assert [g["count"] for g in groups_of(insight(w, "unanswered", limit=1))] == [4]
+
+
+def test_usage_counts_every_surface_by_person_and_token(world):
+    w = world
+    r = insight(w, "usage", days=7)
+    assert r.status_code == 200, r.text
+    data = r.json()["data"]
+    assert len(data["days"]) == 7 and len(data["metrics"][0]["per_day"]) == 7, data
+    metrics = {m["metric"]: m for m in data["metrics"]}
+    assert metrics["searches"]["count"] == 6, metrics["searches"]
+    assert metrics["searches"]["per_day"][-1] == 6, "today is the last day"
+    assert metrics["unanswered"]["count"] == 5, metrics["unanswered"]
+    assert metrics["chat_answers"]["count"] == 1, metrics["chat_answers"]
+    assert metrics["tool_calls"]["count"] == 2, metrics["tool_calls"]
+    subjects = {(s["metric"], s["subject"]): s["count"] for s in data["subjects"]}
+    assert subjects[("tool_calls", "knowledge_search")] == 1 and subjects[("tool_calls", "search")] == 1, subjects
+    assert subjects[("searches", "chat")] == 1 and subjects[("searches", "mcp:knowledge_search")] == 1, subjects
+    people = {(p["user"], p["token"]): p["counts"] for p in data["people"]}
+    assert people[("editor", "editor")]["searches"] == 4, people
+    assert people[("editor", "handbook_agent")] == {"searches": 1, "tool_calls": 1, "unanswered": 1}, people
+    assert people[("viewer", "viewer")] == {"searches": 1}, people
+
+    r = insight(w, "usage", format="csv", days=7)
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/csv"), r.headers
+    rows = list(csv.DictReader(io.StringIO(r.text)))
+    assert {"day", "metric", "subject", "user", "token", "count", "total"} <= set(rows[0]), rows[0]
+    viewer = [x for x in rows if x["metric"] == "searches" and x["user"] == "viewer"]
+    assert [(x["token"], x["count"]) for x in viewer] == [("viewer", "1")], rows
+    assert sum(int(x["count"]) for x in rows if x["metric"] == "searches") == 6
+
+    metrics_text = http(w.srv, "GET", "/metrics", w.tok("owner")).text
+    assert 'quarry_searches_total{surface="chat",answered="no"} 1' in metrics_text, metrics_text[-2000:]
+
+
+def test_only_the_spaces_admins_read_it_and_bad_parameters_are_refused(world):
+    w = world
+    for who in ("editor", "viewer", "handbook_agent"):
+        for view in ("unanswered", "usage"):
+            assert_rest_error(insight(w, view, w.tok(who)), 403)
+    # The owner's agent token has no management scope: it does not read who did what.
+    assert_rest_error(insight(w, "usage", w.tok("owner_agent")), 403)
+    for params, fragment in (
+        ({"days": "0"}, "days must be"),
+        ({"days": "many"}, "days must be"),
+        ({"limit": "0"}, "limit must be"),
+        ({"format": "xml"}, "format must be"),
+        ({"user": "editor"}, "unknown parameter 'user'"),
+    ):
+        view = "usage" if "format" in params else "unanswered"
+        assert_rest_error(insight(w, view, **params), 400, fragment=fragment)
+    assert_rest_error(insight(w, "usage", knowledge_base="handbook"), 400, fragment="unknown parameter")
+    assert_rest_error(insight(w, "unanswered", knowledge_base="no-such-kb"), 404)
+
+
+def test_question_text_is_not_kept_when_turned_off(quarry_bin, corpus, tmp_path):
+    w = build_world(quarry_bin, corpus, tmp_path, env={"QUARRY_INSIGHT_QUERIES": "off"})
+    w.srv = start_server(w.home, "--auth", "token", logdir=tmp_path / "logs")
+    try:
+        for q in VPN[:2]:
+            r = http(w.srv, "POST", "/search", w.tok("editor"), json={"query": q})
+            assert r.status_code == 200, r.text
+        data = insight(w, "unanswered").json()["data"]
+        assert data["queries_kept"] is False, data
+        [group] = data["groups"]
+        assert group["count"] == 2 and group["question"] is None, group
+        assert group["wording"].startswith("h:") and "vpn" not in json.dumps(data).lower(), data
+    finally:
+        w.srv.stop()
+        w.fake.stop()
+    # Nothing of the question is in the embedded database either (its WAL included).
+    for db in w.home.home.rglob("*.db*"):
+        stored = db.read_bytes().lower()
+        assert b"vpn password" not in stored and b"password reset" not in stored, db
+
+
+def test_two_nodes_read_each_others_searches(world):
+    if backend() != "postgres":
+        pytest.skip("several nodes share a PostgreSQL database (the PostgreSQL pass runs this)")
+    w = world
+    node_b = start_server(second_node(w.home, w.root / "node-b"), "--auth", "token", logdir=w.root / "logs-b")
+    try:
+        wait_ready(node_b)
+        r = http(node_b, "POST", "/search", w.tok("editor"), json={"query": "Where can I park my bicycle"})
+        assert r.status_code == 200 and r.json()["results"] == [], r.text
+        r = http(w.srv, "POST", "/search", w.tok("editor"), json={"query": "bicycle parking"})
+        assert r.status_code == 200, r.text
+        for srv in (w.srv, node_b):
+            # Each node reads what the other's writer has stored (it batches every 100 ms).
+            deadline = time.monotonic() + 15
+            while True:
+                groups = groups_of(insight(w, "unanswered", srv=srv))
+                usage = insight(w, "usage", srv=srv, days=1).json()["data"]
+                searches = {m["metric"]: m["count"] for m in usage["metrics"]}["searches"]
+                parking = [g["count"] for g in groups if g["wording"] == "bicycle park"]
+                if (parking, searches) == ([3], 8) or time.monotonic() > deadline:
+                    break
+                time.sleep(0.2)
+            assert (parking, searches) == ([3], 8), (srv.base, groups, usage["metrics"])
+    finally:
+        node_b.stop()
