@@ -13,6 +13,7 @@ Checked:
 - only the space's admins (with a managing credential) read it: an editor, a viewer and an
   owner's agent token without ``--manage`` are refused; bad parameters are refused naming
   them; an unknown knowledge base is not found;
+- a search sent with ``X-Quarry-Insight: off`` (the insight page's own) is not counted;
 - ``QUARRY_INSIGHT_QUERIES=off`` keeps no question text (groups by a hash), and nothing
   answered keeps text either way;
 - two nodes over PostgreSQL: a search on either node is in the views read on both.
@@ -136,6 +137,9 @@ def ask_everywhere(w: World) -> None:
              json={"message": VPN[3], "kb_ids": [w.kbs["handbook"]], "stream": False})
     assert r.status_code == 200, r.text
     assert r.json()["sources"] == [], r.json()
+    # The insight page's own "closest passage" searches are not counted as questions asked.
+    r = ksearch(w.srv, editor, {"question": PARKING}, headers={"X-Quarry-Insight": "off"})
+    assert r.status_code == 200 and r.json()["results"] == [], r.text
     # An answered search, from another person.
     r = ksearch(w.srv, w.tok("viewer"), {"question": ANSWERED, "min_score": 0})
     assert r.status_code == 200 and r.json()["results"], r.text
@@ -197,7 +201,7 @@ def test_usage_counts_every_surface_by_person_and_token(world):
     r = insight(w, "usage", format="csv", days=7)
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/csv"), r.headers
     rows = list(csv.DictReader(io.StringIO(r.text)))
-    assert {"day", "metric", "subject", "user", "token", "count", "total"} <= set(rows[0]), rows[0]
+    assert {"day", "metric", "user", "user_id", "token", "token_id", "count", "total"} == set(rows[0]), rows[0]
     viewer = [x for x in rows if x["metric"] == "searches" and x["user"] == "viewer"]
     assert [(x["token"], x["count"]) for x in viewer] == [("viewer", "1")], rows
     assert sum(int(x["count"]) for x in rows if x["metric"] == "searches") == 6

@@ -124,7 +124,7 @@ pub struct Member {
 pub struct UsageNames {
     /// User UUID → name.
     pub users: std::collections::BTreeMap<String, String>,
-    /// Token UUID → label.
+    /// Token UUID → label (its prefix when it has none).
     pub tokens: std::collections::BTreeMap<String, String>,
 }
 
@@ -328,7 +328,13 @@ impl Directory {
         }
         for token in self.store.tokens(None)? {
             if members.contains(&token.user) {
-                names.tokens.insert(token.id, token.label);
+                // An unlabelled token by its prefix, as the token list shows it.
+                let name = if token.label.is_empty() {
+                    format!("{}…", token.prefix)
+                } else {
+                    token.label
+                };
+                names.tokens.insert(token.id, name);
             }
         }
         Ok((space, names))

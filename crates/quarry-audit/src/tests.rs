@@ -261,7 +261,7 @@ fn searches_and_events_reach_the_insight_log_with_usage_counts() {
     assert_eq!(groups.len(), 1);
     assert_eq!(groups[0].wording, "guide vpn");
     let mut counts: Vec<(String, String, u64, u64)> = store
-        .usage_counts(&window)
+        .usage_by_subject(&window)
         .unwrap()
         .into_iter()
         .map(|u| (u.metric, u.subject, u.count, u.total))

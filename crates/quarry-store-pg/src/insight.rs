@@ -4,7 +4,8 @@
 
 use quarry_core::Result;
 use quarry_store::{
-    DAY_MS, InsightStore, InsightWindow, SearchRecord, UnansweredGroup, UsageCount, merge_usage,
+    DAY_MS, InsightStore, InsightWindow, SearchRecord, UnansweredGroup, UsageCount, UsageKey,
+    merge_usage,
 };
 
 use crate::error::db_err;
@@ -19,12 +20,22 @@ fn signed(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
+/// Days, counts and totals of `rows`, as `unnest` takes them.
+fn numbers(rows: &[UsageCount]) -> (Vec<i64>, Vec<i64>, Vec<i64>) {
+    (
+        rows.iter().map(|u| u.day).collect(),
+        rows.iter().map(|u| signed(u.count)).collect(),
+        rows.iter().map(|u| signed(u.total)).collect(),
+    )
+}
+
 impl InsightStore for PgStore {
     fn append_insight(&self, searches: &[SearchRecord], usage: &[UsageCount]) -> Result<()> {
         if searches.is_empty() && usage.is_empty() {
             return Ok(());
         }
-        let usage = merge_usage(usage);
+        let by_subject = merge_usage(usage, UsageKey::Subject);
+        let by_person = merge_usage(usage, UsageKey::Person);
         self.write(|tx| {
             if !searches.is_empty() {
                 let at: Vec<i64> = searches.iter().map(|s| s.at).collect();
@@ -61,24 +72,43 @@ impl InsightStore for PgStore {
                 )
                 .map_err(db_err)?;
             }
-            if !usage.is_empty() {
-                let text =
-                    |f: fn(&UsageCount) -> &str| -> Vec<&str> { usage.iter().map(f).collect() };
-                let day: Vec<i64> = usage.iter().map(|u| u.day).collect();
-                let counts: Vec<i64> = usage.iter().map(|u| signed(u.count)).collect();
-                let totals: Vec<i64> = usage.iter().map(|u| signed(u.total)).collect();
+            if !by_subject.is_empty() {
+                let text = |f: fn(&UsageCount) -> &str| -> Vec<&str> {
+                    by_subject.iter().map(f).collect()
+                };
+                let (day, counts, totals) = numbers(&by_subject);
                 tx.execute(
-                    "INSERT INTO usage_daily AS u (space_id, day, metric, subject, user_id, \
-                     token_id, count, total) \
+                    "INSERT INTO usage_daily AS u (space_id, day, metric, subject, count, total) \
                      SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], \
-                     $5::text[], $6::text[], $7::bigint[], $8::bigint[]) \
-                     ON CONFLICT (space_id, day, metric, subject, user_id, token_id) DO UPDATE \
+                     $5::bigint[], $6::bigint[]) \
+                     ON CONFLICT (space_id, day, metric, subject) DO UPDATE \
                      SET count = u.count + excluded.count, total = u.total + excluded.total",
                     &[
                         &text(|u| &u.space_id),
                         &day,
                         &text(|u| &u.metric),
                         &text(|u| &u.subject),
+                        &counts,
+                        &totals,
+                    ],
+                )
+                .map_err(db_err)?;
+            }
+            if !by_person.is_empty() {
+                let text =
+                    |f: fn(&UsageCount) -> &str| -> Vec<&str> { by_person.iter().map(f).collect() };
+                let (day, counts, totals) = numbers(&by_person);
+                tx.execute(
+                    "INSERT INTO usage_people AS u (space_id, day, metric, user_id, token_id, \
+                     count, total) \
+                     SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], \
+                     $5::text[], $6::bigint[], $7::bigint[]) \
+                     ON CONFLICT (space_id, day, metric, user_id, token_id) DO UPDATE \
+                     SET count = u.count + excluded.count, total = u.total + excluded.total",
+                    &[
+                        &text(|u| &u.space_id),
+                        &day,
+                        &text(|u| &u.metric),
                         &text(|u| &u.user_id),
                         &text(|u| &u.token_id),
                         &counts,
@@ -171,27 +201,57 @@ impl InsightStore for PgStore {
         Ok(found)
     }
 
-    fn usage_counts(&self, w: &InsightWindow) -> Result<Vec<UsageCount>> {
+    fn usage_by_subject(&self, w: &InsightWindow) -> Result<Vec<UsageCount>> {
         let rows = self
             .conn()?
             .query(
-                "SELECT space_id, day, metric, subject, user_id, token_id, count, total \
-                 FROM usage_daily WHERE space_id = $1 AND day >= $2 AND day <= $3 \
-                 ORDER BY day, metric, subject, user_id, token_id",
-                &[&w.space_id, &(w.since / DAY_MS), &((w.until - 1) / DAY_MS)],
+                "SELECT day, metric, subject, count, total FROM usage_daily \
+                 WHERE space_id = $1 AND day >= $2 AND day <= $3 ORDER BY day, metric, subject",
+                &[&w.space_id, &w.first_day(), &w.last_day()],
             )
             .map_err(db_err)?;
         rows.iter()
             .map(|r| {
                 Ok(UsageCount {
-                    space_id: col(r, 0)?,
-                    day: col(r, 1)?,
-                    metric: col(r, 2)?,
-                    subject: col(r, 3)?,
-                    user_id: col(r, 4)?,
-                    token_id: col(r, 5)?,
-                    count: count(col(r, 6)?),
-                    total: count(col(r, 7)?),
+                    space_id: w.space_id.clone(),
+                    day: col(r, 0)?,
+                    metric: col(r, 1)?,
+                    subject: col(r, 2)?,
+                    user_id: String::new(),
+                    token_id: String::new(),
+                    count: count(col(r, 3)?),
+                    total: count(col(r, 4)?),
+                })
+            })
+            .collect()
+    }
+
+    fn usage_by_person(&self, w: &InsightWindow, per_day: bool) -> Result<Vec<UsageCount>> {
+        let sql = if per_day {
+            "SELECT day, metric, user_id, token_id, count, total FROM usage_people \
+             WHERE space_id = $1 AND day >= $2 AND day <= $3 \
+             ORDER BY day, metric, user_id, token_id"
+        } else {
+            "SELECT $2::bigint, metric, user_id, token_id, SUM(count)::bigint, \
+             SUM(total)::bigint FROM usage_people \
+             WHERE space_id = $1 AND day >= $2 AND day <= $3 \
+             GROUP BY user_id, token_id, metric ORDER BY user_id, token_id, metric"
+        };
+        let rows = self
+            .conn()?
+            .query(sql, &[&w.space_id, &w.first_day(), &w.last_day()])
+            .map_err(db_err)?;
+        rows.iter()
+            .map(|r| {
+                Ok(UsageCount {
+                    space_id: w.space_id.clone(),
+                    day: col(r, 0)?,
+                    metric: col(r, 1)?,
+                    subject: String::new(),
+                    user_id: col(r, 2)?,
+                    token_id: col(r, 3)?,
+                    count: count(col(r, 4)?),
+                    total: count(col(r, 5)?),
                 })
             })
             .collect()
@@ -202,11 +262,13 @@ impl InsightStore for PgStore {
             let n = tx
                 .execute("DELETE FROM search_log WHERE at < $1", &[&before])
                 .map_err(db_err)?;
-            tx.execute(
-                "DELETE FROM usage_daily WHERE day < $1",
-                &[&before.div_euclid(DAY_MS)],
-            )
-            .map_err(db_err)?;
+            for table in ["usage_daily", "usage_people"] {
+                tx.execute(
+                    &format!("DELETE FROM {table} WHERE day < $1"),
+                    &[&before.div_euclid(DAY_MS)],
+                )
+                .map_err(db_err)?;
+            }
             Ok(n)
         })
     }

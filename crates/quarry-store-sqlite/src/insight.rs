@@ -8,7 +8,8 @@ use rusqlite::params;
 use crate::error::db_err;
 use crate::store::SqliteStore;
 use quarry_store::{
-    DAY_MS, InsightStore, InsightWindow, SearchRecord, UnansweredGroup, UsageCount, merge_usage,
+    DAY_MS, InsightStore, InsightWindow, SearchRecord, UnansweredGroup, UsageCount, UsageKey,
+    merge_usage,
 };
 
 fn count(n: i64) -> u64 {
@@ -49,26 +50,46 @@ impl InsightStore for SqliteStore {
                     ])
                     .map_err(db_err)?;
             }
-            let mut add = tx
+            let mut by_subject = tx
                 .prepare_cached(
-                    "INSERT INTO usage_daily (space_id, day, metric, subject, user_id, token_id, \
-                     count, total) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) \
-                     ON CONFLICT (space_id, day, metric, subject, user_id, token_id) DO UPDATE \
+                    "INSERT INTO usage_daily (space_id, day, metric, subject, count, total) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6) \
+                     ON CONFLICT (space_id, day, metric, subject) DO UPDATE \
                      SET count = count + excluded.count, total = total + excluded.total",
                 )
                 .map_err(db_err)?;
-            for u in merge_usage(usage) {
-                add.execute(params![
-                    u.space_id,
-                    u.day,
-                    u.metric,
-                    u.subject,
-                    u.user_id,
-                    u.token_id,
-                    signed(u.count),
-                    signed(u.total),
-                ])
+            for u in merge_usage(usage, UsageKey::Subject) {
+                by_subject
+                    .execute(params![
+                        u.space_id,
+                        u.day,
+                        u.metric,
+                        u.subject,
+                        signed(u.count),
+                        signed(u.total),
+                    ])
+                    .map_err(db_err)?;
+            }
+            let mut by_person = tx
+                .prepare_cached(
+                    "INSERT INTO usage_people (space_id, day, metric, user_id, token_id, count, \
+                     total) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) \
+                     ON CONFLICT (space_id, day, metric, user_id, token_id) DO UPDATE \
+                     SET count = count + excluded.count, total = total + excluded.total",
+                )
                 .map_err(db_err)?;
+            for u in merge_usage(usage, UsageKey::Person) {
+                by_person
+                    .execute(params![
+                        u.space_id,
+                        u.day,
+                        u.metric,
+                        u.user_id,
+                        u.token_id,
+                        signed(u.count),
+                        signed(u.total),
+                    ])
+                    .map_err(db_err)?;
             }
             Ok(())
         })
@@ -165,31 +186,56 @@ impl InsightStore for SqliteStore {
         Ok(found)
     }
 
-    fn usage_counts(&self, w: &InsightWindow) -> Result<Vec<UsageCount>> {
+    fn usage_by_subject(&self, w: &InsightWindow) -> Result<Vec<UsageCount>> {
         let conn = self.conn();
         let mut stmt = conn
             .prepare_cached(
-                "SELECT space_id, day, metric, subject, user_id, token_id, count, total \
-                 FROM usage_daily WHERE space_id = ?1 AND day >= ?2 AND day <= ?3 \
-                 ORDER BY day, metric, subject, user_id, token_id",
+                "SELECT day, metric, subject, count, total FROM usage_daily \
+                 WHERE space_id = ?1 AND day >= ?2 AND day <= ?3 ORDER BY day, metric, subject",
             )
             .map_err(db_err)?;
         let rows = stmt
-            .query_map(
-                params![w.space_id, w.since / DAY_MS, (w.until - 1) / DAY_MS],
-                |r| {
-                    Ok(UsageCount {
-                        space_id: r.get(0)?,
-                        day: r.get(1)?,
-                        metric: r.get(2)?,
-                        subject: r.get(3)?,
-                        user_id: r.get(4)?,
-                        token_id: r.get(5)?,
-                        count: count(r.get(6)?),
-                        total: count(r.get(7)?),
-                    })
-                },
-            )
+            .query_map(params![w.space_id, w.first_day(), w.last_day()], |r| {
+                Ok(UsageCount {
+                    space_id: w.space_id.clone(),
+                    day: r.get(0)?,
+                    metric: r.get(1)?,
+                    subject: r.get(2)?,
+                    user_id: String::new(),
+                    token_id: String::new(),
+                    count: count(r.get(3)?),
+                    total: count(r.get(4)?),
+                })
+            })
+            .map_err(db_err)?;
+        rows.collect::<rusqlite::Result<_>>().map_err(db_err)
+    }
+
+    fn usage_by_person(&self, w: &InsightWindow, per_day: bool) -> Result<Vec<UsageCount>> {
+        let conn = self.conn();
+        let sql = if per_day {
+            "SELECT day, metric, user_id, token_id, count, total FROM usage_people \
+             WHERE space_id = ?1 AND day >= ?2 AND day <= ?3 \
+             ORDER BY day, metric, user_id, token_id"
+        } else {
+            "SELECT ?2, metric, user_id, token_id, SUM(count), SUM(total) FROM usage_people \
+             WHERE space_id = ?1 AND day >= ?2 AND day <= ?3 \
+             GROUP BY user_id, token_id, metric ORDER BY user_id, token_id, metric"
+        };
+        let mut stmt = conn.prepare_cached(sql).map_err(db_err)?;
+        let rows = stmt
+            .query_map(params![w.space_id, w.first_day(), w.last_day()], |r| {
+                Ok(UsageCount {
+                    space_id: w.space_id.clone(),
+                    day: r.get(0)?,
+                    metric: r.get(1)?,
+                    subject: String::new(),
+                    user_id: r.get(2)?,
+                    token_id: r.get(3)?,
+                    count: count(r.get(4)?),
+                    total: count(r.get(5)?),
+                })
+            })
             .map_err(db_err)?;
         rows.collect::<rusqlite::Result<_>>().map_err(db_err)
     }
@@ -199,11 +245,13 @@ impl InsightStore for SqliteStore {
             let n = tx
                 .execute("DELETE FROM search_log WHERE at < ?1", params![before])
                 .map_err(db_err)?;
-            tx.execute(
-                "DELETE FROM usage_daily WHERE day < ?1",
-                params![before.div_euclid(DAY_MS)],
-            )
-            .map_err(db_err)?;
+            for table in ["usage_daily", "usage_people"] {
+                tx.execute(
+                    &format!("DELETE FROM {table} WHERE day < ?1"),
+                    params![before.div_euclid(DAY_MS)],
+                )
+                .map_err(db_err)?;
+            }
             Ok(u64::try_from(n).unwrap_or(0))
         })
     }

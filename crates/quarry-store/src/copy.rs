@@ -56,6 +56,7 @@ pub const COPIED_TABLES: &[&str] = &[
     "audit_events",
     "search_log",
     "usage_daily",
+    "usage_people",
     "meta",
 ];
 

@@ -56,6 +56,18 @@ pub struct InsightWindow {
     pub until: i64,
 }
 
+impl InsightWindow {
+    /// The window's first UTC day (days since the Unix epoch).
+    pub fn first_day(&self) -> i64 {
+        self.since.div_euclid(DAY_MS)
+    }
+
+    /// Its last UTC day (the one holding `until - 1`).
+    pub fn last_day(&self) -> i64 {
+        (self.until - 1).div_euclid(DAY_MS)
+    }
+}
+
 /// Unanswered searches with the same wording.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct UnansweredGroup {
@@ -98,8 +110,8 @@ pub struct UsageCount {
 
 /// The insight log behind one trait, like everything the store keeps.
 pub trait InsightStore: Send + Sync {
-    /// Appends searches and adds usage counts (to a day's row, made when missing), in one
-    /// transaction.
+    /// Appends searches and adds usage counts (each to its day's row by subject and to its
+    /// day's row by person and token, made when missing), in one transaction.
     fn append_insight(&self, searches: &[SearchRecord], usage: &[UsageCount]) -> Result<()>;
     /// The most frequent unanswered wordings in `window`, most searched first (ties: latest
     /// first), each with its searches per day.
@@ -108,31 +120,48 @@ pub trait InsightStore: Send + Sync {
         window: &InsightWindow,
         limit: usize,
     ) -> Result<Vec<UnansweredGroup>>;
-    /// Every usage count in `window` (its `knowledge_base` is not used), by day, metric,
-    /// subject, person and token.
-    fn usage_counts(&self, window: &InsightWindow) -> Result<Vec<UsageCount>>;
+    /// The usage counts in `window` (its `knowledge_base` is not used) by day, metric and
+    /// subject (`user_id` and `token_id` empty), oldest day first.
+    fn usage_by_subject(&self, window: &InsightWindow) -> Result<Vec<UsageCount>>;
+    /// The usage counts in `window` by person and token: per day and metric when `per_day`,
+    /// else added up over the window per metric (`day` then the window's first day); `subject`
+    /// empty.
+    fn usage_by_person(&self, window: &InsightWindow, per_day: bool) -> Result<Vec<UsageCount>>;
     /// Removes searches and day counts older than `before` (Unix milliseconds); returns how
     /// many searches went.
     fn prune_insight(&self, before: i64) -> Result<u64>;
 }
 
-/// `usage` with the counts of equal keys added together, sorted by key: one row per key, as
-/// one upsert statement needs, in one order on every node (so two nodes adding to the same
-/// days take their row locks in the same order).
-pub fn merge_usage(usage: &[UsageCount]) -> Vec<UsageCount> {
+/// Which of its keys a usage table keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UsageKey {
+    /// Day, metric and subject (`usage_daily`).
+    Subject,
+    /// Day, metric, person and token (`usage_people`).
+    Person,
+}
+
+/// `usage` projected on `key` (the other fields emptied) with the counts of equal keys added
+/// together, sorted by key: one row per key, as one upsert statement needs, in one order on
+/// every node (so two nodes adding to the same days take their row locks in the same order).
+pub fn merge_usage(usage: &[UsageCount], key: UsageKey) -> Vec<UsageCount> {
     // (space, day, metric, subject, user, token) → (count, total)
     type Key<'a> = (&'a str, i64, &'a str, &'a str, &'a str, &'a str);
     let mut merged: std::collections::BTreeMap<Key<'_>, (u64, u64)> =
         std::collections::BTreeMap::new();
     for u in usage {
+        let (subject, user, token) = match key {
+            UsageKey::Subject => (u.subject.as_str(), "", ""),
+            UsageKey::Person => ("", u.user_id.as_str(), u.token_id.as_str()),
+        };
         let e = merged
             .entry((
                 u.space_id.as_str(),
                 u.day,
                 u.metric.as_str(),
-                u.subject.as_str(),
-                u.user_id.as_str(),
-                u.token_id.as_str(),
+                subject,
+                user,
+                token,
             ))
             .or_default();
         e.0 = e.0.saturating_add(u.count);

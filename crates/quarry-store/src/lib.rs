@@ -56,7 +56,8 @@ pub use hub::{
     CustomToolRow, HubStore, PackageRow, ToolEndpointRow, ToolRow, UpstreamRow, first_by_owner,
 };
 pub use insight::{
-    DAY_MS, InsightStore, InsightWindow, SearchRecord, UnansweredGroup, UsageCount, merge_usage,
+    DAY_MS, InsightStore, InsightWindow, SearchRecord, UnansweredGroup, UsageCount, UsageKey,
+    merge_usage,
 };
 pub use knowledge::{
     AddedFile, ClaimedChunks, ConvertedFile, FileFilter, FileStatus, Job, JobKind, JobQueue,

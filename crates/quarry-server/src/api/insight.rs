@@ -192,8 +192,8 @@ async fn unanswered(
 }
 
 /// `GET /api/v1/insight/usage?days=30&format=json|csv`: every metric per day, the totals,
-/// and each person's and token's counts; CSV: one line per day, metric, subject, person and
-/// token.
+/// the subjects (tools, surfaces) and each person's and token's counts; CSV: one line per
+/// day, metric, person and token.
 async fn usage(
     State(st): State<Arc<AppState>>,
     caller: Caller,
@@ -209,13 +209,21 @@ async fn usage(
     let directory = st.directory().clone();
     let principal = caller.principal.clone();
     let w = window(&caller.principal.space_id, p.days);
-    let (first_day, last_day) = (w.since / DAY_MS, (w.until - 1) / DAY_MS);
-    let (counts, names) = run_blocking(move || -> Result<_, Error> {
+    let (first_day, last_day) = (w.first_day(), w.last_day());
+    let csv_wanted = p.csv;
+    let (by_subject_rows, by_person_rows, names) = run_blocking(move || -> Result<_, Error> {
         let (_, names) = directory.usage_names_as(&principal, &w.space_id, VIEWING)?;
         if let Some(log) = state.audit() {
             log.flush(FLUSH_WAIT);
         }
-        Ok((engine.store_handle().usage_counts(&w)?, names))
+        let store = engine.store_handle();
+        // The CSV is per day, person and token; the page adds people up over the window.
+        let subjects = if csv_wanted {
+            Vec::new()
+        } else {
+            store.usage_by_subject(&w)?
+        };
+        Ok((subjects, store.usage_by_person(&w, csv_wanted)?, names))
     })
     .await?;
     let user = |id: &str| match id {
@@ -235,14 +243,14 @@ async fn usage(
             .unwrap_or_else(|| "(revoked)".into()),
     };
     if p.csv {
-        return Ok(csv(&counts, &user, &token));
+        return Ok(csv(&by_person_rows, &user, &token));
     }
     let days: Vec<i64> = (first_day..=last_day).collect();
     let mut series: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
     let mut totals: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
     let mut subjects: BTreeMap<(&str, &str), (u64, u64)> = BTreeMap::new();
     let mut people: BTreeMap<(&str, &str), BTreeMap<&str, u64>> = BTreeMap::new();
-    for c in &counts {
+    for c in &by_subject_rows {
         let slot = usize::try_from(c.day - first_day).unwrap_or(0);
         let line = series
             .entry(c.metric.as_str())
@@ -260,11 +268,12 @@ async fn usage(
             s.0 += c.count;
             s.1 += c.total;
         }
-        *people
+    }
+    for c in &by_person_rows {
+        people
             .entry((c.user_id.as_str(), c.token_id.as_str()))
             .or_default()
-            .entry(c.metric.as_str())
-            .or_default() += c.count;
+            .insert(c.metric.as_str(), c.count);
     }
     let metrics: Vec<Value> = METRICS
         .iter()
@@ -326,12 +335,11 @@ fn csv(
     user: &dyn Fn(&str) -> String,
     token: &dyn Fn(&str) -> String,
 ) -> Response {
-    let mut body = String::from("day,metric,subject,user,user_id,token,token_id,count,total\n");
+    let mut body = String::from("day,metric,user,user_id,token,token_id,count,total\n");
     for c in counts {
         let line = [
             date(c.day),
             c.metric.clone(),
-            c.subject.clone(),
             user(&c.user_id),
             c.user_id.clone(),
             token(&c.token_id),

@@ -201,6 +201,7 @@ async fn run_request(
         knowledge_bases: None,
         results: hits.len(),
         top_score: hits.iter().map(|h| h.score).reduce(f64::max),
+        insight: true,
         query: q,
     };
     Ok((Extension(note), axum::Json(body)).into_response())

@@ -76,6 +76,8 @@ pub(crate) enum AuditNote {
         results: usize,
         /// The best result's score (the insight log's near-miss figure).
         top_score: Option<f64>,
+        /// Whether the insight log counts it (false: the insight page's own searches).
+        insight: bool,
         query: String,
     },
     /// A POST that only reads (QMD's `/get`, `/multi_get`): not a write.
@@ -130,9 +132,10 @@ pub(crate) fn after_request(
             knowledge_bases,
             results,
             top_score,
+            insight,
             query,
         }) => {
-            if quarry_audit::outcome_of_status(status) == OK {
+            if *insight && quarry_audit::outcome_of_status(status) == OK {
                 let named = knowledge_bases.clone().or_else(|| reach(principal));
                 search(
                     state,

@@ -127,6 +127,7 @@ async fn retrieval(caller: Caller, body: axum::body::Bytes) -> Response {
                 knowledge_bases: Some(vec![b.knowledge_id.clone()]),
                 results: records.len(),
                 top_score: found.results.iter().map(|r| r.score).reduce(f64::max),
+                insight: true,
                 query,
             };
             (

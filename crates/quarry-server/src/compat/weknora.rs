@@ -52,7 +52,19 @@ struct SearchBody {
     as_of: Option<Value>,
 }
 
-async fn knowledge_search(caller: Caller, Body(b): Body<SearchBody>) -> Result<Response, ApiError> {
+/// A request with this header set to `off` is not counted in the insight log (the audit log
+/// still records it): the insight page's own "closest passage" searches, so checking a
+/// question does not make it look asked more often.
+const INSIGHT_HEADER: &str = "x-quarry-insight";
+
+async fn knowledge_search(
+    caller: Caller,
+    headers: axum::http::HeaderMap,
+    Body(b): Body<SearchBody>,
+) -> Result<Response, ApiError> {
+    let counted = headers
+        .get(INSIGHT_HEADER)
+        .is_none_or(|v| !v.as_bytes().eq_ignore_ascii_case(b"off"));
     let query = match (b.question, b.query) {
         (Some(q), None) | (None, Some(q)) => q,
         (Some(_), Some(_)) => {
@@ -92,6 +104,7 @@ async fn knowledge_search(caller: Caller, Body(b): Body<SearchBody>) -> Result<R
         knowledge_bases: named,
         results: found.results.len(),
         top_score: found.results.iter().map(|r| r.score).reduce(f64::max),
+        insight: counted,
         query,
     };
     let mut body = json!({

@@ -327,7 +327,7 @@ const BACK_TO_V27: &str = "DROP TRIGGER chunks_vectors_added ON chunks; \
      ALTER TABLE documents ADD CONSTRAINT documents_collection_id_path_key UNIQUE (collection_id, path); \
      DROP TABLE page_sources; \
      DROP TABLE sign_in_requests, user_identities, web_sessions; \
-     DROP TABLE search_log, usage_daily; \
+     DROP TABLE search_log, usage_daily, usage_people; \
      DELETE FROM quarry_schema WHERE version >= 28";
 
 /// Rows of `chunk_vectors` that differ from what it derives from (each chunk with each

@@ -133,9 +133,11 @@ pub fn insight_unanswered_groups_count_by_wording_within_space_and_window(store:
     );
 }
 
-/// The same day, metric, subject, person and token is one row whose count and total grow
-/// with every batch (and within one); the window is whole days; other spaces are apart.
+/// Counts add up per day, metric and subject, and per day, metric, person and token, with
+/// every batch (and within one); the window is whole days; other spaces are apart.
 pub fn insight_usage_counts_add_up_across_batches(store: &dyn Store) {
+    let mut other_tool = usage(0, "tool_calls", "u1", 1, 2);
+    other_tool.subject = "pkg.other".into();
     store
         .append_insight(
             &[],
@@ -143,6 +145,7 @@ pub fn insight_usage_counts_add_up_across_batches(store: &dyn Store) {
                 usage(0, "tool_calls", "u1", 1, 10),
                 usage(0, "tool_calls", "u1", 2, 5),
                 usage(0, "tool_calls", "u2", 1, 0),
+                other_tool,
                 usage(3, "searches", "u1", 4, 0),
             ],
         )
@@ -152,23 +155,71 @@ pub fn insight_usage_counts_add_up_across_batches(store: &dyn Store) {
     store
         .append_insight(&[], &[usage(0, "tool_calls", "u1", 1, 1), other])
         .expect("append_insight");
-    let counts = store
-        .usage_counts(&window("s1", None, 0, 1))
-        .expect("usage_counts");
-    let summary: Vec<(&str, &str, u64, u64)> = counts
+
+    let first_day = window("s1", None, 0, 1);
+    let rows = store
+        .usage_by_subject(&first_day)
+        .expect("usage_by_subject");
+    let summary: Vec<(i64, &str, &str, u64, u64)> = rows
         .iter()
-        .map(|u| (u.metric.as_str(), u.user_id.as_str(), u.count, u.total))
+        .map(|u| {
+            (
+                u.day,
+                u.metric.as_str(),
+                u.subject.as_str(),
+                u.count,
+                u.total,
+            )
+        })
         .collect();
     assert_eq!(
         summary,
-        [("tool_calls", "u1", 4, 16), ("tool_calls", "u2", 1, 0)],
-        "{counts:?}"
+        [
+            (20_000, "tool_calls", "pkg.other", 1, 2),
+            (20_000, "tool_calls", "pkg.tool", 5, 16)
+        ],
+        "{rows:?}"
     );
-    let all = store
-        .usage_counts(&window("s1", None, 0, 4))
-        .expect("usage_counts");
-    assert_eq!(all.len(), 3);
-    assert_eq!(all[2].day, 20_003);
+    assert!(
+        rows.iter()
+            .all(|u| u.user_id.is_empty() && u.token_id.is_empty())
+    );
+
+    let people = store
+        .usage_by_person(&first_day, true)
+        .expect("usage_by_person");
+    let summary: Vec<(&str, u64, u64)> = people
+        .iter()
+        .map(|u| (u.user_id.as_str(), u.count, u.total))
+        .collect();
+    assert_eq!(summary, [("u1", 5, 18), ("u2", 1, 0)], "{people:?}");
+    assert!(people.iter().all(|u| u.subject.is_empty()));
+
+    let all = window("s1", None, 0, 4);
+    assert_eq!(
+        store
+            .usage_by_subject(&all)
+            .expect("usage_by_subject")
+            .len(),
+        3
+    );
+    let per_day = store.usage_by_person(&all, true).expect("usage_by_person");
+    assert_eq!(per_day.len(), 3);
+    assert_eq!(per_day[2].day, 20_003);
+    let totals = store.usage_by_person(&all, false).expect("usage_by_person");
+    let summary: Vec<(i64, &str, &str, u64)> = totals
+        .iter()
+        .map(|u| (u.day, u.user_id.as_str(), u.metric.as_str(), u.count))
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            (20_000, "u1", "searches", 4),
+            (20_000, "u1", "tool_calls", 5),
+            (20_000, "u2", "tool_calls", 1)
+        ],
+        "{totals:?}"
+    );
 }
 
 /// Searches and day counts before the cut go; the rest stay.
@@ -189,9 +240,12 @@ pub fn insight_prune_removes_only_older_rows(store: &dyn Store) {
         .expect("unanswered_groups");
     assert_eq!(groups.len(), 1);
     assert_eq!(groups[0].wording, "new");
-    let counts = store
-        .usage_counts(&window("s1", None, 0, 10))
-        .expect("usage_counts");
-    assert_eq!(counts.len(), 1);
-    assert_eq!(counts[0].day, 20_005);
+    let w = window("s1", None, 0, 10);
+    for counts in [
+        store.usage_by_subject(&w).expect("usage_by_subject"),
+        store.usage_by_person(&w, true).expect("usage_by_person"),
+    ] {
+        assert_eq!(counts.len(), 1);
+        assert_eq!(counts[0].day, 20_005);
+    }
 }

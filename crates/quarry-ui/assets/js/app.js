@@ -16,6 +16,8 @@ const ROUTES = [
   { path: "approvals", module: "./approvals.js", ns: ["approvals"], css: "approvals", nav: "nav.approvals", badge: "approvals" },
   { path: "chat", module: "./chat.js", ns: ["chat"], css: "chat", nav: "nav.chat" },
   { path: "access", module: "./access.js", ns: ["access"], css: "access", nav: "nav.access" },
+  // What the knowledge is asked and cannot answer, and usage over time (the space's admins).
+  { path: "insight", module: "./insight.js", ns: ["insight"], css: "insight", nav: "nav.insight" },
   // The OAuth consent page: reached from /oauth/authorize, never from the nav.
   { path: "authorize", module: "./authorize.js", ns: ["oauth"], css: "access", nav: "oauth.page_title", hidden: true },
 ];

@@ -49,6 +49,13 @@ function svg(tag, attrs, ...children) {
   return el;
 }
 
+/** app.js's icon() has no download arrow: the same kind of decorative SVG. */
+function downloadIcon() {
+  const el = icon("upload");
+  el.replaceChildren(svg("path", { d: "M12 4v12M7 11l5 5 5-5M4 20h16" }));
+  return el;
+}
+
 /** "3 hours ago", "yesterday": `ms` relative to now, in the page's language. */
 function relative(ms, now = Date.now()) {
   const diff = ms - now;
@@ -90,7 +97,10 @@ export function slugFor(question, wording) {
     .toLowerCase()
     .replace(/[^a-z0-9]+/g, "-")
     .replace(/^-+|-+$/g, "");
-  let slug = base.slice(0, 80).replace(/-[^-]*$/, (m) => (base.length > 80 ? "" : m)).replace(/-+$/, "");
+  let slug = base.slice(0, 80);
+  // Cut at a word's end, not inside one.
+  if (base.length > 80 && base[80] !== "-" && slug.includes("-")) slug = slug.replace(/-[^-]*$/, "");
+  slug = slug.replace(/-+$/, "");
   if (!SLUG.test(slug)) {
     let hash = 2166136261;
     for (const ch of String(question || wording || "")) hash = Math.imul(hash ^ ch.codePointAt(0), 16777619) >>> 0;
@@ -289,7 +299,6 @@ export async function render({ root, query, signal }) {
     const status = h("div", { class: "ins-status", dataset: { testid: "insight-group-status" } });
     const done = state.done.get(g.wording) || {};
     const drawDone = () => {
-      const kb = done.kb;
       replace(
         status,
         done.note
@@ -311,7 +320,6 @@ export async function render({ root, query, signal }) {
             )
           : null,
       );
-      void kb;
     };
     drawDone();
 
@@ -350,7 +358,8 @@ export async function render({ root, query, signal }) {
       try {
         const body = { question: text, min_score: 0, top_k: 1 };
         if (state.kb) body.knowledge_base_ids = [state.kb];
-        const out = await api("POST", SEARCH, { body, signal });
+        // Not counted as a question asked: the owner checking one must not raise its count.
+        const out = await api("POST", SEARCH, { body, signal, headers: { "X-Quarry-Insight": "off" } });
         const hit = (out?.results || [])[0];
         if (!hit) {
           replace(result, h("p", { class: "ins-closest ins-closest-none", dataset: { testid: "insight-closest-none" } }, t("insight.nothing_close")));
@@ -366,7 +375,7 @@ export async function render({ root, query, signal }) {
           result,
           h(
             "div",
-            { class: "ins-closest", dataset: { testid: "insight-closest", score: String(hit.score) } },
+            { class: "ins-closest", dataset: { testid: "insight-passage", score: String(hit.score) } },
             h(
               "p",
               { class: "ins-closest-head" },
@@ -651,11 +660,9 @@ export async function render({ root, query, signal }) {
             svg("text", { x: pad.l - 6, y: y(v) + 4, "text-anchor": "end" }, fmtNumber(v)),
           ),
         ),
-        // X axis: days
-        days.map((day, i) =>
-          i % every === 0 || i === n - 1
-            ? svg("text", { x: x(i), y: height - pad.b + 16, "text-anchor": i === 0 ? "start" : i === n - 1 ? "end" : "middle", class: "ins-xlabel" }, i === n - 1 && i % every !== 0 && n > 2 ? "" : fmtDay(day))
-            : null,
+        // X axis: days, as many labels as fit (the last day's too, when there is room)
+        xLabels(n, every).map((i) =>
+          svg("text", { x: x(i), y: height - pad.b + 16, "text-anchor": i === 0 && n > 1 ? "start" : i === n - 1 && n > 1 ? "end" : "middle", class: "ins-xlabel" }, fmtDay(days[i])),
         ),
         svg("text", { x: pad.l + iw / 2, y: height - 4, "text-anchor": "middle", class: "ins-axis-title" }, t("insight.axis_day")),
         svg("text", { x: 10, y: pad.t + ih / 2, "text-anchor": "middle", transform: `rotate(-90 10 ${pad.t + ih / 2})`, class: "ins-axis-title" }, t("insight.axis_count")),
@@ -674,7 +681,8 @@ export async function render({ root, query, signal }) {
     const tableMetrics = metrics;
     const table = h(
       "div",
-      { class: "table-wrap ins-table-wrap" },
+      // Scrolls on its own: reachable by keyboard, named by its caption.
+      { class: "table-wrap ins-table-wrap", tabindex: "0", role: "region", "aria-labelledby": "ins-usage-table-caption" },
       h(
         "table",
         { class: "ins-table", dataset: { testid: "insight-usage-table" } },
@@ -724,7 +732,7 @@ export async function render({ root, query, signal }) {
     const peopleTable = people.length
       ? h(
           "div",
-          { class: "table-wrap" },
+          { class: "table-wrap", tabindex: "0", role: "region", "aria-labelledby": "ins-people-title" },
           h(
             "table",
             { class: "ins-table", dataset: { testid: "insight-people" } },
@@ -799,7 +807,7 @@ export async function render({ root, query, signal }) {
           }
         },
       },
-      icon("upload"),
+      downloadIcon(),
       t("insight.csv"),
     );
 
@@ -829,7 +837,8 @@ export async function render({ root, query, signal }) {
         h("section", { class: "card" }, top("searches", t("insight.top_surfaces"), t("insight.col.surface"))),
         subjects.some((s) => s.metric === "tool_failures") ? h("section", { class: "card" }, top("tool_failures", t("insight.top_failures"), t("insight.col.tool"))) : null,
       ),
-      h("section", { class: "ins-people", "aria-labelledby": "ins-people-title" }, h("h3", { id: "ins-people-title" }, t("insight.people")), peopleTable),
+      // Not a landmark itself: its scrolling table is the region, named by this heading.
+      h("div", { class: "ins-people" }, h("h3", { id: "ins-people-title" }, t("insight.people")), peopleTable),
     );
     drawChart();
     resizeObs?.disconnect();
@@ -848,6 +857,19 @@ export async function render({ root, query, signal }) {
   await load();
   if (signal.aborted) return;
   root.dataset.ready = "true";
+}
+
+/** The indices of the days labelled on the x axis: every `every`th, and the last one when it
+ * is far enough from the one before. */
+function xLabels(n, every) {
+  const out = [];
+  for (let i = 0; i < n; i += every) out.push(i);
+  const last = out[out.length - 1];
+  if (n > 1 && last !== n - 1) {
+    if (n - 1 - last >= every * 0.6) out.push(n - 1);
+    else out[out.length - 1] = n - 1;
+  }
+  return out;
 }
 
 /** Gridline values from 0 to a round number at or above `max` (4 or 5 steps). */
