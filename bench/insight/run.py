@@ -6,14 +6,14 @@ embedded store and on PostgreSQL.
 A fresh home per store (keyword only: QUARRY_EMBED_MODEL=none) with five knowledge bases made by
 the CLI; then `--searches` rows are written straight into its `search_log` (SQLite through
 Python's sqlite3 in one transaction; PostgreSQL through `psql \\copy`), with the daily usage
-counts they add up to in `usage_daily` — the rows the server's audit writer would have
+counts they add up to in `usage_daily` and `usage_people` — the rows the server's audit writer would have
 written, faster than a million HTTP searches. The mix, one space (the worst case: every row
 is the view's):
 - times uniform over the last 90 days; 50 people, 200 tokens, five surfaces;
 - 25% unanswered, their wordings Zipf-distributed over 20,000 distinct ones (a few asked
   often, a long tail asked once), with query text; answered ones hashed, with 1-10 results;
 - 60% limited to one of the five knowledge bases;
-- plus a tool-call count per person, token and day in `usage_daily`.
+- plus a tool call for half of them (`knowledge_search`) in the daily counts.
 
 Then `quarry serve` (no auth: the machine's owner) and, `--samples` times each after five
 warm-ups, p50/p95/max of: unanswered over 30 and 90 days, over 30 days for one knowledge
@@ -73,7 +73,7 @@ def generate(n: int, kbs: list[str], space: str, seed: int = 7):
         total += w
         cum.append(total)
     rows = []
-    usage = Counter()
+    by_subject, by_person = Counter(), Counter()
     picks = rng.choices(range(len(wordings)), cum_weights=cum, k=n)
     for i in range(n):
         at = now - rng.randrange(90 * DAY_MS)
@@ -90,12 +90,13 @@ def generate(n: int, kbs: list[str], space: str, seed: int = 7):
             rows.append((at, space, kb, user, token, surface, rng.randint(1, 10), 0.3 + rng.random() * 0.7, 0,
                          "h:%016x" % rng.getrandbits(64), None))
         day = at // DAY_MS
-        usage[(space, day, "searches", surface, user, token)] += 1
-        if unanswered:
-            usage[(space, day, "unanswered", surface, user, token)] += 1
+        counted = [("searches", surface)] + ([("unanswered", surface)] if unanswered else [])
         if rng.random() < 0.5:
-            usage[(space, day, "tool_calls", "knowledge_search", user, token)] += 1
-    return rows, [(*k, c, 0) for k, c in usage.items()]
+            counted.append(("tool_calls", "knowledge_search"))
+        for metric, subject in counted:
+            by_subject[(space, day, metric, subject)] += 1
+            by_person[(space, day, metric, user, token)] += 1
+    return rows, ([(*k, c, 0) for k, c in by_subject.items()], [(*k, c, 0) for k, c in by_person.items()])
 
 
 def cli_json(quarry, env, *args):
@@ -124,13 +125,16 @@ def load_sqlite(home: Path, rows, usage) -> tuple[str, float]:
     con = sqlite3.connect(dbs[0])
     space = con.execute("SELECT uid FROM spaces WHERE id = 'default'").fetchone()[0]
     rows = [(r[0], space, *r[2:]) for r in rows]
-    usage = [(space, *u[1:]) for u in usage]
+    by_subject = [(space, *u[1:]) for u in usage[0]]
+    by_person = [(space, *u[1:]) for u in usage[1]]
     started = time.perf_counter()
     with con:
         con.executemany("INSERT INTO search_log (at, space_id, knowledge_base, user_id, token_id, surface, "
                         "results, top_score, unanswered, wording, query) VALUES (?,?,?,?,?,?,?,?,?,?,?)", rows)
-        con.executemany("INSERT INTO usage_daily (space_id, day, metric, subject, user_id, token_id, count, total) "
-                        "VALUES (?,?,?,?,?,?,?,?)", usage)
+        con.executemany("INSERT INTO usage_daily (space_id, day, metric, subject, count, total) "
+                        "VALUES (?,?,?,?,?,?)", by_subject)
+        con.executemany("INSERT INTO usage_people (space_id, day, metric, user_id, token_id, count, total) "
+                        "VALUES (?,?,?,?,?,?,?)", by_person)
     con.execute("ANALYZE")
     con.close()
     return space, time.perf_counter() - started
@@ -147,22 +151,26 @@ def psql(url: str, *args: str, stdin: str | None = None) -> str:
 
 def load_postgres(url: str, root: Path, rows, usage) -> tuple[str, float]:
     space = psql(url, "-c", "SELECT uid FROM spaces WHERE id = 'default'").strip()
-    search_csv, usage_csv = root / "search_log.csv", root / "usage_daily.csv"
+    search_csv = root / "search_log.csv"
     with search_csv.open("w", newline="") as f:
         w = csv.writer(f)
         for r in rows:
             w.writerow([r[0], space, *r[2:8], "t" if r[8] else "f", r[9], r[10]])
-    with usage_csv.open("w", newline="") as f:
-        w = csv.writer(f)
-        for u in usage:
-            w.writerow([space, *u[1:]])
+    for table, rows_of in (("usage_daily", usage[0]), ("usage_people", usage[1])):
+        with (root / f"{table}.csv").open("w", newline="") as f:
+            w = csv.writer(f)
+            for u in rows_of:
+                w.writerow([space, *u[1:]])
     started = time.perf_counter()
     psql(url, "-c", f"\\copy search_log (at, space_id, knowledge_base, user_id, token_id, surface, results, "
                     f"top_score, unanswered, wording, query) FROM '{search_csv}' "
                     "WITH (FORMAT csv, FORCE_NOT_NULL (knowledge_base))")
-    psql(url, "-c", f"\\copy usage_daily FROM '{usage_csv}' "
-                    "WITH (FORMAT csv, FORCE_NOT_NULL (subject, user_id, token_id))")
-    psql(url, "-c", "VACUUM ANALYZE search_log; VACUUM ANALYZE usage_daily;")
+    psql(url, "-c", f"\\copy usage_daily FROM '{root / 'usage_daily.csv'}' "
+                    "WITH (FORMAT csv, FORCE_NOT_NULL (subject))")
+    psql(url, "-c", f"\\copy usage_people FROM '{root / 'usage_people.csv'}' "
+                    "WITH (FORMAT csv, FORCE_NOT_NULL (user_id, token_id))")
+    for table in ("search_log", "usage_daily", "usage_people"):
+        psql(url, "-c", f"VACUUM ANALYZE {table}")
     return space, time.perf_counter() - started
 
 
@@ -254,8 +262,10 @@ def run_store(store: str, quarry, args, rows, usage) -> dict:
     finally:
         proc.terminate()
         proc.wait(timeout=30)
-    if database:
+    if database and not args.keep:
         psql(os.environ["QUARRY_TEST_DATABASE_URL"], "-c", f"DROP DATABASE IF EXISTS {database.rsplit('/', 1)[1].split('?')[0]} WITH (FORCE)")
+    elif database:
+        print(f"kept: {database}", file=sys.stderr)
     return {"store": store, "load_s": round(load_s, 1), "views": views, "space": "default"}
 
 
@@ -283,16 +293,17 @@ def main():
     ap.add_argument("--searches", type=int, default=1_000_000)
     ap.add_argument("--samples", type=int, default=100)
     ap.add_argument("--stores", default="sqlite,postgres")
+    ap.add_argument("--keep", action="store_true", help="keep the PostgreSQL database (its URL is printed)")
     ap.add_argument("--out", default=str(Path(__file__).resolve().parents[1] / "results" / "insight.json"))
     args = ap.parse_args()
     quarry = Path(args.quarry)
     started = time.perf_counter()
     # Knowledge bases are named kb0..kb4 until a home exists: the rows say `kb<i>`.
     rows, usage = generate(args.searches, [f"kb{i}" for i in range(5)], "space")
-    print(f"generated {len(rows):,} searches and {len(usage):,} usage rows in "
+    print(f"generated {len(rows):,} searches and {len(usage[0]) + len(usage[1]):,} usage rows in "
           f"{time.perf_counter() - started:.1f} s", file=sys.stderr)
     rep = {"meta": {"searches": len(rows), "unanswered": sum(1 for r in rows if r[8]),
-                    "usage_rows": len(usage), "cpu": cpu_model(), "cores": os.cpu_count(),
+                    "usage_rows": len(usage[0]) + len(usage[1]), "cpu": cpu_model(), "cores": os.cpu_count(),
                     "build": "release" if "release" in str(quarry) else "debug", "samples": args.samples,
                     "load_start": loadavg()},
            "stores": []}

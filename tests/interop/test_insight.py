@@ -14,6 +14,9 @@ Checked:
   owner's agent token without ``--manage`` are refused; bad parameters are refused naming
   them; an unknown knowledge base is not found;
 - a search sent with ``X-Quarry-Insight: off`` (the insight page's own) is not counted;
+- chat's model use (requests and tokens) per person and token; a space past
+  ``QUARRY_MONTHLY_MODEL_TOKENS`` is refused chats (429 ``RATE_LIMITED``, naming the month's use
+  and when it resets) while other surfaces work; a bad limit stops the server at start-up;
 - ``QUARRY_INSIGHT_QUERIES=off`` keeps no question text (groups by a hash), and nothing
   answered keeps text either way;
 - two nodes over PostgreSQL: a search on either node is in the views read on both.
@@ -132,7 +135,7 @@ def ask_everywhere(w: World) -> None:
     anyio.run(mcp_search, mcp_url(w.srv, w.tok("handbook_agent")), "auto", "knowledge_search", {"query": VPN[2]})
     anyio.run(mcp_search, mcp_url(w.srv, editor), "legacy", "search", {"query": PARKING})
     # Chat: its retrieval finds nothing for the question.
-    w.fake.script([{"text": "I do not know."}])
+    w.fake.script([{"text": "I do not know.", "usage": {"prompt_tokens": 300, "completion_tokens": 12}}])
     r = http(w.srv, "POST", "/api/v1/chat", editor,
              json={"message": VPN[3], "kb_ids": [w.kbs["handbook"]], "stream": False})
     assert r.status_code == 200, r.text
@@ -140,9 +143,12 @@ def ask_everywhere(w: World) -> None:
     # The insight page's own "closest passage" searches are not counted as questions asked.
     r = ksearch(w.srv, editor, {"question": PARKING}, headers={"X-Quarry-Insight": "off"})
     assert r.status_code == 200 and r.json()["results"] == [], r.text
-    # An answered search, from another person.
+    # Answered searches, from another person: over REST and over MCP (counted from the tool's
+    # structuredContent).
     r = ksearch(w.srv, w.tok("viewer"), {"question": ANSWERED, "min_score": 0})
     assert r.status_code == 200 and r.json()["results"], r.text
+    anyio.run(mcp_search, mcp_url(w.srv, w.tok("viewer")), "auto", "knowledge_search",
+              {"query": ANSWERED, "min_score": 0})
 
 
 def insight(w: World, view: str, token: str | None = None, srv=None, **params) -> requests.Response:
@@ -185,29 +191,36 @@ def test_usage_counts_every_surface_by_person_and_token(world):
     data = r.json()["data"]
     assert len(data["days"]) == 7 and len(data["metrics"][0]["per_day"]) == 7, data
     metrics = {m["metric"]: m for m in data["metrics"]}
-    assert metrics["searches"]["count"] == 6, metrics["searches"]
-    assert metrics["searches"]["per_day"][-1] == 6, "today is the last day"
+    assert metrics["searches"]["count"] == 7, metrics["searches"]
+    assert metrics["searches"]["per_day"][-1] == 7, "today is the last day"
     assert metrics["unanswered"]["count"] == 5, metrics["unanswered"]
     assert metrics["chat_answers"]["count"] == 1, metrics["chat_answers"]
-    assert metrics["tool_calls"]["count"] == 2, metrics["tool_calls"]
+    # What chat cost: one request to the model, the tokens it reported.
+    assert (metrics["model_tokens"]["count"], metrics["model_tokens"]["total"]) == (1, 312), metrics["model_tokens"]
+    assert metrics["tool_calls"]["count"] == 3, metrics["tool_calls"]
     subjects = {(s["metric"], s["subject"]): s["count"] for s in data["subjects"]}
-    assert subjects[("tool_calls", "knowledge_search")] == 1 and subjects[("tool_calls", "search")] == 1, subjects
-    assert subjects[("searches", "chat")] == 1 and subjects[("searches", "mcp:knowledge_search")] == 1, subjects
+    assert subjects[("tool_calls", "knowledge_search")] == 2 and subjects[("tool_calls", "search")] == 1, subjects
+    assert subjects[("searches", "chat")] == 1 and subjects[("searches", "mcp:knowledge_search")] == 2, subjects
+    assert subjects[("unanswered", "mcp:knowledge_search")] == 1, subjects
     people = {(p["user"], p["token"]): p["counts"] for p in data["people"]}
+    spent = {(p["user"], p["token"]): p["totals"] for p in data["people"]}
+    assert spent[("editor", "editor")]["model_tokens"] == 312 and "model_tokens" not in spent[("viewer", "viewer")], spent
     assert people[("editor", "editor")]["searches"] == 4, people
     assert people[("editor", "handbook_agent")] == {"searches": 1, "tool_calls": 1, "unanswered": 1}, people
-    assert people[("viewer", "viewer")] == {"searches": 1}, people
+    assert people[("viewer", "viewer")] == {"searches": 2, "tool_calls": 1}, people
 
     r = insight(w, "usage", format="csv", days=7)
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/csv"), r.headers
     rows = list(csv.DictReader(io.StringIO(r.text)))
     assert {"day", "metric", "user", "user_id", "token", "token_id", "count", "total"} == set(rows[0]), rows[0]
     viewer = [x for x in rows if x["metric"] == "searches" and x["user"] == "viewer"]
-    assert [(x["token"], x["count"]) for x in viewer] == [("viewer", "1")], rows
-    assert sum(int(x["count"]) for x in rows if x["metric"] == "searches") == 6
+    assert [(x["token"], x["count"]) for x in viewer] == [("viewer", "2")], rows
+    assert sum(int(x["count"]) for x in rows if x["metric"] == "searches") == 7
 
     metrics_text = http(w.srv, "GET", "/metrics", w.tok("owner")).text
     assert 'quarry_searches_total{surface="chat",answered="no"} 1' in metrics_text, metrics_text[-2000:]
+    assert 'quarry_searches_total{surface="mcp:knowledge_search",answered="yes"} 1' in metrics_text
+    assert 'quarry_model_tokens_total{purpose="chat"} 312' in metrics_text
 
 
 def test_only_the_spaces_admins_read_it_and_bad_parameters_are_refused(world):
@@ -251,6 +264,41 @@ def test_question_text_is_not_kept_when_turned_off(quarry_bin, corpus, tmp_path)
         assert b"vpn password" not in stored and b"password reset" not in stored, db
 
 
+def test_a_space_over_its_monthly_model_tokens_is_refused_chats(quarry_bin, corpus, tmp_path):
+    w = build_world(quarry_bin, corpus, tmp_path, env={"QUARRY_MONTHLY_MODEL_TOKENS": "500"})
+    w.srv = start_server(w.home, "--auth", "token", "--chat-model", f"openai:{MODEL}", logdir=tmp_path / "logs")
+    try:
+        editor = w.tok("editor")
+        w.fake.script([{"text": "One.", "usage": {"prompt_tokens": 400, "completion_tokens": 150}}])
+        chat = {"message": "hello", "stream": False}
+        r = http(w.srv, "POST", "/api/v1/chat", editor, json=chat)
+        assert r.status_code == 200, r.text
+        # The use reaches the store from the writer (it batches every 100 ms).
+        deadline = time.monotonic() + 10
+        while True:
+            w.fake.script([{"text": "Again.", "usage": {"prompt_tokens": 1, "completion_tokens": 1}}])
+            r = http(w.srv, "POST", "/api/v1/chat", editor, json=chat)
+            if r.status_code != 200:
+                break
+            assert time.monotonic() < deadline, "a chat past the month's tokens was answered"
+            time.sleep(0.2)
+        body = assert_rest_error(r, 429, "RATE_LIMITED")
+        assert "model tokens this month" in body["detail"] and "QUARRY_MONTHLY_MODEL_TOKENS" in body["detail"], body
+        assert int(r.headers["Retry-After"]) > 0, r.headers
+        # The whole space is over, not only this token; other surfaces still work.
+        assert_rest_error(http(w.srv, "POST", "/api/v1/chat", w.tok("owner"), json=chat), 429, "RATE_LIMITED")
+        assert http(w.srv, "POST", "/search", editor, json={"query": "heron"}).status_code == 200
+        usage = insight(w, "usage", days=1).json()["data"]
+        spent = {m["metric"]: m for m in usage["metrics"]}["model_tokens"]
+        assert spent["total"] >= 550, spent
+    finally:
+        w.srv.stop()
+        w.fake.stop()
+    # A limit that is not a number stops the server at start-up, naming it.
+    r = w.home.with_env(QUARRY_MONTHLY_MODEL_TOKENS="lots").run("serve", "--port", "0", timeout=60)
+    assert r.returncode != 0 and "QUARRY_MONTHLY_MODEL_TOKENS" in r.stderr, r.stderr[-2000:]
+
+
 def test_two_nodes_read_each_others_searches(world):
     if backend() != "postgres":
         pytest.skip("several nodes share a PostgreSQL database (the PostgreSQL pass runs this)")
@@ -270,9 +318,9 @@ def test_two_nodes_read_each_others_searches(world):
                 usage = insight(w, "usage", srv=srv, days=1).json()["data"]
                 searches = {m["metric"]: m["count"] for m in usage["metrics"]}["searches"]
                 parking = [g["count"] for g in groups if g["wording"] == "bicycle park"]
-                if (parking, searches) == ([3], 8) or time.monotonic() > deadline:
+                if (parking, searches) == ([3], 9) or time.monotonic() > deadline:
                     break
                 time.sleep(0.2)
-            assert (parking, searches) == ([3], 8), (srv.base, groups, usage["metrics"])
+            assert (parking, searches) == ([3], 9), (srv.base, groups, usage["metrics"])
     finally:
         node_b.stop()

@@ -155,6 +155,7 @@ impl AuditSettings {
 enum Message {
     Event(Box<AuditEvent>),
     Search(Box<SearchRecord>),
+    Usage(Box<quarry_store::UsageCount>),
     /// Answered once every event queued before it is written (or dropped).
     Flush(SyncSender<()>),
 }
@@ -247,6 +248,20 @@ impl AuditLog {
         }
     }
 
+    /// Queues `requests` to a model and the `tokens` they took for `purpose` (`chat`) on
+    /// `principal`'s behalf (the usage metric `model_tokens`); never blocks.
+    pub fn record_model_use(
+        &self,
+        principal: &Principal,
+        purpose: &str,
+        requests: u64,
+        tokens: u64,
+    ) {
+        self.queue(Message::Usage(Box::new(usage::of_model(
+            principal, purpose, requests, tokens,
+        ))));
+    }
+
     fn queue(&self, message: Message) {
         match self.sender.try_send(message) {
             Ok(()) => {}
@@ -305,11 +320,13 @@ struct Writer {
 struct Batch {
     events: Vec<AuditEvent>,
     searches: Vec<SearchRecord>,
+    /// Counts recorded as they are (a model's use).
+    usage: Vec<quarry_store::UsageCount>,
 }
 
 impl Batch {
     fn len(&self) -> usize {
-        self.events.len() + self.searches.len()
+        self.events.len() + self.searches.len() + self.usage.len()
     }
 
     fn is_empty(&self) -> bool {
@@ -334,6 +351,7 @@ impl Writer {
                 match self.receiver.try_recv() {
                     Ok(Message::Event(e)) => batch.events.push(*e),
                     Ok(Message::Search(r)) => batch.searches.push(*r),
+                    Ok(Message::Usage(u)) => batch.usage.push(*u),
                     Ok(Message::Flush(done)) => waiting.push(done),
                     Err(TryRecvError::Empty) => break,
                     Err(TryRecvError::Disconnected) => {
@@ -367,6 +385,7 @@ impl Writer {
             .iter()
             .flat_map(usage::of_event)
             .chain(batch.searches.iter().flat_map(usage::of_search))
+            .chain(batch.usage.drain(..))
             .collect();
         let events = std::mem::take(&mut batch.events);
         let searches = std::mem::take(&mut batch.searches);

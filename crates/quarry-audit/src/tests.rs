@@ -309,3 +309,36 @@ fn text_is_not_kept_when_the_administrator_turns_it_off() {
         "a score that is not a number is not kept"
     );
 }
+
+#[test]
+fn a_month_runs_from_its_first_day_to_the_next_months() {
+    use quarry_core::iso8601_millis;
+    for (at, since, until) in [
+        (
+            1796625000000,
+            "2026-12-01T00:00:00.000Z",
+            "2027-01-01T00:00:00.000Z",
+        ), // 2026-12-07T06:30:00Z
+        (
+            1835481599000,
+            "2028-02-01T00:00:00.000Z",
+            "2028-03-01T00:00:00.000Z",
+        ), // 2028-02-29T23:59:59Z
+        (
+            -43200000,
+            "1969-12-01T00:00:00.000Z",
+            "1970-01-01T00:00:00.000Z",
+        ), // 1969-12-31T12:00:00Z
+        (
+            1798761600000,
+            "2027-01-01T00:00:00.000Z",
+            "2027-02-01T00:00:00.000Z",
+        ), // 2027-01-01T00:00:00Z
+    ] {
+        let (a, b) = usage::month_of(at);
+        assert_eq!(
+            (iso8601_millis(a).as_str(), iso8601_millis(b).as_str()),
+            (since, until)
+        );
+    }
+}

@@ -2,6 +2,7 @@
 //! events and searches the writer stores: each becomes at most one [`UsageCount`] on its
 //! UTC day, for its space, person and token. Events outside a space count nowhere.
 
+use quarry_core::{Principal, now_millis};
 use quarry_store::{AuditEvent, DAY_MS, SearchRecord, UsageCount};
 use serde_json::Value;
 
@@ -11,6 +12,9 @@ use crate::{APPROVAL_REQUEST, OK, SIGN_IN, SOURCE_SYNC, TOOL_CALL, WRITE};
 pub const SEARCHES: &str = "searches";
 /// Searches that found nothing (subject: the surface).
 pub const UNANSWERED: &str = "unanswered";
+/// Model calls Quarry made on someone's behalf (subject: what for, `chat`; count: requests
+/// to the model; total: tokens, prompt and answer).
+pub const MODEL_TOKENS: &str = "model_tokens";
 /// MCP tool calls (subject: the tool as called, `package.tool` for an upstream's; total:
 /// milliseconds taken).
 pub const TOOL_CALLS: &str = "tool_calls";
@@ -34,6 +38,7 @@ pub const METRICS: &[&str] = &[
     SEARCHES,
     UNANSWERED,
     CHAT_ANSWERS,
+    MODEL_TOKENS,
     TOOL_CALLS,
     TOOL_FAILURES,
     APPROVALS,
@@ -115,6 +120,57 @@ pub fn of_event(e: &AuditEvent) -> Vec<UsageCount> {
         }
         _ => Vec::new(),
     }
+}
+
+/// What a model's use for `purpose` by `principal` adds: `requests` and `tokens` to
+/// `model_tokens`, today.
+pub fn of_model(principal: &Principal, purpose: &str, requests: u64, tokens: u64) -> UsageCount {
+    let identity = principal.identity.as_ref();
+    let mut c = count(
+        &principal.space_id,
+        now_millis(),
+        MODEL_TOKENS,
+        purpose,
+        identity.map(|i| i.user_id.as_str()),
+        identity.and_then(|i| i.token_id.as_deref()),
+        tokens,
+    );
+    c.count = requests;
+    c
+}
+
+/// The calendar month holding `at` (UTC), as Unix milliseconds: its first instant and the
+/// next month's (a monthly budget's window).
+pub fn month_of(at: i64) -> (i64, i64) {
+    let (y, m, _) = civil_from_days(at.div_euclid(DAY_MS));
+    let (ny, nm) = if m == 12 { (y + 1, 1) } else { (y, m + 1) };
+    (
+        days_from_civil(y, m, 1) * DAY_MS,
+        days_from_civil(ny, nm, 1) * DAY_MS,
+    )
+}
+
+// Howard Hinnant's civil calendar algorithms (proleptic Gregorian, days since 1970-01-01).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+fn civil_from_days(z: i64) -> (i64, i64, i64) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
 }
 
 /// What a search adds: one to `searches`, and one to `unanswered` when it found nothing.

@@ -26,6 +26,8 @@ pub const ENV_TOOL_CALLS: &str = "QUARRY_RATE_TOOL_CALLS";
 pub const ENV_CHATS: &str = "QUARRY_RATE_CHATS";
 /// `QUARRY_AUTH_FAILURES_FREE`: failed authentications per 15 minutes answered at once.
 pub const ENV_AUTH_FREE: &str = "QUARRY_AUTH_FAILURES_FREE";
+/// Model tokens per space per calendar month (0: no limit).
+pub const ENV_MONTHLY_MODEL_TOKENS: &str = "QUARRY_MONTHLY_MODEL_TOKENS";
 
 const WINDOW_MS: i64 = 60_000;
 const AUTH_WINDOW_MS: i64 = 15 * 60_000;
@@ -64,6 +66,8 @@ pub struct LimitSettings {
     pub chats_per_minute: u32,
     /// Failed authentications per key and 15 minutes answered without delay.
     pub auth_failures_free: u32,
+    /// Model tokens each space may spend on chat in a calendar month (UTC); 0: no limit.
+    pub monthly_model_tokens: u64,
 }
 
 impl Default for LimitSettings {
@@ -72,6 +76,7 @@ impl Default for LimitSettings {
             tool_calls_per_minute: 600,
             chats_per_minute: 60,
             auth_failures_free: 5,
+            monthly_model_tokens: 0,
         }
     }
 }
@@ -95,6 +100,18 @@ impl LimitSettings {
                     .parse()
                     .map_err(|_| SettingError::new(name, &v, "give a whole number (0 or more)"))?;
             }
+        }
+        if let Some(v) = get(ENV_MONTHLY_MODEL_TOKENS)
+            .map(|v| v.trim().to_owned())
+            .filter(|v| !v.is_empty())
+        {
+            s.monthly_model_tokens = v.parse().map_err(|_| {
+                SettingError::new(
+                    ENV_MONTHLY_MODEL_TOKENS,
+                    &v,
+                    "give a whole number of tokens (0: no limit)",
+                )
+            })?;
         }
         Ok(s)
     }

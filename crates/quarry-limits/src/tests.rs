@@ -108,8 +108,10 @@ fn settings_from_variables() {
         ("QUARRY_RATE_TOOL_CALLS", "0"),
         ("QUARRY_RATE_CHATS", " 5 "),
         ("QUARRY_AUTH_FAILURES_FREE", "9"),
+        ("QUARRY_MONTHLY_MODEL_TOKENS", "2000000"),
     ]))
     .unwrap();
+    assert_eq!(s.monthly_model_tokens, 2_000_000);
     assert_eq!(
         (
             s.tool_calls_per_minute,
@@ -123,4 +125,6 @@ fn settings_from_variables() {
         e.to_string(),
         r#"QUARRY_RATE_CHATS="-1": give a whole number (0 or more)"#
     );
+    let e = LimitSettings::from_lookup(get(&[("QUARRY_MONTHLY_MODEL_TOKENS", "2M")])).unwrap_err();
+    assert_eq!(e.var, "QUARRY_MONTHLY_MODEL_TOKENS");
 }

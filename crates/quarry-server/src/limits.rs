@@ -86,6 +86,56 @@ pub(crate) async fn chat(state: &AppState, principal: &Principal) -> Result<(), 
     }
 }
 
+/// `Err` (429 naming the month's use and when it resets) when the caller's space has spent
+/// its monthly model tokens (`QUARRY_MONTHLY_MODEL_TOKENS`), counted from the insight log's
+/// daily counts, which every node adds to. A store that cannot count does not stop the chat.
+pub(crate) async fn monthly_model_tokens(
+    state: &AppState,
+    principal: &Principal,
+) -> Result<(), Response> {
+    let limit = state
+        .limits()
+        .map_or(0, |l| l.settings().monthly_model_tokens);
+    if limit == 0 {
+        return Ok(());
+    }
+    let now = quarry_core::now_millis();
+    let (since, until) = quarry_audit::usage::month_of(now);
+    let window = quarry_store::InsightWindow {
+        space_id: principal.space_id.clone(),
+        knowledge_base: None,
+        since,
+        until,
+    };
+    let store = state.root_engine().store_handle();
+    let used = match run_blocking_raw(move || store.usage_by_subject(&window)).await {
+        Ok(Ok(rows)) => rows
+            .iter()
+            .filter(|r| r.metric == quarry_audit::usage::MODEL_TOKENS)
+            .map(|r| r.total)
+            .sum::<u64>(),
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, "monthly model tokens not checked");
+            return Ok(());
+        }
+        Err(e) => {
+            tracing::warn!(error = %e.detail, "monthly model tokens not checked");
+            return Ok(());
+        }
+    };
+    if used < limit {
+        return Ok(());
+    }
+    let resets = quarry_core::iso8601_millis(until);
+    Err(too_many(
+        format!(
+            "this space has used {used} of its {limit} model tokens this month \
+             (QUARRY_MONTHLY_MODEL_TOKENS); chats are refused until {resets}"
+        ),
+        Duration::from_millis(u64::try_from(until - now).unwrap_or(0)),
+    ))
+}
+
 fn too_many(detail: String, retry_after: Duration) -> Response {
     let status = StatusCode::TOO_MANY_REQUESTS;
     let mut r = (

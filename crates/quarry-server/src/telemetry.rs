@@ -133,6 +133,12 @@ pub(crate) async fn track_http(req: Request, next: Next) -> Response {
     response
 }
 
+/// Tokens a model took for `purpose` on someone's behalf (`quarry_model_tokens_total`).
+pub(crate) fn record_model_tokens(purpose: &str, tokens: u64) {
+    metrics::counter!("quarry_model_tokens_total", "purpose" => purpose.to_owned())
+        .increment(tokens);
+}
+
 /// A search on `surface` that found something or nothing (`quarry_searches_total`; the
 /// insight log keeps them per space, person and token).
 pub(crate) fn record_search(surface: &str, answered: bool) {

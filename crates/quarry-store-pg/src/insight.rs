@@ -168,12 +168,15 @@ impl InsightStore for PgStore {
                 ],
             )
             .map_err(db_err)?;
+        // Each group's latest kept text: one backward step down `search_log_wording` per
+        // group, never every row of a much-asked group.
         let latest = conn
             .query(
-                "SELECT DISTINCT ON (wording) wording, query FROM search_log \
-                 WHERE space_id = $1 AND wording = ANY($2) AND unanswered \
+                "SELECT w.wording, l.query FROM unnest($2::text[]) AS w(wording) \
+                 CROSS JOIN LATERAL (SELECT query FROM search_log \
+                 WHERE space_id = $1 AND wording = w.wording AND unanswered \
                  AND at >= $3 AND at < $4 AND ($5::text[] IS NULL OR knowledge_base = ANY($5)) \
-                 AND query IS NOT NULL ORDER BY wording, at DESC",
+                 AND query IS NOT NULL ORDER BY at DESC LIMIT 1) l",
                 &[
                     &w.space_id,
                     &wordings,

@@ -63,6 +63,9 @@ async fn chat(
     if let Err(limited) = crate::limits::chat(&state, &caller.principal).await {
         return Ok(limited);
     }
+    if let Err(spent) = crate::limits::monthly_model_tokens(&state, &caller.principal).await {
+        return Ok(spent);
+    }
     let service = state.chat().clone();
     let mut ctx = context(&caller);
     // Retrieval only returns passages of documents the metadata filter matches (issue 44).
@@ -150,10 +153,17 @@ impl Asked {
     }
 
     /// A tool round into the audit log; the passages retrieved into the insight log (none
-    /// found: an unanswered question).
+    /// found: an unanswered question); the model's requests and tokens into the usage counts.
     fn note(&self, state: &AppState, principal: &quarry_access::Principal, e: &ChatEvent) {
         match e {
             ChatEvent::ToolResult(call) => crate::audit::chat_tool_call(state, principal, call),
+            ChatEvent::Done(done) => crate::audit::model_use(
+                state,
+                principal,
+                "chat",
+                u64::try_from(done.rounds).unwrap_or(u64::MAX),
+                done.usage.total_tokens,
+            ),
             ChatEvent::RagSource(sources) => crate::audit::search(
                 state,
                 principal,

@@ -249,7 +249,9 @@ async fn usage(
     let mut series: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
     let mut totals: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
     let mut subjects: BTreeMap<(&str, &str), (u64, u64)> = BTreeMap::new();
-    let mut people: BTreeMap<(&str, &str), BTreeMap<&str, u64>> = BTreeMap::new();
+    // (user, token) → (metric → count, metric → total where the metric carries one)
+    type Figures<'a> = (BTreeMap<&'a str, u64>, BTreeMap<&'a str, u64>);
+    let mut people: BTreeMap<(&str, &str), Figures<'_>> = BTreeMap::new();
     for c in &by_subject_rows {
         let slot = usize::try_from(c.day - first_day).unwrap_or(0);
         let line = series
@@ -270,10 +272,13 @@ async fn usage(
         }
     }
     for c in &by_person_rows {
-        people
+        let (counts, totals) = people
             .entry((c.user_id.as_str(), c.token_id.as_str()))
-            .or_default()
-            .insert(c.metric.as_str(), c.count);
+            .or_default();
+        counts.insert(c.metric.as_str(), c.count);
+        if c.total > 0 {
+            totals.insert(c.metric.as_str(), c.total);
+        }
     }
     let metrics: Vec<Value> = METRICS
         .iter()
@@ -295,13 +300,14 @@ async fn usage(
         .collect();
     let by_person: Vec<Value> = people
         .iter()
-        .map(|((user_id, token_id), counts)| {
+        .map(|((user_id, token_id), (counts, totals))| {
             json!({
                 "user_id": Some(user_id).filter(|u| !u.is_empty()),
                 "user": user(user_id),
                 "token_id": Some(token_id).filter(|t| !t.is_empty()),
                 "token": Some(token(token_id)).filter(|t| !t.is_empty()),
                 "counts": counts,
+                "totals": totals,
             })
         })
         .collect();

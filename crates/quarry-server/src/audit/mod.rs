@@ -210,6 +210,21 @@ pub(crate) fn search(
     }
 }
 
+/// `requests` to a model and the `tokens` they took for `purpose` on `principal`'s behalf,
+/// into the usage counts (and `/metrics`).
+pub(crate) fn model_use(
+    state: &AppState,
+    principal: &Principal,
+    purpose: &str,
+    requests: u64,
+    tokens: u64,
+) {
+    crate::telemetry::record_model_tokens(purpose, tokens);
+    if let Some(log) = state.audit() {
+        log.record_model_use(principal, purpose, requests, tokens);
+    }
+}
+
 /// The query of an MCP call of one of Quarry's own search tools (`search`, `vsearch`,
 /// `query`, `knowledge_search`, bare or under the knowledge package), else `None`: an
 /// upstream's tool of the same name is not a search of this knowledge.

@@ -28,7 +28,7 @@ const MCP = "/api/v1/mcp";
 const WINDOWS = [7, 30, 90];
 const LIMIT = 50;
 /** The metrics the server counts, in its order (quarry-audit's METRICS). */
-const METRICS = ["searches", "unanswered", "chat_answers", "tool_calls", "tool_failures", "approvals", "approval_decisions", "uploads", "sync_failures", "sign_ins"];
+const METRICS = ["searches", "unanswered", "chat_answers", "model_tokens", "tool_calls", "tool_failures", "approvals", "approval_decisions", "uploads", "sync_failures", "sign_ins"];
 /** The metrics drawn in the chart (the others are in the cards and the table). */
 const CHARTED = ["searches", "unanswered", "chat_answers", "tool_calls", "uploads"];
 /** A slug as the engine's check_slug takes it. */
@@ -593,7 +593,9 @@ export async function render({ root, query, signal }) {
         const extra =
           m === "approval_decisions" && x.count
             ? h("span", { class: "ins-card-extra", dataset: { testid: "insight-avg-wait" } }, t("insight.avg_wait", { wait: fmtWait(x.total / x.count) }))
-            : null;
+            : m === "model_tokens" && x.count
+              ? h("span", { class: "ins-card-extra", dataset: { testid: "insight-model-tokens" } }, t("insight.tokens", { n: fmtNumber(x.total) }))
+              : null;
         return h(
           "li",
           { class: "ins-card", dataset: { testid: `insight-total-${m}`, count: String(x.count) } },
@@ -729,6 +731,8 @@ export async function render({ root, query, signal }) {
     const people = Array.isArray(d.people) ? d.people : [];
     const sum = (p) => Object.values(p.counts || {}).reduce((a, b) => a + Number(b || 0), 0);
     const peopleMetrics = metrics.filter((m) => people.some((p) => Number(p.counts?.[m] || 0) > 0));
+    // Model tokens per person and token: what chat cost on their behalf.
+    const spentTokens = people.some((p) => Number(p.totals?.model_tokens || 0) > 0);
     const peopleTable = people.length
       ? h(
           "div",
@@ -740,7 +744,14 @@ export async function render({ root, query, signal }) {
             h(
               "thead",
               {},
-              h("tr", {}, h("th", { scope: "col" }, t("insight.col.person")), h("th", { scope: "col" }, t("insight.col.token")), peopleMetrics.map((m) => h("th", { scope: "col", class: "num" }, label(m)))),
+              h(
+                "tr",
+                {},
+                h("th", { scope: "col" }, t("insight.col.person")),
+                h("th", { scope: "col" }, t("insight.col.token")),
+                peopleMetrics.map((m) => h("th", { scope: "col", class: "num" }, label(m))),
+                spentTokens ? h("th", { scope: "col", class: "num" }, t("insight.col.model_tokens")) : null,
+              ),
             ),
             h(
               "tbody",
@@ -754,6 +765,7 @@ export async function render({ root, query, signal }) {
                     h("th", { scope: "row" }, p.user || t("insight.unknown")),
                     h("td", {}, p.token ? p.token : p.token_id ? h("code", { title: p.token_id }, String(p.token_id).slice(0, 8)) : "—"),
                     peopleMetrics.map((m) => h("td", { class: "num" }, fmtNumber(p.counts?.[m] || 0))),
+                    spentTokens ? h("td", { class: "num" }, fmtNumber(p.totals?.model_tokens || 0)) : null,
                   ),
                 ),
             ),
