@@ -26,6 +26,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             tool_calls_per_minute: 100_000,
             chats_per_minute: 60,
             auth_failures_free: 5,
+            monthly_model_tokens: 0,
         },
     );
     let tokens: Vec<String> = (0..100).map(|i| format!("token-{i:04}")).collect();

@@ -19,6 +19,7 @@ fn limiter(store: &Arc<dyn Store>, tools: u32) -> Arc<RateLimiter> {
             tool_calls_per_minute: tools,
             chats_per_minute: 0,
             auth_failures_free: 3,
+            monthly_model_tokens: 0,
         },
     )
 }
