@@ -6,7 +6,7 @@ use quarry_core::{Principal, now_millis};
 use quarry_store::{AuditEvent, DAY_MS, SearchRecord, UsageCount};
 use serde_json::Value;
 
-use crate::{APPROVAL_REQUEST, OK, SIGN_IN, SOURCE_SYNC, TOOL_CALL, WRITE};
+use crate::words::{APPROVAL_REQUEST, OK, SIGN_IN, SOURCE_SYNC, TOOL_CALL, WRITE};
 
 /// Searches on any surface (subject: the surface).
 pub const SEARCHES: &str = "searches";
