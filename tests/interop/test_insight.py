@@ -228,8 +228,10 @@ def test_only_the_spaces_admins_read_it_and_bad_parameters_are_refused(world):
     for who in ("editor", "viewer", "handbook_agent"):
         for view in ("unanswered", "usage"):
             assert_rest_error(insight(w, view, w.tok(who)), 403)
-    # The owner's agent token has no management scope: it does not read who did what.
-    assert_rest_error(insight(w, "usage", w.tok("owner_agent")), 403)
+    # The owner's agent token has no management scope: it reads neither others' questions nor
+    # who did what.
+    for view in ("unanswered", "usage"):
+        assert_rest_error(insight(w, view, w.tok("owner_agent")), 403, "MANAGEMENT_FORBIDDEN")
     for params, fragment in (
         ({"days": "0"}, "days must be"),
         ({"days": "many"}, "days must be"),

@@ -8,9 +8,15 @@
 //! for long. A full queue drops the event and counts it ([`AuditLog::dropped`]) rather than
 //! slow every request behind the store. The writer also prunes events past the retention.
 //!
+//! The same writer keeps the *insight log* (issue 69): every search that ran
+//! ([`AuditLog::search`], [`AuditLog::record_search`]) and the daily usage counts the events
+//! and searches add up to ([`usage`]), which owners read to see what their knowledge bases are
+//! asked and cannot answer ([`wording`] groups similar questions) and how they are used.
+//!
 //! What is never recorded: secrets (tokens, keys, headers), and text the caller sent — tool
-//! arguments pass through [`redact`], search queries are kept only when the administrator
-//! turns that on ([`AuditSettings::record_queries`]).
+//! arguments pass through [`redact`], search queries are kept in the audit log only when the
+//! administrator turns that on ([`AuditSettings::record_queries`]), and in the insight log only
+//! for searches that found nothing, unless turned off ([`AuditSettings::insight_queries`]).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -19,7 +25,8 @@ use std::time::{Duration, Instant};
 
 use quarry_core::{Principal, Result, SettingError, now_millis};
 pub use quarry_store::{AuditEvent, AuditQuery, AuditRecord, SearchRecord};
-use quarry_store::{AuditStore, InsightStore, Store};
+use quarry_store::Store;
+use serde_json::{Map, Value, json};
 
 pub mod usage;
 pub mod wording;
@@ -29,11 +36,6 @@ pub use words::{
     APPROVAL_REQUEST, AUTH_FAILURE, DENIED, ERROR, OK, SEARCH, SIGN_IN, SOURCE_SYNC, TOOL_CALL,
     WRITE,
 };
-
-/// The store the writer appends to: the audit log and the insight log.
-pub trait LogStore: AuditStore + InsightStore {}
-impl<T: AuditStore + InsightStore + ?Sized> LogStore for T {}
-use serde_json::{Map, Value, json};
 
 /// Most events waiting for the writer; past it, events are dropped and counted.
 pub const QUEUE_CAPACITY: usize = 16_384;
@@ -195,8 +197,8 @@ impl AuditLog {
     }
 
     /// A search by `principal` on `surface` as the insight log keeps it: unanswered when
-    /// nothing came back; its text kept only then, and only when the administrator keeps
-    /// text (else its wording is a hash). `knowledge_base`: the one knowledge base it was
+    /// nothing came back; its wording and text kept only then, the text only when the
+    /// administrator keeps text (else the wording is a hash of the terms). `knowledge_base`: the one knowledge base it was
     /// limited to, if it was.
     pub fn search(
         &self,
@@ -222,7 +224,12 @@ impl AuditLog {
             results: u32::try_from(results).unwrap_or(u32::MAX),
             top_score: top_score.filter(|s| s.is_finite()),
             unanswered,
-            wording: wording::wording(query, readable),
+            // Only unanswered searches are grouped; an answered one keeps nothing of its words.
+            wording: if unanswered {
+                wording::wording(query, readable)
+            } else {
+                String::new()
+            },
             query: readable.then(|| query.chars().take(QUERY_CHARS).collect()),
         }
     }

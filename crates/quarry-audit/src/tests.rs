@@ -240,7 +240,7 @@ fn searches_and_events_reach_the_insight_log_with_usage_counts() {
     assert_eq!(unanswered.query.as_deref(), Some("Where is the VPN guide?"));
     let answered = log.search(&owner, "rest", None, "holiday calendar", 3, Some(0.8));
     assert_eq!(answered.query, None, "an answered search keeps no text");
-    assert!(answered.wording.starts_with("h:"));
+    assert!(answered.wording.is_empty(), "nor its words");
     log.record_search(unanswered);
     log.record_search(answered);
     let mut call = event(Some(&owner), TOOL_CALL, "git.git_log", ERROR);

@@ -35,8 +35,8 @@ pub struct SearchRecord {
     pub top_score: Option<f64>,
     /// Whether the search counts as unanswered (nothing came back).
     pub unanswered: bool,
-    /// What groups similar questions: the query's normalized terms, or their hash when the
-    /// text is not kept.
+    /// What groups similar unanswered questions: the query's normalized terms, or their hash
+    /// when the text is not kept; empty for an answered search.
     pub wording: String,
     /// The query text, when kept.
     pub query: Option<String>,
