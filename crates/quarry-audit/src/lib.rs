@@ -24,8 +24,8 @@ use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, TrySendError, sync_cha
 use std::time::{Duration, Instant};
 
 use quarry_core::{Principal, Result, SettingError, now_millis};
-pub use quarry_store::{AuditEvent, AuditQuery, AuditRecord, SearchRecord};
 use quarry_store::Store;
+pub use quarry_store::{AuditEvent, AuditQuery, AuditRecord, SearchRecord};
 use serde_json::{Map, Value, json};
 
 pub mod usage;
