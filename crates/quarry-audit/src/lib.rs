@@ -212,10 +212,13 @@ impl AuditLog {
         let identity = principal.identity.as_ref();
         let unanswered = results == 0;
         let readable = self.settings.insight_queries && unanswered;
+        // A caller's NUL would make PostgreSQL refuse the whole batch, others' searches with it.
+        let query = query.replace('\0', "");
+        let query = query.as_str();
         SearchRecord {
             at: now_millis(),
             space_id: principal.space_id.clone(),
-            knowledge_base: knowledge_base.unwrap_or_default().to_owned(),
+            knowledge_base: knowledge_base.unwrap_or_default().replace('\0', ""),
             user_id: identity.map(|i| i.user_id.clone()).unwrap_or_default(),
             token_id: identity
                 .and_then(|i| i.token_id.clone())

@@ -311,6 +311,19 @@ fn text_is_not_kept_when_the_administrator_turns_it_off() {
 }
 
 #[test]
+fn no_nul_reaches_the_store() {
+    let (_dir, store) = store();
+    let log = AuditLog::start(store, AuditSettings::default()).unwrap();
+    let owner = Principal::owner("default", "space-1");
+    let s = log.search(&owner, "rest", Some("kb\0x"), "vpn\0 guide\0", 0, None);
+    assert_eq!(
+        (s.query.as_deref(), s.knowledge_base.as_str()),
+        (Some("vpn guide"), "kbx")
+    );
+    assert_eq!(s.wording, "guide vpn");
+}
+
+#[test]
 fn a_month_runs_from_its_first_day_to_the_next_months() {
     use quarry_core::iso8601_millis;
     for (at, since, until) in [
