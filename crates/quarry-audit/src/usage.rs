@@ -2,7 +2,7 @@
 //! events and searches the writer stores: each becomes at most one [`UsageCount`] on its
 //! UTC day, for its space, person and token. Events outside a space count nowhere.
 
-use quarry_core::{Principal, now_millis};
+use quarry_core::{Principal, civil_from_days, days_from_civil, now_millis};
 use quarry_store::{AuditEvent, DAY_MS, SearchRecord, UsageCount};
 use serde_json::Value;
 
@@ -143,34 +143,12 @@ pub fn of_model(principal: &Principal, purpose: &str, requests: u64, tokens: u64
 /// next month's (a monthly budget's window).
 pub fn month_of(at: i64) -> (i64, i64) {
     let (y, m, _) = civil_from_days(at.div_euclid(DAY_MS));
+    let m = i64::from(m);
     let (ny, nm) = if m == 12 { (y + 1, 1) } else { (y, m + 1) };
     (
         days_from_civil(y, m, 1) * DAY_MS,
         days_from_civil(ny, nm, 1) * DAY_MS,
     )
-}
-
-// Howard Hinnant's civil calendar algorithms (proleptic Gregorian, days since 1970-01-01).
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-fn civil_from_days(z: i64) -> (i64, i64, i64) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    (yoe + era * 400 + i64::from(m <= 2), m, d)
 }
 
 /// What a search adds: one to `searches`, and one to `unanswered` when it found nothing.
