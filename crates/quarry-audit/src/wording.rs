@@ -135,10 +135,7 @@ pub fn merge_similar(groups: Vec<UnansweredGroup>) -> Vec<(UnansweredGroup, Vec<
                 into.count += g.count;
                 into.first_at = into.first_at.min(g.first_at);
                 into.last_at = into.last_at.max(g.last_at);
-                into.best_score = match (into.best_score, g.best_score) {
-                    (Some(a), Some(b)) => Some(a.max(b)),
-                    (a, b) => a.or(b),
-                };
+                into.note_score(g.best_score);
                 if into.query.is_none() {
                     into.query = g.query.clone();
                 }

@@ -187,13 +187,11 @@ impl InsightStore for PgStore {
             )
             .map_err(db_err)?;
         for g in &mut found {
-            for r in days.iter().filter(|r| r.get::<_, &str>(0) == g.wording) {
+            let wording = g.wording.clone();
+            for r in days.iter().filter(|r| r.get::<_, &str>(0) == wording) {
                 g.days.push((col(r, 1)?, count(col(r, 2)?)));
                 let best: Option<f64> = col(r, 3)?;
-                g.best_score = match (g.best_score, best) {
-                    (Some(a), Some(b)) => Some(a.max(b)),
-                    (a, b) => a.or(b),
-                };
+                g.note_score(best);
             }
             g.query = latest
                 .iter()

@@ -168,10 +168,7 @@ impl InsightStore for SqliteStore {
             for row in rows {
                 let (day, n, best) = row.map_err(db_err)?;
                 g.days.push((day, count(n)));
-                g.best_score = match (g.best_score, best) {
-                    (Some(a), Some(b)) => Some(a.max(b)),
-                    (a, b) => a.or(b),
-                };
+                g.note_score(best);
             }
             g.query = latest
                 .query_row(params![w.space_id, g.wording, w.since, w.until, kb], |r| {

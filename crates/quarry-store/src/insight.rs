@@ -87,6 +87,16 @@ pub struct UnansweredGroup {
     pub days: Vec<(i64, u64)>,
 }
 
+impl UnansweredGroup {
+    /// Keeps the better of its best score and `score` (either may be missing).
+    pub fn note_score(&mut self, score: Option<f64>) {
+        self.best_score = match (self.best_score, score) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+    }
+}
+
 /// A count of one thing on one day, for one person and token.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
 pub struct UsageCount {
