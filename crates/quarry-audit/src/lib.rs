@@ -284,12 +284,13 @@ impl AuditLog {
         let _ = rx.recv_timeout(deadline.saturating_duration_since(Instant::now()));
     }
 
-    /// Events dropped since start (queue full, or the store refused a batch three times).
+    /// Events and searches dropped since start (queue full, or the store refused a batch
+    /// three times).
     pub fn dropped(&self) -> u64 {
         self.dropped.load(Ordering::Relaxed)
     }
 
-    /// Events written since start.
+    /// Events and searches written since start.
     pub fn written(&self) -> u64 {
         self.written.load(Ordering::Relaxed)
     }
