@@ -8,7 +8,8 @@ Jina-shaped ``POST /rerank``, like ``crates/quarry-cli/tests/common/fake_models.
   tracks word overlap and tests can compute the expected vectors with :func:`fake_embedding`.
 - The chat endpoint answers ``variants`` (numbered, one per line) as the query expansion.
 - The reranker scores a document 1.0 when it contains ``rerank_word``, else 0.0.
-- Every request is recorded (:attr:`FakeModels.requests`); ``fail_embed``, ``fail_chat`` and
+- Embeddings and chat report ``usage`` (a token per word); the reranker reports none.
+- Every request is recorded (:attr:`FakeModels.requests`), with the tokens Quarry should count; ``fail_embed``, ``fail_chat`` and
   ``fail_rerank`` make the endpoint answer HTTP 500 (see :meth:`FakeModels.failing`);
   ``fail_embed_containing`` does so only for embedding inputs containing a text.
 
@@ -65,6 +66,21 @@ def fake_embedding(model: str, text: str) -> list[float]:
     return [x / norm for x in v]
 
 
+def estimated_tokens(body: object, key: str | None = None) -> int:
+    """Quarry's estimate of a request without reported usage: per string in the body other
+    than the model's name, one token per non-ASCII character plus one per four ASCII bytes."""
+    if isinstance(body, str):
+        if key == "model":
+            return 0
+        ascii_bytes = sum(1 for c in body if ord(c) < 128)
+        return (len(body) - ascii_bytes) + (ascii_bytes + 3) // 4
+    if isinstance(body, list):
+        return sum(estimated_tokens(v) for v in body)
+    if isinstance(body, dict):
+        return sum(estimated_tokens(v, k) for k, v in body.items())
+    return 0
+
+
 def cosine(a: list[float], b: list[float]) -> float:
     na = math.sqrt(sum(x * x for x in a))
     nb = math.sqrt(sum(x * x for x in b))
@@ -78,6 +94,9 @@ class Request:
     status: int = 0  # what the fake answered
     started: float = 0.0  # time.monotonic() when it arrived
     ended: float = 0.0  # ... and when it was answered
+    # The tokens Quarry should count for it: those the fake reported in ``usage`` (embeddings,
+    # chat), else the estimate of the request's text (rerank, which reports none).
+    tokens: int = 0
 
 
 @dataclass
@@ -204,7 +223,9 @@ class FakeModels:
             data = [
                 {"object": "embedding", "index": i, "embedding": fake_embedding(model, t)} for i, t in enumerate(inputs)
             ]
-            return 200, {"object": "list", "model": model, "data": data}
+            n = sum(len(words(t)) for t in inputs)
+            return 200, {"object": "list", "model": model, "data": data,
+                         "usage": {"prompt_tokens": n, "total_tokens": n}}
         if path == "/v1/chat/completions":
             if self.fail_chat:
                 return 500, {"error": {"message": "chat backend down"}}
@@ -220,7 +241,9 @@ class FakeModels:
                 })
                 return 200, {"choices": [{"index": 0, "message": {"role": "assistant", "content": content}}]}
             content = "\n".join(f"{i}. {v}" for i, v in enumerate(self.variants, 1))
-            return 200, {"choices": [{"index": 0, "message": {"role": "assistant", "content": content}}]}
+            usage = {"prompt_tokens": len(words(system)) + len(words(user)), "completion_tokens": len(words(content))}
+            return 200, {"choices": [{"index": 0, "message": {"role": "assistant", "content": content}}],
+                         "usage": {**usage, "total_tokens": usage["prompt_tokens"] + usage["completion_tokens"]}}
         if path == "/rerank":
             if self.fail_rerank:
                 return 500, {"detail": "rerank backend down"}
@@ -253,6 +276,8 @@ class _Handler(BaseHTTPRequestHandler):
             time.sleep(self.fake.embed_delay * sum(1 for t in inputs if t != PROBE))
         status, resp = self.fake.answer(self.path, body)
         rec.status = status
+        usage = resp.get("usage") if isinstance(resp, dict) else None
+        rec.tokens = usage["total_tokens"] if usage else estimated_tokens(body)
         rec.ended = time.monotonic()
         data = json.dumps(resp).encode()
         self.send_response(status)

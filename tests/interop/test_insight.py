@@ -17,6 +17,15 @@ Checked:
 - chat's model use (requests and tokens) per person and token; a space past
   ``QUARRY_MONTHLY_MODEL_TOKENS`` is refused chats (429 ``RATE_LIMITED``, naming the month's use
   and when it resets) while other surfaces work; a bad limit stops the server at start-up;
+- remote model use (the fake model APIs): a REST ``/query``'s expansion, query embeddings and
+  reranking, an MCP ``vsearch`` through the SDK's default mode, chat's retrieval, and the
+  background embedding of an upload, each counted for the person and token it was for (the
+  upload's for the space's background work) with the requests made and the tokens reported
+  (estimated for the reranker, which reports none), by purpose, and on ``/metrics``;
+- the space's own monthly limit: its owner sets it (an admin, an editor and a token without
+  ``--manage`` cannot; bad bodies are refused naming the field); past it chats are refused
+  naming whose limit it is; removing it lets them through; the server's
+  ``QUARRY_MONTHLY_MODEL_TOKENS`` stays the ceiling above an owner's larger figure;
 - ``QUARRY_INSIGHT_QUERIES=off`` keeps no question text (groups by a hash), and nothing
   answered keeps text either way;
 - two nodes over PostgreSQL: a search on either node is in the views read on both.
@@ -27,6 +36,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,8 +46,9 @@ import pytest
 import requests
 from conftest import QuarryHome, backend, make_home, second_node, start_server, wait_ready
 from fake_llm import FakeLLM
+from fake_models import FakeModels
 from mcp import Client
-from test_teams import assert_rest_error, http, ksearch, mcp_url
+from test_teams import assert_rest_error, http, ksearch, mcp_url, upload
 
 HANDBOOK = "# Employee Handbook\n\nThe heron policy says lunch starts at noon.\n"
 MODEL = "gpt-insight"
@@ -287,6 +298,13 @@ def test_a_space_over_its_monthly_model_tokens_is_refused_chats(quarry_bin, corp
         body = assert_rest_error(r, 429, "RATE_LIMITED")
         assert "model tokens this month" in body["detail"] and "QUARRY_MONTHLY_MODEL_TOKENS" in body["detail"], body
         assert int(r.headers["Retry-After"]) > 0, r.headers
+        # The server's limit is the ceiling: an owner's larger figure is kept, the server's applies.
+        r = http(w.srv, "PUT", "/api/v1/insight/budget", w.tok("owner"), json={"monthly_model_tokens": 100000})
+        assert r.status_code == 200, r.text
+        b = r.json()["data"]
+        assert (b["monthly_model_tokens"], b["server_limit"], b["limit"], b["remaining"]) == (100000, 500, 500, 0), b
+        body = assert_rest_error(http(w.srv, "POST", "/api/v1/chat", editor, json=chat), 429, "RATE_LIMITED")
+        assert "QUARRY_MONTHLY_MODEL_TOKENS" in body["detail"], body
         # The whole space is over, not only this token; other surfaces still work.
         assert_rest_error(http(w.srv, "POST", "/api/v1/chat", w.tok("owner"), json=chat), 429, "RATE_LIMITED")
         assert http(w.srv, "POST", "/search", editor, json={"query": "heron"}).status_code == 200
@@ -299,6 +317,171 @@ def test_a_space_over_its_monthly_model_tokens_is_refused_chats(quarry_bin, corp
     # A limit that is not a number stops the server at start-up, naming it.
     r = w.home.with_env(QUARRY_MONTHLY_MODEL_TOKENS="lots").run("serve", "--port", "0", timeout=60)
     assert r.returncode != 0 and "QUARRY_MONTHLY_MODEL_TOKENS" in r.stderr, r.stderr[-2000:]
+
+
+def wait_quiet(models: FakeModels, quiet: float = 1.5, timeout: float = 60) -> None:
+    """Until the model APIs have had no request for `quiet` seconds (start-up work done)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        mark = models.mark()
+        time.sleep(quiet)
+        if models.mark() == mark:
+            return
+        assert time.monotonic() < deadline, "the server keeps calling the model APIs"
+
+
+def model_token_metrics(w: World) -> dict[str, int]:
+    """``quarry_model_tokens_total`` by purpose, from ``/metrics``."""
+    text = http(w.srv, "GET", "/metrics", w.tok("owner")).text
+    found = re.findall(r'^quarry_model_tokens_total\{purpose="([a-z]+)"\} (\d+)$', text, re.M)
+    return {purpose: int(n) for purpose, n in found}
+
+
+def test_remote_models_are_counted_for_the_person_the_token_and_the_space(quarry_bin, corpus, tmp_path):
+    models = FakeModels.start()
+    models.variants = ["midday meal rules", "lunch hour"]
+    w = build_world(quarry_bin, corpus, tmp_path,
+                    env=models.env(rerank="jina:fake-rerank", expand="openai:fake-chat"))
+    w.srv = start_server(w.home, "--auth", "token", "--chat-model", f"openai:{MODEL}", logdir=tmp_path / "logs")
+    try:
+        wait_quiet(models)
+        start = models.mark()
+        # What the server metered before (embedding the default space's folder at start-up).
+        before = model_token_metrics(w)
+        expected: dict[tuple[str, str | None], list[int]] = {}  # (person, token) -> [requests, tokens]
+
+        def booked_to(who: tuple[str, str | None], act) -> None:
+            mark = models.mark()
+            act()
+            made = models.since(mark)
+            assert made and all(m.status == 200 for m in made), made
+            e = expected.setdefault(who, [0, 0])
+            e[0] += len(made)
+            e[1] += sum(m.tokens for m in made)
+
+        def rest_query():
+            r = http(w.srv, "POST", "/query", w.tok("editor"), json={"query": "when does lunch start"})
+            assert r.status_code == 200 and r.json()["stages"] == ["expansion", "keyword", "vector", "rerank"], r.text
+
+        booked_to(("editor", "editor"), rest_query)
+        booked_to(("editor", "handbook_agent"), lambda: anyio.run(
+            mcp_search, mcp_url(w.srv, w.tok("handbook_agent")), "auto", "vsearch", {"query": "heron noon"}))
+
+        def chat():
+            w.fake.script([{"text": "At noon.", "usage": {"prompt_tokens": 100, "completion_tokens": 5}}])
+            r = http(w.srv, "POST", "/api/v1/chat", w.tok("viewer"),
+                     json={"message": "when is the heron lunch", "kb_ids": [w.kbs["handbook"]], "stream": False})
+            assert r.status_code == 200 and r.json()["sources"], r.text
+
+        booked_to(("viewer", "viewer"), chat)
+        # An upload is embedded by the server's workers: the space's background work.
+        mark = models.mark()
+        r = upload(w.srv, w.tok("owner"), w.kbs["travel"], "trains.md",
+                   b"# Trains\n\nThe ptarmigan express leaves at dawn.\n")
+        assert r.status_code == 202, r.text
+        deadline = time.monotonic() + 60
+        while not any("ptarmigan" in t for t in models.embedded_texts(mark)):
+            assert time.monotonic() < deadline, "the upload was never embedded"
+            time.sleep(0.2)
+        wait_quiet(models)
+        made = models.since(mark)
+        expected[("(background work)", None)] = [len(made), sum(m.tokens for m in made)]
+        assert models.mark() - start == sum(e[0] for e in expected.values()), "every request was booked to someone"
+
+        by_purpose: dict[str, list[int]] = {}
+        for m in models.since(start):
+            purpose = {"/v1/embeddings": "embedding", "/v1/chat/completions": "expansion", "/rerank": "rerank"}[m.path]
+            t = by_purpose.setdefault(purpose, [0, 0])
+            t[0] += 1
+            t[1] += m.tokens
+        assert set(by_purpose) == {"embedding", "expansion", "rerank"}, by_purpose
+        deadline = time.monotonic() + 15
+        while True:
+            data = insight(w, "usage", days=1).json()["data"]
+            people = {(p["user"], p["token"]): p for p in data["people"]}
+            got = {k: [p["counts"].get("model_tokens", 0), p["totals"].get("model_tokens", 0)] for k, p in people.items()}
+            # Chat's own request to the chat model: one more request, the 105 tokens it reported.
+            want = {k: list(v) for k, v in expected.items()}
+            want[("viewer", "viewer")] = [want[("viewer", "viewer")][0] + 1, want[("viewer", "viewer")][1] + 105]
+            if all(got.get(k) == v for k, v in want.items()):
+                break
+            assert time.monotonic() < deadline, (got, want)
+            time.sleep(0.2)
+        subjects = {s["subject"]: [s["count"], s["total"]] for s in data["subjects"] if s["metric"] == "model_tokens"}
+        assert subjects == {**by_purpose, "chat": [1, 105]}, (subjects, by_purpose)
+        assert people[("(background work)", None)]["user_id"] == "background", people
+        after = model_token_metrics(w)
+        grown = {p: after.get(p, 0) - before.get(p, 0) for p in after}
+        assert grown == {**{p: t for p, (_, t) in by_purpose.items()}, "chat": 105}, (grown, by_purpose)
+        # The month's budget view counts every purpose.
+        b = insight(w, "budget").json()["data"]
+        assert b["used"] == sum(t for _, t in by_purpose.values()) + 105 and b["limit"] is None, b
+    finally:
+        w.srv.stop()
+        w.fake.stop()
+        models.stop()
+
+
+def test_a_spaces_owner_sets_its_monthly_limit(quarry_bin, corpus, tmp_path):
+    w = build_world(quarry_bin, corpus, tmp_path)
+    w.home.run("user", "add", "adm")
+    assert w.home.run("space", "grant", "acme", "adm", "--role", "admin").returncode == 0
+    w.tokens["admin"] = w.cli_json("token", "create", "--user", "adm", "--spaces", "acme", "--manage")
+    w.srv = start_server(w.home, "--auth", "token", "--chat-model", f"openai:{MODEL}", logdir=tmp_path / "logs")
+    path = "/api/v1/insight/budget"
+    try:
+        b = insight(w, "budget").json()["data"]
+        assert {k: b[k] for k in ("monthly_model_tokens", "server_limit", "limit", "used", "remaining")} == {
+            "monthly_model_tokens": None, "server_limit": None, "limit": None, "used": 0, "remaining": None}, b
+        assert re.fullmatch(r"\d{4}-\d{2}", b["month"]) and b["resets_at"].endswith("-01T00:00:00.000Z"), b
+        # Admins read it; only an owner, with a managing credential, sets it.
+        assert insight(w, "budget", token=w.tok("admin")).status_code == 200
+        for key in ("editor", "viewer"):
+            assert_rest_error(insight(w, "budget", token=w.tok(key)), 403)
+        assert_rest_error(http(w.srv, "PUT", path, w.tok("admin"), json={"monthly_model_tokens": 10}),
+                          403, fragment="needs the owner role")
+        assert_rest_error(http(w.srv, "PUT", path, w.tok("editor"), json={"monthly_model_tokens": 10}), 403)
+        assert_rest_error(http(w.srv, "PUT", path, w.tok("owner_agent"), json={"monthly_model_tokens": 10}),
+                          403, "MANAGEMENT_FORBIDDEN")
+        for bad, fragment in (({}, "monthly_model_tokens is required"),
+                              ({"monthly_model_tokens": 0}, "from 1 to"),
+                              ({"monthly_model_tokens": -5}, "from 1 to"),
+                              ({"monthly_model_tokens": 1.5}, "whole number"),
+                              ({"monthly_model_tokens": "lots"}, "whole number"),
+                              ({"monthly_model_tokens": 10**19}, "from 1 to"),
+                              ({"monthly_model_tokens": 5, "per_day": 1}, "unknown field 'per_day'"),
+                              ([5], "JSON object")):
+            assert_rest_error(http(w.srv, "PUT", path, w.tok("owner"), json=bad), 400, fragment=fragment)
+        assert_rest_error(http(w.srv, "PUT", path + "?days=3", w.tok("owner"), json={"monthly_model_tokens": 5}),
+                          400, fragment="unknown parameter 'days'")
+        assert insight(w, "budget").json()["data"]["limit"] is None, "refused changes changed nothing"
+
+        r = http(w.srv, "PUT", path, w.tok("owner"), json={"monthly_model_tokens": 500})
+        assert r.status_code == 200 and r.json()["data"]["limit"] == 500, r.text
+        editor, chat = w.tok("editor"), {"message": "hello", "stream": False}
+        w.fake.script([{"text": "One.", "usage": {"prompt_tokens": 400, "completion_tokens": 150}}])
+        assert http(w.srv, "POST", "/api/v1/chat", editor, json=chat).status_code == 200
+        deadline = time.monotonic() + 10
+        while True:
+            w.fake.script([{"text": "Again.", "usage": {"prompt_tokens": 1, "completion_tokens": 1}}])
+            r = http(w.srv, "POST", "/api/v1/chat", editor, json=chat)
+            if r.status_code != 200:
+                break
+            assert time.monotonic() < deadline, "a chat past the owner's limit was answered"
+            time.sleep(0.2)
+        body = assert_rest_error(r, 429, "RATE_LIMITED", fragment="set by the space's owner")
+        assert "of its 500 model tokens this month" in body["detail"], body
+        b = insight(w, "budget").json()["data"]
+        assert b["used"] >= 550 and b["remaining"] == 0 and b["monthly_model_tokens"] == 500, b
+        # Removed: chats are answered again.
+        r = http(w.srv, "PUT", path, w.tok("owner"), json={"monthly_model_tokens": None})
+        assert r.status_code == 200 and r.json()["data"]["limit"] is None, r.text
+        w.fake.script([{"text": "Back.", "usage": {"prompt_tokens": 1, "completion_tokens": 1}}])
+        r = http(w.srv, "POST", "/api/v1/chat", editor, json=chat)
+        assert r.status_code == 200, r.text
+    finally:
+        w.srv.stop()
+        w.fake.stop()
 
 
 def test_two_nodes_read_each_others_searches(world):

@@ -273,21 +273,34 @@ impl Directory {
         Ok(space)
     }
 
-    /// Checks that `actor` may delete the space `key` and returns it: the machine's owner
-    /// or an owner of the space, never the default space. The caller removes its knowledge
-    /// bases, then calls [`Directory::delete_space`].
-    pub fn check_delete_space(&self, principal: &Principal, key: &str) -> Result<Space> {
+    /// Checks that `principal` owns the space `key` (or is the machine's owner), through a
+    /// token that may write and manage, and returns it; `action` names what needs it
+    /// (`deleting`: "deleting space 'x' needs the owner role").
+    pub fn check_space_owner(
+        &self,
+        principal: &Principal,
+        key: &str,
+        action: &str,
+    ) -> Result<Space> {
         let actor = &Actor::of(principal);
         let (space, role) = self.visible_space_of(actor, key)?;
         actor.require_write()?;
         if role < Role::Owner {
             return Err(Error::Forbidden(format!(
-                "deleting space '{}' needs the owner role; you are {}",
+                "{action} space '{}' needs the owner role; you are {}",
                 space.name,
                 role.as_str()
             )));
         }
-        actor.require_manage("deleting a space")?;
+        actor.require_manage(&format!("{action} a space"))?;
+        Ok(space)
+    }
+
+    /// Checks that `actor` may delete the space `key` and returns it: the machine's owner
+    /// or an owner of the space, never the default space. The caller removes its knowledge
+    /// bases, then calls [`Directory::delete_space`].
+    pub fn check_delete_space(&self, principal: &Principal, key: &str) -> Result<Space> {
+        let space = self.check_space_owner(principal, key, "deleting")?;
         if space.name == quarry_core::DEFAULT_SPACE {
             return Err(Error::invalid(
                 "the default space cannot be deleted (it is where requests that name no space go)",

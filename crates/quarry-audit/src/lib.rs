@@ -251,6 +251,20 @@ impl AuditLog {
         ))));
     }
 
+    /// `requests` to a model for `purpose` and the `tokens` they took, made by a space's
+    /// background work (embedding what was uploaded or synced): counted for the space.
+    pub fn record_space_model_use(
+        &self,
+        space_id: &str,
+        purpose: &str,
+        requests: u64,
+        tokens: u64,
+    ) {
+        self.queue(Message::Usage(Box::new(usage::of_space_model(
+            space_id, purpose, requests, tokens,
+        ))));
+    }
+
     fn queue(&self, message: Message) {
         match self.sender.try_send(message) {
             Ok(()) => {}

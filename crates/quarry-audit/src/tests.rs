@@ -355,3 +355,46 @@ fn a_month_runs_from_its_first_day_to_the_next_months() {
         );
     }
 }
+
+#[test]
+fn model_use_counts_for_the_person_and_background_work_for_the_space() {
+    use quarry_store::InsightWindow;
+    let (_dir, store) = store();
+    let log = AuditLog::start(store.clone(), AuditSettings::default()).unwrap();
+    let owner = Principal::owner("default", "space-1");
+    log.record_model_use(&owner, "embedding", 2, 30);
+    log.record_model_use(&owner, "embedding", 1, 12);
+    log.record_space_model_use("space-1", "embedding", 4, 900);
+    log.record_space_model_use("space-2", "rerank", 1, 5);
+    log.flush(Duration::from_secs(10));
+    let window = InsightWindow {
+        space_id: "space-1".into(),
+        knowledge_base: None,
+        since: 0,
+        until: now_millis() + DAY_MS,
+    };
+    let mut people: Vec<(String, u64, u64)> = store
+        .usage_by_person(&window, false)
+        .unwrap()
+        .into_iter()
+        .filter(|u| u.metric == crate::usage::MODEL_TOKENS)
+        .map(|u| (u.user_id, u.count, u.total))
+        .collect();
+    people.sort();
+    // The machine's owner has no user id; background work stands under its own.
+    assert_eq!(
+        people,
+        vec![
+            (String::new(), 3, 42),
+            (crate::usage::BACKGROUND.to_owned(), 4, 900)
+        ]
+    );
+    let spent: u64 = store
+        .usage_by_subject(&window)
+        .unwrap()
+        .iter()
+        .filter(|u| u.metric == crate::usage::MODEL_TOKENS)
+        .map(|u| u.total)
+        .sum();
+    assert_eq!(spent, 942, "another space's use is not this one's");
+}

@@ -12,8 +12,9 @@ use crate::words::{APPROVAL_REQUEST, OK, SIGN_IN, SOURCE_SYNC, TOOL_CALL, WRITE}
 pub const SEARCHES: &str = "searches";
 /// Searches that found nothing (subject: the surface).
 pub const UNANSWERED: &str = "unanswered";
-/// Model calls Quarry made on someone's behalf (subject: what for, `chat`; count: requests
-/// to the model; total: tokens, prompt and answer).
+/// Model calls Quarry made on someone's behalf (subject: what for: `chat`, `embedding`,
+/// `expansion`, `rerank`, `annotation`; count: requests to the model; total: tokens, prompt
+/// and answer). Background work (embedding uploads and syncs) counts for the space alone.
 pub const MODEL_TOKENS: &str = "model_tokens";
 /// MCP tool calls (subject: the tool as called, `package.tool` for an upstream's; total:
 /// milliseconds taken).
@@ -133,6 +134,26 @@ pub fn of_model(principal: &Principal, purpose: &str, requests: u64, tokens: u64
         purpose,
         identity.map(|i| i.user_id.as_str()),
         identity.and_then(|i| i.token_id.as_deref()),
+        tokens,
+    );
+    c.count = requests;
+    c
+}
+
+/// The person the counts of a space's background work stand under (user ids are UUIDs,
+/// so no one else's).
+pub const BACKGROUND: &str = "background";
+
+/// What a model's use for `purpose` by the space's background work (no person, no token:
+/// [`BACKGROUND`]) adds, like [`of_model`].
+pub fn of_space_model(space_id: &str, purpose: &str, requests: u64, tokens: u64) -> UsageCount {
+    let mut c = count(
+        space_id,
+        now_millis(),
+        MODEL_TOKENS,
+        purpose,
+        Some(BACKGROUND),
+        None,
         tokens,
     );
     c.count = requests;

@@ -196,6 +196,10 @@ pub struct ChatContext {
     pub engine: Engine,
     /// Who is chatting: owner of the conversation, and what tools it may reach.
     pub principal: quarry_core::Principal,
+    /// Where retrieval's requests to remote models (query embeddings, expansion, reranking)
+    /// are counted, for the caller to book to the principal; the chat model's own use is
+    /// in [`ChatEvent::Done`].
+    pub meter: quarry_engine::ModelMeter,
 }
 
 /// A checked request with its conversation stored, ready to run.
@@ -808,8 +812,11 @@ impl ChatService {
         req.min_score = self.settings.rag_min_score;
         req.knowledge_bases = Some(knowledge_bases.to_vec());
         let engine = ctx.engine.clone();
+        let meter = ctx.meter.clone();
         let found = tokio::task::spawn_blocking(move || {
-            quarry_store::thread_guard::allow_blocking(|| engine.knowledge_passages(&req))
+            quarry_store::thread_guard::allow_blocking(|| {
+                meter.run(|| engine.knowledge_passages(&req))
+            })
         })
         .await
         .map_err(|e| Error::Storage(format!("retrieval stopped: {e}")))??;

@@ -254,7 +254,7 @@ table! {
         QUARRY_RATE_CHATS: Setting, None, SERVE, "60",
             "Chats per access token per minute (`0`: no limit); over it, 429 with `Retry-After`.";
         QUARRY_MONTHLY_MODEL_TOKENS: Setting, None, SERVE, "`0` (no limit)",
-            "Model tokens each space may spend on chat per calendar month (UTC), counted on every node; once spent, chats are refused with 429 `RATE_LIMITED` until the month ends (see docs/insight.md).";
+            "Model tokens each space may spend per calendar month (UTC) on chat, remote embeddings, query expansion and reranking, counted on every node; once spent, chats are refused with 429 `RATE_LIMITED` until the month ends. A space's owner may set a lower limit of its own (`PUT /api/v1/insight/budget`); this one stays the ceiling (see docs/insight.md).";
         QUARRY_AUTH_FAILURES_FREE: Setting, None, SERVE, "5",
             "Failed authentications per client address (not loopback) and per presented token in 15 minutes answered at once; past them each refusal waits 250 ms, doubling up to 10 s.";
         QUARRY_PUBLIC_URL: Setting, Some("--public-url"), SERVE, "the origin each request was sent to",

@@ -85,7 +85,7 @@ pub use kb::wiki_log::MAX_LOG_ENTRY_CHARS;
 pub use progress::{NoProgress, Progress};
 pub use quarry_ingest::chunk::ChunkLimits;
 pub use quarry_metadata::{FieldSummary, Filter};
-pub use quarry_models::{ApiKey, ModelEnv, ModelSpec};
+pub use quarry_models::{ApiKey, ModelCount, ModelEnv, ModelMeter, ModelPurpose, ModelSpec};
 pub use quarry_sources::{Location, ReaderMapping, ReaderRule, Secret};
 pub use quarry_store::{
     ChangeWaiter, FileFilter, FileStatus, Job, JobKind, KbFile, KnowledgeBase, NoteMeta,

@@ -66,7 +66,8 @@ pub struct LimitSettings {
     pub chats_per_minute: u32,
     /// Failed authentications per key and 15 minutes answered without delay.
     pub auth_failures_free: u32,
-    /// Model tokens each space may spend on chat in a calendar month (UTC); 0: no limit.
+    /// Model tokens each space may spend in a calendar month (UTC), every purpose: the
+    /// ceiling above any limit a space's owner sets; 0: no limit.
     pub monthly_model_tokens: u64,
 }
 

@@ -6,6 +6,7 @@ use serde_json::Value;
 
 use crate::error::ModelError;
 use crate::expand::OpenAiChatExpander;
+use crate::meter::ModelPurpose;
 
 /// Most characters of a note sent to the model.
 const MAX_INPUT_CHARS: usize = 12_000;
@@ -38,7 +39,7 @@ pub trait NoteAnnotator: Send + Sync {
 impl NoteAnnotator for OpenAiChatExpander {
     fn annotate(&self, markdown: &str) -> Result<NoteAnnotation, ModelError> {
         let input: String = markdown.chars().take(MAX_INPUT_CHARS).collect();
-        let reply = self.complete(SYSTEM_PROMPT, &input)?;
+        let reply = self.complete(SYSTEM_PROMPT, &input, ModelPurpose::Annotation)?;
         parse_annotation(&reply).ok_or_else(|| {
             ModelError::InvalidInput(format!(
                 "the chat model's reply is not the JSON object asked for: {:?}",

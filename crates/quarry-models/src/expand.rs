@@ -6,6 +6,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::error::ModelError;
+use crate::meter::ModelPurpose;
 use crate::remote::{ApiKey, Http, invalid, openai_endpoint, read_key};
 use crate::types::ModelIdentity;
 
@@ -112,7 +113,12 @@ impl OpenAiChatExpander {
     }
 
     /// One chat completion at temperature 0: the assistant's text for `system` + `user`.
-    pub(crate) fn complete(&self, system: &str, user: &str) -> Result<String, ModelError> {
+    pub(crate) fn complete(
+        &self,
+        system: &str,
+        user: &str,
+        purpose: ModelPurpose,
+    ) -> Result<String, ModelError> {
         let body = json!({
             "model": self.identity.name,
             "messages": [
@@ -121,7 +127,7 @@ impl OpenAiChatExpander {
             ],
             "temperature": 0,
         });
-        let resp = self.http.post_json(&self.url, &body)?;
+        let resp = self.http.post_json(&self.url, &body, purpose)?;
         let url = self.http.scrub(&self.url);
         message_text(&resp).ok_or_else(|| {
             invalid(
@@ -142,7 +148,7 @@ impl QueryExpander for OpenAiChatExpander {
         if query.is_empty() || self.opts.max_variants == 0 {
             return Ok(Vec::new());
         }
-        let content = self.complete(SYSTEM_PROMPT, query)?;
+        let content = self.complete(SYSTEM_PROMPT, query, ModelPurpose::Expansion)?;
         Ok(parse_variants(&content, query, self.opts.max_variants))
     }
 }

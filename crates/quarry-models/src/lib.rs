@@ -115,6 +115,7 @@ mod fused;
 mod hub;
 mod kernels;
 mod local;
+mod meter;
 mod qgemm;
 mod remote;
 mod sgemm;
@@ -129,6 +130,7 @@ pub use hub::{HubProgress, ModelCacheOptions, fetch_model};
 pub use local::{
     Engine, LocalEmbedder, LocalOptions, LocalReranker, Pooling, Prefixes, RerankerOptions,
 };
+pub use meter::{ModelCount, ModelMeter, ModelPurpose};
 pub use remote::{
     ApiKey, ApiReranker, ApiRerankerOptions, OllamaEmbedder, OllamaOptions, OpenAiEmbedder,
     OpenAiOptions, RerankApiFlavor,

@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 
 use crate::error::ModelError;
 use crate::local::Prefixes;
+use crate::meter::{ModelPurpose, estimate_tokens};
 use crate::types::{Embedder, ModelIdentity, Reranker};
 
 /// Largest response body accepted (embeddings of a big batch are a few MB of JSON).
@@ -286,8 +287,14 @@ impl Http {
         Err(self.network(url, &format!("more than {MAX_REDIRECTS} redirects")))
     }
 
-    /// `POST url` with a JSON body; a non-2xx status or a non-JSON body is an error.
-    pub(crate) fn post_json(&self, url: &str, body: &Value) -> Result<Value, ModelError> {
+    /// `POST url` with a JSON body; a non-2xx status or a non-JSON body is an error. An
+    /// answered request is counted for `purpose` in the thread's [`crate::ModelMeter`].
+    pub(crate) fn post_json(
+        &self,
+        url: &str,
+        body: &Value,
+        purpose: ModelPurpose,
+    ) -> Result<Value, ModelError> {
         let safe_url = self.scrub(url);
         let bytes = serde_json::to_vec(body)
             .map_err(|e| self.network(url, &format!("cannot encode the request: {e}")))?;
@@ -318,10 +325,12 @@ impl Http {
                 body: excerpt(&self.scrub(&text)),
             });
         }
-        serde_json::from_str(&text).map_err(|e| ModelError::InvalidResponse {
+        let answer = serde_json::from_str(&text).map_err(|e| ModelError::InvalidResponse {
             url: safe_url,
             reason: format!("body is not valid JSON ({})", self.scrub(&e.to_string())),
-        })
+        })?;
+        crate::meter::record(purpose, body, &answer);
+        Ok(answer)
     }
 }
 
@@ -337,20 +346,6 @@ fn scrub(key: Option<&Secret>, text: &str) -> String {
 /// scheme or an upgrade to https (never down to plain http).
 fn same_host(from: &reqwest::Url, to: &reqwest::Url) -> bool {
     from.host_str() == to.host_str() && (from.scheme() == to.scheme() || to.scheme() == "https")
-}
-
-/// Rough token count for APIs without a local tokenizer: one token per non-ASCII character
-/// (CJK is about one token per character) plus one per four ASCII bytes.
-fn estimate_tokens(text: &str) -> usize {
-    let (mut ascii, mut other) = (0usize, 0usize);
-    for c in text.chars() {
-        if c.is_ascii() {
-            ascii += 1;
-        } else {
-            other += 1;
-        }
-    }
-    other + ascii.div_ceil(4)
 }
 
 pub(crate) fn invalid(url: &str, reason: impl Into<String>) -> ModelError {
@@ -543,7 +538,9 @@ impl OpenAiEmbedder {
         if let Some(d) = self.opts.dimensions {
             body["dimensions"] = json!(d);
         }
-        let resp = self.http.post_json(&self.url, &body)?;
+        let resp = self
+            .http
+            .post_json(&self.url, &body, ModelPurpose::Embedding)?;
         let data = resp
             .get("data")
             .and_then(|d| d.as_array())
@@ -708,7 +705,9 @@ impl OllamaEmbedder {
     fn embed_batch(&self, inputs: &[String]) -> Result<Vec<Vec<f32>>, ModelError> {
         let url = self.http.scrub(&self.url);
         let body = json!({ "model": self.opts.model, "input": inputs });
-        let resp = self.http.post_json(&self.url, &body)?;
+        let resp = self
+            .http
+            .post_json(&self.url, &body, ModelPurpose::Embedding)?;
         let embs = resp
             .get("embeddings")
             .and_then(|d| d.as_array())
@@ -842,7 +841,9 @@ impl ApiReranker {
                 "top_n": docs.len(),
             }),
         };
-        let resp = self.http.post_json(&self.opts.url, &body)?;
+        let resp = self
+            .http
+            .post_json(&self.opts.url, &body, ModelPurpose::Rerank)?;
         let results = resp
             .get("results")
             .or_else(|| resp.get("output").and_then(|o| o.get("results")))

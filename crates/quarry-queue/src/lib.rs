@@ -26,7 +26,10 @@ mod workers;
 
 pub use follower::{Follower, HEARTBEAT, INDEX_CHECK, POLL, SHUTDOWN_WAIT};
 pub use nodes::{NODE_DEAD_AFTER, NODE_HEARTBEAT, workers_running_elsewhere};
-pub use options::{EMBED_SWEEP, SOURCE_SYNC_POLL, SourceSyncHook, SourceSynced, WorkerOptions};
+pub use options::{
+    EMBED_SWEEP, ModelUseHook, ModelUsed, SOURCE_SYNC_POLL, SourceSyncHook, SourceSynced,
+    WorkerOptions,
+};
 pub use wait::{WaitReport, drain, wait_for};
 pub use watch::SOURCE_WATCH_POLL;
 pub use workers::{JOB_THREADS_PER_PLACE, QUIET_AFTER_EMBED_FAILURE, Workers, run_one};

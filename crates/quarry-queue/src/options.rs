@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use quarry_core::Error;
-use quarry_engine::SyncReport;
+use quarry_engine::{Job, ModelCount, ModelPurpose, SyncReport};
 
 /// How workers behave.
 #[derive(Debug, Clone)]
@@ -34,6 +34,9 @@ pub struct WorkerOptions {
     /// How often the node reads which folder sources sync on change, and watches those
     /// whose folder exists on this machine (`watch.rs`); `None`: no watching (a CLI).
     pub source_watch: Option<Duration>,
+    /// Told of the requests to remote models each job made (a server books them to the
+    /// job's space).
+    pub on_model_use: Option<ModelUseHook>,
 }
 
 /// What a node's scheduler calls after each sync it ran: the source's id, and its report or
@@ -51,6 +54,21 @@ impl std::fmt::Debug for SourceSyncHook {
     }
 }
 
+/// What a worker calls after a job that made requests to remote models (embedding its
+/// chunks, annotating a note): the job, and the requests and tokens by purpose. Called on
+/// the job's thread, which may block.
+#[derive(Clone)]
+pub struct ModelUseHook(pub Arc<ModelUsed>);
+
+/// The function a [`ModelUseHook`] holds.
+pub type ModelUsed = dyn Fn(&Job, &[(ModelPurpose, ModelCount)]) + Send + Sync;
+
+impl std::fmt::Debug for ModelUseHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ModelUseHook")
+    }
+}
+
 impl Default for WorkerOptions {
     fn default() -> Self {
         WorkerOptions {
@@ -61,6 +79,7 @@ impl Default for WorkerOptions {
             source_sync: None,
             on_source_sync: None,
             source_watch: None,
+            on_model_use: None,
         }
     }
 }

@@ -7,7 +7,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use quarry_core::{Error, Result};
-use quarry_engine::{Engine, Job, JobOutcome, NoProgress, Progress};
+use quarry_engine::{Engine, Job, JobOutcome, ModelMeter, NoProgress, Progress};
 
 use crate::nodes::{NODE_HEARTBEAT, local_nodes, node_name, release_dead_nodes};
 use crate::options::WorkerOptions;
@@ -324,6 +324,7 @@ pub fn run_one(
         return Ok(None);
     };
     claimed();
+    let meter = ModelMeter::new();
     let done = (Mutex::new(false), Condvar::new());
     let outcome = std::thread::scope(|s| {
         s.spawn(|| {
@@ -348,11 +349,15 @@ pub fn run_one(
                 }
             }
         });
-        let outcome = engine.run_job(&job, progress, converted);
+        let outcome = meter.run(|| engine.run_job(&job, progress, converted));
         *done.0.lock().unwrap_or_else(|p| p.into_inner()) = true;
         done.1.notify_all();
         outcome
     })?;
+    let used = meter.take();
+    if let (Some(hook), false) = (&opts.on_model_use, used.is_empty()) {
+        (hook.0)(&job, &used);
+    }
     match &outcome {
         JobOutcome::Done => tracing::debug!(job = job.id, kind = ?job.kind, "job done"),
         JobOutcome::Retry { error, after_ms } => {

@@ -86,34 +86,103 @@ pub(crate) async fn chat(state: &AppState, principal: &Principal) -> Result<(), 
     }
 }
 
-/// `Err` (429 naming the month's use and when it resets) when the caller's space has spent
-/// its monthly model tokens (`QUARRY_MONTHLY_MODEL_TOKENS`), counted from the insight log's
-/// daily counts, which every node adds to. A store that cannot count does not stop the chat.
+/// A space's monthly budget of model tokens, and what it spent this month.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ModelBudget {
+    /// What the space's owner set (`None`: nothing of its own).
+    pub(crate) own: Option<u64>,
+    /// The server's ceiling for every space (`QUARRY_MONTHLY_MODEL_TOKENS`; `None`: none).
+    pub(crate) server: Option<u64>,
+    /// Tokens spent this month, every purpose (chat, embedding, expansion, reranking).
+    pub(crate) used: u64,
+    /// This UTC month's first instant and the next month's (Unix ms).
+    pub(crate) month: (i64, i64),
+}
+
+impl ModelBudget {
+    /// The limit that applies: the owner's, never above the server's.
+    pub(crate) fn limit(&self) -> Option<u64> {
+        match (self.own, self.server) {
+            (Some(own), Some(server)) => Some(own.min(server)),
+            (own, server) => own.or(server),
+        }
+    }
+}
+
+/// Where a space's own monthly limit is kept (the store's settings).
+fn budget_key(space_id: &str) -> String {
+    format!("space/{space_id}/monthly_model_tokens")
+}
+
+/// The server's ceiling (0 in the settings: none).
+pub(crate) fn server_model_tokens(state: &AppState) -> Option<u64> {
+    state
+        .limits()
+        .map(|l| l.settings().monthly_model_tokens)
+        .filter(|n| *n > 0)
+}
+
+/// Reads `space_id`'s budget; `used` only when a limit applies or `always_count`. Blocking.
+pub(crate) fn model_budget(
+    store: &dyn quarry_store::Store,
+    server: Option<u64>,
+    space_id: &str,
+    always_count: bool,
+) -> Result<ModelBudget, quarry_core::Error> {
+    let own = store
+        .meta(&budget_key(space_id))?
+        .and_then(|v| v.parse::<u64>().ok());
+    let month = quarry_audit::usage::month_of(quarry_core::now_millis());
+    let mut budget = ModelBudget {
+        own,
+        server,
+        used: 0,
+        month,
+    };
+    if budget.limit().is_some() || always_count {
+        let window = quarry_store::InsightWindow {
+            space_id: space_id.to_owned(),
+            knowledge_base: None,
+            since: month.0,
+            until: month.1,
+        };
+        budget.used = store
+            .usage_by_subject(&window)?
+            .iter()
+            .filter(|r| r.metric == quarry_audit::usage::MODEL_TOKENS)
+            .map(|r| r.total)
+            .sum();
+    }
+    Ok(budget)
+}
+
+/// Sets (`None`: clears) `space_id`'s own monthly limit. Blocking.
+pub(crate) fn set_model_budget(
+    store: &dyn quarry_store::Store,
+    space_id: &str,
+    tokens: Option<u64>,
+) -> Result<(), quarry_core::Error> {
+    let value = tokens.map(|n| n.to_string()).unwrap_or_default();
+    store.set_meta(&budget_key(space_id), &value)
+}
+
+/// `Err` (429 naming the month's use, whose limit it is and when it resets) when the
+/// caller's space has spent its monthly model tokens: its owner's limit, never above the
+/// server's `QUARRY_MONTHLY_MODEL_TOKENS`, counted from the insight log's daily counts,
+/// which every node adds to. A store that cannot count does not stop the chat.
 pub(crate) async fn monthly_model_tokens(
     state: &AppState,
     principal: &Principal,
 ) -> Result<(), Response> {
-    let limit = state
-        .limits()
-        .map_or(0, |l| l.settings().monthly_model_tokens);
-    if limit == 0 {
-        return Ok(());
-    }
-    let now = quarry_core::now_millis();
-    let (since, until) = quarry_audit::usage::month_of(now);
-    let window = quarry_store::InsightWindow {
-        space_id: principal.space_id.clone(),
-        knowledge_base: None,
-        since,
-        until,
-    };
+    let server = server_model_tokens(state);
     let store = state.root_engine().store_handle();
-    let used = match run_blocking_raw(move || store.usage_by_subject(&window)).await {
-        Ok(Ok(rows)) => rows
-            .iter()
-            .filter(|r| r.metric == quarry_audit::usage::MODEL_TOKENS)
-            .map(|r| r.total)
-            .sum::<u64>(),
+    let space_id = principal.space_id.clone();
+    let budget = match run_blocking_raw(move || {
+        model_budget(store.as_ref(), server, &space_id, false)
+    })
+    .await
+    {
+        Ok(Ok(budget)) => budget,
         Ok(Err(e)) => {
             tracing::warn!(error = %e, "monthly model tokens not checked");
             return Ok(());
@@ -123,14 +192,25 @@ pub(crate) async fn monthly_model_tokens(
             return Ok(());
         }
     };
-    if used < limit {
+    let Some(limit) = budget.limit() else {
+        return Ok(());
+    };
+    if budget.used < limit {
         return Ok(());
     }
+    let whose = if budget.own == Some(limit) {
+        "set by the space's owner"
+    } else {
+        "QUARRY_MONTHLY_MODEL_TOKENS"
+    };
+    let (_, until) = budget.month;
     let resets = quarry_core::iso8601_millis(until);
+    let now = quarry_core::now_millis();
     Err(too_many(
         format!(
-            "this space has used {used} of its {limit} model tokens this month \
-             (QUARRY_MONTHLY_MODEL_TOKENS); chats are refused until {resets}"
+            "this space has used {} of its {limit} model tokens this month ({whose}); \
+             chats are refused until {resets}",
+            budget.used
         ),
         Duration::from_millis(u64::try_from(until - now).unwrap_or(0)),
     ))
@@ -188,5 +268,26 @@ pub(crate) async fn auth_failure(state: &AppState, client: Option<&str>, present
     };
     if !delay.is_zero() {
         tokio::time::sleep(delay).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ModelBudget;
+
+    #[test]
+    fn the_owners_limit_applies_under_the_servers_ceiling() {
+        let budget = |own, server| ModelBudget {
+            own,
+            server,
+            used: 0,
+            month: (0, 1),
+        };
+        assert_eq!(budget(None, None).limit(), None);
+        assert_eq!(budget(Some(500), None).limit(), Some(500));
+        assert_eq!(budget(None, Some(900)).limit(), Some(900));
+        assert_eq!(budget(Some(500), Some(900)).limit(), Some(500));
+        // An owner cannot raise the server's ceiling.
+        assert_eq!(budget(Some(5000), Some(900)).limit(), Some(900));
     }
 }

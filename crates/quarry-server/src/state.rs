@@ -270,6 +270,30 @@ impl AppState {
                 },
             )));
         }
+        if opts.on_model_use.is_none() {
+            // Background embedding's requests to a remote model count for the job's space.
+            let audit = self.audit.clone();
+            let store = self.root.store_handle();
+            let directory = self.directory.clone();
+            opts.on_model_use =
+                Some(quarry_queue::ModelUseHook(
+                    Arc::new(
+                        move |job: &quarry_engine::Job,
+                              used: &[(
+                            quarry_engine::ModelPurpose,
+                            quarry_engine::ModelCount,
+                        )]| {
+                            crate::audit::background_model_use(
+                                audit.get().map(|a| a.as_ref()),
+                                store.as_ref(),
+                                &directory,
+                                job,
+                                used,
+                            );
+                        },
+                    ),
+                ));
+        }
         // Opening the blob store now removes what uploads cut off by a crash left staged.
         self.root.blobs()?;
         let workers = quarry_queue::Workers::start(self.root.clone(), opts)?;

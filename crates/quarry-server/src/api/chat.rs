@@ -42,6 +42,7 @@ fn context(caller: &Caller) -> ChatContext {
     ChatContext {
         engine: caller.engine.clone(),
         principal: caller.principal.clone(),
+        meter: quarry_engine::ModelMeter::new(),
     }
 }
 
@@ -91,17 +92,18 @@ async fn chat(
         // answer is stored as interrupted.
         let guard = CancelOnDrop(cancel.clone());
         let asked = Asked::of(&prepared);
-        let answer =
-            tokio::spawn(
-                async move { collect(&state, &service, &ctx, prepared, &asked, cancel).await },
+        let answer = tokio::spawn(async move {
+            let answer = collect(&state, &service, &ctx, prepared, &asked, cancel).await;
+            crate::audit::metered_use(&state, &ctx.principal, &ctx.meter);
+            answer
+        })
+        .await
+        .map_err(|e| {
+            ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("the chat stopped: {e}"),
             )
-            .await
-            .map_err(|e| {
-                ApiError::new(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    format!("the chat stopped: {e}"),
-                )
-            })?;
+        })?;
         drop(guard);
         return Ok(answer);
     }
@@ -110,11 +112,13 @@ async fn chat(
     let run_ctx = ctx.clone();
     let asked = Asked::of(&prepared);
     tokio::spawn(async move {
+        let booked = state.clone();
         let emit = move |e: ChatEvent| {
             asked.note(&state, &run_ctx.principal, &e);
             let _ = tx.send(e);
         };
         service.run(&ctx, prepared, &emit, run_cancel).await;
+        crate::audit::metered_use(&booked, &ctx.principal, &ctx.meter);
     });
     let guard = CancelOnDrop(cancel);
     let stream = futures_util::stream::unfold((rx, guard), |(mut rx, guard)| async move {

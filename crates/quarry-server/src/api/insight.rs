@@ -1,8 +1,9 @@
 //! Insight for a space's admins (issue 69) over REST, from the insight log `quarry-audit`
 //! writes: `GET /api/v1/insight/unanswered` (what was asked and found nothing, grouped by
 //! wording, with counts per day) and `GET /api/v1/insight/usage` (daily counts by metric,
-//! person and token; `?format=csv` exports them). Both read aggregates only, never the
-//! documents: a group's near-miss passage is found by the viewer's own search, so nobody
+//! person and token; `?format=csv` exports them), and `GET`/`PUT /api/v1/insight/budget`
+//! (the space's monthly model tokens: spent, and the limit its owner sets). The views read
+//! aggregates only, never the documents: a group's near-miss passage is found by the viewer's own search, so nobody
 //! sees text they may not read.
 
 use std::collections::BTreeMap;
@@ -20,7 +21,8 @@ use quarry_store::{DAY_MS, InsightWindow, UsageCount};
 use serde_json::{Value, json};
 
 use crate::auth::Caller;
-use crate::http::{ApiError, Params, ok, run_blocking};
+use crate::http::{ApiError, Body, Params, ok, run_blocking};
+use crate::limits::{ModelBudget, model_budget, server_model_tokens, set_model_budget};
 use crate::state::AppState;
 
 /// Days a view covers by default, and at most.
@@ -36,6 +38,7 @@ pub(crate) fn router() -> Router<Arc<AppState>> {
     Router::new()
         .route("/api/v1/insight/unanswered", get(unanswered))
         .route("/api/v1/insight/usage", get(usage))
+        .route("/api/v1/insight/budget", get(budget).put(set_budget))
 }
 
 fn bad(message: impl Into<String>) -> ApiError {
@@ -228,6 +231,7 @@ async fn usage(
     .await?;
     let user = |id: &str| match id {
         "" => "(this machine's owner)".to_owned(),
+        quarry_audit::usage::BACKGROUND => "(background work)".to_owned(),
         id => names
             .users
             .get(id)
@@ -370,6 +374,99 @@ fn csv(
         HeaderValue::from_static("attachment; filename=\"quarry-usage.csv\""),
     );
     response
+}
+
+/// The largest monthly limit accepted (a typo of many digits is refused, not stored).
+const BUDGET_MAX: u64 = 1_000_000_000_000_000;
+
+fn budget_json(b: &ModelBudget) -> Value {
+    let limit = b.limit();
+    json!({
+        "monthly_model_tokens": b.own,
+        "server_limit": b.server,
+        "limit": limit,
+        "used": b.used,
+        "remaining": limit.map(|l| l.saturating_sub(b.used)),
+        "month": date(b.month.0.div_euclid(DAY_MS)).chars().take(7).collect::<String>(),
+        "resets_at": quarry_core::iso8601_millis(b.month.1),
+    })
+}
+
+/// `GET /api/v1/insight/budget`: the model tokens the space spent this month (chat,
+/// embeddings, expansion, reranking), its owner's monthly limit, the server's ceiling and
+/// the limit that applies.
+async fn budget(
+    State(st): State<Arc<AppState>>,
+    caller: Caller,
+    Params(params): Params<Vec<(String, String)>>,
+) -> Result<Response, ApiError> {
+    parse(&params, &[])?;
+    caller
+        .engine
+        .scope()
+        .require_manage(Access::Admin, VIEWING)?;
+    let state = st.clone();
+    let server = server_model_tokens(&st);
+    let store = caller.engine.store_handle();
+    let space_id = caller.principal.space_id.clone();
+    let b = run_blocking(move || {
+        if let Some(log) = state.audit() {
+            log.flush(FLUSH_WAIT);
+        }
+        model_budget(store.as_ref(), server, &space_id, true)
+    })
+    .await?;
+    Ok(ok(budget_json(&b)))
+}
+
+/// `PUT /api/v1/insight/budget` with `{"monthly_model_tokens": 500000}` (`null`: none of
+/// the space's own): the space's owners only. The server's `QUARRY_MONTHLY_MODEL_TOKENS`
+/// stays the ceiling: a larger figure is kept, and the server's applies.
+async fn set_budget(
+    State(st): State<Arc<AppState>>,
+    caller: Caller,
+    Params(params): Params<Vec<(String, String)>>,
+    Body(body): Body<Value>,
+) -> Result<Response, ApiError> {
+    parse(&params, &[])?;
+    let fields = body
+        .as_object()
+        .ok_or_else(|| bad("the body must be a JSON object: {\"monthly_model_tokens\": 500000} or null to remove the limit"))?;
+    if let Some(other) = fields.keys().find(|k| k.as_str() != "monthly_model_tokens") {
+        return Err(bad(format!(
+            "unknown field '{other}' (the body takes monthly_model_tokens)"
+        )));
+    }
+    let tokens = match fields.get("monthly_model_tokens") {
+        None => {
+            return Err(bad(
+                "monthly_model_tokens is required: a whole number of tokens, or null to remove the space's own limit",
+            ));
+        }
+        Some(Value::Null) => None,
+        Some(v) => Some(v.as_u64().filter(|n| (1..=BUDGET_MAX).contains(n)).ok_or_else(|| {
+            bad(format!(
+                "monthly_model_tokens must be a whole number from 1 to {BUDGET_MAX}, or null to remove the limit, not {v}"
+            ))
+        })?),
+    };
+    let directory = st.directory().clone();
+    let principal = caller.principal.clone();
+    let store = caller.engine.store_handle();
+    let server = server_model_tokens(&st);
+    let b = st
+        .write(move || {
+            let space_id = &principal.space_id;
+            directory.check_space_owner(
+                &principal,
+                space_id,
+                "setting the monthly model tokens of",
+            )?;
+            set_model_budget(store.as_ref(), space_id, tokens)?;
+            model_budget(store.as_ref(), server, space_id, true)
+        })
+        .await?;
+    Ok(ok(budget_json(&b)))
 }
 
 #[cfg(test)]

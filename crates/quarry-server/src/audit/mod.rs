@@ -19,8 +19,10 @@ use serde_json::{Value, json};
 
 use crate::state::AppState;
 
+mod jobs;
 mod sources;
 
+pub(crate) use jobs::background_model_use;
 pub(crate) use sources::{scheduled_sync, sync_detail, without_credentials};
 
 /// The connection's peer, on every request (the audit log's `client`).
@@ -222,6 +224,24 @@ pub(crate) fn model_use(
     crate::telemetry::record_model_tokens(purpose, tokens);
     if let Some(log) = state.audit() {
         log.record_model_use(principal, purpose, requests, tokens);
+    }
+}
+
+/// What `meter` counted of remote model requests (embeddings, expansion, reranking,
+/// annotation) made on `principal`'s behalf, into the usage counts (and `/metrics`).
+pub(crate) fn metered_use(
+    state: &AppState,
+    principal: &Principal,
+    meter: &quarry_engine::ModelMeter,
+) {
+    for (purpose, used) in meter.take() {
+        model_use(
+            state,
+            principal,
+            purpose.as_str(),
+            used.requests,
+            used.tokens,
+        );
     }
 }
 

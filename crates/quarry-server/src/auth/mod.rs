@@ -421,8 +421,12 @@ pub(crate) async fn authenticate(
             });
             let endpoint = crate::audit::Endpoint(req.uri().path().to_owned());
             req.extensions_mut().insert(endpoint);
+            // Remote model requests the handler's blocking work makes are booked to the
+            // caller (an MCP tool call or a chat run books its own, see their meters).
+            let (meter, principal) = (quarry_engine::ModelMeter::new(), caller.principal.clone());
             req.extensions_mut().insert(caller);
-            let response = next.run(req).await;
+            let response = crate::http::metered(meter.clone(), next.run(req)).await;
+            crate::audit::metered_use(&state, &principal, &meter);
             if let Some((principal, method, route, path, started)) = audited {
                 crate::audit::after_request(
                     &state,

@@ -14,7 +14,7 @@ pub(crate) mod guard;
 pub(crate) mod options;
 mod page;
 
-pub(crate) use blocking::{run_blocking, run_blocking_raw};
+pub(crate) use blocking::{metered, run_blocking, run_blocking_raw};
 pub(crate) use envelope::{base_url, html_escape, ok, ok_list};
 pub(crate) use error::{ApiError, http_status, public_detail, status_of};
 pub(crate) use extract::{Body, Params, count, nullable};

@@ -131,7 +131,9 @@ where
     let args = request.arguments.unwrap_or_default();
     let redacted = quarry_audit::redact_object(&args);
     let searched = crate::audit::mcp_search_query(&name, &args);
-    let result = run(name.clone(), args).await;
+    let meter = quarry_engine::ModelMeter::new();
+    let result = crate::http::metered(meter.clone(), run(name.clone(), args)).await;
+    crate::audit::metered_use(state, &caller.principal, &meter);
     if let (Some(query), Ok(r)) = (&searched, &result) {
         crate::audit::mcp_search(state, &caller.principal, &name, query, r);
     }
