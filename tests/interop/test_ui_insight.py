@@ -16,8 +16,16 @@ question a document answers and one other unanswered question.
   request's link kept;
 - Usage: cards, the chart with today's searches, its table, the subjects and the people; the
   tabs answer the arrow keys; "Download CSV" saves a file with bob's ``searches`` line;
+- Monthly model tokens (``GET``/``PUT /api/v1/insight/budget``), in the Usage tab: "No monthly
+  limit" at first; ada saves 1000 (the meter, used, remaining, the reset day; 1000 over REST),
+  0 and 1.5 are refused beside the field before anything is sent, a figure over the server's
+  maximum shows the API's 400; ``cid`` (an admin, not an owner) reads it but Save shows the
+  API's 403 inline, what was typed kept; "Remove limit" leaves none (null over REST); a new
+  window does not reload it; axe in light and dark, 375 pixels without sideways scroll;
+  under a server's ceiling (``QUARRY_MONTHLY_MODEL_TOKENS=500``) the section says which limit
+  applies: the server's, the owner's figure above it (the server's still applies) or below it;
 - bob opening the page gets the API's refusal (in Chinese too, through i18n/server.json), and
-  no data;
+  no data (no budget section either);
 - with query text off (``QUARRY_INSIGHT_QUERIES=off``) a group reads "(text not kept)" and the
   actions that need its text are off;
 - axe-core on both tabs in light and dark; at 375 pixels no sideways scroll on either tab;
@@ -308,7 +316,202 @@ def test_dark_theme_and_chinese(ui_page_factory, world, axe_check):
     axe_check(page, "insight-unanswered-zh", schemes=("dark",))
     page.get_by_role("tab", name="使用情况").click()
     expect(page.get_by_test_id("insight-chart").locator("svg")).to_be_visible()
+    budget = page.get_by_test_id("insight-budget")
+    expect(budget.get_by_role("heading", name="每月模型令牌")).to_be_visible()
+    expect(budget.get_by_label("每月上限（令牌）")).to_be_visible()
     axe_check(page, "insight-usage-zh", schemes=("dark",))
+
+
+# ---------------------------------------------------------------------------------------------
+# Monthly model tokens
+
+
+def budget_of(srv, token: str) -> dict:
+    return srv.api("GET", "/api/v1/insight/budget", token=token)
+
+
+def record_methods(page) -> list[tuple[str, str]]:
+    """(method, URL) of every request the page sends from now on."""
+    sent: list[tuple[str, str]] = []
+    page.context.on("request", lambda r: sent.append((r.method, r.url)))
+    return sent
+
+
+def budget_calls(sent: list[tuple[str, str]], method: str) -> int:
+    return sum(1 for m, url in sent if m == method and url.split("?")[0].endswith("/api/v1/insight/budget"))
+
+
+def test_monthly_model_tokens_set_validate_refuse_and_remove(ui_page_factory, world, axe_check, shot):
+    srv, ada = world["srv"], world["ada"]
+    assert budget_of(srv, ada)["monthly_model_tokens"] is None
+    try:
+        page = ui_page_factory()
+        sent = record_methods(page)
+        login(page, srv.base, ada)
+        open_insight(page, srv, "?tab=usage")
+        section = page.get_by_test_id("insight-budget")
+        expect(section.get_by_role("heading", level=3, name="Monthly model tokens")).to_be_visible()
+        expect(section.get_by_test_id("insight-budget-none")).to_have_text("No monthly limit")
+        expect(section.get_by_test_id("insight-budget-used")).to_contain_text("tokens used in")
+        expect(section.get_by_role("meter")).to_have_count(0)
+        field = section.get_by_label("Monthly limit (tokens)")
+        expect(field).to_have_value("")
+        expect(field).to_have_attribute("type", "number")
+        expect(field).to_have_attribute("min", "1")
+        expect(field).to_have_attribute("step", "1")
+        save = section.get_by_role("button", name="Save", exact=True)
+        remove = section.get_by_role("button", name="Remove limit")
+        expect(remove).to_be_disabled()
+
+        # Save 1000: the section shows the limit, the meter, what is left and the reset day.
+        field.fill("1000")
+        save.click()
+        expect(section).to_have_attribute("data-limit", "1000")
+        rest = budget_of(srv, ada)
+        assert rest["monthly_model_tokens"] == 1000 and rest["limit"] == 1000, rest
+        assert rest["server_limit"] is None and rest["remaining"] == max(0, 1000 - rest["used"]), rest
+        used = rest["used"]
+        expect(section.get_by_test_id("insight-budget-used")).to_contain_text(re.compile(rf"^{used:,} of 1,000 tokens used in \w+ \d{{4}}$"))
+        meter = section.get_by_role("meter", name="Monthly model tokens")
+        expect(meter).to_have_attribute("aria-valuemin", "0")
+        expect(meter).to_have_attribute("aria-valuemax", "1000")
+        expect(meter).to_have_attribute("aria-valuenow", str(min(used, 1000)))
+        expect(meter).to_have_attribute("aria-valuetext", re.compile(rf"^{used:,} of 1,000 tokens used \(\d+%\)$"))
+        if used < 1000:
+            expect(section.get_by_test_id("insight-budget-remaining")).to_have_text(f"{1000 - used:,} tokens left")
+        resets = datetime.strptime(rest["resets_at"][:10], "%Y-%m-%d")
+        expect(section.get_by_test_id("insight-budget-resets")).to_have_text(f"Resets on {resets:%B} {resets.day}, {resets.year} (UTC).")
+        expect(section.get_by_test_id("insight-budget-resets").locator("time")).to_have_attribute("datetime", rest["resets_at"])
+        expect(section.get_by_test_id("insight-budget-source")).to_have_text("The limit is this space's own, set by its owners.")
+        expect(section.get_by_test_id("insight-budget-none")).to_have_count(0)
+        expect(field).to_have_value("1000")
+        expect(remove).to_be_enabled()
+        expect(page.locator("#live-polite")).to_have_text("Monthly limit set to 1,000 tokens")
+        assert budget_calls(sent, "PUT") == 1
+
+        # Not a whole number of at least 1: said beside the field, nothing sent, what was typed kept.
+        error = section.get_by_test_id("insight-budget-error")
+        for bad in ("0", "1.5"):
+            field.fill(bad)
+            save.click()
+            expect(error).to_have_text("Enter a whole number of tokens, 1 or more.")
+            expect(field).to_have_attribute("aria-invalid", "true")
+            expect(field).to_have_value(bad)
+            expect(field).to_be_focused()
+        assert budget_calls(sent, "PUT") == 1
+        assert budget_of(srv, ada)["monthly_model_tokens"] == 1000
+        expect(section).to_have_attribute("data-limit", "1000")
+        # Typing again clears the message.
+        field.fill("2")
+        expect(error).to_have_text("")
+        expect(field).not_to_have_attribute("aria-invalid", "true")
+        # A figure the server refuses (over its maximum): the API's 400, beside the field.
+        too_many = "2000000000000000"
+        r = srv.http("PUT", "/api/v1/insight/budget", body={"monthly_model_tokens": int(too_many)}, token=ada)
+        assert r.status == 400 and "monthly_model_tokens" in r.json()["detail"], (r.status, r.text)
+        field.fill(too_many)
+        save.click()
+        expect(error).to_have_text(r.json()["detail"])
+        expect(field).to_have_value(too_many)
+        assert budget_of(srv, ada)["monthly_model_tokens"] == 1000
+
+        # A new window reloads the usage, not the month's budget.
+        gets = budget_calls(sent, "GET")
+        page.get_by_label("Window", exact=True).select_option("7")
+        expect(page.get_by_test_id("insight-chart")).to_be_visible()
+        expect(page.get_by_test_id("insight-usage-table").locator("tbody tr")).to_have_count(7)
+        assert budget_calls(sent, "GET") == gets
+        expect(section).to_be_visible()
+        expect(field).to_have_value(too_many)  # the redraw kept what was typed
+
+        quiet(page)
+        axe_check(page, "insight-budget")
+        page.evaluate("() => window.scrollTo(0, 0)")
+        shot(page, "ui-insight-budget")
+        page.set_viewport_size(PHONE_375)
+        page.wait_for_timeout(300)
+        no_sideways_scroll(page)
+        box = section.bounding_box()
+        assert box["x"] >= 0 and box["x"] + box["width"] <= PHONE_375["width"] + 1, box
+        page.set_viewport_size({"width": 1280, "height": 860})
+
+        # An admin who is not an owner reads it, and Save shows the API's 403, the figure kept.
+        srv.add_user("cid", "admin")
+        cid = srv.token("cid")
+        assert budget_of(srv, cid)["limit"] == 1000
+        refused = srv.http("PUT", "/api/v1/insight/budget", body={"monthly_model_tokens": 5000}, token=cid)
+        assert refused.status == 403, (refused.status, refused.text)
+        detail = refused.json()["detail"]
+        assert "owner" in detail and "admin" in detail, detail
+        other = ui_page_factory(color_scheme="dark")
+        login(other, srv.base, cid)
+        open_insight(other, srv, "?tab=usage")
+        theirs = other.get_by_test_id("insight-budget")
+        expect(theirs).to_have_attribute("data-limit", "1000")
+        expect(theirs.get_by_role("meter")).to_have_attribute("aria-valuemax", "1000")
+        their_field = theirs.get_by_label("Monthly limit (tokens)")
+        expect(their_field).to_have_value("1000")
+        their_field.fill("5000")
+        theirs.get_by_role("button", name="Save", exact=True).click()
+        expect(theirs.get_by_test_id("insight-budget-error")).to_have_text(detail)
+        expect(their_field).to_have_value("5000")
+        expect(theirs).to_have_attribute("data-limit", "1000")
+        assert budget_of(srv, ada)["monthly_model_tokens"] == 1000
+        quiet(other)
+        axe_check(other, "insight-budget-refused", schemes=("dark",))
+
+        # Remove limit: none of the space's own (and the server sets none).
+        remove.click()
+        expect(section.get_by_test_id("insight-budget-none")).to_have_text("No monthly limit")
+        expect(section).to_have_attribute("data-limit", "")
+        expect(section.get_by_role("meter")).to_have_count(0)
+        expect(field).to_have_value("")
+        expect(error).to_have_text("")
+        expect(remove).to_be_disabled()
+        expect(page.locator("#live-polite")).to_have_text("The space's monthly limit is removed")
+        rest = budget_of(srv, ada)
+        assert rest["monthly_model_tokens"] is None and rest["limit"] is None and rest["remaining"] is None, rest
+    finally:
+        # The module's world is shared: no limit left behind.
+        srv.api("PUT", "/api/v1/insight/budget", {"monthly_model_tokens": None}, token=ada)
+
+
+def test_monthly_model_tokens_under_the_servers_ceiling(ui_server_factory, ui_page_factory, axe_check):
+    srv = ui_server_factory("--auth", "token", env={"QUARRY_MONTHLY_MODEL_TOKENS": "500"})
+    srv.add_user("ada", "owner")
+    ada = srv.token("ada")
+    page = ui_page_factory(color_scheme="dark")
+    login(page, srv.base, ada)
+    open_insight(page, srv, "?tab=usage")
+    section = page.get_by_test_id("insight-budget")
+    # None of the space's own: the server's ceiling applies, and the form says so.
+    expect(section).to_have_attribute("data-limit", "500")
+    expect(section.get_by_role("meter")).to_have_attribute("aria-valuemax", "500")
+    expect(section.get_by_test_id("insight-budget-source")).to_contain_text("The limit is the server's ceiling")
+    expect(section.get_by_test_id("insight-budget-none")).to_have_count(0)
+    expect(section.get_by_text("The server's ceiling of 500 tokens still applies.", exact=False)).to_be_visible()
+    field = section.get_by_label("Monthly limit (tokens)")
+    save = section.get_by_role("button", name="Save", exact=True)
+    expect(section.get_by_role("button", name="Remove limit")).to_be_disabled()
+    # Above the ceiling: kept, but the server's applies.
+    field.fill("1000")
+    save.click()
+    expect(section.get_by_test_id("insight-budget-source")).to_have_text(
+        "This space's own limit (1,000 tokens) is above the server's ceiling (500 tokens), so the server's applies."
+    )
+    expect(section).to_have_attribute("data-limit", "500")
+    rest = srv.api("GET", "/api/v1/insight/budget", token=ada)
+    assert (rest["monthly_model_tokens"], rest["server_limit"], rest["limit"]) == (1000, 500, 500), rest
+    # Below it: the space's own applies.
+    field.fill("200")
+    save.click()
+    expect(section).to_have_attribute("data-limit", "200")
+    expect(section.get_by_test_id("insight-budget-source")).to_have_text(
+        "The limit is this space's own, set by its owners; the server's ceiling is 500 tokens."
+    )
+    expect(section.get_by_role("meter")).to_have_attribute("aria-valuemax", "200")
+    quiet(page)
+    axe_check(page, "insight-budget-ceiling")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -332,6 +535,9 @@ def test_an_editor_gets_the_refusal_and_no_data(ui_page_factory, world, locale, 
     expect(panels.nth(0)).to_contain_text(words)  # the Usage panel, the one shown now
     expect(page.get_by_test_id("insight-chart")).to_have_count(0)
     expect(page.get_by_test_id("insight-csv")).to_have_count(0)
+    # The monthly model tokens are the admins' and owners' too: no section, no figures.
+    assert srv.http("GET", "/api/v1/insight/budget", token=bob).status == 403
+    expect(page.get_by_test_id("insight-budget")).to_have_count(0)
     if locale == "en-US":
         assert r.json()["detail"] in error.inner_text()
 

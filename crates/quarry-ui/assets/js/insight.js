@@ -7,6 +7,10 @@
 //   the administrator does not keep query text (QUARRY_INSIGHT_QUERIES=off);
 // - `GET /api/v1/insight/usage?days=` (and `&format=csv`): daily counts per metric, the
 //   subjects (tools, search surfaces), people and tokens;
+// - `GET /api/v1/insight/budget`: this UTC month's model tokens (`used`), the owner's monthly
+//   limit (`monthly_model_tokens`), the server's ceiling (`server_limit`) and the one that
+//   applies (`limit`); `PUT` with `{"monthly_model_tokens": n | null}` sets or removes the
+//   owner's (the space's owners only: anyone else gets the API's 403, shown by the form);
 // - per unanswered group, as the viewer (so nobody sees what they may not read):
 //   "Closest passage" `POST /api/v1/knowledge-search {"question", "min_score": 0, "top_k": 1}`;
 //   "Write a note" `POST /api/v1/mcp?resource=<kb name>` calling `create_knowledge` (a
@@ -23,6 +27,7 @@ import { ApiError, announce, api, apiHeaders, app, emptyState, errorBlock, fmtDa
 const KB_BASE = "/api/v1/knowledge-bases";
 const UNANSWERED = "/api/v1/insight/unanswered";
 const USAGE = "/api/v1/insight/usage";
+const BUDGET = "/api/v1/insight/budget";
 const SEARCH = "/api/v1/knowledge-search";
 const MCP = "/api/v1/mcp";
 const WINDOWS = [7, 30, 90];
@@ -80,6 +85,12 @@ function windowDays(since, n) {
   return Array.from({ length: n }, (_, i) => new Date(first + i * DAY_MS).toISOString().slice(0, 10));
 }
 
+/** A translated sentence with a node where its `{…}` placeholder was filled with "\u0000". */
+function withNode(text, node) {
+  const [before, after = ""] = text.split("\u0000");
+  return [before, node, after];
+}
+
 /** A wait in milliseconds as "45 s", "3.5 min", "2.1 h". */
 function fmtWait(ms) {
   const s = ms / 1000;
@@ -121,6 +132,9 @@ export async function render({ root, query, signal }) {
     kbs: [],
     unanswered: null,
     usage: null,
+    /** This month's model tokens and limits: `{loading, data}` (the last data while it
+     * reloads), `{data}` or `{error}`. */
+    budget: null,
     /** What each group's actions did on this page, by wording: kept across redraws. */
     done: new Map(),
   };
@@ -148,7 +162,8 @@ export async function render({ root, query, signal }) {
   // ---- Controls
   const daysSel = h(
     "select",
-    { id: "insight-days", name: "days", onchange: () => ((state.days = Number(daysSel.value)), remember(), load()) },
+    // The budget is per month: a new window does not reload it.
+    { id: "insight-days", name: "days", onchange: () => ((state.days = Number(daysSel.value)), remember(), load({ budget: false })) },
     WINDOWS.map((d) => h("option", { value: String(d), selected: d === state.days }, tn("insight.last_days", { n: d }))),
   );
   const kbOptions = (none) => [h("option", { value: "" }, none), state.kbs.map((k) => h("option", { value: k.id }, k.name))];
@@ -173,6 +188,9 @@ export async function render({ root, query, signal }) {
   // ---- Tabs
   let unansweredPanel = null;
   let usagePanel = null;
+  // tabs() selects its first tab as it is built (and onChange records that): the address's
+  // tab is kept aside and selected once the page is built.
+  const firstTab = state.tab;
   const tabSet = tabs(
     [
       { id: "unanswered", label: t("insight.tab.unanswered"), render: (p) => ((unansweredPanel = p), drawUnanswered()) },
@@ -238,10 +256,30 @@ export async function render({ root, query, signal }) {
     drawUsage();
   }
 
-  async function load({ announceIt = false } = {}) {
-    await Promise.all([loadUnanswered(), loadUsage()]);
+  let budgetCtl = null;
+  async function loadBudget() {
+    budgetCtl?.abort();
+    const ctl = (budgetCtl = new AbortController());
+    signal.addEventListener("abort", () => ctl.abort(), { once: true });
+    const last = state.budget?.data;
+    state.budget = { loading: true, data: last };
+    drawBudget();
+    try {
+      const data = await api("GET", BUDGET, { signal: ctl.signal });
+      if (ctl.signal.aborted) return;
+      state.budget = { data };
+      fillBudgetInput();
+    } catch (e) {
+      if (ctl.signal.aborted || isAbort(e)) return;
+      state.budget = { error: e };
+    }
+    drawBudget();
+  }
+
+  async function load({ announceIt = false, budget = true } = {}) {
+    await Promise.all([loadUnanswered(), loadUsage(), budget ? loadBudget() : null]);
     if (signal.aborted) return;
-    const failed = state.unanswered?.error || state.usage?.error;
+    const failed = state.unanswered?.error || state.usage?.error || (budget && state.budget?.error);
     if (announceIt) announce(failed ? failed.message : t("insight.loaded"));
   }
 
@@ -562,6 +600,208 @@ export async function render({ root, query, signal }) {
     );
   }
 
+  // ---- Monthly model tokens (in the Usage tab)
+  // Built once: the usage redraws move the same section (what is typed in it stays).
+  const budgetInput = h("input", {
+    id: "ins-budget-tokens",
+    name: "monthly_model_tokens",
+    type: "number",
+    min: "1",
+    step: "1",
+    inputmode: "numeric",
+    autocomplete: "off",
+    "aria-describedby": "ins-budget-tokens-hint ins-budget-error",
+    dataset: { testid: "insight-budget-input" },
+    oninput: () => {
+      if (budgetInput.getAttribute("aria-invalid")) {
+        budgetInput.removeAttribute("aria-invalid");
+        budgetError.textContent = "";
+      }
+    },
+  });
+  const budgetHint = h("span", { class: "hint", id: "ins-budget-tokens-hint" });
+  const budgetError = h("p", { class: "form-error ins-error", id: "ins-budget-error", role: "alert", dataset: { testid: "insight-budget-error" } });
+  const budgetSave = h("button", { class: "btn btn-primary", type: "submit", dataset: { testid: "insight-budget-save" } }, t("insight.budget_save"));
+  const budgetRemove = h(
+    "button",
+    { class: "btn", type: "button", dataset: { testid: "insight-budget-remove" }, onclick: () => saveBudget(null) },
+    t("insight.budget_remove"),
+  );
+  const budgetForm = h(
+    "form",
+    {
+      class: "ins-budget-form",
+      novalidate: true,
+      dataset: { testid: "insight-budget-form" },
+      onsubmit: (e) => {
+        e.preventDefault();
+        const n = budgetValue();
+        if (n !== null) saveBudget(n);
+      },
+    },
+    h("div", { class: "field" }, h("label", { for: budgetInput.id }, t("insight.budget_field")), budgetInput, budgetHint),
+    h("div", { class: "row" }, budgetSave, budgetRemove),
+    budgetError,
+  );
+  const budgetBody = h("div", { class: "ins-budget-body", dataset: { testid: "insight-budget-status" } });
+  const budgetSection = h(
+    "section",
+    { class: "card ins-budget", "aria-labelledby": "ins-budget-title", dataset: { testid: "insight-budget" } },
+    h("h3", { id: "ins-budget-title" }, t("insight.budget_title")),
+    budgetBody,
+    budgetForm,
+  );
+
+  /** The owner's figure in the field (after a load or a save, never after an error). */
+  function fillBudgetInput() {
+    const own = state.budget?.data?.monthly_model_tokens;
+    budgetInput.value = own === null || own === undefined ? "" : String(own);
+    budgetInput.removeAttribute("aria-invalid");
+    budgetError.textContent = "";
+  }
+
+  /** The whole number ≥ 1 typed, or null after saying what is wrong beside the field. */
+  function budgetValue() {
+    const raw = budgetInput.value.trim();
+    const n = Number(raw);
+    const problem = budgetInput.validity.badInput || !/^\d+$/.test(raw) || !Number.isSafeInteger(n) || n < 1
+      ? raw || budgetInput.validity.badInput
+        ? t("insight.budget_whole")
+        : t("insight.budget_empty")
+      : null;
+    if (!problem) return n;
+    budgetError.textContent = problem;
+    budgetInput.setAttribute("aria-invalid", "true");
+    budgetInput.focus();
+    return null;
+  }
+
+  let budgetBusy = false;
+  async function saveBudget(n) {
+    if (budgetBusy) return;
+    budgetBusy = true;
+    budgetError.textContent = "";
+    budgetInput.removeAttribute("aria-invalid");
+    budgetSave.disabled = true;
+    budgetRemove.disabled = true;
+    budgetSection.setAttribute("aria-busy", "true");
+    try {
+      const data = await api("PUT", BUDGET, { body: { monthly_model_tokens: n }, signal });
+      budgetCtl?.abort(); // a load still under way would bring back the old figure
+      state.budget = { data };
+      fillBudgetInput();
+      drawBudget();
+      announce(n === null ? t("insight.budget_removed") : t("insight.budget_saved", { n: fmtNumber(n) }));
+    } catch (e) {
+      if (signal.aborted || isAbort(e)) return;
+      // The API's own words (403 for anyone but the owners, 400 for a bad figure); what was
+      // typed stays.
+      budgetError.textContent = e.message;
+      if (e.status === 400 && n !== null) budgetInput.setAttribute("aria-invalid", "true");
+    } finally {
+      budgetBusy = false;
+      budgetSection.removeAttribute("aria-busy");
+      budgetSave.disabled = false;
+      budgetRemove.disabled = !hasOwnBudget();
+    }
+  }
+
+  const hasOwnBudget = () => {
+    const own = state.budget?.data?.monthly_model_tokens;
+    return own !== null && own !== undefined;
+  };
+
+  function drawBudget() {
+    const b = state.budget;
+    const d = b?.data;
+    budgetForm.hidden = !d;
+    budgetRemove.disabled = budgetBusy || !hasOwnBudget();
+    if (!d) {
+      budgetSection.removeAttribute("data-limit");
+      if (b?.error) {
+        budgetSection.removeAttribute("aria-busy");
+        replace(budgetBody, h("div", { dataset: { testid: "insight-budget-load-error" } }, errorBlock(b.error, () => loadBudget())));
+      } else {
+        budgetSection.setAttribute("aria-busy", "true");
+        replace(budgetBody, h("p", { class: "loading" }, t("common.loading")));
+      }
+      return;
+    }
+    if (b.loading) budgetSection.setAttribute("aria-busy", "true");
+    else if (!budgetBusy) budgetSection.removeAttribute("aria-busy");
+    const num = (v) => (typeof v === "number" && Number.isFinite(v) ? v : null);
+    const own = num(d.monthly_model_tokens);
+    const server = num(d.server_limit);
+    const limit = num(d.limit);
+    const used = num(d.used) ?? 0;
+    const month = /^\d{4}-\d{2}$/.test(d.month || "") ? fmtDay(`${d.month}-01`, { year: "numeric", month: "long" }) : d.month || "—";
+    Object.assign(budgetSection.dataset, { limit: limit === null ? "" : String(limit), used: String(used), own: own === null ? "" : String(own) });
+
+    // Which limit applies, in words.
+    let source;
+    if (limit === null) source = t("insight.budget_src_none");
+    else if (own !== null && server !== null && own > server) source = t("insight.budget_src_above", { own: fmtNumber(own), server: fmtNumber(server) });
+    else if (own !== null && server !== null) source = t("insight.budget_src_own_ceiling", { server: fmtNumber(server) });
+    else if (own !== null) source = t("insight.budget_src_own");
+    else source = t("insight.budget_src_server");
+    budgetHint.textContent = server === null ? t("insight.budget_hint") : t("insight.budget_hint_ceiling", { server: fmtNumber(server) });
+
+    if (limit === null) {
+      replace(
+        budgetBody,
+        h("p", { class: "ins-budget-figures", dataset: { testid: "insight-budget-used" } }, t("insight.budget_used_only", { used: fmtNumber(used), month })),
+        h("p", { class: "ins-budget-none" }, h("span", { class: "badge", dataset: { testid: "insight-budget-none" } }, t("insight.budget_none"))),
+        h("p", { class: "muted ins-budget-source", dataset: { testid: "insight-budget-source" } }, source),
+      );
+      return;
+    }
+    const remaining = num(d.remaining) ?? Math.max(0, limit - used);
+    const ratio = limit > 0 ? used / limit : 1;
+    const pct = Math.round(ratio * 100);
+    const level = ratio >= 1 ? "spent" : ratio >= 0.9 ? "high" : "ok";
+    const figures = t("insight.budget_used_of", { used: fmtNumber(used), limit: fmtNumber(limit), month });
+    const fill = h("span", { class: "ins-meter-fill" });
+    fill.style.width = `${Math.min(100, Math.max(0, ratio * 100))}%`;
+    // The month ends at midnight UTC: the day it resets on, as a UTC day (the moment, local,
+    // in its tooltip).
+    const resetMs = Date.parse(d.resets_at);
+    const resetEl = Number.isNaN(resetMs)
+      ? "—"
+      : h("time", { datetime: new Date(resetMs).toISOString(), title: fmtDate(resetMs) }, fmtDay(new Date(resetMs).toISOString().slice(0, 10), { year: "numeric", month: "long", day: "numeric" }));
+    replace(
+      budgetBody,
+      h("p", { class: "ins-budget-figures", id: "ins-budget-figures", dataset: { testid: "insight-budget-used" } }, figures),
+      h(
+        "div",
+        {
+          class: `ins-meter ins-meter-${level}`,
+          role: "meter",
+          "aria-labelledby": "ins-budget-title",
+          "aria-describedby": "ins-budget-figures",
+          "aria-valuemin": "0",
+          "aria-valuemax": String(limit),
+          "aria-valuenow": String(Math.min(used, limit)),
+          "aria-valuetext": t("insight.budget_meter_text", { used: fmtNumber(used), limit: fmtNumber(limit), pct: fmtNumber(pct) }),
+          dataset: { testid: "insight-budget-meter", level },
+        },
+        fill,
+      ),
+      h(
+        "p",
+        { class: "ins-budget-left" },
+        h(
+          "span",
+          { class: `badge ${level === "spent" ? "badge-danger" : level === "high" ? "badge-warn" : "badge-ok"}`, dataset: { testid: "insight-budget-remaining" } },
+          level === "spent" ? t("insight.budget_spent") : t("insight.budget_remaining", { n: fmtNumber(remaining) }),
+        ),
+        " ",
+        h("span", { dataset: { testid: "insight-budget-resets" } }, withNode(t("insight.budget_resets", { date: "\u0000" }), resetEl)),
+      ),
+      h("p", { class: "muted ins-budget-source", dataset: { testid: "insight-budget-source" } }, source),
+    );
+  }
+  drawBudget();
+
   // ---- Usage
   let resizeObs = null;
   function drawUsage() {
@@ -579,6 +819,8 @@ export async function render({ root, query, signal }) {
       return;
     }
     const d = u.data || {};
+    // The budget section moves with the redraw: the field or button in use keeps the focus.
+    const hadFocus = budgetSection.contains(document.activeElement) ? document.activeElement : null;
     const days = Array.isArray(d.days) ? d.days : [];
     const byMetric = new Map((d.metrics || []).map((m) => [m.metric, m]));
     const metrics = [...METRICS.filter((m) => byMetric.has(m)), ...[...byMetric.keys()].filter((m) => !METRICS.includes(m))];
@@ -834,6 +1076,7 @@ export async function render({ root, query, signal }) {
         csvError,
       ),
       cards,
+      budgetSection,
       h(
         "section",
         { class: "card ins-chart-card", "aria-labelledby": "ins-chart-title" },
@@ -852,6 +1095,7 @@ export async function render({ root, query, signal }) {
       // Not a landmark itself: its scrolling table is the region, named by this heading.
       h("div", { class: "ins-people" }, h("h3", { id: "ins-people-title" }, t("insight.people")), peopleTable),
     );
+    if (hadFocus) hadFocus.focus();
     drawChart();
     resizeObs?.disconnect();
     let lastWidth = chartBox.clientWidth;
@@ -865,7 +1109,7 @@ export async function render({ root, query, signal }) {
   }
   signal.addEventListener("abort", () => resizeObs?.disconnect(), { once: true });
 
-  tabSet.select(state.tab);
+  tabSet.select(firstTab);
   await load();
   if (signal.aborted) return;
   root.dataset.ready = "true";
