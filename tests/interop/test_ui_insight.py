@@ -9,7 +9,10 @@ question a document answers and one other unanswered question.
   question asked once after it, the answered one not at all; a sparkline says its count in
   words; the actions that need a knowledge base are off, with a hint, until one is chosen
   under "Answer in"; "Closest passage" runs ada's own search and shows a passage or "nothing
-  close"; "Write a note" saves the edited note (``create_knowledge`` over
+  close"; "Add a source" opens the knowledge base's Sources tab with its Add source dialog
+  open for the question (shown as text; axe-clean); Cancel closes it and takes ``add=1`` off the
+  address, so a reload does not open it again; a viewer who may not add sources gets no
+  dialog; "Write a note" saves the edited note (``create_knowledge`` over
   ``/api/v1/mcp?resource=``): it exists over REST and a knowledge search for the question now
   finds it; "Request a page" writes a ``draft`` page tagged ``requested`` (checked over REST),
   and a second request shows the API's 409 beside the group, one version written, the first
@@ -27,7 +30,7 @@ question a document answers and one other unanswered question.
 - bob opening the page gets the API's refusal (in Chinese too, through i18n/server.json), and
   no data (no budget section either);
 - with query text off (``QUARRY_INSIGHT_QUERIES=off``) a group reads "(text not kept)" and the
-  actions that need its text are off;
+  actions that need its text are off; "Add a source" opens the dialog with no question in it;
 - axe-core on both tabs in light and dark; at 375 pixels no sideways scroll on either tab;
   screenshots (``ui-insight-unanswered-*``, ``ui-insight-usage-*``).
 """
@@ -38,6 +41,7 @@ import re
 import time
 from datetime import datetime, timezone
 from pathlib import Path
+from urllib.parse import parse_qs, quote
 
 import pytest
 from playwright.sync_api import expect
@@ -110,6 +114,17 @@ def group(page, text: str):
     return page.get_by_test_id("insight-group").filter(has=page.get_by_test_id("insight-question").filter(has_text=text))
 
 
+def source_link_query(href: str, kb_id: str) -> dict[str, list[str]]:
+    """The query of an "Add a source" link, which leads to the knowledge base's Sources tab."""
+    path, _, query = href.partition("?")
+    assert path == f"#/kb/{kb_id}/sources", href
+    return parse_qs(query, keep_blank_values=True)
+
+
+def hash_of(page) -> str:
+    return page.evaluate("() => location.hash")
+
+
 # ---------------------------------------------------------------------------------------------
 # Unanswered questions and their actions
 
@@ -161,11 +176,14 @@ def test_unanswered_questions_group_rephrasings_and_their_actions_write(ui_page_
     first = group(page, "VPN password")
     for key in ("note", "page"):
         expect(first.get_by_test_id(f"insight-{key}")).to_be_enabled()
-    expect(first.get_by_role("link", name="Add a source")).to_have_attribute("href", f"#/kb/{kb['id']}/sources")
     assert f"into={kb['id']}" in page.evaluate("() => location.hash")
 
-    # Write a note: the question as its title, the answer typed under the heading.
+    # "Add a source" asks for the Sources tab with its dialog open, for this question.
     question = first.get_by_test_id("insight-question").inner_text().strip()
+    href = first.get_by_role("link", name="Add a source").get_attribute("href")
+    assert source_link_query(href, kb["id"]) == {"add": ["1"], "question": [question]}, href
+
+    # Write a note: the question as its title, the answer typed under the heading.
     first.get_by_role("button", name="Write a note").click()
     dlg = page.get_by_role("dialog", name="Write a note in handbook")
     expect(dlg).to_be_visible()
@@ -233,6 +251,65 @@ def test_unanswered_questions_group_rephrasings_and_their_actions_write(ui_page_
     # A phone: nothing scrolls sideways.
     page.set_viewport_size(PHONE_375)
     no_sideways_scroll(page)
+
+
+def test_add_a_source_opens_the_sources_tab_with_the_dialog_for_the_question(ui_page_factory, world, axe_check, shot):
+    srv, ada, bob, kb = world["srv"], world["ada"], world["bob"], world["kb"]
+    page = ui_page_factory()
+    login(page, srv.base, ada)
+    open_insight(page, srv, f"?into={kb['id']}")
+    link = group(page, PARKING).get_by_role("link", name="Add a source")
+    assert source_link_query(link.get_attribute("href"), kb["id"]) == {"add": ["1"], "question": [PARKING]}
+    link.click()
+
+    # One click: the knowledge base's Sources tab, its Add source dialog open for the question.
+    dialog = page.get_by_role("dialog", name="Add a source to “handbook”")
+    expect(dialog).to_be_visible()
+    expect(page.get_by_role("tab", name=re.compile(r"^Sources"))).to_have_attribute("aria-selected", "true")
+    opened = hash_of(page)
+    assert source_link_query(opened, kb["id"]) == {"add": ["1"], "question": [PARKING]}, opened
+    line = dialog.get_by_test_id("add-source-question")
+    expect(line).to_have_text(f"For the unanswered question: “{PARKING}”")
+    expect(dialog).to_have_accessible_description(f"For the unanswered question: “{PARKING}”")
+    # The rest of the dialog as the "Add source" button opens it: Git first, focused.
+    git = dialog.get_by_role("radio", name="Git repository")
+    expect(git).to_be_checked()
+    expect(git).to_be_focused()
+    expect(dialog.get_by_label("Clone URL")).to_be_visible()
+    quiet(page)
+    axe_check(page, "insight-add-source-dialog")
+    shot(page, "ui-insight-add-source")
+
+    # Cancel: the dialog closes, the address no longer asks for it, the focus is on the button.
+    dialog.get_by_role("button", name="Cancel").click()
+    expect(dialog).to_have_count(0)
+    expect(page).to_have_url(re.compile(rf"#/kb/{re.escape(kb['id'])}/sources$"))
+    # (The first "Add source": the tab's own; an empty list offers a second one.)
+    expect(page.get_by_role("button", name="Add source").first).to_be_focused()
+    # A reload comes back to the tab, without the dialog.
+    page.reload()
+    expect(page.get_by_role("button", name="Add source").first).to_be_visible()  # drawn with the dialog, when it opens
+    expect(page.get_by_role("tab", name=re.compile(r"^Sources"))).to_have_attribute("aria-selected", "true")
+    expect(page.get_by_role("dialog")).to_have_count(0)
+
+    # The question is the viewer's to read, never markup: the words as typed, nothing made of them.
+    odd = '<img src=x onerror="window.__hit=1"> {name} & co'
+    page.goto(f"{srv.base}/#/kb/{kb['id']}/sources?add=1&question={quote(odd, safe='')}")
+    dialog = page.get_by_role("dialog", name="Add a source to “handbook”")
+    expect(dialog.get_by_test_id("add-source-question")).to_have_text(f"For the unanswered question: “{odd}”")
+    expect(dialog.locator("img")).to_have_count(0)
+    assert page.evaluate("() => window.__hit") is None
+    dialog.get_by_role("button", name="Cancel").click()
+    expect(page).to_have_url(re.compile(rf"#/kb/{re.escape(kb['id'])}/sources$"))
+
+    # Someone who may not add sources: the tab, and no dialog.
+    viewer = ui_page_factory()
+    login(viewer, srv.base, bob)
+    viewer.goto(f"{srv.base}/#/kb/{kb['id']}/sources?add=1&question={quote(PARKING, safe='')}")
+    expect(viewer.locator(".src-section")).to_be_visible()
+    expect(viewer.get_by_role("tab", name=re.compile(r"^Sources"))).to_have_attribute("aria-selected", "true")
+    expect(viewer.get_by_role("button", name="Add source")).to_have_count(0)
+    expect(viewer.get_by_role("dialog")).to_have_count(0)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -562,5 +639,15 @@ def test_without_query_text_the_actions_that_need_it_are_off(ui_server_factory, 
     for key in ("closest", "note", "page"):
         expect(g.get_by_test_id(f"insight-{key}")).to_be_disabled()
     expect(g).to_contain_text("Needs the question's text, which is not kept.")
-    expect(g.get_by_role("link", name="Add a source")).to_have_attribute("href", f"#/kb/{kb['id']}/sources")
+    expect(g.get_by_role("link", name="Add a source")).to_have_attribute("href", f"#/kb/{kb['id']}/sources?add=1")
     assert PARKING not in page.locator("#main").inner_text()
+    # The dialog opens all the same, with no question in it.
+    g.get_by_role("link", name="Add a source").click()
+    dialog = page.get_by_role("dialog", name="Add a source to “handbook”")
+    expect(dialog).to_be_visible()
+    expect(dialog.get_by_role("radio", name="Git repository")).to_be_focused()
+    expect(dialog.get_by_test_id("add-source-question")).to_have_count(0)
+    assert dialog.get_attribute("aria-describedby") is None
+    dialog.get_by_role("button", name="Cancel").click()
+    expect(dialog).to_have_count(0)
+    expect(page).to_have_url(re.compile(rf"#/kb/{re.escape(kb['id'])}/sources$"))

@@ -17,7 +17,8 @@
 //   knowledge note, QukaAI's capture endpoint: there is no REST route for notes);
 //   "Request a page" `PUT /api/v1/knowledge-bases/{id}/pages/{slug}` (`status: draft`, tag
 //   `requested`; a second request is the API's 409, shown beside the group);
-//   "Add a source" links to `#/kb/<id>/sources`.
+//   "Add a source" links to `#/kb/<id>/sources?add=1&question=<text>` (the Sources tab with
+//   its Add source dialog open, for that question; no `question` when the text is not kept).
 //
 // The address keeps the choices: `#/insight?tab=usage&days=7&kb=<id>&into=<id>`. Charts are
 // inline SVG with a data table beside them; nothing is drawn from a library.
@@ -384,8 +385,18 @@ export async function render({ root, query, signal }) {
     const closest = btn("closest", t("insight.closest"), true, false, () => findClosest(), "search");
     const note = btn("note", t("insight.write_note"), true, true, () => writeNote(), "edit");
     const page = btn("page", t("insight.request_page"), true, true, () => requestPage(), "doc");
+    // The Sources tab with its Add source dialog open, for this question.
     const source = into
-      ? h("a", { class: "btn btn-small", href: `#/kb/${encodeURIComponent(into.id)}/sources`, dataset: { testid: "insight-source" } }, icon("plus"), t("insight.add_source"))
+      ? h(
+          "a",
+          {
+            class: "btn btn-small",
+            href: `#/kb/${encodeURIComponent(into.id)}/sources?add=1${text ? `&question=${encodeURIComponent(text)}` : ""}`,
+            dataset: { testid: "insight-source" },
+          },
+          icon("plus"),
+          t("insight.add_source"),
+        )
       : btn("source", t("insight.add_source"), false, true, null, "plus");
 
     async function findClosest() {

@@ -2,7 +2,8 @@
 // knowledge base — uploads with per-file progress, the document table (filters, sorting,
 // pages, retry/delete, bulk actions, live status), search with citations, and the preview
 // drawer (original / Markdown / chunks, opened at a page). `#/kb/<id>?doc=<id>&page=N`
-// opens the drawer directly. `#/kb/<id>/sources` opens its Sources tab and
+// opens the drawer directly. `#/kb/<id>/sources` opens its Sources tab (with `?add=1`, and
+// `&question=` from the Insight page, its Add source dialog too) and
 // `#/kb/<id>/sources/<source id>` a source's page (js/sources.js, loaded on first use), and
 // `#/kb/<id>/test` the retrieval test page (js/retrieval.js, loaded on first use), and
 // `#/kb/<id>/wiki[/<slug>[/history]]` its wiki (js/wiki.js, loaded on first use). Writers
@@ -1283,6 +1284,19 @@ async function kbPage({ root, params, query, signal, session }) {
   );
   // The Sources tab's address is `#/kb/<id>/sources` (a reload or a link comes back to it).
   let tabsReady = false;
+  // `#/kb/<id>/sources?add=1&question=…` (the Insight page's "Add a source"): the tab opens
+  // with its Add source dialog, for that question; once the dialog closes, added or not, the
+  // address loses both, so a reload does not open it again.
+  let addNow = params[1] === "sources" && query?.get("add") === "1" ? { question: query.get("question") || "", onClose: forgetAdd } : null;
+  function forgetAdd() {
+    if (signal.aborted) return;
+    const [path, q = ""] = location.hash.split("?");
+    const rest = new URLSearchParams(q);
+    rest.delete("add");
+    rest.delete("question");
+    const left = rest.toString();
+    history.replaceState(null, "", left ? `${path}?${left}` : path);
+  }
   const tabSet = tabs(
     [
       { id: "docs", label: t("kb.tab.docs"), render: (p) => p.append(uploadSection || "", docsSection) },
@@ -1313,7 +1327,12 @@ async function kbPage({ root, params, query, signal, session }) {
   function sourcesTab(panel) {
     panel.append(h("p", { class: "loading" }, t("common.loading")));
     sourcesModule()
-      .then((m) => m.sourcesPanel(panel, { kb, kbKey: kb.id, session, signal, onSynced: () => poll.kick(), onCount: countSources }))
+      .then((m) => {
+        // Once: a retry after an error does not open the dialog again.
+        const add = addNow;
+        addNow = null;
+        return m.sourcesPanel(panel, { kb, kbKey: kb.id, session, signal, onSynced: () => poll.kick(), onCount: countSources, addNow: add });
+      })
       .catch((e) => {
         if (signal.aborted || e.name === "AbortError") return;
         console.warn(e);

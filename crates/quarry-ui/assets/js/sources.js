@@ -2,7 +2,8 @@
 // - `sourcesPanel()`: the Sources tab of `#/kb/<id>/sources` — each source with where it is,
 //   its schedule, last sync, lag, failures and its latest report's counts; "Add source" (a
 //   dialog with the fields of the chosen kind, the mask, the schedule, a write-only
-//   credential and, optionally, who reads its documents); "Sync now" per source, with the
+//   credential and, optionally, who reads its documents; opened at once, for an unanswered
+//   question, from the Insight page's "Add a source"); "Sync now" per source, with the
 //   report that comes back.
 // - `sourcePage()`: `#/kb/<id>/sources/<source id>` — the source's state, its settings (mask,
 //   schedule; credential replaced or forgotten; its reader mapping — the same rule rows as
@@ -554,10 +555,27 @@ function fieldOfMessage(message, kind) {
   return null;
 }
 
-function addSourceDialog({ kb, session, onAdded }) {
-  const d = openDialog({ title: t("src.add_title", { name: kb.name }), wide: true });
+/** A question shown in a dialog: its words on one line, at most this many characters. */
+const QUESTION_MAX = 280;
+
+/**
+ * The Add source dialog. `question`: the unanswered question it is for (the Insight page's
+ * "Add a source"), shown as text above the form; `onClose` runs once it closes, added or not.
+ */
+function addSourceDialog({ kb, session, onAdded, question, onClose }) {
+  const d = openDialog({ title: t("src.add_title", { name: kb.name }), wide: true, onClose });
   d.dialog.classList.add("src-dialog");
   d.dialog.dataset.testid = "add-source";
+  const asked = String(question || "").replace(/\s+/g, " ").trim();
+  // Typed by whoever asked it: text only (t() fills it in, h() makes a text node of it).
+  const forQuestion = asked
+    ? h(
+        "p",
+        { class: "src-for-question", id: uid("src-for"), dataset: { testid: "add-source-question" } },
+        t("src.for_question", { question: asked.length > QUESTION_MAX ? `${asked.slice(0, QUESTION_MAX - 1)}…` : asked }),
+      )
+    : null;
+  if (forQuestion) d.dialog.setAttribute("aria-describedby", forQuestion.id);
   const formId = uid("src-add");
   // The folder kind only for the machine's owner (the API refuses it to anyone else); a
   // session that does not say offers it and shows the API's refusal.
@@ -627,7 +645,7 @@ function addSourceDialog({ kb, session, onAdded }) {
     error,
   );
   const submit = h("button", { class: "btn btn-primary", type: "submit", form: formId }, icon("plus"), t("src.add_submit"));
-  d.body.append(form);
+  d.body.append(forQuestion || "", form);
   d.footer.append(h("button", { class: "btn", type: "button", onclick: () => d.close() }, t("common.cancel")), submit);
 
   const kind = () => form.querySelector(`input[name="${radioName}"]:checked`).value;
@@ -712,9 +730,12 @@ function addSourceDialog({ kb, session, onAdded }) {
 
 /**
  * Draws the knowledge base's sources into `panel`. `onSynced()` runs after a sync (the
- * documents table refreshes); `onCount(n)` after each load (the tab's label).
+ * documents table refreshes); `onCount(n)` after each load (the tab's label). `addNow`
+ * (`#/kb/<id>/sources?add=1&question=…`, the Insight page's "Add a source"): the Add source
+ * dialog opens at once, for `addNow.question` when there is one, and `addNow.onClose()` runs
+ * once it closes; nothing opens for a viewer who may not add sources.
  */
-export async function sourcesPanel(panel, { kb, kbKey, session, signal, onSynced, onCount }) {
+export async function sourcesPanel(panel, { kb, kbKey, session, signal, onSynced, onCount, addNow }) {
   const can = rights(session);
   const list = h("div", { class: "src-list-wrap", "aria-busy": "true" }, h("p", { class: "loading" }, t("common.loading")));
   const add = can.admin
@@ -832,6 +853,21 @@ export async function sourcesPanel(panel, { kb, kbKey, session, signal, onSynced
     poll.now();
     if (out.running) poll.later();
     if (onSynced) onSynced(out);
+  }
+
+  if (addNow && add) {
+    addSourceDialog({
+      kb,
+      session,
+      onAdded,
+      question: addNow.question,
+      onClose: () => {
+        // Back to the button that opens it again (a new source's "Sync now" takes the focus
+        // once drawn); the address loses the request.
+        if (add.isConnected && !signal.aborted) add.focus();
+        addNow.onClose?.();
+      },
+    });
   }
 
   try {
