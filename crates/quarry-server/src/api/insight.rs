@@ -3,8 +3,8 @@
 //! wording, with counts per day) and `GET /api/v1/insight/usage` (daily counts by metric,
 //! person and token; `?format=csv` exports them), and `GET`/`PUT /api/v1/insight/budget`
 //! (the space's monthly model tokens: spent, and the limit its owner sets). The views read
-//! aggregates only, never the documents: a group's near-miss passage is found by the viewer's own search, so nobody
-//! sees text they may not read.
+//! aggregates only, never the documents: a group's near-miss passage is found by the
+//! viewer's own search, so nobody sees text they may not read.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
