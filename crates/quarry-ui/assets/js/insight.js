@@ -221,61 +221,32 @@ export async function render({ root, query, signal }) {
   }
 
   // ---- Loading
-  let unansweredCtl = null;
-  async function loadUnanswered() {
-    unansweredCtl?.abort();
-    const ctl = (unansweredCtl = new AbortController());
+  // One GET into `state[key]`: a newer load of the same key aborts the older (leaving the
+  // page aborts them all). While it runs the state is `{loading}` (with the last `data` when
+  // `keep`), then `{data}` or `{error}`; `draw` redraws its part of the page each time.
+  const loads = {};
+  async function loadInto(key, path, query, draw, { keep = false, loaded } = {}) {
+    loads[key]?.abort();
+    const ctl = (loads[key] = new AbortController());
     signal.addEventListener("abort", () => ctl.abort(), { once: true });
-    state.unanswered = { loading: true };
-    drawUnanswered();
+    state[key] = keep ? { loading: true, data: state[key]?.data } : { loading: true };
+    draw();
     try {
-      const data = await api("GET", UNANSWERED, { query: { days: state.days, knowledge_base: state.kb || undefined, limit: LIMIT }, signal: ctl.signal });
+      const data = await api("GET", path, { query, signal: ctl.signal });
       if (ctl.signal.aborted) return;
-      state.unanswered = { data };
+      state[key] = { data };
+      loaded?.();
     } catch (e) {
       if (ctl.signal.aborted || isAbort(e)) return;
-      state.unanswered = { error: e };
+      state[key] = { error: e };
     }
-    drawUnanswered();
+    draw();
   }
 
-  let usageCtl = null;
-  async function loadUsage() {
-    usageCtl?.abort();
-    const ctl = (usageCtl = new AbortController());
-    signal.addEventListener("abort", () => ctl.abort(), { once: true });
-    state.usage = { loading: true };
-    drawUsage();
-    try {
-      const data = await api("GET", USAGE, { query: { days: state.days }, signal: ctl.signal });
-      if (ctl.signal.aborted) return;
-      state.usage = { data };
-    } catch (e) {
-      if (ctl.signal.aborted || isAbort(e)) return;
-      state.usage = { error: e };
-    }
-    drawUsage();
-  }
-
-  let budgetCtl = null;
-  async function loadBudget() {
-    budgetCtl?.abort();
-    const ctl = (budgetCtl = new AbortController());
-    signal.addEventListener("abort", () => ctl.abort(), { once: true });
-    const last = state.budget?.data;
-    state.budget = { loading: true, data: last };
-    drawBudget();
-    try {
-      const data = await api("GET", BUDGET, { signal: ctl.signal });
-      if (ctl.signal.aborted) return;
-      state.budget = { data };
-      fillBudgetInput();
-    } catch (e) {
-      if (ctl.signal.aborted || isAbort(e)) return;
-      state.budget = { error: e };
-    }
-    drawBudget();
-  }
+  const loadUnanswered = () =>
+    loadInto("unanswered", UNANSWERED, { days: state.days, knowledge_base: state.kb || undefined, limit: LIMIT }, drawUnanswered);
+  const loadUsage = () => loadInto("usage", USAGE, { days: state.days }, drawUsage);
+  const loadBudget = () => loadInto("budget", BUDGET, undefined, drawBudget, { keep: true, loaded: fillBudgetInput });
 
   async function load({ announceIt = false, budget = true } = {}) {
     await Promise.all([loadUnanswered(), loadUsage(), budget ? loadBudget() : null]);
@@ -698,7 +669,7 @@ export async function render({ root, query, signal }) {
     budgetSection.setAttribute("aria-busy", "true");
     try {
       const data = await api("PUT", BUDGET, { body: { monthly_model_tokens: n }, signal });
-      budgetCtl?.abort(); // a load still under way would bring back the old figure
+      loads.budget?.abort(); // a load still under way would bring back the old figure
       state.budget = { data };
       fillBudgetInput();
       drawBudget();
