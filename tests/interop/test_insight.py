@@ -277,6 +277,21 @@ def test_question_text_is_not_kept_when_turned_off(quarry_bin, corpus, tmp_path)
         assert b"vpn password" not in stored and b"password reset" not in stored, db
 
 
+def chat_until_refused(w: World, token: str, chat: dict, answered: str) -> requests.Response:
+    """Chats (one token each) until one is refused, and that refusal: a chat's use reaches the
+    store from the audit writer, which batches every 100 ms, so the chat after the one that
+    crossed a limit may still be answered. `answered` says what went wrong if none is refused
+    within 10 s."""
+    deadline = time.monotonic() + 10
+    while True:
+        w.fake.script([{"text": "Again.", "usage": {"prompt_tokens": 1, "completion_tokens": 1}}])
+        r = http(w.srv, "POST", "/api/v1/chat", token, json=chat)
+        if r.status_code != 200:
+            return r
+        assert time.monotonic() < deadline, answered
+        time.sleep(0.2)
+
+
 def test_a_space_over_its_monthly_model_tokens_is_refused_chats(quarry_bin, corpus, tmp_path):
     w = build_world(quarry_bin, corpus, tmp_path, env={"QUARRY_MONTHLY_MODEL_TOKENS": "500"})
     w.srv = start_server(w.home, "--auth", "token", "--chat-model", f"openai:{MODEL}", logdir=tmp_path / "logs")
@@ -286,15 +301,7 @@ def test_a_space_over_its_monthly_model_tokens_is_refused_chats(quarry_bin, corp
         chat = {"message": "hello", "stream": False}
         r = http(w.srv, "POST", "/api/v1/chat", editor, json=chat)
         assert r.status_code == 200, r.text
-        # The use reaches the store from the writer (it batches every 100 ms).
-        deadline = time.monotonic() + 10
-        while True:
-            w.fake.script([{"text": "Again.", "usage": {"prompt_tokens": 1, "completion_tokens": 1}}])
-            r = http(w.srv, "POST", "/api/v1/chat", editor, json=chat)
-            if r.status_code != 200:
-                break
-            assert time.monotonic() < deadline, "a chat past the month's tokens was answered"
-            time.sleep(0.2)
+        r = chat_until_refused(w, editor, chat, "a chat past the month's tokens was answered")
         body = assert_rest_error(r, 429, "RATE_LIMITED")
         assert "model tokens this month" in body["detail"] and "QUARRY_MONTHLY_MODEL_TOKENS" in body["detail"], body
         assert int(r.headers["Retry-After"]) > 0, r.headers
@@ -461,14 +468,7 @@ def test_a_spaces_owner_sets_its_monthly_limit(quarry_bin, corpus, tmp_path):
         editor, chat = w.tok("editor"), {"message": "hello", "stream": False}
         w.fake.script([{"text": "One.", "usage": {"prompt_tokens": 400, "completion_tokens": 150}}])
         assert http(w.srv, "POST", "/api/v1/chat", editor, json=chat).status_code == 200
-        deadline = time.monotonic() + 10
-        while True:
-            w.fake.script([{"text": "Again.", "usage": {"prompt_tokens": 1, "completion_tokens": 1}}])
-            r = http(w.srv, "POST", "/api/v1/chat", editor, json=chat)
-            if r.status_code != 200:
-                break
-            assert time.monotonic() < deadline, "a chat past the owner's limit was answered"
-            time.sleep(0.2)
+        r = chat_until_refused(w, editor, chat, "a chat past the owner's limit was answered")
         body = assert_rest_error(r, 429, "RATE_LIMITED", fragment="set by the space's owner")
         assert "of its 500 model tokens this month" in body["detail"], body
         b = insight(w, "budget").json()["data"]

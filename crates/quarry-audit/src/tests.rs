@@ -222,9 +222,18 @@ fn similar_groups_merge_into_the_larger_one() {
     assert_eq!(variants, &["q expense policy"]);
 }
 
+/// Everything a space's insight log holds, from the epoch to tomorrow.
+fn everything_of(space_id: &str) -> quarry_store::InsightWindow {
+    quarry_store::InsightWindow {
+        space_id: space_id.into(),
+        knowledge_base: None,
+        since: 0,
+        until: now_millis() + DAY_MS,
+    }
+}
+
 #[test]
 fn searches_and_events_reach_the_insight_log_with_usage_counts() {
-    use quarry_store::InsightWindow;
     let (_dir, store) = store();
     let log = AuditLog::start(store.clone(), AuditSettings::default()).unwrap();
     let owner = Principal::owner("default", "space-1");
@@ -251,12 +260,7 @@ fn searches_and_events_reach_the_insight_log_with_usage_counts() {
     log.record(chat);
     log.record(event(None, AUTH_FAILURE, "unauthorized", DENIED));
     log.flush(Duration::from_secs(10));
-    let window = InsightWindow {
-        space_id: "space-1".into(),
-        knowledge_base: None,
-        since: 0,
-        until: now_millis() + DAY_MS,
-    };
+    let window = everything_of("space-1");
     let groups = store.unanswered_groups(&window, 10).unwrap();
     assert_eq!(groups.len(), 1);
     assert_eq!(groups[0].wording, "guide vpn");
@@ -358,7 +362,6 @@ fn a_month_runs_from_its_first_day_to_the_next_months() {
 
 #[test]
 fn model_use_counts_for_the_person_and_background_work_for_the_space() {
-    use quarry_store::InsightWindow;
     let (_dir, store) = store();
     let log = AuditLog::start(store.clone(), AuditSettings::default()).unwrap();
     let owner = Principal::owner("default", "space-1");
@@ -367,12 +370,7 @@ fn model_use_counts_for_the_person_and_background_work_for_the_space() {
     log.record_space_model_use("space-1", "embedding", 4, 900);
     log.record_space_model_use("space-2", "rerank", 1, 5);
     log.flush(Duration::from_secs(10));
-    let window = InsightWindow {
-        space_id: "space-1".into(),
-        knowledge_base: None,
-        since: 0,
-        until: now_millis() + DAY_MS,
-    };
+    let window = everything_of("space-1");
     let mut people: Vec<(String, u64, u64)> = store
         .usage_by_person(&window, false)
         .unwrap()
