@@ -127,17 +127,11 @@ pub fn of_event(e: &AuditEvent) -> Vec<UsageCount> {
 /// `model_tokens`, today.
 pub fn of_model(principal: &Principal, purpose: &str, requests: u64, tokens: u64) -> UsageCount {
     let identity = principal.identity.as_ref();
-    let mut c = count(
-        &principal.space_id,
-        now_millis(),
-        MODEL_TOKENS,
-        purpose,
+    let by = (
         identity.map(|i| i.user_id.as_str()),
         identity.and_then(|i| i.token_id.as_deref()),
-        tokens,
     );
-    c.count = requests;
-    c
+    model_use(&principal.space_id, by, purpose, requests, tokens)
 }
 
 /// The person the counts of a space's background work stand under (user ids are UUIDs,
@@ -147,13 +141,30 @@ pub const BACKGROUND: &str = "background";
 /// What a model's use for `purpose` by the space's background work (no person, no token:
 /// [`BACKGROUND`]) adds, like [`of_model`].
 pub fn of_space_model(space_id: &str, purpose: &str, requests: u64, tokens: u64) -> UsageCount {
+    model_use(
+        space_id,
+        (Some(BACKGROUND), None),
+        purpose,
+        requests,
+        tokens,
+    )
+}
+
+/// `requests` and `tokens` for `purpose` by `(user, token)` in `model_tokens`, today.
+fn model_use(
+    space_id: &str,
+    (user_id, token_id): (Option<&str>, Option<&str>),
+    purpose: &str,
+    requests: u64,
+    tokens: u64,
+) -> UsageCount {
     let mut c = count(
         space_id,
         now_millis(),
         MODEL_TOKENS,
         purpose,
-        Some(BACKGROUND),
-        None,
+        user_id,
+        token_id,
         tokens,
     );
     c.count = requests;
